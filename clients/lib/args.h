@@ -1,0 +1,39 @@
+// A small command-line parser shared by the client programs: declared flags with help text,
+// `--name VALUE` or `--name=VALUE`, boolean switches, positional arguments, clear errors.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sinew::client {
+
+class Args {
+ public:
+  // `value_name` empty declares a switch (no value).
+  Args& Flag(const std::string& name, const std::string& value_name, const std::string& def,
+             const std::string& help);
+  // Parses argv[first..]; returns false and sets error() on an unknown flag or missing value.
+  bool Parse(int argc, char** argv, int first);
+  const std::string& error() const { return error_; }
+  std::string Help() const;
+
+  bool Has(const std::string& name) const;  // given on the command line (or a switch set)
+  std::string Get(const std::string& name) const;
+  // Numeric values; set error() and return false when malformed.
+  bool GetInt(const std::string& name, long long* out, long long min, long long max);
+  bool GetDouble(const std::string& name, double* out, double min, double max);
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  struct Spec {
+    std::string value_name, def, help;
+  };
+  std::vector<std::string> order_;
+  std::map<std::string, Spec> specs_;
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+  std::string error_;
+};
+
+}  // namespace sinew::client

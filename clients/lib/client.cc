@@ -1,0 +1,252 @@
+#include "clients/lib/client.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/util/half.h"
+#include "sinew/v1/rig_id.h"
+
+namespace sinew::client {
+namespace {
+
+template <class T>
+std::string Pack(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+}  // namespace
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+FrameStream::FrameStream(v1::Sinew::Stub& stub) : stream_(stub.StreamDeform(&context_)) {}
+
+FrameStream::~FrameStream() {
+  if (!closed_) {
+    context_.TryCancel();
+    stream_->Finish().IgnoreError();
+  }
+}
+
+bool FrameStream::Write(const v1::DeformRequest& request) { return stream_->Write(request); }
+bool FrameStream::Read(v1::DeformResponse* response) { return stream_->Read(response); }
+
+absl::Status FrameStream::Close(size_t* unread) {
+  stream_->WritesDone();
+  v1::DeformResponse r;
+  size_t n = 0;
+  while (stream_->Read(&r)) ++n;
+  if (unread) *unread = n;
+  closed_ = true;
+  return FromGrpc(stream_->Finish());
+}
+
+Client::Client(const std::string& target) : target_(target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  channel_ = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Sinew::NewStub(channel_);
+}
+
+absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
+  if (channel_->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat("cannot connect to ", target_));
+}
+
+absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  if (auto st = FromGrpc(stub_->GetServerInfo(&ctx, {}, &info)); !st.ok()) return st;
+  return info;
+}
+
+absl::StatusOr<v1::UploadRigResponse> Client::UploadRig(const v1::Rig& rig,
+                                                        const UploadProgress& progress,
+                                                        size_t chunk_bytes) {
+  const std::string bytes = v1::SerializeRigDeterministic(rig);
+  const std::string id = v1::Sha256Hex(bytes);
+  v1::UploadRigResponse resp;
+  {
+    auto info = GetRig(id);
+    if (info.ok()) {
+      resp.set_rig_id(id);
+      resp.set_already_resident(true);
+      *resp.mutable_info() = *info;
+      if (progress) progress(bytes.size(), bytes.size());
+      return resp;
+    }
+    if (info.status().code() != absl::StatusCode::kNotFound) return info.status();
+  }
+  grpc::ClientContext ctx;
+  auto writer = stub_->UploadRig(&ctx, &resp);
+  v1::UploadRigRequest req;
+  req.mutable_header()->set_total_bytes(bytes.size());
+  req.mutable_header()->set_sha256(id);
+  bool ok = writer->Write(req);
+  chunk_bytes = std::max<size_t>(chunk_bytes, 1);
+  for (size_t off = 0; ok && off < bytes.size(); off += chunk_bytes) {
+    const size_t n = std::min(chunk_bytes, bytes.size() - off);
+    req.set_chunk(bytes.data() + off, n);
+    ok = writer->Write(req);
+    if (ok && progress) progress(off + n, bytes.size());
+  }
+  // A failed Write means the server finished early (error or already resident): Finish says.
+  writer->WritesDone();
+  if (auto st = FromGrpc(writer->Finish()); !st.ok()) return st;
+  return resp;
+}
+
+absl::StatusOr<v1::RigInfo> Client::GetRig(const std::string& rig_id) {
+  grpc::ClientContext ctx;
+  v1::GetRigRequest req;
+  req.set_rig_id(rig_id);
+  v1::RigInfo info;
+  if (auto st = FromGrpc(stub_->GetRig(&ctx, req, &info)); !st.ok()) return st;
+  return info;
+}
+
+absl::StatusOr<v1::ListRigsResponse> Client::ListRigs() {
+  grpc::ClientContext ctx;
+  v1::ListRigsResponse resp;
+  if (auto st = FromGrpc(stub_->ListRigs(&ctx, {}, &resp)); !st.ok()) return st;
+  return resp;
+}
+
+absl::Status Client::DeleteRig(const std::string& rig_id) {
+  grpc::ClientContext ctx;
+  v1::DeleteRigRequest req;
+  req.set_rig_id(rig_id);
+  v1::DeleteRigResponse resp;
+  return FromGrpc(stub_->DeleteRig(&ctx, req, &resp));
+}
+
+absl::StatusOr<v1::Session> Client::CreateSession(const v1::CreateSessionRequest& request) {
+  grpc::ClientContext ctx;
+  v1::Session s;
+  if (auto st = FromGrpc(stub_->CreateSession(&ctx, request, &s)); !st.ok()) return st;
+  return s;
+}
+
+absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
+  grpc::ClientContext ctx;
+  v1::GetSessionRequest req;
+  req.set_session_id(session_id);
+  v1::Session s;
+  if (auto st = FromGrpc(stub_->GetSession(&ctx, req, &s)); !st.ok()) return st;
+  return s;
+}
+
+absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
+  grpc::ClientContext ctx;
+  v1::ListSessionsResponse resp;
+  if (auto st = FromGrpc(stub_->ListSessions(&ctx, {}, &resp)); !st.ok()) return st;
+  return resp;
+}
+
+absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
+  grpc::ClientContext ctx;
+  v1::CloseSessionRequest req;
+  req.set_session_id(session_id);
+  v1::CloseSessionResponse resp;
+  if (auto st = FromGrpc(stub_->CloseSession(&ctx, req, &resp)); !st.ok()) return st;
+  return resp.frames();
+}
+
+absl::StatusOr<v1::DeformResponse> Client::Deform(const v1::DeformRequest& request) {
+  grpc::ClientContext ctx;
+  v1::DeformResponse resp;
+  if (auto st = FromGrpc(stub_->Deform(&ctx, request, &resp)); !st.ok()) return st;
+  return resp;
+}
+
+std::unique_ptr<FrameStream> Client::OpenStream() { return std::make_unique<FrameStream>(*stub_); }
+
+v1::Rig RigToProto(const RigInput& in) {
+  const Rig& rig = in.rig;
+  v1::Rig out;
+  out.set_name(rig.name);
+  out.mutable_mesh()->set_positions(Pack(rig.positions));
+  out.mutable_mesh()->set_triangles(Pack(rig.triangles));
+  out.mutable_mesh()->set_normals(Pack(rig.normals));
+  for (size_t j = 0; j < rig.skeleton.size(); ++j) {
+    v1::Joint* joint = out.mutable_skeleton()->add_joints();
+    joint->set_name(rig.skeleton.names[j]);
+    joint->set_parent(rig.skeleton.parents[j]);
+    const Similarity& s = rig.skeleton.rest_local[j];
+    v1::Transform* t = joint->mutable_rest();
+    t->mutable_rotation()->set_x(float(s.rotation.x()));
+    t->mutable_rotation()->set_y(float(s.rotation.y()));
+    t->mutable_rotation()->set_z(float(s.rotation.z()));
+    t->mutable_rotation()->set_w(float(s.rotation.w()));
+    t->mutable_translation()->set_x(float(s.translation.x()));
+    t->mutable_translation()->set_y(float(s.translation.y()));
+    t->mutable_translation()->set_z(float(s.translation.z()));
+    if (s.scale != 1.0) t->set_scale(float(s.scale));
+  }
+  if (!rig.skeleton.inverse_bind.empty()) {
+    std::vector<float> ib;
+    for (const Affine34d& m : rig.skeleton.inverse_bind) {
+      const Affine34f f = m.cast<float>();
+      ib.insert(ib.end(), f.data(), f.data() + 12);
+    }
+    out.mutable_skeleton()->set_inverse_bind_matrices(Pack(ib));
+  }
+  out.mutable_weights()->set_offsets(Pack(in.weights.offsets));
+  out.mutable_weights()->set_joints(Pack(in.weights.joints));
+  out.mutable_weights()->set_weights(Pack(in.weights.weights));
+  out.mutable_weights()->set_influences_per_vertex(in.weights.influences_per_vertex);
+  out.set_normalize_weights(in.weights.normalize);
+  for (const Cage& c : rig.cages) {
+    v1::Cage* cage = out.add_cages();
+    cage->set_name(c.name);
+    cage->set_positions(Pack(c.positions));
+    cage->set_triangles(Pack(c.triangles));
+  }
+  return out;
+}
+
+void PoseToProto(const Pose& pose, v1::Pose& out) {
+  out.set_space(pose.space == PoseSpace::kWorld ? v1::POSE_SPACE_WORLD : v1::POSE_SPACE_LOCAL);
+  out.set_rotations(Pack(pose.rotations));
+  out.set_translations(Pack(pose.translations));
+  out.set_scales(Pack(pose.scales));
+}
+
+absl::Status DecodePositions(const v1::DeformResponse& r, std::vector<float>& out) {
+  if (r.has_error()) {
+    return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
+  }
+  const size_t floats = size_t{3} * r.vertex_count();
+  const std::string& b = r.positions();
+  out.resize(floats);
+  if (r.encoding() == v1::OUTPUT_ENCODING_FLOAT16) {
+    if (b.size() != floats * 2) return absl::DataLossError("positions: wrong size for float16");
+    for (size_t i = 0; i < floats; ++i) {
+      uint16_t h;
+      std::memcpy(&h, b.data() + 2 * i, 2);
+      out[i] = HalfToFloat(h);
+    }
+    return absl::OkStatus();
+  }
+  if (b.size() != floats * 4) return absl::DataLossError("positions: wrong size for float32");
+  if (floats) std::memcpy(out.data(), b.data(), b.size());
+  return absl::OkStatus();
+}
+
+}  // namespace sinew::client
+
+namespace sinew::client {
+LimbOptions LimbWithVertices(size_t vertices, uint32_t bones, uint32_t influences) {
+  LimbOptions o;
+  o.segments = 100;
+  o.rings = static_cast<uint32_t>(std::max<size_t>(2, (vertices + o.segments - 1) / o.segments));
+  o.bones = bones;
+  o.max_influences = influences;
+  return o;
+}
+}  // namespace sinew::client

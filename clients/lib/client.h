@@ -1,0 +1,93 @@
+// C++ client library for the Sinew service (sinew.v1): connection, chunked and deduplicated
+// rig upload, sessions, unary and streamed frames, and conversions from core types.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "core/rig/pose.h"
+#include "core/rig/rig.h"
+#include "sinew/v1/sinew.grpc.pb.h"
+
+namespace sinew::client {
+
+// gRPC status -> absl::Status (same codes, same message).
+absl::Status FromGrpc(const grpc::Status& status);
+
+// Bytes sent so far, total bytes.
+using UploadProgress = std::function<void(uint64_t sent, uint64_t total)>;
+
+// A synchronous bidirectional frame stream. Write and Read may be used from two threads (one
+// writer, one reader) or alternately from one.
+class FrameStream {
+ public:
+  explicit FrameStream(v1::Sinew::Stub& stub);
+  ~FrameStream();
+  bool Write(const v1::DeformRequest& request);
+  bool Read(v1::DeformResponse* response);
+  // Half-closes, drains responses not yet read (counted in *unread) and returns the final
+  // status.
+  absl::Status Close(size_t* unread = nullptr);
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::DeformRequest, v1::DeformResponse>> stream_;
+  bool closed_ = false;
+};
+
+class Client {
+ public:
+  // Connects lazily to `target` (HOST:PORT) over plaintext, with unlimited receive size.
+  explicit Client(const std::string& target);
+  // Waits until the channel is ready (or the timeout passes).
+  absl::Status WaitReady(std::chrono::milliseconds timeout);
+
+  absl::StatusOr<v1::ServerInfo> GetServerInfo();
+
+  // Uploads `rig` unless the server already holds it (asked first by content hash: a second
+  // upload of the same rig costs one small round trip). Chunks of `chunk_bytes`.
+  absl::StatusOr<v1::UploadRigResponse> UploadRig(const v1::Rig& rig,
+                                                  const UploadProgress& progress = {},
+                                                  size_t chunk_bytes = size_t{1} << 20);
+  absl::StatusOr<v1::RigInfo> GetRig(const std::string& rig_id);
+  absl::StatusOr<v1::ListRigsResponse> ListRigs();
+  absl::Status DeleteRig(const std::string& rig_id);
+
+  absl::StatusOr<v1::Session> CreateSession(const v1::CreateSessionRequest& request);
+  absl::StatusOr<v1::Session> GetSession(const std::string& session_id);
+  absl::StatusOr<v1::ListSessionsResponse> ListSessions();
+  absl::StatusOr<uint64_t> CloseSession(const std::string& session_id);  // frames deformed
+
+  absl::StatusOr<v1::DeformResponse> Deform(const v1::DeformRequest& request);
+  std::unique_ptr<FrameStream> OpenStream();
+
+  v1::Sinew::Stub& stub() { return *stub_; }
+  const std::string& target() const { return target_; }
+
+ private:
+  std::string target_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Sinew::Stub> stub_;
+};
+
+// Core -> wire. Weights are sent in compressed rows.
+v1::Rig RigToProto(const RigInput& rig);
+void PoseToProto(const Pose& pose, v1::Pose& out);
+// Positions of a response as float32 x,y,z (decodes FLOAT16).
+absl::Status DecodePositions(const v1::DeformResponse& response, std::vector<float>& out);
+
+}  // namespace sinew::client
+
+#include "core/procedural/limb.h"
+
+namespace sinew::client {
+// The procedural limb with about `vertices` vertices (100 per cross-section ring).
+LimbOptions LimbWithVertices(size_t vertices, uint32_t bones, uint32_t influences);
+}  // namespace sinew::client

@@ -1,0 +1,200 @@
+// sinew-load: load generator. N concurrent StreamDeform sessions at a target frame rate for a
+// duration; reports achieved frames/s, latency percentiles and errors as a table and as JSON.
+//
+// Latency is measured from each frame's *scheduled* send time, not from when it was actually
+// sent, so a server that falls behind shows its queueing delay (no coordinated omission).
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "clients/lib/args.h"
+#include "clients/lib/client.h"
+#include "clients/lib/stats.h"
+#include "core/procedural/limb.h"
+
+namespace {
+
+using namespace sinew;
+using Clock = std::chrono::steady_clock;
+
+struct SessionResult {
+  client::LatencyStats latency;
+  uint64_t ok = 0;
+  uint64_t errors = 0;
+  std::string first_error;
+};
+
+int Usage(const client::Args& args, const std::string& error) {
+  std::FILE* out = error.empty() ? stdout : stderr;
+  if (!error.empty()) std::fprintf(stderr, "sinew-load: %s\n\n", error.c_str());
+  std::fprintf(out,
+               "sinew-load: drive a Sinew server with N concurrent streaming sessions.\n\n"
+               "Usage: sinew-load [flags]\n\nUploads the procedural limb, opens --sessions "
+               "sessions on it and streams its clip through each\nat --fps for --duration "
+               "seconds, then prints a table (and JSON with --json).\n\nFlags:\n%s",
+               args.Help().c_str());
+  return error.empty() ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  client::Args args;
+  args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address")
+      .Flag("sessions", "N", "50", "concurrent sessions, one stream each")
+      .Flag("fps", "F", "60", "frames per second per session; 0 = as fast as answered")
+      .Flag("duration", "SECONDS", "10", "how long to send")
+      .Flag("vertices", "N", "20000", "procedural limb vertex count")
+      .Flag("bones", "N", "3", "procedural limb joints")
+      .Flag("influences", "K", "2", "procedural limb influences per vertex")
+      .Flag("method", "M", "lbs", "lbs or dqs")
+      .Flag("encoding", "E", "f32", "f32 or f16")
+      .Flag("json", "PATH", "", "also write the report as JSON to PATH ('-' for stdout)")
+      .Flag("help", "", "", "print this");
+  if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
+  if (args.Has("help")) return Usage(args, "");
+  if (!args.positional().empty()) return Usage(args, "unexpected argument " + args.positional()[0]);
+  long long sessions, vertices, bones, influences;
+  double fps, duration;
+  if (!args.GetInt("sessions", &sessions, 1, 100000) || !args.GetDouble("fps", &fps, 0, 1e6) ||
+      !args.GetDouble("duration", &duration, 0.1, 86400) ||
+      !args.GetInt("vertices", &vertices, 300, 50'000'000) || !args.GetInt("bones", &bones, 1, 1000) ||
+      !args.GetInt("influences", &influences, 1, 64)) {
+    return Usage(args, args.error());
+  }
+  const std::string method = args.Get("method"), encoding = args.Get("encoding");
+  if (method != "lbs" && method != "dqs") return Usage(args, "--method: lbs or dqs");
+  if (encoding != "f32" && encoding != "f16") return Usage(args, "--encoding: f32 or f16");
+
+  client::Client c(args.Get("target"));
+  if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) {
+    std::fprintf(stderr, "sinew-load: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  const LimbOptions limb = client::LimbWithVertices(size_t(vertices), uint32_t(bones), uint32_t(influences));
+  RigInput input = MakeLimb(limb);
+  auto upload = c.UploadRig(client::RigToProto(input));
+  if (!upload.ok()) {
+    std::fprintf(stderr, "sinew-load: upload: %s\n", upload.status().ToString().c_str());
+    return 1;
+  }
+  auto built = BuildRig(std::move(input));
+  if (!built.ok()) return 1;
+  constexpr int kCycle = 120;
+  std::vector<v1::Pose> clip(kCycle);
+  for (int f = 0; f < kCycle; ++f) client::PoseToProto(LimbPose(built->skeleton, double(f) / kCycle), clip[f]);
+
+  std::vector<std::string> ids;
+  for (long long i = 0; i < sessions; ++i) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(upload->rig_id());
+    req.mutable_deformer()->set_method(method == "dqs" ? v1::METHOD_DQS : v1::METHOD_LBS);
+    req.set_encoding(encoding == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);
+    auto s = c.CreateSession(req);
+    if (!s.ok()) {
+      std::fprintf(stderr, "sinew-load: session %lld: %s\n", i, s.status().ToString().c_str());
+      for (auto& id : ids) (void)c.CloseSession(id);
+      return 1;
+    }
+    ids.push_back(s->session_id());
+  }
+
+  std::vector<SessionResult> results(ids.size());
+  const auto start = Clock::now() + std::chrono::milliseconds(100);
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    threads.emplace_back([&, i] {
+      SessionResult& r = results[i];
+      auto stream = c.OpenStream();
+      v1::DeformRequest req;
+      req.set_session_id(ids[i]);
+      v1::DeformResponse resp;
+      // Spread session phases over one frame period so that they do not all send at once.
+      const double phase = fps > 0 ? double(i) / ids.size() / fps : 0;
+      for (uint64_t f = 0;; ++f) {
+        const auto scheduled =
+            fps > 0 ? start + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(phase + f / fps))
+                    : Clock::now();
+        if (scheduled >= end || Clock::now() >= end) break;
+        if (fps > 0) std::this_thread::sleep_until(scheduled);
+        req.set_frame(f);
+        *req.mutable_pose() = clip[f % kCycle];
+        if (!stream->Write(req) || !stream->Read(&resp)) {
+          ++r.errors;
+          r.first_error = stream->Close().ToString();
+          return;
+        }
+        r.latency.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
+        if (resp.has_error() || resp.frame() != f) {
+          ++r.errors;
+          if (r.first_error.empty()) {
+            r.first_error = resp.has_error() ? resp.error().message() : "frame number not echoed";
+          }
+        } else {
+          ++r.ok;
+        }
+      }
+      if (auto st = stream->Close(); !st.ok()) {
+        ++r.errors;
+        if (r.first_error.empty()) r.first_error = st.ToString();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  for (auto& id : ids) (void)c.CloseSession(id);
+
+  client::LatencyStats all;
+  uint64_t ok = 0, errors = 0;
+  std::string first_error;
+  for (auto& r : results) {
+    all.Merge(r.latency);
+    ok += r.ok;
+    errors += r.errors;
+    if (first_error.empty()) first_error = r.first_error;
+  }
+  const double achieved = ok / std::min(elapsed, duration + 1e-9);
+  const double target = fps > 0 ? fps * sessions : 0;
+  const double p50 = all.Percentile(50), p90 = all.Percentile(90), p99 = all.Percentile(99),
+               mx = all.Max();
+  std::printf("sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s; server %s\n",
+              sessions, fps > 0 ? absl::StrFormat("%g", fps).c_str() : "max", duration,
+              vertices, method.c_str(), encoding.c_str(), c.target().c_str());
+  std::printf("  %-22s %12s\n", "metric", "value");
+  if (target > 0) std::printf("  %-22s %12.1f\n", "target frames/s", target);
+  std::printf("  %-22s %12.1f", "achieved frames/s", achieved);
+  if (target > 0) std::printf("   (%.1f %% of target)", 100 * achieved / target);
+  std::printf("\n  %-22s %12llu\n  %-22s %12llu\n", "frames ok", (unsigned long long)ok, "errors",
+              (unsigned long long)errors);
+  std::printf("  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n", "latency p50 ms",
+              p50, "latency p90 ms", p90, "latency p99 ms", p99, "latency max ms", mx);
+  if (!first_error.empty()) std::printf("  first error: %s\n", first_error.c_str());
+
+  const std::string json = absl::StrFormat(
+      "{\"sessions\":%lld,\"fps_per_session\":%g,\"duration_s\":%g,\"vertices\":%lld,"
+      "\"method\":\"%s\",\"encoding\":\"%s\",\"target_frames_per_s\":%.1f,"
+      "\"achieved_frames_per_s\":%.1f,\"frames_ok\":%llu,\"errors\":%llu,"
+      "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f}}\n",
+      sessions, fps, duration, vertices, method, encoding, target, achieved,
+      (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx);
+  const std::string path = args.Get("json");
+  if (path == "-") {
+    std::printf("%s", json.c_str());
+  } else if (!path.empty()) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "sinew-load: cannot write %s\n", path.c_str());
+      return 1;
+    }
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
+  }
+  return errors == 0 ? 0 : 1;
+}

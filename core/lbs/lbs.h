@@ -1,0 +1,23 @@
+// Linear blend skinning: v'_i = (Σ_j w_ij M_j) v_i.
+#pragma once
+
+#include <span>
+
+#include "core/parallel/thread_pool.h"
+#include "core/rig/rig.h"
+
+namespace sinew {
+
+// rest: x,y,z per vertex; transforms: one skinning transform per joint (rest -> posed);
+// out: x,y,z per vertex (same length as rest). Parallel over vertices when `pool` is given.
+// Allocates nothing.
+void LinearBlendSkinning(std::span<const float> rest, const SkinWeights& weights,
+                         std::span<const Affine34f> transforms, std::span<float> out,
+                         ThreadPool* pool);
+
+// The same over vertices [begin, end) only, on the calling thread.
+void LinearBlendSkinningRange(std::span<const float> rest, const SkinWeights& weights,
+                              std::span<const Affine34f> transforms, std::span<float> out,
+                              size_t begin, size_t end);
+
+}  // namespace sinew

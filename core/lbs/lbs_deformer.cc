@@ -1,0 +1,34 @@
+#include "core/lbs/lbs_deformer.h"
+
+#include "core/deformer/skeletal.h"
+#include "core/lbs/lbs.h"
+
+namespace sinew {
+namespace {
+
+class LbsDeformer final : public SkeletalDeformer {
+ public:
+  explicit LbsDeformer(std::shared_ptr<const Rig> rig)
+      : SkeletalDeformer(std::move(rig), "lbs"), matrices_(this->rig().joint_count()) {}
+
+  size_t StateBytes() const override {
+    return SkeletalDeformer::StateBytes() + matrices_.size() * sizeof(Affine34f);
+  }
+
+ private:
+  void Skin(std::span<float> out, ThreadPool* pool) override {
+    for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms()[j].cast<float>();
+    LinearBlendSkinning(rig().positions, rig().weights, matrices_, out, pool);
+  }
+  std::vector<Affine34f> matrices_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateLbsDeformer(std::shared_ptr<const Rig> rig,
+                                                            const DeformerConfig&) {
+  if (auto st = SkeletalDeformer::CheckRig(*rig, "lbs"); !st.ok()) return st;
+  return std::make_unique<LbsDeformer>(std::move(rig));
+}
+
+}  // namespace sinew

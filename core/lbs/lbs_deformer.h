@@ -1,0 +1,8 @@
+#pragma once
+
+#include "core/deformer/deformer.h"
+
+namespace sinew {
+absl::StatusOr<std::unique_ptr<Deformer>> CreateLbsDeformer(std::shared_ptr<const Rig> rig,
+                                                            const DeformerConfig& config);
+}

@@ -1,0 +1,132 @@
+#include "core/parallel/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+
+namespace sinew {
+
+struct ThreadPool::Job {
+  ThreadPool* pool;
+  ChunkFn fn;
+  void* ctx;
+  size_t n;
+  size_t grain;
+  size_t chunks;
+  std::atomic<size_t> next{0};
+  size_t outstanding = 0;  // helper tasks submitted and not finished; guarded by pool->mu_
+};
+
+ThreadPool::ThreadPool(size_t workers) {
+  ring_.resize(64);
+  threads_.reserve(workers);
+  for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+size_t ThreadPool::queued() const {
+  std::lock_guard lock(mu_);
+  return count_;
+}
+
+void ThreadPool::PushLocked(Task t) {
+  if (count_ == ring_.size()) {
+    std::vector<Task> bigger(ring_.size() * 2);
+    for (size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
+    ring_.swap(bigger);
+    head_ = 0;
+  }
+  ring_[(head_ + count_) % ring_.size()] = t;
+  ++count_;
+}
+
+void ThreadPool::Submit(TaskFn fn, void* arg) {
+  if (threads_.empty()) {
+    fn(arg);
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    PushLocked({fn, arg});
+  }
+  work_cv_.notify_one();
+}
+
+void ThreadPool::WorkerLoop() {
+  for (;;) {
+    Task t;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || count_ > 0; });
+      if (count_ == 0) return;  // stop_ and drained
+      t = ring_[head_];
+      head_ = (head_ + 1) % ring_.size();
+      --count_;
+    }
+    t.fn(t.arg);
+  }
+}
+
+void ThreadPool::RunChunks(Job& job) {
+  for (size_t c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
+    const size_t b = c * job.grain;
+    job.fn(job.ctx, b, std::min(job.n, b + job.grain));
+  }
+}
+
+void ThreadPool::HelperTask(void* arg) {
+  Job& job = *static_cast<Job*>(arg);
+  RunChunks(job);
+  ThreadPool* pool = job.pool;
+  std::lock_guard lock(pool->mu_);
+  // After this decrement the owner may return and destroy `job`; touch nothing of it after.
+  --job.outstanding;
+  pool->done_cv_.notify_all();
+}
+
+void ThreadPool::ParallelForImpl(size_t n, size_t grain, ChunkFn fn, void* ctx) {
+  if (n == 0) return;
+  grain = std::max<size_t>(grain, 1);
+  const size_t chunks = (n + grain - 1) / grain;
+  if (chunks == 1 || threads_.empty()) {
+    fn(ctx, 0, n);
+    return;
+  }
+  Job job{this, fn, ctx, n, grain, chunks};
+  const size_t helpers = std::min(threads_.size(), chunks - 1);
+  {
+    std::lock_guard lock(mu_);
+    job.outstanding = helpers;
+    for (size_t i = 0; i < helpers; ++i) PushLocked({&HelperTask, &job});
+  }
+  if (helpers == 1) work_cv_.notify_one();
+  else work_cv_.notify_all();
+
+  RunChunks(job);
+
+  std::unique_lock lock(mu_);
+  // Withdraw helpers that never started: all chunks are claimed, so they have nothing to do,
+  // and waiting for them could deadlock when every worker is itself inside a ParallelFor.
+  if (job.outstanding > 0 && count_ > 0) {
+    size_t kept = 0;
+    for (size_t i = 0; i < count_; ++i) {
+      const Task t = ring_[(head_ + i) % ring_.size()];
+      if (t.fn == &HelperTask && t.arg == &job) {
+        --job.outstanding;
+      } else {
+        ring_[(head_ + kept++) % ring_.size()] = t;
+      }
+    }
+    count_ = kept;
+  }
+  done_cv_.wait(lock, [&] { return job.outstanding == 0; });
+}
+
+}  // namespace sinew

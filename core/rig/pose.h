@@ -1,0 +1,53 @@
+// Per-frame inputs: a skeleton pose and cage positions, their validation, and forward
+// kinematics to skinning transforms.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/rig/rig.h"
+
+namespace sinew {
+
+enum class PoseSpace { kLocal, kWorld };
+
+// One similarity transform per joint, by joint index. Local: relative to the parent joint
+// (roots: to the model). World: in model space.
+struct Pose {
+  PoseSpace space = PoseSpace::kLocal;
+  std::vector<float> rotations;     // x,y,z,w per joint, unit
+  std::vector<float> translations;  // x,y,z per joint
+  std::vector<float> scales;        // empty (all 1) or one uniform scale > 0 per joint
+
+  size_t joint_count() const { return translations.size() / 3; }
+  Similarity joint(size_t j) const;
+};
+
+// The skeleton's bind pose in local space.
+Pose RestPose(const Skeleton& skeleton);
+
+// Checks array lengths against the skeleton, finiteness, unit quaternions (|q| within 1e-3 of
+// 1) and positive scales. INVALID_ARGUMENT names the field and joint ("pose.rotations[3]").
+absl::Status ValidatePose(const Pose& pose, size_t joint_count);
+
+// Forward kinematics: skinning transform of every joint, world_j(pose) ∘ inverse_bind_j, which
+// maps rest-pose model space to posed model space (identity at the bind pose). `world` is
+// caller-owned scratch; both spans hold joint_count entries. Allocates nothing. The pose must
+// have passed ValidatePose.
+void SkinningTransforms(const Skeleton& skeleton, const Pose& pose, std::span<Similarity> world,
+                        std::span<Affine34d> out);
+
+enum class CageInputMode { kAbsolute, kOffsets };
+
+struct CageFrame {
+  uint32_t cage = 0;  // index into Rig::cages
+  CageInputMode mode = CageInputMode::kAbsolute;
+  std::vector<float> positions;  // x,y,z per cage vertex
+};
+
+// Checks cage indices, vertex counts and finiteness ("cages[0].positions[12]").
+absl::Status ValidateCageFrames(const Rig& rig, std::span<const CageFrame> frames);
+
+}  // namespace sinew

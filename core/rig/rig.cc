@@ -1,0 +1,356 @@
+#include "core/rig/rig.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sinew {
+namespace {
+
+constexpr double kUnitTolerance = 1e-3;
+
+bool Finite(float x) { return std::isfinite(x); }
+
+template <class T>
+size_t Bytes(const std::vector<T>& v) {
+  return v.size() * sizeof(T);
+}
+
+absl::Status Invalid(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
+
+// Checks a packed xyz array: length multiple of 3 and every coordinate finite.
+absl::Status CheckPoints(const std::vector<float>& xyz, absl::string_view field) {
+  if (xyz.size() % 3 != 0) {
+    return Invalid(absl::StrCat(field, ": ", xyz.size(), " floats is not a multiple of 3"));
+  }
+  for (size_t i = 0; i < xyz.size(); ++i) {
+    if (!Finite(xyz[i])) {
+      return Invalid(absl::StrFormat("%s[%d]: coordinate %c is not finite (%g)", field, i / 3,
+                                     "xyz"[i % 3], xyz[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Checks a packed index array of `arity` indices per element, each < `bound`.
+absl::Status CheckIndices(const std::vector<uint32_t>& idx, size_t arity, size_t bound,
+                          absl::string_view field, absl::string_view what) {
+  if (idx.size() % arity != 0) {
+    return Invalid(absl::StrCat(field, ": ", idx.size(), " indices is not a multiple of ", arity));
+  }
+  for (size_t i = 0; i < idx.size(); ++i) {
+    if (idx[i] >= bound) {
+      return Invalid(absl::StrFormat("%s[%d]: index %d is out of range (%d %s)", field,
+                                     i / arity, idx[i], bound, what));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSimilarity(const Similarity& s, absl::string_view field) {
+  const Eigen::Quaterniond& q = s.rotation;
+  const double n = q.norm();
+  if (!std::isfinite(n) || std::abs(n - 1.0) > kUnitTolerance) {
+    return Invalid(absl::StrFormat("%s.rotation: quaternion (%g, %g, %g, %g) has norm %g, not 1",
+                                   field, q.x(), q.y(), q.z(), q.w(), n));
+  }
+  if (!s.translation.allFinite()) {
+    return Invalid(absl::StrCat(field, ".translation: not finite"));
+  }
+  if (!std::isfinite(s.scale) || s.scale <= 0) {
+    return Invalid(absl::StrFormat("%s.scale: %g is not a positive finite number", field, s.scale));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BuildSkeleton(Skeleton& sk, const RigLimits& limits) {
+  const size_t n = sk.parents.size();
+  if (n > limits.max_joints) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("rig.skeleton.joints: ", n, " joints exceed the limit of ", limits.max_joints));
+  }
+  if (sk.names.size() != n || sk.rest_local.size() != n) {
+    return absl::InternalError("skeleton arrays of different lengths");
+  }
+  absl::flat_hash_set<std::string_view> seen;
+  for (size_t j = 0; j < n; ++j) {
+    const std::string field = absl::StrCat("rig.skeleton.joints[", j, "]");
+    if (sk.names[j].empty()) return Invalid(absl::StrCat(field, ".name: empty"));
+    if (!seen.insert(sk.names[j]).second) {
+      return Invalid(absl::StrCat(field, ".name: \"", sk.names[j], "\" is not unique"));
+    }
+    const int32_t p = sk.parents[j];
+    if (p < -1 || p >= static_cast<int32_t>(n) || p == static_cast<int32_t>(j)) {
+      return Invalid(absl::StrCat(field, ".parent: ", p, " is not -1 or another joint's index (",
+                                  n, " joints)"));
+    }
+    if (auto st = CheckSimilarity(sk.rest_local[j], absl::StrCat(field, ".rest")); !st.ok()) return st;
+    sk.rest_local[j].rotation.normalize();
+  }
+
+  // Parents-first order by depth-first walk from the roots; joints never reached lie on a cycle.
+  std::vector<std::vector<int32_t>> children(n);
+  std::vector<int32_t> stack;
+  for (size_t j = 0; j < n; ++j) {
+    if (sk.parents[j] < 0) stack.push_back(static_cast<int32_t>(j));
+    else children[sk.parents[j]].push_back(static_cast<int32_t>(j));
+  }
+  sk.order.clear();
+  sk.order.reserve(n);
+  while (!stack.empty()) {
+    const int32_t j = stack.back();
+    stack.pop_back();
+    sk.order.push_back(j);
+    for (auto it = children[j].rbegin(); it != children[j].rend(); ++it) stack.push_back(*it);
+  }
+  if (sk.order.size() != n) {
+    std::vector<bool> reached(n, false);
+    for (int32_t j : sk.order) reached[j] = true;
+    for (size_t j = 0; j < n; ++j) {
+      if (!reached[j]) {
+        return Invalid(absl::StrCat("rig.skeleton.joints[", j,
+                                    "].parent: joint is on a cycle of parent links"));
+      }
+    }
+  }
+
+  // Rest world transforms, then inverse bind matrices when not supplied.
+  std::vector<Similarity> world(n);
+  for (int32_t j : sk.order) {
+    const int32_t p = sk.parents[j];
+    world[j] = p < 0 ? sk.rest_local[j] : world[p] * sk.rest_local[j];
+  }
+  if (sk.inverse_bind.empty()) {
+    sk.inverse_bind.resize(n);
+    for (size_t j = 0; j < n; ++j) sk.inverse_bind[j] = Inverse(world[j].Matrix());
+  } else if (sk.inverse_bind.size() != n) {
+    return Invalid(absl::StrCat("rig.skeleton.inverse_bind_matrices: ", sk.inverse_bind.size(),
+                                " matrices for ", n, " joints"));
+  }
+  sk.inverse_bind_is_similarity = true;
+  for (size_t j = 0; j < n; ++j) {
+    const Affine34d& m = sk.inverse_bind[j];
+    const std::string field = absl::StrCat("rig.skeleton.inverse_bind_matrices[", j, "]");
+    if (!m.allFinite()) return Invalid(absl::StrCat(field, ": not finite"));
+    const Eigen::Matrix3d a = m.leftCols<3>();
+    const double det = a.determinant();
+    if (!(std::abs(det) > 1e-12)) {
+      return Invalid(absl::StrFormat("%s: singular (determinant %g)", field, det));
+    }
+    const double s2 = std::cbrt(det) * std::cbrt(det);
+    if (det < 0 || !(a.transpose() * a).isApprox(s2 * Eigen::Matrix3d::Identity(), 1e-4)) {
+      sk.inverse_bind_is_similarity = false;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BuildWeights(const WeightsInput& in, size_t vertex_count, size_t joint_count,
+                          const RigLimits& limits, SkinWeights& out, uint32_t& max_influences) {
+  const bool fixed = in.offsets.empty();
+  if (fixed && in.joints.empty() && in.weights.empty()) {
+    out = {};
+    max_influences = 0;
+    return absl::OkStatus();  // a rig without weights (cage-only or point-set rigs)
+  }
+  if (joint_count == 0) {
+    return Invalid("rig.weights: skinning weights given but the skeleton has no joints");
+  }
+  if (in.joints.size() != in.weights.size()) {
+    return Invalid(absl::StrCat("rig.weights: ", in.joints.size(), " joint indices but ",
+                                in.weights.size(), " weights"));
+  }
+  if (fixed) {
+    const size_t k = in.influences_per_vertex;
+    if (k == 0) {
+      return Invalid("rig.weights.influences_per_vertex: must be > 0 when offsets is empty");
+    }
+    if (in.joints.size() != vertex_count * k) {
+      return Invalid(absl::StrCat("rig.weights.joints: ", in.joints.size(), " entries, expected ",
+                                  vertex_count, " vertices x ", k, " influences"));
+    }
+  } else {
+    if (in.offsets.size() != vertex_count + 1) {
+      return Invalid(absl::StrCat("rig.weights.offsets: ", in.offsets.size(),
+                                  " entries, expected vertex_count + 1 = ", vertex_count + 1));
+    }
+    if (in.offsets[0] != 0) return Invalid("rig.weights.offsets[0]: must be 0");
+    for (size_t v = 0; v < vertex_count; ++v) {
+      if (in.offsets[v + 1] < in.offsets[v]) {
+        return Invalid(absl::StrCat("rig.weights.offsets[", v + 1, "]: ", in.offsets[v + 1],
+                                    " is less than offsets[", v, "] = ", in.offsets[v]));
+      }
+    }
+    if (in.offsets[vertex_count] != in.joints.size()) {
+      return Invalid(absl::StrCat("rig.weights.offsets[", vertex_count, "]: ",
+                                  in.offsets[vertex_count], " but there are ", in.joints.size(),
+                                  " entries"));
+    }
+  }
+  auto begin = [&](size_t v) -> size_t {
+    return fixed ? v * in.influences_per_vertex : in.offsets[v];
+  };
+
+  out.offsets.assign(vertex_count + 1, 0);
+  out.joints.clear();
+  out.weights.clear();
+  out.joints.reserve(in.joints.size());
+  out.weights.reserve(in.weights.size());
+  max_influences = 0;
+  std::vector<std::pair<float, uint16_t>> row;  // (weight, joint) of one vertex
+  for (size_t v = 0; v < vertex_count; ++v) {
+    row.clear();
+    double sum = 0;
+    for (size_t e = begin(v); e < begin(v + 1); ++e) {
+      const uint32_t j = in.joints[e];
+      const float w = in.weights[e];
+      if (j >= joint_count) {
+        return Invalid(absl::StrFormat("rig.weights.joints[%d] (vertex %d): joint %d is out of "
+                                       "range (%d joints)", e, v, j, joint_count));
+      }
+      if (!Finite(w) || w < 0) {
+        return Invalid(absl::StrFormat("rig.weights.weights[%d] (vertex %d): weight %g is %s", e, v,
+                                       w, Finite(w) ? "negative" : "not finite"));
+      }
+      sum += w;
+      if (w == 0) continue;
+      auto same = std::find_if(row.begin(), row.end(), [&](auto& r) { return r.second == j; });
+      if (same != row.end()) same->first += w;  // repeated joint: merge
+      else row.emplace_back(w, static_cast<uint16_t>(j));
+    }
+    if (!(sum > 0)) {
+      return Invalid(absl::StrFormat("rig.weights (vertex %d): no influence with a positive weight", v));
+    }
+    if (!in.normalize && std::abs(sum - 1.0) > limits.weight_sum_tolerance) {
+      return Invalid(absl::StrFormat(
+          "rig.weights (vertex %d): weights sum to %.6g, not 1 within %g; set "
+          "rig.normalize_weights to rescale them", v, sum, limits.weight_sum_tolerance));
+    }
+    // Decreasing weight: the first influence is the dominant one (DQS pivot).
+    std::stable_sort(row.begin(), row.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    for (auto& [w, j] : row) {
+      out.joints.push_back(j);
+      out.weights.push_back(static_cast<float>(w / sum));  // exact partition of unity
+    }
+    out.offsets[v + 1] = static_cast<uint32_t>(out.joints.size());
+    max_influences = std::max<uint32_t>(max_influences, static_cast<uint32_t>(row.size()));
+  }
+  out.joints.shrink_to_fit();
+  out.weights.shrink_to_fit();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+size_t Rig::ResidentBytes() const {
+  size_t b = sizeof(Rig) + name.size() + Bytes(positions) + Bytes(triangles) + Bytes(normals);
+  b += Bytes(skeleton.parents) + Bytes(skeleton.rest_local) + Bytes(skeleton.inverse_bind) +
+       Bytes(skeleton.order);
+  for (const auto& s : skeleton.names) b += sizeof(s) + s.size();
+  b += Bytes(weights.offsets) + Bytes(weights.joints) + Bytes(weights.weights);
+  for (const auto& c : cages) b += sizeof(c) + Bytes(c.positions) + Bytes(c.triangles);
+  b += Bytes(sphere_mesh.centers) + Bytes(sphere_mesh.radii) + Bytes(sphere_mesh.edges) +
+       Bytes(sphere_mesh.triangles);
+  for (const auto& a : attributes) b += sizeof(a) + Bytes(a.values);
+  for (const auto& p : precomputed) b += sizeof(p) + p.data.size();
+  return b;
+}
+
+absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits) {
+  Rig& rig = input.rig;
+  if (auto st = CheckPoints(rig.positions, "rig.mesh.positions"); !st.ok()) return st;
+  const size_t n = rig.vertex_count();
+  if (n == 0) return Invalid("rig.mesh.positions: the mesh has no vertices");
+  if (n > limits.max_vertices) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "rig.mesh.positions: ", n, " vertices exceed the limit of ", limits.max_vertices));
+  }
+  if (auto st = CheckIndices(rig.triangles, 3, n, "rig.mesh.triangles", "vertices"); !st.ok()) {
+    return st;
+  }
+  if (!rig.normals.empty()) {
+    if (rig.normals.size() != rig.positions.size()) {
+      return Invalid(absl::StrCat("rig.mesh.normals: ", rig.normals.size() / 3, " normals for ", n,
+                                  " vertices"));
+    }
+    if (auto st = CheckPoints(rig.normals, "rig.mesh.normals"); !st.ok()) return st;
+  }
+  if (auto st = BuildSkeleton(rig.skeleton, limits); !st.ok()) return st;
+  if (auto st = BuildWeights(input.weights, n, rig.joint_count(), limits, rig.weights,
+                             rig.max_influences);
+      !st.ok()) {
+    return st;
+  }
+
+  for (size_t c = 0; c < rig.cages.size(); ++c) {
+    const Cage& cage = rig.cages[c];
+    const std::string field = absl::StrCat("rig.cages[", c, "]");
+    if (auto st = CheckPoints(cage.positions, field + ".positions"); !st.ok()) return st;
+    if (cage.vertex_count() < 4) return Invalid(field + ".positions: a cage needs >= 4 vertices");
+    if (cage.triangles.size() < 12) return Invalid(field + ".triangles: a cage needs >= 4 faces");
+    if (auto st = CheckIndices(cage.triangles, 3, cage.vertex_count(), field + ".triangles",
+                               "cage vertices");
+        !st.ok()) {
+      return st;
+    }
+  }
+
+  const SphereMesh& sm = rig.sphere_mesh;
+  if (auto st = CheckPoints(sm.centers, "rig.sphere_mesh.centers"); !st.ok()) return st;
+  const size_t spheres = sm.centers.size() / 3;
+  if (sm.radii.size() != spheres) {
+    return Invalid(absl::StrCat("rig.sphere_mesh.radii: ", sm.radii.size(), " radii for ", spheres,
+                                " spheres"));
+  }
+  for (size_t i = 0; i < spheres; ++i) {
+    if (!Finite(sm.radii[i]) || sm.radii[i] <= 0) {
+      return Invalid(absl::StrFormat("rig.sphere_mesh.radii[%d]: %g is not a positive radius", i,
+                                     sm.radii[i]));
+    }
+  }
+  if (auto st = CheckIndices(sm.edges, 2, spheres, "rig.sphere_mesh.edges", "spheres"); !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckIndices(sm.triangles, 3, spheres, "rig.sphere_mesh.triangles", "spheres");
+      !st.ok()) {
+    return st;
+  }
+
+  absl::flat_hash_set<std::string_view> attr_names;
+  for (size_t a = 0; a < rig.attributes.size(); ++a) {
+    const AttributeMap& m = rig.attributes[a];
+    const std::string field = absl::StrCat("rig.attributes[", a, "]");
+    if (m.name.empty()) return Invalid(field + ".name: empty");
+    if (!attr_names.insert(m.name).second) {
+      return Invalid(absl::StrCat(field, ".name: \"", m.name, "\" is not unique"));
+    }
+    if (m.components == 0) return Invalid(field + ".components: must be >= 1");
+    if (m.values.size() != n * m.components) {
+      return Invalid(absl::StrCat(field, ".values: ", m.values.size(), " values, expected ", n,
+                                  " vertices x ", m.components));
+    }
+    for (size_t i = 0; i < m.values.size(); ++i) {
+      if (!Finite(m.values[i])) {
+        return Invalid(absl::StrFormat("%s.values[%d] (vertex %d): not finite", field, i,
+                                       i / m.components));
+      }
+    }
+  }
+  for (size_t p = 0; p < rig.precomputed.size(); ++p) {
+    if (rig.precomputed[p].deformer.empty()) {
+      return Invalid(absl::StrCat("rig.precomputed[", p, "].deformer: empty"));
+    }
+  }
+
+  Eigen::Map<const Eigen::Matrix3Xf> pts(rig.positions.data(), 3, static_cast<Eigen::Index>(n));
+  rig.bbox_min = pts.rowwise().minCoeff();
+  rig.bbox_max = pts.rowwise().maxCoeff();
+  return std::move(rig);
+}
+
+}  // namespace sinew

@@ -1,0 +1,127 @@
+// The rig model: rest mesh, skeleton, sparse skinning weights and the optional parts later
+// deformers use (cages, sphere-mesh skeletons, attribute maps, precomputed data).
+//
+// A caller fills a RigInput (unchecked, as it came off the wire or a file) and calls BuildRig,
+// which validates every number and index and returns an immutable Rig ready for deformation:
+// weights compacted (zero weights dropped, joint indices as uint16, influences sorted by
+// decreasing weight), skeleton ordered parents-first, inverse bind matrices filled in.
+//
+// Error messages name the offending element with the field paths of the wire format
+// (proto/sinew/v1/sinew.proto), e.g. "rig.weights.weights[17] (vertex 5): ...", so that the
+// server can pass them through unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/rig/transform.h"
+
+namespace sinew {
+
+struct Skeleton {
+  std::vector<std::string> names;
+  std::vector<int32_t> parents;        // -1 for roots
+  std::vector<Similarity> rest_local;  // bind pose relative to the parent
+  // Model space at bind time -> joint frame. One per joint after BuildRig.
+  std::vector<Affine34d> inverse_bind;
+  // Joint indices, every parent before its children. Filled by BuildRig.
+  std::vector<int32_t> order;
+  // True when every inverse bind matrix is a similarity (rotation, uniform scale,
+  // translation), which dual quaternion skinning needs. Filled by BuildRig.
+  bool inverse_bind_is_similarity = true;
+
+  size_t size() const { return parents.size(); }
+};
+
+// Compressed sparse rows: vertex v's influences are entries offsets[v] .. offsets[v+1]-1,
+// sorted by decreasing weight, weights > 0 summing to 1.
+struct SkinWeights {
+  std::vector<uint32_t> offsets;  // vertex_count + 1
+  std::vector<uint16_t> joints;
+  std::vector<float> weights;
+};
+
+struct Cage {
+  std::string name;
+  std::vector<float> positions;     // 3 per vertex
+  std::vector<uint32_t> triangles;  // 3 per face
+  size_t vertex_count() const { return positions.size() / 3; }
+};
+
+struct SphereMesh {
+  std::vector<float> centers;  // 3 per sphere
+  std::vector<float> radii;
+  std::vector<uint32_t> edges;      // 2 per edge
+  std::vector<uint32_t> triangles;  // 3 per triangle
+};
+
+struct AttributeMap {
+  std::string name;
+  uint32_t components = 1;
+  std::vector<float> values;  // vertex_count * components
+};
+
+struct PrecomputedData {
+  std::string deformer;
+  std::string version;
+  std::string data;
+};
+
+struct Rig {
+  std::string name;
+  std::vector<float> positions;     // rest positions, 3 per vertex
+  std::vector<uint32_t> triangles;  // 3 per triangle
+  std::vector<float> normals;       // empty or 3 per vertex
+  Skeleton skeleton;
+  SkinWeights weights;
+  std::vector<Cage> cages;
+  SphereMesh sphere_mesh;
+  std::vector<AttributeMap> attributes;
+  std::vector<PrecomputedData> precomputed;
+
+  // Derived by BuildRig.
+  Eigen::Vector3f bbox_min = Eigen::Vector3f::Zero();
+  Eigen::Vector3f bbox_max = Eigen::Vector3f::Zero();
+  uint32_t max_influences = 0;
+
+  size_t vertex_count() const { return positions.size() / 3; }
+  size_t triangle_count() const { return triangles.size() / 3; }
+  size_t joint_count() const { return skeleton.size(); }
+  float bbox_diagonal() const { return (bbox_max - bbox_min).norm(); }
+  // Bytes of memory held by this rig's arrays.
+  size_t ResidentBytes() const;
+};
+
+// Skinning weights as supplied: compressed rows (offsets non-empty) or a fixed number of
+// influences per vertex (offsets empty).
+struct WeightsInput {
+  std::vector<uint32_t> offsets;
+  std::vector<uint32_t> joints;
+  std::vector<float> weights;
+  uint32_t influences_per_vertex = 0;
+  bool normalize = false;  // scale each vertex's weights to sum to 1
+};
+
+struct RigInput {
+  // Everything but `weights` and the derived fields; skeleton.inverse_bind may be empty
+  // (computed) or one per joint.
+  Rig rig;
+  WeightsInput weights;
+};
+
+struct RigLimits {
+  size_t max_vertices = 10'000'000;
+  size_t max_joints = 65535;  // joint indices are stored as uint16
+  // Weights must sum to 1 within this, unless normalization was requested.
+  float weight_sum_tolerance = 1e-3f;
+};
+
+// Validates `input` and builds the rig. INVALID_ARGUMENT names field and index;
+// RESOURCE_EXHAUSTED when a limit is exceeded.
+absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits = {});
+
+}  // namespace sinew

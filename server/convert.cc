@@ -1,0 +1,176 @@
+#include "server/convert.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace sinew::server {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "packed arrays are little-endian; a big-endian port must byte-swap here");
+
+// Copies a packed array of `arity`-tuples of T from `bytes` into `out`.
+template <class T>
+absl::Status Unpack(const std::string& bytes, size_t arity, std::vector<T>& out,
+                    absl::string_view field) {
+  const size_t tuple = arity * sizeof(T);
+  if (bytes.size() % tuple != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", bytes.size(),
+                                                   " bytes is not a multiple of ", tuple,
+                                                   " (", arity, " x ", sizeof(T), " bytes)"));
+  }
+  out.resize(bytes.size() / sizeof(T));
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+Similarity TransformFromProto(const v1::Transform& t) {
+  Similarity s;
+  // An absent rotation message is the identity, not a zero quaternion.
+  if (t.has_rotation()) {
+    s.rotation = Eigen::Quaterniond(t.rotation().w(), t.rotation().x(), t.rotation().y(),
+                                    t.rotation().z());
+  }
+  s.translation = Eigen::Vector3d(t.translation().x(), t.translation().y(), t.translation().z());
+  s.scale = t.has_scale() ? t.scale() : 1.0;
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<RigInput> RigFromProto(const v1::Rig& r) {
+  RigInput in;
+  Rig& rig = in.rig;
+  rig.name = r.name();
+  absl::Status st;
+  if (!(st = Unpack(r.mesh().positions(), 3, rig.positions, "rig.mesh.positions")).ok()) return st;
+  if (!(st = Unpack(r.mesh().triangles(), 3, rig.triangles, "rig.mesh.triangles")).ok()) return st;
+  if (!(st = Unpack(r.mesh().normals(), 3, rig.normals, "rig.mesh.normals")).ok()) return st;
+
+  Skeleton& sk = rig.skeleton;
+  for (const v1::Joint& j : r.skeleton().joints()) {
+    sk.names.push_back(j.name());
+    sk.parents.push_back(j.parent());
+    sk.rest_local.push_back(TransformFromProto(j.rest()));
+  }
+  std::vector<float> ib;
+  if (!(st = Unpack(r.skeleton().inverse_bind_matrices(), 12, ib,
+                    "rig.skeleton.inverse_bind_matrices")).ok()) {
+    return st;
+  }
+  for (size_t j = 0; j < ib.size() / 12; ++j) {
+    sk.inverse_bind.push_back(
+        Eigen::Map<const Eigen::Matrix<float, 3, 4, Eigen::RowMajor>>(&ib[12 * j]).cast<double>());
+  }
+
+  if (!(st = Unpack(r.weights().offsets(), 1, in.weights.offsets, "rig.weights.offsets")).ok()) return st;
+  if (!(st = Unpack(r.weights().joints(), 1, in.weights.joints, "rig.weights.joints")).ok()) return st;
+  if (!(st = Unpack(r.weights().weights(), 1, in.weights.weights, "rig.weights.weights")).ok()) return st;
+  in.weights.influences_per_vertex = r.weights().influences_per_vertex();
+  in.weights.normalize = r.normalize_weights();
+
+  for (int c = 0; c < r.cages_size(); ++c) {
+    Cage cage;
+    cage.name = r.cages(c).name();
+    const std::string field = absl::StrCat("rig.cages[", c, "]");
+    if (!(st = Unpack(r.cages(c).positions(), 3, cage.positions, field + ".positions")).ok()) return st;
+    if (!(st = Unpack(r.cages(c).triangles(), 3, cage.triangles, field + ".triangles")).ok()) return st;
+    rig.cages.push_back(std::move(cage));
+  }
+  const v1::SphereMesh& sm = r.sphere_mesh();
+  if (!(st = Unpack(sm.centers(), 3, rig.sphere_mesh.centers, "rig.sphere_mesh.centers")).ok()) return st;
+  if (!(st = Unpack(sm.radii(), 1, rig.sphere_mesh.radii, "rig.sphere_mesh.radii")).ok()) return st;
+  if (!(st = Unpack(sm.edges(), 2, rig.sphere_mesh.edges, "rig.sphere_mesh.edges")).ok()) return st;
+  if (!(st = Unpack(sm.triangles(), 3, rig.sphere_mesh.triangles, "rig.sphere_mesh.triangles")).ok()) return st;
+
+  for (int a = 0; a < r.attributes_size(); ++a) {
+    AttributeMap m;
+    m.name = r.attributes(a).name();
+    m.components = r.attributes(a).components();
+    if (!(st = Unpack(r.attributes(a).values(), 1, m.values,
+                      absl::StrCat("rig.attributes[", a, "].values"))).ok()) {
+      return st;
+    }
+    rig.attributes.push_back(std::move(m));
+  }
+  for (const v1::PrecomputedData& p : r.precomputed()) {
+    rig.precomputed.push_back({p.deformer(), p.version(), p.data()});
+  }
+  return in;
+}
+
+absl::Status PoseFromProto(const v1::Pose& p, Pose& out) {
+  switch (p.space()) {
+    case v1::POSE_SPACE_LOCAL: out.space = PoseSpace::kLocal; break;
+    case v1::POSE_SPACE_WORLD: out.space = PoseSpace::kWorld; break;
+    default:
+      return absl::InvalidArgumentError(
+          "pose.space: must be stated (POSE_SPACE_LOCAL or POSE_SPACE_WORLD)");
+  }
+  absl::Status st;
+  if (!(st = Unpack(p.rotations(), 4, out.rotations, "pose.rotations")).ok()) return st;
+  if (!(st = Unpack(p.translations(), 3, out.translations, "pose.translations")).ok()) return st;
+  return Unpack(p.scales(), 1, out.scales, "pose.scales");
+}
+
+absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::CagePose>& cages,
+                                 std::vector<CageFrame>& out) {
+  out.resize(static_cast<size_t>(cages.size()));
+  for (int i = 0; i < cages.size(); ++i) {
+    out[i].cage = cages[i].cage();
+    out[i].mode = cages[i].input() == v1::CAGE_INPUT_OFFSETS ? CageInputMode::kOffsets
+                                                             : CageInputMode::kAbsolute;
+    if (auto st = Unpack(cages[i].positions(), 3, out[i].positions,
+                         absl::StrCat("cages[", i, "].positions"));
+        !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& c) {
+  DeformerConfig config;
+  switch (c.method()) {
+    case v1::METHOD_LBS: config.method = Method::kLbs; break;
+    case v1::METHOD_DQS: config.method = Method::kDqs; break;
+    case v1::METHOD_UNSPECIFIED:
+      return absl::InvalidArgumentError("deformer.method: must be set (e.g. METHOD_LBS)");
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("deformer.method: ", static_cast<int>(c.method()),
+                       " is not a method this server implements"));
+  }
+  if ((c.has_lbs() && config.method != Method::kLbs) ||
+      (c.has_dqs() && config.method != Method::kDqs)) {
+    return absl::InvalidArgumentError("deformer.params: parameters of another method");
+  }
+  return config;
+}
+
+void FillRigInfo(const Rig& rig, v1::RigInfo& info) {
+  info.set_name(rig.name);
+  info.set_vertex_count(static_cast<uint32_t>(rig.vertex_count()));
+  info.set_triangle_count(static_cast<uint32_t>(rig.triangle_count()));
+  info.set_joint_count(static_cast<uint32_t>(rig.joint_count()));
+  info.clear_joints();
+  for (size_t j = 0; j < rig.joint_count(); ++j) {
+    v1::JointInfo* ji = info.add_joints();
+    ji->set_name(rig.skeleton.names[j]);
+    ji->set_parent(rig.skeleton.parents[j]);
+  }
+  info.set_influence_count(rig.weights.joints.size());
+  info.set_max_influences(rig.max_influences);
+  info.set_cage_count(static_cast<uint32_t>(rig.cages.size()));
+  info.set_resident_bytes(rig.ResidentBytes());
+  auto set = [](v1::Vec3* v, const Eigen::Vector3f& p) {
+    v->set_x(p.x());
+    v->set_y(p.y());
+    v->set_z(p.z());
+  };
+  set(info.mutable_bbox_min(), rig.bbox_min);
+  set(info.mutable_bbox_max(), rig.bbox_max);
+}
+
+}  // namespace sinew::server

@@ -1,0 +1,176 @@
+// sinew-server: the Sinew deformation service. See --help.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/server.h"
+#include "server/version.h"
+
+namespace {
+
+using sinew::server::ServerOptions;
+
+struct Flag {
+  const char* name;
+  const char* value_name;
+  std::string help;
+  std::function<bool(const std::string&)> set;
+};
+
+template <class T>
+std::function<bool(const std::string&)> Number(T& out) {
+  return [&out](const std::string& v) {
+    if constexpr (std::is_floating_point_v<T>) {
+      double d;
+      if (!absl::SimpleAtod(v, &d) || d < 0) return false;
+      out = static_cast<T>(d);
+    } else {
+      uint64_t u;
+      if (!absl::SimpleAtoi(v, &u)) return false;
+      out = static_cast<T>(u);
+      if (static_cast<uint64_t>(out) != u) return false;
+    }
+    return true;
+  };
+}
+
+std::string HostOf(const std::string& host_port) {
+  const auto colon = host_port.rfind(':');
+  return colon == std::string::npos ? host_port : host_port.substr(0, colon);
+}
+
+void Usage(const std::vector<Flag>& flags, std::FILE* out) {
+  std::fprintf(out,
+               "sinew-server %s: keeps rigs resident and deforms posed frames for remote clients "
+               "(gRPC API sinew.v1).\n\nUsage: sinew-server [flags]\n\nFlags (--name=VALUE or "
+               "--name VALUE):\n",
+               sinew::server::kVersion);
+  for (const Flag& f : flags) {
+    std::fprintf(out, "  --%s %s\n      %s\n", f.name, f.value_name, f.help.c_str());
+  }
+  std::fprintf(out,
+               "  --help\n      Print this and exit.\n\n"
+               "Once ready it prints `grpc listening on HOST:PORT` and, unless metrics are off,\n"
+               "`metrics listening on HOST:PORT` on stdout. SIGTERM or SIGINT: stop accepting,\n"
+               "answer the frames already received, finish open streams with UNAVAILABLE, exit 0.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Signals are taken synchronously by main via sigwait; block them before any thread starts
+  // so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ServerOptions o;
+  std::vector<Flag> flags = {
+      {"listen", "HOST:PORT", "gRPC address; port 0 picks a free port. Default " + o.listen,
+       [&](const std::string& v) { o.listen = v; return !v.empty(); }},
+      {"metrics-listen", "HOST:PORT",
+       "Prometheus /metrics HTTP address; port 0 picks a free port; empty turns metrics off. "
+       "Default " + o.metrics_listen,
+       [&](const std::string& v) { o.metrics_listen = v; return true; }},
+      {"max-vertices", "N", absl::StrCat("Most vertices in one rig. Default ", o.max_vertices),
+       Number(o.max_vertices)},
+      {"max-rig-bytes", "BYTES",
+       absl::StrCat("Largest serialized rig accepted by UploadRig. Default ", o.max_rig_bytes),
+       Number(o.max_rig_bytes)},
+      {"max-store-bytes", "BYTES",
+       absl::StrCat("Memory for all resident rigs; unused rigs are evicted least recently used "
+                    "first to make room. Default ", o.max_store_bytes),
+       Number(o.max_store_bytes)},
+      {"max-sessions", "N", absl::StrCat("Most open sessions. Default ", o.max_sessions),
+       Number(o.max_sessions)},
+      {"session-idle-ttl", "SECONDS",
+       absl::StrCat("A session with no request for this long is closed. Default ",
+                    o.session_idle_ttl_seconds),
+       Number(o.session_idle_ttl_seconds)},
+      {"worker-threads", "N",
+       "Threads that deform frames (all sessions share them); 0 = one per hardware thread. "
+       "Default 0",
+       Number(o.worker_threads)},
+      {"max-message-bytes", "BYTES",
+       absl::StrCat("Largest single request message (upload chunks, frames). Default ",
+                    o.max_message_bytes),
+       Number(o.max_message_bytes)},
+      {"drain-timeout", "SECONDS",
+       absl::StrCat("On SIGTERM, how long open streams get to finish. Default ",
+                    o.drain_timeout_seconds),
+       Number(o.drain_timeout_seconds)},
+  };
+
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      Usage(flags, stdout);
+      return 0;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      std::fprintf(stderr, "sinew-server: unexpected argument '%s' (see --help)\n", arg.c_str());
+      return 2;
+    }
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* flag = nullptr;
+    for (const Flag& f : flags) {
+      if (name == f.name) flag = &f;
+    }
+    if (!flag) {
+      std::fprintf(stderr, "sinew-server: unknown flag --%s (see --help)\n", name.c_str());
+      return 2;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sinew-server: --%s needs a value %s\n", flag->name, flag->value_name);
+        return 2;
+      }
+      value = argv[++i];
+    }
+    if (!flag->set(value)) {
+      std::fprintf(stderr, "sinew-server: --%s: '%s' is not a valid %s\n", flag->name,
+                   value.c_str(), flag->value_name);
+      return 2;
+    }
+  }
+  if (o.max_sessions == 0 || o.session_idle_ttl_seconds == 0 || o.max_vertices == 0) {
+    std::fprintf(stderr, "sinew-server: --max-sessions, --session-idle-ttl and --max-vertices must be > 0\n");
+    return 2;
+  }
+
+  sinew::server::SinewServer server(o);
+  if (auto st = server.Start(); !st.ok()) {
+    std::fprintf(stderr, "sinew-server: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  std::printf("grpc listening on %s:%d\n", HostOf(o.listen).c_str(), server.grpc_port());
+  if (server.metrics_port() != 0) {
+    std::printf("metrics listening on %s:%d\n", HostOf(o.metrics_listen).c_str(),
+                server.metrics_port());
+  }
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "sinew-server: %s received, draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.Shutdown();
+  std::fprintf(stderr, "sinew-server: stopped\n");
+  return 0;
+}

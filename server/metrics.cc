@@ -1,0 +1,106 @@
+#include "server/metrics.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace sinew::server {
+
+const char* StatusCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::OK: return "OK";
+    case grpc::CANCELLED: return "CANCELLED";
+    case grpc::UNKNOWN: return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND: return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::ABORTED: return "ABORTED";
+    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::INTERNAL: return "INTERNAL";
+    case grpc::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::DATA_LOSS: return "DATA_LOSS";
+    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "UNKNOWN";
+  }
+}
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& frames = prometheus::BuildCounter()
+                     .Name("sinew_frames_total")
+                     .Help("Frames deformed, by method and backend")
+                     .Register(*registry_);
+  auto& latency = prometheus::BuildHistogram()
+                      .Name("sinew_frame_latency_seconds")
+                      .Help("Time to deform one frame on the server, by method and backend")
+                      .Register(*registry_);
+  const prometheus::Histogram::BucketBoundaries buckets = {
+      50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0};
+  for (const MethodInfo& m : Methods()) {
+    const int mi = static_cast<int>(m.method);
+    if (mi >= kMethods) continue;
+    for (auto [b, name] : {std::pair{v1::BACKEND_CPU, "cpu"}, std::pair{v1::BACKEND_GPU, "gpu"}}) {
+      const std::map<std::string, std::string> labels = {{"method", std::string(m.name)},
+                                                         {"backend", name}};
+      frames_[mi][b] = &frames.Add(labels);
+      latency_[mi][b] = &latency.Add(labels, buckets);
+    }
+  }
+  frame_errors_ = &prometheus::BuildCounter()
+                       .Name("sinew_frame_errors_total")
+                       .Help("Frames that failed, by gRPC status code")
+                       .Register(*registry_);
+  rpc_errors_ = &prometheus::BuildCounter()
+                     .Name("sinew_rpc_errors_total")
+                     .Help("RPCs that ended with an error, by RPC and gRPC status code")
+                     .Register(*registry_);
+  sessions_ = &prometheus::BuildGauge().Name("sinew_sessions").Help("Open sessions")
+                   .Register(*registry_).Add({});
+  rigs_ = &prometheus::BuildGauge().Name("sinew_rigs").Help("Resident rigs").Register(*registry_).Add({});
+  auto& resident = prometheus::BuildGauge()
+                       .Name("sinew_resident_bytes")
+                       .Help("Bytes held in memory for rigs and per-session state")
+                       .Register(*registry_);
+  rig_bytes_ = &resident.Add({{"kind", "rig"}});
+  session_bytes_ = &resident.Add({{"kind", "session"}});
+  streams_ = &prometheus::BuildGauge().Name("sinew_streams").Help("Open StreamDeform calls")
+                  .Register(*registry_).Add({});
+  upload_bytes_ = &prometheus::BuildCounter().Name("sinew_upload_bytes_total")
+                       .Help("Rig bytes received by UploadRig").Register(*registry_).Add({});
+}
+
+Metrics::~Metrics() = default;
+
+absl::StatusOr<int> Metrics::Serve(const std::string& host_port) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(host_port);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics: cannot listen on ", host_port, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  const auto ports = exposer_->GetListeningPorts();
+  if (ports.empty()) return absl::UnavailableError("metrics: exposer bound no port");
+  return ports.front();
+}
+
+void Metrics::Frame(Method method, v1::Backend backend, double seconds) {
+  const int mi = static_cast<int>(method);
+  if (mi >= kMethods || backend < 0 || backend >= kBackends || !frames_[mi][backend]) return;
+  frames_[mi][backend]->Increment();
+  latency_[mi][backend]->Observe(seconds);
+}
+
+void Metrics::FrameError(grpc::StatusCode code) {
+  frame_errors_->Add({{"code", StatusCodeName(code)}}).Increment();
+}
+
+void Metrics::RpcError(const char* rpc, grpc::StatusCode code) {
+  rpc_errors_->Add({{"rpc", rpc}, {"code", StatusCodeName(code)}}).Increment();
+}
+
+}  // namespace sinew::server

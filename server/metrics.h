@@ -1,0 +1,70 @@
+// Prometheus metrics of the service, served over HTTP (/metrics) on their own port.
+//
+//   sinew_frames_total{method,backend}            frames deformed
+//   sinew_frame_latency_seconds{method,backend}   time from request decoded to frame ready
+//   sinew_frame_errors_total{code}                frames that failed, by gRPC status code
+//   sinew_rpc_errors_total{rpc,code}              failed RPCs, by method and status code
+//   sinew_sessions / sinew_rigs                   open sessions / resident rigs
+//   sinew_resident_bytes{kind="rig"|"session"}    memory held for rigs and session state
+//   sinew_upload_bytes_total                      rig bytes received
+//   sinew_streams                                 open StreamDeform calls
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/support/status.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/status/statusor.h"
+#include "core/deformer/deformer.h"
+#include "sinew/v1/sinew.pb.h"
+
+namespace sinew::server {
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+
+  // Starts the HTTP exposer on HOST:PORT (port 0 picks one); returns the bound port.
+  absl::StatusOr<int> Serve(const std::string& host_port);
+
+  void Frame(Method method, v1::Backend backend, double seconds);
+  void FrameError(grpc::StatusCode code);
+  void RpcError(const char* rpc, grpc::StatusCode code);
+
+  prometheus::Gauge& sessions() { return *sessions_; }
+  prometheus::Gauge& rigs() { return *rigs_; }
+  prometheus::Gauge& rig_bytes() { return *rig_bytes_; }
+  prometheus::Gauge& session_bytes() { return *session_bytes_; }
+  prometheus::Gauge& streams() { return *streams_; }
+  prometheus::Counter& upload_bytes() { return *upload_bytes_; }
+
+ private:
+  static constexpr int kMethods = 3;   // indexed by Method value
+  static constexpr int kBackends = 3;  // indexed by v1::Backend value
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Counter* frames_[kMethods][kBackends] = {};
+  prometheus::Histogram* latency_[kMethods][kBackends] = {};
+  prometheus::Family<prometheus::Counter>* frame_errors_;
+  prometheus::Family<prometheus::Counter>* rpc_errors_;
+  prometheus::Gauge* sessions_;
+  prometheus::Gauge* rigs_;
+  prometheus::Gauge* rig_bytes_;
+  prometheus::Gauge* session_bytes_;
+  prometheus::Gauge* streams_;
+  prometheus::Counter* upload_bytes_;
+};
+
+// "INVALID_ARGUMENT" etc.
+const char* StatusCodeName(grpc::StatusCode code);
+
+}  // namespace sinew::server

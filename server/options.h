@@ -1,0 +1,23 @@
+// Settings of one sinew-server; every field has a command-line flag (see main.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace sinew::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";         // gRPC HOST:PORT; port 0 picks a free one
+  std::string metrics_listen = "127.0.0.1:9464";  // Prometheus HOST:PORT; empty disables
+  size_t max_vertices = 10'000'000;               // per rig
+  uint64_t max_rig_bytes = uint64_t{1} << 30;     // serialized size of one uploaded rig
+  uint64_t max_store_bytes = uint64_t{8} << 30;   // all resident rigs together
+  size_t max_sessions = 1000;
+  uint32_t session_idle_ttl_seconds = 300;
+  size_t worker_threads = 0;  // 0: one per hardware thread
+  uint64_t max_message_bytes = uint64_t{64} << 20;  // largest single request message
+  double drain_timeout_seconds = 10;  // SIGTERM: time given to open streams to finish
+};
+
+}  // namespace sinew::server

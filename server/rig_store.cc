@@ -1,0 +1,82 @@
+#include "server/rig_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace sinew::server {
+
+std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  auto it = rigs_.find(id);
+  if (it == rigs_.end()) return nullptr;
+  it->second->last_used_ms = now_ms;
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& id, Rig rig,
+                                                            int64_t now_ms) {
+  auto stored = std::make_shared<StoredRig>();
+  stored->id = id;
+  stored->bytes = rig.ResidentBytes();
+  stored->rig = std::make_shared<const Rig>(std::move(rig));
+  stored->last_used_ms = now_ms;
+
+  std::lock_guard lock(mu_);
+  if (auto it = rigs_.find(id); it != rigs_.end()) return it->second;
+  if (bytes_ + stored->bytes > max_bytes_) {
+    // Evict unused rigs, least recently used first, until the new one fits.
+    std::vector<std::pair<int64_t, std::string>> idle;
+    for (auto& [key, r] : rigs_) {
+      if (r->sessions.load() == 0) idle.emplace_back(r->last_used_ms.load(), key);
+    }
+    std::sort(idle.begin(), idle.end());
+    for (auto& [t, key] : idle) {
+      if (bytes_ + stored->bytes <= max_bytes_) break;
+      bytes_ -= rigs_[key]->bytes;
+      rigs_.erase(key);
+    }
+    if (bytes_ + stored->bytes > max_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "rig store: ", stored->bytes, " bytes for this rig, ", bytes_,
+          " bytes held by rigs in use, limit ", max_bytes_, " (--max-store-bytes)"));
+    }
+  }
+  bytes_ += stored->bytes;
+  rigs_.emplace(id, stored);
+  return stored;
+}
+
+absl::Status RigStore::Delete(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = rigs_.find(id);
+  if (it == rigs_.end()) return absl::NotFoundError(absl::StrCat("rig_id: no rig ", id));
+  if (int n = it->second->sessions.load(); n > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rig_id: rig ", id, " is used by ", n, " sessions; close them first"));
+  }
+  bytes_ -= it->second->bytes;
+  rigs_.erase(it);
+  return absl::OkStatus();
+}
+
+std::vector<std::shared_ptr<StoredRig>> RigStore::List() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<StoredRig>> out;
+  out.reserve(rigs_.size());
+  for (auto& [id, r] : rigs_) out.push_back(r);
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a->id < b->id; });
+  return out;
+}
+
+size_t RigStore::count() const {
+  std::lock_guard lock(mu_);
+  return rigs_.size();
+}
+
+size_t RigStore::bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_;
+}
+
+}  // namespace sinew::server

@@ -1,0 +1,49 @@
+// Resident rigs, content-addressed by id. Rigs are immutable and shared (shared_ptr) by every
+// session on them. When the store would exceed its byte budget, rigs that no session uses are
+// evicted least recently used first.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/rig/rig.h"
+
+namespace sinew::server {
+
+struct StoredRig {
+  std::string id;
+  std::shared_ptr<const Rig> rig;
+  size_t bytes = 0;
+  std::atomic<int> sessions{0};
+  std::atomic<int64_t> last_used_ms{0};
+};
+
+class RigStore {
+ public:
+  explicit RigStore(size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  std::shared_ptr<StoredRig> Find(const std::string& id, int64_t now_ms);
+  // Inserts, or returns the rig already stored under `id`. RESOURCE_EXHAUSTED when the budget
+  // cannot be met even after evicting every unused rig.
+  absl::StatusOr<std::shared_ptr<StoredRig>> Insert(const std::string& id, Rig rig, int64_t now_ms);
+  // FAILED_PRECONDITION while sessions use it; NOT_FOUND when absent.
+  absl::Status Delete(const std::string& id);
+  std::vector<std::shared_ptr<StoredRig>> List() const;
+
+  size_t count() const;
+  size_t bytes() const;
+  size_t max_bytes() const { return max_bytes_; }
+
+ private:
+  const size_t max_bytes_;
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<StoredRig>> rigs_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace sinew::server

@@ -1,0 +1,550 @@
+#include "server/service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "core/util/half.h"
+#include "server/convert.h"
+#include "server/version.h"
+#include "sinew/v1/rig_id.h"
+
+namespace sinew::server {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+grpc::Status GrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// UploadRig: header, then chunks; parsed and validated on the worker pool.
+
+class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRequest> {
+ public:
+  UploadCall(Service* svc, v1::UploadRigResponse* resp) : svc_(svc), resp_(resp) {
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client finished sending (or went away)
+      if (!have_header_) return Fail(absl::InvalidArgumentError("upload: no header was sent"));
+      if (data_.size() != total_) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "upload: received ", data_.size(), " bytes, the header announced ", total_)));
+      }
+      svc_->pool_.Submit(&UploadCall::Finalize, this);
+      return;
+    }
+    if (!have_header_) {
+      if (!req_.has_header()) {
+        return Fail(absl::InvalidArgumentError("upload: the first message must be a header"));
+      }
+      have_header_ = true;
+      total_ = req_.header().total_bytes();
+      sha_ = req_.header().sha256();
+      if (total_ == 0) return Fail(absl::InvalidArgumentError("header.total_bytes: must be > 0"));
+      if (total_ > svc_->options_.max_rig_bytes) {
+        return Fail(absl::ResourceExhaustedError(
+            absl::StrCat("header.total_bytes: ", total_, " bytes exceed the limit of ",
+                         svc_->options_.max_rig_bytes, " (--max-rig-bytes)")));
+      }
+      if (!sha_.empty() && !v1::IsRigId(sha_)) {
+        return Fail(absl::InvalidArgumentError("header.sha256: not 64 lowercase hex digits"));
+      }
+      if (!sha_.empty()) {
+        if (auto stored = svc_->rigs_.Find(sha_, NowMs())) return Respond(*stored, true);
+      }
+      data_.reserve(total_);
+    } else {
+      if (!req_.has_chunk()) {
+        return Fail(absl::InvalidArgumentError("upload: only the first message may be a header"));
+      }
+      if (data_.size() + req_.chunk().size() > total_) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "upload: more than the ", total_, " bytes the header announced")));
+      }
+      data_.append(req_.chunk());
+      svc_->metrics_.upload_bytes().Increment(static_cast<double>(req_.chunk().size()));
+    }
+    StartRead(&req_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  static void Finalize(void* arg) {
+    auto* self = static_cast<UploadCall*>(arg);
+    self->FinalizeImpl();
+  }
+
+  void FinalizeImpl() {
+    const std::string id = v1::Sha256Hex(data_);
+    if (!sha_.empty() && sha_ != id) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "header.sha256: the data hashes to ", id, ", the header named ", sha_)));
+    }
+    if (auto stored = svc_->rigs_.Find(id, NowMs())) return Respond(*stored, true);
+    v1::Rig message;
+    if (!message.ParseFromString(data_)) {
+      return Fail(absl::InvalidArgumentError("upload: the bytes are not a serialized sinew.v1.Rig"));
+    }
+    std::string().swap(data_);
+    auto input = RigFromProto(message);
+    if (!input.ok()) return Fail(input.status());
+    message.Clear();
+    RigLimits limits;
+    limits.max_vertices = svc_->options_.max_vertices;
+    auto rig = BuildRig(std::move(*input), limits);
+    if (!rig.ok()) return Fail(rig.status());
+    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs());
+    if (!stored.ok()) return Fail(stored.status());
+    svc_->UpdateGauges();
+    Respond(**stored, false);
+  }
+
+  void Respond(const StoredRig& stored, bool already) {
+    resp_->set_rig_id(stored.id);
+    resp_->set_already_resident(already);
+    resp_->set_bytes_received(data_.size());
+    v1::RigInfo* info = resp_->mutable_info();
+    info->set_rig_id(stored.id);
+    FillRigInfo(*stored.rig, *info);
+    info->set_session_count(static_cast<uint32_t>(stored.sessions.load()));
+    Finish(grpc::Status::OK);
+  }
+
+  void Fail(const absl::Status& st) { Finish(svc_->ToGrpc("UploadRig", st)); }
+
+  Service* svc_;
+  v1::UploadRigResponse* resp_;
+  v1::UploadRigRequest req_;
+  bool have_header_ = false;
+  uint64_t total_ = 0;
+  std::string sha_;
+  std::string data_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Deform (unary): the frame runs on the worker pool.
+
+class Service::DeformCall final : public grpc::ServerUnaryReactor {
+ public:
+  DeformCall(Service* svc, const v1::DeformRequest* req, v1::DeformResponse* resp)
+      : svc_(svc), req_(req), resp_(resp) {
+    svc_->pool_.Submit(&DeformCall::Run, this);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  static void Run(void* arg) {
+    auto* self = static_cast<DeformCall*>(arg);
+    const absl::Status st = self->svc_->RunFrame(*self->req_, *self->resp_);
+    if (!st.ok()) self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
+    self->Finish(self->svc_->ToGrpc("Deform", st));
+  }
+  Service* svc_;
+  const v1::DeformRequest* req_;
+  v1::DeformResponse* resp_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// StreamDeform: read one request, deform on the pool, write its response, read the next. One
+// frame in flight per stream keeps responses in request order; an idle stream waits in a
+// pending read and holds no thread. gRPC operations are started outside mu_.
+
+class Service::StreamCall final
+    : public grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse> {
+ public:
+  explicit StreamCall(Service* svc) : svc_(svc) {
+    if (!svc_->Register(this)) {
+      finished_ = true;
+      Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+      return;
+    }
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      if (!ok) {
+        finished_ = true;  // client half-closed after its last frame, or went away
+      } else {
+        state_ = State::kProcessing;
+      }
+    }
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    svc_->pool_.Submit(&StreamCall::Run, this);
+  }
+
+  void OnWriteDone(bool ok) override {
+    grpc::Status end;
+    bool finish = false;
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      if (!ok) {
+        finish = true;
+        end = grpc::Status(grpc::CANCELLED, "stream: the client stopped reading");
+      } else if (draining_) {
+        finish = true;
+        end = grpc::Status(grpc::UNAVAILABLE, "server is shutting down");
+      } else {
+        state_ = State::kReading;
+      }
+      finished_ = finish;
+    }
+    if (finish) Finish(end);
+    else StartRead(&req_);
+  }
+
+  // Called by BeginDrain (under streams_mu_).
+  void Drain() {
+    {
+      std::lock_guard lock(mu_);
+      draining_ = true;
+      if (finished_ || state_ != State::kReading) return;  // OnWriteDone will finish
+      finished_ = true;
+    }
+    Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+  }
+
+  void OnDone() override {
+    svc_->Unregister(this);
+    delete this;
+  }
+
+ private:
+  enum class State { kReading, kProcessing };
+
+  static void Run(void* arg) {
+    auto* self = static_cast<StreamCall*>(arg);
+    v1::DeformResponse& resp = self->resp_;
+    const absl::Status st = self->svc_->RunFrame(self->req_, resp);
+    if (st.ok()) {
+      resp.clear_error();
+    } else {
+      // A bad frame does not end the stream: its response carries the error.
+      resp.clear_positions();
+      resp.set_vertex_count(0);
+      resp.mutable_error()->set_code(static_cast<int>(st.code()));
+      resp.mutable_error()->set_message(std::string(st.message()));
+      self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
+    }
+    self->StartWrite(&resp);
+  }
+
+  Service* svc_;
+  v1::DeformRequest req_;
+  v1::DeformResponse resp_;  // reused: its positions buffer keeps its capacity
+  std::mutex mu_;
+  State state_ = State::kReading;
+  bool draining_ = false;
+  bool finished_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& pool)
+    : options_(options),
+      metrics_(metrics),
+      pool_(pool),
+      rigs_(options.max_store_bytes),
+      sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000) {}
+
+Service::~Service() = default;
+
+grpc::Status Service::ToGrpc(const char* rpc, const absl::Status& status) {
+  if (!status.ok()) metrics_.RpcError(rpc, static_cast<grpc::StatusCode>(status.code()));
+  return GrpcStatus(status);
+}
+
+grpc::ServerUnaryReactor* Service::Done(grpc::CallbackServerContext* ctx, const char* rpc,
+                                        const absl::Status& status) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpc(rpc, status));
+  return reactor;
+}
+
+void Service::UpdateGauges() {
+  metrics_.sessions().Set(static_cast<double>(sessions_.count()));
+  metrics_.rigs().Set(static_cast<double>(rigs_.count()));
+  metrics_.rig_bytes().Set(static_cast<double>(rigs_.bytes()));
+  metrics_.session_bytes().Set(static_cast<double>(sessions_.state_bytes()));
+}
+
+void Service::Housekeeping() {
+  sessions_.ExpireIdle(NowMs());
+  UpdateGauges();
+}
+
+grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ctx,
+                                                 const v1::GetServerInfoRequest*,
+                                                 v1::ServerInfo* resp) {
+  resp->set_version(kVersion);
+  resp->set_api_version("sinew.v1");
+  const auto* svc = v1::DeformRequest::descriptor()->file()->FindServiceByName("Sinew");
+  for (int i = 0; i < svc->method_count(); ++i) resp->add_rpcs(svc->method(i)->name());
+  for (const MethodInfo& m : Methods()) {
+    v1::MethodInfo* mi = resp->add_methods();
+    mi->set_method(static_cast<v1::Method>(m.method));
+    mi->set_name(std::string(m.name));
+    mi->set_description(std::string(m.description));
+    mi->set_stateful(m.stateful);
+    mi->add_backends(v1::BACKEND_CPU);
+  }
+  v1::BackendInfo* cpu = resp->add_backends();
+  cpu->set_backend(v1::BACKEND_CPU);
+  cpu->set_available(true);
+  cpu->set_description(absl::StrCat("CPU, ", pool_.workers(), " worker threads"));
+  v1::BackendInfo* gpu = resp->add_backends();
+  gpu->set_backend(v1::BACKEND_GPU);
+  gpu->set_available(false);
+  gpu->set_description("no GPU backend in this build");
+  resp->add_encodings(v1::OUTPUT_ENCODING_FLOAT32);
+  resp->add_encodings(v1::OUTPUT_ENCODING_FLOAT16);
+  v1::Limits* l = resp->mutable_limits();
+  l->set_max_vertices_per_rig(static_cast<uint32_t>(options_.max_vertices));
+  l->set_max_rig_bytes(options_.max_rig_bytes);
+  l->set_max_sessions(static_cast<uint32_t>(options_.max_sessions));
+  l->set_session_idle_ttl_seconds(options_.session_idle_ttl_seconds);
+  l->set_worker_threads(static_cast<uint32_t>(pool_.workers()));
+  l->set_max_joints(65535);
+  l->set_max_message_bytes(options_.max_message_bytes);
+  resp->set_sessions(static_cast<uint32_t>(sessions_.count()));
+  resp->set_rigs(static_cast<uint32_t>(rigs_.count()));
+  return Done(ctx, "GetServerInfo", absl::OkStatus());
+}
+
+grpc::ServerReadReactor<v1::UploadRigRequest>* Service::UploadRig(grpc::CallbackServerContext*,
+                                                                  v1::UploadRigResponse* resp) {
+  return new UploadCall(this, resp);
+}
+
+grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
+                                          const v1::GetRigRequest* req, v1::RigInfo* resp) {
+  auto stored = rigs_.Find(req->rig_id(), NowMs());
+  if (!stored) {
+    return Done(ctx, "GetRig", absl::NotFoundError(absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"")));
+  }
+  resp->set_rig_id(stored->id);
+  FillRigInfo(*stored->rig, *resp);
+  resp->set_session_count(static_cast<uint32_t>(stored->sessions.load()));
+  return Done(ctx, "GetRig", absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* Service::ListRigs(grpc::CallbackServerContext* ctx,
+                                            const v1::ListRigsRequest*,
+                                            v1::ListRigsResponse* resp) {
+  for (const auto& stored : rigs_.List()) {
+    v1::RigInfo* info = resp->add_rigs();
+    info->set_rig_id(stored->id);
+    FillRigInfo(*stored->rig, *info);
+    info->clear_joints();  // listing stays small; GetRig has them
+    info->set_session_count(static_cast<uint32_t>(stored->sessions.load()));
+  }
+  return Done(ctx, "ListRigs", absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* Service::DeleteRig(grpc::CallbackServerContext* ctx,
+                                             const v1::DeleteRigRequest* req,
+                                             v1::DeleteRigResponse*) {
+  const absl::Status st = rigs_.Delete(req->rig_id());
+  UpdateGauges();
+  return Done(ctx, "DeleteRig", st);
+}
+
+grpc::ServerUnaryReactor* Service::CreateSession(grpc::CallbackServerContext* ctx,
+                                                 const v1::CreateSessionRequest* req,
+                                                 v1::Session* resp) {
+  auto fail = [&](absl::Status st) { return Done(ctx, "CreateSession", st); };
+  if (req->rig_id().empty()) return fail(absl::InvalidArgumentError("rig_id: required"));
+  auto stored = rigs_.Find(req->rig_id(), NowMs());
+  if (!stored) {
+    return fail(absl::NotFoundError(
+        absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"; upload it first")));
+  }
+  auto config = DeformerConfigFromProto(req->deformer());
+  if (!config.ok()) return fail(config.status());
+  v1::Backend backend = req->backend();
+  if (backend == v1::BACKEND_GPU) {
+    return fail(absl::FailedPreconditionError(
+        "backend: BACKEND_GPU requested but this server has no GPU backend; use BACKEND_AUTO "
+        "or BACKEND_CPU"));
+  }
+  if (backend != v1::BACKEND_AUTO && backend != v1::BACKEND_CPU) {
+    return fail(absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", backend)));
+  }
+  if (req->encoding() != v1::OUTPUT_ENCODING_FLOAT32 &&
+      req->encoding() != v1::OUTPUT_ENCODING_FLOAT16) {
+    return fail(absl::InvalidArgumentError(absl::StrCat("encoding: unknown value ", req->encoding())));
+  }
+  const Rig& rig = *stored->rig;
+  if (req->expected_joint_names_size() > 0) {
+    if (static_cast<size_t>(req->expected_joint_names_size()) != rig.joint_count()) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("expected_joint_names: ", req->expected_joint_names_size(),
+                       " names but the rig has ", rig.joint_count(), " joints")));
+    }
+    for (int j = 0; j < req->expected_joint_names_size(); ++j) {
+      if (req->expected_joint_names(j) != rig.skeleton.names[j]) {
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("expected_joint_names[", j, "]: \"", req->expected_joint_names(j),
+                         "\" but the rig's joint ", j, " is \"", rig.skeleton.names[j], "\"")));
+      }
+    }
+  }
+  if (sessions_.count() >= sessions_.max_sessions()) {
+    return fail(absl::ResourceExhaustedError(absl::StrCat(
+        "sessions: ", sessions_.count(), " open, the limit is ", sessions_.max_sessions(),
+        " (--max-sessions); close sessions you no longer use")));
+  }
+  auto deformer = CreateDeformer(stored->rig, *config);
+  if (!deformer.ok()) return fail(deformer.status());
+
+  auto session = std::make_unique<Session>();
+  session->rig = stored;
+  session->config = req->deformer();
+  session->method = config->method;
+  session->backend = v1::BACKEND_CPU;
+  session->encoding = req->encoding();
+  session->created_ms = NowMs();
+  session->last_used_ms = session->created_ms;
+  session->deformer = std::move(*deformer);
+  // Size the scratch now so that frames allocate nothing.
+  const size_t joints = rig.joint_count();
+  session->pose.rotations.reserve(4 * joints);
+  session->pose.translations.reserve(3 * joints);
+  session->pose.scales.reserve(joints);
+  if (session->encoding != v1::OUTPUT_ENCODING_FLOAT32) session->positions.resize(rig.positions.size());
+  session->state_bytes = sizeof(Session) + session->deformer->StateBytes() + 32 * joints +
+                         4 * session->positions.size();
+  auto added = sessions_.Add(std::move(session));
+  if (!added.ok()) return fail(added.status());
+  (*added)->ToProto(*resp, options_.session_idle_ttl_seconds);
+  UpdateGauges();
+  return Done(ctx, "CreateSession", absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* Service::GetSession(grpc::CallbackServerContext* ctx,
+                                              const v1::GetSessionRequest* req,
+                                              v1::Session* resp) {
+  auto s = sessions_.Find(req->session_id(), NowMs());
+  if (!s) {
+    return Done(ctx, "GetSession", absl::NotFoundError(absl::StrCat(
+                                       "session_id: no session \"", req->session_id(),
+                                       "\" (closed or expired)")));
+  }
+  s->ToProto(*resp, options_.session_idle_ttl_seconds);
+  return Done(ctx, "GetSession", absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* Service::ListSessions(grpc::CallbackServerContext* ctx,
+                                                const v1::ListSessionsRequest*,
+                                                v1::ListSessionsResponse* resp) {
+  for (const auto& s : sessions_.List()) s->ToProto(*resp->add_sessions(), options_.session_idle_ttl_seconds);
+  return Done(ctx, "ListSessions", absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* Service::CloseSession(grpc::CallbackServerContext* ctx,
+                                                const v1::CloseSessionRequest* req,
+                                                v1::CloseSessionResponse* resp) {
+  auto frames = sessions_.Close(req->session_id());
+  if (frames.ok()) resp->set_frames(*frames);
+  UpdateGauges();
+  return Done(ctx, "CloseSession", frames.status());
+}
+
+grpc::ServerUnaryReactor* Service::Deform(grpc::CallbackServerContext*,
+                                          const v1::DeformRequest* req, v1::DeformResponse* resp) {
+  return new DeformCall(this, req, resp);
+}
+
+grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>* Service::StreamDeform(
+    grpc::CallbackServerContext*) {
+  return new StreamCall(this);
+}
+
+absl::Status Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp) {
+  const auto t0 = std::chrono::steady_clock::now();
+  resp.set_frame(req.frame());
+  std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs());
+  if (!session) {
+    return absl::NotFoundError(
+        absl::StrCat("session_id: no session \"", req.session_id(), "\" (closed or expired)"));
+  }
+  std::lock_guard lock(session->mu);
+  if (req.has_pose()) {
+    if (auto st = PoseFromProto(req.pose(), session->pose); !st.ok()) return st;
+  }
+  if (auto st = CageFramesFromProto(req.cages(), session->cages); !st.ok()) return st;
+  FrameInput frame{req.has_pose() ? &session->pose : nullptr, session->cages};
+
+  const size_t floats = session->rig->rig->positions.size();
+  std::string* out = resp.mutable_positions();
+  std::span<float> target;
+  if (session->encoding == v1::OUTPUT_ENCODING_FLOAT32) {
+    out->resize(floats * sizeof(float));
+    target = std::span<float>(reinterpret_cast<float*>(out->data()), floats);
+  } else {
+    target = session->positions;
+  }
+  if (auto st = session->deformer->Deform(frame, target, &pool_); !st.ok()) return st;
+  if (session->encoding == v1::OUTPUT_ENCODING_FLOAT16) {
+    out->resize(floats * sizeof(uint16_t));
+    FloatsToHalves(session->positions.data(), reinterpret_cast<uint16_t*>(out->data()), floats);
+  }
+  resp.set_vertex_count(static_cast<uint32_t>(floats / 3));
+  resp.set_encoding(session->encoding);
+  const auto dt = std::chrono::steady_clock::now() - t0;
+  resp.set_compute_ns(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count()));
+  session->frames.fetch_add(1, std::memory_order_relaxed);
+  metrics_.Frame(session->method, session->backend, std::chrono::duration<double>(dt).count());
+  return absl::OkStatus();
+}
+
+bool Service::Register(StreamCall* s) {
+  std::lock_guard lock(streams_mu_);
+  streams_.insert(s);
+  metrics_.streams().Set(static_cast<double>(streams_.size()));
+  return !draining_;
+}
+
+void Service::Unregister(StreamCall* s) {
+  std::lock_guard lock(streams_mu_);
+  streams_.erase(s);
+  metrics_.streams().Set(static_cast<double>(streams_.size()));
+}
+
+void Service::BeginDrain() {
+  std::lock_guard lock(streams_mu_);
+  draining_ = true;
+  // Drain may finish a stream, whose OnDone may run on this thread and re-enter Unregister
+  // (hence the recursive mutex): iterate over a copy.
+  const std::vector<StreamCall*> open(streams_.begin(), streams_.end());
+  for (StreamCall* s : open) {
+    if (streams_.contains(s)) s->Drain();
+  }
+}
+
+size_t Service::open_streams() const {
+  std::lock_guard lock(streams_mu_);
+  return streams_.size();
+}
+
+}  // namespace sinew::server

@@ -1,0 +1,90 @@
+// The sinew.v1.Sinew service on gRPC's callback API. Handlers translate and validate; frames
+// run on the bounded worker pool, never on gRPC's threads, and streams hold no thread while
+// idle. The service owns no deformation maths: it calls core's Deformer interface.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "absl/container/flat_hash_set.h"
+#include "core/parallel/thread_pool.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/rig_store.h"
+#include "server/session_manager.h"
+#include "sinew/v1/sinew.grpc.pb.h"
+
+namespace sinew::server {
+
+int64_t NowMs();  // wall clock, Unix milliseconds
+
+class Service final : public v1::Sinew::CallbackService {
+ public:
+  Service(const ServerOptions& options, Metrics& metrics, ThreadPool& pool);
+  ~Service() override;
+
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
+                                          const v1::GetServerInfoRequest* req,
+                                          v1::ServerInfo* resp) override;
+  grpc::ServerReadReactor<v1::UploadRigRequest>* UploadRig(grpc::CallbackServerContext* ctx,
+                                                           v1::UploadRigResponse* resp) override;
+  grpc::ServerUnaryReactor* GetRig(grpc::CallbackServerContext* ctx, const v1::GetRigRequest* req,
+                                   v1::RigInfo* resp) override;
+  grpc::ServerUnaryReactor* ListRigs(grpc::CallbackServerContext* ctx,
+                                     const v1::ListRigsRequest* req,
+                                     v1::ListRigsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteRig(grpc::CallbackServerContext* ctx,
+                                      const v1::DeleteRigRequest* req,
+                                      v1::DeleteRigResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
+                                          const v1::CreateSessionRequest* req,
+                                          v1::Session* resp) override;
+  grpc::ServerUnaryReactor* GetSession(grpc::CallbackServerContext* ctx,
+                                       const v1::GetSessionRequest* req,
+                                       v1::Session* resp) override;
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* ctx,
+                                         const v1::ListSessionsRequest* req,
+                                         v1::ListSessionsResponse* resp) override;
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx,
+                                         const v1::CloseSessionRequest* req,
+                                         v1::CloseSessionResponse* resp) override;
+  grpc::ServerUnaryReactor* Deform(grpc::CallbackServerContext* ctx,
+                                   const v1::DeformRequest* req,
+                                   v1::DeformResponse* resp) override;
+  grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>* StreamDeform(
+      grpc::CallbackServerContext* ctx) override;
+
+  // Shutdown, step 1: every open stream finishes (UNAVAILABLE) once its in-flight frame has
+  // been answered; idle streams finish at once.
+  void BeginDrain();
+  size_t open_streams() const;
+  // Expires idle sessions and refreshes gauges. Called periodically.
+  void Housekeeping();
+
+ private:
+  class UploadCall;
+  class DeformCall;
+  class StreamCall;
+
+  // Deforms one frame into `resp`. The status is the frame's outcome.
+  absl::Status RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp);
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
+                                 const absl::Status& status);
+  grpc::Status ToGrpc(const char* rpc, const absl::Status& status);
+  void UpdateGauges();
+  bool Register(StreamCall* s);  // false once draining
+  void Unregister(StreamCall* s);
+
+  const ServerOptions options_;
+  Metrics& metrics_;
+  ThreadPool& pool_;
+  RigStore rigs_;
+  SessionManager sessions_;
+
+  mutable std::recursive_mutex streams_mu_;
+  absl::flat_hash_set<StreamCall*> streams_;
+  bool draining_ = false;  // guarded by streams_mu_
+};
+
+}  // namespace sinew::server

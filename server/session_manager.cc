@@ -1,0 +1,112 @@
+#include "server/session_manager.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sinew::server {
+namespace {
+
+std::string NewSessionId() {
+  std::random_device rd;
+  uint64_t a = (uint64_t{rd()} << 32) | rd(), b = (uint64_t{rd()} << 32) | rd();
+  return absl::StrFormat("s-%016x%016x", a, b);
+}
+
+}  // namespace
+
+void Session::ToProto(v1::Session& out, uint32_t idle_ttl_seconds) const {
+  out.set_session_id(id);
+  out.set_rig_id(rig->id);
+  *out.mutable_deformer() = config;
+  out.set_backend(backend);
+  out.set_encoding(encoding);
+  out.set_vertex_count(static_cast<uint32_t>(rig->rig->vertex_count()));
+  out.set_joint_count(static_cast<uint32_t>(rig->rig->joint_count()));
+  out.set_frames(frames.load());
+  out.set_created_unix_ms(created_ms);
+  out.set_last_used_unix_ms(last_used_ms.load());
+  out.set_idle_ttl_seconds(idle_ttl_seconds);
+  out.set_state_bytes(state_bytes);
+}
+
+SessionManager::~SessionManager() {
+  std::lock_guard lock(mu_);
+  for (auto& [id, s] : sessions_) ReleaseLocked(*s);
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session) {
+  std::shared_ptr<Session> s = std::move(session);
+  std::lock_guard lock(mu_);
+  if (sessions_.size() >= max_sessions_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sessions: ", sessions_.size(), " open, the limit is ", max_sessions_,
+        " (--max-sessions); close sessions you no longer use"));
+  }
+  do {
+    s->id = NewSessionId();
+  } while (sessions_.contains(s->id));
+  s->rig->sessions.fetch_add(1);
+  sessions_.emplace(s->id, s);
+  return s;
+}
+
+std::shared_ptr<Session> SessionManager::Find(const std::string& id, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return nullptr;
+  it->second->last_used_ms = now_ms;
+  it->second->rig->last_used_ms = now_ms;
+  return it->second;
+}
+
+void SessionManager::ReleaseLocked(Session& s) { s.rig->sessions.fetch_sub(1); }
+
+absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\" (closed or expired)"));
+  }
+  ReleaseLocked(*it->second);
+  const uint64_t frames = it->second->frames.load();
+  sessions_.erase(it);
+  return frames;
+}
+
+std::vector<std::shared_ptr<Session>> SessionManager::List() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Session>> out;
+  for (auto& [id, s] : sessions_) out.push_back(s);
+  return out;
+}
+
+size_t SessionManager::ExpireIdle(int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (now_ms - it->second->last_used_ms.load() > idle_ttl_ms_) {
+      ReleaseLocked(*it->second);
+      sessions_.erase(it++);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+size_t SessionManager::count() const {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+size_t SessionManager::state_bytes() const {
+  std::lock_guard lock(mu_);
+  size_t b = 0;
+  for (auto& [id, s] : sessions_) b += s->state_bytes;
+  return b;
+}
+
+}  // namespace sinew::server

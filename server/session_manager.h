@@ -1,0 +1,73 @@
+// Sessions: a deformer instance (with its per-session state and scratch) on a shared rig.
+// Sessions that receive no request for the idle TTL are closed by ExpireIdle.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/deformer/deformer.h"
+#include "server/rig_store.h"
+#include "sinew/v1/sinew.pb.h"
+
+namespace sinew::server {
+
+struct Session {
+  std::string id;
+  std::shared_ptr<StoredRig> rig;
+  v1::DeformerConfig config;  // as requested
+  Method method = Method::kLbs;
+  v1::Backend backend = v1::BACKEND_CPU;
+  v1::OutputEncoding encoding = v1::OUTPUT_ENCODING_FLOAT32;
+  int64_t created_ms = 0;
+  std::atomic<int64_t> last_used_ms{0};
+  std::atomic<uint64_t> frames{0};
+
+  // Held while a frame runs: frames of one session never overlap.
+  std::mutex mu;
+  std::unique_ptr<Deformer> deformer;
+  // Per-frame scratch, reused so that steady-state frames allocate nothing.
+  Pose pose;
+  std::vector<CageFrame> cages;
+  std::vector<float> positions;  // float32 staging for non-float32 encodings
+
+  // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
+  size_t state_bytes = 0;
+
+  void ToProto(v1::Session& out, uint32_t idle_ttl_seconds) const;
+};
+
+class SessionManager {
+ public:
+  SessionManager(size_t max_sessions, int64_t idle_ttl_ms)
+      : max_sessions_(max_sessions), idle_ttl_ms_(idle_ttl_ms) {}
+  ~SessionManager();
+
+  // Registers a prepared session under a fresh random id. RESOURCE_EXHAUSTED when full.
+  absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session);
+  // nullptr when unknown; touches last use.
+  std::shared_ptr<Session> Find(const std::string& id, int64_t now_ms);
+  absl::StatusOr<uint64_t> Close(const std::string& id);
+  std::vector<std::shared_ptr<Session>> List() const;
+  // Closes sessions idle for longer than the TTL; returns how many.
+  size_t ExpireIdle(int64_t now_ms);
+
+  size_t count() const;
+  size_t state_bytes() const;
+  size_t max_sessions() const { return max_sessions_; }
+  int64_t idle_ttl_ms() const { return idle_ttl_ms_; }
+
+ private:
+  void ReleaseLocked(Session& s);
+
+  const size_t max_sessions_;
+  const int64_t idle_ttl_ms_;
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_;
+};
+
+}  // namespace sinew::server
