@@ -74,11 +74,14 @@ void SinewServer::Shutdown() {
   service_->BeginDrain();
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(int64_t(options_.drain_timeout_seconds * 1000));
-  while (service_->open_streams() > 0 && std::chrono::steady_clock::now() < deadline) {
+  // Streams finish after their in-flight frame; unary calls and uploads run to completion.
+  while (service_->active_calls() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  // Unary calls in flight complete; whatever is left after a short grace is cancelled.
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Nothing of ours is in flight now (or the drain timed out). gRPC's Shutdown waits for its
+  // deadline whenever a client connection is open, even an idle one, so keep it short; calls
+  // still running at the deadline are cancelled.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
   server_->Wait();
   pool_.reset();  // joins the workers after their queued tasks
 }

@@ -32,6 +32,7 @@ grpc::Status GrpcStatus(const absl::Status& s) {
 class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRequest> {
  public:
   UploadCall(Service* svc, v1::UploadRigResponse* resp) : svc_(svc), resp_(resp) {
+    svc_->active_calls_.fetch_add(1);
     StartRead(&req_);
   }
 
@@ -79,7 +80,10 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     StartRead(&req_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
 
  private:
   static void Finalize(void* arg) {
@@ -141,9 +145,13 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
  public:
   DeformCall(Service* svc, const v1::DeformRequest* req, v1::DeformResponse* resp)
       : svc_(svc), req_(req), resp_(resp) {
+    svc_->active_calls_.fetch_add(1);
     svc_->pool_.Submit(&DeformCall::Run, this);
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
 
  private:
   static void Run(void* arg) {
@@ -166,6 +174,7 @@ class Service::StreamCall final
     : public grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse> {
  public:
   explicit StreamCall(Service* svc) : svc_(svc) {
+    svc_->active_calls_.fetch_add(1);
     if (!svc_->Register(this)) {
       finished_ = true;
       Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
@@ -225,6 +234,7 @@ class Service::StreamCall final
 
   void OnDone() override {
     svc_->Unregister(this);
+    svc_->active_calls_.fetch_sub(1);
     delete this;
   }
 

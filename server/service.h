@@ -59,6 +59,8 @@ class Service final : public v1::Sinew::CallbackService {
   // been answered; idle streams finish at once.
   void BeginDrain();
   size_t open_streams() const;
+  // Calls whose reactor has not finished (uploads, frames, streams).
+  int active_calls() const { return active_calls_.load(); }
   // Expires idle sessions and refreshes gauges. Called periodically.
   void Housekeeping();
 
@@ -85,6 +87,7 @@ class Service final : public v1::Sinew::CallbackService {
   mutable std::recursive_mutex streams_mu_;
   absl::flat_hash_set<StreamCall*> streams_;
   bool draining_ = false;  // guarded by streams_mu_
+  std::atomic<int> active_calls_{0};
 };
 
 }  // namespace sinew::server

@@ -1,0 +1,253 @@
+// sinew-bench-service: what the Sinew service adds on top of gRPC itself.
+//
+// One process runs a SinewServer and a bare gRPC echo server (bench/echo.proto, callback API),
+// both on loopback. A synchronous client streams frames to each with one frame in flight (write,
+// then read the answer) and times a fixed number of frames after a warm-up:
+//   * echo: requests as large as a DeformRequest, each answered with a payload as large as a
+//     DeformResponse's positions: the transport floor for one frame;
+//   * StreamDeform with an LBS and a DQS session on a 20000-vertex procedural limb.
+// The ratio StreamDeform / echo (frames/s) is the share of the transport-only frame rate that
+// the service keeps; the server's own compute time per frame (DeformResponse.compute_ns) shows
+// how much of the gap is deformation.
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "bench/echo.grpc.pb.h"
+#include "clients/lib/client.h"
+#include "core/procedural/limb.h"
+#include "server/server.h"
+
+namespace {
+
+using namespace sinew;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kVertices = 20'000;
+constexpr uint32_t kBones = 3;
+constexpr uint32_t kInfluences = 2;
+constexpr int kWarmup = 100;
+
+// Answers every request with its frame number and a fixed payload of `response_bytes`.
+class EchoService final : public bench::Echo::CallbackService {
+ public:
+  explicit EchoService(size_t response_bytes) : payload_(response_bytes, '\0') {}
+
+  grpc::ServerBidiReactor<bench::EchoMessage, bench::EchoMessage>* Stream(
+      grpc::CallbackServerContext*) override {
+    return new Reactor(payload_);
+  }
+
+ private:
+  class Reactor final : public grpc::ServerBidiReactor<bench::EchoMessage, bench::EchoMessage> {
+   public:
+    // The response is built once per stream; each frame only changes its frame number.
+    explicit Reactor(const std::string& payload) {
+      response_.set_payload(payload);
+      StartRead(&request_);
+    }
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status::OK);
+        return;
+      }
+      response_.set_frame(request_.frame());
+      StartWrite(&response_);
+    }
+    void OnWriteDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status(grpc::CANCELLED, "echo: the client stopped reading"));
+        return;
+      }
+      StartRead(&request_);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    bench::EchoMessage request_;
+    bench::EchoMessage response_;
+  };
+
+  const std::string payload_;
+};
+
+struct Result {
+  double frames_per_s = 0;
+  double compute_us = -1;  // server compute per frame; negative when not reported (echo)
+};
+
+// Calls round_trip(f) for kWarmup + frames frames and returns the frame rate of the last
+// `frames`.
+template <class RoundTrip>
+absl::StatusOr<double> FramesPerSecond(int frames, RoundTrip&& round_trip) {
+  Clock::time_point start;
+  for (int f = 0; f < kWarmup + frames; ++f) {
+    if (f == kWarmup) start = Clock::now();
+    if (absl::Status st = round_trip(uint64_t(f)); !st.ok()) return st;
+  }
+  return frames / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+absl::StatusOr<Result> RunEcho(const std::string& target, size_t request_bytes,
+                               size_t response_bytes, int frames) {
+  auto stub = bench::Echo::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Stream(&context);
+  bench::EchoMessage request, response;
+  request.set_payload(std::string(request_bytes, '\0'));
+  auto fps = FramesPerSecond(frames, [&](uint64_t f) -> absl::Status {
+    request.set_frame(f);
+    if (!stream->Write(request) || !stream->Read(&response)) {
+      return absl::UnavailableError("echo: stream broken");
+    }
+    if (response.frame() != f || response.payload().size() != response_bytes) {
+      return absl::InternalError("echo: wrong response");
+    }
+    return absl::OkStatus();
+  });
+  stream->WritesDone();
+  const absl::Status end = client::FromGrpc(stream->Finish());
+  if (!fps.ok()) return fps.status();
+  if (!end.ok()) return end;
+  return Result{*fps};
+}
+
+absl::StatusOr<Result> RunStreamDeform(client::Client& c, const v1::DeformRequest& prototype,
+                                       uint32_t vertex_count, int frames) {
+  auto stream = c.OpenStream();
+  v1::DeformRequest request = prototype;
+  v1::DeformResponse response;
+  uint64_t compute_ns = 0;
+  auto fps = FramesPerSecond(frames, [&](uint64_t f) -> absl::Status {
+    request.set_frame(f);
+    if (!stream->Write(request) || !stream->Read(&response)) {
+      return absl::UnavailableError("StreamDeform: stream broken");
+    }
+    if (response.has_error()) return absl::InternalError(response.error().message());
+    if (response.frame() != f || response.positions().size() != size_t{vertex_count} * 12) {
+      return absl::InternalError("StreamDeform: wrong response");
+    }
+    if (f >= kWarmup) compute_ns += response.compute_ns();
+    return absl::OkStatus();
+  });
+  const absl::Status end = stream->Close();
+  if (!fps.ok()) return fps.status();
+  if (!end.ok()) return end;
+  return Result{*fps, compute_ns / 1e3 / frames};
+}
+
+int Fail(const std::string& what, const absl::Status& status) {
+  std::fprintf(stderr, "sinew-bench-service: %s: %s\n", what.c_str(), status.ToString().c_str());
+  return 1;
+}
+
+// --frames N or --frames=N; anything else is an error.
+bool ParseArgs(int argc, char** argv, int* frames) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i], value;
+    if (arg == "--frames" && i + 1 < argc) {
+      value = argv[++i];
+    } else if (arg.starts_with("--frames=")) {
+      value = arg.substr(9);
+    } else {
+      return false;
+    }
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), *frames);
+    if (ec != std::errc() || end != value.data() + value.size() || *frames < 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int frames = 2000;
+  if (!ParseArgs(argc, argv, &frames)) {
+    std::fprintf(stderr, "usage: sinew-bench-service [--frames N]   (N >= 1, default 2000)\n");
+    return 2;
+  }
+
+  server::ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "";
+  options.worker_threads = 2;
+  server::SinewServer sinew_server(options);
+  if (absl::Status st = sinew_server.Start(); !st.ok()) return Fail("server", st);
+
+  // Rig, sessions and the request every frame sends.
+  client::Client c(absl::StrCat("127.0.0.1:", sinew_server.grpc_port()));
+  if (absl::Status st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail("connect", st);
+  RigInput input = MakeLimb(client::LimbWithVertices(kVertices, kBones, kInfluences));
+  auto upload = c.UploadRig(client::RigToProto(input));
+  if (!upload.ok()) return Fail("upload", upload.status());
+  auto rig = BuildRig(std::move(input));
+  if (!rig.ok()) return Fail("rig", rig.status());
+  v1::Session sessions[2];
+  const v1::Method methods[2] = {v1::METHOD_LBS, v1::METHOD_DQS};
+  for (int i = 0; i < 2; ++i) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(upload->rig_id());
+    req.mutable_deformer()->set_method(methods[i]);
+    auto session = c.CreateSession(req);
+    if (!session.ok()) return Fail("session", session.status());
+    sessions[i] = *session;
+  }
+  v1::DeformRequest prototype;
+  client::PoseToProto(LimbPose(rig->skeleton, 0.5), *prototype.mutable_pose());
+  prototype.set_session_id(sessions[0].session_id());
+  const uint32_t vertex_count = sessions[0].vertex_count();
+  const size_t request_bytes = prototype.ByteSizeLong();
+  const size_t response_bytes = size_t{vertex_count} * 12;
+
+  EchoService echo_service(response_bytes);
+  int echo_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &echo_port);
+  builder.RegisterService(&echo_service);
+  const std::unique_ptr<grpc::Server> echo_server = builder.BuildAndStart();
+  if (!echo_server || echo_port == 0) return Fail("echo server", absl::UnavailableError("no port"));
+
+  const char* names[3] = {"echo (raw gRPC)", "StreamDeform LBS", "StreamDeform DQS"};
+  Result results[3];
+  auto echo = RunEcho(absl::StrCat("127.0.0.1:", echo_port), request_bytes, response_bytes, frames);
+  if (!echo.ok()) return Fail(names[0], echo.status());
+  results[0] = *echo;
+  for (int i = 0; i < 2; ++i) {
+    prototype.set_session_id(sessions[i].session_id());
+    auto r = RunStreamDeform(c, prototype, vertex_count, frames);
+    if (!r.ok()) return Fail(names[i + 1], r.status());
+    results[i + 1] = *r;
+    if (auto closed = c.CloseSession(sessions[i].session_id()); !closed.ok()) {
+      return Fail("close session", closed.status());
+    }
+  }
+  echo_server->Shutdown();
+  sinew_server.Shutdown();
+
+  std::printf("sinew-bench-service: %u vertices (%u bones, %u influences), backend %s, "
+              "%d server workers\n",
+              vertex_count, kBones, kInfluences, v1::Backend_Name(sessions[0].backend()).c_str(),
+              int(options.worker_threads));
+  std::printf("%d frames after %d warm-up, one in flight; request %zu B, response payload %zu B\n\n",
+              frames, kWarmup, request_bytes, response_bytes);
+  std::printf("%-18s %10s %10s %12s %13s\n", "path", "frames/s", "us/frame", "compute us",
+              "service/echo");
+  for (int i = 0; i < 3; ++i) {
+    const Result& r = results[i];
+    std::printf("%-18s %10.1f %10.1f ", names[i], r.frames_per_s, 1e6 / r.frames_per_s);
+    if (r.compute_us < 0) {
+      std::printf("%12s ", "-");
+    } else {
+      std::printf("%12.1f ", r.compute_us);
+    }
+    std::printf("%13.2f\n", r.frames_per_s / results[0].frames_per_s);
+  }
+  return 0;
+}

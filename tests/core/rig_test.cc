@@ -1,0 +1,206 @@
+// Rig validation: every bad input is rejected with a message naming the field and the index,
+// and accepted weights are stored compactly as a partition of unity.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/procedural/limb.h"
+#include "core/rig/rig.h"
+#include "tests/core/test_util.h"
+
+namespace sinew {
+namespace {
+
+using ::testing::HasSubstr;
+
+RigInput Limb() {
+  LimbOptions o;
+  o.rings = 10;
+  o.segments = 8;
+  return MakeLimb(o);
+}
+
+void ExpectInvalid(RigInput in, const std::string& what) {
+  auto r = BuildRig(std::move(in));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(what));
+}
+
+TEST(Rig, LimbBuildsWithSortedPartitionOfUnity) {
+  LimbOptions o;
+  o.rings = 40;
+  o.segments = 10;
+  o.bones = 5;
+  o.max_influences = 3;
+  Rig rig = testing::BuildOrDie(MakeLimb(o));
+  ASSERT_EQ(rig.weights.offsets.size(), rig.vertex_count() + 1);
+  EXPECT_EQ(rig.max_influences, 3u);
+  for (size_t v = 0; v < rig.vertex_count(); ++v) {
+    double sum = 0;
+    for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
+      EXPECT_GT(rig.weights.weights[e], 0.f);
+      if (e > rig.weights.offsets[v]) EXPECT_LE(rig.weights.weights[e], rig.weights.weights[e - 1]);
+      sum += rig.weights.weights[e];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  EXPECT_EQ(rig.skeleton.order.front(), 0);
+  EXPECT_NEAR(rig.bbox_max.x(), 3.0f, 1e-6);
+}
+
+TEST(Rig, NonFinitePositionNamesVertex) {
+  RigInput in = Limb();
+  in.rig.positions[3 * 7 + 1] = std::nanf("");
+  ExpectInvalid(std::move(in), "rig.mesh.positions[7]: coordinate y is not finite");
+}
+
+TEST(Rig, TriangleIndexOutOfRangeNamesTriangle) {
+  RigInput in = Limb();
+  in.rig.triangles[3 * 3 + 2] = 100000;
+  ExpectInvalid(std::move(in), "rig.mesh.triangles[3]: index 100000 is out of range");
+}
+
+TEST(Rig, NegativeWeightNamesEntryAndVertex) {
+  RigInput in = Limb();
+  in.weights.weights[5] = -0.5f;
+  ExpectInvalid(std::move(in), "rig.weights.weights[5] (vertex 2): weight -0.5 is negative");
+}
+
+TEST(Rig, NanWeightRejected) {
+  RigInput in = Limb();
+  in.weights.weights[0] = std::nanf("");
+  ExpectInvalid(std::move(in), "rig.weights.weights[0] (vertex 0): weight nan is not finite");
+}
+
+TEST(Rig, WeightSumOffByMoreThanToleranceNeedsNormalization) {
+  RigInput in = Limb();
+  in.weights.normalize = false;
+  in.weights.weights[0] *= 0.9f;  // vertex 0 now sums to < 1
+  RigInput copy = in;
+  ExpectInvalid(std::move(in), "rig.weights (vertex 0): weights sum to");
+  copy.weights.normalize = true;
+  Rig rig = testing::BuildOrDie(std::move(copy));
+  EXPECT_NEAR(rig.weights.weights[0] + rig.weights.weights[1], 1.0f, 1e-6);
+}
+
+TEST(Rig, WeightsWithinToleranceAreRenormalized) {
+  RigInput in = Limb();
+  in.weights.normalize = false;
+  for (float& w : in.weights.weights) w *= 1.0005f;
+  Rig rig = testing::BuildOrDie(std::move(in));
+  EXPECT_NEAR(rig.weights.weights[0] + rig.weights.weights[1], 1.0f, 1e-6);
+}
+
+TEST(Rig, JointIndexOutOfRange) {
+  RigInput in = Limb();
+  in.weights.joints[3] = 9;
+  ExpectInvalid(std::move(in), "rig.weights.joints[3] (vertex 1): joint 9 is out of range (3 joints)");
+}
+
+TEST(Rig, VertexWithoutInfluence) {
+  RigInput in = Limb();
+  in.weights.weights[0] = in.weights.weights[1] = 0;
+  ExpectInvalid(std::move(in), "rig.weights (vertex 0): no influence with a positive weight");
+}
+
+TEST(Rig, OffsetsMustBeMonotonic) {
+  RigInput in = Limb();
+  std::swap(in.weights.offsets[2], in.weights.offsets[3]);
+  ExpectInvalid(std::move(in), "rig.weights.offsets[3]");
+}
+
+TEST(Rig, ZeroWeightsDroppedAndRepeatedJointsMerged) {
+  RigInput in = Limb();
+  // Vertex 0: joints (0, 0) with weights (0.25, 0.75) -> one influence of weight 1.
+  in.weights.joints[0] = 0;
+  in.weights.joints[1] = 0;
+  in.weights.weights[0] = 0.25f;
+  in.weights.weights[1] = 0.75f;
+  // Vertex 1: a zero weight.
+  in.weights.joints[2] = 1;
+  in.weights.joints[3] = 2;
+  in.weights.weights[2] = 1.0f;
+  in.weights.weights[3] = 0.0f;
+  Rig rig = testing::BuildOrDie(std::move(in));
+  EXPECT_EQ(rig.weights.offsets[1], 1u);
+  EXPECT_EQ(rig.weights.offsets[2], 2u);
+  EXPECT_EQ(rig.weights.joints[1], 1u);
+  EXPECT_EQ(rig.weights.weights[0], 1.0f);
+}
+
+TEST(Rig, FixedInfluenceCountEqualsCompressedRows) {
+  RigInput rows = Limb();
+  RigInput fixed = rows;
+  fixed.weights.offsets.clear();
+  fixed.weights.influences_per_vertex = 2;
+  Rig a = testing::BuildOrDie(std::move(rows)), b = testing::BuildOrDie(std::move(fixed));
+  EXPECT_EQ(a.weights.offsets, b.weights.offsets);
+  EXPECT_EQ(a.weights.joints, b.weights.joints);
+  EXPECT_EQ(a.weights.weights, b.weights.weights);
+}
+
+TEST(Rig, SkeletonCycleNamesJoint) {
+  RigInput in = Limb();
+  in.rig.skeleton.parents = {-1, 2, 1};
+  ExpectInvalid(std::move(in), "rig.skeleton.joints[1].parent: joint is on a cycle");
+}
+
+TEST(Rig, ParentOutOfRange) {
+  RigInput in = Limb();
+  in.rig.skeleton.parents[2] = 7;
+  ExpectInvalid(std::move(in), "rig.skeleton.joints[2].parent: 7 is not -1 or another joint's index");
+}
+
+TEST(Rig, SkeletonMayListChildrenBeforeParents) {
+  RigInput in = Limb();
+  // Reverse the chain's index order: joint 2 is the root now, 0 the leaf.
+  in.rig.skeleton.parents = {1, 2, -1};
+  Rig rig = testing::BuildOrDie(std::move(in));
+  EXPECT_EQ(rig.skeleton.order, (std::vector<int32_t>{2, 1, 0}));
+}
+
+TEST(Rig, NonUnitRestQuaternion) {
+  RigInput in = Limb();
+  in.rig.skeleton.rest_local[1].rotation = Eigen::Quaterniond(2, 0, 0, 0);
+  ExpectInvalid(std::move(in), "rig.skeleton.joints[1].rest.rotation: quaternion");
+}
+
+TEST(Rig, DuplicateJointName) {
+  RigInput in = Limb();
+  in.rig.skeleton.names[2] = in.rig.skeleton.names[0];
+  ExpectInvalid(std::move(in), "rig.skeleton.joints[2].name: \"bone0\" is not unique");
+}
+
+TEST(Rig, VertexLimitIsResourceExhausted) {
+  RigLimits limits;
+  limits.max_vertices = 10;
+  auto r = BuildRig(Limb(), limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("exceed the limit of 10"));
+}
+
+TEST(Rig, CageIndicesChecked) {
+  RigInput in = Limb();
+  Cage cage;
+  cage.positions = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+  cage.triangles = {0, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 4};
+  in.rig.cages.push_back(cage);
+  ExpectInvalid(std::move(in), "rig.cages[0].triangles[3]: index 4 is out of range");
+}
+
+TEST(Rig, AttributeLengthChecked) {
+  RigInput in = Limb();
+  in.rig.attributes.push_back({"mask", 1, std::vector<float>(5, 1.f)});
+  ExpectInvalid(std::move(in), "rig.attributes[0].values: 5 values, expected 80 vertices x 1");
+}
+
+TEST(Rig, InverseBindDefaultsToInverseRestWorld) {
+  Rig rig = testing::BuildOrDie(Limb());
+  // Joint 2 rests at x = 2 along the chain: its inverse bind translates by -2.
+  EXPECT_NEAR(rig.skeleton.inverse_bind[2](0, 3), -2.0, 1e-12);
+  EXPECT_TRUE(rig.skeleton.inverse_bind_is_similarity);
+}
+
+}  // namespace
+}  // namespace sinew

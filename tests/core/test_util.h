@@ -1,0 +1,47 @@
+// Helpers shared by the core test suites.
+#pragma once
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/procedural/limb.h"
+#include "core/rig/rig.h"
+
+namespace sinew::testing {
+
+inline Rig BuildOrDie(RigInput in) {
+  auto r = BuildRig(std::move(in));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return std::move(*r);
+}
+
+inline Rig SmallLimb(uint32_t influences = 2, uint32_t bones = 3) {
+  LimbOptions o;
+  o.rings = 60;
+  o.segments = 24;
+  o.bones = bones;
+  o.max_influences = influences;
+  return BuildOrDie(MakeLimb(o));
+}
+
+inline double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+inline void SetRotation(Pose& p, size_t j, const Eigen::Quaterniond& q) {
+  p.rotations[4 * j] = float(q.x());
+  p.rotations[4 * j + 1] = float(q.y());
+  p.rotations[4 * j + 2] = float(q.z());
+  p.rotations[4 * j + 3] = float(q.w());
+}
+
+inline void SetTranslation(Pose& p, size_t j, const Eigen::Vector3d& t) {
+  for (int k = 0; k < 3; ++k) p.translations[3 * j + k] = float(t[k]);
+}
+
+}  // namespace sinew::testing

@@ -1,0 +1,222 @@
+// Server life cycle against real sinew-server processes with their own flags: limits give
+// RESOURCE_EXHAUSTED, idle sessions expire, clients that vanish mid-stream leave the server
+// healthy, idle streams pin no threads, and SIGTERM drains streams and exits 0.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "clients/lib/client.h"
+#include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
+
+namespace sinew::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<client::Client> Connect(const ServerProcess& server) {
+  auto c = std::make_unique<client::Client>(server.target());
+  EXPECT_TRUE(c->WaitReady(std::chrono::seconds(10)).ok());
+  return c;
+}
+
+absl::StatusOr<v1::Session> Open(client::Client& c, const std::string& rig) {
+  v1::CreateSessionRequest req;
+  req.set_rig_id(rig);
+  req.mutable_deformer()->set_method(v1::METHOD_LBS);
+  return c.CreateSession(req);
+}
+
+bool Serving(const ServerProcess& server) {
+  std::string resp;
+  return GenericUnary(server.target(), "/grpc.health.v1.Health/Check", "", &resp).ok() &&
+         resp == std::string("\x08\x01", 2);
+}
+
+int ThreadCount(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+TEST(Lifecycle, LimitsGiveResourceExhausted) {
+  ServerProcess server({"--max-sessions", "2", "--max-vertices", "5000", "--max-rig-bytes",
+                        "4000000"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+
+  auto big = c->UploadRig(client::RigToProto(MakeLimb(LimbOf(6000))));
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("6000 vertices exceed the limit of 5000"));
+
+  {
+    grpc::ClientContext ctx;
+    v1::UploadRigResponse resp;
+    auto writer = c->stub().UploadRig(&ctx, &resp);
+    v1::UploadRigRequest req;
+    req.mutable_header()->set_total_bytes(5'000'000);
+    writer->Write(req);
+    writer->WritesDone();
+    const absl::Status st = client::FromGrpc(writer->Finish());
+    EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(st.message()), HasSubstr("--max-rig-bytes"));
+  }
+
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(LimbOf(3000))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto a = Open(*c, up->rig_id()), b = Open(*c, up->rig_id());
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto third = Open(*c, up->rig_id());
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.status().message()), HasSubstr("--max-sessions"));
+  ASSERT_TRUE(c->CloseSession(a->session_id()).ok());
+  EXPECT_TRUE(Open(*c, up->rig_id()).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(Lifecycle, IdleSessionsExpire) {
+  ServerProcess server({"--session-idle-ttl", "1"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const LimbOptions limb = LimbOf(1000);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  auto kept = Open(*c, up->rig_id()), idle = Open(*c, up->rig_id());
+  ASSERT_TRUE(kept.ok() && idle.ok());
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.1);
+  // `kept` is used every 200 ms for 2.5 s; `idle` is not used at all.
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(c->Deform(Frame(kept->session_id(), i, pose)).ok()) << i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(c->GetSession(idle->session_id()).status().code(), absl::StatusCode::kNotFound);
+  auto st = c->Deform(Frame(idle->session_id(), 1, pose)).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("closed or expired"));
+  EXPECT_TRUE(c->GetSession(kept->session_id()).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Clients that cancel mid-stream, or whose process is killed while streaming, leave the
+// server serving: health SERVING, the same session still deforms, no stream left open.
+TEST(Lifecycle, ClientDisconnectMidStreamLeavesServerHealthy) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const LimbOptions limb = LimbOf(20000);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  auto s = Open(*c, up->rig_id());
+  ASSERT_TRUE(s.ok());
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
+  for (int round = 0; round < 10; ++round) {
+    auto stream = c->OpenStream();
+    for (int f = 0; f < 20; ++f) stream->Write(Frame(s->session_id(), f, pose));
+    v1::DeformResponse r;
+    ASSERT_TRUE(stream->Read(&r));
+    stream->Cancel();  // vanish with frames in flight and responses unread
+  }
+  // A client process killed while streaming (no half-close, TCP torn down).
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl(SINEW_LOAD_PATH, SINEW_LOAD_PATH, "--target", server.target().c_str(), "--sessions",
+          "4", "--fps", "0", "--duration", "30", "--vertices", "20000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pid, SIGKILL);
+  int status;
+  waitpid(pid, &status, 0);
+
+  EXPECT_TRUE(server.Running());
+  EXPECT_TRUE(Serving(server));
+  auto resp = c->Deform(Frame(s->session_id(), 99, pose));
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->vertex_count(), 20000u);
+  // Every abandoned stream is eventually cleaned up.
+  double open = -1;
+  for (int i = 0; i < 100 && open != 0; ++i) {
+    const std::string body = HttpGet(server.metrics_port(), "/metrics");
+    const auto at = body.find("\nsinew_streams ");
+    open = at == std::string::npos ? -1 : std::stod(body.substr(at + 15));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(open, 0);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Streams use gRPC's callback API: 300 open, idle streams do not cost a thread each, and a
+// frame still goes through at once.
+TEST(Lifecycle, IdleStreamsPinNoThreads) {
+  ServerProcess server({"--worker-threads", "2"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const LimbOptions limb = LimbOf(1000);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  auto s = Open(*c, up->rig_id());
+  ASSERT_TRUE(s.ok());
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
+  const int before = ThreadCount(server.pid());
+  std::vector<std::unique_ptr<client::FrameStream>> streams;
+  for (int i = 0; i < 300; ++i) {
+    streams.push_back(c->OpenStream());
+    ASSERT_TRUE(streams.back()->Write(Frame(s->session_id(), i, pose)));
+  }
+  v1::DeformResponse r;
+  for (auto& st : streams) ASSERT_TRUE(st->Read(&r));  // every stream is live, now idle
+  const int during = ThreadCount(server.pid());
+  EXPECT_LT(during - before, 50) << before << " threads before, " << during << " with 300 streams";
+  auto resp = c->Deform(Frame(s->session_id(), 1000, pose));
+  EXPECT_TRUE(resp.ok());
+  for (auto& st : streams) EXPECT_TRUE(st->Close().ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// SIGTERM: health goes NOT_SERVING, every frame already received is answered, open streams
+// end with UNAVAILABLE, and the process exits 0.
+TEST(Lifecycle, SigtermDrainsStreamsAndExitsZero) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const LimbOptions limb = LimbOf(20000);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  auto s = Open(*c, up->rig_id());
+  ASSERT_TRUE(s.ok());
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
+  std::vector<std::unique_ptr<client::FrameStream>> streams;
+  for (int i = 0; i < 5; ++i) {
+    streams.push_back(c->OpenStream());
+    for (int f = 0; f < 3; ++f) {
+      ASSERT_TRUE(streams.back()->Write(Frame(s->session_id(), f, pose)));
+      v1::DeformResponse r;
+      ASSERT_TRUE(streams.back()->Read(&r));
+      EXPECT_EQ(r.frame(), uint64_t(f));
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int exit_code = -2;
+  std::thread stopper([&] { exit_code = server.Terminate(); });
+  for (auto& st : streams) {
+    v1::DeformResponse r;
+    EXPECT_FALSE(st->Read(&r));  // ended by the server
+    const absl::Status end = st->Close();
+    EXPECT_EQ(end.code(), absl::StatusCode::kUnavailable) << end;
+    EXPECT_THAT(std::string(end.message()), HasSubstr("shutting down"));
+  }
+  stopper.join();
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));
+}
+
+}  // namespace
+}  // namespace sinew::testing

@@ -1,0 +1,114 @@
+#include "tests/service/server_process.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <regex>
+#include <thread>
+
+namespace sinew::testing {
+
+ServerProcess::ServerProcess(const std::vector<std::string>& extra_args) {
+  int fds[2];
+  if (pipe(fds) != 0) return;
+  std::vector<std::string> args = {SINEW_SERVER_PATH, "--listen", "127.0.0.1:0",
+                                   "--metrics-listen", "127.0.0.1:0"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  out_fd_ = fds[0];
+  // Read stdout until both "listening" lines arrived (10 s at most).
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const std::regex grpc_re("grpc listening on [^\\n]*:(\\d+)\\n"),
+      metrics_re("metrics listening on [^\\n]*:(\\d+)\\n");
+  std::smatch m;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out_fd_, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[256];
+    const ssize_t n = read(out_fd_, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, size_t(n));
+    if (std::regex_search(out, m, grpc_re)) grpc_port_ = std::stoi(m[1]);
+    if (std::regex_search(out, m, metrics_re)) metrics_port_ = std::stoi(m[1]);
+    if (grpc_port_ > 0 && metrics_port_ > 0) break;
+  }
+  if (grpc_port_ == 0) std::fprintf(stderr, "sinew-server did not start; stdout: %s\n", out.c_str());
+}
+
+bool ServerProcess::Running() {
+  if (pid_ <= 0) return false;
+  int status;
+  return waitpid(pid_, &status, WNOHANG) == 0;
+}
+
+int ServerProcess::Terminate(double timeout_s) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(int64_t(timeout_s * 1000));
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return -1;
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    int status;
+    waitpid(pid_, &status, 0);
+  }
+  if (out_fd_ >= 0) close(out_fd_);
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == ssize_t(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) body.append(buf, size_t(n));
+    }
+  }
+  close(fd);
+  const auto split = body.find("\r\n\r\n");
+  return split == std::string::npos ? "" : body.substr(split + 4);
+}
+
+}  // namespace sinew::testing

@@ -1,0 +1,40 @@
+// Starts the real sinew-server binary on loopback ports picked at run time (port 0), reads the
+// ports it prints, and stops it with SIGTERM (or SIGKILL on destruction if still running).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace sinew::testing {
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::vector<std::string>& extra_args = {});
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  bool started() const { return grpc_port_ > 0; }
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+
+  // Sends SIGTERM and waits up to `timeout_s` for exit. Returns the exit code, or -1 if it
+  // did not exit in time (then it is killed) or died of a signal.
+  int Terminate(double timeout_s = 20);
+  bool Running();
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+};
+
+// GET http://127.0.0.1:port/path over a plain socket; returns the body ("" on failure).
+std::string HttpGet(int port, const std::string& path);
+
+}  // namespace sinew::testing

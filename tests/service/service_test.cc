@@ -1,0 +1,403 @@
+// The service against a real sinew-server on an ephemeral loopback port: upload and dedup,
+// chunked 1M-vertex upload, unary and streamed frames equal to core's result, every error
+// status with the field it names, metrics, health and reflection.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+
+#include "clients/lib/client.h"
+#include "core/util/half.h"
+#include "sinew/v1/rig_id.h"
+#include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
+
+namespace sinew::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class Service : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess();
+    ASSERT_TRUE(server_->started());
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Terminate(), 0);
+    delete server_;
+  }
+  void SetUp() override {
+    client_ = std::make_unique<client::Client>(server_->target());
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+  }
+
+  std::string Upload(const LimbOptions& limb) {
+    auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb)));
+    EXPECT_TRUE(up.ok()) << up.status();
+    return up.ok() ? up->rig_id() : "";
+  }
+  std::string Open(const std::string& rig, v1::Method method,
+                   v1::OutputEncoding encoding = v1::OUTPUT_ENCODING_FLOAT32) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig);
+    req.mutable_deformer()->set_method(method);
+    req.set_encoding(encoding);
+    auto s = client_->CreateSession(req);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? s->session_id() : "";
+  }
+
+  static ServerProcess* server_;
+  std::unique_ptr<client::Client> client_;
+};
+ServerProcess* Service::server_ = nullptr;
+
+void ExpectStatus(const absl::Status& st, absl::StatusCode code, const std::string& text) {
+  EXPECT_EQ(st.code(), code) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr(text));
+}
+
+TEST_F(Service, ServerInfoDescribesServer) {
+  auto info = client_->GetServerInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->api_version(), "sinew.v1");
+  EXPECT_FALSE(info->version().empty());
+  EXPECT_THAT(info->rpcs(), ::testing::IsSupersetOf({"UploadRig", "CreateSession", "Deform",
+                                                     "StreamDeform", "GetServerInfo"}));
+  std::vector<std::string> methods;
+  for (const auto& m : info->methods()) methods.push_back(m.name());
+  EXPECT_THAT(methods, ::testing::ElementsAre("lbs", "dqs"));
+  ASSERT_GE(info->backends_size(), 1);
+  EXPECT_EQ(info->backends(0).backend(), v1::BACKEND_CPU);
+  EXPECT_TRUE(info->backends(0).available());
+  EXPECT_GT(info->limits().max_vertices_per_rig(), 0u);
+  EXPECT_GT(info->limits().max_sessions(), 0u);
+}
+
+// Same data -> same id (SHA-256 of the serialized rig); the second upload moves no data.
+TEST_F(Service, UploadIsContentAddressedAndDeduplicated) {
+  const LimbOptions limb = LimbOf(3000);
+  const v1::Rig rig = client::RigToProto(MakeLimb(limb));
+  auto first = client_->UploadRig(rig);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->rig_id(), v1::Sha256Hex(v1::SerializeRigDeterministic(rig)));
+  EXPECT_EQ(first->info().vertex_count(), 3000u);
+  EXPECT_EQ(first->info().joint_count(), 3u);
+
+  auto second = client_->UploadRig(rig);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->already_resident());
+  EXPECT_EQ(second->rig_id(), first->rig_id());
+
+  // A raw upload that only names the hash is answered without any chunk.
+  grpc::ClientContext ctx;
+  v1::UploadRigResponse resp;
+  auto writer = client_->stub().UploadRig(&ctx, &resp);
+  v1::UploadRigRequest header;
+  header.mutable_header()->set_total_bytes(v1::SerializeRigDeterministic(rig).size());
+  header.mutable_header()->set_sha256(first->rig_id());
+  writer->Write(header);
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_TRUE(resp.already_resident());
+  EXPECT_EQ(resp.bytes_received(), 0u);
+
+  auto other = client_->UploadRig(client::RigToProto(MakeLimb(LimbOf(3100))));
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->rig_id(), first->rig_id());
+}
+
+// A 1M-vertex rig is far above gRPC's 4 MiB message limit: it travels in chunks, and the
+// server deforms it exactly like core.
+TEST_F(Service, ChunkedUploadOfMillionVertexRig) {
+  const LimbOptions limb = LimbOf(1'000'000, 4, 4);
+  const v1::Rig rig = client::RigToProto(MakeLimb(limb));
+  ASSERT_GT(rig.ByteSizeLong(), size_t{4} << 20);
+  uint64_t last_progress = 0;
+  auto up = client_->UploadRig(rig, [&](uint64_t sent, uint64_t) { last_progress = sent; },
+                               size_t{1} << 20);
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(last_progress, rig.ByteSizeLong());
+  EXPECT_EQ(up->info().vertex_count(), 1'000'000u);
+  EXPECT_EQ(up->info().max_influences(), 4u);
+
+  const std::string session = Open(up->rig_id(), v1::METHOD_LBS);
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.35);
+  auto resp = client_->Deform(Frame(session, 1, pose));
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  std::vector<float> got;
+  ASSERT_TRUE(client::DecodePositions(*resp, got).ok());
+  EXPECT_EQ(got, CoreDeform(limb, Method::kLbs, pose));
+  EXPECT_TRUE(client_->CloseSession(session).ok());
+  EXPECT_TRUE(client_->DeleteRig(up->rig_id()).ok());
+}
+
+TEST_F(Service, UnaryAndStreamedFramesEqualCore) {
+  const LimbOptions limb = LimbOf(20000);
+  const std::string rig = Upload(limb);
+  const Skeleton sk = LimbSkeleton(limb);
+  for (auto [wire, method] : {std::pair{v1::METHOD_LBS, Method::kLbs},
+                              std::pair{v1::METHOD_DQS, Method::kDqs}}) {
+    const std::string session = Open(rig, wire);
+    // Unary.
+    for (double t : {0.0, 0.25, 0.5}) {
+      const Pose pose = LimbPose(sk, t);
+      auto resp = client_->Deform(Frame(session, 7, pose));
+      ASSERT_TRUE(resp.ok()) << resp.status();
+      EXPECT_EQ(resp->frame(), 7u);
+      std::vector<float> got;
+      ASSERT_TRUE(client::DecodePositions(*resp, got).ok());
+      EXPECT_EQ(got, CoreDeform(limb, method, pose)) << t;
+    }
+    // Streamed, pipelined: all requests written before any response is read. Responses come
+    // back one per request, in order, with frame numbers echoed.
+    auto stream = client_->OpenStream();
+    const int frames = 12;
+    for (int f = 0; f < frames; ++f) ASSERT_TRUE(stream->Write(Frame(session, 100 + f, LimbPose(sk, f / 12.0))));
+    for (int f = 0; f < frames; ++f) {
+      v1::DeformResponse resp;
+      ASSERT_TRUE(stream->Read(&resp));
+      EXPECT_EQ(resp.frame(), uint64_t(100 + f));
+      std::vector<float> got;
+      ASSERT_TRUE(client::DecodePositions(resp, got).ok());
+      EXPECT_EQ(got, CoreDeform(limb, method, LimbPose(sk, f / 12.0))) << f;
+    }
+    EXPECT_TRUE(stream->Close().ok());
+    auto s = client_->GetSession(session);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->frames(), 3u + frames);
+    EXPECT_TRUE(client_->CloseSession(session).ok());
+  }
+}
+
+// FLOAT16 output halves the bytes and stays within its stated bound (2^-11 relative).
+TEST_F(Service, Float16EncodingWithinStatedBound) {
+  const LimbOptions limb = LimbOf(5000);
+  const std::string session = Open(Upload(limb), v1::METHOD_DQS, v1::OUTPUT_ENCODING_FLOAT16);
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.4);
+  auto resp = client_->Deform(Frame(session, 1, pose));
+  ASSERT_TRUE(resp.ok());
+  EXPECT_EQ(resp->positions().size(), 5000u * 3 * 2);
+  std::vector<float> got;
+  ASSERT_TRUE(client::DecodePositions(*resp, got).ok());
+  const auto ref = CoreDeform(limb, Method::kDqs, pose);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_LE(std::abs(got[i] - ref[i]), std::ldexp(std::abs(ref[i]), -11) + 6e-8) << i;
+  }
+}
+
+TEST_F(Service, UnknownIdsAreNotFound) {
+  v1::DeformRequest req;
+  req.set_session_id("s-nope");
+  ExpectStatus(client_->Deform(req).status(), absl::StatusCode::kNotFound,
+               "session_id: no session \"s-nope\"");
+  ExpectStatus(client_->GetSession("s-nope").status(), absl::StatusCode::kNotFound, "session_id");
+  ExpectStatus(client_->CloseSession("s-nope").status(), absl::StatusCode::kNotFound, "session_id");
+  ExpectStatus(client_->GetRig("feed").status(), absl::StatusCode::kNotFound, "rig_id");
+  ExpectStatus(client_->DeleteRig("feed"), absl::StatusCode::kNotFound, "rig_id");
+  v1::CreateSessionRequest cs;
+  cs.set_rig_id("feed");
+  cs.mutable_deformer()->set_method(v1::METHOD_LBS);
+  ExpectStatus(client_->CreateSession(cs).status(), absl::StatusCode::kNotFound,
+               "rig_id: no rig \"feed\"; upload it first");
+}
+
+TEST_F(Service, BadRigsNameFieldAndIndex) {
+  {
+    v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(1000)));
+    std::string pos = rig.mesh().positions();
+    const float nan = std::nanf("");
+    std::memcpy(pos.data() + 12 * 7 + 8, &nan, 4);
+    rig.mutable_mesh()->set_positions(pos);
+    ExpectStatus(client_->UploadRig(rig).status(), absl::StatusCode::kInvalidArgument,
+                 "rig.mesh.positions[7]: coordinate z is not finite");
+  }
+  {
+    v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(1000)));
+    std::string w = rig.weights().weights();
+    const float neg = -0.25f;
+    std::memcpy(w.data() + 4 * 9, &neg, 4);
+    rig.mutable_weights()->set_weights(w);
+    rig.set_normalize_weights(false);
+    ExpectStatus(client_->UploadRig(rig).status(), absl::StatusCode::kInvalidArgument,
+                 "rig.weights.weights[9] (vertex 4): weight -0.25 is negative");
+  }
+  {
+    v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(1000)));
+    rig.mutable_mesh()->mutable_positions()->push_back('x');
+    ExpectStatus(client_->UploadRig(rig).status(), absl::StatusCode::kInvalidArgument,
+                 "rig.mesh.positions: 12001 bytes is not a multiple of 12");
+  }
+  {
+    v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(1000)));
+    rig.mutable_skeleton()->mutable_joints(1)->set_parent(5);
+    ExpectStatus(client_->UploadRig(rig).status(), absl::StatusCode::kInvalidArgument,
+                 "rig.skeleton.joints[1].parent: 5");
+  }
+  // Bytes that are not a Rig, and a stream shorter than its header says.
+  for (auto [payload, total, text] :
+       {std::tuple{std::string("\xff\xff\xff", 3), 3, "not a serialized sinew.v1.Rig"},
+        std::tuple{std::string("abc"), 10, "received 3 bytes, the header announced 10"}}) {
+    grpc::ClientContext ctx;
+    v1::UploadRigResponse resp;
+    auto writer = client_->stub().UploadRig(&ctx, &resp);
+    v1::UploadRigRequest req;
+    req.mutable_header()->set_total_bytes(total);
+    writer->Write(req);
+    req.set_chunk(payload);
+    writer->Write(req);
+    writer->WritesDone();
+    ExpectStatus(client::FromGrpc(writer->Finish()), absl::StatusCode::kInvalidArgument, text);
+  }
+}
+
+TEST_F(Service, BadFramesNameFieldAndIndex) {
+  const LimbOptions limb = LimbOf(2000);
+  const std::string session = Open(Upload(limb), v1::METHOD_LBS);
+  const Pose rest = LimbPose(LimbSkeleton(limb), 0);
+  auto expect = [&](v1::DeformRequest req, const std::string& text) {
+    ExpectStatus(client_->Deform(req).status(), absl::StatusCode::kInvalidArgument, text);
+  };
+  {
+    Pose p = rest;
+    p.rotations[4 * 1 + 0] = 0.9f;  // joint 1: (0.9, 0, 0, 1)
+    expect(Frame(session, 1, p), "pose.rotations[1]: quaternion (0.9, 0, 0, 1) has norm");
+  }
+  {
+    Pose p = rest;
+    p.translations[3 * 2 + 1] = std::numeric_limits<float>::infinity();
+    expect(Frame(session, 1, p), "pose.translations[2]");
+  }
+  {
+    v1::DeformRequest r = Frame(session, 1, rest);
+    r.mutable_pose()->mutable_rotations()->resize(13);
+    expect(r, "pose.rotations: 13 bytes is not a multiple of 16");
+  }
+  {
+    v1::DeformRequest r = Frame(session, 1, rest);
+    r.mutable_pose()->mutable_rotations()->resize(32);
+    expect(r, "pose.rotations: 2 quaternions for 3 joints");
+  }
+  {
+    v1::DeformRequest r = Frame(session, 1, rest);
+    r.mutable_pose()->set_space(v1::POSE_SPACE_UNSPECIFIED);
+    expect(r, "pose.space: must be stated");
+  }
+  {
+    v1::DeformRequest r = Frame(session, 1, rest);
+    r.clear_pose();
+    expect(r, "pose: required by method lbs");
+  }
+  {
+    v1::DeformRequest r = Frame(session, 1, rest);
+    v1::CagePose* c = r.add_cages();
+    c->set_cage(0);
+    c->set_positions(std::string(24, '\0'));
+    expect(r, "cages[0].cage: index 0 but the rig has 0 cages");
+  }
+  {
+    Pose p = rest;
+    p.scales.assign(3, 1.0f);
+    p.scales[2] = -1.0f;
+    expect(Frame(session, 1, p), "pose.scales[2]: -1 is not a positive finite scale");
+  }
+}
+
+TEST_F(Service, BadSessionRequests) {
+  const std::string rig = Upload(LimbOf(1000));
+  v1::CreateSessionRequest req;
+  req.set_rig_id(rig);
+  ExpectStatus(client_->CreateSession(req).status(), absl::StatusCode::kInvalidArgument,
+               "deformer.method: must be set");
+  req.mutable_deformer()->set_method(v1::METHOD_DQS);
+  req.set_backend(v1::BACKEND_GPU);
+  ExpectStatus(client_->CreateSession(req).status(), absl::StatusCode::kFailedPrecondition,
+               "BACKEND_GPU requested");
+  req.set_backend(v1::BACKEND_AUTO);
+  req.add_expected_joint_names("bone0");
+  req.add_expected_joint_names("elbow");
+  req.add_expected_joint_names("bone2");
+  ExpectStatus(client_->CreateSession(req).status(), absl::StatusCode::kInvalidArgument,
+               "expected_joint_names[1]: \"elbow\" but the rig's joint 1 is \"bone1\"");
+  req.set_expected_joint_names(1, "bone1");
+  auto s = client_->CreateSession(req);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->backend(), v1::BACKEND_CPU);
+  // A rig in use cannot be deleted.
+  ExpectStatus(client_->DeleteRig(rig), absl::StatusCode::kFailedPrecondition, "used by 1 sessions");
+  EXPECT_TRUE(client_->CloseSession(s->session_id()).ok());
+  EXPECT_TRUE(client_->DeleteRig(rig).ok());
+}
+
+// A bad frame in a stream is answered with an error in its response; the stream goes on.
+TEST_F(Service, StreamFrameErrorDoesNotEndStream) {
+  const LimbOptions limb = LimbOf(2000);
+  const std::string session = Open(Upload(limb), v1::METHOD_LBS);
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.2);
+  auto stream = client_->OpenStream();
+  v1::DeformRequest bad = Frame(session, 1, pose);
+  bad.mutable_pose()->mutable_translations()->resize(5);
+  v1::DeformRequest unknown = Frame("s-unknown", 2, pose);
+  ASSERT_TRUE(stream->Write(bad));
+  ASSERT_TRUE(stream->Write(unknown));
+  ASSERT_TRUE(stream->Write(Frame(session, 3, pose)));
+  v1::DeformResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.frame(), 1u);
+  EXPECT_EQ(r.error().code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(r.error().message(), HasSubstr("pose.translations"));
+  EXPECT_TRUE(r.positions().empty());
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.frame(), 2u);
+  EXPECT_EQ(r.error().code(), grpc::NOT_FOUND);
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.frame(), 3u);
+  EXPECT_FALSE(r.has_error());
+  EXPECT_EQ(r.vertex_count(), 2000u);
+  EXPECT_TRUE(stream->Close().ok());
+}
+
+double MetricValue(const std::string& body, const std::string& series) {
+  for (size_t at = body.find(series); at != std::string::npos; at = body.find(series, at + 1)) {
+    if (at > 0 && body[at - 1] != '\n') continue;
+    return std::stod(body.substr(at + series.size() + 1));
+  }
+  return -1;
+}
+
+TEST_F(Service, PrometheusMetricsCountFramesAndErrors) {
+  const LimbOptions limb = LimbOf(2000);
+  const std::string session = Open(Upload(limb), v1::METHOD_DQS);
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.1);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client_->Deform(Frame(session, i, pose)).ok());
+  v1::DeformRequest bad = Frame(session, 9, pose);
+  bad.clear_pose();
+  ASSERT_FALSE(client_->Deform(bad).ok());
+
+  const std::string body = HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_FALSE(body.empty());
+  EXPECT_GE(MetricValue(body, "sinew_frames_total{backend=\"cpu\",method=\"dqs\"}"), 3);
+  EXPECT_GE(MetricValue(body, "sinew_frame_latency_seconds_count{backend=\"cpu\",method=\"dqs\"}"), 3);
+  EXPECT_GE(MetricValue(body, "sinew_frame_errors_total{code=\"INVALID_ARGUMENT\"}"), 1);
+  EXPECT_GE(MetricValue(body, "sinew_rpc_errors_total{code=\"INVALID_ARGUMENT\",rpc=\"Deform\"}"), 1);
+  EXPECT_THAT(body, HasSubstr("sinew_sessions "));
+  EXPECT_THAT(body, HasSubstr("sinew_resident_bytes{kind=\"rig\"}"));
+  EXPECT_TRUE(client_->CloseSession(session).ok());
+}
+
+TEST_F(Service, HealthCheckingAndReflectionAreOn) {
+  std::string resp;
+  // grpc.health.v1.HealthCheckRequest{service: ""} is empty; SERVING is status = 1 (08 01).
+  ASSERT_TRUE(GenericUnary(server_->target(), "/grpc.health.v1.Health/Check", "", &resp).ok());
+  EXPECT_EQ(resp, std::string("\x08\x01", 2));
+  // ServerReflectionRequest{list_services: ""} (field 7, empty string).
+  const std::string listing = GenericBidiOnce(
+      server_->target(), "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      std::string("\x3a\x00", 2));
+  EXPECT_THAT(listing, HasSubstr("sinew.v1.Sinew"));
+}
+
+}  // namespace
+}  // namespace sinew::testing

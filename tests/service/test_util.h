@@ -1,0 +1,102 @@
+// Helpers for the service suites: rigs as wire messages, in-process reference results, and
+// raw (generic) gRPC calls for services Sinew does not define (health, reflection).
+#pragma once
+
+#include <future>
+#include <string>
+#include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "clients/lib/client.h"
+#include "core/deformer/deformer.h"
+#include "core/procedural/limb.h"
+
+namespace sinew::testing {
+
+inline LimbOptions LimbOf(size_t vertices, uint32_t bones = 3, uint32_t influences = 2) {
+  return client::LimbWithVertices(vertices, bones, influences);
+}
+
+// Deforms in-process with core, the reference every server result must equal.
+inline std::vector<float> CoreDeform(const LimbOptions& limb, Method method, const Pose& pose) {
+  auto rig = BuildRig(MakeLimb(limb));
+  EXPECT_TRUE(rig.ok()) << rig.status();
+  auto shared = std::make_shared<const Rig>(std::move(*rig));
+  auto d = CreateDeformer(shared, {method});
+  EXPECT_TRUE(d.ok()) << d.status();
+  std::vector<float> out(shared->positions.size());
+  EXPECT_TRUE((*d)->Deform({&pose, {}}, out, nullptr).ok());
+  return out;
+}
+
+inline Skeleton LimbSkeleton(const LimbOptions& limb) {
+  auto rig = BuildRig(MakeLimb(limb));
+  return rig->skeleton;
+}
+
+inline v1::DeformRequest Frame(const std::string& session, uint64_t frame, const Pose& pose) {
+  v1::DeformRequest r;
+  r.set_session_id(session);
+  r.set_frame(frame);
+  client::PoseToProto(pose, *r.mutable_pose());
+  return r;
+}
+
+inline std::string ToBytes(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  (void)b.Dump(&slices);
+  std::string s;
+  for (auto& sl : slices) s.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  return s;
+}
+
+// One unary call by method name with raw serialized bytes.
+inline grpc::Status GenericUnary(const std::string& target, const std::string& method,
+                                 const std::string& request, std::string* response) {
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &req, &resp,
+                 [&](grpc::Status s) { done.set_value(s); });
+  grpc::Status st = done.get_future().get();
+  *response = ToBytes(resp);
+  return st;
+}
+
+// One request/response exchange on a bidirectional streaming method by name.
+inline std::string GenericBidiOnce(const std::string& target, const std::string& method,
+                                   const std::string& request) {
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(&ctx, method, &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  grpc::Slice slice(request);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  call->Write(req, reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  call->Read(&resp, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  const std::string out = ok ? ToBytes(resp) : "";
+  call->WritesDone(reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  grpc::Status st;
+  call->Finish(&st, reinterpret_cast<void*>(5));
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return out;
+}
+
+}  // namespace sinew::testing
