@@ -16,10 +16,10 @@
 
 namespace sinew {
 
-struct DualQuat {
-  float real[4];  // x,y,z,w: rotation
-  float dual[4];  // x,y,z,w: 0.5 * (t, 0) * real
-  float scale;    // uniform scale applied before the rigid motion
+// One joint's rigid motion and scale, laid out so that blending it is one 8-wide multiply-add.
+struct alignas(32) DualQuat {
+  float v[8];   // v[0..3] real part x,y,z,w (rotation); v[4..7] dual part 0.5 * (t, 0) * real
+  float scale;  // uniform scale applied before the rigid motion
 };
 
 // Decomposes similarity transforms into dual quaternions and scales. A transform that is not a

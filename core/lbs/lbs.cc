@@ -1,20 +1,23 @@
 #include "core/lbs/lbs.h"
 
+#include "core/util/simd.h"
+
 namespace sinew {
 
 namespace {
 constexpr size_t kGrain = 8192;  // vertices per parallel chunk
 }
 
+SINEW_VERTEX_LOOP
 void LinearBlendSkinningRange(std::span<const float> rest, const SkinWeights& weights,
                               std::span<const Affine34f> transforms, std::span<float> out,
                               size_t begin, size_t end) {
-  const uint32_t* offsets = weights.offsets.data();
-  const uint16_t* joints = weights.joints.data();
-  const float* w = weights.weights.data();
-  const float* mats = transforms.data()->data();  // 12 floats per joint, row-major
-  const float* p = rest.data();
-  float* o = out.data();
+  const uint32_t* __restrict offsets = weights.offsets.data();
+  const uint16_t* __restrict joints = weights.joints.data();
+  const float* __restrict w = weights.weights.data();
+  const float* __restrict mats = transforms.data()->data();  // 12 floats per joint, row-major
+  const float* __restrict p = rest.data();
+  float* __restrict o = out.data();
   for (size_t v = begin; v < end; ++v) {
     float m[12] = {};
     for (uint32_t e = offsets[v]; e < offsets[v + 1]; ++e) {

@@ -39,7 +39,9 @@ TEST(Rig, LimbBuildsWithSortedPartitionOfUnity) {
     double sum = 0;
     for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
       EXPECT_GT(rig.weights.weights[e], 0.f);
-      if (e > rig.weights.offsets[v]) EXPECT_LE(rig.weights.weights[e], rig.weights.weights[e - 1]);
+      if (e > rig.weights.offsets[v]) {
+        EXPECT_LE(rig.weights.weights[e], rig.weights.weights[e - 1]);
+      }
       sum += rig.weights.weights[e];
     }
     EXPECT_NEAR(sum, 1.0, 1e-6);

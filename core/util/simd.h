@@ -1,0 +1,10 @@
+// Per-vertex loops are compiled twice, for baseline x86-64 and for x86-64-v3 (AVX2, FMA), and
+// the better one is picked at load time for the CPU at hand (GCC function multi-versioning).
+// Portable binaries, full-width arithmetic where the CPU has it.
+#pragma once
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SINEW_VERTEX_LOOP __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define SINEW_VERTEX_LOOP
+#endif
