@@ -75,6 +75,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
             "upload: more than the ", total_, " bytes the header announced")));
       }
       data_.append(req_.chunk());
+      received_ += req_.chunk().size();
       svc_->metrics_.upload_bytes().Increment(static_cast<double>(req_.chunk().size()));
     }
     StartRead(&req_);
@@ -119,7 +120,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   void Respond(const StoredRig& stored, bool already) {
     resp_->set_rig_id(stored.id);
     resp_->set_already_resident(already);
-    resp_->set_bytes_received(data_.size());
+    resp_->set_bytes_received(received_);
     v1::RigInfo* info = resp_->mutable_info();
     info->set_rig_id(stored.id);
     FillRigInfo(*stored.rig, *info);
@@ -134,6 +135,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   v1::UploadRigRequest req_;
   bool have_header_ = false;
   uint64_t total_ = 0;
+  uint64_t received_ = 0;
   std::string sha_;
   std::string data_;
 };

@@ -83,6 +83,8 @@ TEST_F(Service, UploadIsContentAddressedAndDeduplicated) {
   auto first = client_->UploadRig(rig);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->rig_id(), v1::Sha256Hex(v1::SerializeRigDeterministic(rig)));
+  EXPECT_FALSE(first->already_resident());
+  EXPECT_EQ(first->bytes_received(), rig.ByteSizeLong());
   EXPECT_EQ(first->info().vertex_count(), 3000u);
   EXPECT_EQ(first->info().joint_count(), 3u);
 
