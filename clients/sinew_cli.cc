@@ -1,5 +1,7 @@
 // sinew: command-line client of the Sinew service. See `sinew help`.
 #include <chrono>
+#include <filesystem>
+#include <optional>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -10,8 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "clients/import/asset_import.h"
 #include "clients/lib/args.h"
+#include "clients/lib/point_cache.h"
+#include "clients/lib/progress.h"
 #include "clients/lib/client.h"
 #include "clients/lib/stats.h"
 #include "core/procedural/limb.h"
@@ -20,6 +26,7 @@ namespace {
 
 using namespace sinew;
 using Clock = std::chrono::steady_clock;
+constexpr int kLimbCycle = 120;  // frames in one bend-and-twist cycle of the procedural limb
 
 const char* kUsage = R"(sinew: command-line client of a Sinew deformation server.
 
@@ -33,9 +40,14 @@ Commands:
   delete-rig ID              remove a rig no session uses
   session create             open a session: --rig ID [--method M] [--encoding E] [--backend B]
   session get ID | session list | session close ID
-  play                       upload the procedural limb (or use --rig ID), open a session per
-                             method, stream its clip through the server and report frames,
-                             frames/s and latency percentiles
+  import FILE                read a rigged asset (FBX, glTF, Collada, .x, ... via assimp) and
+                             list its meshes, joints, clips and what was dropped
+  play [FILE]                upload FILE's rig (or the procedural limb, or use --rig ID), open a
+                             session per method, stream the clip through the server and report
+                             frames, frames/s and latency percentiles
+  batch FILE                 deform a whole clip on the server (DeformClip) into a .pc2 point
+                             cache (--pc2) and/or an OBJ sequence (--obj); an interrupted batch
+                             resumes from the last frame written when run again
   help                       this text
 
 Flags:
@@ -88,10 +100,53 @@ absl::StatusOr<v1::UploadRigResponse> UploadLimb(client::Client& c, const LimbOp
   return r;
 }
 
+// What `play` sends: a rig on the server and one cycle of poses, looped.
+struct PlaySource {
+  std::string rig_id;
+  std::vector<v1::DeformRequest> cycle;
+  bool procedural = false;
+};
+
+absl::StatusOr<v1::UploadRigResponse> UploadReport(client::Client& c, const v1::Rig& rig) {
+  const auto t0 = Clock::now();
+  auto up = c.UploadRig(rig);
+  if (!up.ok()) return up;
+  std::printf("rig %s: %u vertices, %u triangles, %u joints, %s in %.1f ms (id %.12s)\n",
+              up->info().name().c_str(), up->info().vertex_count(), up->info().triangle_count(),
+              up->info().joint_count(), up->already_resident() ? "already resident" : "uploaded",
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+              up->rig_id().c_str());
+  return up;
+}
+
+// Picks a clip by --clip (name or index); the first one by default.
+absl::StatusOr<const Clip*> ChooseClip(const ImportedAsset& asset, const std::string& which) {
+  if (asset.clips.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(asset.path, ": the file has no animation clip"));
+  }
+  if (which.empty()) return &asset.clips.front();
+  for (const Clip& clip : asset.clips) {
+    if (clip.name == which) return &clip;
+  }
+  size_t index;
+  if (absl::SimpleAtoi(which, &index) && index < asset.clips.size()) return &asset.clips[index];
+  return absl::NotFoundError(absl::StrCat("--clip ", which, ": no such clip name or index (",
+                                          asset.clips.size(), " clips)"));
+}
+
+// Imports FILE and validates it locally, so that bad files fail before any upload.
+absl::StatusOr<ImportedAsset> LoadAsset(const std::string& path) {
+  auto asset = ImportAsset(path);
+  if (!asset.ok()) return asset.status();
+  for (const auto& n : asset->notes) std::fprintf(stderr, "sinew: %s: note: %s\n", path.c_str(), n.c_str());
+  return asset;
+}
+
 int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   long long frames;
-  double fps;
-  if (!args.GetInt("frames", &frames, 1, 100'000'000) || !args.GetDouble("fps", &fps, 0, 1e6)) {
+  double fps, clip_fps;
+  if (!args.GetInt("frames", &frames, 0, 100'000'000) || !args.GetDouble("fps", &fps, 0, 1e6) ||
+      !args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) {
     return Usage(args, args.error());
   }
   std::vector<v1::Method> methods;
@@ -100,41 +155,57 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (!ParseMethod(std::string(name), &m)) return Usage(args, "--method: lbs or dqs, comma separated");
     methods.push_back(m);
   }
-  const bool procedural = args.Get("rig").empty();
-  std::string rig_id = args.Get("rig");
-  uint32_t joints = 0;
-  if (procedural) {
-    double secs;
-    auto up = UploadLimb(c, limb, &secs);
+  const auto& pos = args.positional();
+  PlaySource source;
+  if (pos.size() >= 2) {  // an asset file: its clip, sampled at --clip-fps
+    auto asset = LoadAsset(pos[1]);
+    if (!asset.ok()) return Fail(asset.status());
+    auto clip = ChooseClip(*asset, args.Get("clip"));
+    if (!clip.ok()) return Fail(clip.status());
+    auto built = BuildRig(asset->rig);
+    if (!built.ok()) return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
+    auto up = UploadReport(c, client::RigToProto(asset->rig));
     if (!up.ok()) return Fail(up.status());
-    rig_id = up->rig_id();
-    joints = up->info().joint_count();
-    std::printf("rig %s: %u vertices, %u triangles, %u joints, %s in %.1f ms (id %.12s)\n",
-                up->info().name().c_str(), up->info().vertex_count(), up->info().triangle_count(),
-                joints, up->already_resident() ? "already resident" : "uploaded", secs * 1e3,
-                rig_id.c_str());
-  } else {
-    auto info = c.GetRig(rig_id);
-    if (!info.ok()) return Fail(info.status());
-    joints = info->joint_count();
-  }
-  // The clip: the limb's bend-and-twist cycle, 120 frames per cycle.
-  Skeleton skeleton;
-  {
-    RigInput in = MakeLimb(limb);
-    skeleton = in.rig.skeleton;
-    if (!procedural && skeleton.size() != joints) {
-      std::fprintf(stderr, "sinew: play --rig poses the procedural limb's %zu joints; rig has %u\n",
-                   skeleton.size(), joints);
-      return 1;
+    source.rig_id = up->rig_id();
+    Pose pose;
+    const size_t n = ClipFrameCount(**clip, clip_fps);
+    source.cycle.resize(n);
+    for (size_t f = 0; f < n; ++f) {
+      SampleClip(**clip, built->skeleton, double(f) / clip_fps, pose);
+      client::PoseToProto(pose, *source.cycle[f].mutable_pose());
     }
-    if (auto built = BuildRig(std::move(in)); built.ok()) skeleton = built->skeleton;
+    std::printf("clip \"%s\": %.3f s, %zu frames at %g frames/s\n", (*clip)->name.c_str(),
+                (*clip)->duration, n, clip_fps);
+    if (frames == 0) frames = static_cast<long long>(n);
+  } else {  // the procedural limb (or --rig ID with the limb's joints): its bend-and-twist cycle
+    source.procedural = args.Get("rig").empty();
+    source.rig_id = args.Get("rig");
+    RigInput in = MakeLimb(limb);
+    if (source.procedural) {
+      auto up = UploadReport(c, client::RigToProto(in));
+      if (!up.ok()) return Fail(up.status());
+      source.rig_id = up->rig_id();
+    } else {
+      auto info = c.GetRig(source.rig_id);
+      if (!info.ok()) return Fail(info.status());
+      if (info->joint_count() != in.rig.joint_count()) {
+        std::fprintf(stderr, "sinew: play --rig poses the procedural limb's %zu joints; rig has %u\n",
+                     in.rig.joint_count(), info->joint_count());
+        return 1;
+      }
+    }
+    auto built = BuildRig(std::move(in));
+    if (!built.ok()) return Fail(built.status());
+    source.cycle.resize(kLimbCycle);
+    for (int f = 0; f < kLimbCycle; ++f) {
+      client::PoseToProto(LimbPose(built->skeleton, double(f) / kLimbCycle), *source.cycle[f].mutable_pose());
+    }
+    if (frames == 0) frames = 2 * kLimbCycle;
   }
-  constexpr int kCycle = 120;
-  std::vector<v1::DeformRequest> clip(kCycle);
-  for (int f = 0; f < kCycle; ++f) {
-    client::PoseToProto(LimbPose(skeleton, double(f) / kCycle), *clip[f].mutable_pose());
-  }
+  const std::string& rig_id = source.rig_id;
+  std::vector<v1::DeformRequest>& clip = source.cycle;
+  const bool procedural = source.procedural;
+  const size_t kCycle = clip.size();
 
   const bool json = args.Has("json");
   int status = 0;
@@ -173,7 +244,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
       if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) ++errors;
       bytes += resp.positions().size();
-      if (f % kCycle == kCycle / 2 && peak.empty()) {
+      if (procedural && static_cast<size_t>(f) % kCycle == kCycle / 2 && peak.empty()) {
         if (auto st = client::DecodePositions(resp, peak); !st.ok()) return Fail(st);
       }
     }
@@ -211,6 +282,109 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   return status;
 }
 
+// Deforms every frame of a clip on the server and writes a .pc2 point cache and/or an OBJ
+// sequence, resuming after the last frame already on disk.
+int Batch(client::Client& c, client::Args& args) {
+  const auto& pos = args.positional();
+  if (pos.size() != 2) return Usage(args, "batch takes one asset file");
+  const std::string pc2 = args.Get("pc2"), obj_dir = args.Get("obj");
+  if (pc2.empty() && obj_dir.empty()) return Usage(args, "batch: give --pc2 FILE and/or --obj DIR");
+  double clip_fps;
+  if (!args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) return Usage(args, args.error());
+  v1::Method method;
+  if (!ParseMethod(args.Get("method"), &method)) return Usage(args, "--method: lbs or dqs");
+  const bool resume = !args.Has("no-resume");
+
+  auto asset = LoadAsset(pos[1]);
+  if (!asset.ok()) return Fail(asset.status());
+  auto clip = ChooseClip(*asset, args.Get("clip"));
+  if (!clip.ok()) return Fail(clip.status());
+  if (auto built = BuildRig(asset->rig); !built.ok()) {
+    return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
+  }
+  const uint32_t points = static_cast<uint32_t>(asset->rig.rig.vertex_count());
+  const uint64_t total = ClipFrameCount(**clip, clip_fps);
+
+  // Where to start: the frames already complete on disk.
+  std::optional<client::Pc2Writer> cache;
+  uint64_t first = total;
+  if (!pc2.empty()) {
+    auto w = client::Pc2Writer::Open(pc2, points, 0.0f, 1.0f, resume);
+    if (!w.ok()) return Fail(w.status());
+    cache.emplace(std::move(*w));
+    first = std::min<uint64_t>(first, cache->frames());
+  }
+  const std::string stem = std::filesystem::path(pos[1]).stem().string();
+  if (!obj_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(obj_dir, ec);
+    if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--obj ", obj_dir, ": ", ec.message())));
+    uint64_t have = 0;
+    while (resume && have < total && std::filesystem::exists(client::ObjFramePath(obj_dir, stem, have))) ++have;
+    first = std::min(first, have);
+  }
+  if (cache && cache->frames() > total) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        pc2, ": holds ", cache->frames(), " frames, more than the clip's ", total)));
+  }
+  std::fprintf(stderr, "batch %s, clip \"%s\": %llu frames at %g frames/s, %u vertices; %s\n",
+               pos[1].c_str(), (*clip)->name.c_str(), (unsigned long long)total, clip_fps, points,
+               first > 0 ? absl::StrCat("resuming at frame ", first).c_str() : "starting");
+  if (first < total) {
+    auto up = c.UploadRig(client::RigToProto(asset->rig));
+    if (!up.ok()) return Fail(up.status());
+    v1::CreateSessionRequest sreq;
+    sreq.set_rig_id(up->rig_id());
+    sreq.mutable_deformer()->set_method(method);
+    auto session = c.CreateSession(sreq);
+    if (!session.ok()) return Fail(session.status());
+
+    v1::DeformClipRequest req;
+    req.set_session_id(session->session_id());
+    client::ClipToProto(**clip, *req.mutable_clip()->mutable_clip());
+    req.mutable_clip()->set_frames_per_second(clip_fps);
+    req.set_first_frame(first);
+    client::Progress progress(stem, total);
+    progress.Resume(first);
+    std::vector<float> xyz;
+    uint64_t expected = first;
+    const absl::Status st = c.DeformClip(req, [&](const v1::DeformClipResponse& r) -> absl::Status {
+      if (r.frame() != expected) {
+        return absl::DataLossError(absl::StrCat("server sent frame ", r.frame(), ", expected ", expected));
+      }
+      if (auto s = client::DecodePositions(r, xyz); !s.ok()) return s;
+      if (cache && r.frame() >= cache->frames()) {
+        if (auto s = cache->Append(xyz); !s.ok()) return s;
+      }
+      if (!obj_dir.empty()) {
+        const std::string path = client::ObjFramePath(obj_dir, stem, r.frame());
+        if (!std::filesystem::exists(path) || !resume) {
+          if (auto s = client::WriteObjFrame(path, xyz, asset->rig.rig.triangles); !s.ok()) return s;
+        }
+      }
+      progress.Update(++expected);
+      return absl::OkStatus();
+    });
+    progress.Finish();
+    (void)c.CloseSession(session->session_id());
+    if (!st.ok()) {
+      if (cache) (void)cache->Close();
+      std::fprintf(stderr, "sinew: batch stopped after frame %llu of %llu; run the same command "
+                   "again to resume\n", (unsigned long long)expected, (unsigned long long)total);
+      return Fail(st);
+    }
+  }
+  if (cache) {
+    if (auto s = cache->Close(); !s.ok()) return Fail(s);
+    std::printf("%s: %llu frames x %u points\n", pc2.c_str(), (unsigned long long)total, points);
+  }
+  if (!obj_dir.empty()) {
+    std::printf("%s: %llu OBJ frames (%s)\n", obj_dir.c_str(), (unsigned long long)total,
+                client::ObjFramePath(obj_dir, stem, 0).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -226,7 +400,12 @@ int main(int argc, char** argv) {
       .Flag("influences", "K", "2", "procedural limb: influences per vertex")
       .Flag("frames", "N", "240", "play: frames to send (the clip loops every 120)")
       .Flag("fps", "F", "0", "play: frames per second to send at; 0 = as fast as answered")
-      .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream");
+      .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream")
+      .Flag("clip", "NAME|INDEX", "", "play/batch FILE: which animation clip (default: the first)")
+      .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
+      .Flag("pc2", "FILE", "", "batch: write frames to this .pc2 point cache (resumes if it exists)")
+      .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")
+      .Flag("no-resume", "", "", "batch: start over instead of resuming existing output");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
   const auto& pos = args.positional();
   if (pos.empty() || pos[0] == "help") return Usage(args, pos.empty() ? "no command given" : "");
@@ -234,6 +413,27 @@ int main(int argc, char** argv) {
   LimbOptions limb;
   if (!LimbFromArgs(args, &limb)) return Usage(args, args.error());
 
+  if (cmd == "import") {
+    if (pos.size() != 2) return Usage(args, "import takes one asset file");
+    auto asset = ImportAsset(pos[1]);
+    if (!asset.ok()) return Fail(asset.status());
+    auto built = BuildRig(asset->rig);
+    std::printf("%s: %zu vertices, %zu triangles, %zu joints (%zu bones), %zu meshes, %zu clips\n",
+                pos[1].c_str(), asset->rig.rig.vertex_count(), asset->rig.rig.triangle_count(),
+                asset->rig.rig.joint_count(), asset->bones, asset->meshes.size(), asset->clips.size());
+    for (const auto& m : asset->meshes) {
+      std::printf("  mesh %-24s %7u vertices %7u triangles %s\n", m.name.c_str(), m.vertex_count,
+                  m.triangle_count, m.skinned ? "skinned" : "rigid");
+    }
+    for (const auto& clip : asset->clips) {
+      size_t animated = 0;
+      for (const auto& t : clip.tracks) animated += !t.empty();
+      std::printf("  clip %-24s %8.3f s, %zu joints animated\n", clip.name.c_str(), clip.duration, animated);
+    }
+    for (const auto& n : asset->notes) std::printf("  note: %s\n", n.c_str());
+    if (!built.ok()) return Fail(built.status());
+    return 0;
+  }
   client::Client c(args.Get("target"));
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
   const bool json = args.Has("json");
@@ -334,5 +534,6 @@ int main(int argc, char** argv) {
     return Usage(args, "session: create | get ID | list | close ID");
   }
   if (cmd == "play") return Play(c, args, limb);
+  if (cmd == "batch") return Batch(c, args);
   return Usage(args, "unknown command '" + cmd + "'");
 }

@@ -130,6 +130,41 @@ absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::Ca
   return absl::OkStatus();
 }
 
+absl::StatusOr<Clip> ClipFromProto(const v1::Clip& c, size_t joint_count) {
+  Clip clip;
+  clip.name = c.name();
+  clip.duration = c.duration_seconds();
+  std::vector<bool> seen(joint_count, false);
+  std::vector<double> times;
+  std::vector<float> values;
+  for (int i = 0; i < c.tracks_size(); ++i) {
+    const v1::JointTrack& t = c.tracks(i);
+    const std::string f = absl::StrCat("clip.tracks[", i, "]");
+    if (t.joint() >= joint_count) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ".joint: ", t.joint(), " is out of range (",
+                                                     joint_count, " joints)"));
+    }
+    if (seen[t.joint()]) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ".joint: joint ", t.joint(), " has two tracks"));
+    }
+    seen[t.joint()] = true;
+    if (clip.tracks.size() <= t.joint()) clip.tracks.resize(t.joint() + 1);
+    JointTrack& out = clip.tracks[t.joint()];
+    absl::Status st;
+    if (!(st = Unpack(t.translation_times(), 1, out.translation_times, f + ".translation_times")).ok()) return st;
+    if (!(st = Unpack(t.translations(), 3, values, f + ".translations")).ok()) return st;
+    for (size_t k = 0; k + 2 < values.size(); k += 3) out.translations.emplace_back(values[k], values[k + 1], values[k + 2]);
+    if (!(st = Unpack(t.rotation_times(), 1, out.rotation_times, f + ".rotation_times")).ok()) return st;
+    if (!(st = Unpack(t.rotations(), 4, values, f + ".rotations")).ok()) return st;
+    for (size_t k = 0; k + 3 < values.size(); k += 4) out.rotations.emplace_back(values[k + 3], values[k], values[k + 1], values[k + 2]);
+    if (!(st = Unpack(t.scale_times(), 1, out.scale_times, f + ".scale_times")).ok()) return st;
+    if (!(st = Unpack(t.scales(), 1, values, f + ".scales")).ok()) return st;
+    out.scales.assign(values.begin(), values.end());
+  }
+  if (auto st = ValidateClip(clip, joint_count); !st.ok()) return st;
+  return clip;
+}
+
 absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& c) {
   DeformerConfig config;
   switch (c.method()) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/clip/clip.h"
 #include "core/deformer/deformer.h"
 #include "core/rig/pose.h"
 #include "core/rig/rig.h"
@@ -18,6 +19,9 @@ absl::StatusOr<RigInput> RigFromProto(const v1::Rig& rig);
 absl::Status PoseFromProto(const v1::Pose& pose, Pose& out);
 absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::CagePose>& cages,
                                  std::vector<CageFrame>& out);
+
+// `field` prefixes error messages, e.g. "clip" -> "clip.tracks[2].rotations: ...".
+absl::StatusOr<Clip> ClipFromProto(const v1::Clip& clip, size_t joint_count);
 
 absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& config);
 

@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "core/util/half.h"
@@ -173,7 +174,8 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
 // pending read and holds no thread. gRPC operations are started outside mu_.
 
 class Service::StreamCall final
-    : public grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse> {
+    : public grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>,
+      public Service::Drainable {
  public:
   explicit StreamCall(Service* svc) : svc_(svc) {
     svc_->active_calls_.fetch_add(1);
@@ -224,7 +226,7 @@ class Service::StreamCall final
   }
 
   // Called by BeginDrain (under streams_mu_).
-  void Drain() {
+  void Drain() override {
     {
       std::lock_guard lock(mu_);
       draining_ = true;
@@ -267,6 +269,162 @@ class Service::StreamCall final
   State state_ = State::kReading;
   bool draining_ = false;
   bool finished_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// DeformClip: a batch. Frames are produced one at a time on the worker pool; the next one starts
+// when the previous response has been written, so a slow client slows the batch instead of
+// filling memory.
+
+class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipResponse>,
+                                public Service::Drainable {
+ public:
+  ClipCall(Service* svc, const v1::DeformClipRequest* req) : svc_(svc), req_(req) {
+    svc_->active_calls_.fetch_add(1);
+    if (!svc_->Register(this)) {
+      End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+      return;
+    }
+    if (auto st = Prepare(); !st.ok()) {
+      End(svc_->ToGrpc("DeformClip", st));
+      return;
+    }
+    if (next_ >= end_) {
+      End(grpc::Status::OK);
+      return;
+    }
+    svc_->pool_.Submit(&ClipCall::Run, this);
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      writing_ = false;
+    }
+    if (!ok) return End(grpc::Status(grpc::CANCELLED, "batch: the client stopped reading"));
+    if (draining()) return End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+    if (next_ >= end_) return End(grpc::Status::OK);
+    svc_->pool_.Submit(&ClipCall::Run, this);
+  }
+
+  void Drain() override {
+    {
+      std::lock_guard lock(mu_);
+      draining_ = true;
+      if (finished_ || writing_ || running_) return;  // OnWriteDone will finish
+    }
+    End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+  }
+
+  void OnDone() override {
+    svc_->Unregister(this);
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  absl::Status Prepare() {
+    session_ = svc_->sessions_.Find(req_->session_id(), NowMs());
+    if (!session_) {
+      return absl::NotFoundError(absl::StrCat("session_id: no session \"", req_->session_id(),
+                                              "\" (closed or expired)"));
+    }
+    const Rig& rig = *session_->rig->rig;
+    uint64_t total = 0;
+    if (req_->has_clip()) {
+      fps_ = req_->clip().frames_per_second();
+      if (!(fps_ > 0) || !std::isfinite(fps_) || fps_ > 1e6) {
+        return absl::InvalidArgumentError("clip.frames_per_second: must be in (0, 1e6]");
+      }
+      auto clip = ClipFromProto(req_->clip().clip(), rig.joint_count());
+      if (!clip.ok()) return clip.status();
+      clip_ = std::move(*clip);
+      total = ClipFrameCount(clip_, fps_);
+    } else if (req_->has_poses()) {
+      total = static_cast<uint64_t>(req_->poses().poses_size());
+    } else {
+      return absl::InvalidArgumentError("source: give a clip (with frames_per_second) or poses");
+    }
+    if (total > kMaxFrames) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("clip: ", total, " frames; one batch holds at most ", kMaxFrames));
+    }
+    response_.set_total_frames(total);
+    next_ = req_->first_frame();
+    end_ = total;
+    if (req_->max_frames() > 0) end_ = std::min<uint64_t>(end_, next_ + req_->max_frames());
+    return absl::OkStatus();
+  }
+
+  static void Run(void* arg) { static_cast<ClipCall*>(arg)->RunFrame(); }
+
+  void RunFrame() {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      running_ = true;
+    }
+    const uint64_t frame = next_++;
+    absl::Status st;
+    {
+      std::lock_guard lock(session_->mu);
+      Pose& pose = session_->pose;
+      if (req_->has_clip()) {
+        const double t = double(frame) / fps_;
+        SampleClip(clip_, session_->rig->rig->skeleton, t, pose);
+        response_.set_time_seconds(t);
+      } else {
+        st = PoseFromProto(req_->poses().poses(static_cast<int>(frame)), pose);
+      }
+      if (st.ok()) st = svc_->DeformInto(*session_, {&pose, {}}, *response_.mutable_positions());
+      if (!st.ok() && req_->has_poses()) {
+        st = absl::Status(st.code(), absl::StrCat("poses.poses[", frame, "] ", st.message()));
+      }
+    }
+    if (!st.ok()) {
+      {
+        std::lock_guard lock(mu_);
+        running_ = false;
+      }
+      svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
+      return End(svc_->ToGrpc("DeformClip", st));
+    }
+    response_.set_frame(frame);
+    response_.set_vertex_count(static_cast<uint32_t>(session_->rig->rig->vertex_count()));
+    response_.set_encoding(session_->encoding);
+    {
+      std::lock_guard lock(mu_);
+      running_ = false;
+      writing_ = true;
+    }
+    StartWrite(&response_);
+  }
+
+  bool draining() {
+    std::lock_guard lock(mu_);
+    return draining_;
+  }
+
+  void End(const grpc::Status& status) {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(status);
+  }
+
+  static constexpr uint64_t kMaxFrames = 10'000'000;
+  Service* svc_;
+  const v1::DeformClipRequest* req_;
+  std::shared_ptr<Session> session_;
+  Clip clip_;
+  double fps_ = 0;
+  uint64_t next_ = 0, end_ = 0;
+  v1::DeformClipResponse response_;
+  std::mutex mu_;
+  bool draining_ = false, writing_ = false, running_ = false, finished_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -491,8 +649,12 @@ grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>* Service::StreamD
   return new StreamCall(this);
 }
 
+grpc::ServerWriteReactor<v1::DeformClipResponse>* Service::DeformClip(
+    grpc::CallbackServerContext*, const v1::DeformClipRequest* req) {
+  return new ClipCall(this, req);
+}
+
 absl::Status Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp) {
-  const auto t0 = std::chrono::steady_clock::now();
   resp.set_frame(req.frame());
   std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs());
   if (!session) {
@@ -504,40 +666,47 @@ absl::Status Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse&
     if (auto st = PoseFromProto(req.pose(), session->pose); !st.ok()) return st;
   }
   if (auto st = CageFramesFromProto(req.cages(), session->cages); !st.ok()) return st;
-  FrameInput frame{req.has_pose() ? &session->pose : nullptr, session->cages};
-
-  const size_t floats = session->rig->rig->positions.size();
-  std::string* out = resp.mutable_positions();
-  std::span<float> target;
-  if (session->encoding == v1::OUTPUT_ENCODING_FLOAT32) {
-    out->resize(floats * sizeof(float));
-    target = std::span<float>(reinterpret_cast<float*>(out->data()), floats);
-  } else {
-    target = session->positions;
-  }
-  if (auto st = session->deformer->Deform(frame, target, &pool_); !st.ok()) return st;
-  if (session->encoding == v1::OUTPUT_ENCODING_FLOAT16) {
-    out->resize(floats * sizeof(uint16_t));
-    FloatsToHalves(session->positions.data(), reinterpret_cast<uint16_t*>(out->data()), floats);
-  }
-  resp.set_vertex_count(static_cast<uint32_t>(floats / 3));
+  const FrameInput frame{req.has_pose() ? &session->pose : nullptr, session->cages};
+  const auto t0 = std::chrono::steady_clock::now();
+  if (auto st = DeformInto(*session, frame, *resp.mutable_positions()); !st.ok()) return st;
+  resp.set_vertex_count(static_cast<uint32_t>(session->rig->rig->vertex_count()));
   resp.set_encoding(session->encoding);
-  const auto dt = std::chrono::steady_clock::now() - t0;
-  resp.set_compute_ns(
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count()));
-  session->frames.fetch_add(1, std::memory_order_relaxed);
-  metrics_.Frame(session->method, session->backend, std::chrono::duration<double>(dt).count());
+  resp.set_compute_ns(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count()));
   return absl::OkStatus();
 }
 
-bool Service::Register(StreamCall* s) {
+absl::Status Service::DeformInto(Session& session, const FrameInput& frame, std::string& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t floats = session.rig->rig->positions.size();
+  std::span<float> target;
+  if (session.encoding == v1::OUTPUT_ENCODING_FLOAT32) {
+    out.resize(floats * sizeof(float));
+    target = std::span<float>(reinterpret_cast<float*>(out.data()), floats);
+  } else {
+    target = session.positions;
+  }
+  if (auto st = session.deformer->Deform(frame, target, &pool_); !st.ok()) return st;
+  if (session.encoding == v1::OUTPUT_ENCODING_FLOAT16) {
+    out.resize(floats * sizeof(uint16_t));
+    FloatsToHalves(session.positions.data(), reinterpret_cast<uint16_t*>(out.data()), floats);
+  }
+  session.frames.fetch_add(1, std::memory_order_relaxed);
+  session.last_used_ms = NowMs();
+  metrics_.Frame(session.method, session.backend,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return absl::OkStatus();
+}
+
+bool Service::Register(Drainable* s) {
   std::lock_guard lock(streams_mu_);
   streams_.insert(s);
   metrics_.streams().Set(static_cast<double>(streams_.size()));
   return !draining_;
 }
 
-void Service::Unregister(StreamCall* s) {
+void Service::Unregister(Drainable* s) {
   std::lock_guard lock(streams_mu_);
   streams_.erase(s);
   metrics_.streams().Set(static_cast<double>(streams_.size()));
@@ -548,8 +717,8 @@ void Service::BeginDrain() {
   draining_ = true;
   // Drain may finish a stream, whose OnDone may run on this thread and re-enter Unregister
   // (hence the recursive mutex): iterate over a copy.
-  const std::vector<StreamCall*> open(streams_.begin(), streams_.end());
-  for (StreamCall* s : open) {
+  const std::vector<Drainable*> open(streams_.begin(), streams_.end());
+  for (Drainable* s : open) {
     if (streams_.contains(s)) s->Drain();
   }
 }

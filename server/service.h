@@ -54,9 +54,11 @@ class Service final : public v1::Sinew::CallbackService {
                                    v1::DeformResponse* resp) override;
   grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>* StreamDeform(
       grpc::CallbackServerContext* ctx) override;
+  grpc::ServerWriteReactor<v1::DeformClipResponse>* DeformClip(
+      grpc::CallbackServerContext* ctx, const v1::DeformClipRequest* req) override;
 
-  // Shutdown, step 1: every open stream finishes (UNAVAILABLE) once its in-flight frame has
-  // been answered; idle streams finish at once.
+  // Shutdown, step 1: every open stream and batch finishes (UNAVAILABLE) once its in-flight
+  // frame has been answered; idle streams finish at once.
   void BeginDrain();
   size_t open_streams() const;
   // Calls whose reactor has not finished (uploads, frames, streams).
@@ -68,15 +70,25 @@ class Service final : public v1::Sinew::CallbackService {
   class UploadCall;
   class DeformCall;
   class StreamCall;
+  class ClipCall;
+  // A long-lived call that BeginDrain must end (streams, batches).
+  class Drainable {
+   public:
+    virtual ~Drainable() = default;
+    virtual void Drain() = 0;
+  };
 
-  // Deforms one frame into `resp`. The status is the frame's outcome.
+  // Deforms one frame of a DeformRequest into `resp`. The status is the frame's outcome.
   absl::Status RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp);
+  // Deforms `frame` on `session` (whose mutex the caller holds) into `out` in the session's
+  // encoding, and accounts for it.
+  absl::Status DeformInto(Session& session, const FrameInput& frame, std::string& out);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
                                  const absl::Status& status);
   grpc::Status ToGrpc(const char* rpc, const absl::Status& status);
   void UpdateGauges();
-  bool Register(StreamCall* s);  // false once draining
-  void Unregister(StreamCall* s);
+  bool Register(Drainable* call);  // false once draining
+  void Unregister(Drainable* call);
 
   const ServerOptions options_;
   Metrics& metrics_;
@@ -85,7 +97,7 @@ class Service final : public v1::Sinew::CallbackService {
   SessionManager sessions_;
 
   mutable std::recursive_mutex streams_mu_;
-  absl::flat_hash_set<StreamCall*> streams_;
+  absl::flat_hash_set<Drainable*> streams_;
   bool draining_ = false;  // guarded by streams_mu_
   std::atomic<int> active_calls_{0};
 };

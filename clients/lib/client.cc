@@ -164,6 +164,26 @@ absl::StatusOr<v1::DeformResponse> Client::Deform(const v1::DeformRequest& reque
   return resp;
 }
 
+absl::Status Client::DeformClip(
+    const v1::DeformClipRequest& request,
+    const std::function<absl::Status(const v1::DeformClipResponse&)>& on_frame) {
+  grpc::ClientContext ctx;
+  auto reader = stub_->DeformClip(&ctx, request);
+  v1::DeformClipResponse resp;
+  absl::Status local;
+  while (reader->Read(&resp)) {
+    local = on_frame(resp);
+    if (!local.ok()) {
+      ctx.TryCancel();
+      while (reader->Read(&resp)) {
+      }
+      break;
+    }
+  }
+  const absl::Status remote = FromGrpc(reader->Finish());
+  return local.ok() ? remote : local;
+}
+
 std::unique_ptr<FrameStream> Client::OpenStream() { return std::make_unique<FrameStream>(*stub_); }
 
 v1::Rig RigToProto(const RigInput& in) {
@@ -201,6 +221,22 @@ v1::Rig RigToProto(const RigInput& in) {
   out.mutable_weights()->set_weights(Pack(in.weights.weights));
   out.mutable_weights()->set_influences_per_vertex(in.weights.influences_per_vertex);
   out.set_normalize_weights(in.weights.normalize);
+  for (const AttributeMap& a : rig.attributes) {
+    v1::AttributeMap* m = out.add_attributes();
+    m->set_name(a.name);
+    m->set_components(a.components);
+    m->set_values(Pack(a.values));
+  }
+  out.mutable_sphere_mesh()->set_centers(Pack(rig.sphere_mesh.centers));
+  out.mutable_sphere_mesh()->set_radii(Pack(rig.sphere_mesh.radii));
+  out.mutable_sphere_mesh()->set_edges(Pack(rig.sphere_mesh.edges));
+  out.mutable_sphere_mesh()->set_triangles(Pack(rig.sphere_mesh.triangles));
+  for (const PrecomputedData& p : rig.precomputed) {
+    v1::PrecomputedData* d = out.add_precomputed();
+    d->set_deformer(p.deformer);
+    d->set_version(p.version);
+    d->set_data(p.data);
+  }
   for (const Cage& c : rig.cages) {
     v1::Cage* cage = out.add_cages();
     cage->set_name(c.name);
@@ -217,14 +253,12 @@ void PoseToProto(const Pose& pose, v1::Pose& out) {
   out.set_scales(Pack(pose.scales));
 }
 
-absl::Status DecodePositions(const v1::DeformResponse& r, std::vector<float>& out) {
-  if (r.has_error()) {
-    return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
-  }
-  const size_t floats = size_t{3} * r.vertex_count();
-  const std::string& b = r.positions();
+namespace {
+absl::Status Decode(const std::string& b, uint32_t vertex_count, v1::OutputEncoding encoding,
+                    std::vector<float>& out) {
+  const size_t floats = size_t{3} * vertex_count;
   out.resize(floats);
-  if (r.encoding() == v1::OUTPUT_ENCODING_FLOAT16) {
+  if (encoding == v1::OUTPUT_ENCODING_FLOAT16) {
     if (b.size() != floats * 2) return absl::DataLossError("positions: wrong size for float16");
     for (size_t i = 0; i < floats; ++i) {
       uint16_t h;
@@ -236,6 +270,42 @@ absl::Status DecodePositions(const v1::DeformResponse& r, std::vector<float>& ou
   if (b.size() != floats * 4) return absl::DataLossError("positions: wrong size for float32");
   if (floats) std::memcpy(out.data(), b.data(), b.size());
   return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status DecodePositions(const v1::DeformResponse& r, std::vector<float>& out) {
+  if (r.has_error()) {
+    return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
+  }
+  return Decode(r.positions(), r.vertex_count(), r.encoding(), out);
+}
+
+absl::Status DecodePositions(const v1::DeformClipResponse& r, std::vector<float>& out) {
+  return Decode(r.positions(), r.vertex_count(), r.encoding(), out);
+}
+
+void ClipToProto(const Clip& clip, v1::Clip& out) {
+  out.Clear();
+  out.set_name(clip.name);
+  out.set_duration_seconds(clip.duration);
+  for (size_t j = 0; j < clip.tracks.size(); ++j) {
+    const JointTrack& t = clip.tracks[j];
+    if (t.empty()) continue;
+    v1::JointTrack* o = out.add_tracks();
+    o->set_joint(static_cast<uint32_t>(j));
+    std::vector<float> v;
+    o->set_translation_times(Pack(t.translation_times));
+    for (const auto& x : t.translations) v.insert(v.end(), {float(x.x()), float(x.y()), float(x.z())});
+    o->set_translations(Pack(v));
+    v.clear();
+    o->set_rotation_times(Pack(t.rotation_times));
+    for (const auto& q : t.rotations) v.insert(v.end(), {float(q.x()), float(q.y()), float(q.z()), float(q.w())});
+    o->set_rotations(Pack(v));
+    v.clear();
+    o->set_scale_times(Pack(t.scale_times));
+    for (double s : t.scales) v.push_back(float(s));
+    o->set_scales(Pack(v));
+  }
 }
 
 }  // namespace sinew::client

@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "core/clip/clip.h"
 #include "core/rig/pose.h"
 #include "core/rig/rig.h"
 #include "sinew/v1/sinew.grpc.pb.h"
@@ -66,6 +67,10 @@ class Client {
   absl::StatusOr<uint64_t> CloseSession(const std::string& session_id);  // frames deformed
 
   absl::StatusOr<v1::DeformResponse> Deform(const v1::DeformRequest& request);
+  // Runs a batch: `on_frame` sees every frame in order; returning an error from it cancels
+  // the batch and that error is returned.
+  absl::Status DeformClip(const v1::DeformClipRequest& request,
+                          const std::function<absl::Status(const v1::DeformClipResponse&)>& on_frame);
   std::unique_ptr<FrameStream> OpenStream();
 
   v1::Sinew::Stub& stub() { return *stub_; }
@@ -80,8 +85,10 @@ class Client {
 // Core -> wire. Weights are sent in compressed rows.
 v1::Rig RigToProto(const RigInput& rig);
 void PoseToProto(const Pose& pose, v1::Pose& out);
+void ClipToProto(const Clip& clip, v1::Clip& out);
 // Positions of a response as float32 x,y,z (decodes FLOAT16).
 absl::Status DecodePositions(const v1::DeformResponse& response, std::vector<float>& out);
+absl::Status DecodePositions(const v1::DeformClipResponse& response, std::vector<float>& out);
 
 }  // namespace sinew::client
 

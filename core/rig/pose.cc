@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <Eigen/SVD>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -37,6 +39,31 @@ Pose RestPose(const Skeleton& skeleton) {
     all_one = all_one && s.scale == 1.0;
   }
   if (all_one) p.scales.clear();
+  return p;
+}
+
+Pose BindPose(const Skeleton& skeleton) {
+  Pose p;
+  p.space = PoseSpace::kWorld;
+  const size_t n = skeleton.size();
+  p.rotations.resize(4 * n);
+  p.translations.resize(3 * n);
+  p.scales.resize(n);
+  for (size_t j = 0; j < n; ++j) {
+    const Affine34d world = Inverse(skeleton.inverse_bind[j]);
+    const Eigen::Matrix3d a = world.leftCols<3>();
+    const double s = std::cbrt(std::abs(a.determinant()));
+    Eigen::JacobiSVD<Eigen::Matrix3d> svd(a, Eigen::ComputeFullU | Eigen::ComputeFullV);
+    Eigen::Matrix3d d = Eigen::Matrix3d::Identity();
+    d(2, 2) = (svd.matrixU() * svd.matrixV().transpose()).determinant() < 0 ? -1 : 1;
+    const Eigen::Quaterniond q(Eigen::Matrix3d(svd.matrixU() * d * svd.matrixV().transpose()));
+    p.rotations[4 * j] = float(q.x());
+    p.rotations[4 * j + 1] = float(q.y());
+    p.rotations[4 * j + 2] = float(q.z());
+    p.rotations[4 * j + 3] = float(q.w());
+    for (int c = 0; c < 3; ++c) p.translations[3 * j + c] = float(world(c, 3));
+    p.scales[j] = float(s);
+  }
   return p;
 }
 

@@ -28,6 +28,11 @@ struct Pose {
 // The skeleton's bind pose in local space.
 Pose RestPose(const Skeleton& skeleton);
 
+// The bind pose as a world-space pose: each joint at the inverse of its inverse bind matrix,
+// where every skinning transform is the identity and the rig deforms to its rest mesh.
+// Inverse binds that are not similarities are approximated by their nearest similarity.
+Pose BindPose(const Skeleton& skeleton);
+
 // Checks array lengths against the skeleton, finiteness, unit quaternions (|q| within 1e-3 of
 // 1) and positive scales. INVALID_ARGUMENT names the field and joint ("pose.rotations[3]").
 absl::Status ValidatePose(const Pose& pose, size_t joint_count);

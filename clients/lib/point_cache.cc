@@ -1,0 +1,437 @@
+#include "clients/lib/point_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sinew::client {
+namespace {
+
+constexpr char kMagic[12] = {'P', 'O', 'I', 'N', 'T', 'C', 'A', 'C', 'H', 'E', '2', '\0'};
+constexpr uint64_t kCountOffset = 28;
+constexpr uint64_t kMaxSamples = std::numeric_limits<int32_t>::max();
+constexpr bool kLittleEndianHost = std::endian::native == std::endian::little;
+
+void PutU32(unsigned char* p, uint32_t v) {
+  p[0] = static_cast<unsigned char>(v);
+  p[1] = static_cast<unsigned char>(v >> 8);
+  p[2] = static_cast<unsigned char>(v >> 16);
+  p[3] = static_cast<unsigned char>(v >> 24);
+}
+
+uint32_t GetU32(const unsigned char* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+void EncodeFloats(std::span<const float> in, unsigned char* out) {
+  for (size_t i = 0; i < in.size(); ++i) PutU32(out + 4 * i, std::bit_cast<uint32_t>(in[i]));
+}
+
+struct Header {
+  unsigned char bytes[kPc2HeaderBytes];
+};
+
+Header MakeHeader(uint32_t points, float start_frame, float sample_rate, uint32_t samples) {
+  Header h;
+  std::memcpy(h.bytes, kMagic, sizeof(kMagic));
+  PutU32(h.bytes + 12, 1);
+  PutU32(h.bytes + 16, points);
+  PutU32(h.bytes + 20, std::bit_cast<uint32_t>(start_frame));
+  PutU32(h.bytes + 24, std::bit_cast<uint32_t>(sample_rate));
+  PutU32(h.bytes + 28, samples);
+  return h;
+}
+
+std::string G9(float f) { return absl::StrFormat("%.9g", f); }
+
+absl::Status IoError(int err, const char* op, const std::string& path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(op, " ", path));
+}
+
+// pwrite all of [data, data + n) at `offset`; 0 or an errno.
+int WriteAllAt(int fd, const void* data, uint64_t n, uint64_t offset) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (n > 0) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, 1u << 30));
+    const ssize_t w = ::pwrite(fd, p, chunk, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (w == 0) return EIO;
+    p += w;
+    n -= static_cast<uint64_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return 0;
+}
+
+// pread exactly n bytes at `offset`; 0, an errno, or -1 at an early end of file.
+int ReadAllAt(int fd, void* data, uint64_t n, uint64_t offset) {
+  auto* p = static_cast<unsigned char*>(data);
+  while (n > 0) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, 1u << 30));
+    const ssize_t r = ::pread(fd, p, chunk, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (r == 0) return -1;
+    p += r;
+    n -= static_cast<uint64_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return 0;
+}
+
+// Closes an fd on scope exit unless released.
+class FdGuard {
+ public:
+  explicit FdGuard(int fd) : fd_(fd) {}
+  ~FdGuard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+// Validated header fields of an existing file.
+struct ParsedHeader {
+  uint32_t points;
+  float start_frame, sample_rate;
+  uint64_t samples;
+};
+
+absl::StatusOr<ParsedHeader> ParseHeader(const Header& h, const std::string& path) {
+  if (std::memcmp(h.bytes, kMagic, sizeof(kMagic)) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": not a PC2 file (bad magic, expected \"POINTCACHE2\")"));
+  }
+  const int32_t version = static_cast<int32_t>(GetU32(h.bytes + 12));
+  if (version != 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": unsupported PC2 version ", version, " (expected 1)"));
+  }
+  const int32_t points = static_cast<int32_t>(GetU32(h.bytes + 16));
+  const int32_t samples = static_cast<int32_t>(GetU32(h.bytes + 28));
+  if (points < 0 || samples < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": corrupt PC2 header (numPoints ",
+                                                      points, ", numSamples ", samples, ")"));
+  }
+  return ParsedHeader{static_cast<uint32_t>(points), std::bit_cast<float>(GetU32(h.bytes + 20)),
+                      std::bit_cast<float>(GetU32(h.bytes + 24)), static_cast<uint64_t>(samples)};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Pc2Writer
+
+Pc2Writer::Pc2Writer(std::string path, int fd, uint32_t points, uint64_t frames)
+    : path_(std::move(path)), fd_(fd), points_(points), frames_(frames) {}
+
+Pc2Writer::Pc2Writer(Pc2Writer&& o) noexcept
+    : path_(std::move(o.path_)),
+      fd_(std::exchange(o.fd_, -1)),
+      points_(o.points_),
+      frames_(o.frames_),
+      scratch_(std::move(o.scratch_)) {}
+
+Pc2Writer& Pc2Writer::operator=(Pc2Writer&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(o.path_);
+    fd_ = std::exchange(o.fd_, -1);
+    points_ = o.points_;
+    frames_ = o.frames_;
+    scratch_ = std::move(o.scratch_);
+  }
+  return *this;
+}
+
+Pc2Writer::~Pc2Writer() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<Pc2Writer> Pc2Writer::Open(const std::string& path, uint32_t points,
+                                          float start_frame, float sample_rate, bool resume) {
+  if (points == 0 || points > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": point count ", points, " out of range [1, 2^31)"));
+  }
+  if (!std::isfinite(start_frame) || !std::isfinite(sample_rate)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": start frame ", G9(start_frame),
+                                                   " and sample rate ", G9(sample_rate),
+                                                   " must be finite"));
+  }
+  const uint64_t frame_bytes = uint64_t{points} * 12;
+  const Header fresh = MakeHeader(points, start_frame, sample_rate, 0);
+
+  const int flags = O_RDWR | O_CREAT | O_CLOEXEC | (resume ? 0 : O_TRUNC);
+  FdGuard fd(::open(path.c_str(), flags, 0644));
+  if (fd.get() < 0) return IoError(errno, "open", path);
+
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return IoError(errno, "stat", path);
+  const uint64_t size = resume ? static_cast<uint64_t>(st.st_size) : 0;
+
+  if (size < kPc2HeaderBytes) {
+    // New, truncated by us, or cut short while its header was being written.
+    if (size > 0) {
+      unsigned char prefix[kPc2HeaderBytes];
+      const int err = ReadAllAt(fd.get(), prefix, size, 0);
+      if (err > 0) return IoError(err, "read", path);
+      if (err < 0 || std::memcmp(prefix, fresh.bytes, size) != 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            path, ": ", size, "-byte file is not the start of a PC2 header for this job"));
+      }
+    }
+    if (int err = WriteAllAt(fd.get(), fresh.bytes, kPc2HeaderBytes, 0); err != 0) {
+      return IoError(err, "write", path);
+    }
+    return Pc2Writer(path, fd.release(), points, 0);
+  }
+
+  Header existing;
+  if (int err = ReadAllAt(fd.get(), existing.bytes, kPc2HeaderBytes, 0); err != 0) {
+    if (err > 0) return IoError(err, "read", path);
+    return absl::FailedPreconditionError(absl::StrCat(path, ": file shrank while reading"));
+  }
+  absl::StatusOr<ParsedHeader> h = ParseHeader(existing, path);
+  if (!h.ok()) return h.status();
+  if (h->points != points) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": point count mismatch: file has ",
+                                                      h->points, " points, this job has ", points));
+  }
+  if (std::bit_cast<uint32_t>(h->start_frame) != std::bit_cast<uint32_t>(start_frame)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": start frame mismatch: file has ",
+                                                      G9(h->start_frame), ", this job has ",
+                                                      G9(start_frame)));
+  }
+  if (std::bit_cast<uint32_t>(h->sample_rate) != std::bit_cast<uint32_t>(sample_rate)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": sample rate mismatch: file has ",
+                                                      G9(h->sample_rate), ", this job has ",
+                                                      G9(sample_rate)));
+  }
+
+  const uint64_t complete = (size - kPc2HeaderBytes) / frame_bytes;
+  const uint64_t frames = std::min(h->samples, complete);
+  const uint64_t keep = kPc2HeaderBytes + frames * frame_bytes;
+  if (size != keep && ::ftruncate(fd.get(), static_cast<off_t>(keep)) != 0) {
+    return IoError(errno, "truncate", path);
+  }
+  Pc2Writer w(path, fd.release(), points, frames);
+  if (h->samples != frames) {
+    if (absl::Status s = w.WriteCount(frames); !s.ok()) return s;
+  }
+  return w;
+}
+
+absl::Status Pc2Writer::WriteCount(uint64_t count) {
+  unsigned char b[4];
+  PutU32(b, static_cast<uint32_t>(count));
+  if (int err = WriteAllAt(fd_, b, sizeof(b), kCountOffset); err != 0) {
+    return IoError(err, "write", path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Pc2Writer::Append(std::span<const float> xyz) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": writer is closed"));
+  const uint64_t n = uint64_t{points_} * 3;
+  if (xyz.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": frame has ", xyz.size(), " floats, expected ", n, " (", points_, " points x 3)"));
+  }
+  for (size_t i = 0; i < xyz.size(); ++i) {
+    if (!std::isfinite(xyz[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": frame ", frames_, " point ", i / 3,
+                                                     " has a non-finite coordinate"));
+    }
+  }
+  if (frames_ >= kMaxSamples) {
+    return absl::OutOfRangeError(absl::StrCat(path_, ": PC2 holds at most 2^31-1 frames"));
+  }
+  const uint64_t bytes = n * 4;
+  const void* data = xyz.data();
+  if constexpr (!kLittleEndianHost) {
+    scratch_.resize(bytes);
+    EncodeFloats(xyz, scratch_.data());
+    data = scratch_.data();
+  }
+  // Frame first, count second: a crash in between leaves a header that under-counts.
+  const uint64_t offset = kPc2HeaderBytes + frames_ * bytes;
+  if (int err = WriteAllAt(fd_, data, bytes, offset); err != 0) {
+    return IoError(err, "write", path_);
+  }
+  if (absl::Status s = WriteCount(frames_ + 1); !s.ok()) return s;
+  ++frames_;
+  return absl::OkStatus();
+}
+
+absl::Status Pc2Writer::Sync() {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": writer is closed"));
+  if (::fdatasync(fd_) != 0) return IoError(errno, "fdatasync", path_);
+  return absl::OkStatus();
+}
+
+absl::Status Pc2Writer::Close() {
+  if (fd_ < 0) return absl::OkStatus();
+  absl::Status s;
+  if (::fdatasync(fd_) != 0) s = IoError(errno, "fdatasync", path_);
+  // No retry on EINTR: on Linux the descriptor is released either way.
+  if (::close(std::exchange(fd_, -1)) != 0 && s.ok()) s = IoError(errno, "close", path_);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ReadPc2
+
+absl::StatusOr<Pc2Data> ReadPc2(const std::string& path) {
+  FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return IoError(errno, "open", path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return IoError(errno, "stat", path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < kPc2HeaderBytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": truncated PC2 header (", size, " of 32 bytes)"));
+  }
+  Header raw;
+  if (int err = ReadAllAt(fd.get(), raw.bytes, kPc2HeaderBytes, 0); err != 0) {
+    if (err > 0) return IoError(err, "read", path);
+    return absl::FailedPreconditionError(absl::StrCat(path, ": unexpected end of file"));
+  }
+  absl::StatusOr<ParsedHeader> h = ParseHeader(raw, path);
+  if (!h.ok()) return h.status();
+
+  const uint64_t frame_bytes = uint64_t{h->points} * 12;
+  const uint64_t data_bytes = size - kPc2HeaderBytes;
+  const bool truncated = frame_bytes == 0 ? false : h->samples > data_bytes / frame_bytes;
+  if (truncated) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": truncated PC2 data: header says ", h->samples, " frames of ",
+                     h->points, " points but the file holds ", data_bytes, " data bytes (",
+                     data_bytes / frame_bytes, " complete frames)"));
+  }
+  if (data_bytes != h->samples * frame_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": PC2 file has ",
+                                                      data_bytes - h->samples * frame_bytes,
+                                                      " bytes after its ", h->samples, " frames"));
+  }
+
+  Pc2Data out;
+  out.points = h->points;
+  out.start_frame = h->start_frame;
+  out.sample_rate = h->sample_rate;
+  out.frames.resize(h->samples);
+  std::vector<unsigned char> scratch;
+  for (uint64_t f = 0; f < h->samples; ++f) {
+    std::vector<float>& frame = out.frames[f];
+    frame.resize(uint64_t{h->points} * 3);
+    void* dst = frame.data();
+    if constexpr (!kLittleEndianHost) {
+      scratch.resize(frame_bytes);
+      dst = scratch.data();
+    }
+    const int err = ReadAllAt(fd.get(), dst, frame_bytes, kPc2HeaderBytes + f * frame_bytes);
+    if (err > 0) return IoError(err, "read", path);
+    if (err < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": unexpected end of file"));
+    }
+    if constexpr (!kLittleEndianHost) {
+      for (size_t i = 0; i < frame.size(); ++i) {
+        frame[i] = std::bit_cast<float>(GetU32(scratch.data() + 4 * i));
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// OBJ sequence
+
+absl::Status WriteObjFrame(const std::string& path, std::span<const float> xyz,
+                           std::span<const uint32_t> triangles) {
+  if (xyz.size() % 3 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", xyz.size(), " coordinates is not a multiple of 3"));
+  }
+  if (triangles.size() % 3 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", triangles.size(), " triangle indices is not a multiple of 3"));
+  }
+  const uint64_t points = xyz.size() / 3;
+  for (size_t i = 0; i < triangles.size(); ++i) {
+    if (triangles[i] >= points) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": triangle ", i / 3, " index ",
+                                                     triangles[i], " >= point count ", points));
+    }
+  }
+
+  // std::to_chars(general, 9) prints exactly what "%.9g" does in the "C" locale.
+  std::string text;
+  text.reserve(points * 40 + triangles.size() / 3 * 24);
+  char buf[64];
+  for (uint64_t p = 0; p < points; ++p) {
+    text += 'v';
+    for (int c = 0; c < 3; ++c) {
+      text += ' ';
+      const auto r =
+          std::to_chars(buf, buf + sizeof(buf), xyz[3 * p + c], std::chars_format::general, 9);
+      text.append(buf, r.ptr);
+    }
+    text += '\n';
+  }
+  for (size_t t = 0; t < triangles.size(); t += 3) {
+    const int len = std::snprintf(buf, sizeof(buf), "f %llu %llu %llu\n",
+                                  static_cast<unsigned long long>(triangles[t]) + 1,
+                                  static_cast<unsigned long long>(triangles[t + 1]) + 1,
+                                  static_cast<unsigned long long>(triangles[t + 2]) + 1);
+    text.append(buf, static_cast<size_t>(len));
+  }
+
+  const std::string tmp = path + ".tmp";
+  FdGuard fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return IoError(errno, "open", tmp);
+  absl::Status s;
+  if (int err = WriteAllAt(fd.get(), text.data(), text.size(), 0); err != 0) {
+    s = IoError(err, "write", tmp);
+  } else if (::fsync(fd.get()) != 0) {
+    s = IoError(errno, "fsync", tmp);
+  } else if (::close(fd.release()) != 0) {
+    s = IoError(errno, "close", tmp);
+  } else if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = IoError(errno, "rename to", path);
+  }
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
+}
+
+std::string ObjFramePath(const std::string& dir, const std::string& stem, uint64_t frame) {
+  char num[32];
+  std::snprintf(num, sizeof(num), "%06llu", static_cast<unsigned long long>(frame));
+  std::string out = dir;
+  if (!out.empty() && out.back() != '/') out += '/';
+  return absl::StrCat(out, stem, "_", std::string(num), ".obj");
+}
+
+}  // namespace sinew::client
