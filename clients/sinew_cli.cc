@@ -164,6 +164,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (!clip.ok()) return Fail(clip.status());
     auto built = BuildRig(asset->rig);
     if (!built.ok()) return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
+    if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
     auto up = UploadReport(c, client::RigToProto(asset->rig));
     if (!up.ok()) return Fail(up.status());
     source.rig_id = up->rig_id();
@@ -304,6 +305,7 @@ int Batch(client::Client& c, client::Args& args) {
   }
   const uint32_t points = static_cast<uint32_t>(asset->rig.rig.vertex_count());
   const uint64_t total = ClipFrameCount(**clip, clip_fps);
+  if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
 
   // Where to start: the frames already complete on disk.
   std::optional<client::Pc2Writer> cache;
@@ -435,7 +437,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   client::Client c(args.Get("target"));
-  if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
+  // Commands that read local files first (play FILE, batch) connect after reading them, so
+  // that a bad file is reported as such even when no server is reachable.
+  const bool local_first = cmd == "batch" || (cmd == "play" && pos.size() >= 2);
+  if (!local_first) {
+    if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
+  }
   const bool json = args.Has("json");
 
   if (cmd == "info") {

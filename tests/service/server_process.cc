@@ -1,6 +1,7 @@
 #include "tests/service/server_process.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -88,6 +89,68 @@ ServerProcess::~ServerProcess() {
     waitpid(pid_, &status, 0);
   }
   if (out_fd_ >= 0) close(out_fd_);
+}
+
+namespace {
+std::vector<char*> Argv(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::string s;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    std::fclose(f);
+  }
+  return s;
+}
+}  // namespace
+
+int WaitProcess(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+pid_t SpawnProcess(const std::vector<std::string>& argv_in) {
+  std::vector<std::string> args = argv_in;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    auto argv = Argv(args);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int RunProcess(const std::vector<std::string>& argv_in, std::string* out, std::string* err) {
+  std::vector<std::string> args = argv_in;
+  char out_path[] = "/tmp/sinew-run-out-XXXXXX", err_path[] = "/tmp/sinew-run-err-XXXXXX";
+  const int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    auto argv = Argv(args);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out_fd);
+  close(err_fd);
+  const int code = WaitProcess(pid);
+  if (out) *out = ReadFile(out_path);
+  if (err) *err = ReadFile(err_path);
+  unlink(out_path);
+  unlink(err_path);
+  return code;
 }
 
 std::string HttpGet(int port, const std::string& path) {

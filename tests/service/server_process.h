@@ -34,6 +34,15 @@ class ServerProcess {
   int metrics_port_ = 0;
 };
 
+// Runs argv to completion; stdout and stderr go to *out and *err (when given). Returns the exit
+// code, or 128 + signal number when it died of a signal.
+int RunProcess(const std::vector<std::string>& argv, std::string* out = nullptr,
+               std::string* err = nullptr);
+// Starts argv in the background with stdout/stderr sent to /dev/null; returns its pid.
+pid_t SpawnProcess(const std::vector<std::string>& argv);
+// Waits for pid; returns its exit code, or 128 + signal.
+int WaitProcess(pid_t pid);
+
 // GET http://127.0.0.1:port/path over a plain socket; returns the body ("" on failure).
 std::string HttpGet(int port, const std::string& path);
 

@@ -1,0 +1,276 @@
+// Batch jobs end to end: the `sinew` CLI imports a real animated character, the server deforms
+// its whole clip (DeformClip) and the CLI writes a .pc2 point cache and an OBJ sequence. The
+// cache re-reads as the streamed frames; a batch whose client is killed, or whose server is
+// restarted, resumes to a byte-identical file; malformed files fail cleanly.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "clients/import/asset_import.h"
+#include "clients/lib/client.h"
+#include "clients/lib/point_cache.h"
+#include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
+
+namespace sinew::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kCharacter = "/usr/share/assimp/models/X/BCN_Epileptic.X";
+
+class Batch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kCharacter)) GTEST_SKIP() << "assimp-testmodels not installed";
+    dir_ = fs::temp_directory_path() / ("sinew-batch-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::vector<std::string> BatchArgs(const ServerProcess& server, const std::string& pc2,
+                                     const std::string& fps, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {SINEW_CLI_PATH, "--target", server.target(), "batch", kCharacter,
+                                  "--pc2", pc2, "--clip-fps", fps};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  // Frames complete in a cache file being written (header count).
+  static uint64_t FramesIn(const std::string& pc2) {
+    std::ifstream in(pc2, std::ios::binary);
+    char header[32] = {};
+    if (!in.read(header, 32)) return 0;
+    int32_t n;
+    std::memcpy(&n, header + 28, 4);
+    return n > 0 ? uint64_t(n) : 0;
+  }
+  static std::string Bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Batch, Pc2HeaderFramesAndContentMatchTheStreamedClip) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string pc2 = (dir_ / "e.pc2").string(), obj = (dir_ / "obj").string();
+  std::string out, err;
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj}), &out, &err), 0) << err;
+
+  auto asset = ImportAsset(kCharacter);
+  ASSERT_TRUE(asset.ok());
+  const Clip& clip = asset->clips[0];
+  const size_t frames = ClipFrameCount(clip, 30);
+  EXPECT_EQ(frames, 100u);  // 3.3 s at 30 frames/s
+
+  auto cache = client::ReadPc2(pc2);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  EXPECT_EQ(cache->points, asset->rig.rig.vertex_count());
+  EXPECT_EQ(cache->start_frame, 0.0f);
+  EXPECT_EQ(cache->sample_rate, 1.0f);
+  ASSERT_EQ(cache->frames.size(), frames);
+  EXPECT_EQ(fs::file_size(pc2), 32 + frames * asset->rig.rig.vertex_count() * 12);
+
+  // The same clip streamed by DeformClip directly.
+  client::Client c(server.target());
+  auto up = c.UploadRig(client::RigToProto(asset->rig));
+  ASSERT_TRUE(up.ok());
+  EXPECT_TRUE(up->already_resident());  // the CLI uploaded it
+  v1::CreateSessionRequest sreq;
+  sreq.set_rig_id(up->rig_id());
+  sreq.mutable_deformer()->set_method(v1::METHOD_LBS);
+  auto session = c.CreateSession(sreq);
+  ASSERT_TRUE(session.ok());
+  v1::DeformClipRequest req;
+  req.set_session_id(session->session_id());
+  client::ClipToProto(clip, *req.mutable_clip()->mutable_clip());
+  req.mutable_clip()->set_frames_per_second(30);
+  size_t seen = 0;
+  std::vector<float> xyz;
+  ASSERT_TRUE(c.DeformClip(req, [&](const v1::DeformClipResponse& r) {
+                 EXPECT_EQ(r.frame(), seen);
+                 EXPECT_EQ(r.total_frames(), frames);
+                 EXPECT_DOUBLE_EQ(r.time_seconds(), seen / 30.0);
+                 EXPECT_TRUE(client::DecodePositions(r, xyz).ok());
+                 EXPECT_EQ(xyz, cache->frames[seen]) << "frame " << seen;
+                 ++seen;
+                 return absl::OkStatus();
+               }).ok());
+  EXPECT_EQ(seen, frames);
+
+  // OBJ sequence: one complete file per frame.
+  size_t objs = 0;
+  for (const auto& e : fs::directory_iterator(obj)) objs += e.path().extension() == ".obj";
+  EXPECT_EQ(objs, frames);
+  std::ifstream first(client::ObjFramePath(obj, "BCN_Epileptic", 99));
+  size_t v = 0, f = 0;
+  for (std::string line; std::getline(first, line);) {
+    v += line.rfind("v ", 0) == 0;
+    f += line.rfind("f ", 0) == 0;
+  }
+  EXPECT_EQ(v, asset->rig.rig.vertex_count());
+  EXPECT_EQ(f, asset->rig.rig.triangle_count());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Kill the client mid-batch (SIGKILL, several times), then run the same command again: the
+// cache ends byte-identical to an uninterrupted run.
+TEST_F(Batch, ResumeAfterKilledClientIsByteIdentical) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string reference = (dir_ / "ref.pc2").string(), resumed = (dir_ / "res.pc2").string();
+  ASSERT_EQ(RunProcess(BatchArgs(server, reference, "240")), 0);
+  const uint64_t total = FramesIn(reference);
+  ASSERT_EQ(total, 793u);  // floor(3.3 * 240) + 1
+
+  uint64_t last = 0;
+  for (uint64_t target : {150u, 400u}) {
+    const pid_t pid = SpawnProcess(BatchArgs(server, resumed, "240"));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (FramesIn(resumed) < target && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    kill(pid, SIGKILL);
+    EXPECT_EQ(WaitProcess(pid), 128 + SIGKILL);
+    const uint64_t have = FramesIn(resumed);
+    EXPECT_GE(have, last);
+    EXPECT_LT(have, total) << "the batch finished before it could be killed";
+    last = have;
+  }
+  std::string err;
+  ASSERT_EQ(RunProcess(BatchArgs(server, resumed, "240"), nullptr, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("resuming at frame"));
+  EXPECT_EQ(Bytes(resumed), Bytes(reference));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// The server goes away mid-batch (SIGTERM drains and ends the batch with UNAVAILABLE); the
+// same command against a new server resumes and completes the identical file.
+TEST_F(Batch, ResumeAfterServerRestartIsByteIdentical) {
+  const std::string reference = (dir_ / "ref.pc2").string(), resumed = (dir_ / "res.pc2").string();
+  uint64_t interrupted_at = 0;
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.started());
+    ASSERT_EQ(RunProcess(BatchArgs(server, reference, "240")), 0);
+    std::string err;
+    int code = -1;
+    std::thread batch([&] { code = RunProcess(BatchArgs(server, resumed, "240"), nullptr, &err); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (FramesIn(resumed) < 200 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_EQ(server.Terminate(), 0);
+    batch.join();
+    EXPECT_EQ(code, 1) << err;
+    EXPECT_THAT(err, HasSubstr("run the same command again to resume"));
+    EXPECT_THAT(err, HasSubstr("UNAVAILABLE"));
+    interrupted_at = FramesIn(resumed);
+    EXPECT_LT(interrupted_at, FramesIn(reference));
+  }
+  ServerProcess restarted;
+  ASSERT_TRUE(restarted.started());
+  std::string err;
+  ASSERT_EQ(RunProcess(BatchArgs(restarted, resumed, "240"), nullptr, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("resuming at frame " + std::to_string(interrupted_at)));
+  EXPECT_EQ(Bytes(resumed), Bytes(reference));
+  EXPECT_EQ(restarted.Terminate(), 0);
+}
+
+// Malformed asset files: a clear error from the CLI, exit code 1, never a crash.
+TEST_F(Batch, MalformedFilesFailCleanlyFromTheCli) {
+  const std::string text = Bytes(kCharacter);
+  std::vector<std::string> files;
+  auto write = [&](const std::string& name, const std::string& data) {
+    const std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << data;
+    files.push_back(p);
+  };
+  write("truncated.x", text.substr(0, text.size() / 3));
+  write("garbage.fbx", std::string(5000, '\x7f'));
+  {
+    const std::string gltf = Bytes("/usr/share/assimp/models/glTF2/simple_skin/simple_skin.gltf");
+    std::string s = gltf;
+    s.replace(s.find("\"joints\" : [ 1, 2 ]"), 19, "\"joints\" : [ 1 ]     ");  // JOINTS_0 index 1 now out of range
+    write("bad_joint_index.gltf", s);
+  }
+  for (const std::string& f : files) {
+    for (const std::string cmd : {"import", "batch"}) {
+      std::vector<std::string> argv = {SINEW_CLI_PATH, "--target", "127.0.0.1:1", cmd, f};
+      if (cmd == "batch") argv.insert(argv.end(), {"--pc2", (dir_ / "x.pc2").string()});
+      std::string err;
+      EXPECT_EQ(RunProcess(argv, nullptr, &err), 1) << cmd << " " << f << ": " << err;
+      EXPECT_THAT(err, HasSubstr(f)) << cmd;
+    }
+  }
+}
+
+TEST(DeformClipRpc, BadRequestsNameTheField) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  const LimbOptions limb = LimbOf(1000);
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  v1::CreateSessionRequest sreq;
+  sreq.set_rig_id(up->rig_id());
+  sreq.mutable_deformer()->set_method(v1::METHOD_DQS);
+  auto session = c.CreateSession(sreq);
+  ASSERT_TRUE(session.ok());
+  auto run = [&](const v1::DeformClipRequest& req, size_t* frames) {
+    *frames = 0;
+    return c.DeformClip(req, [&](const v1::DeformClipResponse&) {
+      ++*frames;
+      return absl::OkStatus();
+    });
+  };
+  size_t n;
+  v1::DeformClipRequest req;
+  req.set_session_id(session->session_id());
+  EXPECT_THAT(std::string(run(req, &n).message()), HasSubstr("source: give a clip"));
+
+  // A pose list: frame 1 is bad; frame 0 was delivered before the error.
+  const Skeleton sk = LimbSkeleton(limb);
+  for (int f = 0; f < 3; ++f) client::PoseToProto(LimbPose(sk, f / 3.0), *req.mutable_poses()->add_poses());
+  req.mutable_poses()->mutable_poses(1)->mutable_rotations()->resize(8);
+  absl::Status st = run(req, &n);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("poses.poses[1] pose.rotations"));
+  EXPECT_EQ(n, 1u);
+
+  // A clip naming a joint the rig lacks; a bad rate.
+  v1::DeformClipRequest clip_req;
+  clip_req.set_session_id(session->session_id());
+  clip_req.mutable_clip()->set_frames_per_second(30);
+  clip_req.mutable_clip()->mutable_clip()->set_duration_seconds(1);
+  clip_req.mutable_clip()->mutable_clip()->add_tracks()->set_joint(7);
+  EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.tracks[0].joint: 7 is out of range"));
+  clip_req.mutable_clip()->mutable_clip()->clear_tracks();
+  clip_req.mutable_clip()->set_frames_per_second(0);
+  EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.frames_per_second"));
+
+  // Resume and limits: frames [10, 15) of a 31-frame clip; past the end is empty and OK.
+  clip_req.mutable_clip()->set_frames_per_second(30);
+  clip_req.set_first_frame(10);
+  clip_req.set_max_frames(5);
+  EXPECT_TRUE(run(clip_req, &n).ok());
+  EXPECT_EQ(n, 5u);
+  clip_req.set_first_frame(31);
+  clip_req.set_max_frames(0);
+  EXPECT_TRUE(run(clip_req, &n).ok());
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace sinew::testing
