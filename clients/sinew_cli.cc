@@ -12,9 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "clients/import/asset_import.h"
+#include "clients/import/supercages.h"
 #include "clients/lib/args.h"
 #include "clients/lib/point_cache.h"
 #include "clients/lib/progress.h"
@@ -134,9 +136,26 @@ absl::StatusOr<const Clip*> ChooseClip(const ImportedAsset& asset, const std::st
                                           asset.clips.size(), " clips)"));
 }
 
-// Imports FILE and validates it locally, so that bad files fail before any upload.
+// Imports FILE (any assimp format, or a SuperCages .skt with its sibling files) and validates
+// it locally, so that bad files fail before any upload.
 absl::StatusOr<ImportedAsset> LoadAsset(const std::string& path) {
-  auto asset = ImportAsset(path);
+  absl::StatusOr<ImportedAsset> asset;
+  if (absl::EndsWithIgnoreCase(path, ".skt")) {
+    const std::filesystem::path p(path);
+    auto sc = ReadSuperCages(SuperCagesFilesIn(p.parent_path().string(), p.stem().string()));
+    if (!sc.ok()) return sc.status();
+    asset.emplace();
+    asset->path = path;
+    asset->rig = std::move(sc->rig);
+    asset->rig.rig.name = p.stem().string();
+    asset->bones = asset->rig.rig.joint_count();
+    asset->meshes.push_back({"mesh", 0, static_cast<uint32_t>(asset->rig.rig.vertex_count()), 0,
+                             static_cast<uint32_t>(asset->rig.rig.triangle_count()), true});
+    if (!sc->skeleton_clip.tracks.empty()) asset->clips.push_back(std::move(sc->skeleton_clip));
+    asset->notes = std::move(sc->notes);
+  } else {
+    asset = ImportAsset(path);
+  }
   if (!asset.ok()) return asset.status();
   for (const auto& n : asset->notes) std::fprintf(stderr, "sinew: %s: note: %s\n", path.c_str(), n.c_str());
   return asset;
@@ -417,7 +436,7 @@ int main(int argc, char** argv) {
 
   if (cmd == "import") {
     if (pos.size() != 2) return Usage(args, "import takes one asset file");
-    auto asset = ImportAsset(pos[1]);
+    auto asset = LoadAsset(pos[1]);
     if (!asset.ok()) return Fail(asset.status());
     auto built = BuildRig(asset->rig);
     std::printf("%s: %zu vertices, %zu triangles, %zu joints (%zu bones), %zu meshes, %zu clips\n",
@@ -432,8 +451,9 @@ int main(int argc, char** argv) {
       for (const auto& t : clip.tracks) animated += !t.empty();
       std::printf("  clip %-24s %8.3f s, %zu joints animated\n", clip.name.c_str(), clip.duration, animated);
     }
-    for (const auto& n : asset->notes) std::printf("  note: %s\n", n.c_str());
-    if (!built.ok()) return Fail(built.status());
+    if (!built.ok()) {
+      return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
+    }
     return 0;
   }
   client::Client c(args.Get("target"));

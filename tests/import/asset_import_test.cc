@@ -367,3 +367,38 @@ TEST(AssetImport, NanWeightsAreRejected) {
 
 }  // namespace
 }  // namespace sinew
+
+namespace sinew {
+namespace {
+
+// What cannot be represented is reported, not silently lost.
+TEST(AssetImport, DroppedMorphTargetsAreReported) {
+  const std::string path = kModels + "/glTF2/glTF-Sample-Models/AnimatedMorphCube-glTF/AnimatedMorphCube.gltf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed";
+  auto asset = ImportAsset(path);
+  ASSERT_TRUE(asset.ok()) << asset.status();
+  EXPECT_THAT(asset->notes, ::testing::Contains(::testing::HasSubstr("2 morph targets dropped")));
+  EXPECT_THAT(asset->notes, ::testing::Contains(::testing::HasSubstr("morph animation channels dropped")));
+}
+
+// Several meshes skinned to one skeleton share its joints (BCN_Epileptic: torso, head, legs).
+TEST(AssetImport, SeveralMeshesShareOneSkeleton) {
+  const std::string path = kModels + "/X/BCN_Epileptic.X";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed";
+  auto asset = ImportAsset(path);
+  ASSERT_TRUE(asset.ok()) << asset.status();
+  ASSERT_EQ(asset->meshes.size(), 3u);
+  size_t vertices = 0;
+  for (const MeshRange& m : asset->meshes) {
+    EXPECT_TRUE(m.skinned) << m.name;
+    EXPECT_EQ(m.first_vertex, vertices);
+    vertices += m.vertex_count;
+  }
+  EXPECT_EQ(vertices, asset->rig.rig.vertex_count());
+  EXPECT_EQ(asset->rig.rig.joint_count(), 58u);
+  // A non-bone ancestor (the scene's dummy root) is a joint too.
+  EXPECT_GT(asset->rig.rig.joint_count(), asset->bones);
+}
+
+}  // namespace
+}  // namespace sinew
