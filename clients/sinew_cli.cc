@@ -419,7 +419,7 @@ int main(int argc, char** argv) {
       .Flag("vertices", "N", "20000", "procedural limb: vertex count (100 per ring)")
       .Flag("bones", "N", "3", "procedural limb: joints in the chain")
       .Flag("influences", "K", "2", "procedural limb: influences per vertex")
-      .Flag("frames", "N", "240", "play: frames to send (the clip loops every 120)")
+      .Flag("frames", "N", "0", "play: frames to send, looping the clip; 0 = one pass of an asset's clip, 240 for the limb")
       .Flag("fps", "F", "0", "play: frames per second to send at; 0 = as fast as answered")
       .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream")
       .Flag("clip", "NAME|INDEX", "", "play/batch FILE: which animation clip (default: the first)")
