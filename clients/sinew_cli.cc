@@ -79,9 +79,27 @@ std::string Json(const google::protobuf::Message& m) {
 bool ParseMethod(const std::string& s, v1::Method* m) {
   if (s == "lbs") *m = v1::METHOD_LBS;
   else if (s == "dqs") *m = v1::METHOD_DQS;
+  else if (s == "cage-mvc") *m = v1::METHOD_CAGE_MVC;
+  else if (s == "cage-green") *m = v1::METHOD_CAGE_GREEN;
+  else if (s == "supercages") *m = v1::METHOD_SUPERCAGES;
   else return false;
   return true;
 }
+
+const char* MethodName(v1::Method m) {
+  switch (m) {
+    case v1::METHOD_LBS: return "lbs";
+    case v1::METHOD_DQS: return "dqs";
+    case v1::METHOD_CAGE_MVC: return "cage-mvc";
+    case v1::METHOD_CAGE_GREEN: return "cage-green";
+    case v1::METHOD_SUPERCAGES: return "supercages";
+    default: return "?";
+  }
+}
+
+// What a method's frames carry: a skeleton pose, cage positions, or both.
+bool UsesPose(v1::Method m) { return m == v1::METHOD_LBS || m == v1::METHOD_DQS || m == v1::METHOD_SUPERCAGES; }
+bool UsesCage(v1::Method m) { return m == v1::METHOD_CAGE_MVC || m == v1::METHOD_CAGE_GREEN || m == v1::METHOD_SUPERCAGES; }
 
 bool LimbFromArgs(client::Args& args, LimbOptions* limb) {
   long long v, b, k;
@@ -152,6 +170,7 @@ absl::StatusOr<ImportedAsset> LoadAsset(const std::string& path) {
     asset->meshes.push_back({"mesh", 0, static_cast<uint32_t>(asset->rig.rig.vertex_count()), 0,
                              static_cast<uint32_t>(asset->rig.rig.triangle_count()), true});
     if (!sc->skeleton_clip.tracks.empty()) asset->clips.push_back(std::move(sc->skeleton_clip));
+    if (!sc->cage_clip.times.empty()) asset->cage_clips.push_back(std::move(sc->cage_clip));
     asset->notes = std::move(sc->notes);
   } else {
     asset = ImportAsset(path);
@@ -171,7 +190,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   std::vector<v1::Method> methods;
   for (const auto& name : absl::StrSplit(args.Get("method"), ',')) {
     v1::Method m;
-    if (!ParseMethod(std::string(name), &m)) return Usage(args, "--method: lbs or dqs, comma separated");
+    if (!ParseMethod(std::string(name), &m)) {
+      return Usage(args, "--method: lbs, dqs, cage-mvc, cage-green or supercages, comma separated");
+    }
     methods.push_back(m);
   }
   const auto& pos = args.positional();
@@ -188,14 +209,23 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (!up.ok()) return Fail(up.status());
     source.rig_id = up->rig_id();
     Pose pose;
-    const size_t n = ClipFrameCount(**clip, clip_fps);
+    const CageClip* cage_clip = asset->cage_clips.empty() ? nullptr : &asset->cage_clips.front();
+    const double duration = std::max((*clip)->duration, cage_clip ? cage_clip->duration() : 0.0);
+    const size_t n = static_cast<size_t>(std::floor(duration * clip_fps + 1e-9)) + 1;
     source.cycle.resize(n);
+    std::vector<float> offsets;
     for (size_t f = 0; f < n; ++f) {
       SampleClip(**clip, built->skeleton, double(f) / clip_fps, pose);
       client::PoseToProto(pose, *source.cycle[f].mutable_pose());
+      if (cage_clip) {  // the rig's first cage, animated by offsets from its rest position
+        SampleCageClip(*cage_clip, double(f) / clip_fps, offsets);
+        v1::CagePose* cp = source.cycle[f].add_cages();
+        cp->set_input(v1::CAGE_INPUT_OFFSETS);
+        cp->set_positions(offsets.data(), offsets.size() * sizeof(float));
+      }
     }
-    std::printf("clip \"%s\": %.3f s, %zu frames at %g frames/s\n", (*clip)->name.c_str(),
-                (*clip)->duration, n, clip_fps);
+    std::printf("clip \"%s\"%s: %.3f s, %zu frames at %g frames/s\n", (*clip)->name.c_str(),
+                cage_clip ? " with a cage clip" : "", duration, n, clip_fps);
     if (frames == 0) frames = static_cast<long long>(n);
   } else {  // the procedural limb (or --rig ID with the limb's joints): its bend-and-twist cycle
     source.procedural = args.Get("rig").empty();
@@ -229,14 +259,30 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
 
   const bool json = args.Has("json");
   int status = 0;
+  const std::vector<v1::DeformRequest> all_inputs = clip;
   for (v1::Method method : methods) {
     v1::CreateSessionRequest req;
     req.set_rig_id(rig_id);
     req.mutable_deformer()->set_method(method);
+    if (method == v1::METHOD_SUPERCAGES && args.Get("skinning") == "dqs") {
+      req.mutable_deformer()->mutable_supercages()->set_skinning(v1::METHOD_DQS);
+    }
+    const auto t_session = Clock::now();
     auto session = c.CreateSession(req);
     if (!session.ok()) return Fail(session.status());
-    const char* name = method == v1::METHOD_LBS ? "lbs" : "dqs";
-    for (auto& r : clip) r.set_session_id(session->session_id());
+    const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
+    const char* name = MethodName(method);
+    // Each method gets the inputs it takes: the pose, the cage, or both.
+    clip = all_inputs;
+    for (auto& r : clip) {
+      r.set_session_id(session->session_id());
+      if (!UsesPose(method)) r.clear_pose();
+      if (!UsesCage(method)) r.clear_cages();
+    }
+    if (UsesCage(method) && clip.front().cages_size() == 0) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat("--method ", name, ": this asset has no cage clip to play")));
+    }
+    if (prepare_ms > 50) std::printf("%s: session ready in %.0f ms (coordinates computed or cached per rig)\n", name, prepare_ms);
 
     client::LatencyStats lat;
     std::vector<float> peak;  // positions at the clip's peak (t = 0.5)
@@ -413,7 +459,7 @@ int main(int argc, char** argv) {
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address")
       .Flag("json", "", "", "print JSON instead of text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
-      .Flag("method", "M", "lbs", "deformation method: lbs or dqs (play: comma-separated list)")
+      .Flag("method", "M", "lbs", "deformation method: lbs, dqs, cage-mvc, cage-green, supercages (play: comma-separated list)")
       .Flag("encoding", "E", "f32", "output encoding: f32 or f16")
       .Flag("backend", "B", "auto", "backend preference: auto, cpu or gpu")
       .Flag("vertices", "N", "20000", "procedural limb: vertex count (100 per ring)")
@@ -423,6 +469,7 @@ int main(int argc, char** argv) {
       .Flag("fps", "F", "0", "play: frames per second to send at; 0 = as fast as answered")
       .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream")
       .Flag("clip", "NAME|INDEX", "", "play/batch FILE: which animation clip (default: the first)")
+      .Flag("skinning", "lbs|dqs", "lbs", "play --method supercages: the skeletal skinning it couples with the cage")
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
       .Flag("pc2", "FILE", "", "batch: write frames to this .pc2 point cache (resumes if it exists)")
       .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")

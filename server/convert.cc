@@ -118,14 +118,7 @@ absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::Ca
                                  std::vector<CageFrame>& out) {
   out.resize(static_cast<size_t>(cages.size()));
   for (int i = 0; i < cages.size(); ++i) {
-    out[i].cage = cages[i].cage();
-    out[i].mode = cages[i].input() == v1::CAGE_INPUT_OFFSETS ? CageInputMode::kOffsets
-                                                             : CageInputMode::kAbsolute;
-    if (auto st = Unpack(cages[i].positions(), 3, out[i].positions,
-                         absl::StrCat("cages[", i, "].positions"));
-        !st.ok()) {
-      return st;
-    }
+    if (auto st = CagePoseFromProto(cages[i], out[i], absl::StrCat("cages[", i, "]")); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
@@ -167,21 +160,41 @@ absl::StatusOr<Clip> ClipFromProto(const v1::Clip& c, size_t joint_count) {
 
 absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& c) {
   DeformerConfig config;
-  switch (c.method()) {
-    case v1::METHOD_LBS: config.method = Method::kLbs; break;
-    case v1::METHOD_DQS: config.method = Method::kDqs; break;
-    case v1::METHOD_UNSPECIFIED:
-      return absl::InvalidArgumentError("deformer.method: must be set (e.g. METHOD_LBS)");
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("deformer.method: ", static_cast<int>(c.method()),
-                       " is not a method this server implements"));
+  if (c.method() == v1::METHOD_UNSPECIFIED) {
+    return absl::InvalidArgumentError("deformer.method: must be set (e.g. METHOD_LBS)");
   }
+  if (FindMethod(static_cast<Method>(c.method())) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "deformer.method: ", static_cast<int>(c.method()), " is not a method this server implements"));
+  }
+  config.method = static_cast<Method>(c.method());
+  const bool cage_method = config.method == Method::kCageMvc || config.method == Method::kCageGreen;
   if ((c.has_lbs() && config.method != Method::kLbs) ||
-      (c.has_dqs() && config.method != Method::kDqs)) {
+      (c.has_dqs() && config.method != Method::kDqs) || (c.has_cage() && !cage_method) ||
+      (c.has_supercages() && config.method != Method::kSuperCages)) {
     return absl::InvalidArgumentError("deformer.params: parameters of another method");
   }
+  if (c.has_cage()) config.cage = c.cage().cage();
+  if (c.has_supercages()) {
+    const v1::SuperCagesParams& p = c.supercages();
+    config.cage = p.cage();
+    switch (p.skinning()) {
+      case v1::METHOD_UNSPECIFIED:
+      case v1::METHOD_LBS: config.skinning = Method::kLbs; break;
+      case v1::METHOD_DQS: config.skinning = Method::kDqs; break;
+      default:
+        return absl::InvalidArgumentError("deformer.supercages.skinning: METHOD_LBS or METHOD_DQS");
+    }
+    config.skeleton_updater = !p.no_skeleton_updater();
+    if (p.localisation_exponent() != 0) config.localisation_exponent = p.localisation_exponent();
+  }
   return config;
+}
+
+absl::Status CagePoseFromProto(const v1::CagePose& cage, CageFrame& out, absl::string_view field) {
+  out.cage = cage.cage();
+  out.mode = cage.input() == v1::CAGE_INPUT_OFFSETS ? CageInputMode::kOffsets : CageInputMode::kAbsolute;
+  return Unpack(cage.positions(), 3, out.positions, absl::StrCat(field, ".positions"));
 }
 
 void FillRigInfo(const Rig& rig, v1::RigInfo& info) {

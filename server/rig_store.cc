@@ -1,10 +1,66 @@
 #include "server/rig_store.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 
 namespace sinew::server {
+
+absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
+    const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms) {
+  const std::string key = absl::StrCat(std::string(method.name), " ", method.prepare_key(config));
+  std::shared_ptr<Preparation> prep;
+  bool mine = false;
+  {
+    std::unique_lock lock(prep_mu);
+    auto& slot = preparations[key];
+    if (!slot) {
+      slot = std::make_shared<Preparation>();
+      slot->key = key;
+      slot->started_ms = now_ms;
+      mine = true;
+    }
+    prep = slot;
+    if (!mine) {
+      prep_cv.wait(lock, [&] { return prep->done; });
+      if (!prep->status.ok()) return prep->status;
+      return prep->result;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_log = t0;
+  std::mutex log_mu;
+  auto progress = [&](double f) {
+    prep->progress = f;
+    std::lock_guard lock(log_mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_log >= std::chrono::seconds(1)) {
+      last_log = now;
+      std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s: %.0f%%\n", id.c_str(), key.c_str(), 100 * f);
+    }
+  };
+  auto result = method.prepare(*rig, config, pool, progress);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (seconds >= 1) {
+    std::fprintf(stderr, "sinew-server: rig %.12s: prepared %s in %.1f s\n", id.c_str(), key.c_str(), seconds);
+  }
+  {
+    std::lock_guard lock(prep_mu);
+    prep->done = true;
+    prep->finished_ms = now_ms + static_cast<int64_t>(seconds * 1000);
+    prep->progress = 1;
+    if (result.ok()) {
+      prep->result = *result;
+      prepared_bytes += (*result)->Bytes();
+    } else {
+      prep->status = result.status();
+    }
+  }
+  prep_cv.notify_all();
+  return result;
+}
 
 std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms) {
   std::lock_guard lock(mu_);

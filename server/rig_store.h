@@ -10,10 +10,25 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include <condition_variable>
+#include <map>
+
 #include "absl/status/statusor.h"
+#include "core/deformer/deformer.h"
 #include "core/rig/rig.h"
 
 namespace sinew::server {
+
+// One method's precomputation for one rig, computed once and shared by its sessions.
+struct Preparation {
+  std::string key;
+  std::atomic<double> progress{0};
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;                  // guarded by StoredRig::prep_mu
+  bool done = false;                        // guarded by StoredRig::prep_mu
+  absl::Status status;                      // guarded by StoredRig::prep_mu
+  std::shared_ptr<const Prepared> result;   // guarded by StoredRig::prep_mu
+};
 
 struct StoredRig {
   std::string id;
@@ -21,6 +36,19 @@ struct StoredRig {
   size_t bytes = 0;
   std::atomic<int> sessions{0};
   std::atomic<int64_t> last_used_ms{0};
+
+  std::mutex prep_mu;
+  std::condition_variable prep_cv;
+  std::map<std::string, std::shared_ptr<Preparation>> preparations;  // guarded by prep_mu
+  std::atomic<size_t> prepared_bytes{0};
+
+  // The method's prepared data for `config`: computed on the calling thread by the first caller
+  // (progress logged when it takes over a second), waited for by concurrent callers, cached
+  // (failures too: they are deterministic).
+  absl::StatusOr<std::shared_ptr<const Prepared>> GetOrPrepare(const MethodInfo& method,
+                                                               const DeformerConfig& config,
+                                                               ThreadPool* pool, int64_t now_ms);
+  size_t TotalBytes() const { return bytes + prepared_bytes.load(); }
 };
 
 class RigStore {

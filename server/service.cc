@@ -142,6 +142,32 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
 };
 
 // ---------------------------------------------------------------------------------------------
+// CreateSession: runs on the worker pool, because preparing a method (cage coordinates, ...)
+// can take seconds; gRPC's threads are never blocked.
+
+class Service::CreateCall final : public grpc::ServerUnaryReactor {
+ public:
+  CreateCall(Service* svc, const v1::CreateSessionRequest* req, v1::Session* resp)
+      : svc_(svc), req_(req), resp_(resp) {
+    svc_->active_calls_.fetch_add(1);
+    svc_->pool_.Submit(&CreateCall::Run, this);
+  }
+  void OnDone() override {
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  static void Run(void* arg) {
+    auto* self = static_cast<CreateCall*>(arg);
+    self->Finish(self->svc_->ToGrpc("CreateSession", self->svc_->CreateSessionImpl(*self->req_, *self->resp_)));
+  }
+  Service* svc_;
+  const v1::CreateSessionRequest* req_;
+  v1::Session* resp_;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Deform (unary): the frame runs on the worker pool.
 
 class Service::DeformCall final : public grpc::ServerUnaryReactor {
@@ -453,7 +479,9 @@ grpc::ServerUnaryReactor* Service::Done(grpc::CallbackServerContext* ctx, const 
 void Service::UpdateGauges() {
   metrics_.sessions().Set(static_cast<double>(sessions_.count()));
   metrics_.rigs().Set(static_cast<double>(rigs_.count()));
-  metrics_.rig_bytes().Set(static_cast<double>(rigs_.bytes()));
+  size_t prepared = 0;
+  for (const auto& r : rigs_.List()) prepared += r->prepared_bytes.load();
+  metrics_.rig_bytes().Set(static_cast<double>(rigs_.bytes() + prepared));
   metrics_.session_bytes().Set(static_cast<double>(sessions_.state_bytes()));
 }
 
@@ -505,15 +533,32 @@ grpc::ServerReadReactor<v1::UploadRigRequest>* Service::UploadRig(grpc::Callback
   return new UploadCall(this, resp);
 }
 
+void Service::DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints) {
+  info.set_rig_id(stored.id);
+  FillRigInfo(*stored.rig, info);
+  if (!with_joints) info.clear_joints();
+  info.set_session_count(static_cast<uint32_t>(stored.sessions.load()));
+  info.set_resident_bytes(stored.TotalBytes());
+  std::lock_guard lock(stored.prep_mu);
+  const int64_t now = NowMs();
+  for (const auto& [key, p] : stored.preparations) {
+    v1::Preparation* out = info.add_preparations();
+    out->set_key(key);
+    out->set_progress(p->progress.load());
+    out->set_done(p->done);
+    if (!p->status.ok()) out->set_error(std::string(p->status.message()));
+    if (p->result) out->set_bytes(p->result->Bytes());
+    out->set_seconds(double((p->done ? p->finished_ms : now) - p->started_ms) / 1000);
+  }
+}
+
 grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
                                           const v1::GetRigRequest* req, v1::RigInfo* resp) {
   auto stored = rigs_.Find(req->rig_id(), NowMs());
   if (!stored) {
     return Done(ctx, "GetRig", absl::NotFoundError(absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"")));
   }
-  resp->set_rig_id(stored->id);
-  FillRigInfo(*stored->rig, *resp);
-  resp->set_session_count(static_cast<uint32_t>(stored->sessions.load()));
+  DescribeRig(*stored, *resp, true);
   return Done(ctx, "GetRig", absl::OkStatus());
 }
 
@@ -521,11 +566,7 @@ grpc::ServerUnaryReactor* Service::ListRigs(grpc::CallbackServerContext* ctx,
                                             const v1::ListRigsRequest*,
                                             v1::ListRigsResponse* resp) {
   for (const auto& stored : rigs_.List()) {
-    v1::RigInfo* info = resp->add_rigs();
-    info->set_rig_id(stored->id);
-    FillRigInfo(*stored->rig, *info);
-    info->clear_joints();  // listing stays small; GetRig has them
-    info->set_session_count(static_cast<uint32_t>(stored->sessions.load()));
+    DescribeRig(*stored, *resp->add_rigs(), false);  // listing stays small; GetRig has the joints
   }
   return Done(ctx, "ListRigs", absl::OkStatus());
 }
@@ -538,53 +579,63 @@ grpc::ServerUnaryReactor* Service::DeleteRig(grpc::CallbackServerContext* ctx,
   return Done(ctx, "DeleteRig", st);
 }
 
-grpc::ServerUnaryReactor* Service::CreateSession(grpc::CallbackServerContext* ctx,
+grpc::ServerUnaryReactor* Service::CreateSession(grpc::CallbackServerContext*,
                                                  const v1::CreateSessionRequest* req,
                                                  v1::Session* resp) {
-  auto fail = [&](absl::Status st) { return Done(ctx, "CreateSession", st); };
-  if (req->rig_id().empty()) return fail(absl::InvalidArgumentError("rig_id: required"));
+  return new CreateCall(this, req, resp);
+}
+
+absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request, v1::Session& response) {
+  const v1::CreateSessionRequest* req = &request;
+  if (req->rig_id().empty()) return absl::InvalidArgumentError("rig_id: required");
   auto stored = rigs_.Find(req->rig_id(), NowMs());
   if (!stored) {
-    return fail(absl::NotFoundError(
-        absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"; upload it first")));
+    return absl::NotFoundError(absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"; upload it first"));
   }
   auto config = DeformerConfigFromProto(req->deformer());
-  if (!config.ok()) return fail(config.status());
+  if (!config.ok()) return config.status();
   v1::Backend backend = req->backend();
   if (backend == v1::BACKEND_GPU) {
-    return fail(absl::FailedPreconditionError(
+    return absl::FailedPreconditionError(
         "backend: BACKEND_GPU requested but this server has no GPU backend; use BACKEND_AUTO "
-        "or BACKEND_CPU"));
+        "or BACKEND_CPU");
   }
   if (backend != v1::BACKEND_AUTO && backend != v1::BACKEND_CPU) {
-    return fail(absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", backend)));
+    return absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", backend));
   }
   if (req->encoding() != v1::OUTPUT_ENCODING_FLOAT32 &&
       req->encoding() != v1::OUTPUT_ENCODING_FLOAT16) {
-    return fail(absl::InvalidArgumentError(absl::StrCat("encoding: unknown value ", req->encoding())));
+    return absl::InvalidArgumentError(absl::StrCat("encoding: unknown value ", req->encoding()));
   }
   const Rig& rig = *stored->rig;
   if (req->expected_joint_names_size() > 0) {
     if (static_cast<size_t>(req->expected_joint_names_size()) != rig.joint_count()) {
-      return fail(absl::InvalidArgumentError(
+      return absl::InvalidArgumentError(
           absl::StrCat("expected_joint_names: ", req->expected_joint_names_size(),
-                       " names but the rig has ", rig.joint_count(), " joints")));
+                       " names but the rig has ", rig.joint_count(), " joints"));
     }
     for (int j = 0; j < req->expected_joint_names_size(); ++j) {
       if (req->expected_joint_names(j) != rig.skeleton.names[j]) {
-        return fail(absl::InvalidArgumentError(
+        return absl::InvalidArgumentError(
             absl::StrCat("expected_joint_names[", j, "]: \"", req->expected_joint_names(j),
-                         "\" but the rig's joint ", j, " is \"", rig.skeleton.names[j], "\"")));
+                         "\" but the rig's joint ", j, " is \"", rig.skeleton.names[j], "\""));
       }
     }
   }
   if (sessions_.count() >= sessions_.max_sessions()) {
-    return fail(absl::ResourceExhaustedError(absl::StrCat(
+    return absl::ResourceExhaustedError(absl::StrCat(
         "sessions: ", sessions_.count(), " open, the limit is ", sessions_.max_sessions(),
-        " (--max-sessions); close sessions you no longer use")));
+        " (--max-sessions); close sessions you no longer use"));
   }
-  auto deformer = CreateDeformer(stored->rig, *config);
-  if (!deformer.ok()) return fail(deformer.status());
+  const MethodInfo& method = *FindMethod(config->method);
+  std::shared_ptr<const Prepared> prepared;
+  if (method.prepare != nullptr) {
+    auto p = stored->GetOrPrepare(method, *config, &pool_, NowMs());
+    if (!p.ok()) return p.status();
+    prepared = std::move(*p);
+  }
+  auto deformer = method.create(stored->rig, std::move(prepared), *config);
+  if (!deformer.ok()) return deformer.status();
 
   auto session = std::make_unique<Session>();
   session->rig = stored;
@@ -604,10 +655,10 @@ grpc::ServerUnaryReactor* Service::CreateSession(grpc::CallbackServerContext* ct
   session->state_bytes = sizeof(Session) + session->deformer->StateBytes() + 32 * joints +
                          4 * session->positions.size();
   auto added = sessions_.Add(std::move(session));
-  if (!added.ok()) return fail(added.status());
-  (*added)->ToProto(*resp, options_.session_idle_ttl_seconds);
+  if (!added.ok()) return added.status();
+  (*added)->ToProto(response, options_.session_idle_ttl_seconds);
   UpdateGauges();
-  return Done(ctx, "CreateSession", absl::OkStatus());
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* Service::GetSession(grpc::CallbackServerContext* ctx,
@@ -666,9 +717,31 @@ absl::Status Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse&
     if (auto st = PoseFromProto(req.pose(), session->pose); !st.ok()) return st;
   }
   if (auto st = CageFramesFromProto(req.cages(), session->cages); !st.ok()) return st;
-  const FrameInput frame{req.has_pose() ? &session->pose : nullptr, session->cages};
+  if (req.has_posed_cage()) {
+    if (auto st = CagePoseFromProto(req.posed_cage(), session->posed_cage, "posed_cage"); !st.ok()) return st;
+  }
+  const FrameInput frame{req.has_pose() ? &session->pose : nullptr, session->cages,
+                         req.has_posed_cage() ? &session->posed_cage : nullptr};
   const auto t0 = std::chrono::steady_clock::now();
   if (auto st = DeformInto(*session, frame, *resp.mutable_positions()); !st.ok()) return st;
+  const v1::FrameOutputs& want = req.outputs();
+  if (want.posed_cage() || want.rest_cage() || want.joints()) {
+    FrameExtras extras;
+    if (want.posed_cage()) extras.posed_cage = &session->extra_posed_cage;
+    if (want.rest_cage()) extras.rest_cage = &session->extra_rest_cage;
+    if (want.joints()) extras.joints = &session->extra_joints;
+    if (auto st = session->deformer->Extras(extras); !st.ok()) return st;
+    auto pack = [](const std::vector<float>& v, std::string* out) {
+      out->assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    };
+    if (want.posed_cage()) pack(session->extra_posed_cage, resp.mutable_posed_cage());
+    if (want.rest_cage()) pack(session->extra_rest_cage, resp.mutable_rest_cage());
+    if (want.joints()) pack(session->extra_joints, resp.mutable_joints());
+  } else {
+    resp.clear_posed_cage();
+    resp.clear_rest_cage();
+    resp.clear_joints();
+  }
   resp.set_vertex_count(static_cast<uint32_t>(session->rig->rig->vertex_count()));
   resp.set_encoding(session->encoding);
   resp.set_compute_ns(static_cast<uint64_t>(

@@ -68,6 +68,7 @@ class Service final : public v1::Sinew::CallbackService {
 
  private:
   class UploadCall;
+  class CreateCall;
   class DeformCall;
   class StreamCall;
   class ClipCall;
@@ -83,6 +84,9 @@ class Service final : public v1::Sinew::CallbackService {
   // Deforms `frame` on `session` (whose mutex the caller holds) into `out` in the session's
   // encoding, and accounts for it.
   absl::Status DeformInto(Session& session, const FrameInput& frame, std::string& out);
+  // Creates a session (on the worker pool: preparing a method can take seconds).
+  absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp);
+  void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
                                  const absl::Status& status);
   grpc::Status ToGrpc(const char* rpc, const absl::Status& status);

@@ -33,7 +33,9 @@ struct Session {
   // Per-frame scratch, reused so that steady-state frames allocate nothing.
   Pose pose;
   std::vector<CageFrame> cages;
+  CageFrame posed_cage;
   std::vector<float> positions;  // float32 staging for non-float32 encodings
+  std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints;
 
   // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
   size_t state_bytes = 0;

@@ -39,6 +39,7 @@ struct ImportedAsset {
   std::string path;
   RigInput rig;
   std::vector<Clip> clips;
+  std::vector<CageClip> cage_clips;  // cage animations (SuperCages files; assimp has none)
   std::vector<MeshRange> meshes;
   size_t bones = 0;                // nodes used as bones by some mesh
   std::vector<std::string> notes;  // what was dropped or approximated

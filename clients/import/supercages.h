@@ -37,12 +37,8 @@ struct SuperCagesFiles {
 // exist on disk, <name>_cage.obj, <name>_skelAnim.txt, <name>_cageAnim.txt.
 SuperCagesFiles SuperCagesFilesIn(const std::string& dir, const std::string& name);
 
-// Cage animation: offsets of the cage vertices per keyframe, stored as in the file. They are
-// offsets from the rest (deformation) cage, see docs/supercages-formats.md.
-struct CageClip {
-  std::vector<double> times;                 // seconds, increasing
-  std::vector<std::vector<float>> offsets;   // per key: x,y,z per cage vertex
-};
+// Cage animation (CageClip, core/clip/clip.h): offsets from the rest (deformation) cage, see
+// docs/supercages-formats.md.
 
 struct SuperCagesRig {
   // Mesh, skeleton (names, parents, rest_local; inverse binds left to BuildRig), weights

@@ -119,6 +119,24 @@ void SampleClip(const Clip& clip, const Skeleton& skeleton, double t, Pose& out)
   }
 }
 
+void SampleCageClip(const CageClip& clip, double t, std::vector<float>& out) {
+  if (clip.times.empty()) {
+    out.clear();
+    return;
+  }
+  size_t k;
+  double a;
+  Locate(clip.times, t, k, a);
+  const std::vector<float>& o0 = clip.offsets[k];
+  out.resize(o0.size());
+  if (a == 0) {
+    std::copy(o0.begin(), o0.end(), out.begin());
+    return;
+  }
+  const std::vector<float>& o1 = clip.offsets[k + 1];
+  for (size_t i = 0; i < out.size(); ++i) out[i] = float((1 - a) * o0[i] + a * o1[i]);
+}
+
 size_t ClipFrameCount(const Clip& clip, double fps) {
   if (!(fps > 0)) return 1;
   return static_cast<size_t>(std::floor(clip.duration * fps + 1e-9)) + 1;

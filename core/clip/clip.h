@@ -44,6 +44,17 @@ absl::Status ValidateClip(const Clip& clip, size_t joint_count);
 // storage. `clip` must have passed ValidateClip for this skeleton.
 void SampleClip(const Clip& clip, const Skeleton& skeleton, double t, Pose& out);
 
+// Cage animation: per keyframe, an offset of every cage vertex from the rest cage; linear
+// between keys, the end values outside.
+struct CageClip {
+  std::vector<double> times;                // seconds, strictly increasing
+  std::vector<std::vector<float>> offsets;  // per key: x,y,z per cage vertex
+  double duration() const { return times.empty() ? 0 : times.back(); }
+};
+
+// Offsets at time t into `out` (3 per cage vertex), reusing its storage.
+void SampleCageClip(const CageClip& clip, double t, std::vector<float>& out);
+
 // Frames of the clip sampled at `fps`: frame i is at time i / fps, for i = 0 .. count - 1,
 // with count = floor(duration * fps) + 1 (the last frame may fall short of the end).
 size_t ClipFrameCount(const Clip& clip, double fps);

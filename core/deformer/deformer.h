@@ -8,9 +8,12 @@
 // factory, and add one line to the table in deformer/registry.cc.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/parallel/thread_pool.h"
@@ -19,10 +22,15 @@
 
 namespace sinew {
 
-enum class Method { kLbs = 1, kDqs = 2 };
+enum class Method { kLbs = 1, kDqs = 2, kCageMvc = 3, kCageGreen = 4, kSuperCages = 5 };
 
 struct DeformerConfig {
   Method method = Method::kLbs;
+  uint32_t cage = 0;  // cage methods: index into Rig::cages
+  // SuperCages.
+  Method skinning = Method::kLbs;  // kLbs or kDqs
+  bool skeleton_updater = true;
+  double localisation_exponent = 0.1;  // s in L = -1 + w^s + (1 - w)^s (thesis eq. 3.3)
 };
 
 // The inputs of one frame. Pointers and spans refer to caller-owned data that stays valid
@@ -30,7 +38,26 @@ struct DeformerConfig {
 struct FrameInput {
   const Pose* pose = nullptr;
   std::span<const CageFrame> cages;
+  const CageFrame* posed_cage = nullptr;  // SuperCages: an edit of the current-pose cage
 };
+
+// Optional per-frame outputs besides the positions; null members are not wanted.
+struct FrameExtras {
+  std::vector<float>* posed_cage = nullptr;  // x,y,z per cage vertex
+  std::vector<float>* rest_cage = nullptr;   // x,y,z per cage vertex
+  std::vector<float>* joints = nullptr;      // x,y,z per joint
+};
+
+// Data a method precomputes once per rig (and configuration), shared read-only by every
+// session of that method on that rig.
+class Prepared {
+ public:
+  virtual ~Prepared() = default;
+  virtual size_t Bytes() const = 0;
+};
+
+// Progress of a long preparation, in [0, 1].
+using ProgressFn = std::function<void(double)>;
 
 class Deformer {
  public:
@@ -40,12 +67,22 @@ class Deformer {
   // one Deformer must not overlap; different Deformers may run concurrently. `pool` may be
   // null (single-threaded).
   virtual absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) = 0;
+  // After a successful Deform: fills the wanted extras. FAILED_PRECONDITION for extras the
+  // method does not have.
+  virtual absl::Status Extras(const FrameExtras& extras) const;
   // Bytes held per session (state and scratch), excluding the shared rig.
   virtual size_t StateBytes() const = 0;
 };
 
+// Precomputation of a method for one rig; may take seconds (reports progress) and runs once per
+// rig and PrepareKey. Null for methods that need none.
+using PrepareFn = absl::StatusOr<std::shared_ptr<const Prepared>> (*)(
+    const Rig& rig, const DeformerConfig& config, ThreadPool* pool, const ProgressFn& progress);
+// The part of the configuration the prepared data depends on (e.g. "cage=0").
+using PrepareKeyFn = std::string (*)(const DeformerConfig& config);
 using DeformerFactory = absl::StatusOr<std::unique_ptr<Deformer>> (*)(
-    std::shared_ptr<const Rig> rig, const DeformerConfig& config);
+    std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
+    const DeformerConfig& config);
 
 struct MethodInfo {
   Method method;
@@ -53,6 +90,8 @@ struct MethodInfo {
   std::string_view description;
   bool stateful;  // frames depend on earlier frames of the session
   DeformerFactory create;
+  PrepareFn prepare = nullptr;
+  PrepareKeyFn prepare_key = nullptr;
 };
 
 // Every registered method.
@@ -61,9 +100,12 @@ std::span<const MethodInfo> Methods();
 const MethodInfo* FindMethod(Method method);
 const MethodInfo* FindMethod(std::string_view name);
 
-// Prepares `config.method` on `rig`. INVALID_ARGUMENT / FAILED_PRECONDITION when the rig lacks
-// what the method needs (e.g. skinning weights).
+// Prepares (when the method needs it, without caching) and creates `config.method` on `rig`.
+// INVALID_ARGUMENT / FAILED_PRECONDITION when the rig lacks what the method needs (e.g.
+// skinning weights, a cage). Hosts that share preparations between sessions call
+// MethodInfo::prepare and ::create themselves.
 absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const Rig> rig,
-                                                         const DeformerConfig& config);
+                                                         const DeformerConfig& config,
+                                                         ThreadPool* pool = nullptr);
 
 }  // namespace sinew

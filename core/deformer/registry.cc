@@ -1,7 +1,10 @@
 // The table of deformation methods. One line per method.
+#include "absl/strings/str_cat.h"
+#include "core/cage/cage_deformer.h"
 #include "core/deformer/deformer.h"
 #include "core/dqs/dqs_deformer.h"
 #include "core/lbs/lbs_deformer.h"
+#include "core/supercages/supercages.h"
 
 namespace sinew {
 
@@ -10,6 +13,14 @@ const MethodInfo kMethods[] = {
     {Method::kLbs, "lbs", "linear blend skinning", false, &CreateLbsDeformer},
     {Method::kDqs, "dqs", "dual quaternion skinning (uniform scale blended linearly)", false,
      &CreateDqsDeformer},
+    {Method::kCageMvc, "cage-mvc", "cage deformation, mean value coordinates", false,
+     &CreateCageDeformer, &PrepareMvcCage, &CageKey},
+    {Method::kCageGreen, "cage-green", "cage deformation, Green coordinates", false,
+     &CreateCageDeformer, &PrepareGreenCage, &CageKey},
+    {Method::kSuperCages, "supercages",
+     "SuperCages: cage-deformed rest mesh posed by the skeleton (LBS or DQS), skeleton and cage "
+     "updaters, reverse cage deformer", true, &CreateSuperCagesDeformer, &PrepareSuperCages,
+     &SuperCagesKey},
 };
 }  // namespace
 
@@ -29,13 +40,27 @@ const MethodInfo* FindMethod(std::string_view name) {
   return nullptr;
 }
 
+absl::Status Deformer::Extras(const FrameExtras& extras) const {
+  if (extras.posed_cage || extras.rest_cage || extras.joints) {
+    return absl::FailedPreconditionError("outputs: this method has no posed cage, rest cage or joints to return");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const Rig> rig,
-                                                         const DeformerConfig& config) {
+                                                         const DeformerConfig& config,
+                                                         ThreadPool* pool) {
   const MethodInfo* m = FindMethod(config.method);
   if (m == nullptr) {
     return absl::InvalidArgumentError("deformer.method: not a method this server implements");
   }
-  return m->create(std::move(rig), config);
+  std::shared_ptr<const Prepared> prepared;
+  if (m->prepare != nullptr) {
+    auto p = m->prepare(*rig, config, pool, {});
+    if (!p.ok()) return p.status();
+    prepared = std::move(*p);
+  }
+  return m->create(std::move(rig), std::move(prepared), config);
 }
 
 }  // namespace sinew

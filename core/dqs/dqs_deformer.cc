@@ -26,6 +26,7 @@ class DqsDeformer final : public SkeletalDeformer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Deformer>> CreateDqsDeformer(std::shared_ptr<const Rig> rig,
+                                                            std::shared_ptr<const Prepared>,
                                                             const DeformerConfig&) {
   if (auto st = SkeletalDeformer::CheckRig(*rig, "dqs"); !st.ok()) return st;
   if (!rig->skeleton.inverse_bind_is_similarity) {

@@ -4,5 +4,6 @@
 
 namespace sinew {
 absl::StatusOr<std::unique_ptr<Deformer>> CreateDqsDeformer(std::shared_ptr<const Rig> rig,
+                                                            std::shared_ptr<const Prepared> prepared,
                                                             const DeformerConfig& config);
 }

@@ -26,6 +26,7 @@ class LbsDeformer final : public SkeletalDeformer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Deformer>> CreateLbsDeformer(std::shared_ptr<const Rig> rig,
+                                                            std::shared_ptr<const Prepared>,
                                                             const DeformerConfig&) {
   if (auto st = SkeletalDeformer::CheckRig(*rig, "lbs"); !st.ok()) return st;
   return std::make_unique<LbsDeformer>(std::move(rig));

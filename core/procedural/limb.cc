@@ -119,3 +119,30 @@ double LimbRingRadius(const LimbOptions& o, std::span<const float> positions, do
   return r / segs;
 }
 }  // namespace sinew
+
+namespace sinew {
+Cage MakeLimbCage(const LimbOptions& o, uint32_t segments) {
+  Cage cage;
+  cage.name = "limb-cage";
+  segments = std::max<uint32_t>(segments, 1);
+  const double h = 2.0 * o.radius, margin = 0.1 * o.length;
+  // Ring k, corner q (counter-clockwise seen from +x): (y, z) = (±h, ±h).
+  const double corners[4][2] = {{-h, -h}, {h, -h}, {h, h}, {-h, h}};
+  for (uint32_t k = 0; k <= segments; ++k) {
+    const double x = -margin + (o.length + 2 * margin) * k / segments;
+    for (const auto& q : corners) cage.positions.insert(cage.positions.end(), {float(x), float(q[0]), float(q[1])});
+  }
+  auto id = [](uint32_t k, uint32_t q) { return 4 * k + q % 4; };
+  for (uint32_t k = 0; k < segments; ++k) {
+    for (uint32_t q = 0; q < 4; ++q) {
+      const uint32_t a = id(k, q), b = id(k, q + 1), c = id(k + 1, q + 1), d = id(k + 1, q);
+      cage.triangles.insert(cage.triangles.end(), {a, b, c, a, c, d});
+    }
+  }
+  // Caps: the x = min end faces -x, the x = max end faces +x.
+  cage.triangles.insert(cage.triangles.end(), {id(0, 0), id(0, 2), id(0, 1), id(0, 0), id(0, 3), id(0, 2)});
+  const uint32_t s = segments;
+  cage.triangles.insert(cage.triangles.end(), {id(s, 0), id(s, 1), id(s, 2), id(s, 0), id(s, 2), id(s, 3)});
+  return cage;
+}
+}  // namespace sinew

@@ -45,3 +45,9 @@ namespace sinew {
 // the limb's radius; a candy-wrapper collapse drives it towards 0.
 double LimbRingRadius(const LimbOptions& options, std::span<const float> positions, double x);
 }  // namespace sinew
+
+namespace sinew {
+// A closed, outward-oriented box cage around the limb: `segments` + 1 square rings along x
+// (half-width 2 × radius, 0.1 × length beyond each end), quads split into triangles, capped.
+Cage MakeLimbCage(const LimbOptions& options, uint32_t segments = 6);
+}  // namespace sinew

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/cage/cage_check.h"
 
 namespace sinew {
 namespace {
@@ -298,6 +299,8 @@ absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits) {
         !st.ok()) {
       return st;
     }
+    if (auto st = CheckCageClosedAndOriented(cage, field); !st.ok()) return st;
+    if (auto st = CheckCageEncloses(cage, rig.positions, field, "rig.mesh.positions"); !st.ok()) return st;
   }
 
   const SphereMesh& sm = rig.sphere_mesh;

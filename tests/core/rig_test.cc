@@ -206,3 +206,49 @@ TEST(Rig, InverseBindDefaultsToInverseRestWorld) {
 
 }  // namespace
 }  // namespace sinew
+
+namespace sinew {
+namespace {
+
+RigInput LimbWithCage() {
+  LimbOptions o;
+  o.rings = 10;
+  o.segments = 8;
+  RigInput in = MakeLimb(o);
+  in.rig.cages.push_back(MakeLimbCage(o, 4));
+  return in;
+}
+
+TEST(RigCage, ClosedOrientedEnclosingCageIsAccepted) {
+  Rig rig = testing::BuildOrDie(LimbWithCage());
+  EXPECT_EQ(rig.cages.size(), 1u);
+}
+
+TEST(RigCage, OpenCageNamesTheFace) {
+  RigInput in = LimbWithCage();
+  in.rig.cages[0].triangles.resize(in.rig.cages[0].triangles.size() - 3);  // drop a cap triangle
+  ExpectInvalid(std::move(in), "has no opposite face: the cage is not closed");
+}
+
+TEST(RigCage, InwardFacingCageIsRejected) {
+  RigInput in = LimbWithCage();
+  auto& t = in.rig.cages[0].triangles;
+  for (size_t f = 0; f < t.size(); f += 3) std::swap(t[f + 1], t[f + 2]);
+  ExpectInvalid(std::move(in), "the faces point inwards");
+}
+
+TEST(RigCage, InconsistentOrientationNamesTheFace) {
+  RigInput in = LimbWithCage();
+  auto& t = in.rig.cages[0].triangles;
+  std::swap(t[1], t[2]);  // flip face 0 only
+  ExpectInvalid(std::move(in), "rig.cages[0].triangles[");
+}
+
+TEST(RigCage, CageThatDoesNotEncloseTheMeshNamesTheVertex) {
+  RigInput in = LimbWithCage();
+  in.rig.positions[3 * 5 + 1] = 10.0f;  // vertex 5 far outside
+  ExpectInvalid(std::move(in), "rig.mesh.positions[5]: point (0, 10, ");
+}
+
+}  // namespace
+}  // namespace sinew

@@ -1,0 +1,94 @@
+#include "core/cage/cage_check.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace sinew {
+namespace {
+
+Eigen::Vector3d Vertex(const Cage& c, uint32_t i) {
+  return Eigen::Vector3d(c.positions[3 * i], c.positions[3 * i + 1], c.positions[3 * i + 2]);
+}
+
+}  // namespace
+
+absl::Status CheckCageClosedAndOriented(const Cage& cage, const std::string& field) {
+  // Directed edge (a, b) -> face using it; a closed, consistently oriented surface uses every
+  // directed edge once and its reverse once.
+  absl::flat_hash_map<uint64_t, uint32_t> directed;
+  const size_t faces = cage.triangles.size() / 3;
+  for (size_t f = 0; f < faces; ++f) {
+    const uint32_t* t = &cage.triangles[3 * f];
+    if (t[0] == t[1] || t[1] == t[2] || t[2] == t[0]) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.triangles[%d]: degenerate face (%d, %d, %d)", field, f, t[0], t[1], t[2]));
+    }
+    for (int k = 0; k < 3; ++k) {
+      const uint64_t key = (uint64_t{t[k]} << 32) | t[(k + 1) % 3];
+      if (auto [it, inserted] = directed.emplace(key, static_cast<uint32_t>(f)); !inserted) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s.triangles[%d]: edge %d->%d is also used in the same direction by face %d: the "
+            "cage is not consistently oriented (or not manifold)",
+            field, f, t[k], t[(k + 1) % 3], it->second));
+      }
+    }
+  }
+  for (const auto& [key, f] : directed) {
+    const uint64_t reverse = (key << 32) | (key >> 32);
+    if (!directed.contains(reverse)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.triangles[%d]: edge %d->%d has no opposite face: the cage is not closed", field, f,
+          uint32_t(key >> 32), uint32_t(key & 0xffffffffu)));
+    }
+  }
+  double volume = 0;  // divergence theorem
+  for (size_t f = 0; f < faces; ++f) {
+    const uint32_t* t = &cage.triangles[3 * f];
+    volume += Vertex(cage, t[0]).dot(Vertex(cage, t[1]).cross(Vertex(cage, t[2]))) / 6;
+  }
+  if (!(volume > 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s.triangles: the faces point inwards (signed volume %g); reverse their vertex order",
+        field, volume));
+  }
+  return absl::OkStatus();
+}
+
+double CageWindingNumber(const Cage& cage, const Eigen::Vector3d& x) {
+  // Van Oosterom–Strackee solid angle of each face, summed, over 4π.
+  double total = 0;
+  const size_t faces = cage.triangles.size() / 3;
+  for (size_t f = 0; f < faces; ++f) {
+    const uint32_t* t = &cage.triangles[3 * f];
+    const Eigen::Vector3d a = Vertex(cage, t[0]) - x, b = Vertex(cage, t[1]) - x, c = Vertex(cage, t[2]) - x;
+    const double la = a.norm(), lb = b.norm(), lc = c.norm();
+    const double num = a.dot(b.cross(c));
+    const double den = la * lb * lc + a.dot(b) * lc + b.dot(c) * la + c.dot(a) * lb;
+    total += 2 * std::atan2(num, den);
+  }
+  return total / (4 * std::numbers::pi);
+}
+
+absl::Status CheckCageEncloses(const Cage& cage, std::span<const float> points, const std::string& field,
+                               const std::string& points_field) {
+  Eigen::Map<const Eigen::Matrix3Xf> v(cage.positions.data(), 3, static_cast<Eigen::Index>(cage.vertex_count()));
+  const Eigen::Vector3d lo = v.rowwise().minCoeff().cast<double>(), hi = v.rowwise().maxCoeff().cast<double>();
+  for (size_t i = 0; i < points.size() / 3; ++i) {
+    const Eigen::Vector3d x(points[3 * i], points[3 * i + 1], points[3 * i + 2]);
+    // Outside the cage's bounding box means outside the cage; otherwise the winding number.
+    const bool in_box = (x.array() >= lo.array()).all() && (x.array() <= hi.array()).all();
+    const double w = in_box ? CageWindingNumber(cage, x) : 0.0;
+    if (!(w > 0.5)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s[%d]: point (%g, %g, %g) lies outside %s (winding number %.3f); the cage must enclose "
+          "the mesh", points_field, i, x.x(), x.y(), x.z(), field, w));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sinew

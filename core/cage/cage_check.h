@@ -1,0 +1,25 @@
+// Checks that a triangle cage can drive cage coordinates: closed (every edge shared by exactly
+// two faces, in opposite directions), consistently and outwardly oriented (positive volume),
+// and enclosing the points it deforms (generalised winding number 1).
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/rig/rig.h"
+
+namespace sinew {
+
+// INVALID_ARGUMENT naming `field` ("rig.cages[0]") and the face or edge at fault.
+absl::Status CheckCageClosedAndOriented(const Cage& cage, const std::string& field);
+
+// Winding number of point x with respect to the closed cage (1 inside, 0 outside).
+double CageWindingNumber(const Cage& cage, const Eigen::Vector3d& x);
+
+// INVALID_ARGUMENT naming the first point (as `points_field`[i]) whose winding number is below
+// 0.5, i.e. that lies outside the cage.
+absl::Status CheckCageEncloses(const Cage& cage, std::span<const float> points, const std::string& field,
+                               const std::string& points_field);
+
+}  // namespace sinew

@@ -1,0 +1,179 @@
+#include "core/cage/cage_deformer.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "core/util/simd.h"
+
+namespace sinew {
+
+CageGeometry ToCageGeometry(const Cage& cage) {
+  CageGeometry g;
+  g.vertices = ToPoints(cage.positions);
+  const size_t f = cage.triangles.size() / 3;
+  g.triangles.resize(3, static_cast<Eigen::Index>(f));
+  for (size_t i = 0; i < f; ++i) {
+    for (int k = 0; k < 3; ++k) g.triangles(k, static_cast<Eigen::Index>(i)) = cage.triangles[3 * i + k];
+  }
+  return g;
+}
+
+Eigen::Matrix3Xd ToPoints(std::span<const float> xyz) {
+  return Eigen::Map<const Eigen::Matrix3Xf>(xyz.data(), 3, static_cast<Eigen::Index>(xyz.size() / 3))
+      .cast<double>();
+}
+
+void ResolveCage(const Cage& rest, const CageFrame& frame, Eigen::Matrix3Xd& out) {
+  const Eigen::Index n = static_cast<Eigen::Index>(rest.vertex_count());
+  out.resize(3, n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      const double v = frame.positions[3 * i + c];
+      out(c, i) = frame.mode == CageInputMode::kOffsets ? rest.positions[3 * i + c] + v : v;
+    }
+  }
+}
+
+std::string CageKey(const DeformerConfig& config) { return absl::StrCat("cage=", config.cage); }
+
+SINEW_VERTEX_LOOP
+static void CageRows(const double* phi, size_t cols, const float* rest, const double* dx,
+                     const double* dy, const double* dz, float* out, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    const double* row = phi + i * cols;
+    double x = 0, y = 0, z = 0;
+    for (size_t j = 0; j < cols; ++j) {
+      x += row[j] * dx[j];
+      y += row[j] * dy[j];
+      z += row[j] * dz[j];
+    }
+    out[3 * i] = float(rest[3 * i] + x);
+    out[3 * i + 1] = float(rest[3 * i + 1] + y);
+    out[3 * i + 2] = float(rest[3 * i + 2] + z);
+  }
+}
+
+void ApplyCageCoordinates(const RowMatrixXd& phi, std::span<const float> rest,
+                          const Eigen::Matrix3Xd& delta, std::span<float> out, ThreadPool* pool) {
+  // Rows of delta as contiguous arrays (structure of arrays) so the dot products vectorise.
+  const Eigen::Matrix<double, 3, Eigen::Dynamic, Eigen::RowMajor> d = delta;
+  const size_t cols = static_cast<size_t>(phi.cols());
+  ParallelFor(pool, static_cast<size_t>(phi.rows()), 1024, [&](size_t b, size_t e) {
+    CageRows(phi.data(), cols, rest.data(), d.row(0).data(), d.row(1).data(), d.row(2).data(),
+             out.data(), b, e);
+  });
+}
+
+namespace {
+
+absl::Status CheckCageConfig(const Rig& rig, const DeformerConfig& config, const char* method) {
+  if (config.cage >= rig.cages.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "deformer.cage: method ", method, " uses cage ", config.cage, " but the rig has ",
+        rig.cages.size(), " cages"));
+  }
+  return absl::OkStatus();
+}
+
+struct MvcPrepared final : Prepared {
+  RowMatrixXd phi;  // vertices x cage vertices
+  size_t Bytes() const override { return sizeof(*this) + sizeof(double) * phi.size(); }
+};
+
+struct GreenPrepared final : Prepared {
+  CageGeometry rest;
+  GreenCoordinates coords;
+  size_t Bytes() const override {
+    return sizeof(*this) + sizeof(double) * (coords.phi.size() + coords.psi.size());
+  }
+};
+
+class CageDeformer final : public Deformer {
+ public:
+  CageDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
+               const DeformerConfig& config)
+      : rig_(std::move(rig)), prepared_(std::move(prepared)), config_(config) {}
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    const char* name = config_.method == Method::kCageMvc ? "cage-mvc" : "cage-green";
+    if (frame.pose != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("pose: method ", name, " takes no skeleton pose"));
+    }
+    if (frame.posed_cage != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("posed_cage: method ", name, " has no posed cage; send cages"));
+    }
+    if (auto st = ValidateCageFrames(*rig_, frame.cages); !st.ok()) return st;
+    if (frame.cages.size() != 1 || frame.cages[0].cage != config_.cage) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cages: method ", name, " needs exactly one entry, for cage ", config_.cage));
+    }
+    const Cage& rest = rig_->cages[config_.cage];
+    ResolveCage(rest, frame.cages[0], cage_);
+    if (config_.method == Method::kCageMvc) {
+      delta_ = cage_ - ToPoints(rest.positions);
+      ApplyCageCoordinates(static_cast<const MvcPrepared&>(*prepared_).phi, rig_->positions, delta_, out, pool);
+    } else {
+      const auto& g = static_cast<const GreenPrepared&>(*prepared_);
+      GreenFaceTerms(g.rest, cage_, face_terms_);
+      GreenDeform(g.coords, cage_, face_terms_, out, pool);
+    }
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + face_terms_.size());
+  }
+
+ private:
+  std::shared_ptr<const Rig> rig_;
+  std::shared_ptr<const Prepared> prepared_;
+  DeformerConfig config_;
+  Eigen::Matrix3Xd cage_, delta_;
+  Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor> face_terms_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareMvcCage(const Rig& rig,
+                                                               const DeformerConfig& config,
+                                                               ThreadPool* pool,
+                                                               const ProgressFn& progress) {
+  if (auto st = CheckCageConfig(rig, config, "cage-mvc"); !st.ok()) return st;
+  const CageGeometry cage = ToCageGeometry(rig.cages[config.cage]);
+  auto p = std::make_shared<MvcPrepared>();
+  const size_t m = rig.vertex_count(), n = static_cast<size_t>(cage.vertices.cols());
+  p->phi.resize(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(n));
+  std::atomic<size_t> done{0};
+  ParallelFor(pool, m, 512, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const Eigen::Vector3d x(rig.positions[3 * i], rig.positions[3 * i + 1], rig.positions[3 * i + 2]);
+      MeanValueCoordinates(cage, x, std::span<double>(p->phi.row(static_cast<Eigen::Index>(i)).data(), n));
+    }
+    const size_t d = done.fetch_add(e - b) + (e - b);
+    if (progress) progress(double(d) / double(m));
+  });
+  return std::shared_ptr<const Prepared>(std::move(p));
+}
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
+                                                                 const DeformerConfig& config,
+                                                                 ThreadPool* pool,
+                                                                 const ProgressFn& progress) {
+  if (auto st = CheckCageConfig(rig, config, "cage-green"); !st.ok()) return st;
+  auto p = std::make_shared<GreenPrepared>();
+  p->rest = ToCageGeometry(rig.cages[config.cage]);
+  p->coords = ComputeGreenCoordinates(p->rest, ToPoints(rig.positions), pool);
+  if (progress) progress(1.0);
+  return std::shared_ptr<const Prepared>(std::move(p));
+}
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateCageDeformer(std::shared_ptr<const Rig> rig,
+                                                             std::shared_ptr<const Prepared> prepared,
+                                                             const DeformerConfig& config) {
+  const char* name = config.method == Method::kCageMvc ? "cage-mvc" : "cage-green";
+  if (auto st = CheckCageConfig(*rig, config, name); !st.ok()) return st;
+  if (!prepared) return absl::InternalError("cage deformer created without its coordinates");
+  return std::make_unique<CageDeformer>(std::move(rig), std::move(prepared), config);
+}
+
+}  // namespace sinew

@@ -1,0 +1,45 @@
+// Cage deformation: the mesh follows a closed triangle cage through coordinates computed once
+// per rig (mean value or Green coordinates); each frame gives the cage's vertex positions.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/cage/green.h"
+#include "core/cage/mvc.h"
+#include "core/deformer/deformer.h"
+
+namespace sinew {
+
+using RowMatrixXd = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+CageGeometry ToCageGeometry(const Cage& cage);
+Eigen::Matrix3Xd ToPoints(std::span<const float> xyz);
+
+// The cage positions a frame asks for: `frame.positions` (absolute) or rest + offsets.
+void ResolveCage(const Cage& rest, const CageFrame& frame, Eigen::Matrix3Xd& out);
+
+// "cage=N": the prepared data depends on the cage only.
+std::string CageKey(const DeformerConfig& config);
+
+// Φ (vertices x cage vertices) for Method::kCageMvc; progress over the mesh vertices.
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareMvcCage(const Rig& rig,
+                                                               const DeformerConfig& config,
+                                                               ThreadPool* pool,
+                                                               const ProgressFn& progress);
+// Green coordinates (φ, ψ) for Method::kCageGreen.
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
+                                                                 const DeformerConfig& config,
+                                                                 ThreadPool* pool,
+                                                                 const ProgressFn& progress);
+// Frames: exactly one CageFrame for the configured cage; no pose.
+absl::StatusOr<std::unique_ptr<Deformer>> CreateCageDeformer(std::shared_ptr<const Rig> rig,
+                                                             std::shared_ptr<const Prepared> prepared,
+                                                             const DeformerConfig& config);
+
+// out (3 floats per row of phi) = rest + Φ · delta, delta = deformed - rest cage (3 x n).
+// Written as the difference so that the undeformed cage returns the rest mesh exactly.
+void ApplyCageCoordinates(const RowMatrixXd& phi, std::span<const float> rest,
+                          const Eigen::Matrix3Xd& delta, std::span<float> out, ThreadPool* pool);
+
+}  // namespace sinew

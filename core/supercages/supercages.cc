@@ -1,0 +1,407 @@
+#include "core/supercages/supercages.h"
+
+#include <atomic>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "core/cage/mec.h"
+#include "core/deformer/skeletal.h"
+#include "core/dqs/dqs.h"
+#include "core/lbs/lbs.h"
+
+namespace sinew {
+
+size_t SuperCagesPrepared::Bytes() const {
+  return sizeof(*this) + sizeof(double) * (phi.size() + psi.size() + 2 * phi_selected.size() +
+                                           rest_cage.vertices.size() + rest_joints.size());
+}
+
+std::string SuperCagesKey(const DeformerConfig& config) {
+  return absl::StrCat("cage=", config.cage, ";skelup=", config.skeleton_updater ? 1 : 0, ";s=",
+                      config.localisation_exponent);
+}
+
+RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, const RowMatrixXd& phi,
+                                   const Eigen::Matrix3Xd& rest_joints, double exponent,
+                                   double* max_error, int* fallbacks) {
+  const size_t m = rig.vertex_count(), s = rig.joint_count();
+  const Eigen::Index c = cage.vertices.cols();
+  // The skin as an MVC "cage" for the joints (it need not be closed: the maximum entropy
+  // projection restores linear precision on the cage).
+  CageGeometry skin;
+  skin.vertices = ToPoints(rig.positions);
+  skin.triangles.resize(3, static_cast<Eigen::Index>(rig.triangle_count()));
+  for (size_t t = 0; t < rig.triangle_count(); ++t) {
+    for (int k = 0; k < 3; ++k) skin.triangles(k, static_cast<Eigen::Index>(t)) = rig.triangles[3 * t + k];
+  }
+  // Dense weights per joint (ω_ij).
+  Eigen::MatrixXd omega = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s), static_cast<Eigen::Index>(m));
+  for (size_t v = 0; v < m; ++v) {
+    for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
+      omega(rig.weights.joints[e], static_cast<Eigen::Index>(v)) = rig.weights.weights[e];
+    }
+  }
+  const double tolerance = 1e-6 * cage.diagonal();
+  RowMatrixXd psi(static_cast<Eigen::Index>(s), c);
+  std::vector<double> mvc(m), cage_mvc(static_cast<size_t>(c));
+  *max_error = 0;
+  *fallbacks = 0;
+  for (size_t j = 0; j < s; ++j) {
+    const Eigen::Vector3d a = rest_joints.col(static_cast<Eigen::Index>(j));
+    MeanValueCoordinates(skin, a, mvc);
+    // Joint localisation L = −1 + ω^s + (Σ_{k≠j} ω_k)^s = −1 + ω^s + (1 − ω)^s (eq. 3.3): 0 where
+    // the vertex is rigidly bound, largest where the weights blend (the articulation).
+    Eigen::RowVectorXd localised(static_cast<Eigen::Index>(m)), plain(static_cast<Eigen::Index>(m));
+    for (size_t i = 0; i < m; ++i) {
+      const double w = std::clamp(omega(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(i)), 0.0, 1.0);
+      const double l = std::max(0.0, -1 + std::pow(w, exponent) + std::pow(1 - w, exponent));
+      localised(static_cast<Eigen::Index>(i)) = mvc[i] * l;
+      plain(static_cast<Eigen::Index>(i)) = mvc[i];
+    }
+    // Masses on the cage vertices (eq. 3.4), projected to valid coordinates (eq. 3.5).
+    MecResult best;
+    bool ok = false;
+    for (const Eigen::RowVectorXd* masses : {&localised, &plain}) {
+      const Eigen::VectorXd mu = (*masses * phi).transpose();
+      MecResult r = MaximumEntropyCoordinates(cage.vertices, mu, a);
+      if (r.converged && r.linear_precision_error <= tolerance) {
+        best = std::move(r);
+        ok = true;
+        break;
+      }
+      if (masses == &plain) ++*fallbacks;
+    }
+    if (ok) {
+      psi.row(static_cast<Eigen::Index>(j)) = best.weights.transpose();
+      *max_error = std::max(*max_error, best.linear_precision_error);
+    } else {
+      // Last resort: MVC of the joint w.r.t. the cage (exact linear precision, not local).
+      MeanValueCoordinates(cage, a, cage_mvc);
+      for (Eigen::Index k = 0; k < c; ++k) psi(static_cast<Eigen::Index>(j), k) = cage_mvc[k];
+    }
+  }
+  return psi;
+}
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig,
+                                                                  const DeformerConfig& config,
+                                                                  ThreadPool* pool,
+                                                                  const ProgressFn& progress) {
+  if (auto st = SkeletalDeformer::CheckRig(rig, "supercages"); !st.ok()) return st;
+  if (config.cage >= rig.cages.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("deformer.cage: method supercages uses cage ",
+                                                      config.cage, " but the rig has ",
+                                                      rig.cages.size(), " cages"));
+  }
+  if (config.skinning != Method::kLbs && config.skinning != Method::kDqs) {
+    return absl::InvalidArgumentError("deformer.supercages.skinning: METHOD_LBS or METHOD_DQS");
+  }
+  if (!(config.localisation_exponent > 0 && config.localisation_exponent <= 1)) {
+    return absl::InvalidArgumentError("deformer.supercages.localisation_exponent: must be in (0, 1]");
+  }
+  auto p = std::make_shared<SuperCagesPrepared>();
+  p->cage = config.cage;
+  p->rest_cage = ToCageGeometry(rig.cages[config.cage]);
+  const size_t m = rig.vertex_count();
+  const Eigen::Index c = p->rest_cage.vertices.cols();
+  if (m < static_cast<size_t>(c)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "method supercages: the cage has ", c, " vertices, more than the mesh's ", m,
+        "; the cage updater needs at least as many mesh vertices"));
+  }
+  // 1. Φ (the bulk of the work: 80 % of the progress).
+  p->phi.resize(static_cast<Eigen::Index>(m), c);
+  std::atomic<size_t> done{0};
+  ParallelFor(pool, m, 256, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const Eigen::Vector3d x(rig.positions[3 * i], rig.positions[3 * i + 1], rig.positions[3 * i + 2]);
+      MeanValueCoordinates(p->rest_cage, x, std::span<double>(p->phi.row(static_cast<Eigen::Index>(i)).data(), static_cast<size_t>(c)));
+    }
+    const size_t d = done.fetch_add(e - b) + (e - b);
+    if (progress) progress(0.8 * double(d) / double(m));
+  });
+  // 2. Rest joints (bind pose) and the skeleton updater.
+  const size_t s = rig.joint_count();
+  p->rest_joints.resize(3, static_cast<Eigen::Index>(s));
+  for (size_t j = 0; j < s; ++j) p->rest_joints.col(static_cast<Eigen::Index>(j)) = Inverse(rig.skeleton.inverse_bind[j]).col(3);
+  if (config.skeleton_updater) {
+    p->psi = SkeletonUpdaterWeights(rig, p->rest_cage, p->phi, p->rest_joints,
+                                    config.localisation_exponent, &p->psi_max_error, &p->psi_fallbacks);
+  }
+  if (progress) progress(0.9);
+  // 3. Cage updater: MaxVol rows of Φ and their factorisation.
+  p->maxvol = MaxVol(p->phi);
+  p->phi_selected.resize(c, c);
+  for (Eigen::Index k = 0; k < c; ++k) p->phi_selected.row(k) = p->phi.row(p->maxvol.rows[k]);
+  p->phi_selected_lu.compute(p->phi_selected);
+  if (!std::isfinite(p->maxvol.log_abs_det)) {
+    return absl::FailedPreconditionError(
+        "method supercages: the cage coordinates of the mesh are rank-deficient (no invertible "
+        "MaxVol submatrix); is the mesh degenerate relative to the cage?");
+  }
+  if (progress) progress(1.0);
+  return std::shared_ptr<const Prepared>(std::move(p));
+}
+
+namespace {
+
+class SuperCagesDeformer final : public Deformer {
+ public:
+  SuperCagesDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
+                     const DeformerConfig& config)
+      : rig_(std::move(rig)),
+        prep_(std::static_pointer_cast<const SuperCagesPrepared>(prepared)),
+        config_(config),
+        pose_(RestPose(rig_->skeleton)),
+        cage_(prep_->rest_cage.vertices),
+        world_(rig_->joint_count()),
+        transforms_(rig_->joint_count()),
+        matrices_(rig_->joint_count()),
+        dual_quats_(rig_->joint_count()),
+        joints_(3, static_cast<Eigen::Index>(rig_->joint_count())),
+        rest_mesh_(rig_->positions.size()) {
+    if (pose_.scales.empty()) pose_.scales.assign(rig_->joint_count(), 1.0f);
+  }
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    const Rig& rig = *rig_;
+    if (frame.pose) {
+      if (auto st = ValidatePose(*frame.pose, rig.joint_count()); !st.ok()) return st;
+    }
+    if (auto st = ValidateCageFrames(rig, frame.cages); !st.ok()) return st;
+    for (size_t i = 0; i < frame.cages.size(); ++i) {
+      if (frame.cages[i].cage != prep_->cage) {
+        return absl::InvalidArgumentError(absl::StrCat("cages[", i, "].cage: this session's rest cage is cage ", prep_->cage));
+      }
+    }
+    if (frame.posed_cage) {
+      const CageFrame& pc = *frame.posed_cage;
+      if (pc.cage != prep_->cage) {
+        return absl::InvalidArgumentError(absl::StrCat("posed_cage.cage: this session's cage is cage ", prep_->cage));
+      }
+      const std::span<const CageFrame> one(&pc, 1);
+      if (auto st = ValidateCageFrames(rig, one); !st.ok()) {
+        return absl::InvalidArgumentError(absl::StrReplaceAll(st.message(), {{"cages[0]", "posed_cage"}}));
+      }
+    }
+    // 1. Skeleton pose (kept for frames without one).
+    if (frame.pose) {
+      pose_.space = frame.pose->space;
+      pose_.rotations = frame.pose->rotations;
+      pose_.translations = frame.pose->translations;
+      if (frame.pose->scales.empty()) pose_.scales.assign(rig.joint_count(), 1.0f);
+      else pose_.scales = frame.pose->scales;
+    }
+    // 2. Rest cage.
+    if (!frame.cages.empty()) ResolveCage(rig.cages[prep_->cage], frame.cages[0], cage_);
+    UpdateTransforms();
+    // 3. Posed-cage edit → rest-cage edit (reverse cage deformer).
+    if (frame.posed_cage) {
+      SelectedPosedMesh(selected_);
+      posed_cage_ = prep_->phi_selected_lu.solve(selected_);  // current C' (c x 3)
+      Eigen::MatrixXd target(posed_cage_.rows(), 3);
+      const CageFrame& pc = *frame.posed_cage;
+      for (Eigen::Index k = 0; k < target.rows(); ++k) {
+        for (int d = 0; d < 3; ++d) {
+          const double v = pc.positions[3 * k + d];
+          target(k, d) = pc.mode == CageInputMode::kOffsets ? posed_cage_(k, d) + v : v;
+        }
+      }
+      ReverseCage(target - posed_cage_);
+      UpdateTransforms();
+    }
+    // 4. Rest mesh from the cage, then skinning.
+    delta_ = cage_ - prep_->rest_cage.vertices;
+    ApplyCageCoordinates(prep_->phi, rig.positions, delta_, rest_mesh_, pool);
+    if (config_.skinning == Method::kLbs) {
+      for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms_[j].cast<float>();
+      LinearBlendSkinning(rest_mesh_, rig.weights, matrices_, out, pool);
+    } else {
+      ToDualQuats(transforms_, dual_quats_);
+      DualQuaternionSkinning(rest_mesh_, rig.weights, dual_quats_, out, pool);
+    }
+    // The posed cage is fitted to the MaxVol rows of the skin, evaluated in double precision so
+    // that the loop C' -> C -> M' -> C' is exact up to rounding.
+    SelectedPosedMesh(selected_);
+    posed_cage_valid_ = false;
+    return absl::OkStatus();
+  }
+
+  absl::Status Extras(const FrameExtras& extras) const override {
+    auto put = [](const auto& m, std::vector<float>* out, bool columns_are_points) {
+      out->clear();
+      if (columns_are_points) {
+        for (Eigen::Index i = 0; i < m.cols(); ++i) {
+          for (int d = 0; d < 3; ++d) out->push_back(float(m(d, i)));
+        }
+      } else {
+        for (Eigen::Index i = 0; i < m.rows(); ++i) {
+          for (int d = 0; d < 3; ++d) out->push_back(float(m(i, d)));
+        }
+      }
+    };
+    if (extras.posed_cage) {
+      if (!posed_cage_valid_) {
+        posed_cage_ = prep_->phi_selected_lu.solve(selected_);
+        posed_cage_valid_ = true;
+      }
+      put(posed_cage_, extras.posed_cage, false);
+    }
+    if (extras.rest_cage) put(cage_, extras.rest_cage, true);
+    if (extras.joints) put(joints_, extras.joints, true);
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + selected_.size() +
+                                             posed_cage_.size() + system_.size() + joints_.size()) +
+           sizeof(float) * rest_mesh_.size() +
+           transforms_.size() * (sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat) + sizeof(Similarity));
+  }
+
+ private:
+  // Skinning transforms from the current pose and rest cage (see the header).
+  void UpdateTransforms() {
+    const Skeleton& sk = rig_->skeleton;
+    SkinningTransforms(sk, pose_, world_, transforms_);
+    const Eigen::Matrix3Xd& a0 = prep_->rest_joints;
+    if (prep_->psi.size() == 0) {
+      for (size_t j = 0; j < sk.size(); ++j) joints_.col(static_cast<Eigen::Index>(j)) = world_[j].translation;
+      return;
+    }
+    // A = A0 + (C − C0) Ψᵀ, exact at C = C0.
+    rest_joints_ = a0 + (cage_ - prep_->rest_cage.vertices) * prep_->psi.transpose();
+    for (int32_t j : sk.order) {
+      const Eigen::Index ji = j;
+      const Eigen::Matrix3d rj = transforms_[j].leftCols<3>();
+      const int32_t f = sk.parents[j];
+      Eigen::Vector3d p;
+      if (f < 0) {
+        const Eigen::Vector3d motion = rj * a0.col(ji) + transforms_[j].col(3) - a0.col(ji);
+        p = rest_joints_.col(ji) + motion;
+      } else {
+        p = joints_.col(f) + transforms_[f].leftCols<3>() * (rest_joints_.col(ji) - rest_joints_.col(f));
+      }
+      joints_.col(ji) = p;
+      transforms_[j].col(3) = p - rj * rest_joints_.col(ji);
+    }
+  }
+
+  // Posed positions of the MaxVol rows (c x 3), in double, with the session's skinning.
+  void SelectedPosedMesh(Eigen::MatrixXd& out) {
+    const Rig& rig = *rig_;
+    const auto& rows = prep_->maxvol.rows;
+    out.resize(static_cast<Eigen::Index>(rows.size()), 3);
+    if (config_.skinning == Method::kDqs) ToDualQuats(transforms_, dual_quats_);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const size_t v = rows[r];
+      const Eigen::Vector3d rest =
+          Eigen::Vector3d(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]) +
+          (cage_ - prep_->rest_cage.vertices) * prep_->phi.row(static_cast<Eigen::Index>(v)).transpose();
+      Eigen::Vector3d posed = Eigen::Vector3d::Zero();
+      if (config_.skinning == Method::kLbs) {
+        for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
+          const Affine34d& t = transforms_[rig.weights.joints[e]];
+          posed += rig.weights.weights[e] * (t.leftCols<3>() * rest + t.col(3));
+        }
+      } else {
+        posed = DqsPoint(v, rest);
+      }
+      out.row(static_cast<Eigen::Index>(r)) = posed.transpose();
+    }
+  }
+
+  // Dual quaternion skinning of one vertex in double precision (as DualQuaternionSkinning).
+  Eigen::Vector3d DqsPoint(size_t v, const Eigen::Vector3d& p) const {
+    const Rig& rig = *rig_;
+    const uint32_t e0 = rig.weights.offsets[v], e1 = rig.weights.offsets[v + 1];
+    const float* pivot = dual_quats_[rig.weights.joints[e0]].v;
+    double b[8] = {}, s = 0;
+    for (uint32_t e = e0; e < e1; ++e) {
+      const DualQuat& q = dual_quats_[rig.weights.joints[e]];
+      const double dot = double(q.v[0]) * pivot[0] + double(q.v[1]) * pivot[1] + double(q.v[2]) * pivot[2] + double(q.v[3]) * pivot[3];
+      const double w = dot < 0 ? -rig.weights.weights[e] : rig.weights.weights[e];
+      for (int k = 0; k < 8; ++k) b[k] += w * q.v[k];
+      s += rig.weights.weights[e] * q.scale;
+    }
+    const double n = std::sqrt(b[0] * b[0] + b[1] * b[1] + b[2] * b[2] + b[3] * b[3]);
+    const Eigen::Quaterniond r(b[3] / n, b[0] / n, b[1] / n, b[2] / n);
+    const Eigen::Quaterniond d(b[7] / n, b[4] / n, b[5] / n, b[6] / n);
+    const Eigen::Vector3d t = 2 * (d * r.conjugate()).vec();
+    return r * (s * p) + t;
+  }
+
+  // Solves (R̃ Φ̃ + Ω̃ D Ψ) ∂C = Φ̃ ∂C' and adds ∂C to the rest cage.
+  void ReverseCage(const Eigen::MatrixXd& posed_delta /* c x 3 */) {
+    const Rig& rig = *rig_;
+    const Skeleton& sk = rig.skeleton;
+    const auto& rows = prep_->maxvol.rows;
+    const Eigen::Index c = static_cast<Eigen::Index>(rows.size());
+    const Eigen::Index s = static_cast<Eigen::Index>(sk.size());
+    system_.setZero(3 * c, 3 * c);
+    // G = D (Ψ ⊗ I): ∂T (3s) as a function of ∂C (3c), top-down (root: (I − T_r^r) ∂a_r;
+    // child: ∂T_f + (T_f^r − T_j^r) ∂a_j).
+    const bool updater = prep_->psi.size() > 0;
+    if (updater) {
+      g_.setZero(3 * s, 3 * c);
+      for (int32_t j : sk.order) {
+        const int32_t f = sk.parents[j];
+        const Eigen::Matrix3d rj = transforms_[j].leftCols<3>();
+        const Eigen::Matrix3d m = f < 0 ? Eigen::Matrix3d(Eigen::Matrix3d::Identity() - rj)
+                                        : Eigen::Matrix3d(transforms_[f].leftCols<3>() - rj);
+        if (f >= 0) g_.middleRows(3 * j, 3) = g_.middleRows(3 * f, 3);
+        for (Eigen::Index k = 0; k < c; ++k) g_.block(3 * j, 3 * k, 3, 3) += prep_->psi(j, k) * m;
+      }
+    }
+    for (Eigen::Index r = 0; r < c; ++r) {
+      const size_t v = rows[r];
+      Eigen::Matrix3d rv = Eigen::Matrix3d::Zero();
+      for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
+        const double w = rig.weights.weights[e];
+        rv += w * transforms_[rig.weights.joints[e]].leftCols<3>();
+        if (updater) system_.middleRows(3 * r, 3) += w * g_.middleRows(3 * rig.weights.joints[e], 3);
+      }
+      for (Eigen::Index k = 0; k < c; ++k) system_.block(3 * r, 3 * k, 3, 3) += prep_->phi_selected(r, k) * rv;
+    }
+    Eigen::VectorXd rhs(3 * c);
+    const Eigen::MatrixXd mapped = prep_->phi_selected * posed_delta;  // c x 3
+    for (Eigen::Index r = 0; r < c; ++r) rhs.segment<3>(3 * r) = mapped.row(r).transpose();
+    const Eigen::VectorXd dc = system_.partialPivLu().solve(rhs);
+    for (Eigen::Index k = 0; k < c; ++k) cage_.col(k) += dc.segment<3>(3 * k);
+  }
+
+  std::shared_ptr<const Rig> rig_;
+  std::shared_ptr<const SuperCagesPrepared> prep_;
+  DeformerConfig config_;
+  Pose pose_;                // the last pose received (rest pose at first)
+  Eigen::Matrix3Xd cage_;    // the session's rest cage C
+  std::vector<Similarity> world_;
+  std::vector<Affine34d> transforms_;
+  std::vector<Affine34f> matrices_;
+  mutable std::vector<DualQuat> dual_quats_;
+  Eigen::Matrix3Xd rest_joints_;  // A
+  Eigen::Matrix3Xd joints_;       // current joint positions p
+  Eigen::Matrix3Xd delta_;
+  std::vector<float> rest_mesh_;  // M = M0 + Φ (C − C0)
+  Eigen::MatrixXd selected_;      // posed positions of the MaxVol rows (c x 3)
+  mutable Eigen::MatrixXd posed_cage_;
+  mutable bool posed_cage_valid_ = false;
+  Eigen::MatrixXd system_, g_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateSuperCagesDeformer(
+    std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
+    const DeformerConfig& config) {
+  if (auto st = SkeletalDeformer::CheckRig(*rig, "supercages"); !st.ok()) return st;
+  if (!prepared) return absl::InternalError("supercages deformer created without its precomputation");
+  if (config.skinning == Method::kDqs && !rig->skeleton.inverse_bind_is_similarity) {
+    return absl::FailedPreconditionError("method supercages with DQS needs similarity inverse binds; use LBS");
+  }
+  return std::make_unique<SuperCagesDeformer>(std::move(rig), std::move(prepared), config);
+}
+
+}  // namespace sinew

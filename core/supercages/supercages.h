@@ -1,0 +1,73 @@
+// SuperCages (Corda et al. 2020; seed 004, chapters 3–4): a skeleton and a cage coupled on one
+// character.
+//
+//   rest cage C ──Φ──▶ rest mesh M = M0 + Φ (C − C0)           (cage coordinates, MVC)
+//        │                                    │
+//        └──Ψ──▶ rest joints A = A0 + Ψ (C − C0)   (skeleton updater, SKELUP)
+//                                             ▼
+//   pose (rotations, root motion) + A ──▶ skinning transforms 𝒯 ──LBS/DQS──▶ posed mesh M'
+//                                             ▼
+//   posed cage C' = Φ̃⁻¹ M̃'   (cage updater, CAGEUP: MaxVol rows of Φ, square and exact)
+//
+// and the reverse cage deformer (CAGEREV) turns an edit ∂C' of the posed cage into the rest-cage
+// edit ∂C that produces it, by solving (R̃ Φ̃ + Ω̃ D Ψ) ∂C = Φ̃ ∂C' (thesis eq. 3.12, exact for
+// LBS, the LBS approximation for DQS). A frame applies, in the thesis' order: the skeleton pose,
+// then the rest cage (absolute or offsets from C0), then the posed-cage edit; the session keeps
+// its rest cage and last pose.
+//
+// Skinning transforms keep the pose's rotations (and the root's motion); translations are
+// recomputed top-down from the updated rest joints so that bones keep the updated rest lengths
+// (thesis §3.2): T_j^r = rotation part, p_root = a_root + root motion,
+// p_j = p_parent + T_parent^r (a_j − a_parent), T_j^t = p_j − T_j^r a_j. Children's pose
+// translations are therefore not used.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <Eigen/LU>
+
+#include "core/cage/cage_deformer.h"
+#include "core/supercages/maxvol.h"
+
+namespace sinew {
+
+struct SuperCagesPrepared final : Prepared {
+  uint32_t cage = 0;
+  CageGeometry rest_cage;        // C0, 3 x c
+  RowMatrixXd phi;               // m x c: MVC of the rest mesh w.r.t. C0
+  RowMatrixXd psi;               // s x c: skeleton-updater weights (empty: updater off)
+  MaxVolResult maxvol;           // c rows of Φ for the cage updater
+  Eigen::MatrixXd phi_selected;  // Φ̃, c x c
+  Eigen::PartialPivLU<Eigen::MatrixXd> phi_selected_lu;
+  Eigen::Matrix3Xd rest_joints;  // A0, 3 x s: joint positions of the bind pose
+  // Skeleton updater diagnostics: worst linear-precision error of a Ψ row (model units) and how
+  // many joints fell back from localised maximum entropy coordinates to plain MVC of the cage.
+  double psi_max_error = 0;
+  int psi_fallbacks = 0;
+
+  size_t Bytes() const override;
+};
+
+// Key: cage index, updater on/off and its localisation exponent.
+std::string SuperCagesKey(const DeformerConfig& config);
+
+// Φ, Ψ (when the updater is on), the MaxVol selection and its factorisation.
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig,
+                                                                  const DeformerConfig& config,
+                                                                  ThreadPool* pool,
+                                                                  const ProgressFn& progress);
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateSuperCagesDeformer(
+    std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
+    const DeformerConfig& config);
+
+// Skeleton-updater weights Ψ (s x c) for `rig` and cage geometry with coordinates Φ of the rest
+// mesh: localised MVC of each rest joint w.r.t. the skin, transferred to the cage and projected
+// to maximum entropy coordinates (thesis eqs. 3.3–3.5). Exposed for tests.
+RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, const RowMatrixXd& phi,
+                                   const Eigen::Matrix3Xd& rest_joints, double exponent,
+                                   double* max_error, int* fallbacks);
+
+}  // namespace sinew

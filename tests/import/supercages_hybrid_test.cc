@@ -1,0 +1,255 @@
+// SuperCages on the Arm rig of the thesis (../shared/data/supercages-arm): the coupled
+// skeleton + cage deformer's properties — rest state, composition order, an idempotent update
+// loop, the reverse cage deformer reproducing a requested posed cage, the skeleton updater's
+// linear precision and affine covariance, constant bone lengths through the Arm's clips.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "clients/import/supercages.h"
+#include "core/deformer/deformer.h"
+#include "core/supercages/supercages.h"
+
+namespace sinew {
+namespace {
+
+const std::string kArmDir = std::string(SINEW_SHARED_DATA) + "/supercages-arm";
+
+class Arm : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::filesystem::exists(kArmDir + "/arm.obj")) return;
+    auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
+    ASSERT_TRUE(sc.ok()) << sc.status();
+    auto rig = BuildRig(sc->rig);
+    ASSERT_TRUE(rig.ok()) << rig.status();
+    rig_ = std::make_shared<const Rig>(std::move(*rig));
+    clip_ = new Clip(sc->skeleton_clip);
+    cage_clip_ = new CageClip(sc->cage_clip);
+  }
+  static void TearDownTestSuite() {
+    rig_.reset();
+    delete clip_;
+    delete cage_clip_;
+  }
+  void SetUp() override {
+    if (!rig_) GTEST_SKIP() << "Arm data not found in " << kArmDir;
+  }
+
+  static std::unique_ptr<Deformer> Make(Method method, Method skinning = Method::kLbs, bool updater = true) {
+    DeformerConfig config;
+    config.method = method;
+    config.skinning = skinning;
+    config.skeleton_updater = updater;
+    auto d = CreateDeformer(rig_, config);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return std::move(*d);
+  }
+  static std::shared_ptr<const SuperCagesPrepared> Prep(bool updater = true) {
+    DeformerConfig config;
+    config.method = Method::kSuperCages;
+    config.skeleton_updater = updater;
+    auto p = PrepareSuperCages(*rig_, config, nullptr, {});
+    EXPECT_TRUE(p.ok()) << p.status();
+    return std::static_pointer_cast<const SuperCagesPrepared>(*p);
+  }
+  static double D() { return rig_->bbox_diagonal(); }
+  static CageFrame Offsets(const std::vector<float>& offsets) {
+    return CageFrame{0, CageInputMode::kOffsets, offsets};
+  }
+  static std::vector<float> Run(Deformer& d, const FrameInput& in) {
+    std::vector<float> out(rig_->positions.size());
+    const absl::Status st = d.Deform(in, out, nullptr);
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  }
+  static double MaxDiff(std::span<const float> a, std::span<const float> b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+    return m;
+  }
+
+  static std::shared_ptr<const Rig> rig_;
+  static Clip* clip_;
+  static CageClip* cage_clip_;
+};
+std::shared_ptr<const Rig> Arm::rig_;
+Clip* Arm::clip_ = nullptr;
+CageClip* Arm::cage_clip_ = nullptr;
+
+TEST_F(Arm, RestPoseAndRestCageReturnTheRestMesh) {
+  for (Method skinning : {Method::kLbs, Method::kDqs}) {
+    auto d = Make(Method::kSuperCages, skinning);
+    const Pose rest = RestPose(rig_->skeleton);
+    EXPECT_LE(MaxDiff(Run(*d, {&rest, {}}), rig_->positions), 1e-6 * D());
+  }
+  auto mvc = Make(Method::kCageMvc);
+  const CageFrame zero = Offsets(std::vector<float>(rig_->cages[0].positions.size(), 0.f));
+  EXPECT_LE(MaxDiff(Run(*mvc, {nullptr, std::span(&zero, 1)}), rig_->positions), 1e-6 * D());
+}
+
+// Composition order (thesis §2.4): a cage edit alone deforms like the cage; a pose alone like
+// plain skinning.
+TEST_F(Arm, CageOnlyEqualsCageDeformerAndPoseOnlyEqualsSkinning) {
+  Pose pose;
+  SampleClip(*clip_, rig_->skeleton, 4.2, pose);
+  std::vector<float> offsets;
+  SampleCageClip(*cage_clip_, 1.5, offsets);
+  const CageFrame cage = Offsets(offsets);
+
+  auto hybrid = Make(Method::kSuperCages, Method::kLbs, /*updater=*/false);
+  auto mvc = Make(Method::kCageMvc);
+  const Pose rest = RestPose(rig_->skeleton);
+  EXPECT_LE(MaxDiff(Run(*hybrid, {&rest, std::span(&cage, 1)}), Run(*mvc, {nullptr, std::span(&cage, 1)})), 1e-5 * D());
+
+  auto hybrid2 = Make(Method::kSuperCages);
+  auto lbs = Make(Method::kLbs);
+  EXPECT_LE(MaxDiff(Run(*hybrid2, {&pose, {}}), Run(*lbs, {&pose, {}})), 1e-5 * D());
+}
+
+// Running the update loop again with the same inputs changes nothing.
+TEST_F(Arm, UpdateLoopIsIdempotent) {
+  auto d = Make(Method::kSuperCages);
+  Pose pose;
+  SampleClip(*clip_, rig_->skeleton, 6.0, pose);
+  std::vector<float> offsets;
+  SampleCageClip(*cage_clip_, 1.2, offsets);
+  const CageFrame cage = Offsets(offsets);
+  std::vector<float> c1, c2, r1, r2, j1, j2;
+  const auto first = Run(*d, {&pose, std::span(&cage, 1)});
+  ASSERT_TRUE(d->Extras({&c1, &r1, &j1}).ok());
+  const auto second = Run(*d, {&pose, std::span(&cage, 1)});
+  ASSERT_TRUE(d->Extras({&c2, &r2, &j2}).ok());
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(c1, c2);
+  EXPECT_EQ(r1, r2);
+  EXPECT_EQ(j1, j2);
+  // A posed-cage "edit" to the current posed cage is no edit.
+  const CageFrame same{0, CageInputMode::kAbsolute, c1};
+  const auto third = Run(*d, {nullptr, {}, &same});
+  EXPECT_LE(MaxDiff(third, first), 1e-6 * D());
+  ASSERT_TRUE(d->Extras({nullptr, &r2, nullptr}).ok());
+  EXPECT_LE(MaxDiff(r1, r2), 1e-6 * D());
+}
+
+// With LBS and MaxVol the reverse cage deformer is exact: after an edit of the posed cage, the
+// loop C' -> C -> S -> S' -> M' -> C' returns the requested posed cage (thesis §3.3; here up to
+// the float32 the cage is returned in). At the rest pose ∂C = ∂C'.
+TEST_F(Arm, ReverseCageDeformerReproducesRequestedPosedCage) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const size_t c = rig_->cages[0].vertex_count();
+  for (double t : {0.0, 3.0, 5.5, 8.0}) {
+    auto d = Make(Method::kSuperCages);
+    Pose pose;
+    SampleClip(*clip_, rig_->skeleton, t, pose);
+    Run(*d, {&pose, {}});
+    std::vector<float> posed, rest_before, rest_after;
+    ASSERT_TRUE(d->Extras({&posed, &rest_before, nullptr}).ok());
+    // Move every posed-cage vertex by up to 5 % of the diagonal.
+    std::vector<float> edit(3 * c), target(3 * c);
+    for (size_t i = 0; i < 3 * c; ++i) {
+      edit[i] = float(0.05 * D()) * u(rng);
+      target[i] = posed[i] + edit[i];
+    }
+    const CageFrame request{0, CageInputMode::kOffsets, edit};
+    Run(*d, {nullptr, {}, &request});
+    std::vector<float> got;
+    ASSERT_TRUE(d->Extras({&got, &rest_after, nullptr}).ok());
+    EXPECT_LE(MaxDiff(got, target), 1e-6 * D()) << "t = " << t;
+    if (t == 0.0) {  // rest pose: the rest cage moved exactly as the posed one
+      for (size_t i = 0; i < 3 * c; ++i) EXPECT_NEAR(rest_after[i] - rest_before[i], edit[i], 1e-5 * D());
+    }
+  }
+}
+
+// With DQS the reverse deformer uses the LBS linearisation (thesis §3.3); the error is reported.
+TEST_F(Arm, ReverseCageDeformerWithDqsIsCloseToTheRequest) {
+  auto d = Make(Method::kSuperCages, Method::kDqs);
+  Pose pose;
+  SampleClip(*clip_, rig_->skeleton, 5.5, pose);
+  Run(*d, {&pose, {}});
+  std::vector<float> posed;
+  ASSERT_TRUE(d->Extras({&posed, nullptr, nullptr}).ok());
+  std::vector<float> edit(posed.size());
+  for (size_t i = 0; i < edit.size(); ++i) edit[i] = float(0.01 * D() * std::sin(double(i)));
+  const CageFrame request{0, CageInputMode::kOffsets, edit};
+  Run(*d, {nullptr, {}, &request});
+  std::vector<float> got;
+  ASSERT_TRUE(d->Extras({&got, nullptr, nullptr}).ok());
+  double err = 0;
+  for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(double(got[i]) - (posed[i] + edit[i])));
+  std::printf("DQS reverse-deformer error for a 1%%-of-D edit: %.3g (%.3g of D)\n", err, err / D());
+  EXPECT_LT(err, 0.01 * D());
+}
+
+// Skeleton updater: Ψ rows are coordinates (Σ = 1) with linear precision (Ψ C0 = A0), so an
+// affine map of the rest cage maps the rest joints by the same map.
+TEST_F(Arm, SkeletonUpdaterHasLinearPrecisionAndAffineCovariance) {
+  auto p = Prep();
+  ASSERT_EQ(p->psi.rows(), static_cast<Eigen::Index>(rig_->joint_count()));
+  const Eigen::Matrix3Xd a = p->rest_cage.vertices * p->psi.transpose();
+  for (Eigen::Index j = 0; j < p->psi.rows(); ++j) {
+    EXPECT_NEAR(p->psi.row(j).sum(), 1.0, 1e-9) << "joint " << j;
+    EXPECT_LE((a.col(j) - p->rest_joints.col(j)).norm(), 1e-6 * D()) << "joint " << j;
+  }
+  std::printf("skeleton updater: worst MEC linear-precision error %.3g, %d joints fell back\n",
+              p->psi_max_error, p->psi_fallbacks);
+  Eigen::Matrix3d lin;
+  lin << 1.2, 0.1, 0, -0.2, 0.9, 0.3, 0.05, 0, 1.1;
+  const Eigen::Vector3d shift(3, -2, 5);
+  const Eigen::Matrix3Xd mapped = (lin * p->rest_cage.vertices).colwise() + shift;
+  const Eigen::Matrix3Xd joints = mapped * p->psi.transpose();
+  const Eigen::Matrix3Xd expect = (lin * p->rest_joints).colwise() + shift;
+  EXPECT_LE((joints - expect).cwiseAbs().maxCoeff(), 1e-6 * D());
+}
+
+// The cage updater's rows: no single row swap grows |det Φ̃| by more than 1 + δ; and a mesh the
+// cage can produce is fitted exactly.
+TEST_F(Arm, MaxVolSelectionIsDominantAndCageUpdaterIsExact) {
+  auto p = Prep(false);
+  EXPECT_LE(p->maxvol.dominance, 1.01 + 1e-9);
+  std::printf("MaxVol: %zu rows, log|det| = %.3f, %d swaps, max|B| = %.5f\n", p->maxvol.rows.size(),
+              p->maxvol.log_abs_det, p->maxvol.swaps, p->maxvol.dominance);
+  // M' = Φ C* for a random cage C*: Φ̃⁻¹ M̃' = C*.
+  Eigen::MatrixXd target = p->rest_cage.vertices.transpose() + 0.05 * D() * Eigen::MatrixXd::Random(p->rest_cage.vertices.cols(), 3);
+  Eigen::MatrixXd rows(p->maxvol.rows.size(), 3);
+  for (size_t r = 0; r < p->maxvol.rows.size(); ++r) rows.row(r) = p->phi.row(p->maxvol.rows[r]) * target;
+  EXPECT_LE((p->phi_selected_lu.solve(rows) - target).cwiseAbs().maxCoeff(), 1e-8 * D());
+}
+
+// Through the Arm's skeleton clip and cage clip together (hybrid), bones keep the lengths of
+// the (cage-updated) rest skeleton at every frame.
+TEST_F(Arm, ClipsKeepBoneLengths) {
+  auto d = Make(Method::kSuperCages);
+  auto rest = Make(Method::kSuperCages);  // the same cage at the rest pose: the rest skeleton
+  Pose pose;
+  std::vector<float> offsets, joints, rest_joints;
+  const double duration = std::max(clip_->duration, cage_clip_->duration());
+  for (double t = 0; t <= duration; t += 0.25) {
+    SampleClip(*clip_, rig_->skeleton, t, pose);
+    SampleCageClip(*cage_clip_, t, offsets);
+    const CageFrame cage = Offsets(offsets);
+    const auto out = Run(*d, {&pose, std::span(&cage, 1)});
+    ASSERT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+    ASSERT_TRUE(d->Extras({nullptr, nullptr, &joints}).ok());
+    const Pose rp = RestPose(rig_->skeleton);
+    Run(*rest, {&rp, std::span(&cage, 1)});
+    ASSERT_TRUE(rest->Extras({nullptr, nullptr, &rest_joints}).ok());
+    for (size_t j = 0; j < rig_->joint_count(); ++j) {
+      const int32_t f = rig_->skeleton.parents[j];
+      if (f < 0) continue;
+      auto len = [&](const std::vector<float>& p) {
+        return std::sqrt(std::pow(p[3 * j] - p[3 * f], 2) + std::pow(p[3 * j + 1] - p[3 * f + 1], 2) +
+                         std::pow(p[3 * j + 2] - p[3 * f + 2], 2));
+      };
+      EXPECT_NEAR(len(joints), len(rest_joints), 1e-4 * std::max(1.0, len(rest_joints))) << "t " << t << " joint " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sinew

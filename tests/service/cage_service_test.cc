@@ -1,0 +1,179 @@
+// Cage and SuperCages sessions through a real server: the Arm rig with its cage plays in
+// skeleton-only, cage-only and hybrid modes; preparations are shared and visible; bad cage
+// frames and cages that do not enclose the mesh give precise errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "clients/import/supercages.h"
+#include "clients/lib/client.h"
+#include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
+
+namespace sinew::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kArmDir = std::string(SINEW_SHARED_DATA) + "/supercages-arm";
+
+class CageService : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kArmDir + "/arm.obj")) GTEST_SKIP() << "Arm data not found in " << kArmDir;
+    auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
+    ASSERT_TRUE(sc.ok()) << sc.status();
+    arm_ = std::move(*sc);
+    server_ = std::make_unique<ServerProcess>();
+    ASSERT_TRUE(server_->started());
+    client_ = std::make_unique<client::Client>(server_->target());
+    auto up = client_->UploadRig(client::RigToProto(arm_.rig));
+    ASSERT_TRUE(up.ok()) << up.status();
+    rig_id_ = up->rig_id();
+    EXPECT_EQ(up->info().cage_count(), 1u);
+  }
+  void TearDown() override {
+    if (server_) {
+      EXPECT_EQ(server_->Terminate(), 0);
+    }
+  }
+  absl::StatusOr<v1::Session> Open(v1::Method method) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig_id_);
+    req.mutable_deformer()->set_method(method);
+    return client_->CreateSession(req);
+  }
+  v1::DeformRequest Frame(const std::string& session, double t, bool pose, bool cage) {
+    v1::DeformRequest r;
+    r.set_session_id(session);
+    if (pose) {
+      auto rig = BuildRig(arm_.rig);
+      Pose p;
+      SampleClip(arm_.skeleton_clip, rig->skeleton, t, p);
+      client::PoseToProto(p, *r.mutable_pose());
+    }
+    if (cage) {
+      std::vector<float> offsets;
+      SampleCageClip(arm_.cage_clip, t, offsets);
+      v1::CagePose* c = r.add_cages();
+      c->set_input(v1::CAGE_INPUT_OFFSETS);
+      c->set_positions(offsets.data(), offsets.size() * 4);
+    }
+    return r;
+  }
+
+  SuperCagesRig arm_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<client::Client> client_;
+  std::string rig_id_;
+};
+
+TEST_F(CageService, ArmPlaysInSkeletonCageAndHybridModes) {
+  struct Mode {
+    v1::Method method;
+    bool pose, cage;
+  };
+  for (Mode mode : {Mode{v1::METHOD_LBS, true, false}, Mode{v1::METHOD_CAGE_MVC, false, true},
+                    Mode{v1::METHOD_CAGE_GREEN, false, true}, Mode{v1::METHOD_SUPERCAGES, true, true}}) {
+    auto s = Open(mode.method);
+    ASSERT_TRUE(s.ok()) << v1::Method_Name(mode.method) << ": " << s.status();
+    auto stream = client_->OpenStream();
+    for (double t = 0; t <= 3.0; t += 0.5) {
+      v1::DeformRequest r = Frame(s->session_id(), t, mode.pose, mode.cage);
+      if (mode.method == v1::METHOD_SUPERCAGES) {
+        r.mutable_outputs()->set_posed_cage(true);
+        r.mutable_outputs()->set_joints(true);
+      }
+      ASSERT_TRUE(stream->Write(r));
+      v1::DeformResponse resp;
+      ASSERT_TRUE(stream->Read(&resp));
+      ASSERT_FALSE(resp.has_error()) << v1::Method_Name(mode.method) << " t=" << t << ": " << resp.error().message();
+      std::vector<float> xyz;
+      ASSERT_TRUE(client::DecodePositions(resp, xyz).ok());
+      ASSERT_EQ(xyz.size(), arm_.rig.rig.positions.size());
+      EXPECT_TRUE(std::all_of(xyz.begin(), xyz.end(), [](float x) { return std::isfinite(x); }));
+      if (mode.method == v1::METHOD_SUPERCAGES) {
+        EXPECT_EQ(resp.posed_cage().size(), arm_.rig.rig.cages[0].positions.size() * 4);
+        EXPECT_EQ(resp.joints().size(), arm_.rig.rig.joint_count() * 12);
+      }
+    }
+    EXPECT_TRUE(stream->Close().ok());
+  }
+  // Cage coordinates were computed once per rig and method, and are visible with their cost.
+  auto info = client_->GetRig(rig_id_);
+  ASSERT_TRUE(info.ok());
+  std::vector<std::string> keys;
+  for (const auto& p : info->preparations()) {
+    keys.push_back(p.key());
+    EXPECT_TRUE(p.done());
+    EXPECT_GT(p.bytes(), 0u);
+    EXPECT_TRUE(p.error().empty()) << p.error();
+  }
+  EXPECT_THAT(keys, ::testing::UnorderedElementsAre(HasSubstr("cage-mvc"), HasSubstr("cage-green"), HasSubstr("supercages")));
+  EXPECT_GT(info->resident_bytes(), 2089u * 58 * 8);
+}
+
+TEST_F(CageService, BadCageFramesNameTheField) {
+  auto s = Open(v1::METHOD_CAGE_MVC);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto expect = [&](const v1::DeformRequest& r, absl::StatusCode code, const std::string& text) {
+    const absl::Status st = client_->Deform(r).status();
+    EXPECT_EQ(st.code(), code) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(text));
+  };
+  v1::DeformRequest r = Frame(s->session_id(), 0, false, true);
+  {
+    v1::DeformRequest bad = r;
+    bad.mutable_cages(0)->mutable_positions()->resize(12 * 57);
+    expect(bad, absl::StatusCode::kInvalidArgument, "cages[0].positions: 57 vertices, cage 0 has 58");
+  }
+  {
+    v1::DeformRequest bad = r;
+    const float nan = std::nanf("");
+    std::memcpy(bad.mutable_cages(0)->mutable_positions()->data() + 12 * 3 + 4, &nan, 4);
+    expect(bad, absl::StatusCode::kInvalidArgument, "cages[0].positions[3]: coordinate y is not finite");
+  }
+  {
+    v1::DeformRequest bad = r;
+    bad.mutable_cages(0)->set_cage(2);
+    expect(bad, absl::StatusCode::kInvalidArgument, "cages[0].cage: index 2 but the rig has 1 cages");
+  }
+  {
+    v1::DeformRequest bad = Frame(s->session_id(), 0, true, true);
+    expect(bad, absl::StatusCode::kInvalidArgument, "pose: method cage-mvc takes no skeleton pose");
+  }
+  {
+    v1::DeformRequest bad = r;
+    bad.mutable_outputs()->set_posed_cage(true);
+    expect(bad, absl::StatusCode::kFailedPrecondition, "outputs:");
+  }
+  auto sc = Open(v1::METHOD_SUPERCAGES);
+  ASSERT_TRUE(sc.ok());
+  {
+    v1::DeformRequest bad = Frame(sc->session_id(), 0, true, false);
+    bad.mutable_posed_cage()->set_positions(std::string(12 * 10, '\0'));
+    expect(bad, absl::StatusCode::kInvalidArgument, "posed_cage.positions: 10 vertices, cage 0 has 58");
+  }
+}
+
+TEST_F(CageService, CageThatDoesNotEncloseTheMeshIsRejectedAtUpload) {
+  RigInput rig = arm_.rig;
+  // Shrink the cage to half its size about its centre: most of the arm is now outside.
+  auto& p = rig.rig.cages[0].positions;
+  Eigen::Vector3d centre = Eigen::Vector3d::Zero();
+  for (size_t i = 0; i < p.size(); i += 3) centre += Eigen::Vector3d(p[i], p[i + 1], p[i + 2]);
+  centre /= double(p.size() / 3);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = float(centre[i % 3] + 0.5 * (p[i] - centre[i % 3]));
+  const absl::Status st = client_->UploadRig(client::RigToProto(rig)).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()), ::testing::MatchesRegex(".*rig\\.mesh\\.positions\\[[0-9]+\\]: point .* lies outside rig\\.cages\\[0\\].*"));
+  // An open cage names a face.
+  RigInput open = arm_.rig;
+  open.rig.cages[0].triangles.resize(open.rig.cages[0].triangles.size() - 3);
+  const absl::Status st2 = client_->UploadRig(client::RigToProto(open)).status();
+  EXPECT_THAT(std::string(st2.message()), HasSubstr("the cage is not closed"));
+}
+
+}  // namespace
+}  // namespace sinew::testing
