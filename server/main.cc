@@ -106,6 +106,18 @@ int main(int argc, char** argv) {
        absl::StrCat("Largest single request message (upload chunks, frames). Default ",
                     o.max_message_bytes),
        Number(o.max_message_bytes)},
+      {"gpu", "auto|off|emulate",
+       "GPU backend: auto uses CUDA devices when there are any (LBS and DQS sessions with "
+       "BACKEND_AUTO run there), off never does, emulate runs one emulated device on the CPU "
+       "(for tests and demos). Default auto",
+       [&](const std::string& v) { o.gpu = v; return v == "auto" || v == "off" || v == "emulate"; }},
+      {"gpu-memory-limit", "BYTES",
+       "Device memory Sinew may use per GPU for rigs and sessions; 0 = 90 % of the device. Default 0",
+       Number(o.gpu_memory_limit_bytes)},
+      {"gpu-batch-window-us", "MICROSECONDS",
+       absl::StrCat("How long a GPU frame waits for frames of other sessions to share its kernel "
+                    "launch. Default ", o.gpu_batch_window_us),
+       Number(o.gpu_batch_window_us)},
       {"drain-timeout", "SECONDS",
        absl::StrCat("On SIGTERM, how long open streams get to finish. Default ",
                     o.drain_timeout_seconds),
@@ -160,6 +172,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sinew-server: %s\n", std::string(st.message()).c_str());
     return 1;
   }
+  std::fprintf(stderr, "sinew-server: %s\n", server.gpu_status().c_str());
   std::printf("grpc listening on %s:%d\n", HostOf(o.listen).c_str(), server.grpc_port());
   if (server.metrics_port() != 0) {
     std::printf("metrics listening on %s:%d\n", HostOf(o.metrics_listen).c_str(),

@@ -71,9 +71,25 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Register(*registry_).Add({});
   upload_bytes_ = &prometheus::BuildCounter().Name("sinew_upload_bytes_total")
                        .Help("Rig bytes received by UploadRig").Register(*registry_).Add({});
+  gpu_memory_ = &prometheus::BuildGauge().Name("sinew_gpu_memory_bytes")
+                     .Help("GPU memory: used by Sinew, its limit, the device's total").Register(*registry_);
+  gpu_utilisation_ = &prometheus::BuildGauge().Name("sinew_gpu_utilisation")
+                          .Help("Fraction of the last second the device had a batch in flight").Register(*registry_);
+  gpu_residents_ = &prometheus::BuildGauge().Name("sinew_gpu_resident")
+                        .Help("Rigs and sessions resident on each GPU").Register(*registry_);
 }
 
 Metrics::~Metrics() = default;
+
+void Metrics::Device(const gpu::DeviceInfo& d) {
+  const std::string dev = std::to_string(d.index);
+  gpu_memory_->Add({{"device", dev}, {"kind", "used"}}).Set(double(d.used_bytes));
+  gpu_memory_->Add({{"device", dev}, {"kind", "limit"}}).Set(double(d.limit_bytes));
+  gpu_memory_->Add({{"device", dev}, {"kind", "total"}}).Set(double(d.total_bytes));
+  gpu_utilisation_->Add({{"device", dev}}).Set(d.utilisation);
+  gpu_residents_->Add({{"device", dev}, {"kind", "rigs"}}).Set(d.rigs);
+  gpu_residents_->Add({{"device", dev}, {"kind", "sessions"}}).Set(d.sessions);
+}
 
 absl::StatusOr<int> Metrics::Serve(const std::string& host_port) {
   try {

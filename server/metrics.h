@@ -8,6 +8,8 @@
 //   sinew_resident_bytes{kind="rig"|"session"}    memory held for rigs and session state
 //   sinew_upload_bytes_total                      rig bytes received
 //   sinew_streams                                 open StreamDeform calls
+//   sinew_gpu_memory_bytes{device,kind=used|limit|total}, sinew_gpu_utilisation{device},
+//   sinew_gpu_resident{device,kind=rigs|sessions}  GPU devices
 #pragma once
 
 #include <memory>
@@ -23,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
+#include "gpu/backend.h"
 #include "sinew/v1/sinew.pb.h"
 
 namespace sinew::server {
@@ -37,6 +40,8 @@ class Metrics {
 
   void Frame(Method method, v1::Backend backend, double seconds);
   void FrameError(grpc::StatusCode code);
+  // GPU device gauges: memory (used, limit, total), utilisation, rigs, sessions.
+  void Device(const gpu::DeviceInfo& device);
   void RpcError(const char* rpc, grpc::StatusCode code);
 
   prometheus::Gauge& sessions() { return *sessions_; }
@@ -62,6 +67,9 @@ class Metrics {
   prometheus::Gauge* session_bytes_;
   prometheus::Gauge* streams_;
   prometheus::Counter* upload_bytes_;
+  prometheus::Family<prometheus::Gauge>* gpu_memory_;
+  prometheus::Family<prometheus::Gauge>* gpu_utilisation_;
+  prometheus::Family<prometheus::Gauge>* gpu_residents_;
 };
 
 // "INVALID_ARGUMENT" etc.

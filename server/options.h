@@ -18,6 +18,11 @@ struct ServerOptions {
   size_t worker_threads = 0;  // 0: one per hardware thread
   uint64_t max_message_bytes = uint64_t{64} << 20;  // largest single request message
   double drain_timeout_seconds = 10;  // SIGTERM: time given to open streams to finish
+  // GPU backend: "auto" (use CUDA devices when present), "off", or "emulate" (a CPU emulation
+  // of one device, for tests and demos on machines without a GPU).
+  std::string gpu = "auto";
+  uint64_t gpu_memory_limit_bytes = 0;  // per device; 0: 90 % of its memory
+  uint32_t gpu_batch_window_us = 200;   // how long a frame waits for others to share its launch
 };
 
 }  // namespace sinew::server

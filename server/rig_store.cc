@@ -62,6 +62,16 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
   return result;
 }
 
+absl::StatusOr<std::shared_ptr<gpu::GpuRig>> StoredRig::OnGpu(gpu::GpuBackend& backend) {
+  std::lock_guard lock(prep_mu);
+  if (!gpu_rig) {
+    auto uploaded = backend.Upload(*rig);
+    if (!uploaded.ok()) return uploaded.status();
+    gpu_rig = std::move(*uploaded);
+  }
+  return gpu_rig;
+}
+
 std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
 #include "core/rig/rig.h"
+#include "gpu/backend.h"
 
 namespace sinew::server {
 
@@ -41,6 +42,10 @@ struct StoredRig {
   std::condition_variable prep_cv;
   std::map<std::string, std::shared_ptr<Preparation>> preparations;  // guarded by prep_mu
   std::atomic<size_t> prepared_bytes{0};
+  std::shared_ptr<gpu::GpuRig> gpu_rig;  // device-resident copy, guarded by prep_mu
+
+  // The rig on the GPU, uploaded on first use.
+  absl::StatusOr<std::shared_ptr<gpu::GpuRig>> OnGpu(gpu::GpuBackend& backend);
 
   // The method's prepared data for `config`: computed on the calling thread by the first caller
   // (progress logged when it takes over a second), waited for by concurrent callers, cached

@@ -28,7 +28,33 @@ absl::Status SinewServer::Start() {
     metrics_port_ = *port;
   }
   pool_ = std::make_unique<ThreadPool>(options_.worker_threads);
-  service_ = std::make_unique<Service>(options_, *metrics_, *pool_);
+  std::string gpu_reason;
+  if (options_.gpu == "auto" || options_.gpu == "emulate") {
+    gpu::GpuOptions g;
+    g.memory_limit_bytes = options_.gpu_memory_limit_bytes;
+    g.batch_window = std::chrono::microseconds(options_.gpu_batch_window_us);
+    if (options_.gpu == "emulate") g.emulate_devices = 1;
+    auto backend = gpu::GpuBackend::Create(g);
+    if (backend.ok()) {
+      gpu_ = std::move(*backend);
+    } else {
+      gpu_reason = std::string(backend.status().message());
+    }
+  } else if (options_.gpu == "off") {
+    gpu_reason = "GPU backend turned off (--gpu off)";
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--gpu: '", options_.gpu, "' is not auto, off or emulate"));
+  }
+  if (gpu_) {
+    gpu_status_ = "gpu:";
+    for (const auto& d : gpu_->Devices()) {
+      absl::StrAppend(&gpu_status_, " [", d.index, "] ", d.name, " (", d.limit_bytes >> 20, " MiB usable)");
+    }
+  } else {
+    gpu_status_ = absl::StrCat("gpu: off (", gpu_reason, ")");
+  }
+  service_ = std::make_unique<Service>(options_, *metrics_, *pool_, gpu_.get());
+  if (!gpu_) service_->set_gpu_unavailable_reason(gpu_reason);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -84,6 +110,7 @@ void SinewServer::Shutdown() {
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
   server_->Wait();
   pool_.reset();  // joins the workers after their queued tasks
+  gpu_.reset();   // stops the device dispatchers
 }
 
 }  // namespace sinew::server

@@ -13,6 +13,7 @@
 #include "core/parallel/thread_pool.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "gpu/backend.h"
 #include "server/service.h"
 
 namespace sinew::server {
@@ -26,6 +27,8 @@ class SinewServer {
   absl::Status Start();
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }  // 0 when metrics are off
+  // "gpu: <devices>" or "gpu: off (<reason>)".
+  const std::string& gpu_status() const { return gpu_status_; }
   const ServerOptions& options() const { return options_; }
 
   // Graceful stop: health goes NOT_SERVING, streams finish after answering the frames they
@@ -39,9 +42,11 @@ class SinewServer {
   ServerOptions options_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<gpu::GpuBackend> gpu_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;
+  std::string gpu_status_;
   int metrics_port_ = 0;
 
   std::mutex mu_;

@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 
 #include "absl/strings/str_cat.h"
+#include "core/deformer/skeletal.h"
 #include "core/util/half.h"
 #include "server/convert.h"
 #include "server/version.h"
@@ -185,13 +187,17 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
  private:
   static void Run(void* arg) {
     auto* self = static_cast<DeformCall*>(arg);
-    const absl::Status st = self->svc_->RunFrame(*self->req_, *self->resp_);
+    self->svc_->RunFrame(*self->req_, *self->resp_, self->pending_, &DeformCall::Done, self);
+  }
+  static void Done(void* arg, const absl::Status& st) {
+    auto* self = static_cast<DeformCall*>(arg);
     if (!st.ok()) self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
     self->Finish(self->svc_->ToGrpc("Deform", st));
   }
   Service* svc_;
   const v1::DeformRequest* req_;
   v1::DeformResponse* resp_;
+  PendingFrame pending_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -273,8 +279,12 @@ class Service::StreamCall final
 
   static void Run(void* arg) {
     auto* self = static_cast<StreamCall*>(arg);
+    self->svc_->RunFrame(self->req_, self->resp_, self->pending_, &StreamCall::Done, self);
+  }
+
+  static void Done(void* arg, const absl::Status& st) {
+    auto* self = static_cast<StreamCall*>(arg);
     v1::DeformResponse& resp = self->resp_;
-    const absl::Status st = self->svc_->RunFrame(self->req_, resp);
     if (st.ok()) {
       resp.clear_error();
     } else {
@@ -291,6 +301,7 @@ class Service::StreamCall final
   Service* svc_;
   v1::DeformRequest req_;
   v1::DeformResponse resp_;  // reused: its positions buffer keeps its capacity
+  PendingFrame pending_;
   std::mutex mu_;
   State state_ = State::kReading;
   bool draining_ = false;
@@ -455,10 +466,12 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
 
 // ---------------------------------------------------------------------------------------------
 
-Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& pool)
+Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& pool,
+                 gpu::GpuBackend* gpu)
     : options_(options),
       metrics_(metrics),
       pool_(pool),
+      gpu_(gpu),
       rigs_(options.max_store_bytes),
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000) {}
 
@@ -488,6 +501,9 @@ void Service::UpdateGauges() {
 void Service::Housekeeping() {
   sessions_.ExpireIdle(NowMs());
   UpdateGauges();
+  if (gpu_) {
+    for (const gpu::DeviceInfo& d : gpu_->Devices()) metrics_.Device(d);
+  }
 }
 
 grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ctx,
@@ -504,6 +520,7 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
     mi->set_description(std::string(m.description));
     mi->set_stateful(m.stateful);
     mi->add_backends(v1::BACKEND_CPU);
+    if (gpu_ && (m.method == Method::kLbs || m.method == Method::kDqs)) mi->add_backends(v1::BACKEND_GPU);
   }
   v1::BackendInfo* cpu = resp->add_backends();
   cpu->set_backend(v1::BACKEND_CPU);
@@ -511,8 +528,25 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
   cpu->set_description(absl::StrCat("CPU, ", pool_.workers(), " worker threads"));
   v1::BackendInfo* gpu = resp->add_backends();
   gpu->set_backend(v1::BACKEND_GPU);
-  gpu->set_available(false);
-  gpu->set_description("no GPU backend in this build");
+  gpu->set_available(gpu_ != nullptr);
+  if (gpu_) {
+    std::string d;
+    for (const gpu::DeviceInfo& dev : gpu_->Devices()) {
+      v1::DeviceInfo* di = resp->add_devices();
+      di->set_index(dev.index);
+      di->set_name(dev.name);
+      di->set_total_bytes(dev.total_bytes);
+      di->set_limit_bytes(dev.limit_bytes);
+      di->set_used_bytes(dev.used_bytes);
+      di->set_utilisation(dev.utilisation);
+      di->set_rigs(dev.rigs);
+      di->set_sessions(dev.sessions);
+      absl::StrAppend(&d, d.empty() ? "" : ", ", dev.name);
+    }
+    gpu->set_description(d);
+  } else {
+    gpu->set_description(gpu_unavailable_reason_);
+  }
   resp->add_encodings(v1::OUTPUT_ENCODING_FLOAT32);
   resp->add_encodings(v1::OUTPUT_ENCODING_FLOAT16);
   v1::Limits* l = resp->mutable_limits();
@@ -595,14 +629,22 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   auto config = DeformerConfigFromProto(req->deformer());
   if (!config.ok()) return config.status();
   v1::Backend backend = req->backend();
-  if (backend == v1::BACKEND_GPU) {
+  if (backend != v1::BACKEND_AUTO && backend != v1::BACKEND_CPU && backend != v1::BACKEND_GPU) {
+    return absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", backend));
+  }
+  // GPU kernels exist for LBS and DQS; AUTO takes the GPU for them when there is one.
+  const bool gpu_method = config->method == Method::kLbs || config->method == Method::kDqs;
+  if (backend == v1::BACKEND_GPU && gpu_ == nullptr) {
     return absl::FailedPreconditionError(
         "backend: BACKEND_GPU requested but this server has no GPU backend; use BACKEND_AUTO "
         "or BACKEND_CPU");
   }
-  if (backend != v1::BACKEND_AUTO && backend != v1::BACKEND_CPU) {
-    return absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", backend));
+  if (backend == v1::BACKEND_GPU && !gpu_method) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend: method ", std::string(FindMethod(config->method)->name),
+        " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));
   }
+  const bool on_gpu = gpu_ != nullptr && gpu_method && backend != v1::BACKEND_CPU;
   if (req->encoding() != v1::OUTPUT_ENCODING_FLOAT32 &&
       req->encoding() != v1::OUTPUT_ENCODING_FLOAT16) {
     return absl::InvalidArgumentError(absl::StrCat("encoding: unknown value ", req->encoding()));
@@ -636,12 +678,25 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   }
   auto deformer = method.create(stored->rig, std::move(prepared), *config);
   if (!deformer.ok()) return deformer.status();
+  std::unique_ptr<gpu::GpuSession> gpu_session;
+  if (on_gpu) {
+    auto gpu_rig = stored->OnGpu(*gpu_);
+    if (!gpu_rig.ok()) return gpu_rig.status();
+    auto s = gpu_->CreateSession(std::move(*gpu_rig), config->method == Method::kDqs ? gpu::GpuMethod::kDqs
+                                                                                     : gpu::GpuMethod::kLbs);
+    if (!s.ok()) return s.status();
+    gpu_session = std::move(*s);
+  }
 
   auto session = std::make_unique<Session>();
   session->rig = stored;
   session->config = req->deformer();
   session->method = config->method;
-  session->backend = v1::BACKEND_CPU;
+  session->backend = on_gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU;
+  session->gpu = std::move(gpu_session);
+  session->world.resize(rig.joint_count());
+  session->transforms.resize(rig.joint_count());
+  session->joint_data.resize(gpu::kJointFloats * rig.joint_count());
   session->encoding = req->encoding();
   session->created_ms = NowMs();
   session->last_used_ms = session->created_ms;
@@ -705,54 +760,118 @@ grpc::ServerWriteReactor<v1::DeformClipResponse>* Service::DeformClip(
   return new ClipCall(this, req);
 }
 
-absl::Status Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp) {
+void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, PendingFrame& pending,
+                       FrameDone done, void* context) {
   resp.set_frame(req.frame());
   std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs());
   if (!session) {
-    return absl::NotFoundError(
-        absl::StrCat("session_id: no session \"", req.session_id(), "\" (closed or expired)"));
+    return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", req.session_id(),
+                                                          "\" (closed or expired)")));
   }
-  std::lock_guard lock(session->mu);
-  if (req.has_pose()) {
-    if (auto st = PoseFromProto(req.pose(), session->pose); !st.ok()) return st;
-  }
-  if (auto st = CageFramesFromProto(req.cages(), session->cages); !st.ok()) return st;
-  if (req.has_posed_cage()) {
-    if (auto st = CagePoseFromProto(req.posed_cage(), session->posed_cage, "posed_cage"); !st.ok()) return st;
-  }
+  std::unique_lock lock(session->mu);
+  absl::Status st;
+  if (req.has_pose()) st = PoseFromProto(req.pose(), session->pose);
+  if (st.ok()) st = CageFramesFromProto(req.cages(), session->cages);
+  if (st.ok() && req.has_posed_cage()) st = CagePoseFromProto(req.posed_cage(), session->posed_cage, "posed_cage");
+  if (!st.ok()) return done(context, st);
   const FrameInput frame{req.has_pose() ? &session->pose : nullptr, session->cages,
                          req.has_posed_cage() ? &session->posed_cage : nullptr};
+  const uint32_t vertices = static_cast<uint32_t>(session->rig->rig->vertex_count());
+  resp.set_vertex_count(vertices);
+  resp.set_encoding(session->encoding);
+  resp.clear_posed_cage();
+  resp.clear_rest_cage();
+  resp.clear_joints();
   const auto t0 = std::chrono::steady_clock::now();
-  if (auto st = DeformInto(*session, frame, *resp.mutable_positions()); !st.ok()) return st;
+
+  if (session->gpu) {
+    // GPU: forward kinematics here, the vertices in the device's next batch.
+    const v1::FrameOutputs& want = req.outputs();
+    if (want.posed_cage() || want.rest_cage() || want.joints()) {
+      return done(context, absl::FailedPreconditionError("outputs: this method has no posed cage, rest cage or joints to return"));
+    }
+    st = SkeletalJointData(*session->rig->rig, session->method, frame, session->world,
+                           session->transforms, session->joint_data);
+    if (!st.ok()) return done(context, st);
+    const bool f16 = session->encoding == v1::OUTPUT_ENCODING_FLOAT16;
+    std::string* out = resp.mutable_positions();
+    out->resize(size_t{3} * vertices * (f16 ? 2 : 4));
+    pending = {this, session, &resp, t0, done, context};
+    gpu_->Submit(*session->gpu, session->joint_data.data(), out->data(),
+                 f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32, &Service::GpuFrameDone,
+                 &pending);
+    return;
+  }
+
+  st = DeformInto(*session, frame, *resp.mutable_positions());
   const v1::FrameOutputs& want = req.outputs();
-  if (want.posed_cage() || want.rest_cage() || want.joints()) {
+  if (st.ok() && (want.posed_cage() || want.rest_cage() || want.joints())) {
     FrameExtras extras;
     if (want.posed_cage()) extras.posed_cage = &session->extra_posed_cage;
     if (want.rest_cage()) extras.rest_cage = &session->extra_rest_cage;
     if (want.joints()) extras.joints = &session->extra_joints;
-    if (auto st = session->deformer->Extras(extras); !st.ok()) return st;
+    st = session->deformer->Extras(extras);
     auto pack = [](const std::vector<float>& v, std::string* out) {
       out->assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
     };
-    if (want.posed_cage()) pack(session->extra_posed_cage, resp.mutable_posed_cage());
-    if (want.rest_cage()) pack(session->extra_rest_cage, resp.mutable_rest_cage());
-    if (want.joints()) pack(session->extra_joints, resp.mutable_joints());
-  } else {
-    resp.clear_posed_cage();
-    resp.clear_rest_cage();
-    resp.clear_joints();
+    if (st.ok() && want.posed_cage()) pack(session->extra_posed_cage, resp.mutable_posed_cage());
+    if (st.ok() && want.rest_cage()) pack(session->extra_rest_cage, resp.mutable_rest_cage());
+    if (st.ok() && want.joints()) pack(session->extra_joints, resp.mutable_joints());
   }
-  resp.set_vertex_count(static_cast<uint32_t>(session->rig->rig->vertex_count()));
-  resp.set_encoding(session->encoding);
   resp.set_compute_ns(static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-          .count()));
-  return absl::OkStatus();
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+  lock.unlock();
+  done(context, st);
+}
+
+void Service::GpuFrameDone(void* arg, const absl::Status& status) {
+  PendingFrame& p = *static_cast<PendingFrame*>(arg);
+  const auto dt = std::chrono::steady_clock::now() - p.start;
+  if (status.ok()) {
+    p.response->set_compute_ns(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count()));
+    p.session->frames.fetch_add(1, std::memory_order_relaxed);
+    p.service->metrics_.Frame(p.session->method, v1::BACKEND_GPU, std::chrono::duration<double>(dt).count());
+  }
+  std::shared_ptr<Session> keep = std::move(p.session);  // released after the callback
+  p.done(p.context, status);
 }
 
 absl::Status Service::DeformInto(Session& session, const FrameInput& frame, std::string& out) {
   const auto t0 = std::chrono::steady_clock::now();
   const size_t floats = session.rig->rig->positions.size();
+  if (session.gpu) {  // batch jobs on a GPU session: wait for the frame's batch
+    if (auto st = SkeletalJointData(*session.rig->rig, session.method, frame, session.world,
+                                    session.transforms, session.joint_data);
+        !st.ok()) {
+      return st;
+    }
+    const bool f16 = session.encoding == v1::OUTPUT_ENCODING_FLOAT16;
+    out.resize(floats * (f16 ? 2 : 4));
+    struct Latch {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      absl::Status status;
+    } latch;
+    gpu_->Submit(*session.gpu, session.joint_data.data(), out.data(),
+                 f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32,
+                 [](void* l, const absl::Status& s) {
+                   auto& latch = *static_cast<Latch*>(l);
+                   std::lock_guard lock(latch.mu);
+                   latch.status = s;
+                   latch.done = true;
+                   latch.cv.notify_all();
+                 },
+                 &latch);
+    std::unique_lock lock(latch.mu);
+    latch.cv.wait(lock, [&] { return latch.done; });
+    if (!latch.status.ok()) return latch.status;
+    session.frames.fetch_add(1, std::memory_order_relaxed);
+    session.last_used_ms = NowMs();
+    metrics_.Frame(session.method, session.backend,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return absl::OkStatus();
+  }
   std::span<float> target;
   if (session.encoding == v1::OUTPUT_ENCODING_FLOAT32) {
     out.resize(floats * sizeof(float));

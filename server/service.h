@@ -12,6 +12,7 @@
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/rig_store.h"
+#include "gpu/backend.h"
 #include "server/session_manager.h"
 #include "sinew/v1/sinew.grpc.pb.h"
 
@@ -21,7 +22,8 @@ int64_t NowMs();  // wall clock, Unix milliseconds
 
 class Service final : public v1::Sinew::CallbackService {
  public:
-  Service(const ServerOptions& options, Metrics& metrics, ThreadPool& pool);
+  // `gpu` may be null (no GPU backend).
+  Service(const ServerOptions& options, Metrics& metrics, ThreadPool& pool, gpu::GpuBackend* gpu);
   ~Service() override;
 
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
@@ -65,6 +67,8 @@ class Service final : public v1::Sinew::CallbackService {
   int active_calls() const { return active_calls_.load(); }
   // Expires idle sessions and refreshes gauges. Called periodically.
   void Housekeeping();
+  // Why there is no GPU backend (shown in GetServerInfo).
+  void set_gpu_unavailable_reason(std::string reason) { gpu_unavailable_reason_ = std::move(reason); }
 
  private:
   class UploadCall;
@@ -79,8 +83,22 @@ class Service final : public v1::Sinew::CallbackService {
     virtual void Drain() = 0;
   };
 
-  // Deforms one frame of a DeformRequest into `resp`. The status is the frame's outcome.
-  absl::Status RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp);
+  // A frame in flight. CPU frames complete inside RunFrame; GPU frames complete on the device's
+  // completion thread once their batch is done. Owned by the calling reactor (no allocation).
+  using FrameDone = void (*)(void* context, const absl::Status& status);
+  struct PendingFrame {
+    Service* service = nullptr;
+    std::shared_ptr<Session> session;
+    v1::DeformResponse* response = nullptr;
+    std::chrono::steady_clock::time_point start;
+    FrameDone done = nullptr;
+    void* context = nullptr;
+  };
+  // Deforms one frame of a DeformRequest into `resp` and calls done(context, status), possibly
+  // before returning (CPU) or later from another thread (GPU). `pending` must outlive that.
+  void RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, PendingFrame& pending,
+                FrameDone done, void* context);
+  static void GpuFrameDone(void* pending, const absl::Status& status);
   // Deforms `frame` on `session` (whose mutex the caller holds) into `out` in the session's
   // encoding, and accounts for it.
   absl::Status DeformInto(Session& session, const FrameInput& frame, std::string& out);
@@ -97,6 +115,8 @@ class Service final : public v1::Sinew::CallbackService {
   const ServerOptions options_;
   Metrics& metrics_;
   ThreadPool& pool_;
+  gpu::GpuBackend* gpu_;
+  std::string gpu_unavailable_reason_ = "no GPU backend";
   RigStore rigs_;
   SessionManager sessions_;
 

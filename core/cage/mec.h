@@ -30,7 +30,9 @@ struct MecOptions {
 
 struct MecResult {
   Eigen::VectorXd weights;             // k coordinates, ≥ 0, summing to 1
-  double linear_precision_error = 0;   // |Σ_k w_k p_k − x|, in the points' units
+  // |Σ_k w_k (p_k − x)| (= |Σ_k w_k p_k − x| without the rounding of large coordinates), in
+  // the points' units.
+  double linear_precision_error = 0;
   int iterations = 0;                  // Newton steps taken
   bool converged = false;              // gradient tolerance reached
 };

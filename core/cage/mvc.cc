@@ -17,7 +17,8 @@ constexpr size_t kGrain = 64;  // points per parallel chunk (one point costs O(f
 // closest point on it (linear-precision error = that distance): e_j at a vertex, the 1-D
 // interpolation on an edge, the triangle's coordinates on a face. Further away the formula below
 // stays accurate (see tests/core/mvc_test.cc), so the threshold only has to catch points on the
-// surface or within rounding of it.
+// surface or within rounding of it. This distance test replaces JSW05's angle test π − h < ε,
+// which is distance-sensitive (π − h = O(distance²) over a face; seed-004 §4.2).
 constexpr double kSnap = 1e-12;
 // A triangle whose plane passes closer to x than kCoplanar times the distance from x to the
 // triangle (x near its plane, outside it) is evaluated by extrapolation from two points lifted
@@ -114,6 +115,10 @@ Snap ClosestOnCage(const CageGeometry& cage, const Eigen::Vector3d& x, Scratch& 
 }
 
 void WriteSnap(const CageGeometry& cage, const Snap& s, std::span<double> out) {
+  if (s.face < 0) {  // no finite distance: non-finite x or cage
+    std::fill(out.begin(), out.end(), std::numeric_limits<double>::quiet_NaN());
+    return;
+  }
   std::fill(out.begin(), out.end(), 0.0);
   for (int k = 0; k < 3; ++k) out[cage.triangles(k, s.face)] += s.barycentric[k];
 }

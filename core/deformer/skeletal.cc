@@ -1,6 +1,7 @@
 #include "core/deformer/skeletal.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/dqs/dqs.h"
 
 namespace sinew {
 
@@ -22,17 +23,48 @@ absl::Status SkeletalDeformer::CheckRig(const Rig& rig, const char* method_name)
   return absl::OkStatus();
 }
 
+namespace {
+absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const char* method) {
+  if (frame.pose == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("pose: required by method ", method));
+  }
+  if (auto st = ValidatePose(*frame.pose, rig.joint_count()); !st.ok()) return st;
+  if (auto st = ValidateCageFrames(rig, frame.cages); !st.ok()) return st;
+  if (!frame.cages.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("cages: method ", method, " takes no cage input"));
+  }
+  if (frame.posed_cage != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("posed_cage: method ", method, " takes no cage input"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status SkeletalJointData(const Rig& rig, Method method, const FrameInput& frame,
+                               std::span<Similarity> world, std::span<Affine34d> transforms,
+                               std::span<float> out) {
+  const char* name = method == Method::kDqs ? "dqs" : "lbs";
+  if (auto st = CheckSkeletalFrame(rig, frame, name); !st.ok()) return st;
+  SkinningTransforms(rig.skeleton, *frame.pose, world, transforms);
+  for (size_t j = 0; j < transforms.size(); ++j) {
+    float* o = &out[12 * j];
+    if (method == Method::kLbs) {
+      const Affine34f m = transforms[j].cast<float>();
+      std::copy(m.data(), m.data() + 12, o);
+    } else {
+      DualQuat dq;
+      ToDualQuats(transforms.subspan(j, 1), std::span<DualQuat>(&dq, 1));
+      std::copy(dq.v, dq.v + 8, o);
+      o[8] = dq.scale;
+      o[9] = o[10] = o[11] = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SkeletalDeformer::Deform(const FrameInput& frame, std::span<float> out,
                                       ThreadPool* pool) {
-  if (frame.pose == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("pose: required by method ", method_name_));
-  }
-  if (auto st = ValidatePose(*frame.pose, rig_->joint_count()); !st.ok()) return st;
-  if (auto st = ValidateCageFrames(*rig_, frame.cages); !st.ok()) return st;
-  if (!frame.cages.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cages: method ", method_name_, " takes no cage input"));
-  }
+  if (auto st = CheckSkeletalFrame(*rig_, frame, method_name_); !st.ok()) return st;
   if (out.size() != rig_->positions.size()) {
     return absl::InternalError("output buffer does not hold 3 floats per vertex");
   }

@@ -9,6 +9,14 @@
 
 namespace sinew {
 
+// Per-joint data of one frame for a GPU twin of LBS or DQS, 12 floats per joint: LBS the
+// row-major 3x4 skinning matrix; DQS the dual quaternion (real x,y,z,w, dual x,y,z,w), the
+// uniform scale and 3 zeros. Validates the frame like SkeletalDeformer::Deform. `world` and
+// `transforms` are caller-owned scratch of joint_count entries; allocates nothing.
+absl::Status SkeletalJointData(const Rig& rig, Method method, const FrameInput& frame,
+                               std::span<Similarity> world, std::span<Affine34d> transforms,
+                               std::span<float> out);
+
 class SkeletalDeformer : public Deformer {
  public:
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) final;

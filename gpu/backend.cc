@@ -1,0 +1,372 @@
+#include "gpu/backend.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/util/half.h"
+#include "gpu/runtime/device_api.h"
+
+namespace sinew::gpu {
+
+// ---------------------------------------------------------------------------------------------
+// One device: its byte budget, its resident rigs and sessions, and the dispatcher thread that
+// turns the queued frames of all sessions into batches.
+
+class Device {
+ public:
+  Device(std::shared_ptr<DeviceApi> api, int index, const GpuOptions& options)
+      : api_(std::move(api)), index_(index), options_(options) {
+    int major = 0, minor = 0;
+    uint64_t total = 0;
+    api_->Properties(index, &name_, &major, &minor, &total);
+    major_ = major;
+    minor_ = minor;
+    total_ = total;
+    limit_ = options.memory_limit_bytes ? std::min<uint64_t>(options.memory_limit_bytes, total)
+                                        : total / 10 * 9;
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~Device() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    std::string ignored;
+    if (queue_) api_->DestroyQueue(queue_);
+    api_->FreeHost(host_in_);
+    api_->FreeHost(host_out_);
+    api_->Free(index_, dev_in_);
+    api_->Free(index_, dev_out_);
+  }
+
+  int index() const { return index_; }
+  DeviceApi& api() { return *api_; }
+
+  uint64_t free_budget() {
+    std::lock_guard lock(budget_mu_);
+    return limit_ - used_;
+  }
+  bool Reserve(uint64_t bytes) {
+    std::lock_guard lock(budget_mu_);
+    if (used_ + bytes > limit_) return false;
+    used_ += bytes;
+    return true;
+  }
+  void Release(uint64_t bytes) {
+    std::lock_guard lock(budget_mu_);
+    used_ -= std::min(used_, bytes);
+  }
+  void CountRig(int d) { rigs_ += d; }
+  void CountSession(int d) { sessions_ += d; }
+
+  DeviceInfo Info() {
+    DeviceInfo i;
+    i.index = index_;
+    i.name = name_;
+    i.compute_major = major_;
+    i.compute_minor = minor_;
+    i.total_bytes = total_;
+    i.limit_bytes = limit_;
+    {
+      std::lock_guard lock(budget_mu_);
+      i.used_bytes = used_;
+    }
+    i.rigs = static_cast<uint32_t>(rigs_.load());
+    i.sessions = static_cast<uint32_t>(sessions_.load());
+    std::lock_guard lock(mu_);
+    i.utilisation = utilisation_;
+    i.frames = frames_;
+    i.batches = batches_;
+    return i;
+  }
+
+  struct Frame {
+    BatchItem item;        // vertex_offset/joint_offset filled when batched
+    size_t joint_floats;   // kJointFloats * joints
+    size_t arena_offset;   // where its joint data sits in the arena
+    void* out;
+    OutputFormat format;
+    FrameDone done;
+    void* context;
+  };
+
+  void Submit(const BatchItem& item, const float* joint_data, size_t joints, void* out,
+              OutputFormat format, FrameDone done, void* context) {
+    {
+      std::lock_guard lock(mu_);
+      if (pending_.empty()) first_arrival_ = std::chrono::steady_clock::now();
+      const size_t floats = kJointFloats * joints;
+      const size_t at = arena_.size();
+      arena_.insert(arena_.end(), joint_data, joint_data + floats);
+      pending_.push_back({item, floats, at, out, format, done, context});
+      pending_vertices_ += item.vertex_count;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  // Grows a pinned host buffer / device buffer to at least `bytes` (allocations happen only
+  // while the batches grow).
+  bool GrowHost(void*& p, size_t& cap, size_t bytes, std::string* error) {
+    if (cap >= bytes) return true;
+    api_->FreeHost(p);
+    cap = std::max(bytes, cap * 2);
+    p = api_->AllocHost(cap, error);
+    return p != nullptr;
+  }
+  bool GrowDevice(void*& p, size_t& cap, size_t bytes, std::string* error) {
+    if (cap >= bytes) return true;
+    api_->Free(index_, p);
+    cap = std::max(bytes, cap * 2);
+    p = api_->Alloc(index_, cap, error);
+    return p != nullptr;
+  }
+
+  void Loop() {
+    std::vector<Frame> batch;
+    std::vector<float> arena;
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+        if (pending_.empty()) return;  // stopping
+        // The batching window: wait for other sessions' frames, unless the batch is full.
+        const auto deadline = first_arrival_ + options_.batch_window;
+        cv_.wait_until(lock, deadline, [&] {
+          return stop_ || pending_vertices_ >= options_.max_batch_vertices;
+        });
+        batch.swap(pending_);
+        arena.swap(arena_);
+        pending_.clear();
+        arena_.clear();
+        pending_vertices_ = 0;
+      }
+      Run(batch, arena);
+      batch.clear();
+    }
+  }
+
+  void Run(std::vector<Frame>& batch, const std::vector<float>& arena) {
+    // Layout of the upload: items, then joint data (16-byte aligned).
+    const size_t items_bytes = (sizeof(BatchItem) * batch.size() + 15) / 16 * 16;
+    size_t joint_floats = 0;
+    uint32_t vertices = 0;
+    for (Frame& f : batch) {
+      f.item.joint_offset = static_cast<uint32_t>(joint_floats / kJointFloats);
+      f.item.vertex_offset = vertices;
+      joint_floats += f.joint_floats;
+      vertices += f.item.vertex_count;
+    }
+    const size_t in_bytes = items_bytes + sizeof(float) * joint_floats;
+    const size_t out_bytes = size_t{12} * vertices;
+    std::string error;
+    bool ok = (queue_ || (queue_ = api_->CreateQueue(index_, &error))) &&
+              GrowHost(host_in_, host_in_cap_, in_bytes, &error) &&
+              GrowHost(host_out_, host_out_cap_, out_bytes, &error) &&
+              GrowDevice(dev_in_, dev_in_cap_, in_bytes, &error) &&
+              GrowDevice(dev_out_, dev_out_cap_, out_bytes, &error);
+    double busy = 0;
+    if (ok) {
+      auto* items = static_cast<BatchItem*>(host_in_);
+      for (size_t i = 0; i < batch.size(); ++i) items[i] = batch[i].item;
+      auto* joints = reinterpret_cast<float*>(static_cast<char*>(host_in_) + items_bytes);
+      for (const Frame& f : batch) {
+        std::memcpy(joints + size_t{kJointFloats} * f.item.joint_offset, arena.data() + f.arena_offset,
+                    sizeof(float) * f.joint_floats);
+      }
+      ok = api_->Launch(queue_, host_in_, dev_in_, in_bytes, batch.size(), items_bytes, vertices,
+                        dev_out_, host_out_, &error) &&
+           api_->Wait(queue_, &busy, &error);
+    }
+    const absl::Status status =
+        ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
+    const float* out = static_cast<const float*>(host_out_);
+    for (const Frame& f : batch) {
+      if (ok) {
+        const float* src = out + 3 * size_t{f.item.vertex_offset};
+        const size_t n = 3 * size_t{f.item.vertex_count};
+        if (f.format == OutputFormat::kFloat32) std::memcpy(f.out, src, sizeof(float) * n);
+        else FloatsToHalves(src, static_cast<uint16_t*>(f.out), n);
+      }
+      f.done(f.context, status);
+    }
+    std::lock_guard lock(mu_);
+    ++batches_;
+    frames_ += batch.size();
+    // Utilisation: device-busy time over wall time, in windows of at least one second.
+    busy_window_ms_ += busy;
+    const auto now = std::chrono::steady_clock::now();
+    const double window = std::chrono::duration<double, std::milli>(now - util_window_start_).count();
+    if (window >= 1000) {
+      utilisation_ = std::min(1.0, busy_window_ms_ / window);
+      busy_window_ms_ = 0;
+      util_window_start_ = now;
+    }
+  }
+
+  std::shared_ptr<DeviceApi> api_;
+  const int index_;
+  const GpuOptions options_;
+  std::string name_;
+  int major_ = 0, minor_ = 0;
+  uint64_t total_ = 0, limit_ = 0;
+
+  std::mutex budget_mu_;
+  uint64_t used_ = 0;
+  std::atomic<int> rigs_{0}, sessions_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<Frame> pending_;
+  std::vector<float> arena_;
+  uint64_t pending_vertices_ = 0;
+  std::chrono::steady_clock::time_point first_arrival_;
+  uint64_t frames_ = 0, batches_ = 0;
+  double utilisation_ = 0, busy_window_ms_ = 0;
+  std::chrono::steady_clock::time_point util_window_start_ = std::chrono::steady_clock::now();
+
+  // Dispatcher-thread state.
+  void* queue_ = nullptr;
+  void *host_in_ = nullptr, *host_out_ = nullptr, *dev_in_ = nullptr, *dev_out_ = nullptr;
+  size_t host_in_cap_ = 0, host_out_cap_ = 0, dev_in_cap_ = 0, dev_out_cap_ = 0;
+  std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+class GpuRigImpl final : public GpuRig {
+ public:
+  GpuRigImpl(Device* device, size_t vertices, size_t joints) : device_(device), vertices_(vertices), joints_(joints) {}
+  ~GpuRigImpl() override {
+    for (void* p : {static_cast<void*>(rest), static_cast<void*>(offsets), static_cast<void*>(joint_index),
+                    static_cast<void*>(weights)}) {
+      device_->api().Free(device_->index(), p);
+    }
+    device_->Release(bytes_);
+    device_->CountRig(-1);
+  }
+  int device() const override { return device_->index(); }
+  uint64_t bytes() const override { return bytes_; }
+  size_t vertex_count() const override { return vertices_; }
+  size_t joint_count() const override { return joints_; }
+
+  Device* device_;
+  size_t vertices_, joints_;
+  uint64_t bytes_ = 0;
+  float* rest = nullptr;
+  uint32_t* offsets = nullptr;
+  uint16_t* joint_index = nullptr;
+  float* weights = nullptr;
+};
+
+class GpuSessionImpl final : public GpuSession {
+ public:
+  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, GpuMethod method, uint64_t bytes)
+      : rig_(std::move(rig)), method_(method), bytes_(bytes) {
+    rig_->device_->CountSession(1);
+  }
+  ~GpuSessionImpl() override {
+    rig_->device_->Release(bytes_);
+    rig_->device_->CountSession(-1);
+  }
+  int device() const override { return rig_->device(); }
+  uint64_t bytes() const override { return bytes_; }
+  GpuMethod method() const override { return method_; }
+
+  std::shared_ptr<GpuRigImpl> rig_;
+  GpuMethod method_;
+  uint64_t bytes_;
+};
+
+}  // namespace
+
+GpuBackend::GpuBackend(std::vector<std::unique_ptr<Device>> devices) : devices_(std::move(devices)) {}
+GpuBackend::~GpuBackend() = default;
+
+absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(const GpuOptions& options) {
+  std::shared_ptr<DeviceApi> api = options.emulate_devices > 0
+                                       ? MakeEmulatedApi(options.emulate_devices, options.emulate_bytes)
+                                       : MakeCudaApi();
+  if (!api) return absl::UnavailableError("no GPU backend: Sinew was built without CUDA (nvcc not found)");
+  std::string error;
+  const int n = api->Count(&error);
+  if (n <= 0) return absl::UnavailableError(absl::StrCat("no usable GPU: ", error.empty() ? "no device" : error));
+  std::vector<std::unique_ptr<Device>> devices;
+  for (int i = 0; i < n; ++i) devices.push_back(std::make_unique<Device>(api, i, options));
+  return std::unique_ptr<GpuBackend>(new GpuBackend(std::move(devices)));
+}
+
+std::vector<DeviceInfo> GpuBackend::Devices() const {
+  std::vector<DeviceInfo> out;
+  for (const auto& d : devices_) out.push_back(d->Info());
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<GpuRig>> GpuBackend::Upload(const Rig& rig) {
+  const size_t n = rig.vertex_count(), e = rig.weights.joints.size();
+  const uint64_t bytes = sizeof(float) * rig.positions.size() + sizeof(uint32_t) * rig.weights.offsets.size() +
+                         sizeof(uint16_t) * e + sizeof(float) * e;
+  // The least-loaded device: the one with the most free budget.
+  Device* best = nullptr;
+  for (const auto& d : devices_) {
+    if (!best || d->free_budget() > best->free_budget()) best = d.get();
+  }
+  if (!best || !best->Reserve(bytes)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "gpu: the rig needs %d bytes of device memory; the freest device has %d left within its "
+        "limit (--gpu-memory-limit)", bytes, best ? best->free_budget() : 0));
+  }
+  best->CountRig(1);
+  auto g = std::make_shared<GpuRigImpl>(best, n, rig.joint_count());
+  g->bytes_ = bytes;
+  DeviceApi& api = best->api();
+  std::string error;
+  auto put = [&](auto*& dst, const auto& v) {
+    using T = std::remove_pointer_t<std::remove_reference_t<decltype(dst)>>;
+    const size_t size = sizeof(T) * std::max<size_t>(v.size(), 1);
+    dst = static_cast<T*>(api.Alloc(best->index(), size, &error));
+    return dst != nullptr && (v.empty() || api.Upload(best->index(), dst, v.data(), sizeof(T) * v.size(), &error));
+  };
+  if (!put(g->rest, rig.positions) || !put(g->offsets, rig.weights.offsets) ||
+      !put(g->joint_index, rig.weights.joints) || !put(g->weights, rig.weights.weights)) {
+    return absl::ResourceExhaustedError(absl::StrCat("gpu ", best->index(), ": uploading the rig: ", error));
+  }
+  return std::shared_ptr<GpuRig>(std::move(g));
+}
+
+absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::shared_ptr<GpuRig> rig,
+                                                                      GpuMethod method) {
+  auto impl = std::static_pointer_cast<GpuRigImpl>(rig);
+  // The session's share of the batch buffers: its joint data and its output, both ways.
+  const uint64_t bytes = sizeof(BatchItem) + sizeof(float) * kJointFloats * impl->joint_count() +
+                         uint64_t{12} * impl->vertex_count();
+  if (!impl->device_->Reserve(bytes)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "gpu %d: a session on this rig needs %d bytes of device memory, %d left within the "
+        "limit (--gpu-memory-limit)", impl->device(), bytes, impl->device_->free_budget()));
+  }
+  return std::unique_ptr<GpuSession>(new GpuSessionImpl(std::move(impl), method, bytes));
+}
+
+void GpuBackend::Submit(GpuSession& session, const float* joint_data, void* out, OutputFormat format,
+                        FrameDone done, void* context) {
+  auto& s = static_cast<GpuSessionImpl&>(session);
+  const GpuRigImpl& r = *s.rig_;
+  BatchItem item{r.rest, r.offsets, r.joint_index, r.weights, 0, 0,
+                 static_cast<uint32_t>(r.vertex_count()), static_cast<uint32_t>(s.method())};
+  r.device_->Submit(item, joint_data, r.joint_count(), out, format, done, context);
+}
+
+}  // namespace sinew::gpu

@@ -1,0 +1,115 @@
+// The GPU backend: device-resident rigs (uploaded once per rig and device, shared by every
+// session on that rig), per-session device state, and a per-device dispatcher that gathers the
+// frames of many sessions into one kernel launch (dynamic batching, like inference servers):
+// the first frame of a batch waits at most `batch_window` for others to join.
+//
+// This header has no CUDA types, so the server includes it whether or not CUDA is present; a
+// build without CUDA (or a machine without a device) makes Create return UNAVAILABLE with the
+// reason, and the server runs on the CPU.
+//
+// Layout of a skeletal method on the device (twin of core/lbs and core/dqs):
+//   rig:     rest positions float[3N], weight offsets uint32[N+1], joints uint16[E], weights float[E]
+//   frame:   12 floats per joint — LBS: the row-major 3x4 skinning matrix; DQS: the dual
+//            quaternion (real x,y,z,w, dual x,y,z,w), the uniform scale, 3 unused
+//   output:  float[3N], copied into the caller's buffer (float32, or converted to float16)
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/rig/rig.h"
+
+namespace sinew::gpu {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0, compute_minor = 0;
+  uint64_t total_bytes = 0;   // device memory
+  uint64_t limit_bytes = 0;   // what Sinew may use on it
+  uint64_t used_bytes = 0;    // what Sinew's rigs and sessions hold on it
+  uint32_t rigs = 0, sessions = 0;
+  double utilisation = 0;     // fraction of the last second with a batch in flight
+  uint64_t frames = 0, batches = 0;
+};
+
+struct GpuOptions {
+  // Bytes Sinew may use per device; 0: 90 % of the device's memory.
+  uint64_t memory_limit_bytes = 0;
+  // How long the first frame of a batch waits for frames of other sessions.
+  std::chrono::microseconds batch_window{200};
+  // A batch closes early once it holds this many vertices.
+  uint64_t max_batch_vertices = uint64_t{1} << 24;
+  // Tests and machines without a GPU: this many devices emulated on the CPU (the kernels'
+  // per-vertex code run on host memory), each with `emulate_bytes` of memory. 0: real CUDA.
+  int emulate_devices = 0;
+  uint64_t emulate_bytes = uint64_t{1} << 30;
+};
+
+enum class GpuMethod : uint32_t { kLbs = 0, kDqs = 1 };
+
+// Floats per joint in a frame's joint data.
+inline constexpr size_t kJointFloats = 12;
+
+// Output conversion applied when a frame's result is copied to the caller.
+enum class OutputFormat { kFloat32, kFloat16 };
+
+// Called once per submitted frame, from the device's completion thread, after the output has
+// been written (or with the error that prevented it).
+using FrameDone = void (*)(void* context, const absl::Status& status);
+
+class GpuRig;
+class GpuSession;
+class Device;
+
+class GpuBackend {
+ public:
+  // UNAVAILABLE (with the reason: not built with CUDA, no device, driver too old) when there is
+  // no usable device.
+  static absl::StatusOr<std::unique_ptr<GpuBackend>> Create(const GpuOptions& options);
+  ~GpuBackend();
+
+  std::vector<DeviceInfo> Devices() const;
+
+  // Puts the rig's arrays on the device with the most free budget. RESOURCE_EXHAUSTED when no
+  // device can hold it within its limit.
+  absl::StatusOr<std::shared_ptr<GpuRig>> Upload(const Rig& rig);
+
+  // Per-session state on the rig's device (its share of the batch buffers is reserved here).
+  absl::StatusOr<std::unique_ptr<GpuSession>> CreateSession(std::shared_ptr<GpuRig> rig,
+                                                            GpuMethod method);
+
+  // Queues one frame. `joint_data` (kJointFloats per joint) is copied before Submit returns;
+  // `out` must stay valid until `done` is called (3 floats, or 3 halves, per vertex).
+  void Submit(GpuSession& session, const float* joint_data, void* out, OutputFormat format,
+              FrameDone done, void* context);
+
+ private:
+  explicit GpuBackend(std::vector<std::unique_ptr<Device>> devices);
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+// Device-resident rig (shared). Freed, and its bytes returned to the device budget, when the
+// last reference goes.
+class GpuRig {
+ public:
+  virtual ~GpuRig() = default;
+  virtual int device() const = 0;
+  virtual uint64_t bytes() const = 0;
+  virtual size_t vertex_count() const = 0;
+  virtual size_t joint_count() const = 0;
+};
+
+class GpuSession {
+ public:
+  virtual ~GpuSession() = default;
+  virtual int device() const = 0;
+  virtual uint64_t bytes() const = 0;  // device bytes reserved for this session
+  virtual GpuMethod method() const = 0;
+};
+
+}  // namespace sinew::gpu

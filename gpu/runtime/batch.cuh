@@ -1,0 +1,29 @@
+// The batch's per-vertex dispatch: finds the item of global vertex g and runs its method.
+// Shared by the CUDA kernel and the CPU emulation. Adding a method: its vertex function in
+// gpu/<method>/ and one case here.
+#pragma once
+
+#include "gpu/dqs/dqs.cuh"
+#include "gpu/lbs/lbs.cuh"
+#include "gpu/runtime/device_api.h"
+
+namespace sinew::gpu {
+
+SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const float* joint_data,
+                          uint32_t g, float* out) {
+  // Items are sorted by vertex_offset: binary search for the last one starting at or before g.
+  uint32_t lo = 0, hi = item_count - 1;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) / 2;
+    if (items[mid].vertex_offset <= g) lo = mid;
+    else hi = mid - 1;
+  }
+  const BatchItem& it = items[lo];
+  const uint32_t v = g - it.vertex_offset;
+  const float* joints = joint_data + 12 * size_t(it.joint_offset);
+  float* o = out + 3 * size_t(g);
+  if (it.method == 0) LbsVertex(it.rest, it.offsets, it.joints, it.weights, joints, v, o);
+  else DqsVertex(it.rest, it.offsets, it.joints, it.weights, joints, v, o);
+}
+
+}  // namespace sinew::gpu

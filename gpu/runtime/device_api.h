@@ -1,0 +1,59 @@
+// The few device operations the GPU backend needs, behind one interface with two
+// implementations: CUDA (runtime/cuda_api.cu) and a CPU emulation (runtime/emulated_api.cc)
+// that runs the same per-vertex code on host memory, so that batching, accounting and the
+// service path are tested on machines without a GPU. Plain C++ (no absl) so nvcc compiles it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace sinew::gpu {
+
+// One session's frame inside a batch. The same bytes on host and device: pointers are device
+// addresses of the rig's arrays.
+struct BatchItem {
+  const float* rest;         // 3 per vertex
+  const uint32_t* offsets;   // vertex_count + 1
+  const uint16_t* joints;
+  const float* weights;
+  uint32_t joint_offset;     // first joint of this item in the batch's joint data
+  uint32_t vertex_offset;    // first vertex of this item in the batch's output
+  uint32_t vertex_count;
+  uint32_t method;           // GpuMethod
+};
+static_assert(sizeof(BatchItem) == 48);
+
+class DeviceApi {
+ public:
+  virtual ~DeviceApi() = default;
+  virtual std::string kind() const = 0;  // "cuda" or "emulated"
+  // Number of devices; 0 with `error` set when none can be used.
+  virtual int Count(std::string* error) = 0;
+  virtual bool Properties(int device, std::string* name, int* major, int* minor,
+                          uint64_t* total_bytes) = 0;
+  virtual void* Alloc(int device, size_t bytes, std::string* error) = 0;
+  virtual void Free(int device, void* p) = 0;
+  virtual void* AllocHost(size_t bytes, std::string* error) = 0;  // pinned (page-locked)
+  virtual void FreeHost(void* p) = 0;
+  virtual bool Upload(int device, void* dst, const void* src, size_t bytes, std::string* error) = 0;
+  // A stream with its events; one per in-flight batch slot.
+  virtual void* CreateQueue(int device, std::string* error) = 0;
+  virtual void DestroyQueue(void* queue) = 0;
+  // Asynchronously on `queue`: copy `in_bytes` of host `in` to device `din` (items first, then
+  // the joint data at `joint_data_offset` bytes), deform `total_vertices` vertices of `items`
+  // batch items into device `dout`, copy 12 * total_vertices bytes back to host `out`.
+  virtual bool Launch(void* queue, const void* in, void* din, size_t in_bytes, size_t items,
+                      size_t joint_data_offset, uint32_t total_vertices, void* dout, void* out,
+                      std::string* error) = 0;
+  // Waits for the queue's last launch; `busy_ms` is the time it took on the device.
+  virtual bool Wait(void* queue, double* busy_ms, std::string* error) = 0;
+};
+
+// nullptr when Sinew was built without CUDA.
+std::unique_ptr<DeviceApi> MakeCudaApi();
+// `devices` emulated devices of `bytes_per_device` each.
+std::unique_ptr<DeviceApi> MakeEmulatedApi(int devices, uint64_t bytes_per_device);
+
+}  // namespace sinew::gpu
