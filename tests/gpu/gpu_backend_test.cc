@@ -1,0 +1,222 @@
+// The GPU backend against the CPU deformers. Every test runs twice: on CUDA devices (skipped,
+// with the reason, where there is none) and on the CPU emulation of a device, which runs the
+// kernels' own per-vertex code, so batching, memory accounting and placement are tested on
+// every machine.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "core/deformer/deformer.h"
+#include "core/deformer/skeletal.h"
+#include "core/procedural/limb.h"
+#include "core/util/half.h"
+#include "gpu/backend.h"
+
+namespace sinew::gpu {
+namespace {
+
+enum class Kind { kCuda, kEmulated };
+
+std::string Name(Kind k) { return k == Kind::kCuda ? "Cuda" : "Emulated"; }
+
+absl::StatusOr<std::unique_ptr<GpuBackend>> Make(Kind kind, GpuOptions options = {}) {
+  if (kind == Kind::kEmulated && options.emulate_devices == 0) options.emulate_devices = 1;
+  return GpuBackend::Create(options);
+}
+
+// Waits for one frame.
+struct Latch {
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = 1;
+  absl::Status status;
+  static void Done(void* self, const absl::Status& s) {
+    auto& l = *static_cast<Latch*>(self);
+    std::lock_guard lock(l.mu);
+    if (!s.ok()) l.status = s;
+    if (--l.remaining == 0) l.cv.notify_all();
+  }
+  void Wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return remaining == 0; });
+  }
+};
+
+std::shared_ptr<const Rig> Limb(uint32_t vertices, uint32_t bones, uint32_t influences) {
+  LimbOptions o;
+  o.segments = 100;
+  o.rings = vertices / 100;
+  o.bones = bones;
+  o.max_influences = influences;
+  auto rig = BuildRig(MakeLimb(o));
+  EXPECT_TRUE(rig.ok()) << rig.status();
+  return std::make_shared<const Rig>(std::move(*rig));
+}
+
+std::vector<float> JointData(const Rig& rig, Method method, const Pose& pose) {
+  std::vector<Similarity> world(rig.joint_count());
+  std::vector<Affine34d> transforms(rig.joint_count());
+  std::vector<float> data(kJointFloats * rig.joint_count());
+  EXPECT_TRUE(SkeletalJointData(rig, method, {&pose, {}}, world, transforms, data).ok());
+  return data;
+}
+
+std::vector<float> Cpu(std::shared_ptr<const Rig> rig, Method method, const Pose& pose) {
+  auto d = CreateDeformer(rig, {method});
+  std::vector<float> out(rig->positions.size());
+  EXPECT_TRUE((*d)->Deform({&pose, {}}, out, nullptr).ok());
+  return out;
+}
+
+double MaxDiff(std::span<const float> a, std::span<const float> b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+  return m;
+}
+
+class GpuBackendTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    auto b = Make(GetParam());
+    if (!b.ok()) GTEST_SKIP() << "no GPU: " << b.status().message();
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Backends, GpuBackendTest, ::testing::Values(Kind::kCuda, Kind::kEmulated),
+                         [](const auto& info) { return Name(info.param); });
+
+// Every kernel equals its CPU version within 1e-5 of the bounding-box diagonal.
+TEST_P(GpuBackendTest, KernelsEqualCpuDeformers) {
+  auto backend = *Make(GetParam());
+  for (auto [vertices, bones, influences] : {std::tuple{20000u, 3u, 2u}, std::tuple{100000u, 8u, 4u}}) {
+    auto rig = Limb(vertices, bones, influences);
+    auto on_gpu = backend->Upload(*rig);
+    ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+    for (auto [method, gm] : {std::pair{Method::kLbs, GpuMethod::kLbs}, std::pair{Method::kDqs, GpuMethod::kDqs}}) {
+      auto session = backend->CreateSession(*on_gpu, gm);
+      ASSERT_TRUE(session.ok()) << session.status();
+      for (double t : {0.0, 0.3, 0.5}) {
+        const Pose pose = LimbPose(rig->skeleton, t);
+        const auto joints = JointData(*rig, method, pose);
+        std::vector<float> out(rig->positions.size());
+        Latch latch;
+        backend->Submit(**session, joints.data(), out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+        latch.Wait();
+        ASSERT_TRUE(latch.status.ok()) << latch.status;
+        EXPECT_LE(MaxDiff(out, Cpu(rig, method, pose)), 1e-5 * rig->bbox_diagonal())
+            << vertices << " vertices, t " << t << (method == Method::kLbs ? " LBS" : " DQS");
+      }
+    }
+  }
+}
+
+TEST_P(GpuBackendTest, Float16OutputWithinItsBound) {
+  auto backend = *Make(GetParam());
+  auto rig = Limb(5000, 3, 2);
+  auto session = backend->CreateSession(*backend->Upload(*rig), GpuMethod::kDqs);
+  ASSERT_TRUE(session.ok());
+  const Pose pose = LimbPose(rig->skeleton, 0.4);
+  const auto joints = JointData(*rig, Method::kDqs, pose);
+  std::vector<uint16_t> half(rig->positions.size());
+  Latch latch;
+  backend->Submit(**session, joints.data(), half.data(), OutputFormat::kFloat16, &Latch::Done, &latch);
+  latch.Wait();
+  const auto ref = Cpu(rig, Method::kDqs, pose);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_LE(std::abs(HalfToFloat(half[i]) - ref[i]), std::ldexp(std::abs(ref[i]), -11) + 1e-5) << i;
+  }
+}
+
+// Frames of many sessions submitted together share kernel launches, and each still gets its
+// own result.
+TEST_P(GpuBackendTest, FramesOfManySessionsAreBatched) {
+  GpuOptions options;
+  options.batch_window = std::chrono::milliseconds(5);
+  auto backend = *Make(GetParam(), options);
+  auto rig = Limb(2000, 3, 2);
+  auto on_gpu = *backend->Upload(*rig);
+  constexpr int kSessions = 64;
+  std::vector<std::unique_ptr<GpuSession>> sessions;
+  for (int i = 0; i < kSessions; ++i) sessions.push_back(*backend->CreateSession(on_gpu, i % 2 ? GpuMethod::kDqs : GpuMethod::kLbs));
+  std::vector<std::vector<float>> outs(kSessions, std::vector<float>(rig->positions.size()));
+  std::vector<Pose> poses;
+  std::vector<std::vector<float>> joints;
+  for (int i = 0; i < kSessions; ++i) {
+    poses.push_back(LimbPose(rig->skeleton, i / double(kSessions)));
+    joints.push_back(JointData(*rig, i % 2 ? Method::kDqs : Method::kLbs, poses.back()));
+  }
+  const uint64_t batches_before = backend->Devices()[0].batches;
+  Latch latch;
+  latch.remaining = kSessions;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kSessions; i += 4) {
+        backend->Submit(*sessions[i], joints[i].data(), outs[i].data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  latch.Wait();
+  ASSERT_TRUE(latch.status.ok());
+  for (int i = 0; i < kSessions; ++i) {
+    EXPECT_LE(MaxDiff(outs[i], Cpu(rig, i % 2 ? Method::kDqs : Method::kLbs, poses[i])), 1e-5 * rig->bbox_diagonal()) << i;
+  }
+  const DeviceInfo d = backend->Devices()[0];
+  EXPECT_LT(d.batches - batches_before, uint64_t(kSessions) / 4) << "frames were not batched";
+  EXPECT_EQ(d.sessions, uint32_t(kSessions));
+  EXPECT_EQ(d.rigs, 1u);
+}
+
+// The device memory limit gives RESOURCE_EXHAUSTED, never a crash, and freed sessions and
+// rigs return their bytes.
+TEST_P(GpuBackendTest, MemoryLimitIsEnforced) {
+  auto rig = Limb(20000, 3, 2);
+  // Room for the rig and exactly one session.
+  auto probe = *Make(GetParam());
+  auto r = *probe->Upload(*rig);
+  auto s = *probe->CreateSession(r, GpuMethod::kLbs);
+  const uint64_t need = r->bytes() + s->bytes();
+  s.reset();
+  r.reset();
+  EXPECT_EQ(probe->Devices()[0].used_bytes, 0u);
+
+  GpuOptions options;
+  options.memory_limit_bytes = need + 100;
+  options.emulate_bytes = uint64_t{1} << 30;
+  auto backend = *Make(GetParam(), options);
+  auto on_gpu = backend->Upload(*rig);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  auto first = backend->CreateSession(*on_gpu, GpuMethod::kLbs);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = backend->CreateSession(*on_gpu, GpuMethod::kLbs);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(second.status().message()), ::testing::HasSubstr("--gpu-memory-limit"));
+  first->reset();
+  EXPECT_TRUE(backend->CreateSession(*on_gpu, GpuMethod::kLbs).ok());
+  auto big = Limb(200000, 3, 2);
+  const auto too_big = backend->Upload(*big);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// With several devices, each new rig goes to the device with the most free memory.
+TEST(GpuPlacement, RigsGoToTheLeastLoadedDevice) {
+  GpuOptions options;
+  options.emulate_devices = 2;
+  auto backend = *GpuBackend::Create(options);
+  auto small = Limb(2000, 3, 2), large = Limb(20000, 3, 2);
+  auto a = *backend->Upload(*large);
+  auto b = *backend->Upload(*small);
+  auto c = *backend->Upload(*small);
+  EXPECT_NE(a->device(), b->device());  // the second rig avoids the loaded device
+  EXPECT_EQ(b->device(), c->device());  // the small ones share the other until it is fuller
+  const auto devices = backend->Devices();
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].rigs + devices[1].rigs, 3u);
+}
+
+}  // namespace
+}  // namespace sinew::gpu

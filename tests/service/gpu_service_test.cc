@@ -1,0 +1,136 @@
+// GPU sessions through a real server: with an emulated device (every machine) and with the
+// machine's CUDA devices (skipped, with the server's reason, where there is none). Results equal
+// the CPU backend's, AUTO picks the GPU for LBS/DQS, the device is reported, and the device
+// memory limit gives RESOURCE_EXHAUSTED.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "clients/lib/client.h"
+#include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
+
+namespace sinew::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GpuService : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--gpu", GetParam()});
+    ASSERT_TRUE(server_->started());
+    client_ = std::make_unique<client::Client>(server_->target());
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+    auto info = client_->GetServerInfo();
+    ASSERT_TRUE(info.ok());
+    for (const auto& b : info->backends()) {
+      if (b.backend() == v1::BACKEND_GPU && !b.available()) {
+        GTEST_SKIP() << "no GPU: " << b.description();
+      }
+    }
+    ASSERT_GE(info->devices_size(), 1);
+  }
+  void TearDown() override {
+    if (server_) {
+      EXPECT_EQ(server_->Terminate(), 0);
+    }
+  }
+  absl::StatusOr<v1::Session> Open(const std::string& rig, v1::Method method, v1::Backend backend) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig);
+    req.mutable_deformer()->set_method(method);
+    req.set_backend(backend);
+    return client_->CreateSession(req);
+  }
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<client::Client> client_;
+};
+INSTANTIATE_TEST_SUITE_P(Devices, GpuService, ::testing::Values("emulate", "auto"),
+                         [](const auto& info) { return std::string(info.param) == "emulate" ? "Emulated" : "Cuda"; });
+
+TEST_P(GpuService, GpuSessionsEqualCpuSessions) {
+  const LimbOptions limb = LimbOf(20000, 4, 4);
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  const Skeleton sk = LimbSkeleton(limb);
+  const double tolerance = 1e-5 * std::sqrt(3.0 * 3.0 + 0.5 * 0.5 * 2);
+  for (v1::Method method : {v1::METHOD_LBS, v1::METHOD_DQS}) {
+    auto gpu = Open(up->rig_id(), method, v1::BACKEND_GPU);
+    auto automatic = Open(up->rig_id(), method, v1::BACKEND_AUTO);
+    auto cpu = Open(up->rig_id(), method, v1::BACKEND_CPU);
+    ASSERT_TRUE(gpu.ok() && automatic.ok() && cpu.ok()) << gpu.status() << automatic.status() << cpu.status();
+    EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);
+    EXPECT_EQ(automatic->backend(), v1::BACKEND_GPU);
+    EXPECT_EQ(cpu->backend(), v1::BACKEND_CPU);
+    auto stream = client_->OpenStream();
+    for (int f = 0; f < 6; ++f) {
+      const Pose pose = LimbPose(sk, f / 6.0);
+      std::vector<float> a, b;
+      ASSERT_TRUE(stream->Write(Frame(gpu->session_id(), f, pose)));
+      v1::DeformResponse r;
+      ASSERT_TRUE(stream->Read(&r));
+      ASSERT_FALSE(r.has_error()) << r.error().message();
+      EXPECT_EQ(r.frame(), uint64_t(f));
+      ASSERT_TRUE(client::DecodePositions(r, a).ok());
+      auto u = client_->Deform(Frame(cpu->session_id(), f, pose));
+      ASSERT_TRUE(u.ok());
+      ASSERT_TRUE(client::DecodePositions(*u, b).ok());
+      double m = 0;
+      for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+      EXPECT_LE(m, tolerance) << v1::Method_Name(method) << " frame " << f;
+    }
+    EXPECT_TRUE(stream->Close().ok());
+  }
+  // Bad frames on a GPU session fail like on the CPU.
+  auto gpu = Open(up->rig_id(), v1::METHOD_LBS, v1::BACKEND_GPU);
+  v1::DeformRequest bad = Frame(gpu->session_id(), 1, LimbPose(sk, 0.1));
+  bad.mutable_pose()->mutable_rotations()->resize(8);
+  const absl::Status st = client_->Deform(bad).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("pose.rotations"));
+  auto info = client_->GetServerInfo();
+  ASSERT_TRUE(info.ok());
+  EXPECT_GE(info->devices(0).sessions(), 1u);
+  EXPECT_GT(info->devices(0).used_bytes(), 0u);
+}
+
+// Methods without GPU kernels run on the CPU under AUTO and are refused under BACKEND_GPU.
+TEST_P(GpuService, MethodsWithoutKernelsStayOnTheCpu) {
+  const LimbOptions limb = LimbOf(2000);
+  RigInput in = MakeLimb(limb);
+  in.rig.cages.push_back(MakeLimbCage(limb));
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto automatic = Open(up->rig_id(), v1::METHOD_CAGE_MVC, v1::BACKEND_AUTO);
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_EQ(automatic->backend(), v1::BACKEND_CPU);
+  const absl::Status st = Open(up->rig_id(), v1::METHOD_CAGE_MVC, v1::BACKEND_GPU).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("method cage-mvc has no GPU implementation"));
+}
+
+TEST_P(GpuService, DeviceMemoryLimitIsEnforced) {
+  server_->Terminate();
+  // 3 MB: room for a 20k-vertex rig (~0.7 MB) and a few sessions (~0.24 MB each), not 20.
+  server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--gpu", GetParam(), "--gpu-memory-limit", "3000000"});
+  ASSERT_TRUE(server_->started());
+  client_ = std::make_unique<client::Client>(server_->target());
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(LimbOf(20000))));
+  ASSERT_TRUE(up.ok());
+  absl::Status last;
+  int opened = 0;
+  for (int i = 0; i < 20 && last.ok(); ++i) {
+    auto s = Open(up->rig_id(), v1::METHOD_LBS, v1::BACKEND_GPU);
+    last = s.status();
+    opened += s.ok();
+  }
+  EXPECT_GT(opened, 0);
+  EXPECT_LT(opened, 20);
+  EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(last.message()), HasSubstr("--gpu-memory-limit"));
+  // The client can still choose the CPU.
+  EXPECT_TRUE(Open(up->rig_id(), v1::METHOD_LBS, v1::BACKEND_CPU).ok());
+}
+
+}  // namespace
+}  // namespace sinew::testing
