@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
       .Flag("influences", "K", "2", "procedural limb influences per vertex")
       .Flag("method", "M", "lbs", "lbs or dqs")
       .Flag("encoding", "E", "f32", "f32 or f16")
+      .Flag("backend", "B", "auto", "auto, cpu or gpu")
       .Flag("json", "PATH", "", "also write the report as JSON to PATH ('-' for stdout)")
       .Flag("help", "", "", "print this");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
@@ -70,6 +71,8 @@ int main(int argc, char** argv) {
   const std::string method = args.Get("method"), encoding = args.Get("encoding");
   if (method != "lbs" && method != "dqs") return Usage(args, "--method: lbs or dqs");
   if (encoding != "f32" && encoding != "f16") return Usage(args, "--encoding: f32 or f16");
+  const std::string backend = args.Get("backend");
+  if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");
 
   client::Client c(args.Get("target"));
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) {
@@ -90,11 +93,13 @@ int main(int argc, char** argv) {
   for (int f = 0; f < kCycle; ++f) client::PoseToProto(LimbPose(built->skeleton, double(f) / kCycle), clip[f]);
 
   std::vector<std::string> ids;
+  v1::Backend chosen = v1::BACKEND_AUTO;
   for (long long i = 0; i < sessions; ++i) {
     v1::CreateSessionRequest req;
     req.set_rig_id(upload->rig_id());
     req.mutable_deformer()->set_method(method == "dqs" ? v1::METHOD_DQS : v1::METHOD_LBS);
     req.set_encoding(encoding == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);
+    req.set_backend(backend == "gpu" ? v1::BACKEND_GPU : backend == "cpu" ? v1::BACKEND_CPU : v1::BACKEND_AUTO);
     auto s = c.CreateSession(req);
     if (!s.ok()) {
       std::fprintf(stderr, "sinew-load: session %lld: %s\n", i, s.status().ToString().c_str());
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     ids.push_back(s->session_id());
+    chosen = s->backend();
   }
 
   std::vector<SessionResult> results(ids.size());
@@ -164,9 +170,10 @@ int main(int argc, char** argv) {
   const double target = fps > 0 ? fps * sessions : 0;
   const double p50 = all.Percentile(50), p90 = all.Percentile(90), p99 = all.Percentile(99),
                mx = all.Max();
-  std::printf("sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s; server %s\n",
+  const char* on = chosen == v1::BACKEND_GPU ? "gpu" : "cpu";
+  std::printf("sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s, on %s; server %s\n",
               sessions, fps > 0 ? absl::StrFormat("%g", fps).c_str() : "max", duration,
-              vertices, method.c_str(), encoding.c_str(), c.target().c_str());
+              vertices, method.c_str(), encoding.c_str(), on, c.target().c_str());
   std::printf("  %-22s %12s\n", "metric", "value");
   if (target > 0) std::printf("  %-22s %12.1f\n", "target frames/s", target);
   std::printf("  %-22s %12.1f", "achieved frames/s", achieved);
@@ -179,10 +186,10 @@ int main(int argc, char** argv) {
 
   const std::string json = absl::StrFormat(
       "{\"sessions\":%lld,\"fps_per_session\":%g,\"duration_s\":%g,\"vertices\":%lld,"
-      "\"method\":\"%s\",\"encoding\":\"%s\",\"target_frames_per_s\":%.1f,"
+      "\"method\":\"%s\",\"encoding\":\"%s\",\"backend\":\"%s\",\"target_frames_per_s\":%.1f,"
       "\"achieved_frames_per_s\":%.1f,\"frames_ok\":%llu,\"errors\":%llu,"
       "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f}}\n",
-      sessions, fps, duration, vertices, method, encoding, target, achieved,
+      sessions, fps, duration, vertices, method, encoding, on, target, achieved,
       (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx);
   const std::string path = args.Get("json");
   if (path == "-") {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Service frames/s with 1, 10, 100 and 1000 concurrent streaming sessions of a 20k-vertex rig,
+# GPU against CPU, on one sinew-server: sinew-load at full speed (--fps 0) for each count and
+# backend; prints one table. Run from the repository root after scripts/build.sh.
+#   bench/gpu_concurrency.sh [--gpu auto|emulate] [--duration SECONDS] [--counts "1 10 100 1000"]
+set -euo pipefail
+gpu=auto duration=5 counts="1 10 100 1000"
+while (($#)); do
+  case $1 in
+    --gpu) gpu=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --counts) counts=$2; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+log=$(mktemp)
+build/server/sinew-server --listen 127.0.0.1:0 --metrics-listen "" --gpu "$gpu" --max-sessions 5000 >"$log" 2>&1 &
+server=$!
+trap 'kill -TERM $server 2>/dev/null || true; rm -f "$log"' EXIT
+for _ in $(seq 100); do grep -q '^grpc listening' "$log" && break; sleep 0.1; done
+target=$(sed -n 's/^grpc listening on //p' "$log")
+grep '^sinew-server: gpu' "$log" || true
+printf "%-9s %-8s %14s %10s %10s %10s\n" sessions backend frames/s p50_ms p99_ms errors
+for n in $counts; do
+  for backend in gpu cpu; do
+    json=$(build/clients/sinew-load --target "$target" --sessions "$n" --fps 0 --duration "$duration" \
+             --backend "$backend" --json - 2>/dev/null | tail -1) || true
+    python3 - "$n" "$backend" "$json" <<'PY'
+import json, sys
+n, backend, raw = sys.argv[1:4]
+try:
+    j = json.loads(raw)
+    print(f"{n:<9} {j['backend']:<8} {j['achieved_frames_per_s']:14.1f} {j['latency_ms']['p50']:10.3f} {j['latency_ms']['p99']:10.3f} {j['errors']:10d}")
+except Exception:
+    print(f"{n:<9} {backend:<8} {'unavailable':>14}")
+PY
+  done
+done
