@@ -40,12 +40,13 @@ class Device {
     }
     cv_.notify_all();
     thread_.join();
-    std::string ignored;
-    if (queue_) api_->DestroyQueue(queue_);
-    api_->FreeHost(host_in_);
-    api_->FreeHost(host_out_);
-    api_->Free(index_, dev_in_);
-    api_->Free(index_, dev_out_);
+    for (Slot& s : slots_) {
+      if (s.queue) api_->DestroyQueue(s.queue);
+      api_->FreeHost(s.host_in);
+      api_->FreeHost(s.host_out);
+      api_->Free(index_, s.dev_in);
+      api_->Free(index_, s.dev_out);
+    }
   }
 
   int index() const { return index_; }
@@ -114,6 +115,18 @@ class Device {
   }
 
  private:
+  // Two batch slots, each with its own stream and buffers: while the device works on one
+  // batch, the dispatcher packs and launches the next, then finishes the first (copies its
+  // outputs to the callers and completes their calls).
+  struct Slot {
+    void* queue = nullptr;
+    void *host_in = nullptr, *host_out = nullptr, *dev_in = nullptr, *dev_out = nullptr;
+    size_t host_in_cap = 0, host_out_cap = 0, dev_in_cap = 0, dev_out_cap = 0;
+    std::vector<Frame> frames;
+    bool in_flight = false;
+    absl::Status status;
+  };
+
   // Grows a pinned host buffer / device buffer to at least `bytes` (allocations happen only
   // while the batches grow).
   bool GrowHost(void*& p, size_t& cap, size_t bytes, std::string* error) {
@@ -132,35 +145,44 @@ class Device {
   }
 
   void Loop() {
-    std::vector<Frame> batch;
     std::vector<float> arena;
+    size_t next = 0;  // the slot the next batch goes to
     for (;;) {
+      Slot& slot = slots_[next];
+      Slot& other = slots_[1 - next];
       {
         std::unique_lock lock(mu_);
+        if (pending_.empty() && other.in_flight) {
+          // Nothing new to overlap with: finish the batch in flight first.
+          lock.unlock();
+          Finish(other);
+          continue;
+        }
         cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-        if (pending_.empty()) return;  // stopping
+        if (pending_.empty()) return;  // stopping, nothing queued or in flight
         // The batching window: wait for other sessions' frames, unless the batch is full.
         const auto deadline = first_arrival_ + options_.batch_window;
         cv_.wait_until(lock, deadline, [&] {
           return stop_ || pending_vertices_ >= options_.max_batch_vertices;
         });
-        batch.swap(pending_);
+        slot.frames.swap(pending_);
         arena.swap(arena_);
         pending_.clear();
         arena_.clear();
         pending_vertices_ = 0;
       }
-      Run(batch, arena);
-      batch.clear();
+      Launch(slot, arena);
+      if (other.in_flight) Finish(other);
+      next = 1 - next;
     }
   }
 
-  void Run(std::vector<Frame>& batch, const std::vector<float>& arena) {
-    // Layout of the upload: items, then joint data (16-byte aligned).
-    const size_t items_bytes = (sizeof(BatchItem) * batch.size() + 15) / 16 * 16;
+  // Packs the slot's frames (batch table, then joint data) and launches them.
+  void Launch(Slot& s, const std::vector<float>& arena) {
+    const size_t items_bytes = (sizeof(BatchItem) * s.frames.size() + 15) / 16 * 16;
     size_t joint_floats = 0;
     uint32_t vertices = 0;
-    for (Frame& f : batch) {
+    for (Frame& f : s.frames) {
       f.item.joint_offset = static_cast<uint32_t>(joint_floats / kJointFloats);
       f.item.vertex_offset = vertices;
       joint_floats += f.joint_floats;
@@ -169,39 +191,49 @@ class Device {
     const size_t in_bytes = items_bytes + sizeof(float) * joint_floats;
     const size_t out_bytes = size_t{12} * vertices;
     std::string error;
-    bool ok = (queue_ || (queue_ = api_->CreateQueue(index_, &error))) &&
-              GrowHost(host_in_, host_in_cap_, in_bytes, &error) &&
-              GrowHost(host_out_, host_out_cap_, out_bytes, &error) &&
-              GrowDevice(dev_in_, dev_in_cap_, in_bytes, &error) &&
-              GrowDevice(dev_out_, dev_out_cap_, out_bytes, &error);
-    double busy = 0;
+    bool ok = (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
+              GrowHost(s.host_in, s.host_in_cap, in_bytes, &error) &&
+              GrowHost(s.host_out, s.host_out_cap, out_bytes, &error) &&
+              GrowDevice(s.dev_in, s.dev_in_cap, in_bytes, &error) &&
+              GrowDevice(s.dev_out, s.dev_out_cap, out_bytes, &error);
     if (ok) {
-      auto* items = static_cast<BatchItem*>(host_in_);
-      for (size_t i = 0; i < batch.size(); ++i) items[i] = batch[i].item;
-      auto* joints = reinterpret_cast<float*>(static_cast<char*>(host_in_) + items_bytes);
-      for (const Frame& f : batch) {
+      auto* items = static_cast<BatchItem*>(s.host_in);
+      for (size_t i = 0; i < s.frames.size(); ++i) items[i] = s.frames[i].item;
+      auto* joints = reinterpret_cast<float*>(static_cast<char*>(s.host_in) + items_bytes);
+      for (const Frame& f : s.frames) {
         std::memcpy(joints + size_t{kJointFloats} * f.item.joint_offset, arena.data() + f.arena_offset,
                     sizeof(float) * f.joint_floats);
       }
-      ok = api_->Launch(queue_, host_in_, dev_in_, in_bytes, batch.size(), items_bytes, vertices,
-                        dev_out_, host_out_, &error) &&
-           api_->Wait(queue_, &busy, &error);
+      ok = api_->Launch(s.queue, s.host_in, s.dev_in, in_bytes, s.frames.size(), items_bytes, vertices,
+                        s.dev_out, s.host_out, &error);
     }
-    const absl::Status status =
-        ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
-    const float* out = static_cast<const float*>(host_out_);
-    for (const Frame& f : batch) {
-      if (ok) {
+    s.status = ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
+    s.in_flight = true;
+  }
+
+  // Waits for the slot's batch, copies every frame to its caller's buffer, completes it.
+  void Finish(Slot& s) {
+    double busy = 0;
+    std::string error;
+    if (s.status.ok() && !api_->Wait(s.queue, &busy, &error)) {
+      s.status = absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
+    }
+    const float* out = static_cast<const float*>(s.host_out);
+    for (const Frame& f : s.frames) {
+      if (s.status.ok()) {
         const float* src = out + 3 * size_t{f.item.vertex_offset};
         const size_t n = 3 * size_t{f.item.vertex_count};
         if (f.format == OutputFormat::kFloat32) std::memcpy(f.out, src, sizeof(float) * n);
         else FloatsToHalves(src, static_cast<uint16_t*>(f.out), n);
       }
-      f.done(f.context, status);
+      f.done(f.context, s.status);
     }
+    const size_t count = s.frames.size();
+    s.frames.clear();
+    s.in_flight = false;
     std::lock_guard lock(mu_);
     ++batches_;
-    frames_ += batch.size();
+    frames_ += count;
     // Utilisation: device-busy time over wall time, in windows of at least one second.
     busy_window_ms_ += busy;
     const auto now = std::chrono::steady_clock::now();
@@ -235,10 +267,7 @@ class Device {
   double utilisation_ = 0, busy_window_ms_ = 0;
   std::chrono::steady_clock::time_point util_window_start_ = std::chrono::steady_clock::now();
 
-  // Dispatcher-thread state.
-  void* queue_ = nullptr;
-  void *host_in_ = nullptr, *host_out_ = nullptr, *dev_in_ = nullptr, *dev_out_ = nullptr;
-  size_t host_in_cap_ = 0, host_out_cap_ = 0, dev_in_cap_ = 0, dev_out_cap_ = 0;
+  Slot slots_[2];  // dispatcher-thread state
   std::thread thread_;
 };
 
