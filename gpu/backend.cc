@@ -91,23 +91,22 @@ class Device {
   }
 
   struct Frame {
-    BatchItem item;        // vertex_offset/joint_offset filled when batched
-    size_t joint_floats;   // kJointFloats * joints
-    size_t arena_offset;   // where its joint data sits in the arena
+    BatchItem item;        // vertex_offset/param_offset filled when batched
+    size_t param_floats;
+    size_t arena_offset;   // where its parameters sit in the arena
     void* out;
     OutputFormat format;
     FrameDone done;
     void* context;
   };
 
-  void Submit(const BatchItem& item, const float* joint_data, size_t joints, void* out,
+  void Submit(const BatchItem& item, const float* params, size_t floats, void* out,
               OutputFormat format, FrameDone done, void* context) {
     {
       std::lock_guard lock(mu_);
       if (pending_.empty()) first_arrival_ = std::chrono::steady_clock::now();
-      const size_t floats = kJointFloats * joints;
       const size_t at = arena_.size();
-      arena_.insert(arena_.end(), joint_data, joint_data + floats);
+      arena_.insert(arena_.end(), params, params + floats);
       pending_.push_back({item, floats, at, out, format, done, context});
       pending_vertices_ += item.vertex_count;
     }
@@ -180,15 +179,15 @@ class Device {
   // Packs the slot's frames (batch table, then joint data) and launches them.
   void Launch(Slot& s, const std::vector<float>& arena) {
     const size_t items_bytes = (sizeof(BatchItem) * s.frames.size() + 15) / 16 * 16;
-    size_t joint_floats = 0;
+    size_t param_floats = 0;
     uint32_t vertices = 0;
     for (Frame& f : s.frames) {
-      f.item.joint_offset = static_cast<uint32_t>(joint_floats / kJointFloats);
+      f.item.param_offset = static_cast<uint32_t>(param_floats);
       f.item.vertex_offset = vertices;
-      joint_floats += f.joint_floats;
+      param_floats += (f.param_floats + 3) / 4 * 4;  // 16-byte aligned per item
       vertices += f.item.vertex_count;
     }
-    const size_t in_bytes = items_bytes + sizeof(float) * joint_floats;
+    const size_t in_bytes = items_bytes + sizeof(float) * param_floats;
     const size_t out_bytes = size_t{12} * vertices;
     std::string error;
     bool ok = (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
@@ -201,8 +200,8 @@ class Device {
       for (size_t i = 0; i < s.frames.size(); ++i) items[i] = s.frames[i].item;
       auto* joints = reinterpret_cast<float*>(static_cast<char*>(s.host_in) + items_bytes);
       for (const Frame& f : s.frames) {
-        std::memcpy(joints + size_t{kJointFloats} * f.item.joint_offset, arena.data() + f.arena_offset,
-                    sizeof(float) * f.joint_floats);
+        std::memcpy(joints + f.item.param_offset, arena.data() + f.arena_offset,
+                    sizeof(float) * f.param_floats);
       }
       ok = api_->Launch(s.queue, s.host_in, s.dev_in, in_bytes, s.frames.size(), items_bytes, vertices,
                         s.dev_out, s.host_out, &error);
@@ -300,11 +299,39 @@ class GpuRigImpl final : public GpuRig {
   float* weights = nullptr;
 };
 
+class GpuCoefficientsImpl final : public GpuCoefficients {
+ public:
+  GpuCoefficientsImpl(Device* device, uint32_t cols, uint64_t bytes) : device_(device), cols_(cols), bytes_(bytes) {}
+  ~GpuCoefficientsImpl() override {
+    device_->api().Free(device_->index(), values);
+    device_->Release(bytes_);
+  }
+  uint32_t cols() const override { return cols_; }
+  uint64_t bytes() const override { return bytes_; }
+
+  Device* device_;
+  uint32_t cols_;
+  uint64_t bytes_;
+  float* values = nullptr;
+};
+
 class GpuSessionImpl final : public GpuSession {
  public:
-  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, GpuMethod method, uint64_t bytes)
-      : rig_(std::move(rig)), method_(method), bytes_(bytes) {
+  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, GpuMethod method, uint64_t bytes,
+                 std::shared_ptr<GpuCoefficientsImpl> coefficients, bool with_rest)
+      : rig_(std::move(rig)), method_(method), bytes_(bytes), coefficients_(std::move(coefficients)),
+        with_rest_(with_rest) {
     rig_->device_->CountSession(1);
+  }
+  size_t param_count() const override {
+    const size_t cage = coefficients_ ? 3 * size_t{coefficients_->cols()} : 0;
+    const size_t joints = kJointFloats * rig_->joint_count();
+    switch (method_) {
+      case GpuMethod::kLbs:
+      case GpuMethod::kDqs: return joints;
+      case GpuMethod::kCage: return cage;
+      default: return cage + joints;
+    }
   }
   ~GpuSessionImpl() override {
     rig_->device_->Release(bytes_);
@@ -317,6 +344,8 @@ class GpuSessionImpl final : public GpuSession {
   std::shared_ptr<GpuRigImpl> rig_;
   GpuMethod method_;
   uint64_t bytes_;
+  std::shared_ptr<GpuCoefficientsImpl> coefficients_;
+  bool with_rest_;
 };
 
 }  // namespace
@@ -375,27 +404,59 @@ absl::StatusOr<std::shared_ptr<GpuRig>> GpuBackend::Upload(const Rig& rig) {
   return std::shared_ptr<GpuRig>(std::move(g));
 }
 
-absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::shared_ptr<GpuRig> rig,
-                                                                      GpuMethod method) {
+absl::StatusOr<std::shared_ptr<GpuCoefficients>> GpuBackend::UploadCoefficients(
+    const GpuRig& rig, const std::vector<float>& values, uint32_t cols) {
+  const auto& r = static_cast<const GpuRigImpl&>(rig);
+  if (cols == 0 || values.size() != size_t{cols} * r.vertex_count()) {
+    return absl::InvalidArgumentError("gpu: coefficient matrix does not have one row per vertex");
+  }
+  const uint64_t bytes = sizeof(float) * values.size();
+  if (!r.device_->Reserve(bytes)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "gpu %d: the coefficients need %d bytes of device memory, %d left within the limit "
+        "(--gpu-memory-limit)", r.device(), bytes, r.device_->free_budget()));
+  }
+  auto c = std::make_shared<GpuCoefficientsImpl>(r.device_, cols, bytes);
+  std::string error;
+  c->values = static_cast<float*>(r.device_->api().Alloc(r.device(), bytes, &error));
+  if (!c->values || !r.device_->api().Upload(r.device(), c->values, values.data(), bytes, &error)) {
+    return absl::ResourceExhaustedError(absl::StrCat("gpu ", r.device(), ": uploading coefficients: ", error));
+  }
+  return std::shared_ptr<GpuCoefficients>(std::move(c));
+}
+
+absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(
+    std::shared_ptr<GpuRig> rig, GpuMethod method, std::shared_ptr<GpuCoefficients> coefficients,
+    bool with_rest) {
   auto impl = std::static_pointer_cast<GpuRigImpl>(rig);
-  // The session's share of the batch buffers: its joint data and its output, both ways.
-  const uint64_t bytes = sizeof(BatchItem) + sizeof(float) * kJointFloats * impl->joint_count() +
-                         uint64_t{12} * impl->vertex_count();
+  auto coeffs = std::static_pointer_cast<GpuCoefficientsImpl>(coefficients);
+  const bool cage = method != GpuMethod::kLbs && method != GpuMethod::kDqs;
+  if (cage && !coeffs) return absl::InternalError("gpu: a cage stage needs its coefficients");
+  // The session's share of the batch buffers: its parameters and its output, both ways.
+  const uint64_t params = sizeof(float) * (kJointFloats * impl->joint_count() + (coeffs ? 3 * coeffs->cols() : 0));
+  const uint64_t bytes = sizeof(BatchItem) + params + uint64_t{12} * impl->vertex_count();
   if (!impl->device_->Reserve(bytes)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "gpu %d: a session on this rig needs %d bytes of device memory, %d left within the "
         "limit (--gpu-memory-limit)", impl->device(), bytes, impl->device_->free_budget()));
   }
-  return std::unique_ptr<GpuSession>(new GpuSessionImpl(std::move(impl), method, bytes));
+  return std::unique_ptr<GpuSession>(new GpuSessionImpl(std::move(impl), method, bytes, std::move(coeffs), with_rest));
 }
 
-void GpuBackend::Submit(GpuSession& session, const float* joint_data, void* out, OutputFormat format,
+void GpuBackend::Submit(GpuSession& session, const float* params, void* out, OutputFormat format,
                         FrameDone done, void* context) {
   auto& s = static_cast<GpuSessionImpl&>(session);
   const GpuRigImpl& r = *s.rig_;
-  BatchItem item{r.rest, r.offsets, r.joint_index, r.weights, 0, 0,
-                 static_cast<uint32_t>(r.vertex_count()), static_cast<uint32_t>(s.method())};
-  r.device_->Submit(item, joint_data, r.joint_count(), out, format, done, context);
+  BatchItem item{};
+  item.rest = s.with_rest_ ? r.rest : nullptr;
+  item.offsets = r.offsets;
+  item.joints = r.joint_index;
+  item.weights = r.weights;
+  item.coeffs = s.coefficients_ ? s.coefficients_->values : nullptr;
+  item.coeff_cols = s.coefficients_ ? s.coefficients_->cols() : 0;
+  item.vertex_count = static_cast<uint32_t>(r.vertex_count());
+  item.method = static_cast<uint32_t>(s.method());
+  r.device_->Submit(item, params, s.param_count(), out, format, done, context);
 }
 
 }  // namespace sinew::gpu

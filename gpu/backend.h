@@ -50,7 +50,14 @@ struct GpuOptions {
   uint64_t emulate_bytes = uint64_t{1} << 30;
 };
 
-enum class GpuMethod : uint32_t { kLbs = 0, kDqs = 1 };
+// The per-vertex stage a session runs on the device (twins in gpu/<method>/).
+enum class GpuMethod : uint32_t {
+  kLbs = 0,           // parameters: 12 floats per joint
+  kDqs = 1,           // parameters: 12 floats per joint
+  kCage = 2,          // rest (optional) + coefficients · 3-vectors; parameters: 3 per column
+  kCageThenLbs = 3,   // the cage moves the rest point, then LBS; parameters: cage, then joints
+  kCageThenDqs = 4,
+};
 
 // Floats per joint in a frame's joint data.
 inline constexpr size_t kJointFloats = 12;
@@ -64,6 +71,7 @@ using FrameDone = void (*)(void* context, const absl::Status& status);
 
 class GpuRig;
 class GpuSession;
+class GpuCoefficients;
 class Device;
 
 class GpuBackend {
@@ -79,13 +87,21 @@ class GpuBackend {
   // device can hold it within its limit.
   absl::StatusOr<std::shared_ptr<GpuRig>> Upload(const Rig& rig);
 
-  // Per-session state on the rig's device (its share of the batch buffers is reserved here).
-  absl::StatusOr<std::unique_ptr<GpuSession>> CreateSession(std::shared_ptr<GpuRig> rig,
-                                                            GpuMethod method);
+  // A dense row-major coefficient matrix (rows = the rig's vertices) on the rig's device, for
+  // the cage stages (e.g. mean value coordinates), shared by the sessions that use it.
+  absl::StatusOr<std::shared_ptr<GpuCoefficients>> UploadCoefficients(const GpuRig& rig,
+                                                                      const std::vector<float>& values,
+                                                                      uint32_t cols);
 
-  // Queues one frame. `joint_data` (kJointFloats per joint) is copied before Submit returns;
-  // `out` must stay valid until `done` is called (3 floats, or 3 halves, per vertex).
-  void Submit(GpuSession& session, const float* joint_data, void* out, OutputFormat format,
+  // Per-session state on the rig's device (its share of the batch buffers is reserved here).
+  // Cage stages need `coefficients`; `with_rest` adds the rest positions to their product.
+  absl::StatusOr<std::unique_ptr<GpuSession>> CreateSession(
+      std::shared_ptr<GpuRig> rig, GpuMethod method,
+      std::shared_ptr<GpuCoefficients> coefficients = nullptr, bool with_rest = true);
+
+  // Queues one frame. `params` (GpuSession::param_count() floats) is copied before Submit
+  // returns; `out` must stay valid until `done` is called (3 floats, or 3 halves, per vertex).
+  void Submit(GpuSession& session, const float* params, void* out, OutputFormat format,
               FrameDone done, void* context);
 
  private:
@@ -104,12 +120,20 @@ class GpuRig {
   virtual size_t joint_count() const = 0;
 };
 
+class GpuCoefficients {
+ public:
+  virtual ~GpuCoefficients() = default;
+  virtual uint32_t cols() const = 0;
+  virtual uint64_t bytes() const = 0;
+};
+
 class GpuSession {
  public:
   virtual ~GpuSession() = default;
   virtual int device() const = 0;
   virtual uint64_t bytes() const = 0;  // device bytes reserved for this session
   virtual GpuMethod method() const = 0;
+  virtual size_t param_count() const = 0;  // floats of parameters per frame
 };
 
 }  // namespace sinew::gpu

@@ -72,6 +72,24 @@ absl::StatusOr<std::shared_ptr<gpu::GpuRig>> StoredRig::OnGpu(gpu::GpuBackend& b
   return gpu_rig;
 }
 
+absl::StatusOr<std::shared_ptr<gpu::GpuCoefficients>> StoredRig::CoefficientsOnGpu(
+    gpu::GpuBackend& backend, const gpu::GpuRig& on_gpu, const Deformer& deformer, const std::string& key) {
+  std::lock_guard lock(prep_mu);
+  auto& slot = gpu_coefficients[key];
+  if (!slot) {
+    std::vector<float> values;
+    uint32_t cols = 0;
+    deformer.DeviceCoefficients(values, cols);
+    auto uploaded = backend.UploadCoefficients(on_gpu, values, cols);
+    if (!uploaded.ok()) {
+      gpu_coefficients.erase(key);
+      return uploaded.status();
+    }
+    slot = std::move(*uploaded);
+  }
+  return slot;
+}
+
 std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);

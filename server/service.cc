@@ -520,7 +520,7 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
     mi->set_description(std::string(m.description));
     mi->set_stateful(m.stateful);
     mi->add_backends(v1::BACKEND_CPU);
-    if (gpu_ && (m.method == Method::kLbs || m.method == Method::kDqs)) mi->add_backends(v1::BACKEND_GPU);
+    if (gpu_) mi->add_backends(v1::BACKEND_GPU);  // every method so far has a device stage
   }
   v1::BackendInfo* cpu = resp->add_backends();
   cpu->set_backend(v1::BACKEND_CPU);
@@ -632,19 +632,12 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   if (backend != v1::BACKEND_AUTO && backend != v1::BACKEND_CPU && backend != v1::BACKEND_GPU) {
     return absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", backend));
   }
-  // GPU kernels exist for LBS and DQS; AUTO takes the GPU for them when there is one.
-  const bool gpu_method = config->method == Method::kLbs || config->method == Method::kDqs;
   if (backend == v1::BACKEND_GPU && gpu_ == nullptr) {
     return absl::FailedPreconditionError(
         "backend: BACKEND_GPU requested but this server has no GPU backend; use BACKEND_AUTO "
         "or BACKEND_CPU");
   }
-  if (backend == v1::BACKEND_GPU && !gpu_method) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "backend: method ", std::string(FindMethod(config->method)->name),
-        " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));
-  }
-  const bool on_gpu = gpu_ != nullptr && gpu_method && backend != v1::BACKEND_CPU;
+
   if (req->encoding() != v1::OUTPUT_ENCODING_FLOAT32 &&
       req->encoding() != v1::OUTPUT_ENCODING_FLOAT16) {
     return absl::InvalidArgumentError(absl::StrCat("encoding: unknown value ", req->encoding()));
@@ -678,12 +671,33 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   }
   auto deformer = method.create(stored->rig, std::move(prepared), *config);
   if (!deformer.ok()) return deformer.status();
+  // Methods with a device stage run it on the GPU under AUTO when there is one.
+  const DeviceStage stage = (*deformer)->device_stage();
+  if (backend == v1::BACKEND_GPU && stage.kind == DeviceStageKind::kNone) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend: method ", std::string(method.name), " has no GPU implementation yet; use "
+        "BACKEND_AUTO or BACKEND_CPU"));
+  }
+  const bool on_gpu = gpu_ != nullptr && stage.kind != DeviceStageKind::kNone && backend != v1::BACKEND_CPU;
   std::unique_ptr<gpu::GpuSession> gpu_session;
   if (on_gpu) {
     auto gpu_rig = stored->OnGpu(*gpu_);
     if (!gpu_rig.ok()) return gpu_rig.status();
-    auto s = gpu_->CreateSession(std::move(*gpu_rig), config->method == Method::kDqs ? gpu::GpuMethod::kDqs
-                                                                                     : gpu::GpuMethod::kLbs);
+    std::shared_ptr<gpu::GpuCoefficients> coefficients;
+    if (!stage.coefficients_key.empty()) {
+      auto c = stored->CoefficientsOnGpu(*gpu_, **gpu_rig, **deformer, stage.coefficients_key);
+      if (!c.ok()) return c.status();
+      coefficients = std::move(*c);
+    }
+    gpu::GpuMethod gm = gpu::GpuMethod::kLbs;
+    switch (stage.kind) {
+      case DeviceStageKind::kDqs: gm = gpu::GpuMethod::kDqs; break;
+      case DeviceStageKind::kCage: gm = gpu::GpuMethod::kCage; break;
+      case DeviceStageKind::kCageThenLbs: gm = gpu::GpuMethod::kCageThenLbs; break;
+      case DeviceStageKind::kCageThenDqs: gm = gpu::GpuMethod::kCageThenDqs; break;
+      default: break;
+    }
+    auto s = gpu_->CreateSession(std::move(*gpu_rig), gm, std::move(coefficients), stage.with_rest);
     if (!s.ok()) return s.status();
     gpu_session = std::move(*s);
   }
@@ -694,13 +708,11 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->method = config->method;
   session->backend = on_gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU;
   session->gpu = std::move(gpu_session);
-  session->world.resize(rig.joint_count());
-  session->transforms.resize(rig.joint_count());
-  session->joint_data.resize(gpu::kJointFloats * rig.joint_count());
   session->encoding = req->encoding();
   session->created_ms = NowMs();
   session->last_used_ms = session->created_ms;
   session->deformer = std::move(*deformer);
+  session->device_params.resize(session->deformer->device_param_count());
   // Size the scratch now so that frames allocate nothing.
   const size_t joints = rig.joint_count();
   session->pose.rotations.reserve(4 * joints);
@@ -785,43 +797,42 @@ void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, P
   const auto t0 = std::chrono::steady_clock::now();
 
   if (session->gpu) {
-    // GPU: forward kinematics here, the vertices in the device's next batch.
-    const v1::FrameOutputs& want = req.outputs();
-    if (want.posed_cage() || want.rest_cage() || want.joints()) {
-      return done(context, absl::FailedPreconditionError("outputs: this method has no posed cage, rest cage or joints to return"));
-    }
-    st = SkeletalJointData(*session->rig->rig, session->method, frame, session->world,
-                           session->transforms, session->joint_data);
+    // GPU: everything but the per-vertex stage here, the vertices in the device's next batch.
+    st = session->deformer->DeviceFrame(frame, session->device_params);
+    if (st.ok()) st = FillExtras(*session, req.outputs(), resp);
     if (!st.ok()) return done(context, st);
     const bool f16 = session->encoding == v1::OUTPUT_ENCODING_FLOAT16;
     std::string* out = resp.mutable_positions();
     out->resize(size_t{3} * vertices * (f16 ? 2 : 4));
     pending = {this, session, &resp, t0, done, context};
-    gpu_->Submit(*session->gpu, session->joint_data.data(), out->data(),
+    gpu_->Submit(*session->gpu, session->device_params.data(), out->data(),
                  f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32, &Service::GpuFrameDone,
                  &pending);
     return;
   }
 
   st = DeformInto(*session, frame, *resp.mutable_positions());
-  const v1::FrameOutputs& want = req.outputs();
-  if (st.ok() && (want.posed_cage() || want.rest_cage() || want.joints())) {
-    FrameExtras extras;
-    if (want.posed_cage()) extras.posed_cage = &session->extra_posed_cage;
-    if (want.rest_cage()) extras.rest_cage = &session->extra_rest_cage;
-    if (want.joints()) extras.joints = &session->extra_joints;
-    st = session->deformer->Extras(extras);
-    auto pack = [](const std::vector<float>& v, std::string* out) {
-      out->assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-    };
-    if (st.ok() && want.posed_cage()) pack(session->extra_posed_cage, resp.mutable_posed_cage());
-    if (st.ok() && want.rest_cage()) pack(session->extra_rest_cage, resp.mutable_rest_cage());
-    if (st.ok() && want.joints()) pack(session->extra_joints, resp.mutable_joints());
-  }
+  if (st.ok()) st = FillExtras(*session, req.outputs(), resp);
   resp.set_compute_ns(static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
   lock.unlock();
   done(context, st);
+}
+
+absl::Status Service::FillExtras(Session& session, const v1::FrameOutputs& want, v1::DeformResponse& resp) {
+  if (!want.posed_cage() && !want.rest_cage() && !want.joints()) return absl::OkStatus();
+  FrameExtras extras;
+  if (want.posed_cage()) extras.posed_cage = &session.extra_posed_cage;
+  if (want.rest_cage()) extras.rest_cage = &session.extra_rest_cage;
+  if (want.joints()) extras.joints = &session.extra_joints;
+  if (auto st = session.deformer->Extras(extras); !st.ok()) return st;
+  auto pack = [](const std::vector<float>& v, std::string* out) {
+    out->assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  };
+  if (want.posed_cage()) pack(session.extra_posed_cage, resp.mutable_posed_cage());
+  if (want.rest_cage()) pack(session.extra_rest_cage, resp.mutable_rest_cage());
+  if (want.joints()) pack(session.extra_joints, resp.mutable_joints());
+  return absl::OkStatus();
 }
 
 void Service::GpuFrameDone(void* arg, const absl::Status& status) {
@@ -840,11 +851,7 @@ absl::Status Service::DeformInto(Session& session, const FrameInput& frame, std:
   const auto t0 = std::chrono::steady_clock::now();
   const size_t floats = session.rig->rig->positions.size();
   if (session.gpu) {  // batch jobs on a GPU session: wait for the frame's batch
-    if (auto st = SkeletalJointData(*session.rig->rig, session.method, frame, session.world,
-                                    session.transforms, session.joint_data);
-        !st.ok()) {
-      return st;
-    }
+    if (auto st = session.deformer->DeviceFrame(frame, session.device_params); !st.ok()) return st;
     const bool f16 = session.encoding == v1::OUTPUT_ENCODING_FLOAT16;
     out.resize(floats * (f16 ? 2 : 4));
     struct Latch {
@@ -853,7 +860,7 @@ absl::Status Service::DeformInto(Session& session, const FrameInput& frame, std:
       bool done = false;
       absl::Status status;
     } latch;
-    gpu_->Submit(*session.gpu, session.joint_data.data(), out.data(),
+    gpu_->Submit(*session.gpu, session.device_params.data(), out.data(),
                  f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32,
                  [](void* l, const absl::Status& s) {
                    auto& latch = *static_cast<Latch*>(l);

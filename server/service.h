@@ -99,6 +99,8 @@ class Service final : public v1::Sinew::CallbackService {
   void RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, PendingFrame& pending,
                 FrameDone done, void* context);
   static void GpuFrameDone(void* pending, const absl::Status& status);
+  // The extra outputs a frame asked for (posed cage, rest cage, joints).
+  absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, v1::DeformResponse& resp);
   // Deforms `frame` on `session` (whose mutex the caller holds) into `out` in the session's
   // encoding, and accounts for it.
   absl::Status DeformInto(Session& session, const FrameInput& frame, std::string& out);

@@ -36,11 +36,9 @@ struct Session {
   CageFrame posed_cage;
   std::vector<float> positions;  // float32 staging for non-float32 encodings
   std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints;
-  // GPU sessions: device state and the per-frame joint data computed on the CPU.
+  // GPU sessions: device state and the parameters of the device stage, computed on the CPU.
   std::unique_ptr<gpu::GpuSession> gpu;
-  std::vector<Similarity> world;
-  std::vector<Affine34d> transforms;
-  std::vector<float> joint_data;
+  std::vector<float> device_params;
 
   // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
   size_t state_bytes = 0;

@@ -95,6 +95,66 @@ class CageDeformer final : public Deformer {
       : rig_(std::move(rig)), prepared_(std::move(prepared)), config_(config) {}
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (auto st = Resolve(frame); !st.ok()) return st;
+    const Cage& rest = rig_->cages[config_.cage];
+    if (config_.method == Method::kCageMvc) {
+      delta_ = cage_ - ToPoints(rest.positions);
+      ApplyCageCoordinates(static_cast<const MvcPrepared&>(*prepared_).phi, rig_->positions, delta_, out, pool);
+    } else {
+      const auto& g = static_cast<const GreenPrepared&>(*prepared_);
+      GreenFaceTerms(g.rest, cage_, face_terms_);
+      GreenDeform(g.coords, cage_, face_terms_, out, pool);
+    }
+    return absl::OkStatus();
+  }
+
+  // Device stage: MVC is rest + Φ·(C' − C0); Green is [φ ψ]·[v'; s n] without a rest term.
+  DeviceStage device_stage() const override {
+    const bool mvc = config_.method == Method::kCageMvc;
+    return {DeviceStageKind::kCage, mvc, absl::StrCat(mvc ? "cage-mvc " : "cage-green ", CageKey(config_))};
+  }
+  size_t device_param_count() const override {
+    const Cage& rest = rig_->cages[config_.cage];
+    return 3 * (rest.vertex_count() + (config_.method == Method::kCageMvc ? 0 : rest.triangles.size() / 3));
+  }
+  void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const override {
+    if (config_.method == Method::kCageMvc) {
+      const RowMatrixXd& phi = static_cast<const MvcPrepared&>(*prepared_).phi;
+      cols = static_cast<uint32_t>(phi.cols());
+      values.assign(phi.data(), phi.data() + phi.size());
+      return;
+    }
+    const GreenCoordinates& g = static_cast<const GreenPrepared&>(*prepared_).coords;
+    cols = static_cast<uint32_t>(g.phi.cols() + g.psi.cols());
+    values.resize(size_t(g.phi.rows()) * cols);
+    for (Eigen::Index i = 0; i < g.phi.rows(); ++i) {
+      float* row = &values[size_t(i) * cols];
+      for (Eigen::Index k = 0; k < g.phi.cols(); ++k) row[k] = float(g.phi(i, k));
+      for (Eigen::Index k = 0; k < g.psi.cols(); ++k) row[g.phi.cols() + k] = float(g.psi(i, k));
+    }
+  }
+  absl::Status DeviceFrame(const FrameInput& frame, std::span<float> params) override {
+    if (auto st = Resolve(frame); !st.ok()) return st;
+    const Cage& rest = rig_->cages[config_.cage];
+    const Eigen::Index n = cage_.cols();
+    size_t at = 0;
+    for (Eigen::Index k = 0; k < n; ++k) {
+      for (int d = 0; d < 3; ++d) {
+        params[at++] = float(config_.method == Method::kCageMvc ? cage_(d, k) - rest.positions[3 * k + d] : cage_(d, k));
+      }
+    }
+    if (config_.method == Method::kCageGreen) {
+      GreenFaceTerms(static_cast<const GreenPrepared&>(*prepared_).rest, cage_, face_terms_);
+      for (Eigen::Index f = 0; f < face_terms_.rows(); ++f) {
+        for (int d = 0; d < 3; ++d) params[at++] = float(face_terms_(f, d));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Checks the frame and resolves its cage positions into cage_.
+  absl::Status Resolve(const FrameInput& frame) {
     const char* name = config_.method == Method::kCageMvc ? "cage-mvc" : "cage-green";
     if (frame.pose != nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("pose: method ", name, " takes no skeleton pose"));
@@ -107,19 +167,11 @@ class CageDeformer final : public Deformer {
       return absl::InvalidArgumentError(absl::StrCat(
           "cages: method ", name, " needs exactly one entry, for cage ", config_.cage));
     }
-    const Cage& rest = rig_->cages[config_.cage];
-    ResolveCage(rest, frame.cages[0], cage_);
-    if (config_.method == Method::kCageMvc) {
-      delta_ = cage_ - ToPoints(rest.positions);
-      ApplyCageCoordinates(static_cast<const MvcPrepared&>(*prepared_).phi, rig_->positions, delta_, out, pool);
-    } else {
-      const auto& g = static_cast<const GreenPrepared&>(*prepared_);
-      GreenFaceTerms(g.rest, cage_, face_terms_);
-      GreenDeform(g.coords, cage_, face_terms_, out, pool);
-    }
+    ResolveCage(rig_->cages[config_.cage], frame.cages[0], cage_);
     return absl::OkStatus();
   }
 
+ public:
   size_t StateBytes() const override {
     return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + face_terms_.size());
   }

@@ -48,6 +48,25 @@ struct FrameExtras {
   std::vector<float>* joints = nullptr;      // x,y,z per joint
 };
 
+// The per-vertex stage of a method that a device (gpu/) can run; everything before it (pose
+// decoding, forward kinematics, cage solves) stays on the CPU. Core knows nothing of devices:
+// this only describes the stage and its per-frame parameters.
+enum class DeviceStageKind {
+  kNone,         // the method has no device stage
+  kLbs,          // parameters: 12 floats per joint (row-major 3x4 skinning matrix)
+  kDqs,          // parameters: 12 floats per joint (dual quaternion, scale, 3 zeros)
+  kCage,         // out = rest (if with_rest) + coefficients · parameters (3 floats per column)
+  kCageThenLbs,  // the cage stage moves the rest point, then LBS: parameters cage, then joints
+  kCageThenDqs,
+};
+
+struct DeviceStage {
+  DeviceStageKind kind = DeviceStageKind::kNone;
+  bool with_rest = true;
+  // Names the coefficient matrix for sharing between sessions of one rig (empty: none).
+  std::string coefficients_key;
+};
+
 // Data a method precomputes once per rig (and configuration), shared read-only by every
 // session of that method on that rig.
 class Prepared {
@@ -72,6 +91,15 @@ class Deformer {
   virtual absl::Status Extras(const FrameExtras& extras) const;
   // Bytes held per session (state and scratch), excluding the shared rig.
   virtual size_t StateBytes() const = 0;
+
+  // Device execution (see DeviceStage). A method with a stage runs DeviceFrame instead of
+  // Deform: it validates the frame, does all but the per-vertex stage (Extras then work as
+  // after Deform) and writes the stage's parameters to `params`.
+  virtual DeviceStage device_stage() const { return {}; }
+  virtual size_t device_param_count() const { return 0; }
+  // The stage's coefficient matrix (rows = vertices, row-major), for cage stages.
+  virtual void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const;
+  virtual absl::Status DeviceFrame(const FrameInput& frame, std::span<float> params);
 };
 
 // Precomputation of a method for one rig; may take seconds (reports progress) and runs once per

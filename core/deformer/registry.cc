@@ -47,6 +47,15 @@ absl::Status Deformer::Extras(const FrameExtras& extras) const {
   return absl::OkStatus();
 }
 
+void Deformer::DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const {
+  values.clear();
+  cols = 0;
+}
+
+absl::Status Deformer::DeviceFrame(const FrameInput&, std::span<float>) {
+  return absl::UnimplementedError("this method has no device stage");
+}
+
 absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const Rig> rig,
                                                          const DeformerConfig& config,
                                                          ThreadPool* pool) {

@@ -5,8 +5,9 @@
 
 namespace sinew {
 
-SkeletalDeformer::SkeletalDeformer(std::shared_ptr<const Rig> rig, const char* method_name)
+SkeletalDeformer::SkeletalDeformer(std::shared_ptr<const Rig> rig, Method method, const char* method_name)
     : rig_(std::move(rig)),
+      method_(method),
       method_name_(method_name),
       world_(rig_->joint_count()),
       transforms_(rig_->joint_count()) {}
@@ -71,6 +72,14 @@ absl::Status SkeletalDeformer::Deform(const FrameInput& frame, std::span<float> 
   SkinningTransforms(rig_->skeleton, *frame.pose, world_, transforms_);
   Skin(out, pool);
   return absl::OkStatus();
+}
+
+DeviceStage SkeletalDeformer::device_stage() const {
+  return {method_ == Method::kDqs ? DeviceStageKind::kDqs : DeviceStageKind::kLbs, true, ""};
+}
+
+absl::Status SkeletalDeformer::DeviceFrame(const FrameInput& frame, std::span<float> params) {
+  return SkeletalJointData(*rig_, method_, frame, world_, transforms_, params);
 }
 
 size_t SkeletalDeformer::StateBytes() const {

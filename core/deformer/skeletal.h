@@ -21,12 +21,15 @@ class SkeletalDeformer : public Deformer {
  public:
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) final;
   size_t StateBytes() const override;
+  DeviceStage device_stage() const override;
+  size_t device_param_count() const override { return 12 * rig_->joint_count(); }
+  absl::Status DeviceFrame(const FrameInput& frame, std::span<float> params) override;
 
   // FAILED_PRECONDITION when the rig has no skeleton or no weights for `method_name`.
   static absl::Status CheckRig(const Rig& rig, const char* method_name);
 
  protected:
-  SkeletalDeformer(std::shared_ptr<const Rig> rig, const char* method_name);
+  SkeletalDeformer(std::shared_ptr<const Rig> rig, Method method, const char* method_name);
   // Deforms with the skinning transforms of the current frame (in transforms()).
   virtual void Skin(std::span<float> out, ThreadPool* pool) = 0;
   const Rig& rig() const { return *rig_; }
@@ -34,6 +37,7 @@ class SkeletalDeformer : public Deformer {
 
  private:
   std::shared_ptr<const Rig> rig_;
+  Method method_;
   const char* method_name_;
   std::vector<Similarity> world_;
   std::vector<Affine34d> transforms_;

@@ -166,6 +166,63 @@ class SuperCagesDeformer final : public Deformer {
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (auto st = Update(frame); !st.ok()) return st;
+    const Rig& rig = *rig_;
+    // Rest mesh from the cage, then skinning.
+    delta_ = cage_ - prep_->rest_cage.vertices;
+    ApplyCageCoordinates(prep_->phi, rig.positions, delta_, rest_mesh_, pool);
+    if (config_.skinning == Method::kLbs) {
+      for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms_[j].cast<float>();
+      LinearBlendSkinning(rest_mesh_, rig.weights, matrices_, out, pool);
+    } else {
+      ToDualQuats(transforms_, dual_quats_);
+      DualQuaternionSkinning(rest_mesh_, rig.weights, dual_quats_, out, pool);
+    }
+    return absl::OkStatus();
+  }
+
+  // Device stage: the cage product and the skinning run per vertex; the skeleton updater, the
+  // reverse deformer and the cage updater (MaxVol rows, in double) stay here.
+  DeviceStage device_stage() const override {
+    return {config_.skinning == Method::kLbs ? DeviceStageKind::kCageThenLbs : DeviceStageKind::kCageThenDqs,
+            true, absl::StrCat("supercages cage=", prep_->cage)};
+  }
+  size_t device_param_count() const override {
+    return 3 * size_t(prep_->rest_cage.vertices.cols()) + 12 * rig_->joint_count();
+  }
+  void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const override {
+    cols = static_cast<uint32_t>(prep_->phi.cols());
+    values.assign(prep_->phi.data(), prep_->phi.data() + prep_->phi.size());
+  }
+  absl::Status DeviceFrame(const FrameInput& frame, std::span<float> params) override {
+    if (auto st = Update(frame); !st.ok()) return st;
+    const Eigen::Index c = cage_.cols();
+    size_t at = 0;
+    for (Eigen::Index k = 0; k < c; ++k) {
+      for (int d = 0; d < 3; ++d) params[at++] = float(cage_(d, k) - prep_->rest_cage.vertices(d, k));
+    }
+    if (config_.skinning == Method::kLbs) {
+      for (const Affine34d& t : transforms_) {
+        const Affine34f m = t.cast<float>();
+        std::copy(m.data(), m.data() + 12, &params[at]);
+        at += 12;
+      }
+    } else {
+      ToDualQuats(transforms_, dual_quats_);
+      for (const DualQuat& q : dual_quats_) {
+        std::copy(q.v, q.v + 8, &params[at]);
+        params[at + 8] = q.scale;
+        params[at + 9] = params[at + 10] = params[at + 11] = 0;
+        at += 12;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Steps 1–5 of the frame (pose, rest cage, skeleton updater, reverse cage deformer) and the
+  // cage updater's rows; everything but the per-vertex mesh.
+  absl::Status Update(const FrameInput& frame) {
     const Rig& rig = *rig_;
     if (frame.pose) {
       if (auto st = ValidatePose(*frame.pose, rig.joint_count()); !st.ok()) return st;
@@ -212,16 +269,6 @@ class SuperCagesDeformer final : public Deformer {
       ReverseCage(target - posed_cage_);
       UpdateTransforms();
     }
-    // 4. Rest mesh from the cage, then skinning.
-    delta_ = cage_ - prep_->rest_cage.vertices;
-    ApplyCageCoordinates(prep_->phi, rig.positions, delta_, rest_mesh_, pool);
-    if (config_.skinning == Method::kLbs) {
-      for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms_[j].cast<float>();
-      LinearBlendSkinning(rest_mesh_, rig.weights, matrices_, out, pool);
-    } else {
-      ToDualQuats(transforms_, dual_quats_);
-      DualQuaternionSkinning(rest_mesh_, rig.weights, dual_quats_, out, pool);
-    }
     // The posed cage is fitted to the MaxVol rows of the skin, evaluated in double precision so
     // that the loop C' -> C -> M' -> C' is exact up to rounding.
     SelectedPosedMesh(selected_);
@@ -229,6 +276,8 @@ class SuperCagesDeformer final : public Deformer {
     return absl::OkStatus();
   }
 
+
+ public:
   absl::Status Extras(const FrameExtras& extras) const override {
     auto put = [](const auto& m, std::vector<float>* out, bool columns_are_points) {
       out->clear();

@@ -9,9 +9,10 @@
 
 namespace sinew::gpu {
 
-// q: 12 floats per joint: real x,y,z,w, dual x,y,z,w, scale, 3 unused.
-SINEW_HD void DqsVertex(const float* rest, const uint32_t* offsets, const uint16_t* joints,
-                        const float* weights, const float* q, uint32_t v, float* out) {
+// q: 12 floats per joint: real x,y,z,w, dual x,y,z,w, scale, 3 unused. Skins the rest point
+// (px, py, pz) of vertex v into out.
+SINEW_HD void DqsPoint(const uint32_t* offsets, const uint16_t* joints, const float* weights,
+                       const float* q, uint32_t v, float px, float py, float pz, float* out) {
   const uint32_t e0 = offsets[v], e1 = offsets[v + 1];
   const float* pivot = q + 12 * uint32_t(joints[e0]);
   float b[8] = {}, s = 0;
@@ -28,12 +29,17 @@ SINEW_HD void DqsVertex(const float* rest, const uint32_t* offsets, const uint16
   const float tx = 2 * (rw * dx - dw * rx + (ry * dz - rz * dy));
   const float ty = 2 * (rw * dy - dw * ry + (rz * dx - rx * dz));
   const float tz = 2 * (rw * dz - dw * rz + (rx * dy - ry * dx));
-  const float x = s * rest[3 * v], y = s * rest[3 * v + 1], z = s * rest[3 * v + 2];
+  const float x = s * px, y = s * py, z = s * pz;
   const float cx = ry * z - rz * y, cy = rz * x - rx * z, cz = rx * y - ry * x;
   const float ccx = ry * cz - rz * cy, ccy = rz * cx - rx * cz, ccz = rx * cy - ry * cx;
   out[0] = x + 2 * (rw * cx + ccx) + tx;
   out[1] = y + 2 * (rw * cy + ccy) + ty;
   out[2] = z + 2 * (rw * cz + ccz) + tz;
+}
+
+SINEW_HD void DqsVertex(const float* rest, const uint32_t* offsets, const uint16_t* joints,
+                        const float* weights, const float* q, uint32_t v, float* out) {
+  DqsPoint(offsets, joints, weights, q, v, rest[3 * v], rest[3 * v + 1], rest[3 * v + 2], out);
 }
 
 }  // namespace sinew::gpu

@@ -3,6 +3,7 @@
 // gpu/<method>/ and one case here.
 #pragma once
 
+#include "gpu/cage/cage.cuh"
 #include "gpu/dqs/dqs.cuh"
 #include "gpu/lbs/lbs.cuh"
 #include "gpu/runtime/device_api.h"
@@ -20,10 +21,20 @@ SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const flo
   }
   const BatchItem& it = items[lo];
   const uint32_t v = g - it.vertex_offset;
-  const float* joints = joint_data + 12 * size_t(it.joint_offset);
+  const float* p = joint_data + it.param_offset;
   float* o = out + 3 * size_t(g);
-  if (it.method == 0) LbsVertex(it.rest, it.offsets, it.joints, it.weights, joints, v, o);
-  else DqsVertex(it.rest, it.offsets, it.joints, it.weights, joints, v, o);
+  switch (it.method) {
+    case 0: LbsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, o); break;  // kLbs
+    case 1: DqsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, o); break;  // kDqs
+    case 2: CagePoint(it.rest, it.coeffs, it.coeff_cols, p, v, o); break;          // kCage
+    default: {  // kCageThenLbs / kCageThenDqs: the cage moves the rest point, the skeleton poses it
+      float r[3];
+      CagePoint(it.rest, it.coeffs, it.coeff_cols, p, v, r);
+      const float* joints = p + 3 * size_t(it.coeff_cols);
+      if (it.method == 3) LbsPoint(it.offsets, it.joints, it.weights, joints, v, r[0], r[1], r[2], o);
+      else DqsPoint(it.offsets, it.joints, it.weights, joints, v, r[0], r[1], r[2], o);
+    }
+  }
 }
 
 }  // namespace sinew::gpu

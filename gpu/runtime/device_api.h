@@ -14,16 +14,19 @@ namespace sinew::gpu {
 // One session's frame inside a batch. The same bytes on host and device: pointers are device
 // addresses of the rig's arrays.
 struct BatchItem {
-  const float* rest;         // 3 per vertex
-  const uint32_t* offsets;   // vertex_count + 1
+  const float* rest;         // 3 per vertex (null: no rest term)
+  const uint32_t* offsets;   // vertex_count + 1 (skinning methods)
   const uint16_t* joints;
   const float* weights;
-  uint32_t joint_offset;     // first joint of this item in the batch's joint data
+  const float* coeffs;       // vertex_count x coeff_cols, row-major (cage methods)
+  uint32_t param_offset;     // first float of this item's parameters in the batch's parameter data
   uint32_t vertex_offset;    // first vertex of this item in the batch's output
   uint32_t vertex_count;
   uint32_t method;           // GpuMethod
+  uint32_t coeff_cols;
+  uint32_t unused;
 };
-static_assert(sizeof(BatchItem) == 48);
+static_assert(sizeof(BatchItem) == 64);
 
 class DeviceApi {
  public:
@@ -42,7 +45,7 @@ class DeviceApi {
   virtual void* CreateQueue(int device, std::string* error) = 0;
   virtual void DestroyQueue(void* queue) = 0;
   // Asynchronously on `queue`: copy `in_bytes` of host `in` to device `din` (items first, then
-  // the joint data at `joint_data_offset` bytes), deform `total_vertices` vertices of `items`
+  // the parameter data at `joint_data_offset` bytes), deform `total_vertices` vertices of `items`
   // batch items into device `dout`, copy 12 * total_vertices bytes back to host `out`.
   virtual bool Launch(void* queue, const void* in, void* din, size_t in_bytes, size_t items,
                       size_t joint_data_offset, uint32_t total_vertices, void* dout, void* out,
