@@ -42,7 +42,7 @@ python3 - "$metrics" <<'PY' || true
 import sys, urllib.request
 body = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
 for line in body.splitlines():
-    if line.startswith(("sinew_frames_total", "sinew_rigs ", "sinew_resident_bytes")):
+    if line.startswith(("sinew_frames_total", "sinew_rigs ", "sinew_resident_bytes")) and not line.endswith(" 0"):
         print("  " + line)
 PY
 
