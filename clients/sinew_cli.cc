@@ -268,7 +268,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       req.mutable_deformer()->mutable_supercages()->set_skinning(v1::METHOD_DQS);
     }
     const auto t_session = Clock::now();
-    auto session = c.CreateSession(req);
+    auto session = c.CreateSession(req, [](double f, const std::string& what) {
+      std::fprintf(stderr, "preparing %s: %.0f%%\n", what.c_str(), 100 * f);
+    });
     if (!session.ok()) return Fail(session.status());
     const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
     const char* name = MethodName(method);
@@ -572,7 +574,7 @@ int main(int argc, char** argv) {
       v1::CreateSessionRequest req;
       req.set_rig_id(args.Get("rig"));
       v1::Method m;
-      if (!ParseMethod(args.Get("method"), &m)) return Usage(args, "--method: lbs or dqs");
+      if (!ParseMethod(args.Get("method"), &m)) return Usage(args, "--method: lbs, dqs, cage-mvc, cage-green or supercages");
       req.mutable_deformer()->set_method(m);
       const std::string e = args.Get("encoding"), b = args.Get("backend");
       if (e != "f32" && e != "f16") return Usage(args, "--encoding: f32 or f16");
@@ -581,7 +583,9 @@ int main(int argc, char** argv) {
       else if (b == "cpu") req.set_backend(v1::BACKEND_CPU);
       else if (b == "gpu") req.set_backend(v1::BACKEND_GPU);
       else return Usage(args, "--backend: auto, cpu or gpu");
-      auto s = c.CreateSession(req);
+      auto s = c.CreateSession(req, [](double f, const std::string& what) {
+        std::fprintf(stderr, "preparing %s: %.0f%%\n", what.c_str(), 100 * f);
+      });
       if (!s.ok()) return Fail(s.status());
       if (json) std::printf("%s\n", Json(*s).c_str());
       else std::printf("%s\n", s->session_id().c_str());

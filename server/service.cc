@@ -775,6 +775,9 @@ grpc::ServerWriteReactor<v1::DeformClipResponse>* Service::DeformClip(
 void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, PendingFrame& pending,
                        FrameDone done, void* context) {
   resp.set_frame(req.frame());
+  resp.clear_posed_cage();  // streams reuse the response: nothing of the last frame may remain
+  resp.clear_rest_cage();
+  resp.clear_joints();
   std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs());
   if (!session) {
     return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", req.session_id(),
@@ -791,9 +794,6 @@ void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, P
   const uint32_t vertices = static_cast<uint32_t>(session->rig->rig->vertex_count());
   resp.set_vertex_count(vertices);
   resp.set_encoding(session->encoding);
-  resp.clear_posed_cage();
-  resp.clear_rest_cage();
-  resp.clear_joints();
   const auto t0 = std::chrono::steady_clock::now();
 
   if (session->gpu) {

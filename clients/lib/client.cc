@@ -1,6 +1,8 @@
 #include "clients/lib/client.h"
 
 #include <cstring>
+#include <future>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/util/half.h"
@@ -130,6 +132,25 @@ absl::StatusOr<v1::Session> Client::CreateSession(const v1::CreateSessionRequest
   v1::Session s;
   if (auto st = FromGrpc(stub_->CreateSession(&ctx, request, &s)); !st.ok()) return st;
   return s;
+}
+
+absl::StatusOr<v1::Session> Client::CreateSession(
+    const v1::CreateSessionRequest& request,
+    const std::function<void(double, const std::string&)>& progress) {
+  std::promise<absl::StatusOr<v1::Session>> result;
+  auto future = result.get_future();
+  std::thread call([&] { result.set_value(CreateSession(request)); });
+  const auto start = std::chrono::steady_clock::now();
+  while (future.wait_for(std::chrono::milliseconds(250)) != std::future_status::ready) {
+    if (!progress || std::chrono::steady_clock::now() - start < std::chrono::seconds(1)) continue;
+    auto info = GetRig(request.rig_id());
+    if (!info.ok()) continue;
+    for (const v1::Preparation& p : info->preparations()) {
+      if (!p.done()) progress(p.progress(), p.key());
+    }
+  }
+  call.join();
+  return future.get();
 }
 
 absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {

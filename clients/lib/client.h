@@ -62,6 +62,11 @@ class Client {
   absl::Status DeleteRig(const std::string& rig_id);
 
   absl::StatusOr<v1::Session> CreateSession(const v1::CreateSessionRequest& request);
+  // The same, reporting the rig's preparations (cage coordinates, ...) through `progress`
+  // (0..1 and the preparation's key) every quarter second once creation takes over a second.
+  absl::StatusOr<v1::Session> CreateSession(
+      const v1::CreateSessionRequest& request,
+      const std::function<void(double progress, const std::string& what)>& progress);
   absl::StatusOr<v1::Session> GetSession(const std::string& session_id);
   absl::StatusOr<v1::ListSessionsResponse> ListSessions();
   absl::StatusOr<uint64_t> CloseSession(const std::string& session_id);  // frames deformed

@@ -177,3 +177,43 @@ TEST_F(CageService, CageThatDoesNotEncloseTheMeshIsRejectedAtUpload) {
 
 }  // namespace
 }  // namespace sinew::testing
+
+namespace sinew::testing {
+namespace {
+
+// A preparation that takes longer than a second reports its progress to the client while the
+// session is being created, and is listed, finished, in the rig's info afterwards.
+TEST(CagePreparation, LongPreparationReportsProgress) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  LimbOptions limb = LimbOf(150000, 8, 4);
+  RigInput in = MakeLimb(limb);
+  in.rig.cages.push_back(MakeLimbCage(limb, 10));
+  auto up = c.UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_SUPERCAGES);
+  std::vector<double> seen;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto s = c.CreateSession(req, [&](double f, const std::string& what) {
+    EXPECT_THAT(what, HasSubstr("supercages"));
+    seen.push_back(f);
+  });
+  ASSERT_TRUE(s.ok()) << s.status();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (seconds > 1.5) {
+    EXPECT_FALSE(seen.empty()) << "no progress reported during " << seconds << " s";
+  }
+  for (double f : seen) EXPECT_TRUE(f >= 0 && f <= 1) << f;
+  auto info = c.GetRig(up->rig_id());
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->preparations_size(), 1);
+  EXPECT_TRUE(info->preparations(0).done());
+  EXPECT_GT(info->preparations(0).seconds(), 0.0);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace sinew::testing
