@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "core/cage/green.h"
+#include "tests/core/obj_fixture.h"
 #include "core/cage/mvc.h"
 #include "core/parallel/thread_pool.h"
 
@@ -737,44 +738,15 @@ TEST(GreenCoordinates, PoolAndFloatDeformAgree) {
 // ---------------------------------------------------------------------------------------------
 // The SuperCages Arm (shared/data/supercages-arm).
 
-bool ReadObj(const std::string& path, Eigen::Matrix3Xd& vertices, std::vector<std::array<uint32_t, 3>>& tris) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::vector<V3> v;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ss(line);
-    std::string tag;
-    ss >> tag;
-    if (tag == "v") {
-      V3 p;
-      ss >> p.x() >> p.y() >> p.z();
-      v.push_back(p);
-    } else if (tag == "f") {
-      std::vector<uint32_t> idx;
-      std::string tok;
-      while (ss >> tok) idx.push_back(static_cast<uint32_t>(std::stoul(tok.substr(0, tok.find('/'))) - 1));
-      for (size_t k = 1; k + 1 < idx.size(); ++k) tris.push_back({idx[0], idx[k], idx[k + 1]});  // fan
-    }
-  }
-  vertices.resize(3, static_cast<Eigen::Index>(v.size()));
-  for (size_t i = 0; i < v.size(); ++i) vertices.col(static_cast<Eigen::Index>(i)) = v[i];
-  return true;
-}
 
 TEST(GreenCoordinates, ArmRestReproduction) {
 #ifndef SINEW_SHARED_DATA
   GTEST_SKIP() << "SINEW_SHARED_DATA not defined";
 #else
   const std::string dir = std::string(SINEW_SHARED_DATA) + "/supercages-arm/";
-  Eigen::Matrix3Xd mesh, cage_v;
-  std::vector<std::array<uint32_t, 3>> mesh_t, cage_t;
-  if (!ReadObj(dir + "arm.obj", mesh, mesh_t) || !ReadObj(dir + "arm_cage.obj", cage_v, cage_t)) {
-    GTEST_SKIP() << "no Arm data in " << dir;
-  }
-  std::vector<V3> cv(static_cast<size_t>(cage_v.cols()));
-  for (size_t i = 0; i < cv.size(); ++i) cv[i] = cage_v.col(static_cast<Eigen::Index>(i));
-  const CageGeometry cage = MakeCage(cv, cage_t);
+  const Eigen::Matrix3Xd mesh = testing::ReadObjFixture(dir + "arm.obj").vertices;
+  const CageGeometry cage = testing::ReadObjFixture(dir + "arm_cage.obj");
+  if (mesh.cols() == 0 || cage.vertices.cols() == 0) GTEST_SKIP() << "no Arm data in " << dir;
   ASSERT_EQ(mesh.cols(), 2089);
   const double D = cage.diagonal();
   double volume = 0;

@@ -19,6 +19,7 @@
 
 #include "core/cage/mec.h"
 #include "core/cage/mvc.h"
+#include "tests/core/obj_fixture.h"
 
 namespace sinew {
 namespace {
@@ -240,39 +241,6 @@ TEST(MaximumEntropyCoordinatesTest, BadInputsGiveEmptyResult) {
   EXPECT_TRUE(std::isinf(mismatch.linear_precision_error));
 }
 
-// Minimal OBJ reader (`v` and `f` lines, 1-based, "i/t/n" forms; polygons fanned).
-CageGeometry ReadObj(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Eigen::Vector3d> v;
-  std::vector<std::array<uint32_t, 3>> t;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string key;
-    s >> key;
-    if (key == "v") {
-      Eigen::Vector3d p;
-      s >> p.x() >> p.y() >> p.z();
-      v.push_back(p);
-    } else if (key == "f") {
-      std::vector<uint32_t> ids;
-      std::string item;
-      while (s >> item) {
-        const long i = std::stol(item.substr(0, item.find('/')));
-        ids.push_back(static_cast<uint32_t>(i > 0 ? i - 1 : static_cast<long>(v.size()) + i));
-      }
-      for (size_t k = 1; k + 1 < ids.size(); ++k) t.push_back({ids[0], ids[k], ids[k + 1]});
-    }
-  }
-  CageGeometry g;
-  g.vertices.resize(3, static_cast<Eigen::Index>(v.size()));
-  for (size_t i = 0; i < v.size(); ++i) g.vertices.col(static_cast<Eigen::Index>(i)) = v[i];
-  g.triangles.resize(3, static_cast<Eigen::Index>(t.size()));
-  for (size_t f = 0; f < t.size(); ++f) {
-    for (int k = 0; k < 3; ++k) g.triangles(k, static_cast<Eigen::Index>(f)) = t[f][k];
-  }
-  return g;
-}
 
 TEST(MaximumEntropyCoordinatesTest, ArmJointsGetValidCageCoordinatesFromSkinMasses) {
   // The SuperCages skeleton updater on the Arm fixture (seed-004 §5.2 steps 2–3): MVC of each
@@ -286,8 +254,8 @@ TEST(MaximumEntropyCoordinatesTest, ArmJointsGetValidCageCoordinatesFromSkinMass
   if (!std::ifstream(dir + "arm.obj") || !std::ifstream(dir + "arm_cage.obj") || !skt || !skw) {
     GTEST_SKIP() << "no Arm fixture in " << dir;
   }
-  const CageGeometry skin = ReadObj(dir + "arm.obj");
-  const CageGeometry cage = ReadObj(dir + "arm_cage.obj");
+  const CageGeometry skin = testing::ReadObjFixture(dir + "arm.obj");
+  const CageGeometry cage = testing::ReadObjFixture(dir + "arm_cage.obj");
   std::vector<Eigen::Vector3d> joints;
   std::string line;
   while (std::getline(skt, line)) {

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "core/cage/mvc.h"
+#include "tests/core/obj_fixture.h"
 #include "core/parallel/thread_pool.h"
 
 namespace sinew {
@@ -669,33 +670,6 @@ TEST(MeanValueCoordinatesTest, EmptyInputsGiveEmptyMatrix) {
 // ---------------------------------------------------------------------------------------------
 // SuperCages Arm fixture (shared/data/supercages-arm).
 
-// Minimal OBJ reader: `v x y z` and `f i j k ...` lines (1-based or negative indices, "i/t/n"
-// forms allowed); polygons are fanned into triangles. Empty cage on failure.
-CageGeometry ReadObj(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<Eigen::Vector3d> v;
-  std::vector<std::array<uint32_t, 3>> t;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string key;
-    s >> key;
-    if (key == "v") {
-      Eigen::Vector3d p;
-      s >> p.x() >> p.y() >> p.z();
-      v.push_back(p);
-    } else if (key == "f") {
-      std::vector<uint32_t> ids;
-      std::string item;
-      while (s >> item) {
-        const long i = std::stol(item.substr(0, item.find('/')));
-        ids.push_back(static_cast<uint32_t>(i > 0 ? i - 1 : static_cast<long>(v.size()) + i));
-      }
-      for (size_t k = 1; k + 1 < ids.size(); ++k) t.push_back({ids[0], ids[k], ids[k + 1]});
-    }
-  }
-  return MakeCage(v, t);
-}
 
 TEST(MeanValueCoordinatesTest, ArmMeshIsReproducedByArmCage) {
 #ifndef SINEW_SHARED_DATA
@@ -705,8 +679,8 @@ TEST(MeanValueCoordinatesTest, ArmMeshIsReproducedByArmCage) {
   if (!std::ifstream(dir + "arm.obj") || !std::ifstream(dir + "arm_cage.obj")) {
     GTEST_SKIP() << "no Arm fixture in " << dir;
   }
-  const CageGeometry mesh = ReadObj(dir + "arm.obj");
-  const CageGeometry cage = ReadObj(dir + "arm_cage.obj");
+  const CageGeometry mesh = testing::ReadObjFixture(dir + "arm.obj");
+  const CageGeometry cage = testing::ReadObjFixture(dir + "arm_cage.obj");
   ASSERT_EQ(mesh.vertices.cols(), 2089);
   ASSERT_EQ(cage.vertices.cols(), 58);
   ASSERT_EQ(cage.triangles.cols(), 112);
