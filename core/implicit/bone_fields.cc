@@ -1,0 +1,144 @@
+#include "core/implicit/bone_fields.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace sinew {
+namespace {
+
+Eigen::Vector3d Point(const std::vector<float>& xyz, size_t i) {
+  return Eigen::Vector3d(xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]);
+}
+
+// Area-weighted vertex normals of the mesh (unit; zero for isolated vertices).
+std::vector<Eigen::Vector3d> VertexNormals(const Rig& rig) {
+  std::vector<Eigen::Vector3d> n(rig.vertex_count(), Eigen::Vector3d::Zero());
+  if (rig.normals.size() == rig.positions.size()) {
+    for (size_t i = 0; i < n.size(); ++i) n[i] = Point(rig.normals, i).normalized();
+    return n;
+  }
+  for (size_t t = 0; t < rig.triangle_count(); ++t) {
+    const uint32_t* f = &rig.triangles[3 * t];
+    const Eigen::Vector3d a = Point(rig.positions, f[0]), b = Point(rig.positions, f[1]), c = Point(rig.positions, f[2]);
+    const Eigen::Vector3d w = (b - a).cross(c - a);  // twice the area, along the normal
+    for (int k = 0; k < 3; ++k) n[f[k]] += w;
+  }
+  for (auto& v : n) {
+    if (v.norm() > 0) v.normalize();
+  }
+  return n;
+}
+
+double SegmentDistance(const Eigen::Vector3d& x, const Eigen::Vector3d& a, const Eigen::Vector3d& b) {
+  const Eigen::Vector3d ab = b - a;
+  const double t = std::clamp((x - a).dot(ab) / std::max(ab.squaredNorm(), 1e-300), 0.0, 1.0);
+  return (x - (a + t * ab)).norm();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options) {
+  if (rig.weights.offsets.empty()) {
+    return absl::FailedPreconditionError("implicit fields need skinning weights (segmentation by largest weight)");
+  }
+  const size_t n = rig.vertex_count(), joints = rig.joint_count();
+  // Segmentation: the influence with the largest weight (stored first).
+  std::vector<std::vector<uint32_t>> pieces(joints);
+  for (size_t v = 0; v < n; ++v) pieces[rig.weights.joints[rig.weights.offsets[v]]].push_back(static_cast<uint32_t>(v));
+  const std::vector<Eigen::Vector3d> normals = VertexNormals(rig);
+  // Bone ends: the joint's bind position and its first child's (a leaf extends along its
+  // parent's direction to its piece's farthest projection).
+  std::vector<Eigen::Vector3d> pos(joints);
+  for (size_t j = 0; j < joints; ++j) pos[j] = Inverse(rig.skeleton.inverse_bind[j]).col(3);
+  std::vector<int> child(joints, -1);
+  for (size_t j = 0; j < joints; ++j) {
+    const int p = rig.skeleton.parents[j];
+    if (p >= 0 && child[p] < 0) child[p] = static_cast<int>(j);
+  }
+
+  std::vector<BoneField> fields;
+  for (size_t j = 0; j < joints; ++j) {
+    const auto& piece = pieces[j];
+    if (piece.size() < 8) continue;
+    BoneField field;
+    field.joint = static_cast<int>(j);
+    field.b0 = pos[j];
+    if (child[j] >= 0) {
+      field.b1 = pos[child[j]];
+    } else {
+      const int p = rig.skeleton.parents[j];
+      Eigen::Vector3d axis = p >= 0 ? Eigen::Vector3d(pos[j] - pos[p]) : Eigen::Vector3d(Eigen::Vector3d::UnitX());
+      if (axis.norm() < 1e-12) axis = Eigen::Vector3d::UnitX();
+      axis.normalize();
+      double far = 0;
+      for (uint32_t v : piece) far = std::max(far, (Point(rig.positions, v) - pos[j]).dot(axis));
+      field.b1 = pos[j] + std::max(far, 1e-6) * axis;
+    }
+    const Eigen::Vector3d ab = field.b1 - field.b0;
+    const double len2 = std::max(ab.squaredNorm(), 1e-300);
+    // Candidates: the piece's vertices away from the joints (Eq. 4.2).
+    std::vector<uint32_t> candidates;
+    for (uint32_t v : piece) {
+      const double t = (Point(rig.positions, v) - field.b0).dot(ab) / len2;
+      if (t > options.cull && t < 1 - options.cull && normals[v].norm() > 0) candidates.push_back(v);
+    }
+    if (candidates.size() < 4) continue;
+    // Poisson disk by dart throwing over the candidates in a seeded order: the minimum distance
+    // is halved until about the target count is reached.
+    std::vector<uint32_t> order = candidates;
+    std::shuffle(order.begin(), order.end(), std::mt19937(options.seed + static_cast<uint32_t>(j)));
+    Eigen::Vector3d lo = Point(rig.positions, order[0]), hi = lo;
+    for (uint32_t v : order) {
+      lo = lo.cwiseMin(Point(rig.positions, v));
+      hi = hi.cwiseMax(Point(rig.positions, v));
+    }
+    std::vector<uint32_t> chosen;
+    for (double rmin = (hi - lo).norm() / 2; rmin > 1e-12; rmin *= 0.8) {
+      chosen.clear();
+      for (uint32_t v : order) {
+        const Eigen::Vector3d x = Point(rig.positions, v);
+        bool far_enough = true;
+        for (uint32_t c : chosen) {
+          if ((Point(rig.positions, c) - x).norm() < rmin) {
+            far_enough = false;
+            break;
+          }
+        }
+        if (far_enough) chosen.push_back(v);
+        if (static_cast<int>(chosen.size()) > options.target_samples) break;
+      }
+      if (static_cast<int>(chosen.size()) >= options.target_samples || chosen.size() == order.size()) break;
+    }
+    // Closure points on the axis, at each end's distance to the nearest mesh vertex (§2.2).
+    const Eigen::Vector3d a = ab.normalized();
+    double s0 = 1e300, s1 = 1e300;
+    for (uint32_t v : piece) {
+      s0 = std::min(s0, (Point(rig.positions, v) - field.b0).norm());
+      s1 = std::min(s1, (Point(rig.positions, v) - field.b1).norm());
+    }
+    Eigen::Matrix3Xd centers(3, chosen.size() + 2), nrm(3, chosen.size() + 2);
+    for (size_t k = 0; k < chosen.size(); ++k) {
+      centers.col(k) = Point(rig.positions, chosen[k]);
+      nrm.col(k) = normals[chosen[k]];
+    }
+    centers.col(chosen.size()) = field.b0 - s0 * a;
+    nrm.col(chosen.size()) = -a;
+    centers.col(chosen.size() + 1) = field.b1 + s1 * a;
+    nrm.col(chosen.size() + 1) = a;
+    auto hrbf = Hrbf::Fit(centers, nrm);
+    if (!hrbf.ok()) {
+      return absl::Status(hrbf.status().code(), absl::StrCat("bone ", j, " (", rig.skeleton.names[j], "): ", hrbf.status().message()));
+    }
+    field.hrbf = std::move(*hrbf);
+    field.samples = chosen.size();
+    for (uint32_t c : chosen) field.radius = std::max(field.radius, SegmentDistance(Point(rig.positions, c), field.b0, field.b1));
+    fields.push_back(std::move(field));
+  }
+  return fields;
+}
+
+}  // namespace sinew

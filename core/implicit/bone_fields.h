@@ -1,0 +1,37 @@
+// Per-bone implicit fields of implicit skinning (seed 000 §2.1–2.3), precomputation steps 1–2:
+// segment the mesh by the largest skinning weight, Poisson-disk sample each bone's piece,
+// cull samples near the joints (Eq. 4.2, b = 0.05), add the two closure points on the bone
+// axis, fit an HRBF, and choose the compact-support radius (the distance from the bone to its
+// farthest sample), so that f_i = t_r(d_i) is 0.5 on the piece and ≈ 1 on the bone.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/implicit/hrbf.h"
+#include "core/rig/rig.h"
+
+namespace sinew {
+
+struct BoneFieldOptions {
+  int target_samples = 80;   // the thesis finds 50–100 always sufficient
+  double cull = 0.05;        // b of Eq. 4.2
+  uint32_t seed = 1;         // sample order (deterministic)
+};
+
+struct BoneField {
+  int joint = 0;                // the bone = this joint and its segment to its child
+  Eigen::Vector3d b0, b1;       // bone ends in rest model space
+  Hrbf hrbf;                    // d: 0 on the piece, negative inside
+  double radius = 0;            // support radius r of t_r
+  size_t samples = 0;           // surface samples used (closure points excluded)
+
+  // f = t_r(d) ∈ [0, 1]: 0.5 on the piece's surface, > 0.5 inside.
+  double Value(const Eigen::Vector3d& x) const { return CompactSupport(hrbf.Value(x), radius); }
+};
+
+// One field per joint that owns at least 8 vertices (argmax of its weights). Deterministic.
+absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options = {});
+
+}  // namespace sinew

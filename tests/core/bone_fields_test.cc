@@ -1,0 +1,69 @@
+// Per-bone implicit fields on the procedural limb: each bone gets a fitted field that is 0.5 on
+// its piece of the skin (between the culled joint regions), above 0.5 on the bone, 0 far away.
+#include <gtest/gtest.h>
+
+#include "core/implicit/bone_fields.h"
+#include "core/procedural/limb.h"
+#include "tests/core/test_util.h"
+
+namespace sinew {
+namespace {
+
+Rig Limb() {
+  LimbOptions o;
+  o.rings = 121;
+  o.segments = 40;
+  o.bones = 3;
+  o.max_influences = 2;
+  return testing::BuildOrDie(MakeLimb(o));
+}
+
+TEST(BoneFields, EachBoneFieldIsHalfOnItsPieceAndInsideOnTheBone) {
+  const Rig rig = Limb();
+  auto fields = FitBoneFields(rig);
+  ASSERT_TRUE(fields.ok()) << fields.status();
+  ASSERT_EQ(fields->size(), 3u);
+  for (const BoneField& f : *fields) {
+    EXPECT_GE(f.samples, 30u) << "bone " << f.joint;
+    EXPECT_LT(f.hrbf.max_value_residual(), 1e-6);
+    EXPECT_LT(f.hrbf.max_gradient_residual(), 1e-6);
+    EXPECT_NEAR(f.radius, 0.25, 0.01);  // the limb's radius: the bone's farthest sample
+    const Eigen::Vector3d mid = (f.b0 + f.b1) / 2;
+    EXPECT_GT(f.Value(mid), 0.5) << "bone " << f.joint << " axis is inside";
+    EXPECT_EQ(f.Value(mid + Eigen::Vector3d(0, 3, 0)), 0.0) << "far away is outside the support";
+    // Skin vertices along the middle of the bone (away from the culled joint regions).
+    const Eigen::Vector3d ab = f.b1 - f.b0;
+    int checked = 0;
+    double worst = 0;
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+      const double t = (x - f.b0).dot(ab) / ab.squaredNorm();
+      if (t < 0.2 || t > 0.8) continue;
+      worst = std::max(worst, std::abs(f.Value(x) - 0.5));
+      ++checked;
+    }
+    EXPECT_GT(checked, 100);
+    EXPECT_LT(worst, 0.05) << "bone " << f.joint;
+  }
+}
+
+TEST(BoneFields, FittingIsDeterministic) {
+  const Rig rig = Limb();
+  auto a = FitBoneFields(rig), b = FitBoneFields(rig);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (size_t i = 0; i < a->size(); ++i) {
+    EXPECT_EQ((*a)[i].hrbf.centers(), (*b)[i].hrbf.centers());
+    const Eigen::Vector3d x(1.3, 0.1, 0.05);
+    EXPECT_EQ((*a)[i].Value(x), (*b)[i].Value(x));
+  }
+}
+
+TEST(BoneFields, NeedsSkinningWeights) {
+  RigInput in = MakeLimb();
+  in.weights = {};
+  const Rig rig = testing::BuildOrDie(std::move(in));
+  EXPECT_EQ(FitBoneFields(rig).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace sinew
