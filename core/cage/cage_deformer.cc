@@ -92,13 +92,15 @@ class CageDeformer final : public Deformer {
  public:
   CageDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
                const DeformerConfig& config)
-      : rig_(std::move(rig)), prepared_(std::move(prepared)), config_(config) {}
+      : rig_(std::move(rig)),
+        prepared_(std::move(prepared)),
+        config_(config),
+        rest_cage_(ToPoints(rig_->cages[config_.cage].positions)) {}
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = Resolve(frame); !st.ok()) return st;
-    const Cage& rest = rig_->cages[config_.cage];
     if (config_.method == Method::kCageMvc) {
-      delta_ = cage_ - ToPoints(rest.positions);
+      delta_ = cage_ - rest_cage_;
       ApplyCageCoordinates(static_cast<const MvcPrepared&>(*prepared_).phi, rig_->positions, delta_, out, pool);
     } else {
       const auto& g = static_cast<const GreenPrepared&>(*prepared_);
@@ -180,6 +182,7 @@ class CageDeformer final : public Deformer {
   std::shared_ptr<const Rig> rig_;
   std::shared_ptr<const Prepared> prepared_;
   DeformerConfig config_;
+  Eigen::Matrix3Xd rest_cage_;  // C0, 3 x n
   Eigen::Matrix3Xd cage_, delta_;
   Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor> face_terms_;
 };
