@@ -25,23 +25,6 @@ Affine34d ToAffine(const aiMatrix4x4& m) {
   return a;
 }
 
-// Nearest similarity of an affine transform; `exact` tells whether it was one already.
-Similarity ToSimilarity(const Affine34d& m, bool* exact) {
-  Similarity s;
-  const Eigen::Matrix3d a = m.leftCols<3>();
-  const double det = a.determinant();
-  s.scale = std::cbrt(std::abs(det));
-  Eigen::JacobiSVD<Eigen::Matrix3d> svd(a, Eigen::ComputeFullU | Eigen::ComputeFullV);
-  Eigen::Matrix3d d = Eigen::Matrix3d::Identity();
-  d(2, 2) = (svd.matrixU() * svd.matrixV().transpose()).determinant() < 0 ? -1 : 1;
-  s.rotation = Eigen::Quaterniond(Eigen::Matrix3d(svd.matrixU() * d * svd.matrixV().transpose())).normalized();
-  s.translation = m.col(3);
-  *exact = det > 0 && s.scale > 0 &&
-           (a.transpose() * a).isApprox(s.scale * s.scale * Eigen::Matrix3d::Identity(), 1e-4);
-  if (!(s.scale > 0) || !std::isfinite(s.scale)) s.scale = 1;
-  return s;
-}
-
 std::string NodeName(const aiNode* n) { return n->mName.length ? std::string(n->mName.C_Str()) : ""; }
 
 // Keys of one channel as strictly increasing times; repeated times keep the last value.
@@ -149,7 +132,7 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
       sk.names.push_back(name);
       sk.parents.push_back(parent);
       bool exact;
-      sk.rest_local.push_back(ToSimilarity(ToAffine(n->mTransformation), &exact));
+      sk.rest_local.push_back(NearestSimilarity(ToAffine(n->mTransformation), &exact));
       if (!exact) ++approximated;
     }
     for (unsigned c = 0; c < n->mNumChildren; ++c) order(n->mChildren[c], self);

@@ -110,12 +110,7 @@ void SampleClip(const Clip& clip, const Skeleton& skeleton, double t, Pose& out)
         s.scale = a == 0 ? tr.scales[k] : (1 - a) * tr.scales[k] + a * tr.scales[k + 1];
       }
     }
-    out.rotations[4 * j] = float(s.rotation.x());
-    out.rotations[4 * j + 1] = float(s.rotation.y());
-    out.rotations[4 * j + 2] = float(s.rotation.z());
-    out.rotations[4 * j + 3] = float(s.rotation.w());
-    for (int c = 0; c < 3; ++c) out.translations[3 * j + c] = float(s.translation[c]);
-    out.scales[j] = float(s.scale);
+    out.set_joint(j, s);
   }
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include <Eigen/SVD>
 
 #include "core/util/simd.h"
 
@@ -20,11 +19,7 @@ void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out)
     const double s = std::cbrt(det);
     Eigen::Matrix3d r = a / s;
     if (!(r.transpose() * r).isApprox(Eigen::Matrix3d::Identity(), 1e-6)) {
-      // Not a similarity: take the nearest rotation (polar decomposition).
-      Eigen::JacobiSVD<Eigen::Matrix3d> svd(a, Eigen::ComputeFullU | Eigen::ComputeFullV);
-      Eigen::Matrix3d d = Eigen::Matrix3d::Identity();
-      d(2, 2) = (svd.matrixU() * svd.matrixV().transpose()).determinant() < 0 ? -1 : 1;
-      r = svd.matrixU() * d * svd.matrixV().transpose();
+      r = NearestSimilarity(transforms[j]).rotation.toRotationMatrix();  // not a similarity
     }
     const Eigen::Quaterniond q = Eigen::Quaterniond(r).normalized();
     const Eigen::Vector3d t = transforms[j].col(3);

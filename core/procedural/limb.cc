@@ -76,12 +76,6 @@ Pose LimbPose(const Skeleton& skeleton, double t, const LimbMotion& motion) {
   Pose pose = RestPose(skeleton);
   const size_t n = skeleton.size();
   const double ramp = std::pow(std::sin(std::numbers::pi * t), 2);
-  auto set_rotation = [&](size_t j, const Eigen::Quaterniond& q) {
-    pose.rotations[4 * j] = float(q.x());
-    pose.rotations[4 * j + 1] = float(q.y());
-    pose.rotations[4 * j + 2] = float(q.z());
-    pose.rotations[4 * j + 3] = float(q.w());
-  };
   const double deg = std::numbers::pi / 180;
   if (n >= 2) {
     const size_t elbow = std::max<size_t>(1, n / 2);
@@ -89,10 +83,10 @@ Pose LimbPose(const Skeleton& skeleton, double t, const LimbMotion& motion) {
     const Eigen::Quaterniond bend(Eigen::AngleAxisd(ramp * motion.bend_degrees * deg, Eigen::Vector3d::UnitZ()));
     const Eigen::Quaterniond twist(Eigen::AngleAxisd(ramp * motion.twist_degrees * deg, Eigen::Vector3d::UnitX()));
     if (elbow == wrist) {
-      set_rotation(elbow, bend * twist);
+      pose.set_rotation(elbow, bend * twist);
     } else {
-      set_rotation(elbow, bend);
-      set_rotation(wrist, twist);
+      pose.set_rotation(elbow, bend);
+      pose.set_rotation(wrist, twist);
     }
   }
   return pose;

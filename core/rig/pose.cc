@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include <Eigen/SVD>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -20,6 +18,19 @@ Similarity Pose::joint(size_t j) const {
   return s;
 }
 
+void Pose::set_rotation(size_t j, const Eigen::Quaterniond& q) {
+  rotations[4 * j] = float(q.x());
+  rotations[4 * j + 1] = float(q.y());
+  rotations[4 * j + 2] = float(q.z());
+  rotations[4 * j + 3] = float(q.w());
+}
+
+void Pose::set_joint(size_t j, const Similarity& s) {
+  set_rotation(j, s.rotation);
+  for (int k = 0; k < 3; ++k) translations[3 * j + k] = float(s.translation[k]);
+  if (!scales.empty()) scales[j] = float(s.scale);
+}
+
 Pose RestPose(const Skeleton& skeleton) {
   Pose p;
   p.space = PoseSpace::kLocal;
@@ -29,14 +40,8 @@ Pose RestPose(const Skeleton& skeleton) {
   p.scales.resize(n);
   bool all_one = true;
   for (size_t j = 0; j < n; ++j) {
-    const Similarity& s = skeleton.rest_local[j];
-    p.rotations[4 * j] = static_cast<float>(s.rotation.x());
-    p.rotations[4 * j + 1] = static_cast<float>(s.rotation.y());
-    p.rotations[4 * j + 2] = static_cast<float>(s.rotation.z());
-    p.rotations[4 * j + 3] = static_cast<float>(s.rotation.w());
-    for (int k = 0; k < 3; ++k) p.translations[3 * j + k] = static_cast<float>(s.translation[k]);
-    p.scales[j] = static_cast<float>(s.scale);
-    all_one = all_one && s.scale == 1.0;
+    p.set_joint(j, skeleton.rest_local[j]);
+    all_one = all_one && skeleton.rest_local[j].scale == 1.0;
   }
   if (all_one) p.scales.clear();
   return p;
@@ -49,21 +54,7 @@ Pose BindPose(const Skeleton& skeleton) {
   p.rotations.resize(4 * n);
   p.translations.resize(3 * n);
   p.scales.resize(n);
-  for (size_t j = 0; j < n; ++j) {
-    const Affine34d world = Inverse(skeleton.inverse_bind[j]);
-    const Eigen::Matrix3d a = world.leftCols<3>();
-    const double s = std::cbrt(std::abs(a.determinant()));
-    Eigen::JacobiSVD<Eigen::Matrix3d> svd(a, Eigen::ComputeFullU | Eigen::ComputeFullV);
-    Eigen::Matrix3d d = Eigen::Matrix3d::Identity();
-    d(2, 2) = (svd.matrixU() * svd.matrixV().transpose()).determinant() < 0 ? -1 : 1;
-    const Eigen::Quaterniond q(Eigen::Matrix3d(svd.matrixU() * d * svd.matrixV().transpose()));
-    p.rotations[4 * j] = float(q.x());
-    p.rotations[4 * j + 1] = float(q.y());
-    p.rotations[4 * j + 2] = float(q.z());
-    p.rotations[4 * j + 3] = float(q.w());
-    for (int c = 0; c < 3; ++c) p.translations[3 * j + c] = float(world(c, 3));
-    p.scales[j] = float(s);
-  }
+  for (size_t j = 0; j < n; ++j) p.set_joint(j, NearestSimilarity(Inverse(skeleton.inverse_bind[j])));
   return p;
 }
 

@@ -23,6 +23,9 @@ struct Pose {
 
   size_t joint_count() const { return translations.size() / 3; }
   Similarity joint(size_t j) const;
+  // Writes joint j (the arrays must be sized; the scale only when `scales` is not empty).
+  void set_joint(size_t j, const Similarity& s);
+  void set_rotation(size_t j, const Eigen::Quaterniond& q);
 };
 
 // The skeleton's bind pose in local space.

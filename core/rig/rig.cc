@@ -143,10 +143,9 @@ absl::Status BuildSkeleton(Skeleton& sk, const RigLimits& limits) {
     if (!(std::abs(det) > 1e-12)) {
       return Invalid(absl::StrFormat("%s: singular (determinant %g)", field, det));
     }
-    const double s2 = std::cbrt(det) * std::cbrt(det);
-    if (det < 0 || !(a.transpose() * a).isApprox(s2 * Eigen::Matrix3d::Identity(), 1e-4)) {
-      sk.inverse_bind_is_similarity = false;
-    }
+    bool similarity;
+    NearestSimilarity(m, &similarity);
+    sk.inverse_bind_is_similarity = sk.inverse_bind_is_similarity && similarity;
   }
   return absl::OkStatus();
 }

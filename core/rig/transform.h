@@ -58,4 +58,9 @@ struct Similarity {
   }
 };
 
+// The similarity nearest to an affine map: its rotation by polar decomposition (reflections
+// removed), scale cbrt|det A|, same translation. `exact` (optional) tells whether the map was a
+// similarity already (within 1e-4).
+Similarity NearestSimilarity(const Affine34d& m, bool* exact = nullptr);
+
 }  // namespace sinew

@@ -156,6 +156,7 @@ class SuperCagesDeformer final : public Deformer {
         config_(config),
         pose_(RestPose(rig_->skeleton)),
         cage_(prep_->rest_cage.vertices),
+        delta_(Eigen::Matrix3Xd::Zero(3, prep_->rest_cage.vertices.cols())),
         world_(rig_->joint_count()),
         transforms_(rig_->joint_count()),
         matrices_(rig_->joint_count()),
@@ -169,7 +170,6 @@ class SuperCagesDeformer final : public Deformer {
     if (auto st = Update(frame); !st.ok()) return st;
     const Rig& rig = *rig_;
     // Rest mesh from the cage, then skinning.
-    delta_ = cage_ - prep_->rest_cage.vertices;
     ApplyCageCoordinates(prep_->phi, rig.positions, delta_, rest_mesh_, pool);
     if (config_.skinning == Method::kLbs) {
       for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms_[j].cast<float>();
@@ -199,7 +199,7 @@ class SuperCagesDeformer final : public Deformer {
     const Eigen::Index c = cage_.cols();
     size_t at = 0;
     for (Eigen::Index k = 0; k < c; ++k) {
-      for (int d = 0; d < 3; ++d) params[at++] = float(cage_(d, k) - prep_->rest_cage.vertices(d, k));
+      for (int d = 0; d < 3; ++d) params[at++] = float(delta_(d, k));
     }
     if (config_.skinning == Method::kLbs) {
       for (const Affine34d& t : transforms_) {
@@ -253,6 +253,7 @@ class SuperCagesDeformer final : public Deformer {
     }
     // 2. Rest cage.
     if (!frame.cages.empty()) ResolveCage(rig.cages[prep_->cage], frame.cages[0], cage_);
+    delta_ = cage_ - prep_->rest_cage.vertices;
     UpdateTransforms();
     // 3. Posed-cage edit → rest-cage edit (reverse cage deformer).
     if (frame.posed_cage) {
@@ -267,6 +268,7 @@ class SuperCagesDeformer final : public Deformer {
         }
       }
       ReverseCage(target - posed_cage_);
+      delta_ = cage_ - prep_->rest_cage.vertices;
       UpdateTransforms();
     }
     // The posed cage is fitted to the MaxVol rows of the skin, evaluated in double precision so
@@ -321,7 +323,8 @@ class SuperCagesDeformer final : public Deformer {
       return;
     }
     // A = A0 + (C − C0) Ψᵀ, exact at C = C0.
-    rest_joints_ = a0 + (cage_ - prep_->rest_cage.vertices) * prep_->psi.transpose();
+    rest_joints_.noalias() = delta_ * prep_->psi.transpose();
+    rest_joints_ += a0;
     for (int32_t j : sk.order) {
       const Eigen::Index ji = j;
       const Eigen::Matrix3d rj = transforms_[j].leftCols<3>();
@@ -348,7 +351,7 @@ class SuperCagesDeformer final : public Deformer {
       const size_t v = rows[r];
       const Eigen::Vector3d rest =
           Eigen::Vector3d(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]) +
-          (cage_ - prep_->rest_cage.vertices) * prep_->phi.row(static_cast<Eigen::Index>(v)).transpose();
+          delta_ * prep_->phi.row(static_cast<Eigen::Index>(v)).transpose();
       Eigen::Vector3d posed = Eigen::Vector3d::Zero();
       if (config_.skinning == Method::kLbs) {
         for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
@@ -426,13 +429,13 @@ class SuperCagesDeformer final : public Deformer {
   DeformerConfig config_;
   Pose pose_;                // the last pose received (rest pose at first)
   Eigen::Matrix3Xd cage_;    // the session's rest cage C
+  Eigen::Matrix3Xd delta_;   // C − C0, refreshed whenever C changes
   std::vector<Similarity> world_;
   std::vector<Affine34d> transforms_;
   std::vector<Affine34f> matrices_;
   mutable std::vector<DualQuat> dual_quats_;
   Eigen::Matrix3Xd rest_joints_;  // A
   Eigen::Matrix3Xd joints_;       // current joint positions p
-  Eigen::Matrix3Xd delta_;
   std::vector<float> rest_mesh_;  // M = M0 + Φ (C − C0)
   Eigen::MatrixXd selected_;      // posed positions of the MaxVol rows (c x 3)
   mutable Eigen::MatrixXd posed_cage_;

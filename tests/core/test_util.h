@@ -33,12 +33,7 @@ inline double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
   return m;
 }
 
-inline void SetRotation(Pose& p, size_t j, const Eigen::Quaterniond& q) {
-  p.rotations[4 * j] = float(q.x());
-  p.rotations[4 * j + 1] = float(q.y());
-  p.rotations[4 * j + 2] = float(q.z());
-  p.rotations[4 * j + 3] = float(q.w());
-}
+inline void SetRotation(Pose& p, size_t j, const Eigen::Quaterniond& q) { p.set_rotation(j, q); }
 
 inline void SetTranslation(Pose& p, size_t j, const Eigen::Vector3d& t) {
   for (int k = 0; k < 3; ++k) p.translations[3 * j + k] = float(t[k]);
