@@ -22,7 +22,34 @@
 
 namespace sinew {
 
-enum class Method { kLbs = 1, kDqs = 2, kCageMvc = 3, kCageGreen = 4, kSuperCages = 5 };
+enum class Method {
+  kLbs = 1,
+  kDqs = 2,
+  kCageMvc = 3,
+  kCageGreen = 4,
+  kSuperCages = 5,
+  kImplicit = 6,         // implicit skinning, history-independent (seed 000, [VBG+13])
+  kElasticImplicit = 7,  // elastic implicit skinning, history-dependent ([VGB+14])
+};
+
+// How implicit skinning composes the fields of the two bones that meet at a joint (seed 000
+// §2.5): max, clean union, contact (g_dc) or bulge in contact (g_db).
+enum class JointOperator : uint8_t { kUnion = 1, kCleanUnion = 2, kContact = 3, kBulge = 4 };
+
+struct ImplicitConfig {
+  // The operator of every joint not listed in joint_operators; contact is the thesis' default.
+  JointOperator default_operator = JointOperator::kContact;
+  std::vector<std::pair<uint32_t, JointOperator>> joint_operators;  // (child joint, operator)
+  // Tracking (both variants).
+  double sigma = 0.35;                 // Newton step damping
+  uint32_t max_iterations = 40;        // projection steps per frame (IS) or per sub-step (EIS)
+  double contact_angle_degrees = 55;   // gradient jump that stops a vertex at a contact
+  uint32_t smoothing_iterations = 3;   // IS: β-weighted Laplacian steps at contacts
+  // EIS.
+  uint32_t relaxation_iterations = 40;  // conjugate-gradient iterations per relaxation round
+  double min_substep_radians = 0.1;     // floor of the sub-step rule (bend / 3)
+  uint32_t max_substeps = 32;
+};
 
 struct DeformerConfig {
   Method method = Method::kLbs;
@@ -31,6 +58,7 @@ struct DeformerConfig {
   Method skinning = Method::kLbs;  // kLbs or kDqs
   bool skeleton_updater = true;
   double localisation_exponent = 0.1;  // s in L = -1 + w^s + (1 - w)^s (thesis eq. 3.3)
+  ImplicitConfig implicit;  // kImplicit, kElasticImplicit
 };
 
 // The inputs of one frame. Pointers and spans refer to caller-owned data that stays valid
@@ -46,6 +74,17 @@ struct FrameExtras {
   std::vector<float>* posed_cage = nullptr;  // x,y,z per cage vertex
   std::vector<float>* rest_cage = nullptr;   // x,y,z per cage vertex
   std::vector<float>* joints = nullptr;      // x,y,z per joint
+  // Implicit skinning: one VertexState per vertex.
+  std::vector<uint8_t>* vertex_states = nullptr;
+};
+
+// Per-vertex outcome of implicit skinning's tracking.
+enum class VertexState : uint8_t {
+  kFree = 0,       // outside every field (follows the initial skinning)
+  kConverged = 1,  // on its iso-surface
+  kContact = 2,    // stopped at a contact (gradient jump or loss of monotonicity)
+  kNullGradient = 3,
+  kMaxIterations = 4,
 };
 
 // The per-vertex stage of a method that a device (gpu/) can run; everything before it (pose
@@ -89,6 +128,8 @@ class Deformer {
   // After a successful Deform: fills the wanted extras. FAILED_PRECONDITION for extras the
   // method does not have.
   virtual absl::Status Extras(const FrameExtras& extras) const;
+  // Stateful methods: forget the history; the next frame starts from the rest state.
+  virtual void Reset() {}
   // Bytes held per session (state and scratch), excluding the shared rig.
   virtual size_t StateBytes() const = 0;
 
@@ -116,7 +157,7 @@ struct MethodInfo {
   Method method;
   std::string_view name;  // short lowercase name: "lbs"
   std::string_view description;
-  bool stateful;  // frames depend on earlier frames of the session
+  bool stateful;  // frames depend on earlier frames of the session (see Deformer::Reset)
   DeformerFactory create;
   PrepareFn prepare = nullptr;
   PrepareKeyFn prepare_key = nullptr;

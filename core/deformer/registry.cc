@@ -3,6 +3,7 @@
 #include "core/cage/cage_deformer.h"
 #include "core/deformer/deformer.h"
 #include "core/dqs/dqs_deformer.h"
+#include "core/implicit/implicit_skinning.h"
 #include "core/lbs/lbs_deformer.h"
 #include "core/supercages/supercages.h"
 
@@ -21,6 +22,13 @@ const MethodInfo kMethods[] = {
      "SuperCages: cage-deformed rest mesh posed by the skeleton (LBS or DQS), skeleton and cage "
      "updaters, reverse cage deformer", true, &CreateSuperCagesDeformer, &PrepareSuperCages,
      &SuperCagesKey},
+    {Method::kImplicit, "implicit",
+     "implicit skinning: DQS corrected by marching to per-bone implicit fields, contact and bulge "
+     "at joints (history-independent)", false, &CreateImplicitDeformer, &PrepareImplicit, &ImplicitKey},
+    {Method::kElasticImplicit, "elastic-implicit",
+     "elastic implicit skinning: tracks the implicit surface from the previous frame with "
+     "tangential ARAP relaxation (history-dependent; frames in order)", true, &CreateImplicitDeformer,
+     &PrepareImplicit, &ImplicitKey},
 };
 }  // namespace
 
@@ -43,6 +51,9 @@ const MethodInfo* FindMethod(std::string_view name) {
 absl::Status Deformer::Extras(const FrameExtras& extras) const {
   if (extras.posed_cage || extras.rest_cage || extras.joints) {
     return absl::FailedPreconditionError("outputs: this method has no posed cage, rest cage or joints to return");
+  }
+  if (extras.vertex_states) {
+    return absl::FailedPreconditionError("outputs.vertex_states: only implicit skinning methods have vertex states");
   }
   return absl::OkStatus();
 }

@@ -24,7 +24,6 @@ absl::Status SkeletalDeformer::CheckRig(const Rig& rig, const char* method_name)
   return absl::OkStatus();
 }
 
-namespace {
 absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const char* method) {
   if (frame.pose == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("pose: required by method ", method));
@@ -39,7 +38,6 @@ absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const c
   }
   return absl::OkStatus();
 }
-}  // namespace
 
 absl::Status SkeletalJointData(const Rig& rig, Method method, const FrameInput& frame,
                                std::span<Similarity> world, std::span<Affine34d> transforms,

@@ -9,6 +9,10 @@
 
 namespace sinew {
 
+// Checks a skeleton-only frame: a valid pose and no cage inputs. INVALID_ARGUMENT names the
+// field.
+absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const char* method);
+
 // Per-joint data of one frame for a GPU twin of LBS or DQS, 12 floats per joint: LBS the
 // row-major 3x4 skinning matrix; DQS the dual quaternion (real x,y,z,w, dual x,y,z,w), the
 // uniform scale and 3 zeros. Validates the frame like SkeletalDeformer::Deform. `world` and

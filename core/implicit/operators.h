@@ -30,7 +30,6 @@
 
 namespace sinew {
 
-enum class JointOperator : uint8_t { kUnion = 1, kCleanUnion = 2, kContact = 3, kBulge = 4 };
 const char* JointOperatorName(JointOperator op);
 
 enum class OperatorShape : uint8_t { kContact = 1, kBulge = 2 };

@@ -281,6 +281,7 @@ class SuperCagesDeformer final : public Deformer {
 
  public:
   absl::Status Extras(const FrameExtras& extras) const override {
+    if (extras.vertex_states) return Deformer::Extras({.vertex_states = extras.vertex_states});
     auto put = [](const auto& m, std::vector<float>* out, bool columns_are_points) {
       out->clear();
       if (columns_are_points) {

@@ -1,0 +1,1041 @@
+#include "core/implicit/implicit_skinning.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numbers>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "core/deformer/skeletal.h"
+#include "core/dqs/dqs.h"
+
+namespace sinew {
+
+// ---------------------------------------------------------------------------------------------
+// Precomputation
+
+absl::StatusOr<std::vector<JointOperator>> JointOperators(const Rig& rig, const ImplicitConfig& config) {
+  std::vector<JointOperator> ops(rig.joint_count(), config.default_operator);
+  std::vector<char> seen(rig.joint_count(), 0);
+  for (size_t k = 0; k < config.joint_operators.size(); ++k) {
+    const auto& [joint, op] = config.joint_operators[k];
+    if (joint >= rig.joint_count()) {
+      return absl::InvalidArgumentError(absl::StrCat("implicit.joints[", k, "].joint: ", joint, " but the rig has ",
+                                                     rig.joint_count(), " joints"));
+    }
+    if (seen[joint]) {
+      return absl::InvalidArgumentError(absl::StrCat("implicit.joints[", k, "].joint: joint ", joint, " listed twice"));
+    }
+    seen[joint] = 1;
+    ops[joint] = op;
+  }
+  return ops;
+}
+
+std::string ImplicitKey(const DeformerConfig& config) {
+  std::string key = absl::StrCat("ops=", JointOperatorName(config.implicit.default_operator));
+  auto list = config.implicit.joint_operators;
+  std::sort(list.begin(), list.end());
+  for (const auto& [j, op] : list) {
+    if (op != config.implicit.default_operator) absl::StrAppend(&key, ",", j, ":", JointOperatorName(op));
+  }
+  return key;
+}
+
+std::vector<int32_t> BuildCompositionTree(const Skeleton& skeleton, const std::vector<int32_t>& leaf_joint,
+                                          const std::vector<JointOperator>& ops, CompositionTree* tree) {
+  const size_t joints = skeleton.parents.size();
+  std::vector<int32_t> field_of_joint(joints, -1);
+  for (size_t i = 0; i < leaf_joint.size(); ++i) field_of_joint[leaf_joint[i]] = int32_t(i);
+  std::vector<std::vector<int32_t>> children(joints);
+  std::vector<int32_t> roots;
+  for (int32_t j : skeleton.order) {
+    (skeleton.parents[j] < 0 ? roots : children[skeleton.parents[j]]).push_back(j);
+  }
+  tree->nodes.clear();
+  std::vector<int32_t> subtree(joints, -1);
+  auto join = [&](int32_t a, int32_t b, JointOperator op) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    CompositionTree::Node n;
+    n.left = a;
+    n.right = b;
+    n.op = op;
+    tree->nodes.push_back(n);
+    return int32_t(tree->nodes.size() - 1);
+  };
+  // Children before parents: the reverse of the parent-first order.
+  for (auto it = skeleton.order.rbegin(); it != skeleton.order.rend(); ++it) {
+    const int32_t j = *it;
+    int32_t cur = -1;
+    if (field_of_joint[j] >= 0) {
+      CompositionTree::Node leaf;
+      leaf.leaf = field_of_joint[j];
+      tree->nodes.push_back(leaf);
+      cur = int32_t(tree->nodes.size() - 1);
+    }
+    // Bulge joints at the bottom of the tree (§2.5.5), then the others, each in joint order.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int32_t c : children[j]) {
+        if ((ops[c] == JointOperator::kBulge) == (pass == 0)) cur = join(cur, subtree[c], ops[c]);
+      }
+    }
+    subtree[j] = cur;
+  }
+  int32_t root = -1;
+  for (int32_t r : roots) root = join(root, subtree[r], JointOperator::kUnion);
+  tree->root = root;
+  // Depth-first leaf numbering and ranges.
+  std::vector<int32_t> order;
+  std::vector<std::pair<int32_t, bool>> stack;
+  if (root >= 0) stack.push_back({root, false});
+  while (!stack.empty()) {
+    auto [n, done] = stack.back();
+    stack.pop_back();
+    CompositionTree::Node& node = tree->nodes[n];
+    if (node.leaf >= 0) {
+      node.lo = uint16_t(order.size());
+      order.push_back(node.leaf);
+      node.hi = uint16_t(order.size());
+      node.leaf = node.lo;  // leaves now index the reordered fields
+      continue;
+    }
+    if (done) {
+      node.lo = tree->nodes[node.left].lo;
+      node.hi = tree->nodes[node.right].hi;
+      continue;
+    }
+    stack.push_back({n, true});
+    stack.push_back({node.right, false});
+    stack.push_back({node.left, false});
+  }
+  return order;
+}
+
+namespace {
+
+constexpr int kMaxCandidates = 8;
+
+// One moved field for the current (sub)frame: posed point -> rest point, and the matrix that
+// takes a rest-space gradient to posed space (A⁻ᵀ; R/s for a similarity).
+struct LeafFrame {
+  Eigen::Matrix3f inv_linear;
+  Eigen::Vector3f inv_translation;
+  Eigen::Matrix3f gradient;
+  Eigen::Vector3f center;  // posed bounding-sphere centre
+  float radius2;
+};
+
+struct FieldValue {
+  float f = 0;
+  Eigen::Vector3f g = Eigen::Vector3f::Zero();
+};
+
+class Evaluator {
+ public:
+  Evaluator(const ImplicitModel& m, const LeafFrame* leaves) : m_(m), leaves_(leaves) {}
+
+  FieldValue Eval(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
+    if (m_.tree.root < 0 || count == 0) return {};
+    return Node(m_.tree.root, x, cand, count);
+  }
+
+ private:
+  FieldValue Node(int32_t index, const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
+    const CompositionTree::Node& n = m_.tree.nodes[index];
+    bool active = false;
+    for (int k = 0; k < count; ++k) active |= (cand[k] >= n.lo && cand[k] < n.hi);
+    if (!active) return {};
+    if (n.left < 0) {
+      const LeafFrame& lf = leaves_[n.leaf];
+      const Eigen::Vector3f xr = lf.inv_linear * x + lf.inv_translation;
+      FieldValue v;
+      Eigen::Vector3f gr;
+      v.f = m_.grids[n.leaf].Sample(xr, &gr);
+      v.g = lf.gradient * gr;
+      return v;
+    }
+    const FieldValue a = Node(n.left, x, cand, count);
+    const FieldValue b = Node(n.right, x, cand, count);
+    if (a.f == 0) return b;  // exact: g(0, f) = f
+    if (b.f == 0) return a;
+    FieldValue r;
+    if (n.op == JointOperator::kUnion) return a.f >= b.f ? a : b;
+    float d = 0;
+    if (n.op != JointOperator::kCleanUnion) {
+      const float na = a.g.squaredNorm(), nb = b.g.squaredNorm();
+      // A null gradient (a child's contact valley, a critical point): the controller's d(0).
+      const double alpha = (na > 0 && nb > 0) ? std::acos(std::clamp(double(a.g.dot(b.g)) / std::sqrt(double(na) * nb), -1.0, 1.0)) : 0.0;
+      d = float(n.op == JointOperator::kBulge ? BulgeController(alpha) : ContactController(alpha));
+    }
+    const OperatorGrid& op = n.op == JointOperator::kBulge ? m_.operators->bulge : m_.operators->contact;
+    float g1, g2;
+    r.f = op.Sample(a.f, b.f, d, &g1, &g2);
+    r.g = g1 * a.g + g2 * b.g;  // ∂g/∂d·∇d neglected (spec pitfall 17)
+    return r;
+  }
+
+  const ImplicitModel& m_;
+  const LeafFrame* leaves_;
+};
+
+void MakeLeafFrames(const ImplicitModel& m, std::span<const Affine34d> transforms, std::vector<LeafFrame>& out) {
+  out.resize(m.fields.size());
+  for (size_t i = 0; i < m.fields.size(); ++i) {
+    const Affine34d& t = transforms[m.fields[i].joint];
+    const Affine34d inv = Inverse(t);
+    LeafFrame& lf = out[i];
+    lf.inv_linear = inv.leftCols<3>().cast<float>();
+    lf.inv_translation = inv.col(3).cast<float>();
+    lf.gradient = inv.leftCols<3>().transpose().cast<float>();
+    lf.center = (t.leftCols<3>() * m.sphere_centers[i].cast<double>() + t.col(3)).cast<float>();
+    const double s = std::cbrt(std::abs(t.leftCols<3>().determinant()));
+    lf.radius2 = float(std::pow(s * m.sphere_radii[i], 2));
+  }
+}
+
+// The fields whose (posed) bounding sphere contains x: the nearest kMaxCandidates, in leaf order.
+int Candidates(const std::vector<LeafFrame>& leaves, const Eigen::Vector3f& x, uint16_t* out) {
+  int count = 0;
+  float excess[kMaxCandidates];
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const float e = (x - leaves[i].center).squaredNorm() - leaves[i].radius2;
+    if (e > 0) continue;
+    if (count < kMaxCandidates) {
+      out[count] = uint16_t(i);
+      excess[count++] = e;
+      continue;
+    }
+    int worst = 0;
+    for (int k = 1; k < kMaxCandidates; ++k) {
+      if (excess[k] > excess[worst]) worst = k;
+    }
+    if (e < excess[worst]) {
+      out[worst] = uint16_t(i);
+      excess[worst] = e;
+    }
+  }
+  std::sort(out, out + count);
+  return count;
+}
+
+Eigen::Vector3f P3(const std::vector<float>& xyz, size_t i) { return Eigen::Vector3f(xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]); }
+
+}  // namespace
+
+size_t ImplicitModel::Bytes() const {
+  size_t b = sizeof(*this);
+  for (const FieldGrid& g : grids) b += g.Bytes();
+  b += tree.nodes.size() * sizeof(CompositionTree::Node);
+  b += 4 * (node_of_vertex.size() + vertex_of_node.size() + rest.size() + iso.size() + bone.size() + step_cap.size() +
+            ring_offsets.size() + ring.size() + mvc.size() + cot.size());
+  b += in_field.size() + ring_closed.size();
+  for (const BoneField& f : fields) b += f.hrbf.centers().size() * 8 * 2;
+  return b;  // the shared operators are counted once per process, not per rig
+}
+
+float EvaluateRestField(const ImplicitModel& m, const Eigen::Vector3f& x, Eigen::Vector3f* gradient) {
+  std::vector<LeafFrame> leaves;
+  std::vector<Affine34d> identity(m.fields.empty() ? 0 : 1 + std::max_element(m.fields.begin(), m.fields.end(),
+                                                                             [](const BoneField& a, const BoneField& b) {
+                                                                               return a.joint < b.joint;
+                                                                             })->joint,
+                                  IdentityAffine());
+  MakeLeafFrames(m, identity, leaves);
+  uint16_t cand[kMaxCandidates];
+  const int count = Candidates(leaves, x, cand);
+  const FieldValue v = Evaluator(m, leaves.data()).Eval(x, cand, count);
+  if (gradient) *gradient = v.g;
+  return v.f;
+}
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, const DeformerConfig& config,
+                                                                ThreadPool* pool, const ProgressFn& progress) {
+  const char* name = config.method == Method::kElasticImplicit ? "elastic-implicit" : "implicit";
+  if (auto st = SkeletalDeformer::CheckRig(rig, name); !st.ok()) return st;
+  if (rig.triangle_count() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("method ", name, " needs a triangle mesh; the rig has no triangles"));
+  }
+  auto ops = JointOperators(rig, config.implicit);
+  if (!ops.ok()) return ops.status();
+  auto report = [&](double p) {
+    if (progress) progress(p);
+  };
+  auto model = std::make_shared<ImplicitModel>();
+  auto fields = FitBoneFields(rig);
+  if (!fields.ok()) return fields.status();
+  if (fields->empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "method ", name, ": no bone owns enough vertices (8, by largest weight) for an implicit field"));
+  }
+  if (fields->size() > 65535) return absl::FailedPreconditionError("implicit skinning: more than 65535 bone fields");
+  report(0.3);
+  std::vector<FieldGrid> grids(fields->size());
+  for (size_t i = 0; i < fields->size(); ++i) {
+    grids[i] = FieldGrid::Bake((*fields)[i], 32, pool);
+    report(0.3 + 0.5 * double(i + 1) / fields->size());
+  }
+  auto shared = SharedOperators({}, pool, [&](double p) { report(0.8 + 0.1 * p); });
+  if (!shared.ok()) return shared.status();
+  model->operators = *shared;
+
+  std::vector<int32_t> leaf_joint;
+  for (const BoneField& f : *fields) leaf_joint.push_back(f.joint);
+  const std::vector<int32_t> order = BuildCompositionTree(rig.skeleton, leaf_joint, *ops, &model->tree);
+  for (int32_t i : order) {
+    model->fields.push_back(std::move((*fields)[i]));
+    model->grids.push_back(std::move(grids[i]));
+  }
+  double mean_radius = 0;
+  for (size_t i = 0; i < model->grids.size(); ++i) {
+    const FieldGrid& g = model->grids[i];
+    model->sphere_centers.push_back((g.lo() + g.hi()) / 2);
+    model->sphere_radii.push_back((g.hi() - g.lo()).norm() / 2);
+    mean_radius += model->fields[i].radius / model->fields.size();
+  }
+
+  // Weld coincident rest positions.
+  const size_t nv = rig.vertex_count();
+  model->node_of_vertex.resize(nv);
+  {
+    struct Key {
+      uint32_t x, y, z;
+      bool operator==(const Key&) const = default;
+    };
+    struct Hash {
+      size_t operator()(const Key& k) const { return (size_t(k.x) * 73856093u) ^ (size_t(k.y) * 19349663u) ^ (size_t(k.z) * 83492791u); }
+    };
+    std::unordered_map<Key, uint32_t, Hash> index;
+    index.reserve(nv);
+    for (size_t v = 0; v < nv; ++v) {
+      Key k;
+      std::memcpy(&k, &rig.positions[3 * v], sizeof k);
+      auto [it, inserted] = index.try_emplace(k, uint32_t(model->vertex_of_node.size()));
+      if (inserted) model->vertex_of_node.push_back(uint32_t(v));
+      model->node_of_vertex[v] = it->second;
+    }
+  }
+  const size_t nn = model->vertex_of_node.size();
+  model->rest.resize(3 * nn);
+  model->bone.resize(nn);
+  for (size_t i = 0; i < nn; ++i) {
+    const uint32_t v = model->vertex_of_node[i];
+    std::copy_n(&rig.positions[3 * v], 3, &model->rest[3 * i]);
+    model->bone[i] = rig.weights.joints[rig.weights.offsets[v]];
+  }
+  // Rest iso values with the composed field.
+  model->iso.resize(nn);
+  model->in_field.resize(nn);
+  std::vector<Eigen::Vector3f> rest_gradient(nn);
+  ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      model->iso[i] = EvaluateRestField(*model, P3(model->rest, i), &rest_gradient[i]);
+      model->in_field[i] = model->iso[i] > 0 && model->iso[i] < 1 && rest_gradient[i].squaredNorm() > 0;
+    }
+  });
+  report(0.95);
+  model->step_cap.assign(nn, float(0.1 * mean_radius));
+  {
+    std::vector<float> cap_of_joint(rig.joint_count(), float(0.1 * mean_radius));
+    for (const BoneField& f : model->fields) cap_of_joint[f.joint] = float(0.1 * f.radius);
+    for (size_t i = 0; i < nn; ++i) model->step_cap[i] = cap_of_joint[model->bone[i]];
+  }
+
+  // One-rings on the welded mesh: wedges (next, prev) around each node, chained into a fan.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> wedges(nn);
+  for (size_t t = 0; t < rig.triangle_count(); ++t) {
+    uint32_t c[3];
+    for (int k = 0; k < 3; ++k) c[k] = model->node_of_vertex[rig.triangles[3 * t + k]];
+    if (c[0] == c[1] || c[1] == c[2] || c[0] == c[2]) continue;
+    for (int k = 0; k < 3; ++k) wedges[c[k]].push_back({c[(k + 1) % 3], c[(k + 2) % 3]});
+  }
+  model->ring_offsets.assign(1, 0);
+  model->ring_closed.assign(nn, 0);
+  double edge_sum = 0;
+  size_t edge_count = 0;
+  for (size_t i = 0; i < nn; ++i) {
+    auto& w = wedges[i];
+    std::vector<uint32_t> fan;
+    bool closed = false;
+    if (!w.empty()) {
+      // Follow next -> prev links: wedge (a, b) is followed by the wedge starting at b.
+      std::vector<char> used(w.size(), 0);
+      fan.push_back(w[0].first);
+      used[0] = 1;
+      uint32_t cur = w[0].second;
+      for (size_t step = 1; step < w.size(); ++step) {
+        size_t found = w.size();
+        for (size_t k = 0; k < w.size(); ++k) {
+          if (!used[k] && w[k].first == cur) {
+            found = k;
+            break;
+          }
+        }
+        if (found == w.size()) break;
+        used[found] = 1;
+        fan.push_back(cur);
+        cur = w[found].second;
+      }
+      closed = fan.size() == w.size() && cur == fan[0] && fan.size() >= 3;
+      if (!closed) {
+        // Boundary or non-manifold: every neighbour, unordered.
+        fan.clear();
+        for (const auto& [a, b] : w) {
+          fan.push_back(a);
+          fan.push_back(b);
+        }
+        std::sort(fan.begin(), fan.end());
+        fan.erase(std::unique(fan.begin(), fan.end()), fan.end());
+      }
+    }
+    model->ring_closed[i] = closed;
+    for (uint32_t j : fan) {
+      model->ring.push_back(j);
+      edge_sum += (P3(model->rest, i) - P3(model->rest, j)).norm();
+      ++edge_count;
+    }
+    model->ring_offsets.push_back(uint32_t(model->ring.size()));
+  }
+  model->mean_edge = edge_count ? edge_sum / edge_count : 1.0;
+
+  // Tangent-plane mean value coordinates (Eq. 4.6) for closed fans; cotangent weights (EIS).
+  model->mvc.assign(model->ring.size(), 0.f);
+  model->cot.assign(model->ring.size(), 0.f);
+  ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const uint32_t r0 = model->ring_offsets[i], r1 = model->ring_offsets[i + 1];
+      const size_t k = r1 - r0;
+      if (k == 0) continue;
+      const Eigen::Vector3d v = P3(model->rest, i).cast<double>();
+      if (model->ring_closed[i]) {
+        Eigen::Vector3d n = -rest_gradient[i].cast<double>();
+        if (n.squaredNorm() == 0) {
+          for (size_t a = 0; a < k; ++a) {
+            n += (P3(model->rest, model->ring[r0 + a]).cast<double>() - v)
+                     .cross(P3(model->rest, model->ring[r0 + (a + 1) % k]).cast<double>() - v);
+          }
+        }
+        n.normalize();
+        std::vector<Eigen::Vector3d> q(k);
+        for (size_t a = 0; a < k; ++a) {
+          const Eigen::Vector3d p = P3(model->rest, model->ring[r0 + a]).cast<double>() - v;
+          q[a] = p - p.dot(n) * n;
+        }
+        std::vector<double> tan_half(k), w(k);
+        bool ok = true;
+        for (size_t a = 0; a < k; ++a) {
+          const Eigen::Vector3d& p = q[a];
+          const Eigen::Vector3d& s = q[(a + 1) % k];
+          const double den = p.norm() * s.norm() + p.dot(s);
+          if (p.norm() < 1e-12 || den <= 1e-300) ok = false;
+          tan_half[a] = ok ? p.cross(s).dot(n) / den : 0;
+        }
+        double sum = 0;
+        for (size_t a = 0; ok && a < k; ++a) {
+          w[a] = (tan_half[(a + k - 1) % k] + tan_half[a]) / q[a].norm();
+          sum += w[a];
+        }
+        if (ok && sum > 0) {
+          for (size_t a = 0; a < k; ++a) model->mvc[r0 + a] = float(w[a] / sum);
+        } else {
+          model->ring_closed[i] = 0;
+        }
+      }
+    }
+  });
+  // Cotangent weights per edge (sum of the cotangents of the angles opposite to it), clamped.
+  {
+    std::unordered_map<uint64_t, double> cot;
+    auto key = [](uint32_t a, uint32_t b) { return (uint64_t(std::min(a, b)) << 32) | std::max(a, b); };
+    for (size_t t = 0; t < rig.triangle_count(); ++t) {
+      uint32_t c[3];
+      for (int k = 0; k < 3; ++k) c[k] = model->node_of_vertex[rig.triangles[3 * t + k]];
+      if (c[0] == c[1] || c[1] == c[2] || c[0] == c[2]) continue;
+      for (int k = 0; k < 3; ++k) {
+        const Eigen::Vector3d o = P3(model->rest, c[k]).cast<double>();
+        const Eigen::Vector3d a = P3(model->rest, c[(k + 1) % 3]).cast<double>() - o;
+        const Eigen::Vector3d b = P3(model->rest, c[(k + 2) % 3]).cast<double>() - o;
+        const double s = a.cross(b).norm();
+        cot[key(c[(k + 1) % 3], c[(k + 2) % 3])] += 0.5 * (s > 1e-300 ? a.dot(b) / s : 0.0);
+      }
+    }
+    for (size_t i = 0; i < nn; ++i) {
+      for (uint32_t r = model->ring_offsets[i]; r < model->ring_offsets[i + 1]; ++r) {
+        model->cot[r] = float(std::max(cot[key(uint32_t(i), model->ring[r])], 0.05));
+      }
+    }
+  }
+  report(1.0);
+  return std::shared_ptr<const Prepared>(std::move(model));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runtime
+
+namespace {
+
+constexpr float kConvergence = 1e-4f;  // |f − iso| in field units (spec §2.7.3, [R])
+
+// Per-session tracking state and scratch over the model's nodes.
+class Tracker {
+ public:
+  Tracker(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model, const ImplicitConfig& config)
+      : rig_(std::move(rig)), m_(std::move(model)), config_(config) {
+    const size_t nn = m_->node_count();
+    pos_.resize(nn);
+    tmp_.resize(nn);
+    prev_pos_.resize(nn);
+    g_prev_.resize(nn);
+    r_prev_.resize(nn);
+    s_prev_.resize(nn);
+    fresh_.resize(nn);
+    state_.resize(nn);
+    cand_.resize(nn * kMaxCandidates);
+    cand_count_.resize(nn);
+    cos_contact_ = float(std::cos(config.contact_angle_degrees * std::numbers::pi / 180));
+    double mean_radius = 0;
+    for (const BoneField& f : m_->fields) mean_radius += f.radius / m_->fields.size();
+    const double g_typical = 15.0 / (16.0 * mean_radius);
+    gradient_floor2_ = float(std::pow(1e-3 * g_typical, 2));
+  }
+
+  size_t Bytes() const {
+    return pos_.size() * (4 * sizeof(Eigen::Vector3f) + 2 * sizeof(float) + 2 + kMaxCandidates * 2 + 1) +
+           leaves_.size() * sizeof(LeafFrame);
+  }
+
+ protected:
+  void SetFields(std::span<const Affine34d> transforms) { MakeLeafFrames(*m_, transforms, leaves_); }
+
+  void FindCandidates(ThreadPool* pool) {
+    ParallelFor(pool, pos_.size(), 512, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) cand_count_[i] = uint8_t(Candidates(leaves_, pos_[i], &cand_[i * kMaxCandidates]));
+    });
+  }
+
+  FieldValue Eval(size_t i, const Eigen::Vector3f& x) const {
+    return Evaluator(*m_, leaves_.data()).Eval(x, &cand_[i * kMaxCandidates], cand_count_[i]);
+  }
+
+  // Newton projection of the nodes in `active` onto their iso values with the stop rules of
+  // §2.7.3; with `relax`, one tangential MVC relaxation after every two steps (IS).
+  void March(std::vector<uint32_t>& active, bool relax, ThreadPool* pool) {
+    for (uint32_t i : active) {
+      fresh_[i] = 1;
+      state_[i] = VertexState::kMaxIterations;
+    }
+    const float sigma = float(config_.sigma);
+    for (uint32_t it = 0; it < config_.max_iterations && !active.empty(); ++it) {
+      ParallelFor(pool, active.size(), 128, [&](size_t b, size_t e) {
+        for (size_t a = b; a < e; ++a) Step(active[a], sigma);
+      });
+      std::erase_if(active, [&](uint32_t i) { return state_[i] != VertexState::kMaxIterations; });
+      if (relax && (it % 2 == 1) && !active.empty()) Relax(active, pool);
+    }
+  }
+
+  void Step(uint32_t i, float sigma) {
+    Eigen::Vector3f& x = pos_[i];
+    const FieldValue v = Eval(i, x);
+    const float res = v.f - m_->iso[i];
+    const float g2 = v.g.squaredNorm();
+    if (std::abs(res) < kConvergence) {
+      state_[i] = VertexState::kConverged;
+      return;
+    }
+    if (g2 < gradient_floor2_) {
+      state_[i] = VertexState::kNullGradient;
+      return;
+    }
+    if (!fresh_[i]) {
+      const float cos_angle = v.g.dot(g_prev_[i]) / std::sqrt(g2 * g_prev_[i].squaredNorm());
+      if (cos_angle < cos_contact_ || std::abs(res) > r_prev_[i]) {
+        state_[i] = VertexState::kContact;
+        return;
+      }
+      if ((res > 0) != (s_prev_[i] > 0)) {
+        // Overshoot past the target: bisect between the last two positions (§2.7.3).
+        Eigen::Vector3f lo = prev_pos_[i], hi = x;  // lo has the sign of s_prev
+        for (int k = 0; k < 12; ++k) {
+          const Eigen::Vector3f mid = 0.5f * (lo + hi);
+          const float r = Eval(i, mid).f - m_->iso[i];
+          ((r > 0) == (s_prev_[i] > 0) ? lo : hi) = mid;
+        }
+        x = 0.5f * (lo + hi);
+        state_[i] = VertexState::kConverged;
+        return;
+      }
+    }
+    Eigen::Vector3f step = (sigma * -res / g2) * v.g;
+    const float len = step.norm(), cap = m_->step_cap[i];
+    if (len > cap) step *= cap / len;
+    prev_pos_[i] = x;
+    x += step;
+    g_prev_[i] = v.g;
+    r_prev_[i] = std::abs(res);
+    s_prev_[i] = res;
+    fresh_[i] = 0;
+  }
+
+  // Tangential relaxation (Eq. 4.6–4.7) of the marching nodes with closed one-rings: move towards
+  // the mean-value combination of the neighbours projected on the tangent plane, by
+  // μ = max(0, 1 − (|f − iso| − 1)⁴). Jacobi: reads pos_, writes tmp_.
+  void Relax(const std::vector<uint32_t>& active, ThreadPool* pool) {
+    ParallelFor(pool, active.size(), 128, [&](size_t b, size_t e) {
+      for (size_t a = b; a < e; ++a) {
+        const uint32_t i = active[a];
+        tmp_[i] = pos_[i];
+        if (!m_->ring_closed[i]) continue;
+        const float d = r_prev_[i] - 1;
+        const float mu = std::max(0.f, 1 - d * d * d * d);
+        if (mu <= 0) continue;
+        const Eigen::Vector3f n = g_prev_[i].normalized();
+        const Eigen::Vector3f& v = pos_[i];
+        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+          const Eigen::Vector3f q = pos_[m_->ring[r]] - v;
+          acc += m_->mvc[r] * (q - q.dot(n) * n);
+        }
+        tmp_[i] = v + mu * acc;
+      }
+    });
+    for (uint32_t i : active) {
+      pos_[i] = tmp_[i];
+      fresh_[i] = 1;  // the tangential move is not a monotonicity break
+    }
+  }
+
+  std::shared_ptr<const Rig> rig_;
+  std::shared_ptr<const ImplicitModel> m_;
+  ImplicitConfig config_;
+  std::vector<LeafFrame> leaves_;
+  std::vector<Eigen::Vector3f> pos_, tmp_, prev_pos_, g_prev_;
+  std::vector<float> r_prev_, s_prev_;
+  std::vector<uint8_t> fresh_;
+  std::vector<VertexState> state_;
+  std::vector<uint16_t> cand_;
+  std::vector<uint8_t> cand_count_;
+  std::vector<uint32_t> active_;
+  float cos_contact_ = 0, gradient_floor2_ = 0;
+};
+
+class ImplicitDeformerBase : public Deformer, protected Tracker {
+ public:
+  ImplicitDeformerBase(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model,
+                       const ImplicitConfig& config, const char* name)
+      : Tracker(std::move(rig), std::move(model), config),
+        name_(name),
+        world_(rig_->joint_count()),
+        transforms_(rig_->joint_count()) {}
+
+  absl::Status Extras(const FrameExtras& extras) const override {
+    if (extras.posed_cage || extras.rest_cage || extras.joints) return Deformer::Extras(extras);
+    if (extras.vertex_states) {
+      extras.vertex_states->resize(rig_->vertex_count());
+      for (size_t v = 0; v < rig_->vertex_count(); ++v) {
+        (*extras.vertex_states)[v] = uint8_t(state_[m_->node_of_vertex[v]]);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return sizeof(*this) + Tracker::Bytes() + world_.size() * (sizeof(Similarity) + sizeof(Affine34d));
+  }
+
+ protected:
+  absl::Status PoseFrame(const FrameInput& frame) {
+    if (auto st = CheckSkeletalFrame(*rig_, frame, name_); !st.ok()) return st;
+    SkinningTransforms(rig_->skeleton, *frame.pose, world_, transforms_);
+    return absl::OkStatus();
+  }
+
+  void WriteNodes(std::span<float> out, ThreadPool* pool) const {
+    ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; ++v) {
+        const uint32_t i = m_->node_of_vertex[v];
+        if (state_[i] == VertexState::kFree) continue;  // keeps the initial skinning
+        std::copy_n(pos_[i].data(), 3, &out[3 * v]);
+      }
+    });
+  }
+
+  const char* name_;
+  std::vector<Similarity> world_;
+  std::vector<Affine34d> transforms_;
+};
+
+// History-independent implicit skinning (§2.7).
+class ImplicitDeformer final : public ImplicitDeformerBase {
+ public:
+  ImplicitDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model, const ImplicitConfig& config)
+      : ImplicitDeformerBase(std::move(rig), std::move(model), config, "implicit"), dqs_(rig_->joint_count()) {
+    beta_.resize(m_->node_count());
+  }
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (auto st = PoseFrame(frame); !st.ok()) return st;
+    // 1. Dual quaternion skinning is the initial guess.
+    ToDualQuats(transforms_, dqs_);
+    DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, out, pool);
+    SetFields(transforms_);
+    const size_t nn = m_->node_count();
+    active_.clear();
+    for (size_t i = 0; i < nn; ++i) {
+      const uint32_t v = m_->vertex_of_node[i];
+      pos_[i] = Eigen::Vector3f(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
+      state_[i] = VertexState::kFree;
+      if (m_->in_field[i]) active_.push_back(uint32_t(i));
+    }
+    FindCandidates(pool);
+    // 2. March to the iso values, relaxing tangentially.
+    March(active_, true, pool);
+    // 3. Smooth the contact regions (Eq. 4.8).
+    Smooth(pool);
+    WriteNodes(out, pool);
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return ImplicitDeformerBase::StateBytes() + dqs_.size() * sizeof(DualQuat) + beta_.size() * 4;
+  }
+
+ private:
+  void Smooth(ThreadPool* pool) {
+    if (config_.smoothing_iterations == 0) return;
+    const size_t nn = m_->node_count();
+    bool any = false;
+    for (size_t i = 0; i < nn; ++i) {
+      beta_[i] = state_[i] == VertexState::kContact ? 1.f : 0.f;
+      any |= beta_[i] > 0;
+    }
+    if (!any) return;
+    // Diffuse β over the one-rings, keeping contact nodes at 1 ([R]: 6 iterations).
+    std::vector<float> next(nn);
+    for (int it = 0; it < 6; ++it) {
+      ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          if (state_[i] == VertexState::kContact) {
+            next[i] = 1;
+            continue;
+          }
+          float sum = beta_[i];
+          const uint32_t r0 = m_->ring_offsets[i], r1 = m_->ring_offsets[i + 1];
+          for (uint32_t r = r0; r < r1; ++r) sum += beta_[m_->ring[r]];
+          next[i] = sum / float(1 + r1 - r0);
+        }
+      });
+      beta_.swap(next);
+    }
+    std::vector<uint32_t> moving;
+    for (size_t i = 0; i < nn; ++i) {
+      if (beta_[i] > 1e-3f && state_[i] != VertexState::kFree && m_->ring_offsets[i + 1] > m_->ring_offsets[i]) {
+        moving.push_back(uint32_t(i));
+      }
+    }
+    for (uint32_t it = 0; it < config_.smoothing_iterations; ++it) {
+      ParallelFor(pool, moving.size(), 256, [&](size_t b, size_t e) {
+        for (size_t a = b; a < e; ++a) {
+          const uint32_t i = moving[a];
+          Eigen::Vector3f c = Eigen::Vector3f::Zero();
+          const uint32_t r0 = m_->ring_offsets[i], r1 = m_->ring_offsets[i + 1];
+          for (uint32_t r = r0; r < r1; ++r) c += pos_[m_->ring[r]];
+          c /= float(r1 - r0);
+          tmp_[i] = (1 - beta_[i]) * pos_[i] + beta_[i] * c;
+        }
+      });
+      for (uint32_t i : moving) pos_[i] = tmp_[i];
+    }
+  }
+
+  std::vector<DualQuat> dqs_;
+  std::vector<float> beta_;
+};
+
+// History-dependent elastic implicit skinning (§2.8).
+class ElasticImplicitDeformer final : public ImplicitDeformerBase {
+ public:
+  ElasticImplicitDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model,
+                          const ImplicitConfig& config)
+      : ImplicitDeformerBase(std::move(rig), std::move(model), config, "elastic-implicit"),
+        prev_world_(rig_->joint_count()),
+        prev_transforms_(rig_->joint_count()),
+        step_world_(rig_->joint_count()),
+        step_transforms_(rig_->joint_count()),
+        delta_(rig_->joint_count()),
+        dqs_(rig_->joint_count()) {
+    rot_.resize(m_->node_count());
+    const Skeleton& sk = rig_->skeleton;
+    bind_world_.resize(sk.size());
+    std::vector<Affine34d> identity(sk.size());
+    SkinningTransforms(sk, BindPose(sk), bind_world_, identity);
+    Reset();
+  }
+
+  void Reset() override {
+    for (size_t i = 0; i < m_->node_count(); ++i) {
+      pos_[i] = P3(m_->rest, i);
+      state_[i] = m_->in_field[i] ? VertexState::kConverged : VertexState::kFree;
+    }
+    prev_world_ = bind_world_;
+    std::fill(prev_transforms_.begin(), prev_transforms_.end(), IdentityAffine());
+    substeps_ = 0;
+  }
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (auto st = PoseFrame(frame); !st.ok()) return st;
+    const Skeleton& sk = rig_->skeleton;
+    // Sub-steps: the largest rotation of a joint per step below a third of its bend (with a
+    // floor, spec §2.8.4).
+    uint32_t steps = 1;
+    for (size_t j = 0; j < sk.size(); ++j) {
+      const double move = prev_world_[j].rotation.angularDistance(world_[j].rotation);
+      const int32_t p = sk.parents[j];
+      const Eigen::Quaterniond rel = p < 0 ? world_[j].rotation : world_[p].rotation.inverse() * world_[j].rotation;
+      const Eigen::Quaterniond rest = p < 0 ? bind_world_[j].rotation : bind_world_[p].rotation.inverse() * bind_world_[j].rotation;
+      const double bend = rel.angularDistance(rest);
+      const double limit = std::max(bend / 3, config_.min_substep_radians);
+      steps = std::max(steps, uint32_t(std::ceil(move / limit - 1e-9)));
+    }
+    steps = std::clamp(steps, 1u, std::max(config_.max_substeps, 1u));
+    substeps_ = steps;
+    for (uint32_t s = 1; s <= steps; ++s) {
+      const double t = double(s) / steps;
+      for (size_t j = 0; j < sk.size(); ++j) {
+        Similarity& w = step_world_[j];
+        w.rotation = prev_world_[j].rotation.slerp(t, world_[j].rotation).normalized();
+        w.translation = (1 - t) * prev_world_[j].translation + t * world_[j].translation;
+        w.scale = (1 - t) * prev_world_[j].scale + t * world_[j].scale;
+        step_transforms_[j] = s == steps ? transforms_[j] : Compose(w.Matrix(), sk.inverse_bind[j]);
+        delta_[j] = Compose(step_transforms_[j], Inverse(prev_transforms_[j])).cast<float>();
+      }
+      SubStep(pool);
+      prev_transforms_ = step_transforms_;
+    }
+    prev_world_ = world_;
+    prev_transforms_ = transforms_;
+    // Output: nodes outside every field follow their bone rigidly too.
+    ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; ++v) std::copy_n(pos_[m_->node_of_vertex[v]].data(), 3, &out[3 * v]);
+    });
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) +
+           prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
+  }
+
+  uint32_t last_substeps() const { return substeps_; }
+
+ private:
+  void SubStep(ThreadPool* pool) {
+    const size_t nn = m_->node_count();
+    // 1. Rigid predictor: each node follows its own (segmentation) bone.
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        const Affine34f& d = delta_[m_->bone[i]];
+        pos_[i] = d.leftCols<3>() * pos_[i] + d.col(3);
+      }
+    });
+    SetFields(step_transforms_);
+    FindCandidates(pool);
+    // 2. Newton projection onto the iso values.
+    active_.clear();
+    for (size_t i = 0; i < nn; ++i) {
+      if (m_->in_field[i]) active_.push_back(uint32_t(i));
+    }
+    March(active_, false, pool);
+    // 3. Rotations of the DQS blend (skinning weights stand in for harmonic weights).
+    ToDualQuats(step_transforms_, dqs_);
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) rot_[i] = BlendRotation(m_->vertex_of_node[i]);
+    });
+    // 4. Tangential relaxation: minimise the ARAP energy with the prescribed rotations over
+    //    displacements in the tangent planes (conjugate gradient, as the thesis suggests in place
+    //    of Jacobi), then Newton re-projection; a few rounds as the tangent planes move.
+    const float tol = float(1e-4 * m_->mean_edge);
+    for (int round = 0; round < 4; ++round) {
+      const double moved = RelaxRound(pool);
+      ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          if (!free_[i]) continue;
+          for (int k = 0; k < 2; ++k) {
+            const FieldValue v = Eval(i, pos_[i]);
+            const float g2 = v.g.squaredNorm();
+            if (g2 < gradient_floor2_) break;
+            Eigen::Vector3f step = ((m_->iso[i] - v.f) / g2) * v.g;
+            const float len = step.norm(), cap = m_->step_cap[i];
+            if (len > cap) step *= cap / len;
+            pos_[i] += step;
+          }
+        }
+      });
+      if (moved < tol) break;
+    }
+    // States for the output extras.
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!m_->in_field[i]) continue;
+        const FieldValue v = Eval(i, pos_[i]);
+        if (state_[i] == VertexState::kMaxIterations || state_[i] == VertexState::kConverged) {
+          state_[i] = std::abs(v.f - m_->iso[i]) < 10 * kConvergence ? VertexState::kConverged : VertexState::kMaxIterations;
+        }
+      }
+    });
+  }
+
+  // Sum over [0, n) of fn(b, e) partial sums, combined in a fixed order (deterministic).
+  double Sum(ThreadPool* pool, size_t n, const std::function<double(size_t, size_t)>& fn) {
+    constexpr size_t kChunk = 2048;
+    const size_t chunks = (n + kChunk - 1) / kChunk;
+    partial_.assign(chunks, 0.0);
+    ParallelFor(pool, chunks, 1, [&](size_t b, size_t e) {
+      for (size_t c = b; c < e; ++c) partial_[c] = fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+    });
+    double total = 0;
+    for (double p : partial_) total += p;
+    return total;
+  }
+
+  // (L x)_i = Σ_j w_ij (x_i − x_j), projected on node i's tangent plane; 0 on fixed nodes.
+  void ApplyProjected(const std::vector<Eigen::Vector3f>& x, std::vector<Eigen::Vector3f>& y, ThreadPool* pool) {
+    ParallelFor(pool, x.size(), 512, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!free_[i]) {
+          y[i].setZero();
+          continue;
+        }
+        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * (x[i] - x[m_->ring[r]]);
+        y[i] = acc - normal_[i] * normal_[i].dot(acc);
+      }
+    });
+  }
+
+  // One round of tangent-plane ARAP with fixed rotations: solves P L P δ = P (b − L p) by
+  // conjugate gradient, b_i = Σ_j w_ij ½(R_i + R_j)(p⁰_i − p⁰_j). Returns the largest move.
+  double RelaxRound(ThreadPool* pool) {
+    const size_t nn = m_->node_count();
+    free_.resize(nn);
+    normal_.resize(nn);
+    cg_r_.resize(nn);
+    cg_d_.resize(nn);
+    cg_q_.resize(nn);
+    cg_x_.assign(nn, Eigen::Vector3f::Zero());
+    ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        free_[i] = 0;
+        cg_r_[i].setZero();
+        if (!m_->in_field[i] || m_->ring_offsets[i] == m_->ring_offsets[i + 1]) continue;
+        const FieldValue v = Eval(i, pos_[i]);
+        const float g2 = v.g.squaredNorm();
+        if (g2 < gradient_floor2_) continue;
+        free_[i] = 1;
+        normal_[i] = v.g / std::sqrt(g2);
+        const Eigen::Vector3f pi = P3(m_->rest, i);
+        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+          const uint32_t j = m_->ring[r];
+          acc += m_->cot[r] * (0.5f * (rot_[i] + rot_[j]) * (pi - P3(m_->rest, j)) - (pos_[i] - pos_[j]));
+        }
+        cg_r_[i] = acc - normal_[i] * normal_[i].dot(acc);
+      }
+    });
+    cg_d_ = cg_r_;
+    auto dot = [&](const std::vector<Eigen::Vector3f>& a, const std::vector<Eigen::Vector3f>& b) {
+      return Sum(pool, nn, [&](size_t lo, size_t hi) {
+        double s = 0;
+        for (size_t i = lo; i < hi; ++i) s += double(a[i].dot(b[i]));
+        return s;
+      });
+    };
+    double rr = dot(cg_r_, cg_r_);
+    const double stop = 1e-8 * rr;
+    for (uint32_t it = 0; it < config_.relaxation_iterations && rr > stop && rr > 0; ++it) {
+      ApplyProjected(cg_d_, cg_q_, pool);
+      const double dq = dot(cg_d_, cg_q_);
+      if (!(dq > 0)) break;
+      const float alpha = float(rr / dq);
+      ParallelFor(pool, nn, 2048, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          cg_x_[i] += alpha * cg_d_[i];
+          cg_r_[i] -= alpha * cg_q_[i];
+        }
+      });
+      const double rr_next = dot(cg_r_, cg_r_);
+      const float beta = float(rr_next / rr);
+      rr = rr_next;
+      ParallelFor(pool, nn, 2048, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) cg_d_[i] = cg_r_[i] + beta * cg_d_[i];
+      });
+    }
+    float moved = 0;
+    for (size_t i = 0; i < nn; ++i) {
+      if (!free_[i]) continue;
+      pos_[i] += cg_x_[i];
+      moved = std::max(moved, cg_x_[i].norm());
+    }
+    return moved;
+  }
+
+  Eigen::Matrix3f BlendRotation(uint32_t v) const {
+    const SkinWeights& w = rig_->weights;
+    const uint32_t e0 = w.offsets[v], e1 = w.offsets[v + 1];
+    const float* pivot = dqs_[w.joints[e0]].v;
+    Eigen::Vector4f q = Eigen::Vector4f::Zero();
+    for (uint32_t e = e0; e < e1; ++e) {
+      const float* r = dqs_[w.joints[e]].v;
+      const float dot = r[0] * pivot[0] + r[1] * pivot[1] + r[2] * pivot[2] + r[3] * pivot[3];
+      q += std::copysign(w.weights[e], dot) * Eigen::Vector4f(r[0], r[1], r[2], r[3]);
+    }
+    return Eigen::Quaternionf(q[3], q[0], q[1], q[2]).normalized().toRotationMatrix();
+  }
+
+  std::vector<Similarity> bind_world_, prev_world_;
+  std::vector<Affine34d> prev_transforms_;
+  std::vector<Similarity> step_world_;
+  std::vector<Affine34d> step_transforms_;
+  std::vector<Affine34f> delta_;
+  std::vector<DualQuat> dqs_;
+  std::vector<Eigen::Matrix3f> rot_;
+  std::vector<uint8_t> free_;
+  std::vector<Eigen::Vector3f> normal_, cg_x_, cg_r_, cg_d_, cg_q_;
+  std::vector<double> partial_;
+  uint32_t substeps_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr<const Rig> rig,
+                                                                 std::shared_ptr<const Prepared> prepared,
+                                                                 const DeformerConfig& config) {
+  auto model = std::dynamic_pointer_cast<const ImplicitModel>(prepared);
+  if (!model) return absl::InternalError("implicit skinning created without its precomputation");
+  const ImplicitConfig& c = config.implicit;
+  if (!(c.sigma > 0 && c.sigma <= 1)) return absl::InvalidArgumentError("implicit.sigma: in (0, 1]");
+  if (c.max_iterations == 0 || c.max_iterations > 1000) {
+    return absl::InvalidArgumentError("implicit.max_iterations: in [1, 1000]");
+  }
+  if (!(c.contact_angle_degrees > 0 && c.contact_angle_degrees <= 180)) {
+    return absl::InvalidArgumentError("implicit.contact_angle_degrees: in (0, 180]");
+  }
+  if (c.smoothing_iterations > 100) return absl::InvalidArgumentError("implicit.smoothing_iterations: at most 100");
+  if (c.relaxation_iterations > 10000) return absl::InvalidArgumentError("implicit.relaxation_iterations: at most 10000");
+  if (!(c.min_substep_radians > 0)) return absl::InvalidArgumentError("implicit.min_substep_radians: > 0");
+  if (c.max_substeps == 0 || c.max_substeps > 1024) return absl::InvalidArgumentError("implicit.max_substeps: in [1, 1024]");
+  if (!rig->skeleton.inverse_bind_is_similarity) {
+    return absl::FailedPreconditionError(
+        "implicit skinning starts from dual quaternion skinning, which needs inverse bind matrices that are "
+        "similarities; this rig's have shear or non-uniform scale");
+  }
+  if (config.method == Method::kElasticImplicit) {
+    return std::make_unique<ElasticImplicitDeformer>(std::move(rig), std::move(model), c);
+  }
+  return std::make_unique<ImplicitDeformer>(std::move(rig), std::move(model), c);
+}
+
+}  // namespace sinew

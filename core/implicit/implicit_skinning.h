@@ -1,0 +1,100 @@
+// Implicit skinning (seed 000): the skin is tracked as the iso-surfaces of one implicit field
+// composed from per-bone fields that move rigidly with their bones.
+//
+// Two methods share one precomputation (ImplicitModel, per rig and operator choice):
+// - "implicit" (history-independent, [VBG+13]): dual quaternion skinning, then each vertex
+//   marches back to its rest iso value with damped Newton steps, interleaved with tangential
+//   mean-value relaxation; vertices stop at contacts (gradient jump > 55° or loss of
+//   monotonicity), which are then smoothed (§2.7).
+// - "elastic-implicit" (history-dependent, [VGB+14]): the previous result moved rigidly by each
+//   vertex's bone, projected, then relaxed by Jacobi steps of a linearised ARAP energy with
+//   rotations fixed to the DQS blend, restricted to the tangent plane and alternated with Newton
+//   re-projection; large motions are split into sub-steps (§2.8).
+//
+// Layout: every per-vertex loop works on "nodes", the mesh's vertices with coincident rest
+// positions welded (UV seams), so that seams never tear; results are copied to every vertex.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "core/deformer/deformer.h"
+#include "core/implicit/bone_fields.h"
+#include "core/implicit/field_grid.h"
+#include "core/implicit/operators.h"
+
+namespace sinew {
+
+// A binary composition tree over the bone fields (§2.5.5). Leaves are numbered in depth-first
+// order, so every subtree covers a contiguous range of leaves.
+struct CompositionTree {
+  struct Node {
+    int32_t left = -1, right = -1;  // children (inner nodes)
+    int32_t leaf = -1;              // field index (leaves)
+    JointOperator op = JointOperator::kUnion;
+    uint16_t lo = 0, hi = 0;        // leaves [lo, hi) below this node
+  };
+  std::vector<Node> nodes;
+  int32_t root = -1;
+};
+
+// Per-rig data of implicit skinning, shared read-only by the sessions of both methods.
+class ImplicitModel : public Prepared {
+ public:
+  // The bone fields (ordered as the tree's leaves) and their grids.
+  std::vector<BoneField> fields;
+  std::vector<FieldGrid> grids;
+  std::vector<Eigen::Vector3f> sphere_centers;  // rest space, bounding each grid box
+  std::vector<float> sphere_radii;
+  CompositionTree tree;
+  std::shared_ptr<const CompositionOperators> operators;
+
+  // Welded mesh.
+  std::vector<uint32_t> node_of_vertex;    // vertex -> node
+  std::vector<uint32_t> vertex_of_node;    // node -> its first vertex
+  std::vector<float> rest;                 // x,y,z per node
+  std::vector<float> iso;                  // rest value of the composed field per node
+  std::vector<uint8_t> in_field;           // 1 when the node lies in some field at rest
+  std::vector<int32_t> bone;               // segmentation joint per node (largest weight)
+  std::vector<float> step_cap;             // longest Newton step per node (rest units)
+  // One-rings (CSR over nodes). Ordered (counter-clockwise seen from outside) where the fan is
+  // closed; `mvc` holds the tangent-plane mean value coordinates for closed fans, empty
+  // (ring_closed = 0) elsewhere.
+  std::vector<uint32_t> ring_offsets, ring;
+  std::vector<uint8_t> ring_closed;
+  std::vector<float> mvc;
+  std::vector<float> cot;  // EIS: cotangent weights per ring entry (clamped positive)
+  double mean_edge = 0;
+
+  size_t Bytes() const override;
+  size_t node_count() const { return iso.size(); }
+};
+
+// Builds the model: fits the fields (progress 0–40 %), bakes them (–80 %), gets the shared
+// operators, composes the tree and computes the iso values and the mesh data. Needs a skeleton,
+// skinning weights and triangles.
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, const DeformerConfig& config,
+                                                                ThreadPool* pool, const ProgressFn& progress);
+std::string ImplicitKey(const DeformerConfig& config);
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr<const Rig> rig,
+                                                                 std::shared_ptr<const Prepared> prepared,
+                                                                 const DeformerConfig& config);
+
+// The operator of every joint of `rig` under `config` (INVALID_ARGUMENT for a joint index out of
+// range or listed twice).
+absl::StatusOr<std::vector<JointOperator>> JointOperators(const Rig& rig, const ImplicitConfig& config);
+
+// Builds the composition tree bottom-up over the skeleton: at each joint its own field, then
+// the subtrees of its children joined by bulge joints, then the others (§2.5.5). `leaf_joint`
+// gives the joint of every field; returns the order of the fields as leaves.
+std::vector<int32_t> BuildCompositionTree(const Skeleton& skeleton, const std::vector<int32_t>& leaf_joint,
+                                          const std::vector<JointOperator>& ops, CompositionTree* tree);
+
+// Evaluates the composed field at points in the rest pose (fields not moved). For tests and
+// tools; the deformers evaluate moved fields.
+float EvaluateRestField(const ImplicitModel& model, const Eigen::Vector3f& x, Eigen::Vector3f* gradient);
+
+}  // namespace sinew
