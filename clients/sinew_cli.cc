@@ -82,6 +82,8 @@ bool ParseMethod(const std::string& s, v1::Method* m) {
   else if (s == "cage-mvc") *m = v1::METHOD_CAGE_MVC;
   else if (s == "cage-green") *m = v1::METHOD_CAGE_GREEN;
   else if (s == "supercages") *m = v1::METHOD_SUPERCAGES;
+  else if (s == "implicit") *m = v1::METHOD_IMPLICIT;
+  else if (s == "elastic-implicit") *m = v1::METHOD_ELASTIC_IMPLICIT;
   else return false;
   return true;
 }
@@ -93,13 +95,56 @@ const char* MethodName(v1::Method m) {
     case v1::METHOD_CAGE_MVC: return "cage-mvc";
     case v1::METHOD_CAGE_GREEN: return "cage-green";
     case v1::METHOD_SUPERCAGES: return "supercages";
+    case v1::METHOD_IMPLICIT: return "implicit";
+    case v1::METHOD_ELASTIC_IMPLICIT: return "elastic-implicit";
     default: return "?";
   }
 }
 
 // What a method's frames carry: a skeleton pose, cage positions, or both.
-bool UsesPose(v1::Method m) { return m == v1::METHOD_LBS || m == v1::METHOD_DQS || m == v1::METHOD_SUPERCAGES; }
+bool UsesPose(v1::Method m) { return !(m == v1::METHOD_CAGE_MVC || m == v1::METHOD_CAGE_GREEN); }
 bool UsesCage(v1::Method m) { return m == v1::METHOD_CAGE_MVC || m == v1::METHOD_CAGE_GREEN || m == v1::METHOD_SUPERCAGES; }
+
+constexpr const char* kMethods = "lbs, dqs, cage-mvc, cage-green, supercages, implicit or elastic-implicit";
+
+bool ParseOperator(absl::string_view s, v1::JointOperator* op) {
+  if (s == "union") *op = v1::JOINT_OPERATOR_UNION;
+  else if (s == "clean-union") *op = v1::JOINT_OPERATOR_CLEAN_UNION;
+  else if (s == "contact") *op = v1::JOINT_OPERATOR_CONTACT;
+  else if (s == "bulge") *op = v1::JOINT_OPERATOR_BULGE;
+  else return false;
+  return true;
+}
+
+// The method's parameters from the flags (--skinning, --operator, --joint-operator); false with
+// a message for a bad value.
+bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* config, std::string* error) {
+  if (method == v1::METHOD_SUPERCAGES && args.Get("skinning") == "dqs") {
+    config->mutable_supercages()->set_skinning(v1::METHOD_DQS);
+  }
+  if (method != v1::METHOD_IMPLICIT && method != v1::METHOD_ELASTIC_IMPLICIT) return true;
+  v1::ImplicitParams* p = config->mutable_implicit();
+  v1::JointOperator op;
+  if (!ParseOperator(args.Get("operator"), &op)) {
+    *error = "--operator: union, clean-union, contact or bulge";
+    return false;
+  }
+  p->set_default_operator(op);
+  if (args.Get("joint-operator").empty()) return true;
+  for (absl::string_view item : absl::StrSplit(args.Get("joint-operator"), ',')) {
+    const size_t eq = item.find('=');
+    uint32_t joint;
+    if (eq == absl::string_view::npos || !absl::SimpleAtoi(item.substr(0, eq), &joint) ||
+        !ParseOperator(item.substr(eq + 1), &op)) {
+      *error = absl::StrCat("--joint-operator: JOINT=OPERATOR,... (e.g. 3=bulge), not '", std::string(item), "'");
+      return false;
+    }
+    v1::JointOperatorChoice* c = p->add_joints();
+    c->set_joint(joint);
+    c->set_op(op);
+  }
+  return true;
+}
 
 bool LimbFromArgs(client::Args& args, LimbOptions* limb) {
   long long v, b, k;
@@ -191,7 +236,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   for (const auto& name : absl::StrSplit(args.Get("method"), ',')) {
     v1::Method m;
     if (!ParseMethod(std::string(name), &m)) {
-      return Usage(args, "--method: lbs, dqs, cage-mvc, cage-green or supercages, comma separated");
+      return Usage(args, absl::StrCat("--method: ", kMethods, ", comma separated"));
     }
     methods.push_back(m);
   }
@@ -264,9 +309,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     v1::CreateSessionRequest req;
     req.set_rig_id(rig_id);
     req.mutable_deformer()->set_method(method);
-    if (method == v1::METHOD_SUPERCAGES && args.Get("skinning") == "dqs") {
-      req.mutable_deformer()->mutable_supercages()->set_skinning(v1::METHOD_DQS);
-    }
+    if (std::string error; !MethodParams(args, method, req.mutable_deformer(), &error)) return Usage(args, error);
     const auto t_session = Clock::now();
     auto session = c.CreateSession(req, [](double f, const std::string& what) {
       std::fprintf(stderr, "preparing %s: %.0f%%\n", what.c_str(), 100 * f);
@@ -360,7 +403,9 @@ int Batch(client::Client& c, client::Args& args) {
   double clip_fps;
   if (!args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) return Usage(args, args.error());
   v1::Method method;
-  if (!ParseMethod(args.Get("method"), &method)) return Usage(args, "--method: lbs or dqs");
+  if (!ParseMethod(args.Get("method"), &method) || !UsesPose(method) || method == v1::METHOD_SUPERCAGES) {
+    return Usage(args, "--method: lbs, dqs, implicit or elastic-implicit");
+  }
   const bool resume = !args.Has("no-resume");
 
   auto asset = LoadAsset(pos[1]);
@@ -405,6 +450,7 @@ int Batch(client::Client& c, client::Args& args) {
     v1::CreateSessionRequest sreq;
     sreq.set_rig_id(up->rig_id());
     sreq.mutable_deformer()->set_method(method);
+    if (std::string error; !MethodParams(args, method, sreq.mutable_deformer(), &error)) return Usage(args, error);
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
 
@@ -461,7 +507,7 @@ int main(int argc, char** argv) {
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address")
       .Flag("json", "", "", "print JSON instead of text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
-      .Flag("method", "M", "lbs", "deformation method: lbs, dqs, cage-mvc, cage-green, supercages (play: comma-separated list)")
+      .Flag("method", "M", "lbs", "deformation method: lbs, dqs, cage-mvc, cage-green, supercages, implicit, elastic-implicit (play: comma-separated list)")
       .Flag("encoding", "E", "f32", "output encoding: f32 or f16")
       .Flag("backend", "B", "auto", "backend preference: auto, cpu or gpu")
       .Flag("vertices", "N", "20000", "procedural limb: vertex count (100 per ring)")
@@ -472,6 +518,8 @@ int main(int argc, char** argv) {
       .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream")
       .Flag("clip", "NAME|INDEX", "", "play/batch FILE: which animation clip (default: the first)")
       .Flag("skinning", "lbs|dqs", "lbs", "play --method supercages: the skeletal skinning it couples with the cage")
+      .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
+      .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
       .Flag("pc2", "FILE", "", "batch: write frames to this .pc2 point cache (resumes if it exists)")
       .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")
@@ -574,8 +622,9 @@ int main(int argc, char** argv) {
       v1::CreateSessionRequest req;
       req.set_rig_id(args.Get("rig"));
       v1::Method m;
-      if (!ParseMethod(args.Get("method"), &m)) return Usage(args, "--method: lbs, dqs, cage-mvc, cage-green or supercages");
+      if (!ParseMethod(args.Get("method"), &m)) return Usage(args, absl::StrCat("--method: ", kMethods));
       req.mutable_deformer()->set_method(m);
+      if (std::string error; !MethodParams(args, m, req.mutable_deformer(), &error)) return Usage(args, error);
       const std::string e = args.Get("encoding"), b = args.Get("backend");
       if (e != "f32" && e != "f16") return Usage(args, "--encoding: f32 or f16");
       req.set_encoding(e == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);

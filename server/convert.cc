@@ -171,7 +171,8 @@ absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig&
   const bool cage_method = config.method == Method::kCageMvc || config.method == Method::kCageGreen;
   if ((c.has_lbs() && config.method != Method::kLbs) ||
       (c.has_dqs() && config.method != Method::kDqs) || (c.has_cage() && !cage_method) ||
-      (c.has_supercages() && config.method != Method::kSuperCages)) {
+      (c.has_supercages() && config.method != Method::kSuperCages) ||
+      (c.has_implicit() && config.method != Method::kImplicit && config.method != Method::kElasticImplicit)) {
     return absl::InvalidArgumentError("deformer.params: parameters of another method");
   }
   if (c.has_cage()) config.cage = c.cage().cage();
@@ -187,6 +188,35 @@ absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig&
     }
     config.skeleton_updater = !p.no_skeleton_updater();
     if (p.localisation_exponent() != 0) config.localisation_exponent = p.localisation_exponent();
+  }
+  if (c.has_implicit()) {
+    const v1::ImplicitParams& p = c.implicit();
+    ImplicitConfig& ic = config.implicit;
+    auto op = [](v1::JointOperator o, JointOperator fallback, absl::string_view field) -> absl::StatusOr<JointOperator> {
+      switch (o) {
+        case v1::JOINT_OPERATOR_DEFAULT: return fallback;
+        case v1::JOINT_OPERATOR_UNION: return JointOperator::kUnion;
+        case v1::JOINT_OPERATOR_CLEAN_UNION: return JointOperator::kCleanUnion;
+        case v1::JOINT_OPERATOR_CONTACT: return JointOperator::kContact;
+        case v1::JOINT_OPERATOR_BULGE: return JointOperator::kBulge;
+        default: return absl::InvalidArgumentError(absl::StrCat(field, ": unknown operator ", static_cast<int>(o)));
+      }
+    };
+    auto def = op(p.default_operator(), JointOperator::kContact, "deformer.implicit.default_operator");
+    if (!def.ok()) return def.status();
+    ic.default_operator = *def;
+    for (int k = 0; k < p.joints_size(); ++k) {
+      auto o = op(p.joints(k).op(), ic.default_operator, absl::StrCat("deformer.implicit.joints[", k, "].op"));
+      if (!o.ok()) return o.status();
+      ic.joint_operators.emplace_back(p.joints(k).joint(), *o);
+    }
+    if (p.has_sigma()) ic.sigma = p.sigma();
+    if (p.has_max_iterations()) ic.max_iterations = p.max_iterations();
+    if (p.has_contact_angle_degrees()) ic.contact_angle_degrees = p.contact_angle_degrees();
+    if (p.has_smoothing_iterations()) ic.smoothing_iterations = p.smoothing_iterations();
+    if (p.has_relaxation_iterations()) ic.relaxation_iterations = p.relaxation_iterations();
+    if (p.has_min_substep_radians()) ic.min_substep_radians = p.min_substep_radians();
+    if (p.has_max_substeps()) ic.max_substeps = p.max_substeps();
   }
   return config;
 }

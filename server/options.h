@@ -23,6 +23,9 @@ struct ServerOptions {
   std::string gpu = "auto";
   uint64_t gpu_memory_limit_bytes = 0;  // per device; 0: 90 % of its memory
   uint32_t gpu_batch_window_us = 200;   // how long a frame waits for others to share its launch
+  // Character-independent precomputations (implicit skinning's composition operators) are kept
+  // here across restarts; empty: in memory only. main() defaults it to the user's cache folder.
+  std::string cache_dir;
 };
 
 }  // namespace sinew::server

@@ -55,7 +55,10 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
       prep->result = *result;
       prepared_bytes += (*result)->Bytes();
     } else {
+      // Sessions waiting now get the error; the next request tries again (the failure may
+      // come from a part of the request the key does not cover, or be transient).
       prep->status = result.status();
+      if (auto it = preparations.find(key); it != preparations.end() && it->second == prep) preparations.erase(it);
     }
   }
   prep_cv.notify_all();

@@ -9,6 +9,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/implicit/operators.h"
 
 namespace sinew::server {
 
@@ -21,6 +22,7 @@ SinewServer::SinewServer(ServerOptions options) : options_(std::move(options)) {
 SinewServer::~SinewServer() { Shutdown(); }
 
 absl::Status SinewServer::Start() {
+  SetOperatorCacheDirectory(options_.cache_dir);
   metrics_ = std::make_unique<Metrics>();
   if (!options_.metrics_listen.empty()) {
     auto port = metrics_->Serve(options_.metrics_listen);

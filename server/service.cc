@@ -391,6 +391,15 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     next_ = req_->first_frame();
     end_ = total;
     if (req_->max_frames() > 0) end_ = std::min<uint64_t>(end_, next_ + req_->max_frames());
+    if (const MethodInfo* m = FindMethod(session_->method); m && m->stateful && next_ < end_) {
+      // A history-dependent method plays the clip from its rest state, and a resumed batch
+      // replays the frames before first_frame without sending them, so that its frames equal
+      // those of an uninterrupted run.
+      std::lock_guard lock(session_->mu);
+      session_->deformer->Reset();
+      replay_end_ = next_;
+      next_ = 0;
+    }
     return absl::OkStatus();
   }
 
@@ -402,9 +411,10 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       if (finished_) return;
       running_ = true;
     }
-    const uint64_t frame = next_++;
     absl::Status st;
-    {
+    uint64_t frame;
+    do {  // stateful methods first replay the frames before first_frame, unsent
+      frame = next_++;
       std::lock_guard lock(session_->mu);
       Pose& pose = session_->pose;
       if (req_->has_clip()) {
@@ -418,7 +428,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       if (!st.ok() && req_->has_poses()) {
         st = absl::Status(st.code(), absl::StrCat("poses.poses[", frame, "] ", st.message()));
       }
-    }
+    } while (st.ok() && frame < replay_end_);
     if (!st.ok()) {
       {
         std::lock_guard lock(mu_);
@@ -458,6 +468,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   std::shared_ptr<Session> session_;
   Clip clip_;
   double fps_ = 0;
+  uint64_t replay_end_ = 0;  // frames before this one are computed but not sent
   uint64_t next_ = 0, end_ = 0;
   v1::DeformClipResponse response_;
   std::mutex mu_;
@@ -778,6 +789,7 @@ void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, P
   resp.clear_posed_cage();  // streams reuse the response: nothing of the last frame may remain
   resp.clear_rest_cage();
   resp.clear_joints();
+  resp.clear_vertex_states();
   std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs());
   if (!session) {
     return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", req.session_id(),
@@ -789,6 +801,7 @@ void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, P
   if (st.ok()) st = CageFramesFromProto(req.cages(), session->cages);
   if (st.ok() && req.has_posed_cage()) st = CagePoseFromProto(req.posed_cage(), session->posed_cage, "posed_cage");
   if (!st.ok()) return done(context, st);
+  if (req.reset()) session->deformer->Reset();
   const FrameInput frame{req.has_pose() ? &session->pose : nullptr, session->cages,
                          req.has_posed_cage() ? &session->posed_cage : nullptr};
   const uint32_t vertices = static_cast<uint32_t>(session->rig->rig->vertex_count());
@@ -820,8 +833,9 @@ void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, P
 }
 
 absl::Status Service::FillExtras(Session& session, const v1::FrameOutputs& want, v1::DeformResponse& resp) {
-  if (!want.posed_cage() && !want.rest_cage() && !want.joints()) return absl::OkStatus();
+  if (!want.posed_cage() && !want.rest_cage() && !want.joints() && !want.vertex_states()) return absl::OkStatus();
   FrameExtras extras;
+  if (want.vertex_states()) extras.vertex_states = &session.extra_states;
   if (want.posed_cage()) extras.posed_cage = &session.extra_posed_cage;
   if (want.rest_cage()) extras.rest_cage = &session.extra_rest_cage;
   if (want.joints()) extras.joints = &session.extra_joints;
@@ -832,6 +846,10 @@ absl::Status Service::FillExtras(Session& session, const v1::FrameOutputs& want,
   if (want.posed_cage()) pack(session.extra_posed_cage, resp.mutable_posed_cage());
   if (want.rest_cage()) pack(session.extra_rest_cage, resp.mutable_rest_cage());
   if (want.joints()) pack(session.extra_joints, resp.mutable_joints());
+  if (want.vertex_states()) {
+    resp.mutable_vertex_states()->assign(reinterpret_cast<const char*>(session.extra_states.data()),
+                                         session.extra_states.size());
+  }
   return absl::OkStatus();
 }
 

@@ -36,6 +36,7 @@ struct Session {
   CageFrame posed_cage;
   std::vector<float> positions;  // float32 staging for non-float32 encodings
   std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints;
+  std::vector<uint8_t> extra_states;
   // GPU sessions: device state and the parameters of the device stage, computed on the CPU.
   std::unique_ptr<gpu::GpuSession> gpu;
   std::vector<float> device_params;

@@ -58,7 +58,7 @@ struct DeformerConfig {
   Method skinning = Method::kLbs;  // kLbs or kDqs
   bool skeleton_updater = true;
   double localisation_exponent = 0.1;  // s in L = -1 + w^s + (1 - w)^s (thesis eq. 3.3)
-  ImplicitConfig implicit;  // kImplicit, kElasticImplicit
+  ImplicitConfig implicit = {};  // kImplicit, kElasticImplicit
 };
 
 // The inputs of one frame. Pointers and spans refer to caller-owned data that stays valid

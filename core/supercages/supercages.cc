@@ -166,6 +166,14 @@ class SuperCagesDeformer final : public Deformer {
     if (pose_.scales.empty()) pose_.scales.assign(rig_->joint_count(), 1.0f);
   }
 
+  // Back to the uploaded cage and the rest pose.
+  void Reset() override {
+    pose_ = RestPose(rig_->skeleton);
+    if (pose_.scales.empty()) pose_.scales.assign(rig_->joint_count(), 1.0f);
+    cage_ = prep_->rest_cage.vertices;
+    delta_.setZero();
+  }
+
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = Update(frame); !st.ok()) return st;
     const Rig& rig = *rig_;

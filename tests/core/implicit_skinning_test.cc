@@ -49,7 +49,9 @@ struct Fixture {
     in.pose = &pose;
     auto st = d.Deform(in, out, &pool);
     EXPECT_TRUE(st.ok()) << st;
-    if (states) EXPECT_TRUE(d.Extras({.vertex_states = states}).ok());
+    if (states) {
+      EXPECT_TRUE(d.Extras({.vertex_states = states}).ok());
+    }
     return out;
   }
   std::vector<float> Skin(Method m, const Pose& pose) {

@@ -68,7 +68,7 @@ TEST_F(Service, ServerInfoDescribesServer) {
                                                      "StreamDeform", "GetServerInfo"}));
   std::vector<std::string> methods;
   for (const auto& m : info->methods()) methods.push_back(m.name());
-  EXPECT_THAT(methods, ::testing::ElementsAre("lbs", "dqs", "cage-mvc", "cage-green", "supercages"));
+  EXPECT_THAT(methods, ::testing::ElementsAre("lbs", "dqs", "cage-mvc", "cage-green", "supercages", "implicit", "elastic-implicit"));
   ASSERT_GE(info->backends_size(), 1);
   EXPECT_EQ(info->backends(0).backend(), v1::BACKEND_CPU);
   EXPECT_TRUE(info->backends(0).available());

@@ -1,0 +1,170 @@
+// Implicit skinning through a real server: sessions of both implicit methods equal core's
+// result for the same rig and parameters; per-vertex states come back on request; the elastic
+// method's reset returns to rest, and a resumed batch equals an uninterrupted one (the server
+// replays the skipped frames); bad parameters name their field; the operator cache folder is
+// filled and reused.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "clients/lib/client.h"
+#include "core/implicit/implicit_skinning.h"
+#include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
+
+namespace sinew::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+  return m;
+}
+
+class ImplicitService : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cache_ = std::filesystem::temp_directory_path() / ("sinew-implicit-cache-" + std::to_string(::getpid()));
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--cache-dir=" + cache_.string()});
+    ASSERT_TRUE(server_->started());
+    client_ = std::make_unique<client::Client>(server_->target());
+    limb_ = LimbOf(4000, 2, 2);
+    auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb_)));
+    ASSERT_TRUE(up.ok()) << up.status();
+    rig_id_ = up->rig_id();
+  }
+  void TearDown() override {
+    if (server_) {
+      EXPECT_EQ(server_->Terminate(), 0);
+    }
+    std::filesystem::remove_all(cache_);
+  }
+  absl::StatusOr<v1::Session> Open(v1::Method method, const v1::ImplicitParams* params = nullptr) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig_id_);
+    req.mutable_deformer()->set_method(method);
+    if (params) *req.mutable_deformer()->mutable_implicit() = *params;
+    return client_->CreateSession(req);
+  }
+  Pose Bent(double degrees) const {
+    return LimbPose(LimbSkeleton(limb_), 0.5, LimbMotion{.bend_degrees = degrees, .twist_degrees = 0});
+  }
+  std::vector<float> Positions(const v1::DeformResponse& r) {
+    std::vector<float> out;
+    EXPECT_TRUE(client::DecodePositions(r, out).ok());
+    return out;
+  }
+
+  std::filesystem::path cache_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<client::Client> client_;
+  LimbOptions limb_;
+  std::string rig_id_;
+};
+
+TEST_F(ImplicitService, BothMethodsEqualCoreAndReturnVertexStates) {
+  auto rig = std::make_shared<const Rig>(*BuildRig(MakeLimb(limb_)));
+  for (v1::Method method : {v1::METHOD_IMPLICIT, v1::METHOD_ELASTIC_IMPLICIT}) {
+    v1::ImplicitParams params;
+    params.set_default_operator(v1::JOINT_OPERATOR_CONTACT);
+    v1::JointOperatorChoice* j = params.add_joints();
+    j->set_joint(1);
+    j->set_op(v1::JOINT_OPERATOR_BULGE);
+    auto s = Open(method, &params);
+    ASSERT_TRUE(s.ok()) << s.status();
+    v1::DeformRequest req = Frame(s->session_id(), 1, Bent(110));
+    req.mutable_outputs()->set_vertex_states(true);
+    auto r = client_->Deform(req);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::vector<float> got = Positions(*r);
+    ASSERT_EQ(r->vertex_states().size(), rig->vertex_count());
+    size_t converged = 0;
+    for (char c : r->vertex_states()) converged += c == char(VertexState::kConverged);
+    EXPECT_GT(converged, rig->vertex_count() / 2);
+
+    DeformerConfig config;
+    config.method = static_cast<Method>(method);
+    config.implicit.joint_operators = {{1, JointOperator::kBulge}};
+    auto d = CreateDeformer(rig, config);
+    ASSERT_TRUE(d.ok()) << d.status();
+    std::vector<float> want(rig->positions.size());
+    const Pose pose = Bent(110);
+    ASSERT_TRUE((*d)->Deform({&pose, {}}, want, nullptr).ok());
+    EXPECT_LT(MaxAbsDiff(got, want), 1e-4) << v1::Method_Name(method);
+  }
+  // The operators were written to the cache folder.
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache_)) files += e.path().extension() == ".sinewop";
+  EXPECT_EQ(files, 2u);
+}
+
+TEST_F(ImplicitService, ElasticResetAndResumedBatch) {
+  auto s = Open(v1::METHOD_ELASTIC_IMPLICIT);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // Reset: after a bend, a reset frame at the bind pose is the rest mesh.
+  ASSERT_TRUE(client_->Deform(Frame(s->session_id(), 1, Bent(90))).ok());
+  auto rig = BuildRig(MakeLimb(limb_));
+  v1::DeformRequest reset = Frame(s->session_id(), 2, BindPose(rig->skeleton));
+  reset.set_reset(true);
+  auto r = client_->Deform(reset);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(MaxAbsDiff(Positions(*r), rig->positions), 1e-5);
+
+  // A batch of 12 poses, then the same batch resumed at frame 7: equal frames.
+  v1::DeformClipRequest batch;
+  batch.set_session_id(s->session_id());
+  for (int k = 0; k < 12; ++k) client::PoseToProto(Bent(10.0 * k), *batch.mutable_poses()->add_poses());
+  std::vector<std::vector<float>> full;
+  ASSERT_TRUE(client_->DeformClip(batch, [&](const v1::DeformClipResponse& f) {
+                       std::vector<float> p;
+                       if (auto st = client::DecodePositions(f, p); !st.ok()) return st;
+                       full.push_back(std::move(p));
+                       return absl::OkStatus();
+                     }).ok());
+  ASSERT_EQ(full.size(), 12u);
+  batch.set_first_frame(7);
+  size_t seen = 0;
+  ASSERT_TRUE(client_->DeformClip(batch, [&](const v1::DeformClipResponse& f) {
+                       std::vector<float> p;
+                       if (auto st = client::DecodePositions(f, p); !st.ok()) return st;
+                       EXPECT_EQ(p, full[f.frame()]) << "frame " << f.frame();
+                       ++seen;
+                       return absl::OkStatus();
+                     }).ok());
+  EXPECT_EQ(seen, 5u);
+}
+
+TEST_F(ImplicitService, ErrorsNameTheField) {
+  v1::ImplicitParams params;
+  v1::JointOperatorChoice* j = params.add_joints();
+  j->set_joint(9);
+  auto s = Open(v1::METHOD_IMPLICIT, &params);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("implicit.joints[0].joint"));
+  params.Clear();
+  params.set_sigma(2);
+  s = Open(v1::METHOD_IMPLICIT, &params);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("implicit.sigma"));
+  // Implicit parameters on another method.
+  v1::CreateSessionRequest req;
+  req.set_rig_id(rig_id_);
+  req.mutable_deformer()->set_method(v1::METHOD_LBS);
+  req.mutable_deformer()->mutable_implicit();
+  EXPECT_EQ(client_->CreateSession(req).status().code(), absl::StatusCode::kInvalidArgument);
+  // Vertex states from a method that has none.
+  auto lbs = Open(v1::METHOD_LBS);
+  ASSERT_TRUE(lbs.ok());
+  v1::DeformRequest f = Frame(lbs->session_id(), 1, Bent(30));
+  f.mutable_outputs()->set_vertex_states(true);
+  auto r = client_->Deform(f);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("vertex_states"));
+}
+
+}  // namespace
+}  // namespace sinew::testing
