@@ -85,6 +85,7 @@ enum class VertexState : uint8_t {
   kContact = 2,    // stopped at a contact (gradient jump or loss of monotonicity)
   kNullGradient = 3,
   kMaxIterations = 4,
+  kReseeded = 5,   // left its own bone's field: restarted from (kept at) dual quaternion skinning
 };
 
 // The per-vertex stage of a method that a device (gpu/) can run; everything before it (pose

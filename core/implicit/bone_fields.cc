@@ -86,7 +86,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
       const double t = (Point(rig.positions, v) - field.b0).dot(ab) / len2;
       if (t > options.cull && t < 1 - options.cull && normals[v].norm() > 0) candidates.push_back(v);
     }
-    if (candidates.size() < 4) continue;
+    if (candidates.size() < size_t(std::max(options.min_samples, 4))) continue;
     // Poisson disk by dart throwing over the candidates in a seeded order: the minimum distance
     // is halved until about the target count is reached.
     std::vector<uint32_t> order = candidates;
@@ -133,6 +133,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     if (!hrbf.ok()) {
       return absl::Status(hrbf.status().code(), absl::StrCat("bone ", j, " (", rig.skeleton.names[j], "): ", hrbf.status().message()));
     }
+    if (static_cast<int>(chosen.size()) < options.min_samples) continue;
     field.hrbf = std::move(*hrbf);
     field.samples = chosen.size();
     for (uint32_t c : chosen) field.radius = std::max(field.radius, SegmentDistance(Point(rig.positions, c), field.b0, field.b1));

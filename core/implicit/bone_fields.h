@@ -16,6 +16,9 @@ namespace sinew {
 
 struct BoneFieldOptions {
   int target_samples = 80;   // the thesis finds 50–100 always sufficient
+  // Fewer surface samples than this (after culling) give no field: a handful of points do not
+  // define a limb's surface (facial and helper bones); their vertices keep the initial skinning.
+  int min_samples = 16;
   double cull = 0.05;        // b of Eq. 4.2
   uint32_t seed = 1;         // sample order (deterministic)
 };
@@ -31,7 +34,8 @@ struct BoneField {
   double Value(const Eigen::Vector3d& x) const { return CompactSupport(hrbf.Value(x), radius); }
 };
 
-// One field per joint that owns at least 8 vertices (argmax of its weights). Deterministic.
+// One field per joint whose piece (argmax of the weights) yields at least min_samples samples.
+// Deterministic.
 absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options = {});
 
 }  // namespace sinew

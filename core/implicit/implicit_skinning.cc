@@ -227,7 +227,7 @@ Eigen::Vector3f P3(const std::vector<float>& xyz, size_t i) { return Eigen::Vect
 }  // namespace
 
 size_t ImplicitModel::Bytes() const {
-  size_t b = sizeof(*this);
+  size_t b = sizeof(*this) + own_leaf.size() * 4;
   for (const FieldGrid& g : grids) b += g.Bytes();
   b += tree.nodes.size() * sizeof(CompositionTree::Node);
   b += 4 * (node_of_vertex.size() + vertex_of_node.size() + rest.size() + iso.size() + bone.size() + step_cap.size() +
@@ -326,14 +326,25 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     std::copy_n(&rig.positions[3 * v], 3, &model->rest[3 * i]);
     model->bone[i] = rig.weights.joints[rig.weights.offsets[v]];
   }
-  // Rest iso values with the composed field.
+  // Rest iso values with the composed field. A node is tracked when its own bone has a field
+  // and that field is what the composition shows there (|iso − f_own| < 0.05): a piece buried
+  // in another (an eye in the head) or a bone without a field keeps the initial skinning, since
+  // marching it to the composed surface would undo its own bone's motion [S].
   model->iso.resize(nn);
   model->in_field.resize(nn);
+  model->own_leaf.resize(nn);
   std::vector<Eigen::Vector3f> rest_gradient(nn);
+  std::vector<int32_t> field_of_joint(rig.joint_count(), -1);
+  for (size_t i = 0; i < model->fields.size(); ++i) field_of_joint[model->fields[i].joint] = int32_t(i);
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      model->iso[i] = EvaluateRestField(*model, P3(model->rest, i), &rest_gradient[i]);
-      model->in_field[i] = model->iso[i] > 0 && model->iso[i] < 1 && rest_gradient[i].squaredNorm() > 0;
+      const Eigen::Vector3f p = P3(model->rest, i);
+      model->iso[i] = EvaluateRestField(*model, p, &rest_gradient[i]);
+      const int32_t own = field_of_joint[model->bone[i]];
+      const float f_own = own < 0 ? 0.f : model->grids[own].Sample(p);
+      model->in_field[i] = own >= 0 && model->iso[i] > 0 && model->iso[i] < 1 &&
+                           rest_gradient[i].squaredNorm() > 0 && std::abs(model->iso[i] - f_own) < 0.05f;
+      model->own_leaf[i] = own;
     }
   });
   report(0.95);
@@ -520,6 +531,14 @@ class Tracker {
     return Evaluator(*m_, leaves_.data()).Eval(x, &cand_[i * kMaxCandidates], cand_count_[i]);
   }
 
+  // Whether node i at x has left its own bone's field (it was carried onto another surface):
+  // f_own < 0.01, about 0.75 r outside that bone's surface, where the grid's support ends.
+  bool LeftOwnField(size_t i, const Eigen::Vector3f& x) const {
+    const int32_t leaf = m_->own_leaf[i];
+    const LeafFrame& lf = leaves_[leaf];
+    return m_->grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation) < 0.01f;
+  }
+
   // Newton projection of the nodes in `active` onto their iso values with the stop rules of
   // §2.7.3; with `relax`, one tangential MVC relaxation after every two steps (IS).
   void March(std::vector<uint32_t>& active, bool relax, ThreadPool* pool) {
@@ -693,6 +712,16 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     FindCandidates(pool);
     // 2. March to the iso values, relaxing tangentially.
     March(active_, true, pool);
+    // A node that marched out of its own bone's field (onto another surface, or outside every
+    // field) keeps its initial skinning [S].
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!m_->in_field[i] || !LeftOwnField(i, pos_[i])) continue;
+        const uint32_t v = m_->vertex_of_node[i];
+        pos_[i] = Eigen::Vector3f(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
+        state_[i] = VertexState::kReseeded;
+      }
+    });
     // 3. Smooth the contact regions (Eq. 4.8).
     Smooth(pool);
     WriteNodes(out, pool);
@@ -768,6 +797,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         delta_(rig_->joint_count()),
         dqs_(rig_->joint_count()) {
     rot_.resize(m_->node_count());
+    skinned_.resize(rig_->positions.size());
     const Skeleton& sk = rig_->skeleton;
     bind_world_.resize(sk.size());
     std::vector<Affine34d> identity(sk.size());
@@ -825,7 +855,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   size_t StateBytes() const override {
-    return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) +
+    return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
+           cg_x_.size() * 5 * sizeof(Eigen::Vector3f) + free_.size() +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
 
@@ -834,11 +865,19 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
  private:
   void SubStep(ThreadPool* pool) {
     const size_t nn = m_->node_count();
-    // 1. Rigid predictor: each node follows its own (segmentation) bone.
+    // 1. Rigid predictor: each tracked node follows its own (segmentation) bone; the others
+    //    take dual quaternion skinning, as in the history-independent method.
+    ToDualQuats(step_transforms_, dqs_);
+    DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, skinned_, pool);
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
-        const Affine34f& d = delta_[m_->bone[i]];
-        pos_[i] = d.leftCols<3>() * pos_[i] + d.col(3);
+        if (m_->in_field[i]) {
+          const Affine34f& d = delta_[m_->bone[i]];
+          pos_[i] = d.leftCols<3>() * pos_[i] + d.col(3);
+        } else {
+          const uint32_t v = m_->vertex_of_node[i];
+          pos_[i] = Eigen::Vector3f(skinned_[3 * v], skinned_[3 * v + 1], skinned_[3 * v + 2]);
+        }
       }
     });
     SetFields(step_transforms_);
@@ -850,7 +889,6 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     }
     March(active_, false, pool);
     // 3. Rotations of the DQS blend (skinning weights stand in for harmonic weights).
-    ToDualQuats(step_transforms_, dqs_);
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) rot_[i] = BlendRotation(m_->vertex_of_node[i]);
     });
@@ -858,28 +896,50 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     //    displacements in the tangent planes (conjugate gradient, as the thesis suggests in place
     //    of Jacobi), then Newton re-projection; a few rounds as the tangent planes move.
     const float tol = float(1e-4 * m_->mean_edge);
-    for (int round = 0; round < 4; ++round) {
+    for (int round = 0; round < 8; ++round) {
       const double moved = RelaxRound(pool);
       ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
           if (!free_[i]) continue;
+          // Newton steps kept only while they bring the node closer to its iso value: where
+          // the surface has no crossing near the node, unchecked steps would drift it further
+          // every frame (the state carries over).
+          FieldValue v = Eval(i, pos_[i]);
           for (int k = 0; k < 2; ++k) {
-            const FieldValue v = Eval(i, pos_[i]);
             const float g2 = v.g.squaredNorm();
-            if (g2 < gradient_floor2_) break;
+            const float res = std::abs(v.f - m_->iso[i]);
+            if (g2 < gradient_floor2_ || res < kConvergence) break;
             Eigen::Vector3f step = ((m_->iso[i] - v.f) / g2) * v.g;
             const float len = step.norm(), cap = m_->step_cap[i];
             if (len > cap) step *= cap / len;
+            const FieldValue w = Eval(i, pos_[i] + step);
+            if (!(std::abs(w.f - m_->iso[i]) < res)) break;
             pos_[i] += step;
+            v = w;
           }
         }
       });
       if (moved < tol) break;
     }
-    // States for the output extras.
+    // Lost track [S]: a node farther from its own bone's rigid motion than that bone's field
+    // radius, or out of that field's support, has been carried onto another surface; it restarts from dual quaternion skinning
+    // (the history-independent method's start) instead of drifting on over later frames.
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         if (!m_->in_field[i]) continue;
+        const Affine34d& t = step_transforms_[m_->bone[i]];
+        const Eigen::Vector3f rigid = (t.leftCols<3>() * P3(m_->rest, i).cast<double>() + t.col(3)).cast<float>();
+        if ((pos_[i] - rigid).norm() > 10 * m_->step_cap[i] || LeftOwnField(i, pos_[i])) {
+          const uint32_t v = m_->vertex_of_node[i];
+          pos_[i] = Eigen::Vector3f(skinned_[3 * v], skinned_[3 * v + 1], skinned_[3 * v + 2]);
+          state_[i] = VertexState::kReseeded;
+        }
+      }
+    });
+    // States for the output extras.
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!m_->in_field[i] || state_[i] == VertexState::kReseeded) continue;
         const FieldValue v = Eval(i, pos_[i]);
         if (state_[i] == VertexState::kMaxIterations || state_[i] == VertexState::kConverged) {
           state_[i] = std::abs(v.f - m_->iso[i]) < 10 * kConvergence ? VertexState::kConverged : VertexState::kMaxIterations;
@@ -973,11 +1033,16 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         for (size_t i = b; i < e; ++i) cg_d_[i] = cg_r_[i] + beta * cg_d_[i];
       });
     }
+    // A tangent-plane move is only valid near the point (the surface curves away): each node
+    // moves at most its step cap per round, the next round continues from the re-projection.
     float moved = 0;
     for (size_t i = 0; i < nn; ++i) {
       if (!free_[i]) continue;
-      pos_[i] += cg_x_[i];
-      moved = std::max(moved, cg_x_[i].norm());
+      Eigen::Vector3f dx = cg_x_[i];
+      const float len = dx.norm(), cap = m_->step_cap[i];
+      if (len > cap) dx *= cap / len;
+      pos_[i] += dx;
+      moved = std::max(moved, dx.norm());
     }
     return moved;
   }
@@ -1002,6 +1067,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<Affine34f> delta_;
   std::vector<DualQuat> dqs_;
   std::vector<Eigen::Matrix3f> rot_;
+  std::vector<float> skinned_;
   std::vector<uint8_t> free_;
   std::vector<Eigen::Vector3f> normal_, cg_x_, cg_r_, cg_d_, cg_q_;
   std::vector<double> partial_;

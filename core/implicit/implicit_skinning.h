@@ -56,7 +56,8 @@ class ImplicitModel : public Prepared {
   std::vector<uint32_t> vertex_of_node;    // node -> its first vertex
   std::vector<float> rest;                 // x,y,z per node
   std::vector<float> iso;                  // rest value of the composed field per node
-  std::vector<uint8_t> in_field;           // 1 when the node lies in some field at rest
+  std::vector<uint8_t> in_field;           // 1 when the node is tracked (see PrepareImplicit)
+  std::vector<int32_t> own_leaf;           // field of the node's segmentation bone, or -1
   std::vector<int32_t> bone;               // segmentation joint per node (largest weight)
   std::vector<float> step_cap;             // longest Newton step per node (rest units)
   // One-rings (CSR over nodes). Ordered (counter-clockwise seen from outside) where the fan is
