@@ -895,8 +895,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     // 4. Tangential relaxation: minimise the ARAP energy with the prescribed rotations over
     //    displacements in the tangent planes (conjugate gradient, as the thesis suggests in place
     //    of Jacobi), then Newton re-projection; a few rounds as the tangent planes move.
-    const float tol = float(1e-4 * m_->mean_edge);
-    for (int round = 0; round < 8; ++round) {
+    const float tol = float(1e-3 * m_->mean_edge);
+    for (int round = 0; round < 4; ++round) {
       const double moved = RelaxRound(pool);
       ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
@@ -1014,7 +1014,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       });
     };
     double rr = dot(cg_r_, cg_r_);
-    const double stop = 1e-8 * rr;
+    const double stop = 1e-6 * rr;
     for (uint32_t it = 0; it < config_.relaxation_iterations && rr > stop && rr > 0; ++it) {
       ApplyProjected(cg_d_, cg_q_, pool);
       const double dq = dot(cg_d_, cg_q_);
