@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <optional>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -41,6 +43,7 @@ Commands:
   rig ID                     one rig's details (joints, sizes)
   delete-rig ID              remove a rig no session uses
   session create             open a session: --rig ID [--method M] [--encoding E] [--backend B]
+                             [--operator OP] [--joint-operator J=OP,...] (implicit methods)
   session get ID | session list | session close ID
   import FILE                read a rigged asset (FBX, glTF, Collada, .x, ... via assimp) and
                              list its meshes, joints, clips and what was dropped
@@ -144,6 +147,17 @@ bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* con
     c->set_op(op);
   }
   return true;
+}
+
+// CreateSession progress on stderr: a line per 10 % (the server reports finer steps).
+std::function<void(double, const std::string&)> PrepareProgress() {
+  auto last = std::make_shared<int>(-1);
+  return [last](double f, const std::string& what) {
+    const int step = int(f * 10);
+    if (step == *last) return;
+    *last = step;
+    std::fprintf(stderr, "preparing %s: %d%%\n", what.c_str(), 10 * step);
+  };
 }
 
 bool LimbFromArgs(client::Args& args, LimbOptions* limb) {
@@ -311,9 +325,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     req.mutable_deformer()->set_method(method);
     if (std::string error; !MethodParams(args, method, req.mutable_deformer(), &error)) return Usage(args, error);
     const auto t_session = Clock::now();
-    auto session = c.CreateSession(req, [](double f, const std::string& what) {
-      std::fprintf(stderr, "preparing %s: %.0f%%\n", what.c_str(), 100 * f);
-    });
+    auto session = c.CreateSession(req, PrepareProgress());
     if (!session.ok()) return Fail(session.status());
     const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
     const char* name = MethodName(method);
@@ -327,7 +339,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (UsesCage(method) && clip.front().cages_size() == 0) {
       return Fail(absl::FailedPreconditionError(absl::StrCat("--method ", name, ": this asset has no cage clip to play")));
     }
-    if (prepare_ms > 50) std::printf("%s: session ready in %.0f ms (coordinates computed or cached per rig)\n", name, prepare_ms);
+    if (prepare_ms > 50) std::printf("%s: session ready in %.0f ms (prepared once per rig and shared by its sessions)\n", name, prepare_ms);
 
     client::LatencyStats lat;
     std::vector<float> peak;  // positions at the clip's peak (t = 0.5)
@@ -632,9 +644,7 @@ int main(int argc, char** argv) {
       else if (b == "cpu") req.set_backend(v1::BACKEND_CPU);
       else if (b == "gpu") req.set_backend(v1::BACKEND_GPU);
       else return Usage(args, "--backend: auto, cpu or gpu");
-      auto s = c.CreateSession(req, [](double f, const std::string& what) {
-        std::fprintf(stderr, "preparing %s: %.0f%%\n", what.c_str(), 100 * f);
-      });
+      auto s = c.CreateSession(req, PrepareProgress());
       if (!s.ok()) return Fail(s.status());
       if (json) std::printf("%s\n", Json(*s).c_str());
       else std::printf("%s\n", s->session_id().c_str());

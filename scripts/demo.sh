@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job, end to end on loopback: install dependencies, build, start sinew-server on a
 # free port, import a real animated character from Debian's assimp-testmodels (DirectX .x,
-# 15k vertices, 58 joints), stream its clip through LBS and DQS sessions, bake the clip to a
-# .pc2 point cache with a batch job, show the procedural limb's candy-wrapper test, print
-# what happened, and stop the server with SIGTERM.
+# 15k vertices, 58 joints), stream its clip through LBS, DQS and implicit skinning sessions,
+# bake the clip to a .pc2 point cache with a batch job, show the procedural limb's candy-wrapper
+# and contact test, print what happened, and stop the server with SIGTERM.
 #   scripts/demo.sh [ASSET_FILE]   (default: the BCN_Epileptic character)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,12 +29,12 @@ asset=${1:-/usr/share/assimp/models/X/BCN_Epileptic.X}
 out=$(mktemp -d)
 echo "== sinew import $asset"
 build/clients/sinew import "$asset"
-echo "== sinew play: the character's clip at 30 frames/s, twice, LBS then DQS, streamed"
-build/clients/sinew --target "$grpc" play "$asset" --method lbs,dqs --clip-fps 30 --frames 200
+echo "== sinew play: the character's clip at 30 frames/s: LBS, DQS, implicit skinning, streamed"
+build/clients/sinew --target "$grpc" play "$asset" --method lbs,dqs,implicit --clip-fps 30 --frames 200
 echo "== sinew batch: the whole clip at 60 frames/s into a point cache"
 build/clients/sinew --target "$grpc" batch "$asset" --clip-fps 60 --pc2 "$out/character.pc2"
 echo "== sinew play: procedural limb (20k vertices), bend 120 deg + twist 180 deg"
-build/clients/sinew --target "$grpc" play --method lbs,dqs --frames 240
+build/clients/sinew --target "$grpc" play --method lbs,dqs,implicit --frames 240
 rm -rf "$out"
 
 echo "== server metrics (excerpt)"

@@ -531,7 +531,7 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
     mi->set_description(std::string(m.description));
     mi->set_stateful(m.stateful);
     mi->add_backends(v1::BACKEND_CPU);
-    if (gpu_) mi->add_backends(v1::BACKEND_GPU);  // every method so far has a device stage
+    if (gpu_ && m.device_stage) mi->add_backends(v1::BACKEND_GPU);
   }
   v1::BackendInfo* cpu = resp->add_backends();
   cpu->set_backend(v1::BACKEND_CPU);
@@ -674,6 +674,11 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
         " (--max-sessions); close sessions you no longer use"));
   }
   const MethodInfo& method = *FindMethod(config->method);
+  if (backend == v1::BACKEND_GPU && !method.device_stage) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend: method ", std::string(method.name), " has no GPU implementation yet; use "
+        "BACKEND_AUTO or BACKEND_CPU"));
+  }
   std::shared_ptr<const Prepared> prepared;
   if (method.prepare != nullptr) {
     auto p = stored->GetOrPrepare(method, *config, &pool_, NowMs());

@@ -162,6 +162,7 @@ struct MethodInfo {
   DeformerFactory create;
   PrepareFn prepare = nullptr;
   PrepareKeyFn prepare_key = nullptr;
+  bool device_stage = true;  // its deformers have a DeviceStage (a GPU backend can run them)
 };
 
 // Every registered method.

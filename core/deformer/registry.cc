@@ -24,11 +24,12 @@ const MethodInfo kMethods[] = {
      &SuperCagesKey},
     {Method::kImplicit, "implicit",
      "implicit skinning: DQS corrected by marching to per-bone implicit fields, contact and bulge "
-     "at joints (history-independent)", false, &CreateImplicitDeformer, &PrepareImplicit, &ImplicitKey},
+     "at joints (history-independent)", false, &CreateImplicitDeformer, &PrepareImplicit, &ImplicitKey,
+     /*device_stage=*/false},
     {Method::kElasticImplicit, "elastic-implicit",
      "elastic implicit skinning: tracks the implicit surface from the previous frame with "
      "tangential ARAP relaxation (history-dependent; frames in order)", true, &CreateImplicitDeformer,
-     &PrepareImplicit, &ImplicitKey},
+     &PrepareImplicit, &ImplicitKey, /*device_stage=*/false},
 };
 }  // namespace
 
