@@ -1,0 +1,126 @@
+// Evaluation of the composed implicit field with every bone field moved by its bone (seed 000
+// §2.5.6), shared by the preparation (rest pose) and both deformers. Internal to core/implicit.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "core/implicit/implicit_skinning.h"
+
+namespace sinew::implicit_internal {
+
+constexpr int kMaxCandidates = 8;
+
+// One moved field for the current (sub)frame: posed point -> rest point, and the matrix that
+// takes a rest-space gradient to posed space (A⁻ᵀ; R/s for a similarity).
+struct LeafFrame {
+  Eigen::Matrix3f inv_linear;
+  Eigen::Vector3f inv_translation;
+  Eigen::Matrix3f gradient;
+  Eigen::Vector3f center;  // posed bounding-sphere centre
+  float radius2;
+};
+
+struct FieldValue {
+  float f = 0;
+  Eigen::Vector3f g = Eigen::Vector3f::Zero();
+};
+
+class Evaluator {
+ public:
+  Evaluator(const ImplicitModel& m, const LeafFrame* leaves) : m_(m), leaves_(leaves) {}
+
+  FieldValue Eval(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
+    if (m_.tree.root < 0 || count == 0) return {};
+    return Node(m_.tree.root, x, cand, count);
+  }
+
+ private:
+  FieldValue Node(int32_t index, const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
+    const CompositionTree::Node& n = m_.tree.nodes[index];
+    bool active = false;
+    for (int k = 0; k < count; ++k) active |= (cand[k] >= n.lo && cand[k] < n.hi);
+    if (!active) return {};
+    if (n.left < 0) {
+      const LeafFrame& lf = leaves_[n.leaf];
+      const Eigen::Vector3f xr = lf.inv_linear * x + lf.inv_translation;
+      FieldValue v;
+      Eigen::Vector3f gr;
+      v.f = m_.grids[n.leaf].Sample(xr, &gr);
+      v.g = lf.gradient * gr;
+      return v;
+    }
+    const FieldValue a = Node(n.left, x, cand, count);
+    const FieldValue b = Node(n.right, x, cand, count);
+    if (a.f == 0) return b;  // exact: g(0, f) = f
+    if (b.f == 0) return a;
+    FieldValue r;
+    if (n.op == JointOperator::kUnion) return a.f >= b.f ? a : b;
+    float d = 0;
+    if (n.op != JointOperator::kCleanUnion) {
+      const float na = a.g.squaredNorm(), nb = b.g.squaredNorm();
+      // A null gradient (a child's contact valley, a critical point): the controller's d(0).
+      const double alpha = (na > 0 && nb > 0) ? std::acos(std::clamp(double(a.g.dot(b.g)) / std::sqrt(double(na) * nb), -1.0, 1.0)) : 0.0;
+      d = float(n.op == JointOperator::kBulge ? BulgeController(alpha) : ContactController(alpha));
+    }
+    const OperatorGrid& op = n.op == JointOperator::kBulge ? m_.operators->bulge : m_.operators->contact;
+    float g1, g2;
+    r.f = op.Sample(a.f, b.f, d, &g1, &g2);
+    r.g = g1 * a.g + g2 * b.g;  // ∂g/∂d·∇d neglected (spec pitfall 17)
+    return r;
+  }
+
+  const ImplicitModel& m_;
+  const LeafFrame* leaves_;
+};
+
+inline void MakeLeafFrames(const ImplicitModel& m, std::span<const Affine34d> transforms, std::vector<LeafFrame>& out) {
+  out.resize(m.fields.size());
+  for (size_t i = 0; i < m.fields.size(); ++i) {
+    const Affine34d& t = transforms[m.fields[i].joint];
+    const Affine34d inv = Inverse(t);
+    LeafFrame& lf = out[i];
+    lf.inv_linear = inv.leftCols<3>().cast<float>();
+    lf.inv_translation = inv.col(3).cast<float>();
+    lf.gradient = inv.leftCols<3>().transpose().cast<float>();
+    lf.center = (t.leftCols<3>() * m.sphere_centers[i].cast<double>() + t.col(3)).cast<float>();
+    const double s = std::cbrt(std::abs(t.leftCols<3>().determinant()));
+    lf.radius2 = float(std::pow(s * m.sphere_radii[i], 2));
+  }
+}
+
+// The fields whose (posed) bounding sphere contains x: the nearest kMaxCandidates, in leaf order.
+inline int Candidates(const std::vector<LeafFrame>& leaves, const Eigen::Vector3f& x, uint16_t* out) {
+  int count = 0;
+  float excess[kMaxCandidates];
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const float e = (x - leaves[i].center).squaredNorm() - leaves[i].radius2;
+    if (e > 0) continue;
+    if (count < kMaxCandidates) {
+      out[count] = uint16_t(i);
+      excess[count++] = e;
+      continue;
+    }
+    int worst = 0;
+    for (int k = 1; k < kMaxCandidates; ++k) {
+      if (excess[k] > excess[worst]) worst = k;
+    }
+    if (e < excess[worst]) {
+      out[worst] = uint16_t(i);
+      excess[worst] = e;
+    }
+  }
+  for (int a = 1; a < count; ++a) {  // at most kMaxCandidates: insertion sort
+    for (int b = a; b > 0 && out[b - 1] > out[b]; --b) std::swap(out[b - 1], out[b]);
+  }
+  return count;
+}
+
+inline Eigen::Vector3f P3(const std::vector<float>& xyz, size_t i) { return Eigen::Vector3f(xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]); }
+
+
+}  // namespace sinew::implicit_internal

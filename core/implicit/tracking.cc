@@ -1,0 +1,640 @@
+// The per-frame part of implicit skinning: the history-independent and the elastic deformers
+// (seed 000 §2.7–2.8). The preparation is in implicit_skinning.cc.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <numbers>
+
+#include "absl/strings/str_cat.h"
+#include "core/deformer/skeletal.h"
+#include "core/dqs/dqs.h"
+#include "core/implicit/field_eval.h"
+#include "core/implicit/implicit_skinning.h"
+
+namespace sinew {
+
+using namespace implicit_internal;
+
+namespace {
+
+constexpr float kConvergence = 1e-4f;  // |f − iso| in field units (spec §2.7.3, [R])
+
+// Per-session tracking state and scratch over the model's nodes.
+class Tracker {
+ public:
+  Tracker(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model, const ImplicitConfig& config)
+      : rig_(std::move(rig)), m_(std::move(model)), config_(config) {
+    const size_t nn = m_->node_count();
+    pos_.resize(nn);
+    tmp_.resize(nn);
+    prev_pos_.resize(nn);
+    g_prev_.resize(nn);
+    r_prev_.resize(nn);
+    s_prev_.resize(nn);
+    fresh_.resize(nn);
+    state_.resize(nn);
+    cand_.resize(nn * kMaxCandidates);
+    cand_count_.resize(nn);
+    cos_contact_ = float(std::cos(config.contact_angle_degrees * std::numbers::pi / 180));
+    double mean_radius = 0;
+    for (const BoneField& f : m_->fields) mean_radius += f.radius / m_->fields.size();
+    const double g_typical = 15.0 / (16.0 * mean_radius);
+    gradient_floor2_ = float(std::pow(1e-3 * g_typical, 2));
+  }
+
+  size_t Bytes() const {
+    return pos_.size() * (4 * sizeof(Eigen::Vector3f) + 2 * sizeof(float) + 2 + kMaxCandidates * 2 + 1) +
+           leaves_.size() * sizeof(LeafFrame);
+  }
+
+ protected:
+  void SetFields(std::span<const Affine34d> transforms) { MakeLeafFrames(*m_, transforms, leaves_); }
+
+  void FindCandidates(ThreadPool* pool) {
+    ParallelFor(pool, pos_.size(), 512, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) cand_count_[i] = uint8_t(Candidates(leaves_, pos_[i], &cand_[i * kMaxCandidates]));
+    });
+  }
+
+  FieldValue Eval(size_t i, const Eigen::Vector3f& x) const {
+    return Evaluator(*m_, leaves_.data()).Eval(x, &cand_[i * kMaxCandidates], cand_count_[i]);
+  }
+
+  // Whether node i at x has left its own bone's field (it was carried onto another surface):
+  // f_own < 0.01, about 0.75 r outside that bone's surface, where the grid's support ends.
+  bool LeftOwnField(size_t i, const Eigen::Vector3f& x) const {
+    const int32_t leaf = m_->own_leaf[i];
+    const LeafFrame& lf = leaves_[leaf];
+    return m_->grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation) < 0.01f;
+  }
+
+  // Newton projection of the nodes in `active` onto their iso values with the stop rules of
+  // §2.7.3; with `relax`, one tangential MVC relaxation after every two steps (IS).
+  void March(std::vector<uint32_t>& active, bool relax, ThreadPool* pool) {
+    for (uint32_t i : active) {
+      fresh_[i] = 1;
+      state_[i] = VertexState::kMaxIterations;
+    }
+    const float sigma = float(config_.sigma);
+    for (uint32_t it = 0; it < config_.max_iterations && !active.empty(); ++it) {
+      ParallelFor(pool, active.size(), 128, [&](size_t b, size_t e) {
+        for (size_t a = b; a < e; ++a) Step(active[a], sigma);
+      });
+      std::erase_if(active, [&](uint32_t i) { return state_[i] != VertexState::kMaxIterations; });
+      if (relax && (it % 2 == 1) && !active.empty()) Relax(active, pool);
+    }
+  }
+
+  void Step(uint32_t i, float sigma) {
+    Eigen::Vector3f& x = pos_[i];
+    const FieldValue v = Eval(i, x);
+    const float res = v.f - m_->iso[i];
+    const float g2 = v.g.squaredNorm();
+    if (std::abs(res) < kConvergence) {
+      state_[i] = VertexState::kConverged;
+      return;
+    }
+    if (g2 < gradient_floor2_) {
+      state_[i] = VertexState::kNullGradient;
+      return;
+    }
+    if (!fresh_[i]) {
+      const float cos_angle = v.g.dot(g_prev_[i]) / std::sqrt(g2 * g_prev_[i].squaredNorm());
+      if (cos_angle < cos_contact_ || std::abs(res) > r_prev_[i]) {
+        // The last step crossed the contact (or went uphill): stop before it.
+        x = prev_pos_[i];
+        state_[i] = VertexState::kContact;
+        return;
+      }
+      if ((res > 0) != (s_prev_[i] > 0)) {
+        // Overshoot past the target: bisect between the last two positions (§2.7.3).
+        Eigen::Vector3f lo = prev_pos_[i], hi = x;  // lo has the sign of s_prev
+        for (int k = 0; k < 12; ++k) {
+          const Eigen::Vector3f mid = 0.5f * (lo + hi);
+          const float r = Eval(i, mid).f - m_->iso[i];
+          ((r > 0) == (s_prev_[i] > 0) ? lo : hi) = mid;
+        }
+        x = 0.5f * (lo + hi);
+        state_[i] = VertexState::kConverged;
+        return;
+      }
+    }
+    Eigen::Vector3f step = (sigma * -res / g2) * v.g;
+    const float len = step.norm(), cap = m_->step_cap[i];
+    if (len > cap) step *= cap / len;
+    prev_pos_[i] = x;
+    x += step;
+    g_prev_[i] = v.g;
+    r_prev_[i] = std::abs(res);
+    s_prev_[i] = res;
+    fresh_[i] = 0;
+  }
+
+  // Tangential relaxation (Eq. 4.6–4.7) of the marching nodes with closed one-rings: move towards
+  // the mean-value combination of the neighbours projected on the tangent plane, by
+  // μ = max(0, 1 − (|f − iso| − 1)⁴). Jacobi: reads pos_, writes tmp_.
+  void Relax(const std::vector<uint32_t>& active, ThreadPool* pool) {
+    ParallelFor(pool, active.size(), 128, [&](size_t b, size_t e) {
+      for (size_t a = b; a < e; ++a) {
+        const uint32_t i = active[a];
+        tmp_[i] = pos_[i];
+        if (!m_->ring_closed[i]) continue;
+        const float d = r_prev_[i] - 1;
+        const float mu = std::max(0.f, 1 - d * d * d * d);
+        if (mu <= 0) continue;
+        const Eigen::Vector3f n = g_prev_[i].normalized();
+        const Eigen::Vector3f& v = pos_[i];
+        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+          const Eigen::Vector3f q = pos_[m_->ring[r]] - v;
+          acc += m_->mvc[r] * (q - q.dot(n) * n);
+        }
+        tmp_[i] = v + mu * acc;
+      }
+    });
+    for (uint32_t i : active) {
+      pos_[i] = tmp_[i];
+      fresh_[i] = 1;  // the tangential move is not a monotonicity break
+    }
+  }
+
+  std::shared_ptr<const Rig> rig_;
+  std::shared_ptr<const ImplicitModel> m_;
+  ImplicitConfig config_;
+  std::vector<LeafFrame> leaves_;
+  std::vector<Eigen::Vector3f> pos_, tmp_, prev_pos_, g_prev_;
+  std::vector<float> r_prev_, s_prev_;
+  std::vector<uint8_t> fresh_;
+  std::vector<VertexState> state_;
+  std::vector<uint16_t> cand_;
+  std::vector<uint8_t> cand_count_;
+  std::vector<uint32_t> active_;
+  float cos_contact_ = 0, gradient_floor2_ = 0;
+};
+
+class ImplicitDeformerBase : public Deformer, protected Tracker {
+ public:
+  ImplicitDeformerBase(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model,
+                       const ImplicitConfig& config, const char* name)
+      : Tracker(std::move(rig), std::move(model), config),
+        name_(name),
+        world_(rig_->joint_count()),
+        transforms_(rig_->joint_count()) {}
+
+  absl::Status Extras(const FrameExtras& extras) const override {
+    if (extras.posed_cage || extras.rest_cage || extras.joints) return Deformer::Extras(extras);
+    if (extras.vertex_states) {
+      extras.vertex_states->resize(rig_->vertex_count());
+      for (size_t v = 0; v < rig_->vertex_count(); ++v) {
+        (*extras.vertex_states)[v] = uint8_t(state_[m_->node_of_vertex[v]]);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return sizeof(*this) + Tracker::Bytes() + world_.size() * (sizeof(Similarity) + sizeof(Affine34d));
+  }
+
+ protected:
+  absl::Status PoseFrame(const FrameInput& frame) {
+    if (auto st = CheckSkeletalFrame(*rig_, frame, name_); !st.ok()) return st;
+    SkinningTransforms(rig_->skeleton, *frame.pose, world_, transforms_);
+    return absl::OkStatus();
+  }
+
+  void WriteNodes(std::span<float> out, ThreadPool* pool) const {
+    ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; ++v) {
+        const uint32_t i = m_->node_of_vertex[v];
+        if (state_[i] == VertexState::kFree) continue;  // keeps the initial skinning
+        std::copy_n(pos_[i].data(), 3, &out[3 * v]);
+      }
+    });
+  }
+
+  const char* name_;
+  std::vector<Similarity> world_;
+  std::vector<Affine34d> transforms_;
+};
+
+// History-independent implicit skinning (§2.7).
+class ImplicitDeformer final : public ImplicitDeformerBase {
+ public:
+  ImplicitDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model, const ImplicitConfig& config)
+      : ImplicitDeformerBase(std::move(rig), std::move(model), config, "implicit"), dqs_(rig_->joint_count()) {
+    beta_.resize(m_->node_count());
+  }
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (auto st = PoseFrame(frame); !st.ok()) return st;
+    // 1. Dual quaternion skinning is the initial guess.
+    ToDualQuats(transforms_, dqs_);
+    DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, out, pool);
+    SetFields(transforms_);
+    const size_t nn = m_->node_count();
+    active_.clear();
+    for (size_t i = 0; i < nn; ++i) {
+      const uint32_t v = m_->vertex_of_node[i];
+      pos_[i] = Eigen::Vector3f(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
+      state_[i] = VertexState::kFree;
+      if (m_->in_field[i]) active_.push_back(uint32_t(i));
+    }
+    FindCandidates(pool);
+    // 2. March to the iso values, relaxing tangentially.
+    March(active_, true, pool);
+    // A node that marched out of its own bone's field (onto another surface, or outside every
+    // field) keeps its initial skinning [S].
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!m_->in_field[i] || !LeftOwnField(i, pos_[i])) continue;
+        const uint32_t v = m_->vertex_of_node[i];
+        pos_[i] = Eigen::Vector3f(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
+        state_[i] = VertexState::kReseeded;
+      }
+    });
+    // 3. Smooth the contact regions (Eq. 4.8).
+    Smooth(pool);
+    WriteNodes(out, pool);
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return ImplicitDeformerBase::StateBytes() + dqs_.size() * sizeof(DualQuat) + beta_.size() * 4;
+  }
+
+ private:
+  void Smooth(ThreadPool* pool) {
+    if (config_.smoothing_iterations == 0) return;
+    const size_t nn = m_->node_count();
+    bool any = false;
+    for (size_t i = 0; i < nn; ++i) {
+      beta_[i] = state_[i] == VertexState::kContact ? 1.f : 0.f;
+      any |= beta_[i] > 0;
+    }
+    if (!any) return;
+    // Diffuse β over the one-rings, keeping contact nodes at 1 ([R]: 6 iterations).
+    std::vector<float> next(nn);
+    for (int it = 0; it < 6; ++it) {
+      ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          if (state_[i] == VertexState::kContact) {
+            next[i] = 1;
+            continue;
+          }
+          float sum = beta_[i];
+          const uint32_t r0 = m_->ring_offsets[i], r1 = m_->ring_offsets[i + 1];
+          for (uint32_t r = r0; r < r1; ++r) sum += beta_[m_->ring[r]];
+          next[i] = sum / float(1 + r1 - r0);
+        }
+      });
+      beta_.swap(next);
+    }
+    std::vector<uint32_t> moving;
+    for (size_t i = 0; i < nn; ++i) {
+      if (beta_[i] > 1e-3f && state_[i] != VertexState::kFree && m_->ring_offsets[i + 1] > m_->ring_offsets[i]) {
+        moving.push_back(uint32_t(i));
+      }
+    }
+    for (uint32_t it = 0; it < config_.smoothing_iterations; ++it) {
+      ParallelFor(pool, moving.size(), 256, [&](size_t b, size_t e) {
+        for (size_t a = b; a < e; ++a) {
+          const uint32_t i = moving[a];
+          Eigen::Vector3f c = Eigen::Vector3f::Zero();
+          const uint32_t r0 = m_->ring_offsets[i], r1 = m_->ring_offsets[i + 1];
+          for (uint32_t r = r0; r < r1; ++r) c += pos_[m_->ring[r]];
+          c /= float(r1 - r0);
+          tmp_[i] = (1 - beta_[i]) * pos_[i] + beta_[i] * c;
+        }
+      });
+      for (uint32_t i : moving) pos_[i] = tmp_[i];
+    }
+  }
+
+  std::vector<DualQuat> dqs_;
+  std::vector<float> beta_;
+};
+
+// History-dependent elastic implicit skinning (§2.8).
+class ElasticImplicitDeformer final : public ImplicitDeformerBase {
+ public:
+  ElasticImplicitDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model,
+                          const ImplicitConfig& config)
+      : ImplicitDeformerBase(std::move(rig), std::move(model), config, "elastic-implicit"),
+        prev_world_(rig_->joint_count()),
+        prev_transforms_(rig_->joint_count()),
+        step_world_(rig_->joint_count()),
+        step_transforms_(rig_->joint_count()),
+        delta_(rig_->joint_count()),
+        dqs_(rig_->joint_count()) {
+    rot_.resize(m_->node_count());
+    skinned_.resize(rig_->positions.size());
+    const Skeleton& sk = rig_->skeleton;
+    bind_world_.resize(sk.size());
+    std::vector<Affine34d> identity(sk.size());
+    SkinningTransforms(sk, BindPose(sk), bind_world_, identity);
+    Reset();
+  }
+
+  void Reset() override {
+    for (size_t i = 0; i < m_->node_count(); ++i) {
+      pos_[i] = P3(m_->rest, i);
+      state_[i] = m_->in_field[i] ? VertexState::kConverged : VertexState::kFree;
+    }
+    prev_world_ = bind_world_;
+    std::fill(prev_transforms_.begin(), prev_transforms_.end(), IdentityAffine());
+    substeps_ = 0;
+  }
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (auto st = PoseFrame(frame); !st.ok()) return st;
+    const Skeleton& sk = rig_->skeleton;
+    // Sub-steps: the largest rotation of a joint per step below a third of its bend (with a
+    // floor, spec §2.8.4).
+    uint32_t steps = 1;
+    for (size_t j = 0; j < sk.size(); ++j) {
+      const double move = prev_world_[j].rotation.angularDistance(world_[j].rotation);
+      const int32_t p = sk.parents[j];
+      const Eigen::Quaterniond rel = p < 0 ? world_[j].rotation : world_[p].rotation.inverse() * world_[j].rotation;
+      const Eigen::Quaterniond rest = p < 0 ? bind_world_[j].rotation : bind_world_[p].rotation.inverse() * bind_world_[j].rotation;
+      const double bend = rel.angularDistance(rest);
+      const double limit = std::max(bend / 3, config_.min_substep_radians);
+      steps = std::max(steps, uint32_t(std::ceil(move / limit - 1e-9)));
+    }
+    steps = std::clamp(steps, 1u, std::max(config_.max_substeps, 1u));
+    substeps_ = steps;
+    for (uint32_t s = 1; s <= steps; ++s) {
+      const double t = double(s) / steps;
+      for (size_t j = 0; j < sk.size(); ++j) {
+        Similarity& w = step_world_[j];
+        w.rotation = prev_world_[j].rotation.slerp(t, world_[j].rotation).normalized();
+        w.translation = (1 - t) * prev_world_[j].translation + t * world_[j].translation;
+        w.scale = (1 - t) * prev_world_[j].scale + t * world_[j].scale;
+        step_transforms_[j] = s == steps ? transforms_[j] : Compose(w.Matrix(), sk.inverse_bind[j]);
+        delta_[j] = Compose(step_transforms_[j], Inverse(prev_transforms_[j])).cast<float>();
+      }
+      SubStep(pool);
+      prev_transforms_ = step_transforms_;
+    }
+    prev_world_ = world_;
+    prev_transforms_ = transforms_;
+    // Output: nodes outside every field follow their bone rigidly too.
+    ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; ++v) std::copy_n(pos_[m_->node_of_vertex[v]].data(), 3, &out[3 * v]);
+    });
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
+           cg_x_.size() * 5 * sizeof(Eigen::Vector3f) + free_.size() +
+           prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
+  }
+
+  uint32_t last_substeps() const { return substeps_; }
+
+ private:
+  void SubStep(ThreadPool* pool) {
+    const size_t nn = m_->node_count();
+    // 1. Rigid predictor: each tracked node follows its own (segmentation) bone; the others
+    //    take dual quaternion skinning, as in the history-independent method.
+    ToDualQuats(step_transforms_, dqs_);
+    DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, skinned_, pool);
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (m_->in_field[i]) {
+          const Affine34f& d = delta_[m_->bone[i]];
+          pos_[i] = d.leftCols<3>() * pos_[i] + d.col(3);
+        } else {
+          const uint32_t v = m_->vertex_of_node[i];
+          pos_[i] = Eigen::Vector3f(skinned_[3 * v], skinned_[3 * v + 1], skinned_[3 * v + 2]);
+        }
+      }
+    });
+    SetFields(step_transforms_);
+    FindCandidates(pool);
+    // 2. Newton projection onto the iso values.
+    active_.clear();
+    for (size_t i = 0; i < nn; ++i) {
+      if (m_->in_field[i]) active_.push_back(uint32_t(i));
+    }
+    March(active_, false, pool);
+    // 3. Rotations of the DQS blend (skinning weights stand in for harmonic weights).
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) rot_[i] = BlendRotation(m_->vertex_of_node[i]);
+    });
+    // 4. Tangential relaxation: minimise the ARAP energy with the prescribed rotations over
+    //    displacements in the tangent planes (conjugate gradient, as the thesis suggests in place
+    //    of Jacobi), then Newton re-projection; a few rounds as the tangent planes move.
+    const float tol = float(1e-3 * m_->mean_edge);
+    for (int round = 0; round < 4; ++round) {
+      const double moved = RelaxRound(pool);
+      ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          if (!free_[i]) continue;
+          // Newton steps kept only while they bring the node closer to its iso value: where
+          // the surface has no crossing near the node, unchecked steps would drift it further
+          // every frame (the state carries over).
+          FieldValue v = Eval(i, pos_[i]);
+          for (int k = 0; k < 2; ++k) {
+            const float g2 = v.g.squaredNorm();
+            const float res = std::abs(v.f - m_->iso[i]);
+            if (g2 < gradient_floor2_ || res < kConvergence) break;
+            Eigen::Vector3f step = ((m_->iso[i] - v.f) / g2) * v.g;
+            const float len = step.norm(), cap = m_->step_cap[i];
+            if (len > cap) step *= cap / len;
+            const FieldValue w = Eval(i, pos_[i] + step);
+            if (!(std::abs(w.f - m_->iso[i]) < res)) break;
+            pos_[i] += step;
+            v = w;
+          }
+        }
+      });
+      if (moved < tol) break;
+    }
+    // Lost track [S]: a node farther from its own bone's rigid motion than that bone's field
+    // radius, or out of that field's support, has been carried onto another surface; it restarts from dual quaternion skinning
+    // (the history-independent method's start) instead of drifting on over later frames.
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!m_->in_field[i]) continue;
+        const Affine34d& t = step_transforms_[m_->bone[i]];
+        const Eigen::Vector3f rigid = (t.leftCols<3>() * P3(m_->rest, i).cast<double>() + t.col(3)).cast<float>();
+        if ((pos_[i] - rigid).norm() > 10 * m_->step_cap[i] || LeftOwnField(i, pos_[i])) {
+          const uint32_t v = m_->vertex_of_node[i];
+          pos_[i] = Eigen::Vector3f(skinned_[3 * v], skinned_[3 * v + 1], skinned_[3 * v + 2]);
+          state_[i] = VertexState::kReseeded;
+        }
+      }
+    });
+    // States for the output extras.
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!m_->in_field[i] || state_[i] == VertexState::kReseeded) continue;
+        const FieldValue v = Eval(i, pos_[i]);
+        if (state_[i] == VertexState::kMaxIterations || state_[i] == VertexState::kConverged) {
+          state_[i] = std::abs(v.f - m_->iso[i]) < 10 * kConvergence ? VertexState::kConverged : VertexState::kMaxIterations;
+        }
+      }
+    });
+  }
+
+  // Sum over [0, n) of fn(b, e) partial sums, combined in a fixed order (deterministic).
+  double Sum(ThreadPool* pool, size_t n, const std::function<double(size_t, size_t)>& fn) {
+    constexpr size_t kChunk = 2048;
+    const size_t chunks = (n + kChunk - 1) / kChunk;
+    partial_.assign(chunks, 0.0);
+    ParallelFor(pool, chunks, 1, [&](size_t b, size_t e) {
+      for (size_t c = b; c < e; ++c) partial_[c] = fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+    });
+    double total = 0;
+    for (double p : partial_) total += p;
+    return total;
+  }
+
+  // (L x)_i = Σ_j w_ij (x_i − x_j), projected on node i's tangent plane; 0 on fixed nodes.
+  void ApplyProjected(const std::vector<Eigen::Vector3f>& x, std::vector<Eigen::Vector3f>& y, ThreadPool* pool) {
+    ParallelFor(pool, x.size(), 512, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!free_[i]) {
+          y[i].setZero();
+          continue;
+        }
+        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * (x[i] - x[m_->ring[r]]);
+        y[i] = acc - normal_[i] * normal_[i].dot(acc);
+      }
+    });
+  }
+
+  // One round of tangent-plane ARAP with fixed rotations: solves P L P δ = P (b − L p) by
+  // conjugate gradient, b_i = Σ_j w_ij ½(R_i + R_j)(p⁰_i − p⁰_j). Returns the largest move.
+  double RelaxRound(ThreadPool* pool) {
+    const size_t nn = m_->node_count();
+    free_.resize(nn);
+    normal_.resize(nn);
+    cg_r_.resize(nn);
+    cg_d_.resize(nn);
+    cg_q_.resize(nn);
+    cg_x_.assign(nn, Eigen::Vector3f::Zero());
+    ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        free_[i] = 0;
+        cg_r_[i].setZero();
+        if (!m_->in_field[i] || m_->ring_offsets[i] == m_->ring_offsets[i + 1]) continue;
+        const FieldValue v = Eval(i, pos_[i]);
+        const float g2 = v.g.squaredNorm();
+        if (g2 < gradient_floor2_) continue;
+        free_[i] = 1;
+        normal_[i] = v.g / std::sqrt(g2);
+        const Eigen::Vector3f pi = P3(m_->rest, i);
+        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+          const uint32_t j = m_->ring[r];
+          acc += m_->cot[r] * (0.5f * (rot_[i] + rot_[j]) * (pi - P3(m_->rest, j)) - (pos_[i] - pos_[j]));
+        }
+        cg_r_[i] = acc - normal_[i] * normal_[i].dot(acc);
+      }
+    });
+    cg_d_ = cg_r_;
+    auto dot = [&](const std::vector<Eigen::Vector3f>& a, const std::vector<Eigen::Vector3f>& b) {
+      return Sum(pool, nn, [&](size_t lo, size_t hi) {
+        double s = 0;
+        for (size_t i = lo; i < hi; ++i) s += double(a[i].dot(b[i]));
+        return s;
+      });
+    };
+    double rr = dot(cg_r_, cg_r_);
+    const double stop = 1e-6 * rr;
+    for (uint32_t it = 0; it < config_.relaxation_iterations && rr > stop && rr > 0; ++it) {
+      ApplyProjected(cg_d_, cg_q_, pool);
+      const double dq = dot(cg_d_, cg_q_);
+      if (!(dq > 0)) break;
+      const float alpha = float(rr / dq);
+      ParallelFor(pool, nn, 2048, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          cg_x_[i] += alpha * cg_d_[i];
+          cg_r_[i] -= alpha * cg_q_[i];
+        }
+      });
+      const double rr_next = dot(cg_r_, cg_r_);
+      const float beta = float(rr_next / rr);
+      rr = rr_next;
+      ParallelFor(pool, nn, 2048, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) cg_d_[i] = cg_r_[i] + beta * cg_d_[i];
+      });
+    }
+    // A tangent-plane move is only valid near the point (the surface curves away): each node
+    // moves at most its step cap per round, the next round continues from the re-projection.
+    float moved = 0;
+    for (size_t i = 0; i < nn; ++i) {
+      if (!free_[i]) continue;
+      Eigen::Vector3f dx = cg_x_[i];
+      const float len = dx.norm(), cap = m_->step_cap[i];
+      if (len > cap) dx *= cap / len;
+      pos_[i] += dx;
+      moved = std::max(moved, dx.norm());
+    }
+    return moved;
+  }
+
+  Eigen::Matrix3f BlendRotation(uint32_t v) const {
+    const SkinWeights& w = rig_->weights;
+    const uint32_t e0 = w.offsets[v], e1 = w.offsets[v + 1];
+    const float* pivot = dqs_[w.joints[e0]].v;
+    Eigen::Vector4f q = Eigen::Vector4f::Zero();
+    for (uint32_t e = e0; e < e1; ++e) {
+      const float* r = dqs_[w.joints[e]].v;
+      const float dot = r[0] * pivot[0] + r[1] * pivot[1] + r[2] * pivot[2] + r[3] * pivot[3];
+      q += std::copysign(w.weights[e], dot) * Eigen::Vector4f(r[0], r[1], r[2], r[3]);
+    }
+    return Eigen::Quaternionf(q[3], q[0], q[1], q[2]).normalized().toRotationMatrix();
+  }
+
+  std::vector<Similarity> bind_world_, prev_world_;
+  std::vector<Affine34d> prev_transforms_;
+  std::vector<Similarity> step_world_;
+  std::vector<Affine34d> step_transforms_;
+  std::vector<Affine34f> delta_;
+  std::vector<DualQuat> dqs_;
+  std::vector<Eigen::Matrix3f> rot_;
+  std::vector<float> skinned_;
+  std::vector<uint8_t> free_;
+  std::vector<Eigen::Vector3f> normal_, cg_x_, cg_r_, cg_d_, cg_q_;
+  std::vector<double> partial_;
+  uint32_t substeps_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr<const Rig> rig,
+                                                                 std::shared_ptr<const Prepared> prepared,
+                                                                 const DeformerConfig& config) {
+  auto model = std::dynamic_pointer_cast<const ImplicitModel>(prepared);
+  if (!model) return absl::InternalError("implicit skinning created without its precomputation");
+  const ImplicitConfig& c = config.implicit;
+  if (!(c.sigma > 0 && c.sigma <= 1)) return absl::InvalidArgumentError("implicit.sigma: in (0, 1]");
+  if (c.max_iterations == 0 || c.max_iterations > 1000) {
+    return absl::InvalidArgumentError("implicit.max_iterations: in [1, 1000]");
+  }
+  if (!(c.contact_angle_degrees > 0 && c.contact_angle_degrees <= 180)) {
+    return absl::InvalidArgumentError("implicit.contact_angle_degrees: in (0, 180]");
+  }
+  if (c.smoothing_iterations > 100) return absl::InvalidArgumentError("implicit.smoothing_iterations: at most 100");
+  if (c.relaxation_iterations > 10000) return absl::InvalidArgumentError("implicit.relaxation_iterations: at most 10000");
+  if (!(c.min_substep_radians > 0)) return absl::InvalidArgumentError("implicit.min_substep_radians: > 0");
+  if (c.max_substeps == 0 || c.max_substeps > 1024) return absl::InvalidArgumentError("implicit.max_substeps: in [1, 1024]");
+  if (!rig->skeleton.inverse_bind_is_similarity) {
+    return absl::FailedPreconditionError(
+        "implicit skinning starts from dual quaternion skinning, which needs inverse bind matrices that are "
+        "similarities; this rig's have shear or non-uniform scale");
+  }
+  if (config.method == Method::kElasticImplicit) {
+    return std::make_unique<ElasticImplicitDeformer>(std::move(rig), std::move(model), c);
+  }
+  return std::make_unique<ImplicitDeformer>(std::move(rig), std::move(model), c);
+}
+
+}  // namespace sinew
+
