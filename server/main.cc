@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
        Number(o.gpu_batch_window_us)},
       {"cache-dir", "DIR",
        "Folder for character-independent precomputations kept across restarts (implicit "
-       "skinning's composition operators, about 35 MB, built in seconds when missing); empty "
+       "skinning's composition operators, about 18 MB, built in seconds when missing); empty "
        "keeps them in memory only. Default $XDG_CACHE_HOME/sinew, else $HOME/.cache/sinew"
        + (o.cache_dir.empty() ? std::string() : " (here " + o.cache_dir + ")"),
        [&](const std::string& v) { o.cache_dir = v; return true; }},

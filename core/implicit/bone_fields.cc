@@ -41,14 +41,40 @@ double SegmentDistance(const Eigen::Vector3d& x, const Eigen::Vector3d& a, const
 
 }  // namespace
 
-absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options) {
-  if (rig.weights.offsets.empty()) {
-    return absl::FailedPreconditionError("implicit fields need skinning weights (segmentation by largest weight)");
+absl::StatusOr<std::vector<int32_t>> Segmentation(const Rig& rig) {
+  const size_t n = rig.vertex_count();
+  std::vector<int32_t> joint(n);
+  for (size_t a = 0; a < rig.attributes.size(); ++a) {
+    const AttributeMap& m = rig.attributes[a];
+    if (m.name != "segmentation") continue;
+    const std::string field = absl::StrCat("rig.attributes[", a, "] (segmentation)");
+    if (m.components != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": 1 component (a joint index per vertex), not ", m.components));
+    }
+    for (size_t v = 0; v < n; ++v) {
+      const float x = m.values[v];
+      if (!(x >= 0 && x < float(rig.joint_count()) && x == std::floor(x))) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".values[", v, "]: ", x, " is not a joint index (the rig has ",
+                                                       rig.joint_count(), " joints)"));
+      }
+      joint[v] = int32_t(x);
+    }
+    return joint;
   }
+  if (rig.weights.offsets.empty()) {
+    return absl::FailedPreconditionError("implicit fields need skinning weights or a segmentation attribute");
+  }
+  // The influence with the largest weight is stored first.
+  for (size_t v = 0; v < n; ++v) joint[v] = rig.weights.joints[rig.weights.offsets[v]];
+  return joint;
+}
+
+absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options) {
   const size_t n = rig.vertex_count(), joints = rig.joint_count();
-  // Segmentation: the influence with the largest weight (stored first).
+  auto segmentation = Segmentation(rig);
+  if (!segmentation.ok()) return segmentation.status();
   std::vector<std::vector<uint32_t>> pieces(joints);
-  for (size_t v = 0; v < n; ++v) pieces[rig.weights.joints[rig.weights.offsets[v]]].push_back(static_cast<uint32_t>(v));
+  for (size_t v = 0; v < n; ++v) pieces[(*segmentation)[v]].push_back(static_cast<uint32_t>(v));
   const std::vector<Eigen::Vector3d> normals = VertexNormals(rig);
   // Bone ends: the joint's bind position and its first child's (a leaf extends along its
   // parent's direction to its piece's farthest projection).

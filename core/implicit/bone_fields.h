@@ -34,7 +34,12 @@ struct BoneField {
   double Value(const Eigen::Vector3d& x) const { return CompactSupport(hrbf.Value(x), radius); }
 };
 
-// One field per joint whose piece (argmax of the weights) yields at least min_samples samples.
+// The joint each vertex belongs to (§2.1): the rig's vertex attribute named "segmentation" (one
+// component, a joint index per vertex) when it has one, else the joint with the largest weight.
+// INVALID_ARGUMENT names the attribute and vertex of a value that is not a joint index.
+absl::StatusOr<std::vector<int32_t>> Segmentation(const Rig& rig);
+
+// One field per joint whose piece (see Segmentation) yields at least min_samples samples.
 // Deterministic.
 absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options = {});
 

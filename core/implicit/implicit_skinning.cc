@@ -206,12 +206,14 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     }
   }
   const size_t nn = model->vertex_of_node.size();
+  auto segmentation = Segmentation(rig);
+  if (!segmentation.ok()) return segmentation.status();
   model->rest.resize(3 * nn);
   model->bone.resize(nn);
   for (size_t i = 0; i < nn; ++i) {
     const uint32_t v = model->vertex_of_node[i];
     std::copy_n(&rig.positions[3 * v], 3, &model->rest[3 * i]);
-    model->bone[i] = rig.weights.joints[rig.weights.offsets[v]];
+    model->bone[i] = (*segmentation)[v];
   }
   // Rest iso values with the composed field. A node is tracked when its own bone has a field
   // and that field is what the composition shows there (|iso − f_own| < 0.05): a piece buried

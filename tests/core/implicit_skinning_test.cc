@@ -280,6 +280,35 @@ TEST(ImplicitSkinning, ElasticKeepsContactAtDeepBend) {
   EXPECT_GT(dqs.vertices, 50u);
 }
 
+TEST(ImplicitSkinning, UploadedSegmentationReplacesTheLargestWeight) {
+  Fixture& f = F();
+  // Move the boundary between the two pieces from the joint (x = 1.5) to x = 1.0.
+  Rig rig = *f.rig;
+  AttributeMap seg{"segmentation", 1, {}};
+  for (size_t v = 0; v < rig.vertex_count(); ++v) seg.values.push_back(rig.positions[3 * v] < 1.0f ? 0.f : 1.f);
+  rig.attributes.push_back(seg);
+  auto own = Segmentation(rig);
+  ASSERT_TRUE(own.ok()) << own.status();
+  size_t first = 0;
+  for (int32_t j : *own) first += j == 0;
+  auto by_weight = Segmentation(*f.rig);
+  size_t first_by_weight = 0;
+  for (int32_t j : *by_weight) first_by_weight += j == 0;
+  EXPECT_LT(first, first_by_weight * 3 / 4);
+  auto p = PrepareImplicit(rig, Config(Method::kImplicit), &f.pool, {});
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto model = std::dynamic_pointer_cast<const ImplicitModel>(*p);
+  for (size_t i = 0; i < model->node_count(); ++i) {
+    ASSERT_EQ(model->bone[i], model->rest[3 * i] < 1.0f ? 0 : 1);
+  }
+  // A value that is not a joint index is named.
+  rig.attributes.back().values[7] = 2.5f;
+  auto bad = PrepareImplicit(rig, Config(Method::kImplicit), nullptr, {});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("rig.attributes[0] (segmentation).values[7]"), std::string::npos)
+      << bad.status();
+}
+
 TEST(ImplicitSkinning, Validation) {
   Fixture& f = F();
   DeformerConfig c = Config(Method::kImplicit);
