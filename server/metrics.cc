@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <cstdio>
 #include <exception>
 
 #include "absl/strings/str_cat.h"
@@ -42,7 +43,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
       50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0};
   for (const MethodInfo& m : Methods()) {
     const int mi = static_cast<int>(m.method);
-    if (mi >= kMethods) continue;
+    if (mi >= kMethods) {
+      std::fprintf(stderr, "sinew-server: method %d has no frame metrics (raise Metrics::kMethods)\n", mi);
+      continue;
+    }
     for (auto [b, name] : {std::pair{v1::BACKEND_CPU, "cpu"}, std::pair{v1::BACKEND_GPU, "gpu"}}) {
       const std::map<std::string, std::string> labels = {{"method", std::string(m.name)},
                                                          {"backend", name}};

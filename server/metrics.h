@@ -52,7 +52,7 @@ class Metrics {
   prometheus::Counter& upload_bytes() { return *upload_bytes_; }
 
  private:
-  static constexpr int kMethods = 6;   // indexed by Method value
+  static constexpr int kMethods = 32;  // indexed by Method value; must exceed every value
   static constexpr int kBackends = 3;  // indexed by v1::Backend value
 
   std::shared_ptr<prometheus::Registry> registry_;

@@ -7,9 +7,11 @@
 //   mean-value relaxation; vertices stop at contacts (gradient jump > 55° or loss of
 //   monotonicity), which are then smoothed (§2.7).
 // - "elastic-implicit" (history-dependent, [VGB+14]): the previous result moved rigidly by each
-//   vertex's bone, projected, then relaxed by Jacobi steps of a linearised ARAP energy with
-//   rotations fixed to the DQS blend, restricted to the tangent plane and alternated with Newton
-//   re-projection; large motions are split into sub-steps (§2.8).
+//   vertex's bone, projected, then relaxed on the tangent planes by a linearised ARAP energy with
+//   rotations fixed to the DQS blend (conjugate gradient), alternated with Newton re-projection;
+//   large motions are split into sub-steps (§2.8).
+// The preparation is in implicit_skinning.cc, the deformers in tracking.cc, the moved-field
+// evaluation they share in field_eval.h. Design notes: docs/implicit-skinning.md.
 //
 // Layout: every per-vertex loop works on "nodes", the mesh's vertices with coincident rest
 // positions welded (UV seams), so that seams never tear; results are copied to every vertex.
@@ -58,7 +60,7 @@ class ImplicitModel : public Prepared {
   std::vector<float> iso;                  // rest value of the composed field per node
   std::vector<uint8_t> in_field;           // 1 when the node is tracked (see PrepareImplicit)
   std::vector<int32_t> own_leaf;           // field of the node's segmentation bone, or -1
-  std::vector<int32_t> bone;               // segmentation joint per node (largest weight)
+  std::vector<int32_t> bone;               // segmentation joint per node (see Segmentation)
   std::vector<float> step_cap;             // longest Newton step per node (rest units)
   // One-rings (CSR over nodes). Ordered (counter-clockwise seen from outside) where the fan is
   // closed; `mvc` holds the tangent-plane mean value coordinates for closed fans, empty
@@ -73,9 +75,9 @@ class ImplicitModel : public Prepared {
   size_t node_count() const { return iso.size(); }
 };
 
-// Builds the model: fits the fields (progress 0–40 %), bakes them (–80 %), gets the shared
-// operators, composes the tree and computes the iso values and the mesh data. Needs a skeleton,
-// skinning weights and triangles.
+// Builds the model: fits the fields (progress to 30 %), bakes them (to 80 %), gets the shared
+// operators (to 90 %), composes the tree and computes the iso values and the mesh data. Needs a
+// skeleton, skinning weights and triangles.
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, const DeformerConfig& config,
                                                                 ThreadPool* pool, const ProgressFn& progress);
 std::string ImplicitKey(const DeformerConfig& config);

@@ -78,11 +78,14 @@ class Tracker {
     }
     const float sigma = float(config_.sigma);
     for (uint32_t it = 0; it < config_.max_iterations && !active.empty(); ++it) {
-      ParallelFor(pool, active.size(), 128, [&](size_t b, size_t e) {
+      // Few marching nodes (most converge in the first steps): the pool's wake-ups would cost
+      // more than the work.
+      ThreadPool* p = active.size() >= 512 ? pool : nullptr;
+      ParallelFor(p, active.size(), 128, [&](size_t b, size_t e) {
         for (size_t a = b; a < e; ++a) Step(active[a], sigma);
       });
       std::erase_if(active, [&](uint32_t i) { return state_[i] != VertexState::kMaxIterations; });
-      if (relax && (it % 2 == 1) && !active.empty()) Relax(active, pool);
+      if (relax && (it % 2 == 1) && !active.empty()) Relax(active, p);
     }
   }
 
@@ -493,19 +496,18 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return total;
   }
 
-  // (L x)_i = Σ_j w_ij (x_i − x_j), projected on node i's tangent plane; 0 on fixed nodes.
-  void ApplyProjected(const std::vector<Eigen::Vector3f>& x, std::vector<Eigen::Vector3f>& y, ThreadPool* pool) {
-    ParallelFor(pool, x.size(), 512, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        if (!free_[i]) {
-          y[i].setZero();
-          continue;
-        }
-        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
-        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * (x[i] - x[m_->ring[r]]);
-        y[i] = acc - normal_[i] * normal_[i].dot(acc);
+  // (L x)_i = Σ_j w_ij (x_i − x_j), projected on node i's tangent plane, for i in [b, e); 0 on
+  // fixed nodes.
+  void ApplyProjected(const std::vector<Eigen::Vector3f>& x, std::vector<Eigen::Vector3f>& y, size_t b, size_t e) const {
+    for (size_t i = b; i < e; ++i) {
+      if (!free_[i]) {
+        y[i].setZero();
+        continue;
       }
-    });
+      Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+      for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * (x[i] - x[m_->ring[r]]);
+      y[i] = acc - normal_[i] * normal_[i].dot(acc);
+    }
   }
 
   // One round of tangent-plane ARAP with fixed rotations: solves P L P δ = P (b − L p) by
@@ -538,30 +540,36 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       }
     });
     cg_d_ = cg_r_;
-    auto dot = [&](const std::vector<Eigen::Vector3f>& a, const std::vector<Eigen::Vector3f>& b) {
-      return Sum(pool, nn, [&](size_t lo, size_t hi) {
-        double s = 0;
-        for (size_t i = lo; i < hi; ++i) s += double(a[i].dot(b[i]));
-        return s;
-      });
-    };
-    double rr = dot(cg_r_, cg_r_);
+    // The CG loops are short: below ~8k nodes the pool's wake-ups cost more than they save.
+    ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
+    double rr = Sum(cg_pool, nn, [&](size_t lo, size_t hi) {
+      double acc = 0;
+      for (size_t i = lo; i < hi; ++i) acc += double(cg_r_[i].squaredNorm());
+      return acc;
+    });
     const double stop = 1e-6 * rr;
     for (uint32_t it = 0; it < config_.relaxation_iterations && rr > stop && rr > 0; ++it) {
-      ApplyProjected(cg_d_, cg_q_, pool);
-      const double dq = dot(cg_d_, cg_q_);
+      // q = P L P d and d·q in one pass; x, r and r·r in a second; d in a third.
+      const double dq = Sum(cg_pool, nn, [&](size_t lo, size_t hi) {
+        ApplyProjected(cg_d_, cg_q_, lo, hi);
+        double acc = 0;
+        for (size_t i = lo; i < hi; ++i) acc += double(cg_d_[i].dot(cg_q_[i]));
+        return acc;
+      });
       if (!(dq > 0)) break;
       const float alpha = float(rr / dq);
-      ParallelFor(pool, nn, 2048, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) {
+      const double rr_next = Sum(cg_pool, nn, [&](size_t lo, size_t hi) {
+        double acc = 0;
+        for (size_t i = lo; i < hi; ++i) {
           cg_x_[i] += alpha * cg_d_[i];
           cg_r_[i] -= alpha * cg_q_[i];
+          acc += double(cg_r_[i].squaredNorm());
         }
+        return acc;
       });
-      const double rr_next = dot(cg_r_, cg_r_);
       const float beta = float(rr_next / rr);
       rr = rr_next;
-      ParallelFor(pool, nn, 2048, [&](size_t b, size_t e) {
+      ParallelFor(cg_pool, nn, 2048, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) cg_d_[i] = cg_r_[i] + beta * cg_d_[i];
       });
     }

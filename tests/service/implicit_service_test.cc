@@ -96,6 +96,10 @@ TEST_F(ImplicitService, BothMethodsEqualCoreAndReturnVertexStates) {
     ASSERT_TRUE((*d)->Deform({&pose, {}}, want, nullptr).ok());
     EXPECT_LT(MaxAbsDiff(got, want), 1e-4) << v1::Method_Name(method);
   }
+  // Frames are counted per method.
+  const std::string metrics = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("sinew_frames_total{backend=\"cpu\",method=\"implicit\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("sinew_frames_total{backend=\"cpu\",method=\"elastic-implicit\"} 1"));
   // The operators were written to the cache folder.
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(cache_)) files += e.path().extension() == ".sinewop";
