@@ -10,7 +10,8 @@ namespace sinew::server {
 
 absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms) {
-  const std::string key = absl::StrCat(std::string(method.name), " ", method.prepare_key(config));
+  const std::string key = absl::StrCat(
+      std::string(method.prepare_group.empty() ? method.name : method.prepare_group), " ", method.prepare_key(config));
   std::shared_ptr<Preparation> prep;
   bool mine = false;
   {

@@ -163,6 +163,8 @@ struct MethodInfo {
   PrepareFn prepare = nullptr;
   PrepareKeyFn prepare_key = nullptr;
   bool device_stage = true;  // its deformers have a DeviceStage (a GPU backend can run them)
+  // Methods with the same non-empty group share their preparations (same PrepareFn and key).
+  std::string_view prepare_group = {};
 };
 
 // Every registered method.

@@ -25,11 +25,11 @@ const MethodInfo kMethods[] = {
     {Method::kImplicit, "implicit",
      "implicit skinning: DQS corrected by marching to per-bone implicit fields, contact and bulge "
      "at joints (history-independent)", false, &CreateImplicitDeformer, &PrepareImplicit, &ImplicitKey,
-     /*device_stage=*/false},
+     /*device_stage=*/false, /*prepare_group=*/"implicit"},
     {Method::kElasticImplicit, "elastic-implicit",
      "elastic implicit skinning: tracks the implicit surface from the previous frame with "
      "tangential ARAP relaxation (history-dependent; frames in order)", true, &CreateImplicitDeformer,
-     &PrepareImplicit, &ImplicitKey, /*device_stage=*/false},
+     &PrepareImplicit, &ImplicitKey, /*device_stage=*/false, /*prepare_group=*/"implicit"},
 };
 }  // namespace
 

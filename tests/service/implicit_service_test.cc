@@ -96,6 +96,11 @@ TEST_F(ImplicitService, BothMethodsEqualCoreAndReturnVertexStates) {
     ASSERT_TRUE((*d)->Deform({&pose, {}}, want, nullptr).ok());
     EXPECT_LT(MaxAbsDiff(got, want), 1e-4) << v1::Method_Name(method);
   }
+  // Both methods used one preparation of the rig.
+  auto info = client_->GetRig(rig_id_);
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(info->preparations_size(), 1);
+  EXPECT_EQ(info->preparations(0).key(), "implicit ops=contact,1:bulge");
   // Frames are counted per method.
   const std::string metrics = HttpGet(server_->metrics_port(), "/metrics");
   EXPECT_THAT(metrics, HasSubstr("sinew_frames_total{backend=\"cpu\",method=\"implicit\"} 1"));
