@@ -331,11 +331,14 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     const char* name = MethodName(method);
     // Each method gets the inputs it takes: the pose, the cage, or both.
     clip = all_inputs;
+    const bool implicit = method == v1::METHOD_IMPLICIT || method == v1::METHOD_ELASTIC_IMPLICIT;
     for (auto& r : clip) {
       r.set_session_id(session->session_id());
       if (!UsesPose(method)) r.clear_pose();
       if (!UsesCage(method)) r.clear_cages();
+      if (implicit) r.mutable_outputs()->set_vertex_states(true);  // summarised below
     }
+    uint64_t states[6] = {};
     if (UsesCage(method) && clip.front().cages_size() == 0) {
       return Fail(absl::FailedPreconditionError(absl::StrCat("--method ", name, ": this asset has no cage clip to play")));
     }
@@ -367,6 +370,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
       if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) ++errors;
       bytes += resp.positions().size();
+      for (char st : resp.vertex_states()) ++states[std::min<unsigned>(static_cast<unsigned char>(st), 5)];
       if (procedural && static_cast<size_t>(f) % kCycle == kCycle / 2 && peak.empty()) {
         if (auto st = client::DecodePositions(resp, peak); !st.ok()) return Fail(st);
       }
@@ -387,6 +391,14 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           "(rest %.3f)",
           LimbMotion{}.bend_degrees, LimbMotion{}.twist_degrees,
           LimbRingRadius(limb, peak, x_wrist), LimbRingRadius(limb, peak, x_elbow), limb.radius);
+    }
+    if (implicit) {
+      const double n = std::max<double>(1, double(states[0] + states[1] + states[2] + states[3] + states[4] + states[5]));
+      quality += absl::StrFormat(
+          "; vertex-frames: %.1f%% converged, %.2f%% stopped at contacts, %.2f%% at the iteration limit or a "
+          "null gradient, %.2f%% kept at DQS (left their field), %.1f%% untracked",
+          100 * states[1] / n, 100 * states[2] / n, 100 * (states[3] + states[4]) / n, 100 * states[5] / n,
+          100 * states[0] / n);
     }
     if (json) {
       std::printf(

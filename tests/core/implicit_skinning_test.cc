@@ -158,6 +158,23 @@ TEST(ImplicitSkinning, ContactAtBentJointWhereLbsAndDqsInterpenetrate) {
                 "implicit %.3f (%zu); contact vertices %zu\n",
                 angle, lbs.depth, lbs.vertices, dqs.depth, dqs.vertices, ours.depth, ours.vertices, contact);
     for (float x : out) ASSERT_TRUE(std::isfinite(x));
+    // No DQS-style bulge on the outer side (spec §5 test 13): the farthest vertex of the joint
+    // region's outer side (rest distance from the elbow below 0.4, the radius being 0.25) from
+    // the elbow.
+    auto farthest = [&](const std::vector<float>& o) {
+      const Eigen::Vector3d elbow(1.5, 0, 0);  // the joint does not move: the root stays at rest
+      double m = 0;
+      for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+        const Eigen::Vector3d r(f.rig->positions[3 * v], f.rig->positions[3 * v + 1], f.rig->positions[3 * v + 2]);
+        if ((r - elbow).norm() > 0.4 || r.y() > -0.1) continue;  // outer side: the bend is towards +y
+        m = std::max(m, (Eigen::Vector3d(o[3 * v], o[3 * v + 1], o[3 * v + 2]) - elbow).norm());
+      }
+      return m;
+    };
+    const double bulge_dqs = farthest(f.Skin(Method::kDqs, pose)), bulge_ours = farthest(out);
+    std::printf("bend %.0f°: outer side, farthest joint-region vertex from the elbow: DQS %.4f, implicit %.4f\n",
+                angle, bulge_dqs, bulge_ours);
+    EXPECT_LE(bulge_ours, bulge_dqs + 0.002) << angle;
     // Implicit skinning: within the grid-vs-analytic tolerance (0.03 field units), at most one
     // vertex beyond 0.02.
     EXPECT_LT(ours.depth, 0.03) << angle;
