@@ -264,7 +264,7 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   size_t StateBytes() const override {
-    return ImplicitDeformerBase::StateBytes() + dqs_.size() * sizeof(DualQuat) + beta_.size() * 4;
+    return ImplicitDeformerBase::StateBytes() + dqs_.size() * sizeof(DualQuat) + beta_.size() * 8 + moving_.capacity() * 4;
   }
 
  private:
@@ -278,7 +278,8 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     }
     if (!any) return;
     // Diffuse β over the one-rings, keeping contact nodes at 1 ([R]: 6 iterations).
-    std::vector<float> next(nn);
+    std::vector<float>& next = beta_next_;  // scratch kept by the session: no allocation per frame
+    next.resize(nn);
     for (int it = 0; it < 6; ++it) {
       ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
@@ -294,7 +295,8 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
       });
       beta_.swap(next);
     }
-    std::vector<uint32_t> moving;
+    std::vector<uint32_t>& moving = moving_;
+    moving.clear();
     for (size_t i = 0; i < nn; ++i) {
       if (beta_[i] > 1e-3f && state_[i] != VertexState::kFree && m_->ring_offsets[i + 1] > m_->ring_offsets[i]) {
         moving.push_back(uint32_t(i));
@@ -316,7 +318,8 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   std::vector<DualQuat> dqs_;
-  std::vector<float> beta_;
+  std::vector<float> beta_, beta_next_;
+  std::vector<uint32_t> moving_;
 };
 
 // History-dependent elastic implicit skinning (§2.8).
