@@ -62,10 +62,13 @@ class Evaluator {
     if (n.op == JointOperator::kUnion) return a.f >= b.f ? a : b;
     float d = 0;
     if (n.op != JointOperator::kCleanUnion) {
-      const float na = a.g.squaredNorm(), nb = b.g.squaredNorm();
+      const float na = a.g.squaredNorm(), nb = b.g.squaredNorm(), dot = a.g.dot(b.g);
       // A null gradient (a child's contact valley, a critical point): the controller's d(0).
-      const double alpha = (na > 0 && nb > 0) ? std::acos(std::clamp(double(a.g.dot(b.g)) / std::sqrt(double(na) * nb), -1.0, 1.0)) : 0.0;
-      d = float(n.op == JointOperator::kBulge ? BulgeController(alpha) : ContactController(alpha));
+      // Contact is 0 up to 90°, i.e. wherever the gradients' dot product is not negative.
+      if (na > 0 && nb > 0 && (n.op == JointOperator::kBulge || dot < 0)) {
+        const double alpha = std::acos(std::clamp(double(dot) / std::sqrt(double(na) * nb), -1.0, 1.0));
+        d = float(n.op == JointOperator::kBulge ? BulgeController(alpha) : ContactController(alpha));
+      }
     }
     const OperatorGrid& op = n.op == JointOperator::kBulge ? m_.operators->bulge : m_.operators->contact;
     float g1, g2;

@@ -14,6 +14,7 @@ FieldGrid FieldGrid::Bake(const BoneField& field, int resolution, ThreadPool* po
   g.lo_ = lo.cast<float>();
   g.hi_ = hi.cast<float>();
   g.step_ = ((hi - lo) / (g.n_ - 1)).cast<float>();
+  g.inv_step_ = g.step_.cwiseInverse();
   const size_t n = static_cast<size_t>(g.n_);
   g.cells_.resize(n * n * n);
   ParallelFor(pool, n, 1, [&](size_t b, size_t e) {
@@ -35,14 +36,16 @@ FieldGrid FieldGrid::Bake(const BoneField& field, int resolution, ThreadPool* po
 
 float FieldGrid::Sample(const Eigen::Vector3f& x, Eigen::Vector3f* gradient) const {
   if (gradient) gradient->setZero();
-  if ((x.array() < lo_.array()).any() || (x.array() > hi_.array()).any()) return 0;
-  const Eigen::Vector3f u = (x - lo_).cwiseQuotient(step_);
+  // Written so that a NaN coordinate also counts as outside.
+  if (!((x.array() >= lo_.array()).all() && (x.array() <= hi_.array()).all())) return 0;
+  // Inside the box u ≥ 0, so truncation is floor; the last cell takes u = n − 1.
+  const Eigen::Vector3f u = (x - lo_).cwiseProduct(inv_step_);
   const int n = n_;
   int i0[3];
   float t[3];
   for (int a = 0; a < 3; ++a) {
-    i0[a] = std::clamp(static_cast<int>(std::floor(u[a])), 0, n - 2);
-    t[a] = std::clamp(u[a] - float(i0[a]), 0.0f, 1.0f);
+    i0[a] = std::min(static_cast<int>(u[a]), n - 2);
+    t[a] = std::min(u[a] - float(i0[a]), 1.0f);
   }
   Eigen::Vector4f acc = Eigen::Vector4f::Zero();
   for (int dz = 0; dz < 2; ++dz) {

@@ -28,7 +28,7 @@ class FieldGrid {
   size_t Bytes() const { return cells_.size() * sizeof(Eigen::Vector4f); }
 
  private:
-  Eigen::Vector3f lo_, hi_, step_;
+  Eigen::Vector3f lo_, hi_, step_, inv_step_;
   int n_ = 0;
   std::vector<Eigen::Vector4f> cells_;  // (∂x f, ∂y f, ∂z f, f), x fastest
 };
