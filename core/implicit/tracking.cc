@@ -331,6 +331,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         prev_world_(rig_->joint_count()),
         prev_transforms_(rig_->joint_count()),
         step_world_(rig_->joint_count()),
+        prev_local_(rig_->joint_count()),
+        local_(rig_->joint_count()),
         step_transforms_(rig_->joint_count()),
         delta_(rig_->joint_count()),
         dqs_(rig_->joint_count()) {
@@ -370,14 +372,23 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     }
     steps = std::clamp(steps, 1u, std::max(config_.max_substeps, 1u));
     substeps_ = steps;
+    // Intermediate skeletons interpolate each joint relative to its parent (slerp, lerp) and
+    // are composed down the hierarchy, so that a motion of the whole rig stays rigid in between.
+    for (size_t j = 0; j < sk.size(); ++j) {
+      const int32_t p = sk.parents[j];
+      prev_local_[j] = p < 0 ? prev_world_[j] : Relative(prev_world_[p], prev_world_[j]);
+      local_[j] = p < 0 ? world_[j] : Relative(world_[p], world_[j]);
+    }
     for (uint32_t s = 1; s <= steps; ++s) {
       const double t = double(s) / steps;
-      for (size_t j = 0; j < sk.size(); ++j) {
-        Similarity& w = step_world_[j];
-        w.rotation = prev_world_[j].rotation.slerp(t, world_[j].rotation).normalized();
-        w.translation = (1 - t) * prev_world_[j].translation + t * world_[j].translation;
-        w.scale = (1 - t) * prev_world_[j].scale + t * world_[j].scale;
-        step_transforms_[j] = s == steps ? transforms_[j] : Compose(w.Matrix(), sk.inverse_bind[j]);
+      for (int32_t j : sk.order) {
+        Similarity l;
+        l.rotation = prev_local_[j].rotation.slerp(t, local_[j].rotation).normalized();
+        l.translation = (1 - t) * prev_local_[j].translation + t * local_[j].translation;
+        l.scale = (1 - t) * prev_local_[j].scale + t * local_[j].scale;
+        const int32_t p = sk.parents[j];
+        step_world_[j] = p < 0 ? l : step_world_[p] * l;
+        step_transforms_[j] = s == steps ? transforms_[j] : Compose(step_world_[j].Matrix(), sk.inverse_bind[j]);
         delta_[j] = Compose(step_transforms_[j], Inverse(prev_transforms_[j])).cast<float>();
       }
       SubStep(pool);
@@ -401,6 +412,16 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   uint32_t last_substeps() const { return substeps_; }
 
  private:
+  // b expressed in a's frame: a⁻¹ ∘ b.
+  static Similarity Relative(const Similarity& a, const Similarity& b) {
+    Similarity r;
+    const Eigen::Quaterniond inv = a.rotation.conjugate();
+    r.rotation = (inv * b.rotation).normalized();
+    r.translation = inv * (b.translation - a.translation) / a.scale;
+    r.scale = b.scale / a.scale;
+    return r;
+  }
+
   void SubStep(ThreadPool* pool) {
     const size_t nn = m_->node_count();
     // 1. Rigid predictor: each tracked node follows its own (segmentation) bone; the others
@@ -605,7 +626,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
 
   std::vector<Similarity> bind_world_, prev_world_;
   std::vector<Affine34d> prev_transforms_;
-  std::vector<Similarity> step_world_;
+  std::vector<Similarity> step_world_, prev_local_, local_;
   std::vector<Affine34d> step_transforms_;
   std::vector<Affine34f> delta_;
   std::vector<DualQuat> dqs_;

@@ -326,6 +326,78 @@ TEST(ImplicitSkinning, UploadedSegmentationReplacesTheLargestWeight) {
       << bad.status();
 }
 
+TEST(ImplicitSkinning, RigidMotionOfTheWholeRigMovesTheMeshRigidly) {
+  // Spec §5 test 8: the same rigid transform on every bone moves the composed field rigidly, so
+  // the iso values still match and the output is the moved rest mesh.
+  Fixture& f = F();
+  const Eigen::Quaterniond q(Eigen::AngleAxisd(0.7, Eigen::Vector3d(1, 2, 3).normalized()));
+  const Eigen::Vector3d t(0.3, -1.2, 2.0);
+  Pose pose = RestPose(f.rig->skeleton);
+  const Similarity root = pose.joint(0);
+  Similarity moved;
+  moved.rotation = q * root.rotation;
+  moved.translation = q * root.translation + t;
+  pose.set_joint(0, moved);
+  for (Method m : {Method::kImplicit, Method::kElasticImplicit}) {
+    auto model = f.Model(Config(m));
+    auto d = f.Make(Config(m), model);
+    const auto out = f.Run(*d, pose);
+    double worst = 0;
+    for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+      const Eigen::Vector3d r(f.rig->positions[3 * v], f.rig->positions[3 * v + 1], f.rig->positions[3 * v + 2]);
+      worst = std::max(worst, (q * r + t - Eigen::Vector3d(out[3 * v], out[3 * v + 1], out[3 * v + 2])).norm());
+    }
+    std::printf("rigid motion of the whole rig, method %d: max deviation %.2e diag\n", int(m), worst / f.Diagonal());
+    EXPECT_LT(worst, 1e-5 * f.Diagonal()) << int(m);
+  }
+}
+
+TEST(ImplicitSkinning, MeanValueWeightsReproduceTheRestOneRing) {
+  // Spec §5 test 18: the tangent-plane MVC weights sum to 1 and reproduce each node from its
+  // projected rest one-ring, so relaxation does nothing at rest.
+  Fixture& f = F();
+  auto model = f.Model(Config(Method::kImplicit));
+  size_t checked = 0;
+  for (size_t i = 0; i < model->node_count(); ++i) {
+    if (!model->ring_closed[i]) continue;
+    const Eigen::Vector3f p(model->rest[3 * i], model->rest[3 * i + 1], model->rest[3 * i + 2]);
+    Eigen::Vector3f g;
+    EvaluateRestField(*model, p, &g);
+    const Eigen::Vector3f n = g.normalized();
+    double sum = 0, edge = 0;
+    Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+    for (uint32_t r = model->ring_offsets[i]; r < model->ring_offsets[i + 1]; ++r) {
+      const uint32_t j = model->ring[r];
+      const Eigen::Vector3f q = Eigen::Vector3f(model->rest[3 * j], model->rest[3 * j + 1], model->rest[3 * j + 2]) - p;
+      acc += model->mvc[r] * (q - q.dot(n) * n);
+      sum += model->mvc[r];
+      edge = std::max(edge, double(q.norm()));
+    }
+    ASSERT_NEAR(sum, 1.0, 1e-5) << "node " << i;
+    ASSERT_LT(acc.norm(), 1e-5 * edge) << "node " << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, model->node_count() / 2);
+}
+
+TEST(ImplicitSkinning, ElasticResultHardlyDependsOnTheTimeStep) {
+  // Spec §5 test 17: the same pose reached with steps of 0.05 and 0.01 rad gives nearly the
+  // same mesh (a small fraction of the mean edge) on the same surface.
+  Fixture& f = F();
+  auto model = f.Model(Config(Method::kElasticImplicit));
+  auto run = [&](int frames) {
+    auto d = f.Make(Config(Method::kElasticImplicit), model);
+    std::vector<float> out;
+    for (int k = 1; k <= frames; ++k) out = f.Run(*d, f.Bent(60.0 * k / frames));
+    return out;
+  };
+  const auto coarse = run(21), fine = run(105);  // ≈ 0.05 and 0.01 rad per frame
+  const double diff = testing::MaxAbsDiff(coarse, fine);
+  std::printf("elastic, 60° in steps of 0.05 vs 0.01 rad: max difference %.2e = %.3f mean edges\n", diff,
+              diff / model->mean_edge);
+  EXPECT_LT(diff, 0.25 * model->mean_edge);
+}
+
 TEST(ImplicitSkinning, Validation) {
   Fixture& f = F();
   DeformerConfig c = Config(Method::kImplicit);
