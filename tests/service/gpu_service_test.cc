@@ -75,9 +75,7 @@ TEST_P(GpuService, GpuSessionsEqualCpuSessions) {
       auto u = client_->Deform(Frame(cpu->session_id(), f, pose));
       ASSERT_TRUE(u.ok());
       ASSERT_TRUE(client::DecodePositions(*u, b).ok());
-      double m = 0;
-      for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
-      EXPECT_LE(m, tolerance) << v1::Method_Name(method) << " frame " << f;
+      EXPECT_LE(MaxAbsDiff(a, b), tolerance) << v1::Method_Name(method) << " frame " << f;
     }
     EXPECT_TRUE(stream->Close().ok());
   }
@@ -125,9 +123,7 @@ TEST_P(GpuService, CageMethodsOnTheGpuEqualTheCpu) {
       auto rc = client_->Deform(r);
       ASSERT_TRUE(rg.ok() && rc.ok()) << rg.status() << rc.status();
       ASSERT_TRUE(client::DecodePositions(*rg, a).ok() && client::DecodePositions(*rc, b).ok());
-      double m = 0;
-      for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
-      EXPECT_LE(m, 1e-5 * 3.7) << v1::Method_Name(method) << " frame " << f;
+      EXPECT_LE(MaxAbsDiff(a, b), 1e-5 * 3.7) << v1::Method_Name(method) << " frame " << f;
       EXPECT_EQ(rg->posed_cage(), rc->posed_cage());  // cage solves run on the CPU either way
     }
   }

@@ -18,13 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
-  return m;
-}
-
 class ImplicitService : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -2,6 +2,8 @@
 // raw (generic) gRPC calls for services Sinew does not define (health, reflection).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <future>
 #include <string>
 #include <vector>
@@ -30,6 +32,14 @@ inline std::vector<float> CoreDeform(const LimbOptions& limb, Method method, con
   std::vector<float> out(shared->positions.size());
   EXPECT_TRUE((*d)->Deform({&pose, {}}, out, nullptr).ok());
   return out;
+}
+
+// Largest coordinate difference between two position arrays (which must be equally long).
+inline double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(double(a[i]) - b[i]));
+  return m;
 }
 
 inline Skeleton LimbSkeleton(const LimbOptions& limb) {
