@@ -352,7 +352,6 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     }
     prev_world_ = bind_world_;
     std::fill(prev_transforms_.begin(), prev_transforms_.end(), IdentityAffine());
-    substeps_ = 0;
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -371,7 +370,6 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       steps = std::max(steps, uint32_t(std::ceil(move / limit - 1e-9)));
     }
     steps = std::clamp(steps, 1u, std::max(config_.max_substeps, 1u));
-    substeps_ = steps;
     // Intermediate skeletons interpolate each joint relative to its parent (slerp, lerp) and
     // are composed down the hierarchy, so that a motion of the whole rig stays rigid in between.
     for (size_t j = 0; j < sk.size(); ++j) {
@@ -408,8 +406,6 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
            cg_x_.size() * 5 * sizeof(Eigen::Vector3f) + free_.size() +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
-
-  uint32_t last_substeps() const { return substeps_; }
 
  private:
   // b expressed in a's frame: a⁻¹ ∘ b.
@@ -635,7 +631,6 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<uint8_t> free_;
   std::vector<Eigen::Vector3f> normal_, cg_x_, cg_r_, cg_d_, cg_q_;
   std::vector<double> partial_;
-  uint32_t substeps_ = 0;
 };
 
 }  // namespace
