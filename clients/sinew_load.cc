@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       .Flag("vertices", "N", "20000", "procedural limb vertex count")
       .Flag("bones", "N", "3", "procedural limb joints")
       .Flag("influences", "K", "2", "procedural limb influences per vertex")
-      .Flag("method", "M", "lbs", "lbs or dqs")
+      .Flag("method", "M", "lbs", "lbs, dqs, implicit or elastic-implicit")
       .Flag("encoding", "E", "f32", "f32 or f16")
       .Flag("backend", "B", "auto", "auto, cpu or gpu")
       .Flag("json", "PATH", "", "also write the report as JSON to PATH ('-' for stdout)")
@@ -69,7 +69,12 @@ int main(int argc, char** argv) {
     return Usage(args, args.error());
   }
   const std::string method = args.Get("method"), encoding = args.Get("encoding");
-  if (method != "lbs" && method != "dqs") return Usage(args, "--method: lbs or dqs");
+  const v1::Method wire = method == "lbs"                ? v1::METHOD_LBS
+                          : method == "dqs"              ? v1::METHOD_DQS
+                          : method == "implicit"         ? v1::METHOD_IMPLICIT
+                          : method == "elastic-implicit" ? v1::METHOD_ELASTIC_IMPLICIT
+                                                         : v1::METHOD_UNSPECIFIED;
+  if (wire == v1::METHOD_UNSPECIFIED) return Usage(args, "--method: lbs, dqs, implicit or elastic-implicit");
   if (encoding != "f32" && encoding != "f16") return Usage(args, "--encoding: f32 or f16");
   const std::string backend = args.Get("backend");
   if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");
@@ -97,7 +102,7 @@ int main(int argc, char** argv) {
   for (long long i = 0; i < sessions; ++i) {
     v1::CreateSessionRequest req;
     req.set_rig_id(upload->rig_id());
-    req.mutable_deformer()->set_method(method == "dqs" ? v1::METHOD_DQS : v1::METHOD_LBS);
+    req.mutable_deformer()->set_method(wire);
     req.set_encoding(encoding == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);
     req.set_backend(backend == "gpu" ? v1::BACKEND_GPU : backend == "cpu" ? v1::BACKEND_CPU : v1::BACKEND_AUTO);
     auto s = c.CreateSession(req);

@@ -232,6 +232,15 @@ GreenCoordinates ComputeGreenCoordinates(const CageGeometry& cage, const Eigen::
   return gc;
 }
 
+namespace {
+// Stretch factor of a face whose rest edges u, v (area `area` > 0) became up, vp.
+double FaceStretch(const Eigen::Vector3d& u, const Eigen::Vector3d& v, const Eigen::Vector3d& up,
+                   const Eigen::Vector3d& vp, double area) {
+  const double r = up.squaredNorm() * v.squaredNorm() - 2 * up.dot(vp) * u.dot(v) + vp.squaredNorm() * u.squaredNorm();
+  return std::sqrt(std::max(r, 0.0)) / (std::sqrt(8.0) * area);
+}
+}  // namespace
+
 Eigen::VectorXd GreenStretch(const CageGeometry& rest, const Eigen::Matrix3Xd& deformed_vertices) {
   const Eigen::Index f = rest.triangles.cols();
   Eigen::VectorXd s(f);
@@ -242,13 +251,7 @@ Eigen::VectorXd GreenStretch(const CageGeometry& rest, const Eigen::Matrix3Xd& d
     const Eigen::Vector3d u = V.col(i1) - V.col(i0), v = V.col(i2) - V.col(i0);
     const Eigen::Vector3d up = W.col(i1) - W.col(i0), vp = W.col(i2) - W.col(i0);
     const double area = 0.5 * u.cross(v).norm();
-    if (!(area > 0)) {
-      s[j] = 1;
-      continue;
-    }
-    const double r = up.squaredNorm() * v.squaredNorm() - 2 * up.dot(vp) * u.dot(v) +
-                     vp.squaredNorm() * u.squaredNorm();
-    s[j] = std::sqrt(std::max(r, 0.0)) / (std::sqrt(8.0) * area);
+    s[j] = area > 0 ? FaceStretch(u, v, up, vp, area) : 1.0;
   }
   return s;
 }
@@ -270,10 +273,7 @@ void GreenFaceTerms(const CageGeometry& rest, const Eigen::Matrix3Xd& deformed_v
       scaled_normals.row(j).setZero();
       continue;
     }
-    const double r = up.squaredNorm() * v.squaredNorm() - 2 * up.dot(vp) * u.dot(v) +
-                     vp.squaredNorm() * u.squaredNorm();
-    const double s = std::sqrt(std::max(r, 0.0)) / (std::sqrt(8.0) * area);
-    scaled_normals.row(j) = (s / len) * c.transpose();
+    scaled_normals.row(j) = (FaceStretch(u, v, up, vp, area) / len) * c.transpose();
   }
 }
 

@@ -53,7 +53,10 @@ class Tracker {
 
   void FindCandidates(ThreadPool* pool) {
     ParallelFor(pool, pos_.size(), 512, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) cand_count_[i] = uint8_t(Candidates(leaves_, pos_[i], &cand_[i * kMaxCandidates]));
+      for (size_t i = b; i < e; ++i) {
+        // Untracked nodes never evaluate the field.
+        cand_count_[i] = m_->in_field[i] ? uint8_t(Candidates(leaves_, pos_[i], &cand_[i * kMaxCandidates])) : 0;
+      }
     });
   }
 

@@ -31,13 +31,21 @@ void Pose::set_joint(size_t j, const Similarity& s) {
   if (!scales.empty()) scales[j] = float(s.scale);
 }
 
-Pose RestPose(const Skeleton& skeleton) {
+namespace {
+// A pose of n joints in `space` with every array sized (scales included).
+Pose SizedPose(PoseSpace space, size_t n) {
   Pose p;
-  p.space = PoseSpace::kLocal;
-  const size_t n = skeleton.size();
+  p.space = space;
   p.rotations.resize(4 * n);
   p.translations.resize(3 * n);
   p.scales.resize(n);
+  return p;
+}
+}  // namespace
+
+Pose RestPose(const Skeleton& skeleton) {
+  const size_t n = skeleton.size();
+  Pose p = SizedPose(PoseSpace::kLocal, n);
   bool all_one = true;
   for (size_t j = 0; j < n; ++j) {
     p.set_joint(j, skeleton.rest_local[j]);
@@ -48,12 +56,8 @@ Pose RestPose(const Skeleton& skeleton) {
 }
 
 Pose BindPose(const Skeleton& skeleton) {
-  Pose p;
-  p.space = PoseSpace::kWorld;
   const size_t n = skeleton.size();
-  p.rotations.resize(4 * n);
-  p.translations.resize(3 * n);
-  p.scales.resize(n);
+  Pose p = SizedPose(PoseSpace::kWorld, n);
   for (size_t j = 0; j < n; ++j) p.set_joint(j, NearestSimilarity(Inverse(skeleton.inverse_bind[j])));
   return p;
 }

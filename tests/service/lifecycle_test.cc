@@ -32,6 +32,13 @@ absl::StatusOr<v1::Session> Open(client::Client& c, const std::string& rig) {
   return c.CreateSession(req);
 }
 
+// Uploads the procedural `limb` and opens an LBS session on it.
+absl::StatusOr<v1::Session> LimbSession(client::Client& c, const LimbOptions& limb) {
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  if (!up.ok()) return up.status();
+  return Open(c, up->rig_id());
+}
+
 bool Serving(const ServerProcess& server) {
   std::string resp;
   return GenericUnary(server.target(), "/grpc.health.v1.Health/Check", "", &resp).ok() &&
@@ -112,10 +119,8 @@ TEST(Lifecycle, ClientDisconnectMidStreamLeavesServerHealthy) {
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
   const LimbOptions limb = LimbOf(20000);
-  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
-  ASSERT_TRUE(up.ok());
-  auto s = Open(*c, up->rig_id());
-  ASSERT_TRUE(s.ok());
+  auto s = LimbSession(*c, limb);
+  ASSERT_TRUE(s.ok()) << s.status();
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
   for (int round = 0; round < 10; ++round) {
     auto stream = c->OpenStream();
@@ -160,10 +165,8 @@ TEST(Lifecycle, IdleStreamsPinNoThreads) {
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
   const LimbOptions limb = LimbOf(1000);
-  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
-  ASSERT_TRUE(up.ok());
-  auto s = Open(*c, up->rig_id());
-  ASSERT_TRUE(s.ok());
+  auto s = LimbSession(*c, limb);
+  ASSERT_TRUE(s.ok()) << s.status();
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
   const int before = ThreadCount(server.pid());
   std::vector<std::unique_ptr<client::FrameStream>> streams;
@@ -188,10 +191,8 @@ TEST(Lifecycle, SigtermDrainsStreamsAndExitsZero) {
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
   const LimbOptions limb = LimbOf(20000);
-  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
-  ASSERT_TRUE(up.ok());
-  auto s = Open(*c, up->rig_id());
-  ASSERT_TRUE(s.ok());
+  auto s = LimbSession(*c, limb);
+  ASSERT_TRUE(s.ok()) << s.status();
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
   std::vector<std::unique_ptr<client::FrameStream>> streams;
   for (int i = 0; i < 5; ++i) {
