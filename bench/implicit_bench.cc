@@ -1,11 +1,16 @@
 // sinew-bench-implicit: implicit skinning frames/s against DQS on the same rig, in the same run,
 // at about 4k, 30k and 170k vertices (the thesis' Dana, Hand/Juna and Armadillo sizes), with 1
 // and 2 threads; plus the real character BCN_Epileptic when assimp-testmodels is installed.
+// Where a CUDA device exists, the same clips through the GPU backend: one session (the frame
+// latency, with the CPU's part) and 16 sessions batched (throughput), against DQS on the same
+// device.
 // Every frame of the clip animates all joints (the limb bends 120° at its elbow and twists
 // 180° at its wrist). The thesis' figures are from a GTX 680 (Table 4.1, IS, full animation):
 // 95 fps at 4 164 vertices, 15 fps at 31 750 / 32 056, 3 fps at 172 974.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,6 +24,7 @@
 #include "core/deformer/deformer.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
+#include "gpu/backend.h"
 
 namespace {
 
@@ -48,7 +54,95 @@ double Time(Deformer& d, const Case& c, ThreadPool* pool, int cycles) {
   return Millis(Clock::now() - t0) / (cycles * c.clip.size());
 }
 
-void Run(const Case& c, int cycles) {
+// GPU: `sessions` sessions of `method` play the clip in step (each frame of every session
+// submitted, then all waited for); returns the mean time per step in ms.
+double TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model, Method method,
+               int sessions, int cycles) {
+  DeformerConfig config;
+  config.method = method;
+  auto on_gpu = backend.Upload(*c.rig);
+  if (!on_gpu.ok()) return -1;
+  std::shared_ptr<gpu::GpuModel> dev_model;
+  if (method != Method::kDqs) {
+    auto m = backend.UploadImplicitModel(*on_gpu, *model);
+    if (!m.ok()) {
+      std::printf("  %s\n", std::string(m.status().message()).c_str());
+      return -1;
+    }
+    dev_model = *m;
+  }
+  struct One {
+    std::unique_ptr<Deformer> stage;
+    std::unique_ptr<gpu::GpuSession> session;
+    std::vector<float> params, out;
+  };
+  std::vector<One> all(sessions);
+  for (One& o : all) {
+    auto d = method == Method::kDqs ? CreateDeformer(c.rig, config) : CreateImplicitDeformer(c.rig, model, config);
+    if (!d.ok()) std::abort();
+    o.stage = std::move(*d);
+    gpu::SessionSpec spec;
+    spec.method = method == Method::kDqs ? gpu::GpuMethod::kDqs
+                  : method == Method::kImplicit ? gpu::GpuMethod::kImplicit
+                                                : gpu::GpuMethod::kElasticImplicit;
+    spec.model = dev_model;
+    auto s = backend.CreateSession(*on_gpu, spec);
+    if (!s.ok()) {
+      std::printf("  %s\n", std::string(s.status().message()).c_str());
+      return -1;
+    }
+    o.session = std::move(*s);
+    o.out.resize(c.rig->positions.size());
+  }
+  struct Latch {
+    std::mutex mu;
+    std::condition_variable cv;
+    int remaining = 0;
+  } latch;
+  auto done = [](void* l, const absl::Status& st) {
+    if (!st.ok()) std::abort();
+    auto& latch = *static_cast<Latch*>(l);
+    std::lock_guard lock(latch.mu);
+    if (--latch.remaining == 0) latch.cv.notify_all();
+  };
+  auto pass = [&] {
+    for (const Pose& p : c.clip) {
+      latch.remaining = sessions;
+      for (One& o : all) {
+        if (!o.stage->DeviceFrame({&p, {}}, o.params).ok()) std::abort();
+        backend.Submit(*o.session, o.params, o.out.data(), gpu::OutputFormat::kFloat32, done, &latch);
+      }
+      std::unique_lock lock(latch.mu);
+      latch.cv.wait(lock, [&] { return latch.remaining == 0; });
+    }
+  };
+  pass();
+  const auto t0 = Clock::now();
+  for (int k = 0; k < cycles; ++k) pass();
+  return Millis(Clock::now() - t0) / (cycles * c.clip.size());
+}
+
+void RunGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model, int cycles) {
+  const std::string device = backend.Devices()[0].name;
+  std::printf("  GPU (%s): ms per frame of 1 session (latency, CPU part included) and per step of 16 batched sessions\n",
+              device.c_str());
+  std::printf("  %-18s %12s %10s %14s %12s %10s %14s\n", "method", "1 session ms", "fps", "16 sessions ms",
+              "frames/s", "÷ DQS", "thesis fps×20");
+  double dqs16 = 0;
+  for (Method m : {Method::kDqs, Method::kImplicit, Method::kElasticImplicit}) {
+    const double one = TimeGpu(backend, c, model, m, 1, cycles);
+    const double many = TimeGpu(backend, c, model, m, 16, cycles);
+    if (one < 0 || many < 0) continue;
+    if (m == Method::kDqs) dqs16 = many;
+    const char* name = m == Method::kDqs ? "dqs" : m == Method::kImplicit ? "implicit" : "elastic-implicit";
+    char goal[32] = "";
+    if (m == Method::kImplicit && c.thesis_fps > 0) std::snprintf(goal, sizeof goal, "%.0f", 20 * c.thesis_fps);
+    std::printf("  %-18s %12.3f %10.1f %14.3f %12.0f %10.1f %14s\n", name, one, 1000 / one, many, 16000 / many,
+                many / dqs16, goal);
+  }
+}
+
+void Run(const Case& c, int cycles, gpu::GpuBackend* gpu) {
   std::printf("\n%s: %zu vertices, %zu joints, %zu frames per cycle\n", c.label.c_str(), c.rig->vertex_count(),
               c.rig->joint_count(), c.clip.size());
   ThreadPool two(2);
@@ -84,6 +178,7 @@ void Run(const Case& c, int cycles) {
     if (m == Method::kImplicit && c.thesis_fps > 0) std::snprintf(thesis, sizeof thesis, "%.0f", c.thesis_fps);
     std::printf("  %-18s %12.2f %12.2f %10.1f %10.1f %12s\n", name, one, two_ms, 1000 / two_ms, two_ms / dqs2, thesis);
   }
+  if (gpu) RunGpu(*gpu, c, model, cycles);
 }
 
 Case Limb(size_t vertices, double thesis_fps, int frames) {
@@ -106,14 +201,34 @@ Case Limb(size_t vertices, double thesis_fps, int frames) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --quick: fewer cycles and no 170k case (CI smoke run).
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  // --quick: fewer cycles and no 170k case (CI smoke run). --emulate: the GPU tables on the CPU
+  // emulation of a device (checks the device path; its times are not a GPU's), 4k limb only.
+  bool quick = false, emulate = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--emulate") emulate = true;
+    else {
+      std::fprintf(stderr, "usage: sinew-bench-implicit [--quick] [--emulate]\n");
+      return 2;
+    }
+  }
   const int cycles = quick ? 1 : 3;
   std::printf("sinew-bench-implicit: mean frame time over whole clips (every joint moving), DQS on the same rig "
               "as the reference\n");
-  Run(Limb(4200, 95, 48), cycles);
-  Run(Limb(32000, 15, 48), cycles);
-  if (!quick) Run(Limb(172000, 3, 24), 1);
+  gpu::GpuOptions options;
+  options.emulate_devices = emulate ? 1 : 0;
+  auto backend = gpu::GpuBackend::Create(options);
+  if (!backend.ok()) std::printf("GPU tables: none (%s)\n", std::string(backend.status().message()).c_str());
+  gpu::GpuBackend* gpu = backend.ok() ? backend->get() : nullptr;
+  if (emulate) {
+    std::printf("GPU tables on the emulated device: CPU times of the device program, not a GPU measurement\n");
+    Run(Limb(4200, 95, 8), 1, gpu);
+    return 0;
+  }
+  Run(Limb(4200, 95, 48), cycles, gpu);
+  Run(Limb(32000, 15, 48), cycles, gpu);
+  if (!quick) Run(Limb(172000, 3, 24), 1, gpu);
   const std::string bcn = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
   if (std::filesystem::exists(bcn)) {
     auto asset = ImportAsset(bcn);
@@ -130,7 +245,7 @@ int main(int argc, char** argv) {
         c.clip.push_back(std::move(p));
       }
       c.thesis_fps = 0;
-      Run(c, cycles);
+      Run(c, cycles, gpu);
     }
   }
   std::printf("\nThesis (GTX 680, Table 4.1, IS with every joint animated): Dana 4 164 vertices 95 fps, Hand 31 750 and "

@@ -7,9 +7,14 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/implicit/device_layout.h"
+#include "core/implicit/implicit_skinning.h"
 #include "core/util/half.h"
+#include "gpu/implicit/program.cuh"
+#include "gpu/implicit/resident.h"
 #include "gpu/runtime/device_api.h"
 
 namespace sinew::gpu {
@@ -17,6 +22,13 @@ namespace sinew::gpu {
 // ---------------------------------------------------------------------------------------------
 // One device: its byte budget, its resident rigs and sessions, and the dispatcher thread that
 // turns the queued frames of all sessions into batches.
+
+// The composition operators on one device, shared by its implicit models.
+struct DeviceOperators {
+  Device* device = nullptr;
+  ResidentOperators ops;
+  ~DeviceOperators();
+};
 
 class Device {
  public:
@@ -69,6 +81,28 @@ class Device {
   void CountRig(int d) { rigs_ += d; }
   void CountSession(int d) { sessions_ += d; }
 
+  // The operators of `key` (a CompositionOperators) on this device, uploaded on first use and
+  // freed with their last model.
+  absl::StatusOr<std::shared_ptr<DeviceOperators>> Operators(const CompositionOperators& key) {
+    std::lock_guard lock(operators_mu_);
+    if (auto held = operators_.lock(); held && held_key_ == &key) return held;
+    const uint64_t bytes = OperatorBytes(key);
+    if (!Reserve(bytes)) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "gpu %d: the composition operators need %d bytes of device memory, %d left within the limit "
+          "(--gpu-memory-limit)", index_, bytes, free_budget()));
+    }
+    auto ops = std::make_shared<DeviceOperators>();
+    ops->device = this;
+    std::string error;
+    const bool ok = UploadOperators(*api_, index_, key, &ops->ops, &error);
+    ops->ops.bytes = bytes;  // released by the destructor, whatever was allocated
+    if (!ok) return absl::ResourceExhaustedError(absl::StrCat("gpu ", index_, ": uploading the operators: ", error));
+    operators_ = ops;
+    held_key_ = &key;
+    return ops;
+  }
+
   DeviceInfo Info() {
     DeviceInfo i;
     i.index = index_;
@@ -98,17 +132,22 @@ class Device {
     OutputFormat format;
     FrameDone done;
     void* context;
+    // Sessions with state on the device (implicit skinning): their frames run one at a time.
+    const void* exclusive = nullptr;
+    const ImplicitItem* implicit = nullptr;  // the session's item (offsets filled when batched)
+    uint32_t substeps = 0, reset = 0;
+    uint8_t* states = nullptr;
   };
 
-  void Submit(const BatchItem& item, const float* params, size_t floats, void* out,
-              OutputFormat format, FrameDone done, void* context) {
+  void Submit(const Frame& frame, const float* params) {
     {
       std::lock_guard lock(mu_);
       if (pending_.empty()) first_arrival_ = std::chrono::steady_clock::now();
-      const size_t at = arena_.size();
-      arena_.insert(arena_.end(), params, params + floats);
-      pending_.push_back({item, floats, at, out, format, done, context});
-      pending_vertices_ += item.vertex_count;
+      Frame f = frame;
+      f.arena_offset = arena_.size();
+      arena_.insert(arena_.end(), params, params + f.param_floats);
+      pending_.push_back(f);
+      pending_vertices_ += f.item.vertex_count;
     }
     cv_.notify_one();
   }
@@ -164,11 +203,12 @@ class Device {
         cv_.wait_until(lock, deadline, [&] {
           return stop_ || pending_vertices_ >= options_.max_batch_vertices;
         });
-        slot.frames.swap(pending_);
-        arena.swap(arena_);
-        pending_.clear();
-        arena_.clear();
-        pending_vertices_ = 0;
+        Take(slot, other, arena);
+      }
+      if (slot.frames.empty()) {
+        // Every queued frame waits for its session's previous frame, in flight in the other slot.
+        if (other.in_flight) Finish(other);
+        continue;
       }
       Launch(slot, arena);
       if (other.in_flight) Finish(other);
@@ -176,19 +216,51 @@ class Device {
     }
   }
 
-  // Packs the slot's frames (batch table, then joint data) and launches them.
+  // Moves the queued frames that may run now into the slot (their parameters into `arena`). A
+  // session with device state has at most one frame in a batch and none while its previous
+  // frame is in flight; its later frames stay queued, in order. Called with mu_ held.
+  void Take(Slot& slot, const Slot& other, std::vector<float>& arena) {
+    slot.frames.clear();
+    arena.swap(arena_);
+    arena_.clear();
+    busy_.clear();
+    if (other.in_flight) {
+      for (const Frame& f : other.frames) {
+        if (f.exclusive) busy_.insert(f.exclusive);
+      }
+    }
+    kept_.clear();
+    pending_vertices_ = 0;
+    for (Frame& f : pending_) {
+      if (f.exclusive == nullptr || busy_.insert(f.exclusive).second) {
+        slot.frames.push_back(f);
+        continue;
+      }
+      const size_t at = arena_.size();
+      arena_.insert(arena_.end(), arena.begin() + f.arena_offset, arena.begin() + f.arena_offset + f.param_floats);
+      f.arena_offset = at;
+      pending_vertices_ += f.item.vertex_count;
+      kept_.push_back(f);
+    }
+    pending_.swap(kept_);  // first_arrival_ stays: the kept frames go with the next batch
+  }
+
+  // Packs the slot's frames (batch table, implicit items, then the parameters) and launches them.
   void Launch(Slot& s, const std::vector<float>& arena) {
     const size_t items_bytes = (sizeof(BatchItem) * s.frames.size() + 15) / 16 * 16;
     size_t param_floats = 0;
-    uint32_t vertices = 0;
+    uint32_t vertices = 0, implicit_items = 0;
     for (Frame& f : s.frames) {
       f.item.param_offset = static_cast<uint32_t>(param_floats);
       f.item.vertex_offset = vertices;
       param_floats += (f.param_floats + 3) / 4 * 4;  // 16-byte aligned per item
       vertices += f.item.vertex_count;
+      implicit_items += f.implicit != nullptr;
     }
-    const size_t in_bytes = items_bytes + sizeof(float) * param_floats;
-    const size_t out_bytes = size_t{12} * vertices;
+    const size_t implicit_bytes = (sizeof(ImplicitItem) * implicit_items + 15) / 16 * 16;
+    const size_t params_offset = items_bytes + implicit_bytes;
+    const size_t in_bytes = params_offset + sizeof(float) * param_floats;
+    const size_t out_bytes = size_t{12} * vertices + (implicit_items ? vertices : 0);
     std::string error;
     bool ok = (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
               GrowHost(s.host_in, s.host_in_cap, in_bytes, &error) &&
@@ -196,15 +268,53 @@ class Device {
               GrowDevice(s.dev_in, s.dev_in_cap, in_bytes, &error) &&
               GrowDevice(s.dev_out, s.dev_out_cap, out_bytes, &error);
     if (ok) {
-      auto* items = static_cast<BatchItem*>(s.host_in);
-      for (size_t i = 0; i < s.frames.size(); ++i) items[i] = s.frames[i].item;
-      auto* joints = reinterpret_cast<float*>(static_cast<char*>(s.host_in) + items_bytes);
-      for (const Frame& f : s.frames) {
-        std::memcpy(joints + f.item.param_offset, arena.data() + f.arena_offset,
-                    sizeof(float) * f.param_floats);
+      char* in = static_cast<char*>(s.host_in);
+      auto* items = reinterpret_cast<BatchItem*>(in);
+      auto* implicit = reinterpret_cast<ImplicitItem*>(in + items_bytes);
+      auto* params = reinterpret_cast<float*>(in + params_offset);
+      ImplicitLimits limits;
+      uint32_t nodes = 0, implicit_vertices = 0, k = 0;
+      for (size_t i = 0; i < s.frames.size(); ++i) {
+        const Frame& f = s.frames[i];
+        items[i] = f.item;
+        std::memcpy(params + f.item.param_offset, arena.data() + f.arena_offset, sizeof(float) * f.param_floats);
+        if (!f.implicit) continue;
+        ImplicitItem& it = implicit[k++];
+        it = *f.implicit;
+        it.node_offset = nodes;
+        it.implicit_vertex_offset = implicit_vertices;
+        it.vertex_offset = f.item.vertex_offset;
+        it.param_offset = f.item.param_offset;
+        it.substeps = f.substeps;
+        it.reset = f.reset;
+        nodes += it.model.node_count;
+        implicit_vertices += it.model.vertex_count;
+        limits.max_iterations = std::max(limits.max_iterations, it.settings.max_iterations);
+        if (it.settings.elastic) {
+          limits.elastic = true;
+          limits.substeps = std::max(limits.substeps, it.substeps);
+          limits.relaxation_iterations = std::max(limits.relaxation_iterations, it.settings.relaxation_iterations);
+        } else {
+          limits.history_independent = true;
+          limits.smoothing_iterations = std::max(limits.smoothing_iterations, it.settings.smoothing_iterations);
+        }
       }
-      ok = api_->Launch(s.queue, s.host_in, s.dev_in, in_bytes, s.frames.size(), items_bytes, vertices,
-                        s.dev_out, s.host_out, &error);
+      LaunchSpec spec;
+      spec.in = s.host_in;
+      spec.din = s.dev_in;
+      spec.in_bytes = in_bytes;
+      spec.items = static_cast<uint32_t>(s.frames.size());
+      spec.params_offset = params_offset;
+      spec.total_vertices = vertices;
+      spec.implicit_offset = items_bytes;
+      spec.implicit_items = implicit_items;
+      spec.implicit_nodes = nodes;
+      spec.implicit_vertices = implicit_vertices;
+      spec.limits = &limits;
+      spec.dout = s.dev_out;
+      spec.out = s.host_out;
+      spec.out_bytes = out_bytes;
+      ok = api_->Launch(s.queue, spec, &error);
     }
     s.status = ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     s.in_flight = true;
@@ -218,12 +328,16 @@ class Device {
       s.status = absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     }
     const float* out = static_cast<const float*>(s.host_out);
+    size_t total = 0;
+    for (const Frame& f : s.frames) total += f.item.vertex_count;
+    const uint8_t* states = reinterpret_cast<const uint8_t*>(out + 3 * total);
     for (const Frame& f : s.frames) {
       if (s.status.ok()) {
         const float* src = out + 3 * size_t{f.item.vertex_offset};
         const size_t n = 3 * size_t{f.item.vertex_count};
         if (f.format == OutputFormat::kFloat32) std::memcpy(f.out, src, sizeof(float) * n);
         else FloatsToHalves(src, static_cast<uint16_t*>(f.out), n);
+        if (f.states) std::memcpy(f.states, states + f.item.vertex_offset, f.item.vertex_count);
       }
       f.done(f.context, s.status);
     }
@@ -259,6 +373,8 @@ class Device {
   std::condition_variable cv_;
   bool stop_ = false;
   std::vector<Frame> pending_;
+  std::vector<Frame> kept_;                  // Take's scratch
+  absl::flat_hash_set<const void*> busy_;    // Take's scratch
   std::vector<float> arena_;
   uint64_t pending_vertices_ = 0;
   std::chrono::steady_clock::time_point first_arrival_;
@@ -266,9 +382,18 @@ class Device {
   double utilisation_ = 0, busy_window_ms_ = 0;
   std::chrono::steady_clock::time_point util_window_start_ = std::chrono::steady_clock::now();
 
+  std::mutex operators_mu_;
+  std::weak_ptr<DeviceOperators> operators_;
+  const CompositionOperators* held_key_ = nullptr;
+
   Slot slots_[2];  // dispatcher-thread state
   std::thread thread_;
 };
+
+DeviceOperators::~DeviceOperators() {
+  for (void* p : ops.allocations) device->api().Free(device->index(), p);
+  device->Release(ops.bytes);
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -315,14 +440,37 @@ class GpuCoefficientsImpl final : public GpuCoefficients {
   float* values = nullptr;
 };
 
+// Implicit skinning's per-rig model on a device: its arrays and the device's operators.
+class GpuModelImpl final : public GpuModel {
+ public:
+  GpuModelImpl(std::shared_ptr<GpuRigImpl> rig, std::shared_ptr<DeviceOperators> operators)
+      : rig_(std::move(rig)), operators_(std::move(operators)) {}
+  ~GpuModelImpl() override {
+    for (void* p : resident.allocations) rig_->device_->api().Free(rig_->device(), p);
+    rig_->device_->Release(reserved_);
+  }
+  int device() const override { return rig_->device(); }
+  uint64_t bytes() const override { return reserved_; }
+
+  std::shared_ptr<GpuRigImpl> rig_;  // the view points into its skinning arrays
+  std::shared_ptr<DeviceOperators> operators_;
+  ResidentModel resident;
+  uint64_t reserved_ = 0;
+  uint32_t fields = 0;
+};
+
 class GpuSessionImpl final : public GpuSession {
  public:
-  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, GpuMethod method, uint64_t bytes,
-                 std::shared_ptr<GpuCoefficientsImpl> coefficients, bool with_rest)
-      : rig_(std::move(rig)), method_(method), bytes_(bytes), coefficients_(std::move(coefficients)),
-        with_rest_(with_rest) {
+  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, const SessionSpec& spec, uint64_t bytes)
+      : rig_(std::move(rig)),
+        method_(spec.method),
+        bytes_(bytes),
+        coefficients_(std::static_pointer_cast<GpuCoefficientsImpl>(spec.coefficients)),
+        model_(std::static_pointer_cast<GpuModelImpl>(spec.model)),
+        with_rest_(spec.with_rest) {
     rig_->device_->CountSession(1);
   }
+  bool implicit() const { return method_ == GpuMethod::kImplicit || method_ == GpuMethod::kElasticImplicit; }
   size_t param_count() const override {
     const size_t cage = coefficients_ ? 3 * size_t{coefficients_->cols()} : 0;
     const size_t joints = kJointFloats * rig_->joint_count();
@@ -330,10 +478,14 @@ class GpuSessionImpl final : public GpuSession {
       case GpuMethod::kLbs:
       case GpuMethod::kDqs: return joints;
       case GpuMethod::kCage: return cage;
+      case GpuMethod::kImplicit:
+      case GpuMethod::kElasticImplicit:
+        return implicit_device::FrameFloats(rig_->joint_count(), model_->fields, method_ == GpuMethod::kElasticImplicit, 1);
       default: return cage + joints;
     }
   }
   ~GpuSessionImpl() override {
+    if (state_) rig_->device_->api().Free(rig_->device(), state_);
     rig_->device_->Release(bytes_);
     rig_->device_->CountSession(-1);
   }
@@ -345,7 +497,11 @@ class GpuSessionImpl final : public GpuSession {
   GpuMethod method_;
   uint64_t bytes_;
   std::shared_ptr<GpuCoefficientsImpl> coefficients_;
+  std::shared_ptr<GpuModelImpl> model_;
   bool with_rest_;
+  // Implicit stages: the tracking state on the device and the session's batch item.
+  void* state_ = nullptr;
+  ImplicitItem item_{};
 };
 
 }  // namespace
@@ -425,38 +581,133 @@ absl::StatusOr<std::shared_ptr<GpuCoefficients>> GpuBackend::UploadCoefficients(
   return std::shared_ptr<GpuCoefficients>(std::move(c));
 }
 
-absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(
-    std::shared_ptr<GpuRig> rig, GpuMethod method, std::shared_ptr<GpuCoefficients> coefficients,
-    bool with_rest) {
+absl::StatusOr<std::shared_ptr<GpuModel>> GpuBackend::UploadImplicitModel(std::shared_ptr<GpuRig> rig,
+                                                                           const Prepared& prepared) {
+  auto r = std::static_pointer_cast<GpuRigImpl>(rig);
+  const auto* model = dynamic_cast<const ImplicitModel*>(&prepared);
+  if (model == nullptr) return absl::InternalError("gpu: an implicit stage without its ImplicitModel");
+  if (model->node_of_vertex.size() != r->vertex_count()) {
+    return absl::InternalError("gpu: the implicit model was prepared for another rig");
+  }
+  if (auto st = CheckImplicitModel(*model); !st.ok()) return st;
+  auto operators = r->device_->Operators(*model->operators);
+  if (!operators.ok()) return operators.status();
+  const uint64_t bytes = ImplicitModelBytes(*model);
+  if (!r->device_->Reserve(bytes)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "gpu %d: the rig's implicit skinning model needs %d bytes of device memory, %d left within the limit "
+        "(--gpu-memory-limit)", r->device(), bytes, r->device_->free_budget()));
+  }
+  auto g = std::make_shared<GpuModelImpl>(r, std::move(*operators));
+  g->reserved_ = bytes;
+  g->fields = uint32_t(model->fields.size());
+  std::string error;
+  if (!sinew::gpu::UploadImplicitModel(r->device_->api(), r->device(), *model, &g->resident, &error)) {
+    return absl::ResourceExhaustedError(absl::StrCat("gpu ", r->device(), ": uploading the implicit model: ", error));
+  }
+  ImplicitModelView& v = g->resident.view;
+  v.rest_vertices = r->rest;
+  v.offsets = r->offsets;
+  v.joints = r->joint_index;
+  v.weights = r->weights;
+  v.joint_count = uint32_t(r->joint_count());
+  v.contact = g->operators_->ops.contact;
+  v.bulge = g->operators_->ops.bulge;
+  v.op_n = g->operators_->ops.n;
+  v.op_nd = g->operators_->ops.nd;
+  return std::shared_ptr<GpuModel>(std::move(g));
+}
+
+absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::shared_ptr<GpuRig> rig,
+                                                                      const SessionSpec& spec) {
   auto impl = std::static_pointer_cast<GpuRigImpl>(rig);
-  auto coeffs = std::static_pointer_cast<GpuCoefficientsImpl>(coefficients);
-  const bool cage = method != GpuMethod::kLbs && method != GpuMethod::kDqs;
+  auto coeffs = std::static_pointer_cast<GpuCoefficientsImpl>(spec.coefficients);
+  auto model = std::static_pointer_cast<GpuModelImpl>(spec.model);
+  const bool implicit = spec.method == GpuMethod::kImplicit || spec.method == GpuMethod::kElasticImplicit;
+  const bool elastic = spec.method == GpuMethod::kElasticImplicit;
+  const bool cage = !implicit && spec.method != GpuMethod::kLbs && spec.method != GpuMethod::kDqs;
   if (cage && !coeffs) return absl::InternalError("gpu: a cage stage needs its coefficients");
-  // The session's share of the batch buffers: its parameters and its output, both ways.
-  const uint64_t params = sizeof(float) * (kJointFloats * impl->joint_count() + (coeffs ? 3 * coeffs->cols() : 0));
-  const uint64_t bytes = sizeof(BatchItem) + params + uint64_t{12} * impl->vertex_count();
+  if (implicit && (!model || model->rig_ != impl)) return absl::InternalError("gpu: an implicit stage needs its model on this rig");
+  // The session's share of the batch buffers (its parameters and its output, both ways) and,
+  // for implicit skinning, its tracking state.
+  uint64_t params = sizeof(float) * (kJointFloats * impl->joint_count() + (coeffs ? 3 * coeffs->cols() : 0));
+  uint64_t state = 0;
+  uint64_t bytes = sizeof(BatchItem) + uint64_t{12} * impl->vertex_count();
+  if (implicit) {
+    params = sizeof(float) * implicit_device::FrameFloats(impl->joint_count(), model->fields, elastic, 1);
+    state = ImplicitStateBytes(model->resident.view.node_count, elastic);
+    bytes += sizeof(ImplicitItem) + impl->vertex_count() + state;
+  }
+  bytes += params;
   if (!impl->device_->Reserve(bytes)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "gpu %d: a session on this rig needs %d bytes of device memory, %d left within the "
         "limit (--gpu-memory-limit)", impl->device(), bytes, impl->device_->free_budget()));
   }
-  return std::unique_ptr<GpuSession>(new GpuSessionImpl(std::move(impl), method, bytes, std::move(coeffs), with_rest));
+  auto session = std::make_unique<GpuSessionImpl>(impl, spec, bytes);
+  if (implicit) {
+    std::string error;
+    DeviceApi& api = impl->device_->api();
+    session->state_ = api.Alloc(impl->device(), state, &error);
+    if (!session->state_ || !api.Clear(impl->device(), session->state_, state, &error)) {
+      return absl::ResourceExhaustedError(absl::StrCat("gpu ", impl->device(), ": the session's tracking state: ", error));
+    }
+    ImplicitItem& it = session->item_;
+    it.model = model->resident.view;
+    it.state = CarveImplicitState(session->state_, it.model.node_count, elastic);
+    it.settings = MakeImplicitSettings(spec.implicit, elastic);
+  }
+  return std::unique_ptr<GpuSession>(std::move(session));
 }
 
-void GpuBackend::Submit(GpuSession& session, const float* params, void* out, OutputFormat format,
-                        FrameDone done, void* context) {
+absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(
+    std::shared_ptr<GpuRig> rig, GpuMethod method, std::shared_ptr<GpuCoefficients> coefficients,
+    bool with_rest) {
+  SessionSpec spec;
+  spec.method = method;
+  spec.coefficients = std::move(coefficients);
+  spec.with_rest = with_rest;
+  return CreateSession(std::move(rig), spec);
+}
+
+void GpuBackend::Submit(GpuSession& session, std::span<const float> params, void* out, OutputFormat format,
+                        FrameDone done, void* context, uint8_t* states) {
   auto& s = static_cast<GpuSessionImpl&>(session);
   const GpuRigImpl& r = *s.rig_;
-  BatchItem item{};
-  item.rest = s.with_rest_ ? r.rest : nullptr;
-  item.offsets = r.offsets;
-  item.joints = r.joint_index;
-  item.weights = r.weights;
-  item.coeffs = s.coefficients_ ? s.coefficients_->values : nullptr;
-  item.coeff_cols = s.coefficients_ ? s.coefficients_->cols() : 0;
-  item.vertex_count = static_cast<uint32_t>(r.vertex_count());
-  item.method = static_cast<uint32_t>(s.method());
-  r.device_->Submit(item, params, s.param_count(), out, format, done, context);
+  Device::Frame f{};
+  f.item.rest = s.with_rest_ ? r.rest : nullptr;
+  f.item.offsets = r.offsets;
+  f.item.joints = r.joint_index;
+  f.item.weights = r.weights;
+  f.item.coeffs = s.coefficients_ ? s.coefficients_->values : nullptr;
+  f.item.coeff_cols = s.coefficients_ ? s.coefficients_->cols() : 0;
+  f.item.vertex_count = static_cast<uint32_t>(r.vertex_count());
+  f.item.method = static_cast<uint32_t>(s.method());
+  f.param_floats = params.size();
+  f.out = out;
+  f.format = format;
+  f.done = done;
+  f.context = context;
+  if (s.implicit()) {
+    // The header says how many sub-steps follow (core/implicit/device_layout.h).
+    namespace layout = implicit_device;
+    const bool elastic = s.method() == GpuMethod::kElasticImplicit;
+    const uint32_t steps = params.size() >= layout::kHeaderFloats ? uint32_t(params[0]) : 0;
+    if (steps == 0 || (!elastic && steps != 1) ||
+        params.size() != layout::FrameFloats(r.joint_count(), s.model_->fields, elastic, steps)) {
+      return done(context, absl::InternalError(absl::StrCat("gpu: an implicit frame of ", params.size(),
+                                                            " parameters does not match its layout")));
+    }
+    f.exclusive = &s;
+    f.implicit = &s.item_;
+    f.substeps = steps;
+    f.reset = params[1] != 0 ? 1 : 0;
+    f.states = states;
+  } else if (params.size() != s.param_count()) {
+    return done(context, absl::InternalError(absl::StrCat("gpu: a frame of ", params.size(), " parameters, the stage takes ",
+                                                          s.param_count())));
+  }
+  r.device_->Submit(f, params.data());
 }
 
 }  // namespace sinew::gpu

@@ -12,15 +12,23 @@
 //   frame:   12 floats per joint — LBS: the row-major 3x4 skinning matrix; DQS: the dual
 //            quaternion (real x,y,z,w, dual x,y,z,w), the uniform scale, 3 unused
 //   output:  float[3N], copied into the caller's buffer (float32, or converted to float16)
+//
+// Implicit skinning (twin of core/implicit, code in gpu/implicit/) keeps its per-rig model
+// resident (bone grids, composition tree, welded nodes, one-rings; the composition operators
+// once per device) and per-session tracking state on the device; a frame is a sequence of
+// passes (gpu/implicit/program.cuh) run for every implicit session of a batch at once. Frames
+// of one such session run one at a time, in the order they were submitted.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/deformer/deformer.h"
 #include "core/rig/rig.h"
 
 namespace sinew::gpu {
@@ -57,6 +65,8 @@ enum class GpuMethod : uint32_t {
   kCage = 2,          // rest (optional) + coefficients · 3-vectors; parameters: 3 per column
   kCageThenLbs = 3,   // the cage moves the rest point, then LBS; parameters: cage, then joints
   kCageThenDqs = 4,
+  kImplicit = 5,         // implicit skinning; parameters: core/implicit/device_layout.h
+  kElasticImplicit = 6,  // elastic implicit skinning; the same, one block per sub-step
 };
 
 // Floats per joint in a frame's joint data.
@@ -72,7 +82,17 @@ using FrameDone = void (*)(void* context, const absl::Status& status);
 class GpuRig;
 class GpuSession;
 class GpuCoefficients;
+class GpuModel;
 class Device;
+
+// What a session runs on the device.
+struct SessionSpec {
+  GpuMethod method = GpuMethod::kLbs;
+  std::shared_ptr<GpuCoefficients> coefficients;  // cage stages
+  bool with_rest = true;                          // cage stages: add the rest positions
+  std::shared_ptr<GpuModel> model;                // implicit stages
+  ImplicitConfig implicit;                        // implicit stages: tracking parameters
+};
 
 class GpuBackend {
  public:
@@ -93,16 +113,26 @@ class GpuBackend {
                                                                       const std::vector<float>& values,
                                                                       uint32_t cols);
 
-  // Per-session state on the rig's device (its share of the batch buffers is reserved here).
-  // Cage stages need `coefficients`; `with_rest` adds the rest positions to their product.
+  // Implicit skinning's per-rig model (a core ImplicitModel, prepared for `rig`) on the rig's
+  // device, shared by the sessions that use it; the composition operators are uploaded once per
+  // device. FAILED_PRECONDITION when the device program cannot run it (a composition tree
+  // deeper than it evaluates), RESOURCE_EXHAUSTED over the memory limit.
+  absl::StatusOr<std::shared_ptr<GpuModel>> UploadImplicitModel(std::shared_ptr<GpuRig> rig, const Prepared& model);
+
+  // Per-session state on the rig's device (its share of the batch buffers is reserved here,
+  // and an implicit session's tracking state). Cage stages need spec.coefficients, implicit
+  // stages spec.model.
+  absl::StatusOr<std::unique_ptr<GpuSession>> CreateSession(std::shared_ptr<GpuRig> rig, const SessionSpec& spec);
   absl::StatusOr<std::unique_ptr<GpuSession>> CreateSession(
       std::shared_ptr<GpuRig> rig, GpuMethod method,
       std::shared_ptr<GpuCoefficients> coefficients = nullptr, bool with_rest = true);
 
-  // Queues one frame. `params` (GpuSession::param_count() floats) is copied before Submit
-  // returns; `out` must stay valid until `done` is called (3 floats, or 3 halves, per vertex).
-  void Submit(GpuSession& session, const float* params, void* out, OutputFormat format,
-              FrameDone done, void* context);
+  // Queues one frame. `params` (GpuSession::param_count() floats; implicit stages: as many as
+  // the deformer's DeviceFrame wrote) is copied before Submit returns; `out` must stay valid
+  // until `done` is called (3 floats, or 3 halves, per vertex), and so must `states` (implicit
+  // stages: one VertexState byte per vertex; null: not wanted).
+  void Submit(GpuSession& session, std::span<const float> params, void* out, OutputFormat format,
+              FrameDone done, void* context, uint8_t* states = nullptr);
 
  private:
   explicit GpuBackend(std::vector<std::unique_ptr<Device>> devices);
@@ -127,13 +157,21 @@ class GpuCoefficients {
   virtual uint64_t bytes() const = 0;
 };
 
+// Implicit skinning's per-rig model on a device (shared).
+class GpuModel {
+ public:
+  virtual ~GpuModel() = default;
+  virtual int device() const = 0;
+  virtual uint64_t bytes() const = 0;  // without the per-device operators
+};
+
 class GpuSession {
  public:
   virtual ~GpuSession() = default;
   virtual int device() const = 0;
   virtual uint64_t bytes() const = 0;  // device bytes reserved for this session
   virtual GpuMethod method() const = 0;
-  virtual size_t param_count() const = 0;  // floats of parameters per frame
+  virtual size_t param_count() const = 0;  // floats of parameters per frame (implicit: of one step)
 };
 
 }  // namespace sinew::gpu

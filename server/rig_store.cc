@@ -94,6 +94,23 @@ absl::StatusOr<std::shared_ptr<gpu::GpuCoefficients>> StoredRig::CoefficientsOnG
   return slot;
 }
 
+absl::StatusOr<std::shared_ptr<gpu::GpuModel>> StoredRig::ModelOnGpu(gpu::GpuBackend& backend,
+                                                                     std::shared_ptr<gpu::GpuRig> on_gpu,
+                                                                     const DeviceStage& stage) {
+  std::lock_guard lock(prep_mu);
+  auto& slot = gpu_models[stage.device_data_key];
+  if (!slot) {
+    auto uploaded = stage.model ? backend.UploadImplicitModel(std::move(on_gpu), *stage.model)
+                                : absl::InternalError("a device stage without its model");
+    if (!uploaded.ok()) {
+      gpu_models.erase(stage.device_data_key);
+      return uploaded.status();
+    }
+    slot = std::move(*uploaded);
+  }
+  return slot;
+}
+
 std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);

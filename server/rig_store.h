@@ -43,8 +43,10 @@ struct StoredRig {
   std::map<std::string, std::shared_ptr<Preparation>> preparations;  // guarded by prep_mu
   std::atomic<size_t> prepared_bytes{0};
   std::shared_ptr<gpu::GpuRig> gpu_rig;  // device-resident copy, guarded by prep_mu
-  // Device copies of coefficient matrices (cage stages), by DeviceStage::coefficients_key.
+  // Device copies of coefficient matrices (cage stages) and implicit models, by
+  // DeviceStage::device_data_key.
   std::map<std::string, std::shared_ptr<gpu::GpuCoefficients>> gpu_coefficients;  // prep_mu
+  std::map<std::string, std::shared_ptr<gpu::GpuModel>> gpu_models;               // prep_mu
 
   // The rig on the GPU, uploaded on first use.
   absl::StatusOr<std::shared_ptr<gpu::GpuRig>> OnGpu(gpu::GpuBackend& backend);
@@ -52,6 +54,10 @@ struct StoredRig {
   absl::StatusOr<std::shared_ptr<gpu::GpuCoefficients>> CoefficientsOnGpu(
       gpu::GpuBackend& backend, const gpu::GpuRig& on_gpu, const Deformer& deformer,
       const std::string& key);
+  // A device stage's per-rig model (implicit skinning) on the rig's device, uploaded once per key.
+  absl::StatusOr<std::shared_ptr<gpu::GpuModel>> ModelOnGpu(gpu::GpuBackend& backend,
+                                                            std::shared_ptr<gpu::GpuRig> on_gpu,
+                                                            const DeviceStage& stage);
 
   // The method's prepared data for `config`: computed on the calling thread by the first caller
   // (progress logged when it takes over a second), waited for by concurrent callers, cached

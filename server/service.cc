@@ -694,28 +694,17 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
         "backend: method ", std::string(method.name), " has no GPU implementation yet; use "
         "BACKEND_AUTO or BACKEND_CPU"));
   }
-  const bool on_gpu = gpu_ != nullptr && stage.kind != DeviceStageKind::kNone && backend != v1::BACKEND_CPU;
+  bool on_gpu = gpu_ != nullptr && stage.kind != DeviceStageKind::kNone && backend != v1::BACKEND_CPU;
   std::unique_ptr<gpu::GpuSession> gpu_session;
   if (on_gpu) {
-    auto gpu_rig = stored->OnGpu(*gpu_);
-    if (!gpu_rig.ok()) return gpu_rig.status();
-    std::shared_ptr<gpu::GpuCoefficients> coefficients;
-    if (!stage.coefficients_key.empty()) {
-      auto c = stored->CoefficientsOnGpu(*gpu_, **gpu_rig, **deformer, stage.coefficients_key);
-      if (!c.ok()) return c.status();
-      coefficients = std::move(*c);
+    auto s = CreateGpuSession(*stored, **deformer, stage, config->implicit);
+    if (s.ok()) {
+      gpu_session = std::move(*s);
+    } else if (backend == v1::BACKEND_AUTO && s.status().code() == absl::StatusCode::kFailedPrecondition) {
+      on_gpu = false;  // the device program cannot run this rig: AUTO runs it on the CPU
+    } else {
+      return s.status();
     }
-    gpu::GpuMethod gm = gpu::GpuMethod::kLbs;
-    switch (stage.kind) {
-      case DeviceStageKind::kDqs: gm = gpu::GpuMethod::kDqs; break;
-      case DeviceStageKind::kCage: gm = gpu::GpuMethod::kCage; break;
-      case DeviceStageKind::kCageThenLbs: gm = gpu::GpuMethod::kCageThenLbs; break;
-      case DeviceStageKind::kCageThenDqs: gm = gpu::GpuMethod::kCageThenDqs; break;
-      default: break;
-    }
-    auto s = gpu_->CreateSession(std::move(*gpu_rig), gm, std::move(coefficients), stage.with_rest);
-    if (!s.ok()) return s.status();
-    gpu_session = std::move(*s);
   }
 
   auto session = std::make_unique<Session>();
@@ -724,6 +713,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->method = config->method;
   session->backend = on_gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU;
   session->gpu = std::move(gpu_session);
+  session->device_states = on_gpu && stage.device_vertex_states;
   session->encoding = req->encoding();
   session->created_ms = NowMs();
   session->last_used_ms = session->created_ms;
@@ -742,6 +732,35 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   (*added)->ToProto(response, options_.session_idle_ttl_seconds);
   UpdateGauges();
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<gpu::GpuSession>> Service::CreateGpuSession(StoredRig& stored, const Deformer& deformer,
+                                                                         const DeviceStage& stage,
+                                                                         const ImplicitConfig& implicit) {
+  auto gpu_rig = stored.OnGpu(*gpu_);
+  if (!gpu_rig.ok()) return gpu_rig.status();
+  gpu::SessionSpec spec;
+  spec.with_rest = stage.with_rest;
+  spec.implicit = implicit;
+  switch (stage.kind) {
+    case DeviceStageKind::kDqs: spec.method = gpu::GpuMethod::kDqs; break;
+    case DeviceStageKind::kCage: spec.method = gpu::GpuMethod::kCage; break;
+    case DeviceStageKind::kCageThenLbs: spec.method = gpu::GpuMethod::kCageThenLbs; break;
+    case DeviceStageKind::kCageThenDqs: spec.method = gpu::GpuMethod::kCageThenDqs; break;
+    case DeviceStageKind::kImplicit: spec.method = gpu::GpuMethod::kImplicit; break;
+    case DeviceStageKind::kElasticImplicit: spec.method = gpu::GpuMethod::kElasticImplicit; break;
+    default: spec.method = gpu::GpuMethod::kLbs; break;
+  }
+  if (spec.method == gpu::GpuMethod::kImplicit || spec.method == gpu::GpuMethod::kElasticImplicit) {
+    auto model = stored.ModelOnGpu(*gpu_, *gpu_rig, stage);
+    if (!model.ok()) return model.status();
+    spec.model = std::move(*model);
+  } else if (!stage.device_data_key.empty()) {
+    auto c = stored.CoefficientsOnGpu(*gpu_, **gpu_rig, deformer, stage.device_data_key);
+    if (!c.ok()) return c.status();
+    spec.coefficients = std::move(*c);
+  }
+  return gpu_->CreateSession(std::move(*gpu_rig), spec);
 }
 
 grpc::ServerUnaryReactor* Service::GetSession(grpc::CallbackServerContext* ctx,
@@ -822,10 +841,15 @@ void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, P
     const bool f16 = session->encoding == v1::OUTPUT_ENCODING_FLOAT16;
     std::string* out = resp.mutable_positions();
     out->resize(size_t{3} * vertices * (f16 ? 2 : 4));
+    uint8_t* states = nullptr;  // made on the device, written with the positions
+    if (session->device_states && req.outputs().vertex_states()) {
+      resp.mutable_vertex_states()->resize(vertices);
+      states = reinterpret_cast<uint8_t*>(resp.mutable_vertex_states()->data());
+    }
     pending = {this, session, &resp, t0, done, context};
-    gpu_->Submit(*session->gpu, session->device_params.data(), out->data(),
+    gpu_->Submit(*session->gpu, session->device_params, out->data(),
                  f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32, &Service::GpuFrameDone,
-                 &pending);
+                 &pending, states);
     return;
   }
 
@@ -838,9 +862,11 @@ void Service::RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, P
 }
 
 absl::Status Service::FillExtras(Session& session, const v1::FrameOutputs& want, v1::DeformResponse& resp) {
-  if (!want.posed_cage() && !want.rest_cage() && !want.joints() && !want.vertex_states()) return absl::OkStatus();
+  // A device that makes the vertex states writes them itself (RunFrame).
+  const bool states = want.vertex_states() && !session.device_states;
+  if (!want.posed_cage() && !want.rest_cage() && !want.joints() && !states) return absl::OkStatus();
   FrameExtras extras;
-  if (want.vertex_states()) extras.vertex_states = &session.extra_states;
+  if (states) extras.vertex_states = &session.extra_states;
   if (want.posed_cage()) extras.posed_cage = &session.extra_posed_cage;
   if (want.rest_cage()) extras.rest_cage = &session.extra_rest_cage;
   if (want.joints()) extras.joints = &session.extra_joints;
@@ -851,7 +877,7 @@ absl::Status Service::FillExtras(Session& session, const v1::FrameOutputs& want,
   if (want.posed_cage()) pack(session.extra_posed_cage, resp.mutable_posed_cage());
   if (want.rest_cage()) pack(session.extra_rest_cage, resp.mutable_rest_cage());
   if (want.joints()) pack(session.extra_joints, resp.mutable_joints());
-  if (want.vertex_states()) {
+  if (states) {
     resp.mutable_vertex_states()->assign(reinterpret_cast<const char*>(session.extra_states.data()),
                                          session.extra_states.size());
   }
@@ -883,7 +909,7 @@ absl::Status Service::DeformInto(Session& session, const FrameInput& frame, std:
       bool done = false;
       absl::Status status;
     } latch;
-    gpu_->Submit(*session.gpu, session.device_params.data(), out.data(),
+    gpu_->Submit(*session.gpu, session.device_params, out.data(),
                  f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32,
                  [](void* l, const absl::Status& s) {
                    auto& latch = *static_cast<Latch*>(l);

@@ -106,6 +106,10 @@ class Service final : public v1::Sinew::CallbackService {
   absl::Status DeformInto(Session& session, const FrameInput& frame, std::string& out);
   // Creates a session (on the worker pool: preparing a method can take seconds).
   absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp);
+  // The session's device state and its per-rig device data (uploaded on first use).
+  absl::StatusOr<std::unique_ptr<gpu::GpuSession>> CreateGpuSession(StoredRig& stored, const Deformer& deformer,
+                                                                     const DeviceStage& stage,
+                                                                     const ImplicitConfig& implicit);
   void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
                                  const absl::Status& status);

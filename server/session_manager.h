@@ -40,6 +40,7 @@ struct Session {
   // GPU sessions: device state and the parameters of the device stage, computed on the CPU.
   std::unique_ptr<gpu::GpuSession> gpu;
   std::vector<float> device_params;
+  bool device_states = false;  // the device makes the vertex states (implicit skinning)
 
   // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
   size_t state_bytes = 0;

@@ -113,7 +113,11 @@ class CageDeformer final : public Deformer {
   // Device stage: MVC is rest + Φ·(C' − C0); Green is [φ ψ]·[v'; s n] without a rest term.
   DeviceStage device_stage() const override {
     const bool mvc = config_.method == Method::kCageMvc;
-    return {DeviceStageKind::kCage, mvc, absl::StrCat(mvc ? "cage-mvc " : "cage-green ", CageKey(config_))};
+    DeviceStage s;
+    s.kind = DeviceStageKind::kCage;
+    s.with_rest = mvc;
+    s.device_data_key = absl::StrCat(mvc ? "cage-mvc " : "cage-green ", CageKey(config_));
+    return s;
   }
   size_t device_param_count() const override {
     const Cage& rest = rig_->cages[config_.cage];
@@ -135,7 +139,8 @@ class CageDeformer final : public Deformer {
       for (Eigen::Index k = 0; k < g.psi.cols(); ++k) row[g.phi.cols() + k] = float(g.psi(i, k));
     }
   }
-  absl::Status DeviceFrame(const FrameInput& frame, std::span<float> params) override {
+  absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
+    params.resize(device_param_count());
     if (auto st = Resolve(frame); !st.ok()) return st;
     const Cage& rest = rig_->cages[config_.cage];
     const Eigen::Index n = cage_.cols();

@@ -98,13 +98,24 @@ enum class DeviceStageKind {
   kCage,         // out = rest (if with_rest) + coefficients · parameters (3 floats per column)
   kCageThenLbs,  // the cage stage moves the rest point, then LBS: parameters cage, then joints
   kCageThenDqs,
+  // Implicit skinning's whole per-vertex part (DQS, marching, relaxation, smoothing) on the
+  // device, with the per-rig model resident there; parameters as core/implicit/device_layout.h.
+  kImplicit,
+  kElasticImplicit,  // the same for the elastic method, whose tracking state stays on the device
 };
+
+class Prepared;
 
 struct DeviceStage {
   DeviceStageKind kind = DeviceStageKind::kNone;
   bool with_rest = true;
-  // Names the coefficient matrix for sharing between sessions of one rig (empty: none).
-  std::string coefficients_key;
+  // Names the stage's per-rig device data (a coefficient matrix, an implicit model) so that the
+  // sessions of one rig share one device copy (empty: none).
+  std::string device_data_key;
+  // Implicit stages: the per-rig model the device keeps resident (an ImplicitModel).
+  std::shared_ptr<const Prepared> model;
+  // The device produces the per-vertex states (FrameExtras::vertex_states) itself.
+  bool device_vertex_states = false;
 };
 
 // Data a method precomputes once per rig (and configuration), shared read-only by every
@@ -136,12 +147,15 @@ class Deformer {
 
   // Device execution (see DeviceStage). A method with a stage runs DeviceFrame instead of
   // Deform: it validates the frame, does all but the per-vertex stage (Extras then work as
-  // after Deform) and writes the stage's parameters to `params`.
+  // after Deform, except the vertex states of a stage that makes them on the device) and writes
+  // the stage's parameters to `params`, resized to their count (frames of some methods vary;
+  // the vector allocates only when it grows).
   virtual DeviceStage device_stage() const { return {}; }
+  // The usual parameter count of a frame (a capacity hint).
   virtual size_t device_param_count() const { return 0; }
   // The stage's coefficient matrix (rows = vertices, row-major), for cage stages.
   virtual void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const;
-  virtual absl::Status DeviceFrame(const FrameInput& frame, std::span<float> params);
+  virtual absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params);
 };
 
 // Precomputation of a method for one rig; may take seconds (reports progress) and runs once per

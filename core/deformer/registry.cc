@@ -25,11 +25,11 @@ const MethodInfo kMethods[] = {
     {Method::kImplicit, "implicit",
      "implicit skinning: DQS corrected by marching to per-bone implicit fields, contact and bulge "
      "at joints (history-independent)", false, &CreateImplicitDeformer, &PrepareImplicit, &ImplicitKey,
-     /*device_stage=*/false, /*prepare_group=*/"implicit"},
+     /*device_stage=*/true, /*prepare_group=*/"implicit"},
     {Method::kElasticImplicit, "elastic-implicit",
      "elastic implicit skinning: tracks the implicit surface from the previous frame with "
      "tangential ARAP relaxation (history-dependent; frames in order)", true, &CreateImplicitDeformer,
-     &PrepareImplicit, &ImplicitKey, /*device_stage=*/false, /*prepare_group=*/"implicit"},
+     &PrepareImplicit, &ImplicitKey, /*device_stage=*/true, /*prepare_group=*/"implicit"},
 };
 }  // namespace
 
@@ -64,7 +64,7 @@ void Deformer::DeviceCoefficients(std::vector<float>& values, uint32_t& cols) co
   cols = 0;
 }
 
-absl::Status Deformer::DeviceFrame(const FrameInput&, std::span<float>) {
+absl::Status Deformer::DeviceFrame(const FrameInput&, std::vector<float>&) {
   return absl::UnimplementedError("this method has no device stage");
 }
 

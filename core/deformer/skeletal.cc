@@ -73,10 +73,13 @@ absl::Status SkeletalDeformer::Deform(const FrameInput& frame, std::span<float> 
 }
 
 DeviceStage SkeletalDeformer::device_stage() const {
-  return {method_ == Method::kDqs ? DeviceStageKind::kDqs : DeviceStageKind::kLbs, true, ""};
+  DeviceStage s;
+  s.kind = method_ == Method::kDqs ? DeviceStageKind::kDqs : DeviceStageKind::kLbs;
+  return s;
 }
 
-absl::Status SkeletalDeformer::DeviceFrame(const FrameInput& frame, std::span<float> params) {
+absl::Status SkeletalDeformer::DeviceFrame(const FrameInput& frame, std::vector<float>& params) {
+  params.resize(device_param_count());
   return SkeletalJointData(*rig_, method_, frame, world_, transforms_, params);
 }
 

@@ -27,7 +27,7 @@ class SkeletalDeformer : public Deformer {
   size_t StateBytes() const override;
   DeviceStage device_stage() const override;
   size_t device_param_count() const override { return 12 * rig_->joint_count(); }
-  absl::Status DeviceFrame(const FrameInput& frame, std::span<float> params) override;
+  absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override;
 
   // FAILED_PRECONDITION when the rig has no skeleton or no weights for `method_name`.
   static absl::Status CheckRig(const Rig& rig, const char* method_name);

@@ -9,11 +9,12 @@
 
 #include <Eigen/Core>
 
+#include "core/implicit/device_layout.h"
 #include "core/implicit/implicit_skinning.h"
 
 namespace sinew::implicit_internal {
 
-constexpr int kMaxCandidates = 8;
+using implicit_device::kMaxCandidates;
 
 // One moved field for the current (sub)frame: posed point -> rest point, and the matrix that
 // takes a rest-space gradient to posed space (A⁻ᵀ; R/s for a similarity).
@@ -94,6 +95,21 @@ inline void MakeLeafFrames(const ImplicitModel& m, std::span<const Affine34d> tr
     const double s = std::cbrt(std::abs(t.leftCols<3>().determinant()));
     lf.radius2 = float(std::pow(s * m.sphere_radii[i], 2));
   }
+}
+
+// The device layout of a moved field (core/implicit/device_layout.h).
+inline void WriteLeafFrame(const LeafFrame& lf, float* out) {
+  using namespace implicit_device;
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      out[kLeafInvLinear + 3 * r + c] = lf.inv_linear(r, c);
+      out[kLeafGradient + 3 * r + c] = lf.gradient(r, c);
+    }
+    out[kLeafInvTranslation + r] = lf.inv_translation[r];
+    out[kLeafCenter + r] = lf.center[r];
+  }
+  out[kLeafRadius2] = lf.radius2;
+  out[kLeafRadius2 + 1] = out[kLeafRadius2 + 2] = out[kLeafRadius2 + 3] = 0;
 }
 
 // The fields whose (posed) bounding sphere contains x: the nearest kMaxCandidates, in leaf order.

@@ -25,6 +25,9 @@ class FieldGrid {
   const Eigen::Vector3f& lo() const { return lo_; }
   const Eigen::Vector3f& hi() const { return hi_; }
   int resolution() const { return n_; }
+  const Eigen::Vector3f& inv_step() const { return inv_step_; }
+  // The lattice's values, n³ of (∂x f, ∂y f, ∂z f, f), x fastest (device copies).
+  const std::vector<Eigen::Vector4f>& cells() const { return cells_; }
   size_t Bytes() const { return cells_.size() * sizeof(Eigen::Vector4f); }
 
  private:

@@ -237,6 +237,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     }
   });
   report(0.95);
+  model->gradient_floor2 = float(std::pow(1e-3 * 15.0 / (16.0 * mean_radius), 2));
   model->step_cap.assign(nn, float(0.1 * mean_radius));
   {
     std::vector<float> cap_of_joint(rig.joint_count(), float(0.1 * mean_radius));

@@ -70,6 +70,9 @@ class ImplicitModel : public Prepared {
   std::vector<float> mvc;
   std::vector<float> cot;  // EIS: cotangent weights per ring entry (clamped positive)
   double mean_edge = 0;
+  // Squared gradient norm below which a vertex stops marching (null gradient): (10⁻³ × the
+  // typical gradient 15 / (16 r̄))², r̄ the mean support radius.
+  float gradient_floor2 = 0;
 
   size_t Bytes() const override;
   size_t node_count() const { return iso.size(); }

@@ -56,6 +56,8 @@ class OperatorGrid {
   OperatorShape shape() const { return shape_; }
   int resolution() const { return n_; }
   int slices() const { return nd_; }
+  // Every node's (g, ∂g/∂f1, ∂g/∂f2, 0), i fastest, then j, then k (device copies).
+  const std::vector<Eigen::Vector4f>& cells() const { return cells_; }
   const OperatorGridOptions& options() const { return options_; }
   size_t Bytes() const { return cells_.size() * sizeof(Eigen::Vector4f); }
 

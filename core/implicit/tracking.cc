@@ -9,16 +9,16 @@
 #include "absl/strings/str_cat.h"
 #include "core/deformer/skeletal.h"
 #include "core/dqs/dqs.h"
+#include "core/implicit/device_layout.h"
 #include "core/implicit/field_eval.h"
 #include "core/implicit/implicit_skinning.h"
 
 namespace sinew {
 
 using namespace implicit_internal;
+using namespace implicit_device;
 
 namespace {
-
-constexpr float kConvergence = 1e-4f;  // |f − iso| in field units (spec §2.7.3, [R])
 
 // Per-session tracking state and scratch over the model's nodes.
 class Tracker {
@@ -37,10 +37,7 @@ class Tracker {
     cand_.resize(nn * kMaxCandidates);
     cand_count_.resize(nn);
     cos_contact_ = float(std::cos(config.contact_angle_degrees * std::numbers::pi / 180));
-    double mean_radius = 0;
-    for (const BoneField& f : m_->fields) mean_radius += f.radius / m_->fields.size();
-    const double g_typical = 15.0 / (16.0 * mean_radius);
-    gradient_floor2_ = float(std::pow(1e-3 * g_typical, 2));
+    gradient_floor2_ = m_->gradient_floor2;
   }
 
   size_t Bytes() const {
@@ -69,7 +66,7 @@ class Tracker {
   bool LeftOwnField(size_t i, const Eigen::Vector3f& x) const {
     const int32_t leaf = m_->own_leaf[i];
     const LeafFrame& lf = leaves_[leaf];
-    return m_->grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation) < 0.01f;
+    return m_->grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation) < kLeftOwnField;
   }
 
   // Newton projection of the nodes in `active` onto their iso values with the stop rules of
@@ -116,7 +113,7 @@ class Tracker {
       if ((res > 0) != (s_prev_[i] > 0)) {
         // Overshoot past the target: bisect between the last two positions (§2.7.3).
         Eigen::Vector3f lo = prev_pos_[i], hi = x;  // lo has the sign of s_prev
-        for (int k = 0; k < 12; ++k) {
+        for (int k = 0; k < kBisections; ++k) {
           const Eigen::Vector3f mid = 0.5f * (lo + hi);
           const float r = Eval(i, mid).f - m_->iso[i];
           ((r > 0) == (s_prev_[i] > 0) ? lo : hi) = mid;
@@ -182,11 +179,27 @@ class Tracker {
 class ImplicitDeformerBase : public Deformer, protected Tracker {
  public:
   ImplicitDeformerBase(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model,
-                       const ImplicitConfig& config, const char* name)
-      : Tracker(std::move(rig), std::move(model), config),
-        name_(name),
+                       const DeformerConfig& config, bool elastic)
+      : Tracker(std::move(rig), std::move(model), config.implicit),
+        name_(elastic ? "elastic-implicit" : "implicit"),
+        elastic_(elastic),
+        device_key_("implicit " + ImplicitKey(config)),
         world_(rig_->joint_count()),
-        transforms_(rig_->joint_count()) {}
+        transforms_(rig_->joint_count()),
+        dqs_(rig_->joint_count()) {}
+
+  // The device runs the whole per-vertex part; the CPU poses the skeleton and moves the fields.
+  DeviceStage device_stage() const override {
+    DeviceStage s;
+    s.kind = elastic_ ? DeviceStageKind::kElasticImplicit : DeviceStageKind::kImplicit;
+    s.device_data_key = device_key_;
+    s.model = m_;
+    s.device_vertex_states = true;
+    return s;
+  }
+  size_t device_param_count() const override {
+    return FrameFloats(rig_->joint_count(), m_->fields.size(), elastic_, 1);
+  }
 
   absl::Status Extras(const FrameExtras& extras) const override {
     if (extras.posed_cage || extras.rest_cage || extras.joints) return Deformer::Extras(extras);
@@ -210,6 +223,23 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
     return absl::OkStatus();
   }
 
+  // One (sub)frame's block of device parameters (core/implicit/device_layout.h) starts with the
+  // dual quaternion data of `transforms`...
+  void WriteJointData(std::span<const Affine34d> transforms, float* out) {
+    ToDualQuats(transforms, dqs_);
+    for (size_t j = 0; j < dqs_.size(); ++j) {
+      float* o = out + kJointFloats * j;
+      std::copy_n(dqs_[j].v, 8, o);
+      o[8] = dqs_[j].scale;
+      o[9] = o[10] = o[11] = 0;
+    }
+  }
+  // ... and ends with the fields moved by `transforms`.
+  void WriteLeaves(std::span<const Affine34d> transforms, float* out) {
+    SetFields(transforms);
+    for (size_t i = 0; i < leaves_.size(); ++i) WriteLeafFrame(leaves_[i], out + kLeafFloats * i);
+  }
+
   void WriteNodes(std::span<float> out, ThreadPool* pool) const {
     ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
       for (size_t v = b; v < e; ++v) {
@@ -221,16 +251,31 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
   }
 
   const char* name_;
+  const bool elastic_;
+  const std::string device_key_;
   std::vector<Similarity> world_;
   std::vector<Affine34d> transforms_;
+  std::vector<DualQuat> dqs_;
 };
 
 // History-independent implicit skinning (§2.7).
 class ImplicitDeformer final : public ImplicitDeformerBase {
  public:
-  ImplicitDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model, const ImplicitConfig& config)
-      : ImplicitDeformerBase(std::move(rig), std::move(model), config, "implicit"), dqs_(rig_->joint_count()) {
+  ImplicitDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model, const DeformerConfig& config)
+      : ImplicitDeformerBase(std::move(rig), std::move(model), config, false) {
     beta_.resize(m_->node_count());
+  }
+
+  absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
+    if (auto st = PoseFrame(frame); !st.ok()) return st;
+    const size_t joints = rig_->joint_count();
+    params.resize(FrameFloats(joints, m_->fields.size(), false, 1));
+    std::fill_n(params.begin(), kHeaderFloats, 0.f);
+    params[0] = 1;  // one step
+    float* step = params.data() + kHeaderFloats;
+    WriteJointData(transforms_, step);
+    WriteLeaves(transforms_, step + kJointFloats * joints);
+    return absl::OkStatus();
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -283,7 +328,7 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     // Diffuse β over the one-rings, keeping contact nodes at 1 ([R]: 6 iterations).
     std::vector<float>& next = beta_next_;  // scratch kept by the session: no allocation per frame
     next.resize(nn);
-    for (int it = 0; it < 6; ++it) {
+    for (int it = 0; it < kBetaDiffusion; ++it) {
       ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
           if (state_[i] == VertexState::kContact) {
@@ -301,7 +346,7 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     std::vector<uint32_t>& moving = moving_;
     moving.clear();
     for (size_t i = 0; i < nn; ++i) {
-      if (beta_[i] > 1e-3f && state_[i] != VertexState::kFree && m_->ring_offsets[i + 1] > m_->ring_offsets[i]) {
+      if (beta_[i] > kBetaMin && state_[i] != VertexState::kFree && m_->ring_offsets[i + 1] > m_->ring_offsets[i]) {
         moving.push_back(uint32_t(i));
       }
     }
@@ -320,7 +365,6 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     }
   }
 
-  std::vector<DualQuat> dqs_;
   std::vector<float> beta_, beta_next_;
   std::vector<uint32_t> moving_;
 };
@@ -329,16 +373,15 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
 class ElasticImplicitDeformer final : public ImplicitDeformerBase {
  public:
   ElasticImplicitDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model,
-                          const ImplicitConfig& config)
-      : ImplicitDeformerBase(std::move(rig), std::move(model), config, "elastic-implicit"),
+                          const DeformerConfig& config)
+      : ImplicitDeformerBase(std::move(rig), std::move(model), config, true),
         prev_world_(rig_->joint_count()),
         prev_transforms_(rig_->joint_count()),
         step_world_(rig_->joint_count()),
         prev_local_(rig_->joint_count()),
         local_(rig_->joint_count()),
         step_transforms_(rig_->joint_count()),
-        delta_(rig_->joint_count()),
-        dqs_(rig_->joint_count()) {
+        delta_(rig_->joint_count()) {
     rot_.resize(m_->node_count());
     skinned_.resize(rig_->positions.size());
     const Skeleton& sk = rig_->skeleton;
@@ -355,13 +398,66 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     }
     prev_world_ = bind_world_;
     std::fill(prev_transforms_.begin(), prev_transforms_.end(), IdentityAffine());
+    device_reset_ = true;  // a device session restarts from rest with its next frame
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = PoseFrame(frame); !st.ok()) return st;
+    const uint32_t steps = PlanSubsteps();
+    for (uint32_t s = 1; s <= steps; ++s) {
+      StepTransforms(s, steps);
+      SubStep(pool);
+      prev_transforms_ = step_transforms_;
+    }
+    prev_world_ = world_;
+    prev_transforms_ = transforms_;
+    // Output: nodes outside every field follow their bone rigidly too.
+    ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; ++v) std::copy_n(pos_[m_->node_of_vertex[v]].data(), 3, &out[3 * v]);
+    });
+    return absl::OkStatus();
+  }
+
+  // The device tracks; the CPU plans the sub-steps and writes each one's skeleton and fields.
+  absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
+    if (auto st = PoseFrame(frame); !st.ok()) return st;
+    const uint32_t steps = PlanSubsteps();
+    const size_t joints = rig_->joint_count();
+    const size_t step_floats = StepFloats(joints, m_->fields.size(), true);
+    params.resize(FrameFloats(joints, m_->fields.size(), true, steps));
+    std::fill_n(params.begin(), kHeaderFloats, 0.f);
+    params[0] = float(steps);
+    params[1] = device_reset_ ? 1.f : 0.f;
+    for (uint32_t s = 1; s <= steps; ++s) {
+      StepTransforms(s, steps);
+      float* p = params.data() + kHeaderFloats + (s - 1) * step_floats;
+      WriteJointData(step_transforms_, p);
+      for (size_t j = 0; j < joints; ++j) {
+        std::copy_n(delta_[j].data(), kJointFloats, p + kJointFloats * (joints + j));
+        const Affine34f t = step_transforms_[j].cast<float>();
+        std::copy_n(t.data(), kJointFloats, p + kJointFloats * (2 * joints + j));
+      }
+      WriteLeaves(step_transforms_, p + 3 * kJointFloats * joints);
+      prev_transforms_ = step_transforms_;
+    }
+    prev_world_ = world_;
+    prev_transforms_ = transforms_;
+    device_reset_ = false;
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
+           cg_x_.size() * 5 * sizeof(Eigen::Vector3f) + free_.size() +
+           prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
+  }
+
+ private:
+  // Sub-steps from the previous frame to the posed skeleton in world_: the largest rotation of
+  // a joint per step below a third of its bend (with a floor, spec §2.8.4). Fills the local
+  // frames StepTransforms interpolates.
+  uint32_t PlanSubsteps() {
     const Skeleton& sk = rig_->skeleton;
-    // Sub-steps: the largest rotation of a joint per step below a third of its bend (with a
-    // floor, spec §2.8.4).
     uint32_t steps = 1;
     for (size_t j = 0; j < sk.size(); ++j) {
       const double move = prev_world_[j].rotation.angularDistance(world_[j].rotation);
@@ -380,37 +476,26 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       prev_local_[j] = p < 0 ? prev_world_[j] : Relative(prev_world_[p], prev_world_[j]);
       local_[j] = p < 0 ? world_[j] : Relative(world_[p], world_[j]);
     }
-    for (uint32_t s = 1; s <= steps; ++s) {
-      const double t = double(s) / steps;
-      for (int32_t j : sk.order) {
-        Similarity l;
-        l.rotation = prev_local_[j].rotation.slerp(t, local_[j].rotation).normalized();
-        l.translation = (1 - t) * prev_local_[j].translation + t * local_[j].translation;
-        l.scale = (1 - t) * prev_local_[j].scale + t * local_[j].scale;
-        const int32_t p = sk.parents[j];
-        step_world_[j] = p < 0 ? l : step_world_[p] * l;
-        step_transforms_[j] = s == steps ? transforms_[j] : Compose(step_world_[j].Matrix(), sk.inverse_bind[j]);
-        delta_[j] = Compose(step_transforms_[j], Inverse(prev_transforms_[j])).cast<float>();
-      }
-      SubStep(pool);
-      prev_transforms_ = step_transforms_;
+    return steps;
+  }
+
+  // The skinning transforms of sub-step s of `steps` (the last one is the frame's own), and
+  // each joint's change since prev_transforms_.
+  void StepTransforms(uint32_t s, uint32_t steps) {
+    const Skeleton& sk = rig_->skeleton;
+    const double t = double(s) / steps;
+    for (int32_t j : sk.order) {
+      Similarity l;
+      l.rotation = prev_local_[j].rotation.slerp(t, local_[j].rotation).normalized();
+      l.translation = (1 - t) * prev_local_[j].translation + t * local_[j].translation;
+      l.scale = (1 - t) * prev_local_[j].scale + t * local_[j].scale;
+      const int32_t p = sk.parents[j];
+      step_world_[j] = p < 0 ? l : step_world_[p] * l;
+      step_transforms_[j] = s == steps ? transforms_[j] : Compose(step_world_[j].Matrix(), sk.inverse_bind[j]);
+      delta_[j] = Compose(step_transforms_[j], Inverse(prev_transforms_[j])).cast<float>();
     }
-    prev_world_ = world_;
-    prev_transforms_ = transforms_;
-    // Output: nodes outside every field follow their bone rigidly too.
-    ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
-      for (size_t v = b; v < e; ++v) std::copy_n(pos_[m_->node_of_vertex[v]].data(), 3, &out[3 * v]);
-    });
-    return absl::OkStatus();
   }
 
-  size_t StateBytes() const override {
-    return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
-           cg_x_.size() * 5 * sizeof(Eigen::Vector3f) + free_.size() +
-           prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
-  }
-
- private:
   // b expressed in a's frame: a⁻¹ ∘ b.
   static Similarity Relative(const Similarity& a, const Similarity& b) {
     Similarity r;
@@ -454,7 +539,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     //    displacements in the tangent planes (conjugate gradient, as the thesis suggests in place
     //    of Jacobi), then Newton re-projection; a few rounds as the tangent planes move.
     const float tol = float(1e-3 * m_->mean_edge);
-    for (int round = 0; round < 4; ++round) {
+    for (int round = 0; round < kRelaxRounds; ++round) {
       const double moved = RelaxRound(pool);
       ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
@@ -463,7 +548,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           // the surface has no crossing near the node, unchecked steps would drift it further
           // every frame (the state carries over).
           FieldValue v = Eval(i, pos_[i]);
-          for (int k = 0; k < 2; ++k) {
+          for (int k = 0; k < kReprojectionSteps; ++k) {
             const float g2 = v.g.squaredNorm();
             const float res = std::abs(v.f - m_->iso[i]);
             if (g2 < gradient_floor2_ || res < kConvergence) break;
@@ -487,7 +572,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         if (!m_->in_field[i]) continue;
         const Affine34d& t = step_transforms_[m_->bone[i]];
         const Eigen::Vector3f rigid = (t.leftCols<3>() * P3(m_->rest, i).cast<double>() + t.col(3)).cast<float>();
-        if ((pos_[i] - rigid).norm() > 10 * m_->step_cap[i] || LeftOwnField(i, pos_[i])) {
+        if ((pos_[i] - rigid).norm() > kLostTrack * m_->step_cap[i] || LeftOwnField(i, pos_[i])) {
           const uint32_t v = m_->vertex_of_node[i];
           pos_[i] = Eigen::Vector3f(skinned_[3 * v], skinned_[3 * v + 1], skinned_[3 * v + 2]);
           state_[i] = VertexState::kReseeded;
@@ -500,7 +585,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         if (!m_->in_field[i] || state_[i] == VertexState::kReseeded) continue;
         const FieldValue v = Eval(i, pos_[i]);
         if (state_[i] == VertexState::kMaxIterations || state_[i] == VertexState::kConverged) {
-          state_[i] = std::abs(v.f - m_->iso[i]) < 10 * kConvergence ? VertexState::kConverged : VertexState::kMaxIterations;
+          state_[i] = std::abs(v.f - m_->iso[i]) < kStateTolerance ? VertexState::kConverged : VertexState::kMaxIterations;
         }
       }
     });
@@ -570,7 +655,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       for (size_t i = lo; i < hi; ++i) acc += double(cg_r_[i].squaredNorm());
       return acc;
     });
-    const double stop = 1e-6 * rr;
+    const double stop = kCgStop * rr;
     for (uint32_t it = 0; it < config_.relaxation_iterations && rr > stop && rr > 0; ++it) {
       // q = P L P d and d·q in one pass; x, r and r·r in a second; d in a third.
       const double dq = Sum(cg_pool, nn, [&](size_t lo, size_t hi) {
@@ -628,12 +713,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<Similarity> step_world_, prev_local_, local_;
   std::vector<Affine34d> step_transforms_;
   std::vector<Affine34f> delta_;
-  std::vector<DualQuat> dqs_;
   std::vector<Eigen::Matrix3f> rot_;
   std::vector<float> skinned_;
   std::vector<uint8_t> free_;
   std::vector<Eigen::Vector3f> normal_, cg_x_, cg_r_, cg_d_, cg_q_;
   std::vector<double> partial_;
+  bool device_reset_ = true;
 };
 
 }  // namespace
@@ -661,9 +746,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
         "similarities; this rig's have shear or non-uniform scale");
   }
   if (config.method == Method::kElasticImplicit) {
-    return std::make_unique<ElasticImplicitDeformer>(std::move(rig), std::move(model), c);
+    return std::make_unique<ElasticImplicitDeformer>(std::move(rig), std::move(model), config);
   }
-  return std::make_unique<ImplicitDeformer>(std::move(rig), std::move(model), c);
+  return std::make_unique<ImplicitDeformer>(std::move(rig), std::move(model), config);
 }
 
 }  // namespace sinew

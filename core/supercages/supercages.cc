@@ -192,8 +192,10 @@ class SuperCagesDeformer final : public Deformer {
   // Device stage: the cage product and the skinning run per vertex; the skeleton updater, the
   // reverse deformer and the cage updater (MaxVol rows, in double) stay here.
   DeviceStage device_stage() const override {
-    return {config_.skinning == Method::kLbs ? DeviceStageKind::kCageThenLbs : DeviceStageKind::kCageThenDqs,
-            true, absl::StrCat("supercages cage=", prep_->cage)};
+    DeviceStage s;
+    s.kind = config_.skinning == Method::kLbs ? DeviceStageKind::kCageThenLbs : DeviceStageKind::kCageThenDqs;
+    s.device_data_key = absl::StrCat("supercages cage=", prep_->cage);
+    return s;
   }
   size_t device_param_count() const override {
     return 3 * size_t(prep_->rest_cage.vertices.cols()) + 12 * rig_->joint_count();
@@ -202,7 +204,8 @@ class SuperCagesDeformer final : public Deformer {
     cols = static_cast<uint32_t>(prep_->phi.cols());
     values.assign(prep_->phi.data(), prep_->phi.data() + prep_->phi.size());
   }
-  absl::Status DeviceFrame(const FrameInput& frame, std::span<float> params) override {
+  absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
+    params.resize(device_param_count());
     if (auto st = Update(frame); !st.ok()) return st;
     const Eigen::Index c = cage_.cols();
     size_t at = 0;

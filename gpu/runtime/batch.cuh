@@ -1,6 +1,6 @@
 // The batch's per-vertex dispatch: finds the item of global vertex g and runs its method.
 // Shared by the CUDA kernel and the CPU emulation. Adding a method: its vertex function in
-// gpu/<method>/ and one case here.
+// gpu/<method>/ and one case here (multi-pass methods: gpu/implicit/program.cuh).
 #pragma once
 
 #include "gpu/cage/cage.cuh"
@@ -27,13 +27,16 @@ SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const flo
     case 0: LbsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, o); break;  // kLbs
     case 1: DqsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, o); break;  // kDqs
     case 2: CagePoint(it.rest, it.coeffs, it.coeff_cols, p, v, o); break;          // kCage
-    default: {  // kCageThenLbs / kCageThenDqs: the cage moves the rest point, the skeleton poses it
+    case 3:    // kCageThenLbs / kCageThenDqs: the cage moves the rest point, the skeleton poses it
+    case 4: {
       float r[3];
       CagePoint(it.rest, it.coeffs, it.coeff_cols, p, v, r);
       const float* joints = p + 3 * size_t(it.coeff_cols);
       if (it.method == 3) LbsPoint(it.offsets, it.joints, it.weights, joints, v, r[0], r[1], r[2], o);
       else DqsPoint(it.offsets, it.joints, it.weights, joints, v, r[0], r[1], r[2], o);
+      break;
     }
+    default: break;  // kImplicit / kElasticImplicit: the implicit program writes these vertices
   }
 }
 

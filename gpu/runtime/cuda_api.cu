@@ -1,21 +1,94 @@
 // DeviceApi on CUDA: plain allocations (cudaMalloc, cudaMallocHost), one stream and two events
-// per queue, one kernel per batch. No device-wide synchronisation: a batch waits only for its
-// own stream's event.
+// per queue, one kernel per batch for the per-vertex methods and one kernel per pass of the
+// implicit program. No device-wide synchronisation: a batch waits only for its own stream's
+// event.
 #include <cuda_runtime.h>
 
 #include <string>
 
+#include "gpu/implicit/program.cuh"
 #include "gpu/runtime/batch.cuh"
 #include "gpu/runtime/device_api.h"
 
 namespace sinew::gpu {
 namespace {
 
+constexpr uint32_t kThreads = 256;
+
 __global__ void SkinBatchKernel(const BatchItem* items, uint32_t item_count, const float* joint_data,
                                 uint32_t total, float* out) {
   const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g < total) BatchVertex(items, item_count, joint_data, g, out);
 }
+
+// The implicit program's passes (gpu/implicit/program.cuh): a thread per node / vertex / item
+// of the batch, and a block per item for the reductions.
+template <class Pass>
+__global__ void ImplicitNodesKernel(Pass pass, ImplicitBatch b, uint32_t total) {
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= total) return;
+  const ImplicitItem& it = b.items[FindItem(b, g, NodeGrid{})];
+  const uint32_t i = g - it.node_offset;
+  if (i < it.model.node_count) pass(b, it, i);
+}
+
+template <class Pass>
+__global__ void ImplicitVerticesKernel(Pass pass, ImplicitBatch b, uint32_t total) {
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= total) return;
+  const ImplicitItem& it = b.items[FindItem(b, g, VertexGrid{})];
+  const uint32_t v = g - it.implicit_vertex_offset;
+  if (v < it.model.vertex_count) pass(b, it, v);
+}
+
+template <class Pass>
+__global__ void ImplicitItemsKernel(Pass pass, ImplicitBatch b) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < b.count) pass(b, b.items[t]);
+}
+
+// One block of kReduceLanes threads per item: lanes accumulate strided nodes, then halve.
+template <class Reduction>
+__global__ void ImplicitReduceKernel(Reduction r, ImplicitBatch b) {
+  const ImplicitItem& it = b.items[blockIdx.x];
+  if (!r.Active(b, it)) return;  // the same for the whole block
+  __shared__ double lane[kReduceLanes];
+  double acc = 0;
+  for (uint32_t i = threadIdx.x; i < it.model.node_count; i += kReduceLanes) {
+    acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, i));
+  }
+  lane[threadIdx.x] = acc;
+  __syncthreads();
+  for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) lane[threadIdx.x] = ReduceCombine<Reduction::kMax>(lane[threadIdx.x], lane[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) r.Finish(b, it, lane[0]);
+}
+
+struct CudaExec {
+  ImplicitBatch b;
+  uint32_t nodes, vertices;
+  cudaStream_t stream;
+
+  static uint32_t Blocks(uint32_t n) { return (n + kThreads - 1) / kThreads; }
+  template <class Pass>
+  void Nodes(const Pass& pass) const {
+    if (nodes) ImplicitNodesKernel<<<Blocks(nodes), kThreads, 0, stream>>>(pass, b, nodes);
+  }
+  template <class Pass>
+  void Vertices(const Pass& pass) const {
+    if (vertices) ImplicitVerticesKernel<<<Blocks(vertices), kThreads, 0, stream>>>(pass, b, vertices);
+  }
+  template <class Pass>
+  void Items(const Pass& pass) const {
+    ImplicitItemsKernel<<<Blocks(b.count), kThreads, 0, stream>>>(pass, b);
+  }
+  template <class Reduction>
+  void Reduce(const Reduction& r) const {
+    ImplicitReduceKernel<<<b.count, kReduceLanes, 0, stream>>>(r, b);
+  }
+};
 
 bool Check(cudaError_t e, const char* what, std::string* error) {
   if (e == cudaSuccess) return true;
@@ -74,6 +147,10 @@ class CudaApi final : public DeviceApi {
            Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error);
   }
 
+  bool Clear(int device, void* dst, size_t bytes, std::string* error) override {
+    return Check(cudaSetDevice(device), "cudaSetDevice", error) && Check(cudaMemset(dst, 0, bytes), "cudaMemset", error);
+  }
+
   void* CreateQueue(int device, std::string* error) override {
     auto* q = new Queue{device, nullptr, nullptr, nullptr};
     if (!Check(cudaSetDevice(device), "cudaSetDevice", error) ||
@@ -95,21 +172,30 @@ class CudaApi final : public DeviceApi {
     delete q;
   }
 
-  bool Launch(void* queue, const void* in, void* din, size_t in_bytes, size_t items,
-              size_t joint_data_offset, uint32_t total_vertices, void* dout, void* out,
-              std::string* error) override {
+  bool Launch(void* queue, const LaunchSpec& s, std::string* error) override {
     auto* q = static_cast<Queue*>(queue);
     if (!Check(cudaSetDevice(q->device), "cudaSetDevice", error)) return false;
     if (!Check(cudaEventRecord(q->start, q->stream), "cudaEventRecord", error)) return false;
-    if (!Check(cudaMemcpyAsync(din, in, in_bytes, cudaMemcpyHostToDevice, q->stream), "cudaMemcpyAsync H2D", error)) return false;
-    constexpr uint32_t kThreads = 256;
-    const uint32_t blocks = (total_vertices + kThreads - 1) / kThreads;
-    SkinBatchKernel<<<blocks, kThreads, 0, q->stream>>>(
-        static_cast<const BatchItem*>(din), static_cast<uint32_t>(items),
-        reinterpret_cast<const float*>(static_cast<const char*>(din) + joint_data_offset),
-        total_vertices, static_cast<float*>(dout));
+    if (!Check(cudaMemcpyAsync(s.din, s.in, s.in_bytes, cudaMemcpyHostToDevice, q->stream), "cudaMemcpyAsync H2D", error)) {
+      return false;
+    }
+    const char* din = static_cast<const char*>(s.din);
+    const auto* params = reinterpret_cast<const float*>(din + s.params_offset);
+    auto* out = static_cast<float*>(s.dout);
+    if (s.total_vertices > 0) {
+      SkinBatchKernel<<<CudaExec::Blocks(s.total_vertices), kThreads, 0, q->stream>>>(
+          reinterpret_cast<const BatchItem*>(din), s.items, params, s.total_vertices, out);
+    }
+    if (s.implicit_items > 0) {
+      const CudaExec x{{reinterpret_cast<const ImplicitItem*>(din + s.implicit_offset), s.implicit_items, params, out,
+                        reinterpret_cast<uint8_t*>(out + 3 * size_t(s.total_vertices))},
+                       s.implicit_nodes, s.implicit_vertices, q->stream};
+      RunImplicitProgram(x, *s.limits);
+    }
     if (!Check(cudaGetLastError(), "kernel launch", error)) return false;
-    if (!Check(cudaMemcpyAsync(out, dout, size_t{12} * total_vertices, cudaMemcpyDeviceToHost, q->stream), "cudaMemcpyAsync D2H", error)) return false;
+    if (!Check(cudaMemcpyAsync(s.out, s.dout, s.out_bytes, cudaMemcpyDeviceToHost, q->stream), "cudaMemcpyAsync D2H", error)) {
+      return false;
+    }
     return Check(cudaEventRecord(q->stop, q->stream), "cudaEventRecord", error);
   }
 

@@ -28,6 +28,26 @@ struct BatchItem {
 };
 static_assert(sizeof(BatchItem) == 64);
 
+struct ImplicitLimits;
+
+// One batch: what to upload, run and download.
+struct LaunchSpec {
+  const void* in = nullptr;  // host: the batch table, the implicit items, then the parameters
+  void* din = nullptr;       // device copy of `in`
+  size_t in_bytes = 0;
+  uint32_t items = 0;           // BatchItems at the start of `in`
+  size_t params_offset = 0;     // bytes: where the parameter data starts
+  uint32_t total_vertices = 0;  // vertices of all items (the output rows)
+  // Implicit skinning items (gpu/implicit/program.cuh), run after the per-vertex kernel.
+  size_t implicit_offset = 0;   // bytes: where the ImplicitItem table starts
+  uint32_t implicit_items = 0, implicit_nodes = 0, implicit_vertices = 0;
+  const ImplicitLimits* limits = nullptr;
+  // Output: 3 floats per vertex, then (with implicit items) one state byte per vertex.
+  void* dout = nullptr;
+  void* out = nullptr;  // host
+  size_t out_bytes = 0;
+};
+
 class DeviceApi {
  public:
   virtual ~DeviceApi() = default;
@@ -41,15 +61,14 @@ class DeviceApi {
   virtual void* AllocHost(size_t bytes, std::string* error) = 0;  // pinned (page-locked)
   virtual void FreeHost(void* p) = 0;
   virtual bool Upload(int device, void* dst, const void* src, size_t bytes, std::string* error) = 0;
+  // Zeroes device memory (session state starts from zero).
+  virtual bool Clear(int device, void* dst, size_t bytes, std::string* error) = 0;
   // A stream with its events; one per in-flight batch slot.
   virtual void* CreateQueue(int device, std::string* error) = 0;
   virtual void DestroyQueue(void* queue) = 0;
-  // Asynchronously on `queue`: copy `in_bytes` of host `in` to device `din` (items first, then
-  // the parameter data at `joint_data_offset` bytes), deform `total_vertices` vertices of `items`
-  // batch items into device `dout`, copy 12 * total_vertices bytes back to host `out`.
-  virtual bool Launch(void* queue, const void* in, void* din, size_t in_bytes, size_t items,
-                      size_t joint_data_offset, uint32_t total_vertices, void* dout, void* out,
-                      std::string* error) = 0;
+  // Asynchronously on `queue`: upload the batch, run the per-vertex kernel over every item and
+  // the implicit program over the implicit items, download the output.
+  virtual bool Launch(void* queue, const LaunchSpec& spec, std::string* error) = 0;
   // Waits for the queue's last launch; `busy_ms` is the time it took on the device.
   virtual bool Wait(void* queue, double* busy_ms, std::string* error) = 0;
 };

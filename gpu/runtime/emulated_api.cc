@@ -1,25 +1,64 @@
 // DeviceApi emulated on the CPU: "device" memory is host memory with a byte budget, a launch
-// runs the batch's per-vertex code (the very functions the CUDA kernel runs) when it is waited
-// for. Used by tests and by `sinew-server --gpu emulate` on machines without a GPU; never
-// chosen automatically.
+// runs the batch's per-vertex code and the implicit program (the very functions the CUDA
+// kernels run) when it is waited for. Used by tests and by `sinew-server --gpu emulate` on
+// machines without a GPU; never chosen automatically.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "gpu/implicit/program.cuh"
 #include "gpu/runtime/batch.cuh"
 #include "gpu/runtime/device_api.h"
 
 namespace sinew::gpu {
 namespace {
 
+// The implicit program's passes as loops, one item after another. Reductions follow the CUDA
+// kernel's order (lanes, then pairwise halving), so sums equal the device's.
+struct HostExec {
+  ImplicitBatch b;
+
+  template <class Pass>
+  void Nodes(const Pass& pass) const {
+    for (uint32_t t = 0; t < b.count; ++t) {
+      for (uint32_t i = 0; i < b.items[t].model.node_count; ++i) pass(b, b.items[t], i);
+    }
+  }
+  template <class Pass>
+  void Vertices(const Pass& pass) const {
+    for (uint32_t t = 0; t < b.count; ++t) {
+      for (uint32_t v = 0; v < b.items[t].model.vertex_count; ++v) pass(b, b.items[t], v);
+    }
+  }
+  template <class Pass>
+  void Items(const Pass& pass) const {
+    for (uint32_t t = 0; t < b.count; ++t) pass(b, b.items[t]);
+  }
+  template <class Reduction>
+  void Reduce(const Reduction& r) const {
+    double lane[kReduceLanes];
+    for (uint32_t t = 0; t < b.count; ++t) {
+      const ImplicitItem& it = b.items[t];
+      if (!r.Active(b, it)) continue;
+      for (uint32_t l = 0; l < kReduceLanes; ++l) {
+        double acc = 0;
+        for (uint32_t i = l; i < it.model.node_count; i += kReduceLanes) {
+          acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, i));
+        }
+        lane[l] = acc;
+      }
+      for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
+        for (uint32_t l = 0; l < stride; ++l) lane[l] = ReduceCombine<Reduction::kMax>(lane[l], lane[l + stride]);
+      }
+      r.Finish(b, it, lane[0]);
+    }
+  }
+};
+
 struct PendingLaunch {
-  const void* in;
-  void* din;
-  size_t in_bytes, items, joint_data_offset;
-  uint32_t total;
-  void* dout;
-  void* out;
+  LaunchSpec spec;
+  ImplicitLimits limits;
   bool pending = false;
 };
 
@@ -43,24 +82,36 @@ class EmulatedApi final : public DeviceApi {
     std::memcpy(dst, src, bytes);
     return true;
   }
+  bool Clear(int, void* dst, size_t bytes, std::string*) override {
+    std::memset(dst, 0, bytes);
+    return true;
+  }
   void* CreateQueue(int, std::string*) override { return new PendingLaunch(); }
   void DestroyQueue(void* q) override { delete static_cast<PendingLaunch*>(q); }
-  bool Launch(void* queue, const void* in, void* din, size_t in_bytes, size_t items,
-              size_t joint_data_offset, uint32_t total, void* dout, void* out, std::string*) override {
-    *static_cast<PendingLaunch*>(queue) = {in, din, in_bytes, items, joint_data_offset, total, dout, out, true};
+  bool Launch(void* queue, const LaunchSpec& spec, std::string*) override {
+    auto& l = *static_cast<PendingLaunch*>(queue);
+    l.spec = spec;
+    if (spec.limits) l.limits = *spec.limits;
+    l.pending = true;
     return true;
   }
   bool Wait(void* queue, double* busy_ms, std::string*) override {
     auto& l = *static_cast<PendingLaunch*>(queue);
     const auto t0 = std::chrono::steady_clock::now();
     if (l.pending) {
-      std::memcpy(l.din, l.in, l.in_bytes);
-      const auto* items = static_cast<const BatchItem*>(l.din);
-      const auto* joints = reinterpret_cast<const float*>(static_cast<const char*>(l.din) + l.joint_data_offset);
-      for (uint32_t g = 0; g < l.total; ++g) {
-        BatchVertex(items, static_cast<uint32_t>(l.items), joints, g, static_cast<float*>(l.dout));
+      const LaunchSpec& s = l.spec;
+      std::memcpy(s.din, s.in, s.in_bytes);
+      const char* din = static_cast<const char*>(s.din);
+      const auto* items = reinterpret_cast<const BatchItem*>(din);
+      const auto* params = reinterpret_cast<const float*>(din + s.params_offset);
+      auto* out = static_cast<float*>(s.dout);
+      for (uint32_t g = 0; g < s.total_vertices; ++g) BatchVertex(items, s.items, params, g, out);
+      if (s.implicit_items > 0) {
+        const HostExec x{{reinterpret_cast<const ImplicitItem*>(din + s.implicit_offset), s.implicit_items, params, out,
+                          reinterpret_cast<uint8_t*>(out + 3 * size_t(s.total_vertices))}};
+        RunImplicitProgram(x, l.limits);
       }
-      std::memcpy(l.out, l.dout, size_t{12} * l.total);
+      std::memcpy(s.out, s.dout, s.out_bytes);
       l.pending = false;
     }
     *busy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

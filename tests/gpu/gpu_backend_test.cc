@@ -103,7 +103,7 @@ TEST_P(GpuBackendTest, KernelsEqualCpuDeformers) {
         const auto joints = JointData(*rig, method, pose);
         std::vector<float> out(rig->positions.size());
         Latch latch;
-        backend->Submit(**session, joints.data(), out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+        backend->Submit(**session, joints, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
         latch.Wait();
         ASSERT_TRUE(latch.status.ok()) << latch.status;
         EXPECT_LE(MaxDiff(out, Cpu(rig, method, pose)), 1e-5 * rig->bbox_diagonal())
@@ -122,7 +122,7 @@ TEST_P(GpuBackendTest, Float16OutputWithinItsBound) {
   const auto joints = JointData(*rig, Method::kDqs, pose);
   std::vector<uint16_t> half(rig->positions.size());
   Latch latch;
-  backend->Submit(**session, joints.data(), half.data(), OutputFormat::kFloat16, &Latch::Done, &latch);
+  backend->Submit(**session, joints, half.data(), OutputFormat::kFloat16, &Latch::Done, &latch);
   latch.Wait();
   const auto ref = Cpu(rig, Method::kDqs, pose);
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -155,7 +155,7 @@ TEST_P(GpuBackendTest, FramesOfManySessionsAreBatched) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = t; i < kSessions; i += 4) {
-        backend->Submit(*sessions[i], joints[i].data(), outs[i].data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+        backend->Submit(*sessions[i], joints[i], outs[i].data(), OutputFormat::kFloat32, &Latch::Done, &latch);
       }
     });
   }

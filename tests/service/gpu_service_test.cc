@@ -129,6 +129,120 @@ TEST_P(GpuService, CageMethodsOnTheGpuEqualTheCpu) {
   }
 }
 
+// Implicit skinning runs on the device: ServerInfo lists it, AUTO picks it, the history-
+// independent method equals a CPU session (positions and vertex states, float32 and float16),
+// the elastic method keeps its state on the device (reset returns to rest; a resumed batch
+// equals an uninterrupted one), and frames are counted under backend="gpu".
+TEST_P(GpuService, ImplicitMethodsRunOnTheGpu) {
+  auto info = client_->GetServerInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  for (const v1::MethodInfo& m : info->methods()) {
+    if (m.method() == v1::METHOD_IMPLICIT || m.method() == v1::METHOD_ELASTIC_IMPLICIT) {
+      EXPECT_EQ(m.backends_size(), 2) << m.name();
+    }
+  }
+  const LimbOptions limb = LimbOf(4000, 2, 2);
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const Skeleton sk = LimbSkeleton(limb);
+  auto rig = BuildRig(MakeLimb(limb));
+  const double diag = rig->bbox_diagonal();
+  auto bent = [&](double degrees) { return LimbPose(sk, 0.5, LimbMotion{.bend_degrees = degrees, .twist_degrees = 0}); };
+
+  auto gpu = Open(up->rig_id(), v1::METHOD_IMPLICIT, v1::BACKEND_GPU);
+  auto automatic = Open(up->rig_id(), v1::METHOD_IMPLICIT, v1::BACKEND_AUTO);
+  auto cpu = Open(up->rig_id(), v1::METHOD_IMPLICIT, v1::BACKEND_CPU);
+  ASSERT_TRUE(gpu.ok() && automatic.ok() && cpu.ok()) << gpu.status() << automatic.status() << cpu.status();
+  EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);
+  EXPECT_EQ(automatic->backend(), v1::BACKEND_GPU);
+  auto stream = client_->OpenStream();
+  for (int f = 0; f < 4; ++f) {
+    v1::DeformRequest r = Frame(gpu->session_id(), f, bent(40.0 * f));
+    r.mutable_outputs()->set_vertex_states(true);
+    ASSERT_TRUE(stream->Write(r));
+    v1::DeformResponse g;
+    ASSERT_TRUE(stream->Read(&g));
+    ASSERT_FALSE(g.has_error()) << g.error().message();
+    r.set_session_id(cpu->session_id());
+    auto c = client_->Deform(r);
+    ASSERT_TRUE(c.ok()) << c.status();
+    std::vector<float> a, b;
+    ASSERT_TRUE(client::DecodePositions(g, a).ok() && client::DecodePositions(*c, b).ok());
+    EXPECT_LE(MaxAbsDiff(a, b), 1e-4 * diag) << "frame " << f;
+    ASSERT_EQ(g.vertex_states().size(), rig->vertex_count());
+    size_t differ = 0;
+    for (size_t v = 0; v < rig->vertex_count(); ++v) differ += g.vertex_states()[v] != c->vertex_states()[v];
+    EXPECT_LE(differ, rig->vertex_count() / 200) << "frame " << f;
+  }
+  EXPECT_TRUE(stream->Close().ok());
+
+  // float16 output from the device.
+  v1::CreateSessionRequest half;
+  half.set_rig_id(up->rig_id());
+  half.mutable_deformer()->set_method(v1::METHOD_IMPLICIT);
+  half.set_backend(v1::BACKEND_GPU);
+  half.set_encoding(v1::OUTPUT_ENCODING_FLOAT16);
+  auto h = client_->CreateSession(half);
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto hr = client_->Deform(Frame(h->session_id(), 1, bent(90)));
+  auto cr = client_->Deform(Frame(cpu->session_id(), 1, bent(90)));
+  ASSERT_TRUE(hr.ok() && cr.ok());
+  std::vector<float> a, b;
+  ASSERT_TRUE(client::DecodePositions(*hr, a).ok() && client::DecodePositions(*cr, b).ok());
+  EXPECT_LE(MaxAbsDiff(a, b), 3.0 / 1024 + 1e-4 * diag);  // half precision at |x| ≤ 3
+
+  // Elastic on the device: reset returns to rest; a resumed batch equals an uninterrupted one.
+  auto eis = Open(up->rig_id(), v1::METHOD_ELASTIC_IMPLICIT, v1::BACKEND_GPU);
+  ASSERT_TRUE(eis.ok()) << eis.status();
+  EXPECT_EQ(eis->backend(), v1::BACKEND_GPU);
+  ASSERT_TRUE(client_->Deform(Frame(eis->session_id(), 1, bent(90))).ok());
+  v1::DeformRequest reset = Frame(eis->session_id(), 2, BindPose(sk));
+  reset.set_reset(true);
+  auto rr = client_->Deform(reset);
+  ASSERT_TRUE(rr.ok()) << rr.status();
+  std::vector<float> rest;
+  ASSERT_TRUE(client::DecodePositions(*rr, rest).ok());
+  EXPECT_LT(MaxAbsDiff(rest, rig->positions), 1e-5 * diag);
+  v1::DeformClipRequest batch;
+  batch.set_session_id(eis->session_id());
+  for (int k = 0; k < 10; ++k) client::PoseToProto(bent(12.0 * k), *batch.mutable_poses()->add_poses());
+  std::vector<std::vector<float>> full;
+  ASSERT_TRUE(client_->DeformClip(batch, [&](const v1::DeformClipResponse& f) {
+                       std::vector<float> p;
+                       if (auto st = client::DecodePositions(f, p); !st.ok()) return st;
+                       full.push_back(std::move(p));
+                       return absl::OkStatus();
+                     }).ok());
+  ASSERT_EQ(full.size(), 10u);
+  batch.set_first_frame(6);
+  size_t seen = 0;
+  ASSERT_TRUE(client_->DeformClip(batch, [&](const v1::DeformClipResponse& f) {
+                       std::vector<float> p;
+                       if (auto st = client::DecodePositions(f, p); !st.ok()) return st;
+                       EXPECT_EQ(p, full[f.frame()]) << "frame " << f.frame();
+                       ++seen;
+                       return absl::OkStatus();
+                     }).ok());
+  EXPECT_EQ(seen, 4u);
+  const std::string metrics = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("sinew_frames_total{backend=\"gpu\",method=\"implicit\"} 5"));
+}
+
+// A rig whose composition tree is deeper than the device program evaluates (a chain of 50
+// bones): BACKEND_GPU is refused with the reason, AUTO runs it on the CPU.
+TEST_P(GpuService, ImplicitRigsTooDeepForTheDeviceRunOnTheCpu) {
+  LimbOptions chain = LimbOf(16000, 50, 2);
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(chain)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto gpu = Open(up->rig_id(), v1::METHOD_IMPLICIT, v1::BACKEND_GPU);
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("levels deep"));
+  auto automatic = Open(up->rig_id(), v1::METHOD_IMPLICIT, v1::BACKEND_AUTO);
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_EQ(automatic->backend(), v1::BACKEND_CPU);
+  EXPECT_TRUE(client_->Deform(Frame(automatic->session_id(), 1, LimbPose(LimbSkeleton(chain), 0.3))).ok());
+}
+
 TEST_P(GpuService, DeviceMemoryLimitIsEnforced) {
   server_->Terminate();
   // 3 MB: room for a 20k-vertex rig (~0.7 MB) and a few sessions (~0.24 MB each), not 20.

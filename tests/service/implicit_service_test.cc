@@ -168,31 +168,5 @@ TEST_F(ImplicitService, ErrorsNameTheField) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("vertex_states"));
 }
 
-TEST(ImplicitServiceGpu, ImplicitMethodsRunOnTheCpuOfAGpuServer) {
-  ServerProcess server({"--gpu=emulate"});
-  ASSERT_TRUE(server.started());
-  client::Client c(server.target());
-  auto info = c.GetServerInfo();
-  ASSERT_TRUE(info.ok()) << info.status();
-  for (const v1::MethodInfo& m : info->methods()) {
-    const bool implicit = m.method() == v1::METHOD_IMPLICIT || m.method() == v1::METHOD_ELASTIC_IMPLICIT;
-    EXPECT_EQ(m.backends_size(), implicit ? 1 : 2) << m.name();
-  }
-  auto up = c.UploadRig(client::RigToProto(MakeLimb(LimbOf(1000, 2, 2))));
-  ASSERT_TRUE(up.ok()) << up.status();
-  v1::CreateSessionRequest req;
-  req.set_rig_id(up->rig_id());
-  req.mutable_deformer()->set_method(v1::METHOD_IMPLICIT);
-  req.set_backend(v1::BACKEND_GPU);
-  auto s = c.CreateSession(req);
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(s.status().message()), HasSubstr("no GPU implementation"));
-  req.set_backend(v1::BACKEND_AUTO);
-  s = c.CreateSession(req);
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->backend(), v1::BACKEND_CPU);
-  EXPECT_EQ(server.Terminate(), 0);
-}
-
 }  // namespace
 }  // namespace sinew::testing

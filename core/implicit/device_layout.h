@@ -1,0 +1,55 @@
+// The contract between core's implicit skinning deformers and their device twin (gpu/implicit/):
+// the per-frame parameters the CPU computes (forward kinematics, dual quaternions, moved fields)
+// and the tracking constants both sides use. Plain C++ with no Eigen, so nvcc compiles it.
+//
+// Per-frame parameters, floats:
+//   header (kHeaderFloats): [0] sub-steps S (1 for the history-independent method),
+//                           [1] 1 when the session restarts from the rest state (elastic), else 0,
+//                           [2], [3] unused
+//   then S sub-step blocks (one for "implicit"), each:
+//     joints × 12  dual quaternion skinning data of the (sub)frame: real x,y,z,w, dual x,y,z,w,
+//                  scale, 3 zeros (as SkeletalJointData for DQS)
+//     elastic only:
+//     joints × 12  the rigid change of each joint since the previous (sub)frame, row-major 3x4
+//     joints × 12  the skinning transform of the (sub)frame, row-major 3x4
+//     fields × kLeafFloats  each bone field moved by its joint (see WriteLeafFrame)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sinew::implicit_device {
+
+inline constexpr size_t kHeaderFloats = 4;
+inline constexpr size_t kJointFloats = 12;
+// One moved field: inverse linear part (3x3 row-major), inverse translation (3), gradient map
+// A⁻ᵀ (3x3 row-major), posed bounding-sphere centre (3), squared posed radius (1), 3 unused.
+inline constexpr size_t kLeafFloats = 28;
+inline constexpr size_t kLeafInvLinear = 0, kLeafInvTranslation = 9, kLeafGradient = 12, kLeafCenter = 21,
+                        kLeafRadius2 = 24;
+
+inline constexpr size_t StepFloats(size_t joints, size_t fields, bool elastic) {
+  return (elastic ? 3 : 1) * kJointFloats * joints + kLeafFloats * fields;
+}
+inline constexpr size_t FrameFloats(size_t joints, size_t fields, bool elastic, size_t substeps) {
+  return kHeaderFloats + substeps * StepFloats(joints, fields, elastic);
+}
+
+// Tracking constants (seed 000 §2.7–2.8; [S] marks Sinew's choices, see docs/implicit-skinning.md).
+inline constexpr int kMaxCandidates = 8;          // fields evaluated per vertex (nearest bounding spheres)
+inline constexpr float kConvergence = 1e-4f;      // |f − iso| that counts as on the surface
+inline constexpr int kBisections = 12;            // overshoot bisection steps
+inline constexpr float kLeftOwnField = 0.01f;     // f_own below this: the vertex left its bone's field [S]
+inline constexpr int kBetaDiffusion = 6;          // β diffusion iterations before contact smoothing
+inline constexpr float kBetaMin = 1e-3f;          // smoothing moves nodes with β above this
+inline constexpr int kRelaxRounds = 4;            // elastic: relaxation + re-projection rounds per sub-step
+inline constexpr int kReprojectionSteps = 2;      // elastic: Newton re-projection steps per round
+inline constexpr double kCgStop = 1e-6;           // elastic: CG stops when r·r falls below this × r₀·r₀
+inline constexpr float kLostTrack = 10;           // elastic: × step cap (= the field radius) [S]
+inline constexpr float kStateTolerance = 10 * kConvergence;  // elastic: residual reported as converged
+
+// Per-vertex states (VertexState in core/deformer/deformer.h). kMarching is a node still
+// marching; one that ends a frame in it hit the iteration limit (VertexState::kMaxIterations).
+inline constexpr uint8_t kFree = 0, kConverged = 1, kContact = 2, kNullGradient = 3, kMarching = 4, kReseeded = 5;
+
+}  // namespace sinew::implicit_device

@@ -1,0 +1,462 @@
+// The device program of implicit skinning: the passes of one frame, in order, for every
+// implicit session of a batch at once, written once for CUDA (runtime/cuda_api.cu: a kernel per
+// pass) and the CPU emulation (runtime/emulated_api.cc: a loop per pass).
+//
+// Everything that must see all nodes of a session finished before it goes on (a Newton step
+// before the relaxation reads the neighbours, each CG product before its dot product) is a
+// separate pass; a pass over a batch is one kernel, so the device needs no grid-wide barrier.
+// Sessions differ in iteration counts, sub-steps and convergence: the host launches the batch's
+// maximum and each item skips what it does not need, deciding from its own state and from the
+// scalars that single-thread reductions write between passes.
+//
+// An Exec provides:
+//   Nodes(pass)     pass(batch, item, node) for every node of every item
+//   Vertices(pass)  pass(batch, item, vertex) for every vertex of every item
+//   Items(pass)     pass(batch, item) once per item
+//   Reduce(red)     per item with red.Active: the sum (or max, red.kMax) of red.Value over its
+//                   nodes, in the fixed order of ReduceOrder, handed to red.Finish
+#pragma once
+
+#include "gpu/implicit/implicit.cuh"
+
+namespace sinew::gpu {
+
+// The batch's maxima, which bound the host's loops.
+struct ImplicitLimits {
+  uint32_t max_iterations = 0;
+  uint32_t smoothing_iterations = 0;
+  uint32_t relaxation_iterations = 0;
+  uint32_t substeps = 0;
+  bool history_independent = false;  // some item runs "implicit"
+  bool elastic = false;              // some item runs "elastic-implicit"
+};
+
+// Reductions: lane t of kReduceLanes accumulates nodes t, t + kReduceLanes, ...; then lanes are
+// added pairwise, halving (CUDA: one block per item, shared memory). The emulation follows the
+// same order, so both give the same sums. Values are ≥ 0, so 0 is the identity of max too.
+inline constexpr uint32_t kReduceLanes = 256;
+template <bool kMax>
+SINEW_HD double ReduceCombine(double a, double b) {
+  if constexpr (kMax) return a < b ? b : a;
+  else return a + b;
+}
+
+namespace passes {
+
+// ---- history-independent implicit skinning (ImplicitDeformer::Deform) -------------------------
+
+// DQS start, candidate fields, every tracked node marching.
+struct IsStart {
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    if (it.settings.elastic) return;
+    const ImplicitModelView& m = it.model;
+    const ImplicitStateView& s = it.state;
+    const float* step = StepParams(b, it, 0);
+    const V3 p = SkinVertex(m, DualQuats(step), m.vertex_of_node[i]);
+    Store3(s.pos, i, p);
+    s.state[i] = imp::kFree;
+    s.cand_count[i] = 0;
+    if (!m.in_field[i]) return;
+    s.cand_count[i] = uint8_t(FindCandidates(Leaves(it, step), m.field_count, p, s.cand + size_t(i) * imp::kMaxCandidates));
+    s.fresh[i] = 1;
+    s.state[i] = imp::kMarching;
+  }
+};
+
+// Newton step `iteration` of (sub)step `step` for the marching nodes of one method's items.
+struct Newton {
+  uint32_t step, iteration;
+  bool elastic;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    if (bool(it.settings.elastic) != elastic || step >= it.substeps || iteration >= it.settings.max_iterations) return;
+    if (it.state.state[i] != imp::kMarching) return;
+    NewtonStep(it, Leaves(it, StepParams(b, it, step)), i);
+  }
+};
+
+// Tangential relaxation after every second step (Jacobi: targets, then moves).
+struct RelaxTargets {
+  uint32_t iteration;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (it.settings.elastic || iteration >= it.settings.max_iterations) return;
+    if (it.state.state[i] == imp::kMarching) RelaxTarget(it, i);
+  }
+};
+struct RelaxMoves {
+  uint32_t iteration;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (it.settings.elastic || iteration >= it.settings.max_iterations) return;
+    if (it.state.state[i] != imp::kMarching) return;
+    Store3(it.state.pos, i, Load3(it.state.tmp, i));
+    it.state.fresh[i] = 1;  // the tangential move is not a monotonicity break
+  }
+};
+
+// A node that marched out of its own bone's field keeps its DQS position [S].
+struct IsGuard {
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    const ImplicitModelView& m = it.model;
+    if (it.settings.elastic || !m.in_field[i]) return;
+    const float* step = StepParams(b, it, 0);
+    if (!LeftOwnField(m, Leaves(it, step), i, Load3(it.state.pos, i))) return;
+    Store3(it.state.pos, i, SkinVertex(m, DualQuats(step), m.vertex_of_node[i]));
+    it.state.state[i] = imp::kReseeded;
+  }
+};
+
+// Contact smoothing (Eq. 4.8): β = 1 at contacts, diffused over the one-rings, then
+// β-weighted Laplacian steps.
+struct BetaStart {
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (it.settings.elastic || it.settings.smoothing_iterations == 0) return;
+    it.state.beta[i] = it.state.state[i] == imp::kContact ? 1.f : 0.f;
+  }
+};
+static_assert(imp::kBetaDiffusion % 2 == 0, "the diffused weights must end in `beta`");
+struct BetaDiffuse {
+  int k;  // even: beta -> beta_next; odd: back
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (it.settings.elastic || it.settings.smoothing_iterations == 0) return;
+    const ImplicitModelView& m = it.model;
+    const float* src = k % 2 == 0 ? it.state.beta : it.state.beta_next;
+    float* dst = k % 2 == 0 ? it.state.beta_next : it.state.beta;
+    if (it.state.state[i] == imp::kContact) {
+      dst[i] = 1;
+      return;
+    }
+    float sum = src[i];
+    const uint32_t r0 = m.ring_offsets[i], r1 = m.ring_offsets[i + 1];
+    for (uint32_t r = r0; r < r1; ++r) sum += src[m.ring[r]];
+    dst[i] = sum / float(1 + r1 - r0);
+  }
+};
+SINEW_HD bool Smoothed(const ImplicitItem& it, uint32_t i) {
+  return it.state.beta[i] > imp::kBetaMin && it.state.state[i] != imp::kFree &&
+         it.model.ring_offsets[i + 1] > it.model.ring_offsets[i];
+}
+struct SmoothTargets {
+  uint32_t k;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (it.settings.elastic || k >= it.settings.smoothing_iterations || !Smoothed(it, i)) return;
+    const ImplicitModelView& m = it.model;
+    V3 c{0, 0, 0};
+    const uint32_t r0 = m.ring_offsets[i], r1 = m.ring_offsets[i + 1];
+    for (uint32_t r = r0; r < r1; ++r) c = c + Load3(it.state.pos, m.ring[r]);
+    const float deg = float(r1 - r0);
+    c = V3{c.x / deg, c.y / deg, c.z / deg};
+    const float beta = it.state.beta[i];
+    Store3(it.state.tmp, i, (1 - beta) * Load3(it.state.pos, i) + beta * c);
+  }
+};
+struct SmoothMoves {
+  uint32_t k;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (it.settings.elastic || k >= it.settings.smoothing_iterations || !Smoothed(it, i)) return;
+    Store3(it.state.pos, i, Load3(it.state.tmp, i));
+  }
+};
+
+// ---- elastic implicit skinning (ElasticImplicitDeformer::SubStep) -----------------------------
+
+SINEW_HD bool StepLive(const ImplicitItem& it, uint32_t step) { return it.settings.elastic && step < it.substeps; }
+SINEW_HD bool RoundLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
+  return StepLive(it, step) && round < it.state.scalars->rounds;
+}
+SINEW_HD bool CgLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint32_t k) {
+  return RoundLive(it, step, round) && k < it.state.scalars->cg_limit;
+}
+
+struct StepBegin {
+  uint32_t step;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it) const {
+    if (StepLive(it, step)) it.state.scalars->rounds = imp::kRelaxRounds;
+  }
+};
+
+// Rigid predictor (tracked nodes follow their own bone; the others take DQS), candidates,
+// marching. Sub-step 0 of a reset frame starts from the rest state.
+struct StepStart {
+  uint32_t step;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    if (!StepLive(it, step)) return;
+    const ImplicitModelView& m = it.model;
+    const ImplicitStateView& s = it.state;
+    if (step == 0 && it.reset) {
+      Store3(s.pos, i, Load3(m.rest, i));
+      s.state[i] = m.in_field[i] ? imp::kConverged : imp::kFree;
+    }
+    const float* p = StepParams(b, it, step);
+    s.cand_count[i] = 0;
+    if (!m.in_field[i]) {
+      Store3(s.pos, i, SkinVertex(m, DualQuats(p), m.vertex_of_node[i]));
+      return;
+    }
+    const V3 x = Affine3(Deltas(it, p) + imp::kJointFloats * uint32_t(m.bone[i]), Load3(s.pos, i));
+    Store3(s.pos, i, x);
+    s.cand_count[i] = uint8_t(FindCandidates(Leaves(it, p), m.field_count, x, s.cand + size_t(i) * imp::kMaxCandidates));
+    s.fresh[i] = 1;
+    s.state[i] = imp::kMarching;
+  }
+};
+
+struct StepRotations {
+  uint32_t step;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    if (!StepLive(it, step)) return;
+    BlendRotation(it.model, DualQuats(StepParams(b, it, step)), it.model.vertex_of_node[i], it.state.rot + 9 * size_t(i));
+  }
+};
+
+// Tangent-plane ARAP with fixed rotations (RelaxRound): free nodes, normals, r = P(b − L p).
+struct RelaxStart {
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    if (!RoundLive(it, step, round)) return;
+    const ImplicitModelView& m = it.model;
+    const ImplicitStateView& s = it.state;
+    s.free_nodes[i] = 0;
+    Store3(s.cg_x, i, {0, 0, 0});
+    Store3(s.cg_r, i, {0, 0, 0});
+    Store3(s.cg_d, i, {0, 0, 0});
+    if (!m.in_field[i] || m.ring_offsets[i] == m.ring_offsets[i + 1]) return;
+    const V3 pos = Load3(s.pos, i);
+    const FieldValue v = EvalAt(it, Leaves(it, StepParams(b, it, step)), i, pos);
+    const float g2 = Dot(v.g, v.g);
+    if (g2 < m.gradient_floor2) return;
+    s.free_nodes[i] = 1;
+    const float gn = sqrtf(g2);
+    const V3 n{v.g.x / gn, v.g.y / gn, v.g.z / gn};
+    Store3(s.normal, i, n);
+    const V3 pi = Load3(m.rest, i);
+    const float* ri = s.rot + 9 * size_t(i);
+    V3 acc{0, 0, 0};
+    for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
+      const uint32_t j = m.ring[r];
+      const float* rj = s.rot + 9 * size_t(j);
+      float half[9];
+      for (int k = 0; k < 9; ++k) half[k] = 0.5f * (ri[k] + rj[k]);
+      const V3 e = Mul3(half, pi - Load3(m.rest, j)) - (pos - Load3(s.pos, j));
+      acc = acc + m.cot[r] * e;
+    }
+    const float d = Dot(n, acc);
+    const V3 res{acc.x - n.x * d, acc.y - n.y * d, acc.z - n.z * d};
+    Store3(s.cg_r, i, res);
+    Store3(s.cg_d, i, res);
+  }
+};
+
+// r·r: starts the round's conjugate gradient.
+struct CgStart {
+  static constexpr bool kMax = false;
+  uint32_t step, round;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
+  SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    const V3 r = Load3(it.state.cg_r, i);
+    return double(Dot(r, r));
+  }
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rr) const {
+    ImplicitScalars& sc = *it.state.scalars;
+    sc.rr = rr;
+    sc.stop = imp::kCgStop * rr;
+    sc.cg_limit = rr > sc.stop && rr > 0 ? it.settings.relaxation_iterations : 0;
+  }
+};
+
+struct CgProduct {  // q = P L P d
+  uint32_t step, round, k;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (CgLive(it, step, round, k)) Store3(it.state.cg_q, i, ApplyProjected(it, it.state.cg_d, i));
+  }
+};
+struct CgCurvature {  // d·q -> α (a non-positive curvature ends the solve)
+  static constexpr bool kMax = false;
+  uint32_t step, round, k;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
+  SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    return double(Dot(Load3(it.state.cg_d, i), Load3(it.state.cg_q, i)));
+  }
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double dq) const {
+    ImplicitScalars& sc = *it.state.scalars;
+    if (!(dq > 0)) sc.cg_limit = k;
+    else sc.alpha = float(sc.rr / dq);
+  }
+};
+struct CgUpdate {  // x += α d, r −= α q
+  uint32_t step, round, k;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (!CgLive(it, step, round, k)) return;
+    const ImplicitStateView& s = it.state;
+    const float alpha = s.scalars->alpha;
+    Store3(s.cg_x, i, Load3(s.cg_x, i) + alpha * Load3(s.cg_d, i));
+    Store3(s.cg_r, i, Load3(s.cg_r, i) - alpha * Load3(s.cg_q, i));
+  }
+};
+struct CgResidual {  // r·r -> β; converged: this iteration is the last
+  static constexpr bool kMax = false;
+  uint32_t step, round, k;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
+  SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    const V3 r = Load3(it.state.cg_r, i);
+    return double(Dot(r, r));
+  }
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rr) const {
+    ImplicitScalars& sc = *it.state.scalars;
+    sc.beta = float(rr / sc.rr);
+    sc.rr = rr;
+    if (!(rr > sc.stop && rr > 0)) sc.cg_limit = k + 1;
+  }
+};
+struct CgDirection {  // d = r + β d
+  uint32_t step, round, k;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (!CgLive(it, step, round, k)) return;
+    const ImplicitStateView& s = it.state;
+    Store3(s.cg_d, i, Load3(s.cg_r, i) + s.scalars->beta * Load3(s.cg_d, i));
+  }
+};
+
+// The round's largest (capped) move; a small one makes this round the last.
+struct RoundMoved {
+  static constexpr bool kMax = true;
+  uint32_t step, round;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
+  SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    return it.state.free_nodes[i] ? double(Norm(CappedMove(it, i))) : 0.0;
+  }
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double moved) const {
+    ImplicitScalars& sc = *it.state.scalars;
+    sc.moved = float(moved);
+    if (sc.moved < it.model.relax_tolerance) sc.rounds = round + 1;
+  }
+};
+struct RelaxMove {
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (!RoundLive(it, step, round) || !it.state.free_nodes[i]) return;
+    Store3(it.state.pos, i, Load3(it.state.pos, i) + CappedMove(it, i));
+  }
+};
+
+// Newton re-projection, a step kept only while it brings the node closer to its iso value.
+struct Reproject {
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    if (!RoundLive(it, step, round) || !it.state.free_nodes[i]) return;
+    const ImplicitModelView& m = it.model;
+    const float* leaves = Leaves(it, StepParams(b, it, step));
+    V3 x = Load3(it.state.pos, i);
+    FieldValue v = EvalAt(it, leaves, i, x);
+    const float iso = m.iso[i];
+    for (int k = 0; k < imp::kReprojectionSteps; ++k) {
+      const float g2 = Dot(v.g, v.g);
+      const float res = fabsf(v.f - iso);
+      if (g2 < m.gradient_floor2 || res < imp::kConvergence) break;
+      V3 s = ((iso - v.f) / g2) * v.g;
+      const float len = Norm(s), cap = m.step_cap[i];
+      if (len > cap) s = V3{s.x * (cap / len), s.y * (cap / len), s.z * (cap / len)};
+      const FieldValue w = EvalAt(it, leaves, i, x + s);
+      if (!(fabsf(w.f - iso) < res)) break;
+      x = x + s;
+      v = w;
+    }
+    Store3(it.state.pos, i, x);
+  }
+};
+
+// Lost track [S]: too far from its bone's rigid motion, or out of its field: restart from DQS.
+struct LostTrack {
+  uint32_t step;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    const ImplicitModelView& m = it.model;
+    if (!StepLive(it, step) || !m.in_field[i]) return;
+    const float* p = StepParams(b, it, step);
+    const V3 rigid = Affine3(StepTransforms(it, p) + imp::kJointFloats * uint32_t(m.bone[i]), Load3(m.rest, i));
+    const V3 x = Load3(it.state.pos, i);
+    if (Norm(x - rigid) > imp::kLostTrack * m.step_cap[i] || LeftOwnField(m, Leaves(it, p), i, x)) {
+      Store3(it.state.pos, i, SkinVertex(m, DualQuats(p), m.vertex_of_node[i]));
+      it.state.state[i] = imp::kReseeded;
+    }
+  }
+};
+
+struct StepStates {
+  uint32_t step;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    const ImplicitModelView& m = it.model;
+    uint8_t& state = it.state.state[i];
+    if (!StepLive(it, step) || !m.in_field[i] || state == imp::kReseeded) return;
+    if (state != imp::kMarching && state != imp::kConverged) return;
+    const FieldValue v = EvalAt(it, Leaves(it, StepParams(b, it, step)), i, Load3(it.state.pos, i));
+    state = fabsf(v.f - m.iso[i]) < imp::kStateTolerance ? imp::kConverged : imp::kMarching;
+  }
+};
+
+// ---- both: nodes to vertices --------------------------------------------------------------------
+
+// Every vertex takes its node's position and state; an untracked vertex of the
+// history-independent method keeps its own DQS position.
+struct Scatter {
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t v) const {
+    const ImplicitModelView& m = it.model;
+    const uint32_t node = m.node_of_vertex[v];
+    const uint8_t state = it.state.state[node];
+    const V3 p = !it.settings.elastic && state == imp::kFree ? SkinVertex(m, DualQuats(StepParams(b, it, 0)), v)
+                                                             : Load3(it.state.pos, node);
+    Store3(b.out, it.vertex_offset + v, p);
+    b.states[it.vertex_offset + v] = state;
+  }
+};
+
+}  // namespace passes
+
+// One frame of every implicit item of a batch.
+template <class Exec>
+void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
+  using namespace passes;
+  if (l.history_independent) {
+    x.Nodes(IsStart{});
+    for (uint32_t k = 0; k < l.max_iterations; ++k) {
+      x.Nodes(Newton{0, k, false});
+      if (k % 2 == 1) {
+        x.Nodes(RelaxTargets{k});
+        x.Nodes(RelaxMoves{k});
+      }
+    }
+    x.Nodes(IsGuard{});
+    if (l.smoothing_iterations > 0) {
+      x.Nodes(BetaStart{});
+      for (int k = 0; k < imp::kBetaDiffusion; ++k) x.Nodes(BetaDiffuse{k});
+      for (uint32_t k = 0; k < l.smoothing_iterations; ++k) {
+        x.Nodes(SmoothTargets{k});
+        x.Nodes(SmoothMoves{k});
+      }
+    }
+  }
+  if (l.elastic) {
+    for (uint32_t s = 0; s < l.substeps; ++s) {
+      x.Items(StepBegin{s});
+      x.Nodes(StepStart{s});
+      for (uint32_t k = 0; k < l.max_iterations; ++k) x.Nodes(Newton{s, k, true});
+      x.Nodes(StepRotations{s});
+      for (uint32_t r = 0; r < uint32_t(imp::kRelaxRounds); ++r) {
+        x.Nodes(RelaxStart{s, r});
+        x.Reduce(CgStart{s, r});
+        for (uint32_t k = 0; k < l.relaxation_iterations; ++k) {
+          x.Nodes(CgProduct{s, r, k});
+          x.Reduce(CgCurvature{s, r, k});
+          x.Nodes(CgUpdate{s, r, k});
+          x.Reduce(CgResidual{s, r, k});
+          x.Nodes(CgDirection{s, r, k});
+        }
+        x.Reduce(RoundMoved{s, r});
+        x.Nodes(RelaxMove{s, r});
+        x.Nodes(Reproject{s, r});
+      }
+      x.Nodes(LostTrack{s});
+      x.Nodes(StepStates{s});
+    }
+  }
+  x.Vertices(Scatter{});
+}
+
+}  // namespace sinew::gpu

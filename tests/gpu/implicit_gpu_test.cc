@@ -1,0 +1,470 @@
+// Implicit skinning on the GPU backend against core's CPU deformers. Every test runs on CUDA
+// devices (skipped, with the reason, where there is none) and on the CPU emulation of a device,
+// which runs the device program's own passes. Properties:
+// - the history-independent method gives the CPU's result: the rest pose to float rounding, bent
+//   limbs (every operator) and a real character's clip within 1e-4 of the bounding-box diagonal
+//   for all but 0.5 % of the vertices, with the same vertex states; it depends only on the pose;
+// - the elastic method is itself sensitive to rounding: the CPU's own result moves by 1e-5 of
+//   the diagonal when every joint turns by 1e-6 rad, and by up to 1e-2 at deep bends after large
+//   jumps, where stop decisions flip. The device stays within twice that sensitivity, measured
+//   on the same frames; its state stays on the device between frames, returns to rest after a
+//   round trip and on reset;
+// - sessions batched together (implicit ones of both methods and LBS) get exactly the result
+//   they get alone, and one session's frames submitted back to back run in order;
+// - the model, the shared operators and each session's state are counted against the device's
+//   memory and returned when freed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+
+#include "clients/import/asset_import.h"
+#include "core/clip/clip.h"
+#include "core/deformer/deformer.h"
+#include "core/deformer/skeletal.h"
+#include "core/implicit/implicit_skinning.h"
+#include "core/procedural/limb.h"
+#include "gpu/backend.h"
+
+namespace sinew::gpu {
+namespace {
+
+enum class Kind { kCuda, kEmulated };
+
+absl::StatusOr<std::unique_ptr<GpuBackend>> Make(Kind kind, GpuOptions options = {}) {
+  if (kind == Kind::kEmulated && options.emulate_devices == 0) options.emulate_devices = 1;
+  return GpuBackend::Create(options);
+}
+
+struct Latch {
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = 1;
+  absl::Status status;
+  static void Done(void* self, const absl::Status& s) {
+    auto& l = *static_cast<Latch*>(self);
+    std::lock_guard lock(l.mu);
+    if (!s.ok()) l.status = s;
+    if (--l.remaining == 0) l.cv.notify_all();
+  }
+  void Wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return remaining == 0; });
+  }
+};
+
+// The limb of core's implicit skinning tests: two bones whose blend is narrow enough that LBS
+// and DQS interpenetrate at 130°.
+std::shared_ptr<const Rig> TwoBoneLimb() {
+  LimbOptions o;
+  o.rings = 90;
+  o.segments = 32;
+  o.bones = 2;
+  o.length = 3;
+  o.radius = 0.25f;
+  o.max_influences = 2;
+  o.blend = 0.12f;
+  auto rig = BuildRig(MakeLimb(o));
+  EXPECT_TRUE(rig.ok()) << rig.status();
+  return std::make_shared<const Rig>(std::move(*rig));
+}
+
+Pose Bent(const Rig& rig, double degrees, double twist = 0) {
+  return LimbPose(rig.skeleton, 0.5, LimbMotion{.bend_degrees = degrees, .twist_degrees = twist});
+}
+
+std::shared_ptr<const ImplicitModel> Prepare(const Rig& rig, const DeformerConfig& config) {
+  ThreadPool pool(2);
+  auto p = PrepareImplicit(rig, config, &pool, {});
+  EXPECT_TRUE(p.ok()) << p.status();
+  return std::dynamic_pointer_cast<const ImplicitModel>(*p);
+}
+
+// One session on the CPU (core's deformer) and its twin on the device.
+struct Pair {
+  std::shared_ptr<const Rig> rig;
+  std::unique_ptr<Deformer> cpu, stage;  // `stage` computes the device frames' parameters
+  std::unique_ptr<GpuSession> gpu;
+  std::vector<float> params;
+
+  Pair(GpuBackend& backend, std::shared_ptr<const Rig> r, std::shared_ptr<const ImplicitModel> model,
+       const DeformerConfig& config, std::shared_ptr<GpuRig> on_gpu = nullptr, std::shared_ptr<GpuModel> dev_model = nullptr)
+      : rig(std::move(r)) {
+    cpu = *CreateImplicitDeformer(rig, model, config);
+    stage = *CreateImplicitDeformer(rig, model, config);
+    if (!on_gpu) on_gpu = *backend.Upload(*rig);
+    if (!dev_model) {
+      auto m = backend.UploadImplicitModel(on_gpu, *model);
+      EXPECT_TRUE(m.ok()) << m.status();
+      dev_model = *m;
+    }
+    SessionSpec spec;
+    spec.method = config.method == Method::kElasticImplicit ? GpuMethod::kElasticImplicit : GpuMethod::kImplicit;
+    spec.model = dev_model;
+    spec.implicit = config.implicit;
+    auto s = backend.CreateSession(on_gpu, spec);
+    EXPECT_TRUE(s.ok()) << s.status();
+    gpu = std::move(*s);
+  }
+
+  std::vector<float> Cpu(const Pose& pose, std::vector<uint8_t>* states = nullptr) {
+    std::vector<float> out(rig->positions.size());
+    EXPECT_TRUE(cpu->Deform({&pose, {}}, out, nullptr).ok());
+    if (states) {
+      EXPECT_TRUE(cpu->Extras({.vertex_states = states}).ok());
+    }
+    return out;
+  }
+  // Queues one device frame (the parameters are copied before Submit returns).
+  void Submit(GpuBackend& backend, const Pose& pose, std::vector<float>& out, std::vector<uint8_t>& states, Latch& latch) {
+    out.assign(rig->positions.size(), 0.f);
+    states.assign(rig->vertex_count(), 255);
+    ASSERT_TRUE(stage->DeviceFrame({&pose, {}}, params).ok());
+    backend.Submit(*gpu, params, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch, states.data());
+  }
+  std::vector<float> Gpu(GpuBackend& backend, const Pose& pose, std::vector<uint8_t>* states = nullptr) {
+    std::vector<float> out;
+    std::vector<uint8_t> st;
+    Latch latch;
+    Submit(backend, pose, out, st, latch);
+    latch.Wait();
+    EXPECT_TRUE(latch.status.ok()) << latch.status;
+    if (states) *states = st;
+    return out;
+  }
+};
+
+// How far the device's result is from the CPU's.
+struct Agreement {
+  double max = 0;       // largest per-vertex distance
+  size_t beyond = 0;    // vertices farther apart than the tolerance
+  size_t states = 0;    // vertices whose states differ
+  size_t nonfinite = 0;
+};
+
+Agreement Compare(std::span<const float> a, std::span<const float> b, std::span<const uint8_t> sa,
+                  std::span<const uint8_t> sb, double tolerance) {
+  Agreement r;
+  for (size_t v = 0; v < a.size() / 3; ++v) {
+    double d2 = 0;
+    for (int k = 0; k < 3; ++k) {
+      if (!std::isfinite(a[3 * v + k])) ++r.nonfinite;
+      d2 += std::pow(double(a[3 * v + k]) - b[3 * v + k], 2);
+    }
+    r.max = std::max(r.max, std::sqrt(d2));
+    r.beyond += std::sqrt(d2) > tolerance;
+    r.states += sa[v] != sb[v];
+  }
+  return r;
+}
+
+class ImplicitGpu : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    auto b = Make(GetParam());
+    if (!b.ok()) GTEST_SKIP() << "no GPU: " << b.status().message();
+    backend_ = std::move(*b);
+  }
+  std::unique_ptr<GpuBackend> backend_;
+};
+INSTANTIATE_TEST_SUITE_P(Backends, ImplicitGpu, ::testing::Values(Kind::kCuda, Kind::kEmulated),
+                         [](const auto& info) { return info.param == Kind::kCuda ? "Cuda" : "Emulated"; });
+
+DeformerConfig Config(Method method, JointOperator op = JointOperator::kContact) {
+  DeformerConfig c;
+  c.method = method;
+  c.implicit.default_operator = op;
+  return c;
+}
+
+TEST_P(ImplicitGpu, HistoryIndependentEqualsTheCpu) {
+  auto rig = TwoBoneLimb();
+  const double diag = rig->bbox_diagonal();
+  for (JointOperator op : {JointOperator::kContact, JointOperator::kBulge, JointOperator::kUnion}) {
+    const DeformerConfig config = Config(Method::kImplicit, op);
+    Pair p(*backend_, rig, Prepare(*rig, config), config);
+    for (auto [bend, twist] : {std::pair{0.0, 0.0}, {90.0, 0.0}, {130.0, 0.0}, {110.0, 60.0}}) {
+      const Pose pose = Bent(*rig, bend, twist);
+      std::vector<uint8_t> sc, sg;
+      const auto cpu = p.Cpu(pose, &sc);
+      const auto gpu = p.Gpu(*backend_, pose, &sg);
+      const Agreement a = Compare(gpu, cpu, sg, sc, 1e-4 * diag);
+      std::printf("%s, bend %.0f° twist %.0f°: max %.2e diag, %zu vertices beyond 1e-4 diag, %zu states differ (of %zu)\n",
+                  JointOperatorName(op), bend, twist, a.max / diag, a.beyond, a.states, rig->vertex_count());
+      EXPECT_EQ(a.nonfinite, 0u);
+      if (bend == 0) {
+        EXPECT_LT(a.max, 1e-5 * diag);  // the rest pose: every vertex converges in place
+        EXPECT_EQ(a.states, 0u);
+      }
+      EXPECT_LE(a.beyond, rig->vertex_count() / 200) << JointOperatorName(op) << " " << bend;
+      EXPECT_LE(a.states, rig->vertex_count() / 200) << JointOperatorName(op) << " " << bend;
+    }
+  }
+}
+
+TEST_P(ImplicitGpu, HistoryIndependentDependsOnlyOnThePose) {
+  auto rig = TwoBoneLimb();
+  const DeformerConfig config = Config(Method::kImplicit);
+  Pair p(*backend_, rig, Prepare(*rig, config), config);
+  const auto first = p.Gpu(*backend_, Bent(*rig, 100));
+  p.Gpu(*backend_, Bent(*rig, 30, 90));
+  p.Gpu(*backend_, Bent(*rig, 140));
+  EXPECT_EQ(p.Gpu(*backend_, Bent(*rig, 100)), first);
+}
+
+// The pose with every joint turned by `radians` more (about one fixed axis).
+Pose Perturbed(const Pose& pose, double radians) {
+  Pose p = pose;
+  const Eigen::Quaterniond turn(Eigen::AngleAxisd(radians, Eigen::Vector3d(1, 2, 3).normalized()));
+  for (size_t j = 0; j < p.joint_count(); ++j) {
+    Similarity s = p.joint(j);
+    s.rotation = (s.rotation * turn).normalized();
+    p.set_joint(j, s);
+  }
+  return p;
+}
+
+// Plays `poses` through the elastic method on the device and on the CPU, and on the CPU with
+// every pose perturbed by 1e-6 rad; the device's distance from the CPU must stay within twice
+// the CPU's own distance from its perturbed run (or within 1e-4 of the diagonal).
+void ExpectElasticWithinItsSensitivity(GpuBackend& backend, std::shared_ptr<const Rig> rig,
+                                       std::shared_ptr<const ImplicitModel> model, const std::vector<Pose>& poses,
+                                       const char* label) {
+  const DeformerConfig config = Config(Method::kElasticImplicit);
+  const double diag = rig->bbox_diagonal(), tolerance = 1e-4 * diag;
+  Pair p(backend, rig, model, config);
+  auto perturbed = *CreateImplicitDeformer(rig, model, config);
+  Agreement self_total, dev_total;
+  size_t smooth_frames = 0;
+  for (size_t k = 0; k < poses.size(); ++k) {
+    std::vector<uint8_t> sc, sg, sp;
+    const auto cpu = p.Cpu(poses[k], &sc);
+    const auto gpu = p.Gpu(backend, poses[k], &sg);
+    std::vector<float> other(rig->positions.size());
+    const Pose moved = Perturbed(poses[k], 1e-6);
+    ASSERT_TRUE(perturbed->Deform({&moved, {}}, other, nullptr).ok());
+    ASSERT_TRUE(perturbed->Extras({.vertex_states = &sp}).ok());
+    const Agreement self = Compare(other, cpu, sp, sc, tolerance), dev = Compare(gpu, cpu, sg, sc, tolerance);
+    EXPECT_EQ(dev.nonfinite, 0u) << label << " frame " << k;
+    if (self.max < tolerance) {  // where the method is not chaotic, the device is as close
+      ++smooth_frames;
+      EXPECT_LT(dev.max, tolerance) << label << " frame " << k;
+    }
+    self_total.max = std::max(self_total.max, self.max);
+    dev_total.max = std::max(dev_total.max, dev.max);
+    self_total.beyond += self.beyond;
+    dev_total.beyond += dev.beyond;
+    self_total.states += self.states;
+    dev_total.states += dev.states;
+  }
+  const size_t total = rig->vertex_count() * poses.size();
+  std::printf("%s, elastic over %zu frames (%zu not chaotic): device vs CPU max %.2e diag, %zu beyond 1e-4 diag, %zu "
+              "states differ; CPU vs CPU with poses turned 1e-6 rad: max %.2e, %zu beyond, %zu states (of %zu)\n",
+              label, poses.size(), smooth_frames, dev_total.max / diag, dev_total.beyond, dev_total.states,
+              self_total.max / diag, self_total.beyond, self_total.states, total);
+  EXPECT_LE(dev_total.max, std::max(2 * self_total.max, tolerance)) << label;
+  EXPECT_LE(dev_total.beyond, 2 * self_total.beyond + total / 1000) << label;
+  EXPECT_LE(dev_total.states, 2 * self_total.states + total / 1000) << label;
+}
+
+TEST_P(ImplicitGpu, ElasticEqualsTheCpuWithinItsOwnSensitivity) {
+  auto rig = TwoBoneLimb();
+  // 0° → 120° → 0° in 15° steps, with two 60° jumps that take sub-steps.
+  std::vector<double> bends;
+  for (int k = 0; k <= 8; ++k) bends.push_back(15.0 * k);
+  for (int k = 7; k >= 0; --k) bends.push_back(15.0 * k);
+  bends.insert(bends.begin() + 3, {105.0, 45.0});
+  std::vector<Pose> poses;
+  for (double b : bends) poses.push_back(Bent(*rig, b, b / 3));
+  ExpectElasticWithinItsSensitivity(*backend_, rig, Prepare(*rig, Config(Method::kElasticImplicit)), poses, "limb");
+}
+
+TEST_P(ImplicitGpu, ElasticReturnsToRestAfterARoundTripAndAfterReset) {
+  auto rig = TwoBoneLimb();
+  const double diag = rig->bbox_diagonal();
+  const DeformerConfig config = Config(Method::kElasticImplicit);
+  Pair p(*backend_, rig, Prepare(*rig, config), config);
+  auto distance_from_rest = [&](const std::vector<float>& out) {
+    double worst = 0;
+    for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(double(out[i]) - rig->positions[i]));
+    return worst;
+  };
+  // 0° → 120° → 0° in 15° steps: back at the rest mesh (the CPU: 1.8e-5 of the diagonal).
+  for (int k = 1; k <= 8; ++k) p.Gpu(*backend_, Bent(*rig, 15.0 * k));
+  for (int k = 7; k >= 1; --k) p.Gpu(*backend_, Bent(*rig, 15.0 * k));
+  EXPECT_LT(distance_from_rest(p.Gpu(*backend_, BindPose(rig->skeleton))), 1e-4 * diag);
+  // Reset after a bend: the next frame starts from rest, so the bind pose gives the rest mesh.
+  p.Gpu(*backend_, Bent(*rig, 90));
+  p.stage->Reset();
+  EXPECT_LT(distance_from_rest(p.Gpu(*backend_, BindPose(rig->skeleton))), 1e-5 * diag);
+}
+
+// Implicit sessions of both methods and an LBS session share batches; each gets exactly what
+// it gets alone, and one session's frames queued back to back run in order (the elastic
+// state carries over from frame to frame, so any other order would show).
+TEST_P(ImplicitGpu, SessionsShareBatchesAndKeepTheirOrder) {
+  GpuOptions options;
+  options.batch_window = std::chrono::milliseconds(20);
+  auto backend = *Make(GetParam(), options);
+  auto rig = TwoBoneLimb();
+  const DeformerConfig is = Config(Method::kImplicit), eis = Config(Method::kElasticImplicit);
+  auto model = Prepare(*rig, is);
+  auto on_gpu = *backend->Upload(*rig);
+  auto dev_model = *backend->UploadImplicitModel(on_gpu, *model);
+  const std::vector<double> bends = {30, 60, 90, 120};
+  auto pose_of = [&](int session, size_t k) {
+    return session == 2 ? Bent(*rig, 150 - bends[k], 45) : Bent(*rig, bends[k]);
+  };
+  const DeformerConfig* configs[3] = {&is, &eis, &eis};
+
+  // Alone: one session at a time, each frame waited for.
+  std::vector<std::vector<float>> alone[3];
+  for (int s = 0; s < 3; ++s) {
+    Pair p(*backend, rig, model, *configs[s], on_gpu, dev_model);
+    for (size_t k = 0; k < bends.size(); ++k) alone[s].push_back(p.Gpu(*backend, pose_of(s, k)));
+  }
+  // Together: every frame of the three sessions queued at once, an LBS frame among them.
+  std::vector<std::unique_ptr<Pair>> pairs;
+  for (int s = 0; s < 3; ++s) pairs.push_back(std::make_unique<Pair>(*backend, rig, model, *configs[s], on_gpu, dev_model));
+  auto lbs = *backend->CreateSession(on_gpu, GpuMethod::kLbs);
+  EXPECT_EQ(backend->Devices()[0].rigs, 1u);
+  std::vector<Similarity> world(rig->joint_count());
+  std::vector<Affine34d> transforms(rig->joint_count());
+  std::vector<float> lbs_params(12 * rig->joint_count()), lbs_out(rig->positions.size());
+  const Pose lbs_pose = Bent(*rig, 75);
+  ASSERT_TRUE(SkeletalJointData(*rig, Method::kLbs, {&lbs_pose, {}}, world, transforms, lbs_params).ok());
+  const uint64_t batches = backend->Devices()[0].batches;
+  Latch latch;
+  latch.remaining = int(3 * bends.size()) + 1;
+  std::vector<std::vector<float>> out[3];
+  std::vector<std::vector<uint8_t>> states[3];
+  for (int s = 0; s < 3; ++s) {
+    out[s].resize(bends.size());
+    states[s].resize(bends.size());
+  }
+  for (size_t k = 0; k < bends.size(); ++k) {
+    for (int s = 0; s < 3; ++s) pairs[s]->Submit(*backend, pose_of(s, k), out[s][k], states[s][k], latch);
+    if (k == 1) backend->Submit(*lbs, lbs_params, lbs_out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+  }
+  latch.Wait();
+  ASSERT_TRUE(latch.status.ok()) << latch.status;
+  for (int s = 0; s < 3; ++s) {
+    for (size_t k = 0; k < bends.size(); ++k) EXPECT_EQ(out[s][k], alone[s][k]) << "session " << s << " frame " << k;
+  }
+  auto cpu_lbs = CreateDeformer(rig, {Method::kLbs});
+  std::vector<float> want_lbs(rig->positions.size());
+  ASSERT_TRUE((*cpu_lbs)->Deform({&lbs_pose, {}}, want_lbs, nullptr).ok());
+  std::vector<uint8_t> none(rig->vertex_count(), 0);
+  EXPECT_LT(Compare(lbs_out, want_lbs, none, none, 0).max, 1e-5 * rig->bbox_diagonal());
+  // The elastic sessions' frames went one per batch: at least four batches, fewer than frames.
+  const uint64_t used = backend->Devices()[0].batches - batches;
+  std::printf("%zu frames of 3 implicit sessions and 1 LBS frame in %llu batches\n", 3 * bends.size(),
+              static_cast<unsigned long long>(used));
+  EXPECT_GE(used, bends.size());
+  EXPECT_LT(used, 3 * bends.size() + 1);
+}
+
+// The model and the operators are uploaded once and shared; everything is counted against the
+// device's memory and returned; a limit too small for a session's state is refused.
+TEST_P(ImplicitGpu, DeviceMemoryIsAccounted) {
+  auto rig = TwoBoneLimb();
+  const DeformerConfig config = Config(Method::kElasticImplicit);
+  auto model = Prepare(*rig, config);
+  uint64_t rig_bytes = 0, with_model = 0, with_session = 0;
+  {
+    auto on_gpu = *backend_->Upload(*rig);
+    rig_bytes = backend_->Devices()[0].used_bytes;
+    auto dev_model = backend_->UploadImplicitModel(on_gpu, *model);
+    ASSERT_TRUE(dev_model.ok()) << dev_model.status();
+    with_model = backend_->Devices()[0].used_bytes;
+    EXPECT_GT(with_model - rig_bytes, (*dev_model)->bytes());  // the model and the operators
+    EXPECT_GT((*dev_model)->bytes(), model->grids.size() * 32 * 32 * 32 * 16);
+    SessionSpec spec;
+    spec.method = GpuMethod::kElasticImplicit;
+    spec.model = *dev_model;
+    auto s = backend_->CreateSession(on_gpu, spec);
+    ASSERT_TRUE(s.ok()) << s.status();
+    with_session = backend_->Devices()[0].used_bytes;
+    EXPECT_GT(with_session - with_model, model->node_count() * 100);  // positions, CG vectors, rotations...
+    // A second model upload of the same data on the same device shares the operators.
+    auto again = backend_->UploadImplicitModel(on_gpu, *model);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(backend_->Devices()[0].used_bytes - with_session, (*again)->bytes());
+  }
+  EXPECT_EQ(backend_->Devices()[0].used_bytes, 0u);
+
+  GpuOptions options;
+  options.memory_limit_bytes = with_model + 1000;
+  auto small = *Make(GetParam(), options);
+  auto on_gpu = *small->Upload(*rig);
+  auto dev_model = small->UploadImplicitModel(on_gpu, *model);
+  ASSERT_TRUE(dev_model.ok()) << dev_model.status();
+  SessionSpec spec;
+  spec.method = GpuMethod::kElasticImplicit;
+  spec.model = *dev_model;
+  const auto refused = small->CreateSession(on_gpu, spec);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("--gpu-memory-limit"));
+}
+
+// A frame whose parameters do not match the stage's layout fails alone, with a message.
+TEST_P(ImplicitGpu, MalformedFramesFail) {
+  auto rig = TwoBoneLimb();
+  const DeformerConfig config = Config(Method::kImplicit);
+  Pair p(*backend_, rig, Prepare(*rig, config), config);
+  std::vector<float> out(rig->positions.size());
+  for (std::vector<float> params : {std::vector<float>{}, std::vector<float>(10, 1.f), std::vector<float>(p.gpu->param_count(), 2.f)}) {
+    Latch latch;
+    backend_->Submit(*p.gpu, params, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+    latch.Wait();
+    EXPECT_EQ(latch.status.code(), absl::StatusCode::kInternal) << params.size();
+  }
+  EXPECT_LE(Compare(p.Gpu(*backend_, Bent(*rig, 60)), p.Cpu(Bent(*rig, 60)), std::vector<uint8_t>(rig->vertex_count()),
+                    std::vector<uint8_t>(rig->vertex_count()), 1e-4 * rig->bbox_diagonal())
+                .beyond,
+            rig->vertex_count() / 200);
+}
+
+// A character nobody here made: assimp-testmodels' BCN_Epileptic (15k vertices, 58 joints,
+// fields on the limbs, untracked facial bones), its clip through both methods on the device.
+TEST_P(ImplicitGpu, CharacterClipEqualsTheCpu) {
+  const std::string path = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
+  auto asset = ImportAsset(path);
+  ASSERT_TRUE(asset.ok()) << asset.status();
+  auto rig = std::make_shared<const Rig>(*BuildRig(asset->rig));
+  const double diag = rig->bbox_diagonal();
+  const DeformerConfig is = Config(Method::kImplicit);
+  auto model = Prepare(*rig, is);
+  const Clip& clip = asset->clips[0];
+  constexpr int kFrames = 8;
+  std::vector<Pose> poses(kFrames + 1);
+  for (int k = 0; k <= kFrames; ++k) SampleClip(clip, rig->skeleton, clip.duration * k / kFrames, poses[k]);
+
+  Pair p(*backend_, rig, model, is);
+  Agreement total;
+  for (const Pose& pose : poses) {
+    std::vector<uint8_t> sc, sg;
+    const auto cpu = p.Cpu(pose, &sc);
+    const auto gpu = p.Gpu(*backend_, pose, &sg);
+    const Agreement a = Compare(gpu, cpu, sg, sc, 1e-4 * diag);
+    total.max = std::max(total.max, a.max);
+    total.beyond += a.beyond;
+    total.states += a.states;
+    total.nonfinite += a.nonfinite;
+  }
+  const size_t frames = rig->vertex_count() * poses.size();
+  std::printf("implicit, BCN_Epileptic clip: max %.2e diag, %zu of %zu vertex-frames beyond 1e-4 diag, %zu states differ\n",
+              total.max / diag, total.beyond, frames, total.states);
+  EXPECT_EQ(total.nonfinite, 0u);
+  EXPECT_LE(total.beyond, frames / 200);
+  EXPECT_LE(total.states, frames / 200);
+
+  ExpectElasticWithinItsSensitivity(*backend_, rig, model, poses, "BCN_Epileptic");
+}
+
+}  // namespace
+}  // namespace sinew::gpu
