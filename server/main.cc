@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
        Number(o.max_message_bytes)},
       {"gpu", "auto|off|emulate",
        "GPU backend: auto uses CUDA devices when there are any (sessions with BACKEND_AUTO "
-       "run their per-vertex stage there), off never does, emulate runs one emulated device on "
-       "the CPU (for tests and demos, not speed). Default auto",
+       "run their per-vertex stage there: every method, implicit skinning's tracking included), "
+       "off never does, emulate runs one emulated device on the CPU (for tests and demos, not "
+       "speed). Default auto",
        [&](const std::string& v) { o.gpu = v; return v == "auto" || v == "off" || v == "emulate"; }},
       {"gpu-memory-limit", "BYTES",
        "Device memory Sinew may use per GPU for rigs and sessions; 0 = 90 % of the device. Default 0",
