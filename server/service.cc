@@ -700,6 +700,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
     auto s = CreateGpuSession(*stored, **deformer, stage, config->implicit);
     if (s.ok()) {
       gpu_session = std::move(*s);
+      (*deformer)->RunsOnDevice();  // frees the CPU-only scratch before it is counted below
     } else if (backend == v1::BACKEND_AUTO && s.status().code() == absl::StatusCode::kFailedPrecondition) {
       on_gpu = false;  // the device program cannot run this rig: AUTO runs it on the CPU
     } else {

@@ -156,6 +156,10 @@ class Deformer {
   // The stage's coefficient matrix (rows = vertices, row-major), for cage stages.
   virtual void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const;
   virtual absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params);
+  // Tells a deformer that its host runs it through DeviceFrame only: it may free the scratch
+  // that only Deform uses (StateBytes then reports what is left). Deform still works after it,
+  // allocating that scratch again.
+  virtual void RunsOnDevice() {}
 };
 
 // Precomputation of a method for one rig; may take seconds (reports progress) and runs once per

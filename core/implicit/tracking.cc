@@ -25,7 +25,16 @@ class Tracker {
  public:
   Tracker(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model, const ImplicitConfig& config)
       : rig_(std::move(rig)), m_(std::move(model)), config_(config) {
+    AllocateNodes();
+    cos_contact_ = float(std::cos(config.contact_angle_degrees * std::numbers::pi / 180));
+    gradient_floor2_ = m_->gradient_floor2;
+  }
+
+  // The per-node scratch of the CPU frames. A session whose frames run on a device frees it
+  // (Deformer::RunsOnDevice); returns true when it had to be allocated again.
+  bool AllocateNodes() {
     const size_t nn = m_->node_count();
+    if (pos_.size() == nn) return false;
     pos_.resize(nn);
     tmp_.resize(nn);
     prev_pos_.resize(nn);
@@ -36,8 +45,16 @@ class Tracker {
     state_.resize(nn);
     cand_.resize(nn * kMaxCandidates);
     cand_count_.resize(nn);
-    cos_contact_ = float(std::cos(config.contact_angle_degrees * std::numbers::pi / 180));
-    gradient_floor2_ = m_->gradient_floor2;
+    return true;
+  }
+  void FreeNodes() {
+    for (auto* v : {&pos_, &tmp_, &prev_pos_, &g_prev_}) std::vector<Eigen::Vector3f>().swap(*v);
+    for (auto* v : {&r_prev_, &s_prev_}) std::vector<float>().swap(*v);
+    std::vector<uint8_t>().swap(fresh_);
+    std::vector<VertexState>().swap(state_);
+    std::vector<uint16_t>().swap(cand_);
+    std::vector<uint8_t>().swap(cand_count_);
+    std::vector<uint32_t>().swap(active_);
   }
 
   size_t Bytes() const {
@@ -203,6 +220,10 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
 
   absl::Status Extras(const FrameExtras& extras) const override {
     if (extras.posed_cage || extras.rest_cage || extras.joints) return Deformer::Extras(extras);
+    if (extras.vertex_states && state_.empty()) {
+      return absl::FailedPreconditionError(
+          "outputs.vertex_states: this session's frames run on a device, which returns the states with them");
+    }
     if (extras.vertex_states) {
       extras.vertex_states->resize(rig_->vertex_count());
       for (size_t v = 0; v < rig_->vertex_count(); ++v) {
@@ -278,8 +299,16 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     return absl::OkStatus();
   }
 
+  void RunsOnDevice() override {
+    FreeNodes();
+    std::vector<float>().swap(beta_);
+    std::vector<float>().swap(beta_next_);
+    std::vector<uint32_t>().swap(moving_);
+  }
+
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = PoseFrame(frame); !st.ok()) return st;
+    if (AllocateNodes()) beta_.resize(m_->node_count());
     // 1. Dual quaternion skinning is the initial guess.
     ToDualQuats(transforms_, dqs_);
     DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, out, pool);
@@ -392,7 +421,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   void Reset() override {
-    for (size_t i = 0; i < m_->node_count(); ++i) {
+    for (size_t i = 0; i < pos_.size(); ++i) {  // nothing when the scratch was freed
       pos_[i] = P3(m_->rest, i);
       state_[i] = m_->in_field[i] ? VertexState::kConverged : VertexState::kFree;
     }
@@ -401,8 +430,21 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     device_reset_ = true;  // a device session restarts from rest with its next frame
   }
 
+  void RunsOnDevice() override {
+    FreeNodes();
+    std::vector<Eigen::Matrix3f>().swap(rot_);
+    std::vector<float>().swap(skinned_);
+    std::vector<uint8_t>().swap(free_);
+    for (auto* v : {&normal_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) std::vector<Eigen::Vector3f>().swap(*v);
+  }
+
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = PoseFrame(frame); !st.ok()) return st;
+    if (AllocateNodes()) {  // back from a device: the CPU's tracking starts from the rest state
+      rot_.resize(m_->node_count());
+      skinned_.resize(rig_->positions.size());
+      Reset();
+    }
     const uint32_t steps = PlanSubsteps();
     for (uint32_t s = 1; s <= steps; ++s) {
       StepTransforms(s, steps);

@@ -398,6 +398,28 @@ TEST(ImplicitSkinning, ElasticResultHardlyDependsOnTheTimeStep) {
   EXPECT_LT(diff, 0.25 * model->mean_edge);
 }
 
+// A host that runs the deformer on a device frees the CPU-only scratch (StateBytes drops by
+// the per-node arrays); the CPU path still works afterwards: the history-independent method
+// gives the same frame, the elastic one starts again from the rest state.
+TEST(ImplicitSkinning, RunsOnDeviceFreesTheCpuScratch) {
+  Fixture& f = F();
+  for (Method m : {Method::kImplicit, Method::kElasticImplicit}) {
+    auto model = f.Model(Config(m));
+    auto d = f.Make(Config(m), model);
+    const Pose pose = f.Bent(m == Method::kImplicit ? 100 : 30);
+    const auto before = f.Run(*d, pose);
+    const size_t full = d->StateBytes();
+    d->RunsOnDevice();
+    EXPECT_LT(d->StateBytes() + 60 * model->node_count(), full) << int(m);
+    std::vector<uint8_t> states;
+    EXPECT_EQ(d->Extras({.vertex_states = &states}).code(), absl::StatusCode::kFailedPrecondition);
+    auto fresh = f.Make(Config(m), model);
+    const auto again = f.Run(*d, pose, &states);
+    EXPECT_EQ(states.size(), f.rig->vertex_count());
+    EXPECT_EQ(again, m == Method::kImplicit ? before : f.Run(*fresh, pose)) << int(m);
+  }
+}
+
 TEST(ImplicitSkinning, Validation) {
   Fixture& f = F();
   DeformerConfig c = Config(Method::kImplicit);

@@ -95,6 +95,7 @@ struct Pair {
       : rig(std::move(r)) {
     cpu = *CreateImplicitDeformer(rig, model, config);
     stage = *CreateImplicitDeformer(rig, model, config);
+    stage->RunsOnDevice();  // as the server does: the device keeps the tracking state
     if (!on_gpu) on_gpu = *backend.Upload(*rig);
     if (!dev_model) {
       auto m = backend.UploadImplicitModel(on_gpu, *model);

@@ -155,6 +155,8 @@ TEST_P(GpuService, ImplicitMethodsRunOnTheGpu) {
   ASSERT_TRUE(gpu.ok() && automatic.ok() && cpu.ok()) << gpu.status() << automatic.status() << cpu.status();
   EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);
   EXPECT_EQ(automatic->backend(), v1::BACKEND_GPU);
+  // The tracking state is on the device: the host keeps far less per session.
+  EXPECT_LT(gpu->state_bytes(), cpu->state_bytes() / 2);
   auto stream = client_->OpenStream();
   for (int f = 0; f < 4; ++f) {
     v1::DeformRequest r = Frame(gpu->session_id(), f, bent(40.0 * f));
