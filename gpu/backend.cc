@@ -74,6 +74,13 @@ class Device {
     used_ += bytes;
     return true;
   }
+  // Reserve, or RESOURCE_EXHAUSTED saying what needed the bytes and naming the flag.
+  absl::Status Reserve(uint64_t bytes, std::string_view what) {
+    if (Reserve(bytes)) return absl::OkStatus();
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "gpu %d: %s needs %d bytes of device memory, %d left within the limit (--gpu-memory-limit)", index_, what,
+        bytes, free_budget()));
+  }
   void Release(uint64_t bytes) {
     std::lock_guard lock(budget_mu_);
     used_ -= std::min(used_, bytes);
@@ -87,11 +94,7 @@ class Device {
     std::lock_guard lock(operators_mu_);
     if (auto held = operators_.lock(); held && held_key_ == &key) return held;
     const uint64_t bytes = OperatorBytes(key);
-    if (!Reserve(bytes)) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "gpu %d: the composition operators need %d bytes of device memory, %d left within the limit "
-          "(--gpu-memory-limit)", index_, bytes, free_budget()));
-    }
+    if (auto st = Reserve(bytes, "implicit skinning's composition operators"); !st.ok()) return st;
     auto ops = std::make_shared<DeviceOperators>();
     ops->device = this;
     std::string error;
@@ -567,11 +570,7 @@ absl::StatusOr<std::shared_ptr<GpuCoefficients>> GpuBackend::UploadCoefficients(
     return absl::InvalidArgumentError("gpu: coefficient matrix does not have one row per vertex");
   }
   const uint64_t bytes = sizeof(float) * values.size();
-  if (!r.device_->Reserve(bytes)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "gpu %d: the coefficients need %d bytes of device memory, %d left within the limit "
-        "(--gpu-memory-limit)", r.device(), bytes, r.device_->free_budget()));
-  }
+  if (auto st = r.device_->Reserve(bytes, "the cage coefficients"); !st.ok()) return st;
   auto c = std::make_shared<GpuCoefficientsImpl>(r.device_, cols, bytes);
   std::string error;
   c->values = static_cast<float*>(r.device_->api().Alloc(r.device(), bytes, &error));
@@ -593,11 +592,7 @@ absl::StatusOr<std::shared_ptr<GpuModel>> GpuBackend::UploadImplicitModel(std::s
   auto operators = r->device_->Operators(*model->operators);
   if (!operators.ok()) return operators.status();
   const uint64_t bytes = ImplicitModelBytes(*model);
-  if (!r->device_->Reserve(bytes)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "gpu %d: the rig's implicit skinning model needs %d bytes of device memory, %d left within the limit "
-        "(--gpu-memory-limit)", r->device(), bytes, r->device_->free_budget()));
-  }
+  if (auto st = r->device_->Reserve(bytes, "the rig's implicit skinning model"); !st.ok()) return st;
   auto g = std::make_shared<GpuModelImpl>(r, std::move(*operators));
   g->reserved_ = bytes;
   g->fields = uint32_t(model->fields.size());
@@ -639,11 +634,7 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
     bytes += sizeof(ImplicitItem) + impl->vertex_count() + state;
   }
   bytes += params;
-  if (!impl->device_->Reserve(bytes)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "gpu %d: a session on this rig needs %d bytes of device memory, %d left within the "
-        "limit (--gpu-memory-limit)", impl->device(), bytes, impl->device_->free_budget()));
-  }
+  if (auto st = impl->device_->Reserve(bytes, "a session on this rig"); !st.ok()) return st;
   auto session = std::make_unique<GpuSessionImpl>(impl, spec, bytes);
   if (implicit) {
     std::string error;

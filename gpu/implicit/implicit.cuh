@@ -519,19 +519,22 @@ SINEW_HD V3 CappedMove(const ImplicitItem& it, uint32_t i) {
   return dx;
 }
 
-// The item holding index g of one of the batch's grids; items are sorted by both offsets.
+// The batch's two grids: every node, or every vertex, of its items one after another.
 struct NodeGrid {
-  SINEW_HD uint32_t operator()(const ImplicitItem& it) const { return it.node_offset; }
+  static SINEW_HD uint32_t Offset(const ImplicitItem& it) { return it.node_offset; }
+  static SINEW_HD uint32_t Count(const ImplicitItem& it) { return it.model.node_count; }
 };
 struct VertexGrid {
-  SINEW_HD uint32_t operator()(const ImplicitItem& it) const { return it.implicit_vertex_offset; }
+  static SINEW_HD uint32_t Offset(const ImplicitItem& it) { return it.implicit_vertex_offset; }
+  static SINEW_HD uint32_t Count(const ImplicitItem& it) { return it.model.vertex_count; }
 };
+// The item holding index g of a grid (items are sorted by both offsets).
 template <class Grid>
-SINEW_HD uint32_t FindItem(const ImplicitBatch& b, uint32_t g, Grid offset) {
+SINEW_HD uint32_t FindItem(const ImplicitBatch& b, uint32_t g) {
   uint32_t lo = 0, hi = b.count - 1;
   while (lo < hi) {
     const uint32_t mid = (lo + hi + 1) / 2;
-    if (offset(b.items[mid]) <= g) lo = mid;
+    if (Grid::Offset(b.items[mid]) <= g) lo = mid;
     else hi = mid - 1;
   }
   return lo;

@@ -21,24 +21,15 @@ __global__ void SkinBatchKernel(const BatchItem* items, uint32_t item_count, con
   if (g < total) BatchVertex(items, item_count, joint_data, g, out);
 }
 
-// The implicit program's passes (gpu/implicit/program.cuh): a thread per node / vertex / item
-// of the batch, and a block per item for the reductions.
-template <class Pass>
-__global__ void ImplicitNodesKernel(Pass pass, ImplicitBatch b, uint32_t total) {
+// The implicit program's passes (gpu/implicit/program.cuh): a thread per node or vertex
+// (Grid) or item of the batch, and a block per item for the reductions.
+template <class Grid, class Pass>
+__global__ void ImplicitGridKernel(Pass pass, ImplicitBatch b, uint32_t total) {
   const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= total) return;
-  const ImplicitItem& it = b.items[FindItem(b, g, NodeGrid{})];
-  const uint32_t i = g - it.node_offset;
-  if (i < it.model.node_count) pass(b, it, i);
-}
-
-template <class Pass>
-__global__ void ImplicitVerticesKernel(Pass pass, ImplicitBatch b, uint32_t total) {
-  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g >= total) return;
-  const ImplicitItem& it = b.items[FindItem(b, g, VertexGrid{})];
-  const uint32_t v = g - it.implicit_vertex_offset;
-  if (v < it.model.vertex_count) pass(b, it, v);
+  const ImplicitItem& it = b.items[FindItem<Grid>(b, g)];
+  const uint32_t i = g - Grid::Offset(it);
+  if (i < Grid::Count(it)) pass(b, it, i);
 }
 
 template <class Pass>
@@ -74,11 +65,11 @@ struct CudaExec {
   static uint32_t Blocks(uint32_t n) { return (n + kThreads - 1) / kThreads; }
   template <class Pass>
   void Nodes(const Pass& pass) const {
-    if (nodes) ImplicitNodesKernel<<<Blocks(nodes), kThreads, 0, stream>>>(pass, b, nodes);
+    if (nodes) ImplicitGridKernel<NodeGrid><<<Blocks(nodes), kThreads, 0, stream>>>(pass, b, nodes);
   }
   template <class Pass>
   void Vertices(const Pass& pass) const {
-    if (vertices) ImplicitVerticesKernel<<<Blocks(vertices), kThreads, 0, stream>>>(pass, b, vertices);
+    if (vertices) ImplicitGridKernel<VertexGrid><<<Blocks(vertices), kThreads, 0, stream>>>(pass, b, vertices);
   }
   template <class Pass>
   void Items(const Pass& pass) const {

@@ -19,17 +19,19 @@ namespace {
 struct HostExec {
   ImplicitBatch b;
 
-  template <class Pass>
-  void Nodes(const Pass& pass) const {
+  template <class Grid, class Pass>
+  void Each(const Pass& pass) const {
     for (uint32_t t = 0; t < b.count; ++t) {
-      for (uint32_t i = 0; i < b.items[t].model.node_count; ++i) pass(b, b.items[t], i);
+      for (uint32_t i = 0; i < Grid::Count(b.items[t]); ++i) pass(b, b.items[t], i);
     }
   }
   template <class Pass>
+  void Nodes(const Pass& pass) const {
+    Each<NodeGrid>(pass);
+  }
+  template <class Pass>
   void Vertices(const Pass& pass) const {
-    for (uint32_t t = 0; t < b.count; ++t) {
-      for (uint32_t v = 0; v < b.items[t].model.vertex_count; ++v) pass(b, b.items[t], v);
-    }
+    Each<VertexGrid>(pass);
   }
   template <class Pass>
   void Items(const Pass& pass) const {

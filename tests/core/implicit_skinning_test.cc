@@ -16,22 +16,10 @@
 namespace sinew {
 namespace {
 
-LimbOptions TwoBoneLimb() {
-  LimbOptions o;
-  o.rings = 90;
-  o.segments = 32;
-  o.bones = 2;
-  o.length = 3;
-  o.radius = 0.25f;
-  o.max_influences = 2;
-  o.blend = 0.12f;  // narrow enough that LBS and DQS interpenetrate at 130°
-  return o;
-}
-
 struct Fixture {
   std::shared_ptr<const Rig> rig;
   ThreadPool pool{2};
-  Fixture() { rig = std::make_shared<Rig>(testing::BuildOrDie(MakeLimb(TwoBoneLimb()))); }
+  Fixture() { rig = std::make_shared<Rig>(testing::BuildOrDie(MakeLimb(testing::TwoBoneLimb()))); }
 
   std::shared_ptr<const ImplicitModel> Model(const DeformerConfig& c) {
     auto p = PrepareImplicit(*rig, c, &pool, {});

@@ -27,6 +27,20 @@ inline Rig SmallLimb(uint32_t influences = 2, uint32_t bones = 3) {
   return BuildOrDie(MakeLimb(o));
 }
 
+// The implicit skinning suites' limb: two bones, blended narrowly enough that LBS and DQS
+// interpenetrate at 130°.
+inline LimbOptions TwoBoneLimb() {
+  LimbOptions o;
+  o.rings = 90;
+  o.segments = 32;
+  o.bones = 2;
+  o.length = 3;
+  o.radius = 0.25f;
+  o.max_influences = 2;
+  o.blend = 0.12f;
+  return o;
+}
+
 inline double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));

@@ -15,36 +15,10 @@
 #include "core/procedural/limb.h"
 #include "core/util/half.h"
 #include "gpu/backend.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace sinew::gpu {
 namespace {
-
-enum class Kind { kCuda, kEmulated };
-
-std::string Name(Kind k) { return k == Kind::kCuda ? "Cuda" : "Emulated"; }
-
-absl::StatusOr<std::unique_ptr<GpuBackend>> Make(Kind kind, GpuOptions options = {}) {
-  if (kind == Kind::kEmulated && options.emulate_devices == 0) options.emulate_devices = 1;
-  return GpuBackend::Create(options);
-}
-
-// Waits for one frame.
-struct Latch {
-  std::mutex mu;
-  std::condition_variable cv;
-  int remaining = 1;
-  absl::Status status;
-  static void Done(void* self, const absl::Status& s) {
-    auto& l = *static_cast<Latch*>(self);
-    std::lock_guard lock(l.mu);
-    if (!s.ok()) l.status = s;
-    if (--l.remaining == 0) l.cv.notify_all();
-  }
-  void Wait() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return remaining == 0; });
-  }
-};
 
 std::shared_ptr<const Rig> Limb(uint32_t vertices, uint32_t bones, uint32_t influences) {
   LimbOptions o;

@@ -28,48 +28,14 @@
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
 #include "gpu/backend.h"
+#include "tests/core/test_util.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace sinew::gpu {
 namespace {
 
-enum class Kind { kCuda, kEmulated };
-
-absl::StatusOr<std::unique_ptr<GpuBackend>> Make(Kind kind, GpuOptions options = {}) {
-  if (kind == Kind::kEmulated && options.emulate_devices == 0) options.emulate_devices = 1;
-  return GpuBackend::Create(options);
-}
-
-struct Latch {
-  std::mutex mu;
-  std::condition_variable cv;
-  int remaining = 1;
-  absl::Status status;
-  static void Done(void* self, const absl::Status& s) {
-    auto& l = *static_cast<Latch*>(self);
-    std::lock_guard lock(l.mu);
-    if (!s.ok()) l.status = s;
-    if (--l.remaining == 0) l.cv.notify_all();
-  }
-  void Wait() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return remaining == 0; });
-  }
-};
-
-// The limb of core's implicit skinning tests: two bones whose blend is narrow enough that LBS
-// and DQS interpenetrate at 130°.
 std::shared_ptr<const Rig> TwoBoneLimb() {
-  LimbOptions o;
-  o.rings = 90;
-  o.segments = 32;
-  o.bones = 2;
-  o.length = 3;
-  o.radius = 0.25f;
-  o.max_influences = 2;
-  o.blend = 0.12f;
-  auto rig = BuildRig(MakeLimb(o));
-  EXPECT_TRUE(rig.ok()) << rig.status();
-  return std::make_shared<const Rig>(std::move(*rig));
+  return std::make_shared<const Rig>(testing::BuildOrDie(MakeLimb(testing::TwoBoneLimb())));
 }
 
 Pose Bent(const Rig& rig, double degrees, double twist = 0) {
@@ -172,7 +138,7 @@ class ImplicitGpu : public ::testing::TestWithParam<Kind> {
   std::unique_ptr<GpuBackend> backend_;
 };
 INSTANTIATE_TEST_SUITE_P(Backends, ImplicitGpu, ::testing::Values(Kind::kCuda, Kind::kEmulated),
-                         [](const auto& info) { return info.param == Kind::kCuda ? "Cuda" : "Emulated"; });
+                         [](const auto& info) { return Name(info.param); });
 
 DeformerConfig Config(Method method, JointOperator op = JointOperator::kContact) {
   DeformerConfig c;

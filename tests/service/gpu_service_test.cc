@@ -208,24 +208,7 @@ TEST_P(GpuService, ImplicitMethodsRunOnTheGpu) {
   v1::DeformClipRequest batch;
   batch.set_session_id(eis->session_id());
   for (int k = 0; k < 10; ++k) client::PoseToProto(bent(12.0 * k), *batch.mutable_poses()->add_poses());
-  std::vector<std::vector<float>> full;
-  ASSERT_TRUE(client_->DeformClip(batch, [&](const v1::DeformClipResponse& f) {
-                       std::vector<float> p;
-                       if (auto st = client::DecodePositions(f, p); !st.ok()) return st;
-                       full.push_back(std::move(p));
-                       return absl::OkStatus();
-                     }).ok());
-  ASSERT_EQ(full.size(), 10u);
-  batch.set_first_frame(6);
-  size_t seen = 0;
-  ASSERT_TRUE(client_->DeformClip(batch, [&](const v1::DeformClipResponse& f) {
-                       std::vector<float> p;
-                       if (auto st = client::DecodePositions(f, p); !st.ok()) return st;
-                       EXPECT_EQ(p, full[f.frame()]) << "frame " << f.frame();
-                       ++seen;
-                       return absl::OkStatus();
-                     }).ok());
-  EXPECT_EQ(seen, 4u);
+  ExpectResumedBatchEqualsWhole(*client_, batch, 6);
   const std::string metrics = HttpGet(server_->metrics_port(), "/metrics");
   EXPECT_THAT(metrics, HasSubstr("sinew_frames_total{backend=\"gpu\",method=\"implicit\"} 5"));
 }

@@ -120,24 +120,7 @@ TEST_F(ImplicitService, ElasticResetAndResumedBatch) {
   v1::DeformClipRequest batch;
   batch.set_session_id(s->session_id());
   for (int k = 0; k < 12; ++k) client::PoseToProto(Bent(10.0 * k), *batch.mutable_poses()->add_poses());
-  std::vector<std::vector<float>> full;
-  ASSERT_TRUE(client_->DeformClip(batch, [&](const v1::DeformClipResponse& f) {
-                       std::vector<float> p;
-                       if (auto st = client::DecodePositions(f, p); !st.ok()) return st;
-                       full.push_back(std::move(p));
-                       return absl::OkStatus();
-                     }).ok());
-  ASSERT_EQ(full.size(), 12u);
-  batch.set_first_frame(7);
-  size_t seen = 0;
-  ASSERT_TRUE(client_->DeformClip(batch, [&](const v1::DeformClipResponse& f) {
-                       std::vector<float> p;
-                       if (auto st = client::DecodePositions(f, p); !st.ok()) return st;
-                       EXPECT_EQ(p, full[f.frame()]) << "frame " << f.frame();
-                       ++seen;
-                       return absl::OkStatus();
-                     }).ok());
-  EXPECT_EQ(seen, 5u);
+  ExpectResumedBatchEqualsWhole(*client_, batch, 7);
 }
 
 TEST_F(ImplicitService, ErrorsNameTheField) {

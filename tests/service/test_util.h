@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,28 @@ inline v1::DeformRequest Frame(const std::string& session, uint64_t frame, const
   r.set_frame(frame);
   client::PoseToProto(pose, *r.mutable_pose());
   return r;
+}
+
+// Plays a DeformClip batch; returns its frames' positions by frame number.
+inline std::map<uint64_t, std::vector<float>> PlayClip(client::Client& c, const v1::DeformClipRequest& batch) {
+  std::map<uint64_t, std::vector<float>> frames;
+  const absl::Status st = c.DeformClip(batch, [&](const v1::DeformClipResponse& f) {
+    return client::DecodePositions(f, frames[f.frame()]);
+  });
+  EXPECT_TRUE(st.ok()) << st;
+  return frames;
+}
+
+// A stateful session's batch resumed at `first` gives the same frames as the whole batch played
+// from its start (the server replays the skipped frames unsent).
+inline void ExpectResumedBatchEqualsWhole(client::Client& c, v1::DeformClipRequest batch, uint64_t first) {
+  batch.set_first_frame(0);
+  const auto whole = PlayClip(c, batch);
+  ASSERT_EQ(whole.size(), size_t(batch.poses().poses_size()));
+  batch.set_first_frame(first);
+  const auto resumed = PlayClip(c, batch);
+  EXPECT_EQ(resumed.size(), whole.size() - first);
+  for (const auto& [frame, positions] : resumed) EXPECT_EQ(positions, whole.at(frame)) << "frame " << frame;
 }
 
 inline std::string ToBytes(const grpc::ByteBuffer& b) {
