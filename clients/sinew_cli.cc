@@ -91,6 +91,15 @@ bool ParseMethod(const std::string& s, v1::Method* m) {
   return true;
 }
 
+// --backend: auto, cpu or gpu.
+bool ParseBackend(const std::string& s, v1::Backend* b) {
+  if (s == "auto") *b = v1::BACKEND_AUTO;
+  else if (s == "cpu") *b = v1::BACKEND_CPU;
+  else if (s == "gpu") *b = v1::BACKEND_GPU;
+  else return false;
+  return true;
+}
+
 const char* MethodName(v1::Method m) {
   switch (m) {
     case v1::METHOD_LBS: return "lbs";
@@ -319,9 +328,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   const bool json = args.Has("json");
   int status = 0;
   const std::vector<v1::DeformRequest> all_inputs = clip;
+  v1::Backend backend;
+  if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
   for (v1::Method method : methods) {
     v1::CreateSessionRequest req;
     req.set_rig_id(rig_id);
+    req.set_backend(backend);
     req.mutable_deformer()->set_method(method);
     if (std::string error; !MethodParams(args, method, req.mutable_deformer(), &error)) return Usage(args, error);
     const auto t_session = Clock::now();
@@ -329,6 +341,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (!session.ok()) return Fail(session.status());
     const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
     const char* name = MethodName(method);
+    const char* on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
     // Each method gets the inputs it takes: the pose, the cage, or both.
     clip = all_inputs;
     const bool implicit = method == v1::METHOD_IMPLICIT || method == v1::METHOD_ELASTIC_IMPLICIT;
@@ -402,14 +415,14 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     }
     if (json) {
       std::printf(
-          "{\"method\":\"%s\",\"frames\":%lld,\"vertices\":%u,\"seconds\":%.4f,\"frames_per_s\":%.2f,"
-          "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%llu,\"bytes\":%llu}\n",
-          name, frames, resp.vertex_count(), secs, frames / secs, p50, p99, mx,
+          "{\"method\":\"%s\",\"backend\":\"%s\",\"frames\":%lld,\"vertices\":%u,\"seconds\":%.4f,"
+          "\"frames_per_s\":%.2f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%llu,\"bytes\":%llu}\n",
+          name, on, frames, resp.vertex_count(), secs, frames / secs, p50, p99, mx,
           (unsigned long long)errors, (unsigned long long)bytes);
     } else {
-      std::printf("%s: %lld frames x %u vertices in %.2f s over %s: %.1f frames/s, latency p50 %.2f ms, "
+      std::printf("%s (%s): %lld frames x %u vertices in %.2f s over %s: %.1f frames/s, latency p50 %.2f ms, "
                   "p99 %.2f ms, max %.2f ms, %llu errors%s\n",
-                  name, frames, resp.vertex_count(), secs, stream ? "StreamDeform" : "Deform",
+                  name, on, frames, resp.vertex_count(), secs, stream ? "StreamDeform" : "Deform",
                   frames / secs, p50, p99, mx, (unsigned long long)errors, quality.c_str());
     }
     if (errors) status = 1;
@@ -474,6 +487,9 @@ int Batch(client::Client& c, client::Args& args) {
     v1::CreateSessionRequest sreq;
     sreq.set_rig_id(up->rig_id());
     sreq.mutable_deformer()->set_method(method);
+    v1::Backend backend;
+    if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
+    sreq.set_backend(backend);
     if (std::string error; !MethodParams(args, method, sreq.mutable_deformer(), &error)) return Usage(args, error);
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
@@ -533,7 +549,7 @@ int main(int argc, char** argv) {
       .Flag("rig", "ID", "", "rig id (session create, play)")
       .Flag("method", "M", "lbs", "deformation method: lbs, dqs, cage-mvc, cage-green, supercages, implicit, elastic-implicit (play: comma-separated list)")
       .Flag("encoding", "E", "f32", "output encoding: f32 or f16")
-      .Flag("backend", "B", "auto", "backend preference: auto, cpu or gpu")
+      .Flag("backend", "B", "auto", "session create, play, batch: backend preference auto, cpu or gpu")
       .Flag("vertices", "N", "20000", "procedural limb: vertex count (100 per ring)")
       .Flag("bones", "N", "3", "procedural limb: joints in the chain")
       .Flag("influences", "K", "2", "procedural limb: influences per vertex")
@@ -649,13 +665,12 @@ int main(int argc, char** argv) {
       if (!ParseMethod(args.Get("method"), &m)) return Usage(args, absl::StrCat("--method: ", kMethods));
       req.mutable_deformer()->set_method(m);
       if (std::string error; !MethodParams(args, m, req.mutable_deformer(), &error)) return Usage(args, error);
-      const std::string e = args.Get("encoding"), b = args.Get("backend");
+      const std::string e = args.Get("encoding");
       if (e != "f32" && e != "f16") return Usage(args, "--encoding: f32 or f16");
       req.set_encoding(e == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);
-      if (b == "auto") req.set_backend(v1::BACKEND_AUTO);
-      else if (b == "cpu") req.set_backend(v1::BACKEND_CPU);
-      else if (b == "gpu") req.set_backend(v1::BACKEND_GPU);
-      else return Usage(args, "--backend: auto, cpu or gpu");
+      v1::Backend backend;
+      if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
+      req.set_backend(backend);
       auto s = c.CreateSession(req, PrepareProgress());
       if (!s.ok()) return Fail(s.status());
       if (json) std::printf("%s\n", Json(*s).c_str());

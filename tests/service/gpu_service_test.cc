@@ -213,6 +213,27 @@ TEST_P(GpuService, ImplicitMethodsRunOnTheGpu) {
   EXPECT_THAT(metrics, HasSubstr("sinew_frames_total{backend=\"gpu\",method=\"implicit\"} 5"));
 }
 
+// The CLI plays on the backend it is asked for and says which one each session ran on.
+TEST_P(GpuService, PlayRunsOnTheRequestedBackend) {
+  std::string out, err;
+  ASSERT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server_->target(), "play", "--method", "implicit,elastic-implicit",
+                        "--vertices", "2000", "--frames", "8", "--backend", "gpu"},
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("implicit (gpu): 8 frames x 2000 vertices"));
+  EXPECT_THAT(out, HasSubstr("elastic-implicit (gpu): 8 frames x 2000 vertices"));
+  EXPECT_THAT(out, HasSubstr(" 0 errors"));
+  ASSERT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server_->target(), "play", "--method", "dqs", "--vertices", "2000",
+                        "--frames", "4", "--backend", "cpu", "--json"},
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("\"method\":\"dqs\",\"backend\":\"cpu\""));
+  EXPECT_NE(RunProcess({SINEW_CLI_PATH, "--target", server_->target(), "play", "--backend", "tpu"}, &out, &err), 0);
+  EXPECT_THAT(err, HasSubstr("--backend"));
+}
+
 // A rig whose composition tree is deeper than the device program evaluates (a chain of 50
 // bones): BACKEND_GPU is refused with the reason, AUTO runs it on the CPU.
 TEST_P(GpuService, ImplicitRigsTooDeepForTheDeviceRunOnTheCpu) {
