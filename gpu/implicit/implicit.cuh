@@ -1,9 +1,11 @@
 // GPU twin of core/implicit's per-frame tracking (tracking.cc, field_eval.h): the per-node and
 // per-vertex functions of both implicit skinning methods, compiled for CUDA kernels and,
 // unchanged, for the CPU emulation of a device. Each function mirrors its CPU original line by
-// line (same operations in the same order, software trilinear reads, double where the CPU uses
-// double), so the two agree to float rounding; the pass sequence that calls them is in
-// program.cuh.
+// line (the same operations and stop rules, software trilinear reads, double where the CPU uses
+// double); only float rounding differs (Eigen adds three terms in another order, CUDA contracts
+// multiply-adds), which the history-independent method's Newton steps absorb and the elastic
+// method's CG amplifies no more than any rounding does (docs/implicit-skinning.md). The pass
+// sequence that calls them is in program.cuh.
 //
 // Data on the device:
 //   ImplicitModelView  per rig and operator choice, shared by sessions (core's ImplicitModel
