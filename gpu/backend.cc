@@ -27,6 +27,7 @@ namespace sinew::gpu {
 struct DeviceOperators {
   Device* device = nullptr;
   ResidentOperators ops;
+  uint64_t reserved = 0;  // returned to the budget by the destructor, whatever was allocated
   ~DeviceOperators();
 };
 
@@ -97,9 +98,9 @@ class Device {
     if (auto st = Reserve(bytes, "implicit skinning's composition operators"); !st.ok()) return st;
     auto ops = std::make_shared<DeviceOperators>();
     ops->device = this;
+    ops->reserved = bytes;
     std::string error;
     const bool ok = UploadOperators(*api_, index_, key, &ops->ops, &error);
-    ops->ops.bytes = bytes;  // released by the destructor, whatever was allocated
     if (!ok) return absl::ResourceExhaustedError(absl::StrCat("gpu ", index_, ": uploading the operators: ", error));
     operators_ = ops;
     held_key_ = &key;
@@ -135,9 +136,9 @@ class Device {
     OutputFormat format;
     FrameDone done;
     void* context;
-    // Sessions with state on the device (implicit skinning): their frames run one at a time.
-    const void* exclusive = nullptr;
-    const ImplicitItem* implicit = nullptr;  // the session's item (offsets filled when batched)
+    // Sessions with state on the device (implicit skinning): the session's item (offsets filled
+    // when batched), one per session, which also keys "one frame of this session at a time".
+    const ImplicitItem* implicit = nullptr;
     uint32_t substeps = 0, reset = 0;
     uint8_t* states = nullptr;
   };
@@ -164,6 +165,7 @@ class Device {
     void *host_in = nullptr, *host_out = nullptr, *dev_in = nullptr, *dev_out = nullptr;
     size_t host_in_cap = 0, host_out_cap = 0, dev_in_cap = 0, dev_out_cap = 0;
     std::vector<Frame> frames;
+    uint32_t vertices = 0;  // of all its frames: the output rows, then the state bytes
     bool in_flight = false;
     absl::Status status;
   };
@@ -229,13 +231,13 @@ class Device {
     busy_.clear();
     if (other.in_flight) {
       for (const Frame& f : other.frames) {
-        if (f.exclusive) busy_.insert(f.exclusive);
+        if (f.implicit) busy_.insert(f.implicit);
       }
     }
     kept_.clear();
     pending_vertices_ = 0;
     for (Frame& f : pending_) {
-      if (f.exclusive == nullptr || busy_.insert(f.exclusive).second) {
+      if (f.implicit == nullptr || busy_.insert(f.implicit).second) {
         slot.frames.push_back(f);
         continue;
       }
@@ -260,6 +262,7 @@ class Device {
       vertices += f.item.vertex_count;
       implicit_items += f.implicit != nullptr;
     }
+    s.vertices = vertices;
     const size_t implicit_bytes = (sizeof(ImplicitItem) * implicit_items + 15) / 16 * 16;
     const size_t params_offset = items_bytes + implicit_bytes;
     const size_t in_bytes = params_offset + sizeof(float) * param_floats;
@@ -331,9 +334,7 @@ class Device {
       s.status = absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     }
     const float* out = static_cast<const float*>(s.host_out);
-    size_t total = 0;
-    for (const Frame& f : s.frames) total += f.item.vertex_count;
-    const uint8_t* states = reinterpret_cast<const uint8_t*>(out + 3 * total);
+    const uint8_t* states = reinterpret_cast<const uint8_t*>(out + 3 * size_t{s.vertices});
     for (const Frame& f : s.frames) {
       if (s.status.ok()) {
         const float* src = out + 3 * size_t{f.item.vertex_offset};
@@ -377,7 +378,7 @@ class Device {
   bool stop_ = false;
   std::vector<Frame> pending_;
   std::vector<Frame> kept_;                  // Take's scratch
-  absl::flat_hash_set<const void*> busy_;    // Take's scratch
+  absl::flat_hash_set<const ImplicitItem*> busy_;  // Take's scratch
   std::vector<float> arena_;
   uint64_t pending_vertices_ = 0;
   std::chrono::steady_clock::time_point first_arrival_;
@@ -394,8 +395,8 @@ class Device {
 };
 
 DeviceOperators::~DeviceOperators() {
-  for (void* p : ops.allocations) device->api().Free(device->index(), p);
-  device->Release(ops.bytes);
+  for (void* p : ops.memory.pointers) device->api().Free(device->index(), p);
+  device->Release(reserved);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -449,7 +450,7 @@ class GpuModelImpl final : public GpuModel {
   GpuModelImpl(std::shared_ptr<GpuRigImpl> rig, std::shared_ptr<DeviceOperators> operators)
       : rig_(std::move(rig)), operators_(std::move(operators)) {}
   ~GpuModelImpl() override {
-    for (void* p : resident.allocations) rig_->device_->api().Free(rig_->device(), p);
+    for (void* p : resident.memory.pointers) rig_->device_->api().Free(rig_->device(), p);
     rig_->device_->Release(reserved_);
   }
   int device() const override { return rig_->device(); }
@@ -689,7 +690,6 @@ void GpuBackend::Submit(GpuSession& session, std::span<const float> params, void
       return done(context, absl::InternalError(absl::StrCat("gpu: an implicit frame of ", params.size(),
                                                             " parameters does not match its layout")));
     }
-    f.exclusive = &s;
     f.implicit = &s.item_;
     f.substeps = steps;
     f.reset = params[1] != 0 ? 1 : 0;

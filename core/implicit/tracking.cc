@@ -411,8 +411,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         local_(rig_->joint_count()),
         step_transforms_(rig_->joint_count()),
         delta_(rig_->joint_count()) {
-    rot_.resize(m_->node_count());
-    skinned_.resize(rig_->positions.size());
+    AllocateRotations();
     const Skeleton& sk = rig_->skeleton;
     bind_world_.resize(sk.size());
     std::vector<Affine34d> identity(sk.size());
@@ -441,8 +440,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = PoseFrame(frame); !st.ok()) return st;
     if (AllocateNodes()) {  // back from a device: the CPU's tracking starts from the rest state
-      rot_.resize(m_->node_count());
-      skinned_.resize(rig_->positions.size());
+      AllocateRotations();
       Reset();
     }
     const uint32_t steps = PlanSubsteps();
@@ -495,6 +493,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
  private:
+  // Per-node rotations and the DQS positions of the CPU frames (RunsOnDevice frees them).
+  void AllocateRotations() {
+    rot_.resize(m_->node_count());
+    skinned_.resize(rig_->positions.size());
+  }
+
   // Sub-steps from the previous frame to the posed skeleton in world_: the largest rotation of
   // a joint per step below a third of its bend (with a floor, spec §2.8.4). Fills the local
   // frames StepTransforms interpolates.

@@ -86,10 +86,9 @@ struct ImplicitModelView {
 // Scalars of one session's elastic conjugate-gradient solve, written by one thread between passes.
 struct ImplicitScalars {
   double rr, stop;
-  float alpha, beta, moved;
+  float alpha, beta;
   uint32_t rounds;    // relaxation rounds of this sub-step (cut short when one moves too little)
   uint32_t cg_limit;  // CG iterations of this round (cut short at convergence)
-  uint32_t unused;
 };
 
 struct ImplicitStateView {

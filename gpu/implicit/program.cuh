@@ -14,7 +14,7 @@
 //   Vertices(pass)  pass(batch, item, vertex) for every vertex of every item
 //   Items(pass)     pass(batch, item) once per item
 //   Reduce(red)     per item with red.Active: the sum (or max, red.kMax) of red.Value over its
-//                   nodes, in the fixed order of ReduceOrder, handed to red.Finish
+//                   nodes, in the fixed order described at kReduceLanes, handed to red.Finish
 #pragma once
 
 #include "gpu/implicit/implicit.cuh"
@@ -324,9 +324,7 @@ struct RoundMoved {
     return it.state.free_nodes[i] ? double(Norm(CappedMove(it, i))) : 0.0;
   }
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double moved) const {
-    ImplicitScalars& sc = *it.state.scalars;
-    sc.moved = float(moved);
-    if (sc.moved < it.model.relax_tolerance) sc.rounds = round + 1;
+    if (float(moved) < it.model.relax_tolerance) it.state.scalars->rounds = round + 1;
   }
 };
 struct RelaxMove {

@@ -30,18 +30,19 @@ uint64_t ArrayBytes(const std::vector<T>& v) {
   return sizeof(T) * v.size();
 }
 
-// Allocates max(1, n) elements and uploads `v` into them.
+// Allocates max(1, n) elements and uploads `data` into them.
 template <class T, class D>
-bool Put(DeviceApi& api, int device, const T* data, size_t n, const D*& dst, ResidentModel& out, std::string* error) {
+bool Put(DeviceApi& api, int device, const T* data, size_t n, const D*& dst, DeviceAllocations& out,
+         std::string* error) {
   void* p = api.Alloc(device, sizeof(T) * std::max<size_t>(n, 1), error);
   if (!p) return false;
-  out.allocations.push_back(p);
+  out.pointers.push_back(p);
   out.bytes += sizeof(T) * n;
   dst = static_cast<const D*>(p);
   return n == 0 || api.Upload(device, p, data, sizeof(T) * n, error);
 }
 template <class T>
-bool Put(DeviceApi& api, int device, const std::vector<T>& v, const T*& dst, ResidentModel& out, std::string* error) {
+bool Put(DeviceApi& api, int device, const std::vector<T>& v, const T*& dst, DeviceAllocations& out, std::string* error) {
   return Put(api, device, v.data(), v.size(), dst, out, error);
 }
 
@@ -97,18 +98,19 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
     const CompositionTree::Node& n = m.tree.nodes[i];
     tree[i] = {n.left, n.right, n.left < 0 ? n.leaf : -1, n.lo, n.hi, uint32_t(n.op)};
   }
-  if (!Put(api, device, grids, v.grids, *out, error) || !Put(api, device, cells, v.cells, *out, error) ||
-      !Put(api, device, tree, v.tree, *out, error) || !Put(api, device, m.node_of_vertex, v.node_of_vertex, *out, error) ||
-      !Put(api, device, m.vertex_of_node, v.vertex_of_node, *out, error) || !Put(api, device, m.rest, v.rest, *out, error) ||
-      !Put(api, device, m.iso, v.iso, *out, error) || !Put(api, device, m.in_field, v.in_field, *out, error) ||
-      !Put(api, device, m.own_leaf, v.own_leaf, *out, error) || !Put(api, device, m.bone, v.bone, *out, error) ||
-      !Put(api, device, m.step_cap, v.step_cap, *out, error) ||
-      !Put(api, device, m.ring_offsets, v.ring_offsets, *out, error) || !Put(api, device, m.ring, v.ring, *out, error) ||
-      !Put(api, device, m.ring_closed, v.ring_closed, *out, error) || !Put(api, device, m.mvc, v.mvc, *out, error) ||
-      !Put(api, device, m.cot, v.cot, *out, error)) {
+  DeviceAllocations& mem = out->memory;
+  if (!Put(api, device, grids, v.grids, mem, error) || !Put(api, device, cells, v.cells, mem, error) ||
+      !Put(api, device, tree, v.tree, mem, error) || !Put(api, device, m.node_of_vertex, v.node_of_vertex, mem, error) ||
+      !Put(api, device, m.vertex_of_node, v.vertex_of_node, mem, error) || !Put(api, device, m.rest, v.rest, mem, error) ||
+      !Put(api, device, m.iso, v.iso, mem, error) || !Put(api, device, m.in_field, v.in_field, mem, error) ||
+      !Put(api, device, m.own_leaf, v.own_leaf, mem, error) || !Put(api, device, m.bone, v.bone, mem, error) ||
+      !Put(api, device, m.step_cap, v.step_cap, mem, error) ||
+      !Put(api, device, m.ring_offsets, v.ring_offsets, mem, error) || !Put(api, device, m.ring, v.ring, mem, error) ||
+      !Put(api, device, m.ring_closed, v.ring_closed, mem, error) || !Put(api, device, m.mvc, v.mvc, mem, error) ||
+      !Put(api, device, m.cot, v.cot, mem, error)) {
     return false;
   }
-  if (out->bytes != ImplicitModelBytes(m)) {
+  if (mem.bytes != ImplicitModelBytes(m)) {
     *error = "internal: the implicit model's device bytes do not match their count";
     return false;
   }
@@ -127,13 +129,10 @@ uint64_t OperatorBytes(const CompositionOperators& ops) {
 
 bool UploadOperators(DeviceApi& api, int device, const CompositionOperators& ops, ResidentOperators* out,
                      std::string* error) {
-  ResidentModel scratch;  // Put's bookkeeping
   const auto* contact = reinterpret_cast<const Float4*>(ops.contact.cells().data());
   const auto* bulge = reinterpret_cast<const Float4*>(ops.bulge.cells().data());
-  const bool ok = Put(api, device, contact, ops.contact.cells().size(), out->contact, scratch, error) &&
-                  Put(api, device, bulge, ops.bulge.cells().size(), out->bulge, scratch, error);
-  out->allocations = std::move(scratch.allocations);
-  out->bytes = scratch.bytes;
+  const bool ok = Put(api, device, contact, ops.contact.cells().size(), out->contact, out->memory, error) &&
+                  Put(api, device, bulge, ops.bulge.cells().size(), out->bulge, out->memory, error);
   out->n = ops.contact.resolution();
   out->nd = ops.contact.slices();
   return ok;

@@ -16,19 +16,24 @@
 
 namespace sinew::gpu {
 
+// Device allocations made for one resident object, freed by its owner through the DeviceApi.
+struct DeviceAllocations {
+  std::vector<void*> pointers;
+  uint64_t bytes = 0;
+};
+
 // Device arrays of one model. `view` holds every device pointer but the rig's skinning arrays,
 // which the caller fills from its resident rig.
 struct ResidentModel {
   ImplicitModelView view{};
-  std::vector<void*> allocations;
-  uint64_t bytes = 0;
+  DeviceAllocations memory;
 };
 
 // OK when the device program can run the model; FAILED_PRECONDITION names what it cannot.
 absl::Status CheckImplicitModel(const ImplicitModel& model);
 // Device bytes of the model's arrays (without the operators).
 uint64_t ImplicitModelBytes(const ImplicitModel& model);
-// Allocates and uploads. On failure, what was allocated is in out->allocations.
+// Allocates and uploads. On failure, what was allocated is in out->memory.
 bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& model, ResidentModel* out, std::string* error);
 
 // The contact and bulge operator grids on one device.
@@ -36,8 +41,7 @@ struct ResidentOperators {
   const Float4* contact = nullptr;
   const Float4* bulge = nullptr;
   int n = 0, nd = 0;
-  std::vector<void*> allocations;
-  uint64_t bytes = 0;
+  DeviceAllocations memory;
 };
 uint64_t OperatorBytes(const CompositionOperators& operators);
 bool UploadOperators(DeviceApi& api, int device, const CompositionOperators& operators, ResidentOperators* out,

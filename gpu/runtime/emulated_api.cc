@@ -94,6 +94,7 @@ class EmulatedApi final : public DeviceApi {
     auto& l = *static_cast<PendingLaunch*>(queue);
     l.spec = spec;
     if (spec.limits) l.limits = *spec.limits;
+    l.spec.limits = &l.limits;  // the caller's copy lives only during Launch
     l.pending = true;
     return true;
   }
