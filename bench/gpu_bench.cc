@@ -34,8 +34,8 @@ int main() {
     std::vector<Similarity> world(rig->joint_count());
     std::vector<Affine34d> transforms(rig->joint_count());
     std::vector<float> lbs(12 * rig->joint_count()), dqs(12 * rig->joint_count());
-    (void)SkeletalJointData(*rig, Method::kLbs, {&pose, {}}, world, transforms, lbs);
-    (void)SkeletalJointData(*rig, Method::kDqs, {&pose, {}}, world, transforms, dqs);
+    (void)SkeletalJointData(*rig, JointData::kMatrix, {&pose, {}}, world, transforms, lbs);
+    (void)SkeletalJointData(*rig, JointData::kDualQuat, {&pose, {}}, world, transforms, dqs);
     const size_t entries = rig->weights.joints.size();
     // Bytes a frame reads and writes: rest + output positions, offsets, joints, weights.
     const size_t bytes = 2 * sizeof(float) * rig->positions.size() + 4 * rig->weights.offsets.size() + 6 * entries;

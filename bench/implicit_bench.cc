@@ -56,14 +56,14 @@ double Time(Deformer& d, const Case& c, ThreadPool* pool, int cycles) {
 
 // GPU: `sessions` sessions of `method` play the clip in step (each frame of every session
 // submitted, then all waited for); returns the mean time per step in ms.
-double TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model, Method method,
-               int sessions, int cycles) {
+double TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model,
+               const std::string& method, int sessions, int cycles) {
   DeformerConfig config;
   config.method = method;
   auto on_gpu = backend.Upload(*c.rig);
   if (!on_gpu.ok()) return -1;
   std::shared_ptr<gpu::GpuModel> dev_model;
-  if (method != Method::kDqs) {
+  if (method != "dqs") {
     auto m = backend.UploadImplicitModel(*on_gpu, *model);
     if (!m.ok()) {
       std::printf("  %s\n", std::string(m.status().message()).c_str());
@@ -78,13 +78,13 @@ double TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const Im
   };
   std::vector<One> all(sessions);
   for (One& o : all) {
-    auto d = method == Method::kDqs ? CreateDeformer(c.rig, config) : CreateImplicitDeformer(c.rig, model, config);
+    auto d = method == "dqs" ? CreateDeformer(c.rig, config) : CreateImplicitDeformer(c.rig, model, config);
     if (!d.ok()) std::abort();
     o.stage = std::move(*d);
     gpu::SessionSpec spec;
-    spec.method = method == Method::kDqs ? gpu::GpuMethod::kDqs
-                  : method == Method::kImplicit ? gpu::GpuMethod::kImplicit
-                                                : gpu::GpuMethod::kElasticImplicit;
+    spec.method = method == "dqs"        ? gpu::GpuMethod::kDqs
+                  : method == "implicit" ? gpu::GpuMethod::kImplicit
+                                         : gpu::GpuMethod::kElasticImplicit;
     spec.model = dev_model;
     auto s = backend.CreateSession(*on_gpu, spec);
     if (!s.ok()) {
@@ -129,14 +129,14 @@ void RunGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const Impli
   std::printf("  %-18s %12s %10s %14s %12s %10s %14s\n", "method", "1 session ms", "fps", "16 sessions ms",
               "frames/s", "÷ DQS", "thesis fps×20");
   double dqs16 = 0;
-  for (Method m : {Method::kDqs, Method::kImplicit, Method::kElasticImplicit}) {
+  for (const std::string& m : {std::string("dqs"), std::string("implicit"), std::string("elastic-implicit")}) {
     const double one = TimeGpu(backend, c, model, m, 1, cycles);
     const double many = TimeGpu(backend, c, model, m, 16, cycles);
     if (one < 0 || many < 0) continue;
-    if (m == Method::kDqs) dqs16 = many;
-    const char* name = m == Method::kDqs ? "dqs" : m == Method::kImplicit ? "implicit" : "elastic-implicit";
+    if (m == "dqs") dqs16 = many;
+    const char* name = m.c_str();
     char goal[32] = "";
-    if (m == Method::kImplicit && c.thesis_fps > 0) std::snprintf(goal, sizeof goal, "%.0f", 20 * c.thesis_fps);
+    if (m == "implicit" && c.thesis_fps > 0) std::snprintf(goal, sizeof goal, "%.0f", 20 * c.thesis_fps);
     std::printf("  %-18s %12.3f %10.1f %14.3f %12.0f %10.1f %14s\n", name, one, 1000 / one, many, 16000 / many,
                 many / dqs16, goal);
   }
@@ -147,7 +147,7 @@ void Run(const Case& c, int cycles, gpu::GpuBackend* gpu) {
               c.rig->joint_count(), c.clip.size());
   ThreadPool two(2);
   DeformerConfig config;
-  config.method = Method::kImplicit;
+  config.method = "implicit";
   const auto t0 = Clock::now();
   auto prepared = PrepareImplicit(*c.rig, config, &two, {});
   if (!prepared.ok()) {
@@ -161,10 +161,10 @@ void Run(const Case& c, int cycles, gpu::GpuBackend* gpu) {
   std::printf("  %-18s %12s %12s %10s %10s %12s\n", "method", "1 thread ms", "2 threads ms", "fps (2 thr)",
               "÷ DQS", "thesis fps");
   double dqs2 = 0;
-  for (Method m : {Method::kDqs, Method::kImplicit, Method::kElasticImplicit}) {
+  for (const std::string& m : {std::string("dqs"), std::string("implicit"), std::string("elastic-implicit")}) {
     config.method = m;
     auto make = [&]() -> std::unique_ptr<Deformer> {
-      auto d = m == Method::kDqs ? CreateDeformer(c.rig, config) : CreateImplicitDeformer(c.rig, model, config);
+      auto d = m == "dqs" ? CreateDeformer(c.rig, config) : CreateImplicitDeformer(c.rig, model, config);
       if (!d.ok()) std::abort();
       return std::move(*d);
     };
@@ -172,10 +172,10 @@ void Run(const Case& c, int cycles, gpu::GpuBackend* gpu) {
     const double one = Time(*d1, c, nullptr, cycles);
     auto d2 = make();
     const double two_ms = Time(*d2, c, &two, cycles);
-    if (m == Method::kDqs) dqs2 = two_ms;
-    const char* name = m == Method::kDqs ? "dqs" : m == Method::kImplicit ? "implicit" : "elastic-implicit";
+    if (m == "dqs") dqs2 = two_ms;
+    const char* name = m.c_str();
     char thesis[32] = "";
-    if (m == Method::kImplicit && c.thesis_fps > 0) std::snprintf(thesis, sizeof thesis, "%.0f", c.thesis_fps);
+    if (m == "implicit" && c.thesis_fps > 0) std::snprintf(thesis, sizeof thesis, "%.0f", c.thesis_fps);
     std::printf("  %-18s %12.2f %12.2f %10.1f %10.1f %12s\n", name, one, two_ms, 1000 / two_ms, two_ms / dqs2, thesis);
   }
   if (gpu) RunGpu(*gpu, c, model, cycles);

@@ -14,6 +14,7 @@
 #include "clients/import/supercages.h"
 #include "core/deformer/deformer.h"
 #include "core/procedural/limb.h"
+#include "core/supercages/supercages.h"
 
 namespace {
 
@@ -43,25 +44,29 @@ void Bench(const std::string& label, std::shared_ptr<const Rig> rig, const Pose&
   std::vector<float> out(rig->positions.size());
   struct Mode {
     const char* name;
-    Method method;
-    Method skinning;
+    const char* method;
+    bool dqs;  // "supercages": DQS skinning (else LBS)
     bool pose, cage, edit;
   };
   const Mode modes[] = {
-      {"skeleton only, LBS", Method::kLbs, Method::kLbs, true, false, false},
-      {"skeleton only, DQS", Method::kDqs, Method::kLbs, true, false, false},
-      {"cage only, MVC", Method::kCageMvc, Method::kLbs, false, true, false},
-      {"cage only, Green", Method::kCageGreen, Method::kLbs, false, true, false},
-      {"hybrid SuperCages, LBS", Method::kSuperCages, Method::kLbs, true, true, false},
-      {"hybrid SuperCages, DQS", Method::kSuperCages, Method::kDqs, true, true, false},
-      {"hybrid + posed-cage edit (LBS)", Method::kSuperCages, Method::kLbs, true, true, true},
+      {"skeleton only, LBS", "lbs", false, true, false, false},
+      {"skeleton only, DQS", "dqs", false, true, false, false},
+      {"cage only, MVC", "cage-mvc", false, false, true, false},
+      {"cage only, Green", "cage-green", false, false, true, false},
+      {"hybrid SuperCages, LBS", "supercages", false, true, true, false},
+      {"hybrid SuperCages, DQS", "supercages", true, true, true, false},
+      {"hybrid + posed-cage edit (LBS)", "supercages", false, true, true, true},
   };
   std::printf("  %-32s %10s %12s %12s %10s\n", "mode", "prepare ms", "1 thread ms", "2 threads ms", "÷ LBS");
   double lbs1 = 0;
   for (const Mode& m : modes) {
     DeformerConfig config;
     config.method = m.method;
-    config.skinning = m.skinning;
+    if (config.method == "supercages") {
+      auto params = std::make_shared<SuperCagesParams>();
+      params->dqs = m.dqs;
+      config.params = params;
+    }
     const MethodInfo* info = FindMethod(m.method);
     const auto t0 = Clock::now();
     std::shared_ptr<const Prepared> prepared;
@@ -92,7 +97,7 @@ void Bench(const std::string& label, std::shared_ptr<const Rig> rig, const Pose&
       (void)(*d)->Deform(in, out, p);  // warm-up
       ms[threads - 1] = Time([&] { (void)(*d)->Deform(in, out, p); }, frames);
     }
-    if (m.method == Method::kLbs) lbs1 = ms[0];
+    if (config.method == "lbs") lbs1 = ms[0];
     std::printf("  %-32s %10.1f %12.3f %12.3f %10.2f\n", m.name, prepare_ms, ms[0], ms[1], ms[0] / lbs1);
   }
   std::printf("  thesis (single-threaded, 2015 laptop): LBS frame %.2f ms -> ours %.3f ms (%.0fx)\n",

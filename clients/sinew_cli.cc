@@ -20,6 +20,7 @@
 #include "clients/import/asset_import.h"
 #include "clients/import/supercages.h"
 #include "clients/lib/args.h"
+#include "clients/lib/methods.h"
 #include "clients/lib/point_cache.h"
 #include "clients/lib/progress.h"
 #include "clients/lib/client.h"
@@ -79,17 +80,7 @@ std::string Json(const google::protobuf::Message& m) {
   return out;
 }
 
-bool ParseMethod(const std::string& s, v1::Method* m) {
-  if (s == "lbs") *m = v1::METHOD_LBS;
-  else if (s == "dqs") *m = v1::METHOD_DQS;
-  else if (s == "cage-mvc") *m = v1::METHOD_CAGE_MVC;
-  else if (s == "cage-green") *m = v1::METHOD_CAGE_GREEN;
-  else if (s == "supercages") *m = v1::METHOD_SUPERCAGES;
-  else if (s == "implicit") *m = v1::METHOD_IMPLICIT;
-  else if (s == "elastic-implicit") *m = v1::METHOD_ELASTIC_IMPLICIT;
-  else return false;
-  return true;
-}
+bool ParseMethod(const std::string& s, v1::Method* m) { return client::MethodFromName(s, m); }
 
 // --backend: auto, cpu or gpu.
 bool ParseBackend(const std::string& s, v1::Backend* b) {
@@ -100,24 +91,11 @@ bool ParseBackend(const std::string& s, v1::Backend* b) {
   return true;
 }
 
-const char* MethodName(v1::Method m) {
-  switch (m) {
-    case v1::METHOD_LBS: return "lbs";
-    case v1::METHOD_DQS: return "dqs";
-    case v1::METHOD_CAGE_MVC: return "cage-mvc";
-    case v1::METHOD_CAGE_GREEN: return "cage-green";
-    case v1::METHOD_SUPERCAGES: return "supercages";
-    case v1::METHOD_IMPLICIT: return "implicit";
-    case v1::METHOD_ELASTIC_IMPLICIT: return "elastic-implicit";
-    default: return "?";
-  }
-}
-
 // What a method's frames carry: a skeleton pose, cage positions, or both.
 bool UsesPose(v1::Method m) { return !(m == v1::METHOD_CAGE_MVC || m == v1::METHOD_CAGE_GREEN); }
 bool UsesCage(v1::Method m) { return m == v1::METHOD_CAGE_MVC || m == v1::METHOD_CAGE_GREEN || m == v1::METHOD_SUPERCAGES; }
 
-constexpr const char* kMethods = "lbs, dqs, cage-mvc, cage-green, supercages, implicit or elastic-implicit";
+const std::string kMethods = client::MethodNames();
 
 bool ParseOperator(absl::string_view s, v1::JointOperator* op) {
   if (s == "union") *op = v1::JOINT_OPERATOR_UNION;
@@ -133,6 +111,14 @@ bool ParseOperator(absl::string_view s, v1::JointOperator* op) {
 bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* config, std::string* error) {
   if (method == v1::METHOD_SUPERCAGES && args.Get("skinning") == "dqs") {
     config->mutable_supercages()->set_skinning(v1::METHOD_DQS);
+  }
+  if (method == v1::METHOD_BLEND && !args.Get("blend-weight").empty()) {
+    double w;
+    if (!absl::SimpleAtod(args.Get("blend-weight"), &w) || !(w >= 0 && w <= 1)) {
+      *error = "--blend-weight: a number in [0, 1]";
+      return false;
+    }
+    config->mutable_blend()->set_weight(w);
   }
   if (method != v1::METHOD_IMPLICIT && method != v1::METHOD_ELASTIC_IMPLICIT) return true;
   v1::ImplicitParams* p = config->mutable_implicit();
@@ -340,7 +326,8 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     auto session = c.CreateSession(req, PrepareProgress());
     if (!session.ok()) return Fail(session.status());
     const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
-    const char* name = MethodName(method);
+    const std::string method_name = client::MethodName(method);
+    const char* name = method_name.c_str();
     const char* on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
     // Each method gets the inputs it takes: the pose, the cage, or both.
     clip = all_inputs;
@@ -441,7 +428,7 @@ int Batch(client::Client& c, client::Args& args) {
   if (!args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) return Usage(args, args.error());
   v1::Method method;
   if (!ParseMethod(args.Get("method"), &method) || !UsesPose(method) || method == v1::METHOD_SUPERCAGES) {
-    return Usage(args, "--method: lbs, dqs, implicit or elastic-implicit");
+    return Usage(args, "--method: a method that takes only a skeleton pose (lbs, dqs, blend, implicit, elastic-implicit)");
   }
   const bool resume = !args.Has("no-resume");
 
@@ -547,7 +534,7 @@ int main(int argc, char** argv) {
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address")
       .Flag("json", "", "", "print JSON instead of text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
-      .Flag("method", "M", "lbs", "deformation method: lbs, dqs, cage-mvc, cage-green, supercages, implicit, elastic-implicit (play: comma-separated list)")
+      .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods: lbs, dqs, cage-mvc, cage-green, supercages, implicit, elastic-implicit, blend (play: comma-separated list)")
       .Flag("encoding", "E", "f32", "output encoding: f32 or f16")
       .Flag("backend", "B", "auto", "session create, play, batch: backend preference auto, cpu or gpu")
       .Flag("vertices", "N", "20000", "procedural limb: vertex count (100 per ring)")
@@ -558,6 +545,7 @@ int main(int argc, char** argv) {
       .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream")
       .Flag("clip", "NAME|INDEX", "", "play/batch FILE: which animation clip (default: the first)")
       .Flag("skinning", "lbs|dqs", "lbs", "play --method supercages: the skeletal skinning it couples with the cage")
+      .Flag("blend-weight", "B", "", "--method blend: one LBS/DQS blend weight for every vertex, 0 = LBS … 1 = DQS (default: the rig's per-vertex \"dqs_blend\" attribute)")
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")

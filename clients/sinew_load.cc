@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "clients/lib/args.h"
+#include "clients/lib/methods.h"
 #include "clients/lib/client.h"
 #include "clients/lib/stats.h"
 #include "core/procedural/limb.h"
@@ -69,12 +70,11 @@ int main(int argc, char** argv) {
     return Usage(args, args.error());
   }
   const std::string method = args.Get("method"), encoding = args.Get("encoding");
-  const v1::Method wire = method == "lbs"                ? v1::METHOD_LBS
-                          : method == "dqs"              ? v1::METHOD_DQS
-                          : method == "implicit"         ? v1::METHOD_IMPLICIT
-                          : method == "elastic-implicit" ? v1::METHOD_ELASTIC_IMPLICIT
-                                                         : v1::METHOD_UNSPECIFIED;
-  if (wire == v1::METHOD_UNSPECIFIED) return Usage(args, "--method: lbs, dqs, implicit or elastic-implicit");
+  v1::Method wire = v1::METHOD_UNSPECIFIED;
+  if (!client::MethodFromName(method, &wire) || wire == v1::METHOD_CAGE_MVC || wire == v1::METHOD_CAGE_GREEN ||
+      wire == v1::METHOD_SUPERCAGES) {
+    return Usage(args, "--method: a method posed by the skeleton alone (lbs, dqs, blend, implicit, elastic-implicit)");
+  }
   if (encoding != "f32" && encoding != "f16") return Usage(args, "--encoding: f32 or f16");
   const std::string backend = args.Get("backend");
   if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");

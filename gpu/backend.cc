@@ -333,6 +333,22 @@ class Device {
     if (s.status.ok() && !api_->Wait(s.queue, &busy, &error)) {
       s.status = absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     }
+    // The batch is counted before its frames complete, so that a caller who sees its frame done
+    // also sees the batch in Info().
+    {
+      std::lock_guard lock(mu_);
+      ++batches_;
+      frames_ += s.frames.size();
+      // Utilisation: device-busy time over wall time, in windows of at least one second.
+      busy_window_ms_ += busy;
+      const auto now = std::chrono::steady_clock::now();
+      const double window = std::chrono::duration<double, std::milli>(now - util_window_start_).count();
+      if (window >= 1000) {
+        utilisation_ = std::min(1.0, busy_window_ms_ / window);
+        busy_window_ms_ = 0;
+        util_window_start_ = now;
+      }
+    }
     const float* out = static_cast<const float*>(s.host_out);
     const uint8_t* states = reinterpret_cast<const uint8_t*>(out + 3 * size_t{s.vertices});
     for (const Frame& f : s.frames) {
@@ -345,21 +361,8 @@ class Device {
       }
       f.done(f.context, s.status);
     }
-    const size_t count = s.frames.size();
     s.frames.clear();
     s.in_flight = false;
-    std::lock_guard lock(mu_);
-    ++batches_;
-    frames_ += count;
-    // Utilisation: device-busy time over wall time, in windows of at least one second.
-    busy_window_ms_ += busy;
-    const auto now = std::chrono::steady_clock::now();
-    const double window = std::chrono::duration<double, std::milli>(now - util_window_start_).count();
-    if (window >= 1000) {
-      utilisation_ = std::min(1.0, busy_window_ms_ / window);
-      busy_window_ms_ = 0;
-      util_window_start_ = now;
-    }
   }
 
   std::shared_ptr<DeviceApi> api_;
@@ -481,6 +484,7 @@ class GpuSessionImpl final : public GpuSession {
     switch (method_) {
       case GpuMethod::kLbs:
       case GpuMethod::kDqs: return joints;
+      case GpuMethod::kBlend: return 2 * joints;
       case GpuMethod::kCage: return cage;
       case GpuMethod::kImplicit:
       case GpuMethod::kElasticImplicit:
@@ -509,6 +513,39 @@ class GpuSessionImpl final : public GpuSession {
 };
 
 }  // namespace
+
+namespace {
+struct KernelRow {
+  std::string_view name;
+  GpuMethod kernel;
+  bool coefficients, model;
+};
+constexpr KernelRow kKernels[] = {
+    {"lbs", GpuMethod::kLbs, false, false},
+    {"dqs", GpuMethod::kDqs, false, false},
+    {"cage", GpuMethod::kCage, true, false},
+    {"cage+lbs", GpuMethod::kCageThenLbs, true, false},
+    {"cage+dqs", GpuMethod::kCageThenDqs, true, false},
+    {"implicit", GpuMethod::kImplicit, false, true},
+    {"elastic-implicit", GpuMethod::kElasticImplicit, false, true},
+    {"blend", GpuMethod::kBlend, true, false},
+};
+const KernelRow* Row(GpuMethod k) {
+  for (const KernelRow& r : kKernels) {
+    if (r.kernel == k) return &r;
+  }
+  return nullptr;
+}
+}  // namespace
+
+absl::StatusOr<GpuMethod> KernelByName(std::string_view kernel) {
+  for (const KernelRow& r : kKernels) {
+    if (r.name == kernel) return r.kernel;
+  }
+  return absl::FailedPreconditionError(absl::StrCat("gpu: no device kernel \"", std::string(kernel), "\""));
+}
+bool KernelHasModel(GpuMethod kernel) { return Row(kernel) && Row(kernel)->model; }
+bool KernelHasCoefficients(GpuMethod kernel) { return Row(kernel) && Row(kernel)->coefficients; }
 
 GpuBackend::GpuBackend(std::vector<std::unique_ptr<Device>> devices) : devices_(std::move(devices)) {}
 GpuBackend::~GpuBackend() = default;
@@ -621,12 +658,16 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
   auto model = std::static_pointer_cast<GpuModelImpl>(spec.model);
   const bool implicit = spec.method == GpuMethod::kImplicit || spec.method == GpuMethod::kElasticImplicit;
   const bool elastic = spec.method == GpuMethod::kElasticImplicit;
-  const bool cage = !implicit && spec.method != GpuMethod::kLbs && spec.method != GpuMethod::kDqs;
-  if (cage && !coeffs) return absl::InternalError("gpu: a cage stage needs its coefficients");
+  if (KernelHasCoefficients(spec.method) && !coeffs) return absl::InternalError("gpu: this stage needs its coefficients");
+  if (spec.method == GpuMethod::kBlend && coeffs->cols() != 1) {
+    return absl::InternalError("gpu: the blend stage needs one blend weight per vertex");
+  }
   if (implicit && (!model || model->rig_ != impl)) return absl::InternalError("gpu: an implicit stage needs its model on this rig");
   // The session's share of the batch buffers (its parameters and its output, both ways) and,
   // for implicit skinning, its tracking state.
-  uint64_t params = sizeof(float) * (kJointFloats * impl->joint_count() + (coeffs ? 3 * coeffs->cols() : 0));
+  const uint64_t joint_floats = kJointFloats * impl->joint_count() * (spec.method == GpuMethod::kBlend ? 2 : 1);
+  const uint64_t cage_floats = coeffs && spec.method != GpuMethod::kBlend ? 3 * coeffs->cols() : 0;
+  uint64_t params = sizeof(float) * (joint_floats + cage_floats);
   uint64_t state = 0;
   uint64_t bytes = sizeof(BatchItem) + uint64_t{12} * impl->vertex_count();
   if (implicit) {
@@ -647,7 +688,9 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
     ImplicitItem& it = session->item_;
     it.model = model->resident.view;
     it.state = CarveImplicitState(session->state_, it.model.node_count, elastic);
-    it.settings = MakeImplicitSettings(spec.implicit, elastic);
+    static const ImplicitConfig kDefaults;
+    const auto* params = dynamic_cast<const ImplicitConfig*>(spec.params.get());
+    it.settings = MakeImplicitSettings(params ? *params : kDefaults, elastic);
   }
   return std::unique_ptr<GpuSession>(std::move(session));
 }
@@ -674,6 +717,7 @@ void GpuBackend::Submit(GpuSession& session, std::span<const float> params, void
   f.item.coeffs = s.coefficients_ ? s.coefficients_->values : nullptr;
   f.item.coeff_cols = s.coefficients_ ? s.coefficients_->cols() : 0;
   f.item.vertex_count = static_cast<uint32_t>(r.vertex_count());
+  f.item.joint_count = static_cast<uint32_t>(r.joint_count());
   f.item.method = static_cast<uint32_t>(s.method());
   f.param_floats = params.size();
   f.out = out;

@@ -29,6 +29,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
+#include "core/implicit/implicit_params.h"
+#include "gpu/runtime/kernels.h"
 #include "core/rig/rig.h"
 
 namespace sinew::gpu {
@@ -58,16 +60,14 @@ struct GpuOptions {
   uint64_t emulate_bytes = uint64_t{1} << 30;
 };
 
-// The per-vertex stage a session runs on the device (twins in gpu/<method>/).
-enum class GpuMethod : uint32_t {
-  kLbs = 0,           // parameters: 12 floats per joint
-  kDqs = 1,           // parameters: 12 floats per joint
-  kCage = 2,          // rest (optional) + coefficients · 3-vectors; parameters: 3 per column
-  kCageThenLbs = 3,   // the cage moves the rest point, then LBS; parameters: cage, then joints
-  kCageThenDqs = 4,
-  kImplicit = 5,         // implicit skinning; parameters: core/implicit/device_layout.h
-  kElasticImplicit = 6,  // elastic implicit skinning; the same, one block per sub-step
-};
+// The kernel that runs a core DeviceStage (DeviceStage::kernel, e.g. "cage+dqs"); FAILED_PRECONDITION
+// naming it when this backend has no such kernel.
+absl::StatusOr<GpuMethod> KernelByName(std::string_view kernel);
+// True for kernels that are device programs with per-rig models and per-session state
+// (UploadImplicitModel, SessionSpec::model).
+bool KernelHasModel(GpuMethod kernel);
+// True for kernels that read a per-vertex coefficient matrix (UploadCoefficients).
+bool KernelHasCoefficients(GpuMethod kernel);
 
 // Floats per joint in a frame's joint data.
 inline constexpr size_t kJointFloats = 12;
@@ -88,10 +88,12 @@ class Device;
 // What a session runs on the device.
 struct SessionSpec {
   GpuMethod method = GpuMethod::kLbs;
-  std::shared_ptr<GpuCoefficients> coefficients;  // cage stages
+  std::shared_ptr<GpuCoefficients> coefficients;  // cage and blend stages
   bool with_rest = true;                          // cage stages: add the rest positions
-  std::shared_ptr<GpuModel> model;                // implicit stages
-  ImplicitConfig implicit;                        // implicit stages: tracking parameters
+  std::shared_ptr<GpuModel> model;                // device programs (implicit stages)
+  // The method's parameters; device programs read theirs (implicit stages: an ImplicitConfig,
+  // its defaults when null).
+  std::shared_ptr<const MethodParams> params;
 };
 
 class GpuBackend {

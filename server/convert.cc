@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/params_proto.h"
 
 namespace sinew::server {
 namespace {
@@ -159,71 +160,39 @@ absl::StatusOr<Clip> ClipFromProto(const v1::Clip& c, size_t joint_count) {
 }
 
 absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& c) {
-  DeformerConfig config;
   if (c.method() == v1::METHOD_UNSPECIFIED) {
     return absl::InvalidArgumentError("deformer.method: must be set (e.g. METHOD_LBS)");
   }
-  if (FindMethod(static_cast<Method>(c.method())) == nullptr) {
+  const MethodInfo* method = FindMethodById(static_cast<uint32_t>(c.method()));
+  if (method == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "deformer.method: ", static_cast<int>(c.method()), " is not a method this server implements"));
   }
-  config.method = static_cast<Method>(c.method());
-  const bool cage_method = config.method == Method::kCageMvc || config.method == Method::kCageGreen;
-  if ((c.has_lbs() && config.method != Method::kLbs) ||
-      (c.has_dqs() && config.method != Method::kDqs) || (c.has_cage() && !cage_method) ||
-      (c.has_supercages() && config.method != Method::kSuperCages) ||
-      (c.has_implicit() && config.method != Method::kImplicit && config.method != Method::kElasticImplicit)) {
-    return absl::InvalidArgumentError("deformer.params: parameters of another method");
-  }
-  if (c.has_cage()) config.cage = c.cage().cage();
-  if (c.has_supercages()) {
-    const v1::SuperCagesParams& p = c.supercages();
-    config.cage = p.cage();
-    switch (p.skinning()) {
-      case v1::METHOD_UNSPECIFIED:
-      case v1::METHOD_LBS: config.skinning = Method::kLbs; break;
-      case v1::METHOD_DQS: config.skinning = Method::kDqs; break;
-      default:
-        return absl::InvalidArgumentError("deformer.supercages.skinning: METHOD_LBS or METHOD_DQS");
+  // The parameters message set in the `params` oneof must be the method's own.
+  const google::protobuf::Reflection* reflection = c.GetReflection();
+  const google::protobuf::FieldDescriptor* given =
+      reflection->GetOneofFieldDescriptor(c, c.GetDescriptor()->FindOneofByName("params"));
+  ParamSet params;
+  if (given != nullptr) {
+    if (given->name() != method->params_field) {
+      const std::string field(method->params_field);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "deformer.", given->name(), ": parameters of another method; method ", std::string(method->name),
+          field.empty() ? " takes none" : absl::StrCat(" takes deformer.", field)));
     }
-    config.skeleton_updater = !p.no_skeleton_updater();
-    if (p.localisation_exponent() != 0) config.localisation_exponent = p.localisation_exponent();
+    params = ParamSetFromMessage(reflection->GetMessage(c, given));
   }
-  if (c.has_implicit()) {
-    const v1::ImplicitParams& p = c.implicit();
-    ImplicitConfig& ic = config.implicit;
-    auto op = [](v1::JointOperator o, JointOperator fallback, absl::string_view field) -> absl::StatusOr<JointOperator> {
-      switch (o) {
-        case v1::JOINT_OPERATOR_DEFAULT: return fallback;
-        case v1::JOINT_OPERATOR_UNION: return JointOperator::kUnion;
-        case v1::JOINT_OPERATOR_CLEAN_UNION: return JointOperator::kCleanUnion;
-        case v1::JOINT_OPERATOR_CONTACT: return JointOperator::kContact;
-        case v1::JOINT_OPERATOR_BULGE: return JointOperator::kBulge;
-        default: return absl::InvalidArgumentError(absl::StrCat(field, ": unknown operator ", static_cast<int>(o)));
-      }
-    };
-    auto def = op(p.default_operator(), JointOperator::kContact, "deformer.implicit.default_operator");
-    if (!def.ok()) return def.status();
-    ic.default_operator = *def;
-    for (int k = 0; k < p.joints_size(); ++k) {
-      auto o = op(p.joints(k).op(), ic.default_operator, absl::StrCat("deformer.implicit.joints[", k, "].op"));
-      if (!o.ok()) return o.status();
-      ic.joint_operators.emplace_back(p.joints(k).joint(), *o);
-    }
-    if (p.has_sigma()) ic.sigma = p.sigma();
-    if (p.has_max_iterations()) ic.max_iterations = p.max_iterations();
-    if (p.has_contact_angle_degrees()) ic.contact_angle_degrees = p.contact_angle_degrees();
-    if (p.has_smoothing_iterations()) ic.smoothing_iterations = p.smoothing_iterations();
-    if (p.has_relaxation_iterations()) ic.relaxation_iterations = p.relaxation_iterations();
-    if (p.has_min_substep_radians()) ic.min_substep_radians = p.min_substep_radians();
-    if (p.has_max_substeps()) ic.max_substeps = p.max_substeps();
-  }
-  return config;
+  return ParseDeformerConfig(*method, params, absl::StrCat("deformer.", std::string(method->params_field)));
 }
 
 absl::Status CagePoseFromProto(const v1::CagePose& cage, CageFrame& out, absl::string_view field) {
   out.cage = cage.cage();
-  out.mode = cage.input() == v1::CAGE_INPUT_OFFSETS ? CageInputMode::kOffsets : CageInputMode::kAbsolute;
+  switch (cage.input()) {
+    case v1::CAGE_INPUT_ABSOLUTE: out.mode = CageInputMode::kAbsolute; break;
+    case v1::CAGE_INPUT_OFFSETS: out.mode = CageInputMode::kOffsets; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(field, ".input: unknown value ", static_cast<int>(cage.input())));
+  }
   return Unpack(cage.positions(), 3, out.positions, absl::StrCat(field, ".positions"));
 }
 

@@ -41,12 +41,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Register(*registry_);
   const prometheus::Histogram::BucketBoundaries buckets = {
       50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0};
+  frames_.resize(Methods().size());
+  latency_.resize(Methods().size());
   for (const MethodInfo& m : Methods()) {
-    const int mi = static_cast<int>(m.method);
-    if (mi >= kMethods) {
-      std::fprintf(stderr, "sinew-server: method %d has no frame metrics (raise Metrics::kMethods)\n", mi);
-      continue;
-    }
+    const size_t mi = static_cast<size_t>(&m - Methods().data());
     for (auto [b, name] : {std::pair{v1::BACKEND_CPU, "cpu"}, std::pair{v1::BACKEND_GPU, "gpu"}}) {
       const std::map<std::string, std::string> labels = {{"method", std::string(m.name)},
                                                          {"backend", name}};
@@ -108,9 +106,9 @@ absl::StatusOr<int> Metrics::Serve(const std::string& host_port) {
   return ports.front();
 }
 
-void Metrics::Frame(Method method, v1::Backend backend, double seconds) {
-  const int mi = static_cast<int>(method);
-  if (mi >= kMethods || backend < 0 || backend >= kBackends || !frames_[mi][backend]) return;
+void Metrics::Frame(const MethodInfo& method, v1::Backend backend, double seconds) {
+  const size_t mi = static_cast<size_t>(&method - Methods().data());
+  if (mi >= frames_.size() || backend < 0 || backend >= kBackends || !frames_[mi][backend]) return;
   frames_[mi][backend]->Increment();
   latency_[mi][backend]->Observe(seconds);
 }

@@ -12,6 +12,9 @@
 //   sinew_gpu_resident{device,kind=rigs|sessions}  GPU devices
 #pragma once
 
+#include <array>
+#include <vector>
+
 #include <memory>
 #include <string>
 
@@ -38,7 +41,7 @@ class Metrics {
   // Starts the HTTP exposer on HOST:PORT (port 0 picks one); returns the bound port.
   absl::StatusOr<int> Serve(const std::string& host_port);
 
-  void Frame(Method method, v1::Backend backend, double seconds);
+  void Frame(const MethodInfo& method, v1::Backend backend, double seconds);
   void FrameError(grpc::StatusCode code);
   // GPU device gauges: memory (used, limit, total), utilisation, rigs, sessions.
   void Device(const gpu::DeviceInfo& device);
@@ -52,13 +55,13 @@ class Metrics {
   prometheus::Counter& upload_bytes() { return *upload_bytes_; }
 
  private:
-  static constexpr int kMethods = 32;  // indexed by Method value; must exceed every value
   static constexpr int kBackends = 3;  // indexed by v1::Backend value
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  prometheus::Counter* frames_[kMethods][kBackends] = {};
-  prometheus::Histogram* latency_[kMethods][kBackends] = {};
+  // Indexed by the method's position in Methods(), then by v1::Backend.
+  std::vector<std::array<prometheus::Counter*, kBackends>> frames_;
+  std::vector<std::array<prometheus::Histogram*, kBackends>> latency_;
   prometheus::Family<prometheus::Counter>* frame_errors_;
   prometheus::Family<prometheus::Counter>* rpc_errors_;
   prometheus::Gauge* sessions_;

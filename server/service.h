@@ -1,6 +1,13 @@
 // The sinew.v1.Sinew service on gRPC's callback API. Handlers translate and validate; frames
 // run on the bounded worker pool, never on gRPC's threads, and streams hold no thread while
-// idle. The service owns no deformation maths: it calls core's Deformer interface.
+// idle. The service owns no deformation maths and knows no method: it calls core's registry and
+// Deformer interface, and every frame takes one path (server/frames.h).
+//
+//   service.cc         the adapter: handlers, rigs, sessions listing, drain
+//   service_info.cc    GetServerInfo and rig descriptions, from the registry
+//   upload_call.cc     UploadRig's reactor
+//   session_create.cc  CreateSession: method, preparation, backend placement
+//   frame_calls.cc     Deform, StreamDeform and DeformClip reactors
 #pragma once
 
 #include <atomic>
@@ -9,6 +16,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "core/parallel/thread_pool.h"
+#include "server/frames.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/rig_store.h"
@@ -83,33 +91,18 @@ class Service final : public v1::Sinew::CallbackService {
     virtual void Drain() = 0;
   };
 
-  // A frame in flight. CPU frames complete inside RunFrame; GPU frames complete on the device's
-  // completion thread once their batch is done. Owned by the calling reactor (no allocation).
-  using FrameDone = void (*)(void* context, const absl::Status& status);
-  struct PendingFrame {
-    Service* service = nullptr;
-    std::shared_ptr<Session> session;
-    v1::DeformResponse* response = nullptr;
-    std::chrono::steady_clock::time_point start;
-    FrameDone done = nullptr;
-    void* context = nullptr;
-  };
-  // Deforms one frame of a DeformRequest into `resp` and calls done(context, status), possibly
-  // before returning (CPU) or later from another thread (GPU). `pending` must outlive that.
-  void RunFrame(const v1::DeformRequest& req, v1::DeformResponse& resp, PendingFrame& pending,
-                FrameDone done, void* context);
-  static void GpuFrameDone(void* pending, const absl::Status& status);
-  // The extra outputs a frame asked for (posed cage, rest cage, joints).
-  absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, v1::DeformResponse& resp);
-  // Deforms `frame` on `session` (whose mutex the caller holds) into `out` in the session's
-  // encoding, and accounts for it.
-  absl::Status DeformInto(Session& session, const FrameInput& frame, std::string& out);
   // Creates a session (on the worker pool: preparing a method can take seconds).
   absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp);
   // The session's device state and its per-rig device data (uploaded on first use).
   absl::StatusOr<std::unique_ptr<gpu::GpuSession>> CreateGpuSession(StoredRig& stored, const Deformer& deformer,
                                                                      const DeviceStage& stage,
-                                                                     const ImplicitConfig& implicit);
+                                                                     std::shared_ptr<const MethodParams> params);
+  // Finds the request's session, decodes its inputs and runs it on the session's backend into
+  // `resp`; done(context, status) is called once. `job` must outlive that.
+  void StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp, FrameJob& job, FrameDone done,
+                   void* context);
+  // Decodes a DeformRequest's inputs into the session's scratch (its lock held) and the job.
+  static absl::Status DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job);
   void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
                                  const absl::Status& status);
@@ -122,6 +115,8 @@ class Service final : public v1::Sinew::CallbackService {
   Metrics& metrics_;
   ThreadPool& pool_;
   gpu::GpuBackend* gpu_;
+  CpuFrames cpu_frames_;
+  std::unique_ptr<GpuFrames> gpu_frames_;  // when gpu_
   std::string gpu_unavailable_reason_ = "no GPU backend";
   RigStore rigs_;
   SessionManager sessions_;

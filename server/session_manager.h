@@ -16,11 +16,13 @@
 
 namespace sinew::server {
 
+class FrameBackend;
+
 struct Session {
   std::string id;
   std::shared_ptr<StoredRig> rig;
   v1::DeformerConfig config;  // as requested
-  Method method = Method::kLbs;
+  const MethodInfo* method = nullptr;
   v1::Backend backend = v1::BACKEND_CPU;
   v1::OutputEncoding encoding = v1::OUTPUT_ENCODING_FLOAT32;
   int64_t created_ms = 0;
@@ -37,6 +39,8 @@ struct Session {
   std::vector<float> positions;  // float32 staging for non-float32 encodings
   std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints;
   std::vector<uint8_t> extra_states;
+  // Where its frames run (server/frames.h): the CPU pool or the GPU backend.
+  FrameBackend* runner = nullptr;
   // GPU sessions: device state and the parameters of the device stage, computed on the CPU.
   std::unique_ptr<gpu::GpuSession> gpu;
   std::vector<float> device_params;

@@ -34,7 +34,21 @@ void ResolveCage(const Cage& rest, const CageFrame& frame, Eigen::Matrix3Xd& out
   }
 }
 
-std::string CageKey(const DeformerConfig& config) { return absl::StrCat("cage=", config.cage); }
+std::string CageKey(const DeformerConfig& config) { return absl::StrCat("cage=", ParamsOf<CageParams>(config).cage); }
+
+namespace {
+constexpr ParamSpec kCageSpecs[] = {
+    {"cage", ParamSpec::Type::kInteger, "0", "index into the rig's cages"},
+};
+}  // namespace
+
+std::span<const ParamSpec> CageParamSpecs() { return kCageSpecs; }
+
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseCageParams(const ParamSet& set, std::string_view field) {
+  auto p = std::make_shared<CageParams>();
+  if (auto st = ParamReader(set, field).Count("cage", p->cage, 0, 1u << 20).status(); !st.ok()) return st;
+  return std::shared_ptr<const MethodParams>(std::move(p));
+}
 
 SINEW_VERTEX_LOOP
 static void CageRows(const double* phi, size_t cols, const float* rest, const double* dx,
@@ -67,9 +81,10 @@ void ApplyCageCoordinates(const RowMatrixXd& phi, std::span<const float> rest,
 namespace {
 
 absl::Status CheckCageConfig(const Rig& rig, const DeformerConfig& config, const char* method) {
-  if (config.cage >= rig.cages.size()) {
+  const uint32_t cage = ParamsOf<CageParams>(config).cage;
+  if (cage >= rig.cages.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "deformer.cage: method ", method, " uses cage ", config.cage, " but the rig has ",
+        "deformer.cage: method ", method, " uses cage ", cage, " but the rig has ",
         rig.cages.size(), " cages"));
   }
   return absl::OkStatus();
@@ -94,12 +109,13 @@ class CageDeformer final : public Deformer {
                const DeformerConfig& config)
       : rig_(std::move(rig)),
         prepared_(std::move(prepared)),
-        config_(config),
-        rest_cage_(ToPoints(rig_->cages[config_.cage].positions)) {}
+        mvc_(config.method == "cage-mvc"),
+        cage_index_(ParamsOf<CageParams>(config).cage),
+        rest_cage_(ToPoints(rig_->cages[cage_index_].positions)) {}
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = Resolve(frame); !st.ok()) return st;
-    if (config_.method == Method::kCageMvc) {
+    if (mvc_) {
       delta_ = cage_ - rest_cage_;
       ApplyCageCoordinates(static_cast<const MvcPrepared&>(*prepared_).phi, rig_->positions, delta_, out, pool);
     } else {
@@ -112,19 +128,19 @@ class CageDeformer final : public Deformer {
 
   // Device stage: MVC is rest + Φ·(C' − C0); Green is [φ ψ]·[v'; s n] without a rest term.
   DeviceStage device_stage() const override {
-    const bool mvc = config_.method == Method::kCageMvc;
+    const bool mvc = mvc_;
     DeviceStage s;
-    s.kind = DeviceStageKind::kCage;
+    s.kernel = "cage";
     s.with_rest = mvc;
-    s.device_data_key = absl::StrCat(mvc ? "cage-mvc " : "cage-green ", CageKey(config_));
+    s.device_data_key = absl::StrCat(mvc ? "cage-mvc cage=" : "cage-green cage=", cage_index_);
     return s;
   }
   size_t device_param_count() const override {
-    const Cage& rest = rig_->cages[config_.cage];
-    return 3 * (rest.vertex_count() + (config_.method == Method::kCageMvc ? 0 : rest.triangles.size() / 3));
+    const Cage& rest = rig_->cages[cage_index_];
+    return 3 * (rest.vertex_count() + (mvc_ ? 0 : rest.triangles.size() / 3));
   }
   void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const override {
-    if (config_.method == Method::kCageMvc) {
+    if (mvc_) {
       const RowMatrixXd& phi = static_cast<const MvcPrepared&>(*prepared_).phi;
       cols = static_cast<uint32_t>(phi.cols());
       values.assign(phi.data(), phi.data() + phi.size());
@@ -142,15 +158,15 @@ class CageDeformer final : public Deformer {
   absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
     params.resize(device_param_count());
     if (auto st = Resolve(frame); !st.ok()) return st;
-    const Cage& rest = rig_->cages[config_.cage];
+    const Cage& rest = rig_->cages[cage_index_];
     const Eigen::Index n = cage_.cols();
     size_t at = 0;
     for (Eigen::Index k = 0; k < n; ++k) {
       for (int d = 0; d < 3; ++d) {
-        params[at++] = float(config_.method == Method::kCageMvc ? cage_(d, k) - rest.positions[3 * k + d] : cage_(d, k));
+        params[at++] = float(mvc_ ? cage_(d, k) - rest.positions[3 * k + d] : cage_(d, k));
       }
     }
-    if (config_.method == Method::kCageGreen) {
+    if (!mvc_) {
       GreenFaceTerms(static_cast<const GreenPrepared&>(*prepared_).rest, cage_, face_terms_);
       for (Eigen::Index f = 0; f < face_terms_.rows(); ++f) {
         for (int d = 0; d < 3; ++d) params[at++] = float(face_terms_(f, d));
@@ -162,7 +178,7 @@ class CageDeformer final : public Deformer {
  private:
   // Checks the frame and resolves its cage positions into cage_.
   absl::Status Resolve(const FrameInput& frame) {
-    const char* name = config_.method == Method::kCageMvc ? "cage-mvc" : "cage-green";
+    const char* name = mvc_ ? "cage-mvc" : "cage-green";
     if (frame.pose != nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("pose: method ", name, " takes no skeleton pose"));
     }
@@ -170,11 +186,11 @@ class CageDeformer final : public Deformer {
       return absl::InvalidArgumentError(absl::StrCat("posed_cage: method ", name, " has no posed cage; send cages"));
     }
     if (auto st = ValidateCageFrames(*rig_, frame.cages); !st.ok()) return st;
-    if (frame.cages.size() != 1 || frame.cages[0].cage != config_.cage) {
+    if (frame.cages.size() != 1 || frame.cages[0].cage != cage_index_) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "cages: method ", name, " needs exactly one entry, for cage ", config_.cage));
+          "cages: method ", name, " needs exactly one entry, for cage ", cage_index_));
     }
-    ResolveCage(rig_->cages[config_.cage], frame.cages[0], cage_);
+    ResolveCage(rig_->cages[cage_index_], frame.cages[0], cage_);
     return absl::OkStatus();
   }
 
@@ -186,7 +202,8 @@ class CageDeformer final : public Deformer {
  private:
   std::shared_ptr<const Rig> rig_;
   std::shared_ptr<const Prepared> prepared_;
-  DeformerConfig config_;
+  bool mvc_;  // mean value coordinates; else Green coordinates
+  uint32_t cage_index_;
   Eigen::Matrix3Xd rest_cage_;  // C0, 3 x n
   Eigen::Matrix3Xd cage_, delta_;
   Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor> face_terms_;
@@ -199,7 +216,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareMvcCage(const Rig& rig,
                                                                ThreadPool* pool,
                                                                const ProgressFn& progress) {
   if (auto st = CheckCageConfig(rig, config, "cage-mvc"); !st.ok()) return st;
-  const CageGeometry cage = ToCageGeometry(rig.cages[config.cage]);
+  const CageGeometry cage = ToCageGeometry(rig.cages[ParamsOf<CageParams>(config).cage]);
   auto p = std::make_shared<MvcPrepared>();
   const size_t m = rig.vertex_count(), n = static_cast<size_t>(cage.vertices.cols());
   p->phi.resize(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(n));
@@ -221,7 +238,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
                                                                  const ProgressFn& progress) {
   if (auto st = CheckCageConfig(rig, config, "cage-green"); !st.ok()) return st;
   auto p = std::make_shared<GreenPrepared>();
-  p->rest = ToCageGeometry(rig.cages[config.cage]);
+  p->rest = ToCageGeometry(rig.cages[ParamsOf<CageParams>(config).cage]);
   p->coords = ComputeGreenCoordinates(p->rest, ToPoints(rig.positions), pool);
   if (progress) progress(1.0);
   return std::shared_ptr<const Prepared>(std::move(p));
@@ -230,7 +247,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
 absl::StatusOr<std::unique_ptr<Deformer>> CreateCageDeformer(std::shared_ptr<const Rig> rig,
                                                              std::shared_ptr<const Prepared> prepared,
                                                              const DeformerConfig& config) {
-  const char* name = config.method == Method::kCageMvc ? "cage-mvc" : "cage-green";
+  const char* name = config.method == "cage-mvc" ? "cage-mvc" : "cage-green";
   if (auto st = CheckCageConfig(*rig, config, name); !st.ok()) return st;
   if (!prepared) return absl::InternalError("cage deformer created without its coordinates");
   return std::make_unique<CageDeformer>(std::move(rig), std::move(prepared), config);

@@ -19,15 +19,22 @@ Eigen::Matrix3Xd ToPoints(std::span<const float> xyz);
 // The cage positions a frame asks for: `frame.positions` (absolute) or rest + offsets.
 void ResolveCage(const Cage& rest, const CageFrame& frame, Eigen::Matrix3Xd& out);
 
+// Parameters of "cage-mvc" and "cage-green".
+struct CageParams : MethodParams {
+  uint32_t cage = 0;  // index into Rig::cages
+};
+std::span<const ParamSpec> CageParamSpecs();
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseCageParams(const ParamSet& set, std::string_view field);
+
 // "cage=N": the prepared data depends on the cage only.
 std::string CageKey(const DeformerConfig& config);
 
-// Φ (vertices x cage vertices) for Method::kCageMvc; progress over the mesh vertices.
+// Φ (vertices x cage vertices) for "cage-mvc"; progress over the mesh vertices.
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareMvcCage(const Rig& rig,
                                                                const DeformerConfig& config,
                                                                ThreadPool* pool,
                                                                const ProgressFn& progress);
-// Green coordinates (φ, ψ) for Method::kCageGreen.
+// Green coordinates (φ, ψ) for "cage-green".
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
                                                                  const DeformerConfig& config,
                                                                  ThreadPool* pool,

@@ -4,8 +4,10 @@
 // frame into a caller-owned buffer. Per-session state (scratch, simulation state) lives in the
 // Deformer object; the Rig is never modified and is shared by every session on it.
 //
-// Adding a method: implement a Deformer in the method's folder (core/<method>/), give it a
-// factory, and add one line to the table in deformer/registry.cc.
+// Nothing here knows a particular method: a method is a MethodInfo (name, parameters, inputs,
+// factory) registered by one line in deformer/registry.cc, and everything else of it lives in
+// its folder core/<method>/ (and gpu/<method>/ for a device kernel). docs/adding-a-method.md
+// is the checklist.
 #pragma once
 
 #include <functional>
@@ -13,53 +15,33 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/deformer/params.h"
 #include "core/parallel/thread_pool.h"
 #include "core/rig/pose.h"
 #include "core/rig/rig.h"
 
 namespace sinew {
 
-enum class Method {
-  kLbs = 1,
-  kDqs = 2,
-  kCageMvc = 3,
-  kCageGreen = 4,
-  kSuperCages = 5,
-  kImplicit = 6,         // implicit skinning, history-independent (seed 000, [VBG+13])
-  kElasticImplicit = 7,  // elastic implicit skinning, history-dependent ([VGB+14])
-};
-
-// How implicit skinning composes the fields of the two bones that meet at a joint (seed 000
-// §2.5): max, clean union, contact (g_dc) or bulge in contact (g_db).
-enum class JointOperator : uint8_t { kUnion = 1, kCleanUnion = 2, kContact = 3, kBulge = 4 };
-
-struct ImplicitConfig {
-  // The operator of every joint not listed in joint_operators; contact is the thesis' default.
-  JointOperator default_operator = JointOperator::kContact;
-  std::vector<std::pair<uint32_t, JointOperator>> joint_operators;  // (child joint, operator)
-  // Tracking (both variants).
-  double sigma = 0.35;                 // Newton step damping
-  uint32_t max_iterations = 40;        // projection steps per frame (IS) or per sub-step (EIS)
-  double contact_angle_degrees = 55;   // gradient jump that stops a vertex at a contact
-  uint32_t smoothing_iterations = 3;   // IS: β-weighted Laplacian steps at contacts
-  // EIS.
-  uint32_t relaxation_iterations = 40;  // conjugate-gradient iterations per relaxation round
-  double min_substep_radians = 0.1;     // floor of the sub-step rule (bend / 3)
-  uint32_t max_substeps = 32;
-};
-
+// A session's deformer: a registered method (by name) and that method's own parameters.
 struct DeformerConfig {
-  Method method = Method::kLbs;
-  uint32_t cage = 0;  // cage methods: index into Rig::cages
-  // SuperCages.
-  Method skinning = Method::kLbs;  // kLbs or kDqs
-  bool skeleton_updater = true;
-  double localisation_exponent = 0.1;  // s in L = -1 + w^s + (1 - w)^s (thesis eq. 3.3)
-  ImplicitConfig implicit = {};  // kImplicit, kElasticImplicit
+  std::string method;  // MethodInfo::name, e.g. "lbs"
+  // The method's parameters struct (core/<method>/); null: the method's defaults. A host that
+  // does not know the method's types makes it with ParseDeformerConfig.
+  std::shared_ptr<const MethodParams> params;
 };
+
+// The method's parameters from `config` (its defaults when none were given). Methods call it
+// with their own struct; CreateDeformer has checked that the struct is the method's.
+template <class P>
+const P& ParamsOf(const DeformerConfig& config) {
+  static const P kDefaults{};
+  const auto* p = dynamic_cast<const P*>(config.params.get());
+  return p != nullptr ? *p : kDefaults;
+}
 
 // The inputs of one frame. Pointers and spans refer to caller-owned data that stays valid
 // during Deform.
@@ -74,45 +56,24 @@ struct FrameExtras {
   std::vector<float>* posed_cage = nullptr;  // x,y,z per cage vertex
   std::vector<float>* rest_cage = nullptr;   // x,y,z per cage vertex
   std::vector<float>* joints = nullptr;      // x,y,z per joint
-  // Implicit skinning: one VertexState per vertex.
+  // One status byte per vertex; the method defines the values (e.g. implicit skinning's
+  // VertexState).
   std::vector<uint8_t>* vertex_states = nullptr;
-};
-
-// Per-vertex outcome of implicit skinning's tracking.
-enum class VertexState : uint8_t {
-  kFree = 0,       // outside every field (follows the initial skinning)
-  kConverged = 1,  // on its iso-surface
-  kContact = 2,    // stopped at a contact (gradient jump or loss of monotonicity)
-  kNullGradient = 3,
-  kMaxIterations = 4,
-  kReseeded = 5,   // left its own bone's field: restarted from (kept at) dual quaternion skinning
 };
 
 // The per-vertex stage of a method that a device (gpu/) can run; everything before it (pose
 // decoding, forward kinematics, cage solves) stays on the CPU. Core knows nothing of devices:
-// this only describes the stage and its per-frame parameters.
-enum class DeviceStageKind {
-  kNone,         // the method has no device stage
-  kLbs,          // parameters: 12 floats per joint (row-major 3x4 skinning matrix)
-  kDqs,          // parameters: 12 floats per joint (dual quaternion, scale, 3 zeros)
-  kCage,         // out = rest (if with_rest) + coefficients · parameters (3 floats per column)
-  kCageThenLbs,  // the cage stage moves the rest point, then LBS: parameters cage, then joints
-  kCageThenDqs,
-  // Implicit skinning's whole per-vertex part (DQS, marching, relaxation, smoothing) on the
-  // device, with the per-rig model resident there; parameters as core/implicit/device_layout.h.
-  kImplicit,
-  kElasticImplicit,  // the same for the elastic method, whose tracking state stays on the device
-};
-
+// this only names the stage's device kernel and describes its data. The kernels and their
+// per-frame parameter layouts are listed in gpu/stages.h.
 class Prepared;
 
 struct DeviceStage {
-  DeviceStageKind kind = DeviceStageKind::kNone;
+  std::string_view kernel;  // e.g. "lbs", "cage+dqs", "implicit"; empty: no device stage
   bool with_rest = true;
   // Names the stage's per-rig device data (a coefficient matrix, an implicit model) so that the
   // sessions of one rig share one device copy (empty: none).
   std::string device_data_key;
-  // Implicit stages: the per-rig model the device keeps resident (an ImplicitModel).
+  // Per-rig data the kernel keeps resident on the device (e.g. implicit skinning's model).
   std::shared_ptr<const Prepared> model;
   // The device produces the per-vertex states (FrameExtras::vertex_states) itself.
   bool device_vertex_states = false;
@@ -153,7 +114,8 @@ class Deformer {
   virtual DeviceStage device_stage() const { return {}; }
   // The usual parameter count of a frame (a capacity hint).
   virtual size_t device_param_count() const { return 0; }
-  // The stage's coefficient matrix (rows = vertices, row-major), for cage stages.
+  // The stage's per-vertex coefficient matrix (rows = vertices, row-major): cage coordinates,
+  // blend weights; shared on the device by the sessions with the same device_data_key.
   virtual void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const;
   virtual absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params);
   // Tells a deformer that its host runs it through DeviceFrame only: it may free the scratch
@@ -172,27 +134,56 @@ using DeformerFactory = absl::StatusOr<std::unique_ptr<Deformer>> (*)(
     std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
     const DeformerConfig& config);
 
+// What a method reads from a frame (FrameInput); hosts show it and check it.
+enum FrameInputs : uint32_t {
+  kInputPose = 1,       // FrameInput::pose
+  kInputCages = 2,      // FrameInput::cages
+  kInputPosedCage = 4,  // FrameInput::posed_cage
+};
+// "pose", "cages", "posed_cage" for the bits set in `inputs`.
+std::vector<std::string_view> FrameInputNames(uint32_t inputs);
+
+// Parses a checked ParamSet (see CheckParams) into the method's own parameters struct.
+// INVALID_ARGUMENT names the field (`field` + "." + name).
+using ParseParamsFn = absl::StatusOr<std::shared_ptr<const MethodParams>> (*)(const ParamSet& set,
+                                                                              std::string_view field);
+
 struct MethodInfo {
-  Method method;
+  // The method's number on the wire (sinew.v1.Method); unique, never reused.
+  uint32_t id = 0;
   std::string_view name;  // short lowercase name: "lbs"
   std::string_view description;
-  bool stateful;  // frames depend on earlier frames of the session (see Deformer::Reset)
-  DeformerFactory create;
+  bool stateful = false;  // frames depend on earlier frames of the session (see Deformer::Reset)
+  DeformerFactory create = nullptr;
   PrepareFn prepare = nullptr;
   PrepareKeyFn prepare_key = nullptr;
-  bool device_stage = true;  // its deformers have a DeviceStage (a GPU backend can run them)
+  bool device_stage = false;  // its deformers have a DeviceStage (a GPU backend can run them)
   // Methods with the same non-empty group share their preparations (same PrepareFn and key).
   std::string_view prepare_group = {};
+  uint32_t inputs = kInputPose;  // FrameInputs bits
+  // Parameters: the name of the method's parameters message in the wire's DeformerConfig
+  // (empty: none), what they are, their parser and the struct it makes.
+  std::string_view params_field = {};
+  std::span<const ParamSpec> params = {};
+  ParseParamsFn parse = nullptr;
+  const std::type_info* params_type = nullptr;
+  // Per-vertex outputs besides the positions that the method can return (FrameExtras names).
+  bool vertex_states = false;
 };
 
 // Every registered method.
 std::span<const MethodInfo> Methods();
-// nullptr when `method` is not registered.
-const MethodInfo* FindMethod(Method method);
+// nullptr when the method is not registered.
+const MethodInfo* FindMethodById(uint32_t id);
 const MethodInfo* FindMethod(std::string_view name);
 
+// The config of `method` with parameters from `set`, checked against the method's ParamSpecs and
+// parsed by it. INVALID_ARGUMENT names the field under `field` (e.g. "deformer.implicit").
+absl::StatusOr<DeformerConfig> ParseDeformerConfig(const MethodInfo& method, const ParamSet& set,
+                                                   std::string_view field);
+
 // Prepares (when the method needs it, without caching) and creates `config.method` on `rig`.
-// INVALID_ARGUMENT / FAILED_PRECONDITION when the rig lacks what the method needs (e.g.
+// INVALID_ARGUMENT for an unknown method or parameters of another method; FAILED_PRECONDITION when the rig lacks what the method needs (e.g.
 // skinning weights, a cage). Hosts that share preparations between sessions call
 // MethodInfo::prepare and ::create themselves.
 absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const Rig> rig,

@@ -1,5 +1,6 @@
 // The table of deformation methods. One line per method.
 #include "absl/strings/str_cat.h"
+#include "core/blend/blend.h"
 #include "core/cage/cage_deformer.h"
 #include "core/deformer/deformer.h"
 #include "core/dqs/dqs_deformer.h"
@@ -10,34 +11,54 @@
 namespace sinew {
 
 namespace {
+const std::type_info* const kNoParams = nullptr;
+
+// One entry per method; `id` is its number in sinew.v1.Method.
 const MethodInfo kMethods[] = {
-    {Method::kLbs, "lbs", "linear blend skinning", false, &CreateLbsDeformer},
-    {Method::kDqs, "dqs", "dual quaternion skinning (uniform scale blended linearly)", false,
-     &CreateDqsDeformer},
-    {Method::kCageMvc, "cage-mvc", "cage deformation, mean value coordinates", false,
-     &CreateCageDeformer, &PrepareMvcCage, &CageKey},
-    {Method::kCageGreen, "cage-green", "cage deformation, Green coordinates", false,
-     &CreateCageDeformer, &PrepareGreenCage, &CageKey},
-    {Method::kSuperCages, "supercages",
-     "SuperCages: cage-deformed rest mesh posed by the skeleton (LBS or DQS), skeleton and cage "
-     "updaters, reverse cage deformer", true, &CreateSuperCagesDeformer, &PrepareSuperCages,
-     &SuperCagesKey},
-    {Method::kImplicit, "implicit",
-     "implicit skinning: DQS corrected by marching to per-bone implicit fields, contact and bulge "
-     "at joints (history-independent)", false, &CreateImplicitDeformer, &PrepareImplicit, &ImplicitKey,
-     /*device_stage=*/true, /*prepare_group=*/"implicit"},
-    {Method::kElasticImplicit, "elastic-implicit",
-     "elastic implicit skinning: tracks the implicit surface from the previous frame with "
-     "tangential ARAP relaxation (history-dependent; frames in order)", true, &CreateImplicitDeformer,
-     &PrepareImplicit, &ImplicitKey, /*device_stage=*/true, /*prepare_group=*/"implicit"},
+    {.id = 1, .name = "lbs", .description = "linear blend skinning", .create = &CreateLbsDeformer,
+     .device_stage = true, .params_field = "lbs"},
+    {.id = 2, .name = "dqs", .description = "dual quaternion skinning (uniform scale blended linearly)",
+     .create = &CreateDqsDeformer, .device_stage = true, .params_field = "dqs"},
+    {.id = 3, .name = "cage-mvc", .description = "cage deformation, mean value coordinates",
+     .create = &CreateCageDeformer, .prepare = &PrepareMvcCage, .prepare_key = &CageKey, .device_stage = true,
+     .inputs = kInputCages, .params_field = "cage", .params = CageParamSpecs(), .parse = &ParseCageParams,
+     .params_type = &typeid(CageParams)},
+    {.id = 4, .name = "cage-green", .description = "cage deformation, Green coordinates",
+     .create = &CreateCageDeformer, .prepare = &PrepareGreenCage, .prepare_key = &CageKey, .device_stage = true,
+     .inputs = kInputCages, .params_field = "cage", .params = CageParamSpecs(), .parse = &ParseCageParams,
+     .params_type = &typeid(CageParams)},
+    {.id = 5, .name = "supercages",
+     .description = "SuperCages: cage-deformed rest mesh posed by the skeleton (LBS or DQS), skeleton and cage "
+                    "updaters, reverse cage deformer",
+     .stateful = true, .create = &CreateSuperCagesDeformer, .prepare = &PrepareSuperCages,
+     .prepare_key = &SuperCagesKey, .device_stage = true, .inputs = kInputPose | kInputCages | kInputPosedCage,
+     .params_field = "supercages", .params = SuperCagesParamSpecs(), .parse = &ParseSuperCagesParams,
+     .params_type = &typeid(SuperCagesParams)},
+    {.id = 6, .name = "implicit",
+     .description = "implicit skinning: DQS corrected by marching to per-bone implicit fields, contact and bulge "
+                    "at joints (history-independent)",
+     .create = &CreateImplicitDeformer, .prepare = &PrepareImplicit, .prepare_key = &ImplicitKey,
+     .device_stage = true, .prepare_group = "implicit", .params_field = "implicit", .params = ImplicitParamSpecs(),
+     .parse = &ParseImplicitParams, .params_type = &typeid(ImplicitConfig), .vertex_states = true},
+    {.id = 7, .name = "elastic-implicit",
+     .description = "elastic implicit skinning: tracks the implicit surface from the previous frame with "
+                    "tangential ARAP relaxation (history-dependent; frames in order)",
+     .stateful = true, .create = &CreateImplicitDeformer, .prepare = &PrepareImplicit, .prepare_key = &ImplicitKey,
+     .device_stage = true, .prepare_group = "implicit", .params_field = "implicit", .params = ImplicitParamSpecs(),
+     .parse = &ParseImplicitParams, .params_type = &typeid(ImplicitConfig), .vertex_states = true},
+    {.id = 8, .name = "blend",
+     .description = "LBS/DQS blend: per vertex (1 - b) LBS + b DQS, b from the rig's \"dqs_blend\" attribute or "
+                    "one weight per session",
+     .create = &CreateBlendDeformer, .device_stage = true, .params_field = "blend", .params = BlendParamSpecs(),
+     .parse = &ParseBlendParams, .params_type = &typeid(BlendParams)},
 };
 }  // namespace
 
 std::span<const MethodInfo> Methods() { return kMethods; }
 
-const MethodInfo* FindMethod(Method method) {
+const MethodInfo* FindMethodById(uint32_t id) {
   for (const MethodInfo& m : kMethods) {
-    if (m.method == method) return &m;
+    if (m.id == id) return &m;
   }
   return nullptr;
 }
@@ -47,6 +68,27 @@ const MethodInfo* FindMethod(std::string_view name) {
     if (m.name == name) return &m;
   }
   return nullptr;
+}
+
+std::vector<std::string_view> FrameInputNames(uint32_t inputs) {
+  std::vector<std::string_view> out;
+  if (inputs & kInputPose) out.push_back("pose");
+  if (inputs & kInputCages) out.push_back("cages");
+  if (inputs & kInputPosedCage) out.push_back("posed_cage");
+  return out;
+}
+
+absl::StatusOr<DeformerConfig> ParseDeformerConfig(const MethodInfo& method, const ParamSet& set,
+                                                   std::string_view field) {
+  if (auto st = CheckParams(method.params, set, field); !st.ok()) return st;
+  DeformerConfig config;
+  config.method = std::string(method.name);
+  if (method.parse != nullptr) {
+    auto p = method.parse(set, field);
+    if (!p.ok()) return p.status();
+    config.params = std::move(*p);
+  }
+  return config;
 }
 
 absl::Status Deformer::Extras(const FrameExtras& extras) const {
@@ -73,7 +115,10 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const R
                                                          ThreadPool* pool) {
   const MethodInfo* m = FindMethod(config.method);
   if (m == nullptr) {
-    return absl::InvalidArgumentError("deformer.method: not a method this server implements");
+    return absl::InvalidArgumentError(absl::StrCat("deformer.method: \"", config.method, "\" is not a registered method"));
+  }
+  if (config.params && (m->params_type == kNoParams || typeid(*config.params) != *m->params_type)) {
+    return absl::InvalidArgumentError(absl::StrCat("deformer.params: not the parameters of method ", std::string(m->name)));
   }
   std::shared_ptr<const Prepared> prepared;
   if (m->prepare != nullptr) {

@@ -5,10 +5,12 @@
 
 namespace sinew {
 
-SkeletalDeformer::SkeletalDeformer(std::shared_ptr<const Rig> rig, Method method, const char* method_name)
+SkeletalDeformer::SkeletalDeformer(std::shared_ptr<const Rig> rig, JointData data, const char* method_name,
+                                   std::string_view kernel)
     : rig_(std::move(rig)),
-      method_(method),
+      data_(data),
       method_name_(method_name),
+      kernel_(kernel),
       world_(rig_->joint_count()),
       transforms_(rig_->joint_count()) {}
 
@@ -39,25 +41,31 @@ absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const c
   return absl::OkStatus();
 }
 
-absl::Status SkeletalJointData(const Rig& rig, Method method, const FrameInput& frame,
-                               std::span<Similarity> world, std::span<Affine34d> transforms,
-                               std::span<float> out) {
-  const char* name = method == Method::kDqs ? "dqs" : "lbs";
-  if (auto st = CheckSkeletalFrame(rig, frame, name); !st.ok()) return st;
-  SkinningTransforms(rig.skeleton, *frame.pose, world, transforms);
-  for (size_t j = 0; j < transforms.size(); ++j) {
+void WriteJointData(JointData data, std::span<const Affine34d> transforms, std::span<float> out) {
+  const size_t joints = transforms.size();
+  for (size_t j = 0; j < joints; ++j) {
     float* o = &out[12 * j];
-    if (method == Method::kLbs) {
+    if (data != JointData::kDualQuat) {
       const Affine34f m = transforms[j].cast<float>();
       std::copy(m.data(), m.data() + 12, o);
-    } else {
-      DualQuat dq;
-      ToDualQuats(transforms.subspan(j, 1), std::span<DualQuat>(&dq, 1));
-      std::copy(dq.v, dq.v + 8, o);
-      o[8] = dq.scale;
-      o[9] = o[10] = o[11] = 0;
+      if (data == JointData::kMatrix) continue;
+      o += 12 * joints;  // kBoth: the dual quaternions follow every joint's matrix
     }
+    DualQuat dq;
+    ToDualQuats(transforms.subspan(j, 1), std::span<DualQuat>(&dq, 1));
+    std::copy(dq.v, dq.v + 8, o);
+    o[8] = dq.scale;
+    o[9] = o[10] = o[11] = 0;
   }
+}
+
+absl::Status SkeletalJointData(const Rig& rig, JointData data, const FrameInput& frame,
+                               std::span<Similarity> world, std::span<Affine34d> transforms,
+                               std::span<float> out) {
+  const char* name = data == JointData::kMatrix ? "lbs" : data == JointData::kDualQuat ? "dqs" : "skinning";
+  if (auto st = CheckSkeletalFrame(rig, frame, name); !st.ok()) return st;
+  SkinningTransforms(rig.skeleton, *frame.pose, world, transforms);
+  WriteJointData(data, transforms, out);
   return absl::OkStatus();
 }
 
@@ -74,13 +82,16 @@ absl::Status SkeletalDeformer::Deform(const FrameInput& frame, std::span<float> 
 
 DeviceStage SkeletalDeformer::device_stage() const {
   DeviceStage s;
-  s.kind = method_ == Method::kDqs ? DeviceStageKind::kDqs : DeviceStageKind::kLbs;
+  s.kernel = kernel_;
   return s;
 }
 
 absl::Status SkeletalDeformer::DeviceFrame(const FrameInput& frame, std::vector<float>& params) {
   params.resize(device_param_count());
-  return SkeletalJointData(*rig_, method_, frame, world_, transforms_, params);
+  if (auto st = CheckSkeletalFrame(*rig_, frame, method_name_); !st.ok()) return st;
+  SkinningTransforms(rig_->skeleton, *frame.pose, world_, transforms_);
+  WriteJointData(data_, transforms_, params);
+  return absl::OkStatus();
 }
 
 size_t SkeletalDeformer::StateBytes() const {

@@ -13,27 +13,36 @@ namespace sinew {
 // field.
 absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const char* method);
 
-// Per-joint data of one frame for a GPU twin of LBS or DQS, 12 floats per joint: LBS the
-// row-major 3x4 skinning matrix; DQS the dual quaternion (real x,y,z,w, dual x,y,z,w), the
-// uniform scale and 3 zeros. Validates the frame like SkeletalDeformer::Deform. `world` and
-// `transforms` are caller-owned scratch of joint_count entries; allocates nothing.
-absl::Status SkeletalJointData(const Rig& rig, Method method, const FrameInput& frame,
+// What a skeletal device kernel reads per joint, 12 floats each: the row-major 3x4 skinning
+// matrix (LBS); the dual quaternion (real x,y,z,w, dual x,y,z,w), the uniform scale and 3 zeros
+// (DQS); or both (kernels that blend the two): every joint's matrix, then every joint's dual
+// quaternion.
+enum class JointData : uint8_t { kMatrix = 1, kDualQuat = 2, kBoth = 3 };
+inline size_t JointDataFloats(JointData d) { return d == JointData::kBoth ? 24 : 12; }
+
+// Per-joint data of one frame for a device kernel. Validates the frame like
+// SkeletalDeformer::Deform. `world` and `transforms` are caller-owned scratch of joint_count
+// entries; allocates nothing.
+absl::Status SkeletalJointData(const Rig& rig, JointData data, const FrameInput& frame,
                                std::span<Similarity> world, std::span<Affine34d> transforms,
                                std::span<float> out);
+// The same from skinning transforms already computed.
+void WriteJointData(JointData data, std::span<const Affine34d> transforms, std::span<float> out);
 
 class SkeletalDeformer : public Deformer {
  public:
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) final;
   size_t StateBytes() const override;
   DeviceStage device_stage() const override;
-  size_t device_param_count() const override { return 12 * rig_->joint_count(); }
+  size_t device_param_count() const override { return JointDataFloats(data_) * rig_->joint_count(); }
   absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override;
 
   // FAILED_PRECONDITION when the rig has no skeleton or no weights for `method_name`.
   static absl::Status CheckRig(const Rig& rig, const char* method_name);
 
  protected:
-  SkeletalDeformer(std::shared_ptr<const Rig> rig, Method method, const char* method_name);
+  // `kernel`: the device kernel (DeviceStage::kernel), which reads `data` per joint.
+  SkeletalDeformer(std::shared_ptr<const Rig> rig, JointData data, const char* method_name, std::string_view kernel);
   // Deforms with the skinning transforms of the current frame (in transforms()).
   virtual void Skin(std::span<float> out, ThreadPool* pool) = 0;
   const Rig& rig() const { return *rig_; }
@@ -41,8 +50,9 @@ class SkeletalDeformer : public Deformer {
 
  private:
   std::shared_ptr<const Rig> rig_;
-  Method method_;
+  JointData data_;
   const char* method_name_;
+  std::string_view kernel_;
   std::vector<Similarity> world_;
   std::vector<Affine34d> transforms_;
 };

@@ -9,7 +9,7 @@ namespace {
 class DqsDeformer final : public SkeletalDeformer {
  public:
   explicit DqsDeformer(std::shared_ptr<const Rig> rig)
-      : SkeletalDeformer(std::move(rig), Method::kDqs, "dqs"), dqs_(this->rig().joint_count()) {}
+      : SkeletalDeformer(std::move(rig), JointData::kDualQuat, "dqs", "dqs"), dqs_(this->rig().joint_count()) {}
 
   size_t StateBytes() const override {
     return SkeletalDeformer::StateBytes() + dqs_.size() * sizeof(DualQuat);

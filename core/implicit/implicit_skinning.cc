@@ -32,13 +32,70 @@ absl::StatusOr<std::vector<JointOperator>> JointOperators(const Rig& rig, const 
 }
 
 std::string ImplicitKey(const DeformerConfig& config) {
-  std::string key = absl::StrCat("ops=", JointOperatorName(config.implicit.default_operator));
-  auto list = config.implicit.joint_operators;
+  const ImplicitConfig& c = ParamsOf<ImplicitConfig>(config);
+  std::string key = absl::StrCat("ops=", JointOperatorName(c.default_operator));
+  auto list = c.joint_operators;
   std::sort(list.begin(), list.end());
   for (const auto& [j, op] : list) {
-    if (op != config.implicit.default_operator) absl::StrAppend(&key, ",", j, ":", JointOperatorName(op));
+    if (op != c.default_operator) absl::StrAppend(&key, ",", j, ":", JointOperatorName(op));
   }
   return key;
+}
+
+namespace {
+// Choice words of the operators; index + 1 is the JointOperator ("default": the session's).
+constexpr std::string_view kOperatorWords[] = {"union", "clean-union", "contact", "bulge"};
+constexpr std::string_view kJointOperatorWords[] = {"default", "union", "clean-union", "contact", "bulge"};
+constexpr ParamSpec kJointChoiceSpecs[] = {
+    {"joint", ParamSpec::Type::kInteger, "", "the child joint of the two bones that meet there"},
+    {"op", ParamSpec::Type::kChoice, "default", "its operator", kJointOperatorWords},
+};
+constexpr ParamSpec kImplicitSpecs[] = {
+    {"default_operator", ParamSpec::Type::kChoice, "contact",
+     "how the fields of two bones meet at a joint: union (max), clean-union, contact, bulge", kJointOperatorWords},
+    {"joints", ParamSpec::Type::kList, "", "per-joint exceptions, each joint at most once", {}, kJointChoiceSpecs},
+    {"sigma", ParamSpec::Type::kNumber, "0.35", "Newton step damping, (0, 1]"},
+    {"max_iterations", ParamSpec::Type::kInteger, "40", "projection steps per frame (elastic: per sub-step), [1, 1000]"},
+    {"contact_angle_degrees", ParamSpec::Type::kNumber, "55", "gradient jump that stops a vertex, (0, 180]"},
+    {"smoothing_iterations", ParamSpec::Type::kInteger, "3", "implicit: smoothing steps at contacts, [0, 100]"},
+    {"relaxation_iterations", ParamSpec::Type::kInteger, "40", "elastic: CG iterations per relaxation round, [0, 10000]"},
+    {"min_substep_radians", ParamSpec::Type::kNumber, "0.1", "elastic: sub-step floor (steps <= bend / 3), > 0"},
+    {"max_substeps", ParamSpec::Type::kInteger, "32", "elastic: [1, 1024]"},
+};
+
+absl::Status ReadOperator(ParamReader& r, std::string_view name, JointOperator fallback, JointOperator& out) {
+  int k = 0;  // "default"
+  r.Choice(name, kJointOperatorWords, k);
+  out = k == 0 ? fallback : static_cast<JointOperator>(k);
+  return r.status();
+}
+}  // namespace
+
+std::span<const ParamSpec> ImplicitParamSpecs() { return kImplicitSpecs; }
+
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const ParamSet& set, std::string_view field) {
+  auto p = std::make_shared<ImplicitConfig>();
+  ParamReader r(set, field);
+  if (auto st = ReadOperator(r, "default_operator", JointOperator::kContact, p->default_operator); !st.ok()) return st;
+  r.List("joints", [&](const ParamSet& item, const std::string& f) -> absl::Status {
+    ParamReader ir(item, f);
+    if (item.Find("joint") == nullptr) return absl::InvalidArgumentError(f + ".joint: required");
+    uint32_t joint = 0;
+    ir.Count("joint", joint, 0, 65535);
+    JointOperator op;
+    if (auto st = ReadOperator(ir, "op", p->default_operator, op); !st.ok()) return st;
+    p->joint_operators.emplace_back(joint, op);
+    return absl::OkStatus();
+  });
+  r.Number("sigma", p->sigma, 0, 1, /*open_lo=*/true)
+      .Count("max_iterations", p->max_iterations, 1, 1000)
+      .Number("contact_angle_degrees", p->contact_angle_degrees, 0, 180, /*open_lo=*/true)
+      .Count("smoothing_iterations", p->smoothing_iterations, 0, 100)
+      .Count("relaxation_iterations", p->relaxation_iterations, 0, 10000)
+      .Number("min_substep_radians", p->min_substep_radians, 0, 1e9, /*open_lo=*/true)
+      .Count("max_substeps", p->max_substeps, 1, 1024);
+  if (!r.status().ok()) return r.status();
+  return std::shared_ptr<const MethodParams>(std::move(p));
 }
 
 std::vector<int32_t> BuildCompositionTree(const Skeleton& skeleton, const std::vector<int32_t>& leaf_joint,
@@ -141,12 +198,12 @@ float EvaluateRestField(const ImplicitModel& m, const Eigen::Vector3f& x, Eigen:
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, const DeformerConfig& config,
                                                                 ThreadPool* pool, const ProgressFn& progress) {
-  const char* name = config.method == Method::kElasticImplicit ? "elastic-implicit" : "implicit";
+  const char* name = config.method == "elastic-implicit" ? "elastic-implicit" : "implicit";
   if (auto st = SkeletalDeformer::CheckRig(rig, name); !st.ok()) return st;
   if (rig.triangle_count() == 0) {
     return absl::FailedPreconditionError(absl::StrCat("method ", name, " needs a triangle mesh; the rig has no triangles"));
   }
-  auto ops = JointOperators(rig, config.implicit);
+  auto ops = JointOperators(rig, ParamsOf<ImplicitConfig>(config));
   if (!ops.ok()) return ops.status();
   auto report = [&](double p) {
     if (progress) progress(p);

@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
+#include "core/implicit/implicit_params.h"
 #include "core/parallel/thread_pool.h"
 
 namespace sinew {

@@ -197,7 +197,7 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
  public:
   ImplicitDeformerBase(std::shared_ptr<const Rig> rig, std::shared_ptr<const ImplicitModel> model,
                        const DeformerConfig& config, bool elastic)
-      : Tracker(std::move(rig), std::move(model), config.implicit),
+      : Tracker(std::move(rig), std::move(model), ParamsOf<ImplicitConfig>(config)),
         name_(elastic ? "elastic-implicit" : "implicit"),
         elastic_(elastic),
         device_key_("implicit " + ImplicitKey(config)),
@@ -208,7 +208,7 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
   // The device runs the whole per-vertex part; the CPU poses the skeleton and moves the fields.
   DeviceStage device_stage() const override {
     DeviceStage s;
-    s.kind = elastic_ ? DeviceStageKind::kElasticImplicit : DeviceStageKind::kImplicit;
+    s.kernel = elastic_ ? "elastic-implicit" : "implicit";
     s.device_data_key = device_key_;
     s.model = m_;
     s.device_vertex_states = true;
@@ -774,7 +774,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
                                                                  const DeformerConfig& config) {
   auto model = std::dynamic_pointer_cast<const ImplicitModel>(prepared);
   if (!model) return absl::InternalError("implicit skinning created without its precomputation");
-  const ImplicitConfig& c = config.implicit;
+  const ImplicitConfig& c = ParamsOf<ImplicitConfig>(config);
   if (!(c.sigma > 0 && c.sigma <= 1)) return absl::InvalidArgumentError("implicit.sigma: in (0, 1]");
   if (c.max_iterations == 0 || c.max_iterations > 1000) {
     return absl::InvalidArgumentError("implicit.max_iterations: in [1, 1000]");
@@ -791,7 +791,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
         "implicit skinning starts from dual quaternion skinning, which needs inverse bind matrices that are "
         "similarities; this rig's have shear or non-uniform scale");
   }
-  if (config.method == Method::kElasticImplicit) {
+  if (config.method == "elastic-implicit") {
     return std::make_unique<ElasticImplicitDeformer>(std::move(rig), std::move(model), config);
   }
   return std::make_unique<ImplicitDeformer>(std::move(rig), std::move(model), config);

@@ -9,7 +9,7 @@ namespace {
 class LbsDeformer final : public SkeletalDeformer {
  public:
   explicit LbsDeformer(std::shared_ptr<const Rig> rig)
-      : SkeletalDeformer(std::move(rig), Method::kLbs, "lbs"), matrices_(this->rig().joint_count()) {}
+      : SkeletalDeformer(std::move(rig), JointData::kMatrix, "lbs", "lbs"), matrices_(this->rig().joint_count()) {}
 
   size_t StateBytes() const override {
     return SkeletalDeformer::StateBytes() + matrices_.size() * sizeof(Affine34f);

@@ -19,8 +19,36 @@ size_t SuperCagesPrepared::Bytes() const {
 }
 
 std::string SuperCagesKey(const DeformerConfig& config) {
-  return absl::StrCat("cage=", config.cage, ";skelup=", config.skeleton_updater ? 1 : 0, ";s=",
-                      config.localisation_exponent);
+  const SuperCagesParams& p = ParamsOf<SuperCagesParams>(config);
+  return absl::StrCat("cage=", p.cage, ";skelup=", p.skeleton_updater ? 1 : 0, ";s=", p.localisation_exponent);
+}
+
+namespace {
+constexpr std::string_view kSkinningWords[] = {"lbs", "dqs"};
+constexpr ParamSpec kSuperCagesSpecs[] = {
+    {"cage", ParamSpec::Type::kInteger, "0", "index into the rig's cages"},
+    {"skinning", ParamSpec::Type::kChoice, "lbs", "the skinning that poses the cage-deformed rest mesh", kSkinningWords},
+    {"no_skeleton_updater", ParamSpec::Type::kFlag, "false", "keep rest joints where they are when the cage moves"},
+    {"localisation_exponent", ParamSpec::Type::kNumber, "0.1",
+     "s of the skeleton updater's localisation L = -1 + w^s + (1 - w)^s (thesis eq. 3.3), (0, 1]"},
+};
+}  // namespace
+
+std::span<const ParamSpec> SuperCagesParamSpecs() { return kSuperCagesSpecs; }
+
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSuperCagesParams(const ParamSet& set, std::string_view field) {
+  auto p = std::make_shared<SuperCagesParams>();
+  int skinning = 0;
+  bool no_updater = false;
+  ParamReader r(set, field);
+  r.Count("cage", p->cage, 0, 1u << 20)
+      .Choice("skinning", kSkinningWords, skinning)
+      .Flag("no_skeleton_updater", no_updater)
+      .Number("localisation_exponent", p->localisation_exponent, 0, 1, /*open_lo=*/true);
+  if (!r.status().ok()) return r.status();
+  p->dqs = skinning == 1;
+  p->skeleton_updater = !no_updater;
+  return std::shared_ptr<const MethodParams>(std::move(p));
 }
 
 RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, const RowMatrixXd& phi,
@@ -90,20 +118,18 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
                                                                   ThreadPool* pool,
                                                                   const ProgressFn& progress) {
   if (auto st = SkeletalDeformer::CheckRig(rig, "supercages"); !st.ok()) return st;
-  if (config.cage >= rig.cages.size()) {
+  const SuperCagesParams& params = ParamsOf<SuperCagesParams>(config);
+  if (params.cage >= rig.cages.size()) {
     return absl::FailedPreconditionError(absl::StrCat("deformer.cage: method supercages uses cage ",
-                                                      config.cage, " but the rig has ",
+                                                      params.cage, " but the rig has ",
                                                       rig.cages.size(), " cages"));
   }
-  if (config.skinning != Method::kLbs && config.skinning != Method::kDqs) {
-    return absl::InvalidArgumentError("deformer.supercages.skinning: METHOD_LBS or METHOD_DQS");
-  }
-  if (!(config.localisation_exponent > 0 && config.localisation_exponent <= 1)) {
+  if (!(params.localisation_exponent > 0 && params.localisation_exponent <= 1)) {
     return absl::InvalidArgumentError("deformer.supercages.localisation_exponent: must be in (0, 1]");
   }
   auto p = std::make_shared<SuperCagesPrepared>();
-  p->cage = config.cage;
-  p->rest_cage = ToCageGeometry(rig.cages[config.cage]);
+  p->cage = params.cage;
+  p->rest_cage = ToCageGeometry(rig.cages[params.cage]);
   const size_t m = rig.vertex_count();
   const Eigen::Index c = p->rest_cage.vertices.cols();
   if (m < static_cast<size_t>(c)) {
@@ -126,9 +152,9 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
   const size_t s = rig.joint_count();
   p->rest_joints.resize(3, static_cast<Eigen::Index>(s));
   for (size_t j = 0; j < s; ++j) p->rest_joints.col(static_cast<Eigen::Index>(j)) = Inverse(rig.skeleton.inverse_bind[j]).col(3);
-  if (config.skeleton_updater) {
+  if (params.skeleton_updater) {
     p->psi = SkeletonUpdaterWeights(rig, p->rest_cage, p->phi, p->rest_joints,
-                                    config.localisation_exponent, &p->psi_max_error, &p->psi_fallbacks);
+                                    params.localisation_exponent, &p->psi_max_error, &p->psi_fallbacks);
   }
   if (progress) progress(0.9);
   // 3. Cage updater: MaxVol rows of Φ and their factorisation.
@@ -153,7 +179,7 @@ class SuperCagesDeformer final : public Deformer {
                      const DeformerConfig& config)
       : rig_(std::move(rig)),
         prep_(std::static_pointer_cast<const SuperCagesPrepared>(prepared)),
-        config_(config),
+        dqs_(ParamsOf<SuperCagesParams>(config).dqs),
         pose_(RestPose(rig_->skeleton)),
         cage_(prep_->rest_cage.vertices),
         delta_(Eigen::Matrix3Xd::Zero(3, prep_->rest_cage.vertices.cols())),
@@ -179,7 +205,7 @@ class SuperCagesDeformer final : public Deformer {
     const Rig& rig = *rig_;
     // Rest mesh from the cage, then skinning.
     ApplyCageCoordinates(prep_->phi, rig.positions, delta_, rest_mesh_, pool);
-    if (config_.skinning == Method::kLbs) {
+    if (!dqs_) {
       for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms_[j].cast<float>();
       LinearBlendSkinning(rest_mesh_, rig.weights, matrices_, out, pool);
     } else {
@@ -193,7 +219,7 @@ class SuperCagesDeformer final : public Deformer {
   // reverse deformer and the cage updater (MaxVol rows, in double) stay here.
   DeviceStage device_stage() const override {
     DeviceStage s;
-    s.kind = config_.skinning == Method::kLbs ? DeviceStageKind::kCageThenLbs : DeviceStageKind::kCageThenDqs;
+    s.kernel = dqs_ ? "cage+dqs" : "cage+lbs";
     s.device_data_key = absl::StrCat("supercages cage=", prep_->cage);
     return s;
   }
@@ -212,7 +238,7 @@ class SuperCagesDeformer final : public Deformer {
     for (Eigen::Index k = 0; k < c; ++k) {
       for (int d = 0; d < 3; ++d) params[at++] = float(delta_(d, k));
     }
-    if (config_.skinning == Method::kLbs) {
+    if (!dqs_) {
       for (const Affine34d& t : transforms_) {
         const Affine34f m = t.cast<float>();
         std::copy(m.data(), m.data() + 12, &params[at]);
@@ -358,14 +384,14 @@ class SuperCagesDeformer final : public Deformer {
     const Rig& rig = *rig_;
     const auto& rows = prep_->maxvol.rows;
     out.resize(static_cast<Eigen::Index>(rows.size()), 3);
-    if (config_.skinning == Method::kDqs) ToDualQuats(transforms_, dual_quats_);
+    if (dqs_) ToDualQuats(transforms_, dual_quats_);
     for (size_t r = 0; r < rows.size(); ++r) {
       const size_t v = rows[r];
       const Eigen::Vector3d rest =
           Eigen::Vector3d(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]) +
           delta_ * prep_->phi.row(static_cast<Eigen::Index>(v)).transpose();
       Eigen::Vector3d posed = Eigen::Vector3d::Zero();
-      if (config_.skinning == Method::kLbs) {
+      if (!dqs_) {
         for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
           const Affine34d& t = transforms_[rig.weights.joints[e]];
           posed += rig.weights.weights[e] * (t.leftCols<3>() * rest + t.col(3));
@@ -438,7 +464,7 @@ class SuperCagesDeformer final : public Deformer {
 
   std::shared_ptr<const Rig> rig_;
   std::shared_ptr<const SuperCagesPrepared> prep_;
-  DeformerConfig config_;
+  bool dqs_;  // DQS poses the rest mesh; else LBS
   Pose pose_;                // the last pose received (rest pose at first)
   Eigen::Matrix3Xd cage_;    // the session's rest cage C
   Eigen::Matrix3Xd delta_;   // C − C0, refreshed whenever C changes
@@ -462,7 +488,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateSuperCagesDeformer(
     const DeformerConfig& config) {
   if (auto st = SkeletalDeformer::CheckRig(*rig, "supercages"); !st.ok()) return st;
   if (!prepared) return absl::InternalError("supercages deformer created without its precomputation");
-  if (config.skinning == Method::kDqs && !rig->skeleton.inverse_bind_is_similarity) {
+  if (ParamsOf<SuperCagesParams>(config).dqs && !rig->skeleton.inverse_bind_is_similarity) {
     return absl::FailedPreconditionError("method supercages with DQS needs similarity inverse binds; use LBS");
   }
   return std::make_unique<SuperCagesDeformer>(std::move(rig), std::move(prepared), config);

@@ -50,6 +50,16 @@ struct SuperCagesPrepared final : Prepared {
   size_t Bytes() const override;
 };
 
+// Parameters of "supercages".
+struct SuperCagesParams : MethodParams {
+  uint32_t cage = 0;                   // index into Rig::cages
+  bool dqs = false;                    // DQS poses the cage-deformed rest mesh; else LBS
+  bool skeleton_updater = true;
+  double localisation_exponent = 0.1;  // s in L = -1 + w^s + (1 - w)^s (thesis eq. 3.3)
+};
+std::span<const ParamSpec> SuperCagesParamSpecs();
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSuperCagesParams(const ParamSet& set, std::string_view field);
+
 // Key: cage index, updater on/off and its localisation exponent.
 std::string SuperCagesKey(const DeformerConfig& config);
 

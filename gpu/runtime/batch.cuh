@@ -1,12 +1,13 @@
 // The batch's per-vertex dispatch: finds the item of global vertex g and runs its method.
-// Shared by the CUDA kernel and the CPU emulation. Adding a method: its vertex function in
-// gpu/<method>/ and one case here (multi-pass methods: gpu/implicit/program.cuh).
+// Shared by the CUDA kernel and the CPU emulation. Adding a kernel: see gpu/runtime/kernels.h
+// (multi-pass programs: gpu/implicit/program.cuh).
 #pragma once
 
 #include "gpu/cage/cage.cuh"
 #include "gpu/dqs/dqs.cuh"
 #include "gpu/lbs/lbs.cuh"
 #include "gpu/runtime/device_api.h"
+#include "gpu/runtime/kernels.h"
 
 namespace sinew::gpu {
 
@@ -23,20 +24,32 @@ SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const flo
   const uint32_t v = g - it.vertex_offset;
   const float* p = joint_data + it.param_offset;
   float* o = out + 3 * size_t(g);
-  switch (it.method) {
-    case 0: LbsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, o); break;  // kLbs
-    case 1: DqsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, o); break;  // kDqs
-    case 2: CagePoint(it.rest, it.coeffs, it.coeff_cols, p, v, o); break;          // kCage
-    case 3:    // kCageThenLbs / kCageThenDqs: the cage moves the rest point, the skeleton poses it
-    case 4: {
+  switch (static_cast<GpuMethod>(it.method)) {
+    case GpuMethod::kLbs: LbsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, o); break;
+    case GpuMethod::kDqs: DqsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, o); break;
+    case GpuMethod::kCage: CagePoint(it.rest, it.coeffs, it.coeff_cols, p, v, o); break;
+    case GpuMethod::kCageThenLbs:  // the cage moves the rest point, the skeleton poses it
+    case GpuMethod::kCageThenDqs: {
       float r[3];
       CagePoint(it.rest, it.coeffs, it.coeff_cols, p, v, r);
       const float* joints = p + 3 * size_t(it.coeff_cols);
-      if (it.method == 3) LbsPoint(it.offsets, it.joints, it.weights, joints, v, r[0], r[1], r[2], o);
-      else DqsPoint(it.offsets, it.joints, it.weights, joints, v, r[0], r[1], r[2], o);
+      if (static_cast<GpuMethod>(it.method) == GpuMethod::kCageThenLbs) {
+        LbsPoint(it.offsets, it.joints, it.weights, joints, v, r[0], r[1], r[2], o);
+      } else {
+        DqsPoint(it.offsets, it.joints, it.weights, joints, v, r[0], r[1], r[2], o);
+      }
       break;
     }
-    default: break;  // kImplicit / kElasticImplicit: the implicit program writes these vertices
+    case GpuMethod::kBlend: {
+      float l[3], d[3];
+      LbsVertex(it.rest, it.offsets, it.joints, it.weights, p, v, l);
+      DqsVertex(it.rest, it.offsets, it.joints, it.weights, p + 12 * size_t(it.joint_count), v, d);
+      const float b = it.coeffs[v];
+      for (int k = 0; k < 3; ++k) o[k] = l[k] + b * (d[k] - l[k]);
+      break;
+    }
+    case GpuMethod::kImplicit:  // the implicit program writes these vertices
+    case GpuMethod::kElasticImplicit: break;
   }
 }
 

@@ -24,7 +24,7 @@ struct BatchItem {
   uint32_t vertex_count;
   uint32_t method;           // GpuMethod
   uint32_t coeff_cols;
-  uint32_t unused;
+  uint32_t joint_count;      // the rig's joints (kernels that read two per-joint blocks)
 };
 static_assert(sizeof(BatchItem) == 64);
 

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <numbers>
+#include <string>
 
 #include "core/deformer/deformer.h"
+#include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
 #include "tests/core/test_util.h"
@@ -42,7 +44,7 @@ struct Fixture {
     }
     return out;
   }
-  std::vector<float> Skin(Method m, const Pose& pose) {
+  std::vector<float> Skin(const std::string& m, const Pose& pose) {
     DeformerConfig c;
     c.method = m;
     auto d = CreateDeformer(rig, c, &pool);
@@ -72,11 +74,17 @@ Fixture& F() {
   return f;
 }
 
-DeformerConfig Config(Method m, JointOperator op = JointOperator::kContact) {
+DeformerConfig Config(const std::string& m, ImplicitConfig ic) {
   DeformerConfig c;
   c.method = m;
-  c.implicit.default_operator = op;
+  c.params = std::make_shared<ImplicitConfig>(std::move(ic));
   return c;
+}
+
+DeformerConfig Config(const std::string& m, JointOperator op = JointOperator::kContact) {
+  ImplicitConfig ic;
+  ic.default_operator = op;
+  return Config(m, std::move(ic));
 }
 
 // Interpenetration of the two pieces, measured with the analytic (HRBF) fields moved by their
@@ -111,14 +119,14 @@ Penetration Measure(const Rig& rig, const ImplicitModel& model, const Pose& pose
 
 TEST(ImplicitSkinning, RestPoseReturnsTheMesh) {
   Fixture& f = F();
-  for (Method m : {Method::kImplicit, Method::kElasticImplicit}) {
+  for (const std::string& m : {std::string("implicit"), std::string("elastic-implicit")}) {
     auto model = f.Model(Config(m));
     ASSERT_TRUE(model);
     EXPECT_EQ(model->fields.size(), 2u);
     auto d = f.Make(Config(m), model);
     std::vector<uint8_t> states;
     const auto out = f.Run(*d, BindPose(f.rig->skeleton), &states);
-    EXPECT_LT(testing::MaxAbsDiff(out, f.rig->positions), 1e-5 * f.Diagonal()) << int(m);
+    EXPECT_LT(testing::MaxAbsDiff(out, f.rig->positions), 1e-5 * f.Diagonal()) << m;
     size_t contact = 0, converged = 0;
     for (uint8_t s : states) {
       contact += s == uint8_t(VertexState::kContact);
@@ -131,12 +139,12 @@ TEST(ImplicitSkinning, RestPoseReturnsTheMesh) {
 
 TEST(ImplicitSkinning, ContactAtBentJointWhereLbsAndDqsInterpenetrate) {
   Fixture& f = F();
-  auto model = f.Model(Config(Method::kImplicit));
-  auto is = f.Make(Config(Method::kImplicit), model);
+  auto model = f.Model(Config("implicit"));
+  auto is = f.Make(Config("implicit"), model);
   for (double angle : {90.0, 130.0}) {
     const Pose pose = f.Bent(angle);
-    const Penetration lbs = Measure(*f.rig, *model, pose, f.Skin(Method::kLbs, pose));
-    const Penetration dqs = Measure(*f.rig, *model, pose, f.Skin(Method::kDqs, pose));
+    const Penetration lbs = Measure(*f.rig, *model, pose, f.Skin("lbs", pose));
+    const Penetration dqs = Measure(*f.rig, *model, pose, f.Skin("dqs", pose));
     std::vector<uint8_t> states;
     const auto out = f.Run(*is, pose, &states);
     const Penetration ours = Measure(*f.rig, *model, pose, out);
@@ -159,7 +167,7 @@ TEST(ImplicitSkinning, ContactAtBentJointWhereLbsAndDqsInterpenetrate) {
       }
       return m;
     };
-    const double bulge_dqs = farthest(f.Skin(Method::kDqs, pose)), bulge_ours = farthest(out);
+    const double bulge_dqs = farthest(f.Skin("dqs", pose)), bulge_ours = farthest(out);
     std::printf("bend %.0f°: outer side, farthest joint-region vertex from the elbow: DQS %.4f, implicit %.4f\n",
                 angle, bulge_dqs, bulge_ours);
     EXPECT_LE(bulge_ours, bulge_dqs + 0.002) << angle;
@@ -186,7 +194,7 @@ TEST(ImplicitSkinning, UnionStopsVerticesAtTheGradientJump) {
   // With max as the operator, contact is a gradient discontinuity: vertices marching across
   // the f1 = f2 interface see the gradient turn by more than 55° and stop there (§2.7.3).
   Fixture& f = F();
-  const DeformerConfig c = Config(Method::kImplicit, JointOperator::kUnion);
+  const DeformerConfig c = Config("implicit", JointOperator::kUnion);
   auto model = f.Model(c);
   auto d = f.Make(c, model);
   std::vector<uint8_t> states;
@@ -202,10 +210,10 @@ TEST(ImplicitSkinning, UnionStopsVerticesAtTheGradientJump) {
 
 TEST(ImplicitSkinning, BulgeInflatesTheCreaseWithinTheBound) {
   Fixture& f = F();
-  auto union_model = f.Model(Config(Method::kImplicit, JointOperator::kCleanUnion));
-  auto bulge_model = f.Model(Config(Method::kImplicit, JointOperator::kBulge));
-  auto a = f.Make(Config(Method::kImplicit, JointOperator::kCleanUnion), union_model);
-  auto b = f.Make(Config(Method::kImplicit, JointOperator::kBulge), bulge_model);
+  auto union_model = f.Model(Config("implicit", JointOperator::kCleanUnion));
+  auto bulge_model = f.Model(Config("implicit", JointOperator::kBulge));
+  auto a = f.Make(Config("implicit", JointOperator::kCleanUnion), union_model);
+  auto b = f.Make(Config("implicit", JointOperator::kBulge), bulge_model);
   const Pose pose = f.Bent(90);
   const auto ua = f.Run(*a, pose), ub = f.Run(*b, pose);
   // Distance of each vertex from the moved axis of its own bone.
@@ -237,7 +245,7 @@ TEST(ImplicitSkinning, BulgeInflatesTheCreaseWithinTheBound) {
 
 TEST(ImplicitSkinning, HistoryIndependent) {
   Fixture& f = F();
-  const DeformerConfig c = Config(Method::kImplicit);
+  const DeformerConfig c = Config("implicit");
   auto model = f.Model(c);
   auto d1 = f.Make(c, model), d2 = f.Make(c, model);
   f.Run(*d1, f.Bent(40));
@@ -249,8 +257,9 @@ TEST(ImplicitSkinning, HistoryIndependent) {
 
 TEST(ImplicitSkinning, ElasticReturnsToRestAfterARoundTripAndAfterReset) {
   Fixture& f = F();
-  DeformerConfig c = Config(Method::kElasticImplicit);
-  c.implicit.relaxation_iterations = 100;
+  ImplicitConfig ic;
+  ic.relaxation_iterations = 100;
+  const DeformerConfig c = Config("elastic-implicit", ic);
   auto model = f.Model(c);
   auto d = f.Make(c, model);
   std::vector<float> out;
@@ -270,13 +279,13 @@ TEST(ImplicitSkinning, ElasticReturnsToRestAfterARoundTripAndAfterReset) {
 
 TEST(ImplicitSkinning, ElasticKeepsContactAtDeepBend) {
   Fixture& f = F();
-  const DeformerConfig c = Config(Method::kElasticImplicit);
+  const DeformerConfig c = Config("elastic-implicit");
   auto model = f.Model(c);
   auto d = f.Make(c, model);
   std::vector<float> out;
   for (int k = 0; k <= 13; ++k) out = f.Run(*d, f.Bent(10.0 * k));
   const Penetration p = Measure(*f.rig, *model, f.Bent(130), out);
-  const Penetration dqs = Measure(*f.rig, *model, f.Bent(130), f.Skin(Method::kDqs, f.Bent(130)));
+  const Penetration dqs = Measure(*f.rig, *model, f.Bent(130), f.Skin("dqs", f.Bent(130)));
   std::printf("elastic at 130°: penetration %.3f (%zu vertices), DQS %.3f (%zu)\n", p.depth, p.vertices, dqs.depth,
               dqs.vertices);
   // Measured: 0.015 (0 vertices) vs DQS 0.281 (104).
@@ -300,7 +309,7 @@ TEST(ImplicitSkinning, UploadedSegmentationReplacesTheLargestWeight) {
   size_t first_by_weight = 0;
   for (int32_t j : *by_weight) first_by_weight += j == 0;
   EXPECT_LT(first, first_by_weight * 3 / 4);
-  auto p = PrepareImplicit(rig, Config(Method::kImplicit), &f.pool, {});
+  auto p = PrepareImplicit(rig, Config("implicit"), &f.pool, {});
   ASSERT_TRUE(p.ok()) << p.status();
   auto model = std::dynamic_pointer_cast<const ImplicitModel>(*p);
   for (size_t i = 0; i < model->node_count(); ++i) {
@@ -308,7 +317,7 @@ TEST(ImplicitSkinning, UploadedSegmentationReplacesTheLargestWeight) {
   }
   // A value that is not a joint index is named.
   rig.attributes.back().values[7] = 2.5f;
-  auto bad = PrepareImplicit(rig, Config(Method::kImplicit), nullptr, {});
+  auto bad = PrepareImplicit(rig, Config("implicit"), nullptr, {});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("rig.attributes[0] (segmentation).values[7]"), std::string::npos)
       << bad.status();
@@ -326,7 +335,7 @@ TEST(ImplicitSkinning, RigidMotionOfTheWholeRigMovesTheMeshRigidly) {
   moved.rotation = q * root.rotation;
   moved.translation = q * root.translation + t;
   pose.set_joint(0, moved);
-  for (Method m : {Method::kImplicit, Method::kElasticImplicit}) {
+  for (const std::string& m : {std::string("implicit"), std::string("elastic-implicit")}) {
     auto model = f.Model(Config(m));
     auto d = f.Make(Config(m), model);
     const auto out = f.Run(*d, pose);
@@ -335,8 +344,8 @@ TEST(ImplicitSkinning, RigidMotionOfTheWholeRigMovesTheMeshRigidly) {
       const Eigen::Vector3d r(f.rig->positions[3 * v], f.rig->positions[3 * v + 1], f.rig->positions[3 * v + 2]);
       worst = std::max(worst, (q * r + t - Eigen::Vector3d(out[3 * v], out[3 * v + 1], out[3 * v + 2])).norm());
     }
-    std::printf("rigid motion of the whole rig, method %d: max deviation %.2e diag\n", int(m), worst / f.Diagonal());
-    EXPECT_LT(worst, 1e-5 * f.Diagonal()) << int(m);
+    std::printf("rigid motion of the whole rig, method %s: max deviation %.2e diag\n", m.c_str(), worst / f.Diagonal());
+    EXPECT_LT(worst, 1e-5 * f.Diagonal()) << m;
   }
 }
 
@@ -344,7 +353,7 @@ TEST(ImplicitSkinning, MeanValueWeightsReproduceTheRestOneRing) {
   // Spec §5 test 18: the tangent-plane MVC weights sum to 1 and reproduce each node from its
   // projected rest one-ring, so relaxation does nothing at rest.
   Fixture& f = F();
-  auto model = f.Model(Config(Method::kImplicit));
+  auto model = f.Model(Config("implicit"));
   size_t checked = 0;
   for (size_t i = 0; i < model->node_count(); ++i) {
     if (!model->ring_closed[i]) continue;
@@ -372,9 +381,9 @@ TEST(ImplicitSkinning, ElasticResultHardlyDependsOnTheTimeStep) {
   // Spec §5 test 17: the same pose reached with steps of 0.05 and 0.01 rad gives nearly the
   // same mesh (a small fraction of the mean edge) on the same surface.
   Fixture& f = F();
-  auto model = f.Model(Config(Method::kElasticImplicit));
+  auto model = f.Model(Config("elastic-implicit"));
   auto run = [&](int frames) {
-    auto d = f.Make(Config(Method::kElasticImplicit), model);
+    auto d = f.Make(Config("elastic-implicit"), model);
     std::vector<float> out;
     for (int k = 1; k <= frames; ++k) out = f.Run(*d, f.Bent(60.0 * k / frames));
     return out;
@@ -391,38 +400,43 @@ TEST(ImplicitSkinning, ElasticResultHardlyDependsOnTheTimeStep) {
 // gives the same frame, the elastic one starts again from the rest state.
 TEST(ImplicitSkinning, RunsOnDeviceFreesTheCpuScratch) {
   Fixture& f = F();
-  for (Method m : {Method::kImplicit, Method::kElasticImplicit}) {
+  for (const std::string& m : {std::string("implicit"), std::string("elastic-implicit")}) {
     auto model = f.Model(Config(m));
     auto d = f.Make(Config(m), model);
-    const Pose pose = f.Bent(m == Method::kImplicit ? 100 : 30);
+    const Pose pose = f.Bent(m == "implicit" ? 100 : 30);
     const auto before = f.Run(*d, pose);
     const size_t full = d->StateBytes();
     d->RunsOnDevice();
-    EXPECT_LT(d->StateBytes() + 60 * model->node_count(), full) << int(m);
+    EXPECT_LT(d->StateBytes() + 60 * model->node_count(), full) << m;
     std::vector<uint8_t> states;
     EXPECT_EQ(d->Extras({.vertex_states = &states}).code(), absl::StatusCode::kFailedPrecondition);
     auto fresh = f.Make(Config(m), model);
     const auto again = f.Run(*d, pose, &states);
     EXPECT_EQ(states.size(), f.rig->vertex_count());
-    EXPECT_EQ(again, m == Method::kImplicit ? before : f.Run(*fresh, pose)) << int(m);
+    EXPECT_EQ(again, m == "implicit" ? before : f.Run(*fresh, pose)) << m;
   }
 }
 
 TEST(ImplicitSkinning, Validation) {
   Fixture& f = F();
-  DeformerConfig c = Config(Method::kImplicit);
-  c.implicit.joint_operators = {{7, JointOperator::kBulge}};
+  ImplicitConfig ic;
+  ic.joint_operators = {{7, JointOperator::kBulge}};
+  DeformerConfig c = Config("implicit", ic);
   EXPECT_EQ(PrepareImplicit(*f.rig, c, nullptr, {}).status().code(), absl::StatusCode::kInvalidArgument);
-  c.implicit.joint_operators = {{1, JointOperator::kBulge}, {1, JointOperator::kUnion}};
+  ic.joint_operators = {{1, JointOperator::kBulge}, {1, JointOperator::kUnion}};
+  c = Config("implicit", ic);
   EXPECT_EQ(PrepareImplicit(*f.rig, c, nullptr, {}).status().code(), absl::StatusCode::kInvalidArgument);
-  c = Config(Method::kImplicit);
-  c.implicit.sigma = 0;
-  auto model = f.Model(Config(Method::kImplicit));
+  ImplicitConfig zero_sigma;
+  zero_sigma.sigma = 0;
+  c = Config("implicit", zero_sigma);
+  auto model = f.Model(Config("implicit"));
   EXPECT_EQ(CreateImplicitDeformer(f.rig, model, c).status().code(), absl::StatusCode::kInvalidArgument);
   // Operator choices are part of the preparation key; equal choices give equal keys.
-  DeformerConfig a = Config(Method::kImplicit), b = Config(Method::kElasticImplicit);
+  DeformerConfig a = Config("implicit"), b = Config("elastic-implicit");
   EXPECT_EQ(ImplicitKey(a), ImplicitKey(b));
-  b.implicit.joint_operators = {{1, JointOperator::kBulge}};
+  ImplicitConfig bulge_at_1;
+  bulge_at_1.joint_operators = {{1, JointOperator::kBulge}};
+  b = Config("elastic-implicit", bulge_at_1);
   EXPECT_NE(ImplicitKey(a), ImplicitKey(b));
   // A frame without a pose names the field.
   auto d = f.Make(a, model);

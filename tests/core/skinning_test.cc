@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <new>
 #include <random>
+#include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/blend/blend.h"
 #include "core/deformer/deformer.h"
 #include "core/dqs/dqs.h"
 #include "core/lbs/lbs.h"
@@ -94,9 +96,18 @@ Pose RandomPose(const Skeleton& sk, uint32_t seed, bool with_scale = true) {
   return p;
 }
 
-std::vector<float> Deformed(const Rig& rig, Method method, const Pose& pose, ThreadPool* pool = nullptr) {
+// The method with its parameters: the LBS/DQS blend mixes the two at 0.37 (the blend's own
+// properties are in blend_test.cc; here it must keep every property both of its ends have).
+DeformerConfig ConfigOf(const std::string& method) {
+  if (method != "blend") return {method, nullptr};
+  auto p = std::make_shared<BlendParams>();
+  p->weight = 0.37;
+  return {method, p};
+}
+
+std::vector<float> Deformed(const Rig& rig, const std::string& method, const Pose& pose, ThreadPool* pool = nullptr) {
   auto shared = std::make_shared<const Rig>(rig);
-  auto d = CreateDeformer(shared, {method});
+  auto d = CreateDeformer(shared, ConfigOf(method));
   EXPECT_TRUE(d.ok()) << d.status();
   std::vector<float> out(rig.positions.size());
   FrameInput frame{&pose, {}};
@@ -105,9 +116,12 @@ std::vector<float> Deformed(const Rig& rig, Method method, const Pose& pose, Thr
   return out;
 }
 
-class BothMethods : public ::testing::TestWithParam<Method> {};
-INSTANTIATE_TEST_SUITE_P(Skinning, BothMethods, ::testing::Values(Method::kLbs, Method::kDqs),
-                         [](const auto& info) { return info.param == Method::kLbs ? "LBS" : "DQS"; });
+class BothMethods : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Skinning, BothMethods,
+                         ::testing::Values(std::string("lbs"), std::string("dqs"), std::string("blend")),
+                         [](const auto& info) {
+                           return info.param == "lbs" ? "LBS" : info.param == "dqs" ? "DQS" : "Blend";
+                         });
 
 TEST_P(BothMethods, RestPoseReturnsRestMesh) {
   for (const Rig& rig : {testing::SmallLimb(2), testing::SmallLimb(4, 6), RandomRig(1, 4),
@@ -191,7 +205,7 @@ TEST_P(BothMethods, FramesDoNotAllocate) {
   o.rings = 200;
   o.segments = 100;
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(MakeLimb(o)));
-  auto d = CreateDeformer(rig, {GetParam()});
+  auto d = CreateDeformer(rig, ConfigOf(GetParam()));
   ASSERT_TRUE(d.ok());
   std::vector<float> out(rig->positions.size());
   const Pose pose = LimbPose(rig->skeleton, 0.3);
@@ -206,7 +220,7 @@ TEST_P(BothMethods, FramesDoNotAllocate) {
 
 TEST_P(BothMethods, RejectsBadFrames) {
   auto rig = std::make_shared<const Rig>(testing::SmallLimb());
-  auto d = CreateDeformer(rig, {GetParam()});
+  auto d = CreateDeformer(rig, ConfigOf(GetParam()));
   ASSERT_TRUE(d.ok());
   std::vector<float> out(rig->positions.size());
   Pose pose = RestPose(rig->skeleton);
@@ -233,7 +247,7 @@ TEST(Skinning, LbsEqualsDqsWithOneInfluence) {
   ASSERT_EQ(rig.max_influences, 1u);
   for (uint32_t seed : {7u, 8u, 9u}) {
     const Pose pose = RandomPose(rig.skeleton, seed);
-    const auto lbs = Deformed(rig, Method::kLbs, pose), dqs = Deformed(rig, Method::kDqs, pose);
+    const auto lbs = Deformed(rig, "lbs", pose), dqs = Deformed(rig, "dqs", pose);
     EXPECT_LE(MaxAbsDiff(lbs, dqs), 1e-5 * rig.bbox_diagonal() * 10) << seed;
   }
 }
@@ -251,13 +265,13 @@ TEST(Skinning, DqsKeepsTwistedCrossSectionWhereLbsCollapses) {
   twist.twist_degrees = 180;
   const Pose pose = LimbPose(rig.skeleton, 0.5, twist);
   const double wrist = 2.0;  // joint 2 of 3 on a limb of length 3
-  const double lbs = LimbRingRadius(o, Deformed(rig, Method::kLbs, pose), wrist);
-  const double dqs = LimbRingRadius(o, Deformed(rig, Method::kDqs, pose), wrist);
+  const double lbs = LimbRingRadius(o, Deformed(rig, "lbs", pose), wrist);
+  const double dqs = LimbRingRadius(o, Deformed(rig, "dqs", pose), wrist);
   EXPECT_LT(lbs, 0.05 * o.radius) << "LBS should collapse";
   EXPECT_GT(dqs, 0.98 * o.radius) << "DQS should keep the cross-section";
   EXPECT_GT(dqs - lbs, 0.9 * o.radius);
   // Both keep the rigid parts: far from the joint the radius is the rest radius.
-  EXPECT_NEAR(LimbRingRadius(o, Deformed(rig, Method::kLbs, pose), 0.5), o.radius, 1e-5);
+  EXPECT_NEAR(LimbRingRadius(o, Deformed(rig, "lbs", pose), 0.5), o.radius, 1e-5);
 }
 
 // DQS' known artefact at a bend: the joint bulges outwards (the ring's radius exceeds the rest
@@ -271,8 +285,8 @@ TEST(Skinning, BentElbowLbsShrinksDqsDoesNot) {
   bend.bend_degrees = 120;
   bend.twist_degrees = 0;
   const Pose pose = LimbPose(rig.skeleton, 0.5, bend);
-  const double lbs = LimbRingRadius(o, Deformed(rig, Method::kLbs, pose), 1.0);
-  const double dqs = LimbRingRadius(o, Deformed(rig, Method::kDqs, pose), 1.0);
+  const double lbs = LimbRingRadius(o, Deformed(rig, "lbs", pose), 1.0);
+  const double dqs = LimbRingRadius(o, Deformed(rig, "dqs", pose), 1.0);
   EXPECT_LT(lbs, 0.85 * o.radius);
   EXPECT_GT(dqs, 0.97 * o.radius);
 }
@@ -283,16 +297,16 @@ TEST(Skinning, DqsRefusesShearedInverseBind) {
   in.rig.skeleton.inverse_bind[1](0, 1) = 0.5;  // shear
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
   EXPECT_FALSE(rig->skeleton.inverse_bind_is_similarity);
-  EXPECT_EQ(CreateDeformer(rig, {Method::kDqs}).status().code(),
+  EXPECT_EQ(CreateDeformer(rig, {"dqs", nullptr}).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(CreateDeformer(rig, {Method::kLbs}).ok());
+  EXPECT_TRUE(CreateDeformer(rig, {"lbs", nullptr}).ok());
 }
 
 TEST(Skinning, MethodsNeedWeights) {
   RigInput in = MakeLimb();
   in.weights = {};
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
-  auto d = CreateDeformer(rig, {Method::kLbs});
+  auto d = CreateDeformer(rig, {"lbs", nullptr});
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(d.status().message()), ::testing::HasSubstr("needs skinning weights"));
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <string>
 
 #include "clients/import/supercages.h"
 #include "core/deformer/deformer.h"
@@ -39,19 +40,27 @@ class Arm : public ::testing::Test {
     if (!rig_) GTEST_SKIP() << "Arm data not found in " << kArmDir;
   }
 
-  static std::unique_ptr<Deformer> Make(Method method, Method skinning = Method::kLbs, bool updater = true) {
+  // `skinning` ("lbs" or "dqs") and `updater` apply to "supercages" only.
+  static std::unique_ptr<Deformer> Make(const std::string& method, const std::string& skinning = "lbs",
+                                        bool updater = true) {
     DeformerConfig config;
     config.method = method;
-    config.skinning = skinning;
-    config.skeleton_updater = updater;
+    if (method == "supercages") {
+      auto params = std::make_shared<SuperCagesParams>();
+      params->dqs = skinning == "dqs";
+      params->skeleton_updater = updater;
+      config.params = params;
+    }
     auto d = CreateDeformer(rig_, config);
     EXPECT_TRUE(d.ok()) << d.status();
     return std::move(*d);
   }
   static std::shared_ptr<const SuperCagesPrepared> Prep(bool updater = true) {
     DeformerConfig config;
-    config.method = Method::kSuperCages;
-    config.skeleton_updater = updater;
+    config.method = "supercages";
+    auto params = std::make_shared<SuperCagesParams>();
+    params->skeleton_updater = updater;
+    config.params = params;
     auto p = PrepareSuperCages(*rig_, config, nullptr, {});
     EXPECT_TRUE(p.ok()) << p.status();
     return std::static_pointer_cast<const SuperCagesPrepared>(*p);
@@ -81,12 +90,12 @@ Clip* Arm::clip_ = nullptr;
 CageClip* Arm::cage_clip_ = nullptr;
 
 TEST_F(Arm, RestPoseAndRestCageReturnTheRestMesh) {
-  for (Method skinning : {Method::kLbs, Method::kDqs}) {
-    auto d = Make(Method::kSuperCages, skinning);
+  for (const std::string& skinning : {std::string("lbs"), std::string("dqs")}) {
+    auto d = Make("supercages", skinning);
     const Pose rest = RestPose(rig_->skeleton);
     EXPECT_LE(MaxDiff(Run(*d, {&rest, {}}), rig_->positions), 1e-6 * D());
   }
-  auto mvc = Make(Method::kCageMvc);
+  auto mvc = Make("cage-mvc");
   const CageFrame zero = Offsets(std::vector<float>(rig_->cages[0].positions.size(), 0.f));
   EXPECT_LE(MaxDiff(Run(*mvc, {nullptr, std::span(&zero, 1)}), rig_->positions), 1e-6 * D());
 }
@@ -100,19 +109,19 @@ TEST_F(Arm, CageOnlyEqualsCageDeformerAndPoseOnlyEqualsSkinning) {
   SampleCageClip(*cage_clip_, 1.5, offsets);
   const CageFrame cage = Offsets(offsets);
 
-  auto hybrid = Make(Method::kSuperCages, Method::kLbs, /*updater=*/false);
-  auto mvc = Make(Method::kCageMvc);
+  auto hybrid = Make("supercages", "lbs", /*updater=*/false);
+  auto mvc = Make("cage-mvc");
   const Pose rest = RestPose(rig_->skeleton);
   EXPECT_LE(MaxDiff(Run(*hybrid, {&rest, std::span(&cage, 1)}), Run(*mvc, {nullptr, std::span(&cage, 1)})), 1e-5 * D());
 
-  auto hybrid2 = Make(Method::kSuperCages);
-  auto lbs = Make(Method::kLbs);
+  auto hybrid2 = Make("supercages");
+  auto lbs = Make("lbs");
   EXPECT_LE(MaxDiff(Run(*hybrid2, {&pose, {}}), Run(*lbs, {&pose, {}})), 1e-5 * D());
 }
 
 // Running the update loop again with the same inputs changes nothing.
 TEST_F(Arm, UpdateLoopIsIdempotent) {
-  auto d = Make(Method::kSuperCages);
+  auto d = Make("supercages");
   Pose pose;
   SampleClip(*clip_, rig_->skeleton, 6.0, pose);
   std::vector<float> offsets;
@@ -143,7 +152,7 @@ TEST_F(Arm, ReverseCageDeformerReproducesRequestedPosedCage) {
   std::uniform_real_distribution<float> u(-1, 1);
   const size_t c = rig_->cages[0].vertex_count();
   for (double t : {0.0, 3.0, 5.5, 8.0}) {
-    auto d = Make(Method::kSuperCages);
+    auto d = Make("supercages");
     Pose pose;
     SampleClip(*clip_, rig_->skeleton, t, pose);
     Run(*d, {&pose, {}});
@@ -168,7 +177,7 @@ TEST_F(Arm, ReverseCageDeformerReproducesRequestedPosedCage) {
 
 // With DQS the reverse deformer uses the LBS linearisation (thesis §3.3); the error is reported.
 TEST_F(Arm, ReverseCageDeformerWithDqsIsCloseToTheRequest) {
-  auto d = Make(Method::kSuperCages, Method::kDqs);
+  auto d = Make("supercages", "dqs");
   Pose pose;
   SampleClip(*clip_, rig_->skeleton, 5.5, pose);
   Run(*d, {&pose, {}});
@@ -224,8 +233,8 @@ TEST_F(Arm, MaxVolSelectionIsDominantAndCageUpdaterIsExact) {
 // Through the Arm's skeleton clip and cage clip together (hybrid), bones keep the lengths of
 // the (cage-updated) rest skeleton at every frame.
 TEST_F(Arm, ClipsKeepBoneLengths) {
-  auto d = Make(Method::kSuperCages);
-  auto rest = Make(Method::kSuperCages);  // the same cage at the rest pose: the rest skeleton
+  auto d = Make("supercages");
+  auto rest = Make("supercages");  // the same cage at the rest pose: the rest skeleton
   Pose pose;
   std::vector<float> offsets, joints, rest_joints;
   const double duration = std::max(clip_->duration, cage_clip_->duration());

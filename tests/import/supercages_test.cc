@@ -253,7 +253,7 @@ TEST(SuperCagesArm, LbsAtRestPoseAndFirstKeyframeReturnsTheRestMesh) {
   const SuperCagesRig arm = ReadArmOrDie();
   auto rig = BuildOrDie(arm.rig);
   ASSERT_NE(rig, nullptr);
-  auto deformer = CreateDeformer(rig, DeformerConfig{Method::kLbs});
+  auto deformer = CreateDeformer(rig, DeformerConfig{"lbs", nullptr});
   ASSERT_TRUE(deformer.ok()) << deformer.status();
   Pose first_key;
   SampleClip(arm.skeleton_clip, rig->skeleton, 0.0, first_key);
@@ -275,7 +275,7 @@ TEST(SuperCagesArm, LbsAtEveryKeyframeGivesFinitePositionsNearTheRig) {
   const SuperCagesRig arm = ReadArmOrDie();
   auto rig = BuildOrDie(arm.rig);
   ASSERT_NE(rig, nullptr);
-  auto deformer = CreateDeformer(rig, DeformerConfig{Method::kLbs});
+  auto deformer = CreateDeformer(rig, DeformerConfig{"lbs", nullptr});
   ASSERT_TRUE(deformer.ok()) << deformer.status();
   const Eigen::Vector3f center = 0.5f * (rig->bbox_min + rig->bbox_max);
   const std::vector<double>& times = arm.skeleton_clip.tracks[0].rotation_times;

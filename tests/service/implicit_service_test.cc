@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "clients/lib/client.h"
+#include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
 #include "tests/service/server_process.h"
 #include "tests/service/test_util.h"
@@ -80,8 +81,10 @@ TEST_F(ImplicitService, BothMethodsEqualCoreAndReturnVertexStates) {
     EXPECT_GT(converged, rig->vertex_count() / 2);
 
     DeformerConfig config;
-    config.method = static_cast<Method>(method);
-    config.implicit.joint_operators = {{1, JointOperator::kBulge}};
+    config.method = std::string(FindMethodById(method)->name);
+    auto core_params = std::make_shared<ImplicitConfig>();
+    core_params->joint_operators = {{1, JointOperator::kBulge}};
+    config.params = core_params;
     auto d = CreateDeformer(rig, config);
     ASSERT_TRUE(d.ok()) << d.status();
     std::vector<float> want(rig->positions.size());

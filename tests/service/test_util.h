@@ -24,11 +24,11 @@ inline LimbOptions LimbOf(size_t vertices, uint32_t bones = 3, uint32_t influenc
 }
 
 // Deforms in-process with core, the reference every server result must equal.
-inline std::vector<float> CoreDeform(const LimbOptions& limb, Method method, const Pose& pose) {
+inline std::vector<float> CoreDeform(const LimbOptions& limb, const std::string& method, const Pose& pose) {
   auto rig = BuildRig(MakeLimb(limb));
   EXPECT_TRUE(rig.ok()) << rig.status();
   auto shared = std::make_shared<const Rig>(std::move(*rig));
-  auto d = CreateDeformer(shared, {method});
+  auto d = CreateDeformer(shared, {method, nullptr});
   EXPECT_TRUE(d.ok()) << d.status();
   std::vector<float> out(shared->positions.size());
   EXPECT_TRUE((*d)->Deform({&pose, {}}, out, nullptr).ok());

@@ -1,0 +1,48 @@
+// Implicit skinning's parameters (both methods), its joint operators and its per-vertex states:
+// the types a host or the device twin (gpu/implicit/) shares with core/implicit/.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "core/deformer/params.h"
+
+namespace sinew {
+
+// How implicit skinning composes the fields of the two bones that meet at a joint (seed 000
+// §2.5): max, clean union, contact (g_dc) or bulge in contact (g_db).
+enum class JointOperator : uint8_t { kUnion = 1, kCleanUnion = 2, kContact = 3, kBulge = 4 };
+
+// Parameters of "implicit" and "elastic-implicit"; defaults are the thesis' values.
+struct ImplicitConfig : MethodParams {
+  // The operator of every joint not listed in joint_operators; contact is the thesis' default.
+  JointOperator default_operator = JointOperator::kContact;
+  std::vector<std::pair<uint32_t, JointOperator>> joint_operators;  // (child joint, operator)
+  // Tracking (both variants).
+  double sigma = 0.35;                 // Newton step damping
+  uint32_t max_iterations = 40;        // projection steps per frame (IS) or per sub-step (EIS)
+  double contact_angle_degrees = 55;   // gradient jump that stops a vertex at a contact
+  uint32_t smoothing_iterations = 3;   // IS: β-weighted Laplacian steps at contacts
+  // EIS.
+  uint32_t relaxation_iterations = 40;  // conjugate-gradient iterations per relaxation round
+  double min_substep_radians = 0.1;     // floor of the sub-step rule (bend / 3)
+  uint32_t max_substeps = 32;
+};
+
+// Per-vertex outcome of implicit skinning's tracking (FrameExtras::vertex_states).
+enum class VertexState : uint8_t {
+  kFree = 0,       // outside every field (follows the initial skinning)
+  kConverged = 1,  // on its iso-surface
+  kContact = 2,    // stopped at a contact (gradient jump or loss of monotonicity)
+  kNullGradient = 3,
+  kMaxIterations = 4,
+  kReseeded = 5,   // left its own bone's field: restarted from (kept at) dual quaternion skinning
+};
+
+// The parameters as users see them (names as in sinew.v1.ImplicitParams) and their parser.
+std::span<const ParamSpec> ImplicitParamSpecs();
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const ParamSet& set, std::string_view field);
+
+}  // namespace sinew

@@ -1,0 +1,401 @@
+// The frame reactors: Deform (unary), StreamDeform and DeformClip. Each decodes its frames and
+// hands them to the session's FrameBackend (server/frames.h), which completes them.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "server/convert.h"
+#include "server/service.h"
+
+namespace sinew::server {
+
+// ---------------------------------------------------------------------------------------------
+// Deform (unary): the frame runs on the worker pool.
+
+class Service::DeformCall final : public grpc::ServerUnaryReactor {
+ public:
+  DeformCall(Service* svc, const v1::DeformRequest* req, v1::DeformResponse* resp)
+      : svc_(svc), req_(req), resp_(resp) {
+    svc_->active_calls_.fetch_add(1);
+    svc_->pool_.Submit(&DeformCall::Run, this);
+  }
+  void OnDone() override {
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  static void Run(void* arg) {
+    auto* self = static_cast<DeformCall*>(arg);
+    self->svc_->StartDeform(*self->req_, *self->resp_, self->job_, &DeformCall::Done, self);
+  }
+  static void Done(void* arg, const absl::Status& st) {
+    auto* self = static_cast<DeformCall*>(arg);
+    if (!st.ok()) self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
+    self->resp_->set_compute_ns(self->job_.out.compute_ns);
+    self->Finish(self->svc_->ToGrpc("Deform", st));
+  }
+  Service* svc_;
+  const v1::DeformRequest* req_;
+  v1::DeformResponse* resp_;
+  FrameJob job_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// StreamDeform: read one request, deform on the pool, write its response, read the next. One
+// frame in flight per stream keeps responses in request order; an idle stream waits in a
+// pending read and holds no thread. gRPC operations are started outside mu_.
+
+class Service::StreamCall final
+    : public grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>,
+      public Service::Drainable {
+ public:
+  explicit StreamCall(Service* svc) : svc_(svc) {
+    svc_->active_calls_.fetch_add(1);
+    if (!svc_->Register(this)) {
+      finished_ = true;
+      Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+      return;
+    }
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      if (!ok) {
+        finished_ = true;  // client half-closed after its last frame, or went away
+      } else {
+        state_ = State::kProcessing;
+      }
+    }
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    svc_->pool_.Submit(&StreamCall::Run, this);
+  }
+
+  void OnWriteDone(bool ok) override {
+    grpc::Status end;
+    bool finish = false;
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      if (!ok) {
+        finish = true;
+        end = grpc::Status(grpc::CANCELLED, "stream: the client stopped reading");
+      } else if (draining_) {
+        finish = true;
+        end = grpc::Status(grpc::UNAVAILABLE, "server is shutting down");
+      } else {
+        state_ = State::kReading;
+      }
+      finished_ = finish;
+    }
+    if (finish) Finish(end);
+    else StartRead(&req_);
+  }
+
+  // Called by BeginDrain (under streams_mu_).
+  void Drain() override {
+    {
+      std::lock_guard lock(mu_);
+      draining_ = true;
+      if (finished_ || state_ != State::kReading) return;  // OnWriteDone will finish
+      finished_ = true;
+    }
+    Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+  }
+
+  void OnDone() override {
+    svc_->Unregister(this);
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  enum class State { kReading, kProcessing };
+
+  static void Run(void* arg) {
+    auto* self = static_cast<StreamCall*>(arg);
+    self->svc_->StartDeform(self->req_, self->resp_, self->job_, &StreamCall::Done, self);
+  }
+
+  static void Done(void* arg, const absl::Status& st) {
+    auto* self = static_cast<StreamCall*>(arg);
+    v1::DeformResponse& resp = self->resp_;
+    if (st.ok()) {
+      resp.clear_error();
+      resp.set_compute_ns(self->job_.out.compute_ns);
+    } else {
+      // A bad frame does not end the stream: its response carries the error.
+      resp.clear_positions();
+      resp.set_vertex_count(0);
+      resp.mutable_error()->set_code(static_cast<int>(st.code()));
+      resp.mutable_error()->set_message(std::string(st.message()));
+      self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
+    }
+    self->StartWrite(&resp);
+  }
+
+  Service* svc_;
+  v1::DeformRequest req_;
+  v1::DeformResponse resp_;  // reused: its positions buffer keeps its capacity
+  FrameJob job_;
+  std::mutex mu_;
+  State state_ = State::kReading;
+  bool draining_ = false;
+  bool finished_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// DeformClip: a batch. Frames are produced one at a time on the worker pool; the next one starts
+// when the previous response has been written, so a slow client slows the batch instead of
+// filling memory.
+
+class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipResponse>,
+                                public Service::Drainable {
+ public:
+  ClipCall(Service* svc, const v1::DeformClipRequest* req) : svc_(svc), req_(req) {
+    svc_->active_calls_.fetch_add(1);
+    if (!svc_->Register(this)) {
+      End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+      return;
+    }
+    if (auto st = Prepare(); !st.ok()) {
+      End(svc_->ToGrpc("DeformClip", st));
+      return;
+    }
+    if (next_ >= end_) {
+      End(grpc::Status::OK);
+      return;
+    }
+    svc_->pool_.Submit(&ClipCall::Run, this);
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      writing_ = false;
+    }
+    if (!ok) return End(grpc::Status(grpc::CANCELLED, "batch: the client stopped reading"));
+    if (draining()) return End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+    if (next_ >= end_) return End(grpc::Status::OK);
+    svc_->pool_.Submit(&ClipCall::Run, this);
+  }
+
+  void Drain() override {
+    {
+      std::lock_guard lock(mu_);
+      draining_ = true;
+      if (finished_ || writing_ || running_) return;  // OnWriteDone will finish
+    }
+    End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+  }
+
+  void OnDone() override {
+    svc_->Unregister(this);
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  absl::Status Prepare() {
+    session_ = svc_->sessions_.Find(req_->session_id(), NowMs());
+    if (!session_) {
+      return absl::NotFoundError(absl::StrCat("session_id: no session \"", req_->session_id(),
+                                              "\" (closed or expired)"));
+    }
+    const Rig& rig = *session_->rig->rig;
+    uint64_t total = 0;
+    if (req_->has_clip()) {
+      fps_ = req_->clip().frames_per_second();
+      if (!(fps_ > 0) || !std::isfinite(fps_) || fps_ > 1e6) {
+        return absl::InvalidArgumentError("clip.frames_per_second: must be in (0, 1e6]");
+      }
+      auto clip = ClipFromProto(req_->clip().clip(), rig.joint_count());
+      if (!clip.ok()) return clip.status();
+      clip_ = std::move(*clip);
+      total = ClipFrameCount(clip_, fps_);
+    } else if (req_->has_poses()) {
+      total = static_cast<uint64_t>(req_->poses().poses_size());
+    } else {
+      return absl::InvalidArgumentError("source: give a clip (with frames_per_second) or poses");
+    }
+    if (total > kMaxFrames) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("clip: ", total, " frames; one batch holds at most ", kMaxFrames));
+    }
+    response_.set_total_frames(total);
+    next_ = req_->first_frame();
+    end_ = total;
+    if (req_->max_frames() > 0) end_ = std::min<uint64_t>(end_, next_ + req_->max_frames());
+    if (session_->method->stateful && next_ < end_) {
+      // A history-dependent method plays the clip from its rest state, and a resumed batch
+      // replays the frames before first_frame without sending them, so that its frames equal
+      // those of an uninterrupted run.
+      std::lock_guard lock(session_->mu);
+      session_->deformer->Reset();
+      replay_end_ = next_;
+      next_ = 0;
+    }
+    return absl::OkStatus();
+  }
+
+  static void Run(void* arg) { static_cast<ClipCall*>(arg)->NextFrame(); }
+
+  // Poses the next frame and hands it to the session's backend; FrameDone continues.
+  void NextFrame() {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      running_ = true;
+    }
+    frame_ = next_++;
+    std::unique_lock lock(session_->mu);
+    Pose& pose = session_->pose;
+    absl::Status st;
+    if (req_->has_clip()) {
+      const double t = double(frame_) / fps_;
+      SampleClip(clip_, session_->rig->rig->skeleton, t, pose);
+      response_.set_time_seconds(t);
+    } else {
+      st = PoseFromProto(req_->poses().poses(static_cast<int>(frame_)), pose);
+    }
+    if (!st.ok()) {
+      lock.unlock();
+      return FrameDone(this, st);
+    }
+    job_ = FrameJob{};
+    job_.session = session_;
+    job_.input = {&pose, {}};
+    job_.out.positions = response_.mutable_positions();
+    job_.done = &ClipCall::FrameDone;
+    job_.context = this;
+    session_->runner->Run(job_, std::move(lock));
+  }
+
+  static void FrameDone(void* arg, const absl::Status& status) {
+    auto* self = static_cast<ClipCall*>(arg);
+    absl::Status st = status;
+    if (!st.ok() && self->req_->has_poses()) {
+      st = absl::Status(st.code(), absl::StrCat("poses.poses[", self->frame_, "] ", st.message()));
+    }
+    if (!st.ok()) {
+      {
+        std::lock_guard lock(self->mu_);
+        self->running_ = false;
+      }
+      self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
+      return self->End(self->svc_->ToGrpc("DeformClip", st));
+    }
+    if (self->frame_ < self->replay_end_) {
+      // A stateful method replays the frames before first_frame, unsent: the next one, on the
+      // pool (never recursively: a CPU frame completes before Run returns).
+      self->svc_->pool_.Submit(&ClipCall::Run, self);
+      return;
+    }
+    self->response_.set_frame(self->frame_);
+    self->response_.set_vertex_count(static_cast<uint32_t>(self->session_->rig->rig->vertex_count()));
+    self->response_.set_encoding(self->session_->encoding);
+    {
+      std::lock_guard lock(self->mu_);
+      self->running_ = false;
+      self->writing_ = true;
+    }
+    self->StartWrite(&self->response_);
+  }
+
+  bool draining() {
+    std::lock_guard lock(mu_);
+    return draining_;
+  }
+
+  void End(const grpc::Status& status) {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(status);
+  }
+
+  static constexpr uint64_t kMaxFrames = 10'000'000;
+  Service* svc_;
+  const v1::DeformClipRequest* req_;
+  std::shared_ptr<Session> session_;
+  Clip clip_;
+  double fps_ = 0;
+  uint64_t replay_end_ = 0;  // frames before this one are computed but not sent
+  uint64_t next_ = 0, end_ = 0;
+  uint64_t frame_ = 0;  // the frame in flight
+  FrameJob job_;
+  v1::DeformClipResponse response_;
+  std::mutex mu_;
+  bool draining_ = false, writing_ = false, running_ = false, finished_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job) {
+  absl::Status st;
+  if (req.has_pose()) st = PoseFromProto(req.pose(), session.pose);
+  if (st.ok()) st = CageFramesFromProto(req.cages(), session.cages);
+  if (st.ok() && req.has_posed_cage()) st = CagePoseFromProto(req.posed_cage(), session.posed_cage, "posed_cage");
+  if (!st.ok()) return st;
+  job.input = {req.has_pose() ? &session.pose : nullptr, session.cages,
+               req.has_posed_cage() ? &session.posed_cage : nullptr};
+  job.reset = req.reset();
+  job.want = req.outputs();
+  return absl::OkStatus();
+}
+
+void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp, FrameJob& job, FrameDone done,
+                          void* context) {
+  resp.set_frame(req.frame());
+  resp.clear_posed_cage();  // streams reuse the response: nothing of the last frame may remain
+  resp.clear_rest_cage();
+  resp.clear_joints();
+  resp.clear_vertex_states();
+  job = FrameJob{};
+  job.session = sessions_.Find(req.session_id(), NowMs());
+  if (!job.session) {
+    return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", req.session_id(),
+                                                          "\" (closed or expired)")));
+  }
+  Session& session = *job.session;
+  std::unique_lock lock(session.mu);
+  if (auto st = DecodeFrame(req, session, job); !st.ok()) {
+    lock.unlock();
+    return done(context, st);
+  }
+  resp.set_vertex_count(static_cast<uint32_t>(session.rig->rig->vertex_count()));
+  resp.set_encoding(session.encoding);
+  job.out.positions = resp.mutable_positions();
+  job.out.posed_cage = resp.mutable_posed_cage();
+  job.out.rest_cage = resp.mutable_rest_cage();
+  job.out.joints = resp.mutable_joints();
+  job.out.vertex_states = resp.mutable_vertex_states();
+  job.done = done;
+  job.context = context;
+  session.runner->Run(job, std::move(lock));
+}
+
+grpc::ServerUnaryReactor* Service::Deform(grpc::CallbackServerContext*,
+                                          const v1::DeformRequest* req, v1::DeformResponse* resp) {
+  return new DeformCall(this, req, resp);
+}
+
+grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>* Service::StreamDeform(
+    grpc::CallbackServerContext*) {
+  return new StreamCall(this);
+}
+
+grpc::ServerWriteReactor<v1::DeformClipResponse>* Service::DeformClip(
+    grpc::CallbackServerContext*, const v1::DeformClipRequest* req) {
+  return new ClipCall(this, req);
+}
+
+}  // namespace sinew::server

@@ -1,0 +1,111 @@
+#include "server/frames.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/util/half.h"
+
+namespace sinew::server {
+namespace {
+
+void Pack(const std::vector<float>& v, std::string* out) {
+  out->assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+uint64_t Since(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// Counts a finished frame on its session and in the metrics.
+void Account(FrameJob& job, v1::Backend backend) {
+  Session& s = *job.session;
+  s.frames.fetch_add(1, std::memory_order_relaxed);
+  s.last_used_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  job.metrics->Frame(*s.method, backend, double(job.out.compute_ns) * 1e-9);
+}
+
+}  // namespace
+
+absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out) {
+  // A device that makes the vertex states writes them itself (GpuFrames).
+  const bool states = want.vertex_states() && !session.device_states;
+  if (!want.posed_cage() && !want.rest_cage() && !want.joints() && !states) return absl::OkStatus();
+  FrameExtras extras;
+  if (states) extras.vertex_states = &session.extra_states;
+  if (want.posed_cage()) extras.posed_cage = &session.extra_posed_cage;
+  if (want.rest_cage()) extras.rest_cage = &session.extra_rest_cage;
+  if (want.joints()) extras.joints = &session.extra_joints;
+  if (auto st = session.deformer->Extras(extras); !st.ok()) return st;
+  if (want.posed_cage() && out.posed_cage) Pack(session.extra_posed_cage, out.posed_cage);
+  if (want.rest_cage() && out.rest_cage) Pack(session.extra_rest_cage, out.rest_cage);
+  if (want.joints() && out.joints) Pack(session.extra_joints, out.joints);
+  if (states && out.vertex_states) {
+    out.vertex_states->assign(reinterpret_cast<const char*>(session.extra_states.data()), session.extra_states.size());
+  }
+  return absl::OkStatus();
+}
+
+void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
+  job.start = std::chrono::steady_clock::now();
+  job.metrics = &metrics_;
+  Session& s = *job.session;
+  absl::Status st;
+  {
+    if (job.reset) s.deformer->Reset();
+    const size_t floats = s.rig->rig->positions.size();
+    std::span<float> target;
+    if (s.encoding == v1::OUTPUT_ENCODING_FLOAT32) {  // straight into the response's bytes
+      job.out.positions->resize(floats * sizeof(float));
+      target = std::span<float>(reinterpret_cast<float*>(job.out.positions->data()), floats);
+    } else {
+      target = s.positions;
+    }
+    st = s.deformer->Deform(job.input, target, &pool_);
+    if (st.ok() && s.encoding == v1::OUTPUT_ENCODING_FLOAT16) {
+      job.out.positions->resize(floats * sizeof(uint16_t));
+      FloatsToHalves(s.positions.data(), reinterpret_cast<uint16_t*>(job.out.positions->data()), floats);
+    }
+    if (st.ok()) st = FillExtras(s, job.want, job.out);
+    job.out.compute_ns = Since(job.start);
+    lock.unlock();
+  }
+  if (st.ok()) Account(job, v1::BACKEND_CPU);
+  job.done(job.context, st);
+}
+
+void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
+  job.start = std::chrono::steady_clock::now();
+  job.metrics = &metrics_;
+  const std::shared_ptr<Session> hold = job.session;  // the completion may release job.session first
+  Session& s = *hold;
+  if (job.reset) s.deformer->Reset();
+  absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
+  if (st.ok()) st = FillExtras(s, job.want, job.out);
+  if (!st.ok()) {
+    lock.unlock();
+    return job.done(job.context, st);
+  }
+  const bool f16 = s.encoding == v1::OUTPUT_ENCODING_FLOAT16;
+  const size_t vertices = s.rig->rig->vertex_count();
+  job.out.positions->resize(3 * vertices * (f16 ? 2 : 4));
+  uint8_t* states = nullptr;  // made on the device, written with the positions
+  if (s.device_states && job.want.vertex_states() && job.out.vertex_states) {
+    job.out.vertex_states->resize(vertices);
+    states = reinterpret_cast<uint8_t*>(job.out.vertex_states->data());
+  }
+  // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
+  // in submission order.
+  gpu_.Submit(*s.gpu, s.device_params, job.out.positions->data(),
+              f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32, &GpuFrames::Completed, &job, states);
+}
+
+void GpuFrames::Completed(void* arg, const absl::Status& status) {
+  FrameJob& job = *static_cast<FrameJob*>(arg);
+  job.out.compute_ns = Since(job.start);
+  if (status.ok()) Account(job, v1::BACKEND_GPU);
+  std::shared_ptr<Session> keep = std::move(job.session);  // released after the callback
+  job.done(job.context, status);
+}
+
+}  // namespace sinew::server

@@ -1,0 +1,85 @@
+// The one frame path of the service. Deform, StreamDeform and DeformClip all decode a frame into
+// their session's scratch and hand a FrameJob to the session's FrameBackend, which deforms it
+// into the job's output buffers and calls job.done exactly once: before Run returns (the CPU
+// backend, on the calling worker thread) or later from the device's completion thread (the GPU
+// backend, whose batches gather the frames of many sessions). The caller owns the job and keeps
+// it (and its buffers) alive until done.
+//
+// The caller locks the session, decodes the frame's inputs into the session's scratch and passes
+// the lock to Run, which releases it once the inputs have been consumed: frames of one session
+// never overlap on the CPU, and on the GPU the device keeps a stateful session's frames in
+// submission order.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/parallel/thread_pool.h"
+#include "gpu/backend.h"
+#include "server/metrics.h"
+#include "server/session_manager.h"
+#include "sinew/v1/sinew.pb.h"
+
+namespace sinew::server {
+
+using FrameDone = void (*)(void* context, const absl::Status& status);
+
+// Where a frame's results go: the fields of a DeformResponse or a DeformClipResponse.
+struct FrameTarget {
+  std::string* positions = nullptr;      // 3 values per vertex in the session's encoding
+  std::string* posed_cage = nullptr;     // extras: float32 x,y,z, when wanted
+  std::string* rest_cage = nullptr;
+  std::string* joints = nullptr;
+  std::string* vertex_states = nullptr;  // one byte per vertex, when wanted
+  uint64_t compute_ns = 0;               // set before done
+};
+
+struct FrameJob {
+  std::shared_ptr<Session> session;  // held until done
+  FrameInput input;                  // points into the session's scratch
+  bool reset = false;                // forget the session's history first
+  v1::FrameOutputs want;             // extras wanted (null targets: none)
+  FrameTarget out;
+  FrameDone done = nullptr;
+  void* context = nullptr;
+  // Filled by the backend.
+  std::chrono::steady_clock::time_point start;
+  Metrics* metrics = nullptr;
+};
+
+class FrameBackend {
+ public:
+  virtual ~FrameBackend() = default;
+  virtual void Run(FrameJob& job, std::unique_lock<std::mutex> session_lock) = 0;
+};
+
+// Frames on the calling (worker) thread; the deformer parallelises over `pool`.
+class CpuFrames final : public FrameBackend {
+ public:
+  CpuFrames(ThreadPool& pool, Metrics& metrics) : pool_(pool), metrics_(metrics) {}
+  void Run(FrameJob& job, std::unique_lock<std::mutex> session_lock) override;
+
+ private:
+  ThreadPool& pool_;
+  Metrics& metrics_;
+};
+
+// Everything but the per-vertex stage on the calling thread, the stage in the device's next batch.
+class GpuFrames final : public FrameBackend {
+ public:
+  GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics) : gpu_(gpu), metrics_(metrics) {}
+  void Run(FrameJob& job, std::unique_lock<std::mutex> session_lock) override;
+
+ private:
+  static void Completed(void* job, const absl::Status& status);
+  gpu::GpuBackend& gpu_;
+  Metrics& metrics_;
+};
+
+// The extras a frame asked for (posed cage, rest cage, joints, vertex states unless the device
+// makes them), from the session's deformer into `out`. The session's lock is held.
+absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out);
+
+}  // namespace sinew::server

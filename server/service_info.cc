@@ -1,0 +1,103 @@
+// GetServerInfo and rig descriptions: what the server can do, from core's registry.
+#include "absl/strings/str_cat.h"
+#include "server/convert.h"
+#include "server/service.h"
+#include "server/version.h"
+
+namespace sinew::server {
+namespace {
+
+void DescribeParams(std::span<const ParamSpec> specs, google::protobuf::RepeatedPtrField<v1::ParamInfo>& out) {
+  for (const ParamSpec& p : specs) {
+    v1::ParamInfo* pi = out.Add();
+    pi->set_name(std::string(p.name));
+    pi->set_type(std::string(ParamTypeName(p.type)));
+    pi->set_default_value(std::string(p.default_value));
+    pi->set_description(std::string(p.description));
+    for (std::string_view c : p.choices) pi->add_choices(std::string(c));
+    DescribeParams(p.items, *pi->mutable_items());
+  }
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ctx,
+                                                 const v1::GetServerInfoRequest*,
+                                                 v1::ServerInfo* resp) {
+  resp->set_version(kVersion);
+  resp->set_api_version("sinew.v1");
+  const auto* svc = v1::DeformRequest::descriptor()->file()->FindServiceByName("Sinew");
+  for (int i = 0; i < svc->method_count(); ++i) resp->add_rpcs(svc->method(i)->name());
+  for (const MethodInfo& m : Methods()) {
+    v1::MethodInfo* mi = resp->add_methods();
+    mi->set_method(static_cast<v1::Method>(m.id));
+    mi->set_name(std::string(m.name));
+    mi->set_description(std::string(m.description));
+    mi->set_stateful(m.stateful);
+    mi->set_params_field(std::string(m.params_field));
+    DescribeParams(m.params, *mi->mutable_params());
+    for (std::string_view in : FrameInputNames(m.inputs)) mi->add_inputs(std::string(in));
+    mi->set_vertex_states(m.vertex_states);
+    mi->add_backends(v1::BACKEND_CPU);
+    if (gpu_ && m.device_stage) mi->add_backends(v1::BACKEND_GPU);
+  }
+  v1::BackendInfo* cpu = resp->add_backends();
+  cpu->set_backend(v1::BACKEND_CPU);
+  cpu->set_available(true);
+  cpu->set_description(absl::StrCat("CPU, ", pool_.workers(), " worker threads"));
+  v1::BackendInfo* gpu = resp->add_backends();
+  gpu->set_backend(v1::BACKEND_GPU);
+  gpu->set_available(gpu_ != nullptr);
+  if (gpu_) {
+    std::string d;
+    for (const gpu::DeviceInfo& dev : gpu_->Devices()) {
+      v1::DeviceInfo* di = resp->add_devices();
+      di->set_index(dev.index);
+      di->set_name(dev.name);
+      di->set_total_bytes(dev.total_bytes);
+      di->set_limit_bytes(dev.limit_bytes);
+      di->set_used_bytes(dev.used_bytes);
+      di->set_utilisation(dev.utilisation);
+      di->set_rigs(dev.rigs);
+      di->set_sessions(dev.sessions);
+      absl::StrAppend(&d, d.empty() ? "" : ", ", dev.name);
+    }
+    gpu->set_description(d);
+  } else {
+    gpu->set_description(gpu_unavailable_reason_);
+  }
+  resp->add_encodings(v1::OUTPUT_ENCODING_FLOAT32);
+  resp->add_encodings(v1::OUTPUT_ENCODING_FLOAT16);
+  v1::Limits* l = resp->mutable_limits();
+  l->set_max_vertices_per_rig(static_cast<uint32_t>(options_.max_vertices));
+  l->set_max_rig_bytes(options_.max_rig_bytes);
+  l->set_max_sessions(static_cast<uint32_t>(options_.max_sessions));
+  l->set_session_idle_ttl_seconds(options_.session_idle_ttl_seconds);
+  l->set_worker_threads(static_cast<uint32_t>(pool_.workers()));
+  l->set_max_joints(65535);
+  l->set_max_message_bytes(options_.max_message_bytes);
+  resp->set_sessions(static_cast<uint32_t>(sessions_.count()));
+  resp->set_rigs(static_cast<uint32_t>(rigs_.count()));
+  return Done(ctx, "GetServerInfo", absl::OkStatus());
+}
+
+void Service::DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints) {
+  info.set_rig_id(stored.id);
+  FillRigInfo(*stored.rig, info);
+  if (!with_joints) info.clear_joints();
+  info.set_session_count(static_cast<uint32_t>(stored.sessions.load()));
+  info.set_resident_bytes(stored.TotalBytes());
+  std::lock_guard lock(stored.prep_mu);
+  const int64_t now = NowMs();
+  for (const auto& [key, p] : stored.preparations) {
+    v1::Preparation* out = info.add_preparations();
+    out->set_key(key);
+    out->set_progress(p->progress.load());
+    out->set_done(p->done);
+    if (!p->status.ok()) out->set_error(std::string(p->status.message()));
+    if (p->result) out->set_bytes(p->result->Bytes());
+    out->set_seconds(double((p->done ? p->finished_ms : now) - p->started_ms) / 1000);
+  }
+}
+
+}  // namespace sinew::server

@@ -1,0 +1,168 @@
+// CreateSession: the method and its parameters from the registry, the shared preparation, the
+// backend (GPU when asked or under AUTO, for methods with a device stage), the session's scratch.
+#include "absl/strings/str_cat.h"
+#include "server/convert.h"
+#include "server/service.h"
+
+namespace sinew::server {
+
+// can take seconds; gRPC's threads are never blocked.
+
+class Service::CreateCall final : public grpc::ServerUnaryReactor {
+ public:
+  CreateCall(Service* svc, const v1::CreateSessionRequest* req, v1::Session* resp)
+      : svc_(svc), req_(req), resp_(resp) {
+    svc_->active_calls_.fetch_add(1);
+    svc_->pool_.Submit(&CreateCall::Run, this);
+  }
+  void OnDone() override {
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  static void Run(void* arg) {
+    auto* self = static_cast<CreateCall*>(arg);
+    self->Finish(self->svc_->ToGrpc("CreateSession", self->svc_->CreateSessionImpl(*self->req_, *self->resp_)));
+  }
+  Service* svc_;
+  const v1::CreateSessionRequest* req_;
+  v1::Session* resp_;
+};
+
+absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request, v1::Session& response) {
+  const v1::CreateSessionRequest* req = &request;
+  if (req->rig_id().empty()) return absl::InvalidArgumentError("rig_id: required");
+  auto stored = rigs_.Find(req->rig_id(), NowMs());
+  if (!stored) {
+    return absl::NotFoundError(absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"; upload it first"));
+  }
+  auto config = DeformerConfigFromProto(req->deformer());
+  if (!config.ok()) return config.status();
+  v1::Backend backend = req->backend();
+  if (backend != v1::BACKEND_AUTO && backend != v1::BACKEND_CPU && backend != v1::BACKEND_GPU) {
+    return absl::InvalidArgumentError(absl::StrCat("backend: unknown value ", backend));
+  }
+  if (backend == v1::BACKEND_GPU && gpu_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "backend: BACKEND_GPU requested but this server has no GPU backend; use BACKEND_AUTO "
+        "or BACKEND_CPU");
+  }
+
+  if (req->encoding() != v1::OUTPUT_ENCODING_FLOAT32 &&
+      req->encoding() != v1::OUTPUT_ENCODING_FLOAT16) {
+    return absl::InvalidArgumentError(absl::StrCat("encoding: unknown value ", req->encoding()));
+  }
+  const Rig& rig = *stored->rig;
+  if (req->expected_joint_names_size() > 0) {
+    if (static_cast<size_t>(req->expected_joint_names_size()) != rig.joint_count()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expected_joint_names: ", req->expected_joint_names_size(),
+                       " names but the rig has ", rig.joint_count(), " joints"));
+    }
+    for (int j = 0; j < req->expected_joint_names_size(); ++j) {
+      if (req->expected_joint_names(j) != rig.skeleton.names[j]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("expected_joint_names[", j, "]: \"", req->expected_joint_names(j),
+                         "\" but the rig's joint ", j, " is \"", rig.skeleton.names[j], "\""));
+      }
+    }
+  }
+  if (sessions_.count() >= sessions_.max_sessions()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sessions: ", sessions_.count(), " open, the limit is ", sessions_.max_sessions(),
+        " (--max-sessions); close sessions you no longer use"));
+  }
+  const MethodInfo& method = *FindMethod(config->method);  // DeformerConfigFromProto found it
+  if (backend == v1::BACKEND_GPU && !method.device_stage) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend: method ", std::string(method.name), " has no GPU implementation yet; use "
+        "BACKEND_AUTO or BACKEND_CPU"));
+  }
+  std::shared_ptr<const Prepared> prepared;
+  if (method.prepare != nullptr) {
+    auto p = stored->GetOrPrepare(method, *config, &pool_, NowMs());
+    if (!p.ok()) return p.status();
+    prepared = std::move(*p);
+  }
+  auto deformer = method.create(stored->rig, std::move(prepared), *config);
+  if (!deformer.ok()) return deformer.status();
+  // Methods with a device stage run it on the GPU under AUTO when there is one.
+  const DeviceStage stage = (*deformer)->device_stage();
+  if (backend == v1::BACKEND_GPU && stage.kernel.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend: method ", std::string(method.name), " has no GPU implementation yet; use "
+        "BACKEND_AUTO or BACKEND_CPU"));
+  }
+  bool on_gpu = gpu_ != nullptr && !stage.kernel.empty() && backend != v1::BACKEND_CPU;
+  std::unique_ptr<gpu::GpuSession> gpu_session;
+  if (on_gpu) {
+    auto s = CreateGpuSession(*stored, **deformer, stage, config->params);
+    if (s.ok()) {
+      gpu_session = std::move(*s);
+      (*deformer)->RunsOnDevice();  // frees the CPU-only scratch before it is counted below
+    } else if (backend == v1::BACKEND_AUTO && s.status().code() == absl::StatusCode::kFailedPrecondition) {
+      on_gpu = false;  // the device program cannot run this rig: AUTO runs it on the CPU
+    } else {
+      return s.status();
+    }
+  }
+
+  auto session = std::make_unique<Session>();
+  session->rig = stored;
+  session->config = req->deformer();
+  session->method = &method;
+  session->backend = on_gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU;
+  session->gpu = std::move(gpu_session);
+  session->runner = on_gpu ? static_cast<FrameBackend*>(gpu_frames_.get()) : &cpu_frames_;
+  session->device_states = on_gpu && stage.device_vertex_states;
+  session->encoding = req->encoding();
+  session->created_ms = NowMs();
+  session->last_used_ms = session->created_ms;
+  session->deformer = std::move(*deformer);
+  session->device_params.resize(session->deformer->device_param_count());
+  // Size the scratch now so that frames allocate nothing.
+  const size_t joints = rig.joint_count();
+  session->pose.rotations.reserve(4 * joints);
+  session->pose.translations.reserve(3 * joints);
+  session->pose.scales.reserve(joints);
+  if (session->encoding != v1::OUTPUT_ENCODING_FLOAT32) session->positions.resize(rig.positions.size());
+  session->state_bytes = sizeof(Session) + session->deformer->StateBytes() + 32 * joints +
+                         4 * session->positions.size();
+  auto added = sessions_.Add(std::move(session));
+  if (!added.ok()) return added.status();
+  (*added)->ToProto(response, options_.session_idle_ttl_seconds);
+  UpdateGauges();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<gpu::GpuSession>> Service::CreateGpuSession(StoredRig& stored, const Deformer& deformer,
+                                                                         const DeviceStage& stage,
+                                                                         std::shared_ptr<const MethodParams> params) {
+  auto kernel = gpu::KernelByName(stage.kernel);
+  if (!kernel.ok()) return kernel.status();
+  auto gpu_rig = stored.OnGpu(*gpu_);
+  if (!gpu_rig.ok()) return gpu_rig.status();
+  gpu::SessionSpec spec;
+  spec.method = *kernel;
+  spec.with_rest = stage.with_rest;
+  spec.params = std::move(params);
+  if (gpu::KernelHasModel(spec.method)) {
+    auto model = stored.ModelOnGpu(*gpu_, *gpu_rig, stage);
+    if (!model.ok()) return model.status();
+    spec.model = std::move(*model);
+  } else if (gpu::KernelHasCoefficients(spec.method)) {
+    auto c = stored.CoefficientsOnGpu(*gpu_, **gpu_rig, deformer, stage.device_data_key);
+    if (!c.ok()) return c.status();
+    spec.coefficients = std::move(*c);
+  }
+  return gpu_->CreateSession(std::move(*gpu_rig), spec);
+}
+
+grpc::ServerUnaryReactor* Service::CreateSession(grpc::CallbackServerContext*,
+                                                 const v1::CreateSessionRequest* req,
+                                                 v1::Session* resp) {
+  return new CreateCall(this, req, resp);
+}
+
+}  // namespace sinew::server

@@ -1,0 +1,126 @@
+// UploadRig: header, then chunks; parsed and validated on the worker pool.
+#include "absl/strings/str_cat.h"
+#include "server/convert.h"
+#include "server/service.h"
+#include "sinew/v1/rig_id.h"
+
+namespace sinew::server {
+
+
+class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRequest> {
+ public:
+  UploadCall(Service* svc, v1::UploadRigResponse* resp) : svc_(svc), resp_(resp) {
+    svc_->active_calls_.fetch_add(1);
+    StartRead(&req_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client finished sending (or went away)
+      if (!have_header_) return Fail(absl::InvalidArgumentError("upload: no header was sent"));
+      if (data_.size() != total_) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "upload: received ", data_.size(), " bytes, the header announced ", total_)));
+      }
+      svc_->pool_.Submit(&UploadCall::Finalize, this);
+      return;
+    }
+    if (!have_header_) {
+      if (!req_.has_header()) {
+        return Fail(absl::InvalidArgumentError("upload: the first message must be a header"));
+      }
+      have_header_ = true;
+      total_ = req_.header().total_bytes();
+      sha_ = req_.header().sha256();
+      if (total_ == 0) return Fail(absl::InvalidArgumentError("header.total_bytes: must be > 0"));
+      if (total_ > svc_->options_.max_rig_bytes) {
+        return Fail(absl::ResourceExhaustedError(
+            absl::StrCat("header.total_bytes: ", total_, " bytes exceed the limit of ",
+                         svc_->options_.max_rig_bytes, " (--max-rig-bytes)")));
+      }
+      if (!sha_.empty() && !v1::IsRigId(sha_)) {
+        return Fail(absl::InvalidArgumentError("header.sha256: not 64 lowercase hex digits"));
+      }
+      if (!sha_.empty()) {
+        if (auto stored = svc_->rigs_.Find(sha_, NowMs())) return Respond(*stored, true);
+      }
+      data_.reserve(total_);
+    } else {
+      if (!req_.has_chunk()) {
+        return Fail(absl::InvalidArgumentError("upload: only the first message may be a header"));
+      }
+      if (data_.size() + req_.chunk().size() > total_) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "upload: more than the ", total_, " bytes the header announced")));
+      }
+      data_.append(req_.chunk());
+      received_ += req_.chunk().size();
+      svc_->metrics_.upload_bytes().Increment(static_cast<double>(req_.chunk().size()));
+    }
+    StartRead(&req_);
+  }
+
+  void OnDone() override {
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  static void Finalize(void* arg) {
+    auto* self = static_cast<UploadCall*>(arg);
+    self->FinalizeImpl();
+  }
+
+  void FinalizeImpl() {
+    const std::string id = v1::Sha256Hex(data_);
+    if (!sha_.empty() && sha_ != id) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "header.sha256: the data hashes to ", id, ", the header named ", sha_)));
+    }
+    if (auto stored = svc_->rigs_.Find(id, NowMs())) return Respond(*stored, true);
+    v1::Rig message;
+    if (!message.ParseFromString(data_)) {
+      return Fail(absl::InvalidArgumentError("upload: the bytes are not a serialized sinew.v1.Rig"));
+    }
+    std::string().swap(data_);
+    auto input = RigFromProto(message);
+    if (!input.ok()) return Fail(input.status());
+    message.Clear();
+    RigLimits limits;
+    limits.max_vertices = svc_->options_.max_vertices;
+    auto rig = BuildRig(std::move(*input), limits);
+    if (!rig.ok()) return Fail(rig.status());
+    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs());
+    if (!stored.ok()) return Fail(stored.status());
+    svc_->UpdateGauges();
+    Respond(**stored, false);
+  }
+
+  void Respond(const StoredRig& stored, bool already) {
+    resp_->set_rig_id(stored.id);
+    resp_->set_already_resident(already);
+    resp_->set_bytes_received(received_);
+    v1::RigInfo* info = resp_->mutable_info();
+    info->set_rig_id(stored.id);
+    FillRigInfo(*stored.rig, *info);
+    info->set_session_count(static_cast<uint32_t>(stored.sessions.load()));
+    Finish(grpc::Status::OK);
+  }
+
+  void Fail(const absl::Status& st) { Finish(svc_->ToGrpc("UploadRig", st)); }
+
+  Service* svc_;
+  v1::UploadRigResponse* resp_;
+  v1::UploadRigRequest req_;
+  bool have_header_ = false;
+  uint64_t total_ = 0;
+  uint64_t received_ = 0;
+  std::string sha_;
+  std::string data_;
+};
+
+grpc::ServerReadReactor<v1::UploadRigRequest>* Service::UploadRig(grpc::CallbackServerContext*,
+                                                                  v1::UploadRigResponse* resp) {
+  return new UploadCall(this, resp);
+}
+
+}  // namespace sinew::server
