@@ -13,6 +13,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -91,11 +92,53 @@ bool ParseBackend(const std::string& s, v1::Backend* b) {
   return true;
 }
 
-// What a method's frames carry: a skeleton pose, cage positions, or both.
-bool UsesPose(v1::Method m) { return !(m == v1::METHOD_CAGE_MVC || m == v1::METHOD_CAGE_GREEN); }
-bool UsesCage(v1::Method m) { return m == v1::METHOD_CAGE_MVC || m == v1::METHOD_CAGE_GREEN || m == v1::METHOD_SUPERCAGES; }
-
 const std::string kMethods = client::MethodNames();
+
+// One method ("dqs") or a pipeline of them ("cage-mvc+lbs") into `config`, the flags' parameters
+// (--skinning, --operator, ...) on every stage they apply to; its methods in `methods`.
+bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* config, std::string* error);
+bool ParseDeformer(client::Args& args, const std::string& spec, v1::DeformerConfig* config,
+                   std::vector<v1::Method>* methods, std::string* error) {
+  methods->clear();
+  for (const auto& part : absl::StrSplit(spec, '+')) {
+    v1::Method m;
+    if (!ParseMethod(std::string(part), &m)) {
+      *error = absl::StrCat("--method: \"", std::string(part), "\" is not one of ", kMethods,
+                            " (a pipeline joins them with '+', e.g. cage-mvc+lbs)");
+      return false;
+    }
+    methods->push_back(m);
+  }
+  if (methods->size() == 1) {
+    config->set_method(methods->front());
+    return MethodParams(args, methods->front(), config, error);
+  }
+  for (v1::Method m : *methods) {
+    v1::DeformerConfig* stage = config->add_stages();
+    stage->set_method(m);
+    if (!MethodParams(args, m, stage, error)) return false;
+  }
+  return true;
+}
+
+// What the server says a method reads and returns (GetServerInfo), for the methods of a spec.
+struct MethodUse {
+  bool pose = false, cages = false, vertex_states = false;
+};
+MethodUse UseOf(const v1::ServerInfo& info, const std::vector<v1::Method>& methods) {
+  MethodUse use;
+  for (v1::Method m : methods) {
+    for (const v1::MethodInfo& mi : info.methods()) {
+      if (mi.method() != m) continue;
+      for (const std::string& in : mi.inputs()) {
+        use.pose |= in == "pose";
+        use.cages |= in == "cages";
+      }
+      use.vertex_states |= mi.vertex_states();
+    }
+  }
+  return use;
+}
 
 bool ParseOperator(absl::string_view s, v1::JointOperator* op) {
   if (s == "union") *op = v1::JOINT_OPERATOR_UNION;
@@ -241,13 +284,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       !args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) {
     return Usage(args, args.error());
   }
-  std::vector<v1::Method> methods;
-  for (const auto& name : absl::StrSplit(args.Get("method"), ',')) {
-    v1::Method m;
-    if (!ParseMethod(std::string(name), &m)) {
-      return Usage(args, absl::StrCat("--method: ", kMethods, ", comma separated"));
-    }
-    methods.push_back(m);
+  std::vector<std::string> specs;
+  for (const auto& spec : absl::StrSplit(args.Get("method"), ',')) {
+    v1::DeformerConfig check;
+    std::vector<v1::Method> stages;
+    if (std::string error; !ParseDeformer(args, std::string(spec), &check, &stages, &error)) return Usage(args, error);
+    specs.emplace_back(spec);
   }
   const auto& pos = args.positional();
   PlaySource source;
@@ -316,30 +358,31 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   const std::vector<v1::DeformRequest> all_inputs = clip;
   v1::Backend backend;
   if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
-  for (v1::Method method : methods) {
+  auto info = c.GetServerInfo();  // what each method reads and returns
+  if (!info.ok()) return Fail(info.status());
+  for (const std::string& spec : specs) {
     v1::CreateSessionRequest req;
     req.set_rig_id(rig_id);
     req.set_backend(backend);
-    req.mutable_deformer()->set_method(method);
-    if (std::string error; !MethodParams(args, method, req.mutable_deformer(), &error)) return Usage(args, error);
+    std::vector<v1::Method> stages;
+    if (std::string error; !ParseDeformer(args, spec, req.mutable_deformer(), &stages, &error)) return Usage(args, error);
+    const MethodUse use = UseOf(*info, stages);
     const auto t_session = Clock::now();
     auto session = c.CreateSession(req, PrepareProgress());
     if (!session.ok()) return Fail(session.status());
     const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
-    const std::string method_name = client::MethodName(method);
-    const char* name = method_name.c_str();
+    const char* name = spec.c_str();
     const char* on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
     // Each method gets the inputs it takes: the pose, the cage, or both.
     clip = all_inputs;
-    const bool implicit = method == v1::METHOD_IMPLICIT || method == v1::METHOD_ELASTIC_IMPLICIT;
     for (auto& r : clip) {
       r.set_session_id(session->session_id());
-      if (!UsesPose(method)) r.clear_pose();
-      if (!UsesCage(method)) r.clear_cages();
-      if (implicit) r.mutable_outputs()->set_vertex_states(true);  // summarised below
+      if (!use.pose) r.clear_pose();
+      if (!use.cages) r.clear_cages();
+      if (use.vertex_states) r.mutable_outputs()->set_vertex_states(true);  // summarised below
     }
     uint64_t states[6] = {};
-    if (UsesCage(method) && clip.front().cages_size() == 0) {
+    if (use.cages && clip.front().cages_size() == 0) {
       return Fail(absl::FailedPreconditionError(absl::StrCat("--method ", name, ": this asset has no cage clip to play")));
     }
     if (prepare_ms > 50) std::printf("%s: session ready in %.0f ms (prepared once per rig and shared by its sessions)\n", name, prepare_ms);
@@ -392,7 +435,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           LimbMotion{}.bend_degrees, LimbMotion{}.twist_degrees,
           LimbRingRadius(limb, peak, x_wrist), LimbRingRadius(limb, peak, x_elbow), limb.radius);
     }
-    if (implicit) {
+    if (use.vertex_states) {
       const double n = std::max<double>(1, double(states[0] + states[1] + states[2] + states[3] + states[4] + states[5]));
       quality += absl::StrFormat(
           "; vertex-frames: %.1f%% converged, %.2f%% stopped at contacts, %.2f%% at the iteration limit or a "
@@ -426,10 +469,9 @@ int Batch(client::Client& c, client::Args& args) {
   if (pc2.empty() && obj_dir.empty()) return Usage(args, "batch: give --pc2 FILE and/or --obj DIR");
   double clip_fps;
   if (!args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) return Usage(args, args.error());
-  v1::Method method;
-  if (!ParseMethod(args.Get("method"), &method) || !UsesPose(method) || method == v1::METHOD_SUPERCAGES) {
-    return Usage(args, "--method: a method that takes only a skeleton pose (lbs, dqs, blend, implicit, elastic-implicit)");
-  }
+  v1::DeformerConfig deformer;
+  std::vector<v1::Method> stages;
+  if (std::string error; !ParseDeformer(args, args.Get("method"), &deformer, &stages, &error)) return Usage(args, error);
   const bool resume = !args.Has("no-resume");
 
   auto asset = LoadAsset(pos[1]);
@@ -442,6 +484,15 @@ int Batch(client::Client& c, client::Args& args) {
   const uint32_t points = static_cast<uint32_t>(asset->rig.rig.vertex_count());
   const uint64_t total = ClipFrameCount(**clip, clip_fps);
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
+  {
+    auto info = c.GetServerInfo();
+    if (!info.ok()) return Fail(info.status());
+    const MethodUse use = UseOf(*info, stages);
+    if (!use.pose || use.cages) {
+      return Usage(args, "--method: batch plays a skeleton clip: methods posed by the skeleton alone (lbs, dqs, blend, "
+                         "implicit, elastic-implicit, or a pipeline of them)");
+    }
+  }
 
   // Where to start: the frames already complete on disk.
   std::optional<client::Pc2Writer> cache;
@@ -473,11 +524,10 @@ int Batch(client::Client& c, client::Args& args) {
     if (!up.ok()) return Fail(up.status());
     v1::CreateSessionRequest sreq;
     sreq.set_rig_id(up->rig_id());
-    sreq.mutable_deformer()->set_method(method);
+    *sreq.mutable_deformer() = deformer;
     v1::Backend backend;
     if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
     sreq.set_backend(backend);
-    if (std::string error; !MethodParams(args, method, sreq.mutable_deformer(), &error)) return Usage(args, error);
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
 
@@ -534,7 +584,7 @@ int main(int argc, char** argv) {
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address")
       .Flag("json", "", "", "print JSON instead of text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
-      .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods: lbs, dqs, cage-mvc, cage-green, supercages, implicit, elastic-implicit, blend (play: comma-separated list)")
+      .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods (lbs, dqs, cage-mvc, cage-green, supercages, implicit, elastic-implicit, blend), or a pipeline of them joined by '+' (cage-mvc+lbs, dqs+implicit); play: a comma-separated list")
       .Flag("encoding", "E", "f32", "output encoding: f32 or f16")
       .Flag("backend", "B", "auto", "session create, play, batch: backend preference auto, cpu or gpu")
       .Flag("vertices", "N", "20000", "procedural limb: vertex count (100 per ring)")
@@ -599,7 +649,17 @@ int main(int argc, char** argv) {
     }
     std::printf("sinew-server %s (%s) at %s\n", info->version().c_str(), info->api_version().c_str(),
                 c.target().c_str());
-    for (const auto& m : info->methods()) std::printf("  method %-4s %s\n", m.name().c_str(), m.description().c_str());
+    for (const auto& m : info->methods()) {
+      std::printf("  method %-4s %s\n", m.name().c_str(), m.description().c_str());
+      std::string backends;
+      for (int b : m.backends()) absl::StrAppend(&backends, backends.empty() ? "" : ",", b == v1::BACKEND_GPU ? "gpu" : "cpu");
+      std::printf("         inputs %s; backends %s; %s; in a pipeline: %s\n", absl::StrJoin(m.inputs(), ",").c_str(),
+                  backends.c_str(), m.stateful() ? "stateful" : "stateless", m.follows().c_str());
+      for (const auto& p : m.params()) {
+        std::printf("         %s.%s (%s%s%s) %s\n", m.params_field().c_str(), p.name().c_str(), p.type().c_str(),
+                    p.default_value().empty() ? "" : ", default ", p.default_value().c_str(), p.description().c_str());
+      }
+    }
     for (const auto& b : info->backends()) {
       std::printf("  backend %s: %s (%s)\n", v1::Backend_Name(b.backend()).c_str(),
                   b.available() ? "available" : "unavailable", b.description().c_str());
@@ -649,10 +709,10 @@ int main(int argc, char** argv) {
     if (sub == "create") {
       v1::CreateSessionRequest req;
       req.set_rig_id(args.Get("rig"));
-      v1::Method m;
-      if (!ParseMethod(args.Get("method"), &m)) return Usage(args, absl::StrCat("--method: ", kMethods));
-      req.mutable_deformer()->set_method(m);
-      if (std::string error; !MethodParams(args, m, req.mutable_deformer(), &error)) return Usage(args, error);
+      std::vector<v1::Method> stages;
+      if (std::string error; !ParseDeformer(args, args.Get("method"), req.mutable_deformer(), &stages, &error)) {
+        return Usage(args, error);
+      }
       const std::string e = args.Get("encoding");
       if (e != "f32" && e != "f16") return Usage(args, "--encoding: f32 or f16");
       req.set_encoding(e == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/deformer/pipeline.h"
 #include "server/params_proto.h"
 
 namespace sinew::server {
@@ -159,30 +160,44 @@ absl::StatusOr<Clip> ClipFromProto(const v1::Clip& c, size_t joint_count) {
   return clip;
 }
 
-absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& c) {
+absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& c, const std::string& field) {
+  const google::protobuf::Reflection* reflection = c.GetReflection();
+  const google::protobuf::FieldDescriptor* given =
+      reflection->GetOneofFieldDescriptor(c, c.GetDescriptor()->FindOneofByName("params"));
+  if (c.stages_size() > 0) {
+    if (c.method() != v1::METHOD_UNSPECIFIED || given != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".method: leave it and the parameters unset in a pipeline (give ", field, ".stages only)"));
+    }
+    DeformerConfig config;
+    for (int k = 0; k < c.stages_size(); ++k) {
+      auto stage = DeformerConfigFromProto(c.stages(k), absl::StrCat(field, ".stages[", k, "]"));
+      if (!stage.ok()) return stage.status();
+      config.stages.push_back(std::move(*stage));
+    }
+    if (auto st = CheckPipeline(config, field); !st.ok()) return st;
+    return config;
+  }
   if (c.method() == v1::METHOD_UNSPECIFIED) {
-    return absl::InvalidArgumentError("deformer.method: must be set (e.g. METHOD_LBS)");
+    return absl::InvalidArgumentError(absl::StrCat(field, ".method: must be set (e.g. METHOD_LBS)"));
   }
   const MethodInfo* method = FindMethodById(static_cast<uint32_t>(c.method()));
   if (method == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "deformer.method: ", static_cast<int>(c.method()), " is not a method this server implements"));
+        field, ".method: ", static_cast<int>(c.method()), " is not a method this server implements"));
   }
   // The parameters message set in the `params` oneof must be the method's own.
-  const google::protobuf::Reflection* reflection = c.GetReflection();
-  const google::protobuf::FieldDescriptor* given =
-      reflection->GetOneofFieldDescriptor(c, c.GetDescriptor()->FindOneofByName("params"));
+  const std::string params_field(method->params_field);
   ParamSet params;
   if (given != nullptr) {
-    if (given->name() != method->params_field) {
-      const std::string field(method->params_field);
+    if (given->name() != params_field) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "deformer.", given->name(), ": parameters of another method; method ", std::string(method->name),
-          field.empty() ? " takes none" : absl::StrCat(" takes deformer.", field)));
+          field, ".", given->name(), ": parameters of another method; method ", std::string(method->name),
+          params_field.empty() ? " takes none" : absl::StrCat(" takes ", field, ".", params_field)));
     }
     params = ParamSetFromMessage(reflection->GetMessage(c, given));
   }
-  return ParseDeformerConfig(*method, params, absl::StrCat("deformer.", std::string(method->params_field)));
+  return ParseDeformerConfig(*method, params, absl::StrCat(field, ".", params_field));
 }
 
 absl::Status CagePoseFromProto(const v1::CagePose& cage, CageFrame& out, absl::string_view field) {

@@ -24,7 +24,10 @@ absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::Ca
 // `field` prefixes error messages, e.g. "clip" -> "clip.tracks[2].rotations: ...".
 absl::StatusOr<Clip> ClipFromProto(const v1::Clip& clip, size_t joint_count);
 
-absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& config);
+// One method, or a pipeline (config.stages); errors name the field under `field` ("deformer",
+// "deformer.stages[1]").
+absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& config,
+                                                       const std::string& field = "deformer");
 
 void FillRigInfo(const Rig& rig, v1::RigInfo& info);
 

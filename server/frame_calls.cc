@@ -232,7 +232,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     next_ = req_->first_frame();
     end_ = total;
     if (req_->max_frames() > 0) end_ = std::min<uint64_t>(end_, next_ + req_->max_frames());
-    if (session_->method->stateful && next_ < end_) {
+    if (session_->stateful && next_ < end_) {
       // A history-dependent method plays the clip from its rest state, and a resumed batch
       // replays the frames before first_frame without sending them, so that its frames equal
       // those of an uninterrupted run.

@@ -22,7 +22,7 @@ void Account(FrameJob& job, v1::Backend backend) {
   s.last_used_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  job.metrics->Frame(*s.method, backend, double(job.out.compute_ns) * 1e-9);
+  job.metrics->Frame(s.method, backend, double(job.out.compute_ns) * 1e-9);
 }
 
 }  // namespace

@@ -41,13 +41,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Register(*registry_);
   const prometheus::Histogram::BucketBoundaries buckets = {
       50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0};
-  frames_.resize(Methods().size());
-  latency_.resize(Methods().size());
-  for (const MethodInfo& m : Methods()) {
-    const size_t mi = static_cast<size_t>(&m - Methods().data());
+  frames_.resize(Methods().size() + 1);
+  latency_.resize(Methods().size() + 1);
+  for (size_t mi = 0; mi <= Methods().size(); ++mi) {
+    const std::string method(mi < Methods().size() ? Methods()[mi].name : "pipeline");
     for (auto [b, name] : {std::pair{v1::BACKEND_CPU, "cpu"}, std::pair{v1::BACKEND_GPU, "gpu"}}) {
-      const std::map<std::string, std::string> labels = {{"method", std::string(m.name)},
-                                                         {"backend", name}};
+      const std::map<std::string, std::string> labels = {{"method", method}, {"backend", name}};
       frames_[mi][b] = &frames.Add(labels);
       latency_[mi][b] = &latency.Add(labels, buckets);
     }
@@ -106,8 +105,8 @@ absl::StatusOr<int> Metrics::Serve(const std::string& host_port) {
   return ports.front();
 }
 
-void Metrics::Frame(const MethodInfo& method, v1::Backend backend, double seconds) {
-  const size_t mi = static_cast<size_t>(&method - Methods().data());
+void Metrics::Frame(const MethodInfo* method, v1::Backend backend, double seconds) {
+  const size_t mi = method ? static_cast<size_t>(method - Methods().data()) : Methods().size();
   if (mi >= frames_.size() || backend < 0 || backend >= kBackends || !frames_[mi][backend]) return;
   frames_[mi][backend]->Increment();
   latency_[mi][backend]->Observe(seconds);

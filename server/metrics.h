@@ -41,7 +41,8 @@ class Metrics {
   // Starts the HTTP exposer on HOST:PORT (port 0 picks one); returns the bound port.
   absl::StatusOr<int> Serve(const std::string& host_port);
 
-  void Frame(const MethodInfo& method, v1::Backend backend, double seconds);
+  // `method` null: a pipeline (label method="pipeline").
+  void Frame(const MethodInfo* method, v1::Backend backend, double seconds);
   void FrameError(grpc::StatusCode code);
   // GPU device gauges: memory (used, limit, total), utilisation, rigs, sessions.
   void Device(const gpu::DeviceInfo& device);
@@ -59,7 +60,7 @@ class Metrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  // Indexed by the method's position in Methods(), then by v1::Backend.
+  // Indexed by the method's position in Methods() (pipelines last), then by v1::Backend.
   std::vector<std::array<prometheus::Counter*, kBackends>> frames_;
   std::vector<std::array<prometheus::Histogram*, kBackends>> latency_;
   prometheus::Family<prometheus::Counter>* frame_errors_;

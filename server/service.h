@@ -93,6 +93,8 @@ class Service final : public v1::Sinew::CallbackService {
 
   // Creates a session (on the worker pool: preparing a method can take seconds).
   absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp);
+  // The deformer of one method (with its shared preparation) or of a pipeline of them.
+  absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformerOn(StoredRig& stored, const DeformerConfig& config);
   // The session's device state and its per-rig device data (uploaded on first use).
   absl::StatusOr<std::unique_ptr<gpu::GpuSession>> CreateGpuSession(StoredRig& stored, const Deformer& deformer,
                                                                      const DeviceStage& stage,

@@ -1,6 +1,7 @@
 // CreateSession: the method and its parameters from the registry, the shared preparation, the
 // backend (GPU when asked or under AUTO, for methods with a device stage), the session's scratch.
 #include "absl/strings/str_cat.h"
+#include "core/deformer/pipeline.h"
 #include "server/convert.h"
 #include "server/service.h"
 
@@ -73,31 +74,27 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
         "sessions: ", sessions_.count(), " open, the limit is ", sessions_.max_sessions(),
         " (--max-sessions); close sessions you no longer use"));
   }
-  const MethodInfo& method = *FindMethod(config->method);  // DeformerConfigFromProto found it
-  if (backend == v1::BACKEND_GPU && !method.device_stage) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "backend: method ", std::string(method.name), " has no GPU implementation yet; use "
-        "BACKEND_AUTO or BACKEND_CPU"));
+  // One method, or a pipeline of them (DeformerConfigFromProto checked the names).
+  const MethodInfo* method = config->stages.empty() ? FindMethod(config->method) : nullptr;
+  const std::string what = method ? absl::StrCat("method ", std::string(method->name)) : "this pipeline";
+  if (backend == v1::BACKEND_GPU && method != nullptr && !method->device_stage) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("backend: ", what, " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));
   }
-  std::shared_ptr<const Prepared> prepared;
-  if (method.prepare != nullptr) {
-    auto p = stored->GetOrPrepare(method, *config, &pool_, NowMs());
-    if (!p.ok()) return p.status();
-    prepared = std::move(*p);
-  }
-  auto deformer = method.create(stored->rig, std::move(prepared), *config);
+  auto deformer = CreateDeformerOn(*stored, *config);
   if (!deformer.ok()) return deformer.status();
   // Methods with a device stage run it on the GPU under AUTO when there is one.
   const DeviceStage stage = (*deformer)->device_stage();
   if (backend == v1::BACKEND_GPU && stage.kernel.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "backend: method ", std::string(method.name), " has no GPU implementation yet; use "
-        "BACKEND_AUTO or BACKEND_CPU"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("backend: ", what, " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));
   }
   bool on_gpu = gpu_ != nullptr && !stage.kernel.empty() && backend != v1::BACKEND_CPU;
   std::unique_ptr<gpu::GpuSession> gpu_session;
   if (on_gpu) {
-    auto s = CreateGpuSession(*stored, **deformer, stage, config->params);
+    // Device programs read their method's parameters (a pipeline's single stage's).
+    const auto& params = config->stages.size() == 1 ? config->stages[0].params : config->params;
+    auto s = CreateGpuSession(*stored, **deformer, stage, params);
     if (s.ok()) {
       gpu_session = std::move(*s);
       (*deformer)->RunsOnDevice();  // frees the CPU-only scratch before it is counted below
@@ -111,7 +108,8 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   auto session = std::make_unique<Session>();
   session->rig = stored;
   session->config = req->deformer();
-  session->method = &method;
+  session->method = method;
+  session->stateful = PipelineStateful(*config);
   session->backend = on_gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU;
   session->gpu = std::move(gpu_session);
   session->runner = on_gpu ? static_cast<FrameBackend*>(gpu_frames_.get()) : &cpu_frames_;
@@ -134,6 +132,26 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   (*added)->ToProto(response, options_.session_idle_ttl_seconds);
   UpdateGauges();
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(StoredRig& stored, const DeformerConfig& config) {
+  if (!config.stages.empty()) {
+    std::vector<std::unique_ptr<Deformer>> stages;
+    for (size_t k = 0; k < config.stages.size(); ++k) {
+      auto d = CreateDeformerOn(stored, config.stages[k]);
+      if (!d.ok()) return absl::Status(d.status().code(), absl::StrCat("deformer.stages[", k, "]: ", d.status().message()));
+      stages.push_back(std::move(*d));
+    }
+    return MakePipeline(stored.rig, config, std::move(stages));
+  }
+  const MethodInfo& method = *FindMethod(config.method);
+  std::shared_ptr<const Prepared> prepared;
+  if (method.prepare != nullptr) {  // shared by the rig's sessions
+    auto p = stored.GetOrPrepare(method, config, &pool_, NowMs());
+    if (!p.ok()) return p.status();
+    prepared = std::move(*p);
+  }
+  return method.create(stored.rig, std::move(prepared), config);
 }
 
 absl::StatusOr<std::unique_ptr<gpu::GpuSession>> Service::CreateGpuSession(StoredRig& stored, const Deformer& deformer,

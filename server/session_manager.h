@@ -22,7 +22,8 @@ struct Session {
   std::string id;
   std::shared_ptr<StoredRig> rig;
   v1::DeformerConfig config;  // as requested
-  const MethodInfo* method = nullptr;
+  const MethodInfo* method = nullptr;  // null: a pipeline (config.stages)
+  bool stateful = false;               // frames depend on earlier frames (a stateful stage)
   v1::Backend backend = v1::BACKEND_CPU;
   v1::OutputEncoding encoding = v1::OUTPUT_ENCODING_FLOAT32;
   int64_t created_ms = 0;

@@ -42,11 +42,11 @@ class BlendDeformer final : public SkeletalDeformer {
   }
 
  private:
-  void Skin(std::span<float> out, ThreadPool* pool) override {
+  void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) override {
     for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms()[j].cast<float>();
     ToDualQuats(transforms(), dual_quats_);
     ParallelFor(pool, rig().vertex_count(), 4 * kBlock, [&](size_t b, size_t e) {
-      BlendSkinningRange(rig().positions, rig().weights, blend_, matrices_, dual_quats_, out, b, e);
+      BlendSkinningRange(rest, rig().weights, blend_, matrices_, dual_quats_, out, b, e);
     });
   }
 

@@ -26,12 +26,23 @@
 
 namespace sinew {
 
-// A session's deformer: a registered method (by name) and that method's own parameters.
+// A session's deformer: a registered method (by name) and that method's own parameters, or a
+// pipeline of such stages.
 struct DeformerConfig {
   std::string method;  // MethodInfo::name, e.g. "lbs"
   // The method's parameters struct (core/<method>/); null: the method's defaults. A host that
   // does not know the method's types makes it with ParseDeformerConfig.
   std::shared_ptr<const MethodParams> params;
+  // A pipeline (method empty): the stages in order, each deforming the positions of the one
+  // before (see StageInput and core/deformer/pipeline.h). Stages do not nest.
+  std::vector<DeformerConfig> stages;
+};
+
+// How a method uses the positions of the stage before it in a pipeline.
+enum class StageInput : uint8_t {
+  kFirst,  // it cannot follow another stage (it deforms the rig's rest mesh itself)
+  kRest,   // it deforms them as its rest mesh (skinning after a cage: SuperCages' hybrid)
+  kPosed,  // it corrects them: they replace its own starting point (implicit skinning after DQS)
 };
 
 // The method's parameters from `config` (its defaults when none were given). Methods call it
@@ -101,6 +112,11 @@ class Deformer {
   // After a successful Deform: fills the wanted extras. FAILED_PRECONDITION for extras the
   // method does not have.
   virtual absl::Status Extras(const FrameExtras& extras) const;
+  // In a pipeline: deforms with `in` (3 floats per vertex, the previous stage's output, not
+  // overlapping `out`) used as the method's StageInput says. FAILED_PRECONDITION for methods
+  // that cannot follow a stage.
+  virtual absl::Status DeformAfter(const FrameInput& frame, std::span<const float> in, std::span<float> out,
+                                   ThreadPool* pool);
   // Stateful methods: forget the history; the next frame starts from the rest state.
   virtual void Reset() {}
   // Bytes held per session (state and scratch), excluding the shared rig.
@@ -169,7 +185,10 @@ struct MethodInfo {
   const std::type_info* params_type = nullptr;
   // Per-vertex outputs besides the positions that the method can return (FrameExtras names).
   bool vertex_states = false;
+  // In a pipeline: what it makes of the previous stage's positions (Deformer::DeformAfter).
+  StageInput follows = StageInput::kFirst;
 };
+std::string_view StageInputName(StageInput input);  // "first", "rest", "posed"
 
 // Every registered method.
 std::span<const MethodInfo> Methods();

@@ -3,6 +3,7 @@
 #include "core/blend/blend.h"
 #include "core/cage/cage_deformer.h"
 #include "core/deformer/deformer.h"
+#include "core/deformer/pipeline.h"
 #include "core/dqs/dqs_deformer.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/lbs/lbs_deformer.h"
@@ -16,9 +17,9 @@ const std::type_info* const kNoParams = nullptr;
 // One entry per method; `id` is its number in sinew.v1.Method.
 const MethodInfo kMethods[] = {
     {.id = 1, .name = "lbs", .description = "linear blend skinning", .create = &CreateLbsDeformer,
-     .device_stage = true, .params_field = "lbs"},
+     .device_stage = true, .params_field = "lbs", .follows = StageInput::kRest},
     {.id = 2, .name = "dqs", .description = "dual quaternion skinning (uniform scale blended linearly)",
-     .create = &CreateDqsDeformer, .device_stage = true, .params_field = "dqs"},
+     .create = &CreateDqsDeformer, .device_stage = true, .params_field = "dqs", .follows = StageInput::kRest},
     {.id = 3, .name = "cage-mvc", .description = "cage deformation, mean value coordinates",
      .create = &CreateCageDeformer, .prepare = &PrepareMvcCage, .prepare_key = &CageKey, .device_stage = true,
      .inputs = kInputCages, .params_field = "cage", .params = CageParamSpecs(), .parse = &ParseCageParams,
@@ -39,7 +40,8 @@ const MethodInfo kMethods[] = {
                     "at joints (history-independent)",
      .create = &CreateImplicitDeformer, .prepare = &PrepareImplicit, .prepare_key = &ImplicitKey,
      .device_stage = true, .prepare_group = "implicit", .params_field = "implicit", .params = ImplicitParamSpecs(),
-     .parse = &ParseImplicitParams, .params_type = &typeid(ImplicitConfig), .vertex_states = true},
+     .parse = &ParseImplicitParams, .params_type = &typeid(ImplicitConfig), .vertex_states = true,
+     .follows = StageInput::kPosed},
     {.id = 7, .name = "elastic-implicit",
      .description = "elastic implicit skinning: tracks the implicit surface from the previous frame with "
                     "tangential ARAP relaxation (history-dependent; frames in order)",
@@ -50,7 +52,7 @@ const MethodInfo kMethods[] = {
      .description = "LBS/DQS blend: per vertex (1 - b) LBS + b DQS, b from the rig's \"dqs_blend\" attribute or "
                     "one weight per session",
      .create = &CreateBlendDeformer, .device_stage = true, .params_field = "blend", .params = BlendParamSpecs(),
-     .parse = &ParseBlendParams, .params_type = &typeid(BlendParams)},
+     .parse = &ParseBlendParams, .params_type = &typeid(BlendParams), .follows = StageInput::kRest},
 };
 }  // namespace
 
@@ -68,6 +70,19 @@ const MethodInfo* FindMethod(std::string_view name) {
     if (m.name == name) return &m;
   }
   return nullptr;
+}
+
+std::string_view StageInputName(StageInput input) {
+  switch (input) {
+    case StageInput::kFirst: return "first";
+    case StageInput::kRest: return "rest";
+    case StageInput::kPosed: return "posed";
+  }
+  return "?";
+}
+
+absl::Status Deformer::DeformAfter(const FrameInput&, std::span<const float>, std::span<float>, ThreadPool*) {
+  return absl::FailedPreconditionError("this method cannot follow another stage");
 }
 
 std::vector<std::string_view> FrameInputNames(uint32_t inputs) {
@@ -113,6 +128,19 @@ absl::Status Deformer::DeviceFrame(const FrameInput&, std::vector<float>&) {
 absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const Rig> rig,
                                                          const DeformerConfig& config,
                                                          ThreadPool* pool) {
+  if (!config.stages.empty()) {
+    if (!config.method.empty() || config.params) {
+      return absl::InvalidArgumentError("deformer.method: leave it unset in a pipeline (give deformer.stages only)");
+    }
+    if (auto st = CheckPipeline(config, "deformer"); !st.ok()) return st;
+    std::vector<std::unique_ptr<Deformer>> stages;
+    for (size_t k = 0; k < config.stages.size(); ++k) {
+      auto d = CreateDeformer(rig, config.stages[k], pool);
+      if (!d.ok()) return absl::Status(d.status().code(), absl::StrCat("deformer.stages[", k, "]: ", d.status().message()));
+      stages.push_back(std::move(*d));
+    }
+    return MakePipeline(std::move(rig), config, std::move(stages));
+  }
   const MethodInfo* m = FindMethod(config.method);
   if (m == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("deformer.method: \"", config.method, "\" is not a registered method"));

@@ -76,7 +76,18 @@ absl::Status SkeletalDeformer::Deform(const FrameInput& frame, std::span<float> 
     return absl::InternalError("output buffer does not hold 3 floats per vertex");
   }
   SkinningTransforms(rig_->skeleton, *frame.pose, world_, transforms_);
-  Skin(out, pool);
+  Skin(rig_->positions, out, pool);
+  return absl::OkStatus();
+}
+
+absl::Status SkeletalDeformer::DeformAfter(const FrameInput& frame, std::span<const float> in, std::span<float> out,
+                                           ThreadPool* pool) {
+  if (auto st = CheckSkeletalFrame(*rig_, frame, method_name_); !st.ok()) return st;
+  if (out.size() != rig_->positions.size() || in.size() != out.size()) {
+    return absl::InternalError("pipeline buffers do not hold 3 floats per vertex");
+  }
+  SkinningTransforms(rig_->skeleton, *frame.pose, world_, transforms_);
+  Skin(in, out, pool);
   return absl::OkStatus();
 }
 

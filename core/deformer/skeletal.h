@@ -32,6 +32,9 @@ void WriteJointData(JointData data, std::span<const Affine34d> transforms, std::
 class SkeletalDeformer : public Deformer {
  public:
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) final;
+  // Skins the previous stage's positions as the rest mesh (StageInput::kRest).
+  absl::Status DeformAfter(const FrameInput& frame, std::span<const float> in, std::span<float> out,
+                           ThreadPool* pool) final;
   size_t StateBytes() const override;
   DeviceStage device_stage() const override;
   size_t device_param_count() const override { return JointDataFloats(data_) * rig_->joint_count(); }
@@ -43,8 +46,9 @@ class SkeletalDeformer : public Deformer {
  protected:
   // `kernel`: the device kernel (DeviceStage::kernel), which reads `data` per joint.
   SkeletalDeformer(std::shared_ptr<const Rig> rig, JointData data, const char* method_name, std::string_view kernel);
-  // Deforms with the skinning transforms of the current frame (in transforms()).
-  virtual void Skin(std::span<float> out, ThreadPool* pool) = 0;
+  // Deforms `rest` (the rig's rest positions, or a pipeline's previous stage) with the skinning
+  // transforms of the current frame (in transforms()).
+  virtual void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) = 0;
   const Rig& rig() const { return *rig_; }
   std::span<const Affine34d> transforms() const { return transforms_; }
 

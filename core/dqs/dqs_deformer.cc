@@ -16,9 +16,9 @@ class DqsDeformer final : public SkeletalDeformer {
   }
 
  private:
-  void Skin(std::span<float> out, ThreadPool* pool) override {
+  void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) override {
     ToDualQuats(transforms(), dqs_);
-    DualQuaternionSkinning(rig().positions, rig().weights, dqs_, out, pool);
+    DualQuaternionSkinning(rest, rig().weights, dqs_, out, pool);
   }
   std::vector<DualQuat> dqs_;
 };

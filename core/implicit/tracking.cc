@@ -307,11 +307,25 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    return Track(frame, {}, out, pool);
+  }
+  // In a pipeline the previous stage's positions are the initial guess instead of DQS.
+  absl::Status DeformAfter(const FrameInput& frame, std::span<const float> in, std::span<float> out,
+                           ThreadPool* pool) override {
+    if (in.size() != rig_->positions.size()) return absl::InternalError("pipeline buffer does not hold 3 floats per vertex");
+    return Track(frame, in, out, pool);
+  }
+
+  absl::Status Track(const FrameInput& frame, std::span<const float> start, std::span<float> out, ThreadPool* pool) {
     if (auto st = PoseFrame(frame); !st.ok()) return st;
     if (AllocateNodes()) beta_.resize(m_->node_count());
-    // 1. Dual quaternion skinning is the initial guess.
-    ToDualQuats(transforms_, dqs_);
-    DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, out, pool);
+    // 1. Dual quaternion skinning (or the stage before) is the initial guess.
+    if (start.empty()) {
+      ToDualQuats(transforms_, dqs_);
+      DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, out, pool);
+    } else {
+      std::copy(start.begin(), start.end(), out.begin());
+    }
     SetFields(transforms_);
     const size_t nn = m_->node_count();
     active_.clear();

@@ -16,9 +16,9 @@ class LbsDeformer final : public SkeletalDeformer {
   }
 
  private:
-  void Skin(std::span<float> out, ThreadPool* pool) override {
+  void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) override {
     for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms()[j].cast<float>();
-    LinearBlendSkinning(rig().positions, rig().weights, matrices_, out, pool);
+    LinearBlendSkinning(rest, rig().weights, matrices_, out, pool);
   }
   std::vector<Affine34f> matrices_;
 };

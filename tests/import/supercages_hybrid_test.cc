@@ -89,6 +89,26 @@ std::shared_ptr<const Rig> Arm::rig_;
 Clip* Arm::clip_ = nullptr;
 CageClip* Arm::cage_clip_ = nullptr;
 
+// The cage → LBS pipeline is SuperCages' cage-only + LBS path without its updaters: the cage
+// edits the rest mesh, the skeleton poses the result (thesis §2.4), through the clip.
+TEST_F(Arm, CageThenLbsPipelineEqualsSuperCagesWithoutUpdaters) {
+  DeformerConfig chain;
+  chain.stages = {{"cage-mvc", nullptr}, {"lbs", nullptr}};
+  auto pipeline = CreateDeformer(rig_, chain);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  EXPECT_EQ((*pipeline)->device_stage().kernel, "cage+lbs");
+  auto hybrid = Make("supercages", "lbs", /*updater=*/false);
+  for (double t : {0.0, 1.5, 4.2}) {
+    Pose pose;
+    SampleClip(*clip_, rig_->skeleton, t, pose);
+    std::vector<float> offsets;
+    SampleCageClip(*cage_clip_, t / 2, offsets);
+    const CageFrame cage = Offsets(offsets);
+    const FrameInput in{&pose, std::span(&cage, 1)};
+    EXPECT_LE(MaxDiff(Run(**pipeline, in), Run(*hybrid, in)), 1e-5 * D()) << t;
+  }
+}
+
 TEST_F(Arm, RestPoseAndRestCageReturnTheRestMesh) {
   for (const std::string& skinning : {std::string("lbs"), std::string("dqs")}) {
     auto d = Make("supercages", skinning);

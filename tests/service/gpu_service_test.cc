@@ -129,6 +129,91 @@ TEST_P(GpuService, CageMethodsOnTheGpuEqualTheCpu) {
   }
 }
 
+// Pipelines through the server: cage → LBS runs on the device as the fused kernel and equals the
+// CPU session and SuperCages without updaters; a chain without one device kernel (DQS →
+// implicit) runs on the CPU under AUTO, is refused on BACKEND_GPU, and equals METHOD_IMPLICIT;
+// frames are counted under method="pipeline"; a bad chain is refused naming the stage.
+TEST_P(GpuService, PipelinesRunWhereTheirStagesCan) {
+  const LimbOptions limb = LimbOf(4000);
+  RigInput in = MakeLimb(limb);
+  in.rig.cages.push_back(MakeLimbCage(limb));
+  const size_t cage_floats = in.rig.cages[0].positions.size();
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const Skeleton sk = LimbSkeleton(limb);
+  auto open = [&](std::initializer_list<v1::Method> stages, v1::Backend backend) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    for (v1::Method m : stages) req.mutable_deformer()->add_stages()->set_method(m);
+    req.set_backend(backend);
+    return client_->CreateSession(req);
+  };
+  auto gpu = open({v1::METHOD_CAGE_MVC, v1::METHOD_LBS}, v1::BACKEND_AUTO);
+  auto cpu = open({v1::METHOD_CAGE_MVC, v1::METHOD_LBS}, v1::BACKEND_CPU);
+  v1::CreateSessionRequest hybrid_req;
+  hybrid_req.set_rig_id(up->rig_id());
+  hybrid_req.mutable_deformer()->set_method(v1::METHOD_SUPERCAGES);
+  hybrid_req.mutable_deformer()->mutable_supercages()->set_no_skeleton_updater(true);
+  hybrid_req.set_backend(v1::BACKEND_CPU);
+  auto hybrid = client_->CreateSession(hybrid_req);
+  ASSERT_TRUE(gpu.ok() && cpu.ok() && hybrid.ok()) << gpu.status() << cpu.status() << hybrid.status();
+  EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);
+  for (int f = 0; f < 4; ++f) {
+    std::vector<float> offsets(cage_floats);
+    for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = 0.05f * float(f) * std::sin(float(i));
+    v1::DeformRequest r;
+    client::PoseToProto(LimbPose(sk, f / 4.0), *r.mutable_pose());
+    v1::CagePose* cp = r.add_cages();
+    cp->set_input(v1::CAGE_INPUT_OFFSETS);
+    cp->set_positions(offsets.data(), offsets.size() * 4);
+    std::vector<float> a, b, c;
+    for (auto [id, out] : {std::pair{gpu->session_id(), &a}, std::pair{cpu->session_id(), &b},
+                           std::pair{hybrid->session_id(), &c}}) {
+      r.set_session_id(id);
+      auto resp = client_->Deform(r);
+      ASSERT_TRUE(resp.ok()) << resp.status();
+      ASSERT_TRUE(client::DecodePositions(*resp, *out).ok());
+    }
+    EXPECT_LE(MaxAbsDiff(a, b), 1e-5 * 3.7) << "frame " << f;
+    EXPECT_LE(MaxAbsDiff(b, c), 1e-5 * 3.7) << "frame " << f;
+  }
+
+  auto refused = open({v1::METHOD_DQS, v1::METHOD_IMPLICIT}, v1::BACKEND_GPU);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("this pipeline has no GPU implementation"));
+  auto chain = open({v1::METHOD_DQS, v1::METHOD_IMPLICIT}, v1::BACKEND_AUTO);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(chain->backend(), v1::BACKEND_CPU);
+  auto implicit = Open(up->rig_id(), v1::METHOD_IMPLICIT, v1::BACKEND_CPU);
+  ASSERT_TRUE(implicit.ok()) << implicit.status();
+  const Pose pose = LimbPose(sk, 0.5);
+  std::vector<float> a, b;
+  auto ra = client_->Deform(Frame(chain->session_id(), 1, pose));
+  auto rb = client_->Deform(Frame(implicit->session_id(), 1, pose));
+  ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
+  ASSERT_TRUE(client::DecodePositions(*ra, a).ok() && client::DecodePositions(*rb, b).ok());
+  EXPECT_EQ(a, b);
+  const std::string metrics = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("sinew_frames_total{backend=\"cpu\",method=\"pipeline\"} 5"));
+
+  auto bad = open({v1::METHOD_LBS, v1::METHOD_CAGE_MVC}, v1::BACKEND_AUTO);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("deformer.stages[1]: method cage-mvc"));
+  v1::CreateSessionRequest mixed;
+  mixed.set_rig_id(up->rig_id());
+  mixed.mutable_deformer()->set_method(v1::METHOD_LBS);
+  mixed.mutable_deformer()->add_stages()->set_method(v1::METHOD_DQS);
+  EXPECT_THAT(std::string(client_->CreateSession(mixed).status().message()),
+              HasSubstr("deformer.method: leave it and the parameters unset in a pipeline"));
+  v1::CreateSessionRequest inner;
+  inner.set_rig_id(up->rig_id());
+  v1::DeformerConfig* stage = inner.mutable_deformer()->add_stages();
+  stage->set_method(v1::METHOD_IMPLICIT);
+  stage->mutable_implicit()->set_sigma(2);
+  EXPECT_THAT(std::string(client_->CreateSession(inner).status().message()),
+              HasSubstr("deformer.stages[0].implicit.sigma: 2 is outside (0, 1]"));
+}
+
 // Implicit skinning runs on the device: ServerInfo lists it, AUTO picks it, the history-
 // independent method equals a CPU session (positions and vertex states, float32 and float16),
 // the elastic method keeps its state on the device (reset returns to rest; a resumed batch
