@@ -359,7 +359,12 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   resp.clear_rest_cage();
   resp.clear_joints();
   resp.clear_vertex_states();
+  resp.clear_normals();
+  // A fresh job, keeping the staging buffers a stream reuses.
+  std::vector<float> staging = std::move(job.staging), staging_normals = std::move(job.staging_normals);
   job = FrameJob{};
+  job.staging = std::move(staging);
+  job.staging_normals = std::move(staging_normals);
   job.session = sessions_.Find(req.session_id(), NowMs());
   if (!job.session) {
     return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", req.session_id(),
@@ -378,6 +383,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   job.out.rest_cage = resp.mutable_rest_cage();
   job.out.joints = resp.mutable_joints();
   job.out.vertex_states = resp.mutable_vertex_states();
+  job.out.normals = resp.mutable_normals();
   job.done = done;
   job.context = context;
   session.runner->Run(job, std::move(lock));

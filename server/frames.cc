@@ -1,6 +1,9 @@
 #include "server/frames.h"
 
 #include "absl/strings/str_cat.h"
+#include <cstring>
+
+#include "core/normals/normals.h"
 #include "core/util/half.h"
 
 namespace sinew::server {
@@ -27,7 +30,48 @@ void Account(FrameJob& job, v1::Backend backend) {
 
 }  // namespace
 
-absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out) {
+void EncodeNormals(const std::vector<float>& normals, v1::NormalEncoding encoding, std::string* out) {
+  switch (encoding) {
+    case v1::NORMAL_ENCODING_FLOAT16:
+      out->resize(normals.size() * sizeof(uint16_t));
+      FloatsToHalves(normals.data(), reinterpret_cast<uint16_t*>(out->data()), normals.size());
+      return;
+    case v1::NORMAL_ENCODING_OCTAHEDRAL:
+      out->resize(normals.size() / 3 * 2 * sizeof(int16_t));
+      EncodeOctahedral(normals, std::span<int16_t>(reinterpret_cast<int16_t*>(out->data()), normals.size() / 3 * 2));
+      return;
+    default:
+      Pack(normals, out);
+  }
+}
+
+void MeshNormals(const VertexNormals& normals, v1::NormalEncoding encoding, std::span<const float> positions,
+                 std::vector<float>& scratch, std::string* out, ThreadPool* pool) {
+  scratch.resize(positions.size());
+  normals.Compute(positions, scratch, pool);
+  EncodeNormals(scratch, encoding, out);
+}
+
+absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,
+                        std::span<const float> positions, ThreadPool* pool) {
+  if (want.normals()) {
+    if (!v1::NormalEncoding_IsValid(want.normal_encoding())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("outputs.normal_encoding: unknown value ", static_cast<int>(want.normal_encoding())));
+    }
+    const Rig& rig = *session.rig->rig;
+    if (rig.triangle_count() > 0) {
+      if (!session.normals) session.normals = session.rig->Normals();
+      if (!positions.empty() && out.normals) {
+        MeshNormals(*session.normals, want.normal_encoding(), positions, session.extra_normals, out.normals, pool);
+      }
+    } else {
+      FrameExtras moved;
+      moved.normals = &session.extra_normals;
+      if (auto st = session.deformer->Extras(moved); !st.ok()) return st;
+      if (out.normals) EncodeNormals(session.extra_normals, want.normal_encoding(), out.normals);
+    }
+  }
   // A device that makes the vertex states writes them itself (GpuFrames).
   const bool states = want.vertex_states() && !session.device_states;
   if (!want.posed_cage() && !want.rest_cage() && !want.joints() && !states) return absl::OkStatus();
@@ -66,7 +110,7 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
       job.out.positions->resize(floats * sizeof(uint16_t));
       FloatsToHalves(s.positions.data(), reinterpret_cast<uint16_t*>(job.out.positions->data()), floats);
     }
-    if (st.ok()) st = FillExtras(s, job.want, job.out);
+    if (st.ok()) st = FillExtras(s, job.want, job.out, target, &pool_);
     job.out.compute_ns = Since(job.start);
     lock.unlock();
   }
@@ -81,7 +125,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   Session& s = *hold;
   if (job.reset) s.deformer->Reset();
   absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
-  if (st.ok()) st = FillExtras(s, job.want, job.out);
+  if (st.ok()) st = FillExtras(s, job.want, job.out, {}, nullptr);
   if (!st.ok()) {
     lock.unlock();
     return job.done(job.context, st);
@@ -89,6 +133,14 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   const bool f16 = s.encoding == v1::OUTPUT_ENCODING_FLOAT16;
   const size_t vertices = s.rig->rig->vertex_count();
   job.out.positions->resize(3 * vertices * (f16 ? 2 : 4));
+  // Mesh normals need float32 positions on the host: the device writes them to the job's
+  // staging buffer and Completed makes the normals and the response's positions from it.
+  job.mesh_normals_pending = job.want.normals() && s.normals != nullptr && job.out.normals != nullptr;
+  void* device_out = job.out.positions->data();
+  if (job.mesh_normals_pending) {
+    job.staging.resize(3 * vertices);
+    device_out = job.staging.data();
+  }
   uint8_t* states = nullptr;  // made on the device, written with the positions
   if (s.device_states && job.want.vertex_states() && job.out.vertex_states) {
     job.out.vertex_states->resize(vertices);
@@ -96,12 +148,23 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   }
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
   // in submission order.
-  gpu_.Submit(*s.gpu, s.device_params, job.out.positions->data(),
-              f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32, &GpuFrames::Completed, &job, states);
+  gpu_.Submit(*s.gpu, s.device_params, device_out,
+              f16 && !job.mesh_normals_pending ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32,
+              &GpuFrames::Completed, &job, states);
 }
 
 void GpuFrames::Completed(void* arg, const absl::Status& status) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
+  if (status.ok() && job.mesh_normals_pending) {
+    // On the completion thread: normals from the float32 result, then the positions encoded.
+    const Session& s = *job.session;
+    MeshNormals(*s.normals, job.want.normal_encoding(), job.staging, job.staging_normals, job.out.normals, nullptr);
+    if (s.encoding == v1::OUTPUT_ENCODING_FLOAT16) {
+      FloatsToHalves(job.staging.data(), reinterpret_cast<uint16_t*>(job.out.positions->data()), job.staging.size());
+    } else {
+      std::memcpy(job.out.positions->data(), job.staging.data(), job.staging.size() * sizeof(float));
+    }
+  }
   job.out.compute_ns = Since(job.start);
   if (status.ok()) Account(job, v1::BACKEND_GPU);
   std::shared_ptr<Session> keep = std::move(job.session);  // released after the callback

@@ -33,6 +33,7 @@ struct FrameTarget {
   std::string* rest_cage = nullptr;
   std::string* joints = nullptr;
   std::string* vertex_states = nullptr;  // one byte per vertex, when wanted
+  std::string* normals = nullptr;        // per vertex in the wanted NormalEncoding
   uint64_t compute_ns = 0;               // set before done
 };
 
@@ -47,6 +48,10 @@ struct FrameJob {
   // Filled by the backend.
   std::chrono::steady_clock::time_point start;
   Metrics* metrics = nullptr;
+  // GPU frames that want mesh normals: float32 positions and normals, made on completion (kept
+  // by the caller's job from frame to frame, so that a stream allocates them once).
+  std::vector<float> staging, staging_normals;
+  bool mesh_normals_pending = false;
 };
 
 class FrameBackend {
@@ -79,7 +84,13 @@ class GpuFrames final : public FrameBackend {
 };
 
 // The extras a frame asked for (posed cage, rest cage, joints, vertex states unless the device
-// makes them), from the session's deformer into `out`. The session's lock is held.
-absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out);
+// makes them, normals), from the session's deformer into `out`. Mesh normals come from
+// `positions` (float32, the frame's result); with none given they are left for later
+// (MeshNormals). The session's lock is held.
+absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,
+                        std::span<const float> positions, ThreadPool* pool);
+// Normals of the deformed mesh from `positions`, encoded as wanted into `out`.
+void MeshNormals(const VertexNormals& normals, v1::NormalEncoding encoding, std::span<const float> positions,
+                 std::vector<float>& scratch, std::string* out, ThreadPool* pool);
 
 }  // namespace sinew::server

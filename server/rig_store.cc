@@ -8,6 +8,15 @@
 
 namespace sinew::server {
 
+std::shared_ptr<const VertexNormals> StoredRig::Normals() {
+  std::lock_guard lock(prep_mu);
+  if (!vertex_normals) {
+    vertex_normals = std::make_shared<const VertexNormals>(*rig);
+    prepared_bytes += vertex_normals->Bytes();
+  }
+  return vertex_normals;
+}
+
 absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms) {
   const std::string key = absl::StrCat(

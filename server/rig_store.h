@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
+#include "core/normals/normals.h"
 #include "core/rig/rig.h"
 #include "gpu/backend.h"
 
@@ -47,6 +48,10 @@ struct StoredRig {
   // DeviceStage::device_data_key.
   std::map<std::string, std::shared_ptr<gpu::GpuCoefficients>> gpu_coefficients;  // prep_mu
   std::map<std::string, std::shared_ptr<gpu::GpuModel>> gpu_models;               // prep_mu
+
+  // The vertex → triangle adjacency for normals, built on first use (shared by the sessions).
+  std::shared_ptr<const VertexNormals> Normals();
+  std::shared_ptr<const VertexNormals> vertex_normals;  // guarded by prep_mu
 
   // The rig on the GPU, uploaded on first use.
   absl::StatusOr<std::shared_ptr<gpu::GpuRig>> OnGpu(gpu::GpuBackend& backend);

@@ -40,6 +40,8 @@ struct Session {
   std::vector<float> positions;  // float32 staging for non-float32 encodings
   std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints;
   std::vector<uint8_t> extra_states;
+  std::vector<float> extra_normals;
+  std::shared_ptr<const VertexNormals> normals;  // the rig's adjacency, on the first frame that wants normals
   // Where its frames run (server/frames.h): the CPU pool or the GPU backend.
   FrameBackend* runner = nullptr;
   // GPU sessions: device state and the parameters of the device stage, computed on the CPU.

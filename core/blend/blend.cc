@@ -42,6 +42,7 @@ class BlendDeformer final : public SkeletalDeformer {
   }
 
  private:
+  float DualQuaternionShare(size_t v) const override { return blend_[v]; }
   void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) override {
     for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms()[j].cast<float>();
     ToDualQuats(transforms(), dual_quats_);

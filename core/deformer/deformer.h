@@ -70,6 +70,9 @@ struct FrameExtras {
   // One status byte per vertex; the method defines the values (e.g. implicit skinning's
   // VertexState).
   std::vector<uint8_t>* vertex_states = nullptr;
+  // x,y,z per vertex: the rig's uploaded normals moved by the method (point sets, which have no
+  // triangles to take normals from; meshes: core/normals/normals.h from the positions).
+  std::vector<float>* normals = nullptr;
 };
 
 // The per-vertex stage of a method that a device (gpu/) can run; everything before it (pose

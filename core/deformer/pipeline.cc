@@ -48,6 +48,7 @@ class Pipeline final : public Deformer {
     if (extras.rest_cage && st.ok()) st = one({.rest_cage = extras.rest_cage}, "rest_cage");
     if (extras.joints && st.ok()) st = one({.joints = extras.joints}, "joints");
     if (extras.vertex_states && st.ok()) st = one({.vertex_states = extras.vertex_states}, "vertex_states");
+    if (extras.normals && st.ok()) st = one({.normals = extras.normals}, "normals");
     return st;
   }
 

@@ -113,6 +113,10 @@ absl::Status Deformer::Extras(const FrameExtras& extras) const {
   if (extras.vertex_states) {
     return absl::FailedPreconditionError("outputs.vertex_states: only implicit skinning methods have vertex states");
   }
+  if (extras.normals) {
+    return absl::FailedPreconditionError(
+        "outputs.normals: this rig has no triangles, and this method cannot move uploaded normals");
+  }
   return absl::OkStatus();
 }
 

@@ -105,6 +105,54 @@ absl::Status SkeletalDeformer::DeviceFrame(const FrameInput& frame, std::vector<
   return absl::OkStatus();
 }
 
+absl::Status SkeletalDeformer::Extras(const FrameExtras& extras) const {
+  FrameExtras rest = extras;
+  rest.normals = nullptr;
+  if (auto st = Deformer::Extras(rest); !st.ok()) return st;
+  if (extras.normals == nullptr) return absl::OkStatus();
+  const Rig& rig = *rig_;
+  if (rig.triangle_count() > 0 || rig.normals.size() != rig.positions.size()) {
+    return absl::FailedPreconditionError(
+        "outputs.normals: skinning moves uploaded normals of point sets (rigs without triangles); this rig has "
+        "triangles, or no normals");
+  }
+  const size_t n = rig.vertex_count();
+  std::vector<float>& out = *extras.normals;
+  out.resize(3 * n);
+  const SkinWeights& w = rig.weights;
+  std::vector<Eigen::Vector4d> rotation(transforms_.size());  // each joint's rotation, x,y,z,w
+  for (size_t j = 0; j < transforms_.size(); ++j) {
+    const Eigen::Matrix3d l = transforms_[j].leftCols<3>();
+    rotation[j] = Eigen::Quaterniond(l / std::cbrt(std::max(l.determinant(), 1e-300))).normalized().coeffs();
+  }
+  for (size_t v = 0; v < n; ++v) {
+    const Eigen::Vector3d nr(rig.normals[3 * v], rig.normals[3 * v + 1], rig.normals[3 * v + 2]);
+    Eigen::Matrix3d a = Eigen::Matrix3d::Zero();
+    Eigen::Vector4d q = Eigen::Vector4d::Zero(), q0 = Eigen::Vector4d::Zero();
+    for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) {
+      const Affine34d& t = transforms_[w.joints[e]];
+      a += double(w.weights[e]) * t.leftCols<3>();
+      Eigen::Vector4d c = rotation[w.joints[e]];
+      if (e == w.offsets[v]) q0 = c;
+      if (c.dot(q0) < 0) c = -c;  // one hemisphere, as DQS blends
+      q += double(w.weights[e]) * c;
+    }
+    // Cofactor matrix = det(A) A^-T: moves normals like A^-T without dividing by det(A).
+    Eigen::Matrix3d cof;
+    cof.col(0) = a.col(1).cross(a.col(2));
+    cof.col(1) = a.col(2).cross(a.col(0));
+    cof.col(2) = a.col(0).cross(a.col(1));
+    Eigen::Vector3d lbs = cof * nr;
+    Eigen::Vector3d dqs = q.norm() > 0 ? Eigen::Quaterniond(q.normalized()) * nr : nr;
+    if (lbs.norm() > 0) lbs.normalize();
+    const double s = DualQuaternionShare(v);
+    Eigen::Vector3d m = (1 - s) * lbs + s * dqs;
+    if (m.norm() > 0) m.normalize();
+    for (int k = 0; k < 3; ++k) out[3 * v + k] = float(m[k]);
+  }
+  return absl::OkStatus();
+}
+
 size_t SkeletalDeformer::StateBytes() const {
   return sizeof(*this) + world_.size() * sizeof(Similarity) + transforms_.size() * sizeof(Affine34d);
 }

@@ -35,6 +35,10 @@ class SkeletalDeformer : public Deformer {
   // Skins the previous stage's positions as the rest mesh (StageInput::kRest).
   absl::Status DeformAfter(const FrameInput& frame, std::span<const float> in, std::span<float> out,
                            ThreadPool* pool) final;
+  // Point sets (no triangles) with uploaded normals: the normals moved by the frame's skinning
+  // (LBS: the inverse transpose of the blended linear part; DQS: the blended rotation; the
+  // blend: the two mixed by the vertex's weight, normalised).
+  absl::Status Extras(const FrameExtras& extras) const override;
   size_t StateBytes() const override;
   DeviceStage device_stage() const override;
   size_t device_param_count() const override { return JointDataFloats(data_) * rig_->joint_count(); }
@@ -50,6 +54,8 @@ class SkeletalDeformer : public Deformer {
   // transforms of the current frame (in transforms()).
   virtual void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) = 0;
   const Rig& rig() const { return *rig_; }
+  // How much of vertex v's normal follows DQS rather than LBS (0 LBS, 1 DQS).
+  virtual float DualQuaternionShare(size_t v) const = 0;
   std::span<const Affine34d> transforms() const { return transforms_; }
 
  private:

@@ -16,6 +16,7 @@ class LbsDeformer final : public SkeletalDeformer {
   }
 
  private:
+  float DualQuaternionShare(size_t) const override { return 0.f; }
   void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) override {
     for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms()[j].cast<float>();
     LinearBlendSkinning(rest, rig().weights, matrices_, out, pool);

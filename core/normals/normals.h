@@ -39,7 +39,7 @@ class VertexNormals {
 };
 
 // Octahedral encoding of a unit vector in two signed 16-bit values (Cigolle et al. 2014):
-// worst angular error about 0.005°; (0, 0, 0) encodes as (0, 0) and decodes to +z.
+// direction kept within 0.01° (tested); (0, 0, 0) encodes as (0, 0) and decodes to +z.
 void EncodeOctahedral(std::span<const float> normals, std::span<int16_t> out);
 void DecodeOctahedral(std::span<const int16_t> encoded, std::span<float> out);
 

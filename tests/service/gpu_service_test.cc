@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "clients/lib/client.h"
+#include "core/normals/normals.h"
+#include "core/util/half.h"
 #include "tests/service/server_process.h"
 #include "tests/service/test_util.h"
 
@@ -212,6 +214,74 @@ TEST_P(GpuService, PipelinesRunWhereTheirStagesCan) {
   stage->mutable_implicit()->set_sigma(2);
   EXPECT_THAT(std::string(client_->CreateSession(inner).status().message()),
               HasSubstr("deformer.stages[0].implicit.sigma: 2 is outside (0, 1]"));
+}
+
+// Normals out: on both backends the normals a frame returns are the area-weighted normals of the
+// positions it computed (float32 exactly as core computes them; float16 and octahedral within
+// their precision) — with float16 positions too, where they come from the float32 result before
+// rounding, not from the rounded positions; an unknown encoding is refused.
+TEST_P(GpuService, NormalsAreThoseOfTheReturnedMesh) {
+  const LimbOptions limb = LimbOf(6000);
+  const RigInput in = MakeLimb(limb);
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const Rig rig = *BuildRig(in);
+  const VertexNormals adjacency(rig);
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.45);
+  for (v1::Backend backend : {v1::BACKEND_GPU, v1::BACKEND_CPU}) {
+    std::vector<float> float32_positions;  // the float32 session's result on this backend
+    for (v1::OutputEncoding positions : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
+      v1::CreateSessionRequest req;
+      req.set_rig_id(up->rig_id());
+      req.mutable_deformer()->set_method(v1::METHOD_DQS);
+      req.set_backend(backend);
+      req.set_encoding(positions);
+      auto session = client_->CreateSession(req);
+      ASSERT_TRUE(session.ok()) << session.status();
+      EXPECT_EQ(session->backend(), backend);
+      auto stream = client_->OpenStream();
+      for (v1::NormalEncoding enc : {v1::NORMAL_ENCODING_FLOAT32, v1::NORMAL_ENCODING_FLOAT16, v1::NORMAL_ENCODING_OCTAHEDRAL}) {
+        v1::DeformRequest r = Frame(session->session_id(), enc, pose);
+        r.mutable_outputs()->set_normals(true);
+        r.mutable_outputs()->set_normal_encoding(enc);
+        ASSERT_TRUE(stream->Write(r));
+        v1::DeformResponse resp;
+        ASSERT_TRUE(stream->Read(&resp));
+        ASSERT_FALSE(resp.has_error()) << resp.error().message();
+        std::vector<float> p;
+        ASSERT_TRUE(client::DecodePositions(resp, p).ok());
+        if (positions == v1::OUTPUT_ENCODING_FLOAT32) {
+          float32_positions = p;
+        } else {
+          EXPECT_LE(MaxAbsDiff(p, float32_positions), 2e-3);  // half precision at |x| < 4
+        }
+        std::vector<float> want(p.size()), got(p.size());
+        adjacency.Compute(float32_positions, want, nullptr);
+        const size_t n = rig.vertex_count();
+        if (enc == v1::NORMAL_ENCODING_FLOAT32) {
+          ASSERT_EQ(resp.normals().size(), 12 * n);
+          std::memcpy(got.data(), resp.normals().data(), resp.normals().size());
+        } else if (enc == v1::NORMAL_ENCODING_FLOAT16) {
+          ASSERT_EQ(resp.normals().size(), 6 * n);
+          const auto* h = reinterpret_cast<const uint16_t*>(resp.normals().data());
+          for (size_t i = 0; i < 3 * n; ++i) got[i] = HalfToFloat(h[i]);
+        } else {
+          ASSERT_EQ(resp.normals().size(), 4 * n);
+          DecodeOctahedral(std::span(reinterpret_cast<const int16_t*>(resp.normals().data()), 2 * n), got);
+        }
+        const double bound = enc == v1::NORMAL_ENCODING_FLOAT32 ? 1e-6 : enc == v1::NORMAL_ENCODING_FLOAT16 ? 1e-3 : 3e-4;
+        EXPECT_LE(MaxAbsDiff(got, want), bound) << v1::Backend_Name(backend) << " " << v1::NormalEncoding_Name(enc);
+      }
+      v1::DeformRequest bad = Frame(session->session_id(), 9, pose);
+      bad.mutable_outputs()->set_normals(true);
+      bad.mutable_outputs()->set_normal_encoding(static_cast<v1::NormalEncoding>(5));
+      ASSERT_TRUE(stream->Write(bad));
+      v1::DeformResponse resp;
+      ASSERT_TRUE(stream->Read(&resp));
+      EXPECT_THAT(resp.error().message(), HasSubstr("outputs.normal_encoding: unknown value 5"));
+      EXPECT_TRUE(stream->Close().ok());
+    }
+  }
 }
 
 // Implicit skinning runs on the device: ServerInfo lists it, AUTO picks it, the history-
