@@ -22,6 +22,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "core/blend/blend.h"
 #include "core/dqs/dqs.h"
 #include "core/lbs/lbs.h"
 #include "core/parallel/thread_pool.h"
@@ -116,6 +117,20 @@ void BM_DQS(benchmark::State& state) {
   SetCounters(state, f.vertices(), f.bytes());
 }
 
+// The LBS/DQS blend, every vertex at 0.5 (one fused pass over blocks of 256 vertices).
+void BM_Blend(benchmark::State& state) {
+  Frame& f = GetFrame(size_t(state.range(0)));
+  const auto pool = MakePool(state.range(1));
+  const std::vector<float> blend(f.vertices(), 0.5f);
+  for (auto _ : state) {
+    ParallelFor(pool.get(), f.vertices(), 1024, [&](size_t b, size_t e) {
+      BlendSkinningRange(f.rig.positions, f.rig.weights, blend, f.lbs, f.dqs, f.out, b, e);
+    });
+    benchmark::ClobberMemory();
+  }
+  SetCounters(state, f.vertices(), f.bytes() + sizeof(float) * f.vertices());
+}
+
 void BM_memcpy(benchmark::State& state) {
   const Frame& f = GetFrame(size_t(state.range(0)));
   const size_t bytes = f.bytes();
@@ -143,6 +158,7 @@ void Configure(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_LBS)->Name("LBS")->Apply(Configure);
 BENCHMARK(BM_DQS)->Name("DQS")->Apply(Configure);
+BENCHMARK(BM_Blend)->Name("Blend")->Apply(Configure);
 BENCHMARK(BM_memcpy)->Name("memcpy")->Apply(Configure);
 
 std::string BenchName(const char* family, int64_t vertices, int64_t threads) {
@@ -193,7 +209,7 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
 
   std::printf("\ntime(memcpy of the frame's bytes) / time(deformer); 1.0 = as fast as memcpy\n");
-  for (const char* family : {"LBS", "DQS"}) {
+  for (const char* family : {"LBS", "DQS", "Blend"}) {
     for (int64_t size : kSizes) {
       for (int64_t threads : kThreads) {
         const double* deform = reporter.Seconds(BenchName(family, size, threads));
@@ -203,6 +219,17 @@ int main(int argc, char** argv) {
                     SizeLabel(size).c_str(), static_cast<long long>(threads),
                     threads == 1 ? "" : "s", *copy / *deform);
       }
+    }
+  }
+  std::printf("\ntime(LBS) + time(DQS) / time(Blend): above 1 = the fused blend beats running both\n");
+  for (int64_t size : kSizes) {
+    for (int64_t threads : kThreads) {
+      const double* l = reporter.Seconds(BenchName("LBS", size, threads));
+      const double* d = reporter.Seconds(BenchName("DQS", size, threads));
+      const double* b = reporter.Seconds(BenchName("Blend", size, threads));
+      if (!l || !d || !b) continue;
+      std::printf("ratio (LBS+DQS)/Blend %s vertices %lld thread%s: %.2f\n", SizeLabel(size).c_str(),
+                  static_cast<long long>(threads), threads == 1 ? "" : "s", (*l + *d) / *b);
     }
   }
   return 0;

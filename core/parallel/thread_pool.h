@@ -1,12 +1,14 @@
 // A fixed pool of worker threads with a bounded-latency ParallelFor.
 //
 // Tasks are plain (function, argument) pairs so that submitting one allocates nothing once the
-// queue has grown to its working size. ParallelFor splits [0, n) into chunks of `grain`; the
+// queue has grown to its working size. ParallelFor splits [0, n) into equal chunks of at most
+// `grain`, a multiple of the thread count of them; the
 // calling thread works on chunks too, and idle workers join in. It never waits on a chunk that
 // has not started, so it is safe to call from inside a worker task (nested use) even when every
 // worker is busy: the caller then simply does all chunks itself.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -61,6 +63,7 @@ class ThreadPool {
   std::vector<Task> ring_;  // circular queue, grows by doubling
   size_t head_ = 0;
   size_t count_ = 0;
+  std::atomic<size_t> queued_{0};  // count_, readable without the lock
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
