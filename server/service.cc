@@ -1,15 +1,12 @@
+// The adapter: handler entry points that need no reactor of their own (rigs, sessions), gauges,
+// housekeeping and drain. The reactors are in upload_call.cc, session_create.cc and
+// frame_calls.cc; GetServerInfo in service_info.cc.
 #include "server/service.h"
 
 #include <chrono>
-#include <cmath>
-#include <condition_variable>
 
 #include "absl/strings/str_cat.h"
-#include "core/deformer/skeletal.h"
-#include "core/util/half.h"
 #include "server/convert.h"
-#include "server/version.h"
-#include "sinew/v1/rig_id.h"
 
 namespace sinew::server {
 
@@ -28,8 +25,6 @@ grpc::Status GrpcStatus(const absl::Status& s) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
 
 Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& pool,
                  gpu::GpuBackend* gpu)

@@ -29,6 +29,10 @@ namespace sinew {
 // A session's deformer: a registered method (by name) and that method's own parameters, or a
 // pipeline of such stages.
 struct DeformerConfig {
+  DeformerConfig() = default;
+  DeformerConfig(std::string method, std::shared_ptr<const MethodParams> params = nullptr)  // NOLINT: {"lbs"}
+      : method(std::move(method)), params(std::move(params)) {}
+
   std::string method;  // MethodInfo::name, e.g. "lbs"
   // The method's parameters struct (core/<method>/); null: the method's defaults. A host that
   // does not know the method's types makes it with ParseDeformerConfig.
@@ -78,7 +82,7 @@ struct FrameExtras {
 // The per-vertex stage of a method that a device (gpu/) can run; everything before it (pose
 // decoding, forward kinematics, cage solves) stays on the CPU. Core knows nothing of devices:
 // this only names the stage's device kernel and describes its data. The kernels and their
-// per-frame parameter layouts are listed in gpu/stages.h.
+// per-frame parameter layouts are listed in gpu/runtime/kernels.h.
 class Prepared;
 
 struct DeviceStage {

@@ -26,7 +26,9 @@ std::vector<float> Frame(Deformer& d, const Rig& rig, const FrameInput& in, Thre
   std::vector<float> out(rig.positions.size());
   const absl::Status st = d.Deform(in, out, pool);
   EXPECT_TRUE(st.ok()) << st;
-  if (states) EXPECT_TRUE(d.Extras({.vertex_states = states}).ok());
+  if (states) {
+    EXPECT_TRUE(d.Extras({.vertex_states = states}).ok());
+  }
   return out;
 }
 
