@@ -4,6 +4,10 @@
 #include <atomic>
 
 namespace sinew {
+namespace {
+// The pool whose worker the calling thread is (null for other threads).
+thread_local const ThreadPool* tls_worker_of = nullptr;
+}  // namespace
 
 struct ThreadPool::Job {
   ThreadPool* pool;
@@ -61,6 +65,7 @@ void ThreadPool::Submit(TaskFn fn, void* arg) {
 }
 
 void ThreadPool::WorkerLoop() {
+  tls_worker_of = this;
   for (;;) {
     Task t;
     {
@@ -106,7 +111,8 @@ void ThreadPool::ParallelForImpl(size_t n, size_t grain, ChunkFn fn, void* ctx) 
   // Equal chunks, never longer than `grain`, as many as a multiple of the thread count, so that
   // no thread is left with a remainder (10k vertices at grain 8192 on 2 threads: two chunks of
   // 5000, not 8192 + 1808; 100k: 14 of 7143, not 12 of 8192 + 1696).
-  const size_t participants = threads_.size() + 1;
+  // The threads that can work on it: the workers, plus the caller unless it is one of them.
+  const size_t participants = threads_.size() + (tls_worker_of == this ? 0 : 1);
   chunks = std::min(n, (chunks + participants - 1) / participants * participants);
   grain = (n + chunks - 1) / chunks;
   chunks = (n + grain - 1) / grain;
