@@ -44,6 +44,25 @@ class GpuService : public ::testing::TestWithParam<const char*> {
     req.set_backend(backend);
     return client_->CreateSession(req);
   }
+  // A 4000-vertex limb with a cage, uploaded; its rig id and the cage's float count.
+  std::pair<std::string, size_t> UploadCagedLimb(const LimbOptions& limb) {
+    RigInput in = MakeLimb(limb);
+    in.rig.cages.push_back(MakeLimbCage(limb));
+    auto up = client_->UploadRig(client::RigToProto(in));
+    EXPECT_TRUE(up.ok()) << up.status();
+    return {up.ok() ? up->rig_id() : "", in.rig.cages[0].positions.size()};
+  }
+  // Frame f of a cage clip (offsets growing with f), with the limb's pose at f / 4 if `posed`.
+  static v1::DeformRequest CageClipFrame(const Skeleton& sk, size_t cage_floats, int f, bool posed) {
+    std::vector<float> offsets(cage_floats);
+    for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = 0.05f * float(f) * std::sin(float(i));
+    v1::DeformRequest r;
+    if (posed) client::PoseToProto(LimbPose(sk, f / 4.0), *r.mutable_pose());
+    v1::CagePose* cp = r.add_cages();
+    cp->set_input(v1::CAGE_INPUT_OFFSETS);
+    cp->set_positions(offsets.data(), offsets.size() * 4);
+    return r;
+  }
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<client::Client> client_;
 };
@@ -98,25 +117,16 @@ TEST_P(GpuService, GpuSessionsEqualCpuSessions) {
 // SuperCages) on the GPU, with the cage solves on the CPU, and equal the CPU sessions.
 TEST_P(GpuService, CageMethodsOnTheGpuEqualTheCpu) {
   const LimbOptions limb = LimbOf(4000);
-  RigInput in = MakeLimb(limb);
-  in.rig.cages.push_back(MakeLimbCage(limb));
-  const size_t cage_floats = in.rig.cages[0].positions.size();
-  auto up = client_->UploadRig(client::RigToProto(in));
-  ASSERT_TRUE(up.ok()) << up.status();
+  const auto [rig_id, cage_floats] = UploadCagedLimb(limb);
+  ASSERT_FALSE(rig_id.empty());
   const Skeleton sk = LimbSkeleton(limb);
   for (v1::Method method : {v1::METHOD_CAGE_MVC, v1::METHOD_CAGE_GREEN, v1::METHOD_SUPERCAGES}) {
-    auto gpu = Open(up->rig_id(), method, v1::BACKEND_AUTO);
-    auto cpu = Open(up->rig_id(), method, v1::BACKEND_CPU);
+    auto gpu = Open(rig_id, method, v1::BACKEND_AUTO);
+    auto cpu = Open(rig_id, method, v1::BACKEND_CPU);
     ASSERT_TRUE(gpu.ok() && cpu.ok()) << gpu.status() << cpu.status();
     EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU) << v1::Method_Name(method);
     for (int f = 0; f < 4; ++f) {
-      std::vector<float> offsets(cage_floats);
-      for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = 0.05f * float(f) * std::sin(float(i));
-      v1::DeformRequest r;
-      if (method == v1::METHOD_SUPERCAGES) client::PoseToProto(LimbPose(sk, f / 4.0), *r.mutable_pose());
-      v1::CagePose* cp = r.add_cages();
-      cp->set_input(v1::CAGE_INPUT_OFFSETS);
-      cp->set_positions(offsets.data(), offsets.size() * 4);
+      v1::DeformRequest r = CageClipFrame(sk, cage_floats, f, method == v1::METHOD_SUPERCAGES);
       if (method == v1::METHOD_SUPERCAGES) r.mutable_outputs()->set_posed_cage(true);
       std::vector<float> a, b;
       r.set_session_id(gpu->session_id());
@@ -137,15 +147,12 @@ TEST_P(GpuService, CageMethodsOnTheGpuEqualTheCpu) {
 // frames are counted under method="pipeline"; a bad chain is refused naming the stage.
 TEST_P(GpuService, PipelinesRunWhereTheirStagesCan) {
   const LimbOptions limb = LimbOf(4000);
-  RigInput in = MakeLimb(limb);
-  in.rig.cages.push_back(MakeLimbCage(limb));
-  const size_t cage_floats = in.rig.cages[0].positions.size();
-  auto up = client_->UploadRig(client::RigToProto(in));
-  ASSERT_TRUE(up.ok()) << up.status();
+  const auto [rig_id, cage_floats] = UploadCagedLimb(limb);
+  ASSERT_FALSE(rig_id.empty());
   const Skeleton sk = LimbSkeleton(limb);
   auto open = [&](std::initializer_list<v1::Method> stages, v1::Backend backend) {
     v1::CreateSessionRequest req;
-    req.set_rig_id(up->rig_id());
+    req.set_rig_id(rig_id);
     for (v1::Method m : stages) req.mutable_deformer()->add_stages()->set_method(m);
     req.set_backend(backend);
     return client_->CreateSession(req);
@@ -153,7 +160,7 @@ TEST_P(GpuService, PipelinesRunWhereTheirStagesCan) {
   auto gpu = open({v1::METHOD_CAGE_MVC, v1::METHOD_LBS}, v1::BACKEND_AUTO);
   auto cpu = open({v1::METHOD_CAGE_MVC, v1::METHOD_LBS}, v1::BACKEND_CPU);
   v1::CreateSessionRequest hybrid_req;
-  hybrid_req.set_rig_id(up->rig_id());
+  hybrid_req.set_rig_id(rig_id);
   hybrid_req.mutable_deformer()->set_method(v1::METHOD_SUPERCAGES);
   hybrid_req.mutable_deformer()->mutable_supercages()->set_no_skeleton_updater(true);
   hybrid_req.set_backend(v1::BACKEND_CPU);
@@ -161,13 +168,7 @@ TEST_P(GpuService, PipelinesRunWhereTheirStagesCan) {
   ASSERT_TRUE(gpu.ok() && cpu.ok() && hybrid.ok()) << gpu.status() << cpu.status() << hybrid.status();
   EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);
   for (int f = 0; f < 4; ++f) {
-    std::vector<float> offsets(cage_floats);
-    for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = 0.05f * float(f) * std::sin(float(i));
-    v1::DeformRequest r;
-    client::PoseToProto(LimbPose(sk, f / 4.0), *r.mutable_pose());
-    v1::CagePose* cp = r.add_cages();
-    cp->set_input(v1::CAGE_INPUT_OFFSETS);
-    cp->set_positions(offsets.data(), offsets.size() * 4);
+    v1::DeformRequest r = CageClipFrame(sk, cage_floats, f, /*posed=*/true);
     std::vector<float> a, b, c;
     for (auto [id, out] : {std::pair{gpu->session_id(), &a}, std::pair{cpu->session_id(), &b},
                            std::pair{hybrid->session_id(), &c}}) {
@@ -186,7 +187,7 @@ TEST_P(GpuService, PipelinesRunWhereTheirStagesCan) {
   auto chain = open({v1::METHOD_DQS, v1::METHOD_IMPLICIT}, v1::BACKEND_AUTO);
   ASSERT_TRUE(chain.ok()) << chain.status();
   EXPECT_EQ(chain->backend(), v1::BACKEND_CPU);
-  auto implicit = Open(up->rig_id(), v1::METHOD_IMPLICIT, v1::BACKEND_CPU);
+  auto implicit = Open(rig_id, v1::METHOD_IMPLICIT, v1::BACKEND_CPU);
   ASSERT_TRUE(implicit.ok()) << implicit.status();
   const Pose pose = LimbPose(sk, 0.5);
   std::vector<float> a, b;
@@ -202,13 +203,13 @@ TEST_P(GpuService, PipelinesRunWhereTheirStagesCan) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("deformer.stages[1]: method cage-mvc"));
   v1::CreateSessionRequest mixed;
-  mixed.set_rig_id(up->rig_id());
+  mixed.set_rig_id(rig_id);
   mixed.mutable_deformer()->set_method(v1::METHOD_LBS);
   mixed.mutable_deformer()->add_stages()->set_method(v1::METHOD_DQS);
   EXPECT_THAT(std::string(client_->CreateSession(mixed).status().message()),
               HasSubstr("deformer.method: leave it and the parameters unset in a pipeline"));
   v1::CreateSessionRequest inner;
-  inner.set_rig_id(up->rig_id());
+  inner.set_rig_id(rig_id);
   v1::DeformerConfig* stage = inner.mutable_deformer()->add_stages();
   stage->set_method(v1::METHOD_IMPLICIT);
   stage->mutable_implicit()->set_sigma(2);
