@@ -95,10 +95,11 @@ bool ParseBackend(const std::string& s, v1::Backend* b) {
 const std::string kMethods = client::MethodNames();
 
 // One method ("dqs") or a pipeline of them ("cage-mvc+lbs") into `config`, the flags' parameters
-// (--skinning, --operator, ...) on every stage they apply to; its methods in `methods`.
+// (--skinning, --operator, ...) on every stage they apply to; its methods in `methods`. With the
+// server's `info`, --param NAME=VALUE,... sets the method's parameters by name (single methods).
 bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* config, std::string* error);
 bool ParseDeformer(client::Args& args, const std::string& spec, v1::DeformerConfig* config,
-                   std::vector<v1::Method>* methods, std::string* error) {
+                   std::vector<v1::Method>* methods, std::string* error, const v1::ServerInfo* info = nullptr) {
   methods->clear();
   for (const auto& part : absl::StrSplit(spec, '+')) {
     v1::Method m;
@@ -111,7 +112,17 @@ bool ParseDeformer(client::Args& args, const std::string& spec, v1::DeformerConf
   }
   if (methods->size() == 1) {
     config->set_method(methods->front());
-    return MethodParams(args, methods->front(), config, error);
+    if (!MethodParams(args, methods->front(), config, error)) return false;
+    if (info == nullptr || args.Get("param").empty()) return true;
+    for (const v1::MethodInfo& mi : info->methods()) {
+      if (mi.method() == methods->front()) return client::SetParams(config, mi.params_field(), args.Get("param"), error);
+    }
+    *error = "--method: the server does not offer " + spec;
+    return false;
+  }
+  if (!args.Get("param").empty()) {
+    *error = "--param: set parameters of a single method, not of a pipeline";
+    return false;
   }
   for (v1::Method m : *methods) {
     v1::DeformerConfig* stage = config->add_stages();
@@ -365,7 +376,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     req.set_rig_id(rig_id);
     req.set_backend(backend);
     std::vector<v1::Method> stages;
-    if (std::string error; !ParseDeformer(args, spec, req.mutable_deformer(), &stages, &error)) return Usage(args, error);
+    if (std::string error; !ParseDeformer(args, spec, req.mutable_deformer(), &stages, &error, &*info)) {
+      return Usage(args, error);
+    }
     const MethodUse use = UseOf(*info, stages);
     const auto t_session = Clock::now();
     auto session = c.CreateSession(req, PrepareProgress());
@@ -487,6 +500,10 @@ int Batch(client::Client& c, client::Args& args) {
   {
     auto info = c.GetServerInfo();
     if (!info.ok()) return Fail(info.status());
+    deformer.Clear();  // again, now with the server's parameter names for --param
+    if (std::string error; !ParseDeformer(args, args.Get("method"), &deformer, &stages, &error, &*info)) {
+      return Usage(args, error);
+    }
     const MethodUse use = UseOf(*info, stages);
     if (!use.pose || use.cages) {
       return Usage(args, "--method: batch plays a skeleton clip: methods posed by the skeleton alone (lbs, dqs, blend, "
@@ -595,6 +612,7 @@ int main(int argc, char** argv) {
       .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream")
       .Flag("clip", "NAME|INDEX", "", "play/batch FILE: which animation clip (default: the first)")
       .Flag("skinning", "lbs|dqs", "lbs", "play --method supercages: the skeletal skinning it couples with the cage")
+      .Flag("param", "NAME=VALUE,...", "", "the method's parameters by name, as `sinew info` lists them (e.g. sigma=0.3,default_operator=bulge; not lists, not pipelines)")
       .Flag("blend-weight", "B", "", "--method blend: one LBS/DQS blend weight for every vertex, 0 = LBS … 1 = DQS (default: the rig's per-vertex \"dqs_blend\" attribute)")
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
@@ -710,7 +728,9 @@ int main(int argc, char** argv) {
       v1::CreateSessionRequest req;
       req.set_rig_id(args.Get("rig"));
       std::vector<v1::Method> stages;
-      if (std::string error; !ParseDeformer(args, args.Get("method"), req.mutable_deformer(), &stages, &error)) {
+      auto info = c.GetServerInfo();  // the methods' parameters, for --param
+      if (!info.ok()) return Fail(info.status());
+      if (std::string error; !ParseDeformer(args, args.Get("method"), req.mutable_deformer(), &stages, &error, &*info)) {
         return Usage(args, error);
       }
       const std::string e = args.Get("encoding");

@@ -1,6 +1,9 @@
 #include "clients/lib/methods.h"
 
 #include <cctype>
+#include <cstdlib>
+
+#include <google/protobuf/descriptor.h>
 
 namespace sinew::client {
 
@@ -27,6 +30,103 @@ std::string MethodNames() {
     out += MethodName(m);
   }
   return out;
+}
+
+namespace {
+
+// "JointOperator" -> "JOINT_OPERATOR_" (the prefix of its value names).
+std::string EnumPrefix(const std::string& type) {
+  std::string out;
+  for (size_t i = 0; i < type.size(); ++i) {
+    if (i > 0 && std::isupper(static_cast<unsigned char>(type[i]))) out += '_';
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(type[i])));
+  }
+  return out + "_";
+}
+
+bool SetOne(google::protobuf::Message* m, std::string_view name, std::string_view value, std::string* error) {
+  using google::protobuf::FieldDescriptor;
+  const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(std::string(name));
+  const std::string where = "--param " + std::string(name);
+  if (f == nullptr) {
+    *error = where + ": not a parameter of this method (`sinew info` lists them)";
+    return false;
+  }
+  if (f->is_repeated()) {
+    *error = where + ": a list parameter; set it through the API";
+    return false;
+  }
+  const google::protobuf::Reflection* r = m->GetReflection();
+  const std::string v(value);
+  char* end = nullptr;
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+    case FieldDescriptor::CPPTYPE_FLOAT: {
+      const double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0') break;
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) r->SetDouble(m, f, d);
+      else r->SetFloat(m, f, float(d));
+      return true;
+    }
+    case FieldDescriptor::CPPTYPE_UINT32:
+    case FieldDescriptor::CPPTYPE_UINT64:
+    case FieldDescriptor::CPPTYPE_INT32:
+    case FieldDescriptor::CPPTYPE_INT64: {
+      const long long i = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || (i < 0 && (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ||
+                                                   f->cpp_type() == FieldDescriptor::CPPTYPE_UINT64))) {
+        break;
+      }
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32) r->SetUInt32(m, f, uint32_t(i));
+      else if (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT64) r->SetUInt64(m, f, uint64_t(i));
+      else if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT32) r->SetInt32(m, f, int32_t(i));
+      else r->SetInt64(m, f, i);
+      return true;
+    }
+    case FieldDescriptor::CPPTYPE_BOOL:
+      if (v == "true" || v == "1") r->SetBool(m, f, true);
+      else if (v == "false" || v == "0") r->SetBool(m, f, false);
+      else break;
+      return true;
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      std::string wire = EnumPrefix(f->enum_type()->name());
+      for (char c : v) wire += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      if (const auto* e = f->enum_type()->FindValueByName(wire)) {
+        r->SetEnum(m, f, e);
+        return true;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  *error = where + ": '" + v + "' is not a valid " + f->cpp_type_name() + " value";
+  return false;
+}
+
+}  // namespace
+
+bool SetParams(v1::DeformerConfig* config, const std::string& params_field, std::string_view assignments,
+               std::string* error) {
+  if (assignments.empty()) return true;
+  const google::protobuf::FieldDescriptor* field = config->GetDescriptor()->FindFieldByName(params_field);
+  if (params_field.empty() || field == nullptr || field->message_type() == nullptr) {
+    *error = "--param: this method has no parameters";
+    return false;
+  }
+  google::protobuf::Message* params = config->GetReflection()->MutableMessage(config, field);
+  while (!assignments.empty()) {
+    const size_t comma = assignments.find(',');
+    const std::string_view item = assignments.substr(0, comma);
+    assignments = comma == std::string_view::npos ? std::string_view() : assignments.substr(comma + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      *error = "--param: NAME=VALUE[,NAME=VALUE...], not '" + std::string(item) + "'";
+      return false;
+    }
+    if (!SetOne(params, item.substr(0, eq), item.substr(eq + 1), error)) return false;
+  }
+  return true;
 }
 
 }  // namespace sinew::client

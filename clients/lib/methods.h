@@ -18,4 +18,12 @@ std::string MethodName(v1::Method method);
 // Every method's name, comma separated: "lbs, dqs, ...".
 std::string MethodNames();
 
+// Sets parameters given as "NAME=VALUE,NAME=VALUE" on `config`'s parameters message
+// `params_field` (the method's MethodInfo.params_field from GetServerInfo), by reflection:
+// numbers, true/false, and enum values as the words GetServerInfo lists ("clean-union"). False
+// with a message naming the parameter when the method has no such parameter or the value does
+// not parse. Repeated (list) parameters cannot be set this way.
+bool SetParams(v1::DeformerConfig* config, const std::string& params_field, std::string_view assignments,
+               std::string* error);
+
 }  // namespace sinew::client
