@@ -268,7 +268,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       lock.unlock();
       return FrameDone(this, st);
     }
-    job_ = FrameJob{};
+    job_.Fresh();
     job_.session = session_;
     job_.input = {&pose, {}};
     job_.out.positions = response_.mutable_positions();
@@ -360,11 +360,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   resp.clear_joints();
   resp.clear_vertex_states();
   resp.clear_normals();
-  // A fresh job, keeping the staging buffers a stream reuses.
-  std::vector<float> staging = std::move(job.staging), staging_normals = std::move(job.staging_normals);
-  job = FrameJob{};
-  job.staging = std::move(staging);
-  job.staging_normals = std::move(staging_normals);
+  job.Fresh();
   job.session = sessions_.Find(req.session_id(), NowMs());
   if (!job.session) {
     return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", req.session_id(),

@@ -52,6 +52,14 @@ struct FrameJob {
   // by the caller's job from frame to frame, so that a stream allocates them once).
   std::vector<float> staging, staging_normals;
   bool mesh_normals_pending = false;
+
+  // Ready for the next frame: every field as new, the staging buffers keeping their capacity.
+  void Fresh() {
+    FrameJob next;
+    next.staging.swap(staging);
+    next.staging_normals.swap(staging_normals);
+    *this = std::move(next);
+  }
 };
 
 class FrameBackend {

@@ -16,7 +16,8 @@ constexpr ParamSpec kBlendSpecs[] = {
      "one blend weight for every vertex, 0 = LBS … 1 = DQS; unset: the rig's per-vertex \"dqs_blend\" attribute"},
 };
 
-constexpr size_t kBlock = 256;  // vertices whose DQS result waits on the stack
+constexpr size_t kBlock = 256;   // vertices whose DQS result waits on the stack
+constexpr size_t kGrain = 8192;  // vertices per ParallelFor chunk, as LBS and DQS split theirs
 
 class BlendDeformer final : public SkeletalDeformer {
  public:
@@ -46,7 +47,7 @@ class BlendDeformer final : public SkeletalDeformer {
   void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) override {
     for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms()[j].cast<float>();
     ToDualQuats(transforms(), dual_quats_);
-    ParallelFor(pool, rig().vertex_count(), 4 * kBlock, [&](size_t b, size_t e) {
+    ParallelFor(pool, rig().vertex_count(), kGrain, [&](size_t b, size_t e) {
       BlendSkinningRange(rest, rig().weights, blend_, matrices_, dual_quats_, out, b, e);
     });
   }

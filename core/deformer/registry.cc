@@ -12,8 +12,6 @@
 namespace sinew {
 
 namespace {
-const std::type_info* const kNoParams = nullptr;
-
 // One entry per method; `id` is its number in sinew.v1.Method.
 const MethodInfo kMethods[] = {
     {.id = 1, .name = "lbs", .description = "linear blend skinning", .create = &CreateLbsDeformer,
@@ -149,7 +147,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const R
   if (m == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("deformer.method: \"", config.method, "\" is not a registered method"));
   }
-  if (config.params && (m->params_type == kNoParams || typeid(*config.params) != *m->params_type)) {
+  if (config.params && (m->params_type == nullptr || typeid(*config.params) != *m->params_type)) {
     return absl::InvalidArgumentError(absl::StrCat("deformer.params: not the parameters of method ", std::string(m->name)));
   }
   std::shared_ptr<const Prepared> prepared;

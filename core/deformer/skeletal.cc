@@ -12,7 +12,8 @@ SkeletalDeformer::SkeletalDeformer(std::shared_ptr<const Rig> rig, JointData dat
       method_name_(method_name),
       kernel_(kernel),
       world_(rig_->joint_count()),
-      transforms_(rig_->joint_count()) {}
+      transforms_(rig_->joint_count()),
+      rotations_(rig_->joint_count()) {}
 
 absl::Status SkeletalDeformer::CheckRig(const Rig& rig, const char* method_name) {
   if (rig.joint_count() == 0) {
@@ -120,21 +121,23 @@ absl::Status SkeletalDeformer::Extras(const FrameExtras& extras) const {
   std::vector<float>& out = *extras.normals;
   out.resize(3 * n);
   const SkinWeights& w = rig.weights;
-  std::vector<Eigen::Vector4d> rotation(transforms_.size());  // each joint's rotation, x,y,z,w
-  for (size_t j = 0; j < transforms_.size(); ++j) {
-    const Eigen::Matrix3d l = transforms_[j].leftCols<3>();
-    rotation[j] = Eigen::Quaterniond(l / std::cbrt(std::max(l.determinant(), 1e-300))).normalized().coeffs();
-  }
+  // Each joint's rotation, as DQS takes it (ToDualQuats: the real part; nearest rotation of a
+  // non-similarity), into scratch sized at construction.
+  ToDualQuats(transforms_, rotations_);
   for (size_t v = 0; v < n; ++v) {
     const Eigen::Vector3d nr(rig.normals[3 * v], rig.normals[3 * v + 1], rig.normals[3 * v + 2]);
     Eigen::Matrix3d a = Eigen::Matrix3d::Zero();
-    Eigen::Vector4d q = Eigen::Vector4d::Zero(), q0 = Eigen::Vector4d::Zero();
+    // The rotations blended in the hemisphere of the dominant influence's, as DQS blends them.
+    uint32_t dominant = w.offsets[v];
     for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) {
-      const Affine34d& t = transforms_[w.joints[e]];
-      a += double(w.weights[e]) * t.leftCols<3>();
-      Eigen::Vector4d c = rotation[w.joints[e]];
-      if (e == w.offsets[v]) q0 = c;
-      if (c.dot(q0) < 0) c = -c;  // one hemisphere, as DQS blends
+      if (w.weights[e] > w.weights[dominant]) dominant = e;
+    }
+    const Eigen::Vector4d q0(Eigen::Map<const Eigen::Vector4f>(rotations_[w.joints[dominant]].v).cast<double>());
+    Eigen::Vector4d q = Eigen::Vector4d::Zero();
+    for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) {
+      a += double(w.weights[e]) * transforms_[w.joints[e]].leftCols<3>();
+      Eigen::Vector4d c(Eigen::Map<const Eigen::Vector4f>(rotations_[w.joints[e]].v).cast<double>());
+      if (c.dot(q0) < 0) c = -c;
       q += double(w.weights[e]) * c;
     }
     // Cofactor matrix = det(A) A^-T: moves normals like A^-T without dividing by det(A).
@@ -154,7 +157,8 @@ absl::Status SkeletalDeformer::Extras(const FrameExtras& extras) const {
 }
 
 size_t SkeletalDeformer::StateBytes() const {
-  return sizeof(*this) + world_.size() * sizeof(Similarity) + transforms_.size() * sizeof(Affine34d);
+  return sizeof(*this) + world_.size() * sizeof(Similarity) + transforms_.size() * sizeof(Affine34d) +
+         rotations_.size() * sizeof(DualQuat);
 }
 
 }  // namespace sinew

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/deformer/deformer.h"
+#include "core/dqs/dqs.h"
 
 namespace sinew {
 
@@ -65,6 +66,7 @@ class SkeletalDeformer : public Deformer {
   std::string_view kernel_;
   std::vector<Similarity> world_;
   std::vector<Affine34d> transforms_;
+  mutable std::vector<DualQuat> rotations_;  // Extras' scratch: the joints' rotations (point-set normals)
 };
 
 }  // namespace sinew

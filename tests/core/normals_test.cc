@@ -194,6 +194,33 @@ TEST(Normals, PointSetNormalsFollowTheSkinning) {
       EXPECT_LE(worst, 1e-5) << method;
     }
   }
+  // Several influences per point, one rigid motion G of the whole skeleton: every method moves
+  // every normal by G's rotation (LBS's inverse transpose and DQS's blended rotation agree).
+  {
+    auto rig = std::make_shared<const Rig>(testing::BuildOrDie(in));
+    const Eigen::Quaterniond g = Eigen::Quaterniond(0.4, -0.2, 0.8, 0.3).normalized();
+    Pose moved = RestPose(rig->skeleton);
+    moved.set_joint(0, Similarity{g, Eigen::Vector3d(1, 2, -0.5), 1.0} * rig->skeleton.rest_local[0]);
+    for (const char* method : {"lbs", "dqs", "blend"}) {
+      std::shared_ptr<const MethodParams> params;
+      if (std::string(method) == "blend") {
+        auto p = std::make_shared<BlendParams>();
+        p->weight = 0.3;
+        params = p;
+      }
+      auto d = CreateDeformer(rig, {method, params});
+      ASSERT_TRUE(d.ok()) << d.status();
+      std::vector<float> out(rig->positions.size()), normals;
+      ASSERT_TRUE((*d)->Deform({&moved, {}}, out, nullptr).ok());
+      ASSERT_TRUE((*d)->Extras({.normals = &normals}).ok());
+      double worst = 0;
+      for (size_t v = 0; v < rig->vertex_count(); ++v) {
+        const Eigen::Vector3d want = g * Eigen::Vector3d(rig->normals[3 * v], rig->normals[3 * v + 1], rig->normals[3 * v + 2]);
+        worst = std::max(worst, (want - Eigen::Vector3d(normals[3 * v], normals[3 * v + 1], normals[3 * v + 2])).norm());
+      }
+      EXPECT_LE(worst, 1e-5) << method;
+    }
+  }
   // A mesh with triangles takes its normals from its positions, not from the skinning.
   auto with_triangles = std::make_shared<const Rig>(mesh);
   auto d = CreateDeformer(with_triangles, {"lbs", nullptr});
