@@ -64,7 +64,8 @@ double TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const Im
   if (!on_gpu.ok()) return -1;
   std::shared_ptr<gpu::GpuModel> dev_model;
   if (method != "dqs") {
-    auto m = backend.UploadImplicitModel(*on_gpu, *model);
+    const auto kernel = method == "implicit" ? gpu::GpuMethod::kImplicit : gpu::GpuMethod::kElasticImplicit;
+    auto m = backend.UploadModel(*on_gpu, kernel, *model);
     if (!m.ok()) {
       std::printf("  %s\n", std::string(m.status().message()).c_str());
       return -1;

@@ -7,15 +7,14 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/implicit/device_layout.h"
-#include "core/implicit/implicit_skinning.h"
 #include "core/util/half.h"
-#include "gpu/implicit/program.cuh"
-#include "gpu/implicit/resident.h"
+#include "gpu/kernels.h"
 #include "gpu/runtime/device_api.h"
+#include "gpu/runtime/program.h"
 
 namespace sinew::gpu {
 
@@ -23,15 +22,7 @@ namespace sinew::gpu {
 // One device: its byte budget, its resident rigs and sessions, and the dispatcher thread that
 // turns the queued frames of all sessions into batches.
 
-// The composition operators on one device, shared by its implicit models.
-struct DeviceOperators {
-  Device* device = nullptr;
-  ResidentOperators ops;
-  uint64_t reserved = 0;  // returned to the budget by the destructor, whatever was allocated
-  ~DeviceOperators();
-};
-
-class Device {
+class Device final : public ProgramDevice {
  public:
   Device(std::shared_ptr<DeviceApi> api, int index, const GpuOptions& options)
       : api_(std::move(api)), index_(index), options_(options) {
@@ -62,8 +53,8 @@ class Device {
     }
   }
 
-  int index() const { return index_; }
-  DeviceApi& api() { return *api_; }
+  int index() const override { return index_; }
+  DeviceApi& api() override { return *api_; }
 
   uint64_t free_budget() {
     std::lock_guard lock(budget_mu_);
@@ -76,35 +67,27 @@ class Device {
     return true;
   }
   // Reserve, or RESOURCE_EXHAUSTED saying what needed the bytes and naming the flag.
-  absl::Status Reserve(uint64_t bytes, std::string_view what) {
+  absl::Status Reserve(uint64_t bytes, std::string_view what) override {
     if (Reserve(bytes)) return absl::OkStatus();
     return absl::ResourceExhaustedError(absl::StrFormat(
         "gpu %d: %s needs %d bytes of device memory, %d left within the limit (--gpu-memory-limit)", index_, what,
         bytes, free_budget()));
   }
-  void Release(uint64_t bytes) {
+  void Release(uint64_t bytes) override {
     std::lock_guard lock(budget_mu_);
     used_ -= std::min(used_, bytes);
   }
   void CountRig(int d) { rigs_ += d; }
   void CountSession(int d) { sessions_ += d; }
 
-  // The operators of `key` (a CompositionOperators) on this device, uploaded on first use and
-  // freed with their last model.
-  absl::StatusOr<std::shared_ptr<DeviceOperators>> Operators(const CompositionOperators& key) {
-    std::lock_guard lock(operators_mu_);
-    if (auto held = operators_.lock(); held && held_key_ == &key) return held;
-    const uint64_t bytes = OperatorBytes(key);
-    if (auto st = Reserve(bytes, "implicit skinning's composition operators"); !st.ok()) return st;
-    auto ops = std::make_shared<DeviceOperators>();
-    ops->device = this;
-    ops->reserved = bytes;
-    std::string error;
-    const bool ok = UploadOperators(*api_, index_, key, &ops->ops, &error);
-    if (!ok) return absl::ResourceExhaustedError(absl::StrCat("gpu ", index_, ": uploading the operators: ", error));
-    operators_ = ops;
-    held_key_ = &key;
-    return ops;
+  absl::StatusOr<std::shared_ptr<const void>> Shared(const void* key, const MakeShared& make) override {
+    std::lock_guard lock(shared_mu_);
+    std::weak_ptr<const void>& slot = shared_[key];
+    if (auto held = slot.lock()) return held;
+    auto made = make();
+    if (!made.ok()) return made.status();
+    slot = *made;
+    return made;
   }
 
   DeviceInfo Info() {
@@ -136,10 +119,10 @@ class Device {
     OutputFormat format;
     FrameDone done;
     void* context;
-    // Sessions with state on the device (implicit skinning): the session's item (offsets filled
-    // when batched), one per session, which also keys "one frame of this session at a time".
-    const ImplicitItem* implicit = nullptr;
-    uint32_t substeps = 0, reset = 0;
+    // Device programs: the program and the session's state, which also keys "one frame of this
+    // session at a time"; where the per-vertex states go (null: not wanted).
+    const DeviceProgram* program = nullptr;
+    const ProgramState* state = nullptr;
     uint8_t* states = nullptr;
   };
 
@@ -166,6 +149,16 @@ class Device {
     size_t host_in_cap = 0, host_out_cap = 0, dev_in_cap = 0, dev_out_cap = 0;
     std::vector<Frame> frames;
     uint32_t vertices = 0;  // of all its frames: the output rows, then the state bytes
+    // The device programs of its frames: their limits (kept until the batch is waited for) and
+    // their runs, in order of first appearance.
+    struct Program {
+      const DeviceProgram* program = nullptr;
+      uint32_t items = 0;
+      size_t table_offset = 0;
+      std::vector<std::max_align_t> limits;
+    };
+    std::vector<Program> programs;
+    std::vector<ProgramRun> runs;
     bool in_flight = false;
     absl::Status status;
   };
@@ -231,13 +224,13 @@ class Device {
     busy_.clear();
     if (other.in_flight) {
       for (const Frame& f : other.frames) {
-        if (f.implicit) busy_.insert(f.implicit);
+        if (f.state) busy_.insert(f.state);
       }
     }
     kept_.clear();
     pending_vertices_ = 0;
     for (Frame& f : pending_) {
-      if (f.implicit == nullptr || busy_.insert(f.implicit).second) {
+      if (f.state == nullptr || busy_.insert(f.state).second) {
         slot.frames.push_back(f);
         continue;
       }
@@ -250,23 +243,39 @@ class Device {
     pending_.swap(kept_);  // first_arrival_ stays: the kept frames go with the next batch
   }
 
-  // Packs the slot's frames (batch table, implicit items, then the parameters) and launches them.
+  // Packs the slot's frames (batch table, each program's item table, then the parameters) and
+  // launches them.
   void Launch(Slot& s, const std::vector<float>& arena) {
-    const size_t items_bytes = (sizeof(BatchItem) * s.frames.size() + 15) / 16 * 16;
+    const auto align = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
     size_t param_floats = 0;
-    uint32_t vertices = 0, implicit_items = 0;
+    uint32_t vertices = 0;
+    bool programs = false;
+    for (Slot::Program& p : s.programs) p.items = 0;
     for (Frame& f : s.frames) {
       f.item.param_offset = static_cast<uint32_t>(param_floats);
       f.item.vertex_offset = vertices;
       param_floats += (f.param_floats + 3) / 4 * 4;  // 16-byte aligned per item
       vertices += f.item.vertex_count;
-      implicit_items += f.implicit != nullptr;
+      if (f.program) {
+        programs = true;
+        ProgramOf(s, f.program).items++;
+      }
     }
     s.vertices = vertices;
-    const size_t implicit_bytes = (sizeof(ImplicitItem) * implicit_items + 15) / 16 * 16;
-    const size_t params_offset = items_bytes + implicit_bytes;
+    size_t offset = align(sizeof(BatchItem) * s.frames.size());
+    s.runs.clear();
+    for (Slot::Program& p : s.programs) {
+      if (p.items == 0) continue;
+      p.table_offset = offset;
+      offset += align(p.program->item_bytes() * p.items);
+      p.limits.resize((p.program->limits_bytes() + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t));
+      p.program->BeginBatch(p.limits.data());
+      s.runs.push_back(ProgramRun{p.program, p.table_offset, p.items, p.limits.data()});
+      p.items = 0;  // counts the packed items below
+    }
+    const size_t params_offset = offset;
     const size_t in_bytes = params_offset + sizeof(float) * param_floats;
-    const size_t out_bytes = size_t{12} * vertices + (implicit_items ? vertices : 0);
+    const size_t out_bytes = size_t{12} * vertices + (programs ? vertices : 0);
     std::string error;
     bool ok = (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
               GrowHost(s.host_in, s.host_in_cap, in_bytes, &error) &&
@@ -276,34 +285,16 @@ class Device {
     if (ok) {
       char* in = static_cast<char*>(s.host_in);
       auto* items = reinterpret_cast<BatchItem*>(in);
-      auto* implicit = reinterpret_cast<ImplicitItem*>(in + items_bytes);
       auto* params = reinterpret_cast<float*>(in + params_offset);
-      ImplicitLimits limits;
-      uint32_t nodes = 0, implicit_vertices = 0, k = 0;
       for (size_t i = 0; i < s.frames.size(); ++i) {
         const Frame& f = s.frames[i];
         items[i] = f.item;
-        std::memcpy(params + f.item.param_offset, arena.data() + f.arena_offset, sizeof(float) * f.param_floats);
-        if (!f.implicit) continue;
-        ImplicitItem& it = implicit[k++];
-        it = *f.implicit;
-        it.node_offset = nodes;
-        it.implicit_vertex_offset = implicit_vertices;
-        it.vertex_offset = f.item.vertex_offset;
-        it.param_offset = f.item.param_offset;
-        it.substeps = f.substeps;
-        it.reset = f.reset;
-        nodes += it.model.node_count;
-        implicit_vertices += it.model.vertex_count;
-        limits.max_iterations = std::max(limits.max_iterations, it.settings.max_iterations);
-        if (it.settings.elastic) {
-          limits.elastic = true;
-          limits.substeps = std::max(limits.substeps, it.substeps);
-          limits.relaxation_iterations = std::max(limits.relaxation_iterations, it.settings.relaxation_iterations);
-        } else {
-          limits.history_independent = true;
-          limits.smoothing_iterations = std::max(limits.smoothing_iterations, it.settings.smoothing_iterations);
-        }
+        const float* frame_params = arena.data() + f.arena_offset;
+        std::memcpy(params + f.item.param_offset, frame_params, sizeof(float) * f.param_floats);
+        if (!f.program) continue;
+        Slot::Program& p = ProgramOf(s, f.program);
+        void* item = in + p.table_offset + f.program->item_bytes() * p.items++;
+        f.program->Pack(*f.state, frame_params, f.item.vertex_offset, f.item.param_offset, item, p.limits.data());
       }
       LaunchSpec spec;
       spec.in = s.host_in;
@@ -312,11 +303,8 @@ class Device {
       spec.items = static_cast<uint32_t>(s.frames.size());
       spec.params_offset = params_offset;
       spec.total_vertices = vertices;
-      spec.implicit_offset = items_bytes;
-      spec.implicit_items = implicit_items;
-      spec.implicit_nodes = nodes;
-      spec.implicit_vertices = implicit_vertices;
-      spec.limits = &limits;
+      spec.programs = s.runs.data();
+      spec.program_count = static_cast<uint32_t>(s.runs.size());
       spec.dout = s.dev_out;
       spec.out = s.host_out;
       spec.out_bytes = out_bytes;
@@ -324,6 +312,16 @@ class Device {
     }
     s.status = ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     s.in_flight = true;
+  }
+
+  // The slot's entry for `program` (made on its first batch; a handful of programs exist).
+  static Slot::Program& ProgramOf(Slot& s, const DeviceProgram* program) {
+    for (Slot::Program& p : s.programs) {
+      if (p.program == program) return p;
+    }
+    Slot::Program& p = s.programs.emplace_back();
+    p.program = program;
+    return p;
   }
 
   // Waits for the slot's batch, copies every frame to its caller's buffer, completes it.
@@ -381,7 +379,7 @@ class Device {
   bool stop_ = false;
   std::vector<Frame> pending_;
   std::vector<Frame> kept_;                  // Take's scratch
-  absl::flat_hash_set<const ImplicitItem*> busy_;  // Take's scratch
+  absl::flat_hash_set<const ProgramState*> busy_;  // Take's scratch
   std::vector<float> arena_;
   uint64_t pending_vertices_ = 0;
   std::chrono::steady_clock::time_point first_arrival_;
@@ -389,18 +387,12 @@ class Device {
   double utilisation_ = 0, busy_window_ms_ = 0;
   std::chrono::steady_clock::time_point util_window_start_ = std::chrono::steady_clock::now();
 
-  std::mutex operators_mu_;
-  std::weak_ptr<DeviceOperators> operators_;
-  const CompositionOperators* held_key_ = nullptr;
+  std::mutex shared_mu_;
+  absl::flat_hash_map<const void*, std::weak_ptr<const void>> shared_;  // Shared()
 
   Slot slots_[2];  // dispatcher-thread state
   std::thread thread_;
 };
-
-DeviceOperators::~DeviceOperators() {
-  for (void* p : ops.memory.pointers) device->api().Free(device->index(), p);
-  device->Release(reserved);
-}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -447,105 +439,54 @@ class GpuCoefficientsImpl final : public GpuCoefficients {
   float* values = nullptr;
 };
 
-// Implicit skinning's per-rig model on a device: its arrays and the device's operators.
+// A device program's per-rig model (shared); it points into the rig's arrays.
 class GpuModelImpl final : public GpuModel {
  public:
-  GpuModelImpl(std::shared_ptr<GpuRigImpl> rig, std::shared_ptr<DeviceOperators> operators)
-      : rig_(std::move(rig)), operators_(std::move(operators)) {}
-  ~GpuModelImpl() override {
-    for (void* p : resident.memory.pointers) rig_->device_->api().Free(rig_->device(), p);
-    rig_->device_->Release(reserved_);
-  }
+  GpuModelImpl(std::shared_ptr<GpuRigImpl> rig, GpuMethod kernel, const DeviceProgram* program,
+               std::shared_ptr<ProgramModel> model)
+      : rig_(std::move(rig)), kernel_(kernel), program_(program), model_(std::move(model)) {}
   int device() const override { return rig_->device(); }
-  uint64_t bytes() const override { return reserved_; }
+  uint64_t bytes() const override { return model_->bytes(); }
 
-  std::shared_ptr<GpuRigImpl> rig_;  // the view points into its skinning arrays
-  std::shared_ptr<DeviceOperators> operators_;
-  ResidentModel resident;
-  uint64_t reserved_ = 0;
-  uint32_t fields = 0;
+  std::shared_ptr<GpuRigImpl> rig_;
+  GpuMethod kernel_;
+  const DeviceProgram* program_;
+  std::shared_ptr<ProgramModel> model_;
 };
 
 class GpuSessionImpl final : public GpuSession {
  public:
-  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, const SessionSpec& spec, uint64_t bytes)
+  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, const SessionSpec& spec, const KernelInfo& kernel, uint64_t bytes)
       : rig_(std::move(rig)),
-        method_(spec.method),
+        kernel_(kernel),
         bytes_(bytes),
         coefficients_(std::static_pointer_cast<GpuCoefficientsImpl>(spec.coefficients)),
-        model_(std::static_pointer_cast<GpuModelImpl>(spec.model)),
         with_rest_(spec.with_rest) {
     rig_->device_->CountSession(1);
   }
-  bool implicit() const { return method_ == GpuMethod::kImplicit || method_ == GpuMethod::kElasticImplicit; }
-  size_t param_count() const override {
-    const size_t cage = coefficients_ ? 3 * size_t{coefficients_->cols()} : 0;
-    const size_t joints = kJointFloats * rig_->joint_count();
-    switch (method_) {
-      case GpuMethod::kLbs:
-      case GpuMethod::kDqs: return joints;
-      case GpuMethod::kBlend: return 2 * joints;
-      case GpuMethod::kCage: return cage;
-      case GpuMethod::kImplicit:
-      case GpuMethod::kElasticImplicit:
-        return implicit_device::FrameFloats(rig_->joint_count(), model_->fields, method_ == GpuMethod::kElasticImplicit, 1);
-      default: return cage + joints;
-    }
-  }
   ~GpuSessionImpl() override {
-    if (state_) rig_->device_->api().Free(rig_->device(), state_);
+    state_.reset();  // returns its bytes before the session is uncounted
     rig_->device_->Release(bytes_);
     rig_->device_->CountSession(-1);
   }
+  size_t param_count() const override {
+    if (state_) return state_->frame_floats();
+    const size_t cage = kernel_.cage_points && coefficients_ ? 3 * size_t{coefficients_->cols()} : 0;
+    return cage + kernel_.joint_blocks * kJointFloats * rig_->joint_count();
+  }
   int device() const override { return rig_->device(); }
-  uint64_t bytes() const override { return bytes_; }
-  GpuMethod method() const override { return method_; }
+  uint64_t bytes() const override { return bytes_ + (state_ ? state_->bytes() : 0); }
+  GpuMethod method() const override { return kernel_.kernel; }
 
   std::shared_ptr<GpuRigImpl> rig_;
-  GpuMethod method_;
-  uint64_t bytes_;
+  const KernelInfo& kernel_;
+  uint64_t bytes_;  // the session's share of the batch buffers
   std::shared_ptr<GpuCoefficientsImpl> coefficients_;
-  std::shared_ptr<GpuModelImpl> model_;
   bool with_rest_;
-  // Implicit stages: the tracking state on the device and the session's batch item.
-  void* state_ = nullptr;
-  ImplicitItem item_{};
+  std::unique_ptr<ProgramState> state_;  // device programs
 };
 
 }  // namespace
-
-namespace {
-struct KernelRow {
-  std::string_view name;
-  GpuMethod kernel;
-  bool coefficients, model;
-};
-constexpr KernelRow kKernels[] = {
-    {"lbs", GpuMethod::kLbs, false, false},
-    {"dqs", GpuMethod::kDqs, false, false},
-    {"cage", GpuMethod::kCage, true, false},
-    {"cage+lbs", GpuMethod::kCageThenLbs, true, false},
-    {"cage+dqs", GpuMethod::kCageThenDqs, true, false},
-    {"implicit", GpuMethod::kImplicit, false, true},
-    {"elastic-implicit", GpuMethod::kElasticImplicit, false, true},
-    {"blend", GpuMethod::kBlend, true, false},
-};
-const KernelRow* Row(GpuMethod k) {
-  for (const KernelRow& r : kKernels) {
-    if (r.kernel == k) return &r;
-  }
-  return nullptr;
-}
-}  // namespace
-
-absl::StatusOr<GpuMethod> KernelByName(std::string_view kernel) {
-  for (const KernelRow& r : kKernels) {
-    if (r.name == kernel) return r.kernel;
-  }
-  return absl::FailedPreconditionError(absl::StrCat("gpu: no device kernel \"", std::string(kernel), "\""));
-}
-bool KernelHasModel(GpuMethod kernel) { return Row(kernel) && Row(kernel)->model; }
-bool KernelHasCoefficients(GpuMethod kernel) { return Row(kernel) && Row(kernel)->coefficients; }
 
 GpuBackend::GpuBackend(std::vector<std::unique_ptr<Device>> devices) : devices_(std::move(devices)) {}
 GpuBackend::~GpuBackend() = default;
@@ -618,37 +559,24 @@ absl::StatusOr<std::shared_ptr<GpuCoefficients>> GpuBackend::UploadCoefficients(
   return std::shared_ptr<GpuCoefficients>(std::move(c));
 }
 
-absl::StatusOr<std::shared_ptr<GpuModel>> GpuBackend::UploadImplicitModel(std::shared_ptr<GpuRig> rig,
-                                                                           const Prepared& prepared) {
+absl::StatusOr<std::shared_ptr<GpuModel>> GpuBackend::UploadModel(std::shared_ptr<GpuRig> rig, GpuMethod kernel,
+                                                                   const Prepared& prepared) {
   auto r = std::static_pointer_cast<GpuRigImpl>(rig);
-  const auto* model = dynamic_cast<const ImplicitModel*>(&prepared);
-  if (model == nullptr) return absl::InternalError("gpu: an implicit stage without its ImplicitModel");
-  if (model->node_of_vertex.size() != r->vertex_count()) {
-    return absl::InternalError("gpu: the implicit model was prepared for another rig");
+  const KernelInfo* k = FindKernel(kernel);
+  if (!k || !k->program) {
+    return absl::InternalError(absl::StrCat("gpu: kernel ", uint32_t(kernel), " is not a device program"));
   }
-  if (auto st = CheckImplicitModel(*model); !st.ok()) return st;
-  auto operators = r->device_->Operators(*model->operators);
-  if (!operators.ok()) return operators.status();
-  const uint64_t bytes = ImplicitModelBytes(*model);
-  if (auto st = r->device_->Reserve(bytes, "the rig's implicit skinning model"); !st.ok()) return st;
-  auto g = std::make_shared<GpuModelImpl>(r, std::move(*operators));
-  g->reserved_ = bytes;
-  g->fields = uint32_t(model->fields.size());
-  std::string error;
-  if (!sinew::gpu::UploadImplicitModel(r->device_->api(), r->device(), *model, &g->resident, &error)) {
-    return absl::ResourceExhaustedError(absl::StrCat("gpu ", r->device(), ": uploading the implicit model: ", error));
-  }
-  ImplicitModelView& v = g->resident.view;
-  v.rest_vertices = r->rest;
-  v.offsets = r->offsets;
-  v.joints = r->joint_index;
-  v.weights = r->weights;
-  v.joint_count = uint32_t(r->joint_count());
-  v.contact = g->operators_->ops.contact;
-  v.bulge = g->operators_->ops.bulge;
-  v.op_n = g->operators_->ops.n;
-  v.op_nd = g->operators_->ops.nd;
-  return std::shared_ptr<GpuModel>(std::move(g));
+  const DeviceProgram* program = k->program();
+  RigOnDevice view;
+  view.rest = r->rest;
+  view.offsets = r->offsets;
+  view.joints = r->joint_index;
+  view.weights = r->weights;
+  view.vertex_count = static_cast<uint32_t>(r->vertex_count());
+  view.joint_count = static_cast<uint32_t>(r->joint_count());
+  auto model = program->UploadModel(*r->device_, view, prepared);
+  if (!model.ok()) return model.status();
+  return std::shared_ptr<GpuModel>(std::make_shared<GpuModelImpl>(r, kernel, program, std::move(*model)));
 }
 
 absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::shared_ptr<GpuRig> rig,
@@ -656,42 +584,33 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
   auto impl = std::static_pointer_cast<GpuRigImpl>(rig);
   auto coeffs = std::static_pointer_cast<GpuCoefficientsImpl>(spec.coefficients);
   auto model = std::static_pointer_cast<GpuModelImpl>(spec.model);
-  const bool implicit = spec.method == GpuMethod::kImplicit || spec.method == GpuMethod::kElasticImplicit;
-  const bool elastic = spec.method == GpuMethod::kElasticImplicit;
-  if (KernelHasCoefficients(spec.method) && !coeffs) return absl::InternalError("gpu: this stage needs its coefficients");
-  if (spec.method == GpuMethod::kBlend && coeffs->cols() != 1) {
-    return absl::InternalError("gpu: the blend stage needs one blend weight per vertex");
+  const KernelInfo* kernel = FindKernel(spec.method);
+  if (!kernel) return absl::InternalError(absl::StrCat("gpu: no kernel ", uint32_t(spec.method)));
+  if (kernel->coefficients && !coeffs) return absl::InternalError("gpu: this stage needs its coefficients");
+  if (kernel->coefficients && !kernel->cage_points && coeffs->cols() != 1) {
+    return absl::InternalError("gpu: this stage needs one coefficient per vertex");
   }
-  if (implicit && (!model || model->rig_ != impl)) return absl::InternalError("gpu: an implicit stage needs its model on this rig");
-  // The session's share of the batch buffers (its parameters and its output, both ways) and,
-  // for implicit skinning, its tracking state.
-  const uint64_t joint_floats = kJointFloats * impl->joint_count() * (spec.method == GpuMethod::kBlend ? 2 : 1);
-  const uint64_t cage_floats = coeffs && spec.method != GpuMethod::kBlend ? 3 * coeffs->cols() : 0;
-  uint64_t params = sizeof(float) * (joint_floats + cage_floats);
-  uint64_t state = 0;
+  const DeviceProgram* program = kernel->program ? kernel->program() : nullptr;
+  if (program && (!model || model->rig_ != impl || model->program_ != program)) {
+    return absl::InternalError("gpu: a device program's session needs its model on this rig");
+  }
+  // The session's share of the batch buffers: its batch item, parameters and output (and, for
+  // device programs, its item and state bytes in the batch); the program's state reserves its own.
+  const uint64_t cage_floats = kernel->cage_points && coeffs ? 3 * coeffs->cols() : 0;
+  uint64_t param_floats = kernel->joint_blocks * kJointFloats * impl->joint_count() + cage_floats;
   uint64_t bytes = sizeof(BatchItem) + uint64_t{12} * impl->vertex_count();
-  if (implicit) {
-    params = sizeof(float) * implicit_device::FrameFloats(impl->joint_count(), model->fields, elastic, 1);
-    state = ImplicitStateBytes(model->resident.view.node_count, elastic);
-    bytes += sizeof(ImplicitItem) + impl->vertex_count() + state;
+  std::unique_ptr<ProgramState> state;
+  if (program) {
+    auto made = program->CreateState(*impl->device_, spec.method, model->model_, spec.params.get());
+    if (!made.ok()) return made.status();
+    state = std::move(*made);
+    param_floats = state->frame_floats();
+    bytes += program->item_bytes() + impl->vertex_count();
   }
-  bytes += params;
+  bytes += sizeof(float) * param_floats;
   if (auto st = impl->device_->Reserve(bytes, "a session on this rig"); !st.ok()) return st;
-  auto session = std::make_unique<GpuSessionImpl>(impl, spec, bytes);
-  if (implicit) {
-    std::string error;
-    DeviceApi& api = impl->device_->api();
-    session->state_ = api.Alloc(impl->device(), state, &error);
-    if (!session->state_ || !api.Clear(impl->device(), session->state_, state, &error)) {
-      return absl::ResourceExhaustedError(absl::StrCat("gpu ", impl->device(), ": the session's tracking state: ", error));
-    }
-    ImplicitItem& it = session->item_;
-    it.model = model->resident.view;
-    it.state = CarveImplicitState(session->state_, it.model.node_count, elastic);
-    static const ImplicitConfig kDefaults;
-    const auto* params = dynamic_cast<const ImplicitConfig*>(spec.params.get());
-    it.settings = MakeImplicitSettings(params ? *params : kDefaults, elastic);
-  }
+  auto session = std::make_unique<GpuSessionImpl>(impl, spec, *kernel, bytes);
+  session->state_ = std::move(state);
   return std::unique_ptr<GpuSession>(std::move(session));
 }
 
@@ -724,19 +643,11 @@ void GpuBackend::Submit(GpuSession& session, std::span<const float> params, void
   f.format = format;
   f.done = done;
   f.context = context;
-  if (s.implicit()) {
-    // The header says how many sub-steps follow (core/implicit/device_layout.h).
-    namespace layout = implicit_device;
-    const bool elastic = s.method() == GpuMethod::kElasticImplicit;
-    const uint32_t steps = params.size() >= layout::kHeaderFloats ? uint32_t(params[0]) : 0;
-    if (steps == 0 || (!elastic && steps != 1) ||
-        params.size() != layout::FrameFloats(r.joint_count(), s.model_->fields, elastic, steps)) {
-      return done(context, absl::InternalError(absl::StrCat("gpu: an implicit frame of ", params.size(),
-                                                            " parameters does not match its layout")));
-    }
-    f.implicit = &s.item_;
-    f.substeps = steps;
-    f.reset = params[1] != 0 ? 1 : 0;
+  if (s.state_) {
+    const DeviceProgram* program = s.kernel_.program();
+    if (auto st = program->CheckFrame(*s.state_, params); !st.ok()) return done(context, st);
+    f.program = program;
+    f.state = s.state_.get();
     f.states = states;
   } else if (params.size() != s.param_count()) {
     return done(context, absl::InternalError(absl::StrCat("gpu: a frame of ", params.size(), " parameters, the stage takes ",

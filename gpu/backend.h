@@ -13,11 +13,11 @@
 //            quaternion (real x,y,z,w, dual x,y,z,w), the uniform scale, 3 unused
 //   output:  float[3N], copied into the caller's buffer (float32, or converted to float16)
 //
-// Implicit skinning (twin of core/implicit, code in gpu/implicit/) keeps its per-rig model
-// resident (bone grids, composition tree, welded nodes, one-rings; the composition operators
-// once per device) and per-session tracking state on the device; a frame is a sequence of
-// passes (gpu/implicit/program.cuh) run for every implicit session of a batch at once. Frames
-// of one such session run one at a time, in the order they were submitted.
+// Device programs (gpu/runtime/program.h; implicit skinning in gpu/implicit/) keep a per-rig
+// model resident and per-session state on the device; a frame is a sequence of passes run for
+// every session of the program in a batch at once, after the per-vertex kernel. Frames of one
+// such session run one at a time, in the order they were submitted. The batcher knows kernels
+// (gpu/kernels.h), not methods.
 #pragma once
 
 #include <chrono>
@@ -29,8 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
-#include "core/implicit/implicit_params.h"
-#include "gpu/runtime/kernels.h"
+#include "gpu/kernels.h"
 #include "core/rig/rig.h"
 
 namespace sinew::gpu {
@@ -60,15 +59,6 @@ struct GpuOptions {
   uint64_t emulate_bytes = uint64_t{1} << 30;
 };
 
-// The kernel that runs a core DeviceStage (DeviceStage::kernel, e.g. "cage+dqs"); FAILED_PRECONDITION
-// naming it when this backend has no such kernel.
-absl::StatusOr<GpuMethod> KernelByName(std::string_view kernel);
-// True for kernels that are device programs with per-rig models and per-session state
-// (UploadImplicitModel, SessionSpec::model).
-bool KernelHasModel(GpuMethod kernel);
-// True for kernels that read a per-vertex coefficient matrix (UploadCoefficients).
-bool KernelHasCoefficients(GpuMethod kernel);
-
 // Floats per joint in a frame's joint data.
 inline constexpr size_t kJointFloats = 12;
 
@@ -90,9 +80,9 @@ struct SessionSpec {
   GpuMethod method = GpuMethod::kLbs;
   std::shared_ptr<GpuCoefficients> coefficients;  // cage and blend stages
   bool with_rest = true;                          // cage stages: add the rest positions
-  std::shared_ptr<GpuModel> model;                // device programs (implicit stages)
-  // The method's parameters; device programs read theirs (implicit stages: an ImplicitConfig,
-  // its defaults when null).
+  std::shared_ptr<GpuModel> model;                // device programs (UploadModel)
+  // The method's parameters; device programs read theirs (e.g. implicit stages: an
+  // ImplicitConfig, its defaults when null).
   std::shared_ptr<const MethodParams> params;
 };
 
@@ -115,24 +105,27 @@ class GpuBackend {
                                                                       const std::vector<float>& values,
                                                                       uint32_t cols);
 
-  // Implicit skinning's per-rig model (a core ImplicitModel, prepared for `rig`) on the rig's
-  // device, shared by the sessions that use it; the composition operators are uploaded once per
-  // device. FAILED_PRECONDITION when the device program cannot run it (a composition tree
-  // deeper than it evaluates), RESOURCE_EXHAUSTED over the memory limit.
-  absl::StatusOr<std::shared_ptr<GpuModel>> UploadImplicitModel(std::shared_ptr<GpuRig> rig, const Prepared& model);
+  // A device program's per-rig model (`prepared`: the core data of the method's DeviceStage,
+  // e.g. an ImplicitModel prepared for `rig`) on the rig's device, shared by the sessions that
+  // use it. FAILED_PRECONDITION when the program cannot run it (e.g. a composition tree deeper
+  // than it evaluates), RESOURCE_EXHAUSTED over the memory limit, INTERNAL when `kernel` is not
+  // a device program.
+  absl::StatusOr<std::shared_ptr<GpuModel>> UploadModel(std::shared_ptr<GpuRig> rig, GpuMethod kernel,
+                                                        const Prepared& prepared);
 
   // Per-session state on the rig's device (its share of the batch buffers is reserved here,
-  // and an implicit session's tracking state). Cage stages need spec.coefficients, implicit
-  // stages spec.model.
+  // and a device program's session state). Kernels with coefficients need spec.coefficients,
+  // device programs spec.model.
   absl::StatusOr<std::unique_ptr<GpuSession>> CreateSession(std::shared_ptr<GpuRig> rig, const SessionSpec& spec);
   absl::StatusOr<std::unique_ptr<GpuSession>> CreateSession(
       std::shared_ptr<GpuRig> rig, GpuMethod method,
       std::shared_ptr<GpuCoefficients> coefficients = nullptr, bool with_rest = true);
 
-  // Queues one frame. `params` (GpuSession::param_count() floats; implicit stages: as many as
-  // the deformer's DeviceFrame wrote) is copied before Submit returns; `out` must stay valid
-  // until `done` is called (3 floats, or 3 halves, per vertex), and so must `states` (implicit
-  // stages: one VertexState byte per vertex; null: not wanted).
+  // Queues one frame. `params` (GpuSession::param_count() floats; device programs: as many as
+  // the deformer's DeviceFrame wrote, checked by the program) is copied before Submit returns;
+  // `out` must stay valid until `done` is called (3 floats, or 3 halves, per vertex), and so must
+  // `states` (device programs: one state byte per vertex, e.g. implicit skinning's VertexState;
+  // null: not wanted).
   void Submit(GpuSession& session, std::span<const float> params, void* out, OutputFormat format,
               FrameDone done, void* context, uint8_t* states = nullptr);
 
@@ -159,12 +152,12 @@ class GpuCoefficients {
   virtual uint64_t bytes() const = 0;
 };
 
-// Implicit skinning's per-rig model on a device (shared).
+// A device program's per-rig model on a device (shared).
 class GpuModel {
  public:
   virtual ~GpuModel() = default;
   virtual int device() const = 0;
-  virtual uint64_t bytes() const = 0;  // without the per-device operators
+  virtual uint64_t bytes() const = 0;  // without what it shares with other rigs' models
 };
 
 class GpuSession {
@@ -173,7 +166,7 @@ class GpuSession {
   virtual int device() const = 0;
   virtual uint64_t bytes() const = 0;  // device bytes reserved for this session
   virtual GpuMethod method() const = 0;
-  virtual size_t param_count() const = 0;  // floats of parameters per frame (implicit: of one step)
+  virtual size_t param_count() const = 0;  // floats of parameters per frame (programs: of one step)
 };
 
 }  // namespace sinew::gpu

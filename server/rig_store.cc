@@ -109,8 +109,10 @@ absl::StatusOr<std::shared_ptr<gpu::GpuModel>> StoredRig::ModelOnGpu(gpu::GpuBac
   std::lock_guard lock(prep_mu);
   auto& slot = gpu_models[stage.device_data_key];
   if (!slot) {
-    auto uploaded = stage.model ? backend.UploadImplicitModel(std::move(on_gpu), *stage.model)
-                                : absl::InternalError("a device stage without its model");
+    auto kernel = gpu::KernelByName(stage.kernel);
+    absl::StatusOr<std::shared_ptr<gpu::GpuModel>> uploaded = absl::InternalError("a device stage without its model");
+    if (!kernel.ok()) uploaded = kernel.status();
+    else if (stage.model) uploaded = backend.UploadModel(std::move(on_gpu), *kernel, *stage.model);
     if (!uploaded.ok()) {
       gpu_models.erase(stage.device_data_key);
       return uploaded.status();

@@ -1,6 +1,6 @@
 // The device program of implicit skinning: the passes of one frame, in order, for every
 // implicit session of a batch at once, written once for CUDA (runtime/cuda_api.cu: a kernel per
-// pass) and the CPU emulation (runtime/emulated_api.cc: a loop per pass).
+// pass, implicit/program_cuda.cu) and the CPU emulation (a loop per pass, implicit/device_program.cc).
 //
 // Everything that must see all nodes of a session finished before it goes on (a Newton step
 // before the relaxation reads the neighbours, each CG product before its dot product) is a
@@ -17,12 +17,17 @@
 //                   nodes, in the fixed order described at kReduceLanes, handed to red.Finish
 #pragma once
 
+#include <string>
+
 #include "gpu/implicit/implicit.cuh"
+#include "gpu/runtime/device_api.h"
 
 namespace sinew::gpu {
 
-// The batch's maxima, which bound the host's loops.
+// The batch's maxima, which bound the host's loops, and its grid sizes.
 struct ImplicitLimits {
+  uint32_t nodes = 0;     // of all items (the node grid)
+  uint32_t vertices = 0;  // of all items (the vertex grid)
   uint32_t max_iterations = 0;
   uint32_t smoothing_iterations = 0;
   uint32_t relaxation_iterations = 0;
@@ -456,5 +461,9 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
   }
   x.Vertices(Scatter{});
 }
+
+// The program's passes on a CUDA stream (implicit/program_cuda.cu; only in CUDA builds).
+// `b.items` are ImplicitItems, `b.limits` an ImplicitLimits.
+bool RunImplicitCuda(void* cuda_stream, const ProgramBatch& b, std::string* error);
 
 }  // namespace sinew::gpu

@@ -1,7 +1,7 @@
 // Implicit skinning's device-resident data, laid out for gpu/implicit/program.cuh: core's
 // per-rig ImplicitModel flattened into device arrays, the composition operators (once per
-// device), and one session's tracking state carved out of a single allocation. The backend
-// (gpu/backend.cc) accounts for the bytes and owns the allocations.
+// device), and one session's tracking state carved out of a single allocation. The device
+// program (gpu/implicit/device_program.cc) accounts for the bytes and owns the allocations.
 #pragma once
 
 #include <cstdint>

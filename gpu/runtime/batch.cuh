@@ -1,6 +1,6 @@
 // The batch's per-vertex dispatch: finds the item of global vertex g and runs its method.
 // Shared by the CUDA kernel and the CPU emulation. Adding a kernel: see gpu/runtime/kernels.h
-// (multi-pass programs: gpu/implicit/program.cuh).
+// (multi-pass device programs, which run after it: gpu/runtime/program.h).
 #pragma once
 
 #include "gpu/cage/cage.cuh"
@@ -48,8 +48,7 @@ SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const flo
       for (int k = 0; k < 3; ++k) o[k] = l[k] + b * (d[k] - l[k]);
       break;
     }
-    case GpuMethod::kImplicit:  // the implicit program writes these vertices
-    case GpuMethod::kElasticImplicit: break;
+    default: break;  // device programs write their vertices after this kernel
   }
 }
 

@@ -1,12 +1,11 @@
 // DeviceApi on CUDA: plain allocations (cudaMalloc, cudaMallocHost), one stream and two events
-// per queue, one kernel per batch for the per-vertex methods and one kernel per pass of the
-// implicit program. No device-wide synchronisation: a batch waits only for its own stream's
+// per queue, one kernel per batch for the per-vertex stages, then each device program's passes
+// (its own kernels, gpu/<method>/) on the same stream. No device-wide synchronisation: a batch waits only for its own stream's
 // event.
 #include <cuda_runtime.h>
 
 #include <string>
 
-#include "gpu/implicit/program.cuh"
 #include "gpu/runtime/batch.cuh"
 #include "gpu/runtime/device_api.h"
 
@@ -20,66 +19,6 @@ __global__ void SkinBatchKernel(const BatchItem* items, uint32_t item_count, con
   const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g < total) BatchVertex(items, item_count, joint_data, g, out);
 }
-
-// The implicit program's passes (gpu/implicit/program.cuh): a thread per node or vertex
-// (Grid) or item of the batch, and a block per item for the reductions.
-template <class Grid, class Pass>
-__global__ void ImplicitGridKernel(Pass pass, ImplicitBatch b, uint32_t total) {
-  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g >= total) return;
-  const ImplicitItem& it = b.items[FindItem<Grid>(b, g)];
-  const uint32_t i = g - Grid::Offset(it);
-  if (i < Grid::Count(it)) pass(b, it, i);
-}
-
-template <class Pass>
-__global__ void ImplicitItemsKernel(Pass pass, ImplicitBatch b) {
-  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < b.count) pass(b, b.items[t]);
-}
-
-// One block of kReduceLanes threads per item: lanes accumulate strided nodes, then halve.
-template <class Reduction>
-__global__ void ImplicitReduceKernel(Reduction r, ImplicitBatch b) {
-  const ImplicitItem& it = b.items[blockIdx.x];
-  if (!r.Active(b, it)) return;  // the same for the whole block
-  __shared__ double lane[kReduceLanes];
-  double acc = 0;
-  for (uint32_t i = threadIdx.x; i < it.model.node_count; i += kReduceLanes) {
-    acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, i));
-  }
-  lane[threadIdx.x] = acc;
-  __syncthreads();
-  for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) lane[threadIdx.x] = ReduceCombine<Reduction::kMax>(lane[threadIdx.x], lane[threadIdx.x + stride]);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) r.Finish(b, it, lane[0]);
-}
-
-struct CudaExec {
-  ImplicitBatch b;
-  uint32_t nodes, vertices;
-  cudaStream_t stream;
-
-  static uint32_t Blocks(uint32_t n) { return (n + kThreads - 1) / kThreads; }
-  template <class Pass>
-  void Nodes(const Pass& pass) const {
-    if (nodes) ImplicitGridKernel<NodeGrid><<<Blocks(nodes), kThreads, 0, stream>>>(pass, b, nodes);
-  }
-  template <class Pass>
-  void Vertices(const Pass& pass) const {
-    if (vertices) ImplicitGridKernel<VertexGrid><<<Blocks(vertices), kThreads, 0, stream>>>(pass, b, vertices);
-  }
-  template <class Pass>
-  void Items(const Pass& pass) const {
-    ImplicitItemsKernel<<<Blocks(b.count), kThreads, 0, stream>>>(pass, b);
-  }
-  template <class Reduction>
-  void Reduce(const Reduction& r) const {
-    ImplicitReduceKernel<<<b.count, kReduceLanes, 0, stream>>>(r, b);
-  }
-};
 
 bool Check(cudaError_t e, const char* what, std::string* error) {
   if (e == cudaSuccess) return true;
@@ -174,14 +113,14 @@ class CudaApi final : public DeviceApi {
     const auto* params = reinterpret_cast<const float*>(din + s.params_offset);
     auto* out = static_cast<float*>(s.dout);
     if (s.total_vertices > 0) {
-      SkinBatchKernel<<<CudaExec::Blocks(s.total_vertices), kThreads, 0, q->stream>>>(
+      SkinBatchKernel<<<(s.total_vertices + kThreads - 1) / kThreads, kThreads, 0, q->stream>>>(
           reinterpret_cast<const BatchItem*>(din), s.items, params, s.total_vertices, out);
     }
-    if (s.implicit_items > 0) {
-      const CudaExec x{{reinterpret_cast<const ImplicitItem*>(din + s.implicit_offset), s.implicit_items, params, out,
-                        reinterpret_cast<uint8_t*>(out + 3 * size_t(s.total_vertices))},
-                       s.implicit_nodes, s.implicit_vertices, q->stream};
-      RunImplicitProgram(x, *s.limits);
+    auto* states = reinterpret_cast<uint8_t*>(out + 3 * size_t(s.total_vertices));
+    for (uint32_t k = 0; k < s.program_count; ++k) {
+      const ProgramRun& r = s.programs[k];
+      const ProgramBatch b{din + r.table_offset, r.items, params, out, states, r.limits};
+      if (!r.runner->RunCuda(q->stream, b, error)) return false;
     }
     if (!Check(cudaGetLastError(), "kernel launch", error)) return false;
     if (!Check(cudaMemcpyAsync(s.out, s.dout, s.out_bytes, cudaMemcpyDeviceToHost, q->stream), "cudaMemcpyAsync D2H", error)) {

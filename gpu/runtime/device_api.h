@@ -28,21 +28,48 @@ struct BatchItem {
 };
 static_assert(sizeof(BatchItem) == 64);
 
-struct ImplicitLimits;
+// What a device program's run gets (gpu/runtime/program.h): device addresses of the batch's
+// buffers and its own item table, and its per-batch limits on the host.
+struct ProgramBatch {
+  const void* items;    // the program's item table (device)
+  uint32_t count;       // its items
+  const float* params;  // the batch's parameter data (device)
+  float* out;           // 3 floats per batch vertex (device)
+  uint8_t* states;      // one byte per batch vertex (device)
+  const void* limits;   // host: what the program's host loops are bounded by this batch
+};
+
+// The part of a device program the DeviceApi implementations call: its passes on a CUDA stream,
+// or the same passes on the host for the emulated device.
+class ProgramRunner {
+ public:
+  virtual bool RunCuda(void* cuda_stream, const ProgramBatch& batch, std::string* error) const = 0;
+  virtual void RunEmulated(const ProgramBatch& batch) const = 0;
+
+ protected:
+  ~ProgramRunner() = default;
+};
+
+// One program's share of a batch.
+struct ProgramRun {
+  const ProgramRunner* runner = nullptr;
+  size_t table_offset = 0;  // bytes: where its item table starts in the batch's input
+  uint32_t items = 0;
+  const void* limits = nullptr;  // host; valid until the launch has been waited for
+};
 
 // One batch: what to upload, run and download.
 struct LaunchSpec {
-  const void* in = nullptr;  // host: the batch table, the implicit items, then the parameters
+  const void* in = nullptr;  // host: the batch table, the programs' item tables, then the parameters
   void* din = nullptr;       // device copy of `in`
   size_t in_bytes = 0;
   uint32_t items = 0;           // BatchItems at the start of `in`
   size_t params_offset = 0;     // bytes: where the parameter data starts
   uint32_t total_vertices = 0;  // vertices of all items (the output rows)
-  // Implicit skinning items (gpu/implicit/program.cuh), run after the per-vertex kernel.
-  size_t implicit_offset = 0;   // bytes: where the ImplicitItem table starts
-  uint32_t implicit_items = 0, implicit_nodes = 0, implicit_vertices = 0;
-  const ImplicitLimits* limits = nullptr;
-  // Output: 3 floats per vertex, then (with implicit items) one state byte per vertex.
+  // Device programs, run in order after the per-vertex kernel; valid until Wait.
+  const ProgramRun* programs = nullptr;
+  uint32_t program_count = 0;
+  // Output: 3 floats per vertex, then (with program items) one state byte per vertex.
   void* dout = nullptr;
   void* out = nullptr;  // host
   size_t out_bytes = 0;
@@ -67,7 +94,7 @@ class DeviceApi {
   virtual void* CreateQueue(int device, std::string* error) = 0;
   virtual void DestroyQueue(void* queue) = 0;
   // Asynchronously on `queue`: upload the batch, run the per-vertex kernel over every item and
-  // the implicit program over the implicit items, download the output.
+  // each device program over its items, download the output.
   virtual bool Launch(void* queue, const LaunchSpec& spec, std::string* error) = 0;
   // Waits for the queue's last launch; `busy_ms` is the time it took on the device.
   virtual bool Wait(void* queue, double* busy_ms, std::string* error) = 0;

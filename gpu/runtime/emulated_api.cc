@@ -1,5 +1,5 @@
 // DeviceApi emulated on the CPU: "device" memory is host memory with a byte budget, a launch
-// runs the batch's per-vertex code and the implicit program (the very functions the CUDA
+// runs the batch's per-vertex code and the device programs' passes (the very functions the CUDA
 // kernels run) when it is waited for. Used by tests and by `sinew-server --gpu emulate` on
 // machines without a GPU; never chosen automatically.
 #include <chrono>
@@ -7,60 +7,14 @@
 #include <cstring>
 #include <mutex>
 
-#include "gpu/implicit/program.cuh"
 #include "gpu/runtime/batch.cuh"
 #include "gpu/runtime/device_api.h"
 
 namespace sinew::gpu {
 namespace {
 
-// The implicit program's passes as loops, one item after another. Reductions follow the CUDA
-// kernel's order (lanes, then pairwise halving), so sums equal the device's.
-struct HostExec {
-  ImplicitBatch b;
-
-  template <class Grid, class Pass>
-  void Each(const Pass& pass) const {
-    for (uint32_t t = 0; t < b.count; ++t) {
-      for (uint32_t i = 0; i < Grid::Count(b.items[t]); ++i) pass(b, b.items[t], i);
-    }
-  }
-  template <class Pass>
-  void Nodes(const Pass& pass) const {
-    Each<NodeGrid>(pass);
-  }
-  template <class Pass>
-  void Vertices(const Pass& pass) const {
-    Each<VertexGrid>(pass);
-  }
-  template <class Pass>
-  void Items(const Pass& pass) const {
-    for (uint32_t t = 0; t < b.count; ++t) pass(b, b.items[t]);
-  }
-  template <class Reduction>
-  void Reduce(const Reduction& r) const {
-    double lane[kReduceLanes];
-    for (uint32_t t = 0; t < b.count; ++t) {
-      const ImplicitItem& it = b.items[t];
-      if (!r.Active(b, it)) continue;
-      for (uint32_t l = 0; l < kReduceLanes; ++l) {
-        double acc = 0;
-        for (uint32_t i = l; i < it.model.node_count; i += kReduceLanes) {
-          acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, i));
-        }
-        lane[l] = acc;
-      }
-      for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
-        for (uint32_t l = 0; l < stride; ++l) lane[l] = ReduceCombine<Reduction::kMax>(lane[l], lane[l + stride]);
-      }
-      r.Finish(b, it, lane[0]);
-    }
-  }
-};
-
 struct PendingLaunch {
   LaunchSpec spec;
-  ImplicitLimits limits;
   bool pending = false;
 };
 
@@ -92,9 +46,7 @@ class EmulatedApi final : public DeviceApi {
   void DestroyQueue(void* q) override { delete static_cast<PendingLaunch*>(q); }
   bool Launch(void* queue, const LaunchSpec& spec, std::string*) override {
     auto& l = *static_cast<PendingLaunch*>(queue);
-    l.spec = spec;
-    if (spec.limits) l.limits = *spec.limits;
-    l.spec.limits = &l.limits;  // the caller's copy lives only during Launch
+    l.spec = spec;  // its programs and limits stay valid until Wait (LaunchSpec)
     l.pending = true;
     return true;
   }
@@ -109,10 +61,10 @@ class EmulatedApi final : public DeviceApi {
       const auto* params = reinterpret_cast<const float*>(din + s.params_offset);
       auto* out = static_cast<float*>(s.dout);
       for (uint32_t g = 0; g < s.total_vertices; ++g) BatchVertex(items, s.items, params, g, out);
-      if (s.implicit_items > 0) {
-        const HostExec x{{reinterpret_cast<const ImplicitItem*>(din + s.implicit_offset), s.implicit_items, params, out,
-                          reinterpret_cast<uint8_t*>(out + 3 * size_t(s.total_vertices))}};
-        RunImplicitProgram(x, l.limits);
+      auto* states = reinterpret_cast<uint8_t*>(out + 3 * size_t(s.total_vertices));
+      for (uint32_t k = 0; k < s.program_count; ++k) {
+        const ProgramRun& r = s.programs[k];
+        r.runner->RunEmulated(ProgramBatch{din + r.table_offset, r.items, params, out, states, r.limits});
       }
       std::memcpy(s.out, s.dout, s.out_bytes);
       l.pending = false;

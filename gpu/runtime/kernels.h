@@ -1,8 +1,8 @@
 // The per-vertex kernels a batch item can run (BatchItem::method), shared by the host side of the
 // backend, the CUDA kernels and their CPU emulation. A core method names its kernel in
-// DeviceStage::kernel; gpu/backend.cc maps the name to this number (KernelByName). Adding a
+// DeviceStage::kernel; gpu/kernels.cc maps the name to this number (KernelByName). Adding a
 // kernel: its vertex function in gpu/<method>/, a value here, a case in gpu/runtime/batch.cuh
-// and a row in the kernel table of gpu/backend.cc.
+// and a row in the kernel table of gpu/kernels.cc (device programs: gpu/runtime/program.h).
 #pragma once
 
 #include <cstdint>

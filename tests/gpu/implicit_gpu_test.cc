@@ -65,13 +65,14 @@ struct Pair {
     stage = *CreateImplicitDeformer(rig, model, config);
     stage->RunsOnDevice();  // as the server does: the device keeps the tracking state
     if (!on_gpu) on_gpu = *backend.Upload(*rig);
+    const GpuMethod kernel = config.method == "elastic-implicit" ? GpuMethod::kElasticImplicit : GpuMethod::kImplicit;
     if (!dev_model) {
-      auto m = backend.UploadImplicitModel(on_gpu, *model);
+      auto m = backend.UploadModel(on_gpu, kernel, *model);
       EXPECT_TRUE(m.ok()) << m.status();
       dev_model = *m;
     }
     SessionSpec spec;
-    spec.method = config.method == "elastic-implicit" ? GpuMethod::kElasticImplicit : GpuMethod::kImplicit;
+    spec.method = kernel;
     spec.model = dev_model;
     spec.params = config.params;
     auto s = backend.CreateSession(on_gpu, spec);
@@ -284,7 +285,7 @@ TEST_P(ImplicitGpu, SessionsShareBatchesAndKeepTheirOrder) {
   const DeformerConfig is = Config("implicit"), eis = Config("elastic-implicit");
   auto model = Prepare(*rig, is);
   auto on_gpu = *backend->Upload(*rig);
-  auto dev_model = *backend->UploadImplicitModel(on_gpu, *model);
+  auto dev_model = *backend->UploadModel(on_gpu, GpuMethod::kImplicit, *model);
   const std::vector<double> bends = {30, 60, 90, 120};
   auto pose_of = [&](int session, size_t k) {
     return session == 2 ? Bent(*rig, 150 - bends[k], 45) : Bent(*rig, bends[k]);
@@ -348,7 +349,7 @@ TEST_P(ImplicitGpu, DeviceMemoryIsAccounted) {
   {
     auto on_gpu = *backend_->Upload(*rig);
     rig_bytes = backend_->Devices()[0].used_bytes;
-    auto dev_model = backend_->UploadImplicitModel(on_gpu, *model);
+    auto dev_model = backend_->UploadModel(on_gpu, GpuMethod::kElasticImplicit, *model);
     ASSERT_TRUE(dev_model.ok()) << dev_model.status();
     with_model = backend_->Devices()[0].used_bytes;
     EXPECT_GT(with_model - rig_bytes, (*dev_model)->bytes());  // the model and the operators
@@ -361,7 +362,7 @@ TEST_P(ImplicitGpu, DeviceMemoryIsAccounted) {
     with_session = backend_->Devices()[0].used_bytes;
     EXPECT_GT(with_session - with_model, model->node_count() * 100);  // positions, CG vectors, rotations...
     // A second model upload of the same data on the same device shares the operators.
-    auto again = backend_->UploadImplicitModel(on_gpu, *model);
+    auto again = backend_->UploadModel(on_gpu, GpuMethod::kElasticImplicit, *model);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(backend_->Devices()[0].used_bytes - with_session, (*again)->bytes());
   }
@@ -371,7 +372,7 @@ TEST_P(ImplicitGpu, DeviceMemoryIsAccounted) {
   options.memory_limit_bytes = with_model + 1000;
   auto small = *Make(GetParam(), options);
   auto on_gpu = *small->Upload(*rig);
-  auto dev_model = small->UploadImplicitModel(on_gpu, *model);
+  auto dev_model = small->UploadModel(on_gpu, GpuMethod::kElasticImplicit, *model);
   ASSERT_TRUE(dev_model.ok()) << dev_model.status();
   SessionSpec spec;
   spec.method = GpuMethod::kElasticImplicit;
