@@ -13,6 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "core/util/half.h"
 #include "gpu/kernels.h"
+#include "gpu/normals/normals.cuh"
+#include "gpu/normals/normals_pass.h"
 #include "gpu/runtime/device_api.h"
 #include "gpu/runtime/program.h"
 
@@ -124,6 +126,11 @@ class Device final : public ProgramDevice {
     const DeviceProgram* program = nullptr;
     const ProgramState* state = nullptr;
     uint8_t* states = nullptr;
+    // Normals wanted: the rig's adjacency on the device (offsets, around, triangles) and where
+    // they go; `normal_row` filled when batched.
+    NormalsItem normals{};
+    float* normals_out = nullptr;
+    uint32_t normal_row = 0;
   };
 
   void Submit(const Frame& frame, const float* params) {
@@ -159,6 +166,7 @@ class Device final : public ProgramDevice {
     };
     std::vector<Program> programs;
     std::vector<ProgramRun> runs;
+    uint32_t normal_rows = 0;  // of its frames that want normals (the normals pass's limits)
     bool in_flight = false;
     absl::Status status;
   };
@@ -251,6 +259,8 @@ class Device final : public ProgramDevice {
     uint32_t vertices = 0;
     bool programs = false;
     for (Slot::Program& p : s.programs) p.items = 0;
+    uint32_t normal_items = 0;
+    s.normal_rows = 0;
     for (Frame& f : s.frames) {
       f.item.param_offset = static_cast<uint32_t>(param_floats);
       f.item.vertex_offset = vertices;
@@ -259,6 +269,11 @@ class Device final : public ProgramDevice {
       if (f.program) {
         programs = true;
         ProgramOf(s, f.program).items++;
+      }
+      if (f.normals_out) {
+        f.normal_row = s.normal_rows;
+        s.normal_rows += f.item.vertex_count;
+        ++normal_items;
       }
     }
     s.vertices = vertices;
@@ -273,9 +288,14 @@ class Device final : public ProgramDevice {
       s.runs.push_back(ProgramRun{p.program, p.table_offset, p.items, p.limits.data()});
       p.items = 0;  // counts the packed items below
     }
+    // The normals pass runs last, over the positions every stage has written.
+    const size_t normals_offset = offset;
+    offset += align(sizeof(NormalsItem) * normal_items);
+    if (normal_items) s.runs.push_back(ProgramRun{&NormalsPass(), normals_offset, normal_items, &s.normal_rows});
     const size_t params_offset = offset;
     const size_t in_bytes = params_offset + sizeof(float) * param_floats;
-    const size_t out_bytes = size_t{12} * vertices + (programs ? vertices : 0);
+    // Output: positions, then normals (3 floats per row each), then (with programs) state bytes.
+    const size_t out_bytes = size_t{12} * vertices + size_t{12} * s.normal_rows + (programs ? vertices : 0);
     std::string error;
     bool ok = (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
               GrowHost(s.host_in, s.host_in_cap, in_bytes, &error) &&
@@ -286,9 +306,21 @@ class Device final : public ProgramDevice {
       char* in = static_cast<char*>(s.host_in);
       auto* items = reinterpret_cast<BatchItem*>(in);
       auto* params = reinterpret_cast<float*>(in + params_offset);
+      auto* normal_items_at = reinterpret_cast<NormalsItem*>(in + normals_offset);
+      float* dev_positions = static_cast<float*>(s.dev_out);
+      float* dev_normals = dev_positions + 3 * size_t{vertices};
+      uint32_t n = 0;
       for (size_t i = 0; i < s.frames.size(); ++i) {
         const Frame& f = s.frames[i];
         items[i] = f.item;
+        if (f.normals_out) {
+          NormalsItem& it = normal_items_at[n++];
+          it = f.normals;
+          it.positions = dev_positions + 3 * size_t{f.item.vertex_offset};
+          it.normals = dev_normals + 3 * size_t{f.normal_row};
+          it.row_offset = f.normal_row;
+          it.vertex_count = f.item.vertex_count;
+        }
         const float* frame_params = arena.data() + f.arena_offset;
         std::memcpy(params + f.item.param_offset, frame_params, sizeof(float) * f.param_floats);
         if (!f.program) continue;
@@ -348,7 +380,8 @@ class Device final : public ProgramDevice {
       }
     }
     const float* out = static_cast<const float*>(s.host_out);
-    const uint8_t* states = reinterpret_cast<const uint8_t*>(out + 3 * size_t{s.vertices});
+    const float* normals = out + 3 * size_t{s.vertices};
+    const uint8_t* states = reinterpret_cast<const uint8_t*>(normals + 3 * size_t{s.normal_rows});
     for (const Frame& f : s.frames) {
       if (s.status.ok()) {
         const float* src = out + 3 * size_t{f.item.vertex_offset};
@@ -356,6 +389,7 @@ class Device final : public ProgramDevice {
         if (f.format == OutputFormat::kFloat32) std::memcpy(f.out, src, sizeof(float) * n);
         else FloatsToHalves(src, static_cast<uint16_t*>(f.out), n);
         if (f.states) std::memcpy(f.states, states + f.item.vertex_offset, f.item.vertex_count);
+        if (f.normals_out) std::memcpy(f.normals_out, normals + 3 * size_t{f.normal_row}, sizeof(float) * n);
       }
       f.done(f.context, s.status);
     }
@@ -437,6 +471,21 @@ class GpuCoefficientsImpl final : public GpuCoefficients {
   uint32_t cols_;
   uint64_t bytes_;
   float* values = nullptr;
+};
+
+class GpuMeshImpl final : public GpuMesh {
+ public:
+  GpuMeshImpl(Device* device, uint64_t bytes) : device_(device), bytes_(bytes) {}
+  ~GpuMeshImpl() override {
+    for (uint32_t* p : {offsets, around, triangles}) device_->api().Free(device_->index(), p);
+    device_->Release(bytes_);
+  }
+  uint64_t bytes() const override { return bytes_; }
+
+  Device* device_;
+  uint64_t bytes_;
+  uint32_t *offsets = nullptr, *around = nullptr, *triangles = nullptr;
+  uint32_t vertex_count = 0;
 };
 
 // A device program's per-rig model (shared); it points into the rig's arrays.
@@ -559,6 +608,29 @@ absl::StatusOr<std::shared_ptr<GpuCoefficients>> GpuBackend::UploadCoefficients(
   return std::shared_ptr<GpuCoefficients>(std::move(c));
 }
 
+absl::StatusOr<std::shared_ptr<GpuMesh>> GpuBackend::UploadMesh(const GpuRig& rig, const VertexNormals& normals) {
+  const auto& r = static_cast<const GpuRigImpl&>(rig);
+  if (normals.empty() || normals.offsets().size() != r.vertex_count() + 1) {
+    return absl::InternalError("gpu: the mesh adjacency is empty or of another rig");
+  }
+  const uint64_t bytes =
+      sizeof(uint32_t) * (normals.offsets().size() + normals.around().size() + normals.triangles().size());
+  if (auto st = r.device_->Reserve(bytes, "the rig's triangle adjacency (normals)"); !st.ok()) return st;
+  auto m = std::make_shared<GpuMeshImpl>(r.device_, bytes);
+  m->vertex_count = static_cast<uint32_t>(r.vertex_count());
+  DeviceApi& api = r.device_->api();
+  std::string error;
+  auto put = [&](uint32_t*& dst, std::span<const uint32_t> v) {
+    dst = static_cast<uint32_t*>(api.Alloc(r.device(), sizeof(uint32_t) * v.size(), &error));
+    return dst != nullptr && api.Upload(r.device(), dst, v.data(), sizeof(uint32_t) * v.size(), &error);
+  };
+  if (!put(m->offsets, normals.offsets()) || !put(m->around, normals.around()) ||
+      !put(m->triangles, normals.triangles())) {
+    return absl::ResourceExhaustedError(absl::StrCat("gpu ", r.device(), ": uploading the triangle adjacency: ", error));
+  }
+  return std::shared_ptr<GpuMesh>(std::move(m));
+}
+
 absl::StatusOr<std::shared_ptr<GpuModel>> GpuBackend::UploadModel(std::shared_ptr<GpuRig> rig, GpuMethod kernel,
                                                                    const Prepared& prepared) {
   auto r = std::static_pointer_cast<GpuRigImpl>(rig);
@@ -626,6 +698,15 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(
 
 void GpuBackend::Submit(GpuSession& session, std::span<const float> params, void* out, OutputFormat format,
                         FrameDone done, void* context, uint8_t* states) {
+  FrameOutput output;
+  output.positions = out;
+  output.format = format;
+  output.states = states;
+  Submit(session, params, output, done, context);
+}
+
+void GpuBackend::Submit(GpuSession& session, std::span<const float> params, const FrameOutput& output, FrameDone done,
+                        void* context) {
   auto& s = static_cast<GpuSessionImpl&>(session);
   const GpuRigImpl& r = *s.rig_;
   Device::Frame f{};
@@ -639,16 +720,26 @@ void GpuBackend::Submit(GpuSession& session, std::span<const float> params, void
   f.item.joint_count = static_cast<uint32_t>(r.joint_count());
   f.item.method = static_cast<uint32_t>(s.method());
   f.param_floats = params.size();
-  f.out = out;
-  f.format = format;
+  f.out = output.positions;
+  f.format = output.format;
   f.done = done;
   f.context = context;
+  if (output.normals) {
+    const auto* mesh = static_cast<const GpuMeshImpl*>(output.mesh);
+    if (!mesh || mesh->device_ != r.device_ || mesh->vertex_count != r.vertex_count()) {
+      return done(context, absl::InternalError("gpu: normals wanted without the rig's mesh on its device"));
+    }
+    f.normals.offsets = mesh->offsets;
+    f.normals.around = mesh->around;
+    f.normals.triangles = mesh->triangles;
+    f.normals_out = output.normals;
+  }
   if (s.state_) {
     const DeviceProgram* program = s.kernel_.program();
     if (auto st = program->CheckFrame(*s.state_, params); !st.ok()) return done(context, st);
     f.program = program;
     f.state = s.state_.get();
-    f.states = states;
+    f.states = output.states;
   } else if (params.size() != s.param_count()) {
     return done(context, absl::InternalError(absl::StrCat("gpu: a frame of ", params.size(), " parameters, the stage takes ",
                                                           s.param_count())));

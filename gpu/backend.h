@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
+#include "core/normals/normals.h"
 #include "gpu/kernels.h"
 #include "core/rig/rig.h"
 
@@ -73,6 +74,7 @@ class GpuRig;
 class GpuSession;
 class GpuCoefficients;
 class GpuModel;
+class GpuMesh;
 class Device;
 
 // What a session runs on the device.
@@ -84,6 +86,17 @@ struct SessionSpec {
   // The method's parameters; device programs read theirs (e.g. implicit stages: an
   // ImplicitConfig, its defaults when null).
   std::shared_ptr<const MethodParams> params;
+};
+
+// Where a frame's results go. Every pointer must stay valid until the frame's `done`.
+struct FrameOutput {
+  void* positions = nullptr;  // 3 floats, or 3 halves, per vertex
+  OutputFormat format = OutputFormat::kFloat32;
+  uint8_t* states = nullptr;  // device programs: one state byte per vertex (null: not wanted)
+  // Per-vertex unit normals of the deformed mesh (float32 x,y,z; null: not wanted), computed
+  // on the device from the rig's triangles `mesh` (UploadMesh).
+  float* normals = nullptr;
+  const GpuMesh* mesh = nullptr;
 };
 
 class GpuBackend {
@@ -113,6 +126,10 @@ class GpuBackend {
   absl::StatusOr<std::shared_ptr<GpuModel>> UploadModel(std::shared_ptr<GpuRig> rig, GpuMethod kernel,
                                                         const Prepared& prepared);
 
+  // The rig's vertex → triangle adjacency (core's VertexNormals, not empty) on the rig's device,
+  // for frames that want normals; shared by the rig's sessions.
+  absl::StatusOr<std::shared_ptr<GpuMesh>> UploadMesh(const GpuRig& rig, const VertexNormals& normals);
+
   // Per-session state on the rig's device (its share of the batch buffers is reserved here,
   // and a device program's session state). Kernels with coefficients need spec.coefficients,
   // device programs spec.model.
@@ -128,6 +145,9 @@ class GpuBackend {
   // null: not wanted).
   void Submit(GpuSession& session, std::span<const float> params, void* out, OutputFormat format,
               FrameDone done, void* context, uint8_t* states = nullptr);
+  // The same with every output; normals need output.mesh uploaded for the session's rig.
+  void Submit(GpuSession& session, std::span<const float> params, const FrameOutput& output, FrameDone done,
+              void* context);
 
  private:
   explicit GpuBackend(std::vector<std::unique_ptr<Device>> devices);
@@ -158,6 +178,13 @@ class GpuModel {
   virtual ~GpuModel() = default;
   virtual int device() const = 0;
   virtual uint64_t bytes() const = 0;  // without what it shares with other rigs' models
+};
+
+// A rig's triangle adjacency on its device (shared).
+class GpuMesh {
+ public:
+  virtual ~GpuMesh() = default;
+  virtual uint64_t bytes() const = 0;
 };
 
 class GpuSession {

@@ -133,38 +133,36 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   const bool f16 = s.encoding == v1::OUTPUT_ENCODING_FLOAT16;
   const size_t vertices = s.rig->rig->vertex_count();
   job.out.positions->resize(3 * vertices * (f16 ? 2 : 4));
-  // Mesh normals need float32 positions on the host: the device writes them to the job's
-  // staging buffer and Completed makes the normals and the response's positions from it.
-  job.mesh_normals_pending = job.want.normals() && s.normals != nullptr && job.out.normals != nullptr;
-  void* device_out = job.out.positions->data();
-  if (job.mesh_normals_pending) {
-    job.staging.resize(3 * vertices);
-    device_out = job.staging.data();
-  }
-  uint8_t* states = nullptr;  // made on the device, written with the positions
+  gpu::FrameOutput output;
+  output.positions = job.out.positions->data();
+  output.format = f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32;
   if (s.device_states && job.want.vertex_states() && job.out.vertex_states) {
-    job.out.vertex_states->resize(vertices);
-    states = reinterpret_cast<uint8_t*>(job.out.vertex_states->data());
+    job.out.vertex_states->resize(vertices);  // made on the device, written with the positions
+    output.states = reinterpret_cast<uint8_t*>(job.out.vertex_states->data());
+  }
+  // Mesh normals: a device pass over the deformed positions; Completed encodes them.
+  job.device_normals = job.want.normals() && s.normals != nullptr && job.out.normals != nullptr;
+  if (job.device_normals) {
+    if (!s.gpu_mesh) {
+      auto mesh = s.rig->MeshOnGpu(gpu_);
+      if (!mesh.ok()) {
+        lock.unlock();
+        return job.done(job.context, mesh.status());
+      }
+      s.gpu_mesh = std::move(*mesh);
+    }
+    job.staging_normals.resize(3 * vertices);
+    output.normals = job.staging_normals.data();
+    output.mesh = s.gpu_mesh.get();
   }
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
   // in submission order.
-  gpu_.Submit(*s.gpu, s.device_params, device_out,
-              f16 && !job.mesh_normals_pending ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32,
-              &GpuFrames::Completed, &job, states);
+  gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);
 }
 
 void GpuFrames::Completed(void* arg, const absl::Status& status) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
-  if (status.ok() && job.mesh_normals_pending) {
-    // On the completion thread: normals from the float32 result, then the positions encoded.
-    const Session& s = *job.session;
-    MeshNormals(*s.normals, job.want.normal_encoding(), job.staging, job.staging_normals, job.out.normals, nullptr);
-    if (s.encoding == v1::OUTPUT_ENCODING_FLOAT16) {
-      FloatsToHalves(job.staging.data(), reinterpret_cast<uint16_t*>(job.out.positions->data()), job.staging.size());
-    } else {
-      std::memcpy(job.out.positions->data(), job.staging.data(), job.staging.size() * sizeof(float));
-    }
-  }
+  if (status.ok() && job.device_normals) EncodeNormals(job.staging_normals, job.want.normal_encoding(), job.out.normals);
   job.out.compute_ns = Since(job.start);
   if (status.ok()) Account(job, v1::BACKEND_GPU);
   std::shared_ptr<Session> keep = std::move(job.session);  // released after the callback

@@ -48,15 +48,14 @@ struct FrameJob {
   // Filled by the backend.
   std::chrono::steady_clock::time_point start;
   Metrics* metrics = nullptr;
-  // GPU frames that want mesh normals: float32 positions and normals, made on completion (kept
-  // by the caller's job from frame to frame, so that a stream allocates them once).
-  std::vector<float> staging, staging_normals;
-  bool mesh_normals_pending = false;
+  // GPU frames that want mesh normals: the device's float32 normals, encoded on completion
+  // (kept by the caller's job from frame to frame, so that a stream allocates them once).
+  std::vector<float> staging_normals;
+  bool device_normals = false;
 
-  // Ready for the next frame: every field as new, the staging buffers keeping their capacity.
+  // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {
     FrameJob next;
-    next.staging.swap(staging);
     next.staging_normals.swap(staging_normals);
     *this = std::move(next);
   }
@@ -93,12 +92,14 @@ class GpuFrames final : public FrameBackend {
 
 // The extras a frame asked for (posed cage, rest cage, joints, vertex states unless the device
 // makes them, normals), from the session's deformer into `out`. Mesh normals come from
-// `positions` (float32, the frame's result); with none given they are left for later
-// (MeshNormals). The session's lock is held.
+// `positions` (float32, the frame's result); with none given they are left to the device
+// (GpuFrames). The session's lock is held.
 absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,
                         std::span<const float> positions, ThreadPool* pool);
 // Normals of the deformed mesh from `positions`, encoded as wanted into `out`.
 void MeshNormals(const VertexNormals& normals, v1::NormalEncoding encoding, std::span<const float> positions,
                  std::vector<float>& scratch, std::string* out, ThreadPool* pool);
+// Float32 normals encoded as wanted into `out`.
+void EncodeNormals(const std::vector<float>& normals, v1::NormalEncoding encoding, std::string* out);
 
 }  // namespace sinew::server

@@ -85,6 +85,19 @@ absl::StatusOr<std::shared_ptr<gpu::GpuRig>> StoredRig::OnGpu(gpu::GpuBackend& b
   return gpu_rig;
 }
 
+absl::StatusOr<std::shared_ptr<gpu::GpuMesh>> StoredRig::MeshOnGpu(gpu::GpuBackend& backend) {
+  auto on_gpu = OnGpu(backend);
+  if (!on_gpu.ok()) return on_gpu.status();
+  auto normals = Normals();
+  std::lock_guard lock(prep_mu);
+  if (!gpu_mesh) {
+    auto uploaded = backend.UploadMesh(**on_gpu, *normals);
+    if (!uploaded.ok()) return uploaded.status();
+    gpu_mesh = std::move(*uploaded);
+  }
+  return gpu_mesh;
+}
+
 absl::StatusOr<std::shared_ptr<gpu::GpuCoefficients>> StoredRig::CoefficientsOnGpu(
     gpu::GpuBackend& backend, const gpu::GpuRig& on_gpu, const Deformer& deformer, const std::string& key) {
   std::lock_guard lock(prep_mu);

@@ -52,6 +52,9 @@ struct StoredRig {
   // The vertex → triangle adjacency for normals, built on first use (shared by the sessions).
   std::shared_ptr<const VertexNormals> Normals();
   std::shared_ptr<const VertexNormals> vertex_normals;  // guarded by prep_mu
+  // The adjacency on the rig's device, for GPU sessions' normals, uploaded on first use.
+  absl::StatusOr<std::shared_ptr<gpu::GpuMesh>> MeshOnGpu(gpu::GpuBackend& backend);
+  std::shared_ptr<gpu::GpuMesh> gpu_mesh;  // guarded by prep_mu
 
   // The rig on the GPU, uploaded on first use.
   absl::StatusOr<std::shared_ptr<gpu::GpuRig>> OnGpu(gpu::GpuBackend& backend);

@@ -42,6 +42,7 @@ struct Session {
   std::vector<uint8_t> extra_states;
   std::vector<float> extra_normals;
   std::shared_ptr<const VertexNormals> normals;  // the rig's adjacency, on the first frame that wants normals
+  std::shared_ptr<gpu::GpuMesh> gpu_mesh;         // GPU sessions: the same on the rig's device
   // Where its frames run (server/frames.h): the CPU pool or the GPU backend.
   FrameBackend* runner = nullptr;
   // GPU sessions: device state and the parameters of the device stage, computed on the CPU.

@@ -32,6 +32,11 @@ class VertexNormals {
   // out: x,y,z per vertex, unit or zero; positions: x,y,z per vertex of the deformed mesh.
   void Compute(std::span<const float> positions, std::span<float> out, ThreadPool* pool) const;
 
+  // The adjacency, for a device twin (gpu/normals/) to upload.
+  std::span<const uint32_t> offsets() const { return offsets_; }
+  std::span<const uint32_t> around() const { return around_; }
+  std::span<const uint32_t> triangles() const { return triangles_; }
+
  private:
   std::vector<uint32_t> offsets_;    // vertex_count + 1
   std::vector<uint32_t> around_;     // triangle indices per vertex

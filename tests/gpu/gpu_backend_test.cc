@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "core/deformer/deformer.h"
 #include "core/deformer/skeletal.h"
+#include "core/normals/normals.h"
 #include "core/procedural/limb.h"
 #include "core/util/half.h"
 #include "gpu/backend.h"
@@ -195,6 +197,80 @@ TEST_P(GpuBackendTest, FramesOfManySessionsAreBatched) {
   EXPECT_EQ(d.batches - batches_before, 1u) << "frames were not batched";
   EXPECT_EQ(d.sessions, uint32_t(kSessions));
   EXPECT_EQ(d.rigs, 1u);
+}
+
+// The normals pass: in one batch mixing rigs, methods, output formats and frames with and
+// without normals, each frame that wants them gets the area-weighted normals of its own
+// deformed positions (core's VertexNormals of the float32 result), the others are untouched;
+// a frame that wants normals without the rig's mesh fails alone; the mesh's bytes are returned.
+TEST_P(GpuBackendTest, NormalsPassGivesEachFrameTheNormalsOfItsMesh) {
+  auto small = Limb(1000, 2, 2), large = Limb(3000, 3, 2);
+  GpuOptions options;
+  options.batch_window = std::chrono::hours(1);  // the batch closes when full, never on time
+  options.max_batch_vertices = small->vertex_count() + 2 * large->vertex_count();
+  auto backend = *Make(GetParam(), options);
+  const uint64_t empty = backend->Devices()[0].used_bytes;
+  {
+    auto small_gpu = *backend->Upload(*small), large_gpu = *backend->Upload(*large);
+    const VertexNormals small_adj(*small), large_adj(*large);
+    const uint64_t before_mesh = backend->Devices()[0].used_bytes;
+    auto small_mesh = backend->UploadMesh(*small_gpu, small_adj);
+    auto large_mesh = backend->UploadMesh(*large_gpu, large_adj);
+    ASSERT_TRUE(small_mesh.ok() && large_mesh.ok()) << small_mesh.status() << large_mesh.status();
+    EXPECT_EQ(backend->Devices()[0].used_bytes - before_mesh, (*small_mesh)->bytes() + (*large_mesh)->bytes());
+
+    auto lbs = *backend->CreateSession(small_gpu, GpuMethod::kLbs);
+    auto dqs = *backend->CreateSession(large_gpu, GpuMethod::kDqs);
+    auto dqs_half = *backend->CreateSession(large_gpu, GpuMethod::kDqs);
+    const Pose small_pose = LimbPose(small->skeleton, 0.7), large_pose = LimbPose(large->skeleton, 0.4);
+    const auto lbs_joints = FrameJointData(*small, "lbs", small_pose);
+    const auto dqs_joints = FrameJointData(*large, "dqs", large_pose);
+    std::vector<float> lbs_out(small->positions.size()), dqs_out(large->positions.size());
+    std::vector<uint16_t> half_out(large->positions.size());
+    const float kUntouched = 7.f;
+    std::vector<float> lbs_normals(lbs_out.size(), kUntouched), half_normals(dqs_out.size(), kUntouched);
+
+    Latch latch;
+    latch.remaining = 3;
+    FrameOutput a;
+    a.positions = lbs_out.data();
+    a.normals = lbs_normals.data();
+    a.mesh = small_mesh->get();
+    backend->Submit(*lbs, lbs_joints, a, &Latch::Done, &latch);
+    backend->Submit(*dqs, dqs_joints, dqs_out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+    FrameOutput c;
+    c.positions = half_out.data();
+    c.format = OutputFormat::kFloat16;
+    c.normals = half_normals.data();
+    c.mesh = large_mesh->get();
+    backend->Submit(*dqs_half, dqs_joints, c, &Latch::Done, &latch);
+    latch.Wait();
+    ASSERT_TRUE(latch.status.ok()) << latch.status;
+
+    std::vector<float> want(lbs_out.size());
+    small_adj.Compute(lbs_out, want, nullptr);
+    EXPECT_LE(MaxDiff(lbs_normals, want), 1e-6);
+    // The half-precision frame's normals are those of its float32 result (the other DQS frame's).
+    want.resize(dqs_out.size());
+    large_adj.Compute(dqs_out, want, nullptr);
+    EXPECT_LE(MaxDiff(half_normals, want), 1e-6);
+    double unit = 0;
+    for (size_t v = 0; v < want.size() / 3; ++v) {
+      const double l = std::hypot(half_normals[3 * v], half_normals[3 * v + 1], half_normals[3 * v + 2]);
+      unit = std::max(unit, std::abs(l - 1));
+    }
+    EXPECT_LE(unit, 1e-5);  // every vertex of the limb has triangles of non-zero area
+
+    // Normals without the rig's mesh (here: another rig's) fail that frame only.
+    Latch wrong;
+    FrameOutput w = a;
+    w.mesh = large_mesh->get();
+    backend->Submit(*lbs, lbs_joints, w, &Latch::Done, &wrong);
+    wrong.Wait();
+    EXPECT_EQ(wrong.status.code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(std::string(wrong.status.message()), ::testing::HasSubstr("mesh"));
+  }
+  EXPECT_EQ(backend->Devices()[0].used_bytes, empty);
 }
 
 // The device memory limit gives RESOURCE_EXHAUSTED, never a crash, and freed sessions and
