@@ -96,7 +96,8 @@ const std::string kMethods = client::MethodNames();
 
 // One method ("dqs") or a pipeline of them ("cage-mvc+lbs") into `config`, the flags' parameters
 // (--skinning, --operator, ...) on every stage they apply to; its methods in `methods`. With the
-// server's `info`, --param NAME=VALUE,... sets the method's parameters by name (single methods).
+// server's `info`, --param NAME=VALUE,... sets the method's parameters by name (a pipeline's:
+// STAGE.NAME=VALUE).
 bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* config, std::string* error);
 bool ParseDeformer(client::Args& args, const std::string& spec, v1::DeformerConfig* config,
                    std::vector<v1::Method>* methods, std::string* error, const v1::ServerInfo* info = nullptr) {
@@ -120,14 +121,54 @@ bool ParseDeformer(client::Args& args, const std::string& spec, v1::DeformerConf
     *error = "--method: the server does not offer " + spec;
     return false;
   }
-  if (!args.Get("param").empty()) {
-    *error = "--param: set parameters of a single method, not of a pipeline";
-    return false;
-  }
   for (v1::Method m : *methods) {
     v1::DeformerConfig* stage = config->add_stages();
     stage->set_method(m);
     if (!MethodParams(args, m, stage, error)) return false;
+  }
+  if (info == nullptr || args.Get("param").empty()) return true;
+  // A pipeline's parameters name their stage: STAGE.NAME=VALUE, STAGE a method of the pipeline
+  // (once in it) or its 0-based index.
+  std::vector<std::string> per_stage(methods->size());
+  for (const auto& item : absl::StrSplit(args.Get("param"), ',', absl::SkipEmpty())) {
+    const std::string a(item);
+    const size_t eq = a.find('='), dot = a.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+      *error = absl::StrCat("--param: in a pipeline write STAGE.NAME=VALUE (STAGE: a method of it or its index), not '",
+                            a, "'");
+      return false;
+    }
+    const std::string stage = a.substr(0, dot);
+    int at = -1;
+    for (size_t k = 0; k < methods->size(); ++k) {
+      if (client::MethodName((*methods)[k]) != stage && std::to_string(k) != stage) continue;
+      if (at >= 0) {
+        *error = absl::StrCat("--param ", a, ": ", stage, " is more than one stage; name it by index");
+        return false;
+      }
+      at = int(k);
+    }
+    if (at < 0) {
+      *error = absl::StrCat("--param ", a, ": no stage ", stage, " in ", spec);
+      return false;
+    }
+    if (!per_stage[at].empty()) per_stage[at] += ',';
+    per_stage[at] += a.substr(dot + 1);
+  }
+  for (size_t k = 0; k < methods->size(); ++k) {
+    if (per_stage[k].empty()) continue;
+    const v1::MethodInfo* mi = nullptr;
+    for (const v1::MethodInfo& m : info->methods()) {
+      if (m.method() == (*methods)[k]) mi = &m;
+    }
+    if (mi == nullptr) {
+      *error = "--method: the server does not offer " + client::MethodName((*methods)[k]);
+      return false;
+    }
+    if (!client::SetParams(config->mutable_stages(int(k)), mi->params_field(), per_stage[k], error)) {
+      *error = absl::StrCat("stage ", k, " (", client::MethodName((*methods)[k]), "): ", *error);
+      return false;
+    }
   }
   return true;
 }
@@ -624,7 +665,7 @@ int main(int argc, char** argv) {
       .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream")
       .Flag("clip", "NAME|INDEX", "", "play/batch FILE: which animation clip (default: the first)")
       .Flag("skinning", "lbs|dqs", "lbs", "play --method supercages: the skeletal skinning it couples with the cage")
-      .Flag("param", "NAME=VALUE,...", "", "the method's parameters by name, as `sinew info` lists them (e.g. sigma=0.3,default_operator=bulge; not lists, not pipelines)")
+      .Flag("param", "NAME=VALUE,...", "", "the method's parameters by name, as `sinew info` lists them (e.g. sigma=0.3,default_operator=bulge; not lists); in a pipeline STAGE.NAME=VALUE, STAGE its method or index (e.g. implicit.sigma=0.3)")
       .Flag("blend-weight", "B", "", "--method blend: one LBS/DQS blend weight for every vertex, 0 = LBS … 1 = DQS (default: the rig's per-vertex \"dqs_blend\" attribute)")
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")

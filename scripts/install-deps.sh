@@ -15,7 +15,7 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev libcli11-dev
   libssl-dev zlib1g-dev libc-ares-dev libre2-dev
   libassimp-dev assimp-testmodels libtinygltf-dev nlohmann-json3-dev
   python3 procps

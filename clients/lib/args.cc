@@ -1,5 +1,6 @@
 #include "clients/lib/args.h"
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
 
@@ -12,37 +13,34 @@ Args& Args::Flag(const std::string& name, const std::string& value_name, const s
   return *this;
 }
 
+// CLI11 does the parsing (`--name VALUE`, `--name=VALUE`, switches, `--` before positionals,
+// unknown flags and missing values refused); the flags are declared from the specs, and every
+// argument that is not a flag is a positional (the command words and their operands).
 bool Args::Parse(int argc, char** argv, int first) {
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0 || a == "--") {
-      positional_.push_back(a);
-      continue;
-    }
-    std::string name = a.substr(2), value;
-    bool has_value = false;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    auto it = specs_.find(name);
-    if (it == specs_.end()) {
-      error_ = "unknown flag --" + name;
-      return false;
-    }
-    if (it->second.value_name.empty()) {
-      values_[name] = has_value ? value : "1";
-      continue;
-    }
-    if (!has_value) {
-      if (i + 1 >= argc) {
-        error_ = "--" + name + " needs a value " + it->second.value_name;
-        return false;
-      }
-      value = argv[++i];
-    }
-    values_[name] = value;
+  CLI::App app;
+  app.set_help_flag();  // the programs declare their own `help`
+  app.allow_windows_style_options(false);
+  std::map<std::string, CLI::Option*> options;
+  for (const std::string& name : order_) {
+    const Spec& s = specs_.at(name);
+    CLI::Option* o = s.value_name.empty() ? app.add_flag("--" + name, switches_[name], s.help)
+                                          : app.add_option("--" + name, values_[name], s.help);
+    o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    options[name] = o;
+  }
+  app.add_option("positional", positional_)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::vector<std::string> rest(argv + first, argv + argc);
+  std::reverse(rest.begin(), rest.end());  // CLI11 takes the arguments as a stack
+  try {
+    app.parse(rest);
+  } catch (const CLI::ParseError& e) {
+    error_ = e.what();
+    return false;
+  }
+  for (const auto& [name, o] : options) {
+    if (o->count() == 0) values_.erase(name);
+    if (!specs_.at(name).value_name.empty()) continue;
+    if (o->count() > 0) values_[name] = switches_[name] ? "1" : "0";
   }
   return true;
 }
@@ -71,10 +69,8 @@ std::string Args::Get(const std::string& name) const {
 
 bool Args::GetInt(const std::string& name, long long* out, long long min, long long max) {
   const std::string v = Get(name);
-  char* end = nullptr;
-  errno = 0;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || x < min || x > max) {
+  long long x = 0;
+  if (!CLI::detail::lexical_cast(v, x) || x < min || x > max) {
     error_ = "--" + name + ": '" + v + "' is not an integer in [" + std::to_string(min) + ", " +
              std::to_string(max) + "]";
     return false;
@@ -85,9 +81,8 @@ bool Args::GetInt(const std::string& name, long long* out, long long min, long l
 
 bool Args::GetDouble(const std::string& name, double* out, double min, double max) {
   const std::string v = Get(name);
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(x >= min && x <= max)) {
+  double x = 0;
+  if (!CLI::detail::lexical_cast(v, x) || !(x >= min && x <= max)) {
     error_ = "--" + name + ": '" + v + "' is not a number in [" + std::to_string(min) + ", " +
              std::to_string(max) + "]";
     return false;

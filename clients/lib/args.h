@@ -1,5 +1,7 @@
-// A small command-line parser shared by the client programs: declared flags with help text,
-// `--name VALUE` or `--name=VALUE`, boolean switches, positional arguments, clear errors.
+// The command-line flags of the client programs: declared with help text, parsed by CLI11
+// (`--name VALUE` or `--name=VALUE`, boolean switches, positional arguments — the command words
+// and their operands — and its errors for unknown flags and missing values), read back as
+// strings or range-checked numbers.
 #pragma once
 
 #include <map>
@@ -32,6 +34,7 @@ class Args {
   std::vector<std::string> order_;
   std::map<std::string, Spec> specs_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, bool> switches_;
   std::vector<std::string> positional_;
   std::string error_;
 };

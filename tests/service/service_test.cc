@@ -130,6 +130,36 @@ TEST_F(Service, ServerInfoMethodsMatchTheProto) {
   EXPECT_EQ(blend->params(0).name(), "weight");
 }
 
+// The CLI's flags (parsed by CLI11) and --param: a pipeline's parameters name their stage by
+// method or index, reach that stage (the server's check names it), and ambiguous, unknown or
+// malformed ones are refused before anything is sent; unknown flags and missing values too.
+TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
+  auto cli = [&](std::vector<std::string> extra, std::string* err) {
+    std::vector<std::string> argv = {SINEW_CLI_PATH, "--target", server_->target(), "play", "--vertices", "2000",
+                                     "--frames", "3"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunProcess(argv, nullptr, err);
+  };
+  std::string err;
+  EXPECT_EQ(cli({"--method", "dqs+implicit", "--param", "implicit.sigma=0.3,1.max_iterations=20"}, &err), 0) << err;
+  EXPECT_NE(cli({"--method", "dqs+implicit", "--param", "1.sigma=7"}, &err), 0);
+  EXPECT_THAT(err, HasSubstr("deformer.stages[1].implicit.sigma: 7 is outside (0, 1]"));
+  EXPECT_NE(cli({"--method", "dqs+implicit", "--param", "sigma=0.3"}, &err), 0);
+  EXPECT_THAT(err, HasSubstr("STAGE.NAME=VALUE"));
+  EXPECT_NE(cli({"--method", "lbs+lbs", "--param", "lbs.x=1"}, &err), 0);
+  EXPECT_THAT(err, HasSubstr("more than one stage; name it by index"));
+  EXPECT_NE(cli({"--method", "dqs+implicit", "--param", "cage-mvc.x=1"}, &err), 0);
+  EXPECT_THAT(err, HasSubstr("no stage cage-mvc in dqs+implicit"));
+  EXPECT_NE(cli({"--method", "dqs+implicit", "--param", "implicit.nope=1"}, &err), 0);
+  EXPECT_THAT(err, HasSubstr("stage 1 (implicit): --param nope: not a parameter"));
+  EXPECT_EQ(cli({"--bogus"}, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--bogus"));
+  EXPECT_EQ(cli({"--method"}, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--method"));
+  EXPECT_EQ(cli({"--frames=-3"}, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--frames: '-3' is not an integer"));
+}
+
 // A parameters message of another method, or a bad value in the method's own, is refused with
 // the wire field named.
 TEST_F(Service, MethodParametersAreCheckedByTheMethod) {
