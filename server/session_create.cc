@@ -139,7 +139,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(StoredRig& s
     std::vector<std::unique_ptr<Deformer>> stages;
     for (size_t k = 0; k < config.stages.size(); ++k) {
       auto d = CreateDeformerOn(stored, config.stages[k]);
-      if (!d.ok()) return absl::Status(d.status().code(), absl::StrCat("deformer.stages[", k, "]: ", d.status().message()));
+      if (!d.ok()) return InStage(d.status(), k);
       stages.push_back(std::move(*d));
     }
     return MakePipeline(stored.rig, config, std::move(stages));

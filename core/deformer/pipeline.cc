@@ -141,6 +141,17 @@ class Pipeline final : public Deformer {
 
 }  // namespace
 
+absl::Status InStage(const absl::Status& status, size_t k) {
+  if (status.ok()) return status;
+  constexpr std::string_view kField = "deformer.";
+  const std::string m(status.message());
+  const std::string stage = absl::StrCat("deformer.stages[", k, "]");
+  if (m.substr(0, kField.size()) == kField) {
+    return absl::Status(status.code(), absl::StrCat(stage, ".", m.substr(kField.size())));
+  }
+  return absl::Status(status.code(), absl::StrCat(stage, ": ", m));
+}
+
 absl::Status CheckPipeline(const DeformerConfig& config, std::string_view field) {
   const std::string f = absl::StrCat(std::string(field), ".stages");
   if (config.stages.empty() || config.stages.size() > kMaxStages) {

@@ -32,6 +32,10 @@ inline constexpr size_t kMaxStages = 8;
 // `field`.stages[k]. (Each stage's parameters were checked when they were parsed.)
 absl::Status CheckPipeline(const DeformerConfig& config, std::string_view field);
 
+// A stage's error as the pipeline's: its "deformer.X" field becomes "deformer.stages[k].X"
+// (other messages get "deformer.stages[k]: " in front); the code is kept.
+absl::Status InStage(const absl::Status& status, size_t k);
+
 // True when a stage keeps history (frames must be replayed in order, see MethodInfo::stateful).
 bool PipelineStateful(const DeformerConfig& config);
 

@@ -138,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const R
     std::vector<std::unique_ptr<Deformer>> stages;
     for (size_t k = 0; k < config.stages.size(); ++k) {
       auto d = CreateDeformer(rig, config.stages[k], pool);
-      if (!d.ok()) return absl::Status(d.status().code(), absl::StrCat("deformer.stages[", k, "]: ", d.status().message()));
+      if (!d.ok()) return InStage(d.status(), k);
       stages.push_back(std::move(*d));
     }
     return MakePipeline(std::move(rig), config, std::move(stages));
