@@ -1,0 +1,85 @@
+// The swing/twist joint deformers of Kavan & Sorkine 2012, "Elasticity-Inspired Deformers for
+// Character Articulation" (seed 001; notes in ../shared/specs/seed-001-elasticity-deformers.md),
+// at run time: what a frame does once the per-vertex weights exist.
+//
+// Frames (spec §2.8). Every joint j has a canonical frame R_j (rigid, canonical → model space):
+// origin at the rest joint, +z along its bone, x and y by Gram–Schmidt from a fixed world
+// reference — built from rest joint positions, never from the client's joint axes. From the
+// frame's skinning matrices S (S_j = G_j · inverse_bind_j):
+//   A_j = S_parent(j) · R_j              (A_root = S_root · R_root)
+//   Q_j = R_j⁻¹ · S_parent(j)⁻¹ · S_j · R_j  a rotation (Q_root = I), split as Q = Q_swing · Q_twist
+// with the twist about +z applied first (§3.4, Baerlocher 2001).
+//
+// Deformation (Eq. 5–6), per vertex p̃ with influences (j, d_j, s_j, t_j):
+//   x̃ = R_j⁻¹ p̃,   Γ_j = ((1 − s) I + s Q_swing,j) · R_z(t θ_j) · x̃,   p = Σ_j d_j A_j Γ_j.
+// With s = t = 1 an influence moves by S_j, with s = t = 0 by S_parent(j); the twist is
+// interpolated as an angle about the bone (no candy wrapper), the swing linearly.
+//
+// Data layout: per rig the canonical frames; per vertex a CSR list of influences with d, s, t
+// (three float arrays); per frame one JointRecord per joint (34 floats, the device's layout too),
+// composed in double and stored in float. The skinning loop allocates nothing.
+#pragma once
+
+#include <array>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/parallel/thread_pool.h"
+#include "core/rig/rig.h"
+
+namespace sinew {
+
+// q = q_swing · q_twist about +z. theta in (−π, π]; q and −q give the same split. Within 1e-6
+// of a 180° swing (w² + z² < 1e-12) the twist is undefined: theta = 0 and swing = q.
+struct SwingTwistSplit {
+  Eigen::Quaterniond swing;
+  double theta = 0;
+  bool singular = false;
+};
+SwingTwistSplit SplitSwingTwist(const Eigen::Quaterniond& q);
+
+// The rig's canonical joint frames. The bone axis of joint j: the first child whose bone is
+// longer than 1e-6 of the skeleton's size; else the first descendant (depth first, children in
+// index order) that does not coincide with j; else the parent's axis (a root alone: world +z).
+struct CanonicalFrames {
+  std::vector<Affine34d> frame;          // R_j
+  std::vector<Affine34d> inverse;        // R_j⁻¹
+  std::vector<Eigen::Vector3d> rest;     // rest joint positions (model space)
+  std::vector<double> bone_length;       // distance to the axis joint (0 when none)
+};
+// FAILED_PRECONDITION when the rig has no skeleton.
+absl::StatusOr<CanonicalFrames> ComputeCanonicalFrames(const Rig& rig);
+
+// One joint of one frame: A_j (row-major 3x4), B_j = Q_swing − I (row-major 3x3), θ_j, and R_j⁻¹
+// (row-major 3x4), 34 floats.
+struct JointRecord {
+  std::array<float, 12> a;
+  std::array<float, 9> b;
+  float theta;
+  std::array<float, 12> inverse_frame;
+};
+static_assert(sizeof(JointRecord) == 34 * sizeof(float));
+
+// The records of a frame from its skinning matrices. INVALID_ARGUMENT naming the joint when
+// Q_j is not a rotation (a joint stretched, scaled or translated relative to its parent beyond
+// 1e-4 of its bone's length — the deformers model rotations only). `out`: one per joint.
+absl::Status SwingTwistJoints(const Rig& rig, const CanonicalFrames& frames, std::span<const Affine34d> skinning,
+                              std::span<JointRecord> out);
+
+// Per-vertex influences: vertex v has entries offsets[v] .. offsets[v+1]-1.
+struct SwingTwistWeights {
+  std::vector<uint32_t> offsets;  // vertex_count + 1
+  std::vector<uint16_t> joints;
+  std::vector<float> d, s, t;     // deformer blend weight (Σ d = 1 per vertex), swing, twist
+};
+// OK when the weights fit `vertex_count` vertices and `joint_count` joints, every d, s, t is
+// finite and in [0, 1] and every vertex's d sums to 1 within 1e-4; INVALID_ARGUMENT naming the
+// vertex otherwise.
+absl::Status CheckSwingTwistWeights(const SwingTwistWeights& w, size_t vertex_count, size_t joint_count);
+
+// Eq. 5–6 over every vertex (rest: x,y,z per vertex; out: the same size).
+void SwingTwistSkinning(std::span<const float> rest, const SwingTwistWeights& weights,
+                        std::span<const JointRecord> joints, std::span<float> out, ThreadPool* pool);
+
+}  // namespace sinew
