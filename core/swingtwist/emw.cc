@@ -1,0 +1,266 @@
+#include "core/swingtwist/emw.h"
+
+#include <Eigen/SVD>
+#include <Eigen/SparseCholesky>
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "absl/strings/str_cat.h"
+
+namespace sinew {
+namespace {
+
+using V3 = Eigen::Vector3d;
+
+// The 12 edges of a voxel as pairs of corner numbers (corners differ in one offset bit).
+constexpr int kEdges[12][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2}, {1, 3},
+                               {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}};
+
+Eigen::Matrix3d Rotation(const V3& axis, double degrees) {
+  return Eigen::AngleAxisd(degrees * std::numbers::pi / 180, axis).toRotationMatrix();
+}
+
+// Closed segment p0–p1 against the closed box [lo, hi] (slab test).
+bool SegmentHitsBox(const V3& p0, const V3& p1, const V3& lo, const V3& hi) {
+  double t0 = 0, t1 = 1;
+  const V3 d = p1 - p0;
+  for (int k = 0; k < 3; ++k) {
+    if (d[k] == 0) {
+      if (p0[k] < lo[k] || p0[k] > hi[k]) return false;
+      continue;
+    }
+    double a = (lo[k] - p0[k]) / d[k], b = (hi[k] - p0[k]) / d[k];
+    if (a > b) std::swap(a, b);
+    t0 = std::max(t0, a);
+    t1 = std::min(t1, b);
+    if (t0 > t1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<Eigen::Matrix3d> SwingSamples() {
+  return {Rotation(V3::UnitX(), -90), Rotation(V3::UnitX(), 90), Rotation(V3::UnitY(), -90),
+          Rotation(V3::UnitY(), 90)};
+}
+std::vector<Eigen::Matrix3d> TwistSamples() { return {Rotation(V3::UnitZ(), -90), Rotation(V3::UnitZ(), 90)}; }
+
+Dirichlet BoneDirichlet(const VoxelGrid& grid, std::span<const Eigen::Vector3d> rest_joints,
+                        std::span<const int32_t> parents, size_t joint, size_t* conflicts) {
+  const size_t nj = parents.size();
+  auto in_subtree = [&](int32_t x) {
+    for (; x >= 0; x = parents[x]) {
+      if (size_t(x) == joint) return true;
+    }
+    return false;
+  };
+  std::vector<uint8_t> claim(grid.vertices.size(), 0);  // bit 1: rotating, bit 2: fixed
+  const double eps = 1e-9 * grid.h;
+  for (size_t c = 0; c < nj; ++c) {
+    const int32_t p = parents[c];
+    if (p < 0) continue;
+    const uint8_t bit = in_subtree(p) ? 1 : 2;
+    const V3 a = rest_joints[p], b = rest_joints[c];
+    const auto lo = grid.CellOf(a.cwiseMin(b) - V3::Constant(eps)), hi = grid.CellOf(a.cwiseMax(b) + V3::Constant(eps));
+    for (int z = lo[2]; z <= hi[2]; ++z) {
+      for (int y = lo[1]; y <= hi[1]; ++y) {
+        for (int x = lo[0]; x <= hi[0]; ++x) {
+          const int32_t v = grid.VoxelAt({x, y, z});
+          if (v < 0) continue;
+          const V3 box_lo = grid.origin + grid.h * V3(x, y, z) - V3::Constant(eps);
+          const V3 box_hi = box_lo + V3::Constant(grid.h + 2 * eps);
+          if (!SegmentHitsBox(a, b, box_lo, box_hi)) continue;
+          for (int32_t corner : grid.corners[v]) claim[corner] |= bit;
+        }
+      }
+    }
+  }
+  Dirichlet d(claim.size(), -1);
+  size_t both = 0;
+  for (size_t i = 0; i < claim.size(); ++i) {
+    if (claim[i] == 1) d[i] = 1;
+    else if (claim[i] == 2) d[i] = 0;
+    both += claim[i] == 3;
+  }
+  if (conflicts) *conflicts = both;
+  return d;
+}
+
+absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen::Vector3d> vertices,
+                                   const Dirichlet& dirichlet, std::span<const Eigen::Matrix3d> samples,
+                                   const EmwOptions& options) {
+  const size_t n = grid.vertices.size(), m = grid.voxel_count(), k = samples.size();
+  if (vertices.size() != n || dirichlet.size() != n || k == 0) {
+    return absl::InternalError("emw: one position and one Dirichlet value per grid vertex, and samples");
+  }
+  // Every component needs a Dirichlet vertex.
+  std::vector<uint8_t> anchored(grid.components, 0);
+  for (size_t i = 0; i < n; ++i) anchored[grid.component[i]] |= dirichlet[i] >= 0;
+  for (int c = 0; c < grid.components; ++c) {
+    if (!anchored[c]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "elasticity weights: voxel component ", c, " of ", grid.components,
+          " contains no bone (a separate mesh part without a bone inside; a smaller voxel size may separate it "
+          "from its neighbours, a larger one join it)"));
+    }
+  }
+  // Free vertices numbered 0..nf-1.
+  std::vector<int32_t> free_index(n, -1);
+  int32_t nf = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (dirichlet[i] < 0) free_index[i] = nf++;
+  }
+  // u_{i,a} = (S_i − I) ṽ_a.
+  std::vector<V3> u(k * n);
+  for (size_t i = 0; i < k; ++i) {
+    const Eigen::Matrix3d s = samples[i] - Eigen::Matrix3d::Identity();
+    for (size_t a = 0; a < n; ++a) u[i * n + a] = s * vertices[a];
+  }
+  // H = Σ over samples and voxel edges, and the grid Laplacian L (edges with multiplicity).
+  std::vector<Eigen::Triplet<double>> h_triplets, l_triplets;
+  h_triplets.reserve(m * 12 * 4);
+  l_triplets.reserve(m * 12 * 4);
+  std::vector<double> h_diag(n, 0.0);
+  for (size_t e = 0; e < m; ++e) {
+    for (const auto& edge : kEdges) {
+      const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
+      double aa = 0, bb = 0, ab = 0;
+      for (size_t i = 0; i < k; ++i) {
+        aa += u[i * n + a].squaredNorm();
+        bb += u[i * n + b].squaredNorm();
+        ab -= u[i * n + a].dot(u[i * n + b]);
+      }
+      h_diag[a] += aa;
+      h_diag[b] += bb;
+      const int32_t fa = free_index[a], fb = free_index[b];
+      if (fa >= 0) {
+        h_triplets.emplace_back(fa, fa, aa);
+        l_triplets.emplace_back(fa, fa, 1);
+      }
+      if (fb >= 0) {
+        h_triplets.emplace_back(fb, fb, bb);
+        l_triplets.emplace_back(fb, fb, 1);
+      }
+      if (fa >= 0 && fb >= 0) {
+        h_triplets.emplace_back(fa, fb, ab);
+        h_triplets.emplace_back(fb, fa, ab);
+        l_triplets.emplace_back(fa, fb, -1);
+        l_triplets.emplace_back(fb, fa, -1);
+      }
+    }
+  }
+  double mean_diag = 0;
+  for (double x : h_diag) mean_diag += x;
+  mean_diag /= double(n);
+  const double reg = options.epsilon * mean_diag;
+
+  EmwResult result;
+  result.weights.assign(n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    if (dirichlet[i] >= 0) result.weights[i] = dirichlet[i];
+  }
+  if (nf == 0) return result;
+
+  Eigen::SparseMatrix<double> lff(nf, nf), hff(nf, nf);
+  lff.setFromTriplets(l_triplets.begin(), l_triplets.end());
+  hff.setFromTriplets(h_triplets.begin(), h_triplets.end());
+  hff += reg * lff;
+
+  // The constrained columns' contribution to the right-hand sides: −(H_FC w_C), −(L_FC w_C).
+  Eigen::VectorXd h_fixed = Eigen::VectorXd::Zero(nf), l_fixed = Eigen::VectorXd::Zero(nf);
+  for (size_t e = 0; e < m; ++e) {
+    for (const auto& edge : kEdges) {
+      const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
+      for (auto [f, c] : {std::pair{a, b}, std::pair{b, a}}) {
+        if (free_index[f] < 0 || dirichlet[c] != 1) continue;
+        double fc = 0;
+        for (size_t i = 0; i < k; ++i) fc -= u[i * n + f].dot(u[i * n + c]);
+        h_fixed[free_index[f]] -= fc + reg * -1.0;
+        l_fixed[free_index[f]] -= -1.0;
+      }
+    }
+  }
+
+  // Harmonic start.
+  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> harmonic(lff);
+  if (harmonic.info() != Eigen::Success) return absl::FailedPreconditionError("elasticity weights: the grid Laplacian did not factor");
+  const Eigen::VectorXd w0 = harmonic.solve(l_fixed);
+  for (size_t i = 0; i < n; ++i) {
+    if (free_index[i] >= 0) result.weights[i] = w0[free_index[i]];
+  }
+  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> solver(hff);
+  if (solver.info() != Eigen::Success) {
+    return absl::FailedPreconditionError("elasticity weights: the energy's system did not factor (a part without a bone?)");
+  }
+
+  std::vector<Eigen::Matrix3d> rotations(k * m);
+  Eigen::VectorXd g(nf);
+  const std::vector<double>& w = result.weights;
+  for (int iteration = 0;; ++iteration) {
+    // Local: best-fit rotations for the current weights, and the energy they give.
+    double energy = 0;
+    for (size_t i = 0; i < k; ++i) {
+      for (size_t e = 0; e < m; ++e) {
+        Eigen::Matrix3d cov = Eigen::Matrix3d::Zero();
+        for (const auto& edge : kEdges) {
+          const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
+          const V3 rest = vertices[a] - vertices[b];
+          const V3 moved = rest + w[a] * u[i * n + a] - w[b] * u[i * n + b];
+          cov += rest * moved.transpose();
+        }
+        Eigen::JacobiSVD<Eigen::Matrix3d> svd(cov, Eigen::ComputeFullU | Eigen::ComputeFullV);
+        Eigen::Matrix3d v = svd.matrixV();
+        Eigen::Matrix3d r = v * svd.matrixU().transpose();
+        if (r.determinant() < 0) {
+          v.col(2) = -v.col(2);
+          r = v * svd.matrixU().transpose();
+        }
+        rotations[i * m + e] = r;
+        for (const auto& edge : kEdges) {
+          const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
+          const V3 rest = vertices[a] - vertices[b];
+          const V3 moved = rest + w[a] * u[i * n + a] - w[b] * u[i * n + b];
+          energy += 0.5 * (moved - r * rest).squaredNorm();
+        }
+      }
+    }
+    double smooth = 0;
+    for (size_t e = 0; e < m; ++e) {
+      for (const auto& edge : kEdges) {
+        const double d = w[grid.corners[e][edge[0]]] - w[grid.corners[e][edge[1]]];
+        smooth += d * d;
+      }
+    }
+    energy += 0.5 * reg * smooth;
+    result.energy.push_back(energy);
+    const size_t count = result.energy.size();
+    if (count >= 2) {
+      const double before = result.energy[count - 2];
+      if (before - energy <= options.tolerance * std::max(before, 1e-300)) break;
+    }
+    if (iteration >= options.max_iterations) break;
+    // Global: the weights for these rotations.
+    g = h_fixed;
+    for (size_t i = 0; i < k; ++i) {
+      for (size_t e = 0; e < m; ++e) {
+        const Eigen::Matrix3d rm = rotations[i * m + e] - Eigen::Matrix3d::Identity();
+        for (const auto& edge : kEdges) {
+          const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
+          const V3 c = rm * (vertices[a] - vertices[b]);
+          if (free_index[a] >= 0) g[free_index[a]] += u[i * n + a].dot(c);
+          if (free_index[b] >= 0) g[free_index[b]] -= u[i * n + b].dot(c);
+        }
+      }
+    }
+    const Eigen::VectorXd solved = solver.solve(g);
+    for (size_t i = 0; i < n; ++i) {
+      if (free_index[i] >= 0) result.weights[i] = solved[free_index[i]];
+    }
+    result.iterations = iteration + 1;
+  }
+  return result;
+}
+
+}  // namespace sinew

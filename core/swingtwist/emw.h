@@ -1,0 +1,63 @@
+// Energy-minimizing weights (Kavan & Sorkine 2012 §3.2, Eq. 3; spec §2.2–2.4): for one joint,
+// the weight w_a of the rotating transform at every grid vertex such that LBS between "the
+// subtree turned by a sample rotation" and "the rest held still" deforms the voxel grid as
+// elastically as it can, summed over a few sample rotations (swing: R_x(±90°), R_y(±90°);
+// twist: R_z(±90°), in the joint's canonical frame).
+//
+// Energy: Σ_samples Σ_voxels min_R ½ Σ_{12 cube edges (a,b)} ‖(v_a − v_b) − R (ṽ_a − ṽ_b)‖²
+// with v_a = ṽ_a + w_a (S_i − I) ṽ_a (the per-edge, best-fit form of Eq. 1; the paper's "min" over
+// rᵀKv is a sign slip, spec §2.2). Dirichlet data: w = 1 on the vertices of voxels a rotating
+// bone passes through, 0 for the other bones, free where both claim a vertex (the joint).
+//
+// Solver: local/global block descent. Local: per sample and voxel a 3×3 Procrustes rotation.
+// Global: the quadratic in w with the rotations fixed; its matrix H depends only on the samples,
+// the grid and the Dirichlet split, so it is factored once (sparse LDLᵀ) and each iteration is one
+// back-substitution. H is singular where every sample leaves a vertex in place (the joint point,
+// the twist axis): ε·mean(diag H)·L (L the grid's graph Laplacian) is added, ε = 1e-6. Starts
+// from harmonic weights (L w = 0, same Dirichlet data); stops when the energy decreases by less
+// than `tolerance` relative, or after `max_iterations`.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/swingtwist/voxels.h"
+
+namespace sinew {
+
+struct EmwOptions {
+  double epsilon = 1e-6;
+  int max_iterations = 30;
+  double tolerance = 1e-4;
+};
+
+struct EmwResult {
+  std::vector<double> weights;  // per grid vertex
+  // The energy (with the ε term) of the harmonic start and after each iteration.
+  std::vector<double> energy;
+  int iterations = 0;
+};
+
+// Per grid vertex: 1 or 0 (Dirichlet) or -1 (free).
+using Dirichlet = std::vector<int8_t>;
+
+// `vertices`: the grid vertices in the joint's canonical frame (the samples turn about its
+// origin). FAILED_PRECONDITION when a connected component of the grid has no Dirichlet vertex
+// (its weights would be undetermined) or the factorization fails.
+absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen::Vector3d> vertices,
+                                   const Dirichlet& dirichlet, std::span<const Eigen::Matrix3d> samples,
+                                   const EmwOptions& options = {});
+
+// The paper's samples in the joint's canonical frame.
+std::vector<Eigen::Matrix3d> SwingSamples();  // R_x(±90°), R_y(±90°)
+std::vector<Eigen::Matrix3d> TwistSamples();  // R_z(±90°)
+
+// Bones as segments from a joint to each of its children, moving with the joint (its proximal
+// end). For joint j: 1 on the vertices of voxels that a bone of j's subtree passes through, 0
+// for every other bone's, -1 (free) for vertices both claim and for the rest. The voxel test
+// is a closed slab test widened by 1e-9 h. `conflicts`: vertices both claimed.
+Dirichlet BoneDirichlet(const VoxelGrid& grid, std::span<const Eigen::Vector3d> rest_joints,
+                        std::span<const int32_t> parents, size_t joint, size_t* conflicts = nullptr);
+
+}  // namespace sinew

@@ -1,0 +1,161 @@
+// Energy-minimizing weights (Kavan & Sorkine 2012 §3.2; spec §2.4 and §4.4–4.8) on the spec's
+// test cylinder: radius 1, length 6, two collinear bones meeting at x = 3, voxel size 0.25.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+
+#include "core/procedural/limb.h"
+#include "core/swingtwist/emw.h"
+#include "core/swingtwist/swing_twist.h"
+#include "tests/core/test_util.h"
+
+namespace sinew {
+namespace {
+
+// The cylinder with joints at x = 0, 3 and an end joint at 6, so that both bones are segments.
+Rig Cylinder() {
+  LimbOptions o;
+  o.rings = 61;
+  o.segments = 32;
+  o.bones = 2;
+  o.length = 6;
+  o.radius = 1;
+  RigInput in = MakeLimb(o);
+  Skeleton& sk = in.rig.skeleton;
+  sk.names.push_back("end");
+  sk.parents.push_back(1);
+  Similarity end;
+  end.translation = Eigen::Vector3d(3, 0, 0);
+  sk.rest_local.push_back(end);
+  return testing::BuildOrDie(std::move(in));
+}
+
+struct Problem {
+  VoxelGrid grid;
+  std::vector<Eigen::Vector3d> local;  // grid vertices in the elbow's canonical frame
+  Dirichlet dirichlet;
+  size_t conflicts = 0;
+};
+
+Problem Elbow(const Rig& rig, double h) {
+  Problem p;
+  auto grid = Voxelize(rig.positions, rig.triangles, {h});
+  EXPECT_TRUE(grid.ok()) << grid.status();
+  p.grid = std::move(*grid);
+  auto frames = ComputeCanonicalFrames(rig);
+  EXPECT_TRUE(frames.ok());
+  for (const auto& v : p.grid.vertices) p.local.push_back(frames->inverse[1] * v.homogeneous());
+  p.dirichlet = BoneDirichlet(p.grid, frames->rest, rig.skeleton.parents, 1, &p.conflicts);
+  return p;
+}
+
+// §4.4, §4.5, §4.7: the bones' vertices keep exactly their Dirichlet values; the free ones —
+// including the joint point and the twist axis, which no sample moves (the ε guard) — stay in
+// [−1e-3, 1 + 1e-3]; the joint's voxels are claimed by both bones and left free.
+TEST(Emw, DirichletValuesExactAndWeightsInRange) {
+  const Rig rig = Cylinder();
+  const Problem p = Elbow(rig, 0.25);
+  size_t ones = 0, zeros = 0;
+  for (int8_t d : p.dirichlet) {
+    ones += d == 1;
+    zeros += d == 0;
+  }
+  EXPECT_GT(ones, 0u);
+  EXPECT_GT(zeros, 0u);
+  EXPECT_EQ(p.conflicts, 27u);  // the spec's count for the collinear cylinder: the 3 × 3 × 3 around the joint
+  for (const auto& samples : {SwingSamples(), TwistSamples()}) {
+    auto r = SolveEmw(p.grid, p.local, p.dirichlet, samples);
+    ASSERT_TRUE(r.ok()) << r.status();
+    double lo = 1, hi = 0;
+    for (size_t i = 0; i < r->weights.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(r->weights[i]));
+      if (p.dirichlet[i] >= 0) {
+        ASSERT_EQ(r->weights[i], double(p.dirichlet[i])) << i;
+      }
+      lo = std::min(lo, r->weights[i]);
+      hi = std::max(hi, r->weights[i]);
+    }
+    EXPECT_GE(lo, -1e-3);
+    EXPECT_LE(hi, 1 + 1e-3);
+  }
+}
+
+// §4.6: the energy never increases from the harmonic start, and the descent stops within 30
+// iterations; the result is below the harmonic weights' energy.
+TEST(Emw, EnergyDescendsFromTheHarmonicStart) {
+  const Rig rig = Cylinder();
+  const Problem p = Elbow(rig, 0.25);
+  for (const auto& samples : {SwingSamples(), TwistSamples()}) {
+    auto r = SolveEmw(p.grid, p.local, p.dirichlet, samples);
+    ASSERT_TRUE(r.ok());
+    ASSERT_GE(r->energy.size(), 2u);
+    for (size_t i = 1; i < r->energy.size(); ++i) EXPECT_LE(r->energy[i], r->energy[i - 1] * (1 + 1e-9)) << i;
+    EXPECT_LT(r->energy.back(), r->energy.front());
+    EXPECT_LT(r->iterations, 30);
+    std::printf("grid: %zu voxels, %zu vertices; %d iterations; energy %.4f (harmonic %.4f)\n", p.grid.voxel_count(),
+                p.grid.vertices.size(), r->iterations, r->energy.back(), r->energy.front());
+  }
+}
+
+// The symmetric cylinder bends about its middle: the swing weight of the joint's cross-section
+// is one half (the prototype: 0.500).
+TEST(Emw, SymmetricJointPlaneWeighsHalf) {
+  const Rig rig = Cylinder();
+  const Problem p = Elbow(rig, 0.25);
+  auto r = SolveEmw(p.grid, p.local, p.dirichlet, SwingSamples());
+  ASSERT_TRUE(r.ok());
+  double sum = 0, worst = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < p.grid.vertices.size(); ++i) {
+    if (std::abs(p.grid.vertices[i].x() - 3) > 1e-9) continue;
+    sum += r->weights[i];
+    worst = std::max(worst, std::abs(r->weights[i] - 0.5));
+    ++count;
+  }
+  ASSERT_GT(count, 0u);
+  std::printf("joint plane: %zu vertices, mean swing weight %.4f, farthest from 1/2 by %.4f\n", count, sum / count, worst);
+  EXPECT_NEAR(sum / count, 0.5, 0.01);
+  EXPECT_LE(worst, 0.05);
+}
+
+// §4.8: 4 swing samples and 32 (R_x, R_y at ±11.25° q, q = 1..8) give almost the same weights.
+TEST(Emw, FourSamplesAlmostEqualThirtyTwo) {
+  const Rig rig = Cylinder();
+  const Problem p = Elbow(rig, 0.25);
+  std::vector<Eigen::Matrix3d> dense;
+  for (int q = 1; q <= 8; ++q) {
+    for (double sign : {-1.0, 1.0}) {
+      for (const Eigen::Vector3d axis : {Eigen::Vector3d::UnitX(), Eigen::Vector3d::UnitY()}) {
+        dense.push_back(Eigen::AngleAxisd(sign * 11.25 * q * std::numbers::pi / 180, axis).toRotationMatrix());
+      }
+    }
+  }
+  ASSERT_EQ(dense.size(), 32u);
+  auto four = SolveEmw(p.grid, p.local, p.dirichlet, SwingSamples());
+  auto many = SolveEmw(p.grid, p.local, p.dirichlet, dense);
+  ASSERT_TRUE(four.ok() && many.ok());
+  double worst = 0, mean = 0;
+  for (size_t i = 0; i < four->weights.size(); ++i) {
+    const double d = std::abs(four->weights[i] - many->weights[i]);
+    worst = std::max(worst, d);
+    mean += d / four->weights.size();
+  }
+  std::printf("4 vs 32 samples: max %.4f, mean %.4f\n", worst, mean);
+  EXPECT_LE(worst, 0.05);
+  EXPECT_LE(mean, 0.01);
+}
+
+// A part of the grid with no bone in it has undetermined weights: refused, saying so.
+TEST(Emw, PartWithoutABoneIsRefused) {
+  const Rig rig = Cylinder();
+  Problem p = Elbow(rig, 0.25);
+  for (auto& d : p.dirichlet) d = -1;
+  const auto st = SolveEmw(p.grid, p.local, p.dirichlet, SwingSamples()).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("contains no bone"));
+}
+
+}  // namespace
+}  // namespace sinew
