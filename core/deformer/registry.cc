@@ -1,6 +1,7 @@
 // The table of deformation methods. One line per method.
 #include "absl/strings/str_cat.h"
 #include "core/blend/blend.h"
+#include "core/swingtwist/method.h"
 #include "core/cage/cage_deformer.h"
 #include "core/deformer/deformer.h"
 #include "core/deformer/pipeline.h"
@@ -51,6 +52,12 @@ const MethodInfo kMethods[] = {
                     "one weight per session",
      .create = &CreateBlendDeformer, .device_stage = true, .params_field = "blend", .params = BlendParamSpecs(),
      .parse = &ParseBlendParams, .params_type = &typeid(BlendParams), .follows = StageInput::kRest},
+    {.id = 9, .name = "swing-twist",
+     .description = "elasticity-inspired joint deformers (Kavan & Sorkine 2012): per joint a swing and a twist "
+                    "deformer with energy-minimizing weights precomputed from a voxelization of the rest mesh",
+     .create = &CreateSwingTwistDeformer, .prepare = &PrepareSwingTwist, .prepare_key = &SwingTwistKey,
+     .params_field = "swing_twist", .params = SwingTwistParamSpecs(), .parse = &ParseSwingTwistParams,
+     .params_type = &typeid(SwingTwistParams)},
 };
 }  // namespace
 

@@ -1,12 +1,12 @@
 #include "core/swingtwist/emw.h"
 
 #include <Eigen/SVD>
-#include <Eigen/SparseCholesky>
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
 #include "absl/strings/str_cat.h"
+#include "core/swingtwist/sparse.h"
 
 namespace sinew {
 namespace {
@@ -184,14 +184,14 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
   }
 
   // Harmonic start.
-  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> harmonic(lff);
-  if (harmonic.info() != Eigen::Success) return absl::FailedPreconditionError("elasticity weights: the grid Laplacian did not factor");
+  SpdSolver harmonic(lff);
+  if (!harmonic.ok()) return absl::FailedPreconditionError("elasticity weights: the grid Laplacian did not factor");
   const Eigen::VectorXd w0 = harmonic.solve(l_fixed);
   for (size_t i = 0; i < n; ++i) {
     if (free_index[i] >= 0) result.weights[i] = w0[free_index[i]];
   }
-  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> solver(hff);
-  if (solver.info() != Eigen::Success) {
+  SpdSolver solver(hff);
+  if (!solver.ok()) {
     return absl::FailedPreconditionError("elasticity weights: the energy's system did not factor (a part without a bone?)");
   }
 

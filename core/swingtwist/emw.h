@@ -11,8 +11,8 @@
 //
 // Solver: local/global block descent. Local: per sample and voxel a 3×3 Procrustes rotation.
 // Global: the quadratic in w with the rotations fixed; its matrix H depends only on the samples,
-// the grid and the Dirichlet split, so it is factored once (sparse LDLᵀ) and each iteration is one
-// back-substitution. H is singular where every sample leaves a vertex in place (the joint point,
+// the grid and the Dirichlet split, so it is factored once (sparse Cholesky) and each iteration is one
+// back-substitution (CHOLMOD, sparse.h). H is singular where every sample leaves a vertex in place (the joint point,
 // the twist axis): ε·mean(diag H)·L (L the grid's graph Laplacian) is added, ε = 1e-6. Starts
 // from harmonic weights (L w = 0, same Dirichlet data); stops when the energy decreases by less
 // than `tolerance` relative, or after `max_iterations`.

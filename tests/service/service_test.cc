@@ -9,6 +9,7 @@
 
 #include "clients/lib/client.h"
 #include "clients/lib/methods.h"
+#include "core/swingtwist/method.h"
 #include "core/util/half.h"
 #include "sinew/v1/rig_id.h"
 #include "tests/service/server_process.h"
@@ -70,7 +71,7 @@ TEST_F(Service, ServerInfoDescribesServer) {
   std::vector<std::string> methods;
   for (const auto& m : info->methods()) methods.push_back(m.name());
   EXPECT_THAT(methods, ::testing::ElementsAre("lbs", "dqs", "cage-mvc", "cage-green", "supercages", "implicit",
-                                              "elastic-implicit", "blend"));
+                                              "elastic-implicit", "blend", "swing-twist"));
   ASSERT_GE(info->backends_size(), 1);
   EXPECT_EQ(info->backends(0).backend(), v1::BACKEND_CPU);
   EXPECT_TRUE(info->backends(0).available());
@@ -218,6 +219,51 @@ TEST_F(Service, BlendSessionsEqualCore) {
   std::vector<float> want(got.size());
   ASSERT_TRUE((*d)->Deform({&pose, {}}, want, nullptr).ok());
   EXPECT_EQ(got, want);
+}
+
+// Swing/twist deformers through the server: the session prepares the rig's weights once (listed
+// in GetRig with their key, done), and its frames equal core's deformer with the same parameters.
+TEST_F(Service, SwingTwistSessionsEqualCore) {
+  const LimbOptions limb = LimbOf(3000);
+  RigInput in = MakeLimb(limb);
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_SWING_TWIST);
+  req.mutable_deformer()->mutable_swing_twist()->set_voxel_size(0.05);
+  auto session = client_->CreateSession(req);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.5);  // the elbow bent 120°, the wrist twisted 180°
+  auto resp = client_->Deform(Frame(session->session_id(), 1, pose));
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  std::vector<float> got;
+  ASSERT_TRUE(client::DecodePositions(*resp, got).ok());
+
+  auto rig = BuildRig(std::move(in));
+  ASSERT_TRUE(rig.ok());
+  DeformerConfig config("swing-twist");
+  auto params = std::make_shared<SwingTwistParams>();
+  params->voxel_size = 0.05;
+  config.params = params;
+  auto d = CreateDeformer(std::make_shared<const Rig>(std::move(*rig)), config);
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::vector<float> want(got.size());
+  ASSERT_TRUE((*d)->Deform({&pose, {}}, want, nullptr).ok());
+  EXPECT_EQ(got, want);
+
+  auto info = client_->GetRig(up->rig_id());
+  ASSERT_TRUE(info.ok()) << info.status();
+  bool listed = false;
+  for (const v1::Preparation& p : info->preparations()) {
+    if (p.key().find("swing-twist") == std::string::npos) continue;
+    listed = true;
+    EXPECT_TRUE(p.done());
+    EXPECT_EQ(p.progress(), 1.0);
+    EXPECT_THAT(p.key(), HasSubstr("voxel=0.05"));
+    EXPECT_GT(p.bytes(), 0u);
+  }
+  EXPECT_TRUE(listed);
 }
 
 // An unknown CageInput value is refused, not read as ABSOLUTE.

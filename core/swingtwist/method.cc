@@ -1,0 +1,99 @@
+#include "core/swingtwist/method.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/deformer/skeletal.h"
+#include "core/rig/pose.h"
+
+namespace sinew {
+namespace {
+
+constexpr ParamSpec kSwingTwistSpecs[] = {
+    {"voxel_size", ParamSpec::Type::kNumber, "0",
+     "edge of the voxels the weights are computed on, in rig units; 0: the mesh's longest side / 64"},
+    {"max_iterations", ParamSpec::Type::kInteger, "30", "local/global iterations of each weight solve, [1, 1000]"},
+    {"influences", ParamSpec::Type::kInteger, "4", "joint deformers kept per vertex, [1, 8]"},
+};
+
+class SwingTwistDeformer final : public Deformer {
+ public:
+  SwingTwistDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const SwingTwistModel> model)
+      : rig_(std::move(rig)),
+        model_(std::move(model)),
+        world_(rig_->joint_count()),
+        skinning_(rig_->joint_count()),
+        joints_(rig_->joint_count()) {}
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (auto st = CheckSkeletalFrame(*rig_, frame, "swing-twist"); !st.ok()) return st;
+    if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
+    SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
+    if (auto st = SwingTwistJoints(*rig_, model_->frames, skinning_, joints_); !st.ok()) return st;
+    SwingTwistSkinning(rig_->positions, model_->weights, joints_, out, pool);
+    return absl::OkStatus();
+  }
+  size_t StateBytes() const override {
+    return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) + joints_.size() * sizeof(JointRecord);
+  }
+
+ private:
+  std::shared_ptr<const Rig> rig_;
+  std::shared_ptr<const SwingTwistModel> model_;
+  std::vector<Similarity> world_;
+  std::vector<Affine34d> skinning_;
+  std::vector<JointRecord> joints_;
+};
+
+}  // namespace
+
+std::span<const ParamSpec> SwingTwistParamSpecs() { return kSwingTwistSpecs; }
+
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSwingTwistParams(const ParamSet& set, std::string_view field) {
+  auto p = std::make_shared<SwingTwistParams>();
+  ParamReader r(set, field);
+  r.Number("voxel_size", p->voxel_size, 0, 1e30).Count("max_iterations", p->max_iterations, 1, 1000).Count(
+      "influences", p->influences, 1, 8);
+  if (!r.status().ok()) return r.status();
+  return std::shared_ptr<const MethodParams>(std::move(p));
+}
+
+size_t SwingTwistModel::Bytes() const {
+  const size_t e = weights.joints.size();
+  return sizeof(uint32_t) * weights.offsets.size() + e * (sizeof(uint16_t) + 3 * sizeof(float)) +
+         frames.frame.size() * (2 * sizeof(Affine34d) + sizeof(Eigen::Vector3d) + sizeof(double));
+}
+
+std::string SwingTwistKey(const DeformerConfig& config) {
+  const SwingTwistParams& p = ParamsOf<SwingTwistParams>(config);
+  return absl::StrCat("voxel=", p.voxel_size, ",iterations=", p.max_iterations, ",influences=", p.influences);
+}
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig, const DeformerConfig& config,
+                                                                  ThreadPool* pool, const ProgressFn& progress) {
+  if (auto st = SkeletalDeformer::CheckRig(rig, "swing-twist"); !st.ok()) return st;
+  const SwingTwistParams& p = ParamsOf<SwingTwistParams>(config);
+  auto model = std::make_shared<SwingTwistModel>();
+  auto frames = ComputeCanonicalFrames(rig);
+  if (!frames.ok()) return frames.status();
+  model->frames = std::move(*frames);
+  ElasticWeightsOptions options;
+  options.voxel_size = p.voxel_size;
+  options.emw.max_iterations = int(p.max_iterations);
+  options.influences = p.influences;
+  auto weights = ComputeElasticWeights(rig, model->frames, options, pool, progress, &model->stats);
+  if (!weights.ok()) return weights.status();
+  model->weights = std::move(*weights);
+  if (auto st = CheckSwingTwistWeights(model->weights, rig.vertex_count(), rig.joint_count()); !st.ok()) {
+    return absl::InternalError(absl::StrCat("swing-twist: the computed weights are malformed: ", st.message()));
+  }
+  return std::shared_ptr<const Prepared>(std::move(model));
+}
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateSwingTwistDeformer(std::shared_ptr<const Rig> rig,
+                                                                   std::shared_ptr<const Prepared> prepared,
+                                                                   const DeformerConfig&) {
+  auto model = std::dynamic_pointer_cast<const SwingTwistModel>(prepared);
+  if (!model) return absl::InternalError("swing-twist: created without its prepared weights");
+  return std::unique_ptr<Deformer>(new SwingTwistDeformer(std::move(rig), std::move(model)));
+}
+
+}  // namespace sinew

@@ -1,0 +1,39 @@
+// The "swing-twist" method: elasticity-inspired joint deformers (Kavan & Sorkine 2012) — swing
+// and twist deformers per joint (swing_twist.h) with weights precomputed per rig from a
+// voxelization of the rest mesh (weights.h). Registered in core/deformer/registry.cc.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "core/deformer/deformer.h"
+#include "core/swingtwist/swing_twist.h"
+#include "core/swingtwist/weights.h"
+
+namespace sinew {
+
+struct SwingTwistParams : MethodParams {
+  double voxel_size = 0;        // 0: the mesh's longest bounding-box side / 64
+  uint32_t max_iterations = 30;  // of each EMW solve
+  uint32_t influences = 4;       // deformers kept per vertex
+};
+
+std::span<const ParamSpec> SwingTwistParamSpecs();
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSwingTwistParams(const ParamSet& set, std::string_view field);
+
+// The per-rig precompute: frames, weights, and what it took.
+struct SwingTwistModel : Prepared {
+  CanonicalFrames frames;
+  SwingTwistWeights weights;
+  ElasticWeightsStats stats;
+  size_t Bytes() const override;
+};
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig, const DeformerConfig& config,
+                                                                  ThreadPool* pool, const ProgressFn& progress);
+std::string SwingTwistKey(const DeformerConfig& config);
+absl::StatusOr<std::unique_ptr<Deformer>> CreateSwingTwistDeformer(std::shared_ptr<const Rig> rig,
+                                                                   std::shared_ptr<const Prepared> prepared,
+                                                                   const DeformerConfig& config);
+
+}  // namespace sinew

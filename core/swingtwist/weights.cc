@@ -1,0 +1,229 @@
+#include "core/swingtwist/weights.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "core/swingtwist/sparse.h"
+
+namespace sinew {
+namespace {
+
+using V3 = Eigen::Vector3d;
+
+constexpr int kEdges[12][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2}, {1, 3},
+                               {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}};
+
+// Biharmonic weights of the handles on the grid, clamped and normalised: [handle][vertex].
+absl::StatusOr<std::vector<std::vector<double>>> BlendWeights(const VoxelGrid& grid,
+                                                              const std::vector<int32_t>& handle_vertex) {
+  const size_t n = grid.vertices.size(), g = handle_vertex.size();
+  std::vector<int32_t> handle_of(n, -1);
+  for (size_t k = 0; k < g; ++k) handle_of[handle_vertex[k]] = int32_t(k);
+  std::vector<uint8_t> anchored(grid.components, 0);
+  for (int32_t v : handle_vertex) anchored[grid.component[v]] = 1;
+  for (int c = 0; c < grid.components; ++c) {
+    if (!anchored[c]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("elasticity weights: voxel component ", c, " of ", grid.components, " holds no joint"));
+    }
+  }
+  std::vector<Eigen::Triplet<double>> lt;
+  std::vector<double> mass(n, 0.0);
+  for (const auto& c : grid.corners) {
+    for (int32_t v : c) mass[v] += 1.0 / 8;
+    for (const auto& e : kEdges) {
+      const int32_t a = c[e[0]], b = c[e[1]];
+      lt.emplace_back(a, a, 1);
+      lt.emplace_back(b, b, 1);
+      lt.emplace_back(a, b, -1);
+      lt.emplace_back(b, a, -1);
+    }
+  }
+  Eigen::SparseMatrix<double> l(n, n);
+  l.setFromTriplets(lt.begin(), lt.end());
+  Eigen::VectorXd inv_mass(n);
+  for (size_t i = 0; i < n; ++i) inv_mass[i] = 1 / mass[i];
+  const Eigen::SparseMatrix<double> q = (l * inv_mass.asDiagonal() * l).pruned();
+  // Free rows/columns: every vertex but the handles.
+  std::vector<int32_t> free_index(n, -1);
+  int32_t nf = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (handle_of[i] < 0) free_index[i] = nf++;
+  }
+  std::vector<Eigen::Triplet<double>> ff;
+  Eigen::MatrixXd rhs = Eigen::MatrixXd::Zero(nf, Eigen::Index(g));
+  for (int col = 0; col < q.outerSize(); ++col) {
+    for (Eigen::SparseMatrix<double>::InnerIterator it(q, col); it; ++it) {
+      const int32_t r = free_index[it.row()];
+      if (r < 0) continue;
+      if (free_index[col] >= 0) ff.emplace_back(r, free_index[col], it.value());
+      else rhs(r, handle_of[col]) -= it.value();
+    }
+  }
+  std::vector<std::vector<double>> d(g, std::vector<double>(n, 0.0));
+  for (size_t k = 0; k < g; ++k) d[k][handle_vertex[k]] = 1;
+  if (nf > 0) {
+    Eigen::SparseMatrix<double> qff(nf, nf);
+    qff.setFromTriplets(ff.begin(), ff.end());
+    SpdSolver solver(qff);
+    if (!solver.ok()) {
+      return absl::FailedPreconditionError("elasticity weights: the blend weights' system did not factor");
+    }
+    const Eigen::MatrixXd solved = solver.solve(rhs);
+    for (size_t i = 0; i < n; ++i) {
+      if (free_index[i] < 0) continue;
+      for (size_t k = 0; k < g; ++k) d[k][i] = solved(free_index[i], Eigen::Index(k));
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    double sum = 0, best = -1;
+    size_t arg = 0;
+    for (size_t k = 0; k < g; ++k) {
+      if (d[k][i] > best) {
+        best = d[k][i];
+        arg = k;
+      }
+      d[k][i] = std::clamp(d[k][i], 0.0, 1.0);
+      sum += d[k][i];
+    }
+    for (size_t k = 0; k < g; ++k) d[k][i] = sum > 1e-12 ? d[k][i] / sum : double(k == arg);
+  }
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const CanonicalFrames& frames,
+                                                        const ElasticWeightsOptions& options, ThreadPool* pool,
+                                                        const ProgressFn& progress, ElasticWeightsStats* stats) {
+  const size_t nj = rig.joint_count(), nv = rig.vertex_count();
+  if (nj == 0) return absl::FailedPreconditionError("elasticity weights need a skeleton");
+  if (rig.triangle_count() == 0) {
+    return absl::FailedPreconditionError("elasticity weights need a triangle mesh to voxelize (this rig is a point set)");
+  }
+  ElasticWeightsStats local_stats;
+  ElasticWeightsStats& st = stats ? *stats : local_stats;
+  double h = options.voxel_size;
+  if (h <= 0) h = (rig.bbox_max - rig.bbox_min).cast<double>().maxCoeff() / 64;
+  st.voxel_size = h;
+  auto voxels = Voxelize(rig.positions, rig.triangles, {h, options.max_cells});
+  if (!voxels.ok()) return voxels.status();
+  const VoxelGrid& grid = *voxels;
+  st.voxels = grid.voxel_count();
+  st.grid_vertices = grid.vertices.size();
+
+  // Handles: each joint's nearest grid vertex; joints that share one share a handle, whose
+  // deformer is the deepest of them.
+  std::vector<int> depth(nj, 0);
+  for (int32_t j : rig.skeleton.order) depth[j] = rig.skeleton.parents[j] < 0 ? 0 : depth[rig.skeleton.parents[j]] + 1;
+  std::vector<int32_t> handle_vertex, handle_joint;
+  for (size_t j = 0; j < nj; ++j) {
+    int32_t best = 0;
+    double best_d = 1e300;
+    for (size_t v = 0; v < grid.vertices.size(); ++v) {
+      const double d = (grid.vertices[v] - frames.rest[j]).squaredNorm();
+      if (d < best_d) {
+        best_d = d;
+        best = int32_t(v);
+      }
+    }
+    auto at = std::find(handle_vertex.begin(), handle_vertex.end(), best);
+    if (at == handle_vertex.end()) {
+      handle_vertex.push_back(best);
+      handle_joint.push_back(int32_t(j));
+    } else {
+      int32_t& rep = handle_joint[at - handle_vertex.begin()];
+      if (depth[j] > depth[rep]) rep = int32_t(j);
+    }
+  }
+  st.handles = handle_vertex.size();
+  auto blend = BlendWeights(grid, handle_vertex);
+  if (!blend.ok()) return blend.status();
+  st.blend_solver = "biharmonic (clamped, normalised)";
+
+  // EMW for every handle's joint that has bones on both sides.
+  const size_t g = handle_vertex.size();
+  std::vector<std::vector<double>> swing(g), twist(g);
+  std::vector<absl::Status> failures(g);
+  std::vector<int> iterations(g, 0);
+  std::atomic<size_t> done{0};
+  std::mutex progress_mu;
+  ParallelFor(pool, g, 1, [&](size_t b, size_t e) {
+    for (size_t k = b; k < e; ++k) {
+      const size_t j = size_t(handle_joint[k]);
+      const Dirichlet dirichlet = BoneDirichlet(grid, frames.rest, rig.skeleton.parents, j);
+      const bool rotating = std::find(dirichlet.begin(), dirichlet.end(), int8_t{1}) != dirichlet.end();
+      const bool fixed = std::find(dirichlet.begin(), dirichlet.end(), int8_t{0}) != dirichlet.end();
+      if (rotating && fixed) {
+        std::vector<Eigen::Vector3d> local(grid.vertices.size());
+        for (size_t v = 0; v < local.size(); ++v) local[v] = frames.inverse[j] * grid.vertices[v].homogeneous();
+        auto s = SolveEmw(grid, local, dirichlet, SwingSamples(), options.emw);
+        auto t = s.ok() ? SolveEmw(grid, local, dirichlet, TwistSamples(), options.emw) : s;
+        if (!s.ok() || !t.ok()) {
+          failures[k] = s.ok() ? t.status() : s.status();
+        } else {
+          swing[k] = std::move(s->weights);
+          twist[k] = std::move(t->weights);
+          iterations[k] = std::max(s->iterations, t->iterations);
+        }
+      }
+      const size_t now = ++done;
+      if (progress) {
+        std::lock_guard lock(progress_mu);
+        progress(double(now) / double(g));
+      }
+    }
+  });
+  for (size_t k = 0; k < g; ++k) {
+    if (!failures[k].ok()) {
+      return absl::Status(failures[k].code(), absl::StrCat("joint ", handle_joint[k], ": ", failures[k].message()));
+    }
+    st.solved_joints += !swing[k].empty();
+    st.max_iterations = std::max(st.max_iterations, iterations[k]);
+  }
+
+  // Trilinear transfer to the vertices; the largest `influences` blend weights kept.
+  const size_t keep = std::clamp<size_t>(options.influences, 1, g);
+  SwingTwistWeights out;
+  out.offsets.reserve(nv + 1);
+  out.offsets.push_back(0);
+  std::vector<std::pair<double, size_t>> cand(g);
+  for (size_t v = 0; v < nv; ++v) {
+    const V3 p(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+    const auto cell = grid.CellOf(p);
+    const int32_t voxel = grid.VoxelAt(cell);
+    if (voxel < 0) return absl::InternalError(absl::StrCat("elasticity weights: vertex ", v, " outside the voxels"));
+    const V3 f = ((p - grid.origin) / grid.h - V3(cell[0], cell[1], cell[2])).cwiseMax(0.0).cwiseMin(1.0);
+    double c[8];
+    for (int q = 0; q < 8; ++q) {
+      c[q] = (q & 1 ? f.x() : 1 - f.x()) * (q >> 1 & 1 ? f.y() : 1 - f.y()) * (q >> 2 & 1 ? f.z() : 1 - f.z());
+    }
+    const auto& corners = grid.corners[voxel];
+    auto at = [&](const std::vector<double>& values) {
+      double x = 0;
+      for (int q = 0; q < 8; ++q) x += c[q] * values[corners[q]];
+      return x;
+    };
+    for (size_t k = 0; k < g; ++k) cand[k] = {at((*blend)[k]), k};
+    std::partial_sort(cand.begin(), cand.begin() + keep, cand.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    double sum = 0;
+    for (size_t i = 0; i < keep; ++i) sum += cand[i].first;
+    for (size_t i = 0; i < keep; ++i) {
+      if (cand[i].first <= 0 && i > 0) break;
+      const size_t k = cand[i].second;
+      out.joints.push_back(uint16_t(handle_joint[k]));
+      out.d.push_back(float(sum > 0 ? cand[i].first / sum : 1.0));
+      out.s.push_back(swing[k].empty() ? 1.f : float(std::clamp(at(swing[k]), 0.0, 1.0)));
+      out.t.push_back(twist[k].empty() ? 1.f : float(std::clamp(at(twist[k]), 0.0, 1.0)));
+    }
+    out.offsets.push_back(uint32_t(out.joints.size()));
+  }
+  return out;
+}
+
+}  // namespace sinew

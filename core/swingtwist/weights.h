@@ -1,0 +1,54 @@
+// The per-vertex weights of the swing/twist deformers, precomputed once per rig (Algorithm 1 of
+// Kavan & Sorkine 2012; spec §2.1–2.6): voxelize the rest mesh, and per joint solve the
+// energy-minimizing swing and twist weights on the grid (emw.h), blend the joints' deformers by
+// smooth weights d_j, and carry all of them to the mesh vertices by trilinear interpolation.
+//
+// Deformer blend weights d_j: the paper uses point-based bounded biharmonic weights (solved with
+// MOSEK). Here: biharmonic weights (min ½ dᵀ L M⁻¹ L d with d = 1 at the joint's handle and 0 at
+// the others; L the grid's Laplacian, M its lumped voxel volumes), one factorization for all
+// handles, clamped to [0, 1] and normalised per vertex — the spec's second choice, recorded in
+// the result. Joints closer than a voxel to each other (coincident joints, e.g. a root and its
+// first child) share one handle; its weight goes to the deepest of them, whose deformer spans
+// from the group's parent to its own transform.
+//
+// Root and leaves: the root's deformer has Q = I; a leaf's moves rigidly with the leaf (s = t =
+// 1), so that geometry weighted to a leaf joint (a head) follows it. The `influences` largest d
+// per vertex are kept and renormalised.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/deformer/deformer.h"
+#include "core/swingtwist/emw.h"
+#include "core/swingtwist/swing_twist.h"
+
+namespace sinew {
+
+struct ElasticWeightsOptions {
+  double voxel_size = 0;  // 0: the rest mesh's longest bounding-box side / 64
+  EmwOptions emw;
+  uint32_t influences = 4;
+  size_t max_cells = size_t{1} << 24;
+};
+
+struct ElasticWeightsStats {
+  double voxel_size = 0;
+  size_t voxels = 0, grid_vertices = 0;
+  size_t handles = 0;        // after merging joints that share one
+  size_t solved_joints = 0;  // joints with an EMW solve (two each: swing, twist)
+  int max_iterations = 0;    // of any solve
+  std::string blend_solver;  // how the d_j were computed
+};
+
+// FAILED_PRECONDITION when the rig has no skeleton or no triangles, or a part of the voxel
+// grid holds no bone (see SolveEmw); RESOURCE_EXHAUSTED when the voxel size makes the grid too
+// large. `progress` (may be empty) is called with the fraction of joints done, from the pool's
+// threads.
+absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const CanonicalFrames& frames,
+                                                        const ElasticWeightsOptions& options, ThreadPool* pool,
+                                                        const ProgressFn& progress,
+                                                        ElasticWeightsStats* stats = nullptr);
+
+}  // namespace sinew
