@@ -95,22 +95,20 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
   if (vertices.size() != n || dirichlet.size() != n || k == 0) {
     return absl::InternalError("emw: one position and one Dirichlet value per grid vertex, and samples");
   }
-  // Every component needs a Dirichlet vertex.
+  // Components without a Dirichlet vertex (mesh parts with no bone inside: eyes, buttons) are
+  // passengers: left out of the solve, they take the weight of the nearest solved vertex.
   std::vector<uint8_t> anchored(grid.components, 0);
   for (size_t i = 0; i < n; ++i) anchored[grid.component[i]] |= dirichlet[i] >= 0;
-  for (int c = 0; c < grid.components; ++c) {
-    if (!anchored[c]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "elasticity weights: voxel component ", c, " of ", grid.components,
-          " contains no bone (a separate mesh part without a bone inside; a smaller voxel size may separate it "
-          "from its neighbours, a larger one join it)"));
-    }
+  if (std::find(anchored.begin(), anchored.end(), uint8_t{1}) == anchored.end()) {
+    return absl::FailedPreconditionError(
+        "elasticity weights: no part of the voxel grid contains a bone (are the joints inside the mesh?)");
   }
+  auto passenger = [&](size_t i) { return !anchored[grid.component[i]]; };
   // Free vertices numbered 0..nf-1.
   std::vector<int32_t> free_index(n, -1);
   int32_t nf = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (dirichlet[i] < 0) free_index[i] = nf++;
+    if (dirichlet[i] < 0 && !passenger(i)) free_index[i] = nf++;
   }
   // u_{i,a} = (S_i − I) ṽ_a.
   std::vector<V3> u(k * n);
@@ -161,7 +159,25 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
   for (size_t i = 0; i < n; ++i) {
     if (dirichlet[i] >= 0) result.weights[i] = dirichlet[i];
   }
-  if (nf == 0) return result;
+  // Passengers copy the nearest solved vertex once the weights are known.
+  auto carry_passengers = [&] {
+    for (size_t i = 0; i < n; ++i) {
+      if (!passenger(i)) continue;
+      double best = 1e300;
+      for (size_t a = 0; a < n; ++a) {
+        if (passenger(a)) continue;
+        const double d = (grid.vertices[a] - grid.vertices[i]).squaredNorm();
+        if (d < best) {
+          best = d;
+          result.weights[i] = result.weights[a];
+        }
+      }
+    }
+  };
+  if (nf == 0) {
+    carry_passengers();
+    return result;
+  }
 
   Eigen::SparseMatrix<double> lff(nf, nf), hff(nf, nf);
   lff.setFromTriplets(l_triplets.begin(), l_triplets.end());
@@ -260,6 +276,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
     }
     result.iterations = iteration + 1;
   }
+  carry_passengers();
   return result;
 }
 

@@ -43,8 +43,10 @@ struct EmwResult {
 using Dirichlet = std::vector<int8_t>;
 
 // `vertices`: the grid vertices in the joint's canonical frame (the samples turn about its
-// origin). FAILED_PRECONDITION when a connected component of the grid has no Dirichlet vertex
-// (its weights would be undetermined) or the factorization fails.
+// origin). A connected component of the grid without a Dirichlet vertex (a mesh part with no
+// bone inside, e.g. an eyeball) is left out of the solve and takes, vertex by vertex, the weight
+// of the nearest solved grid vertex. FAILED_PRECONDITION when no component has a Dirichlet
+// vertex or the factorization fails.
 absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen::Vector3d> vertices,
                                    const Dirichlet& dirichlet, std::span<const Eigen::Matrix3d> samples,
                                    const EmwOptions& options = {});

@@ -106,12 +106,12 @@ absl::Status SwingTwistJoints(const Rig& rig, const CanonicalFrames& frames, std
   if (skinning.size() != n || out.size() != n || frames.frame.size() != n) {
     return absl::InternalError("swing/twist: one skinning matrix and one record per joint");
   }
-  double size = 0;
-  for (double l : frames.bone_length) size = std::max(size, l);
   for (size_t j = 0; j < n; ++j) {
     const int32_t p = sk.parents[j];
     const Affine34d& frame = frames.frame[j];
     Eigen::Quaterniond q = Eigen::Quaterniond::Identity();
+    double scale = 1;
+    Eigen::Vector3d translation = Eigen::Vector3d::Zero();
     Affine34d a;
     if (p < 0) {
       a = Compose(skinning[j], frame);
@@ -119,23 +119,27 @@ absl::Status SwingTwistJoints(const Rig& rig, const CanonicalFrames& frames, std
       a = Compose(skinning[p], frame);
       const Affine34d m = Compose(frames.inverse[j], Compose(Inverse(skinning[p]), Compose(skinning[j], frame)));
       const Eigen::Matrix3d l = m.leftCols<3>();
-      // The parent's bone ends at j: its length scales the tolerance (a floor for coincident joints).
-      const double bone = (frames.rest[j] - frames.rest[p]).norm();
-      const double tolerance = 1e-4 * std::max(bone, 0.01 * size);
-      const double orthogonality = (l.transpose() * l - Eigen::Matrix3d::Identity()).cwiseAbs().maxCoeff();
-      if (!(orthogonality <= 1e-4) || !(l.determinant() > 0) || !(m.col(3).norm() <= tolerance)) {
+      const double det = l.determinant();
+      scale = det > 0 ? std::cbrt(det) : 0;
+      const Eigen::Matrix3d rotation = scale > 0 ? Eigen::Matrix3d(l / scale) : Eigen::Matrix3d::Zero();
+      const double orthogonality = (rotation.transpose() * rotation - Eigen::Matrix3d::Identity()).cwiseAbs().maxCoeff();
+      if (!(scale > 0) || !(orthogonality <= 1e-3)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "frame.pose: joint ", j, " (", sk.names.empty() ? "" : sk.names[j],
-            ") stretches, scales or moves relative to its parent; swing/twist deformers model joint rotations only"));
+            ") shears, mirrors or scales unevenly relative to its parent; swing/twist deformers take rotations, "
+            "uniform scales and translations"));
       }
-      q = Eigen::Quaterniond(l).normalized();
+      q = Eigen::Quaterniond(rotation).normalized();
+      translation = m.col(3);
     }
     const SwingTwistSplit split = SplitSwingTwist(q);
     JointRecord& r = out[j];
     Store<4>(a, r.a);
-    Store<3>(split.swing.toRotationMatrix() - Eigen::Matrix3d::Identity(), r.b);
+    Store<3>(scale * split.swing.toRotationMatrix() - Eigen::Matrix3d::Identity(), r.b);
     r.theta = float(split.theta);
     Store<4>(frames.inverse[j], r.inverse_frame);
+    for (int k = 0; k < 3; ++k) r.translation[k] = float(translation[k]);
+    r.unused = 0;
   }
   return absl::OkStatus();
 }
@@ -190,12 +194,13 @@ void SwingTwistSkinning(std::span<const float> rest, const SwingTwistWeights& we
         const float phi = weights.t[k] * r.theta;
         const float c = std::cos(phi), sn = std::sin(phi);
         const float y0 = c * x - sn * y, y1 = sn * x + c * y, y2 = z;
-        // g = y + s (Q_swing − I) y.
+        // g = y + s ((σ Q_swing − I) y + τ).
         const float s = weights.s[k];
         const float* b = r.b.data();
-        const float g0 = y0 + s * (b[0] * y0 + b[1] * y1 + b[2] * y2);
-        const float g1 = y1 + s * (b[3] * y0 + b[4] * y1 + b[5] * y2);
-        const float g2 = y2 + s * (b[6] * y0 + b[7] * y1 + b[8] * y2);
+        const float* tau = r.translation.data();
+        const float g0 = y0 + s * (b[0] * y0 + b[1] * y1 + b[2] * y2 + tau[0]);
+        const float g1 = y1 + s * (b[3] * y0 + b[4] * y1 + b[5] * y2 + tau[1]);
+        const float g2 = y2 + s * (b[6] * y0 + b[7] * y1 + b[8] * y2 + tau[2]);
         const float* a = r.a.data();
         const float d = weights.d[k];
         ox += d * (a[0] * g0 + a[1] * g1 + a[2] * g2 + a[3]);

@@ -7,16 +7,19 @@
 // reference — built from rest joint positions, never from the client's joint axes. From the
 // frame's skinning matrices S (S_j = G_j · inverse_bind_j):
 //   A_j = S_parent(j) · R_j              (A_root = S_root · R_root)
-//   Q_j = R_j⁻¹ · S_parent(j)⁻¹ · S_j · R_j  a rotation (Q_root = I), split as Q = Q_swing · Q_twist
-// with the twist about +z applied first (§3.4, Baerlocher 2001).
+//   M_j = R_j⁻¹ · S_parent(j)⁻¹ · S_j · R_j = [σ_j Q_j | τ_j]   (M_root = I)
+// Q_j, the joint's rotation, splits as Q = Q_swing · Q_twist with the twist about +z applied
+// first (§3.4, Baerlocher 2001). The paper's joints only rotate (σ = 1, τ = 0); animated rigs
+// also translate and scale joints (the pelvis, stretchy limbs), so σ and τ — which the paper
+// leaves out — are blended linearly with the swing weight, exact at s = 0 and s = 1.
 //
 // Deformation (Eq. 5–6), per vertex p̃ with influences (j, d_j, s_j, t_j):
-//   x̃ = R_j⁻¹ p̃,   Γ_j = ((1 − s) I + s Q_swing,j) · R_z(t θ_j) · x̃,   p = Σ_j d_j A_j Γ_j.
+//   x̃ = R_j⁻¹ p̃,   Γ_j = ((1 − s) I + s σ_j Q_swing,j) · R_z(t θ_j) · x̃ + s τ_j,   p = Σ_j d_j A_j Γ_j.
 // With s = t = 1 an influence moves by S_j, with s = t = 0 by S_parent(j); the twist is
 // interpolated as an angle about the bone (no candy wrapper), the swing linearly.
 //
 // Data layout: per rig the canonical frames; per vertex a CSR list of influences with d, s, t
-// (three float arrays); per frame one JointRecord per joint (34 floats, the device's layout too),
+// (three float arrays); per frame one JointRecord per joint (38 floats, the device's layout too),
 // composed in double and stored in float. The skinning loop allocates nothing.
 #pragma once
 
@@ -51,19 +54,21 @@ struct CanonicalFrames {
 // FAILED_PRECONDITION when the rig has no skeleton.
 absl::StatusOr<CanonicalFrames> ComputeCanonicalFrames(const Rig& rig);
 
-// One joint of one frame: A_j (row-major 3x4), B_j = Q_swing − I (row-major 3x3), θ_j, and R_j⁻¹
-// (row-major 3x4), 34 floats.
+// One joint of one frame: A_j (row-major 3x4), B_j = σ_j Q_swing − I (row-major 3x3), θ_j, R_j⁻¹
+// (row-major 3x4), τ_j, one float of padding: 38 floats.
 struct JointRecord {
   std::array<float, 12> a;
   std::array<float, 9> b;
   float theta;
   std::array<float, 12> inverse_frame;
+  std::array<float, 3> translation;
+  float unused;
 };
-static_assert(sizeof(JointRecord) == 34 * sizeof(float));
+static_assert(sizeof(JointRecord) == 38 * sizeof(float));
 
-// The records of a frame from its skinning matrices. INVALID_ARGUMENT naming the joint when
-// Q_j is not a rotation (a joint stretched, scaled or translated relative to its parent beyond
-// 1e-4 of its bone's length — the deformers model rotations only). `out`: one per joint.
+// The records of a frame from its skinning matrices. INVALID_ARGUMENT naming the joint when a
+// joint's motion relative to its parent is not a similarity (shear or non-uniform scale beyond
+// 1e-3, or a reflection). `out`: one per joint.
 absl::Status SwingTwistJoints(const Rig& rig, const CanonicalFrames& frames, std::span<const Affine34d> skinning,
                               std::span<JointRecord> out);
 

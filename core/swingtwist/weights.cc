@@ -22,14 +22,10 @@ absl::StatusOr<std::vector<std::vector<double>>> BlendWeights(const VoxelGrid& g
   const size_t n = grid.vertices.size(), g = handle_vertex.size();
   std::vector<int32_t> handle_of(n, -1);
   for (size_t k = 0; k < g; ++k) handle_of[handle_vertex[k]] = int32_t(k);
+  // Components without a handle (mesh parts far from every joint) copy the nearest solved vertex.
   std::vector<uint8_t> anchored(grid.components, 0);
   for (int32_t v : handle_vertex) anchored[grid.component[v]] = 1;
-  for (int c = 0; c < grid.components; ++c) {
-    if (!anchored[c]) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("elasticity weights: voxel component ", c, " of ", grid.components, " holds no joint"));
-    }
-  }
+  auto passenger = [&](size_t i) { return !anchored[grid.component[i]]; };
   std::vector<Eigen::Triplet<double>> lt;
   std::vector<double> mass(n, 0.0);
   for (const auto& c : grid.corners) {
@@ -51,7 +47,7 @@ absl::StatusOr<std::vector<std::vector<double>>> BlendWeights(const VoxelGrid& g
   std::vector<int32_t> free_index(n, -1);
   int32_t nf = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (handle_of[i] < 0) free_index[i] = nf++;
+    if (handle_of[i] < 0 && !passenger(i)) free_index[i] = nf++;
   }
   std::vector<Eigen::Triplet<double>> ff;
   Eigen::MatrixXd rhs = Eigen::MatrixXd::Zero(nf, Eigen::Index(g));
@@ -60,7 +56,7 @@ absl::StatusOr<std::vector<std::vector<double>>> BlendWeights(const VoxelGrid& g
       const int32_t r = free_index[it.row()];
       if (r < 0) continue;
       if (free_index[col] >= 0) ff.emplace_back(r, free_index[col], it.value());
-      else rhs(r, handle_of[col]) -= it.value();
+      else if (handle_of[col] >= 0) rhs(r, handle_of[col]) -= it.value();
     }
   }
   std::vector<std::vector<double>> d(g, std::vector<double>(n, 0.0));
@@ -77,6 +73,20 @@ absl::StatusOr<std::vector<std::vector<double>>> BlendWeights(const VoxelGrid& g
       if (free_index[i] < 0) continue;
       for (size_t k = 0; k < g; ++k) d[k][i] = solved(free_index[i], Eigen::Index(k));
     }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!passenger(i)) continue;
+    double best = 1e300;
+    size_t from = i;
+    for (size_t a = 0; a < n; ++a) {
+      if (passenger(a)) continue;
+      const double dist = (grid.vertices[a] - grid.vertices[i]).squaredNorm();
+      if (dist < best) {
+        best = dist;
+        from = a;
+      }
+    }
+    for (size_t k = 0; k < g; ++k) d[k][i] = d[k][from];
   }
   for (size_t i = 0; i < n; ++i) {
     double sum = 0, best = -1;
@@ -119,7 +129,7 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   // deformer is the deepest of them.
   std::vector<int> depth(nj, 0);
   for (int32_t j : rig.skeleton.order) depth[j] = rig.skeleton.parents[j] < 0 ? 0 : depth[rig.skeleton.parents[j]] + 1;
-  std::vector<int32_t> handle_vertex, handle_joint;
+  std::vector<int32_t> handle_vertex, handle_joint, handle_of_joint(nj, -1);
   for (size_t j = 0; j < nj; ++j) {
     int32_t best = 0;
     double best_d = 1e300;
@@ -132,10 +142,12 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     }
     auto at = std::find(handle_vertex.begin(), handle_vertex.end(), best);
     if (at == handle_vertex.end()) {
+      handle_of_joint[j] = int32_t(handle_vertex.size());
       handle_vertex.push_back(best);
       handle_joint.push_back(int32_t(j));
     } else {
-      int32_t& rep = handle_joint[at - handle_vertex.begin()];
+      handle_of_joint[j] = int32_t(at - handle_vertex.begin());
+      int32_t& rep = handle_joint[handle_of_joint[j]];
       if (depth[j] > depth[rep]) rep = int32_t(j);
     }
   }
@@ -185,8 +197,19 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     st.max_iterations = std::max(st.max_iterations, iterations[k]);
   }
 
-  // Trilinear transfer to the vertices; the largest `influences` blend weights kept.
+  // Trilinear transfer to the vertices; the largest `influences` blend weights kept among the
+  // handles of the joints the rig's own skinning weights relate the vertex to (its joints, their
+  // parents and children): d is smooth over the voxel grid, which bridges parts that touch in
+  // the rest pose (a hand against the hip), and must not make a hip follow a thumb.
   const size_t keep = std::clamp<size_t>(options.influences, 1, g);
+  std::vector<std::vector<int32_t>> children(nj);
+  for (size_t j = 0; j < nj; ++j) {
+    if (rig.skeleton.parents[j] >= 0) children[rig.skeleton.parents[j]].push_back(int32_t(j));
+  }
+  std::vector<uint32_t> allowed_mark(g, 0);  // == v + 1 when handle k is allowed for vertex v
+  auto allow = [&](size_t v, int32_t joint) {
+    if (joint >= 0) allowed_mark[handle_of_joint[joint]] = uint32_t(v + 1);
+  };
   SwingTwistWeights out;
   out.offsets.reserve(nv + 1);
   out.offsets.push_back(0);
@@ -207,7 +230,25 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
       for (int q = 0; q < 8; ++q) x += c[q] * values[corners[q]];
       return x;
     };
-    for (size_t k = 0; k < g; ++k) cand[k] = {at((*blend)[k]), k};
+    const bool has_weights = rig.weights.offsets.size() == nv + 1;
+    if (has_weights) {
+      for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
+        if (rig.weights.weights[e] <= 0) continue;
+        const int32_t j = rig.weights.joints[e];
+        allow(v, j);
+        allow(v, rig.skeleton.parents[j]);
+        for (int32_t c : children[j]) allow(v, c);
+      }
+    }
+    double allowed_total = 0;
+    for (size_t k = 0; k < g; ++k) {
+      const bool ok = !has_weights || allowed_mark[k] == uint32_t(v + 1);
+      cand[k] = {ok ? at((*blend)[k]) : 0.0, k};
+      allowed_total += cand[k].first;
+    }
+    if (allowed_total <= 0) {
+      for (size_t k = 0; k < g; ++k) cand[k] = {at((*blend)[k]), k};  // nothing related nearby: every handle
+    }
     std::partial_sort(cand.begin(), cand.begin() + keep, cand.end(), [](const auto& a, const auto& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     });

@@ -13,7 +13,10 @@
 //
 // Root and leaves: the root's deformer has Q = I; a leaf's moves rigidly with the leaf (s = t =
 // 1), so that geometry weighted to a leaf joint (a head) follows it. The `influences` largest d
-// per vertex are kept and renormalised.
+// per vertex are kept and renormalised, among the handles of the joints the rig's skinning
+// weights relate the vertex to (its joints, their parents, their children) — ours, not the
+// paper's: on real characters the grid bridges parts that touch in the rest pose, and the
+// smooth d would otherwise make a hip follow a thumb.
 #pragma once
 
 #include <string>

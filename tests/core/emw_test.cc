@@ -147,14 +147,53 @@ TEST(Emw, FourSamplesAlmostEqualThirtyTwo) {
   EXPECT_LE(mean, 0.01);
 }
 
-// A part of the grid with no bone in it has undetermined weights: refused, saying so.
-TEST(Emw, PartWithoutABoneIsRefused) {
+// A separate mesh part with no bone in it (a box beside the forearm, like an eyeball or a
+// button) is not part of the solve: every grid vertex of it takes the weight of the nearest
+// solved vertex. A grid with no bone at all is refused.
+TEST(Emw, PartsWithoutABoneTakeTheNearestSolvedWeight) {
   const Rig rig = Cylinder();
-  Problem p = Elbow(rig, 0.25);
-  for (auto& d : p.dirichlet) d = -1;
-  const auto st = SolveEmw(p.grid, p.local, p.dirichlet, SwingSamples()).status();
+  std::vector<float> positions = rig.positions;
+  std::vector<uint32_t> triangles = rig.triangles;
+  const uint32_t base = uint32_t(positions.size() / 3);
+  for (int q = 0; q < 8; ++q) {  // a 0.6-wide box centred at (4.5, 2, 0), 0.7 from the cylinder
+    positions.insert(positions.end(), {float(4.2 + 0.6 * (q & 1)), float(1.7 + 0.6 * (q >> 1 & 1)),
+                                       float(-0.3 + 0.6 * (q >> 2 & 1))});
+  }
+  const uint32_t faces[12][3] = {{0, 2, 1}, {1, 2, 3}, {4, 5, 6}, {5, 7, 6}, {0, 1, 4}, {1, 5, 4},
+                                 {2, 6, 3}, {3, 6, 7}, {0, 4, 2}, {2, 4, 6}, {1, 3, 5}, {3, 7, 5}};
+  for (const auto& f : faces) triangles.insert(triangles.end(), {base + f[0], base + f[1], base + f[2]});
+  auto grid = Voxelize(positions, triangles, {0.25});
+  ASSERT_TRUE(grid.ok());
+  ASSERT_EQ(grid->components, 2);
+  auto frames = ComputeCanonicalFrames(rig);
+  std::vector<Eigen::Vector3d> local;
+  for (const auto& v : grid->vertices) local.push_back(frames->inverse[1] * v.homogeneous());
+  Dirichlet dirichlet = BoneDirichlet(*grid, frames->rest, rig.skeleton.parents, 1);
+  auto r = SolveEmw(*grid, local, dirichlet, SwingSamples());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int body = grid->component[0];
+  size_t passengers = 0;
+  for (size_t i = 0; i < grid->vertices.size(); ++i) {
+    if (grid->component[i] == body) continue;
+    ++passengers;
+    double best = 1e300, want = -1;
+    for (size_t a = 0; a < grid->vertices.size(); ++a) {
+      if (grid->component[a] != body) continue;
+      const double d = (grid->vertices[a] - grid->vertices[i]).squaredNorm();
+      if (d < best) {
+        best = d;
+        want = r->weights[a];
+      }
+    }
+    EXPECT_EQ(r->weights[i], want) << i;
+  }
+  EXPECT_GT(passengers, 0u);
+  EXPECT_GT(r->weights.back(), 0.9);  // the box sits beside the forearm: it turns with it
+
+  for (auto& d : dirichlet) d = -1;
+  const auto st = SolveEmw(*grid, local, dirichlet, SwingSamples()).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("contains no bone"));
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("contains a bone"));
 }
 
 }  // namespace

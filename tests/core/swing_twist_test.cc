@@ -130,8 +130,9 @@ TEST(SwingTwist, DecompositionReassemblesEveryRotation) {
 }
 
 // Frames come from joint positions, not the client's joint axes: on a chain whose joints carry
-// random rest orientations and random poses, an influence with s = t = 1 moves exactly by its
-// joint's skinning matrix and one with s = t = 0 by its parent's (spec §2.8, §4.12).
+// random rest orientations and random poses — with a joint translated and one scaled, as
+// animated rigs do — an influence with s = t = 1 moves exactly by its joint's skinning matrix and
+// one with s = t = 0 by its parent's (spec §2.8, §4.12).
 TEST(SwingTwist, FullAndZeroWeightsMoveByTheJointAndItsParent) {
   LimbOptions o = Cylinder();
   o.bones = 4;
@@ -152,6 +153,9 @@ TEST(SwingTwist, FullAndZeroWeightsMoveByTheJointAndItsParent) {
     pose.set_rotation(j, rig.skeleton.rest_local[j].rotation * RandomRotation(rng));
   }
   pose.translations[0] += 0.75f;  // the root may move
+  pose.translations[3 * 2 + 1] += 0.4f;  // joint 2 slides off its parent's bone
+  pose.scales.assign(rig.joint_count(), 1.f);
+  pose.scales[3] = 1.3f;  // joint 3 grows
   for (size_t j = 0; j < rig.joint_count(); ++j) {
     for (float full : {0.f, 1.f}) {
       SwingTwistWeights w;
@@ -294,8 +298,8 @@ TEST(SwingTwist, TwistSweepIsContinuous) {
 }
 
 // Coincident and branching joints get an axis from the first joint that does not coincide
-// (spec §2.8); a joint translated away from its parent is refused, naming it.
-TEST(SwingTwist, FramesOfCoincidentJointsAndStretchedPosesRefused) {
+// (spec §2.8); a joint that shears relative to its parent is refused, naming it.
+TEST(SwingTwist, FramesOfCoincidentJointsAndShearRefused) {
   LimbOptions o = Cylinder();
   o.bones = 3;
   RigInput in = MakeLimb(o);
@@ -313,15 +317,13 @@ TEST(SwingTwist, FramesOfCoincidentJointsAndStretchedPosesRefused) {
     EXPECT_LE((r.transpose() * r - Eigen::Matrix3d::Identity()).norm(), 1e-12);
     EXPECT_NEAR(r.determinant(), 1.0, 1e-12);
   }
-  Pose pose = RestPose(rig.skeleton);
-  pose.translations[3 * 2] += 0.5f;  // joint 2 slides along its parent's bone
-  std::vector<Similarity> world(3);
-  std::vector<Affine34d> s(3);
-  SkinningTransforms(rig.skeleton, pose, world, s);
+  // A joint whose motion relative to its parent shears is refused, naming it.
+  std::vector<Affine34d> s(3, IdentityAffine());
+  s[2](0, 1) = 0.5;
   std::vector<JointRecord> records(3);
   const absl::Status st = SwingTwistJoints(rig, *frames, s, records);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("joint 2 (bone2)"));
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("joint 2 (bone2) shears"));
 }
 
 // Bad weights are refused naming the vertex.
