@@ -654,7 +654,7 @@ int main(int argc, char** argv) {
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address")
       .Flag("json", "", "", "print JSON instead of text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
-      .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods (lbs, dqs, cage-mvc, cage-green, supercages, implicit, elastic-implicit, blend), or a pipeline of them joined by '+' (cage-mvc+lbs, dqs+implicit); play: a comma-separated list")
+      .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods (e.g. lbs, dqs, cage-mvc, implicit, blend, swing-twist), or a pipeline of them joined by '+' (cage-mvc+lbs, dqs+implicit); play: a comma-separated list")
       .Flag("encoding", "E", "f32", "output encoding: f32 or f16")
       .Flag("backend", "B", "auto", "session create, play, batch: backend preference auto, cpu or gpu")
       .Flag("vertices", "N", "20000", "procedural limb: vertex count (100 per ring)")
