@@ -1,4 +1,4 @@
-// sinew-bench-swingtwist: the elasticity-inspired deformers (swing-twist) against LBS in the same
+// sinew-bench-swingtwist [--runtime-only]: the elasticity-inspired deformers (swing-twist) against LBS in the same
 // binary, and the precompute per joint.
 //   runtime: frames/s of swing-twist ÷ frames/s of LBS on the procedural limb (100k and 1M
 //            vertices, 1 and 2 threads), the same poses; the paper claims "minimal overhead
@@ -59,7 +59,8 @@ void Precompute(const char* name, const Rig& rig, double voxel, ThreadPool* pool
 }  // namespace
 }  // namespace sinew
 
-int main() {
+int main(int argc, char** argv) {
+  const bool runtime_only = argc > 1 && std::string(argv[1]) == "--runtime-only";
   using namespace sinew;
   ThreadPool pool(2);
   std::printf("runtime: swing-twist frames/s ÷ LBS frames/s, procedural limb, same poses\n");
@@ -81,6 +82,7 @@ int main() {
                   threads ? 2 : 1, threads ? "s" : " ", a, b, a / b);
     }
   }
+  if (runtime_only) return 0;
   std::printf("precompute (both EMW solves per joint, biharmonic blend weights, transfer):\n");
   const std::string bcn = "/usr/share/assimp/models/X/BCN_Epileptic.X";
   if (std::filesystem::exists(bcn)) {

@@ -33,8 +33,8 @@ echo "== sinew play: the character's clip at 30 frames/s: LBS, DQS, implicit ski
 build/clients/sinew --target "$grpc" play "$asset" --method lbs,dqs,implicit --clip-fps 30 --frames 200
 echo "== sinew batch: the whole clip at 60 frames/s into a point cache"
 build/clients/sinew --target "$grpc" batch "$asset" --clip-fps 60 --pc2 "$out/character.pc2"
-echo "== sinew play: procedural limb (20k vertices), bend 120 deg + twist 180 deg; LBS, DQS, their 50 % blend, implicit skinning"
-build/clients/sinew --target "$grpc" play --method lbs,dqs,blend,implicit --blend-weight 0.5 --frames 240
+echo "== sinew play: procedural limb (20k vertices), bend 120 deg + twist 180 deg; LBS, DQS, their 50 % blend, swing/twist deformers, implicit skinning"
+build/clients/sinew --target "$grpc" play --method lbs,dqs,blend,swing-twist,implicit --blend-weight 0.5 --frames 240
 rm -rf "$out"
 
 echo "== server metrics (excerpt)"
