@@ -424,6 +424,31 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     const auto t_session = Clock::now();
     auto session = c.CreateSession(req, PrepareProgress());
     if (!session.ok()) return Fail(session.status());
+    // A method that serves a fallback while it prepares (GetServerInfo's MethodInfo.fallback) is
+    // measured itself: wait for its preparation, showing its progress from GetRig.
+    std::string fallback;
+    for (v1::Method m : stages) {
+      for (const v1::MethodInfo& mi : info->methods()) {
+        if (mi.method() == m && !mi.fallback().empty()) fallback = mi.fallback();
+      }
+    }
+    for (auto shown = Clock::now(); !fallback.empty();) {
+      auto rig_info = c.GetRig(req.rig_id());
+      if (!rig_info.ok()) return Fail(rig_info.status());
+      const v1::Preparation* pending = nullptr;
+      for (const v1::Preparation& p : rig_info->preparations()) {
+        for (v1::Method m : stages) {
+          if (!p.done() && p.key().rfind(client::MethodName(m) + " ", 0) == 0) pending = &p;
+        }
+      }
+      if (pending == nullptr) break;
+      if (Clock::now() - shown >= std::chrono::seconds(1)) {
+        shown = Clock::now();
+        std::fprintf(stderr, "%s: preparing %s: %.0f%% (frames meanwhile come from %s)\n", spec.c_str(),
+                     pending->key().c_str(), 100 * pending->progress(), fallback.c_str());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
     const char* name = spec.c_str();
     const char* on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
@@ -725,8 +750,9 @@ int main(int argc, char** argv) {
       std::printf("  method %-4s %s\n", m.name().c_str(), m.description().c_str());
       std::string backends;
       for (int b : m.backends()) absl::StrAppend(&backends, backends.empty() ? "" : ",", b == v1::BACKEND_GPU ? "gpu" : "cpu");
-      std::printf("         inputs %s; backends %s; %s; in a pipeline: %s\n", absl::StrJoin(m.inputs(), ",").c_str(),
-                  backends.c_str(), m.stateful() ? "stateful" : "stateless", m.follows().c_str());
+      std::printf("         inputs %s; backends %s; %s; in a pipeline: %s%s%s\n", absl::StrJoin(m.inputs(), ",").c_str(),
+                  backends.c_str(), m.stateful() ? "stateful" : "stateless", m.follows().c_str(),
+                  m.fallback().empty() ? "" : "; served by ", m.fallback().empty() ? "" : (m.fallback() + " while it prepares").c_str());
       for (const auto& p : m.params()) {
         std::printf("         %s.%s (%s%s%s) %s\n", m.params_field().c_str(), p.name().c_str(), p.type().c_str(),
                     p.default_value().empty() ? "" : ", default ", p.default_value().c_str(), p.description().c_str());

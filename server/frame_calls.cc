@@ -32,6 +32,7 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
     auto* self = static_cast<DeformCall*>(arg);
     if (!st.ok()) self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
     self->resp_->set_compute_ns(self->job_.out.compute_ns);
+    self->resp_->set_method(static_cast<v1::Method>(self->job_.out.method));
     self->Finish(self->svc_->ToGrpc("Deform", st));
   }
   Service* svc_;
@@ -128,6 +129,7 @@ class Service::StreamCall final
     if (st.ok()) {
       resp.clear_error();
       resp.set_compute_ns(self->job_.out.compute_ns);
+      resp.set_method(static_cast<v1::Method>(self->job_.out.method));
     } else {
       // A bad frame does not end the stream: its response carries the error.
       resp.clear_positions();

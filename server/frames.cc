@@ -30,6 +30,16 @@ void Account(FrameJob& job, v1::Backend backend) {
 
 }  // namespace
 
+// The wire id of the method that produced the session's last frame: its fallback's while the
+// session serves one (Deformer::produced_by), else its own (0 for pipelines).
+uint32_t ProducedBy(const Session& s) {
+  const std::string_view fallback = s.deformer->produced_by();
+  if (!fallback.empty()) {
+    if (const MethodInfo* m = FindMethod(fallback)) return m->id;
+  }
+  return s.method ? s.method->id : 0;
+}
+
 void EncodeNormals(const std::vector<float>& normals, v1::NormalEncoding encoding, std::string* out) {
   switch (encoding) {
     case v1::NORMAL_ENCODING_FLOAT16:
@@ -106,6 +116,7 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
       target = s.positions;
     }
     st = s.deformer->Deform(job.input, target, &pool_);
+    job.out.method = ProducedBy(s);
     if (st.ok() && s.encoding == v1::OUTPUT_ENCODING_FLOAT16) {
       job.out.positions->resize(floats * sizeof(uint16_t));
       FloatsToHalves(s.positions.data(), reinterpret_cast<uint16_t*>(job.out.positions->data()), floats);
@@ -121,6 +132,7 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
 void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.start = std::chrono::steady_clock::now();
   job.metrics = &metrics_;
+  job.out.method = ProducedBy(*job.session);
   const std::shared_ptr<Session> hold = job.session;  // the completion may release job.session first
   Session& s = *hold;
   if (job.reset) s.deformer->Reset();

@@ -35,6 +35,7 @@ struct FrameTarget {
   std::string* vertex_states = nullptr;  // one byte per vertex, when wanted
   std::string* normals = nullptr;        // per vertex in the wanted NormalEncoding
   uint64_t compute_ns = 0;               // set before done
+  uint32_t method = 0;                   // set before done: the method (wire id) that produced the frame
 };
 
 struct FrameJob {

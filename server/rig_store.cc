@@ -17,10 +17,31 @@ std::shared_ptr<const VertexNormals> StoredRig::Normals() {
   return vertex_normals;
 }
 
+namespace {
+std::string PreparationKey(const MethodInfo& method, const DeformerConfig& config) {
+  return absl::StrCat(std::string(method.prepare_group.empty() ? method.name : method.prepare_group), " ",
+                      method.prepare_key(config));
+}
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::PreparedIfDone(const MethodInfo& method,
+                                                                          const DeformerConfig& config, bool* running) {
+  const std::string key = PreparationKey(method, config);
+  std::lock_guard lock(prep_mu);
+  *running = false;
+  auto it = preparations.find(key);
+  if (it == preparations.end()) return nullptr;
+  if (!it->second->done) {
+    *running = true;
+    return nullptr;
+  }
+  if (!it->second->status.ok()) return it->second->status;
+  return it->second->result;
+}
+
 absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms) {
-  const std::string key = absl::StrCat(
-      std::string(method.prepare_group.empty() ? method.name : method.prepare_group), " ", method.prepare_key(config));
+  const std::string key = PreparationKey(method, config);
   std::shared_ptr<Preparation> prep;
   bool mine = false;
   {

@@ -70,6 +70,10 @@ struct StoredRig {
   // The method's prepared data for `config`: computed on the calling thread by the first caller
   // (progress logged when it takes over a second), waited for by concurrent callers, cached
   // (failures too: they are deterministic).
+  // Where a preparation stands, without waiting: done (its result, or its error), running, or
+  // not started (nullptr result, `running` false).
+  absl::StatusOr<std::shared_ptr<const Prepared>> PreparedIfDone(const MethodInfo& method, const DeformerConfig& config,
+                                                                 bool* running);
   absl::StatusOr<std::shared_ptr<const Prepared>> GetOrPrepare(const MethodInfo& method,
                                                                const DeformerConfig& config,
                                                                ThreadPool* pool, int64_t now_ms);

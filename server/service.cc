@@ -3,7 +3,9 @@
 // frame_calls.cc; GetServerInfo in service_info.cc.
 #include "server/service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
@@ -35,7 +37,8 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       cpu_frames_(pool, metrics),
       gpu_frames_(gpu ? std::make_unique<GpuFrames>(*gpu, metrics) : nullptr),
       rigs_(options.max_store_bytes),
-      sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000) {}
+      sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),
+      background_(std::max(1u, std::thread::hardware_concurrency())) {}
 
 Service::~Service() = default;
 

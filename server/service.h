@@ -94,7 +94,10 @@ class Service final : public v1::Sinew::CallbackService {
   // Creates a session (on the worker pool: preparing a method can take seconds).
   absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp);
   // The deformer of one method (with its shared preparation) or of a pipeline of them.
-  absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformerOn(StoredRig& stored, const DeformerConfig& config);
+  // `serve_fallback`: a method with a MethodInfo::fallback whose preparation is not done gets a
+  // deformer serving the fallback while the preparation runs on the pool (top-level methods only).
+  absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformerOn(const std::shared_ptr<StoredRig>& stored,
+                                                             const DeformerConfig& config, bool serve_fallback);
   // The session's device state and its per-rig device data (uploaded on first use).
   absl::StatusOr<std::unique_ptr<gpu::GpuSession>> CreateGpuSession(StoredRig& stored, const Deformer& deformer,
                                                                      const DeviceStage& stage,
@@ -125,6 +128,10 @@ class Service final : public v1::Sinew::CallbackService {
 
   mutable std::recursive_mutex streams_mu_;
   absl::flat_hash_set<Drainable*> streams_;
+  // Preparations run in the background while their sessions serve a fallback (MethodInfo::fallback):
+  // their own workers, so that they never take the frame pool's. Declared last: destroyed first,
+  // finishing what it runs before the rig store goes.
+  ThreadPool background_;
   bool draining_ = false;  // guarded by streams_mu_
   std::atomic<int> active_calls_{0};
 };

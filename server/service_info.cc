@@ -39,6 +39,7 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
     for (std::string_view in : FrameInputNames(m.inputs)) mi->add_inputs(std::string(in));
     mi->set_vertex_states(m.vertex_states);
     mi->set_follows(std::string(StageInputName(m.follows)));
+    mi->set_fallback(std::string(m.fallback));
     mi->add_backends(v1::BACKEND_CPU);
     if (gpu_ && m.device_stage) mi->add_backends(v1::BACKEND_GPU);
   }

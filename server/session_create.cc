@@ -1,8 +1,11 @@
 // CreateSession: the method and its parameters from the registry, the shared preparation, the
 // backend (GPU when asked or under AUTO, for methods with a device stage), the session's scratch.
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 #include "core/deformer/pipeline.h"
 #include "server/convert.h"
+#include "server/fallback_deformer.h"
 #include "server/service.h"
 
 namespace sinew::server {
@@ -81,7 +84,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
     return absl::FailedPreconditionError(
         absl::StrCat("backend: ", what, " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));
   }
-  auto deformer = CreateDeformerOn(*stored, *config);
+  auto deformer = CreateDeformerOn(stored, *config, /*serve_fallback=*/true);
   if (!deformer.ok()) return deformer.status();
   // Methods with a device stage run it on the GPU under AUTO when there is one.
   const DeviceStage stage = (*deformer)->device_stage();
@@ -134,11 +137,31 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(StoredRig& stored, const DeformerConfig& config) {
+namespace {
+// A preparation run in the background for sessions that serve a fallback meanwhile.
+struct PrepareTask {
+  std::shared_ptr<StoredRig> rig;
+  const MethodInfo* method;
+  DeformerConfig config;
+  ThreadPool* pool;
+  static void Run(void* arg) {
+    std::unique_ptr<PrepareTask> t(static_cast<PrepareTask*>(arg));
+    auto p = t->rig->GetOrPrepare(*t->method, t->config, t->pool, NowMs());
+    if (!p.ok()) {  // its sessions keep serving the fallback
+      std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s failed: %s\n", t->rig->id.c_str(),
+                   std::string(t->method->name).c_str(), std::string(p.status().message()).c_str());
+    }
+  }
+};
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::shared_ptr<StoredRig>& stored_rig,
+                                                                    const DeformerConfig& config, bool serve_fallback) {
+  StoredRig& stored = *stored_rig;
   if (!config.stages.empty()) {
     std::vector<std::unique_ptr<Deformer>> stages;
     for (size_t k = 0; k < config.stages.size(); ++k) {
-      auto d = CreateDeformerOn(stored, config.stages[k]);
+      auto d = CreateDeformerOn(stored_rig, config.stages[k], /*serve_fallback=*/false);
       if (!d.ok()) return InStage(d.status(), k);
       stages.push_back(std::move(*d));
     }
@@ -146,6 +169,22 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(StoredRig& s
   }
   const MethodInfo& method = *FindMethod(config.method);
   std::shared_ptr<const Prepared> prepared;
+  if (method.prepare != nullptr && serve_fallback && !method.fallback.empty()) {
+    bool running = false;
+    auto done = stored.PreparedIfDone(method, config, &running);
+    if (done.ok() && *done == nullptr) {
+      // Not done: serve the fallback now, prepare in the background (once).
+      const MethodInfo* fallback = FindMethod(method.fallback);
+      if (fallback == nullptr || fallback->prepare != nullptr) {
+        return absl::InternalError(absl::StrCat("method ", std::string(method.name), ": its fallback ",
+                                                std::string(method.fallback), " is not a method without preparation"));
+      }
+      if (!running) background_.Submit(&PrepareTask::Run, new PrepareTask{stored_rig, &method, config, &background_});
+      auto fb = fallback->create(stored.rig, nullptr, DeformerConfig(std::string(method.fallback)));
+      if (!fb.ok()) return fb.status();
+      return MakeFallbackDeformer(stored_rig, method, config, std::move(*fb), method.fallback);
+    }
+  }
   if (method.prepare != nullptr) {  // shared by the rig's sessions
     auto p = stored.GetOrPrepare(method, config, &pool_, NowMs());
     if (!p.ok()) return p.status();

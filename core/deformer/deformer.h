@@ -145,6 +145,9 @@ class Deformer {
   // that only Deform uses (StateBytes then reports what is left). Deform still works after it,
   // allocating that scratch again.
   virtual void RunsOnDevice() {}
+  // The method that produced the last frame when it was not this deformer's own (a host serving a
+  // fallback while the method's preparation runs, see MethodInfo::fallback); empty otherwise.
+  virtual std::string_view produced_by() const { return {}; }
 };
 
 // Precomputation of a method for one rig; may take seconds (reports progress) and runs once per
@@ -194,6 +197,10 @@ struct MethodInfo {
   bool vertex_states = false;
   // In a pipeline: what it makes of the previous stage's positions (Deformer::DeformAfter).
   StageInput follows = StageInput::kFirst;
+  // A method without preparation that a host may serve while this method's preparation runs in
+  // the background (e.g. "dqs"), switching at the first frame after it is done; empty: sessions
+  // wait for the preparation.
+  std::string_view fallback = {};
 };
 std::string_view StageInputName(StageInput input);  // "first", "rest", "posed"
 

@@ -57,7 +57,7 @@ const MethodInfo kMethods[] = {
                     "deformer with energy-minimizing weights precomputed from a voxelization of the rest mesh",
      .create = &CreateSwingTwistDeformer, .prepare = &PrepareSwingTwist, .prepare_key = &SwingTwistKey,
      .params_field = "swing_twist", .params = SwingTwistParamSpecs(), .parse = &ParseSwingTwistParams,
-     .params_type = &typeid(SwingTwistParams)},
+     .params_type = &typeid(SwingTwistParams), .fallback = "dqs"},
 };
 }  // namespace
 

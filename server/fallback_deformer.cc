@@ -1,0 +1,67 @@
+#include "server/fallback_deformer.h"
+
+#include <cstdio>
+#include <string>
+
+namespace sinew::server {
+namespace {
+
+class FallbackDeformer final : public Deformer {
+ public:
+  FallbackDeformer(std::shared_ptr<StoredRig> rig, const MethodInfo& method, DeformerConfig config,
+                   std::unique_ptr<Deformer> fallback, std::string_view fallback_name)
+      : rig_(std::move(rig)),
+        method_(method),
+        config_(std::move(config)),
+        fallback_(std::move(fallback)),
+        fallback_name_(fallback_name) {}
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    return Active().Deform(frame, out, pool);
+  }
+  absl::Status Extras(const FrameExtras& extras) const override {
+    return (own_ ? *own_ : *fallback_).Extras(extras);
+  }
+  void Reset() override { (own_ ? *own_ : *fallback_).Reset(); }
+  size_t StateBytes() const override { return fallback_->StateBytes() + (own_ ? own_->StateBytes() : 0); }
+  std::string_view produced_by() const override { return own_ ? std::string_view() : fallback_name_; }
+
+ private:
+  // The method itself once its preparation is done (checked without waiting), else the fallback.
+  Deformer& Active() {
+    if (own_ || gave_up_) return own_ ? *own_ : *fallback_;
+    bool running = false;
+    auto prepared = rig_->PreparedIfDone(method_, config_, &running);
+    if (prepared.ok() && *prepared) {
+      auto d = method_.create(rig_->rig, *prepared, config_);
+      if (d.ok()) {
+        own_ = std::move(*d);
+      } else {
+        gave_up_ = true;
+        std::fprintf(stderr, "sinew-server: rig %.12s: %s stays on %s: %s\n", rig_->id.c_str(),
+                     std::string(method_.name).c_str(), fallback_name_.c_str(), std::string(d.status().message()).c_str());
+      }
+    } else if (!prepared.ok()) {
+      gave_up_ = true;  // the preparation failed: keep serving the fallback
+    }
+    return own_ ? *own_ : *fallback_;
+  }
+
+  std::shared_ptr<StoredRig> rig_;
+  const MethodInfo& method_;
+  DeformerConfig config_;
+  std::unique_ptr<Deformer> fallback_, own_;
+  std::string fallback_name_;
+  bool gave_up_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Deformer> MakeFallbackDeformer(std::shared_ptr<StoredRig> rig, const MethodInfo& method,
+                                               DeformerConfig config, std::unique_ptr<Deformer> fallback,
+                                               std::string_view fallback_name) {
+  return std::make_unique<FallbackDeformer>(std::move(rig), method, std::move(config), std::move(fallback),
+                                            fallback_name);
+}
+
+}  // namespace sinew::server
