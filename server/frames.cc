@@ -25,7 +25,9 @@ void Account(FrameJob& job, v1::Backend backend) {
   s.last_used_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  job.metrics->Frame(s.method, backend, double(job.out.compute_ns) * 1e-9);
+  // Under the method that produced the frame: a fallback's frames count as the fallback's.
+  const MethodInfo* by = job.out.method ? FindMethodById(job.out.method) : nullptr;
+  job.metrics->Frame(by ? by : s.method, backend, double(job.out.compute_ns) * 1e-9);
 }
 
 }  // namespace

@@ -281,6 +281,10 @@ TEST_F(Service, SwingTwistServesDqsUntilItsWeightsAreReady) {
   EXPECT_EQ(swing_frames, 3u) << "the weights were not ready within two minutes";
   std::printf("%zu frames served by DQS while the weights were prepared\n", dqs_frames);
   EXPECT_TRUE(stream->Close().ok());
+  // Metrics count each frame under the method that produced it (only this test uses swing-twist).
+  const std::string body = HttpGet(server_->metrics_port(), "/metrics");
+  EXPECT_THAT(body, HasSubstr("sinew_frames_total{backend=\"cpu\",method=\"swing-twist\"} " +
+                              std::to_string(swing_frames) + "\n"));
 
   auto info = client_->GetRig(up->rig_id());
   ASSERT_TRUE(info.ok()) << info.status();
