@@ -13,6 +13,7 @@ class FallbackDeformer final : public Deformer {
       : rig_(std::move(rig)),
         method_(method),
         config_(std::move(config)),
+        key_(PreparationKey(method_, config_)),
         fallback_(std::move(fallback)),
         fallback_name_(fallback_name) {}
 
@@ -31,7 +32,7 @@ class FallbackDeformer final : public Deformer {
   Deformer& Active() {
     if (own_ || gave_up_) return own_ ? *own_ : *fallback_;
     bool running = false;
-    auto prepared = rig_->PreparedIfDone(method_, config_, &running);
+    auto prepared = rig_->PreparedIfDone(key_, &running);  // no allocation while it waits
     if (prepared.ok() && *prepared) {
       auto d = method_.create(rig_->rig, *prepared, config_);
       if (d.ok()) {
@@ -50,6 +51,7 @@ class FallbackDeformer final : public Deformer {
   std::shared_ptr<StoredRig> rig_;
   const MethodInfo& method_;
   DeformerConfig config_;
+  std::string key_;
   std::unique_ptr<Deformer> fallback_, own_;
   std::string fallback_name_;
   bool gave_up_ = false;

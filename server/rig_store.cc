@@ -17,16 +17,12 @@ std::shared_ptr<const VertexNormals> StoredRig::Normals() {
   return vertex_normals;
 }
 
-namespace {
 std::string PreparationKey(const MethodInfo& method, const DeformerConfig& config) {
   return absl::StrCat(std::string(method.prepare_group.empty() ? method.name : method.prepare_group), " ",
                       method.prepare_key(config));
 }
-}  // namespace
 
-absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::PreparedIfDone(const MethodInfo& method,
-                                                                          const DeformerConfig& config, bool* running) {
-  const std::string key = PreparationKey(method, config);
+absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::PreparedIfDone(const std::string& key, bool* running) {
   std::lock_guard lock(prep_mu);
   *running = false;
   auto it = preparations.find(key);

@@ -32,6 +32,9 @@ struct Preparation {
   std::shared_ptr<const Prepared> result;   // guarded by StoredRig::prep_mu
 };
 
+// The name a preparation is kept under in StoredRig::preparations (and listed in GetRig).
+std::string PreparationKey(const MethodInfo& method, const DeformerConfig& config);
+
 struct StoredRig {
   std::string id;
   std::shared_ptr<const Rig> rig;
@@ -72,8 +75,8 @@ struct StoredRig {
   // (failures too: they are deterministic).
   // Where a preparation stands, without waiting: done (its result, or its error), running, or
   // not started (nullptr result, `running` false).
-  absl::StatusOr<std::shared_ptr<const Prepared>> PreparedIfDone(const MethodInfo& method, const DeformerConfig& config,
-                                                                 bool* running);
+  // `key`: PreparationKey(method, config), which callers asking every frame compute once.
+  absl::StatusOr<std::shared_ptr<const Prepared>> PreparedIfDone(const std::string& key, bool* running);
   absl::StatusOr<std::shared_ptr<const Prepared>> GetOrPrepare(const MethodInfo& method,
                                                                const DeformerConfig& config,
                                                                ThreadPool* pool, int64_t now_ms);

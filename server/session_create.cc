@@ -171,7 +171,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
   std::shared_ptr<const Prepared> prepared;
   if (method.prepare != nullptr && serve_fallback && !method.fallback.empty()) {
     bool running = false;
-    auto done = stored.PreparedIfDone(method, config, &running);
+    auto done = stored.PreparedIfDone(PreparationKey(method, config), &running);
     if (done.ok() && *done == nullptr) {
       // Not done: serve the fallback now, prepare in the background (once).
       const MethodInfo* fallback = FindMethod(method.fallback);

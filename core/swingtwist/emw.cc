@@ -13,10 +13,6 @@ namespace {
 
 using V3 = Eigen::Vector3d;
 
-// The 12 edges of a voxel as pairs of corner numbers (corners differ in one offset bit).
-constexpr int kEdges[12][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2}, {1, 3},
-                               {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}};
-
 Eigen::Matrix3d Rotation(const V3& axis, double degrees) {
   return Eigen::AngleAxisd(degrees * std::numbers::pi / 180, axis).toRotationMatrix();
 }
@@ -122,7 +118,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
   l_triplets.reserve(m * 12 * 4);
   std::vector<double> h_diag(n, 0.0);
   for (size_t e = 0; e < m; ++e) {
-    for (const auto& edge : kEdges) {
+    for (const auto& edge : kVoxelEdges) {
       const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
       double aa = 0, bb = 0, ab = 0;
       for (size_t i = 0; i < k; ++i) {
@@ -160,18 +156,10 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
     if (dirichlet[i] >= 0) result.weights[i] = dirichlet[i];
   }
   // Passengers copy the nearest solved vertex once the weights are known.
+  const std::vector<int32_t> source = NearestAnchoredVertex(grid, anchored);
   auto carry_passengers = [&] {
     for (size_t i = 0; i < n; ++i) {
-      if (!passenger(i)) continue;
-      double best = 1e300;
-      for (size_t a = 0; a < n; ++a) {
-        if (passenger(a)) continue;
-        const double d = (grid.vertices[a] - grid.vertices[i]).squaredNorm();
-        if (d < best) {
-          best = d;
-          result.weights[i] = result.weights[a];
-        }
-      }
+      if (source[i] >= 0) result.weights[i] = result.weights[source[i]];
     }
   };
   if (nf == 0) {
@@ -187,7 +175,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
   // The constrained columns' contribution to the right-hand sides: −(H_FC w_C), −(L_FC w_C).
   Eigen::VectorXd h_fixed = Eigen::VectorXd::Zero(nf), l_fixed = Eigen::VectorXd::Zero(nf);
   for (size_t e = 0; e < m; ++e) {
-    for (const auto& edge : kEdges) {
+    for (const auto& edge : kVoxelEdges) {
       const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
       for (auto [f, c] : {std::pair{a, b}, std::pair{b, a}}) {
         if (free_index[f] < 0 || dirichlet[c] != 1) continue;
@@ -220,7 +208,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
     for (size_t i = 0; i < k; ++i) {
       for (size_t e = 0; e < m; ++e) {
         Eigen::Matrix3d cov = Eigen::Matrix3d::Zero();
-        for (const auto& edge : kEdges) {
+        for (const auto& edge : kVoxelEdges) {
           const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
           const V3 rest = vertices[a] - vertices[b];
           const V3 moved = rest + w[a] * u[i * n + a] - w[b] * u[i * n + b];
@@ -234,7 +222,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
           r = v * svd.matrixU().transpose();
         }
         rotations[i * m + e] = r;
-        for (const auto& edge : kEdges) {
+        for (const auto& edge : kVoxelEdges) {
           const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
           const V3 rest = vertices[a] - vertices[b];
           const V3 moved = rest + w[a] * u[i * n + a] - w[b] * u[i * n + b];
@@ -244,7 +232,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
     }
     double smooth = 0;
     for (size_t e = 0; e < m; ++e) {
-      for (const auto& edge : kEdges) {
+      for (const auto& edge : kVoxelEdges) {
         const double d = w[grid.corners[e][edge[0]]] - w[grid.corners[e][edge[1]]];
         smooth += d * d;
       }
@@ -262,7 +250,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
     for (size_t i = 0; i < k; ++i) {
       for (size_t e = 0; e < m; ++e) {
         const Eigen::Matrix3d rm = rotations[i * m + e] - Eigen::Matrix3d::Identity();
-        for (const auto& edge : kEdges) {
+        for (const auto& edge : kVoxelEdges) {
           const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];
           const V3 c = rm * (vertices[a] - vertices[b]);
           if (free_index[a] >= 0) g[free_index[a]] += u[i * n + a].dot(c);

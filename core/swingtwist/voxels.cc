@@ -60,6 +60,24 @@ int32_t VoxelGrid::VoxelAt(const std::array<int, 3>& c) const {
   return voxel_of_cell[c[0] + size_t(dims[0]) * (c[1] + size_t(dims[1]) * c[2])];
 }
 
+std::vector<int32_t> NearestAnchoredVertex(const VoxelGrid& grid, const std::vector<uint8_t>& anchored) {
+  const size_t n = grid.vertices.size();
+  std::vector<int32_t> from(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (anchored[grid.component[i]]) continue;
+    double best = 1e300;
+    for (size_t a = 0; a < n; ++a) {
+      if (!anchored[grid.component[a]]) continue;
+      const double d = (grid.vertices[a] - grid.vertices[i]).squaredNorm();
+      if (d < best) {
+        best = d;
+        from[i] = int32_t(a);
+      }
+    }
+  }
+  return from;
+}
+
 absl::StatusOr<VoxelGrid> Voxelize(std::span<const float> positions, std::span<const uint32_t> triangles,
                                    const VoxelOptions& options) {
   const double h = options.h;

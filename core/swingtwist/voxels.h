@@ -44,6 +44,15 @@ struct VoxelGrid {
   std::vector<int32_t> voxel_of_cell;  // per cell of the grid: occupied voxel index or -1
 };
 
+// The 12 edges of a voxel as pairs of corner numbers (corners that differ in one offset bit).
+inline constexpr int kVoxelEdges[12][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2}, {1, 3},
+                                           {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}};
+
+// For grid vertices of components that are not `anchored` (per component), the nearest grid
+// vertex of an anchored component (brute force); -1 for vertices of anchored components. The
+// solvers leave unanchored parts (a mesh part with no bone or joint in it) out and copy these.
+std::vector<int32_t> NearestAnchoredVertex(const VoxelGrid& grid, const std::vector<uint8_t>& anchored);
+
 struct VoxelOptions {
   double h = 0;                      // voxel size, > 0
   size_t max_cells = size_t{1} << 26;  // of the padded grid

@@ -13,9 +13,6 @@ namespace {
 
 using V3 = Eigen::Vector3d;
 
-constexpr int kEdges[12][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2}, {1, 3},
-                               {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}};
-
 // Biharmonic weights of the handles on the grid, clamped and normalised: [handle][vertex].
 absl::StatusOr<std::vector<std::vector<double>>> BlendWeights(const VoxelGrid& grid,
                                                               const std::vector<int32_t>& handle_vertex) {
@@ -30,7 +27,7 @@ absl::StatusOr<std::vector<std::vector<double>>> BlendWeights(const VoxelGrid& g
   std::vector<double> mass(n, 0.0);
   for (const auto& c : grid.corners) {
     for (int32_t v : c) mass[v] += 1.0 / 8;
-    for (const auto& e : kEdges) {
+    for (const auto& e : kVoxelEdges) {
       const int32_t a = c[e[0]], b = c[e[1]];
       lt.emplace_back(a, a, 1);
       lt.emplace_back(b, b, 1);
@@ -74,19 +71,10 @@ absl::StatusOr<std::vector<std::vector<double>>> BlendWeights(const VoxelGrid& g
       for (size_t k = 0; k < g; ++k) d[k][i] = solved(free_index[i], Eigen::Index(k));
     }
   }
+  const std::vector<int32_t> source = NearestAnchoredVertex(grid, anchored);
   for (size_t i = 0; i < n; ++i) {
-    if (!passenger(i)) continue;
-    double best = 1e300;
-    size_t from = i;
-    for (size_t a = 0; a < n; ++a) {
-      if (passenger(a)) continue;
-      const double dist = (grid.vertices[a] - grid.vertices[i]).squaredNorm();
-      if (dist < best) {
-        best = dist;
-        from = a;
-      }
-    }
-    for (size_t k = 0; k < g; ++k) d[k][i] = d[k][from];
+    if (source[i] < 0) continue;
+    for (size_t k = 0; k < g; ++k) d[k][i] = d[k][source[i]];
   }
   for (size_t i = 0; i < n; ++i) {
     double sum = 0, best = -1;
@@ -206,6 +194,7 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   for (size_t j = 0; j < nj; ++j) {
     if (rig.skeleton.parents[j] >= 0) children[rig.skeleton.parents[j]].push_back(int32_t(j));
   }
+  const bool has_weights = rig.weights.offsets.size() == nv + 1;
   std::vector<uint32_t> allowed_mark(g, 0);  // == v + 1 when handle k is allowed for vertex v
   auto allow = [&](size_t v, int32_t joint) {
     if (joint >= 0) allowed_mark[handle_of_joint[joint]] = uint32_t(v + 1);
@@ -230,7 +219,6 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
       for (int q = 0; q < 8; ++q) x += c[q] * values[corners[q]];
       return x;
     };
-    const bool has_weights = rig.weights.offsets.size() == nv + 1;
     if (has_weights) {
       for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
         if (rig.weights.weights[e] <= 0) continue;

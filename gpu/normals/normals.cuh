@@ -50,13 +50,7 @@ SINEW_HD void VertexNormal(const NormalsItem& it, uint32_t v) {
 
 // Row g of the batch's normal rows (items sorted by row_offset).
 SINEW_HD void NormalRow(const NormalsItem* items, uint32_t count, uint32_t g) {
-  uint32_t lo = 0, hi = count - 1;
-  while (lo < hi) {
-    const uint32_t mid = (lo + hi + 1) / 2;
-    if (items[mid].row_offset <= g) lo = mid;
-    else hi = mid - 1;
-  }
-  const NormalsItem& it = items[lo];
+  const NormalsItem& it = items[ItemAt<NormalsItem, &NormalsItem::row_offset>(items, count, g)];
   const uint32_t v = g - it.row_offset;
   if (v < it.vertex_count) VertexNormal(it, v);
 }

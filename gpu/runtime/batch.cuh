@@ -13,14 +13,7 @@ namespace sinew::gpu {
 
 SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const float* joint_data,
                           uint32_t g, float* out) {
-  // Items are sorted by vertex_offset: binary search for the last one starting at or before g.
-  uint32_t lo = 0, hi = item_count - 1;
-  while (lo < hi) {
-    const uint32_t mid = (lo + hi + 1) / 2;
-    if (items[mid].vertex_offset <= g) lo = mid;
-    else hi = mid - 1;
-  }
-  const BatchItem& it = items[lo];
+  const BatchItem& it = items[ItemAt<BatchItem, &BatchItem::vertex_offset>(items, item_count, g)];
   const uint32_t v = g - it.vertex_offset;
   const float* p = joint_data + it.param_offset;
   float* o = out + 3 * size_t(g);

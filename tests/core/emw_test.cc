@@ -14,23 +14,7 @@
 namespace sinew {
 namespace {
 
-// The cylinder with joints at x = 0, 3 and an end joint at 6, so that both bones are segments.
-Rig Cylinder() {
-  LimbOptions o;
-  o.rings = 61;
-  o.segments = 32;
-  o.bones = 2;
-  o.length = 6;
-  o.radius = 1;
-  RigInput in = MakeLimb(o);
-  Skeleton& sk = in.rig.skeleton;
-  sk.names.push_back("end");
-  sk.parents.push_back(1);
-  Similarity end;
-  end.translation = Eigen::Vector3d(3, 0, 0);
-  sk.rest_local.push_back(end);
-  return testing::BuildOrDie(std::move(in));
-}
+Rig Cylinder() { return testing::BuildOrDie(testing::ElbowCylinder()); }
 
 struct Problem {
   VoxelGrid grid;

@@ -20,23 +20,7 @@ namespace {
 
 constexpr uint32_t kSegments = 32;
 
-RigInput CylinderInput(float radius = 1) {
-  LimbOptions o;
-  o.rings = 61;
-  o.segments = kSegments;
-  o.bones = 2;
-  o.length = 6;
-  o.radius = radius;
-  o.blend = 0.1f;
-  RigInput in = MakeLimb(o);
-  Skeleton& sk = in.rig.skeleton;
-  sk.names.push_back("end");
-  sk.parents.push_back(1);
-  Similarity end;
-  end.translation = Eigen::Vector3d(3, 0, 0);
-  sk.rest_local.push_back(end);
-  return in;
-}
+RigInput CylinderInput(float radius = 1) { return testing::ElbowCylinder(radius, kSegments); }
 
 // The spec's voxel size for the cylinder, 0.25 (the default, 1/64 of the length, takes seconds).
 DeformerConfig Config(double voxel_size = 0.25) {

@@ -41,6 +41,26 @@ inline LimbOptions TwoBoneLimb() {
   return o;
 }
 
+// The swing/twist suites' cylinder (seed 001 spec §4): length 6 along x, joints at x = 0 and 3,
+// and an end joint at 6 so that both bones are segments; 61 rings of `segments` vertices.
+inline RigInput ElbowCylinder(float radius = 1, uint32_t segments = 32) {
+  LimbOptions o;
+  o.rings = 61;
+  o.segments = segments;
+  o.bones = 2;
+  o.length = 6;
+  o.radius = radius;
+  o.blend = 0.1f;
+  RigInput in = MakeLimb(o);
+  Skeleton& sk = in.rig.skeleton;
+  sk.names.push_back("end");
+  sk.parents.push_back(1);
+  Similarity end;
+  end.translation = Eigen::Vector3d(3, 0, 0);
+  sk.rest_local.push_back(end);
+  return in;
+}
+
 inline double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
