@@ -152,27 +152,64 @@ DeformerConfig Config(const std::string& method, JointOperator op = JointOperato
   return c;
 }
 
-TEST_P(ImplicitGpu, HistoryIndependentEqualsTheCpu) {
+// The pose with every joint turned by `radians` more (about `axis`).
+Pose Perturbed(const Pose& pose, double radians, const Eigen::Vector3d& axis = Eigen::Vector3d(1, 2, 3)) {
+  Pose p = pose;
+  const Eigen::Quaterniond turn(Eigen::AngleAxisd(radians, axis.normalized()));
+  for (size_t j = 0; j < p.joint_count(); ++j) {
+    Similarity s = p.joint(j);
+    s.rotation = (s.rotation * turn).normalized();
+    p.set_joint(j, s);
+  }
+  return p;
+}
+
+// The contact operator stops a vertex where the field's gradient turns past a threshold: a
+// discontinuous decision, so float rounding (the device contracts multiply-adds the CPU keeps
+// apart) can flip a vertex sitting on the threshold, and the smoothing spreads that flip to its
+// neighbours (seen on an H100: contact at 130°, 1 state of 2880 differs, 31 vertices move by up
+// to 2e-3 of the diagonal). The device must agree with the CPU as closely as the CPU agrees with
+// itself at poses turned by 1e-6 or 1e-5 rad, or within 1/200 of the vertices where the CPU is not
+// that sensitive; at rest every vertex converges in place and must agree exactly.
+TEST_P(ImplicitGpu, HistoryIndependentEqualsTheCpuWithinItsOwnSensitivity) {
   auto rig = TwoBoneLimb();
-  const double diag = rig->bbox_diagonal();
+  const double diag = rig->bbox_diagonal(), tolerance = 1e-4 * diag;
+  const size_t allowed = rig->vertex_count() / 200;
   for (JointOperator op : {JointOperator::kContact, JointOperator::kBulge, JointOperator::kUnion}) {
     const DeformerConfig config = Config("implicit", op);
-    Pair p(*backend_, rig, Prepare(*rig, config), config);
+    auto model = Prepare(*rig, config);
+    Pair p(*backend_, rig, model, config);
+    auto perturbed = *CreateImplicitDeformer(rig, model, config);
     for (auto [bend, twist] : {std::pair{0.0, 0.0}, {90.0, 0.0}, {130.0, 0.0}, {110.0, 60.0}}) {
       const Pose pose = Bent(*rig, bend, twist);
       std::vector<uint8_t> sc, sg;
       const auto cpu = p.Cpu(pose, &sc);
       const auto gpu = p.Gpu(*backend_, pose, &sg);
-      const Agreement a = Compare(gpu, cpu, sg, sc, 1e-4 * diag);
-      std::printf("%s, bend %.0f° twist %.0f°: max %.2e diag, %zu vertices beyond 1e-4 diag, %zu states differ (of %zu)\n",
-                  JointOperatorName(op), bend, twist, a.max / diag, a.beyond, a.states, rig->vertex_count());
+      const Agreement a = Compare(gpu, cpu, sg, sc, tolerance);
+      Agreement self;  // the CPU against itself, the worst of turns by 1e-6 and 1e-5 rad about four axes
+      for (int k = 0; k < 8; ++k) {
+        const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
+        std::vector<float> other(rig->positions.size());
+        std::vector<uint8_t> so;
+        const Pose moved = Perturbed(pose, k < 4 ? 1e-6 : 1e-5, axes[k % 4]);
+        ASSERT_TRUE(perturbed->Deform({&moved, {}}, other, nullptr).ok());
+        ASSERT_TRUE(perturbed->Extras({.vertex_states = &so}).ok());
+        const Agreement o = Compare(other, cpu, so, sc, tolerance);
+        self.max = std::max(self.max, o.max);
+        self.beyond = std::max(self.beyond, o.beyond);
+        self.states = std::max(self.states, o.states);
+      }
+      std::printf("%s, bend %.0f° twist %.0f°: device vs CPU max %.2e diag, %zu vertices beyond 1e-4 diag, %zu states "
+                  "differ; CPU vs CPU turned ≤ 1e-5 rad: max %.2e, %zu beyond, %zu states (of %zu)\n",
+                  JointOperatorName(op), bend, twist, a.max / diag, a.beyond, a.states, self.max / diag, self.beyond,
+                  self.states, rig->vertex_count());
       EXPECT_EQ(a.nonfinite, 0u);
       if (bend == 0) {
         EXPECT_LT(a.max, 1e-5 * diag);  // the rest pose: every vertex converges in place
         EXPECT_EQ(a.states, 0u);
       }
-      EXPECT_LE(a.beyond, rig->vertex_count() / 200) << JointOperatorName(op) << " " << bend;
-      EXPECT_LE(a.states, rig->vertex_count() / 200) << JointOperatorName(op) << " " << bend;
+      EXPECT_LE(a.beyond, std::max(allowed, 2 * self.beyond)) << JointOperatorName(op) << " " << bend;
+      EXPECT_LE(a.states, std::max(allowed, 2 * self.states)) << JointOperatorName(op) << " " << bend;
     }
   }
 }
@@ -187,17 +224,6 @@ TEST_P(ImplicitGpu, HistoryIndependentDependsOnlyOnThePose) {
   EXPECT_EQ(p.Gpu(*backend_, Bent(*rig, 100)), first);
 }
 
-// The pose with every joint turned by `radians` more (about one fixed axis).
-Pose Perturbed(const Pose& pose, double radians) {
-  Pose p = pose;
-  const Eigen::Quaterniond turn(Eigen::AngleAxisd(radians, Eigen::Vector3d(1, 2, 3).normalized()));
-  for (size_t j = 0; j < p.joint_count(); ++j) {
-    Similarity s = p.joint(j);
-    s.rotation = (s.rotation * turn).normalized();
-    p.set_joint(j, s);
-  }
-  return p;
-}
 
 // Plays `poses` through the elastic method on the device and on the CPU, and on the CPU with
 // every pose perturbed by 1e-6 rad; the device's distance from the CPU must stay within twice
