@@ -5,6 +5,7 @@
 #include "bench/gpu_bench_kernels.h"
 #include "gpu/dqs/dqs.cuh"
 #include "gpu/lbs/lbs.cuh"
+#include "gpu/swingtwist/swing_twist.cuh"
 
 namespace sinew::bench {
 namespace {
@@ -19,6 +20,12 @@ __global__ void Dqs(const float* rest, const uint32_t* off, const uint16_t* j, c
                     const float* q, uint32_t n, float* out) {
   const uint32_t v = blockIdx.x * blockDim.x + threadIdx.x;
   if (v < n) gpu::DqsVertex(rest, off, j, w, q, v, out + 3 * size_t(v));
+}
+
+__global__ void SwingTwist(const float* rest, const float* rows, uint32_t cols, const float* joints, uint32_t n,
+                           float* out) {
+  const uint32_t v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v < n) gpu::SwingTwistVertex(rest, rows, cols, joints, v, out + 3 * size_t(v));
 }
 
 struct Device {
@@ -61,8 +68,8 @@ std::string GpuName(std::string* error) {
 
 bool TimeGpuSkinning(const float* rest, const uint32_t* offsets, const uint16_t* joints,
                      const float* weights, size_t vertices, size_t entries, const float* lbs_joints,
-                     const float* dqs_joints, size_t joint_count, size_t copy_bytes, GpuTimes* out,
-                     std::string* error) {
+                     const float* dqs_joints, size_t joint_count, const SwingTwistData& swing_twist,
+                     size_t copy_bytes, GpuTimes* out, std::string* error) {
   Device d{{}, error};
   const float* r = d.Put(rest, 3 * vertices);
   const uint32_t* o = d.Put(offsets, vertices + 1);
@@ -70,6 +77,8 @@ bool TimeGpuSkinning(const float* rest, const uint32_t* offsets, const uint16_t*
   const float* w = d.Put(weights, entries);
   const float* ml = d.Put(lbs_joints, 12 * joint_count);
   const float* mq = d.Put(dqs_joints, 12 * joint_count);
+  const float* st_rows = d.Put(swing_twist.rows, size_t{swing_twist.cols} * vertices);
+  const float* st_joints = d.Put(swing_twist.joints, 48 * joint_count);
   float* result = d.Put<float>(nullptr, 3 * vertices);
   char* src = d.Put<char>(nullptr, copy_bytes);
   char* dst = d.Put<char>(nullptr, copy_bytes);
@@ -92,6 +101,8 @@ bool TimeGpuSkinning(const float* rest, const uint32_t* offsets, const uint16_t*
   out->copy_ms = time([&] { cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice); });
   out->lbs_ms = time([&] { Lbs<<<blocks, 256>>>(r, o, j, w, ml, n, result); });
   out->dqs_ms = time([&] { Dqs<<<blocks, 256>>>(r, o, j, w, mq, n, result); });
+  out->swing_twist_ms =
+      time([&] { SwingTwist<<<blocks, 256>>>(r, st_rows, swing_twist.cols, st_joints, n, result); });
   d.Check(cudaGetLastError(), "kernel");
   cudaEventDestroy(a);
   cudaEventDestroy(b);

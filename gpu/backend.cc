@@ -659,8 +659,9 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
   const KernelInfo* kernel = FindKernel(spec.method);
   if (!kernel) return absl::InternalError(absl::StrCat("gpu: no kernel ", uint32_t(spec.method)));
   if (kernel->coefficients && !coeffs) return absl::InternalError("gpu: this stage needs its coefficients");
-  if (kernel->coefficients && !kernel->cage_points && coeffs->cols() != 1) {
-    return absl::InternalError("gpu: this stage needs one coefficient per vertex");
+  if (const char* need = kernel->coefficients && kernel->check_cols ? kernel->check_cols(coeffs->cols()) : nullptr) {
+    return absl::InternalError(absl::StrCat("gpu: kernel ", std::string(kernel->name), " needs ", need, ", not ",
+                                            coeffs->cols(), " columns"));
   }
   const DeviceProgram* program = kernel->program ? kernel->program() : nullptr;
   if (program && (!model || model->rig_ != impl || model->program_ != program)) {

@@ -1,14 +1,28 @@
 #include "gpu/kernels.h"
 
+#include <cstddef>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/swingtwist/swing_twist.h"
 #include "gpu/implicit/device_program.h"
+#include "gpu/swingtwist/swing_twist.cuh"
 
 namespace sinew::gpu {
 namespace {
 
 const DeviceProgram* Implicit() { return &ImplicitProgram(); }
+const char* OneColumn(uint32_t cols) { return cols == 1 ? nullptr : "one coefficient per vertex"; }
+const char* SwingTwistRows(uint32_t cols) {
+  return cols > 0 && cols % kSwingTwistRowFloats == 0 ? nullptr : "4 coefficients (joint, d, s, t) per influence";
+}
+
+// The device reads core's JointRecord by these offsets.
+static_assert(kSwingTwistJointFloats == kSwingTwistDeviceJointFloats && kSwingTwistRowFloats == kSwingTwistInfluenceFloats);
+static_assert(offsetof(JointRecord, a) == 4 * kSwingTwistA && offsetof(JointRecord, b) == 4 * kSwingTwistB &&
+              offsetof(JointRecord, theta) == 4 * kSwingTwistTheta &&
+              offsetof(JointRecord, inverse_frame) == 4 * kSwingTwistInverse &&
+              offsetof(JointRecord, translation) == 4 * kSwingTwistTranslation);
 
 constexpr KernelInfo kKernels[] = {
     {"lbs", GpuMethod::kLbs, false, 1, false, nullptr},
@@ -18,7 +32,8 @@ constexpr KernelInfo kKernels[] = {
     {"cage+dqs", GpuMethod::kCageThenDqs, true, 1, true, nullptr},
     {"implicit", GpuMethod::kImplicit, false, 0, false, &Implicit},
     {"elastic-implicit", GpuMethod::kElasticImplicit, false, 0, false, &Implicit},
-    {"blend", GpuMethod::kBlend, true, 2, false, nullptr},  // one coefficient: the blend weight
+    {"blend", GpuMethod::kBlend, true, 2, false, nullptr, &OneColumn},  // the blend weight
+    {"swing-twist", GpuMethod::kSwingTwist, true, kSwingTwistJointFloats / 12, false, nullptr, &SwingTwistRows},
 };
 
 }  // namespace

@@ -23,6 +23,9 @@ struct KernelInfo {
   bool cage_points = false;
   // A device program (per-rig model, per-session state; gpu/runtime/program.h), or null.
   const DeviceProgram* (*program)() = nullptr;
+  // The coefficient matrix's shape: null when `cols` suits the kernel, else what it needs.
+  // Null function: any width.
+  const char* (*check_cols)(uint32_t cols) = nullptr;
 };
 
 // The kernel that runs a DeviceStage (e.g. "cage+dqs"); FAILED_PRECONDITION naming it when

@@ -88,6 +88,13 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   if (!deformer.ok()) return deformer.status();
   // Methods with a device stage run it on the GPU under AUTO when there is one.
   const DeviceStage stage = (*deformer)->device_stage();
+  if (backend == v1::BACKEND_GPU && stage.kernel.empty() && !(*deformer)->produced_by().empty()) {
+    // The method's GPU stage needs its prepared data; until then only the CPU fallback runs.
+    return absl::UnavailableError(absl::StrCat(
+        "backend: ", what, " runs on the GPU once its preparation is done (see RigInfo.preparations); until then "
+        "use BACKEND_AUTO or BACKEND_CPU, which serve its fallback ", std::string((*deformer)->produced_by()),
+        " at once"));
+  }
   if (backend == v1::BACKEND_GPU && stage.kernel.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("backend: ", what, " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));

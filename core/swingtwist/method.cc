@@ -16,19 +16,37 @@ constexpr ParamSpec kSwingTwistSpecs[] = {
 
 class SwingTwistDeformer final : public Deformer {
  public:
-  SwingTwistDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const SwingTwistModel> model)
+  SwingTwistDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const SwingTwistModel> model, std::string key)
       : rig_(std::move(rig)),
         model_(std::move(model)),
+        key_(std::move(key)),
         world_(rig_->joint_count()),
         skinning_(rig_->joint_count()),
         joints_(rig_->joint_count()) {}
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
-    if (auto st = CheckSkeletalFrame(*rig_, frame, "swing-twist"); !st.ok()) return st;
     if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
-    SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
-    if (auto st = SwingTwistJoints(*rig_, model_->frames, skinning_, joints_); !st.ok()) return st;
+    if (auto st = Joints(frame); !st.ok()) return st;
     SwingTwistSkinning(rig_->positions, model_->weights, joints_, out, pool);
+    return absl::OkStatus();
+  }
+
+  // Device stage: the joint records are made here, the per-vertex sum on the device
+  // (gpu/swingtwist/), its influences a fixed-width coefficient row per vertex.
+  DeviceStage device_stage() const override {
+    DeviceStage s;
+    s.kernel = "swing-twist";
+    s.device_data_key = absl::StrCat("swing-twist ", key_);
+    return s;
+  }
+  size_t device_param_count() const override { return kSwingTwistDeviceJointFloats * rig_->joint_count(); }
+  void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const override {
+    SwingTwistDeviceRows(model_->weights, values, cols);
+  }
+  absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
+    params.resize(device_param_count());
+    if (auto st = Joints(frame); !st.ok()) return st;
+    SwingTwistDeviceJoints(joints_, params);
     return absl::OkStatus();
   }
   size_t StateBytes() const override {
@@ -37,7 +55,14 @@ class SwingTwistDeformer final : public Deformer {
 
  private:
   std::shared_ptr<const Rig> rig_;
+  absl::Status Joints(const FrameInput& frame) {
+    if (auto st = CheckSkeletalFrame(*rig_, frame, "swing-twist"); !st.ok()) return st;
+    SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
+    return SwingTwistJoints(*rig_, model_->frames, skinning_, joints_);
+  }
+
   std::shared_ptr<const SwingTwistModel> model_;
+  std::string key_;  // SwingTwistKey: names the weights' device copy
   std::vector<Similarity> world_;
   std::vector<Affine34d> skinning_;
   std::vector<JointRecord> joints_;
@@ -90,10 +115,10 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig
 
 absl::StatusOr<std::unique_ptr<Deformer>> CreateSwingTwistDeformer(std::shared_ptr<const Rig> rig,
                                                                    std::shared_ptr<const Prepared> prepared,
-                                                                   const DeformerConfig&) {
+                                                                   const DeformerConfig& config) {
   auto model = std::dynamic_pointer_cast<const SwingTwistModel>(prepared);
   if (!model) return absl::InternalError("swing-twist: created without its prepared weights");
-  return std::unique_ptr<Deformer>(new SwingTwistDeformer(std::move(rig), std::move(model)));
+  return std::unique_ptr<Deformer>(new SwingTwistDeformer(std::move(rig), std::move(model), SwingTwistKey(config)));
 }
 
 }  // namespace sinew

@@ -1,6 +1,8 @@
 #include "core/swingtwist/swing_twist.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "absl/strings/str_cat.h"
@@ -175,6 +177,32 @@ absl::Status CheckSwingTwistWeights(const SwingTwistWeights& w, size_t vertex_co
     }
   }
   return absl::OkStatus();
+}
+
+void SwingTwistDeviceRows(const SwingTwistWeights& weights, std::vector<float>& values, uint32_t& cols) {
+  const size_t n = weights.offsets.empty() ? 0 : weights.offsets.size() - 1;
+  uint32_t widest = 1;
+  for (size_t v = 0; v < n; ++v) widest = std::max(widest, weights.offsets[v + 1] - weights.offsets[v]);
+  cols = kSwingTwistInfluenceFloats * widest;
+  values.assign(n * cols, 0.f);
+  for (size_t v = 0; v < n; ++v) {
+    float* row = &values[v * cols];
+    for (uint32_t k = weights.offsets[v]; k < weights.offsets[v + 1]; ++k, row += kSwingTwistInfluenceFloats) {
+      row[0] = float(weights.joints[k]);
+      row[1] = weights.d[k];
+      row[2] = weights.s[k];
+      row[3] = weights.t[k];
+    }
+  }
+}
+
+void SwingTwistDeviceJoints(std::span<const JointRecord> joints, std::span<float> out) {
+  static_assert(sizeof(JointRecord) <= kSwingTwistDeviceJointFloats * sizeof(float));
+  for (size_t j = 0; j < joints.size(); ++j) {
+    float* at = &out[j * kSwingTwistDeviceJointFloats];
+    std::memcpy(at, &joints[j], sizeof(JointRecord));
+    std::fill(at + sizeof(JointRecord) / sizeof(float), at + kSwingTwistDeviceJointFloats, 0.f);
+  }
 }
 
 void SwingTwistSkinning(std::span<const float> rest, const SwingTwistWeights& weights,

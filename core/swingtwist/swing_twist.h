@@ -83,6 +83,15 @@ struct SwingTwistWeights {
 // vertex otherwise.
 absl::Status CheckSwingTwistWeights(const SwingTwistWeights& w, size_t vertex_count, size_t joint_count);
 
+// The device layout (gpu/swingtwist/): the influences as a fixed-width per-vertex row of
+// kSwingTwistInfluenceFloats floats each — joint (as a float, exact below 2^24), d, s, t — padded
+// with d = 0 to the widest vertex's count (`cols` = 4 × that count); a frame's joints as one
+// record each, padded to kSwingTwistDeviceJointFloats floats.
+inline constexpr uint32_t kSwingTwistInfluenceFloats = 4;
+inline constexpr uint32_t kSwingTwistDeviceJointFloats = 48;
+void SwingTwistDeviceRows(const SwingTwistWeights& weights, std::vector<float>& values, uint32_t& cols);
+void SwingTwistDeviceJoints(std::span<const JointRecord> joints, std::span<float> out);
+
 // Eq. 5–6 over every vertex (rest: x,y,z per vertex; out: the same size).
 void SwingTwistSkinning(std::span<const float> rest, const SwingTwistWeights& weights,
                         std::span<const JointRecord> joints, std::span<float> out, ThreadPool* pool);

@@ -8,6 +8,7 @@
 #include "gpu/lbs/lbs.cuh"
 #include "gpu/runtime/device_api.h"
 #include "gpu/runtime/kernels.h"
+#include "gpu/swingtwist/swing_twist.cuh"
 
 namespace sinew::gpu {
 
@@ -41,6 +42,7 @@ SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const flo
       for (int k = 0; k < 3; ++k) o[k] = l[k] + b * (d[k] - l[k]);
       break;
     }
+    case GpuMethod::kSwingTwist: SwingTwistVertex(it.rest, it.coeffs, it.coeff_cols, p, v, o); break;
     default: break;  // device programs write their vertices after this kernel
   }
 }

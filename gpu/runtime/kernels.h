@@ -18,6 +18,7 @@ enum class GpuMethod : uint32_t {
   kImplicit = 5,         // "implicit": a device program (gpu/implicit/), core/implicit/device_layout.h
   kElasticImplicit = 6,  // "elastic-implicit": the same, one block per sub-step
   kBlend = 7,         // "blend": (1 - b) LBS + b DQS, b = the coefficient column; matrices, then dual quaternions
+  kSwingTwist = 8,    // "swing-twist": influences as coefficient rows (joint, d, s, t); 48 floats per joint
 };
 
 }  // namespace sinew::gpu

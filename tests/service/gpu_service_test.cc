@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "clients/lib/client.h"
 #include "core/normals/normals.h"
 #include "core/util/half.h"
@@ -111,6 +114,59 @@ TEST_P(GpuService, GpuSessionsEqualCpuSessions) {
   ASSERT_TRUE(info.ok());
   EXPECT_GE(info->devices(0).sessions(), 1u);
   EXPECT_GT(info->devices(0).used_bytes(), 0u);
+}
+
+// Swing-twist runs on the GPU once its weights exist: a session opened before that serves DQS
+// on the CPU (and asking for the GPU then is refused, UNAVAILABLE, naming the fallback); sessions
+// opened after it run on the GPU under AUTO and GPU, report swing-twist and equal the CPU.
+TEST_P(GpuService, SwingTwistRunsOnTheGpuOnceItsWeightsAreReady) {
+  const LimbOptions limb = LimbOf(3000);
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto open = [&](v1::Backend backend) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_SWING_TWIST);
+    req.mutable_deformer()->mutable_swing_twist()->set_voxel_size(0.05);
+    req.set_backend(backend);
+    return client_->CreateSession(req);
+  };
+  auto early = open(v1::BACKEND_AUTO);  // starts the preparation; a fresh server has none
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(early->backend(), v1::BACKEND_CPU);
+  auto asked = open(v1::BACKEND_GPU);  // refused while it runs, on the GPU if it finished already
+  if (!asked.ok()) {
+    EXPECT_EQ(asked.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(asked.status().message()), HasSubstr("fallback dqs"));
+  } else {
+    EXPECT_EQ(asked->backend(), v1::BACKEND_GPU);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    auto info = client_->GetRig(up->rig_id());
+    ASSERT_TRUE(info.ok()) << info.status();
+    for (const v1::Preparation& p : info->preparations()) done |= p.key().find("swing-twist") != std::string::npos && p.done();
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(done) << "the weights were not ready within two minutes";
+  auto gpu = open(v1::BACKEND_GPU), automatic = open(v1::BACKEND_AUTO), cpu = open(v1::BACKEND_CPU);
+  ASSERT_TRUE(gpu.ok() && automatic.ok() && cpu.ok()) << gpu.status() << automatic.status() << cpu.status();
+  EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);
+  EXPECT_EQ(automatic->backend(), v1::BACKEND_GPU);
+  EXPECT_EQ(cpu->backend(), v1::BACKEND_CPU);
+  const Skeleton sk = LimbSkeleton(limb);
+  for (int f = 0; f < 5; ++f) {
+    const Pose pose = LimbPose(sk, f / 8.0);
+    std::vector<float> a, b;
+    auto rg = client_->Deform(Frame(automatic->session_id(), f, pose));
+    auto rc = client_->Deform(Frame(cpu->session_id(), f, pose));
+    ASSERT_TRUE(rg.ok() && rc.ok()) << rg.status() << rc.status();
+    EXPECT_EQ(rg->method(), v1::METHOD_SWING_TWIST);
+    EXPECT_EQ(rc->method(), v1::METHOD_SWING_TWIST);
+    ASSERT_TRUE(client::DecodePositions(*rg, a).ok() && client::DecodePositions(*rc, b).ok());
+    EXPECT_LE(MaxAbsDiff(a, b), 1e-5 * 3.1) << "frame " << f;
+  }
 }
 
 // Cage methods run their per-vertex stage (coefficients times cage vectors, then skinning for
