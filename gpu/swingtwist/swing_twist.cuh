@@ -4,7 +4,6 @@
 // padding has d = 0); per joint a JointRecord padded to kSwingTwistJointFloats floats.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 #include "gpu/runtime/hd.h"
@@ -17,23 +16,28 @@ inline constexpr uint32_t kSwingTwistJointFloats = 48;
 inline constexpr uint32_t kSwingTwistA = 0, kSwingTwistB = 12, kSwingTwistTheta = 21, kSwingTwistInverse = 22,
                           kSwingTwistTranslation = 34;
 
+// `rows` and `joints` are 16-byte aligned (cols is a multiple of 4; the batch aligns each item's
+// parameters): each influence is one 16-byte load, each joint record ten.
 SINEW_HD void SwingTwistVertex(const float* rest, const float* rows, uint32_t cols, const float* joints, uint32_t v,
                                float* out) {
   const float px = rest[3 * v], py = rest[3 * v + 1], pz = rest[3 * v + 2];
   const float* row = rows + size_t(v) * cols;
   float ox = 0, oy = 0, oz = 0;
   for (uint32_t k = 0; k < cols; k += kSwingTwistRowFloats) {
-    const float d = row[k + 1];
+    float e[4];
+    Load4<1>(row + k, e);
+    const float d = e[1];
     if (d == 0.f) continue;  // padding (and influences that carry no weight)
-    const float* r = joints + kSwingTwistJointFloats * uint32_t(row[k]);
-    const float s = row[k + 2], t = row[k + 3];
+    const float s = e[2], t = e[3];
+    float r[40];  // the record's first 37 floats, and 3 of padding
+    Load4<10>(joints + kSwingTwistJointFloats * uint32_t(e[0]), r);
     // x̃ = R⁻¹ p̃, twisted about z by t·θ.
     const float* m = r + kSwingTwistInverse;
     const float x = m[0] * px + m[1] * py + m[2] * pz + m[3];
     const float y = m[4] * px + m[5] * py + m[6] * pz + m[7];
     const float z = m[8] * px + m[9] * py + m[10] * pz + m[11];
-    const float phi = t * r[kSwingTwistTheta];
-    const float c = cosf(phi), sn = sinf(phi);
+    float c, sn;
+    SinCosSmall(t * r[kSwingTwistTheta], &sn, &c);
     const float y0 = c * x - sn * y, y1 = sn * x + c * y, y2 = z;
     // g = y + s ((σ Q_swing − I) y + τ), then p += d A g.
     const float* b = r + kSwingTwistB;
