@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <numbers>
+#include <span>
 #include <string>
 
 #include "clients/import/asset_import.h"
@@ -95,18 +97,124 @@ TEST(SwingTwistAsset, CharacterClipStaysNearDqs) {
   EXPECT_LE(mean, 0.005 * rig->bbox_diagonal());
 }
 
-TEST(SwingTwistAsset, ArmWithCoincidentAndBranchingJointsPrepares) {
+// The area of the mesh's cross-section by the plane through `c` with unit normal `n`, counting
+// only the cut within `radius` of c: each triangle the plane crosses gives a segment, oriented by
+// the triangle's winding (along n × its normal), and the closed curves they form enclose
+// ½ Σ ((a − c) × (b − c))·n (the divergence theorem in the plane): no loop needs assembling.
+double SliceArea(std::span<const float> x, std::span<const uint32_t> triangles, const Eigen::Vector3d& c,
+                 const Eigen::Vector3d& n, double radius) {
+  auto at = [&](uint32_t v) { return Eigen::Vector3d(x[3 * v], x[3 * v + 1], x[3 * v + 2]); };
+  double area = 0;
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    const Eigen::Vector3d p[3] = {at(triangles[t]), at(triangles[t + 1]), at(triangles[t + 2])};
+    double h[3];
+    for (int k = 0; k < 3; ++k) h[k] = (p[k] - c).dot(n);
+    std::vector<Eigen::Vector3d> cut;
+    for (int k = 0; k < 3; ++k) {
+      const int l = (k + 1) % 3;
+      if ((h[k] < 0) != (h[l] < 0)) cut.push_back(p[k] + (p[l] - p[k]) * (h[k] / (h[k] - h[l])));
+    }
+    if (cut.size() != 2) continue;
+    Eigen::Vector3d a = cut[0], b = cut[1];
+    if ((a - c).norm() > radius || (b - c).norm() > radius) continue;
+    const Eigen::Vector3d face = (p[1] - p[0]).cross(p[2] - p[0]);
+    if ((b - a).dot(n.cross(face)) < 0) std::swap(a, b);
+    area += 0.5 * (a - c).cross(b - c).dot(n);
+  }
+  return std::abs(area);
+}
+
+// The SuperCages Arm (25 joints; coincident joints at the shoulder and the metacarpals, a hand
+// branching into five fingers) prepares; its forearm, twisted at lowerarm02 (a twist joint halfway
+// along a straight forearm), keeps far more of its cross-sections than LBS with the fixture's own
+// weights. Areas come from slicing the mesh perpendicular to the bone every half unit from the
+// elbow to the wrist. Measured (voxel 0.72): at 170° the joint's slice keeps 0.77 of its rest
+// area and the worst slice 0.49, where LBS keeps 0.38 and 0.013; at 90°, 0.92 and 0.78 against
+// 0.70 and 0.51. The seed's "within 5 %" is not reached: the twist weights of a joint whose bones
+// lie on its twist axis spread over the whole forearm (its bone constraints sit on the axis, where
+// a twist moves nothing), so where Eq. 5 blends lowerarm02's deformer with the wrist's (which
+// carries the full twist) or the elbow's (none), the deformers disagree and the blend shrinks
+// the section (docs/swing-twist.md).
+TEST(SwingTwistAsset, ArmPreparesAndItsTwistedForearmKeepsMostOfItsCrossSections) {
   const std::string dir = std::string(SINEW_SHARED_DATA) + "/supercages-arm";
   if (!std::filesystem::exists(dir)) GTEST_SKIP() << "../shared/data/supercages-arm not present";
   auto arm = ReadSuperCages(SuperCagesFilesIn(dir, "arm"));
   ASSERT_TRUE(arm.ok()) << arm.status();
   auto built = BuildRig(arm->rig);
   ASSERT_TRUE(built.ok()) << built.status();
+  auto rig = std::make_shared<const Rig>(std::move(*built));
   ThreadPool pool(2);
-  auto model = Prepare(*built, &pool);
+  auto model = Prepare(*rig, &pool);
   ASSERT_TRUE(model);
-  EXPECT_LT(model->stats.handles, built->joint_count());  // coincident joints share handles
-  EXPECT_TRUE(CheckSwingTwistWeights(model->weights, built->vertex_count(), built->joint_count()).ok());
+  EXPECT_LT(model->stats.handles, rig->joint_count());  // coincident joints share handles
+  EXPECT_TRUE(CheckSwingTwistWeights(model->weights, rig->vertex_count(), rig->joint_count()).ok());
+
+  const Skeleton& sk = rig->skeleton;
+  size_t joint = sk.size(), child = sk.size();
+  for (size_t j = 0; j < sk.size(); ++j) {
+    if (sk.names[j] == "lowerarm02.R") joint = j;
+    if (sk.names[j] == "wrist.R") child = j;
+  }
+  ASSERT_LT(joint, sk.size());
+  ASSERT_LT(child, sk.size());
+  // Rest positions and rotations in model space, parents first.
+  std::vector<Eigen::Vector3d> position(sk.size());
+  std::vector<Eigen::Quaterniond> rotation(sk.size());
+  for (int32_t j : sk.order) {
+    const Similarity& l = sk.rest_local[j];
+    if (sk.parents[j] < 0) {
+      position[j] = l.translation;
+      rotation[j] = l.rotation;
+    } else {
+      const int32_t p = sk.parents[j];
+      position[j] = position[p] + rotation[p] * (sk.rest_local[p].scale * l.translation);
+      rotation[j] = rotation[p] * l.rotation;
+    }
+  }
+  const Eigen::Vector3d axis = (position[child] - position[joint]).normalized();
+  const double bone = (position[child] - position[joint]).norm(), radius = 0.6 * bone;
+  ASSERT_NEAR((position[joint] - position[sk.parents[joint]]).norm(), bone, 1e-3 * bone);  // elbow to joint
+
+  DeformerConfig config("swing-twist");
+  config.params = std::make_shared<SwingTwistParams>();
+  auto st = CreateSwingTwistDeformer(rig, model, config);
+  auto lbs = CreateDeformer(rig, DeformerConfig("lbs"));
+  ASSERT_TRUE(st.ok() && lbs.ok());
+  struct Sections {
+    double at_joint = 0, worst = 1;
+  };
+  // The twist turns about the bone through the joint, so the slicing planes stay put.
+  auto sections = [&](std::span<const float> x) {
+    Sections r;
+    const int steps = int(bone / 0.5);
+    for (int k = -steps; k <= steps; ++k) {
+      const double h = 0.5 * k;
+      const Eigen::Vector3d c = position[joint] + h * axis;
+      const double rest = SliceArea(rig->positions, rig->triangles, c, axis, radius);
+      EXPECT_GT(rest, 0.05 * bone * bone) << "the slice at " << h << " missed the forearm";
+      const double ratio = SliceArea(x, rig->triangles, c, axis, radius) / rest;
+      r.worst = std::min(r.worst, ratio);
+      if (k == 0) r.at_joint = ratio;
+    }
+    return r;
+  };
+  for (const auto& [degrees, joint_min, worst_min, lbs_worst_max] :
+       {std::tuple{90.0, 0.85, 0.75, 0.55}, std::tuple{170.0, 0.7, 0.45, 0.05}}) {
+    Pose pose = BindPose(sk);
+    const Eigen::Vector3d local_axis = rotation[joint].conjugate() * axis;
+    pose.set_rotation(joint, sk.rest_local[joint].rotation *
+                                 Eigen::Quaterniond(Eigen::AngleAxisd(degrees * std::numbers::pi / 180, local_axis)));
+    std::vector<float> ours(rig->positions.size()), theirs(rig->positions.size());
+    ASSERT_TRUE((*st)->Deform({&pose, {}}, ours, nullptr).ok());
+    ASSERT_TRUE((*lbs)->Deform({&pose, {}}, theirs, nullptr).ok());
+    const Sections a = sections(ours), b = sections(theirs);
+    std::printf("Arm, lowerarm02 twisted %.0f degrees: cross-section area at the joint %.3f of rest, worst along the "
+                "forearm %.3f (swing/twist); LBS %.3f and %.3f\n", degrees, a.at_joint, a.worst, b.at_joint, b.worst);
+    EXPECT_GE(a.at_joint, joint_min) << degrees;
+    EXPECT_GE(a.worst, worst_min) << degrees;
+    EXPECT_LE(b.worst, lbs_worst_max) << degrees;  // the control: LBS collapses
+    EXPECT_GT(a.at_joint, b.at_joint) << degrees;
+  }
 }
 
 }  // namespace
