@@ -37,11 +37,21 @@ bool SegmentHitsBox(const V3& p0, const V3& p1, const V3& lo, const V3& hi) {
 
 }  // namespace
 
-std::vector<Eigen::Matrix3d> SwingSamples() {
-  return {Rotation(V3::UnitX(), -90), Rotation(V3::UnitX(), 90), Rotation(V3::UnitY(), -90),
-          Rotation(V3::UnitY(), 90)};
+namespace {
+std::vector<Eigen::Matrix3d> Samples(std::initializer_list<V3> axes, int n) {
+  std::vector<Eigen::Matrix3d> out;
+  for (int q = n; q >= 1; --q) {  // q = n first: n = 1 gives the paper's order
+    for (const V3& axis : axes) {
+      out.push_back(Rotation(axis, -90.0 * q / n));
+      out.push_back(Rotation(axis, 90.0 * q / n));
+    }
+  }
+  return out;
 }
-std::vector<Eigen::Matrix3d> TwistSamples() { return {Rotation(V3::UnitZ(), -90), Rotation(V3::UnitZ(), 90)}; }
+}  // namespace
+
+std::vector<Eigen::Matrix3d> SwingSamples(int n) { return Samples({V3::UnitX(), V3::UnitY()}, std::max(n, 1)); }
+std::vector<Eigen::Matrix3d> TwistSamples(int n) { return Samples({V3::UnitZ()}, std::max(n, 1)); }
 
 Dirichlet BoneDirichlet(const VoxelGrid& grid, std::span<const Eigen::Vector3d> rest_joints,
                         std::span<const int32_t> parents, size_t joint, size_t* conflicts) {

@@ -51,9 +51,11 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
                                    const Dirichlet& dirichlet, std::span<const Eigen::Matrix3d> samples,
                                    const EmwOptions& options = {});
 
-// The paper's samples in the joint's canonical frame.
-std::vector<Eigen::Matrix3d> SwingSamples();  // R_x(±90°), R_y(±90°)
-std::vector<Eigen::Matrix3d> TwistSamples();  // R_z(±90°)
+// The samples in the joint's canonical frame: with n = 1 the paper's (R_x(±90°), R_y(±90°) for
+// the swing; R_z(±90°) for the twist); with n > 1 the angles ±(90°/n)·q, q = 1..n, about each
+// axis (4n swing and 2n twist samples; the paper's Fig. 11 compares 4 with 32).
+std::vector<Eigen::Matrix3d> SwingSamples(int n = 1);
+std::vector<Eigen::Matrix3d> TwistSamples(int n = 1);
 
 // Bones as segments from a joint to each of its children, moving with the joint (its proximal
 // end). For joint j: 1 on the vertices of voxels that a bone of j's subtree passes through, 0

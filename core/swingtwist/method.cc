@@ -12,6 +12,13 @@ constexpr ParamSpec kSwingTwistSpecs[] = {
      "edge of the voxels the weights are computed on, in rig units; 0: the mesh's longest side / 64"},
     {"max_iterations", ParamSpec::Type::kInteger, "30", "local/global iterations of each weight solve, [1, 1000]"},
     {"influences", ParamSpec::Type::kInteger, "4", "joint deformers kept per vertex, [1, 8]"},
+    {"swing_samples", ParamSpec::Type::kInteger, "1",
+     "swing rotation samples per axis and sign, at (90°/n)·q, q = 1..n, [1, 16]; 1: the paper's R_x, R_y at ±90°"},
+    {"twist_samples", ParamSpec::Type::kInteger, "1",
+     "twist rotation samples per sign, at (90°/n)·q, [1, 16]; 1: the paper's R_z at ±90°"},
+    {"epsilon", ParamSpec::Type::kNumber, "1e-06",
+     "regularization of each weight solve, times the mean diagonal (spec §2.4), [0, 1]"},
+    {"tolerance", ParamSpec::Type::kNumber, "0.0001", "relative energy decrease that ends a weight solve, (0, 1)"},
 };
 
 class SwingTwistDeformer final : public Deformer {
@@ -77,6 +84,8 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSwingTwistParams(const 
   ParamReader r(set, field);
   r.Number("voxel_size", p->voxel_size, 0, 1e30).Count("max_iterations", p->max_iterations, 1, 1000).Count(
       "influences", p->influences, 1, 8);
+  r.Count("swing_samples", p->swing_samples, 1, 16).Count("twist_samples", p->twist_samples, 1, 16);
+  r.Number("epsilon", p->epsilon, 0, 1).Number("tolerance", p->tolerance, 0, 1, /*open_lo=*/true);
   if (!r.status().ok()) return r.status();
   return std::shared_ptr<const MethodParams>(std::move(p));
 }
@@ -89,7 +98,9 @@ size_t SwingTwistModel::Bytes() const {
 
 std::string SwingTwistKey(const DeformerConfig& config) {
   const SwingTwistParams& p = ParamsOf<SwingTwistParams>(config);
-  return absl::StrCat("voxel=", p.voxel_size, ",iterations=", p.max_iterations, ",influences=", p.influences);
+  return absl::StrCat("voxel=", p.voxel_size, ",iterations=", p.max_iterations, ",influences=", p.influences,
+                      ",samples=", p.swing_samples, "/", p.twist_samples, ",epsilon=", p.epsilon,
+                      ",tolerance=", p.tolerance);
 }
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig, const DeformerConfig& config,
@@ -103,6 +114,10 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig
   ElasticWeightsOptions options;
   options.voxel_size = p.voxel_size;
   options.emw.max_iterations = int(p.max_iterations);
+  options.emw.epsilon = p.epsilon;
+  options.emw.tolerance = p.tolerance;
+  options.swing_samples = int(p.swing_samples);
+  options.twist_samples = int(p.twist_samples);
   options.influences = p.influences;
   auto weights = ComputeElasticWeights(rig, model->frames, options, pool, progress, &model->stats);
   if (!weights.ok()) return weights.status();

@@ -16,6 +16,10 @@ struct SwingTwistParams : MethodParams {
   double voxel_size = 0;        // 0: the mesh's longest bounding-box side / 64
   uint32_t max_iterations = 30;  // of each EMW solve
   uint32_t influences = 4;       // deformers kept per vertex
+  uint32_t swing_samples = 1;    // per axis and sign: 1 = the paper's R_x, R_y at ±90°
+  uint32_t twist_samples = 1;    // per sign: 1 = the paper's R_z at ±90°
+  double epsilon = 1e-6;         // regularization of each weight solve (spec §2.4)
+  double tolerance = 1e-4;       // relative energy decrease that ends a weight solve
 };
 
 std::span<const ParamSpec> SwingTwistParamSpecs();

@@ -160,8 +160,8 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
       if (rotating && fixed) {
         std::vector<Eigen::Vector3d> local(grid.vertices.size());
         for (size_t v = 0; v < local.size(); ++v) local[v] = frames.inverse[j] * grid.vertices[v].homogeneous();
-        auto s = SolveEmw(grid, local, dirichlet, SwingSamples(), options.emw);
-        auto t = s.ok() ? SolveEmw(grid, local, dirichlet, TwistSamples(), options.emw) : s;
+        auto s = SolveEmw(grid, local, dirichlet, SwingSamples(options.swing_samples), options.emw);
+        auto t = s.ok() ? SolveEmw(grid, local, dirichlet, TwistSamples(options.twist_samples), options.emw) : s;
         if (!s.ok() || !t.ok()) {
           failures[k] = s.ok() ? t.status() : s.status();
         } else {

@@ -32,6 +32,7 @@ namespace sinew {
 struct ElasticWeightsOptions {
   double voxel_size = 0;  // 0: the rest mesh's longest bounding-box side / 64
   EmwOptions emw;
+  int swing_samples = 1, twist_samples = 1;  // n of SwingSamples/TwistSamples
   uint32_t influences = 4;
   size_t max_cells = size_t{1} << 24;
 };

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -108,15 +109,16 @@ TEST(Emw, SymmetricJointPlaneWeighsHalf) {
 TEST(Emw, FourSamplesAlmostEqualThirtyTwo) {
   const Rig rig = Cylinder();
   const Problem p = Elbow(rig, 0.25);
-  std::vector<Eigen::Matrix3d> dense;
+  // R_x, R_y at ±11.25°·q, q = 1..8: what swing_samples = 8 asks for.
+  const std::vector<Eigen::Matrix3d> dense = SwingSamples(8);
   for (int q = 1; q <= 8; ++q) {
-    for (double sign : {-1.0, 1.0}) {
-      for (const Eigen::Vector3d axis : {Eigen::Vector3d::UnitX(), Eigen::Vector3d::UnitY()}) {
-        dense.push_back(Eigen::AngleAxisd(sign * 11.25 * q * std::numbers::pi / 180, axis).toRotationMatrix());
-      }
-    }
+    const Eigen::Matrix3d want = Eigen::AngleAxisd(-11.25 * q * std::numbers::pi / 180, Eigen::Vector3d::UnitY()).toRotationMatrix();
+    EXPECT_TRUE(std::any_of(dense.begin(), dense.end(), [&](const Eigen::Matrix3d& m) { return (m - want).norm() < 1e-12; }))
+        << q;
   }
   ASSERT_EQ(dense.size(), 32u);
+  EXPECT_EQ(SwingSamples(1).size(), 4u);
+  EXPECT_EQ(TwistSamples(3).size(), 6u);
   auto four = SolveEmw(p.grid, p.local, p.dirichlet, SwingSamples());
   auto many = SolveEmw(p.grid, p.local, p.dirichlet, dense);
   ASSERT_TRUE(four.ok() && many.ok());

@@ -131,6 +131,23 @@ TEST(SwingTwistMethod, ParametersAreChecked) {
   const auto st = ParseSwingTwistParams(set, "deformer.swing_twist").status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("deformer.swing_twist.influences"));
+  for (const auto& [name, value] : {std::pair{"swing_samples", 0.0}, {"twist_samples", 17.0}, {"epsilon", -1e-9},
+                                    {"tolerance", 0.0}}) {
+    ParamSet bad;
+    bad.Set(name, ParamValue::Number(value));
+    const auto refused = ParseSwingTwistParams(bad, "deformer.swing_twist").status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr(std::string("deformer.swing_twist.") + name));
+  }
+  // Every parameter the weights depend on is in the preparation's key.
+  ParamSet good;
+  good.Set("swing_samples", ParamValue::Number(8));
+  good.Set("epsilon", ParamValue::Number(1e-5));
+  auto parsed = ParseSwingTwistParams(good, "deformer.swing_twist");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  DeformerConfig config("swing-twist");
+  config.params = *parsed;
+  EXPECT_THAT(SwingTwistKey(config), ::testing::AllOf(::testing::HasSubstr("samples=8/1"), ::testing::HasSubstr("epsilon=1e-05")));
 }
 
 }  // namespace
