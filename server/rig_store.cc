@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -35,8 +40,55 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::PreparedIfDone(const 
   return it->second->result;
 }
 
+namespace {
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Where a preparation of `key` on rig `rig_id` is kept, and the header its file starts with
+// (the full rig id and key: a file name collision reads as a miss).
+std::string CachePath(const std::string& dir, const MethodInfo& method, const std::string& rig_id,
+                      const std::string& key) {
+  return absl::StrCat(dir, "/prepared/", std::string(method.name), "-", rig_id.substr(0, 16), "-",
+                      absl::Hex(Fnv1a(rig_id + "\n" + key), absl::kZeroPad16), ".bin");
+}
+std::string CacheHeader(const std::string& rig_id, const std::string& key) {
+  return absl::StrCat("sinew prepared\nrig ", rig_id, "\nkey ", key, "\n");
+}
+
+absl::StatusOr<std::shared_ptr<const Prepared>> ReadCached(const std::string& path, const std::string& header,
+                                                           const MethodInfo& method, const Rig& rig,
+                                                           const DeformerConfig& config) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return nullptr;  // a miss
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.compare(0, header.size(), header) != 0) return nullptr;
+  return method.load_prepared(rig, config, std::string_view(bytes).substr(header.size()));
+}
+
+absl::Status WriteCached(const std::string& path, const std::string& header, const std::string& bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", ec.message()));
+  const std::string tmp = absl::StrCat(path, ".tmp", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << header << bytes;
+    if (!out.flush()) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  std::filesystem::rename(tmp, path, ec);  // atomic: readers see the old file or the whole new one
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
-    const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms) {
+    const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms,
+    const std::string& cache_dir) {
   const std::string key = PreparationKey(method, config);
   std::shared_ptr<Preparation> prep;
   bool mine = false;
@@ -67,8 +119,31 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
       last_log = now;
       std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s: %.0f%%\n", id.c_str(), key.c_str(), 100 * f);
     }
+    return !prep->cancel.load();
   };
-  auto result = method.prepare(*rig, config, pool, progress);
+  const bool cacheable = method.save_prepared && method.load_prepared && !cache_dir.empty();
+  const std::string path = cacheable ? CachePath(cache_dir, method, id, key) : std::string();
+  const std::string header = CacheHeader(id, key);
+  bool from_cache = false;
+  absl::StatusOr<std::shared_ptr<const Prepared>> result = nullptr;
+  if (cacheable) {
+    result = ReadCached(path, header, method, *rig, config);
+    if (!result.ok()) {  // unreadable or stale: computed again, and the file replaced
+      std::fprintf(stderr, "sinew-server: rig %.12s: ignoring %s: %s\n", id.c_str(), path.c_str(),
+                   std::string(result.status().message()).c_str());
+      result = nullptr;
+    }
+    from_cache = *result != nullptr;
+  }
+  if (!from_cache) {
+    result = prep->cancel ? absl::CancelledError("cancelled before it started")
+                          : method.prepare(*rig, config, pool, progress);
+    if (cacheable && result.ok()) {
+      if (auto st = WriteCached(path, header, method.save_prepared(**result)); !st.ok()) {
+        std::fprintf(stderr, "sinew-server: rig %.12s: not cached: %s\n", id.c_str(), std::string(st.message()).c_str());
+      }
+    }
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (seconds >= 1) {
     std::fprintf(stderr, "sinew-server: rig %.12s: prepared %s in %.1f s\n", id.c_str(), key.c_str(), seconds);
@@ -78,18 +153,55 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     prep->done = true;
     prep->finished_ms = now_ms + static_cast<int64_t>(seconds * 1000);
     prep->progress = 1;
+    prep->from_cache = from_cache;
     if (result.ok()) {
       prep->result = *result;
       prepared_bytes += (*result)->Bytes();
     } else {
-      // Sessions waiting now get the error; the next request tries again (the failure may
-      // come from a part of the request the key does not cover, or be transient).
+      // Sessions waiting now get the error. A failure is kept (the key covers every parameter
+      // the data depends on, so a retry would fail again) and shown by GetRig until
+      // CancelPreparation forgets it; a cancelled preparation leaves, so that the next request
+      // starts it again.
       prep->status = result.status();
-      if (auto it = preparations.find(key); it != preparations.end() && it->second == prep) preparations.erase(it);
+      if (result.status().code() == absl::StatusCode::kCancelled) {
+        std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s cancelled\n", id.c_str(), key.c_str());
+        if (auto it = preparations.find(key); it != preparations.end() && it->second == prep) preparations.erase(it);
+      }
     }
   }
   prep_cv.notify_all();
   return result;
+}
+
+absl::Status StoredRig::CancelPreparation(const std::string& key,
+                                         const std::function<void(const Preparation&)>& describe) {
+  std::lock_guard lock(prep_mu);
+  auto it = preparations.find(key);
+  if (it == preparations.end()) {
+    std::string keys;
+    for (const auto& [k, p] : preparations) keys += (keys.empty() ? "\"" : ", \"") + k + "\"";
+    return absl::NotFoundError(absl::StrCat("key: rig ", id.substr(0, 12), " has no preparation \"", key, "\"",
+                                            keys.empty() ? std::string(" (it has none)") : "; it has " + keys));
+  }
+  Preparation& p = *it->second;
+  if (p.done && p.status.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "key: preparation \"", key, "\" is done; nothing to cancel (DeleteRig frees a rig with its preparations)"));
+  }
+  describe(p);
+  if (p.done) {
+    preparations.erase(it);  // a failure, forgotten: the next request retries
+  } else {
+    p.cancel = true;
+  }
+  return absl::OkStatus();
+}
+
+void StoredRig::CancelAll() {
+  std::lock_guard lock(prep_mu);
+  for (auto& [key, p] : preparations) {
+    if (!p->done) p->cancel = true;
+  }
 }
 
 absl::StatusOr<std::shared_ptr<gpu::GpuRig>> StoredRig::OnGpu(gpu::GpuBackend& backend) {

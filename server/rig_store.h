@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include <condition_variable>
+#include <functional>
 #include <map>
 
 #include "absl/status/statusor.h"
@@ -25,11 +26,13 @@ namespace sinew::server {
 struct Preparation {
   std::string key;
   std::atomic<double> progress{0};
+  std::atomic<bool> cancel{false};          // asked to stop (CancelPreparation, shutdown)
   int64_t started_ms = 0;
   int64_t finished_ms = 0;                  // guarded by StoredRig::prep_mu
   bool done = false;                        // guarded by StoredRig::prep_mu
   absl::Status status;                      // guarded by StoredRig::prep_mu
   std::shared_ptr<const Prepared> result;   // guarded by StoredRig::prep_mu
+  bool from_cache = false;                  // read from the cache directory; guarded by prep_mu
 };
 
 // The name a preparation is kept under in StoredRig::preparations (and listed in GetRig).
@@ -72,14 +75,23 @@ struct StoredRig {
 
   // The method's prepared data for `config`: computed on the calling thread by the first caller
   // (progress logged when it takes over a second), waited for by concurrent callers, cached
-  // (failures too: they are deterministic).
+  // (failures too: they are deterministic). Methods with save_prepared/load_prepared are also
+  // kept under `cache_dir`/prepared/ (when not empty), by rig id and key, and read from there.
   // Where a preparation stands, without waiting: done (its result, or its error), running, or
   // not started (nullptr result, `running` false).
   // `key`: PreparationKey(method, config), which callers asking every frame compute once.
   absl::StatusOr<std::shared_ptr<const Prepared>> PreparedIfDone(const std::string& key, bool* running);
   absl::StatusOr<std::shared_ptr<const Prepared>> GetOrPrepare(const MethodInfo& method,
                                                                const DeformerConfig& config,
-                                                               ThreadPool* pool, int64_t now_ms);
+                                                               ThreadPool* pool, int64_t now_ms,
+                                                               const std::string& cache_dir = {});
+  // Asks the running preparation `key` to stop (it leaves `preparations` once it has; sessions
+  // serving a fallback keep it) or forgets a failed one (the next request retries it). `describe`
+  // sees the entry as it was, under prep_mu. NOT_FOUND naming the keys there are;
+  // FAILED_PRECONDITION when it finished successfully.
+  absl::Status CancelPreparation(const std::string& key, const std::function<void(const Preparation&)>& describe);
+  // Asks every running preparation to stop (server shutdown).
+  void CancelAll();
   size_t TotalBytes() const { return bytes + prepared_bytes.load(); }
 };
 

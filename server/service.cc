@@ -81,6 +81,19 @@ grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
   return Done(ctx, "GetRig", absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* Service::CancelPreparation(grpc::CallbackServerContext* ctx,
+                                                     const v1::CancelPreparationRequest* req, v1::Preparation* resp) {
+  auto stored = rigs_.Find(req->rig_id(), NowMs());
+  if (!stored) {
+    return Done(ctx, "CancelPreparation",
+                absl::NotFoundError(absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"")));
+  }
+  const int64_t now = NowMs();
+  const absl::Status st =
+      stored->CancelPreparation(req->key(), [&](const Preparation& p) { DescribePreparation(p, now, *resp); });
+  return Done(ctx, "CancelPreparation", st);
+}
+
 grpc::ServerUnaryReactor* Service::ListRigs(grpc::CallbackServerContext* ctx,
                                             const v1::ListRigsRequest*,
                                             v1::ListRigsResponse* resp) {
@@ -141,6 +154,8 @@ void Service::Unregister(Drainable* s) {
 }
 
 void Service::BeginDrain() {
+  // Background preparations stop at their next check instead of holding up the shutdown.
+  for (const auto& rig : rigs_.List()) rig->CancelAll();
   std::lock_guard lock(streams_mu_);
   draining_ = true;
   // Drain may finish a stream, whose OnDone may run on this thread and re-enter Unregister

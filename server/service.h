@@ -47,6 +47,9 @@ class Service final : public v1::Sinew::CallbackService {
   grpc::ServerUnaryReactor* DeleteRig(grpc::CallbackServerContext* ctx,
                                       const v1::DeleteRigRequest* req,
                                       v1::DeleteRigResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelPreparation(grpc::CallbackServerContext* ctx,
+                                              const v1::CancelPreparationRequest* req,
+                                              v1::Preparation* resp) override;
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
                                           const v1::CreateSessionRequest* req,
                                           v1::Session* resp) override;
@@ -109,6 +112,8 @@ class Service final : public v1::Sinew::CallbackService {
   // Decodes a DeformRequest's inputs into the session's scratch (its lock held) and the job.
   static absl::Status DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job);
   void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints);
+  // Under the rig's prep_mu.
+  static void DescribePreparation(const Preparation& p, int64_t now_ms, v1::Preparation& out);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
                                  const absl::Status& status);
   grpc::Status ToGrpc(const char* rpc, const absl::Status& status);

@@ -91,15 +91,17 @@ void Service::DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints
   info.set_resident_bytes(stored.TotalBytes());
   std::lock_guard lock(stored.prep_mu);
   const int64_t now = NowMs();
-  for (const auto& [key, p] : stored.preparations) {
-    v1::Preparation* out = info.add_preparations();
-    out->set_key(key);
-    out->set_progress(p->progress.load());
-    out->set_done(p->done);
-    if (!p->status.ok()) out->set_error(std::string(p->status.message()));
-    if (p->result) out->set_bytes(p->result->Bytes());
-    out->set_seconds(double((p->done ? p->finished_ms : now) - p->started_ms) / 1000);
-  }
+  for (const auto& [key, p] : stored.preparations) DescribePreparation(*p, now, *info.add_preparations());
+}
+
+void Service::DescribePreparation(const Preparation& p, int64_t now_ms, v1::Preparation& out) {
+  out.set_key(p.key);
+  out.set_progress(p.progress.load());
+  out.set_done(p.done);
+  if (!p.status.ok()) out.set_error(std::string(p.status.message()));
+  if (p.result) out.set_bytes(p.result->Bytes());
+  out.set_from_cache(p.from_cache);
+  out.set_seconds(double((p.done ? p.finished_ms : now_ms) - p.started_ms) / 1000);
 }
 
 }  // namespace sinew::server

@@ -151,10 +151,11 @@ struct PrepareTask {
   const MethodInfo* method;
   DeformerConfig config;
   ThreadPool* pool;
+  std::string cache_dir;
   static void Run(void* arg) {
     std::unique_ptr<PrepareTask> t(static_cast<PrepareTask*>(arg));
-    auto p = t->rig->GetOrPrepare(*t->method, t->config, t->pool, NowMs());
-    if (!p.ok()) {  // its sessions keep serving the fallback
+    auto p = t->rig->GetOrPrepare(*t->method, t->config, t->pool, NowMs(), t->cache_dir);
+    if (!p.ok() && p.status().code() != absl::StatusCode::kCancelled) {  // its sessions keep serving the fallback
       std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s failed: %s\n", t->rig->id.c_str(),
                    std::string(t->method->name).c_str(), std::string(p.status().message()).c_str());
     }
@@ -178,22 +179,29 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
   std::shared_ptr<const Prepared> prepared;
   if (method.prepare != nullptr && serve_fallback && !method.fallback.empty()) {
     bool running = false;
-    auto done = stored.PreparedIfDone(PreparationKey(method, config), &running);
-    if (done.ok() && *done == nullptr) {
+    const std::string key = PreparationKey(method, config);
+    auto done = stored.PreparedIfDone(key, &running);
+    if (!done.ok()) {  // failed before: kept, not retried
+      return absl::Status(done.status().code(),
+                          absl::StrCat("method ", std::string(method.name), ": its preparation \"", key,
+                                       "\" failed: ", done.status().message(),
+                                       " (CancelPreparation forgets the failure so that the next session retries)"));
+    }
+    if (*done == nullptr) {
       // Not done: serve the fallback now, prepare in the background (once).
       const MethodInfo* fallback = FindMethod(method.fallback);
       if (fallback == nullptr || fallback->prepare != nullptr) {
         return absl::InternalError(absl::StrCat("method ", std::string(method.name), ": its fallback ",
                                                 std::string(method.fallback), " is not a method without preparation"));
       }
-      if (!running) background_.Submit(&PrepareTask::Run, new PrepareTask{stored_rig, &method, config, &background_});
+      if (!running) background_.Submit(&PrepareTask::Run, new PrepareTask{stored_rig, &method, config, &background_, options_.cache_dir});
       auto fb = fallback->create(stored.rig, nullptr, DeformerConfig(std::string(method.fallback)));
       if (!fb.ok()) return fb.status();
       return MakeFallbackDeformer(stored_rig, method, config, std::move(*fb), method.fallback);
     }
   }
   if (method.prepare != nullptr) {  // shared by the rig's sessions
-    auto p = stored.GetOrPrepare(method, config, &pool_, NowMs());
+    auto p = stored.GetOrPrepare(method, config, &pool_, NowMs(), options_.cache_dir);
     if (!p.ok()) return p.status();
     prepared = std::move(*p);
   }

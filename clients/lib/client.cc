@@ -127,6 +127,16 @@ absl::Status Client::DeleteRig(const std::string& rig_id) {
   return FromGrpc(stub_->DeleteRig(&ctx, req, &resp));
 }
 
+absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig_id, const std::string& key) {
+  grpc::ClientContext ctx;
+  v1::CancelPreparationRequest req;
+  req.set_rig_id(rig_id);
+  req.set_key(key);
+  v1::Preparation resp;
+  if (auto st = FromGrpc(stub_->CancelPreparation(&ctx, req, &resp)); !st.ok()) return st;
+  return resp;
+}
+
 absl::StatusOr<v1::Session> Client::CreateSession(const v1::CreateSessionRequest& request) {
   grpc::ClientContext ctx;
   v1::Session s;

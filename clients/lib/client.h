@@ -60,6 +60,8 @@ class Client {
   absl::StatusOr<v1::RigInfo> GetRig(const std::string& rig_id);
   absl::StatusOr<v1::ListRigsResponse> ListRigs();
   absl::Status DeleteRig(const std::string& rig_id);
+  // Stops a running preparation of the rig, or forgets a failed one (see the RPC).
+  absl::StatusOr<v1::Preparation> CancelPreparation(const std::string& rig_id, const std::string& key);
 
   absl::StatusOr<v1::Session> CreateSession(const v1::CreateSessionRequest& request);
   // The same, reporting the rig's preparations (cage coordinates, ...) through `progress`

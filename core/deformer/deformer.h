@@ -105,8 +105,10 @@ class Prepared {
   virtual size_t Bytes() const = 0;
 };
 
-// Progress of a long preparation, in [0, 1].
-using ProgressFn = std::function<void(double)>;
+// Progress of a long preparation, in [0, 1]. Returns false when the caller wants the preparation
+// to stop: a method that can stop checks it at its own granularity (swing-twist: per joint) and
+// returns CANCELLED; others finish.
+using ProgressFn = std::function<bool(double)>;
 
 class Deformer {
  public:
@@ -156,6 +158,13 @@ using PrepareFn = absl::StatusOr<std::shared_ptr<const Prepared>> (*)(
     const Rig& rig, const DeformerConfig& config, ThreadPool* pool, const ProgressFn& progress);
 // The part of the configuration the prepared data depends on (e.g. "cage=0").
 using PrepareKeyFn = std::string (*)(const DeformerConfig& config);
+// A preparation as bytes, so that a host can keep it across restarts (e.g. a server's cache
+// directory), and back: the rig and configuration it was made for are the host's to match (by
+// rig id and PrepareKey); Load checks the bytes against the rig and refuses (INVALID_ARGUMENT,
+// DATA_LOSS) what does not fit.
+using SavePreparedFn = std::string (*)(const Prepared& prepared);
+using LoadPreparedFn = absl::StatusOr<std::shared_ptr<const Prepared>> (*)(const Rig& rig, const DeformerConfig& config,
+                                                                          std::string_view bytes);
 using DeformerFactory = absl::StatusOr<std::unique_ptr<Deformer>> (*)(
     std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
     const DeformerConfig& config);
@@ -183,6 +192,9 @@ struct MethodInfo {
   DeformerFactory create = nullptr;
   PrepareFn prepare = nullptr;
   PrepareKeyFn prepare_key = nullptr;
+  // Optional: preparations worth keeping on disk (minutes to compute).
+  SavePreparedFn save_prepared = nullptr;
+  LoadPreparedFn load_prepared = nullptr;
   bool device_stage = false;  // its deformers have a DeviceStage (a GPU backend can run them)
   // Methods with the same non-empty group share their preparations (same PrepareFn and key).
   std::string_view prepare_group = {};

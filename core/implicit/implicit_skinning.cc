@@ -205,9 +205,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   }
   auto ops = JointOperators(rig, ParamsOf<ImplicitConfig>(config));
   if (!ops.ok()) return ops.status();
-  auto report = [&](double p) {
-    if (progress) progress(p);
-  };
+  auto report = [&](double p) { return !progress || progress(p); };
   auto model = std::make_shared<ImplicitModel>();
   auto fields = FitBoneFields(rig);
   if (!fields.ok()) return fields.status();
@@ -222,7 +220,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     grids[i] = FieldGrid::Bake((*fields)[i], 32, pool);
     report(0.3 + 0.5 * double(i + 1) / fields->size());
   }
-  auto shared = SharedOperators({}, pool, [&](double p) { report(0.8 + 0.1 * p); });
+  auto shared = SharedOperators({}, pool, [&](double p) { return report(0.8 + 0.1 * p); });
   if (!shared.ok()) return shared.status();
   model->operators = *shared;
 

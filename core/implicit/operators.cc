@@ -391,10 +391,10 @@ absl::StatusOr<std::shared_ptr<const CompositionOperators>> SharedOperators(cons
   }
   auto ops = std::make_shared<CompositionOperators>();
   auto contact = LoadOrBuild(OperatorShape::kContact, options, dir, pool,
-                             [&](double p) { if (progress) progress(0.5 * p); });
+                             [&](double p) { return !progress || progress(0.5 * p); });
   if (!contact.ok()) return contact.status();
   auto bulge = LoadOrBuild(OperatorShape::kBulge, options, dir, pool,
-                           [&](double p) { if (progress) progress(0.5 + 0.5 * p); });
+                           [&](double p) { return !progress || progress(0.5 + 0.5 * p); });
   if (!bulge.ok()) return bulge.status();
   ops->contact = std::move(*contact);
   ops->bulge = std::move(*bulge);

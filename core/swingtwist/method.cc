@@ -1,5 +1,7 @@
 #include "core/swingtwist/method.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "core/deformer/skeletal.h"
 #include "core/rig/pose.h"
@@ -125,6 +127,101 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig
   if (auto st = CheckSwingTwistWeights(model->weights, rig.vertex_count(), rig.joint_count()); !st.ok()) {
     return absl::InternalError(absl::StrCat("swing-twist: the computed weights are malformed: ", st.message()));
   }
+  return std::shared_ptr<const Prepared>(std::move(model));
+}
+
+namespace {
+constexpr std::string_view kSaveMagic = "sinew swing-twist weights 1\n";
+
+template <class T>
+void Put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+template <class T>
+void PutArray(std::string& out, const std::vector<T>& v) {
+  Put(out, uint64_t(v.size()));
+  out.append(reinterpret_cast<const char*>(v.data()), sizeof(T) * v.size());
+}
+struct Reader {
+  std::string_view in;
+  bool ok = true;
+  template <class T>
+  T Get() {
+    T v{};
+    if (in.size() < sizeof(T)) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, in.data(), sizeof(T));
+    in.remove_prefix(sizeof(T));
+    return v;
+  }
+  template <class T>
+  std::vector<T> GetArray(uint64_t limit) {
+    const uint64_t n = Get<uint64_t>();
+    if (!ok || n > limit || in.size() < n * sizeof(T)) {
+      ok = false;
+      return {};
+    }
+    std::vector<T> v(n);
+    std::memcpy(v.data(), in.data(), n * sizeof(T));
+    in.remove_prefix(n * sizeof(T));
+    return v;
+  }
+};
+}  // namespace
+
+std::string SaveSwingTwist(const Prepared& prepared) {
+  const auto& m = static_cast<const SwingTwistModel&>(prepared);
+  std::string out(kSaveMagic);
+  Put(out, uint64_t(m.weights.offsets.size()));
+  PutArray(out, m.weights.offsets);
+  PutArray(out, m.weights.joints);
+  PutArray(out, m.weights.d);
+  PutArray(out, m.weights.s);
+  PutArray(out, m.weights.t);
+  const ElasticWeightsStats& st = m.stats;
+  Put(out, st.voxel_size);
+  for (uint64_t v : {uint64_t(st.voxels), uint64_t(st.grid_vertices), uint64_t(st.handles), uint64_t(st.solved_joints),
+                     uint64_t(st.max_iterations)}) {
+    Put(out, v);
+  }
+  PutArray(out, std::vector<char>(st.blend_solver.begin(), st.blend_solver.end()));
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const Prepared>> LoadSwingTwist(const Rig& rig, const DeformerConfig&,
+                                                               std::string_view bytes) {
+  if (bytes.substr(0, kSaveMagic.size()) != kSaveMagic) {
+    return absl::InvalidArgumentError("swing-twist: not a saved swing-twist preparation (or another version)");
+  }
+  Reader r{bytes.substr(kSaveMagic.size())};
+  auto model = std::make_shared<SwingTwistModel>();
+  const uint64_t rows = r.Get<uint64_t>();
+  const uint64_t limit = uint64_t{8} * rig.vertex_count() + 1;  // entries: at most 8 influences per vertex
+  model->weights.offsets = r.GetArray<uint32_t>(rig.vertex_count() + 1);
+  model->weights.joints = r.GetArray<uint16_t>(limit);
+  model->weights.d = r.GetArray<float>(limit);
+  model->weights.s = r.GetArray<float>(limit);
+  model->weights.t = r.GetArray<float>(limit);
+  ElasticWeightsStats& st = model->stats;
+  st.voxel_size = r.Get<double>();
+  st.voxels = r.Get<uint64_t>();
+  st.grid_vertices = r.Get<uint64_t>();
+  st.handles = r.Get<uint64_t>();
+  st.solved_joints = r.Get<uint64_t>();
+  st.max_iterations = int(r.Get<uint64_t>());
+  const std::vector<char> solver = r.GetArray<char>(256);
+  st.blend_solver.assign(solver.begin(), solver.end());
+  if (!r.ok || !r.in.empty() || rows != rig.vertex_count() + 1) {
+    return absl::DataLossError("swing-twist: the saved preparation is truncated or was made for another rig");
+  }
+  if (auto s = CheckSwingTwistWeights(model->weights, rig.vertex_count(), rig.joint_count()); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("swing-twist: the saved weights do not fit this rig: ", s.message()));
+  }
+  auto frames = ComputeCanonicalFrames(rig);
+  if (!frames.ok()) return frames.status();
+  model->frames = std::move(*frames);
   return std::shared_ptr<const Prepared>(std::move(model));
 }
 

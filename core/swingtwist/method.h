@@ -36,6 +36,10 @@ struct SwingTwistModel : Prepared {
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig, const DeformerConfig& config,
                                                                   ThreadPool* pool, const ProgressFn& progress);
 std::string SwingTwistKey(const DeformerConfig& config);
+// The weights and their statistics as bytes (the frames are recomputed from the rig on load).
+std::string SaveSwingTwist(const Prepared& prepared);
+absl::StatusOr<std::shared_ptr<const Prepared>> LoadSwingTwist(const Rig& rig, const DeformerConfig& config,
+                                                               std::string_view bytes);
 absl::StatusOr<std::unique_ptr<Deformer>> CreateSwingTwistDeformer(std::shared_ptr<const Rig> rig,
                                                                    std::shared_ptr<const Prepared> prepared,
                                                                    const DeformerConfig& config);

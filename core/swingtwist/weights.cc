@@ -150,9 +150,11 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   std::vector<absl::Status> failures(g);
   std::vector<int> iterations(g, 0);
   std::atomic<size_t> done{0};
+  std::atomic<bool> stop{false};  // the caller asked to stop: joints not started are skipped
   std::mutex progress_mu;
   ParallelFor(pool, g, 1, [&](size_t b, size_t e) {
     for (size_t k = b; k < e; ++k) {
+      if (stop) return;
       const size_t j = size_t(handle_joint[k]);
       const Dirichlet dirichlet = BoneDirichlet(grid, frames.rest, rig.skeleton.parents, j);
       const bool rotating = std::find(dirichlet.begin(), dirichlet.end(), int8_t{1}) != dirichlet.end();
@@ -173,10 +175,11 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
       const size_t now = ++done;
       if (progress) {
         std::lock_guard lock(progress_mu);
-        progress(double(now) / double(g));
+        if (!progress(double(now) / double(g))) stop = true;
       }
     }
   });
+  if (stop) return absl::CancelledError(absl::StrCat("the weights' preparation was cancelled after ", done.load(), " of ", g, " joints"));
   for (size_t k = 0; k < g; ++k) {
     if (!failures[k].ok()) {
       return absl::Status(failures[k].code(), absl::StrCat("joint ", handle_joint[k], ": ", failures[k].message()));

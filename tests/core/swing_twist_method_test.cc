@@ -125,6 +125,40 @@ TEST(SwingTwistMethod, TwistedForearmKeepsItsCrossSection) {
   }
 }
 
+// Saved weights load back equal (and deform equally); bytes of another rig, a truncated file
+// and foreign bytes are refused, never half-read.
+TEST(SwingTwistMethod, SavedWeightsLoadBackAndForeignBytesAreRefused) {
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(CylinderInput(1.f)));
+  const DeformerConfig config = Config(0.25);
+  auto prepared = PrepareSwingTwist(*rig, config, nullptr, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const std::string bytes = SaveSwingTwist(**prepared);
+  auto loaded = LoadSwingTwist(*rig, config, bytes);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const auto& a = static_cast<const SwingTwistModel&>(**prepared);
+  const auto& b = static_cast<const SwingTwistModel&>(**loaded);
+  EXPECT_EQ(a.weights.offsets, b.weights.offsets);
+  EXPECT_EQ(a.weights.joints, b.weights.joints);
+  EXPECT_EQ(a.weights.d, b.weights.d);
+  EXPECT_EQ(a.weights.s, b.weights.s);
+  EXPECT_EQ(a.weights.t, b.weights.t);
+  EXPECT_EQ(a.stats.grid_vertices, b.stats.grid_vertices);
+  EXPECT_EQ(a.stats.blend_solver, b.stats.blend_solver);
+  Pose pose = RestPose(rig->skeleton);
+  pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(2.0, Eigen::Vector3d::UnitX())));
+  std::vector<float> x(rig->positions.size()), y(rig->positions.size());
+  ASSERT_TRUE((*CreateSwingTwistDeformer(rig, *prepared, config))->Deform({&pose, {}}, x, nullptr).ok());
+  ASSERT_TRUE((*CreateSwingTwistDeformer(rig, *loaded, config))->Deform({&pose, {}}, y, nullptr).ok());
+  EXPECT_EQ(x, y);
+
+  EXPECT_EQ(LoadSwingTwist(*rig, config, bytes.substr(0, bytes.size() - 7)).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(LoadSwingTwist(*rig, config, "not weights").status().code(), absl::StatusCode::kInvalidArgument);
+  // Another vertex count (a rig of the same shape would fit: matching rigs is the host's job, by
+  // rig id and key).
+  auto other = testing::BuildOrDie(testing::ElbowCylinder(1.f, kSegments / 2));
+  EXPECT_EQ(LoadSwingTwist(other, config, bytes).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(SwingTwistMethod, ParametersAreChecked) {
   ParamSet set;
   set.Set("influences", ParamValue::Number(9));

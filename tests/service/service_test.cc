@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -23,13 +26,21 @@ using ::testing::HasSubstr;
 
 class Service : public ::testing::Test {
  protected:
+  // One server for the suite, with a cache directory of its own: what a test prepares is not
+  // found ready by the next run.
   static void SetUpTestSuite() {
-    server_ = new ServerProcess();
+    char dir[] = "/tmp/sinew-service-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    cache_dir_ = new std::string(dir);
+    server_ = new ServerProcess({"--cache-dir", *cache_dir_});
     ASSERT_TRUE(server_->started());
   }
   static void TearDownTestSuite() {
     EXPECT_EQ(server_->Terminate(), 0);
     delete server_;
+    std::error_code ec;
+    std::filesystem::remove_all(*cache_dir_, ec);
+    delete cache_dir_;
   }
   void SetUp() override {
     client_ = std::make_unique<client::Client>(server_->target());
@@ -53,9 +64,11 @@ class Service : public ::testing::Test {
   }
 
   static ServerProcess* server_;
+  static std::string* cache_dir_;
   std::unique_ptr<client::Client> client_;
 };
 ServerProcess* Service::server_ = nullptr;
+std::string* Service::cache_dir_ = nullptr;
 
 void ExpectStatus(const absl::Status& st, absl::StatusCode code, const std::string& text) {
   EXPECT_EQ(st.code(), code) << st;
@@ -228,7 +241,167 @@ TEST_F(Service, BlendSessionsEqualCore) {
 // that produced it and equals core's output of that method; frames stay in order and none is lost
 // across the switch (which frame switches depends on timing, so only this rule is asserted); GetRig
 // lists the preparation.
+// The swing-twist preparation of `rig_id` with `voxel` (GetRig's entry; null when not listed).
+std::optional<v1::Preparation> SwingTwistPreparation(client::Client& c, const std::string& rig_id) {
+  auto info = c.GetRig(rig_id);
+  EXPECT_TRUE(info.ok()) << info.status();
+  if (!info.ok()) return std::nullopt;
+  for (const v1::Preparation& p : info->preparations()) {
+    if (p.key().find("swing-twist") != std::string::npos) return p;
+  }
+  return std::nullopt;
+}
+
+v1::CreateSessionRequest SwingTwistSession(const std::string& rig_id, double voxel) {
+  v1::CreateSessionRequest req;
+  req.set_rig_id(rig_id);
+  req.mutable_deformer()->set_method(v1::METHOD_SWING_TWIST);
+  req.mutable_deformer()->mutable_swing_twist()->set_voxel_size(voxel);
+  return req;
+}
+
+// A running preparation stops when cancelled (at the next joint) and leaves GetRig's list while
+// its session keeps serving DQS; the next session starts it again. A failed one is kept, shown,
+// and refused to new sessions (not retried) until CancelPreparation forgets it. Unknown keys and
+// finished preparations are refused by name.
+TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
+  // 24 bones: 23 weight solves of about 0.1-0.3 s each, cancelled within the first two.
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(LimbOf(3000, 24, 2))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto session = client_->CreateSession(SwingTwistSession(up->rig_id(), 0.03));
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto listed = SwingTwistPreparation(*client_, up->rig_id());
+  ASSERT_TRUE(listed.has_value());
+  auto cancelled = client_->CancelPreparation(up->rig_id(), listed->key());
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_FALSE(cancelled->done());
+  EXPECT_LT(cancelled->progress(), 1.0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (SwingTwistPreparation(*client_, up->rig_id()) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(SwingTwistPreparation(*client_, up->rig_id())) << "the cancelled preparation did not stop";
+  const Pose pose = LimbPose(LimbSkeleton(LimbOf(3000, 24, 2)), 0.3);
+  auto r = client_->Deform(Frame(session->session_id(), 1, pose));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->method(), v1::METHOD_DQS);  // the session keeps its fallback
+  auto again = client_->CreateSession(SwingTwistSession(up->rig_id(), 0.03));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(SwingTwistPreparation(*client_, up->rig_id()).has_value());  // started again
+  auto missing = client_->CancelPreparation(up->rig_id(), "swing-twist voxel=7");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr(listed->key()));
+
+  // A voxel size that makes the grid too large fails at once: kept, shown, refused, forgotten.
+  auto failing = client_->CreateSession(SwingTwistSession(up->rig_id(), 1e-4));
+  ASSERT_TRUE(failing.ok()) << failing.status();  // served by DQS while it "prepares"
+  std::optional<v1::Preparation> failed;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto info = client_->GetRig(up->rig_id());
+    ASSERT_TRUE(info.ok());
+    for (const v1::Preparation& p : info->preparations()) {
+      if (p.key().find("voxel=0.0001") != std::string::npos && p.done()) failed = p;
+    }
+    if (failed) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_THAT(failed->error(), HasSubstr("voxel"));
+  auto refused = client_->CreateSession(SwingTwistSession(up->rig_id(), 1e-4));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("CancelPreparation forgets"));
+  auto forgotten = client_->CancelPreparation(up->rig_id(), failed->key());
+  ASSERT_TRUE(forgotten.ok()) << forgotten.status();
+  EXPECT_EQ(forgotten->error(), failed->error());
+  auto retried = client_->CreateSession(SwingTwistSession(up->rig_id(), 1e-4));
+  EXPECT_TRUE(retried.ok()) << retried.status();  // tried again, served by DQS meanwhile
+
+  // A finished preparation cannot be cancelled.
+  auto small = client_->UploadRig(client::RigToProto(MakeLimb(LimbOf(600))));
+  ASSERT_TRUE(small.ok());
+  ASSERT_TRUE(client_->CreateSession(SwingTwistSession(small->rig_id(), 0.1)).ok());
+  std::optional<v1::Preparation> done;
+  while (std::chrono::steady_clock::now() < deadline && !(done && done->done())) {
+    done = SwingTwistPreparation(*client_, small->rig_id());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(done && done->done() && done->error().empty());
+  EXPECT_EQ(client_->CancelPreparation(small->rig_id(), done->key()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// Waits (at most two minutes) until the rig's swing-twist preparation is done; its entry.
+v1::Preparation SwingTwistDone(client::Client& c, const std::string& rig_id) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  std::optional<v1::Preparation> p;
+  while (std::chrono::steady_clock::now() < deadline && !(p && p->done())) {
+    p = SwingTwistPreparation(c, rig_id);
+    if (!(p && p->done())) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(p && p->done()) << "not done within two minutes";
+  return p ? *p : v1::Preparation();
+}
+
+// The weights go to the cache directory: a server started again on it reads them instead of
+// computing them (GetRig says so) and deforms exactly as before; a damaged file is computed again.
+TEST_F(Service, SwingTwistWeightsSurviveARestartInTheCacheDirectory) {
+  const LimbOptions limb = LimbOf(1500);
+  const v1::Rig rig_proto = client::RigToProto(MakeLimb(limb));
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.4);
+  // Uploads the rig to `c`, waits for its weights, deforms `pose` with them.
+  auto run = [&](client::Client& c, v1::Preparation* prep) {
+    auto up = c.UploadRig(rig_proto);
+    EXPECT_TRUE(up.ok()) << up.status();
+    EXPECT_TRUE(c.CreateSession(SwingTwistSession(up->rig_id(), 0.05)).ok());
+    *prep = SwingTwistDone(c, up->rig_id());
+    auto session = c.CreateSession(SwingTwistSession(up->rig_id(), 0.05));
+    EXPECT_TRUE(session.ok()) << session.status();
+    auto r = c.Deform(Frame(session->session_id(), 1, pose));
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->method(), v1::METHOD_SWING_TWIST);
+    std::vector<float> out;
+    EXPECT_TRUE(client::DecodePositions(*r, out).ok());
+    return out;
+  };
+  v1::Preparation first, second, third;
+  const std::vector<float> computed = run(*client_, &first);
+  EXPECT_FALSE(first.from_cache());
+  const std::string rig_id = v1::Sha256Hex(v1::SerializeRigDeterministic(rig_proto));
+  std::vector<std::filesystem::path> files;  // this rig's
+  for (const auto& e : std::filesystem::directory_iterator(*cache_dir_ + "/prepared")) {
+    if (e.path().filename().string().starts_with("swing-twist-" + rig_id.substr(0, 16))) files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 1u);
+
+  ServerProcess restarted({"--cache-dir", *cache_dir_});
+  ASSERT_TRUE(restarted.started());
+  client::Client again(restarted.target());
+  ASSERT_TRUE(again.WaitReady(std::chrono::seconds(10)).ok());
+  EXPECT_EQ(run(again, &second), computed);
+  EXPECT_TRUE(second.from_cache());
+  EXPECT_TRUE(second.error().empty());
+  EXPECT_EQ(restarted.Terminate(), 0);
+
+  std::ofstream(files[0], std::ios::trunc) << "sinew prepared\nrig damaged";
+  ServerProcess damaged({"--cache-dir", *cache_dir_});
+  ASSERT_TRUE(damaged.started());
+  client::Client third_client(damaged.target());
+  ASSERT_TRUE(third_client.WaitReady(std::chrono::seconds(10)).ok());
+  EXPECT_EQ(run(third_client, &third), computed);
+  EXPECT_FALSE(third.from_cache());
+  EXPECT_EQ(damaged.Terminate(), 0);
+}
+
+// sinew_frames_total for swing-twist on the CPU, from the metrics endpoint.
+size_t SwingTwistFramesCounted(int metrics_port) {
+  const std::string body = HttpGet(metrics_port, "/metrics");
+  const std::string name = "sinew_frames_total{backend=\"cpu\",method=\"swing-twist\"} ";
+  const size_t at = body.find(name);
+  return at == std::string::npos ? 0 : std::stoul(body.substr(at + name.size()));
+}
+
 TEST_F(Service, SwingTwistServesDqsUntilItsWeightsAreReady) {
+  const size_t counted_before = SwingTwistFramesCounted(server_->metrics_port());
   const LimbOptions limb = LimbOf(3000);
   RigInput in = MakeLimb(limb);
   auto up = client_->UploadRig(client::RigToProto(in));
@@ -281,10 +454,8 @@ TEST_F(Service, SwingTwistServesDqsUntilItsWeightsAreReady) {
   EXPECT_EQ(swing_frames, 3u) << "the weights were not ready within two minutes";
   std::printf("%zu frames served by DQS while the weights were prepared\n", dqs_frames);
   EXPECT_TRUE(stream->Close().ok());
-  // Metrics count each frame under the method that produced it (only this test uses swing-twist).
-  const std::string body = HttpGet(server_->metrics_port(), "/metrics");
-  EXPECT_THAT(body, HasSubstr("sinew_frames_total{backend=\"cpu\",method=\"swing-twist\"} " +
-                              std::to_string(swing_frames) + "\n"));
+  // Metrics count each frame under the method that produced it.
+  EXPECT_EQ(SwingTwistFramesCounted(server_->metrics_port()) - counted_before, swing_frames);
 
   auto info = client_->GetRig(up->rig_id());
   ASSERT_TRUE(info.ok()) << info.status();
