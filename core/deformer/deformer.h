@@ -189,6 +189,8 @@ struct MethodInfo {
   std::string_view name;  // short lowercase name: "lbs"
   std::string_view description;
   bool stateful = false;  // frames depend on earlier frames of the session (see Deformer::Reset)
+  // Stateful only with some parameters (e.g. swing-twist's unwrap_twist): null, or true for those.
+  bool (*stateful_with)(const DeformerConfig& config) = nullptr;
   DeformerFactory create = nullptr;
   PrepareFn prepare = nullptr;
   PrepareKeyFn prepare_key = nullptr;

@@ -177,7 +177,7 @@ absl::Status CheckPipeline(const DeformerConfig& config, std::string_view field)
 bool PipelineStateful(const DeformerConfig& config) {
   if (config.stages.empty()) {
     const MethodInfo* m = FindMethod(config.method);
-    return m != nullptr && m->stateful;
+    return m != nullptr && (m->stateful || (m->stateful_with != nullptr && m->stateful_with(config)));
   }
   for (const DeformerConfig& s : config.stages) {
     if (PipelineStateful(s)) return true;

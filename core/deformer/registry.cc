@@ -55,6 +55,7 @@ const MethodInfo kMethods[] = {
     {.id = 9, .name = "swing-twist",
      .description = "elasticity-inspired joint deformers (Kavan & Sorkine 2012): per joint a swing and a twist "
                     "deformer with energy-minimizing weights precomputed from a voxelization of the rest mesh",
+     .stateful_with = &SwingTwistStateful,
      .create = &CreateSwingTwistDeformer, .prepare = &PrepareSwingTwist, .prepare_key = &SwingTwistKey,
      .save_prepared = &SaveSwingTwist, .load_prepared = &LoadSwingTwist, .device_stage = true, .params_field = "swing_twist", .params = SwingTwistParamSpecs(), .parse = &ParseSwingTwistParams,
      .params_type = &typeid(SwingTwistParams), .fallback = "dqs"},

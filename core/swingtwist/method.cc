@@ -1,6 +1,8 @@
 #include "core/swingtwist/method.h"
 
+#include <cmath>
 #include <cstring>
+#include <numbers>
 
 #include "absl/strings/str_cat.h"
 #include "core/deformer/skeletal.h"
@@ -21,14 +23,20 @@ constexpr ParamSpec kSwingTwistSpecs[] = {
     {"epsilon", ParamSpec::Type::kNumber, "1e-06",
      "regularization of each weight solve, times the mean diagonal (spec §2.4), [0, 1]"},
     {"tolerance", ParamSpec::Type::kNumber, "0.0001", "relative energy decrease that ends a weight solve, (0, 1)"},
+    {"unwrap_twist", ParamSpec::Type::kFlag, "false",
+     "continue each joint's twist angle from the previous frame's instead of wrapping at ±180°; makes the "
+     "session stateful"},
 };
 
 class SwingTwistDeformer final : public Deformer {
  public:
-  SwingTwistDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const SwingTwistModel> model, std::string key)
+  SwingTwistDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const SwingTwistModel> model, std::string key,
+                     bool unwrap)
       : rig_(std::move(rig)),
         model_(std::move(model)),
         key_(std::move(key)),
+        unwrap_(unwrap),
+        last_theta_(unwrap ? rig_->joint_count() : 0, 0.0),
         world_(rig_->joint_count()),
         skinning_(rig_->joint_count()),
         joints_(rig_->joint_count()) {}
@@ -59,19 +67,32 @@ class SwingTwistDeformer final : public Deformer {
     return absl::OkStatus();
   }
   size_t StateBytes() const override {
-    return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) + joints_.size() * sizeof(JointRecord);
+    return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) + joints_.size() * sizeof(JointRecord) +
+           last_theta_.size() * sizeof(double);
   }
 
  private:
   std::shared_ptr<const Rig> rig_;
+  void Reset() override { std::fill(last_theta_.begin(), last_theta_.end(), 0.0); }
+
   absl::Status Joints(const FrameInput& frame) {
     if (auto st = CheckSkeletalFrame(*rig_, frame, "swing-twist"); !st.ok()) return st;
     SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
-    return SwingTwistJoints(*rig_, model_->frames, skinning_, joints_);
+    if (auto st = SwingTwistJoints(*rig_, model_->frames, skinning_, joints_); !st.ok()) return st;
+    for (size_t j = 0; j < last_theta_.size(); ++j) {  // unwrapping: θ + 2πk nearest the last frame's
+      constexpr double kTurn = 2 * std::numbers::pi;
+      const double theta = joints_[j].theta;
+      const double unwrapped = theta + kTurn * std::round((last_theta_[j] - theta) / kTurn);
+      joints_[j].theta = float(unwrapped);
+      last_theta_[j] = unwrapped;
+    }
+    return absl::OkStatus();
   }
 
   std::shared_ptr<const SwingTwistModel> model_;
   std::string key_;  // SwingTwistKey: names the weights' device copy
+  bool unwrap_;
+  std::vector<double> last_theta_;  // per joint, with unwrapping (the session's only state)
   std::vector<Similarity> world_;
   std::vector<Affine34d> skinning_;
   std::vector<JointRecord> joints_;
@@ -88,6 +109,7 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSwingTwistParams(const 
       "influences", p->influences, 1, 8);
   r.Count("swing_samples", p->swing_samples, 1, 16).Count("twist_samples", p->twist_samples, 1, 16);
   r.Number("epsilon", p->epsilon, 0, 1).Number("tolerance", p->tolerance, 0, 1, /*open_lo=*/true);
+  r.Flag("unwrap_twist", p->unwrap_twist);
   if (!r.status().ok()) return r.status();
   return std::shared_ptr<const MethodParams>(std::move(p));
 }
@@ -97,6 +119,8 @@ size_t SwingTwistModel::Bytes() const {
   return sizeof(uint32_t) * weights.offsets.size() + e * (sizeof(uint16_t) + 3 * sizeof(float)) +
          frames.frame.size() * (2 * sizeof(Affine34d) + sizeof(Eigen::Vector3d) + sizeof(double));
 }
+
+bool SwingTwistStateful(const DeformerConfig& config) { return ParamsOf<SwingTwistParams>(config).unwrap_twist; }
 
 std::string SwingTwistKey(const DeformerConfig& config) {
   const SwingTwistParams& p = ParamsOf<SwingTwistParams>(config);
@@ -230,7 +254,8 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateSwingTwistDeformer(std::shared_p
                                                                    const DeformerConfig& config) {
   auto model = std::dynamic_pointer_cast<const SwingTwistModel>(prepared);
   if (!model) return absl::InternalError("swing-twist: created without its prepared weights");
-  return std::unique_ptr<Deformer>(new SwingTwistDeformer(std::move(rig), std::move(model), SwingTwistKey(config)));
+  return std::unique_ptr<Deformer>(new SwingTwistDeformer(std::move(rig), std::move(model), SwingTwistKey(config),
+                                                          SwingTwistStateful(config)));
 }
 
 }  // namespace sinew

@@ -20,6 +20,10 @@ struct SwingTwistParams : MethodParams {
   uint32_t twist_samples = 1;    // per sign: 1 = the paper's R_z at ±90°
   double epsilon = 1e-6;         // regularization of each weight solve (spec §2.4)
   double tolerance = 1e-4;       // relative energy decrease that ends a weight solve
+  // Per session, not part of the weights: each joint's twist angle continues from the previous
+  // frame's (the nearest θ + 2πk) instead of wrapping at ±180°, so twists past half a turn stay
+  // continuous. Makes the session stateful (Reset starts again from the rest pose).
+  bool unwrap_twist = false;
 };
 
 std::span<const ParamSpec> SwingTwistParamSpecs();
@@ -36,6 +40,7 @@ struct SwingTwistModel : Prepared {
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig, const DeformerConfig& config,
                                                                   ThreadPool* pool, const ProgressFn& progress);
 std::string SwingTwistKey(const DeformerConfig& config);
+bool SwingTwistStateful(const DeformerConfig& config);  // unwrap_twist
 // The weights and their statistics as bytes (the frames are recomputed from the rig on load).
 std::string SaveSwingTwist(const Prepared& prepared);
 absl::StatusOr<std::shared_ptr<const Prepared>> LoadSwingTwist(const Rig& rig, const DeformerConfig& config,

@@ -12,6 +12,7 @@
 #include "core/deformer/deformer.h"
 #include "core/procedural/limb.h"
 #include "core/rig/pose.h"
+#include "core/deformer/pipeline.h"
 #include "core/swingtwist/method.h"
 #include "tests/core/test_util.h"
 
@@ -157,6 +158,59 @@ TEST(SwingTwistMethod, SavedWeightsLoadBackAndForeignBytesAreRefused) {
   // rig id and key).
   auto other = testing::BuildOrDie(testing::ElbowCylinder(1.f, kSegments / 2));
   EXPECT_EQ(LoadSwingTwist(other, config, bytes).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// With unwrap_twist a twist swept past 180° goes on smoothly (each 10° step moves a vertex by at
+// most the arc of 10° at the radius), where without it the half-twisted joint ring jumps at the
+// wrap (the control); the session is stateful, and Reset starts it from the rest again.
+TEST(SwingTwistMethod, UnwrappedTwistStaysContinuousPastHalfATurn) {
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(CylinderInput(1.f)));
+  DeformerConfig config = Config();
+  auto prepared = PrepareSwingTwist(*rig, config, nullptr, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  auto unwrap = std::make_shared<SwingTwistParams>(ParamsOf<SwingTwistParams>(config));
+  unwrap->unwrap_twist = true;
+  DeformerConfig unwrapped = config;
+  unwrapped.params = unwrap;
+  EXPECT_TRUE(PipelineStateful(unwrapped));
+  EXPECT_FALSE(PipelineStateful(config));
+  auto plain = *CreateSwingTwistDeformer(rig, *prepared, config);
+  auto continuous = *CreateSwingTwistDeformer(rig, *prepared, unwrapped);
+  auto twisted = [&](double degrees) {
+    Pose pose = RestPose(rig->skeleton);
+    pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(degrees * std::numbers::pi / 180, Eigen::Vector3d::UnitX())));
+    return pose;
+  };
+  auto step_of = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0;
+    for (size_t i = 0; i + 2 < a.size(); i += 3) {
+      worst = std::max(worst, std::sqrt(std::pow(a[i] - b[i], 2) + std::pow(a[i + 1] - b[i + 1], 2) +
+                                        std::pow(a[i + 2] - b[i + 2], 2)));
+    }
+    return worst;
+  };
+  const double bound = 10 * std::numbers::pi / 180 * 1.0 * 1.01;  // radius 1
+  std::vector<float> previous = rig->positions, previous_plain = rig->positions, out(rig->positions.size());
+  double worst = 0, worst_plain = 0;
+  for (int degrees = 10; degrees <= 540; degrees += 10) {
+    const Pose pose = twisted(degrees);
+    ASSERT_TRUE(continuous->Deform({&pose, {}}, out, nullptr).ok());
+    worst = std::max(worst, step_of(out, previous));
+    previous = out;
+    ASSERT_TRUE(plain->Deform({&pose, {}}, out, nullptr).ok());
+    worst_plain = std::max(worst_plain, step_of(out, previous_plain));
+    previous_plain = out;
+  }
+  std::printf("largest 10-degree step from 0 to 540 degrees of twist: %.4f unwrapped, %.4f wrapped\n", worst, worst_plain);
+  EXPECT_LE(worst, bound);
+  EXPECT_GT(worst_plain, 5 * bound);  // the wrap at 180°: the control fails the bound
+  // Reset: the next frame is what a fresh session makes of it.
+  continuous->Reset();
+  std::vector<float> fresh(rig->positions.size());
+  const Pose pose = twisted(30);
+  ASSERT_TRUE(continuous->Deform({&pose, {}}, out, nullptr).ok());
+  ASSERT_TRUE((*CreateSwingTwistDeformer(rig, *prepared, unwrapped))->Deform({&pose, {}}, fresh, nullptr).ok());
+  EXPECT_EQ(out, fresh);
 }
 
 TEST(SwingTwistMethod, ParametersAreChecked) {
