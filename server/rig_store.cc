@@ -99,6 +99,9 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
       slot = std::make_shared<Preparation>();
       slot->key = key;
       slot->started_ms = now_ms;
+    }
+    if (!slot->claimed && !slot->done) {  // new, or reserved for a background task
+      slot->claimed = true;
       mine = true;
     }
     prep = slot;
@@ -171,6 +174,16 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
   }
   prep_cv.notify_all();
   return result;
+}
+
+bool StoredRig::Reserve(const std::string& key, int64_t now_ms) {
+  std::lock_guard lock(prep_mu);
+  auto& slot = preparations[key];
+  if (slot) return false;
+  slot = std::make_shared<Preparation>();
+  slot->key = key;
+  slot->started_ms = now_ms;
+  return true;
 }
 
 absl::Status StoredRig::CancelPreparation(const std::string& key,

@@ -33,6 +33,7 @@ struct Preparation {
   absl::Status status;                      // guarded by StoredRig::prep_mu
   std::shared_ptr<const Prepared> result;   // guarded by StoredRig::prep_mu
   bool from_cache = false;                  // read from the cache directory; guarded by prep_mu
+  bool claimed = false;                     // a thread is computing it; guarded by prep_mu
 };
 
 // The name a preparation is kept under in StoredRig::preparations (and listed in GetRig).
@@ -90,6 +91,10 @@ struct StoredRig {
   // sees the entry as it was, under prep_mu. NOT_FOUND naming the keys there are;
   // FAILED_PRECONDITION when it finished successfully.
   absl::Status CancelPreparation(const std::string& key, const std::function<void(const Preparation&)>& describe);
+  // Lists the preparation `key` as started (progress 0) so that GetRig shows it at once, for a
+  // background task that will run GetOrPrepare; false when it is already listed (then no task
+  // is needed).
+  bool Reserve(const std::string& key, int64_t now_ms);
   // Asks every running preparation to stop (server shutdown).
   void CancelAll();
   size_t TotalBytes() const { return bytes + prepared_bytes.load(); }

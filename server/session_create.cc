@@ -194,7 +194,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
         return absl::InternalError(absl::StrCat("method ", std::string(method.name), ": its fallback ",
                                                 std::string(method.fallback), " is not a method without preparation"));
       }
-      if (!running) background_.Submit(&PrepareTask::Run, new PrepareTask{stored_rig, &method, config, &background_, options_.cache_dir});
+      if (stored.Reserve(key, NowMs())) {
+        background_.Submit(&PrepareTask::Run, new PrepareTask{stored_rig, &method, config, &background_, options_.cache_dir});
+      }
       auto fb = fallback->create(stored.rig, nullptr, DeformerConfig(std::string(method.fallback)));
       if (!fb.ok()) return fb.status();
       return MakeFallbackDeformer(stored_rig, method, config, std::move(*fb), method.fallback);
