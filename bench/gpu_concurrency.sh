@@ -3,10 +3,13 @@
 # GPU against CPU, on one sinew-server: sinew-load at full speed (--fps 0) for each count and
 # backend; prints one table. Run from the repository root after scripts/build.sh.
 #   bench/gpu_concurrency.sh [--gpu auto|emulate] [--duration SECONDS] [--counts "1 10 100 1000"]
+#                            [--method lbs|dqs|implicit|elastic-implicit] [--server-args "ARGS"]
 set -euo pipefail
-gpu=auto duration=5 counts="1 10 100 1000"
+gpu=auto duration=5 counts="1 10 100 1000" method=lbs server_args=""
 while (($#)); do
   case $1 in
+    --method) method=$2; shift 2 ;;
+    --server-args) server_args=$2; shift 2 ;;
     --gpu) gpu=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --counts) counts=$2; shift 2 ;;
@@ -14,7 +17,8 @@ while (($#)); do
   esac
 done
 log=$(mktemp)
-build/server/sinew-server --listen 127.0.0.1:0 --metrics-listen "" --gpu "$gpu" --max-sessions 5000 >"$log" 2>&1 &
+# shellcheck disable=SC2086  # server_args is a list of flags
+build/server/sinew-server --listen 127.0.0.1:0 --metrics-listen "" --gpu "$gpu" --max-sessions 5000 $server_args >"$log" 2>&1 &
 server=$!
 trap 'kill -TERM $server 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 100); do grep -q '^grpc listening' "$log" && break; sleep 0.1; done
@@ -24,7 +28,7 @@ printf "%-9s %-8s %14s %10s %10s %10s\n" sessions backend frames/s p50_ms p99_ms
 for n in $counts; do
   for backend in gpu cpu; do
     json=$(build/clients/sinew-load --target "$target" --sessions "$n" --fps 0 --duration "$duration" \
-             --backend "$backend" --json - 2>/dev/null | tail -1) || true
+             --backend "$backend" --method "$method" --json - 2>/dev/null | tail -1) || true
     python3 - "$n" "$backend" "$json" <<'PY'
 import json, sys
 n, backend, raw = sys.argv[1:4]

@@ -148,10 +148,14 @@ int Fail(const std::string& what, const absl::Status& status) {
   return 1;
 }
 
-// --frames N or --frames=N; anything else is an error.
-bool ParseArgs(int argc, char** argv, int* frames) {
+// --frames N or --frames=N, --gpu; anything else is an error.
+bool ParseArgs(int argc, char** argv, int* frames, bool* gpu) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i], value;
+    if (arg == "--gpu") {
+      *gpu = true;
+      continue;
+    }
     if (arg == "--frames" && i + 1 < argc) {
       value = argv[++i];
     } else if (arg.starts_with("--frames=")) {
@@ -169,8 +173,11 @@ bool ParseArgs(int argc, char** argv, int* frames) {
 
 int main(int argc, char** argv) {
   int frames = 2000;
-  if (!ParseArgs(argc, argv, &frames)) {
-    std::fprintf(stderr, "usage: sinew-bench-service [--frames N]   (N >= 1, default 2000)\n");
+  bool gpu = false;
+  if (!ParseArgs(argc, argv, &frames, &gpu)) {
+    std::fprintf(stderr,
+                 "usage: sinew-bench-service [--frames N] [--gpu]   (N >= 1, default 2000; --gpu: the sessions on "
+                 "the GPU backend)\n");
     return 2;
   }
 
@@ -178,6 +185,7 @@ int main(int argc, char** argv) {
   options.listen = "127.0.0.1:0";
   options.metrics_listen = "";
   options.worker_threads = 2;
+  options.gpu = gpu ? "auto" : "off";
   server::SinewServer sinew_server(options);
   if (absl::Status st = sinew_server.Start(); !st.ok()) return Fail("server", st);
 
@@ -195,6 +203,7 @@ int main(int argc, char** argv) {
     v1::CreateSessionRequest req;
     req.set_rig_id(upload->rig_id());
     req.mutable_deformer()->set_method(methods[i]);
+    req.set_backend(gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU);
     auto session = c.CreateSession(req);
     if (!session.ok()) return Fail("session", session.status());
     sessions[i] = *session;

@@ -51,7 +51,7 @@ struct GpuOptions {
   // Bytes Sinew may use per device; 0: 90 % of the device's memory.
   uint64_t memory_limit_bytes = 0;
   // How long the first frame of a batch waits for frames of other sessions.
-  std::chrono::microseconds batch_window{200};
+  std::chrono::microseconds batch_window{0};  // 0: frames queued during a batch form the next
   // A batch closes early once it holds this many vertices.
   uint64_t max_batch_vertices = uint64_t{1} << 24;
   // Tests and machines without a GPU: this many devices emulated on the CPU (the kernels'

@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
        Number(o.gpu_memory_limit_bytes)},
       {"gpu-batch-window-us", "MICROSECONDS",
        absl::StrCat("How long a GPU frame waits for frames of other sessions to share its kernel "
-                    "launch. Default ", o.gpu_batch_window_us),
+                    "launch; 0 launches at once, and frames that arrive while a batch runs share the "
+                    "next. Default ", o.gpu_batch_window_us),
        Number(o.gpu_batch_window_us)},
       {"cache-dir", "DIR",
        "Folder for character-independent precomputations kept across restarts (implicit "

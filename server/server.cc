@@ -111,8 +111,10 @@ void SinewServer::Shutdown() {
   // still running at the deadline are cancelled.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
   server_->Wait();
-  pool_.reset();  // joins the workers after their queued tasks
-  gpu_.reset();   // stops the device dispatchers
+  pool_.reset();     // joins the workers after their queued tasks
+  server_.reset();   // gRPC's server before the service registered with it
+  service_.reset();  // sessions and rigs, with their device memory, while the devices exist
+  gpu_.reset();      // stops the device dispatchers
 }
 
 }  // namespace sinew::server
