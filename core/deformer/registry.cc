@@ -8,6 +8,7 @@
 #include "core/dqs/dqs_deformer.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/lbs/lbs_deformer.h"
+#include "core/pbs/pbs.h"
 #include "core/supercages/supercages.h"
 
 namespace sinew {
@@ -59,6 +60,12 @@ const MethodInfo kMethods[] = {
      .create = &CreateSwingTwistDeformer, .prepare = &PrepareSwingTwist, .prepare_key = &SwingTwistKey,
      .save_prepared = &SaveSwingTwist, .load_prepared = &LoadSwingTwist, .device_stage = true, .params_field = "swing_twist", .params = SwingTwistParamSpecs(), .parse = &ParseSwingTwistParams,
      .params_type = &typeid(SwingTwistParams), .fallback = "dqs"},
+    {.id = 10, .name = "pbs",
+     .description = "position-based skinning (Abu Rumman & Fratarcangeli 2015): LBS of a tetrahedral mesh's "
+                    "particles corrected by position-based dynamics (edge, volume and bone-distance constraints); "
+                    "the render mesh follows its tets",
+     .create = &CreatePbsDeformer, .prepare = &PreparePbs, .prepare_key = &PbsKey, .params_field = "pbs",
+     .params = PbsParamSpecs(), .parse = &ParsePbsParams, .params_type = &typeid(PbsParams), .fallback = "lbs"},
 };
 }  // namespace
 

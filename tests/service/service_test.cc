@@ -13,6 +13,7 @@
 
 #include "clients/lib/client.h"
 #include "clients/lib/methods.h"
+#include "core/pbs/pbs.h"
 #include "core/swingtwist/method.h"
 #include "core/util/half.h"
 #include "sinew/v1/rig_id.h"
@@ -85,7 +86,7 @@ TEST_F(Service, ServerInfoDescribesServer) {
   std::vector<std::string> methods;
   for (const auto& m : info->methods()) methods.push_back(m.name());
   EXPECT_THAT(methods, ::testing::ElementsAre("lbs", "dqs", "cage-mvc", "cage-green", "supercages", "implicit",
-                                              "elastic-implicit", "blend", "swing-twist"));
+                                              "elastic-implicit", "blend", "swing-twist", "pbs"));
   ASSERT_GE(info->backends_size(), 1);
   EXPECT_EQ(info->backends(0).backend(), v1::BACKEND_CPU);
   EXPECT_TRUE(info->backends(0).available());
@@ -398,6 +399,56 @@ size_t SwingTwistFramesCounted(int metrics_port) {
   const std::string name = "sinew_frames_total{backend=\"cpu\",method=\"swing-twist\"} ";
   const size_t at = body.find(name);
   return at == std::string::npos ? 0 : std::stoul(body.substr(at + name.size()));
+}
+
+// Position-based skinning through the server: served by LBS while its tetrahedra are built, then
+// by itself (each response names its method), every frame equal to core's output of that method.
+TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
+  const LimbOptions limb = LimbOf(2000);
+  RigInput in = MakeLimb(limb);
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_PBS);
+  req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
+  req.mutable_deformer()->mutable_pbs()->set_weights(v1::PBS_WEIGHTS_PAPER);
+  auto session = client_->CreateSession(req);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto rig = std::make_shared<const Rig>(*BuildRig(std::move(in)));
+  DeformerConfig config("pbs");
+  auto params = std::make_shared<PbsParams>();
+  params->voxel_size = 0.1;
+  params->weights = PbsParams::Weights::kPaper;
+  config.params = params;
+  auto pbs = CreateDeformer(rig, config);
+  auto lbs = CreateDeformer(rig, DeformerConfig("lbs"));
+  ASSERT_TRUE(pbs.ok() && lbs.ok()) << pbs.status();
+  auto stream = client_->OpenStream();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  size_t own = 0;
+  std::vector<float> got, want(rig->positions.size());
+  for (uint64_t k = 0; own < 3 && std::chrono::steady_clock::now() < deadline; ++k) {
+    const Pose pose = LimbPose(LimbSkeleton(limb), double(k % 20) / 20);
+    ASSERT_TRUE(stream->Write(Frame(session->session_id(), k, pose)));
+    v1::DeformResponse r;
+    ASSERT_TRUE(stream->Read(&r));
+    ASSERT_FALSE(r.has_error()) << r.error().message();
+    ASSERT_TRUE(client::DecodePositions(r, got).ok());
+    if (r.method() == v1::METHOD_LBS) {
+      ASSERT_EQ(own, 0u) << "frame " << k << " went back to LBS";
+      ASSERT_TRUE((*lbs)->Deform({&pose, {}}, want, nullptr).ok());
+      ASSERT_EQ(got, want) << "frame " << k;
+    } else {
+      ASSERT_EQ(r.method(), v1::METHOD_PBS) << "frame " << k;
+      ++own;
+      ASSERT_TRUE((*pbs)->Deform({&pose, {}}, want, nullptr).ok());
+      EXPECT_LE(testing::MaxAbsDiff(got, want), 1e-6) << "frame " << k;  // the server's pool: same sweeps
+    }
+    if (own == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(own, 3u) << "the tetrahedra were not ready within two minutes";
+  EXPECT_TRUE(stream->Close().ok());
 }
 
 TEST_F(Service, SwingTwistServesDqsUntilItsWeightsAreReady) {

@@ -1,0 +1,365 @@
+#include "core/pbs/pbs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include <Eigen/Geometry>
+
+#include "absl/strings/str_cat.h"
+#include "core/deformer/skeletal.h"
+#include "core/rig/pose.h"
+#include "core/rig/transform.h"
+
+namespace sinew {
+namespace {
+
+constexpr std::string_view kWeightWords[] = {"transfer", "paper"};
+constexpr ParamSpec kPbsSpecs[] = {
+    {"voxel_size", ParamSpec::Type::kNumber, "0",
+     "edge of the voxels the tetrahedral mesh is made of, in rig units; 0: the mesh's longest side / 32"},
+    {"iterations", ParamSpec::Type::kInteger, "12", "Gauss–Seidel sweeps over the constraints per frame, [1, 1000]"},
+    {"stretch_stiffness", ParamSpec::Type::kNumber, "0.9", "k_s of the tet-edge constraints, (0, 1]"},
+    {"volume_stiffness", ParamSpec::Type::kNumber, "1", "k_v of the tet-volume constraints, [0, 1]"},
+    {"bind_stiffness", ParamSpec::Type::kNumber, "1", "k_b of the particle-to-bone constraints, [0, 1]"},
+    {"weights", ParamSpec::Type::kChoice, "transfer",
+     "the particles' LBS weights: transfer (the nearest render vertex's) or paper (Eq. 2: rigid in the middle of the "
+     "nearest bone, shared by the bones at its nearer end)",
+     kWeightWords},
+};
+
+// The render vertex nearest to each particle, through a hash of the voxel grid's cells.
+std::vector<uint32_t> NearestRenderVertex(const VoxelGrid& grid, std::span<const float> positions,
+                                          std::span<const Eigen::Vector3d> particles) {
+  auto key = [&](const std::array<int, 3>& c) {
+    return int64_t(c[0]) + int64_t(grid.dims[0] + 1) * (int64_t(c[1]) + int64_t(grid.dims[1] + 1) * c[2]);
+  };
+  std::unordered_map<int64_t, std::vector<uint32_t>> cells;
+  const size_t n = positions.size() / 3;
+  for (uint32_t v = 0; v < n; ++v) {
+    cells[key(grid.CellOf(Eigen::Vector3d(positions[3 * v], positions[3 * v + 1], positions[3 * v + 2])))].push_back(v);
+  }
+  const int reach = std::max({grid.dims[0], grid.dims[1], grid.dims[2]}) + 1;
+  std::vector<uint32_t> out(particles.size(), 0);
+  for (size_t i = 0; i < particles.size(); ++i) {
+    const std::array<int, 3> c = grid.CellOf(particles[i]);
+    double best = std::numeric_limits<double>::infinity();
+    for (int r = 0; r <= reach; ++r) {
+      if (r >= 2 && (r - 1) * grid.h > std::sqrt(best)) break;  // nothing nearer beyond this ring
+      for (int dz = -r; dz <= r; ++dz) {
+        for (int dy = -r; dy <= r; ++dy) {
+          for (int dx = -r; dx <= r; ++dx) {
+            if (std::max({std::abs(dx), std::abs(dy), std::abs(dz)}) != r) continue;  // the ring's shell
+            auto it = cells.find(key({c[0] + dx, c[1] + dy, c[2] + dz}));
+            if (it == cells.end()) continue;
+            for (uint32_t v : it->second) {
+              const double d = (Eigen::Vector3d(positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]) - particles[i])
+                                   .squaredNorm();
+              if (d < best || (d == best && v < out[i])) {
+                best = d;
+                out[i] = v;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The closest point to p on the segment [a, b].
+Eigen::Vector3f ClosestOnSegment(const Eigen::Vector3f& a, const Eigen::Vector3f& b, const Eigen::Vector3f& p) {
+  const Eigen::Vector3f ab = b - a;
+  const float len2 = ab.squaredNorm();
+  const float t = len2 > 0 ? std::clamp((p - a).dot(ab) / len2, 0.f, 1.f) : 0.f;
+  return a + t * ab;
+}
+
+double SegmentDistance(const Eigen::Vector3d& a, const Eigen::Vector3d& b, const Eigen::Vector3d& p, double* tau) {
+  const Eigen::Vector3d ab = b - a;
+  *tau = (p - a).dot(ab) / ab.squaredNorm();
+  return (p - (a + std::clamp(*tau, 0.0, 1.0) * ab)).norm();
+}
+
+// Eq. 2 (spec §2.3): rigid on the nearest bone for τ in [1/6, 5/6]; otherwise 1/n for each of the
+// n bones (at most 3, the nearest) touching the nearer end. A bone moves with its first joint.
+void PaperWeights(std::span<const Eigen::Vector3d> joints, std::span<const std::pair<uint32_t, uint32_t>> bones,
+                  std::span<const Eigen::Vector3d> particles, SkinWeights& out) {
+  for (const Eigen::Vector3d& x : particles) {
+    double best = std::numeric_limits<double>::infinity(), tau = 0;
+    size_t nearest = 0;
+    for (size_t k = 0; k < bones.size(); ++k) {
+      double t;
+      const double d = SegmentDistance(joints[bones[k].first], joints[bones[k].second], x, &t);
+      if (d < best) {
+        best = d;
+        nearest = k;
+        tau = t;
+      }
+    }
+    std::vector<std::pair<double, uint32_t>> shared;  // (distance, joint) of the bones at the end
+    if (tau >= 1.0 / 6 && tau <= 5.0 / 6) {
+      shared.emplace_back(0.0, bones[nearest].first);
+    } else {
+      const uint32_t end = tau < 0.5 ? bones[nearest].first : bones[nearest].second;
+      for (const auto& [from, to] : bones) {
+        if (from != end && to != end) continue;
+        double t;
+        shared.emplace_back(SegmentDistance(joints[from], joints[to], x, &t), from);
+      }
+      std::sort(shared.begin(), shared.end());
+      if (shared.size() > 3) shared.resize(3);
+    }
+    // Bones moving with the same joint share its weight.
+    std::vector<std::pair<uint16_t, float>> w;
+    for (const auto& [d, joint] : shared) {
+      auto it = std::find_if(w.begin(), w.end(), [&](const auto& e) { return e.first == joint; });
+      if (it == w.end()) {
+        w.emplace_back(uint16_t(joint), 1.f / float(shared.size()));
+      } else {
+        it->second += 1.f / float(shared.size());
+      }
+    }
+    std::sort(w.begin(), w.end(), [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+    for (const auto& [joint, weight] : w) {
+      out.joints.push_back(joint);
+      out.weights.push_back(weight);
+    }
+    out.offsets.push_back(uint32_t(out.joints.size()));
+  }
+}
+
+template <class T>
+void SortByColour(std::vector<T>& items, const Colouring& c, std::vector<uint32_t>& offsets) {
+  std::vector<T> sorted;
+  sorted.reserve(items.size());
+  for (uint32_t i : c.order) sorted.push_back(items[i]);
+  items = std::move(sorted);
+  offsets = c.offsets;
+}
+
+// Particle i back to its rest distance from its bone, posed with the bone's joint.
+void Bind(const PbsModel& m, std::span<const Affine34f> skinning, size_t i, float k, float* x) {
+  const BindConstraint& c = m.bind[i];
+  const Affine34f& s = skinning[c.from];
+  const Eigen::Vector3f a = s * m.joints[c.from].cast<float>().homogeneous();
+  const Eigen::Vector3f b = s * m.joints[c.to].cast<float>().homogeneous();
+  Eigen::Map<Eigen::Vector3f> p(x + 3 * i);
+  const Eigen::Vector3f d = p - ClosestOnSegment(a, b, p);
+  const float length = d.norm();
+  if (length < 1e-9f) return;  // on the bone: no direction
+  p -= (k * (length - c.rest) / length) * d;
+}
+
+class PbsDeformer final : public Deformer {
+ public:
+  PbsDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const PbsModel> model, const PbsParams& params)
+      : rig_(std::move(rig)),
+        model_(std::move(model)),
+        params_(params),
+        world_(rig_->joint_count()),
+        skinning_(rig_->joint_count()),
+        matrices_(rig_->joint_count()),
+        x_(3 * model_->mesh.rest.size()) {}
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (auto st = CheckSkeletalFrame(*rig_, frame, "pbs"); !st.ok()) return st;
+    if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
+    SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
+    for (size_t j = 0; j < skinning_.size(); ++j) matrices_[j] = skinning_[j].cast<float>();
+    SolvePbsFrame(*model_, params_, matrices_, x_, pool);
+    const PbsModel& m = *model_;
+    // The render mesh follows its tets.
+    const size_t nv = rig_->vertex_count();
+    ParallelFor(pool, nv, 4096, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; ++v) {
+        const auto& t = m.mesh.tets[m.embedding.tet[v]];
+        const auto& beta = m.embedding.beta[v];
+        Eigen::Vector3f q = Eigen::Vector3f::Zero();
+        for (int k = 0; k < 4; ++k) q += float(beta[k]) * Eigen::Map<const Eigen::Vector3f>(&x_[3 * size_t(t[k])]);
+        Eigen::Map<Eigen::Vector3f> written(&out[3 * v]);
+        written = q;
+      }
+    });
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) +
+           matrices_.size() * sizeof(Affine34f) + x_.size() * sizeof(float);
+  }
+
+ private:
+  std::shared_ptr<const Rig> rig_;
+  std::shared_ptr<const PbsModel> model_;
+  PbsParams params_;
+  std::vector<Similarity> world_;
+  std::vector<Affine34d> skinning_;
+  std::vector<Affine34f> matrices_;
+  std::vector<float> x_;
+};
+
+}  // namespace
+
+void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const Affine34f> skinning, std::span<float> x_out,
+                   ThreadPool* pool) {
+  const size_t n = m.mesh.rest.size();
+  float* x = x_out.data();
+  // The LBS prediction of every particle.
+  ParallelFor(pool, n, 2048, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      Affine34f a = Affine34f::Zero();
+      for (uint32_t k = m.weights.offsets[i]; k < m.weights.offsets[i + 1]; ++k) {
+        a += m.weights.weights[k] * skinning[m.weights.joints[k]];
+      }
+      Eigen::Map<Eigen::Vector3f> predicted(x + 3 * i);
+      predicted = a * m.mesh.rest[i].cast<float>().homogeneous();
+    }
+  });
+  const float ks = float(params.stretch_stiffness), kv = float(params.volume_stiffness), kb = float(params.bind_stiffness);
+  // Sweeps: stretch, then volume, colour by colour (parallel within a colour: its constraints
+  // share no particle, so the result is the serial colour-order Gauss–Seidel's), then bind.
+  for (uint32_t it = 0; it < params.iterations; ++it) {
+    for (size_t c = 0; c + 1 < m.stretch_colours.size(); ++c) {
+      const uint32_t first = m.stretch_colours[c], count = m.stretch_colours[c + 1] - first;
+      ParallelFor(pool, count, 1024, [&](size_t b, size_t e) {
+        for (size_t k = b; k < e; ++k) ProjectStretch(m.stretch[first + k], ks, x);
+      });
+    }
+    for (size_t c = 0; c + 1 < m.volume_colours.size(); ++c) {
+      const uint32_t first = m.volume_colours[c], count = m.volume_colours[c + 1] - first;
+      ParallelFor(pool, count, 1024, [&](size_t b, size_t e) {
+        for (size_t k = b; k < e; ++k) ProjectVolume(m.volume[first + k], kv, x);
+      });
+    }
+    if (!m.bind.empty()) {
+      ParallelFor(pool, n, 2048, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) Bind(m, skinning, i, kb, x);
+      });
+    }
+  }
+}
+
+std::span<const ParamSpec> PbsParamSpecs() { return kPbsSpecs; }
+
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSet& set, std::string_view field) {
+  auto p = std::make_shared<PbsParams>();
+  ParamReader r(set, field);
+  r.Number("voxel_size", p->voxel_size, 0, 1e30).Count("iterations", p->iterations, 1, 1000);
+  r.Number("stretch_stiffness", p->stretch_stiffness, 0, 1, /*open_lo=*/true)
+      .Number("volume_stiffness", p->volume_stiffness, 0, 1)
+      .Number("bind_stiffness", p->bind_stiffness, 0, 1);
+  int weights = 0;
+  r.Choice("weights", kWeightWords, weights);
+  p->weights = weights == 1 ? PbsParams::Weights::kPaper : PbsParams::Weights::kTransfer;
+  if (!r.status().ok()) return r.status();
+  return std::shared_ptr<const MethodParams>(std::move(p));
+}
+
+size_t PbsModel::Bytes() const {
+  return mesh.rest.size() * (sizeof(Eigen::Vector3d) + sizeof(uint32_t) + sizeof(BindConstraint)) +
+         mesh.tets.size() * (sizeof(mesh.tets[0]) + sizeof(double) + sizeof(VolumeConstraint)) +
+         stretch.size() * sizeof(StretchConstraint) + weights.joints.size() * (sizeof(uint16_t) + sizeof(float)) +
+         embedding.tet.size() * (sizeof(uint32_t) + 4 * sizeof(double));
+}
+
+std::string PbsKey(const DeformerConfig& config) {
+  const PbsParams& p = ParamsOf<PbsParams>(config);
+  return absl::StrCat("voxel=", p.voxel_size, ",weights=", std::string(kWeightWords[int(p.weights)]));
+}
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,
+                                                           ThreadPool*, const ProgressFn& progress) {
+  if (auto st = SkeletalDeformer::CheckRig(rig, "pbs"); !st.ok()) return st;
+  if (rig.triangle_count() == 0) {
+    return absl::FailedPreconditionError("method pbs needs a triangle mesh to build its tetrahedra; the rig has none");
+  }
+  const PbsParams& p = ParamsOf<PbsParams>(config);
+  double h = p.voxel_size;
+  if (h <= 0) h = (rig.bbox_max - rig.bbox_min).cast<double>().maxCoeff() / 32;
+  auto grid = Voxelize(rig.positions, rig.triangles, {h});
+  if (!grid.ok()) return grid.status();
+  auto model = std::make_shared<PbsModel>();
+  auto mesh = VoxelTetMesh(*grid);
+  if (!mesh.ok()) return mesh.status();
+  model->mesh = std::move(*mesh);
+  if (progress && !progress(0.3)) return absl::CancelledError("pbs: cancelled");
+  model->embedding = EmbedInTets(model->mesh, *grid, rig.positions);
+  const size_t n = model->mesh.rest.size();
+
+  // Bones: joint → child segments longer than 1e-6 of the rig's size; each particle binds to the
+  // nearest at rest.
+  const Skeleton& sk = rig.skeleton;
+  for (size_t j = 0; j < sk.size(); ++j) model->joints.push_back(Inverse(sk.inverse_bind[j]).col(3));
+  const double size = std::max(1e-30, double(rig.bbox_diagonal()));
+  std::vector<std::pair<uint32_t, uint32_t>> bones;
+  for (size_t j = 0; j < sk.size(); ++j) {
+    const int32_t parent = sk.parents[j];
+    if (parent >= 0 && (model->joints[j] - model->joints[parent]).norm() > 1e-6 * size) {
+      bones.emplace_back(uint32_t(parent), uint32_t(j));
+    }
+  }
+  // Particle weights: the nearest render vertex's, the 3 largest, renormalised; or Eq. 2.
+  model->weights.offsets.push_back(0);
+  if (p.weights == PbsParams::Weights::kPaper) {
+    if (bones.empty()) return absl::FailedPreconditionError("pbs: the paper's weights need a bone of non-zero length");
+    PaperWeights(model->joints, bones, model->mesh.rest, model->weights);
+  }
+  const std::vector<uint32_t> nearest = p.weights == PbsParams::Weights::kTransfer
+                                            ? NearestRenderVertex(*grid, rig.positions, model->mesh.rest)
+                                            : std::vector<uint32_t>();
+  for (size_t i = 0; i < nearest.size(); ++i) {
+    const uint32_t v = nearest[i];
+    const uint32_t b = rig.weights.offsets[v], e = std::min(rig.weights.offsets[v + 1], b + 3);  // sorted by weight
+    float sum = 0;
+    for (uint32_t k = b; k < e; ++k) sum += rig.weights.weights[k];
+    for (uint32_t k = b; k < e; ++k) {
+      model->weights.joints.push_back(rig.weights.joints[k]);
+      model->weights.weights.push_back(rig.weights.weights[k] / sum);
+    }
+    model->weights.offsets.push_back(uint32_t(model->weights.joints.size()));
+  }
+
+  if (!bones.empty()) {
+    model->bind.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      double best = std::numeric_limits<double>::infinity();
+      for (auto [from, to] : bones) {
+        const Eigen::Vector3d a = model->joints[from], ab = model->joints[to] - a;
+        const double t = std::clamp((model->mesh.rest[i] - a).dot(ab) / ab.squaredNorm(), 0.0, 1.0);
+        const double d = (model->mesh.rest[i] - (a + t * ab)).norm();
+        if (d < best) {
+          best = d;
+          model->bind[i] = {from, to, float(d)};
+        }
+      }
+    }
+  }
+  if (progress && !progress(0.6)) return absl::CancelledError("pbs: cancelled");
+
+  // Constraints, coloured per type and stored in colour order.
+  model->stretch = TetEdges(model->mesh.tets, model->mesh.rest);
+  std::vector<std::array<uint32_t, 2>> ends;
+  for (const auto& s : model->stretch) ends.push_back({s.a, s.b});
+  SortByColour(model->stretch, ColourConstraints(std::span<const std::array<uint32_t, 2>>(ends), n),
+               model->stretch_colours);
+  for (size_t t = 0; t < model->mesh.tets.size(); ++t) {
+    model->volume.push_back({model->mesh.tets[t], float(model->mesh.rest_volume[t])});
+  }
+  SortByColour(model->volume,
+               ColourConstraints(std::span<const std::array<uint32_t, 4>>(model->mesh.tets), n), model->volume_colours);
+  if (progress) progress(1.0);
+  return std::shared_ptr<const Prepared>(std::move(model));
+}
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreatePbsDeformer(std::shared_ptr<const Rig> rig,
+                                                            std::shared_ptr<const Prepared> prepared,
+                                                            const DeformerConfig& config) {
+  auto model = std::dynamic_pointer_cast<const PbsModel>(prepared);
+  if (!model) return absl::InternalError("pbs: created without its prepared tetrahedral mesh");
+  return std::unique_ptr<Deformer>(new PbsDeformer(std::move(rig), std::move(model), ParamsOf<PbsParams>(config)));
+}
+
+}  // namespace sinew
