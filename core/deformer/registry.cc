@@ -63,7 +63,8 @@ const MethodInfo kMethods[] = {
     {.id = 10, .name = "pbs",
      .description = "position-based skinning (Abu Rumman & Fratarcangeli 2015): LBS of a tetrahedral mesh's "
                     "particles corrected by position-based dynamics (edge, volume and bone-distance constraints); "
-                    "the render mesh follows its tets",
+                    "the render mesh follows its tets; optional jiggle",
+     .stateful_with = &PbsStateful,
      .create = &CreatePbsDeformer, .prepare = &PreparePbs, .prepare_key = &PbsKey, .params_field = "pbs",
      .params = PbsParamSpecs(), .parse = &ParsePbsParams, .params_type = &typeid(PbsParams), .fallback = "lbs"},
 };

@@ -27,6 +27,12 @@ constexpr ParamSpec kPbsSpecs[] = {
      "the particles' LBS weights: transfer (the nearest render vertex's) or paper (Eq. 2: rigid in the middle of the "
      "nearest bone, shared by the bones at its nearer end)",
      kWeightWords},
+    {"jiggle", ParamSpec::Type::kFlag, "false",
+     "secondary motion where the rig's per-vertex \"pbs_jiggle\" attribute (0 skinned … 1 free) says; makes the "
+     "session stateful"},
+    {"jiggle_stiffness", ParamSpec::Type::kNumber, "0.2",
+     "stiffness of the constraints that touch a jiggling particle, (0, 1]; lower jiggles more"},
+    {"time_step", ParamSpec::Type::kNumber, "0.01", "seconds per frame with jiggle, [0.0001, 0.1]"},
 };
 
 // The render vertex nearest to each particle, through a hash of the voxel grid's cells.
@@ -162,14 +168,18 @@ class PbsDeformer final : public Deformer {
         world_(rig_->joint_count()),
         skinning_(rig_->joint_count()),
         matrices_(rig_->joint_count()),
-        x_(3 * model_->mesh.rest.size()) {}
+        x_(3 * model_->mesh.rest.size()),
+        v_(params.jiggle ? x_.size() : 0) {}
+
+  void Reset() override { fresh_ = true; }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = CheckSkeletalFrame(*rig_, frame, "pbs"); !st.ok()) return st;
     if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
     SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
     for (size_t j = 0; j < skinning_.size(); ++j) matrices_[j] = skinning_[j].cast<float>();
-    SolvePbsFrame(*model_, params_, matrices_, x_, pool);
+    SolvePbsFrame(*model_, params_, matrices_, x_, pool, v_, fresh_);
+    fresh_ = false;
     const PbsModel& m = *model_;
     // The render mesh follows its tets.
     const size_t nv = rig_->vertex_count();
@@ -188,7 +198,7 @@ class PbsDeformer final : public Deformer {
 
   size_t StateBytes() const override {
     return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) +
-           matrices_.size() * sizeof(Affine34f) + x_.size() * sizeof(float);
+           matrices_.size() * sizeof(Affine34f) + (x_.size() + v_.size()) * sizeof(float);
   }
 
  private:
@@ -198,16 +208,23 @@ class PbsDeformer final : public Deformer {
   std::vector<Similarity> world_;
   std::vector<Affine34d> skinning_;
   std::vector<Affine34f> matrices_;
-  std::vector<float> x_;
+  std::vector<float> x_, v_;  // particle positions and (with jiggle) velocities: the session's state
+  bool fresh_ = true;          // the next frame starts from rest (first frame, Reset)
 };
 
 }  // namespace
 
+bool PbsStateful(const DeformerConfig& config) { return ParamsOf<PbsParams>(config).jiggle; }
+
 void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const Affine34f> skinning, std::span<float> x_out,
-                   ThreadPool* pool) {
+                   ThreadPool* pool, std::span<float> v_out, bool fresh) {
   const size_t n = m.mesh.rest.size();
   float* x = x_out.data();
-  // The LBS prediction of every particle.
+  const bool jiggle = params.jiggle && !m.alpha.empty() && v_out.size() == x_out.size();
+  const float dt = float(params.time_step);
+  float* v = jiggle ? v_out.data() : nullptr;
+  // The prediction: LBS, blended towards inertia by α. With jiggle, v holds the previous
+  // positions until the sweeps are done.
   ParallelFor(pool, n, 2048, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       Affine34f a = Affine34f::Zero();
@@ -215,30 +232,50 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
         a += m.weights.weights[k] * skinning[m.weights.joints[k]];
       }
       Eigen::Map<Eigen::Vector3f> predicted(x + 3 * i);
-      predicted = a * m.mesh.rest[i].cast<float>().homogeneous();
+      const Eigen::Vector3f lbs = a * m.mesh.rest[i].cast<float>().homogeneous();
+      if (!jiggle) {
+        predicted = lbs;
+        continue;
+      }
+      Eigen::Map<Eigen::Vector3f> velocity(v + 3 * i);
+      if (fresh) {
+        predicted = lbs;
+        velocity = lbs;  // the previous position: no velocity
+        continue;
+      }
+      const Eigen::Vector3f previous = predicted, inert = previous + dt * velocity;
+      const float alpha = m.alpha[i];
+      predicted = alpha > 0 ? Eigen::Vector3f((1 - alpha) * lbs + alpha * inert) : lbs;
+      velocity = previous;
     }
   });
   const float ks = float(params.stretch_stiffness), kv = float(params.volume_stiffness), kb = float(params.bind_stiffness);
+  const float kj = float(params.jiggle_stiffness);
   // Sweeps: stretch, then volume, colour by colour (parallel within a colour: its constraints
   // share no particle, so the result is the serial colour-order Gauss–Seidel's), then bind.
   for (uint32_t it = 0; it < params.iterations; ++it) {
     for (size_t c = 0; c + 1 < m.stretch_colours.size(); ++c) {
       const uint32_t first = m.stretch_colours[c], count = m.stretch_colours[c + 1] - first;
       ParallelFor(pool, count, 1024, [&](size_t b, size_t e) {
-        for (size_t k = b; k < e; ++k) ProjectStretch(m.stretch[first + k], ks, x);
+        for (size_t k = b; k < e; ++k) ProjectStretch(m.stretch[first + k], jiggle && m.stretch_jiggles[first + k] ? kj : ks, x);
       });
     }
     for (size_t c = 0; c + 1 < m.volume_colours.size(); ++c) {
       const uint32_t first = m.volume_colours[c], count = m.volume_colours[c + 1] - first;
       ParallelFor(pool, count, 1024, [&](size_t b, size_t e) {
-        for (size_t k = b; k < e; ++k) ProjectVolume(m.volume[first + k], kv, x);
+        for (size_t k = b; k < e; ++k) ProjectVolume(m.volume[first + k], jiggle && m.volume_jiggles[first + k] ? kj : kv, x);
       });
     }
     if (!m.bind.empty()) {
       ParallelFor(pool, n, 2048, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) Bind(m, skinning, i, kb, x);
+        for (size_t i = b; i < e; ++i) Bind(m, skinning, i, jiggle && m.alpha[i] > 0 ? kj : kb, x);
       });
     }
+  }
+  if (jiggle) {  // velocities from the frame's motion
+    ParallelFor(pool, n, 4096, [&](size_t b, size_t e) {
+      for (size_t i = 3 * b; i < 3 * e; ++i) v[i] = (x[i] - v[i]) / dt;
+    });
   }
 }
 
@@ -254,6 +291,9 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSe
   int weights = 0;
   r.Choice("weights", kWeightWords, weights);
   p->weights = weights == 1 ? PbsParams::Weights::kPaper : PbsParams::Weights::kTransfer;
+  r.Flag("jiggle", p->jiggle)
+      .Number("jiggle_stiffness", p->jiggle_stiffness, 0, 1, /*open_lo=*/true)
+      .Number("time_step", p->time_step, 1e-4, 0.1);
   if (!r.status().ok()) return r.status();
   return std::shared_ptr<const MethodParams>(std::move(p));
 }
@@ -307,10 +347,29 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     if (bones.empty()) return absl::FailedPreconditionError("pbs: the paper's weights need a bone of non-zero length");
     PaperWeights(model->joints, bones, model->mesh.rest, model->weights);
   }
-  const std::vector<uint32_t> nearest = p.weights == PbsParams::Weights::kTransfer
+  const AttributeMap* jiggle = nullptr;
+  for (const AttributeMap& a : rig.attributes) {
+    if (a.name == "pbs_jiggle") jiggle = &a;
+  }
+  if (jiggle != nullptr) {
+    if (jiggle->components != 1 || jiggle->values.size() != rig.vertex_count()) {
+      return absl::InvalidArgumentError(absl::StrCat("rig attribute \"pbs_jiggle\": must have 1 component per vertex (",
+                                                     rig.vertex_count(), " values)"));
+    }
+    for (size_t v = 0; v < jiggle->values.size(); ++v) {
+      if (!(jiggle->values[v] >= 0 && jiggle->values[v] <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rig attribute \"pbs_jiggle\"[", v, "]: ", jiggle->values[v], " is outside [0, 1]"));
+      }
+    }
+  }
+  const std::vector<uint32_t> nearest = p.weights == PbsParams::Weights::kTransfer || jiggle != nullptr
                                             ? NearestRenderVertex(*grid, rig.positions, model->mesh.rest)
                                             : std::vector<uint32_t>();
-  for (size_t i = 0; i < nearest.size(); ++i) {
+  if (jiggle != nullptr) {
+    for (size_t i = 0; i < n; ++i) model->alpha.push_back(jiggle->values[nearest[i]]);
+  }
+  for (size_t i = 0; i < nearest.size() && p.weights == PbsParams::Weights::kTransfer; ++i) {
     const uint32_t v = nearest[i];
     const uint32_t b = rig.weights.offsets[v], e = std::min(rig.weights.offsets[v + 1], b + 3);  // sorted by weight
     float sum = 0;
@@ -350,6 +409,13 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
   }
   SortByColour(model->volume,
                ColourConstraints(std::span<const std::array<uint32_t, 4>>(model->mesh.tets), n), model->volume_colours);
+  if (!model->alpha.empty()) {
+    auto free = [&](uint32_t i) { return model->alpha[i] > 0; };
+    for (const auto& s : model->stretch) model->stretch_jiggles.push_back(free(s.a) || free(s.b));
+    for (const auto& c : model->volume) {
+      model->volume_jiggles.push_back(std::any_of(c.p.begin(), c.p.end(), free));
+    }
+  }
   if (progress) progress(1.0);
   return std::shared_ptr<const Prepared>(std::move(model));
 }
@@ -359,6 +425,11 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreatePbsDeformer(std::shared_ptr<cons
                                                             const DeformerConfig& config) {
   auto model = std::dynamic_pointer_cast<const PbsModel>(prepared);
   if (!model) return absl::InternalError("pbs: created without its prepared tetrahedral mesh");
+  if (ParamsOf<PbsParams>(config).jiggle && model->alpha.empty()) {
+    return absl::FailedPreconditionError(
+        "method pbs: jiggle needs the rig's per-vertex \"pbs_jiggle\" attribute (1 component, 0 skinned … 1 free); "
+        "upload it with the rig");
+  }
   return std::unique_ptr<Deformer>(new PbsDeformer(std::move(rig), std::move(model), ParamsOf<PbsParams>(config)));
 }
 

@@ -5,10 +5,11 @@
 // from its nearest bone) constraints, projected by Gauss–Seidel colour by colour (parallel within
 // a colour) — and the render mesh follows its tets. Registered in core/deformer/registry.cc.
 //
-// This first version skins every particle (no jiggle regions yet): each frame starts from the
-// LBS prediction, so a frame depends on its pose only (the method is not stateful), and the time
-// step does not enter. Particle weights are transferred from the rig's weights by default, or
-// the paper's Eq. 2 heuristic (PbsParams::weights).
+// Without jiggle every particle is skinned: each frame starts from the LBS prediction, so a frame
+// depends on its pose only and the session is stateless. With jiggle (PbsParams::jiggle and the
+// rig's "pbs_jiggle" attribute) painted particles carry position and velocity from frame to
+// frame. Particle weights are transferred from the rig's weights by default, or the paper's Eq. 2
+// heuristic (PbsParams::weights).
 //
 // Data layout (per rig, shared): particles' rest positions and CSR weights; constraints sorted by
 // colour (struct arrays); the render vertices' tet and β. Per session: the particles' positions
@@ -37,6 +38,14 @@ struct PbsParams : MethodParams {
   // paper's Eq. 2 heuristic (rigid in the middle two thirds of the nearest bone, shared equally
   // by the bones at the nearer end otherwise; discontinuous at 1/6 and 5/6).
   enum class Weights { kTransfer, kPaper } weights = Weights::kTransfer;
+  // Jiggle (secondary motion, §4 of the paper, as the spec's painted-map generalization): the
+  // rig's per-vertex attribute "pbs_jiggle" (α in [0, 1], carried to each particle from its
+  // nearest render vertex) blends a particle's prediction from LBS (α = 0) to inertia (α = 1):
+  // p = (1 − α) LBS + α (x + dt v). Constraints touching a particle with α > 0 use
+  // `jiggle_stiffness`. Makes the session stateful: each frame advances `time_step` seconds.
+  bool jiggle = false;
+  double jiggle_stiffness = 0.2;
+  double time_step = 0.01;  // seconds per frame (the paper's 10 ms)
 };
 
 std::span<const ParamSpec> PbsParamSpecs();
@@ -58,13 +67,19 @@ struct PbsModel : Prepared {
   std::vector<BindConstraint> bind;    // per particle
   std::vector<uint32_t> stretch_colours, volume_colours;  // Colouring::offsets into the sorted arrays
   std::vector<Eigen::Vector3d> joints;  // rest joint positions (model space)
+  std::vector<float> alpha;             // per particle, from "pbs_jiggle" (empty: the rig has none)
+  // Per constraint (in colour order): whether it touches a particle with α > 0.
+  std::vector<uint8_t> stretch_jiggles, volume_jiggles;
   size_t Bytes() const override;
 };
 
 // One frame on the particles `x` (3 floats each): the LBS prediction from the frame's skinning
 // matrices, then `params.iterations` sweeps (0: LBS only). Deterministic for any pool size.
+// With jiggle: `v` (3 floats per particle) carries velocities from frame to frame and `x` enters
+// as the last frame's positions; `fresh` starts from rest (x := LBS, v := 0).
 void SolvePbsFrame(const PbsModel& model, const PbsParams& params, std::span<const Affine34f> skinning, std::span<float> x,
-                   ThreadPool* pool);
+                   ThreadPool* pool, std::span<float> v = {}, bool fresh = true);
+bool PbsStateful(const DeformerConfig& config);  // jiggle
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,
                                                            ThreadPool* pool, const ProgressFn& progress);
