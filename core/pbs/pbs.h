@@ -51,8 +51,9 @@ struct PbsParams : MethodParams {
 std::span<const ParamSpec> PbsParamSpecs();
 absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSet& set, std::string_view field);
 
-// A particle's bind: the bone (from joint `from` to joint `to`, moving with `from`) nearest to it
-// at rest, and its distance from that segment.
+// A particle's bind: the bone (from joint `from` to joint `to`, moving with `from`, a joint the
+// particle is skinned to) nearest to it at rest, and its distance from that segment; rest < 0:
+// no such bone, no bind.
 struct BindConstraint {
   uint32_t from, to;
   float rest;
