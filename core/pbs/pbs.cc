@@ -218,7 +218,7 @@ class PbsDeformer final : public Deformer {
 bool PbsStateful(const DeformerConfig& config) { return ParamsOf<PbsParams>(config).jiggle; }
 
 void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const Affine34f> skinning, std::span<float> x_out,
-                   ThreadPool* pool, std::span<float> v_out, bool fresh) {
+                   ThreadPool* pool, std::span<float> v_out, bool fresh, size_t grain) {
   const size_t n = m.mesh.rest.size();
   float* x = x_out.data();
   const bool jiggle = params.jiggle && !m.alpha.empty() && v_out.size() == x_out.size();
@@ -257,18 +257,18 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
   for (uint32_t it = 0; it < params.iterations; ++it) {
     for (size_t c = 0; c + 1 < m.stretch_colours.size(); ++c) {
       const uint32_t first = m.stretch_colours[c], count = m.stretch_colours[c + 1] - first;
-      ParallelFor(pool, count, 1024, [&](size_t b, size_t e) {
+      ParallelFor(pool, count, grain, [&](size_t b, size_t e) {
         for (size_t k = b; k < e; ++k) ProjectStretch(m.stretch[first + k], jiggle && m.stretch_jiggles[first + k] ? kj : ks, x);
       });
     }
     for (size_t c = 0; c + 1 < m.volume_colours.size(); ++c) {
       const uint32_t first = m.volume_colours[c], count = m.volume_colours[c + 1] - first;
-      ParallelFor(pool, count, 1024, [&](size_t b, size_t e) {
+      ParallelFor(pool, count, grain, [&](size_t b, size_t e) {
         for (size_t k = b; k < e; ++k) ProjectVolume(m.volume[first + k], jiggle && m.volume_jiggles[first + k] ? kj : kv, x);
       });
     }
     if (!m.bind.empty()) {
-      ParallelFor(pool, n, 2048, [&](size_t b, size_t e) {
+      ParallelFor(pool, n, grain, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) Bind(m, skinning, i, jiggle && m.alpha[i] > 0 ? kj : kb, x);
       });
     }

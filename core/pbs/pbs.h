@@ -77,9 +77,12 @@ struct PbsModel : Prepared {
 // One frame on the particles `x` (3 floats each): the LBS prediction from the frame's skinning
 // matrices, then `params.iterations` sweeps (0: LBS only). Deterministic for any pool size.
 // With jiggle: `v` (3 floats per particle) carries velocities from frame to frame and `x` enters
-// as the last frame's positions; `fresh` starts from rest (x := LBS, v := 0).
+// as the last frame's positions; `fresh` starts from rest (x := LBS, v := 0). A colour goes to
+// the pool in chunks of `grain` constraints, and only when it holds more (kPbsColourGrain: each
+// colour is a barrier, about 600 a frame, and a small one costs more to hand over than to do).
+inline constexpr size_t kPbsColourGrain = 8192;
 void SolvePbsFrame(const PbsModel& model, const PbsParams& params, std::span<const Affine34f> skinning, std::span<float> x,
-                   ThreadPool* pool, std::span<float> v = {}, bool fresh = true);
+                   ThreadPool* pool, std::span<float> v = {}, bool fresh = true, size_t grain = kPbsColourGrain);
 bool PbsStateful(const DeformerConfig& config);  // jiggle
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,
