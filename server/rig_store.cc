@@ -148,8 +148,9 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (seconds >= 1) {
-    std::fprintf(stderr, "sinew-server: rig %.12s: prepared %s in %.1f s\n", id.c_str(), key.c_str(), seconds);
+  if (seconds >= 1 && result.ok()) {
+    std::fprintf(stderr, "sinew-server: rig %.12s: prepared %s in %.1f s%s\n", id.c_str(), key.c_str(), seconds,
+                 from_cache ? " (read from the cache directory)" : "");
   }
   {
     std::lock_guard lock(prep_mu);
