@@ -451,6 +451,54 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   EXPECT_TRUE(stream->Close().ok());
 }
 
+// A pbs session with jiggle is stateful through the server: its frames depend on the ones before
+// (after the swing stops, the painted end keeps moving), and a resumed DeformClip batch replays
+// from rest to equal an uninterrupted one.
+TEST_F(Service, PbsJiggleSessionsAreStatefulAndResumeExactly) {
+  LimbOptions limb = LimbOf(2000);
+  RigInput in = MakeLimb(limb);
+  std::vector<float> alpha(in.rig.positions.size() / 3);
+  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = in.rig.positions[3 * v] > 2.0f ? 1.f : 0.f;
+  in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_PBS);
+  req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
+  req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  // Wait for the tets (an LBS fallback frame would not be stateful).
+  ASSERT_TRUE(client_->CreateSession(req).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    auto info = client_->GetRig(up->rig_id());
+    ASSERT_TRUE(info.ok());
+    for (const v1::Preparation& p : info->preparations()) done |= p.key().find("pbs") != std::string::npos && p.done();
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(done);
+  auto session = client_->CreateSession(req);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const Skeleton sk = LimbSkeleton(limb);
+  auto swing = [&](int k) { return LimbPose(sk, 0.5, LimbMotion{.bend_degrees = 8.0 * std::min(k, 8), .twist_degrees = 0}); };
+  std::vector<float> previous, got;
+  double after_stop = 0;
+  for (int k = 0; k <= 12; ++k) {
+    auto r = client_->Deform(Frame(session->session_id(), k, swing(k)));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->method(), v1::METHOD_PBS);
+    ASSERT_TRUE(client::DecodePositions(*r, got).ok());
+    if (k >= 10) after_stop = std::max(after_stop, MaxAbsDiff(got, previous));  // the pose no longer changes
+    previous = got;
+  }
+  EXPECT_GT(after_stop, 1e-4);
+  v1::DeformClipRequest batch;
+  batch.set_session_id(session->session_id());
+  for (int k = 0; k <= 12; ++k) client::PoseToProto(swing(k), *batch.mutable_poses()->add_poses());
+  ExpectResumedBatchEqualsWhole(*client_, batch, 7);
+}
+
 TEST_F(Service, SwingTwistServesDqsUntilItsWeightsAreReady) {
   const size_t counted_before = SwingTwistFramesCounted(server_->metrics_port());
   const LimbOptions limb = LimbOf(3000);
