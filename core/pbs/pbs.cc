@@ -32,7 +32,6 @@ constexpr ParamSpec kPbsSpecs[] = {
      "session stateful"},
     {"jiggle_stiffness", ParamSpec::Type::kNumber, "0.2",
      "stiffness of the constraints that touch a jiggling particle, (0, 1]; lower jiggles more"},
-    {"time_step", ParamSpec::Type::kNumber, "0.01", "seconds per frame with jiggle, [0.0001, 0.1]"},
 };
 
 // The render vertex nearest to each particle, through a hash of the voxel grid's cells.
@@ -222,7 +221,6 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
   const size_t n = m.mesh.rest.size();
   float* x = x_out.data();
   const bool jiggle = params.jiggle && !m.alpha.empty() && v_out.size() == x_out.size();
-  const float dt = float(params.time_step);
   float* v = jiggle ? v_out.data() : nullptr;
   // The prediction: LBS, blended towards inertia by α. With jiggle, v holds the previous
   // positions until the sweeps are done.
@@ -244,7 +242,7 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
         velocity = lbs;  // the previous position: no velocity
         continue;
       }
-      const Eigen::Vector3f previous = predicted, inert = previous + dt * velocity;
+      const Eigen::Vector3f previous = predicted, inert = previous + velocity;
       const float alpha = m.alpha[i];
       predicted = alpha > 0 ? Eigen::Vector3f((1 - alpha) * lbs + alpha * inert) : lbs;
       velocity = previous;
@@ -273,9 +271,9 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
       });
     }
   }
-  if (jiggle) {  // velocities from the frame's motion
+  if (jiggle) {  // each particle's motion over this frame, for the next prediction
     ParallelFor(pool, n, 4096, [&](size_t b, size_t e) {
-      for (size_t i = 3 * b; i < 3 * e; ++i) v[i] = (x[i] - v[i]) / dt;
+      for (size_t i = 3 * b; i < 3 * e; ++i) v[i] = x[i] - v[i];
     });
   }
 }
@@ -292,9 +290,7 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSe
   int weights = 0;
   r.Choice("weights", kWeightWords, weights);
   p->weights = weights == 1 ? PbsParams::Weights::kPaper : PbsParams::Weights::kTransfer;
-  r.Flag("jiggle", p->jiggle)
-      .Number("jiggle_stiffness", p->jiggle_stiffness, 0, 1, /*open_lo=*/true)
-      .Number("time_step", p->time_step, 1e-4, 0.1);
+  r.Flag("jiggle", p->jiggle).Number("jiggle_stiffness", p->jiggle_stiffness, 0, 1, /*open_lo=*/true);
   if (!r.status().ok()) return r.status();
   return std::shared_ptr<const MethodParams>(std::move(p));
 }

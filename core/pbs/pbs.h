@@ -41,11 +41,11 @@ struct PbsParams : MethodParams {
   // Jiggle (secondary motion, §4 of the paper, as the spec's painted-map generalization): the
   // rig's per-vertex attribute "pbs_jiggle" (α in [0, 1], carried to each particle from its
   // nearest render vertex) blends a particle's prediction from LBS (α = 0) to inertia (α = 1):
-  // p = (1 − α) LBS + α (x + dt v). Constraints touching a particle with α > 0 use
-  // `jiggle_stiffness`. Makes the session stateful: each frame advances `time_step` seconds.
+  // p = (1 − α) LBS + α (x + Δx), Δx its motion over the previous frame (Verlet without forces:
+  // dt·v with v = Δx/dt, so the time step cancels until gravity, damping or compliance enter).
+  // Constraints touching a particle with α > 0 use `jiggle_stiffness`. Makes the session stateful.
   bool jiggle = false;
   double jiggle_stiffness = 0.2;
-  double time_step = 0.01;  // seconds per frame (the paper's 10 ms)
 };
 
 std::span<const ParamSpec> PbsParamSpecs();
@@ -76,8 +76,8 @@ struct PbsModel : Prepared {
 
 // One frame on the particles `x` (3 floats each): the LBS prediction from the frame's skinning
 // matrices, then `params.iterations` sweeps (0: LBS only). Deterministic for any pool size.
-// With jiggle: `v` (3 floats per particle) carries velocities from frame to frame and `x` enters
-// as the last frame's positions; `fresh` starts from rest (x := LBS, v := 0). A colour goes to
+// With jiggle: `v` (3 floats per particle) carries each particle's motion over the last frame
+// and `x` enters as the last frame's positions; `fresh` starts from rest (x := LBS, v := 0). A colour goes to
 // the pool in chunks of `grain` constraints, and only when it holds more (kPbsColourGrain: each
 // colour is a barrier, about 600 a frame, and a small one costs more to hand over than to do).
 inline constexpr size_t kPbsColourGrain = 8192;
