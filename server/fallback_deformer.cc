@@ -31,8 +31,7 @@ class FallbackDeformer final : public Deformer {
   // The method itself once its preparation is done (checked without waiting), else the fallback.
   Deformer& Active() {
     if (own_ || gave_up_) return own_ ? *own_ : *fallback_;
-    bool running = false;
-    auto prepared = rig_->PreparedIfDone(key_, &running);  // no allocation while it waits
+    auto prepared = rig_->PreparedIfDone(key_);  // no allocation while it waits
     if (prepared.ok() && *prepared) {
       auto d = method_.create(rig_->rig, *prepared, config_);
       if (d.ok()) {

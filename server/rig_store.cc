@@ -27,15 +27,10 @@ std::string PreparationKey(const MethodInfo& method, const DeformerConfig& confi
                       method.prepare_key(config));
 }
 
-absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::PreparedIfDone(const std::string& key, bool* running) {
+absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::PreparedIfDone(const std::string& key) {
   std::lock_guard lock(prep_mu);
-  *running = false;
   auto it = preparations.find(key);
-  if (it == preparations.end()) return nullptr;
-  if (!it->second->done) {
-    *running = true;
-    return nullptr;
-  }
+  if (it == preparations.end() || !it->second->done) return nullptr;
   if (!it->second->status.ok()) return it->second->status;
   return it->second->result;
 }

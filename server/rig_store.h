@@ -74,14 +74,14 @@ struct StoredRig {
                                                             std::shared_ptr<gpu::GpuRig> on_gpu,
                                                             const DeviceStage& stage);
 
+  // Where a preparation stands, without waiting: done (its result, or its error), or not yet
+  // (nullptr: running, reserved or not started). `key`: PreparationKey(method, config), which
+  // callers asking every frame compute once.
+  absl::StatusOr<std::shared_ptr<const Prepared>> PreparedIfDone(const std::string& key);
   // The method's prepared data for `config`: computed on the calling thread by the first caller
   // (progress logged when it takes over a second), waited for by concurrent callers, cached
   // (failures too: they are deterministic). Methods with save_prepared/load_prepared are also
   // kept under `cache_dir`/prepared/ (when not empty), by rig id and key, and read from there.
-  // Where a preparation stands, without waiting: done (its result, or its error), running, or
-  // not started (nullptr result, `running` false).
-  // `key`: PreparationKey(method, config), which callers asking every frame compute once.
-  absl::StatusOr<std::shared_ptr<const Prepared>> PreparedIfDone(const std::string& key, bool* running);
   absl::StatusOr<std::shared_ptr<const Prepared>> GetOrPrepare(const MethodInfo& method,
                                                                const DeformerConfig& config,
                                                                ThreadPool* pool, int64_t now_ms,

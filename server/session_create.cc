@@ -178,9 +178,8 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
   const MethodInfo& method = *FindMethod(config.method);
   std::shared_ptr<const Prepared> prepared;
   if (method.prepare != nullptr && serve_fallback && !method.fallback.empty()) {
-    bool running = false;
     const std::string key = PreparationKey(method, config);
-    auto done = stored.PreparedIfDone(key, &running);
+    auto done = stored.PreparedIfDone(key);
     if (!done.ok()) {  // failed before: kept, not retried
       return absl::Status(done.status().code(),
                           absl::StrCat("method ", std::string(method.name), ": its preparation \"", key,

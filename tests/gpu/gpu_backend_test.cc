@@ -98,6 +98,48 @@ TEST_P(GpuBackendTest, KernelsEqualCpuDeformers) {
   }
 }
 
+// A deformer's device stage set up as the server sets it up (Service::CreateGpuSession): its
+// kernel by name, its per-vertex coefficients uploaded once, one session.
+struct StageOnDevice {
+  GpuMethod kernel;
+  uint32_t cols = 0;
+  std::shared_ptr<GpuRig> on_gpu;
+  SessionSpec spec;
+  std::unique_ptr<GpuSession> session;
+};
+absl::StatusOr<StageOnDevice> UploadStage(GpuBackend& backend, const Rig& rig, const Deformer& d) {
+  StageOnDevice s;
+  auto kernel = KernelByName(d.device_stage().kernel);
+  if (!kernel.ok()) return kernel.status();
+  s.kernel = *kernel;
+  std::vector<float> values;
+  d.DeviceCoefficients(values, s.cols);
+  if (values.size() != size_t{s.cols} * rig.vertex_count()) return absl::InternalError("coefficients: not one row per vertex");
+  auto on_gpu = backend.Upload(rig);
+  if (!on_gpu.ok()) return on_gpu.status();
+  s.on_gpu = *on_gpu;
+  auto coeffs = backend.UploadCoefficients(*s.on_gpu, values, s.cols);
+  if (!coeffs.ok()) return coeffs.status();
+  s.spec.method = s.kernel;
+  s.spec.coefficients = *coeffs;
+  auto session = backend.CreateSession(s.on_gpu, s.spec);
+  if (!session.ok()) return session.status();
+  s.session = std::move(*session);
+  return s;
+}
+// One frame through the device (NaN where the kernel wrote nothing) and the CPU's for comparison.
+absl::Status DeviceAndCpu(GpuBackend& backend, StageOnDevice& s, Deformer& d, const Pose& pose, std::vector<float>& out,
+                          std::vector<float>& want) {
+  std::vector<float> params;
+  if (auto st = d.DeviceFrame({&pose, {}}, params); !st.ok()) return st;
+  out.assign(want.size(), std::nanf(""));
+  Latch latch;
+  backend.Submit(*s.session, params, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+  latch.Wait();
+  if (!latch.status.ok()) return latch.status;
+  return d.Deform({&pose, {}}, want, nullptr);
+}
+
 // The LBS/DQS blend, run as the server runs it (the deformer's device stage, its per-vertex
 // weights as a one-column coefficient matrix, its frame parameters), equals the CPU blend.
 TEST_P(GpuBackendTest, BlendKernelEqualsCpuBlend) {
@@ -114,32 +156,13 @@ TEST_P(GpuBackendTest, BlendKernelEqualsCpuBlend) {
   auto rig = std::make_shared<const Rig>(*BuildRig(std::move(in)));
   auto d = CreateDeformer(rig, {"blend", nullptr});
   ASSERT_TRUE(d.ok()) << d.status();
-  const DeviceStage stage = (*d)->device_stage();
-  auto kernel = KernelByName(stage.kernel);
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  ASSERT_EQ(*kernel, GpuMethod::kBlend);
-  ASSERT_TRUE(KernelHasCoefficients(*kernel));
-  std::vector<float> weights;
-  uint32_t cols = 0;
-  (*d)->DeviceCoefficients(weights, cols);
-  auto on_gpu = *backend->Upload(*rig);
-  auto coeffs = backend->UploadCoefficients(*on_gpu, weights, cols);
-  ASSERT_TRUE(coeffs.ok()) << coeffs.status();
-  SessionSpec spec;
-  spec.method = *kernel;
-  spec.coefficients = *coeffs;
-  auto session = backend->CreateSession(on_gpu, spec);
-  ASSERT_TRUE(session.ok()) << session.status();
-  EXPECT_EQ((*session)->param_count(), (*d)->device_param_count());
+  auto stage = UploadStage(*backend, *rig, **d);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  ASSERT_EQ(stage->kernel, GpuMethod::kBlend);
+  EXPECT_EQ(stage->session->param_count(), (*d)->device_param_count());
+  std::vector<float> out, want(rig->positions.size());
   for (double t : {0.0, 0.4, 0.9}) {
-    const Pose pose = LimbPose(rig->skeleton, t);
-    std::vector<float> params, out(rig->positions.size()), want(rig->positions.size());
-    ASSERT_TRUE((*d)->DeviceFrame({&pose, {}}, params).ok());
-    Latch latch;
-    backend->Submit(**session, params, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
-    latch.Wait();
-    ASSERT_TRUE(latch.status.ok()) << latch.status;
-    ASSERT_TRUE((*d)->Deform({&pose, {}}, want, nullptr).ok());
+    ASSERT_TRUE(DeviceAndCpu(*backend, *stage, **d, LimbPose(rig->skeleton, t), out, want).ok());
     EXPECT_LE(MaxDiff(out, want), 1e-5 * rig->bbox_diagonal()) << "t " << t;
   }
 }
@@ -161,24 +184,12 @@ TEST_P(GpuBackendTest, SwingTwistKernelEqualsCpuSwingTwist) {
   config.params = params;
   auto d = CreateDeformer(rig, config);
   ASSERT_TRUE(d.ok()) << d.status();
-  const DeviceStage stage = (*d)->device_stage();
-  auto kernel = KernelByName(stage.kernel);
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  ASSERT_EQ(*kernel, GpuMethod::kSwingTwist);
-  std::vector<float> rows;
-  uint32_t cols = 0;
-  (*d)->DeviceCoefficients(rows, cols);
-  ASSERT_EQ(cols % 4, 0u);
-  ASSERT_EQ(rows.size(), size_t{cols} * rig->vertex_count());
-  auto on_gpu = *backend->Upload(*rig);
-  auto coeffs = backend->UploadCoefficients(*on_gpu, rows, cols);
-  ASSERT_TRUE(coeffs.ok()) << coeffs.status();
-  SessionSpec spec;
-  spec.method = *kernel;
-  spec.coefficients = *coeffs;
-  auto session = backend->CreateSession(on_gpu, spec);
-  ASSERT_TRUE(session.ok()) << session.status();
-  EXPECT_EQ((*session)->param_count(), (*d)->device_param_count());
+  auto stage = UploadStage(*backend, *rig, **d);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  ASSERT_EQ(stage->kernel, GpuMethod::kSwingTwist);
+  ASSERT_EQ(stage->cols % 4, 0u);
+  EXPECT_EQ(stage->session->param_count(), (*d)->device_param_count());
+  std::vector<float> out, want(rig->positions.size());
   for (double t : {0.0, 0.25, 0.5, 0.7}) {
     // The clip twists the wrist, a leaf (s = t = 1 there); the elbow twists too, so that the
     // interpolated twist angles t·θ of the vertices around it are exercised.
@@ -186,23 +197,18 @@ TEST_P(GpuBackendTest, SwingTwistKernelEqualsCpuSwingTwist) {
     Similarity elbow = pose.joint(1);
     elbow.rotation = (elbow.rotation * Eigen::Quaterniond(Eigen::AngleAxisd(2.6 * t, Eigen::Vector3d::UnitX()))).normalized();
     pose.set_joint(1, elbow);
-    std::vector<float> params, out(rig->positions.size(), std::nanf("")), want(rig->positions.size());
-    ASSERT_TRUE((*d)->DeviceFrame({&pose, {}}, params).ok());
-    Latch latch;
-    backend->Submit(**session, params, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
-    latch.Wait();
-    ASSERT_TRUE(latch.status.ok()) << latch.status;
-    ASSERT_TRUE((*d)->Deform({&pose, {}}, want, nullptr).ok());
+    ASSERT_TRUE(DeviceAndCpu(*backend, *stage, **d, pose, out, want).ok());
     EXPECT_LE(MaxDiff(out, want), 1e-5 * rig->bbox_diagonal()) << "t " << t;  // NaN (unwritten) fails too
     if (t == 0) {
       EXPECT_LE(MaxDiff(out, rig->positions), 1e-5 * rig->bbox_diagonal());
     }
   }
   // A coefficient matrix of the wrong shape is refused by name.
-  auto bad = backend->UploadCoefficients(*on_gpu, std::vector<float>(3 * rig->vertex_count(), 0.f), 3);
+  auto bad = backend->UploadCoefficients(*stage->on_gpu, std::vector<float>(3 * rig->vertex_count(), 0.f), 3);
   ASSERT_TRUE(bad.ok());
+  SessionSpec spec = stage->spec;
   spec.coefficients = *bad;
-  auto refused = backend->CreateSession(on_gpu, spec);
+  auto refused = backend->CreateSession(stage->on_gpu, spec);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("swing-twist needs 4 coefficients"));
 }

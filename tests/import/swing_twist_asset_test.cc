@@ -15,6 +15,7 @@
 #include "clients/import/supercages.h"
 #include "core/clip/clip.h"
 #include "core/swingtwist/method.h"
+#include "tests/core/test_util.h"
 
 namespace sinew {
 namespace {
@@ -108,33 +109,6 @@ TEST_P(SwingTwistCharacter, PreparesAndItsClipStaysNearDqs) {
   EXPECT_LE(mean, 0.01 * rig->bbox_diagonal());
 }
 
-// The area of the mesh's cross-section by the plane through `c` with unit normal `n`, counting
-// only the cut within `radius` of c: each triangle the plane crosses gives a segment, oriented by
-// the triangle's winding (along n × its normal), and the closed curves they form enclose
-// ½ Σ ((a − c) × (b − c))·n (the divergence theorem in the plane): no loop needs assembling.
-double SliceArea(std::span<const float> x, std::span<const uint32_t> triangles, const Eigen::Vector3d& c,
-                 const Eigen::Vector3d& n, double radius) {
-  auto at = [&](uint32_t v) { return Eigen::Vector3d(x[3 * v], x[3 * v + 1], x[3 * v + 2]); };
-  double area = 0;
-  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
-    const Eigen::Vector3d p[3] = {at(triangles[t]), at(triangles[t + 1]), at(triangles[t + 2])};
-    double h[3];
-    for (int k = 0; k < 3; ++k) h[k] = (p[k] - c).dot(n);
-    std::vector<Eigen::Vector3d> cut;
-    for (int k = 0; k < 3; ++k) {
-      const int l = (k + 1) % 3;
-      if ((h[k] < 0) != (h[l] < 0)) cut.push_back(p[k] + (p[l] - p[k]) * (h[k] / (h[k] - h[l])));
-    }
-    if (cut.size() != 2) continue;
-    Eigen::Vector3d a = cut[0], b = cut[1];
-    if ((a - c).norm() > radius || (b - c).norm() > radius) continue;
-    const Eigen::Vector3d face = (p[1] - p[0]).cross(p[2] - p[0]);
-    if ((b - a).dot(n.cross(face)) < 0) std::swap(a, b);
-    area += 0.5 * (a - c).cross(b - c).dot(n);
-  }
-  return std::abs(area);
-}
-
 // The SuperCages Arm (25 joints; coincident joints at the shoulder and the metacarpals, a hand
 // branching into five fingers) prepares; its forearm, twisted at lowerarm02 (a twist joint halfway
 // along a straight forearm), keeps far more of its cross-sections than LBS with the fixture's own
@@ -201,9 +175,9 @@ TEST(SwingTwistAsset, ArmPreparesAndItsTwistedForearmKeepsMostOfItsCrossSections
     for (int k = -steps; k <= steps; ++k) {
       const double h = 0.5 * k;
       const Eigen::Vector3d c = position[joint] + h * axis;
-      const double rest = SliceArea(rig->positions, rig->triangles, c, axis, radius);
+      const double rest = testing::SliceArea(rig->positions, rig->triangles, c, axis, radius);
       EXPECT_GT(rest, 0.05 * bone * bone) << "the slice at " << h << " missed the forearm";
-      const double ratio = SliceArea(x, rig->triangles, c, axis, radius) / rest;
+      const double ratio = testing::SliceArea(x, rig->triangles, c, axis, radius) / rest;
       r.worst = std::min(r.worst, ratio);
       if (k == 0) r.at_joint = ratio;
     }

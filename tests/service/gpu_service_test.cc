@@ -141,15 +141,8 @@ TEST_P(GpuService, SwingTwistRunsOnTheGpuOnceItsWeightsAreReady) {
   } else {
     EXPECT_EQ(asked->backend(), v1::BACKEND_GPU);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  bool done = false;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
-    auto info = client_->GetRig(up->rig_id());
-    ASSERT_TRUE(info.ok()) << info.status();
-    for (const v1::Preparation& p : info->preparations()) done |= p.key().find("swing-twist") != std::string::npos && p.done();
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(done) << "the weights were not ready within two minutes";
+  ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "swing-twist").has_value())
+      << "the weights were not ready within two minutes";
   auto gpu = open(v1::BACKEND_GPU), automatic = open(v1::BACKEND_AUTO), cpu = open(v1::BACKEND_CPU);
   ASSERT_TRUE(gpu.ok() && automatic.ok() && cpu.ok()) << gpu.status() << automatic.status() << cpu.status();
   EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <regex>
 #include <thread>
@@ -236,23 +237,6 @@ TEST_F(Service, BlendSessionsEqualCore) {
   EXPECT_EQ(got, want);
 }
 
-// Swing/twist deformers through the server, served while their weights are prepared: the
-// session is created at once; its frames come from DQS (the method's fallback) until the rig's
-// weights exist and from swing-twist from the first frame after; every response names the method
-// that produced it and equals core's output of that method; frames stay in order and none is lost
-// across the switch (which frame switches depends on timing, so only this rule is asserted); GetRig
-// lists the preparation.
-// The swing-twist preparation of `rig_id` with `voxel` (GetRig's entry; null when not listed).
-std::optional<v1::Preparation> SwingTwistPreparation(client::Client& c, const std::string& rig_id) {
-  auto info = c.GetRig(rig_id);
-  EXPECT_TRUE(info.ok()) << info.status();
-  if (!info.ok()) return std::nullopt;
-  for (const v1::Preparation& p : info->preparations()) {
-    if (p.key().find("swing-twist") != std::string::npos) return p;
-  }
-  return std::nullopt;
-}
-
 v1::CreateSessionRequest SwingTwistSession(const std::string& rig_id, double voxel) {
   v1::CreateSessionRequest req;
   req.set_rig_id(rig_id);
@@ -271,24 +255,24 @@ TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
   ASSERT_TRUE(up.ok()) << up.status();
   auto session = client_->CreateSession(SwingTwistSession(up->rig_id(), 0.03));
   ASSERT_TRUE(session.ok()) << session.status();
-  auto listed = SwingTwistPreparation(*client_, up->rig_id());
+  auto listed = FindPreparation(*client_, up->rig_id(), "swing-twist");
   ASSERT_TRUE(listed.has_value());
   auto cancelled = client_->CancelPreparation(up->rig_id(), listed->key());
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_FALSE(cancelled->done());
   EXPECT_LT(cancelled->progress(), 1.0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (SwingTwistPreparation(*client_, up->rig_id()) && std::chrono::steady_clock::now() < deadline) {
+  while (FindPreparation(*client_, up->rig_id(), "swing-twist") && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_FALSE(SwingTwistPreparation(*client_, up->rig_id())) << "the cancelled preparation did not stop";
+  EXPECT_FALSE(FindPreparation(*client_, up->rig_id(), "swing-twist")) << "the cancelled preparation did not stop";
   const Pose pose = LimbPose(LimbSkeleton(LimbOf(3000, 24, 2)), 0.3);
   auto r = client_->Deform(Frame(session->session_id(), 1, pose));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->method(), v1::METHOD_DQS);  // the session keeps its fallback
   auto again = client_->CreateSession(SwingTwistSession(up->rig_id(), 0.03));
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_TRUE(SwingTwistPreparation(*client_, up->rig_id()).has_value());  // started again
+  EXPECT_TRUE(FindPreparation(*client_, up->rig_id(), "swing-twist").has_value());  // started again
   auto missing = client_->CancelPreparation(up->rig_id(), "swing-twist voxel=7");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr(listed->key()));
@@ -296,16 +280,7 @@ TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
   // A voxel size that makes the grid too large fails at once: kept, shown, refused, forgotten.
   auto failing = client_->CreateSession(SwingTwistSession(up->rig_id(), 1e-4));
   ASSERT_TRUE(failing.ok()) << failing.status();  // served by DQS while it "prepares"
-  std::optional<v1::Preparation> failed;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto info = client_->GetRig(up->rig_id());
-    ASSERT_TRUE(info.ok());
-    for (const v1::Preparation& p : info->preparations()) {
-      if (p.key().find("voxel=0.0001") != std::string::npos && p.done()) failed = p;
-    }
-    if (failed) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const auto failed = WaitForPreparation(*client_, up->rig_id(), "voxel=0.0001");
   ASSERT_TRUE(failed.has_value());
   EXPECT_THAT(failed->error(), HasSubstr("voxel"));
   auto refused = client_->CreateSession(SwingTwistSession(up->rig_id(), 1e-4));
@@ -321,26 +296,10 @@ TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
   auto small = client_->UploadRig(client::RigToProto(MakeLimb(LimbOf(600))));
   ASSERT_TRUE(small.ok());
   ASSERT_TRUE(client_->CreateSession(SwingTwistSession(small->rig_id(), 0.1)).ok());
-  std::optional<v1::Preparation> done;
-  while (std::chrono::steady_clock::now() < deadline && !(done && done->done())) {
-    done = SwingTwistPreparation(*client_, small->rig_id());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE(done && done->done() && done->error().empty());
+  const auto done = WaitForPreparation(*client_, small->rig_id(), "swing-twist");
+  ASSERT_TRUE(done && done->error().empty());
   EXPECT_EQ(client_->CancelPreparation(small->rig_id(), done->key()).status().code(),
             absl::StatusCode::kFailedPrecondition);
-}
-
-// Waits (at most two minutes) until the rig's swing-twist preparation is done; its entry.
-v1::Preparation SwingTwistDone(client::Client& c, const std::string& rig_id) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  std::optional<v1::Preparation> p;
-  while (std::chrono::steady_clock::now() < deadline && !(p && p->done())) {
-    p = SwingTwistPreparation(c, rig_id);
-    if (!(p && p->done())) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_TRUE(p && p->done()) << "not done within two minutes";
-  return p ? *p : v1::Preparation();
 }
 
 // The weights go to the cache directory: a server started again on it reads them instead of
@@ -354,7 +313,9 @@ TEST_F(Service, SwingTwistWeightsSurviveARestartInTheCacheDirectory) {
     auto up = c.UploadRig(rig_proto);
     EXPECT_TRUE(up.ok()) << up.status();
     EXPECT_TRUE(c.CreateSession(SwingTwistSession(up->rig_id(), 0.05)).ok());
-    *prep = SwingTwistDone(c, up->rig_id());
+    const auto done = WaitForPreparation(c, up->rig_id(), "swing-twist");
+    EXPECT_TRUE(done.has_value()) << "not done within two minutes";
+    *prep = done.value_or(v1::Preparation());
     auto session = c.CreateSession(SwingTwistSession(up->rig_id(), 0.05));
     EXPECT_TRUE(session.ok()) << session.status();
     auto r = c.Deform(Frame(session->session_id(), 1, pose));
@@ -401,6 +362,45 @@ size_t SwingTwistFramesCounted(int metrics_port) {
   return at == std::string::npos ? 0 : std::stoul(body.substr(at + name.size()));
 }
 
+// Streams the limb's clip to `session` until its method has produced three frames (at most two
+// minutes): every response in order, from the fallback until the method's first and from the
+// method after, each equal to core's output of the method it names (`own` is made on first use:
+// its preparation takes seconds). `served`: frames from the fallback and from the method.
+void PlayUntilTheMethodServes(client::Client& c, const std::string& session, const Skeleton& sk,
+                              v1::Method fallback_method, Deformer& fallback, v1::Method method,
+                              const std::function<std::unique_ptr<Deformer>()>& make_own,
+                              std::pair<size_t, size_t>& served) {
+  auto& [by_fallback, by_method] = served;
+  std::unique_ptr<Deformer> own;
+  auto stream = c.OpenStream();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  std::vector<float> got, want;
+  for (uint64_t k = 0; by_method < 3 && std::chrono::steady_clock::now() < deadline; ++k) {
+    const Pose pose = LimbPose(sk, double(k % 20) / 20);
+    ASSERT_TRUE(stream->Write(Frame(session, k, pose)));
+    v1::DeformResponse r;
+    ASSERT_TRUE(stream->Read(&r));
+    ASSERT_FALSE(r.has_error()) << r.error().message();
+    ASSERT_EQ(r.frame(), k);
+    ASSERT_TRUE(client::DecodePositions(r, got).ok());
+    want.resize(got.size());
+    if (r.method() == fallback_method) {
+      ASSERT_EQ(by_method, 0u) << "frame " << k << " went back to " << v1::Method_Name(fallback_method);
+      ++by_fallback;
+      ASSERT_TRUE(fallback.Deform({&pose, {}}, want, nullptr).ok());
+    } else {
+      ASSERT_EQ(r.method(), method) << "frame " << k;
+      ++by_method;
+      if (!own) own = make_own();
+      ASSERT_TRUE(own && own->Deform({&pose, {}}, want, nullptr).ok());
+    }
+    ASSERT_EQ(got, want) << "frame " << k << " by " << v1::Method_Name(r.method());
+    if (by_method == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(by_method, 3u) << "the preparation was not done within two minutes";
+  EXPECT_TRUE(stream->Close().ok());
+}
+
 // Position-based skinning through the server: served by LBS while its tetrahedra are built, then
 // by itself (each response names its method), every frame equal to core's output of that method.
 TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
@@ -421,34 +421,11 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   params->voxel_size = 0.1;
   params->weights = PbsParams::Weights::kPaper;
   config.params = params;
-  auto pbs = CreateDeformer(rig, config);
   auto lbs = CreateDeformer(rig, DeformerConfig("lbs"));
-  ASSERT_TRUE(pbs.ok() && lbs.ok()) << pbs.status();
-  auto stream = client_->OpenStream();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  size_t own = 0;
-  std::vector<float> got, want(rig->positions.size());
-  for (uint64_t k = 0; own < 3 && std::chrono::steady_clock::now() < deadline; ++k) {
-    const Pose pose = LimbPose(LimbSkeleton(limb), double(k % 20) / 20);
-    ASSERT_TRUE(stream->Write(Frame(session->session_id(), k, pose)));
-    v1::DeformResponse r;
-    ASSERT_TRUE(stream->Read(&r));
-    ASSERT_FALSE(r.has_error()) << r.error().message();
-    ASSERT_TRUE(client::DecodePositions(r, got).ok());
-    if (r.method() == v1::METHOD_LBS) {
-      ASSERT_EQ(own, 0u) << "frame " << k << " went back to LBS";
-      ASSERT_TRUE((*lbs)->Deform({&pose, {}}, want, nullptr).ok());
-      ASSERT_EQ(got, want) << "frame " << k;
-    } else {
-      ASSERT_EQ(r.method(), v1::METHOD_PBS) << "frame " << k;
-      ++own;
-      ASSERT_TRUE((*pbs)->Deform({&pose, {}}, want, nullptr).ok());
-      EXPECT_LE(testing::MaxAbsDiff(got, want), 1e-6) << "frame " << k;  // the server's pool: same sweeps
-    }
-    if (own == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(own, 3u) << "the tetrahedra were not ready within two minutes";
-  EXPECT_TRUE(stream->Close().ok());
+  ASSERT_TRUE(lbs.ok());
+  std::pair<size_t, size_t> served;
+  PlayUntilTheMethodServes(*client_, session->session_id(), LimbSkeleton(limb), v1::METHOD_LBS, **lbs, v1::METHOD_PBS,
+                           [&] { return std::move(CreateDeformer(rig, config).value()); }, served);
 }
 
 // A pbs session with jiggle is stateful through the server: its frames depend on the ones before
@@ -469,15 +446,7 @@ TEST_F(Service, PbsJiggleSessionsAreStatefulAndResumeExactly) {
   req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
   // Wait for the tets (an LBS fallback frame would not be stateful).
   ASSERT_TRUE(client_->CreateSession(req).ok());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  bool done = false;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
-    auto info = client_->GetRig(up->rig_id());
-    ASSERT_TRUE(info.ok());
-    for (const v1::Preparation& p : info->preparations()) done |= p.key().find("pbs") != std::string::npos && p.done();
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE(done);
+  ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "pbs").has_value());
   auto session = client_->CreateSession(req);
   ASSERT_TRUE(session.ok()) << session.status();
   const Skeleton sk = LimbSkeleton(limb);
@@ -499,6 +468,12 @@ TEST_F(Service, PbsJiggleSessionsAreStatefulAndResumeExactly) {
   ExpectResumedBatchEqualsWhole(*client_, batch, 7);
 }
 
+// Swing/twist deformers through the server, served while their weights are prepared: the
+// session is created at once; its frames come from DQS (the method's fallback) until the rig's
+// weights exist and from swing-twist from the first frame after; every response names the method
+// that produced it and equals core's output of that method; frames stay in order and none is lost
+// across the switch (which frame switches depends on timing, so only this rule is asserted); GetRig
+// lists the preparation.
 TEST_F(Service, SwingTwistServesDqsUntilItsWeightsAreReady) {
   const size_t counted_before = SwingTwistFramesCounted(server_->metrics_port());
   const LimbOptions limb = LimbOf(3000);
@@ -519,40 +494,12 @@ TEST_F(Service, SwingTwistServesDqsUntilItsWeightsAreReady) {
   config.params = params;
   auto dqs = CreateDeformer(rig, DeformerConfig("dqs"));
   ASSERT_TRUE(dqs.ok());
-  std::unique_ptr<Deformer> st;  // prepared (seconds) once the server has switched
-
-  auto stream = client_->OpenStream();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  size_t swing_frames = 0, dqs_frames = 0;
-  std::vector<float> got, want(rig->positions.size());
-  for (uint64_t k = 0; swing_frames < 3 && std::chrono::steady_clock::now() < deadline; ++k) {
-    const Pose pose = LimbPose(LimbSkeleton(limb), double(k % 20) / 20);
-    ASSERT_TRUE(stream->Write(Frame(session->session_id(), k, pose)));
-    v1::DeformResponse r;
-    ASSERT_TRUE(stream->Read(&r));
-    ASSERT_FALSE(r.has_error()) << r.error().message();
-    ASSERT_EQ(r.frame(), k);
-    ASSERT_TRUE(client::DecodePositions(r, got).ok());
-    if (r.method() == v1::METHOD_DQS) {
-      ASSERT_EQ(swing_frames, 0u) << "frame " << k << " went back to DQS";
-      ++dqs_frames;
-      ASSERT_TRUE((*dqs)->Deform({&pose, {}}, want, nullptr).ok());
-    } else {
-      ASSERT_EQ(r.method(), v1::METHOD_SWING_TWIST) << "frame " << k;
-      ++swing_frames;
-      if (!st) {
-        auto made = CreateDeformer(rig, config);
-        ASSERT_TRUE(made.ok()) << made.status();
-        st = std::move(*made);
-      }
-      ASSERT_TRUE(st->Deform({&pose, {}}, want, nullptr).ok());
-    }
-    ASSERT_EQ(got, want) << "frame " << k << " by " << v1::Method_Name(r.method());
-    if (swing_frames == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(swing_frames, 3u) << "the weights were not ready within two minutes";
+  std::pair<size_t, size_t> served;
+  PlayUntilTheMethodServes(*client_, session->session_id(), LimbSkeleton(limb), v1::METHOD_DQS, **dqs,
+                           v1::METHOD_SWING_TWIST, [&] { return std::move(CreateDeformer(rig, config).value()); },
+                           served);
+  const auto [dqs_frames, swing_frames] = served;
   std::printf("%zu frames served by DQS while the weights were prepared\n", dqs_frames);
-  EXPECT_TRUE(stream->Close().ok());
   // Metrics count each frame under the method that produced it.
   EXPECT_EQ(SwingTwistFramesCounted(server_->metrics_port()) - counted_before, swing_frames);
 

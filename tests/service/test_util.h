@@ -6,7 +6,10 @@
 #include <cmath>
 #include <future>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -76,6 +79,31 @@ inline void ExpectResumedBatchEqualsWhole(client::Client& c, v1::DeformClipReque
   const auto resumed = PlayClip(c, batch);
   EXPECT_EQ(resumed.size(), whole.size() - first);
   for (const auto& [frame, positions] : resumed) EXPECT_EQ(positions, whole.at(frame)) << "frame " << frame;
+}
+
+// GetRig's preparation of `rig_id` whose key contains `key_part` (nullopt when none is listed).
+inline std::optional<v1::Preparation> FindPreparation(client::Client& c, const std::string& rig_id,
+                                                      std::string_view key_part) {
+  auto info = c.GetRig(rig_id);
+  EXPECT_TRUE(info.ok()) << info.status();
+  if (!info.ok()) return std::nullopt;
+  for (const v1::Preparation& p : info->preparations()) {
+    if (p.key().find(key_part) != std::string::npos) return p;
+  }
+  return std::nullopt;
+}
+
+// Waits, at most two minutes, until that preparation is listed as done (successfully or not):
+// its entry, or nullopt when it never was. Only the outcome is asserted on, never how long it took.
+inline std::optional<v1::Preparation> WaitForPreparation(client::Client& c, const std::string& rig_id,
+                                                         std::string_view key_part) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  for (;;) {
+    auto p = FindPreparation(c, rig_id, key_part);
+    if (p && p->done()) return p;
+    if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 inline std::string ToBytes(const grpc::ByteBuffer& b) {
