@@ -48,16 +48,16 @@ int main() {
     SkinningTransforms(rig->skeleton, pose, world, skinning);
     std::vector<Affine34f> matrices;
     for (const auto& m : skinning) matrices.push_back(m.cast<float>());
-    std::vector<float> x(3 * model.mesh.rest.size());
+    PbsState state;
     const size_t constraints = model.stretch.size() + model.volume.size() + model.bind.size();
     double ms[2];
     for (int t = 0; t < 2; ++t) {
       ThreadPool* threads = t == 0 ? nullptr : &pool;
-      for (int k = 0; k < 5; ++k) SolvePbsFrame(model, *p, matrices, x, threads);  // warm-up
+      for (int k = 0; k < 5; ++k) SolvePbsFrame(model, *p, matrices, p->time_step, state, threads);  // warm-up
       int frames = 0;
       const auto start = Clock::now();
       while (Clock::now() - start < std::chrono::milliseconds(1500)) {
-        SolvePbsFrame(model, *p, matrices, x, threads);
+        SolvePbsFrame(model, *p, matrices, p->time_step, state, threads);
         ++frames;
       }
       ms[t] = std::chrono::duration<double, std::milli>(Clock::now() - start).count() / frames;

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace sinew::server {
 namespace {
 
@@ -26,8 +28,36 @@ class FallbackDeformer final : public Deformer {
   void Reset() override { (own_ ? *own_ : *fallback_).Reset(); }
   size_t StateBytes() const override { return fallback_->StateBytes() + (own_ ? own_->StateBytes() : 0); }
   std::string_view produced_by() const override { return own_ ? std::string_view() : fallback_name_; }
+  absl::StatusOr<std::string> SaveState() const override {
+    if (own_) return own_->SaveState();
+    return Unavailable("saved");
+  }
+  absl::Status LoadState(std::string_view bytes) override {
+    if (Active(); own_) return own_->LoadState(bytes);
+    return Unavailable("restored");
+  }
+  // Kept for the method's deformer when it is made, and given to it once it is.
+  absl::Status SetParams(const DeformerConfig& config) override {
+    if (own_) {
+      if (auto st = own_->SetParams(config); !st.ok()) return st;
+    }
+    config_ = config;
+    return absl::OkStatus();
+  }
 
  private:
+  absl::Status Unavailable(std::string_view done) const {
+    const std::string name(method_.name);
+    if (gave_up_) {
+      return absl::FailedPreconditionError(absl::StrCat("the session serves ", fallback_name_, " because ", name,
+                                                        " could not be made (its preparation failed): no ", name,
+                                                        " state to be ", std::string(done)));
+    }
+    return absl::UnavailableError(absl::StrCat("the session serves ", fallback_name_, " while ", name,
+                                               " prepares (RigInfo.preparations); its state can be ", std::string(done),
+                                               " once ", name, " serves"));
+  }
+
   // The method itself once its preparation is done (checked without waiting), else the fallback.
   Deformer& Active() {
     if (own_ || gave_up_) return own_ ? *own_ : *fallback_;

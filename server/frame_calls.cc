@@ -8,6 +8,10 @@
 
 namespace sinew::server {
 
+namespace {
+constexpr double kMaxTimeStep = 60;  // seconds: DeformRequest.time_step, DeformClipRequest.time_step
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // Deform (unary): the frame runs on the worker pool.
 
@@ -234,12 +238,22 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     next_ = req_->first_frame();
     end_ = total;
     if (req_->max_frames() > 0) end_ = std::min<uint64_t>(end_, next_ + req_->max_frames());
+    if (req_->has_poses()) {
+      time_step_ = req_->time_step();
+      if (!(time_step_ >= 0 && time_step_ <= kMaxTimeStep)) {
+        return absl::InvalidArgumentError(absl::StrCat("time_step: ", time_step_, " s is outside [0, ", kMaxTimeStep,
+                                                       "] (0: the method's own)"));
+      }
+    } else {
+      time_step_ = 1 / fps_;
+    }
+    std::lock_guard lock(session_->mu);
     if (session_->stateful && next_ < end_) {
       // A history-dependent method plays the clip from its rest state, and a resumed batch
       // replays the frames before first_frame without sending them, so that its frames equal
-      // those of an uninterrupted run.
-      std::lock_guard lock(session_->mu);
+      // those of an uninterrupted run. Its frames are numbered from 0 again.
       session_->deformer->Reset();
+      session_->has_frame = false;
       replay_end_ = next_;
       next_ = 0;
     }
@@ -273,6 +287,8 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     job_.Fresh();
     job_.session = session_;
     job_.input = {&pose, {}};
+    job_.input.time_step = time_step_;
+    job_.frame = frame_;
     job_.out.positions = response_.mutable_positions();
     job_.done = &ClipCall::FrameDone;
     job_.context = this;
@@ -330,6 +346,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   std::shared_ptr<Session> session_;
   Clip clip_;
   double fps_ = 0;
+  double time_step_ = 0;  // seconds per frame: 1 / fps_, or the request's for pose lists
   uint64_t replay_end_ = 0;  // frames before this one are computed but not sent
   uint64_t next_ = 0, end_ = 0;
   uint64_t frame_ = 0;  // the frame in flight
@@ -349,8 +366,22 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
   if (!st.ok()) return st;
   job.input = {req.has_pose() ? &session.pose : nullptr, session.cages,
                req.has_posed_cage() ? &session.posed_cage : nullptr};
+  if (!(req.time_step() >= 0 && req.time_step() <= kMaxTimeStep)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("time_step: ", req.time_step(), " s is outside [0, ", kMaxTimeStep, "] (0: the method's own)"));
+  }
+  job.input.time_step = req.time_step();
   job.reset = req.reset();
+  job.frame = req.frame();
   job.want = req.outputs();
+  const uint64_t last = session.last_frame;
+  if (session.stateful && !job.reset && session.has_frame && job.frame <= last) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("frame: ", job.frame, job.frame == last ? " was already applied" : " arrives after frame ",
+                     job.frame == last ? std::string() : std::to_string(last),
+                     "; this stateful session applies frames strictly in increasing order of their numbers (set "
+                     "reset to start again)"));
+  }
   return absl::OkStatus();
 }
 

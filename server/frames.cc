@@ -30,6 +30,12 @@ void Account(FrameJob& job, v1::Backend backend) {
   job.metrics->Frame(by ? by : s.method, backend, double(job.out.compute_ns) * 1e-9);
 }
 
+// A frame of the session has been applied (its lock held).
+void Applied(Session& s, uint64_t frame) {
+  s.last_frame = frame;
+  s.has_frame = true;
+}
+
 }  // namespace
 
 // The wire id of the method that produced the session's last frame: its fallback's while the
@@ -123,7 +129,10 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
       job.out.positions->resize(floats * sizeof(uint16_t));
       FloatsToHalves(s.positions.data(), reinterpret_cast<uint16_t*>(job.out.positions->data()), floats);
     }
-    if (st.ok()) st = FillExtras(s, job.want, job.out, target, &pool_);
+    if (st.ok()) {
+      Applied(s, job.frame);
+      st = FillExtras(s, job.want, job.out, target, &pool_);
+    }
     job.out.compute_ns = Since(job.start);
     lock.unlock();
   }
@@ -139,7 +148,10 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   Session& s = *hold;
   if (job.reset) s.deformer->Reset();
   absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
-  if (st.ok()) st = FillExtras(s, job.want, job.out, {}, nullptr);
+  if (st.ok()) {
+    Applied(s, job.frame);  // the device keeps the session's frames in submission order
+    st = FillExtras(s, job.want, job.out, {}, nullptr);
+  }
   if (!st.ok()) {
     lock.unlock();
     return job.done(job.context, st);

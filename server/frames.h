@@ -42,6 +42,7 @@ struct FrameJob {
   std::shared_ptr<Session> session;  // held until done
   FrameInput input;                  // points into the session's scratch
   bool reset = false;                // forget the session's history first
+  uint64_t frame = 0;                // its number: the session's last_frame once applied
   v1::FrameOutputs want;             // extras wanted (null targets: none)
   FrameTarget out;
   FrameDone done = nullptr;

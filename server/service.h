@@ -7,6 +7,7 @@
 //   service_info.cc    GetServerInfo and rig descriptions, from the registry
 //   upload_call.cc     UploadRig's reactor
 //   session_create.cc  CreateSession: method, preparation, backend placement
+//   session_state.cc   UpdateSession, GetSessionState, SetSessionState
 //   frame_calls.cc     Deform, StreamDeform and DeformClip reactors
 #pragma once
 
@@ -62,6 +63,12 @@ class Service final : public v1::Sinew::CallbackService {
   grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx,
                                          const v1::CloseSessionRequest* req,
                                          v1::CloseSessionResponse* resp) override;
+  grpc::ServerUnaryReactor* UpdateSession(grpc::CallbackServerContext* ctx, const v1::UpdateSessionRequest* req,
+                                          v1::Session* resp) override;
+  grpc::ServerUnaryReactor* GetSessionState(grpc::CallbackServerContext* ctx, const v1::GetSessionStateRequest* req,
+                                            v1::SessionState* resp) override;
+  grpc::ServerUnaryReactor* SetSessionState(grpc::CallbackServerContext* ctx, const v1::SetSessionStateRequest* req,
+                                            v1::Session* resp) override;
   grpc::ServerUnaryReactor* Deform(grpc::CallbackServerContext* ctx,
                                    const v1::DeformRequest* req,
                                    v1::DeformResponse* resp) override;
@@ -87,6 +94,8 @@ class Service final : public v1::Sinew::CallbackService {
   class DeformCall;
   class StreamCall;
   class ClipCall;
+  template <class Request, class Response>
+  class PoolCall;  // a unary call whose work runs on the worker pool
   // A long-lived call that BeginDrain must end (streams, batches).
   class Drainable {
    public:
@@ -96,6 +105,11 @@ class Service final : public v1::Sinew::CallbackService {
 
   // Creates a session (on the worker pool: preparing a method can take seconds).
   absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp);
+  // Session parameters and state (server/session_state.cc), on the worker pool: they wait for the
+  // session's frame in flight.
+  absl::Status UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1::Session& resp);
+  absl::Status GetSessionStateImpl(const v1::GetSessionStateRequest& req, v1::SessionState& resp);
+  absl::Status SetSessionStateImpl(const v1::SetSessionStateRequest& req, v1::Session& resp);
   // The deformer of one method (with its shared preparation) or of a pipeline of them.
   // `serve_fallback`: a method with a MethodInfo::fallback whose preparation is not done gets a
   // deformer serving the fallback while the preparation runs on the pool (top-level methods only).

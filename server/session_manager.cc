@@ -19,7 +19,11 @@ std::string NewSessionId() {
 void Session::ToProto(v1::Session& out, uint32_t idle_ttl_seconds) const {
   out.set_session_id(id);
   out.set_rig_id(rig->id);
-  *out.mutable_deformer() = config;
+  {
+    std::lock_guard lock(config_mu);
+    *out.mutable_deformer() = config;
+  }
+  if (has_frame.load()) out.set_last_frame(last_frame.load());
   out.set_backend(backend);
   out.set_encoding(encoding);
   out.set_vertex_count(static_cast<uint32_t>(rig->rig->vertex_count()));

@@ -21,9 +21,14 @@ class FrameBackend;
 struct Session {
   std::string id;
   std::shared_ptr<StoredRig> rig;
-  v1::DeformerConfig config;  // as requested
+  v1::DeformerConfig config;  // as requested, or as UpdateSession last changed it (under config_mu)
+  mutable std::mutex config_mu;  // for readers without `mu` (ToProto); writers hold both
   const MethodInfo* method = nullptr;  // null: a pipeline (config.stages)
-  bool stateful = false;               // frames depend on earlier frames (a stateful stage)
+  bool stateful = false;               // frames depend on earlier frames (a stateful stage); under mu
+  // The number of the last frame applied since creation or reset (written under mu): a stateful
+  // session takes only frames numbered above it.
+  std::atomic<bool> has_frame{false};
+  std::atomic<uint64_t> last_frame{0};
   v1::Backend backend = v1::BACKEND_CPU;
   v1::OutputEncoding encoding = v1::OUTPUT_ENCODING_FLOAT32;
   int64_t created_ms = 0;

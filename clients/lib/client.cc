@@ -172,6 +172,35 @@ absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
   return s;
 }
 
+absl::StatusOr<v1::Session> Client::UpdateSession(const std::string& session_id, const v1::DeformerConfig& deformer) {
+  grpc::ClientContext ctx;
+  v1::UpdateSessionRequest req;
+  req.set_session_id(session_id);
+  *req.mutable_deformer() = deformer;
+  v1::Session s;
+  if (auto st = FromGrpc(stub_->UpdateSession(&ctx, req, &s)); !st.ok()) return st;
+  return s;
+}
+
+absl::StatusOr<v1::SessionState> Client::GetSessionState(const std::string& session_id) {
+  grpc::ClientContext ctx;
+  v1::GetSessionStateRequest req;
+  req.set_session_id(session_id);
+  v1::SessionState state;
+  if (auto st = FromGrpc(stub_->GetSessionState(&ctx, req, &state)); !st.ok()) return st;
+  return state;
+}
+
+absl::StatusOr<v1::Session> Client::SetSessionState(const std::string& session_id, const v1::SessionState& state) {
+  grpc::ClientContext ctx;
+  v1::SetSessionStateRequest req;
+  req.set_session_id(session_id);
+  *req.mutable_state() = state;
+  v1::Session s;
+  if (auto st = FromGrpc(stub_->SetSessionState(&ctx, req, &s)); !st.ok()) return st;
+  return s;
+}
+
 absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
   grpc::ClientContext ctx;
   v1::ListSessionsResponse resp;

@@ -72,6 +72,11 @@ class Client {
   absl::StatusOr<v1::Session> GetSession(const std::string& session_id);
   absl::StatusOr<v1::ListSessionsResponse> ListSessions();
   absl::StatusOr<uint64_t> CloseSession(const std::string& session_id);  // frames deformed
+  // New parameters for the session's method from its next frame on (see the RPC).
+  absl::StatusOr<v1::Session> UpdateSession(const std::string& session_id, const v1::DeformerConfig& deformer);
+  // A snapshot of the session's state, and its restore into a session on the same rig and deformer.
+  absl::StatusOr<v1::SessionState> GetSessionState(const std::string& session_id);
+  absl::StatusOr<v1::Session> SetSessionState(const std::string& session_id, const v1::SessionState& state);
 
   absl::StatusOr<v1::DeformResponse> Deform(const v1::DeformRequest& request);
   // Runs a batch: `on_frame` sees every frame in order; returning an error from it cancels

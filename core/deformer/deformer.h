@@ -64,6 +64,9 @@ struct FrameInput {
   const Pose* pose = nullptr;
   std::span<const CageFrame> cages;
   const CageFrame* posed_cage = nullptr;  // SuperCages: an edit of the current-pose cage
+  // Methods with dynamics (pbs with jiggle): seconds since the previous frame; 0: the method's
+  // own default (its time_step parameter). Hosts check it is finite and non-negative.
+  double time_step = 0;
 };
 
 // Optional per-frame outputs besides the positions; null members are not wanted.
@@ -128,6 +131,18 @@ class Deformer {
                                    ThreadPool* pool);
   // Stateful methods: forget the history; the next frame starts from the rest state.
   virtual void Reset() {}
+  // Stateful methods: the session's state as bytes, and back, so that a host can snapshot a
+  // session and restore it into a deformer made from the same rig and configuration (on another
+  // host, with the same kind of backend) to continue bit for bit. A host asks only stateful
+  // sessions. UNIMPLEMENTED for methods that cannot yet; LoadState refuses bytes that do not fit
+  // this deformer (INVALID_ARGUMENT, DATA_LOSS) and then leaves its state as it was.
+  virtual absl::StatusOr<std::string> SaveState() const;
+  virtual absl::Status LoadState(std::string_view bytes);
+  // Changes the method's parameters during a session (e.g. stiffnesses while a clip plays), from
+  // the next frame on, keeping the session's state. The host has checked that `config` is the
+  // same method with the same PrepareKey (the same prepared data). UNIMPLEMENTED for methods
+  // whose parameters are fixed at creation; an error leaves the old parameters.
+  virtual absl::Status SetParams(const DeformerConfig& config);
   // Bytes held per session (state and scratch), excluding the shared rig.
   virtual size_t StateBytes() const = 0;
 

@@ -95,6 +95,18 @@ std::string_view StageInputName(StageInput input) {
   return "?";
 }
 
+absl::StatusOr<std::string> Deformer::SaveState() const {
+  return absl::UnimplementedError("this method cannot save its session state yet");
+}
+
+absl::Status Deformer::LoadState(std::string_view) {
+  return absl::UnimplementedError("this method cannot restore a session state yet");
+}
+
+absl::Status Deformer::SetParams(const DeformerConfig&) {
+  return absl::UnimplementedError("this method's parameters are fixed when its session is created");
+}
+
 absl::Status Deformer::DeformAfter(const FrameInput&, std::span<const float>, std::span<float>, ThreadPool*) {
   return absl::FailedPreconditionError("this method cannot follow another stage");
 }

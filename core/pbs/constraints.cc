@@ -54,6 +54,29 @@ void ProjectVolume(const VolumeConstraint& c, float k, float* x) {
   for (int i = 0; i < 4; ++i) Eigen::Map<Eigen::Vector3f>(x + 3 * size_t(c.p[i])) -= s * g[i];
 }
 
+void ProjectStretchXpbd(const StretchConstraint& c, float alpha_tilde, float& lambda, float* x) {
+  Eigen::Map<Eigen::Vector3f> a(x + 3 * size_t(c.a)), b(x + 3 * size_t(c.b));
+  const Eigen::Vector3f d = a - b;
+  const float length = d.norm();
+  if (length < 1e-9f * c.rest) return;
+  const float dlambda = (-(length - c.rest) - alpha_tilde * lambda) / (2 + alpha_tilde);  // |∇_a|² + |∇_b|² = 2
+  lambda += dlambda;
+  const Eigen::Vector3f step = (dlambda / length) * d;  // Δλ n
+  a += step;
+  b -= step;
+}
+
+void ProjectVolumeXpbd(const VolumeConstraint& c, float alpha_tilde, float& lambda, float* x) {
+  Eigen::Vector3f p[4], g[4];
+  for (int i = 0; i < 4; ++i) p[i] = Eigen::Map<const Eigen::Vector3f>(x + 3 * size_t(c.p[i]));
+  const float value = VolumeGradients(p, c.rest, g);
+  const float norm = g[0].squaredNorm() + g[1].squaredNorm() + g[2].squaredNorm() + g[3].squaredNorm();
+  if (!(norm > 0)) return;
+  const float dlambda = (-value - alpha_tilde * lambda) / (norm + alpha_tilde);
+  lambda += dlambda;
+  for (int i = 0; i < 4; ++i) Eigen::Map<Eigen::Vector3f>(x + 3 * size_t(c.p[i])) += dlambda * g[i];
+}
+
 template <size_t K>
 Colouring ColourConstraints(std::span<const std::array<uint32_t, K>> particles, size_t particle_count) {
   const size_t m = particles.size();

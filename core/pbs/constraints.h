@@ -41,6 +41,11 @@ float VolumeGradients(const Eigen::Vector3f p[4], float rest, Eigen::Vector3f gr
 // constraint whose particles coincide (1e-9 of `rest`); volume one whose gradients vanish.
 void ProjectStretch(const StretchConstraint& c, float k, float* x);
 void ProjectVolume(const VolumeConstraint& c, float k, float* x);
+// XPBD (Macklin, Müller & Chentanez 2016) for unit masses: with α̃ = compliance / dt² and λ the
+// constraint's multiplier over this time step (0 at its start), Δλ = (−C − α̃ λ) / (Σ|∇C|² + α̃),
+// Δp_i = Δλ ∇_i C, λ += Δλ. α̃ = 0 is PBD with k = 1; the skips are PBD's.
+void ProjectStretchXpbd(const StretchConstraint& c, float alpha_tilde, float& lambda, float* x);
+void ProjectVolumeXpbd(const VolumeConstraint& c, float alpha_tilde, float& lambda, float* x);
 
 // Constraints (given by their particles) sorted by colour: `order[offsets[c] .. offsets[c+1]-1]`
 // are the constraints of colour c.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 
@@ -16,6 +17,7 @@ namespace sinew {
 namespace {
 
 constexpr std::string_view kWeightWords[] = {"transfer", "paper"};
+constexpr std::string_view kSolverWords[] = {"pbd", "xpbd"};
 constexpr ParamSpec kPbsSpecs[] = {
     {"voxel_size", ParamSpec::Type::kNumber, "0",
      "edge of the voxels the tetrahedral mesh is made of, in rig units; 0: the mesh's longest side / 32"},
@@ -31,7 +33,23 @@ constexpr ParamSpec kPbsSpecs[] = {
      "secondary motion where the rig's per-vertex \"pbs_jiggle\" attribute (0 skinned … 1 free) says; makes the "
      "session stateful"},
     {"jiggle_stiffness", ParamSpec::Type::kNumber, "0.2",
-     "stiffness of the constraints that touch a jiggling particle, (0, 1]; lower jiggles more"},
+     "PBD stiffness of the constraints that touch a jiggling particle, (0, 1]; lower jiggles more"},
+    {"time_step", ParamSpec::Type::kNumber, "0.01",
+     "seconds per frame for frames that carry no time_step (DeformClip: 1 / frames_per_second), (0, 1]"},
+    {"gravity", ParamSpec::Type::kNumber, "0",
+     "acceleration of the jiggling particles along the rig's -y, rig units/s^2 (9.81 for metres), [-1e6, 1e6]"},
+    {"damping", ParamSpec::Type::kNumber, "0",
+     "velocity damping of the jiggling particles per second (v *= exp(-damping dt)), [0, 1e4]"},
+    {"quasi_static", ParamSpec::Type::kFlag, "false",
+     "pose without time: no inertia or gravity, the frame depends on its pose only, velocities are zeroed"},
+    {"solver", ParamSpec::Type::kChoice, "pbd",
+     "pbd (stiffnesses; softness depends on the iteration count) or xpbd (compliances)", kSolverWords},
+    {"stretch_compliance", ParamSpec::Type::kNumber, "0", "xpbd: compliance of the tet edges, [0, 1e6]; 0 rigid"},
+    {"volume_compliance", ParamSpec::Type::kNumber, "0", "xpbd: compliance of the tet volumes, [0, 1e6]; 0 rigid"},
+    {"bind_compliance", ParamSpec::Type::kNumber, "0",
+     "xpbd: compliance of the distances to the bones, [0, 1e6]; 0 rigid"},
+    {"jiggle_compliance", ParamSpec::Type::kNumber, "0.0001",
+     "xpbd: compliance of the constraints that touch a jiggling particle, [0, 1e6]; higher jiggles more"},
 };
 
 // The render vertex nearest to each particle, through a hash of the voxel grid's cells.
@@ -159,6 +177,23 @@ void Bind(const PbsModel& m, std::span<const Affine34f> skinning, size_t i, floa
   p -= (k * (length - c.rest) / length) * d;
 }
 
+// The same by XPBD (constraints.h): C = |d| − rest, ∇_p C = d/|d|, one particle.
+void BindXpbd(const PbsModel& m, std::span<const Affine34f> skinning, size_t i, float alpha_tilde, float& lambda,
+              float* x) {
+  const BindConstraint& c = m.bind[i];
+  if (c.rest < 0) return;
+  const Affine34f& s = skinning[c.from];
+  const Eigen::Vector3f a = s * m.joints[c.from].cast<float>().homogeneous();
+  const Eigen::Vector3f b = s * m.joints[c.to].cast<float>().homogeneous();
+  Eigen::Map<Eigen::Vector3f> p(x + 3 * i);
+  const Eigen::Vector3f d = p - ClosestOnSegment(a, b, p);
+  const float length = d.norm();
+  if (length < 1e-9f) return;
+  const float dlambda = (-(length - c.rest) - alpha_tilde * lambda) / (1 + alpha_tilde);
+  lambda += dlambda;
+  p += (dlambda / length) * d;
+}
+
 class PbsDeformer final : public Deformer {
  public:
   PbsDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const PbsModel> model, const PbsParams& params)
@@ -167,20 +202,23 @@ class PbsDeformer final : public Deformer {
         params_(params),
         world_(rig_->joint_count()),
         skinning_(rig_->joint_count()),
-        matrices_(rig_->joint_count()),
-        x_(3 * model_->mesh.rest.size()),
-        v_(params.jiggle ? x_.size() : 0) {}
+        matrices_(rig_->joint_count()) {
+    state_.x.reserve(3 * model_->mesh.rest.size());
+  }
 
-  void Reset() override { fresh_ = true; }
+  void Reset() override { state_.fresh = true; }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (auto st = CheckSkeletalFrame(*rig_, frame, "pbs"); !st.ok()) return st;
     if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
+    if (!(frame.time_step >= 0) || !std::isfinite(frame.time_step)) {
+      return absl::InvalidArgumentError(absl::StrCat("time_step: ", frame.time_step, " s is not a finite number >= 0"));
+    }
     SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
     for (size_t j = 0; j < skinning_.size(); ++j) matrices_[j] = skinning_[j].cast<float>();
-    SolvePbsFrame(*model_, params_, matrices_, x_, pool, v_, fresh_);
-    fresh_ = false;
+    SolvePbsFrame(*model_, params_, matrices_, frame.time_step > 0 ? frame.time_step : params_.time_step, state_, pool);
     const PbsModel& m = *model_;
+    const std::vector<float>& x = state_.x;
     // The render mesh follows its tets.
     const size_t nv = rig_->vertex_count();
     ParallelFor(pool, nv, 4096, [&](size_t b, size_t e) {
@@ -188,7 +226,7 @@ class PbsDeformer final : public Deformer {
         const auto& t = m.mesh.tets[m.embedding.tet[v]];
         const auto& beta = m.embedding.beta[v];
         Eigen::Vector3f q = Eigen::Vector3f::Zero();
-        for (int k = 0; k < 4; ++k) q += float(beta[k]) * Eigen::Map<const Eigen::Vector3f>(&x_[3 * size_t(t[k])]);
+        for (int k = 0; k < 4; ++k) q += float(beta[k]) * Eigen::Map<const Eigen::Vector3f>(&x[3 * size_t(t[k])]);
         Eigen::Map<Eigen::Vector3f> written(&out[3 * v]);
         written = q;
       }
@@ -196,34 +234,133 @@ class PbsDeformer final : public Deformer {
     return absl::OkStatus();
   }
 
+  // Bytes: "pbs-state" 1, particle count (u64), fresh (u8), velocities present (u8), positions and
+  // velocities (float32, 3 per particle), then an FNV-1a 64 of everything before it.
+  absl::StatusOr<std::string> SaveState() const override {
+    const uint64_t n = model_->mesh.rest.size();
+    std::string out(kMagic);
+    Append(out, n);
+    Append(out, uint8_t(state_.fresh || state_.x.size() != 3 * n));
+    const bool velocities = state_.v.size() == 3 * n;
+    Append(out, uint8_t(velocities));
+    if (state_.x.size() == 3 * n) {
+      out.append(reinterpret_cast<const char*>(state_.x.data()), state_.x.size() * sizeof(float));
+    } else {
+      out.append(3 * n * sizeof(float), '\0');  // never deformed: fresh
+    }
+    if (velocities) out.append(reinterpret_cast<const char*>(state_.v.data()), state_.v.size() * sizeof(float));
+    Append(out, Fnv1a(out));
+    return out;
+  }
+
+  absl::Status LoadState(std::string_view bytes) override {
+    const uint64_t n = model_->mesh.rest.size();
+    const size_t head = kMagic.size() + sizeof(uint64_t) + 2;
+    if (bytes.size() < head + sizeof(uint64_t) || bytes.substr(0, kMagic.size()) != kMagic) {
+      return absl::InvalidArgumentError("state: not a pbs session state");
+    }
+    uint64_t count, sum;
+    std::memcpy(&count, bytes.data() + kMagic.size(), sizeof count);
+    std::memcpy(&sum, bytes.data() + bytes.size() - sizeof sum, sizeof sum);
+    if (sum != Fnv1a(bytes.substr(0, bytes.size() - sizeof sum))) {
+      return absl::DataLossError("state: its checksum does not match its bytes (corrupted or truncated)");
+    }
+    if (count != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state: saved with ", count, " particles; this session's tet mesh has ", n));
+    }
+    const bool fresh = bytes[head - 2] != 0, velocities = bytes[head - 1] != 0;
+    const size_t floats = 3 * n * (velocities ? 2 : 1);
+    if (bytes.size() != head + floats * sizeof(float) + sizeof sum) {
+      return absl::DataLossError(absl::StrCat("state: ", bytes.size(), " bytes where ", n, " particles need ",
+                                              head + floats * sizeof(float) + sizeof sum));
+    }
+    if (velocities != (params_.jiggle && !model_->alpha.empty())) {
+      return absl::FailedPreconditionError(absl::StrCat("state: saved by a session with jiggle ",
+                                                        velocities ? "on" : "off", "; this one has it ",
+                                                        velocities ? "off" : "on"));
+    }
+    state_.x.resize(3 * n);
+    std::memcpy(state_.x.data(), bytes.data() + head, 3 * n * sizeof(float));
+    if (velocities) {
+      state_.v.resize(3 * n);
+      std::memcpy(state_.v.data(), bytes.data() + head + 3 * n * sizeof(float), 3 * n * sizeof(float));
+    } else {
+      state_.v.clear();
+    }
+    state_.fresh = fresh;
+    return absl::OkStatus();
+  }
+
+  absl::Status SetParams(const DeformerConfig& config) override {
+    const PbsParams& p = ParamsOf<PbsParams>(config);
+    if (p.jiggle && model_->alpha.empty()) return JiggleWithoutAttribute();
+    params_ = p;
+    return absl::OkStatus();
+  }
+
   size_t StateBytes() const override {
+    const size_t n = model_->mesh.rest.size();
+    const size_t lambda = params_.solver == PbsParams::Solver::kXpbd
+                              ? model_->stretch.size() + model_->volume.size() + model_->bind.size()
+                              : 0;
     return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) +
-           matrices_.size() * sizeof(Affine34f) + (x_.size() + v_.size()) * sizeof(float);
+           matrices_.size() * sizeof(Affine34f) + (3 * n * (params_.jiggle ? 2 : 1) + lambda) * sizeof(float);
+  }
+
+  static absl::Status JiggleWithoutAttribute() {
+    return absl::FailedPreconditionError(
+        "method pbs: jiggle needs the rig's per-vertex \"pbs_jiggle\" attribute (1 component, 0 skinned … 1 free); "
+        "upload it with the rig");
   }
 
  private:
+  static constexpr std::string_view kMagic{"pbs-state\x01", 10};
+  template <class T>
+  static void Append(std::string& out, T value) {
+    out.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  static uint64_t Fnv1a(std::string_view bytes) {
+    uint64_t h = 1469598103934665603ull;
+    for (char c : bytes) h = (h ^ uint8_t(c)) * 1099511628211ull;
+    return h;
+  }
+
   std::shared_ptr<const Rig> rig_;
   std::shared_ptr<const PbsModel> model_;
   PbsParams params_;
   std::vector<Similarity> world_;
   std::vector<Affine34d> skinning_;
   std::vector<Affine34f> matrices_;
-  std::vector<float> x_, v_;  // particle positions and (with jiggle) velocities: the session's state
-  bool fresh_ = true;          // the next frame starts from rest (first frame, Reset)
+  PbsState state_;  // the session's: particles, (with jiggle) velocities
 };
 
 }  // namespace
 
 bool PbsStateful(const DeformerConfig& config) { return ParamsOf<PbsParams>(config).jiggle; }
 
-void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const Affine34f> skinning, std::span<float> x_out,
-                   ThreadPool* pool, std::span<float> v_out, bool fresh, size_t grain) {
+void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const Affine34f> skinning, double dt,
+                   PbsState& state, ThreadPool* pool, size_t grain) {
   const size_t n = m.mesh.rest.size();
-  float* x = x_out.data();
-  const bool jiggle = params.jiggle && !m.alpha.empty() && v_out.size() == x_out.size();
-  float* v = jiggle ? v_out.data() : nullptr;
-  // The prediction: LBS, blended towards inertia by α. With jiggle, v holds the previous
-  // positions until the sweeps are done.
+  state.x.resize(3 * n);
+  const bool jiggle = params.jiggle && !m.alpha.empty();
+  if (!jiggle) {
+    state.v.clear();
+  } else if (state.v.size() != 3 * n) {
+    state.v.assign(3 * n, 0.f);  // jiggle switched on: at rest where the last frame left the particles
+  }
+  const bool xpbd = params.solver == PbsParams::Solver::kXpbd;
+  if (xpbd) {
+    state.lambda.assign(m.stretch.size() + m.volume.size() + m.bind.size(), 0.f);  // a new step
+  } else {
+    state.lambda.clear();
+  }
+  const bool dynamic = jiggle && !state.fresh && !params.quasi_static;
+  float* x = state.x.data();
+  float* v = jiggle ? state.v.data() : nullptr;  // holds the previous positions during the sweeps
+  const float h = float(dt), damp = float(std::exp(-params.damping * dt));
+  const Eigen::Vector3f fall(0.f, -float(params.gravity) * h * h, 0.f);
+  // The prediction: LBS, blended towards inertia by α.
   ParallelFor(pool, n, 2048, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       Affine34f a = Affine34f::Zero();
@@ -237,45 +374,66 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
         continue;
       }
       Eigen::Map<Eigen::Vector3f> velocity(v + 3 * i);
-      if (fresh) {
-        predicted = lbs;
-        velocity = lbs;  // the previous position: no velocity
-        continue;
-      }
-      const Eigen::Vector3f previous = predicted, inert = previous + velocity;
+      const Eigen::Vector3f previous = state.fresh ? lbs : Eigen::Vector3f(predicted);
       const float alpha = m.alpha[i];
-      predicted = alpha > 0 ? Eigen::Vector3f((1 - alpha) * lbs + alpha * inert) : lbs;
+      if (dynamic && alpha > 0) {
+        const Eigen::Vector3f inert = previous + (h * damp) * Eigen::Vector3f(velocity) + fall;
+        predicted = (1 - alpha) * lbs + alpha * inert;
+      } else {
+        predicted = lbs;
+      }
       velocity = previous;
     }
   });
   const float ks = float(params.stretch_stiffness), kv = float(params.volume_stiffness), kb = float(params.bind_stiffness);
   const float kj = float(params.jiggle_stiffness);
+  // XPBD's α̃ = compliance / dt².
+  const float inv_h2 = h > 0 ? 1.f / (h * h) : 0.f;
+  const float as = float(params.stretch_compliance) * inv_h2, av = float(params.volume_compliance) * inv_h2,
+              ab = float(params.bind_compliance) * inv_h2, aj = float(params.jiggle_compliance) * inv_h2;
+  float* lambda_stretch = xpbd ? state.lambda.data() : nullptr;
+  float* lambda_volume = xpbd ? lambda_stretch + m.stretch.size() : nullptr;
+  float* lambda_bind = xpbd ? lambda_volume + m.volume.size() : nullptr;
   // Sweeps: stretch, then volume, colour by colour (parallel within a colour: its constraints
   // share no particle, so the result is the serial colour-order Gauss–Seidel's), then bind.
   for (uint32_t it = 0; it < params.iterations; ++it) {
     for (size_t c = 0; c + 1 < m.stretch_colours.size(); ++c) {
       const uint32_t first = m.stretch_colours[c], count = m.stretch_colours[c + 1] - first;
       ParallelFor(pool, count, grain, [&](size_t b, size_t e) {
-        for (size_t k = b; k < e; ++k) ProjectStretch(m.stretch[first + k], jiggle && m.stretch_jiggles[first + k] ? kj : ks, x);
+        for (size_t k = first + b; k < first + e; ++k) {
+          const bool soft = jiggle && m.stretch_jiggles[k];
+          if (xpbd) ProjectStretchXpbd(m.stretch[k], soft ? aj : as, lambda_stretch[k], x);
+          else ProjectStretch(m.stretch[k], soft ? kj : ks, x);
+        }
       });
     }
     for (size_t c = 0; c + 1 < m.volume_colours.size(); ++c) {
       const uint32_t first = m.volume_colours[c], count = m.volume_colours[c + 1] - first;
       ParallelFor(pool, count, grain, [&](size_t b, size_t e) {
-        for (size_t k = b; k < e; ++k) ProjectVolume(m.volume[first + k], jiggle && m.volume_jiggles[first + k] ? kj : kv, x);
+        for (size_t k = first + b; k < first + e; ++k) {
+          const bool soft = jiggle && m.volume_jiggles[k];
+          if (xpbd) ProjectVolumeXpbd(m.volume[k], soft ? aj : av, lambda_volume[k], x);
+          else ProjectVolume(m.volume[k], soft ? kj : kv, x);
+        }
       });
     }
     if (!m.bind.empty()) {
       ParallelFor(pool, n, grain, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) Bind(m, skinning, i, jiggle && m.alpha[i] > 0 ? kj : kb, x);
+        for (size_t i = b; i < e; ++i) {
+          const bool soft = jiggle && m.alpha[i] > 0;
+          if (xpbd) BindXpbd(m, skinning, i, soft ? aj : ab, lambda_bind[i], x);
+          else Bind(m, skinning, i, soft ? kj : kb, x);
+        }
       });
     }
   }
-  if (jiggle) {  // each particle's motion over this frame, for the next prediction
+  if (jiggle) {  // each particle's velocity over this step, for the next prediction
+    const float inv_h = dynamic && h > 0 ? 1.f / h : 0.f;  // quasi-static and first frames: at rest
     ParallelFor(pool, n, 4096, [&](size_t b, size_t e) {
-      for (size_t i = 3 * b; i < 3 * e; ++i) v[i] = x[i] - v[i];
+      for (size_t i = 3 * b; i < 3 * e; ++i) v[i] = (x[i] - v[i]) * inv_h;
     });
   }
+  state.fresh = false;
 }
 
 std::span<const ParamSpec> PbsParamSpecs() { return kPbsSpecs; }
@@ -291,6 +449,17 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSe
   r.Choice("weights", kWeightWords, weights);
   p->weights = weights == 1 ? PbsParams::Weights::kPaper : PbsParams::Weights::kTransfer;
   r.Flag("jiggle", p->jiggle).Number("jiggle_stiffness", p->jiggle_stiffness, 0, 1, /*open_lo=*/true);
+  r.Number("time_step", p->time_step, 0, 1, /*open_lo=*/true)
+      .Number("gravity", p->gravity, -1e6, 1e6)
+      .Number("damping", p->damping, 0, 1e4)
+      .Flag("quasi_static", p->quasi_static);
+  int solver = 0;
+  r.Choice("solver", kSolverWords, solver);
+  p->solver = solver == 1 ? PbsParams::Solver::kXpbd : PbsParams::Solver::kPbd;
+  r.Number("stretch_compliance", p->stretch_compliance, 0, 1e6)
+      .Number("volume_compliance", p->volume_compliance, 0, 1e6)
+      .Number("bind_compliance", p->bind_compliance, 0, 1e6)
+      .Number("jiggle_compliance", p->jiggle_compliance, 0, 1e6);
   if (!r.status().ok()) return r.status();
   return std::shared_ptr<const MethodParams>(std::move(p));
 }
@@ -430,11 +599,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreatePbsDeformer(std::shared_ptr<cons
                                                             const DeformerConfig& config) {
   auto model = std::dynamic_pointer_cast<const PbsModel>(prepared);
   if (!model) return absl::InternalError("pbs: created without its prepared tetrahedral mesh");
-  if (ParamsOf<PbsParams>(config).jiggle && model->alpha.empty()) {
-    return absl::FailedPreconditionError(
-        "method pbs: jiggle needs the rig's per-vertex \"pbs_jiggle\" attribute (1 component, 0 skinned … 1 free); "
-        "upload it with the rig");
-  }
+  if (ParamsOf<PbsParams>(config).jiggle && model->alpha.empty()) return PbsDeformer::JiggleWithoutAttribute();
   return std::unique_ptr<Deformer>(new PbsDeformer(std::move(rig), std::move(model), ParamsOf<PbsParams>(config)));
 }
 

@@ -11,9 +11,13 @@
 // frame. Particle weights are transferred from the rig's weights by default, or the paper's Eq. 2
 // heuristic (PbsParams::weights).
 //
+// Sessions with jiggle carry time (a step per frame, gravity, damping), can pose without it
+// (quasi_static), project by PBD or XPBD, change their parameters live (those outside PbsKey:
+// Deformer::SetParams) and save and restore their state bit for bit (Deformer::SaveState).
+//
 // Data layout (per rig, shared): particles' rest positions and CSR weights; constraints sorted by
-// colour (struct arrays); the render vertices' tet and β. Per session: the particles' positions
-// (3 floats each) and the frame's skinning matrices; a frame allocates nothing.
+// colour (struct arrays); the render vertices' tet and β. Per session: PbsState (positions,
+// velocities, XPBD multipliers) and the frame's skinning matrices; a frame allocates nothing.
 #pragma once
 
 #include <memory>
@@ -41,11 +45,27 @@ struct PbsParams : MethodParams {
   // Jiggle (secondary motion, §4 of the paper, as the spec's painted-map generalization): the
   // rig's per-vertex attribute "pbs_jiggle" (α in [0, 1], carried to each particle from its
   // nearest render vertex) blends a particle's prediction from LBS (α = 0) to inertia (α = 1):
-  // p = (1 − α) LBS + α (x + Δx), Δx its motion over the previous frame (Verlet without forces:
-  // dt·v with v = Δx/dt, so the time step cancels until gravity, damping or compliance enter).
-  // Constraints touching a particle with α > 0 use `jiggle_stiffness`. Makes the session stateful.
+  // p = (1 − α) LBS + α (x + dt v + dt² g), v its velocity after the previous step. Constraints
+  // touching a particle with α > 0 use `jiggle_stiffness` (XPBD: `jiggle_compliance`). Makes the
+  // session stateful.
   bool jiggle = false;
   double jiggle_stiffness = 0.2;
+  // Dynamics of the jiggling particles (the only ones with inertia). The step of a frame that
+  // carries none (FrameInput::time_step 0) — the paper's 10 ms; gravity along the rig's −y, in
+  // rig units/s²; damping per second: v ← v·exp(−damping·dt) before each prediction.
+  double time_step = 0.01;
+  double gravity = 0;
+  double damping = 0;
+  // Posing without time: every particle is predicted by LBS (no inertia, no gravity), so a frame
+  // depends on its pose only, and the session's velocities are zeroed (a dynamic frame after it
+  // starts from rest where this one left the particles).
+  bool quasi_static = false;
+  // PBD projects with the stiffnesses above (their effect depends on the iteration count); XPBD
+  // with compliances (inverse stiffnesses, 0 rigid, in rig units per unit of force for unit
+  // masses; α̃ = compliance / dt²), which converge to the same softness whatever the count.
+  enum class Solver { kPbd, kXpbd } solver = Solver::kPbd;
+  double stretch_compliance = 0, volume_compliance = 0, bind_compliance = 0;
+  double jiggle_compliance = 1e-4;  // of the constraints touching a jiggling particle
 };
 
 std::span<const ParamSpec> PbsParamSpecs();
@@ -74,15 +94,24 @@ struct PbsModel : Prepared {
   size_t Bytes() const override;
 };
 
-// One frame on the particles `x` (3 floats each): the LBS prediction from the frame's skinning
-// matrices, then `params.iterations` sweeps (0: LBS only). Deterministic for any pool size.
-// With jiggle: `v` (3 floats per particle) carries each particle's motion over the last frame
-// and `x` enters as the last frame's positions; `fresh` starts from rest (x := LBS, v := 0). A colour goes to
-// the pool in chunks of `grain` constraints, and only when it holds more (kPbsColourGrain: each
-// colour is a barrier, about 600 a frame, and a small one costs more to hand over than to do).
+// A session's simulation state (per particle; floats as the solver uses them).
+struct PbsState {
+  std::vector<float> x;       // 3 per particle: positions after the last frame
+  std::vector<float> v;       // 3 per particle, with jiggle: velocities after it (rig units per second)
+  std::vector<float> lambda;  // XPBD: the step's multipliers, stretch then volume then bind (scratch)
+  bool fresh = true;          // the next frame starts from rest (x := LBS, v := 0)
+  size_t Bytes() const { return (x.capacity() + v.capacity() + lambda.capacity()) * sizeof(float); }
+};
+
+// One frame of `dt` seconds (used by the dynamics only) on `state`: the prediction (LBS, blended
+// towards inertia by α with jiggle), then `params.iterations` sweeps (0: the prediction only).
+// Sizes the state's arrays on the first frame (and when jiggle or the solver changes); allocates
+// nothing otherwise. Deterministic for any pool size. A colour goes to the pool in chunks of
+// `grain` constraints, and only when it holds more (kPbsColourGrain: each colour is a barrier,
+// about 600 a frame, and a small one costs more to hand over than to do).
 inline constexpr size_t kPbsColourGrain = 8192;
-void SolvePbsFrame(const PbsModel& model, const PbsParams& params, std::span<const Affine34f> skinning, std::span<float> x,
-                   ThreadPool* pool, std::span<float> v = {}, bool fresh = true, size_t grain = kPbsColourGrain);
+void SolvePbsFrame(const PbsModel& model, const PbsParams& params, std::span<const Affine34f> skinning, double dt,
+                   PbsState& state, ThreadPool* pool, size_t grain = kPbsColourGrain);
 bool PbsStateful(const DeformerConfig& config);  // jiggle
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,

@@ -47,6 +47,7 @@ class CageService : public ::testing::Test {
   v1::DeformRequest Frame(const std::string& session, double t, bool pose, bool cage) {
     v1::DeformRequest r;
     r.set_session_id(session);
+    r.set_frame(uint64_t(std::lround(t * 1000)));  // numbered upwards: stateful sessions (supercages) require it
     if (pose) {
       auto rig = BuildRig(arm_.rig);
       Pose p;

@@ -60,6 +60,7 @@ class GpuService : public ::testing::TestWithParam<const char*> {
     std::vector<float> offsets(cage_floats);
     for (size_t i = 0; i < offsets.size(); ++i) offsets[i] = 0.05f * float(f) * std::sin(float(i));
     v1::DeformRequest r;
+    r.set_frame(uint64_t(f));  // numbered upwards: stateful sessions (supercages) require it
     if (posed) client::PoseToProto(LimbPose(sk, f / 4.0), *r.mutable_pose());
     v1::CagePose* cp = r.add_cages();
     cp->set_input(v1::CAGE_INPUT_OFFSETS);

@@ -428,44 +428,245 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
                            [&] { return std::move(CreateDeformer(rig, config).value()); }, served);
 }
 
+// A limb (2,000 vertices) whose far part (x > 2) is painted to jiggle, on a server.
+struct JiggleLimb {
+  LimbOptions limb = LimbOf(2000);
+  Skeleton sk = LimbSkeleton(limb);
+  v1::Rig rig;
+  JiggleLimb() {
+    RigInput in = MakeLimb(limb);
+    std::vector<float> alpha(in.rig.positions.size() / 3);
+    for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = in.rig.positions[3 * v] > 2.0f ? 1.f : 0.f;
+    in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
+    rig = client::RigToProto(in);
+  }
+  // Frame k of a bend to 64° over 8 frames, then held.
+  Pose Swing(int k) const {
+    return LimbPose(sk, 0.5, LimbMotion{.bend_degrees = 8.0 * std::min(k, 8), .twist_degrees = 0});
+  }
+  // Uploads the rig to `c` and makes its tets (a session made before they exist serves LBS
+  // frames, which are not stateful); the request for a pbs session with jiggle (voxels of 0.1)
+  // and `edit`'s parameters.
+  v1::CreateSessionRequest Prepare(client::Client& c, const std::function<void(v1::PbsParams&)>& edit = {}) const {
+    auto up = c.UploadRig(rig);
+    EXPECT_TRUE(up.ok()) << up.status();
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up.ok() ? up->rig_id() : "");
+    req.mutable_deformer()->set_method(v1::METHOD_PBS);
+    v1::PbsParams& p = *req.mutable_deformer()->mutable_pbs();
+    p.set_voxel_size(0.1);
+    p.set_jiggle(true);
+    if (edit) edit(p);
+    EXPECT_TRUE(c.CreateSession(req).ok());
+    EXPECT_TRUE(WaitForPreparation(c, req.rig_id(), "pbs").has_value()) << "no tets within two minutes";
+    return req;
+  }
+  // Frame `k` of the swing on `session` (with `time_step`); its positions, or empty on error.
+  std::vector<float> Play(client::Client& c, const std::string& session, int k, double time_step = 0) const {
+    v1::DeformRequest frame = Frame(session, uint64_t(k), Swing(k));
+    frame.set_time_step(time_step);
+    auto r = c.Deform(frame);
+    EXPECT_TRUE(r.ok()) << "frame " << k << ": " << r.status();
+    std::vector<float> out;
+    if (r.ok()) {
+      EXPECT_EQ(r->method(), v1::METHOD_PBS);
+      EXPECT_TRUE(client::DecodePositions(*r, out).ok());
+    }
+    return out;
+  }
+};
+
 // A pbs session with jiggle is stateful through the server: its frames depend on the ones before
 // (after the swing stops, the painted end keeps moving), and a resumed DeformClip batch replays
 // from rest to equal an uninterrupted one.
 TEST_F(Service, PbsJiggleSessionsAreStatefulAndResumeExactly) {
-  LimbOptions limb = LimbOf(2000);
-  RigInput in = MakeLimb(limb);
-  std::vector<float> alpha(in.rig.positions.size() / 3);
-  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = in.rig.positions[3 * v] > 2.0f ? 1.f : 0.f;
-  in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
-  auto up = client_->UploadRig(client::RigToProto(in));
-  ASSERT_TRUE(up.ok()) << up.status();
-  v1::CreateSessionRequest req;
-  req.set_rig_id(up->rig_id());
-  req.mutable_deformer()->set_method(v1::METHOD_PBS);
-  req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
-  req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
-  // Wait for the tets (an LBS fallback frame would not be stateful).
-  ASSERT_TRUE(client_->CreateSession(req).ok());
-  ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "pbs").has_value());
-  auto session = client_->CreateSession(req);
+  const JiggleLimb f;
+  auto session = client_->CreateSession(f.Prepare(*client_));
   ASSERT_TRUE(session.ok()) << session.status();
-  const Skeleton sk = LimbSkeleton(limb);
-  auto swing = [&](int k) { return LimbPose(sk, 0.5, LimbMotion{.bend_degrees = 8.0 * std::min(k, 8), .twist_degrees = 0}); };
   std::vector<float> previous, got;
   double after_stop = 0;
   for (int k = 0; k <= 12; ++k) {
-    auto r = client_->Deform(Frame(session->session_id(), k, swing(k)));
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ(r->method(), v1::METHOD_PBS);
-    ASSERT_TRUE(client::DecodePositions(*r, got).ok());
+    got = f.Play(*client_, session->session_id(), k);
+    ASSERT_FALSE(got.empty());
     if (k >= 10) after_stop = std::max(after_stop, MaxAbsDiff(got, previous));  // the pose no longer changes
     previous = got;
   }
   EXPECT_GT(after_stop, 1e-4);
   v1::DeformClipRequest batch;
   batch.set_session_id(session->session_id());
-  for (int k = 0; k <= 12; ++k) client::PoseToProto(swing(k), *batch.mutable_poses()->add_poses());
+  for (int k = 0; k <= 12; ++k) client::PoseToProto(f.Swing(k), *batch.mutable_poses()->add_poses());
   ExpectResumedBatchEqualsWhole(*client_, batch, 7);
+}
+
+// A stateful session applies frames strictly in increasing order of their numbers: a repeated or
+// earlier number is refused with the reason (and changes nothing: the next frame equals that of
+// a session that never saw it), a failed frame does not use its number up, a reset starts the
+// numbering again, and GetSession shows the last frame applied. A stateless session takes any
+// numbers, as before.
+TEST_F(Service, StatefulSessionsApplyFramesStrictlyInOrder) {
+  const JiggleLimb f;
+  const v1::CreateSessionRequest req = f.Prepare(*client_);
+  auto a = client_->CreateSession(req), b = client_->CreateSession(req);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto stream = client_->OpenStream();
+  auto send = [&](uint64_t frame, double time_step = 0, bool reset = false) {
+    v1::DeformRequest r = Frame(a->session_id(), frame, f.Swing(int(frame)));
+    r.set_time_step(time_step);
+    r.set_reset(reset);
+    EXPECT_TRUE(stream->Write(r));
+    v1::DeformResponse resp;
+    EXPECT_TRUE(stream->Read(&resp));
+    EXPECT_EQ(resp.frame(), frame);
+    return resp;
+  };
+  for (uint64_t k : {1, 2}) EXPECT_FALSE(send(k).has_error()) << k;
+  v1::DeformResponse again = send(2), earlier = send(1), bad_step = send(3, -0.5);
+  EXPECT_EQ(again.error().code(), grpc::FAILED_PRECONDITION);
+  EXPECT_THAT(again.error().message(), HasSubstr("frame: 2 was already applied"));
+  EXPECT_EQ(earlier.error().code(), grpc::FAILED_PRECONDITION);
+  EXPECT_THAT(earlier.error().message(), HasSubstr("frame: 1 arrives after frame 2"));
+  EXPECT_EQ(bad_step.error().code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(bad_step.error().message(), HasSubstr("time_step: -0.5"));
+  const v1::DeformResponse third = send(3);
+  ASSERT_FALSE(third.has_error()) << third.error().message();
+  for (int k : {1, 2}) ASSERT_FALSE(f.Play(*client_, b->session_id(), k).empty());
+  std::vector<float> third_positions;
+  ASSERT_TRUE(client::DecodePositions(third, third_positions).ok());
+  EXPECT_EQ(f.Play(*client_, b->session_id(), 3), third_positions);
+  EXPECT_FALSE(send(0, 0, /*reset=*/true).has_error());
+  EXPECT_TRUE(stream->Close().ok());
+  auto info = client_->GetSession(a->session_id());
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->has_last_frame());
+  EXPECT_EQ(info->last_frame(), 0u);
+
+  v1::CreateSessionRequest lbs = req;
+  lbs.mutable_deformer()->clear_pbs();
+  lbs.mutable_deformer()->set_method(v1::METHOD_LBS);
+  auto stateless = client_->CreateSession(lbs);
+  ASSERT_TRUE(stateless.ok());
+  for (int k : {5, 5, 2}) EXPECT_TRUE(client_->Deform(Frame(stateless->session_id(), k, f.Swing(k))).ok()) << k;
+}
+
+// A session migrates: its state, saved on one server after 10 frames (gravity, damping), restored
+// into a session on a second server made with the same rig and deformer, continues there bit for
+// bit as on the first; the restored session takes the frames after the saved one only. States
+// that do not fit (other parameters, damaged bytes) are refused with the field.
+TEST_F(Service, PbsSessionStatesMigrateBetweenServersBitForBit) {
+  const JiggleLimb f;
+  auto dynamics = [](v1::PbsParams& p) {
+    p.set_gravity(20);
+    p.set_damping(1);
+  };
+  auto source = client_->CreateSession(f.Prepare(*client_, dynamics));
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (int k = 0; k < 10; ++k) ASSERT_FALSE(f.Play(*client_, source->session_id(), k).empty());
+  auto state = client_->GetSessionState(source->session_id());
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->last_frame(), 9u);
+  EXPECT_EQ(state->method(), v1::METHOD_PBS);
+  EXPECT_FALSE(state->method_state().empty());
+
+  const std::string other_cache = *cache_dir_ + "-other";
+  ServerProcess second({"--cache-dir", other_cache});
+  ASSERT_TRUE(second.started());
+  client::Client c2(second.target());
+  ASSERT_TRUE(c2.WaitReady(std::chrono::seconds(10)).ok());
+  auto target = c2.CreateSession(f.Prepare(c2, dynamics));
+  ASSERT_TRUE(target.ok()) << target.status();
+  v1::SessionState damaged = *state;
+  damaged.mutable_method_state()->at(damaged.method_state().size() / 2) ^= 0x40;
+  const auto lost = c2.SetSessionState(target->session_id(), damaged).status();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(lost.message()), HasSubstr("state.method_state"));
+  auto restored = c2.SetSessionState(target->session_id(), *state);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->last_frame(), 9u);
+  EXPECT_EQ(c2.Deform(Frame(target->session_id(), 9, f.Swing(9))).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (int k = 10; k < 20; ++k) {
+    ASSERT_EQ(f.Play(c2, target->session_id(), k), f.Play(*client_, source->session_id(), k)) << "frame " << k;
+  }
+  auto still = c2.CreateSession(f.Prepare(c2, [](v1::PbsParams& p) { p.set_jiggle(false); }));
+  ASSERT_TRUE(still.ok());
+  const auto wrong = c2.SetSessionState(still->session_id(), *state).status();
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong.message()), HasSubstr("state.method_state"));
+  EXPECT_EQ(second.Terminate(), 0);
+  std::error_code ec;
+  std::filesystem::remove_all(other_cache, ec);
+}
+
+// UpdateSession changes a pbs session's parameters from its next frame: two sessions agree until
+// one's jiggle stiffness is lowered, then differ, and GetSession shows the new parameters.
+// Parameters the tets depend on, another method, and methods with fixed parameters are refused.
+TEST_F(Service, PbsParametersChangeLiveThroughUpdateSession) {
+  const JiggleLimb f;
+  const v1::CreateSessionRequest req = f.Prepare(*client_);
+  auto edited = client_->CreateSession(req), kept = client_->CreateSession(req);
+  ASSERT_TRUE(edited.ok() && kept.ok());
+  for (int k = 0; k < 12; ++k) {
+    if (k == 6) {
+      v1::DeformerConfig softer = req.deformer();
+      softer.mutable_pbs()->set_jiggle_stiffness(0.02);
+      auto s = client_->UpdateSession(edited->session_id(), softer);
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_DOUBLE_EQ(s->deformer().pbs().jiggle_stiffness(), 0.02);
+    }
+    const auto a = f.Play(*client_, edited->session_id(), k), b = f.Play(*client_, kept->session_id(), k);
+    ASSERT_FALSE(a.empty());
+    if (k < 6) ASSERT_EQ(a, b) << "frame " << k;
+    else EXPECT_NE(a, b) << "frame " << k;
+  }
+  auto info = client_->GetSession(edited->session_id());
+  ASSERT_TRUE(info.ok());
+  EXPECT_DOUBLE_EQ(info->deformer().pbs().jiggle_stiffness(), 0.02);
+
+  v1::DeformerConfig coarser = req.deformer();
+  coarser.mutable_pbs()->set_voxel_size(0.2);
+  const auto key = client_->UpdateSession(edited->session_id(), coarser).status();
+  EXPECT_EQ(key.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(key.message()), HasSubstr("voxel=0.2"));
+  v1::DeformerConfig lbs;
+  lbs.set_method(v1::METHOD_LBS);
+  const auto other = client_->UpdateSession(edited->session_id(), lbs).status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(other.message()), HasSubstr("deformer.method"));
+  v1::CreateSessionRequest lbs_req = req;
+  *lbs_req.mutable_deformer() = lbs;
+  auto fixed = client_->CreateSession(lbs_req);
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(client_->UpdateSession(fixed->session_id(), lbs).status().code(), absl::StatusCode::kUnimplemented);
+  v1::DeformerConfig bad = req.deformer();
+  bad.mutable_pbs()->set_damping(-1);
+  const auto range = client_->UpdateSession(edited->session_id(), bad).status();
+  EXPECT_EQ(range.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(range.message()), HasSubstr("damping"));
+}
+
+// DeformClip steps by the clip's sampling: a still clip (no tracks) at 50 frames/s with gravity
+// equals the same poses as a list with time_step 0.02, and differs from the list at the method's
+// own 0.01.
+TEST_F(Service, PbsClipsStepByTheirSampling) {
+  const JiggleLimb f;
+  auto session = client_->CreateSession(f.Prepare(*client_, [](v1::PbsParams& p) { p.set_gravity(50); }));
+  ASSERT_TRUE(session.ok()) << session.status();
+  v1::DeformClipRequest clip;
+  clip.set_session_id(session->session_id());
+  clip.mutable_clip()->mutable_clip()->set_duration_seconds(0.4);
+  clip.mutable_clip()->set_frames_per_second(50);
+  const auto by_clip = PlayClip(*client_, clip);
+  ASSERT_EQ(by_clip.size(), 21u);
+  v1::DeformClipRequest list;
+  list.set_session_id(session->session_id());
+  for (int k = 0; k <= 20; ++k) client::PoseToProto(RestPose(f.sk), *list.mutable_poses()->add_poses());
+  list.set_time_step(0.02);
+  EXPECT_EQ(PlayClip(*client_, list), by_clip);
+  list.set_time_step(0);
+  EXPECT_NE(PlayClip(*client_, list), by_clip);
+  list.set_time_step(-1);
+  EXPECT_EQ(client_->DeformClip(list, [](const v1::DeformClipResponse&) { return absl::OkStatus(); }).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Swing/twist deformers through the server, served while their weights are prepared: the

@@ -1,0 +1,175 @@
+// UpdateSession (a session's parameters, live), GetSessionState and SetSessionState (snapshots).
+// The session's deformer does the method's part (Deformer::SetParams, SaveState, LoadState);
+// here: which session, whether the change or the state fits it, and the frame numbering.
+#include "absl/strings/str_cat.h"
+#include "core/deformer/pipeline.h"
+#include "server/convert.h"
+#include "server/service.h"
+
+namespace sinew::server {
+
+template <class Request, class Response>
+class Service::PoolCall final : public grpc::ServerUnaryReactor {
+ public:
+  using Impl = absl::Status (Service::*)(const Request&, Response&);
+  PoolCall(Service* svc, const char* rpc, Impl impl, const Request* req, Response* resp)
+      : svc_(svc), rpc_(rpc), impl_(impl), req_(req), resp_(resp) {
+    svc_->active_calls_.fetch_add(1);
+    svc_->pool_.Submit(&PoolCall::Run, this);
+  }
+  void OnDone() override {
+    svc_->active_calls_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  static void Run(void* arg) {
+    auto* self = static_cast<PoolCall*>(arg);
+    self->Finish(self->svc_->ToGrpc(self->rpc_, (self->svc_->*self->impl_)(*self->req_, *self->resp_)));
+  }
+  Service* svc_;
+  const char* rpc_;
+  Impl impl_;
+  const Request* req_;
+  Response* resp_;
+};
+
+namespace {
+
+absl::Status NoSession(const std::string& id) {
+  return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\" (closed or expired)"));
+}
+
+// The session's method's preparation key ("" for methods without one).
+std::string KeyOf(const Session& s, const DeformerConfig& config) {
+  return s.method != nullptr && s.method->prepare != nullptr ? PreparationKey(*s.method, config) : std::string();
+}
+
+}  // namespace
+
+absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1::Session& resp) {
+  auto s = sessions_.Find(req.session_id(), NowMs());
+  if (!s) return NoSession(req.session_id());
+  if (s->method == nullptr) {
+    return absl::UnimplementedError("deformer: a pipeline's parameters are fixed when its session is created");
+  }
+  auto config = DeformerConfigFromProto(req.deformer());
+  if (!config.ok()) return config.status();
+  if (!config->stages.empty() || config->method != s->method->name) {
+    return absl::FailedPreconditionError(absl::StrCat("deformer.method: the session's method is ",
+                                                      std::string(s->method->name),
+                                                      " and stays so; create a new session for another"));
+  }
+  if (s->backend == v1::BACKEND_GPU) {
+    return absl::FailedPreconditionError(
+        "session_id: a GPU session's parameters are fixed on the device; create a new session with the new ones");
+  }
+  v1::DeformerConfig before_proto;
+  {
+    std::lock_guard lock(s->config_mu);
+    before_proto = s->config;
+  }
+  auto before = DeformerConfigFromProto(before_proto);
+  if (!before.ok()) return before.status();
+  const std::string was = KeyOf(*s, *before), now = KeyOf(*s, *config);
+  if (was != now) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "deformer: these parameters need another per-rig preparation (\"", now, "\" instead of the session's \"", was,
+        "\"); only parameters outside it change live: create a new session for them"));
+  }
+  std::lock_guard lock(s->mu);
+  if (auto st = s->deformer->SetParams(*config); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("deformer: method ", std::string(s->method->name), ": ", st.message()));
+  }
+  s->stateful = PipelineStateful(*config);
+  {
+    std::lock_guard config_lock(s->config_mu);
+    s->config = req.deformer();
+  }
+  s->ToProto(resp, options_.session_idle_ttl_seconds);
+  return absl::OkStatus();
+}
+
+absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req, v1::SessionState& resp) {
+  auto s = sessions_.Find(req.session_id(), NowMs());
+  if (!s) return NoSession(req.session_id());
+  if (s->backend == v1::BACKEND_GPU) {
+    return absl::UnimplementedError("session_id: the state of GPU sessions cannot be saved yet");
+  }
+  std::lock_guard lock(s->mu);
+  auto config = DeformerConfigFromProto(s->config);
+  if (!config.ok()) return config.status();
+  resp.set_rig_id(s->rig->id);
+  resp.set_method(static_cast<v1::Method>(s->method ? s->method->id : 0));
+  resp.set_preparation_key(KeyOf(*s, *config));
+  resp.set_backend(s->backend);
+  if (s->has_frame) resp.set_last_frame(s->last_frame);
+  if (!s->stateful) return absl::OkStatus();
+  auto bytes = s->deformer->SaveState();
+  if (!bytes.ok()) return bytes.status();
+  resp.set_method_state(std::move(*bytes));
+  return absl::OkStatus();
+}
+
+absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req, v1::Session& resp) {
+  auto s = sessions_.Find(req.session_id(), NowMs());
+  if (!s) return NoSession(req.session_id());
+  const v1::SessionState& state = req.state();
+  if (s->backend == v1::BACKEND_GPU) {
+    return absl::UnimplementedError("session_id: the state of GPU sessions cannot be restored yet");
+  }
+  std::lock_guard lock(s->mu);
+  auto config = DeformerConfigFromProto(s->config);
+  if (!config.ok()) return config.status();
+  if (state.rig_id() != s->rig->id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state.rig_id: saved on rig ", state.rig_id(), "; this session's rig is ", s->rig->id));
+  }
+  const uint32_t method = s->method ? s->method->id : 0;
+  if (static_cast<uint32_t>(state.method()) != method) {
+    return absl::FailedPreconditionError(absl::StrCat("state.method: saved by method ", v1::Method_Name(state.method()),
+                                                      "; this session's is ",
+                                                      v1::Method_Name(static_cast<v1::Method>(method))));
+  }
+  if (const std::string key = KeyOf(*s, *config); state.preparation_key() != key) {
+    return absl::FailedPreconditionError(absl::StrCat("state.preparation_key: saved with \"", state.preparation_key(),
+                                                      "\"; this session's is \"", key, "\""));
+  }
+  if (state.backend() != s->backend) {
+    return absl::FailedPreconditionError(absl::StrCat("state.backend: saved on ", v1::Backend_Name(state.backend()),
+                                                      "; this session runs on ", v1::Backend_Name(s->backend),
+                                                      " (states continue bit for bit on the same kind only)"));
+  }
+  if (s->stateful) {
+    if (auto st = s->deformer->LoadState(state.method_state()); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("state.method_state: ", st.message()));
+    }
+  } else if (!state.method_state().empty()) {
+    return absl::FailedPreconditionError(
+        "state.method_state: saved by a stateful session; this one is stateless (its parameters differ)");
+  }
+  s->has_frame = state.has_last_frame();
+  s->last_frame = state.last_frame();
+  s->ToProto(resp, options_.session_idle_ttl_seconds);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* Service::UpdateSession(grpc::CallbackServerContext*, const v1::UpdateSessionRequest* req,
+                                                 v1::Session* resp) {
+  return new PoolCall<v1::UpdateSessionRequest, v1::Session>(this, "UpdateSession", &Service::UpdateSessionImpl, req,
+                                                             resp);
+}
+
+grpc::ServerUnaryReactor* Service::GetSessionState(grpc::CallbackServerContext*,
+                                                   const v1::GetSessionStateRequest* req, v1::SessionState* resp) {
+  return new PoolCall<v1::GetSessionStateRequest, v1::SessionState>(this, "GetSessionState",
+                                                                    &Service::GetSessionStateImpl, req, resp);
+}
+
+grpc::ServerUnaryReactor* Service::SetSessionState(grpc::CallbackServerContext*,
+                                                   const v1::SetSessionStateRequest* req, v1::Session* resp) {
+  return new PoolCall<v1::SetSessionStateRequest, v1::Session>(this, "SetSessionState",
+                                                               &Service::SetSessionStateImpl, req, resp);
+}
+
+}  // namespace sinew::server
