@@ -35,6 +35,9 @@ namespace sinew {
 struct PbsParams : MethodParams {
   double voxel_size = 0;           // tet mesh resolution; 0: the mesh's longest side / 32
   uint32_t iterations = 12;        // Gauss–Seidel sweeps per frame (the paper's 12)
+  // After the sweeps: passes that project only the tets still inverted (a mirror-image tet keeps
+  // its edge lengths, so the sweeps can leave it so); stops after a pass that finds none. 0: off.
+  uint32_t recovery_passes = 8;
   double stretch_stiffness = 0.9;  // k_s (the paper: 0.6–0.9 per model)
   double volume_stiffness = 1.0;   // k_v (not given in the paper)
   double bind_stiffness = 1.0;     // k_b (not given in the paper)
@@ -42,6 +45,9 @@ struct PbsParams : MethodParams {
   // paper's Eq. 2 heuristic (rigid in the middle two thirds of the nearest bone, shared equally
   // by the bones at the nearer end otherwise; discontinuous at 1/6 and 5/6).
   enum class Weights { kTransfer, kPaper } weights = Weights::kTransfer;
+  // Cut the tets that bridge two parts the voxels merged (fingers, an arm and the torso): those
+  // with two particles skinned to no common joint whose centroid lies outside the mesh.
+  bool cut_bridges = true;
   // Jiggle (secondary motion, §4 of the paper, as the spec's painted-map generalization): the
   // rig's per-vertex attribute "pbs_jiggle" (α in [0, 1], carried to each particle from its
   // nearest render vertex) blends a particle's prediction from LBS (α = 0) to inertia (α = 1):

@@ -1,0 +1,184 @@
+// Position-based skinning on a real character: the SuperCages Arm (../shared/data/supercages-arm,
+// 2,089 vertices, 25 joints with a hand) playing its own skeleton clip. Geometric checks only:
+// tets inverted (signed volume of the particles), the tet mesh's volume, and the closed render
+// mesh's volume by the divergence theorem, against LBS on the same frames.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "clients/import/supercages.h"
+#include "core/clip/clip.h"
+#include "core/deformer/deformer.h"
+#include "core/pbs/pbs.h"
+#include "core/rig/pose.h"
+#include "core/rig/transform.h"
+
+namespace sinew {
+namespace {
+
+const std::string kArmDir = std::string(SINEW_SHARED_DATA) + "/supercages-arm";
+
+// The volume enclosed by the mesh (divergence theorem) with its holes capped: each boundary loop
+// (the Arm is open where it was cut at the shoulder) closed by a fan around its deformed centroid,
+// so that the measure is that of a closed surface in every pose.
+struct ClosedVolume {
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> loops;  // boundary edges (a → b as in their triangle)
+  explicit ClosedVolume(const Rig& rig) {
+    std::map<std::pair<uint32_t, uint32_t>, int> uses;
+    for (size_t t = 0; t < rig.triangle_count(); ++t) {
+      for (int k = 0; k < 3; ++k) {
+        const uint32_t a = rig.triangles[3 * t + k], b = rig.triangles[3 * t + (k + 1) % 3];
+        ++uses[{a, b}];
+      }
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> open;
+    for (const auto& [e, n] : uses) {
+      if (!uses.contains({e.second, e.first})) open.push_back(e);
+    }
+    // Loops: boundary edges grouped by shared vertices.
+    std::map<uint32_t, uint32_t> parent;
+    auto find = [&](uint32_t v) {
+      while (parent[v] != v) v = parent[v] = parent[parent[v]];
+      return v;
+    };
+    for (auto [a, b] : open) {
+      parent.try_emplace(a, a);
+      parent.try_emplace(b, b);
+      parent[find(a)] = find(b);
+    }
+    std::map<uint32_t, size_t> loop_of;
+    for (auto e : open) {
+      auto [it, added] = loop_of.try_emplace(find(e.first), loops.size());
+      if (added) loops.emplace_back();
+      loops[it->second].push_back(e);
+    }
+  }
+  size_t open_edges() const {
+    size_t n = 0;
+    for (const auto& l : loops) n += l.size();
+    return n;
+  }
+  double operator()(const Rig& rig, const std::vector<float>& x) const {
+    auto at = [&](uint32_t i) { return Eigen::Vector3d(x[3 * i], x[3 * i + 1], x[3 * i + 2]); };
+    double v = 0;
+    for (size_t t = 0; t < rig.triangle_count(); ++t) {
+      v += at(rig.triangles[3 * t]).dot(at(rig.triangles[3 * t + 1]).cross(at(rig.triangles[3 * t + 2]))) / 6;
+    }
+    for (const auto& loop : loops) {
+      Eigen::Vector3d c = Eigen::Vector3d::Zero();
+      for (auto [a, b] : loop) c += at(a);
+      c /= double(loop.size());
+      for (auto [a, b] : loop) v += at(b).dot(at(a).cross(c)) / 6;  // the cap runs the other way
+    }
+    return v;
+  }
+};
+
+struct ArmRun {
+  size_t particles = 0, tets = 0, cut = 0, worst_inverted = 0, lbs_inverted = 0;
+  double worst_mesh = 0, worst_tets = 0, worst_lbs = 0;
+};
+
+// `clip` sampled at frames + 1 even steps under pbs with `params` (one session): the worst frame's figures.
+ArmRun PlayArm(const Clip& clip, const std::shared_ptr<const Rig>& rig, const PbsParams& params, int frames = 60) {
+  ArmRun run;
+  auto p = std::make_shared<PbsParams>(params);
+  DeformerConfig config("pbs", p);
+  ThreadPool pool(2);
+  auto prepared = PreparePbs(*rig, config, &pool, {});
+  EXPECT_TRUE(prepared.ok()) << prepared.status();
+  if (!prepared.ok()) return run;
+  const auto& model = static_cast<const PbsModel&>(**prepared);
+  run.particles = model.mesh.rest.size();
+  run.tets = model.mesh.tets.size();
+  run.cut = model.mesh.cut;
+  auto lbs = CreateDeformer(rig, DeformerConfig("lbs"));
+  EXPECT_TRUE(lbs.ok());
+  const ClosedVolume volume(*rig);
+  const double rest_mesh = volume(*rig, rig->positions);
+  double rest_tets = 0;
+  for (double v : model.mesh.rest_volume) rest_tets += v;
+  std::vector<Similarity> world(rig->joint_count());
+  std::vector<Affine34d> skinning(rig->joint_count());
+  std::vector<Affine34f> matrices(rig->joint_count());
+  PbsState state, skinned;
+  PbsParams lbs_only = params;
+  lbs_only.iterations = 0;  // the particles by LBS alone: the control
+  std::vector<float> out(rig->positions.size()), by_lbs(out.size());
+  auto inverted = [&](const std::vector<float>& x, double* total) {
+    size_t n = 0;
+    for (const auto& t : model.mesh.tets) {
+      Eigen::Vector3d q[4];
+      for (int k = 0; k < 4; ++k) q[k] = Eigen::Vector3d(x[3 * t[k]], x[3 * t[k] + 1], x[3 * t[k] + 2]);
+      const double v = SignedVolume(q[0], q[1], q[2], q[3]);
+      if (total) *total += v;
+      n += v <= 0;
+    }
+    return n;
+  };
+  Pose pose;
+  for (int f = 0; f <= frames; ++f) {
+    SampleClip(clip, rig->skeleton, clip.duration * f / frames, pose);
+    SkinningTransforms(rig->skeleton, pose, world, skinning);
+    for (size_t j = 0; j < skinning.size(); ++j) matrices[j] = skinning[j].cast<float>();
+    SolvePbsFrame(model, params, matrices, params.time_step, state, &pool);
+    SolvePbsFrame(model, lbs_only, matrices, params.time_step, skinned, &pool);
+    double tets = 0;
+    run.worst_inverted = std::max(run.worst_inverted, inverted(state.x, &tets));
+    run.lbs_inverted = std::max(run.lbs_inverted, inverted(skinned.x, nullptr));
+    for (size_t v = 0; v < rig->vertex_count(); ++v) {  // the render mesh follows its tets
+      const auto& t = model.mesh.tets[model.embedding.tet[v]];
+      for (int c = 0; c < 3; ++c) {
+        double q = 0;
+        for (int k = 0; k < 4; ++k) q += model.embedding.beta[v][k] * state.x[3 * t[k] + c];
+        out[3 * v + c] = float(q);
+      }
+    }
+    EXPECT_TRUE((*lbs)->Deform({&pose, {}}, by_lbs, nullptr).ok());
+    run.worst_mesh = std::max(run.worst_mesh, std::abs(volume(*rig, out) / rest_mesh - 1));
+    run.worst_lbs = std::max(run.worst_lbs, std::abs(volume(*rig, by_lbs) / rest_mesh - 1));
+    run.worst_tets = std::max(run.worst_tets, std::abs(tets / rest_tets - 1));
+  }
+  return run;
+}
+
+// The Arm plays its whole clip (61 frames, the hand closing into a fist) with no tet inside out
+// and the render mesh's volume within 1 % of rest at every frame, with the rig's weights and with
+// the paper's Eq. 2, where LBS on the same frames changes it by 2.4 % and turns 60–75 of the
+// particles' tets inside out (the controls). The tet mesh's own volume is asserted for Eq. 2
+// (0.65 %); with the rig's weights it is off by 1.2 % (measured, printed).
+TEST(PbsArm, PlaysItsClipWithoutInvertedTetsKeepingItsVolume) {
+  if (!std::filesystem::exists(kArmDir + "/arm.obj")) GTEST_SKIP() << "Arm data not found in " << kArmDir;
+  auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  auto built = BuildRig(sc->rig);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto rig = std::make_shared<const Rig>(std::move(*built));
+  const ClosedVolume volume(*rig);
+  std::printf("Arm: %zu open edges in %zu loop(s), capped for the volume\n", volume.open_edges(), volume.loops.size());
+  for (const auto weights : {PbsParams::Weights::kPaper, PbsParams::Weights::kTransfer}) {
+    PbsParams params;
+    params.weights = weights;
+    const ArmRun r = PlayArm(sc->skeleton_clip, rig, params);
+    const bool paper = weights == PbsParams::Weights::kPaper;
+    std::printf("Arm, %s weights: %zu particles, %zu tets (%zu cut as bridging parts); over the clip the render mesh's "
+                "volume is off by at most %.2f %% (LBS %.2f %%), the tet mesh's %.2f %%; at most %zu tets inside out "
+                "(LBS alone %zu)\n",
+                paper ? "Eq. 2" : "the rig's", r.particles, r.tets, r.cut, 100 * r.worst_mesh, 100 * r.worst_lbs,
+                100 * r.worst_tets, r.worst_inverted, r.lbs_inverted);
+    EXPECT_GT(r.worst_lbs, 0.015);  // the control: LBS does lose volume on this clip
+    EXPECT_GT(r.lbs_inverted, 20u);
+    EXPECT_EQ(r.worst_inverted, 0u);
+    EXPECT_LT(r.worst_mesh, 0.01);
+    if (paper) {
+      EXPECT_LT(r.worst_tets, 0.01);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sinew
