@@ -53,7 +53,11 @@ int main(int argc, char** argv) {
       .Flag("vertices", "N", "20000", "procedural limb vertex count")
       .Flag("bones", "N", "3", "procedural limb joints")
       .Flag("influences", "K", "2", "procedural limb influences per vertex")
-      .Flag("method", "M", "lbs", "lbs, dqs, implicit or elastic-implicit")
+      .Flag("method", "M", "lbs", "a method posed by the skeleton alone: lbs, dqs, blend, implicit, elastic-implicit, "
+            "swing-twist or pbs (methods whose preparation runs in the background are waited for, so that frames "
+            "measure the method and not its fallback)")
+      .Flag("jiggle", "", "", "pbs: paint the limb's far third to jiggle (rig attribute pbs_jiggle) and turn "
+            "jiggle on: stateful sessions, frames stepped by 1 / --fps (10 ms at --fps 0)")
       .Flag("encoding", "E", "f32", "f32 or f16")
       .Flag("backend", "B", "auto", "auto, cpu or gpu")
       .Flag("json", "PATH", "", "also write the report as JSON to PATH ('-' for stdout)")
@@ -73,8 +77,11 @@ int main(int argc, char** argv) {
   v1::Method wire = v1::METHOD_UNSPECIFIED;
   if (!client::MethodFromName(method, &wire) || wire == v1::METHOD_CAGE_MVC || wire == v1::METHOD_CAGE_GREEN ||
       wire == v1::METHOD_SUPERCAGES) {
-    return Usage(args, "--method: a method posed by the skeleton alone (lbs, dqs, blend, implicit, elastic-implicit)");
+    return Usage(args, "--method: a method posed by the skeleton alone (lbs, dqs, blend, implicit, elastic-implicit, "
+                       "swing-twist, pbs)");
   }
+  const bool jiggle = args.Has("jiggle");
+  if (jiggle && wire != v1::METHOD_PBS) return Usage(args, "--jiggle: only with --method pbs");
   if (encoding != "f32" && encoding != "f16") return Usage(args, "--encoding: f32 or f16");
   const std::string backend = args.Get("backend");
   if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");
@@ -86,6 +93,11 @@ int main(int argc, char** argv) {
   }
   const LimbOptions limb = client::LimbWithVertices(size_t(vertices), uint32_t(bones), uint32_t(influences));
   RigInput input = MakeLimb(limb);
+  if (jiggle) {
+    std::vector<float> alpha(input.rig.positions.size() / 3);
+    for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = input.rig.positions[3 * v] > limb.length * 2 / 3 ? 1.f : 0.f;
+    input.rig.attributes.push_back({"pbs_jiggle", 1, std::move(alpha)});
+  }
   auto upload = c.UploadRig(client::RigToProto(input));
   if (!upload.ok()) {
     std::fprintf(stderr, "sinew-load: upload: %s\n", upload.status().ToString().c_str());
@@ -103,6 +115,7 @@ int main(int argc, char** argv) {
     v1::CreateSessionRequest req;
     req.set_rig_id(upload->rig_id());
     req.mutable_deformer()->set_method(wire);
+    if (jiggle) req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
     req.set_encoding(encoding == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);
     req.set_backend(backend == "gpu" ? v1::BACKEND_GPU : backend == "cpu" ? v1::BACKEND_CPU : v1::BACKEND_AUTO);
     auto s = c.CreateSession(req);
@@ -113,6 +126,30 @@ int main(int argc, char** argv) {
     }
     ids.push_back(s->session_id());
     chosen = s->backend();
+  }
+
+  // A method whose preparation runs in the background serves its fallback meanwhile: wait.
+  for (auto deadline = Clock::now() + std::chrono::minutes(10);;) {
+    auto info = c.GetRig(upload->rig_id());
+    if (!info.ok()) {
+      std::fprintf(stderr, "sinew-load: %s\n", info.status().ToString().c_str());
+      return 1;
+    }
+    const v1::Preparation* running = nullptr;
+    for (const v1::Preparation& p : info->preparations()) {
+      if (!p.error().empty()) {
+        std::fprintf(stderr, "sinew-load: preparation %s failed: %s\n", p.key().c_str(), p.error().c_str());
+        return 1;
+      }
+      if (!p.done()) running = &p;
+    }
+    if (running == nullptr) break;
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr, "sinew-load: preparation %s not done after 10 minutes\n", running->key().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "sinew-load: waiting for %s (%.0f %%)\n", running->key().c_str(), 100 * running->progress());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 
   std::vector<SessionResult> results(ids.size());
@@ -136,6 +173,7 @@ int main(int argc, char** argv) {
         if (scheduled >= end || Clock::now() >= end) break;
         if (fps > 0) std::this_thread::sleep_until(scheduled);
         req.set_frame(f);
+        if (jiggle && fps > 0) req.set_time_step(1 / fps);
         *req.mutable_pose() = clip[f % kCycle];
         if (!stream->Write(req) || !stream->Read(&resp)) {
           ++r.errors;
@@ -143,10 +181,12 @@ int main(int argc, char** argv) {
           return;
         }
         r.latency.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
-        if (resp.has_error() || resp.frame() != f) {
+        if (resp.has_error() || resp.frame() != f || resp.method() != wire) {
           ++r.errors;
           if (r.first_error.empty()) {
-            r.first_error = resp.has_error() ? resp.error().message() : "frame number not echoed";
+            r.first_error = resp.has_error()       ? resp.error().message()
+                            : resp.frame() != f    ? "frame number not echoed"
+                                                   : "a frame produced by " + v1::Method_Name(resp.method());
           }
         } else {
           ++r.ok;
