@@ -6,12 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "core/swingtwist/swing_twist.h"
 #include "gpu/implicit/device_program.h"
+#include "gpu/pbs/device_program.h"
 #include "gpu/swingtwist/swing_twist.cuh"
 
 namespace sinew::gpu {
 namespace {
 
 const DeviceProgram* Implicit() { return &ImplicitProgram(); }
+const DeviceProgram* Pbs() { return &PbsProgram(); }
 const char* OneColumn(uint32_t cols) { return cols == 1 ? nullptr : "one coefficient per vertex"; }
 const char* SwingTwistRows(uint32_t cols) {
   return cols > 0 && cols % kSwingTwistRowFloats == 0 ? nullptr : "4 coefficients (joint, d, s, t) per influence";
@@ -34,6 +36,7 @@ constexpr KernelInfo kKernels[] = {
     {"elastic-implicit", GpuMethod::kElasticImplicit, false, 0, false, &Implicit},
     {"blend", GpuMethod::kBlend, true, 2, false, nullptr, &OneColumn},  // the blend weight
     {"swing-twist", GpuMethod::kSwingTwist, true, kSwingTwistJointFloats / 12, false, nullptr, &SwingTwistRows},
+    {"pbs", GpuMethod::kPbs, false, 0, false, &Pbs},
 };
 
 }  // namespace

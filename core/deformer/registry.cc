@@ -65,7 +65,8 @@ const MethodInfo kMethods[] = {
                     "particles corrected by position-based dynamics (edge, volume and bone-distance constraints); "
                     "the render mesh follows its tets; optional jiggle",
      .stateful_with = &PbsStateful,
-     .create = &CreatePbsDeformer, .prepare = &PreparePbs, .prepare_key = &PbsKey, .params_field = "pbs",
+     .create = &CreatePbsDeformer, .prepare = &PreparePbs, .prepare_key = &PbsKey, .device_stage = true,
+     .params_field = "pbs",
      .params = PbsParamSpecs(), .parse = &ParsePbsParams, .params_type = &typeid(PbsParams), .fallback = "lbs"},
 };
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/deformer/skeletal.h"
+#include "core/pbs/device_layout.h"
 #include "core/rig/pose.h"
 #include "core/rig/transform.h"
 
@@ -98,11 +99,11 @@ std::vector<uint32_t> NearestRenderVertex(const VoxelGrid& grid, std::span<const
   return out;
 }
 
-// Inverted tets are projected to this fraction of their rest volume (PbsParams::recovery_passes):
-// the least push that turns them right side out. Projecting them to their full rest volume
-// compresses their neighbours instead (the elbow cylinder at 90°: −0.55 % volume, against −0.46 %
-// at a tenth); the sweeps of the next frames restore the rest.
-constexpr float kRecoveryTarget = 0.1f;
+// Inverted tets are projected to pbs_device::kRecoveryTarget (a tenth) of their rest volume
+// (PbsParams::recovery_passes): the least push that turns them right side out. Projecting them to
+// their full rest volume compresses their neighbours instead (the elbow cylinder at 90°: −0.55 %
+// volume, against −0.46 % at a tenth); the sweeps of the next frames restore the rest.
+constexpr float kRecoveryTarget = pbs_device::kRecoveryTarget;
 
 // The closest point to p on the segment [a, b].
 Eigen::Vector3f ClosestOnSegment(const Eigen::Vector3f& a, const Eigen::Vector3f& b, const Eigen::Vector3f& p) {
@@ -220,15 +221,64 @@ class PbsDeformer final : public Deformer {
 
   void Reset() override { state_.fresh = true; }
 
-  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+  // Checks the frame and poses the skeleton into matrices_; the frame's time step.
+  absl::StatusOr<double> PoseFrame(const FrameInput& frame) {
     if (auto st = CheckSkeletalFrame(*rig_, frame, "pbs"); !st.ok()) return st;
-    if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
     if (!(frame.time_step >= 0) || !std::isfinite(frame.time_step)) {
       return absl::InvalidArgumentError(absl::StrCat("time_step: ", frame.time_step, " s is not a finite number >= 0"));
     }
     SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
     for (size_t j = 0; j < skinning_.size(); ++j) matrices_[j] = skinning_[j].cast<float>();
-    SolvePbsFrame(*model_, params_, matrices_, frame.time_step > 0 ? frame.time_step : params_.time_step, state_, pool);
+    return frame.time_step > 0 ? frame.time_step : params_.time_step;
+  }
+
+  // The device runs the whole frame (gpu/pbs/) and keeps the particles; the CPU poses the
+  // skeleton and sends the parameters with the frame (core/pbs/device_layout.h).
+  DeviceStage device_stage() const override {
+    DeviceStage s;
+    s.kernel = "pbs";
+    s.device_data_key = "pbs:" + PbsKey(DeformerConfig("pbs", std::make_shared<PbsParams>(params_)));
+    s.model = model_;
+    return s;
+  }
+  size_t device_param_count() const override { return pbs_device::FrameFloats(rig_->joint_count()); }
+  absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
+    auto dt = PoseFrame(frame);
+    if (!dt.ok()) return dt.status();
+    namespace L = pbs_device;
+    params.assign(L::FrameFloats(rig_->joint_count()), 0.f);
+    const PbsParams& p = params_;
+    params[L::kFresh] = state_.fresh ? 1.f : 0.f;
+    params[L::kTimeStep] = float(*dt);
+    params[L::kJiggle] = p.jiggle ? 1.f : 0.f;
+    params[L::kQuasiStatic] = p.quasi_static ? 1.f : 0.f;
+    params[L::kXpbd] = p.solver == PbsParams::Solver::kXpbd ? 1.f : 0.f;
+    params[L::kIterations] = float(p.iterations);
+    params[L::kRecoveryPasses] = float(p.recovery_passes);
+    params[L::kStretchK] = float(p.stretch_stiffness);
+    params[L::kVolumeK] = float(p.volume_stiffness);
+    params[L::kBindK] = float(p.bind_stiffness);
+    params[L::kJiggleK] = float(p.jiggle_stiffness);
+    params[L::kStretchA] = float(p.stretch_compliance);
+    params[L::kVolumeA] = float(p.volume_compliance);
+    params[L::kBindA] = float(p.bind_compliance);
+    params[L::kJiggleA] = float(p.jiggle_compliance);
+    params[L::kGravity] = float(p.gravity);
+    params[L::kDamping] = float(p.damping);
+    for (size_t j = 0; j < matrices_.size(); ++j) {
+      for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < 4; ++c) params[L::kHeaderFloats + L::kJointFloats * j + 4 * r + c] = matrices_[j](r, c);
+      }
+    }
+    state_.fresh = false;
+    return absl::OkStatus();
+  }
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
+    auto dt = PoseFrame(frame);
+    if (!dt.ok()) return dt.status();
+    SolvePbsFrame(*model_, params_, matrices_, *dt, state_, pool);
     const PbsModel& m = *model_;
     const std::vector<float>& x = state_.x;
     // The render mesh follows its tets.

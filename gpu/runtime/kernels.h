@@ -19,6 +19,7 @@ enum class GpuMethod : uint32_t {
   kElasticImplicit = 6,  // "elastic-implicit": the same, one block per sub-step
   kBlend = 7,         // "blend": (1 - b) LBS + b DQS, b = the coefficient column; matrices, then dual quaternions
   kSwingTwist = 8,    // "swing-twist": influences as coefficient rows (joint, d, s, t); 48 floats per joint
+  kPbs = 9,           // "pbs": a device program (gpu/pbs/), core/pbs/device_layout.h
 };
 
 }  // namespace sinew::gpu
