@@ -99,7 +99,10 @@ void Service::DescribePreparation(const Preparation& p, int64_t now_ms, v1::Prep
   out.set_progress(p.progress.load());
   out.set_done(p.done);
   if (!p.status.ok()) out.set_error(std::string(p.status.message()));
-  if (p.result) out.set_bytes(p.result->Bytes());
+  if (p.result) {
+    out.set_bytes(p.result->Bytes());
+    out.set_summary(p.result->Summary());
+  }
   out.set_from_cache(p.from_cache);
   out.set_seconds(double((p.done ? p.finished_ms : now_ms) - p.started_ms) / 1000);
 }

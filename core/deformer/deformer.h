@@ -106,6 +106,8 @@ class Prepared {
  public:
   virtual ~Prepared() = default;
   virtual size_t Bytes() const = 0;
+  // What it holds, for people (a host shows it with the preparation); empty: nothing to say.
+  virtual std::string Summary() const { return {}; }
 };
 
 // Progress of a long preparation, in [0, 1]. Returns false when the caller wants the preparation

@@ -559,6 +559,17 @@ size_t PbsModel::Bytes() const {
          embedding.tet.size() * (sizeof(uint32_t) + 4 * sizeof(double));
 }
 
+std::string PbsModel::Summary() const {
+  size_t binds = 0;
+  for (const BindConstraint& b : bind) binds += b.rest >= 0;
+  auto colours = [](const std::vector<uint32_t>& offsets) { return offsets.empty() ? size_t{0} : offsets.size() - 1; };
+  return absl::StrCat(mesh.rest.size(), " particles, ", mesh.tets.size(), " tets (", mesh.cut,
+                      " cut as bridging parts, ", mesh.rejected, " degenerate); constraints: ", stretch.size(),
+                      " stretch in ", colours(stretch_colours), " colours, ", volume.size(), " volume in ",
+                      colours(volume_colours), ", ", binds, " bind; ", embedding.outside,
+                      " render vertices outside their tet", alpha.empty() ? "" : "; jiggle painted");
+}
+
 std::string PbsKey(const DeformerConfig& config) {
   const PbsParams& p = ParamsOf<PbsParams>(config);
   return absl::StrCat("voxel=", p.voxel_size, ",weights=", std::string(kWeightWords[int(p.weights)]),

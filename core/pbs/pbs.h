@@ -98,6 +98,9 @@ struct PbsModel : Prepared {
   // Per constraint (in colour order): whether it touches a particle with α > 0.
   std::vector<uint8_t> stretch_jiggles, volume_jiggles;
   size_t Bytes() const override;
+  // "3251 particles, 12984 tets (264 cut as bridging parts, 0 degenerate); constraints: 18138
+  // stretch in 16 colours, 12984 volume in 31, 3251 bind; 0 render vertices outside their tet".
+  std::string Summary() const override;
 };
 
 // A session's simulation state (per particle; floats as the solver uses them).

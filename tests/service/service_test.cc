@@ -426,6 +426,11 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   std::pair<size_t, size_t> served;
   PlayUntilTheMethodServes(*client_, session->session_id(), LimbSkeleton(limb), v1::METHOD_LBS, **lbs, v1::METHOD_PBS,
                            [&] { return std::move(CreateDeformer(rig, config).value()); }, served);
+  // The preparation reports what it built.
+  const auto done = FindPreparation(*client_, up->rig_id(), "pbs");
+  ASSERT_TRUE(done.has_value());
+  std::printf("pbs preparation: %s\n", done->summary().c_str());
+  EXPECT_THAT(done->summary(), ::testing::MatchesRegex("[0-9]+ particles, [0-9]+ tets .*stretch in [0-9]+ colours.*"));
 }
 
 // A limb (2,000 vertices) whose far part (x > 2) is painted to jiggle, on a server.
