@@ -36,6 +36,7 @@ int main() {
   for (double h : {0.28, 0.2, 0.16}) {
     DeformerConfig config("pbs");
     auto p = std::make_shared<PbsParams>();
+    p->tets = PbsParams::Tets::kVoxels;
     p->voxel_size = h;
     config.params = p;
     auto prepared = PreparePbs(*rig, config, &pool, {});

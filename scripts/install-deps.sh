@@ -15,14 +15,14 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev libcli11-dev libsuitesparse-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev libcli11-dev libsuitesparse-dev libcgal-dev
   libssl-dev zlib1g-dev libc-ares-dev libre2-dev
   libassimp-dev assimp-testmodels libtinygltf-dev nlohmann-json3-dev
   python3 procps
 )
 runtime_pkgs=(
   libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0
-  libcholmod3 ca-certificates
+  libcholmod3 libgmp10 libmpfr6 ca-certificates
 )
 
 pkgs=("${build_pkgs[@]}")

@@ -86,6 +86,8 @@ absl::StatusOr<RigInput> RigFromProto(const v1::Rig& r) {
   if (!(st = Unpack(sm.edges(), 2, rig.sphere_mesh.edges, "rig.sphere_mesh.edges")).ok()) return st;
   if (!(st = Unpack(sm.triangles(), 3, rig.sphere_mesh.triangles, "rig.sphere_mesh.triangles")).ok()) return st;
 
+  if (!(st = Unpack(r.tet_mesh().positions(), 3, rig.tet_mesh.positions, "rig.tet_mesh.positions")).ok()) return st;
+  if (!(st = Unpack(r.tet_mesh().tets(), 4, rig.tet_mesh.tets, "rig.tet_mesh.tets")).ok()) return st;
   for (int a = 0; a < r.attributes_size(); ++a) {
     AttributeMap m;
     m.name = r.attributes(a).name();

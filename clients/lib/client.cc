@@ -291,6 +291,10 @@ v1::Rig RigToProto(const RigInput& in) {
   out.mutable_sphere_mesh()->set_radii(Pack(rig.sphere_mesh.radii));
   out.mutable_sphere_mesh()->set_edges(Pack(rig.sphere_mesh.edges));
   out.mutable_sphere_mesh()->set_triangles(Pack(rig.sphere_mesh.triangles));
+  if (!rig.tet_mesh.positions.empty() || !rig.tet_mesh.tets.empty()) {
+    out.mutable_tet_mesh()->set_positions(Pack(rig.tet_mesh.positions));
+    out.mutable_tet_mesh()->set_tets(Pack(rig.tet_mesh.tets));
+  }
   for (const PrecomputedData& p : rig.precomputed) {
     v1::PrecomputedData* d = out.add_precomputed();
     d->set_deformer(p.deformer);

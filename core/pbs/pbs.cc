@@ -5,24 +5,35 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include <Eigen/Geometry>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/deformer/skeletal.h"
+#include "core/geometry/winding_number.h"
 #include "core/pbs/device_layout.h"
+#include "core/pbs/mesher.h"
 #include "core/rig/pose.h"
 #include "core/rig/transform.h"
 
 namespace sinew {
 namespace {
 
+constexpr std::string_view kTetWords[] = {"auto", "mesher", "voxels", "rig"};
 constexpr std::string_view kWeightWords[] = {"transfer", "paper"};
 constexpr std::string_view kSolverWords[] = {"pbd", "xpbd"};
 constexpr ParamSpec kPbsSpecs[] = {
+    {"tets", ParamSpec::Type::kChoice, "auto",
+     "where the tetrahedra come from: auto (the rig's tet_mesh, else voxels), mesher (CGAL Mesh_3 on the mesh's "
+     "inside: follows the surface), voxels (6 per voxel of voxel_size), rig (the rig's tet_mesh)",
+     kTetWords},
+    {"cell_size", ParamSpec::Type::kNumber, "0",
+     "tets mesher: the largest tet and surface facet circumradius, in rig units; 0: the mesh's longest side / 24"},
     {"voxel_size", ParamSpec::Type::kNumber, "0",
-     "edge of the voxels the tetrahedral mesh is made of, in rig units; 0: the mesh's longest side / 32"},
+     "tets voxels: edge of the voxels the tetrahedral mesh is made of, in rig units; 0: the mesh's longest side / 32"},
     {"iterations", ParamSpec::Type::kInteger, "12", "Gauss–Seidel sweeps over the constraints per frame, [1, 1000]"},
     {"recovery_passes", ParamSpec::Type::kInteger, "8",
      "after the sweeps, passes projecting only the tets still inverted (until one finds none), [0, 100]"},
@@ -34,8 +45,8 @@ constexpr ParamSpec kPbsSpecs[] = {
      "nearest bone, shared by the bones at its nearer end)",
      kWeightWords},
     {"cut_bridges", ParamSpec::Type::kFlag, "true",
-     "cut the tets bridging parts the voxels merged (two particles skinned to no common joint, centroid outside "
-     "the mesh)"},
+     "cut the tets bridging parts: two particles skinned to joints more than 4 parent-child steps apart, or to no "
+     "common joint with the centroid outside the mesh"},
     {"jiggle", ParamSpec::Type::kFlag, "false",
      "secondary motion where the rig's per-vertex \"pbs_jiggle\" attribute (0 skinned … 1 free) says; makes the "
      "session stateful"},
@@ -59,27 +70,39 @@ constexpr ParamSpec kPbsSpecs[] = {
      "xpbd: compliance of the constraints that touch a jiggling particle, [0, 1e6]; higher jiggles more"},
 };
 
-// The render vertex nearest to each particle, through a hash of the voxel grid's cells.
-std::vector<uint32_t> NearestRenderVertex(const VoxelGrid& grid, std::span<const float> positions,
+// The render vertex nearest to each particle, through a hash of cells of edge h.
+std::vector<uint32_t> NearestRenderVertex(double h, std::span<const float> positions,
                                           std::span<const Eigen::Vector3d> particles) {
-  auto key = [&](const std::array<int, 3>& c) {
-    return int64_t(c[0]) + int64_t(grid.dims[0] + 1) * (int64_t(c[1]) + int64_t(grid.dims[1] + 1) * c[2]);
-  };
-  std::unordered_map<int64_t, std::vector<uint32_t>> cells;
+  Eigen::Vector3d origin = Eigen::Vector3d::Constant(INFINITY);
   const size_t n = positions.size() / 3;
-  for (uint32_t v = 0; v < n; ++v) {
-    cells[key(grid.CellOf(Eigen::Vector3d(positions[3 * v], positions[3 * v + 1], positions[3 * v + 2])))].push_back(v);
+  for (size_t v = 0; v < n; ++v) {
+    origin = origin.cwiseMin(Eigen::Vector3d(positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]));
   }
-  const int reach = std::max({grid.dims[0], grid.dims[1], grid.dims[2]}) + 1;
+  auto cell_of = [&](const Eigen::Vector3d& p) {
+    std::array<int64_t, 3> c;
+    for (int k = 0; k < 3; ++k) c[k] = int64_t(std::floor((p[k] - origin[k]) / h));
+    return c;
+  };
+  auto key = [](const std::array<int64_t, 3>& c) {
+    return uint64_t(c[0] & 0x1fffff) | uint64_t(c[1] & 0x1fffff) << 21 | uint64_t(c[2] & 0x1fffff) << 42;
+  };
+  std::unordered_map<uint64_t, std::vector<uint32_t>> cells;
+  int64_t extent = 0;
+  for (uint32_t v = 0; v < n; ++v) {
+    const auto c = cell_of(Eigen::Vector3d(positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]));
+    extent = std::max({extent, c[0], c[1], c[2]});
+    cells[key(c)].push_back(v);
+  }
   std::vector<uint32_t> out(particles.size(), 0);
   for (size_t i = 0; i < particles.size(); ++i) {
-    const std::array<int, 3> c = grid.CellOf(particles[i]);
+    const auto c = cell_of(particles[i]);
+    const int64_t reach = extent + 2 + std::max({std::abs(c[0]), std::abs(c[1]), std::abs(c[2])});
     double best = std::numeric_limits<double>::infinity();
-    for (int r = 0; r <= reach; ++r) {
-      if (r >= 2 && (r - 1) * grid.h > std::sqrt(best)) break;  // nothing nearer beyond this ring
-      for (int dz = -r; dz <= r; ++dz) {
-        for (int dy = -r; dy <= r; ++dy) {
-          for (int dx = -r; dx <= r; ++dx) {
+    for (int64_t r = 0; r <= reach; ++r) {
+      if (r >= 2 && double(r - 1) * h > std::sqrt(best)) break;  // nothing nearer beyond this ring
+      for (int64_t dz = -r; dz <= r; ++dz) {
+        for (int64_t dy = -r; dy <= r; ++dy) {
+          for (int64_t dx = -r; dx <= r; ++dx) {
             if (std::max({std::abs(dx), std::abs(dy), std::abs(dz)}) != r) continue;  // the ring's shell
             auto it = cells.find(key({c[0] + dx, c[1] + dy, c[2] + dz}));
             if (it == cells.end()) continue;
@@ -98,6 +121,10 @@ std::vector<uint32_t> NearestRenderVertex(const VoxelGrid& grid, std::span<const
   }
   return out;
 }
+
+// A tet whose particles are skinned to joints more than this many parent–child steps apart
+// bridges two parts (an arm and the torso: upper arm, clavicle, spine, ...; two fingers: 4).
+constexpr int kBridgeHops = 4;
 
 // Inverted tets are projected to pbs_device::kRecoveryTarget (a tenth) of their rest volume
 // (PbsParams::recovery_passes): the least push that turns them right side out. Projecting them to
@@ -528,7 +555,10 @@ std::span<const ParamSpec> PbsParamSpecs() { return kPbsSpecs; }
 absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSet& set, std::string_view field) {
   auto p = std::make_shared<PbsParams>();
   ParamReader r(set, field);
-  r.Number("voxel_size", p->voxel_size, 0, 1e30).Count("iterations", p->iterations, 1, 1000);
+  int tets = 0;
+  r.Choice("tets", kTetWords, tets);
+  p->tets = PbsParams::Tets(tets);
+  r.Number("cell_size", p->cell_size, 0, 1e30).Number("voxel_size", p->voxel_size, 0, 1e30).Count("iterations", p->iterations, 1, 1000);
   r.Count("recovery_passes", p->recovery_passes, 0, 100);
   r.Number("stretch_stiffness", p->stretch_stiffness, 0, 1, /*open_lo=*/true)
       .Number("volume_stiffness", p->volume_stiffness, 0, 1)
@@ -563,36 +593,72 @@ std::string PbsModel::Summary() const {
   size_t binds = 0;
   for (const BindConstraint& b : bind) binds += b.rest >= 0;
   auto colours = [](const std::vector<uint32_t>& offsets) { return offsets.empty() ? size_t{0} : offsets.size() - 1; };
-  return absl::StrCat(mesh.rest.size(), " particles, ", mesh.tets.size(), " tets (", mesh.cut,
-                      " cut as bridging parts, ", mesh.rejected, " degenerate); constraints: ", stretch.size(),
+  return absl::StrCat("tets from ", mesh.source, ": ", mesh.rest.size(), " particles, ", mesh.tets.size(), " tets (",
+                      mesh.cut, " cut as bridging parts, ", mesh.rejected, " degenerate",
+                      mesh.reoriented ? absl::StrCat(", ", mesh.reoriented, " given inside out") : "",
+                      "); constraints: ", stretch.size(),
                       " stretch in ", colours(stretch_colours), " colours, ", volume.size(), " volume in ",
                       colours(volume_colours), ", ", binds, " bind; ", embedding.outside,
-                      " render vertices outside their tet", alpha.empty() ? "" : "; jiggle painted");
+                      " render vertices outside their tet",
+                      embedding.outside ? absl::StrFormat(" (by at most %.3g)", embedding.farthest) : "",
+                      alpha.empty() ? "" : "; jiggle painted");
 }
 
 std::string PbsKey(const DeformerConfig& config) {
   const PbsParams& p = ParamsOf<PbsParams>(config);
-  return absl::StrCat("voxel=", p.voxel_size, ",weights=", std::string(kWeightWords[int(p.weights)]),
+  std::string tets(kTetWords[int(p.tets)]);
+  if (p.tets == PbsParams::Tets::kAuto || p.tets == PbsParams::Tets::kMesher) absl::StrAppend(&tets, ",cell=", p.cell_size);
+  if (p.tets == PbsParams::Tets::kAuto || p.tets == PbsParams::Tets::kVoxels) absl::StrAppend(&tets, ",voxel=", p.voxel_size);
+  return absl::StrCat("tets=", tets, ",weights=", std::string(kWeightWords[int(p.weights)]),
                       p.cut_bridges ? "" : ",uncut");
 }
+
+namespace {
+
+PbsParams::Tets ResolveTets(const Rig& rig, PbsParams::Tets tets) {
+  if (tets != PbsParams::Tets::kAuto) return tets;
+  return rig.tet_mesh.empty() ? PbsParams::Tets::kVoxels : PbsParams::Tets::kRig;
+}
+
+// The tetrahedra from the source `p.tets` names (resolved for the rig).
+absl::StatusOr<TetMesh> BuildTets(const Rig& rig, const PbsParams& p, const ProgressFn& progress) {
+  const double longest = std::max(1e-30, double((rig.bbox_max - rig.bbox_min).maxCoeff()));
+  const PbsParams::Tets source = ResolveTets(rig, p.tets);
+  if (source == PbsParams::Tets::kRig) {
+    if (rig.tet_mesh.empty()) {
+      return absl::FailedPreconditionError("method pbs: tets \"rig\" needs the rig's tet_mesh; the rig has none");
+    }
+    return UploadedTetMesh(rig.tet_mesh.positions, rig.tet_mesh.tets);
+  }
+  if (rig.triangle_count() == 0) {
+    return absl::FailedPreconditionError(
+        "method pbs needs a triangle mesh to build its tetrahedra (or a tet_mesh uploaded with the rig); the rig has "
+        "neither");
+  }
+  if (source == PbsParams::Tets::kMesher) {
+    MesherOptions options;
+    options.cell_size = p.cell_size > 0 ? p.cell_size : longest / 24;
+    options.max_vertices = kPbsMaxParticles;
+    return MeshVolume(rig.positions, rig.triangles, options, [&] { return !progress || progress(0.05); });
+  }
+  auto grid = Voxelize(rig.positions, rig.triangles, {p.voxel_size > 0 ? p.voxel_size : longest / 32});
+  if (!grid.ok()) return grid.status();
+  return VoxelTetMesh(*grid);
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,
                                                            ThreadPool*, const ProgressFn& progress) {
   if (auto st = SkeletalDeformer::CheckRig(rig, "pbs"); !st.ok()) return st;
-  if (rig.triangle_count() == 0) {
-    return absl::FailedPreconditionError("method pbs needs a triangle mesh to build its tetrahedra; the rig has none");
-  }
+  const double longest = std::max(1e-30, double((rig.bbox_max - rig.bbox_min).maxCoeff()));
   const PbsParams& p = ParamsOf<PbsParams>(config);
-  double h = p.voxel_size;
-  if (h <= 0) h = (rig.bbox_max - rig.bbox_min).cast<double>().maxCoeff() / 32;
-  auto grid = Voxelize(rig.positions, rig.triangles, {h});
-  if (!grid.ok()) return grid.status();
   auto model = std::make_shared<PbsModel>();
-  auto mesh = VoxelTetMesh(*grid);
+  auto mesh = BuildTets(rig, p, progress);
   if (!mesh.ok()) return mesh.status();
   model->mesh = std::move(*mesh);
   if (progress && !progress(0.3)) return absl::CancelledError("pbs: cancelled");
-  model->embedding = EmbedInTets(model->mesh, *grid, rig.positions);
+  model->embedding = EmbedInTets(model->mesh, rig.positions);
   const size_t n = model->mesh.rest.size();
 
   // Bones: joint → child segments longer than 1e-6 of the rig's size; each particle binds to the
@@ -630,7 +696,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     }
   }
   const std::vector<uint32_t> nearest = p.weights == PbsParams::Weights::kTransfer || jiggle != nullptr
-                                            ? NearestRenderVertex(*grid, rig.positions, model->mesh.rest)
+                                            ? NearestRenderVertex(longest / 64, rig.positions, model->mesh.rest)
                                             : std::vector<uint32_t>();
   if (jiggle != nullptr) {
     for (size_t i = 0; i < n; ++i) model->alpha.push_back(jiggle->values[nearest[i]]);
@@ -647,9 +713,13 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     model->weights.offsets.push_back(uint32_t(model->weights.joints.size()));
   }
 
-  // Tets bridging two parts (coarse voxels merge fingers, an arm and the torso): a tet with two
-  // particles skinned to no common joint whose centroid lies outside the mesh is cut, and the
-  // render vertices embedded again, preferring tets whose particles all share a joint with them.
+  // Tets bridging two parts: coarse voxels merge fingers, an arm and the torso; and in a bind pose
+  // parts can touch or overlap (hands resting on the hips), which no mesher separates. A tet is
+  // cut when two of its particles are skinned to joints far apart in the skeleton (more than
+  // kBridgeHops parent–child steps between their nearest joints: the parts move independently),
+  // or skinned to no common joint with the tet's centroid outside the mesh (neighbouring fingers);
+  // the render vertices are embedded again, preferring tets whose particles all share a joint
+  // with them.
   auto share = [&](std::span<const uint16_t> a, std::span<const uint16_t> b) {
     for (uint16_t j : a) {
       if (std::find(b.begin(), b.end(), j) != b.end()) return true;
@@ -660,21 +730,51 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     return std::span<const uint16_t>(model->weights.joints.data() + model->weights.offsets[i],
                                      model->weights.offsets[i + 1] - model->weights.offsets[i]);
   };
+  std::vector<int> depth(sk.size(), 0);
+  for (int32_t j : sk.order) depth[j] = sk.parents[j] < 0 ? 0 : depth[sk.parents[j]] + 1;
+  auto hops = [&](int32_t a, int32_t b) {  // parent–child steps between two joints
+    int n = 0;
+    while (a != b && a >= 0 && b >= 0) {
+      if (depth[a] >= depth[b]) {
+        a = sk.parents[a];
+      } else {
+        b = sk.parents[b];
+      }
+      ++n;
+    }
+    return a == b ? n : std::numeric_limits<int>::max();  // different trees
+  };
+  auto far_apart = [&](std::span<const uint16_t> a, std::span<const uint16_t> b) {
+    for (uint16_t x : a) {
+      for (uint16_t y : b) {
+        if (hops(x, y) <= kBridgeHops) return false;
+      }
+    }
+    return !a.empty() && !b.empty();
+  };
   std::vector<uint8_t> keep(model->mesh.tets.size(), 1);
   bool cutting = false;
+  std::optional<WindingNumberTree> winding;
   for (size_t t = 0; p.cut_bridges && t < model->mesh.tets.size(); ++t) {
     const auto& q = model->mesh.tets[t];
-    bool bridges = false;
-    for (int a = 0; a < 4 && !bridges; ++a) {
-      for (int b = a + 1; b < 4 && !bridges; ++b) bridges = !share(joints_of(q[a]), joints_of(q[b]));
+    bool apart = false, disjoint = false;
+    for (int a = 0; a < 4 && !apart; ++a) {
+      for (int b = a + 1; b < 4 && !apart; ++b) {
+        if (share(joints_of(q[a]), joints_of(q[b]))) continue;
+        disjoint = true;
+        apart = far_apart(joints_of(q[a]), joints_of(q[b]));
+      }
     }
-    if (!bridges) continue;
-    const Eigen::Vector3d centroid =
-        (model->mesh.rest[q[0]] + model->mesh.rest[q[1]] + model->mesh.rest[q[2]] + model->mesh.rest[q[3]]) / 4;
-    if (std::abs(WindingNumber(rig.positions, rig.triangles, centroid)) < 0.5) {
-      keep[t] = 0;
-      cutting = true;
+    if (!disjoint) continue;
+    if (!apart) {
+      if (rig.triangle_count() == 0) continue;  // no surface to be outside of
+      const Eigen::Vector3d centroid =
+          (model->mesh.rest[q[0]] + model->mesh.rest[q[1]] + model->mesh.rest[q[2]] + model->mesh.rest[q[3]]) / 4;
+      if (!winding) winding.emplace(rig.positions, rig.triangles);
+      if (std::abs((*winding)(centroid)) >= 0.5) continue;
     }
+    keep[t] = 0;
+    cutting = true;
   }
   if (cutting) {
     RemoveTets(model->mesh, keep);
@@ -686,7 +786,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
       }
       return true;
     };
-    model->embedding = EmbedInTets(model->mesh, *grid, rig.positions, fits);
+    model->embedding = EmbedInTets(model->mesh, rig.positions, fits);
   }
 
   // Each particle binds to the nearest bone among those that move with a joint it is skinned to

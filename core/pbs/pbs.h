@@ -33,7 +33,14 @@
 namespace sinew {
 
 struct PbsParams : MethodParams {
-  double voxel_size = 0;           // tet mesh resolution; 0: the mesh's longest side / 32
+  // Where the tetrahedra come from (tet_mesh.h): kAuto — the rig's own tet mesh when it has one,
+  // else voxels (on the Arm's clip they keep the volume better than the mesher's tets at the same
+  // particle count: docs/pbs.md); kMesher — CGAL Mesh_3 on the mesh's inside (mesher.h), cells of
+  // at most `cell_size` circumradius, following the surface; kVoxels — the spec's voxel
+  // tetrahedralizer at `voxel_size`; kRig — the rig's tet mesh.
+  enum class Tets { kAuto, kMesher, kVoxels, kRig } tets = Tets::kAuto;
+  double cell_size = 0;            // mesher; 0: the mesh's longest side / 24
+  double voxel_size = 0;           // voxels; 0: the mesh's longest side / 32
   uint32_t iterations = 12;        // Gauss–Seidel sweeps per frame (the paper's 12)
   // After the sweeps: passes that project only the tets still inverted (a mirror-image tet keeps
   // its edge lengths, so the sweeps can leave it so); stops after a pass that finds none. 0: off.
@@ -45,8 +52,9 @@ struct PbsParams : MethodParams {
   // paper's Eq. 2 heuristic (rigid in the middle two thirds of the nearest bone, shared equally
   // by the bones at the nearer end otherwise; discontinuous at 1/6 and 5/6).
   enum class Weights { kTransfer, kPaper } weights = Weights::kTransfer;
-  // Cut the tets that bridge two parts the voxels merged (fingers, an arm and the torso): those
-  // with two particles skinned to no common joint whose centroid lies outside the mesh.
+  // Cut the tets that bridge two parts the voxels merged (fingers, an arm and the torso) or that
+  // touch in the bind pose (hands resting on the hips): those with two particles skinned to joints
+  // more than 4 parent–child steps apart, or to no common joint with the centroid outside the mesh.
   bool cut_bridges = true;
   // Jiggle (secondary motion, §4 of the paper, as the spec's painted-map generalization): the
   // rig's per-vertex attribute "pbs_jiggle" (α in [0, 1], carried to each particle from its
@@ -98,7 +106,7 @@ struct PbsModel : Prepared {
   // Per constraint (in colour order): whether it touches a particle with α > 0.
   std::vector<uint8_t> stretch_jiggles, volume_jiggles;
   size_t Bytes() const override;
-  // "3251 particles, 12984 tets (264 cut as bridging parts, 0 degenerate); constraints: 18138
+  // "tets from voxels: 3251 particles, 12984 tets (264 cut as bridging parts, 0 degenerate); constraints: 18138
   // stretch in 16 colours, 12984 volume in 31, 3251 bind; 0 render vertices outside their tet".
   std::string Summary() const override;
 };
@@ -119,6 +127,9 @@ struct PbsState {
 // `grain` constraints, and only when it holds more (kPbsColourGrain: each colour is a barrier,
 // about 600 a frame, and a small one costs more to hand over than to do).
 inline constexpr size_t kPbsColourGrain = 8192;
+// The most particles a mesher preparation makes (RESOURCE_EXHAUSTED beyond; a frame's cost is
+// the particles', and the paper's characters have 1–3k).
+inline constexpr size_t kPbsMaxParticles = 400'000;
 void SolvePbsFrame(const PbsModel& model, const PbsParams& params, std::span<const Affine34f> skinning, double dt,
                    PbsState& state, ThreadPool* pool, size_t grain = kPbsColourGrain);
 bool PbsStateful(const DeformerConfig& config);  // jiggle

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numbers>
+
+#include "absl/strings/str_cat.h"
 
 #include <Eigen/Dense>
 
@@ -33,135 +34,228 @@ double SignedVolume(const Eigen::Vector3d& a, const Eigen::Vector3d& b, const Ei
   return (b - a).cross(c - a).dot(d - a) / 6;
 }
 
+void AddTets(TetMesh& mesh, std::span<const std::array<uint32_t, 4>> tets, double scale) {
+  const double floor = 1e-12 * scale * scale * scale;
+  mesh.tets.reserve(mesh.tets.size() + tets.size());
+  mesh.rest_volume.reserve(mesh.tets.size() + tets.size());
+  for (std::array<uint32_t, 4> t : tets) {
+    double v = SignedVolume(mesh.rest[t[0]], mesh.rest[t[1]], mesh.rest[t[2]], mesh.rest[t[3]]);
+    if (std::abs(v) <= floor) {
+      ++mesh.rejected;
+      continue;
+    }
+    if (v < 0) {
+      std::swap(t[2], t[3]);
+      v = -v;
+      ++mesh.reoriented;
+    }
+    mesh.tets.push_back(t);
+    mesh.rest_volume.push_back(v);
+  }
+}
+
 absl::StatusOr<TetMesh> VoxelTetMesh(const VoxelGrid& grid) {
   if (grid.voxel_count() == 0) return absl::InvalidArgumentError("tetrahedral mesh: the voxel grid is empty");
   TetMesh m;
+  m.source = "voxels";
   m.rest = grid.vertices;
-  m.tets.reserve(6 * grid.voxel_count());
-  m.voxel_first_tet.resize(grid.voxel_count());
-  const double floor = 1e-12 * grid.h * grid.h * grid.h;
+  std::vector<std::array<uint32_t, 4>> tets;
+  tets.reserve(6 * grid.voxel_count());
   for (size_t e = 0; e < grid.voxel_count(); ++e) {
-    m.voxel_first_tet[e] = int32_t(m.tets.size());
     for (const auto& k : kVoxelTets) {
       std::array<uint32_t, 4> t;
       for (int i = 0; i < 4; ++i) t[i] = uint32_t(grid.corners[e][k[i]]);
-      double v = SignedVolume(m.rest[t[0]], m.rest[t[1]], m.rest[t[2]], m.rest[t[3]]);
-      if (v < 0) {
-        std::swap(t[2], t[3]);
-        v = -v;
-      }
-      if (v <= floor) {
-        ++m.rejected;
-        continue;
-      }
-      m.tets.push_back(t);
-      m.rest_volume.push_back(v);
+      tets.push_back(t);
     }
+  }
+  AddTets(m, tets, grid.h);
+  m.reoriented = 0;  // half the Kuhn split is left-handed by construction, not by anyone's mistake
+  return m;
+}
+
+absl::StatusOr<TetMesh> UploadedTetMesh(std::span<const float> positions, std::span<const uint32_t> tets) {
+  TetMesh m;
+  m.source = "rig";
+  m.rest.resize(positions.size() / 3);
+  Eigen::Vector3d lo = Eigen::Vector3d::Constant(INFINITY), hi = -lo;
+  for (size_t i = 0; i < m.rest.size(); ++i) {
+    m.rest[i] = Eigen::Vector3d(positions[3 * i], positions[3 * i + 1], positions[3 * i + 2]);
+    lo = lo.cwiseMin(m.rest[i]);
+    hi = hi.cwiseMax(m.rest[i]);
+  }
+  std::vector<std::array<uint32_t, 4>> quads(tets.size() / 4);
+  for (size_t t = 0; t < quads.size(); ++t) {
+    for (int k = 0; k < 4; ++k) quads[t][k] = tets[4 * t + k];
+  }
+  // Degenerate: below 1e-12 of the cube of the edge the tets would have if they filled the box.
+  const double scale =
+      m.rest.empty() ? 0 : (hi - lo).maxCoeff() / std::cbrt(std::max<double>(1, double(quads.size())));
+  AddTets(m, quads, scale);
+  if (m.tets.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rig.tet_mesh: all ", quads.size(), " tets are degenerate (no volume)"));
   }
   return m;
 }
 
 void RemoveTets(TetMesh& mesh, std::span<const uint8_t> keep) {
-  size_t kept = 0, voxel = 0;
-  const size_t voxels = mesh.voxel_first_tet.size(), before = mesh.tets.size();
-  std::vector<int32_t> first(voxels);
+  size_t kept = 0;
+  const size_t before = mesh.tets.size();
   for (size_t t = 0; t < before; ++t) {
-    // Voxels whose first tet is t start at the compacted index.
-    while (voxel < voxels && size_t(mesh.voxel_first_tet[voxel]) <= t) first[voxel++] = int32_t(kept);
     if (!keep[t]) continue;
     mesh.tets[kept] = mesh.tets[t];
     mesh.rest_volume[kept] = mesh.rest_volume[t];
     ++kept;
   }
-  while (voxel < voxels) first[voxel++] = int32_t(kept);
   mesh.tets.resize(kept);
   mesh.rest_volume.resize(kept);
-  mesh.voxel_first_tet = std::move(first);
   mesh.cut += before - kept;
 }
 
-double WindingNumber(std::span<const float> positions, std::span<const uint32_t> triangles, const Eigen::Vector3d& p) {
-  double omega = 0;  // solid angles (Van Oosterom & Strackee)
-  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
-    Eigen::Vector3d v[3];
-    for (int k = 0; k < 3; ++k) {
-      const size_t i = triangles[t + k];
-      v[k] = Eigen::Vector3d(positions[3 * i], positions[3 * i + 1], positions[3 * i + 2]) - p;
-    }
-    const double la = v[0].norm(), lb = v[1].norm(), lc = v[2].norm();
-    const double num = v[0].dot(v[1].cross(v[2]));
-    const double den = la * lb * lc + v[0].dot(v[1]) * lc + v[1].dot(v[2]) * la + v[2].dot(v[0]) * lb;
-    omega += 2 * std::atan2(num, den);
-  }
-  return omega / (4 * std::numbers::pi);
-}
+namespace {
 
-TetEmbedding EmbedInTets(const TetMesh& mesh, const VoxelGrid& grid, std::span<const float> points,
-                         const std::function<bool(size_t, uint32_t)>& fits) {
-  TetEmbedding out;
-  const size_t n = points.size() / 3;
-  out.tet.resize(n);
-  out.beta.resize(n);
-  auto tets_of = [&](int32_t voxel) {
-    const int32_t first = mesh.voxel_first_tet[voxel];
-    const int32_t last = size_t(voxel) + 1 < mesh.voxel_first_tet.size() ? mesh.voxel_first_tet[voxel + 1]
-                                                                           : int32_t(mesh.tets.size());
-    return std::pair{first, last};
-  };
-  // Voxel centres (of voxels with tets), for points with no tet nearby.
-  std::vector<Eigen::Vector3d> centre(grid.voxel_count());
-  for (size_t e = 0; e < grid.voxel_count(); ++e) {
-    centre[e] = (grid.vertices[grid.corners[e][0]] + grid.vertices[grid.corners[e][7]]) / 2;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const Eigen::Vector3d q(points[3 * i], points[3 * i + 1], points[3 * i + 2]);
-    double best_min = -std::numeric_limits<double>::infinity();
-    bool found = false;
-    // The tet whose smallest coordinate is largest (the containing one when there is one) among
-    // the fitting tets of `voxel`.
-    auto consider = [&](int32_t voxel, bool check) {
-      if (voxel < 0) return;
-      const auto [first, last] = tets_of(voxel);
-      for (int32_t t = first; t < last; ++t) {
-        if (check && fits && !fits(i, uint32_t(t))) continue;
-        const auto b = Barycentric(mesh, uint32_t(t), q);
-        const double lowest = *std::min_element(b.begin(), b.end());
-        if (lowest > best_min) {
-          best_min = lowest;
-          out.tet[i] = uint32_t(t);
-          out.beta[i] = b;
-          found = true;
-        }
+// The tets binned by their bounding boxes into a uniform grid of cells of about six tets' volume
+// (compressed rows: cell c's tets are items[first[c] .. first[c + 1])).
+struct TetGrid {
+  Eigen::Vector3d origin = Eigen::Vector3d::Zero();
+  double s = 1;
+  std::array<int, 3> dims{1, 1, 1};
+  std::vector<uint32_t> first;
+  std::vector<uint32_t> items;
+
+  explicit TetGrid(const TetMesh& m) {
+    Eigen::Vector3d lo = Eigen::Vector3d::Constant(INFINITY), hi = -lo;
+    double volume = 0;
+    for (size_t t = 0; t < m.tets.size(); ++t) {
+      for (uint32_t p : m.tets[t]) {
+        lo = lo.cwiseMin(m.rest[p]);
+        hi = hi.cwiseMax(m.rest[p]);
       }
-    };
-    const std::array<int, 3> cell = grid.CellOf(q);
-    // Its voxel, then (no tet contains it there) the 26 around it; fitting tets first.
-    for (bool check : {true, false}) {
-      consider(grid.VoxelAt(cell), check);
-      if (found && best_min >= -1e-9) break;
-      for (int dz = -1; dz <= 1; ++dz) {
-        for (int dy = -1; dy <= 1; ++dy) {
-          for (int dx = -1; dx <= 1; ++dx) {
-            if (dx != 0 || dy != 0 || dz != 0) consider(grid.VoxelAt({cell[0] + dx, cell[1] + dy, cell[2] + dz}), check);
+      volume += m.rest_volume[t];
+    }
+    first.assign(2, 0);
+    if (m.tets.empty()) return;
+    origin = lo;
+    // The edge of a cube holding six average tets (a voxel, for the voxel tets).
+    s = std::max(std::cbrt(6 * volume / double(m.tets.size())), 1e-12 * std::max(1.0, (hi - lo).maxCoeff()));
+    // At most about 64 cells per tet (a few tets in a large box).
+    const double budget = 64.0 * double(m.tets.size()) + 4096;
+    const double cells = (hi - lo).cwiseMax(Eigen::Vector3d::Constant(s)).prod() / (s * s * s);
+    if (cells > budget) s *= std::cbrt(cells / budget);
+    for (int k = 0; k < 3; ++k) dims[k] = std::max(1, int(std::ceil((hi[k] - lo[k]) / s)));
+    const size_t n = size_t(dims[0]) * dims[1] * dims[2];
+    first.assign(n + 1, 0);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (uint32_t t = 0; t < m.tets.size(); ++t) {
+        Eigen::Vector3d tl = m.rest[m.tets[t][0]], th = tl;
+        for (int k = 1; k < 4; ++k) {
+          tl = tl.cwiseMin(m.rest[m.tets[t][k]]);
+          th = th.cwiseMax(m.rest[m.tets[t][k]]);
+        }
+        const std::array<int, 3> a = CellOf(tl), b = CellOf(th);
+        for (int z = a[2]; z <= b[2]; ++z) {
+          for (int y = a[1]; y <= b[1]; ++y) {
+            for (int x = a[0]; x <= b[0]; ++x) {
+              const size_t c = Index({x, y, z});
+              if (pass == 0) {
+                ++first[c + 1];
+              } else {
+                items[first[c]++] = t;
+              }
+            }
           }
         }
       }
-      if (found) break;
+      if (pass == 0) {
+        for (size_t c = 0; c < n; ++c) first[c + 1] += first[c];
+        items.resize(first[n]);
+      } else {  // first[c] now holds the end of cell c: shift back
+        for (size_t c = n; c > 0; --c) first[c] = first[c - 1];
+        first[0] = 0;
+      }
     }
-    if (!found) {  // far from every tet: the nearest voxel that has some
-      double best = std::numeric_limits<double>::infinity();
-      int32_t voxel = -1;
-      for (size_t e = 0; e < centre.size(); ++e) {
-        const auto [first, last] = tets_of(int32_t(e));
-        const double d = (centre[e] - q).squaredNorm();
-        if (first < last && d < best) {
-          best = d;
-          voxel = int32_t(e);
+  }
+  std::array<int, 3> CellOf(const Eigen::Vector3d& p) const {
+    std::array<int, 3> c;
+    for (int k = 0; k < 3; ++k) c[k] = int(std::clamp(std::floor((p[k] - origin[k]) / s), 0.0, double(dims[k] - 1)));
+    return c;
+  }
+  size_t Index(const std::array<int, 3>& c) const { return c[0] + size_t(dims[0]) * (c[1] + size_t(dims[1]) * c[2]); }
+  // f(tet) for the tets of the cells at Chebyshev distance r from c (a tet may come twice).
+  template <class F>
+  void Ring(const std::array<int, 3>& c, int r, const F& f) const {
+    for (int z = std::max(0, c[2] - r); z <= std::min(dims[2] - 1, c[2] + r); ++z) {
+      for (int y = std::max(0, c[1] - r); y <= std::min(dims[1] - 1, c[1] + r); ++y) {
+        for (int x = std::max(0, c[0] - r); x <= std::min(dims[0] - 1, c[0] + r); ++x) {
+          if (std::max({std::abs(x - c[0]), std::abs(y - c[1]), std::abs(z - c[2])}) != r) continue;
+          const size_t i = Index({x, y, z});
+          for (uint32_t k = first[i]; k < first[i + 1]; ++k) f(items[k]);
         }
       }
-      consider(voxel, false);
     }
-    out.outside += best_min < -1e-9;
+  }
+};
+
+}  // namespace
+
+TetEmbedding EmbedInTets(const TetMesh& mesh, std::span<const float> points,
+                         const std::function<bool(size_t, uint32_t)>& fits) {
+  TetEmbedding out;
+  const size_t n = points.size() / 3;
+  out.tet.assign(n, 0);
+  out.beta.assign(n, {1, 0, 0, 0});
+  if (mesh.tets.empty()) {
+    out.outside = n;
+    return out;
+  }
+  const TetGrid grid(mesh);
+  const int reach = std::max({grid.dims[0], grid.dims[1], grid.dims[2]});
+  std::vector<uint64_t> seen(mesh.tets.size(), 0);
+  uint64_t stamp = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Eigen::Vector3d q(points[3 * i], points[3 * i + 1], points[3 * i + 2]);
+    const std::array<int, 3> cell = grid.CellOf(q);
+    double best_min = -std::numeric_limits<double>::infinity();
+    bool found = false;
+    // The tet whose smallest coordinate is largest (the containing one where there is one): in
+    // the point's cell (which holds every tet containing it), else out to one ring beyond the
+    // first ring that has any tet; fitting tets first, over the same cells.
+    for (bool check : {true, false}) {
+      if (check && !fits) continue;
+      ++stamp;
+      int last = reach;
+      for (int r = 0; r <= last; ++r) {
+        bool any = false;
+        grid.Ring(cell, r, [&](uint32_t t) {
+          any = true;
+          if (seen[t] == stamp) return;
+          seen[t] = stamp;
+          if (check && !fits(i, t)) return;
+          const auto b = Barycentric(mesh, t, q);
+          const double lowest = *std::min_element(b.begin(), b.end());
+          if (lowest > best_min) {
+            best_min = lowest;
+            out.tet[i] = t;
+            out.beta[i] = b;
+            found = true;
+          }
+        });
+        if (found && best_min >= -1e-9) break;
+        if (any) last = std::min(last, r + 1);
+      }
+      if (found) break;
+    }
+    if (best_min < -1e-9) {
+      ++out.outside;
+      // Distance to the tet's point with the negative coordinates clamped away: an upper bound
+      // of the distance to the tet.
+      std::array<double, 4> b = out.beta[i];
+      double sum = 0;
+      for (double& x : b) sum += x = std::max(x, 0.0);
+      Eigen::Vector3d nearest = Eigen::Vector3d::Zero();
+      for (int k = 0; k < 4; ++k) nearest += (b[k] / sum) * mesh.rest[mesh.tets[out.tet[i]][k]];
+      out.farthest = std::max(out.farthest, (nearest - q).norm());
+    }
   }
   return out;
 }

@@ -256,6 +256,7 @@ size_t Rig::ResidentBytes() const {
   for (const auto& c : cages) b += sizeof(c) + Bytes(c.positions) + Bytes(c.triangles);
   b += Bytes(sphere_mesh.centers) + Bytes(sphere_mesh.radii) + Bytes(sphere_mesh.edges) +
        Bytes(sphere_mesh.triangles);
+  b += Bytes(tet_mesh.positions) + Bytes(tet_mesh.tets);
   for (const auto& a : attributes) b += sizeof(a) + Bytes(a.values);
   for (const auto& p : precomputed) b += sizeof(p) + p.data.size();
   return b;
@@ -321,6 +322,26 @@ absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits) {
   if (auto st = CheckIndices(sm.triangles, 3, spheres, "rig.sphere_mesh.triangles", "spheres");
       !st.ok()) {
     return st;
+  }
+
+  const TetMeshData& tm = rig.tet_mesh;
+  if (auto st = CheckPoints(tm.positions, "rig.tet_mesh.positions"); !st.ok()) return st;
+  if (tm.particle_count() > limits.max_vertices) {
+    return absl::ResourceExhaustedError(absl::StrCat("rig.tet_mesh.positions: ", tm.particle_count(),
+                                                     " particles exceed the limit of ", limits.max_vertices));
+  }
+  if (!tm.positions.empty() && tm.tets.empty()) return Invalid("rig.tet_mesh.tets: particles but no tetrahedra");
+  if (auto st = CheckIndices(tm.tets, 4, tm.particle_count(), "rig.tet_mesh.tets", "particles"); !st.ok()) return st;
+  for (size_t t = 0; t < tm.tet_count(); ++t) {
+    const uint32_t* q = &tm.tets[4 * t];
+    for (int a = 0; a < 4; ++a) {
+      for (int b = a + 1; b < 4; ++b) {
+        if (q[a] == q[b]) {
+          return Invalid(absl::StrFormat("rig.tet_mesh.tets[%d]: particle %d appears twice (%d, %d, %d, %d)", t,
+                                         q[a], q[0], q[1], q[2], q[3]));
+        }
+      }
+    }
   }
 
   absl::flat_hash_set<std::string_view> attr_names;

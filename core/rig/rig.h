@@ -59,6 +59,16 @@ struct SphereMesh {
   std::vector<uint32_t> triangles;  // 3 per triangle
 };
 
+// A volume mesh around the render mesh for methods that simulate its inside (pbs): particles and
+// tetrahedra, either orientation (checked: indices in range, four distinct per tet).
+struct TetMeshData {
+  std::vector<float> positions;  // 3 per particle
+  std::vector<uint32_t> tets;    // 4 per tetrahedron
+  size_t particle_count() const { return positions.size() / 3; }
+  size_t tet_count() const { return tets.size() / 4; }
+  bool empty() const { return tets.empty(); }
+};
+
 struct AttributeMap {
   std::string name;
   uint32_t components = 1;
@@ -80,6 +90,7 @@ struct Rig {
   SkinWeights weights;
   std::vector<Cage> cages;
   SphereMesh sphere_mesh;
+  TetMeshData tet_mesh;
   std::vector<AttributeMap> attributes;
   std::vector<PrecomputedData> precomputed;
 

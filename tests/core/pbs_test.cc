@@ -142,7 +142,7 @@ TEST(PbsTetMesh, VoxelTetsFillTheVoxelsAndConform) {
 // The render mesh in its tets: β sums to 1 and reproduces every rest vertex.
 TEST(PbsTetMesh, EmbeddingReproducesTheRestMesh) {
   const Cylinder c;
-  const TetEmbedding e = EmbedInTets(c.mesh, c.grid, c.rig.positions);
+  const TetEmbedding e = EmbedInTets(c.mesh, c.rig.positions);
   ASSERT_EQ(e.tet.size(), c.rig.vertex_count());
   double worst = 0;
   for (size_t i = 0; i < e.tet.size(); ++i) {
@@ -213,6 +213,7 @@ struct Elbow {
   std::shared_ptr<const PbsModel> model;
   explicit Elbow(PbsParams::Weights weights = PbsParams::Weights::kTransfer) {
     auto p = std::make_shared<PbsParams>();
+    p->tets = PbsParams::Tets::kVoxels;
     p->voxel_size = 1.0 / 3;
     p->weights = weights;
     config.params = p;
@@ -410,6 +411,7 @@ TEST(PbsMethod, JiggleKeepsMovingAfterAStopWhereSkinnedParticlesDoNot) {
   auto make = [&](bool jiggle) {
     DeformerConfig config("pbs");
     auto p = std::make_shared<PbsParams>();
+    p->tets = PbsParams::Tets::kVoxels;
     p->voxel_size = 1.0 / 3;
     p->weights = PbsParams::Weights::kPaper;
     p->jiggle = jiggle;
@@ -462,6 +464,7 @@ TEST(PbsMethod, JiggleNeedsItsAttribute) {
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(testing::ElbowCylinder()));
   DeformerConfig config("pbs");
   auto p = std::make_shared<PbsParams>();
+  p->tets = PbsParams::Tets::kVoxels;
   p->voxel_size = 1.0 / 3;
   p->jiggle = true;
   config.params = p;
@@ -489,6 +492,7 @@ struct PaintedElbow {
   }
   static PbsParams Params() {
     PbsParams p;
+    p.tets = PbsParams::Tets::kVoxels;
     p.voxel_size = 1.0 / 3;
     p.weights = PbsParams::Weights::kPaper;
     p.jiggle = true;
@@ -831,6 +835,7 @@ TEST(PbsTetMesh, TetsBridgingTwoPartsAreCutAndThePartsMoveApart) {
   size_t cut[2];
   for (bool cut_bridges : {true, false}) {
     auto p = std::make_shared<PbsParams>();
+    p->tets = PbsParams::Tets::kVoxels;
     p->voxel_size = 0.25;
     p->cut_bridges = cut_bridges;
     DeformerConfig config("pbs", p);

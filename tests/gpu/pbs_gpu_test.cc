@@ -50,6 +50,7 @@ std::shared_ptr<const Rig> PaintedElbow() {
 
 DeformerConfig Config(bool jiggle, double gravity = 0) {
   auto p = std::make_shared<PbsParams>();
+  p->tets = PbsParams::Tets::kVoxels;
   p->voxel_size = 1.0 / 3;
   p->weights = PbsParams::Weights::kPaper;
   p->jiggle = jiggle;

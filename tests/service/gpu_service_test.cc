@@ -179,6 +179,7 @@ TEST_P(GpuService, PbsRunsOnTheGpuWithItsStateOnTheDevice) {
     v1::CreateSessionRequest req;
     req.set_rig_id(up->rig_id());
     req.mutable_deformer()->set_method(v1::METHOD_PBS);
+    req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
     req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
     req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
     req.mutable_deformer()->mutable_pbs()->set_gravity(5);

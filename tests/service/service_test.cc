@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <regex>
+#include <cstring>
 #include <thread>
 
 #include "clients/lib/client.h"
@@ -411,6 +412,7 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   v1::CreateSessionRequest req;
   req.set_rig_id(up->rig_id());
   req.mutable_deformer()->set_method(v1::METHOD_PBS);
+  req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
   req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
   req.mutable_deformer()->mutable_pbs()->set_weights(v1::PBS_WEIGHTS_PAPER);
   auto session = client_->CreateSession(req);
@@ -418,6 +420,7 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   auto rig = std::make_shared<const Rig>(*BuildRig(std::move(in)));
   DeformerConfig config("pbs");
   auto params = std::make_shared<PbsParams>();
+  params->tets = PbsParams::Tets::kVoxels;
   params->voxel_size = 0.1;
   params->weights = PbsParams::Weights::kPaper;
   config.params = params;
@@ -430,7 +433,53 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   const auto done = FindPreparation(*client_, up->rig_id(), "pbs");
   ASSERT_TRUE(done.has_value());
   std::printf("pbs preparation: %s\n", done->summary().c_str());
-  EXPECT_THAT(done->summary(), ::testing::MatchesRegex("[0-9]+ particles, [0-9]+ tets .*stretch in [0-9]+ colours.*"));
+  EXPECT_THAT(done->summary(),
+              ::testing::MatchesRegex("tets from voxels: [0-9]+ particles, [0-9]+ tets .*stretch in [0-9]+ colours.*"));
+}
+
+// A rig can bring its own tetrahedra (Rig.tet_mesh): pbs sessions use them (tets "auto"), the
+// preparation says so, and every frame equals core's on the same rig; a malformed tet mesh is
+// refused at upload, naming the tet.
+TEST_F(Service, PbsUsesTheTetrahedraUploadedWithTheRig) {
+  const LimbOptions limb = LimbOf(2000);
+  RigInput in = MakeLimb(limb);
+  {
+    const Rig plain = *BuildRig(in);
+    const TetMesh tets = *VoxelTetMesh(*Voxelize(plain.positions, plain.triangles, {0.12}));
+    for (const auto& p : tets.rest) in.rig.tet_mesh.positions.insert(in.rig.tet_mesh.positions.end(), {float(p.x()), float(p.y()), float(p.z())});
+    for (const auto& t : tets.tets) in.rig.tet_mesh.tets.insert(in.rig.tet_mesh.tets.end(), t.begin(), t.end());
+  }
+  v1::Rig bad = client::RigToProto(in);
+  std::string indices = bad.tet_mesh().tets();
+  const uint32_t far = 1u << 30;
+  std::memcpy(indices.data() + 4 * (4 * 3 + 1), &far, 4);  // tet 3, second particle
+  bad.mutable_tet_mesh()->set_tets(indices);
+  const auto refused = client_->UploadRig(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("rig.tet_mesh.tets[3]"));
+  bad.mutable_tet_mesh()->set_tets(indices.substr(0, 10));
+  const auto ragged = client_->UploadRig(bad);
+  EXPECT_EQ(ragged.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ragged.status().message()), ::testing::HasSubstr("rig.tet_mesh.tets"));
+
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_PBS);
+  auto session = client_->CreateSession(req);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto rig = std::make_shared<const Rig>(*BuildRig(std::move(in)));
+  auto lbs = CreateDeformer(rig, DeformerConfig("lbs"));
+  ASSERT_TRUE(lbs.ok());
+  std::pair<size_t, size_t> served;
+  PlayUntilTheMethodServes(*client_, session->session_id(), LimbSkeleton(limb), v1::METHOD_LBS, **lbs, v1::METHOD_PBS,
+                           [&] { return std::move(CreateDeformer(rig, DeformerConfig("pbs")).value()); }, served);
+  const auto done = FindPreparation(*client_, up->rig_id(), "pbs");
+  ASSERT_TRUE(done.has_value());
+  std::printf("pbs preparation: %s\n", done->summary().c_str());
+  EXPECT_THAT(done->summary(), ::testing::StartsWith("tets from rig: " + std::to_string(rig->tet_mesh.particle_count()) +
+                                                     " particles"));
 }
 
 // A limb (2,000 vertices) whose far part (x > 2) is painted to jiggle, on a server.
@@ -459,6 +508,7 @@ struct JiggleLimb {
     req.set_rig_id(up.ok() ? up->rig_id() : "");
     req.mutable_deformer()->set_method(v1::METHOD_PBS);
     v1::PbsParams& p = *req.mutable_deformer()->mutable_pbs();
+    p.set_tets(v1::PBS_TETS_VOXELS);
     p.set_voxel_size(0.1);
     p.set_jiggle(true);
     if (edit) edit(p);
@@ -628,6 +678,7 @@ TEST_F(Service, PbsParametersChangeLiveThroughUpdateSession) {
   EXPECT_DOUBLE_EQ(info->deformer().pbs().jiggle_stiffness(), 0.02);
 
   v1::DeformerConfig coarser = req.deformer();
+  coarser.mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
   coarser.mutable_pbs()->set_voxel_size(0.2);
   const auto key = client_->UpdateSession(edited->session_id(), coarser).status();
   EXPECT_EQ(key.code(), absl::StatusCode::kFailedPrecondition);

@@ -1,0 +1,293 @@
+// Where position-based skinning's tetrahedra come from (core/pbs/tet_mesh.h, mesher.h): CGAL's
+// Mesh_3 on the mesh's winding-number inside, the client's own tets uploaded with the rig, and
+// the fast winding numbers the mesher's domain is made of. Checked geometrically: volumes by
+// summing tets against the closed mesh's divergence-theorem volume, insideness by the exact
+// generalized winding number, conformity by counting shared faces.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numbers>
+#include <random>
+
+#include "core/deformer/deformer.h"
+#include "core/geometry/winding_number.h"
+#include "core/pbs/mesher.h"
+#include "core/pbs/pbs.h"
+#include "core/rig/pose.h"
+#include "tests/core/test_util.h"
+
+namespace sinew {
+namespace {
+
+using V3 = Eigen::Vector3d;
+
+// The spec's elbow cylinder (radius 1, length 6 along x, open ends) closed by a fan at each end.
+RigInput CappedCylinder() {
+  RigInput in = testing::ElbowCylinder();
+  Rig& r = in.rig;
+  const uint32_t segs = 32, n = uint32_t(r.positions.size() / 3), last = n - segs;
+  for (const uint32_t ring : {0u, last}) {
+    const uint32_t centre = uint32_t(r.positions.size() / 3);
+    r.positions.insert(r.positions.end(), {r.positions[3 * ring], 0.f, 0.f});
+    r.normals.insert(r.normals.end(), {ring == 0 ? -1.f : 1.f, 0.f, 0.f});
+    for (uint32_t s = 0; s < segs; ++s) {  // outward: -x at the start, +x at the end
+      const uint32_t a = ring + s, b = ring + (s + 1) % segs;
+      if (ring == 0) {
+        r.triangles.insert(r.triangles.end(), {centre, b, a});
+      } else {
+        r.triangles.insert(r.triangles.end(), {centre, a, b});
+      }
+    }
+    // The centre takes the weights of its ring's first vertex.
+    WeightsInput& w = in.weights;
+    for (uint32_t k = w.offsets[ring]; k < w.offsets[ring + 1]; ++k) {
+      w.joints.push_back(w.joints[k]);
+      w.weights.push_back(w.weights[k]);
+    }
+    w.offsets.push_back(uint32_t(w.joints.size()));
+  }
+  return in;
+}
+
+double MeshVolume(const Rig& rig) {  // divergence theorem over the closed triangle mesh
+  double v = 0;
+  for (size_t t = 0; t < rig.triangle_count(); ++t) {
+    V3 p[3];
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t i = rig.triangles[3 * t + k];
+      p[k] = V3(rig.positions[3 * i], rig.positions[3 * i + 1], rig.positions[3 * i + 2]);
+    }
+    v += p[0].dot(p[1].cross(p[2])) / 6;
+  }
+  return v;
+}
+
+// The fast tree agrees with the exact sum — ±1 inside, 0 outside, in between near a hole — to
+// 2e-2, and says "inside" (|w| ≥ ½) wherever the exact sum is clearly on one side (not within
+// 0.1 of ½).
+TEST(WindingNumbers, TheTreeAgreesWithTheExactSum) {
+  const Rig closed = testing::BuildOrDie(CappedCylinder());
+  RigInput open_in = CappedCylinder();
+  open_in.rig.triangles.resize(open_in.rig.triangles.size() - 3 * 32);  // one cap off: a hole
+  const Rig open = testing::BuildOrDie(std::move(open_in));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> x(-1, 7), yz(-1.6, 1.6);
+  for (const Rig* rig : {&closed, &open}) {
+    const WindingNumberTree tree(rig->positions, rig->triangles);
+    double worst = 0;
+    size_t disagree = 0;
+    for (int i = 0; i < 2000; ++i) {
+      const V3 q(x(rng), yz(rng), yz(rng));
+      const double exact = WindingNumber(rig->positions, rig->triangles, q);
+      const double fast = tree(q);
+      worst = std::max(worst, std::abs(exact - fast));
+      if (std::abs(std::abs(exact) - 0.5) > 0.1) disagree += (std::abs(exact) >= 0.5) != (std::abs(fast) >= 0.5);
+      const double r = std::hypot(q.y(), q.z());
+      const bool far = std::abs(r - 1) > 0.05 && std::abs(q.x()) > 0.05 && std::abs(q.x() - 6) > 0.05;
+      if (rig == &closed && far) EXPECT_NEAR(exact, r < 1 && q.x() > 0 && q.x() < 6 ? 1.0 : 0.0, 1e-6);
+    }
+    std::printf("%s cylinder: |tree - exact| at most %.1e over 2000 points, %zu nodes\n",
+                rig == &closed ? "closed" : "open", worst, tree.node_count());
+    EXPECT_LE(worst, 2e-2);
+    EXPECT_EQ(disagree, 0u);
+  }
+}
+
+struct Meshed {
+  Rig rig = testing::BuildOrDie(CappedCylinder());
+  MesherOptions options;
+  absl::StatusOr<TetMesh> mesh;
+  explicit Meshed(double cell = 0.3) {
+    options.cell_size = cell;
+    mesh = MeshVolume(rig.positions, rig.triangles, options);
+  }
+};
+
+// Mesh_3's tets fill the closed cylinder: positive, conforming (a face is shared by at most two
+// tets), every centroid inside the mesh by the exact winding number, every particle inside or on
+// the surface, and together the volume the divergence theorem gives, within 3 % (an inscribed
+// polyhedron: chords of 0.3 on the unit circle lose 2.2 % of its area).
+TEST(PbsMesher, TetsFillTheClosedMeshAndFollowItsSurface) {
+  if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
+  const Meshed m;
+  ASSERT_TRUE(m.mesh.ok()) << m.mesh.status();
+  const TetMesh& t = *m.mesh;
+  EXPECT_EQ(t.source, "mesher");
+  ASSERT_GT(t.tets.size(), 100u);
+  double total = 0;
+  std::map<std::array<uint32_t, 3>, int> faces;
+  size_t centroids_outside = 0, particles_outside = 0;
+  for (size_t k = 0; k < t.tets.size(); ++k) {
+    const auto& q = t.tets[k];
+    const double v = SignedVolume(t.rest[q[0]], t.rest[q[1]], t.rest[q[2]], t.rest[q[3]]);
+    EXPECT_GT(v, 0) << k;
+    EXPECT_NEAR(v, t.rest_volume[k], 1e-12);
+    total += v;
+    const V3 c = (t.rest[q[0]] + t.rest[q[1]] + t.rest[q[2]] + t.rest[q[3]]) / 4;
+    centroids_outside += WindingNumber(m.rig.positions, m.rig.triangles, c) < 0.5;
+    for (int skip = 0; skip < 4; ++skip) {
+      std::array<uint32_t, 3> f;
+      for (int i = 0, j = 0; i < 4; ++i) {
+        if (i != skip) f[j++] = q[i];
+      }
+      std::sort(f.begin(), f.end());
+      ++faces[f];
+    }
+  }
+  for (const V3& p : t.rest) {
+    const double r = std::hypot(p.y(), p.z());
+    // On the surface to the bisection's precision (1e-6 of the bounding sphere's radius, ~4).
+    particles_outside += r > 1 + 1e-4 || p.x() < -1e-4 || p.x() > 6 + 1e-4;
+  }
+  for (const auto& [f, n] : faces) EXPECT_LE(n, 2);
+  const double expected = MeshVolume(m.rig);
+  std::printf("Mesh_3 at cell 0.3: %zu particles, %zu tets (%zu rejected); volume %.4f of the mesh's %.4f\n",
+              t.rest.size(), t.tets.size(), t.rejected, total, expected);
+  EXPECT_EQ(centroids_outside, 0u);
+  EXPECT_EQ(particles_outside, 0u);
+  EXPECT_NEAR(total / expected, 1.0, 0.03);
+}
+
+// The same input meshes the same way (sessions migrate between servers on this), and the cell
+// size sets the resolution.
+TEST(PbsMesher, IsDeterministicAndTheCellSizeSetsTheResolution) {
+  if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
+  const Meshed a, b, fine(0.2);
+  ASSERT_TRUE(a.mesh.ok() && b.mesh.ok() && fine.mesh.ok());
+  EXPECT_EQ(a.mesh->rest, b.mesh->rest);
+  EXPECT_EQ(a.mesh->tets, b.mesh->tets);
+  std::printf("particles: %zu at cell 0.3, %zu at 0.2\n", a.mesh->rest.size(), fine.mesh->rest.size());
+  EXPECT_GT(fine.mesh->rest.size(), a.mesh->rest.size() * 3 / 2);
+}
+
+// Failure behaviour as documented: nothing enclosed, a vertex budget, a cancel, a bad size.
+TEST(PbsMesher, FailsPreciselyAndStopsWhenAsked) {
+  if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
+  const std::vector<float> flat = {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0};
+  const std::vector<uint32_t> square = {0, 1, 2, 1, 3, 2};  // an open square encloses nothing
+  MesherOptions o;
+  o.cell_size = 0.1;
+  EXPECT_EQ(MeshVolume(flat, square, o).status().code(), absl::StatusCode::kFailedPrecondition);
+  const Rig rig = testing::BuildOrDie(CappedCylinder());
+  o.cell_size = 0.05;
+  o.max_vertices = 500;
+  const auto capped = MeshVolume(rig.positions, rig.triangles, o);
+  EXPECT_EQ(capped.status().code(), absl::StatusCode::kResourceExhausted) << capped.status();
+  o.max_vertices = 2'000'000;
+  int asked = 0;
+  const auto cancelled = MeshVolume(rig.positions, rig.triangles, o, [&] { return ++asked < 3; });
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << cancelled.status();
+  o.cell_size = 0;
+  EXPECT_EQ(MeshVolume(rig.positions, rig.triangles, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The elbow's 90° bend on the mesher's tets keeps the volume within the spec's 3 % (§4 test 7)
+// where LBS loses 4 %, and turns most of the tets LBS leaves inside out back (measured: 3 of
+// 3,198 stay so, LBS 28; the recovery passes do not reach them all on these tets, where on the
+// voxels' they do: PbsMethod.VolumeIsKeptWhereLbsLosesIt, which also keeps the volume within 0.5 %).
+TEST(PbsMesher, TheMethodKeepsTheVolumeOnTheMeshersTets) {
+  if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(CappedCylinder()));
+  auto p = std::make_shared<PbsParams>();
+  p->tets = PbsParams::Tets::kMesher;
+  p->cell_size = 0.3;
+  DeformerConfig config("pbs", p);
+  auto prepared = PreparePbs(*rig, config, nullptr, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const auto& model = static_cast<const PbsModel&>(**prepared);
+  std::printf("%s\n", model.Summary().c_str());
+  EXPECT_NE(model.Summary().find("tets from mesher"), std::string::npos);
+  Pose pose = RestPose(rig->skeleton);
+  pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(std::numbers::pi / 2, V3::UnitZ())));
+  std::vector<Similarity> world(rig->joint_count());
+  std::vector<Affine34d> skinning(rig->joint_count());
+  SkinningTransforms(rig->skeleton, pose, world, skinning);
+  std::vector<Affine34f> matrices;
+  for (const auto& s : skinning) matrices.push_back(s.cast<float>());
+  auto volume = [&](const std::vector<float>& x, size_t* inverted) {
+    double v = 0;
+    for (const auto& t : model.mesh.tets) {
+      V3 q[4];
+      for (int k = 0; k < 4; ++k) q[k] = V3(x[3 * t[k]], x[3 * t[k] + 1], x[3 * t[k] + 2]);
+      const double tv = SignedVolume(q[0], q[1], q[2], q[3]);
+      *inverted += tv <= 0;
+      v += tv;
+    }
+    return v;
+  };
+  double rest = 0;
+  for (double v : model.mesh.rest_volume) rest += v;
+  PbsState solved, skinned;
+  PbsParams lbs_only = *p;
+  lbs_only.iterations = 0;
+  SolvePbsFrame(model, *p, matrices, p->time_step, solved, nullptr);
+  SolvePbsFrame(model, lbs_only, matrices, p->time_step, skinned, nullptr);
+  size_t inverted = 0, lbs_inverted = 0;
+  const double kept = volume(solved.x, &inverted) / rest - 1, lost = volume(skinned.x, &lbs_inverted) / rest - 1;
+  std::printf("90° bend on Mesh_3 tets: LBS %+.2f %% (%zu inside out), pbs %+.2f %% (%zu)\n", 100 * lost, lbs_inverted,
+              100 * kept, inverted);
+  EXPECT_LT(lost, -0.03);  // the control
+  EXPECT_LT(std::abs(kept), 0.03);
+  EXPECT_LE(4 * inverted, lbs_inverted);
+}
+
+// A rig's own tets: used as given, those given inside out reordered (and counted), flat ones
+// left out (and counted); the rest mesh comes back; BuildRig names a bad index or a repeated
+// particle.
+TEST(PbsRigTets, TheRigsOwnTetsAreUsedAndChecked) {
+  RigInput in = testing::ElbowCylinder();
+  const Rig plain = testing::BuildOrDie(in);
+  const auto grid = Voxelize(plain.positions, plain.triangles, {1.0 / 3});
+  ASSERT_TRUE(grid.ok());
+  const TetMesh voxels = *VoxelTetMesh(*grid);
+  for (const V3& p : voxels.rest) in.rig.tet_mesh.positions.insert(in.rig.tet_mesh.positions.end(), {float(p.x()), float(p.y()), float(p.z())});
+  for (size_t t = 0; t < voxels.tets.size(); ++t) {
+    auto q = voxels.tets[t];
+    if (t % 3 == 0) std::swap(q[0], q[1]);  // a third given in the other orientation
+    in.rig.tet_mesh.tets.insert(in.rig.tet_mesh.tets.end(), q.begin(), q.end());
+  }
+  // A flat one: two particles of the first tet and their midpoint (a particle of its own).
+  const auto& first = voxels.tets[0];
+  const V3 mid = (voxels.rest[first[0]] + voxels.rest[first[1]]) / 2;
+  in.rig.tet_mesh.positions.insert(in.rig.tet_mesh.positions.end(), {float(mid.x()), float(mid.y()), float(mid.z())});
+  in.rig.tet_mesh.tets.insert(in.rig.tet_mesh.tets.end(), {first[0], first[1], uint32_t(voxels.rest.size()), first[2]});
+  {
+    RigInput bad = in;
+    bad.rig.tet_mesh.tets[4 * 7 + 2] = 999999;
+    const auto st = BuildRig(bad).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("rig.tet_mesh.tets[7]"), std::string::npos) << st;
+    bad = in;
+    bad.rig.tet_mesh.tets[4 * 5 + 1] = bad.rig.tet_mesh.tets[4 * 5];
+    const auto twice = BuildRig(bad).status();
+    EXPECT_NE(twice.message().find("rig.tet_mesh.tets[5]: particle"), std::string::npos) << twice;
+  }
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(in));
+  DeformerConfig config("pbs", std::make_shared<PbsParams>());  // tets auto: the rig's
+  auto prepared = PreparePbs(*rig, config, nullptr, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const auto& model = static_cast<const PbsModel&>(**prepared);
+  std::printf("%s\n", model.Summary().c_str());
+  EXPECT_EQ(model.mesh.source, "rig");
+  EXPECT_EQ(model.mesh.rest.size(), voxels.rest.size() + 1);
+  EXPECT_EQ(model.mesh.rejected, 1u);
+  EXPECT_EQ(model.mesh.reoriented, (voxels.tets.size() + 2) / 3);
+  EXPECT_EQ(model.mesh.tets.size() + model.mesh.cut, voxels.tets.size());
+  auto deformer = CreatePbsDeformer(rig, *prepared, config);
+  ASSERT_TRUE(deformer.ok()) << deformer.status();
+  std::vector<float> out(rig->positions.size());
+  const Pose rest = RestPose(rig->skeleton);
+  ASSERT_TRUE((*deformer)->Deform({&rest, {}}, out, nullptr).ok());
+  EXPECT_LE(testing::MaxAbsDiff(out, rig->positions), 1e-5);
+  // Asked for explicitly without any: a precise refusal.
+  auto p = std::make_shared<PbsParams>();
+  p->tets = PbsParams::Tets::kRig;
+  const auto none = PreparePbs(plain, DeformerConfig("pbs", p), nullptr, {});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(none.status().message().find("tet_mesh"), std::string::npos) << none.status();
+}
+
+}  // namespace
+}  // namespace sinew
