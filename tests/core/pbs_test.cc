@@ -3,6 +3,8 @@
 // paper's misprint) and the constraint colouring.
 #include <gtest/gtest.h>
 
+#include <Eigen/Geometry>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -739,6 +741,168 @@ TEST(PbsDynamics, ARigidlyMovedRigSettlesRigidly) {
   std::printf("rigid motion: settled %.2e from the rigidly moved rest mesh (moved by %.2f)\n", worst, swung);
   EXPECT_GT(swung, 1.0);
   EXPECT_LT(worst, 1e-3 * f.rig->bbox_diagonal());
+}
+
+// The particles of a prepared elbow after frames of `pose` with its time step: PbsState kept.
+struct PaintedModel {
+  PaintedElbow f;
+  PbsParams params;
+  std::shared_ptr<const PbsModel> model;
+  explicit PaintedModel(const PbsParams& p) : params(p) {
+    auto prepared = PreparePbs(*f.rig, PaintedElbow::Config(p), nullptr, {});
+    EXPECT_TRUE(prepared.ok()) << prepared.status();
+    model = std::dynamic_pointer_cast<const PbsModel>(*prepared);
+  }
+  std::vector<Affine34f> Matrices(const Pose& pose) const {
+    std::vector<Similarity> world(f.rig->joint_count());
+    std::vector<Affine34d> skinning(f.rig->joint_count());
+    SkinningTransforms(f.rig->skeleton, pose, world, skinning);
+    std::vector<Affine34f> out;
+    for (const auto& m : skinning) out.push_back(m.cast<float>());
+    return out;
+  }
+  void Step(const Pose& pose, double dt, PbsState& state, const PbsParams* with = nullptr) const {
+    SolvePbsFrame(*model, with ? *with : params, Matrices(pose), dt, state, nullptr);
+  }
+  bool Painted(size_t i) const { return model->alpha[i] > 0; }
+};
+
+// Large time steps are stable (spec §4 test 10): the elbow turned to a random pose every frame
+// (up to 120° about a random axis), 500 frames at 10, 33 and 100 ms, the painted third free with
+// stiffness 0.1: nothing is NaN, every particle stays within the posed LBS particles' box grown by
+// half the rest diagonal, and the painted particles' kinetic energy shows no upward trend (its
+// mean over the last 100 frames is at most twice its mean over frames 100–200).
+TEST(PbsDynamics, LargeTimeStepsStayStableAndBounded) {
+  PbsParams p = PaintedElbow::Params();
+  p.jiggle_stiffness = 0.1;
+  const PaintedModel m(p);
+  PbsParams lbs = p;
+  lbs.iterations = 0;
+  lbs.jiggle = false;
+  const double diagonal = m.f.rig->bbox_diagonal();
+  for (const double dt : {0.01, 0.033, 0.1}) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<double> angle(0, 2 * std::numbers::pi / 3), unit(-1, 1);
+    PbsState state, skinned;
+    double early = 0, late = 0, farthest = 0;
+    bool finite = true;
+    for (int k = 0; k < 500; ++k) {
+      Pose pose = RestPose(m.f.rig->skeleton);
+      V3 axis(unit(rng), unit(rng), unit(rng));
+      if (axis.norm() < 1e-3) axis = V3::UnitZ();
+      pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(angle(rng), axis.normalized())));
+      m.Step(pose, dt, state);
+      m.Step(pose, dt, skinned, &lbs);
+      Eigen::AlignedBox3d box;
+      for (size_t i = 0; i < m.model->mesh.rest.size(); ++i) box.extend(Eigen::Map<const Eigen::Vector3f>(&skinned.x[3 * i]).cast<double>());
+      double energy = 0;
+      for (size_t i = 0; i < m.model->mesh.rest.size(); ++i) {
+        const V3 x = Eigen::Map<const Eigen::Vector3f>(&state.x[3 * i]).cast<double>();
+        finite = finite && x.allFinite();
+        farthest = std::max(farthest, box.exteriorDistance(x));
+        if (m.Painted(i)) energy += 0.5 * Eigen::Map<const Eigen::Vector3f>(&state.v[3 * i]).cast<double>().squaredNorm();
+      }
+      if (k >= 100 && k < 200) early += energy / 100;
+      if (k >= 400) late += energy / 100;
+    }
+    std::printf("dt %.0f ms: farthest outside the LBS box %.3f (bound %.3f); kinetic energy, frames 100-200 %.4g, "
+                "400-500 %.4g\n", 1000 * dt, farthest, 0.5 * diagonal, early, late);
+    EXPECT_TRUE(finite) << "dt " << dt;
+    EXPECT_LE(farthest, 0.5 * diagonal) << "dt " << dt;
+    EXPECT_LE(late, 2 * early) << "dt " << dt;
+  }
+}
+
+// Jiggle behaves like jiggle (spec §4 test 11): the root carried sideways (along y, across the
+// limb) at 1 unit/s for 50 frames of 10 ms, then stopped dead. The painted particles lag, swing
+// past where the skinning puts them, and settle (the offset 200 frames after the stop is under 5 %
+// of the peak); a softer region (stiffness 0.2) overshoots more than a stiffer one (0.9); the
+// unpainted particles far from the region (x < 3) do not overshoot.
+TEST(PbsDynamics, JiggleOvershootsThenSettlesAndSofterRegionsSwingFurther) {
+  auto run = [](double stiffness, double* unpainted) {
+    PbsParams p = PaintedElbow::Params();
+    p.jiggle_stiffness = stiffness;
+    const PaintedModel m(p);
+    PbsParams lbs = p;
+    lbs.iterations = 0;
+    lbs.jiggle = false;
+    PbsState state, skinned;
+    double peak = 0, last = 0;
+    *unpainted = 0;
+    for (int k = 0; k < 251; ++k) {
+      Pose pose = RestPose(m.f.rig->skeleton);
+      Similarity root = pose.joint(0);
+      root.translation.y() += 0.01 * std::min(k, 50);
+      pose.set_joint(0, root);
+      m.Step(pose, 0.01, state);
+      m.Step(pose, 0.01, skinned, &lbs);
+      // Mean offset along y from the skinned particles: painted, and unpainted far from them.
+      double painted = 0, far = 0;
+      size_t n_painted = 0, n_far = 0;
+      for (size_t i = 0; i < m.model->mesh.rest.size(); ++i) {
+        const double dy = state.x[3 * i + 1] - skinned.x[3 * i + 1];
+        if (m.Painted(i)) {
+          painted += dy;
+          ++n_painted;
+        } else if (m.model->mesh.rest[i].x() < 3) {
+          far += dy;
+          ++n_far;
+        }
+      }
+      painted /= double(n_painted);
+      far /= double(n_far);
+      if (k > 50) {
+        peak = std::max(peak, painted);  // past the skinned position, in the direction of travel
+        *unpainted = std::max(*unpainted, far);
+      }
+      last = painted;
+    }
+    std::printf("stiffness %.1f: overshoot %.4f, 200 frames after the stop %.2e; unpainted (x < 3) %.1e\n", stiffness,
+                peak, last, *unpainted);
+    EXPECT_GT(peak, 0);
+    EXPECT_LE(std::abs(last), 0.05 * peak) << "stiffness " << stiffness;
+    return peak;
+  };
+  double unpainted_soft = 0, unpainted_stiff = 0;
+  const double soft = run(0.2, &unpainted_soft), stiff = run(0.9, &unpainted_stiff);
+  EXPECT_GT(soft, stiff);
+  EXPECT_LE(unpainted_soft, 0.01 * soft);
+  EXPECT_LE(unpainted_stiff, 0.01 * soft);
+}
+
+// Reset after a teleport (spec §4 test 13): the root jumps 5 units. With a reset the frame equals
+// a fresh session's quasi-static solve of that pose, bit for bit, with every velocity zero;
+// without one the painted particles lag the jump but stay finite and within the test-10 bound.
+TEST(PbsDynamics, AResetAfterATeleportGivesTheQuasiStaticPose) {
+  const PaintedModel m(PaintedElbow::Params());
+  PbsState state;
+  for (int k = 0; k < 12; ++k) m.Step(PaintedElbow::Swing(*m.f.rig, k), 0.01, state);  // moving
+  Pose far = PaintedElbow::Swing(*m.f.rig, 12);
+  Similarity root = far.joint(0);
+  root.translation += V3(5, 0, 0);
+  far.set_joint(0, root);
+  PbsState jumped = state;
+  m.Step(far, 0.01, jumped);
+  state.fresh = true;  // what Deformer::Reset (and a frame's `reset`) does
+  m.Step(far, 0.01, state);
+  PbsParams still = m.params;
+  still.quasi_static = true;
+  PbsState fresh;
+  m.Step(far, 0.01, fresh, &still);
+  EXPECT_EQ(state.x, fresh.x);
+  EXPECT_TRUE(std::all_of(state.v.begin(), state.v.end(), [](float v) { return v == 0.f; }));
+  double lag = 0;
+  bool finite = true;
+  for (size_t i = 0; i < m.model->mesh.rest.size(); ++i) {
+    const Eigen::Vector3f d = Eigen::Map<const Eigen::Vector3f>(&jumped.x[3 * i]) - Eigen::Map<const Eigen::Vector3f>(&fresh.x[3 * i]);
+    finite = finite && d.allFinite();
+    lag = std::max(lag, double(d.norm()));
+  }
+  std::printf("without a reset the jump leaves particles up to %.3f behind (diagonal %.2f)\n", lag,
+              m.f.rig->bbox_diagonal());
+  EXPECT_TRUE(finite);
+  EXPECT_GT(lag, 0.5);  // the control: without the reset the inertia shows
+  EXPECT_LT(lag, 5 + 0.5 * m.f.rig->bbox_diagonal());
 }
 
 // XPBD with zero compliance projects as PBD with stiffness 1 (the same step, to rounding), and a
