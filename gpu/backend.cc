@@ -142,8 +142,15 @@ class Device final : public ProgramDevice {
       arena_.insert(arena_.end(), params, params + f.param_floats);
       pending_.push_back(f);
       pending_vertices_ += f.item.vertex_count;
+      if (f.state) ++outstanding_[f.state];
     }
     cv_.notify_one();
+  }
+
+  // Waits until the session with device state `state` has no frame queued or in flight.
+  void Quiesce(const ProgramState* state) {
+    std::unique_lock lock(mu_);
+    quiet_cv_.wait(lock, [&] { return !outstanding_.contains(state); });
   }
 
  private:
@@ -391,6 +398,15 @@ class Device final : public ProgramDevice {
         if (f.states) std::memcpy(f.states, states + f.item.vertex_offset, f.item.vertex_count);
         if (f.normals_out) std::memcpy(f.normals_out, normals + 3 * size_t{f.normal_row}, sizeof(float) * n);
       }
+      // The session's state is settled before its caller hears (which may ask for the state).
+      if (f.state != nullptr) {
+        {
+          std::lock_guard lock(mu_);
+          auto it = outstanding_.find(f.state);
+          if (it != outstanding_.end() && --it->second == 0) outstanding_.erase(it);
+        }
+        quiet_cv_.notify_all();
+      }
       f.done(f.context, s.status);
     }
     s.frames.clear();
@@ -415,6 +431,9 @@ class Device final : public ProgramDevice {
   std::vector<Frame> kept_;                  // Take's scratch
   absl::flat_hash_set<const ProgramState*> busy_;  // Take's scratch
   std::vector<float> arena_;
+  // Frames of device-program sessions submitted and not yet finished, by session state (Quiesce).
+  absl::flat_hash_map<const ProgramState*, int> outstanding_;
+  std::condition_variable quiet_cv_;
   uint64_t pending_vertices_ = 0;
   std::chrono::steady_clock::time_point first_arrival_;
   uint64_t frames_ = 0, batches_ = 0;
@@ -695,6 +714,41 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(
   spec.coefficients = std::move(coefficients);
   spec.with_rest = with_rest;
   return CreateSession(std::move(rig), spec);
+}
+
+absl::StatusOr<std::vector<float>> GpuBackend::ReadState(GpuSession& session) {
+  auto& impl = static_cast<GpuSessionImpl&>(session);
+  const ProgramState* state = impl.state_.get();
+  if (state == nullptr || state->resident() == nullptr || state->resident_bytes() == 0) {
+    return absl::UnimplementedError("gpu: this session's kernel keeps no state that can be saved");
+  }
+  Device& device = *impl.rig_->device_;
+  device.Quiesce(state);
+  std::vector<float> out(state->resident_bytes() / sizeof(float));
+  std::string error;
+  if (!device.api().Download(device.index(), out.data(), state->resident(), state->resident_bytes(), &error)) {
+    return absl::InternalError(absl::StrCat("gpu ", device.index(), ": reading a session's state: ", error));
+  }
+  return out;
+}
+
+absl::Status GpuBackend::WriteState(GpuSession& session, std::span<const float> floats) {
+  auto& impl = static_cast<GpuSessionImpl&>(session);
+  ProgramState* state = impl.state_.get();
+  if (state == nullptr || state->resident() == nullptr || state->resident_bytes() == 0) {
+    return absl::UnimplementedError("gpu: this session's kernel keeps no state that can be restored");
+  }
+  if (floats.size_bytes() != state->resident_bytes()) {
+    return absl::InternalError(absl::StrCat("gpu: ", floats.size(), " floats for a session state of ",
+                                            state->resident_bytes() / sizeof(float)));
+  }
+  Device& device = *impl.rig_->device_;
+  device.Quiesce(state);
+  std::string error;
+  if (!device.api().Upload(device.index(), state->resident(), floats.data(), floats.size_bytes(), &error)) {
+    return absl::InternalError(absl::StrCat("gpu ", device.index(), ": writing a session's state: ", error));
+  }
+  return absl::OkStatus();
 }
 
 void GpuBackend::Submit(GpuSession& session, std::span<const float> params, void* out, OutputFormat format,

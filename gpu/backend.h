@@ -148,6 +148,13 @@ class GpuBackend {
   // The same with every output; normals need output.mesh uploaded for the session's rig.
   void Submit(GpuSession& session, std::span<const float> params, const FrameOutput& output, FrameDone done,
               void* context);
+  // A device program session's saved state (ProgramState::resident: the floats its method's
+  // Deformer::SaveDeviceState reads), copied once the session's queued and in-flight frames are
+  // done; the caller submits none meanwhile (a host holds the session's lock). WriteState puts
+  // such floats back (as many as ReadState gives). UNIMPLEMENTED for sessions whose kernel keeps
+  // no saveable state.
+  absl::StatusOr<std::vector<float>> ReadState(GpuSession& session);
+  absl::Status WriteState(GpuSession& session, std::span<const float> floats);
 
  private:
   explicit GpuBackend(std::vector<std::unique_ptr<Device>> devices);

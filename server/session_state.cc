@@ -61,8 +61,11 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
                                                       " and stays so; create a new session for another"));
   }
   if (s->backend == v1::BACKEND_GPU) {
-    return absl::FailedPreconditionError(
-        "session_id: a GPU session's parameters are fixed on the device; create a new session with the new ones");
+    std::lock_guard lock(s->mu);
+    if (!s->deformer->device_stage().params_per_frame) {
+      return absl::FailedPreconditionError(
+          "session_id: this GPU session's parameters are fixed on the device; create a new session with the new ones");
+    }
   }
   v1::DeformerConfig before_proto;
   {
@@ -93,9 +96,6 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
 absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req, v1::SessionState& resp) {
   auto s = sessions_.Find(req.session_id(), NowMs());
   if (!s) return NoSession(req.session_id());
-  if (s->backend == v1::BACKEND_GPU) {
-    return absl::UnimplementedError("session_id: the state of GPU sessions cannot be saved yet");
-  }
   std::lock_guard lock(s->mu);
   auto config = DeformerConfigFromProto(s->config);
   if (!config.ok()) return config.status();
@@ -105,7 +105,15 @@ absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req,
   resp.set_backend(s->backend);
   if (s->has_frame) resp.set_last_frame(s->last_frame);
   if (!s->stateful) return absl::OkStatus();
-  auto bytes = s->deformer->SaveState();
+  absl::StatusOr<std::string> bytes;
+  if (s->backend == v1::BACKEND_GPU) {
+    // The device's copy, once the session's frames queued before this call are done.
+    auto resident = gpu_->ReadState(*s->gpu);
+    if (!resident.ok()) return resident.status();
+    bytes = s->deformer->SaveDeviceState(*resident);
+  } else {
+    bytes = s->deformer->SaveState();
+  }
   if (!bytes.ok()) return bytes.status();
   resp.set_method_state(std::move(*bytes));
   return absl::OkStatus();
@@ -115,9 +123,6 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
   auto s = sessions_.Find(req.session_id(), NowMs());
   if (!s) return NoSession(req.session_id());
   const v1::SessionState& state = req.state();
-  if (s->backend == v1::BACKEND_GPU) {
-    return absl::UnimplementedError("session_id: the state of GPU sessions cannot be restored yet");
-  }
   std::lock_guard lock(s->mu);
   auto config = DeformerConfigFromProto(s->config);
   if (!config.ok()) return config.status();
@@ -140,7 +145,14 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
                                                       "; this session runs on ", v1::Backend_Name(s->backend),
                                                       " (states continue bit for bit on the same kind only)"));
   }
-  if (s->stateful) {
+  if (s->stateful && s->backend == v1::BACKEND_GPU) {
+    auto resident = gpu_->ReadState(*s->gpu);  // sized as the device's, after the session's frames
+    if (!resident.ok()) return resident.status();
+    if (auto st = s->deformer->LoadDeviceState(state.method_state(), *resident); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("state.method_state: ", st.message()));
+    }
+    if (auto st = gpu_->WriteState(*s->gpu, *resident); !st.ok()) return st;
+  } else if (s->stateful) {
     if (auto st = s->deformer->LoadState(state.method_state()); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("state.method_state: ", st.message()));
     }

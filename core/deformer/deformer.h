@@ -98,6 +98,9 @@ struct DeviceStage {
   std::shared_ptr<const Prepared> model;
   // The device produces the per-vertex states (FrameExtras::vertex_states) itself.
   bool device_vertex_states = false;
+  // The device reads the method's parameters from every frame (DeviceFrame writes them), so
+  // SetParams changes a device session's parameters too.
+  bool params_per_frame = false;
 };
 
 // Data a method precomputes once per rig (and configuration), shared read-only by every
@@ -140,6 +143,12 @@ class Deformer {
   // this deformer (INVALID_ARGUMENT, DATA_LOSS) and then leaves its state as it was.
   virtual absl::StatusOr<std::string> SaveState() const;
   virtual absl::Status LoadState(std::string_view bytes);
+  // The same for a session whose state lives on a device (DeviceFrame): `resident` holds the
+  // device state's floats (gpu::ProgramState::resident, laid out by the method's device program)
+  // and the bytes are SaveState's; LoadDeviceState writes into `resident` (sized by the host to
+  // the device's) what the host then puts on the device. UNIMPLEMENTED for methods that cannot.
+  virtual absl::StatusOr<std::string> SaveDeviceState(std::span<const float> resident) const;
+  virtual absl::Status LoadDeviceState(std::string_view bytes, std::span<float> resident);
   // Changes the method's parameters during a session (e.g. stiffnesses while a clip plays), from
   // the next frame on, keeping the session's state. The host has checked that `config` is the
   // same method with the same PrepareKey (the same prepared data). UNIMPLEMENTED for methods

@@ -104,6 +104,14 @@ absl::Status Deformer::LoadState(std::string_view) {
   return absl::UnimplementedError("this method cannot restore a session state yet");
 }
 
+absl::StatusOr<std::string> Deformer::SaveDeviceState(std::span<const float>) const {
+  return absl::UnimplementedError("this method cannot save the state of a session on a device yet");
+}
+
+absl::Status Deformer::LoadDeviceState(std::string_view, std::span<float>) {
+  return absl::UnimplementedError("this method cannot restore the state of a session on a device yet");
+}
+
 absl::Status Deformer::SetParams(const DeformerConfig&) {
   return absl::UnimplementedError("this method's parameters are fixed when its session is created");
 }

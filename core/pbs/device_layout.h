@@ -5,7 +5,9 @@
 //   header (kHeaderFloats), indices below: the frame's flags, time step and the method's live
 //   parameters (PbsParams), so that a session's parameters travel with its frames;
 //   then joints × 12: each joint's skinning transform, row-major 3x4.
-// The device keeps each session's particles (and, with jiggle, velocities) between frames.
+// The device keeps each session's particles (and, with jiggle, velocities) between frames, in
+// one allocation that starts with positions then velocities (3 floats per particle each): the
+// floats a snapshot saves (Deformer::SaveDeviceState).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +24,7 @@ inline constexpr size_t kRecoveryPasses = 6;
 inline constexpr size_t kStretchK = 7, kVolumeK = 8, kBindK = 9, kJiggleK = 10;          // PBD stiffnesses
 inline constexpr size_t kStretchA = 11, kVolumeA = 12, kBindA = 13, kJiggleA = 14;       // XPBD compliances
 inline constexpr size_t kGravity = 15, kDamping = 16;
+inline constexpr size_t kStill = 17;         // 1: jiggle was just switched on: take the velocities as zero
 inline constexpr size_t kHeaderFloats = 20;  // 16-float aligned joint blocks follow (3 unused)
 inline constexpr size_t kJointFloats = 12;
 

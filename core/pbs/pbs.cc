@@ -266,6 +266,7 @@ class PbsDeformer final : public Deformer {
     s.kernel = "pbs";
     s.device_data_key = "pbs:" + PbsKey(DeformerConfig("pbs", std::make_shared<PbsParams>(params_)));
     s.model = model_;
+    s.params_per_frame = true;
     return s;
   }
   size_t device_param_count() const override { return pbs_device::FrameFloats(rig_->joint_count()); }
@@ -292,6 +293,9 @@ class PbsDeformer final : public Deformer {
     params[L::kJiggleA] = float(p.jiggle_compliance);
     params[L::kGravity] = float(p.gravity);
     params[L::kDamping] = float(p.damping);
+    // As on the CPU, jiggle switched on starts the painted particles still where they are.
+    params[L::kStill] = Jiggles() && !device_jiggle_ && !state_.fresh ? 1.f : 0.f;
+    device_jiggle_ = Jiggles();
     for (size_t j = 0; j < matrices_.size(); ++j) {
       for (int r = 0; r < 3; ++r) {
         for (int c = 0; c < 4; ++c) params[L::kHeaderFloats + L::kJointFloats * j + 4 * r + c] = matrices_[j](r, c);
@@ -324,60 +328,44 @@ class PbsDeformer final : public Deformer {
   }
 
   // Bytes: "pbs-state" 1, particle count (u64), fresh (u8), velocities present (u8), positions and
-  // velocities (float32, 3 per particle), then an FNV-1a 64 of everything before it.
+  // velocities (float32, 3 per particle), then an FNV-1a 64 of everything before it. The same
+  // for sessions on a device, whose positions and velocities are the device's.
   absl::StatusOr<std::string> SaveState() const override {
-    const uint64_t n = model_->mesh.rest.size();
-    std::string out(kMagic);
-    Append(out, n);
-    Append(out, uint8_t(state_.fresh || state_.x.size() != 3 * n));
-    const bool velocities = state_.v.size() == 3 * n;
-    Append(out, uint8_t(velocities));
-    if (state_.x.size() == 3 * n) {
-      out.append(reinterpret_cast<const char*>(state_.x.data()), state_.x.size() * sizeof(float));
-    } else {
-      out.append(3 * n * sizeof(float), '\0');  // never deformed: fresh
-    }
-    if (velocities) out.append(reinterpret_cast<const char*>(state_.v.data()), state_.v.size() * sizeof(float));
-    Append(out, Fnv1a(out));
-    return out;
+    const size_t n = model_->mesh.rest.size();
+    const bool have = state_.x.size() == 3 * n;
+    return Encode(state_.fresh || !have, have ? std::span<const float>(state_.x) : std::span<const float>(),
+                  state_.v.size() == 3 * n ? std::span<const float>(state_.v) : std::span<const float>());
   }
 
   absl::Status LoadState(std::string_view bytes) override {
-    const uint64_t n = model_->mesh.rest.size();
-    const size_t head = kMagic.size() + sizeof(uint64_t) + 2;
-    if (bytes.size() < head + sizeof(uint64_t) || bytes.substr(0, kMagic.size()) != kMagic) {
-      return absl::InvalidArgumentError("state: not a pbs session state");
-    }
-    uint64_t count, sum;
-    std::memcpy(&count, bytes.data() + kMagic.size(), sizeof count);
-    std::memcpy(&sum, bytes.data() + bytes.size() - sizeof sum, sizeof sum);
-    if (sum != Fnv1a(bytes.substr(0, bytes.size() - sizeof sum))) {
-      return absl::DataLossError("state: its checksum does not match its bytes (corrupted or truncated)");
-    }
-    if (count != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("state: saved with ", count, " particles; this session's tet mesh has ", n));
-    }
-    const bool fresh = bytes[head - 2] != 0, velocities = bytes[head - 1] != 0;
-    const size_t floats = 3 * n * (velocities ? 2 : 1);
-    if (bytes.size() != head + floats * sizeof(float) + sizeof sum) {
-      return absl::DataLossError(absl::StrCat("state: ", bytes.size(), " bytes where ", n, " particles need ",
-                                              head + floats * sizeof(float) + sizeof sum));
-    }
-    if (velocities != (params_.jiggle && !model_->alpha.empty())) {
-      return absl::FailedPreconditionError(absl::StrCat("state: saved by a session with jiggle ",
-                                                        velocities ? "on" : "off", "; this one has it ",
-                                                        velocities ? "off" : "on"));
-    }
-    state_.x.resize(3 * n);
-    std::memcpy(state_.x.data(), bytes.data() + head, 3 * n * sizeof(float));
-    if (velocities) {
-      state_.v.resize(3 * n);
-      std::memcpy(state_.v.data(), bytes.data() + head + 3 * n * sizeof(float), 3 * n * sizeof(float));
-    } else {
-      state_.v.clear();
-    }
-    state_.fresh = fresh;
+    const size_t n = model_->mesh.rest.size();
+    std::vector<float> x, v;
+    auto fresh = Decode(bytes, x, v);
+    if (!fresh.ok()) return fresh.status();
+    state_.fresh = *fresh;
+    state_.x = x.empty() ? std::vector<float>(3 * n, 0.f) : std::move(x);
+    state_.v = std::move(v);
+    if (Jiggles() && state_.v.empty()) state_.v.assign(3 * n, 0.f);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> SaveDeviceState(std::span<const float> resident) const override {
+    const size_t n = model_->mesh.rest.size();
+    if (resident.size() < 6 * n) return absl::InternalError("pbs: the device state is smaller than 6 floats per particle");
+    return Encode(state_.fresh, resident.first(3 * n), Jiggles() ? resident.subspan(3 * n, 3 * n) : std::span<const float>());
+  }
+
+  absl::Status LoadDeviceState(std::string_view bytes, std::span<float> resident) override {
+    const size_t n = model_->mesh.rest.size();
+    if (resident.size() < 6 * n) return absl::InternalError("pbs: the device state is smaller than 6 floats per particle");
+    std::vector<float> x, v;
+    auto fresh = Decode(bytes, x, v);
+    if (!fresh.ok()) return fresh.status();
+    state_.fresh = *fresh;
+    if (!x.empty()) std::copy(x.begin(), x.end(), resident.begin());
+    std::fill(resident.begin() + 3 * n, resident.begin() + 6 * n, 0.f);
+    if (!v.empty()) std::copy(v.begin(), v.end(), resident.begin() + 3 * n);
+    device_jiggle_ = Jiggles();
     return absl::OkStatus();
   }
 
@@ -405,6 +393,65 @@ class PbsDeformer final : public Deformer {
 
  private:
   static constexpr std::string_view kMagic{"pbs-state\x01", 10};
+
+  bool Jiggles() const { return params_.jiggle && !model_->alpha.empty(); }
+
+  // SaveState's bytes from positions (empty: never deformed, zeros) and velocities (empty: none).
+  std::string Encode(bool fresh, std::span<const float> x, std::span<const float> v) const {
+    const uint64_t n = model_->mesh.rest.size();
+    std::string out(kMagic);
+    Append(out, n);
+    Append(out, uint8_t(fresh || x.empty()));
+    Append(out, uint8_t(!v.empty()));
+    if (!x.empty()) {
+      out.append(reinterpret_cast<const char*>(x.data()), x.size_bytes());
+    } else {
+      out.append(3 * n * sizeof(float), '\0');
+    }
+    if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size_bytes());
+    Append(out, Fnv1a(out));
+    return out;
+  }
+
+  // Checks SaveState's bytes against this session and unpacks them: whether the next frame starts
+  // from rest; x (3 per particle); v (3 per particle, or empty when saved without jiggle).
+  absl::StatusOr<bool> Decode(std::string_view bytes, std::vector<float>& x, std::vector<float>& v) const {
+    const uint64_t n = model_->mesh.rest.size();
+    const size_t head = kMagic.size() + sizeof(uint64_t) + 2;
+    if (bytes.size() < head + sizeof(uint64_t) || bytes.substr(0, kMagic.size()) != kMagic) {
+      return absl::InvalidArgumentError("state: not a pbs session state");
+    }
+    uint64_t count, sum;
+    std::memcpy(&count, bytes.data() + kMagic.size(), sizeof count);
+    std::memcpy(&sum, bytes.data() + bytes.size() - sizeof sum, sizeof sum);
+    if (sum != Fnv1a(bytes.substr(0, bytes.size() - sizeof sum))) {
+      return absl::DataLossError("state: its checksum does not match its bytes (corrupted or truncated)");
+    }
+    if (count != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state: saved with ", count, " particles; this session's tet mesh has ", n));
+    }
+    const bool fresh = bytes[head - 2] != 0, velocities = bytes[head - 1] != 0;
+    const size_t floats = 3 * n * (velocities ? 2 : 1);
+    if (bytes.size() != head + floats * sizeof(float) + sizeof sum) {
+      return absl::DataLossError(absl::StrCat("state: ", bytes.size(), " bytes where ", n, " particles need ",
+                                              head + floats * sizeof(float) + sizeof sum));
+    }
+    // A state that starts from rest carries no motion: any session may take it.
+    if (!fresh && velocities != Jiggles()) {
+      return absl::FailedPreconditionError(absl::StrCat("state: saved by a session with jiggle ",
+                                                        velocities ? "on" : "off", "; this one has it ",
+                                                        velocities ? "off" : "on"));
+    }
+    x.resize(3 * n);
+    std::memcpy(x.data(), bytes.data() + head, 3 * n * sizeof(float));
+    v.clear();
+    if (velocities && Jiggles()) {
+      v.resize(3 * n);
+      std::memcpy(v.data(), bytes.data() + head + 3 * n * sizeof(float), 3 * n * sizeof(float));
+    }
+    return fresh;
+  }
   template <class T>
   static void Append(std::string& out, T value) {
     out.append(reinterpret_cast<const char*>(&value), sizeof value);
@@ -421,7 +468,8 @@ class PbsDeformer final : public Deformer {
   std::vector<Similarity> world_;
   std::vector<Affine34d> skinning_;
   std::vector<Affine34f> matrices_;
-  PbsState state_;  // the session's: particles, (with jiggle) velocities
+  PbsState state_;  // the session's: particles, (with jiggle) velocities; on a device only `fresh`
+  bool device_jiggle_ = false;  // on a device: the last frame had jiggle (switching it on starts still)
 };
 
 }  // namespace

@@ -68,6 +68,10 @@ class StateOnDevice final : public ProgramState {
   }
   uint64_t bytes() const override { return bytes_; }
   size_t frame_floats() const override { return pbs_device::FrameFloats(model_->view.joint_count); }
+  // Positions, then velocities: 3 floats per particle each (the XPBD multipliers after them are
+  // scratch, reset every step).
+  void* resident() const override { return memory_; }
+  uint64_t resident_bytes() const override { return 24 * uint64_t(model_->view.particles); }
 
   ProgramDevice& device_;
   std::shared_ptr<const ModelOnDevice> model_;

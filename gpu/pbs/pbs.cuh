@@ -173,6 +173,7 @@ SINEW_HD void PbsFrame(const Exec& ex, const PbsItem& it, const float* params, f
   const bool fresh = params[L::kFresh] != 0, jiggle = params[L::kJiggle] != 0 && m.alpha != nullptr;
   const bool xpbd = params[L::kXpbd] != 0, quasi = params[L::kQuasiStatic] != 0;
   const bool dynamic = jiggle && !fresh && !quasi;
+  const bool still = params[L::kStill] != 0;  // jiggle just switched on: velocities taken as zero
   const float h = params[L::kTimeStep];
   const float damp = expf(-params[L::kDamping] * h);
   const PbsF3 fall{0.f, -params[L::kGravity] * h * h, 0.f};
@@ -198,7 +199,7 @@ SINEW_HD void PbsFrame(const Exec& ex, const PbsItem& it, const float* params, f
     const PbsF3 previous = fresh ? lbs : PbsLoad(xi);
     const float alpha = m.alpha[i];
     if (dynamic && alpha > 0) {
-      const PbsF3 inert = previous + (h * damp) * PbsLoad(vi) + fall;
+      const PbsF3 inert = still ? previous + fall : previous + (h * damp) * PbsLoad(vi) + fall;
       PbsStore(xi, (1 - alpha) * lbs + alpha * inert);
     } else {
       PbsStore(xi, lbs);

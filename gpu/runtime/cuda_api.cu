@@ -77,6 +77,11 @@ class CudaApi final : public DeviceApi {
            Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error);
   }
 
+  bool Download(int device, void* dst, const void* src, size_t bytes, std::string* error) override {
+    return Check(cudaSetDevice(device), "cudaSetDevice", error) &&
+           Check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy", error);
+  }
+
   bool Clear(int device, void* dst, size_t bytes, std::string* error) override {
     return Check(cudaSetDevice(device), "cudaSetDevice", error) && Check(cudaMemset(dst, 0, bytes), "cudaMemset", error);
   }

@@ -88,6 +88,8 @@ class DeviceApi {
   virtual void* AllocHost(size_t bytes, std::string* error) = 0;  // pinned (page-locked)
   virtual void FreeHost(void* p) = 0;
   virtual bool Upload(int device, void* dst, const void* src, size_t bytes, std::string* error) = 0;
+  // Synchronous copy to the host (session snapshots: memory no batch in flight uses).
+  virtual bool Download(int device, void* dst, const void* src, size_t bytes, std::string* error) = 0;
   // Zeroes device memory (session state starts from zero).
   virtual bool Clear(int device, void* dst, size_t bytes, std::string* error) = 0;
   // A stream with its events; one per in-flight batch slot.

@@ -38,6 +38,10 @@ class EmulatedApi final : public DeviceApi {
     std::memcpy(dst, src, bytes);
     return true;
   }
+  bool Download(int, void* dst, const void* src, size_t bytes, std::string*) override {
+    std::memcpy(dst, src, bytes);
+    return true;
+  }
   bool Clear(int, void* dst, size_t bytes, std::string*) override {
     std::memset(dst, 0, bytes);
     return true;

@@ -66,6 +66,10 @@ class ProgramState {
   virtual ~ProgramState() = default;
   virtual uint64_t bytes() const = 0;
   virtual size_t frame_floats() const = 0;  // parameters of a frame of one step
+  // The floats a snapshot of the session holds (the method's Deformer::SaveDeviceState reads
+  // them in its program's layout), at the start of its device memory; null/0: not saveable.
+  virtual void* resident() const { return nullptr; }
+  virtual uint64_t resident_bytes() const { return 0; }
 };
 
 class DeviceProgram : public ProgramRunner {

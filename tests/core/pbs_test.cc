@@ -647,7 +647,8 @@ TEST(PbsDynamics, LiveParametersApplyFromTheNextFrame) {
 
 // A snapshot continues bit for bit: a session saved after 15 frames of a swing (gravity,
 // damping, XPBD) and loaded into a new deformer plays the next 20 frames exactly as the original.
-// Corrupted, truncated or mismatched bytes are refused and leave the target unchanged.
+// Corrupted, truncated or mismatched bytes are refused and leave the target unchanged. (On a
+// device: GpuService.PbsRunsOnTheGpuWithItsStateOnTheDevice.)
 TEST(PbsDynamics, SnapshotRestoreContinuesBitForBit) {
   const PaintedElbow f;
   PbsParams p = PaintedElbow::Params();
@@ -676,6 +677,19 @@ TEST(PbsDynamics, SnapshotRestoreContinuesBitForBit) {
     ASSERT_TRUE(original->Deform({&pose, {}}, a, nullptr).ok());
     ASSERT_TRUE(restored->Deform({&pose, {}}, b, nullptr).ok());
     ASSERT_EQ(a, b) << "frame " << k;
+  }
+  // A session saved before its first frame starts from rest wherever it is restored, with or
+  // without jiggle, and plays as a new one.
+  const auto unplayed = f.Make(p)->SaveState();
+  ASSERT_TRUE(unplayed.ok());
+  auto later = f.Make(p), fresh = f.Make(p);
+  ASSERT_TRUE(f.Make(still)->LoadState(*unplayed).ok());
+  ASSERT_TRUE(later->LoadState(*unplayed).ok());
+  for (int k = 0; k < 5; ++k) {
+    const Pose pose = PaintedElbow::Swing(*f.rig, k);
+    ASSERT_TRUE(later->Deform({&pose, {}}, a, nullptr).ok());
+    ASSERT_TRUE(fresh->Deform({&pose, {}}, b, nullptr).ok());
+    ASSERT_EQ(a, b) << "frame " << k << " after restoring an unplayed session";
   }
 }
 

@@ -7,6 +7,8 @@
 //   a reset and the swing again stay within 1e-4 of the CPU's, and the replay after the reset
 //   equals the first run bit for bit;
 // - sessions batched together (two pbs sessions and an LBS one) get exactly what they get alone;
+// - a session's state read from the device while frames are queued is the state after them, and
+//   restores into another session bit for bit;
 // - the model and each session's particles are counted against the device's memory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -168,6 +170,40 @@ TEST_P(PbsGpu, JiggleStateStaysOnTheDeviceAndReplaysAfterReset) {
   EXPECT_GT(moved_after_stop, 1e-3);  // the state is carried: a stateless frame would not move
   p.stage->Reset();
   for (int k = 0; k < 40; ++k) ASSERT_EQ(p.Gpu(*backend_, swing(k)), first[k]) << "frame " << k << " after reset";
+}
+
+// A session's state read while its frames are still queued is the state after all of them (the
+// read waits for them): restored into a second session, the next frames are bit for bit the
+// first session's; the bytes are the CPU deformer's format, and a wrong size is refused.
+TEST_P(PbsGpu, StateIsReadAfterTheQueuedFramesAndRestoresBitForBit) {
+  auto rig = PaintedElbow();
+  const DeformerConfig config = Config(true, 30);
+  const Uploaded u = Upload(*backend_, *rig, config);
+  Pair a(*backend_, rig, u.model, config, u.on_gpu, u.dev_model), b(*backend_, rig, u.model, config, u.on_gpu, u.dev_model);
+  auto swing = [&](int k) { return Elbow(*rig, 6.0 * std::min(k, 9)); };
+  std::vector<std::vector<float>> outs(12);
+  Latch latch;
+  latch.remaining = 12;
+  for (int k = 0; k < 12; ++k) a.Submit(*backend_, swing(k), outs[k], latch);  // not waited for
+  auto resident = backend_->ReadState(*a.gpu);
+  ASSERT_TRUE(resident.ok()) << resident.status();
+  latch.Wait();
+  ASSERT_TRUE(latch.status.ok()) << latch.status;
+  auto bytes = a.stage->SaveDeviceState(*resident);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  // The CPU twin after the same 12 frames saves the same layout: restorable on the CPU too.
+  for (int k = 0; k < 12; ++k) a.Cpu(swing(k));
+  auto on_cpu = a.cpu->SaveState();
+  ASSERT_TRUE(on_cpu.ok());
+  EXPECT_EQ(on_cpu->size(), bytes->size());
+  auto target = backend_->ReadState(*b.gpu);
+  ASSERT_TRUE(target.ok());
+  ASSERT_TRUE(b.stage->LoadDeviceState(*bytes, *target).ok());
+  ASSERT_TRUE(backend_->WriteState(*b.gpu, *target).ok());
+  EXPECT_FALSE(backend_->WriteState(*b.gpu, std::span<const float>(target->data(), target->size() - 1)).ok());
+  for (int k = 12; k < 30; ++k) {
+    ASSERT_EQ(a.Gpu(*backend_, swing(k)), b.Gpu(*backend_, swing(k))) << "frame " << k;
+  }
 }
 
 TEST_P(PbsGpu, SessionsShareBatchesAndGetWhatTheyGetAlone) {
