@@ -25,6 +25,7 @@ namespace {
 constexpr std::string_view kTetWords[] = {"auto", "mesher", "voxels", "rig"};
 constexpr std::string_view kWeightWords[] = {"transfer", "paper"};
 constexpr std::string_view kSolverWords[] = {"pbd", "xpbd"};
+constexpr std::string_view kSelectionWords[] = {"painted", "paper"};
 constexpr ParamSpec kPbsSpecs[] = {
     {"tets", ParamSpec::Type::kChoice, "auto",
      "where the tetrahedra come from: auto (the rig's tet_mesh, else voxels), mesher (CGAL Mesh_3 on the mesh's "
@@ -50,6 +51,11 @@ constexpr ParamSpec kPbsSpecs[] = {
     {"jiggle", ParamSpec::Type::kFlag, "false",
      "secondary motion where the rig's per-vertex \"pbs_jiggle\" attribute (0 skinned … 1 free) says; makes the "
      "session stateful"},
+    {"jiggle_selection", ParamSpec::Type::kChoice, "painted",
+     "which particles jiggle: painted (each takes the \"pbs_jiggle\" value of its nearest render vertex, 0 skinned "
+     "... 1 free) or paper (the painted region's particles and those between it and the bone; the ones farther from "
+     "the bone than their mean are free, the rest skinned)",
+     kSelectionWords},
     {"jiggle_stiffness", ParamSpec::Type::kNumber, "0.2",
      "PBD stiffness of the constraints that touch a jiggling particle, (0, 1]; lower jiggles more"},
     {"time_step", ParamSpec::Type::kNumber, "0.01",
@@ -615,6 +621,9 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSe
   r.Choice("weights", kWeightWords, weights);
   p->weights = weights == 1 ? PbsParams::Weights::kPaper : PbsParams::Weights::kTransfer;
   r.Flag("cut_bridges", p->cut_bridges).Flag("jiggle", p->jiggle).Number("jiggle_stiffness", p->jiggle_stiffness, 0, 1, /*open_lo=*/true);
+  int selection = 0;
+  r.Choice("jiggle_selection", kSelectionWords, selection);
+  p->jiggle_selection = PbsParams::JiggleSelection(selection);
   r.Number("time_step", p->time_step, 0, 1, /*open_lo=*/true)
       .Number("gravity", p->gravity, -1e6, 1e6)
       .Number("damping", p->damping, 0, 1e4)
@@ -658,10 +667,59 @@ std::string PbsKey(const DeformerConfig& config) {
   if (p.tets == PbsParams::Tets::kAuto || p.tets == PbsParams::Tets::kMesher) absl::StrAppend(&tets, ",cell=", p.cell_size);
   if (p.tets == PbsParams::Tets::kAuto || p.tets == PbsParams::Tets::kVoxels) absl::StrAppend(&tets, ",voxel=", p.voxel_size);
   return absl::StrCat("tets=", tets, ",weights=", std::string(kWeightWords[int(p.weights)]),
-                      p.cut_bridges ? "" : ",uncut");
+                      p.cut_bridges ? "" : ",uncut",
+                      p.jiggle_selection == PbsParams::JiggleSelection::kPaper ? ",jiggle=paper" : "");
 }
 
 namespace {
+
+// The paper's jiggle selection (§4, spec §2.11) from the render vertices painted above 0: the
+// particle nearest each painted vertex, and every particle "between" painted ones and its bone —
+// where the ray from its bone through it leaves the mesh (generalized winding number below ½,
+// stepping by h), the nearest render vertex is painted. Of these, the ones farther from their
+// bone than their mean distance are free (α 1), the others skinned (α 0).
+std::vector<float> PaperJiggle(const Rig& rig, const AttributeMap& painted, const PbsModel& m, double h) {
+  const size_t n = m.mesh.rest.size();
+  std::vector<uint8_t> selected(n, 0);
+  std::vector<float> particles;
+  particles.reserve(3 * n);
+  for (const Eigen::Vector3d& q : m.mesh.rest) particles.insert(particles.end(), {float(q.x()), float(q.y()), float(q.z())});
+  std::vector<Eigen::Vector3d> marked;
+  for (size_t v = 0; v < rig.vertex_count(); ++v) {
+    if (painted.values[v] > 0) marked.emplace_back(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+  }
+  for (uint32_t i : NearestRenderVertex(h, particles, marked)) selected[i] = 1;
+  if (rig.triangle_count() > 0 && !m.bind.empty()) {
+    const WindingNumberTree inside(rig.positions, rig.triangles);
+    const double limit = double((rig.bbox_max - rig.bbox_min).norm());
+    std::vector<Eigen::Vector3d> exits;
+    std::vector<uint32_t> of;
+    for (size_t i = 0; i < n; ++i) {
+      if (selected[i] || m.bind[i].rest <= 0) continue;
+      const Eigen::Vector3d a = m.joints[m.bind[i].from], ab = m.joints[m.bind[i].to] - a;
+      const Eigen::Vector3d c = a + std::clamp((m.mesh.rest[i] - a).dot(ab) / ab.squaredNorm(), 0.0, 1.0) * ab;
+      const Eigen::Vector3d d = (m.mesh.rest[i] - c).normalized();
+      Eigen::Vector3d x = m.mesh.rest[i];
+      for (double walked = 0; walked < limit && std::abs(inside(x)) >= 0.5; walked += h / 2) x += (h / 2) * d;
+      exits.push_back(x);
+      of.push_back(uint32_t(i));
+    }
+    const std::vector<uint32_t> nearest = NearestRenderVertex(h, rig.positions, exits);
+    for (size_t k = 0; k < of.size(); ++k) selected[of[k]] = painted.values[nearest[k]] > 0;
+  }
+  double mean = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (selected[i] && !m.bind.empty() && m.bind[i].rest >= 0) {
+      mean += m.bind[i].rest;
+      ++count;
+    }
+  }
+  mean /= double(std::max<size_t>(count, 1));
+  std::vector<float> alpha(n, 0.f);
+  for (size_t i = 0; i < n; ++i) alpha[i] = selected[i] && !m.bind.empty() && m.bind[i].rest > mean ? 1.f : 0.f;
+  return alpha;
+}
 
 PbsParams::Tets ResolveTets(const Rig& rig, PbsParams::Tets tets) {
   if (tets != PbsParams::Tets::kAuto) return tets;
@@ -859,6 +917,9 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
         }
       }
     }
+  }
+  if (jiggle != nullptr && p.jiggle_selection == PbsParams::JiggleSelection::kPaper) {
+    model->alpha = PaperJiggle(rig, *jiggle, *model, longest / 64);
   }
   if (progress && !progress(0.6)) return absl::CancelledError("pbs: cancelled");
 

@@ -64,6 +64,11 @@ struct PbsParams : MethodParams {
   // session stateful.
   bool jiggle = false;
   double jiggle_stiffness = 0.2;
+  // Which particles jiggle: kPainted — α as painted (above); kPaper — the paper's rule (§4): the
+  // particles nearest the painted vertices and those between them and the bone are selected, and
+  // of those the ones farther from their bone than the selection's mean are free (α 1), the others
+  // skinned (α 0). Part of the preparation (PbsKey).
+  enum class JiggleSelection { kPainted, kPaper } jiggle_selection = JiggleSelection::kPainted;
   // Dynamics of the jiggling particles (the only ones with inertia). The step of a frame that
   // carries none (FrameInput::time_step 0) — the paper's 10 ms; gravity along the rig's −y, in
   // rig units/s²; damping per second: v ← v·exp(−damping·dt) before each prediction.

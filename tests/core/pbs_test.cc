@@ -526,6 +526,58 @@ struct PaintedElbow {
   }
 };
 
+// The paper's selection rule (§4; spec §2.11) on the elbow with its far third painted: the
+// particles under the painted skin and between it and the bone are selected, and exactly those
+// farther from their bone than the selection's mean distance are free (α 1): the outer layer, not
+// the core; the rest of the limb is skinned. Such a session jiggles after a stop too.
+TEST(PbsMethod, ThePapersJiggleSelectionFreesTheOuterLayerOfThePaintedPart) {
+  const PaintedElbow f;
+  PbsParams p = PaintedElbow::Params();
+  p.jiggle_selection = PbsParams::JiggleSelection::kPaper;
+  auto prepared = PreparePbs(*f.rig, PaintedElbow::Config(p), nullptr, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const auto& m = static_cast<const PbsModel&>(**prepared);
+  // The selection as the rule reads, recomputed here: particles in the painted part (x > 4.5,
+  // within a voxel of it), their mean distance from the bone (the x axis).
+  double mean = 0;
+  size_t selected = 0, free = 0, core = 0, outer = 0;
+  for (size_t i = 0; i < m.mesh.rest.size(); ++i) {
+    const V3& q = m.mesh.rest[i];
+    EXPECT_TRUE(m.alpha[i] == 0.f || m.alpha[i] == 1.f);
+    if (q.x() < 4.5 - 1.0 / 3) EXPECT_EQ(m.alpha[i], 0.f) << "particle " << i << " outside the painted part";
+    if (q.x() > 4.5 + 1.0 / 3) {
+      mean += std::hypot(q.y(), q.z());
+      ++selected;
+    }
+    free += m.alpha[i] > 0;
+  }
+  mean /= double(selected);
+  for (size_t i = 0; i < m.mesh.rest.size(); ++i) {
+    const V3& q = m.mesh.rest[i];
+    if (q.x() <= 4.5 + 1.0 / 3 || q.x() >= 6 - 1e-9) continue;  // well inside, off the bone's end
+    const double r = std::hypot(q.y(), q.z());
+    if (r < mean - 0.2) core += m.alpha[i] == 0.f;
+    if (r > mean + 0.2) outer += m.alpha[i] == 1.f;
+    if (r < mean - 0.2) EXPECT_EQ(m.alpha[i], 0.f) << "core particle " << i << " at " << r;
+    if (r > mean + 0.2) EXPECT_EQ(m.alpha[i], 1.f) << "outer particle " << i << " at " << r;
+  }
+  std::printf("paper's rule: %zu particles free; %zu well inside the painted part (mean distance %.2f); %zu core skinned, "
+              "%zu outer free\n", free, selected, mean, core, outer);
+  EXPECT_GT(core, 0u);
+  EXPECT_GT(outer, 0u);
+  auto d = f.Make(p);
+  std::vector<float> a(f.rig->positions.size()), previous;
+  double after_stop = 0;
+  for (int k = 0; k < 14; ++k) {
+    const Pose pose = PaintedElbow::Swing(*f.rig, k);
+    ASSERT_TRUE(d->Deform({&pose, {}}, a, nullptr).ok());
+    if (k >= 11) after_stop = std::max(after_stop, testing::MaxAbsDiff(a, previous));
+    previous = a;
+  }
+  std::printf("after the stop the free layer moves %.4f per frame\n", after_stop);
+  EXPECT_GT(after_stop, 1e-3);
+}
+
 // Gravity (along −y) pulls the painted third down while the unpainted half stays skinned (within
 // 5 % of the sag: the tet constraints pass a little of the pull on); with
 // damping the sagging tip comes to rest, where without damping it still swings after the same
