@@ -83,8 +83,11 @@ absl::StatusOr<RigInput> RigFromProto(const v1::Rig& r) {
   const v1::SphereMesh& sm = r.sphere_mesh();
   if (!(st = Unpack(sm.centers(), 3, rig.sphere_mesh.centers, "rig.sphere_mesh.centers")).ok()) return st;
   if (!(st = Unpack(sm.radii(), 1, rig.sphere_mesh.radii, "rig.sphere_mesh.radii")).ok()) return st;
-  if (!(st = Unpack(sm.edges(), 2, rig.sphere_mesh.edges, "rig.sphere_mesh.edges")).ok()) return st;
+  if (!(st = Unpack(sm.bones(), 2, rig.sphere_mesh.bones, "rig.sphere_mesh.bones")).ok()) return st;
   if (!(st = Unpack(sm.triangles(), 3, rig.sphere_mesh.triangles, "rig.sphere_mesh.triangles")).ok()) return st;
+  if (!(st = Unpack(sm.bone_joints(), 1, rig.sphere_mesh.bone_joints, "rig.sphere_mesh.bone_joints")).ok()) return st;
+  if (!(st = Unpack(sm.bone_frames(), 3, rig.sphere_mesh.bone_frames, "rig.sphere_mesh.bone_frames")).ok()) return st;
+  if (!(st = Unpack(sm.point_bones(), 1, rig.sphere_mesh.point_bones, "rig.sphere_mesh.point_bones")).ok()) return st;
 
   if (!(st = Unpack(r.tet_mesh().positions(), 3, rig.tet_mesh.positions, "rig.tet_mesh.positions")).ok()) return st;
   if (!(st = Unpack(r.tet_mesh().tets(), 4, rig.tet_mesh.tets, "rig.tet_mesh.tets")).ok()) return st;
@@ -200,6 +203,13 @@ absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig&
     params = ParamSetFromMessage(reflection->GetMessage(c, given));
   }
   return ParseDeformerConfig(*method, params, absl::StrCat(field, ".", params_field));
+}
+
+absl::Status SphereFrameFromProto(const v1::SphereMeshPose& p, SphereFrame& out) {
+  absl::Status st;
+  if (!(st = Unpack(p.centers(), 3, out.centers, "spheres.centers")).ok()) return st;
+  if (!(st = Unpack(p.radii(), 1, out.radii, "spheres.radii")).ok()) return st;
+  return Unpack(p.twists(), 1, out.twists, "spheres.twists");
 }
 
 absl::Status CagePoseFromProto(const v1::CagePose& cage, CageFrame& out, absl::string_view field) {

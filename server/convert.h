@@ -18,6 +18,7 @@ absl::StatusOr<RigInput> RigFromProto(const v1::Rig& rig);
 // Decodes into `out`, reusing its storage (no allocation once sized for the rig).
 absl::Status PoseFromProto(const v1::Pose& pose, Pose& out);
 absl::Status CagePoseFromProto(const v1::CagePose& cage, CageFrame& out, absl::string_view field);
+absl::Status SphereFrameFromProto(const v1::SphereMeshPose& spheres, SphereFrame& out);
 absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::CagePose>& cages,
                                  std::vector<CageFrame>& out);
 

@@ -363,9 +363,11 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
   if (req.has_pose()) st = PoseFromProto(req.pose(), session.pose);
   if (st.ok()) st = CageFramesFromProto(req.cages(), session.cages);
   if (st.ok() && req.has_posed_cage()) st = CagePoseFromProto(req.posed_cage(), session.posed_cage, "posed_cage");
+  if (st.ok() && req.has_spheres()) st = SphereFrameFromProto(req.spheres(), session.spheres);
   if (!st.ok()) return st;
   job.input = {req.has_pose() ? &session.pose : nullptr, session.cages,
                req.has_posed_cage() ? &session.posed_cage : nullptr};
+  job.input.spheres = req.has_spheres() ? &session.spheres : nullptr;
   if (!(req.time_step() >= 0 && req.time_step() <= kMaxTimeStep)) {
     return absl::InvalidArgumentError(
         absl::StrCat("time_step: ", req.time_step(), " s is outside [0, ", kMaxTimeStep, "] (0: the method's own)"));

@@ -42,6 +42,7 @@ struct Session {
   Pose pose;
   std::vector<CageFrame> cages;
   CageFrame posed_cage;
+  SphereFrame spheres;
   std::vector<float> positions;  // float32 staging for non-float32 encodings
   std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints;
   std::vector<uint8_t> extra_states;

@@ -287,10 +287,16 @@ v1::Rig RigToProto(const RigInput& in) {
     m->set_components(a.components);
     m->set_values(Pack(a.values));
   }
-  out.mutable_sphere_mesh()->set_centers(Pack(rig.sphere_mesh.centers));
-  out.mutable_sphere_mesh()->set_radii(Pack(rig.sphere_mesh.radii));
-  out.mutable_sphere_mesh()->set_edges(Pack(rig.sphere_mesh.edges));
-  out.mutable_sphere_mesh()->set_triangles(Pack(rig.sphere_mesh.triangles));
+  if (!rig.sphere_mesh.centers.empty() || !rig.sphere_mesh.bones.empty()) {
+    v1::SphereMesh& sm = *out.mutable_sphere_mesh();
+    sm.set_centers(Pack(rig.sphere_mesh.centers));
+    sm.set_radii(Pack(rig.sphere_mesh.radii));
+    sm.set_bones(Pack(rig.sphere_mesh.bones));
+    sm.set_triangles(Pack(rig.sphere_mesh.triangles));
+    sm.set_bone_joints(Pack(rig.sphere_mesh.bone_joints));
+    sm.set_bone_frames(Pack(rig.sphere_mesh.bone_frames));
+    sm.set_point_bones(Pack(rig.sphere_mesh.point_bones));
+  }
   if (!rig.tet_mesh.positions.empty() || !rig.tet_mesh.tets.empty()) {
     out.mutable_tet_mesh()->set_positions(Pack(rig.tet_mesh.positions));
     out.mutable_tet_mesh()->set_tets(Pack(rig.tet_mesh.tets));

@@ -67,6 +67,9 @@ struct FrameInput {
   // Methods with dynamics (pbs with jiggle): seconds since the previous frame; 0: the method's
   // own default (its time_step parameter). Hosts check it is finite and non-negative.
   double time_step = 0;
+  // Point-set methods (baseline skinning): the sphere-mesh posed explicitly, or its radii edited
+  // with a skeleton pose (core/rig/pose.h).
+  const SphereFrame* spheres = nullptr;
 };
 
 // Optional per-frame outputs besides the positions; null members are not wanted.
@@ -200,8 +203,9 @@ enum FrameInputs : uint32_t {
   kInputPose = 1,       // FrameInput::pose
   kInputCages = 2,      // FrameInput::cages
   kInputPosedCage = 4,  // FrameInput::posed_cage
+  kInputSpheres = 8,    // FrameInput::spheres
 };
-// "pose", "cages", "posed_cage" for the bits set in `inputs`.
+// "pose", "cages", "posed_cage", "spheres" for the bits set in `inputs`.
 std::vector<std::string_view> FrameInputNames(uint32_t inputs);
 
 // Parses a checked ParamSet (see CheckParams) into the method's own parameters struct.

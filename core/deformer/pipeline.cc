@@ -115,14 +115,21 @@ class Pipeline final : public Deformer {
     if (frame.posed_cage && !(reads_ & kInputPosedCage)) {
       return absl::InvalidArgumentError("posed_cage: no stage of this pipeline takes a posed cage");
     }
+    if (frame.spheres && !(reads_ & kInputSpheres)) {
+      return absl::InvalidArgumentError("spheres: no stage of this pipeline takes a posed sphere-mesh");
+    }
     return absl::OkStatus();
   }
 
-  // The inputs stage k's method reads.
+  // The inputs stage k's method reads (the frame's time step goes to every stage).
   FrameInput StageFrame(size_t k, const FrameInput& frame) const {
     const uint32_t reads = methods_[k]->inputs;
-    return {reads & kInputPose ? frame.pose : nullptr, reads & kInputCages ? frame.cages : std::span<const CageFrame>{},
-            reads & kInputPosedCage ? frame.posed_cage : nullptr};
+    FrameInput out = frame;
+    if (!(reads & kInputPose)) out.pose = nullptr;
+    if (!(reads & kInputCages)) out.cages = {};
+    if (!(reads & kInputPosedCage)) out.posed_cage = nullptr;
+    if (!(reads & kInputSpheres)) out.spheres = nullptr;
+    return out;
   }
 
   absl::Status Stage(size_t k, const absl::Status& st) const {

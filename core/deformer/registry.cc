@@ -1,5 +1,6 @@
 // The table of deformation methods. One line per method.
 #include "absl/strings/str_cat.h"
+#include "core/baseline/baseline.h"
 #include "core/blend/blend.h"
 #include "core/swingtwist/method.h"
 #include "core/cage/cage_deformer.h"
@@ -68,6 +69,12 @@ const MethodInfo kMethods[] = {
      .create = &CreatePbsDeformer, .prepare = &PreparePbs, .prepare_key = &PbsKey, .device_stage = true,
      .params_field = "pbs",
      .params = PbsParamSpecs(), .parse = &ParsePbsParams, .params_type = &typeid(PbsParams), .fallback = "lbs"},
+    {.id = 11, .name = "baseline",
+     .description = "baseline skinning of point sets (Fu, Chaine & Digne 2021): points encoded over baselines of "
+                    "a sphere-mesh skeleton, moved by its twist and bend model; no weights, no triangles",
+     .create = &CreateBaselineDeformer, .prepare = &PrepareBaseline, .prepare_key = &BaselineKey,
+     .inputs = kInputPose | kInputSpheres, .params_field = "baseline", .params = BaselineParamSpecs(),
+     .parse = &ParseBaselineParams, .params_type = &typeid(BaselineParams), .vertex_states = true},
 };
 }  // namespace
 
@@ -125,6 +132,7 @@ std::vector<std::string_view> FrameInputNames(uint32_t inputs) {
   if (inputs & kInputPose) out.push_back("pose");
   if (inputs & kInputCages) out.push_back("cages");
   if (inputs & kInputPosedCage) out.push_back("posed_cage");
+  if (inputs & kInputSpheres) out.push_back("spheres");
   return out;
 }
 
@@ -146,7 +154,7 @@ absl::Status Deformer::Extras(const FrameExtras& extras) const {
     return absl::FailedPreconditionError("outputs: this method has no posed cage, rest cage or joints to return");
   }
   if (extras.vertex_states) {
-    return absl::FailedPreconditionError("outputs.vertex_states: only implicit skinning methods have vertex states");
+    return absl::FailedPreconditionError("outputs.vertex_states: this method has no vertex states");
   }
   if (extras.normals) {
     return absl::FailedPreconditionError(

@@ -141,3 +141,58 @@ absl::Status ValidateCageFrames(const Rig& rig, std::span<const CageFrame> frame
 }
 
 }  // namespace sinew
+
+namespace sinew {
+
+absl::Status ValidateSphereFrame(const Rig& rig, const SphereFrame& f) {
+  const SphereMesh& sm = rig.sphere_mesh;
+  const size_t spheres = sm.sphere_count(), bones = sm.bone_count();
+  if (bones == 0) return absl::FailedPreconditionError("spheres: the rig has no sphere-mesh");
+  auto bad = [](const std::string& s) { return absl::InvalidArgumentError(s); };
+  if (!f.centers.empty() && f.centers.size() != 3 * spheres) {
+    return bad(absl::StrCat("spheres.centers: ", f.centers.size() / 3.0, " centres for ", spheres,
+                            " spheres (12 bytes each)"));
+  }
+  if (!f.radii.empty() && f.radii.size() != spheres) {
+    return bad(absl::StrCat("spheres.radii: ", f.radii.size(), " radii for ", spheres, " spheres"));
+  }
+  if (!f.twists.empty() && f.twists.size() != bones) {
+    return bad(absl::StrCat("spheres.twists: ", f.twists.size(), " twists for ", bones, " bones"));
+  }
+  if (!f.twists.empty() && f.centers.empty()) {
+    return bad("spheres.twists: twists come with centers (with a skeleton pose the joints' rotations twist the bones)");
+  }
+  for (size_t k = 0; k < f.centers.size(); ++k) {
+    if (!std::isfinite(f.centers[k])) {
+      return bad(absl::StrFormat("spheres.centers[%d]: coordinate %c is not finite", k / 3, "xyz"[k % 3]));
+    }
+  }
+  for (size_t i = 0; i < f.radii.size(); ++i) {
+    if (!(std::isfinite(f.radii[i]) && f.radii[i] > 0)) {
+      return bad(absl::StrFormat("spheres.radii[%d]: %g is not a positive radius", i, f.radii[i]));
+    }
+  }
+  for (size_t k = 0; k < f.twists.size(); ++k) {
+    if (!std::isfinite(f.twists[k])) return bad(absl::StrFormat("spheres.twists[%d]: %g is not finite", k, f.twists[k]));
+  }
+  // Every bone keeps a cone: its radii differ by less than its length.
+  auto centre = [&](uint32_t i) {
+    const std::vector<float>& c = f.centers.empty() ? sm.centers : f.centers;
+    return Eigen::Vector3d(c[3 * i], c[3 * i + 1], c[3 * i + 2]);
+  };
+  auto radius = [&](uint32_t i) { return double(f.radii.empty() ? sm.radii[i] : f.radii[i]); };
+  if (!f.centers.empty() || !f.radii.empty()) {
+    for (size_t k = 0; k < bones; ++k) {
+      const uint32_t a = sm.bones[2 * k], b = sm.bones[2 * k + 1];
+      const double length = (centre(b) - centre(a)).norm();
+      if (!(std::abs(radius(a) - radius(b)) < length)) {
+        return bad(absl::StrFormat(
+            "spheres: bone %d (spheres %d and %d) would have radii %g and %g %g apart: one sphere holds the other",
+            k, a, b, radius(a), radius(b), length));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sinew

@@ -58,4 +58,18 @@ struct CageFrame {
 // Checks cage indices, vertex counts and finiteness ("cages[0].positions[12]").
 absl::Status ValidateCageFrames(const Rig& rig, std::span<const CageFrame> frames);
 
+// A sphere-mesh posed for one frame (baseline skinning, Rig::sphere_mesh): new sphere centres
+// with a twist per bone about its axis (radians, from its root-side sphere to its far one), or,
+// with a skeleton pose, nothing of those; and, either way, new radii (anatomy edits).
+struct SphereFrame {
+  std::vector<float> centers;  // empty (posed by the skeleton) or 3 per sphere
+  std::vector<float> radii;    // empty (the rest radii, scaled with their joint) or 1 per sphere, > 0
+  std::vector<float> twists;   // empty (none) or 1 per bone; only with centers
+};
+
+// Checks counts against the rig's sphere-mesh, finiteness, positive radii and valid bones (radii
+// differing by less than the centres' distance). INVALID_ARGUMENT names the field and index
+// ("spheres.radii[3]").
+absl::Status ValidateSphereFrame(const Rig& rig, const SphereFrame& frame);
+
 }  // namespace sinew

@@ -245,6 +245,94 @@ absl::Status BuildWeights(const WeightsInput& in, size_t vertex_count, size_t jo
   return absl::OkStatus();
 }
 
+// The sphere-mesh's bones, their cones, the forest they form and the optional per-bone and
+// per-point arrays (see SphereMesh).
+absl::Status CheckSphereMesh(const SphereMesh& sm, size_t points, size_t joints) {
+  const size_t spheres = sm.sphere_count(), bones = sm.bone_count();
+  if (!sm.triangles.empty()) {
+    return Invalid("rig.sphere_mesh.triangles: triangle elements are not supported (baseline skinning uses bones "
+                   "only); leave them out");
+  }
+  if (auto st = CheckIndices(sm.bones, 2, spheres, "rig.sphere_mesh.bones", "spheres"); !st.ok()) return st;
+  if (bones == 0) {
+    if (!sm.bone_joints.empty() || !sm.bone_frames.empty() || !sm.point_bones.empty()) {
+      return Invalid("rig.sphere_mesh.bones: the sphere-mesh has per-bone or per-point data but no bones");
+    }
+    return absl::OkStatus();
+  }
+  std::vector<int32_t> ended_by(spheres, -1);
+  auto centre = [&](uint32_t i) {
+    return Eigen::Vector3d(sm.centers[3 * i], sm.centers[3 * i + 1], sm.centers[3 * i + 2]);
+  };
+  for (size_t k = 0; k < bones; ++k) {
+    const uint32_t a = sm.bones[2 * k], b = sm.bones[2 * k + 1];
+    if (a == b) return Invalid(absl::StrFormat("rig.sphere_mesh.bones[%d]: both ends are sphere %d", k, a));
+    const double length = (centre(b) - centre(a)).norm();
+    const double dr = std::abs(double(sm.radii[a]) - double(sm.radii[b]));
+    if (!(dr < length)) {
+      return Invalid(absl::StrFormat(
+          "rig.sphere_mesh.bones[%d]: sphere %d (radius %g) and sphere %d (radius %g) are %g apart: one holds the "
+          "other, the bone has no cone (the radii must differ by less than the distance)",
+          k, a, sm.radii[a], b, sm.radii[b], length));
+    }
+    if (ended_by[b] >= 0) {
+      return Invalid(absl::StrFormat(
+          "rig.sphere_mesh.bones[%d]: sphere %d already ends bone %d (bones run from the root outwards: a bone's "
+          "first sphere is on the root side, and a sphere ends at most one bone)",
+          k, b, ended_by[b]));
+    }
+    ended_by[b] = int32_t(k);
+  }
+  // Acyclic: walking from each bone to its parent (the bone ending at its first sphere) ends.
+  for (size_t k = 0; k < bones; ++k) {
+    int32_t at = int32_t(k);
+    for (size_t steps = 0; at >= 0; ++steps) {
+      if (steps > bones) {
+        return Invalid(absl::StrFormat("rig.sphere_mesh.bones[%d]: the bones form a cycle through it", k));
+      }
+      at = ended_by[sm.bones[2 * size_t(at)]];
+    }
+  }
+  std::vector<uint8_t> used(spheres, 0);
+  for (uint32_t i : sm.bones) used[i] = 1;
+  for (size_t i = 0; i < spheres; ++i) {
+    if (!used[i]) return Invalid(absl::StrFormat("rig.sphere_mesh.centers[%d]: sphere %d is in no bone", i, i));
+  }
+  if (!sm.bone_joints.empty()) {
+    if (sm.bone_joints.size() != bones) {
+      return Invalid(absl::StrCat("rig.sphere_mesh.bone_joints: ", sm.bone_joints.size(), " entries for ", bones,
+                                  " bones"));
+    }
+    if (auto st = CheckIndices(sm.bone_joints, 1, joints, "rig.sphere_mesh.bone_joints", "joints"); !st.ok()) {
+      return st;
+    }
+  }
+  if (!sm.bone_frames.empty()) {
+    if (sm.bone_frames.size() != 3 * bones) {
+      return Invalid(absl::StrCat("rig.sphere_mesh.bone_frames: ", sm.bone_frames.size() / 3, " directions for ",
+                                  bones, " bones"));
+    }
+    if (auto st = CheckPoints(sm.bone_frames, "rig.sphere_mesh.bone_frames"); !st.ok()) return st;
+    for (size_t k = 0; k < bones; ++k) {
+      const Eigen::Vector3d axis = (centre(sm.bones[2 * k + 1]) - centre(sm.bones[2 * k])).normalized();
+      const Eigen::Vector3d e(sm.bone_frames[3 * k], sm.bone_frames[3 * k + 1], sm.bone_frames[3 * k + 2]);
+      if (!((e - e.dot(axis) * axis).norm() > 1e-3 * e.norm())) {
+        return Invalid(absl::StrFormat(
+            "rig.sphere_mesh.bone_frames[%d]: (%g, %g, %g) is zero or along the bone; it must point away from the axis",
+            k, e.x(), e.y(), e.z()));
+      }
+    }
+  }
+  if (!sm.point_bones.empty()) {
+    if (sm.point_bones.size() != points) {
+      return Invalid(absl::StrCat("rig.sphere_mesh.point_bones: ", sm.point_bones.size(), " entries for ", points,
+                                  " points"));
+    }
+    if (auto st = CheckIndices(sm.point_bones, 1, bones, "rig.sphere_mesh.point_bones", "bones"); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 size_t Rig::ResidentBytes() const {
@@ -254,8 +342,9 @@ size_t Rig::ResidentBytes() const {
   for (const auto& s : skeleton.names) b += sizeof(s) + s.size();
   b += Bytes(weights.offsets) + Bytes(weights.joints) + Bytes(weights.weights);
   for (const auto& c : cages) b += sizeof(c) + Bytes(c.positions) + Bytes(c.triangles);
-  b += Bytes(sphere_mesh.centers) + Bytes(sphere_mesh.radii) + Bytes(sphere_mesh.edges) +
-       Bytes(sphere_mesh.triangles);
+  b += Bytes(sphere_mesh.centers) + Bytes(sphere_mesh.radii) + Bytes(sphere_mesh.bones) +
+       Bytes(sphere_mesh.triangles) + Bytes(sphere_mesh.bone_joints) + Bytes(sphere_mesh.bone_frames) +
+       Bytes(sphere_mesh.point_bones);
   b += Bytes(tet_mesh.positions) + Bytes(tet_mesh.tets);
   for (const auto& a : attributes) b += sizeof(a) + Bytes(a.values);
   for (const auto& p : precomputed) b += sizeof(p) + p.data.size();
@@ -316,13 +405,7 @@ absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits) {
                                      sm.radii[i]));
     }
   }
-  if (auto st = CheckIndices(sm.edges, 2, spheres, "rig.sphere_mesh.edges", "spheres"); !st.ok()) {
-    return st;
-  }
-  if (auto st = CheckIndices(sm.triangles, 3, spheres, "rig.sphere_mesh.triangles", "spheres");
-      !st.ok()) {
-    return st;
-  }
+  if (auto st = CheckSphereMesh(sm, n, rig.joint_count()); !st.ok()) return st;
 
   const TetMeshData& tm = rig.tet_mesh;
   if (auto st = CheckPoints(tm.positions, "rig.tet_mesh.positions"); !st.ok()) return st;

@@ -52,11 +52,21 @@ struct Cage {
   size_t vertex_count() const { return positions.size() / 3; }
 };
 
+// A sphere-mesh skeleton (baseline skinning of point sets): spheres joined by bones, each bone
+// the union of the spheres between its two with linearly varying radius (a truncated cone with
+// spherical caps). Bones run outwards from the root: a bone's first sphere is on the root side
+// (its twist spreads from there), and a sphere ends at most one bone, so the bones form a forest.
 struct SphereMesh {
   std::vector<float> centers;  // 3 per sphere
   std::vector<float> radii;
-  std::vector<uint32_t> edges;      // 2 per edge
-  std::vector<uint32_t> triangles;  // 3 per triangle
+  std::vector<uint32_t> bones;        // 2 per bone: its root-side sphere, its far sphere
+  std::vector<uint32_t> triangles;    // 3 per triangle: not supported (must be empty)
+  std::vector<uint32_t> bone_joints;  // empty or 1 per bone: the skeleton joint that carries it
+  std::vector<float> bone_frames;     // empty or 3 per bone: its zero-azimuth direction (not along it)
+  std::vector<uint32_t> point_bones;  // empty or 1 per mesh vertex: the bone it follows
+  size_t sphere_count() const { return radii.size(); }
+  size_t bone_count() const { return bones.size() / 2; }
+  bool empty() const { return bones.empty(); }
 };
 
 // A volume mesh around the render mesh for methods that simulate its inside (pbs): particles and

@@ -1,0 +1,144 @@
+#include "core/baseline/baseline.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace sinew {
+namespace {
+
+using baseline::End;
+using baseline::PointCode;
+
+constexpr std::string_view kProfileWords[] = {"cubic", "linear"};
+constexpr ParamSpec kBaselineSpecs[] = {
+    {"profile", ParamSpec::Type::kChoice, "cubic",
+     "how twist and bend angles grow along a bone: cubic (3u^2 - 2u^3, the paper's: tangents kept at both ends) or "
+     "linear",
+     kProfileWords},
+    {"modulate_detail", ParamSpec::Type::kFlag, "false",
+     "keep the details' normal offset where the detail direction tilts (h' = h cos b / cos b', cos b' >= 0.1)"},
+};
+
+class BaselineDeformer final : public Deformer {
+ public:
+  BaselineDeformer(std::shared_ptr<const Rig> rig, std::shared_ptr<const BaselineModel> model,
+                   const BaselineParams& params)
+      : rig_(std::move(rig)), model_(std::move(model)), params_(params) {}
+
+  void Reset() override {}
+
+  absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
+    if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per point");
+    if (frame.pose != nullptr) {
+      if (auto st = ValidatePose(*frame.pose, rig_->joint_count()); !st.ok()) return st;
+    }
+    if (frame.spheres != nullptr) {
+      if (auto st = ValidateSphereFrame(*rig_, *frame.spheres); !st.ok()) return st;
+    }
+    if (!frame.cages.empty() || frame.posed_cage != nullptr) {
+      return absl::InvalidArgumentError("cages: method baseline takes no cage input");
+    }
+    const baseline::SphereSkeleton& sk = model_->skeleton;
+    if (auto st = baseline::PoseSpheres(sk, *rig_, frame, scratch_, posed_); !st.ok()) return st;
+    ends_.resize(2 * sk.bone_count());
+    for (uint32_t k = 0; k < sk.bone_count(); ++k) {
+      ends_[2 * k] = baseline::EndOf(sk, posed_, k, 0);
+      ends_[2 * k + 1] = baseline::EndOf(sk, posed_, k, 1);
+    }
+    status_.resize(model_->codes.size());
+    const std::vector<PointCode>& codes = model_->codes;
+    ParallelFor(pool, codes.size(), 256, [&](size_t b, size_t e) {
+      baseline::Section<double> s;
+      s.profile = params_.profile;
+      for (size_t i = b; i < e; ++i) {
+        const PointCode& code = codes[i];
+        baseline::SectionEnds(code, ends_, posed_.twist, s);
+        baseline::BuildSection(s);
+        const baseline::SectionPoint<double> at = baseline::PointAt(s, code.ratio * s.length);
+        double h = code.height;
+        if (params_.modulate_detail) h = h * code.cos_beta / std::max(at.cos_beta, 0.1);
+        out[3 * i] = float(at.b.x + h * at.d.x);
+        out[3 * i + 1] = float(at.b.y + h * at.d.y);
+        out[3 * i + 2] = float(at.b.z + h * at.d.z);
+        status_[i] = uint8_t(uint8_t(at.piece) | (s.degenerate ? kBaselineStatusDegenerate : 0) | (code.flags << 3));
+      }
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status Extras(const FrameExtras& extras) const override {
+    FrameExtras rest = extras;
+    rest.vertex_states = nullptr;
+    if (auto st = Deformer::Extras(rest); !st.ok()) return st;
+    if (extras.vertex_states != nullptr) *extras.vertex_states = status_;
+    return absl::OkStatus();
+  }
+
+  size_t StateBytes() const override {
+    return ends_.capacity() * sizeof(End<double>) + status_.capacity() +
+           (posed_.centres.capacity() + scratch_.world.capacity()) * sizeof(Eigen::Vector3d) * 4;
+  }
+
+ private:
+  std::shared_ptr<const Rig> rig_;
+  std::shared_ptr<const BaselineModel> model_;
+  BaselineParams params_;
+  baseline::PoseScratch scratch_;
+  baseline::PosedSpheres posed_;
+  std::vector<End<double>> ends_;
+  std::vector<uint8_t> status_;
+};
+
+}  // namespace
+
+std::span<const ParamSpec> BaselineParamSpecs() { return kBaselineSpecs; }
+
+absl::StatusOr<std::shared_ptr<const MethodParams>> ParseBaselineParams(const ParamSet& set, std::string_view field) {
+  auto p = std::make_shared<BaselineParams>();
+  ParamReader r(set, field);
+  int profile = 0;
+  r.Choice("profile", kProfileWords, profile).Flag("modulate_detail", p->modulate_detail);
+  if (!r.status().ok()) return r.status();
+  p->profile = baseline::Profile(profile);
+  return std::shared_ptr<const MethodParams>(std::move(p));
+}
+
+size_t BaselineModel::Bytes() const {
+  return codes.capacity() * sizeof(PointCode) +
+         skeleton.bone_count() * (sizeof(skeleton.bones[0]) + sizeof(Eigen::Vector3d) + 3 * sizeof(int32_t)) +
+         skeleton.centres.size() * (sizeof(Eigen::Vector3d) + sizeof(double));
+}
+
+std::string BaselineModel::Summary() const {
+  return absl::StrCat(codes.size(), " points over ", skeleton.bone_count(), " bones: ", counts.cone, " on bones, ",
+                      counts.arc, " on joint arcs, ", counts.pole, " on end caps; ", counts.retried,
+                      " encoded on a neighbour, ", counts.clamped, " clamped, ", counts.beyond_focus,
+                      " beyond their detail focus, ", counts.degenerate, " with a degenerate rest section");
+}
+
+std::string BaselineKey(const DeformerConfig&) { return "encoding"; }
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareBaseline(const Rig& rig, const DeformerConfig&, ThreadPool* pool,
+                                                                const ProgressFn& progress) {
+  auto sk = baseline::MakeSphereSkeleton(rig);
+  if (!sk.ok()) return sk.status();
+  auto model = std::make_shared<BaselineModel>();
+  model->skeleton = std::move(*sk);
+  auto codes = baseline::EncodePoints(model->skeleton, rig, pool, progress, &model->counts);
+  if (!codes.ok()) return codes.status();
+  model->codes = std::move(*codes);
+  return std::shared_ptr<const Prepared>(std::move(model));
+}
+
+absl::StatusOr<std::unique_ptr<Deformer>> CreateBaselineDeformer(std::shared_ptr<const Rig> rig,
+                                                                 std::shared_ptr<const Prepared> prepared,
+                                                                 const DeformerConfig& config) {
+  auto model = std::dynamic_pointer_cast<const BaselineModel>(prepared);
+  if (!model) return absl::InternalError("baseline: created without its encoding");
+  return std::unique_ptr<Deformer>(
+      new BaselineDeformer(std::move(rig), std::move(model), ParamsOf<BaselineParams>(config)));
+}
+
+}  // namespace sinew

@@ -1,0 +1,459 @@
+// Baseline skinning of point sets (core/baseline/, seed 003; spec §5). The fixture is the paper's
+// synthetic bar: a ridged tube of points round a chain of sphere-mesh bones, with a skeleton whose
+// joints sit at the spheres' centres so that LBS and DQS (with the paper's Gaussian weights) can
+// deform the same points for comparison. Geometric checks only: distances to the posed
+// sphere-mesh, cross-section radii, the separation of paired points.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numbers>
+#include <random>
+
+#include "core/baseline/baseline.h"
+#include "core/baseline/encode.h"
+#include "core/baseline/geometry.h"
+#include "core/baseline/section.h"
+#include "core/baseline/sphere_mesh.h"
+#include "core/deformer/deformer.h"
+#include "core/rig/pose.h"
+#include "tests/core/test_util.h"
+
+namespace sinew {
+namespace {
+
+using baseline::End;
+using baseline::V3;
+using V = V3<double>;
+using E3 = Eigen::Vector3d;
+
+// The bar: spheres on the x axis at xs with radii rs, a bone between consecutive ones, a joint at
+// each sphere but the last (joint j carries bone j); points on a tube of radius `tube` round it
+// (ridged: ±4 % in azimuth and along x), closed by hemispheres, `rings` × `around` of them.
+struct Bar {
+  std::vector<double> xs{0, 2, 4}, rs{0.6, 0.6, 0.6};
+  double tube = 0.9;
+  int rings = 60, around = 48;
+  bool ridges = true;
+  RigInput Make() const {
+    RigInput in;
+    Rig& r = in.rig;
+    r.name = "bar";
+    const double x0 = xs.front(), x1 = xs.back();
+    auto radius = [&](double x, double a) {
+      return tube * (ridges ? 1 + 0.04 * std::sin(6 * a) + 0.03 * std::cos(3 * x) : 1.0);
+    };
+    for (int i = 0; i <= rings; ++i) {
+      const double x = x0 + (x1 - x0) * i / rings;
+      for (int k = 0; k < around; ++k) {
+        const double a = 2 * std::numbers::pi * k / around;
+        r.positions.insert(r.positions.end(), {float(x), float(radius(x, a) * std::cos(a)), float(radius(x, a) * std::sin(a))});
+      }
+    }
+    for (int end = 0; end < 2; ++end) {  // hemispherical caps
+      const double xc = end == 0 ? x0 : x1, dir = end == 0 ? -1 : 1;
+      for (int i = 1; i <= 6; ++i) {
+        const double polar = (std::numbers::pi / 2) * i / 6;
+        const int count = i == 6 ? 1 : around;
+        for (int k = 0; k < count; ++k) {
+          const double a = 2 * std::numbers::pi * k / around;
+          const double rr = radius(xc, a);
+          r.positions.insert(r.positions.end(), {float(xc + dir * rr * std::sin(polar)), float(rr * std::cos(polar) * std::cos(a)),
+                                                 float(rr * std::cos(polar) * std::sin(a))});
+        }
+      }
+    }
+    SphereMesh& sm = r.sphere_mesh;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      sm.centers.insert(sm.centers.end(), {float(xs[i]), 0.f, 0.f});
+      sm.radii.push_back(float(rs[i]));
+    }
+    Skeleton& sk = r.skeleton;
+    for (size_t j = 0; j + 1 < xs.size(); ++j) {
+      sm.bones.insert(sm.bones.end(), {uint32_t(j), uint32_t(j + 1)});
+      sm.bone_joints.push_back(uint32_t(j));
+      sk.names.push_back("j" + std::to_string(j));
+      sk.parents.push_back(int32_t(j) - 1);
+      Similarity rest;
+      rest.translation = E3(j == 0 ? xs[0] : xs[j] - xs[j - 1], 0, 0);
+      sk.rest_local.push_back(rest);
+    }
+    Weigh(in);
+    return in;
+  }
+  // The paper's comparison weights (Fu et al. 2020a): Gaussian in the distance along x from each
+  // bone, normalised, for every point of `in` (LBS and DQS on the same points).
+  void Weigh(RigInput& in) const {
+    const Rig& r = in.rig;
+    const size_t n = r.positions.size() / 3, bones = xs.size() - 1;
+    in.weights = {};
+    in.weights.offsets.push_back(0);
+    for (size_t v = 0; v < n; ++v) {
+      const double x = r.positions[3 * v];
+      std::vector<double> w(bones);
+      double sum = 0;
+      for (size_t b = 0; b < bones; ++b) {
+        const double along = x < xs[b] ? xs[b] - x : (x > xs[b + 1] ? x - xs[b + 1] : 0.0);
+        w[b] = std::exp(-std::pow(along / 0.5, 2));
+        sum += w[b];
+      }
+      for (size_t b = 0; b < bones; ++b) {
+        in.weights.joints.push_back(uint32_t(b));
+        in.weights.weights.push_back(float(w[b] / sum));
+      }
+      in.weights.offsets.push_back(uint32_t(in.weights.joints.size()));
+    }
+    in.weights.normalize = true;
+  }
+};
+
+struct Prepared {
+  std::shared_ptr<const Rig> rig;
+  std::shared_ptr<const BaselineModel> model;
+  explicit Prepared(const RigInput& in) {
+    rig = std::make_shared<const Rig>(testing::BuildOrDie(in));
+    auto p = PrepareBaseline(*rig, DeformerConfig("baseline"), nullptr, {});
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (p.ok()) model = std::dynamic_pointer_cast<const BaselineModel>(*p);
+  }
+  std::unique_ptr<Deformer> Make(const BaselineParams& params = {}) const {
+    auto d = CreateBaselineDeformer(rig, model, DeformerConfig("baseline", std::make_shared<BaselineParams>(params)));
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? std::move(*d) : nullptr;
+  }
+};
+
+Pose Bent(const Rig& rig, double degrees, const E3& axis = E3::UnitZ(), size_t joint = 1) {
+  Pose pose = RestPose(rig.skeleton);
+  pose.set_rotation(joint, Eigen::Quaterniond(Eigen::AngleAxisd(degrees * std::numbers::pi / 180, axis.normalized())));
+  return pose;
+}
+
+std::vector<float> Play(Deformer& d, const Pose& pose, size_t n) {
+  std::vector<float> out(3 * n);
+  const auto st = d.Deform({&pose, {}}, out, nullptr);
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+// The encoding reproduces every point (p = b + h d, |d| = 1) and the rest pose returns the
+// points; the counters say where base points lie.
+TEST(BaselineSkinning, RestPoseReturnsThePoints) {
+  const Prepared f(Bar().Make());
+  ASSERT_TRUE(f.model);
+  std::printf("%s\n", f.model->Summary().c_str());
+  auto d = f.Make();
+  const auto out = Play(*d, RestPose(f.rig->skeleton), f.rig->vertex_count());
+  const double worst = testing::MaxAbsDiff(out, f.rig->positions);
+  std::printf("rest pose: worst %.2e\n", worst);
+  EXPECT_LE(worst, 1e-5);
+}
+
+// Signed distance from x to a sphere-mesh (the union of its bones: cones with their spheres).
+double SphereMeshDistance(const std::vector<E3>& centres, const std::vector<double>& radii,
+                          const std::vector<std::array<uint32_t, 2>>& bones, const E3& x) {
+  double best = 1e30;
+  for (const auto& [a, b] : bones) {
+    const E3 ca = centres[a], cb = centres[b];
+    const double ra = radii[a], rb = radii[b];
+    const double l = (cb - ca).norm();
+    const E3 axis = (cb - ca) / l;
+    const double s = (ra - rb) / l, c = std::sqrt(1 - s * s);
+    const E3 w = x - ca;
+    const double along = w.dot(axis);
+    const double radial = (w - along * axis).norm();
+    // In the meridian half-plane: the generatrix from (s·ra, c·ra) to (l + s·rb, c·rb).
+    const double ta = (along - ra * s) * c + (radial - ra * c) * (-s);  // along the generatrix
+    double d;
+    if (ta < 0) {
+      d = w.norm() - ra;
+    } else if (ta > l * c) {
+      d = (x - cb).norm() - rb;
+    } else {
+      d = (along - ra * s) * s + (radial - ra * c) * c;  // along the normal
+    }
+    best = std::min(best, d);
+  }
+  return best;
+}
+
+// The frame's sphere-mesh (centres and radii) from a skeleton pose, through the method's own
+// posing (checked against the rest geometry moved by the joints in RigidMotionMovesThePointsRigidly).
+struct PosedMesh {
+  std::vector<E3> centres;
+  std::vector<double> radii;
+  std::vector<std::array<uint32_t, 2>> bones;
+  PosedMesh(const Prepared& f, const FrameInput& frame) {
+    baseline::PoseScratch scratch;
+    baseline::PosedSpheres posed;
+    EXPECT_TRUE(baseline::PoseSpheres(f.model->skeleton, *f.rig, frame, scratch, posed).ok());
+    centres = posed.centres;
+    radii = posed.radii;
+    bones = f.model->skeleton.bones;
+  }
+  double Distance(const float* p) const { return SphereMeshDistance(centres, radii, bones, E3(p[0], p[1], p[2])); }
+};
+
+// Twist (spec §5 test 4): the far bone twisted 180° about its axis. On two equal cylinders every
+// detail direction is radial, so every point whose base point stays on the cylinder keeps its
+// distance from the axis, and every point its distance from the sphere-mesh; LBS with the
+// paper's Gaussian weights collapses the joint's cross-section (the candy wrapper).
+TEST(BaselineSkinning, TwistKeepsCrossSectionsWhereLbsCollapses) {
+  Bar bar;
+  const Prepared f(bar.Make());
+  auto d = f.Make();
+  const Pose pose = Bent(*f.rig, 180, E3::UnitX());
+  const auto out = Play(*d, pose, f.rig->vertex_count());
+  auto lbs = CreateDeformer(f.rig, DeformerConfig("lbs"));
+  ASSERT_TRUE(lbs.ok());
+  const auto by_lbs = Play(**lbs, pose, f.rig->vertex_count());
+  const PosedMesh posed(f, {&pose, {}});
+  const Pose still = RestPose(f.rig->skeleton);
+  const PosedMesh rest(f, {&still, {}});
+  double worst_axis = 0, worst_surface = 0, lbs_min = 1e30, ours_min = 1e30;
+  for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+    const float* p = &f.rig->positions[3 * v];
+    const double r0 = std::hypot(p[1], p[2]);
+    const double x = p[0];
+    if (x > 0.3 && x < 3.7) {  // base points on the cylinders, away from the end caps
+      worst_axis = std::max(worst_axis, std::abs(std::hypot(out[3 * v + 1], out[3 * v + 2]) - r0));
+    }
+    worst_surface = std::max(worst_surface, std::abs(posed.Distance(&out[3 * v]) - rest.Distance(p)));
+    if (std::abs(x - 2) < 0.05) {
+      lbs_min = std::min(lbs_min, std::hypot(by_lbs[3 * v + 1], by_lbs[3 * v + 2]) / r0);
+      ours_min = std::min(ours_min, std::hypot(out[3 * v + 1], out[3 * v + 2]) / r0);
+    }
+  }
+  std::printf("180° twist: distance to the axis kept within %.1e, to the sphere-mesh within %.1e; joint ring at "
+              "%.3f of its radius (LBS %.3f)\n", worst_axis, worst_surface, ours_min, lbs_min);
+  EXPECT_LE(worst_axis, 1e-5);
+  EXPECT_LE(worst_surface, 1e-5);
+  EXPECT_GT(ours_min, 0.999);
+  EXPECT_LT(lbs_min, 0.2);
+}
+
+// Bend (the paper's Fig. 20): the far bone bent 90°. Points keep their height over the posed
+// sphere-mesh on the convex side; DQS with the Gaussian weights bulges the elbow out and LBS
+// collapses it in.
+TEST(BaselineSkinning, BendDoesNotBulgeWhereDqsDoes) {
+  const Prepared f(Bar().Make());
+  auto d = f.Make();
+  for (const double degrees : {45.0, 90.0, 120.0}) {
+    const Pose pose = Bent(*f.rig, degrees);
+    const auto out = Play(*d, pose, f.rig->vertex_count());
+    auto dqs = CreateDeformer(f.rig, DeformerConfig("dqs"));
+    auto lbs = CreateDeformer(f.rig, DeformerConfig("lbs"));
+    const auto by_dqs = Play(**dqs, pose, f.rig->vertex_count()), by_lbs = Play(**lbs, pose, f.rig->vertex_count());
+    const PosedMesh posed(f, {&pose, {}});
+    const Pose still = RestPose(f.rig->skeleton);
+  const PosedMesh rest(f, {&still, {}});
+    double ours[2] = {0, 0}, dq[2] = {0, 0}, lb[2] = {0, 0};  // most out, most in (relative to the rest height)
+    for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+      const double h = rest.Distance(&f.rig->positions[3 * v]);
+      auto track = [&](double* m, const std::vector<float>& o) {
+        const double change = posed.Distance(&o[3 * v]) - h;
+        m[0] = std::max(m[0], change);
+        m[1] = std::min(m[1], change);
+      };
+      track(ours, out);
+      track(dq, by_dqs);
+      track(lb, by_lbs);
+    }
+    std::printf("%3.0f° bend, height over the sphere-mesh changed by at most +%.3f / %.3f (DQS +%.3f / %.3f, LBS "
+                "+%.3f / %.3f)\n", degrees, ours[0], ours[1], dq[0], dq[1], lb[0], lb[1]);
+  }
+}
+
+// The rest sections in double, as the encoder built them.
+struct RestSections {
+  std::vector<End<double>> ends;
+  std::vector<double> twist;
+  explicit RestSections(const baseline::SphereSkeleton& sk) {
+    baseline::PosedSpheres rest;
+    baseline::RestSpheres(sk, rest);
+    for (uint32_t k = 0; k < sk.bone_count(); ++k) {
+      ends.push_back(baseline::EndOf(sk, rest, k, 0));
+      ends.push_back(baseline::EndOf(sk, rest, k, 1));
+    }
+    twist.assign(sk.bone_count(), 0.0);
+  }
+  baseline::SectionPoint<double> Base(const baseline::PointCode& code, baseline::Section<double>* out = nullptr) const {
+    baseline::Section<double> s;
+    baseline::SectionEnds(code, ends, twist, s);
+    baseline::BuildSection(s);
+    if (out) *out = s;
+    return baseline::PointAt(s, code.ratio * s.length);
+  }
+};
+
+// The encoding (spec §5 test 2): every point is b + h·d with |d| = 1, b on the sphere-mesh's
+// surface, d the sphere's normal on arcs and caps, h ≥ 0 for every point outside the sphere-mesh
+// (a reversed fan direction would give h < 0 there); on cones (0.7, 0.55, 0.4) as on cylinders.
+TEST(BaselineSkinning, EveryPointIsItsBasePointPlusItsHeightAlongItsDetailDirection) {
+  for (const bool cones : {false, true}) {
+    Bar bar;
+    if (cones) bar.rs = {0.7, 0.55, 0.4};
+    const Prepared f(bar.Make());
+    const RestSections rest(f.model->skeleton);
+    const Pose still = RestPose(f.rig->skeleton);
+    const PosedMesh mesh(f, {&still, {}});
+    double identity = 0, unit = 0, surface = 0, radial = 0, negative = 0;
+    for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+      const baseline::PointCode& code = f.model->codes[v];
+      const auto at = rest.Base(code);
+      const float* p = &f.rig->positions[3 * v];
+      const V q = at.b + code.height * at.d;
+      identity = std::max(identity, std::hypot(q.x - p[0], q.y - p[1], q.z - p[2]));
+      unit = std::max(unit, std::abs(baseline::Norm(at.d) - 1));
+      surface = std::max(surface, std::abs(SphereMeshDistance(mesh.centres, mesh.radii, mesh.bones, E3(at.b.x, at.b.y, at.b.z))));
+      if (at.piece != baseline::Piece::kCurve) {
+        const int side = at.piece == baseline::Piece::kStartArc ? 0 : 1;
+        const E3 c = mesh.centres[f.model->skeleton.bones[code.bone][side]];
+        const E3 b(at.b.x, at.b.y, at.b.z), d(at.d.x, at.d.y, at.d.z);
+        radial = std::max(radial, (d - (b - c).normalized()).norm());
+      }
+      if (mesh.Distance(p) > 1e-9) negative = std::min(negative, code.height);
+    }
+    std::printf("%s: |b + h d - p| ≤ %.1e, ||d| - 1| ≤ %.1e, b off the surface ≤ %.1e, non-radial d on spheres ≤ "
+                "%.1e, most negative h outside %.1e\n", cones ? "cones" : "cylinders", identity, unit, surface, radial,
+                negative);
+    EXPECT_LE(identity, 1e-6);  // the points are floats
+    EXPECT_LE(unit, 1e-12);
+    EXPECT_LE(surface, 1e-9);
+    EXPECT_LE(radial, 1e-9);
+    EXPECT_GE(negative, 0.0);
+  }
+}
+
+// Rigid motion (spec §5 test 3): the root turned and moved carries every point rigidly.
+TEST(BaselineSkinning, RigidMotionMovesThePointsRigidly) {
+  Bar bar;
+  bar.rs = {0.7, 0.55, 0.4};
+  const Prepared f(bar.Make());
+  auto d = f.Make();
+  Pose pose = RestPose(f.rig->skeleton);
+  const Eigen::Quaterniond q(Eigen::AngleAxisd(1.1, E3(0.3, 1, -0.4).normalized()));
+  Similarity root = pose.joint(0);
+  root.rotation = q * root.rotation;
+  root.translation = q * root.translation + E3(1.5, -2, 0.25);
+  pose.set_joint(0, root);
+  const auto out = Play(*d, pose, f.rig->vertex_count());
+  double worst = 0;
+  for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+    const E3 p(f.rig->positions[3 * v], f.rig->positions[3 * v + 1], f.rig->positions[3 * v + 2]);
+    const E3 want = q * p + E3(1.5, -2, 0.25);
+    worst = std::max(worst, (E3(out[3 * v], out[3 * v + 1], out[3 * v + 2]) - want).norm());
+  }
+  std::printf("rigid motion: within %.1e\n", worst);
+  EXPECT_LE(worst, 1e-5);
+}
+
+// Multi-layer parts do not crack (the paper's dragon claws): a second layer over the bar, each
+// point 0.05 further along the detail line of its partner, keeps exactly that distance to it in
+// any pose (both share one base point); LBS and DQS pull the layers apart and together.
+TEST(BaselineSkinning, LayersOverOneBasePointStayTogether) {
+  Bar bar;
+  bar.rs = {0.7, 0.55, 0.4};
+  RigInput in = bar.Make();
+  const Prepared single(in);
+  const RestSections rest(single.model->skeleton);
+  const size_t n = single.rig->vertex_count();
+  constexpr double kGap = 0.05;
+  for (size_t v = 0; v < n; ++v) {
+    const auto at = rest.Base(single.model->codes[v]);
+    const float* p = &single.rig->positions[3 * v];
+    in.rig.positions.insert(in.rig.positions.end(), {float(p[0] + kGap * at.d.x), float(p[1] + kGap * at.d.y),
+                                                     float(p[2] + kGap * at.d.z)});
+  }
+  bar.Weigh(in);  // each point weighted where it is (as the paper's comparison)
+  const Prepared f(in);
+  auto d = f.Make();
+  auto dqs = CreateDeformer(f.rig, DeformerConfig("dqs"));
+  auto lbs = CreateDeformer(f.rig, DeformerConfig("lbs"));
+  for (const double degrees : {90.0, 150.0}) {
+    const Pose pose = Bent(*f.rig, degrees, E3(0, 0.6, 0.8));
+    const auto ours = Play(*d, pose, 2 * n), by_dqs = Play(**dqs, pose, 2 * n), by_lbs = Play(**lbs, pose, 2 * n);
+    auto worst = [&](const std::vector<float>& o) {
+      double w = 0;
+      for (size_t v = 0; v < n; ++v) {
+        const double gap = std::hypot(o[3 * (v + n)] - o[3 * v], o[3 * (v + n) + 1] - o[3 * v + 1],
+                                      o[3 * (v + n) + 2] - o[3 * v + 2]);
+        w = std::max(w, std::abs(gap - kGap));
+      }
+      return w;
+    };
+    std::printf("%3.0f° bend: layers 0.05 apart stay so within %.1e (DQS %.3f, LBS %.3f)\n", degrees, worst(ours),
+                worst(by_dqs), worst(by_lbs));
+    EXPECT_LE(worst(ours), 1e-5);
+    EXPECT_GT(worst(by_dqs), 100 * worst(ours));
+  }
+}
+
+// Neighbouring points stay neighbours (no crack, no tear): over the bar's grid (cones) bent by
+// 30–120° in four directions, the largest ratio of a neighbour distance after to before is not
+// larger on a grid twice as fine (a tear would double it: the gap stays, the spacing halves) and is
+// below DQS's (measured 2.15 and 2.15, DQS 2.75). Every coordinate is finite. This caught the joint
+// solve taking the nearer of P*'s two points on the circle of tangency, which near the bend's sides
+// is the other baseline's (a tear along the sides from 60° on). At 150° (a fold: the creases run
+// past the bones' far ends) neighbours on the fold's sides do tear apart (measured 12 and 25:
+// growing with the resolution): finite, reported, documented (docs/baseline.md), not asserted.
+TEST(BaselineSkinning, BendsUpTo120DegreesTearNothing) {
+  struct Stretch {
+    double ours = 0, dqs = 0, folded = 0;
+    size_t degenerate = 0;
+  };
+  auto measure = [](int rings, int around) {
+    Bar bar;
+    bar.rs = {0.7, 0.55, 0.4};
+    bar.rings = rings;
+    bar.around = around;
+    const Prepared f(bar.Make());
+    auto d = f.Make();
+    auto dqs = CreateDeformer(f.rig, DeformerConfig("dqs"));
+    EXPECT_TRUE(dqs.ok());
+    auto stretch = [&](const std::vector<float>& out) {
+      double worst = 0;
+      for (int i = 0; i < bar.rings; ++i) {
+        for (int k = 0; k < bar.around; ++k) {
+          const size_t a = size_t(i) * bar.around + k, b = a + bar.around, c = size_t(i) * bar.around + (k + 1) % bar.around;
+          for (size_t o : {b, c}) {
+            const float* p = f.rig->positions.data();
+            const double before = std::hypot(p[3 * a] - p[3 * o], p[3 * a + 1] - p[3 * o + 1], p[3 * a + 2] - p[3 * o + 2]);
+            const double after = std::hypot(out[3 * a] - out[3 * o], out[3 * a + 1] - out[3 * o + 1],
+                                             out[3 * a + 2] - out[3 * o + 2]);
+            worst = std::max(worst, after / before);
+          }
+        }
+      }
+      return worst;
+    };
+    Stretch s;
+    for (const double degrees : {30.0, 60.0, 90.0, 120.0, 150.0}) {
+      for (const E3& axis : {E3(0, 0, 1), E3(0, 1, 0), E3(0, 1, 1), E3(0, -1, 0.3)}) {
+        const Pose pose = Bent(*f.rig, degrees, axis);
+        const auto out = Play(*d, pose, f.rig->vertex_count());
+        EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+        std::vector<uint8_t> states;
+        EXPECT_TRUE(d->Extras({.vertex_states = &states}).ok());
+        for (uint8_t st : states) s.degenerate += (st & kBaselineStatusDegenerate) != 0;
+        if (degrees > 120) {
+          s.folded = std::max(s.folded, stretch(out));
+          continue;
+        }
+        s.ours = std::max(s.ours, stretch(out));
+        s.dqs = std::max(s.dqs, stretch(Play(**dqs, pose, f.rig->vertex_count())));
+      }
+    }
+    return s;
+  };
+  const Stretch coarse = measure(60, 48), fine = measure(120, 96);
+  std::printf("bends of 30–120°: neighbours at most %.2f times as far apart (DQS %.2f), %.2f on a grid twice as fine; "
+              "at 150° %.2f and %.2f; %zu point-frames used a fallback\n", coarse.ours, coarse.dqs, fine.ours,
+              coarse.folded, fine.folded, coarse.degenerate);
+  EXPECT_LT(fine.ours, 1.25 * coarse.ours);
+  EXPECT_LT(coarse.ours, coarse.dqs);
+}
+
+}  // namespace
+}  // namespace sinew
