@@ -325,6 +325,25 @@ SINEW_BL_HD Arc<T> ArcAt(const End<T>& self, T psi1, const End<T>& other, T psi2
   return a;
 }
 
+// The sheaf's axis line: through both apexes, or through the cone's apex along the cylinder's
+// axis; false for two cylinders (their sheaf is a family of parallel planes).
+template <class T>
+SINEW_BL_HD bool SheafAxis(const End<T>& a, const End<T>& b, V3<T>& origin, V3<T>& dir) {
+  if (a.cone() && b.cone()) {
+    const V3<T> d = b.apex() - a.apex();
+    if (!(Norm(d) > T(1e-9) * a.r)) return false;
+    origin = a.apex();
+    dir = Normalized(d);
+    return true;
+  }
+  if (a.cone() || b.cone()) {
+    origin = a.cone() ? a.apex() : b.apex();
+    dir = a.cone() ? b.u : a.u;
+    return true;
+  }
+  return false;
+}
+
 // A bend's joint solve (§3.7.2 steps 1–3): self's and the other bone's baseline ends at J are
 // at azimuths psi1 (self) and psi2 (other) after the bones moved rigidly; the intermediate sheaf
 // plane P* balances them through the pivot circle Π = Σ ∩ J, and the targets are where P* meets
@@ -391,9 +410,16 @@ SINEW_BL_HD JointSolve<T> SolveJoint(const End<T>& self, T psi1, const End<T>& o
   T psi = roots[0];
   if (n == 2 && Norm(self.Tangent(roots[1]) - t1) < Norm(self.Tangent(roots[0]) - t1)) psi = roots[1];
   if (n == 2) {
+    // The neighbouring baseline: self's azimuth a little larger, the other's a little larger or
+    // smaller as the sheaf pairs them (for two bones leaving J back to back their azimuths turn
+    // opposite ways): the way the current sheaf's pairing turns.
     const T eps = sizeof(T) >= 8 ? T(1e-5) : T(1e-3);
+    const T here = Pair(self, psi1, other, SheafPlane(self, psi1, other)).psi;
+    const T there = Pair(self, psi1 + eps, other, SheafPlane(self, psi1 + eps, other)).psi;
+    const T turn = WrapAngle(there - here);
     bool ignored = false;
-    const Plane<T> moved = IntermediatePlane(self, psi1 + eps, other, psi2 + eps, &ignored);
+    const Plane<T> moved =
+        IntermediatePlane(self, psi1 + eps, other, psi2 + (turn >= T(0) ? eps : -eps), &ignored);
     if (CirclePlane(k1, moved, next, &ignored) == 2) {
       bool onward[2];
       for (int i = 0; i < 2; ++i) {
