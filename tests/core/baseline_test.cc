@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <numbers>
+#include <cstring>
+#include <functional>
 #include <random>
 
 #include "core/baseline/baseline.h"
@@ -599,6 +601,165 @@ TEST(BaselineSkinning, JunctionsPairEachBaselineWithItsVoronoiNeighbour) {
   }
   std::printf("leg swung: every point within %.3f of the posed sphere-mesh (rest: 0.1)\n", worst);
   EXPECT_LT(worst, 0.2);
+}
+
+// The detail field's focus (spec §5 test 14): on a chain folded 140° at rest (the far bone turned
+// back towards the first), every generatrix with a crease end has its focus X in front of the
+// surface (outside the sphere-mesh) — a reversed fan would put it inside — and the points at or
+// beyond their focus along their detail line are exactly those flagged kBeyondFocus. (There are
+// none here, nor when points are placed past the nearest foci: X sits above the fan's far end, so
+// such points project onto that end's cap and are encoded radially; measured nearest focus 0.21.)
+TEST(BaselineSkinning, TheFocusOfEveryFanIsOutsideAndPointsBeyondItAreFlagged) {
+  RigInput in;
+  Rig& r = in.rig;
+  const double fold = 140 * std::numbers::pi / 180;
+  const std::vector<E3> c = {E3(0, 0, 0), E3(2, 0, 0), E3(2 + 2 * std::cos(fold), 2 * std::sin(fold), 0)};
+  const std::vector<double> rad = {0.6, 0.55, 0.45};
+  for (size_t i = 0; i < 3; ++i) {
+    r.sphere_mesh.centers.insert(r.sphere_mesh.centers.end(), {float(c[i].x()), float(c[i].y()), float(c[i].z())});
+    r.sphere_mesh.radii.push_back(float(rad[i]));
+  }
+  r.sphere_mesh.bones = {0, 1, 1, 2};
+  const std::vector<std::array<uint32_t, 2>> bones = {{0, 1}, {1, 2}};
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> uni(0, 1);
+  for (int i = 0; i < 8000; ++i) {
+    const auto [a, b] = bones[i % 2];
+    const E3 axis = (c[b] - c[a]).normalized(), e0 = axis.cross(E3::UnitZ()).normalized(), e1 = axis.cross(e0);
+    const double t = uni(rng), ang = uni(rng) * 2 * std::numbers::pi;
+    const E3 p = c[a] + t * (c[b] - c[a]) + (rad[a] + t * (rad[b] - rad[a]) + 1.2 * uni(rng)) *
+                                               (std::cos(ang) * e0 + std::sin(ang) * e1);
+    if (SphereMeshDistance(c, std::vector<double>(rad), bones, p) < 0.01) continue;
+    r.positions.insert(r.positions.end(), {float(p.x()), float(p.y()), float(p.z())});
+  }
+  const Prepared f(in);
+  std::printf("%s\n", f.model->Summary().c_str());
+  const RestSections rest(f.model->skeleton);
+  size_t fans = 0, inside = 0, flagged = 0, beyond = 0, mismatched = 0;
+  double identity = 0, nearest_focus = 1e30;
+  for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+    const baseline::PointCode& code = f.model->codes[v];
+    baseline::Section<double> s;
+    const auto at = rest.Base(code, &s);
+    const float* p = &f.rig->positions[3 * v];
+    identity = std::max(identity, std::hypot(at.b.x + code.height * at.d.x - p[0], at.b.y + code.height * at.d.y - p[1],
+                                             at.b.z + code.height * at.d.z - p[2]));
+    if (at.piece != baseline::Piece::kCurve) continue;
+    V x;
+    if (!baseline::Focus(s.ends, at.psi, x)) continue;
+    ++fans;
+    inside += SphereMeshDistance(c, std::vector<double>(rad), bones, E3(x.x, x.y, x.z)) <= 0;
+    const bool past = code.height >= baseline::Norm(x - at.b);
+    nearest_focus = std::min(nearest_focus, baseline::Norm(x - at.b));
+    beyond += past;
+    flagged += (code.flags & baseline::kBeyondFocus) != 0;
+    mismatched += past != ((code.flags & baseline::kBeyondFocus) != 0);
+  }
+  std::printf("140° rest fold: %zu points on fanned generatrices, %zu foci inside the sphere-mesh; %zu beyond their "
+              "focus, %zu flagged; identity %.1e; nearest focus %.3f\n", fans, inside, beyond, flagged, identity, nearest_focus);
+  EXPECT_GT(fans, 100u);
+  EXPECT_EQ(inside, 0u);
+  EXPECT_EQ(mismatched, 0u);
+  EXPECT_LE(identity, 1e-6);
+  auto d = f.Make();
+  SphereFrame spheres;
+  for (const E3& x : c) spheres.centers.insert(spheres.centers.end(), {float(x.x()), float(x.y()), float(x.z())});
+  FrameInput frame;
+  frame.spheres = &spheres;
+  std::vector<float> out(f.rig->positions.size());
+  ASSERT_TRUE(d->Deform(frame, out, nullptr).ok());
+  EXPECT_LE(testing::MaxAbsDiff(out, f.rig->positions), 1e-5);
+}
+
+// Deterministic: two preparations give the same encoding, and a frame the same points on one
+// thread and on a pool of two, to the bit.
+TEST(BaselineSkinning, IsDeterministic) {
+  Bar bar;
+  bar.rs = {0.7, 0.55, 0.4};
+  const Prepared a(bar.Make()), b(bar.Make());
+  ASSERT_EQ(a.model->codes.size(), b.model->codes.size());
+  EXPECT_EQ(0, std::memcmp(a.model->codes.data(), b.model->codes.data(), a.model->codes.size() * sizeof(baseline::PointCode)));
+  auto d = a.Make();
+  const Pose pose = Bent(*a.rig, 75, E3(0, 1, 1));
+  ThreadPool pool(2);
+  std::vector<float> one(a.rig->positions.size()), two(one.size());
+  ASSERT_TRUE(d->Deform({&pose, {}}, one, nullptr).ok());
+  ASSERT_TRUE(d->Deform({&pose, {}}, two, &pool).ok());
+  EXPECT_EQ(one, two);
+}
+
+// Points at the awkward places (spec §5 test 12): on a bone's axis, beyond a free end's pole, on
+// the joint's separator plane, on the sphere-mesh's surface (h = 0) — finite outputs, and a point
+// nudged by 1e-7 moves by at most 1e-5 in a bent pose (continuity) — except on the axis inside a
+// bone: there every azimuth is the point's baseline (it is r below each generatrix), the encoding
+// takes azimuth 0, and a nudge picks another whose bend differs (measured: up to 0.17 at 110°; the
+// method's own discontinuity, pinned here, documented).
+TEST(BaselineSkinning, PointsOnTheAxisThePoleAndTheCreaseAreContinuous) {
+  Bar bar;
+  bar.rs = {0.7, 0.55, 0.4};
+  RigInput in = bar.Make();
+  const std::vector<E3> awkward = {E3(1.0, 0, 0), E3(2.0, 0, 0), E3(-0.9, 0, 0), E3(4.6, 0, 0), E3(2.0, 0.7, 0.3),
+                                   E3(2.0, 0, 0.55), E3(1.0, 0.625, 0), E3(0.0, 0.7, 0)};
+  const size_t first = in.rig.positions.size() / 3;
+  for (const E3& p : awkward) {
+    for (const E3& nudge : {E3(0, 0, 0), E3(1e-7, 1e-7, -1e-7)}) {
+      const E3 q = p + nudge;
+      in.rig.positions.insert(in.rig.positions.end(), {float(q.x()), float(q.y()), float(q.z())});
+    }
+  }
+  bar.Weigh(in);
+  const Prepared f(in);
+  auto d = f.Make();
+  for (const double degrees : {0.0, 60.0, 110.0}) {
+    const Pose pose = Bent(*f.rig, degrees, E3(0, 0.3, 1));
+    const auto out = Play(*d, pose, f.rig->vertex_count());
+    for (size_t k = 0; k < awkward.size(); ++k) {
+      const size_t v = first + 2 * k;
+      for (int c = 0; c < 3; ++c) ASSERT_TRUE(std::isfinite(out[3 * v + c])) << "point " << k;
+      const double moved = std::hypot(out[3 * v] - out[3 * v + 3], out[3 * v + 1] - out[3 * v + 4], out[3 * v + 2] - out[3 * v + 5]);
+      if (k >= 2) EXPECT_LE(moved, 1e-5) << "point " << k << " at " << degrees << "°";
+      if (k < 2 && degrees == 0) EXPECT_LE(moved, 1e-5) << "point " << k << " at rest";
+    }
+  }
+}
+
+// Sphere-meshes are checked at upload, naming the bone or sphere (BuildRig).
+TEST(BaselineSkinning, MalformedSphereMeshesAreRefusedNamingTheirPart) {
+  auto with = [](const std::function<void(SphereMesh&)>& edit) {
+    RigInput in = Bar().Make();
+    edit(in.rig.sphere_mesh);
+    return BuildRig(std::move(in)).status();
+  };
+  auto expect = [](const absl::Status& st, const std::string& needle) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(std::string(st.message()).find(needle), std::string::npos) << st;
+  };
+  expect(with([](SphereMesh& s) { s.radii[1] = 5; }), "rig.sphere_mesh.bones[0]");                // a sphere holds another
+  expect(with([](SphereMesh& s) { s.bones[3] = 1; }), "rig.sphere_mesh.bones[1]: both ends");      // a bone from 1 to 1
+  expect(with([](SphereMesh& s) { s.bones = {0, 1, 2, 1}; }), "sphere 1 already ends bone 0");     // two bones end at 1
+  expect(with([](SphereMesh& s) { s.bones = {0, 1, 1, 0}; }), "the bones form a cycle");          // a cycle
+  expect(with([](SphereMesh& s) { s.bones.push_back(7); s.bones.push_back(0); }), "rig.sphere_mesh.bones[2]");
+  expect(with([](SphereMesh& s) { s.triangles = {0, 1, 2}; }), "rig.sphere_mesh.triangles");
+  expect(with([](SphereMesh& s) { s.bone_joints = {0}; }), "rig.sphere_mesh.bone_joints");
+  expect(with([](SphereMesh& s) { s.bone_frames = {1, 0, 0, 0, 1, 0}; }), "rig.sphere_mesh.bone_frames[0]");
+  expect(with([](SphereMesh& s) { s.point_bones = {0, 1}; }), "rig.sphere_mesh.point_bones");
+  expect(with([](SphereMesh& s) {
+           s.centers.insert(s.centers.end(), {9, 9, 9});
+           s.radii.push_back(1);
+         }),
+         "sphere 3 is in no bone");
+  // A frame whose spheres would swallow one another is refused too, naming the bone.
+  const Prepared f(Bar().Make());
+  auto d = f.Make();
+  SphereFrame spheres;
+  spheres.centers = {0, 0, 0, 2, 0, 0, 2.1f, 0, 0};
+  spheres.radii = {0.6f, 0.6f, 0.3f};
+  FrameInput frame;
+  frame.spheres = &spheres;
+  std::vector<float> out(f.rig->positions.size());
+  const auto st = d->Deform(frame, out, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(st.message()).find("bone 1"), std::string::npos) << st;
 }
 
 }  // namespace
