@@ -19,6 +19,7 @@
 #include "core/baseline/section.h"
 #include "core/baseline/sphere_mesh.h"
 #include "core/deformer/deformer.h"
+#include "core/procedural/point_bar.h"
 #include "core/rig/pose.h"
 #include "tests/core/test_util.h"
 
@@ -30,84 +31,20 @@ using baseline::V3;
 using V = V3<double>;
 using E3 = Eigen::Vector3d;
 
-// The bar: spheres on the x axis at xs with radii rs, a bone between consecutive ones, a joint at
-// each sphere but the last (joint j carries bone j); points on a tube of radius `tube` round it
-// (ridged: ±4 % in azimuth and along x), closed by hemispheres, `rings` × `around` of them.
+// The paper's synthetic bar (core/procedural/point_bar.h) with the fields the tests set.
 struct Bar {
   std::vector<double> xs{0, 2, 4}, rs{0.6, 0.6, 0.6};
-  double tube = 0.9;
   int rings = 60, around = 48;
-  bool ridges = true;
-  RigInput Make() const {
-    RigInput in;
-    Rig& r = in.rig;
-    r.name = "bar";
-    const double x0 = xs.front(), x1 = xs.back();
-    auto radius = [&](double x, double a) {
-      return tube * (ridges ? 1 + 0.04 * std::sin(6 * a) + 0.03 * std::cos(3 * x) : 1.0);
-    };
-    for (int i = 0; i <= rings; ++i) {
-      const double x = x0 + (x1 - x0) * i / rings;
-      for (int k = 0; k < around; ++k) {
-        const double a = 2 * std::numbers::pi * k / around;
-        r.positions.insert(r.positions.end(), {float(x), float(radius(x, a) * std::cos(a)), float(radius(x, a) * std::sin(a))});
-      }
-    }
-    for (int end = 0; end < 2; ++end) {  // hemispherical caps
-      const double xc = end == 0 ? x0 : x1, dir = end == 0 ? -1 : 1;
-      for (int i = 1; i <= 6; ++i) {
-        const double polar = (std::numbers::pi / 2) * i / 6;
-        const int count = i == 6 ? 1 : around;
-        for (int k = 0; k < count; ++k) {
-          const double a = 2 * std::numbers::pi * k / around;
-          const double rr = radius(xc, a);
-          r.positions.insert(r.positions.end(), {float(xc + dir * rr * std::sin(polar)), float(rr * std::cos(polar) * std::cos(a)),
-                                                 float(rr * std::cos(polar) * std::sin(a))});
-        }
-      }
-    }
-    SphereMesh& sm = r.sphere_mesh;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      sm.centers.insert(sm.centers.end(), {float(xs[i]), 0.f, 0.f});
-      sm.radii.push_back(float(rs[i]));
-    }
-    Skeleton& sk = r.skeleton;
-    for (size_t j = 0; j + 1 < xs.size(); ++j) {
-      sm.bones.insert(sm.bones.end(), {uint32_t(j), uint32_t(j + 1)});
-      sm.bone_joints.push_back(uint32_t(j));
-      sk.names.push_back("j" + std::to_string(j));
-      sk.parents.push_back(int32_t(j) - 1);
-      Similarity rest;
-      rest.translation = E3(j == 0 ? xs[0] : xs[j] - xs[j - 1], 0, 0);
-      sk.rest_local.push_back(rest);
-    }
-    Weigh(in);
-    return in;
+  PointBarOptions Options() const {
+    PointBarOptions o;
+    o.xs = xs;
+    o.radii = rs;
+    o.rings = uint32_t(rings);
+    o.around = uint32_t(around);
+    return o;
   }
-  // The paper's comparison weights (Fu et al. 2020a): Gaussian in the distance along x from each
-  // bone, normalised, for every point of `in` (LBS and DQS on the same points).
-  void Weigh(RigInput& in) const {
-    const Rig& r = in.rig;
-    const size_t n = r.positions.size() / 3, bones = xs.size() - 1;
-    in.weights = {};
-    in.weights.offsets.push_back(0);
-    for (size_t v = 0; v < n; ++v) {
-      const double x = r.positions[3 * v];
-      std::vector<double> w(bones);
-      double sum = 0;
-      for (size_t b = 0; b < bones; ++b) {
-        const double along = x < xs[b] ? xs[b] - x : (x > xs[b + 1] ? x - xs[b + 1] : 0.0);
-        w[b] = std::exp(-std::pow(along / 0.5, 2));
-        sum += w[b];
-      }
-      for (size_t b = 0; b < bones; ++b) {
-        in.weights.joints.push_back(uint32_t(b));
-        in.weights.weights.push_back(float(w[b] / sum));
-      }
-      in.weights.offsets.push_back(uint32_t(in.weights.joints.size()));
-    }
-    in.weights.normalize = true;
-  }
+  RigInput Make() const { return MakePointBar(Options()); }
+  void Weigh(RigInput& in) const { PointBarWeights(Options(), in); }
 };
 
 struct Prepared {
