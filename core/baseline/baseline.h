@@ -10,9 +10,10 @@
 // centres and twists, and may change the radii (FrameInput::spheres; sphere_mesh.h). Stateless:
 // a frame depends on its pose only.
 //
-// Data layout: per rig, the encoding (PointCode, about 80 bytes a point) and the sphere-mesh; per
-// frame, the posed spheres and each bone's two cone ends (2 × bones); per point one section built
-// on the stack. A frame allocates nothing once the session's scratch has grown.
+// Data layout: per rig, the encoding (PointCode, 72 bytes a point), the sphere-mesh and the joint
+// tables' plan (8 bytes a point); per frame, the posed spheres, each bone's two cone ends
+// (2 × bones) and the joint tables' samples (17 bytes each, at most one per 8 points); per point
+// one section built on the stack. A frame allocates nothing once the session's scratch has grown.
 #pragma once
 
 #include <memory>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/baseline/encode.h"
+#include "core/baseline/joint_table.h"
 #include "core/baseline/sphere_mesh.h"
 #include "core/deformer/deformer.h"
 
@@ -32,6 +34,9 @@ struct BaselineParams : MethodParams {
   // Keep the normal offset of details, h' = h cos β / cos β' (cos β' clamped at 0.1; §3.10): an
   // offset surface of the sphere-mesh stays one where the detail direction tilts.
   bool modulate_detail = false;
+  // Solve every point's joints itself instead of interpolating the frame's joint tables
+  // (joint_table.h): slower; equal to float rounding but at arc–crease switches (≤ 1e-5 there).
+  bool exact_joints = false;
 };
 
 std::span<const ParamSpec> BaselineParamSpecs();
@@ -41,6 +46,7 @@ struct BaselineModel : Prepared {
   baseline::SphereSkeleton skeleton;
   std::vector<baseline::PointCode> codes;
   baseline::EncodeCounts counts;
+  baseline::JointTables tables;  // the joint ends worth a per-frame table
   size_t Bytes() const override;
   // "2000 points: 1800 on cones, 150 on joint arcs, 50 on end caps; 3 encoded on a neighbour, ..."
   std::string Summary() const override;

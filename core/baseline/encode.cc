@@ -247,6 +247,7 @@ void SectionEnds(const PointCode& code, std::span<const End<double>> ends, std::
     v.self = ends[2 * size_t(k) + side];
     v.psi = code.phi + (side == 1 ? twist[k] : 0.0);
     v.joint = code.other[side] != kFree;
+    v.given = false;
     if (v.joint) {
       const uint32_t o = code.other[side];
       v.other = ends[2 * size_t(o) + code.other_side[side]];

@@ -45,6 +45,8 @@ constexpr double kPi = 3.14159265358979323846;
 template <class T>
 SINEW_BL_HD T WrapAngle(T a) {
   const T two_pi = T(2 * kPi);
+  if (a > T(-kPi) && a <= T(kPi)) return a;
+  if (a > T(-3 * kPi) && a <= T(3 * kPi)) return a > T(0) ? a - two_pi : a + two_pi;
   a = std::fmod(a, two_pi);
   if (a > T(kPi)) a -= two_pi;
   if (a <= T(-kPi)) a += two_pi;
@@ -76,42 +78,85 @@ SINEW_BL_HD void Basis(V3<T> n, V3<T>& u, V3<T>& v) {  // any orthonormal basis 
   v = Cross(n, u);
 }
 
-// The angles t at which circle k meets plane p: A cos t + B sin t = C. Returns the number of
-// roots (2, or 1 when tangent); 0 when the plane misses the circle, with t[0] the angle of the
-// circle's point closest to the plane (and *missed set).
+// Where circle k meets plane p: A cos t + B sin t = C, solved for cos t and sin t without
+// trigonometry. n = 2, or 1 when tangent; 0 when the plane misses the circle, with root 0 the
+// circle's point closest to the plane (and `missed` set). angle(i) is t in (−π, π].
 template <class T>
-SINEW_BL_HD int CirclePlane(const Circle<T>& k, const Plane<T>& p, T t[2], bool* missed = nullptr) {
+struct CircleRoots {
+  int n = 0;
+  bool missed = false;
+  T c[2] = {1, 1}, s[2] = {0, 0};
+  SINEW_BL_HD T angle(int i) const { return std::atan2(s[i], c[i]); }
+};
+template <class T>
+SINEW_BL_HD CircleRoots<T> CirclePlane(const Circle<T>& k, const Plane<T>& p) {
+  CircleRoots<T> out;
   const T A = k.r * Dot(p.m, k.u), B = k.r * Dot(p.m, k.v), C = p.d - Dot(p.m, k.c);
   const T hyp = std::sqrt(A * A + B * B);
-  const T base = std::atan2(B, A);
   if (!(hyp > T(0))) {  // the circle lies in a plane parallel to p
-    t[0] = t[1] = 0;
-    if (missed) *missed = true;
-    return 0;
+    out.missed = true;
+    return out;
   }
+  const T ca = A / hyp, sa = B / hyp;  // the direction of the point nearest p's side
   T x = C / hyp;
   if (x > T(1) && x < T(1) + T(1e-9)) x = T(1);  // tangent, to rounding
   if (x < T(-1) && x > T(-1) - T(1e-9)) x = T(-1);
   if (x > T(1) || x < T(-1)) {
-    t[0] = t[1] = x > 0 ? base : base + T(kPi);
-    if (missed) *missed = true;
-    return 0;
+    const T sign = x > T(0) ? T(1) : T(-1);
+    out.c[0] = out.c[1] = sign * ca;
+    out.s[0] = out.s[1] = sign * sa;
+    out.missed = true;
+    return out;
   }
-  const T w = std::acos(x);
-  t[0] = base + w;
-  t[1] = base - w;
-  return w > T(0) ? 2 : 1;
+  const T y = std::sqrt(std::max(T(0), T(1) - x * x));
+  // t = base ± acos x, base the angle of (A, B).
+  out.c[0] = ca * x - sa * y;
+  out.s[0] = sa * x + ca * y;
+  out.c[1] = ca * x + sa * y;
+  out.s[1] = sa * x - ca * y;
+  out.n = y > T(0) ? 2 : 1;
+  return out;
 }
+// The angles t at which circle k meets plane p (CirclePlane's roots as angles): the number of
+// roots, and *missed as CirclePlane's.
+template <class T>
+SINEW_BL_HD int CirclePlane(const Circle<T>& k, const Plane<T>& p, T t[2], bool* missed = nullptr) {
+  const CircleRoots<T> r = CirclePlane(k, p);
+  t[0] = r.angle(0);
+  t[1] = r.n == 2 ? r.angle(1) : t[0];
+  if (missed && r.missed) *missed = true;
+  return r.n;
+}
+template <class T> SINEW_BL_HD V3<T> At(const Circle<T>& k, T c, T s) { return k.c + k.r * (c * k.u + s * k.v); }
 
 // A bone's cone seen from one of its two end spheres J (§3.1, the "implicit form"): J's centre
 // c and radius r, u the unit axis from c towards the bone's far end, σ the half-angle seen from
 // J (sin σ = (r − r_far) / ℓ: positive when the bone narrows away from J), and the bone's
 // azimuth basis (e0, e1 ⟂ u; the same for both ends of a bone, so an azimuth names one
 // generatrix from either end). L is the generatrix length ℓ cos σ.
+// One generatrix of a cone (End below) at an azimuth, from one sine and cosine: the radial
+// direction e, the outward normal n, the generatrix direction g (from J outwards) and its point t
+// on the circle of tangency.
+template <class T>
+struct Generatrix {
+  V3<T> e, n, g, t;
+};
+
 template <class T>
 struct End {
   V3<T> c, u, e0, e1;
   T r = 0, s = 0, k = 1, L = 0;
+  SINEW_BL_HD Generatrix<T> Gen(T psi) const { return Gen(std::cos(psi), std::sin(psi)); }
+  // The generatrix at the azimuth whose cosine and sine are c and s (a CircleRoots root of the
+  // circle of tangency).
+  SINEW_BL_HD Generatrix<T> Gen(T c_, T s_) const {
+    Generatrix<T> out;
+    out.e = c_ * e0 + s_ * e1;
+    out.n = s * u + k * out.e;
+    out.g = k * u - s * out.e;
+    out.t = c + r * out.n;
+    return out;
+  }
   SINEW_BL_HD V3<T> e(T psi) const { return std::cos(psi) * e0 + std::sin(psi) * e1; }
   SINEW_BL_HD V3<T> n(T psi) const { return s * u + k * e(psi); }           // outward cone normal
   SINEW_BL_HD V3<T> g(T psi) const { return k * u - s * e(psi); }           // generatrix, from J outwards
@@ -140,13 +185,17 @@ struct End {
 // cylinders: parallel to both axes; collinear cylinders (every plane through the generatrix
 // qualifies): the meridian plane.
 template <class T>
-SINEW_BL_HD Plane<T> SheafPlane(const End<T>& self, T psi, const End<T>& other) {
-  const V3<T> p = self.Tangent(psi), g = self.g(psi);
+SINEW_BL_HD Plane<T> SheafPlane(const End<T>& self, const Generatrix<T>& gen, const End<T>& other) {
+  const V3<T> p = gen.t, g = gen.g;
   V3<T> m = other.cone() ? Cross(g, other.apex() - p) : Cross(g, other.u);
   const T scale = other.cone() ? Norm(other.apex() - p) : T(1);
-  if (!(Norm(m) > T(1e-9) * scale)) m = Cross(self.u, self.e(psi));  // the meridian plane
+  if (!(Norm(m) > T(1e-9) * scale)) m = Cross(self.u, gen.e);  // the meridian plane
   m = Normalized(m);
   return {m, Dot(m, p)};
+}
+template <class T>
+SINEW_BL_HD Plane<T> SheafPlane(const End<T>& self, T psi, const End<T>& other) {
+  return SheafPlane(self, self.Gen(psi), other);
 }
 
 // The sheaf plane through the point x: it holds the line of the two apexes (cylinders: their
@@ -216,7 +265,8 @@ template <class T>
 SINEW_BL_HD Pairing<T> Meet(const End<T>& self, T psi, const End<T>& other, T psi_o) {
   Pairing<T> out;
   out.psi = psi_o;
-  const V3<T> p1 = self.Tangent(psi), g1 = self.g(psi), p2 = other.Tangent(psi_o), g2 = other.g(psi_o);
+  const Generatrix<T> a = self.Gen(psi), b = other.Gen(psi_o);
+  const V3<T> p1 = a.t, g1 = a.g, p2 = b.t, g2 = b.g;
   const V3<T> delta = p2 - p1;
   const T c = Dot(g1, g2);
   const T det = T(1) - c * c;
@@ -231,18 +281,17 @@ SINEW_BL_HD Pairing<T> Meet(const End<T>& self, T psi, const End<T>& other, T ps
 }
 
 template <class T>
-SINEW_BL_HD Pairing<T> Pair(const End<T>& self, T psi, const End<T>& other, const Plane<T>& p) {
+SINEW_BL_HD Pairing<T> Pair(const End<T>& self, const Generatrix<T>& gen, const End<T>& other, const Plane<T>& p) {
   Pairing<T> out;
-  const Circle<T> circle = other.TangencyCircle();
-  T roots[2];
-  bool missed = false;
-  int n = CirclePlane(circle, p, roots, &missed);
-  if (n == 0) n = 1;  // the closest point
-  out.missed = missed;
-  const V3<T> p1 = self.Tangent(psi), g1 = self.g(psi);
+  const CircleRoots<T> roots = CirclePlane(other.TangencyCircle(), p);
+  const int n = roots.n == 0 ? 1 : roots.n;  // 0: the closest point
+  out.missed = roots.missed;
+  const V3<T> p1 = gen.t, g1 = gen.g;
   T best = T(1e30);
+  int chosen = 0;
   for (int i = 0; i < n; ++i) {
-    const V3<T> p2 = other.Tangent(roots[i]), g2 = other.g(roots[i]);
+    const Generatrix<T> o = other.Gen(roots.c[i], roots.s[i]);
+    const V3<T> p2 = o.t, g2 = o.g;
     const V3<T> delta = p2 - p1;
     const T c = Dot(g1, g2);
     const T det = T(1) - c * c;
@@ -262,12 +311,17 @@ SINEW_BL_HD Pairing<T> Pair(const End<T>& self, T psi, const End<T>& other, cons
     }
     if (score < best) {
       best = score;
-      out.psi = roots[i];
+      chosen = i;
       out.param = param;
     }
   }
+  out.psi = roots.angle(chosen);
   out.concave = out.param >= T(0);
   return out;
+}
+template <class T>
+SINEW_BL_HD Pairing<T> Pair(const End<T>& self, T psi, const End<T>& other, const Plane<T>& p) {
+  return Pair(self, self.Gen(psi), other, p);
 }
 
 // The arc round J of a convex baseline piece in plane p (§3.3 step 3): from self's tangency point
@@ -285,7 +339,8 @@ template <class T>
 SINEW_BL_HD Arc<T> ArcAt(const End<T>& self, T psi1, const End<T>& other, T psi2, const Plane<T>& p,
                          const Plane<T>& sigma) {
   Arc<T> a;
-  const V3<T> t1 = self.Tangent(psi1), t2 = other.Tangent(psi2);
+  const Generatrix<T> g1 = self.Gen(psi1);
+  const V3<T> t1 = g1.t, t2 = other.Tangent(psi2);
   const T dist = Side(p, self.c);
   a.circle.c = self.c - dist * p.m;
   a.circle.r = std::sqrt(std::max(T(0), self.r * self.r - dist * dist));
@@ -299,7 +354,7 @@ SINEW_BL_HD Arc<T> ArcAt(const End<T>& self, T psi1, const End<T>& other, T psi2
   }
   a.circle.u = Normalized(radial);
   // The sense of travel: continuing −g (self's generatrix towards J) round the circle.
-  const T sense = Dot(p.m, Cross(a.circle.u, -self.g(psi1))) >= T(0) ? T(1) : T(-1);
+  const T sense = Dot(p.m, Cross(a.circle.u, -g1.g)) >= T(0) ? T(1) : T(-1);
   a.circle.n = sense * p.m;
   a.circle.v = Cross(a.circle.n, a.circle.u);
   const V3<T> w = t2 - a.circle.c;
@@ -307,13 +362,10 @@ SINEW_BL_HD Arc<T> ArcAt(const End<T>& self, T psi1, const End<T>& other, T psi2
   if (sweep < T(0)) sweep += T(2 * kPi);
   if (Norm(t2 - t1) <= T(1e-6) * self.r) sweep = 0;  // the cones continue each other: no arc
   a.sweep = sweep;
-  T roots[2];
-  bool missed = false;
-  const int n = CirclePlane(a.circle, sigma, roots, &missed);
+  const CircleRoots<T> roots = CirclePlane(a.circle, sigma);
   T best = T(-1);
-  for (int i = 0; i < n; ++i) {
-    T t = roots[i];
-    t = std::fmod(t, T(2 * kPi));
+  for (int i = 0; i < roots.n; ++i) {
+    T t = roots.angle(i);
     if (t < T(0)) t += T(2 * kPi);
     if (t <= sweep + T(1e-12) && (best < T(0) || t < best)) best = t;
   }
@@ -361,8 +413,9 @@ struct JointSolve {
 // plane through M. An empty Π (extreme folds with unequal cones): through the ends' midpoint.
 template <class T>
 SINEW_BL_HD Plane<T> IntermediatePlane(const End<T>& self, T psi1, const End<T>& other, T psi2, bool* degenerate) {
-  const V3<T> t1 = self.Tangent(psi1), t2 = other.Tangent(psi2);
-  const Plane<T> pa = SheafPlane(self, psi1, other), pb = SheafPlane(other, psi2, self);
+  const Generatrix<T> g1 = self.Gen(psi1), g2 = other.Gen(psi2);
+  const V3<T> t1 = g1.t, t2 = g2.t;
+  const Plane<T> pa = SheafPlane(self, g1, other), pb = SheafPlane(other, g2, self);
   const Plane<T> sigma = SeparatorPlane(self, other);
   const T dist = Side(sigma, self.c);
   Circle<T> pivot;
@@ -374,19 +427,17 @@ SINEW_BL_HD Plane<T> IntermediatePlane(const End<T>& self, T psi1, const End<T>&
     *degenerate = true;
     return SheafPlaneThrough(T(0.5) * (t1 + t2), self, other, pa);
   }
-  T ra[2], rb[2];
-  bool missed = false;
-  const int na = CirclePlane(pivot, pa, ra, &missed), nb = CirclePlane(pivot, pb, rb, &missed);
-  auto nearest = [&](const T* roots, int n, V3<T> to) {
-    V3<T> best = At(pivot, roots[0]);
-    for (int i = 1; i < (n > 1 ? n : 1); ++i) {
-      const V3<T> q = At(pivot, roots[i]);
+  const CircleRoots<T> ra = CirclePlane(pivot, pa), rb = CirclePlane(pivot, pb);
+  auto nearest = [&](const CircleRoots<T>& roots, V3<T> to) {
+    V3<T> best = At(pivot, roots.c[0], roots.s[0]);
+    if (roots.n == 2) {
+      const V3<T> q = At(pivot, roots.c[1], roots.s[1]);
       if (Norm(q - to) < Norm(best - to)) best = q;
     }
     return best;
   };
-  const V3<T> qa = nearest(ra, na, t1), qb = nearest(rb, nb, t2);
-  *degenerate = *degenerate || missed;
+  const V3<T> qa = nearest(ra, t1), qb = nearest(rb, t2);
+  *degenerate = *degenerate || ra.missed || rb.missed;
   V3<T> mid = (qa - pivot.c) + (qb - pivot.c);
   if (!(Norm(mid) > T(1e-12) * self.r)) mid = Cross(pivot.n, qa - pivot.c);  // antipodal: a quarter turn
   return SheafPlaneThrough(pivot.c + pivot.r * Normalized(mid), self, other, pa);
@@ -401,38 +452,43 @@ SINEW_BL_HD JointSolve<T> SolveJoint(const End<T>& self, T psi1, const End<T>& o
   // little larger) its target moves on the same way. The point nearest T1 is not always that one:
   // near the bend's sides it can be the other baseline's of the same plane, and the bundle would
   // fold over (a tear). Both or neither moving on: the nearest.
-  const Circle<T> k1 = self.TangencyCircle();
-  T roots[2], next[2];
-  bool missed = false;
-  const int n = CirclePlane(k1, out.plane, roots, &missed);
-  out.degenerate = out.degenerate || missed;
-  const V3<T> t1 = self.Tangent(psi1);
-  T psi = roots[0];
-  if (n == 2 && Norm(self.Tangent(roots[1]) - t1) < Norm(self.Tangent(roots[0]) - t1)) psi = roots[1];
-  if (n == 2) {
+  const Circle<T> k1 = self.TangencyCircle();  // At(k1, c, s) is self's Tangent at that azimuth
+  const CircleRoots<T> roots = CirclePlane(k1, out.plane);
+  out.degenerate = out.degenerate || roots.missed;
+  const Generatrix<T> g0 = self.Gen(psi1);
+  int chosen = 0;
+  if (roots.n == 2 && Norm(At(k1, roots.c[1], roots.s[1]) - g0.t) < Norm(At(k1, roots.c[0], roots.s[0]) - g0.t)) chosen = 1;
+  if (roots.n == 2) {
     // The neighbouring baseline: self's azimuth a little larger, the other's a little larger or
     // smaller as the sheaf pairs them (for two bones leaving J back to back their azimuths turn
     // opposite ways): the way the current sheaf's pairing turns.
     const T eps = sizeof(T) >= 8 ? T(1e-5) : T(1e-3);
-    const T here = Pair(self, psi1, other, SheafPlane(self, psi1, other)).psi;
-    const T there = Pair(self, psi1 + eps, other, SheafPlane(self, psi1 + eps, other)).psi;
+    const Generatrix<T> g1 = self.Gen(psi1 + eps);
+    const T here = Pair(self, g0, other, SheafPlane(self, g0, other)).psi;
+    const T there = Pair(self, g1, other, SheafPlane(self, g1, other)).psi;
     const T turn = WrapAngle(there - here);
     bool ignored = false;
     const Plane<T> moved =
         IntermediatePlane(self, psi1 + eps, other, psi2 + (turn >= T(0) ? eps : -eps), &ignored);
-    if (CirclePlane(k1, moved, next, &ignored) == 2) {
+    const CircleRoots<T> next = CirclePlane(k1, moved);
+    if (next.n == 2) {
       bool onward[2];
       for (int i = 0; i < 2; ++i) {
-        // The moved plane's point that continues root i: the nearer of the two.
-        const T d0 = WrapAngle(next[0] - roots[i]), d1 = WrapAngle(next[1] - roots[i]);
-        onward[i] = (std::fabs(d0) < std::fabs(d1) ? d0 : d1) > T(0);
+        // The moved plane's point that continues root i (the nearer of the two, largest cosine
+        // of the turn), and whether that turn is positive (its sine).
+        T cosine[2], sine[2];
+        for (int j = 0; j < 2; ++j) {
+          cosine[j] = next.c[j] * roots.c[i] + next.s[j] * roots.s[i];
+          sine[j] = next.s[j] * roots.c[i] - next.c[j] * roots.s[i];
+        }
+        onward[i] = (cosine[0] > cosine[1] ? sine[0] : sine[1]) > T(0);
       }
-      if (onward[0] != onward[1]) psi = onward[0] ? roots[0] : roots[1];
+      if (onward[0] != onward[1]) chosen = onward[0] ? 0 : 1;
     }
   }
-  out.psi1 = psi1 + WrapAngle(psi - psi1);
+  out.psi1 = psi1 + WrapAngle(roots.angle(chosen) - psi1);
   // T2*: its pair on the other cone.
-  const Pairing<T> pair = Pair(self, out.psi1, other, out.plane);
+  const Pairing<T> pair = Pair(self, self.Gen(roots.c[chosen], roots.s[chosen]), other, out.plane);
   out.psi2 = psi2 + WrapAngle(pair.psi - psi2);
   out.degenerate = out.degenerate || pair.missed;
   return out;

@@ -33,6 +33,10 @@ struct EndView {
   // The joint solve runs with this bone first (else the neighbour first): the same order from
   // both bones, so that both sections of a baseline end at the same anchor.
   bool first = true;
+  // The joint's solve is given (interpolated from the frame's joint table, joint_table.h):
+  // BuildSection takes `solved` instead of solving.
+  bool given = false;
+  JointSolve<T> solved;
 };
 
 // Where a base point lies in its section.
@@ -73,8 +77,8 @@ struct Section {
   // The curve point at u (from the start), on the bone's cone.
   SINEW_BL_HD V3<T> At(T u) const {
     const End<T>& s = ends[0].self;
-    const T psi = Azimuth(u);
-    return s.Tangent(psi) + (u * s.L) * s.g(psi);
+    const Generatrix<T> gen = s.Gen(Azimuth(u));
+    return gen.t + (u * s.L) * gen.g;
   }
   SINEW_BL_HD T Speed(T u) const {
     const End<T>& s = ends[0].self;
@@ -97,80 +101,139 @@ struct Gauss8 {
   }
 };
 
+// ∫ speed over [a, b] by the 8-point rule (b < a: negative).
+template <class T, class F>
+SINEW_BL_HD T Gauss8Length(const F& speed, T a, T b) {
+  const T mid = T(0.5) * (a + b), half = T(0.5) * (b - a);
+  T sum = 0;
+  for (int i = 0; i < 8; ++i) sum += Gauss8<T>::w(i) * speed(mid + half * Gauss8<T>::x(i));
+  return half * sum;
+}
+
+// The length of a curve of speed `speed` over [a, b] (b ≥ a) by composite 8-point Gauss–Legendre
+// on `pieces` equal pieces.
+template <class T, class F>
+SINEW_BL_HD T CompositeLength(const F& speed, T a, T b, int pieces) {
+  const T h = (b - a) / T(pieces);
+  T sum = 0;
+  for (int p = 0; p < pieces; ++p) sum += Gauss8Length(speed, a + T(p) * h, p + 1 == pieces ? b : a + T(p + 1) * h);
+  return sum;
+}
+
+// The x in [a, b] at which CompositeLength(speed, a, x, ·) reaches `length`, consistently with
+// CompositeLength(speed, a, b, pieces): the pieces' lengths are summed up to the piece that holds
+// it, then Newton on x (derivative: the speed) with that piece's rule from its start and its
+// bracket kept for bisection. Lengths beyond [0, total] clamp to the ends.
+template <class T, class F>
+SINEW_BL_HD T CompositeAtLength(const F& speed, T a, T b, int pieces, T length) {
+  if (!(length > T(0))) return a;
+  const T h = (b - a) / T(pieces);
+  T before = 0, x0 = a, x1 = b, piece = 0;
+  for (int p = 0; p < pieces; ++p) {
+    x0 = a + T(p) * h;
+    x1 = p + 1 == pieces ? b : a + T(p + 1) * h;
+    piece = Gauss8Length(speed, x0, x1);
+    if (before + piece >= length || p + 1 == pieces) break;
+    before += piece;
+  }
+  const T want = length - before;
+  if (!(want < piece)) return x1;
+  T lo = x0, hi = x1;
+  T x = x0 + (x1 - x0) * (want / piece);
+  const T tolerance = T(sizeof(T) >= 8 ? 1e-14 : 1e-6) * (T(1) + before + piece);
+  for (int it = 0; it < 40; ++it) {
+    const T f = Gauss8Length(speed, x0, x) - want;
+    if (f > T(0)) hi = x; else lo = x;
+    if (std::fabs(f) <= tolerance || hi - lo <= T(1e-15) * (T(1) + std::fabs(x))) break;
+    const T v = speed(x);
+    const T next = v > T(0) ? x - f / v : T(0.5) * (lo + hi);
+    x = (next > lo && next < hi) ? next : T(0.5) * (lo + hi);
+  }
+  return x;
+}
+
+// The pieces the curve's length takes for a relative error ≤ 1e-12 (spec §3.7.1 allows an
+// adaptive rule with that target): the integrand sqrt(L² + ρ²θ'²) needs more pieces as the
+// azimuthal speed grows against L; measured for the cubic profile, ρ·|Δφ|/L ≤ 12 (1 piece up to
+// 0.05, 3 at 0.5, 10 at 2, 30 at 8), with a margin; 16 pieces gave ≤ 5e-11 to |Δφ| = 2π.
+template <class T>
+SINEW_BL_HD int CurvePieces(const Section<T>& s) {
+  const End<T>& e = s.ends[0].self;
+  const T rho = e.k * std::max(e.r, s.ends[1].self.r);
+  const T ratio = rho * std::fabs(s.phi1 - s.phi0) / std::max(e.L, T(1e-300));
+  const T pieces = T(1) + std::ceil(T(4.5) * ratio);
+  return pieces < T(48) ? int(pieces) : 48;
+}
+
 // Length of the curve between u = a and u = b: exact for a straight (untwisted) curve, else
-// composite 8-point Gauss–Legendre on up to 16 pieces (relative error ≤ 5e-11, spec §3.7.1).
+// composite 8-point Gauss–Legendre (CurvePieces).
 template <class T>
 SINEW_BL_HD T CurveLength(const Section<T>& s, T a, T b) {
   if (s.phi1 == s.phi0) return s.ends[0].self.L * (b - a);
-  const int pieces = 16;
-  const T h = (b - a) / T(pieces);
-  T sum = 0;
-  for (int p = 0; p < pieces; ++p) {
-    const T mid = a + (T(p) + T(0.5)) * h;
-    for (int i = 0; i < 8; ++i) sum += Gauss8<T>::w(i) * s.Speed(mid + T(0.5) * h * Gauss8<T>::x(i));
-  }
-  return T(0.5) * h * sum;
+  return CompositeLength([&s](T u) { return s.Speed(u); }, a, b, CurvePieces(s));
 }
 
-// The parameter u ≥ a at which the curve's length from a is `length` (Newton on u, with the
-// bracket kept for bisection).
+// The parameter u ≥ a at which the curve's length from a is `length`.
 template <class T>
 SINEW_BL_HD T CurveAtLength(const Section<T>& s, T a, T b, T length) {
   if (s.phi1 == s.phi0) {
     const T u = a + length / s.ends[0].self.L;
     return std::min(std::max(u, a), b);
   }
-  T lo = a, hi = b;
-  T u = a + (b - a) * (length / std::max(s.curve, T(1e-300)));
-  for (int it = 0; it < 60; ++it) {
-    u = std::min(std::max(u, lo), hi);
-    const T f = CurveLength(s, a, u) - length;
-    if (f > T(0)) hi = u; else lo = u;
-    if (std::fabs(f) <= T(1e-14) * (T(1) + s.curve)) break;
-    const T next = u - f / s.Speed(u);
-    u = (next > lo && next < hi) ? next : T(0.5) * (lo + hi);
-    if (hi - lo <= T(1e-15)) break;
-  }
-  return u;
+  return CompositeAtLength([&s](T u) { return s.Speed(u); }, a, b, CurvePieces(s), length);
 }
 
-// The crease Σ ∩ cone at azimuth ψ (the generatrix's point on Σ), seen from `e`.
+// The crease Σ ∩ cone at azimuth ψ (the generatrix's point on Σ), seen from `e`, and its
+// derivative in ψ (when `tangent` is given).
 template <class T>
-SINEW_BL_HD V3<T> CreaseAt(const End<T>& e, const Plane<T>& sigma, T psi) {
-  const V3<T> t = e.Tangent(psi), g = e.g(psi);
-  const T dg = Dot(sigma.m, g);
-  const T along = std::fabs(dg) > T(1e-12) ? -Side(sigma, t) / dg : T(0);
-  return t + along * g;
+SINEW_BL_HD V3<T> CreaseAt(const End<T>& e, const Plane<T>& sigma, T psi, V3<T>* tangent = nullptr) {
+  const Generatrix<T> gen = e.Gen(psi);
+  const T dg = Dot(sigma.m, gen.g);
+  const bool cut = std::fabs(dg) > T(1e-12);
+  const T side = Side(sigma, gen.t);
+  const T along = cut ? -side / dg : T(0);
+  if (tangent != nullptr) {
+    // t' = r k e', g' = −s e'.
+    const V3<T> de = std::cos(psi) * e.e1 - std::sin(psi) * e.e0;
+    const T dside = e.r * e.k * Dot(sigma.m, de), ddg = -e.s * Dot(sigma.m, de);
+    const T dalong = cut ? -(dside * dg - side * ddg) / (dg * dg) : T(0);
+    *tangent = (e.r * e.k) * de + dalong * gen.g + (-e.s * along) * de;
+  }
+  return gen.t + along * gen.g;
 }
+template <class T>
+SINEW_BL_HD T CreaseSpeed(const End<T>& e, const Plane<T>& sigma, T psi) {
+  V3<T> d;
+  CreaseAt(e, sigma, psi, &d);
+  return Norm(d);
+}
+// The pieces of a crease's azimuth range for its length: one per 0.1 radian (relative error
+// ≤ 1e-13 on folds of 30° to 170° for ranges to a quarter turn; 0.2 radian gave 5e-11 and one
+// piece for a quarter turn 3e-5; tests/core/baseline_geometry_test.cc).
+template <class T>
+SINEW_BL_HD int CreasePieces(T from, T to) {
+  const T pieces = T(1) + std::floor(std::fabs(to - from) / T(0.1));
+  return pieces < T(16) ? int(pieces) : 16;
+}
+// The crease's length between azimuths `from` and `to` (either order): composite 8-point
+// Gauss–Legendre on CreasePieces.
 template <class T>
 SINEW_BL_HD T CreaseLength(const End<T>& e, const Plane<T>& sigma, T from, T to) {
   if (from == to) return 0;
-  T sum = 0;
-  const int pieces = 4;
-  const T h = (to - from) / T(pieces);
-  for (int p = 0; p < pieces; ++p) {
-    const T mid = from + (T(p) + T(0.5)) * h;
-    for (int i = 0; i < 8; ++i) {
-      const T psi = mid + T(0.5) * h * Gauss8<T>::x(i);
-      const T eps = T(1e-6);
-      const V3<T> d = (T(0.5) / eps) * (CreaseAt(e, sigma, psi + eps) - CreaseAt(e, sigma, psi - eps));
-      sum += Gauss8<T>::w(i) * Norm(d);
-    }
-  }
-  return std::fabs(T(0.5) * h * sum);
+  const T lo = std::min(from, to), hi = std::max(from, to);
+  return CompositeLength([&](T psi) { return CreaseSpeed(e, sigma, psi); }, lo, hi, CreasePieces(from, to));
 }
+// The azimuth, from `from` towards `to`, at which the crease's length from `from` is `length`
+// (`total`: the whole length).
 template <class T>
 SINEW_BL_HD T CreaseAtLength(const End<T>& e, const Plane<T>& sigma, T from, T to, T length, T total) {
-  if (!(total > T(0))) return from;
-  T lo = 0, hi = 1, f = length / total;
-  for (int it = 0; it < 60; ++it) {
-    const T psi = from + (to - from) * f;
-    const T got = CreaseLength(e, sigma, from, psi);
-    if (got > length) hi = f; else lo = f;
-    if (std::fabs(got - length) <= T(1e-14) * (T(1) + total) || hi - lo < T(1e-15)) break;
-    f = T(0.5) * (lo + hi);
-  }
-  return from + (to - from) * f;
+  if (!(total > T(0)) || from == to) return from;
+  // Measured from `from` in a parameter w ∈ [0, 1] (ψ = from + (to − from) w), so that the
+  // pieces are CreaseLength's whichever way round the range is.
+  const T span = std::fabs(to - from);
+  auto speed = [&](T w) { return span * CreaseSpeed(e, sigma, from + (to - from) * w); };
+  const T w = CompositeAtLength(speed, T(0), T(1), CreasePieces(from, to), std::min(length, total));
+  return from + (to - from) * w;
 }
 
 // One end's piece of the section, once the curve's azimuths at both ends are known.
@@ -194,16 +257,28 @@ SINEW_BL_HD EndPiece<T> BuildEnd(const Section<T>& s, int side, const JointSolve
     auto f = [&](T uj) { return Side(p.sigma, s.At(side == 0 ? uj : T(1) - uj)); };
     T lo = 0, hi = 1, flo = f(lo), fhi = f(hi);
     if ((flo < T(0)) != (fhi < T(0)) && flo != T(0)) {
-      for (int it = 0; it < 100 && hi - lo > T(1e-15); ++it) {
-        const T mid = T(0.5) * (lo + hi), fm = f(mid);
-        if ((fm < T(0)) == (flo < T(0))) {
-          lo = mid;
-          flo = fm;
+      // False position with the Illinois halving (the side of Σ is smooth along the curve).
+      const T tolerance = T(sizeof(T) >= 8 ? 1e-15 : 1e-7) * (v.self.L + v.self.r);
+      T x = lo;
+      int kept = 0;
+      for (int it = 0; it < 100; ++it) {
+        x = (lo * fhi - hi * flo) / (fhi - flo);
+        if (!(x > lo && x < hi)) x = T(0.5) * (lo + hi);
+        const T fx = f(x);
+        if (std::fabs(fx) <= tolerance || hi - lo <= T(1e-15)) break;
+        if ((fx < T(0)) == (flo < T(0))) {
+          lo = x;
+          flo = fx;
+          if (kept == 1) fhi *= T(0.5);
+          kept = 1;
         } else {
-          hi = mid;
+          hi = x;
+          fhi = fx;
+          if (kept == -1) flo *= T(0.5);
+          kept = -1;
         }
       }
-      p.cut = T(0.5) * (lo + hi);
+      p.cut = x;
     } else {
       // The curve never meets Σ (tight folds, where the cones overlap along most of the bone):
       // cut at its end nearer Σ (spec §3.7.2 step 5's rare case; ours, pinned by a test).
@@ -224,6 +299,29 @@ SINEW_BL_HD EndPiece<T> BuildEnd(const Section<T>& s, int side, const JointSolve
   return p;
 }
 
+// The joint solve at a joint end of a section (§3.7.2), with this bone's target in psi1.
+template <class T>
+SINEW_BL_HD JointSolve<T> SolveEnd(const EndView<T>& v) {
+  JointSolve<T> out;
+  // Both ends already in one sheaf plane (the rest pose, or a joint that did not bend): no
+  // correction — and the rest pose reproduced exactly.
+  const Plane<T> pa = SheafPlane(v.self, v.psi, v.other);
+  const T off = Side(pa, v.other.Tangent(v.psi_other));
+  if (std::fabs(off) <= T(1e-12) * v.self.r) {
+    out.plane = pa;
+    out.psi1 = v.psi;
+    out.psi2 = v.psi_other;
+  } else if (v.first) {
+    out = SolveJoint(v.self, v.psi, v.other, v.psi_other);
+  } else {
+    out = SolveJoint(v.other, v.psi_other, v.self, v.psi);
+    const T mine = out.psi2;
+    out.psi2 = out.psi1;
+    out.psi1 = mine;
+  }
+  return out;
+}
+
 // Builds the section: the joint solves at both ends (§3.7.2), the bend and twist profile, the end
 // pieces and the lengths. `twist`: the bone's twist about its axis (the end sphere's azimuths
 // are ends[1].psi, which already include it).
@@ -235,22 +333,13 @@ SINEW_BL_HD void BuildSection(Section<T>& s) {
     const EndView<T>& v = s.ends[side];
     targets[side] = v.psi;
     if (!v.joint) continue;
-    // Both ends already in one sheaf plane (the rest pose, or a joint that did not bend): no
-    // correction — and the rest pose reproduced exactly.
-    const Plane<T> pa = SheafPlane(v.self, v.psi, v.other);
-    const T off = Side(pa, v.other.Tangent(v.psi_other));
-    if (std::fabs(off) <= T(1e-12) * v.self.r) {
-      joints[side].plane = pa;
-      joints[side].psi1 = v.psi;
-      joints[side].psi2 = v.psi_other;
-    } else if (v.first) {
-      joints[side] = SolveJoint(v.self, v.psi, v.other, v.psi_other);
-    } else {
-      joints[side] = SolveJoint(v.other, v.psi_other, v.self, v.psi);
-      const T mine = joints[side].psi2;
-      joints[side].psi2 = joints[side].psi1;
-      joints[side].psi1 = mine;
+    if (v.given) {
+      joints[side] = v.solved;
+      targets[side] = v.solved.psi1;
+      s.degenerate = s.degenerate || v.solved.degenerate;
+      continue;
     }
+    joints[side] = SolveEnd(v);
     targets[side] = joints[side].psi1;
     s.degenerate = s.degenerate || joints[side].degenerate;
   }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <random>
 #include <string>
 
 namespace sinew {
@@ -14,10 +15,16 @@ RigInput MakePointBar(const PointBarOptions& o) {
   auto radius = [&](double x, double a) {
     return o.tube * (o.ridges ? 1 + 0.04 * std::sin(6 * a) + 0.03 * std::cos(3 * x) : 1.0);
   };
+  std::mt19937_64 rng(2021);
+  std::uniform_real_distribution<double> jitter(-0.5, 0.5);
   for (uint32_t i = 0; i <= o.rings; ++i) {
-    const double x = x0 + (x1 - x0) * i / o.rings;
     for (uint32_t k = 0; k < o.around; ++k) {
-      const double a = 2 * std::numbers::pi * k / o.around;
+      double x = x0 + (x1 - x0) * i / o.rings;
+      double a = 2 * std::numbers::pi * k / o.around;
+      if (o.scattered) {
+        a += 2 * std::numbers::pi * jitter(rng) / o.around;
+        if (i > 0 && i < o.rings) x += (x1 - x0) * jitter(rng) / o.rings;
+      }
       r.positions.insert(r.positions.end(), {float(x), float(radius(x, a) * std::cos(a)), float(radius(x, a) * std::sin(a))});
     }
   }

@@ -18,6 +18,9 @@ struct PointBarOptions {
   double tube = 0.9;                      // the points' distance from the axis (before the ridges)
   uint32_t rings = 60, around = 48;       // points: rings × around on the tube, plus the caps
   bool ridges = true;                     // ±4 % in azimuth and ±3 % along x
+  // Each tube point moved by a random fraction of the grid's spacing in azimuth and along x
+  // (fixed seed), as a scan's points lie: no two share a baseline.
+  bool scattered = false;
   double weight_width = 0.5;              // σ of the Gaussian weights along x
 };
 

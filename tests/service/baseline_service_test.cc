@@ -34,7 +34,9 @@ class BaselineService : public ::testing::Test {
     EXPECT_EQ(up->info().triangle_count(), 0u);
   }
   void TearDown() override {
-    if (server_) EXPECT_EQ(server_->Terminate(), 0);
+    if (server_) {
+      EXPECT_EQ(server_->Terminate(), 0);
+    }
   }
   absl::StatusOr<v1::Session> Open() {
     v1::CreateSessionRequest req;

@@ -1,0 +1,176 @@
+// sinew-bench-baseline: baseline skinning of point sets (seed 003) against LBS, DQS and memcpy in
+// the same binary, on the paper's striped bar (core/procedural/point_bar.h) at the paper's size.
+//   encode:  seconds to encode the points once (the rig's preparation), 2 threads.
+//   frames:  points/s of each method on 1 and 2 threads over a bend-and-twist clip, and
+//            baseline ÷ LBS, baseline ÷ DQS (the paper's Table 1: 1.4–6.3× DQS's time,
+//            0.41–1.49 M points/s on a 4-core i7-4790K), and the baseline's bytes/s ÷ memcpy of
+//            the bytes a frame touches (its codes, its output).
+// Usage: sinew-bench-baseline [points] [--dump FILE]
+//   points: default 520000 (the paper's models have 0.46–0.54 M)
+//   --dump FILE: also writes the baseline's points for the clip's 16 poses (float32, pose-major)
+//                to FILE, to compare two builds of the method (bench/compare_dump.py).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cctype>
+#include <cstring>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "core/baseline/baseline.h"
+#include "core/deformer/deformer.h"
+#include "core/procedural/point_bar.h"
+#include "core/rig/pose.h"
+#include "core/parallel/thread_pool.h"
+
+namespace sinew {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// 16 poses: each joint bent up to 100° about z and twisted up to 120° about its bone.
+std::vector<Pose> Clip(const Skeleton& sk) {
+  std::vector<Pose> poses;
+  for (int k = 0; k < 16; ++k) {
+    const double t = std::sin(std::numbers::pi * k / 15);
+    Pose p = RestPose(sk);
+    for (size_t j = 1; j < sk.size(); ++j) {
+      const Eigen::Quaterniond bend(Eigen::AngleAxisd(t * 100 * std::numbers::pi / 180 / double(sk.size() - 1), Eigen::Vector3d::UnitZ()));
+      const Eigen::Quaterniond twist(Eigen::AngleAxisd(t * 120 * std::numbers::pi / 180 / double(sk.size() - 1), Eigen::Vector3d::UnitX()));
+      p.set_rotation(j, bend * twist);
+    }
+    poses.push_back(p);
+  }
+  return poses;
+}
+
+// Frames per second of `d` over the clip (at least 1 s and 4 frames).
+double Rate(Deformer& d, const std::vector<Pose>& clip, size_t points, ThreadPool* pool) {
+  std::vector<float> out(3 * points);
+  int frames = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (Seconds(t0) < 1.0 || frames < 4) {
+    const auto st = d.Deform({&clip[frames % clip.size()], {}}, out, pool);
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+      std::exit(1);
+    }
+    ++frames;
+  }
+  return frames / Seconds(t0);
+}
+
+// memcpy of `bytes` (split in 2 on 2 threads), copies per second.
+double Copy(size_t bytes, ThreadPool* pool) {
+  std::vector<char> a(bytes, 1), b(bytes);
+  int copies = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (Seconds(t0) < 0.5 || copies < 4) {
+    const size_t chunk = 1 << 20;
+    const size_t chunks = (bytes + chunk - 1) / chunk;
+    ParallelFor(pool, chunks, 1, [&](size_t c0, size_t c1) {
+      for (size_t c = c0; c < c1; ++c) {
+        const size_t off = c * chunk, n = std::min(chunk, bytes - off);
+        std::memcpy(b.data() + off, a.data() + off, n);
+      }
+    });
+    ++copies;
+  }
+  if (b[bytes / 2] != 1) std::abort();
+  return copies / Seconds(t0);
+}
+
+}  // namespace
+}  // namespace sinew
+
+int main(int argc, char** argv) {
+  using namespace sinew;
+  size_t target = 520000;
+  const char* dump = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--dump") == 0 && i + 1 < argc) {
+      dump = argv[++i];
+    } else if (std::isdigit(static_cast<unsigned char>(argv[i][0]))) {
+      target = std::strtoul(argv[i], nullptr, 10);
+    } else {
+      std::fprintf(stderr, "usage: sinew-bench-baseline [points] [--dump FILE]\n");
+      return 2;
+    }
+  }
+  PointBarOptions o;
+  o.xs = {0, 2, 4, 6, 8};
+  o.radii = {0.6, 0.55, 0.6, 0.5, 0.55};
+  o.around = 256;
+  o.scattered = true;  // as a scan: every point on its own baseline
+  o.rings = uint32_t(std::max<size_t>(8, target / o.around));
+  auto built = BuildRig(MakePointBar(o));
+  if (!built.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(built.status().message()).c_str());
+    return 1;
+  }
+  auto rig = std::make_shared<const Rig>(std::move(*built));
+  const size_t n = rig->vertex_count();
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) < 0) load[0] = -1;
+  std::printf("striped bar, scattered: %zu points, 4 bones, LBS/DQS with 4 Gaussian weights a point; load average %.2f\n", n, load[0]);
+
+  ThreadPool pool(2);
+  auto t0 = std::chrono::steady_clock::now();
+  auto prepared = PrepareBaseline(*rig, DeformerConfig("baseline"), &pool, {});
+  if (!prepared.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(prepared.status().message()).c_str());
+    return 1;
+  }
+  const double encode = Seconds(t0);
+  std::printf("encode: %.2f s on 2 threads (%.2f M points/s); %s\n", encode, n / encode / 1e6, (*prepared)->Summary().c_str());
+
+  auto base = CreateBaselineDeformer(rig, *prepared, DeformerConfig("baseline"));
+  auto exact_params = std::make_shared<BaselineParams>();
+  exact_params->exact_joints = true;
+  auto exact = CreateBaselineDeformer(rig, *prepared, DeformerConfig("baseline", exact_params));
+  auto lbs = CreateDeformer(rig, DeformerConfig("lbs"));
+  auto dqs = CreateDeformer(rig, DeformerConfig("dqs"));
+  if (!base.ok() || !exact.ok() || !lbs.ok() || !dqs.ok()) return 1;
+  const auto clip = Clip(rig->skeleton);
+  {  // the joint tables against every point's own solve, over the clip
+    std::vector<float> a(3 * n), b(3 * n);
+    double worst = 0;
+    for (const Pose& pose : clip) {
+      if (!(*base)->Deform({&pose, {}}, a, &pool).ok() || !(*exact)->Deform({&pose, {}}, b, &pool).ok()) return 1;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+    }
+    std::printf("joint tables vs exact joints: largest difference %.2e over the clip (bone radius 0.5-0.6)\n", worst);
+  }
+  // A frame reads each point's code and writes its position (the sphere-mesh is a few hundred bytes).
+  const size_t bytes = n * (sizeof(baseline::PointCode) + 12);
+  if (dump != nullptr) {
+    std::FILE* f = std::fopen(dump, "wb");
+    if (f == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", dump);
+      return 1;
+    }
+    std::vector<float> out(3 * n);
+    for (const Pose& pose : clip) {
+      if (!(*base)->Deform({&pose, {}}, out, &pool).ok()) return 1;
+      std::fwrite(out.data(), sizeof(float), out.size(), f);
+    }
+    std::fclose(f);
+  }
+  for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    const int count = threads ? 2 : 1;
+    const double b = Rate(**base, clip, n, threads);
+    const double x = Rate(**exact, clip, n, threads);
+    const double l = Rate(**lbs, clip, n, threads);
+    const double d = Rate(**dqs, clip, n, threads);
+    const double c = Copy(bytes, threads);
+    std::printf("%d thread%s: baseline %.3f s/frame (%.2f M points/s; exact joints %.3f s, %.2f M/s), LBS %.3f s, "
+                "DQS %.3f s; baseline time ÷ LBS %.1f, ÷ DQS %.1f; baseline bytes/s ÷ memcpy %.3f\n",
+                count, count > 1 ? "s" : " ", 1 / b, n * b / 1e6, 1 / x, n * x / 1e6, 1 / l, 1 / d, l / b, d / b, b / c);
+  }
+  if (getloadavg(load, 3) >= 0) std::printf("load average after: %.2f\n", load[0]);
+  return 0;
+}
