@@ -61,6 +61,14 @@ class BaselineDeformer final : public Deformer {
       s.profile = params_.profile;
       for (size_t i = b; i < e; ++i) {
         const PointCode& code = codes[i];
+        if (code.flags & baseline::kDegenerate) {
+          const baseline::V3<double> p = baseline::RigidPoint(code, ends_[2 * size_t(code.bone)]);
+          out[3 * i] = float(p.x);
+          out[3 * i + 1] = float(p.y);
+          out[3 * i + 2] = float(p.z);
+          status_[i] = uint8_t(code.piece | (code.flags << 3));
+          continue;
+        }
         baseline::SectionEnds(code, ends_, posed_.twist, s);
         if (tabled) {
           for (int side = 0; side < 2; ++side) {
@@ -69,12 +77,11 @@ class BaselineDeformer final : public Deformer {
           }
         }
         baseline::BuildSection(s);
-        const baseline::SectionPoint<double> at = baseline::PointAt(s, code.ratio * s.length);
-        double h = code.height;
-        if (params_.modulate_detail) h = h * code.cos_beta / std::max(at.cos_beta, 0.1);
-        out[3 * i] = float(at.b.x + h * at.d.x);
-        out[3 * i + 1] = float(at.b.y + h * at.d.y);
-        out[3 * i + 2] = float(at.b.z + h * at.d.z);
+        baseline::V3<double> p;
+        const baseline::SectionPoint<double> at = baseline::Decode(code, s, params_.modulate_detail, p);
+        out[3 * i] = float(p.x);
+        out[3 * i + 1] = float(p.y);
+        out[3 * i + 2] = float(p.z);
         status_[i] = uint8_t(uint8_t(at.piece) | (s.degenerate ? kBaselineStatusDegenerate : 0) | (code.flags << 3));
       }
     });
@@ -132,7 +139,7 @@ std::string BaselineModel::Summary() const {
   return absl::StrCat(codes.size(), " points over ", skeleton.bone_count(), " bones: ", counts.cone, " on bones, ",
                       counts.arc, " on joint arcs, ", counts.pole, " on end caps; ", counts.retried,
                       " encoded on a neighbour, ", counts.clamped, " clamped, ", counts.beyond_focus,
-                      " beyond their detail focus, ", counts.degenerate, " with a degenerate rest section; ",
+                      " beyond their detail focus, ", counts.degenerate, " with a degenerate rest section (moved rigidly); ",
                       tables.keys.size(), " joint ends tabled per frame (", tables.rest_other.size(), " samples)");
 }
 

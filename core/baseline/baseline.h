@@ -10,7 +10,7 @@
 // centres and twists, and may change the radii (FrameInput::spheres; sphere_mesh.h). Stateless:
 // a frame depends on its pose only.
 //
-// Data layout: per rig, the encoding (PointCode, 72 bytes a point), the sphere-mesh and the joint
+// Data layout: per rig, the encoding (PointCode, 80 bytes a point), the sphere-mesh and the joint
 // tables' plan (8 bytes a point); per frame, the posed spheres, each bone's two cone ends
 // (2 × bones) and the joint tables' samples (17 bytes each, at most one per 8 points); per point
 // one section built on the stack. A frame allocates nothing once the session's scratch has grown.
@@ -54,8 +54,8 @@ struct BaselineModel : Prepared {
 
 // The per-point status bytes (FrameExtras::vertex_states) of this method: bits 0–1 the piece of
 // the section the base point lies on (0: the first sphere's arc or cap, 1: the bone, 2: the far
-// sphere's), bit 2 a fallback this frame (a degenerate joint), bits 3–5 the encoding's flags
-// (PointFlags: retried on a neighbour, clamped, beyond the focus).
+// sphere's), bit 2 a fallback this frame (a degenerate joint), bits 3–7 the encoding's flags
+// (PointFlags: retried on a neighbour, clamped, beyond the focus, degenerate at rest, residual).
 inline constexpr uint8_t kBaselineStatusDegenerate = 4;
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareBaseline(const Rig& rig, const DeformerConfig& config,

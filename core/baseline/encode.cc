@@ -12,7 +12,7 @@ namespace {
 
 using V = V3<double>;
 
-V ToV(const Eigen::Vector3d& x) { return {x.x(), x.y(), x.z()}; }
+
 
 // The orthogonal projection of p on a bone (first-sphere end `a`, far end `b`): on its cone (at
 // azimuth φ, generatrix parameter t from the first tangency circle) or on one of its caps; and
@@ -98,6 +98,14 @@ struct Encoder {
     code.height = Dot(p - at.b, at.d);
     code.cos_beta = at.cos_beta;
     code.piece = uint8_t(at.piece);
+    // What b + h d misses of p (nothing but rounding, unless b was clamped): kept in the frame.
+    const V rest = p - at.b - code.height * at.d;
+    if (Norm(rest) > 1e-7 * s.ends[0].self.r) {
+      V f[3];
+      SectionFrame(s, at, f[0], f[1], f[2]);
+      for (int k = 0; k < 3; ++k) code.side[k] = float(Dot(rest, f[k]));
+      code.flags |= kResidual;
+    }
     if (at.piece == Piece::kCurve && code.height > 0 && code.height >= at.focus) code.flags |= kBeyondFocus;
   }
 
@@ -239,6 +247,24 @@ struct Encoder {
 
 }  // namespace
 
+V3<double> RigidPoint(const PointCode& code, const End<double>& first) {
+  return first.c + double(code.side[0]) * first.e0 + double(code.side[1]) * first.e1 + double(code.side[2]) * first.u;
+}
+
+SectionPoint<double> Decode(const PointCode& code, const Section<double>& s, bool modulate, V3<double>& p) {
+  const double sigma = code.ratio * s.length;
+  const SectionPoint<double> at = PointAt(s, sigma);
+  double h = code.height;
+  if (modulate) h = h * code.cos_beta / std::max(at.cos_beta, 0.1);
+  p = at.b + h * at.d;
+  if (code.flags & kResidual) {
+    V f[3];
+    SectionFrame(s, at, f[0], f[1], f[2]);
+    for (int k = 0; k < 3; ++k) p = p + double(code.side[k]) * f[k];
+  }
+  return at;
+}
+
 void SectionEnds(const PointCode& code, std::span<const End<double>> ends, std::span<const double> twist,
                  Section<double>& s) {
   const uint32_t k = code.bone;
@@ -290,7 +316,16 @@ absl::StatusOr<std::vector<PointCode>> EncodePoints(const SphereSkeleton& sk, co
       for (size_t i = begin + b; i < begin + e; ++i) {
         const V p{rig.positions[3 * i], rig.positions[3 * i + 1], rig.positions[3 * i + 2]};
         const uint32_t bone = given.empty() ? NearestBone(ends, p) : given[i];
-        codes[i] = encoder.OnBone(p, bone, 0);
+        PointCode& code = codes[i];
+        code = encoder.OnBone(p, bone, 0);
+        if (code.flags & kDegenerate) {  // rigid with its bone
+          const End<double>& first = ends[2 * size_t(code.bone)];
+          const V w = p - first.c;
+          code.side[0] = float(Dot(w, first.e0));
+          code.side[1] = float(Dot(w, first.e1));
+          code.side[2] = float(Dot(w, first.u));
+          code.flags = uint8_t(code.flags & ~kResidual);
+        }
       }
     });
     if (progress && !progress(double(end) / double(n))) return absl::CancelledError("baseline: encoding cancelled");

@@ -184,14 +184,23 @@ SINEW_BL_HD T CurveAtLength(const Section<T>& s, T a, T b, T length) {
 }
 
 // The crease Σ ∩ cone at azimuth ψ (the generatrix's point on Σ), seen from `e`, and its
-// derivative in ψ (when `tangent` is given).
+// derivative in ψ (when `tangent` is given). Where the generatrix runs (nearly) parallel to Σ the
+// point would leave for infinity: its distance along the generatrix is held to [−L, 2L] (a
+// degenerate fold; the section says so, see BuildEnd), so that no point flies away.
 template <class T>
-SINEW_BL_HD V3<T> CreaseAt(const End<T>& e, const Plane<T>& sigma, T psi, V3<T>* tangent = nullptr) {
+SINEW_BL_HD V3<T> CreaseAt(const End<T>& e, const Plane<T>& sigma, T psi, V3<T>* tangent = nullptr,
+                           bool* held = nullptr) {
   const Generatrix<T> gen = e.Gen(psi);
   const T dg = Dot(sigma.m, gen.g);
-  const bool cut = std::fabs(dg) > T(1e-12);
   const T side = Side(sigma, gen.t);
-  const T along = cut ? -side / dg : T(0);
+  T along = 0;
+  bool cut = false;
+  if (std::fabs(dg) > T(1e-12)) {
+    along = -side / dg;
+    cut = along >= -e.L && along <= T(2) * e.L;
+    along = std::min(std::max(along, -e.L), T(2) * e.L);
+  }
+  if (held != nullptr && !cut) *held = true;
   if (tangent != nullptr) {
     // t' = r k e', g' = −s e'.
     const V3<T> de = std::cos(psi) * e.e1 - std::sin(psi) * e.e0;
@@ -208,7 +217,7 @@ SINEW_BL_HD T CreaseSpeed(const End<T>& e, const Plane<T>& sigma, T psi) {
   return Norm(d);
 }
 // The pieces of a crease's azimuth range for its length: one per 0.1 radian (relative error
-// ≤ 1e-13 on folds of 30° to 170° for ranges to a quarter turn; 0.2 radian gave 5e-11 and one
+// ≤ 2e-13 on folds of 30° to 170° for ranges to a quarter turn; 0.2 radian gave 5e-11 and one
 // piece for a quarter turn 3e-5; tests/core/baseline_geometry_test.cc).
 template <class T>
 SINEW_BL_HD int CreasePieces(T from, T to) {
@@ -290,6 +299,12 @@ SINEW_BL_HD EndPiece<T> BuildEnd(const Section<T>& s, int side, const JointSolve
     p.crease_from = p.target;          // Y* is on the target generatrix
     p.crease_to = s.Azimuth(uc);       // the cut is on the curve
     p.length = CreaseLength(v.self, p.sigma, p.crease_from, p.crease_to);
+    // A crease whose generatrices turn parallel to Σ on the way is held near the bone (CreaseAt):
+    // a degenerate fold.
+    for (int k = 0; k <= 8; ++k) {
+      CreaseAt(v.self, p.sigma, p.crease_from + (p.crease_to - p.crease_from) * T(k) / T(8), static_cast<V3<T>*>(nullptr),
+               &p.degenerate);
+    }
     return p;
   }
   p.kind = EndKind::kArc;
@@ -470,6 +485,21 @@ SINEW_BL_HD SectionPoint<T> PointAt(const Section<T>& s, T sigma) {
   }
   out.cos_beta = 1;
   return out;
+}
+
+// The frame that carries a point's residual (PointCode::side): the bone's generatrix frame at the
+// base point's azimuth — the radial direction e(ψ), its turn u × e(ψ) and the bone's axis u —
+// with ψ the base point's azimuth on the curve, or the curve's end azimuth for a base point on an
+// end piece. It turns with the bone, its twist and its bend; no differences, so it is as well
+// defined on a section a hair long as on any.
+template <class T>
+SINEW_BL_HD void SectionFrame(const Section<T>& s, const SectionPoint<T>& at, V3<T>& e, V3<T>& turn, V3<T>& axis) {
+  const End<T>& bone = s.ends[0].self;
+  const T psi = at.piece == Piece::kCurve ? at.psi : (at.piece == Piece::kStartArc ? s.phi0 : s.phi1);
+  const T c = std::cos(psi), sn = std::sin(psi);
+  e = c * bone.e0 + sn * bone.e1;
+  turn = c * bone.e1 - sn * bone.e0;
+  axis = bone.u;
 }
 
 }  // namespace sinew::baseline
