@@ -5,21 +5,29 @@
 //            baseline ÷ LBS, baseline ÷ DQS (the paper's Table 1: 1.4–6.3× DQS's time,
 //            0.41–1.49 M points/s on a 4-core i7-4790K), and the baseline's bytes/s ÷ memcpy of
 //            the bytes a frame touches (its codes, its output).
-// Usage: sinew-bench-baseline [points] [--dump FILE]
+// Then the same on a real character made into a point set of as many points
+// (clients/import/point_set.h), over 16 poses of its first clip.
+// Usage: sinew-bench-baseline [points] [--dump FILE] [--character FILE|none]
 //   points: default 520000 (the paper's models have 0.46–0.54 M)
-//   --dump FILE: also writes the baseline's points for the clip's 16 poses (float32, pose-major)
-//                to FILE, to compare two builds of the method (bench/compare_dump.py).
+//   --dump FILE: also writes the bar's baseline points for the clip's 16 poses (float32,
+//                pose-major) to FILE, to compare two builds of the method (bench/compare_dump.py).
+//   --character FILE: an assimp-readable rigged asset (default assimp-testmodels' Testwuson.X);
+//                none: the bar only.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <numbers>
 #include <string>
 #include <vector>
 
+#include "clients/import/asset_import.h"
+#include "clients/import/point_set.h"
 #include "core/baseline/baseline.h"
+#include "core/clip/clip.h"
 #include "core/deformer/deformer.h"
 #include "core/procedural/point_bar.h"
 #include "core/rig/pose.h"
@@ -33,7 +41,7 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 }
 
 // 16 poses: each joint bent up to 100° about z and twisted up to 120° about its bone.
-std::vector<Pose> Clip(const Skeleton& sk) {
+std::vector<Pose> BarClip(const Skeleton& sk) {
   std::vector<Pose> poses;
   for (int k = 0; k < 16; ++k) {
     const double t = std::sin(std::numbers::pi * k / 15);
@@ -84,41 +92,15 @@ double Copy(size_t bytes, ThreadPool* pool) {
   return copies / Seconds(t0);
 }
 
-}  // namespace
-}  // namespace sinew
-
-int main(int argc, char** argv) {
-  using namespace sinew;
-  size_t target = 520000;
-  const char* dump = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--dump") == 0 && i + 1 < argc) {
-      dump = argv[++i];
-    } else if (std::isdigit(static_cast<unsigned char>(argv[i][0]))) {
-      target = std::strtoul(argv[i], nullptr, 10);
-    } else {
-      std::fprintf(stderr, "usage: sinew-bench-baseline [points] [--dump FILE]\n");
-      return 2;
-    }
-  }
-  PointBarOptions o;
-  o.xs = {0, 2, 4, 6, 8};
-  o.radii = {0.6, 0.55, 0.6, 0.5, 0.55};
-  o.around = 256;
-  o.scattered = true;  // as a scan: every point on its own baseline
-  o.rings = uint32_t(std::max<size_t>(8, target / o.around));
-  auto built = BuildRig(MakePointBar(o));
-  if (!built.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(built.status().message()).c_str());
-    return 1;
-  }
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+// Encodes `rig`, then times baseline skinning (joint tables, exact joints), LBS, DQS and memcpy
+// over `clip` on 1 and 2 threads; `dump`: also writes the baseline's points for the clip.
+int Run(const char* what, std::shared_ptr<const Rig> rig, const std::vector<Pose>& clip, ThreadPool& pool,
+        const char* dump) {
   const size_t n = rig->vertex_count();
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) < 0) load[0] = -1;
-  std::printf("striped bar, scattered: %zu points, 4 bones, LBS/DQS with 4 Gaussian weights a point; load average %.2f\n", n, load[0]);
-
-  ThreadPool pool(2);
+  std::printf("%s: %zu points, %zu bones, LBS/DQS with Gaussian weights (<= 4 a point); load average %.2f\n", what, n,
+              rig->sphere_mesh.bone_count(), load[0]);
   auto t0 = std::chrono::steady_clock::now();
   auto prepared = PrepareBaseline(*rig, DeformerConfig("baseline"), &pool, {});
   if (!prepared.ok()) {
@@ -135,7 +117,6 @@ int main(int argc, char** argv) {
   auto lbs = CreateDeformer(rig, DeformerConfig("lbs"));
   auto dqs = CreateDeformer(rig, DeformerConfig("dqs"));
   if (!base.ok() || !exact.ok() || !lbs.ok() || !dqs.ok()) return 1;
-  const auto clip = Clip(rig->skeleton);
   {  // the joint tables against every point's own solve, over the clip
     std::vector<float> a(3 * n), b(3 * n);
     double worst = 0;
@@ -143,10 +124,9 @@ int main(int argc, char** argv) {
       if (!(*base)->Deform({&pose, {}}, a, &pool).ok() || !(*exact)->Deform({&pose, {}}, b, &pool).ok()) return 1;
       for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
     }
-    std::printf("joint tables vs exact joints: largest difference %.2e over the clip (bone radius 0.5-0.6)\n", worst);
+    std::printf("joint tables vs exact joints: largest difference %.2e over the clip (bounding diagonal %.2f)\n", worst,
+                rig->bbox_diagonal());
   }
-  // A frame reads each point's code and writes its position (the sphere-mesh is a few hundred bytes).
-  const size_t bytes = n * (sizeof(baseline::PointCode) + 12);
   if (dump != nullptr) {
     std::FILE* f = std::fopen(dump, "wb");
     if (f == nullptr) {
@@ -160,6 +140,8 @@ int main(int argc, char** argv) {
     }
     std::fclose(f);
   }
+  // A frame reads each point's code and writes its position (the sphere-mesh is a few hundred bytes).
+  const size_t bytes = n * (sizeof(baseline::PointCode) + 12);
   for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
     const int count = threads ? 2 : 1;
     const double b = Rate(**base, clip, n, threads);
@@ -171,6 +153,65 @@ int main(int argc, char** argv) {
                 "DQS %.3f s; baseline time ÷ LBS %.1f, ÷ DQS %.1f; baseline bytes/s ÷ memcpy %.3f\n",
                 count, count > 1 ? "s" : " ", 1 / b, n * b / 1e6, 1 / x, n * x / 1e6, 1 / l, 1 / d, l / b, d / b, b / c);
   }
-  if (getloadavg(load, 3) >= 0) std::printf("load average after: %.2f\n", load[0]);
+  if (getloadavg(load, 3) >= 0) std::printf("load average after: %.2f\n\n", load[0]);
   return 0;
+}
+
+}  // namespace
+}  // namespace sinew
+
+int main(int argc, char** argv) {
+  using namespace sinew;
+  size_t target = 520000;
+  const char* dump = nullptr;
+  std::string character = std::string(SINEW_ASSIMP_MODELS) + "/X/Testwuson.X";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--dump") == 0 && i + 1 < argc) {
+      dump = argv[++i];
+    } else if (std::strcmp(argv[i], "--character") == 0 && i + 1 < argc) {
+      character = argv[++i];
+    } else if (std::isdigit(static_cast<unsigned char>(argv[i][0]))) {
+      target = std::strtoul(argv[i], nullptr, 10);
+    } else {
+      std::fprintf(stderr, "usage: sinew-bench-baseline [points] [--dump FILE] [--character FILE|none]\n");
+      return 2;
+    }
+  }
+  ThreadPool pool(2);
+  PointBarOptions o;
+  o.xs = {0, 2, 4, 6, 8};
+  o.radii = {0.6, 0.55, 0.6, 0.5, 0.55};
+  o.around = 256;
+  o.scattered = true;  // as a scan: every point on its own baseline
+  o.rings = uint32_t(std::max<size_t>(8, target / o.around));
+  auto bar = BuildRig(MakePointBar(o));
+  if (!bar.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(bar.status().message()).c_str());
+    return 1;
+  }
+  auto bar_rig = std::make_shared<const Rig>(std::move(*bar));
+  if (int rc = Run("striped bar, scattered", bar_rig, BarClip(bar_rig->skeleton), pool, dump); rc != 0) return rc;
+  if (character == "none") return 0;
+  if (!std::filesystem::exists(character)) {
+    std::printf("%s: not installed (scripts/install-deps.sh installs assimp-testmodels); skipped\n", character.c_str());
+    return 0;
+  }
+  auto asset = ImportAsset(character);
+  if (!asset.ok() || asset->clips.empty()) {
+    std::fprintf(stderr, "%s: %s\n", character.c_str(), asset.ok() ? "no clip" : std::string(asset.status().message()).c_str());
+    return 1;
+  }
+  PointSetOptions po;
+  po.points = target;
+  auto in = PointSetFromCharacter(asset->rig, po);
+  auto rig = in.ok() ? BuildRig(std::move(*in)) : absl::StatusOr<Rig>(in.status());
+  if (!rig.ok()) {
+    std::fprintf(stderr, "%s: %s\n", character.c_str(), std::string(rig.status().message()).c_str());
+    return 1;
+  }
+  auto points = std::make_shared<const Rig>(std::move(*rig));
+  std::vector<Pose> clip(16);
+  for (int k = 0; k < 16; ++k) SampleClip(asset->clips[0], points->skeleton, asset->clips[0].duration * k / 15, clip[k]);
+  const std::string what = std::filesystem::path(character).filename().string() + " as a point set";
+  return Run(what.c_str(), points, clip, pool, nullptr);
 }

@@ -9,7 +9,7 @@
 namespace sinew::baseline {
 namespace {
 
-constexpr uint32_t kMinSamples = 256, kMaxSamples = 4096, kPointsPerSample = 8;
+constexpr uint32_t kMinSamples = 256, kMaxSamples = 4096, kPointsPerSample = 32;
 constexpr double kMaxStep = 0.2, kMaxCurl = 0.02;  // radians: neighbouring samples, second differences
 constexpr uint8_t kSampleDegenerate = 1, kIntervalUsable = 2;
 

@@ -3,11 +3,11 @@
 // the rest pairing of φ), yet each point solves it again for both of its section's ends: half of
 // a frame's work on a dense point set, for a few thousand distinct functions of one angle. Here,
 // once per frame, every joint end that enough points use is solved at N azimuths (N a power of
-// two, ≥ 8 points a sample) and the targets' offsets are interpolated per point (cubic Lagrange
-// through four samples: error O(h⁴), about 1e-14 rad at N = 2048 on the tests' bends). Outputs
-// then equal the exact solve's to float rounding, except where a baseline's joint end switches
-// between an arc and a crease: there the section's end moves steeply with the targets (1e-14 rad
-// moved one point of the benchmark's 100k by 5e-6).
+// two from 256 to 4096, one per 32 points) and the targets' offsets are interpolated per point
+// (cubic Lagrange through four samples: error O(h⁴)). Outputs then equal the exact solve's to
+// float rounding (1.2e-7 on the tests' 30k-point bar, N = 512), except where a baseline's joint
+// end switches between an arc and a crease: there the section's end moves steeply with the
+// targets (1e-14 rad moved one point of the benchmark's 100k by 5e-6).
 //
 // An interval is used only where the solve is smooth there: no sample of its stencil degenerate,
 // no jump between neighbouring samples (≤ 0.2 rad) and small second differences (≤ 0.02 rad);
@@ -47,7 +47,7 @@ struct JointTables {
 };
 
 // The tables worth building for these codes over the rest ends (2 per bone): joint ends with at
-// least `min_points` points (default: 2048, for 256 samples).
+// least `min_points` points (default: 2048; fewer solve each point's joints themselves).
 JointTables PlanJointTables(std::span<const PointCode> codes, std::span<const End<double>> rest_ends,
                             uint32_t min_points = 2048);
 

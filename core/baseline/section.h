@@ -211,9 +211,9 @@ SINEW_BL_HD V3<T> CreaseAt(const End<T>& e, const Plane<T>& sigma, T psi, V3<T>*
   return gen.t + along * gen.g;
 }
 template <class T>
-SINEW_BL_HD T CreaseSpeed(const End<T>& e, const Plane<T>& sigma, T psi) {
+SINEW_BL_HD T CreaseSpeed(const End<T>& e, const Plane<T>& sigma, T psi, bool* held = nullptr) {
   V3<T> d;
-  CreaseAt(e, sigma, psi, &d);
+  CreaseAt(e, sigma, psi, &d, held);
   return Norm(d);
 }
 // The pieces of a crease's azimuth range for its length: one per 0.1 radian (relative error
@@ -225,12 +225,12 @@ SINEW_BL_HD int CreasePieces(T from, T to) {
   return pieces < T(16) ? int(pieces) : 16;
 }
 // The crease's length between azimuths `from` and `to` (either order): composite 8-point
-// Gauss–Legendre on CreasePieces.
+// Gauss–Legendre on CreasePieces; `held` set when CreaseAt held a node near the bone.
 template <class T>
-SINEW_BL_HD T CreaseLength(const End<T>& e, const Plane<T>& sigma, T from, T to) {
+SINEW_BL_HD T CreaseLength(const End<T>& e, const Plane<T>& sigma, T from, T to, bool* held = nullptr) {
   if (from == to) return 0;
   const T lo = std::min(from, to), hi = std::max(from, to);
-  return CompositeLength([&](T psi) { return CreaseSpeed(e, sigma, psi); }, lo, hi, CreasePieces(from, to));
+  return CompositeLength([&](T psi) { return CreaseSpeed(e, sigma, psi, held); }, lo, hi, CreasePieces(from, to));
 }
 // The azimuth, from `from` towards `to`, at which the crease's length from `from` is `length`
 // (`total`: the whole length).
@@ -298,13 +298,9 @@ SINEW_BL_HD EndPiece<T> BuildEnd(const Section<T>& s, int side, const JointSolve
     const T uc = side == 0 ? p.cut : T(1) - p.cut;
     p.crease_from = p.target;          // Y* is on the target generatrix
     p.crease_to = s.Azimuth(uc);       // the cut is on the curve
-    p.length = CreaseLength(v.self, p.sigma, p.crease_from, p.crease_to);
     // A crease whose generatrices turn parallel to Σ on the way is held near the bone (CreaseAt):
     // a degenerate fold.
-    for (int k = 0; k <= 8; ++k) {
-      CreaseAt(v.self, p.sigma, p.crease_from + (p.crease_to - p.crease_from) * T(k) / T(8), static_cast<V3<T>*>(nullptr),
-               &p.degenerate);
-    }
+    p.length = CreaseLength(v.self, p.sigma, p.crease_from, p.crease_to, &p.degenerate);
     return p;
   }
   p.kind = EndKind::kArc;
