@@ -1,19 +1,25 @@
 // sinew-bench-baseline: baseline skinning of point sets (seed 003) against LBS, DQS and memcpy in
 // the same binary, on the paper's striped bar (core/procedural/point_bar.h) at the paper's size.
 //   encode:  seconds to encode the points once (the rig's preparation), 2 threads.
+//   GPU:     with a CUDA device, the device stage's frames (one session, each frame waited for)
+//            and its largest difference from the CPU's exact joints.
 //   frames:  points/s of each method on 1 and 2 threads over a bend-and-twist clip, and
 //            baseline ÷ LBS, baseline ÷ DQS (the paper's Table 1: 1.4–6.3× DQS's time,
 //            0.41–1.49 M points/s on a 4-core i7-4790K), and the baseline's bytes/s ÷ memcpy of
 //            the bytes a frame touches (its codes, its output).
 // Then the same on a real character made into a point set of as many points
 // (clients/import/point_set.h), over 16 poses of its first clip.
-// Usage: sinew-bench-baseline [points] [--dump FILE] [--character FILE|none]
+// Usage: sinew-bench-baseline [points] [--dump FILE] [--character FILE|none] [--emulated-gpu]
 //   points: default 520000 (the paper's models have 0.46–0.54 M)
 //   --dump FILE: also writes the bar's baseline points for the clip's 16 poses (float32,
 //                pose-major) to FILE, to compare two builds of the method (bench/compare_dump.py).
 //   --character FILE: an assimp-readable rigged asset (default assimp-testmodels' Testwuson.X);
 //                none: the bar only.
+//   --emulated-gpu: run the GPU part on the CPU emulation of a device (checks the path and the
+//                device's numbers; its speed means nothing).
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +34,8 @@
 #include "clients/import/point_set.h"
 #include "core/baseline/baseline.h"
 #include "core/clip/clip.h"
+#include "gpu/backend.h"
+#include "gpu/kernels.h"
 #include "core/deformer/deformer.h"
 #include "core/procedural/point_bar.h"
 #include "core/rig/pose.h"
@@ -92,10 +100,67 @@ double Copy(size_t bytes, ThreadPool* pool) {
   return copies / Seconds(t0);
 }
 
+// Frames per second of `d`'s device stage on `backend` (one session, frames submitted one after
+// another, each waited for), and the largest difference from `cpu` over the clip; 0 when the
+// stage cannot be set up (printed).
+double GpuRate(gpu::GpuBackend& backend, const Rig& rig, Deformer& d, Deformer& cpu, const std::vector<Pose>& clip,
+               double* worst) {
+  auto kernel = gpu::KernelByName(d.device_stage().kernel);
+  auto on_gpu = backend.Upload(rig);
+  std::vector<float> rows;
+  uint32_t cols = 0;
+  d.DeviceCoefficients(rows, cols);
+  if (!kernel.ok() || !on_gpu.ok()) return 0;
+  auto coeffs = backend.UploadCoefficients(**on_gpu, rows, cols);
+  if (!coeffs.ok()) return 0;
+  gpu::SessionSpec spec;
+  spec.method = *kernel;
+  spec.coefficients = *coeffs;
+  spec.frame_floats = uint32_t(d.device_param_count());
+  auto session = backend.CreateSession(*on_gpu, spec);
+  if (!session.ok()) {
+    std::printf("GPU: %s\n", std::string(session.status().message()).c_str());
+    return 0;
+  }
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::Status status;
+  };
+  std::vector<float> params, out(rig.positions.size()), want(out.size());
+  auto frame = [&](const Pose& pose) {
+    if (!d.DeviceFrame({&pose, {}}, params).ok()) std::abort();
+    Wait w;
+    backend.Submit(**session, params, out.data(), gpu::OutputFormat::kFloat32,
+                   [](void* c, const absl::Status& st) {
+                     auto* w = static_cast<Wait*>(c);
+                     std::lock_guard<std::mutex> lock(w->mu);
+                     w->status = st;
+                     w->done = true;
+                     w->cv.notify_one();
+                   },
+                   &w);
+    std::unique_lock<std::mutex> lock(w.mu);
+    w.cv.wait(lock, [&] { return w.done; });
+    if (!w.status.ok()) std::abort();
+  };
+  *worst = 0;
+  for (const Pose& pose : clip) {
+    frame(pose);
+    if (!cpu.Deform({&pose, {}}, want, nullptr).ok()) std::abort();
+    for (size_t i = 0; i < out.size(); ++i) *worst = std::max(*worst, double(std::fabs(out[i] - want[i])));
+  }
+  int frames = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (Seconds(t0) < 1.0 || frames < 4) frame(clip[frames++ % clip.size()]);
+  return frames / Seconds(t0);
+}
+
 // Encodes `rig`, then times baseline skinning (joint tables, exact joints), LBS, DQS and memcpy
 // over `clip` on 1 and 2 threads; `dump`: also writes the baseline's points for the clip.
 int Run(const char* what, std::shared_ptr<const Rig> rig, const std::vector<Pose>& clip, ThreadPool& pool,
-        const char* dump) {
+        const char* dump, gpu::GpuBackend* gpu) {
   const size_t n = rig->vertex_count();
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) < 0) load[0] = -1;
@@ -153,6 +218,18 @@ int Run(const char* what, std::shared_ptr<const Rig> rig, const std::vector<Pose
                 "DQS %.3f s; baseline time ÷ LBS %.1f, ÷ DQS %.1f; baseline bytes/s ÷ memcpy %.3f\n",
                 count, count > 1 ? "s" : " ", 1 / b, n * b / 1e6, 1 / x, n * x / 1e6, 1 / l, 1 / d, l / b, d / b, b / c);
   }
+  if (gpu != nullptr) {
+    double worst = 0;
+    const double g = GpuRate(*gpu, *rig, **base, **exact, clip, &worst);
+    const double l = Rate(**lbs, clip, n, &pool);
+    if (g > 0) {
+      std::printf("GPU (%s): baseline %.4f s/frame (%.1f M points/s, one frame at a time, transfers included), "
+                  "largest difference from the CPU's exact joints %.2e; CPU LBS on 2 threads %.4f s\n",
+                  gpu->Devices()[0].name.c_str(), 1 / g, n * g / 1e6, worst, 1 / l);
+    }
+  } else {
+    std::printf("GPU: no CUDA device here; skipped\n");
+  }
   if (getloadavg(load, 3) >= 0) std::printf("load average after: %.2f\n\n", load[0]);
   return 0;
 }
@@ -164,20 +241,27 @@ int main(int argc, char** argv) {
   using namespace sinew;
   size_t target = 520000;
   const char* dump = nullptr;
+  bool emulated = false;
   std::string character = std::string(SINEW_ASSIMP_MODELS) + "/X/Testwuson.X";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dump") == 0 && i + 1 < argc) {
       dump = argv[++i];
+    } else if (std::strcmp(argv[i], "--emulated-gpu") == 0) {
+      emulated = true;
     } else if (std::strcmp(argv[i], "--character") == 0 && i + 1 < argc) {
       character = argv[++i];
     } else if (std::isdigit(static_cast<unsigned char>(argv[i][0]))) {
       target = std::strtoul(argv[i], nullptr, 10);
     } else {
-      std::fprintf(stderr, "usage: sinew-bench-baseline [points] [--dump FILE] [--character FILE|none]\n");
+      std::fprintf(stderr, "usage: sinew-bench-baseline [points] [--dump FILE] [--character FILE|none] [--emulated-gpu]\n");
       return 2;
     }
   }
   ThreadPool pool(2);
+  gpu::GpuOptions gpu_options;
+  gpu_options.emulate_devices = emulated ? 1 : 0;
+  auto backend = gpu::GpuBackend::Create(gpu_options);
+  gpu::GpuBackend* gpu = backend.ok() ? backend->get() : nullptr;
   PointBarOptions o;
   o.xs = {0, 2, 4, 6, 8};
   o.radii = {0.6, 0.55, 0.6, 0.5, 0.55};
@@ -190,7 +274,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto bar_rig = std::make_shared<const Rig>(std::move(*bar));
-  if (int rc = Run("striped bar, scattered", bar_rig, BarClip(bar_rig->skeleton), pool, dump); rc != 0) return rc;
+  if (int rc = Run("striped bar, scattered", bar_rig, BarClip(bar_rig->skeleton), pool, dump, gpu); rc != 0) return rc;
   if (character == "none") return 0;
   if (!std::filesystem::exists(character)) {
     std::printf("%s: not installed (scripts/install-deps.sh installs assimp-testmodels); skipped\n", character.c_str());
@@ -213,5 +297,5 @@ int main(int argc, char** argv) {
   std::vector<Pose> clip(16);
   for (int k = 0; k < 16; ++k) SampleClip(asset->clips[0], points->skeleton, asset->clips[0].duration * k / 15, clip[k]);
   const std::string what = std::filesystem::path(character).filename().string() + " as a point set";
-  return Run(what.c_str(), points, clip, pool, nullptr);
+  return Run(what.c_str(), points, clip, pool, nullptr, gpu);
 }

@@ -529,7 +529,8 @@ class GpuSessionImpl final : public GpuSession {
         kernel_(kernel),
         bytes_(bytes),
         coefficients_(std::static_pointer_cast<GpuCoefficientsImpl>(spec.coefficients)),
-        with_rest_(spec.with_rest) {
+        with_rest_(spec.with_rest),
+        frame_floats_(spec.frame_floats) {
     rig_->device_->CountSession(1);
   }
   ~GpuSessionImpl() override {
@@ -539,6 +540,7 @@ class GpuSessionImpl final : public GpuSession {
   }
   size_t param_count() const override {
     if (state_) return state_->frame_floats();
+    if (kernel_.method_frame) return frame_floats_;
     const size_t cage = kernel_.cage_points && coefficients_ ? 3 * size_t{coefficients_->cols()} : 0;
     return cage + kernel_.joint_blocks * kJointFloats * rig_->joint_count();
   }
@@ -551,6 +553,7 @@ class GpuSessionImpl final : public GpuSession {
   uint64_t bytes_;  // the session's share of the batch buffers
   std::shared_ptr<GpuCoefficientsImpl> coefficients_;
   bool with_rest_;
+  uint32_t frame_floats_;                // method_frame kernels
   std::unique_ptr<ProgramState> state_;  // device programs
 };
 
@@ -690,6 +693,12 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
   // device programs, its item and state bytes in the batch); the program's state reserves its own.
   const uint64_t cage_floats = kernel->cage_points && coeffs ? 3 * coeffs->cols() : 0;
   uint64_t param_floats = kernel->joint_blocks * kJointFloats * impl->joint_count() + cage_floats;
+  if (kernel->method_frame) {
+    if (spec.frame_floats == 0) {
+      return absl::InternalError(absl::StrCat("gpu: kernel ", std::string(kernel->name), " needs the method's frame size"));
+    }
+    param_floats = spec.frame_floats;
+  }
   uint64_t bytes = sizeof(BatchItem) + uint64_t{12} * impl->vertex_count();
   std::unique_ptr<ProgramState> state;
   if (program) {

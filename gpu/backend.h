@@ -86,6 +86,9 @@ struct SessionSpec {
   // The method's parameters; device programs read theirs (e.g. implicit stages: an
   // ImplicitConfig, its defaults when null).
   std::shared_ptr<const MethodParams> params;
+  // Kernels whose frame size is the method's (KernelInfo::method_frame): its floats per frame
+  // (Deformer::device_param_count).
+  uint32_t frame_floats = 0;
 };
 
 // Where a frame's results go. Every pointer must stay valid until the frame's `done`.

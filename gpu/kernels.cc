@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "core/baseline/device_layout.h"
 #include "core/swingtwist/swing_twist.h"
 #include "gpu/implicit/device_program.h"
 #include "gpu/pbs/device_program.h"
@@ -15,6 +16,9 @@ namespace {
 const DeviceProgram* Implicit() { return &ImplicitProgram(); }
 const DeviceProgram* Pbs() { return &PbsProgram(); }
 const char* OneColumn(uint32_t cols) { return cols == 1 ? nullptr : "one coefficient per vertex"; }
+const char* BaselineRows(uint32_t cols) {
+  return cols == baseline::kBaselineRowFloats ? nullptr : "one PointCode (20 floats) per point";
+}
 const char* SwingTwistRows(uint32_t cols) {
   return cols > 0 && cols % kSwingTwistRowFloats == 0 ? nullptr : "4 coefficients (joint, d, s, t) per influence";
 }
@@ -37,6 +41,7 @@ constexpr KernelInfo kKernels[] = {
     {"blend", GpuMethod::kBlend, true, 2, false, nullptr, &OneColumn},  // the blend weight
     {"swing-twist", GpuMethod::kSwingTwist, true, kSwingTwistJointFloats / 12, false, nullptr, &SwingTwistRows},
     {"pbs", GpuMethod::kPbs, false, 0, false, &Pbs},
+    {"baseline", GpuMethod::kBaseline, true, 0, false, nullptr, &BaselineRows, true},
 };
 
 }  // namespace

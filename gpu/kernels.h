@@ -26,6 +26,9 @@ struct KernelInfo {
   // The coefficient matrix's shape: null when `cols` suits the kernel, else what it needs.
   // Null function: any width.
   const char* (*check_cols)(uint32_t cols) = nullptr;
+  // A frame's parameter count is the method's (SessionSpec::frame_floats, its deformer's
+  // device_param_count), not a function of the joints.
+  bool method_frame = false;
 };
 
 // The kernel that runs a DeviceStage (e.g. "cage+dqs"); FAILED_PRECONDITION naming it when

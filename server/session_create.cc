@@ -220,6 +220,7 @@ absl::StatusOr<std::unique_ptr<gpu::GpuSession>> Service::CreateGpuSession(Store
   spec.method = *kernel;
   spec.with_rest = stage.with_rest;
   spec.params = std::move(params);
+  spec.frame_floats = uint32_t(deformer.device_param_count());
   if (gpu::KernelHasModel(spec.method)) {
     auto model = stored.ModelOnGpu(*gpu_, *gpu_rig, stage);
     if (!model.ok()) return model.status();

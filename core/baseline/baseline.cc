@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -35,22 +36,7 @@ class BaselineDeformer final : public Deformer {
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per point");
-    if (frame.pose != nullptr) {
-      if (auto st = ValidatePose(*frame.pose, rig_->joint_count()); !st.ok()) return st;
-    }
-    if (frame.spheres != nullptr) {
-      if (auto st = ValidateSphereFrame(*rig_, *frame.spheres); !st.ok()) return st;
-    }
-    if (!frame.cages.empty() || frame.posed_cage != nullptr) {
-      return absl::InvalidArgumentError("cages: method baseline takes no cage input");
-    }
-    const baseline::SphereSkeleton& sk = model_->skeleton;
-    if (auto st = baseline::PoseSpheres(sk, *rig_, frame, scratch_, posed_); !st.ok()) return st;
-    ends_.resize(2 * sk.bone_count());
-    for (uint32_t k = 0; k < sk.bone_count(); ++k) {
-      ends_[2 * k] = baseline::EndOf(sk, posed_, k, 0);
-      ends_[2 * k + 1] = baseline::EndOf(sk, posed_, k, 1);
-    }
+    if (auto st = PoseEnds(frame); !st.ok()) return st;
     status_.resize(model_->codes.size());
     const std::vector<PointCode>& codes = model_->codes;
     const baseline::JointTables& tables = model_->tables;
@@ -92,7 +78,46 @@ class BaselineDeformer final : public Deformer {
     FrameExtras rest = extras;
     rest.vertex_states = nullptr;
     if (auto st = Deformer::Extras(rest); !st.ok()) return st;
-    if (extras.vertex_states != nullptr) *extras.vertex_states = status_;
+    if (extras.vertex_states != nullptr) {
+      if (status_.empty()) {
+        return absl::FailedPreconditionError(
+            "outputs.vertex_states: method baseline reports them from CPU frames only (this session runs on the GPU)");
+      }
+      *extras.vertex_states = status_;
+    }
+    return absl::OkStatus();
+  }
+
+  // The device decodes every point itself (gpu/baseline/, core/baseline/device_layout.h): its
+  // rows are the PointCodes, a frame's parameters the posed bone ends.
+  DeviceStage device_stage() const override {
+    DeviceStage s;
+    s.kernel = "baseline";
+    s.device_data_key = "baseline encoding";
+    return s;
+  }
+  size_t device_param_count() const override {
+    return baseline::BaselineFrameFloats(uint32_t(model_->skeleton.bone_count()));
+  }
+  void DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const override {
+    cols = baseline::kBaselineRowFloats;
+    values.resize(size_t{cols} * model_->codes.size());
+    std::memcpy(values.data(), static_cast<const void*>(model_->codes.data()), model_->codes.size() * sizeof(PointCode));
+  }
+  absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
+    if (auto st = PoseEnds(frame); !st.ok()) return st;
+    status_.clear();  // the device makes no status bytes
+    const uint32_t bones = uint32_t(model_->skeleton.bone_count());
+    params.assign(baseline::BaselineFrameFloats(bones), 0.f);
+    const uint32_t profile = uint32_t(params_.profile);
+    std::memcpy(&params[0], &bones, sizeof(bones));
+    std::memcpy(&params[1], &profile, sizeof(profile));
+    params[2] = params_.modulate_detail ? 1.f : 0.f;
+    for (uint32_t k = 0; k < bones; ++k) {
+      float* bone = params.data() + baseline::kBaselineHeaderFloats + size_t{baseline::kBaselineBoneFloats} * k;
+      std::memcpy(bone, static_cast<const void*>(&ends_[2 * k]), 2 * sizeof(End<double>));
+      std::memcpy(bone + 2 * sizeof(End<double>) / sizeof(float), &posed_.twist[k], sizeof(double));
+    }
     return absl::OkStatus();
   }
 
@@ -103,6 +128,27 @@ class BaselineDeformer final : public Deformer {
   }
 
  private:
+  // Checks the frame and poses the sphere-mesh: posed_, and ends_ (2 per bone).
+  absl::Status PoseEnds(const FrameInput& frame) {
+    if (frame.pose != nullptr) {
+      if (auto st = ValidatePose(*frame.pose, rig_->joint_count()); !st.ok()) return st;
+    }
+    if (frame.spheres != nullptr) {
+      if (auto st = ValidateSphereFrame(*rig_, *frame.spheres); !st.ok()) return st;
+    }
+    if (!frame.cages.empty() || frame.posed_cage != nullptr) {
+      return absl::InvalidArgumentError("cages: method baseline takes no cage input");
+    }
+    const baseline::SphereSkeleton& sk = model_->skeleton;
+    if (auto st = baseline::PoseSpheres(sk, *rig_, frame, scratch_, posed_); !st.ok()) return st;
+    ends_.resize(2 * sk.bone_count());
+    for (uint32_t k = 0; k < sk.bone_count(); ++k) {
+      ends_[2 * k] = baseline::EndOf(sk, posed_, k, 0);
+      ends_[2 * k + 1] = baseline::EndOf(sk, posed_, k, 1);
+    }
+    return absl::OkStatus();
+  }
+
   std::shared_ptr<const Rig> rig_;
   std::shared_ptr<const BaselineModel> model_;
   BaselineParams params_;

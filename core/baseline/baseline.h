@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "core/baseline/device_layout.h"
 #include "core/baseline/encode.h"
 #include "core/baseline/joint_table.h"
 #include "core/baseline/sphere_mesh.h"

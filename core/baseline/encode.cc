@@ -247,40 +247,11 @@ struct Encoder {
 
 }  // namespace
 
-V3<double> RigidPoint(const PointCode& code, const End<double>& first) {
-  return first.c + double(code.side[0]) * first.e0 + double(code.side[1]) * first.e1 + double(code.side[2]) * first.u;
-}
-
-SectionPoint<double> Decode(const PointCode& code, const Section<double>& s, bool modulate, V3<double>& p) {
-  const double sigma = code.ratio * s.length;
-  const SectionPoint<double> at = PointAt(s, sigma);
-  double h = code.height;
-  if (modulate) h = h * code.cos_beta / std::max(at.cos_beta, 0.1);
-  p = at.b + h * at.d;
-  if (code.flags & kResidual) {
-    V f[3];
-    SectionFrame(s, at, f[0], f[1], f[2]);
-    for (int k = 0; k < 3; ++k) p = p + double(code.side[k]) * f[k];
-  }
-  return at;
-}
-
 void SectionEnds(const PointCode& code, std::span<const End<double>> ends, std::span<const double> twist,
                  Section<double>& s) {
-  const uint32_t k = code.bone;
-  for (int side = 0; side < 2; ++side) {
-    EndView<double>& v = s.ends[side];
-    v.self = ends[2 * size_t(k) + side];
-    v.psi = code.phi + (side == 1 ? twist[k] : 0.0);
-    v.joint = code.other[side] != kFree;
-    v.given = false;
-    if (v.joint) {
-      const uint32_t o = code.other[side];
-      v.other = ends[2 * size_t(o) + code.other_side[side]];
-      v.psi_other = code.psi_other[side] + (code.other_side[side] == 1 ? twist[o] : 0.0);
-      v.first = k < o;
-    }
-  }
+  SectionEndsOf(
+      code, [&](uint32_t bone, int side) -> const End<double>& { return ends[2 * size_t(bone) + side]; },
+      [&](uint32_t bone) { return twist[bone]; }, s);
 }
 
 uint32_t NearestBone(std::span<const End<double>> rest_ends, const V3<double>& p) {

@@ -73,7 +73,7 @@ const MethodInfo kMethods[] = {
      .description = "baseline skinning of point sets (Fu, Chaine & Digne 2021): points encoded over baselines of "
                     "a sphere-mesh skeleton, moved by its twist and bend model; no weights, no triangles",
      .create = &CreateBaselineDeformer, .prepare = &PrepareBaseline, .prepare_key = &BaselineKey,
-     .inputs = kInputPose | kInputSpheres, .params_field = "baseline", .params = BaselineParamSpecs(),
+     .device_stage = true, .inputs = kInputPose | kInputSpheres, .params_field = "baseline", .params = BaselineParamSpecs(),
      .parse = &ParseBaselineParams, .params_type = &typeid(BaselineParams), .vertex_states = true},
 };
 }  // namespace

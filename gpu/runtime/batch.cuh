@@ -3,6 +3,7 @@
 // (multi-pass device programs, which run after it: gpu/runtime/program.h).
 #pragma once
 
+#include "gpu/baseline/baseline.cuh"
 #include "gpu/cage/cage.cuh"
 #include "gpu/dqs/dqs.cuh"
 #include "gpu/lbs/lbs.cuh"
@@ -43,6 +44,7 @@ SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const flo
       break;
     }
     case GpuMethod::kSwingTwist: SwingTwistVertex(it.rest, it.coeffs, it.coeff_cols, p, v, o); break;
+    case GpuMethod::kBaseline: BaselineVertex(it.coeffs, p, v, o); break;
     default: break;  // device programs write their vertices after this kernel
   }
 }

@@ -20,6 +20,7 @@ enum class GpuMethod : uint32_t {
   kBlend = 7,         // "blend": (1 - b) LBS + b DQS, b = the coefficient column; matrices, then dual quaternions
   kSwingTwist = 8,    // "swing-twist": influences as coefficient rows (joint, d, s, t); 48 floats per joint
   kPbs = 9,           // "pbs": a device program (gpu/pbs/), core/pbs/device_layout.h
+  kBaseline = 10,     // "baseline": a PointCode per coefficient row; the bones' ends (core/baseline/device_layout.h)
 };
 
 }  // namespace sinew::gpu

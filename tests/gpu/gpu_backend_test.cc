@@ -15,7 +15,9 @@
 #include "core/deformer/deformer.h"
 #include "core/deformer/skeletal.h"
 #include "core/normals/normals.h"
+#include "core/baseline/baseline.h"
 #include "core/procedural/limb.h"
+#include "core/procedural/point_bar.h"
 #include "core/swingtwist/method.h"
 #include "core/util/half.h"
 #include "gpu/backend.h"
@@ -122,6 +124,7 @@ absl::StatusOr<StageOnDevice> UploadStage(GpuBackend& backend, const Rig& rig, c
   if (!coeffs.ok()) return coeffs.status();
   s.spec.method = s.kernel;
   s.spec.coefficients = *coeffs;
+  s.spec.frame_floats = uint32_t(d.device_param_count());
   auto session = backend.CreateSession(s.on_gpu, s.spec);
   if (!session.ok()) return session.status();
   s.session = std::move(*session);
@@ -211,6 +214,67 @@ TEST_P(GpuBackendTest, SwingTwistKernelEqualsCpuSwingTwist) {
   auto refused = backend->CreateSession(stage->on_gpu, spec);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("swing-twist needs 4 coefficients"));
+}
+
+// Baseline skinning runs as the server runs it (its device stage: each point's PointCode as a
+// coefficient row, the posed bone ends as a frame's parameters, decoded in double by core's own
+// code) and equals the CPU's frame with exact joints — the device solves every point's joints,
+// not the CPU's per-frame tables — on a scattered striped bar bent and twisted at both joints,
+// and at rest; the frame's size is the method's; rows of the wrong width are refused by name;
+// vertex states, which the device does not make, are refused after a device frame.
+TEST_P(GpuBackendTest, BaselineKernelEqualsCpuBaselineWithExactJoints) {
+  auto backend = *Make(GetParam());
+  PointBarOptions o;
+  o.xs = {0, 2, 4, 6};
+  o.radii = {0.6, 0.45, 0.55, 0.5};
+  o.rings = 90;
+  o.around = 48;
+  o.scattered = true;
+  auto rig = std::make_shared<const Rig>(*BuildRig(MakePointBar(o)));
+  auto exact = std::make_shared<BaselineParams>();
+  exact->exact_joints = true;
+  auto cpu = CreateDeformer(rig, DeformerConfig("baseline", exact));
+  auto device = CreateDeformer(rig, DeformerConfig("baseline"));
+  ASSERT_TRUE(cpu.ok() && device.ok()) << cpu.status() << device.status();
+  auto stage = UploadStage(*backend, *rig, **device);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  ASSERT_EQ(stage->kernel, GpuMethod::kBaseline);
+  EXPECT_EQ(stage->session->param_count(), (*device)->device_param_count());
+  std::vector<float> out, want(rig->positions.size());
+  for (double degrees : {0.0, 40.0, 90.0, 130.0}) {
+    Pose pose = RestPose(rig->skeleton);
+    const double a = degrees * baseline::kPi / 180;
+    pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(a, Eigen::Vector3d(0, 0.6, 0.8))) *
+                             Eigen::Quaterniond(Eigen::AngleAxisd(a / 2, Eigen::Vector3d::UnitX())));
+    pose.set_rotation(2, Eigen::Quaterniond(Eigen::AngleAxisd(-a / 2, Eigen::Vector3d::UnitY())));
+    std::vector<float> params;
+    ASSERT_TRUE((*device)->DeviceFrame({&pose, {}}, params).ok());
+    EXPECT_EQ(params.size(), (*device)->device_param_count());
+    out.assign(want.size(), std::nanf(""));
+    Latch latch;
+    backend->Submit(*stage->session, params, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+    latch.Wait();
+    ASSERT_TRUE(latch.status.ok()) << latch.status;
+    ASSERT_TRUE((*cpu)->Deform({&pose, {}}, want, nullptr).ok());
+    // The emulation runs the CPU's code on the CPU: equal to rounding; a CUDA device contracts
+    // multiply-adds differently, which moves points at an arc-crease switch a little (joint_table.h).
+    EXPECT_LE(MaxDiff(out, want), 1e-6 * rig->bbox_diagonal()) << degrees << "°";  // NaN (unwritten) fails too
+    if (degrees == 0) {
+      EXPECT_LE(MaxDiff(out, rig->positions), 1e-5);
+    }
+  }
+  std::vector<uint8_t> states;
+  FrameExtras extras;
+  extras.vertex_states = &states;
+  EXPECT_EQ((*device)->Extras(extras).code(), absl::StatusCode::kFailedPrecondition);
+  // Rows of another width are refused by name.
+  auto bad = backend->UploadCoefficients(*stage->on_gpu, std::vector<float>(16 * rig->vertex_count(), 0.f), 16);
+  ASSERT_TRUE(bad.ok());
+  SessionSpec spec = stage->spec;
+  spec.coefficients = *bad;
+  auto refused = backend->CreateSession(stage->on_gpu, spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("baseline needs one PointCode"));
 }
 
 TEST_P(GpuBackendTest, Float16OutputWithinItsBound) {

@@ -10,6 +10,7 @@
 
 #include "clients/lib/client.h"
 #include "core/normals/normals.h"
+#include "core/procedural/point_bar.h"
 #include "core/util/half.h"
 #include "tests/service/server_process.h"
 #include "tests/service/test_util.h"
@@ -161,6 +162,71 @@ TEST_P(GpuService, SwingTwistRunsOnTheGpuOnceItsWeightsAreReady) {
     ASSERT_TRUE(client::DecodePositions(*rg, a).ok() && client::DecodePositions(*rc, b).ok());
     EXPECT_LE(MaxAbsDiff(a, b), 1e-5 * 3.1) << "frame " << f;
   }
+}
+
+// Baseline skinning runs on the GPU (AUTO and GPU), its encoding a coefficient row per point:
+// frames posed by the skeleton and by explicit spheres equal a CPU session's with exact joints
+// (the device solves every point's joints; the emulation to rounding, a CUDA device to its own
+// multiply-adds); vertex states, which the device does not make, are refused by name on a GPU
+// frame and the session goes on.
+TEST_P(GpuService, BaselineRunsOnTheGpuAndEqualsTheCpuWithExactJoints) {
+  PointBarOptions bar;
+  bar.xs = {0, 2, 4};
+  bar.radii = {0.6, 0.45, 0.55};
+  bar.rings = 60;
+  bar.around = 40;
+  bar.scattered = true;
+  auto up = client_->UploadRig(client::RigToProto(MakePointBar(bar)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto open = [&](v1::Backend backend, bool exact) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_BASELINE);
+    if (exact) req.mutable_deformer()->mutable_baseline()->set_exact_joints(true);
+    req.set_backend(backend);
+    return client_->CreateSession(req);
+  };
+  auto gpu = open(v1::BACKEND_GPU, false), automatic = open(v1::BACKEND_AUTO, false), cpu = open(v1::BACKEND_CPU, true);
+  ASSERT_TRUE(gpu.ok() && automatic.ok() && cpu.ok()) << gpu.status() << automatic.status() << cpu.status();
+  EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);
+  EXPECT_EQ(automatic->backend(), v1::BACKEND_GPU);
+  EXPECT_EQ(cpu->backend(), v1::BACKEND_CPU);
+  const Skeleton sk = BuildRig(MakePointBar(bar))->skeleton;
+  const double tolerance = 1e-6 * 5;
+  for (int f = 0; f < 4; ++f) {
+    v1::DeformRequest req;
+    req.set_frame(uint64_t(f));
+    if (f < 2) {
+      Pose pose = RestPose(sk);
+      pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(0.9 * (f + 1), Eigen::Vector3d(0, 0.6, 0.8))));
+      client::PoseToProto(pose, *req.mutable_pose());
+    } else {
+      const std::vector<float> centres = {0, 0, 0, 2, 0, 0, 3, 1.5f * float(f - 1), 0.3f}, twists = {0, 0.7f};
+      req.mutable_spheres()->set_centers(centres.data(), 4 * centres.size());
+      req.mutable_spheres()->set_twists(twists.data(), 4 * twists.size());
+    }
+    std::vector<float> a, b;
+    req.set_session_id(automatic->session_id());
+    auto rg = client_->Deform(req);
+    req.set_session_id(cpu->session_id());
+    auto rc = client_->Deform(req);
+    ASSERT_TRUE(rg.ok() && rc.ok()) << rg.status() << rc.status();
+    EXPECT_EQ(rg->method(), v1::METHOD_BASELINE);
+    ASSERT_TRUE(client::DecodePositions(*rg, a).ok() && client::DecodePositions(*rc, b).ok());
+    EXPECT_LE(MaxAbsDiff(a, b), tolerance) << "frame " << f;
+  }
+  v1::DeformRequest states;
+  states.set_session_id(gpu->session_id());
+  states.set_frame(0);
+  client::PoseToProto(RestPose(sk), *states.mutable_pose());
+  states.mutable_outputs()->set_vertex_states(true);
+  auto refused = client_->Deform(states);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("outputs.vertex_states"));
+  states.mutable_outputs()->set_vertex_states(false);
+  states.set_frame(1);
+  EXPECT_TRUE(client_->Deform(states).ok());
 }
 
 // Position-based skinning with jiggle runs on the GPU (AUTO) once its tets are built, its
