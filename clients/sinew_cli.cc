@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "clients/import/asset_import.h"
+#include "clients/import/point_set.h"
 #include "clients/import/supercages.h"
 #include "clients/lib/args.h"
 #include "clients/lib/methods.h"
@@ -329,6 +330,25 @@ absl::StatusOr<ImportedAsset> LoadAsset(const std::string& path) {
   return asset;
 }
 
+// --point-set N: the asset's character made into N surface points with a sphere-mesh
+// (clients/import/point_set.h), for baseline skinning and for LBS/DQS on the same points.
+absl::Status ApplyPointSet(client::Args& args, ImportedAsset& asset) {
+  long long points;
+  if (!args.GetInt("point-set", &points, 0, 50'000'000)) return absl::InvalidArgumentError(args.error());
+  if (points == 0) return absl::OkStatus();
+  PointSetOptions o;
+  o.points = size_t(points);
+  PointSetReport report;
+  auto in = PointSetFromCharacter(asset.rig, o, &report);
+  if (!in.ok()) return absl::Status(in.status().code(), absl::StrCat(asset.path, ": ", in.status().message()));
+  std::fprintf(stderr, "sinew: %s: %zu points, a sphere-mesh of %zu spheres and %zu bones (%zu junctions)\n",
+               asset.path.c_str(), o.points, report.spheres, report.bones, report.junctions);
+  for (const auto& n : report.notes) std::fprintf(stderr, "sinew: %s: note: %s\n", asset.path.c_str(), n.c_str());
+  asset.rig = std::move(*in);
+  asset.meshes = {{"points", 0, uint32_t(o.points), 0, 0, true}};
+  return absl::OkStatus();
+}
+
 int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   long long frames;
   double fps, clip_fps;
@@ -348,6 +368,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   if (pos.size() >= 2) {  // an asset file: its clip, sampled at --clip-fps
     auto asset = LoadAsset(pos[1]);
     if (!asset.ok()) return Fail(asset.status());
+    if (auto st = ApplyPointSet(args, *asset); !st.ok()) return Fail(st);
     auto clip = ChooseClip(*asset, args.Get("clip"));
     if (!clip.ok()) return Fail(clip.status());
     auto built = BuildRig(asset->rig);
@@ -461,6 +482,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       if (use.vertex_states) r.mutable_outputs()->set_vertex_states(true);  // summarised below
     }
     uint64_t states[6] = {};
+    // Baseline skinning's status bytes (core/baseline/baseline.h): on a bone, on a joint's arc or
+    // an end cap, a degenerate joint this frame, moved rigidly with its bone.
+    const bool baseline = stages.size() == 1 && stages[0] == v1::METHOD_BASELINE;
+    uint64_t on_bone = 0, on_sphere = 0, degenerate = 0, rigid = 0;
     if (use.cages && clip.front().cages_size() == 0) {
       return Fail(absl::FailedPreconditionError(absl::StrCat("--method ", name, ": this asset has no cage clip to play")));
     }
@@ -492,7 +517,16 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
       if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) ++errors;
       bytes += resp.positions().size();
-      for (char st : resp.vertex_states()) ++states[std::min<unsigned>(static_cast<unsigned char>(st), 5)];
+      for (char c : resp.vertex_states()) {
+        const unsigned st = static_cast<unsigned char>(c);
+        if (!baseline) {
+          ++states[std::min(st, 5u)];
+          continue;
+        }
+        ((st & 3) == 1 ? on_bone : on_sphere)++;
+        degenerate += (st & 4) != 0;
+        rigid += (st & (8u << 3)) != 0;
+      }
       if (procedural && static_cast<size_t>(f) % kCycle == kCycle / 2 && peak.empty()) {
         if (auto st = client::DecodePositions(resp, peak); !st.ok()) return Fail(st);
       }
@@ -514,7 +548,13 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           LimbMotion{}.bend_degrees, LimbMotion{}.twist_degrees,
           LimbRingRadius(limb, peak, x_wrist), LimbRingRadius(limb, peak, x_elbow), limb.radius);
     }
-    if (use.vertex_states) {
+    if (use.vertex_states && baseline) {
+      const double n = std::max<double>(1, double(on_bone + on_sphere));
+      quality += absl::StrFormat(
+          "; point-frames: %.1f%% on bones, %.1f%% on joint arcs and end caps, %.2f%% at a degenerate joint, "
+          "%.2f%% moved rigidly with their bone",
+          100 * on_bone / n, 100 * on_sphere / n, 100 * degenerate / n, 100 * rigid / n);
+    } else if (use.vertex_states) {
       const double n = std::max<double>(1, double(states[0] + states[1] + states[2] + states[3] + states[4] + states[5]));
       quality += absl::StrFormat(
           "; vertex-frames: %.1f%% converged, %.2f%% stopped at contacts, %.2f%% at the iteration limit or a "
@@ -557,6 +597,7 @@ int Batch(client::Client& c, client::Args& args) {
 
   auto asset = LoadAsset(pos[1]);
   if (!asset.ok()) return Fail(asset.status());
+  if (auto st = ApplyPointSet(args, *asset); !st.ok()) return Fail(st);
   auto clip = ChooseClip(*asset, args.Get("clip"));
   if (!clip.ok()) return Fail(clip.status());
   if (auto built = BuildRig(asset->rig); !built.ok()) {
@@ -695,6 +736,7 @@ int main(int argc, char** argv) {
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
+      .Flag("point-set", "N", "0", "play/batch FILE: deform N points sampled on the character's surface instead of its mesh, with a sphere-mesh made from its skeleton (for --method baseline; lbs and dqs get Gaussian weights on the same points); 0 = the mesh")
       .Flag("pc2", "FILE", "", "batch: write frames to this .pc2 point cache (resumes if it exists)")
       .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")
       .Flag("max-frames", "N", "0", "batch: write at most N frames in this run, then exit 0 (run again to continue); 0 = to the end")

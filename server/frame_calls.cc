@@ -395,6 +395,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   resp.clear_joints();
   resp.clear_vertex_states();
   resp.clear_normals();
+  resp.clear_base_points();
   job.Fresh();
   job.session = sessions_.Find(req.session_id(), NowMs());
   if (!job.session) {
@@ -415,6 +416,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   job.out.joints = resp.mutable_joints();
   job.out.vertex_states = resp.mutable_vertex_states();
   job.out.normals = resp.mutable_normals();
+  job.out.base_points = resp.mutable_base_points();
   job.done = done;
   job.context = context;
   session.runner->Run(job, std::move(lock));

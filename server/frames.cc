@@ -92,8 +92,11 @@ absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTar
   }
   // A device that makes the vertex states writes them itself (GpuFrames).
   const bool states = want.vertex_states() && !session.device_states;
-  if (!want.posed_cage() && !want.rest_cage() && !want.joints() && !states) return absl::OkStatus();
+  if (!want.posed_cage() && !want.rest_cage() && !want.joints() && !states && !want.base_points()) {
+    return absl::OkStatus();
+  }
   FrameExtras extras;
+  if (want.base_points()) extras.base_points = &session.extra_base_points;
   if (states) extras.vertex_states = &session.extra_states;
   if (want.posed_cage()) extras.posed_cage = &session.extra_posed_cage;
   if (want.rest_cage()) extras.rest_cage = &session.extra_rest_cage;
@@ -102,6 +105,7 @@ absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTar
   if (want.posed_cage() && out.posed_cage) Pack(session.extra_posed_cage, out.posed_cage);
   if (want.rest_cage() && out.rest_cage) Pack(session.extra_rest_cage, out.rest_cage);
   if (want.joints() && out.joints) Pack(session.extra_joints, out.joints);
+  if (want.base_points() && out.base_points) Pack(session.extra_base_points, out.base_points);
   if (states && out.vertex_states) {
     out.vertex_states->assign(reinterpret_cast<const char*>(session.extra_states.data()), session.extra_states.size());
   }

@@ -34,6 +34,7 @@ struct FrameTarget {
   std::string* joints = nullptr;
   std::string* vertex_states = nullptr;  // one byte per vertex, when wanted
   std::string* normals = nullptr;        // per vertex in the wanted NormalEncoding
+  std::string* base_points = nullptr;    // float32 x,y,z per vertex, when wanted
   uint64_t compute_ns = 0;               // set before done
   uint32_t method = 0;                   // set before done: the method (wire id) that produced the frame
 };

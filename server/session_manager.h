@@ -44,7 +44,7 @@ struct Session {
   CageFrame posed_cage;
   SphereFrame spheres;
   std::vector<float> positions;  // float32 staging for non-float32 encodings
-  std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints;
+  std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints, extra_base_points;
   std::vector<uint8_t> extra_states;
   std::vector<float> extra_normals;
   std::shared_ptr<const VertexNormals> normals;  // the rig's adjacency, on the first frame that wants normals

@@ -77,14 +77,17 @@ class BaselineDeformer final : public Deformer {
   absl::Status Extras(const FrameExtras& extras) const override {
     FrameExtras rest = extras;
     rest.vertex_states = nullptr;
+    rest.base_points = nullptr;
     if (auto st = Deformer::Extras(rest); !st.ok()) return st;
-    if (extras.vertex_states != nullptr) {
-      if (status_.empty()) {
-        return absl::FailedPreconditionError(
-            "outputs.vertex_states: method baseline reports them from CPU frames only (this session runs on the GPU)");
+    for (const auto& [wanted, field] : {std::pair{extras.vertex_states != nullptr, "vertex_states"},
+                                        std::pair{extras.base_points != nullptr, "base_points"}}) {
+      if (wanted && status_.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "outputs.", field, ": method baseline reports them from CPU frames only (this session runs on the GPU)"));
       }
-      *extras.vertex_states = status_;
     }
+    if (extras.vertex_states != nullptr) *extras.vertex_states = status_;
+    if (extras.base_points != nullptr) BasePoints(*extras.base_points);
     return absl::OkStatus();
   }
 
@@ -128,6 +131,35 @@ class BaselineDeformer final : public Deformer {
   }
 
  private:
+  // The last frame's base points, its sections built again (the same ends and joint tables, so
+  // the same sections): a second pass asked for by the client, on one thread.
+  void BasePoints(std::vector<float>& out) const {
+    const std::vector<PointCode>& codes = model_->codes;
+    const baseline::JointTables& tables = model_->tables;
+    const bool tabled = !params_.exact_joints && !tables.keys.empty();
+    out.resize(3 * codes.size());
+    baseline::Section<double> s;
+    s.profile = params_.profile;
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const PointCode& code = codes[i];
+      baseline::V3<double> b;
+      if (code.flags & baseline::kDegenerate) {
+        b = baseline::RigidPoint(code, ends_[2 * size_t(code.bone)]);
+      } else {
+        baseline::SectionEnds(code, ends_, posed_.twist, s);
+        for (int side = 0; tabled && side < 2; ++side) {
+          const uint32_t key = tables.of_code[i][side];
+          if (key != baseline::kNoTable) baseline::LookUpJoint(tables, joints_, key, code.phi, s.ends[side]);
+        }
+        baseline::BuildSection(s);
+        b = baseline::PointAt(s, code.ratio * s.length).b;
+      }
+      out[3 * i] = float(b.x);
+      out[3 * i + 1] = float(b.y);
+      out[3 * i + 2] = float(b.z);
+    }
+  }
+
   // Checks the frame and poses the sphere-mesh: posed_, and ends_ (2 per bone).
   absl::Status PoseEnds(const FrameInput& frame) {
     if (frame.pose != nullptr) {

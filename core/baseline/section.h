@@ -340,6 +340,7 @@ template <class T>
 SINEW_BL_HD void BuildSection(Section<T>& s) {
   JointSolve<T> joints[2];
   T targets[2];
+  s.degenerate = false;  // a section is built anew (deformers reuse one per thread)
   for (int side = 0; side < 2; ++side) {
     const EndView<T>& v = s.ends[side];
     targets[side] = v.psi;

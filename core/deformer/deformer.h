@@ -83,6 +83,9 @@ struct FrameExtras {
   // x,y,z per vertex: the rig's uploaded normals moved by the method (point sets, which have no
   // triangles to take normals from; meshes: core/normals/normals.h from the positions).
   std::vector<float>* normals = nullptr;
+  // Point-set methods that carry points over a surface (baseline skinning): x,y,z per point, the
+  // point's base point on the posed sphere-mesh (points moved rigidly: the point itself).
+  std::vector<float>* base_points = nullptr;
 };
 
 // The per-vertex stage of a method that a device (gpu/) can run; everything before it (pose

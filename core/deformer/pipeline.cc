@@ -49,6 +49,7 @@ class Pipeline final : public Deformer {
     if (extras.joints && st.ok()) st = one({.joints = extras.joints}, "joints");
     if (extras.vertex_states && st.ok()) st = one({.vertex_states = extras.vertex_states}, "vertex_states");
     if (extras.normals && st.ok()) st = one({.normals = extras.normals}, "normals");
+    if (extras.base_points && st.ok()) st = one({.base_points = extras.base_points}, "base_points");
     return st;
   }
 

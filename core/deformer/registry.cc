@@ -160,6 +160,9 @@ absl::Status Deformer::Extras(const FrameExtras& extras) const {
     return absl::FailedPreconditionError(
         "outputs.normals: this rig has no triangles, and this method cannot move uploaded normals");
   }
+  if (extras.base_points) {
+    return absl::FailedPreconditionError("outputs.base_points: this method has no base points (baseline skinning has)");
+  }
   return absl::OkStatus();
 }
 

@@ -265,6 +265,45 @@ TEST(BaselineSkinning, EveryPointIsItsBasePointPlusItsHeightAlongItsDetailDirect
   }
 }
 
+// The base points a frame reports (FrameExtras::base_points) lie on the posed sphere-mesh's
+// surface, and each point is its base point lifted by its height: |p − b| = |h| for points
+// without a residual, at a 100° bend and twist on cones (0.7, 0.55, 0.4). After a device frame
+// (no CPU sections) they are refused.
+TEST(BaselineSkinning, BasePointsLieOnThePosedSphereMeshAndThePointsAtTheirHeights) {
+  Bar bar;
+  bar.rs = {0.7, 0.55, 0.4};
+  const Prepared f(bar.Make());
+  auto d = f.Make();
+  Pose pose = RestPose(f.rig->skeleton);
+  pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(100 * std::numbers::pi / 180, E3(0, 0.6, 0.8))) *
+                           Eigen::Quaterniond(Eigen::AngleAxisd(0.7, E3::UnitX())));
+  const auto out = Play(*d, pose, f.rig->vertex_count());
+  std::vector<float> base;
+  FrameExtras extras;
+  extras.base_points = &base;
+  ASSERT_TRUE(d->Extras(extras).ok());
+  ASSERT_EQ(base.size(), out.size());
+  const PosedMesh mesh(f, {&pose, {}});
+  double off = 0, lift = 0;
+  size_t checked = 0;
+  for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+    const baseline::PointCode& code = f.model->codes[v];
+    if (code.flags & (baseline::kDegenerate | baseline::kResidual)) continue;
+    ++checked;
+    off = std::max(off, std::abs(mesh.Distance(&base[3 * v])));
+    const double h = std::hypot(out[3 * v] - base[3 * v], out[3 * v + 1] - base[3 * v + 1], out[3 * v + 2] - base[3 * v + 2]);
+    lift = std::max(lift, std::abs(h - std::abs(code.height)));
+  }
+  std::printf("%zu base points: off the posed sphere-mesh by at most %.1e; |p - b| - |h| at most %.1e\n", checked, off,
+              lift);
+  EXPECT_GT(checked, f.rig->vertex_count() * 9 / 10);
+  EXPECT_LE(off, 1e-5);
+  EXPECT_LE(lift, 1e-5);
+  std::vector<float> params;
+  ASSERT_TRUE(d->DeviceFrame({&pose, {}}, params).ok());
+  EXPECT_EQ(d->Extras(extras).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 // Rigid motion (spec §5 test 3): the root turned and moved carries every point rigidly.
 TEST(BaselineSkinning, RigidMotionMovesThePointsRigidly) {
   Bar bar;
@@ -617,12 +656,30 @@ TEST(BaselineSkinning, IsDeterministic) {
   ASSERT_EQ(a.model->codes.size(), b.model->codes.size());
   EXPECT_EQ(0, std::memcmp(a.model->codes.data(), b.model->codes.data(), a.model->codes.size() * sizeof(baseline::PointCode)));
   auto d = a.Make();
-  const Pose pose = Bent(*a.rig, 75, E3(0, 1, 1));
   ThreadPool pool(2);
-  std::vector<float> one(a.rig->positions.size()), two(one.size());
-  ASSERT_TRUE(d->Deform({&pose, {}}, one, nullptr).ok());
-  ASSERT_TRUE(d->Deform({&pose, {}}, two, &pool).ok());
-  EXPECT_EQ(one, two);
+  // A 75° bend, and a 165° fold where some sections need fallbacks: each point's status byte says
+  // whether its own section did (a section reused from the point before once kept the flag).
+  for (const double degrees : {75.0, 165.0}) {
+    const Pose pose = Bent(*a.rig, degrees, E3(0, 1, 1));
+    std::vector<float> one(a.rig->positions.size()), two(one.size());
+    std::vector<uint8_t> states_one, states_two;
+    FrameExtras extras;
+    ASSERT_TRUE(d->Deform({&pose, {}}, one, nullptr).ok());
+    extras.vertex_states = &states_one;
+    ASSERT_TRUE(d->Extras(extras).ok());
+    ASSERT_TRUE(d->Deform({&pose, {}}, two, &pool).ok());
+    extras.vertex_states = &states_two;
+    ASSERT_TRUE(d->Extras(extras).ok());
+    EXPECT_EQ(one, two);
+    EXPECT_EQ(states_one, states_two);
+    size_t fallbacks = 0;
+    for (uint8_t st : states_one) fallbacks += (st & kBaselineStatusDegenerate) != 0;
+    std::printf("%.0f°: %zu of %zu points with a fallback section\n", degrees, fallbacks, states_one.size());
+    if (degrees > 90) {
+      EXPECT_GT(fallbacks, 0u);
+      EXPECT_LT(fallbacks, states_one.size() / 2);
+    }
+  }
 }
 
 // The frame's joint tables (joint_table.h) give what every point's own joint solve gives, to

@@ -544,7 +544,9 @@ TEST(PbsMethod, ThePapersJiggleSelectionFreesTheOuterLayerOfThePaintedPart) {
   for (size_t i = 0; i < m.mesh.rest.size(); ++i) {
     const V3& q = m.mesh.rest[i];
     EXPECT_TRUE(m.alpha[i] == 0.f || m.alpha[i] == 1.f);
-    if (q.x() < 4.5 - 1.0 / 3) EXPECT_EQ(m.alpha[i], 0.f) << "particle " << i << " outside the painted part";
+    if (q.x() < 4.5 - 1.0 / 3) {
+      EXPECT_EQ(m.alpha[i], 0.f) << "particle " << i << " outside the painted part";
+    }
     if (q.x() > 4.5 + 1.0 / 3) {
       mean += std::hypot(q.y(), q.z());
       ++selected;
@@ -558,8 +560,12 @@ TEST(PbsMethod, ThePapersJiggleSelectionFreesTheOuterLayerOfThePaintedPart) {
     const double r = std::hypot(q.y(), q.z());
     if (r < mean - 0.2) core += m.alpha[i] == 0.f;
     if (r > mean + 0.2) outer += m.alpha[i] == 1.f;
-    if (r < mean - 0.2) EXPECT_EQ(m.alpha[i], 0.f) << "core particle " << i << " at " << r;
-    if (r > mean + 0.2) EXPECT_EQ(m.alpha[i], 1.f) << "outer particle " << i << " at " << r;
+    if (r < mean - 0.2) {
+      EXPECT_EQ(m.alpha[i], 0.f) << "core particle " << i << " at " << r;
+    }
+    if (r > mean + 0.2) {
+      EXPECT_EQ(m.alpha[i], 1.f) << "outer particle " << i << " at " << r;
+    }
   }
   std::printf("paper's rule: %zu particles free; %zu well inside the painted part (mean distance %.2f); %zu core skinned, "
               "%zu outer free\n", free, selected, mean, core, outer);

@@ -53,8 +53,8 @@ class BaselineService : public ::testing::Test {
 
 std::string Floats(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), 4 * v.size()); }
 
-// Frames posed through the skeleton and through explicit spheres give core's points, bit for bit;
-// the preparation says where the points' base points lie.
+// Frames posed through the skeleton and through explicit spheres give core's points, bit for bit,
+// and the base points asked for core's; the preparation says where the points' base points lie.
 TEST_F(BaselineService, FramesEqualCoreByPoseAndBySpheres) {
   auto session = Open();
   ASSERT_TRUE(session.ok()) << session.status();
@@ -66,12 +66,20 @@ TEST_F(BaselineService, FramesEqualCoreByPoseAndBySpheres) {
   Pose pose = RestPose(rig->skeleton);
   pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(1.2, Eigen::Vector3d(0, 0.6, 0.8))));
   std::vector<float> got, want(rig->positions.size());
-  auto r = client_->Deform(Frame(session->session_id(), 0, pose));
+  v1::DeformRequest with_bases = Frame(session->session_id(), 0, pose);
+  with_bases.mutable_outputs()->set_base_points(true);
+  auto r = client_->Deform(with_bases);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->method(), v1::METHOD_BASELINE);
   ASSERT_TRUE(client::DecodePositions(*r, got).ok());
   ASSERT_TRUE((*core)->Deform({&pose, {}}, want, nullptr).ok());
   EXPECT_EQ(got, want);
+  // The base points the client asked for: core's.
+  std::vector<float> bases;
+  FrameExtras extras;
+  extras.base_points = &bases;
+  ASSERT_TRUE((*core)->Extras(extras).ok());
+  EXPECT_EQ(r->base_points(), Floats(bases));
 
   v1::DeformRequest req;
   req.set_session_id(session->session_id());
