@@ -479,8 +479,11 @@ SINEW_BL_HD SectionPoint<T> PointAt(const Section<T>& s, T sigma) {
     const T psi = CreaseAtLength(v.self, p.sigma, p.crease_from, p.crease_to, along, p.length);
     out.b = CreaseAt(v.self, p.sigma, psi);
     out.d = Normalized(out.b - v.self.c);
+    // On the crease the direction is from J's centre, not the cone's normal there (§3.5).
+    out.cos_beta = Dot(out.d, v.self.n(psi));
+    return out;
   }
-  out.cos_beta = 1;
+  out.cos_beta = 1;  // arcs and caps: d is the sphere's normal
   return out;
 }
 
