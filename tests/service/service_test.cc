@@ -88,7 +88,7 @@ TEST_F(Service, ServerInfoDescribesServer) {
   std::vector<std::string> methods;
   for (const auto& m : info->methods()) methods.push_back(m.name());
   EXPECT_THAT(methods, ::testing::ElementsAre("lbs", "dqs", "cage-mvc", "cage-green", "supercages", "implicit",
-                                              "elastic-implicit", "blend", "swing-twist", "pbs"));
+                                              "elastic-implicit", "blend", "swing-twist", "pbs", "baseline"));
   ASSERT_GE(info->backends_size(), 1);
   EXPECT_EQ(info->backends(0).backend(), v1::BACKEND_CPU);
   EXPECT_TRUE(info->backends(0).available());
