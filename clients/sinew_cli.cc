@@ -356,6 +356,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       !args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) {
     return Usage(args, args.error());
   }
+  const bool want_quality = args.Has("quality");
   std::vector<std::string> specs;
   for (const auto& spec : absl::StrSplit(args.Get("method"), ',')) {
     v1::DeformerConfig check;
@@ -480,7 +481,13 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       if (!use.pose) r.clear_pose();
       if (!use.cages) r.clear_cages();
       if (use.vertex_states) r.mutable_outputs()->set_vertex_states(true);  // summarised below
+      if (want_quality) r.mutable_outputs()->set_quality(true);
     }
+    // --quality: the server's per-frame QualityReport, summarised over the frames.
+    struct {
+      uint64_t frames_inside = 0, worst_inside = 0, worst_frame = 0, touching = 0;
+      double max_depth = 0, volume_min = INFINITY, volume_max = -INFINITY, stretch_min = INFINITY, stretch_max = 0;
+    } q;
     uint64_t states[6] = {};
     // Baseline skinning's status bytes (core/baseline/baseline.h): on a bone, on a joint's arc or
     // an end cap, a degenerate joint this frame, moved rigidly with its bone.
@@ -517,6 +524,20 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
       if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) ++errors;
       bytes += resp.positions().size();
+      if (resp.has_quality()) {
+        const v1::QualityReport& r = resp.quality();
+        q.frames_inside += r.inside_vertices() > 0;
+        if (r.inside_vertices() > q.worst_inside) {
+          q.worst_inside = r.inside_vertices();
+          q.worst_frame = static_cast<uint64_t>(f);
+        }
+        q.touching = std::max<uint64_t>(q.touching, r.touching_vertices());
+        q.max_depth = std::max(q.max_depth, r.max_depth());
+        q.volume_min = std::min(q.volume_min, r.volume_ratio());
+        q.volume_max = std::max(q.volume_max, r.volume_ratio());
+        q.stretch_min = std::min(q.stretch_min, r.edge_stretch_min());
+        q.stretch_max = std::max(q.stretch_max, r.edge_stretch_max());
+      }
       for (char c : resp.vertex_states()) {
         const unsigned st = static_cast<unsigned char>(c);
         if (!baseline) {
@@ -561,6 +582,18 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           "null gradient, %.2f%% kept at DQS (left their field), %.1f%% untracked",
           100 * states[1] / n, 100 * states[2] / n, 100 * (states[3] + states[4]) / n, 100 * states[5] / n,
           100 * states[0] / n);
+    }
+    if (want_quality && q.volume_max >= q.volume_min) {
+      quality += q.frames_inside == 0
+                     ? std::string("; skin: no vertex inside the skin in any frame")
+                     : absl::StrFormat("; skin: %llu of %lld frames with vertices inside the skin (worst: frame %llu, "
+                                       "%llu vertices; deepest %.4g)",
+                                       (unsigned long long)q.frames_inside, frames, (unsigned long long)q.worst_frame,
+                                       (unsigned long long)q.worst_inside, q.max_depth);
+      quality += absl::StrFormat(", up to %llu touching at contacts, volume %+.2f%% to %+.2f%% of rest, edges "
+                                 "stretched x%.3f to x%.3f",
+                                 (unsigned long long)q.touching, 100 * (q.volume_min - 1), 100 * (q.volume_max - 1),
+                                 q.stretch_min, q.stretch_max);
     }
     if (json) {
       std::printf(
@@ -736,6 +769,7 @@ int main(int argc, char** argv) {
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
+      .Flag("quality", "", "", "play: ask the server for each frame's geometric quality report (vertices inside the skin and their depth, volume, edge stretch; FrameOutputs.quality) and print a summary; not for point sets")
       .Flag("point-set", "N", "0", "play/batch FILE: deform N points sampled on the character's surface instead of its mesh, with a sphere-mesh made from its skeleton (for --method baseline; lbs and dqs get Gaussian weights on the same points); 0 = the mesh")
       .Flag("pc2", "FILE", "", "batch: write frames to this .pc2 point cache (resumes if it exists)")
       .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")

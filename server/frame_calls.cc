@@ -396,6 +396,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   resp.clear_vertex_states();
   resp.clear_normals();
   resp.clear_base_points();
+  resp.clear_quality();
   job.Fresh();
   job.session = sessions_.Find(req.session_id(), NowMs());
   if (!job.session) {
@@ -417,6 +418,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   job.out.vertex_states = resp.mutable_vertex_states();
   job.out.normals = resp.mutable_normals();
   job.out.base_points = resp.mutable_base_points();
+  job.out.quality = req.outputs().quality() ? resp.mutable_quality() : nullptr;
   job.done = done;
   job.context = context;
   session.runner->Run(job, std::move(lock));

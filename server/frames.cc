@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include <cstring>
 
+#include "core/geometry/mesh_quality.h"
 #include "core/normals/normals.h"
 #include "core/util/half.h"
 
@@ -70,8 +71,28 @@ void MeshNormals(const VertexNormals& normals, v1::NormalEncoding encoding, std:
   EncodeNormals(scratch, encoding, out);
 }
 
+void FillQuality(const Session& session, std::span<const float> positions, v1::QualityReport* out, ThreadPool* pool) {
+  const Rig& rig = *session.rig->rig;
+  const MeshQuality q = MeasureMeshQuality(rig.positions, positions, rig.triangles, pool);
+  out->set_inside_vertices(q.inside_vertices);
+  out->set_touching_vertices(q.touching_vertices);
+  out->set_max_depth(q.max_depth);
+  out->set_depth_tolerance(q.depth_tolerance);
+  out->set_volume_ratio(q.volume_ratio);
+  out->set_edge_stretch_min(q.edge_stretch_min);
+  out->set_edge_stretch_max(q.edge_stretch_max);
+}
+
 absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,
                         std::span<const float> positions, ThreadPool* pool) {
+  if (want.quality()) {
+    if (session.rig->rig->triangle_count() == 0) {
+      return absl::InvalidArgumentError(
+          "outputs.quality: this rig has no triangles (a point set): the quality report measures a mesh");
+    }
+    // A device's positions arrive later: GpuFrames::Completed measures them.
+    if (!positions.empty() && out.quality) FillQuality(session, positions, out.quality, pool);
+  }
   if (want.normals()) {
     if (!v1::NormalEncoding_IsValid(want.normal_encoding())) {
       return absl::InvalidArgumentError(
@@ -193,6 +214,20 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
 void GpuFrames::Completed(void* arg, const absl::Status& status) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
   if (status.ok() && job.device_normals) EncodeNormals(job.staging_normals, job.want.normal_encoding(), job.out.normals);
+  if (status.ok() && job.want.quality() && job.out.quality) {
+    // On this completion thread, without the pool: an optional diagnostic (FrameOutputs.quality).
+    const std::string& bytes = *job.out.positions;
+    std::vector<float>& p = job.staging_positions;
+    if (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16) {
+      p.resize(bytes.size() / sizeof(uint16_t));
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(bytes.data());
+      for (size_t i = 0; i < p.size(); ++i) p[i] = HalfToFloat(h[i]);
+    } else {
+      p.resize(bytes.size() / sizeof(float));
+      std::memcpy(p.data(), bytes.data(), p.size() * sizeof(float));
+    }
+    FillQuality(*job.session, p, job.out.quality, nullptr);
+  }
   job.out.compute_ns = Since(job.start);
   if (status.ok()) Account(job, v1::BACKEND_GPU);
   std::shared_ptr<Session> keep = std::move(job.session);  // released after the callback

@@ -35,6 +35,7 @@ struct FrameTarget {
   std::string* vertex_states = nullptr;  // one byte per vertex, when wanted
   std::string* normals = nullptr;        // per vertex in the wanted NormalEncoding
   std::string* base_points = nullptr;    // float32 x,y,z per vertex, when wanted
+  v1::QualityReport* quality = nullptr;  // when wanted
   uint64_t compute_ns = 0;               // set before done
   uint32_t method = 0;                   // set before done: the method (wire id) that produced the frame
 };
@@ -55,11 +56,13 @@ struct FrameJob {
   // (kept by the caller's job from frame to frame, so that a stream allocates them once).
   std::vector<float> staging_normals;
   bool device_normals = false;
+  std::vector<float> staging_positions;  // a device frame's positions as float32 (quality report)
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {
     FrameJob next;
     next.staging_normals.swap(staging_normals);
+    next.staging_positions.swap(staging_positions);
     *this = std::move(next);
   }
 };

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "clients/lib/client.h"
+#include "core/geometry/mesh_quality.h"
 #include "core/normals/normals.h"
 #include "core/procedural/point_bar.h"
 #include "core/util/half.h"
@@ -494,6 +495,67 @@ TEST_P(GpuService, NormalsAreThoseOfTheReturnedMesh) {
       EXPECT_TRUE(stream->Close().ok());
     }
   }
+}
+
+// The quality report: on both backends and both position encodings it is core's measure of the
+// mesh the frame computed (LBS at the limb's 120° bend and 180° twist: the candy wrapper loses
+// volume and squeezes edges); a point set is refused naming the field.
+TEST_P(GpuService, QualityReportMeasuresTheReturnedMesh) {
+  const LimbOptions limb = LimbOf(6000);
+  const RigInput in = MakeLimb(limb);
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const Rig rig = *BuildRig(in);
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.5);
+  for (v1::Backend backend : {v1::BACKEND_GPU, v1::BACKEND_CPU}) {
+    std::vector<float> float32_positions;
+    for (v1::OutputEncoding positions : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
+      v1::CreateSessionRequest req;
+      req.set_rig_id(up->rig_id());
+      req.mutable_deformer()->set_method(v1::METHOD_LBS);
+      req.set_backend(backend);
+      req.set_encoding(positions);
+      auto session = client_->CreateSession(req);
+      ASSERT_TRUE(session.ok()) << session.status();
+      v1::DeformRequest r = Frame(session->session_id(), 1, pose);
+      r.mutable_outputs()->set_quality(true);
+      auto resp = client_->Deform(r);
+      ASSERT_TRUE(resp.ok()) << resp.status();
+      ASSERT_TRUE(resp->has_quality());
+      std::vector<float> p;
+      ASSERT_TRUE(client::DecodePositions(*resp, p).ok());
+      if (positions == v1::OUTPUT_ENCODING_FLOAT32) float32_positions = p;
+      // The GPU measures what it sends (float16 rounded); the CPU its float32 result.
+      const bool rounded = backend == v1::BACKEND_GPU && positions == v1::OUTPUT_ENCODING_FLOAT16;
+      const MeshQuality want = MeasureMeshQuality(rig.positions, rounded ? p : float32_positions, rig.triangles, nullptr);
+      const v1::QualityReport& q = resp->quality();
+      const std::string where = v1::Backend_Name(backend) + " " + v1::OutputEncoding_Name(positions);
+      EXPECT_EQ(q.inside_vertices(), want.inside_vertices) << where;
+      EXPECT_EQ(q.touching_vertices(), want.touching_vertices) << where;
+      EXPECT_DOUBLE_EQ(q.max_depth(), want.max_depth) << where;
+      EXPECT_DOUBLE_EQ(q.volume_ratio(), want.volume_ratio) << where;
+      EXPECT_DOUBLE_EQ(q.edge_stretch_min(), want.edge_stretch_min) << where;
+      EXPECT_DOUBLE_EQ(q.edge_stretch_max(), want.edge_stretch_max) << where;
+      EXPECT_LT(q.volume_ratio(), 0.97) << where << ": LBS's candy wrapper loses volume";
+      EXPECT_LT(q.edge_stretch_min(), 0.5) << where;
+      // A frame without it has none (streams reuse responses).
+      r.set_frame(2);
+      r.mutable_outputs()->set_quality(false);
+      auto plain = client_->Deform(r);
+      ASSERT_TRUE(plain.ok()) << plain.status();
+      EXPECT_FALSE(plain->has_quality());
+    }
+  }
+  // A point set has no triangles to measure.
+  const RigInput points = MakePointBar({.rings = 10, .around = 12});
+  auto pup = client_->UploadRig(client::RigToProto(points));
+  ASSERT_TRUE(pup.ok()) << pup.status();
+  auto ps = Open(pup->rig_id(), v1::METHOD_BASELINE, v1::BACKEND_CPU);
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  v1::DeformRequest r = Frame(ps->session_id(), 1, RestPose(BuildRig(points)->skeleton));
+  r.mutable_outputs()->set_quality(true);
+  auto refused = client_->Deform(r);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("outputs.quality: this rig has no triangles"));
 }
 
 // Implicit skinning runs on the device: ServerInfo lists it, AUTO picks it, the history-

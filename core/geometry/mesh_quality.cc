@@ -1,0 +1,322 @@
+#include "core/geometry/mesh_quality.h"
+
+#include <algorithm>
+#include <functional>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <Eigen/Geometry>
+
+#include "core/geometry/winding_number.h"
+
+namespace sinew {
+namespace {
+
+constexpr uint32_t kLeafTriangles = 4;
+
+Eigen::Vector3d P(std::span<const float> p, uint32_t i) {
+  return Eigen::Vector3d(p[3 * i], p[3 * i + 1], p[3 * i + 2]);
+}
+
+// Möller–Trumbore: t of the hit of origin + t·dir with triangle (a, b, c), or +inf.
+double RayTriangle(const Eigen::Vector3d& o, const Eigen::Vector3d& d, const Eigen::Vector3d& a,
+                   const Eigen::Vector3d& b, const Eigen::Vector3d& c) {
+  const Eigen::Vector3d e1 = b - a, e2 = c - a;
+  const Eigen::Vector3d h = d.cross(e2);
+  const double det = e1.dot(h);
+  const double scale = e1.norm() * e2.norm() * d.norm();
+  if (std::abs(det) <= 1e-14 * scale) return INFINITY;  // parallel
+  const double inv = 1 / det;
+  const Eigen::Vector3d s = o - a;
+  // A small slack on the barycentric bounds: a ray through a vertex or along an edge must hit
+  // one of the triangles around it, whatever the rounding.
+  constexpr double kSlack = 1e-9;
+  const double u = inv * s.dot(h);
+  if (u < -kSlack || u > 1 + kSlack) return INFINITY;
+  const Eigen::Vector3d q = s.cross(e1);
+  const double v = inv * d.dot(q);
+  if (v < -kSlack || u + v > 1 + kSlack) return INFINITY;
+  const double t = inv * e2.dot(q);
+  return t > 0 ? t : INFINITY;
+}
+
+// Squared distance from p to triangle (a, b, c) (closest point by Voronoi regions, Ericson §5.1.5).
+double PointTriangle2(const Eigen::Vector3d& p, const Eigen::Vector3d& a, const Eigen::Vector3d& b,
+                      const Eigen::Vector3d& c) {
+  const Eigen::Vector3d ab = b - a, ac = c - a, ap = p - a;
+  const double d1 = ab.dot(ap), d2 = ac.dot(ap);
+  if (d1 <= 0 && d2 <= 0) return ap.squaredNorm();
+  const Eigen::Vector3d bp = p - b;
+  const double d3 = ab.dot(bp), d4 = ac.dot(bp);
+  if (d3 >= 0 && d4 <= d3) return bp.squaredNorm();
+  const double vc = d1 * d4 - d3 * d2;
+  if (vc <= 0 && d1 >= 0 && d3 <= 0) return (p - (a + d1 / (d1 - d3) * ab)).squaredNorm();
+  const Eigen::Vector3d cp = p - c;
+  const double d5 = ab.dot(cp), d6 = ac.dot(cp);
+  if (d6 >= 0 && d5 <= d6) return cp.squaredNorm();
+  const double vb = d5 * d2 - d1 * d6;
+  if (vb <= 0 && d2 >= 0 && d6 <= 0) return (p - (a + d2 / (d2 - d6) * ac)).squaredNorm();
+  const double va = d3 * d6 - d5 * d4;
+  if (va <= 0 && d4 - d3 >= 0 && d5 - d6 >= 0) {
+    return (p - (b + (d4 - d3) / ((d4 - d3) + (d5 - d6)) * (c - b))).squaredNorm();
+  }
+  const double denom = 1 / (va + vb + vc);
+  return (p - (a + ab * (vb * denom) + ac * (vc * denom))).squaredNorm();
+}
+
+// Squared distance from p to a box.
+double PointBox2(const double p[3], const float lo[3], const float hi[3]) {
+  double d2 = 0;
+  for (int k = 0; k < 3; ++k) {
+    const double e = std::max({double(lo[k]) - p[k], 0.0, p[k] - double(hi[k])});
+    d2 += e * e;
+  }
+  return d2;
+}
+
+// Slab test: whether the ray meets the box before t_max. A direction parallel to a slab (±0)
+// is decided by the origin alone (0 × ∞ would be NaN where the origin lies on the slab).
+bool RayBox(const double o[3], const double d[3], const double inv[3], const float lo[3], const float hi[3],
+            double t_max) {
+  double t0 = 0, t1 = t_max;
+  for (int k = 0; k < 3; ++k) {
+    if (d[k] == 0) {
+      if (o[k] < lo[k] || o[k] > hi[k]) return false;
+      continue;
+    }
+    double a = (double(lo[k]) - o[k]) * inv[k], b = (double(hi[k]) - o[k]) * inv[k];
+    if (a > b) std::swap(a, b);
+    t0 = std::max(t0, a);
+    t1 = std::min(t1, b);
+    if (t0 > t1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+double MeshVolume(std::span<const float> positions, std::span<const uint32_t> triangles) {
+  const size_t n = positions.size() / 3;
+  if (n == 0) return 0;
+  Eigen::Vector3d o = Eigen::Vector3d::Zero();
+  for (size_t i = 0; i < n; ++i) o += P(positions, uint32_t(i));
+  o /= double(n);
+  double six = 0;
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    const Eigen::Vector3d a = P(positions, triangles[t]) - o, b = P(positions, triangles[t + 1]) - o,
+                          c = P(positions, triangles[t + 2]) - o;
+    six += a.dot(b.cross(c));
+  }
+  return six / 6;
+}
+
+RayCaster::RayCaster(std::span<const float> positions, std::span<const uint32_t> triangles)
+    : p_(positions), t_(triangles) {
+  const uint32_t n = uint32_t(triangles.size() / 3);
+  order_.resize(n);
+  std::iota(order_.begin(), order_.end(), 0u);
+  std::vector<float> centroids(3 * size_t(n));
+  for (uint32_t t = 0; t < n; ++t) {
+    for (int k = 0; k < 3; ++k) {
+      centroids[3 * t + k] = (p_[3 * t_[3 * t] + k] + p_[3 * t_[3 * t + 1] + k] + p_[3 * t_[3 * t + 2] + k]) / 3;
+    }
+  }
+  nodes_.reserve(n > 0 ? 2 * (n / kLeafTriangles + 1) : 0);
+  if (n > 0) Build(0, n, centroids);
+}
+
+int32_t RayCaster::Build(uint32_t first, uint32_t count, std::vector<float>& centroids) {
+  const int32_t index = int32_t(nodes_.size());
+  nodes_.emplace_back();
+  Node node{};
+  node.first = first;
+  node.count = count;
+  float clo[3] = {INFINITY, INFINITY, INFINITY}, chi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (int k = 0; k < 3; ++k) {
+    node.lo[k] = INFINITY;
+    node.hi[k] = -INFINITY;
+  }
+  for (uint32_t a = first; a < first + count; ++a) {
+    const uint32_t t = order_[a];
+    for (int c = 0; c < 3; ++c) {
+      for (int k = 0; k < 3; ++k) {
+        const float x = p_[3 * t_[3 * t + c] + k];
+        node.lo[k] = std::min(node.lo[k], x);
+        node.hi[k] = std::max(node.hi[k], x);
+      }
+    }
+    for (int k = 0; k < 3; ++k) {
+      clo[k] = std::min(clo[k], centroids[3 * t + k]);
+      chi[k] = std::max(chi[k], centroids[3 * t + k]);
+    }
+  }
+  if (count > kLeafTriangles) {
+    int axis = 0;
+    for (int k = 1; k < 3; ++k) {
+      if (chi[k] - clo[k] > chi[axis] - clo[axis]) axis = k;
+    }
+    const uint32_t half = count / 2;
+    std::nth_element(order_.begin() + first, order_.begin() + first + half, order_.begin() + first + count,
+                     [&](uint32_t a, uint32_t b) { return centroids[3 * a + axis] < centroids[3 * b + axis]; });
+    node.left = Build(first, half, centroids);
+    node.right = Build(first + half, count - half, centroids);
+  }
+  nodes_[index] = node;
+  return index;
+}
+
+double RayCaster::First(const double origin[3], const double direction[3], uint32_t skip) const {
+  if (nodes_.empty()) return INFINITY;
+  double inv[3];
+  for (int k = 0; k < 3; ++k) inv[k] = 1 / direction[k];  // unused where direction[k] is 0
+  const Eigen::Vector3d o(origin[0], origin[1], origin[2]), d(direction[0], direction[1], direction[2]);
+  double best = INFINITY;
+  int32_t stack[128];
+  int top = 0;
+  stack[top++] = 0;
+  while (top > 0) {
+    const Node& node = nodes_[stack[--top]];
+    if (!RayBox(origin, direction, inv, node.lo, node.hi, best)) continue;
+    if (node.left < 0) {
+      for (uint32_t a = node.first; a < node.first + node.count; ++a) {
+        const uint32_t t = order_[a];
+        const uint32_t i = t_[3 * t], j = t_[3 * t + 1], k = t_[3 * t + 2];
+        if (i == skip || j == skip || k == skip) continue;
+        best = std::min(best, RayTriangle(o, d, P(p_, i), P(p_, j), P(p_, k)));
+      }
+      continue;
+    }
+    if (top + 2 <= 128) {
+      stack[top++] = node.left;
+      stack[top++] = node.right;
+    }
+  }
+  return best;
+}
+
+double RayCaster::Nearest(const double point[3], const std::function<bool(uint32_t)>& skip_vertex) const {
+  if (nodes_.empty()) return INFINITY;
+  const Eigen::Vector3d q(point[0], point[1], point[2]);
+  double best2 = INFINITY;
+  int32_t stack[128];
+  int top = 0;
+  stack[top++] = 0;
+  while (top > 0) {
+    const Node& node = nodes_[stack[--top]];
+    if (PointBox2(point, node.lo, node.hi) >= best2) continue;
+    if (node.left < 0) {
+      for (uint32_t a = node.first; a < node.first + node.count; ++a) {
+        const uint32_t t = order_[a];
+        const uint32_t i = t_[3 * t], j = t_[3 * t + 1], k = t_[3 * t + 2];
+        if (skip_vertex(i) || skip_vertex(j) || skip_vertex(k)) continue;
+        best2 = std::min(best2, PointTriangle2(q, P(p_, i), P(p_, j), P(p_, k)));
+      }
+      continue;
+    }
+    // Nearer child last (popped first).
+    const Node& l = nodes_[node.left];
+    const Node& r = nodes_[node.right];
+    const bool left_first = PointBox2(point, l.lo, l.hi) <= PointBox2(point, r.lo, r.hi);
+    if (top + 2 <= 128) {
+      stack[top++] = left_first ? node.right : node.left;
+      stack[top++] = left_first ? node.left : node.right;
+    }
+  }
+  return std::sqrt(best2);
+}
+
+MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const float> deformed,
+                               std::span<const uint32_t> triangles, ThreadPool* pool,
+                               const MeshQualityOptions& options, bool per_vertex) {
+  MeshQuality q;
+  const size_t n = deformed.size() / 3;
+  // Normals, mean incident edge lengths, edge stretch.
+  std::vector<Eigen::Vector3d> normal(n, Eigen::Vector3d::Zero());
+  std::vector<double> edge_sum(n, 0);
+  std::vector<uint32_t> edge_count(n, 0);
+  double rest_edges = 0;
+  size_t rest_edge_count = 0;
+  q.edge_stretch_min = INFINITY;
+  q.edge_stretch_max = 0;
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    const uint32_t c[3] = {triangles[t], triangles[t + 1], triangles[t + 2]};
+    const Eigen::Vector3d a = P(deformed, c[0]), b = P(deformed, c[1]), d = P(deformed, c[2]);
+    const Eigen::Vector3d area = (b - a).cross(d - a);
+    for (int k = 0; k < 3; ++k) {
+      normal[c[k]] += area;
+      const uint32_t i = c[k], j = c[(k + 1) % 3];
+      const double len = (P(deformed, i) - P(deformed, j)).norm();
+      const double rest_len = (P(rest, i) - P(rest, j)).norm();
+      for (uint32_t e : {i, j}) {
+        edge_sum[e] += len;
+        ++edge_count[e];
+      }
+      rest_edges += rest_len;
+      ++rest_edge_count;
+      if (rest_len > 0) {
+        q.edge_stretch_min = std::min(q.edge_stretch_min, len / rest_len);
+        q.edge_stretch_max = std::max(q.edge_stretch_max, len / rest_len);
+      }
+    }
+  }
+  if (!(q.edge_stretch_max > 0)) q.edge_stretch_min = q.edge_stretch_max = 1;
+  q.depth_tolerance = options.touching_edge_fraction * (rest_edge_count ? rest_edges / double(rest_edge_count) : 0);
+  q.volume = MeshVolume(deformed, triangles);
+  q.rest_volume = MeshVolume(rest, triangles);
+  q.volume_ratio = q.rest_volume != 0 ? q.volume / q.rest_volume : 1;
+  if (per_vertex) q.depth.assign(n, 0.f);
+
+  // One-rings (CSR), for the depth's nearest-skin query.
+  std::vector<uint32_t> ring_start(n + 1, 0), ring;
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    for (int k = 0; k < 3; ++k) ring_start[triangles[t + k] + 1] += 2;
+  }
+  for (size_t v = 0; v < n; ++v) ring_start[v + 1] += ring_start[v];
+  ring.resize(ring_start[n]);
+  {
+    std::vector<uint32_t> fill(ring_start.begin(), ring_start.end() - 1);
+    for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+      for (int k = 0; k < 3; ++k) {
+        const uint32_t v = triangles[t + k];
+        ring[fill[v]++] = triangles[t + (k + 1) % 3];
+        ring[fill[v]++] = triangles[t + (k + 2) % 3];
+      }
+    }
+  }
+  // β = 2 (Barill et al.'s default): the decision is between 0 and ±1, far from its ½ threshold.
+  const WindingNumberTree winding(deformed, triangles, 2.0);
+  const RayCaster rays(deformed, triangles);
+  // Per vertex: depth when inside (> 0), 0 outside, -1 unused.
+  std::vector<double> depth(n, 0);
+  ParallelFor(pool, n, 256, [&](size_t b, size_t e) {
+    for (size_t v = b; v < e; ++v) {
+      const double len = normal[v].norm();
+      if (edge_count[v] == 0 || !(len > 0)) continue;
+      const Eigen::Vector3d nrm = normal[v] / len;
+      const Eigen::Vector3d x = P(deformed, uint32_t(v));
+      const double eps = 1e-3 * edge_sum[v] / edge_count[v];
+      if (!(std::abs(winding(x + eps * nrm)) > 0.5)) continue;
+      const double o[3] = {x.x(), x.y(), x.z()};
+      const double up[3] = {nrm.x(), nrm.y(), nrm.z()}, down[3] = {-nrm.x(), -nrm.y(), -nrm.z()};
+      double dep = std::min(rays.First(o, up, uint32_t(v)), rays.First(o, down, uint32_t(v)));
+      // Where the skin is crumpled the normal may run along the other part: bound the depth by
+      // the distance to the nearest skin beyond the vertex's one-ring.
+      const uint32_t* r0 = ring.data() + ring_start[v];
+      const uint32_t* r1 = ring.data() + ring_start[v + 1];
+      dep = std::min(dep, rays.Nearest(o, [&](uint32_t u) { return u == v || std::find(r0, r1, u) != r1; }));
+      if (!std::isfinite(dep)) dep = 0;  // inside an open part with nothing near: depth unknown
+      depth[v] = std::max(dep, 1e-300);  // > 0 marks "inside"
+    }
+  });
+  for (size_t v = 0; v < n; ++v) {
+    if (!(depth[v] > 0)) continue;
+    if (depth[v] > q.depth_tolerance) ++q.inside_vertices;
+    else ++q.touching_vertices;
+    q.max_depth = std::max(q.max_depth, depth[v] >= 1e-200 ? depth[v] : 0.0);
+    if (per_vertex) q.depth[v] = float(depth[v]);
+  }
+  return q;
+}
+
+}  // namespace sinew

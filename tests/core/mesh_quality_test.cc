@@ -1,0 +1,209 @@
+// The geometric quality measure (core/geometry/mesh_quality.h) on shapes whose answer is known
+// by construction: a closed box has no vertex inside itself; a box pushed into another box has
+// exactly the vertices that went in, at the depth they went; a dent that does not pass through
+// the skin is not a fold; volume and stretch follow a scale exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/geometry/mesh_quality.h"
+
+namespace sinew {
+namespace {
+
+// A closed box [lo, hi], each face an n × n grid of quads split into triangles, outward.
+struct Mesh {
+  std::vector<float> p;
+  std::vector<uint32_t> t;
+};
+
+void AddBox(Mesh& m, const float lo[3], const float hi[3], int n) {
+  // For each of the 6 faces: axis a fixed at lo or hi, (u, v) the other two, ordered so that
+  // (u × v) points outwards.
+  for (int a = 0; a < 3; ++a) {
+    for (int side = 0; side < 2; ++side) {
+      const int u = (a + 1) % 3, v = (a + 2) % 3;
+      const uint32_t base = uint32_t(m.p.size() / 3);
+      for (int j = 0; j <= n; ++j) {
+        for (int i = 0; i <= n; ++i) {
+          float x[3];
+          x[a] = side ? hi[a] : lo[a];
+          x[u] = lo[u] + (hi[u] - lo[u]) * float(i) / float(n);
+          x[v] = lo[v] + (hi[v] - lo[v]) * float(j) / float(n);
+          m.p.insert(m.p.end(), x, x + 3);
+        }
+      }
+      for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < n; ++i) {
+          const uint32_t c00 = base + uint32_t(j * (n + 1) + i), c10 = c00 + 1, c01 = c00 + uint32_t(n + 1),
+                         c11 = c01 + 1;
+          if (side) {  // outward +a: (u, v) counter-clockwise
+            m.t.insert(m.t.end(), {c00, c10, c11, c00, c11, c01});
+          } else {
+            m.t.insert(m.t.end(), {c00, c11, c10, c00, c01, c11});
+          }
+        }
+      }
+    }
+  }
+}
+
+Mesh Box(const float lo[3], const float hi[3], int n) {
+  Mesh m;
+  AddBox(m, lo, hi, n);
+  return m;
+}
+
+TEST(MeshQuality, ClosedBoxHasNoVertexInsideAndItsVolume) {
+  const float lo[3] = {0, 0, 0}, hi[3] = {1, 2, 3};
+  const Mesh m = Box(lo, hi, 6);
+  ThreadPool pool(2);
+  const MeshQuality q = MeasureMeshQuality(m.p, m.p, m.t, &pool);
+  EXPECT_EQ(q.inside_vertices, 0u);
+  EXPECT_EQ(q.touching_vertices, 0u);
+  EXPECT_NEAR(q.rest_volume, 6.0, 1e-5);
+  EXPECT_NEAR(q.volume_ratio, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(q.edge_stretch_min, 1.0);
+  EXPECT_DOUBLE_EQ(q.edge_stretch_max, 1.0);
+}
+
+TEST(MeshQuality, ScaleChangesVolumeByItsCubeAndStretchesEveryEdge) {
+  const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+  const Mesh m = Box(lo, hi, 4);
+  std::vector<float> big = m.p;
+  for (float& x : big) x = 2 * x + 5;
+  const MeshQuality q = MeasureMeshQuality(m.p, big, m.t, nullptr);
+  EXPECT_NEAR(q.volume_ratio, 8.0, 1e-5);
+  EXPECT_NEAR(q.edge_stretch_min, 2.0, 1e-6);
+  EXPECT_NEAR(q.edge_stretch_max, 2.0, 1e-6);
+  EXPECT_EQ(q.inside_vertices, 0u);
+}
+
+// Box B = [0.8, 2] × [−0.1, 1.1]² cuts 0.2 into box A = [0, 1]³ (each face has its own vertices,
+// so a vertex's normal is its face's). Inside: exactly A's vertices strictly inside B and B's
+// strictly inside A, each off a face's border as deep as the other box's nearer face along its
+// normal line or as the nearest skin beyond its one-ring, whichever is nearer.
+TEST(MeshQuality, VerticesPushedIntoAnotherPartAreInsideAtTheirDepth) {
+  const int n = 5;
+  const float box[2][2][3] = {{{0, 0, 0}, {1, 1, 1}}, {{0.8f, -0.1f, -0.1f}, {2, 1.1f, 1.1f}}};
+  Mesh m;
+  AddBox(m, box[0][0], box[0][1], n);
+  const uint32_t a_count = uint32_t(m.p.size() / 3);
+  AddBox(m, box[1][0], box[1][1], n);
+  ThreadPool pool(2);
+  const MeshQuality q = MeasureMeshQuality(m.p, m.p, m.t, &pool, {}, true);
+  const uint32_t per_face = uint32_t((n + 1) * (n + 1));
+  uint32_t expected = 0;
+  double deepest = 0;
+  for (uint32_t v = 0; v < m.p.size() / 3; ++v) {
+    const float* x = &m.p[3 * v];
+    const int own = v < a_count ? 0 : 1, other = 1 - own;
+    const float* lo = box[other][0];
+    const float* hi = box[other][1];
+    const bool in = x[0] > lo[0] && x[0] < hi[0] && x[1] > lo[1] && x[1] < hi[1] && x[2] > lo[2] && x[2] < hi[2];
+    expected += in;
+    const uint32_t local = v < a_count ? v : v - a_count;
+    const int axis = int((local / per_face) / 2);  // the face block's axis
+    const uint32_t i = local % per_face % uint32_t(n + 1), j = local % per_face / uint32_t(n + 1);
+    const bool border = i == 0 || j == 0 || i == uint32_t(n) || j == uint32_t(n);
+    if (in) {
+      // Along the normal line to the other box's nearer face, bounded by the nearest skin beyond
+      // the one-ring: the other box's surface, or the own face a cell away.
+      double depth = std::min(x[axis] - lo[axis], hi[axis] - x[axis]);
+      for (int k = 0; k < 3; ++k) depth = std::min({depth, double(x[k] - lo[k]), double(hi[k] - x[k])});
+      depth = std::min(depth, (box[own][1][1] - box[own][0][1]) / double(n));
+      deepest = std::max(deepest, depth);
+      if (border) {  // the next face's own vertices coincide with it
+        EXPECT_LE(q.depth[v], depth + 1e-5) << "vertex " << v;
+      } else {
+        EXPECT_NEAR(q.depth[v], depth, 1e-5) << "vertex " << v;
+      }
+    } else {
+      EXPECT_EQ(q.depth[v], 0.f) << "vertex " << v;
+    }
+  }
+  EXPECT_GT(expected, 40u);
+  EXPECT_EQ(q.inside_vertices + q.touching_vertices, expected) << "border vertices may only touch";
+  EXPECT_NEAR(q.max_depth, deepest, 1e-5);
+  EXPECT_NEAR(deepest, 0.2, 1e-6);
+}
+
+// A dent: the middle vertex of a face pushed 0.6 or 0.9 in (a spike into the box that does not
+// pass through the skin) is not inside; pushed through the opposite face it is.
+TEST(MeshQuality, ADentIsNotAFoldUntilItGoesThroughTheSkin) {
+  const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+  const Mesh m = Box(lo, hi, 4);
+  // The centre of the x = 1 face (a = 0, side 1): the 2nd face block, grid (2, 2).
+  const uint32_t centre = 1 * 25 + 2 * 5 + 2;
+  ASSERT_FLOAT_EQ(m.p[3 * centre], 1.f);
+  ASSERT_FLOAT_EQ(m.p[3 * centre + 1], 0.5f);
+  std::vector<float> dent = m.p;
+  dent[3 * centre] = 0.4f;
+  MeshQuality q = MeasureMeshQuality(m.p, dent, m.t, nullptr);
+  EXPECT_EQ(q.inside_vertices + q.touching_vertices, 0u);
+  EXPECT_LT(q.volume_ratio, 1.0);
+  dent[3 * centre] = 0.1f;  // 0.1 from the x = 0 face, the skin not crossed
+  q = MeasureMeshQuality(m.p, dent, m.t, nullptr);
+  EXPECT_EQ(q.inside_vertices + q.touching_vertices, 0u);
+  // Through the x = 0 face, 0.3 beyond it: the spike's walls have passed through the skin and
+  // the space around its tip is inside out (winding −1).
+  dent[3 * centre] = -0.3f;
+  q = MeasureMeshQuality(m.p, dent, m.t, nullptr, {}, true);
+  EXPECT_GE(q.inside_vertices, 1u);
+  EXPECT_GT(q.depth[centre], 0.25f) << "the face it went through is 0.3 away along the spike";
+  EXPECT_LT(q.depth[centre], 0.4f);
+}
+
+// A ball (poles on the x axis) appended to `m`, outward.
+void AddBall(Mesh& m, const float c[3], float r, int rings, int segments) {
+  const uint32_t base = uint32_t(m.p.size() / 3);
+  m.p.insert(m.p.end(), {c[0] - r, c[1], c[2]});  // pole −x
+  for (int i = 1; i < rings; ++i) {
+    const double th = M_PI * i / rings;
+    for (int j = 0; j < segments; ++j) {
+      const double ph = 2 * M_PI * j / segments;
+      m.p.insert(m.p.end(), {float(c[0] - r * std::cos(th)), float(c[1] + r * std::sin(th) * std::cos(ph)),
+                             float(c[2] + r * std::sin(th) * std::sin(ph))});
+    }
+  }
+  m.p.insert(m.p.end(), {c[0] + r, c[1], c[2]});  // pole +x
+  const uint32_t last = uint32_t(m.p.size() / 3 - 1);
+  auto at = [&](int i, int j) { return base + 1 + uint32_t((i - 1) * segments + (j % segments)); };
+  for (int j = 0; j < segments; ++j) {
+    m.t.insert(m.t.end(), {base, at(1, j + 1), at(1, j)});
+    m.t.insert(m.t.end(), {last, at(rings - 1, j), at(rings - 1, j + 1)});
+    for (int i = 1; i + 1 < rings; ++i) {
+      m.t.insert(m.t.end(), {at(i, j), at(i, j + 1), at(i + 1, j + 1), at(i, j), at(i + 1, j + 1), at(i + 1, j)});
+    }
+  }
+}
+
+// A ball pressed 1e-6 into a box's face (a contact): its pole touches, nothing is inside; pressed
+// 0.05 in, its pole is inside 0.05 deep.
+TEST(MeshQuality, PiecesPressedTogetherTouchButAreNotInside) {
+  const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+  for (float press : {1e-6f, 0.05f}) {
+    Mesh m;
+    AddBox(m, lo, hi, 8);
+    const float c[3] = {1 + 0.3f - press, 0.5f, 0.5f};
+    const uint32_t pole = uint32_t(m.p.size() / 3);
+    AddBall(m, c, 0.3f, 16, 24);
+    ASSERT_FLOAT_EQ(m.p[3 * pole], 1 - press);
+    // The ball has no rest volume of its own to compare: measure against itself.
+    const MeshQuality q = MeasureMeshQuality(m.p, m.p, m.t, nullptr, {}, true);
+    EXPECT_NEAR(q.volume_ratio, 1.0, 1e-12);
+    if (press < 1e-3f) {
+      EXPECT_EQ(q.inside_vertices, 0u);
+      EXPECT_GE(q.touching_vertices, 1u);
+      EXPECT_GT(q.depth[pole], 0.f);
+      EXPECT_LE(q.max_depth, q.depth_tolerance);
+    } else {
+      EXPECT_GE(q.inside_vertices, 1u);
+      EXPECT_NEAR(q.depth[pole], 0.05, 1e-6);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sinew
