@@ -42,10 +42,11 @@ inline constexpr int kBisections = 12;            // overshoot bisection steps
 inline constexpr float kLeftOwnField = 0.01f;     // f_own below this: the vertex left its bone's field [S]
 inline constexpr int kBetaDiffusion = 6;          // β diffusion iterations before contact smoothing
 inline constexpr float kBetaMin = 1e-3f;          // smoothing moves nodes with β above this
-inline constexpr int kRelaxRounds = 4;            // elastic: relaxation + re-projection rounds per sub-step
 inline constexpr int kReprojectionSteps = 2;      // elastic: Newton re-projection steps per round
+// Sums over nodes (the CG's dot products): lane t of kReduceLanes accumulates nodes t,
+// t + kReduceLanes, ...; then the lanes are added pairwise, halving — on the CPU and the device.
+inline constexpr uint32_t kReduceLanes = 256;
 inline constexpr double kCgStop = 1e-6;           // elastic: CG stops when r·r falls below this × r₀·r₀
-inline constexpr float kLostTrack = 10;           // elastic: × step cap (= the field radius) [S]
 inline constexpr float kStateTolerance = 10 * kConvergence;  // elastic: residual reported as converged
 
 // Per-vertex states (VertexState in core/deformer/deformer.h). kMarching is a node still

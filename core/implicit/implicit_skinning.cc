@@ -59,7 +59,11 @@ constexpr ParamSpec kImplicitSpecs[] = {
     {"contact_angle_degrees", ParamSpec::Type::kNumber, "55", "gradient jump that stops a vertex, (0, 180]"},
     {"smoothing_iterations", ParamSpec::Type::kInteger, "3", "implicit: smoothing steps at contacts, [0, 100]"},
     {"relaxation_iterations", ParamSpec::Type::kInteger, "40", "elastic: CG iterations per relaxation round, [0, 10000]"},
+    {"relaxation_rounds", ParamSpec::Type::kInteger, "16",
+     "elastic: relaxation + re-projection rounds per sub-step, at most (fewer once converged), [1, 1000]"},
     {"min_substep_radians", ParamSpec::Type::kNumber, "0.1", "elastic: sub-step floor (steps <= bend / 3), > 0"},
+    {"max_substep_radians", ParamSpec::Type::kNumber, "0.175",
+     "elastic: sub-step ceiling (a joint turns at most this much per sub-step), > 0"},
     {"max_substeps", ParamSpec::Type::kInteger, "32", "elastic: [1, 1024]"},
 };
 
@@ -92,7 +96,9 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
       .Number("contact_angle_degrees", p->contact_angle_degrees, 0, 180, /*open_lo=*/true)
       .Count("smoothing_iterations", p->smoothing_iterations, 0, 100)
       .Count("relaxation_iterations", p->relaxation_iterations, 0, 10000)
+      .Count("relaxation_rounds", p->relaxation_rounds, 1, 1000)
       .Number("min_substep_radians", p->min_substep_radians, 0, 1e9, /*open_lo=*/true)
+      .Number("max_substep_radians", p->max_substep_radians, 0, 1e9, /*open_lo=*/true)
       .Count("max_substeps", p->max_substeps, 1, 1024);
   if (!r.status().ok()) return r.status();
   return std::shared_ptr<const MethodParams>(std::move(p));

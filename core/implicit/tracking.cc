@@ -449,6 +449,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     std::vector<float>().swap(skinned_);
     std::vector<uint8_t>().swap(free_);
     for (auto* v : {&normal_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) std::vector<Eigen::Vector3f>().swap(*v);
+    std::vector<double>().swap(partial_);
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -502,7 +503,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
 
   size_t StateBytes() const override {
     return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
-           cg_x_.size() * 5 * sizeof(Eigen::Vector3f) + free_.size() +
+           cg_x_.size() * 5 * sizeof(Eigen::Vector3f) + free_.size() + partial_.capacity() * sizeof(double) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
 
@@ -525,7 +526,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       const Eigen::Quaterniond rel = p < 0 ? world_[j].rotation : world_[p].rotation.inverse() * world_[j].rotation;
       const Eigen::Quaterniond rest = p < 0 ? bind_world_[j].rotation : bind_world_[p].rotation.inverse() * bind_world_[j].rotation;
       const double bend = rel.angularDistance(rest);
-      const double limit = std::max(bend / 3, config_.min_substep_radians);
+      const double limit = std::max(std::min(bend / 3, config_.max_substep_radians), config_.min_substep_radians);
       steps = std::max(steps, uint32_t(std::ceil(move / limit - 1e-9)));
     }
     steps = std::clamp(steps, 1u, std::max(config_.max_substeps, 1u));
@@ -599,7 +600,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     //    displacements in the tangent planes (conjugate gradient, as the thesis suggests in place
     //    of Jacobi), then Newton re-projection; a few rounds as the tangent planes move.
     const float tol = float(1e-3 * m_->mean_edge);
-    for (int round = 0; round < kRelaxRounds; ++round) {
+    for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
       const double moved = RelaxRound(pool);
       ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
@@ -624,15 +625,14 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       });
       if (moved < tol) break;
     }
-    // Lost track [S]: a node farther from its own bone's rigid motion than that bone's field
-    // radius, or out of that field's support, has been carried onto another surface; it restarts from dual quaternion skinning
-    // (the history-independent method's start) instead of drifting on over later frames.
+    // Lost track [S]: a node out of its own bone's field's support has been carried onto another
+    // surface; it restarts from dual quaternion skinning (the history-independent method's
+    // start) instead of drifting on over later frames. (No distance test: in a fold the inner
+    // crease legitimately moves far from its bone's rigid motion, §4.6.3.1.)
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         if (!m_->in_field[i]) continue;
-        const Affine34d& t = step_transforms_[m_->bone[i]];
-        const Eigen::Vector3f rigid = (t.leftCols<3>() * P3(m_->rest, i).cast<double>() + t.col(3)).cast<float>();
-        if ((pos_[i] - rigid).norm() > kLostTrack * m_->step_cap[i] || LeftOwnField(i, pos_[i])) {
+        if (LeftOwnField(i, pos_[i])) {
           const uint32_t v = m_->vertex_of_node[i];
           pos_[i] = Eigen::Vector3f(skinned_[3 * v], skinned_[3 * v + 1], skinned_[3 * v + 2]);
           state_[i] = VertexState::kReseeded;
@@ -651,17 +651,23 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     });
   }
 
-  // Sum over [0, n) of fn(b, e) partial sums, combined in a fixed order (deterministic).
-  double Sum(ThreadPool* pool, size_t n, const std::function<double(size_t, size_t)>& fn) {
-    constexpr size_t kChunk = 2048;
-    const size_t chunks = (n + kChunk - 1) / kChunk;
-    partial_.assign(chunks, 0.0);
-    ParallelFor(pool, chunks, 1, [&](size_t b, size_t e) {
-      for (size_t c = b; c < e; ++c) partial_[c] = fn(c * kChunk, std::min(n, (c + 1) * kChunk));
-    });
-    double total = 0;
-    for (double p : partial_) total += p;
-    return total;
+  // Sum over [0, n) of the per-node values fn(b, e, values) writes for its range, added in the
+  // device program's order (kReduceLanes: lane t takes nodes t, t + lanes, ...; then the lanes
+  // pairwise, halving), so that the CPU and the device differ only where their per-node
+  // arithmetic does: the CG's scalars decide every later iterate.
+  double Sum(ThreadPool* pool, size_t n, const std::function<void(size_t, size_t, double*)>& fn) {
+    partial_.resize(n);
+    ParallelFor(pool, n, 2048, [&](size_t b, size_t e) { fn(b, e, partial_.data()); });
+    double lane[kReduceLanes];
+    for (uint32_t l = 0; l < kReduceLanes; ++l) {
+      double acc = 0;
+      for (size_t i = l; i < n; i += kReduceLanes) acc += partial_[i];
+      lane[l] = acc;
+    }
+    for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
+      for (uint32_t l = 0; l < stride; ++l) lane[l] += lane[l + stride];
+    }
+    return lane[0];
   }
 
   // (L x)_i = Σ_j w_ij (x_i − x_j), projected on node i's tangent plane, for i in [b, e); 0 on
@@ -710,30 +716,24 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     cg_d_ = cg_r_;
     // The CG loops are short: below ~8k nodes the pool's wake-ups cost more than they save.
     ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
-    double rr = Sum(cg_pool, nn, [&](size_t lo, size_t hi) {
-      double acc = 0;
-      for (size_t i = lo; i < hi; ++i) acc += double(cg_r_[i].squaredNorm());
-      return acc;
+    double rr = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
+      for (size_t i = lo; i < hi; ++i) v[i] = double(cg_r_[i].squaredNorm());
     });
     const double stop = kCgStop * rr;
     for (uint32_t it = 0; it < config_.relaxation_iterations && rr > stop && rr > 0; ++it) {
       // q = P L P d and d·q in one pass; x, r and r·r in a second; d in a third.
-      const double dq = Sum(cg_pool, nn, [&](size_t lo, size_t hi) {
+      const double dq = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
         ApplyProjected(cg_d_, cg_q_, lo, hi);
-        double acc = 0;
-        for (size_t i = lo; i < hi; ++i) acc += double(cg_d_[i].dot(cg_q_[i]));
-        return acc;
+        for (size_t i = lo; i < hi; ++i) v[i] = double(cg_d_[i].dot(cg_q_[i]));
       });
       if (!(dq > 0)) break;
       const float alpha = float(rr / dq);
-      const double rr_next = Sum(cg_pool, nn, [&](size_t lo, size_t hi) {
-        double acc = 0;
+      const double rr_next = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
         for (size_t i = lo; i < hi; ++i) {
           cg_x_[i] += alpha * cg_d_[i];
           cg_r_[i] -= alpha * cg_q_[i];
-          acc += double(cg_r_[i].squaredNorm());
+          v[i] = double(cg_r_[i].squaredNorm());
         }
-        return acc;
       });
       const float beta = float(rr_next / rr);
       rr = rr_next;
@@ -799,6 +799,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
   if (c.smoothing_iterations > 100) return absl::InvalidArgumentError("implicit.smoothing_iterations: at most 100");
   if (c.relaxation_iterations > 10000) return absl::InvalidArgumentError("implicit.relaxation_iterations: at most 10000");
   if (!(c.min_substep_radians > 0)) return absl::InvalidArgumentError("implicit.min_substep_radians: > 0");
+  if (!(c.max_substep_radians > 0)) return absl::InvalidArgumentError("implicit.max_substep_radians: > 0");
   if (c.max_substeps == 0 || c.max_substeps > 1024) return absl::InvalidArgumentError("implicit.max_substeps: in [1, 1024]");
   if (!rig->skeleton.inverse_bind_is_similarity) {
     return absl::FailedPreconditionError(

@@ -227,6 +227,7 @@ class ImplicitDeviceProgram final : public DeviceProgram {
       l.elastic = true;
       l.substeps = std::max(l.substeps, it.substeps);
       l.relaxation_iterations = std::max(l.relaxation_iterations, it.settings.relaxation_iterations);
+      l.relaxation_rounds = std::max(l.relaxation_rounds, it.settings.relaxation_rounds);
     } else {
       l.history_independent = true;
       l.smoothing_iterations = std::max(l.smoothing_iterations, it.settings.smoothing_iterations);

@@ -116,7 +116,7 @@ struct ImplicitStateView {
 
 struct ImplicitSettings {
   float sigma, cos_contact;
-  uint32_t max_iterations, smoothing_iterations, relaxation_iterations;
+  uint32_t max_iterations, smoothing_iterations, relaxation_iterations, relaxation_rounds;
   uint32_t elastic;
 };
 

@@ -31,6 +31,7 @@ struct ImplicitLimits {
   uint32_t max_iterations = 0;
   uint32_t smoothing_iterations = 0;
   uint32_t relaxation_iterations = 0;
+  uint32_t relaxation_rounds = 0;
   uint32_t substeps = 0;
   bool history_independent = false;  // some item runs "implicit"
   bool elastic = false;              // some item runs "elastic-implicit"
@@ -39,7 +40,7 @@ struct ImplicitLimits {
 // Reductions: lane t of kReduceLanes accumulates nodes t, t + kReduceLanes, ...; then lanes are
 // added pairwise, halving (CUDA: one block per item, shared memory). The emulation follows the
 // same order, so both give the same sums. Values are ≥ 0, so 0 is the identity of max too.
-inline constexpr uint32_t kReduceLanes = 256;
+inline constexpr uint32_t kReduceLanes = imp::kReduceLanes;
 template <bool kMax>
 SINEW_HD double ReduceCombine(double a, double b) {
   if constexpr (kMax) return a < b ? b : a;
@@ -174,7 +175,7 @@ SINEW_HD bool CgLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint
 struct StepBegin {
   uint32_t step;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it) const {
-    if (StepLive(it, step)) it.state.scalars->rounds = imp::kRelaxRounds;
+    if (StepLive(it, step)) it.state.scalars->rounds = it.settings.relaxation_rounds;
   }
 };
 
@@ -366,16 +367,15 @@ struct Reproject {
   }
 };
 
-// Lost track [S]: too far from its bone's rigid motion, or out of its field: restart from DQS.
+// Lost track [S]: out of its own field: restart from DQS.
 struct LostTrack {
   uint32_t step;
   SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
     const ImplicitModelView& m = it.model;
     if (!StepLive(it, step) || !m.in_field[i]) return;
     const float* p = StepParams(b, it, step);
-    const V3 rigid = Affine3(StepTransforms(it, p) + imp::kJointFloats * uint32_t(m.bone[i]), Load3(m.rest, i));
     const V3 x = Load3(it.state.pos, i);
-    if (Norm(x - rigid) > imp::kLostTrack * m.step_cap[i] || LeftOwnField(m, Leaves(it, p), i, x)) {
+    if (LeftOwnField(m, Leaves(it, p), i, x)) {
       Store3(it.state.pos, i, SkinVertex(m, DualQuats(p), m.vertex_of_node[i]));
       it.state.state[i] = imp::kReseeded;
     }
@@ -441,7 +441,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
       x.Nodes(StepStart{s});
       for (uint32_t k = 0; k < l.max_iterations; ++k) x.Nodes(Newton{s, k, true});
       x.Nodes(StepRotations{s});
-      for (uint32_t r = 0; r < uint32_t(imp::kRelaxRounds); ++r) {
+      for (uint32_t r = 0; r < l.relaxation_rounds; ++r) {
         x.Nodes(RelaxStart{s, r});
         x.Reduce(CgStart{s, r});
         for (uint32_t k = 0; k < l.relaxation_iterations; ++k) {

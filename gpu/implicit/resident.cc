@@ -195,6 +195,7 @@ ImplicitSettings MakeImplicitSettings(const ImplicitConfig& c, bool elastic) {
   s.max_iterations = c.max_iterations;
   s.smoothing_iterations = c.smoothing_iterations;
   s.relaxation_iterations = c.relaxation_iterations;
+  s.relaxation_rounds = c.relaxation_rounds;
   s.elastic = elastic ? 1 : 0;
   return s;
 }
