@@ -46,7 +46,9 @@ inline constexpr int kReprojectionSteps = 2;      // elastic: Newton re-projecti
 // Sums over nodes (the CG's dot products): lane t of kReduceLanes accumulates nodes t,
 // t + kReduceLanes, ...; then the lanes are added pairwise, halving — on the CPU and the device.
 inline constexpr uint32_t kReduceLanes = 256;
-inline constexpr double kCgStop = 1e-6;           // elastic: CG stops when r·r falls below this × r₀·r₀
+inline constexpr double kCgStop = 1e-6;
+inline constexpr int kOwnSideSteps = 4;            // elastic: Newton steps back to the own side [S]
+inline constexpr float kOwnSideSlack = 0.01f;      // elastic: f_other − f_own above its rest value tolerated           // elastic: CG stops when r·r falls below this × r₀·r₀
 inline constexpr float kStateTolerance = 10 * kConvergence;  // elastic: residual reported as converged
 
 // Per-vertex states (VertexState in core/deformer/deformer.h). kMarching is a node still

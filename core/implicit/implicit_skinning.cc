@@ -177,7 +177,7 @@ std::vector<int32_t> BuildCompositionTree(const Skeleton& skeleton, const std::v
 using namespace implicit_internal;
 
 size_t ImplicitModel::Bytes() const {
-  size_t b = sizeof(*this) + own_leaf.size() * 4;
+  size_t b = sizeof(*this) + own_leaf.size() * 4 + rest_other_excess.size() * 4;
   for (const FieldGrid& g : grids) b += g.Bytes();
   b += tree.nodes.size() * sizeof(CompositionTree::Node);
   b += 4 * (node_of_vertex.size() + vertex_of_node.size() + rest.size() + iso.size() + bone.size() + step_cap.size() +
@@ -295,6 +295,20 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       model->in_field[i] = own >= 0 && model->iso[i] > 0 && model->iso[i] < 1 &&
                            rest_gradient[i].squaredNorm() > 0 && std::abs(model->iso[i] - f_own) < 0.05f;
       model->own_leaf[i] = own;
+    }
+  });
+  model->rest_other_excess.assign(nn, 0.f);
+  ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const int32_t own = model->own_leaf[i];
+      if (own < 0) continue;
+      const Eigen::Vector3f p = P3(model->rest, i);
+      const float f_own = model->grids[own].Sample(p);
+      float other = 0;
+      for (size_t l = 0; l < model->fields.size(); ++l) {
+        if (int32_t(l) != own) other = std::max(other, model->grids[l].Sample(p));
+      }
+      model->rest_other_excess[i] = std::max(0.f, other - f_own);
     }
   });
   report(0.95);

@@ -60,6 +60,9 @@ class ImplicitModel : public Prepared {
   std::vector<float> iso;                  // rest value of the composed field per node
   std::vector<uint8_t> in_field;           // 1 when the node is tracked (see PrepareImplicit)
   std::vector<int32_t> own_leaf;           // field of the node's segmentation bone, or -1
+  // At rest, how far the largest other field exceeds the node's own there (max(0, f_other −
+  // f_own)): the elastic method keeps each node on its own side of a contact relative to this.
+  std::vector<float> rest_other_excess;
   std::vector<int32_t> bone;               // segmentation joint per node (see Segmentation)
   std::vector<float> step_cap;             // longest Newton step per node (rest units)
   // One-rings (CSR over nodes). Ordered (counter-clockwise seen from outside) where the fan is

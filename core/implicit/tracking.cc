@@ -78,6 +78,16 @@ class Tracker {
     return Evaluator(*m_, leaves_.data()).Eval(x, &cand_[i * kMaxCandidates], cand_count_[i]);
   }
 
+  // Leaf field `leaf` (moved by its bone) and its gradient at x.
+  FieldValue LeafValue(int32_t leaf, const Eigen::Vector3f& x) const {
+    const LeafFrame& lf = leaves_[leaf];
+    Eigen::Vector3f gr;
+    FieldValue v;
+    v.f = m_->grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation, &gr);
+    v.g = lf.gradient * gr;
+    return v;
+  }
+
   // Whether node i at x has left its own bone's field (it was carried onto another surface):
   // f_own < 0.01, about 0.75 r outside that bone's surface, where the grid's support ends.
   bool LeftOwnField(size_t i, const Eigen::Vector3f& x) const {
@@ -623,6 +633,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           }
         }
       });
+      OwnSide(pool);
       if (moved < tol) break;
     }
     // Lost track [S]: a node out of its own bone's field's support has been carried onto another
@@ -646,6 +657,41 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         const FieldValue v = Eval(i, pos_[i]);
         if (state_[i] == VertexState::kMaxIterations || state_[i] == VertexState::kConverged) {
           state_[i] = std::abs(v.f - m_->iso[i]) < kStateTolerance ? VertexState::kConverged : VertexState::kMaxIterations;
+        }
+      }
+    });
+  }
+
+  // Own side of a contact [S] (issue 15): a node whose largest other field exceeds its own by
+  // more than it did at rest has been carried past the contact surface onto the other piece's
+  // side (the contact valley is symmetric: projection alone does not tell the sides apart).
+  // Newton steps on h = f_own − f_other + excess₀ bring it back onto that surface from its own
+  // side, each capped like the projection's.
+  void OwnSide(ThreadPool* pool) {
+    ParallelFor(pool, m_->node_count(), 512, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (!free_[i]) continue;
+        const int32_t own = m_->own_leaf[i];
+        const uint16_t* cand = &cand_[i * kMaxCandidates];
+        for (int k = 0; k < kOwnSideSteps; ++k) {
+          const FieldValue mine = LeafValue(own, pos_[i]);
+          FieldValue other;
+          for (int c = 0; c < cand_count_[i]; ++c) {
+            if (cand[c] == own) continue;
+            const FieldValue v = LeafValue(cand[c], pos_[i]);
+            if (v.f > other.f) other = v;
+          }
+          const float h = mine.f - other.f + m_->rest_other_excess[i];
+          // Only in a contact, where the two fields' gradients oppose (the contact operator's
+          // own test); where they agree (the outside of a bend) the larger field is no side.
+          if (h >= -kOwnSideSlack || !(mine.g.dot(other.g) < 0)) break;
+          const Eigen::Vector3f gh = mine.g - other.g;
+          const float g2 = gh.squaredNorm();
+          if (g2 < gradient_floor2_) break;
+          Eigen::Vector3f step = (-h / g2) * gh;
+          const float len = step.norm(), cap = m_->step_cap[i];
+          if (len > cap) step *= cap / len;
+          pos_[i] += step;
         }
       }
     });

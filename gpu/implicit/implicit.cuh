@@ -71,6 +71,7 @@ struct ImplicitModelView {
   const int32_t* own_leaf;
   const int32_t* bone;
   const float* step_cap;
+  const float* rest_other_excess;
   const uint32_t* ring_offsets;
   const uint32_t* ring;
   const uint8_t* ring_closed;

@@ -367,6 +367,38 @@ struct Reproject {
   }
 };
 
+// Own side of a contact (ElasticImplicitDeformer::OwnSide).
+struct OwnSide {
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    if (!RoundLive(it, step, round) || !it.state.free_nodes[i]) return;
+    const ImplicitModelView& m = it.model;
+    const float* leaves = Leaves(it, StepParams(b, it, step));
+    const uint32_t own = uint32_t(m.own_leaf[i]);
+    const uint16_t* cand = it.state.cand + size_t(i) * imp::kMaxCandidates;
+    V3 x = Load3(it.state.pos, i);
+    for (int k = 0; k < imp::kOwnSideSteps; ++k) {
+      const FieldValue mine = LeafValue(m, leaves, own, x);
+      FieldValue other{0, {0, 0, 0}};
+      for (int c = 0; c < it.state.cand_count[i]; ++c) {
+        if (cand[c] == own) continue;
+        const FieldValue v = LeafValue(m, leaves, cand[c], x);
+        if (v.f > other.f) other = v;
+      }
+      const float h = mine.f - other.f + m.rest_other_excess[i];
+      if (h >= -imp::kOwnSideSlack || !(Dot(mine.g, other.g) < 0)) break;
+      const V3 gh = mine.g - other.g;
+      const float g2 = Dot(gh, gh);
+      if (g2 < m.gradient_floor2) break;
+      V3 s = (-h / g2) * gh;
+      const float len = Norm(s), cap = m.step_cap[i];
+      if (len > cap) s = V3{s.x * (cap / len), s.y * (cap / len), s.z * (cap / len)};
+      x = x + s;
+    }
+    Store3(it.state.pos, i, x);
+  }
+};
+
 // Lost track [S]: out of its own field: restart from DQS.
 struct LostTrack {
   uint32_t step;
@@ -454,6 +486,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
         x.Reduce(RoundMoved{s, r});
         x.Nodes(RelaxMove{s, r});
         x.Nodes(Reproject{s, r});
+        x.Nodes(OwnSide{s, r});
       }
       x.Nodes(LostTrack{s});
       x.Nodes(StepStates{s});

@@ -67,7 +67,7 @@ uint64_t ImplicitModelBytes(const ImplicitModel& m) {
   for (const FieldGrid& g : m.grids) cells += g.cells().size();
   return sizeof(GridHeader) * m.grids.size() + sizeof(Float4) * cells + sizeof(TreeNodeDev) * m.tree.nodes.size() +
          ArrayBytes(m.node_of_vertex) + ArrayBytes(m.vertex_of_node) + ArrayBytes(m.rest) + ArrayBytes(m.iso) +
-         ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) +
+         ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) + ArrayBytes(m.rest_other_excess) +
          ArrayBytes(m.ring_offsets) + ArrayBytes(m.ring) + ArrayBytes(m.ring_closed) + ArrayBytes(m.mvc) +
          ArrayBytes(m.cot);
 }
@@ -105,6 +105,7 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
       !Put(api, device, m.iso, v.iso, mem, error) || !Put(api, device, m.in_field, v.in_field, mem, error) ||
       !Put(api, device, m.own_leaf, v.own_leaf, mem, error) || !Put(api, device, m.bone, v.bone, mem, error) ||
       !Put(api, device, m.step_cap, v.step_cap, mem, error) ||
+      !Put(api, device, m.rest_other_excess, v.rest_other_excess, mem, error) ||
       !Put(api, device, m.ring_offsets, v.ring_offsets, mem, error) || !Put(api, device, m.ring, v.ring, mem, error) ||
       !Put(api, device, m.ring_closed, v.ring_closed, mem, error) || !Put(api, device, m.mvc, v.mvc, mem, error) ||
       !Put(api, device, m.cot, v.cot, mem, error)) {
