@@ -3,10 +3,13 @@
 # Used by the README quick start, .ci/run and deploy/Dockerfile. Idempotent.
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --runtime  only the shared libraries the server needs to run
+#   scripts/install-deps.sh --docs     also what draws the pictures in docs/ (scripts/*.py)
 set -euo pipefail
 
 runtime_only=0
+docs=0
 [[ "${1:-}" == "--runtime" ]] && runtime_only=1
+[[ "${1:-}" == "--docs" ]] && docs=1
 
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
@@ -25,8 +28,11 @@ runtime_pkgs=(
   libcholmod3 libgmp10 libmpfr6 ca-certificates
 )
 
+docs_pkgs=(python3-matplotlib python3-numpy)
+
 pkgs=("${build_pkgs[@]}")
 (( runtime_only )) && pkgs=("${runtime_pkgs[@]}")
+(( docs )) && pkgs+=("${docs_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -19,6 +19,7 @@
 #include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
+#include "tests/core/contact_measure.h"
 #include "tests/core/test_util.h"
 
 namespace sinew {
@@ -109,27 +110,11 @@ struct Bench {
     std::vector<Similarity> world(rig->joint_count());
     std::vector<Affine34d> t(rig->joint_count());
     SkinningTransforms(rig->skeleton, pose, world, t);
-    const Eigen::Vector3d joint = world[1].translation;
-    const Eigen::Vector3d da = (world[0].rotation * Eigen::Vector3d::UnitX()).normalized();
-    const Eigen::Vector3d db = (world[1].rotation * Eigen::Vector3d::UnitX()).normalized();
-    const Eigen::Vector3d n = (da + db).normalized();  // from piece 0's side to piece 1's
-    Skin s;
-    const SkinWeights& w = rig->weights;
-    for (size_t v = 0; v < rig->vertex_count(); ++v) {
-      double w1 = 0;
-      for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) {
-        if (w.joints[e] == 1) w1 += w.weights[e];
-      }
-      const Eigen::Vector3d x(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
-      const double side = n.dot(x - joint);
-      if (w1 <= 0.05) s.crossing = std::max(s.crossing, side);   // piece 0's skin past the plane
-      if (w1 >= 0.95) s.crossing = std::max(s.crossing, -side);  // piece 1's
-    }
-    s.crossing /= cyl.radius;
-    const MeshQuality q = MeasureMeshQuality(rig->positions, out, rig->triangles, nullptr);
-    s.inside = q.inside_vertices;
-    s.depth = q.inside_vertices ? q.max_depth / cyl.radius : 0;
-    return s;
+    const std::vector<double> child = testing::ChildWeight(*rig, [](uint32_t j) { return j == 1; });
+    const testing::ContactSkin c =
+        testing::MeasureContact(*rig, out, world[1].translation, (world[0].rotation * Eigen::Vector3d::UnitX()).normalized(),
+                                (world[1].rotation * Eigen::Vector3d::UnitX()).normalized(), child);
+    return Skin{c.crossing / cyl.radius, c.inside, c.depth / cyl.radius};
   }
 };
 

@@ -1,0 +1,71 @@
+#!/usr/bin/python3
+"""Draws bend-plane slices of implicit skinning's contact (issue 15) from sinew-implicit-slices'
+CSV: one PNG per fixture (cylinder, arm), a row per bend angle, a column per method; the
+current code in black over an earlier build's slices in red (if given).
+
+  scripts/install-deps.sh --docs          # python3-matplotlib
+  build/bench/sinew-implicit-slices after.csv
+  (an earlier checkout's build) .../sinew-implicit-slices before.csv
+  scripts/implicit_slices.py after.csv [before.csv] [--out docs]
+
+Debian's /usr/bin/python3 has the packages; another python3 first on PATH may not.
+"""
+import argparse
+import collections
+import csv
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
+
+METHODS = ["dqs", "implicit", "elastic-implicit"]
+TITLES = {"dqs": "DQS", "implicit": "implicit (IS)", "elastic-implicit": "elastic (EIS), 10° steps"}
+
+
+def read(path):
+    segs = collections.defaultdict(list)
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            key = (row["fixture"], row["method"], int(float(row["degrees"])))
+            segs[key].append(((float(row["x0"]), float(row["y0"])), (float(row["x1"]), float(row["y1"]))))
+    return segs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("after")
+    ap.add_argument("before", nargs="?")
+    ap.add_argument("--out", default="docs")
+    a = ap.parse_args()
+    after = read(a.after)
+    before = read(a.before) if a.before else {}
+    fixtures = sorted({k[0] for k in after})
+    for fx in fixtures:
+        angles = sorted({k[2] for k in after if k[0] == fx})
+        fig, axes = plt.subplots(len(angles), len(METHODS), figsize=(4 * len(METHODS), 4 * len(angles)), squeeze=False)
+        for r, deg in enumerate(angles):
+            for c, m in enumerate(METHODS):
+                ax = axes[r][c]
+                if (fx, m, deg) in before and m != "dqs":
+                    ax.add_collection(LineCollection(before[(fx, m, deg)], colors="tab:red", linewidths=0.8))
+                ax.add_collection(LineCollection(after.get((fx, m, deg), []), colors="black", linewidths=0.8))
+                ax.axhline(0, color="0.8", linewidth=0.5)
+                ax.axvline(0, color="0.8", linewidth=0.5)
+                ax.set_aspect("equal")
+                ax.set_xlim(-3.5, 2.5)
+                ax.set_ylim(-2.5, 3.5)
+                ax.set_title(f"{TITLES[m]}, {deg}°", fontsize=10)
+                ax.tick_params(labelsize=7)
+        note = " (red: before issue 15's changes)" if before else ""
+        fig.suptitle(f"{fx}: the skin cut by the bend's plane, in radii from the joint{note}", fontsize=11)
+        fig.tight_layout()
+        path = os.path.join(a.out, f"implicit-slices-{fx}.png")
+        fig.savefig(path, dpi=80)
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
