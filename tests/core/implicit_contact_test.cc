@@ -110,10 +110,11 @@ struct Bench {
     std::vector<Similarity> world(rig->joint_count());
     std::vector<Affine34d> t(rig->joint_count());
     SkinningTransforms(rig->skeleton, pose, world, t);
-    const std::vector<double> child = testing::ChildWeight(*rig, [](uint32_t j) { return j == 1; });
+    const std::vector<double> parent = testing::PieceWeight(*rig, [](uint32_t j) { return j == 0; });
+    const std::vector<double> child = testing::PieceWeight(*rig, [](uint32_t j) { return j == 1; });
     const testing::ContactSkin c =
         testing::MeasureContact(*rig, out, world[1].translation, (world[0].rotation * Eigen::Vector3d::UnitX()).normalized(),
-                                (world[1].rotation * Eigen::Vector3d::UnitX()).normalized(), child);
+                                (world[1].rotation * Eigen::Vector3d::UnitX()).normalized(), parent, child);
     return Skin{c.crossing / cyl.radius, c.inside, c.depth / cyl.radius};
   }
 };

@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <tuple>
 #include <string>
 
+#include "clients/import/asset_import.h"
 #include "clients/import/supercages.h"
 #include "core/deformer/deformer.h"
 #include "core/implicit/implicit_params.h"
@@ -37,49 +40,58 @@ DeformerConfig Config(const std::string& method) {
   return c;
 }
 
-TEST(ImplicitContactArm, ElbowBentTo150KeepsTheElasticMethodsGainsOverDqs) {
-  if (!std::filesystem::exists(kArmDir + "/arm.obj")) GTEST_SKIP() << "Arm data not found in " << kArmDir;
-  auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
-  ASSERT_TRUE(sc.ok()) << sc.status();
-  auto built = BuildRig(sc->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+struct Row {
+  testing::ContactSkin dqs, is, eis_steps, eis_jump;  // crossing and depth over the radius
+};
+
+// Bends `joint` (towards `end`) of `rig` to 90°, 120° and 150° in the plane of its bones and
+// measures DQS, implicit, and elastic skinning driven from the rest pose in 10° steps and in
+// one jump; prints the table. The radius: the median distance from the parent bone's axis of
+// the skin weighted mostly to the parent and its parent, over the bone's last two thirds.
+std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const std::string& joint_name,
+                                  const std::string& end_name, const std::string& label) {
+  std::map<int, Row> rows;
   const Skeleton& sk = rig->skeleton;
-  const int32_t elbow = JointNamed(sk, "lowerarm01.R"), wrist = JointNamed(sk, "wrist.R");
-  ASSERT_GE(elbow, 0);
-  ASSERT_GE(wrist, 0);
+  const int32_t joint = JointNamed(sk, joint_name), end = JointNamed(sk, end_name);
+  EXPECT_GE(joint, 0) << joint_name;
+  EXPECT_GE(end, 0) << end_name;
+  if (joint < 0 || end < 0) return rows;
   ThreadPool pool(2);
   auto prepared = PrepareImplicit(*rig, Config("implicit"), &pool, {});
-  ASSERT_TRUE(prepared.ok()) << prepared.status();
-  auto below_elbow = [&](uint32_t j) {
+  EXPECT_TRUE(prepared.ok()) << prepared.status();
+  if (!prepared.ok()) return rows;
+  auto below = [&](uint32_t j) {
     for (int32_t k = int32_t(j); k >= 0; k = sk.parents[k]) {
-      if (k == elbow) return true;
+      if (k == joint) return true;
     }
     return false;
   };
-  const std::vector<double> child = testing::ChildWeight(*rig, below_elbow);
-  // The arm's radius at the elbow: the median distance from the upper arm's axis of the skin
-  // mostly its own (the forearm's weight below ½; the Arm's blend reaches far up) over the last
-  // two thirds before the elbow.
-  auto rest = BendJoint(sk, uint32_t(elbow), uint32_t(wrist), 0);
-  ASSERT_TRUE(rest.ok()) << rest.status();
-  const Eigen::Vector3d shoulder = BindPose(sk).joint(size_t(sk.parents[elbow])).translation;
-  const double upper = (rest->pivot - shoulder).norm();
+  const int32_t parent = sk.parents[joint], grand = sk.parents[parent];
+  const std::vector<double> child = testing::PieceWeight(*rig, below);
+  // The parent piece: the parent bone and the one before it (a shoulder's or hip's two joints).
+  const std::vector<double> upper =
+      testing::PieceWeight(*rig, [&](uint32_t j) { return int32_t(j) == parent || int32_t(j) == grand; });
+  auto rest = BendJoint(sk, uint32_t(joint), uint32_t(end), 0);
+  EXPECT_TRUE(rest.ok()) << rest.status();
+  if (!rest.ok()) return rows;
+  const Eigen::Vector3d start = BindPose(sk).joint(size_t(parent)).translation;
+  const double length = (rest->pivot - start).norm();
   std::vector<double> radii;
   for (size_t v = 0; v < rig->vertex_count(); ++v) {
-    if (child[v] >= 0.5) continue;
+    if (upper[v] < 0.5) continue;
     const Eigen::Vector3d x(rig->positions[3 * v], rig->positions[3 * v + 1], rig->positions[3 * v + 2]);
-    const double along = (x - shoulder).dot(rest->parent_dir);
-    if (along < upper / 3 || along > upper) continue;
-    radii.push_back((x - shoulder - along * rest->parent_dir).norm());
+    const double along = (x - start).dot(rest->parent_dir);
+    if (along < length / 3 || along > length) continue;
+    radii.push_back((x - start - along * rest->parent_dir).norm());
   }
-  ASSERT_GT(radii.size(), 20u) << "upper arm " << upper;
+  EXPECT_GT(radii.size(), 10u) << label;
+  if (radii.size() <= 10) return rows;
   std::nth_element(radii.begin(), radii.begin() + radii.size() / 2, radii.end());
   const double radius = radii[radii.size() / 2];
-  std::printf("Arm: %zu vertices, elbow at rest %.0f°, radius there %.2f\n", rig->vertex_count(), rest->rest_degrees,
-              radius);
+  std::printf("%s: %zu vertices, at rest %.0f°, radius there %.3g\n", label.c_str(), rig->vertex_count(),
+              rest->rest_degrees, radius);
 
-  auto run = [&](const std::string& method, const Pose& pose, Deformer* d) {
+  auto run = [&](const Pose& pose, Deformer* d) {
     std::vector<float> out(rig->positions.size());
     FrameInput in;
     in.pose = &pose;
@@ -95,49 +107,95 @@ TEST(ImplicitContactArm, ElbowBentTo150KeepsTheElasticMethodsGainsOverDqs) {
     return std::move(*CreateImplicitDeformer(rig, *prepared, Config(method)));
   };
   for (double deg : {90.0, 120.0, 150.0}) {
-    auto bent = BendJoint(sk, uint32_t(elbow), uint32_t(wrist), deg);
-    ASSERT_TRUE(bent.ok()) << bent.status();
+    auto bent = BendJoint(sk, uint32_t(joint), uint32_t(end), deg);
+    EXPECT_TRUE(bent.ok()) << bent.status();
+    if (!bent.ok()) return rows;
     auto measure = [&](std::span<const float> out) {
-      testing::ContactSkin s = testing::MeasureContact(*rig, out, bent->pivot, bent->parent_dir, bent->child_dir, child);
+      testing::ContactSkin s =
+          testing::MeasureContact(*rig, out, bent->pivot, bent->parent_dir, bent->child_dir, upper, child);
       s.crossing /= radius;
       s.depth /= radius;
       return s;
     };
-    const auto dqs = measure(run("dqs", bent->pose, make("dqs").get()));
-    const auto is = measure(run("implicit", bent->pose, make("implicit").get()));
-    // The elastic method from the rest pose in 10° steps of the elbow, and in one jump.
+    Row& r = rows[int(deg)];
+    r.dqs = measure(run(bent->pose, make("dqs").get()));
+    r.is = measure(run(bent->pose, make("implicit").get()));
     auto eis = make("elastic-implicit");
     std::vector<float> out;
     const int steps = int(std::ceil((deg - rest->rest_degrees) / 10));
     for (int k = 1; k <= steps; ++k) {
-      auto p = BendJoint(sk, uint32_t(elbow), uint32_t(wrist), rest->rest_degrees + (deg - rest->rest_degrees) * k / steps);
-      out = run("elastic-implicit", p->pose, eis.get());
+      auto p = BendJoint(sk, uint32_t(joint), uint32_t(end), rest->rest_degrees + (deg - rest->rest_degrees) * k / steps);
+      out = run(p->pose, eis.get());
     }
-    const auto eis_steps = measure(out);
-    const auto eis_jump = measure(run("elastic-implicit", bent->pose, make("elastic-implicit").get()));
-    for (const auto& [name, s] : {std::pair{"dqs", dqs}, {"implicit", is}, {"elastic, 10° steps", eis_steps},
-                                  {"elastic, one jump", eis_jump}}) {
-      std::printf("Arm elbow %3.0f°  %-19s crossing %.3f R, inside %3u, deepest %.3f R\n", deg, name, s.crossing,
+    r.eis_steps = measure(out);
+    r.eis_jump = measure(run(bent->pose, make("elastic-implicit").get()));
+    for (const auto& [name, s] : {std::pair{"dqs", r.dqs}, {"implicit", r.is}, {"elastic, 10° steps", r.eis_steps},
+                                  {"elastic, one jump", r.eis_jump}}) {
+      std::printf("%s %3.0f°  %-19s crossing %.3f R, inside %3u, deepest %.3f R\n", label.c_str(), deg, name, s.crossing,
                   s.inside, s.depth);
     }
-    // What holds today (measured: the elastic method crosses by 0, 0 and 0.18 R in steps, 0,
-    // 0.001 and 0.20 R in one jump, with 1, 8 and 13 vertices inside — every one at the elbow's
-    // crease; DQS 0.02, 0.33 and 0.62 R with 0, 27 and 74). Issue 15's bounds (0.05 R, none
-    // inside at 90°) are not met on this arm yet: these guard the gains.
+  }
+  return rows;
+}
+
+TEST(ImplicitContactAsset, ArmElbowBentTo150KeepsTheElasticMethodsGainsOverDqs) {
+  if (!std::filesystem::exists(kArmDir + "/arm.obj")) GTEST_SKIP() << "Arm data not found in " << kArmDir;
+  auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  auto built = BuildRig(sc->rig);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto rig = std::make_shared<const Rig>(std::move(*built));
+  const auto rows = BendAndMeasure(rig, "lowerarm01.R", "wrist.R", "Arm elbow");
+  ASSERT_EQ(rows.size(), 3u);
+  // What holds today (measured: the elastic method crosses by 0, 0 and 0.18 R in steps, 0,
+  // 0.001 and 0.20 R in one jump, with 1, 8 and 13 vertices inside — every one at the elbow's
+  // crease; DQS 0.02, 0.33 and 0.62 R with 0, 27 and 74). Issue 15's bounds (0.05 R, none
+  // inside at 90°) are not met on this arm yet at 150°: these guard the gains.
+  for (const auto& [deg, r] : rows) {
     if (deg >= 120) {
-      EXPECT_GT(dqs.crossing, 0.3) << deg << "°: the measure must see DQS's fold";
-      EXPECT_LE(eis_steps.crossing, dqs.crossing / 3) << deg;
-      EXPECT_LE(eis_jump.crossing, dqs.crossing / 3) << deg;
-      EXPECT_LE(eis_steps.inside, dqs.inside / 2) << deg;
-      EXPECT_LE(eis_jump.inside, dqs.inside / 2) << deg;
+      EXPECT_GT(r.dqs.crossing, 0.3) << deg << "°: the measure must see DQS's fold";
+      EXPECT_LE(r.eis_steps.crossing, r.dqs.crossing / 3) << deg;
+      EXPECT_LE(r.eis_jump.crossing, r.dqs.crossing / 3) << deg;
+      EXPECT_LE(r.eis_steps.inside, r.dqs.inside / 2) << deg;
+      EXPECT_LE(r.eis_jump.inside, r.dqs.inside / 2) << deg;
     }
     if (deg <= 120) {
-      EXPECT_LE(eis_steps.crossing, 0.05) << deg;
-      EXPECT_LE(eis_jump.crossing, 0.05) << deg;
+      EXPECT_LE(r.eis_steps.crossing, 0.05) << deg;
+      EXPECT_LE(r.eis_jump.crossing, 0.05) << deg;
     }
     if (deg == 90) {
-      EXPECT_LE(eis_steps.inside, 1u);
-      EXPECT_LE(is.crossing, 0.05);
+      EXPECT_LE(r.eis_steps.inside, 1u);
+      EXPECT_LE(r.is.crossing, 0.05);
+    }
+  }
+}
+
+// BCN_Epileptic (assimp-testmodels) bent beyond its clip at its left knee and left elbow.
+TEST(ImplicitContactAsset, BcnKneeAndElbowBentTo150ImplicitBeatsDqsTo120) {
+  const std::string path = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
+  auto asset = ImportAsset(path);
+  ASSERT_TRUE(asset.ok()) << asset.status();
+  auto built = BuildRig(asset->rig);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto rig = std::make_shared<const Rig>(std::move(*built));
+  for (const auto& [joint, end, label] : {std::tuple{"B_Knee_Left", "B_Ankle_Left", "BCN_Epileptic knee"},
+                                          {"B_ForeArm_Left", "B_Hand_Left", "BCN_Epileptic elbow"}}) {
+    const auto rows = BendAndMeasure(rig, joint, end, label);
+    ASSERT_EQ(rows.size(), 3u) << label;
+    // Measured (crossing over the radius; no vertex inside by the winding test, whose meshes here
+    // are open): knee DQS 0.31 / 0.71 / 1.07 R at 90° / 120° / 150°, implicit 0.06 / 0.33 / 1.24,
+    // elastic in steps 0.10 / 0.41 / 1.07; elbow DQS 0.07 / 0.33 / 0.56, implicit 0 / 0 / 0.38,
+    // elastic 0 / 0.07 / 0.86. Issue 15's bounds are not met on this character: these guard
+    // what the methods gain over DQS where they do.
+    for (const auto& [deg, r] : rows) {
+      if (deg > 120) continue;
+      EXPECT_GT(r.dqs.crossing, 0.05) << label << " " << deg << "°: the measure must see DQS's fold";
+      EXPECT_LE(r.is.crossing, r.dqs.crossing / 2) << label << " " << deg;
+      if (std::string(label).find("elbow") != std::string::npos) {
+        EXPECT_LE(r.is.crossing, 0.05) << label << " " << deg;
+        EXPECT_LE(r.eis_steps.crossing, r.dqs.crossing / 3) << label << " " << deg;
+      }
     }
   }
 }
