@@ -35,6 +35,8 @@ echo "== sinew batch: the whole clip at 60 frames/s into a point cache"
 build/clients/sinew --target "$grpc" batch "$asset" --clip-fps 60 --pc2 "$out/character.pc2"
 echo "== sinew play: procedural limb (20k vertices), bend 120 deg + twist 180 deg; LBS, DQS, their 50 % blend, swing/twist deformers, implicit skinning"
 build/clients/sinew --target "$grpc" play --method lbs,dqs,blend,swing-twist,implicit --blend-weight 0.5 --frames 240
+echo "== sinew play --quality: the same limb's skin measured every frame (vertices inside the skin, volume, edge stretch)"
+build/clients/sinew --target "$grpc" play --method dqs,implicit,elastic-implicit --frames 48 --quality
 rm -rf "$out"
 
 echo "== server metrics (excerpt)"
