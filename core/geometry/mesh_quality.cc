@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <cstring>
+#include <unordered_map>
 
 #include <Eigen/Geometry>
 
@@ -166,7 +168,8 @@ int32_t RayCaster::Build(uint32_t first, uint32_t count, std::vector<float>& cen
   return index;
 }
 
-double RayCaster::First(const double origin[3], const double direction[3], uint32_t skip) const {
+double RayCaster::First(const double origin[3], const double direction[3],
+                        const std::function<bool(uint32_t)>& skip_vertex) const {
   if (nodes_.empty()) return INFINITY;
   double inv[3];
   for (int k = 0; k < 3; ++k) inv[k] = 1 / direction[k];  // unused where direction[k] is 0
@@ -182,7 +185,7 @@ double RayCaster::First(const double origin[3], const double direction[3], uint3
       for (uint32_t a = node.first; a < node.first + node.count; ++a) {
         const uint32_t t = order_[a];
         const uint32_t i = t_[3 * t], j = t_[3 * t + 1], k = t_[3 * t + 2];
-        if (i == skip || j == skip || k == skip) continue;
+        if (skip_vertex(i) || skip_vertex(j) || skip_vertex(k)) continue;
         best = std::min(best, RayTriangle(o, d, P(p_, i), P(p_, j), P(p_, k)));
       }
       continue;
@@ -231,7 +234,29 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
                                const MeshQualityOptions& options, bool per_vertex) {
   MeshQuality q;
   const size_t n = deformed.size() / 3;
-  // Normals, mean incident edge lengths, edge stretch.
+  // Vertices welded by rest position (imported meshes repeat a vertex per face corner or per UV
+  // seam): normals, edge lengths, one-rings and the triangles a vertex's own are taken over its
+  // welded copies, so that a copy is never "the nearest skin" of another.
+  std::vector<uint32_t> weld(n);
+  {
+    struct Key {
+      float x, y, z;
+      bool operator==(const Key& o) const { return x == o.x && y == o.y && z == o.z; }
+    };
+    struct Hash {
+      size_t operator()(const Key& k) const {
+        uint32_t b[3];
+        std::memcpy(b, &k, sizeof b);
+        return (size_t(b[0]) * 73856093u) ^ (size_t(b[1]) * 19349663u) ^ (size_t(b[2]) * 83492791u);
+      }
+    };
+    std::unordered_map<Key, uint32_t, Hash> first;
+    first.reserve(n);
+    for (size_t v = 0; v < n; ++v) {
+      weld[v] = first.emplace(Key{rest[3 * v], rest[3 * v + 1], rest[3 * v + 2]}, uint32_t(v)).first->second;
+    }
+  }
+  // Normals, mean incident edge lengths (per welded vertex), edge stretch.
   std::vector<Eigen::Vector3d> normal(n, Eigen::Vector3d::Zero());
   std::vector<double> edge_sum(n, 0);
   std::vector<uint32_t> edge_count(n, 0);
@@ -244,13 +269,13 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
     const Eigen::Vector3d a = P(deformed, c[0]), b = P(deformed, c[1]), d = P(deformed, c[2]);
     const Eigen::Vector3d area = (b - a).cross(d - a);
     for (int k = 0; k < 3; ++k) {
-      normal[c[k]] += area;
+      normal[weld[c[k]]] += area;
       const uint32_t i = c[k], j = c[(k + 1) % 3];
       const double len = (P(deformed, i) - P(deformed, j)).norm();
       const double rest_len = (P(rest, i) - P(rest, j)).norm();
       for (uint32_t e : {i, j}) {
-        edge_sum[e] += len;
-        ++edge_count[e];
+        edge_sum[weld[e]] += len;
+        ++edge_count[weld[e]];
       }
       rest_edges += rest_len;
       ++rest_edge_count;
@@ -267,10 +292,10 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
   q.volume_ratio = q.rest_volume != 0 ? q.volume / q.rest_volume : 1;
   if (per_vertex) q.depth.assign(n, 0.f);
 
-  // One-rings (CSR), for the depth's nearest-skin query.
+  // Welded one-rings (CSR), for the depth's nearest-skin query.
   std::vector<uint32_t> ring_start(n + 1, 0), ring;
   for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
-    for (int k = 0; k < 3; ++k) ring_start[triangles[t + k] + 1] += 2;
+    for (int k = 0; k < 3; ++k) ring_start[weld[triangles[t + k]] + 1] += 2;
   }
   for (size_t v = 0; v < n; ++v) ring_start[v + 1] += ring_start[v];
   ring.resize(ring_start[n]);
@@ -278,9 +303,9 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
     std::vector<uint32_t> fill(ring_start.begin(), ring_start.end() - 1);
     for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
       for (int k = 0; k < 3; ++k) {
-        const uint32_t v = triangles[t + k];
-        ring[fill[v]++] = triangles[t + (k + 1) % 3];
-        ring[fill[v]++] = triangles[t + (k + 2) % 3];
+        const uint32_t v = weld[triangles[t + k]];
+        ring[fill[v]++] = weld[triangles[t + (k + 1) % 3]];
+        ring[fill[v]++] = weld[triangles[t + (k + 2) % 3]];
       }
     }
   }
@@ -291,20 +316,22 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
   std::vector<double> depth(n, 0);
   ParallelFor(pool, n, 256, [&](size_t b, size_t e) {
     for (size_t v = b; v < e; ++v) {
-      const double len = normal[v].norm();
-      if (edge_count[v] == 0 || !(len > 0)) continue;
-      const Eigen::Vector3d nrm = normal[v] / len;
+      const uint32_t w = weld[v];
+      const double len = normal[w].norm();
+      if (edge_count[w] == 0 || !(len > 0)) continue;
+      const Eigen::Vector3d nrm = normal[w] / len;
       const Eigen::Vector3d x = P(deformed, uint32_t(v));
-      const double eps = 1e-3 * edge_sum[v] / edge_count[v];
+      const double eps = 1e-3 * edge_sum[w] / edge_count[w];
       if (!(std::abs(winding(x + eps * nrm)) > 0.5)) continue;
       const double o[3] = {x.x(), x.y(), x.z()};
       const double up[3] = {nrm.x(), nrm.y(), nrm.z()}, down[3] = {-nrm.x(), -nrm.y(), -nrm.z()};
-      double dep = std::min(rays.First(o, up, uint32_t(v)), rays.First(o, down, uint32_t(v)));
+      auto own = [&](uint32_t u) { return weld[u] == w; };
+      double dep = std::min(rays.First(o, up, own), rays.First(o, down, own));
       // Where the skin is crumpled the normal may run along the other part: bound the depth by
       // the distance to the nearest skin beyond the vertex's one-ring.
-      const uint32_t* r0 = ring.data() + ring_start[v];
-      const uint32_t* r1 = ring.data() + ring_start[v + 1];
-      dep = std::min(dep, rays.Nearest(o, [&](uint32_t u) { return u == v || std::find(r0, r1, u) != r1; }));
+      const uint32_t* r0 = ring.data() + ring_start[w];
+      const uint32_t* r1 = ring.data() + ring_start[w + 1];
+      dep = std::min(dep, rays.Nearest(o, [&](uint32_t u) { return weld[u] == w || std::find(r0, r1, weld[u]) != r1; }));
       if (!std::isfinite(dep)) dep = 0;  // inside an open part with nothing near: depth unknown
       depth[v] = std::max(dep, 1e-300);  // > 0 marks "inside"
     }

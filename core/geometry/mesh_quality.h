@@ -2,6 +2,9 @@
 // quantities), for every method: where the skin passes through itself, how much volume it gains
 // or loses, how far its edges stretch.
 //
+// Vertices at one rest position (an imported mesh's per-corner or UV-seam copies) are welded for
+// everything below: one normal, one one-ring, and a copy never counts as other skin.
+//
 // Inside the skin: a vertex whose surroundings lie inside the deformed mesh. The mesh's
 // generalized winding number (winding_number.h) is evaluated just outside the vertex, at
 // v + ε n (n the area-weighted normal of its triangles, ε = 1e-3 of its mean edge): 0 there on a
@@ -61,14 +64,13 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
 // The signed volume enclosed by a triangle mesh (divergence theorem about the vertex centroid).
 double MeshVolume(std::span<const float> positions, std::span<const uint32_t> triangles);
 
-// The first crossing of the ray origin + t·direction (t > 0) with the triangles, skipping those
-// that use vertex `skip` (pass UINT32_MAX to skip none): a bounding-box hierarchy over the
-// triangles of one posed mesh.
+// A bounding-box hierarchy over the triangles of one posed mesh: the first crossing of a ray, the
+// nearest triangle; both skip the triangles with a corner `skip_vertex` names.
 class RayCaster {
  public:
   RayCaster(std::span<const float> positions, std::span<const uint32_t> triangles);
-  // Smallest t > 0 of a hit, or +infinity.
-  double First(const double origin[3], const double direction[3], uint32_t skip) const;
+  // Smallest t > 0 of a hit of origin + t·direction, or +infinity.
+  double First(const double origin[3], const double direction[3], const std::function<bool(uint32_t)>& skip_vertex) const;
   // Distance from `point` to the nearest triangle none of whose corners `skip_vertex` names.
   double Nearest(const double point[3], const std::function<bool(uint32_t)>& skip_vertex) const;
 

@@ -155,6 +155,48 @@ TEST(MeshQuality, ADentIsNotAFoldUntilItGoesThroughTheSkin) {
   EXPECT_LT(q.depth[centre], 0.4f);
 }
 
+// An imported mesh repeats a vertex per face corner: the report must not take a vertex's own
+// copies for other skin. The two boxes of the test above, once with every position welded and
+// once with three vertices per triangle, give every copy its welded vertex's depth.
+TEST(MeshQuality, VerticesRepeatedPerCornerAreOneVertex) {
+  const float box[2][2][3] = {{{0, 0, 0}, {1, 1, 1}}, {{0.8f, -0.1f, -0.1f}, {2, 1.1f, 1.1f}}};
+  Mesh boxes;
+  AddBox(boxes, box[0][0], box[0][1], 5);
+  AddBox(boxes, box[1][0], box[1][1], 5);
+  // Welded: one vertex per position.
+  Mesh welded;
+  std::vector<uint32_t> index_of(boxes.p.size() / 3);
+  for (uint32_t v = 0; v < boxes.p.size() / 3; ++v) {
+    uint32_t found = uint32_t(welded.p.size() / 3);
+    for (uint32_t u = 0; u < welded.p.size() / 3; ++u) {
+      if (welded.p[3 * u] == boxes.p[3 * v] && welded.p[3 * u + 1] == boxes.p[3 * v + 1] &&
+          welded.p[3 * u + 2] == boxes.p[3 * v + 2]) {
+        found = u;
+        break;
+      }
+    }
+    if (found == welded.p.size() / 3) welded.p.insert(welded.p.end(), &boxes.p[3 * v], &boxes.p[3 * v + 3]);
+    index_of[v] = found;
+  }
+  for (uint32_t i : boxes.t) welded.t.push_back(index_of[i]);
+  // Split: three vertices per triangle.
+  Mesh split;
+  std::vector<uint32_t> welded_of;
+  for (uint32_t i : welded.t) {
+    split.p.insert(split.p.end(), &welded.p[3 * i], &welded.p[3 * i + 3]);
+    split.t.push_back(uint32_t(split.t.size()));
+    welded_of.push_back(i);
+  }
+  const MeshQuality a = MeasureMeshQuality(welded.p, welded.p, welded.t, nullptr, {}, true);
+  const MeshQuality b = MeasureMeshQuality(split.p, split.p, split.t, nullptr, {}, true);
+  ASSERT_GT(a.inside_vertices, 40u);
+  for (size_t v = 0; v < welded_of.size(); ++v) {
+    EXPECT_NEAR(b.depth[v], a.depth[welded_of[v]], 1e-6) << "copy " << v << " of vertex " << welded_of[v];
+  }
+  EXPECT_NEAR(b.max_depth, a.max_depth, 1e-6);
+  EXPECT_NEAR(b.max_depth, 0.2, 1e-5);
+}
+
 // A ball (poles on the x axis) appended to `m`, outward.
 void AddBall(Mesh& m, const float c[3], float r, int rings, int segments) {
   const uint32_t base = uint32_t(m.p.size() / 3);
