@@ -1,4 +1,5 @@
 #include "core/cage/green.h"
+#include "core/geometry/triangle.h"
 
 #include <algorithm>
 #include <cmath>
@@ -101,30 +102,6 @@ void RawIntegrals(const std::vector<Face>& faces, const Eigen::Matrix3Xd& V, con
   }
 }
 
-// Closest point to x on triangle (a, b, c) (Ericson, Real-Time Collision Detection §5.1.5).
-Eigen::Vector3d ClosestOnTriangle(const Eigen::Vector3d& x, const Eigen::Vector3d& a,
-                                  const Eigen::Vector3d& b, const Eigen::Vector3d& c) {
-  const Eigen::Vector3d ab = b - a, ac = c - a, ax = x - a;
-  const double d1 = ab.dot(ax), d2 = ac.dot(ax);
-  if (d1 <= 0 && d2 <= 0) return a;
-  const Eigen::Vector3d bx = x - b;
-  const double d3 = ab.dot(bx), d4 = ac.dot(bx);
-  if (d3 >= 0 && d4 <= d3) return b;
-  const double vc = d1 * d4 - d3 * d2;
-  if (vc <= 0 && d1 >= 0 && d3 <= 0) return a + d1 / (d1 - d3) * ab;
-  const Eigen::Vector3d cx = x - c;
-  const double d5 = ab.dot(cx), d6 = ac.dot(cx);
-  if (d6 >= 0 && d5 <= d6) return c;
-  const double vb = d5 * d2 - d1 * d6;
-  if (vb <= 0 && d2 >= 0 && d6 <= 0) return a + d2 / (d2 - d6) * ac;
-  const double va = d3 * d6 - d5 * d4;
-  if (va <= 0 && d4 - d3 >= 0 && d5 - d6 >= 0) {
-    return b + (d4 - d3) / ((d4 - d3) + (d5 - d6)) * (c - b);
-  }
-  const double s = 1 / (va + vb + vc);
-  return a + ab * (vb * s) + ac * (vc * s);
-}
-
 struct Nearest {
   Eigen::Index face = -1;
   double distance = std::numeric_limits<double>::infinity();
@@ -142,7 +119,7 @@ Nearest NearestFace(const std::vector<Face>& faces, const Eigen::Matrix3Xd& V, c
     const Face& t = faces[f];
     if (!t.valid) continue;
     const Eigen::Vector3d a = V.col(t.v[0]);
-    const Eigen::Vector3d q = ClosestOnTriangle(x, a, V.col(t.v[1]), V.col(t.v[2]));
+    const Eigen::Vector3d q = ClosestPointOnTriangle(a, V.col(t.v[1]), V.col(t.v[2]), x);
     const double d2 = (q - x).squaredNorm();
     const double plane = t.n.dot(x - a);
     const double tol = 1e-10 * best_d2 + tiny2;
@@ -164,7 +141,7 @@ Eigen::Vector3d SurfaceNormal(const std::vector<Face>& faces, const Eigen::Matri
   Eigen::Vector3d u = Eigen::Vector3d::Zero();
   for (const Face& t : faces) {
     if (!t.valid) continue;
-    const Eigen::Vector3d q = ClosestOnTriangle(x, V.col(t.v[0]), V.col(t.v[1]), V.col(t.v[2]));
+    const Eigen::Vector3d q = ClosestPointOnTriangle(V.col(t.v[0]), V.col(t.v[1]), V.col(t.v[2]), x);
     if ((q - x).norm() <= nearest.distance + touch) u += t.n;
   }
   const double len = u.norm();

@@ -10,6 +10,7 @@
 
 #include <Eigen/Geometry>
 
+#include "core/geometry/triangle.h"
 #include "core/geometry/winding_number.h"
 
 namespace sinew {
@@ -43,30 +44,6 @@ double RayTriangle(const Eigen::Vector3d& o, const Eigen::Vector3d& d, const Eig
   return t > 0 ? t : INFINITY;
 }
 
-// Squared distance from p to triangle (a, b, c) (closest point by Voronoi regions, Ericson §5.1.5).
-double PointTriangle2(const Eigen::Vector3d& p, const Eigen::Vector3d& a, const Eigen::Vector3d& b,
-                      const Eigen::Vector3d& c) {
-  const Eigen::Vector3d ab = b - a, ac = c - a, ap = p - a;
-  const double d1 = ab.dot(ap), d2 = ac.dot(ap);
-  if (d1 <= 0 && d2 <= 0) return ap.squaredNorm();
-  const Eigen::Vector3d bp = p - b;
-  const double d3 = ab.dot(bp), d4 = ac.dot(bp);
-  if (d3 >= 0 && d4 <= d3) return bp.squaredNorm();
-  const double vc = d1 * d4 - d3 * d2;
-  if (vc <= 0 && d1 >= 0 && d3 <= 0) return (p - (a + d1 / (d1 - d3) * ab)).squaredNorm();
-  const Eigen::Vector3d cp = p - c;
-  const double d5 = ab.dot(cp), d6 = ac.dot(cp);
-  if (d6 >= 0 && d5 <= d6) return cp.squaredNorm();
-  const double vb = d5 * d2 - d1 * d6;
-  if (vb <= 0 && d2 >= 0 && d6 <= 0) return (p - (a + d2 / (d2 - d6) * ac)).squaredNorm();
-  const double va = d3 * d6 - d5 * d4;
-  if (va <= 0 && d4 - d3 >= 0 && d5 - d6 >= 0) {
-    return (p - (b + (d4 - d3) / ((d4 - d3) + (d5 - d6)) * (c - b))).squaredNorm();
-  }
-  const double denom = 1 / (va + vb + vc);
-  return (p - (a + ab * (vb * denom) + ac * (vc * denom))).squaredNorm();
-}
-
 // Squared distance from p to a box.
 double PointBox2(const double p[3], const float lo[3], const float hi[3]) {
   double d2 = 0;
@@ -77,24 +54,6 @@ double PointBox2(const double p[3], const float lo[3], const float hi[3]) {
   return d2;
 }
 
-// Slab test: whether the ray meets the box before t_max. A direction parallel to a slab (±0)
-// is decided by the origin alone (0 × ∞ would be NaN where the origin lies on the slab).
-bool RayBox(const double o[3], const double d[3], const double inv[3], const float lo[3], const float hi[3],
-            double t_max) {
-  double t0 = 0, t1 = t_max;
-  for (int k = 0; k < 3; ++k) {
-    if (d[k] == 0) {
-      if (o[k] < lo[k] || o[k] > hi[k]) return false;
-      continue;
-    }
-    double a = (double(lo[k]) - o[k]) * inv[k], b = (double(hi[k]) - o[k]) * inv[k];
-    if (a > b) std::swap(a, b);
-    t0 = std::max(t0, a);
-    t1 = std::min(t1, b);
-    if (t0 > t1) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -171,8 +130,6 @@ int32_t RayCaster::Build(uint32_t first, uint32_t count, std::vector<float>& cen
 double RayCaster::First(const double origin[3], const double direction[3],
                         const std::function<bool(uint32_t)>& skip_vertex) const {
   if (nodes_.empty()) return INFINITY;
-  double inv[3];
-  for (int k = 0; k < 3; ++k) inv[k] = 1 / direction[k];  // unused where direction[k] is 0
   const Eigen::Vector3d o(origin[0], origin[1], origin[2]), d(direction[0], direction[1], direction[2]);
   double best = INFINITY;
   int32_t stack[128];
@@ -180,7 +137,8 @@ double RayCaster::First(const double origin[3], const double direction[3],
   stack[top++] = 0;
   while (top > 0) {
     const Node& node = nodes_[stack[--top]];
-    if (!RayBox(origin, direction, inv, node.lo, node.hi, best)) continue;
+    double t0 = 0, t1 = best;
+    if (!ClipToBox(origin, direction, node.lo, node.hi, t0, t1)) continue;
     if (node.left < 0) {
       for (uint32_t a = node.first; a < node.first + node.count; ++a) {
         const uint32_t t = order_[a];
@@ -213,7 +171,7 @@ double RayCaster::Nearest(const double point[3], const std::function<bool(uint32
         const uint32_t t = order_[a];
         const uint32_t i = t_[3 * t], j = t_[3 * t + 1], k = t_[3 * t + 2];
         if (skip_vertex(i) || skip_vertex(j) || skip_vertex(k)) continue;
-        best2 = std::min(best2, PointTriangle2(q, P(p_, i), P(p_, j), P(p_, k)));
+        best2 = std::min(best2, (ClosestPointOnTriangle(P(p_, i), P(p_, j), P(p_, k), q) - q).squaredNorm());
       }
       continue;
     }

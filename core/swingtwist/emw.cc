@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "absl/strings/str_cat.h"
+#include "core/geometry/triangle.h"
 #include "core/swingtwist/sparse.h"
 
 namespace sinew {
@@ -20,19 +21,7 @@ Eigen::Matrix3d Rotation(const V3& axis, double degrees) {
 // Closed segment p0–p1 against the closed box [lo, hi] (slab test).
 bool SegmentHitsBox(const V3& p0, const V3& p1, const V3& lo, const V3& hi) {
   double t0 = 0, t1 = 1;
-  const V3 d = p1 - p0;
-  for (int k = 0; k < 3; ++k) {
-    if (d[k] == 0) {
-      if (p0[k] < lo[k] || p0[k] > hi[k]) return false;
-      continue;
-    }
-    double a = (lo[k] - p0[k]) / d[k], b = (hi[k] - p0[k]) / d[k];
-    if (a > b) std::swap(a, b);
-    t0 = std::max(t0, a);
-    t1 = std::min(t1, b);
-    if (t0 > t1) return false;
-  }
-  return true;
+  return ClipToBox(p0, V3(p1 - p0), lo, hi, t0, t1);
 }
 
 }  // namespace
