@@ -71,9 +71,8 @@ void MeshNormals(const VertexNormals& normals, v1::NormalEncoding encoding, std:
   EncodeNormals(scratch, encoding, out);
 }
 
-void FillQuality(const Session& session, std::span<const float> positions, v1::QualityReport* out, ThreadPool* pool) {
-  const Rig& rig = *session.rig->rig;
-  const MeshQuality q = MeasureMeshQuality(rig.positions, positions, rig.triangles, pool);
+void FillQuality(Session& session, std::span<const float> positions, v1::QualityReport* out, ThreadPool* pool) {
+  const MeshQuality q = session.rig->QualityMeasure()->Measure(positions, pool);
   out->set_inside_vertices(q.inside_vertices);
   out->set_touching_vertices(q.touching_vertices);
   out->set_max_depth(q.max_depth);

@@ -22,6 +22,15 @@ std::shared_ptr<const VertexNormals> StoredRig::Normals() {
   return vertex_normals;
 }
 
+std::shared_ptr<const MeshQualityMeasure> StoredRig::QualityMeasure() {
+  std::lock_guard lock(prep_mu);
+  if (!quality_measure) {
+    quality_measure = std::make_shared<const MeshQualityMeasure>(rig->positions, rig->triangles);
+    prepared_bytes += quality_measure->Bytes();
+  }
+  return quality_measure;
+}
+
 std::string PreparationKey(const MethodInfo& method, const DeformerConfig& config) {
   return absl::StrCat(std::string(method.prepare_group.empty() ? method.name : method.prepare_group), " ",
                       method.prepare_key(config));

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
+#include "core/geometry/mesh_quality.h"
 #include "core/normals/normals.h"
 #include "core/rig/rig.h"
 #include "gpu/backend.h"
@@ -58,7 +59,11 @@ struct StoredRig {
 
   // The vertex → triangle adjacency for normals, built on first use (shared by the sessions).
   std::shared_ptr<const VertexNormals> Normals();
+  // The quality report's per-rig part (FrameOutputs.quality), made on first use; rigs with
+  // triangles only.
+  std::shared_ptr<const MeshQualityMeasure> QualityMeasure();
   std::shared_ptr<const VertexNormals> vertex_normals;  // guarded by prep_mu
+  std::shared_ptr<const MeshQualityMeasure> quality_measure;  // guarded by prep_mu
   // The adjacency on the rig's device, for GPU sessions' normals, uploaded on first use.
   absl::StatusOr<std::shared_ptr<gpu::GpuMesh>> MeshOnGpu(gpu::GpuBackend& backend);
   std::shared_ptr<gpu::GpuMesh> gpu_mesh;  // guarded by prep_mu

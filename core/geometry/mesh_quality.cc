@@ -187,15 +187,14 @@ double RayCaster::Nearest(const double point[3], const std::function<bool(uint32
   return std::sqrt(best2);
 }
 
-MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const float> deformed,
-                               std::span<const uint32_t> triangles, ThreadPool* pool,
-                               const MeshQualityOptions& options, bool per_vertex) {
-  MeshQuality q;
-  const size_t n = deformed.size() / 3;
+MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<const uint32_t> triangles,
+                                       const MeshQualityOptions& options)
+    : triangles_(triangles) {
+  const size_t n = rest.size() / 3;
   // Vertices welded by rest position (imported meshes repeat a vertex per face corner or per UV
   // seam): normals, edge lengths, one-rings and the triangles a vertex's own are taken over its
   // welded copies, so that a copy is never "the nearest skin" of another.
-  std::vector<uint32_t> weld(n);
+  weld_.resize(n);
   {
     struct Key {
       float x, y, z;
@@ -211,15 +210,49 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
     std::unordered_map<Key, uint32_t, Hash> first;
     first.reserve(n);
     for (size_t v = 0; v < n; ++v) {
-      weld[v] = first.emplace(Key{rest[3 * v], rest[3 * v + 1], rest[3 * v + 2]}, uint32_t(v)).first->second;
+      weld_[v] = first.emplace(Key{rest[3 * v], rest[3 * v + 1], rest[3 * v + 2]}, uint32_t(v)).first->second;
     }
   }
-  // Normals, mean incident edge lengths (per welded vertex), edge stretch.
+  // Rest edge lengths (each triangle's three), their mean, the rest volume.
+  rest_length_.resize(triangles.size());
+  double sum = 0;
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    for (int k = 0; k < 3; ++k) {
+      rest_length_[t + k] = (P(rest, triangles[t + k]) - P(rest, triangles[t + (k + 1) % 3])).norm();
+      sum += rest_length_[t + k];
+    }
+  }
+  depth_tolerance_ = options.touching_edge_fraction * (triangles.empty() ? 0 : sum / double(triangles.size()));
+  rest_volume_ = MeshVolume(rest, triangles);
+  // Welded one-rings (CSR), for the depth's nearest-skin query.
+  ring_start_.assign(n + 1, 0);
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    for (int k = 0; k < 3; ++k) ring_start_[weld_[triangles[t + k]] + 1] += 2;
+  }
+  for (size_t v = 0; v < n; ++v) ring_start_[v + 1] += ring_start_[v];
+  ring_.resize(ring_start_[n]);
+  std::vector<uint32_t> fill(ring_start_.begin(), ring_start_.end() - 1);
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t v = weld_[triangles[t + k]];
+      ring_[fill[v]++] = weld_[triangles[t + (k + 1) % 3]];
+      ring_[fill[v]++] = weld_[triangles[t + (k + 2) % 3]];
+    }
+  }
+}
+
+size_t MeshQualityMeasure::Bytes() const {
+  return sizeof(*this) + 4 * (weld_.size() + ring_start_.size() + ring_.size()) + 8 * rest_length_.size();
+}
+
+MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadPool* pool, bool per_vertex) const {
+  MeshQuality q;
+  const std::span<const uint32_t> triangles = triangles_;
+  const size_t n = deformed.size() / 3;
+  // Normals and mean incident edge lengths (per welded vertex), edge stretch.
   std::vector<Eigen::Vector3d> normal(n, Eigen::Vector3d::Zero());
   std::vector<double> edge_sum(n, 0);
   std::vector<uint32_t> edge_count(n, 0);
-  double rest_edges = 0;
-  size_t rest_edge_count = 0;
   q.edge_stretch_min = INFINITY;
   q.edge_stretch_max = 0;
   for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
@@ -227,16 +260,14 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
     const Eigen::Vector3d a = P(deformed, c[0]), b = P(deformed, c[1]), d = P(deformed, c[2]);
     const Eigen::Vector3d area = (b - a).cross(d - a);
     for (int k = 0; k < 3; ++k) {
-      normal[weld[c[k]]] += area;
+      normal[weld_[c[k]]] += area;
       const uint32_t i = c[k], j = c[(k + 1) % 3];
       const double len = (P(deformed, i) - P(deformed, j)).norm();
-      const double rest_len = (P(rest, i) - P(rest, j)).norm();
       for (uint32_t e : {i, j}) {
-        edge_sum[weld[e]] += len;
-        ++edge_count[weld[e]];
+        edge_sum[weld_[e]] += len;
+        ++edge_count[weld_[e]];
       }
-      rest_edges += rest_len;
-      ++rest_edge_count;
+      const double rest_len = rest_length_[t + k];
       if (rest_len > 0) {
         q.edge_stretch_min = std::min(q.edge_stretch_min, len / rest_len);
         q.edge_stretch_max = std::max(q.edge_stretch_max, len / rest_len);
@@ -244,37 +275,20 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
     }
   }
   if (!(q.edge_stretch_max > 0)) q.edge_stretch_min = q.edge_stretch_max = 1;
-  q.depth_tolerance = options.touching_edge_fraction * (rest_edge_count ? rest_edges / double(rest_edge_count) : 0);
+  q.depth_tolerance = depth_tolerance_;
   q.volume = MeshVolume(deformed, triangles);
-  q.rest_volume = MeshVolume(rest, triangles);
+  q.rest_volume = rest_volume_;
   q.volume_ratio = q.rest_volume != 0 ? q.volume / q.rest_volume : 1;
   if (per_vertex) q.depth.assign(n, 0.f);
 
-  // Welded one-rings (CSR), for the depth's nearest-skin query.
-  std::vector<uint32_t> ring_start(n + 1, 0), ring;
-  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
-    for (int k = 0; k < 3; ++k) ring_start[weld[triangles[t + k]] + 1] += 2;
-  }
-  for (size_t v = 0; v < n; ++v) ring_start[v + 1] += ring_start[v];
-  ring.resize(ring_start[n]);
-  {
-    std::vector<uint32_t> fill(ring_start.begin(), ring_start.end() - 1);
-    for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
-      for (int k = 0; k < 3; ++k) {
-        const uint32_t v = weld[triangles[t + k]];
-        ring[fill[v]++] = weld[triangles[t + (k + 1) % 3]];
-        ring[fill[v]++] = weld[triangles[t + (k + 2) % 3]];
-      }
-    }
-  }
   // β = 2 (Barill et al.'s default): the decision is between 0 and ±1, far from its ½ threshold.
   const WindingNumberTree winding(deformed, triangles, 2.0);
   const RayCaster rays(deformed, triangles);
-  // Per vertex: depth when inside (> 0), 0 outside, -1 unused.
+  // Per vertex: depth when inside (> 0), 0 outside.
   std::vector<double> depth(n, 0);
   ParallelFor(pool, n, 256, [&](size_t b, size_t e) {
     for (size_t v = b; v < e; ++v) {
-      const uint32_t w = weld[v];
+      const uint32_t w = weld_[v];
       const double len = normal[w].norm();
       if (edge_count[w] == 0 || !(len > 0)) continue;
       const Eigen::Vector3d nrm = normal[w] / len;
@@ -283,13 +297,13 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
       if (!(std::abs(winding(x + eps * nrm)) > 0.5)) continue;
       const double o[3] = {x.x(), x.y(), x.z()};
       const double up[3] = {nrm.x(), nrm.y(), nrm.z()}, down[3] = {-nrm.x(), -nrm.y(), -nrm.z()};
-      auto own = [&](uint32_t u) { return weld[u] == w; };
+      auto own = [&](uint32_t u) { return weld_[u] == w; };
       double dep = std::min(rays.First(o, up, own), rays.First(o, down, own));
       // Where the skin is crumpled the normal may run along the other part: bound the depth by
       // the distance to the nearest skin beyond the vertex's one-ring.
-      const uint32_t* r0 = ring.data() + ring_start[w];
-      const uint32_t* r1 = ring.data() + ring_start[w + 1];
-      dep = std::min(dep, rays.Nearest(o, [&](uint32_t u) { return weld[u] == w || std::find(r0, r1, weld[u]) != r1; }));
+      const uint32_t* r0 = ring_.data() + ring_start_[w];
+      const uint32_t* r1 = ring_.data() + ring_start_[w + 1];
+      dep = std::min(dep, rays.Nearest(o, [&](uint32_t u) { return weld_[u] == w || std::find(r0, r1, weld_[u]) != r1; }));
       if (!std::isfinite(dep)) dep = 0;  // inside an open part with nothing near: depth unknown
       depth[v] = std::max(dep, 1e-300);  // > 0 marks "inside"
     }
@@ -302,6 +316,12 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
     if (per_vertex) q.depth[v] = float(depth[v]);
   }
   return q;
+}
+
+MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const float> deformed,
+                               std::span<const uint32_t> triangles, ThreadPool* pool,
+                               const MeshQualityOptions& options, bool per_vertex) {
+  return MeshQualityMeasure(rest, triangles, options).Measure(deformed, pool, per_vertex);
 }
 
 }  // namespace sinew

@@ -55,8 +55,28 @@ struct MeshQuality {
   std::vector<float> depth;
 };
 
-// `rest` and `deformed`: x,y,z per vertex; `triangles`: 3 indices each, counter-clockwise seen
-// from outside. Vertices used by no triangle are ignored. `per_vertex` fills MeshQuality::depth.
+// What a mesh's measure needs from its rest pose — welded vertices, their one-rings, rest edge
+// lengths and volume — made once per rig; Measure then does only a frame's work. `rest`: x,y,z
+// per vertex; `triangles`: 3 indices each, counter-clockwise seen from outside, which must outlive
+// it. Vertices used by no triangle are ignored.
+class MeshQualityMeasure {
+ public:
+  MeshQualityMeasure(std::span<const float> rest, std::span<const uint32_t> triangles,
+                     const MeshQualityOptions& options = {});
+  // `deformed`: x,y,z per vertex, as `rest`. `per_vertex` fills MeshQuality::depth.
+  MeshQuality Measure(std::span<const float> deformed, ThreadPool* pool, bool per_vertex = false) const;
+  size_t Bytes() const;
+
+ private:
+  std::span<const uint32_t> triangles_;
+  std::vector<uint32_t> weld_;                     // vertex -> its welded representative
+  std::vector<uint32_t> ring_start_, ring_;        // welded one-rings (CSR)
+  std::vector<double> rest_length_;                // per triangle edge (t, t+1, t+2)
+  double depth_tolerance_ = 0, rest_volume_ = 0;
+};
+
+// MeshQualityMeasure(rest, triangles, options).Measure(deformed, pool, per_vertex): for one-off
+// measures (tests, tools); a frame path keeps the measure per rig.
 MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const float> deformed,
                                std::span<const uint32_t> triangles, ThreadPool* pool,
                                const MeshQualityOptions& options = {}, bool per_vertex = false);
