@@ -69,14 +69,7 @@ void Slice(FILE* out, const Fixture& f, const std::string& method, double degree
 int Run(FILE* out, const std::string& arm_dir) {
   std::vector<Fixture> fixtures;
   {
-    LimbOptions o;
-    o.rings = 90;
-    o.segments = 32;
-    o.bones = 2;
-    o.length = 3;
-    o.radius = 0.25f;
-    o.blend = 0.12f;
-    auto built = BuildRig(MakeLimb(o));
+    auto built = BuildRig(MakeLimb(TwoBoneLimbOptions()));
     if (!built.ok()) return std::fprintf(stderr, "limb: %s\n", std::string(built.status().message()).c_str()), 1;
     // Bent by the limb's own pose (below): joint and end unused.
     fixtures.push_back(Fixture{"cylinder", std::make_shared<const Rig>(std::move(*built)), 0, 0, 0.25});

@@ -31,14 +31,12 @@ struct Cylinder {
 };
 
 LimbOptions Options(const Cylinder& c) {
-  LimbOptions o;
+  LimbOptions o = TwoBoneLimbOptions();
   o.rings = c.rings;
   o.segments = c.segments;
-  o.bones = 2;
   o.length = c.length;
   o.radius = c.radius;
   o.blend = c.blend;
-  o.max_influences = 2;
   return o;
 }
 

@@ -30,19 +30,8 @@ inline Rig SmallLimb(uint32_t influences = 2, uint32_t bones = 3) {
   return BuildOrDie(MakeLimb(o));
 }
 
-// The implicit skinning suites' limb: two bones, blended narrowly enough that LBS and DQS
-// interpenetrate at 130°.
-inline LimbOptions TwoBoneLimb() {
-  LimbOptions o;
-  o.rings = 90;
-  o.segments = 32;
-  o.bones = 2;
-  o.length = 3;
-  o.radius = 0.25f;
-  o.max_influences = 2;
-  o.blend = 0.12f;
-  return o;
-}
+// The implicit skinning suites' limb (core/procedural/limb.h).
+inline LimbOptions TwoBoneLimb() { return TwoBoneLimbOptions(); }
 
 // The swing/twist suites' cylinder (seed 001 spec §4): length 6 along x, joints at x = 0 and 3,
 // and an end joint at 6 so that both bones are segments; 61 rings of `segments` vertices.
