@@ -254,6 +254,13 @@ struct RestSections {
   }
 };
 
+// |b + h d − p|: how far the encoding's base point and detail miss the rest point.
+template <class At>
+double DecodeResidual(const baseline::PointCode& code, const At& at, const float* p) {
+  return std::hypot(at.b.x + code.height * at.d.x - p[0], at.b.y + code.height * at.d.y - p[1],
+                    at.b.z + code.height * at.d.z - p[2]);
+}
+
 // The encoding (spec §5 test 2): every point is b + h·d with |d| = 1, b on the sphere-mesh's
 // surface, d the sphere's normal on arcs and caps, h ≥ 0 for every point outside the sphere-mesh
 // (a reversed fan direction would give h < 0 there); on cones (0.7, 0.55, 0.4) as on cylinders.
@@ -722,8 +729,7 @@ TEST(BaselineSkinning, JunctionsPairEachBaselineWithItsVoronoiNeighbour) {
     baseline::Section<double> s;
     const auto at = rest.Base(code, &s);
     const float* p = &f.rig->positions[3 * v];
-    identity = std::max(identity, std::hypot(at.b.x + code.height * at.d.x - p[0], at.b.y + code.height * at.d.y - p[1],
-                                             at.b.z + code.height * at.d.z - p[2]));
+    identity = std::max(identity, DecodeResidual(code, at, p));
     const int side = f.model->skeleton.bones[code.bone][0] == 0 ? 0 : 1;  // the hub end
     if (code.other[side] == baseline::kFree) continue;
     const auto& piece = s.pieces[side];
@@ -800,8 +806,7 @@ TEST(BaselineSkinning, TheFocusOfEveryFanIsOutsideAndPointsBeyondItAreFlagged) {
     baseline::Section<double> s;
     const auto at = rest.Base(code, &s);
     const float* p = &f.rig->positions[3 * v];
-    identity = std::max(identity, std::hypot(at.b.x + code.height * at.d.x - p[0], at.b.y + code.height * at.d.y - p[1],
-                                             at.b.z + code.height * at.d.z - p[2]));
+    identity = std::max(identity, DecodeResidual(code, at, p));
     if (at.piece != baseline::Piece::kCurve) continue;
     V x;
     if (!baseline::Focus(s.ends, at.psi, x)) continue;
