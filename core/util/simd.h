@@ -8,3 +8,12 @@
 #else
 #define SINEW_VERTEX_LOOP
 #endif
+
+// Hand-written AVX2 + FMA kernels (the hottest loops: LBS, DQS) are compiled on x86-64 with
+// GCC or Clang and chosen at run time with __builtin_cpu_supports; elsewhere the portable loops
+// run.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SINEW_HAVE_AVX2_KERNELS 1
+#else
+#define SINEW_HAVE_AVX2_KERNELS 0
+#endif

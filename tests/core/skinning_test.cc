@@ -313,3 +313,67 @@ TEST(Skinning, MethodsNeedWeights) {
 
 }  // namespace
 }  // namespace sinew
+
+namespace sinew {
+namespace {
+
+// LBS's vectorized kernel (core/lbs/lbs.cc) against the portable loop and against a double
+// reference: any influence count (the unrolled four and the others), every vertex of a range
+// including its last (stored differently: the next vertex may belong to another thread), ranges
+// that start and end anywhere, and a skeleton too large for the kernel (the portable loop then).
+TEST(Skinning, LbsKernelEqualsThePortableLoopAndADoubleReference) {
+  for (const int joints : {3, 40, 300}) {
+    std::mt19937 rng(joints);
+    std::uniform_real_distribution<double> u(-1, 1);
+    SkinWeights w;
+    std::vector<float> rest;
+    const int n = 2000;
+    w.offsets.push_back(0);
+    for (int v = 0; v < n; ++v) {
+      for (int k = 0; k < 3; ++k) rest.push_back(float(10 * u(rng)));
+      const uint32_t m = (v / 50) % 3 == 0 ? 4 : 1 + rng() % 9;  // runs of four, then 1..9
+      for (uint32_t k = 0; k < m; ++k) {
+        w.joints.push_back(uint16_t(rng() % joints));
+        w.weights.push_back(float((u(rng) + 1.2) / m));
+      }
+      w.offsets.push_back(uint32_t(w.joints.size()));
+    }
+    std::vector<Affine34f> t(joints);
+    for (Affine34f& m : t) {
+      for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < 4; ++c) m(r, c) = float((c == 3 ? 5 : 1) * u(rng));
+      }
+    }
+    std::vector<float> kernel(rest.size(), -7.f), portable(rest.size(), -7.f);
+    // Ranges of odd lengths, each written by its own call, last range first: a store past a
+    // range's end would clobber the next range's finished first vertex.
+    std::vector<size_t> cuts = {0};
+    while (cuts.back() < size_t(n)) cuts.push_back(std::min<size_t>(n, cuts.back() + 1 + rng() % 97));
+    for (size_t k = cuts.size() - 1; k > 0; --k) {
+      LinearBlendSkinningRange(rest, w, t, kernel, cuts[k - 1], cuts[k]);
+      LinearBlendSkinningPortableRange(rest, w, t, portable, cuts[k - 1], cuts[k]);
+    }
+    double worst_portable = 0, worst_exact = 0;
+    for (int v = 0; v < n; ++v) {
+      for (int r = 0; r < 3; ++r) {
+        double exact = 0, scale = 0;
+        for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) {
+          const Affine34f& m = t[w.joints[e]];
+          double row = m(r, 3);
+          for (int c = 0; c < 3; ++c) row += double(m(r, c)) * rest[3 * v + c];
+          exact += double(w.weights[e]) * row;
+          scale += std::abs(double(w.weights[e])) * (std::abs(double(m(r, 3))) + 30);
+        }
+        const float k = kernel[3 * v + r];
+        worst_portable = std::max(worst_portable, std::abs(double(k) - portable[3 * v + r]) / scale);
+        worst_exact = std::max(worst_exact, std::abs(double(k) - exact) / scale);
+      }
+    }
+    // Float sums of at most 9 terms of magnitude `scale`: a few units in the last place.
+    EXPECT_LT(worst_portable, 1e-6) << joints << " joints";
+    EXPECT_LT(worst_exact, 1e-6) << joints << " joints";
+  }
+}
+
+}  // namespace
+}  // namespace sinew
