@@ -1,7 +1,5 @@
 #include "core/lbs/lbs.h"
 
-#include <algorithm>
-
 #include "core/util/simd.h"
 
 #if SINEW_HAVE_AVX2_KERNELS

@@ -9,7 +9,7 @@
 #define SINEW_VERTEX_LOOP
 #endif
 
-// Hand-written AVX2 + FMA kernels (the hottest loops: LBS, DQS) are compiled on x86-64 with
+// Hand-written AVX2 + FMA kernels (today LBS's, core/lbs/lbs.cc) are compiled on x86-64 with
 // GCC or Clang and chosen at run time with __builtin_cpu_supports; elsewhere the portable loops
 // run.
 #if defined(__x86_64__) && defined(__GNUC__)

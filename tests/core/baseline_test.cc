@@ -89,34 +89,6 @@ TEST(BaselineSkinning, RestPoseReturnsThePoints) {
   EXPECT_LE(worst, 1e-5);
 }
 
-// Signed distance from x to a sphere-mesh (the union of its bones: cones with their spheres).
-double SphereMeshDistance(const std::vector<E3>& centres, const std::vector<double>& radii,
-                          const std::vector<std::array<uint32_t, 2>>& bones, const E3& x) {
-  double best = 1e30;
-  for (const auto& [a, b] : bones) {
-    const E3 ca = centres[a], cb = centres[b];
-    const double ra = radii[a], rb = radii[b];
-    const double l = (cb - ca).norm();
-    const E3 axis = (cb - ca) / l;
-    const double s = (ra - rb) / l, c = std::sqrt(1 - s * s);
-    const E3 w = x - ca;
-    const double along = w.dot(axis);
-    const double radial = (w - along * axis).norm();
-    // In the meridian half-plane: the generatrix from (s·ra, c·ra) to (l + s·rb, c·rb).
-    const double ta = (along - ra * s) * c + (radial - ra * c) * (-s);  // along the generatrix
-    double d;
-    if (ta < 0) {
-      d = w.norm() - ra;
-    } else if (ta > l * c) {
-      d = (x - cb).norm() - rb;
-    } else {
-      d = (along - ra * s) * s + (radial - ra * c) * c;  // along the normal
-    }
-    best = std::min(best, d);
-  }
-  return best;
-}
-
 // The element of a sphere-mesh nearest x — sphere i (i ≥ 0) or the cone of bone k (−1 − k) — and
 // the signed distance to it.
 std::pair<int, double> NearestElement(const std::vector<E3>& centres, const std::vector<double>& radii,
@@ -131,18 +103,25 @@ std::pair<int, double> NearestElement(const std::vector<E3>& centres, const std:
     const double s = (ra - rb) / l, c = std::sqrt(1 - s * s);
     const E3 w = x - ca;
     const double along = w.dot(axis), radial = (w - along * axis).norm();
-    const double ta = (along - ra * s) * c + (radial - ra * c) * (-s);
+    // In the meridian half-plane: the generatrix from (s·ra, c·ra) to (l + s·rb, c·rb).
+    const double ta = (along - ra * s) * c + (radial - ra * c) * (-s);  // along the generatrix
     std::pair<int, double> here;
     if (ta < 0) {
       here = {int(a), w.norm() - ra};
     } else if (ta > l * c) {
       here = {int(b), (x - cb).norm() - rb};
     } else {
-      here = {-1 - int(k), (along - ra * s) * s + (radial - ra * c) * c};
+      here = {-1 - int(k), (along - ra * s) * s + (radial - ra * c) * c};  // along the normal
     }
     if (here.second < best.second) best = here;
   }
   return best;
+}
+
+// Signed distance from x to a sphere-mesh (the union of its bones: cones with their spheres).
+double SphereMeshDistance(const std::vector<E3>& centres, const std::vector<double>& radii,
+                          const std::vector<std::array<uint32_t, 2>>& bones, const E3& x) {
+  return NearestElement(centres, radii, bones, x).second;
 }
 
 // The frame's sphere-mesh (centres and radii) from a skeleton pose, through the method's own
