@@ -143,7 +143,7 @@ void RunGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const Impli
   }
 }
 
-void Run(const Case& c, int cycles, gpu::GpuBackend* gpu) {
+void Run(const Case& c, int cycles, gpu::GpuBackend* gpu, bool cpu_tables = true) {
   std::printf("\n%s: %zu vertices, %zu joints, %zu frames per cycle\n", c.label.c_str(), c.rig->vertex_count(),
               c.rig->joint_count(), c.clip.size());
   ThreadPool two(2);
@@ -159,6 +159,10 @@ void Run(const Case& c, int cycles, gpu::GpuBackend* gpu) {
   auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
   std::printf("  preparation %.0f ms on 2 threads (%zu bone fields, %.1f MiB per rig)\n", prepare_ms,
               model->fields.size(), model->Bytes() / 1048576.0);
+  if (!cpu_tables) {
+    if (gpu) RunGpu(*gpu, c, model, cycles);
+    return;
+  }
   std::printf("  %-18s %12s %12s %10s %10s %12s\n", "method", "1 thread ms", "2 threads ms", "fps (2 thr)",
               "÷ DQS", "thesis fps");
   double dqs2 = 0;
@@ -204,13 +208,15 @@ Case Limb(size_t vertices, double thesis_fps, int frames) {
 int main(int argc, char** argv) {
   // --quick: fewer cycles and no 170k case (CI smoke run). --emulate: the GPU tables on the CPU
   // emulation of a device (checks the device path; its times are not a GPU's), 4k limb only.
-  bool quick = false, emulate = false;
+  // --gpu-only: the GPU tables alone (the CPU's elastic frames take minutes on the large rigs).
+  bool quick = false, emulate = false, gpu_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--emulate") emulate = true;
+    else if (a == "--gpu-only") gpu_only = true;
     else {
-      std::fprintf(stderr, "usage: sinew-bench-implicit [--quick] [--emulate]\n");
+      std::fprintf(stderr, "usage: sinew-bench-implicit [--quick] [--emulate] [--gpu-only]\n");
       return 2;
     }
   }
@@ -222,14 +228,16 @@ int main(int argc, char** argv) {
   auto backend = gpu::GpuBackend::Create(options);
   if (!backend.ok()) std::printf("GPU tables: none (%s)\n", std::string(backend.status().message()).c_str());
   gpu::GpuBackend* gpu = backend.ok() ? backend->get() : nullptr;
+  if (gpu_only && !gpu) return 0;
   if (emulate) {
     std::printf("GPU tables on the emulated device: CPU times of the device program, not a GPU measurement\n");
     Run(Limb(4200, 95, 8), 1, gpu);
     return 0;
   }
-  Run(Limb(4200, 95, 48), cycles, gpu);
-  Run(Limb(32000, 15, 48), cycles, gpu);
-  if (!quick) Run(Limb(172000, 3, 24), 1, gpu);
+  const bool cpu = !gpu_only;
+  Run(Limb(4200, 95, 48), cycles, gpu, cpu);
+  Run(Limb(32000, 15, 48), cycles, gpu, cpu);
+  if (!quick) Run(Limb(172000, 3, 24), 1, gpu, cpu);
   const std::string bcn = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
   if (std::filesystem::exists(bcn)) {
     auto asset = ImportAsset(bcn);
@@ -246,7 +254,7 @@ int main(int argc, char** argv) {
         c.clip.push_back(std::move(p));
       }
       c.thesis_fps = 0;
-      Run(c, cycles, gpu);
+      Run(c, cycles, gpu, cpu);
     }
   }
   std::printf("\nThesis (GTX 680, Table 4.1, IS with every joint animated): Dana 4 164 vertices 95 fps, Hand 31 750 and "
