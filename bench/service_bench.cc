@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "bench/echo.grpc.pb.h"
+#include "bench/echo_service.h"
 #include "clients/lib/client.h"
 #include "core/procedural/limb.h"
 #include "server/server.h"
@@ -28,94 +28,20 @@
 namespace {
 
 using namespace sinew;
-using Clock = std::chrono::steady_clock;
 
 constexpr size_t kVertices = 20'000;
 constexpr uint32_t kBones = 3;
 constexpr uint32_t kInfluences = 2;
 constexpr int kWarmup = 100;
 
-// Answers every request with its frame number and a fixed payload of `response_bytes`.
-class EchoService final : public bench::Echo::CallbackService {
- public:
-  explicit EchoService(size_t response_bytes) : payload_(response_bytes, '\0') {}
-
-  grpc::ServerBidiReactor<bench::EchoMessage, bench::EchoMessage>* Stream(
-      grpc::CallbackServerContext*) override {
-    return new Reactor(payload_);
-  }
-
- private:
-  class Reactor final : public grpc::ServerBidiReactor<bench::EchoMessage, bench::EchoMessage> {
-   public:
-    // The response is built once per stream; each frame only changes its frame number.
-    explicit Reactor(const std::string& payload) {
-      response_.set_payload(payload);
-      StartRead(&request_);
-    }
-    void OnReadDone(bool ok) override {
-      if (!ok) {
-        Finish(grpc::Status::OK);
-        return;
-      }
-      response_.set_frame(request_.frame());
-      StartWrite(&response_);
-    }
-    void OnWriteDone(bool ok) override {
-      if (!ok) {
-        Finish(grpc::Status(grpc::CANCELLED, "echo: the client stopped reading"));
-        return;
-      }
-      StartRead(&request_);
-    }
-    void OnDone() override { delete this; }
-
-   private:
-    bench::EchoMessage request_;
-    bench::EchoMessage response_;
-  };
-
-  const std::string payload_;
-};
-
 struct Result {
   double frames_per_s = 0;
   double compute_us = -1;  // server compute per frame; negative when not reported (echo)
 };
 
-// Calls round_trip(f) for kWarmup + frames frames and returns the frame rate of the last
-// `frames`.
-template <class RoundTrip>
-absl::StatusOr<double> FramesPerSecond(int frames, RoundTrip&& round_trip) {
-  Clock::time_point start;
-  for (int f = 0; f < kWarmup + frames; ++f) {
-    if (f == kWarmup) start = Clock::now();
-    if (absl::Status st = round_trip(uint64_t(f)); !st.ok()) return st;
-  }
-  return frames / std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-absl::StatusOr<Result> RunEcho(const std::string& target, size_t request_bytes,
-                               size_t response_bytes, int frames) {
-  auto stub = bench::Echo::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  auto stream = stub->Stream(&context);
-  bench::EchoMessage request, response;
-  request.set_payload(std::string(request_bytes, '\0'));
-  auto fps = FramesPerSecond(frames, [&](uint64_t f) -> absl::Status {
-    request.set_frame(f);
-    if (!stream->Write(request) || !stream->Read(&response)) {
-      return absl::UnavailableError("echo: stream broken");
-    }
-    if (response.frame() != f || response.payload().size() != response_bytes) {
-      return absl::InternalError("echo: wrong response");
-    }
-    return absl::OkStatus();
-  });
-  stream->WritesDone();
-  const absl::Status end = client::FromGrpc(stream->Finish());
+absl::StatusOr<Result> RunEcho(const std::string& target, size_t request_bytes, size_t response_bytes, int frames) {
+  auto fps = bench::EchoFramesPerSecond(target, request_bytes, response_bytes, kWarmup, frames);
   if (!fps.ok()) return fps.status();
-  if (!end.ok()) return end;
   return Result{*fps};
 }
 
@@ -125,7 +51,7 @@ absl::StatusOr<Result> RunStreamDeform(client::Client& c, const v1::DeformReques
   v1::DeformRequest request = prototype;
   v1::DeformResponse response;
   uint64_t compute_ns = 0;
-  auto fps = FramesPerSecond(frames, [&](uint64_t f) -> absl::Status {
+  auto fps = bench::FramesPerSecond(kWarmup, frames, [&](uint64_t f) -> absl::Status {
     request.set_frame(f);
     if (!stream->Write(request) || !stream->Read(&response)) {
       return absl::UnavailableError("StreamDeform: stream broken");
@@ -215,13 +141,10 @@ int main(int argc, char** argv) {
   const size_t request_bytes = prototype.ByteSizeLong();
   const size_t response_bytes = size_t{vertex_count} * 12;
 
-  EchoService echo_service(response_bytes);
+  bench::EchoService echo_service(response_bytes);
   int echo_port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &echo_port);
-  builder.RegisterService(&echo_service);
-  const std::unique_ptr<grpc::Server> echo_server = builder.BuildAndStart();
-  if (!echo_server || echo_port == 0) return Fail("echo server", absl::UnavailableError("no port"));
+  const std::unique_ptr<grpc::Server> echo_server = bench::StartEcho(echo_service, &echo_port);
+  if (!echo_server) return Fail("echo server", absl::UnavailableError("no port"));
 
   const char* names[3] = {"echo (raw gRPC)", "StreamDeform LBS", "StreamDeform DQS"};
   Result results[3];

@@ -438,6 +438,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     v1::CreateSessionRequest req;
     req.set_rig_id(rig_id);
     req.set_backend(backend);
+    if (std::string error; !client::EncodingFromFlags(args, &req, &error)) return Usage(args, error);
     std::vector<v1::Method> stages;
     if (std::string error; !ParseDeformer(args, spec, req.mutable_deformer(), &stages, &error, &*info)) {
       return Usage(args, error);
@@ -500,6 +501,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
 
     client::LatencyStats lat;
     std::vector<float> peak;  // positions at the clip's peak (t = 0.5)
+    std::vector<float> xyz;
+    client::PositionDecoder decoder;  // every frame is decoded, as a client would
+    std::string decode_error;
     v1::DeformResponse resp;
     std::unique_ptr<client::FrameStream> stream;
     if (!args.Has("unary")) stream = c.OpenStream();
@@ -524,6 +528,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
       if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) ++errors;
       bytes += resp.positions().size();
+      if (!resp.has_error()) {
+        if (auto st = decoder.Decode(resp, xyz); !st.ok()) {
+          ++errors;
+          if (decode_error.empty()) decode_error = absl::StrCat("frame ", f, ": ", st.message());
+        }
+      }
       if (resp.has_quality()) {
         const v1::QualityReport& r = resp.quality();
         q.frames_inside += r.inside_vertices() > 0;
@@ -548,9 +558,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
         degenerate += (st & 4) != 0;
         rigid += (st & (8u << 3)) != 0;
       }
-      if (procedural && static_cast<size_t>(f) % kCycle == kCycle / 2 && peak.empty()) {
-        if (auto st = client::DecodePositions(resp, peak); !st.ok()) return Fail(st);
-      }
+      if (procedural && static_cast<size_t>(f) % kCycle == kCycle / 2 && peak.empty() && !resp.has_error()) peak = xyz;
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     if (stream) {
@@ -602,11 +610,18 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           name, on, frames, resp.vertex_count(), secs, frames / secs, p50, p99, mx,
           (unsigned long long)errors, (unsigned long long)bytes);
     } else {
+      std::string wire;
+      if (session->encoding() != v1::OUTPUT_ENCODING_FLOAT32 && frames > 0) {
+        const double f32 = 12.0 * session->vertex_count();
+        wire = absl::StrFormat(", positions %.1f kB a frame (%.3f of float32's)", bytes / 1e3 / frames,
+                               bytes / (f32 * frames));
+      }
       std::printf("%s (%s): %lld frames x %u vertices in %.2f s over %s: %.1f frames/s, latency p50 %.2f ms, "
-                  "p99 %.2f ms, max %.2f ms, %llu errors%s\n",
-                  name, on, frames, resp.vertex_count(), secs, stream ? "StreamDeform" : "Deform",
-                  frames / secs, p50, p99, mx, (unsigned long long)errors, quality.c_str());
+                  "p99 %.2f ms, max %.2f ms, %llu errors%s%s\n",
+                  name, on, frames, session->vertex_count(), secs, stream ? "StreamDeform" : "Deform",
+                  frames / secs, p50, p99, mx, (unsigned long long)errors, wire.c_str(), quality.c_str());
     }
+    if (!decode_error.empty()) std::fprintf(stderr, "%s: positions did not decode: %s\n", name, decode_error.c_str());
     if (errors) status = 1;
   }
   return status;
@@ -687,6 +702,7 @@ int Batch(client::Client& c, client::Args& args) {
     v1::Backend backend;
     if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
     sreq.set_backend(backend);
+    if (std::string error; !client::EncodingFromFlags(args, &sreq, &error)) return Usage(args, error);
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
 
@@ -699,12 +715,13 @@ int Batch(client::Client& c, client::Args& args) {
     client::Progress progress(stem, total);
     progress.Resume(first);
     std::vector<float> xyz;
+    client::PositionDecoder decoder;
     uint64_t expected = first;
     const absl::Status st = c.DeformClip(req, [&](const v1::DeformClipResponse& r) -> absl::Status {
       if (r.frame() != expected) {
         return absl::DataLossError(absl::StrCat("server sent frame ", r.frame(), ", expected ", expected));
       }
-      if (auto s = client::DecodePositions(r, xyz); !s.ok()) return s;
+      if (auto s = decoder.Decode(r, xyz); !s.ok()) return s;
       if (cache && r.frame() >= cache->frames()) {
         if (auto s = cache->Append(xyz); !s.ok()) return s;
       }
@@ -754,7 +771,9 @@ int main(int argc, char** argv) {
       .Flag("json", "", "", "print JSON instead of text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
       .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods (e.g. lbs, dqs, cage-mvc, implicit, blend, swing-twist), or a pipeline of them joined by '+' (cage-mvc+lbs, dqs+implicit); play: a comma-separated list")
-      .Flag("encoding", "E", "f32", "output encoding: f32 or f16")
+      .Flag("encoding", "E", "f32", std::string("session create, play, batch: ") + client::kEncodingHelp)
+      .Flag("max-error", "E", "1e-4", "--encoding delta: the largest distance of a decoded vertex from the exact one, as a fraction of the rig's bounding-box diagonal, [1e-7, 1e-2]")
+      .Flag("key-interval", "N", "30", "--encoding delta: a key frame every N frames of a stream")
       .Flag("backend", "B", "auto", "session create, play, batch: backend preference auto, cpu or gpu")
       .Flag("vertices", "N", "20000", "procedural limb: vertex count (100 per ring)")
       .Flag("bones", "N", "3", "procedural limb: joints in the chain")
@@ -889,9 +908,7 @@ int main(int argc, char** argv) {
       if (std::string error; !ParseDeformer(args, args.Get("method"), req.mutable_deformer(), &stages, &error, &*info)) {
         return Usage(args, error);
       }
-      const std::string e = args.Get("encoding");
-      if (e != "f32" && e != "f16") return Usage(args, "--encoding: f32 or f16");
-      req.set_encoding(e == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);
+      if (std::string error; !client::EncodingFromFlags(args, &req, &error)) return Usage(args, error);
       v1::Backend backend;
       if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
       req.set_backend(backend);

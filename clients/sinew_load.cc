@@ -27,6 +27,7 @@ struct SessionResult {
   client::LatencyStats latency;
   uint64_t ok = 0;
   uint64_t errors = 0;
+  uint64_t bytes = 0;  // positions received
   std::string first_error;
 };
 
@@ -58,7 +59,9 @@ int main(int argc, char** argv) {
             "measure the method and not its fallback)")
       .Flag("jiggle", "", "", "pbs: paint the limb's far third to jiggle (rig attribute pbs_jiggle) and turn "
             "jiggle on: stateful sessions, frames stepped by 1 / --fps (10 ms at --fps 0)")
-      .Flag("encoding", "E", "f32", "f32 or f16")
+      .Flag("encoding", "E", "f32", client::kEncodingHelp)
+      .Flag("max-error", "E", "1e-4", "--encoding delta: the bound as a fraction of the rig's diagonal")
+      .Flag("key-interval", "N", "30", "--encoding delta: a key frame every N frames")
       .Flag("backend", "B", "auto", "auto, cpu or gpu")
       .Flag("json", "PATH", "", "also write the report as JSON to PATH ('-' for stdout)")
       .Flag("help", "", "", "print this");
@@ -82,7 +85,8 @@ int main(int argc, char** argv) {
   }
   const bool jiggle = args.Has("jiggle");
   if (jiggle && wire != v1::METHOD_PBS) return Usage(args, "--jiggle: only with --method pbs");
-  if (encoding != "f32" && encoding != "f16") return Usage(args, "--encoding: f32 or f16");
+  v1::CreateSessionRequest session_request;
+  if (std::string error; !client::EncodingFromFlags(args, &session_request, &error)) return Usage(args, error);
   const std::string backend = args.Get("backend");
   if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");
 
@@ -112,11 +116,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> ids;
   v1::Backend chosen = v1::BACKEND_AUTO;
   for (long long i = 0; i < sessions; ++i) {
-    v1::CreateSessionRequest req;
+    v1::CreateSessionRequest req = session_request;
     req.set_rig_id(upload->rig_id());
     req.mutable_deformer()->set_method(wire);
     if (jiggle) req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
-    req.set_encoding(encoding == "f16" ? v1::OUTPUT_ENCODING_FLOAT16 : v1::OUTPUT_ENCODING_FLOAT32);
     req.set_backend(backend == "gpu" ? v1::BACKEND_GPU : backend == "cpu" ? v1::BACKEND_CPU : v1::BACKEND_AUTO);
     auto s = c.CreateSession(req);
     if (!s.ok()) {
@@ -163,6 +166,8 @@ int main(int argc, char** argv) {
       v1::DeformRequest req;
       req.set_session_id(ids[i]);
       v1::DeformResponse resp;
+      client::PositionDecoder decoder;  // each frame is decoded, as a client would
+      std::vector<float> xyz;
       // Spread session phases over one frame period so that they do not all send at once.
       const double phase = fps > 0 ? double(i) / ids.size() / fps : 0;
       for (uint64_t f = 0;; ++f) {
@@ -180,12 +185,15 @@ int main(int argc, char** argv) {
           r.first_error = stream->Close().ToString();
           return;
         }
+        const absl::Status decoded = resp.has_error() ? absl::OkStatus() : decoder.Decode(resp, xyz);
         r.latency.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
-        if (resp.has_error() || resp.frame() != f || resp.method() != wire) {
+        r.bytes += resp.positions().size();
+        if (resp.has_error() || resp.frame() != f || resp.method() != wire || !decoded.ok()) {
           ++r.errors;
           if (r.first_error.empty()) {
             r.first_error = resp.has_error()       ? resp.error().message()
                             : resp.frame() != f    ? "frame number not echoed"
+                            : !decoded.ok()        ? "positions: " + decoded.ToString()
                                                    : "a frame produced by " + v1::Method_Name(resp.method());
           }
         } else {
@@ -203,12 +211,13 @@ int main(int argc, char** argv) {
   for (auto& id : ids) (void)c.CloseSession(id);
 
   client::LatencyStats all;
-  uint64_t ok = 0, errors = 0;
+  uint64_t ok = 0, errors = 0, bytes = 0;
   std::string first_error;
   for (auto& r : results) {
     all.Merge(r.latency);
     ok += r.ok;
     errors += r.errors;
+    bytes += r.bytes;
     if (first_error.empty()) first_error = r.first_error;
   }
   const double achieved = ok / std::min(elapsed, duration + 1e-9);
@@ -227,15 +236,18 @@ int main(int argc, char** argv) {
               (unsigned long long)errors);
   std::printf("  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n", "latency p50 ms",
               p50, "latency p90 ms", p90, "latency p99 ms", p99, "latency max ms", mx);
+  const double frame_bytes = ok + errors > 0 ? double(bytes) / double(ok + errors) : 0;
+  std::printf("  %-22s %12.0f   (%.3f of float32's)\n", "position bytes/frame", frame_bytes,
+              frame_bytes / (12.0 * double(built->vertex_count())));
   if (!first_error.empty()) std::printf("  first error: %s\n", first_error.c_str());
 
   const std::string json = absl::StrFormat(
       "{\"sessions\":%lld,\"fps_per_session\":%g,\"duration_s\":%g,\"vertices\":%lld,"
       "\"method\":\"%s\",\"encoding\":\"%s\",\"backend\":\"%s\",\"target_frames_per_s\":%.1f,"
       "\"achieved_frames_per_s\":%.1f,\"frames_ok\":%llu,\"errors\":%llu,"
-      "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f}}\n",
+      "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f}\n",
       sessions, fps, duration, vertices, method, encoding, on, target, achieved,
-      (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx);
+      (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes);
   const std::string path = args.Get("json");
   if (path == "-") {
     std::printf("%s", json.c_str());

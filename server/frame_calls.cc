@@ -32,8 +32,12 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
     auto* self = static_cast<DeformCall*>(arg);
     self->svc_->StartDeform(*self->req_, *self->resp_, self->job_, &DeformCall::Done, self);
   }
-  static void Done(void* arg, const absl::Status& st) {
+  static void Done(void* arg, const absl::Status& status) {
     auto* self = static_cast<DeformCall*>(arg);
+    absl::Status st = status;
+    if (st.ok() && Quantized(self->job_.session->encoding)) {
+      st = EncodeQuantizedPositions(self->job_, nullptr, true, self->resp_->mutable_quantization());
+    }
     if (!st.ok()) self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
     self->resp_->set_compute_ns(self->job_.out.compute_ns);
     self->resp_->set_method(static_cast<v1::Method>(self->job_.out.method));
@@ -127,9 +131,13 @@ class Service::StreamCall final
     self->svc_->StartDeform(self->req_, self->resp_, self->job_, &StreamCall::Done, self);
   }
 
-  static void Done(void* arg, const absl::Status& st) {
+  static void Done(void* arg, const absl::Status& status) {
     auto* self = static_cast<StreamCall*>(arg);
     v1::DeformResponse& resp = self->resp_;
+    absl::Status st = status;
+    if (st.ok() && Quantized(self->job_.session->encoding)) {
+      st = EncodeQuantizedPositions(self->job_, &self->encoder_, self->req_.key_frame(), resp.mutable_quantization());
+    }
     if (st.ok()) {
       resp.clear_error();
       resp.set_compute_ns(self->job_.out.compute_ns);
@@ -137,6 +145,7 @@ class Service::StreamCall final
     } else {
       // A bad frame does not end the stream: its response carries the error.
       resp.clear_positions();
+      resp.clear_quantization();
       resp.set_vertex_count(0);
       resp.mutable_error()->set_code(static_cast<int>(st.code()));
       resp.mutable_error()->set_message(std::string(st.message()));
@@ -149,6 +158,7 @@ class Service::StreamCall final
   v1::DeformRequest req_;
   v1::DeformResponse resp_;  // reused: its positions buffer keeps its capacity
   FrameJob job_;
+  StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
   std::mutex mu_;
   State state_ = State::kReading;
   bool draining_ = false;
@@ -301,6 +311,10 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     if (!st.ok() && self->req_->has_poses()) {
       st = absl::Status(st.code(), absl::StrCat("poses.poses[", self->frame_, "] ", st.message()));
     }
+    if (st.ok() && self->frame_ >= self->replay_end_ && Quantized(self->session_->encoding)) {
+      st = EncodeQuantizedPositions(self->job_, &self->encoder_, false, self->response_.mutable_quantization());
+      if (!st.ok()) st = absl::Status(st.code(), absl::StrCat("frame ", self->frame_, ": ", st.message()));
+    }
     if (!st.ok()) {
       {
         std::lock_guard lock(self->mu_);
@@ -351,6 +365,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   uint64_t next_ = 0, end_ = 0;
   uint64_t frame_ = 0;  // the frame in flight
   FrameJob job_;
+  StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
   v1::DeformClipResponse response_;
   std::mutex mu_;
   bool draining_ = false, writing_ = false, running_ = false, finished_ = false;
@@ -397,6 +412,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   resp.clear_normals();
   resp.clear_base_points();
   resp.clear_quality();
+  resp.clear_quantization();
   job.Fresh();
   job.session = sessions_.Find(req.session_id(), NowMs());
   if (!job.session) {

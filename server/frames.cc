@@ -144,6 +144,9 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     if (s.encoding == v1::OUTPUT_ENCODING_FLOAT32) {  // straight into the response's bytes
       job.out.positions->resize(floats * sizeof(float));
       target = std::span<float>(reinterpret_cast<float*>(job.out.positions->data()), floats);
+    } else if (Quantized(s.encoding)) {  // encoded by the call once the frame is done
+      job.staging_positions.resize(floats);
+      target = job.staging_positions;
     } else {
       target = s.positions;
     }
@@ -168,7 +171,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.start = std::chrono::steady_clock::now();
   job.metrics = &metrics_;
   job.out.method = ProducedBy(*job.session);
-  const std::shared_ptr<Session> hold = job.session;  // the completion may release job.session first
+  const std::shared_ptr<Session> hold = job.session;  // the completion may end the call (and its job) first
   Session& s = *hold;
   if (job.reset) s.deformer->Reset();
   absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
@@ -182,9 +185,14 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   }
   const bool f16 = s.encoding == v1::OUTPUT_ENCODING_FLOAT16;
   const size_t vertices = s.rig->rig->vertex_count();
-  job.out.positions->resize(3 * vertices * (f16 ? 2 : 4));
   gpu::FrameOutput output;
-  output.positions = job.out.positions->data();
+  if (Quantized(s.encoding)) {  // float32 into the staging, encoded by the call once the frame is done
+    job.staging_positions.resize(3 * vertices);
+    output.positions = reinterpret_cast<char*>(job.staging_positions.data());
+  } else {
+    job.out.positions->resize(3 * vertices * (f16 ? 2 : 4));
+    output.positions = job.out.positions->data();
+  }
   output.format = f16 ? gpu::OutputFormat::kFloat16 : gpu::OutputFormat::kFloat32;
   if (s.device_states && job.want.vertex_states() && job.out.vertex_states) {
     job.out.vertex_states->resize(vertices);  // made on the device, written with the positions
@@ -217,7 +225,9 @@ void GpuFrames::Completed(void* arg, const absl::Status& status) {
     // On this completion thread, without the pool: an optional diagnostic (FrameOutputs.quality).
     const std::string& bytes = *job.out.positions;
     std::vector<float>& p = job.staging_positions;
-    if (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16) {
+    if (Quantized(job.session->encoding)) {
+      // already float32 in the staging
+    } else if (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16) {
       p.resize(bytes.size() / sizeof(uint16_t));
       const uint16_t* h = reinterpret_cast<const uint16_t*>(bytes.data());
       for (size_t i = 0; i < p.size(); ++i) p[i] = HalfToFloat(h[i]);
@@ -229,8 +239,43 @@ void GpuFrames::Completed(void* arg, const absl::Status& status) {
   }
   job.out.compute_ns = Since(job.start);
   if (status.ok()) Account(job, v1::BACKEND_GPU);
-  std::shared_ptr<Session> keep = std::move(job.session);  // released after the callback
+  // The call encodes the positions from the session (EncodeQuantizedPositions) in its callback;
+  // `keep` holds the session past it, the callback may end the call and its job.
+  const std::shared_ptr<Session> keep = job.session;
   job.done(job.context, status);
+}
+
+absl::Status EncodeQuantizedPositions(FrameJob& job, StreamEncoder* stream, bool key_frame,
+                                      v1::Quantization* quantization) {
+  const Session& s = *job.session;
+  wire::Quantization q;
+  absl::Status st;
+  if (s.encoding == v1::OUTPUT_ENCODING_QUANTIZED16) {
+    st = wire::EncodeQuantized16(job.staging_positions, q, *job.out.positions);
+  } else if (s.encoding == v1::OUTPUT_ENCODING_DELTA) {
+    if (stream == nullptr) {
+      wire::DeltaEncoder once(s.grid, 1);
+      st = once.Encode(job.staging_positions, true, q, *job.out.positions);
+    } else {
+      if (!stream->delta || stream->session.lock() != job.session) {
+        stream->delta.emplace(s.grid, s.key_frame_interval);
+        stream->session = job.session;
+      }
+      st = stream->delta->Encode(job.staging_positions, key_frame, q, *job.out.positions);
+    }
+  } else {
+    return absl::OkStatus();
+  }
+  if (!st.ok()) return st;
+  quantization->set_offset_x(q.offset[0]);
+  quantization->set_offset_y(q.offset[1]);
+  quantization->set_offset_z(q.offset[2]);
+  quantization->set_scale_x(q.scale[0]);
+  quantization->set_scale_y(q.scale[1]);
+  quantization->set_scale_z(q.scale[2]);
+  quantization->set_key_frame(q.key_frame);
+  quantization->set_since_key_frame(q.since_key_frame);
+  return absl::OkStatus();
 }
 
 }  // namespace sinew::server

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/parallel/thread_pool.h"
@@ -56,7 +57,9 @@ struct FrameJob {
   // (kept by the caller's job from frame to frame, so that a stream allocates them once).
   std::vector<float> staging_normals;
   bool device_normals = false;
-  std::vector<float> staging_positions;  // a device frame's positions as float32 (quality report)
+  // The frame's positions as float32 where the response carries something else: a quantized
+  // encoding's input (see EncodeQuantizedPositions), a float16 device frame's quality report.
+  std::vector<float> staging_positions;
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {
@@ -95,6 +98,26 @@ class GpuFrames final : public FrameBackend {
   gpu::GpuBackend& gpu_;
   Metrics& metrics_;
 };
+
+// Whether the session's encoding is made from float32 positions after the frame (QUANTIZED16,
+// DELTA): its backend leaves them in the job's staging_positions.
+inline bool Quantized(v1::OutputEncoding e) {
+  return e == v1::OUTPUT_ENCODING_QUANTIZED16 || e == v1::OUTPUT_ENCODING_DELTA;
+}
+
+// A call's DELTA state (StreamDeform, DeformClip): the encoder of the session whose frames it
+// last sent. A frame of another session starts a new one (a key frame).
+struct StreamEncoder {
+  std::weak_ptr<const Session> session;
+  std::optional<wire::DeltaEncoder> delta;
+};
+
+// A finished frame of a quantized encoding: its float32 positions (job.staging_positions) into
+// job.out.positions and `quantization`, through the call's `stream` (null: a unary call, whose
+// frames are key frames); `key_frame`: make it one. Called once per frame sent, in the order
+// sent. A non-finite or off-grid vertex fails the frame (the stream's state unchanged).
+absl::Status EncodeQuantizedPositions(FrameJob& job, StreamEncoder* stream, bool key_frame,
+                                      v1::Quantization* quantization);
 
 // The extras a frame asked for (posed cage, rest cage, joints, vertex states unless the device
 // makes them, normals), from the session's deformer into `out`. Mesh normals come from

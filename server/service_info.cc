@@ -70,6 +70,8 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
   }
   resp->add_encodings(v1::OUTPUT_ENCODING_FLOAT32);
   resp->add_encodings(v1::OUTPUT_ENCODING_FLOAT16);
+  resp->add_encodings(v1::OUTPUT_ENCODING_QUANTIZED16);
+  resp->add_encodings(v1::OUTPUT_ENCODING_DELTA);
   v1::Limits* l = resp->mutable_limits();
   l->set_max_vertices_per_rig(static_cast<uint32_t>(options_.max_vertices));
   l->set_max_rig_bytes(options_.max_rig_bytes);

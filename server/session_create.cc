@@ -53,9 +53,23 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
         "or BACKEND_CPU");
   }
 
-  if (req->encoding() != v1::OUTPUT_ENCODING_FLOAT32 &&
-      req->encoding() != v1::OUTPUT_ENCODING_FLOAT16) {
+  if (!v1::OutputEncoding_IsValid(req->encoding())) {
     return absl::InvalidArgumentError(absl::StrCat("encoding: unknown value ", req->encoding()));
+  }
+  const bool delta = req->encoding() == v1::OUTPUT_ENCODING_DELTA;
+  const double max_error = req->max_error() == 0 ? 1e-4 : req->max_error();
+  const uint32_t key_interval = req->key_frame_interval() == 0 ? 30 : req->key_frame_interval();
+  if (!delta && (req->max_error() != 0 || req->key_frame_interval() != 0)) {
+    return absl::InvalidArgumentError(
+        "max_error, key_frame_interval: only for encoding OUTPUT_ENCODING_DELTA (leave them 0)");
+  }
+  if (!(max_error >= 1e-7 && max_error <= 1e-2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_error: ", req->max_error(), " is outside [1e-7, 1e-2] (a fraction of the rig's diagonal)"));
+  }
+  if (key_interval > 100000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key_frame_interval: ", key_interval, " is over 100000 frames"));
   }
   const Rig& rig = *stored->rig;
   if (req->expected_joint_names_size() > 0) {
@@ -125,6 +139,11 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->runner = on_gpu ? static_cast<FrameBackend*>(gpu_frames_.get()) : &cpu_frames_;
   session->device_states = on_gpu && stage.device_vertex_states;
   session->encoding = req->encoding();
+  if (delta) {
+    session->max_error = max_error;
+    session->key_frame_interval = key_interval;
+    session->grid = wire::DeltaGrid(rig.bbox_min.data(), rig.bbox_max.data(), max_error);
+  }
   session->created_ms = NowMs();
   session->last_used_ms = session->created_ms;
   session->deformer = std::move(*deformer);
@@ -134,7 +153,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->pose.rotations.reserve(4 * joints);
   session->pose.translations.reserve(3 * joints);
   session->pose.scales.reserve(joints);
-  if (session->encoding != v1::OUTPUT_ENCODING_FLOAT32) session->positions.resize(rig.positions.size());
+  if (session->encoding == v1::OUTPUT_ENCODING_FLOAT16) session->positions.resize(rig.positions.size());
   session->state_bytes = sizeof(Session) + session->deformer->StateBytes() + 32 * joints +
                          4 * session->positions.size();
   auto added = sessions_.Add(std::move(session));

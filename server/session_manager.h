@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
 #include "server/rig_store.h"
+#include "sinew/v1/position_codec.h"
 #include "sinew/v1/sinew.pb.h"
 
 namespace sinew::server {
@@ -31,6 +32,10 @@ struct Session {
   std::atomic<uint64_t> last_frame{0};
   v1::Backend backend = v1::BACKEND_CPU;
   v1::OutputEncoding encoding = v1::OUTPUT_ENCODING_FLOAT32;
+  // OUTPUT_ENCODING_DELTA: the bound and key frame interval as created, and the rig's grid.
+  double max_error = 0;
+  uint32_t key_frame_interval = 0;
+  wire::Quantization grid;
   int64_t created_ms = 0;
   std::atomic<int64_t> last_used_ms{0};
   std::atomic<uint64_t> frames{0};
@@ -43,7 +48,7 @@ struct Session {
   std::vector<CageFrame> cages;
   CageFrame posed_cage;
   SphereFrame spheres;
-  std::vector<float> positions;  // float32 staging for non-float32 encodings
+  std::vector<float> positions;  // float32 staging for float16
   std::vector<float> extra_posed_cage, extra_rest_cage, extra_joints, extra_base_points;
   std::vector<uint8_t> extra_states;
   std::vector<float> extra_normals;

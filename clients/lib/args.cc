@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
+
 namespace sinew::client {
 
 Args& Args::Flag(const std::string& name, const std::string& value_name, const std::string& def,
@@ -83,8 +85,7 @@ bool Args::GetDouble(const std::string& name, double* out, double min, double ma
   const std::string v = Get(name);
   double x = 0;
   if (!CLI::detail::lexical_cast(v, x) || !(x >= min && x <= max)) {
-    error_ = "--" + name + ": '" + v + "' is not a number in [" + std::to_string(min) + ", " +
-             std::to_string(max) + "]";
+    error_ = absl::StrCat("--", name, ": '", v, "' is not a number in [", min, ", ", max, "]");
     return false;
   }
   *out = x;

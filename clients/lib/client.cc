@@ -324,10 +324,38 @@ void PoseToProto(const Pose& pose, v1::Pose& out) {
 }
 
 namespace {
+wire::Quantization FromProto(const v1::Quantization& p) {
+  wire::Quantization q;
+  q.offset[0] = p.offset_x();
+  q.offset[1] = p.offset_y();
+  q.offset[2] = p.offset_z();
+  q.scale[0] = p.scale_x();
+  q.scale[1] = p.scale_y();
+  q.scale[2] = p.scale_z();
+  q.key_frame = p.key_frame();
+  q.since_key_frame = p.since_key_frame();
+  return q;
+}
+
+// `delta`: the stream's decoder (null: key frames only).
 absl::Status Decode(const std::string& b, uint32_t vertex_count, v1::OutputEncoding encoding,
-                    std::vector<float>& out) {
+                    const v1::Quantization& quantization, wire::DeltaDecoder* delta, std::vector<float>& out) {
   const size_t floats = size_t{3} * vertex_count;
   out.resize(floats);
+  if (encoding == v1::OUTPUT_ENCODING_QUANTIZED16) {
+    return wire::DecodeQuantized16(b, FromProto(quantization), out);
+  }
+  if (encoding == v1::OUTPUT_ENCODING_DELTA) {
+    if (delta == nullptr) {
+      if (!quantization.key_frame()) {
+        return absl::FailedPreconditionError(
+            "positions: a delta frame between key frames; decode the stream's frames with a PositionDecoder");
+      }
+      wire::DeltaDecoder once;
+      return once.Decode(b, FromProto(quantization), out);
+    }
+    return delta->Decode(b, FromProto(quantization), out);
+  }
   if (encoding == v1::OUTPUT_ENCODING_FLOAT16) {
     if (b.size() != floats * 2) return absl::DataLossError("positions: wrong size for float16");
     for (size_t i = 0; i < floats; ++i) {
@@ -347,11 +375,22 @@ absl::Status DecodePositions(const v1::DeformResponse& r, std::vector<float>& ou
   if (r.has_error()) {
     return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
   }
-  return Decode(r.positions(), r.vertex_count(), r.encoding(), out);
+  return Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), nullptr, out);
 }
 
 absl::Status DecodePositions(const v1::DeformClipResponse& r, std::vector<float>& out) {
-  return Decode(r.positions(), r.vertex_count(), r.encoding(), out);
+  return Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), nullptr, out);
+}
+
+absl::Status PositionDecoder::Decode(const v1::DeformResponse& r, std::vector<float>& out) {
+  if (r.has_error()) {
+    return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
+  }
+  return client::Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), &delta_, out);
+}
+
+absl::Status PositionDecoder::Decode(const v1::DeformClipResponse& r, std::vector<float>& out) {
+  return client::Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), &delta_, out);
 }
 
 void ClipToProto(const Clip& clip, v1::Clip& out) {

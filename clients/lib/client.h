@@ -14,6 +14,7 @@
 #include "core/clip/clip.h"
 #include "core/rig/pose.h"
 #include "core/rig/rig.h"
+#include "sinew/v1/position_codec.h"
 #include "sinew/v1/sinew.grpc.pb.h"
 
 namespace sinew::client {
@@ -98,9 +99,26 @@ class Client {
 v1::Rig RigToProto(const RigInput& rig);
 void PoseToProto(const Pose& pose, v1::Pose& out);
 void ClipToProto(const Clip& clip, v1::Clip& out);
-// Positions of a response as float32 x,y,z (decodes FLOAT16).
+// Positions of a response as float32 x,y,z, from any encoding but a DELTA frame other than a key
+// frame (that one needs its stream's earlier frames: PositionDecoder). A streamed frame's error
+// is returned as its status.
 absl::Status DecodePositions(const v1::DeformResponse& response, std::vector<float>& out);
 absl::Status DecodePositions(const v1::DeformClipResponse& response, std::vector<float>& out);
+
+// Positions of one stream's responses (a StreamDeform stream of one session, or a DeformClip
+// batch), every encoding: keeps what OUTPUT_ENCODING_DELTA's frames are decoded against. Give it
+// every frame of the stream in order; after an error (a frame missed, bytes damaged) ask the
+// server for a key frame (DeformRequest.key_frame) and go on. Frames that carry an error leave it
+// as it was.
+class PositionDecoder {
+ public:
+  absl::Status Decode(const v1::DeformResponse& response, std::vector<float>& out);
+  absl::Status Decode(const v1::DeformClipResponse& response, std::vector<float>& out);
+  void Reset() { delta_.Reset(); }
+
+ private:
+  wire::DeltaDecoder delta_;
+};
 
 }  // namespace sinew::client
 

@@ -7,6 +7,34 @@
 
 namespace sinew::client {
 
+bool EncodingFromFlags(Args& args, v1::CreateSessionRequest* req, std::string* error) {
+  const std::string e = args.Get("encoding");
+  if (e == "f32") req->set_encoding(v1::OUTPUT_ENCODING_FLOAT32);
+  else if (e == "f16") req->set_encoding(v1::OUTPUT_ENCODING_FLOAT16);
+  else if (e == "q16") req->set_encoding(v1::OUTPUT_ENCODING_QUANTIZED16);
+  else if (e == "delta") req->set_encoding(v1::OUTPUT_ENCODING_DELTA);
+  else {
+    *error = "--encoding: f32, f16, q16 or delta";
+    return false;
+  }
+  if (e != "delta") {
+    if (args.Has("max-error") || args.Has("key-interval")) {
+      *error = "--max-error, --key-interval: only with --encoding delta";
+      return false;
+    }
+    return true;
+  }
+  double max_error = 1e-4;
+  long long interval = 30;
+  if (!args.GetDouble("max-error", &max_error, 1e-7, 1e-2) || !args.GetInt("key-interval", &interval, 1, 100000)) {
+    *error = args.error();
+    return false;
+  }
+  req->set_max_error(max_error);
+  req->set_key_frame_interval(static_cast<uint32_t>(interval));
+  return true;
+}
+
 bool MethodFromName(std::string_view name, v1::Method* method) {
   std::string wire = "METHOD_";
   for (char c : name) wire += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -7,9 +7,18 @@
 #include <string>
 #include <string_view>
 
+#include "clients/lib/args.h"
 #include "sinew/v1/sinew.pb.h"
 
 namespace sinew::client {
+
+// The output encoding flags of the command-line programs onto `req`: --encoding f32, f16, q16 or
+// delta, and for delta --max-error E (fraction of the rig's diagonal) and --key-interval N. False
+// with a message naming the flag when one is malformed. kEncodingHelp is --encoding's help.
+bool EncodingFromFlags(Args& args, v1::CreateSessionRequest* req, std::string* error);
+inline constexpr const char* kEncodingHelp =
+    "positions on the wire: f32 (exact), f16 (half floats), q16 (16 bits in the frame's box), delta "
+    "(a grid fixed by --max-error, key frames and predicted changes between them)";
 
 // False for a name that is no method of this client's proto.
 bool MethodFromName(std::string_view name, v1::Method* method);

@@ -119,6 +119,54 @@ TEST_P(GpuService, GpuSessionsEqualCpuSessions) {
   EXPECT_GT(info->devices(0).used_bytes(), 0u);
 }
 
+// The quantized encodings of device frames: made on the host from the device's float32 result,
+// within their bounds of the CPU's float32 frames (and its quality report measured from them).
+TEST_P(GpuService, QuantizedEncodingsOfDeviceFramesStayWithinTheirBounds) {
+  const LimbOptions limb = LimbOf(6000, 4, 4);
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  auto built = BuildRig(MakeLimb(limb));
+  const double diag = built->bbox_diagonal();
+  auto cpu = Open(up->rig_id(), v1::METHOD_DQS, v1::BACKEND_CPU);
+  ASSERT_TRUE(cpu.ok());
+  for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_QUANTIZED16, v1::OUTPUT_ENCODING_DELTA}) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_DQS);
+    req.set_backend(v1::BACKEND_GPU);
+    req.set_encoding(encoding);
+    if (encoding == v1::OUTPUT_ENCODING_DELTA) req.set_key_frame_interval(4);
+    auto gpu = client_->CreateSession(req);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_EQ(gpu->backend(), v1::BACKEND_GPU);
+    auto stream = client_->OpenStream();
+    client::PositionDecoder decoder;
+    for (int f = 0; f < 9; ++f) {
+      const Pose pose = LimbPose(built->skeleton, f / 9.0);
+      v1::DeformRequest r = Frame(gpu->session_id(), f, pose);
+      r.mutable_outputs()->set_quality(f == 4);
+      v1::DeformResponse resp;
+      ASSERT_TRUE(stream->Write(r) && stream->Read(&resp));
+      ASSERT_FALSE(resp.has_error()) << resp.error().message();
+      std::vector<float> got, ref;
+      ASSERT_TRUE(decoder.Decode(resp, got).ok()) << "frame " << f;
+      auto u = client_->Deform(Frame(cpu->session_id(), f, pose));
+      ASSERT_TRUE(u.ok() && client::DecodePositions(*u, ref).ok());
+      const double bound = encoding == v1::OUTPUT_ENCODING_DELTA
+                               ? 1e-4 * diag
+                               : 0.5 * std::hypot(resp.quantization().scale_x(), resp.quantization().scale_y(),
+                                                  resp.quantization().scale_z());
+      for (size_t i = 0; i < ref.size(); i += 3) {
+        ASSERT_LE(std::hypot(double(got[i]) - ref[i], double(got[i + 1]) - ref[i + 1], double(got[i + 2]) - ref[i + 2]),
+                  bound + 1e-5 * diag)
+            << v1::OutputEncoding_Name(encoding) << " frame " << f << " vertex " << i / 3;
+      }
+      if (f == 4) EXPECT_NEAR(resp.quality().volume_ratio(), 1.0, 0.2);
+    }
+    EXPECT_TRUE(stream->Close().ok());
+  }
+}
+
 // Swing-twist runs on the GPU once its weights exist: a session opened before that serves DQS
 // on the CPU (and asking for the GPU then is refused, UNAVAILABLE, naming the fallback); sessions
 // opened after it run on the GPU under AUTO and GPU, report swing-twist and equal the CPU.

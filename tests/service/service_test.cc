@@ -176,6 +176,18 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
   EXPECT_THAT(err, HasSubstr("--method"));
   EXPECT_EQ(cli({"--frames=-3"}, &err), 2);
   EXPECT_THAT(err, HasSubstr("--frames: '-3' is not an integer"));
+  EXPECT_EQ(cli({"--encoding", "f8"}, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--encoding: f32, f16, q16 or delta"));
+  EXPECT_EQ(cli({"--encoding", "q16", "--max-error", "1e-3"}, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--max-error, --key-interval: only with --encoding delta"));
+  EXPECT_EQ(cli({"--encoding", "delta", "--max-error", "0.5"}, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--max-error: '0.5' is not a number in [1e-07, 0.01]"));
+  std::string out;
+  const std::vector<std::string> play = {SINEW_CLI_PATH, "--target", server_->target(), "play", "--vertices", "2000",
+                                         "--frames", "12", "--encoding", "delta", "--key-interval", "5"};
+  EXPECT_EQ(RunProcess(play, &out, &err), 0) << err;
+  EXPECT_THAT(out, HasSubstr("0 errors, positions "));
+  EXPECT_THAT(out, HasSubstr("of float32's"));
 }
 
 // A parameters message of another method, or a bad value in the method's own, is refused with
@@ -898,6 +910,114 @@ TEST_F(Service, Float16EncodingWithinStatedBound) {
   for (size_t i = 0; i < ref.size(); ++i) {
     ASSERT_LE(std::abs(got[i] - ref[i]), std::ldexp(std::abs(ref[i]), -11) + 6e-8) << i;
   }
+}
+
+// The quantized encodings through a stream: every decoded frame within its encoding's stated
+// bound of the in-process result, across a failed frame and a requested key frame.
+TEST_F(Service, QuantizedEncodingsStayWithinTheirBoundsThroughAStream) {
+  const LimbOptions limb = LimbOf(5000);
+  const std::string rig = Upload(limb);
+  auto built = BuildRig(MakeLimb(limb));
+  ASSERT_TRUE(built.ok());
+  const double diag = built->bbox_diagonal();
+  for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_QUANTIZED16, v1::OUTPUT_ENCODING_DELTA}) {
+    SCOPED_TRACE(v1::OutputEncoding_Name(encoding));
+    const bool delta = encoding == v1::OUTPUT_ENCODING_DELTA;
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig);
+    req.mutable_deformer()->set_method(v1::METHOD_DQS);
+    req.set_encoding(encoding);
+    if (delta) req.set_key_frame_interval(8);
+    auto session = client_->CreateSession(req);
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_EQ(session->max_error(), delta ? 1e-4 : 0);
+    EXPECT_EQ(session->key_frame_interval(), delta ? 8u : 0u);
+    auto stream = client_->OpenStream();
+    client::PositionDecoder decoder;
+    std::vector<float> got;
+    int since = -1;
+    for (int f = 0; f < 40; ++f) {
+      const Pose pose = LimbPose(built->skeleton, f / 40.0);
+      v1::DeformRequest r = Frame(session->session_id(), f, pose);
+      if (f == 13) r.mutable_pose()->set_rotations("bad");  // fails; the stream goes on
+      if (f == 21) r.set_key_frame(true);
+      v1::DeformResponse resp;
+      ASSERT_TRUE(stream->Write(r) && stream->Read(&resp));
+      if (f == 13) {
+        EXPECT_TRUE(resp.has_error());
+        EXPECT_FALSE(resp.has_quantization());
+        continue;
+      }
+      ASSERT_FALSE(resp.has_error()) << resp.error().message();
+      ASSERT_TRUE(decoder.Decode(resp, got).ok()) << "frame " << f;
+      const std::vector<float> ref = CoreDeform(limb, "dqs", pose);
+      ASSERT_EQ(got.size(), ref.size());
+      const v1::Quantization& q = resp.quantization();
+      if (delta) {
+        since = (f == 0 || f == 21 || since + 1 >= 8) ? 0 : since + 1;
+        EXPECT_EQ(q.since_key_frame(), uint32_t(since)) << "frame " << f;
+        EXPECT_EQ(q.key_frame(), since == 0);
+        for (size_t i = 0; i < ref.size(); i += 3) {
+          const double d = std::hypot(got[i] - ref[i], got[i + 1] - ref[i + 1], got[i + 2] - ref[i + 2]);
+          ASSERT_LE(d, 1e-4 * diag + 1e-6) << "frame " << f << " vertex " << i / 3;
+        }
+      } else {
+        EXPECT_EQ(resp.positions().size(), ref.size() * 2);
+        const double scale[3] = {q.scale_x(), q.scale_y(), q.scale_z()};
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_LE(std::abs(got[i] - ref[i]), 0.5 * scale[i % 3] + 6e-8 * std::abs(ref[i]) + 1e-6)
+              << "frame " << f << " coordinate " << i;
+        }
+      }
+    }
+    ASSERT_TRUE(stream->Close().ok());
+    EXPECT_TRUE(client_->CloseSession(session->session_id()).ok());
+  }
+}
+
+TEST_F(Service, DeltaOptionsAreCheckedAndUnaryFramesAreKeyFrames) {
+  const LimbOptions limb = LimbOf(2000);
+  const std::string rig = Upload(limb);
+  v1::CreateSessionRequest req;
+  req.set_rig_id(rig);
+  req.mutable_deformer()->set_method(v1::METHOD_LBS);
+  req.set_max_error(1e-3);
+  ExpectStatus(client_->CreateSession(req).status(), absl::StatusCode::kInvalidArgument,
+               "max_error, key_frame_interval: only for encoding OUTPUT_ENCODING_DELTA");
+  req.set_encoding(v1::OUTPUT_ENCODING_DELTA);
+  req.set_max_error(0.5);
+  ExpectStatus(client_->CreateSession(req).status(), absl::StatusCode::kInvalidArgument,
+               "max_error: 0.5 is outside [1e-7, 1e-2]");
+  req.set_max_error(0);
+  req.set_key_frame_interval(200000);
+  ExpectStatus(client_->CreateSession(req).status(), absl::StatusCode::kInvalidArgument,
+               "key_frame_interval: 200000 is over 100000");
+  req.set_key_frame_interval(0);
+  req.set_encoding(static_cast<v1::OutputEncoding>(9));
+  ExpectStatus(client_->CreateSession(req).status(), absl::StatusCode::kInvalidArgument, "encoding: unknown value 9");
+  req.set_encoding(v1::OUTPUT_ENCODING_DELTA);
+  auto session = client_->CreateSession(req);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(session->max_error(), 1e-4);  // the defaults
+  EXPECT_EQ(session->key_frame_interval(), 30u);
+  auto built = BuildRig(MakeLimb(limb));
+  for (int f = 0; f < 3; ++f) {
+    const Pose pose = LimbPose(built->skeleton, 0.2 * f);
+    auto resp = client_->Deform(Frame(session->session_id(), f, pose));
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    EXPECT_TRUE(resp->quantization().key_frame());  // no stream to be a delta against
+    std::vector<float> got;
+    ASSERT_TRUE(client::DecodePositions(*resp, got).ok());
+    const std::vector<float> ref = CoreDeform(limb, "lbs", pose);
+    for (size_t i = 0; i < ref.size(); i += 3) {
+      ASSERT_LE(std::hypot(got[i] - ref[i], got[i + 1] - ref[i + 1], got[i + 2] - ref[i + 2]),
+                1e-4 * built->bbox_diagonal() + 1e-6);
+    }
+  }
+  auto info = client_->GetServerInfo();
+  ASSERT_TRUE(info.ok());
+  EXPECT_THAT(info->encodings(), ::testing::Contains(v1::OUTPUT_ENCODING_DELTA));
+  EXPECT_THAT(info->encodings(), ::testing::Contains(v1::OUTPUT_ENCODING_QUANTIZED16));
 }
 
 TEST_F(Service, UnknownIdsAreNotFound) {

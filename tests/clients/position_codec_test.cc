@@ -1,0 +1,210 @@
+// The wire's quantized position encodings (sinew/v1/position_codec.h): their error bounds, the
+// delta stream's losslessness on its grid, and their failures on bad input or bad bytes.
+#include "sinew/v1/position_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace sinew::wire {
+namespace {
+
+// A point cloud moving smoothly (a rotation and a drift) with per-point jitter, frame t.
+std::vector<float> Cloud(size_t n, int t, uint32_t seed = 7) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> p(3 * n);
+  const double a = 0.05 * t, c = std::cos(a), s = std::sin(a);
+  std::mt19937 jitter(seed * 1000 + t);
+  std::normal_distribution<float> g(0, 2e-3f);
+  for (size_t i = 0; i < n; ++i) {
+    const double x = u(rng), y = u(rng), z = 0.3 * u(rng);
+    p[3 * i] = static_cast<float>(c * x - s * y + 0.01 * t) + g(jitter);
+    p[3 * i + 1] = static_cast<float>(s * x + c * y) + g(jitter);
+    p[3 * i + 2] = static_cast<float>(z + 0.2 * std::sin(0.1 * t + x)) + g(jitter);
+  }
+  return p;
+}
+
+double MaxDistance(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i + 2 < a.size(); i += 3) {
+    const double dx = a[i] - b[i], dy = a[i + 1] - b[i + 1], dz = a[i + 2] - b[i + 2];
+    worst = std::max(worst, std::sqrt(dx * dx + dy * dy + dz * dz));
+  }
+  return worst;
+}
+
+TEST(PositionCodec, Quantized16IsWithinHalfAStepOfEveryCoordinate) {
+  std::vector<float> p = Cloud(1001, 3);
+  for (size_t i = 0; i < 1001; ++i) p[3 * i + 2] = 5.0f;  // a flat axis: extent 0
+  p[0] = 1e4f;                                            // one far vertex stretches the box
+  Quantization q;
+  std::string bytes;
+  ASSERT_TRUE(EncodeQuantized16(p, q, bytes).ok());
+  EXPECT_EQ(bytes.size(), 1001u * 6);
+  std::vector<float> back(p.size());
+  ASSERT_TRUE(DecodeQuantized16(bytes, q, back).ok());
+  for (size_t i = 0; i < p.size(); ++i) {
+    const int a = static_cast<int>(i % 3);
+    const double slack = 0.5 * q.scale[a] + std::abs(p[i]) * 6e-8;  // half a step, float rounding
+    ASSERT_LE(std::abs(double(back[i]) - p[i]), slack) << "coordinate " << i;
+  }
+  EXPECT_EQ(q.scale[2], 0.0);
+  EXPECT_EQ(back[2], 5.0f);
+}
+
+TEST(PositionCodec, QuantizedEncodingsNameTheFirstNonFiniteVertex) {
+  std::vector<float> p = Cloud(20, 0);
+  p[3 * 7 + 1] = std::numeric_limits<float>::quiet_NaN();
+  p[3 * 9] = std::numeric_limits<float>::infinity();
+  Quantization q;
+  std::string bytes;
+  absl::Status st = EncodeQuantized16(p, q, bytes);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("vertex 7 has a non-finite y"), std::string::npos) << st;
+  const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  DeltaEncoder enc(DeltaGrid(lo, hi, 1e-4), 30);
+  st = enc.Encode(p, false, q, bytes);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("vertex 7 has a non-finite y"), std::string::npos) << st;
+}
+
+TEST(PositionCodec, DeltaStaysWithinItsBoundInEveryFrameAndEqualsAKeyFrameBitForBit) {
+  const size_t n = 2000;
+  const float lo[3] = {-1, -1, -0.3f}, hi[3] = {1, 1, 0.3f};
+  const double diag = std::sqrt(4.0 + 4.0 + 0.36);
+  const double max_error = 1e-4;
+  const Quantization grid = DeltaGrid(lo, hi, max_error);
+  DeltaEncoder enc(grid, 30);
+  DeltaDecoder dec;
+  std::vector<float> got(3 * n), key(3 * n);
+  std::string bytes, key_bytes;
+  size_t delta_bytes = 0, deltas = 0;
+  for (int t = 0; t < 400; ++t) {
+    const std::vector<float> p = Cloud(n, t);
+    Quantization q;
+    ASSERT_TRUE(enc.Encode(p, false, q, bytes).ok());
+    ASSERT_TRUE(dec.Decode(bytes, q, got).ok()) << "frame " << t;
+    ASSERT_LE(MaxDistance(got, p), max_error * diag + 1e-6) << "frame " << t;
+    // The same positions as a key frame alone decode to the same floats: nothing accumulates.
+    DeltaEncoder alone(grid, 1);
+    DeltaDecoder fresh;
+    Quantization kq;
+    ASSERT_TRUE(alone.Encode(p, false, kq, key_bytes).ok());
+    ASSERT_TRUE(kq.key_frame);
+    ASSERT_TRUE(fresh.Decode(key_bytes, kq, key).ok());
+    ASSERT_EQ(got, key) << "frame " << t;
+    if (!q.key_frame) {
+      delta_bytes += bytes.size();
+      ++deltas;
+    }
+  }
+  // Smooth motion is predicted: the frames between key frames are far smaller than float32.
+  EXPECT_LT(double(delta_bytes) / deltas, 0.25 * 12 * n);
+}
+
+TEST(PositionCodec, DeltaKeyFramesComeAtTheIntervalOrWhenAsked) {
+  const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  DeltaEncoder enc(DeltaGrid(lo, hi, 1e-4), 4);
+  std::string bytes;
+  std::vector<uint32_t> since;
+  for (int t = 0; t < 11; ++t) {
+    Quantization q;
+    ASSERT_TRUE(enc.Encode(Cloud(50, t), t == 6, q, bytes).ok());
+    EXPECT_EQ(q.key_frame, q.since_key_frame == 0);
+    since.push_back(q.since_key_frame);
+  }
+  EXPECT_EQ(since, (std::vector<uint32_t>{0, 1, 2, 3, 0, 1, 0, 1, 2, 3, 0}));
+}
+
+TEST(PositionCodec, DeltaDecoderRefusesAMissingFrameUntilTheNextKeyFrame) {
+  const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  DeltaEncoder enc(DeltaGrid(lo, hi, 1e-4), 100);
+  DeltaDecoder dec;
+  std::vector<float> got(3 * 64);
+  std::string bytes;
+  Quantization q;
+  ASSERT_TRUE(enc.Encode(Cloud(64, 0), false, q, bytes).ok());
+  ASSERT_TRUE(dec.Decode(bytes, q, got).ok());
+  ASSERT_TRUE(enc.Encode(Cloud(64, 1), false, q, bytes).ok());  // lost on the way
+  ASSERT_TRUE(enc.Encode(Cloud(64, 2), false, q, bytes).ok());
+  const std::vector<float> before = got;
+  absl::Status st = dec.Decode(bytes, q, got);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("key frame"), std::string::npos) << st;
+  EXPECT_EQ(got, before);
+  const std::vector<float> p = Cloud(64, 3);
+  ASSERT_TRUE(enc.Encode(p, /*force_key=*/true, q, bytes).ok());
+  ASSERT_TRUE(dec.Decode(bytes, q, got).ok());
+  EXPECT_LE(MaxDistance(got, p), 1e-4 * std::sqrt(12.0) + 1e-6);
+}
+
+TEST(PositionCodec, DamagedDeltaBytesFailWithDataLossAndLeaveTheDecoderAsItWas) {
+  const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  DeltaEncoder enc(DeltaGrid(lo, hi, 1e-4), 100);
+  DeltaDecoder dec;
+  std::vector<float> got(3 * 100);
+  std::string key, next;
+  Quantization kq, nq;
+  ASSERT_TRUE(enc.Encode(Cloud(100, 0), false, kq, key).ok());
+  ASSERT_TRUE(enc.Encode(Cloud(100, 1), false, nq, next).ok());
+  ASSERT_TRUE(dec.Decode(key, kq, got).ok());
+  EXPECT_EQ(dec.Decode(next.substr(0, next.size() - 1), nq, got).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(dec.Decode(next + '\0', nq, got).code(), absl::StatusCode::kDataLoss);
+  std::string wide = next;
+  wide[0] = 33;  // no block is wider than 32 bits
+  EXPECT_EQ(dec.Decode(wide, nq, got).code(), absl::StatusCode::kDataLoss);
+  std::vector<float> wrong_size(3 * 99);
+  EXPECT_FALSE(dec.Decode(next, nq, wrong_size).ok());
+  // Random damage decodes or fails, never reads past the bytes (run under a sanitizer to see).
+  std::mt19937 rng(3);
+  for (int k = 0; k < 200; ++k) {
+    std::string bad = next;
+    bad[rng() % bad.size()] = static_cast<char>(rng());
+    DeltaDecoder copy = dec;
+    (void)copy.Decode(bad.substr(0, rng() % (bad.size() + 1)), nq, got);
+  }
+  // The failures left the decoder after the key frame: the real next frame still decodes.
+  ASSERT_TRUE(dec.Decode(next, nq, got).ok());
+  EXPECT_LE(MaxDistance(got, Cloud(100, 1)), 1e-4 * std::sqrt(12.0) + 1e-6);
+}
+
+TEST(PositionCodec, DeltaEncoderFailureLeavesTheStreamAsItWas) {
+  const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  DeltaEncoder enc(DeltaGrid(lo, hi, 1e-4), 100);
+  DeltaDecoder dec;
+  std::vector<float> got(3 * 30);
+  std::string bytes;
+  Quantization q;
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_TRUE(enc.Encode(Cloud(30, t), false, q, bytes).ok());
+    ASSERT_TRUE(dec.Decode(bytes, q, got).ok());
+  }
+  std::vector<float> far = Cloud(30, 3);
+  far[3 * 12 + 2] = 1e9f;  // off the grid: 2^28 steps of 1.6e-4 is 4.3e4
+  absl::Status st = enc.Encode(far, false, q, bytes);
+  EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(st.message().find("vertex 12 (z = "), std::string::npos) << st;
+  const std::vector<float> p = Cloud(30, 4);
+  ASSERT_TRUE(enc.Encode(p, false, q, bytes).ok());
+  EXPECT_EQ(q.since_key_frame, 3u);
+  ASSERT_TRUE(dec.Decode(bytes, q, got).ok());
+  EXPECT_LE(MaxDistance(got, p), 1e-4 * std::sqrt(12.0) + 1e-6);
+}
+
+TEST(PositionCodec, AStillFrameCostsOneByteABlock) {
+  const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  DeltaEncoder enc(DeltaGrid(lo, hi, 1e-4), 100);
+  const std::vector<float> p = Cloud(1000, 0);
+  std::string bytes;
+  Quantization q;
+  for (int t = 0; t < 3; ++t) ASSERT_TRUE(enc.Encode(p, false, q, bytes).ok());
+  EXPECT_EQ(bytes.size(), 3u * ((1000 + 15) / 16));
+}
+
+}  // namespace
+}  // namespace sinew::wire
