@@ -131,6 +131,19 @@ void BM_LBSPortable(benchmark::State& state) {
   SetCounters(state, f.vertices(), f.bytes());
 }
 
+// The portable DQS loop, likewise.
+void BM_DQSPortable(benchmark::State& state) {
+  Frame& f = GetFrame(size_t(state.range(0)));
+  const auto pool = MakePool(state.range(1));
+  for (auto _ : state) {
+    ParallelFor(pool.get(), f.vertices(), kGrain, [&](size_t b, size_t e) {
+      DualQuaternionSkinningPortableRange(f.rig.positions, f.rig.weights, f.dqs, f.out, b, e);
+    });
+    benchmark::ClobberMemory();
+  }
+  SetCounters(state, f.vertices(), f.bytes());
+}
+
 // The LBS/DQS blend, every vertex at 0.5 (one fused pass over blocks of 256 vertices).
 void BM_Blend(benchmark::State& state) {
   Frame& f = GetFrame(size_t(state.range(0)));
@@ -173,6 +186,7 @@ void Configure(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_LBS)->Name("LBS")->Apply(Configure);
 BENCHMARK(BM_LBSPortable)->Name("LBSPortable")->Apply(Configure);
 BENCHMARK(BM_DQS)->Name("DQS")->Apply(Configure);
+BENCHMARK(BM_DQSPortable)->Name("DQSPortable")->Apply(Configure);
 BENCHMARK(BM_Blend)->Name("Blend")->Apply(Configure);
 BENCHMARK(BM_memcpy)->Name("memcpy")->Apply(Configure);
 
@@ -236,15 +250,18 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("\ntime(portable LBS loop) / time(LBS): the kernel against the plain loop in this binary\n");
-  for (int64_t size : kSizes) {
-    for (int64_t threads : kThreads) {
-      const double* l = reporter.Seconds(BenchName("LBS", size, threads));
-      const double* p = reporter.Seconds(BenchName("LBSPortable", size, threads));
-      if (!l || !p) continue;
-      std::printf("ratio LBSPortable/LBS %s vertices %lld thread%s: %.2f (LBS %.0f M vertices/s)\n",
-                  SizeLabel(size).c_str(), static_cast<long long>(threads), threads == 1 ? "" : "s", *p / *l,
-                  double(size) / *l / 1e6);
+  std::printf("\ntime(portable loop) / time(kernel): each kernel against the plain loop in this binary\n");
+  for (const char* family : {"LBS", "DQS"}) {
+    const std::string portable = std::string(family) + "Portable";
+    for (int64_t size : kSizes) {
+      for (int64_t threads : kThreads) {
+        const double* l = reporter.Seconds(BenchName(family, size, threads));
+        const double* p = reporter.Seconds(BenchName(portable.c_str(), size, threads));
+        if (!l || !p) continue;
+        std::printf("ratio %s/%s %s vertices %lld thread%s: %.2f (%s %.0f M vertices/s)\n", portable.c_str(), family,
+                    SizeLabel(size).c_str(), static_cast<long long>(threads), threads == 1 ? "" : "s", *p / *l,
+                    family, double(size) / *l / 1e6);
+      }
     }
   }
   std::printf("\ntime(LBS) + time(DQS) / time(Blend): above 1 = the fused blend beats running both\n");

@@ -2,15 +2,177 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 
 #include "core/util/simd.h"
+
+#if SINEW_HAVE_AVX2_KERNELS
+#include <immintrin.h>
+#endif
 
 namespace sinew {
 
 namespace {
 constexpr size_t kGrain = 8192;
+
+#if SINEW_HAVE_AVX2_KERNELS
+// Skeletons up to this many joints get a table of hemisphere signs per call (J² dot products,
+// 16 KiB on the stack at 64): one influence is then one xor, one broadcast and one 8-wide
+// multiply-add. Larger ones take the dot product per influence.
+constexpr size_t kSignTableJoints = 64;
+
+// sign(dot(real(a), real(b))) as a float's sign bit, from the same float sum the portable loop
+// uses.
+inline uint32_t SignBit(const DualQuat& a, const DualQuat& b) {
+  const float dot = a.v[0] * b.v[0] + a.v[1] * b.v[1] + a.v[2] * b.v[2] + a.v[3] * b.v[3];
+  uint32_t bits;
+  std::memcpy(&bits, &dot, 4);
+  return bits & 0x80000000u;
 }
+
+// AVX2 + FMA: a dual quaternion is 8 floats, so one influence's blend is one 8-wide multiply-add
+// into a register per vertex. Eight vertices' blends are transposed (8 x 8, in registers) into
+// structure-of-arrays, then normalised and applied eight lanes at a time.
+__attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, const uint32_t* __restrict offsets,
+                                                   const uint16_t* __restrict jidx, const float* __restrict w,
+                                                   const DualQuat* __restrict dq, const uint32_t* __restrict signs,
+                                                   size_t joints, float* __restrict o, size_t begin, size_t end) {
+  alignas(32) float rows[8][8];
+  alignas(32) float S[8], P[3][8], R[3][8];
+  const __m256 identity = _mm256_setr_ps(0, 0, 0, 1, 0, 0, 0, 0);
+  const __m128 sign = _mm_set1_ps(-0.0f);
+  for (size_t v0 = begin; v0 < end; v0 += 8) {
+    const int n = static_cast<int>(std::min<size_t>(8, end - v0));
+    for (int l = 0; l < 8; ++l) {
+      if (l >= n) {  // identity for unused lanes
+        _mm256_store_ps(rows[l], identity);
+        S[l] = 1;
+        P[0][l] = P[1][l] = P[2][l] = 0;
+        continue;
+      }
+      const size_t v = v0 + l;
+      const uint32_t e0 = offsets[v], e1 = offsets[v + 1];
+      const uint16_t pivot = jidx[e0];
+      // Two accumulators (even and odd influences): half the multiply-add chain's latency.
+      __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+      float s0 = 0, s1 = 0;
+      if (signs) {
+        const uint32_t* row = signs + size_t{pivot} * joints;
+        auto weight = [&](uint32_t e, uint16_t j) {  // w[e], negated where j is in the other hemisphere
+          uint32_t bits;
+          std::memcpy(&bits, w + e, 4);
+          bits ^= row[j];
+          float wj;
+          std::memcpy(&wj, &bits, 4);
+          return wj;
+        };
+        uint32_t e = e0;
+        for (; e + 1 < e1; e += 2) {
+          const uint16_t j0 = jidx[e], j1 = jidx[e + 1];
+          b0 = _mm256_fmadd_ps(_mm256_set1_ps(weight(e, j0)), _mm256_load_ps(dq[j0].v), b0);
+          b1 = _mm256_fmadd_ps(_mm256_set1_ps(weight(e + 1, j1)), _mm256_load_ps(dq[j1].v), b1);
+          s0 += w[e] * dq[j0].scale;
+          s1 += w[e + 1] * dq[j1].scale;
+        }
+        if (e < e1) {
+          const uint16_t j = jidx[e];
+          b0 = _mm256_fmadd_ps(_mm256_set1_ps(weight(e, j)), _mm256_load_ps(dq[j].v), b0);
+          s0 += w[e] * dq[j].scale;
+        }
+      } else {
+        const __m128 pr = _mm_load_ps(dq[pivot].v);
+        for (uint32_t e = e0; e < e1; ++e) {
+          const uint16_t j = jidx[e];
+          const __m256 q = _mm256_load_ps(dq[j].v);
+          __m128 d = _mm_mul_ps(_mm256_castps256_ps128(q), pr);  // the real parts' dot product
+          d = _mm_add_ps(d, _mm_movehl_ps(d, d));
+          d = _mm_add_ss(d, _mm_movehdup_ps(d));
+          const __m128 wj = _mm_xor_ps(_mm_set_ss(w[e]), _mm_and_ps(d, sign));
+          b0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(wj), q, b0);
+          s0 += w[e] * dq[j].scale;
+        }
+      }
+      const __m256 b = _mm256_add_ps(b0, b1);
+      const float s = s0 + s1;
+      _mm256_store_ps(rows[l], b);
+      S[l] = s;
+      if (n < 8) {
+        for (int c = 0; c < 3; ++c) P[c][l] = p[3 * v + c];
+      }
+    }
+    // 8 x 8 transpose: c[k] = component k of the eight blends.
+    __m256 r0 = _mm256_load_ps(rows[0]), r1 = _mm256_load_ps(rows[1]), r2 = _mm256_load_ps(rows[2]),
+           r3 = _mm256_load_ps(rows[3]), r4 = _mm256_load_ps(rows[4]), r5 = _mm256_load_ps(rows[5]),
+           r6 = _mm256_load_ps(rows[6]), r7 = _mm256_load_ps(rows[7]);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    __m256 rx = _mm256_permute2f128_ps(u0, u4, 0x20), ry = _mm256_permute2f128_ps(u1, u5, 0x20),
+           rz = _mm256_permute2f128_ps(u2, u6, 0x20), rw = _mm256_permute2f128_ps(u3, u7, 0x20),
+           dx = _mm256_permute2f128_ps(u0, u4, 0x31), dy = _mm256_permute2f128_ps(u1, u5, 0x31),
+           dz = _mm256_permute2f128_ps(u2, u6, 0x31), dw = _mm256_permute2f128_ps(u3, u7, 0x31);
+    const __m256 norm2 =
+        _mm256_fmadd_ps(rx, rx, _mm256_fmadd_ps(ry, ry, _mm256_fmadd_ps(rz, rz, _mm256_mul_ps(rw, rw))));
+    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1), _mm256_sqrt_ps(norm2));
+    rx = _mm256_mul_ps(rx, inv), ry = _mm256_mul_ps(ry, inv), rz = _mm256_mul_ps(rz, inv), rw = _mm256_mul_ps(rw, inv);
+    dx = _mm256_mul_ps(dx, inv), dy = _mm256_mul_ps(dy, inv), dz = _mm256_mul_ps(dz, inv), dw = _mm256_mul_ps(dw, inv);
+    const __m256 two = _mm256_set1_ps(2);
+    // Translation t = 2 (rw d.xyz - dw r.xyz + r.xyz × d.xyz).
+    const __m256 tx = _mm256_mul_ps(two, _mm256_fmsub_ps(rw, dx, _mm256_fmsub_ps(dw, rx, _mm256_fmsub_ps(ry, dz, _mm256_mul_ps(rz, dy)))));
+    const __m256 ty = _mm256_mul_ps(two, _mm256_fmsub_ps(rw, dy, _mm256_fmsub_ps(dw, ry, _mm256_fmsub_ps(rz, dx, _mm256_mul_ps(rx, dz)))));
+    const __m256 tz = _mm256_mul_ps(two, _mm256_fmsub_ps(rw, dz, _mm256_fmsub_ps(dw, rz, _mm256_fmsub_ps(rx, dy, _mm256_mul_ps(ry, dx)))));
+    const __m256 sc = _mm256_load_ps(S);
+    __m256 px, py, pz;
+    if (n == 8) {  // eight x,y,z in three loads, split into x, y and z with shuffles
+      const float* q = p + 3 * v0;
+      const __m256 m03 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q)), _mm_loadu_ps(q + 12), 1);
+      const __m256 m14 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q + 4)), _mm_loadu_ps(q + 16), 1);
+      const __m256 m25 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(q + 8)), _mm_loadu_ps(q + 20), 1);
+      const __m256 xy = _mm256_shuffle_ps(m14, m25, _MM_SHUFFLE(2, 1, 3, 2));
+      const __m256 yz = _mm256_shuffle_ps(m03, m14, _MM_SHUFFLE(1, 0, 2, 1));
+      px = _mm256_shuffle_ps(m03, xy, _MM_SHUFFLE(2, 0, 3, 0));
+      py = _mm256_shuffle_ps(yz, xy, _MM_SHUFFLE(3, 1, 2, 0));
+      pz = _mm256_shuffle_ps(yz, m25, _MM_SHUFFLE(3, 0, 3, 1));
+    } else {
+      px = _mm256_load_ps(P[0]), py = _mm256_load_ps(P[1]), pz = _mm256_load_ps(P[2]);
+    }
+    const __m256 x = _mm256_mul_ps(sc, px), y = _mm256_mul_ps(sc, py), z = _mm256_mul_ps(sc, pz);
+    // Rotate: x' = x + 2 rw (r × x) + 2 r × (r × x).
+    const __m256 cx = _mm256_fmsub_ps(ry, z, _mm256_mul_ps(rz, y)), cy = _mm256_fmsub_ps(rz, x, _mm256_mul_ps(rx, z)),
+                 cz = _mm256_fmsub_ps(rx, y, _mm256_mul_ps(ry, x));
+    const __m256 ccx = _mm256_fmsub_ps(ry, cz, _mm256_mul_ps(rz, cy)), ccy = _mm256_fmsub_ps(rz, cx, _mm256_mul_ps(rx, cz)),
+                 ccz = _mm256_fmsub_ps(rx, cy, _mm256_mul_ps(ry, cx));
+    const __m256 ox = _mm256_add_ps(_mm256_fmadd_ps(two, _mm256_fmadd_ps(rw, cx, ccx), x), tx);
+    const __m256 oy = _mm256_add_ps(_mm256_fmadd_ps(two, _mm256_fmadd_ps(rw, cy, ccy), y), ty);
+    const __m256 oz = _mm256_add_ps(_mm256_fmadd_ps(two, _mm256_fmadd_ps(rw, cz, ccz), z), tz);
+    if (n == 8) {  // x, y and z interleaved back into three stores
+      const __m256 rxy = _mm256_shuffle_ps(ox, oy, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m256 ryz = _mm256_shuffle_ps(oy, oz, _MM_SHUFFLE(3, 1, 3, 1));
+      const __m256 rzx = _mm256_shuffle_ps(oz, ox, _MM_SHUFFLE(3, 1, 2, 0));
+      const __m256 r03 = _mm256_shuffle_ps(rxy, rzx, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m256 r14 = _mm256_shuffle_ps(ryz, rxy, _MM_SHUFFLE(3, 1, 2, 0));
+      const __m256 r25 = _mm256_shuffle_ps(rzx, ryz, _MM_SHUFFLE(3, 1, 3, 1));
+      float* q = o + 3 * v0;
+      _mm256_storeu_ps(q, _mm256_permute2f128_ps(r03, r14, 0x20));
+      _mm256_storeu_ps(q + 8, _mm256_permute2f128_ps(r25, r03, 0x30));
+      _mm256_storeu_ps(q + 16, _mm256_permute2f128_ps(r14, r25, 0x31));
+    } else {
+      _mm256_store_ps(R[0], ox);
+      _mm256_store_ps(R[1], oy);
+      _mm256_store_ps(R[2], oz);
+      for (int l = 0; l < n; ++l) {
+        for (int c = 0; c < 3; ++c) o[3 * (v0 + l) + c] = R[c][l];
+      }
+    }
+  }
+}
+#endif
+}  // namespace
 
 void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out) {
   for (size_t j = 0; j < transforms.size(); ++j) {
@@ -33,10 +195,32 @@ void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out)
   }
 }
 
-SINEW_VERTEX_LOOP
 void DualQuaternionSkinningRange(std::span<const float> rest, const SkinWeights& weights,
                                  std::span<const DualQuat> joints, std::span<float> out,
                                  size_t begin, size_t end) {
+#if SINEW_HAVE_AVX2_KERNELS
+  if (CpuHasAvx2Fma()) {
+    const size_t J = joints.size();
+    // The sign table costs J² dot products: worth it unless the range is tiny next to that.
+    const bool table = J <= kSignTableJoints && (end - begin) * 4 >= J * J;
+    alignas(64) uint32_t signs[kSignTableJoints * kSignTableJoints];  // 16 KiB
+    if (table) {
+      for (size_t a = 0; a < J; ++a) {
+        for (size_t b = 0; b < J; ++b) signs[a * J + b] = SignBit(joints[b], joints[a]);
+      }
+    }
+    Avx2Range(rest.data(), weights.offsets.data(), weights.joints.data(), weights.weights.data(), joints.data(),
+              table ? signs : nullptr, J, out.data(), begin, end);
+    return;
+  }
+#endif
+  DualQuaternionSkinningPortableRange(rest, weights, joints, out, begin, end);
+}
+
+SINEW_VERTEX_LOOP
+void DualQuaternionSkinningPortableRange(std::span<const float> rest, const SkinWeights& weights,
+                                         std::span<const DualQuat> joints, std::span<float> out,
+                                         size_t begin, size_t end) {
   const uint32_t* __restrict offsets = weights.offsets.data();
   const uint16_t* __restrict jidx = weights.joints.data();
   const float* __restrict w = weights.weights.data();

@@ -30,8 +30,17 @@ void DualQuaternionSkinning(std::span<const float> rest, const SkinWeights& weig
                             std::span<const DualQuat> joints, std::span<float> out,
                             ThreadPool* pool);
 
+// The same over vertices [begin, end) only, on the calling thread. On x86-64 CPUs with AVX2 and
+// FMA a hand-written kernel runs (one 8-wide multiply-add per influence, eight vertices
+// normalised and applied at a time; hemisphere signs from a per-call table for skeletons of at
+// most 64 joints); elsewhere the portable loop below. They differ only by float rounding.
 void DualQuaternionSkinningRange(std::span<const float> rest, const SkinWeights& weights,
                                  std::span<const DualQuat> joints, std::span<float> out,
                                  size_t begin, size_t end);
+
+// The portable loop, any CPU: the reference the kernel is tested against.
+void DualQuaternionSkinningPortableRange(std::span<const float> rest, const SkinWeights& weights,
+                                         std::span<const DualQuat> joints, std::span<float> out,
+                                         size_t begin, size_t end);
 
 }  // namespace sinew

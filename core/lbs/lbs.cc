@@ -80,11 +80,6 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, co
 }
 
 constexpr size_t kStackJoints = 256;
-
-bool UseAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
 #endif
 
 }  // namespace
@@ -119,7 +114,7 @@ void LinearBlendSkinningRange(std::span<const float> rest, const SkinWeights& we
   const float* mats = transforms.data()->data();  // 12 floats per joint, row-major
 #if SINEW_HAVE_AVX2_KERNELS
   // Packing costs 16 floats per joint: worth it unless the range is tiny next to the skeleton.
-  if (UseAvx2() && transforms.size() <= kStackJoints && end - begin >= transforms.size() / 4) {
+  if (CpuHasAvx2Fma() && transforms.size() <= kStackJoints && end - begin >= transforms.size() / 4) {
     alignas(64) float cols[16 * kStackJoints];
     for (size_t j = 0; j < transforms.size(); ++j) {
       const float* m = mats + 12 * j;

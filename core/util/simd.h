@@ -9,11 +9,21 @@
 #define SINEW_VERTEX_LOOP
 #endif
 
-// Hand-written AVX2 + FMA kernels (today LBS's, core/lbs/lbs.cc) are compiled on x86-64 with
+// Hand-written AVX2 + FMA kernels (LBS's and DQS's, core/lbs/lbs.cc, core/dqs/dqs.cc) are compiled on x86-64 with
 // GCC or Clang and chosen at run time with __builtin_cpu_supports; elsewhere the portable loops
 // run.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SINEW_HAVE_AVX2_KERNELS 1
 #else
 #define SINEW_HAVE_AVX2_KERNELS 0
+#endif
+
+#if SINEW_HAVE_AVX2_KERNELS
+namespace sinew {
+// Whether this CPU runs the AVX2 + FMA kernels (asked once).
+inline bool CpuHasAvx2Fma() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+}  // namespace sinew
 #endif

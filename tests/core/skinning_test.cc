@@ -375,5 +375,84 @@ TEST(Skinning, LbsKernelEqualsThePortableLoopAndADoubleReference) {
   }
 }
 
+// The DQS kernel (AVX2 where the CPU has it) against the portable loop and against DQS done in
+// double: skeletons below and above the sign table's 64 joints, antipodal joint quaternions,
+// scaled joints, 1..9 influences, ranges of odd lengths written last first (a block of eight
+// that stores past its range would clobber the next range's first vertices).
+TEST(Skinning, DqsKernelEqualsThePortableLoopAndADoubleReference) {
+  for (const int joints : {3, 40, 100}) {
+    std::mt19937 rng(joints);
+    std::uniform_real_distribution<double> u(-1, 1);
+    SkinWeights w;
+    std::vector<float> rest;
+    const int n = 2000;
+    w.offsets.push_back(0);
+    for (int v = 0; v < n; ++v) {
+      for (int k = 0; k < 3; ++k) rest.push_back(float(10 * u(rng)));
+      const uint32_t m = (v / 50) % 3 == 0 ? 4 : 1 + rng() % 9;
+      for (uint32_t k = 0; k < m; ++k) {
+        w.joints.push_back(uint16_t(rng() % joints));
+        w.weights.push_back(float((u(rng) + 1.2) / m));
+      }
+      w.offsets.push_back(uint32_t(w.joints.size()));
+    }
+    std::vector<DualQuat> dq(joints);
+    std::vector<Eigen::Quaterniond> rot(joints);
+    std::vector<Eigen::Vector3d> tr(joints);
+    std::vector<double> sc(joints);
+    for (int j = 0; j < joints; ++j) {
+      Eigen::Quaterniond q(1, 0.6 * u(rng), 0.6 * u(rng), 0.6 * u(rng));
+      q.normalize();
+      rot[j] = q;
+      tr[j] = Eigen::Vector3d(5 * u(rng), 5 * u(rng), 5 * u(rng));
+      sc[j] = j % 3 == 0 ? 1.0 + 0.3 * u(rng) : 1.0;
+      Affine34d m;
+      m.leftCols<3>() = sc[j] * q.toRotationMatrix();
+      m.col(3) = tr[j];
+      ToDualQuats(std::span(&m, 1), std::span(&dq[j], 1));
+      if (j % 2) {  // the same motion as the antipodal dual quaternion
+        for (float& c : dq[j].v) c = -c;
+      }
+    }
+    std::vector<float> kernel(rest.size(), -7.f), portable(rest.size(), -7.f);
+    std::vector<size_t> cuts = {0};
+    while (cuts.back() < size_t(n)) cuts.push_back(std::min<size_t>(n, cuts.back() + 1 + rng() % 97));
+    for (size_t k = cuts.size() - 1; k > 0; --k) {
+      DualQuaternionSkinningRange(rest, w, dq, kernel, cuts[k - 1], cuts[k]);
+      DualQuaternionSkinningPortableRange(rest, w, dq, portable, cuts[k - 1], cuts[k]);
+    }
+    DualQuaternionSkinningRange(rest, w, dq, kernel, 0, n);  // one range: the sign table's path
+    double worst_portable = 0, worst_exact = 0;
+    for (int v = 0; v < n; ++v) {
+      // DQS in double: each influence flipped into its pivot's hemisphere, blended, normalised.
+      const uint32_t e0 = w.offsets[v];
+      const Eigen::Quaterniond& pivot = rot[w.joints[e0]];
+      Eigen::Vector4d real = Eigen::Vector4d::Zero(), dual = Eigen::Vector4d::Zero();
+      double s = 0;
+      for (uint32_t e = e0; e < w.offsets[v + 1]; ++e) {
+        const int j = w.joints[e];
+        const double wj = pivot.coeffs().dot(rot[j].coeffs()) < 0 ? -w.weights[e] : w.weights[e];
+        const Eigen::Quaterniond d = Eigen::Quaterniond(0, tr[j].x(), tr[j].y(), tr[j].z()) * rot[j];
+        real += wj * rot[j].coeffs();
+        dual += wj * 0.5 * d.coeffs();
+        s += w.weights[e] * sc[j];
+      }
+      const double len = real.norm();
+      const Eigen::Quaterniond r(real / len), d(dual / len);
+      const Eigen::Quaterniond t = Eigen::Quaterniond(2 * d.coeffs()) * r.conjugate();
+      const Eigen::Vector3d p(rest[3 * v], rest[3 * v + 1], rest[3 * v + 2]);
+      const Eigen::Vector3d exact = r * (s * p) + t.vec();
+      for (int c = 0; c < 3; ++c) {
+        const double k = kernel[3 * v + c];
+        worst_portable = std::max(worst_portable, std::abs(k - portable[3 * v + c]) / 30);
+        worst_exact = std::max(worst_exact, std::abs(k - exact[c]) / 30);
+      }
+    }
+    // Float arithmetic on positions of size ~30: a few units in the last place.
+    EXPECT_LT(worst_portable, 2e-6) << joints << " joints";
+    EXPECT_LT(worst_exact, 2e-6) << joints << " joints";
+  }
+}
+
 }  // namespace
 }  // namespace sinew
