@@ -94,11 +94,7 @@ CodecResult Codec(const Encoding& e, const std::vector<std::vector<float>>& fram
           std::memcpy(out.data(), b.data(), b.size());
           break;
         case v1::OUTPUT_ENCODING_FLOAT16:
-          for (size_t i = 0; i < floats; ++i) {
-            uint16_t h;
-            std::memcpy(&h, b.data() + 2 * i, 2);
-            out[i] = HalfToFloat(h);
-          }
+          HalvesToFloats(reinterpret_cast<const uint16_t*>(b.data()), out.data(), floats);
           break;
         case v1::OUTPUT_ENCODING_QUANTIZED16:
           if (!wire::DecodeQuantized16(b, qs[f], out).ok()) std::abort();

@@ -229,8 +229,7 @@ void GpuFrames::Completed(void* arg, const absl::Status& status) {
       // already float32 in the staging
     } else if (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16) {
       p.resize(bytes.size() / sizeof(uint16_t));
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(bytes.data());
-      for (size_t i = 0; i < p.size(); ++i) p[i] = HalfToFloat(h[i]);
+      HalvesToFloats(reinterpret_cast<const uint16_t*>(bytes.data()), p.data(), p.size());
     } else {
       p.resize(bytes.size() / sizeof(float));
       std::memcpy(p.data(), bytes.data(), p.size() * sizeof(float));

@@ -358,11 +358,7 @@ absl::Status Decode(const std::string& b, uint32_t vertex_count, v1::OutputEncod
   }
   if (encoding == v1::OUTPUT_ENCODING_FLOAT16) {
     if (b.size() != floats * 2) return absl::DataLossError("positions: wrong size for float16");
-    for (size_t i = 0; i < floats; ++i) {
-      uint16_t h;
-      std::memcpy(&h, b.data() + 2 * i, 2);
-      out[i] = HalfToFloat(h);
-    }
+    HalvesToFloats(reinterpret_cast<const uint16_t*>(b.data()), out.data(), floats);
     return absl::OkStatus();
   }
   if (b.size() != floats * 4) return absl::DataLossError("positions: wrong size for float32");

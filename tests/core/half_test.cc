@@ -1,5 +1,8 @@
+#include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -24,6 +27,37 @@ TEST(Half, RelativeErrorWithinStatedBound) {
     const float back = HalfToFloat(FloatToHalf(x));
     EXPECT_LE(std::abs(back - x) / x, std::ldexp(1.0, -11)) << x;
     EXPECT_EQ(HalfToFloat(FloatToHalf(-x)), -back);
+  }
+}
+
+// The bulk conversions (F16C where the CPU has it) equal the scalar ones on every half and on
+// floats of every kind: normal, subnormal, overflowing, infinite, NaN (NaN payloads may differ).
+TEST(Half, BulkConversionsEqualTheScalarOnes) {
+  std::vector<uint16_t> halves(0x10000 + 5);
+  for (size_t h = 0; h < halves.size(); ++h) halves[h] = static_cast<uint16_t>(h);
+  std::vector<float> floats(halves.size());
+  HalvesToFloats(halves.data(), floats.data(), halves.size());
+  for (size_t h = 0; h < halves.size(); ++h) {
+    const float f = HalfToFloat(halves[h]);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(floats[h])) << h;
+    } else {
+      EXPECT_EQ(std::bit_cast<uint32_t>(floats[h]), std::bit_cast<uint32_t>(f)) << std::hex << h;
+    }
+  }
+  std::mt19937 rng(5);
+  std::vector<float> in(100003);
+  for (float& x : in) x = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+  for (size_t i = 0; i < 2000; ++i) in[i] = std::ldexp(float(i) - 1000, -30 + int(i % 50));  // subnormal..overflow
+  std::vector<uint16_t> out(in.size());
+  FloatsToHalves(in.data(), out.data(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const uint16_t want = FloatToHalf(in[i]);
+    if (std::isnan(in[i])) {
+      EXPECT_TRUE((out[i] & 0x7c00u) == 0x7c00u && (out[i] & 0x3ffu) != 0) << i;
+    } else {
+      ASSERT_EQ(out[i], want) << i << ": " << in[i];
+    }
   }
 }
 
