@@ -28,6 +28,7 @@ struct SessionResult {
   uint64_t ok = 0;
   uint64_t errors = 0;
   uint64_t bytes = 0;  // positions received
+  uint64_t skipped = 0;  // --latest-pose-wins: frames the server skipped for a newer one
   std::string first_error;
 };
 
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
       .Flag("max-error", "E", "1e-4", "--encoding delta: the bound as a fraction of the rig's diagonal")
       .Flag("key-interval", "N", "30", "--encoding delta: a key frame every N frames")
       .Flag("backend", "B", "auto", "auto, cpu or gpu")
+      .Flag("latest-pose-wins", "", "", "sessions with latest_pose_wins, and each stream sends its frames on schedule "
+            "without waiting for answers (needs --fps > 0): a server that cannot keep up skips stale frames "
+            "(counted) instead of queueing them")
       .Flag("json", "PATH", "", "also write the report as JSON to PATH ('-' for stdout)")
       .Flag("help", "", "", "print this");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
@@ -84,9 +88,12 @@ int main(int argc, char** argv) {
                        "swing-twist, pbs)");
   }
   const bool jiggle = args.Has("jiggle");
+  const bool latest = args.Has("latest-pose-wins");
+  if (latest && !(fps > 0)) return Usage(args, "--latest-pose-wins: needs --fps > 0 (frames are sent on schedule)");
   if (jiggle && wire != v1::METHOD_PBS) return Usage(args, "--jiggle: only with --method pbs");
   v1::CreateSessionRequest session_request;
   if (std::string error; !client::EncodingFromFlags(args, &session_request, &error)) return Usage(args, error);
+  session_request.set_latest_pose_wins(latest);
   const std::string backend = args.Get("backend");
   if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");
 
@@ -168,23 +175,8 @@ int main(int argc, char** argv) {
       v1::DeformResponse resp;
       client::PositionDecoder decoder;  // each frame is decoded, as a client would
       std::vector<float> xyz;
-      // Spread session phases over one frame period so that they do not all send at once.
-      const double phase = fps > 0 ? double(i) / ids.size() / fps : 0;
-      for (uint64_t f = 0;; ++f) {
-        const auto scheduled =
-            fps > 0 ? start + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(phase + f / fps))
-                    : Clock::now();
-        if (scheduled >= end || Clock::now() >= end) break;
-        if (fps > 0) std::this_thread::sleep_until(scheduled);
-        req.set_frame(f);
-        if (jiggle && fps > 0) req.set_time_step(1 / fps);
-        *req.mutable_pose() = clip[f % kCycle];
-        if (!stream->Write(req) || !stream->Read(&resp)) {
-          ++r.errors;
-          r.first_error = stream->Close().ToString();
-          return;
-        }
+      // One answered frame: its latency from its scheduled send time, its bytes and checks.
+      auto answered = [&](const v1::DeformResponse& resp, uint64_t f, Clock::time_point scheduled) {
         const absl::Status decoded = resp.has_error() ? absl::OkStatus() : decoder.Decode(resp, xyz);
         r.latency.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
         r.bytes += resp.positions().size();
@@ -199,6 +191,55 @@ int main(int argc, char** argv) {
         } else {
           ++r.ok;
         }
+      };
+      // Spread session phases over one frame period so that they do not all send at once.
+      const double phase = fps > 0 ? double(i) / ids.size() / fps : 0;
+      auto schedule = [&](uint64_t f) {
+        return fps > 0 ? start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(phase + f / fps))
+                       : Clock::now();
+      };
+      if (latest) {
+        // Frames go out on schedule whatever the answers; a reader takes the answers, in order,
+        // each frame once: skipped, or deformed (its latency from its scheduled send time).
+        constexpr size_t kRing = 1 << 14;
+        std::vector<std::atomic<int64_t>> sent(kRing);
+        std::thread reader([&] {
+          v1::DeformResponse got;
+          for (uint64_t f = 0; stream->Read(&got); ++f) {
+            if (got.skipped()) {
+              ++r.skipped;
+              continue;
+            }
+            answered(got, f, Clock::time_point(Clock::duration(sent[f % kRing].load())));
+          }
+        });
+        for (uint64_t f = 0;; ++f) {
+          const auto scheduled = schedule(f);
+          if (scheduled >= end || Clock::now() >= end) break;
+          std::this_thread::sleep_until(scheduled);
+          sent[f % kRing].store(scheduled.time_since_epoch().count());
+          req.set_frame(f);
+          if (jiggle) req.set_time_step(1 / fps);
+          *req.mutable_pose() = clip[f % kCycle];
+          if (!stream->Write(req)) break;
+        }
+        stream->WritesDone();
+        reader.join();
+      } else {
+        for (uint64_t f = 0;; ++f) {
+          const auto scheduled = schedule(f);
+          if (scheduled >= end || Clock::now() >= end) break;
+          if (fps > 0) std::this_thread::sleep_until(scheduled);
+          req.set_frame(f);
+          if (jiggle && fps > 0) req.set_time_step(1 / fps);
+          *req.mutable_pose() = clip[f % kCycle];
+          if (!stream->Write(req) || !stream->Read(&resp)) {
+            ++r.errors;
+            r.first_error = stream->Close().ToString();
+            return;
+          }
+          answered(resp, f, scheduled);
+        }
       }
       if (auto st = stream->Close(); !st.ok()) {
         ++r.errors;
@@ -211,13 +252,14 @@ int main(int argc, char** argv) {
   for (auto& id : ids) (void)c.CloseSession(id);
 
   client::LatencyStats all;
-  uint64_t ok = 0, errors = 0, bytes = 0;
+  uint64_t ok = 0, errors = 0, bytes = 0, skipped = 0;
   std::string first_error;
   for (auto& r : results) {
     all.Merge(r.latency);
     ok += r.ok;
     errors += r.errors;
     bytes += r.bytes;
+    skipped += r.skipped;
     if (first_error.empty()) first_error = r.first_error;
   }
   const double achieved = ok / std::min(elapsed, duration + 1e-9);
@@ -234,6 +276,7 @@ int main(int argc, char** argv) {
   if (target > 0) std::printf("   (%.1f %% of target)", 100 * achieved / target);
   std::printf("\n  %-22s %12llu\n  %-22s %12llu\n", "frames ok", (unsigned long long)ok, "errors",
               (unsigned long long)errors);
+  if (latest) std::printf("  %-22s %12llu\n", "frames skipped", (unsigned long long)skipped);
   std::printf("  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n", "latency p50 ms",
               p50, "latency p90 ms", p90, "latency p99 ms", p99, "latency max ms", mx);
   const double frame_bytes = ok + errors > 0 ? double(bytes) / double(ok + errors) : 0;
@@ -245,9 +288,9 @@ int main(int argc, char** argv) {
       "{\"sessions\":%lld,\"fps_per_session\":%g,\"duration_s\":%g,\"vertices\":%lld,"
       "\"method\":\"%s\",\"encoding\":\"%s\",\"backend\":\"%s\",\"target_frames_per_s\":%.1f,"
       "\"achieved_frames_per_s\":%.1f,\"frames_ok\":%llu,\"errors\":%llu,"
-      "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f}\n",
+      "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f,\"frames_skipped\":%llu}\n",
       sessions, fps, duration, vertices, method, encoding, on, target, achieved,
-      (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes);
+      (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes, (unsigned long long)skipped);
   const std::string path = args.Get("json");
   if (path == "-") {
     std::printf("%s", json.c_str());

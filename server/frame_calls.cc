@@ -1,6 +1,8 @@
 // The frame reactors: Deform (unary), StreamDeform and DeformClip. Each decodes its frames and
 // hands them to the session's FrameBackend (server/frames.h), which completes them.
 #include <cmath>
+#include <deque>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
@@ -50,9 +52,13 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
 };
 
 // ---------------------------------------------------------------------------------------------
-// StreamDeform: read one request, deform on the pool, write its response, read the next. One
-// frame in flight per stream keeps responses in request order; an idle stream waits in a
-// pending read and holds no thread. gRPC operations are started outside mu_.
+// StreamDeform. Responses go out in request order. While a frame is in the backend the stream
+// reads ahead: the next request waits as `pending_`, so that the transport of one frame overlaps
+// the compute of another. For a session created with latest_pose_wins, a newer request of the
+// same session replaces a pending one (never a reset), which is answered `skipped`. Bounded: one
+// frame in the backend, one pending, one more read, and at most kMaxOut responses waiting to be
+// written (then the stream stops reading and starting frames until the client reads). An idle
+// stream waits in a pending read and holds no thread. gRPC operations are started outside mu_.
 
 class Service::StreamCall final
     : public grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>,
@@ -65,78 +71,159 @@ class Service::StreamCall final
       Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
       return;
     }
-    StartRead(&req_);
+    reading_ = true;
+    StartRead(&read_);
   }
 
   void OnReadDone(bool ok) override {
+    // Whether the request may be replaced while it waits: looked up before taking mu_.
+    bool replaceable = false;
+    if (ok && !read_.reset()) {
+      const auto session = svc_->sessions_.Find(read_.session_id(), NowMs());
+      replaceable = session && session->latest_pose_wins;
+    }
+    Actions act;
     {
       std::lock_guard lock(mu_);
+      reading_ = false;
       if (finished_) return;
       if (!ok) {
-        finished_ = true;  // client half-closed after its last frame, or went away
+        half_closed_ = true;  // the client sent its last frame, or went away
+      } else if (!has_pending_) {
+        pending_.Swap(&read_);
+        has_pending_ = true;
+        pending_replaceable_ = replaceable;
+        svc_->metrics_.frames_waiting().Increment();
+      } else if (pending_replaceable_ && pending_.session_id() == read_.session_id()) {
+        Skip(pending_.frame());
+        pending_.Swap(&read_);
+        pending_replaceable_ = replaceable;
       } else {
-        state_ = State::kProcessing;
+        read_full_ = true;  // waits in read_ until the pending one starts
+        read_replaceable_ = replaceable;
       }
+      Step(act);
     }
-    if (!ok) {
-      Finish(grpc::Status::OK);
-      return;
-    }
-    svc_->pool_.Submit(&StreamCall::Run, this);
+    Apply(act);
   }
 
   void OnWriteDone(bool ok) override {
-    grpc::Status end;
-    bool finish = false;
+    Actions act;
     {
       std::lock_guard lock(mu_);
-      if (finished_) return;
-      if (!ok) {
-        finish = true;
-        end = grpc::Status(grpc::CANCELLED, "stream: the client stopped reading");
-      } else if (draining_) {
-        finish = true;
-        end = grpc::Status(grpc::UNAVAILABLE, "server is shutting down");
-      } else {
-        state_ = State::kReading;
-      }
-      finished_ = finish;
+      writing_ = false;
+      spare_.push_back(std::move(out_.front()));
+      out_.pop_front();
+      if (!ok) write_failed_ = true;
+      Step(act);
     }
-    if (finish) Finish(end);
-    else StartRead(&req_);
+    Apply(act);
   }
 
-  // Called by BeginDrain (under streams_mu_).
+  // Called by BeginDrain (under streams_mu_): the frame in the backend is answered, then the
+  // stream ends with UNAVAILABLE; requests read but not started are not answered.
   void Drain() override {
+    Actions act;
     {
       std::lock_guard lock(mu_);
       draining_ = true;
-      if (finished_ || state_ != State::kReading) return;  // OnWriteDone will finish
-      finished_ = true;
+      Step(act);
     }
-    Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+    Apply(act);
   }
 
   void OnDone() override {
+    if (has_pending_) svc_->metrics_.frames_waiting().Decrement();
     svc_->Unregister(this);
     svc_->active_calls_.fetch_sub(1);
     delete this;
   }
 
  private:
-  enum class State { kReading, kProcessing };
+  static constexpr size_t kMaxOut = 4;
+
+  // gRPC operations and work decided under mu_, started after it is released.
+  struct Actions {
+    bool run = false, read = false;
+    v1::DeformResponse* write = nullptr;
+    std::optional<grpc::Status> finish;
+  };
+
+  void Apply(const Actions& act) {
+    if (act.run) svc_->pool_.Submit(&StreamCall::Run, this);
+    if (act.read) StartRead(&read_);
+    if (act.write) StartWrite(act.write);
+    if (act.finish) Finish(*act.finish);
+  }
+
+  std::unique_ptr<v1::DeformResponse> TakeResponse() {
+    if (spare_.empty()) return std::make_unique<v1::DeformResponse>();
+    auto r = std::move(spare_.back());
+    spare_.pop_back();
+    return r;
+  }
+
+  // Answers frame `frame` as skipped (mu_ held): after the frame in the backend, if there is one.
+  void Skip(uint64_t frame) {
+    auto r = TakeResponse();
+    r->Clear();
+    r->set_frame(frame);
+    r->set_skipped(true);
+    if (busy_) {
+      deferred_.push_back(std::move(r));
+    } else {
+      out_.push_back(std::move(r));
+    }
+    svc_->metrics_.frames_skipped().Increment();
+  }
+
+  // What happens next (mu_ held).
+  void Step(Actions& act) {
+    const bool stopping = draining_ || write_failed_;
+    const bool room = out_.size() + deferred_.size() < kMaxOut;
+    if (!busy_ && has_pending_ && !stopping && room) {
+      current_.Swap(&pending_);
+      has_pending_ = false;
+      svc_->metrics_.frames_waiting().Decrement();
+      if (read_full_) {
+        pending_.Swap(&read_);
+        has_pending_ = true;
+        pending_replaceable_ = read_replaceable_;
+        read_full_ = false;
+        svc_->metrics_.frames_waiting().Increment();
+      }
+      busy_ = true;
+      response_ = TakeResponse();
+      act.run = true;
+    }
+    if (!reading_ && !read_full_ && !half_closed_ && !stopping && room && (!has_pending_ || pending_replaceable_)) {
+      reading_ = true;
+      act.read = true;
+    }
+    if (!writing_ && !out_.empty()) {
+      writing_ = true;
+      act.write = out_.front().get();
+    }
+    if (!finished_ && !busy_ && !writing_ && out_.empty() &&
+        (stopping || (half_closed_ && !has_pending_ && !read_full_))) {
+      finished_ = true;
+      act.finish = write_failed_ ? grpc::Status(grpc::CANCELLED, "stream: the client stopped reading")
+                   : draining_   ? grpc::Status(grpc::UNAVAILABLE, "server is shutting down")
+                                 : grpc::Status::OK;
+    }
+  }
 
   static void Run(void* arg) {
     auto* self = static_cast<StreamCall*>(arg);
-    self->svc_->StartDeform(self->req_, self->resp_, self->job_, &StreamCall::Done, self);
+    self->svc_->StartDeform(self->current_, *self->response_, self->job_, &StreamCall::Done, self);
   }
 
   static void Done(void* arg, const absl::Status& status) {
     auto* self = static_cast<StreamCall*>(arg);
-    v1::DeformResponse& resp = self->resp_;
+    v1::DeformResponse& resp = *self->response_;
     absl::Status st = status;
     if (st.ok() && Quantized(self->job_.session->encoding)) {
-      st = EncodeQuantizedPositions(self->job_, &self->encoder_, self->req_.key_frame(), resp.mutable_quantization());
+      st = EncodeQuantizedPositions(self->job_, &self->encoder_, self->current_.key_frame(), resp.mutable_quantization());
     }
     if (st.ok()) {
       resp.clear_error();
@@ -151,18 +238,33 @@ class Service::StreamCall final
       resp.mutable_error()->set_message(std::string(st.message()));
       self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
     }
-    self->StartWrite(&resp);
+    Actions act;
+    {
+      std::lock_guard lock(self->mu_);
+      self->out_.push_back(std::move(self->response_));
+      for (auto& r : self->deferred_) self->out_.push_back(std::move(r));
+      self->deferred_.clear();
+      self->busy_ = false;
+      self->Step(act);
+    }
+    self->Apply(act);
   }
 
   Service* svc_;
-  v1::DeformRequest req_;
-  v1::DeformResponse resp_;  // reused: its positions buffer keeps its capacity
+  v1::DeformRequest read_;     // the read in progress, or one waiting behind pending_ (read_full_)
+  v1::DeformRequest pending_;  // read, waiting for the frame in the backend
+  v1::DeformRequest current_;  // in the backend
+  std::unique_ptr<v1::DeformResponse> response_;  // current_'s
+  std::deque<std::unique_ptr<v1::DeformResponse>> out_;       // to write, in request order
+  std::vector<std::unique_ptr<v1::DeformResponse>> deferred_;  // skips to write after response_
+  std::vector<std::unique_ptr<v1::DeformResponse>> spare_;     // reused: buffers keep their capacity
   FrameJob job_;
   StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
   std::mutex mu_;
-  State state_ = State::kReading;
-  bool draining_ = false;
-  bool finished_ = false;
+  bool reading_ = false, read_full_ = false, read_replaceable_ = false;
+  bool has_pending_ = false, pending_replaceable_ = false;
+  bool busy_ = false, writing_ = false;
+  bool half_closed_ = false, draining_ = false, write_failed_ = false, finished_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -413,6 +515,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   resp.clear_base_points();
   resp.clear_quality();
   resp.clear_quantization();
+  resp.clear_skipped();
   job.Fresh();
   job.session = sessions_.Find(req.session_id(), NowMs());
   if (!job.session) {

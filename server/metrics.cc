@@ -72,6 +72,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                   .Register(*registry_).Add({});
   upload_bytes_ = &prometheus::BuildCounter().Name("sinew_upload_bytes_total")
                        .Help("Rig bytes received by UploadRig").Register(*registry_).Add({});
+  frames_waiting_ = &prometheus::BuildGauge().Name("sinew_frames_waiting")
+                         .Help("StreamDeform frames read ahead, waiting for the frame before them")
+                         .Register(*registry_).Add({});
+  frames_skipped_ = &prometheus::BuildCounter().Name("sinew_frames_skipped_total")
+                         .Help("StreamDeform frames replaced by a newer pose before they started (latest_pose_wins)")
+                         .Register(*registry_).Add({});
   gpu_memory_ = &prometheus::BuildGauge().Name("sinew_gpu_memory_bytes")
                      .Help("GPU memory: used by Sinew, its limit, the device's total").Register(*registry_);
   gpu_utilisation_ = &prometheus::BuildGauge().Name("sinew_gpu_utilisation")

@@ -54,6 +54,10 @@ class Metrics {
   prometheus::Gauge& session_bytes() { return *session_bytes_; }
   prometheus::Gauge& streams() { return *streams_; }
   prometheus::Counter& upload_bytes() { return *upload_bytes_; }
+  // StreamDeform: frames read ahead and waiting for the one before them; frames skipped
+  // (latest_pose_wins).
+  prometheus::Gauge& frames_waiting() { return *frames_waiting_; }
+  prometheus::Counter& frames_skipped() { return *frames_skipped_; }
 
  private:
   static constexpr int kBackends = 3;  // indexed by v1::Backend value
@@ -71,6 +75,8 @@ class Metrics {
   prometheus::Gauge* session_bytes_;
   prometheus::Gauge* streams_;
   prometheus::Counter* upload_bytes_;
+  prometheus::Gauge* frames_waiting_;
+  prometheus::Counter* frames_skipped_;
   prometheus::Family<prometheus::Gauge>* gpu_memory_;
   prometheus::Family<prometheus::Gauge>* gpu_utilisation_;
   prometheus::Family<prometheus::Gauge>* gpu_residents_;

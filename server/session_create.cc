@@ -139,6 +139,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->runner = on_gpu ? static_cast<FrameBackend*>(gpu_frames_.get()) : &cpu_frames_;
   session->device_states = on_gpu && stage.device_vertex_states;
   session->encoding = req->encoding();
+  session->latest_pose_wins = req->latest_pose_wins();
   if (delta) {
     session->max_error = max_error;
     session->key_frame_interval = key_interval;

@@ -35,8 +35,13 @@ FrameStream::~FrameStream() {
 bool FrameStream::Write(const v1::DeformRequest& request) { return stream_->Write(request); }
 bool FrameStream::Read(v1::DeformResponse* response) { return stream_->Read(response); }
 
+void FrameStream::WritesDone() {
+  if (!writes_done_) stream_->WritesDone();
+  writes_done_ = true;
+}
+
 absl::Status FrameStream::Close(size_t* unread) {
-  stream_->WritesDone();
+  WritesDone();
   v1::DeformResponse r;
   size_t n = 0;
   while (stream_->Read(&r)) ++n;
@@ -367,10 +372,16 @@ absl::Status Decode(const std::string& b, uint32_t vertex_count, v1::OutputEncod
 }
 }  // namespace
 
+absl::Status Skipped(const v1::DeformResponse& r) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("frame ", r.frame(), " was skipped for a newer one (latest_pose_wins): it has no positions"));
+}
+
 absl::Status DecodePositions(const v1::DeformResponse& r, std::vector<float>& out) {
   if (r.has_error()) {
     return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
   }
+  if (r.skipped()) return Skipped(r);
   return Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), nullptr, out);
 }
 
@@ -382,6 +393,7 @@ absl::Status PositionDecoder::Decode(const v1::DeformResponse& r, std::vector<fl
   if (r.has_error()) {
     return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
   }
+  if (r.skipped()) return Skipped(r);
   return client::Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), &delta_, out);
 }
 

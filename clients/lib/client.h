@@ -33,6 +33,8 @@ class FrameStream {
   ~FrameStream();
   bool Write(const v1::DeformRequest& request);
   bool Read(v1::DeformResponse* response);
+  // Half-closes: no more frames (Read still returns the answers to those sent).
+  void WritesDone();
   // Half-closes, drains responses not yet read (counted in *unread) and returns the final
   // status.
   absl::Status Close(size_t* unread = nullptr);
@@ -41,7 +43,7 @@ class FrameStream {
  private:
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::DeformRequest, v1::DeformResponse>> stream_;
-  bool closed_ = false;
+  bool closed_ = false, writes_done_ = false;
 };
 
 class Client {
@@ -101,7 +103,7 @@ void PoseToProto(const Pose& pose, v1::Pose& out);
 void ClipToProto(const Clip& clip, v1::Clip& out);
 // Positions of a response as float32 x,y,z, from any encoding but a DELTA frame other than a key
 // frame (that one needs its stream's earlier frames: PositionDecoder). A streamed frame's error
-// is returned as its status.
+// is returned as its status; a skipped frame (latest_pose_wins) is FAILED_PRECONDITION.
 absl::Status DecodePositions(const v1::DeformResponse& response, std::vector<float>& out);
 absl::Status DecodePositions(const v1::DeformClipResponse& response, std::vector<float>& out);
 

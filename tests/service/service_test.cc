@@ -1020,6 +1020,101 @@ TEST_F(Service, DeltaOptionsAreCheckedAndUnaryFramesAreKeyFrames) {
   EXPECT_THAT(info->encodings(), ::testing::Contains(v1::OUTPUT_ENCODING_QUANTIZED16));
 }
 
+double MetricValue(const std::string& body, const std::string& series);
+
+// A stream reads ahead while a frame is deformed: a client that sends many frames before reading
+// gets every one answered, in order, each equal to core's.
+TEST_F(Service, StreamsAnswerFramesSentAheadInOrder) {
+  const LimbOptions limb = LimbOf(3000);
+  const std::string session = Open(Upload(limb), v1::METHOD_DQS);
+  const Skeleton sk = LimbSkeleton(limb);
+  auto stream = client_->OpenStream();
+  constexpr int kFrames = 24;
+  for (int f = 0; f < kFrames; ++f) ASSERT_TRUE(stream->Write(Frame(session, f, LimbPose(sk, f / 24.0))));
+  stream->WritesDone();
+  v1::DeformResponse r;
+  std::vector<float> got;
+  for (int f = 0; f < kFrames; ++f) {
+    ASSERT_TRUE(stream->Read(&r)) << "frame " << f;
+    EXPECT_EQ(r.frame(), uint64_t(f));
+    EXPECT_FALSE(r.skipped());
+    ASSERT_TRUE(client::DecodePositions(r, got).ok());
+    EXPECT_EQ(got, CoreDeform(limb, "dqs", LimbPose(sk, f / 24.0))) << "frame " << f;
+  }
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_TRUE(stream->Close().ok());
+}
+
+// latest_pose_wins: frames sent faster than they are deformed may be answered `skipped`, but
+// every frame is answered exactly once and in order, the last one always with its positions,
+// reset frames (every fourth) never skipped, and every frame that is not skipped equals core's. How many are
+// skipped depends on timing, so it is printed, not asserted; the metric counts the same number.
+TEST_F(Service, LatestPoseWinsSkipsOnlyFramesANewerOneReplaced) {
+  const LimbOptions limb = LimbOf(20000, 4, 4);
+  const std::string rig = Upload(limb);
+  const Skeleton sk = LimbSkeleton(limb);
+  const double diag = BuildRig(MakeLimb(limb))->bbox_diagonal();
+  int skipped = 0;
+  const double skipped_before =
+      MetricValue(HttpGet(server_->metrics_port(), "/metrics"), "sinew_frames_skipped_total");
+  // Float32, and DELTA, whose stream state must see only the frames sent.
+  for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_DELTA}) {
+    SCOPED_TRACE(v1::OutputEncoding_Name(encoding));
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig);
+    req.mutable_deformer()->set_method(v1::METHOD_DQS);
+    req.set_encoding(encoding);
+    req.set_latest_pose_wins(true);
+    auto session = client_->CreateSession(req);
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_TRUE(session->latest_pose_wins());
+    auto stream = client_->OpenStream();
+    constexpr int kFrames = 60;
+    auto reset = [](int f) { return f % 4 == 2; };
+    for (int f = 0; f < kFrames; ++f) {
+      v1::DeformRequest r = Frame(session->session_id(), f, LimbPose(sk, f / 60.0));
+      r.set_reset(reset(f));
+      ASSERT_TRUE(stream->Write(r));
+    }
+    stream->WritesDone();
+    v1::DeformResponse r;
+    std::vector<float> got;
+    client::PositionDecoder decoder;
+    int skipped_here = 0;
+    for (int f = 0; f < kFrames; ++f) {
+      ASSERT_TRUE(stream->Read(&r)) << "frame " << f;
+      ASSERT_EQ(r.frame(), uint64_t(f));
+      ASSERT_FALSE(r.has_error()) << r.error().message();
+      if (r.skipped()) {
+        ++skipped_here;
+        EXPECT_TRUE(r.positions().empty());
+        EXPECT_EQ(decoder.Decode(r, got).code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_FALSE(reset(f)) << "frame " << f << ": a reset frame is never skipped";
+        EXPECT_NE(f, kFrames - 1) << "nothing newer replaced the last frame";
+        continue;
+      }
+      ASSERT_TRUE(decoder.Decode(r, got).ok()) << "frame " << f;
+      const std::vector<float> ref = CoreDeform(limb, "dqs", LimbPose(sk, f / 60.0));
+      if (encoding == v1::OUTPUT_ENCODING_FLOAT32) {
+        EXPECT_EQ(got, ref) << "frame " << f;
+      } else {
+        ASSERT_EQ(got.size(), ref.size());
+        for (size_t i = 0; i < ref.size(); i += 3) {
+          ASSERT_LE(std::hypot(double(got[i]) - ref[i], double(got[i + 1]) - ref[i + 1], double(got[i + 2]) - ref[i + 2]),
+                    1e-4 * diag + 1e-6) << "frame " << f;
+        }
+      }
+    }
+    EXPECT_FALSE(stream->Read(&r));
+    EXPECT_TRUE(stream->Close().ok());
+    std::printf("%s: %d of %d frames skipped\n", v1::OutputEncoding_Name(encoding).c_str(), skipped_here, kFrames);
+    skipped += skipped_here;
+  }
+  const double skipped_after =
+      MetricValue(HttpGet(server_->metrics_port(), "/metrics"), "sinew_frames_skipped_total");
+  EXPECT_EQ(skipped_after - std::max(0.0, skipped_before), skipped);
+}
+
 TEST_F(Service, UnknownIdsAreNotFound) {
   v1::DeformRequest req;
   req.set_session_id("s-nope");
