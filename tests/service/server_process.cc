@@ -22,6 +22,11 @@ ServerProcess::ServerProcess(const std::vector<std::string>& extra_args) {
   if (pipe(fds) != 0) return;
   std::vector<std::string> args = {SINEW_SERVER_PATH, "--listen", "127.0.0.1:0",
                                    "--metrics-listen", "127.0.0.1:0"};
+  // The CPU backend unless the test names one: the suites compare with core bit for bit, and a
+  // machine with a GPU would otherwise put their AUTO sessions on it (GpuService asks for it).
+  bool gpu = false;
+  for (const std::string& a : extra_args) gpu |= a == "--gpu" || a.rfind("--gpu=", 0) == 0;
+  if (!gpu) args.insert(args.end(), {"--gpu", "off"});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
   if (pid_ == 0) {

@@ -1,5 +1,6 @@
 // Starts the real sinew-server binary on loopback ports picked at run time (port 0), reads the
-// ports it prints, and stops it with SIGTERM (or SIGKILL on destruction if still running).
+// ports it prints, and stops it with SIGTERM (or SIGKILL on destruction if still running). The
+// server runs with --gpu off unless extra_args give --gpu.
 #pragma once
 
 #include <sys/types.h>
