@@ -12,9 +12,11 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -112,6 +114,7 @@ int main(int argc, char** argv) {
   options.metrics_listen = "";
   options.worker_threads = 2;
   options.gpu = gpu ? "auto" : "off";
+  options.max_shared_memory_bytes = uint64_t{64} << 20;
   server::SinewServer sinew_server(options);
   if (absl::Status st = sinew_server.Start(); !st.ok()) return Fail("server", st);
 
@@ -161,6 +164,57 @@ int main(int argc, char** argv) {
     }
   }
   echo_server->Shutdown();
+
+  // Same-host shared memory against bytes in the response: a 1M-vertex LBS session, float32, one
+  // frame in flight, the client copying each frame's positions into its own buffer either way
+  // (from the response, or from the region: two slots used in turn).
+  RigInput big_input = MakeLimb(client::LimbWithVertices(1'000'000, 4, 4));
+  auto big_up = c.UploadRig(client::RigToProto(big_input));
+  if (!big_up.ok()) return Fail("upload 1M", big_up.status());
+  auto big_rig = BuildRig(std::move(big_input));
+  if (!big_rig.ok()) return Fail("rig 1M", big_rig.status());
+  v1::CreateSessionRequest big_req;
+  big_req.set_rig_id(big_up->rig_id());
+  big_req.mutable_deformer()->set_method(v1::METHOD_LBS);
+  big_req.set_backend(gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU);
+  auto big = c.CreateSession(big_req);
+  if (!big.ok()) return Fail("session 1M", big.status());
+  const size_t big_bytes = size_t{big->vertex_count()} * 12;
+  auto shm = client::SharedMemory::Create(c, 2 * big_bytes);
+  if (!shm.ok()) return Fail("shared memory", shm.status());
+  std::vector<char> mine(big_bytes);
+  double shm_fps[2] = {0, 0}, compute[2] = {0, 0};
+  const int big_frames = std::max(20, frames / 20);
+  for (int mode = 0; mode < 2; ++mode) {
+    auto stream = c.OpenStream();
+    v1::DeformRequest request;
+    request.set_session_id(big->session_id());
+    client::PoseToProto(LimbPose(big_rig->skeleton, 0.5), *request.mutable_pose());
+    v1::DeformResponse response;
+    auto fps = bench::FramesPerSecond(10, big_frames, [&](uint64_t f) -> absl::Status {
+      request.set_frame(f);
+      if (mode == 1) {
+        request.mutable_outputs()->mutable_shared_memory()->set_region_id((*shm)->region_id());
+        request.mutable_outputs()->mutable_shared_memory()->set_offset((f % 2) * big_bytes);
+      }
+      if (!stream->Write(request) || !stream->Read(&response)) return absl::UnavailableError("stream broken");
+      if (response.has_error()) return absl::InternalError(response.error().message());
+      std::string_view bytes = response.positions();
+      if (mode == 1) {
+        auto at = (*shm)->Positions(response);
+        if (!at.ok()) return at.status();
+        bytes = *at;
+      }
+      if (bytes.size() != big_bytes) return absl::InternalError("wrong frame size");
+      if (f >= 10) compute[mode] += response.compute_ns() * 1e-3;
+      std::memcpy(mine.data(), bytes.data(), big_bytes);
+      return absl::OkStatus();
+    });
+    if (!fps.ok()) return Fail("1M frames", fps.status());
+    if (auto st = stream->Close(); !st.ok()) return Fail("1M stream", st);
+    shm_fps[mode] = *fps;
+  }
+  shm->reset();
   sinew_server.Shutdown();
 
   std::printf("sinew-bench-service: %u vertices (%u bones, %u influences), backend %s, "
@@ -181,5 +235,10 @@ int main(int argc, char** argv) {
     }
     std::printf("%13.2f\n", r.frames_per_s / results[0].frames_per_s);
   }
+  std::printf("\n1M vertices, LBS, float32 (%.0f MB a frame), one frame in flight, the client copying each frame out:\n",
+              big_bytes / 1e6);
+  std::printf("%-26s %10.1f frames/s (server compute %.0f us a frame)\n%-26s %10.1f frames/s (server compute %.0f us a frame)\n%-26s %10.2f\n",
+              "positions in the response", shm_fps[0], compute[0] / big_frames, "positions in shared memory", shm_fps[1],
+              compute[1] / big_frames, "shared memory / bytes", shm_fps[1] / shm_fps[0]);
   return 0;
 }

@@ -40,6 +40,9 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
     if (st.ok() && Quantized(self->job_.session->encoding)) {
       st = EncodeQuantizedPositions(self->job_, nullptr, true, self->resp_->mutable_quantization());
     }
+    if (st.ok() && self->job_.shm) {
+      st = PlaceInSharedMemory(self->job_, self->req_->outputs().shared_memory(), self->resp_->mutable_shared_positions());
+    }
     if (!st.ok()) self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
     self->resp_->set_compute_ns(self->job_.out.compute_ns);
     self->resp_->set_method(static_cast<v1::Method>(self->job_.out.method));
@@ -225,6 +228,9 @@ class Service::StreamCall final
     if (st.ok() && Quantized(self->job_.session->encoding)) {
       st = EncodeQuantizedPositions(self->job_, &self->encoder_, self->current_.key_frame(), resp.mutable_quantization());
     }
+    if (st.ok() && self->job_.shm) {
+      st = PlaceInSharedMemory(self->job_, self->current_.outputs().shared_memory(), resp.mutable_shared_positions());
+    }
     if (st.ok()) {
       resp.clear_error();
       resp.set_compute_ns(self->job_.out.compute_ns);
@@ -233,6 +239,7 @@ class Service::StreamCall final
       // A bad frame does not end the stream: its response carries the error.
       resp.clear_positions();
       resp.clear_quantization();
+      resp.clear_shared_positions();
       resp.set_vertex_count(0);
       resp.mutable_error()->set_code(static_cast<int>(st.code()));
       resp.mutable_error()->set_message(std::string(st.message()));
@@ -493,6 +500,25 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
   job.reset = req.reset();
   job.frame = req.frame();
   job.want = req.outputs();
+  if (req.outputs().has_shared_memory()) {
+    const v1::SharedMemoryTarget& t = req.outputs().shared_memory();
+    job.shm = shared_memory_.Find(t.region_id());
+    if (!job.shm) {
+      return absl::NotFoundError(absl::StrCat("outputs.shared_memory.region_id: no region \"",
+                                              t.region_id().substr(0, 64), "\" (register it first)"));
+    }
+    const size_t floats = session.rig->rig->positions.size();
+    const uint64_t fixed = session.encoding == v1::OUTPUT_ENCODING_FLOAT32 ? 4 * floats
+                           : session.encoding == v1::OUTPUT_ENCODING_DELTA  ? 0  // known once encoded
+                                                                            : 2 * floats;
+    if (t.offset() % 4 != 0 || t.offset() > job.shm->bytes || fixed > job.shm->bytes - t.offset()) {
+      return absl::InvalidArgumentError(absl::StrCat("outputs.shared_memory.offset: ", t.offset(), " (+ ", fixed,
+                                                     " bytes of positions) is not a multiple of 4 inside the region's ",
+                                                     job.shm->bytes, " bytes"));
+    }
+    job.shm_offset = t.offset();
+    job.shm_direct = session.encoding == v1::OUTPUT_ENCODING_FLOAT32 && session.backend == v1::BACKEND_CPU;
+  }
   const uint64_t last = session.last_frame;
   if (session.stateful && !job.reset && session.has_frame && job.frame <= last) {
     return absl::FailedPreconditionError(
@@ -516,6 +542,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   resp.clear_quality();
   resp.clear_quantization();
   resp.clear_skipped();
+  resp.clear_shared_positions();
   job.Fresh();
   job.session = sessions_.Find(req.session_id(), NowMs());
   if (!job.session) {

@@ -141,7 +141,9 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     if (job.reset) s.deformer->Reset();
     const size_t floats = s.rig->rig->positions.size();
     std::span<float> target;
-    if (s.encoding == v1::OUTPUT_ENCODING_FLOAT32) {  // straight into the response's bytes
+    if (job.shm_direct) {  // straight into the client's shared memory
+      target = std::span<float>(reinterpret_cast<float*>(job.shm->data + job.shm_offset), floats);
+    } else if (s.encoding == v1::OUTPUT_ENCODING_FLOAT32) {  // straight into the response's bytes
       job.out.positions->resize(floats * sizeof(float));
       target = std::span<float>(reinterpret_cast<float*>(job.out.positions->data()), floats);
     } else if (Quantized(s.encoding)) {  // encoded by the call once the frame is done
@@ -242,6 +244,26 @@ void GpuFrames::Completed(void* arg, const absl::Status& status) {
   // `keep` holds the session past it, the callback may end the call and its job.
   const std::shared_ptr<Session> keep = job.session;
   job.done(job.context, status);
+}
+
+absl::Status PlaceInSharedMemory(FrameJob& job, const v1::SharedMemoryTarget& asked, v1::SharedMemoryTarget* placement) {
+  uint64_t bytes = 0;
+  if (job.shm_direct) {
+    bytes = job.session->rig->rig->positions.size() * sizeof(float);
+    job.out.positions->clear();  // a reused response may hold an earlier frame's
+  } else {
+    bytes = job.out.positions->size();
+    if (bytes > job.shm->bytes - job.shm_offset) {
+      return absl::OutOfRangeError(absl::StrCat("outputs.shared_memory: the positions take ", bytes, " bytes; the region has ",
+                                                job.shm->bytes - job.shm_offset, " after offset ", job.shm_offset));
+    }
+    std::memcpy(job.shm->data + job.shm_offset, job.out.positions->data(), bytes);
+    job.out.positions->clear();
+  }
+  placement->set_region_id(asked.region_id());
+  placement->set_offset(job.shm_offset);
+  placement->set_bytes(bytes);
+  return absl::OkStatus();
 }
 
 absl::Status EncodeQuantizedPositions(FrameJob& job, StreamEncoder* stream, bool key_frame,

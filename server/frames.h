@@ -21,6 +21,7 @@
 #include "gpu/backend.h"
 #include "server/metrics.h"
 #include "server/session_manager.h"
+#include "server/shared_memory.h"
 #include "sinew/v1/sinew.pb.h"
 
 namespace sinew::server {
@@ -60,6 +61,12 @@ struct FrameJob {
   // The frame's positions as float32 where the response carries something else: a quantized
   // encoding's input (see EncodeQuantizedPositions), a float16 device frame's quality report.
   std::vector<float> staging_positions;
+  // FrameOutputs.shared_memory: the region (held while the frame runs) and where in it. A CPU
+  // session's float32 frame is deformed straight there (shm_direct); others are copied there
+  // once encoded (PlaceInSharedMemory).
+  std::shared_ptr<SharedMemoryMapping> shm;
+  uint64_t shm_offset = 0;
+  bool shm_direct = false;
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {
@@ -118,6 +125,11 @@ struct StreamEncoder {
 // sent. A non-finite or off-grid vertex fails the frame (the stream's state unchanged).
 absl::Status EncodeQuantizedPositions(FrameJob& job, StreamEncoder* stream, bool key_frame,
                                       v1::Quantization* quantization);
+
+// A finished frame that asked for shared memory: its positions (already there, or the encoded
+// bytes in job.out.positions, moved there) and `placement` saying where. A frame whose encoded
+// positions do not fit fails with OUT_OF_RANGE.
+absl::Status PlaceInSharedMemory(FrameJob& job, const v1::SharedMemoryTarget& asked, v1::SharedMemoryTarget* placement);
 
 // The extras a frame asked for (posed cage, rest cage, joints, vertex states unless the device
 // makes them, normals), from the session's deformer into `out`. Mesh normals come from

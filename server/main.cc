@@ -131,6 +131,11 @@ int main(int argc, char** argv) {
        "keeps them in memory only. Default $XDG_CACHE_HOME/sinew, else $HOME/.cache/sinew"
        + (o.cache_dir.empty() ? std::string() : " (here " + o.cache_dir + ")"),
        [&](const std::string& v) { o.cache_dir = v; return true; }},
+      {"shared-memory-bytes", "BYTES",
+       "Same-host clients may register POSIX shared-memory objects named /sinew-... "
+       "(RegisterSharedMemory) for frames to write their positions into; the most bytes mapped at "
+       "once. 0 turns it off. Default 0",
+       Number(o.max_shared_memory_bytes)},
       {"drain-timeout", "SECONDS",
        absl::StrCat("On SIGTERM, how long open streams get to finish. Default ",
                     o.drain_timeout_seconds),

@@ -29,6 +29,10 @@ struct ServerOptions {
   // Character-independent precomputations (implicit skinning's composition operators) are kept
   // here across restarts; empty: in memory only. main() defaults it to the user's cache folder.
   std::string cache_dir;
+  // Same-host shared memory (RegisterSharedMemory): the most bytes of client regions mapped at
+  // once; 0 turns it off. Off by default: a client that may register a region makes the server
+  // write into a shared-memory object of its choosing (names are limited to "/sinew-...").
+  uint64_t max_shared_memory_bytes = 0;
 };
 
 }  // namespace sinew::server

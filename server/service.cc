@@ -38,6 +38,7 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       gpu_frames_(gpu ? std::make_unique<GpuFrames>(*gpu, metrics) : nullptr),
       rigs_(options.max_store_bytes),
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),
+      shared_memory_(options.max_shared_memory_bytes),
       background_(std::max(1u, std::thread::hardware_concurrency())) {}
 
 Service::~Service() = default;
@@ -138,6 +139,23 @@ grpc::ServerUnaryReactor* Service::CloseSession(grpc::CallbackServerContext* ctx
   if (frames.ok()) resp->set_frames(*frames);
   UpdateGauges();
   return Done(ctx, "CloseSession", frames.status());
+}
+
+grpc::ServerUnaryReactor* Service::RegisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                        const v1::RegisterSharedMemoryRequest* req,
+                                                        v1::SharedMemoryRegion* resp) {
+  auto id = shared_memory_.Register(req->name(), req->bytes());
+  if (id.ok()) {
+    resp->set_region_id(*id);
+    resp->set_bytes(req->bytes());
+  }
+  return Done(ctx, "RegisterSharedMemory", id.status());
+}
+
+grpc::ServerUnaryReactor* Service::UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                          const v1::UnregisterSharedMemoryRequest* req,
+                                                          v1::UnregisterSharedMemoryResponse*) {
+  return Done(ctx, "UnregisterSharedMemory", shared_memory_.Unregister(req->region_id()));
 }
 
 bool Service::Register(Drainable* s) {

@@ -23,6 +23,7 @@
 #include "server/rig_store.h"
 #include "gpu/backend.h"
 #include "server/session_manager.h"
+#include "server/shared_memory.h"
 #include "sinew/v1/sinew.grpc.pb.h"
 
 namespace sinew::server {
@@ -69,6 +70,12 @@ class Service final : public v1::Sinew::CallbackService {
                                             v1::SessionState* resp) override;
   grpc::ServerUnaryReactor* SetSessionState(grpc::CallbackServerContext* ctx, const v1::SetSessionStateRequest* req,
                                             v1::Session* resp) override;
+  grpc::ServerUnaryReactor* RegisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                 const v1::RegisterSharedMemoryRequest* req,
+                                                 v1::SharedMemoryRegion* resp) override;
+  grpc::ServerUnaryReactor* UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
+                                                   const v1::UnregisterSharedMemoryRequest* req,
+                                                   v1::UnregisterSharedMemoryResponse* resp) override;
   grpc::ServerUnaryReactor* Deform(grpc::CallbackServerContext* ctx,
                                    const v1::DeformRequest* req,
                                    v1::DeformResponse* resp) override;
@@ -124,7 +131,7 @@ class Service final : public v1::Sinew::CallbackService {
   void StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp, FrameJob& job, FrameDone done,
                    void* context);
   // Decodes a DeformRequest's inputs into the session's scratch (its lock held) and the job.
-  static absl::Status DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job);
+  absl::Status DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job);
   void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints);
   // Under the rig's prep_mu.
   static void DescribePreparation(const Preparation& p, int64_t now_ms, v1::Preparation& out);
@@ -144,6 +151,7 @@ class Service final : public v1::Sinew::CallbackService {
   std::string gpu_unavailable_reason_ = "no GPU backend";
   RigStore rigs_;
   SessionManager sessions_;
+  SharedMemoryRegistry shared_memory_;
 
   mutable std::recursive_mutex streams_mu_;
   absl::flat_hash_set<Drainable*> streams_;

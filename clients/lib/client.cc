@@ -1,5 +1,13 @@
 #include "clients/lib/client.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
 #include <cstring>
 #include <future>
 #include <thread>
@@ -343,7 +351,7 @@ wire::Quantization FromProto(const v1::Quantization& p) {
 }
 
 // `delta`: the stream's decoder (null: key frames only).
-absl::Status Decode(const std::string& b, uint32_t vertex_count, v1::OutputEncoding encoding,
+absl::Status Decode(std::string_view b, uint32_t vertex_count, v1::OutputEncoding encoding,
                     const v1::Quantization& quantization, wire::DeltaDecoder* delta, std::vector<float>& out) {
   const size_t floats = size_t{3} * vertex_count;
   out.resize(floats);
@@ -372,6 +380,12 @@ absl::Status Decode(const std::string& b, uint32_t vertex_count, v1::OutputEncod
 }
 }  // namespace
 
+absl::Status InSharedMemory(const v1::DeformResponse& r) {
+  return absl::FailedPreconditionError(absl::StrCat("frame ", r.frame(), ": its positions are in shared-memory region ",
+                                                    r.shared_positions().region_id(),
+                                                    "; decode it with the region (PositionDecoder::Decode with it)"));
+}
+
 absl::Status Skipped(const v1::DeformResponse& r) {
   return absl::FailedPreconditionError(
       absl::StrCat("frame ", r.frame(), " was skipped for a newer one (latest_pose_wins): it has no positions"));
@@ -382,6 +396,7 @@ absl::Status DecodePositions(const v1::DeformResponse& r, std::vector<float>& ou
     return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
   }
   if (r.skipped()) return Skipped(r);
+  if (r.has_shared_positions()) return InSharedMemory(r);
   return Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), nullptr, out);
 }
 
@@ -394,11 +409,78 @@ absl::Status PositionDecoder::Decode(const v1::DeformResponse& r, std::vector<fl
     return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
   }
   if (r.skipped()) return Skipped(r);
+  if (r.has_shared_positions()) return InSharedMemory(r);
   return client::Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), &delta_, out);
+}
+
+absl::Status PositionDecoder::Decode(const v1::DeformResponse& r, const SharedMemory& shm, std::vector<float>& out) {
+  if (r.has_error()) {
+    return absl::Status(static_cast<absl::StatusCode>(r.error().code()), r.error().message());
+  }
+  if (r.skipped()) return Skipped(r);
+  if (!r.has_shared_positions()) return Decode(r, out);
+  auto bytes = shm.Positions(r);
+  if (!bytes.ok()) return bytes.status();
+  return client::Decode(*bytes, r.vertex_count(), r.encoding(), r.quantization(), &delta_, out);
 }
 
 absl::Status PositionDecoder::Decode(const v1::DeformClipResponse& r, std::vector<float>& out) {
   return client::Decode(r.positions(), r.vertex_count(), r.encoding(), r.quantization(), &delta_, out);
+}
+
+absl::StatusOr<std::unique_ptr<SharedMemory>> SharedMemory::Create(Client& client, uint64_t bytes) {
+  static std::atomic<uint64_t> serial{0};
+  const std::string name = absl::StrCat("/sinew-", getpid(), "-", serial.fetch_add(1), "-",
+                                        std::chrono::steady_clock::now().time_since_epoch().count() % 1000000007);
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("shm_open ", name, ": ", std::strerror(errno)));
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int e = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return absl::ResourceExhaustedError(absl::StrCat("ftruncate ", name, " to ", bytes, ": ", std::strerror(e)));
+  }
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (data == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return absl::ResourceExhaustedError(absl::StrCat("mmap ", name, ": ", std::strerror(errno)));
+  }
+  std::unique_ptr<SharedMemory> shm(new SharedMemory(client, name, static_cast<char*>(data), bytes));
+  v1::RegisterSharedMemoryRequest req;
+  req.set_name(name);
+  req.set_bytes(bytes);
+  v1::SharedMemoryRegion region;
+  grpc::ClientContext ctx;
+  if (auto st = FromGrpc(client.stub().RegisterSharedMemory(&ctx, req, &region)); !st.ok()) return st;
+  shm->region_id_ = region.region_id();
+  return shm;
+}
+
+SharedMemory::~SharedMemory() {
+  if (!region_id_.empty()) {
+    v1::UnregisterSharedMemoryRequest req;
+    req.set_region_id(region_id_);
+    v1::UnregisterSharedMemoryResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    (void)client_.stub().UnregisterSharedMemory(&ctx, req, &resp);
+  }
+  munmap(data_, bytes_);
+  shm_unlink(name_.c_str());
+}
+
+absl::StatusOr<std::string_view> SharedMemory::Positions(const v1::DeformResponse& r) const {
+  const v1::SharedMemoryTarget& p = r.shared_positions();
+  if (p.region_id() != region_id_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared_positions.region_id: \"", p.region_id(), "\" is not this region (\"", region_id_, "\")"));
+  }
+  if (p.offset() > bytes_ || p.bytes() > bytes_ - p.offset()) {
+    return absl::DataLossError(absl::StrCat("shared_positions: ", p.bytes(), " bytes at ", p.offset(), " leave the region's ",
+                                            bytes_));
+  }
+  return std::string_view(data_ + p.offset(), p.bytes());
 }
 
 void ClipToProto(const Clip& clip, v1::Clip& out) {

@@ -107,6 +107,33 @@ void ClipToProto(const Clip& clip, v1::Clip& out);
 absl::Status DecodePositions(const v1::DeformResponse& response, std::vector<float>& out);
 absl::Status DecodePositions(const v1::DeformClipResponse& response, std::vector<float>& out);
 
+class Client;
+
+// Same-host frames through shared memory (RegisterSharedMemory; the server must run with
+// --shared-memory-bytes): creates a POSIX shared-memory object of `bytes`, has the server map it,
+// and unregisters and unlinks it when destroyed. Frames name it in FrameOutputs.shared_memory
+// (region_id(), an offset) and their positions arrive here instead of in the response.
+class SharedMemory {
+ public:
+  static absl::StatusOr<std::unique_ptr<SharedMemory>> Create(Client& client, uint64_t bytes);
+  ~SharedMemory();
+  SharedMemory(const SharedMemory&) = delete;
+  SharedMemory& operator=(const SharedMemory&) = delete;
+  const std::string& region_id() const { return region_id_; }
+  const char* data() const { return data_; }
+  uint64_t bytes() const { return bytes_; }
+  // The bytes a response placed here (DeformResponse.shared_positions), checked against the region.
+  absl::StatusOr<std::string_view> Positions(const v1::DeformResponse& response) const;
+
+ private:
+  SharedMemory(Client& client, std::string name, char* data, uint64_t bytes)
+      : client_(client), name_(std::move(name)), data_(data), bytes_(bytes) {}
+  Client& client_;
+  std::string name_, region_id_;
+  char* data_;
+  uint64_t bytes_;
+};
+
 // Positions of one stream's responses (a StreamDeform stream of one session, or a DeformClip
 // batch), every encoding: keeps what OUTPUT_ENCODING_DELTA's frames are decoded against. Give it
 // every frame of the stream in order; after an error (a frame missed, bytes damaged) ask the
@@ -115,6 +142,8 @@ absl::Status DecodePositions(const v1::DeformClipResponse& response, std::vector
 class PositionDecoder {
  public:
   absl::Status Decode(const v1::DeformResponse& response, std::vector<float>& out);
+  // The same for frames whose positions may be in `shm` (DeformResponse.shared_positions).
+  absl::Status Decode(const v1::DeformResponse& response, const SharedMemory& shm, std::vector<float>& out);
   absl::Status Decode(const v1::DeformClipResponse& response, std::vector<float>& out);
   void Reset() { delta_.Reset(); }
 

@@ -1115,6 +1115,92 @@ TEST_F(Service, LatestPoseWinsSkipsOnlyFramesANewerOneReplaced) {
   EXPECT_EQ(skipped_after - std::max(0.0, skipped_before), skipped);
 }
 
+// Same-host shared memory: frames write their positions into a region the client registered
+// (two slots used in turn) and carry only where; the bytes equal those a frame sends on the wire,
+// for float32 (deformed straight into the region) and float16; bad targets name their field.
+TEST(SharedMemory, FramesWriteIntoTheClientsRegionAndEqualTheWire) {
+  ServerProcess server({"--shared-memory-bytes", "16000000"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  const LimbOptions limb = LimbOf(20000, 4, 4);
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  const Skeleton sk = LimbSkeleton(limb);
+  const uint64_t frame_bytes = 20000 * 12;
+  auto shm = client::SharedMemory::Create(c, 2 * frame_bytes);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
+    SCOPED_TRACE(v1::OutputEncoding_Name(encoding));
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_DQS);
+    req.set_encoding(encoding);
+    auto session = c.CreateSession(req);
+    ASSERT_TRUE(session.ok());
+    auto stream = c.OpenStream();
+    client::PositionDecoder decoder;
+    for (int f = 0; f < 6; ++f) {
+      const Pose pose = LimbPose(sk, f / 6.0);
+      v1::DeformRequest r = Frame(session->session_id(), f, pose);
+      v1::DeformResponse wire, shared;
+      ASSERT_TRUE(stream->Write(r) && stream->Read(&wire));
+      r.mutable_outputs()->mutable_shared_memory()->set_region_id((*shm)->region_id());
+      r.mutable_outputs()->mutable_shared_memory()->set_offset((f % 2) * frame_bytes);
+      ASSERT_TRUE(stream->Write(r) && stream->Read(&shared));
+      ASSERT_FALSE(shared.has_error()) << shared.error().message();
+      EXPECT_TRUE(shared.positions().empty());
+      EXPECT_EQ(shared.shared_positions().offset(), (f % 2) * frame_bytes);
+      auto bytes = (*shm)->Positions(shared);
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      EXPECT_EQ(*bytes, wire.positions()) << "frame " << f;
+      std::vector<float> a, b;
+      ASSERT_TRUE(decoder.Decode(shared, **shm, a).ok());
+      ASSERT_TRUE(client::DecodePositions(wire, b).ok());
+      EXPECT_EQ(a, b);
+      EXPECT_EQ(client::DecodePositions(shared, b).code(), absl::StatusCode::kFailedPrecondition);
+    }
+    // Bad targets: the frame fails, naming the field; the stream goes on.
+    v1::DeformRequest bad = Frame(session->session_id(), 9, LimbPose(sk, 0.5));
+    bad.mutable_outputs()->mutable_shared_memory()->set_region_id((*shm)->region_id());
+    bad.mutable_outputs()->mutable_shared_memory()->set_offset(2 * frame_bytes - 8);  // 8 bytes left
+    v1::DeformResponse resp;
+    ASSERT_TRUE(stream->Write(bad) && stream->Read(&resp));
+    EXPECT_EQ(resp.error().code(), int(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(resp.error().message(), HasSubstr("outputs.shared_memory.offset"));
+    bad.mutable_outputs()->mutable_shared_memory()->set_region_id("shm-nope");
+    ASSERT_TRUE(stream->Write(bad) && stream->Read(&resp));
+    EXPECT_EQ(resp.error().code(), int(absl::StatusCode::kNotFound));
+    EXPECT_THAT(resp.error().message(), HasSubstr("outputs.shared_memory.region_id"));
+    EXPECT_TRUE(stream->Close().ok());
+  }
+  // Registration is checked: names, sizes, the server's limit.
+  v1::RegisterSharedMemoryRequest reg;
+  v1::SharedMemoryRegion region;
+  reg.set_name("/etc-passwd");
+  reg.set_bytes(10);
+  grpc::ClientContext c1;
+  EXPECT_EQ(c.stub().RegisterSharedMemory(&c1, reg, &region).error_code(), grpc::INVALID_ARGUMENT);
+  reg.set_name("/sinew-does-not-exist");
+  grpc::ClientContext c2;
+  EXPECT_EQ(c.stub().RegisterSharedMemory(&c2, reg, &region).error_code(), grpc::NOT_FOUND);
+  auto too_big = client::SharedMemory::Create(c, 20'000'000);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_big.status().message()), HasSubstr("--shared-memory-bytes"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(SharedMemory, IsOffUnlessTheServerAllowsIt) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  auto shm = client::SharedMemory::Create(c, 4096);
+  EXPECT_EQ(shm.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(shm.status().message()), HasSubstr("--shared-memory-bytes"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST_F(Service, UnknownIdsAreNotFound) {
   v1::DeformRequest req;
   req.set_session_id("s-nope");
