@@ -317,6 +317,24 @@ TEST(Skinning, MethodsNeedWeights) {
 namespace sinew {
 namespace {
 
+// n random rest points (coordinates in [-10, 10]) with random weights on `joints` joints: runs of
+// four influences, then 1..9.
+SkinWeights RandomSkin(int n, int joints, std::mt19937& rng, std::vector<float>& rest) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  SkinWeights w;
+  w.offsets.push_back(0);
+  for (int v = 0; v < n; ++v) {
+    for (int k = 0; k < 3; ++k) rest.push_back(float(10 * u(rng)));
+    const uint32_t m = (v / 50) % 3 == 0 ? 4 : 1 + rng() % 9;
+    for (uint32_t k = 0; k < m; ++k) {
+      w.joints.push_back(uint16_t(rng() % joints));
+      w.weights.push_back(float((u(rng) + 1.2) / m));
+    }
+    w.offsets.push_back(uint32_t(w.joints.size()));
+  }
+  return w;
+}
+
 // LBS's vectorized kernel (core/lbs/lbs.cc) against the portable loop and against a double
 // reference: any influence count (the unrolled four and the others), every vertex of a range
 // including its last (stored differently: the next vertex may belong to another thread), ranges
@@ -325,19 +343,9 @@ TEST(Skinning, LbsKernelEqualsThePortableLoopAndADoubleReference) {
   for (const int joints : {3, 40, 300}) {
     std::mt19937 rng(joints);
     std::uniform_real_distribution<double> u(-1, 1);
-    SkinWeights w;
-    std::vector<float> rest;
     const int n = 2000;
-    w.offsets.push_back(0);
-    for (int v = 0; v < n; ++v) {
-      for (int k = 0; k < 3; ++k) rest.push_back(float(10 * u(rng)));
-      const uint32_t m = (v / 50) % 3 == 0 ? 4 : 1 + rng() % 9;  // runs of four, then 1..9
-      for (uint32_t k = 0; k < m; ++k) {
-        w.joints.push_back(uint16_t(rng() % joints));
-        w.weights.push_back(float((u(rng) + 1.2) / m));
-      }
-      w.offsets.push_back(uint32_t(w.joints.size()));
-    }
+    std::vector<float> rest;
+    const SkinWeights w = RandomSkin(n, joints, rng, rest);
     std::vector<Affine34f> t(joints);
     for (Affine34f& m : t) {
       for (int r = 0; r < 3; ++r) {
@@ -383,19 +391,9 @@ TEST(Skinning, DqsKernelEqualsThePortableLoopAndADoubleReference) {
   for (const int joints : {3, 40, 100}) {
     std::mt19937 rng(joints);
     std::uniform_real_distribution<double> u(-1, 1);
-    SkinWeights w;
-    std::vector<float> rest;
     const int n = 2000;
-    w.offsets.push_back(0);
-    for (int v = 0; v < n; ++v) {
-      for (int k = 0; k < 3; ++k) rest.push_back(float(10 * u(rng)));
-      const uint32_t m = (v / 50) % 3 == 0 ? 4 : 1 + rng() % 9;
-      for (uint32_t k = 0; k < m; ++k) {
-        w.joints.push_back(uint16_t(rng() % joints));
-        w.weights.push_back(float((u(rng) + 1.2) / m));
-      }
-      w.offsets.push_back(uint32_t(w.joints.size()));
-    }
+    std::vector<float> rest;
+    const SkinWeights w = RandomSkin(n, joints, rng, rest);
     std::vector<DualQuat> dq(joints);
     std::vector<Eigen::Quaterniond> rot(joints);
     std::vector<Eigen::Vector3d> tr(joints);
