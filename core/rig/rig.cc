@@ -231,6 +231,9 @@ absl::Status BuildWeights(const WeightsInput& in, size_t vertex_count, size_t jo
           "rig.weights (vertex %d): weights sum to %.6g, not 1 within %g; set "
           "rig.normalize_weights to rescale them", v, sum, limits.weight_sum_tolerance));
     }
+    // Influences below kNegligibleWeight of the vertex's sum are dropped (see rig.h: below float
+    // resolution, and denormal arithmetic costs the skinning kernels a microcode assist each).
+    std::erase_if(row, [&](const auto& r) { return double(r.first) < kNegligibleWeight * sum; });
     // Decreasing weight: the first influence is the dominant one (DQS pivot).
     std::stable_sort(row.begin(), row.end(), [](auto& a, auto& b) { return a.first > b.first; });
     for (auto& [w, j] : row) {

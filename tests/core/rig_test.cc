@@ -1,5 +1,7 @@
 // Rig validation: every bad input is rejected with a message naming the field and the index,
 // and accepted weights are stored compactly as a partition of unity.
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -48,6 +50,26 @@ TEST(Rig, LimbBuildsWithSortedPartitionOfUnity) {
   }
   EXPECT_EQ(rig.skeleton.order.front(), 0);
   EXPECT_NEAR(rig.bbox_max.x(), 3.0f, 1e-6);
+}
+
+// Influences below kNegligibleWeight (1e-12) of their vertex's sum — denormal floats among them,
+// which cost x86 skinning kernels a microcode assist per use — are dropped; larger ones stay.
+TEST(Rig, NegligibleWeightsAreDroppedAndNoDenormalRemains) {
+  RigInput in = Limb();
+  const size_t n = in.rig.vertex_count();
+  in.weights = {};
+  in.weights.influences_per_vertex = 3;
+  for (size_t v = 0; v < n; ++v) {
+    const float tiny = v == 0 ? 1e-9f : 1e-15f;  // 1e-9 is kept, 1e-15 (< 1e-12) is not
+    in.weights.joints.insert(in.weights.joints.end(), {0, 1, 2});
+    in.weights.weights.insert(in.weights.weights.end(), {1.0f, 1e-40f /* denormal */, tiny});
+  }
+  Rig rig = testing::BuildOrDie(std::move(in));
+  EXPECT_EQ(rig.weights.offsets[1] - rig.weights.offsets[0], 2u);  // 1 and 1e-9
+  EXPECT_NEAR(rig.weights.weights[1], 1e-9f, 1e-15);
+  for (size_t v = 1; v < n; ++v) EXPECT_EQ(rig.weights.offsets[v + 1] - rig.weights.offsets[v], 1u) << v;
+  EXPECT_EQ(rig.max_influences, 2u);
+  for (float w : rig.weights.weights) EXPECT_TRUE(std::fpclassify(w) == FP_NORMAL) << w;
 }
 
 TEST(Rig, NonFinitePositionNamesVertex) {
