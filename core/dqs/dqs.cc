@@ -16,11 +16,12 @@ namespace sinew {
 namespace {
 constexpr size_t kGrain = 8192;
 
-#if SINEW_HAVE_AVX2_KERNELS
-// Skeletons up to this many joints get a table of hemisphere signs per call (J² dot products,
+// Skeletons up to this many joints get a table of hemisphere signs per frame (J² dot products,
 // 16 KiB on the stack at 64): one influence is then one xor, one broadcast and one 8-wide
 // multiply-add. Larger ones take the dot product per influence.
 constexpr size_t kSignTableJoints = 64;
+
+#if SINEW_HAVE_AVX2_KERNELS
 
 // sign(dot(real(a), real(b))) as a float's sign bit, from the same float sum the portable loop
 // uses.
@@ -195,26 +196,45 @@ void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out)
   }
 }
 
-void DualQuaternionSkinningRange(std::span<const float> rest, const SkinWeights& weights,
-                                 std::span<const DualQuat> joints, std::span<float> out,
-                                 size_t begin, size_t end) {
+namespace {
+
+// The hemisphere sign table of `joints` into `signs` when it pays (J² dot products, so not for a
+// range tiny next to that, nor past kSignTableJoints); false otherwise.
+bool SignTable(std::span<const DualQuat> joints, size_t vertices, uint32_t* signs) {
+#if SINEW_HAVE_AVX2_KERNELS
+  const size_t J = joints.size();
+  if (!CpuHasAvx2Fma() || J > kSignTableJoints || vertices * 4 < J * J) return false;
+  for (size_t a = 0; a < J; ++a) {
+    for (size_t b = 0; b < J; ++b) signs[a * J + b] = SignBit(joints[b], joints[a]);
+  }
+  return true;
+#else
+  (void)joints, (void)vertices, (void)signs;
+  return false;
+#endif
+}
+
+// A range with a sign table made for the whole frame (null: none).
+void RangeWithSigns(std::span<const float> rest, const SkinWeights& weights, std::span<const DualQuat> joints,
+                    std::span<float> out, size_t begin, size_t end, const uint32_t* signs) {
 #if SINEW_HAVE_AVX2_KERNELS
   if (CpuHasAvx2Fma()) {
-    const size_t J = joints.size();
-    // The sign table costs J² dot products: worth it unless the range is tiny next to that.
-    const bool table = J <= kSignTableJoints && (end - begin) * 4 >= J * J;
-    alignas(64) uint32_t signs[kSignTableJoints * kSignTableJoints];  // 16 KiB
-    if (table) {
-      for (size_t a = 0; a < J; ++a) {
-        for (size_t b = 0; b < J; ++b) signs[a * J + b] = SignBit(joints[b], joints[a]);
-      }
-    }
-    Avx2Range(rest.data(), weights.offsets.data(), weights.joints.data(), weights.weights.data(), joints.data(),
-              table ? signs : nullptr, J, out.data(), begin, end);
+    Avx2Range(rest.data(), weights.offsets.data(), weights.joints.data(), weights.weights.data(), joints.data(), signs,
+              joints.size(), out.data(), begin, end);
     return;
   }
 #endif
+  (void)signs;
   DualQuaternionSkinningPortableRange(rest, weights, joints, out, begin, end);
+}
+
+}  // namespace
+
+void DualQuaternionSkinningRange(std::span<const float> rest, const SkinWeights& weights,
+                                 std::span<const DualQuat> joints, std::span<float> out,
+                                 size_t begin, size_t end) {
+  alignas(64) uint32_t signs[kSignTableJoints * kSignTableJoints];  // 16 KiB
+  RangeWithSigns(rest, weights, joints, out, begin, end, SignTable(joints, end - begin, signs) ? signs : nullptr);
 }
 
 SINEW_VERTEX_LOOP
@@ -283,8 +303,12 @@ void DualQuaternionSkinningPortableRange(std::span<const float> rest, const Skin
 void DualQuaternionSkinning(std::span<const float> rest, const SkinWeights& weights,
                             std::span<const DualQuat> joints, std::span<float> out,
                             ThreadPool* pool) {
+  // One sign table for the frame, read by every chunk (not one per chunk: at 64 joints that was
+  // 4 096 dot products for each 8 192 vertices).
+  alignas(64) uint32_t signs[kSignTableJoints * kSignTableJoints];
+  const uint32_t* table = SignTable(joints, rest.size() / 3, signs) ? signs : nullptr;
   ParallelFor(pool, rest.size() / 3, kGrain, [&](size_t b, size_t e) {
-    DualQuaternionSkinningRange(rest, weights, joints, out, b, e);
+    RangeWithSigns(rest, weights, joints, out, b, e, table);
   });
 }
 

@@ -161,7 +161,9 @@ TEST_P(GpuService, QuantizedEncodingsOfDeviceFramesStayWithinTheirBounds) {
                   bound + 1e-5 * diag)
             << v1::OutputEncoding_Name(encoding) << " frame " << f << " vertex " << i / 3;
       }
-      if (f == 4) EXPECT_NEAR(resp.quality().volume_ratio(), 1.0, 0.2);
+      if (f == 4) {
+        EXPECT_NEAR(resp.quality().volume_ratio(), 1.0, 0.2);
+      }
     }
     EXPECT_TRUE(stream->Close().ok());
   }

@@ -180,7 +180,6 @@ absl::Status NonFinite(size_t i, int axis) {
 
 }  // namespace
 
-size_t MaxPackedBytes(size_t n) { return (n + kBlock - 1) / kBlock * (1 + 2 * 32); }
 
 absl::Status EncodeQuantized16(std::span<const float> xyz, Quantization& q, std::string& out) {
   const size_t n = xyz.size() / 3;

@@ -82,7 +82,4 @@ class DeltaDecoder {
   std::vector<uint32_t> residuals_;
 };
 
-// Bytes of one axis of n values at most (every block at 32 bits): the encoders' reservation.
-size_t MaxPackedBytes(size_t n);
-
 }  // namespace sinew::wire
