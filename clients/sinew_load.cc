@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/support/status.h>
+
 #include "absl/strings/str_format.h"
 #include "clients/lib/args.h"
 #include "clients/lib/methods.h"
@@ -29,6 +31,7 @@ struct SessionResult {
   uint64_t errors = 0;
   uint64_t bytes = 0;  // positions received
   uint64_t skipped = 0;  // --latest-pose-wins: frames the server skipped for a newer one
+  uint64_t shed = 0;     // frames the server answered "overloaded" (its --max-queue-ms)
   std::string first_error;
 };
 
@@ -176,7 +179,14 @@ int main(int argc, char** argv) {
       client::PositionDecoder decoder;  // each frame is decoded, as a client would
       std::vector<float> xyz;
       // One answered frame: its latency from its scheduled send time, its bytes and checks.
+      // A frame shed by the server's admission control is counted apart, without a latency (it
+      // was not deformed).
       auto answered = [&](const v1::DeformResponse& resp, uint64_t f, Clock::time_point scheduled) {
+        if (resp.has_error() && resp.frame() == f && resp.error().code() == int(grpc::StatusCode::UNAVAILABLE) &&
+            resp.error().message().starts_with("overloaded")) {
+          ++r.shed;
+          return;
+        }
         const absl::Status decoded = resp.has_error() ? absl::OkStatus() : decoder.Decode(resp, xyz);
         r.latency.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
         r.bytes += resp.positions().size();
@@ -252,7 +262,7 @@ int main(int argc, char** argv) {
   for (auto& id : ids) (void)c.CloseSession(id);
 
   client::LatencyStats all;
-  uint64_t ok = 0, errors = 0, bytes = 0, skipped = 0;
+  uint64_t ok = 0, errors = 0, bytes = 0, skipped = 0, shed = 0;
   std::string first_error;
   for (auto& r : results) {
     all.Merge(r.latency);
@@ -260,6 +270,7 @@ int main(int argc, char** argv) {
     errors += r.errors;
     bytes += r.bytes;
     skipped += r.skipped;
+    shed += r.shed;
     if (first_error.empty()) first_error = r.first_error;
   }
   const double achieved = ok / std::min(elapsed, duration + 1e-9);
@@ -277,6 +288,7 @@ int main(int argc, char** argv) {
   std::printf("\n  %-22s %12llu\n  %-22s %12llu\n", "frames ok", (unsigned long long)ok, "errors",
               (unsigned long long)errors);
   if (latest) std::printf("  %-22s %12llu\n", "frames skipped", (unsigned long long)skipped);
+  std::printf("  %-22s %12llu\n", "frames shed", (unsigned long long)shed);
   std::printf("  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n", "latency p50 ms",
               p50, "latency p90 ms", p90, "latency p99 ms", p99, "latency max ms", mx);
   const double frame_bytes = ok + errors > 0 ? double(bytes) / double(ok + errors) : 0;
@@ -288,9 +300,11 @@ int main(int argc, char** argv) {
       "{\"sessions\":%lld,\"fps_per_session\":%g,\"duration_s\":%g,\"vertices\":%lld,"
       "\"method\":\"%s\",\"encoding\":\"%s\",\"backend\":\"%s\",\"target_frames_per_s\":%.1f,"
       "\"achieved_frames_per_s\":%.1f,\"frames_ok\":%llu,\"errors\":%llu,"
-      "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f,\"frames_skipped\":%llu}\n",
+      "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f,\"frames_skipped\":%llu,"
+      "\"frames_shed\":%llu}\n",
       sessions, fps, duration, vertices, method, encoding, on, target, achieved,
-      (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes, (unsigned long long)skipped);
+      (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes, (unsigned long long)skipped,
+      (unsigned long long)shed);
   const std::string path = args.Get("json");
   if (path == "-") {
     std::printf("%s", json.c_str());

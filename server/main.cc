@@ -107,6 +107,19 @@ int main(int argc, char** argv) {
        "Threads that deform frames (all sessions share them); 0 = one per hardware thread. "
        "Default 0",
        Number(o.worker_threads)},
+      {"inline-frame-us", "MICROSECONDS",
+       absl::StrCat("A frame of a CPU session whose previous frame took less than this runs on the "
+                    "gRPC thread that received it instead of being handed to a worker (saves a thread "
+                    "hand-off, tens of microseconds); 0 = always the workers. Default ",
+                    o.inline_frame_us),
+       Number(o.inline_frame_us)},
+      {"max-queue-ms", "MILLISECONDS",
+       absl::StrCat("Admission control: a Deform or StreamDeform frame that waited longer than this "
+                    "for a worker is answered UNAVAILABLE (\"overloaded\") without being deformed, "
+                    "keeping latency bounded when clients ask for more than the server can do; 0 = "
+                    "wait as long as it takes. Batches (DeformClip) are never shed. Default ",
+                    o.max_queue_ms),
+       Number(o.max_queue_ms)},
       {"max-message-bytes", "BYTES",
        absl::StrCat("Largest single request message (upload chunks, frames). Default ",
                     o.max_message_bytes),

@@ -8,6 +8,8 @@
 //   sinew_resident_bytes{kind="rig"|"session"}    memory held for rigs and session state
 //   sinew_upload_bytes_total                      rig bytes received
 //   sinew_streams                                 open StreamDeform calls
+//   sinew_frames_waiting / sinew_frames_skipped_total  StreamDeform read-ahead, latest_pose_wins
+//   sinew_frames_shed_total                       frames answered "overloaded" (--max-queue-ms)
 //   sinew_gpu_memory_bytes{device,kind=used|limit|total}, sinew_gpu_utilisation{device},
 //   sinew_gpu_resident{device,kind=rigs|sessions}  GPU devices
 #pragma once
@@ -58,6 +60,8 @@ class Metrics {
   // (latest_pose_wins).
   prometheus::Gauge& frames_waiting() { return *frames_waiting_; }
   prometheus::Counter& frames_skipped() { return *frames_skipped_; }
+  // Admission control: frames answered "overloaded" after waiting longer than --max-queue-ms.
+  prometheus::Counter& frames_shed() { return *frames_shed_; }
 
  private:
   static constexpr int kBackends = 3;  // indexed by v1::Backend value
@@ -77,6 +81,7 @@ class Metrics {
   prometheus::Counter* upload_bytes_;
   prometheus::Gauge* frames_waiting_;
   prometheus::Counter* frames_skipped_;
+  prometheus::Counter* frames_shed_;
   prometheus::Family<prometheus::Gauge>* gpu_memory_;
   prometheus::Family<prometheus::Gauge>* gpu_utilisation_;
   prometheus::Family<prometheus::Gauge>* gpu_residents_;

@@ -61,6 +61,9 @@ absl::Status SinewServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // No SO_REUSEPORT (gRPC's default on Linux): a second server started on a busy port must fail,
+  // not quietly receive a share of the first one's connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &grpc_port_);
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(
@@ -69,7 +72,7 @@ absl::Status SinewServer::Start() {
   server_ = builder.BuildAndStart();
   if (!server_ || grpc_port_ == 0) {
     server_.reset();
-    return absl::UnavailableError(absl::StrCat("grpc: cannot listen on ", options_.listen));
+    return absl::UnavailableError(absl::StrCat("grpc: cannot listen on ", options_.listen, " (in use by another process, or not an address of this host)"));
   }
   server_->GetHealthCheckService()->SetServingStatus(true);
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });

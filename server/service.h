@@ -1,6 +1,6 @@
 // The sinew.v1.Sinew service on gRPC's callback API. Handlers translate and validate; frames
-// run on the bounded worker pool, never on gRPC's threads, and streams hold no thread while
-// idle. The service owns no deformation maths and knows no method: it calls core's registry and
+// run on the bounded worker pool (small ones, under --inline-frame-us, on the gRPC thread that
+// read them), and streams hold no thread while idle. The service owns no deformation maths and knows no method: it calls core's registry and
 // Deformer interface, and every frame takes one path (server/frames.h).
 //
 //   service.cc         the adapter: handlers, rigs, sessions listing, drain
@@ -127,9 +127,15 @@ class Service final : public v1::Sinew::CallbackService {
                                                                      const DeviceStage& stage,
                                                                      std::shared_ptr<const MethodParams> params);
   // Finds the request's session, decodes its inputs and runs it on the session's backend into
-  // `resp`; done(context, status) is called once. `job` must outlive that.
+  // `resp`; done(context, status) is called once. `job` must outlive that. `queued_at`: when the
+  // frame was handed to the worker pool (default: it was not); a frame that waited there longer
+  // than --max-queue-ms is answered UNAVAILABLE without being deformed (admission control).
   void StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp, FrameJob& job, FrameDone done,
-                   void* context);
+                   void* context, std::chrono::steady_clock::time_point queued_at = {});
+  // Whether a Deform or StreamDeform frame runs on the gRPC thread that read it rather than on
+  // the pool: its session is on the CPU and its last frame took less than --inline-frame-us
+  // (and it asks for no quality report, whose cost the last frame does not tell).
+  bool RunsInline(const v1::DeformRequest& req);
   // Decodes a DeformRequest's inputs into the session's scratch (its lock held) and the job.
   absl::Status DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job);
   void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints);

@@ -40,6 +40,9 @@ struct Session {
   int64_t created_ms = 0;
   std::atomic<int64_t> last_used_ms{0};
   std::atomic<uint64_t> frames{0};
+  // Compute time of its last frame (ns; the maximum until one has run): small frames run on the
+  // gRPC thread that read them (ServerOptions::inline_frame_us).
+  std::atomic<uint64_t> last_compute_ns{UINT64_MAX};
 
   // Held while a frame runs: frames of one session never overlap.
   std::mutex mu;

@@ -94,6 +94,21 @@ TEST(Lifecycle, LimitsGiveResourceExhausted) {
 // A session unused for longer than --session-idle-ttl is closed; one used more often stays.
 // Whether the server sweeps a session depends on how long the client really waited between
 // uses, so the test measures that and asserts the rule for what happened.
+// A second server on a port that is already served fails to start and says why, instead of
+// binding it too (gRPC's default SO_REUSEPORT would have the kernel split new connections between
+// the two: found when a benchmark's stale server answered part of a load test).
+TEST(Lifecycle, SecondServerOnABusyPortFailsToStart) {
+  ServerProcess first;
+  ASSERT_TRUE(first.started());
+  std::string out, err;
+  const int code = RunProcess({SINEW_SERVER_PATH, "--listen", first.target(), "--metrics-listen", "", "--gpu", "off"},
+                              &out, &err);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(err, ::testing::HasSubstr("cannot listen on " + first.target())) << err;
+  EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("grpc listening")));
+  EXPECT_TRUE(first.Running());
+}
+
 TEST(Lifecycle, IdleSessionsExpire) {
   ServerProcess server({"--session-idle-ttl", "2"});
   ASSERT_TRUE(server.started());

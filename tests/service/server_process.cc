@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <regex>
 #include <thread>
 
@@ -24,9 +25,14 @@ ServerProcess::ServerProcess(const std::vector<std::string>& extra_args) {
                                    "--metrics-listen", "127.0.0.1:0"};
   // The CPU backend unless the test names one: the suites compare with core bit for bit, and a
   // machine with a GPU would otherwise put their AUTO sessions on it (GpuService asks for it).
-  bool gpu = false;
-  for (const std::string& a : extra_args) gpu |= a == "--gpu" || a.rfind("--gpu=", 0) == 0;
-  if (!gpu) args.insert(args.end(), {"--gpu", "off"});
+  // Likewise no admission control unless the test names it: a loaded CI machine may keep a frame
+  // waiting longer than the production default, and the suites assert every frame's positions.
+  auto named = [&](const std::string& flag) {
+    return std::any_of(extra_args.begin(), extra_args.end(),
+                       [&](const std::string& a) { return a == flag || a.rfind(flag + "=", 0) == 0; });
+  };
+  if (!named("--gpu")) args.insert(args.end(), {"--gpu", "off"});
+  if (!named("--max-queue-ms")) args.insert(args.end(), {"--max-queue-ms", "0"});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
   if (pid_ == 0) {

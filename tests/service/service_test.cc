@@ -1115,6 +1115,67 @@ TEST_F(Service, LatestPoseWinsSkipsOnlyFramesANewerOneReplaced) {
   EXPECT_EQ(skipped_after - std::max(0.0, skipped_before), skipped);
 }
 
+// Admission control (--max-queue-ms): one worker, four streams each sending eight frames ahead
+// (DQS on 200k vertices, about a millisecond each), so frames of different streams wait for the
+// worker behind each other's, longer than the 1 ms allowed. Those are answered UNAVAILABLE
+// ("overloaded", naming the flag) without positions; every frame is still answered exactly once
+// and in order, every deformed one equals core's, and sinew_frames_shed_total counts the shed
+// ones. (With four frames always queued for one worker, at least one waits past 1 ms unless the
+// client's writes are spread over more than the whole run; the suites' other servers run with
+// --max-queue-ms 0.)
+TEST(AdmissionControl, FramesThatWaitedTooLongAreShedAndTheRestAreExact) {
+  ServerProcess server({"--worker-threads", "1", "--max-queue-ms", "1"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  const LimbOptions limb = LimbOf(200000, 4, 4);
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const Skeleton sk = LimbSkeleton(limb);
+  constexpr int kStreams = 4, kFrames = 8;
+  std::vector<std::string> sessions;
+  std::vector<std::unique_ptr<client::FrameStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_DQS);
+    auto session = c.CreateSession(req);
+    ASSERT_TRUE(session.ok()) << session.status();
+    sessions.push_back(session->session_id());
+    streams.push_back(c.OpenStream());
+  }
+  for (int f = 0; f < kFrames; ++f) {
+    for (int i = 0; i < kStreams; ++i) ASSERT_TRUE(streams[i]->Write(Frame(sessions[i], f, LimbPose(sk, f / 8.0))));
+  }
+  std::vector<std::vector<float>> ref(kFrames);
+  for (int f = 0; f < kFrames; ++f) ref[f] = CoreDeform(limb, "dqs", LimbPose(sk, f / 8.0));
+  int shed = 0;
+  for (int i = 0; i < kStreams; ++i) {
+    streams[i]->WritesDone();
+    v1::DeformResponse r;
+    std::vector<float> got;
+    for (int f = 0; f < kFrames; ++f) {
+      ASSERT_TRUE(streams[i]->Read(&r)) << "stream " << i << " frame " << f;
+      ASSERT_EQ(r.frame(), uint64_t(f));
+      if (r.has_error()) {
+        ++shed;
+        EXPECT_EQ(r.error().code(), int(grpc::StatusCode::UNAVAILABLE)) << r.error().message();
+        EXPECT_THAT(r.error().message(), ::testing::HasSubstr("overloaded"));
+        EXPECT_THAT(r.error().message(), ::testing::HasSubstr("--max-queue-ms 1"));
+        EXPECT_TRUE(r.positions().empty());
+        continue;
+      }
+      ASSERT_TRUE(client::DecodePositions(r, got).ok());
+      EXPECT_EQ(got, ref[f]) << "stream " << i << " frame " << f;
+    }
+    EXPECT_FALSE(streams[i]->Read(&r));
+    EXPECT_TRUE(streams[i]->Close().ok());
+  }
+  std::printf("%d of %d frames shed\n", shed, kStreams * kFrames);
+  EXPECT_GT(shed, 0);
+  EXPECT_EQ(MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_frames_shed_total"), shed);
+}
+
 // Same-host shared memory: frames write their positions into a region the client registered
 // (two slots used in turn) and carry only where; the bytes equal those a frame sends on the wire,
 // for float32 (deformed straight into the region) and float16; bad targets name their field.
