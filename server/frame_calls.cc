@@ -551,7 +551,8 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
                                                      job.shm->bytes, " bytes"));
     }
     job.shm_offset = t.offset();
-    job.shm_direct = session.encoding == v1::OUTPUT_ENCODING_FLOAT32 && session.backend == v1::BACKEND_CPU;
+    job.shm_direct = session.backend == v1::BACKEND_GPU ? !Quantized(session.encoding)
+                                                        : session.encoding == v1::OUTPUT_ENCODING_FLOAT32;
   }
   const uint64_t last = session.last_frame;
   if (session.stateful && !job.reset && session.has_frame && job.frame <= last) {

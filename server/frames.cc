@@ -192,6 +192,9 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   if (Quantized(s.encoding)) {  // float32 into the staging, encoded by the call once the frame is done
     job.staging_positions.resize(3 * vertices);
     output.positions = reinterpret_cast<char*>(job.staging_positions.data());
+  } else if (job.shm_direct) {  // from the device straight into the client's shared memory
+    job.out.positions->clear();
+    output.positions = job.shm->data + job.shm_offset;
   } else {
     job.out.positions->resize(3 * vertices * (f16 ? 2 : 4));
     output.positions = job.out.positions->data();
@@ -226,7 +229,11 @@ void GpuFrames::Completed(void* arg, const absl::Status& status) {
   if (status.ok() && job.device_normals) EncodeNormals(job.staging_normals, job.want.normal_encoding(), job.out.normals);
   if (status.ok() && job.want.quality() && job.out.quality) {
     // On this completion thread, without the pool: an optional diagnostic (FrameOutputs.quality).
-    const std::string& bytes = *job.out.positions;
+    const size_t floats = job.session->rig->rig->positions.size();
+    const std::string_view bytes =
+        job.shm_direct ? std::string_view(job.shm->data + job.shm_offset,
+                                          floats * (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16 ? 2 : 4))
+                       : std::string_view(*job.out.positions);
     std::vector<float>& p = job.staging_positions;
     if (Quantized(job.session->encoding)) {
       // already float32 in the staging
@@ -250,7 +257,8 @@ void GpuFrames::Completed(void* arg, const absl::Status& status) {
 absl::Status PlaceInSharedMemory(FrameJob& job, const v1::SharedMemoryTarget& asked, v1::SharedMemoryTarget* placement) {
   uint64_t bytes = 0;
   if (job.shm_direct) {
-    bytes = job.session->rig->rig->positions.size() * sizeof(float);
+    const bool f16 = job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16;
+    bytes = job.session->rig->rig->positions.size() * (f16 ? sizeof(uint16_t) : sizeof(float));
     job.out.positions->clear();  // a reused response may hold an earlier frame's
   } else {
     bytes = job.out.positions->size();

@@ -62,8 +62,9 @@ struct FrameJob {
   // encoding's input (see EncodeQuantizedPositions), a float16 device frame's quality report.
   std::vector<float> staging_positions;
   // FrameOutputs.shared_memory: the region (held while the frame runs) and where in it. A CPU
-  // session's float32 frame is deformed straight there (shm_direct); others are copied there
-  // once encoded (PlaceInSharedMemory).
+  // session's float32 frame is deformed straight there, and a GPU session's float32 or float16
+  // frame is copied there from the device (shm_direct); others are copied there once encoded
+  // (PlaceInSharedMemory).
   std::shared_ptr<SharedMemoryMapping> shm;
   uint64_t shm_offset = 0;
   bool shm_direct = false;

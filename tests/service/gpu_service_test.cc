@@ -24,7 +24,8 @@ using ::testing::HasSubstr;
 class GpuService : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--gpu", GetParam()});
+    server_ = std::make_unique<ServerProcess>(
+        std::vector<std::string>{"--gpu", GetParam(), "--shared-memory-bytes", "16000000"});
     ASSERT_TRUE(server_->started());
     client_ = std::make_unique<client::Client>(server_->target());
     ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
@@ -74,6 +75,54 @@ class GpuService : public ::testing::TestWithParam<const char*> {
 };
 INSTANTIATE_TEST_SUITE_P(Devices, GpuService, ::testing::Values("emulate", "auto"),
                          [](const auto& info) { return std::string(info.param) == "emulate" ? "Emulated" : "Cuda"; });
+
+// Same-host shared memory from the device: a GPU session's float32 and float16 frames are copied
+// from the device straight into the client's region (no copy through the response) and equal the
+// bytes the same session sends on the wire; a quality report read from the region equals the
+// one of the wire frame.
+TEST_P(GpuService, SharedMemoryFramesOfDeviceSessionsEqualTheWire) {
+  const LimbOptions limb = LimbOf(20000, 4, 4);
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok());
+  const Skeleton sk = LimbSkeleton(limb);
+  const uint64_t frame_bytes = 20000 * 12;
+  auto shm = client::SharedMemory::Create(*client_, 2 * frame_bytes);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
+    SCOPED_TRACE(v1::OutputEncoding_Name(encoding));
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_DQS);
+    req.set_backend(v1::BACKEND_GPU);
+    req.set_encoding(encoding);
+    auto session = client_->CreateSession(req);
+    ASSERT_TRUE(session.ok()) << session.status();
+    ASSERT_EQ(session->backend(), v1::BACKEND_GPU);
+    auto stream = client_->OpenStream();
+    for (int f = 0; f < 4; ++f) {
+      v1::DeformRequest r = Frame(session->session_id(), f, LimbPose(sk, f / 4.0));
+      r.mutable_outputs()->set_quality(f == 3);
+      v1::DeformResponse wire, shared;
+      ASSERT_TRUE(stream->Write(r) && stream->Read(&wire));
+      ASSERT_FALSE(wire.has_error()) << wire.error().message();
+      r.mutable_outputs()->mutable_shared_memory()->set_region_id((*shm)->region_id());
+      r.mutable_outputs()->mutable_shared_memory()->set_offset((f % 2) * frame_bytes);
+      ASSERT_TRUE(stream->Write(r) && stream->Read(&shared));
+      ASSERT_FALSE(shared.has_error()) << shared.error().message();
+      EXPECT_TRUE(shared.positions().empty());
+      EXPECT_EQ(shared.shared_positions().bytes(), wire.positions().size());
+      auto bytes = (*shm)->Positions(shared);
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      EXPECT_EQ(*bytes, wire.positions()) << "frame " << f;
+      if (f == 3) {
+        ASSERT_TRUE(shared.has_quality() && wire.has_quality());
+        EXPECT_EQ(shared.quality().SerializeAsString(), wire.quality().SerializeAsString());
+        EXPECT_GT(shared.quality().volume_ratio(), 0.5);
+      }
+    }
+    EXPECT_TRUE(stream->Close().ok());
+  }
+}
 
 TEST_P(GpuService, GpuSessionsEqualCpuSessions) {
   const LimbOptions limb = LimbOf(20000, 4, 4);
