@@ -160,6 +160,8 @@ absl::StatusOr<Clip> ClipFromProto(const v1::Clip& c, size_t joint_count) {
     if (!(st = Unpack(t.scale_times(), 1, out.scale_times, f + ".scale_times")).ok()) return st;
     if (!(st = Unpack(t.scales(), 1, values, f + ".scales")).ok()) return st;
     out.scales.assign(values.begin(), values.end());
+    // Named by the message's track index, not by the joint the track drives.
+    if (!(st = ValidateJointTrack(out, f)).ok()) return st;
   }
   if (auto st = ValidateClip(clip, joint_count); !st.ok()) return st;
   return clip;

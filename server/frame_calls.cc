@@ -383,14 +383,17 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     } else {
       return absl::InvalidArgumentError("source: give a clip (with frames_per_second) or poses");
     }
-    if (total > kMaxFrames) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("clip: ", total, " frames; one batch holds at most ", kMaxFrames));
-    }
     response_.set_total_frames(total);
     next_ = req_->first_frame();
     end_ = total;
-    if (req_->max_frames() > 0) end_ = std::min<uint64_t>(end_, next_ + req_->max_frames());
+    if (req_->max_frames() > 0 && req_->max_frames() < end_ - std::min(end_, next_)) end_ = next_ + req_->max_frames();
+    // What this batch sends is bounded, not the clip: a long clip is played in parts.
+    const uint64_t asked = end_ > next_ ? end_ - next_ : 0;
+    if (asked > kMaxFrames) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "max_frames: this batch asks for ", asked, " frames (", next_, " to ", end_, " of ", total,
+          "); one batch sends at most ", kMaxFrames, ": split it with first_frame and max_frames"));
+    }
     if (req_->has_poses()) {
       time_step_ = req_->time_step();
       if (!(time_step_ >= 0 && time_step_ <= kMaxTimeStep)) {
@@ -401,6 +404,11 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       time_step_ = 1 / fps_;
     }
     std::lock_guard lock(session_->mu);
+    if (session_->stateful && next_ < end_ && next_ > kMaxFrames) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "first_frame: ", next_, "; this history-dependent session replays the frames before first_frame, at most ",
+          kMaxFrames));
+    }
     if (session_->stateful && next_ < end_) {
       // A history-dependent method plays the clip from its rest state, and a resumed batch
       // replays the frames before first_frame without sending them, so that its frames equal

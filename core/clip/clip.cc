@@ -53,29 +53,30 @@ absl::Status ValidateClip(const Clip& clip, size_t joint_count) {
                                                    " tracks for a rig of ", joint_count, " joints"));
   }
   for (size_t j = 0; j < clip.tracks.size(); ++j) {
-    const JointTrack& tr = clip.tracks[j];
-    const std::string f = absl::StrCat("clip.tracks[", j, "]");
-    absl::Status st;
-    if (!(st = CheckTimes(tr.translation_times, tr.translations.size(), f + ".translation_times")).ok()) return st;
-    if (!(st = CheckTimes(tr.rotation_times, tr.rotations.size(), f + ".rotation_times")).ok()) return st;
-    if (!(st = CheckTimes(tr.scale_times, tr.scales.size(), f + ".scale_times")).ok()) return st;
-    for (size_t i = 0; i < tr.translations.size(); ++i) {
-      if (!tr.translations[i].allFinite()) {
-        return absl::InvalidArgumentError(absl::StrCat(f, ".translations[", i, "]: not finite"));
-      }
+    if (auto st = ValidateJointTrack(clip.tracks[j], absl::StrCat("clip.tracks[", j, "]")); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJointTrack(const JointTrack& tr, const std::string& f) {
+  absl::Status st;
+  if (!(st = CheckTimes(tr.translation_times, tr.translations.size(), f + ".translation_times")).ok()) return st;
+  if (!(st = CheckTimes(tr.rotation_times, tr.rotations.size(), f + ".rotation_times")).ok()) return st;
+  if (!(st = CheckTimes(tr.scale_times, tr.scales.size(), f + ".scale_times")).ok()) return st;
+  for (size_t i = 0; i < tr.translations.size(); ++i) {
+    if (!tr.translations[i].allFinite()) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ".translations[", i, "]: not finite"));
     }
-    for (size_t i = 0; i < tr.rotations.size(); ++i) {
-      const double n = tr.rotations[i].norm();
-      if (!std::isfinite(n) || std::abs(n - 1) > 1e-3) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s.rotations[%d]: quaternion has norm %g, not 1", f, i, n));
-      }
+  }
+  for (size_t i = 0; i < tr.rotations.size(); ++i) {
+    const double n = tr.rotations[i].norm();
+    if (!std::isfinite(n) || std::abs(n - 1) > 1e-3) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s.rotations[%d]: quaternion has norm %g, not 1", f, i, n));
     }
-    for (size_t i = 0; i < tr.scales.size(); ++i) {
-      if (!std::isfinite(tr.scales[i]) || tr.scales[i] <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s.scales[%d]: %g is not a positive scale", f, i, tr.scales[i]));
-      }
+  }
+  for (size_t i = 0; i < tr.scales.size(); ++i) {
+    if (!std::isfinite(tr.scales[i]) || tr.scales[i] <= 0) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s.scales[%d]: %g is not a positive scale", f, i, tr.scales[i]));
     }
   }
   return absl::OkStatus();
@@ -134,7 +135,10 @@ void SampleCageClip(const CageClip& clip, double t, std::vector<float>& out) {
 
 size_t ClipFrameCount(const Clip& clip, double fps) {
   if (!(fps > 0)) return 1;
-  return static_cast<size_t>(std::floor(clip.duration * fps + 1e-9)) + 1;
+  const double frames = std::floor(clip.duration * fps + 1e-9);
+  // Saturates instead of overflowing for absurd durations (callers bound what they play).
+  if (!(frames < 1e18)) return static_cast<size_t>(1e18);
+  return static_cast<size_t>(frames) + 1;
 }
 
 }  // namespace sinew

@@ -37,8 +37,11 @@ struct Clip {
 
 // Checks key counts, ordering, finiteness, unit quaternions and positive scales against a rig
 // of `joint_count` joints. INVALID_ARGUMENT names the field, e.g.
-// "clip.tracks[3].rotations[5]".
+// "clip.tracks[3].rotations[5]" (tracks are indexed by joint here).
 absl::Status ValidateClip(const Clip& clip, size_t joint_count);
+// The same checks for one track, its fields named under `field` (e.g. "clip.tracks[0]" for the
+// first track of a file or message, whichever joint it drives).
+absl::Status ValidateJointTrack(const JointTrack& track, const std::string& field);
 
 // Local-space pose at time `t` seconds (clamped to [0, duration]) into `out`, reusing its
 // storage. `clip` must have passed ValidateClip for this skeleton.

@@ -336,6 +336,46 @@ TEST(DeformClipRpc, BadRequestsNameTheField) {
   clip_req.set_max_frames(0);
   EXPECT_TRUE(run(clip_req, &n).ok());
   EXPECT_EQ(n, 0u);
+
+  // Issue 17: a long clip (1e6 s at 30 frames/s, 30 000 001 frames) is played in parts: ten
+  // frames from frame 5 are fine; asking for all of it names max_frames.
+  clip_req.mutable_clip()->mutable_clip()->set_duration_seconds(1e6);
+  clip_req.set_first_frame(5);
+  clip_req.set_max_frames(10);
+  EXPECT_TRUE(run(clip_req, &n).ok());
+  EXPECT_EQ(n, 10u);
+  clip_req.set_first_frame(0);
+  clip_req.set_max_frames(0);
+  st = run(clip_req, &n);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("max_frames: this batch asks for 30000001 frames"));
+  clip_req.mutable_clip()->mutable_clip()->set_duration_seconds(1e300);  // saturates, no overflow
+  clip_req.set_first_frame(uint64_t{1} << 40);
+  clip_req.set_max_frames(uint64_t{1} << 63);
+  EXPECT_EQ(run(clip_req, &n).code(), absl::StatusCode::kResourceExhausted);
+  clip_req.mutable_clip()->mutable_clip()->set_duration_seconds(1);
+
+  // Issue 17: errors name the track by its index in the message, not by the joint it drives
+  // (the first track here drives joint 1).
+  v1::JointTrack* track = clip_req.mutable_clip()->mutable_clip()->add_tracks();
+  track->set_joint(1);
+  const double times[2] = {0, 0.5};
+  const float rotations[8] = {0, 0, 0, 1, 0, 0, 0, 2};  // the second is not a unit quaternion
+  track->set_rotation_times(times, sizeof times);
+  track->set_rotations(rotations, sizeof rotations);
+  clip_req.set_first_frame(0);
+  st = run(clip_req, &n);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("clip.tracks[0].rotations[1]"));
+  track->set_rotations(rotations, 4 * sizeof(float));  // one rotation for two times
+  EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.tracks[0].rotation_times"));
+  const double bad_times[2] = {0.5, 0.25};
+  track->set_rotations(rotations, 4 * sizeof(float));
+  track->set_rotation_times(bad_times, sizeof(double));
+  track->set_scale_times(bad_times, sizeof bad_times);
+  const float scales[2] = {1, 1};
+  track->set_scales(scales, sizeof scales);
+  EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.tracks[0].scale_times[1]"));
   EXPECT_EQ(server.Terminate(), 0);
 }
 
