@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
+#include "server/echo_id.h"
 #include "server/service.h"
 
 namespace sinew::server {
@@ -364,7 +365,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   absl::Status Prepare() {
     session_ = svc_->sessions_.Find(req_->session_id(), NowMs());
     if (!session_) {
-      return absl::NotFoundError(absl::StrCat("session_id: no session \"", req_->session_id(),
+      return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(req_->session_id()),
                                               "\" (closed or expired)"));
     }
     const Rig& rig = *session_->rig->rig;
@@ -547,7 +548,7 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
     job.shm = shared_memory_.Find(t.region_id());
     if (!job.shm) {
       return absl::NotFoundError(absl::StrCat("outputs.shared_memory.region_id: no region \"",
-                                              t.region_id().substr(0, 64), "\" (register it first)"));
+                                              EchoId(t.region_id()), "\" (register it first)"));
     }
     const size_t floats = session.rig->rig->positions.size();
     const uint64_t fixed = session.encoding == v1::OUTPUT_ENCODING_FLOAT32 ? 4 * floats
@@ -607,7 +608,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   }
   job.session = sessions_.Find(req.session_id(), NowMs());
   if (!job.session) {
-    return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", req.session_id(),
+    return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(req.session_id()),
                                                           "\" (closed or expired)")));
   }
   Session& session = *job.session;

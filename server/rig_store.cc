@@ -1,4 +1,5 @@
 #include "server/rig_store.h"
+#include "server/echo_id.h"
 
 #include <algorithm>
 #include <chrono>
@@ -198,7 +199,7 @@ absl::Status StoredRig::CancelPreparation(const std::string& key,
   if (it == preparations.end()) {
     std::string keys;
     for (const auto& [k, p] : preparations) keys += (keys.empty() ? "\"" : ", \"") + k + "\"";
-    return absl::NotFoundError(absl::StrCat("key: rig ", id.substr(0, 12), " has no preparation \"", key, "\"",
+    return absl::NotFoundError(absl::StrCat("key: rig ", id.substr(0, 12), " has no preparation \"", EchoId(key), "\"",
                                             keys.empty() ? std::string(" (it has none)") : "; it has " + keys));
   }
   Preparation& p = *it->second;
@@ -326,7 +327,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
 absl::Status RigStore::Delete(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
-  if (it == rigs_.end()) return absl::NotFoundError(absl::StrCat("rig_id: no rig ", id));
+  if (it == rigs_.end()) return absl::NotFoundError(absl::StrCat("rig_id: no rig ", EchoId(id)));
   if (int n = it->second->sessions.load(); n > 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("rig_id: rig ", id, " is used by ", n, " sessions; close them first"));

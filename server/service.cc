@@ -2,6 +2,7 @@
 // housekeeping and drain. The reactors are in upload_call.cc, session_create.cc and
 // frame_calls.cc; GetServerInfo in service_info.cc.
 #include "server/service.h"
+#include "server/echo_id.h"
 
 #include <algorithm>
 #include <chrono>
@@ -76,7 +77,7 @@ grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
                                           const v1::GetRigRequest* req, v1::RigInfo* resp) {
   auto stored = rigs_.Find(req->rig_id(), NowMs());
   if (!stored) {
-    return Done(ctx, "GetRig", absl::NotFoundError(absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"")));
+    return Done(ctx, "GetRig", absl::NotFoundError(absl::StrCat("rig_id: no rig \"", EchoId(req->rig_id()), "\"")));
   }
   DescribeRig(*stored, *resp, true);
   return Done(ctx, "GetRig", absl::OkStatus());
@@ -87,7 +88,7 @@ grpc::ServerUnaryReactor* Service::CancelPreparation(grpc::CallbackServerContext
   auto stored = rigs_.Find(req->rig_id(), NowMs());
   if (!stored) {
     return Done(ctx, "CancelPreparation",
-                absl::NotFoundError(absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"")));
+                absl::NotFoundError(absl::StrCat("rig_id: no rig \"", EchoId(req->rig_id()), "\"")));
   }
   const int64_t now = NowMs();
   const absl::Status st =
@@ -118,7 +119,7 @@ grpc::ServerUnaryReactor* Service::GetSession(grpc::CallbackServerContext* ctx,
   auto s = sessions_.Find(req->session_id(), NowMs());
   if (!s) {
     return Done(ctx, "GetSession", absl::NotFoundError(absl::StrCat(
-                                       "session_id: no session \"", req->session_id(),
+                                       "session_id: no session \"", EchoId(req->session_id()),
                                        "\" (closed or expired)")));
   }
   s->ToProto(*resp, options_.session_idle_ttl_seconds);

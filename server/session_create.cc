@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/deformer/pipeline.h"
 #include "server/convert.h"
+#include "server/echo_id.h"
 #include "server/fallback_deformer.h"
 #include "server/service.h"
 
@@ -39,7 +40,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   if (req->rig_id().empty()) return absl::InvalidArgumentError("rig_id: required");
   auto stored = rigs_.Find(req->rig_id(), NowMs());
   if (!stored) {
-    return absl::NotFoundError(absl::StrCat("rig_id: no rig \"", req->rig_id(), "\"; upload it first"));
+    return absl::NotFoundError(absl::StrCat("rig_id: no rig \"", EchoId(req->rig_id()), "\"; upload it first"));
   }
   auto config = DeformerConfigFromProto(req->deformer());
   if (!config.ok()) return config.status();

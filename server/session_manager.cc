@@ -1,4 +1,5 @@
 #include "server/session_manager.h"
+#include "server/echo_id.h"
 
 #include <random>
 
@@ -76,7 +77,7 @@ absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\" (closed or expired)"));
+    return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
   }
   ReleaseLocked(*it->second);
   const uint64_t frames = it->second->frames.load();

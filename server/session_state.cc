@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/deformer/pipeline.h"
 #include "server/convert.h"
+#include "server/echo_id.h"
 #include "server/service.h"
 
 namespace sinew::server {
@@ -37,7 +38,7 @@ class Service::PoolCall final : public grpc::ServerUnaryReactor {
 namespace {
 
 absl::Status NoSession(const std::string& id) {
-  return absl::NotFoundError(absl::StrCat("session_id: no session \"", id, "\" (closed or expired)"));
+  return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
 }
 
 // The session's method's preparation key ("" for methods without one).
@@ -128,7 +129,7 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
   if (!config.ok()) return config.status();
   if (state.rig_id() != s->rig->id) {
     return absl::FailedPreconditionError(
-        absl::StrCat("state.rig_id: saved on rig ", state.rig_id(), "; this session's rig is ", s->rig->id));
+        absl::StrCat("state.rig_id: saved on rig ", EchoId(state.rig_id()), "; this session's rig is ", s->rig->id));
   }
   const uint32_t method = s->method ? s->method->id : 0;
   if (static_cast<uint32_t>(state.method()) != method) {

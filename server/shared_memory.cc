@@ -1,4 +1,5 @@
 #include "server/shared_memory.h"
+#include "server/echo_id.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -70,7 +71,7 @@ absl::Status SharedMemoryRegistry::Unregister(const std::string& region_id) {
   std::lock_guard lock(mu_);
   auto it = regions_.find(region_id);
   if (it == regions_.end()) {
-    return absl::NotFoundError(absl::StrCat("region_id: no region \"", region_id.substr(0, 64), "\""));
+    return absl::NotFoundError(absl::StrCat("region_id: no region \"", EchoId(region_id), "\""));
   }
   mapped_ -= it->second->bytes;
   regions_.erase(it);  // unmapped when the last frame using it lets go

@@ -99,6 +99,31 @@ TEST_F(Service, ServerInfoDescribesServer) {
 // The registry and the wire contract agree: every method's id is the proto enum value of its
 // name, its parameters message is a DeformerConfig.params field, and every parameter it lists is
 // a field of that message (so that the server's reflection reaches the method's parser).
+// Issue 17: a 1 MB id is not copied into the error (the client saw a metadata-size error instead
+// of NOT_FOUND): every call that looks one up answers NOT_FOUND with at most 64 bytes of it.
+TEST_F(Service, HugeIdsAreEchoedAsAShortPrefix) {
+  const std::string huge = "x" + std::string(1 << 20, 'y');
+  std::vector<absl::Status> got;
+  got.push_back(client_->GetSession(huge).status());
+  got.push_back(client_->CloseSession(huge).status());
+  got.push_back(client_->GetSessionState(huge).status());
+  got.push_back(client_->GetRig(huge).status());
+  got.push_back(client_->Deform(Frame(huge, 0, Pose{})).status());
+  v1::CreateSessionRequest req;
+  req.set_rig_id(huge);
+  req.mutable_deformer()->set_method(v1::METHOD_LBS);
+  got.push_back(client_->CreateSession(req).status());
+  v1::DeformClipRequest clip;
+  clip.set_session_id(huge);
+  got.push_back(client_->DeformClip(clip, [](const v1::DeformClipResponse&) { return absl::OkStatus(); }));
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].code(), absl::StatusCode::kNotFound) << "call " << i << ": " << got[i].ToString().substr(0, 300);
+    EXPECT_LT(got[i].message().size(), 300u) << "call " << i;
+    EXPECT_THAT(std::string(got[i].message()), HasSubstr("xyyy")) << "call " << i;
+    EXPECT_THAT(std::string(got[i].message()), HasSubstr("(1048577 bytes")) << "call " << i;
+  }
+}
+
 TEST_F(Service, ServerInfoMethodsMatchTheProto) {
   auto info = client_->GetServerInfo();
   ASSERT_TRUE(info.ok()) << info.status();
