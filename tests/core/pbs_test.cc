@@ -477,9 +477,10 @@ TEST(PbsMethod, JiggleNeedsItsAttribute) {
   std::vector<float> alpha(in.rig.positions.size() / 3, 0.f);
   alpha[7] = 2;
   in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
-  const auto bad = PreparePbs(testing::BuildOrDie(std::move(in)), config, nullptr, {}).status();
+  // A mask outside [0, 1] is refused when the rig is built (at upload, issue 17).
+  const auto bad = BuildRig(std::move(in)).status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(bad.message()).find("\"pbs_jiggle\"[7]"), std::string::npos) << bad;
+  EXPECT_NE(std::string(bad.message()).find("(pbs_jiggle).values[7]: 2"), std::string::npos) << bad;
 }
 
 // Sessions with dynamics: the elbow cylinder with its distal third (x > 4.5) painted free.

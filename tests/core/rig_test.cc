@@ -78,6 +78,29 @@ TEST(Rig, NonFinitePositionNamesVertex) {
   ExpectInvalid(std::move(in), "rig.mesh.positions[7]: coordinate y is not finite");
 }
 
+// Issue 17: attributes a method reads are checked when the rig is built (at upload), not when a
+// session of that method is created: a segmentation naming joint 99, a blend weight above 1, a
+// jiggle mask below 0, two components.
+TEST(Rig, KnownAttributesAreCheckedWhenBuilt) {
+  const size_t n = Limb().rig.vertex_count();
+  auto with = [&](const std::string& name, size_t vertex, float value, uint32_t components = 1) {
+    RigInput in = Limb();
+    AttributeMap a{name, components, std::vector<float>(n * components, 0.0f)};
+    a.values[vertex] = value;
+    in.rig.attributes.push_back(std::move(a));
+    return in;
+  };
+  ExpectInvalid(with("segmentation", 4, 99), "rig.attributes[0] (segmentation).values[4]: 99 is not a joint index");
+  ExpectInvalid(with("segmentation", 4, 0.5f), "rig.attributes[0] (segmentation).values[4]: 0.5 is not a joint index");
+  ExpectInvalid(with("dqs_blend", 9, 1.5f), "rig.attributes[0] (dqs_blend).values[9]: 1.5 is outside [0, 1]");
+  ExpectInvalid(with("pbs_jiggle", 2, -0.25f), "rig.attributes[0] (pbs_jiggle).values[2]: -0.25 is outside [0, 1]");
+  ExpectInvalid(with("dqs_blend", 0, 0, 2), "rig.attributes[0] (dqs_blend).components: 2; one value per vertex");
+  // Valid ones, and any other name with any finite values, build.
+  EXPECT_TRUE(BuildRig(with("segmentation", 4, 1)).ok());
+  EXPECT_TRUE(BuildRig(with("dqs_blend", 9, 1)).ok());
+  EXPECT_TRUE(BuildRig(with("my_paint", 4, 99, 3)).ok());
+}
+
 TEST(Rig, TriangleIndexOutOfRangeNamesTriangle) {
   RigInput in = Limb();
   in.rig.triangles[3 * 3 + 2] = 100000;

@@ -824,6 +824,19 @@ TEST_F(Service, UnknownCageInputIsRefused) {
 }
 
 // Same data -> same id (SHA-256 of the serialized rig); the second upload moves no data.
+// Issue 17: a segmentation attribute naming joint 99 is refused by UploadRig (it used to be
+// accepted and refused only when an implicit session was created on it).
+TEST_F(Service, AttributesAMethodReadsAreCheckedAtUpload) {
+  RigInput in = MakeLimb(LimbOf(1000));
+  AttributeMap seg{"segmentation", 1, std::vector<float>(in.rig.vertex_count(), 0.0f)};
+  seg.values[17] = 99;
+  in.rig.attributes.push_back(seg);
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_FALSE(up.ok());
+  EXPECT_EQ(up.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(up.status().message()), HasSubstr("rig.attributes[0] (segmentation).values[17]: 99"));
+}
+
 TEST_F(Service, UploadIsContentAddressedAndDeduplicated) {
   const LimbOptions limb = LimbOf(3000);
   const v1::Rig rig = client::RigToProto(MakeLimb(limb));
