@@ -632,8 +632,9 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   session.runner->Run(job, std::move(lock));
 }
 
-grpc::ServerUnaryReactor* Service::Deform(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* Service::Deform(grpc::CallbackServerContext* ctx,
                                           const v1::DeformRequest* req, v1::DeformResponse* resp) {
+  if (draining()) return Done(ctx, "Deform", ShuttingDown());
   return new DeformCall(this, req, resp);
 }
 

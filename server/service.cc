@@ -145,6 +145,7 @@ grpc::ServerUnaryReactor* Service::CloseSession(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* Service::RegisterSharedMemory(grpc::CallbackServerContext* ctx,
                                                         const v1::RegisterSharedMemoryRequest* req,
                                                         v1::SharedMemoryRegion* resp) {
+  if (draining()) return Done(ctx, "RegisterSharedMemory", ShuttingDown());
   auto id = shared_memory_.Register(req->name(), req->bytes());
   if (id.ok()) {
     resp->set_region_id(*id);

@@ -144,6 +144,14 @@ class Service final : public v1::Sinew::CallbackService {
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
                                  const absl::Status& status);
   grpc::Status ToGrpc(const char* rpc, const absl::Status& status);
+  // Once BeginDrain has run, calls that start new work (GetServerInfo, UploadRig, CreateSession,
+  // UpdateSession, SetSessionState, RegisterSharedMemory, Deform, StreamDeform, DeformClip) are
+  // answered UNAVAILABLE; reads and clean-up (Get*, List*, Close, Delete, Cancel, Unregister,
+  // GetSessionState, which a client may want before it moves elsewhere) are still served.
+  bool draining() const { return draining_.load(); }
+  static absl::Status ShuttingDown() {
+    return absl::UnavailableError("server is shutting down (draining): send new work to another server");
+  }
   void UpdateGauges();
   bool Register(Drainable* call);  // false once draining
   void Unregister(Drainable* call);
@@ -165,7 +173,7 @@ class Service final : public v1::Sinew::CallbackService {
   // their own workers, so that they never take the frame pool's. Declared last: destroyed first,
   // finishing what it runs before the rig store goes.
   ThreadPool background_;
-  bool draining_ = false;  // guarded by streams_mu_
+  std::atomic<bool> draining_{false};  // set under streams_mu_
   std::atomic<int> active_calls_{0};
 };
 

@@ -24,6 +24,7 @@ void DescribeParams(std::span<const ParamSpec> specs, google::protobuf::Repeated
 grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ctx,
                                                  const v1::GetServerInfoRequest*,
                                                  v1::ServerInfo* resp) {
+  if (draining()) return Done(ctx, "GetServerInfo", ShuttingDown());
   resp->set_version(kVersion);
   resp->set_api_version("sinew.v1");
   const auto* svc = v1::DeformRequest::descriptor()->file()->FindServiceByName("Sinew");

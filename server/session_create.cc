@@ -254,9 +254,10 @@ absl::StatusOr<std::unique_ptr<gpu::GpuSession>> Service::CreateGpuSession(Store
   return gpu_->CreateSession(std::move(*gpu_rig), spec);
 }
 
-grpc::ServerUnaryReactor* Service::CreateSession(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* Service::CreateSession(grpc::CallbackServerContext* ctx,
                                                  const v1::CreateSessionRequest* req,
                                                  v1::Session* resp) {
+  if (draining()) return Done(ctx, "CreateSession", ShuttingDown());
   return new CreateCall(this, req, resp);
 }
 

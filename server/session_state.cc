@@ -167,8 +167,9 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* Service::UpdateSession(grpc::CallbackServerContext*, const v1::UpdateSessionRequest* req,
+grpc::ServerUnaryReactor* Service::UpdateSession(grpc::CallbackServerContext* ctx, const v1::UpdateSessionRequest* req,
                                                  v1::Session* resp) {
+  if (draining()) return Done(ctx, "UpdateSession", ShuttingDown());
   return new PoolCall<v1::UpdateSessionRequest, v1::Session>(this, "UpdateSession", &Service::UpdateSessionImpl, req,
                                                              resp);
 }
@@ -179,8 +180,9 @@ grpc::ServerUnaryReactor* Service::GetSessionState(grpc::CallbackServerContext*,
                                                                     &Service::GetSessionStateImpl, req, resp);
 }
 
-grpc::ServerUnaryReactor* Service::SetSessionState(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* Service::SetSessionState(grpc::CallbackServerContext* ctx,
                                                    const v1::SetSessionStateRequest* req, v1::Session* resp) {
+  if (draining()) return Done(ctx, "SetSessionState", ShuttingDown());
   return new PoolCall<v1::SetSessionStateRequest, v1::Session>(this, "SetSessionState",
                                                                &Service::SetSessionStateImpl, req, resp);
 }

@@ -11,6 +11,10 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
  public:
   UploadCall(Service* svc, v1::UploadRigResponse* resp) : svc_(svc), resp_(resp) {
     svc_->active_calls_.fetch_add(1);
+    if (svc_->draining()) {
+      Fail(ShuttingDown());
+      return;
+    }
     StartRead(&req_);
   }
 

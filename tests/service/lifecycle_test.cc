@@ -251,6 +251,64 @@ TEST(Lifecycle, SigtermDrainsStreamsAndExitsZero) {
   EXPECT_EQ(exit_code, 0);
 }
 
+// Issue 17: during the drain after SIGTERM (held open here by an upload that has sent its header
+// and not finished), a client on a new connection gets UNAVAILABLE for new work — server info,
+// uploads, sessions, frames, streams — while reads and clean-up are still answered; the held
+// upload then finishes and the server exits 0.
+TEST(Lifecycle, DrainingServerRefusesNewWork) {
+  ServerProcess server({"--drain-timeout", "60"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const LimbOptions limb = LimbOf(1000);
+  auto session = LimbSession(*c, limb);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto held_channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Sinew::NewStub(held_channel);
+  grpc::ClientContext held_ctx;
+  v1::UploadRigResponse held_resp;
+  auto held = stub->UploadRig(&held_ctx, &held_resp);
+  v1::UploadRigRequest header;
+  header.mutable_header()->set_total_bytes(1000);
+  ASSERT_TRUE(held->Write(header));
+  ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+
+  client::Client fresh(server.target());  // a new connection
+  absl::Status info;
+  for (int i = 0; i < 2000; ++i) {  // until the server has begun to drain (or 20 s)
+    info = fresh.GetServerInfo().status();
+    if (info.code() == absl::StatusCode::kUnavailable) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(info.code(), absl::StatusCode::kUnavailable) << info;
+  EXPECT_THAT(std::string(info.message()), HasSubstr("shutting down"));
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
+  v1::CreateSessionRequest create;
+  create.set_rig_id(session->rig_id());
+  create.mutable_deformer()->set_method(v1::METHOD_LBS);
+  const absl::Status refused[] = {
+      fresh.CreateSession(create).status(),
+      fresh.Deform(Frame(session->session_id(), 1, pose)).status(),
+      fresh.UploadRig(client::RigToProto(MakeLimb(LimbOf(500)))).status(),
+  };
+  for (const absl::Status& st : refused) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("shutting down")) << st;
+  }
+  auto stream = fresh.OpenStream();
+  v1::DeformResponse r;
+  stream->Write(Frame(session->session_id(), 2, pose));
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_EQ(stream->Close().code(), absl::StatusCode::kUnavailable);
+  // Reads and clean-up still work.
+  EXPECT_TRUE(fresh.GetSession(session->session_id()).ok());
+  EXPECT_TRUE(fresh.CloseSession(session->session_id()).ok());
+
+  held->WritesDone();
+  const grpc::Status end = held->Finish();  // the upload itself fails (1000 bytes announced, none sent)
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << end.error_message();
+  EXPECT_EQ(server.Terminate(), 0);  // the drain ends with the upload; the second SIGTERM is ignored
+}
+
 // A server embedded in a process (as sinew-bench-service does) with GPU sessions and rigs still
 // open when it shuts down: their device memory goes back before the devices do (the first real
 // GPU run found this destruction order freeing device memory through a destroyed backend: a
