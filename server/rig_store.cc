@@ -291,6 +291,15 @@ std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms)
   return it->second;
 }
 
+RigClaim RigStore::Acquire(const std::string& id, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  auto it = rigs_.find(id);
+  if (it == rigs_.end()) return RigClaim();
+  it->second->last_used_ms = now_ms;
+  it->second->sessions.fetch_add(1);
+  return RigClaim(it->second);
+}
+
 absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& id, Rig rig,
                                                             int64_t now_ms) {
   auto stored = std::make_shared<StoredRig>();
@@ -330,7 +339,7 @@ absl::Status RigStore::Delete(const std::string& id) {
   if (it == rigs_.end()) return absl::NotFoundError(absl::StrCat("rig_id: no rig ", EchoId(id)));
   if (int n = it->second->sessions.load(); n > 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("rig_id: rig ", id, " is used by ", n, " sessions; close them first"));
+        absl::StrCat("rig_id: rig ", id, " is used by ", n, " sessions (open, or being created); close them first"));
   }
   bytes_ -= it->second->bytes;
   rigs_.erase(it);

@@ -105,11 +105,33 @@ struct StoredRig {
   size_t TotalBytes() const { return bytes + prepared_bytes.load(); }
 };
 
+// A rig held against DeleteRig and eviction while a session is being created on it (its
+// preparation may take minutes): counted in StoredRig::sessions from RigStore::Acquire until the
+// claim is destroyed. The session, once registered, holds its own count.
+class RigClaim {
+ public:
+  RigClaim() = default;
+  explicit RigClaim(std::shared_ptr<StoredRig> rig) : rig_(std::move(rig)) {}
+  RigClaim(RigClaim&& o) noexcept : rig_(std::move(o.rig_)) {}
+  RigClaim& operator=(RigClaim&&) = delete;
+  ~RigClaim() {
+    if (rig_) rig_->sessions.fetch_sub(1);
+  }
+  const std::shared_ptr<StoredRig>& rig() const { return rig_; }
+  explicit operator bool() const { return rig_ != nullptr; }
+
+ private:
+  std::shared_ptr<StoredRig> rig_;
+};
+
 class RigStore {
  public:
   explicit RigStore(size_t max_bytes) : max_bytes_(max_bytes) {}
 
   std::shared_ptr<StoredRig> Find(const std::string& id, int64_t now_ms);
+  // Find, counting the rig as used (under the store's lock, so that no Delete or eviction comes
+  // between); empty when absent.
+  RigClaim Acquire(const std::string& id, int64_t now_ms);
   // Inserts, or returns the rig already stored under `id`. RESOURCE_EXHAUSTED when the budget
   // cannot be met even after evicting every unused rig.
   absl::StatusOr<std::shared_ptr<StoredRig>> Insert(const std::string& id, Rig rig, int64_t now_ms);

@@ -38,10 +38,13 @@ class Service::CreateCall final : public grpc::ServerUnaryReactor {
 absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request, v1::Session& response) {
   const v1::CreateSessionRequest* req = &request;
   if (req->rig_id().empty()) return absl::InvalidArgumentError("rig_id: required");
-  auto stored = rigs_.Find(req->rig_id(), NowMs());
-  if (!stored) {
+  // Held until the session is registered (or this fails): DeleteRig answers FAILED_PRECONDITION
+  // meanwhile, as it does for open sessions, however long the preparation takes.
+  const RigClaim claim = rigs_.Acquire(req->rig_id(), NowMs());
+  if (!claim) {
     return absl::NotFoundError(absl::StrCat("rig_id: no rig \"", EchoId(req->rig_id()), "\"; upload it first"));
   }
+  const std::shared_ptr<StoredRig>& stored = claim.rig();
   auto config = DeformerConfigFromProto(req->deformer());
   if (!config.ok()) return config.status();
   v1::Backend backend = req->backend();

@@ -6,6 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <future>
+#include <thread>
+
 #include <filesystem>
 
 #include "clients/lib/client.h"
@@ -124,6 +128,40 @@ TEST_F(ImplicitService, ElasticResetAndResumedBatch) {
   batch.set_session_id(s->session_id());
   for (int k = 0; k < 12; ++k) client::PoseToProto(Bent(10.0 * k), *batch.mutable_poses()->add_poses());
   ExpectResumedBatchEqualsWhole(*client_, batch, 7);
+}
+
+// Issue 17: DeleteRig used to return OK while an implicit session's preparation ran (the session
+// then opened on a deleted rig, and a re-upload showed session_count 0). While the session is
+// being created — its preparation listed and not done — DeleteRig is refused like for an open
+// session; once it is closed, the rig deletes.
+TEST_F(ImplicitService, DeleteRigIsRefusedWhileASessionIsBeingCreated) {
+  std::promise<absl::StatusOr<v1::Session>> created;
+  std::thread create([&] { created.set_value(Open(v1::METHOD_IMPLICIT)); });
+  auto result = created.get_future();
+  bool saw_preparation = false;
+  while (result.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+    auto info = client_->GetRig(rig_id_);
+    ASSERT_TRUE(info.ok()) << info.status();
+    const bool preparing = std::any_of(info->preparations().begin(), info->preparations().end(),
+                                       [](const v1::Preparation& p) { return !p.done(); });
+    if (preparing) {
+      saw_preparation = true;
+      const absl::Status del = client_->DeleteRig(rig_id_);
+      EXPECT_EQ(del.code(), absl::StatusCode::kFailedPrecondition) << del;
+      EXPECT_GE(info->session_count(), 1u) << "the session being created counts";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  create.join();
+  auto session = result.get();
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::printf("preparation observed while running: %s\n", saw_preparation ? "yes" : "no (it finished first)");
+  auto info = client_->GetRig(rig_id_);
+  ASSERT_TRUE(info.ok()) << info.status() << " (the rig was deleted under its session)";
+  EXPECT_EQ(info->session_count(), 1u);
+  EXPECT_EQ(client_->DeleteRig(rig_id_).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(client_->CloseSession(session->session_id()).ok());
+  EXPECT_TRUE(client_->DeleteRig(rig_id_).ok());
 }
 
 TEST_F(ImplicitService, ErrorsNameTheField) {
