@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include "absl/strings/str_cat.h"
 #include "core/deformer/pipeline.h"
 #include "server/params_proto.h"
@@ -119,6 +122,50 @@ absl::Status PoseFromProto(const v1::Pose& p, Pose& out) {
   if (!(st = Unpack(p.rotations(), 4, out.rotations, "pose.rotations")).ok()) return st;
   if (!(st = Unpack(p.translations(), 3, out.translations, "pose.translations")).ok()) return st;
   return Unpack(p.scales(), 1, out.scales, "pose.scales");
+}
+
+absl::Status CheckRigEntryCounts(std::string_view serialized) {
+  using google::protobuf::internal::WireFormatLite;
+  struct Limit {
+    int field;
+    size_t max;
+    const char* name;
+  };
+  // Rig's repeated message fields, and the joints inside Rig.skeleton (field 3).
+  constexpr Limit kRig[] = {{6, kMaxRigCages, "rig.cages"},
+                            {8, kMaxRigAttributes, "rig.attributes"},
+                            {9, kMaxRigPrecomputed, "rig.precomputed"}};
+  size_t counts[3] = {0, 0, 0};
+  size_t joints = 0;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(serialized.data()),
+                                            static_cast<int>(std::min<size_t>(serialized.size(), INT32_MAX)));
+  in.SetTotalBytesLimit(INT32_MAX);
+  while (uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    if (delimited && field == 3) {  // skeleton: count its joints (field 1)
+      uint32_t length = 0;
+      if (!in.ReadVarint32(&length)) return absl::OkStatus();
+      const auto limit = in.PushLimit(static_cast<int>(length));
+      while (uint32_t inner = in.ReadTag()) {
+        if (WireFormatLite::GetTagFieldNumber(inner) == 1 && ++joints > kMaxRigJoints) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat("rig.skeleton.joints: more than ", kMaxRigJoints, " joints"));
+        }
+        if (!WireFormatLite::SkipField(&in, inner)) return absl::OkStatus();
+      }
+      in.PopLimit(limit);
+      continue;
+    }
+    for (int k = 0; k < 3; ++k) {
+      if (delimited && field == kRig[k].field && ++counts[k] > kRig[k].max) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(kRig[k].name, ": more than ", kRig[k].max, " entries (the most one rig may hold)"));
+      }
+    }
+    if (!WireFormatLite::SkipField(&in, tag)) return absl::OkStatus();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::CagePose>& cages,

@@ -83,7 +83,12 @@ absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
 absl::StatusOr<v1::UploadRigResponse> Client::UploadRig(const v1::Rig& rig,
                                                         const UploadProgress& progress,
                                                         size_t chunk_bytes) {
-  const std::string bytes = v1::SerializeRigDeterministic(rig);
+  return UploadSerializedRig(v1::SerializeRigDeterministic(rig), progress, chunk_bytes);
+}
+
+absl::StatusOr<v1::UploadRigResponse> Client::UploadSerializedRig(const std::string& bytes,
+                                                                  const UploadProgress& progress,
+                                                                  size_t chunk_bytes) {
   const std::string id = v1::Sha256Hex(bytes);
   v1::UploadRigResponse resp;
   {

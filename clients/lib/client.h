@@ -60,6 +60,11 @@ class Client {
   absl::StatusOr<v1::UploadRigResponse> UploadRig(const v1::Rig& rig,
                                                   const UploadProgress& progress = {},
                                                   size_t chunk_bytes = size_t{1} << 20);
+  // The same for a rig already serialized (e.g. read from a file); its id is the bytes' SHA-256,
+  // so use v1::SerializeRigDeterministic for ids that match UploadRig's.
+  absl::StatusOr<v1::UploadRigResponse> UploadSerializedRig(const std::string& bytes,
+                                                            const UploadProgress& progress = {},
+                                                            size_t chunk_bytes = size_t{1} << 20);
   absl::StatusOr<v1::RigInfo> GetRig(const std::string& rig_id);
   absl::StatusOr<v1::ListRigsResponse> ListRigs();
   absl::Status DeleteRig(const std::string& rig_id);

@@ -94,6 +94,59 @@ TEST(Lifecycle, LimitsGiveResourceExhausted) {
 // A session unused for longer than --session-idle-ttl is closed; one used more often stays.
 // Whether the server sweeps a session depends on how long the client really waited between
 // uses, so the test measures that and asserts the rule for what happened.
+// Resident and peak memory of a process (kB), from /proc.
+std::pair<long, long> RssAndPeakKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  long rss = -1, peak = -1;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) rss = std::stol(line.substr(6));
+    if (line.rfind("VmHWM:", 0) == 0) peak = std::stol(line.substr(6));
+  }
+  return {rss, peak};
+}
+
+// Issue 17: one valid rig followed by 10 MB of empty `precomputed` entries (2 bytes each) drove
+// the server's peak RSS from 21 MB to 1.18 GB before INVALID_ARGUMENT, and it stayed there;
+// 200 000 tiny attributes cost +109 MB. Now the entries are counted before parsing: the upload is
+// refused naming the field and its cap, the peak grows by at most a few times the upload's
+// bytes, and the resident memory returns. The server still serves afterwards.
+TEST(Lifecycle, UploadsOfManyEmptyEntriesAreRefusedWithoutAmplifyingMemory) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const std::string valid = client::RigToProto(MakeLimb(LimbOf(1000))).SerializeAsString();
+  ASSERT_TRUE(c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1000)))).ok());  // warm: code paths, pools
+  const auto [rss_before, peak_before] = RssAndPeakKb(server.pid());
+  ASSERT_GT(peak_before, 0);
+  struct Case {
+    std::string bytes;
+    const char* field;
+  };
+  std::string precomputed = valid, attributes = valid;
+  for (int i = 0; i < 5'000'000; ++i) precomputed.append("\x4a\x00", 2);
+  v1::AttributeMap tiny;
+  tiny.set_name("a");
+  const std::string entry = tiny.SerializeAsString();
+  for (int i = 0; i < 200'000; ++i) {
+    attributes.push_back(char(0x42));  // field 8, length-delimited
+    attributes.push_back(char(entry.size()));
+    attributes += entry;
+  }
+  for (const Case& k : {Case{precomputed, "rig.precomputed: more than 64"}, Case{attributes, "rig.attributes: more than 256"}}) {
+    SCOPED_TRACE(k.field);
+    auto up = c->UploadSerializedRig(k.bytes);
+    ASSERT_FALSE(up.ok());
+    EXPECT_EQ(up.status().code(), absl::StatusCode::kResourceExhausted) << up.status();
+    EXPECT_THAT(std::string(up.status().message()), HasSubstr(k.field));
+  }
+  const auto [rss_after, peak_after] = RssAndPeakKb(server.pid());
+  std::printf("server RSS %ld -> %ld kB, peak %ld -> %ld kB, for uploads of %zu and %zu bytes\n", rss_before,
+              rss_after, peak_before, peak_after, precomputed.size(), attributes.size());
+  EXPECT_LT(peak_after - peak_before, 100 * 1024) << "peak RSS grew by more than 100 MB for a 10 MB upload";
+  EXPECT_LT(rss_after - rss_before, 40 * 1024) << "the upload's memory was not returned";
+  EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
+}
+
 // A second server on a port that is already served fails to start and says why, instead of
 // binding it too (gRPC's default SO_REUSEPORT would have the kernel split new connections between
 // the two: found when a benchmark's stale server answered part of a load test).
