@@ -1,10 +1,13 @@
 #include "server/frames.h"
 
 #include "absl/strings/str_cat.h"
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/geometry/mesh_quality.h"
 #include "core/normals/normals.h"
+#include "core/util/finite.h"
 #include "core/util/half.h"
 
 namespace sinew::server {
@@ -29,6 +32,34 @@ void Account(FrameJob& job, v1::Backend backend) {
   // Under the method that produced the frame: a fallback's frames count as the fallback's.
   const MethodInfo* by = job.out.method ? FindMethodById(job.out.method) : nullptr;
   job.metrics->Frame(by ? by : s.method, backend, double(job.out.compute_ns) * 1e-9);
+}
+
+// Finite inputs can drive positions beyond float32's range (a translation of 3e38, a scale of
+// 1e30) or float16's (65504): such a frame fails, naming its first vertex out of range, instead of
+// sending inf or NaN with status OK (issue 17).
+absl::Status OutOfRange(size_t index, double value, v1::OutputEncoding encoding) {
+  const bool half = encoding == v1::OUTPUT_ENCODING_FLOAT16;
+  return absl::OutOfRangeError(absl::StrCat(
+      "positions: vertex ", index / 3, " coordinate ", absl::string_view("xyz" + index % 3, 1), " is ", value, ", beyond ",
+      half ? "float16's range (65504; use OUTPUT_ENCODING_FLOAT32 or QUANTIZED16 for this rig or pose)"
+           : "float32's range: the inputs (pose, cages) drive this vertex too far",
+      "; the frame was not sent"));
+}
+
+absl::Status CheckRange(std::span<const float> positions, v1::OutputEncoding encoding, ThreadPool* pool) {
+  const float limit = encoding == v1::OUTPUT_ENCODING_FLOAT16 ? kFloat16Max : std::numeric_limits<float>::max();
+  const size_t i = FirstBeyond(positions, limit, pool);
+  return i == positions.size() ? absl::OkStatus() : OutOfRange(i, positions[i], encoding);
+}
+
+absl::Status CheckHalves(std::span<const uint16_t> halves) {
+  for (size_t i = 0; i < halves.size(); ++i) {
+    if ((halves[i] & 0x7c00) == 0x7c00) {  // infinity or NaN
+      return OutOfRange(i, (halves[i] & 0x3ff) ? std::nan("") : std::copysign(INFINITY, (halves[i] & 0x8000) ? -1 : 1),
+                        v1::OUTPUT_ENCODING_FLOAT16);
+    }
+  }
+  return absl::OkStatus();
 }
 
 // A frame of the session has been applied (its lock held).
@@ -154,14 +185,15 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     }
     st = s.deformer->Deform(job.input, target, &pool_);
     job.out.method = ProducedBy(s);
+    if (st.ok()) {
+      Applied(s, job.frame);
+      st = CheckRange(target, s.encoding, &pool_);
+    }
     if (st.ok() && s.encoding == v1::OUTPUT_ENCODING_FLOAT16) {
       job.out.positions->resize(floats * sizeof(uint16_t));
       FloatsToHalves(s.positions.data(), reinterpret_cast<uint16_t*>(job.out.positions->data()), floats);
     }
-    if (st.ok()) {
-      Applied(s, job.frame);
-      st = FillExtras(s, job.want, job.out, target, &pool_);
-    }
+    if (st.ok()) st = FillExtras(s, job.want, job.out, target, &pool_);
     job.out.compute_ns = Since(job.start);
     s.last_compute_ns.store(st.ok() ? job.out.compute_ns : UINT64_MAX, std::memory_order_relaxed);
     lock.unlock();
@@ -224,8 +256,21 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);
 }
 
-void GpuFrames::Completed(void* arg, const absl::Status& status) {
+void GpuFrames::Completed(void* arg, const absl::Status& result) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
+  absl::Status status = result;
+  if (status.ok()) {  // the positions' range, as on the CPU (CheckRange)
+    const v1::OutputEncoding encoding = job.session->encoding;
+    const size_t floats = job.session->rig->rig->positions.size();
+    if (Quantized(encoding)) {
+      status = CheckRange(job.staging_positions, encoding, nullptr);
+    } else {
+      const char* bytes = job.shm_direct ? job.shm->data + job.shm_offset : job.out.positions->data();
+      status = encoding == v1::OUTPUT_ENCODING_FLOAT16
+                   ? CheckHalves({reinterpret_cast<const uint16_t*>(bytes), floats})
+                   : CheckRange({reinterpret_cast<const float*>(bytes), floats}, encoding, nullptr);
+    }
+  }
   if (status.ok() && job.device_normals) EncodeNormals(job.staging_normals, job.want.normal_encoding(), job.out.normals);
   if (status.ok() && job.want.quality() && job.out.quality) {
     // On this completion thread, without the pool: an optional diagnostic (FrameOutputs.quality).

@@ -837,6 +837,47 @@ TEST_F(Service, AttributesAMethodReadsAreCheckedAtUpload) {
   EXPECT_THAT(std::string(up.status().message()), HasSubstr("rig.attributes[0] (segmentation).values[17]: 99"));
 }
 
+// Issue 17: finite inputs that drive positions beyond float32's range (a root translation of 3e38)
+// or float16's (1e5 > 65504) used to come back as inf with status OK. The frame now fails with
+// OUT_OF_RANGE naming the vertex and the range; the stream goes on and the next frame is exact.
+TEST_F(Service, PositionsBeyondTheEncodingsRangeFailTheFrame) {
+  const LimbOptions limb = LimbOf(2000);
+  const std::string rig = Upload(limb);
+  const Skeleton sk = LimbSkeleton(limb);
+  for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
+    SCOPED_TRACE(v1::OutputEncoding_Name(encoding));
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig);
+    req.mutable_deformer()->set_method(v1::METHOD_LBS);
+    req.set_encoding(encoding);
+    auto session = client_->CreateSession(req);
+    ASSERT_TRUE(session.ok()) << session.status();
+    Pose far = LimbPose(sk, 0.3);
+    // Every joint 2e38 further along x: finite inputs whose sum is beyond float32 (or 1e5, beyond float16).
+    for (size_t j = 0; j < sk.size(); ++j) far.translations[3 * j] = encoding == v1::OUTPUT_ENCODING_FLOAT16 ? 1e5f : 2e38f;
+    auto stream = client_->OpenStream();
+    v1::DeformResponse r;
+    ASSERT_TRUE(stream->Write(Frame(session->session_id(), 0, far)) && stream->Read(&r));
+    ASSERT_TRUE(r.has_error());
+    EXPECT_EQ(r.error().code(), int(absl::StatusCode::kOutOfRange)) << r.error().message();
+    EXPECT_THAT(r.error().message(), HasSubstr("positions: vertex "));
+    EXPECT_THAT(r.error().message(), HasSubstr(encoding == v1::OUTPUT_ENCODING_FLOAT16 ? "float16's range" : "float32's range"));
+    EXPECT_TRUE(r.positions().empty());
+    // The same through the unary call.
+    auto unary = client_->Deform(Frame(session->session_id(), 1, far));
+    EXPECT_EQ(unary.status().code(), absl::StatusCode::kOutOfRange) << unary.status();
+    // A sane pose on the same stream is answered, equal to core's (float32) / within float16's rounding.
+    const Pose sane = LimbPose(sk, 0.3);
+    ASSERT_TRUE(stream->Write(Frame(session->session_id(), 2, sane)) && stream->Read(&r));
+    ASSERT_FALSE(r.has_error()) << r.error().message();
+    std::vector<float> got;
+    ASSERT_TRUE(client::DecodePositions(r, got).ok());
+    const std::vector<float> ref = CoreDeform(limb, "lbs", sane);
+    EXPECT_LE(MaxAbsDiff(got, ref), encoding == v1::OUTPUT_ENCODING_FLOAT16 ? 5e-3 : 0.0);
+    EXPECT_TRUE(stream->Close().ok());
+  }
+}
+
 TEST_F(Service, UploadIsContentAddressedAndDeduplicated) {
   const LimbOptions limb = LimbOf(3000);
   const v1::Rig rig = client::RigToProto(MakeLimb(limb));

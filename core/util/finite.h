@@ -1,0 +1,20 @@
+// Finds the first value whose magnitude is not within a limit (NaN and ±inf included): how a
+// frame's positions are checked before they are sent, against float32's range or float16's
+// 65504. One read of the array (AVX2 where the CPU has it), split over the pool; allocates
+// nothing.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "core/parallel/thread_pool.h"
+
+namespace sinew {
+
+inline constexpr float kFloat16Max = 65504.0f;
+
+// Index of the first v[i] with !(|v[i]| <= limit), or v.size() when every value is within.
+// `limit` must be finite and >= 0.
+size_t FirstBeyond(std::span<const float> v, float limit, ThreadPool* pool = nullptr);
+
+}  // namespace sinew
