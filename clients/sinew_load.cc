@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
       auto stream = c.OpenStream();
       v1::DeformRequest req;
       req.set_session_id(ids[i]);
+      req.set_close_with_stream(true);  // a killed load generator leaves no sessions behind
       v1::DeformResponse resp;
       client::PositionDecoder decoder;  // each frame is decoded, as a client would
       std::vector<float> xyz;

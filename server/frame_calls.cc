@@ -1,5 +1,6 @@
 // The frame reactors: Deform (unary), StreamDeform and DeformClip. Each decodes its frames and
 // hands them to the session's FrameBackend (server/frames.h), which completes them.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -99,6 +100,10 @@ class Service::StreamCall final
       std::lock_guard lock(mu_);
       reading_ = false;
       if (finished_) return;
+      if (ok && read_.close_with_stream() && bound_.size() < kMaxBound &&
+          std::find(bound_.begin(), bound_.end(), read_.session_id()) == bound_.end()) {
+        bound_.push_back(read_.session_id());
+      }
       if (!ok) {
         half_closed_ = true;  // the client sent its last frame, or went away
       } else if (!has_pending_) {
@@ -147,6 +152,8 @@ class Service::StreamCall final
 
   void OnDone() override {
     if (has_pending_) svc_->metrics_.frames_waiting().Decrement();
+    for (const std::string& id : bound_) (void)svc_->sessions_.Close(id);  // gone already: fine
+    if (!bound_.empty()) svc_->UpdateGauges();
     svc_->Unregister(this);
     svc_->active_calls_.fetch_sub(1);
     delete this;
@@ -159,6 +166,7 @@ class Service::StreamCall final
   // in the transport for seconds instead of replacing the pending one.
   static constexpr size_t kMaxOut = 4;
   static constexpr size_t kMaxSkips = 64;
+  static constexpr size_t kMaxBound = 1024;  // sessions one stream may close when it ends
 
   // gRPC operations and work decided under mu_, started after it is released.
   struct Actions {
@@ -298,6 +306,7 @@ class Service::StreamCall final
   std::deque<std::unique_ptr<v1::DeformResponse>> out_;       // to write, in request order
   std::vector<std::unique_ptr<v1::DeformResponse>> deferred_;  // skips to write after response_
   size_t skips_ = 0;  // skipped answers in out_ and deferred_
+  std::vector<std::string> bound_;  // sessions to close when the stream ends (close_with_stream)
   std::vector<std::unique_ptr<v1::DeformResponse>> spare_;     // reused: buffers keep their capacity
   FrameJob job_;
   std::chrono::steady_clock::time_point queued_at_;  // current_ handed to the pool (default: inline)

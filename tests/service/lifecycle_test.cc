@@ -94,6 +94,45 @@ TEST(Lifecycle, LimitsGiveResourceExhausted) {
 // A session unused for longer than --session-idle-ttl is closed; one used more often stays.
 // Whether the server sweeps a session depends on how long the client really waited between
 // uses, so the test measures that and asserts the rule for what happened.
+// Issue 17: sessions of a killed client lived until the idle TTL and counted against
+// --max-sessions. A session whose frames set close_with_stream is closed when its stream ends,
+// however it ends (here: cancelled, as a killed client's connection would); one without it stays
+// open. With --max-sessions 1, the freed slot takes a new session.
+TEST(Lifecycle, SessionsBoundToTheirStreamCloseWhenItEnds) {
+  ServerProcess server({"--max-sessions", "2"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const LimbOptions limb = LimbOf(1000);
+  auto bound = LimbSession(*c, limb);
+  auto kept = Open(*c, bound.ok() ? bound->rig_id() : "");
+  ASSERT_TRUE(bound.ok() && kept.ok()) << bound.status() << kept.status();
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
+  {
+    auto channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+    auto stub = v1::Sinew::NewStub(channel);
+    grpc::ClientContext ctx;
+    auto stream = stub->StreamDeform(&ctx);
+    v1::DeformRequest first = Frame(bound->session_id(), 0, pose);
+    first.set_close_with_stream(true);
+    v1::DeformResponse r;
+    ASSERT_TRUE(stream->Write(first) && stream->Read(&r));
+    ASSERT_FALSE(r.has_error()) << r.error().message();
+    ASSERT_TRUE(stream->Write(Frame(kept->session_id(), 1, pose)) && stream->Read(&r));  // not bound
+    ctx.TryCancel();
+    stream->Finish();
+  }
+  absl::Status gone;
+  for (int i = 0; i < 1000 && gone.ok(); ++i) {  // the server sees the cancellation (10 s at most)
+    gone = c->GetSession(bound->session_id()).status();
+    if (gone.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound) << gone;
+  EXPECT_TRUE(c->GetSession(kept->session_id()).ok());
+  auto again = Open(*c, kept->rig_id());  // the bound session's slot is free again
+  EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // Resident and peak memory of a process (kB), from /proc.
 std::pair<long, long> RssAndPeakKb(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
