@@ -22,6 +22,7 @@
 #include "clients/import/point_set.h"
 #include "clients/import/supercages.h"
 #include "clients/lib/args.h"
+#include "clients/lib/connection.h"
 #include "clients/lib/methods.h"
 #include "clients/lib/point_cache.h"
 #include "clients/lib/progress.h"
@@ -767,7 +768,9 @@ int Batch(client::Client& c, client::Args& args) {
 
 int main(int argc, char** argv) {
   client::Args args;
-  args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address")
+  args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");
+  client::AddConnectionFlags(args);
+  args
       .Flag("json", "", "", "print JSON instead of text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
       .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods (e.g. lbs, dqs, cage-mvc, implicit, blend, swing-twist), or a pipeline of them joined by '+' (cage-mvc+lbs, dqs+implicit); play: a comma-separated list")
@@ -823,7 +826,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  client::Client c(args.Get("target"));
+  client::Client c(args.Get("target"), client::ConnectionFromArgs(args));
   // Commands that read local files first (play FILE, batch) connect after reading them, so
   // that a bad file is reported as such even when no server is reachable.
   const bool local_first = cmd == "batch" || (cmd == "play" && pos.size() >= 2);

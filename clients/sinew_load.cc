@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_format.h"
 #include "clients/lib/args.h"
+#include "clients/lib/connection.h"
 #include "clients/lib/methods.h"
 #include "clients/lib/client.h"
 #include "clients/lib/stats.h"
@@ -51,7 +52,9 @@ int Usage(const client::Args& args, const std::string& error) {
 
 int main(int argc, char** argv) {
   client::Args args;
-  args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address")
+  args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");
+  client::AddConnectionFlags(args);
+  args
       .Flag("sessions", "N", "50", "concurrent sessions, one stream each")
       .Flag("fps", "F", "60", "frames per second per session; 0 = as fast as answered")
       .Flag("duration", "SECONDS", "10", "how long to send")
@@ -100,7 +103,7 @@ int main(int argc, char** argv) {
   const std::string backend = args.Get("backend");
   if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");
 
-  client::Client c(args.Get("target"));
+  client::Client c(args.Get("target"), client::ConnectionFromArgs(args));
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) {
     std::fprintf(stderr, "sinew-load: %s\n", std::string(st.message()).c_str());
     return 1;

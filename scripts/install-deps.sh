@@ -22,6 +22,7 @@ build_pkgs=(
   libssl-dev zlib1g-dev libc-ares-dev libre2-dev
   libassimp-dev assimp-testmodels libtinygltf-dev nlohmann-json3-dev
   python3 procps
+  openssl  # the security tests make their own CA and certificates
 )
 runtime_pkgs=(
   libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0

@@ -22,10 +22,10 @@ constexpr double kMaxTimeStep = 60;  // seconds: DeformRequest.time_step, Deform
 
 class Service::DeformCall final : public grpc::ServerUnaryReactor {
  public:
-  DeformCall(Service* svc, const v1::DeformRequest* req, v1::DeformResponse* resp)
-      : svc_(svc), req_(req), resp_(resp) {
+  DeformCall(Service* svc, const v1::DeformRequest* req, v1::DeformResponse* resp, std::string tenant)
+      : svc_(svc), req_(req), resp_(resp), tenant_(std::move(tenant)) {
     svc_->active_calls_.fetch_add(1);
-    if (svc_->RunsInline(*req_)) {
+    if (svc_->RunsInline(*req_, tenant_)) {
       Run(this);
     } else {
       queued_at_ = std::chrono::steady_clock::now();
@@ -40,7 +40,8 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
  private:
   static void Run(void* arg) {
     auto* self = static_cast<DeformCall*>(arg);
-    self->svc_->StartDeform(*self->req_, *self->resp_, self->job_, &DeformCall::Done, self, self->queued_at_);
+    self->svc_->StartDeform(*self->req_, *self->resp_, self->job_, &DeformCall::Done, self, self->tenant_,
+                            self->queued_at_);
   }
   static void Done(void* arg, const absl::Status& status) {
     auto* self = static_cast<DeformCall*>(arg);
@@ -59,6 +60,7 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
   Service* svc_;
   const v1::DeformRequest* req_;
   v1::DeformResponse* resp_;
+  const std::string tenant_;
   FrameJob job_;
   std::chrono::steady_clock::time_point queued_at_;  // handed to the pool (default: ran inline)
 };
@@ -77,13 +79,20 @@ class Service::StreamCall final
     : public grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>,
       public Service::Drainable {
  public:
-  explicit StreamCall(Service* svc) : svc_(svc) {
+  // `tenant`: the caller's, or why it has none (the stream then ends with that status).
+  StreamCall(Service* svc, absl::StatusOr<std::string> tenant) : svc_(svc) {
     svc_->active_calls_.fetch_add(1);
     if (!svc_->Register(this)) {
       finished_ = true;
       Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
       return;
     }
+    if (!tenant.ok()) {
+      finished_ = true;
+      Finish(svc_->ToGrpc("StreamDeform", tenant.status()));
+      return;
+    }
+    tenant_ = std::move(*tenant);
     reading_ = true;
     StartRead(&read_);
   }
@@ -92,7 +101,7 @@ class Service::StreamCall final
     // Whether the request may be replaced while it waits: looked up before taking mu_.
     bool replaceable = false;
     if (ok && !read_.reset()) {
-      const auto session = svc_->sessions_.Find(read_.session_id(), NowMs());
+      const auto session = svc_->sessions_.Find(read_.session_id(), NowMs(), tenant_);
       replaceable = session && session->latest_pose_wins;
     }
     Actions act;
@@ -152,7 +161,7 @@ class Service::StreamCall final
 
   void OnDone() override {
     if (has_pending_) svc_->metrics_.frames_waiting().Decrement();
-    for (const std::string& id : bound_) (void)svc_->sessions_.Close(id);  // gone already: fine
+    for (const std::string& id : bound_) (void)svc_->sessions_.Close(id, tenant_);  // gone already: fine
     if (!bound_.empty()) svc_->UpdateGauges();
     svc_->Unregister(this);
     svc_->active_calls_.fetch_sub(1);
@@ -187,7 +196,7 @@ class Service::StreamCall final
     if (act.write) StartWrite(act.write);
     if (act.finish) Finish(*act.finish);
     if (act.run) {
-      if (may_inline && act.idle && svc_->RunsInline(current_)) {
+      if (may_inline && act.idle && svc_->RunsInline(current_, tenant_)) {
         queued_at_ = {};
         Run(this);
       } else {
@@ -259,7 +268,8 @@ class Service::StreamCall final
 
   static void Run(void* arg) {
     auto* self = static_cast<StreamCall*>(arg);
-    self->svc_->StartDeform(self->current_, *self->response_, self->job_, &StreamCall::Done, self, self->queued_at_);
+    self->svc_->StartDeform(self->current_, *self->response_, self->job_, &StreamCall::Done, self, self->tenant_,
+                            self->queued_at_);
   }
 
   static void Done(void* arg, const absl::Status& status) {
@@ -299,6 +309,7 @@ class Service::StreamCall final
   }
 
   Service* svc_;
+  std::string tenant_;
   v1::DeformRequest read_;     // the read in progress, or one waiting behind pending_ (read_full_)
   v1::DeformRequest pending_;  // read, waiting for the frame in the backend
   v1::DeformRequest current_;  // in the backend
@@ -326,12 +337,17 @@ class Service::StreamCall final
 class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipResponse>,
                                 public Service::Drainable {
  public:
-  ClipCall(Service* svc, const v1::DeformClipRequest* req) : svc_(svc), req_(req) {
+  ClipCall(Service* svc, const v1::DeformClipRequest* req, absl::StatusOr<std::string> tenant) : svc_(svc), req_(req) {
     svc_->active_calls_.fetch_add(1);
     if (!svc_->Register(this)) {
       End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
       return;
     }
+    if (!tenant.ok()) {
+      End(svc_->ToGrpc("DeformClip", tenant.status()));
+      return;
+    }
+    tenant_ = std::move(*tenant);
     if (auto st = Prepare(); !st.ok()) {
       End(svc_->ToGrpc("DeformClip", st));
       return;
@@ -372,7 +388,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
 
  private:
   absl::Status Prepare() {
-    session_ = svc_->sessions_.Find(req_->session_id(), NowMs());
+    session_ = svc_->sessions_.Find(req_->session_id(), NowMs(), tenant_);
     if (!session_) {
       return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(req_->session_id()),
                                               "\" (closed or expired)"));
@@ -525,6 +541,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   uint64_t replay_end_ = 0;  // frames before this one are computed but not sent
   uint64_t next_ = 0, end_ = 0;
   uint64_t frame_ = 0;  // the frame in flight
+  std::string tenant_;
   FrameJob job_;
   StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
   v1::DeformClipResponse response_;
@@ -554,7 +571,7 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
   job.want = req.outputs();
   if (req.outputs().has_shared_memory()) {
     const v1::SharedMemoryTarget& t = req.outputs().shared_memory();
-    job.shm = shared_memory_.Find(t.region_id());
+    job.shm = shared_memory_.Find(t.region_id(), session.tenant);
     if (!job.shm) {
       return absl::NotFoundError(absl::StrCat("outputs.shared_memory.region_id: no region \"",
                                               EchoId(t.region_id()), "\" (register it first)"));
@@ -583,15 +600,15 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
   return absl::OkStatus();
 }
 
-bool Service::RunsInline(const v1::DeformRequest& req) {
+bool Service::RunsInline(const v1::DeformRequest& req, const std::string& tenant) {
   if (options_.inline_frame_us == 0 || req.outputs().quality()) return false;
-  const std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs());
+  const std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs(), tenant);
   return session && session->backend == v1::BACKEND_CPU &&
          session->last_compute_ns.load(std::memory_order_relaxed) < uint64_t{options_.inline_frame_us} * 1000;
 }
 
 void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp, FrameJob& job, FrameDone done,
-                          void* context, std::chrono::steady_clock::time_point queued_at) {
+                          void* context, const std::string& tenant, std::chrono::steady_clock::time_point queued_at) {
   resp.set_frame(req.frame());
   resp.clear_posed_cage();  // streams reuse the response: nothing of the last frame may remain
   resp.clear_rest_cage();
@@ -615,7 +632,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
                                ") and was not deformed; send fewer frames or use more servers")));
     }
   }
-  job.session = sessions_.Find(req.session_id(), NowMs());
+  job.session = sessions_.Find(req.session_id(), NowMs(), tenant);
   if (!job.session) {
     return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(req.session_id()),
                                                           "\" (closed or expired)")));
@@ -644,17 +661,19 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
 grpc::ServerUnaryReactor* Service::Deform(grpc::CallbackServerContext* ctx,
                                           const v1::DeformRequest* req, v1::DeformResponse* resp) {
   if (draining()) return Done(ctx, "Deform", ShuttingDown());
-  return new DeformCall(this, req, resp);
+  auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "Deform", tenant.status());
+  return new DeformCall(this, req, resp, std::move(*tenant));
 }
 
 grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>* Service::StreamDeform(
-    grpc::CallbackServerContext*) {
-  return new StreamCall(this);
+    grpc::CallbackServerContext* ctx) {
+  return new StreamCall(this, tokens_.Tenant(*ctx));
 }
 
 grpc::ServerWriteReactor<v1::DeformClipResponse>* Service::DeformClip(
-    grpc::CallbackServerContext*, const v1::DeformClipRequest* req) {
-  return new ClipCall(this, req);
+    grpc::CallbackServerContext* ctx, const v1::DeformClipRequest* req) {
+  return new ClipCall(this, req, tokens_.Tenant(*ctx));
 }
 
 }  // namespace sinew::server

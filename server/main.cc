@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reloads --token-file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ServerOptions o;
@@ -149,6 +150,20 @@ int main(int argc, char** argv) {
        "(RegisterSharedMemory) for frames to write their positions into; the most bytes mapped at "
        "once. 0 turns it off. Default 0",
        Number(o.max_shared_memory_bytes)},
+      {"token-file", "FILE",
+       "Bearer tokens, one \"TOKEN TENANT\" per line (# comments; tokens of 16 characters or more). "
+       "Every call must then send metadata \"authorization: Bearer TOKEN\" (else UNAUTHENTICATED), and "
+       "rigs, sessions and shared-memory regions belong to their tenant: another tenant gets NOT_FOUND. "
+       "SIGHUP reads the file again (a bad file keeps the old tokens). Default: none (no authentication, "
+       "one tenant; for loopback development)",
+       [&](const std::string& v) { o.token_file = v; return !v.empty(); }},
+      {"tls-cert", "FILE", "TLS on the gRPC port: the server's certificate chain (PEM), with --tls-key. Default: none "
+       "(plaintext)",
+       [&](const std::string& v) { o.tls_cert = v; return !v.empty(); }},
+      {"tls-key", "FILE", "The private key (PEM) of --tls-cert", [&](const std::string& v) { o.tls_key = v; return !v.empty(); }},
+      {"tls-client-ca", "FILE",
+       "Mutual TLS: clients must present a certificate signed by this CA (PEM). Default: none (any client)",
+       [&](const std::string& v) { o.tls_client_ca = v; return !v.empty(); }},
       {"drain-timeout", "SECONDS",
        absl::StrCat("On SIGTERM, how long open streams get to finish. Default ",
                     o.drain_timeout_seconds),
@@ -212,7 +227,13 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (auto st = server.ReloadTokens(); st.ok()) {
+      std::fprintf(stderr, "sinew-server: SIGHUP: %zu tokens loaded\n", server.token_count());
+    } else {
+      std::fprintf(stderr, "sinew-server: SIGHUP: %s; the previous tokens stay\n", std::string(st.message()).c_str());
+    }
+  }
   std::fprintf(stderr, "sinew-server: %s received, draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   server.Shutdown();
   std::fprintf(stderr, "sinew-server: stopped\n");

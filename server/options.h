@@ -42,6 +42,11 @@ struct ServerOptions {
   // once; 0 turns it off. Off by default: a client that may register a region makes the server
   // write into a shared-memory object of its choosing (names are limited to "/sinew-...").
   uint64_t max_shared_memory_bytes = 0;
+  // Authentication (server/auth.h): "TOKEN TENANT" lines; empty: no authentication, one tenant.
+  std::string token_file;
+  // TLS on the gRPC port: the server's certificate chain and key (PEM); with a client CA, clients
+  // must present a certificate it signed (mutual TLS). Empty: plaintext.
+  std::string tls_cert, tls_key, tls_client_ca;
 };
 
 }  // namespace sinew::server

@@ -283,33 +283,47 @@ absl::StatusOr<std::shared_ptr<gpu::GpuModel>> StoredRig::ModelOnGpu(gpu::GpuBac
   return slot;
 }
 
-std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms) {
+std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms, const std::string& tenant) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
-  if (it == rigs_.end()) return nullptr;
+  if (it == rigs_.end() || !it->second->tenants.contains(tenant)) return nullptr;
   it->second->last_used_ms = now_ms;
   return it->second;
 }
 
-RigClaim RigStore::Acquire(const std::string& id, int64_t now_ms) {
+std::shared_ptr<StoredRig> RigStore::Adopt(const std::string& id, int64_t now_ms, const std::string& tenant,
+                                           bool* had) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
-  if (it == rigs_.end()) return RigClaim();
+  if (it == rigs_.end()) return nullptr;
+  it->second->last_used_ms = now_ms;
+  *had = !it->second->tenants.insert(tenant).second;
+  return it->second;
+}
+
+RigClaim RigStore::Acquire(const std::string& id, int64_t now_ms, const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  auto it = rigs_.find(id);
+  if (it == rigs_.end() || !it->second->tenants.contains(tenant)) return RigClaim();
   it->second->last_used_ms = now_ms;
   it->second->sessions.fetch_add(1);
   return RigClaim(it->second);
 }
 
 absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& id, Rig rig,
-                                                            int64_t now_ms) {
+                                                            int64_t now_ms, const std::string& tenant) {
   auto stored = std::make_shared<StoredRig>();
   stored->id = id;
+  stored->tenants.insert(tenant);
   stored->bytes = rig.ResidentBytes();
   stored->rig = std::make_shared<const Rig>(std::move(rig));
   stored->last_used_ms = now_ms;
 
   std::lock_guard lock(mu_);
-  if (auto it = rigs_.find(id); it != rigs_.end()) return it->second;
+  if (auto it = rigs_.find(id); it != rigs_.end()) {
+    it->second->tenants.insert(tenant);
+    return it->second;
+  }
   if (bytes_ + stored->bytes > max_bytes_) {
     // Evict unused rigs, least recently used first, until the new one fits.
     std::vector<std::pair<int64_t, std::string>> idle;
@@ -333,17 +347,36 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
   return stored;
 }
 
-absl::Status RigStore::Delete(const std::string& id) {
+absl::Status RigStore::Delete(const std::string& id, const std::string& tenant, size_t tenant_sessions) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
-  if (it == rigs_.end()) return absl::NotFoundError(absl::StrCat("rig_id: no rig ", EchoId(id)));
-  if (int n = it->second->sessions.load(); n > 0) {
+  if (it == rigs_.end() || !it->second->tenants.contains(tenant)) {
+    return absl::NotFoundError(absl::StrCat("rig_id: no rig ", EchoId(id)));
+  }
+  StoredRig& r = *it->second;
+  // Another tenant's sessions are not this caller's business (nor may their count leak).
+  const int n = r.tenants.size() == 1 ? r.sessions.load() : static_cast<int>(tenant_sessions);
+  if (n > 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("rig_id: rig ", id, " is used by ", n, " sessions (open, or being created); close them first"));
   }
+  r.tenants.erase(tenant);
+  if (!r.tenants.empty()) return absl::OkStatus();
   bytes_ -= it->second->bytes;
   rigs_.erase(it);
   return absl::OkStatus();
+}
+
+size_t RigStore::TenantCount(const StoredRig& rig) const {
+  std::lock_guard lock(mu_);
+  return rig.tenants.size();
+}
+
+std::vector<std::shared_ptr<StoredRig>> RigStore::List(const std::string& tenant) const {
+  std::vector<std::shared_ptr<StoredRig>> out = List();
+  std::lock_guard lock(mu_);
+  std::erase_if(out, [&](const std::shared_ptr<StoredRig>& r) { return !r->tenants.contains(tenant); });
+  return out;
 }
 
 std::vector<std::shared_ptr<StoredRig>> RigStore::List() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -42,6 +43,9 @@ std::string PreparationKey(const MethodInfo& method, const DeformerConfig& confi
 
 struct StoredRig {
   std::string id;
+  // The tenants that uploaded it (server/auth.h), guarded by the RigStore's lock: the bytes are
+  // shared (content-addressed), its existence is visible only to them.
+  absl::flat_hash_set<std::string> tenants;
   std::shared_ptr<const Rig> rig;
   size_t bytes = 0;
   std::atomic<int> sessions{0};
@@ -128,16 +132,26 @@ class RigStore {
  public:
   explicit RigStore(size_t max_bytes) : max_bytes_(max_bytes) {}
 
-  std::shared_ptr<StoredRig> Find(const std::string& id, int64_t now_ms);
+  // nullptr when absent or not `tenant`'s.
+  std::shared_ptr<StoredRig> Find(const std::string& id, int64_t now_ms, const std::string& tenant);
+  // The rig stored under `id`, whoever uploaded it, now `tenant`'s too (an upload of bytes the
+  // store holds already); *had: whether it was `tenant`'s before. nullptr when absent.
+  std::shared_ptr<StoredRig> Adopt(const std::string& id, int64_t now_ms, const std::string& tenant, bool* had);
   // Find, counting the rig as used (under the store's lock, so that no Delete or eviction comes
-  // between); empty when absent.
-  RigClaim Acquire(const std::string& id, int64_t now_ms);
-  // Inserts, or returns the rig already stored under `id`. RESOURCE_EXHAUSTED when the budget
-  // cannot be met even after evicting every unused rig.
-  absl::StatusOr<std::shared_ptr<StoredRig>> Insert(const std::string& id, Rig rig, int64_t now_ms);
-  // FAILED_PRECONDITION while sessions use it; NOT_FOUND when absent.
-  absl::Status Delete(const std::string& id);
-  std::vector<std::shared_ptr<StoredRig>> List() const;
+  // between); empty when absent or not `tenant`'s.
+  RigClaim Acquire(const std::string& id, int64_t now_ms, const std::string& tenant);
+  // Inserts, or returns the rig already stored under `id`, as `tenant`'s. RESOURCE_EXHAUSTED when
+  // the budget cannot be met even after evicting every unused rig.
+  absl::StatusOr<std::shared_ptr<StoredRig>> Insert(const std::string& id, Rig rig, int64_t now_ms,
+                                                    const std::string& tenant);
+  // `tenant` lets go of the rig: NOT_FOUND when absent or not its; FAILED_PRECONDITION while
+  // `tenant_sessions` (its sessions on the rig) is not 0, or, for the last tenant holding it,
+  // while any session uses it or is being created. Removed once no tenant holds it.
+  absl::Status Delete(const std::string& id, const std::string& tenant, size_t tenant_sessions);
+  std::vector<std::shared_ptr<StoredRig>> List() const;  // every tenant's
+  // How many tenants hold `rig`.
+  size_t TenantCount(const StoredRig& rig) const;
+  std::vector<std::shared_ptr<StoredRig>> List(const std::string& tenant) const;
 
   size_t count() const;
   size_t bytes() const;

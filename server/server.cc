@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <algorithm>
 #include <chrono>
 
@@ -64,7 +67,10 @@ absl::Status SinewServer::Start() {
   // No SO_REUSEPORT (gRPC's default on Linux): a second server started on a busy port must fail,
   // not quietly receive a share of the first one's connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &grpc_port_);
+  if (auto st = service_->tokens().Load(options_.token_file); !st.ok()) return st;
+  auto credentials = Credentials();
+  if (!credentials.ok()) return credentials.status();
+  builder.AddListeningPort(options_.listen, *credentials, &grpc_port_);
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(
       std::min<uint64_t>(options_.max_message_bytes, std::numeric_limits<int>::max())));
@@ -77,6 +83,52 @@ absl::Status SinewServer::Start() {
   server_->GetHealthCheckService()->SetServingStatus(true);
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
   return absl::OkStatus();
+}
+
+namespace {
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is not PEM"));
+  }
+  return text.str();
+}
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> SinewServer::Credentials() const {
+  if (options_.tls_cert.empty() && options_.tls_key.empty() && options_.tls_client_ca.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  if (options_.tls_cert.empty() || options_.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key: give both (and --tls-client-ca for mutual TLS)");
+  }
+  auto cert = ReadPem(options_.tls_cert, "--tls-cert");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem(options_.tls_key, "--tls-key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!options_.tls_client_ca.empty()) {
+    auto ca = ReadPem(options_.tls_client_ca, "--tls-client-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+absl::Status SinewServer::ReloadTokens() {
+  std::lock_guard lock(mu_);
+  if (!service_) return absl::FailedPreconditionError("not started");
+  return service_->tokens().Reload();
+}
+
+size_t SinewServer::token_count() {
+  std::lock_guard lock(mu_);
+  return service_ ? service_->tokens().size() : 0;
 }
 
 void SinewServer::HousekeepingLoop() {

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 
 #include "absl/status/status.h"
@@ -29,6 +30,9 @@ class SinewServer {
   int metrics_port() const { return metrics_port_; }  // 0 when metrics are off
   // "gpu: <devices>" or "gpu: off (<reason>)".
   const std::string& gpu_status() const { return gpu_status_; }
+  // Reads --token-file again (SIGHUP); on error the old tokens stay.
+  absl::Status ReloadTokens();
+  size_t token_count();
   const ServerOptions& options() const { return options_; }
 
   // Graceful stop: health goes NOT_SERVING, streams finish after answering the frames they
@@ -37,6 +41,8 @@ class SinewServer {
   void Shutdown();
 
  private:
+  // Plaintext, TLS or mutual TLS, from the options (INVALID_ARGUMENT names the flag).
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() const;
   void HousekeepingLoop();
 
   ServerOptions options_;

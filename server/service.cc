@@ -75,17 +75,21 @@ void Service::Housekeeping() {
 
 grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
                                           const v1::GetRigRequest* req, v1::RigInfo* resp) {
-  auto stored = rigs_.Find(req->rig_id(), NowMs());
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "GetRig", tenant.status());
+  auto stored = rigs_.Find(req->rig_id(), NowMs(), *tenant);
   if (!stored) {
     return Done(ctx, "GetRig", absl::NotFoundError(absl::StrCat("rig_id: no rig \"", EchoId(req->rig_id()), "\"")));
   }
-  DescribeRig(*stored, *resp, true);
+  DescribeRig(*stored, *resp, true, *tenant);
   return Done(ctx, "GetRig", absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* Service::CancelPreparation(grpc::CallbackServerContext* ctx,
                                                      const v1::CancelPreparationRequest* req, v1::Preparation* resp) {
-  auto stored = rigs_.Find(req->rig_id(), NowMs());
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "CancelPreparation", tenant.status());
+  auto stored = rigs_.Find(req->rig_id(), NowMs(), *tenant);
   if (!stored) {
     return Done(ctx, "CancelPreparation",
                 absl::NotFoundError(absl::StrCat("rig_id: no rig \"", EchoId(req->rig_id()), "\"")));
@@ -99,8 +103,10 @@ grpc::ServerUnaryReactor* Service::CancelPreparation(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* Service::ListRigs(grpc::CallbackServerContext* ctx,
                                             const v1::ListRigsRequest*,
                                             v1::ListRigsResponse* resp) {
-  for (const auto& stored : rigs_.List()) {
-    DescribeRig(*stored, *resp->add_rigs(), false);  // listing stays small; GetRig has the joints
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "ListRigs", tenant.status());
+  for (const auto& stored : rigs_.List(*tenant)) {
+    DescribeRig(*stored, *resp->add_rigs(), false, *tenant);  // listing stays small; GetRig has the joints
   }
   return Done(ctx, "ListRigs", absl::OkStatus());
 }
@@ -108,7 +114,9 @@ grpc::ServerUnaryReactor* Service::ListRigs(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* Service::DeleteRig(grpc::CallbackServerContext* ctx,
                                              const v1::DeleteRigRequest* req,
                                              v1::DeleteRigResponse*) {
-  const absl::Status st = rigs_.Delete(req->rig_id());
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "DeleteRig", tenant.status());
+  const absl::Status st = rigs_.Delete(req->rig_id(), *tenant, sessions_.CountOn(req->rig_id(), *tenant));
   UpdateGauges();
   return Done(ctx, "DeleteRig", st);
 }
@@ -116,7 +124,9 @@ grpc::ServerUnaryReactor* Service::DeleteRig(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* Service::GetSession(grpc::CallbackServerContext* ctx,
                                               const v1::GetSessionRequest* req,
                                               v1::Session* resp) {
-  auto s = sessions_.Find(req->session_id(), NowMs());
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "GetSession", tenant.status());
+  auto s = sessions_.Find(req->session_id(), NowMs(), *tenant);
   if (!s) {
     return Done(ctx, "GetSession", absl::NotFoundError(absl::StrCat(
                                        "session_id: no session \"", EchoId(req->session_id()),
@@ -129,14 +139,18 @@ grpc::ServerUnaryReactor* Service::GetSession(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* Service::ListSessions(grpc::CallbackServerContext* ctx,
                                                 const v1::ListSessionsRequest*,
                                                 v1::ListSessionsResponse* resp) {
-  for (const auto& s : sessions_.List()) s->ToProto(*resp->add_sessions(), options_.session_idle_ttl_seconds);
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "ListSessions", tenant.status());
+  for (const auto& s : sessions_.List(*tenant)) s->ToProto(*resp->add_sessions(), options_.session_idle_ttl_seconds);
   return Done(ctx, "ListSessions", absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* Service::CloseSession(grpc::CallbackServerContext* ctx,
                                                 const v1::CloseSessionRequest* req,
                                                 v1::CloseSessionResponse* resp) {
-  auto frames = sessions_.Close(req->session_id());
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "CloseSession", tenant.status());
+  auto frames = sessions_.Close(req->session_id(), *tenant);
   if (frames.ok()) resp->set_frames(*frames);
   UpdateGauges();
   return Done(ctx, "CloseSession", frames.status());
@@ -146,7 +160,9 @@ grpc::ServerUnaryReactor* Service::RegisterSharedMemory(grpc::CallbackServerCont
                                                         const v1::RegisterSharedMemoryRequest* req,
                                                         v1::SharedMemoryRegion* resp) {
   if (draining()) return Done(ctx, "RegisterSharedMemory", ShuttingDown());
-  auto id = shared_memory_.Register(req->name(), req->bytes());
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "RegisterSharedMemory", tenant.status());
+  auto id = shared_memory_.Register(req->name(), req->bytes(), *tenant);
   if (id.ok()) {
     resp->set_region_id(*id);
     resp->set_bytes(req->bytes());
@@ -157,7 +173,9 @@ grpc::ServerUnaryReactor* Service::RegisterSharedMemory(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* Service::UnregisterSharedMemory(grpc::CallbackServerContext* ctx,
                                                           const v1::UnregisterSharedMemoryRequest* req,
                                                           v1::UnregisterSharedMemoryResponse*) {
-  return Done(ctx, "UnregisterSharedMemory", shared_memory_.Unregister(req->region_id()));
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "UnregisterSharedMemory", tenant.status());
+  return Done(ctx, "UnregisterSharedMemory", shared_memory_.Unregister(req->region_id(), *tenant));
 }
 
 bool Service::Register(Drainable* s) {

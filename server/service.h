@@ -17,6 +17,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "core/parallel/thread_pool.h"
+#include "server/auth.h"
 #include "server/frames.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -94,6 +95,8 @@ class Service final : public v1::Sinew::CallbackService {
   void Housekeeping();
   // Why there is no GPU backend (shown in GetServerInfo).
   void set_gpu_unavailable_reason(std::string reason) { gpu_unavailable_reason_ = std::move(reason); }
+  // The bearer tokens (--token-file; SinewServer loads them, and reloads them on SIGHUP).
+  TokenTable& tokens() { return tokens_; }
 
  private:
   class UploadCall;
@@ -111,12 +114,14 @@ class Service final : public v1::Sinew::CallbackService {
   };
 
   // Creates a session (on the worker pool: preparing a method can take seconds).
-  absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp);
+  absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp, const std::string& tenant);
   // Session parameters and state (server/session_state.cc), on the worker pool: they wait for the
   // session's frame in flight.
-  absl::Status UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1::Session& resp);
-  absl::Status GetSessionStateImpl(const v1::GetSessionStateRequest& req, v1::SessionState& resp);
-  absl::Status SetSessionStateImpl(const v1::SetSessionStateRequest& req, v1::Session& resp);
+  // `tenant`: the caller's (TokenTable::Tenant); another tenant's session is NOT_FOUND.
+  absl::Status UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1::Session& resp, const std::string& tenant);
+  absl::Status GetSessionStateImpl(const v1::GetSessionStateRequest& req, v1::SessionState& resp,
+                                   const std::string& tenant);
+  absl::Status SetSessionStateImpl(const v1::SetSessionStateRequest& req, v1::Session& resp, const std::string& tenant);
   // The deformer of one method (with its shared preparation) or of a pipeline of them.
   // `serve_fallback`: a method with a MethodInfo::fallback whose preparation is not done gets a
   // deformer serving the fallback while the preparation runs on the pool (top-level methods only).
@@ -127,18 +132,21 @@ class Service final : public v1::Sinew::CallbackService {
                                                                      const DeviceStage& stage,
                                                                      std::shared_ptr<const MethodParams> params);
   // Finds the request's session, decodes its inputs and runs it on the session's backend into
-  // `resp`; done(context, status) is called once. `job` must outlive that. `queued_at`: when the
+  // `resp`; done(context, status) is called once. `job` must outlive that. `tenant`: the caller's
+  // (another tenant's session is NOT_FOUND). `queued_at`: when the
   // frame was handed to the worker pool (default: it was not); a frame that waited there longer
   // than --max-queue-ms is answered UNAVAILABLE without being deformed (admission control).
   void StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp, FrameJob& job, FrameDone done,
-                   void* context, std::chrono::steady_clock::time_point queued_at = {});
+                   void* context, const std::string& tenant, std::chrono::steady_clock::time_point queued_at = {});
   // Whether a Deform or StreamDeform frame runs on the gRPC thread that read it rather than on
   // the pool: its session is on the CPU and its last frame took less than --inline-frame-us
   // (and it asks for no quality report, whose cost the last frame does not tell).
-  bool RunsInline(const v1::DeformRequest& req);
+  bool RunsInline(const v1::DeformRequest& req, const std::string& tenant);
   // Decodes a DeformRequest's inputs into the session's scratch (its lock held) and the job.
   absl::Status DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job);
-  void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints);
+  // As `tenant` sees it (SessionCount).
+  void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints, const std::string& tenant);
+  uint32_t SessionCount(const StoredRig& stored, const std::string& tenant) const;
   // Under the rig's prep_mu.
   static void DescribePreparation(const Preparation& p, int64_t now_ms, v1::Preparation& out);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
@@ -157,6 +165,7 @@ class Service final : public v1::Sinew::CallbackService {
   void Unregister(Drainable* call);
 
   const ServerOptions options_;
+  TokenTable tokens_;
   Metrics& metrics_;
   ThreadPool& pool_;
   gpu::GpuBackend* gpu_;

@@ -25,6 +25,8 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
                                                  const v1::GetServerInfoRequest*,
                                                  v1::ServerInfo* resp) {
   if (draining()) return Done(ctx, "GetServerInfo", ShuttingDown());
+  const auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "GetServerInfo", tenant.status());
   resp->set_version(kVersion);
   resp->set_api_version("sinew.v1");
   const auto* svc = v1::DeformRequest::descriptor()->file()->FindServiceByName("Sinew");
@@ -81,16 +83,24 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
   l->set_worker_threads(static_cast<uint32_t>(pool_.workers()));
   l->set_max_joints(65535);
   l->set_max_message_bytes(options_.max_message_bytes);
-  resp->set_sessions(static_cast<uint32_t>(sessions_.count()));
-  resp->set_rigs(static_cast<uint32_t>(rigs_.count()));
+  // With tokens, the caller's own (another tenant's are not its business).
+  resp->set_sessions(static_cast<uint32_t>(tokens_.enabled() ? sessions_.List(*tenant).size() : sessions_.count()));
+  resp->set_rigs(static_cast<uint32_t>(tokens_.enabled() ? rigs_.List(*tenant).size() : rigs_.count()));
   return Done(ctx, "GetServerInfo", absl::OkStatus());
 }
 
-void Service::DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints) {
+uint32_t Service::SessionCount(const StoredRig& stored, const std::string& tenant) const {
+  // A rig of one tenant counts every session on it, those being created included (the number
+  // DeleteRig goes by); a shared one only the caller's own, so that no tenant learns of another.
+  if (rigs_.TenantCount(stored) <= 1) return static_cast<uint32_t>(stored.sessions.load());
+  return static_cast<uint32_t>(sessions_.CountOn(stored.id, tenant));
+}
+
+void Service::DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints, const std::string& tenant) {
   info.set_rig_id(stored.id);
   FillRigInfo(*stored.rig, info);
   if (!with_joints) info.clear_joints();
-  info.set_session_count(static_cast<uint32_t>(stored.sessions.load()));
+  info.set_session_count(SessionCount(stored, tenant));
   info.set_resident_bytes(stored.TotalBytes());
   std::lock_guard lock(stored.prep_mu);
   const int64_t now = NowMs();

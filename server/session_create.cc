@@ -15,8 +15,8 @@ namespace sinew::server {
 
 class Service::CreateCall final : public grpc::ServerUnaryReactor {
  public:
-  CreateCall(Service* svc, const v1::CreateSessionRequest* req, v1::Session* resp)
-      : svc_(svc), req_(req), resp_(resp) {
+  CreateCall(Service* svc, const v1::CreateSessionRequest* req, v1::Session* resp, std::string tenant)
+      : svc_(svc), req_(req), resp_(resp), tenant_(std::move(tenant)) {
     svc_->active_calls_.fetch_add(1);
     svc_->pool_.Submit(&CreateCall::Run, this);
   }
@@ -28,19 +28,22 @@ class Service::CreateCall final : public grpc::ServerUnaryReactor {
  private:
   static void Run(void* arg) {
     auto* self = static_cast<CreateCall*>(arg);
-    self->Finish(self->svc_->ToGrpc("CreateSession", self->svc_->CreateSessionImpl(*self->req_, *self->resp_)));
+    self->Finish(
+        self->svc_->ToGrpc("CreateSession", self->svc_->CreateSessionImpl(*self->req_, *self->resp_, self->tenant_)));
   }
   Service* svc_;
   const v1::CreateSessionRequest* req_;
   v1::Session* resp_;
+  const std::string tenant_;
 };
 
-absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request, v1::Session& response) {
+absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request, v1::Session& response,
+                                        const std::string& tenant) {
   const v1::CreateSessionRequest* req = &request;
   if (req->rig_id().empty()) return absl::InvalidArgumentError("rig_id: required");
   // Held until the session is registered (or this fails): DeleteRig answers FAILED_PRECONDITION
   // meanwhile, as it does for open sessions, however long the preparation takes.
-  const RigClaim claim = rigs_.Acquire(req->rig_id(), NowMs());
+  const RigClaim claim = rigs_.Acquire(req->rig_id(), NowMs(), tenant);
   if (!claim) {
     return absl::NotFoundError(absl::StrCat("rig_id: no rig \"", EchoId(req->rig_id()), "\"; upload it first"));
   }
@@ -135,6 +138,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
 
   auto session = std::make_unique<Session>();
   session->rig = stored;
+  session->tenant = tenant;
   session->config = req->deformer();
   session->method = method;
   session->stateful = PipelineStateful(*config);
@@ -261,7 +265,9 @@ grpc::ServerUnaryReactor* Service::CreateSession(grpc::CallbackServerContext* ct
                                                  const v1::CreateSessionRequest* req,
                                                  v1::Session* resp) {
   if (draining()) return Done(ctx, "CreateSession", ShuttingDown());
-  return new CreateCall(this, req, resp);
+  auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "CreateSession", tenant.status());
+  return new CreateCall(this, req, resp, std::move(*tenant));
 }
 
 }  // namespace sinew::server

@@ -62,10 +62,10 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Ses
   return s;
 }
 
-std::shared_ptr<Session> SessionManager::Find(const std::string& id, int64_t now_ms) {
+std::shared_ptr<Session> SessionManager::Find(const std::string& id, int64_t now_ms, const std::string& tenant) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return nullptr;
+  if (it == sessions_.end() || it->second->tenant != tenant) return nullptr;
   it->second->last_used_ms = now_ms;
   it->second->rig->last_used_ms = now_ms;
   return it->second;
@@ -73,10 +73,10 @@ std::shared_ptr<Session> SessionManager::Find(const std::string& id, int64_t now
 
 void SessionManager::ReleaseLocked(Session& s) { s.rig->sessions.fetch_sub(1); }
 
-absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id) {
+absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id, const std::string& tenant) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
+  if (it == sessions_.end() || it->second->tenant != tenant) {
     return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
   }
   ReleaseLocked(*it->second);
@@ -85,11 +85,20 @@ absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id) {
   return frames;
 }
 
-std::vector<std::shared_ptr<Session>> SessionManager::List() const {
+std::vector<std::shared_ptr<Session>> SessionManager::List(const std::string& tenant) const {
   std::lock_guard lock(mu_);
   std::vector<std::shared_ptr<Session>> out;
-  for (auto& [id, s] : sessions_) out.push_back(s);
+  for (auto& [id, s] : sessions_) {
+    if (s->tenant == tenant) out.push_back(s);
+  }
   return out;
+}
+
+size_t SessionManager::CountOn(const std::string& rig_id, const std::string& tenant) const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (auto& [id, s] : sessions_) n += s->tenant == tenant && s->rig->id == rig_id;
+  return n;
 }
 
 size_t SessionManager::ExpireIdle(int64_t now_ms) {

@@ -21,6 +21,7 @@ class FrameBackend;
 
 struct Session {
   std::string id;
+  std::string tenant;  // who created it (server/auth.h); only that tenant finds it
   std::shared_ptr<StoredRig> rig;
   v1::DeformerConfig config;  // as requested, or as UpdateSession last changed it (under config_mu)
   mutable std::mutex config_mu;  // for readers without `mu` (ToProto); writers hold both
@@ -79,10 +80,13 @@ class SessionManager {
 
   // Registers a prepared session under a fresh random id. RESOURCE_EXHAUSTED when full.
   absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session);
-  // nullptr when unknown; touches last use.
-  std::shared_ptr<Session> Find(const std::string& id, int64_t now_ms);
-  absl::StatusOr<uint64_t> Close(const std::string& id);
-  std::vector<std::shared_ptr<Session>> List() const;
+  // nullptr when unknown or another tenant's; touches last use.
+  std::shared_ptr<Session> Find(const std::string& id, int64_t now_ms, const std::string& tenant);
+  // NOT_FOUND when unknown or another tenant's.
+  absl::StatusOr<uint64_t> Close(const std::string& id, const std::string& tenant);
+  std::vector<std::shared_ptr<Session>> List(const std::string& tenant) const;
+  // Sessions of `tenant` on the rig `rig_id`.
+  size_t CountOn(const std::string& rig_id, const std::string& tenant) const;
   // Closes sessions idle for longer than the TTL; returns how many.
   size_t ExpireIdle(int64_t now_ms);
 

@@ -12,9 +12,9 @@ namespace sinew::server {
 template <class Request, class Response>
 class Service::PoolCall final : public grpc::ServerUnaryReactor {
  public:
-  using Impl = absl::Status (Service::*)(const Request&, Response&);
-  PoolCall(Service* svc, const char* rpc, Impl impl, const Request* req, Response* resp)
-      : svc_(svc), rpc_(rpc), impl_(impl), req_(req), resp_(resp) {
+  using Impl = absl::Status (Service::*)(const Request&, Response&, const std::string& tenant);
+  PoolCall(Service* svc, const char* rpc, Impl impl, const Request* req, Response* resp, std::string tenant)
+      : svc_(svc), rpc_(rpc), impl_(impl), req_(req), resp_(resp), tenant_(std::move(tenant)) {
     svc_->active_calls_.fetch_add(1);
     svc_->pool_.Submit(&PoolCall::Run, this);
   }
@@ -26,13 +26,14 @@ class Service::PoolCall final : public grpc::ServerUnaryReactor {
  private:
   static void Run(void* arg) {
     auto* self = static_cast<PoolCall*>(arg);
-    self->Finish(self->svc_->ToGrpc(self->rpc_, (self->svc_->*self->impl_)(*self->req_, *self->resp_)));
+    self->Finish(self->svc_->ToGrpc(self->rpc_, (self->svc_->*self->impl_)(*self->req_, *self->resp_, self->tenant_)));
   }
   Service* svc_;
   const char* rpc_;
   Impl impl_;
   const Request* req_;
   Response* resp_;
+  const std::string tenant_;
 };
 
 namespace {
@@ -48,8 +49,9 @@ std::string KeyOf(const Session& s, const DeformerConfig& config) {
 
 }  // namespace
 
-absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1::Session& resp) {
-  auto s = sessions_.Find(req.session_id(), NowMs());
+absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1::Session& resp,
+                                        const std::string& tenant) {
+  auto s = sessions_.Find(req.session_id(), NowMs(), tenant);
   if (!s) return NoSession(req.session_id());
   if (s->method == nullptr) {
     return absl::UnimplementedError("deformer: a pipeline's parameters are fixed when its session is created");
@@ -94,8 +96,9 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
   return absl::OkStatus();
 }
 
-absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req, v1::SessionState& resp) {
-  auto s = sessions_.Find(req.session_id(), NowMs());
+absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req, v1::SessionState& resp,
+                                          const std::string& tenant) {
+  auto s = sessions_.Find(req.session_id(), NowMs(), tenant);
   if (!s) return NoSession(req.session_id());
   std::lock_guard lock(s->mu);
   auto config = DeformerConfigFromProto(s->config);
@@ -120,8 +123,9 @@ absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req,
   return absl::OkStatus();
 }
 
-absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req, v1::Session& resp) {
-  auto s = sessions_.Find(req.session_id(), NowMs());
+absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req, v1::Session& resp,
+                                          const std::string& tenant) {
+  auto s = sessions_.Find(req.session_id(), NowMs(), tenant);
   if (!s) return NoSession(req.session_id());
   const v1::SessionState& state = req.state();
   std::lock_guard lock(s->mu);
@@ -170,21 +174,29 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
 grpc::ServerUnaryReactor* Service::UpdateSession(grpc::CallbackServerContext* ctx, const v1::UpdateSessionRequest* req,
                                                  v1::Session* resp) {
   if (draining()) return Done(ctx, "UpdateSession", ShuttingDown());
+  auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "UpdateSession", tenant.status());
   return new PoolCall<v1::UpdateSessionRequest, v1::Session>(this, "UpdateSession", &Service::UpdateSessionImpl, req,
-                                                             resp);
+                                                             resp, std::move(*tenant));
 }
 
-grpc::ServerUnaryReactor* Service::GetSessionState(grpc::CallbackServerContext*,
+grpc::ServerUnaryReactor* Service::GetSessionState(grpc::CallbackServerContext* ctx,
                                                    const v1::GetSessionStateRequest* req, v1::SessionState* resp) {
+  auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "GetSessionState", tenant.status());
   return new PoolCall<v1::GetSessionStateRequest, v1::SessionState>(this, "GetSessionState",
-                                                                    &Service::GetSessionStateImpl, req, resp);
+                                                                    &Service::GetSessionStateImpl, req, resp,
+                                                                    std::move(*tenant));
 }
 
 grpc::ServerUnaryReactor* Service::SetSessionState(grpc::CallbackServerContext* ctx,
                                                    const v1::SetSessionStateRequest* req, v1::Session* resp) {
   if (draining()) return Done(ctx, "SetSessionState", ShuttingDown());
+  auto tenant = tokens_.Tenant(*ctx);
+  if (!tenant.ok()) return Done(ctx, "SetSessionState", tenant.status());
   return new PoolCall<v1::SetSessionStateRequest, v1::Session>(this, "SetSessionState",
-                                                               &Service::SetSessionStateImpl, req, resp);
+                                                               &Service::SetSessionStateImpl, req, resp,
+                                                               std::move(*tenant));
 }
 
 }  // namespace sinew::server

@@ -15,7 +15,8 @@ namespace sinew::server {
 
 SharedMemoryMapping::~SharedMemoryMapping() { munmap(data, bytes); }
 
-absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& name, uint64_t bytes) {
+absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& name, uint64_t bytes,
+                                                           const std::string& tenant) {
   if (max_bytes_ == 0) {
     return absl::FailedPreconditionError(
         "shared memory is off on this server (start it with --shared-memory-bytes); use the positions in responses");
@@ -63,13 +64,13 @@ absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& na
   }
   mapped_ += bytes;
   std::string id = absl::StrCat("shm-", next_id_++);
-  regions_[id] = std::move(mapping);
+  regions_[Key(id, tenant)] = std::move(mapping);
   return id;
 }
 
-absl::Status SharedMemoryRegistry::Unregister(const std::string& region_id) {
+absl::Status SharedMemoryRegistry::Unregister(const std::string& region_id, const std::string& tenant) {
   std::lock_guard lock(mu_);
-  auto it = regions_.find(region_id);
+  auto it = regions_.find(Key(region_id, tenant));
   if (it == regions_.end()) {
     return absl::NotFoundError(absl::StrCat("region_id: no region \"", EchoId(region_id), "\""));
   }
@@ -78,9 +79,10 @@ absl::Status SharedMemoryRegistry::Unregister(const std::string& region_id) {
   return absl::OkStatus();
 }
 
-std::shared_ptr<SharedMemoryMapping> SharedMemoryRegistry::Find(const std::string& region_id) const {
+std::shared_ptr<SharedMemoryMapping> SharedMemoryRegistry::Find(const std::string& region_id,
+                                                                const std::string& tenant) const {
   std::lock_guard lock(mu_);
-  auto it = regions_.find(region_id);
+  auto it = regions_.find(Key(region_id, tenant));
   return it == regions_.end() ? nullptr : it->second;
 }
 

@@ -29,11 +29,15 @@ class SharedMemoryRegistry {
   // Maps `bytes` of the object `name`. FAILED_PRECONDITION when the feature is off,
   // INVALID_ARGUMENT for a bad name or an object smaller than `bytes`, NOT_FOUND when there is
   // no such object, RESOURCE_EXHAUSTED past --shared-memory-bytes.
-  absl::StatusOr<std::string> Register(const std::string& name, uint64_t bytes);
-  absl::Status Unregister(const std::string& region_id);
-  std::shared_ptr<SharedMemoryMapping> Find(const std::string& region_id) const;
+  // A region belongs to the tenant that registered it; another tenant's lookups find nothing.
+  absl::StatusOr<std::string> Register(const std::string& name, uint64_t bytes, const std::string& tenant);
+  absl::Status Unregister(const std::string& region_id, const std::string& tenant);
+  std::shared_ptr<SharedMemoryMapping> Find(const std::string& region_id, const std::string& tenant) const;
 
  private:
+  // Regions are keyed by id and tenant (ids are sequential, so guessable).
+  static std::string Key(const std::string& id, const std::string& tenant) { return tenant + '\n' + id; }
+
   const uint64_t max_bytes_;
   mutable std::mutex mu_;
   uint64_t mapped_ = 0;

@@ -11,12 +11,18 @@ namespace sinew::server {
 
 class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRequest> {
  public:
-  UploadCall(Service* svc, v1::UploadRigResponse* resp) : svc_(svc), resp_(resp) {
+  UploadCall(Service* svc, v1::UploadRigResponse* resp, absl::StatusOr<std::string> tenant)
+      : svc_(svc), resp_(resp) {
     svc_->active_calls_.fetch_add(1);
     if (svc_->draining()) {
       Fail(ShuttingDown());
       return;
     }
+    if (!tenant.ok()) {
+      Fail(tenant.status());
+      return;
+    }
+    tenant_ = std::move(*tenant);
     StartRead(&req_);
   }
 
@@ -47,7 +53,9 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
         return Fail(absl::InvalidArgumentError("header.sha256: not 64 lowercase hex digits"));
       }
       if (!sha_.empty()) {
-        if (auto stored = svc_->rigs_.Find(sha_, NowMs())) return Respond(*stored, true);
+        // Only a rig this tenant holds is skipped: another tenant's copy is not revealed, so its
+        // bytes are received (and hashed) like any upload, then shared (FinalizeImpl).
+        if (auto stored = svc_->rigs_.Find(sha_, NowMs(), tenant_)) return Respond(*stored, true);
       }
       data_.reserve(total_);
     } else {
@@ -86,7 +94,8 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       return Fail(absl::InvalidArgumentError(absl::StrCat(
           "header.sha256: the data hashes to ", id, ", the header named ", sha_)));
     }
-    if (auto stored = svc_->rigs_.Find(id, NowMs())) return Respond(*stored, true);
+    bool had = false;
+    if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) return Respond(*stored, had);
     if (auto st = CheckRigEntryCounts(data_); !st.ok()) return Fail(st);
     v1::Rig message;
     if (!message.ParseFromString(data_)) {
@@ -100,7 +109,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     limits.max_vertices = svc_->options_.max_vertices;
     auto rig = BuildRig(std::move(*input), limits);
     if (!rig.ok()) return Fail(rig.status());
-    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs());
+    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_);
     if (!stored.ok()) return Fail(stored.status());
     svc_->UpdateGauges();
     Respond(**stored, false);
@@ -113,7 +122,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     v1::RigInfo* info = resp_->mutable_info();
     info->set_rig_id(stored.id);
     FillRigInfo(*stored.rig, *info);
-    info->set_session_count(static_cast<uint32_t>(stored.sessions.load()));
+    info->set_session_count(svc_->SessionCount(stored, tenant_));
     Finish(grpc::Status::OK);
   }
 
@@ -123,6 +132,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
 
   Service* svc_;
   v1::UploadRigResponse* resp_;
+  std::string tenant_;
   v1::UploadRigRequest req_;
   bool have_header_ = false;
   uint64_t total_ = 0;
@@ -131,9 +141,9 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   std::string data_;
 };
 
-grpc::ServerReadReactor<v1::UploadRigRequest>* Service::UploadRig(grpc::CallbackServerContext*,
+grpc::ServerReadReactor<v1::UploadRigRequest>* Service::UploadRig(grpc::CallbackServerContext* ctx,
                                                                   v1::UploadRigResponse* resp) {
-  return new UploadCall(this, resp);
+  return new UploadCall(this, resp, tokens_.Tenant(*ctx));
 }
 
 }  // namespace sinew::server

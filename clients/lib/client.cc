@@ -1,5 +1,8 @@
 #include "clients/lib/client.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -31,7 +34,10 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-FrameStream::FrameStream(v1::Sinew::Stub& stub) : stream_(stub.StreamDeform(&context_)) {}
+FrameStream::FrameStream(v1::Sinew::Stub& stub, const std::string& token) {
+  if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
+  stream_ = stub.StreamDeform(&context_);
+}
 
 FrameStream::~FrameStream() {
   if (!closed_) {
@@ -58,15 +64,52 @@ absl::Status FrameStream::Close(size_t* unread) {
   return FromGrpc(stream_->Finish());
 }
 
-Client::Client(const std::string& target) : target_(target) {
+Client::Client(const std::string& target) : Client(target, ClientOptions{}) {}
+
+namespace {
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(what, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+}  // namespace
+
+Client::Client(const std::string& target, const ClientOptions& options) : target_(target), token_(options.token) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  channel_ = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() || !options.tls_key.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    const std::pair<const std::string*, std::string*> files[] = {
+        {&options.tls_ca, &ssl.pem_root_certs}, {&options.tls_cert, &ssl.pem_cert_chain}, {&options.tls_key, &ssl.pem_private_key}};
+    for (auto [path, out] : files) {
+      if (path->empty()) continue;
+      auto text = ReadFile(*path, "tls");
+      if (!text.ok()) {
+        status_ = text.status();
+      } else {
+        *out = std::move(*text);
+      }
+    }
+    if (options.tls_cert.empty() != options.tls_key.empty()) {
+      status_ = absl::InvalidArgumentError("tls: give the client certificate and its key together");
+    }
+    if (!options.server_name.empty()) args.SetSslTargetNameOverride(options.server_name);
+    credentials = grpc::SslCredentials(ssl);
+  }
+  channel_ = grpc::CreateCustomChannel(target, credentials, args);
   stub_ = v1::Sinew::NewStub(channel_);
 }
 
+void Client::Authorize(grpc::ClientContext& ctx) const {
+  if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+}
+
 absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
+  if (!status_.ok()) return status_;
   if (channel_->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
     return absl::OkStatus();
   }
@@ -75,6 +118,7 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::ServerInfo info;
   if (auto st = FromGrpc(stub_->GetServerInfo(&ctx, {}, &info)); !st.ok()) return st;
   return info;
@@ -103,6 +147,7 @@ absl::StatusOr<v1::UploadRigResponse> Client::UploadSerializedRig(const std::str
     if (info.status().code() != absl::StatusCode::kNotFound) return info.status();
   }
   grpc::ClientContext ctx;
+  Authorize(ctx);
   auto writer = stub_->UploadRig(&ctx, &resp);
   v1::UploadRigRequest req;
   req.mutable_header()->set_total_bytes(bytes.size());
@@ -123,6 +168,7 @@ absl::StatusOr<v1::UploadRigResponse> Client::UploadSerializedRig(const std::str
 
 absl::StatusOr<v1::RigInfo> Client::GetRig(const std::string& rig_id) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::GetRigRequest req;
   req.set_rig_id(rig_id);
   v1::RigInfo info;
@@ -132,6 +178,7 @@ absl::StatusOr<v1::RigInfo> Client::GetRig(const std::string& rig_id) {
 
 absl::StatusOr<v1::ListRigsResponse> Client::ListRigs() {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::ListRigsResponse resp;
   if (auto st = FromGrpc(stub_->ListRigs(&ctx, {}, &resp)); !st.ok()) return st;
   return resp;
@@ -139,6 +186,7 @@ absl::StatusOr<v1::ListRigsResponse> Client::ListRigs() {
 
 absl::Status Client::DeleteRig(const std::string& rig_id) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::DeleteRigRequest req;
   req.set_rig_id(rig_id);
   v1::DeleteRigResponse resp;
@@ -147,6 +195,7 @@ absl::Status Client::DeleteRig(const std::string& rig_id) {
 
 absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig_id, const std::string& key) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::CancelPreparationRequest req;
   req.set_rig_id(rig_id);
   req.set_key(key);
@@ -157,6 +206,7 @@ absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig
 
 absl::StatusOr<v1::Session> Client::CreateSession(const v1::CreateSessionRequest& request) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::Session s;
   if (auto st = FromGrpc(stub_->CreateSession(&ctx, request, &s)); !st.ok()) return st;
   return s;
@@ -183,6 +233,7 @@ absl::StatusOr<v1::Session> Client::CreateSession(
 
 absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::GetSessionRequest req;
   req.set_session_id(session_id);
   v1::Session s;
@@ -192,6 +243,7 @@ absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
 
 absl::StatusOr<v1::Session> Client::UpdateSession(const std::string& session_id, const v1::DeformerConfig& deformer) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::UpdateSessionRequest req;
   req.set_session_id(session_id);
   *req.mutable_deformer() = deformer;
@@ -202,6 +254,7 @@ absl::StatusOr<v1::Session> Client::UpdateSession(const std::string& session_id,
 
 absl::StatusOr<v1::SessionState> Client::GetSessionState(const std::string& session_id) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::GetSessionStateRequest req;
   req.set_session_id(session_id);
   v1::SessionState state;
@@ -211,6 +264,7 @@ absl::StatusOr<v1::SessionState> Client::GetSessionState(const std::string& sess
 
 absl::StatusOr<v1::Session> Client::SetSessionState(const std::string& session_id, const v1::SessionState& state) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::SetSessionStateRequest req;
   req.set_session_id(session_id);
   *req.mutable_state() = state;
@@ -221,6 +275,7 @@ absl::StatusOr<v1::Session> Client::SetSessionState(const std::string& session_i
 
 absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::ListSessionsResponse resp;
   if (auto st = FromGrpc(stub_->ListSessions(&ctx, {}, &resp)); !st.ok()) return st;
   return resp;
@@ -228,6 +283,7 @@ absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
 
 absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::CloseSessionRequest req;
   req.set_session_id(session_id);
   v1::CloseSessionResponse resp;
@@ -237,6 +293,7 @@ absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
 
 absl::StatusOr<v1::DeformResponse> Client::Deform(const v1::DeformRequest& request) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   v1::DeformResponse resp;
   if (auto st = FromGrpc(stub_->Deform(&ctx, request, &resp)); !st.ok()) return st;
   return resp;
@@ -246,6 +303,7 @@ absl::Status Client::DeformClip(
     const v1::DeformClipRequest& request,
     const std::function<absl::Status(const v1::DeformClipResponse&)>& on_frame) {
   grpc::ClientContext ctx;
+  Authorize(ctx);
   auto reader = stub_->DeformClip(&ctx, request);
   v1::DeformClipResponse resp;
   absl::Status local;
@@ -262,7 +320,7 @@ absl::Status Client::DeformClip(
   return local.ok() ? remote : local;
 }
 
-std::unique_ptr<FrameStream> Client::OpenStream() { return std::make_unique<FrameStream>(*stub_); }
+std::unique_ptr<FrameStream> Client::OpenStream() { return std::make_unique<FrameStream>(*stub_, token_); }
 
 v1::Rig RigToProto(const RigInput& in) {
   const Rig& rig = in.rig;
@@ -457,6 +515,7 @@ absl::StatusOr<std::unique_ptr<SharedMemory>> SharedMemory::Create(Client& clien
   req.set_bytes(bytes);
   v1::SharedMemoryRegion region;
   grpc::ClientContext ctx;
+  client.Authorize(ctx);
   if (auto st = FromGrpc(client.stub().RegisterSharedMemory(&ctx, req, &region)); !st.ok()) return st;
   shm->region_id_ = region.region_id();
   return shm;
@@ -468,6 +527,7 @@ SharedMemory::~SharedMemory() {
     req.set_region_id(region_id_);
     v1::UnregisterSharedMemoryResponse resp;
     grpc::ClientContext ctx;
+    client_.Authorize(ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     (void)client_.stub().UnregisterSharedMemory(&ctx, req, &resp);
   }

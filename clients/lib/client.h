@@ -29,7 +29,8 @@ using UploadProgress = std::function<void(uint64_t sent, uint64_t total)>;
 // writer, one reader) or alternately from one.
 class FrameStream {
  public:
-  explicit FrameStream(v1::Sinew::Stub& stub);
+  // `token`: sent as "authorization: Bearer TOKEN" when not empty.
+  FrameStream(v1::Sinew::Stub& stub, const std::string& token);
   ~FrameStream();
   bool Write(const v1::DeformRequest& request);
   bool Read(v1::DeformResponse* response);
@@ -46,10 +47,27 @@ class FrameStream {
   bool closed_ = false, writes_done_ = false;
 };
 
+// How a client reaches a server that authenticates (sinew-server --token-file) or encrypts
+// (--tls-cert, --tls-client-ca). The defaults: plaintext, no token (loopback development).
+struct ClientOptions {
+  std::string token;        // bearer token, sent with every call
+  bool tls = false;         // TLS (implied by any of the files below)
+  std::string tls_ca;       // PEM file of the CA that signed the server's certificate; empty: the system's roots
+  std::string tls_cert;     // mutual TLS: this client's certificate chain (PEM) ...
+  std::string tls_key;      // ... and its private key (PEM)
+  std::string server_name;  // the name to check the server's certificate against; empty: the target's host
+};
+
 class Client {
  public:
   // Connects lazily to `target` (HOST:PORT) over plaintext, with unlimited receive size.
   explicit Client(const std::string& target);
+  // The same with a token and/or TLS. A file that cannot be read leaves the client unusable:
+  // status() says why, and every call fails with it.
+  Client(const std::string& target, const ClientOptions& options);
+  const absl::Status& status() const { return status_; }
+  // Adds the bearer token (if any) to a context for a call on stub().
+  void Authorize(grpc::ClientContext& ctx) const;
   // Waits until the channel is ready (or the timeout passes).
   absl::Status WaitReady(std::chrono::milliseconds timeout);
 
@@ -97,6 +115,8 @@ class Client {
   const std::string& target() const { return target_; }
 
  private:
+  std::string token_;
+  absl::Status status_;
   std::string target_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Sinew::Stub> stub_;

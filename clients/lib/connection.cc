@@ -1,0 +1,30 @@
+#include "clients/lib/connection.h"
+
+#include <cstdlib>
+
+namespace sinew::client {
+
+void AddConnectionFlags(Args& args) {
+  args.Flag("token", "TOKEN", "", "bearer token for a server run with --token-file (default: $SINEW_TOKEN)")
+      .Flag("tls", "", "", "connect with TLS (implied by the --tls-* files)")
+      .Flag("tls-ca", "FILE", "", "PEM file of the CA that signed the server's certificate (default: the system's roots)")
+      .Flag("tls-cert", "FILE", "", "mutual TLS: this client's certificate chain (PEM), with --tls-key")
+      .Flag("tls-key", "FILE", "", "mutual TLS: this client's private key (PEM)")
+      .Flag("tls-server-name", "NAME", "", "the name the server's certificate must carry (default: the target's host)");
+}
+
+ClientOptions ConnectionFromArgs(const Args& args) {
+  ClientOptions o;
+  o.token = args.Get("token");
+  if (o.token.empty()) {
+    if (const char* env = std::getenv("SINEW_TOKEN")) o.token = env;
+  }
+  o.tls = args.Has("tls");
+  o.tls_ca = args.Get("tls-ca");
+  o.tls_cert = args.Get("tls-cert");
+  o.tls_key = args.Get("tls-key");
+  o.server_name = args.Get("tls-server-name");
+  return o;
+}
+
+}  // namespace sinew::client

@@ -1,0 +1,16 @@
+// The connection flags every client program takes (--token, --tls, --tls-ca, --tls-cert,
+// --tls-key, --tls-server-name) and the ClientOptions they make.
+#pragma once
+
+#include "clients/lib/args.h"
+#include "clients/lib/client.h"
+
+namespace sinew::client {
+
+// Declares the flags on `args` (after --target).
+void AddConnectionFlags(Args& args);
+// The options the parsed flags ask for; the token defaults to $SINEW_TOKEN (so that it need not
+// appear on a command line, where other users of the machine can read it).
+ClientOptions ConnectionFromArgs(const Args& args);
+
+}  // namespace sinew::client

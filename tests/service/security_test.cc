@@ -1,0 +1,255 @@
+// Issue 17's security: bearer tokens per tenant (--token-file, reloaded by SIGHUP), tenant
+// isolation (another tenant's rigs, sessions and regions are NOT_FOUND, and the content-addressed
+// store never reveals that a rig exists), and TLS / mutual TLS with certificates this test makes
+// with Debian's openssl. Every server is a real sinew-server on a loopback port.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "clients/lib/client.h"
+#include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
+
+namespace sinew::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = std::filesystem::temp_directory_path() / ("sinew-security-" + std::to_string(::getpid()) + "-" +
+                                                      std::to_string(counter_++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+constexpr char kTokenA[] = "token-of-tenant-a-0123456789";
+constexpr char kTokenB[] = "token-of-tenant-b-0123456789";
+constexpr char kTokenC[] = "token-of-tenant-c-0123456789";
+
+client::ClientOptions Token(const std::string& token) {
+  client::ClientOptions o;
+  o.token = token;
+  return o;
+}
+
+// A session of `c` on the procedural limb (uploaded by `c`).
+absl::StatusOr<v1::Session> LimbSessionOf(client::Client& c, const LimbOptions& limb) {
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  if (!up.ok()) return up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_LBS);
+  return c.CreateSession(req);
+}
+
+TEST(Security, CallsNeedAKnownTokenAndTenantsSeeOnlyTheirOwn) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string("# tenant tokens\n") + kTokenA + " studio-a\n\n" + kTokenB + "\tstudio-b\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+
+  // No token, a malformed one, an unknown one: UNAUTHENTICATED, for unary calls and streams.
+  client::Client anonymous(server.target());
+  EXPECT_EQ(anonymous.GetServerInfo().status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(anonymous.UploadRig(client::RigToProto(MakeLimb(LimbOf(500)))).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  auto stream = anonymous.OpenStream();
+  v1::DeformResponse r;
+  stream->Write(Frame("whatever", 0, Pose{}));
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_EQ(stream->Close().code(), absl::StatusCode::kUnauthenticated);
+  client::Client wrong(server.target(), Token("not-a-token-of-anyone-at-all"));
+  const absl::Status unknown = wrong.GetServerInfo().status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(unknown.message()), ::testing::Not(HasSubstr("not-a-token")));
+
+  client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+  ASSERT_TRUE(a.GetServerInfo().ok());
+  const LimbOptions limb = LimbOf(1500);
+  auto session = LimbSessionOf(a, limb);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::string rig = session->rig_id(), id = session->session_id();
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.4);
+  ASSERT_TRUE(a.Deform(Frame(id, 0, pose)).ok());
+
+  // Tenant B finds nothing of A's: NOT_FOUND everywhere, never PERMISSION_DENIED.
+  EXPECT_EQ(b.GetRig(rig).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(b.GetSession(id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(b.Deform(Frame(id, 1, pose)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(b.CloseSession(id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(b.DeleteRig(rig).code(), absl::StatusCode::kNotFound);
+  auto b_rigs = b.ListRigs();
+  ASSERT_TRUE(b_rigs.ok());
+  EXPECT_EQ(b_rigs->rigs_size(), 0);
+  auto b_sessions = b.ListSessions();
+  ASSERT_TRUE(b_sessions.ok());
+  EXPECT_EQ(b_sessions->sessions_size(), 0);
+  v1::CreateSessionRequest create;
+  create.set_rig_id(rig);
+  create.mutable_deformer()->set_method(v1::METHOD_LBS);
+  EXPECT_EQ(b.CreateSession(create).status().code(), absl::StatusCode::kNotFound);
+  auto b_stream = b.OpenStream();
+  ASSERT_TRUE(b_stream->Write(Frame(id, 2, pose)) && b_stream->Read(&r));
+  EXPECT_EQ(r.error().code(), int(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(b_stream->Close().ok());
+
+  // B uploads the same bytes: the store shares them, but tells B nothing of A's copy.
+  auto b_up = b.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(b_up.ok()) << b_up.status();
+  EXPECT_EQ(b_up->rig_id(), rig);
+  EXPECT_FALSE(b_up->already_resident());
+  auto b_info = b.GetRig(rig);
+  ASSERT_TRUE(b_info.ok());
+  EXPECT_EQ(b_info->session_count(), 0u) << "A's session is not B's business";
+  // B lets go of it; A keeps it and its session, and A's deletion waits for A's session.
+  EXPECT_TRUE(b.DeleteRig(rig).ok());
+  EXPECT_EQ(b.GetRig(rig).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(a.GetRig(rig).ok());
+  EXPECT_EQ(a.DeleteRig(rig).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(a.Deform(Frame(id, 3, pose)).ok());
+  ASSERT_TRUE(a.CloseSession(id).ok());
+  EXPECT_TRUE(a.DeleteRig(rig).ok());
+
+  // SIGHUP reloads the file: C's new token works, B's removed one stops working.
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenC + " studio-c\n");
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  client::Client c(server.target(), Token(kTokenC));
+  absl::Status c_info;
+  for (int i = 0; i < 1000; ++i) {  // until the server has read the file (10 s at most)
+    c_info = c.GetServerInfo().status();
+    if (c_info.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(c_info.ok()) << c_info;
+  EXPECT_EQ(b.GetServerInfo().status().code(), absl::StatusCode::kUnauthenticated);
+  // A file that does not parse keeps the tokens as they were.
+  WriteFile(tokens, "just-one-field\n");
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(c.GetServerInfo().ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(Security, ABadTokenFileStopsTheServerNamingTheLine) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\nshort studio-b\n");
+  std::string out, err;
+  EXPECT_NE(RunProcess({SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                        "--token-file", tokens},
+                       &out, &err),
+            0);
+  EXPECT_THAT(err, HasSubstr(tokens + ":2: the token is shorter than 16 characters"));
+}
+
+// Certificates made here: a CA, a server certificate for 127.0.0.1 and localhost, and a client
+// certificate, all signed by the CA, plus a second CA nobody trusts.
+struct Pki {
+  explicit Pki(const TempDir& dir) : dir(dir) {
+    const std::string conf = dir / "san.cnf";
+    WriteFile(conf, "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+    ok = Run({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=sinew-test-ca", "-keyout",
+              dir / "ca.key", "-out", dir / "ca.pem"}) &&
+         Run({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=other-ca", "-keyout",
+              dir / "other.key", "-out", dir / "other.pem"}) &&
+         Signed("server", conf) && Signed("client", "");
+  }
+  bool Run(std::vector<std::string> args) {
+    args.insert(args.begin(), "openssl");
+    args.insert(args.begin(), "/usr/bin/env");
+    std::string out, err;
+    const int code = RunProcess(args, &out, &err);
+    if (code != 0) std::fprintf(stderr, "openssl failed (%d): %s\n", code, err.c_str());
+    return code == 0;
+  }
+  bool Signed(const std::string& name, const std::string& extensions) {
+    std::vector<std::string> sign = {"x509", "-req", "-in", dir / (name + ".csr"), "-CA", dir / "ca.pem", "-CAkey",
+                                     dir / "ca.key", "-CAcreateserial", "-days", "2", "-out", dir / (name + ".pem")};
+    if (!extensions.empty()) sign.insert(sign.end(), {"-extfile", extensions});
+    return Run({"req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + name, "-keyout", dir / (name + ".key"), "-out",
+                dir / (name + ".csr")}) &&
+           Run(sign);
+  }
+  const TempDir& dir;
+  bool ok = false;
+};
+
+TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
+  TempDir dir;
+  Pki pki(dir);
+  ASSERT_TRUE(pki.ok) << "openssl could not make the test certificates";
+  // TLS: a client that trusts the CA connects; plaintext and a client trusting another CA do not.
+  {
+    ServerProcess server({"--tls-cert", dir / "server.pem", "--tls-key", dir / "server.key"});
+    ASSERT_TRUE(server.started());
+    client::ClientOptions tls;
+    tls.tls_ca = dir / "ca.pem";
+    client::Client good(server.target(), tls);
+    auto info = good.GetServerInfo();
+    ASSERT_TRUE(info.ok()) << info.status();
+    auto session = LimbSessionOf(good, LimbOf(800));
+    ASSERT_TRUE(session.ok()) << session.status();
+    auto frame = good.Deform(Frame(session->session_id(), 0, LimbPose(LimbSkeleton(LimbOf(800)), 0.3)));
+    ASSERT_TRUE(frame.ok()) << frame.status();
+    EXPECT_EQ(frame->positions().size(), 800u * 12);
+    client::ClientOptions by_name = tls;
+    by_name.server_name = "localhost";
+    EXPECT_TRUE(client::Client(server.target(), by_name).GetServerInfo().ok());
+
+    client::Client plaintext(server.target());
+    EXPECT_FALSE(plaintext.GetServerInfo().ok());
+    client::ClientOptions untrusted;
+    untrusted.tls_ca = dir / "other.pem";
+    EXPECT_FALSE(client::Client(server.target(), untrusted).GetServerInfo().ok());
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  // Mutual TLS: the client must also present a certificate the CA signed.
+  {
+    ServerProcess server(
+        {"--tls-cert", dir / "server.pem", "--tls-key", dir / "server.key", "--tls-client-ca", dir / "ca.pem"});
+    ASSERT_TRUE(server.started());
+    client::ClientOptions mutual;
+    mutual.tls_ca = dir / "ca.pem";
+    mutual.tls_cert = dir / "client.pem";
+    mutual.tls_key = dir / "client.key";
+    auto info = client::Client(server.target(), mutual).GetServerInfo();
+    EXPECT_TRUE(info.ok()) << info.status();
+    client::ClientOptions no_cert;
+    no_cert.tls_ca = dir / "ca.pem";
+    EXPECT_FALSE(client::Client(server.target(), no_cert).GetServerInfo().ok());
+    client::ClientOptions self_signed = mutual;  // a certificate the CA did not sign
+    self_signed.tls_cert = dir / "other.pem";
+    self_signed.tls_key = dir / "other.key";
+    EXPECT_FALSE(client::Client(server.target(), self_signed).GetServerInfo().ok());
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  // A missing key file stops the server with the flag named.
+  std::string out, err;
+  EXPECT_NE(RunProcess({SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                        "--tls-cert", dir / "server.pem", "--tls-key", dir / "nope.key"},
+                       &out, &err),
+            0);
+  EXPECT_THAT(err, HasSubstr("--tls-key: cannot read"));
+}
+
+}  // namespace
+}  // namespace sinew::testing
