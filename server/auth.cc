@@ -1,7 +1,9 @@
 #include "server/auth.h"
 
+#include <algorithm>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -9,28 +11,48 @@
 
 namespace sinew::server {
 
-absl::StatusOr<std::shared_ptr<const TokenTable::Table>> TokenTable::Parse(const std::string& path) {
+absl::StatusOr<std::shared_ptr<const TokenTable::Parsed>> TokenTable::Parse(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--token-file: cannot read ", path));
-  auto table = std::make_shared<Table>();
+  auto table = std::make_shared<Parsed>();
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     const absl::string_view text = absl::StripAsciiWhitespace(line);
     if (text.empty() || text[0] == '#') continue;
+    const std::string at = absl::StrCat("--token-file ", path, ":", number, ": ");
     std::vector<absl::string_view> fields = absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    if (fields.size() != 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token-file ", path, ":", number, ": expected \"TOKEN TENANT\", got ", fields.size(), " fields"));
+    if (fields.size() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "expected \"TOKEN TENANT [QUOTA=N ...]\", got ", fields.size(),
+                                                     " field"));
     }
-    if (fields[0].size() < 16) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token-file ", path, ":", number, ": the token is shorter than 16 characters"));
+    if (fields[0].size() < 16) return absl::InvalidArgumentError(absl::StrCat(at, "the token is shorter than 16 characters"));
+    const std::string tenant(fields[1]);
+    if (!table->tenant_of.emplace(v1::Sha256Hex(std::string(fields[0])), tenant).second) {
+      return absl::InvalidArgumentError(absl::StrCat(at, "the token appears twice"));
     }
-    if (!table->emplace(v1::Sha256Hex(std::string(fields[0])), std::string(fields[1])).second) {
-      return absl::InvalidArgumentError(absl::StrCat("--token-file ", path, ":", number, ": the token appears twice"));
+    TenantQuotas q;
+    for (size_t k = 2; k < fields.size(); ++k) {
+      std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(fields[k], absl::MaxSplits('=', 1));
+      double value = 0;
+      if (!absl::SimpleAtod(kv.second, &value) || !(value >= 0) || value > 1e18) {
+        return absl::InvalidArgumentError(absl::StrCat(at, "\"", fields[k], "\": expected QUOTA=N with N >= 0"));
+      }
+      if (kv.first == "max_rigs") {
+        q.max_rigs = uint64_t(value);
+      } else if (kv.first == "max_rig_bytes") {
+        q.max_rig_bytes = uint64_t(value);
+      } else if (kv.first == "max_sessions") {
+        q.max_sessions = uint64_t(value);
+      } else if (kv.first == "max_frames_per_second") {
+        q.max_frames_per_second = value;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, "unknown quota \"", kv.first, "\" (max_rigs, max_rig_bytes, max_sessions, max_frames_per_second)"));
+      }
     }
+    table->quotas[tenant] = q;
   }
-  return std::shared_ptr<const Table>(std::move(table));
+  return std::shared_ptr<const Parsed>(std::move(table));
 }
 
 absl::Status TokenTable::Load(const std::string& path) {
@@ -54,7 +76,7 @@ absl::Status TokenTable::Reload() {
 
 size_t TokenTable::size() const {
   std::lock_guard lock(mu_);
-  return table_ ? table_->size() : 0;
+  return table_ ? table_->tenant_of.size() : 0;
 }
 
 absl::StatusOr<std::string> TokenTable::Tenant(const grpc::CallbackServerContext& ctx) const {
@@ -69,15 +91,44 @@ absl::StatusOr<std::string> TokenTable::Tenant(const grpc::CallbackServerContext
   if (!absl::ConsumePrefix(&token, "Bearer ")) {
     return absl::UnauthenticatedError("authorization: expected \"Bearer TOKEN\"");
   }
-  std::shared_ptr<const Table> table;
+  std::shared_ptr<const Parsed> table;
   {
     std::lock_guard lock(mu_);
     table = table_;
   }
   // Looked up by the token's hash: no comparison of the secret itself.
-  auto found = table->find(v1::Sha256Hex(std::string(token)));
-  if (found == table->end()) return absl::UnauthenticatedError("authorization: unknown token");
+  auto found = table->tenant_of.find(v1::Sha256Hex(std::string(token)));
+  if (found == table->tenant_of.end()) return absl::UnauthenticatedError("authorization: unknown token");
   return found->second;
+}
+
+TenantQuotas TokenTable::Quotas(const std::string& tenant) const {
+  std::lock_guard lock(mu_);
+  if (!table_) return {};
+  auto it = table_->quotas.find(tenant);
+  return it == table_->quotas.end() ? TenantQuotas{} : it->second;
+}
+
+absl::Status TokenTable::TakeFrame(const std::string& tenant) {
+  const double rate = Quotas(tenant).max_frames_per_second;
+  if (rate <= 0) return absl::OkStatus();
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mu_);
+  auto [it, fresh] = buckets_.try_emplace(tenant);
+  Bucket& b = it->second;
+  const double burst = std::max(rate, 1.0);  // a second's frames, and at least one
+  if (fresh) {
+    b.tokens = burst;
+  } else {
+    b.tokens = std::min(burst, b.tokens + rate * std::chrono::duration<double>(now - b.last).count());
+  }
+  b.last = now;
+  if (b.tokens < 1) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("quota max_frames_per_second=", rate, " of tenant ", tenant, " is spent; send fewer frames"));
+  }
+  b.tokens -= 1;
+  return absl::OkStatus();
 }
 
 }  // namespace sinew::server

@@ -1,5 +1,8 @@
-// Tenants and their bearer tokens (--token-file). Each line of the file is "TOKEN TENANT"
-// (blank lines and lines starting with '#' are skipped); a client sends the token as gRPC
+// Tenants and their bearer tokens (--token-file). Each line of the file is "TOKEN TENANT
+// [QUOTA=N ...]" (blank lines and lines starting with '#' are skipped), the quotas being
+// max_rigs, max_rig_bytes (resident bytes of the tenant's rigs), max_sessions and
+// max_frames_per_second (0 or absent: no limit; a tenant named on several lines takes the last
+// line's quotas). A call past one is RESOURCE_EXHAUSTED naming it. A client sends the token as gRPC
 // metadata "authorization: Bearer TOKEN". Every call is answered as its tenant: rigs, sessions
 // and shared-memory regions belong to the tenants that made them, and another tenant gets
 // NOT_FOUND for them (so ids do not leak). Without a token file the server is unauthenticated
@@ -7,6 +10,8 @@
 // Reload() replaces the table at once (SIGHUP); a file that does not parse leaves the old one.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +22,11 @@
 #include "absl/status/statusor.h"
 
 namespace sinew::server {
+
+struct TenantQuotas {
+  uint64_t max_rigs = 0, max_rig_bytes = 0, max_sessions = 0;
+  double max_frames_per_second = 0;
+};
 
 class TokenTable {
  public:
@@ -30,14 +40,27 @@ class TokenTable {
   // The caller's tenant: "" when authentication is off; UNAUTHENTICATED when the metadata is
   // missing, malformed or names no known token (the message says which, never the token).
   absl::StatusOr<std::string> Tenant(const grpc::CallbackServerContext& ctx) const;
+  // The tenant's quotas (none for "" or an unknown tenant).
+  TenantQuotas Quotas(const std::string& tenant) const;
+  // Counts one frame of `tenant` against max_frames_per_second (a token bucket holding one
+  // second of frames, at least one); RESOURCE_EXHAUSTED naming the quota when it is spent.
+  absl::Status TakeFrame(const std::string& tenant);
 
  private:
-  using Table = absl::flat_hash_map<std::string, std::string>;  // SHA-256 of the token -> tenant
-  static absl::StatusOr<std::shared_ptr<const Table>> Parse(const std::string& path);
+  struct Parsed {
+    absl::flat_hash_map<std::string, std::string> tenant_of;  // SHA-256 of the token -> tenant
+    absl::flat_hash_map<std::string, TenantQuotas> quotas;
+  };
+  static absl::StatusOr<std::shared_ptr<const Parsed>> Parse(const std::string& path);
+  struct Bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point last;
+  };
 
   std::string path_;
   mutable std::mutex mu_;
-  std::shared_ptr<const Table> table_;
+  std::shared_ptr<const Parsed> table_;
+  absl::flat_hash_map<std::string, Bucket> buckets_;  // under mu_; kept across reloads
 };
 
 }  // namespace sinew::server

@@ -632,6 +632,7 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
                                ") and was not deformed; send fewer frames or use more servers")));
     }
   }
+  if (auto st = tokens_.TakeFrame(tenant); !st.ok()) return done(context, st);
   job.session = sessions_.Find(req.session_id(), NowMs(), tenant);
   if (!job.session) {
     return done(context, absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(req.session_id()),

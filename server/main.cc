@@ -151,7 +151,8 @@ int main(int argc, char** argv) {
        "once. 0 turns it off. Default 0",
        Number(o.max_shared_memory_bytes)},
       {"token-file", "FILE",
-       "Bearer tokens, one \"TOKEN TENANT\" per line (# comments; tokens of 16 characters or more). "
+       "Bearer tokens, one \"TOKEN TENANT [QUOTA=N ...]\" per line (# comments; tokens of 16 characters "
+       "or more; quotas max_rigs, max_rig_bytes, max_sessions, max_frames_per_second). "
        "Every call must then send metadata \"authorization: Bearer TOKEN\" (else UNAUTHENTICATED), and "
        "rigs, sessions and shared-memory regions belong to their tenant: another tenant gets NOT_FOUND. "
        "SIGHUP reads the file again (a bad file keeps the old tokens). Default: none (no authentication, "

@@ -165,7 +165,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   if (session->encoding == v1::OUTPUT_ENCODING_FLOAT16) session->positions.resize(rig.positions.size());
   session->state_bytes = sizeof(Session) + session->deformer->StateBytes() + 32 * joints +
                          4 * session->positions.size();
-  auto added = sessions_.Add(std::move(session));
+  auto added = sessions_.Add(std::move(session), tokens_.Quotas(tenant).max_sessions);
   if (!added.ok()) return added.status();
   (*added)->ToProto(response, options_.session_idle_ttl_seconds);
   UpdateGauges();

@@ -46,9 +46,17 @@ SessionManager::~SessionManager() {
   for (auto& [id, s] : sessions_) ReleaseLocked(*s);
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session) {
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session, size_t tenant_max) {
   std::shared_ptr<Session> s = std::move(session);
   std::lock_guard lock(mu_);
+  if (tenant_max > 0) {
+    size_t own = 0;
+    for (auto& [id, other] : sessions_) own += other->tenant == s->tenant;
+    if (own >= tenant_max) {
+      return absl::ResourceExhaustedError(absl::StrCat("quota max_sessions=", tenant_max, " of tenant ", s->tenant,
+                                                       ": ", own, " open; close sessions you no longer use"));
+    }
+  }
   if (sessions_.size() >= max_sessions_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "sessions: ", sessions_.size(), " open, the limit is ", max_sessions_,

@@ -78,8 +78,9 @@ class SessionManager {
       : max_sessions_(max_sessions), idle_ttl_ms_(idle_ttl_ms) {}
   ~SessionManager();
 
-  // Registers a prepared session under a fresh random id. RESOURCE_EXHAUSTED when full.
-  absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session);
+  // Registers a prepared session under a fresh random id. RESOURCE_EXHAUSTED when full, or when
+  // its tenant holds `tenant_max` sessions already (0: no per-tenant limit).
+  absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session, size_t tenant_max = 0);
   // nullptr when unknown or another tenant's; touches last use.
   std::shared_ptr<Session> Find(const std::string& id, int64_t now_ms, const std::string& tenant);
   // NOT_FOUND when unknown or another tenant's.

@@ -94,6 +94,10 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       return Fail(absl::InvalidArgumentError(absl::StrCat(
           "header.sha256: the data hashes to ", id, ", the header named ", sha_)));
     }
+    if (auto held = svc_->rigs_.Find(id, NowMs(), tenant_)) return Respond(*held, true);
+    // The tenant's rig quotas, counted before the bytes are parsed (their parsed size is known
+    // after; the serialized size bounds it from below).
+    if (auto st = CheckQuota(data_.size()); !st.ok()) return Fail(st);
     bool had = false;
     if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) return Respond(*stored, had);
     if (auto st = CheckRigEntryCounts(data_); !st.ok()) return Fail(st);
@@ -109,6 +113,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     limits.max_vertices = svc_->options_.max_vertices;
     auto rig = BuildRig(std::move(*input), limits);
     if (!rig.ok()) return Fail(rig.status());
+    if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
     auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_);
     if (!stored.ok()) return Fail(stored.status());
     svc_->UpdateGauges();
@@ -127,6 +132,26 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   }
 
   void Fail(const absl::Status& st) { Finish(svc_->ToGrpc("UploadRig", st)); }
+
+  // Whether one more rig of `bytes` fits the tenant's max_rigs and max_rig_bytes.
+  absl::Status CheckQuota(uint64_t bytes) const {
+    const TenantQuotas q = svc_->tokens_.Quotas(tenant_);
+    if (q.max_rigs == 0 && q.max_rig_bytes == 0) return absl::OkStatus();
+    uint64_t rigs = 0, held = 0;
+    for (const auto& r : svc_->rigs_.List(tenant_)) {
+      ++rigs;
+      held += r->bytes;
+    }
+    if (q.max_rigs > 0 && rigs + 1 > q.max_rigs) {
+      return absl::ResourceExhaustedError(absl::StrCat("quota max_rigs=", q.max_rigs, " of tenant ", tenant_, ": ",
+                                                       rigs, " held; delete rigs you no longer use"));
+    }
+    if (q.max_rig_bytes > 0 && held + bytes > q.max_rig_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat("quota max_rig_bytes=", q.max_rig_bytes, " of tenant ", tenant_,
+                                                       ": ", held, " bytes held, this rig ", bytes));
+    }
+    return absl::OkStatus();
+  }
 
   static constexpr uint64_t kTrimBytes = uint64_t{8} << 20;
 

@@ -149,6 +149,48 @@ TEST(Security, CallsNeedAKnownTokenAndTenantsSeeOnlyTheirOwn) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// Per-tenant quotas from the token file: rigs, resident rig bytes, sessions and frames per second
+// (here one frame per 1000 s, so the second frame is refused whatever the timing); each refusal
+// is RESOURCE_EXHAUSTED naming the quota; a tenant without quotas is not limited.
+TEST(Security, TenantQuotasAreEnforcedAndNamed) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " small max_rigs=1 max_sessions=1 max_frames_per_second=0.001\n" + kTokenB +
+                        " tiny max_rig_bytes=1000\n" + kTokenC + " free\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB)), c(server.target(), Token(kTokenC));
+  auto expect_quota = [](const absl::Status& st, const std::string& quota) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("quota " + quota)) << st;
+  };
+  const LimbOptions limb = LimbOf(800);
+  auto session = LimbSessionOf(a, limb);
+  ASSERT_TRUE(session.ok()) << session.status();
+  expect_quota(a.UploadRig(client::RigToProto(MakeLimb(LimbOf(900)))).status(), "max_rigs=1");
+  EXPECT_TRUE(a.UploadRig(client::RigToProto(MakeLimb(limb))).ok()) << "the rig it holds is not a new one";
+  v1::CreateSessionRequest create;
+  create.set_rig_id(session->rig_id());
+  create.mutable_deformer()->set_method(v1::METHOD_DQS);
+  expect_quota(a.CreateSession(create).status(), "max_sessions=1");
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.2);
+  EXPECT_TRUE(a.Deform(Frame(session->session_id(), 0, pose)).ok());
+  expect_quota(a.Deform(Frame(session->session_id(), 1, pose)).status(), "max_frames_per_second=0.001");
+  auto stream = a.OpenStream();
+  v1::DeformResponse r;
+  ASSERT_TRUE(stream->Write(Frame(session->session_id(), 2, pose)) && stream->Read(&r));
+  expect_quota(absl::Status(absl::StatusCode(r.error().code()), r.error().message()), "max_frames_per_second");
+  EXPECT_TRUE(stream->Close().ok());
+  expect_quota(b.UploadRig(client::RigToProto(MakeLimb(limb))).status(), "max_rig_bytes=1000");
+  // No quotas: as many as the server allows.
+  for (int i = 0; i < 3; ++i) {
+    auto s = LimbSessionOf(c, LimbOf(700 + i));
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (int f = 0; f < 3; ++f) EXPECT_TRUE(c.Deform(Frame(s->session_id(), f, LimbPose(LimbSkeleton(LimbOf(700 + i)), 0.1))).ok());
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Security, ABadTokenFileStopsTheServerNamingTheLine) {
   TempDir dir;
   const std::string tokens = dir / "tokens";
