@@ -150,6 +150,11 @@ int main(int argc, char** argv) {
        "(RegisterSharedMemory) for frames to write their positions into; the most bytes mapped at "
        "once. 0 turns it off. Default 0",
        Number(o.max_shared_memory_bytes)},
+      {"state-dir", "DIR",
+       "Keep every uploaded rig here (written and synced before UploadRig answers OK, with the tenants "
+       "holding it; DeleteRig removes it) and load them again at start, so that a restart or a crash "
+       "loses no acknowledged rig. Sessions are not kept. Default: none (memory only)",
+       [&](const std::string& v) { o.state_dir = v; return !v.empty(); }},
       {"token-file", "FILE",
        "Bearer tokens, one \"TOKEN TENANT [QUOTA=N ...]\" per line (# comments; tokens of 16 characters "
        "or more; quotas max_rigs, max_rig_bytes, max_sessions, max_frames_per_second). "

@@ -42,6 +42,9 @@ struct ServerOptions {
   // once; 0 turns it off. Off by default: a client that may register a region makes the server
   // write into a shared-memory object of its choosing (names are limited to "/sinew-...").
   uint64_t max_shared_memory_bytes = 0;
+  // Rigs acknowledged by UploadRig are kept here and reloaded at start (server/state_dir.h);
+  // empty: in memory only.
+  std::string state_dir;
   // Authentication (server/auth.h): "TOKEN TENANT" lines; empty: no authentication, one tenant.
   std::string token_file;
   // TLS on the gRPC port: the server's certificate chain and key (PEM); with a client CA, clients

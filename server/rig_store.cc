@@ -367,6 +367,14 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant, 
   return absl::OkStatus();
 }
 
+std::vector<std::string> RigStore::Tenants(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  if (auto it = rigs_.find(id); it != rigs_.end()) out.assign(it->second->tenants.begin(), it->second->tenants.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 size_t RigStore::TenantCount(const StoredRig& rig) const {
   std::lock_guard lock(mu_);
   return rig.tenants.size();

@@ -151,6 +151,8 @@ class RigStore {
   std::vector<std::shared_ptr<StoredRig>> List() const;  // every tenant's
   // How many tenants hold `rig`.
   size_t TenantCount(const StoredRig& rig) const;
+  // The tenants holding the rig `id`, sorted; empty when it is not stored.
+  std::vector<std::string> Tenants(const std::string& id) const;
   std::vector<std::shared_ptr<StoredRig>> List(const std::string& tenant) const;
 
   size_t count() const;

@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -68,6 +69,11 @@ absl::Status SinewServer::Start() {
   // not quietly receive a share of the first one's connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (auto st = service_->tokens().Load(options_.token_file); !st.ok()) return st;
+  if (!options_.state_dir.empty()) {
+    auto restored = service_->RestoreRigs(options_.state_dir);
+    if (!restored.ok()) return restored.status();
+    std::fprintf(stderr, "sinew-server: --state-dir %s: %zu rigs loaded\n", options_.state_dir.c_str(), *restored);
+  }
   auto credentials = Credentials();
   if (!credentials.ok()) return credentials.status();
   builder.AddListeningPort(options_.listen, *credentials, &grpc_port_);

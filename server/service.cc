@@ -2,6 +2,8 @@
 // housekeeping and drain. The reactors are in upload_call.cc, session_create.cc and
 // frame_calls.cc; GetServerInfo in service_info.cc.
 #include "server/service.h"
+
+#include <cstdio>
 #include "server/echo_id.h"
 
 #include <algorithm>
@@ -73,6 +75,50 @@ void Service::Housekeeping() {
   }
 }
 
+absl::StatusOr<Rig> Service::RigFromBytes(const std::string& bytes) const {
+  if (auto st = CheckRigEntryCounts(bytes); !st.ok()) return st;
+  v1::Rig message;
+  if (!message.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError("upload: the bytes are not a serialized sinew.v1.Rig");
+  }
+  auto input = RigFromProto(message);
+  if (!input.ok()) return input.status();
+  message.Clear();
+  RigLimits limits;
+  limits.max_vertices = options_.max_vertices;
+  return BuildRig(std::move(*input), limits);
+}
+
+absl::StatusOr<size_t> Service::RestoreRigs(const std::string& dir) {
+  auto opened = StateDir::Open(dir);
+  if (!opened.ok()) return opened.status();
+  state_ = std::move(*opened);
+  size_t loaded = 0;
+  const int64_t now = NowMs();
+  for (const std::string& problem : state_.LoadRigs([&](const std::string& id, const std::string& bytes,
+                                                        const std::vector<std::string>& tenants) -> absl::Status {
+         auto rig = RigFromBytes(bytes);
+         if (!rig.ok()) return rig.status();
+         auto stored = rigs_.Insert(id, std::move(*rig), now, tenants.front());
+         if (!stored.ok()) return stored.status();
+         bool had = false;
+         for (const std::string& t : tenants) rigs_.Adopt(id, now, t, &had);
+         ++loaded;
+         return absl::OkStatus();
+       })) {
+    std::fprintf(stderr, "sinew-server: --state-dir: %s\n", problem.c_str());
+  }
+  UpdateGauges();
+  return loaded;
+}
+
+absl::Status Service::KeepRig(const std::string& id, const std::string* bytes) {
+  if (!state_.enabled()) return absl::OkStatus();
+  const std::vector<std::string> tenants = rigs_.Tenants(id);
+  if (tenants.empty()) return state_.RemoveRig(id);
+  return bytes ? state_.SaveRig(id, *bytes, tenants) : state_.SaveTenants(id, tenants);
+}
+
 grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
                                           const v1::GetRigRequest* req, v1::RigInfo* resp) {
   const auto tenant = tokens_.Tenant(*ctx);
@@ -116,7 +162,8 @@ grpc::ServerUnaryReactor* Service::DeleteRig(grpc::CallbackServerContext* ctx,
                                              v1::DeleteRigResponse*) {
   const auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "DeleteRig", tenant.status());
-  const absl::Status st = rigs_.Delete(req->rig_id(), *tenant, sessions_.CountOn(req->rig_id(), *tenant));
+  absl::Status st = rigs_.Delete(req->rig_id(), *tenant, sessions_.CountOn(req->rig_id(), *tenant));
+  if (st.ok()) st = KeepRig(req->rig_id(), nullptr);
   UpdateGauges();
   return Done(ctx, "DeleteRig", st);
 }

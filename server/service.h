@@ -25,6 +25,7 @@
 #include "gpu/backend.h"
 #include "server/session_manager.h"
 #include "server/shared_memory.h"
+#include "server/state_dir.h"
 #include "sinew/v1/sinew.grpc.pb.h"
 
 namespace sinew::server {
@@ -97,6 +98,9 @@ class Service final : public v1::Sinew::CallbackService {
   void set_gpu_unavailable_reason(std::string reason) { gpu_unavailable_reason_ = std::move(reason); }
   // The bearer tokens (--token-file; SinewServer loads them, and reloads them on SIGHUP).
   TokenTable& tokens() { return tokens_; }
+  // --state-dir: opens it and loads the rigs kept there (before the server listens). Returns
+  // how many were loaded; problems (unreadable or bad files, set aside) are printed.
+  absl::StatusOr<size_t> RestoreRigs(const std::string& dir);
 
  private:
   class UploadCall;
@@ -147,6 +151,10 @@ class Service final : public v1::Sinew::CallbackService {
   // As `tenant` sees it (SessionCount).
   void DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints, const std::string& tenant);
   uint32_t SessionCount(const StoredRig& stored, const std::string& tenant) const;
+  // A serialized sinew.v1.Rig, counted, parsed, validated and built (UploadRig and RestoreRigs).
+  absl::StatusOr<Rig> RigFromBytes(const std::string& bytes) const;
+  // Keeps what --state-dir holds of rig `id` in step with the store after an upload or a delete.
+  absl::Status KeepRig(const std::string& id, const std::string* bytes);
   // Under the rig's prep_mu.
   static void DescribePreparation(const Preparation& p, int64_t now_ms, v1::Preparation& out);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,
@@ -166,6 +174,7 @@ class Service final : public v1::Sinew::CallbackService {
 
   const ServerOptions options_;
   TokenTable tokens_;
+  StateDir state_;
   Metrics& metrics_;
   ThreadPool& pool_;
   gpu::GpuBackend* gpu_;

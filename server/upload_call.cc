@@ -99,23 +99,22 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     // after; the serialized size bounds it from below).
     if (auto st = CheckQuota(data_.size()); !st.ok()) return Fail(st);
     bool had = false;
-    if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) return Respond(*stored, had);
-    if (auto st = CheckRigEntryCounts(data_); !st.ok()) return Fail(st);
-    v1::Rig message;
-    if (!message.ParseFromString(data_)) {
-      return Fail(absl::InvalidArgumentError("upload: the bytes are not a serialized sinew.v1.Rig"));
+    if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) {
+      if (auto st = svc_->KeepRig(id, nullptr); !st.ok()) return Fail(st);
+      return Respond(*stored, had);
     }
-    std::string().swap(data_);
-    auto input = RigFromProto(message);
-    if (!input.ok()) return Fail(input.status());
-    message.Clear();
-    RigLimits limits;
-    limits.max_vertices = svc_->options_.max_vertices;
-    auto rig = BuildRig(std::move(*input), limits);
+    auto rig = svc_->RigFromBytes(data_);
     if (!rig.ok()) return Fail(rig.status());
     if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
     auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_);
     if (!stored.ok()) return Fail(stored.status());
+    // Acknowledged only once kept (--state-dir): a restart must not lose a rig the client was
+    // told it has. If it cannot be kept, the upload fails and the store lets go of it.
+    if (auto st = svc_->KeepRig(id, &data_); !st.ok()) {
+      (void)svc_->rigs_.Delete(id, tenant_, 0);
+      return Fail(st);
+    }
+    std::string().swap(data_);
     svc_->UpdateGauges();
     Respond(**stored, false);
   }

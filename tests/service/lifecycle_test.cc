@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <algorithm>
 #include <thread>
@@ -131,6 +132,50 @@ TEST(Lifecycle, SessionsBoundToTheirStreamCloseWhenItEnds) {
   auto again = Open(*c, kept->rig_id());  // the bound session's slot is free again
   EXPECT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Issue 17: with --state-dir, every rig UploadRig acknowledged survives kill -9 and a restart (same
+// id, same frames); a deleted one stays deleted; a damaged file is set aside (*.bad) without
+// stopping the server.
+TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinew-state-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const LimbOptions kept_limb = LimbOf(1200), deleted_limb = LimbOf(1300);
+  std::string kept, deleted;
+  {
+    ServerProcess server({"--state-dir", dir.string()});
+    ASSERT_TRUE(server.started());
+    auto c = Connect(server);
+    auto up = c->UploadRig(client::RigToProto(MakeLimb(kept_limb)));
+    auto gone = c->UploadRig(client::RigToProto(MakeLimb(deleted_limb)));
+    ASSERT_TRUE(up.ok() && gone.ok()) << up.status() << gone.status();
+    kept = up->rig_id();
+    deleted = gone->rig_id();
+    ASSERT_TRUE(c->DeleteRig(deleted).ok());
+    ASSERT_EQ(kill(server.pid(), SIGKILL), 0);  // no drain, no destructors
+    EXPECT_NE(server.Terminate(), 0);
+  }
+  std::ofstream(dir / "rigs" / (std::string(64, 'a') + ".rig")) << "not a rig";
+  std::ofstream(dir / "rigs" / (std::string(64, 'a') + ".tenants")) << "tenant \n";
+  ServerProcess restarted({"--state-dir", dir.string()});
+  ASSERT_TRUE(restarted.started());
+  auto c = Connect(restarted);
+  auto info = c->GetRig(kept);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->vertex_count(), 1200u);
+  EXPECT_EQ(c->GetRig(deleted).status().code(), absl::StatusCode::kNotFound);
+  auto session = Open(*c, kept);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const Pose pose = LimbPose(LimbSkeleton(kept_limb), 0.6);
+  auto frame = c->Deform(Frame(session->session_id(), 0, pose));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  std::vector<float> got;
+  ASSERT_TRUE(client::DecodePositions(*frame, got).ok());
+  EXPECT_EQ(got, CoreDeform(kept_limb, "lbs", pose));
+  EXPECT_TRUE(std::filesystem::exists(dir / "rigs" / (std::string(64, 'a') + ".rig.bad")));
+  EXPECT_EQ(restarted.Terminate(), 0);
+  std::filesystem::remove_all(dir);
 }
 
 // Resident and peak memory of a process (kB), from /proc.

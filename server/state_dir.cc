@@ -1,0 +1,129 @@
+#include "server/state_dir.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "sinew/v1/rig_id.h"
+
+namespace sinew::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes `text` to `path` durably: a temporary file, fsync, rename over, fsync of the folder.
+absl::Status WriteDurably(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("state-dir: ", tmp, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("state-dir: writing ", tmp, ": ", std::strerror(e)));
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    return absl::InternalError(absl::StrCat("state-dir: syncing ", tmp, ": ", std::strerror(errno)));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("state-dir: renaming ", tmp, ": ", std::strerror(errno)));
+  }
+  const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return absl::OkStatus();
+}
+
+std::string TenantsText(const std::vector<std::string>& tenants) {
+  std::string out;
+  for (const std::string& t : tenants) absl::StrAppend(&out, "tenant ", t, "\n");
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
+  if (dir.empty()) return StateDir();
+  std::error_code ec;
+  const fs::path rigs = fs::path(dir) / "rigs";
+  fs::create_directories(rigs, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot create ", rigs.string(), ": ", ec.message()));
+  const std::string probe = (rigs / ".probe").string();
+  if (auto st = WriteDurably(probe, "ok"); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--state-dir ", dir, " is not writable: ", st.message()));
+  }
+  fs::remove(probe, ec);
+  return StateDir(rigs.string());
+}
+
+absl::Status StateDir::SaveRig(const std::string& id, const std::string& bytes,
+                               const std::vector<std::string>& tenants) const {
+  if (!enabled()) return absl::OkStatus();
+  // Tenants first: a crash between the two leaves a tenants file without its rig, ignored.
+  if (auto st = SaveTenants(id, tenants); !st.ok()) return st;
+  return WriteDurably(absl::StrCat(rigs_, "/", id, ".rig"), bytes);
+}
+
+absl::Status StateDir::SaveTenants(const std::string& id, const std::vector<std::string>& tenants) const {
+  if (!enabled()) return absl::OkStatus();
+  return WriteDurably(absl::StrCat(rigs_, "/", id, ".tenants"), TenantsText(tenants));
+}
+
+absl::Status StateDir::RemoveRig(const std::string& id) const {
+  if (!enabled()) return absl::OkStatus();
+  std::error_code ec;
+  fs::remove(absl::StrCat(rigs_, "/", id, ".rig"), ec);
+  fs::remove(absl::StrCat(rigs_, "/", id, ".tenants"), ec);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> StateDir::LoadRigs(
+    const std::function<absl::Status(const std::string&, const std::string&, const std::vector<std::string>&)>& load)
+    const {
+  std::vector<std::string> problems;
+  if (!enabled()) return problems;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(rigs_, ec)) {
+    const fs::path path = entry.path();
+    if (path.extension() != ".rig") continue;
+    const std::string id = path.stem().string();
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    std::vector<std::string> tenants;
+    std::ifstream tenants_in(fs::path(rigs_) / (id + ".tenants"));
+    for (std::string line; std::getline(tenants_in, line);) {
+      if (line.rfind("tenant ", 0) == 0) tenants.push_back(line.substr(7));
+    }
+    absl::Status st;
+    if (!in || v1::Sha256Hex(bytes.str()) != id) {
+      st = absl::DataLossError("its bytes do not hash to its name");
+    } else if (tenants.empty()) {
+      st = absl::DataLossError("no tenants file");
+    } else {
+      st = load(id, bytes.str(), tenants);
+    }
+    if (!st.ok()) {
+      problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (renamed *.bad)"));
+      fs::rename(path, path.string() + ".bad", ec);
+    }
+  }
+  return problems;
+}
+
+}  // namespace sinew::server
