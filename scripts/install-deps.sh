@@ -27,6 +27,7 @@ build_pkgs=(
 runtime_pkgs=(
   libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0
   libcholmod3 libgmp10 libmpfr6 ca-certificates
+  libassimp5  # the sinew command line imports assets (its other libraries come with these)
 )
 
 docs_pkgs=(python3-matplotlib python3-numpy)

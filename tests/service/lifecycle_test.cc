@@ -178,6 +178,17 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 17: one server binary for CPU and GPU hosts. Built with CUDA, it used to need
+// libcudart.so at start (on a host without the CUDA libraries it did not start at all); the runtime
+// is now linked statically and the driver loaded when present, so the binary's dynamic
+// dependencies hold no CUDA library, and every one of them resolves.
+TEST(Lifecycle, ServerBinaryNeedsNoCudaLibraries) {
+  std::string out, err;
+  ASSERT_EQ(RunProcess({"/usr/bin/ldd", SINEW_SERVER_PATH}, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("libcudart"))) << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("not found"))) << out;
+}
+
 // Resident and peak memory of a process (kB), from /proc.
 std::pair<long, long> RssAndPeakKb(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
