@@ -118,7 +118,9 @@ std::vector<std::string> StateDir::LoadRigs(
     } else {
       st = load(id, bytes.str(), tenants);
     }
-    if (!st.ok()) {
+    if (st.code() == absl::StatusCode::kResourceExhausted) {  // fine, but no room (--max-store-bytes): kept
+      problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (not loaded; kept for a later start)"));
+    } else if (!st.ok()) {
       problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (renamed *.bad)"));
       fs::rename(path, path.string() + ".bad", ec);
     }

@@ -31,8 +31,9 @@ class StateDir {
   // Rewrites its tenants only.
   absl::Status SaveTenants(const std::string& id, const std::vector<std::string>& tenants) const;
   absl::Status RemoveRig(const std::string& id) const;
-  // Calls load(id, bytes, tenants) for every rig kept; a rig whose file cannot be read or whose
-  // bytes do not hash to its id is renamed *.bad and reported in the returned list of problems.
+  // Calls load(id, bytes, tenants) for every rig kept; a rig whose file cannot be read, whose
+  // bytes do not hash to its id or that load refuses is renamed *.bad, one that load finds no
+  // room for (RESOURCE_EXHAUSTED) is left as it is; both are reported in the returned list.
   std::vector<std::string> LoadRigs(
       const std::function<absl::Status(const std::string& id, const std::string& bytes,
                                        const std::vector<std::string>& tenants)>& load) const;
