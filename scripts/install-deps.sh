@@ -23,6 +23,7 @@ build_pkgs=(
   libassimp-dev assimp-testmodels libtinygltf-dev nlohmann-json3-dev
   python3 procps
   openssl  # the security tests make their own CA and certificates
+  haproxy  # the scale-out test balances three servers with deploy/haproxy.cfg
 )
 runtime_pkgs=(
   libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0

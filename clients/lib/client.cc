@@ -34,8 +34,8 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-FrameStream::FrameStream(v1::Sinew::Stub& stub, const std::string& token) {
-  if (!token.empty()) context_.AddMetadata("authorization", "Bearer " + token);
+FrameStream::FrameStream(v1::Sinew::Stub& stub, const Client& client) {
+  client.Authorize(context_);
   stream_ = stub.StreamDeform(&context_);
 }
 
@@ -76,7 +76,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
 }
 }  // namespace
 
-Client::Client(const std::string& target, const ClientOptions& options) : target_(target), token_(options.token) {
+Client::Client(const std::string& target, const ClientOptions& options)
+    : affinity_(options.affinity), token_(options.token), target_(target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -106,6 +107,7 @@ Client::Client(const std::string& target, const ClientOptions& options) : target
 
 void Client::Authorize(grpc::ClientContext& ctx) const {
   if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+  if (!affinity_.empty()) ctx.AddMetadata("x-sinew-affinity", affinity_);
 }
 
 absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
@@ -320,7 +322,7 @@ absl::Status Client::DeformClip(
   return local.ok() ? remote : local;
 }
 
-std::unique_ptr<FrameStream> Client::OpenStream() { return std::make_unique<FrameStream>(*stub_, token_); }
+std::unique_ptr<FrameStream> Client::OpenStream() { return std::make_unique<FrameStream>(*stub_, *this); }
 
 v1::Rig RigToProto(const RigInput& in) {
   const Rig& rig = in.rig;

@@ -27,10 +27,12 @@ using UploadProgress = std::function<void(uint64_t sent, uint64_t total)>;
 
 // A synchronous bidirectional frame stream. Write and Read may be used from two threads (one
 // writer, one reader) or alternately from one.
+class Client;
+
 class FrameStream {
  public:
   // `token`: sent as "authorization: Bearer TOKEN" when not empty.
-  FrameStream(v1::Sinew::Stub& stub, const std::string& token);
+  FrameStream(v1::Sinew::Stub& stub, const Client& client);
   ~FrameStream();
   bool Write(const v1::DeformRequest& request);
   bool Read(v1::DeformResponse* response);
@@ -56,6 +58,9 @@ struct ClientOptions {
   std::string tls_cert;     // mutual TLS: this client's certificate chain (PEM) ...
   std::string tls_key;      // ... and its private key (PEM)
   std::string server_name;  // the name to check the server's certificate against; empty: the target's host
+  // Sent as "x-sinew-affinity" with every call, so that a balancer hashing it (deploy/haproxy.cfg)
+  // keeps this client's calls on one server. Empty: none.
+  std::string affinity;
 };
 
 class Client {
@@ -66,7 +71,7 @@ class Client {
   // status() says why, and every call fails with it.
   Client(const std::string& target, const ClientOptions& options);
   const absl::Status& status() const { return status_; }
-  // Adds the bearer token (if any) to a context for a call on stub().
+  // Adds the bearer token and the affinity (if any) to a context for a call on stub().
   void Authorize(grpc::ClientContext& ctx) const;
   // Waits until the channel is ready (or the timeout passes).
   absl::Status WaitReady(std::chrono::milliseconds timeout);
@@ -115,6 +120,7 @@ class Client {
   const std::string& target() const { return target_; }
 
  private:
+  std::string affinity_;
   std::string token_;
   absl::Status status_;
   std::string target_;

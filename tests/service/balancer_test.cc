@@ -1,0 +1,131 @@
+// Issue 17's scale-out: three real sinew-servers behind Debian's HAProxy running
+// deploy/haproxy.cfg, all on loopback. Clients with different affinities each keep to one server
+// (their sessions exist on exactly one, and no frame of theirs fails); when a client's server is
+// killed, client::RecoveringSession re-uploads its rig and re-creates its session on another server
+// and carries on, counting the frames it redid, and every frame equals core's.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "clients/lib/recovering_session.h"
+#include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
+
+namespace sinew::testing {
+namespace {
+
+constexpr char kHaproxy[] = "/usr/sbin/haproxy";
+
+// A loopback port free at the time of asking (HAProxy cannot bind port 0 and say which it got).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// How many of a server's sessions there are (asked directly, not through the balancer).
+int SessionsOn(const ServerProcess& server) {
+  client::Client c(server.target());
+  auto list = c.ListSessions();
+  return list.ok() ? list->sessions_size() : -1;
+}
+
+TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
+  if (!std::filesystem::exists(kHaproxy)) GTEST_SKIP() << "no " << kHaproxy << " (scripts/install-deps.sh installs it)";
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<ServerProcess>());
+    ASSERT_TRUE(servers.back()->started());
+  }
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  std::vector<std::string> argv = {"/usr/bin/env", "SINEW_LB_BIND=127.0.0.1:" + std::to_string(port)};
+  for (int i = 0; i < 3; ++i) argv.push_back("SINEW_BACKEND_" + std::to_string(i) + "=" + servers[i]->target());
+  argv.insert(argv.end(), {kHaproxy, "-db", "-f", std::string(SINEW_SOURCE_DIR) + "/deploy/haproxy.cfg"});
+  const pid_t haproxy = SpawnProcess(argv);
+  ASSERT_GT(haproxy, 0);
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+
+  const LimbOptions limb = LimbOf(1500);
+  const v1::Rig rig = client::RigToProto(MakeLimb(limb));
+  const Skeleton sk = LimbSkeleton(limb);
+  constexpr int kClients = 6;
+  std::vector<std::unique_ptr<client::Client>> clients;
+  std::vector<std::unique_ptr<client::RecoveringSession>> sessions;
+  for (int k = 0; k < kClients; ++k) {
+    client::ClientOptions o;
+    o.affinity = "client-" + std::to_string(k);
+    clients.push_back(std::make_unique<client::Client>(target, o));
+    ASSERT_TRUE(clients.back()->WaitReady(std::chrono::seconds(10)).ok());
+    v1::CreateSessionRequest create;
+    create.mutable_deformer()->set_method(v1::METHOD_DQS);
+    absl::StatusOr<std::unique_ptr<client::RecoveringSession>> s;
+    for (int attempt = 0; attempt < 100; ++attempt) {  // until HAProxy has found its servers up
+      s = client::RecoveringSession::Open(*clients.back(), rig, create);
+      if (s.ok() || s.status().code() != absl::StatusCode::kUnavailable) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(s.ok()) << s.status();
+    sessions.push_back(std::move(*s));
+  }
+  auto play = [&](int k, int first, int count) {
+    for (int f = first; f < first + count; ++f) {
+      const Pose pose = LimbPose(sk, f / 20.0);
+      auto frame = sessions[k]->Deform(Frame("", uint64_t(f), pose));
+      ASSERT_TRUE(frame.ok()) << "client " << k << " frame " << f << ": " << frame.status();
+      std::vector<float> got;
+      ASSERT_TRUE(client::DecodePositions(*frame, got).ok());
+      EXPECT_EQ(got, CoreDeform(limb, "dqs", pose)) << "client " << k << " frame " << f;
+    }
+  };
+  // Sticky: every client's frames reach the server that holds its session.
+  for (int k = 0; k < kClients; ++k) play(k, 0, 4);
+  int total = 0;
+  for (auto& s : servers) total += SessionsOn(*s);
+  EXPECT_EQ(total, kClients) << "each session on exactly one server";
+  for (int k = 0; k < kClients; ++k) EXPECT_EQ(sessions[k]->frames_redone(), 0u) << "client " << k;
+
+  // Kill client 0's server: its session moves; the others' clients carry on untouched.
+  int victim = -1;
+  for (int i = 0; i < 3 && victim < 0; ++i) {
+    client::Client direct(servers[i]->target());
+    if (direct.GetSession(sessions[0]->session_id()).ok()) victim = i;
+  }
+  ASSERT_GE(victim, 0);
+  ASSERT_EQ(kill(servers[victim]->pid(), SIGKILL), 0);
+  servers[victim]->Terminate(1);
+  const std::string before = sessions[0]->session_id();
+  play(0, 4, 4);
+  EXPECT_GE(sessions[0]->frames_redone(), 1u);
+  EXPECT_GE(sessions[0]->sessions_recreated(), 1u);
+  EXPECT_NE(sessions[0]->session_id(), before);
+  for (int k = 1; k < kClients; ++k) play(k, 4, 2);
+  std::printf("client 0 redid %llu frame(s), re-created its session %llu time(s)\n",
+              (unsigned long long)sessions[0]->frames_redone(), (unsigned long long)sessions[0]->sessions_recreated());
+
+  kill(haproxy, SIGTERM);
+  WaitProcess(haproxy);
+  for (int i = 0; i < 3; ++i) {
+    if (i != victim) {
+      EXPECT_EQ(servers[i]->Terminate(), 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sinew::testing
