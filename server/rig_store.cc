@@ -381,9 +381,12 @@ size_t RigStore::TenantCount(const StoredRig& rig) const {
 }
 
 std::vector<std::shared_ptr<StoredRig>> RigStore::List(const std::string& tenant) const {
-  std::vector<std::shared_ptr<StoredRig>> out = List();
   std::lock_guard lock(mu_);
-  std::erase_if(out, [&](const std::shared_ptr<StoredRig>& r) { return !r->tenants.contains(tenant); });
+  std::vector<std::shared_ptr<StoredRig>> out;
+  for (auto& [id, r] : rigs_) {
+    if (r->tenants.contains(tenant)) out.push_back(r);
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a->id < b->id; });
   return out;
 }
 

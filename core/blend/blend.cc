@@ -118,18 +118,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateBlendDeformer(std::shared_ptr<co
           "method blend needs a blend weight per vertex: the rig has no \"dqs_blend\" attribute; upload one "
           "(1 component, 0 = LBS … 1 = DQS) or set deformer.blend.weight");
     }
-    if (attr->components != 1 || attr->values.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("rig attribute \"dqs_blend\": must have 1 component per vertex (",
-                                                     attr->components, " components, ", attr->values.size(),
-                                                     " values for ", n, " vertices)"));
-    }
-    for (size_t v = 0; v < n; ++v) {
-      const float b = attr->values[v];
-      if (!(b >= 0 && b <= 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("rig attribute \"dqs_blend\": vertex ", v, " has ", b, ", outside [0, 1]"));
-      }
-    }
+    if (auto st = CheckKnownAttribute(*attr, n, rig->joint_count(), "rig attribute"); !st.ok()) return st;
     blend = attr->values;
     key = "blend attribute";
   }

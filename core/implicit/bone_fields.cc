@@ -47,18 +47,9 @@ absl::StatusOr<std::vector<int32_t>> Segmentation(const Rig& rig) {
   for (size_t a = 0; a < rig.attributes.size(); ++a) {
     const AttributeMap& m = rig.attributes[a];
     if (m.name != "segmentation") continue;
-    const std::string field = absl::StrCat("rig.attributes[", a, "] (segmentation)");
-    if (m.components != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": 1 component (a joint index per vertex), not ", m.components));
-    }
-    for (size_t v = 0; v < n; ++v) {
-      const float x = m.values[v];
-      if (!(x >= 0 && x < float(rig.joint_count()) && x == std::floor(x))) {
-        return absl::InvalidArgumentError(absl::StrCat(field, ".values[", v, "]: ", x, " is not a joint index (the rig has ",
-                                                       rig.joint_count(), " joints)"));
-      }
-      joint[v] = int32_t(x);
-    }
+    const std::string field = absl::StrCat("rig.attributes[", a, "]");
+    if (auto st = CheckKnownAttribute(m, n, rig.joint_count(), field); !st.ok()) return st;
+    for (size_t v = 0; v < n; ++v) joint[v] = int32_t(m.values[v]);
     return joint;
   }
   if (rig.weights.offsets.empty()) {

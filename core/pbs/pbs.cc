@@ -790,15 +790,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     if (a.name == "pbs_jiggle") jiggle = &a;
   }
   if (jiggle != nullptr) {
-    if (jiggle->components != 1 || jiggle->values.size() != rig.vertex_count()) {
-      return absl::InvalidArgumentError(absl::StrCat("rig attribute \"pbs_jiggle\": must have 1 component per vertex (",
-                                                     rig.vertex_count(), " values)"));
-    }
-    for (size_t v = 0; v < jiggle->values.size(); ++v) {
-      if (!(jiggle->values[v] >= 0 && jiggle->values[v] <= 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("rig attribute \"pbs_jiggle\"[", v, "]: ", jiggle->values[v], " is outside [0, 1]"));
-      }
+    if (auto st = CheckKnownAttribute(*jiggle, rig.vertex_count(), rig.joint_count(), "rig attribute"); !st.ok()) {
+      return st;
     }
   }
   const std::vector<uint32_t> nearest = p.weights == PbsParams::Weights::kTransfer || jiggle != nullptr

@@ -354,6 +354,27 @@ size_t Rig::ResidentBytes() const {
   return b;
 }
 
+absl::Status CheckKnownAttribute(const AttributeMap& m, size_t n, size_t joint_count, const std::string& field) {
+  const bool segmentation = m.name == "segmentation";
+  if (!segmentation && m.name != "dqs_blend" && m.name != "pbs_jiggle") return absl::OkStatus();
+  const std::string known = absl::StrCat(field, " (", m.name, ")");
+  if (m.components != 1 || m.values.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(known, ": ", m.components, " components and ", m.values.size(),
+                                                   " values; one value per vertex (", n, ")"));
+  }
+  for (size_t v = 0; v < n; ++v) {
+    const float x = m.values[v];
+    if (segmentation && !(x >= 0 && x < float(joint_count) && x == std::floor(x))) {
+      return absl::InvalidArgumentError(absl::StrCat(known, ".values[", v, "]: ", x,
+                                                     " is not a joint index (the rig has ", joint_count, " joints)"));
+    }
+    if (!segmentation && !(x >= 0 && x <= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(known, ".values[", v, "]: ", x, " is outside [0, 1]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits) {
   Rig& rig = input.rig;
   if (auto st = CheckPoints(rig.positions, "rig.mesh.positions"); !st.ok()) return st;
@@ -449,26 +470,8 @@ absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits) {
                                        i / m.components));
       }
     }
-    // Attributes a method reads are checked here, so that a rig its method would refuse fails at
-    // upload and not at session creation: "segmentation" (implicit skinning: a joint index per
-    // vertex), "dqs_blend" (blend: 0 = LBS ... 1 = DQS) and "pbs_jiggle" (pbs: 0 ... 1).
-    const bool segmentation = m.name == "segmentation";
-    if (segmentation || m.name == "dqs_blend" || m.name == "pbs_jiggle") {
-      const std::string known = absl::StrCat(field, " (", m.name, ")");
-      if (m.components != 1) {
-        return Invalid(absl::StrCat(known, ".components: ", m.components, "; one value per vertex"));
-      }
-      for (size_t v = 0; v < n; ++v) {
-        const float x = m.values[v];
-        if (segmentation && !(x >= 0 && x < float(rig.joint_count()) && x == std::floor(x))) {
-          return Invalid(absl::StrCat(known, ".values[", v, "]: ", x, " is not a joint index (the rig has ",
-                                      rig.joint_count(), " joints)"));
-        }
-        if (!segmentation && !(x >= 0 && x <= 1)) {
-          return Invalid(absl::StrCat(known, ".values[", v, "]: ", x, " is outside [0, 1]"));
-        }
-      }
-    }
+    // So that a rig its method would refuse fails at upload, not at session creation.
+    if (auto st = CheckKnownAttribute(m, n, rig.joint_count(), field); !st.ok()) return st;
   }
   for (size_t p = 0; p < rig.precomputed.size(); ++p) {
     if (rig.precomputed[p].deformer.empty()) {

@@ -92,6 +92,14 @@ struct AttributeMap {
   std::vector<float> values;  // vertex_count * components
 };
 
+// The attributes a method reads, checked in one place (by BuildRig, so at upload, and by the
+// methods for rigs made without it): "segmentation" (implicit skinning: a joint index per
+// vertex), "dqs_blend" (blend: 0 = LBS ... 1 = DQS) and "pbs_jiggle" (pbs: 0 ... 1), each one
+// value per vertex. Any other name passes. INVALID_ARGUMENT names `field`, e.g.
+// "rig.attributes[0] (segmentation).values[7]: 99 is not a joint index".
+absl::Status CheckKnownAttribute(const AttributeMap& a, size_t vertex_count, size_t joint_count,
+                                 const std::string& field);
+
 struct PrecomputedData {
   std::string deformer;
   std::string version;

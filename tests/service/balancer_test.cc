@@ -76,7 +76,10 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
     create.mutable_deformer()->set_method(v1::METHOD_DQS);
     absl::StatusOr<std::unique_ptr<client::RecoveringSession>> s;
     for (int attempt = 0; attempt < 100; ++attempt) {  // until HAProxy has found its servers up
-      s = client::RecoveringSession::Open(*clients.back(), rig, create);
+      // Up to 20 s a frame for the balancer to see a server gone (its checks take 0.5 s): a
+      // loaded CI machine must not fail the test by being slow.
+      s = client::RecoveringSession::Open(*clients.back(), rig, create,
+                                          {.max_attempts = 200, .retry_delay = std::chrono::milliseconds(100)});
       if (s.ok() || s.status().code() != absl::StatusCode::kUnavailable) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
