@@ -415,9 +415,20 @@ TEST(Lifecycle, DrainingServerRefusesNewWork) {
   grpc::ClientContext held_ctx;
   v1::UploadRigResponse held_resp;
   auto held = stub->UploadRig(&held_ctx, &held_resp);
-  v1::UploadRigRequest header;
-  header.mutable_header()->set_total_bytes(1000);
-  ASSERT_TRUE(held->Write(header));
+  const double uploaded =
+      MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total");
+  v1::UploadRigRequest part;
+  part.mutable_header()->set_total_bytes(1000);
+  ASSERT_TRUE(held->Write(part));
+  part.set_chunk("x");
+  ASSERT_TRUE(held->Write(part));
+  // The server has the upload open (its chunk counted) before it is told to stop: a Write only
+  // hands the message to the client's transport.
+  for (int i = 0; i < 2000 && MetricValue(HttpGet(server.metrics_port(), "/metrics"),
+                                          "sinew_upload_bytes_total") < uploaded + 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total"), uploaded + 1);
   ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
 
   client::Client fresh(server.target());  // a new connection
@@ -452,7 +463,7 @@ TEST(Lifecycle, DrainingServerRefusesNewWork) {
   EXPECT_TRUE(fresh.CloseSession(session->session_id()).ok());
 
   held->WritesDone();
-  const grpc::Status end = held->Finish();  // the upload itself fails (1000 bytes announced, none sent)
+  const grpc::Status end = held->Finish();  // the upload itself fails (1000 bytes announced, 1 sent)
   EXPECT_EQ(end.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << end.error_message();
   EXPECT_EQ(server.Terminate(), 0);  // the drain ends with the upload; the second SIGTERM is ignored
 }

@@ -185,4 +185,12 @@ std::string HttpGet(int port, const std::string& path) {
   return split == std::string::npos ? "" : body.substr(split + 4);
 }
 
+double MetricValue(const std::string& body, const std::string& series) {
+  for (size_t at = body.find(series); at != std::string::npos; at = body.find(series, at + 1)) {
+    if (at > 0 && body[at - 1] != '\n') continue;
+    return std::stod(body.substr(at + series.size() + 1));
+  }
+  return -1;
+}
+
 }  // namespace sinew::testing

@@ -46,5 +46,8 @@ int WaitProcess(pid_t pid);
 
 // GET http://127.0.0.1:port/path over a plain socket; returns the body ("" on failure).
 std::string HttpGet(int port, const std::string& path);
+// The value of one series (a line starting with `series`, labels included) of a Prometheus
+// text body; -1 when absent.
+double MetricValue(const std::string& body, const std::string& series);
 
 }  // namespace sinew::testing

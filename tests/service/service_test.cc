@@ -1099,8 +1099,6 @@ TEST_F(Service, DeltaOptionsAreCheckedAndUnaryFramesAreKeyFrames) {
   EXPECT_THAT(info->encodings(), ::testing::Contains(v1::OUTPUT_ENCODING_QUANTIZED16));
 }
 
-double MetricValue(const std::string& body, const std::string& series);
-
 // A stream reads ahead while a frame is deformed: a client that sends many frames before reading
 // gets every one answered, in order, each equal to core's.
 TEST_F(Service, StreamsAnswerFramesSentAheadInOrder) {
@@ -1510,14 +1508,6 @@ TEST_F(Service, StreamFrameErrorDoesNotEndStream) {
   EXPECT_FALSE(r.has_error());
   EXPECT_EQ(r.vertex_count(), 2000u);
   EXPECT_TRUE(stream->Close().ok());
-}
-
-double MetricValue(const std::string& body, const std::string& series) {
-  for (size_t at = body.find(series); at != std::string::npos; at = body.find(series, at + 1)) {
-    if (at > 0 && body[at - 1] != '\n') continue;
-    return std::stod(body.substr(at + series.size() + 1));
-  }
-  return -1;
 }
 
 TEST_F(Service, PrometheusMetricsCountFramesAndErrors) {
