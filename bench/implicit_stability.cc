@@ -1,0 +1,198 @@
+// sinew-implicit-stability: how far implicit skinning's result moves when its input moves by
+// float rounding (issue 15). Each sequence is played through a method once as given and once per
+// perturbation (every joint of every pose turned by 1e-6 rad about one of four axes, each in its
+// own session, as a client whose poses went through other arithmetic would send them); per frame
+// the largest distance of a vertex from the unperturbed result, over the bounding-box diagonal.
+// A method whose output is a continuous function of its input moves by about 1e-6 of the
+// diagonal; a flipped decision (a contact stop, a relaxation that never converges) shows as
+// 1e-3 and more. Also the time a frame takes (1 thread).
+//
+//   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clients/import/asset_import.h"
+#include "core/clip/clip.h"
+#include "core/deformer/deformer.h"
+#include "core/implicit/implicit_params.h"
+#include "core/implicit/implicit_skinning.h"
+#include "core/procedural/limb.h"
+
+namespace sinew {
+namespace {
+
+DeformerConfig Config(const std::string& method) {
+  DeformerConfig c;
+  c.method = method;
+  c.params = std::make_shared<ImplicitConfig>();
+  return c;
+}
+
+Pose Perturbed(const Pose& pose, double radians, const Eigen::Vector3d& axis) {
+  Pose p = pose;
+  const Eigen::Quaterniond turn(Eigen::AngleAxisd(radians, axis.normalized()));
+  for (size_t j = 0; j < p.joint_count(); ++j) {
+    Similarity s = p.joint(j);
+    s.rotation = (s.rotation * turn).normalized();
+    p.set_joint(j, s);
+  }
+  return p;
+}
+
+struct Sequence {
+  std::string name;
+  std::shared_ptr<const Rig> rig;
+  std::vector<Pose> poses;
+  std::vector<std::string> labels;
+};
+
+// The joint with the largest weight at vertex v (where a moved vertex is reported).
+uint32_t HeaviestJoint(const Rig& rig, size_t v) {
+  const SkinWeights& w = rig.weights;
+  uint32_t best = w.joints[w.offsets[v]];
+  float most = -1;
+  for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) {
+    if (w.weights[e] > most) {
+      most = w.weights[e];
+      best = w.joints[e];
+    }
+  }
+  return best;
+}
+
+// Plays the sequence and its four perturbed copies, prints a row per frame (the largest move,
+// the vertices moved beyond 1e-4 of the diagonal and, per heaviest joint, how many) and returns
+// the worst frame's move over the diagonal.
+double Play(const Sequence& s, const std::string& method, std::shared_ptr<const Prepared> model) {
+  const Rig& rig = *s.rig;
+  const double diag = rig.bbox_diagonal();
+  const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
+  std::vector<std::unique_ptr<Deformer>> runs;
+  for (int k = 0; k < 5; ++k) runs.push_back(std::move(*CreateImplicitDeformer(s.rig, model, Config(method))));
+  std::vector<float> base(rig.positions.size()), other(rig.positions.size());
+  double worst = 0, seconds = 0;
+  size_t moved_total = 0;
+  std::printf("%s, %s (%zu vertices): frame, largest move / diag under 1e-6 rad turns, vertices beyond 1e-4 diag "
+              "(the worst vertex's heaviest joint; moved vertices per heaviest joint)\n",
+              s.name.c_str(), method.c_str(), rig.vertex_count());
+  for (size_t f = 0; f < s.poses.size(); ++f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!runs[0]->Deform({&s.poses[f], {}}, base, nullptr).ok()) std::abort();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double frame_max = 0;
+    size_t beyond = 0;
+    std::string worst_joint;
+    std::map<std::string, size_t> joints_beyond;
+    for (int k = 0; k < 4; ++k) {
+      const Pose p = Perturbed(s.poses[f], 1e-6, axes[k]);
+      if (!runs[k + 1]->Deform({&p, {}}, other, nullptr).ok()) std::abort();
+      size_t b = 0;
+      for (size_t v = 0; v < rig.vertex_count(); ++v) {
+        const double d = std::sqrt(std::pow(double(base[3 * v]) - other[3 * v], 2) +
+                                   std::pow(double(base[3 * v + 1]) - other[3 * v + 1], 2) +
+                                   std::pow(double(base[3 * v + 2]) - other[3 * v + 2], 2)) / diag;
+        if (d > frame_max) {
+          frame_max = d;
+          worst_joint = rig.skeleton.names[HeaviestJoint(rig, v)];
+        }
+        if (d > 1e-4) {
+          ++b;
+          ++joints_beyond[rig.skeleton.names[HeaviestJoint(rig, v)]];
+        }
+      }
+      beyond = std::max(beyond, b);
+    }
+    moved_total += beyond;
+    worst = std::max(worst, frame_max);
+    std::printf("  %-12s %.2e  %zu  (worst at %s)", s.labels[f].c_str(), frame_max, beyond, worst_joint.c_str());
+    for (const auto& [n, c] : joints_beyond) std::printf(" %s:%zu", n.c_str(), c);
+    std::printf("\n");
+  }
+  std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread)\n\n", worst,
+              moved_total, 1e3 * seconds / s.poses.size());
+  return worst;
+}
+
+Sequence Limb() {
+  Sequence s;
+  s.name = "two-bone limb, 0-120-0 in 15 deg steps with 60 deg jumps";
+  s.rig = std::make_shared<const Rig>(*BuildRig(MakeLimb(TwoBoneLimbOptions())));
+  std::vector<double> bends;
+  for (int k = 0; k <= 8; ++k) bends.push_back(15.0 * k);
+  for (int k = 7; k >= 0; --k) bends.push_back(15.0 * k);
+  bends.insert(bends.begin() + 3, {105.0, 45.0});
+  for (double b : bends) {
+    s.poses.push_back(LimbPose(s.rig->skeleton, 0.5, LimbMotion{.bend_degrees = b, .twist_degrees = b / 3}));
+    s.labels.push_back(std::to_string(int(b)) + " deg");
+  }
+  return s;
+}
+
+Sequence Bcn(int frames) {
+  Sequence s;
+  s.name = "BCN_Epileptic clip";
+  const std::string path = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
+  auto asset = ImportAsset(path);
+  if (!asset.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), std::string(asset.status().message()).c_str());
+    std::exit(1);
+  }
+  s.rig = std::make_shared<const Rig>(*BuildRig(asset->rig));
+  const Clip& clip = asset->clips[0];
+  for (int k = 0; k <= frames; ++k) {
+    Pose p;
+    SampleClip(clip, s.rig->skeleton, clip.duration * k / frames, p);
+    s.poses.push_back(p);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "t %.2f s", clip.duration * k / frames);
+    s.labels.push_back(buf);
+  }
+  return s;
+}
+
+}  // namespace
+}  // namespace sinew
+
+int main(int argc, char** argv) {
+  using namespace sinew;
+  std::vector<std::string> methods = {"implicit", "elastic-implicit"};
+  bool limb = false, bcn = false;
+  int bcn_frames = 8;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--method" && i + 1 < argc) {
+      const std::string m = argv[++i];
+      if (m != "both") methods = {m};
+    } else if (a == "--limb") {
+      limb = true;
+    } else if (a == "--bcn") {
+      bcn = true;
+    } else if (a == "--bcn-frames" && i + 1 < argc) {
+      bcn_frames = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
+                           "[--bcn-frames N]\n");
+      return 2;
+    }
+  }
+  if (!limb && !bcn) limb = bcn = true;
+  std::vector<Sequence> seqs;
+  if (limb) seqs.push_back(Limb());
+  if (bcn) seqs.push_back(Bcn(bcn_frames));
+  for (const Sequence& s : seqs) {
+    auto model = PrepareImplicit(*s.rig, Config("implicit"), nullptr, {});
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+      return 1;
+    }
+    for (const std::string& m : methods) Play(s, m, *model);
+  }
+  return 0;
+}
