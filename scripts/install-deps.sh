@@ -24,6 +24,8 @@ build_pkgs=(
   python3 procps
   openssl  # the security tests make their own CA and certificates
   haproxy  # the scale-out test balances three servers with deploy/haproxy.cfg
+  python3-grpcio python3-protobuf python3-numpy  # the Python client (clients/python) and its tests
+  blender  # the Blender add-on (clients/blender) is tested headless in real Blender (bookworm: 3.4.1)
 )
 runtime_pkgs=(
   libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0

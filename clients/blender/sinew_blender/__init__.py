@@ -1,0 +1,423 @@
+"""Sinew for Blender: deforms an armature's skinned mesh through a Sinew server.
+
+From a mesh with an Armature modifier, "Drive with Sinew" uploads the rig (the mesh in bind pose,
+the bones as joints, weights from the vertex groups) and opens a session with the method, backend
+and encoding chosen in the panel (3D Viewport > Sidebar > Sinew). Then on every frame change the
+armature's pose is sent and the returned positions are written into a shape key "Sinew" (value 1),
+while the Armature modifier is turned off. "Bake" sends every frame of the scene's range and writes
+a .pc2 point cache that a Mesh Cache modifier plays back, without the server.
+
+The Python client (package ``sinew``) comes vendored in the zip the build makes
+(build/clients/blender/sinew_blender.zip), or from the folder in this add-on's preferences or
+$SINEW_PYTHONPATH. Written for Blender 3.4 and later (tested: Debian bookworm's 3.4.1).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Dict, Optional
+
+import bpy
+import numpy as np
+from bpy.app.handlers import persistent
+from bpy.props import BoolProperty, EnumProperty, IntProperty, PointerProperty, StringProperty
+
+from . import bridge
+
+bl_info = {
+    "name": "Sinew deformation",
+    "author": "Sinew",
+    "version": (0, 1, 0),
+    "blender": (3, 4, 0),
+    "location": "3D Viewport > Sidebar > Sinew",
+    "description": "Deform a skinned mesh through a Sinew server (LBS, DQS, implicit skinning, ...), "
+                   "live on frame changes or baked to a point cache",
+    "category": "Animation",
+}
+
+METHODS = [
+    ("lbs", "LBS", "Linear blend skinning (what Blender's Armature modifier does)"),
+    ("dqs", "DQS", "Dual quaternion skinning (Blender's 'Preserve Volume')"),
+    ("blend", "LBS/DQS blend", "Per-vertex blend of LBS and DQS (parameter weight, or the rig's dqs_blend attribute)"),
+    ("implicit", "Implicit skinning", "DQS corrected by implicit surfaces: contact and bulges at joints"),
+    ("elastic-implicit", "Elastic implicit", "Implicit skinning tracked from frame to frame (stateful)"),
+    ("swing-twist", "Swing/twist", "Elasticity-inspired joint deformers (Kavan & Sorkine)"),
+    ("pbs", "Position-based", "Position-based skinning: LBS corrected by volume constraints"),
+    ("custom", "Other", "Any method or pipeline by name, e.g. dqs+implicit"),
+]
+
+
+class LiveRig:
+    """A mesh driven by a session."""
+
+    def __init__(self, export: bridge.RigExport, client, session) -> None:
+        self.export = export
+        self.client = client
+        self.session = session
+        self.frames = 0
+        self.last_ms = 0.0
+        self.error = ""
+
+
+_live: Dict[str, LiveRig] = {}
+_baking = False
+
+
+def _prefs(context) -> Optional[bpy.types.AddonPreferences]:
+    addon = context.preferences.addons.get(__name__)
+    return addon.preferences if addon else None
+
+
+def _sinew(context):
+    prefs = _prefs(context)
+    return bridge.ensure_client([prefs.client_path] if prefs and prefs.client_path else [])
+
+
+def _params(text: str) -> dict:
+    """ "NAME=VALUE,NAME=VALUE" -> a dict of numbers, booleans and words; in a pipeline
+    "STAGE.NAME=VALUE" goes to that stage."""
+    out: dict = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        if "=" not in item:
+            raise bridge.BridgeError(f"parameters: {item!r} is not NAME=VALUE")
+        name, value = (x.strip() for x in item.split("=", 1))
+        v: object = value
+        if value.lower() in ("true", "false"):
+            v = value.lower() == "true"
+        else:
+            for cast in (int, float):
+                try:
+                    v = cast(value)
+                    break
+                except ValueError:
+                    pass
+        if "." in name:
+            stage, name = name.split(".", 1)
+            out.setdefault(stage, {})[name] = v
+        else:
+            out[name] = v
+    return out
+
+
+def _method(settings) -> str:
+    return settings.custom_method.strip() if settings.method == "custom" else settings.method
+
+
+def _mesh(context):
+    settings = context.scene.sinew
+    obj = settings.mesh or context.active_object
+    if obj is None or obj.type != "MESH":
+        raise bridge.BridgeError("choose a mesh with an Armature modifier (the panel's Mesh, or the active object)")
+    return obj
+
+
+def _connect(context):
+    sinew = _sinew(context)
+    s = context.scene.sinew
+    return sinew, sinew.connect(s.target, token=s.token or None, tls_ca=bpy.path.abspath(s.tls_ca) if s.tls_ca else None,
+                                timeout=s.timeout if s.timeout > 0 else None)
+
+
+def _open_session(context, mesh_obj):
+    """Exports and uploads the mesh's rig, opens a session as the panel says."""
+    s = context.scene.sinew
+    sinew, client = _connect(context)
+    export = bridge.export_rig(mesh_obj, None, context.evaluated_depsgraph_get())
+    rig_id = client.upload_rig(export.rig(sinew)).rig_id
+    session = client.create_session(rig_id, _method(s), _params(s.params), backend=s.backend, encoding=s.encoding)
+    return sinew, export, client, session
+
+
+def _set_armature_modifier(mesh_obj, enabled: bool) -> None:
+    mod = bridge.armature_modifier(mesh_obj)
+    if mod is None:
+        name = mesh_obj.get("sinew_armature_modifier")
+        mod = mesh_obj.modifiers.get(name) if name else None
+    if mod is None:
+        return
+    if not enabled:
+        mesh_obj["sinew_armature_modifier"] = mod.name
+    mod.show_viewport = enabled
+    mod.show_render = enabled
+
+
+def _deform(live: LiveRig, depsgraph) -> None:
+    sinew = bridge.ensure_client()
+    world, premat = bridge.pose_matrices(live.export, depsgraph)
+    t = time.perf_counter()
+    xyz = live.session.deform(bridge.sinew_pose(sinew, live.export, world))
+    live.last_ms = 1e3 * (time.perf_counter() - t)
+    live.frames += 1
+    bridge.write_shape_key(bpy.data.objects[live.export.mesh_name], bridge.to_mesh_space(xyz, premat))
+
+
+@persistent
+def on_frame_change(scene, depsgraph=None) -> None:
+    """frame_change_post: sends the pose of every live mesh and writes the result."""
+    if _baking:
+        return
+    depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
+    for name, live in list(_live.items()):
+        if name not in bpy.data.objects:
+            _live.pop(name, None)
+            continue
+        try:
+            _deform(live, depsgraph)
+            live.error = ""
+        except Exception as e:  # shown in the panel; playback goes on
+            live.error = str(e)
+            print(f"Sinew: {name}: {e}")
+
+
+def _stop(mesh_obj) -> None:
+    live = _live.pop(mesh_obj.name, None)
+    if live is not None:
+        try:
+            live.session.close()
+        except Exception as e:  # the server may be gone
+            print(f"Sinew: closing {live.session.id}: {e}")
+        live.client.close()
+    bridge.remove_shape_key(mesh_obj)
+    if bridge.MESH_CACHE not in mesh_obj.modifiers:
+        _set_armature_modifier(mesh_obj, True)
+
+
+class SINEW_OT_start(bpy.types.Operator):
+    """Upload the mesh's rig and deform it through Sinew on every frame change"""
+
+    bl_idname = "sinew.start"
+    bl_label = "Drive with Sinew"
+    bl_options = {"REGISTER"}
+
+    def execute(self, context):
+        try:
+            mesh_obj = _mesh(context)
+            if mesh_obj.name in _live:
+                _stop(mesh_obj)
+            sinew, export, client, session = _open_session(context, mesh_obj)
+        except (bridge.BridgeError, Exception) as e:
+            self.report({"ERROR"}, f"Sinew: {e}")
+            return {"CANCELLED"}
+        for w in export.warnings:
+            self.report({"WARNING"}, f"Sinew: {w}")
+        cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
+        if cache is not None:
+            mesh_obj.modifiers.remove(cache)
+        _set_armature_modifier(mesh_obj, False)
+        live = LiveRig(export, client, session)
+        _live[mesh_obj.name] = live
+        if on_frame_change not in bpy.app.handlers.frame_change_post:
+            bpy.app.handlers.frame_change_post.append(on_frame_change)
+        try:
+            _deform(live, context.evaluated_depsgraph_get())
+        except Exception as e:
+            _stop(mesh_obj)
+            self.report({"ERROR"}, f"Sinew: {e}")
+            return {"CANCELLED"}
+        self.report({"INFO"}, f"Sinew: {mesh_obj.name} on {session.id} ({session.method}, {session.backend}, "
+                              f"{session.vertex_count} vertices)")
+        return {"FINISHED"}
+
+
+class SINEW_OT_stop(bpy.types.Operator):
+    """Close the session and give the mesh back to its Armature modifier"""
+
+    bl_idname = "sinew.stop"
+    bl_label = "Stop"
+
+    def execute(self, context):
+        try:
+            mesh_obj = _mesh(context)
+        except bridge.BridgeError as e:
+            self.report({"ERROR"}, f"Sinew: {e}")
+            return {"CANCELLED"}
+        _stop(mesh_obj)
+        if not _live and on_frame_change in bpy.app.handlers.frame_change_post:
+            bpy.app.handlers.frame_change_post.remove(on_frame_change)
+        return {"FINISHED"}
+
+
+class SINEW_OT_bake(bpy.types.Operator):
+    """Deform every frame of the range through Sinew into a .pc2 point cache played by a Mesh Cache modifier"""
+
+    bl_idname = "sinew.bake"
+    bl_label = "Bake"
+    bl_options = {"REGISTER"}
+
+    frame_start: IntProperty(name="Start", default=-1, description="first frame (-1: the scene's)")
+    frame_end: IntProperty(name="End", default=-1, description="last frame (-1: the scene's)")
+
+    def execute(self, context):
+        global _baking
+        scene = context.scene
+        s = scene.sinew
+        first = scene.frame_start if self.frame_start < 0 else self.frame_start
+        last = scene.frame_end if self.frame_end < 0 else self.frame_end
+        if last < first:
+            self.report({"ERROR"}, f"Sinew: frames {first}..{last}: the end is before the start")
+            return {"CANCELLED"}
+        current = scene.frame_current
+        wm = context.window_manager
+        try:
+            mesh_obj = _mesh(context)
+            if mesh_obj.name in _live:
+                _stop(mesh_obj)
+            cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
+            if cache is not None:
+                mesh_obj.modifiers.remove(cache)
+            _set_armature_modifier(mesh_obj, True)
+            sinew, export, client, session = _open_session(context, mesh_obj)
+        except Exception as e:
+            self.report({"ERROR"}, f"Sinew: {e}")
+            return {"CANCELLED"}
+        start = time.perf_counter()
+        _baking = True
+        try:
+            poses, premats = [], []
+            for f in range(first, last + 1):  # Blender evaluates the pose (drivers, constraints, IK)
+                scene.frame_set(f)
+                world, premat = bridge.pose_matrices(export, context.evaluated_depsgraph_get())
+                poses.append(bridge.sinew_pose(sinew, export, world))
+                premats.append(premat)
+            wm.progress_begin(0, len(poses))
+            frames = np.empty((len(poses), len(export.positions), 3), dtype=np.float32)
+            for i, frame in enumerate(session.stream(poses, first_frame=0)):
+                frames[i] = bridge.to_mesh_space(frame.positions, premats[i])
+                wm.progress_update(i + 1)
+            path = bpy.path.abspath(s.bake_path.replace("{mesh}", bpy.path.clean_name(mesh_obj.name)))
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            bridge.write_pc2(path, frames, first)
+        except Exception as e:
+            self.report({"ERROR"}, f"Sinew: {e}")
+            return {"CANCELLED"}
+        finally:
+            _baking = False
+            wm.progress_end()
+            try:
+                session.close()
+            except Exception:
+                pass
+            client.close()
+            scene.frame_set(current)
+        index = list(mesh_obj.modifiers).index(bridge.armature_modifier(mesh_obj))
+        bridge.mesh_cache_modifier(mesh_obj, path, first, index)
+        _set_armature_modifier(mesh_obj, False)
+        self.report({"INFO"}, f"Sinew: baked {len(frames)} frames of {mesh_obj.name} ({session.method}) to {path} "
+                              f"in {time.perf_counter() - start:.1f} s")
+        return {"FINISHED"}
+
+
+class SINEW_OT_clear_bake(bpy.types.Operator):
+    """Remove the Mesh Cache modifier of a bake and turn the Armature modifier back on"""
+
+    bl_idname = "sinew.clear_bake"
+    bl_label = "Clear Bake"
+
+    def execute(self, context):
+        try:
+            mesh_obj = _mesh(context)
+        except bridge.BridgeError as e:
+            self.report({"ERROR"}, f"Sinew: {e}")
+            return {"CANCELLED"}
+        cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
+        if cache is not None:
+            mesh_obj.modifiers.remove(cache)
+        if mesh_obj.name not in _live:
+            _set_armature_modifier(mesh_obj, True)
+        return {"FINISHED"}
+
+
+class SinewSettings(bpy.types.PropertyGroup):
+    target: StringProperty(name="Server", default="127.0.0.1:50051", description="the Sinew server, HOST:PORT")
+    token: StringProperty(name="Token", subtype="PASSWORD", default="",
+                          description="bearer token for a server run with --token-file (empty: $SINEW_TOKEN)")
+    tls_ca: StringProperty(name="TLS CA", subtype="FILE_PATH", default="",
+                           description="PEM file of the CA that signed the server's certificate (empty: plaintext)")
+    timeout: IntProperty(name="Timeout (s)", default=0, min=0,
+                         description="seconds for each call, 0: none (a method's first preparation may take a while)")
+    mesh: PointerProperty(name="Mesh", type=bpy.types.Object, poll=lambda self, o: o.type == "MESH",
+                          description="the skinned mesh (empty: the active object)")
+    method: EnumProperty(name="Method", items=METHODS, default="lbs")
+    custom_method: StringProperty(name="Name", default="dqs+implicit",
+                                  description="any method or pipeline the server knows (sinew info lists them)")
+    params: StringProperty(name="Parameters", default="",
+                           description="NAME=VALUE,... by the names sinew info lists (pipelines: STAGE.NAME=VALUE)")
+    backend: EnumProperty(name="Backend", items=[("auto", "Auto", "the GPU when the server has one"),
+                                                 ("cpu", "CPU", ""), ("gpu", "GPU", "")], default="auto")
+    encoding: EnumProperty(name="Encoding", default="f32", items=[
+        ("f32", "float32", "exact"), ("f16", "float16", "half the bytes, 2^-11 relative error"),
+        ("q16", "quantized16", "half the bytes, within half a step of the frame's box / 65535"),
+        ("delta", "delta", "a fixed grid, key frames and predicted changes (about 0.15 of float32's bytes)")])
+    bake_path: StringProperty(name="Cache", subtype="FILE_PATH", default="//sinew_{mesh}.pc2",
+                              description="the .pc2 file a bake writes ({mesh}: the mesh's name)")
+
+
+class SinewPreferences(bpy.types.AddonPreferences):
+    bl_idname = __name__
+
+    client_path: StringProperty(name="Python client", subtype="DIR_PATH", default="",
+                                description="folder holding the 'sinew' package and its stubs "
+                                            "(build/clients/python/dist); not needed with the build's zip")
+
+    def draw(self, context):
+        self.layout.prop(self, "client_path")
+
+
+class SINEW_PT_panel(bpy.types.Panel):
+    bl_label = "Sinew"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Sinew"
+
+    def draw(self, context):
+        s = context.scene.sinew
+        layout = self.layout
+        col = layout.column()
+        col.prop(s, "target")
+        col.prop(s, "token")
+        col.prop(s, "tls_ca")
+        col.prop(s, "mesh")
+        col.prop(s, "method")
+        if s.method == "custom":
+            col.prop(s, "custom_method")
+        col.prop(s, "params")
+        col.prop(s, "backend")
+        col.prop(s, "encoding")
+        row = layout.row(align=True)
+        row.operator(SINEW_OT_start.bl_idname, icon="PLAY")
+        row.operator(SINEW_OT_stop.bl_idname, icon="PAUSE")
+        obj = s.mesh or context.active_object
+        live = _live.get(obj.name) if obj is not None else None
+        if live is not None:
+            box = layout.box()
+            box.label(text=f"{live.session.method} on {live.session.backend}, {live.session.vertex_count} vertices")
+            box.label(text=f"{live.frames} frames, last {live.last_ms:.1f} ms")
+            if live.error:
+                box.label(text=live.error, icon="ERROR")
+        layout.separator()
+        layout.prop(s, "bake_path")
+        row = layout.row(align=True)
+        row.operator(SINEW_OT_bake.bl_idname, icon="REC")
+        row.operator(SINEW_OT_clear_bake.bl_idname, icon="X")
+
+
+classes = (SinewSettings, SinewPreferences, SINEW_OT_start, SINEW_OT_stop, SINEW_OT_bake, SINEW_OT_clear_bake,
+           SINEW_PT_panel)
+
+
+def register() -> None:
+    for c in classes:
+        bpy.utils.register_class(c)
+    bpy.types.Scene.sinew = PointerProperty(type=SinewSettings)
+
+
+def unregister() -> None:
+    for name in list(_live):
+        if name in bpy.data.objects:
+            _stop(bpy.data.objects[name])
+    _live.clear()
+    if on_frame_change in bpy.app.handlers.frame_change_post:
+        bpy.app.handlers.frame_change_post.remove(on_frame_change)
+    del bpy.types.Scene.sinew
+    for c in reversed(classes):
+        bpy.utils.unregister_class(c)

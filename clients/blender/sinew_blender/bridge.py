@@ -1,0 +1,302 @@
+"""What the add-on does with Blender data, apart from its user interface: a scene's armature and
+skinned mesh -> a Sinew rig, the armature's pose on a frame -> a Sinew pose, the returned
+positions -> the mesh (a shape key, or a .pc2 point cache read by a Mesh Cache modifier).
+
+Spaces. Blender's Armature modifier deforms a vertex p of the mesh object as
+
+    p' = premat^-1 * sum_b w_b * P_b * B_b^-1 * premat * p,   premat = armature.matrix_world^-1 * mesh.matrix_world
+
+with P_b the pose bone's matrix and B_b the bone's rest matrix, both in armature space
+(``pose_bone.matrix``, ``bone.matrix_local``), and the weights of the vertex groups named after
+deforming bones divided by their sum. The rig is uploaded in armature space: rest positions
+premat * p (premat at upload time), joints = bones with their parents, rest transforms from
+``bone.matrix_local``, inverse binds B_b^-1, weights normalized by the server. Each frame sends the
+P_b in world (= armature) space and maps the result back with premat^-1 on this side, so
+non-uniform object scales (common in imported files) stay out of the joint transforms. If the mesh
+moves relative to the armature after upload (premat changes to premat'), the poses are corrected by
+D = premat' premat^-1 (P_b B_b^-1 D B_b), which keeps Blender's formula exactly. Vertices with no
+deforming weight (Blender leaves them in place) follow an extra static joint posed by D.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+STATIC_JOINT = "__sinew_static__"
+SHAPE_KEY = "Sinew"
+MESH_CACHE = "Sinew cache"
+
+
+class BridgeError(Exception):
+    """A scene the add-on cannot drive, with what to change."""
+
+
+def ensure_client(extra_paths: Sequence[str] = ()) -> object:
+    """Imports the Python client ``sinew``: already importable, or vendored beside this add-on
+    (``vendor/``, what the build's zip holds), or from `extra_paths` and ``$SINEW_PYTHONPATH``."""
+    try:
+        import sinew  # noqa: F401
+        return sinew
+    except ImportError:
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, "vendor")] + [p for p in extra_paths if p]
+    candidates += [p for p in os.environ.get("SINEW_PYTHONPATH", "").split(os.pathsep) if p]
+    for path in candidates:
+        if os.path.isdir(path) and path not in sys.path:
+            sys.path.append(path)
+    try:
+        import sinew  # noqa: F811
+        return sinew
+    except ImportError as e:
+        raise BridgeError("the Sinew Python client (package 'sinew') is not found: set its folder in the add-on's "
+                          "preferences or $SINEW_PYTHONPATH (build/clients/python/dist), or install the add-on "
+                          f"zip the build makes ({e})") from e
+
+
+def matrix(m) -> np.ndarray:
+    """A mathutils Matrix -> a float64 numpy array."""
+    return np.array([list(row) for row in m], dtype=np.float64)
+
+
+def armature_modifier(mesh_obj, armature_obj=None):
+    """The mesh's first Armature modifier (driven by `armature_obj` when given), or None."""
+    for m in mesh_obj.modifiers:
+        if m.type == "ARMATURE" and m.object is not None and (armature_obj is None or m.object == armature_obj):
+            return m
+    return None
+
+
+@dataclass
+class RigExport:
+    """A rig made from Blender objects, and what is needed to pose it and map positions back."""
+
+    mesh_name: str
+    armature_name: str
+    names: List[str]                 # joints: the bones, then the static joint if any
+    parents: np.ndarray
+    rest_world: np.ndarray           # (J, 4, 4) armature space
+    positions: np.ndarray            # (N, 3) armature space (premat0 applied)
+    triangles: np.ndarray            # (T, 3)
+    vertices: np.ndarray             # weight triplets: vertex, joint, weight
+    joints: np.ndarray
+    weights: np.ndarray
+    premat0: np.ndarray              # premat at export
+    has_static: bool = False
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def bone_count(self) -> int:
+        return len(self.names) - (1 if self.has_static else 0)
+
+    def rig(self, sinew, name: str = ""):
+        """The ``sinew.v1.Rig`` message."""
+        skeleton = sinew.Skeleton.from_world_matrices(self.names, self.parents, self.rest_world,
+                                                      np.linalg.inv(self.rest_world))
+        weights = sinew.SkinWeights.triplets(self.vertices, self.joints, self.weights, len(self.positions))
+        return sinew.build_rig(self.positions, skeleton, weights, self.triangles, name=name or self.mesh_name,
+                               normalize_weights=True)
+
+
+def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
+    """The rig of a mesh deformed by an armature (see the module's docstring)."""
+    if mesh_obj is None or mesh_obj.type != "MESH":
+        raise BridgeError("choose a mesh object")
+    mod = armature_modifier(mesh_obj, armature_obj)
+    if mod is None:
+        raise BridgeError(f"mesh {mesh_obj.name!r} has no Armature modifier" +
+                          (f" driven by {armature_obj.name!r}" if armature_obj is not None else ""))
+    armature_obj = mod.object
+    warnings: List[str] = []
+    for m in mesh_obj.modifiers:
+        if m == mod:
+            break
+        if m.show_viewport and m.name != MESH_CACHE:
+            raise BridgeError(f"modifier {m.name!r} comes before the Armature modifier; move the Armature modifier "
+                              "to the top (Sinew replaces it with the rest mesh as input)")
+    if not mod.use_vertex_groups:
+        raise BridgeError(f"{mod.name}: Sinew skins by vertex groups (turn 'Vertex Groups' on)")
+    if mod.use_bone_envelopes:
+        warnings.append(f"{mod.name}: bone envelopes are ignored (Sinew skins by vertex groups only)")
+    if mod.vertex_group:
+        warnings.append(f"{mod.name}: the modifier's vertex group mask is ignored")
+    arm_eval = armature_obj.evaluated_get(depsgraph)
+    mesh_eval = mesh_obj.evaluated_get(depsgraph)
+    bones = list(armature_obj.data.bones)
+    names = [b.name for b in bones]
+    index = {n: i for i, n in enumerate(names)}
+    parents = np.array([index[b.parent.name] if b.parent else -1 for b in bones], dtype=np.int64)
+    rest_world = np.array([matrix(b.matrix_local) for b in bones]).reshape(len(bones), 4, 4)
+    for b in bones:
+        if b.use_deform and b.bbone_segments > 1:
+            warnings.append(f"bone {b.name!r}: its {b.bbone_segments} B-Bone segments are ignored (one transform per bone)")
+    premat0 = np.linalg.inv(matrix(arm_eval.matrix_world)) @ matrix(mesh_eval.matrix_world)
+
+    mesh = mesh_obj.data
+    n = len(mesh.vertices)
+    co = np.empty(3 * n, dtype=np.float64)
+    mesh.vertices.foreach_get("co", co)
+    co = co.reshape(n, 3)
+    positions = co @ premat0[:3, :3].T + premat0[:3, 3]
+    mesh.calc_loop_triangles()
+    tri = np.empty(3 * len(mesh.loop_triangles), dtype=np.int64)
+    mesh.loop_triangles.foreach_get("vertices", tri)
+
+    # Vertex groups named after deforming bones.
+    group_joint: Dict[int, int] = {}
+    for g in mesh_obj.vertex_groups:
+        j = index.get(g.name)
+        if j is not None and bones[j].use_deform:
+            group_joint[g.index] = j
+    vs: List[int] = []
+    js: List[int] = []
+    ws: List[float] = []
+    static: List[int] = []
+    for v in mesh.vertices:
+        total = 0.0
+        for g in v.groups:
+            j = group_joint.get(g.group)
+            if j is not None and g.weight > 0:
+                vs.append(v.index)
+                js.append(j)
+                ws.append(g.weight)
+                total += g.weight
+        if total <= 1e-4:  # Blender's threshold: such a vertex is left where it is
+            if total > 0:
+                while vs and vs[-1] == v.index:
+                    vs.pop(), js.pop(), ws.pop()
+            static.append(v.index)
+    has_static = bool(static)
+    if has_static:
+        names = names + [STATIC_JOINT]
+        parents = np.append(parents, -1)
+        rest_world = np.concatenate([rest_world, np.eye(4)[None]])
+        vs += static
+        js += [len(names) - 1] * len(static)
+        ws += [1.0] * len(static)
+        warnings.append(f"{len(static)} vertices have no deforming weight: they stay in place")
+    return RigExport(mesh_obj.name, armature_obj.name, names, parents, rest_world, positions.astype(np.float32),
+                     tri.reshape(-1, 3), np.array(vs), np.array(js), np.array(ws, dtype=np.float32), premat0,
+                     has_static, warnings)
+
+
+def pose_matrices(export: RigExport, depsgraph) -> Tuple[np.ndarray, np.ndarray]:
+    """The joints' transforms in armature space for the depsgraph's current frame, (J, 4, 4), and
+    premat now."""
+    import bpy  # only inside Blender
+    arm = bpy.data.objects[export.armature_name].evaluated_get(depsgraph)
+    mesh = bpy.data.objects[export.mesh_name].evaluated_get(depsgraph)
+    premat = np.linalg.inv(matrix(arm.matrix_world)) @ matrix(mesh.matrix_world)
+    bones = export.names[:export.bone_count]
+    world = np.array([matrix(arm.pose.bones[name].matrix) for name in bones]).reshape(len(bones), 4, 4)
+    d = premat @ np.linalg.inv(export.premat0)
+    if not np.allclose(d, np.eye(4), atol=1e-9):
+        rest = export.rest_world[:len(bones)]
+        world = world @ np.linalg.inv(rest) @ d @ rest
+    if export.has_static:
+        world = np.concatenate([world, d[None]])
+    return world, premat
+
+
+def to_mesh_space(positions: np.ndarray, premat: np.ndarray) -> np.ndarray:
+    """Armature-space positions (N, 3) -> the mesh object's space."""
+    inv = np.linalg.inv(premat)
+    return (positions.astype(np.float64) @ inv[:3, :3].T + inv[:3, 3]).astype(np.float32)
+
+
+def sinew_pose(sinew, export: RigExport, world: np.ndarray):
+    """A ``sinew.Pose`` in world space; a bone whose pose is not a rotation with a uniform scale is
+    named in the error."""
+    try:
+        return sinew.Pose.from_matrices(world, space="world")
+    except sinew.InvalidArgument as e:
+        msg = str(e.message)
+        if msg.startswith("pose.matrices[") and "]" in msg:
+            j = int(msg[len("pose.matrices["):msg.index("]")])
+            msg = f"bone {export.names[j]!r}: {msg[msg.index(']') + 3:]}"
+        raise BridgeError(msg + " (Sinew's joints take rotations with uniform scales)") from e
+
+
+def shape_key(mesh_obj):
+    """The add-on's shape key (made with a Basis if needed), value 1."""
+    if mesh_obj.data.shape_keys is None:
+        mesh_obj.shape_key_add(name="Basis", from_mix=False)
+    key = mesh_obj.data.shape_keys.key_blocks.get(SHAPE_KEY)
+    if key is None:
+        key = mesh_obj.shape_key_add(name=SHAPE_KEY, from_mix=False)
+    key.slider_min, key.slider_max = 0.0, 1.0
+    key.value = 1.0
+    key.mute = False
+    return key
+
+
+def write_shape_key(mesh_obj, positions: np.ndarray) -> None:
+    """Writes mesh-space positions (N, 3) into the add-on's shape key."""
+    key = shape_key(mesh_obj)
+    key.data.foreach_set("co", np.ascontiguousarray(positions, dtype=np.float32).ravel())
+    mesh_obj.data.update()
+
+
+def remove_shape_key(mesh_obj) -> None:
+    keys = mesh_obj.data.shape_keys
+    if keys is not None and SHAPE_KEY in keys.key_blocks:
+        mesh_obj.shape_key_remove(keys.key_blocks[SHAPE_KEY])
+        keys = mesh_obj.data.shape_keys
+        if keys is not None and len(keys.key_blocks) == 1 and keys.key_blocks[0].name == "Basis":
+            mesh_obj.shape_key_remove(keys.key_blocks[0])
+
+
+def write_pc2(path: str, frames: np.ndarray, start_frame: float, sample_rate: float = 1.0) -> None:
+    """A .pc2 point cache: "POINTCACHE2\\0", version 1, points, start frame, sample rate, samples,
+    then float32 x,y,z per point per sample (little-endian), what Blender's Mesh Cache modifier reads."""
+    frames = np.ascontiguousarray(frames, dtype="<f4")
+    samples, points = frames.shape[0], frames.shape[1]
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(b"POINTCACHE2\0" + struct.pack("<iiffi", 1, points, float(start_frame), float(sample_rate), samples))
+        f.write(frames.tobytes())
+    os.replace(tmp, path)
+
+
+def read_pc2(path: str) -> Tuple[np.ndarray, float, float]:
+    """Frames (samples, points, 3), start frame and sample rate of a .pc2 file."""
+    with open(path, "rb") as f:
+        head = f.read(32)
+        if len(head) != 32 or head[:12] != b"POINTCACHE2\0":
+            raise BridgeError(f"{path}: not a .pc2 file")
+        _, points, start, rate, samples = struct.unpack("<iiffi", head[12:])
+        data = np.frombuffer(f.read(), dtype="<f4")
+    if data.size != samples * points * 3:
+        raise BridgeError(f"{path}: {data.size} floats; the header says {samples} x {points} x 3")
+    return data.reshape(samples, points, 3), start, rate
+
+
+def mesh_cache_modifier(mesh_obj, path: str, start_frame: int, index: int):
+    """A Mesh Cache modifier (PC2, replacing the positions, scene frames from `start_frame`) at
+    stack position `index`."""
+    mod = mesh_obj.modifiers.get(MESH_CACHE)
+    if mod is None:
+        mod = mesh_obj.modifiers.new(MESH_CACHE, "MESH_CACHE")
+    mod.cache_format = "PC2"
+    mod.filepath = path
+    mod.deform_mode = "OVERWRITE"
+    mod.play_mode = "SCENE"
+    mod.time_mode = "FRAME"
+    mod.frame_start = float(start_frame)
+    mod.frame_scale = 1.0
+    mod.interpolation = "LINEAR"
+    mod.forward_axis = "POS_Y"
+    mod.up_axis = "POS_Z"
+    mod.flip_axis = set()
+    mod.factor = 1.0
+    current = list(mesh_obj.modifiers).index(mod)
+    if current != index:
+        import bpy
+        with bpy.context.temp_override(object=mesh_obj):
+            bpy.ops.object.modifier_move_to_index(modifier=mod.name, index=index)
+    return mod

@@ -1,0 +1,230 @@
+"""The Blender add-on (clients/blender/sinew_blender) in real Blender, headless:
+
+    blender --background --factory-startup --python-exit-code 1 --python tests/blender/test_addon.py
+
+Imports a rigged, animated character with Blender's own FBX importer (assimp-testmodels'
+FBX/animation_with_skeleton.fbx: 1058 vertices, 16 bones, up to 6 influences per vertex, a mesh with a
+non-uniform object scale), starts a real sinew-server on a loopback port chosen at run time, and:
+
+1. drives the mesh live (frame_change_post -> shape key) with LBS and compares every checked frame with
+   Blender's own Armature modifier (the evaluated depsgraph mesh);
+2. bakes the clip to a .pc2 file played by a Mesh Cache modifier and compares again;
+3. drives it with DQS and compares with the Armature modifier's "Preserve Volume" (Blender's DQS);
+4. checks that a mesh without an Armature modifier and an unreachable server are refused cleanly.
+
+Five vertices lose every weight first (Blender leaves such vertices in place; the add-on binds them to
+a static joint), and the live check moves and turns the mesh relative to its armature half way
+(Blender's modifier then deforms in the new placement; the add-on corrects the poses).
+
+Errors are measured as the largest vertex distance divided by the diagonal of the mesh's rest
+bounding box. Any failure raises, and --python-exit-code 1 makes Blender exit with 1 (ctest fails).
+Environment (set by ctest): SINEW_SERVER, SINEW_TEST_PYTHON (tests/python), and SINEW_BLENDER_ZIP
+(the build's add-on zip, installed with Blender's own add-on installer into BLENDER_USER_SCRIPTS, a
+scratch folder, and enabled: the vendored Python client is what runs) or, to run the sources,
+SINEW_BLENDER_ADDON (clients/blender) with SINEW_PYTHONPATH (build/clients/python/dist);
+SINEW_TEST_ASSET (optional) another character.
+"""
+import os
+import sys
+import tempfile
+import time
+
+import bpy
+import numpy as np
+
+ASSET = os.environ.get("SINEW_TEST_ASSET", "/usr/share/assimp/models/FBX/animation_with_skeleton.fbx")
+FRAMES = [1, 4, 8, 12, 16, 21]
+LBS_TOLERANCE = 1e-5  # of the bounding-box diagonal: float32 rounding of the same LBS sums
+DQS_TOLERANCE = 1e-5  # of the diagonal: Blender's DQS ("Preserve Volume") is the same blend as Sinew's
+
+sys.path.insert(0, os.environ["SINEW_TEST_PYTHON"])
+from sinew_testing import Server  # noqa: E402
+
+results = []
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def evaluated_positions(obj) -> np.ndarray:
+    dg = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(dg)
+    mesh = ev.to_mesh()
+    co = np.empty(3 * len(mesh.vertices))
+    mesh.vertices.foreach_get("co", co)
+    ev.to_mesh_clear()
+    return co.reshape(-1, 3)
+
+
+def blender_frames(mesh_obj, frames):
+    scene = bpy.context.scene
+    out = {}
+    for f in frames:
+        scene.frame_set(f)
+        out[f] = evaluated_positions(mesh_obj)
+    return out
+
+
+def relative_error(a, b, diagonal):
+    return float(np.linalg.norm(a - b, axis=1).max() / diagonal)
+
+
+def main():
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    zip_path = os.environ.get("SINEW_BLENDER_ZIP", "")
+    if zip_path:
+        import addon_utils
+        import shutil
+        user_scripts = os.environ.get("BLENDER_USER_SCRIPTS", "")
+        check(user_scripts and bpy.utils.user_resource("SCRIPTS").startswith(user_scripts),
+              f"BLENDER_USER_SCRIPTS={user_scripts!r} is not Blender's user scripts folder: the install would "
+              "write into the user's own")
+        shutil.rmtree(user_scripts, ignore_errors=True)
+        check(bpy.ops.preferences.addon_install(filepath=zip_path, overwrite=True) == {"FINISHED"}, "addon_install")
+        check(addon_utils.enable("sinew_blender", default_set=True) is not None, "the add-on did not enable")
+        import sinew_blender
+    else:
+        sys.path.insert(0, os.environ["SINEW_BLENDER_ADDON"])
+        import sinew_blender
+        sinew_blender.register()
+    from sinew_blender import bridge
+    sinew = bridge.ensure_client()
+    print(f"add-on from {os.path.dirname(sinew_blender.__file__)}, client from {os.path.dirname(sinew.__file__)}")
+    if zip_path:
+        check(sinew.__file__.startswith(os.path.dirname(sinew_blender.__file__)), "the vendored client was not used")
+
+    t0 = time.perf_counter()
+    bpy.ops.import_scene.fbx(filepath=ASSET)
+    arm = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    mesh = next(o for o in bpy.data.objects if o.type == "MESH" and bridge.armature_modifier(o) is not None)
+    mod = bridge.armature_modifier(mesh)
+    scene = bpy.context.scene
+    co = np.empty(3 * len(mesh.data.vertices))
+    mesh.data.vertices.foreach_get("co", co)
+    co = co.reshape(-1, 3)
+    diagonal = float(np.linalg.norm(co.max(axis=0) - co.min(axis=0)))
+    print(f"blender {bpy.app.version_string}; {os.path.basename(ASSET)}: {len(co)} vertices, "
+          f"{len(arm.data.bones)} bones, diagonal {diagonal:.4g}")
+
+    unweighted = sorted({int(i) for i in np.linspace(0, len(co) - 1, 5)})
+    for g in mesh.vertex_groups:
+        g.remove(unweighted)
+    lbs_ref = blender_frames(mesh, FRAMES)
+    placement = mesh.matrix_basis.copy()
+    mesh.location.x += 20.0
+    mesh.location.z -= 10.0
+    mesh.rotation_euler.z += 0.6
+    moved_ref = blender_frames(mesh, FRAMES)
+    mesh.matrix_basis = placement
+    moved = max(relative_error(moved_ref[f], lbs_ref[f], diagonal) for f in FRAMES)
+    print(f"moving the mesh relative to its armature changes Blender's result by up to {moved:.3g} of the diagonal")
+    check(moved > 100 * LBS_TOLERANCE, "moving the mesh changes nothing: that check would check nothing")
+    motion = max(relative_error(lbs_ref[f], co, diagonal) for f in FRAMES)
+    print(f"the clip moves vertices by up to {motion:.3f} of the diagonal")
+    check(motion > 0.05, "the test clip does not move the mesh: nothing would be compared")
+
+    with Server() as server, tempfile.TemporaryDirectory() as tmp:
+        s = scene.sinew
+        s.target = server.target
+        s.mesh = mesh
+        s.backend = "cpu"
+        s.method = "lbs"
+
+        # 1. Live: frame_change_post writes the shape key.
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start failed")
+        check(not mod.show_viewport, "the Armature modifier is still on while Sinew drives the mesh")
+        check(mesh.data.shape_keys.key_blocks[bridge.SHAPE_KEY].value == 1.0, "shape key value")
+        worst = 0.0
+        for f in FRAMES:
+            scene.frame_set(f)
+            worst = max(worst, relative_error(evaluated_positions(mesh), lbs_ref[f], diagonal))
+        results.append(("live LBS vs Armature modifier", worst, LBS_TOLERANCE))
+        check(worst < LBS_TOLERANCE, f"live LBS: {worst:.3g} of the diagonal from Blender's deformation")
+        static = max(relative_error(lbs_ref[f][unweighted], co[unweighted], diagonal) for f in FRAMES)
+        check(static < 1e-7, f"Blender moved unweighted vertices by {static:.3g} of the diagonal")
+        mesh.location.x += 20.0
+        mesh.location.z -= 10.0
+        mesh.rotation_euler.z += 0.6
+        worst = 0.0
+        for f in FRAMES:
+            scene.frame_set(f)
+            worst = max(worst, relative_error(evaluated_positions(mesh), moved_ref[f], diagonal))
+        mesh.matrix_basis = placement
+        results.append(("live LBS, mesh moved after upload", worst, LBS_TOLERANCE))
+        check(worst < LBS_TOLERANCE, f"live LBS after moving the mesh: {worst:.3g} of the diagonal")
+        check(bpy.ops.sinew.stop() == {"FINISHED"}, "sinew.stop failed")
+        check(mod.show_viewport and mesh.data.shape_keys is None, "stop did not give the mesh back")
+        scene.frame_set(FRAMES[2])
+        check(relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[2]], diagonal) < 1e-9,
+              "after stop, the mesh is not Blender's deformation again")
+
+        # 2. Bake: a .pc2 and a Mesh Cache modifier in place of the Armature modifier.
+        s.bake_path = os.path.join(tmp, "bake_{mesh}.pc2")
+        check(bpy.ops.sinew.bake(frame_start=1, frame_end=21) == {"FINISHED"}, "sinew.bake failed")
+        path = os.path.join(tmp, f"bake_{bpy.path.clean_name(mesh.name)}.pc2")
+        frames, start, _ = bridge.read_pc2(path)
+        check(frames.shape == (21, len(co), 3) and start == 1.0, f"pc2: {frames.shape}, start {start}")
+        cache = mesh.modifiers[bridge.MESH_CACHE]
+        check(list(mesh.modifiers).index(cache) == 0 and not mod.show_viewport, "Mesh Cache modifier placement")
+        worst_file = max(relative_error(frames[f - 1], lbs_ref[f], diagonal) for f in FRAMES)
+        worst = 0.0
+        for f in FRAMES:
+            scene.frame_set(f)
+            worst = max(worst, relative_error(evaluated_positions(mesh), lbs_ref[f], diagonal))
+        results.append(("baked .pc2 vs Armature modifier", worst_file, LBS_TOLERANCE))
+        results.append(("Mesh Cache playback vs Armature modifier", worst, LBS_TOLERANCE))
+        check(worst_file < LBS_TOLERANCE, f"baked frames: {worst_file:.3g} of the diagonal")
+        check(worst < LBS_TOLERANCE, f"Mesh Cache playback: {worst:.3g} of the diagonal")
+        check(bpy.ops.sinew.clear_bake() == {"FINISHED"} and mod.show_viewport, "clear_bake")
+
+        # 3. DQS against Blender's Preserve Volume.
+        mod.use_deform_preserve_volume = True
+        dqs_ref = blender_frames(mesh, FRAMES)
+        mod.use_deform_preserve_volume = False
+        s.method = "dqs"
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (dqs) failed")
+        worst = 0.0
+        lbs_gap = 0.0
+        for f in FRAMES:
+            scene.frame_set(f)
+            got = evaluated_positions(mesh)
+            worst = max(worst, relative_error(got, dqs_ref[f], diagonal))
+            lbs_gap = max(lbs_gap, relative_error(dqs_ref[f], lbs_ref[f], diagonal))
+        bpy.ops.sinew.stop()
+        results.append(("live DQS vs Preserve Volume", worst, DQS_TOLERANCE))
+        print(f"(Blender's DQS differs from its LBS by up to {lbs_gap:.3g} of the diagonal on these frames)")
+        check(lbs_gap > 10 * DQS_TOLERANCE, "DQS and LBS agree on these frames: the DQS check would check nothing")
+        check(worst < DQS_TOLERANCE, f"DQS: {worst:.3g} of the diagonal from Preserve Volume")
+
+        # 4. Refusals.
+        bpy.ops.mesh.primitive_cube_add()
+        cube = bpy.context.active_object
+        s.mesh = cube
+        try:
+            check(bpy.ops.sinew.start() == {"CANCELLED"}, "a mesh without an Armature modifier was accepted")
+        except RuntimeError as e:  # operators reporting ERROR raise in background mode
+            check("no Armature modifier" in str(e), f"unexpected error: {e}")
+        s.mesh = mesh
+        s.target = "127.0.0.1:1"
+        s.timeout = 5
+        try:
+            check(bpy.ops.sinew.start() == {"CANCELLED"}, "an unreachable server was accepted")
+        except RuntimeError as e:
+            check("UNAVAILABLE" in str(e), f"unexpected error: {e}")
+        check(mod.show_viewport, "a failed start left the Armature modifier off")
+        code = server.stop()
+        check(code == 0, f"sinew-server exited with {code}")
+
+    if zip_path:
+        import addon_utils
+        addon_utils.disable("sinew_blender")
+    else:
+        sinew_blender.unregister()
+    for name, value, tol in results:
+        print(f"  {name}: {value:.3g} of the diagonal (tolerance {tol:g})")
+    print(f"blender add-on test passed in {time.perf_counter() - t0:.1f} s")
+
+
+main()

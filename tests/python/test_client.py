@@ -1,0 +1,483 @@
+"""The Python client (clients/python) against a real sinew-server on a loopback port chosen at run
+time. Each class starts its own server. Run by ctest (tests/CMakeLists.txt) with PYTHONPATH set to
+the package, its generated stubs and this folder, SINEW_SERVER to the server and
+SINEW_DECODE_FRAMES to the C++ decoder (tests/clients/decode_frames.cc)."""
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import grpc
+import numpy as np
+
+import sinew
+from sinew_testing import Limb, Server, quat_axis_angle
+
+# Every comparison with the float64 numpy reference: float32 rounding of positions about 3 units
+# from the origin through a few matrix products stays far below this.
+LBS_TOLERANCE = 1e-5
+
+
+def limb_rig(limb: Limb, weights: "sinew.SkinWeights | None" = None, **kwargs):
+    skeleton = sinew.Skeleton(limb.names, limb.parents, limb.rest_rotations, limb.rest_translations)
+    return sinew.build_rig(limb.positions, skeleton, weights or sinew.SkinWeights.dense(limb.dense_weights),
+                           limb.triangles, name="limb", **kwargs)
+
+
+def poses(limb: Limb, count: int):
+    """`count` distinct poses: the elbow bends to 120 degrees, the wrist twists, the shoulder swings."""
+    for i in range(count):
+        t = i / max(count - 1, 1)
+        yield limb.pose(np.radians(120 * t), np.radians(180 * t), np.radians(20 * np.sin(7 * t)))
+
+
+class ServerTest(unittest.TestCase):
+    server_args: tuple = ()
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = Server(cls.server_args)
+        cls.limb = Limb()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        code = cls.server.stop()
+        assert code == 0, f"sinew-server exited with {code}:\n" + "".join(cls.server.output)
+
+    def connect(self, **options) -> sinew.Client:
+        options.setdefault("token", "")
+        client = sinew.connect(self.server.target, **options)
+        self.addCleanup(client.close)
+        return client
+
+
+class FramesTest(ServerTest):
+    """Upload, sessions, frames, streams and batches, compared with numpy's LBS of the same rig."""
+
+    def setUp(self) -> None:
+        self.client = self.connect()
+        self.rig_id = self.client.upload_rig(limb_rig(self.limb)).rig_id
+
+    def test_upload_is_chunked_and_deduplicated(self) -> None:
+        rig = limb_rig(self.limb)
+        rig.name = "limb-dedup"  # a rig this server does not hold yet
+        data = rig.SerializeToString(deterministic=True)
+        seen = []
+        first = self.client.upload_rig(rig, progress=lambda sent, total: seen.append((sent, total)), chunk_bytes=4096)
+        self.assertFalse(first.already_resident)
+        self.assertEqual(first.bytes_sent, len(data))
+        self.assertEqual(len(seen), -(-len(data) // 4096))  # one call per chunk
+        self.assertEqual(seen[-1], (len(data), len(data)))
+        self.assertEqual([s for s, _ in seen], sorted(s for s, _ in seen))
+        self.assertEqual(first.info.vertex_count, self.limb.vertex_count)
+        self.assertEqual(first.info.joint_count, 3)
+        self.assertEqual([j.name for j in first.info.joints], self.limb.names)
+        second = self.client.upload_rig(rig)
+        self.assertTrue(second.already_resident)
+        self.assertEqual(second.bytes_sent, 0)
+        self.assertEqual(second.rig_id, first.rig_id)
+        self.assertIn(first.rig_id, [r.rig_id for r in self.client.list_rigs()])
+        self.client.delete_rig(first.rig_id)
+        with self.assertRaises(sinew.NotFound):
+            self.client.get_rig(first.rig_id)
+
+    def test_lbs_matches_numpy_and_rest_pose_returns_the_mesh(self) -> None:
+        with self.client.create_session(self.rig_id, "lbs", backend="cpu") as session:
+            self.assertEqual((session.method, session.backend, session.encoding), ("lbs", "cpu", "float32"))
+            rest = session.deform(sinew.Pose(self.limb.rest_rotations, self.limb.rest_translations))
+            self.assertEqual(rest.dtype, np.float32)
+            self.assertEqual(rest.shape, (self.limb.vertex_count, 3))
+            np.testing.assert_allclose(rest, self.limb.positions, atol=1e-6)
+            for rot, trans, scale in poses(self.limb, 5):
+                scale[0] = 1.25  # a uniform scale on the root
+                got = session.deform(sinew.Pose(rot, trans, scale))
+                np.testing.assert_allclose(got, self.limb.lbs(rot, trans, scale), atol=LBS_TOLERANCE)
+
+    def test_world_space_pose_equals_local(self) -> None:
+        rot, trans, _ = self.limb.pose(np.radians(75), np.radians(40), np.radians(10))
+        world = sinew.Pose.from_matrices(self.limb.world(rot, trans), space="world")
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            np.testing.assert_allclose(session.deform(world), session.deform(sinew.Pose(rot, trans)), atol=1e-5)
+
+    def test_every_weight_form_gives_the_same_frames(self) -> None:
+        w = self.limb.dense_weights
+        rows, cols = np.nonzero(w)
+        order = np.random.default_rng(1).permutation(len(rows))  # triplets in any order
+        top2 = np.argsort(-w, axis=1)[:, :2]
+        forms = {
+            "triplets": sinew.SkinWeights.triplets(rows[order], cols[order], w[rows, cols][order], self.limb.vertex_count),
+            "fixed": sinew.SkinWeights.fixed(top2, np.take_along_axis(w, top2, axis=1)),
+            "csr": sinew.SkinWeights.csr(np.concatenate([[0], np.cumsum((w > 0).sum(axis=1))]), cols, w[rows, cols]),
+        }
+        rot, trans, _ = self.limb.pose(np.radians(100), np.radians(90))
+        want = self.limb.lbs(rot, trans)
+        for name, weights in forms.items():
+            with self.subTest(form=name):
+                np.testing.assert_allclose(weights.to_dense(self.limb.vertex_count, 3), w, atol=1e-7)
+                rig_id = self.client.upload_rig(limb_rig(self.limb, weights)).rig_id
+                with self.client.create_session(rig_id, "lbs") as session:
+                    np.testing.assert_allclose(session.deform(sinew.Pose(rot, trans)), want, atol=LBS_TOLERANCE)
+
+    def test_explicit_inverse_binds(self) -> None:
+        # The same rig given by world rest matrices and inverse binds: the same frames.
+        world = self.limb.rest_world()
+        skeleton = sinew.Skeleton.from_world_matrices(self.limb.names, self.limb.parents, world, np.linalg.inv(world))
+        np.testing.assert_allclose(skeleton.rest_translations, self.limb.rest_translations, atol=1e-12)
+        rig = sinew.build_rig(self.limb.positions, skeleton, sinew.SkinWeights.dense(self.limb.dense_weights))
+        rot, trans, _ = self.limb.pose(np.radians(60), np.radians(30))
+        with self.client.create_session(self.client.upload_rig(rig).rig_id, "lbs") as session:
+            np.testing.assert_allclose(session.deform(sinew.Pose(rot, trans)), self.limb.lbs(rot, trans),
+                                       atol=LBS_TOLERANCE)
+
+    def test_stream_yields_every_frame_in_order(self) -> None:
+        pose_list = list(poses(self.limb, 40))
+        produced = []
+
+        def live():  # a generator read only as frames come back
+            for i, (rot, trans, _) in enumerate(pose_list):
+                produced.append(i)
+                yield sinew.Pose(rot, trans)
+
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            frames = list(session.stream(live(), window=3, first_frame=100))
+            self.assertEqual([f.frame for f in frames], list(range(100, 140)))
+            self.assertEqual(produced, list(range(40)))
+            for f, (rot, trans, _) in zip(frames, pose_list):
+                self.assertEqual(f.method, "lbs")
+                np.testing.assert_allclose(f.positions, self.limb.lbs(rot, trans), atol=LBS_TOLERANCE)
+            self.assertEqual(session.refresh().frames, 40)
+
+    def test_stream_stops_when_the_loop_breaks(self) -> None:
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            infinite = (sinew.Pose(*self.limb.pose(np.radians(i % 90))[:2]) for i in range(10 ** 9))
+            for f in session.stream(infinite, window=2):
+                if f.frame == 5:
+                    break
+            # The session is still usable after the cancelled stream.
+            rot, trans, _ = self.limb.pose(0.3)
+            np.testing.assert_allclose(session.deform(sinew.Pose(rot, trans)), self.limb.lbs(rot, trans),
+                                       atol=LBS_TOLERANCE)
+
+    def test_a_bad_frame_does_not_end_the_stream(self) -> None:
+        good = [sinew.Pose(*self.limb.pose(np.radians(a))[:2]) for a in (10, 20, 30)]
+        bad_rot = good[1].rotations.copy()
+        bad_rot[1] = [0.9, 0, 0, 1]  # not unit length
+        bad = sinew.Pose(bad_rot, good[1].translations)
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            frames = list(session.stream([good[0], bad, good[2]], raise_errors=False, first_frame=0))
+            self.assertEqual([f.frame for f in frames], [0, 1, 2])
+            self.assertIsNone(frames[0].error)
+            self.assertIsInstance(frames[1].error, sinew.InvalidArgument)
+            self.assertEqual(frames[1].error.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("pose.rotations[1]", frames[1].error.message)
+            self.assertIsNone(frames[1].positions)
+            self.assertIsNotNone(frames[2].positions)
+            with self.assertRaises(sinew.InvalidArgument) as raised:
+                list(session.stream([good[0], bad, good[2]], first_frame=10))
+            self.assertEqual(raised.exception.frame, 11)
+            self.assertIn("pose.rotations[1]", str(raised.exception))
+
+    def test_a_pose_that_cannot_be_sent_is_raised(self) -> None:
+        def broken():
+            yield sinew.Pose(*self.limb.pose(0.1)[:2])
+            raise ValueError("no more poses")
+
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            with self.assertRaisesRegex(ValueError, "no more poses"):
+                list(session.stream(broken()))
+
+    def test_clip_batch_with_progress_and_resume(self) -> None:
+        # The elbow turns from 0 to 90 degrees about z over one second; slerp about one axis is
+        # linear in the angle, so frame i at i / 30 s has the angle 90 i / 30 degrees.
+        angles = np.radians([0.0, 90.0])
+        track = sinew.Track(joint=1, rotation_times=np.array([0.0, 1.0]),
+                            rotations=np.array([quat_axis_angle([0, 0, 1], a) for a in angles]))
+        clip = sinew.Clip(duration=1.0, tracks=[track], name="bend")
+        progress = []
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            frames = session.deform_clip(clip, fps=30, progress=lambda done, total: progress.append((done, total)))
+            self.assertEqual(frames.shape, (31, self.limb.vertex_count, 3))
+            self.assertEqual(progress, [(i, 31) for i in range(1, 32)])
+            for i in (0, 10, 30):
+                rot, trans, _ = self.limb.pose(np.radians(90.0 * i / 30))
+                np.testing.assert_allclose(frames[i], self.limb.lbs(rot, trans), atol=LBS_TOLERANCE)
+            resumed = list(session.iter_clip(clip, fps=30, first_frame=20, max_frames=5))
+            self.assertEqual([f.frame for f in resumed], list(range(20, 25)))
+            self.assertEqual(resumed[0].total_frames, 31)
+            self.assertAlmostEqual(resumed[0].time_seconds, 20 / 30)
+            for f in resumed:
+                np.testing.assert_array_equal(f.positions, frames[f.frame])
+
+    def test_pose_list_batch(self) -> None:
+        pose_list = [sinew.Pose(rot, trans) for rot, trans, _ in poses(self.limb, 7)]
+        seen = []
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            batch = session.deform_batch(pose_list, progress=lambda d, t: seen.append((d, t)))
+            self.assertEqual(seen[-1], (7, 7))
+            for p, got in zip(pose_list, batch):
+                np.testing.assert_array_equal(got, session.deform(p))
+
+    def test_parameters_and_pipelines(self) -> None:
+        rot, trans, _ = self.limb.pose(np.radians(110), np.radians(170))
+        pose = sinew.Pose(rot, trans)
+        with self.client.create_session(self.rig_id, "lbs") as lbs, \
+                self.client.create_session(self.rig_id, "dqs") as dqs, \
+                self.client.create_session(self.rig_id, "blend", {"weight": 0.25}) as blend:
+            a, b, c = lbs.deform(pose), dqs.deform(pose), blend.deform(pose)
+            self.assertGreater(np.abs(a - b).max(), 0.05)  # the twisted wrist: LBS collapses, DQS does not
+            np.testing.assert_allclose(c, 0.75 * a + 0.25 * b, atol=1e-5)
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"params\.nope"):
+            self.client.create_session(self.rig_id, "blend", {"nope": 1})
+        with self.assertRaisesRegex(sinew.InvalidArgument, "method: 'skinny'"):
+            self.client.create_session(self.rig_id, "skinny")
+        config = self.client.deformer_config("dqs+implicit", {"implicit": {"sigma": 0.3, "default_operator": "bulge"}})
+        self.assertEqual([s.method for s in config.stages], [sinew.pb.METHOD_DQS, sinew.pb.METHOD_IMPLICIT])
+        self.assertAlmostEqual(config.stages[1].implicit.sigma, 0.3)
+        self.assertEqual(config.stages[1].implicit.default_operator, sinew.pb.JOINT_OPERATOR_BULGE)
+        with self.assertRaisesRegex(sinew.InvalidArgument, "bulgy"):
+            self.client.deformer_config("implicit", {"default_operator": "bulgy"})
+
+    def test_sessions_are_listed_and_closed(self) -> None:
+        session = self.client.create_session(self.rig_id, "dqs", expected_joint_names=self.limb.names)
+        self.assertIn(session.id, [s.id for s in self.client.list_sessions()])
+        self.assertEqual(self.client.session(session.id).method, "dqs")
+        session.deform(sinew.Pose(*self.limb.pose(0.5)[:2]))
+        self.assertEqual(session.close(), 1)
+        with self.assertRaises(sinew.NotFound):
+            session.refresh()
+        with self.client.create_session(self.rig_id) as s:
+            sid = s.id
+        self.assertNotIn(sid, [x.id for x in self.client.list_sessions()])
+
+
+class EncodingsTest(ServerTest):
+    """float16, QUANTIZED16 and DELTA frames within their stated bounds of the float32 frames, and
+    decoded bit for bit as the C++ client's PositionDecoder decodes them."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        client = sinew.connect(cls.server.target, token="")
+        cls.rig_id = client.upload_rig(limb_rig(cls.limb)).rig_id
+        cls.poses = [sinew.Pose(rot, trans) for rot, trans, _ in poses(cls.limb, 24)]
+        with client.create_session(cls.rig_id, "dqs") as exact:
+            cls.exact = [f.positions for f in exact.stream(cls.poses)]
+        client.close()
+        lo, hi = cls.limb.positions.min(axis=0), cls.limb.positions.max(axis=0)
+        cls.diagonal = float(np.linalg.norm(hi.astype(np.float64) - lo))
+
+    def test_float16_within_its_relative_bound(self) -> None:
+        # Round to nearest half: within 2^-11 of |x|, or for |x| below 2^-14 (half's subnormals,
+        # spaced 2^-24) within 2^-25.
+        with self.connect().create_session(self.rig_id, "dqs", encoding="f16") as s:
+            for f, want in zip(s.stream(self.poses), self.exact):
+                err = np.abs(f.positions.astype(np.float64) - want)
+                bound = np.maximum(np.abs(want) * 2.0 ** -11, 2.0 ** -25)
+                self.assertTrue((err <= bound).all(), (err / bound).max())
+
+    def test_quantized16_within_half_a_step(self) -> None:
+        with self.connect().create_session(self.rig_id, "dqs", encoding="q16") as s:
+            for f, want in zip(s.stream(self.poses), self.exact):
+                half_step = (want.max(axis=0).astype(np.float64) - want.min(axis=0)) / 65535 / 2
+                err = np.abs(f.positions.astype(np.float64) - want)
+                self.assertTrue((err <= half_step * (1 + 1e-6) + 1e-7).all(), (err / half_step).max())
+
+    def test_delta_within_max_error_in_every_frame(self) -> None:
+        for max_error in (1e-4, 1e-3):
+            with self.connect().create_session(self.rig_id, "dqs", encoding="delta", max_error=max_error,
+                                               key_frame_interval=8) as s:
+                key_frames = []
+                for f, want in zip(s.stream(self.poses), self.exact):
+                    key_frames.append(f.response.quantization.key_frame)
+                    err = np.linalg.norm(f.positions.astype(np.float64) - want, axis=1).max()
+                    self.assertLessEqual(err, max_error * self.diagonal * (1 + 1e-6), f"frame {f.frame}")
+                self.assertEqual(key_frames, [i % 8 == 0 for i in range(len(self.poses))])
+                # Unary frames of a delta session are key frames.
+                np.testing.assert_allclose(s.deform(self.poses[3]), self.exact[3], atol=max_error * self.diagonal)
+
+    def test_decoders_match_the_cpp_decoder_bit_for_bit(self) -> None:
+        tool = os.environ.get("SINEW_DECODE_FRAMES", "")
+        self.assertTrue(os.access(tool, os.X_OK), f"SINEW_DECODE_FRAMES={tool!r}")
+        for encoding in ("f32", "f16", "q16", "delta"):
+            with self.subTest(encoding=encoding), \
+                    self.connect().create_session(self.rig_id, "dqs", encoding=encoding,
+                                                  key_frame_interval=10 if encoding == "delta" else 0) as s:
+                frames = list(s.stream(self.poses))
+                mine = np.stack([f.positions for f in frames])
+                with tempfile.TemporaryDirectory() as tmp:
+                    src, dst = os.path.join(tmp, "frames"), os.path.join(tmp, "xyz")
+                    with open(src, "wb") as out:
+                        for f in frames:
+                            data = f.response.SerializeToString()
+                            out.write(struct.pack("<I", len(data)) + data)
+                    subprocess.run([tool, src, dst], check=True)
+                    with open(dst, "rb") as inp:
+                        theirs = np.frombuffer(inp.read(), dtype="<f4").reshape(mine.shape)
+                self.assertEqual(mine.tobytes(), theirs.tobytes())
+
+    def test_delta_decoder_refuses_frames_out_of_order_and_damaged_bytes(self) -> None:
+        with self.connect().create_session(self.rig_id, "dqs", encoding="delta", key_frame_interval=100) as s:
+            responses = [f.response for f in s.stream(self.poses[:4])]
+        in_order = sinew.PositionDecoder()
+        want = [in_order.decode(r) for r in responses]
+        decoder = sinew.PositionDecoder()
+        np.testing.assert_array_equal(decoder.decode(responses[0]), want[0])
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "2 frames after its key frame"):
+            decoder.decode(responses[2])  # frame 1 was missed
+        np.testing.assert_array_equal(decoder.decode(responses[1]), want[1])  # the state was kept
+        damaged = type(responses[2])()
+        damaged.CopyFrom(responses[2])
+        damaged.positions = damaged.positions[:-3]
+        with self.assertRaises(sinew.DataLoss):
+            decoder.decode(damaged)
+        damaged.positions = responses[2].positions + b"\0"
+        with self.assertRaisesRegex(sinew.DataLoss, "1 bytes after"):
+            decoder.decode(damaged)
+        np.testing.assert_array_equal(decoder.decode(responses[2]), want[2])
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "between key frames"):
+            sinew.decode_positions(responses[3].positions, responses[3].vertex_count, responses[3].encoding,
+                                   sinew.Quantization.from_proto(responses[3].quantization))
+
+
+class ErrorsTest(ServerTest):
+    """Errors are raised as SinewError subclasses with the gRPC code and the server's message."""
+
+    def test_bad_joint_index_names_the_field(self) -> None:
+        client = self.connect()
+        joints = np.zeros((self.limb.vertex_count, 1), dtype=np.int64)
+        joints[7, 0] = 99
+        rig = limb_rig(self.limb, sinew.SkinWeights.fixed(joints, np.ones_like(joints, dtype=np.float32)))
+        with self.assertRaises(sinew.InvalidArgument) as raised:
+            client.upload_rig(rig)
+        e = raised.exception
+        self.assertIsInstance(e, sinew.SinewError)
+        self.assertEqual(e.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("rig.weights.joints[7]", e.message)
+        self.assertIn("99", e.message)
+
+    def test_unknown_ids_and_bad_requests(self) -> None:
+        client = self.connect()
+        with self.assertRaises(sinew.NotFound):
+            client.create_session("0" * 64, "lbs")
+        with self.assertRaises(sinew.NotFound):
+            client.session("s-nope")
+        rig_id = client.upload_rig(limb_rig(self.limb)).rig_id
+        with client.create_session(rig_id, "lbs") as s:
+            with self.assertRaisesRegex(sinew.InvalidArgument, "pose"):
+                s.deform(sinew.Pose(np.tile([0, 0, 0, 1.0], (2, 1)), np.zeros((2, 3))))  # 2 joints, not 3
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"positions: shape \(5, 2\)"):
+            sinew.build_rig(np.zeros((5, 2)), sinew.Skeleton(["a"], [-1], [[0, 0, 0, 1]], [[0, 0, 0]]),
+                            sinew.SkinWeights.dense(np.ones((5, 1))))
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"pose.matrices\[1\]: not a rotation"):
+            sinew.Pose.from_matrices(np.stack([np.eye(4), np.diag([1.0, 2.0, 1.0, 1.0])]))
+        with self.assertRaisesRegex(sinew.InvalidArgument, "encoding"):
+            client.create_session(rig_id, encoding="f8")
+
+    def test_unreachable_server(self) -> None:
+        with sinew.connect("127.0.0.1:1", token="", timeout=5) as client:
+            with self.assertRaises(sinew.Unavailable):
+                client.server_info()
+            with self.assertRaises(sinew.Unavailable):
+                client.wait_ready(timeout=0.5)
+
+
+TOKEN = "python-client-test-token-0123456789"
+
+
+class AuthTest(ServerTest):
+    """A server with --token-file: calls without the token, or with another, are UNAUTHENTICATED."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.tmp.name, "tokens")
+        with open(path, "w") as f:
+            f.write(f"# test tokens\n{TOKEN} studio-a\n")
+        cls.server_args = ("--token-file", path)
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        super().tearDownClass()
+        cls.tmp.cleanup()
+
+    def test_token(self) -> None:
+        with self.assertRaises(sinew.Unauthenticated) as raised:
+            self.connect().server_info()
+        self.assertEqual(raised.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+        self.assertNotIn(TOKEN, str(raised.exception))
+        with self.assertRaises(sinew.Unauthenticated):
+            self.connect(token="x" * 32).upload_rig(limb_rig(self.limb))
+        client = self.connect(token=TOKEN, affinity="python-test")
+        rig_id = client.upload_rig(limb_rig(self.limb)).rig_id
+        with client.create_session(rig_id, "lbs") as s:
+            rot, trans, _ = self.limb.pose(0.7)
+            np.testing.assert_allclose(s.deform(sinew.Pose(rot, trans)), self.limb.lbs(rot, trans), atol=LBS_TOLERANCE)
+            self.assertEqual(len(list(s.stream([sinew.Pose(rot, trans)] * 3))), 3)
+        old = os.environ.get("SINEW_TOKEN")
+        os.environ["SINEW_TOKEN"] = TOKEN  # the default token
+        try:
+            with sinew.connect(self.server.target) as from_env:
+                self.assertIn(rig_id, [r.rig_id for r in from_env.list_rigs()])
+        finally:
+            if old is None:
+                del os.environ["SINEW_TOKEN"]
+            else:
+                os.environ["SINEW_TOKEN"] = old
+
+
+def make_pki(folder: str) -> None:
+    """A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate (openssl)."""
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    with open(os.path.join(folder, "san.cnf"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("req", "-x509", *ec, "-days", "2", "-subj", "/CN=sinew-python-test-ca", "-keyout", "ca.key", "-out", "ca.pem")
+    for name, ext in (("server", ["-extfile", "san.cnf"]), ("client", [])):
+        run("req", *ec, "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.csr")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+            "-out", f"{name}.pem", *ext)
+
+
+class MutualTlsTest(ServerTest):
+    """A server with --tls-cert/--tls-key/--tls-client-ca: the client's TLS options reach it."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = tempfile.TemporaryDirectory()
+        make_pki(cls.tmp.name)
+        d = cls.tmp.name
+        cls.server_args = ("--tls-cert", f"{d}/server.pem", "--tls-key", f"{d}/server.key",
+                           "--tls-client-ca", f"{d}/ca.pem")
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        super().tearDownClass()
+        cls.tmp.cleanup()
+
+    def test_tls_options(self) -> None:
+        d = self.tmp.name
+        client = self.connect(tls_ca=f"{d}/ca.pem", tls_cert=f"{d}/client.pem", tls_key=f"{d}/client.key",
+                              server_name="localhost", timeout=30)
+        rig_id = client.upload_rig(limb_rig(self.limb)).rig_id
+        with client.create_session(rig_id, "lbs") as s:
+            rot, trans, _ = self.limb.pose(0.4)
+            np.testing.assert_allclose(s.deform(sinew.Pose(rot, trans)), self.limb.lbs(rot, trans), atol=LBS_TOLERANCE)
+        with self.assertRaises(sinew.Unavailable):  # no client certificate: the handshake fails
+            self.connect(tls_ca=f"{d}/ca.pem", timeout=30).server_info()
+        with self.assertRaises(sinew.Unavailable):  # plaintext to a TLS server
+            self.connect(timeout=30).server_info()
+        with self.assertRaisesRegex(sinew.InvalidArgument, "together"):
+            sinew.connect(self.server.target, tls_cert=f"{d}/client.pem")
+        with self.assertRaisesRegex(sinew.InvalidArgument, "tls_ca: cannot read"):
+            sinew.connect(self.server.target, tls_ca=f"{d}/missing.pem")
+
+
+if __name__ == "__main__":
+    unittest.main()
