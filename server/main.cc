@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "gpu/runtime/device_api.h"
 #include "server/server.h"
 #include "server/version.h"
 
@@ -58,7 +59,9 @@ void Usage(const std::vector<Flag>& flags, std::FILE* out) {
     std::fprintf(out, "  --%s %s\n      %s\n", f.name, f.value_name, f.help.c_str());
   }
   std::fprintf(out,
-               "  --help\n      Print this and exit.\n\n"
+               "  --help\n      Print this and exit.\n"
+               "  --version\n      Print the version and what the GPU backend was built with (CUDA version and\n"
+               "      device code, or that it was built without CUDA), and exit.\n\n"
                "Once ready it prints `grpc listening on HOST:PORT` and, unless metrics are off,\n"
                "`metrics listening on HOST:PORT` on stdout. SIGTERM or SIGINT: stop accepting,\n"
                "answer the frames already received, finish open streams with UNAVAILABLE, exit 0.\n");
@@ -180,6 +183,10 @@ int main(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       Usage(flags, stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::printf("sinew-server %s\nGPU backend: %s\n", sinew::server::kVersion, sinew::gpu::CudaBuildInfo().c_str());
       return 0;
     }
     if (arg.rfind("--", 0) != 0) {

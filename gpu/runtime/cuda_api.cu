@@ -148,4 +148,9 @@ class CudaApi final : public DeviceApi {
 
 std::unique_ptr<DeviceApi> MakeCudaApi() { return std::make_unique<CudaApi>(); }
 
+std::string CudaBuildInfo() {
+  return "CUDA " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+         " runtime (static), device code " SINEW_CUDA_ARCHS;
+}
+
 }  // namespace sinew::gpu

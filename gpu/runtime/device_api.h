@@ -104,6 +104,9 @@ class DeviceApi {
 
 // nullptr when Sinew was built without CUDA.
 std::unique_ptr<DeviceApi> MakeCudaApi();
+// What this build's GPU backend holds, for --version and deployment checks: "CUDA 13.0 runtime
+// (static), device code 80-real;90" or "not built (nvcc was not found at build time)".
+std::string CudaBuildInfo();
 // `devices` emulated devices of `bytes_per_device` each.
 std::unique_ptr<DeviceApi> MakeEmulatedApi(int devices, uint64_t bytes_per_device);
 

@@ -3,4 +3,5 @@
 
 namespace sinew::gpu {
 std::unique_ptr<DeviceApi> MakeCudaApi() { return nullptr; }
+std::string CudaBuildInfo() { return "not built (nvcc was not found at build time)"; }
 }  // namespace sinew::gpu

@@ -189,6 +189,18 @@ TEST(Lifecycle, ServerBinaryNeedsNoCudaLibraries) {
   EXPECT_THAT(out, ::testing::Not(HasSubstr("not found"))) << out;
 }
 
+// --version says what the GPU backend was built with, which a deployment checks (the CUDA
+// image's build stage requires "GPU backend: CUDA"): a CUDA build names the runtime's version
+// and the device code's architectures, a build without nvcc says so.
+TEST(Lifecycle, VersionSaysWhatTheGpuBackendWasBuiltWith) {
+  std::string out, err;
+  ASSERT_EQ(RunProcess({SINEW_SERVER_PATH, "--version"}, &out, &err), 0) << err;
+  EXPECT_THAT(out, ::testing::StartsWith("sinew-server 0."));
+  EXPECT_THAT(out, ::testing::AnyOf(::testing::ContainsRegex("GPU backend: CUDA [0-9]+\\.[0-9]+ runtime \\(static\\), device code [0-9]"),
+                                    HasSubstr("GPU backend: not built (nvcc was not found at build time)")))
+      << out;
+}
+
 // Resident and peak memory of a process (kB), from /proc.
 std::pair<long, long> RssAndPeakKb(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
