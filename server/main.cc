@@ -155,8 +155,11 @@ int main(int argc, char** argv) {
        Number(o.max_shared_memory_bytes)},
       {"state-dir", "DIR",
        "Keep every uploaded rig here (written and synced before UploadRig answers OK, with the tenants "
-       "holding it; DeleteRig removes it) and load them again at start, so that a restart or a crash "
-       "loses no acknowledged rig. Sessions are not kept. Default: none (memory only)",
+       "holding it; DeleteRig removes it) and every open session (before CreateSession answers; "
+       "UpdateSession's parameters too; closing or expiry removes it), and load them again at start under "
+       "the same ids, so that a restart or a crash loses no acknowledged rig or session. A stateful "
+       "session (pbs jiggle, elastic implicit) starts again from rest: GetSessionState/SetSessionState "
+       "carry its state. Default: none (memory only)",
        [&](const std::string& v) { o.state_dir = v; return !v.empty(); }},
       {"token-file", "FILE",
        "Bearer tokens, one \"TOKEN TENANT [QUOTA=N ...]\" per line (# comments; tokens of 16 characters "

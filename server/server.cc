@@ -72,7 +72,9 @@ absl::Status SinewServer::Start() {
   if (!options_.state_dir.empty()) {
     auto restored = service_->RestoreRigs(options_.state_dir);
     if (!restored.ok()) return restored.status();
-    std::fprintf(stderr, "sinew-server: --state-dir %s: %zu rigs loaded\n", options_.state_dir.c_str(), *restored);
+    const size_t sessions = service_->RestoreSessions();
+    std::fprintf(stderr, "sinew-server: --state-dir %s: %zu rigs loaded, %zu sessions opened again\n",
+                 options_.state_dir.c_str(), *restored, sessions);
   }
   auto credentials = Credentials();
   if (!credentials.ok()) return credentials.status();

@@ -101,6 +101,10 @@ class Service final : public v1::Sinew::CallbackService {
   // --state-dir: opens it and loads the rigs kept there (before the server listens). Returns
   // how many were loaded; problems (unreadable or bad files, set aside) are printed.
   absl::StatusOr<size_t> RestoreRigs(const std::string& dir);
+  // --state-dir, after RestoreRigs: opens again, under their ids, the sessions that were open
+  // (stateful ones from rest). Returns how many; problems are printed (a record whose rig is gone
+  // or that no longer makes a session is set aside as *.bad).
+  size_t RestoreSessions();
 
  private:
   class UploadCall;
@@ -118,7 +122,11 @@ class Service final : public v1::Sinew::CallbackService {
   };
 
   // Creates a session (on the worker pool: preparing a method can take seconds).
-  absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp, const std::string& tenant);
+  // `restore_id`: a session --state-dir kept, opened again under its id (not written again).
+  absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp, const std::string& tenant,
+                                 const std::string& restore_id = {});
+  // Writes the session's record to --state-dir (its request, with the parameters it has now).
+  absl::Status KeepSession(const Session& session);
   // Session parameters and state (server/session_state.cc), on the worker pool: they wait for the
   // session's frame in flight.
   // `tenant`: the caller's (TokenTable::Tenant); another tenant's session is NOT_FOUND.

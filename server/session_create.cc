@@ -38,7 +38,7 @@ class Service::CreateCall final : public grpc::ServerUnaryReactor {
 };
 
 absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request, v1::Session& response,
-                                        const std::string& tenant) {
+                                        const std::string& tenant, const std::string& restore_id) {
   const v1::CreateSessionRequest* req = &request;
   if (req->rig_id().empty()) return absl::InvalidArgumentError("rig_id: required");
   // Held until the session is registered (or this fails): DeleteRig answers FAILED_PRECONDITION
@@ -165,11 +165,47 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   if (session->encoding == v1::OUTPUT_ENCODING_FLOAT16) session->positions.resize(rig.positions.size());
   session->state_bytes = sizeof(Session) + session->deformer->StateBytes() + 32 * joints +
                          4 * session->positions.size();
-  auto added = sessions_.Add(std::move(session), tokens_.Quotas(tenant).max_sessions);
+  session->request = request;
+  session->request.clear_deformer();
+  auto added = sessions_.Add(std::move(session), tokens_.Quotas(tenant).max_sessions, restore_id);
   if (!added.ok()) return added.status();
+  if (restore_id.empty()) {
+    // Kept before the client hears of it: a crash after this answer cannot lose the session.
+    if (auto st = KeepSession(**added); !st.ok()) {
+      (void)sessions_.Close((*added)->id, tenant);
+      return st;
+    }
+  }
   (*added)->ToProto(response, options_.session_idle_ttl_seconds);
   UpdateGauges();
   return absl::OkStatus();
+}
+
+absl::Status Service::KeepSession(const Session& s) {
+  if (!state_.enabled()) return absl::OkStatus();
+  v1::CreateSessionRequest record = s.request;
+  {
+    std::lock_guard lock(s.config_mu);
+    *record.mutable_deformer() = s.config;
+  }
+  return state_.SaveSession(s.id, s.tenant, record.SerializeAsString());
+}
+
+size_t Service::RestoreSessions() {
+  size_t opened = 0;
+  for (const std::string& problem :
+       state_.LoadSessions([&](const std::string& id, const std::string& tenant, const std::string& bytes) {
+         v1::CreateSessionRequest request;
+         if (!request.ParseFromString(bytes)) return absl::DataLossError("not a serialized CreateSessionRequest");
+         v1::Session ignored;
+         auto st = CreateSessionImpl(request, ignored, tenant, id);
+         if (st.ok()) ++opened;
+         return st;
+       })) {
+    std::fprintf(stderr, "sinew-server: --state-dir: %s\n", problem.c_str());
+  }
+  UpdateGauges();
+  return opened;
 }
 
 namespace {

@@ -46,7 +46,8 @@ SessionManager::~SessionManager() {
   for (auto& [id, s] : sessions_) ReleaseLocked(*s);
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session, size_t tenant_max) {
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session, size_t tenant_max,
+                                                              const std::string& id) {
   std::shared_ptr<Session> s = std::move(session);
   std::lock_guard lock(mu_);
   if (tenant_max > 0) {
@@ -62,9 +63,14 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Ses
         "sessions: ", sessions_.size(), " open, the limit is ", max_sessions_,
         " (--max-sessions); close sessions you no longer use"));
   }
-  do {
-    s->id = NewSessionId();
-  } while (sessions_.contains(s->id));
+  if (!id.empty()) {
+    if (sessions_.contains(id)) return absl::AlreadyExistsError(absl::StrCat("session ", EchoId(id), " is open already"));
+    s->id = id;
+  } else {
+    do {
+      s->id = NewSessionId();
+    } while (sessions_.contains(s->id));
+  }
   s->rig->sessions.fetch_add(1);
   sessions_.emplace(s->id, s);
   return s;
@@ -82,14 +88,18 @@ std::shared_ptr<Session> SessionManager::Find(const std::string& id, int64_t now
 void SessionManager::ReleaseLocked(Session& s) { s.rig->sessions.fetch_sub(1); }
 
 absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id, const std::string& tenant) {
-  std::lock_guard lock(mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second->tenant != tenant) {
-    return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
+  uint64_t frames = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end() || it->second->tenant != tenant) {
+      return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
+    }
+    ReleaseLocked(*it->second);
+    frames = it->second->frames.load();
+    sessions_.erase(it);
   }
-  ReleaseLocked(*it->second);
-  const uint64_t frames = it->second->frames.load();
-  sessions_.erase(it);
+  if (on_removed_) on_removed_(id);
   return frames;
 }
 
@@ -110,18 +120,23 @@ size_t SessionManager::CountOn(const std::string& rig_id, const std::string& ten
 }
 
 size_t SessionManager::ExpireIdle(int64_t now_ms) {
-  std::lock_guard lock(mu_);
-  size_t n = 0;
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (now_ms - it->second->last_used_ms.load() > idle_ttl_ms_) {
-      ReleaseLocked(*it->second);
-      sessions_.erase(it++);
-      ++n;
-    } else {
-      ++it;
+  std::vector<std::string> expired;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (now_ms - it->second->last_used_ms.load() > idle_ttl_ms_) {
+        ReleaseLocked(*it->second);
+        expired.push_back(it->first);
+        sessions_.erase(it++);
+      } else {
+        ++it;
+      }
     }
   }
-  return n;
+  if (on_removed_) {
+    for (const std::string& id : expired) on_removed_(id);
+  }
+  return expired.size();
 }
 
 size_t SessionManager::count() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +25,7 @@ struct Session {
   std::string tenant;  // who created it (server/auth.h); only that tenant finds it
   std::shared_ptr<StoredRig> rig;
   v1::DeformerConfig config;  // as requested, or as UpdateSession last changed it (under config_mu)
+  v1::CreateSessionRequest request;  // as created, for --state-dir (its deformer: `config`)
   mutable std::mutex config_mu;  // for readers without `mu` (ToProto); writers hold both
   const MethodInfo* method = nullptr;  // null: a pipeline (config.stages)
   bool stateful = false;               // frames depend on earlier frames (a stateful stage); under mu
@@ -78,9 +80,14 @@ class SessionManager {
       : max_sessions_(max_sessions), idle_ttl_ms_(idle_ttl_ms) {}
   ~SessionManager();
 
-  // Registers a prepared session under a fresh random id. RESOURCE_EXHAUSTED when full, or when
-  // its tenant holds `tenant_max` sessions already (0: no per-tenant limit).
-  absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session, size_t tenant_max = 0);
+  // Registers a prepared session under a fresh random id (or `id`, a session a restart opens
+  // again: ALREADY_EXISTS when taken). RESOURCE_EXHAUSTED when full, or when its tenant holds
+  // `tenant_max` sessions already (0: no per-tenant limit).
+  absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session, size_t tenant_max = 0,
+                                               const std::string& id = {});
+  // Called with each session's id once Close or ExpireIdle has removed it (outside the lock);
+  // not when the manager is destroyed (a server that stops keeps its sessions' records).
+  void set_on_removed(std::function<void(const std::string& id)> fn) { on_removed_ = std::move(fn); }
   // nullptr when unknown or another tenant's; touches last use.
   std::shared_ptr<Session> Find(const std::string& id, int64_t now_ms, const std::string& tenant);
   // NOT_FOUND when unknown or another tenant's.
@@ -103,6 +110,7 @@ class SessionManager {
   const int64_t idle_ttl_ms_;
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_;
+  std::function<void(const std::string&)> on_removed_;
 };
 
 }  // namespace sinew::server

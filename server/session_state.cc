@@ -1,6 +1,8 @@
 // UpdateSession (a session's parameters, live), GetSessionState and SetSessionState (snapshots).
 // The session's deformer does the method's part (Deformer::SetParams, SaveState, LoadState);
 // here: which session, whether the change or the state fits it, and the frame numbering.
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 #include "core/deformer/pipeline.h"
 #include "server/convert.h"
@@ -91,6 +93,11 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
   {
     std::lock_guard config_lock(s->config_mu);
     s->config = req.deformer();
+  }
+  // A restart reopens the session with its new parameters (--state-dir).
+  if (auto st = KeepSession(*s); !st.ok()) {
+    std::fprintf(stderr, "sinew-server: session %s: keeping its new parameters in --state-dir: %s\n", s->id.c_str(),
+                 std::string(st.message()).c_str());
   }
   s->ToProto(resp, options_.session_idle_ttl_seconds);
   return absl::OkStatus();

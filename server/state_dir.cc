@@ -60,15 +60,17 @@ std::string TenantsText(const std::vector<std::string>& tenants) {
 absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
   if (dir.empty()) return StateDir();
   std::error_code ec;
-  const fs::path rigs = fs::path(dir) / "rigs";
-  fs::create_directories(rigs, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot create ", rigs.string(), ": ", ec.message()));
+  const fs::path rigs = fs::path(dir) / "rigs", sessions = fs::path(dir) / "sessions";
+  for (const fs::path& sub : {rigs, sessions}) {
+    fs::create_directories(sub, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot create ", sub.string(), ": ", ec.message()));
+  }
   const std::string probe = (rigs / ".probe").string();
   if (auto st = WriteDurably(probe, "ok"); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--state-dir ", dir, " is not writable: ", st.message()));
   }
   fs::remove(probe, ec);
-  return StateDir(rigs.string());
+  return StateDir(rigs.string(), sessions.string());
 }
 
 absl::Status StateDir::SaveRig(const std::string& id, const std::string& bytes,
@@ -120,6 +122,54 @@ std::vector<std::string> StateDir::LoadRigs(
     }
     if (st.code() == absl::StatusCode::kResourceExhausted) {  // fine, but no room (--max-store-bytes): kept
       problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (not loaded; kept for a later start)"));
+    } else if (!st.ok()) {
+      problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (renamed *.bad)"));
+      fs::rename(path, path.string() + ".bad", ec);
+    }
+  }
+  return problems;
+}
+
+namespace {
+constexpr std::string_view kSessionMagic = "sinew-session 1\n";
+}  // namespace
+
+absl::Status StateDir::SaveSession(const std::string& id, const std::string& tenant, const std::string& request) const {
+  if (!enabled()) return absl::OkStatus();
+  if (tenant.find('\n') != std::string::npos) return absl::InternalError("state-dir: a tenant name holds a newline");
+  return WriteDurably(absl::StrCat(sessions_, "/", id, ".session"), std::string(kSessionMagic) + "tenant " + tenant + "\n" + request);
+}
+
+absl::Status StateDir::RemoveSession(const std::string& id) const {
+  if (!enabled()) return absl::OkStatus();
+  std::error_code ec;
+  fs::remove(absl::StrCat(sessions_, "/", id, ".session"), ec);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> StateDir::LoadSessions(
+    const std::function<absl::Status(const std::string&, const std::string&, const std::string&)>& load) const {
+  std::vector<std::string> problems;
+  if (!enabled()) return problems;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(sessions_, ec)) {
+    const fs::path path = entry.path();
+    if (path.extension() != ".session") continue;
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    const std::string text = buffer.str();
+    absl::Status st;
+    const size_t tenant_end = text.find('\n', kSessionMagic.size());
+    if (!in || text.rfind(kSessionMagic, 0) != 0 || tenant_end == std::string::npos ||
+        text.compare(kSessionMagic.size(), 7, "tenant ") != 0) {
+      st = absl::DataLossError("not a session record");
+    } else {
+      const std::string tenant = text.substr(kSessionMagic.size() + 7, tenant_end - kSessionMagic.size() - 7);
+      st = load(path.stem().string(), tenant, text.substr(tenant_end + 1));
+    }
+    if (st.code() == absl::StatusCode::kResourceExhausted) {
+      problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (not opened; kept for a later start)"));
     } else if (!st.ok()) {
       problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (renamed *.bad)"));
       fs::rename(path, path.string() + ".bad", ec);

@@ -5,9 +5,15 @@
 //
 //   DIR/rigs/<id>.rig      the serialized sinew.v1.Rig (its SHA-256 is <id>)
 //   DIR/rigs/<id>.tenants  one tenant per line ("" is the unauthenticated one)
+//   DIR/sessions/<id>.session  an open session: its tenant and the CreateSessionRequest that
+//                          makes it again (with the parameters UpdateSession set since), written
+//                          before CreateSession answers, removed when the session is closed or
+//                          expires; a restart opens it again under the same id
 //
-// Not kept (yet): sessions and their state, finished preparations (implicit skinning's fields
-// are recomputed by the first session, its composition operators are in --cache-dir).
+// Not kept: a stateful session's state (it restarts from rest; GetSessionState/SetSessionState
+// carry it to another server), finished preparations other than those --cache-dir keeps
+// (swing-twist's weights, implicit skinning's composition operators; the others are redone by
+// the first session after a restart).
 #pragma once
 
 #include <functional>
@@ -38,9 +44,21 @@ class StateDir {
       const std::function<absl::Status(const std::string& id, const std::string& bytes,
                                        const std::vector<std::string>& tenants)>& load) const;
 
+  // Writes (or rewrites) a session's record durably: its tenant and `request`, a serialized
+  // sinew.v1.CreateSessionRequest.
+  absl::Status SaveSession(const std::string& id, const std::string& tenant, const std::string& request) const;
+  absl::Status RemoveSession(const std::string& id) const;
+  // Calls load(id, tenant, request) for every session kept; a record that cannot be read or
+  // that load refuses is renamed *.bad, one that load finds no room for (RESOURCE_EXHAUSTED) is
+  // left as it is; both are reported.
+  std::vector<std::string> LoadSessions(
+      const std::function<absl::Status(const std::string& id, const std::string& tenant, const std::string& request)>&
+          load) const;
+
  private:
-  explicit StateDir(std::string rigs) : rigs_(std::move(rigs)) {}
-  std::string rigs_;  // DIR/rigs
+  StateDir(std::string rigs, std::string sessions) : rigs_(std::move(rigs)), sessions_(std::move(sessions)) {}
+  std::string rigs_;      // DIR/rigs
+  std::string sessions_;  // DIR/sessions
 };
 
 }  // namespace sinew::server

@@ -178,6 +178,114 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 17: with --state-dir, the sessions that were open survive kill -9 (here in the middle of
+// a stream) and a restart: the same ids, the encoding they were created with and the parameters
+// UpdateSession set since, frames equal to those before the kill; a session closed before the
+// kill stays closed, one closed after the restart is not opened by the next, and records that are
+// damaged or whose rig is gone are set aside (*.bad) without stopping the server.
+TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinew-state-sessions-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const LimbOptions limb = LimbOf(900);
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.7);
+  // Position-based skinning (its tets from voxels), the one method whose parameters change live.
+  auto pbs = [](double stretch) {
+    v1::DeformerConfig d;
+    d.set_method(v1::METHOD_PBS);
+    d.mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+    d.mutable_pbs()->set_voxel_size(0.1);
+    d.mutable_pbs()->set_stretch_stiffness(stretch);
+    return d;
+  };
+  std::string rig, lbs, soft, closed;
+  v1::DeformResponse lbs_before, soft_before, stiff;
+  {
+    ServerProcess server({"--state-dir", dir.string()});
+    ASSERT_TRUE(server.started());
+    auto c = Connect(server);
+    auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+    ASSERT_TRUE(up.ok()) << up.status();
+    rig = up->rig_id();
+    auto a = Open(*c, rig), z = Open(*c, rig);
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig);
+    *req.mutable_deformer() = pbs(0.9);
+    req.set_encoding(v1::OUTPUT_ENCODING_FLOAT16);
+    auto b = c->CreateSession(req);
+    ASSERT_TRUE(a.ok() && b.ok() && z.ok()) << a.status() << b.status() << z.status();
+    ASSERT_TRUE(WaitForPreparation(*c, rig, "pbs").has_value()) << "no tets within two minutes";
+    lbs = a->session_id();
+    soft = b->session_id();
+    closed = z->session_id();
+    auto fs = c->Deform(Frame(soft, 0, pose));
+    ASSERT_TRUE(fs.ok()) << fs.status();
+    stiff = *fs;
+    auto updated = c->UpdateSession(soft, pbs(0.2));  // from the next frame on
+    ASSERT_TRUE(updated.ok()) << updated.status();
+    ASSERT_TRUE(c->CloseSession(closed).ok());
+    auto fa = c->Deform(Frame(lbs, 0, pose));
+    auto fb = c->Deform(Frame(soft, 1, pose));
+    ASSERT_TRUE(fa.ok() && fb.ok()) << fa.status() << fb.status();
+    ASSERT_EQ(fb->method(), v1::METHOD_PBS);
+    ASSERT_NE(fb->positions(), stiff.positions()) << "the update changed nothing: the test would not see it kept";
+    lbs_before = *fa;
+    soft_before = *fb;
+    // A stream in progress when the server dies.
+    auto stream = c->OpenStream();
+    for (uint64_t f = 1; f <= 3; ++f) ASSERT_TRUE(stream->Write(Frame(lbs, f, pose)));
+    v1::DeformResponse first;
+    ASSERT_TRUE(stream->Read(&first));
+    ASSERT_EQ(kill(server.pid(), SIGKILL), 0);  // no drain, no destructors
+    EXPECT_NE(server.Terminate(), 0);
+    stream->Cancel();
+  }
+  // A damaged record and one whose rig is not kept.
+  std::ofstream(dir / "sessions" / "s-damaged.session") << "not a session";
+  {
+    v1::CreateSessionRequest orphan;
+    orphan.set_rig_id(std::string(64, 'f'));
+    orphan.mutable_deformer()->set_method(v1::METHOD_LBS);
+    std::ofstream(dir / "sessions" / "s-orphan.session", std::ios::binary)
+        << "sinew-session 1\ntenant \n" << orphan.SerializeAsString();
+  }
+  {
+    ServerProcess restarted({"--state-dir", dir.string()});
+    ASSERT_TRUE(restarted.started());
+    auto c = Connect(restarted);
+    auto list = c->ListSessions();
+    ASSERT_TRUE(list.ok()) << list.status();
+    EXPECT_EQ(list->sessions_size(), 2);
+    EXPECT_EQ(c->GetSession(closed).status().code(), absl::StatusCode::kNotFound);
+    auto info = c->GetSession(soft);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->rig_id(), rig);
+    EXPECT_EQ(info->encoding(), v1::OUTPUT_ENCODING_FLOAT16);
+    EXPECT_EQ(info->deformer().pbs().stretch_stiffness(), 0.2);
+    ASSERT_TRUE(WaitForPreparation(*c, rig, "pbs").has_value()) << "no tets within two minutes";
+    auto fa = c->Deform(Frame(lbs, 0, pose));
+    auto fb = c->Deform(Frame(soft, 0, pose));
+    ASSERT_TRUE(fa.ok() && fb.ok()) << fa.status() << fb.status();
+    EXPECT_EQ(fa->positions(), lbs_before.positions());
+    EXPECT_EQ(fb->method(), v1::METHOD_PBS);
+    EXPECT_EQ(fb->positions(), soft_before.positions());  // float16, the updated stiffness
+    std::vector<float> got;
+    ASSERT_TRUE(client::DecodePositions(*fa, got).ok());
+    EXPECT_EQ(got, CoreDeform(limb, "lbs", pose));
+    EXPECT_TRUE(std::filesystem::exists(dir / "sessions" / "s-damaged.session.bad"));
+    EXPECT_TRUE(std::filesystem::exists(dir / "sessions" / "s-orphan.session.bad"));
+    ASSERT_TRUE(c->CloseSession(lbs).ok());
+    EXPECT_EQ(restarted.Terminate(), 0);  // SIGTERM: the open session's record stays
+  }
+  ServerProcess again({"--state-dir", dir.string()});
+  ASSERT_TRUE(again.started());
+  auto c = Connect(again);
+  EXPECT_EQ(c->GetSession(lbs).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(c->GetSession(soft).ok());
+  EXPECT_EQ(again.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 17: one server binary for CPU and GPU hosts. Built with CUDA, it used to need
 // libcudart.so at start (on a host without the CUDA libraries it did not start at all); the runtime
 // is now linked statically and the driver loaded when present, so the binary's dynamic
