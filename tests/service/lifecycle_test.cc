@@ -14,6 +14,7 @@
 
 #include "clients/lib/client.h"
 #include "server/server.h"
+#include "sinew/v1/rig_id.h"
 #include "tests/service/server_process.h"
 #include "tests/service/test_util.h"
 
@@ -179,10 +180,11 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
 }
 
 // Issue 17: with --state-dir, the sessions that were open survive kill -9 (here in the middle of
-// a stream) and a restart: the same ids, the encoding they were created with and the parameters
-// UpdateSession set since, frames equal to those before the kill; a session closed before the
-// kill stays closed, one closed after the restart is not opened by the next, and records that are
-// damaged or whose rig is gone are set aside (*.bad) without stopping the server.
+// a stream, of an upload and of a preparation) and a restart: the same ids, the encoding they
+// were created with and the parameters UpdateSession set since, frames equal to those before the
+// kill, the interrupted preparation done again; the half-sent rig is not there; a session closed
+// before the kill stays closed, one closed after the restart is not opened by the next, and
+// records that are damaged or whose rig is gone are set aside (*.bad) without stopping the server.
 TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("sinew-state-sessions-" + std::to_string(::getpid()));
@@ -198,7 +200,7 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     d.mutable_pbs()->set_stretch_stiffness(stretch);
     return d;
   };
-  std::string rig, lbs, soft, closed;
+  std::string rig, lbs, soft, closed, preparing, half;
   v1::DeformResponse lbs_before, soft_before, stiff;
   {
     ServerProcess server({"--state-dir", dir.string()});
@@ -231,14 +233,44 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     ASSERT_NE(fb->positions(), stiff.positions()) << "the update changed nothing: the test would not see it kept";
     lbs_before = *fa;
     soft_before = *fb;
-    // A stream in progress when the server dies.
+    // When the server dies: a session whose preparation (other tets) has just started, ...
+    v1::CreateSessionRequest fine;
+    fine.set_rig_id(rig);
+    *fine.mutable_deformer() = pbs(0.9);
+    fine.mutable_deformer()->mutable_pbs()->set_voxel_size(0.08);
+    auto f = c->CreateSession(fine);
+    ASSERT_TRUE(f.ok()) << f.status();
+    preparing = f->session_id();
+    // ... an upload half sent (acknowledged rigs only are kept) ...
+    const std::string half_bytes = client::RigToProto(MakeLimb(LimbOf(700))).SerializeAsString();
+    half = v1::Sha256Hex(half_bytes);
+    auto held_channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+    auto stub = v1::Sinew::NewStub(held_channel);
+    grpc::ClientContext held_ctx;
+    v1::UploadRigResponse held_resp;
+    auto held = stub->UploadRig(&held_ctx, &held_resp);
+    const double uploaded = MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total");
+    v1::UploadRigRequest part;
+    part.mutable_header()->set_total_bytes(half_bytes.size());
+    part.mutable_header()->set_sha256(half);
+    ASSERT_TRUE(held->Write(part));
+    part.clear_header();
+    part.set_chunk(half_bytes.substr(0, half_bytes.size() / 2));
+    ASSERT_TRUE(held->Write(part));
+    for (int i = 0; i < 2000 && MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total") <
+                                    uploaded + double(half_bytes.size() / 2);
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // ... and a stream in progress.
     auto stream = c->OpenStream();
-    for (uint64_t f = 1; f <= 3; ++f) ASSERT_TRUE(stream->Write(Frame(lbs, f, pose)));
+    for (uint64_t k = 1; k <= 3; ++k) ASSERT_TRUE(stream->Write(Frame(lbs, k, pose)));
     v1::DeformResponse first;
     ASSERT_TRUE(stream->Read(&first));
     ASSERT_EQ(kill(server.pid(), SIGKILL), 0);  // no drain, no destructors
     EXPECT_NE(server.Terminate(), 0);
     stream->Cancel();
+    held_ctx.TryCancel();
   }
   // A damaged record and one whose rig is not kept.
   std::ofstream(dir / "sessions" / "s-damaged.session") << "not a session";
@@ -255,7 +287,16 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     auto c = Connect(restarted);
     auto list = c->ListSessions();
     ASSERT_TRUE(list.ok()) << list.status();
-    EXPECT_EQ(list->sessions_size(), 2);
+    EXPECT_EQ(list->sessions_size(), 3);
+    auto rigs = c->ListRigs();
+    ASSERT_TRUE(rigs.ok()) << rigs.status();
+    EXPECT_EQ(rigs->rigs_size(), 1);
+    EXPECT_EQ(c->GetRig(half).status().code(), absl::StatusCode::kNotFound);  // never acknowledged
+    // The session whose preparation the kill interrupted prepares again and serves its method.
+    ASSERT_TRUE(WaitForPreparation(*c, rig, "voxel=0.08").has_value()) << "no tets within two minutes";
+    auto fp = c->Deform(Frame(preparing, 0, pose));
+    ASSERT_TRUE(fp.ok()) << fp.status();
+    EXPECT_EQ(fp->method(), v1::METHOD_PBS);
     EXPECT_EQ(c->GetSession(closed).status().code(), absl::StatusCode::kNotFound);
     auto info = c->GetSession(soft);
     ASSERT_TRUE(info.ok()) << info.status();
@@ -282,6 +323,7 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
   auto c = Connect(again);
   EXPECT_EQ(c->GetSession(lbs).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(c->GetSession(soft).ok());
+  EXPECT_TRUE(c->GetSession(preparing).ok());
   EXPECT_EQ(again.Terminate(), 0);
   std::filesystem::remove_all(dir);
 }
