@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "clients/export/gltf_clip.h"
 #include "clients/import/asset_import.h"
 #include "clients/import/point_set.h"
 #include "clients/import/supercages.h"
@@ -28,6 +29,8 @@
 #include "clients/lib/progress.h"
 #include "clients/lib/client.h"
 #include "clients/lib/stats.h"
+#include "core/geometry/mesh_quality.h"
+#include "core/parallel/thread_pool.h"
 #include "core/procedural/limb.h"
 
 namespace {
@@ -55,8 +58,9 @@ Commands:
                              session per method, stream the clip through the server and report
                              frames, frames/s and latency percentiles
   batch FILE                 deform a whole clip on the server (DeformClip) into a .pc2 point
-                             cache (--pc2) and/or an OBJ sequence (--obj); an interrupted batch
-                             resumes from the last frame written when run again
+                             cache (--pc2), a glTF binary that viewers play (--gltf) and/or an
+                             OBJ sequence (--obj); an interrupted batch resumes from the last
+                             frame written when run again
   help                       this text
 
 Flags:
@@ -633,8 +637,16 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
 int Batch(client::Client& c, client::Args& args) {
   const auto& pos = args.positional();
   if (pos.size() != 2) return Usage(args, "batch takes one asset file");
-  const std::string pc2 = args.Get("pc2"), obj_dir = args.Get("obj");
-  if (pc2.empty() && obj_dir.empty()) return Usage(args, "batch: give --pc2 FILE and/or --obj DIR");
+  const std::string gltf = args.Get("gltf"), obj_dir = args.Get("obj");
+  if (args.Get("pc2").empty() && obj_dir.empty() && gltf.empty()) {
+    return Usage(args, "batch: give --pc2 FILE, --gltf FILE.glb and/or --obj DIR");
+  }
+  if (args.Has("quality") && gltf.empty()) return Usage(args, "batch --quality: goes with --gltf (it is stored in the .glb)");
+  // --gltf without --pc2 bakes into a point cache beside the .glb (FILE.glb.part.pc2), which
+  // makes the batch resumable like any other; the .glb is written from the complete cache when
+  // the last frame is in, and the part file is then removed.
+  const bool part_cache = args.Get("pc2").empty() && !gltf.empty();
+  const std::string pc2 = part_cache ? gltf + ".part.pc2" : args.Get("pc2");
   double clip_fps;
   if (!args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) return Usage(args, args.error());
   v1::DeformerConfig deformer;
@@ -654,6 +666,11 @@ int Batch(client::Client& c, client::Args& args) {
   }
   const uint32_t points = static_cast<uint32_t>(asset->rig.rig.vertex_count());
   const uint64_t total = ClipFrameCount(**clip, clip_fps);
+  if (!gltf.empty() && total > client::kMaxGltfFrames) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--gltf: the clip has ", total, " frames at --clip-fps ", clip_fps,
+                                                        ", more than the ", client::kMaxGltfFrames,
+                                                        " a .glb of morph targets holds here; bake a lower --clip-fps")));
+  }
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
   {
     auto info = c.GetServerInfo();
@@ -748,14 +765,46 @@ int Batch(client::Client& c, client::Args& args) {
         if (auto s = cache->Close(); !s.ok()) return Fail(s);
       }
       std::fprintf(stderr, "sinew: wrote frames %llu to %llu of %llu (--max-frames %llu); run the same command "
-                   "again to continue\n", (unsigned long long)first, (unsigned long long)expected - 1,
-                   (unsigned long long)total, max_frames);
+                   "again to continue%s\n", (unsigned long long)first, (unsigned long long)expected - 1,
+                   (unsigned long long)total, max_frames,
+                   gltf.empty() ? "" : " (the .glb is written once the last frame is in)");
       return 0;
     }
   }
   if (cache) {
     if (auto s = cache->Close(); !s.ok()) return Fail(s);
-    std::printf("%s: %llu frames x %u points\n", pc2.c_str(), (unsigned long long)total, points);
+    if (!part_cache) std::printf("%s: %llu frames x %u points\n", pc2.c_str(), (unsigned long long)total, points);
+  }
+  if (!gltf.empty()) {
+    // Written from the complete point cache on disk, whichever runs baked its frames.
+    auto baked = client::ReadPc2(pc2);
+    if (!baked.ok()) return Fail(baked.status());
+    client::GltfClip out;
+    out.name = stem;
+    out.method = args.Get("method");
+    out.clip_name = (*clip)->name;
+    out.source = std::filesystem::path(pos[1]).filename().string();
+    out.frames_per_second = clip_fps;
+    out.rest = asset->rig.rig.positions;
+    out.triangles = asset->rig.rig.triangles;
+    for (const auto& f : baked->frames) out.frames.emplace_back(f);
+    if (args.Has("quality")) {
+      // The measure the server's FrameOutputs.quality reports (core/geometry/mesh_quality.h), run
+      // here because DeformClip streams positions only.
+      if (asset->rig.rig.triangles.empty()) return Usage(args, "batch --quality: needs a mesh (not --point-set)");
+      std::fprintf(stderr, "measuring the quality of %zu frames\n", baked->frames.size());
+      ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
+      const MeshQualityMeasure measure(asset->rig.rig.positions, asset->rig.rig.triangles);
+      for (const auto& f : baked->frames) {
+        const MeshQuality q = measure.Measure(f, &pool);
+        out.quality.push_back({q.inside_vertices, q.touching_vertices, q.max_depth, q.volume_ratio,
+                               q.edge_stretch_min, q.edge_stretch_max});
+      }
+    }
+    if (auto s = client::WriteGltfClip(gltf, out); !s.ok()) return Fail(s);
+    if (part_cache) std::filesystem::remove(pc2);
+    std::printf("%s: %llu frames x %u vertices as morph targets, %.1f MB%s\n", gltf.c_str(), (unsigned long long)total,
+                points, std::filesystem::file_size(gltf) / 1e6, out.quality.empty() ? "" : ", with each frame's quality");
   }
   if (!obj_dir.empty()) {
     std::printf("%s: %llu OBJ frames (%s)\n", obj_dir.c_str(), (unsigned long long)total,
@@ -791,10 +840,11 @@ int main(int argc, char** argv) {
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
-      .Flag("quality", "", "", "play: ask the server for each frame's geometric quality report (vertices inside the skin and their depth, volume, edge stretch; FrameOutputs.quality) and print a summary; not for point sets")
+      .Flag("quality", "", "", "play: ask the server for each frame's geometric quality report (vertices inside the skin and their depth, volume, edge stretch; FrameOutputs.quality) and print a summary; batch --gltf: measure each baked frame the same way (here, on the client) and store the reports in the .glb; not for point sets")
       .Flag("point-set", "N", "0", "play/batch FILE: deform N points sampled on the character's surface instead of its mesh, with a sphere-mesh made from its skeleton (for --method baseline; lbs and dqs get Gaussian weights on the same points); 0 = the mesh")
       .Flag("pc2", "FILE", "", "batch: write frames to this .pc2 point cache (resumes if it exists)")
       .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")
+      .Flag("gltf", "FILE", "", "batch: write the baked clip as a glTF 2.0 binary (.glb): the rest mesh, each frame a morph target, a STEP weights animation that plays them at --clip-fps (three.js, Blender, clients/web/); written when the last frame is in, from --pc2 or from FILE.part.pc2 beside it")
       .Flag("max-frames", "N", "0", "batch: write at most N frames in this run, then exit 0 (run again to continue); 0 = to the end")
       .Flag("no-resume", "", "", "batch: start over instead of resuming existing output");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
