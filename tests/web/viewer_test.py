@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.request
@@ -64,7 +65,6 @@ class Chrome:
         m = read_line(self.proc.stderr, r'DevTools listening on ws://127\.0\.0\.1:(\d+)/', 'chromium')
         # Keep draining stderr so chromium never blocks on a full pipe.
         self.log = []
-        import threading
         threading.Thread(target=lambda: [self.log.append(l) for l in self.proc.stderr], daemon=True).start()
         port = int(m.group(1))
         pages = json.load(urllib.request.urlopen(f'http://127.0.0.1:{port}/json/list', timeout=30))
