@@ -775,6 +775,9 @@ int Batch(client::Client& c, client::Args& args) {
   if (auto built = BuildRig(asset->rig); !built.ok()) {
     return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
   }
+  if (args.Has("quality") && asset->rig.rig.triangles.empty()) {
+    return Usage(args, "batch --quality: measures a mesh's skin (not a --point-set)");
+  }
   const uint32_t points = static_cast<uint32_t>(asset->rig.rig.vertex_count());
   const uint64_t total = ClipFrameCount(**clip, clip_fps);
   if (!gltf.empty() && total > client::kMaxGltfFrames) {
@@ -902,7 +905,6 @@ int Batch(client::Client& c, client::Args& args) {
     if (args.Has("quality")) {
       // The measure the server's FrameOutputs.quality reports (core/geometry/mesh_quality.h), run
       // here because DeformClip streams positions only.
-      if (asset->rig.rig.triangles.empty()) return Usage(args, "batch --quality: needs a mesh (not --point-set)");
       std::fprintf(stderr, "measuring the quality of %zu frames\n", baked->frames.size());
       ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
       const MeshQualityMeasure measure(asset->rig.rig.positions, asset->rig.rig.triangles);
