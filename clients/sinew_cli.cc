@@ -18,6 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "clients/export/gltf_clip.h"
+#include "clients/export/snapshot.h"
 #include "clients/import/asset_import.h"
 #include "clients/import/point_set.h"
 #include "clients/import/supercages.h"
@@ -28,6 +30,8 @@
 #include "clients/lib/progress.h"
 #include "clients/lib/client.h"
 #include "clients/lib/stats.h"
+#include "core/geometry/mesh_quality.h"
+#include "core/parallel/thread_pool.h"
 #include "core/procedural/limb.h"
 
 namespace {
@@ -53,10 +57,12 @@ Commands:
                              list its meshes, joints, clips and what was dropped
   play [FILE]                upload FILE's rig (or the procedural limb, or use --rig ID), open a
                              session per method, stream the clip through the server and report
-                             frames, frames/s and latency percentiles
+                             frames, frames/s and latency percentiles; --snapshot draws frames
+                             of each method into a PNG
   batch FILE                 deform a whole clip on the server (DeformClip) into a .pc2 point
-                             cache (--pc2) and/or an OBJ sequence (--obj); an interrupted batch
-                             resumes from the last frame written when run again
+                             cache (--pc2), a glTF binary that viewers play (--gltf) and/or an
+                             OBJ sequence (--obj); an interrupted batch resumes from the last
+                             frame written when run again
   help                       this text
 
 Flags:
@@ -276,7 +282,68 @@ struct PlaySource {
   std::string rig_id;
   std::vector<v1::DeformRequest> cycle;
   bool procedural = false;
+  std::vector<float> rest;          // the mesh, for --snapshot (empty with --rig ID)
+  std::vector<uint32_t> triangles;
 };
+
+// --snapshot's settings from the flags; false with a message.
+struct SnapshotPlan {
+  std::string path;
+  std::vector<long long> frames;  // the sent frames to draw, one column each
+  client::SnapshotOptions options;
+};
+bool ParseSnapshot(client::Args& args, long long frames, SnapshotPlan* plan, std::string* error) {
+  plan->path = args.Get("snapshot");
+  if (plan->path.empty()) return true;
+  const std::string list = args.Get("snapshot-frames");
+  if (list.empty()) {  // four frames spread over the run
+    for (int k = 0; k < 4; ++k) plan->frames.push_back(std::min(frames - 1, (2 * k + 1) * frames / 8));
+    plan->frames.erase(std::unique(plan->frames.begin(), plan->frames.end()), plan->frames.end());
+  } else {
+    for (absl::string_view item : absl::StrSplit(list, ',')) {
+      long long f;
+      if (!absl::SimpleAtoi(item, &f) || f < 0 || f >= frames) {
+        *error = absl::StrCat("--snapshot-frames: '", std::string(item), "' is not a frame in [0, ", frames, ")");
+        return false;
+      }
+      plan->frames.push_back(f);
+    }
+  }
+  if (plan->frames.size() > 64) {
+    *error = "--snapshot-frames: at most 64 frames";
+    return false;
+  }
+  const std::string size = args.Get("snapshot-size");
+  const size_t x = size.find('x');
+  if (x == std::string::npos || !absl::SimpleAtoi(size.substr(0, x), &plan->options.cell_width) ||
+      !absl::SimpleAtoi(size.substr(x + 1), &plan->options.cell_height) || plan->options.cell_width < 16 ||
+      plan->options.cell_height < 42 || plan->options.cell_width > 4096 || plan->options.cell_height > 4096) {
+    *error = "--snapshot-size: WIDTHxHEIGHT of a cell in pixels, from 16x42 to 4096x4096 (e.g. 320x400)";
+    return false;
+  }
+  const std::string view = args.Get("snapshot-view");
+  if (view != "auto") {
+    // VIEW,UP: signed axes, e.g. +x,+z: the camera on the +x side looking back along x, z up.
+    std::vector<std::string> parts = absl::StrSplit(view, ',');
+    auto axis = [](const std::string& a, int* index, bool* negative) {
+      if (a.size() != 2 || (a[0] != '+' && a[0] != '-') || a[1] < 'x' || a[1] > 'z') return false;
+      *negative = a[0] == '-';
+      *index = a[1] - 'x';
+      return true;
+    };
+    if (parts.size() != 2 || !axis(parts[0], &plan->options.view_axis, &plan->options.view_negative) ||
+        !axis(parts[1], &plan->options.up_axis, &plan->options.up_negative) ||
+        plan->options.view_axis == plan->options.up_axis) {
+      *error = "--snapshot-view: auto, or VIEW,UP as two different signed axes (e.g. +x,+z)";
+      return false;
+    }
+  }
+  if (!args.GetDouble("snapshot-diff", &plan->options.diff_scale, 0, 1)) {
+    *error = args.error();
+    return false;
+  }
+  return true;
+}
 
 absl::StatusOr<v1::UploadRigResponse> UploadReport(client::Client& c, const v1::Rig& rig) {
   const auto t0 = Clock::now();
@@ -395,6 +462,8 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
         cp->set_positions(offsets.data(), offsets.size() * sizeof(float));
       }
     }
+    source.rest = asset->rig.rig.positions;
+    source.triangles = asset->rig.rig.triangles;
     std::printf("clip \"%s\"%s: %.3f s, %zu frames at %g frames/s\n", (*clip)->name.c_str(),
                 cage_clip ? " with a cage clip" : "", duration, n, clip_fps);
     if (frames == 0) frames = static_cast<long long>(n);
@@ -402,6 +471,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     source.procedural = args.Get("rig").empty();
     source.rig_id = args.Get("rig");
     RigInput in = MakeLimb(limb);
+    if (source.procedural) {
+      source.rest = in.rig.positions;
+      source.triangles = in.rig.triangles;
+    }
     if (source.procedural) {
       auto up = UploadReport(c, client::RigToProto(in));
       if (!up.ok()) return Fail(up.status());
@@ -431,6 +504,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   const bool json = args.Has("json");
   int status = 0;
   const std::vector<v1::DeformRequest> all_inputs = clip;
+  SnapshotPlan snap;
+  if (std::string error; !ParseSnapshot(args, frames, &snap, &error)) return Usage(args, error);
+  if (!snap.path.empty() && source.triangles.empty()) {
+    return Usage(args, "--snapshot: draws a mesh: play FILE (not --point-set) or the procedural limb, not --rig ID");
+  }
+  std::vector<std::vector<std::vector<float>>> shots;  // [method][column]: positions
   v1::Backend backend;
   if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
   auto info = c.GetServerInfo();  // what each method reads and returns
@@ -501,6 +580,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (prepare_ms > 50) std::printf("%s: session ready in %.0f ms (prepared once per rig and shared by its sessions)\n", name, prepare_ms);
 
     client::LatencyStats lat;
+    if (!snap.path.empty()) shots.emplace_back(snap.frames.size());
     std::vector<float> peak;  // positions at the clip's peak (t = 0.5)
     std::vector<float> xyz;
     client::PositionDecoder decoder;  // every frame is decoded, as a client would
@@ -560,6 +640,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
         rigid += (st & (8u << 3)) != 0;
       }
       if (procedural && static_cast<size_t>(f) % kCycle == kCycle / 2 && peak.empty() && !resp.has_error()) peak = xyz;
+      for (size_t k = 0; k < snap.frames.size(); ++k) {
+        if (snap.frames[k] == f && !resp.has_error()) shots.back()[k] = xyz;
+      }
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     if (stream) {
@@ -625,6 +708,38 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (!decode_error.empty()) std::fprintf(stderr, "%s: positions did not decode: %s\n", name, decode_error.c_str());
     if (errors) status = 1;
   }
+  if (!snap.path.empty()) {
+    client::SnapshotGrid grid;
+    grid.rest = source.rest;
+    grid.triangles = source.triangles;
+    grid.row_labels = specs;
+    for (long long f : snap.frames) grid.column_labels.push_back(absl::StrCat("frame ", f));
+    for (const auto& row : shots) {
+      grid.cells.emplace_back();
+      for (const auto& cell : row) grid.cells.back().emplace_back(cell);
+    }
+    auto image = client::RenderSnapshot(grid, snap.options);
+    if (!image.ok()) return Fail(image.status());
+    if (auto st = client::WritePng(snap.path, *image); !st.ok()) return Fail(st);
+    std::printf("snapshot %s: %zu methods x %zu frames, %dx%d pixels\n", snap.path.c_str(), shots.size(),
+                snap.frames.size(), image->width, image->height);
+    // How far each method's frame is from the first method's: where to look.
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t i = 0; i < source.rest.size(); ++i) lo[i % 3] = std::min<double>(lo[i % 3], source.rest[i]), hi[i % 3] = std::max<double>(hi[i % 3], source.rest[i]);
+    const double diag = std::sqrt(std::pow(hi[0] - lo[0], 2) + std::pow(hi[1] - lo[1], 2) + std::pow(hi[2] - lo[2], 2));
+    for (size_t m = 1; m < shots.size(); ++m) {
+      std::string line;
+      for (size_t k = 0; k < snap.frames.size(); ++k) {
+        const auto &a = shots[0][k], &b = shots[m][k];
+        double far = 0;
+        for (size_t v = 0; v + 2 < a.size() && a.size() == b.size(); v += 3) {
+          far = std::max<double>(far, std::hypot(a[v] - b[v], a[v + 1] - b[v + 1], a[v + 2] - b[v + 2]));
+        }
+        absl::StrAppendFormat(&line, "%s frame %lld %.2f%%", k ? "," : "", snap.frames[k], 100 * far / diag);
+      }
+      std::printf("  %s vs %s, farthest vertex apart (of the rest diagonal):%s\n", specs[m].c_str(), specs[0].c_str(), line.c_str());
+    }
+  }
   return status;
 }
 
@@ -633,8 +748,16 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
 int Batch(client::Client& c, client::Args& args) {
   const auto& pos = args.positional();
   if (pos.size() != 2) return Usage(args, "batch takes one asset file");
-  const std::string pc2 = args.Get("pc2"), obj_dir = args.Get("obj");
-  if (pc2.empty() && obj_dir.empty()) return Usage(args, "batch: give --pc2 FILE and/or --obj DIR");
+  const std::string gltf = args.Get("gltf"), obj_dir = args.Get("obj");
+  if (args.Get("pc2").empty() && obj_dir.empty() && gltf.empty()) {
+    return Usage(args, "batch: give --pc2 FILE, --gltf FILE.glb and/or --obj DIR");
+  }
+  if (args.Has("quality") && gltf.empty()) return Usage(args, "batch --quality: goes with --gltf (it is stored in the .glb)");
+  // --gltf without --pc2 bakes into a point cache beside the .glb (FILE.glb.part.pc2), which
+  // makes the batch resumable like any other; the .glb is written from the complete cache when
+  // the last frame is in, and the part file is then removed.
+  const bool part_cache = args.Get("pc2").empty() && !gltf.empty();
+  const std::string pc2 = part_cache ? gltf + ".part.pc2" : args.Get("pc2");
   double clip_fps;
   if (!args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) return Usage(args, args.error());
   v1::DeformerConfig deformer;
@@ -652,8 +775,16 @@ int Batch(client::Client& c, client::Args& args) {
   if (auto built = BuildRig(asset->rig); !built.ok()) {
     return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
   }
+  if (args.Has("quality") && asset->rig.rig.triangles.empty()) {
+    return Usage(args, "batch --quality: measures a mesh's skin (not a --point-set)");
+  }
   const uint32_t points = static_cast<uint32_t>(asset->rig.rig.vertex_count());
   const uint64_t total = ClipFrameCount(**clip, clip_fps);
+  if (!gltf.empty() && total > client::kMaxGltfFrames) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--gltf: the clip has ", total, " frames at --clip-fps ", clip_fps,
+                                                        ", more than the ", client::kMaxGltfFrames,
+                                                        " a .glb of morph targets holds here; bake a lower --clip-fps")));
+  }
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
   {
     auto info = c.GetServerInfo();
@@ -748,14 +879,45 @@ int Batch(client::Client& c, client::Args& args) {
         if (auto s = cache->Close(); !s.ok()) return Fail(s);
       }
       std::fprintf(stderr, "sinew: wrote frames %llu to %llu of %llu (--max-frames %llu); run the same command "
-                   "again to continue\n", (unsigned long long)first, (unsigned long long)expected - 1,
-                   (unsigned long long)total, max_frames);
+                   "again to continue%s\n", (unsigned long long)first, (unsigned long long)expected - 1,
+                   (unsigned long long)total, max_frames,
+                   gltf.empty() ? "" : " (the .glb is written once the last frame is in)");
       return 0;
     }
   }
   if (cache) {
     if (auto s = cache->Close(); !s.ok()) return Fail(s);
-    std::printf("%s: %llu frames x %u points\n", pc2.c_str(), (unsigned long long)total, points);
+    if (!part_cache) std::printf("%s: %llu frames x %u points\n", pc2.c_str(), (unsigned long long)total, points);
+  }
+  if (!gltf.empty()) {
+    // Written from the complete point cache on disk, whichever runs baked its frames.
+    auto baked = client::ReadPc2(pc2);
+    if (!baked.ok()) return Fail(baked.status());
+    client::GltfClip out;
+    out.name = stem;
+    out.method = args.Get("method");
+    out.clip_name = (*clip)->name;
+    out.source = std::filesystem::path(pos[1]).filename().string();
+    out.frames_per_second = clip_fps;
+    out.rest = asset->rig.rig.positions;
+    out.triangles = asset->rig.rig.triangles;
+    for (const auto& f : baked->frames) out.frames.emplace_back(f);
+    if (args.Has("quality")) {
+      // The measure the server's FrameOutputs.quality reports (core/geometry/mesh_quality.h), run
+      // here because DeformClip streams positions only.
+      std::fprintf(stderr, "measuring the quality of %zu frames\n", baked->frames.size());
+      ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
+      const MeshQualityMeasure measure(asset->rig.rig.positions, asset->rig.rig.triangles);
+      for (const auto& f : baked->frames) {
+        const MeshQuality q = measure.Measure(f, &pool);
+        out.quality.push_back({q.inside_vertices, q.touching_vertices, q.max_depth, q.volume_ratio,
+                               q.edge_stretch_min, q.edge_stretch_max});
+      }
+    }
+    if (auto s = client::WriteGltfClip(gltf, out); !s.ok()) return Fail(s);
+    if (part_cache) std::filesystem::remove(pc2);
+    std::printf("%s: %llu frames x %u vertices as morph targets, %.1f MB%s\n", gltf.c_str(), (unsigned long long)total,
+                points, std::filesystem::file_size(gltf) / 1e6, out.quality.empty() ? "" : ", with each frame's quality");
   }
   if (!obj_dir.empty()) {
     std::printf("%s: %llu OBJ frames (%s)\n", obj_dir.c_str(), (unsigned long long)total,
@@ -791,10 +953,16 @@ int main(int argc, char** argv) {
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
-      .Flag("quality", "", "", "play: ask the server for each frame's geometric quality report (vertices inside the skin and their depth, volume, edge stretch; FrameOutputs.quality) and print a summary; not for point sets")
+      .Flag("quality", "", "", "play: ask the server for each frame's geometric quality report (vertices inside the skin and their depth, volume, edge stretch; FrameOutputs.quality) and print a summary; batch --gltf: measure each baked frame the same way (here, on the client) and store the reports in the .glb; not for point sets")
       .Flag("point-set", "N", "0", "play/batch FILE: deform N points sampled on the character's surface instead of its mesh, with a sphere-mesh made from its skeleton (for --method baseline; lbs and dqs get Gaussian weights on the same points); 0 = the mesh")
+      .Flag("snapshot", "FILE.png", "", "play: also draw the deformed mesh as a PNG: a row per --method, a column per --snapshot-frames frame, one orthographic camera fitted to all of them (software rasterizer, flat shading)")
+      .Flag("snapshot-frames", "F,...", "", "play --snapshot: the frames to draw (indices of the frames sent); default 4 spread over the run")
+      .Flag("snapshot-size", "WxH", "320x400", "play --snapshot: pixels per cell, its label included")
+      .Flag("snapshot-view", "VIEW,UP", "auto", "play --snapshot: camera axes, e.g. +x,+z (on the +x side looking back along x, z up); auto: the rest mesh's thinnest axis as view and longest as up")
+      .Flag("snapshot-diff", "F", "0", "play --snapshot: tint the rows after the first red where they are far from the first row's frame (full red at F of the bounding box's diagonal, e.g. 0.02); 0: off")
       .Flag("pc2", "FILE", "", "batch: write frames to this .pc2 point cache (resumes if it exists)")
       .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")
+      .Flag("gltf", "FILE", "", "batch: write the baked clip as a glTF 2.0 binary (.glb): the rest mesh, each frame a morph target, a STEP weights animation that plays them at --clip-fps (three.js, Blender, clients/web/); written when the last frame is in, from --pc2 or from FILE.part.pc2 beside it")
       .Flag("max-frames", "N", "0", "batch: write at most N frames in this run, then exit 0 (run again to continue); 0 = to the end")
       .Flag("no-resume", "", "", "batch: start over instead of resuming existing output");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());

@@ -14,6 +14,7 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/strings/str_format.h"
+#include "clients/export/load_report.h"
 #include "clients/lib/args.h"
 #include "clients/lib/connection.h"
 #include "clients/lib/methods.h"
@@ -34,6 +35,7 @@ struct SessionResult {
   uint64_t skipped = 0;  // --latest-pose-wins: frames the server skipped for a newer one
   uint64_t shed = 0;     // frames the server answered "overloaded" (its --max-queue-ms)
   std::string first_error;
+  std::vector<client::LoadSample> samples;  // --report: each answered frame's time and latency
 };
 
 int Usage(const client::Args& args, const std::string& error) {
@@ -74,6 +76,8 @@ int main(int argc, char** argv) {
             "without waiting for answers (needs --fps > 0): a server that cannot keep up skips stale frames "
             "(counted) instead of queueing them")
       .Flag("json", "PATH", "", "also write the report as JSON to PATH ('-' for stdout)")
+      .Flag("report", "PATH", "", "also write the report as a self-contained HTML page (inline SVG, no script): the figures, "
+            "latency p50/p90/p99/max and answered frames/s over time, and the latency histogram")
       .Flag("help", "", "", "print this");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
   if (args.Has("help")) return Usage(args, "");
@@ -168,6 +172,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 
+  const bool want_report = !args.Get("report").empty();
   std::vector<SessionResult> results(ids.size());
   const auto start = Clock::now() + std::chrono::milliseconds(100);
   const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration));
@@ -192,7 +197,9 @@ int main(int argc, char** argv) {
           return;
         }
         const absl::Status decoded = resp.has_error() ? absl::OkStatus() : decoder.Decode(resp, xyz);
-        r.latency.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count();
+        r.latency.Add(ms);
+        if (want_report) r.samples.push_back({float(std::chrono::duration<double>(scheduled - start).count()), float(ms)});
         r.bytes += resp.positions().size();
         if (resp.has_error() || resp.frame() != f || resp.method() != wire || !decoded.ok()) {
           ++r.errors;
@@ -268,7 +275,9 @@ int main(int argc, char** argv) {
   client::LatencyStats all;
   uint64_t ok = 0, errors = 0, bytes = 0, skipped = 0, shed = 0;
   std::string first_error;
+  client::LoadReport report;
   for (auto& r : results) {
+    report.samples.insert(report.samples.end(), r.samples.begin(), r.samples.end());
     all.Merge(r.latency);
     ok += r.ok;
     errors += r.errors;
@@ -282,22 +291,35 @@ int main(int argc, char** argv) {
   const double p50 = all.Percentile(50), p90 = all.Percentile(90), p99 = all.Percentile(99),
                mx = all.Max();
   const char* on = chosen == v1::BACKEND_GPU ? "gpu" : "cpu";
-  std::printf("sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s, on %s; server %s\n",
-              sessions, fps > 0 ? absl::StrFormat("%g", fps).c_str() : "max", duration,
-              vertices, method.c_str(), encoding.c_str(), on, c.target().c_str());
-  std::printf("  %-22s %12s\n", "metric", "value");
-  if (target > 0) std::printf("  %-22s %12.1f\n", "target frames/s", target);
-  std::printf("  %-22s %12.1f", "achieved frames/s", achieved);
-  if (target > 0) std::printf("   (%.1f %% of target)", 100 * achieved / target);
-  std::printf("\n  %-22s %12llu\n  %-22s %12llu\n", "frames ok", (unsigned long long)ok, "errors",
-              (unsigned long long)errors);
-  if (latest) std::printf("  %-22s %12llu\n", "frames skipped", (unsigned long long)skipped);
-  std::printf("  %-22s %12llu\n", "frames shed", (unsigned long long)shed);
-  std::printf("  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n  %-22s %12.3f\n", "latency p50 ms",
-              p50, "latency p90 ms", p90, "latency p99 ms", p99, "latency max ms", mx);
+  report.title = absl::StrFormat(
+      "sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s, on %s; server %s", sessions,
+      fps > 0 ? absl::StrFormat("%g", fps).c_str() : "max", duration, vertices, method.c_str(), encoding.c_str(), on,
+      c.target().c_str());
+  std::printf("%s\n", report.title.c_str());
+  // The table's rows: metric, value, a note after it. The HTML report shows the same strings.
+  struct Row {
+    std::string name, value, note;
+  };
+  std::vector<Row> rows;
+  if (target > 0) rows.push_back({"target frames/s", absl::StrFormat("%.1f", target), ""});
+  rows.push_back({"achieved frames/s", absl::StrFormat("%.1f", achieved),
+                  target > 0 ? absl::StrFormat("   (%.1f %% of target)", 100 * achieved / target) : ""});
+  rows.push_back({"frames ok", absl::StrFormat("%llu", (unsigned long long)ok), ""});
+  rows.push_back({"errors", absl::StrFormat("%llu", (unsigned long long)errors), ""});
+  if (latest) rows.push_back({"frames skipped", absl::StrFormat("%llu", (unsigned long long)skipped), ""});
+  rows.push_back({"frames shed", absl::StrFormat("%llu", (unsigned long long)shed), ""});
+  rows.push_back({"latency p50 ms", absl::StrFormat("%.3f", p50), ""});
+  rows.push_back({"latency p90 ms", absl::StrFormat("%.3f", p90), ""});
+  rows.push_back({"latency p99 ms", absl::StrFormat("%.3f", p99), ""});
+  rows.push_back({"latency max ms", absl::StrFormat("%.3f", mx), ""});
   const double frame_bytes = ok + errors > 0 ? double(bytes) / double(ok + errors) : 0;
-  std::printf("  %-22s %12.0f   (%.3f of float32's)\n", "position bytes/frame", frame_bytes,
-              frame_bytes / (12.0 * double(built->vertex_count())));
+  rows.push_back({"position bytes/frame", absl::StrFormat("%.0f", frame_bytes),
+                  absl::StrFormat("   (%.3f of float32's)", frame_bytes / (12.0 * double(built->vertex_count())))});
+  std::printf("  %-22s %12s\n", "metric", "value");
+  for (const Row& r : rows) {
+    std::printf("  %-22s %12s%s\n", r.name.c_str(), r.value.c_str(), r.note.c_str());
+    report.figures.push_back({r.name, r.value + r.note});
+  }
   if (!first_error.empty()) std::printf("  first error: %s\n", first_error.c_str());
 
   const std::string json = absl::StrFormat(
@@ -320,6 +342,14 @@ int main(int argc, char** argv) {
     }
     std::fputs(json.c_str(), f);
     std::fclose(f);
+  }
+  if (want_report) {
+    if (!first_error.empty()) report.figures.push_back({"first error", first_error});
+    report.duration_s = duration;
+    if (auto st = client::WriteLoadReport(args.Get("report"), report); !st.ok()) {
+      std::fprintf(stderr, "sinew-load: --report: %s\n", std::string(st.message()).c_str());
+      return 1;
+    }
   }
   return errors == 0 ? 0 : 1;
 }

@@ -26,6 +26,7 @@ build_pkgs=(
   haproxy  # the scale-out test balances three servers with deploy/haproxy.cfg
   python3-grpcio python3-protobuf python3-numpy  # the Python client (clients/python) and its tests
   blender  # the Blender add-on (clients/blender) is tested headless in real Blender (bookworm: 3.4.1)
+  chromium python3-websocket python3-pil  # the browser viewer's test: headless Chromium driven over DevTools, screenshots read
 )
 runtime_pkgs=(
   libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0
@@ -39,15 +40,34 @@ pkgs=("${build_pkgs[@]}")
 (( runtime_only )) && pkgs=("${runtime_pkgs[@]}")
 (( docs )) && pkgs+=("${docs_pkgs[@]}")
 
+# The browser viewer's three.js and the glTF validator its tests run, pinned by
+# clients/web/package-lock.json, from the npm registry into clients/web/node_modules (ignored by
+# git). Debian's nodejs and npm are installed where there is no npm.
+web_deps() {
+  (( runtime_only )) && return 0
+  local web
+  web="$(cd "$(dirname "$0")/../clients/web" && pwd)"
+  if ! command -v npm >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  if [[ ! "$web/node_modules/.package-lock.json" -nt "$web/package-lock.json" ]]; then
+    echo "install-deps: npm ci in $web"
+    npm ci --prefix "$web" --no-audit --no-fund --loglevel=error
+  fi
+}
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if (( ${#missing[@]} == 0 )); then
   echo "install-deps: all ${#pkgs[@]} packages already installed"
+  web_deps
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+web_deps

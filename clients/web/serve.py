@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""Serves the clip viewer (this folder) and the clips to show, on loopback, and prints its URL.
+
+    clients/web/serve.py [--port N] [--bind ADDR] [A.glb [B.glb]]
+
+The viewer is at / (index.html, viewer.js, node_modules/three); each FILE given is at
+/clips/I/NAME, and the printed URL opens them side by side (?a=...&b=...). --port 0 (the
+default) picks a free port. Stops on Ctrl-C. Only the viewer's folder and the named files are
+served.
+"""
+import argparse
+import functools
+import http.server
+import os
+import sys
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      '.js': 'text/javascript', '.mjs': 'text/javascript', '.glb': 'model/gltf-binary',
+                      '.gltf': 'model/gltf+json'}
+    clips = []
+
+    def translate_path(self, path):
+        parts = urllib.parse.unquote(urllib.parse.urlsplit(path).path).split('/')
+        if len(parts) == 4 and parts[1] == 'clips' and parts[2].isdigit() and int(parts[2]) < len(self.clips):
+            clip = self.clips[int(parts[2])]
+            if parts[3] == os.path.basename(clip):
+                return clip
+            return os.path.join(HERE, 'no such clip')
+        return super().translate_path(path)
+
+    def log_message(self, fmt, *args):  # quiet unless asked
+        if os.environ.get('SINEW_WEB_LOG'):
+            super().log_message(fmt, *args)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--port', type=int, default=0, help='TCP port (0: a free one)')
+    ap.add_argument('--bind', default='127.0.0.1', help='address to listen on (default loopback)')
+    ap.add_argument('files', nargs='*', help='up to two .glb clips to open side by side')
+    a = ap.parse_args()
+    if len(a.files) > 2:
+        ap.error('at most two clips (A and B)')
+    for f in a.files:
+        if not os.path.isfile(f):
+            ap.error(f'{f}: no such file')
+    if not os.path.isdir(os.path.join(HERE, 'node_modules', 'three')):
+        sys.exit(f'serve.py: {HERE}/node_modules/three is missing: run scripts/install-deps.sh')
+    Handler.clips = [os.path.abspath(f) for f in a.files]
+    server = http.server.ThreadingHTTPServer((a.bind, a.port), functools.partial(Handler, directory=HERE))
+    host, port = server.server_address[:2]
+    query = '&'.join(f'{k}=/clips/{i}/{urllib.parse.quote(os.path.basename(f))}'
+                     for i, (k, f) in enumerate(zip('ab', a.files)))
+    print(f'viewer: http://{host}:{port}/index.html' + (f'?{query}' if query else ''), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == '__main__':
+    main()

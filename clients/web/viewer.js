@@ -1,0 +1,325 @@
+// Sinew's clip viewer (see index.html). Each slot (A, B) holds one glTF: its scene, an
+// AnimationMixer playing its first animation (for `sinew batch --gltf` files: the STEP weights
+// animation, one morph target per baked frame), and `scenes[0].extras.sinew` when present (method,
+// clip, frames per second, per-frame quality). Both slots share one clock and one camera, so
+// frame k of A is shown beside frame k of B from the same view.
+//
+// State for tests and scripts, on <body>: data-state (empty, loading, ready, error), data-error,
+// data-frame-a / data-frame-b (the frame each slot shows: the morph target weighted 1, or the
+// clock's frame for other animations) and data-renders (frames drawn). window.sinewViewer has
+// load(slot, url), seek(frame), play(), pause() and state().
+import * as THREE from 'three';
+import { GLTFLoader } from 'three/addons/loaders/GLTFLoader.js';
+import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
+
+const canvas = document.getElementById('view');
+const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
+renderer.setPixelRatio(window.devicePixelRatio);
+renderer.setClearColor(0x1d2026);
+renderer.setScissorTest(true);
+const camera = new THREE.PerspectiveCamera(35, 1, 0.01, 1000);
+const loader = new GLTFLoader();
+const colors = [0xc9b59a, 0x9ab8c9];
+const names = ['a', 'b'];
+const slots = [null, null];
+let playing = true, speed = 1, clock = 0, renders = 0, fitted = false, pending = 0, failed = false;
+let lastTick = performance.now();
+
+const $ = (id) => document.getElementById(id);
+const body = document.body;
+
+function setStatus(text, state) {
+  $('status').textContent = text;
+  if (state) body.dataset.state = state;
+}
+
+// A slot's scene: the glTF's, lit by a light that follows the camera.
+function makeScene(gltf, color) {
+  const scene = new THREE.Scene();
+  const sky = new THREE.HemisphereLight(0xffffff, 0x404048, 1.0);
+  const key = new THREE.DirectionalLight(0xffffff, 1.6);  // from the camera (placed each frame)
+  scene.add(sky, key, key.target);
+  scene.userData.lights = { sky, key };
+  const root = gltf.scene;
+  root.traverse((o) => {
+    if (!o.isMesh) return;
+    // Flat shading takes each triangle's normal from its morphed positions, so every frame is
+    // lit as deformed (the file's normals are the rest pose's).
+    o.material = new THREE.MeshStandardMaterial({ color, roughness: 0.75, metalness: 0, flatShading: true,
+                                                  side: THREE.DoubleSide });
+    o.frustumCulled = false;
+  });
+  scene.add(root);
+  return scene;
+}
+
+function sinewInfo(gltf) {
+  const ud = gltf.scene.userData || {};
+  return ud.sinew || (gltf.scenes && gltf.scenes[0] && gltf.scenes[0].userData && gltf.scenes[0].userData.sinew) || null;
+}
+
+function morphMesh(root) {
+  let found = null;
+  root.traverse((o) => { if (!found && o.isMesh && o.morphTargetInfluences && o.morphTargetInfluences.length) found = o; });
+  return found;
+}
+
+async function load(slot, url, label) {
+  ++pending;
+  setStatus(`loading ${label || url}`, 'loading');
+  try {
+    const gltf = await loader.loadAsync(url);
+    const info = sinewInfo(gltf);
+    const mesh = morphMesh(gltf.scene);
+    const clip = gltf.animations[0] || null;
+    const frames = info ? info.frames : mesh ? mesh.morphTargetInfluences.length : 1;
+    const fps = info ? info.frames_per_second : clip && frames > 1 ? (frames - 1) / clip.duration : 30;
+    const s = { label: label || url.split('/').pop(), gltf, info, mesh, frames, fps,
+                scene: makeScene(gltf, colors[slot]), mixer: null, duration: frames / fps };
+    if (clip) {
+      // A baked clip's last frame shows for 1/fps like the others: the clip lasts frames/fps.
+      clip.duration = Math.max(clip.duration, s.duration);
+      s.duration = clip.duration;
+      s.mixer = new THREE.AnimationMixer(gltf.scene);
+      s.mixer.clipAction(clip).play();
+    }
+    slots[slot] = s;
+    fitted = false;
+    panel(slot);
+    const maxFrames = Math.max(...slots.filter(Boolean).map((x) => x.frames));
+    $('scrub').max = String(maxFrames - 1);
+    if (!failed) {
+      setStatus(slots.filter(Boolean).map((x) => `${x.label}: ${x.frames} frames at ${x.fps} frames/s`).join(' | '),
+                pending > 1 ? 'loading' : 'ready');
+    }
+  } catch (e) {
+    failed = true;
+    body.dataset.error = String(e && e.message || e);
+    setStatus(`could not open ${label || url}: ${body.dataset.error}`, 'error');
+  } finally {
+    --pending;
+  }
+}
+
+// The frame a slot shows: the morph target weighted 1 (baked clips), or the clock's frame.
+function shownFrame(s) {
+  if (s.mesh && s.info) {
+    const w = s.mesh.morphTargetInfluences;
+    let best = 0;
+    for (let i = 1; i < w.length; ++i) if (w[i] > w[best]) best = i;
+    return best;
+  }
+  return Math.min(s.frames - 1, Math.floor((clock % s.duration) * s.fps + 1e-6));
+}
+
+function fmt(x, digits = 3) { return typeof x === 'number' ? x.toFixed(digits) : '–'; }
+
+// The slot's panel: what was baked and, with quality reports, the shown frame's and a chart of
+// vertices inside the skin and volume over the clip.
+function panel(slot) {
+  const s = slots[slot], el = $(`panel-${names[slot]}`);
+  el.textContent = '';
+  if (!s) return;
+  const h = document.createElement('h2');
+  h.textContent = `${names[slot].toUpperCase()}: ${s.info ? s.info.method : s.label}`;
+  el.appendChild(h);
+  const sub = document.createElement('div');
+  sub.className = 'dim';
+  sub.textContent = s.info ? `${s.info.source}, clip "${s.info.clip}": ${s.info.frames} frames at ${s.info.frames_per_second} frames/s, ${s.info.vertices} vertices`
+                           : `${s.label}: ${s.frames} frames`;
+  el.appendChild(sub);
+  const q = s.info && s.info.quality;
+  if (!q) return;
+  const table = document.createElement('table');
+  table.innerHTML = '<tr><td>frame</td><td class="v-frame"></td></tr><tr><td>inside the skin</td><td class="v-inside"></td></tr>' +
+                    '<tr><td>touching</td><td class="v-touch"></td></tr><tr><td>deepest</td><td class="v-depth"></td></tr>' +
+                    '<tr><td>volume / rest</td><td class="v-volume"></td></tr><tr><td>edge stretch</td><td class="v-stretch"></td></tr>';
+  el.appendChild(table);
+  // Chart: inside vertices (bars) and volume ratio (line), a cursor at the shown frame.
+  const W = 400, H = 60, n = q.length, ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('width', '100%'); svg.setAttribute('height', H); svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  svg.setAttribute('preserveAspectRatio', 'none');
+  const maxInside = Math.max(1, ...q.map((f) => f.inside_vertices));
+  const vols = q.map((f) => f.volume_ratio), vlo = Math.min(...vols), vhi = Math.max(...vols);
+  let bars = '', line = '';
+  q.forEach((f, k) => {
+    const x = (k + 0.5) * W / n, bh = (H - 4) * f.inside_vertices / maxInside;
+    if (f.inside_vertices > 0) bars += `M${x.toFixed(1)} ${H}V${(H - bh).toFixed(1)}`;
+    const y = vhi > vlo ? 4 + (H - 8) * (vhi - f.volume_ratio) / (vhi - vlo) : H / 2;
+    line += `${k ? 'L' : 'M'}${x.toFixed(1)} ${y.toFixed(1)}`;
+  });
+  svg.innerHTML = `<rect width="${W}" height="${H}" fill="#262a31"/>` +
+    `<path d="${bars}" stroke="#e77" stroke-width="${Math.max(1, W / n - 1).toFixed(1)}"/>` +
+    `<path d="${line}" fill="none" stroke="#7bf" stroke-width="1.5"/>` +
+    `<line class="cursor" y1="0" y2="${H}" stroke="#fff" stroke-width="1"/>` +
+    `<text x="4" y="12" fill="#e77" font-size="10">inside (max ${maxInside})</text>` +
+    `<text x="${W - 4}" y="12" fill="#7bf" font-size="10" text-anchor="end">volume ${fmt(vlo)}…${fmt(vhi)}</text>`;
+  el.appendChild(svg);
+}
+
+function updatePanel(slot, frame) {
+  const s = slots[slot], el = $(`panel-${names[slot]}`);
+  const q = s && s.info && s.info.quality && s.info.quality[frame];
+  if (!q) return;
+  el.querySelector('.v-frame').textContent = String(frame);
+  const inside = el.querySelector('.v-inside');
+  inside.textContent = String(q.inside_vertices);
+  inside.className = q.inside_vertices > 0 ? 'v-inside bad' : 'v-inside';
+  el.querySelector('.v-touch').textContent = String(q.touching_vertices);
+  el.querySelector('.v-depth').textContent = fmt(q.max_depth, 4);
+  el.querySelector('.v-volume').textContent = fmt(q.volume_ratio, 4);
+  el.querySelector('.v-stretch').textContent = `×${fmt(q.edge_stretch_min)} … ×${fmt(q.edge_stretch_max)}`;
+  const x = (frame + 0.5) * 400 / s.info.quality.length;
+  const c = el.querySelector('.cursor');
+  c.setAttribute('x1', x); c.setAttribute('x2', x);
+}
+
+// One camera for both views, fitted to the loaded clips' bounds over all their frames, looking
+// along the rest meshes' thinnest axis with their longest axis up (a standing character, whichever
+// way its file points up, is seen from the front or the back); orbit from there with the mouse.
+let controls = null;
+function fit() {
+  const rest = new THREE.Box3(), all = new THREE.Box3();
+  for (const s of slots) {
+    if (!s) continue;
+    s.gltf.scene.updateMatrixWorld(true);
+    s.gltf.scene.traverse((o) => {
+      if (!o.isMesh) return;
+      const g = o.geometry;
+      const box = new THREE.Box3().setFromBufferAttribute(g.attributes.position);
+      const frames = box.clone();
+      // Every frame's vertices (three's computeBoundingBox adds relative targets' bounds up).
+      const p = g.attributes.position, v = new THREE.Vector3();
+      for (const m of g.morphAttributes.position || []) {
+        for (let i = 0; i < m.count; ++i) {
+          v.fromBufferAttribute(m, i);
+          if (g.morphTargetsRelative) v.x += p.getX(i), v.y += p.getY(i), v.z += p.getZ(i);
+          frames.expandByPoint(v);
+        }
+      }
+      rest.union(box.applyMatrix4(o.matrixWorld));
+      all.union(frames.applyMatrix4(o.matrixWorld));
+    });
+  }
+  if (all.isEmpty()) return;
+  const center = all.getCenter(new THREE.Vector3()), size = all.getSize(new THREE.Vector3());
+  const extent = rest.getSize(new THREE.Vector3()).toArray();
+  const order = [0, 1, 2].sort((i, j) => extent[i] - extent[j]);  // thinnest … longest
+  const axis = (i) => new THREE.Vector3().setComponent(i, 1);
+  // Far enough to see the whole box in one view (half the canvas with two clips).
+  const tan = Math.tan(THREE.MathUtils.degToRad(camera.fov / 2));
+  const views = slots.filter(Boolean).length;
+  const aspect = canvas.clientWidth / views / Math.max(1, canvas.clientHeight);
+  const s3 = size.toArray(), wide = Math.max(s3[order[1]], s3[order[0]]);
+  const dist = s3[order[0]] / 2 + 1.08 * Math.max(s3[order[2]] / 2 / tan, wide / 2 / (tan * aspect));
+  camera.up.copy(axis(order[2]));
+  camera.position.copy(center).addScaledVector(axis(order[0]), dist);
+  camera.near = dist / 100; camera.far = dist * 10;
+  camera.lookAt(center);
+  if (controls) controls.dispose();
+  controls = new OrbitControls(camera, canvas);  // takes camera.up when made
+  controls.target.copy(center);
+  controls.update();
+  fitted = true;
+}
+
+function resize() {
+  const w = canvas.clientWidth, h = canvas.clientHeight;
+  if (canvas.width !== Math.floor(w * renderer.getPixelRatio()) || canvas.height !== Math.floor(h * renderer.getPixelRatio())) {
+    renderer.setSize(w, h, false);
+  }
+}
+
+function tick(now) {
+  const dt = Math.min(0.1, (now - lastTick) / 1000);
+  lastTick = now;
+  if (playing) clock += dt * speed;
+  resize();
+  const live = slots.filter(Boolean);
+  body.classList.toggle('single', live.length < 2);
+  if (live.length && !fitted) fit();
+  const w = canvas.clientWidth, h = canvas.clientHeight;
+  const views = live.length === 2 ? [[0, 0, w / 2, h], [w / 2, 0, w / 2, h]] : [[0, 0, w, h]];
+  renderer.setScissor(0, 0, w, h);
+  renderer.setViewport(0, 0, w, h);
+  renderer.clear();
+  let vi = 0, first = -1;
+  slots.forEach((s, slot) => {
+    if (!s) return;
+    if (s.mixer) s.mixer.setTime(clock % s.duration);
+    const { sky, key } = s.scene.userData.lights;
+    sky.position.copy(camera.up);
+    key.position.copy(camera.position).addScaledVector(camera.up, camera.position.distanceTo(controls.target) * 0.5);
+    key.target.position.copy(controls.target);
+    const [x, y, vw, vh] = views[vi++];
+    camera.aspect = vw / vh;
+    camera.updateProjectionMatrix();
+    renderer.setViewport(x, y, vw, vh);
+    renderer.setScissor(x, y, vw, vh);
+    renderer.render(s.scene, camera);
+    const frame = shownFrame(s);
+    body.dataset[`frame${names[slot].toUpperCase()}`] = String(frame);
+    if (first < 0) first = frame;
+    updatePanel(slot, frame);
+  });
+  if (first >= 0) {
+    $('clock').textContent = `frame ${first}`;
+    if (playing) $('scrub').value = String(first);
+    document.title = `sinew viewer: frame ${first}`;
+  }
+  body.dataset.renders = String(++renders);
+  requestAnimationFrame(tick);
+}
+
+function seek(frame) {
+  playing = false;
+  $('play').textContent = 'play';
+  const fps = (slots.find(Boolean) || { fps: 30 }).fps;
+  clock = (frame + 0.5) / fps;  // the middle of the frame's interval
+  $('scrub').value = String(frame);
+}
+
+function openFiles(files, slot) {
+  [...files].slice(0, 2).forEach((f, i) => {
+    const url = URL.createObjectURL(f);
+    load(files.length > 1 ? i : slot, url, f.name);
+  });
+}
+
+$('file-a').addEventListener('change', (e) => openFiles(e.target.files, 0));
+$('file-b').addEventListener('change', (e) => openFiles(e.target.files, 1));
+$('play').addEventListener('click', () => {
+  playing = !playing;
+  $('play').textContent = playing ? 'pause' : 'play';
+});
+$('scrub').addEventListener('input', (e) => seek(Number(e.target.value)));
+$('speed').addEventListener('change', (e) => { speed = Number(e.target.value); });
+const stage = $('stage');
+stage.addEventListener('dragover', (e) => { e.preventDefault(); body.classList.add('drag'); });
+stage.addEventListener('dragleave', () => body.classList.remove('drag'));
+stage.addEventListener('drop', (e) => {
+  e.preventDefault();
+  body.classList.remove('drag');
+  // Dropped on the right half: slot B; on the left: A.
+  const slot = slots[0] && e.clientX > stage.clientWidth / 2 ? 1 : 0;
+  openFiles(e.dataTransfer.files, slot);
+});
+
+window.sinewViewer = {
+  load: (slot, url) => load(slot, url),
+  seek,
+  play: () => { playing = true; $('play').textContent = 'pause'; },
+  pause: () => { playing = false; $('play').textContent = 'play'; },
+  state: () => ({ state: body.dataset.state, renders, playing, clock, camera: camera.position.toArray(), up: camera.up.toArray(),
+                  target: controls && controls.target.toArray(),
+                  slots: slots.map((s) => s && { label: s.label, frames: s.frames, fps: s.fps, frame: shownFrame(s),
+                                                 method: s.info && s.info.method, quality: !!(s.info && s.info.quality) }) }),
+};
+
+const params = new URLSearchParams(location.search);
+const queued = [];
+if (params.get('a')) queued.push(load(0, params.get('a')));
+if (params.get('b')) queued.push(load(1, params.get('b')));
+if (params.get('frame') !== null) Promise.all(queued).then(() => seek(Number(params.get('frame'))));
+requestAnimationFrame(tick);

@@ -1,0 +1,65 @@
+// `sinew-load --report`: against a real server, the HTML page is written and holds the figures
+// sinew-load printed, one histogram sample per answered frame, and nothing external.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "tests/service/server_process.h"
+
+namespace sinew::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(LoadReportCli, PageHoldsThePrintedFigures) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string path = (fs::temp_directory_path() / ("sinew-load-" + std::to_string(getpid()) + ".html")).string();
+  std::string out, err;
+  ASSERT_EQ(RunProcess({SINEW_LOAD_PATH, "--target", server.target(), "--sessions", "3", "--fps", "40", "--duration", "1",
+                        "--vertices", "2000", "--report", path},
+                       &out, &err),
+            0)
+      << out << err;
+  std::ifstream in(path);
+  const std::string html((std::istreambuf_iterator<char>(in)), {});
+  fs::remove(path);
+  ASSERT_FALSE(html.empty());
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+  // Every row of the printed table, value and note, is a row of the page's figures.
+  const std::regex row(R"(^  (\S.*?\S) {2,}(\S+)(   \(.*\))?$)");
+  size_t rows = 0;
+  uint64_t frames_ok = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row) || m[1] == "metric") continue;
+    ++rows;
+    EXPECT_THAT(html, HasSubstr("<tr><td>" + m[1].str() + "</td><td>" + m[2].str() + m[3].str() + "</td></tr>")) << line;
+    if (m[1] == "frames ok") frames_ok = std::stoull(m[2]);
+  }
+  EXPECT_GE(rows, 10u) << out;
+  EXPECT_GT(frames_ok, 0u);
+  EXPECT_THAT(html, HasSubstr("<p>" + out.substr(0, out.find('\n')) + "</p>"));  // the run's line
+  EXPECT_THAT(html, HasSubstr("data-samples=\"" + std::to_string(frames_ok) + "\""));  // no errors: one per frame
+  EXPECT_THAT(html, HasSubstr("data-windows=\"4\""));
+  // The windows' frame counts add up to the frames answered.
+  const std::regex window(R"(<tr><td>[0-9.]+–[0-9.]+</td><td>(\d+)</td>)");
+  uint64_t in_windows = 0;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), window); it != std::sregex_iterator(); ++it) {
+    in_windows += std::stoull((*it)[1]);
+  }
+  EXPECT_EQ(in_windows, frames_ok);
+  for (const char* external : {"<script", "src=", "href=", "http:", "https:"}) EXPECT_THAT(html, Not(HasSubstr(external)));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace sinew::testing

@@ -1,0 +1,103 @@
+// `sinew play FILE --snapshot`: through a real server, BCN_Epileptic under LBS and DQS drawn into
+// a PNG, read back here with zlib: the grid's size, the mesh drawn in every cell, and with
+// --snapshot-diff the DQS row tinted where it left LBS's frame while the LBS row is not.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/service/server_process.h"
+
+namespace sinew::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kCharacter = "/usr/share/assimp/models/X/BCN_Epileptic.X";
+
+struct Rgb {
+  int width = 0, height = 0;
+  std::string pixels;  // 3 bytes a pixel
+  const uint8_t* At(int x, int y) const { return reinterpret_cast<const uint8_t*>(&pixels[3 * (size_t(y) * width + x)]); }
+};
+
+// The PNGs sinew writes: 8-bit RGB, filter 0 on every row.
+Rgb ReadPng(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string png((std::istreambuf_iterator<char>(in)), {});
+  auto be = [&](size_t p) {
+    return uint32_t(uint8_t(png[p])) << 24 | uint32_t(uint8_t(png[p + 1])) << 16 | uint32_t(uint8_t(png[p + 2])) << 8 |
+           uint8_t(png[p + 3]);
+  };
+  Rgb img;
+  std::string idat;
+  for (size_t at = 8; at + 12 <= png.size();) {
+    const uint32_t len = be(at);
+    const std::string type = png.substr(at + 4, 4);
+    if (type == "IHDR") img.width = int(be(at + 8)), img.height = int(be(at + 12));
+    if (type == "IDAT") idat += png.substr(at + 8, len);
+    at += 12 + len;
+  }
+  std::string raw(size_t(img.height) * (1 + 3 * size_t(img.width)), '\0');
+  uLongf size = raw.size();
+  if (uncompress(reinterpret_cast<Bytef*>(raw.data()), &size, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK ||
+      size != raw.size()) {
+    return {};
+  }
+  for (int y = 0; y < img.height; ++y) img.pixels += raw.substr(size_t(y) * (1 + 3 * img.width) + 1, 3 * size_t(img.width));
+  return img;
+}
+
+TEST(SnapshotCli, MethodsDrawnInRowsAndTheirDifferenceTinted) {
+  if (!fs::exists(kCharacter)) GTEST_SKIP() << "assimp-testmodels not installed";
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string png = (fs::temp_directory_path() / ("sinew-snap-" + std::to_string(getpid()) + ".png")).string();
+  std::string out, err;
+  ASSERT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", kCharacter, "--method", "lbs,dqs", "--clip-fps", "30",
+                        "--frames", "64", "--snapshot", png, "--snapshot-frames", "5,37,62", "--snapshot-size", "200x150",
+                        "--snapshot-diff", "0.01"},
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("2 methods x 3 frames, 600x300 pixels"));
+  EXPECT_THAT(out, HasSubstr("dqs vs lbs, farthest vertex apart (of the rest diagonal): frame 5 "));
+  const Rgb img = ReadPng(png);
+  fs::remove(png);
+  ASSERT_EQ(img.width, 600);
+  ASSERT_EQ(img.height, 300);
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      size_t drawn = 0, red = 0;
+      for (int y = r * 150 + 26; y < (r + 1) * 150; ++y) {
+        for (int x = c * 200; x < (c + 1) * 200; ++x) {
+          const uint8_t* p = img.At(x, y);
+          drawn += !(p[0] == 246 && p[1] == 246 && p[2] == 244);
+          red += p[0] > p[1] + 40;
+        }
+      }
+      EXPECT_GT(drawn, 200 * 124 / 50) << "row " << r << " column " << c << ": mesh drawn";
+      if (r == 0) EXPECT_EQ(red, 0u) << "column " << c << ": the first row is the reference";
+      if (r == 1 && c > 0) EXPECT_GT(red, 20u) << "column " << c << ": DQS differs from LBS at bent joints";
+    }
+  }
+  // Bad flags are refused before anything is played.
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", kCharacter, "--frames", "10", "--snapshot", png,
+                        "--snapshot-frames", "3,10"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--snapshot-frames: '10' is not a frame in [0, 10)"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", kCharacter, "--snapshot", png, "--snapshot-view", "+x,+x"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--snapshot-view"));
+  EXPECT_FALSE(fs::exists(png));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace sinew::testing

@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""The browser viewer (clients/web/) in real headless Chromium, on a real bake.
+
+Starts sinew-server on a loopback port it picks, bakes BCN_Epileptic's clip twice with
+`sinew batch --gltf --quality` (two methods), validates both .glb files with the Khronos glTF
+validator, serves the viewer with clients/web/serve.py, and drives Debian's chromium over the
+DevTools protocol: the page must load both clips and report ready, its clock must advance the
+shown frame by itself (the glTF weights animation played by three.js), and screenshots at two
+frames must show both meshes drawn (enough non-background pixels in each half) and differ. No
+step waits for a time: each polls a state the page sets, with a generous deadline.
+
+    viewer_test.py --server PATH --cli PATH [--out DIR] [--methods lbs,dqs]
+
+--out keeps the screenshots (viewer-frame-N.png) and the .glb files.
+"""
+import argparse
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+import websocket  # Debian python3-websocket
+from PIL import Image  # Debian python3-pil
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WEB = os.path.join(SOURCE, 'clients', 'web')
+CHARACTER = '/usr/share/assimp/models/X/BCN_Epileptic.X'
+BACKGROUND = (0x1d, 0x20, 0x26)
+DEADLINE = 240  # seconds: only a bound for a hung browser, never a pass condition
+ARGS = None
+
+
+def read_line(proc, pattern, what):
+    """The first line of proc's stdout (or stderr) matching pattern, or a failure with its output."""
+    seen = []
+    for line in proc:
+        seen.append(line)
+        m = re.search(pattern, line)
+        if m:
+            return m
+    raise AssertionError(f'{what} exited without printing {pattern!r}:\n' + ''.join(seen[-30:]))
+
+
+class Chrome:
+    """Headless chromium with its DevTools endpoint on a port it picks, one page."""
+
+    def __init__(self, profile):
+        self.proc = subprocess.Popen(
+            ['chromium', '--headless', '--no-sandbox', '--disable-gpu', '--enable-unsafe-swiftshader',
+             '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update',
+             '--disable-sync', '--disable-extensions', '--mute-audio', f'--user-data-dir={profile}',
+             '--remote-debugging-address=127.0.0.1', '--remote-debugging-port=0', '--window-size=1280,720',
+             'about:blank'],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        m = read_line(self.proc.stderr, r'DevTools listening on ws://127\.0\.0\.1:(\d+)/', 'chromium')
+        # Keep draining stderr so chromium never blocks on a full pipe.
+        self.log = []
+        threading.Thread(target=lambda: [self.log.append(l) for l in self.proc.stderr], daemon=True).start()
+        port = int(m.group(1))
+        pages = json.load(urllib.request.urlopen(f'http://127.0.0.1:{port}/json/list', timeout=30))
+        page = next(p for p in pages if p['type'] == 'page')
+        self.ws = websocket.create_connection(page['webSocketDebuggerUrl'], timeout=60, suppress_origin=True)
+        self.next_id = 0
+        self.version = json.load(urllib.request.urlopen(f'http://127.0.0.1:{port}/json/version', timeout=30))['Browser']
+
+    def call(self, method, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({'id': self.next_id, 'method': method, 'params': params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get('id') == self.next_id:
+                if 'error' in msg:
+                    raise AssertionError(f'{method}: {msg["error"]}')
+                return msg['result']
+
+    def eval(self, expression):
+        r = self.call('Runtime.evaluate', expression=expression, returnByValue=True, awaitPromise=True)
+        if 'exceptionDetails' in r:
+            raise AssertionError(f'{expression}: {r["exceptionDetails"]}')
+        return r['result'].get('value')
+
+    def wait_for(self, expression, what):
+        """Polls expression until truthy (the page's own state), bounded by DEADLINE."""
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end:
+            # Between navigation and the page's first script there is no body (or no viewer) yet.
+            v = self.eval(f'(() => {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()')
+            if v:
+                return v
+            state = self.eval('document.body && document.body.dataset.state')
+            if state == 'error':
+                raise AssertionError(f'viewer error while waiting for {what}: ' + str(self.eval('document.body.dataset.error')))
+            time.sleep(0.05)
+        raise AssertionError(f'no {what} within {DEADLINE} s; state {self.eval("JSON.stringify(sinewViewer.state())")}')
+
+    def screenshot(self):
+        data = self.call('Page.captureScreenshot', format='png')['data']
+        return base64.b64decode(data)
+
+    def close(self):
+        try:
+            self.ws.close()
+        finally:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def drawn_fraction(img, box):
+    """Fraction of pixels in box (l, t, r, b) that differ from the background."""
+    crop = img.crop(box).convert('RGB')
+    px = crop.getdata()
+    far = sum(1 for p in px if max(abs(p[0] - BACKGROUND[0]), abs(p[1] - BACKGROUND[1]), abs(p[2] - BACKGROUND[2])) > 24)
+    return far / max(1, len(px))
+
+
+def changed_fraction(a, b, box):
+    pa, pb = a.crop(box).convert('RGB').getdata(), b.crop(box).convert('RGB').getdata()
+    diff = sum(1 for x, y in zip(pa, pb) if max(abs(x[0] - y[0]), abs(x[1] - y[1]), abs(x[2] - y[2])) > 24)
+    return diff / max(1, len(pa))
+
+
+class ViewerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(CHARACTER):
+            raise unittest.SkipTest('assimp-testmodels not installed')
+        for need in ('chromium', 'node'):
+            if shutil.which(need) is None:
+                raise AssertionError(f'{need} not found: run scripts/install-deps.sh')
+        cls.tmp = tempfile.mkdtemp(prefix='sinew-web-')
+        cls.server = subprocess.Popen([ARGS.server, '--listen', '127.0.0.1:0', '--metrics-listen', '', '--gpu', 'off'],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        cls.target = read_line(cls.server.stdout, r'grpc listening on (\S+)', 'sinew-server').group(1)
+        cls.glbs = []
+        for method in ARGS.methods.split(','):
+            out = os.path.join(cls.tmp, f'bcn-{method.replace("+", "-")}.glb')
+            r = subprocess.run([ARGS.cli, '--target', cls.target, 'batch', CHARACTER, '--method', method, '--clip-fps', '30',
+                                '--gltf', out, '--quality'], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise AssertionError(f'sinew batch --method {method} failed:\n{r.stdout}\n{r.stderr}')
+            cls.glbs.append(out)
+        cls.web = None
+        cls.chrome = None
+
+    @classmethod
+    def tearDownClass(cls):
+        for p in (cls.chrome,):
+            if p:
+                p.close()
+        for proc in (cls.web, cls.server):
+            if proc and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+        if ARGS.out:
+            os.makedirs(ARGS.out, exist_ok=True)
+            for f in os.listdir(cls.tmp):
+                if os.path.isfile(os.path.join(cls.tmp, f)):
+                    shutil.copy(os.path.join(cls.tmp, f), ARGS.out)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_1_glb_files_pass_the_khronos_validator(self):
+        r = subprocess.run(['node', os.path.join(WEB, 'tools', 'validate-gltf.mjs'), *self.glbs], capture_output=True, text=True)
+        print(r.stdout, end='')
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count(': 0 errors, 0 warnings'), len(self.glbs), r.stdout)
+
+    def test_2_viewer_plays_both_clips_side_by_side(self):
+        cls = type(self)
+        cls.web = subprocess.Popen([sys.executable, os.path.join(WEB, 'serve.py'), *self.glbs],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        url = read_line(cls.web.stdout, r'viewer: (http://\S+)', 'serve.py').group(1)
+        cls.chrome = Chrome(os.path.join(self.tmp, 'profile'))
+        chrome = cls.chrome
+        chrome.call('Page.enable')
+        chrome.call('Runtime.enable')
+        chrome.call('Page.navigate', url=url)
+        chrome.wait_for('document.body && document.body.dataset.state === "ready"', 'both clips loaded')
+        state = chrome.eval('sinewViewer.state()')
+        three = chrome.eval('import("three").then((t) => t.REVISION)')
+        print(f'{chrome.version}, three.js r{three}: {json.dumps(state["slots"])}')
+        methods = ARGS.methods.split(',')
+        self.assertEqual([s['method'] for s in state['slots']], methods)
+        self.assertEqual([s['frames'] for s in state['slots']], [100, 100])  # 3.3 s at 30 frames/s
+        self.assertTrue(all(s['quality'] for s in state['slots']))
+
+        # It plays by itself: the frame the glTF animation shows moves on.
+        start = int(chrome.wait_for('document.body.dataset.frameA', 'a first frame'))
+        chrome.wait_for(f'Number(document.body.dataset.frameA) !== {start}', 'the shown frame to advance')
+
+        box = chrome.eval('(() => { const r = document.getElementById("view").getBoundingClientRect();'
+                          ' return [r.left, r.top, r.right, r.bottom].map((x) => Math.round(x * devicePixelRatio)); })()')
+        left, top, right, bottom = box
+        mid = (left + right) // 2
+        shots = {}
+        for frame in (10, 60):
+            chrome.eval(f'sinewViewer.seek({frame})')
+            renders = int(chrome.wait_for(
+                f'document.body.dataset.frameA === "{frame}" && document.body.dataset.frameB === "{frame}" && document.body.dataset.renders',
+                f'frame {frame} shown'))
+            chrome.wait_for(f'Number(document.body.dataset.renders) >= {renders + 2}', 'two more frames drawn')
+            panel = chrome.eval('document.querySelector("#panel-a .v-frame").textContent')
+            self.assertEqual(panel, str(frame), 'the quality panel follows the shown frame')
+            png = chrome.screenshot()
+            with open(os.path.join(self.tmp, f'viewer-frame-{frame}.png'), 'wb') as f:
+                f.write(png)
+            img = Image.open(io.BytesIO(png)).convert('RGB')
+            shots[frame] = img
+            for name, half in (('A', (left, top, mid, bottom)), ('B', (mid, top, right, bottom))):
+                frac = drawn_fraction(img, half)
+                print(f'frame {frame}, view {name}: {100 * frac:.1f} % of pixels drawn')
+                self.assertGreater(frac, 0.01, f'view {name} at frame {frame}: mesh not drawn')
+                self.assertLess(frac, 0.6, f'view {name} at frame {frame}: the view is filled, not a mesh')
+        changed = changed_fraction(shots[10], shots[60], (left, top, right, bottom))
+        print(f'frames 10 and 60 differ in {100 * changed:.1f} % of the pixels')
+        self.assertGreater(changed, 0.005)
+
+    def test_3_file_picker_and_drop_open_clips(self):
+        chrome = type(self).chrome
+        self.assertIsNotNone(chrome, 'test_2 starts the browser')
+        url = chrome.eval('location.origin') + '/index.html'
+        chrome.call('Page.navigate', url=url)
+        chrome.wait_for('document.body.dataset.state === "empty" && window.sinewViewer', 'an empty viewer')
+        # The file picker of slot A.
+        root = chrome.call('DOM.getDocument')['root']['nodeId']
+        node = chrome.call('DOM.querySelector', nodeId=root, selector='#file-a')['nodeId']
+        chrome.call('DOM.setFileInputFiles', nodeId=node, files=[self.glbs[1]])
+        chrome.wait_for('document.body.dataset.state === "ready"', 'the picked clip loaded')
+        slots = chrome.eval('sinewViewer.state().slots')
+        self.assertEqual(slots[0]['label'], os.path.basename(self.glbs[1]))
+        self.assertIsNone(slots[1])
+        # A file dropped on the right half goes to slot B.
+        box = chrome.eval('(() => { const r = document.getElementById("view").getBoundingClientRect();'
+                          ' return [r.left, r.top, r.width, r.height]; })()')
+        x, y = box[0] + box[2] * 0.75, box[1] + box[3] / 2
+        data = {'items': [], 'files': [self.glbs[0]], 'dragOperationsMask': 1}
+        for kind in ('dragEnter', 'dragOver', 'drop'):
+            chrome.call('Input.dispatchDragEvent', type=kind, x=x, y=y, data=data)
+        chrome.wait_for('(sinewViewer.state().slots[1] || {}).label === ' + json.dumps(os.path.basename(self.glbs[0])),
+                        'the dropped clip in slot B')
+        chrome.wait_for('document.body.dataset.state === "ready" && document.body.dataset.frameB', 'slot B shown')
+
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--server', required=True)
+    ap.add_argument('--cli', required=True)
+    ap.add_argument('--out', default='')
+    ap.add_argument('--methods', default='lbs,dqs')
+    ARGS, rest = ap.parse_known_args()
+    unittest.main(argv=[sys.argv[0], '-v', *rest])
