@@ -115,7 +115,6 @@ std::string LoadReportHtml(const LoadReport& r) {
   const double width = duration / windows;
   std::vector<std::vector<float>> in(windows);
   for (const LoadSample& s : r.samples) in[std::clamp(int(s.t / width), 0, windows - 1)].push_back(s.latency_ms);
-  const char* names[] = {"p50", "p90", "p99", "max"};
   const double ps[] = {50, 90, 99, 100};
   std::string paths[4], rate_path, table_rows;
   double ymax = 0, rate_max = 0;
