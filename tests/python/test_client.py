@@ -240,6 +240,16 @@ class FramesTest(ServerTest):
         with self.assertRaisesRegex(sinew.InvalidArgument, "bulgy"):
             self.client.deformer_config("implicit", {"default_operator": "bulgy"})
 
+    def test_a_session_object_for_an_existing_session_continues_its_numbering(self) -> None:
+        pose = sinew.Pose(*self.limb.pose(0.5)[:2])
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            for _ in range(3):
+                session.deform(pose)
+            # A stateful session would refuse frame 0 again: the numbers go on after the last one.
+            self.assertEqual(self.client.session(session.id).deform_frame(pose).frame, 3)
+            listed = [s for s in self.client.list_sessions() if s.id == session.id]
+            self.assertEqual(listed[0].deform_frame(pose).frame, 4)
+
     def test_sessions_are_listed_and_closed(self) -> None:
         session = self.client.create_session(self.rig_id, "dqs", expected_joint_names=self.limb.names)
         self.assertIn(session.id, [s.id for s in self.client.list_sessions()])

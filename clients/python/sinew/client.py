@@ -386,7 +386,10 @@ class Session:
         self.rig_id: str = info.rig_id
         self.vertex_count: int = info.vertex_count
         self.joint_count: int = info.joint_count
-        self._next_frame = 0
+        # Frame numbers continue after the session's last applied frame, so that a Session made
+        # for an existing stateful session (Client.session, list_sessions) sends frames it accepts.
+        self._next_frame = info.last_frame + 1 if info.HasField("last_frame") else 0
+        self._numbering = threading.Lock()  # a stream's requests are made on gRPC's thread
 
     def __repr__(self) -> str:
         return (f"Session({self.id!r}, rig={self.rig_id[:12]}, method={self.method}, backend={self.backend}, "
@@ -429,9 +432,10 @@ class Session:
     def request(self, pose: Optional[PoseLike] = None, *, frame: Optional[int] = None, reset: bool = False,
                 key_frame: bool = False, time_step: float = 0.0) -> Any:
         """The ``sinew.v1.DeformRequest`` for a pose (numbered after the last one unless `frame`)."""
-        if frame is None:
-            frame = self._next_frame
-        self._next_frame = frame + 1
+        with self._numbering:
+            if frame is None:
+                frame = self._next_frame
+            self._next_frame = frame + 1
         req = pb.DeformRequest(session_id=self.id, frame=frame, reset=reset, key_frame=key_frame, time_step=time_step)
         if pose is not None:
             req.pose.CopyFrom(_pose_proto(pose))
@@ -459,9 +463,10 @@ class Session:
 
     def deform(self, pose: Optional[PoseLike] = None, **kwargs: Any) -> np.ndarray:
         """Deforms one pose; returns the positions, (vertex_count, 3) float32."""
-        positions = self.deform_frame(pose, **kwargs).positions
-        assert positions is not None
-        return positions
+        frame = self.deform_frame(pose, **kwargs)
+        if frame.positions is None:  # unary frames are never skipped; a server bug otherwise
+            raise DataLoss(f"frame {frame.frame}: the response carries no positions", frame=frame.frame)
+        return frame.positions
 
     def stream(self, poses: Iterable[PoseLike], *, window: int = 2, first_frame: Optional[int] = None,
                raise_errors: bool = True, close_with_stream: bool = False) -> Iterator[Frame]:
@@ -478,7 +483,8 @@ class Session:
         stop = threading.Event()
         failure: "queue.Queue[BaseException]" = queue.Queue()
         if first_frame is not None:
-            self._next_frame = first_frame
+            with self._numbering:
+                self._next_frame = first_frame
         expected: "queue.Queue[int]" = queue.Queue()
 
         def requests() -> Iterator[Any]:
