@@ -135,31 +135,58 @@ class FramesTest(ServerTest):
     def test_stream_yields_every_frame_in_order(self) -> None:
         pose_list = list(poses(self.limb, 40))
         produced = []
+        received = []
+        ahead = []  # poses drawn beyond the frames the loop has seen, at each draw
 
         def live():  # a generator read only as frames come back
             for i, (rot, trans, _) in enumerate(pose_list):
                 produced.append(i)
+                ahead.append(i - len(received))
                 yield sinew.Pose(rot, trans)
 
         with self.client.create_session(self.rig_id, "lbs") as session:
-            frames = list(session.stream(live(), window=3, first_frame=100))
+            frames = []
+            for f in session.stream(live(), window=3, first_frame=100):
+                received.append(f.frame)
+                frames.append(f)
             self.assertEqual([f.frame for f in frames], list(range(100, 140)))
             self.assertEqual(produced, list(range(40)))
+            # Back-pressure: pose i is drawn only once frame i - 3 has been decoded (its slot freed
+            # just before the loop sees it), never further ahead however fast the server answers.
+            self.assertLessEqual(max(ahead), 3)
             for f, (rot, trans, _) in zip(frames, pose_list):
                 self.assertEqual(f.method, "lbs")
                 np.testing.assert_allclose(f.positions, self.limb.lbs(rot, trans), atol=LBS_TOLERANCE)
             self.assertEqual(session.refresh().frames, 40)
 
     def test_stream_stops_when_the_loop_breaks(self) -> None:
+        drawn = []
+
+        def infinite():
+            for i in range(10 ** 9):
+                drawn.append(i)
+                yield sinew.Pose(*self.limb.pose(np.radians(i % 90))[:2])
+
         with self.client.create_session(self.rig_id, "lbs") as session:
-            infinite = (sinew.Pose(*self.limb.pose(np.radians(i % 90))[:2]) for i in range(10 ** 9))
-            for f in session.stream(infinite, window=2):
+            for f in session.stream(infinite(), window=2):
                 if f.frame == 5:
                     break
+            # Frames 0..5 were seen: at most 2 more poses were drawn, and none after the break.
+            self.assertLessEqual(len(drawn), 8)
             # The session is still usable after the cancelled stream.
             rot, trans, _ = self.limb.pose(0.3)
             np.testing.assert_allclose(session.deform(sinew.Pose(rot, trans)), self.limb.lbs(rot, trans),
                                        atol=LBS_TOLERANCE)
+            self.assertLessEqual(len(drawn), 8)
+
+    def test_stream_and_batch_arguments_are_checked_when_called(self) -> None:
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            with self.assertRaisesRegex(sinew.InvalidArgument, "window"):
+                session.stream([], window=0)  # not only once iterated
+            with self.assertRaisesRegex(sinew.InvalidArgument, "clip or poses"):
+                session.iter_clip()
+            with self.assertRaisesRegex(sinew.InvalidArgument, "first_frame"):
+                session.iter_clip(poses=[], first_frame=-1)
 
     def test_a_bad_frame_does_not_end_the_stream(self) -> None:
         good = [sinew.Pose(*self.limb.pose(np.radians(a))[:2]) for a in (10, 20, 30)]

@@ -471,21 +471,35 @@ class Session:
     def stream(self, poses: Iterable[PoseLike], *, window: int = 2, first_frame: Optional[int] = None,
                raise_errors: bool = True, close_with_stream: bool = False) -> Iterator[Frame]:
         """Deforms poses over one ``StreamDeform`` stream and yields a :class:`Frame` per pose, in
-        order. Up to `window` frames are in flight (the server reads one ahead while it deforms
+        order. Items may also be ``sinew.v1.DeformRequest`` s, sent as they are (copied; their
+        numbers are their own). Up to `window` frames are in flight (the server reads one ahead while it deforms
         another, so 2 keeps it busy); poses are read from `poses` only as frames come back, so a
-        generator may produce them live. A frame that fails does not end the stream: its
-        :class:`~sinew.errors.SinewError` is raised when it is reached (`raise_errors`), or yielded
-        in ``Frame.error``. Breaking out of the loop cancels the stream. `close_with_stream`: the
-        server closes the session when the stream ends, however it ends."""
+        generator may produce them live (on gRPC's thread: it must not block for long, and what
+        it raises ends the stream and is raised here after the frames already sent). A frame that
+        fails does not end the stream: its :class:`~sinew.errors.SinewError` is raised when it is
+        reached (`raise_errors`), or yielded in ``Frame.error``. Breaking out of the loop (or
+        closing the iterator) cancels the stream. When the server goes away mid-stream the frames
+        it answered are yielded, then :class:`~sinew.errors.Unavailable` is raised. Arguments are
+        checked here, before the stream starts. `close_with_stream`: the server closes the
+        session when the stream ends, however it ends.
+
+        The iterator belongs to one consumer thread (like any generator); other threads may use
+        the session meanwhile (frame numbers are taken under a lock)."""
         if window < 1:
             raise InvalidArgument(f"window: {window}; expected >= 1")
+        if first_frame is not None:
+            if first_frame < 0:
+                raise InvalidArgument(f"first_frame: {first_frame}; expected >= 0")
+            with self._numbering:
+                self._next_frame = first_frame
+        return self._stream(poses, window, raise_errors, close_with_stream)
+
+    def _stream(self, poses: Iterable[PoseLike], window: int, raise_errors: bool,
+                close_with_stream: bool) -> Iterator[Frame]:
         slots = threading.Semaphore(window)
         stop = threading.Event()
         failure: "queue.Queue[BaseException]" = queue.Queue()
-        if first_frame is not None:
-            with self._numbering:
-                self._next_frame = first_frame
-        expected: "queue.Queue[int]" = queue.Queue()
+        expected: "queue.Queue[int]" = queue.Queue()  # frames sent and not yet answered, in order
 
         def requests() -> Iterator[Any]:
             it = iter(poses)
@@ -495,9 +509,12 @@ class Session:
                     return
                 try:
                     pose = next(it)
-                    req = pose if isinstance(pose, pb.DeformRequest) else self.request(pose)
                     if isinstance(pose, pb.DeformRequest):
+                        req = pb.DeformRequest()
+                        req.CopyFrom(pose)  # the caller's message stays as it was
                         req.session_id = req.session_id or self.id
+                    else:
+                        req = self.request(pose)
                     if close_with_stream:
                         req.close_with_stream = True
                 except StopIteration:
@@ -512,11 +529,14 @@ class Session:
         decoder = PositionDecoder()
         try:
             for resp in call:
-                slots.release()
-                want = expected.get_nowait() if not expected.empty() else None
-                if want is not None and resp.frame != want:
+                try:
+                    want = expected.get_nowait()  # put before its request was handed to gRPC
+                except queue.Empty:
+                    raise DataLoss(f"stream: frame {resp.frame} answered, but no frame was due") from None
+                if resp.frame != want:
                     raise DataLoss(f"stream: frame {resp.frame} answered where frame {want} was due")
                 frame = self._frame(resp, decoder)
+                slots.release()  # after decoding: the next request may reuse what this frame used
                 if frame.error is not None and raise_errors:
                     raise frame.error
                 yield frame
@@ -531,6 +551,9 @@ class Session:
             call.cancel()
         if not failure.empty():
             raise failure.get()
+        if not expected.empty():
+            raise DataLoss(f"stream: the server ended the stream without answering frame {expected.get()} "
+                           f"and {expected.qsize()} more")
 
     # -- batches ----------------------------------------------------------------------------------
 
@@ -539,10 +562,14 @@ class Session:
                   progress: Optional[ProgressFn] = None) -> Iterator[ClipFrame]:
         """A batch (``DeformClip``) on the server: a `clip` sampled at `fps` (frame i at i / fps;
         floor(duration * fps) + 1 frames), or a list of `poses`. Yields every frame in order;
-        `progress(done, total)` after each. `first_frame` resumes an interrupted batch,
-        `max_frames` (0: all) splits one."""
+        `progress(done, total)` after each (`done` counts from the clip's start, so a resumed
+        batch starts at `first_frame` + 1). `first_frame` resumes an interrupted batch,
+        `max_frames` (0: all) splits one. Arguments are checked here, before the batch starts;
+        breaking out of the loop cancels it."""
         if (clip is None) == (poses is None):
             raise InvalidArgument("deform_clip: give a clip or poses")
+        if first_frame < 0 or max_frames < 0:
+            raise InvalidArgument(f"first_frame, max_frames: {first_frame}, {max_frames}; expected >= 0")
         req = pb.DeformClipRequest(session_id=self.id, first_frame=first_frame, max_frames=max_frames,
                                    time_step=time_step)
         if clip is not None:
@@ -551,6 +578,9 @@ class Session:
         else:
             for p in poses or []:
                 req.poses.poses.add().CopyFrom(_pose_proto(p))
+        return self._iter_clip(req, progress)
+
+    def _iter_clip(self, req: Any, progress: Optional[ProgressFn]) -> Iterator[ClipFrame]:
         decoder = PositionDecoder()
         call = self.client.stub.DeformClip(req, metadata=self.client._metadata)
         try:
