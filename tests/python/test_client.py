@@ -373,6 +373,11 @@ class EncodingsTest(ServerTest):
         damaged.positions = responses[2].positions + b"\0"
         with self.assertRaisesRegex(sinew.DataLoss, "1 bytes after"):
             decoder.decode(damaged)
+        wide = bytearray(responses[2].positions)
+        wide[0] = 33  # the first block's width byte: at most 32 bits
+        damaged.positions = bytes(wide)
+        with self.assertRaisesRegex(sinew.DataLoss, "x coordinates"):
+            decoder.decode(damaged)
         np.testing.assert_array_equal(decoder.decode(responses[2]), want[2])
         with self.assertRaisesRegex(sinew.FailedPrecondition, "between key frames"):
             sinew.decode_positions(responses[3].positions, responses[3].vertex_count, responses[3].encoding,
