@@ -183,6 +183,8 @@ class FramesTest(ServerTest):
         with self.client.create_session(self.rig_id, "lbs") as session:
             with self.assertRaisesRegex(sinew.InvalidArgument, "window"):
                 session.stream([], window=0)  # not only once iterated
+            with self.assertRaisesRegex(sinew.InvalidArgument, r"outputs\.nope"):
+                session.stream([], outputs={"nope": True})
             with self.assertRaisesRegex(sinew.InvalidArgument, "clip or poses"):
                 session.iter_clip()
             with self.assertRaisesRegex(sinew.InvalidArgument, "first_frame"):

@@ -17,7 +17,7 @@ evaluated in float64, as there.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 
@@ -198,9 +198,11 @@ class PositionDecoder:
     def reset(self) -> None:
         self.delta.reset()
 
-    def decode(self, response: Response) -> np.ndarray:
+    def decode(self, response: Response, shared_memory: Optional[Any] = None) -> np.ndarray:
         """(vertex_count, 3) float32 positions of a response; raises the frame's error as a
-        :class:`~sinew.errors.SinewError`."""
+        :class:`~sinew.errors.SinewError`. A frame whose positions a server wrote into a
+        shared-memory region (``shared_positions``) is read from that region, given as
+        `shared_memory` (a :class:`~sinew.shm.SharedMemoryRegion`)."""
         frame = getattr(response, "frame", None)
         fields = response.DESCRIPTOR.fields_by_name
         if "error" in fields and response.HasField("error"):
@@ -208,10 +210,14 @@ class PositionDecoder:
         if getattr(response, "skipped", False):
             raise FailedPrecondition(f"frame {frame} was skipped for a newer one (latest_pose_wins): it has no "
                                      "positions", frame=frame)
+        data = response.positions
         if "shared_positions" in fields and response.HasField("shared_positions"):
-            raise FailedPrecondition(f"frame {frame}: its positions are in a shared-memory region, which this "
-                                     "client does not use", frame=frame)
-        return decode_positions(response.positions, response.vertex_count, int(response.encoding),
+            if shared_memory is None:
+                raise FailedPrecondition(f"frame {frame}: its positions are in shared-memory region "
+                                         f"{response.shared_positions.region_id}; decode it with the region",
+                                         frame=frame)
+            data = shared_memory.positions(response)
+        return decode_positions(data, response.vertex_count, int(response.encoding),
                                 Quantization.from_proto(response.quantization), self.delta)
 
 
