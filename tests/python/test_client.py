@@ -262,6 +262,9 @@ class FramesTest(ServerTest):
             self.client.create_session(self.rig_id, "blend", {"nope": 1})
         with self.assertRaisesRegex(sinew.InvalidArgument, "method: 'skinny'"):
             self.client.create_session(self.rig_id, "skinny")
+        with self.client.create_session(self.rig_id, "lbs+dqs") as pipeline:
+            self.assertEqual(pipeline.method, "lbs+dqs")
+            self.assertEqual(pipeline.deform_frame(pose).method, "lbs+dqs")  # not "?"
         config = self.client.deformer_config("dqs+implicit", {"implicit": {"sigma": 0.3, "default_operator": "bulge"}})
         self.assertEqual([s.method for s in config.stages], [sinew.pb.METHOD_DQS, sinew.pb.METHOD_IMPLICIT])
         self.assertAlmostEqual(config.stages[1].implicit.sigma, 0.3)

@@ -122,7 +122,8 @@ class UploadResult:
 @dataclass
 class Frame:
     """One deformed frame: its number, positions (V, 3) float32 (None for a failed or skipped
-    frame), the method that produced it (a method's fallback while its preparation runs), the
+    frame), the method that produced it (a method's fallback while its preparation runs; a
+    pipeline's frames name the pipeline, ``"dqs+implicit"``), the
     server's compute time, and for streamed frames that failed, the error (raised unless the stream
     was asked to yield errors)."""
 
@@ -627,15 +628,16 @@ class Session:
         req.frame = frame
         return req
 
-    @staticmethod
-    def _frame(resp: Any, decoder: PositionDecoder, shared_memory: Optional[SharedMemoryRegion] = None) -> Frame:
+    def _frame(self, resp: Any, decoder: PositionDecoder, shared_memory: Optional[SharedMemoryRegion] = None) -> Frame:
         positions = None
         error = None
         if resp.HasField("error"):
             error = error_for(resp.error.code, resp.error.message, resp.frame)
         elif not resp.skipped:
             positions = decoder.decode(resp, shared_memory)
-        return Frame(resp.frame, positions, method_name(resp.method), resp.compute_ns, resp.skipped, error, resp)
+        # Pipelines' frames carry METHOD_UNSPECIFIED: they are the pipeline's ("dqs+implicit").
+        method = method_name(resp.method) if resp.method != pb.METHOD_UNSPECIFIED else self.method
+        return Frame(resp.frame, positions, method, resp.compute_ns, resp.skipped, error, resp)
 
     def deform_frame(self, pose: "Optional[PoseLike | FrameInput]" = None, **kwargs: Any) -> Frame:
         """One frame (unary ``Deform``) as a :class:`Frame` (positions, and what `outputs` asked
