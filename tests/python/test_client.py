@@ -5,6 +5,7 @@ SINEW_DECODE_FRAMES to the C++ decoder (tests/clients/decode_frames.cc)."""
 from __future__ import annotations
 
 import os
+import pickle
 import struct
 import subprocess
 import tempfile
@@ -404,6 +405,12 @@ class ErrorsTest(ServerTest):
         self.assertEqual(e.code, grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("rig.weights.joints[7]", e.message)
         self.assertIn("99", e.message)
+        # Errors cross process boundaries (multiprocessing pools) whole.
+        copy = pickle.loads(pickle.dumps(e))
+        self.assertEqual((type(copy), copy.code, copy.message, copy.frame, str(copy)),
+                         (type(e), e.code, e.message, e.frame, str(e)))
+        framed = pickle.loads(pickle.dumps(sinew.error_for(13, "boom", frame=7)))
+        self.assertEqual((type(framed), framed.frame, str(framed)), (sinew.Internal, 7, "INTERNAL: frame 7: boom"))
 
     def test_unknown_ids_and_bad_requests(self) -> None:
         client = self.connect()
