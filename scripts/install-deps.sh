@@ -4,12 +4,26 @@
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --runtime  only the shared libraries the server needs to run
 #   scripts/install-deps.sh --docs     also what draws the pictures in docs/ (scripts/*.py)
+#   scripts/install-deps.sh --no-test-tools   build dependencies without the programs and data
+#                                      only the test suite drives (test_tools below: Blender alone
+#                                      is ~630 MiB); for builds that run no tests, such as the
+#                                      Docker images' build stages. SINEW_NO_TEST_TOOLS=1 does the same.
+#   Flags combine (e.g. --no-test-tools --docs). The default (CI, the README quick start) installs
+#   everything.
 set -euo pipefail
 
 runtime_only=0
 docs=0
-[[ "${1:-}" == "--runtime" ]] && runtime_only=1
-[[ "${1:-}" == "--docs" ]] && docs=1
+no_test_tools=0
+[[ "${SINEW_NO_TEST_TOOLS:-0}" == "1" ]] && no_test_tools=1
+for arg in "$@"; do
+  case "$arg" in
+    --runtime) runtime_only=1 ;;
+    --docs) docs=1 ;;
+    --no-test-tools) no_test_tools=1 ;;
+    *) echo "install-deps: unknown flag $arg (--runtime, --docs, --no-test-tools)" >&2; exit 2 ;;
+  esac
+done
 
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
@@ -36,15 +50,28 @@ runtime_pkgs=(
 
 docs_pkgs=(python3-matplotlib python3-numpy)
 
+# In build_pkgs only for the test suite (programs it runs, data it reads, the Python client's
+# tests): neither configuring nor building the server and command lines needs them.
+# --no-test-tools leaves them out. A new test-only package goes here too.
+test_tools=(blender haproxy openssl assimp-testmodels python3-grpcio python3-protobuf python3-numpy
+            chromium python3-websocket python3-pil)
+
 pkgs=("${build_pkgs[@]}")
+if (( no_test_tools )); then
+  pkgs=()
+  for p in "${build_pkgs[@]}"; do
+    [[ " ${test_tools[*]} " == *" $p "* ]] || pkgs+=("$p")
+  done
+fi
 (( runtime_only )) && pkgs=("${runtime_pkgs[@]}")
 (( docs )) && pkgs+=("${docs_pkgs[@]}")
 
 # The browser viewer's three.js and the glTF validator its tests run, pinned by
 # clients/web/package-lock.json, from the npm registry into clients/web/node_modules (ignored by
 # git). Debian's nodejs and npm are installed where there is no npm.
+# --no-test-tools skips them (nothing is built from them; the images do not serve the viewer).
 web_deps() {
-  (( runtime_only )) && return 0
+  (( runtime_only || no_test_tools )) && return 0
   local web
   web="$(cd "$(dirname "$0")/../clients/web" && pwd)"
   if ! command -v npm >/dev/null; then

@@ -10,7 +10,11 @@ non-uniform object scale), starts a real sinew-server on a loopback port chosen 
    Blender's own Armature modifier (the evaluated depsgraph mesh);
 2. bakes the clip to a .pc2 file played by a Mesh Cache modifier and compares again;
 3. drives it with DQS and compares with the Armature modifier's "Preserve Volume" (Blender's DQS);
-4. checks that a mesh without an Armature modifier and an unreachable server are refused cleanly.
+4. drives it with a stateful method (pbs with jiggle, painted as a "pbs_jiggle" vertex group): the
+   bake waits for the method's preparation, and live playback from a jump to the first frame
+   equals the bake frame for frame (the jump resets the session's history), also after the server
+   lost the live session (closed behind the add-on's back: it is opened again);
+5. checks that a mesh without an Armature modifier and an unreachable server are refused cleanly.
 
 Five vertices lose every weight first (Blender leaves such vertices in place; the add-on binds them to
 a static joint), and the live check moves and turns the mesh relative to its armature half way
@@ -198,7 +202,45 @@ def main():
         check(lbs_gap > 10 * DQS_TOLERANCE, "DQS and LBS agree on these frames: the DQS check would check nothing")
         check(worst < DQS_TOLERANCE, f"DQS: {worst:.3g} of the diagonal from Preserve Volume")
 
-        # 4. Refusals.
+        # 4. A stateful method: pbs with jiggle where the "pbs_jiggle" vertex group says.
+        extent = co.max(axis=0) - co.min(axis=0)
+        along = co[:, int(np.argmax(extent))]  # the mesh's longest axis: its far 30 % jiggles
+        free = [int(i) for i in np.nonzero(along > np.quantile(along, 0.7))[0]]
+        mesh.vertex_groups.new(name="pbs_jiggle").add(free, 1.0, "REPLACE")
+        s.method = "pbs"
+        s.params = "jiggle=true,tets=voxels"
+        check(bpy.ops.sinew.bake(frame_start=1, frame_end=21) == {"FINISHED"}, "sinew.bake (pbs) failed")
+        baked, _, _ = bridge.read_pc2(path)
+        bpy.ops.sinew.clear_bake()
+        jiggle_gap = max(relative_error(baked[f - 1], lbs_ref[f], diagonal) for f in FRAMES)
+        print(f"(pbs with jiggle differs from LBS by up to {jiggle_gap:.3g} of the diagonal)")
+        check(jiggle_gap > 1e-3, "pbs with jiggle is LBS here: the stateful check would check nothing")
+        scene.frame_set(21)
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (pbs) failed")
+        live = sinew_blender._live[mesh.name]
+        live.client.wait_prepared(live.session.rig_id, timeout=120)
+        scene.frame_set(10)  # some history: frame 1 must not continue from it
+        check(live.method == "pbs", f"frame 10 came from {live.method}")
+        worst = 0.0
+        for f in range(1, 22):  # a jump to 1 (the session starts its history again), then in order
+            scene.frame_set(f)
+            worst = max(worst, relative_error(evaluated_positions(mesh), baked[f - 1], diagonal))
+            check(live.method == "pbs", f"frame {f} came from {live.method}")
+        results.append(("live pbs with jiggle vs its bake, in order after a jump", worst, 1e-6))
+        check(worst < 1e-6, f"live pbs after a jump: {worst:.3g} of the diagonal from the bake")
+        old_id = live.session.id
+        with sinew.connect(server.target, token="") as other:
+            other.session(old_id).close()  # as the idle TTL or a restarted server would
+        scene.frame_set(1)
+        again = relative_error(evaluated_positions(mesh), baked[0], diagonal)
+        check(live.reopened == 1 and live.session.id != old_id, "the lost session was not opened again")
+        check(again < 1e-6, f"frame 1 in a reopened session: {again:.3g} of the diagonal from the bake")
+        check(not live.error, live.error)
+        bpy.ops.sinew.stop()
+        mesh.vertex_groups.remove(mesh.vertex_groups["pbs_jiggle"])
+        s.params = ""
+
+        # 5. Refusals.
         bpy.ops.mesh.primitive_cube_add()
         cube = bpy.context.active_object
         s.mesh = cube

@@ -62,6 +62,8 @@ class Server:
                 self.process.kill()
                 self.process.wait()
         self._reader.join(5)
+        if self.process.stdout is not None and not self._reader.is_alive():
+            self.process.stdout.close()
         return self.process.returncode
 
     def __enter__(self) -> "Server":

@@ -5,6 +5,7 @@ SINEW_DECODE_FRAMES to the C++ decoder (tests/clients/decode_frames.cc)."""
 from __future__ import annotations
 
 import os
+import pickle
 import struct
 import subprocess
 import tempfile
@@ -135,31 +136,60 @@ class FramesTest(ServerTest):
     def test_stream_yields_every_frame_in_order(self) -> None:
         pose_list = list(poses(self.limb, 40))
         produced = []
+        received = []
+        ahead = []  # poses drawn beyond the frames the loop has seen, at each draw
 
         def live():  # a generator read only as frames come back
             for i, (rot, trans, _) in enumerate(pose_list):
                 produced.append(i)
+                ahead.append(i - len(received))
                 yield sinew.Pose(rot, trans)
 
         with self.client.create_session(self.rig_id, "lbs") as session:
-            frames = list(session.stream(live(), window=3, first_frame=100))
+            frames = []
+            for f in session.stream(live(), window=3, first_frame=100):
+                received.append(f.frame)
+                frames.append(f)
             self.assertEqual([f.frame for f in frames], list(range(100, 140)))
             self.assertEqual(produced, list(range(40)))
+            # Back-pressure: pose i is drawn only once frame i - 3 has been decoded (its slot freed
+            # just before the loop sees it), never further ahead however fast the server answers.
+            self.assertLessEqual(max(ahead), 3)
             for f, (rot, trans, _) in zip(frames, pose_list):
                 self.assertEqual(f.method, "lbs")
                 np.testing.assert_allclose(f.positions, self.limb.lbs(rot, trans), atol=LBS_TOLERANCE)
             self.assertEqual(session.refresh().frames, 40)
 
     def test_stream_stops_when_the_loop_breaks(self) -> None:
+        drawn = []
+
+        def infinite():
+            for i in range(10 ** 9):
+                drawn.append(i)
+                yield sinew.Pose(*self.limb.pose(np.radians(i % 90))[:2])
+
         with self.client.create_session(self.rig_id, "lbs") as session:
-            infinite = (sinew.Pose(*self.limb.pose(np.radians(i % 90))[:2]) for i in range(10 ** 9))
-            for f in session.stream(infinite, window=2):
+            for f in session.stream(infinite(), window=2):
                 if f.frame == 5:
                     break
+            # Frames 0..5 were seen: at most 2 more poses were drawn, and none after the break.
+            self.assertLessEqual(len(drawn), 8)
             # The session is still usable after the cancelled stream.
             rot, trans, _ = self.limb.pose(0.3)
             np.testing.assert_allclose(session.deform(sinew.Pose(rot, trans)), self.limb.lbs(rot, trans),
                                        atol=LBS_TOLERANCE)
+            self.assertLessEqual(len(drawn), 8)
+
+    def test_stream_and_batch_arguments_are_checked_when_called(self) -> None:
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            with self.assertRaisesRegex(sinew.InvalidArgument, "window"):
+                session.stream([], window=0)  # not only once iterated
+            with self.assertRaisesRegex(sinew.InvalidArgument, r"outputs\.nope"):
+                session.stream([], outputs={"nope": True})
+            with self.assertRaisesRegex(sinew.InvalidArgument, "clip or poses"):
+                session.iter_clip()
+            with self.assertRaisesRegex(sinew.InvalidArgument, "first_frame"):
+                session.iter_clip(poses=[], first_frame=-1)
 
     def test_a_bad_frame_does_not_end_the_stream(self) -> None:
         good = [sinew.Pose(*self.limb.pose(np.radians(a))[:2]) for a in (10, 20, 30)]
@@ -233,12 +263,25 @@ class FramesTest(ServerTest):
             self.client.create_session(self.rig_id, "blend", {"nope": 1})
         with self.assertRaisesRegex(sinew.InvalidArgument, "method: 'skinny'"):
             self.client.create_session(self.rig_id, "skinny")
+        with self.client.create_session(self.rig_id, "lbs+dqs") as pipeline:
+            self.assertEqual(pipeline.method, "lbs+dqs")
+            self.assertEqual(pipeline.deform_frame(pose).method, "lbs+dqs")  # not "?"
         config = self.client.deformer_config("dqs+implicit", {"implicit": {"sigma": 0.3, "default_operator": "bulge"}})
         self.assertEqual([s.method for s in config.stages], [sinew.pb.METHOD_DQS, sinew.pb.METHOD_IMPLICIT])
         self.assertAlmostEqual(config.stages[1].implicit.sigma, 0.3)
         self.assertEqual(config.stages[1].implicit.default_operator, sinew.pb.JOINT_OPERATOR_BULGE)
         with self.assertRaisesRegex(sinew.InvalidArgument, "bulgy"):
             self.client.deformer_config("implicit", {"default_operator": "bulgy"})
+
+    def test_a_session_object_for_an_existing_session_continues_its_numbering(self) -> None:
+        pose = sinew.Pose(*self.limb.pose(0.5)[:2])
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            for _ in range(3):
+                session.deform(pose)
+            # A stateful session would refuse frame 0 again: the numbers go on after the last one.
+            self.assertEqual(self.client.session(session.id).deform_frame(pose).frame, 3)
+            listed = [s for s in self.client.list_sessions() if s.id == session.id]
+            self.assertEqual(listed[0].deform_frame(pose).frame, 4)
 
     def test_sessions_are_listed_and_closed(self) -> None:
         session = self.client.create_session(self.rig_id, "dqs", expected_joint_names=self.limb.names)
@@ -336,6 +379,11 @@ class EncodingsTest(ServerTest):
         damaged.positions = responses[2].positions + b"\0"
         with self.assertRaisesRegex(sinew.DataLoss, "1 bytes after"):
             decoder.decode(damaged)
+        wide = bytearray(responses[2].positions)
+        wide[0] = 33  # the first block's width byte: at most 32 bits
+        damaged.positions = bytes(wide)
+        with self.assertRaisesRegex(sinew.DataLoss, "x coordinates"):
+            decoder.decode(damaged)
         np.testing.assert_array_equal(decoder.decode(responses[2]), want[2])
         with self.assertRaisesRegex(sinew.FailedPrecondition, "between key frames"):
             sinew.decode_positions(responses[3].positions, responses[3].vertex_count, responses[3].encoding,
@@ -357,6 +405,12 @@ class ErrorsTest(ServerTest):
         self.assertEqual(e.code, grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("rig.weights.joints[7]", e.message)
         self.assertIn("99", e.message)
+        # Errors cross process boundaries (multiprocessing pools) whole.
+        copy = pickle.loads(pickle.dumps(e))
+        self.assertEqual((type(copy), copy.code, copy.message, copy.frame, str(copy)),
+                         (type(e), e.code, e.message, e.frame, str(e)))
+        framed = pickle.loads(pickle.dumps(sinew.error_for(13, "boom", frame=7)))
+        self.assertEqual((type(framed), framed.frame, str(framed)), (sinew.Internal, 7, "INTERNAL: frame 7: boom"))
 
     def test_unknown_ids_and_bad_requests(self) -> None:
         client = self.connect()

@@ -48,15 +48,20 @@ METHODS = [
 
 
 class LiveRig:
-    """A mesh driven by a session."""
+    """A mesh driven by a session, and what reopening it needs (the rig, the session's settings)."""
 
-    def __init__(self, export: bridge.RigExport, client, session) -> None:
+    def __init__(self, export: bridge.RigExport, client, session, rig, options: dict) -> None:
         self.export = export
         self.client = client
         self.session = session
+        self.rig = rig
+        self.options = options  # create_session's arguments
         self.frames = 0
         self.last_ms = 0.0
         self.error = ""
+        self.scene_frame: Optional[int] = None  # the scene frame last sent
+        self.reopened = 0
+        self.method = ""  # the method of the last frame (a fallback while the method prepares)
 
 
 _live: Dict[str, LiveRig] = {}
@@ -119,13 +124,21 @@ def _connect(context):
 
 
 def _open_session(context, mesh_obj):
-    """Exports and uploads the mesh's rig, opens a session as the panel says."""
+    """Exports and uploads the mesh's rig, opens a session as the panel says. Returns the client
+    module, the export, the connection, the session, the rig message and the session's options;
+    on failure the connection is closed."""
     s = context.scene.sinew
-    sinew, client = _connect(context)
     export = bridge.export_rig(mesh_obj, None, context.evaluated_depsgraph_get())
-    rig_id = client.upload_rig(export.rig(sinew)).rig_id
-    session = client.create_session(rig_id, _method(s), _params(s.params), backend=s.backend, encoding=s.encoding)
-    return sinew, export, client, session
+    options = dict(method=_method(s), params=_params(s.params), backend=s.backend, encoding=s.encoding)
+    sinew, client = _connect(context)
+    try:
+        rig = export.rig(sinew)
+        rig_id = client.upload_rig(rig).rig_id
+        session = client.create_session(rig_id, **options)
+    except BaseException:
+        client.close()
+        raise
+    return sinew, export, client, session, rig, options
 
 
 def _set_armature_modifier(mesh_obj, enabled: bool) -> None:
@@ -141,13 +154,34 @@ def _set_armature_modifier(mesh_obj, enabled: bool) -> None:
     mod.show_render = enabled
 
 
-def _deform(live: LiveRig, depsgraph) -> None:
+def _frame_seconds(scene) -> float:
+    """Seconds per scene frame: what methods with dynamics (pbs's jiggle) step by."""
+    return scene.render.fps_base / scene.render.fps if scene.render.fps > 0 else 0.0
+
+
+def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_step: float = 0.0) -> None:
+    """Sends the armature's pose and writes the result. Frames that do not follow the last one sent
+    (a jump, a scrub backwards, playback looping) reset the session, so that stateful methods
+    (elastic implicit skinning, jiggle, ...) restart their history there as a bake from that frame
+    would; frames played in order carry it on. A session the server no longer has (closed after
+    its idle TTL, a restarted server) is opened again once, the rig uploaded again if needed."""
     sinew = bridge.ensure_client()
     world, premat = bridge.pose_matrices(live.export, depsgraph)
+    pose = bridge.sinew_pose(sinew, live.export, world)
+    reset = scene_frame is None or live.scene_frame is None or scene_frame != live.scene_frame + 1
     t = time.perf_counter()
-    xyz = live.session.deform(bridge.sinew_pose(sinew, live.export, world))
+    try:
+        frame = live.session.deform_frame(pose, reset=reset, time_step=time_step)
+    except sinew.NotFound:
+        rig_id = live.client.upload_rig(live.rig).rig_id
+        live.session = live.client.create_session(rig_id, **live.options)
+        live.reopened += 1
+        frame = live.session.deform_frame(pose, reset=True, time_step=time_step)
+    xyz = frame.positions
+    live.method = frame.method
     live.last_ms = 1e3 * (time.perf_counter() - t)
     live.frames += 1
+    live.scene_frame = scene_frame
     bridge.write_shape_key(bpy.data.objects[live.export.mesh_name], bridge.to_mesh_space(xyz, premat))
 
 
@@ -162,7 +196,7 @@ def on_frame_change(scene, depsgraph=None) -> None:
             _live.pop(name, None)
             continue
         try:
-            _deform(live, depsgraph)
+            _deform(live, depsgraph, scene.frame_current, _frame_seconds(scene))
             live.error = ""
         except Exception as e:  # shown in the panel; playback goes on
             live.error = str(e)
@@ -194,8 +228,8 @@ class SINEW_OT_start(bpy.types.Operator):
             mesh_obj = _mesh(context)
             if mesh_obj.name in _live:
                 _stop(mesh_obj)
-            sinew, export, client, session = _open_session(context, mesh_obj)
-        except (bridge.BridgeError, Exception) as e:
+            sinew, export, client, session, rig, options = _open_session(context, mesh_obj)
+        except Exception as e:
             self.report({"ERROR"}, f"Sinew: {e}")
             return {"CANCELLED"}
         for w in export.warnings:
@@ -204,12 +238,12 @@ class SINEW_OT_start(bpy.types.Operator):
         if cache is not None:
             mesh_obj.modifiers.remove(cache)
         _set_armature_modifier(mesh_obj, False)
-        live = LiveRig(export, client, session)
+        live = LiveRig(export, client, session, rig, options)
         _live[mesh_obj.name] = live
         if on_frame_change not in bpy.app.handlers.frame_change_post:
             bpy.app.handlers.frame_change_post.append(on_frame_change)
         try:
-            _deform(live, context.evaluated_depsgraph_get())
+            _deform(live, context.evaluated_depsgraph_get(), context.scene.frame_current, _frame_seconds(context.scene))
         except Exception as e:
             _stop(mesh_obj)
             self.report({"ERROR"}, f"Sinew: {e}")
@@ -266,7 +300,7 @@ class SINEW_OT_bake(bpy.types.Operator):
             if cache is not None:
                 mesh_obj.modifiers.remove(cache)
             _set_armature_modifier(mesh_obj, True)
-            sinew, export, client, session = _open_session(context, mesh_obj)
+            sinew, export, client, session, _, _ = _open_session(context, mesh_obj)
         except Exception as e:
             self.report({"ERROR"}, f"Sinew: {e}")
             return {"CANCELLED"}
@@ -277,8 +311,11 @@ class SINEW_OT_bake(bpy.types.Operator):
             for f in range(first, last + 1):  # Blender evaluates the pose (drivers, constraints, IK)
                 scene.frame_set(f)
                 world, premat = bridge.pose_matrices(export, context.evaluated_depsgraph_get())
-                poses.append(bridge.sinew_pose(sinew, export, world))
+                poses.append(sinew.FrameInput(bridge.sinew_pose(sinew, export, world), time_step=_frame_seconds(scene)))
                 premats.append(premat)
+            # Methods with a per-rig preparation serve a fallback meanwhile (pbs: LBS); a bake
+            # waits for the method itself.
+            client.wait_prepared(session.rig_id)
             wm.progress_begin(0, len(poses))
             frames = np.empty((len(poses), len(export.positions), 3), dtype=np.float32)
             for i, frame in enumerate(session.stream(poses, first_frame=0)):
@@ -391,7 +428,9 @@ class SINEW_PT_panel(bpy.types.Panel):
         if live is not None:
             box = layout.box()
             box.label(text=f"{live.session.method} on {live.session.backend}, {live.session.vertex_count} vertices")
-            box.label(text=f"{live.frames} frames, last {live.last_ms:.1f} ms")
+            box.label(text=f"{live.frames} frames, last {live.last_ms:.1f} ms" +
+                      (f" ({live.method} while {live.session.method} prepares)"
+                       if live.method and live.method != live.session.method else ""))
             if live.error:
                 box.label(text=live.error, icon="ERROR")
         layout.separator()

@@ -28,6 +28,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 STATIC_JOINT = "__sinew_static__"
+# Vertex groups with these names are uploaded as the per-vertex rig attributes of the same names
+# (weights in [0, 1], 0 off the group), which methods read: "dqs_blend" (blend: 0 LBS ... 1 DQS)
+# and "pbs_jiggle" (pbs with jiggle: 0 skinned ... 1 free).
+ATTRIBUTE_GROUPS = ("dqs_blend", "pbs_jiggle")
 SHAPE_KEY = "Sinew"
 MESH_CACHE = "Sinew cache"
 
@@ -89,6 +93,7 @@ class RigExport:
     premat0: np.ndarray              # premat at export
     has_static: bool = False
     warnings: List[str] = field(default_factory=list)
+    attributes: Dict[str, np.ndarray] = field(default_factory=dict)  # from ATTRIBUTE_GROUPS
 
     @property
     def bone_count(self) -> int:
@@ -100,7 +105,7 @@ class RigExport:
                                                       np.linalg.inv(self.rest_world))
         weights = sinew.SkinWeights.triplets(self.vertices, self.joints, self.weights, len(self.positions))
         return sinew.build_rig(self.positions, skeleton, weights, self.triangles, name=name or self.mesh_name,
-                               normalize_weights=True)
+                               normalize_weights=True, attributes=self.attributes)
 
 
 def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
@@ -147,12 +152,16 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
     tri = np.empty(3 * len(mesh.loop_triangles), dtype=np.int64)
     mesh.loop_triangles.foreach_get("vertices", tri)
 
-    # Vertex groups named after deforming bones.
+    # Vertex groups named after deforming bones; those named after rig attributes.
     group_joint: Dict[int, int] = {}
+    group_attribute: Dict[int, str] = {}
     for g in mesh_obj.vertex_groups:
         j = index.get(g.name)
         if j is not None and bones[j].use_deform:
             group_joint[g.index] = j
+        elif g.name in ATTRIBUTE_GROUPS:
+            group_attribute[g.index] = g.name
+    attributes = {name: np.zeros(n, dtype=np.float32) for name in group_attribute.values()}
     vs: List[int] = []
     js: List[int] = []
     ws: List[float] = []
@@ -160,6 +169,9 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
     for v in mesh.vertices:
         total = 0.0
         for g in v.groups:
+            a = group_attribute.get(g.group)
+            if a is not None:
+                attributes[a][v.index] = g.weight
             j = group_joint.get(g.group)
             if j is not None and g.weight > 0:
                 vs.append(v.index)
@@ -182,7 +194,7 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
         warnings.append(f"{len(static)} vertices have no deforming weight: they stay in place")
     return RigExport(mesh_obj.name, armature_obj.name, names, parents, rest_world, positions.astype(np.float32),
                      tri.reshape(-1, 3), np.array(vs), np.array(js), np.array(ws, dtype=np.float32), premat0,
-                     has_static, warnings)
+                     has_static, warnings, attributes)
 
 
 def pose_matrices(export: RigExport, depsgraph) -> Tuple[np.ndarray, np.ndarray]:

@@ -12,8 +12,10 @@ from .errors import *  # noqa: E402,F401,F403
 from .errors import SinewError, error_for, from_rpc_error  # noqa: E402,F401
 from .codec import DeltaDecoder, PositionDecoder, Quantization, decode_positions  # noqa: E402,F401
 from .transforms import compose, decompose, matrices_from_quaternions, quaternions_from_matrices  # noqa: E402,F401
-from .rig import Skeleton, SkinWeights, build_rig  # noqa: E402,F401
-from .pose import Clip, Pose, Track  # noqa: E402,F401
+from .rig import Cage, Skeleton, SkinWeights, build_rig  # noqa: E402,F401
+from .pose import CagePose, Clip, FrameInput, Pose, Track  # noqa: E402,F401
+from .info import BackendInfo, DeviceInfo, Limits, MethodInfo, ParamInfo, ServerInfo  # noqa: E402,F401
+from .shm import SharedMemoryRegion  # noqa: E402,F401
 from .client import (BACKENDS, ENCODINGS, Client, ClipFrame, Frame, Session, UploadResult,  # noqa: E402,F401
                      connect, method_name, method_value)
 from ._proto import pb  # noqa: E402,F401

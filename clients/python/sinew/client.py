@@ -16,6 +16,7 @@ import hashlib
 import os
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -24,8 +25,10 @@ import numpy as np
 
 from ._proto import pb, pb_grpc
 from .codec import PositionDecoder
-from .errors import DataLoss, InvalidArgument, SinewError, from_rpc_error
-from .pose import Clip, Pose
+from .errors import DataLoss, InvalidArgument, SinewError, error_for, from_rpc_error
+from .info import ServerInfo
+from .pose import CagePose, Clip, FrameInput, Pose
+from .shm import SharedMemoryRegion, frame_bytes
 
 __all__ = ["Client", "Session", "Frame", "ClipFrame", "UploadResult", "connect", "method_name", "method_value",
            "ENCODINGS", "BACKENDS"]
@@ -40,6 +43,7 @@ BACKENDS: Dict[str, int] = {"auto": pb.BACKEND_AUTO, "cpu": pb.BACKEND_CPU, "gpu
 
 ProgressFn = Callable[[int, int], None]
 PoseLike = Union[Pose, "pb.Pose"]
+FrameLike = Union[Pose, "pb.Pose", FrameInput, "pb.DeformRequest"]  # what a stream takes per frame
 Params = Mapping[str, Any]
 
 
@@ -118,7 +122,8 @@ class UploadResult:
 @dataclass
 class Frame:
     """One deformed frame: its number, positions (V, 3) float32 (None for a failed or skipped
-    frame), the method that produced it (a method's fallback while its preparation runs), the
+    frame), the method that produced it (a method's fallback while its preparation runs; a
+    pipeline's frames name the pipeline, ``"dqs+implicit"``), the
     server's compute time, and for streamed frames that failed, the error (raised unless the stream
     was asked to yield errors)."""
 
@@ -129,6 +134,74 @@ class Frame:
     skipped: bool = False
     error: Optional[SinewError] = None
     response: Any = None  # the sinew.v1.DeformResponse
+
+    # What FrameInput.outputs asked for, decoded from the response (None when absent).
+
+    def _xyz(self, name: str) -> Optional[np.ndarray]:
+        data = getattr(self.response, name) if self.response is not None else b""
+        if not data:
+            return None
+        if len(data) % 12:
+            raise DataLoss(f"frame {self.frame}: {name}: {len(data)} bytes, not float32 x,y,z", frame=self.frame)
+        return np.frombuffer(data, dtype="<f4").astype(np.float32).reshape(-1, 3)
+
+    @property
+    def joints(self) -> Optional[np.ndarray]:
+        """Joint positions (J, 3) float32 (``outputs={"joints": True}``)."""
+        return self._xyz("joints")
+
+    @property
+    def posed_cage(self) -> Optional[np.ndarray]:
+        """The fitted current-pose cage C' (C, 3) float32 (``outputs={"posed_cage": True}``)."""
+        return self._xyz("posed_cage")
+
+    @property
+    def rest_cage(self) -> Optional[np.ndarray]:
+        """The session's rest cage C (C, 3) float32 (``outputs={"rest_cage": True}``)."""
+        return self._xyz("rest_cage")
+
+    @property
+    def base_points(self) -> Optional[np.ndarray]:
+        """Baseline skinning's base points (N, 3) float32 (``outputs={"base_points": True}``)."""
+        return self._xyz("base_points")
+
+    @property
+    def vertex_states(self) -> Optional[np.ndarray]:
+        """Implicit methods' state of each vertex (N,) uint8 (``outputs={"vertex_states": True}``;
+        0 outside every field, 1 converged, 2 stopped at a contact, 3 null gradient, 4 iteration
+        limit, 5 lost track)."""
+        data = self.response.vertex_states if self.response is not None else b""
+        return np.frombuffer(data, dtype=np.uint8).copy() if data else None
+
+    @property
+    def normals(self) -> Optional[np.ndarray]:
+        """Per-vertex normals (N, 3) float32 (``outputs={"normals": True}``), from any
+        ``normal_encoding``: float32 (12 bytes a vertex), float16 (6) or octahedral (4: snorm16
+        u, v, decoded as the server's ``DecodeOctahedral``)."""
+        if self.response is None or not self.response.normals:
+            return None
+        data, n = self.response.normals, self.response.vertex_count
+        if len(data) == 12 * n:
+            return np.frombuffer(data, dtype="<f4").astype(np.float32).reshape(n, 3)
+        if len(data) == 6 * n:
+            return np.frombuffer(data, dtype="<f2").astype(np.float32).reshape(n, 3)
+        if len(data) == 4 * n:
+            uv = np.maximum(np.frombuffer(data, dtype="<i2").reshape(n, 2).astype(np.float32) / np.float32(32767),
+                            np.float32(-1))
+            u, w = uv[:, 0], uv[:, 1]
+            z = np.float32(1) - np.abs(u) - np.abs(w)
+            sign_u = np.where(u >= 0, np.float32(1), np.float32(-1))
+            sign_w = np.where(w >= 0, np.float32(1), np.float32(-1))
+            x = np.where(z < 0, (np.float32(1) - np.abs(w)) * sign_u, u)
+            y = np.where(z < 0, (np.float32(1) - np.abs(u)) * sign_w, w)
+            xyz = np.stack([x, y, z], axis=1).astype(np.float32)
+            return (xyz / np.sqrt((xyz * xyz).sum(axis=1, dtype=np.float32))[:, None]).astype(np.float32)
+        raise DataLoss(f"frame {self.frame}: normals: {len(data)} bytes for {n} vertices", frame=self.frame)
+
+    @property
+    def quality(self) -> Any:
+        """The geometric ``sinew.v1.QualityReport`` (``outputs={"quality": True}``)."""
+        return self.response.quality if self.response is not None and self.response.HasField("quality") else None
 
 
 @dataclass
@@ -229,11 +302,52 @@ class Client:
 
     # -- server and rigs --------------------------------------------------------------------------
 
-    def server_info(self) -> Any:
-        """``sinew.v1.ServerInfo``: version, methods (with parameters and backends), backends,
-        encodings, limits."""
-        self._info = self._call(self.stub.GetServerInfo, pb.GetServerInfoRequest())
+    def server_info(self) -> ServerInfo:
+        """The server's version, methods (``info.methods["pbs"].params["iterations"]``: their
+        parameters with types, defaults and choices, inputs, backends, pipeline roles), backends,
+        encodings, limits and load, as a :class:`~sinew.info.ServerInfo` (``.proto``: the
+        ``sinew.v1.ServerInfo`` message)."""
+        self._info = ServerInfo.from_proto(self._call(self.stub.GetServerInfo, pb.GetServerInfoRequest()))
         return self._info
+
+    def shared_memory(self, size: int) -> SharedMemoryRegion:
+        """A POSIX shared-memory region of `size` bytes registered with the server, for frames
+        on the server's host (the server must run with ``--shared-memory-bytes``; otherwise
+        :class:`~sinew.errors.FailedPrecondition`). ``Session.frame_bytes(n)`` sizes it for n
+        frames. Close it (or use ``with``) to unregister and unlink it."""
+        return SharedMemoryRegion(self, size)
+
+    def wait_prepared(self, rig_id: str, timeout: Optional[float] = None,
+                      progress: Optional[Callable[[float, str], None]] = None, poll: float = 0.05) -> Any:
+        """Waits until every per-rig preparation of a rig is done (``RigInfo.preparations``:
+        cage coordinates, implicit fields, pbs's tets, ...). Methods with a fallback (swing-twist,
+        pbs) serve it meanwhile (``Frame.method`` says), and their state cannot be saved yet.
+        `progress(fraction, key)` for each preparation still running, every `poll` seconds.
+        Returns the ``sinew.v1.RigInfo``; :class:`~sinew.errors.FailedPrecondition` with the
+        error of a preparation that failed, :class:`~sinew.errors.DeadlineExceeded` after `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            info = self.get_rig(rig_id)
+            failed = [p for p in info.preparations if p.error]
+            if failed:
+                raise error_for(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"rig {rig_id[:12]}: preparing {failed[0].key} failed: {failed[0].error}")
+            running = [p for p in info.preparations if not p.done]
+            if not running:
+                return info
+            if progress:
+                for p in running:
+                    progress(p.progress, p.key)
+            if deadline is not None and time.monotonic() > deadline:
+                raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                f"rig {rig_id[:12]}: {running[0].key} still preparing after {timeout:g} s "
+                                f"({100 * running[0].progress:.0f}%)")
+            time.sleep(poll)
+
+    def cancel_preparation(self, rig_id: str, key: str) -> Any:
+        """Stops a running per-rig preparation (``RigInfo.preparations[].key``) or forgets a failed
+        one so that the next session retries it; returns the ``sinew.v1.Preparation`` as it was."""
+        return self._call(self.stub.CancelPreparation, pb.CancelPreparationRequest(rig_id=rig_id, key=key))
 
     def upload_rig(self, rig: Any, progress: Optional[ProgressFn] = None,
                    chunk_bytes: int = 1 << 20) -> UploadResult:
@@ -286,12 +400,11 @@ class Client:
     # -- sessions ---------------------------------------------------------------------------------
 
     def _params_field(self, method: int) -> str:
-        if self._info is None:
-            self.server_info()
-        for m in self._info.methods:
-            if m.method == method:
-                return m.params_field
-        raise InvalidArgument(f"method: this server has no method {method_name(method)}")
+        info = self._info or self.server_info()
+        m = info.find_method(method)
+        if m is None:
+            raise InvalidArgument(f"method: this server has no method {method_name(method)}")
+        return m.params_field
 
     def deformer_config(self, method: str = "lbs", params: Optional[Mapping[Any, Any]] = None) -> Any:
         """``sinew.v1.DeformerConfig`` for a method name (``"dqs"``) or a pipeline (``"dqs+implicit"``)
@@ -386,7 +499,10 @@ class Session:
         self.rig_id: str = info.rig_id
         self.vertex_count: int = info.vertex_count
         self.joint_count: int = info.joint_count
-        self._next_frame = 0
+        # Frame numbers continue after the session's last applied frame, so that a Session made
+        # for an existing stateful session (Client.session, list_sessions) sends frames it accepts.
+        self._next_frame = info.last_frame + 1 if info.HasField("last_frame") else 0
+        self._numbering = threading.Lock()  # a stream's requests are made on gRPC's thread
 
     def __repr__(self) -> str:
         return (f"Session({self.id!r}, rig={self.rig_id[:12]}, method={self.method}, backend={self.backend}, "
@@ -414,6 +530,43 @@ class Session:
         """Closes the session; returns the frames it deformed."""
         return int(self.client._call(self.client.stub.CloseSession, pb.CloseSessionRequest(session_id=self.id)).frames)
 
+    def update(self, params: Optional[Mapping[Any, Any]] = None) -> "Session":
+        """New parameters for the session's method from its next frame on, keeping its state
+        (``UpdateSession``), by the names of :meth:`Client.deformer_config` (unset ones: the
+        method's defaults). Parameters its per-rig preparation depends on cannot change
+        (:class:`~sinew.errors.FailedPrecondition` names the preparation); methods whose
+        parameters are fixed at creation (all but pbs today) and pipelines give
+        :class:`~sinew.errors.Unimplemented`."""
+        config = self.client.deformer_config(self.method, params)
+        self.info = self.client._call(self.client.stub.UpdateSession,
+                                      pb.UpdateSessionRequest(session_id=self.id, deformer=config))
+        return self
+
+    def get_state(self) -> Any:
+        """A snapshot of the session's state (``GetSessionState``): a ``sinew.v1.SessionState``
+        (``.SerializeToString()`` to keep it) that :meth:`set_state` restores into a session of the
+        same rig and deformer, here or on another server, which then continues bit for bit on the
+        same kind of backend. Stateless sessions carry only their last frame number;
+        :class:`~sinew.errors.Unavailable` while a session serves its method's fallback."""
+        return self.client._call(self.client.stub.GetSessionState, pb.GetSessionStateRequest(session_id=self.id))
+
+    def set_state(self, state: Any) -> "Session":
+        """Restores a :meth:`get_state` snapshot (the message or its serialized bytes) into this
+        session; its frames then continue after the snapshot's last frame."""
+        if isinstance(state, (bytes, bytearray, memoryview)):
+            msg = pb.SessionState()
+            try:
+                msg.ParseFromString(bytes(state))
+            except Exception as e:  # protobuf's DecodeError
+                raise InvalidArgument(f"state: not a serialized sinew.v1.SessionState ({e})") from e
+            state = msg
+        info = self.client._call(self.client.stub.SetSessionState,
+                                 pb.SetSessionStateRequest(session_id=self.id, state=state))
+        self.info = info
+        with self._numbering:
+            self._next_frame = info.last_frame + 1 if info.HasField("last_frame") else 0
+        return self
+
     def __enter__(self) -> "Session":
         return self
 
@@ -426,74 +579,154 @@ class Session:
 
     # -- frames -----------------------------------------------------------------------------------
 
-    def request(self, pose: Optional[PoseLike] = None, *, frame: Optional[int] = None, reset: bool = False,
-                key_frame: bool = False, time_step: float = 0.0) -> Any:
-        """The ``sinew.v1.DeformRequest`` for a pose (numbered after the last one unless `frame`)."""
-        if frame is None:
-            frame = self._next_frame
-        self._next_frame = frame + 1
-        req = pb.DeformRequest(session_id=self.id, frame=frame, reset=reset, key_frame=key_frame, time_step=time_step)
+    def frame_bytes(self, frames: int = 1) -> int:
+        """Bytes of a shared-memory region that holds `frames` of this session's frames side by
+        side (each slot a multiple of 4 bytes, delta frames at their largest):
+        ``client.shared_memory(session.frame_bytes(window))`` for ``stream(window=window)``."""
+        return frames * frame_bytes(self.vertex_count, self.info.encoding)
+
+    def request(self, pose: "Optional[PoseLike | FrameInput]" = None, *, cages: Sequence[CagePose] = (),
+                posed_cage: Optional[CagePose] = None, outputs: Optional[Mapping[str, Any]] = None,
+                shared_memory: Optional[SharedMemoryRegion] = None, offset: int = 0, frame: Optional[int] = None,
+                reset: bool = False, key_frame: bool = False, time_step: float = 0.0) -> Any:
+        """The ``sinew.v1.DeformRequest`` of a frame (numbered after the last one unless `frame`):
+        a `pose`, posed `cages` and a `posed_cage` edit (cage methods), `outputs` besides the
+        positions (names of ``sinew.v1.FrameOutputs``, see :class:`~sinew.FrameInput`), a
+        `shared_memory` region to write the positions into at `offset`, `reset`, `key_frame`,
+        `time_step`. `pose` may be a :class:`~sinew.FrameInput` holding all but the region and
+        the number."""
+        if isinstance(pose, FrameInput):
+            if cages or posed_cage is not None or outputs is not None or reset or key_frame or time_step:
+                raise InvalidArgument("request: give a FrameInput or the frame's inputs as arguments, not both")
+            fi = pose
+            pose, cages, posed_cage, outputs = fi.pose, fi.cages, fi.posed_cage, fi.outputs
+            reset, key_frame, time_step = fi.reset, fi.key_frame, fi.time_step
+        req = pb.DeformRequest(session_id=self.id, reset=reset, key_frame=key_frame, time_step=time_step)
         if pose is not None:
             req.pose.CopyFrom(_pose_proto(pose))
+        for i, c in enumerate(cages):
+            if not isinstance(c, CagePose):
+                raise InvalidArgument(f"cages[{i}]: {type(c).__name__}; expected sinew.CagePose")
+            c.to_proto(req.cages.add())
+        if posed_cage is not None:
+            if not isinstance(posed_cage, CagePose):
+                raise InvalidArgument(f"posed_cage: {type(posed_cage).__name__}; expected sinew.CagePose")
+            posed_cage.to_proto(req.posed_cage)
+        if outputs:
+            if "shared_memory" in outputs:
+                raise InvalidArgument("outputs.shared_memory: give the region as shared_memory=")
+            _set_fields(req.outputs, outputs, "outputs")
+        if shared_memory is not None:
+            if offset < 0 or offset % 4:
+                raise InvalidArgument(f"offset: {offset}; expected a multiple of 4 >= 0")
+            t = req.outputs.shared_memory
+            t.region_id, t.offset = shared_memory.region_id, offset
+        with self._numbering:  # last: a request that cannot be made takes no number
+            if frame is None:
+                frame = self._next_frame
+            self._next_frame = frame + 1
+        req.frame = frame
         return req
 
-    @staticmethod
-    def _frame(resp: Any, decoder: PositionDecoder) -> Frame:
+    def _frame(self, resp: Any, decoder: PositionDecoder, shared_memory: Optional[SharedMemoryRegion] = None) -> Frame:
         positions = None
         error = None
-        if resp.HasField("error") or resp.skipped:
-            if resp.HasField("error"):
-                from .errors import error_for
-                error = error_for(resp.error.code, resp.error.message, resp.frame)
-        else:
-            positions = decoder.decode(resp)
-        return Frame(resp.frame, positions, method_name(resp.method), resp.compute_ns, resp.skipped, error, resp)
+        if resp.HasField("error"):
+            error = error_for(resp.error.code, resp.error.message, resp.frame)
+        elif not resp.skipped:
+            positions = decoder.decode(resp, shared_memory)
+        # Pipelines' frames carry METHOD_UNSPECIFIED: they are the pipeline's ("dqs+implicit").
+        method = method_name(resp.method) if resp.method != pb.METHOD_UNSPECIFIED else self.method
+        return Frame(resp.frame, positions, method, resp.compute_ns, resp.skipped, error, resp)
 
-    def deform_frame(self, pose: Optional[PoseLike] = None, **kwargs: Any) -> Frame:
-        """One frame (unary ``Deform``) as a :class:`Frame`; keyword arguments as :meth:`request`."""
+    def deform_frame(self, pose: "Optional[PoseLike | FrameInput]" = None, **kwargs: Any) -> Frame:
+        """One frame (unary ``Deform``) as a :class:`Frame` (positions, and what `outputs` asked
+        for: ``Frame.joints``, ``posed_cage``, ``normals``, ...); arguments as :meth:`request`.
+        With `shared_memory`, the positions come through the region and are copied out."""
         resp = self.client._call(self.client.stub.Deform, self.request(pose, **kwargs))
-        frame = self._frame(resp, PositionDecoder())
+        frame = self._frame(resp, PositionDecoder(), kwargs.get("shared_memory"))
         if frame.error is not None:
             raise frame.error
         return frame
 
-    def deform(self, pose: Optional[PoseLike] = None, **kwargs: Any) -> np.ndarray:
-        """Deforms one pose; returns the positions, (vertex_count, 3) float32."""
-        positions = self.deform_frame(pose, **kwargs).positions
-        assert positions is not None
-        return positions
+    def deform(self, pose: "Optional[PoseLike | FrameInput]" = None, **kwargs: Any) -> np.ndarray:
+        """Deforms one frame (a pose, or a :class:`~sinew.FrameInput`, or the inputs as keyword
+        arguments of :meth:`request`); returns the positions, (vertex_count, 3) float32."""
+        frame = self.deform_frame(pose, **kwargs)
+        if frame.positions is None:  # unary frames are never skipped; a server bug otherwise
+            raise DataLoss(f"frame {frame.frame}: the response carries no positions", frame=frame.frame)
+        return frame.positions
 
-    def stream(self, poses: Iterable[PoseLike], *, window: int = 2, first_frame: Optional[int] = None,
-               raise_errors: bool = True, close_with_stream: bool = False) -> Iterator[Frame]:
-        """Deforms poses over one ``StreamDeform`` stream and yields a :class:`Frame` per pose, in
-        order. Up to `window` frames are in flight (the server reads one ahead while it deforms
+    def stream(self, poses: Iterable[FrameLike], *, window: int = 2, first_frame: Optional[int] = None,
+               raise_errors: bool = True, close_with_stream: bool = False,
+               outputs: Optional[Mapping[str, Any]] = None,
+               shared_memory: Optional[SharedMemoryRegion] = None) -> Iterator[Frame]:
+        """Deforms frames over one ``StreamDeform`` stream and yields a :class:`Frame` per frame, in
+        order. Each item of `poses` is a :class:`~sinew.Pose`, a :class:`~sinew.FrameInput`
+        (cages, per-frame outputs, reset, ...) or a ``sinew.v1.DeformRequest`` sent as it is
+        (copied; its number is its own). `outputs` are asked for on every frame. With a
+        `shared_memory` region of at least ``frame_bytes(window)`` bytes, frame k's positions come
+        through slot k mod `window` of it (a slot is reused only after its frame was decoded). Up to `window` frames are in flight (the server reads one ahead while it deforms
         another, so 2 keeps it busy); poses are read from `poses` only as frames come back, so a
-        generator may produce them live. A frame that fails does not end the stream: its
-        :class:`~sinew.errors.SinewError` is raised when it is reached (`raise_errors`), or yielded
-        in ``Frame.error``. Breaking out of the loop cancels the stream. `close_with_stream`: the
-        server closes the session when the stream ends, however it ends."""
+        generator may produce them live (on gRPC's thread: it must not block for long, and what
+        it raises ends the stream and is raised here after the frames already sent). A frame that
+        fails does not end the stream: its :class:`~sinew.errors.SinewError` is raised when it is
+        reached (`raise_errors`), or yielded in ``Frame.error``. Breaking out of the loop (or
+        closing the iterator) cancels the stream. When the server goes away mid-stream the frames
+        it answered are yielded, then :class:`~sinew.errors.Unavailable` is raised. Arguments are
+        checked here, before the stream starts. `close_with_stream`: the server closes the
+        session when the stream ends, however it ends.
+
+        The iterator belongs to one consumer thread (like any generator); other threads may use
+        the session meanwhile (frame numbers are taken under a lock)."""
         if window < 1:
             raise InvalidArgument(f"window: {window}; expected >= 1")
+        slot = self.frame_bytes(1)
+        if shared_memory is not None and shared_memory.size < window * slot:
+            raise InvalidArgument(f"shared_memory: {shared_memory.size} bytes; {window} frames in flight need "
+                                  f"{window * slot} (session.frame_bytes({window}))")
+        if outputs:  # checked now, not on gRPC's thread
+            if "shared_memory" in outputs:
+                raise InvalidArgument("outputs.shared_memory: give the region as shared_memory=")
+            _set_fields(pb.FrameOutputs(), outputs, "outputs")
+        if first_frame is not None:
+            if first_frame < 0:
+                raise InvalidArgument(f"first_frame: {first_frame}; expected >= 0")
+            with self._numbering:
+                self._next_frame = first_frame
+        return self._stream(poses, window, raise_errors, close_with_stream, outputs, shared_memory, slot)
+
+    def _stream(self, poses: Iterable[FrameLike], window: int, raise_errors: bool, close_with_stream: bool,
+                outputs: Optional[Mapping[str, Any]], shared_memory: Optional[SharedMemoryRegion],
+                slot: int) -> Iterator[Frame]:
         slots = threading.Semaphore(window)
         stop = threading.Event()
         failure: "queue.Queue[BaseException]" = queue.Queue()
-        if first_frame is not None:
-            self._next_frame = first_frame
-        expected: "queue.Queue[int]" = queue.Queue()
+        expected: "queue.Queue[int]" = queue.Queue()  # frames sent and not yet answered, in order
 
         def requests() -> Iterator[Any]:
             it = iter(poses)
+            sent = 0
             while True:
                 slots.acquire()
                 if stop.is_set():
                     return
                 try:
                     pose = next(it)
-                    req = pose if isinstance(pose, pb.DeformRequest) else self.request(pose)
                     if isinstance(pose, pb.DeformRequest):
+                        req = pb.DeformRequest()
+                        req.CopyFrom(pose)  # the caller's message stays as it was
                         req.session_id = req.session_id or self.id
+                    else:
+                        req = self.request(pose)
+                    if outputs:
+                        _set_fields(req.outputs, outputs, "outputs")
+                    if shared_memory is not None:
+                        target = req.outputs.shared_memory
+                        target.region_id, target.offset = shared_memory.region_id, (sent % window) * slot
                     if close_with_stream:
                         req.close_with_stream = True
+                    sent += 1
                 except StopIteration:
                     return
                 except BaseException as e:  # a bad pose: ends the stream, raised to the reader
@@ -506,11 +739,14 @@ class Session:
         decoder = PositionDecoder()
         try:
             for resp in call:
-                slots.release()
-                want = expected.get_nowait() if not expected.empty() else None
-                if want is not None and resp.frame != want:
+                try:
+                    want = expected.get_nowait()  # put before its request was handed to gRPC
+                except queue.Empty:
+                    raise DataLoss(f"stream: frame {resp.frame} answered, but no frame was due") from None
+                if resp.frame != want:
                     raise DataLoss(f"stream: frame {resp.frame} answered where frame {want} was due")
-                frame = self._frame(resp, decoder)
+                frame = self._frame(resp, decoder, shared_memory)
+                slots.release()  # after decoding: the next request may reuse what this frame used
                 if frame.error is not None and raise_errors:
                     raise frame.error
                 yield frame
@@ -525,6 +761,9 @@ class Session:
             call.cancel()
         if not failure.empty():
             raise failure.get()
+        if not expected.empty():
+            raise DataLoss(f"stream: the server ended the stream without answering frame {expected.get()} "
+                           f"and {expected.qsize()} more")
 
     # -- batches ----------------------------------------------------------------------------------
 
@@ -533,10 +772,14 @@ class Session:
                   progress: Optional[ProgressFn] = None) -> Iterator[ClipFrame]:
         """A batch (``DeformClip``) on the server: a `clip` sampled at `fps` (frame i at i / fps;
         floor(duration * fps) + 1 frames), or a list of `poses`. Yields every frame in order;
-        `progress(done, total)` after each. `first_frame` resumes an interrupted batch,
-        `max_frames` (0: all) splits one."""
+        `progress(done, total)` after each (`done` counts from the clip's start, so a resumed
+        batch starts at `first_frame` + 1). `first_frame` resumes an interrupted batch,
+        `max_frames` (0: all) splits one. Arguments are checked here, before the batch starts;
+        breaking out of the loop cancels it."""
         if (clip is None) == (poses is None):
             raise InvalidArgument("deform_clip: give a clip or poses")
+        if first_frame < 0 or max_frames < 0:
+            raise InvalidArgument(f"first_frame, max_frames: {first_frame}, {max_frames}; expected >= 0")
         req = pb.DeformClipRequest(session_id=self.id, first_frame=first_frame, max_frames=max_frames,
                                    time_step=time_step)
         if clip is not None:
@@ -545,6 +788,9 @@ class Session:
         else:
             for p in poses or []:
                 req.poses.poses.add().CopyFrom(_pose_proto(p))
+        return self._iter_clip(req, progress)
+
+    def _iter_clip(self, req: Any, progress: Optional[ProgressFn]) -> Iterator[ClipFrame]:
         decoder = PositionDecoder()
         call = self.client.stub.DeformClip(req, metadata=self.client._metadata)
         try:

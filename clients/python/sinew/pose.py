@@ -3,12 +3,14 @@
 A :class:`Pose` holds one transform per joint of the rig, by joint index: unit quaternions
 (x, y, z, w), translations and optional uniform scales, in ``"local"`` space (each joint relative
 to its parent; roots to the model) or ``"world"`` space (each joint in model space). A
-:class:`Clip` holds per-joint keys that the server samples (``Session.deform_clip``).
+:class:`CagePose` poses one of the rig's cages (cage methods: ``cage-mvc``, ``cage-green``,
+``supercages``). A :class:`FrameInput` is everything one frame sends, for frames that need more
+than a pose. A :class:`Clip` holds per-joint keys that the server samples (``Session.deform_clip``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -16,9 +18,10 @@ from . import transforms
 from ._proto import pb
 from .errors import InvalidArgument
 
-__all__ = ["Pose", "Track", "Clip"]
+__all__ = ["Pose", "CagePose", "FrameInput", "Track", "Clip"]
 
 _SPACES = {"local": pb.POSE_SPACE_LOCAL, "world": pb.POSE_SPACE_WORLD}
+_CAGE_INPUTS = {"absolute": pb.CAGE_INPUT_ABSOLUTE, "offsets": pb.CAGE_INPUT_OFFSETS}
 
 
 def _floats(a, shape: tuple, name: str) -> np.ndarray:
@@ -76,6 +79,54 @@ class Pose:
         if self.scales is not None:
             out.scales = self.scales.tobytes()
         return out
+
+
+@dataclass
+class CagePose:
+    """Positions of one of the rig's cages (``Rig.cages[cage]``), (C, 3) for its C vertices:
+    ``"absolute"`` positions, or ``"offsets"`` added to the rest cage. Cage methods (``cage-mvc``,
+    ``cage-green``) deform the mesh by the posed cage; for ``supercages`` a frame's cages are its
+    rest cage C and :attr:`FrameInput.posed_cage` edits the current-pose cage C'."""
+
+    positions: np.ndarray
+    cage: int = 0
+    input: str = "absolute"
+
+    def __post_init__(self) -> None:
+        if self.input not in _CAGE_INPUTS:
+            raise InvalidArgument(f"cages.input: {self.input!r}; expected 'absolute' or 'offsets'")
+        p = np.asarray(self.positions)
+        if p.ndim != 2 or p.shape[1] != 3:
+            raise InvalidArgument(f"cages[{self.cage}].positions: shape {p.shape}; expected (C, 3)")
+        self.positions = _floats(p, p.shape, f"cages[{self.cage}].positions")
+        if int(self.cage) < 0:
+            raise InvalidArgument(f"cages.cage: {self.cage}; expected a cage index >= 0")
+
+    def to_proto(self, out=None):
+        """Fills (or returns a new) ``sinew.v1.CagePose``."""
+        out = pb.CagePose() if out is None else out
+        out.cage = int(self.cage)
+        out.input = _CAGE_INPUTS[self.input]
+        out.positions = self.positions.tobytes()
+        return out
+
+
+@dataclass
+class FrameInput:
+    """What one frame sends: a skeleton `pose`, posed `cages` (cage methods; what
+    ``MethodInfo.inputs`` lists for a method says which it reads), for ``supercages`` an edit of
+    the current-pose cage (`posed_cage`), `outputs` asked for besides the positions (names of
+    ``sinew.v1.FrameOutputs``: ``{"joints": True, "posed_cage": True, "vertex_states": True,
+    "normals": True, "normal_encoding": "octahedral", "quality": True}``), `reset` (stateful
+    methods start again), `key_frame` (delta encoding) and `time_step` (methods with dynamics)."""
+
+    pose: Optional[Any] = None  # a Pose or a sinew.v1.Pose
+    cages: Sequence[CagePose] = ()
+    posed_cage: Optional[CagePose] = None
+    outputs: Optional[Mapping[str, Any]] = None
+    reset: bool = False
+    key_frame: bool = False
+    time_step: float = 0.0
 
 
 @dataclass

@@ -8,7 +8,10 @@ Shapes (N vertices, T triangles, J joints):
   optional inverse bind matrices (J, 4, 4) or (J, 3, 4) mapping model space at bind time to each
   joint's frame (absent: the inverse of each joint's rest world transform);
 * :class:`SkinWeights`: dense (N, J), a fixed count per vertex (N, K) joints + weights,
-  (vertex, joint, weight) triplets or compressed rows.
+  (vertex, joint, weight) triplets or compressed rows;
+* optional :class:`Cage` s for the cage methods (``cage-mvc``, ``cage-green``, ``supercages``):
+  closed, outward-oriented triangle meshes around the character, positions (C, 3) and
+  triangles (F, 3).
 
 The server validates everything (index ranges, weights summing to 1, unit quaternions) and its
 errors name the field and index, e.g. ``rig.weights.joints[7] (vertex 3): joint 99 is out of
@@ -25,7 +28,7 @@ from . import transforms
 from ._proto import pb
 from .errors import InvalidArgument
 
-__all__ = ["Skeleton", "SkinWeights", "build_rig"]
+__all__ = ["Skeleton", "SkinWeights", "Cage", "build_rig"]
 
 
 def _array(a, dtype, shape: tuple, name: str) -> np.ndarray:
@@ -177,12 +180,28 @@ class SkinWeights:
         return out
 
 
+@dataclass
+class Cage:
+    """A closed, outward-oriented triangle cage: rest positions (C, 3) and triangles (F, 3).
+    Frames pose it by its index in ``build_rig``'s `cages` (:class:`~sinew.CagePose`)."""
+
+    positions: np.ndarray
+    triangles: np.ndarray
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"cages[{self.name!r}]" if self.name else "cages[]"
+        self.positions = _array(self.positions, np.float32, (-1, 3), f"{where}.positions")
+        self.triangles = _array(self.triangles, np.uint32, (-1, 3), f"{where}.triangles")
+
+
 def build_rig(positions, skeleton: Skeleton, weights: SkinWeights, triangles=None, *, normals=None,
               name: str = "", normalize_weights: bool = False,
-              attributes: Optional[Dict[str, np.ndarray]] = None):
+              attributes: Optional[Dict[str, np.ndarray]] = None, cages: Sequence[Cage] = ()):
     """A ``sinew.v1.Rig`` message from numpy arrays (see the module's docstring for the shapes).
 
     `attributes`: named per-vertex float arrays, (N,) or (N, C) (e.g. ``{"dqs_blend": b}``).
+    `cages`: :class:`Cage` s, by index (``CageParams.cage``, ``CagePose.cage``).
     """
     p = _array(positions, np.float32, (-1, 3), "positions")
     rig = pb.Rig(name=name, normalize_weights=normalize_weights)
@@ -217,4 +236,8 @@ def build_rig(positions, skeleton: Skeleton, weights: SkinWeights, triangles=Non
         if a.ndim != 2 or a.shape[0] != len(p):
             raise InvalidArgument(f"attributes[{attr_name!r}]: shape {np.shape(values)}; expected ({len(p)},) or ({len(p)}, C)")
         rig.attributes.add(name=attr_name, components=a.shape[1], values=np.ascontiguousarray(a).tobytes())
+    for c in cages:
+        if not isinstance(c, Cage):
+            raise InvalidArgument(f"cages: {type(c).__name__}; expected sinew.Cage")
+        rig.cages.add(name=c.name, positions=c.positions.tobytes(), triangles=c.triangles.tobytes())
     return rig

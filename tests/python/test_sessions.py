@@ -1,0 +1,346 @@
+"""The Python client's session features against a real sinew-server on a loopback port chosen at
+run time (each class starts its own): the server's method catalogue as typed objects, new
+parameters mid-session (UpdateSession), state snapshots and their restore (Get/SetSessionState),
+cage inputs and extra frame outputs, same-host shared memory, and a server that goes away in the
+middle of a stream. Run by ctest (tests/CMakeLists.txt) like test_client.py."""
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import unittest
+
+import numpy as np
+
+import sinew
+from sinew_testing import Limb, Server, quat_axis_angle, rotation_matrix
+from test_client import LBS_TOLERANCE, ServerTest, limb_rig, poses
+
+
+def box_cage(points: np.ndarray, margin: float = 0.2) -> sinew.Cage:
+    """An axis-aligned box around `points`, 8 vertices (index 4 ix + 2 iy + iz) and 12 outward
+    triangles."""
+    lo, hi = points.min(axis=0) - margin, points.max(axis=0) + margin
+    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    triangles = [t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))]
+    return sinew.Cage(corners, np.array(triangles), name="box")
+
+
+def angle_degrees(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Angles between rows of unit vectors, in float64 (arccos of a float32 dot loses 0.02 degrees)."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    return np.degrees(np.arctan2(np.linalg.norm(np.cross(a, b), axis=1), (a * b).sum(axis=1)))
+
+
+class CatalogueAndStateTest(ServerTest):
+    """GetServerInfo as typed objects; UpdateSession and Get/SetSessionState on pbs with jiggle,
+    the stateful method whose state can be saved."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        # pbs's secondary motion where the rig's "pbs_jiggle" attribute says: the wrist end is free.
+        jiggle = np.clip((cls.limb.positions[:, 0] - cls.limb.positions[:, 0].min()) / 3.0 - 0.5, 0, 1)
+        cls.rig = limb_rig(cls.limb, attributes={"pbs_jiggle": jiggle})
+        cls.params = {"jiggle": True, "tets": "voxels"}
+        cls.poses = [sinew.Pose(rot, trans) for rot, trans, _ in poses(cls.limb, 12)]
+
+    def setUp(self) -> None:
+        self.client = self.connect()
+        self.rig_id = self.client.upload_rig(self.rig).rig_id
+
+    def pbs(self, params=None) -> sinew.Session:
+        session = self.client.create_session(self.rig_id, "pbs", params or self.params, backend="cpu")
+        self.addCleanup(session.close)
+        seen = []
+        self.client.wait_prepared(self.rig_id, timeout=120, progress=lambda f, key: seen.append((f, key)))
+        self.assertTrue(all(0 <= f <= 1 and key.startswith("pbs") for f, key in seen), seen)
+        return session
+
+    def test_server_info_is_typed_and_matches_the_parameter_messages(self) -> None:
+        info = self.client.server_info()
+        self.assertIsInstance(info, sinew.ServerInfo)
+        self.assertEqual(info.api_version, "sinew.v1")
+        self.assertEqual(info.version, info.proto.version)
+        self.assertEqual(info.encodings, ["float32", "float16", "quantized16", "delta"])
+        self.assertTrue(info.backends["cpu"].available)
+        self.assertFalse(info.backends["gpu"].available)  # the test server runs with --gpu off
+        self.assertGreater(info.limits.max_sessions, 0)
+        self.assertIn("StreamDeform", info.rpcs)
+        self.assertEqual(set(info.methods), {sinew.method_name(m.method) for m in info.proto.methods})
+        self.assertEqual(info.method(sinew.pb.METHOD_DQS).name, "dqs")
+        self.assertEqual(info.method("cage-mvc").inputs, ["cages"])
+        self.assertEqual(info.method("swing-twist").fallback, "dqs")
+        self.assertTrue(info.method("pbs").params["jiggle"].type == "flag")
+        implicit = info.method("implicit").params
+        self.assertEqual(implicit["default_operator"].type, "choice")
+        self.assertIn("clean-union", implicit["default_operator"].choices)
+        self.assertEqual(implicit["joints"].type, "list")
+        self.assertEqual({p.name for p in implicit["joints"].items}, {"joint", "op"})
+        with self.assertRaisesRegex(sinew.NotFound, "no method 'nope'"):
+            info.method("nope")
+        # Every parameter the catalogue lists is a field of the method's parameters message, and
+        # every choice it offers is accepted by name by deformer_config.
+        config_fields = sinew.pb.DeformerConfig.DESCRIPTOR.fields_by_name
+        for m in info.methods.values():
+            if not m.params_field:
+                self.assertEqual(m.params, {}, m.name)
+                continue
+            fields = config_fields[m.params_field].message_type.fields_by_name
+            for p in m.params.values():
+                self.assertIn(p.name, fields, f"{m.name}.{p.name}")
+                for choice in p.choices:
+                    config = self.client.deformer_config(m.name, {p.name: choice})
+                    value = getattr(getattr(config, m.params_field), p.name)
+                    enum = fields[p.name].enum_type.values_by_number[value].name.lower().replace("_", "-")
+                    self.assertTrue(enum.endswith(choice), f"{m.name}.{p.name}={choice} set {enum}")
+
+    def test_update_session_changes_parameters_and_keeps_the_session(self) -> None:
+        session = self.pbs()
+        for p in self.poses[:5]:
+            self.assertEqual(session.deform_frame(p).method, "pbs")
+        fresh = self.pbs(dict(self.params, quasi_static=True))
+        # Quasi-static: a frame depends on its pose only, so the updated session (which has run
+        # five dynamic frames) and a fresh quasi-static one agree on the next pose.
+        self.assertIs(session.update(dict(self.params, quasi_static=True)), session)
+        self.assertTrue(session.info.deformer.pbs.quasi_static)
+        updated = session.deform(self.poses[6])
+        np.testing.assert_array_equal(updated, fresh.deform(self.poses[6]))
+        # Without the update, the session's history would have given another frame.
+        dynamic = self.pbs()
+        for p in self.poses[:5]:
+            dynamic.deform(p)
+        self.assertGreater(np.abs(dynamic.deform(self.poses[6]) - updated).max(), 1e-6)
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "preparation"):
+            session.update(dict(self.params, voxel_size=0.05))  # the tets depend on it
+        with self.client.create_session(self.rig_id, "lbs") as lbs:
+            with self.assertRaises(sinew.Unimplemented):
+                lbs.update({})
+
+    def test_state_snapshot_restores_bit_for_bit(self) -> None:
+        a = self.pbs()
+        first = [a.deform(p) for p in self.poses[:6]]
+        state = a.get_state()
+        self.assertEqual((state.rig_id, state.method, state.last_frame), (self.rig_id, sinew.pb.METHOD_PBS, 5))
+        self.assertGreater(len(state.method_state), 0)
+        rest_of_a = [a.deform(p) for p in self.poses[6:]]
+        b = self.pbs()
+        self.assertIs(b.set_state(state.SerializeToString()), b)  # bytes, as kept on disk
+        self.assertEqual(b.info.last_frame, 5)
+        rest_of_b = [b.deform_frame(p) for p in self.poses[6:]]
+        self.assertEqual(rest_of_b[0].frame, 6)  # numbering continues after the snapshot
+        for x, y in zip(rest_of_a, rest_of_b):
+            np.testing.assert_array_equal(x, y.positions)
+        # The state matters: without it the same frames differ (the jiggle's motion is history).
+        c = self.pbs()
+        self.assertGreater(max(np.abs(c.deform(p) - x).max() for p, x in zip(self.poses[6:], rest_of_a)), 1e-4)
+        self.assertEqual(len(first), 6)
+        with self.client.create_session(self.rig_id, "dqs") as dqs:
+            with self.assertRaises(sinew.SinewError):  # a pbs state does not fit a dqs session
+                dqs.set_state(state)
+        with self.assertRaisesRegex(sinew.InvalidArgument, "SessionState"):
+            b.set_state(b"\xff\xff not a state")
+
+    def test_preparations_are_waited_for_and_cannot_be_cancelled_once_done(self) -> None:
+        self.pbs()
+        info = self.client.wait_prepared(self.rig_id, timeout=120)
+        keys = [p.key for p in info.preparations if p.key.startswith("pbs")]
+        self.assertTrue(keys and all(p.done for p in info.preparations), info.preparations)
+        with self.assertRaises(sinew.FailedPrecondition):
+            self.client.cancel_preparation(self.rig_id, keys[0])
+        with self.assertRaises(sinew.NotFound):
+            self.client.cancel_preparation(self.rig_id, "pbs no-such-preparation")
+
+    def test_an_attached_session_numbers_after_its_last_frame(self) -> None:
+        a = self.pbs()
+        for p in self.poses[:4]:
+            a.deform(p)
+        attached = self.client.session(a.id)  # e.g. another process taking over the session
+        self.assertEqual(attached.deform_frame(self.poses[4]).frame, 4)
+
+
+class CagesAndOutputsTest(ServerTest):
+    """Cage methods posed by cages (CageInput), supercages' posed-cage edits, and the frame
+    outputs besides positions (cages, joints, normals)."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        cls.cage = box_cage(cls.limb.positions)
+
+    def setUp(self) -> None:
+        self.client = self.connect()
+        self.rig_id = self.client.upload_rig(limb_rig(self.limb, cages=[self.cage])).rig_id
+
+    def test_cage_methods_follow_the_posed_cage(self) -> None:
+        rest = self.limb.positions.astype(np.float64)
+        corners = self.cage.positions.astype(np.float64)
+        # Mean value coordinates reproduce any affine map of the cage; Green coordinates any
+        # similarity (rotation, uniform scale, translation).
+        affine = np.array([[1.1, 0.2, 0.0], [0.0, 0.9, 0.1], [0.05, 0.0, 1.2]])
+        similarity = rotation_matrix(quat_axis_angle([1, 2, 3], 0.7)) * 1.3
+        shift = np.array([0.3, -0.2, 0.5])
+        for method, m in (("cage-mvc", affine), ("cage-green", similarity)):
+            with self.subTest(method=method), self.client.create_session(self.rig_id, method) as session:
+                self.assertEqual(self.client.server_info().method(method).inputs, ["cages"])
+                got = session.deform(cages=[sinew.CagePose(corners @ m.T + shift)])
+                np.testing.assert_allclose(got, rest @ m.T + shift, atol=1e-5)
+                offsets = sinew.FrameInput(cages=[sinew.CagePose(np.tile(shift, (8, 1)), input="offsets")])
+                np.testing.assert_allclose(session.deform(offsets), rest + shift, atol=1e-5)
+                frames = list(session.stream([sinew.FrameInput(cages=[sinew.CagePose(corners * s)])
+                                              for s in (1.0, 1.5)]))
+                np.testing.assert_allclose(frames[1].positions, rest * 1.5, atol=1e-5)
+        with self.client.create_session(self.rig_id, "cage-mvc") as session:
+            with self.assertRaisesRegex(sinew.InvalidArgument, "cages"):
+                session.deform(cages=[sinew.CagePose(corners[:5])])  # 5 positions for 8 cage vertices
+        with self.assertRaisesRegex(sinew.InvalidArgument, "offsets"):
+            sinew.CagePose(corners, input="relative")
+
+    def test_supercages_outputs_and_posed_cage_edits(self) -> None:
+        with self.client.create_session(self.rig_id, "supercages") as session:
+            rest_pose = sinew.Pose(self.limb.rest_rotations, self.limb.rest_translations)
+            f = session.deform_frame(rest_pose, outputs={"posed_cage": True, "rest_cage": True, "joints": True})
+            np.testing.assert_allclose(f.positions, self.limb.positions, atol=1e-5)
+            np.testing.assert_allclose(f.rest_cage, self.cage.positions, atol=1e-6)
+            np.testing.assert_allclose(f.posed_cage, self.cage.positions, atol=1e-5)
+            np.testing.assert_allclose(f.joints, self.limb.rest_world()[:, :3, 3], atol=1e-5)
+            self.assertIsNone(f.vertex_states)  # not asked for
+            rot, trans, _ = self.limb.pose(np.radians(50))
+            lift = np.zeros((8, 3))
+            lift[:, 1] = 0.1
+            edit = sinew.FrameInput(sinew.Pose(rot, trans), posed_cage=sinew.CagePose(lift, input="offsets"),
+                                    outputs={"rest_cage": True})
+            moved = session.deform_frame(edit).rest_cage
+            self.assertGreater(np.abs(moved - self.cage.positions).max(), 0.01)  # the edit reached the rest cage
+            kept = session.deform_frame(sinew.Pose(rot, trans), outputs={"rest_cage": True}).rest_cage
+            np.testing.assert_array_equal(kept, moved)  # and the session kept it
+        with self.client.create_session(self.rig_id, "lbs") as lbs:
+            with self.assertRaisesRegex(sinew.FailedPrecondition, "joints"):
+                lbs.deform(rest_pose, outputs={"joints": True})
+            with self.assertRaisesRegex(sinew.InvalidArgument, r"outputs\.nope"):
+                lbs.deform(rest_pose, outputs={"nope": True})
+
+    def test_normals_in_every_encoding(self) -> None:
+        rot, trans, _ = self.limb.pose(np.radians(90), np.radians(45), np.radians(10))
+        pose = sinew.Pose(rot, trans)
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            exact = session.deform_frame(pose, outputs={"normals": True}).normals
+            self.assertEqual(exact.shape, (self.limb.vertex_count, 3))
+            np.testing.assert_allclose(np.linalg.norm(exact, axis=1), 1, atol=1e-6)
+            half = session.deform_frame(pose, outputs={"normals": True, "normal_encoding": "float16"}).normals
+            np.testing.assert_allclose(half, exact, atol=2.0 ** -11)
+            octa = session.deform_frame(pose, outputs={"normals": True, "normal_encoding": "octahedral"}).normals
+            self.assertLess(angle_degrees(octa, exact).max(), 0.01)  # the proto's bound
+            # They are the mesh's: at rest, the tube's inner rings have radial, outward normals.
+            rest = session.deform_frame(sinew.Pose(self.limb.rest_rotations, self.limb.rest_translations),
+                                        outputs={"normals": True}).normals
+            r = rotation_matrix(self.limb.rest_rotations[0])
+            local = (self.limb.positions - self.limb.rest_translations[0]) @ r  # the tube along x
+            inner = (local[:, 0] > 0.2) & (local[:, 0] < 2.8)
+            radial = local * [0, 1, 1]
+            radial /= np.linalg.norm(radial, axis=1, keepdims=True)
+            self.assertLess(angle_degrees(rest[inner] @ r, radial[inner]).max(), 0.5)
+
+
+class SharedMemoryTest(ServerTest):
+    """Frames through a POSIX shared-memory region made in Python (server --shared-memory-bytes):
+    the same positions, bit for bit, as through the responses."""
+
+    server_args = ("--shared-memory-bytes", str(8 << 20))
+
+    def setUp(self) -> None:
+        self.client = self.connect()
+        self.rig_id = self.client.upload_rig(limb_rig(self.limb)).rig_id
+        self.poses = [sinew.Pose(rot, trans) for rot, trans, _ in poses(self.limb, 12)]
+
+    def test_unary_frames_through_the_region(self) -> None:
+        with self.client.create_session(self.rig_id, "dqs") as session, \
+                self.client.shared_memory(session.frame_bytes(2)) as region:
+            self.assertTrue(region.name.startswith("/sinew-"))
+            self.assertTrue(os.path.exists("/dev/shm" + region.name))
+            slot = session.frame_bytes(1)
+            self.assertEqual(slot, 12 * self.limb.vertex_count)
+            f = session.deform_frame(self.poses[3], shared_memory=region, offset=slot)
+            self.assertEqual(f.response.positions, b"")
+            self.assertEqual((f.response.shared_positions.region_id, f.response.shared_positions.offset,
+                              f.response.shared_positions.bytes), (region.region_id, slot, slot))
+            np.testing.assert_array_equal(f.positions, session.deform(self.poses[3]))
+            with self.assertRaisesRegex(sinew.InvalidArgument, "offset"):
+                session.deform(self.poses[3], shared_memory=region, offset=2)
+            with self.assertRaises(sinew.FailedPrecondition):  # the region is not given to decode
+                sinew.PositionDecoder().decode(f.response)
+        self.assertTrue(region.closed)
+        self.assertFalse(os.path.exists("/dev/shm" + region.name))  # unlinked
+        with self.client.create_session(self.rig_id, "dqs") as session:
+            with self.assertRaisesRegex(sinew.NotFound, "region"):  # unregistered
+                session.deform(self.poses[0], shared_memory=region)
+
+    def test_streams_through_the_region_in_every_encoding(self) -> None:
+        for encoding in ("f32", "f16", "q16", "delta"):
+            with self.subTest(encoding=encoding):
+                opts = {"encoding": encoding, "key_frame_interval": 4 if encoding == "delta" else 0}
+                with self.client.create_session(self.rig_id, "dqs", **opts) as plain:
+                    want = [f.positions for f in plain.stream(self.poses)]
+                with self.client.create_session(self.rig_id, "dqs", **opts) as session, \
+                        self.client.shared_memory(session.frame_bytes(3)) as region:
+                    with self.assertRaisesRegex(sinew.InvalidArgument, "frame_bytes"):
+                        session.stream(self.poses, window=4, shared_memory=region)
+                    frames = list(session.stream(self.poses, window=3, shared_memory=region))
+                    slot = session.frame_bytes(1)
+                    self.assertEqual([f.response.shared_positions.offset for f in frames],
+                                     [(i % 3) * slot for i in range(len(self.poses))])
+                    self.assertTrue(all(f.response.positions == b"" for f in frames))
+                    for f, w in zip(frames, want):
+                        np.testing.assert_array_equal(f.positions, w)
+
+
+class ServerGoneTest(unittest.TestCase):
+    """A server that goes away in the middle of a stream: the frames it answered are yielded, then
+    Unavailable is raised (no hang), and the pose generator is not drawn further."""
+
+    def run_until_gone(self, sig: int) -> None:
+        server = Server()
+        self.addCleanup(server.stop)
+        limb = Limb()
+        client = sinew.connect(server.target, token="")
+        self.addCleanup(client.close)
+        session = client.create_session(client.upload_rig(limb_rig(limb)).rig_id, "lbs")
+        drawn = []
+
+        def endless():
+            while True:
+                drawn.append(len(drawn))
+                yield sinew.Pose(*limb.pose(np.radians(len(drawn) % 90))[:2])
+
+        got = []
+        with self.assertRaises(sinew.Unavailable):
+            for f in session.stream(endless(), window=2):
+                got.append(f.frame)
+                np.testing.assert_allclose(f.positions, limb.lbs(*limb.pose(np.radians((f.frame + 1) % 90))[:2]),
+                                           atol=LBS_TOLERANCE)
+                if f.frame == 3:
+                    server.process.send_signal(sig)
+        self.assertEqual(got, list(range(len(got))))
+        self.assertGreaterEqual(len(got), 4)
+        self.assertLessEqual(len(drawn), len(got) + 2)  # at most `window` beyond the frames answered
+
+    def test_server_drains_on_sigterm(self) -> None:
+        self.run_until_gone(signal.SIGTERM)
+
+    def test_server_killed(self) -> None:
+        self.run_until_gone(signal.SIGKILL)
+
+
+class SharedMemoryRefusedTest(ServerTest):
+    """A server without --shared-memory-bytes refuses regions; the client leaves no object behind."""
+
+    def test_refused_and_unlinked(self) -> None:
+        before = set(glob.glob(f"/dev/shm/sinew-{os.getpid()}-*"))
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "--shared-memory-bytes"):
+            self.connect().shared_memory(4096)
+        self.assertEqual(set(glob.glob(f"/dev/shm/sinew-{os.getpid()}-*")), before)
+
+
+if __name__ == "__main__":
+    unittest.main()
