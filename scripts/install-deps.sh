@@ -24,6 +24,8 @@ build_pkgs=(
   python3 procps
   openssl  # the security tests make their own CA and certificates
   haproxy  # the scale-out test balances three servers with deploy/haproxy.cfg
+  prometheus  # the Prometheus test scrapes a real server with a generated config
+  clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: clang++-14 -fsanitize=fuzzer (libclang_rt.fuzzer is in libclang-rt-14-dev)
 )
 runtime_pkgs=(
   libgrpc++1.51 libgrpc29 libprotobuf32 libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0
