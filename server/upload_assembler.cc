@@ -31,9 +31,15 @@ absl::Status UploadAssembler::Add(const v1::UploadRigRequest& m) {
   } else if (m.chunk().size() > total_ - data_.size()) {
     st = absl::InvalidArgumentError(absl::StrCat("upload: more than the ", total_, " bytes the header announced"));
   } else {
+    // Memory follows the bytes received: doubling (at most kReserveAhead ahead of them), never
+    // past the announced total, never the announced total up front.
+    const uint64_t need = data_.size() + m.chunk().size();
+    if (need > data_.capacity()) {
+      const uint64_t grown = std::min<uint64_t>(2 * data_.capacity(), need + kReserveAhead);
+      data_.reserve(std::min<uint64_t>(total_, std::max(need, grown)));
+    }
     data_.append(m.chunk());
   }
-  if (st.ok() && m.has_header()) data_.reserve(total_);
   if (!st.ok()) failed_ = true;
   return st;
 }

@@ -31,6 +31,11 @@ class UploadAssembler {
   uint64_t received() const { return data_.size(); }
   std::string& data() { return data_; }
 
+  // The most memory reserved ahead of the bytes received: a header announcing a large upload
+  // costs nothing until its bytes come (an up-front reservation of --max-rig-bytes per upload
+  // let a client take the server's address space with headers alone; issue 17, fuzzing).
+  static constexpr uint64_t kReserveAhead = uint64_t{4} << 20;
+
  private:
   uint64_t max_bytes_;
   bool have_header_ = false;
