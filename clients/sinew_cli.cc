@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,7 @@
 #include "clients/import/point_set.h"
 #include "clients/import/supercages.h"
 #include "clients/lib/args.h"
+#include "clients/lib/batch_shards.h"
 #include "clients/lib/connection.h"
 #include "clients/lib/methods.h"
 #include "clients/lib/point_cache.h"
@@ -32,6 +35,7 @@
 #include "clients/lib/stats.h"
 #include "core/geometry/mesh_quality.h"
 #include "core/parallel/thread_pool.h"
+#include "sinew/v1/rig_id.h"
 #include "core/procedural/limb.h"
 
 namespace {
@@ -62,7 +66,12 @@ Commands:
   batch FILE                 deform a whole clip on the server (DeformClip) into a .pc2 point
                              cache (--pc2), a glTF binary that viewers play (--gltf) and/or an
                              OBJ sequence (--obj); an interrupted batch resumes from the last
-                             frame written when run again
+                             frame written when run again; --shard I/N (or --shard-from-env N)
+                             deforms only the I-th of N slices of the frames into
+                             OUT.pc2.shard-I-of-N (not with --gltf)
+  merge-shards               join the N parts of a sharded batch into the cache one run would
+                             write (--pc2 OUT.pc2, --obj DIR checks the OBJ frames); refuses,
+                             naming the missing frames, while a shard is missing or incomplete
   help                       this text
 
 Flags:
@@ -86,6 +95,18 @@ std::string Json(const google::protobuf::Message& m) {
   o.add_whitespace = true;
   o.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+// Serialized with map and unknown-field order fixed: equal messages give equal bytes.
+std::string Deterministic(const google::protobuf::Message& m) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }
   return out;
 }
 
@@ -766,6 +787,24 @@ int Batch(client::Client& c, client::Args& args) {
   const bool resume = !args.Has("no-resume");
   long long max_frames = 0;
   if (!args.GetInt("max-frames", &max_frames, 0, 1LL << 40)) return Usage(args, args.error());
+  // --shard I/N, or N with the index from $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job's).
+  std::optional<client::Shard> shard;
+  if (args.Has("shard") && args.Has("shard-from-env")) return Usage(args, "give --shard or --shard-from-env, not both");
+  if (args.Has("shard")) {
+    auto s = client::ParseShard(args.Get("shard"));
+    if (!s.ok()) return Usage(args, std::string(s.status().message()));
+    shard = *s;
+  } else if (args.Has("shard-from-env")) {
+    long long n = 0;
+    if (!args.GetInt("shard-from-env", &n, 1, client::kMaxShards)) return Usage(args, args.error());
+    auto s = client::ShardFromEnvironment(static_cast<uint64_t>(n));
+    if (!s.ok()) return Usage(args, std::string(s.status().message()));
+    shard = *s;
+  }
+  if (shard && !gltf.empty()) {
+    return Usage(args, "--gltf writes the whole clip: bake the shards with --pc2, join them with merge-shards, "
+                       "then run batch --gltf with --pc2 naming the merged cache (it resumes past every frame)");
+  }
 
   auto asset = LoadAsset(pos[1]);
   if (!asset.ok()) return Fail(asset.status());
@@ -785,6 +824,8 @@ int Batch(client::Client& c, client::Args& args) {
                                                         ", more than the ", client::kMaxGltfFrames,
                                                         " a .glb of morph targets holds here; bake a lower --clip-fps")));
   }
+  // This run's frames: the whole clip, or its shard's slice.
+  const client::FrameRange range = shard ? client::ShardFrames(total, *shard) : client::FrameRange{0, total};
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
   {
     auto info = c.GetServerInfo();
@@ -800,52 +841,115 @@ int Batch(client::Client& c, client::Args& args) {
     }
   }
 
+  // What the session and the batch will be (rig, deformer, encoding, clip), before any upload:
+  // a shard's manifest names the job by them.
+  const std::string rig_bytes = v1::SerializeRigDeterministic(client::RigToProto(asset->rig));
+  v1::CreateSessionRequest sreq;
+  sreq.set_rig_id(v1::Sha256Hex(rig_bytes));
+  *sreq.mutable_deformer() = deformer;
+  v1::Backend backend;
+  if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
+  sreq.set_backend(backend);
+  if (std::string error; !client::EncodingFromFlags(args, &sreq, &error)) return Usage(args, error);
+  v1::DeformClipRequest req;
+  client::ClipToProto(**clip, *req.mutable_clip()->mutable_clip());
+  req.mutable_clip()->set_frames_per_second(clip_fps);
+
+  const std::string stem = std::filesystem::path(pos[1]).stem().string();
+  // A shard writes its own part and a manifest; an existing manifest must be this job's.
+  const std::string cache_path = shard && !pc2.empty() ? client::ShardPartPath(pc2, *shard) : pc2;
+  std::string manifest_path;
+  client::ShardManifest manifest;
+  bool have_manifest = false;
+  if (shard) {
+    manifest_path = client::ShardManifestPath(pc2, obj_dir, *shard);
+    manifest.job = v1::Sha256Hex(absl::StrCat("sinew batch job 1\n", Deterministic(sreq), "\n", Deterministic(req)));
+    manifest.shard = *shard;
+    manifest.total_frames = total;
+    manifest.frames = range;
+    manifest.points = points;
+    manifest.stem = stem;
+    if (!pc2.empty()) {
+      std::error_code ec;
+      const auto parent = std::filesystem::path(pc2).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    }
+    if (resume) {
+      auto existing = client::ReadShardManifest(manifest_path);
+      if (existing.ok()) {
+        if (auto st = client::SameShardJob(*existing, manifest, manifest_path); !st.ok()) return Fail(st);
+        manifest.backend = existing->backend;
+        have_manifest = true;
+      } else if (!absl::IsNotFound(existing.status())) {
+        return Fail(existing.status());
+      }
+    }
+  }
+
   // Where to start: the frames already complete on disk.
   std::optional<client::Pc2Writer> cache;
-  uint64_t first = total;
-  if (!pc2.empty()) {
-    auto w = client::Pc2Writer::Open(pc2, points, 0.0f, 1.0f, resume);
-    if (!w.ok()) return Fail(w.status());
-    cache.emplace(std::move(*w));
-    first = std::min<uint64_t>(first, cache->frames());
-  }
-  const std::string stem = std::filesystem::path(pos[1]).stem().string();
+  uint64_t first = range.end;
   if (!obj_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(obj_dir, ec);
     if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--obj ", obj_dir, ": ", ec.message())));
-    uint64_t have = 0;
-    while (resume && have < total && std::filesystem::exists(client::ObjFramePath(obj_dir, stem, have))) ++have;
+  }
+  if (shard && !have_manifest) {
+    // Written before any frame, so that every part on disk has one. Its backend is known once
+    // the session exists (rewritten then); "none" until then, and for a shard with no frames.
+    manifest.backend = "none";
+    if (auto st = client::WriteShardManifest(manifest_path, manifest); !st.ok()) return Fail(st);
+  }
+  if (!pc2.empty()) {
+    auto w = client::Pc2Writer::Open(cache_path, points, 0.0f, 1.0f, resume);
+    if (!w.ok()) return Fail(w.status());
+    cache.emplace(std::move(*w));
+    first = std::min<uint64_t>(first, range.begin + cache->frames());
+  }
+  if (!obj_dir.empty()) {
+    uint64_t have = range.begin;
+    while (resume && have < range.end && std::filesystem::exists(client::ObjFramePath(obj_dir, stem, have))) ++have;
     first = std::min(first, have);
   }
-  if (cache && cache->frames() > total) {
+  if (cache && cache->frames() > range.size()) {
     return Fail(absl::FailedPreconditionError(absl::StrCat(
-        pc2, ": holds ", cache->frames(), " frames, more than the clip's ", total)));
+        cache_path, ": holds ", cache->frames(), " frames, more than the ", shard ? "shard's " : "clip's ", range.size())));
   }
-  std::fprintf(stderr, "batch %s, clip \"%s\": %llu frames at %g frames/s, %u vertices; %s\n",
-               pos[1].c_str(), (*clip)->name.c_str(), (unsigned long long)total, clip_fps, points,
-               first > 0 ? absl::StrCat("resuming at frame ", first).c_str() : "starting");
-  if (first < total) {
-    auto up = c.UploadRig(client::RigToProto(asset->rig));
+  const std::string shard_text =
+      shard ? absl::StrCat("; shard ", shard->index, " of ", shard->count, ": ",
+                           range.size() == 0 ? std::string("no frames")
+                                             : absl::StrCat("frames ", range.begin, " to ", range.end - 1))
+            : std::string();
+  std::fprintf(stderr, "batch %s, clip \"%s\": %llu frames at %g frames/s, %u vertices%s; %s\n",
+               pos[1].c_str(), (*clip)->name.c_str(), (unsigned long long)total, clip_fps, points, shard_text.c_str(),
+               first > range.begin ? absl::StrCat("resuming at frame ", first).c_str() : "starting");
+  if (first < range.end) {
+    auto up = c.UploadSerializedRig(rig_bytes);
     if (!up.ok()) return Fail(up.status());
-    v1::CreateSessionRequest sreq;
     sreq.set_rig_id(up->rig_id());
-    *sreq.mutable_deformer() = deformer;
-    v1::Backend backend;
-    if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
-    sreq.set_backend(backend);
-    if (std::string error; !client::EncodingFromFlags(args, &sreq, &error)) return Usage(args, error);
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
+    if (shard) {
+      // Every frame of a merged cache from one backend: a GPU's floats need not equal a CPU's.
+      const std::string on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
+      if (manifest.backend != "none" && manifest.backend != on) {
+        (void)c.CloseSession(session->session_id());
+        return Fail(absl::FailedPreconditionError(absl::StrCat(
+            manifest_path, ": this shard's frames so far ran on the ", manifest.backend, ", this server gave the ", on,
+            "; give --backend ", manifest.backend, ", or --no-resume to start the shard over")));
+      }
+      if (manifest.backend != on) {
+        manifest.backend = on;
+        if (auto st = client::WriteShardManifest(manifest_path, manifest); !st.ok()) return Fail(st);
+      }
+    }
 
-    v1::DeformClipRequest req;
     req.set_session_id(session->session_id());
-    client::ClipToProto(**clip, *req.mutable_clip()->mutable_clip());
-    req.mutable_clip()->set_frames_per_second(clip_fps);
     req.set_first_frame(first);
-    req.set_max_frames(max_frames);
-    client::Progress progress(stem, total);
-    progress.Resume(first);
+    const uint64_t left = range.end - first;
+    req.set_max_frames(max_frames > 0 ? std::min<uint64_t>(left, max_frames) : shard ? left : 0);
+    client::Progress progress(stem, range.size());  // this run's frames: the clip's, or its shard's
+    progress.Resume(first - range.begin);
     std::vector<float> xyz;
     client::PositionDecoder decoder;
     uint64_t expected = first;
@@ -854,7 +958,7 @@ int Batch(client::Client& c, client::Args& args) {
         return absl::DataLossError(absl::StrCat("server sent frame ", r.frame(), ", expected ", expected));
       }
       if (auto s = decoder.Decode(r, xyz); !s.ok()) return s;
-      if (cache && r.frame() >= cache->frames()) {
+      if (cache && r.frame() >= range.begin + cache->frames()) {
         if (auto s = cache->Append(xyz); !s.ok()) return s;
       }
       if (!obj_dir.empty()) {
@@ -863,7 +967,7 @@ int Batch(client::Client& c, client::Args& args) {
           if (auto s = client::WriteObjFrame(path, xyz, asset->rig.rig.triangles); !s.ok()) return s;
         }
       }
-      progress.Update(++expected);
+      progress.Update(++expected - range.begin);
       return absl::OkStatus();
     });
     progress.Finish();
@@ -874,7 +978,7 @@ int Batch(client::Client& c, client::Args& args) {
                    "again to resume\n", (unsigned long long)expected, (unsigned long long)total);
       return Fail(st);
     }
-    if (expected < total) {
+    if (expected < range.end) {
       if (cache) {
         if (auto s = cache->Close(); !s.ok()) return Fail(s);
       }
@@ -887,7 +991,7 @@ int Batch(client::Client& c, client::Args& args) {
   }
   if (cache) {
     if (auto s = cache->Close(); !s.ok()) return Fail(s);
-    if (!part_cache) std::printf("%s: %llu frames x %u points\n", pc2.c_str(), (unsigned long long)total, points);
+    if (!part_cache) std::printf("%s: %llu frames x %u points\n", cache_path.c_str(), (unsigned long long)range.size(), points);
   }
   if (!gltf.empty()) {
     // Written from the complete point cache on disk, whichever runs baked its frames.
@@ -920,8 +1024,37 @@ int Batch(client::Client& c, client::Args& args) {
                 points, std::filesystem::file_size(gltf) / 1e6, out.quality.empty() ? "" : ", with each frame's quality");
   }
   if (!obj_dir.empty()) {
-    std::printf("%s: %llu OBJ frames (%s)\n", obj_dir.c_str(), (unsigned long long)total,
-                client::ObjFramePath(obj_dir, stem, 0).c_str());
+    std::printf("%s: %llu OBJ frames (%s)\n", obj_dir.c_str(), (unsigned long long)range.size(),
+                client::ObjFramePath(obj_dir, stem, range.begin).c_str());
+  }
+  if (shard) {
+    std::fprintf(stderr, "sinew: shard %llu of %llu complete; when every shard is, join them with: sinew merge-shards%s%s%s%s\n",
+                 (unsigned long long)shard->index, (unsigned long long)shard->count, pc2.empty() ? "" : " --pc2 ",
+                 pc2.c_str(), obj_dir.empty() ? "" : " --obj ", obj_dir.c_str());
+  }
+  return 0;
+}
+
+// Joins the parts of a sharded batch (MergeShards) into the cache one run would have written.
+int MergeShardsCommand(client::Args& args) {
+  if (args.positional().size() != 1) return Usage(args, "merge-shards takes no operands: give --pc2 FILE and/or --obj DIR");
+  client::MergeOptions o;
+  o.pc2 = args.Get("pc2");
+  o.obj_dir = args.Get("obj");
+  if (o.pc2.empty() && o.obj_dir.empty()) return Usage(args, "merge-shards: give --pc2 FILE and/or --obj DIR");
+  if (args.Has("shards")) {
+    long long n = 0;
+    if (!args.GetInt("shards", &n, 1, client::kMaxShards)) return Usage(args, args.error());
+    o.shards = static_cast<uint64_t>(n);
+  }
+  auto merged = client::MergeShards(o);
+  if (!merged.ok()) return Fail(merged.status());
+  if (!o.pc2.empty()) {
+    std::printf("%s: %llu frames x %u points from %llu shards\n", o.pc2.c_str(), (unsigned long long)merged->frames,
+                merged->points, (unsigned long long)merged->shards);
+  }
+  if (!o.obj_dir.empty()) {
+    std::printf("%s: all %llu OBJ frames present\n", o.obj_dir.c_str(), (unsigned long long)merged->frames);
   }
   return 0;
 }
@@ -964,7 +1097,10 @@ int main(int argc, char** argv) {
       .Flag("obj", "DIR", "", "batch: also write one OBJ file per frame into DIR")
       .Flag("gltf", "FILE", "", "batch: write the baked clip as a glTF 2.0 binary (.glb): the rest mesh, each frame a morph target, a STEP weights animation that plays them at --clip-fps (three.js, Blender, clients/web/); written when the last frame is in, from --pc2 or from FILE.part.pc2 beside it")
       .Flag("max-frames", "N", "0", "batch: write at most N frames in this run, then exit 0 (run again to continue); 0 = to the end")
-      .Flag("no-resume", "", "", "batch: start over instead of resuming existing output");
+      .Flag("no-resume", "", "", "batch: start over instead of resuming existing output")
+      .Flag("shard", "I/N", "", "batch: deform only shard I (0-based) of N contiguous slices of the clip's frames, into --pc2's FILE.shard-I-of-N (+ .manifest) and --obj's DIR; join them with merge-shards")
+      .Flag("shard-from-env", "N", "", "batch: as --shard I/N with I read from $JOB_COMPLETION_INDEX (what a Kubernetes Indexed Job sets in each pod)")
+      .Flag("shards", "N", "", "merge-shards: how many shards the batch ran in (default: from the manifests' names)");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
   const auto& pos = args.positional();
   if (pos.empty() || pos[0] == "help") return Usage(args, pos.empty() ? "no command given" : "");
@@ -994,6 +1130,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (cmd == "merge-shards") return MergeShardsCommand(args);  // local files only
   client::Client c(args.Get("target"), client::ConnectionFromArgs(args));
   // Commands that read local files first (play FILE, batch) connect after reading them, so
   // that a bad file is reported as such even when no server is reachable.

@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include <cmath>
 #include <cstring>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -294,6 +295,75 @@ void FillRigInfo(const Rig& rig, v1::RigInfo& info) {
   };
   set(info.mutable_bbox_min(), rig.bbox_min);
   set(info.mutable_bbox_max(), rig.bbox_max);
+}
+
+absl::StatusOr<Rig> RigFromUpload(const std::string& bytes, const RigLimits& limits) {
+  if (auto st = CheckRigEntryCounts(bytes); !st.ok()) return st;
+  v1::Rig message;
+  if (!message.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError("upload: the bytes are not a serialized sinew.v1.Rig");
+  }
+  auto input = RigFromProto(message);
+  if (!input.ok()) return input.status();
+  message.Clear();
+  return BuildRig(std::move(*input), limits);
+}
+
+absl::Status FrameInputFromProto(const v1::DeformRequest& req, Pose& pose, std::vector<CageFrame>& cages,
+                                 CageFrame& posed_cage, SphereFrame& spheres, FrameInput& input) {
+  absl::Status st;
+  if (req.has_pose()) st = PoseFromProto(req.pose(), pose);
+  if (st.ok()) st = CageFramesFromProto(req.cages(), cages);
+  if (st.ok() && req.has_posed_cage()) st = CagePoseFromProto(req.posed_cage(), posed_cage, "posed_cage");
+  if (st.ok() && req.has_spheres()) st = SphereFrameFromProto(req.spheres(), spheres);
+  if (!st.ok()) return st;
+  input = {req.has_pose() ? &pose : nullptr, cages, req.has_posed_cage() ? &posed_cage : nullptr};
+  input.spheres = req.has_spheres() ? &spheres : nullptr;
+  if (!(req.time_step() >= 0 && req.time_step() <= kMaxTimeStep)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("time_step: ", req.time_step(), " s is outside [0, ", kMaxTimeStep, "] (0: the method's own)"));
+  }
+  input.time_step = req.time_step();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, size_t joint_count,
+                                             uint64_t max_frames_sent) {
+  ClipBatch b;
+  if (req.has_clip()) {
+    b.fps = req.clip().frames_per_second();
+    if (!(b.fps > 0) || !std::isfinite(b.fps) || b.fps > 1e6) {
+      return absl::InvalidArgumentError("clip.frames_per_second: must be in (0, 1e6]");
+    }
+    auto clip = ClipFromProto(req.clip().clip(), joint_count);
+    if (!clip.ok()) return clip.status();
+    b.clip = std::move(*clip);
+    b.total = ClipFrameCount(b.clip, b.fps);
+  } else if (req.has_poses()) {
+    b.total = static_cast<uint64_t>(req.poses().poses_size());
+  } else {
+    return absl::InvalidArgumentError("source: give a clip (with frames_per_second) or poses");
+  }
+  b.first = req.first_frame();
+  b.end = b.total;
+  if (req.max_frames() > 0 && req.max_frames() < b.end - std::min(b.end, b.first)) b.end = b.first + req.max_frames();
+  // What this batch sends is bounded, not the clip: a long clip is played in parts.
+  const uint64_t asked = b.end > b.first ? b.end - b.first : 0;
+  if (asked > max_frames_sent) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_frames: this batch asks for ", asked, " frames (", b.first, " to ", b.end, " of ", b.total,
+        "); one batch sends at most ", max_frames_sent, ": split it with first_frame and max_frames"));
+  }
+  if (req.has_poses()) {
+    b.time_step = req.time_step();
+    if (!(b.time_step >= 0 && b.time_step <= kMaxTimeStep)) {
+      return absl::InvalidArgumentError(absl::StrCat("time_step: ", b.time_step, " s is outside [0, ", kMaxTimeStep,
+                                                     "] (0: the method's own)"));
+    }
+  } else {
+    b.time_step = 1 / b.fps;
+  }
+  return b;
 }
 
 }  // namespace sinew::server

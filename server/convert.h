@@ -43,4 +43,29 @@ absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig&
 
 void FillRigInfo(const Rig& rig, v1::RigInfo& info);
 
+// The upload path's parse of a rig: CheckRigEntryCounts, then the protobuf parse, RigFromProto
+// and BuildRig under `limits` (what UploadRig and --state-dir's reload run on untrusted bytes).
+absl::StatusOr<Rig> RigFromUpload(const std::string& bytes, const RigLimits& limits);
+
+inline constexpr double kMaxTimeStep = 60;  // seconds: DeformRequest.time_step, DeformClipRequest.time_step
+
+// A frame's inputs decoded from a DeformRequest into the session's reusable storage (pose,
+// cages, posed cage, sphere-mesh), `input` pointing at those the request gives; time_step is
+// checked. The rest of the request (outputs, frame number, reset) is the caller's.
+absl::Status FrameInputFromProto(const v1::DeformRequest& req, Pose& pose, std::vector<CageFrame>& cages,
+                                 CageFrame& posed_cage, SphereFrame& spheres, FrameInput& input);
+
+// What a DeformClip request asks for: its clip (validated against `joint_count` joints) or pose
+// count, the time between frames, and the frames [first, end) of `total` to send, at most
+// `max_frames_sent` of them (RESOURCE_EXHAUSTED naming max_frames beyond that).
+struct ClipBatch {
+  Clip clip;             // when the request gives a clip
+  double fps = 0;        // the clip's sampling rate
+  double time_step = 0;  // seconds per frame: 1 / fps, or the request's for pose lists
+  uint64_t total = 0;    // frames in the whole clip or pose list
+  uint64_t first = 0, end = 0;
+};
+absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, size_t joint_count,
+                                             uint64_t max_frames_sent);
+
 }  // namespace sinew::server

@@ -13,10 +13,6 @@
 
 namespace sinew::server {
 
-namespace {
-constexpr double kMaxTimeStep = 60;  // seconds: DeformRequest.time_step, DeformClipRequest.time_step
-}  // namespace
-
 // ---------------------------------------------------------------------------------------------
 // Deform (unary): the frame runs on the worker pool, or here when it is small (RunsInline).
 
@@ -393,42 +389,14 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(req_->session_id()),
                                               "\" (closed or expired)"));
     }
-    const Rig& rig = *session_->rig->rig;
-    uint64_t total = 0;
-    if (req_->has_clip()) {
-      fps_ = req_->clip().frames_per_second();
-      if (!(fps_ > 0) || !std::isfinite(fps_) || fps_ > 1e6) {
-        return absl::InvalidArgumentError("clip.frames_per_second: must be in (0, 1e6]");
-      }
-      auto clip = ClipFromProto(req_->clip().clip(), rig.joint_count());
-      if (!clip.ok()) return clip.status();
-      clip_ = std::move(*clip);
-      total = ClipFrameCount(clip_, fps_);
-    } else if (req_->has_poses()) {
-      total = static_cast<uint64_t>(req_->poses().poses_size());
-    } else {
-      return absl::InvalidArgumentError("source: give a clip (with frames_per_second) or poses");
-    }
-    response_.set_total_frames(total);
-    next_ = req_->first_frame();
-    end_ = total;
-    if (req_->max_frames() > 0 && req_->max_frames() < end_ - std::min(end_, next_)) end_ = next_ + req_->max_frames();
-    // What this batch sends is bounded, not the clip: a long clip is played in parts.
-    const uint64_t asked = end_ > next_ ? end_ - next_ : 0;
-    if (asked > kMaxFrames) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "max_frames: this batch asks for ", asked, " frames (", next_, " to ", end_, " of ", total,
-          "); one batch sends at most ", kMaxFrames, ": split it with first_frame and max_frames"));
-    }
-    if (req_->has_poses()) {
-      time_step_ = req_->time_step();
-      if (!(time_step_ >= 0 && time_step_ <= kMaxTimeStep)) {
-        return absl::InvalidArgumentError(absl::StrCat("time_step: ", time_step_, " s is outside [0, ", kMaxTimeStep,
-                                                       "] (0: the method's own)"));
-      }
-    } else {
-      time_step_ = 1 / fps_;
-    }
+    auto batch = ClipBatchFromProto(*req_, session_->rig->rig->joint_count(), kMaxFrames);
+    if (!batch.ok()) return batch.status();
+    clip_ = std::move(batch->clip);
+    fps_ = batch->fps;
+    time_step_ = batch->time_step;
+    response_.set_total_frames(batch->total);
+    next_ = batch->first;
+    end_ = batch->end;
     std::lock_guard lock(session_->mu);
     if (session_->stateful && next_ < end_ && next_ > kMaxFrames) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -552,20 +520,10 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
 // ---------------------------------------------------------------------------------------------
 
 absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job) {
-  absl::Status st;
-  if (req.has_pose()) st = PoseFromProto(req.pose(), session.pose);
-  if (st.ok()) st = CageFramesFromProto(req.cages(), session.cages);
-  if (st.ok() && req.has_posed_cage()) st = CagePoseFromProto(req.posed_cage(), session.posed_cage, "posed_cage");
-  if (st.ok() && req.has_spheres()) st = SphereFrameFromProto(req.spheres(), session.spheres);
-  if (!st.ok()) return st;
-  job.input = {req.has_pose() ? &session.pose : nullptr, session.cages,
-               req.has_posed_cage() ? &session.posed_cage : nullptr};
-  job.input.spheres = req.has_spheres() ? &session.spheres : nullptr;
-  if (!(req.time_step() >= 0 && req.time_step() <= kMaxTimeStep)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("time_step: ", req.time_step(), " s is outside [0, ", kMaxTimeStep, "] (0: the method's own)"));
+  if (auto st = FrameInputFromProto(req, session.pose, session.cages, session.posed_cage, session.spheres, job.input);
+      !st.ok()) {
+    return st;
   }
-  job.input.time_step = req.time_step();
   job.reset = req.reset();
   job.frame = req.frame();
   job.want = req.outputs();

@@ -79,17 +79,9 @@ void Service::Housekeeping() {
 }
 
 absl::StatusOr<Rig> Service::RigFromBytes(const std::string& bytes) const {
-  if (auto st = CheckRigEntryCounts(bytes); !st.ok()) return st;
-  v1::Rig message;
-  if (!message.ParseFromString(bytes)) {
-    return absl::InvalidArgumentError("upload: the bytes are not a serialized sinew.v1.Rig");
-  }
-  auto input = RigFromProto(message);
-  if (!input.ok()) return input.status();
-  message.Clear();
   RigLimits limits;
   limits.max_vertices = options_.max_vertices;
-  return BuildRig(std::move(*input), limits);
+  return RigFromUpload(bytes, limits);
 }
 
 absl::StatusOr<size_t> Service::RestoreRigs(const std::string& dir) {

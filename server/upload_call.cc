@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/service.h"
+#include "server/upload_assembler.h"
 #include "sinew/v1/rig_id.h"
 
 namespace sinew::server {
@@ -12,7 +13,7 @@ namespace sinew::server {
 class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRequest> {
  public:
   UploadCall(Service* svc, v1::UploadRigResponse* resp, absl::StatusOr<std::string> tenant)
-      : svc_(svc), resp_(resp) {
+      : svc_(svc), resp_(resp), upload_(svc->options_.max_rig_bytes) {
     svc_->active_calls_.fetch_add(1);
     if (svc_->draining()) {
       Fail(ShuttingDown());
@@ -28,45 +29,18 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client finished sending (or went away)
-      if (!have_header_) return Fail(absl::InvalidArgumentError("upload: no header was sent"));
-      if (data_.size() != total_) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(
-            "upload: received ", data_.size(), " bytes, the header announced ", total_)));
-      }
+      if (auto st = upload_.Finish(); !st.ok()) return Fail(st);
       svc_->pool_.Submit(&UploadCall::Finalize, this);
       return;
     }
-    if (!have_header_) {
-      if (!req_.has_header()) {
-        return Fail(absl::InvalidArgumentError("upload: the first message must be a header"));
-      }
-      have_header_ = true;
-      total_ = req_.header().total_bytes();
-      sha_ = req_.header().sha256();
-      if (total_ == 0) return Fail(absl::InvalidArgumentError("header.total_bytes: must be > 0"));
-      if (total_ > svc_->options_.max_rig_bytes) {
-        return Fail(absl::ResourceExhaustedError(
-            absl::StrCat("header.total_bytes: ", total_, " bytes exceed the limit of ",
-                         svc_->options_.max_rig_bytes, " (--max-rig-bytes)")));
-      }
-      if (!sha_.empty() && !v1::IsRigId(sha_)) {
-        return Fail(absl::InvalidArgumentError("header.sha256: not 64 lowercase hex digits"));
-      }
-      if (!sha_.empty()) {
-        // Only a rig this tenant holds is skipped: another tenant's copy is not revealed, so its
-        // bytes are received (and hashed) like any upload, then shared (FinalizeImpl).
-        if (auto stored = svc_->rigs_.Find(sha_, NowMs(), tenant_)) return Respond(*stored, true);
-      }
-      data_.reserve(total_);
-    } else {
-      if (!req_.has_chunk()) {
-        return Fail(absl::InvalidArgumentError("upload: only the first message may be a header"));
-      }
-      if (data_.size() + req_.chunk().size() > total_) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(
-            "upload: more than the ", total_, " bytes the header announced")));
-      }
-      data_.append(req_.chunk());
+    const bool header = !upload_.has_header();
+    if (auto st = upload_.Add(req_); !st.ok()) return Fail(st);
+    if (header && !upload_.sha256().empty()) {
+      // Only a rig this tenant holds is skipped: another tenant's copy is not revealed, so its
+      // bytes are received (and hashed) like any upload, then shared (FinalizeImpl).
+      if (auto stored = svc_->rigs_.Find(upload_.sha256(), NowMs(), tenant_)) return Respond(*stored, true);
+    }
+    if (!header) {
       received_ += req_.chunk().size();
       svc_->metrics_.upload_bytes().Increment(static_cast<double>(req_.chunk().size()));
     }
@@ -89,32 +63,30 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   }
 
   void FinalizeImpl() {
-    const std::string id = v1::Sha256Hex(data_);
-    if (!sha_.empty() && sha_ != id) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "header.sha256: the data hashes to ", id, ", the header named ", sha_)));
-    }
+    std::string& data = upload_.data();
+    const std::string id = v1::Sha256Hex(data);
+    if (auto st = upload_.CheckDigest(id); !st.ok()) return Fail(st);
     if (auto held = svc_->rigs_.Find(id, NowMs(), tenant_)) return Respond(*held, true);
     // The tenant's rig quotas, counted before the bytes are parsed (their parsed size is known
     // after; the serialized size bounds it from below).
-    if (auto st = CheckQuota(data_.size()); !st.ok()) return Fail(st);
+    if (auto st = CheckQuota(data.size()); !st.ok()) return Fail(st);
     bool had = false;
     if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) {
       if (auto st = svc_->KeepRig(id, nullptr); !st.ok()) return Fail(st);
       return Respond(*stored, had);
     }
-    auto rig = svc_->RigFromBytes(data_);
+    auto rig = svc_->RigFromBytes(data);
     if (!rig.ok()) return Fail(rig.status());
     if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
     auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_);
     if (!stored.ok()) return Fail(stored.status());
     // Acknowledged only once kept (--state-dir): a restart must not lose a rig the client was
     // told it has. If it cannot be kept, the upload fails and the store lets go of it.
-    if (auto st = svc_->KeepRig(id, &data_); !st.ok()) {
+    if (auto st = svc_->KeepRig(id, &data); !st.ok()) {
       (void)svc_->rigs_.Delete(id, tenant_, 0);
       return Fail(st);
     }
-    std::string().swap(data_);
+    std::string().swap(data);
     svc_->UpdateGauges();
     Respond(**stored, false);
   }
@@ -157,12 +129,9 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   Service* svc_;
   v1::UploadRigResponse* resp_;
   std::string tenant_;
+  UploadAssembler upload_;
   v1::UploadRigRequest req_;
-  bool have_header_ = false;
-  uint64_t total_ = 0;
   uint64_t received_ = 0;
-  std::string sha_;
-  std::string data_;
 };
 
 grpc::ServerReadReactor<v1::UploadRigRequest>* Service::UploadRig(grpc::CallbackServerContext* ctx,

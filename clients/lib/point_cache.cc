@@ -367,6 +367,97 @@ absl::StatusOr<Pc2Data> ReadPc2(const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// InspectPc2, ConcatPc2
+
+absl::StatusOr<Pc2Info> InspectPc2(const std::string& path) {
+  FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return IoError(errno, "open", path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return IoError(errno, "stat", path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < kPc2HeaderBytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": truncated PC2 header (", size, " of 32 bytes)"));
+  }
+  Header raw;
+  if (int err = ReadAllAt(fd.get(), raw.bytes, kPc2HeaderBytes, 0); err != 0) {
+    if (err > 0) return IoError(err, "read", path);
+    return absl::FailedPreconditionError(absl::StrCat(path, ": unexpected end of file"));
+  }
+  absl::StatusOr<ParsedHeader> h = ParseHeader(raw, path);
+  if (!h.ok()) return h.status();
+  Pc2Info info;
+  info.points = h->points;
+  info.start_frame = h->start_frame;
+  info.sample_rate = h->sample_rate;
+  info.header_frames = h->samples;
+  const uint64_t frame_bytes = uint64_t{h->points} * 12;
+  const uint64_t data_bytes = size - kPc2HeaderBytes;
+  info.complete_frames = frame_bytes == 0 ? h->samples : std::min(h->samples, data_bytes / frame_bytes);
+  info.exact = data_bytes == h->samples * frame_bytes;
+  return info;
+}
+
+absl::Status ConcatPc2(const std::vector<Pc2Part>& parts, const std::string& out, uint32_t points,
+                       float start_frame, float sample_rate) {
+  if (points == 0 || points > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat(out, ": point count ", points, " out of range [1, 2^31)"));
+  }
+  const uint64_t frame_bytes = uint64_t{points} * 12;
+  uint64_t total = 0;
+  for (const Pc2Part& part : parts) {
+    absl::StatusOr<Pc2Info> info = InspectPc2(part.path);
+    if (!info.ok()) return info.status();
+    if (info->points != points) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(part.path, ": holds ", info->points, " points a frame, expected ", points));
+    }
+    if (info->complete_frames < part.frames) {
+      return absl::FailedPreconditionError(absl::StrCat(part.path, ": holds ", info->complete_frames,
+                                                        " complete frames, expected ", part.frames));
+    }
+    total += part.frames;
+  }
+  if (total > kMaxSamples) {
+    return absl::OutOfRangeError(absl::StrCat(out, ": PC2 holds at most 2^31-1 frames, the parts hold ", total));
+  }
+  const std::string tmp = out + ".tmp";
+  FdGuard fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return IoError(errno, "open", tmp);
+  absl::Status s;
+  const Header header = MakeHeader(points, start_frame, sample_rate, static_cast<uint32_t>(total));
+  if (int err = WriteAllAt(fd.get(), header.bytes, kPc2HeaderBytes, 0); err != 0) s = IoError(err, "write", tmp);
+  uint64_t at = kPc2HeaderBytes;
+  std::vector<unsigned char> buffer;
+  for (size_t p = 0; s.ok() && p < parts.size(); ++p) {
+    FdGuard in(::open(parts[p].path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (in.get() < 0) {
+      s = IoError(errno, "open", parts[p].path);
+      break;
+    }
+    uint64_t left = parts[p].frames * frame_bytes, from = kPc2HeaderBytes;
+    while (s.ok() && left > 0) {
+      const uint64_t n = std::min<uint64_t>(left, uint64_t{8} << 20);
+      buffer.resize(n);
+      if (int err = ReadAllAt(in.get(), buffer.data(), n, from); err != 0) {
+        s = err > 0 ? IoError(err, "read", parts[p].path)
+                    : absl::FailedPreconditionError(absl::StrCat(parts[p].path, ": shrank while being read"));
+      } else if (int werr = WriteAllAt(fd.get(), buffer.data(), n, at); werr != 0) {
+        s = IoError(werr, "write", tmp);
+      }
+      left -= n;
+      from += n;
+      at += n;
+    }
+  }
+  if (s.ok() && ::fsync(fd.get()) != 0) s = IoError(errno, "fsync", tmp);
+  if (s.ok() && ::close(fd.release()) != 0) s = IoError(errno, "close", tmp);
+  if (s.ok() && ::rename(tmp.c_str(), out.c_str()) != 0) s = IoError(errno, "rename to", out);
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
 // OBJ sequence
 
 absl::Status WriteObjFrame(const std::string& path, std::span<const float> xyz,

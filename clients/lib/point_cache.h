@@ -105,6 +105,31 @@ struct Pc2Data {
 // numPoints * 12 (a truncated or over-long file); errno-derived codes for I/O.
 absl::StatusOr<Pc2Data> ReadPc2(const std::string& path);
 
+// A `.pc2` file's header fields and how many of its frames are complete, without reading them.
+struct Pc2Info {
+  uint32_t points = 0;
+  float start_frame = 0;
+  float sample_rate = 0;
+  uint64_t header_frames = 0;    // numSamples
+  uint64_t complete_frames = 0;  // min(numSamples, whole frames in the file): what a resume keeps
+  bool exact = false;            // the size is exactly 32 + numSamples * numPoints * 12
+};
+// FAILED_PRECONDITION for a short header, bad magic, version or counts; errno codes for I/O.
+absl::StatusOr<Pc2Info> InspectPc2(const std::string& path);
+
+// One input of ConcatPc2: the first `frames` frames of the `.pc2` file at `path`.
+struct Pc2Part {
+  std::string path;
+  uint64_t frames = 0;
+};
+// Writes `out` as one `.pc2` holding, in order, the first `frames` frames of each part, with the
+// header (points, start_frame, sample_rate): byte-identical to a Pc2Writer that appended the same
+// frames. Every part must hold `points` points and at least its `frames` complete frames
+// (FAILED_PRECONDITION naming the part otherwise; nothing is written). Atomic: `out`.tmp, fsync,
+// rename. Copies bytes in bounded chunks (memory does not grow with the cache).
+absl::Status ConcatPc2(const std::vector<Pc2Part>& parts, const std::string& out, uint32_t points,
+                       float start_frame, float sample_rate);
+
 // Writes one OBJ frame: a "v x y z" line per point ("%.9g", which round-trips float32, in the
 // "C" locale whatever the process locale) and an "f a b c" line (1-based) per triangle.
 // `xyz` holds points * 3 floats; `triangles` holds 3 indices (0-based, < points) per triangle

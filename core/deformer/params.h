@@ -37,9 +37,19 @@ struct ParamValue {
   std::string choice;
   std::vector<ParamSet> list;
 
-  static ParamValue Number(double v) { return {Kind::kNumber, v, false, {}, {}}; }
-  static ParamValue Flag(bool v) { return {Kind::kFlag, 0, v, {}, {}}; }
-  static ParamValue Choice(std::string v) { return {Kind::kChoice, 0, false, std::move(v), {}}; }
+  static ParamValue Number(double v);
+  static ParamValue Flag(bool v);
+  static ParamValue Choice(std::string v);
+
+  // The special members are defined after ParamSet: ParamValue and ParamSet hold each other
+  // (through vectors), and defined here they would instantiate one inside the other, which
+  // clang with libstdc++ 12 rejects.
+  ParamValue();
+  ParamValue(const ParamValue&);
+  ParamValue(ParamValue&&) noexcept;
+  ParamValue& operator=(const ParamValue&);
+  ParamValue& operator=(ParamValue&&) noexcept;
+  ~ParamValue();
 };
 
 // Named values; a name appears at most once. Absent names take the method's defaults.
@@ -50,6 +60,31 @@ struct ParamSet {
   ParamSet& Set(std::string name, ParamValue value);  // replaces a value of the same name
   bool empty() const { return values.empty(); }
 };
+
+inline ParamValue::ParamValue() = default;
+inline ParamValue::ParamValue(const ParamValue&) = default;
+inline ParamValue::ParamValue(ParamValue&&) noexcept = default;
+inline ParamValue& ParamValue::operator=(const ParamValue&) = default;
+inline ParamValue& ParamValue::operator=(ParamValue&&) noexcept = default;
+inline ParamValue::~ParamValue() = default;
+
+inline ParamValue ParamValue::Number(double v) {
+  ParamValue p;
+  p.number = v;
+  return p;
+}
+inline ParamValue ParamValue::Flag(bool v) {
+  ParamValue p;
+  p.kind = Kind::kFlag;
+  p.flag = v;
+  return p;
+}
+inline ParamValue ParamValue::Choice(std::string v) {
+  ParamValue p;
+  p.kind = Kind::kChoice;
+  p.choice = std::move(v);
+  return p;
+}
 
 // One parameter of a method, as shown to users and checked by CheckParams.
 struct ParamSpec {

@@ -183,7 +183,8 @@ void PaperWeights(std::span<const Eigen::Vector3d> joints, std::span<const std::
     }
     // Bones moving with the same joint share its weight.
     std::vector<std::pair<uint16_t, float>> w;
-    for (const auto& [d, joint] : shared) {
+    for (const auto& [d, bound_joint] : shared) {
+      const auto joint = bound_joint;  // clang 14 cannot capture a structured binding
       auto it = std::find_if(w.begin(), w.end(), [&](const auto& e) { return e.first == joint; });
       if (it == w.end()) {
         w.emplace_back(uint16_t(joint), 1.f / float(shared.size()));

@@ -404,6 +404,60 @@ TEST(Lifecycle, UploadsOfManyEmptyEntriesAreRefusedWithoutAmplifyingMemory) {
   EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
 }
 
+// Virtual memory of a process (kB), from /proc.
+long VmSizeKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stol(line.substr(7));
+  }
+  return -1;
+}
+
+// Issue 17 (upload state machine, tests/fuzz upload_sequence): a header announcing
+// --max-rig-bytes (1 GiB by default) made the server reserve all of it at once, before any byte
+// came: four such uploads holding one byte each took 4 GiB of the server's address space (a
+// failed reservation, under strict overcommit or a memory limit on the address space, ends the
+// process). Memory now grows with the bytes received.
+TEST(Lifecycle, AnnouncedUploadSizeIsNotReservedBeforeItsBytesArrive) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  ASSERT_TRUE(c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1000)))).ok());  // warm: code paths, pools
+  const double uploaded = MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total");
+  const long before = VmSizeKb(server.pid());
+  ASSERT_GT(before, 0);
+  constexpr int kUploads = 4;
+  auto channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Sinew::NewStub(channel);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::UploadRigResponse> responses(kUploads);
+  std::vector<std::unique_ptr<grpc::ClientWriter<v1::UploadRigRequest>>> uploads;
+  for (int i = 0; i < kUploads; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    uploads.push_back(stub->UploadRig(contexts.back().get(), &responses[i]));
+    v1::UploadRigRequest part;
+    part.mutable_header()->set_total_bytes(uint64_t{1} << 30);
+    ASSERT_TRUE(uploads.back()->Write(part));
+    part.set_chunk("x");
+    ASSERT_TRUE(uploads.back()->Write(part));
+  }
+  // Every header and chunk has reached the server (each chunk counted).
+  for (int i = 0; i < 2000 && MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total") <
+                                  uploaded + kUploads;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total"), uploaded + kUploads);
+  const long after = VmSizeKb(server.pid());
+  std::printf("server address space %ld -> %ld MB with %d uploads announcing 1 GiB and holding 1 byte each\n",
+              before / 1024, after / 1024, kUploads);
+  EXPECT_LT(after - before, 1536 * 1024) << "the announced sizes were reserved up front";
+  for (auto& ctx : contexts) ctx->TryCancel();
+  for (auto& u : uploads) (void)u->Finish();
+  EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // A second server on a port that is already served fails to start and says why, instead of
 // binding it too (gRPC's default SO_REUSEPORT would have the kernel split new connections between
 // the two: found when a benchmark's stale server answered part of a load test).

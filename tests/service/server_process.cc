@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <algorithm>
 #include <regex>
@@ -47,9 +48,9 @@ ServerProcess::ServerProcess(const std::vector<std::string>& extra_args) {
   }
   close(fds[1]);
   out_fd_ = fds[0];
-  // Read stdout until both "listening" lines arrived (10 s at most).
+  // Read stdout until both "listening" lines arrived (10 s at most; more under a sanitizer).
   std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10 * TimeoutScale());
   const std::regex grpc_re("grpc listening on [^\\n]*:(\\d+)\\n"),
       metrics_re("metrics listening on [^\\n]*:(\\d+)\\n");
   std::smatch m;
@@ -65,6 +66,12 @@ ServerProcess::ServerProcess(const std::vector<std::string>& extra_args) {
     if (grpc_port_ > 0 && metrics_port_ > 0) break;
   }
   if (grpc_port_ == 0) std::fprintf(stderr, "sinew-server did not start; stdout: %s\n", out.c_str());
+}
+
+int TimeoutScale() {
+  const char* s = std::getenv("SINEW_TIMEOUT_SCALE");
+  const int v = s ? std::atoi(s) : 1;
+  return v >= 1 && v <= 100 ? v : 1;
 }
 
 bool ServerProcess::Running() {

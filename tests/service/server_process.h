@@ -44,6 +44,10 @@ pid_t SpawnProcess(const std::vector<std::string>& argv);
 // Waits for pid; returns its exit code, or 128 + signal.
 int WaitProcess(pid_t pid);
 
+// $SINEW_TIMEOUT_SCALE (scripts/sanitize.sh sets it; 1 otherwise): the factor on waits for
+// programs to start, for slower sanitized builds.
+int TimeoutScale();
+
 // GET http://127.0.0.1:port/path over a plain socket; returns the body ("" on failure).
 std::string HttpGet(int port, const std::string& path);
 // The value of one series (a line starting with `series`, labels included) of a Prometheus
