@@ -16,13 +16,15 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
-from multiprocessing import shared_memory
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import grpc
 
 from ._proto import pb
 from .errors import DataLoss, InvalidArgument, SinewError, error_for
+
+if TYPE_CHECKING:
+    from multiprocessing import shared_memory
 
 __all__ = ["SharedMemoryRegion", "frame_bytes"]
 
@@ -59,6 +61,10 @@ class SharedMemoryRegion:
         self.region_id = ""
         # The server's rule: "/sinew-" then 1 to 200 of [A-Za-z0-9._-].
         base = f"sinew-{os.getpid()}-{next(_serial)}-{secrets.token_hex(4)}"
+        # Imported here, not with the package: in Blender 3.4.1 (Python 3.11) a process that has
+        # imported multiprocessing.shared_memory crashes at exit (segfault while Blender disables
+        # its add-ons), and the Blender add-on never makes a region.
+        from multiprocessing import shared_memory
         try:
             self._shm: Optional[shared_memory.SharedMemory] = shared_memory.SharedMemory(base, create=True,
                                                                                         size=self.size)
