@@ -195,7 +195,8 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformer(std::shared_ptr<const R
   if (m == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("deformer.method: \"", config.method, "\" is not a registered method"));
   }
-  if (config.params && (m->params_type == nullptr || typeid(*config.params) != *m->params_type)) {
+  if (const auto* params = config.params.get();
+      params != nullptr && (m->params_type == nullptr || typeid(*params) != *m->params_type)) {
     return absl::InvalidArgumentError(absl::StrCat("deformer.params: not the parameters of method ", std::string(m->name)));
   }
   std::shared_ptr<const Prepared> prepared;

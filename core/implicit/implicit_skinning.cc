@@ -43,8 +43,7 @@ std::string ImplicitKey(const DeformerConfig& config) {
 }
 
 namespace {
-// Choice words of the operators; index + 1 is the JointOperator ("default": the session's).
-constexpr std::string_view kOperatorWords[] = {"union", "clean-union", "contact", "bulge"};
+// Choice words of a joint's operator; the index is the JointOperator ("default": the session's).
 constexpr std::string_view kJointOperatorWords[] = {"default", "union", "clean-union", "contact", "bulge"};
 constexpr ParamSpec kJointChoiceSpecs[] = {
     {"joint", ParamSpec::Type::kInteger, "", "the child joint of the two bones that meet there"},

@@ -35,7 +35,6 @@ class SwingTwistDeformer final : public Deformer {
       : rig_(std::move(rig)),
         model_(std::move(model)),
         key_(std::move(key)),
-        unwrap_(unwrap),
         last_theta_(unwrap ? rig_->joint_count() : 0, 0.0),
         world_(rig_->joint_count()),
         skinning_(rig_->joint_count()),
@@ -91,7 +90,6 @@ class SwingTwistDeformer final : public Deformer {
 
   std::shared_ptr<const SwingTwistModel> model_;
   std::string key_;  // SwingTwistKey: names the weights' device copy
-  bool unwrap_;
   std::vector<double> last_theta_;  // per joint, with unwrapping (the session's only state)
   std::vector<Similarity> world_;
   std::vector<Affine34d> skinning_;
