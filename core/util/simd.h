@@ -3,7 +3,9 @@
 // Portable binaries, full-width arithmetic where the CPU has it.
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: the load-time resolver GCC makes for the clones is instrumented too
+// and runs before TSan's runtime is up (every program crashed at start; scripts/sanitize.sh tsan).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define SINEW_VERTEX_LOOP __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define SINEW_VERTEX_LOOP

@@ -13,7 +13,7 @@ namespace {
 
 // The hot loops are compiled for baseline x86-64 and for x86-64-v3 (AVX2, FMA); the CPU picks at
 // load time (as core/util/simd.h does for the deformers).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)  // see core/util/simd.h
 #define VERTEX_LOOP __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define VERTEX_LOOP
