@@ -1,13 +1,13 @@
 #include "clients/export/gltf_clip.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 
 // tinygltf's implementation is compiled once, in clients/import/gltf_check.cc, with these.
 #define TINYGLTF_NO_STB_IMAGE
@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "clients/lib/atomic_file.h"
 #include "core/normals/normals.h"
 #include "core/rig/rig.h"
 
@@ -239,24 +240,12 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
   m.scenes.push_back(scene);
   m.defaultScene = 0;
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::ErrnoToStatus(errno, absl::StrCat("create ", tmp));
-    tinygltf::TinyGLTF gltf;
-    if (!gltf.WriteGltfSceneToStream(&m, out, /*prettyPrint=*/false, /*writeBinary=*/true) || !out.flush()) {
-      const int err = errno;
-      out.close();
-      std::remove(tmp.c_str());
-      return absl::ErrnoToStatus(err ? err : EIO, absl::StrCat("write ", tmp));
-    }
+  std::ostringstream glb;
+  tinygltf::TinyGLTF gltf;
+  if (!gltf.WriteGltfSceneToStream(&m, glb, /*prettyPrint=*/false, /*writeBinary=*/true)) {
+    return absl::InternalError(absl::StrCat(path, ": tinygltf could not serialize the clip"));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat("rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, glb.view());
 }
 
 namespace {

@@ -1,13 +1,12 @@
 #include "clients/export/load_report.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "clients/lib/atomic_file.h"
 
 namespace sinew::client {
 namespace {
@@ -211,23 +210,7 @@ std::string LoadReportHtml(const LoadReport& r) {
 }
 
 absl::Status WriteLoadReport(const std::string& path, const LoadReport& report) {
-  const std::string html = LoadReportHtml(report), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::ErrnoToStatus(errno, absl::StrCat("create ", tmp));
-    out << html;
-    if (!out.flush()) {
-      const int err = errno;
-      std::remove(tmp.c_str());
-      return absl::ErrnoToStatus(err ? err : EIO, absl::StrCat("write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat("rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, LoadReportHtml(report));
 }
 
 }  // namespace sinew::client

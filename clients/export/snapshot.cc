@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "clients/lib/atomic_file.h"
 
 namespace sinew::client {
 namespace {
@@ -277,23 +276,7 @@ std::string EncodePng(const Image& img) {
 }
 
 absl::Status WritePng(const std::string& path, const Image& image) {
-  const std::string png = EncodePng(image), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::ErrnoToStatus(errno, absl::StrCat("create ", tmp));
-    out.write(png.data(), std::streamsize(png.size()));
-    if (!out.flush()) {
-      const int err = errno;
-      std::remove(tmp.c_str());
-      return absl::ErrnoToStatus(err ? err : EIO, absl::StrCat("write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat("rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, EncodePng(image));
 }
 
 }  // namespace sinew::client

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "clients/lib/atomic_file.h"
 #include "clients/lib/point_cache.h"
 
 namespace sinew::client {
@@ -109,28 +110,7 @@ absl::Status WriteShardManifest(const std::string& path, const ShardManifest& m)
        << "points " << m.points << "\n"
        << "backend " << m.backend << "\n"
        << "stem " << m.stem << "\n";
-  const std::string body = text.str(), tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", tmp));
-  size_t done = 0;
-  int err = 0;
-  while (done < body.size()) {
-    const ssize_t w = ::write(fd, body.data() + done, body.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      err = w < 0 ? errno : EIO;
-      break;
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat("write ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, text.str());
 }
 
 absl::StatusOr<ShardManifest> ReadShardManifest(const std::string& path) {

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "clients/lib/atomic_file.h"
 
 namespace sinew::client {
 namespace {
@@ -118,6 +119,7 @@ struct ParsedHeader {
   uint32_t points;
   float start_frame, sample_rate;
   uint64_t samples;
+  uint64_t file_bytes = 0;  // the whole file's size (ReadHeaderOf)
 };
 
 absl::StatusOr<ParsedHeader> ParseHeader(const Header& h, const std::string& path) {
@@ -138,6 +140,24 @@ absl::StatusOr<ParsedHeader> ParseHeader(const Header& h, const std::string& pat
   }
   return ParsedHeader{static_cast<uint32_t>(points), std::bit_cast<float>(GetU32(h.bytes + 20)),
                       std::bit_cast<float>(GetU32(h.bytes + 24)), static_cast<uint64_t>(samples)};
+}
+
+// The header of an open PC2 file, with the file's size: what ReadPc2 and InspectPc2 start from.
+absl::StatusOr<ParsedHeader> ReadHeaderOf(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return IoError(errno, "stat", path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < kPc2HeaderBytes) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": truncated PC2 header (", size, " of 32 bytes)"));
+  }
+  Header raw;
+  if (int err = ReadAllAt(fd, raw.bytes, kPc2HeaderBytes, 0); err != 0) {
+    if (err > 0) return IoError(err, "read", path);
+    return absl::FailedPreconditionError(absl::StrCat(path, ": unexpected end of file"));
+  }
+  absl::StatusOr<ParsedHeader> h = ParseHeader(raw, path);
+  if (h.ok()) h->file_bytes = size;
+  return h;
 }
 
 }  // namespace
@@ -308,20 +328,9 @@ absl::Status Pc2Writer::Close() {
 absl::StatusOr<Pc2Data> ReadPc2(const std::string& path) {
   FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return IoError(errno, "open", path);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return IoError(errno, "stat", path);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kPc2HeaderBytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": truncated PC2 header (", size, " of 32 bytes)"));
-  }
-  Header raw;
-  if (int err = ReadAllAt(fd.get(), raw.bytes, kPc2HeaderBytes, 0); err != 0) {
-    if (err > 0) return IoError(err, "read", path);
-    return absl::FailedPreconditionError(absl::StrCat(path, ": unexpected end of file"));
-  }
-  absl::StatusOr<ParsedHeader> h = ParseHeader(raw, path);
+  absl::StatusOr<ParsedHeader> h = ReadHeaderOf(fd.get(), path);
   if (!h.ok()) return h.status();
+  const uint64_t size = h->file_bytes;
 
   const uint64_t frame_bytes = uint64_t{h->points} * 12;
   const uint64_t data_bytes = size - kPc2HeaderBytes;
@@ -372,20 +381,9 @@ absl::StatusOr<Pc2Data> ReadPc2(const std::string& path) {
 absl::StatusOr<Pc2Info> InspectPc2(const std::string& path) {
   FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return IoError(errno, "open", path);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return IoError(errno, "stat", path);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kPc2HeaderBytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": truncated PC2 header (", size, " of 32 bytes)"));
-  }
-  Header raw;
-  if (int err = ReadAllAt(fd.get(), raw.bytes, kPc2HeaderBytes, 0); err != 0) {
-    if (err > 0) return IoError(err, "read", path);
-    return absl::FailedPreconditionError(absl::StrCat(path, ": unexpected end of file"));
-  }
-  absl::StatusOr<ParsedHeader> h = ParseHeader(raw, path);
+  absl::StatusOr<ParsedHeader> h = ReadHeaderOf(fd.get(), path);
   if (!h.ok()) return h.status();
+  const uint64_t size = h->file_bytes;
   Pc2Info info;
   info.points = h->points;
   info.start_frame = h->start_frame;
@@ -500,21 +498,7 @@ absl::Status WriteObjFrame(const std::string& path, std::span<const float> xyz,
     text.append(buf, static_cast<size_t>(len));
   }
 
-  const std::string tmp = path + ".tmp";
-  FdGuard fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return IoError(errno, "open", tmp);
-  absl::Status s;
-  if (int err = WriteAllAt(fd.get(), text.data(), text.size(), 0); err != 0) {
-    s = IoError(err, "write", tmp);
-  } else if (::fsync(fd.get()) != 0) {
-    s = IoError(errno, "fsync", tmp);
-  } else if (::close(fd.release()) != 0) {
-    s = IoError(errno, "close", tmp);
-  } else if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = IoError(errno, "rename to", path);
-  }
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  return WriteFileAtomically(path, text);
 }
 
 std::string ObjFramePath(const std::string& dir, const std::string& stem, uint64_t frame) {

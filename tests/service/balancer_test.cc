@@ -22,22 +22,6 @@ namespace {
 
 constexpr char kHaproxy[] = "/usr/sbin/haproxy";
 
-// A loopback port free at the time of asking (HAProxy cannot bind port 0 and say which it got).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 // How many of a server's sessions there are (asked directly, not through the balancer).
 int SessionsOn(const ServerProcess& server) {
   client::Client c(server.target());
@@ -52,7 +36,7 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
     servers.push_back(std::make_unique<ServerProcess>());
     ASSERT_TRUE(servers.back()->started());
   }
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   ASSERT_GT(port, 0);
   std::vector<std::string> argv = {"/usr/bin/env", "SINEW_LB_BIND=127.0.0.1:" + std::to_string(port)};
   for (int i = 0; i < 3; ++i) argv.push_back("SINEW_BACKEND_" + std::to_string(i) + "=" + servers[i]->target());

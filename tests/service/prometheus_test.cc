@@ -27,22 +27,6 @@ using ::testing::HasSubstr;
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
 constexpr char kPromtool[] = "/usr/bin/promtool";
 
-// A loopback port free when asked (Prometheus cannot listen on port 0 and say which it got).
-int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 std::string UrlEncode(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
@@ -118,11 +102,11 @@ TEST(Prometheus, ScrapesAServerWithTheDeployConfigAndCountsTheFramesDriven) {
     config.assign(std::istreambuf_iterator<char>(in), {});
   }
   config = Replace(config, "sinew-server:9464", "127.0.0.1:" + std::to_string(server.metrics_port()));
-  config = Replace(config, "sinew-server-gpu:9464", "127.0.0.1:" + std::to_string(UnusedPort()));
+  config = Replace(config, "sinew-server-gpu:9464", "127.0.0.1:" + std::to_string(FreeLoopbackPort()));
   config = Replace(config, "15s", "1s");
   std::ofstream(dir / "prometheus.yml") << config;
 
-  const int port = UnusedPort();
+  const int port = FreeLoopbackPort();
   ASSERT_GT(port, 0);
   const pid_t prometheus = SpawnProcess({kPrometheus, "--config.file=" + (dir / "prometheus.yml").string(),
                                          "--storage.tsdb.path=" + (dir / "data").string(),

@@ -48,6 +48,10 @@ int WaitProcess(pid_t pid);
 // programs to start, for slower sanitized builds.
 int TimeoutScale();
 
+// A loopback TCP port free when asked (for programs that cannot listen on port 0 and say which
+// port they got: HAProxy, Prometheus); 0 if none could be had.
+int FreeLoopbackPort();
+
 // GET http://127.0.0.1:port/path over a plain socket; returns the body ("" on failure).
 std::string HttpGet(int port, const std::string& path);
 // The value of one series (a line starting with `series`, labels included) of a Prometheus
