@@ -42,13 +42,16 @@ inline constexpr int kBisections = 12;            // overshoot bisection steps
 inline constexpr float kLeftOwnField = 0.01f;     // f_own below this: the vertex left its bone's field [S]
 inline constexpr int kBetaDiffusion = 6;          // β diffusion iterations before contact smoothing
 inline constexpr float kBetaMin = 1e-3f;          // smoothing moves nodes with β above this
-inline constexpr int kReprojectionSteps = 2;      // elastic: Newton re-projection steps per round
 // Sums over nodes (the CG's dot products): lane t of kReduceLanes accumulates nodes t,
 // t + kReduceLanes, ...; then the lanes are added pairwise, halving — on the CPU and the device.
 inline constexpr uint32_t kReduceLanes = 256;
-inline constexpr double kCgStop = 1e-6;
-inline constexpr int kOwnSideSteps = 4;            // elastic: Newton steps back to the own side [S]
-inline constexpr float kOwnSideSlack = 0.01f;      // elastic: f_other − f_own above its rest value tolerated           // elastic: CG stops when r·r falls below this × r₀·r₀
+inline constexpr double kCgStop = 1e-6;            // elastic: CG stops when r·z falls below this × r₀·z₀
+// Elastic relaxation energy (ElasticImplicitDeformer::Relax) [S]:
+inline constexpr float kSurfaceStiffness = 30;     // k_i = this × cotangent row sum / typical gradient²
+inline constexpr float kOwnSideSlack = 0.01f;      // f_other − f_own above its rest value tolerated
+inline constexpr float kContactGateCos = 0.2f;     // gradients opposed by this cosine: a full contact
+inline constexpr int kLineSearchSteps = 10;        // step halvings before a round counts as converged
+inline constexpr double kArmijo = 1e-4;            // sufficient decrease of E per unit of slope
 inline constexpr float kStateTolerance = 10 * kConvergence;  // elastic: residual reported as converged
 
 // Per-vertex states (VertexState in core/deformer/deformer.h). kMarching is a node still

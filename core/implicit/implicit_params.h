@@ -27,9 +27,9 @@ struct ImplicitConfig : MethodParams {
   uint32_t smoothing_iterations = 3;   // IS: β-weighted Laplacian steps at contacts
   // EIS.
   uint32_t relaxation_iterations = 40;  // conjugate-gradient iterations per relaxation round
-  // Relaxation + re-projection rounds per sub-step, at most: they stop earlier once no node
-  // moves by more than 1e-3 of the mean edge (the thesis iterates to convergence).
-  uint32_t relaxation_rounds = 16;
+  // Gauss-Newton rounds of the relaxation energy per sub-step, at most: they stop earlier once
+  // no node moves by more than 1e-3 of the mean edge (the thesis iterates to convergence).
+  uint32_t relaxation_rounds = 32;
   double min_substep_radians = 0.1;     // floor of the sub-step rule (bend / 3)
   // Ceiling of the sub-step rule: a joint turns by at most this much per sub-step. The thesis'
   // bend / 3 alone lets a 150° jump through in 3 sub-steps of 50°, which leaves the fold behind

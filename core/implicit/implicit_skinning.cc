@@ -58,8 +58,8 @@ constexpr ParamSpec kImplicitSpecs[] = {
     {"contact_angle_degrees", ParamSpec::Type::kNumber, "55", "gradient jump that stops a vertex, (0, 180]"},
     {"smoothing_iterations", ParamSpec::Type::kInteger, "3", "implicit: smoothing steps at contacts, [0, 100]"},
     {"relaxation_iterations", ParamSpec::Type::kInteger, "40", "elastic: CG iterations per relaxation round, [0, 10000]"},
-    {"relaxation_rounds", ParamSpec::Type::kInteger, "16",
-     "elastic: relaxation + re-projection rounds per sub-step, at most (fewer once converged), [1, 1000]"},
+    {"relaxation_rounds", ParamSpec::Type::kInteger, "32",
+     "elastic: Gauss-Newton rounds of the relaxation energy per sub-step, at most (fewer once converged), [1, 1000]"},
     {"min_substep_radians", ParamSpec::Type::kNumber, "0.1", "elastic: sub-step floor (steps <= bend / 3), > 0"},
     {"max_substep_radians", ParamSpec::Type::kNumber, "0.175",
      "elastic: sub-step ceiling (a joint turns at most this much per sub-step), > 0"},
@@ -311,6 +311,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     }
   });
   report(0.95);
+  model->typical_gradient2 = float(std::pow(15.0 / (16.0 * mean_radius), 2));
   model->gradient_floor2 = float(std::pow(1e-3 * 15.0 / (16.0 * mean_radius), 2));
   model->step_cap.assign(nn, float(0.1 * mean_radius));
   {

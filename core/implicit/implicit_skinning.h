@@ -7,9 +7,10 @@
 //   mean-value relaxation; vertices stop at contacts (gradient jump > 55° or loss of
 //   monotonicity), which are then smoothed (§2.7).
 // - "elastic-implicit" (history-dependent, [VGB+14]): the previous result moved rigidly by each
-//   vertex's bone, projected, then relaxed on the tangent planes by a linearised ARAP energy with
-//   rotations fixed to the DQS blend (conjugate gradient), alternated with Newton re-projection;
-//   large motions are split into sub-steps (§2.8).
+//   vertex's bone, projected, then relaxed: one energy (ARAP with rotations fixed to the DQS
+//   blend, a penalty holding each vertex on its iso surface and one on its own side of a
+//   contact) descended by Gauss-Newton with conjugate gradient to convergence; large motions are
+//   split into sub-steps (§2.8).
 // The preparation is in implicit_skinning.cc, the deformers in tracking.cc, the moved-field
 // evaluation they share in field_eval.h. Design notes: docs/implicit-skinning.md.
 //
@@ -76,6 +77,9 @@ class ImplicitModel : public Prepared {
   // Squared gradient norm below which a vertex stops marching (null gradient): (10⁻³ × the
   // typical gradient 15 / (16 r̄))², r̄ the mean support radius.
   float gradient_floor2 = 0;
+  // (15 / (16 r̄))², the typical field gradient squared: scales the elastic relaxation's
+  // surface terms to distances.
+  float typical_gradient2 = 0;
 
   size_t Bytes() const override;
   size_t node_count() const { return iso.size(); }

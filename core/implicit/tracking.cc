@@ -458,7 +458,10 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     std::vector<Eigen::Matrix3f>().swap(rot_);
     std::vector<float>().swap(skinned_);
     std::vector<uint8_t>().swap(free_);
-    for (auto* v : {&normal_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) std::vector<Eigen::Vector3f>().swap(*v);
+    for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_}) {
+      std::vector<Eigen::Vector3f>().swap(*v);
+    }
+    for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_}) std::vector<float>().swap(*v);
     std::vector<double>().swap(partial_);
   }
 
@@ -513,7 +516,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
 
   size_t StateBytes() const override {
     return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
-           cg_x_.size() * 5 * sizeof(Eigen::Vector3f) + free_.size() + partial_.capacity() * sizeof(double) +
+           (cg_x_.size() + e_g_.size()) * 4 * sizeof(Eigen::Vector3f) + x_old_.size() * sizeof(Eigen::Vector3f) +
+           e_c_.size() * 4 * sizeof(float) + free_.size() + partial_.capacity() * sizeof(double) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
 
@@ -606,36 +610,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) rot_[i] = BlendRotation(m_->vertex_of_node[i]);
     });
-    // 4. Tangential relaxation: minimise the ARAP energy with the prescribed rotations over
-    //    displacements in the tangent planes (conjugate gradient, as the thesis suggests in place
-    //    of Jacobi), then Newton re-projection; a few rounds as the tangent planes move.
-    const float tol = float(1e-3 * m_->mean_edge);
-    for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
-      const double moved = RelaxRound(pool);
-      ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) {
-          if (!free_[i]) continue;
-          // Newton steps kept only while they bring the node closer to its iso value: where
-          // the surface has no crossing near the node, unchecked steps would drift it further
-          // every frame (the state carries over).
-          FieldValue v = Eval(i, pos_[i]);
-          for (int k = 0; k < kReprojectionSteps; ++k) {
-            const float g2 = v.g.squaredNorm();
-            const float res = std::abs(v.f - m_->iso[i]);
-            if (g2 < gradient_floor2_ || res < kConvergence) break;
-            Eigen::Vector3f step = ((m_->iso[i] - v.f) / g2) * v.g;
-            const float len = step.norm(), cap = m_->step_cap[i];
-            if (len > cap) step *= cap / len;
-            const FieldValue w = Eval(i, pos_[i] + step);
-            if (!(std::abs(w.f - m_->iso[i]) < res)) break;
-            pos_[i] += step;
-            v = w;
-          }
-        }
-      });
-      OwnSide(pool);
-      if (moved < tol) break;
-    }
+    // 4. Tangential relaxation and projection as one energy, minimised to convergence (Relax).
+    Relax(pool);
     // Lost track [S]: a node out of its own bone's field's support has been carried onto another
     // surface; it restarts from dual quaternion skinning (the history-independent method's
     // start) instead of drifting on over later frames. (No distance test: in a fold the inner
@@ -662,39 +638,209 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     });
   }
 
-  // Own side of a contact [S] (issue 15): a node whose largest other field exceeds its own by
-  // more than it did at rest has been carried past the contact surface onto the other piece's
-  // side (the contact valley is symmetric: projection alone does not tell the sides apart).
-  // Newton steps on h = f_own − f_other + excess₀ bring it back onto that surface from its own
-  // side, each capped like the projection's.
-  void OwnSide(ThreadPool* pool) {
-    ParallelFor(pool, m_->node_count(), 512, [&](size_t b, size_t e) {
+  // The relaxation of one sub-step [S] (issue 15): Gauss-Newton on one energy,
+  //   E(x) = ¼ Σ_i Σ_j w_ij |x_i − x_j − ½(R_i + R_j)(p⁰_i − p⁰_j)|²        ARAP, fixed rotations
+  //        + Σ_i ½ k_i (f(x_i) − iso_i)²                                  on the iso surface
+  //        + Σ_i ½ k_i γ_i min(0, f_own − f_other + excess₀ + slack)²      on its own side
+  // over the free nodes, k_i = kSurfaceStiffness × (node i's cotangent row sum) / g², g the
+  // typical field gradient 15 / (16 r̄), γ_i how much its own and the other field's gradients
+  // oppose at the start (a contact; 0 on the outside of a bend). Each round solves the
+  // Gauss-Newton system by preconditioned conjugate gradient, caps each node's move at its step
+  // cap and halves the step until E decreases (Armijo); the rounds end when no node moves by
+  // relax_tolerance. The thesis alternates a tangential relaxation with re-projection and stops
+  // vertices at contacts; as separate passes those rules fought (a crease vertex pushed across
+  // the contact each round and pulled back), never converged and made the result depend on float
+  // rounding. One energy descended to its minimum is continuous in the pose.
+  void Relax(ThreadPool* pool) {
+    const size_t nn = m_->node_count();
+    for (auto* v : {&e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) v->resize(nn);
+    for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_}) v->resize(nn);
+    free_.resize(nn);
+    const float typical2 = m_->typical_gradient2;
+    ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
-        if (!free_[i]) continue;
-        const int32_t own = m_->own_leaf[i];
-        const uint16_t* cand = &cand_[i * kMaxCandidates];
-        for (int k = 0; k < kOwnSideSteps; ++k) {
-          const FieldValue mine = LeafValue(own, pos_[i]);
-          FieldValue other;
-          for (int c = 0; c < cand_count_[i]; ++c) {
-            if (cand[c] == own) continue;
-            const FieldValue v = LeafValue(cand[c], pos_[i]);
-            if (v.f > other.f) other = v;
-          }
-          const float h = mine.f - other.f + m_->rest_other_excess[i];
-          // Only in a contact, where the two fields' gradients oppose (the contact operator's
-          // own test); where they agree (the outside of a bend) the larger field is no side.
-          if (h >= -kOwnSideSlack || !(mine.g.dot(other.g) < 0)) break;
-          const Eigen::Vector3f gh = mine.g - other.g;
-          const float g2 = gh.squaredNorm();
-          if (g2 < gradient_floor2_) break;
-          Eigen::Vector3f step = (-h / g2) * gh;
-          const float len = step.norm(), cap = m_->step_cap[i];
-          if (len > cap) step *= cap / len;
-          pos_[i] += step;
-        }
+        free_[i] = 0;
+        e_gamma_[i] = 0;
+        e_k_[i] = 0;
+        if (!m_->in_field[i] || m_->ring_offsets[i] == m_->ring_offsets[i + 1]) continue;
+        const FieldValue v = Eval(i, pos_[i]);
+        if (v.g.squaredNorm() < gradient_floor2_) continue;
+        free_[i] = 1;
+        float d = 0;
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) d += m_->cot[r];
+        e_k_[i] = kSurfaceStiffness * d / typical2;
+        FieldValue mine, other;
+        MineAndOther(i, pos_[i], &mine, &other);
+        e_gamma_[i] = ContactGate(mine, other);
       }
     });
+    double energy = Energy(pool);
+    ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
+    const float tol = float(1e-3 * m_->mean_edge);
+    for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
+      // The gradient, and the Gauss-Newton system H δ = −∇E by preconditioned CG.
+      ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) {
+          cg_x_[i].setZero();
+          e_grad_[i].setZero();
+          cg_r_[i].setZero();
+          e_z_[i].setZero();
+          if (!free_[i]) continue;
+          const Eigen::Vector3f pi = P3(m_->rest, i);
+          Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+          for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+            const uint32_t j = m_->ring[r];
+            acc += m_->cot[r] * ((pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (pi - P3(m_->rest, j)));
+          }
+          acc += (e_k_[i] * e_c_[i]) * e_g_[i] + (e_k_[i] * e_gamma_[i] * e_h_[i]) * e_gh_[i];
+          e_grad_[i] = acc;
+          cg_r_[i] = -acc;
+          e_z_[i] = Precondition(i, cg_r_[i]);
+        }
+      });
+      cg_d_ = e_z_;
+      double rz = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
+        for (size_t i = lo; i < hi; ++i) v[i] = double(cg_r_[i].dot(e_z_[i]));
+      });
+      const double stop = kCgStop * rz;
+      for (uint32_t it = 0; it < config_.relaxation_iterations && rz > stop && rz > 0; ++it) {
+        const double dq = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
+          for (size_t i = lo; i < hi; ++i) {
+            cg_q_[i] = Hessian(i, cg_d_);
+            v[i] = double(cg_d_[i].dot(cg_q_[i]));
+          }
+        });
+        if (!(dq > 0)) break;
+        const float alpha = float(rz / dq);
+        const double rz_next = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
+          for (size_t i = lo; i < hi; ++i) {
+            cg_x_[i] += alpha * cg_d_[i];
+            cg_r_[i] -= alpha * cg_q_[i];
+            e_z_[i] = free_[i] ? Precondition(i, cg_r_[i]) : Eigen::Vector3f::Zero();
+            v[i] = double(cg_r_[i].dot(e_z_[i]));
+          }
+        });
+        const float beta = float(rz_next / rz);
+        rz = rz_next;
+        ParallelFor(cg_pool, nn, 2048, [&](size_t b, size_t e) {
+          for (size_t i = b; i < e; ++i) cg_d_[i] = e_z_[i] + beta * cg_d_[i];
+        });
+      }
+      // A linearised move is only valid near the point: each node moves at most its step cap.
+      float dmax = 0;
+      for (size_t i = 0; i < nn; ++i) {
+        x_old_[i] = pos_[i];
+        if (!free_[i]) continue;
+        const float len = cg_x_[i].norm(), cap = m_->step_cap[i];
+        if (len > cap) cg_x_[i] *= cap / len;
+        dmax = std::max(dmax, cg_x_[i].norm());
+      }
+      const double slope = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
+        for (size_t i = lo; i < hi; ++i) v[i] = double(e_grad_[i].dot(cg_x_[i]));
+      });
+      if (!(slope < 0)) break;
+      bool accepted = false;
+      float a = 1;
+      for (int t = 0; t < kLineSearchSteps; ++t, a *= 0.5f) {
+        for (size_t i = 0; i < nn; ++i) {
+          if (free_[i]) pos_[i] = x_old_[i] + a * cg_x_[i];
+        }
+        const double trial = Energy(pool);
+        if (trial <= energy + kArmijo * a * slope) {
+          energy = trial;
+          accepted = true;
+          break;
+        }
+      }
+      if (!accepted) {  // at the limit of float resolution: the minimum
+        pos_ = x_old_;
+        break;
+      }
+      if (a * dmax < tol) break;
+    }
+  }
+
+  // Node i's own field and the largest other candidate field at x.
+  void MineAndOther(size_t i, const Eigen::Vector3f& x, FieldValue* mine, FieldValue* other) const {
+    const int32_t own = m_->own_leaf[i];
+    const uint16_t* cand = &cand_[i * kMaxCandidates];
+    *mine = LeafValue(own, x);
+    *other = FieldValue();
+    for (int c = 0; c < cand_count_[i]; ++c) {
+      if (cand[c] == own) continue;
+      const FieldValue v = LeafValue(cand[c], x);
+      if (v.f > other->f) *other = v;
+    }
+  }
+
+  // How much the two fields' gradients oppose, in [0, 1]: 1 from a cosine of −kContactGateCos.
+  static float ContactGate(const FieldValue& mine, const FieldValue& other) {
+    if (!(other.f > 0)) return 0.f;
+    const float gm = mine.g.norm(), go = other.g.norm();
+    if (!(gm > 0 && go > 0)) return 0.f;
+    return std::clamp(-mine.g.dot(other.g) / (gm * go) / kContactGateCos, 0.f, 1.f);
+  }
+
+  // E at pos_, and each free node's terms there (e_g_, e_c_, e_gh_, e_h_).
+  double Energy(ThreadPool* pool) {
+    return Sum(pool, m_->node_count(), [&](size_t lo, size_t hi, double* out) {
+      for (size_t i = lo; i < hi; ++i) {
+        double e = 0;
+        const Eigen::Vector3f pi = P3(m_->rest, i);
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+          const uint32_t j = m_->ring[r];
+          const Eigen::Vector3f d = (pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (pi - P3(m_->rest, j));
+          e += 0.25 * double(m_->cot[r]) * double(d.squaredNorm());
+        }
+        if (free_[i]) {
+          const FieldValue v = Eval(i, pos_[i]);
+          e_g_[i] = v.g;
+          e_c_[i] = v.f - m_->iso[i];
+          e_h_[i] = 0;
+          e_gh_[i].setZero();
+          if (e_gamma_[i] > 0) {
+            FieldValue mine, other;
+            MineAndOther(i, pos_[i], &mine, &other);
+            const float h = mine.f - other.f + m_->rest_other_excess[i] + kOwnSideSlack;
+            if (h < 0) {
+              e_h_[i] = h;
+              e_gh_[i] = mine.g - other.g;
+            }
+          }
+          e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + double(e_gamma_[i]) * e_h_[i] * e_h_[i]);
+        }
+        out[i] = e;
+      }
+    });
+  }
+
+  // The Gauss-Newton matrix times v at free node i: Σ_j w_ij (v_i − v_j) (fixed nodes' v = 0)
+  // + k g gᵀ v_i + k γ ∇h ∇hᵀ v_i.
+  Eigen::Vector3f Hessian(size_t i, const std::vector<Eigen::Vector3f>& v) const {
+    if (!free_[i]) return Eigen::Vector3f::Zero();
+    Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+    for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+      const uint32_t j = m_->ring[r];
+      acc += m_->cot[r] * (free_[j] ? Eigen::Vector3f(v[i] - v[j]) : v[i]);
+    }
+    acc += (e_k_[i] * e_g_[i].dot(v[i])) * e_g_[i] + (e_k_[i] * e_gamma_[i] * e_gh_[i].dot(v[i])) * e_gh_[i];
+    return acc;
+  }
+
+  // The inverse of H's 3x3 diagonal block at node i, d I + a u uᵀ + b w wᵀ, applied to y: two
+  // Sherman–Morrison updates.
+  Eigen::Vector3f Precondition(size_t i, const Eigen::Vector3f& y) const {
+    float d = 0;
+    for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) d += m_->cot[r];
+    const Eigen::Vector3f& u = e_g_[i];
+    const Eigen::Vector3f& w = e_gh_[i];
+    const float a = e_k_[i], b = e_k_[i] * e_gamma_[i];
+    const float su = a / (d + a * u.dot(u));
+    auto first = [&](const Eigen::Vector3f& z) -> Eigen::Vector3f { return (z - (su * u.dot(z)) * u) / d; };
+    const Eigen::Vector3f p = first(y);
+    if (!(b > 0)) return p;
+    const Eigen::Vector3f q = first(w);
+    return p - (b * w.dot(p) / (1 + b * w.dot(q))) * q;
   }
 
   // Sum over [0, n) of the per-node values fn(b, e, values) writes for its range, added in the
@@ -714,91 +860,6 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       for (uint32_t l = 0; l < stride; ++l) lane[l] += lane[l + stride];
     }
     return lane[0];
-  }
-
-  // (L x)_i = Σ_j w_ij (x_i − x_j), projected on node i's tangent plane, for i in [b, e); 0 on
-  // fixed nodes.
-  void ApplyProjected(const std::vector<Eigen::Vector3f>& x, std::vector<Eigen::Vector3f>& y, size_t b, size_t e) const {
-    for (size_t i = b; i < e; ++i) {
-      if (!free_[i]) {
-        y[i].setZero();
-        continue;
-      }
-      Eigen::Vector3f acc = Eigen::Vector3f::Zero();
-      for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * (x[i] - x[m_->ring[r]]);
-      y[i] = acc - normal_[i] * normal_[i].dot(acc);
-    }
-  }
-
-  // One round of tangent-plane ARAP with fixed rotations: solves P L P δ = P (b − L p) by
-  // conjugate gradient, b_i = Σ_j w_ij ½(R_i + R_j)(p⁰_i − p⁰_j). Returns the largest move.
-  double RelaxRound(ThreadPool* pool) {
-    const size_t nn = m_->node_count();
-    free_.resize(nn);
-    normal_.resize(nn);
-    cg_r_.resize(nn);
-    cg_d_.resize(nn);
-    cg_q_.resize(nn);
-    cg_x_.assign(nn, Eigen::Vector3f::Zero());
-    ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        free_[i] = 0;
-        cg_r_[i].setZero();
-        if (!m_->in_field[i] || m_->ring_offsets[i] == m_->ring_offsets[i + 1]) continue;
-        const FieldValue v = Eval(i, pos_[i]);
-        const float g2 = v.g.squaredNorm();
-        if (g2 < gradient_floor2_) continue;
-        free_[i] = 1;
-        normal_[i] = v.g / std::sqrt(g2);
-        const Eigen::Vector3f pi = P3(m_->rest, i);
-        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
-        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
-          const uint32_t j = m_->ring[r];
-          acc += m_->cot[r] * (0.5f * (rot_[i] + rot_[j]) * (pi - P3(m_->rest, j)) - (pos_[i] - pos_[j]));
-        }
-        cg_r_[i] = acc - normal_[i] * normal_[i].dot(acc);
-      }
-    });
-    cg_d_ = cg_r_;
-    // The CG loops are short: below ~8k nodes the pool's wake-ups cost more than they save.
-    ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
-    double rr = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
-      for (size_t i = lo; i < hi; ++i) v[i] = double(cg_r_[i].squaredNorm());
-    });
-    const double stop = kCgStop * rr;
-    for (uint32_t it = 0; it < config_.relaxation_iterations && rr > stop && rr > 0; ++it) {
-      // q = P L P d and d·q in one pass; x, r and r·r in a second; d in a third.
-      const double dq = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
-        ApplyProjected(cg_d_, cg_q_, lo, hi);
-        for (size_t i = lo; i < hi; ++i) v[i] = double(cg_d_[i].dot(cg_q_[i]));
-      });
-      if (!(dq > 0)) break;
-      const float alpha = float(rr / dq);
-      const double rr_next = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
-        for (size_t i = lo; i < hi; ++i) {
-          cg_x_[i] += alpha * cg_d_[i];
-          cg_r_[i] -= alpha * cg_q_[i];
-          v[i] = double(cg_r_[i].squaredNorm());
-        }
-      });
-      const float beta = float(rr_next / rr);
-      rr = rr_next;
-      ParallelFor(cg_pool, nn, 2048, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) cg_d_[i] = cg_r_[i] + beta * cg_d_[i];
-      });
-    }
-    // A tangent-plane move is only valid near the point (the surface curves away): each node
-    // moves at most its step cap per round, the next round continues from the re-projection.
-    float moved = 0;
-    for (size_t i = 0; i < nn; ++i) {
-      if (!free_[i]) continue;
-      Eigen::Vector3f dx = cg_x_[i];
-      const float len = dx.norm(), cap = m_->step_cap[i];
-      if (len > cap) dx *= cap / len;
-      pos_[i] += dx;
-      moved = std::max(moved, dx.norm());
-    }
-    return moved;
   }
 
   Eigen::Matrix3f BlendRotation(uint32_t v) const {
@@ -822,7 +883,11 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<Eigen::Matrix3f> rot_;
   std::vector<float> skinned_;
   std::vector<uint8_t> free_;
-  std::vector<Eigen::Vector3f> normal_, cg_x_, cg_r_, cg_d_, cg_q_;
+  std::vector<Eigen::Vector3f> cg_x_, cg_r_, cg_d_, cg_q_;
+  // Relax's per-node terms: field gradient, ∇h, energy gradient, preconditioned residual, the
+  // positions before a round's step; field residual, h, stiffness k, contact gate γ.
+  std::vector<Eigen::Vector3f> e_g_, e_gh_, e_grad_, e_z_, x_old_;
+  std::vector<float> e_c_, e_h_, e_k_, e_gamma_;
   std::vector<double> partial_;
   bool device_reset_ = true;
 };

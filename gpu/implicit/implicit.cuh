@@ -81,15 +81,18 @@ struct ImplicitModelView {
   int32_t root, op_n, op_nd;
   float gradient_floor2;
   float relax_tolerance;  // elastic: a round that moves no node farther than this is the last
-  uint32_t unused;
+  float typical_gradient2;
 };
 
 // Scalars of one session's elastic conjugate-gradient solve, written by one thread between passes.
 struct ImplicitScalars {
   double rr, stop;
+  double energy, slope;  // the relaxation energy at the positions; the round's step · gradient
   float alpha, beta;
-  uint32_t rounds;    // relaxation rounds of this sub-step (cut short when one moves too little)
-  uint32_t cg_limit;  // CG iterations of this round (cut short at convergence)
+  float dmax;            // the round's largest (capped) step
+  uint32_t rounds;       // relaxation rounds of this sub-step (cut short at convergence)
+  uint32_t cg_limit;     // CG iterations of this round (cut short at convergence)
+  uint32_t search;       // the round's line search: 0 going on, 1 a step taken, 2 none decreased E
 };
 
 struct ImplicitStateView {
@@ -107,8 +110,20 @@ struct ImplicitStateView {
   float* beta_next;
   float* rot;       // elastic: 9 per node (row-major)
   uint8_t* free_nodes;
-  float* normal;    // elastic: 3 per node, and the CG vectors
-  float* cg_x;
+  // elastic relaxation (ElasticImplicitDeformer::Relax): per node the field gradient, ∇h, the
+  // energy's gradient, the preconditioned residual, the positions before the round's step (3
+  // each); the field residual, h, the stiffness k and the contact gate γ; the node's energy.
+  float* e_g;
+  float* e_gh;
+  float* e_grad;
+  float* e_z;
+  float* x_old;
+  float* e_c;
+  float* e_h;
+  float* e_k;
+  float* e_gamma;
+  double* e_node;
+  float* cg_x;      // the CG vectors, 3 per node
   float* cg_r;
   float* cg_d;
   float* cg_q;
@@ -500,25 +515,42 @@ SINEW_HD void BlendRotation(const ImplicitModelView& m, const float* dq, uint32_
   r[8] = 1 - (txx + tyy);
 }
 
-// Elastic: y_i = P_i Σ_j w_ij (x_i − x_j) on free nodes, 0 on fixed ones.
-SINEW_HD V3 ApplyProjected(const ImplicitItem& it, const float* x, uint32_t i) {
+// Elastic: the Gauss-Newton matrix of the relaxation energy times x at node i (Hessian in
+// tracking.cc): Σ_j w_ij (x_i − x_j) (fixed nodes' x = 0) + k g gᵀ x_i + k γ ∇h ∇hᵀ x_i.
+SINEW_HD V3 RelaxHessian(const ImplicitItem& it, const float* x, uint32_t i) {
   const ImplicitModelView& m = it.model;
   const ImplicitStateView& s = it.state;
   if (!s.free_nodes[i]) return {0, 0, 0};
   const V3 xi = Load3(x, i);
   V3 acc{0, 0, 0};
-  for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) acc = acc + m.cot[r] * (xi - Load3(x, m.ring[r]));
-  const V3 n = Load3(s.normal, i);
-  const float d = Dot(n, acc);
-  return {acc.x - n.x * d, acc.y - n.y * d, acc.z - n.z * d};
+  for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
+    const uint32_t j = m.ring[r];
+    acc = acc + m.cot[r] * (s.free_nodes[j] ? xi - Load3(x, j) : xi);
+  }
+  const V3 g = Load3(s.e_g, i), gh = Load3(s.e_gh, i);
+  const float k = s.e_k[i];
+  acc = acc + ((k * Dot(g, xi)) * g + (k * s.e_gamma[i] * Dot(gh, xi)) * gh);
+  return acc;
 }
 
-// Elastic: the node's move of this round, capped at its step cap.
-SINEW_HD V3 CappedMove(const ImplicitItem& it, uint32_t i) {
-  V3 dx = Load3(it.state.cg_x, i);
-  const float len = Norm(dx), cap = it.model.step_cap[i];
-  if (len > cap) dx = V3{dx.x * (cap / len), dx.y * (cap / len), dx.z * (cap / len)};
-  return dx;
+// Elastic: the inverse of the relaxation matrix's 3x3 block at node i, d I + a u uᵀ + b w wᵀ,
+// applied to y (Precondition in tracking.cc: two Sherman–Morrison updates).
+SINEW_HD V3 RelaxFirst(V3 u, float su, float d, V3 z) {
+  const V3 t = z - (su * Dot(u, z)) * u;
+  return {t.x / d, t.y / d, t.z / d};
+}
+SINEW_HD V3 RelaxPrecondition(const ImplicitItem& it, uint32_t i, V3 y) {
+  const ImplicitModelView& m = it.model;
+  const ImplicitStateView& s = it.state;
+  float d = 0;
+  for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) d += m.cot[r];
+  const V3 u = Load3(s.e_g, i), w = Load3(s.e_gh, i);
+  const float a = s.e_k[i], b = s.e_k[i] * s.e_gamma[i];
+  const float su = a / (d + a * Dot(u, u));
+  const V3 p = RelaxFirst(u, su, d, y);
+  if (!(b > 0)) return p;
+  const V3 q = RelaxFirst(u, su, d, w);
+  return p - (b * Dot(w, p) / (1 + b * Dot(w, q))) * q;
 }
 
 // The batch's two grids: every node, or every vertex, of its items one after another.

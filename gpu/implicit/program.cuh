@@ -172,6 +172,29 @@ SINEW_HD bool CgLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint
   return RoundLive(it, step, round) && k < it.state.scalars->cg_limit;
 }
 
+// Node i's own field and the largest other candidate field at x.
+SINEW_HD void MineAndOther(const ImplicitItem& it, const float* leaves, uint32_t i, V3 x, FieldValue* mine, FieldValue* other) {
+  const ImplicitModelView& m = it.model;
+  const uint32_t own = uint32_t(m.own_leaf[i]);
+  const uint16_t* cand = it.state.cand + size_t(i) * imp::kMaxCandidates;
+  *mine = LeafValue(m, leaves, own, x);
+  *other = FieldValue{0, {0, 0, 0}};
+  for (int c = 0; c < it.state.cand_count[i]; ++c) {
+    if (cand[c] == own) continue;
+    const FieldValue v = LeafValue(m, leaves, cand[c], x);
+    if (v.f > other->f) *other = v;
+  }
+}
+// How much the two fields' gradients oppose, in [0, 1] (ContactGate in tracking.cc).
+SINEW_HD float ContactGate(const FieldValue& mine, const FieldValue& other) {
+  if (!(other.f > 0)) return 0.f;
+  const float gm = Norm(mine.g), go = Norm(other.g);
+  if (!(gm > 0 && go > 0)) return 0.f;
+  return fminf(fmaxf(-Dot(mine.g, other.g) / (gm * go) / imp::kContactGateCos, 0.f), 1.f);
+}
+// The line search's step 2⁻ᵗ.
+SINEW_HD float TrialStep(uint32_t t) { return ldexpf(1.f, -int(t)); }
+
 struct StepBegin {
   uint32_t step;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it) const {
@@ -213,26 +236,122 @@ struct StepRotations {
   }
 };
 
-// Tangent-plane ARAP with fixed rotations (RelaxRound): free nodes, normals, r = P(b − L p).
-struct RelaxStart {
-  uint32_t step, round;
+// The relaxation energy (ElasticImplicitDeformer::Relax): free nodes, stiffness and contact gate.
+struct RelaxSetup {
+  uint32_t step;
   SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
-    if (!RoundLive(it, step, round)) return;
+    if (!StepLive(it, step)) return;
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
     s.free_nodes[i] = 0;
-    Store3(s.cg_x, i, {0, 0, 0});
-    Store3(s.cg_r, i, {0, 0, 0});
-    Store3(s.cg_d, i, {0, 0, 0});
+    s.e_gamma[i] = 0;
+    s.e_k[i] = 0;
     if (!m.in_field[i] || m.ring_offsets[i] == m.ring_offsets[i + 1]) return;
-    const V3 pos = Load3(s.pos, i);
-    const FieldValue v = EvalAt(it, Leaves(it, StepParams(b, it, step)), i, pos);
-    const float g2 = Dot(v.g, v.g);
-    if (g2 < m.gradient_floor2) return;
+    const float* leaves = Leaves(it, StepParams(b, it, step));
+    const V3 x = Load3(s.pos, i);
+    const FieldValue v = EvalAt(it, leaves, i, x);
+    if (Dot(v.g, v.g) < m.gradient_floor2) return;
     s.free_nodes[i] = 1;
-    const float gn = sqrtf(g2);
-    const V3 n{v.g.x / gn, v.g.y / gn, v.g.z / gn};
-    Store3(s.normal, i, n);
+    float d = 0;
+    for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) d += m.cot[r];
+    s.e_k[i] = imp::kSurfaceStiffness * d / m.typical_gradient2;
+    FieldValue mine, other;
+    MineAndOther(it, leaves, i, x, &mine, &other);
+    s.e_gamma[i] = ContactGate(mine, other);
+  }
+};
+
+// Each node's energy at the positions and its terms (Energy): the sub-step's start (round =
+// kStart) or trial t of round r's line search.
+inline constexpr uint32_t kStart = ~0u;
+SINEW_HD bool TrialLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
+  return RoundLive(it, step, round) && it.state.scalars->search == 0;
+}
+SINEW_HD bool EnergyLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
+  return round == kStart ? StepLive(it, step) : TrialLive(it, step, round);
+}
+struct EnergyTerms {
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
+    if (!EnergyLive(it, step, round)) return;
+    const ImplicitModelView& m = it.model;
+    const ImplicitStateView& s = it.state;
+    const V3 x = Load3(s.pos, i);
+    const V3 pi = Load3(m.rest, i);
+    const float* ri = s.rot + 9 * size_t(i);
+    double e = 0;
+    for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
+      const uint32_t j = m.ring[r];
+      const float* rj = s.rot + 9 * size_t(j);
+      float half[9];
+      for (int k = 0; k < 9; ++k) half[k] = 0.5f * (ri[k] + rj[k]);
+      const V3 d = (x - Load3(s.pos, j)) - Mul3(half, pi - Load3(m.rest, j));
+      e += 0.25 * double(m.cot[r]) * double(Dot(d, d));
+    }
+    if (s.free_nodes[i]) {
+      const float* leaves = Leaves(it, StepParams(b, it, step));
+      const FieldValue v = EvalAt(it, leaves, i, x);
+      const float c = v.f - m.iso[i];
+      float h = 0;
+      V3 gh{0, 0, 0};
+      if (s.e_gamma[i] > 0) {
+        FieldValue mine, other;
+        MineAndOther(it, leaves, i, x, &mine, &other);
+        const float hv = mine.f - other.f + m.rest_other_excess[i] + imp::kOwnSideSlack;
+        if (hv < 0) {
+          h = hv;
+          gh = mine.g - other.g;
+        }
+      }
+      Store3(s.e_g, i, v.g);
+      Store3(s.e_gh, i, gh);
+      s.e_c[i] = c;
+      s.e_h[i] = h;
+      e += 0.5 * double(s.e_k[i]) * (double(c) * c + double(s.e_gamma[i]) * h * h);
+    }
+    s.e_node[i] = e;
+  }
+};
+// E: the start's value, or the line search's test (Armijo): a step that decreases E enough is
+// taken (and one that moved no node by relax_tolerance ends the rounds); after the last halving
+// none is, and the round restores the positions and ends the rounds.
+struct EnergySum {
+  static constexpr bool kMax = false;
+  uint32_t step, round, trial;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return EnergyLive(it, step, round); }
+  SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const { return it.state.e_node[i]; }
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double e) const {
+    ImplicitScalars& sc = *it.state.scalars;
+    if (round == kStart) {
+      sc.energy = e;
+      return;
+    }
+    const float a = TrialStep(trial);
+    if (e <= sc.energy + imp::kArmijo * a * sc.slope) {
+      sc.energy = e;
+      sc.search = 1;
+      if (a * sc.dmax < it.model.relax_tolerance) sc.rounds = round + 1;
+    } else if (trial + 1 == uint32_t(imp::kLineSearchSteps)) {
+      sc.search = 2;
+      sc.rounds = round + 1;
+    }
+  }
+};
+
+// The gradient of E, and the start of the preconditioned CG on H δ = −∇E.
+struct RelaxGradient {
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (!RoundLive(it, step, round)) return;
+    const ImplicitModelView& m = it.model;
+    const ImplicitStateView& s = it.state;
+    Store3(s.cg_x, i, {0, 0, 0});
+    Store3(s.e_grad, i, {0, 0, 0});
+    Store3(s.cg_r, i, {0, 0, 0});
+    Store3(s.e_z, i, {0, 0, 0});
+    Store3(s.cg_d, i, {0, 0, 0});
+    if (!s.free_nodes[i]) return;
+    const V3 x = Load3(s.pos, i);
     const V3 pi = Load3(m.rest, i);
     const float* ri = s.rot + 9 * size_t(i);
     V3 acc{0, 0, 0};
@@ -241,37 +360,39 @@ struct RelaxStart {
       const float* rj = s.rot + 9 * size_t(j);
       float half[9];
       for (int k = 0; k < 9; ++k) half[k] = 0.5f * (ri[k] + rj[k]);
-      const V3 e = Mul3(half, pi - Load3(m.rest, j)) - (pos - Load3(s.pos, j));
-      acc = acc + m.cot[r] * e;
+      acc = acc + m.cot[r] * ((x - Load3(s.pos, j)) - Mul3(half, pi - Load3(m.rest, j)));
     }
-    const float d = Dot(n, acc);
-    const V3 res{acc.x - n.x * d, acc.y - n.y * d, acc.z - n.z * d};
+    const float k = s.e_k[i];
+    acc = acc + ((k * s.e_c[i]) * Load3(s.e_g, i) + (k * s.e_gamma[i] * s.e_h[i]) * Load3(s.e_gh, i));
+    Store3(s.e_grad, i, acc);
+    const V3 res{-acc.x, -acc.y, -acc.z};
     Store3(s.cg_r, i, res);
-    Store3(s.cg_d, i, res);
+    const V3 z = RelaxPrecondition(it, i, res);
+    Store3(s.e_z, i, z);
+    Store3(s.cg_d, i, z);
   }
 };
 
-// r·r: starts the round's conjugate gradient.
+// r·z: starts the round's conjugate gradient.
 struct CgStart {
   static constexpr bool kMax = false;
   uint32_t step, round;
   SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    const V3 r = Load3(it.state.cg_r, i);
-    return double(Dot(r, r));
+    return double(Dot(Load3(it.state.cg_r, i), Load3(it.state.e_z, i)));
   }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rr) const {
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rz) const {
     ImplicitScalars& sc = *it.state.scalars;
-    sc.rr = rr;
-    sc.stop = imp::kCgStop * rr;
-    sc.cg_limit = rr > sc.stop && rr > 0 ? it.settings.relaxation_iterations : 0;
+    sc.rr = rz;
+    sc.stop = imp::kCgStop * rz;
+    sc.cg_limit = rz > sc.stop && rz > 0 ? it.settings.relaxation_iterations : 0;
   }
 };
 
-struct CgProduct {  // q = P L P d
+struct CgProduct {  // q = H d
   uint32_t step, round, k;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (CgLive(it, step, round, k)) Store3(it.state.cg_q, i, ApplyProjected(it, it.state.cg_d, i));
+    if (CgLive(it, step, round, k)) Store3(it.state.cg_q, i, RelaxHessian(it, it.state.cg_d, i));
   }
 };
 struct CgCurvature {  // d·q -> α (a non-positive curvature ends the solve)
@@ -287,115 +408,92 @@ struct CgCurvature {  // d·q -> α (a non-positive curvature ends the solve)
     else sc.alpha = float(sc.rr / dq);
   }
 };
-struct CgUpdate {  // x += α d, r −= α q
+struct CgUpdate {  // x += α d, r −= α q, z = M⁻¹ r
   uint32_t step, round, k;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
     if (!CgLive(it, step, round, k)) return;
     const ImplicitStateView& s = it.state;
     const float alpha = s.scalars->alpha;
     Store3(s.cg_x, i, Load3(s.cg_x, i) + alpha * Load3(s.cg_d, i));
-    Store3(s.cg_r, i, Load3(s.cg_r, i) - alpha * Load3(s.cg_q, i));
+    const V3 r = Load3(s.cg_r, i) - alpha * Load3(s.cg_q, i);
+    Store3(s.cg_r, i, r);
+    Store3(s.e_z, i, s.free_nodes[i] ? RelaxPrecondition(it, i, r) : V3{0, 0, 0});
   }
 };
-struct CgResidual {  // r·r -> β; converged: this iteration is the last
+struct CgResidual {  // r·z -> β; converged: this iteration is the last
   static constexpr bool kMax = false;
   uint32_t step, round, k;
   SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    const V3 r = Load3(it.state.cg_r, i);
-    return double(Dot(r, r));
+    return double(Dot(Load3(it.state.cg_r, i), Load3(it.state.e_z, i)));
   }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rr) const {
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rz) const {
     ImplicitScalars& sc = *it.state.scalars;
-    sc.beta = float(rr / sc.rr);
-    sc.rr = rr;
-    if (!(rr > sc.stop && rr > 0)) sc.cg_limit = k + 1;
+    sc.beta = float(rz / sc.rr);
+    sc.rr = rz;
+    if (!(rz > sc.stop && rz > 0)) sc.cg_limit = k + 1;
   }
 };
-struct CgDirection {  // d = r + β d
+struct CgDirection {  // d = z + β d
   uint32_t step, round, k;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
     if (!CgLive(it, step, round, k)) return;
     const ImplicitStateView& s = it.state;
-    Store3(s.cg_d, i, Load3(s.cg_r, i) + s.scalars->beta * Load3(s.cg_d, i));
+    Store3(s.cg_d, i, Load3(s.e_z, i) + s.scalars->beta * Load3(s.cg_d, i));
   }
 };
 
-// The round's largest (capped) move; a small one makes this round the last.
-struct RoundMoved {
+// Each node's step capped at its step cap; the positions before it kept.
+struct RelaxCap {
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (!RoundLive(it, step, round)) return;
+    const ImplicitStateView& s = it.state;
+    Store3(s.x_old, i, Load3(s.pos, i));
+    if (!s.free_nodes[i]) return;
+    V3 dx = Load3(s.cg_x, i);
+    const float len = Norm(dx), cap = it.model.step_cap[i];
+    if (len > cap) dx = (cap / len) * dx;
+    Store3(s.cg_x, i, dx);
+  }
+};
+struct RelaxLongest {  // the largest capped step
   static constexpr bool kMax = true;
   uint32_t step, round;
   SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    return it.state.free_nodes[i] ? double(Norm(CappedMove(it, i))) : 0.0;
+    return it.state.free_nodes[i] ? double(Norm(Load3(it.state.cg_x, i))) : 0.0;
   }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double moved) const {
-    if (float(moved) < it.model.relax_tolerance) it.state.scalars->rounds = round + 1;
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double dmax) const { it.state.scalars->dmax = float(dmax); }
+};
+struct RelaxSlope {  // ∇E · δ; not a descent direction: the rounds end here
+  static constexpr bool kMax = false;
+  uint32_t step, round;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
+  SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    return double(Dot(Load3(it.state.e_grad, i), Load3(it.state.cg_x, i)));
+  }
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double slope) const {
+    ImplicitScalars& sc = *it.state.scalars;
+    sc.slope = slope;
+    sc.search = 0;
+    if (!(slope < 0)) sc.rounds = round;
   }
 };
-struct RelaxMove {
+// Trial t of the line search: x_old + 2⁻ᵗ δ.
+struct RelaxTrial {
+  uint32_t step, round, trial;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (!TrialLive(it, step, round) || !it.state.free_nodes[i]) return;
+    const ImplicitStateView& s = it.state;
+    Store3(s.pos, i, Load3(s.x_old, i) + TrialStep(trial) * Load3(s.cg_x, i));
+  }
+};
+struct RelaxRestore {  // no trial decreased E: back to the round's start
   uint32_t step, round;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!RoundLive(it, step, round) || !it.state.free_nodes[i]) return;
-    Store3(it.state.pos, i, Load3(it.state.pos, i) + CappedMove(it, i));
-  }
-};
-
-// Newton re-projection, a step kept only while it brings the node closer to its iso value.
-struct Reproject {
-  uint32_t step, round;
-  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
-    if (!RoundLive(it, step, round) || !it.state.free_nodes[i]) return;
-    const ImplicitModelView& m = it.model;
-    const float* leaves = Leaves(it, StepParams(b, it, step));
-    V3 x = Load3(it.state.pos, i);
-    FieldValue v = EvalAt(it, leaves, i, x);
-    const float iso = m.iso[i];
-    for (int k = 0; k < imp::kReprojectionSteps; ++k) {
-      const float g2 = Dot(v.g, v.g);
-      const float res = fabsf(v.f - iso);
-      if (g2 < m.gradient_floor2 || res < imp::kConvergence) break;
-      V3 s = ((iso - v.f) / g2) * v.g;
-      const float len = Norm(s), cap = m.step_cap[i];
-      if (len > cap) s = V3{s.x * (cap / len), s.y * (cap / len), s.z * (cap / len)};
-      const FieldValue w = EvalAt(it, leaves, i, x + s);
-      if (!(fabsf(w.f - iso) < res)) break;
-      x = x + s;
-      v = w;
-    }
-    Store3(it.state.pos, i, x);
-  }
-};
-
-// Own side of a contact (ElasticImplicitDeformer::OwnSide).
-struct OwnSide {
-  uint32_t step, round;
-  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
-    if (!RoundLive(it, step, round) || !it.state.free_nodes[i]) return;
-    const ImplicitModelView& m = it.model;
-    const float* leaves = Leaves(it, StepParams(b, it, step));
-    const uint32_t own = uint32_t(m.own_leaf[i]);
-    const uint16_t* cand = it.state.cand + size_t(i) * imp::kMaxCandidates;
-    V3 x = Load3(it.state.pos, i);
-    for (int k = 0; k < imp::kOwnSideSteps; ++k) {
-      const FieldValue mine = LeafValue(m, leaves, own, x);
-      FieldValue other{0, {0, 0, 0}};
-      for (int c = 0; c < it.state.cand_count[i]; ++c) {
-        if (cand[c] == own) continue;
-        const FieldValue v = LeafValue(m, leaves, cand[c], x);
-        if (v.f > other.f) other = v;
-      }
-      const float h = mine.f - other.f + m.rest_other_excess[i];
-      if (h >= -imp::kOwnSideSlack || !(Dot(mine.g, other.g) < 0)) break;
-      const V3 gh = mine.g - other.g;
-      const float g2 = Dot(gh, gh);
-      if (g2 < m.gradient_floor2) break;
-      V3 s = (-h / g2) * gh;
-      const float len = Norm(s), cap = m.step_cap[i];
-      if (len > cap) s = V3{s.x * (cap / len), s.y * (cap / len), s.z * (cap / len)};
-      x = x + s;
-    }
-    Store3(it.state.pos, i, x);
+    if (!RoundLive(it, step, round) || it.state.scalars->search != 2) return;
+    Store3(it.state.pos, i, Load3(it.state.x_old, i));
   }
 };
 
@@ -473,8 +571,11 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
       x.Nodes(StepStart{s});
       for (uint32_t k = 0; k < l.max_iterations; ++k) x.Nodes(Newton{s, k, true});
       x.Nodes(StepRotations{s});
+      x.Nodes(RelaxSetup{s});
+      x.Nodes(EnergyTerms{s, kStart});
+      x.Reduce(EnergySum{s, kStart, 0});
       for (uint32_t r = 0; r < l.relaxation_rounds; ++r) {
-        x.Nodes(RelaxStart{s, r});
+        x.Nodes(RelaxGradient{s, r});
         x.Reduce(CgStart{s, r});
         for (uint32_t k = 0; k < l.relaxation_iterations; ++k) {
           x.Nodes(CgProduct{s, r, k});
@@ -483,10 +584,15 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
           x.Reduce(CgResidual{s, r, k});
           x.Nodes(CgDirection{s, r, k});
         }
-        x.Reduce(RoundMoved{s, r});
-        x.Nodes(RelaxMove{s, r});
-        x.Nodes(Reproject{s, r});
-        x.Nodes(OwnSide{s, r});
+        x.Nodes(RelaxCap{s, r});
+        x.Reduce(RelaxLongest{s, r});
+        x.Reduce(RelaxSlope{s, r});
+        for (uint32_t t = 0; t < uint32_t(imp::kLineSearchSteps); ++t) {
+          x.Nodes(RelaxTrial{s, r, t});
+          x.Nodes(EnergyTerms{s, r});
+          x.Reduce(EnergySum{s, r, t});
+        }
+        x.Nodes(RelaxRestore{s, r});
       }
       x.Nodes(LostTrack{s});
       x.Nodes(StepStates{s});

@@ -121,6 +121,7 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
   v.root = m.tree.root;
   v.gradient_floor2 = m.gradient_floor2;
   v.relax_tolerance = float(1e-3 * m.mean_edge);
+  v.typical_gradient2 = m.typical_gradient2;
   return true;
 }
 
@@ -167,7 +168,16 @@ uint64_t LayOut(char* base, uint32_t nodes, bool elastic, ImplicitStateView* v) 
   } else {
     v->rot = static_cast<float*>(take(36 * n));
     v->free_nodes = static_cast<uint8_t*>(take(n));
-    v->normal = static_cast<float*>(take(12 * n));
+    v->e_g = static_cast<float*>(take(12 * n));
+    v->e_gh = static_cast<float*>(take(12 * n));
+    v->e_grad = static_cast<float*>(take(12 * n));
+    v->e_z = static_cast<float*>(take(12 * n));
+    v->x_old = static_cast<float*>(take(12 * n));
+    v->e_c = static_cast<float*>(take(4 * n));
+    v->e_h = static_cast<float*>(take(4 * n));
+    v->e_k = static_cast<float*>(take(4 * n));
+    v->e_gamma = static_cast<float*>(take(4 * n));
+    v->e_node = static_cast<double*>(take(8 * n));
     v->cg_x = static_cast<float*>(take(12 * n));
     v->cg_r = static_cast<float*>(take(12 * n));
     v->cg_d = static_cast<float*>(take(12 * n));
