@@ -59,7 +59,7 @@ def main():
                 ax.set_ylim(-2.5, 3.5)
                 ax.set_title(f"{TITLES[m]}, {deg}°", fontsize=10)
                 ax.tick_params(labelsize=7)
-        note = " (red: before issue 15's changes)" if before else ""
+        note = " (red: before issue 15)" if before else ""
         fig.suptitle(f"{fx}: the skin cut by the bend's plane, in radii from the joint{note}", fontsize=11)
         fig.tight_layout()
         path = os.path.join(a.out, f"implicit-slices-{fx}.png")

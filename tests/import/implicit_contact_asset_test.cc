@@ -148,13 +148,13 @@ TEST(ImplicitContactAsset, ArmElbowBentTo150KeepsTheElasticMethodsGainsOverDqs) 
   auto rig = std::make_shared<const Rig>(std::move(*built));
   const auto rows = BendAndMeasure(rig, "lowerarm01.R", "wrist.R", "Arm elbow");
   ASSERT_EQ(rows.size(), 3u);
-  // What holds today (measured: the elastic method crosses by 0, 0 and 0.18 R in steps, 0,
-  // 0.001 and 0.20 R in one jump, with 1, 8 and 13 vertices inside — every one at the elbow's
-  // crease; DQS 0.02, 0.33 and 0.62 R with 0, 27 and 74). Issue 15's bounds (0.05 R, none
-  // inside at 90°) are not met on this arm yet at 150°: these guard the gains. At 150° the
-  // elastic result moves by about ±0.03 R when its DQS start changes by float rounding (issue
-  // 15's sensitivity, docs/implicit-skinning.md): 0.184 / 0.202 R (steps / jump) with the portable
-  // DQS loop, 0.214 / 0.156 R with the AVX2 kernel. The crossing bound leaves that much room.
+  // What holds today (measured 2026-11-27: the elastic method crosses by 0, 0 and 0.205 R in
+  // steps, 0, 0 and 0.207 R in one jump, with 1, 3 and 21 / 1, 3 and 22 vertices inside — every
+  // one at the elbow's crease; DQS 0.02, 0.33 and 0.62 R with 0, 27 and 74). Issue 15's bounds
+  // (0.05 R, none inside at 90°) are not met on this arm yet at 150°: these guard the gains.
+  // Before the relaxation was one energy, the 150° result moved by about ±0.03 R when its DQS
+  // start changed by float rounding (0.184 / 0.202 R with the portable DQS loop, 0.214 / 0.156 R
+  // with the AVX2 kernel); the crossing bound still leaves that much room.
   for (const auto& [deg, r] : rows) {
     if (deg >= 120) {
       EXPECT_GT(r.dqs.crossing, 0.3) << deg << "°: the measure must see DQS's fold";
