@@ -44,8 +44,8 @@ const MethodInfo kMethods[] = {
      .parse = &ParseImplicitParams, .params_type = &typeid(ImplicitConfig), .vertex_states = true,
      .follows = StageInput::kPosed},
     {.id = 7, .name = "elastic-implicit",
-     .description = "elastic implicit skinning: tracks the implicit surface from the previous frame with "
-                    "tangential ARAP relaxation (history-dependent; frames in order)",
+     .description = "elastic implicit skinning: tracks the implicit surface from the previous frame, relaxing "
+                    "by ARAP held to the surface and to each side of a contact (history-dependent; frames in order)",
      .stateful = true, .create = &CreateImplicitDeformer, .prepare = &PrepareImplicit, .prepare_key = &ImplicitKey,
      .device_stage = true, .prepare_group = "implicit", .params_field = "implicit", .params = ImplicitParamSpecs(),
      .parse = &ParseImplicitParams, .params_type = &typeid(ImplicitConfig), .vertex_states = true},
