@@ -686,12 +686,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           cg_r_[i].setZero();
           e_z_[i].setZero();
           if (!free_[i]) continue;
-          const Eigen::Vector3f pi = P3(m_->rest, i);
           Eigen::Vector3f acc = Eigen::Vector3f::Zero();
-          for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
-            const uint32_t j = m_->ring[r];
-            acc += m_->cot[r] * ((pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (pi - P3(m_->rest, j)));
-          }
+          for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * ArapEdge(i, r);
           acc += (e_k_[i] * e_c_[i]) * e_g_[i] + (e_k_[i] * e_gamma_[i] * e_h_[i]) * e_gh_[i];
           e_grad_[i] = acc;
           cg_r_[i] = -acc;
@@ -760,6 +756,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     }
   }
 
+  // The ARAP residual of ring entry r of node i at pos_: x_i − x_j − ½(R_i + R_j)(p⁰_i − p⁰_j).
+  Eigen::Vector3f ArapEdge(size_t i, uint32_t r) const {
+    const uint32_t j = m_->ring[r];
+    return (pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (P3(m_->rest, i) - P3(m_->rest, j));
+  }
+
   // Node i's own field and the largest other candidate field at x.
   void MineAndOther(size_t i, const Eigen::Vector3f& x, FieldValue* mine, FieldValue* other) const {
     const int32_t own = m_->own_leaf[i];
@@ -786,11 +788,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return Sum(pool, m_->node_count(), [&](size_t lo, size_t hi, double* out) {
       for (size_t i = lo; i < hi; ++i) {
         double e = 0;
-        const Eigen::Vector3f pi = P3(m_->rest, i);
         for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
-          const uint32_t j = m_->ring[r];
-          const Eigen::Vector3f d = (pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (pi - P3(m_->rest, j));
-          e += 0.25 * double(m_->cot[r]) * double(d.squaredNorm());
+          e += 0.25 * double(m_->cot[r]) * double(ArapEdge(i, r).squaredNorm());
         }
         if (free_[i]) {
           const FieldValue v = Eval(i, pos_[i]);

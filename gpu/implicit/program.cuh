@@ -192,6 +192,19 @@ SINEW_HD float ContactGate(const FieldValue& mine, const FieldValue& other) {
   if (!(gm > 0 && go > 0)) return 0.f;
   return fminf(fmaxf(-Dot(mine.g, other.g) / (gm * go) / imp::kContactGateCos, 0.f), 1.f);
 }
+// The ARAP residual of ring entry r of node i at the positions (ArapEdge in tracking.cc).
+SINEW_HD V3 ArapEdge(const ImplicitItem& it, uint32_t i, uint32_t r) {
+  const ImplicitModelView& m = it.model;
+  const ImplicitStateView& s = it.state;
+  const uint32_t j = m.ring[r];
+  const float* ri = s.rot + 9 * size_t(i);
+  const float* rj = s.rot + 9 * size_t(j);
+  float half[9];
+  for (int k = 0; k < 9; ++k) half[k] = 0.5f * (ri[k] + rj[k]);
+  return (Load3(s.pos, i) - Load3(s.pos, j)) - Mul3(half, Load3(m.rest, i) - Load3(m.rest, j));
+}
+// a_i · b_i as a reduction's value.
+SINEW_HD double NodeDot(const float* a, const float* b, uint32_t i) { return double(Dot(Load3(a, i), Load3(b, i))); }
 // The line search's step 2⁻ᵗ.
 SINEW_HD float TrialStep(uint32_t t) { return ldexpf(1.f, -int(t)); }
 
@@ -277,15 +290,9 @@ struct EnergyTerms {
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
     const V3 x = Load3(s.pos, i);
-    const V3 pi = Load3(m.rest, i);
-    const float* ri = s.rot + 9 * size_t(i);
     double e = 0;
     for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
-      const uint32_t j = m.ring[r];
-      const float* rj = s.rot + 9 * size_t(j);
-      float half[9];
-      for (int k = 0; k < 9; ++k) half[k] = 0.5f * (ri[k] + rj[k]);
-      const V3 d = (x - Load3(s.pos, j)) - Mul3(half, pi - Load3(m.rest, j));
+      const V3 d = ArapEdge(it, i, r);
       e += 0.25 * double(m.cot[r]) * double(Dot(d, d));
     }
     if (s.free_nodes[i]) {
@@ -351,17 +358,8 @@ struct RelaxGradient {
     Store3(s.e_z, i, {0, 0, 0});
     Store3(s.cg_d, i, {0, 0, 0});
     if (!s.free_nodes[i]) return;
-    const V3 x = Load3(s.pos, i);
-    const V3 pi = Load3(m.rest, i);
-    const float* ri = s.rot + 9 * size_t(i);
     V3 acc{0, 0, 0};
-    for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
-      const uint32_t j = m.ring[r];
-      const float* rj = s.rot + 9 * size_t(j);
-      float half[9];
-      for (int k = 0; k < 9; ++k) half[k] = 0.5f * (ri[k] + rj[k]);
-      acc = acc + m.cot[r] * ((x - Load3(s.pos, j)) - Mul3(half, pi - Load3(m.rest, j)));
-    }
+    for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) acc = acc + m.cot[r] * ArapEdge(it, i, r);
     const float k = s.e_k[i];
     acc = acc + ((k * s.e_c[i]) * Load3(s.e_g, i) + (k * s.e_gamma[i] * s.e_h[i]) * Load3(s.e_gh, i));
     Store3(s.e_grad, i, acc);
@@ -379,7 +377,7 @@ struct CgStart {
   uint32_t step, round;
   SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    return double(Dot(Load3(it.state.cg_r, i), Load3(it.state.e_z, i)));
+    return NodeDot(it.state.cg_r, it.state.e_z, i);
   }
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rz) const {
     ImplicitScalars& sc = *it.state.scalars;
@@ -400,7 +398,7 @@ struct CgCurvature {  // d·q -> α (a non-positive curvature ends the solve)
   uint32_t step, round, k;
   SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    return double(Dot(Load3(it.state.cg_d, i), Load3(it.state.cg_q, i)));
+    return NodeDot(it.state.cg_d, it.state.cg_q, i);
   }
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double dq) const {
     ImplicitScalars& sc = *it.state.scalars;
@@ -425,7 +423,7 @@ struct CgResidual {  // r·z -> β; converged: this iteration is the last
   uint32_t step, round, k;
   SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    return double(Dot(Load3(it.state.cg_r, i), Load3(it.state.e_z, i)));
+    return NodeDot(it.state.cg_r, it.state.e_z, i);
   }
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rz) const {
     ImplicitScalars& sc = *it.state.scalars;
@@ -471,7 +469,7 @@ struct RelaxSlope {  // ∇E · δ; not a descent direction: the rounds end here
   uint32_t step, round;
   SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    return double(Dot(Load3(it.state.e_grad, i), Load3(it.state.cg_x, i)));
+    return NodeDot(it.state.e_grad, it.state.cg_x, i);
   }
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double slope) const {
     ImplicitScalars& sc = *it.state.scalars;
