@@ -196,8 +196,8 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticHoldsContactTo90AndFoldsLes
   //   middle MCP 90°: DQS 0 / 11, implicit 0 / 2, elastic 0 / 1 and 0 / 0
   //             120°: DQS 0.29 / 37, implicit 0 / 30, elastic 0 / 3 and 0.01 / 2
   //             150°: DQS 0.64 / 90, implicit 0.90 / 41, elastic 0 / 10 and 0 / 24
-  // Issue 15's bounds hold at 90° (crossing ≤ 0.05 R; at most the one vertex of the MCP's crease
-  // inside, 0.05 R deep) and for the folds at 120° (fewer than implicit); the crossing bound
+  // Issue 15's bounds hold at 90° (crossing ≤ 0.05 R; at most one vertex inside, the MCP's,
+  // 0.05 R deep) and for the folds at 120° (fewer than implicit); the crossing bound
   // does not at the PIPs from 120° (0.23–0.39 R): these guard what holds.
   for (const auto& [joint, end, label] : {std::tuple{"finger2-2.R", "finger2-3.R", "Arm index PIP"},
                                           {"finger3-2.R", "finger3-3.R", "Arm middle PIP"},
