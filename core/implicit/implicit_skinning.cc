@@ -296,6 +296,36 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       model->own_leaf[i] = own;
     }
   });
+  // A crease vertex whose weights split between two bones can belong, by its largest weight, to
+  // the bone whose field the composition does not show there (the other bone's surface is the
+  // nearer): untracked, it would keep the initial skinning and fold into the crease (the
+  // SuperCages Arm's elbow). Unless the rig gives its segmentation, such a vertex belongs to the
+  // bone among its weights (at least kCreaseWeight) whose field the composition does show.
+  const bool given_segmentation = std::any_of(rig.attributes.begin(), rig.attributes.end(),
+                                              [](const AttributeMap& m) { return m.name == "segmentation"; });
+  if (!given_segmentation) {
+    constexpr float kCreaseWeight = 0.25f;
+    ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (model->in_field[i] || !(model->iso[i] > 0 && model->iso[i] < 1) || rest_gradient[i].squaredNorm() == 0) continue;
+        const Eigen::Vector3f p = P3(model->rest, i);
+        const uint32_t v = model->vertex_of_node[i];
+        float best = 0.05f;
+        for (uint32_t w = rig.weights.offsets[v]; w < rig.weights.offsets[v + 1]; ++w) {
+          const uint32_t j = rig.weights.joints[w];
+          const int32_t leaf = field_of_joint[j];
+          if (rig.weights.weights[w] < kCreaseWeight || leaf < 0 || leaf == model->own_leaf[i]) continue;
+          const float err = std::abs(model->iso[i] - model->grids[leaf].Sample(p));
+          if (err < best) {
+            best = err;
+            model->bone[i] = j;
+            model->own_leaf[i] = leaf;
+            model->in_field[i] = 1;
+          }
+        }
+      }
+    });
+  }
   model->rest_other_excess.assign(nn, 0.f);
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {

@@ -60,11 +60,12 @@ class ImplicitModel : public Prepared {
   std::vector<float> rest;                 // x,y,z per node
   std::vector<float> iso;                  // rest value of the composed field per node
   std::vector<uint8_t> in_field;           // 1 when the node is tracked (see PrepareImplicit)
-  std::vector<int32_t> own_leaf;           // field of the node's segmentation bone, or -1
+  std::vector<int32_t> own_leaf;           // field of the node's bone (below), or -1
   // At rest, how far the largest other field exceeds the node's own there (max(0, f_other −
   // f_own)): the elastic method keeps each node on its own side of a contact relative to this.
   std::vector<float> rest_other_excess;
-  std::vector<int32_t> bone;               // segmentation joint per node (see Segmentation)
+  std::vector<int32_t> bone;               // joint per node: Segmentation's, or a split-weight crease
+                                           // vertex's other bone (see PrepareImplicit)
   std::vector<float> step_cap;             // longest Newton step per node (rest units)
   // One-rings (CSR over nodes). Ordered (counter-clockwise seen from outside) where the fan is
   // closed; `mvc` holds the tangent-plane mean value coordinates for closed fans, empty
