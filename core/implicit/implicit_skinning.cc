@@ -307,7 +307,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     constexpr float kCreaseWeight = 0.25f;
     ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
-        if (model->in_field[i] || !(model->iso[i] > 0 && model->iso[i] < 1) || rest_gradient[i].squaredNorm() == 0) continue;
+        if (model->in_field[i] || !(model->iso[i] > 0 && model->iso[i] < 1)) continue;
+        if (rest_gradient[i].squaredNorm() == 0) continue;
         const Eigen::Vector3f p = P3(model->rest, i);
         const uint32_t v = model->vertex_of_node[i];
         float best = 0.05f;
