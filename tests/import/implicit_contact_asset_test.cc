@@ -20,11 +20,10 @@
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/bend.h"
 #include "tests/core/contact_measure.h"
+#include "tests/import/supercages_arm.h"
 
 namespace sinew {
 namespace {
-
-const std::string kArmDir = std::string(SINEW_SHARED_DATA) + "/supercages-arm";
 
 int32_t JointNamed(const Skeleton& sk, const std::string& name) {
   for (size_t j = 0; j < sk.size(); ++j) {
@@ -140,12 +139,10 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
 }
 
 TEST(ImplicitContactAsset, ArmElbowBentTo150KeepsTheElasticMethodsGainsOverDqs) {
-  if (!std::filesystem::exists(kArmDir + "/arm.obj")) GTEST_SKIP() << "Arm data not found in " << kArmDir;
-  auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
-  ASSERT_TRUE(sc.ok()) << sc.status();
-  auto built = BuildRig(sc->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+  if (!testing::ArmAvailable()) GTEST_SKIP() << "Arm data not found in " << testing::kArmDir;
+  auto arm = testing::LoadArm();
+  ASSERT_TRUE(arm.ok()) << arm.status();
+  const std::shared_ptr<const Rig>& rig = arm->rig;
   const auto rows = BendAndMeasure(rig, "lowerarm01.R", "wrist.R", "Arm elbow");
   ASSERT_EQ(rows.size(), 3u);
   // What holds today (measured 2026-11-27: the elastic method crosses by 0, 0 and 0.222 R in
@@ -183,12 +180,10 @@ TEST(ImplicitContactAsset, ArmElbowBentTo150KeepsTheElasticMethodsGainsOverDqs) 
 // both keep their radius: at 120° the inner skin of a piece reaches the bisector R / tan 30° =
 // 1.7 R from the joint, and the piece beyond a PIP is about 4 R long.
 TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticHoldsContactTo90AndFoldsLessThanImplicit) {
-  if (!std::filesystem::exists(kArmDir + "/arm.obj")) GTEST_SKIP() << "Arm data not found in " << kArmDir;
-  auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
-  ASSERT_TRUE(sc.ok()) << sc.status();
-  auto built = BuildRig(sc->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+  if (!testing::ArmAvailable()) GTEST_SKIP() << "Arm data not found in " << testing::kArmDir;
+  auto arm = testing::LoadArm();
+  ASSERT_TRUE(arm.ok()) << arm.status();
+  const std::shared_ptr<const Rig>& rig = arm->rig;
   // Measured 2026-11-27 (crossing over R / vertices inside; elastic in 10° steps and in one jump):
   //   index PIP  90°: DQS 0.06 / 11, implicit 0.07 / 0, elastic 0 / 0 and 0 / 0
   //             120°: DQS 0.56 / 30, implicit 0.49 / 19, elastic 0.24 / 0 and 0.24 / 0

@@ -19,11 +19,10 @@
 #include "core/pbs/pbs.h"
 #include "core/rig/pose.h"
 #include "core/rig/transform.h"
+#include "tests/import/supercages_arm.h"
 
 namespace sinew {
 namespace {
-
-const std::string kArmDir = std::string(SINEW_SHARED_DATA) + "/supercages-arm";
 
 // The volume enclosed by the mesh (divergence theorem) with its holes capped: each boundary loop
 // (the Arm is open where it was cut at the shoulder; BCN_Epileptic has seven holes) closed by a
@@ -172,12 +171,11 @@ ArmRun PlayArm(const Clip& clip, const std::shared_ptr<const Rig>& rig, const Pb
 // Arm's render volume 0.86 % off with Eq. 2 and 1.00–1.03 % with the rig's weights: at the
 // bar). The tet mesh's own volume is asserted for Eq. 2; with the rig's weights it is printed.
 TEST(PbsArm, PlaysItsClipWithoutInvertedTetsKeepingItsVolume) {
-  if (!std::filesystem::exists(kArmDir + "/arm.obj")) GTEST_SKIP() << "Arm data not found in " << kArmDir;
-  auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
-  ASSERT_TRUE(sc.ok()) << sc.status();
-  auto built = BuildRig(sc->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+  if (!testing::ArmAvailable()) GTEST_SKIP() << "Arm data not found in " << testing::kArmDir;
+  auto arm = testing::LoadArm();
+  ASSERT_TRUE(arm.ok()) << arm.status();
+  const std::shared_ptr<const Rig>& rig = arm->rig;
+  const SuperCagesRig* sc = &arm->files;
   const ClosedVolume volume(*rig);
   std::printf("Arm: %zu open edges in %zu loop(s), capped for the volume\n", volume.open_edges(), volume.loops.size());
   for (const auto weights : {PbsParams::Weights::kPaper, PbsParams::Weights::kTransfer}) {
@@ -203,10 +201,11 @@ TEST(PbsArm, PlaysItsClipWithoutInvertedTetsKeepingItsVolume) {
 // outside the surface is missing — they keep it within 1 % above).
 TEST(PbsArm, PlaysItsClipOnTheMeshersTets) {
   if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
-  if (!std::filesystem::exists(kArmDir + "/arm.obj")) GTEST_SKIP() << "Arm data not found in " << kArmDir;
-  auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
-  ASSERT_TRUE(sc.ok()) << sc.status();
-  auto rig = std::make_shared<const Rig>(*BuildRig(sc->rig));
+  if (!testing::ArmAvailable()) GTEST_SKIP() << "Arm data not found in " << testing::kArmDir;
+  auto arm = testing::LoadArm();
+  ASSERT_TRUE(arm.ok()) << arm.status();
+  const std::shared_ptr<const Rig>& rig = arm->rig;
+  const SuperCagesRig* sc = &arm->files;
   for (const auto weights : {PbsParams::Weights::kPaper, PbsParams::Weights::kTransfer}) {
     PbsParams params;
     params.tets = PbsParams::Tets::kMesher;
