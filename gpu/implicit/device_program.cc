@@ -54,6 +54,22 @@ struct HostExec {
       r.Finish(b, it, lane[0]);
     }
   }
+  template <class Pred>
+  bool Any(const Pred& pred) const {
+    for (uint32_t t = 0; t < b.count; ++t) {
+      if (pred(b, b.items[t])) return true;
+    }
+    return false;
+  }
+  template <class Pred>
+  bool AnyNode(const Pred& pred) const {
+    for (uint32_t t = 0; t < b.count; ++t) {
+      for (uint32_t i = 0; i < b.items[t].model.node_count; ++i) {
+        if (pred(b, b.items[t], i)) return true;
+      }
+    }
+    return false;
+  }
 };
 
 void FreeAll(ProgramDevice& device, const DeviceAllocations& memory) {

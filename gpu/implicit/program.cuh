@@ -15,6 +15,18 @@
 //   Items(pass)     pass(batch, item) once per item
 //   Reduce(red)     per item with red.Active: the sum (or max, red.kMax) of red.Value over its
 //                   nodes, in the fixed order described at kReduceLanes, handed to red.Finish
+//   Any(pred)       whether pred(batch, item) holds for some item, once the passes before it are
+//                   done (the host waits for them; an exec that cannot tell answers true)
+//   AnyNode(pred)   the same for pred(batch, item, node) and some node of some item
+//
+// The elastic method's loops ask every kNewtonCheck projection steps whether a node still
+// marches, before a relaxation round, every kCgCheck CG iterations and before each line-search
+// trial after the first; they end once the rest is a no-op for every item (the conditions they
+// test only ever turn false within their loop). A batch then launches the iterations its items
+// use, not the maxima (about 7 600 launches a sub-step), with the same results bit for bit. On
+// an H200 that halved the elastic frame on the 4.2k limb and on BCN_Epileptic. The
+// history-independent loop asks nothing: it is short, and there the host's waits cost more
+// than the launches they saved (16 BCN_Epileptic sessions 2.9 -> 4.5 ms a step).
 #pragma once
 
 #include <string>
@@ -70,13 +82,15 @@ struct IsStart {
 };
 
 // Newton step `iteration` of (sub)step `step` for the marching nodes of one method's items.
+SINEW_HD bool Marches(const ImplicitItem& it, uint32_t step, uint32_t iteration, bool elastic, uint32_t i) {
+  return bool(it.settings.elastic) == elastic && step < it.substeps && iteration < it.settings.max_iterations &&
+         it.state.state[i] == imp::kMarching;
+}
 struct Newton {
   uint32_t step, iteration;
   bool elastic;
   SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
-    if (bool(it.settings.elastic) != elastic || step >= it.substeps || iteration >= it.settings.max_iterations) return;
-    if (it.state.state[i] != imp::kMarching) return;
-    NewtonStep(it, Leaves(it, StepParams(b, it, step)), i);
+    if (Marches(it, step, iteration, elastic, i)) NewtonStep(it, Leaves(it, StepParams(b, it, step)), i);
   }
 };
 
@@ -538,6 +552,29 @@ struct Scatter {
   }
 };
 
+// ---- the elastic loops' early ends (Any, above) ------------------------------------------
+inline constexpr uint32_t kNewtonCheck = 8;
+inline constexpr uint32_t kCgCheck = 4;
+struct AnyMarching {  // the Newton steps
+  uint32_t step, iteration;
+  bool elastic;
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    return Marches(it, step, iteration, elastic, i);
+  }
+};
+struct AnyRound {
+  uint32_t step, round;
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
+};
+struct AnyCg {
+  uint32_t step, round, k;
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
+};
+struct AnyTrial {
+  uint32_t step, round;
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return TrialLive(it, step, round); }
+};
+
 }  // namespace passes
 
 // One frame of every implicit item of a batch.
@@ -567,15 +604,20 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
     for (uint32_t s = 0; s < l.substeps; ++s) {
       x.Items(StepBegin{s});
       x.Nodes(StepStart{s});
-      for (uint32_t k = 0; k < l.max_iterations; ++k) x.Nodes(Newton{s, k, true});
+      for (uint32_t k = 0; k < l.max_iterations; ++k) {
+        if (k > 0 && k % kNewtonCheck == 0 && !x.AnyNode(AnyMarching{s, k, true})) break;
+        x.Nodes(Newton{s, k, true});
+      }
       x.Nodes(StepRotations{s});
       x.Nodes(RelaxSetup{s});
       x.Nodes(EnergyTerms{s, kStart});
       x.Reduce(EnergySum{s, kStart, 0});
       for (uint32_t r = 0; r < l.relaxation_rounds; ++r) {
+        if (r > 0 && !x.Any(AnyRound{s, r})) break;
         x.Nodes(RelaxGradient{s, r});
         x.Reduce(CgStart{s, r});
         for (uint32_t k = 0; k < l.relaxation_iterations; ++k) {
+          if (k % kCgCheck == 0 && !x.Any(AnyCg{s, r, k})) break;
           x.Nodes(CgProduct{s, r, k});
           x.Reduce(CgCurvature{s, r, k});
           x.Nodes(CgUpdate{s, r, k});
@@ -586,6 +628,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
         x.Reduce(RelaxLongest{s, r});
         x.Reduce(RelaxSlope{s, r});
         for (uint32_t t = 0; t < uint32_t(imp::kLineSearchSteps); ++t) {
+          if (t > 0 && !x.Any(AnyTrial{s, r})) break;
           x.Nodes(RelaxTrial{s, r, t});
           x.Nodes(EnergyTerms{s, r});
           x.Reduce(EnergySum{s, r, t});

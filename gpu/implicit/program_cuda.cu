@@ -46,10 +46,54 @@ __global__ void ImplicitReduceKernel(Reduction r, ImplicitBatch b) {
   if (threadIdx.x == 0) r.Finish(b, it, lane[0]);
 }
 
+// Any: each item's thread that finds pred true writes 1 into a mapped host word.
+template <class Pred>
+__global__ void ImplicitAnyKernel(Pred pred, ImplicitBatch b, unsigned* flag) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < b.count && pred(b, b.items[t])) *flag = 1;
+}
+
+template <class Pred>
+__global__ void ImplicitAnyNodeKernel(Pred pred, ImplicitBatch b, uint32_t total, unsigned* flag) {
+  const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= total) return;
+  const ImplicitItem& it = b.items[FindItem<NodeGrid>(b, g)];
+  const uint32_t i = g - NodeGrid::Offset(it);
+  if (i < NodeGrid::Count(it) && pred(b, it, i)) *flag = 1;
+}
+
+// The launching thread's mapped, pinned host word for Any (one per thread: a device's batches
+// are launched by its backend's one thread, and each Any waits for its kernel before returning).
+struct AnyFlag {
+  unsigned* host = nullptr;
+  unsigned* device = nullptr;  // the same word's device address
+  bool failed = false;
+  ~AnyFlag() {
+    if (host) cudaFreeHost(host);
+  }
+  const AnyFlag* Get() {
+    if (!host && !failed) {
+      void* p = nullptr;
+      void* d = nullptr;
+      failed = cudaHostAlloc(&p, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
+               cudaHostGetDevicePointer(&d, p, 0) != cudaSuccess;
+      if (failed) {
+        (void)cudaGetLastError();  // without the word, Any answers true: nothing ends early
+        if (p) cudaFreeHost(p);
+      } else {
+        host = static_cast<unsigned*>(p);
+        device = static_cast<unsigned*>(d);
+      }
+    }
+    return host ? this : nullptr;
+  }
+};
+
 struct CudaExec {
   ImplicitBatch b;
   uint32_t nodes, vertices;
   cudaStream_t stream;
+  const AnyFlag* flag;  // null: Any cannot tell
 
   static uint32_t Blocks(uint32_t n) { return (n + kThreads - 1) / kThreads; }
   template <class Pass>
@@ -68,6 +112,29 @@ struct CudaExec {
   void Reduce(const Reduction& r) const {
     ImplicitReduceKernel<<<b.count, kReduceLanes, 0, stream>>>(r, b);
   }
+  // Each waits for the stream. After a failed launch or wait they answer false, so the loops end
+  // and RunImplicitCuda reports the error.
+  template <class Pred>
+  bool Any(const Pred& pred) const {
+    if (flag == nullptr) return true;
+    Clear();
+    ImplicitAnyKernel<<<Blocks(b.count), kThreads, 0, stream>>>(pred, b, flag->device);
+    return Read();
+  }
+  template <class Pred>
+  bool AnyNode(const Pred& pred) const {
+    if (flag == nullptr) return true;
+    if (nodes == 0) return false;
+    Clear();
+    ImplicitAnyNodeKernel<<<Blocks(nodes), kThreads, 0, stream>>>(pred, b, nodes, flag->device);
+    return Read();
+  }
+  // No kernel of ours writes the word between Clear and its launch: the previous Read waited.
+  void Clear() const { *static_cast<volatile unsigned*>(flag->host) = 0; }
+  bool Read() const {
+    if (cudaStreamSynchronize(stream) != cudaSuccess) return false;
+    return *static_cast<volatile unsigned*>(flag->host) != 0;
+  }
 };
 
 }  // namespace
@@ -75,8 +142,9 @@ struct CudaExec {
 bool RunImplicitCuda(void* cuda_stream, const ProgramBatch& pb, std::string* error) {
   if (pb.count == 0) return true;
   const auto& limits = *static_cast<const ImplicitLimits*>(pb.limits);
+  thread_local AnyFlag any;
   const CudaExec x{{static_cast<const ImplicitItem*>(pb.items), pb.count, pb.params, pb.out, pb.states},
-                   limits.nodes, limits.vertices, static_cast<cudaStream_t>(cuda_stream)};
+                   limits.nodes, limits.vertices, static_cast<cudaStream_t>(cuda_stream), any.Get()};
   RunImplicitProgram(x, limits);
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return true;
