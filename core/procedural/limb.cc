@@ -18,13 +18,19 @@ RigInput MakeLimb(const LimbOptions& o) {
 
   rig.positions.reserve(size_t{3} * rings * segs);
   rig.normals.reserve(size_t{3} * rings * segs);
+  const double half = 0.5 * o.length;
+  const double slope = o.end_radius > 0 && half > 0 ? (double(o.end_radius) - o.radius) / half : 0.0;  // dr/dx
   for (uint32_t r = 0; r < rings; ++r) {
     const double x = o.length * r / (rings - 1);
+    const bool tapered = slope != 0 && x > half;
+    const double radius = tapered ? o.radius + slope * (x - half) : o.radius;
+    const double tilt = tapered ? slope : 0.0;  // the normal leans by -dr/dx along x
+    const double scale = 1 / std::sqrt(1 + tilt * tilt);
     for (uint32_t s = 0; s < segs; ++s) {
       const double a = 2 * std::numbers::pi * s / segs;
-      rig.positions.insert(rig.positions.end(),
-                           {float(x), float(o.radius * std::cos(a)), float(o.radius * std::sin(a))});
-      rig.normals.insert(rig.normals.end(), {0.f, float(std::cos(a)), float(std::sin(a))});
+      rig.positions.insert(rig.positions.end(), {float(x), float(radius * std::cos(a)), float(radius * std::sin(a))});
+      rig.normals.insert(rig.normals.end(),
+                         {tapered ? float(-tilt * scale) : 0.f, float(scale * std::cos(a)), float(scale * std::sin(a))});
     }
   }
   for (uint32_t r = 0; r + 1 < rings; ++r) {

@@ -18,6 +18,9 @@ struct LimbOptions {
   uint32_t bones = 3;       // chain of joints 0..bones-1, joint j starts at x = j * length/bones
   float length = 3.0f;
   float radius = 0.25f;
+  // > 0: the tube narrows (or widens) linearly from `radius` at the middle of its length to this
+  // at its end, like a forearm from the elbow to the wrist; 0: one radius throughout.
+  float end_radius = 0.f;
   // Weight falloff: each bone's weight is exp(-(d/σ)²) with d the distance along x from the
   // vertex to the bone's segment and σ = blend * length / bones; the largest `max_influences`
   // are kept and normalized.

@@ -1,7 +1,17 @@
 // Contact at a bent joint, measured on the skin (issue 15), for the cylinder and character
-// tests: neither measure uses a method's fields.
+// tests: no measure uses a method's fields.
 // - crossing: how far skin that clearly belongs to one piece (the parent or the child piece's
 //   weight ≥ 0.95) ends up past the bisector plane of the bend, on the other piece's side;
+// - contact crossing: how far such skin ends up past the surface where the two pieces meet.
+//   That is the bisector plane only for pieces of one thickness. Where one is thinner (a forearm
+//   against an upper arm, a tapering piece) the skins meet off it: two inner skins at angle θ
+//   whose distances from their bones' axes are R1 and R2 cross (R1 − R2) / (2 cos(θ/2)) from the
+//   plane, on the thinner piece's side (at a 150° bend, θ = 30°: 0.52 (R1 − R2)), and so does
+//   the surface where a point is as deep inside one piece as inside the other. So: each piece's
+//   rest skin (the triangles most of whose weight is the piece's) is posed rigidly with its bone;
+//   a vertex of piece A at signed distances d_A, d_B from the two (negative inside, by winding
+//   number) is (d_A − d_B) / 2 past the equal-depth surface. 0 for a vertex on that surface,
+//   negative on its own side, half its depth in B for a vertex that went rigidly into B;
 // - inside: vertices inside the deformed skin deeper than a tenth of an edge
 //   (core/geometry/mesh_quality.h), and the deepest.
 #pragma once
@@ -13,14 +23,53 @@
 #include <Eigen/Core>
 
 #include "core/geometry/mesh_quality.h"
+#include "core/geometry/triangle.h"
+#include "core/geometry/winding_number.h"
 #include "core/rig/rig.h"
+#include "core/rig/transform.h"
 
 namespace sinew::testing {
 
 struct ContactSkin {
   double crossing = 0;  // mesh units
+  double contact_crossing = 0;  // mesh units (0: none past the surface, or not measured)
   uint32_t inside = 0;
   double depth = 0;     // deepest inside vertex, mesh units (0: none)
+};
+
+// A piece's rest skin posed rigidly: the triangles whose vertices' summed weight is more the
+// piece's than the other's, over every rest vertex moved by `t`.
+struct PosedPiece {
+  std::vector<float> positions;
+  std::vector<uint32_t> triangles;
+
+  PosedPiece(const Rig& rig, std::span<const double> weight, std::span<const double> other, const Affine34d& t) {
+    positions.resize(rig.positions.size());
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+      const Eigen::Vector3d y = t.leftCols<3>() * x + t.col(3);
+      for (int k = 0; k < 3; ++k) positions[3 * v + k] = float(y[k]);
+    }
+    for (size_t f = 0; f + 2 < rig.triangles.size(); f += 3) {
+      double mine = 0, theirs = 0;
+      for (int k = 0; k < 3; ++k) {
+        mine += weight[rig.triangles[f + k]];
+        theirs += other[rig.triangles[f + k]];
+      }
+      if (mine > theirs) triangles.insert(triangles.end(), {rig.triangles[f], rig.triangles[f + 1], rig.triangles[f + 2]});
+    }
+  }
+  Eigen::Vector3d At(uint32_t v) const { return {positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]}; }
+  // Negative inside (winding number above ½; the piece's skin is open where it meets the other).
+  double SignedDistance(const Eigen::Vector3d& x) const {
+    double best = 1e300;
+    for (size_t f = 0; f + 2 < triangles.size(); f += 3) {
+      const Eigen::Vector3d c = ClosestPointOnTriangle(At(triangles[f]), At(triangles[f + 1]), At(triangles[f + 2]), x);
+      best = std::min(best, (c - x).squaredNorm());
+    }
+    const double d = std::sqrt(best);
+    return WindingNumber(positions, triangles, x) > 0.5 ? -d : d;
+  }
 };
 
 // The weight of a piece per vertex: the summed weights of the joints `in_piece` names.
@@ -36,11 +85,21 @@ std::vector<double> PieceWeight(const Rig& rig, Pred in_piece) {
   return w;
 }
 
+// The pieces' rigid poses for the contact crossing: the skinning transforms of a joint of each
+// (the parent piece's and the child piece's) in the measured pose. `reach`: vertices farther than
+// this on their own side of the bisector plane are taken not to be past the contact surface (its
+// offset is below a piece's radius; the exact distances cost O(triangles) a vertex).
+struct RigidPieces {
+  Affine34d parent, child;
+  double reach = 0;
+};
+
 // `pivot` the joint, `parent_dir` the parent bone's direction into it, `child_dir` the posed
-// child bone's direction out of it (both unit).
+// child bone's direction out of it (both unit). `rigid`: also the contact crossing.
 inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, const Eigen::Vector3d& pivot,
                                   const Eigen::Vector3d& parent_dir, const Eigen::Vector3d& child_dir,
-                                  std::span<const double> parent_weight, std::span<const double> child_weight) {
+                                  std::span<const double> parent_weight, std::span<const double> child_weight,
+                                  const RigidPieces* rigid = nullptr) {
   const Eigen::Vector3d n = (parent_dir + child_dir).normalized();  // from the parent's side to the child's
   ContactSkin s;
   for (size_t v = 0; v < rig.vertex_count(); ++v) {
@@ -48,6 +107,20 @@ inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, co
     const double side = n.dot(x - pivot);
     if (parent_weight[v] >= 0.95) s.crossing = std::max(s.crossing, side);  // the parent's skin past the plane
     if (child_weight[v] >= 0.95) s.crossing = std::max(s.crossing, -side);  // the child's
+  }
+  if (rigid) {
+    const PosedPiece parent(rig, parent_weight, child_weight, rigid->parent);
+    const PosedPiece child(rig, child_weight, parent_weight, rigid->child);
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      const bool of_parent = parent_weight[v] >= 0.95, of_child = child_weight[v] >= 0.95;
+      if (!of_parent && !of_child) continue;
+      const Eigen::Vector3d x(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
+      const double past_plane = of_parent ? n.dot(x - pivot) : -n.dot(x - pivot);
+      if (past_plane < -rigid->reach) continue;
+      const double own = (of_parent ? parent : child).SignedDistance(x);
+      const double other = (of_parent ? child : parent).SignedDistance(x);
+      s.contact_crossing = std::max(s.contact_crossing, 0.5 * (own - other));
+    }
   }
   const MeshQuality q = MeasureMeshQuality(rig.positions, out, rig.triangles, nullptr);
   s.inside = q.inside_vertices;

@@ -110,10 +110,15 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
     auto bent = BendJoint(sk, uint32_t(joint), uint32_t(end), deg);
     EXPECT_TRUE(bent.ok()) << bent.status();
     if (!bent.ok()) return rows;
+    std::vector<Similarity> world(sk.size());
+    std::vector<Affine34d> skinning(sk.size());
+    SkinningTransforms(sk, bent->pose, world, skinning);
+    const testing::RigidPieces rigid{skinning[size_t(parent)], skinning[size_t(joint)], radius};
     auto measure = [&](std::span<const float> out) {
       testing::ContactSkin s =
-          testing::MeasureContact(*rig, out, bent->pivot, bent->parent_dir, bent->child_dir, upper, child);
+          testing::MeasureContact(*rig, out, bent->pivot, bent->parent_dir, bent->child_dir, upper, child, &rigid);
       s.crossing /= radius;
+      s.contact_crossing /= radius;
       s.depth /= radius;
       return s;
     };
@@ -131,8 +136,8 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
     r.eis_jump = measure(run(bent->pose, make("elastic-implicit").get()));
     for (const auto& [name, s] : {std::pair{"dqs", r.dqs}, {"implicit", r.is}, {"elastic, 10° steps", r.eis_steps},
                                   {"elastic, one jump", r.eis_jump}}) {
-      std::printf("%s %3.0f°  %-19s crossing %.3f R, inside %3u, deepest %.3f R\n", label.c_str(), deg, name, s.crossing,
-                  s.inside, s.depth);
+      std::printf("%s %3.0f°  %-19s crossing %.3f R, contact crossing %.3f R, inside %3u, deepest %.3f R\n", label.c_str(),
+                  deg, name, s.crossing, s.contact_crossing, s.inside, s.depth);
     }
   }
   return rows;
