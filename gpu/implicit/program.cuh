@@ -23,10 +23,11 @@
 // marches, before a relaxation round, every kCgCheck CG iterations and before each line-search
 // trial after the first; they end once the rest is a no-op for every item (the conditions they
 // test only ever turn false within their loop). A batch then launches the iterations its items
-// use, not the maxima (about 7 600 launches a sub-step), with the same results bit for bit. On
-// an H200 that halved the elastic frame on the 4.2k limb and on BCN_Epileptic. The
-// history-independent loop asks nothing: it is short, and there the host's waits cost more
-// than the launches they saved (16 BCN_Epileptic sessions 2.9 -> 4.5 ms a step).
+// use, not the maxima (about 7 600 launches a sub-step), with the same results bit for bit
+// (tests/gpu: elastic sessions whose loops end at different counts share batches and equal
+// their solo runs). On an H200 that halved the elastic frame on the 4.2k limb and on
+// BCN_Epileptic. The history-independent loop asks nothing: it is short, and there the host's
+// waits cost more than the launches they saved (16 BCN_Epileptic sessions 2.9 -> 4.5 ms a step).
 #pragma once
 
 #include <string>
