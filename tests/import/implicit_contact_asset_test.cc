@@ -158,7 +158,10 @@ TEST(ImplicitContactAsset, ArmElbowBentTo150KeepsTheElasticMethodsGainsOverDqs) 
   // none inside at 90°) are not met on this arm yet at 150°: these guard the gains. Before the
   // relaxation was one energy, the 150° result moved by about ±0.03 R when its DQS start changed
   // by float rounding (0.184 / 0.202 R with the portable DQS loop, 0.214 / 0.156 R with the AVX2
-  // kernel); the crossing bound still leaves that much room.
+  // kernel); the crossing bound still leaves that much room. Part of the 150° crossing is the
+  // forearm being thinner (the skins meet off the bisector plane); the contact crossing, which
+  // does not assume the plane, reads 0, 0.023 and 0.302 R: the upper arm's field is the shallower
+  // (support radius 9.43 against the forearm's 6.03), so they meet deep in the upper arm.
   for (const auto& [deg, r] : rows) {
     if (deg >= 120) {
       EXPECT_GT(r.dqs.crossing, 0.3) << deg << "°: the measure must see DQS's fold";
