@@ -41,6 +41,11 @@ double SegmentDistance(const Eigen::Vector3d& x, const Eigen::Vector3d& a, const
 
 }  // namespace
 
+bool HasSegmentationAttribute(const Rig& rig) {
+  return std::any_of(rig.attributes.begin(), rig.attributes.end(),
+                     [](const AttributeMap& m) { return m.name == "segmentation"; });
+}
+
 absl::StatusOr<std::vector<int32_t>> Segmentation(const Rig& rig) {
   const size_t n = rig.vertex_count();
   std::vector<int32_t> joint(n);

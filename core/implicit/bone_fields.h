@@ -38,6 +38,8 @@ struct BoneField {
 // component, a joint index per vertex) when it has one, else the joint with the largest weight.
 // INVALID_ARGUMENT names the attribute and vertex of a value that is not a joint index.
 absl::StatusOr<std::vector<int32_t>> Segmentation(const Rig& rig);
+// Whether the rig carries that attribute (else Segmentation falls back on the weights).
+bool HasSegmentationAttribute(const Rig& rig);
 
 // One field per joint whose piece (see Segmentation) yields at least min_samples samples.
 // Deterministic.

@@ -276,57 +276,51 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     model->bone[i] = (*segmentation)[v];
   }
   // Rest iso values with the composed field. A node is tracked when its own bone has a field
-  // and that field is what the composition shows there (|iso − f_own| < 0.05): a piece buried
-  // in another (an eye in the head) or a bone without a field keeps the initial skinning, since
-  // marching it to the composed surface would undo its own bone's motion [S].
+  // and that field is what the composition shows there (|iso − f_own| < kOwnFieldMatch): a piece
+  // buried in another (an eye in the head) or a bone without a field keeps the initial skinning,
+  // since marching it to the composed surface would undo its own bone's motion [S]. A crease
+  // vertex whose weights split between two bones can belong, by its largest weight, to the bone
+  // whose field the composition does not show there (the other bone's surface is the nearer):
+  // untracked, it would keep the initial skinning and fold into the crease (the SuperCages Arm's
+  // elbow). Unless the rig gives its segmentation, such a vertex belongs to the bone among its
+  // weights (at least kCreaseWeight) whose field the composition does show, the closest match.
   model->iso.resize(nn);
   model->in_field.resize(nn);
   model->own_leaf.resize(nn);
   std::vector<Eigen::Vector3f> rest_gradient(nn);
   std::vector<int32_t> field_of_joint(rig.joint_count(), -1);
   for (size_t i = 0; i < model->fields.size(); ++i) field_of_joint[model->fields[i].joint] = int32_t(i);
+  constexpr float kOwnFieldMatch = 0.05f, kCreaseWeight = 0.25f;
+  const bool given_segmentation = HasSegmentationAttribute(rig);
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       const Eigen::Vector3f p = P3(model->rest, i);
       model->iso[i] = EvaluateRestField(*model, p, &rest_gradient[i]);
       const int32_t own = field_of_joint[model->bone[i]];
-      const float f_own = own < 0 ? 0.f : model->grids[own].Sample(p);
-      model->in_field[i] = own >= 0 && model->iso[i] > 0 && model->iso[i] < 1 &&
-                           rest_gradient[i].squaredNorm() > 0 && std::abs(model->iso[i] - f_own) < 0.05f;
       model->own_leaf[i] = own;
-    }
-  });
-  // A crease vertex whose weights split between two bones can belong, by its largest weight, to
-  // the bone whose field the composition does not show there (the other bone's surface is the
-  // nearer): untracked, it would keep the initial skinning and fold into the crease (the
-  // SuperCages Arm's elbow). Unless the rig gives its segmentation, such a vertex belongs to the
-  // bone among its weights (at least kCreaseWeight) whose field the composition does show.
-  const bool given_segmentation = std::any_of(rig.attributes.begin(), rig.attributes.end(),
-                                              [](const AttributeMap& m) { return m.name == "segmentation"; });
-  if (!given_segmentation) {
-    constexpr float kCreaseWeight = 0.25f;
-    ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        if (model->in_field[i] || !(model->iso[i] > 0 && model->iso[i] < 1)) continue;
-        if (rest_gradient[i].squaredNorm() == 0) continue;
-        const Eigen::Vector3f p = P3(model->rest, i);
-        const uint32_t v = model->vertex_of_node[i];
-        float best = 0.05f;
-        for (uint32_t w = rig.weights.offsets[v]; w < rig.weights.offsets[v + 1]; ++w) {
-          const uint32_t j = rig.weights.joints[w];
-          const int32_t leaf = field_of_joint[j];
-          if (rig.weights.weights[w] < kCreaseWeight || leaf < 0 || leaf == model->own_leaf[i]) continue;
-          const float err = std::abs(model->iso[i] - model->grids[leaf].Sample(p));
-          if (err < best) {
-            best = err;
-            model->bone[i] = j;
-            model->own_leaf[i] = leaf;
-            model->in_field[i] = 1;
-          }
+      model->in_field[i] = 0;
+      if (!(model->iso[i] > 0 && model->iso[i] < 1) || rest_gradient[i].squaredNorm() == 0) continue;
+      auto mismatch = [&](int32_t leaf) { return std::abs(model->iso[i] - model->grids[leaf].Sample(p)); };
+      if (own >= 0 && mismatch(own) < kOwnFieldMatch) {
+        model->in_field[i] = 1;
+        continue;
+      }
+      if (given_segmentation) continue;
+      const uint32_t v = model->vertex_of_node[i];
+      float best = kOwnFieldMatch;
+      for (uint32_t w = rig.weights.offsets[v]; w < rig.weights.offsets[v + 1]; ++w) {
+        const uint32_t j = rig.weights.joints[w];
+        const int32_t leaf = field_of_joint[j];
+        if (rig.weights.weights[w] < kCreaseWeight || leaf < 0 || leaf == own) continue;
+        if (const float err = mismatch(leaf); err < best) {
+          best = err;
+          model->bone[i] = int32_t(j);
+          model->own_leaf[i] = leaf;
+          model->in_field[i] = 1;
         }
       }
-    });
-  }
+    }
+  });
   model->rest_other_excess.assign(nn, 0.f);
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {

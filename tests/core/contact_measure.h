@@ -24,7 +24,6 @@
 #include <Eigen/Core>
 
 #include "core/geometry/mesh_quality.h"
-#include "core/geometry/triangle.h"
 #include "core/geometry/winding_number.h"
 #include "core/rig/rig.h"
 #include "core/rig/transform.h"
@@ -39,38 +38,51 @@ struct ContactSkin {
 };
 
 // A piece's rest skin posed rigidly: the triangles whose vertices' summed weight is more the
-// piece's than the other's, over every rest vertex moved by `t`.
-struct PosedPiece {
-  std::vector<float> positions;
-  std::vector<uint32_t> triangles;
+// piece's than the other's, over every rest vertex moved by `t`; its nearest-triangle and
+// winding-number trees (core/geometry).
+class PosedPiece {
+ public:
+  PosedPiece(const Rig& rig, std::span<const double> weight, std::span<const double> other, const Affine34d& t)
+      : positions_(Posed(rig, t)),
+        triangles_(Triangles(rig, weight, other)),
+        nearest_(positions_, triangles_),
+        winding_(positions_, triangles_) {}
+  PosedPiece(const PosedPiece&) = delete;  // the trees point into the vectors
+  PosedPiece& operator=(const PosedPiece&) = delete;
 
-  PosedPiece(const Rig& rig, std::span<const double> weight, std::span<const double> other, const Affine34d& t) {
-    positions.resize(rig.positions.size());
+  // Negative inside (winding number above ½; the piece's skin is open where it meets the other).
+  double SignedDistance(const Eigen::Vector3d& x) const {
+    const double d = nearest_.Nearest(x.data(), [](uint32_t) { return false; });
+    return winding_(x) > 0.5 ? -d : d;
+  }
+
+ private:
+  static std::vector<float> Posed(const Rig& rig, const Affine34d& t) {
+    std::vector<float> out(rig.positions.size());
     for (size_t v = 0; v < rig.vertex_count(); ++v) {
       const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
       const Eigen::Vector3d y = t.leftCols<3>() * x + t.col(3);
-      for (int k = 0; k < 3; ++k) positions[3 * v + k] = float(y[k]);
+      for (int k = 0; k < 3; ++k) out[3 * v + k] = float(y[k]);
     }
+    return out;
+  }
+  static std::vector<uint32_t> Triangles(const Rig& rig, std::span<const double> weight, std::span<const double> other) {
+    std::vector<uint32_t> out;
     for (size_t f = 0; f + 2 < rig.triangles.size(); f += 3) {
       double mine = 0, theirs = 0;
       for (int k = 0; k < 3; ++k) {
         mine += weight[rig.triangles[f + k]];
         theirs += other[rig.triangles[f + k]];
       }
-      if (mine > theirs) triangles.insert(triangles.end(), {rig.triangles[f], rig.triangles[f + 1], rig.triangles[f + 2]});
+      if (mine > theirs) out.insert(out.end(), {rig.triangles[f], rig.triangles[f + 1], rig.triangles[f + 2]});
     }
+    return out;
   }
-  Eigen::Vector3d At(uint32_t v) const { return {positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]}; }
-  // Negative inside (winding number above ½; the piece's skin is open where it meets the other).
-  double SignedDistance(const Eigen::Vector3d& x) const {
-    double best = 1e300;
-    for (size_t f = 0; f + 2 < triangles.size(); f += 3) {
-      const Eigen::Vector3d c = ClosestPointOnTriangle(At(triangles[f]), At(triangles[f + 1]), At(triangles[f + 2]), x);
-      best = std::min(best, (c - x).squaredNorm());
-    }
-    const double d = std::sqrt(best);
-    return WindingNumber(positions, triangles, x) > 0.5 ? -d : d;
-  }
+
+  std::vector<float> positions_;
+  std::vector<uint32_t> triangles_;
+  RayCaster nearest_;
+  WindingNumberTree winding_;
 };
 
 // The weight of a piece per vertex: the summed weights of the joints `in_piece` names.
@@ -89,7 +101,7 @@ std::vector<double> PieceWeight(const Rig& rig, Pred in_piece) {
 // The pieces' rigid poses for the contact crossing: the skinning transforms of a joint of each
 // (the parent piece's and the child piece's) in the measured pose. `reach`: vertices farther than
 // this on their own side of the bisector plane are taken not to be past the contact surface (its
-// offset is below a piece's radius; the exact distances cost O(triangles) a vertex).
+// offset is below a piece's radius).
 struct RigidPieces {
   Affine34d parent, child;
   double reach = 0;
