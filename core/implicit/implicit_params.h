@@ -36,6 +36,10 @@ struct ImplicitConfig : MethodParams {
   // (crossing 1.2 R on the cylinder where 10° steps give 0.03 R).
   double max_substep_radians = 0.175;  // 10°
   uint32_t max_substeps = 32;
+  // Not in the API: the device program (gpu/implicit/) ends its elastic loops once no session of
+  // the batch needs another pass, which must equal running every pass to the batch's maxima bit
+  // for bit. Set, a session's batches run every pass, so that tests can compare the two.
+  bool device_every_pass = false;
 };
 
 // Per-vertex outcome of implicit skinning's tracking (FrameExtras::vertex_states).

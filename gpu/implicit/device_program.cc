@@ -239,6 +239,7 @@ class ImplicitDeviceProgram final : public DeviceProgram {
     l.nodes += it.model.node_count;
     l.vertices += it.model.vertex_count;
     l.max_iterations = std::max(l.max_iterations, it.settings.max_iterations);
+    l.every_pass = l.every_pass || it.settings.every_pass != 0;
     if (it.settings.elastic) {
       l.elastic = true;
       l.substeps = std::max(l.substeps, it.substeps);

@@ -134,6 +134,7 @@ struct ImplicitSettings {
   float sigma, cos_contact;
   uint32_t max_iterations, smoothing_iterations, relaxation_iterations, relaxation_rounds;
   uint32_t elastic;
+  uint32_t every_pass;  // ImplicitConfig::device_every_pass
 };
 
 struct ImplicitItem {

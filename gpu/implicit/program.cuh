@@ -24,8 +24,9 @@
 // trial after the first; they end once the rest is a no-op for every item (the conditions they
 // test only ever turn false within their loop). A batch then launches the iterations its items
 // use, not the maxima (about 7 600 launches a sub-step), with the same results bit for bit
-// (tests/gpu: elastic sessions whose loops end at different counts share batches and equal
-// their solo runs). On an H200 that halved the elastic frame on the 4.2k limb and on
+// (tests/gpu: an elastic clip equals itself run with every pass, ImplicitConfig::
+// device_every_pass; elastic sessions whose loops end at different counts share batches and
+// equal their solo runs). On an H200 that halved the elastic frame on the 4.2k limb and on
 // BCN_Epileptic. The history-independent loop asks nothing: it is short, and there the host's
 // waits cost more than the launches they saved (16 BCN_Epileptic sessions 2.9 -> 4.5 ms a step).
 #pragma once
@@ -48,6 +49,7 @@ struct ImplicitLimits {
   uint32_t substeps = 0;
   bool history_independent = false;  // some item runs "implicit"
   bool elastic = false;              // some item runs "elastic-implicit"
+  bool every_pass = false;           // some item asks for every pass (ImplicitConfig::device_every_pass)
 };
 
 // Reductions: lane t of kReduceLanes accumulates nodes t, t + kReduceLanes, ...; then lanes are
@@ -606,7 +608,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
       x.Items(StepBegin{s});
       x.Nodes(StepStart{s});
       for (uint32_t k = 0; k < l.max_iterations; ++k) {
-        if (k > 0 && k % kNewtonCheck == 0 && !x.AnyNode(AnyMarching{s, k, true})) break;
+        if (!l.every_pass && k > 0 && k % kNewtonCheck == 0 && !x.AnyNode(AnyMarching{s, k, true})) break;
         x.Nodes(Newton{s, k, true});
       }
       x.Nodes(StepRotations{s});
@@ -614,11 +616,11 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
       x.Nodes(EnergyTerms{s, kStart});
       x.Reduce(EnergySum{s, kStart, 0});
       for (uint32_t r = 0; r < l.relaxation_rounds; ++r) {
-        if (r > 0 && !x.Any(AnyRound{s, r})) break;
+        if (!l.every_pass && r > 0 && !x.Any(AnyRound{s, r})) break;
         x.Nodes(RelaxGradient{s, r});
         x.Reduce(CgStart{s, r});
         for (uint32_t k = 0; k < l.relaxation_iterations; ++k) {
-          if (k % kCgCheck == 0 && !x.Any(AnyCg{s, r, k})) break;
+          if (!l.every_pass && k % kCgCheck == 0 && !x.Any(AnyCg{s, r, k})) break;
           x.Nodes(CgProduct{s, r, k});
           x.Reduce(CgCurvature{s, r, k});
           x.Nodes(CgUpdate{s, r, k});
@@ -629,7 +631,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
         x.Reduce(RelaxLongest{s, r});
         x.Reduce(RelaxSlope{s, r});
         for (uint32_t t = 0; t < uint32_t(imp::kLineSearchSteps); ++t) {
-          if (t > 0 && !x.Any(AnyTrial{s, r})) break;
+          if (!l.every_pass && t > 0 && !x.Any(AnyTrial{s, r})) break;
           x.Nodes(RelaxTrial{s, r, t});
           x.Nodes(EnergyTerms{s, r});
           x.Reduce(EnergySum{s, r, t});

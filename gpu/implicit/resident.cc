@@ -208,6 +208,7 @@ ImplicitSettings MakeImplicitSettings(const ImplicitConfig& c, bool elastic) {
   s.relaxation_iterations = c.relaxation_iterations;
   s.relaxation_rounds = c.relaxation_rounds;
   s.elastic = elastic ? 1 : 0;
+  s.every_pass = c.device_every_pass ? 1 : 0;
   return s;
 }
 
