@@ -24,7 +24,7 @@
 // trial after the first; they end once the rest is a no-op for every item (the conditions they
 // test only ever turn false within their loop). A batch then launches the iterations its items
 // use, not the maxima (about 7 600 launches a sub-step), with the same results bit for bit
-// (tests/gpu: an elastic clip equals itself run with every pass, ImplicitConfig::
+// (tests/gpu: an elastic session equals itself run with every pass, ImplicitConfig::
 // device_every_pass; elastic sessions whose loops end at different counts share batches and
 // equal their solo runs). On an H200 that halved the elastic frame on the 4.2k limb and on
 // BCN_Epileptic. The history-independent loop asks nothing: it is short, and there the host's
