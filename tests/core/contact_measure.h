@@ -11,7 +11,14 @@
 //   rest skin (the triangles most of whose weight is the piece's) is posed rigidly with its bone;
 //   a vertex of piece A at signed distances d_A, d_B from the two (negative inside, by winding
 //   number) is (d_A − d_B) / 2 past the equal-depth surface. 0 for a vertex on that surface,
-//   negative on its own side, half its depth in B for a vertex that went rigidly into B;
+//   negative on its own side, half its depth in B for a vertex that went rigidly into B. Along a
+//   line through both pieces (two slabs meeting) that is never more than the vertex's depth in B
+//   (−d_B), and a vertex outside B has crossed nothing. Off such a line it can be: skin of A
+//   bulging out of its piece beside the crease (along A's normal, where B's skin runs) grows d_A
+//   without entering B, and (d_A − d_B) / 2 would count the bulge (seen on the Arm's finger
+//   joints: 0.33 mesh units outside A, 0.04 outside B, 1.1 units on its own side of the
+//   bisector). So a vertex counts min((d_A − d_B) / 2, −d_B): only inside B, and at most its depth
+//   there. On the cylinders the two readings agree to 0.001 R;
 // - inside: vertices inside the deformed skin deeper than a tenth of an edge
 //   (core/geometry/mesh_quality.h), and the deepest.
 #pragma once
@@ -132,7 +139,7 @@ inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, co
       if (past_plane < -rigid->reach) continue;
       const double own = (of_parent ? parent : child).SignedDistance(x);
       const double other = (of_parent ? child : parent).SignedDistance(x);
-      s.contact_crossing = std::max(s.contact_crossing, 0.5 * (own - other));
+      s.contact_crossing = std::max(s.contact_crossing, std::min(0.5 * (own - other), -other));
     }
   }
   const MeshQuality q = MeasureMeshQuality(rig.positions, out, rig.triangles, nullptr);
