@@ -15,6 +15,10 @@ namespace sinew {
 // §2.5): max, clean union, contact (g_dc) or bulge in contact (g_db).
 enum class JointOperator : uint8_t { kUnion = 1, kCleanUnion = 2, kContact = 3, kBulge = 4 };
 
+// What blends the elastic method's target rotation per node (spec §2.8.2): the rig's skinning
+// weights, or harmonic bone heat weights computed on the rest mesh (the thesis' default, [BP07]).
+enum class RotationWeights : uint8_t { kSkinning = 0, kHarmonic = 1 };
+
 // Parameters of "implicit" and "elastic-implicit"; defaults are the thesis' values.
 struct ImplicitConfig : MethodParams {
   // The operator of every joint not listed in joint_operators; contact is the thesis' default.
@@ -36,6 +40,7 @@ struct ImplicitConfig : MethodParams {
   // (crossing 1.2 R on the cylinder where 10° steps give 0.03 R).
   double max_substep_radians = 0.175;  // 10°
   uint32_t max_substeps = 32;
+  RotationWeights rotation_weights = RotationWeights::kSkinning;
   // Not in the API: the device program (gpu/implicit/) ends its elastic loops once no session of
   // the batch needs another pass, which must equal running every pass to the batch's maxima bit
   // for bit. Set, a session's batches run every pass, so that tests can compare the two.

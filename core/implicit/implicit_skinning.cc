@@ -45,6 +45,7 @@ std::string ImplicitKey(const DeformerConfig& config) {
 namespace {
 // Choice words of a joint's operator; the index is the JointOperator ("default": the session's).
 constexpr std::string_view kJointOperatorWords[] = {"default", "union", "clean-union", "contact", "bulge"};
+constexpr std::string_view kRotationWeightWords[] = {"skinning", "harmonic"};
 constexpr ParamSpec kJointChoiceSpecs[] = {
     {"joint", ParamSpec::Type::kInteger, "", "the child joint of the two bones that meet there"},
     {"op", ParamSpec::Type::kChoice, "default", "its operator", kJointOperatorWords},
@@ -64,6 +65,10 @@ constexpr ParamSpec kImplicitSpecs[] = {
     {"max_substep_radians", ParamSpec::Type::kNumber, "0.175",
      "elastic: sub-step ceiling (a joint turns at most this much per sub-step), > 0"},
     {"max_substeps", ParamSpec::Type::kInteger, "32", "elastic: [1, 1024]"},
+    {"rotation_weights", ParamSpec::Type::kChoice, "skinning",
+     "elastic: what blends each vertex's target rotation: skinning (the rig's weights) or harmonic (bone heat "
+     "weights on the rest mesh, the thesis' choice)",
+     kRotationWeightWords},
 };
 
 absl::Status ReadOperator(ParamReader& r, std::string_view name, JointOperator fallback, JointOperator& out) {
@@ -99,6 +104,9 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
       .Number("min_substep_radians", p->min_substep_radians, 0, 1e9, /*open_lo=*/true)
       .Number("max_substep_radians", p->max_substep_radians, 0, 1e9, /*open_lo=*/true)
       .Count("max_substeps", p->max_substeps, 1, 1024);
+  int rotation = 0;
+  r.Choice("rotation_weights", kRotationWeightWords, rotation);
+  p->rotation_weights = static_cast<RotationWeights>(rotation);
   if (!r.status().ok()) return r.status();
   return std::shared_ptr<const MethodParams>(std::move(p));
 }
@@ -182,6 +190,7 @@ size_t ImplicitModel::Bytes() const {
   b += 4 * (node_of_vertex.size() + vertex_of_node.size() + rest.size() + iso.size() + bone.size() + step_cap.size() +
             ring_offsets.size() + ring.size() + mvc.size() + cot.size());
   b += in_field.size() + ring_closed.size();
+  b += 4 * (heat.offsets.size() + heat.weights.size()) + 2 * heat.joints.size();
   for (const BoneField& f : fields) b += f.hrbf.centers().size() * 8 * 2;
   return b;  // the shared operators are counted once per process, not per rig
 }
@@ -469,6 +478,10 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       }
     }
   }
+  // Bone heat weights for the elastic method's rotations (spec §2.8.2).
+  auto heat = BoneHeatWeights(rig, model->rest, model->node_of_vertex, model->ring_offsets, model->ring, model->cot);
+  if (!heat.ok()) return heat.status();
+  model->heat = std::move(*heat);
   report(1.0);
   return std::shared_ptr<const Prepared>(std::move(model));
 }

@@ -27,6 +27,7 @@
 #include "core/implicit/bone_fields.h"
 #include "core/implicit/field_grid.h"
 #include "core/implicit/operators.h"
+#include "core/implicit/rotation_weights.h"
 
 namespace sinew {
 
@@ -74,6 +75,9 @@ class ImplicitModel : public Prepared {
   std::vector<uint8_t> ring_closed;
   std::vector<float> mvc;
   std::vector<float> cot;  // EIS: cotangent weights per ring entry (clamped positive)
+  // EIS: harmonic "bone heat" weights per node for the target rotations (rotation_weights.h),
+  // used when ImplicitConfig::rotation_weights is kHarmonic.
+  NodeWeights heat;
   double mean_edge = 0;
   // Squared gradient norm below which a vertex stops marching (null gradient): (10⁻³ × the
   // typical gradient 15 / (16 r̄))², r̄ the mean support radius.

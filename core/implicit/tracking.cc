@@ -608,7 +608,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     March(active_, false, pool);
     // 3. Rotations of the DQS blend (skinning weights stand in for harmonic weights).
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) rot_[i] = BlendRotation(m_->vertex_of_node[i]);
+      for (size_t i = b; i < e; ++i) rot_[i] = BlendRotation(i);
     });
     // 4. Tangential relaxation and projection as one energy, minimised to convergence (Relax).
     Relax(pool);
@@ -861,15 +861,21 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return lane[0];
   }
 
-  Eigen::Matrix3f BlendRotation(uint32_t v) const {
-    const SkinWeights& w = rig_->weights;
-    const uint32_t e0 = w.offsets[v], e1 = w.offsets[v + 1];
-    const float* pivot = dqs_[w.joints[e0]].v;
+  // The rotation of the DQS blend at node i, with the skinning weights of its first vertex or
+  // its bone heat weights (ImplicitConfig::rotation_weights).
+  Eigen::Matrix3f BlendRotation(size_t i) const {
+    const bool heat = config_.rotation_weights == RotationWeights::kHarmonic;
+    const uint32_t v = m_->vertex_of_node[i];
+    const uint32_t e0 = heat ? m_->heat.offsets[i] : rig_->weights.offsets[v];
+    const uint32_t e1 = heat ? m_->heat.offsets[i + 1] : rig_->weights.offsets[v + 1];
+    const uint16_t* joints = heat ? m_->heat.joints.data() : rig_->weights.joints.data();
+    const float* weights = heat ? m_->heat.weights.data() : rig_->weights.weights.data();
+    const float* pivot = dqs_[joints[e0]].v;
     Eigen::Vector4f q = Eigen::Vector4f::Zero();
     for (uint32_t e = e0; e < e1; ++e) {
-      const float* r = dqs_[w.joints[e]].v;
+      const float* r = dqs_[joints[e]].v;
       const float dot = r[0] * pivot[0] + r[1] * pivot[1] + r[2] * pivot[2] + r[3] * pivot[3];
-      q += std::copysign(w.weights[e], dot) * Eigen::Vector4f(r[0], r[1], r[2], r[3]);
+      q += std::copysign(weights[e], dot) * Eigen::Vector4f(r[0], r[1], r[2], r[3]);
     }
     return Eigen::Quaternionf(q[3], q[0], q[1], q[2]).normalized().toRotationMatrix();
   }

@@ -77,6 +77,10 @@ struct ImplicitModelView {
   const uint8_t* ring_closed;
   const float* mvc;
   const float* cot;
+  // Bone heat weights per node (ImplicitModel::heat), for the elastic rotations.
+  const uint32_t* heat_offsets;
+  const uint16_t* heat_joints;
+  const float* heat_weights;
   uint32_t field_count, joint_count, node_count, vertex_count;
   int32_t root, op_n, op_nd;
   float gradient_floor2;
@@ -135,6 +139,7 @@ struct ImplicitSettings {
   uint32_t max_iterations, smoothing_iterations, relaxation_iterations, relaxation_rounds;
   uint32_t elastic;
   uint32_t every_pass;  // ImplicitConfig::device_every_pass
+  uint32_t harmonic_rotations;  // ImplicitConfig::rotation_weights is kHarmonic
 };
 
 struct ImplicitItem {
@@ -483,15 +488,20 @@ SINEW_HD void RelaxTarget(const ImplicitItem& it, uint32_t i) {
   Store3(s.tmp, i, v + mu * acc);
 }
 
-// Elastic: the rotation of the DQS blend at rig vertex v (row-major 3x3).
-SINEW_HD void BlendRotation(const ImplicitModelView& m, const float* dq, uint32_t v, float* r) {
-  const uint32_t e0 = m.offsets[v], e1 = m.offsets[v + 1];
-  const float* pivot = dq + imp::kJointFloats * m.joints[e0];
+// Elastic: the rotation of the DQS blend at node i (row-major 3x3), with the skinning weights of
+// its first vertex or its bone heat weights (`heat`).
+SINEW_HD void BlendRotation(const ImplicitModelView& m, const float* dq, uint32_t i, bool heat, float* r) {
+  const uint32_t v = m.vertex_of_node[i];
+  const uint32_t e0 = heat ? m.heat_offsets[i] : m.offsets[v];
+  const uint32_t e1 = heat ? m.heat_offsets[i + 1] : m.offsets[v + 1];
+  const uint16_t* joints = heat ? m.heat_joints : m.joints;
+  const float* weights = heat ? m.heat_weights : m.weights;
+  const float* pivot = dq + imp::kJointFloats * joints[e0];
   float q[4] = {0, 0, 0, 0};
   for (uint32_t e = e0; e < e1; ++e) {
-    const float* a = dq + imp::kJointFloats * m.joints[e];
+    const float* a = dq + imp::kJointFloats * joints[e];
     const float dot = a[0] * pivot[0] + a[1] * pivot[1] + a[2] * pivot[2] + a[3] * pivot[3];
-    const float w = copysignf(m.weights[e], dot);
+    const float w = copysignf(weights[e], dot);
     for (int k = 0; k < 4; ++k) q[k] += w * a[k];
   }
   const float n2 = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3];

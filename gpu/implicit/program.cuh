@@ -262,7 +262,8 @@ struct StepRotations {
   uint32_t step;
   SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
     if (!StepLive(it, step)) return;
-    BlendRotation(it.model, DualQuats(StepParams(b, it, step)), it.model.vertex_of_node[i], it.state.rot + 9 * size_t(i));
+    BlendRotation(it.model, DualQuats(StepParams(b, it, step)), i, it.settings.harmonic_rotations != 0,
+                  it.state.rot + 9 * size_t(i));
   }
 };
 

@@ -69,7 +69,7 @@ uint64_t ImplicitModelBytes(const ImplicitModel& m) {
          ArrayBytes(m.node_of_vertex) + ArrayBytes(m.vertex_of_node) + ArrayBytes(m.rest) + ArrayBytes(m.iso) +
          ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) + ArrayBytes(m.rest_other_excess) +
          ArrayBytes(m.ring_offsets) + ArrayBytes(m.ring) + ArrayBytes(m.ring_closed) + ArrayBytes(m.mvc) +
-         ArrayBytes(m.cot);
+         ArrayBytes(m.cot) + ArrayBytes(m.heat.offsets) + ArrayBytes(m.heat.joints) + ArrayBytes(m.heat.weights);
 }
 
 bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, ResidentModel* out, std::string* error) {
@@ -108,7 +108,9 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
       !Put(api, device, m.rest_other_excess, v.rest_other_excess, mem, error) ||
       !Put(api, device, m.ring_offsets, v.ring_offsets, mem, error) || !Put(api, device, m.ring, v.ring, mem, error) ||
       !Put(api, device, m.ring_closed, v.ring_closed, mem, error) || !Put(api, device, m.mvc, v.mvc, mem, error) ||
-      !Put(api, device, m.cot, v.cot, mem, error)) {
+      !Put(api, device, m.cot, v.cot, mem, error) || !Put(api, device, m.heat.offsets, v.heat_offsets, mem, error) ||
+      !Put(api, device, m.heat.joints, v.heat_joints, mem, error) ||
+      !Put(api, device, m.heat.weights, v.heat_weights, mem, error)) {
     return false;
   }
   if (mem.bytes != ImplicitModelBytes(m)) {
@@ -209,6 +211,7 @@ ImplicitSettings MakeImplicitSettings(const ImplicitConfig& c, bool elastic) {
   s.relaxation_rounds = c.relaxation_rounds;
   s.elastic = elastic ? 1 : 0;
   s.every_pass = c.device_every_pass ? 1 : 0;
+  s.harmonic_rotations = c.rotation_weights == RotationWeights::kHarmonic ? 1 : 0;
   return s;
 }
 

@@ -10,8 +10,10 @@
 #include <string>
 
 #include "core/deformer/deformer.h"
+#include "core/geometry/mesh_quality.h"
 #include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
+#include "core/implicit/rotation_weights.h"
 #include "core/procedural/limb.h"
 #include "tests/core/test_util.h"
 
@@ -430,6 +432,91 @@ TEST(ImplicitSkinning, ElasticResultIsContinuousInThePose) {
     }
   }
   std::printf("elastic, 19 frames with contact and jumps, 1e-6 rad turns: largest move %.2e of the diagonal\n", worst);
+}
+
+// The elastic method's harmonic rotation weights (bone heat, spec §2.8.2): a partition of unity
+// per node, at most kMaxRotationWeights each, and along the limb the child bone's weight rises
+// from 0 at the root to 1 at the end, monotonically through the joint (averaged over slices
+// across the axis; the limb lies along x).
+TEST(ImplicitSkinning, BoneHeatWeightsAreAPartitionOfUnityThatRisesAcrossTheJoint) {
+  Fixture& f = F();
+  auto model = f.Model(Config("elastic-implicit"));
+  const NodeWeights& h = model->heat;
+  const size_t nn = model->node_count();
+  ASSERT_EQ(h.offsets.size(), nn + 1);
+  int32_t child = -1;
+  for (size_t j = 0; j < f.rig->joint_count(); ++j) {
+    if (f.rig->skeleton.names[j] == "bone1") child = int32_t(j);
+  }
+  ASSERT_GE(child, 0);
+  double lo = 1e300, hi = -1e300;
+  for (size_t i = 0; i < nn; ++i) {
+    lo = std::min(lo, double(model->rest[3 * i]));
+    hi = std::max(hi, double(model->rest[3 * i]));
+  }
+  constexpr int kSlices = 24;
+  double sum[kSlices] = {}, count[kSlices] = {};
+  for (size_t i = 0; i < nn; ++i) {
+    const uint32_t e0 = h.offsets[i], e1 = h.offsets[i + 1];
+    ASSERT_GE(e1 - e0, 1u) << "node " << i;
+    ASSERT_LE(e1 - e0, uint32_t(kMaxRotationWeights)) << "node " << i;
+    double total = 0, w_child = 0;
+    for (uint32_t e = e0; e < e1; ++e) {
+      EXPECT_GT(h.weights[e], 0.f) << "node " << i;
+      EXPECT_LE(h.weights[e], 1.f) << "node " << i;
+      total += h.weights[e];
+      if (h.joints[e] == child) w_child += h.weights[e];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5) << "node " << i;
+    const int s = std::min(kSlices - 1, int((model->rest[3 * i] - lo) / (hi - lo) * kSlices));
+    sum[s] += w_child;
+    count[s] += 1;
+  }
+  ASSERT_GT(count[0], 0);
+  ASSERT_GT(count[kSlices - 1], 0);
+  EXPECT_LT(sum[0] / count[0], 0.02) << "near the root";
+  EXPECT_GT(sum[kSlices - 1] / count[kSlices - 1], 0.98) << "at the end";
+  double previous = -1;
+  for (int s = 0; s < kSlices; ++s) {
+    if (count[s] == 0) continue;
+    const double mean = sum[s] / count[s];
+    std::printf("slice %2d: child bone's heat weight %.3f (%g nodes)\n", s, mean, count[s]);
+    EXPECT_GE(mean, previous - 1e-3) << "slice " << s;
+    previous = mean;
+  }
+}
+
+// Spec §2.8.2 (the thesis, Fig. 4.21): the rotations' weights change the tangential distribution of the
+// vertices, never the shape, which the implicit surface fixes. The limb bent in 15° steps with
+// skinning and with harmonic weights: every vertex of one result lies on the other's surface
+// (distance to its nearest triangle) within a small fraction of the mean edge, while vertices
+// slide along it by more.
+TEST(ImplicitSkinning, ElasticRotationWeightsSlideTheSkinAlongItsSurface) {
+  Fixture& f = F();
+  auto model = f.Model(Config("elastic-implicit"));
+  ImplicitConfig harmonic;
+  harmonic.rotation_weights = RotationWeights::kHarmonic;
+  auto a = f.Make(Config("elastic-implicit"), model);
+  auto b = f.Make(Config("elastic-implicit", harmonic), model);
+  for (int k = 1; k <= 8; ++k) {
+    const Pose pose = f.Bent(15.0 * k);
+    const auto out_a = f.Run(*a, pose), out_b = f.Run(*b, pose);
+    const RayCaster surface_a(out_a, f.rig->triangles);
+    double off = 0, off_mean = 0, slide = 0;
+    for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+      const double x[3] = {out_b[3 * v], out_b[3 * v + 1], out_b[3 * v + 2]};
+      const double d = surface_a.Nearest(x, [](uint32_t) { return false; });
+      off = std::max(off, d);
+      off_mean += d / double(f.rig->vertex_count());
+      double m2 = 0;
+      for (int c = 0; c < 3; ++c) m2 += std::pow(double(out_b[3 * v + c]) - out_a[3 * v + c], 2);
+      slide = std::max(slide, std::sqrt(m2));
+    }
+    std::printf("%3d°: harmonic vs skinning weights: off the surface max %.3f, mean %.4f mean edges; "
+                "vertex moves up to %.3f mean edges\n",
+                15 * k, off / model->mean_edge, off_mean / model->mean_edge, slide / model->mean_edge);
+    EXPECT_LT(off, 0.25 * model->mean_edge) << 15 * k << "°";
+  }
 }
 
 // A host that runs the deformer on a device frees the CPU-only scratch (StateBytes drops by

@@ -236,8 +236,7 @@ TEST_P(ImplicitGpu, HistoryIndependentDependsOnlyOnThePose) {
 // by what that frame's chaos left), the device must be as close.
 void ExpectElasticWithinItsSensitivity(GpuBackend& backend, std::shared_ptr<const Rig> rig,
                                        std::shared_ptr<const ImplicitModel> model, const std::vector<Pose>& poses,
-                                       const char* label) {
-  const DeformerConfig config = Config("elastic-implicit");
+                                       const char* label, const DeformerConfig& config = Config("elastic-implicit")) {
   const double diag = rig->bbox_diagonal(), tolerance = 1e-4 * diag;
   Pair p(backend, rig, model, config);
   const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
@@ -296,6 +295,18 @@ TEST_P(ImplicitGpu, ElasticEqualsTheCpuWithinItsOwnSensitivity) {
   std::vector<Pose> poses;
   for (double b : bends) poses.push_back(Bent(*rig, b, b / 3));
   ExpectElasticWithinItsSensitivity(*backend_, rig, Prepare(*rig, Config("elastic-implicit")), poses, "limb");
+}
+
+// The rotations blended with the bone heat weights (ImplicitConfig::rotation_weights) instead of
+// the skinning weights: the device reads them from the model and agrees with the CPU as above.
+TEST_P(ImplicitGpu, ElasticWithHarmonicRotationWeightsEqualsTheCpu) {
+  auto rig = TwoBoneLimb();
+  auto params = std::make_shared<ImplicitConfig>();
+  params->rotation_weights = RotationWeights::kHarmonic;
+  const DeformerConfig config("elastic-implicit", params);
+  std::vector<Pose> poses;
+  for (double b : {30.0, 90.0, 120.0, 60.0}) poses.push_back(Bent(*rig, b, b / 3));
+  ExpectElasticWithinItsSensitivity(*backend_, rig, Prepare(*rig, config), poses, "limb, harmonic rotation weights", config);
 }
 
 TEST_P(ImplicitGpu, ElasticReturnsToRestAfterARoundTripAndAfterReset) {

@@ -1,0 +1,175 @@
+#include "core/implicit/rotation_weights.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <Eigen/SparseCholesky>
+#include <Eigen/SparseCore>
+
+#include "absl/strings/str_cat.h"
+#include "core/rig/transform.h"
+
+namespace sinew {
+namespace {
+
+Eigen::Vector3d Node(std::span<const float> rest, size_t i) {
+  return Eigen::Vector3d(rest[3 * i], rest[3 * i + 1], rest[3 * i + 2]);
+}
+
+double SegmentDistance(const Eigen::Vector3d& p, const Eigen::Vector3d& a, const Eigen::Vector3d& b) {
+  const Eigen::Vector3d ab = b - a;
+  const double len2 = ab.squaredNorm();
+  const double t = len2 > 0 ? std::clamp((p - a).dot(ab) / len2, 0.0, 1.0) : 0.0;
+  return (p - (a + t * ab)).norm();
+}
+
+}  // namespace
+
+absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const float> rest,
+                                            std::span<const uint32_t> node_of_vertex,
+                                            std::span<const uint32_t> ring_offsets, std::span<const uint32_t> ring,
+                                            std::span<const float> cot) {
+  const size_t nn = rest.size() / 3, joints = rig.joint_count();
+  if (rig.weights.offsets.empty()) return absl::FailedPreconditionError("bone heat weights need skinning weights");
+  // The bones: joints with skinning weight, as segments to their children (a point for a leaf).
+  std::vector<uint8_t> used(joints, 0);
+  for (size_t e = 0; e < rig.weights.joints.size(); ++e) {
+    if (rig.weights.weights[e] > 0) used[rig.weights.joints[e]] = 1;
+  }
+  std::vector<Eigen::Vector3d> pos(joints);
+  for (size_t j = 0; j < joints; ++j) pos[j] = Inverse(rig.skeleton.inverse_bind[j]).col(3);
+  std::vector<std::vector<uint32_t>> children(joints);
+  for (size_t j = 0; j < joints; ++j) {
+    if (rig.skeleton.parents[j] >= 0) children[size_t(rig.skeleton.parents[j])].push_back(uint32_t(j));
+  }
+  // Bone segments: to each child; a leaf extends along its parent's direction as far as the
+  // vertices it weighs most reach (as the bone fields' leaves do), else it is a point.
+  std::vector<std::vector<std::pair<Eigen::Vector3d, Eigen::Vector3d>>> segments(joints);
+  std::vector<double> leaf_reach(joints, 0);
+  for (size_t v = 0; v < rig.vertex_count(); ++v) {
+    const uint32_t e = rig.weights.offsets[v];
+    if (e == rig.weights.offsets[v + 1]) continue;
+    const uint16_t j = rig.weights.joints[e];  // the largest weight comes first
+    const int p = rig.skeleton.parents[j];
+    if (!children[j].empty() || p < 0) continue;
+    const Eigen::Vector3d axis = pos[j] - pos[size_t(p)];
+    if (axis.norm() < 1e-12) continue;
+    const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+    leaf_reach[j] = std::max(leaf_reach[j], (x - pos[j]).dot(axis.normalized()));
+  }
+  for (size_t j = 0; j < joints; ++j) {
+    for (uint32_t c : children[j]) segments[j].emplace_back(pos[j], pos[c]);
+    if (children[j].empty()) {
+      const int p = rig.skeleton.parents[j];
+      Eigen::Vector3d end = pos[j];
+      if (p >= 0 && (pos[j] - pos[size_t(p)]).norm() > 1e-12) end += leaf_reach[j] * (pos[j] - pos[size_t(p)]).normalized();
+      segments[j].emplace_back(pos[j], end);
+    }
+  }
+  double edge_sum = 0;
+  for (size_t i = 0; i < nn; ++i) {
+    for (uint32_t r = ring_offsets[i]; r < ring_offsets[i + 1]; ++r) edge_sum += (Node(rest, i) - Node(rest, ring[r])).norm();
+  }
+  const double mean_edge = ring.empty() ? 1.0 : edge_sum / double(ring.size());
+  // Each node's nearest bone and its distance (floored at a thousandth of an edge).
+  std::vector<int32_t> nearest(nn, -1);
+  std::vector<double> h(nn, 0);
+  for (size_t i = 0; i < nn; ++i) {
+    const Eigen::Vector3d p = Node(rest, i);
+    double best = 1e300;
+    for (size_t j = 0; j < joints; ++j) {
+      if (!used[j]) continue;
+      double d = 1e300;
+      for (const auto& [a, b] : segments[j]) d = std::min(d, SegmentDistance(p, a, b));
+      if (d < best) {
+        best = d;
+        nearest[i] = int32_t(j);
+      }
+    }
+    const double d = std::max(best, 1e-3 * mean_edge);
+    h[i] = 1.0 / (d * d);
+  }
+  // Barycentric areas (floored so that an isolated node still has a row of its own).
+  std::vector<double> area(nn, 0);
+  for (size_t t = 0; t < rig.triangle_count(); ++t) {
+    const uint32_t a = node_of_vertex[rig.triangles[3 * t]], b = node_of_vertex[rig.triangles[3 * t + 1]],
+                   c = node_of_vertex[rig.triangles[3 * t + 2]];
+    const double s = (Node(rest, b) - Node(rest, a)).cross(Node(rest, c) - Node(rest, a)).norm() / 6;
+    area[a] += s;
+    area[b] += s;
+    area[c] += s;
+  }
+  double mean_area = 0;
+  for (double s : area) mean_area += s / double(nn);
+  for (double& s : area) s = std::max(s, 1e-6 * mean_area + 1e-300);
+  // L + A H.
+  std::vector<Eigen::Triplet<double>> entries;
+  entries.reserve(ring.size() + nn);
+  for (size_t i = 0; i < nn; ++i) {
+    double diag = area[i] * h[i];
+    for (uint32_t r = ring_offsets[i]; r < ring_offsets[i + 1]; ++r) {
+      entries.emplace_back(int(i), int(ring[r]), -double(cot[r]));
+      diag += cot[r];
+    }
+    entries.emplace_back(int(i), int(i), diag);
+  }
+  Eigen::SparseMatrix<double> m(static_cast<Eigen::Index>(nn), static_cast<Eigen::Index>(nn));
+  m.setFromTriplets(entries.begin(), entries.end());
+  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> solver(m);
+  if (solver.info() != Eigen::Success) return absl::InternalError("bone heat weights: the factorisation failed");
+  // One solve per bone that is nearest to some node; each node keeps its largest weights.
+  struct Entry {
+    float w;
+    uint16_t j;
+  };
+  std::vector<Entry> top(nn * kMaxRotationWeights, Entry{0.f, 0});
+  std::vector<uint8_t> count(nn, 0);
+  Eigen::VectorXd rhs(nn);
+  for (size_t j = 0; j < joints; ++j) {
+    bool any = false;
+    for (size_t i = 0; i < nn; ++i) {
+      rhs[Eigen::Index(i)] = nearest[i] == int32_t(j) ? area[i] * h[i] : 0.0;
+      any = any || nearest[i] == int32_t(j);
+    }
+    if (!any) continue;
+    const Eigen::VectorXd w = solver.solve(rhs);
+    for (size_t i = 0; i < nn; ++i) {
+      const float wi = float(std::clamp(w[Eigen::Index(i)], 0.0, 1.0));
+      if (!(wi > 1e-4f)) continue;
+      Entry* t = &top[i * kMaxRotationWeights];
+      int k = count[i];
+      if (k == kMaxRotationWeights) {
+        if (!(wi > t[k - 1].w)) continue;
+        --k;
+      } else {
+        ++count[i];
+      }
+      // Insert keeping the largest first (earlier joints first among equals).
+      while (k > 0 && t[k - 1].w < wi) {
+        t[k] = t[k - 1];
+        --k;
+      }
+      t[k] = Entry{wi, uint16_t(j)};
+    }
+  }
+  NodeWeights out;
+  out.offsets.assign(1, 0);
+  for (size_t i = 0; i < nn; ++i) {
+    const Entry* t = &top[i * kMaxRotationWeights];
+    double sum = 0;
+    for (int k = 0; k < count[i]; ++k) sum += t[k].w;
+    if (!(sum > 0)) {  // no weight above the floor: the nearest bone alone
+      out.joints.push_back(uint16_t(std::max(nearest[i], 0)));
+      out.weights.push_back(1.f);
+    } else {
+      for (int k = 0; k < count[i]; ++k) {
+        out.joints.push_back(t[k].j);
+        out.weights.push_back(float(t[k].w / sum));
+      }
+    }
+    out.offsets.push_back(uint32_t(out.joints.size()));
+  }
+  return out;
+}
+
+}  // namespace sinew
