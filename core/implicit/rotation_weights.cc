@@ -6,7 +6,6 @@
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseCore>
 
-#include "absl/strings/str_cat.h"
 #include "core/rig/transform.h"
 
 namespace sinew {
@@ -31,7 +30,7 @@ absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const floa
                                             std::span<const float> cot) {
   const size_t nn = rest.size() / 3, joints = rig.joint_count();
   if (rig.weights.offsets.empty()) return absl::FailedPreconditionError("bone heat weights need skinning weights");
-  // The bones: joints with skinning weight, as segments to their children (a point for a leaf).
+  // The bones: the joints with skinning weight somewhere.
   std::vector<uint8_t> used(joints, 0);
   for (size_t e = 0; e < rig.weights.joints.size(); ++e) {
     if (rig.weights.weights[e] > 0) used[rig.weights.joints[e]] = 1;

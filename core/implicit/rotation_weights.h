@@ -10,8 +10,8 @@
 //
 // Bones: the joints that carry skinning weight somewhere, each the segments from its rest
 // position to its children's; a leaf extends along its parent's direction as far as the
-// vertices it weighs most reach (a point where there are none). One factorisation (Eigen's simplicial
-// LDLᵀ), one solve per bone that is nearest to some node. Deterministic.
+// vertices it weighs most reach (a point where there are none). One factorisation (Eigen's
+// simplicial LDLᵀ), one solve per bone that is nearest to some node. Deterministic.
 #pragma once
 
 #include <cstdint>

@@ -606,7 +606,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       if (m_->in_field[i]) active_.push_back(uint32_t(i));
     }
     March(active_, false, pool);
-    // 3. Rotations of the DQS blend (skinning weights stand in for harmonic weights).
+    // 3. Rotations of the DQS blend (skinning or bone heat weights, ImplicitConfig::rotation_weights).
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) rot_[i] = BlendRotation(i);
     });

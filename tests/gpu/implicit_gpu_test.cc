@@ -7,8 +7,8 @@
 // - the elastic method is itself sensitive to rounding: the CPU's own result moves by 1e-5 of
 //   the diagonal when every joint turns by 1e-6 rad, and by up to 1e-2 at deep bends after large
 //   jumps, where stop decisions flip. The device stays within twice that sensitivity, measured
-//   on the same frames; its state stays on the device between frames, returns to rest after a
-//   round trip and on reset;
+//   on the same frames, also with bone heat rotation weights; its state stays on the device
+//   between frames, returns to rest after a round trip and on reset;
 // - the device's elastic loops, which end once no session of the batch needs another pass,
 //   give exactly what every pass to the maxima gives;
 // - sessions batched together (implicit ones of both methods and LBS) get exactly the result
