@@ -6,6 +6,7 @@
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseCore>
 
+#include "core/geometry/mesh_quality.h"
 #include "core/rig/transform.h"
 
 namespace sinew {
@@ -15,11 +16,11 @@ Eigen::Vector3d Node(std::span<const float> rest, size_t i) {
   return Eigen::Vector3d(rest[3 * i], rest[3 * i + 1], rest[3 * i + 2]);
 }
 
-double SegmentDistance(const Eigen::Vector3d& p, const Eigen::Vector3d& a, const Eigen::Vector3d& b) {
+Eigen::Vector3d SegmentClosest(const Eigen::Vector3d& p, const Eigen::Vector3d& a, const Eigen::Vector3d& b) {
   const Eigen::Vector3d ab = b - a;
   const double len2 = ab.squaredNorm();
   const double t = len2 > 0 ? std::clamp((p - a).dot(ab) / len2, 0.0, 1.0) : 0.0;
-  return (p - (a + t * ab)).norm();
+  return a + t * ab;
 }
 
 }  // namespace
@@ -70,22 +71,44 @@ absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const floa
     for (uint32_t r = ring_offsets[i]; r < ring_offsets[i + 1]; ++r) edge_sum += (Node(rest, i) - Node(rest, ring[r])).norm();
   }
   const double mean_edge = ring.empty() ? 1.0 : edge_sum / double(ring.size());
-  // Each node's nearest bone and its distance (floored at a thousandth of an edge).
+  // Each node's nearest visible bone: the segment from the node to the bone's closest point
+  // crosses no triangle but the node's own (BP07; where no bone is visible, the nearest one).
+  // Its distance, floored at a thousandth of an edge, sets H.
+  const RayCaster mesh(rig.positions, rig.triangles);
   std::vector<int32_t> nearest(nn, -1);
   std::vector<double> h(nn, 0);
+  struct Candidate {
+    double d;
+    uint32_t j;
+    Eigen::Vector3d q;
+  };
+  std::vector<Candidate> candidates;
   for (size_t i = 0; i < nn; ++i) {
     const Eigen::Vector3d p = Node(rest, i);
-    double best = 1e300;
+    candidates.clear();
     for (size_t j = 0; j < joints; ++j) {
       if (!used[j]) continue;
-      double d = 1e300;
-      for (const auto& [a, b] : segments[j]) d = std::min(d, SegmentDistance(p, a, b));
-      if (d < best) {
-        best = d;
-        nearest[i] = int32_t(j);
+      Candidate c{1e300, uint32_t(j), p};
+      for (const auto& [a, b] : segments[j]) {
+        const Eigen::Vector3d q = SegmentClosest(p, a, b);
+        if ((q - p).norm() < c.d) c = {(q - p).norm(), uint32_t(j), q};
+      }
+      candidates.push_back(c);
+    }
+    std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.d < b.d; });
+    if (candidates.empty()) continue;
+    const Candidate* pick = &candidates[0];
+    for (const Candidate& c : candidates) {
+      const Eigen::Vector3d dir = c.q - p;
+      const double origin[3] = {p.x(), p.y(), p.z()}, direction[3] = {dir.x(), dir.y(), dir.z()};
+      const double t = mesh.First(origin, direction, [&](uint32_t u) { return node_of_vertex[u] == i; });
+      if (!(t < 1.0)) {
+        pick = &c;
+        break;
       }
     }
-    const double d = std::max(best, 1e-3 * mean_edge);
+    nearest[i] = int32_t(pick->j);
+    const double d = std::max(pick->d, 1e-3 * mean_edge);
     h[i] = 1.0 / (d * d);
   }
   // Barycentric areas (floored so that an isolated node still has a row of its own).

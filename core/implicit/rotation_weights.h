@@ -4,9 +4,9 @@
 //   (L + A H) w_j = A H p_j
 // on the welded rest mesh: L the cotangent Laplacian (the relaxation's own clamped weights), A the
 // nodes' barycentric areas, H_ii = 1 / d_i² with d_i the distance from node i to its nearest
-// bone, p_j(i) = 1 where bone j is that nearest bone (BP07 with c = 1 and without its visibility
-// test). The weights of a node sum to 1; each node keeps its kMaxRotationWeights largest,
-// renormalised.
+// visible bone (the segment to the bone's closest point crosses no triangle but the node's own;
+// the nearest bone where none is), p_j(i) = 1 where bone j is that bone (BP07 with c = 1). The
+// weights of a node sum to 1; each node keeps its kMaxRotationWeights largest, renormalised.
 //
 // Bones: the joints that carry skinning weight somewhere, each the segments from its rest
 // position to its children's; a leaf extends along its parent's direction as far as the

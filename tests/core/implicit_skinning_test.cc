@@ -486,6 +486,61 @@ TEST(ImplicitSkinning, BoneHeatWeightsAreAPartitionOfUnityThatRisesAcrossTheJoin
   }
 }
 
+// BP07's visibility test: a node takes its heat from the nearest bone it can see. A thick
+// "torso" tube (radius 1) with a thin "arm" tube (radius 0.2) hanging 0.1 beside it, each with
+// two bones along its axis: the torso's skin facing the arm is nearer the arm's axis (0.3) than
+// its own (1), but the arm's skin lies between. Every torso node must draw (almost) nothing from
+// the arm's bones, and the fixture must have such nodes.
+TEST(ImplicitSkinning, BoneHeatComesFromTheNearestVisibleBone) {
+  LimbOptions torso_options = TwoBoneLimbOptions(), arm_options = TwoBoneLimbOptions();
+  torso_options.radius = 1.0f;
+  torso_options.rings = 30;
+  torso_options.segments = 48;
+  arm_options.radius = 0.2f;
+  arm_options.rings = 30;
+  arm_options.segments = 16;
+  RigInput in = MakeLimb(torso_options);
+  const RigInput arm = MakeLimb(arm_options);
+  const uint32_t torso_vertices = uint32_t(in.rig.positions.size() / 3), torso_joints = uint32_t(in.rig.skeleton.size());
+  for (size_t v = 0; v < arm.rig.positions.size() / 3; ++v) {
+    in.rig.positions.insert(in.rig.positions.end(),
+                            {arm.rig.positions[3 * v], arm.rig.positions[3 * v + 1] + 1.3f, arm.rig.positions[3 * v + 2]});
+    in.rig.normals.insert(in.rig.normals.end(), {arm.rig.normals[3 * v], arm.rig.normals[3 * v + 1], arm.rig.normals[3 * v + 2]});
+  }
+  for (uint32_t t : arm.rig.triangles) in.rig.triangles.push_back(t + torso_vertices);
+  for (size_t j = 0; j < arm.rig.skeleton.size(); ++j) {
+    in.rig.skeleton.names.push_back("arm" + std::to_string(j));
+    in.rig.skeleton.parents.push_back(arm.rig.skeleton.parents[j] < 0 ? -1 : arm.rig.skeleton.parents[j] + int32_t(torso_joints));
+    Similarity rest = arm.rig.skeleton.rest_local[j];
+    if (arm.rig.skeleton.parents[j] < 0) rest.translation += Eigen::Vector3d(0, 1.3, 0);
+    in.rig.skeleton.rest_local.push_back(rest);
+  }
+  const uint32_t base = in.weights.offsets.back();
+  for (size_t v = 1; v < arm.weights.offsets.size(); ++v) in.weights.offsets.push_back(base + arm.weights.offsets[v]);
+  for (uint32_t j : arm.weights.joints) in.weights.joints.push_back(j + torso_joints);
+  in.weights.weights.insert(in.weights.weights.end(), arm.weights.weights.begin(), arm.weights.weights.end());
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
+  ThreadPool pool(2);
+  auto prepared = PrepareImplicit(*rig, Config("elastic-implicit"), &pool, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const auto& model = dynamic_cast<const ImplicitModel&>(**prepared);
+  size_t facing = 0;
+  double worst = 0;
+  for (uint32_t v = 0; v < torso_vertices; ++v) {
+    const size_t i = model.node_of_vertex[v];
+    const double y = model.rest[3 * i + 1], z = model.rest[3 * i + 2];
+    if (std::hypot(y - 1.3, z) < std::hypot(y, z)) ++facing;  // nearer the arm's axis than its own
+    double from_arm = 0;
+    for (uint32_t e = model.heat.offsets[i]; e < model.heat.offsets[i + 1]; ++e) {
+      if (model.heat.joints[e] >= torso_joints) from_arm += model.heat.weights[e];
+    }
+    worst = std::max(worst, from_arm);
+  }
+  std::printf("%zu torso nodes nearer the arm's axis than their own; largest arm heat on the torso %.4f\n", facing, worst);
+  EXPECT_GT(facing, 30u) << "the fixture must have torso skin nearer the arm's bones";
+  EXPECT_LT(worst, 0.01);
+}
+
 // Spec §2.8.2 (the thesis, Fig. 4.21): the rotations' weights change the tangential distribution of the
 // vertices, never the shape, which the implicit surface fixes. The limb bent in 15° steps with
 // skinning and with harmonic weights: every vertex of one result lies on the other's surface
