@@ -39,6 +39,8 @@ std::string ImplicitKey(const DeformerConfig& config) {
   for (const auto& [j, op] : list) {
     if (op != c.default_operator) absl::StrAppend(&key, ",", j, ":", JointOperatorName(op));
   }
+  // Bone heat weights are computed only for the sessions that ask for them.
+  if (c.rotation_weights == RotationWeights::kHarmonic) absl::StrAppend(&key, ",rotations=harmonic");
   return key;
 }
 
@@ -478,10 +480,13 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       }
     }
   }
-  // Bone heat weights for the elastic method's rotations (spec §2.8.2).
-  auto heat = BoneHeatWeights(rig, model->rest, model->node_of_vertex, model->ring_offsets, model->ring, model->cot);
-  if (!heat.ok()) return heat.status();
-  model->heat = std::move(*heat);
+  // Bone heat weights for the elastic method's rotations (spec §2.8.2), when asked for (the
+  // preparation key says so): a sparse factorisation the other sessions need not pay for.
+  if (ParamsOf<ImplicitConfig>(config).rotation_weights == RotationWeights::kHarmonic) {
+    auto heat = BoneHeatWeights(rig, model->rest, model->node_of_vertex, model->ring_offsets, model->ring, model->cot);
+    if (!heat.ok()) return heat.status();
+    model->heat = std::move(*heat);
+  }
   report(1.0);
   return std::shared_ptr<const Prepared>(std::move(model));
 }

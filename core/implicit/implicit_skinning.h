@@ -76,7 +76,7 @@ class ImplicitModel : public Prepared {
   std::vector<float> mvc;
   std::vector<float> cot;  // EIS: cotangent weights per ring entry (clamped positive)
   // EIS: harmonic "bone heat" weights per node for the target rotations (rotation_weights.h),
-  // used when ImplicitConfig::rotation_weights is kHarmonic.
+  // computed and used when ImplicitConfig::rotation_weights is kHarmonic (else empty).
   NodeWeights heat;
   double mean_edge = 0;
   // Squared gradient norm below which a vertex stops marching (null gradient): (10⁻³ × the

@@ -917,6 +917,10 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
   if (!(c.min_substep_radians > 0)) return absl::InvalidArgumentError("implicit.min_substep_radians: > 0");
   if (!(c.max_substep_radians > 0)) return absl::InvalidArgumentError("implicit.max_substep_radians: > 0");
   if (c.max_substeps == 0 || c.max_substeps > 1024) return absl::InvalidArgumentError("implicit.max_substeps: in [1, 1024]");
+  if (c.rotation_weights == RotationWeights::kHarmonic && model->heat.offsets.size() != model->node_count() + 1) {
+    return absl::FailedPreconditionError(
+        "implicit.rotation_weights = harmonic needs a preparation made with it (its preparation key differs)");
+  }
   if (!rig->skeleton.inverse_bind_is_similarity) {
     return absl::FailedPreconditionError(
         "implicit skinning starts from dual quaternion skinning, which needs inverse bind matrices that are "

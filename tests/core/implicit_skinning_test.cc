@@ -438,9 +438,15 @@ TEST(ImplicitSkinning, ElasticResultIsContinuousInThePose) {
 // per node, at most kMaxRotationWeights each, and along the limb the child bone's weight rises
 // from 0 at the root to 1 at the end, monotonically through the joint (averaged over slices
 // across the axis; the limb lies along x).
+ImplicitConfig Harmonic() {
+  ImplicitConfig c;
+  c.rotation_weights = RotationWeights::kHarmonic;
+  return c;
+}
+
 TEST(ImplicitSkinning, BoneHeatWeightsAreAPartitionOfUnityThatRisesAcrossTheJoint) {
   Fixture& f = F();
-  auto model = f.Model(Config("elastic-implicit"));
+  auto model = f.Model(Config("elastic-implicit", Harmonic()));
   const NodeWeights& h = model->heat;
   const size_t nn = model->node_count();
   ASSERT_EQ(h.offsets.size(), nn + 1);
@@ -521,7 +527,7 @@ TEST(ImplicitSkinning, BoneHeatComesFromTheNearestVisibleBone) {
   in.weights.weights.insert(in.weights.weights.end(), arm.weights.weights.begin(), arm.weights.weights.end());
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
   ThreadPool pool(2);
-  auto prepared = PrepareImplicit(*rig, Config("elastic-implicit"), &pool, {});
+  auto prepared = PrepareImplicit(*rig, Config("elastic-implicit", Harmonic()), &pool, {});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   const auto& model = dynamic_cast<const ImplicitModel&>(**prepared);
   size_t facing = 0;
@@ -548,11 +554,9 @@ TEST(ImplicitSkinning, BoneHeatComesFromTheNearestVisibleBone) {
 // slide along it by more.
 TEST(ImplicitSkinning, ElasticRotationWeightsSlideTheSkinAlongItsSurface) {
   Fixture& f = F();
-  auto model = f.Model(Config("elastic-implicit"));
-  ImplicitConfig harmonic;
-  harmonic.rotation_weights = RotationWeights::kHarmonic;
+  auto model = f.Model(Config("elastic-implicit", Harmonic()));  // serves both choices
   auto a = f.Make(Config("elastic-implicit"), model);
-  auto b = f.Make(Config("elastic-implicit", harmonic), model);
+  auto b = f.Make(Config("elastic-implicit", Harmonic()), model);
   for (int k = 1; k <= 8; ++k) {
     const Pose pose = f.Bent(15.0 * k);
     const auto out_a = f.Run(*a, pose), out_b = f.Run(*b, pose);
@@ -617,6 +621,12 @@ TEST(ImplicitSkinning, Validation) {
   bulge_at_1.joint_operators = {{1, JointOperator::kBulge}};
   b = Config("elastic-implicit", bulge_at_1);
   EXPECT_NE(ImplicitKey(a), ImplicitKey(b));
+  // So is the choice of harmonic rotation weights, which only such a preparation computes: a
+  // session asking for them refuses a model prepared without.
+  EXPECT_NE(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", Harmonic())));
+  EXPECT_TRUE(model->heat.offsets.empty());
+  EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", Harmonic())).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   // A frame without a pose names the field.
   auto d = f.Make(a, model);
   std::vector<float> out(f.rig->positions.size());
