@@ -434,16 +434,17 @@ TEST(ImplicitSkinning, ElasticResultIsContinuousInThePose) {
   std::printf("elastic, 19 frames with contact and jumps, 1e-6 rad turns: largest move %.2e of the diagonal\n", worst);
 }
 
-// The elastic method's harmonic rotation weights (bone heat, spec §2.8.2): a partition of unity
-// per node, at most kMaxRotationWeights each, and along the limb the child bone's weight rises
-// from 0 at the root to 1 at the end, monotonically through the joint (averaged over slices
-// across the axis; the limb lies along x).
+// Elastic sessions asking for the bone heat rotation weights.
 ImplicitConfig Harmonic() {
   ImplicitConfig c;
   c.rotation_weights = RotationWeights::kHarmonic;
   return c;
 }
 
+// The elastic method's harmonic rotation weights (bone heat, spec §2.8.2): a partition of unity
+// per node, at most kMaxRotationWeights each, and along the limb the child bone's weight rises
+// from 0 at the root to 1 at the end, monotonically through the joint (averaged over slices
+// across the axis; the limb lies along x).
 TEST(ImplicitSkinning, BoneHeatWeightsAreAPartitionOfUnityThatRisesAcrossTheJoint) {
   Fixture& f = F();
   auto model = f.Model(Config("elastic-implicit", Harmonic()));
