@@ -33,13 +33,30 @@ std::vector<Eigen::Vector3d> VertexNormals(const Rig& rig) {
   return n;
 }
 
-double SegmentDistance(const Eigen::Vector3d& x, const Eigen::Vector3d& a, const Eigen::Vector3d& b) {
+}  // namespace
+
+Eigen::Vector3d ClosestOnSegment(const Eigen::Vector3d& x, const Eigen::Vector3d& a, const Eigen::Vector3d& b) {
   const Eigen::Vector3d ab = b - a;
   const double t = std::clamp((x - a).dot(ab) / std::max(ab.squaredNorm(), 1e-300), 0.0, 1.0);
-  return (x - (a + t * ab)).norm();
+  return a + t * ab;
 }
 
-}  // namespace
+std::vector<Eigen::Vector3d> JointBindPositions(const Rig& rig) {
+  std::vector<Eigen::Vector3d> pos(rig.joint_count());
+  for (size_t j = 0; j < pos.size(); ++j) pos[j] = Inverse(rig.skeleton.inverse_bind[j]).col(3);
+  return pos;
+}
+
+Eigen::Vector3d LeafBoneEnd(const Rig& rig, std::span<const Eigen::Vector3d> pos, size_t j,
+                            std::span<const uint32_t> piece) {
+  const int p = rig.skeleton.parents[j];
+  Eigen::Vector3d axis = p >= 0 ? Eigen::Vector3d(pos[j] - pos[size_t(p)]) : Eigen::Vector3d(Eigen::Vector3d::UnitX());
+  if (axis.norm() < 1e-12) axis = Eigen::Vector3d::UnitX();
+  axis.normalize();
+  double far = 0;
+  for (uint32_t v : piece) far = std::max(far, (Point(rig.positions, v) - pos[j]).dot(axis));
+  return pos[j] + std::max(far, 1e-6) * axis;
+}
 
 bool HasSegmentationAttribute(const Rig& rig) {
   return std::any_of(rig.attributes.begin(), rig.attributes.end(),
@@ -74,8 +91,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   const std::vector<Eigen::Vector3d> normals = VertexNormals(rig);
   // Bone ends: the joint's bind position and its first child's (a leaf extends along its
   // parent's direction to its piece's farthest projection).
-  std::vector<Eigen::Vector3d> pos(joints);
-  for (size_t j = 0; j < joints; ++j) pos[j] = Inverse(rig.skeleton.inverse_bind[j]).col(3);
+  const std::vector<Eigen::Vector3d> pos = JointBindPositions(rig);
   std::vector<int> child(joints, -1);
   for (size_t j = 0; j < joints; ++j) {
     const int p = rig.skeleton.parents[j];
@@ -89,17 +105,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     BoneField field;
     field.joint = static_cast<int>(j);
     field.b0 = pos[j];
-    if (child[j] >= 0) {
-      field.b1 = pos[child[j]];
-    } else {
-      const int p = rig.skeleton.parents[j];
-      Eigen::Vector3d axis = p >= 0 ? Eigen::Vector3d(pos[j] - pos[p]) : Eigen::Vector3d(Eigen::Vector3d::UnitX());
-      if (axis.norm() < 1e-12) axis = Eigen::Vector3d::UnitX();
-      axis.normalize();
-      double far = 0;
-      for (uint32_t v : piece) far = std::max(far, (Point(rig.positions, v) - pos[j]).dot(axis));
-      field.b1 = pos[j] + std::max(far, 1e-6) * axis;
-    }
+    field.b1 = child[j] >= 0 ? pos[child[j]] : LeafBoneEnd(rig, pos, j, piece);
     const Eigen::Vector3d ab = field.b1 - field.b0;
     const double len2 = std::max(ab.squaredNorm(), 1e-300);
     // Candidates: the piece's vertices away from the joints (Eq. 4.2).
@@ -158,7 +164,10 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     if (static_cast<int>(chosen.size()) < options.min_samples) continue;
     field.hrbf = std::move(*hrbf);
     field.samples = chosen.size();
-    for (uint32_t c : chosen) field.radius = std::max(field.radius, SegmentDistance(Point(rig.positions, c), field.b0, field.b1));
+    for (uint32_t c : chosen) {
+      const Eigen::Vector3d x = Point(rig.positions, c);
+      field.radius = std::max(field.radius, (x - ClosestOnSegment(x, field.b0, field.b1)).norm());
+    }
     fields.push_back(std::move(field));
   }
   return fields;

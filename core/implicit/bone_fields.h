@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +41,15 @@ struct BoneField {
 absl::StatusOr<std::vector<int32_t>> Segmentation(const Rig& rig);
 // Whether the rig carries that attribute (else Segmentation falls back on the weights).
 bool HasSegmentationAttribute(const Rig& rig);
+
+// The joints' bind positions in rest model space.
+std::vector<Eigen::Vector3d> JointBindPositions(const Rig& rig);
+// The far end of leaf joint j's bone (a joint without children): along its parent's direction
+// (x for a root) as far as the vertices of its piece reach, at least 1e-6 beyond the joint.
+Eigen::Vector3d LeafBoneEnd(const Rig& rig, std::span<const Eigen::Vector3d> positions, size_t j,
+                            std::span<const uint32_t> piece);
+// The point of segment [a, b] nearest to x.
+Eigen::Vector3d ClosestOnSegment(const Eigen::Vector3d& x, const Eigen::Vector3d& a, const Eigen::Vector3d& b);
 
 // One field per joint whose piece (see Segmentation) yields at least min_samples samples.
 // Deterministic.

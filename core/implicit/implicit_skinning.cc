@@ -483,7 +483,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   // Bone heat weights for the elastic method's rotations (spec §2.8.2), when asked for (the
   // preparation key says so): a sparse factorisation the other sessions need not pay for.
   if (ParamsOf<ImplicitConfig>(config).rotation_weights == RotationWeights::kHarmonic) {
-    auto heat = BoneHeatWeights(rig, model->rest, model->node_of_vertex, model->ring_offsets, model->ring, model->cot);
+    auto heat = BoneHeatWeights(rig, model->rest, model->node_of_vertex, model->ring_offsets, model->ring, model->cot,
+                                model->mean_edge);
     if (!heat.ok()) return heat.status();
     model->heat = std::move(*heat);
   }

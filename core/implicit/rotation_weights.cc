@@ -7,7 +7,7 @@
 #include <Eigen/SparseCore>
 
 #include "core/geometry/mesh_quality.h"
-#include "core/rig/transform.h"
+#include "core/implicit/bone_fields.h"
 
 namespace sinew {
 namespace {
@@ -16,19 +16,12 @@ Eigen::Vector3d Node(std::span<const float> rest, size_t i) {
   return Eigen::Vector3d(rest[3 * i], rest[3 * i + 1], rest[3 * i + 2]);
 }
 
-Eigen::Vector3d SegmentClosest(const Eigen::Vector3d& p, const Eigen::Vector3d& a, const Eigen::Vector3d& b) {
-  const Eigen::Vector3d ab = b - a;
-  const double len2 = ab.squaredNorm();
-  const double t = len2 > 0 ? std::clamp((p - a).dot(ab) / len2, 0.0, 1.0) : 0.0;
-  return a + t * ab;
-}
-
 }  // namespace
 
 absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const float> rest,
                                             std::span<const uint32_t> node_of_vertex,
                                             std::span<const uint32_t> ring_offsets, std::span<const uint32_t> ring,
-                                            std::span<const float> cot) {
+                                            std::span<const float> cot, double mean_edge) {
   const size_t nn = rest.size() / 3, joints = rig.joint_count();
   if (rig.weights.offsets.empty()) return absl::FailedPreconditionError("bone heat weights need skinning weights");
   // The bones: the joints with skinning weight somewhere.
@@ -36,41 +29,21 @@ absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const floa
   for (size_t e = 0; e < rig.weights.joints.size(); ++e) {
     if (rig.weights.weights[e] > 0) used[rig.weights.joints[e]] = 1;
   }
-  std::vector<Eigen::Vector3d> pos(joints);
-  for (size_t j = 0; j < joints; ++j) pos[j] = Inverse(rig.skeleton.inverse_bind[j]).col(3);
-  std::vector<std::vector<uint32_t>> children(joints);
-  for (size_t j = 0; j < joints; ++j) {
-    if (rig.skeleton.parents[j] >= 0) children[size_t(rig.skeleton.parents[j])].push_back(uint32_t(j));
-  }
-  // Bone segments: to each child; a leaf extends along its parent's direction as far as the
-  // vertices it weighs most reach (as the bone fields' leaves do), else it is a point.
+  // Their segments: to each child's bind position; a leaf's along its parent as far as its
+  // piece reaches (bone_fields.h, as the fields' bones).
+  auto segmentation = Segmentation(rig);
+  if (!segmentation.ok()) return segmentation.status();
+  std::vector<std::vector<uint32_t>> pieces(joints);
+  for (size_t v = 0; v < rig.vertex_count(); ++v) pieces[size_t((*segmentation)[v])].push_back(uint32_t(v));
+  const std::vector<Eigen::Vector3d> pos = JointBindPositions(rig);
   std::vector<std::vector<std::pair<Eigen::Vector3d, Eigen::Vector3d>>> segments(joints);
-  std::vector<double> leaf_reach(joints, 0);
-  for (size_t v = 0; v < rig.vertex_count(); ++v) {
-    const uint32_t e = rig.weights.offsets[v];
-    if (e == rig.weights.offsets[v + 1]) continue;
-    const uint16_t j = rig.weights.joints[e];  // the largest weight comes first
+  for (size_t j = 0; j < joints; ++j) {
     const int p = rig.skeleton.parents[j];
-    if (!children[j].empty() || p < 0) continue;
-    const Eigen::Vector3d axis = pos[j] - pos[size_t(p)];
-    if (axis.norm() < 1e-12) continue;
-    const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
-    leaf_reach[j] = std::max(leaf_reach[j], (x - pos[j]).dot(axis.normalized()));
+    if (p >= 0) segments[size_t(p)].emplace_back(pos[size_t(p)], pos[j]);
   }
   for (size_t j = 0; j < joints; ++j) {
-    for (uint32_t c : children[j]) segments[j].emplace_back(pos[j], pos[c]);
-    if (children[j].empty()) {
-      const int p = rig.skeleton.parents[j];
-      Eigen::Vector3d end = pos[j];
-      if (p >= 0 && (pos[j] - pos[size_t(p)]).norm() > 1e-12) end += leaf_reach[j] * (pos[j] - pos[size_t(p)]).normalized();
-      segments[j].emplace_back(pos[j], end);
-    }
+    if (segments[j].empty()) segments[j].emplace_back(pos[j], LeafBoneEnd(rig, pos, j, pieces[j]));
   }
-  double edge_sum = 0;
-  for (size_t i = 0; i < nn; ++i) {
-    for (uint32_t r = ring_offsets[i]; r < ring_offsets[i + 1]; ++r) edge_sum += (Node(rest, i) - Node(rest, ring[r])).norm();
-  }
-  const double mean_edge = ring.empty() ? 1.0 : edge_sum / double(ring.size());
   // Each node's nearest visible bone: the segment from the node to the bone's closest point
   // crosses no triangle but the node's own (BP07; where no bone is visible, the nearest one).
   // Its distance, floored at a thousandth of an edge, sets H.
@@ -90,7 +63,7 @@ absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const floa
       if (!used[j]) continue;
       Candidate c{1e300, uint32_t(j), p};
       for (const auto& [a, b] : segments[j]) {
-        const Eigen::Vector3d q = SegmentClosest(p, a, b);
+        const Eigen::Vector3d q = ClosestOnSegment(p, a, b);
         if ((q - p).norm() < c.d) c = {(q - p).norm(), uint32_t(j), q};
       }
       candidates.push_back(c);

@@ -9,9 +9,9 @@
 // weights of a node sum to 1; each node keeps its kMaxRotationWeights largest, renormalised.
 //
 // Bones: the joints that carry skinning weight somewhere, each the segments from its rest
-// position to its children's; a leaf extends along its parent's direction as far as the
-// vertices it weighs most reach (a point where there are none). One factorisation (Eigen's
-// simplicial LDLᵀ), one solve per bone that is nearest to some node. Deterministic.
+// position to its children's; a leaf extends along its parent's direction as far as its piece
+// (Segmentation) reaches, as the bone fields' leaves do. One factorisation (Eigen's simplicial
+// LDLᵀ), one solve per bone that is nearest to some node. Deterministic.
 #pragma once
 
 #include <cstdint>
@@ -33,11 +33,12 @@ struct NodeWeights {
 };
 
 // `rest`: x,y,z per node; `node_of_vertex`: the rig vertex -> node map; `ring_offsets`, `ring`,
-// `cot`: the nodes' one-rings and their (symmetric) cotangent weights. FAILED_PRECONDITION when
-// the rig has no skinning weights, INTERNAL when the factorisation fails.
+// `cot`: the nodes' one-rings and their (symmetric) cotangent weights; `mean_edge` floors the
+// bone distances (a thousandth of it). FAILED_PRECONDITION when the rig has no skinning weights,
+// INVALID_ARGUMENT for a bad segmentation attribute, INTERNAL when the factorisation fails.
 absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const float> rest,
                                             std::span<const uint32_t> node_of_vertex,
                                             std::span<const uint32_t> ring_offsets, std::span<const uint32_t> ring,
-                                            std::span<const float> cot);
+                                            std::span<const float> cot, double mean_edge);
 
 }  // namespace sinew
