@@ -20,7 +20,12 @@
 //   bisector). So a vertex counts min((d_A − d_B) / 2, −d_B): only inside B, and at most its depth
 //   there. On the cylinders the two readings agree to 0.001 R;
 // - inside: vertices inside the deformed skin deeper than a tenth of an edge
-//   (core/geometry/mesh_quality.h), and the deepest.
+//   (core/geometry/mesh_quality.h), and the deepest;
+// - crease inside: of those, the ones that were not inside the rest skin and lie within two radii
+//   of the joint: the bend's own folds. A character whose meshes overlap at rest (clothes over a
+//   body) has vertices inside that no pose made, and a bend can also push a far part into
+//   another (a hand into the thigh) — a collision of the pose, not a fold of the joint, and the
+//   same under every method.
 #pragma once
 
 #include <algorithm>
@@ -42,6 +47,8 @@ struct ContactSkin {
   double contact_crossing = 0;  // mesh units (0: none past the surface, or not measured)
   uint32_t inside = 0;
   double depth = 0;     // deepest inside vertex, mesh units (0: none)
+  uint32_t crease_inside = 0;  // (measured with RigidPieces only)
+  double crease_depth = 0;     // mesh units (0: none)
 };
 
 // A piece's rest skin posed rigidly: the triangles whose vertices' summed weight is more the
@@ -142,9 +149,19 @@ inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, co
       s.contact_crossing = std::max(s.contact_crossing, std::min(0.5 * (own - other), -other));
     }
   }
-  const MeshQuality q = MeasureMeshQuality(rig.positions, out, rig.triangles, nullptr);
+  const MeshQuality q = MeasureMeshQuality(rig.positions, out, rig.triangles, nullptr, {}, rigid != nullptr);
   s.inside = q.inside_vertices;
   s.depth = q.inside_vertices ? q.max_depth : 0;
+  if (rigid) {
+    const MeshQuality at_rest = MeasureMeshQuality(rig.positions, rig.positions, rig.triangles, nullptr, {}, true);
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      if (!(q.depth[v] > q.depth_tolerance) || at_rest.depth[v] > 0) continue;
+      const Eigen::Vector3d x(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
+      if ((x - pivot).norm() > 2 * rigid->reach) continue;
+      ++s.crease_inside;
+      s.crease_depth = std::max(s.crease_depth, double(q.depth[v]));
+    }
+  }
   return s;
 }
 
