@@ -48,7 +48,7 @@ inline constexpr uint32_t kReduceLanes = 256;
 inline constexpr double kCgStop = 1e-6;            // elastic: CG stops when r·z falls below this × r₀·z₀
 // Elastic relaxation energy (ElasticImplicitDeformer::Relax) [S]:
 inline constexpr float kSurfaceStiffness = 30;     // k_i = this × cotangent row sum / typical gradient²
-inline constexpr float kOwnSideSlack = 0.01f;      // f_other − f_own above its rest value tolerated
+inline constexpr float kOwnSideSlack = 0.01f;      // depth in the other field beyond its rest excess tolerated
 inline constexpr float kContactGateCos = 0.2f;     // gradients opposed by this cosine: a full contact
 inline constexpr int kLineSearchSteps = 10;        // step halvings before a round counts as converged
 inline constexpr double kArmijo = 1e-4;            // sufficient decrease of E per unit of slope

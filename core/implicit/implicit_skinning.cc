@@ -186,7 +186,7 @@ std::vector<int32_t> BuildCompositionTree(const Skeleton& skeleton, const std::v
 using namespace implicit_internal;
 
 size_t ImplicitModel::Bytes() const {
-  size_t b = sizeof(*this) + own_leaf.size() * 4 + rest_other_excess.size() * 4;
+  size_t b = sizeof(*this) + own_leaf.size() * 4 + rest_other_excess.size() * 4 + depth_scale.size() * 4;
   for (const FieldGrid& g : grids) b += g.Bytes();
   b += tree.nodes.size() * sizeof(CompositionTree::Node);
   b += 4 * (node_of_vertex.size() + vertex_of_node.size() + rest.size() + iso.size() + bone.size() + step_cap.size() +
@@ -332,6 +332,12 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       }
     }
   });
+  // The own side of a contact is measured in depth, not field value (issue 15): where a forearm
+  // (support radius 6.0) meets an upper arm (9.4), equal fields lie 1.56 times deeper in the upper
+  // arm than in the forearm, and the forearm's skin was held there, 0.27 R past where the two
+  // rigid pieces are equally deep.
+  model->depth_scale.resize(model->fields.size());
+  for (size_t l = 0; l < model->fields.size(); ++l) model->depth_scale[l] = float(model->fields[l].radius / mean_radius);
   model->rest_other_excess.assign(nn, 0.f);
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
@@ -340,10 +346,17 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       const Eigen::Vector3f p = P3(model->rest, i);
       const float f_own = model->grids[own].Sample(p);
       float other = 0;
+      int32_t other_leaf = -1;
       for (size_t l = 0; l < model->fields.size(); ++l) {
-        if (int32_t(l) != own) other = std::max(other, model->grids[l].Sample(p));
+        if (int32_t(l) == own) continue;
+        if (const float f = model->grids[l].Sample(p); f > other) {
+          other = f;
+          other_leaf = int32_t(l);
+        }
       }
-      model->rest_other_excess[i] = std::max(0.f, other - f_own);
+      if (other_leaf < 0) continue;
+      model->rest_other_excess[i] = std::max(
+          0.f, model->depth_scale[other_leaf] * (other - 0.5f) - model->depth_scale[own] * (f_own - 0.5f));
     }
   });
   report(0.95);

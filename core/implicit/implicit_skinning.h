@@ -62,8 +62,13 @@ class ImplicitModel : public Prepared {
   std::vector<float> iso;                  // rest value of the composed field per node
   std::vector<uint8_t> in_field;           // 1 when the node is tracked (see PrepareImplicit)
   std::vector<int32_t> own_leaf;           // field of the node's bone (below), or -1
-  // At rest, how far the largest other field exceeds the node's own there (max(0, f_other −
-  // f_own)): the elastic method keeps each node on its own side of a contact relative to this.
+  // Per field: its support radius over the mean one. Near its surface a field reads f ≈ ½ −
+  // (15/16) d / r (d the signed distance, t_r's slope), so s (f − ½) is −(15/16) d / r̄ on every
+  // field alike: a depth on one scale, whatever each piece's size.
+  std::vector<float> depth_scale;
+  // At rest, how much deeper the node is in the largest other field than in its own, on that
+  // scale (max(0, s_other (f_other − ½) − s_own (f_own − ½))): the elastic method keeps each node
+  // on its own side of a contact relative to this.
   std::vector<float> rest_other_excess;
   std::vector<int32_t> bone;               // joint per node: Segmentation's, or a split-weight crease
                                            // vertex's other bone (see PrepareImplicit)

@@ -762,16 +762,22 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return (pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (P3(m_->rest, i) - P3(m_->rest, j));
   }
 
-  // Node i's own field and the largest other candidate field at x.
-  void MineAndOther(size_t i, const Eigen::Vector3f& x, FieldValue* mine, FieldValue* other) const {
+  // Node i's own field and the largest other candidate field at x (its index in *other_leaf,
+  // -1 when no other field reaches x).
+  void MineAndOther(size_t i, const Eigen::Vector3f& x, FieldValue* mine, FieldValue* other,
+                    int32_t* other_leaf = nullptr) const {
     const int32_t own = m_->own_leaf[i];
     const uint16_t* cand = &cand_[i * kMaxCandidates];
     *mine = LeafValue(own, x);
     *other = FieldValue();
+    if (other_leaf) *other_leaf = -1;
     for (int c = 0; c < cand_count_[i]; ++c) {
       if (cand[c] == own) continue;
       const FieldValue v = LeafValue(cand[c], x);
-      if (v.f > other->f) *other = v;
+      if (v.f > other->f) {
+        *other = v;
+        if (other_leaf) *other_leaf = cand[c];
+      }
     }
   }
 
@@ -799,11 +805,17 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           e_gh_[i].setZero();
           if (e_gamma_[i] > 0) {
             FieldValue mine, other;
-            MineAndOther(i, pos_[i], &mine, &other);
-            const float h = mine.f - other.f + m_->rest_other_excess[i] + kOwnSideSlack;
-            if (h < 0) {
-              e_h_[i] = h;
-              e_gh_[i] = mine.g - other.g;
+            int32_t other_leaf;
+            MineAndOther(i, pos_[i], &mine, &other, &other_leaf);
+            if (other_leaf >= 0) {  // else no other field here: no contact
+              // How much deeper the node is in its own piece than in the other, on one scale
+              // (ImplicitModel::depth_scale).
+              const float so = m_->depth_scale[m_->own_leaf[i]], sx = m_->depth_scale[other_leaf];
+              const float h = so * (mine.f - 0.5f) - sx * (other.f - 0.5f) + m_->rest_other_excess[i] + kOwnSideSlack;
+              if (h < 0) {
+                e_h_[i] = h;
+                e_gh_[i] = so * mine.g - sx * other.g;
+              }
             }
           }
           e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + double(e_gamma_[i]) * e_h_[i] * e_h_[i]);

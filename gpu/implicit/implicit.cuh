@@ -72,6 +72,7 @@ struct ImplicitModelView {
   const int32_t* bone;
   const float* step_cap;
   const float* rest_other_excess;
+  const float* depth_scale;  // per field (ImplicitModel::depth_scale)
   const uint32_t* ring_offsets;
   const uint32_t* ring;
   const uint8_t* ring_closed;

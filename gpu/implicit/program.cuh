@@ -190,16 +190,21 @@ SINEW_HD bool CgLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint
 }
 
 // Node i's own field and the largest other candidate field at x.
-SINEW_HD void MineAndOther(const ImplicitItem& it, const float* leaves, uint32_t i, V3 x, FieldValue* mine, FieldValue* other) {
+SINEW_HD void MineAndOther(const ImplicitItem& it, const float* leaves, uint32_t i, V3 x, FieldValue* mine, FieldValue* other,
+                           int32_t* other_leaf = nullptr) {
   const ImplicitModelView& m = it.model;
   const uint32_t own = uint32_t(m.own_leaf[i]);
   const uint16_t* cand = it.state.cand + size_t(i) * imp::kMaxCandidates;
   *mine = LeafValue(m, leaves, own, x);
   *other = FieldValue{0, {0, 0, 0}};
+  if (other_leaf) *other_leaf = -1;
   for (int c = 0; c < it.state.cand_count[i]; ++c) {
     if (cand[c] == own) continue;
     const FieldValue v = LeafValue(m, leaves, cand[c], x);
-    if (v.f > other->f) *other = v;
+    if (v.f > other->f) {
+      *other = v;
+      if (other_leaf) *other_leaf = cand[c];
+    }
   }
 }
 // How much the two fields' gradients oppose, in [0, 1] (ContactGate in tracking.cc).
@@ -321,11 +326,15 @@ struct EnergyTerms {
       V3 gh{0, 0, 0};
       if (s.e_gamma[i] > 0) {
         FieldValue mine, other;
-        MineAndOther(it, leaves, i, x, &mine, &other);
-        const float hv = mine.f - other.f + m.rest_other_excess[i] + imp::kOwnSideSlack;
-        if (hv < 0) {
-          h = hv;
-          gh = mine.g - other.g;
+        int32_t other_leaf;
+        MineAndOther(it, leaves, i, x, &mine, &other, &other_leaf);
+        if (other_leaf >= 0) {  // depths on one scale (Energy in tracking.cc)
+          const float so = m.depth_scale[m.own_leaf[i]], sx = m.depth_scale[other_leaf];
+          const float hv = so * (mine.f - 0.5f) - sx * (other.f - 0.5f) + m.rest_other_excess[i] + imp::kOwnSideSlack;
+          if (hv < 0) {
+            h = hv;
+            gh = so * mine.g - sx * other.g;
+          }
         }
       }
       Store3(s.e_g, i, v.g);

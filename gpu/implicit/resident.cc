@@ -68,6 +68,7 @@ uint64_t ImplicitModelBytes(const ImplicitModel& m) {
   return sizeof(GridHeader) * m.grids.size() + sizeof(Float4) * cells + sizeof(TreeNodeDev) * m.tree.nodes.size() +
          ArrayBytes(m.node_of_vertex) + ArrayBytes(m.vertex_of_node) + ArrayBytes(m.rest) + ArrayBytes(m.iso) +
          ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) + ArrayBytes(m.rest_other_excess) +
+         ArrayBytes(m.depth_scale) +
          ArrayBytes(m.ring_offsets) + ArrayBytes(m.ring) + ArrayBytes(m.ring_closed) + ArrayBytes(m.mvc) +
          ArrayBytes(m.cot) + ArrayBytes(m.heat.offsets) + ArrayBytes(m.heat.joints) + ArrayBytes(m.heat.weights);
 }
@@ -106,6 +107,7 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
       !Put(api, device, m.own_leaf, v.own_leaf, mem, error) || !Put(api, device, m.bone, v.bone, mem, error) ||
       !Put(api, device, m.step_cap, v.step_cap, mem, error) ||
       !Put(api, device, m.rest_other_excess, v.rest_other_excess, mem, error) ||
+      !Put(api, device, m.depth_scale, v.depth_scale, mem, error) ||
       !Put(api, device, m.ring_offsets, v.ring_offsets, mem, error) || !Put(api, device, m.ring, v.ring, mem, error) ||
       !Put(api, device, m.ring_closed, v.ring_closed, mem, error) || !Put(api, device, m.mvc, v.mvc, mem, error) ||
       !Put(api, device, m.cot, v.cot, mem, error) || !Put(api, device, m.heat.offsets, v.heat_offsets, mem, error) ||
