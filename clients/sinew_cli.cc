@@ -587,8 +587,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     }
     // --quality: the server's per-frame QualityReport, summarised over the frames.
     struct {
-      uint64_t frames_inside = 0, worst_inside = 0, worst_frame = 0, touching = 0;
-      double max_depth = 0, volume_min = INFINITY, volume_max = -INFINITY, stretch_min = INFINITY, stretch_max = 0;
+      uint64_t frames_inside = 0, worst_inside = 0, worst_frame = 0, touching = 0, rest_inside = 0;
+      uint64_t frames_new = 0, worst_new = 0, worst_new_frame = 0;
+      double max_depth = 0, new_depth = 0, volume_min = INFINITY, volume_max = -INFINITY, stretch_min = INFINITY,
+             stretch_max = 0;
     } q;
     uint64_t states[6] = {};
     // Baseline skinning's status bytes (core/baseline/baseline.h): on a bone, on a joint's arc or
@@ -643,6 +645,13 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           q.worst_inside = r.inside_vertices();
           q.worst_frame = static_cast<uint64_t>(f);
         }
+        q.rest_inside = r.rest_inside_vertices();
+        q.frames_new += r.new_inside_vertices() > 0;
+        if (r.new_inside_vertices() > q.worst_new) {
+          q.worst_new = r.new_inside_vertices();
+          q.worst_new_frame = static_cast<uint64_t>(f);
+        }
+        q.new_depth = std::max(q.new_depth, r.new_max_depth());
         q.touching = std::max<uint64_t>(q.touching, r.touching_vertices());
         q.max_depth = std::max(q.max_depth, r.max_depth());
         q.volume_min = std::min(q.volume_min, r.volume_ratio());
@@ -703,6 +712,15 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
                                        "%llu vertices; deepest %.4g)",
                                        (unsigned long long)q.frames_inside, frames, (unsigned long long)q.worst_frame,
                                        (unsigned long long)q.worst_inside, q.max_depth);
+      if (q.rest_inside > 0) {  // a rig inside itself at rest: what the poses added
+        quality += absl::StrFormat(", %llu inside already at rest; ", (unsigned long long)q.rest_inside);
+        quality += q.frames_new == 0
+                       ? std::string("no frame with vertices inside that were not at rest")
+                       : absl::StrFormat("%llu frames with vertices inside that were not at rest (worst: frame %llu, "
+                                         "%llu vertices; deepest %.4g)",
+                                         (unsigned long long)q.frames_new, (unsigned long long)q.worst_new_frame,
+                                         (unsigned long long)q.worst_new, q.new_depth);
+      }
       quality += absl::StrFormat(", up to %llu touching at contacts, volume %+.2f%% to %+.2f%% of rest, edges "
                                  "stretched x%.3f to x%.3f",
                                  (unsigned long long)q.touching, 100 * (q.volume_min - 1), 100 * (q.volume_max - 1),
@@ -1011,11 +1029,12 @@ int Batch(client::Client& c, client::Args& args) {
       // here because DeformClip streams positions only.
       std::fprintf(stderr, "measuring the quality of %zu frames\n", baked->frames.size());
       ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
-      const MeshQualityMeasure measure(asset->rig.rig.positions, asset->rig.rig.triangles);
+      const MeshQualityMeasure measure(asset->rig.rig.positions, asset->rig.rig.triangles, {}, &pool);
       for (const auto& f : baked->frames) {
         const MeshQuality q = measure.Measure(f, &pool);
         out.quality.push_back({q.inside_vertices, q.touching_vertices, q.max_depth, q.volume_ratio,
-                               q.edge_stretch_min, q.edge_stretch_max});
+                               q.edge_stretch_min, q.edge_stretch_max, q.rest_inside_vertices,
+                               q.new_inside_vertices, q.new_max_depth});
       }
     }
     if (auto s = client::WriteGltfClip(gltf, out); !s.ok()) return Fail(s);

@@ -103,8 +103,11 @@ void MeshNormals(const VertexNormals& normals, v1::NormalEncoding encoding, std:
 }
 
 void FillQuality(Session& session, std::span<const float> positions, v1::QualityReport* out, ThreadPool* pool) {
-  const MeshQuality q = session.rig->QualityMeasure()->Measure(positions, pool);
+  const MeshQuality q = session.rig->QualityMeasure(pool)->Measure(positions, pool);
   out->set_inside_vertices(q.inside_vertices);
+  out->set_rest_inside_vertices(q.rest_inside_vertices);
+  out->set_new_inside_vertices(q.new_inside_vertices);
+  out->set_new_max_depth(q.new_max_depth);
   out->set_touching_vertices(q.touching_vertices);
   out->set_max_depth(q.max_depth);
   out->set_depth_tolerance(q.depth_tolerance);

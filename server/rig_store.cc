@@ -23,10 +23,10 @@ std::shared_ptr<const VertexNormals> StoredRig::Normals() {
   return vertex_normals;
 }
 
-std::shared_ptr<const MeshQualityMeasure> StoredRig::QualityMeasure() {
+std::shared_ptr<const MeshQualityMeasure> StoredRig::QualityMeasure(ThreadPool* pool) {
   std::lock_guard lock(prep_mu);
   if (!quality_measure) {
-    quality_measure = std::make_shared<const MeshQualityMeasure>(rig->positions, rig->triangles);
+    quality_measure = std::make_shared<const MeshQualityMeasure>(rig->positions, rig->triangles, MeshQualityOptions{}, pool);
     prepared_bytes += quality_measure->Bytes();
   }
   return quality_measure;

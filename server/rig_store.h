@@ -63,9 +63,9 @@ struct StoredRig {
 
   // The vertex → triangle adjacency for normals, built on first use (shared by the sessions).
   std::shared_ptr<const VertexNormals> Normals();
-  // The quality report's per-rig part (FrameOutputs.quality), made on first use; rigs with
-  // triangles only.
-  std::shared_ptr<const MeshQualityMeasure> QualityMeasure();
+  // The quality report's per-rig part (FrameOutputs.quality), made on first use (one measure of
+  // the rest mesh, on `pool`); rigs with triangles only.
+  std::shared_ptr<const MeshQualityMeasure> QualityMeasure(ThreadPool* pool = nullptr);
   std::shared_ptr<const VertexNormals> vertex_normals;  // guarded by prep_mu
   std::shared_ptr<const MeshQualityMeasure> quality_measure;  // guarded by prep_mu
   // The adjacency on the rig's device, for GPU sessions' normals, uploaded on first use.

@@ -229,7 +229,10 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
                                       {"max_depth", Number(f.max_depth)},
                                       {"volume_ratio", Number(f.volume_ratio)},
                                       {"edge_stretch_min", Number(f.edge_stretch_min)},
-                                      {"edge_stretch_max", Number(f.edge_stretch_max)}}));
+                                      {"edge_stretch_max", Number(f.edge_stretch_max)},
+                                      {"rest_inside_vertices", Value(int(f.rest_inside_vertices))},
+                                      {"new_inside_vertices", Value(int(f.new_inside_vertices))},
+                                      {"new_max_depth", Number(f.new_max_depth)}}));
     }
     sinew["quality"] = Value(q);
   }

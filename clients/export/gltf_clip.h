@@ -42,6 +42,8 @@ inline constexpr size_t kMaxGltfFrames = 2048;
 struct GltfFrameQuality {
   uint32_t inside_vertices = 0, touching_vertices = 0;
   double max_depth = 0, volume_ratio = 1, edge_stretch_min = 1, edge_stretch_max = 1;
+  uint32_t rest_inside_vertices = 0, new_inside_vertices = 0;
+  double new_max_depth = 0;
 };
 
 struct GltfClip {

@@ -132,6 +132,7 @@ function panel(slot) {
   if (!q) return;
   const table = document.createElement('table');
   table.innerHTML = '<tr><td>frame</td><td class="v-frame"></td></tr><tr><td>inside the skin</td><td class="v-inside"></td></tr>' +
+                    '<tr><td>of them not at rest</td><td class="v-new"></td></tr>' +
                     '<tr><td>touching</td><td class="v-touch"></td></tr><tr><td>deepest</td><td class="v-depth"></td></tr>' +
                     '<tr><td>volume / rest</td><td class="v-volume"></td></tr><tr><td>edge stretch</td><td class="v-stretch"></td></tr>';
   el.appendChild(table);
@@ -166,6 +167,11 @@ function updatePanel(slot, frame) {
   const inside = el.querySelector('.v-inside');
   inside.textContent = String(q.inside_vertices);
   inside.className = q.inside_vertices > 0 ? 'v-inside bad' : 'v-inside';
+  // Files written before the rest-inside count (2026-11-27) lack it: shown as unknown.
+  const fresh = el.querySelector('.v-new');
+  fresh.textContent = q.new_inside_vertices === undefined ? '?'
+                    : `${q.new_inside_vertices} (${q.rest_inside_vertices} inside at rest)`;
+  fresh.className = q.new_inside_vertices > 0 ? 'v-new bad' : 'v-new';
   el.querySelector('.v-touch').textContent = String(q.touching_vertices);
   el.querySelector('.v-depth').textContent = fmt(q.max_depth, 4);
   el.querySelector('.v-volume').textContent = fmt(q.volume_ratio, 4);

@@ -188,7 +188,7 @@ double RayCaster::Nearest(const double point[3], const std::function<bool(uint32
 }
 
 MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<const uint32_t> triangles,
-                                       const MeshQualityOptions& options)
+                                       const MeshQualityOptions& options, ThreadPool* pool)
     : triangles_(triangles) {
   const size_t n = rest.size() / 3;
   // Vertices welded by rest position (imported meshes repeat a vertex per face corner or per UV
@@ -239,10 +239,16 @@ MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<co
       ring_[fill[v]++] = weld_[triangles[t + (k + 2) % 3]];
     }
   }
+  // Where the rest mesh is inside itself: the frame measure, once, on the rest positions.
+  const MeshQuality at_rest = Measure(rest, pool, true);
+  inside_at_rest_.resize(n);
+  for (size_t v = 0; v < n; ++v) inside_at_rest_[v] = at_rest.depth[v] > 0;
+  rest_inside_vertices_ = at_rest.inside_vertices;
 }
 
 size_t MeshQualityMeasure::Bytes() const {
-  return sizeof(*this) + 4 * (weld_.size() + ring_start_.size() + ring_.size()) + 8 * rest_length_.size();
+  return sizeof(*this) + 4 * (weld_.size() + ring_start_.size() + ring_.size()) + 8 * rest_length_.size() +
+         inside_at_rest_.size();
 }
 
 MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadPool* pool, bool per_vertex) const {
@@ -308,12 +314,22 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
       depth[v] = std::max(dep, 1e-300);  // > 0 marks "inside"
     }
   });
+  q.rest_inside_vertices = rest_inside_vertices_;
+  const bool know_rest = inside_at_rest_.size() == n;
   for (size_t v = 0; v < n; ++v) {
     if (!(depth[v] > 0)) continue;
-    if (depth[v] > q.depth_tolerance) ++q.inside_vertices;
-    else ++q.touching_vertices;
-    q.max_depth = std::max(q.max_depth, depth[v] >= 1e-200 ? depth[v] : 0.0);
-    if (per_vertex) q.depth[v] = float(depth[v]);
+    const double known = depth[v] >= 1e-200 ? depth[v] : 0.0;
+    if (depth[v] > q.depth_tolerance) {
+      ++q.inside_vertices;
+      if (know_rest && !inside_at_rest_[v]) {
+        ++q.new_inside_vertices;
+        q.new_max_depth = std::max(q.new_max_depth, known);
+      }
+    } else {
+      ++q.touching_vertices;
+    }
+    q.max_depth = std::max(q.max_depth, known);
+    if (per_vertex) q.depth[v] = std::max(float(depth[v]), std::numeric_limits<float>::min());
   }
   return q;
 }

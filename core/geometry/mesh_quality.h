@@ -47,24 +47,34 @@ struct MeshQuality {
   uint32_t inside_vertices = 0;    // deeper than depth_tolerance
   uint32_t touching_vertices = 0;  // inside, no deeper than depth_tolerance
   double max_depth = 0;            // of the inside vertices (0: none)
+  // A mesh can be inside itself at rest already (a character of overlapping meshes, clothes over
+  // a body): those vertices, measured once on the rest mesh (deeper than depth_tolerance), and
+  // the inside vertices that were neither inside nor touching at rest — what the pose did.
+  uint32_t rest_inside_vertices = 0;
+  uint32_t new_inside_vertices = 0;
+  double new_max_depth = 0;        // of the new inside vertices (0: none)
   double depth_tolerance = 0;      // in the mesh's units
   double volume = 0, rest_volume = 0;
   double volume_ratio = 1;         // volume / rest_volume (1 when the rest volume is 0)
   double edge_stretch_min = 1, edge_stretch_max = 1;
-  // Per vertex (when asked for): depth inside the skin, 0 outside it.
+  // Per vertex (when asked for): depth inside the skin (> 0 for every inside or touching vertex),
+  // 0 outside it.
   std::vector<float> depth;
 };
 
 // What a mesh's measure needs from its rest pose — welded vertices, their one-rings, rest edge
-// lengths and volume — made once per rig; Measure then does only a frame's work. `rest`: x,y,z
-// per vertex; `triangles`: 3 indices each, counter-clockwise seen from outside, which must outlive
-// it. Vertices used by no triangle are ignored.
+// lengths and volume, which vertices are inside the rest mesh itself — made once per rig (that
+// last part costs one frame's measure, on `pool`); Measure then does only a frame's work. `rest`:
+// x,y,z per vertex; `triangles`: 3 indices each, counter-clockwise seen from outside, which must
+// outlive it. Vertices used by no triangle are ignored.
 class MeshQualityMeasure {
  public:
   MeshQualityMeasure(std::span<const float> rest, std::span<const uint32_t> triangles,
-                     const MeshQualityOptions& options = {});
+                     const MeshQualityOptions& options = {}, ThreadPool* pool = nullptr);
   // `deformed`: x,y,z per vertex, as `rest`. `per_vertex` fills MeshQuality::depth.
   MeshQuality Measure(std::span<const float> deformed, ThreadPool* pool, bool per_vertex = false) const;
+  // Per vertex: 1 where the rest mesh is inside itself (inside or touching), else 0.
+  std::span<const uint8_t> inside_at_rest() const { return inside_at_rest_; }
   size_t Bytes() const;
 
  private:
@@ -73,6 +83,8 @@ class MeshQualityMeasure {
   std::vector<uint32_t> ring_start_, ring_;        // welded one-rings (CSR)
   std::vector<double> rest_length_;                // per triangle edge (t, t+1, t+2)
   double depth_tolerance_ = 0, rest_volume_ = 0;
+  std::vector<uint8_t> inside_at_rest_;            // per vertex (empty while the constructor measures)
+  uint32_t rest_inside_vertices_ = 0;
 };
 
 // MeshQualityMeasure(rest, triangles, options).Measure(deformed, pool, per_vertex): for one-off

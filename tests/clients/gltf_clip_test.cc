@@ -65,6 +65,9 @@ TEST_F(GltfClipTest, FramesReadBackAsRestPlusTheirMorphTarget) {
   c.quality.resize(5);
   c.quality[3].inside_vertices = 7;
   c.quality[3].volume_ratio = 0.875;
+  c.quality[3].rest_inside_vertices = 5;
+  c.quality[3].new_inside_vertices = 2;
+  c.quality[3].new_max_depth = 0.25;
   ASSERT_TRUE(WriteGltfClip(path_, c).ok());
   ASSERT_FALSE(fs::exists(path_ + ".tmp"));
 
@@ -92,6 +95,9 @@ TEST_F(GltfClipTest, FramesReadBackAsRestPlusTheirMorphTarget) {
   ASSERT_EQ(s.at("quality").size(), 5u);
   EXPECT_EQ(s.at("quality")[3].at("inside_vertices"), 7);
   EXPECT_DOUBLE_EQ(s.at("quality")[3].at("volume_ratio").get<double>(), 0.875);
+  EXPECT_EQ(s.at("quality")[3].at("rest_inside_vertices"), 5);
+  EXPECT_EQ(s.at("quality")[3].at("new_inside_vertices"), 2);
+  EXPECT_DOUBLE_EQ(s.at("quality")[3].at("new_max_depth").get<double>(), 0.25);
 }
 
 TEST_F(GltfClipTest, PositionAccessorsCarryTheirBoundsAndTheAnimationIsOneHot) {

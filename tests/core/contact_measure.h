@@ -21,11 +21,11 @@
 //   there. On the cylinders the two readings agree to 0.001 R;
 // - inside: vertices inside the deformed skin deeper than a tenth of an edge
 //   (core/geometry/mesh_quality.h), and the deepest;
-// - crease inside: of those, the ones that were not inside the rest skin and lie within two radii
-//   of the joint: the bend's own folds. A character whose meshes overlap at rest (clothes over a
-//   body) has vertices inside that no pose made, and a bend can also push a far part into
-//   another (a hand into the thigh) — a collision of the pose, not a fold of the joint, and the
-//   same under every method.
+// - crease inside: of those, the ones that were not inside the rest skin (MeshQuality's new
+//   inside vertices) and lie within two radii of the joint: the bend's own folds. A character
+//   whose meshes overlap at rest (clothes over a body) has vertices inside that no pose made, and
+//   a bend can also push a far part into another (BCN_Epileptic's hand into its thigh at a 90°
+//   elbow) — a collision of the pose, not a fold of the joint, and the same under every method.
 #pragma once
 
 #include <algorithm>
@@ -149,13 +149,13 @@ inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, co
       s.contact_crossing = std::max(s.contact_crossing, std::min(0.5 * (own - other), -other));
     }
   }
-  const MeshQuality q = MeasureMeshQuality(rig.positions, out, rig.triangles, nullptr, {}, rigid != nullptr);
+  const MeshQualityMeasure measure(rig.positions, rig.triangles);
+  const MeshQuality q = measure.Measure(out, nullptr, rigid != nullptr);
   s.inside = q.inside_vertices;
   s.depth = q.inside_vertices ? q.max_depth : 0;
-  if (rigid) {
-    const MeshQuality at_rest = MeasureMeshQuality(rig.positions, rig.positions, rig.triangles, nullptr, {}, true);
+  if (rigid) {  // the new inside vertices (MeshQuality::new_inside_vertices) near the joint
     for (size_t v = 0; v < rig.vertex_count(); ++v) {
-      if (!(q.depth[v] > q.depth_tolerance) || at_rest.depth[v] > 0) continue;
+      if (!(q.depth[v] > q.depth_tolerance) || measure.inside_at_rest()[v]) continue;
       const Eigen::Vector3d x(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
       if ((x - pivot).norm() > 2 * rigid->reach) continue;
       ++s.crease_inside;

@@ -129,6 +129,70 @@ TEST(MeshQuality, VerticesPushedIntoAnotherPartAreInsideAtTheirDepth) {
   EXPECT_NEAR(deepest, 0.2, 1e-6);
 }
 
+// A rig can be inside itself at rest (a character of overlapping meshes, clothes over a body):
+// those vertices are counted once, on the rest mesh, and a frame's new_inside_vertices holds only
+// what the pose added. Box B overlaps box A by 0.2 at rest; moved 0.3 further in, the vertices it
+// newly swallowed (and its own that newly entered A) are the new ones, each strictly inside the
+// other box now and not inside it at rest, and every such vertex off its face's border is counted.
+TEST(MeshQuality, AnOverlapAtRestIsNotANewFold) {
+  const int n = 5;
+  const float box[2][2][3] = {{{0, 0, 0}, {1, 1, 1}}, {{0.8f, -0.1f, -0.1f}, {2, 1.1f, 1.1f}}};
+  Mesh m;
+  AddBox(m, box[0][0], box[0][1], n);
+  const uint32_t a_count = uint32_t(m.p.size() / 3);
+  AddBox(m, box[1][0], box[1][1], n);
+  ThreadPool pool(2);
+  const MeshQualityMeasure measure(m.p, m.t, {}, &pool);
+  const MeshQuality at_rest = measure.Measure(m.p, &pool);
+  EXPECT_GT(at_rest.inside_vertices, 40u);
+  EXPECT_EQ(at_rest.rest_inside_vertices, at_rest.inside_vertices);
+  EXPECT_EQ(at_rest.new_inside_vertices, 0u);
+  EXPECT_EQ(at_rest.new_max_depth, 0.0);
+
+  constexpr float kShift = 0.3f;
+  std::vector<float> moved = m.p;
+  for (size_t v = a_count; v < moved.size() / 3; ++v) moved[3 * v] -= kShift;
+  const MeshQuality q = measure.Measure(moved, &pool, true);
+  EXPECT_EQ(q.rest_inside_vertices, at_rest.inside_vertices);
+  auto strictly_in = [](const float* x, const float* lo, const float* hi, float shift) {
+    return x[0] > lo[0] - shift && x[0] < hi[0] - shift && x[1] > lo[1] && x[1] < hi[1] && x[2] > lo[2] && x[2] < hi[2];
+  };
+  auto on_or_in = [](const float* x, const float* lo, const float* hi, float shift) {
+    constexpr float e = 1e-6f;
+    return x[0] >= lo[0] - shift - e && x[0] <= hi[0] - shift + e && x[1] >= lo[1] - e && x[1] <= hi[1] + e &&
+           x[2] >= lo[2] - e && x[2] <= hi[2] + e;
+  };
+  const uint32_t per_face = uint32_t((n + 1) * (n + 1));
+  uint32_t counted = 0, expected_interior = 0;
+  for (uint32_t v = 0; v < m.p.size() / 3; ++v) {
+    const bool of_a = v < a_count;
+    // Where the other box is, relative to this vertex's own frame: B moved by −kShift, so seen
+    // from A's vertices B's box shifts by kShift; seen from B's (moved) vertices, A's box by −kShift.
+    const float* lo = box[of_a ? 1 : 0][0];
+    const float* hi = box[of_a ? 1 : 0][1];
+    const float* x = &m.p[3 * v];
+    const float now_shift = of_a ? kShift : -kShift;
+    const bool in_now = strictly_in(x, lo, hi, now_shift);
+    // At rest: strictly inside (never new), or on the other box's surface (either: A's edge at
+    // x = 0.8 lies on B's face), or outside.
+    const bool in_rest = strictly_in(x, lo, hi, 0), on_or_in_rest = on_or_in(x, lo, hi, 0);
+    const bool is_new = q.depth[v] > q.depth_tolerance && !measure.inside_at_rest()[v];
+    counted += is_new;
+    if (is_new) EXPECT_TRUE(in_now && !in_rest) << "vertex " << v << " counted new";
+    const uint32_t local = of_a ? v : v - a_count;
+    const uint32_t i = local % per_face % uint32_t(n + 1), j = local % per_face / uint32_t(n + 1);
+    const bool border = i == 0 || j == 0 || i == uint32_t(n) || j == uint32_t(n);
+    if (!border && in_now && !on_or_in_rest) {
+      ++expected_interior;
+      EXPECT_TRUE(is_new) << "vertex " << v << " newly inside the other box";
+    }
+  }
+  EXPECT_EQ(q.new_inside_vertices, counted);
+  EXPECT_GT(expected_interior, 10u);
+  EXPECT_GT(q.new_max_depth, 0.0);
+  EXPECT_LE(q.new_max_depth, q.max_depth);
+}
+
 // A dent: the middle vertex of a face pushed 0.6 or 0.9 in (a spike into the box that does not
 // pass through the skin) is not inside; pushed through the opposite face it is.
 TEST(MeshQuality, ADentIsNotAFoldUntilItGoesThroughTheSkin) {

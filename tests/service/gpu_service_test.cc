@@ -635,6 +635,11 @@ TEST_P(GpuService, QualityReportMeasuresTheReturnedMesh) {
       EXPECT_DOUBLE_EQ(q.volume_ratio(), want.volume_ratio) << where;
       EXPECT_DOUBLE_EQ(q.edge_stretch_min(), want.edge_stretch_min) << where;
       EXPECT_DOUBLE_EQ(q.edge_stretch_max(), want.edge_stretch_max) << where;
+      EXPECT_EQ(q.rest_inside_vertices(), want.rest_inside_vertices) << where;
+      EXPECT_EQ(q.new_inside_vertices(), want.new_inside_vertices) << where;
+      EXPECT_DOUBLE_EQ(q.new_max_depth(), want.new_max_depth) << where;
+      EXPECT_EQ(q.rest_inside_vertices(), 0u) << where << ": the limb's rest mesh is not inside itself";
+      EXPECT_EQ(q.new_inside_vertices(), q.inside_vertices()) << where;
       EXPECT_LT(q.volume_ratio(), 0.97) << where << ": LBS's candy wrapper loses volume";
       EXPECT_LT(q.edge_stretch_min(), 0.5) << where;
       // A frame without it has none (streams reuse responses).

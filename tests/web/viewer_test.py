@@ -214,6 +214,8 @@ class ViewerTest(unittest.TestCase):
             chrome.wait_for(f'Number(document.body.dataset.renders) >= {renders + 2}', 'two more frames drawn')
             panel = chrome.eval('document.querySelector("#panel-a .v-frame").textContent')
             self.assertEqual(panel, str(frame), 'the quality panel follows the shown frame')
+            fresh = chrome.eval('document.querySelector("#panel-a .v-new").textContent')
+            self.assertRegex(fresh, r'^\d+ \(\d+ inside at rest\)$', 'the new-inside count, from this batch')
             png = chrome.screenshot()
             with open(os.path.join(self.tmp, f'viewer-frame-{frame}.png'), 'wb') as f:
                 f.write(png)
