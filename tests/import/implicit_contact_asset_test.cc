@@ -228,7 +228,7 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
   // 0.08, 0.27, 0.51); middle MCP 0 / 0, 0.028 / 0.030, 0.386 / 0.348 (DQS 0.17, 0.36, 0.39). With
   // the own side in field values (until 2026-11-27) the middle PIP read 0.035 / 0.034 at 120°.
   // The 150° figures are not reproducible to better than about ±0.2 R: a change of the fields'
-  // mean radius in its last float bit moved the middle PIP's from 0.155 to 0.444 R in steps.
+  // mean radius in its last bits moved the middle PIP's from 0.155 to 0.444 R in steps.
   // Issue 15's bounds hold at 90° (crossing ≤ 0.05 R, no vertex inside; before the crease rule
   // the MCP had one, 0.05 R deep), for the folds at 120° (fewer than implicit) and, where the
   // skins meet, at 120° (contact crossing ≤ 0.05 R); the bisector bound does not at the PIPs
