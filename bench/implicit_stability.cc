@@ -8,7 +8,14 @@
 // 1e-3 and more. Also the time a frame takes (1 thread).
 //
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
+//                            [--first N] [--rounds N]
+//
+// --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
+// frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
+// relaxation's round limit (ImplicitConfig::relaxation_rounds, 32 by default).
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -28,10 +35,14 @@
 namespace sinew {
 namespace {
 
+uint32_t g_rounds = 0;  // --rounds (0: the default)
+
 DeformerConfig Config(const std::string& method) {
   DeformerConfig c;
   c.method = method;
-  c.params = std::make_shared<ImplicitConfig>();
+  auto params = std::make_shared<ImplicitConfig>();
+  if (g_rounds > 0) params->relaxation_rounds = g_rounds;
+  c.params = params;
   return c;
 }
 
@@ -70,7 +81,7 @@ uint32_t HeaviestJoint(const Rig& rig, size_t v) {
 // Plays the sequence and its four perturbed copies, prints a row per frame (the largest move,
 // the vertices moved beyond 1e-4 of the diagonal and, per heaviest joint, how many) and returns
 // the worst frame's move over the diagonal.
-double Play(const Sequence& s, const std::string& method, std::shared_ptr<const Prepared> model) {
+double Play(const Sequence& s, const std::string& method, std::shared_ptr<const Prepared> model, size_t first) {
   const Rig& rig = *s.rig;
   const double diag = rig.bbox_diagonal();
   const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
@@ -82,7 +93,8 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
   std::printf("%s, %s (%zu vertices): frame, largest move / diag under 1e-6 rad turns, vertices beyond 1e-4 diag "
               "(the worst vertex's heaviest joint; moved vertices per heaviest joint)\n",
               s.name.c_str(), method.c_str(), rig.vertex_count());
-  for (size_t f = 0; f < s.poses.size(); ++f) {
+  const size_t frames = std::min(first, s.poses.size());
+  for (size_t f = 0; f < frames; ++f) {
     const auto t0 = std::chrono::steady_clock::now();
     if (!runs[0]->Deform({&s.poses[f], {}}, base, nullptr).ok()) std::abort();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -116,7 +128,7 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     std::printf("\n");
   }
   std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread)\n\n", worst,
-              moved_total, 1e3 * seconds / s.poses.size());
+              moved_total, 1e3 * seconds / std::max<size_t>(frames, 1));
   return worst;
 }
 
@@ -165,6 +177,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> methods = {"implicit", "elastic-implicit"};
   bool limb = false, bcn = false;
   int bcn_frames = 8;
+  size_t first = SIZE_MAX;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--method" && i + 1 < argc) {
@@ -176,9 +189,13 @@ int main(int argc, char** argv) {
       bcn = true;
     } else if (a == "--bcn-frames" && i + 1 < argc) {
       bcn_frames = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--first" && i + 1 < argc) {
+      first = size_t(std::max(1, std::atoi(argv[++i])));
+    } else if (a == "--rounds" && i + 1 < argc) {
+      g_rounds = uint32_t(std::clamp(std::atoi(argv[++i]), 1, 1000));
     } else {
       std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
-                           "[--bcn-frames N]\n");
+                           "[--bcn-frames N] [--first N] [--rounds N]\n");
       return 2;
     }
   }
@@ -192,7 +209,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
       return 1;
     }
-    for (const std::string& m : methods) Play(s, m, *model);
+    for (const std::string& m : methods) Play(s, m, *model, first);
   }
   return 0;
 }
