@@ -1105,7 +1105,7 @@ int main(int argc, char** argv) {
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
       .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
-      .Flag("quality", "", "", "play: ask the server for each frame's geometric quality report (vertices inside the skin and their depth, volume, edge stretch; FrameOutputs.quality) and print a summary; batch --gltf: measure each baked frame the same way (here, on the client) and store the reports in the .glb; not for point sets")
+      .Flag("quality", "", "", "play: ask the server for each frame's geometric quality report (vertices inside the skin and their depth, and which of them were not inside at rest; volume, edge stretch; FrameOutputs.quality) and print a summary; batch --gltf: measure each baked frame the same way (here, on the client) and store the reports in the .glb; not for point sets")
       .Flag("point-set", "N", "0", "play/batch FILE: deform N points sampled on the character's surface instead of its mesh, with a sphere-mesh made from its skeleton (for --method baseline; lbs and dqs get Gaussian weights on the same points); 0 = the mesh")
       .Flag("snapshot", "FILE.png", "", "play: also draw the deformed mesh as a PNG: a row per --method, a column per --snapshot-frames frame, one orthographic camera fitted to all of them (software rasterizer, flat shading)")
       .Flag("snapshot-frames", "F,...", "", "play --snapshot: the frames to draw (indices of the frames sent); default 4 spread over the run")
