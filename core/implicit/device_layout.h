@@ -49,6 +49,12 @@ inline constexpr double kCgStop = 1e-6;            // elastic: CG stops when r·
 // Elastic relaxation energy (ElasticImplicitDeformer::Relax) [S]:
 inline constexpr float kSurfaceStiffness = 30;     // k_i = this × cotangent row sum / typical gradient²
 inline constexpr float kOwnSideSlack = 0.01f;      // depth in the other field beyond its rest excess tolerated
+// How much deeper a point is in its own field (value f_own, depth scale s_own) than in another:
+// near its surface a field reads ½ − (15/16) d / r, and s = r / r̄ (ImplicitModel::depth_scale),
+// so s (f − ½) is the same multiple of the depth on every field. Negative: deeper in the other.
+inline constexpr float OwnSideDepth(float s_own, float f_own, float s_other, float f_other) {
+  return s_own * (f_own - 0.5f) - s_other * (f_other - 0.5f);
+}
 inline constexpr float kContactGateCos = 0.2f;     // gradients opposed by this cosine: a full contact
 inline constexpr int kLineSearchSteps = 10;        // step halvings before a round counts as converged
 inline constexpr double kArmijo = 1e-4;            // sufficient decrease of E per unit of slope

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/deformer/skeletal.h"
+#include "core/implicit/device_layout.h"
 #include "core/implicit/field_eval.h"
 
 namespace sinew {
@@ -356,7 +357,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       }
       if (other_leaf < 0) continue;
       model->rest_other_excess[i] = std::max(
-          0.f, model->depth_scale[other_leaf] * (other - 0.5f) - model->depth_scale[own] * (f_own - 0.5f));
+          0.f, -implicit_device::OwnSideDepth(model->depth_scale[own], f_own, model->depth_scale[other_leaf], other));
     }
   });
   report(0.95);

@@ -811,7 +811,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
               // How much deeper the node is in its own piece than in the other, on one scale
               // (ImplicitModel::depth_scale).
               const float so = m_->depth_scale[m_->own_leaf[i]], sx = m_->depth_scale[other_leaf];
-              const float h = so * (mine.f - 0.5f) - sx * (other.f - 0.5f) + m_->rest_other_excess[i] + kOwnSideSlack;
+              const float h = OwnSideDepth(so, mine.f, sx, other.f) + m_->rest_other_excess[i] + kOwnSideSlack;
               if (h < 0) {
                 e_h_[i] = h;
                 e_gh_[i] = so * mine.g - sx * other.g;

@@ -330,7 +330,7 @@ struct EnergyTerms {
         MineAndOther(it, leaves, i, x, &mine, &other, &other_leaf);
         if (other_leaf >= 0) {  // depths on one scale (Energy in tracking.cc)
           const float so = m.depth_scale[m.own_leaf[i]], sx = m.depth_scale[other_leaf];
-          const float hv = so * (mine.f - 0.5f) - sx * (other.f - 0.5f) + m.rest_other_excess[i] + imp::kOwnSideSlack;
+          const float hv = imp::OwnSideDepth(so, mine.f, sx, other.f) + m.rest_other_excess[i] + imp::kOwnSideSlack;
           if (hv < 0) {
             h = hv;
             gh = so * mine.g - sx * other.g;
