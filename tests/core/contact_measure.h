@@ -25,7 +25,11 @@
 //   inside vertices) and lie within two radii of the joint: the bend's own folds. A character
 //   whose meshes overlap at rest (clothes over a body) has vertices inside that no pose made, and
 //   a bend can also push a far part into another (BCN_Epileptic's hand into its thigh at a 90°
-//   elbow) — a collision of the pose, not a fold of the joint, and the same under every method.
+//   elbow) — a collision of the pose, not a fold of the joint, and the same under every method;
+// - crease contact crossing: the contact crossing of the vertices within two radii of the joint
+//   (BCN_Epileptic's hand enters its chest at a 150° elbow, five radii from the joint: the whole
+//   reading is that collision, the crease one is the elbow's).
+// Each maximum also names its vertex (-1: none), for diagnostics.
 #pragma once
 
 #include <algorithm>
@@ -45,10 +49,12 @@ namespace sinew::testing {
 struct ContactSkin {
   double crossing = 0;  // mesh units
   double contact_crossing = 0;  // mesh units (0: none past the surface, or not measured)
+  double crease_contact_crossing = 0;  // mesh units, within two radii of the joint
   uint32_t inside = 0;
   double depth = 0;     // deepest inside vertex, mesh units (0: none)
   uint32_t crease_inside = 0;  // (measured with RigidPieces only)
   double crease_depth = 0;     // mesh units (0: none)
+  int64_t contact_vertex = -1, crease_contact_vertex = -1, crease_vertex = -1;  // behind each maximum
 };
 
 // A piece's rest skin posed rigidly: the triangles whose vertices' summed weight is more the
@@ -146,7 +152,15 @@ inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, co
       if (past_plane < -rigid->reach) continue;
       const double own = (of_parent ? parent : child).SignedDistance(x);
       const double other = (of_parent ? child : parent).SignedDistance(x);
-      s.contact_crossing = std::max(s.contact_crossing, std::min(0.5 * (own - other), -other));
+      const double crossed = std::min(0.5 * (own - other), -other);
+      if (crossed > s.contact_crossing) {
+        s.contact_crossing = crossed;
+        s.contact_vertex = int64_t(v);
+      }
+      if (crossed > s.crease_contact_crossing && (x - pivot).norm() <= 2 * rigid->reach) {
+        s.crease_contact_crossing = crossed;
+        s.crease_contact_vertex = int64_t(v);
+      }
     }
   }
   const MeshQualityMeasure measure(rig.positions, rig.triangles);
@@ -159,7 +173,10 @@ inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, co
       const Eigen::Vector3d x(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
       if ((x - pivot).norm() > 2 * rigid->reach) continue;
       ++s.crease_inside;
-      s.crease_depth = std::max(s.crease_depth, double(q.depth[v]));
+      if (double(q.depth[v]) > s.crease_depth) {
+        s.crease_depth = double(q.depth[v]);
+        s.crease_vertex = int64_t(v);
+      }
     }
   }
   return s;
