@@ -47,8 +47,9 @@ DeformerConfig Config(const std::string& method) {
 // With SINEW_CONTACT_DIAG set, each measured row also names the vertex behind each of its maxima
 // (contact crossing, crease contact crossing, deepest new fold in the crease): its distance from
 // the joint in radii, its weights, whether the preparation tracks it, and the fields where it
-// ended (its own, the largest other, the own-side depth h and the rest excess it is allowed;
-// implicit_device::OwnSideDepth). What the earlier sessions' one-off diagnostics printed.
+// ended (its own, the largest other, the own-side depth h and the rest excess it is allowed,
+// implicit_device::OwnSideDepth; the two gradients' cosine: the elastic method's contact gate is
+// off from 0 and full from −kContactGateCos). What earlier sessions' one-off diagnostics printed.
 void ExplainVertex(const Rig& rig, const ImplicitModel& m, std::span<const Affine34d> skinning, std::span<const float> out,
                    const Eigen::Vector3d& pivot, double radius, const char* what, int64_t vertex) {
   if (vertex < 0) return;
