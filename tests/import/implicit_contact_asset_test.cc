@@ -371,9 +371,9 @@ TEST(ImplicitContactAsset, BcnKneeAndElbowBentTo150ElasticMeetsTheSkinsTo120AndI
     // implicit 0 / 18 / 91, elastic 0 / 12 / 30 (one jump the same). The knee's 6 at 90° are one
     // welded node of the thigh (weights 0.71 / 0.29), 1.7 radii above the joint, 0.05 R inside
     // the leg: issue 15's "no vertex inside at 90°" holds at the elbow, not yet at the knee. The
-    // node reads 0.510 in its own field against its iso value 0.488 and 0.515 in the calf's: the
-    // relaxation holds it under its own surface (the iso term is a penalty against the ARAP
-    // term), inside the calf, whose skin stays on its own surface there. (With
+    // node ends at the two fields' contact (0.510 in its own field, 0.515 in the calf's), where
+    // the calf's skin does not reach: the calf's nodes beside it lie outside the thigh's field,
+    // so the calf's triangles pass outside the contact surface and the node is inside them. (With
     // the own side in field values, until 2026-11-27: contact crossing at 120° knee 0.013 / 0.031,
     // elbow 0.013 / 0.013; in the crease knee 6 / 0 / 36 in steps and 6 / 6 / 18 in one jump.)
     for (const auto& [deg, r] : rows) {
