@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -128,11 +129,13 @@ struct RigidPieces {
 };
 
 // `pivot` the joint, `parent_dir` the parent bone's direction into it, `child_dir` the posed
-// child bone's direction out of it (both unit). `rigid`: also the contact crossing.
+// child bone's direction out of it (both unit). `rigid`: also the contact crossing. `quality`:
+// the rig's MeshQualityMeasure, which measures the rest mesh when made, so a caller measuring many
+// poses of one rig makes it once (null: one is made here).
 inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, const Eigen::Vector3d& pivot,
                                   const Eigen::Vector3d& parent_dir, const Eigen::Vector3d& child_dir,
                                   std::span<const double> parent_weight, std::span<const double> child_weight,
-                                  const RigidPieces* rigid = nullptr) {
+                                  const RigidPieces* rigid = nullptr, const MeshQualityMeasure* quality = nullptr) {
   const Eigen::Vector3d n = (parent_dir + child_dir).normalized();  // from the parent's side to the child's
   ContactSkin s;
   for (size_t v = 0; v < rig.vertex_count(); ++v) {
@@ -163,7 +166,9 @@ inline ContactSkin MeasureContact(const Rig& rig, std::span<const float> out, co
       }
     }
   }
-  const MeshQualityMeasure measure(rig.positions, rig.triangles);
+  std::optional<MeshQualityMeasure> own;
+  if (!quality) quality = &own.emplace(rig.positions, rig.triangles);
+  const MeshQualityMeasure& measure = *quality;
   const MeshQuality q = measure.Measure(out, nullptr, rigid != nullptr);
   s.inside = q.inside_vertices;
   s.depth = q.inside_vertices ? q.max_depth : 0;

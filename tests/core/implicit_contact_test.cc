@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numbers>
+#include <optional>
 #include <string>
 
 #include "core/deformer/deformer.h"
@@ -54,6 +55,7 @@ struct Bench {
   std::shared_ptr<const Rig> rig;
   ThreadPool pool{2};
   std::shared_ptr<const Prepared> model;
+  std::optional<MeshQualityMeasure> quality;  // the rest mesh measured once (MeasureContact)
 
   explicit Bench(const Cylinder& c) : cyl(c) {
     rig = std::make_shared<Rig>(testing::BuildOrDie(MakeLimb(Options(c))));
@@ -61,6 +63,7 @@ struct Bench {
     auto p = PrepareImplicit(*rig, config, &pool, {});
     EXPECT_TRUE(p.ok()) << p.status();
     model = *p;
+    quality.emplace(rig->positions, rig->triangles, MeshQualityOptions{}, &pool);
   }
   static DeformerConfig Config(const std::string& method) {
     DeformerConfig c;
@@ -116,7 +119,8 @@ struct Bench {
     const testing::RigidPieces rigid{t[0], t[1], cyl.radius};
     const testing::ContactSkin c =
         testing::MeasureContact(*rig, out, world[1].translation, (world[0].rotation * Eigen::Vector3d::UnitX()).normalized(),
-                                (world[1].rotation * Eigen::Vector3d::UnitX()).normalized(), parent, child, &rigid);
+                                (world[1].rotation * Eigen::Vector3d::UnitX()).normalized(), parent, child, &rigid,
+                                &*quality);
     return Skin{c.crossing / cyl.radius, c.contact_crossing / cyl.radius, c.inside, c.depth / cyl.radius};
   }
 };

@@ -21,6 +21,7 @@
 #include "clients/import/supercages.h"
 #include "core/deformer/deformer.h"
 #include "core/implicit/device_layout.h"
+#include "core/implicit/field_eval.h"
 #include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/bend.h"
@@ -47,48 +48,53 @@ DeformerConfig Config(const std::string& method) {
 // With SINEW_CONTACT_DIAG set, each measured row also names the vertex behind each of its maxima
 // (contact crossing, crease contact crossing, deepest new fold in the crease): its distance from
 // the joint in radii, its weights, whether the preparation tracks it, and the fields where it
-// ended (its own, the largest other, the own-side depth h and the rest excess it is allowed,
-// implicit_device::OwnSideDepth; the two gradients' cosine: the elastic method's contact gate is
-// off from 0 and full from −kContactGateCos). What earlier sessions' one-off diagnostics printed.
-void ExplainVertex(const Rig& rig, const ImplicitModel& m, std::span<const Affine34d> skinning, std::span<const float> out,
-                   const Eigen::Vector3d& pivot, double radius, const char* what, int64_t vertex) {
+// ended, evaluated as the deformers do (core/implicit/field_eval.h): the composed value against
+// its iso value, its own field, the largest other, the own-side depth h and the rest excess it is
+// allowed (implicit_device::OwnSideDepth), and the two fields' gradients' cosine (the elastic
+// method's contact gate is off from 0 and full from −kContactGateCos).
+void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<implicit_internal::LeafFrame>& leaves,
+                   std::span<const float> out, const Eigen::Vector3d& pivot, double radius, const char* what,
+                   int64_t vertex) {
+  using implicit_internal::FieldValue;
   if (vertex < 0) return;
   const Skeleton& sk = rig.skeleton;
   const uint32_t v = uint32_t(vertex), n = m.node_of_vertex[v];
-  const Eigen::Vector3d x(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
+  const Eigen::Vector3f x(out[3 * v], out[3 * v + 1], out[3 * v + 2]);
   std::string weights;
   for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
     char w[96];
     std::snprintf(w, sizeof w, " %s %.2f", sk.names[rig.weights.joints[e]].c_str(), rig.weights.weights[e]);
     weights += w;
   }
+  uint16_t cand[implicit_internal::kMaxCandidates];
+  const int count = implicit_internal::Candidates(leaves, x, cand);
+  const FieldValue composed = implicit_internal::Evaluator(m, leaves.data()).Eval(x, cand, count);
   const int32_t own = m.own_leaf[n];
-  float f_own = 0, f_other = 0;
-  int32_t other = -1;
-  Eigen::Vector3d g_own = Eigen::Vector3d::Zero(), g_other = Eigen::Vector3d::Zero();  // posed gradients
-  for (size_t l = 0; l < m.fields.size(); ++l) {
-    const Affine34d inv = Inverse(skinning[m.fields[l].joint]);
-    Eigen::Vector3f g;
-    const float f = m.grids[l].Sample((inv.leftCols<3>() * x + inv.col(3)).cast<float>(), &g);
-    const Eigen::Vector3d posed = inv.leftCols<3>().transpose() * g.cast<double>();
+  FieldValue mine, other;
+  int32_t other_leaf = -1;
+  for (size_t l = 0; l < leaves.size(); ++l) {  // every field, not only the candidates
+    const implicit_internal::LeafFrame& lf = leaves[l];
+    FieldValue f;
+    Eigen::Vector3f rest_gradient;
+    f.f = m.grids[l].Sample(lf.inv_linear * x + lf.inv_translation, &rest_gradient);
+    f.g = lf.gradient * rest_gradient;
     if (int32_t(l) == own) {
-      f_own = f;
-      g_own = posed;
-    } else if (f > f_other) {
-      f_other = f;
-      other = int32_t(l);
-      g_other = posed;
+      mine = f;
+    } else if (f.f > other.f) {
+      other = f;
+      other_leaf = int32_t(l);
     }
   }
-  std::printf("    %s: v%u, %.2f radii from the joint, weights%s; %s, bone %s, iso %.3f; own field %.3f", what, v,
-              (x - pivot).norm() / radius, weights.c_str(), m.in_field[n] ? "tracked" : "untracked",
-              sk.names[m.bone[n]].c_str(), m.iso[n], f_own);
-  if (own >= 0 && other >= 0) {
-    const double norms = g_own.norm() * g_other.norm();
+  std::printf("    %s: v%u, %.2f radii from the joint, weights%s; %s, bone %s; composed field %.3f, iso %.3f, "
+              "own field %.3f",
+              what, v, (x.cast<double>() - pivot).norm() / radius, weights.c_str(),
+              m.in_field[n] ? "tracked" : "untracked", sk.names[m.bone[n]].c_str(), composed.f, m.iso[n], mine.f);
+  if (own >= 0 && other_leaf >= 0) {
+    const float norms = mine.g.norm() * other.g.norm();
     std::printf(", largest other %s %.3f, h %.4f, rest excess %.4f, gradients' cosine %.2f",
-                sk.names[m.fields[other].joint].c_str(), f_other,
-                implicit_device::OwnSideDepth(m.depth_scale[own], f_own, m.depth_scale[other], f_other),
-                m.rest_other_excess[n], norms > 0 ? g_own.dot(g_other) / norms : 0.0);
+                sk.names[m.fields[other_leaf].joint].c_str(), other.f,
+                implicit_device::OwnSideDepth(m.depth_scale[own], mine.f, m.depth_scale[other_leaf], other.f),
+                m.rest_other_excess[n], norms > 0 ? mine.g.dot(other.g) / norms : 0.f);
   }
   std::printf("\n");
 }
@@ -143,7 +149,9 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
   if (radii.size() <= 10) return rows;
   std::nth_element(radii.begin(), radii.begin() + radii.size() / 2, radii.end());
   const double radius = radii[radii.size() / 2];
-  const MeshQuality at_rest = MeasureMeshQuality(rig->positions, rig->positions, rig->triangles, nullptr);
+  // The rest mesh measured once for every pose below (MeasureContact).
+  const MeshQualityMeasure quality(rig->positions, rig->triangles, {}, &pool);
+  const MeshQuality at_rest = quality.Measure(rig->positions, &pool);
   std::printf("%s: %zu vertices, at rest %.0f°, radius there %.3g; %u vertices inside the skin at rest\n",
               label.c_str(), rig->vertex_count(), rest->rest_degrees, radius, at_rest.inside_vertices);
 
@@ -170,9 +178,12 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
     std::vector<Affine34d> skinning(sk.size());
     SkinningTransforms(sk, bent->pose, world, skinning);
     const testing::RigidPieces rigid{skinning[size_t(parent)], skinning[size_t(joint)], radius};
+    std::vector<implicit_internal::LeafFrame> leaves;  // the fields posed (for the diagnostic)
+    if (diag) implicit_internal::MakeLeafFrames(model, skinning, leaves);
     auto measure = [&](std::span<const float> out) {
       testing::ContactSkin s =
-          testing::MeasureContact(*rig, out, bent->pivot, bent->parent_dir, bent->child_dir, upper, child, &rigid);
+          testing::MeasureContact(*rig, out, bent->pivot, bent->parent_dir, bent->child_dir, upper, child, &rigid,
+                                  &quality);
       s.crossing /= radius;
       s.contact_crossing /= radius;
       s.crease_contact_crossing /= radius;
@@ -204,11 +215,11 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
                   s.depth, s.crease_inside, s.crease_depth);
       if (diag) {
         const std::vector<float>& o = outputs.at(name);
-        ExplainVertex(*rig, model, skinning, o, bent->pivot, radius, "contact crossing", s.contact_vertex);
+        ExplainVertex(*rig, model, leaves, o, bent->pivot, radius, "contact crossing", s.contact_vertex);
         if (s.crease_contact_vertex != s.contact_vertex) {
-          ExplainVertex(*rig, model, skinning, o, bent->pivot, radius, "crease contact crossing", s.crease_contact_vertex);
+          ExplainVertex(*rig, model, leaves, o, bent->pivot, radius, "crease contact crossing", s.crease_contact_vertex);
         }
-        ExplainVertex(*rig, model, skinning, o, bent->pivot, radius, "deepest crease fold", s.crease_vertex);
+        ExplainVertex(*rig, model, leaves, o, bent->pivot, radius, "deepest crease fold", s.crease_vertex);
       }
     }
   }
