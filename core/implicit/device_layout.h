@@ -58,6 +58,7 @@ inline constexpr float OwnSideDepth(float s_own, float f_own, float s_other, flo
 inline constexpr float kContactGateCos = 0.2f;     // gradients opposed by this cosine: a full contact
 inline constexpr int kLineSearchSteps = 10;        // step halvings before a round counts as converged
 inline constexpr double kArmijo = 1e-4;            // sufficient decrease of E per unit of slope
+inline constexpr double kUnresolvedDecrease = 1e-6;  // a predicted decrease below this × E: step taken whole
 inline constexpr float kStateTolerance = 10 * kConvergence;  // elastic: residual reported as converged
 
 // Per-vertex states (VertexState in core/deformer/deformer.h). kMarching is a node still

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -40,12 +41,31 @@ class Evaluator {
     return Node(m_.tree.root, x, cand, count);
   }
 
+  // The same with the controllers' values held: `controls` has kMaxCandidates − 1 slots, one per
+  // operator whose two children both hold a candidate (in evaluation order). With `record`,
+  // each such operator writes its live d there (NaN where a child's field was 0); without, it
+  // uses the held d where it is not NaN. With d held, g1 ∇f1 + g2 ∇f2 is the exact gradient of
+  // the value (the live gradient omits ∂g/∂d · ∇d, spec pitfall 17).
+  FieldValue EvalHeld(const Eigen::Vector3f& x, const uint16_t* cand, int count, float* controls, bool record) const {
+    if (m_.tree.root < 0 || count == 0) return {};
+    controls_ = controls;
+    record_ = record;
+    slot_ = 0;
+    const FieldValue v = Node(m_.tree.root, x, cand, count);
+    controls_ = nullptr;
+    return v;
+  }
+
  private:
-  FieldValue Node(int32_t index, const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
-    const CompositionTree::Node& n = m_.tree.nodes[index];
+  static bool Holds(const CompositionTree::Node& n, const uint16_t* cand, int count) {
     bool active = false;
     for (int k = 0; k < count; ++k) active |= (cand[k] >= n.lo && cand[k] < n.hi);
-    if (!active) return {};
+    return active;
+  }
+
+  FieldValue Node(int32_t index, const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
+    const CompositionTree::Node& n = m_.tree.nodes[index];
+    if (!Holds(n, cand, count)) return {};
     if (n.left < 0) {
       const LeafFrame& lf = leaves_[n.leaf];
       const Eigen::Vector3f xr = lf.inv_linear * x + lf.inv_translation;
@@ -55,14 +75,22 @@ class Evaluator {
       v.g = lf.gradient * gr;
       return v;
     }
+    int slot = -1;
+    if (controls_ && Holds(m_.tree.nodes[n.left], cand, count) && Holds(m_.tree.nodes[n.right], cand, count)) {
+      slot = slot_++;
+    }
     const FieldValue a = Node(n.left, x, cand, count);
     const FieldValue b = Node(n.right, x, cand, count);
-    if (a.f == 0) return b;  // exact: g(0, f) = f
-    if (b.f == 0) return a;
+    if (a.f == 0 || b.f == 0) {
+      if (slot >= 0 && record_) controls_[slot] = std::numeric_limits<float>::quiet_NaN();
+      return a.f == 0 ? b : a;  // exact: g(0, f) = f
+    }
     FieldValue r;
     if (n.op == JointOperator::kUnion) return a.f >= b.f ? a : b;
     float d = 0;
-    if (n.op != JointOperator::kCleanUnion) {
+    if (slot >= 0 && !record_ && !std::isnan(controls_[slot])) {
+      d = controls_[slot];
+    } else if (n.op != JointOperator::kCleanUnion) {
       const float na = a.g.squaredNorm(), nb = b.g.squaredNorm(), dot = a.g.dot(b.g);
       // A null gradient (a child's contact valley, a critical point): the controller's d(0).
       // Contact is 0 up to 90°, i.e. wherever the gradients' dot product is not negative.
@@ -71,6 +99,7 @@ class Evaluator {
         d = float(n.op == JointOperator::kBulge ? BulgeController(alpha) : ContactController(alpha));
       }
     }
+    if (slot >= 0 && record_) controls_[slot] = d;
     const OperatorGrid& op = n.op == JointOperator::kBulge ? m_.operators->bulge : m_.operators->contact;
     float g1, g2;
     r.f = op.Sample(a.f, b.f, d, &g1, &g2);
@@ -80,6 +109,9 @@ class Evaluator {
 
   const ImplicitModel& m_;
   const LeafFrame* leaves_;
+  mutable float* controls_ = nullptr;
+  mutable bool record_ = false;
+  mutable int slot_ = 0;
 };
 
 inline void MakeLeafFrames(const ImplicitModel& m, std::span<const Affine34d> transforms, std::vector<LeafFrame>& out) {

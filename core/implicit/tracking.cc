@@ -461,7 +461,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_}) {
       std::vector<Eigen::Vector3f>().swap(*v);
     }
-    for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_}) std::vector<float>().swap(*v);
+    for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_, &controls_}) std::vector<float>().swap(*v);
     std::vector<double>().swap(partial_);
   }
 
@@ -517,7 +517,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   size_t StateBytes() const override {
     return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
            (cg_x_.size() + e_g_.size()) * 4 * sizeof(Eigen::Vector3f) + x_old_.size() * sizeof(Eigen::Vector3f) +
-           e_c_.size() * 4 * sizeof(float) + free_.size() + partial_.capacity() * sizeof(double) +
+           e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
+           partial_.capacity() * sizeof(double) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
 
@@ -646,8 +647,10 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // typical field gradient 15 / (16 r̄), γ_i how much its own and the other field's gradients
   // oppose at the start (a contact; 0 on the outside of a bend). Each round solves the
   // Gauss-Newton system by preconditioned conjugate gradient, caps each node's move at its step
-  // cap and halves the step until E decreases (Armijo); the rounds end when no node moves by
-  // relax_tolerance. The thesis alternates a tangential relaxation with re-projection and stops
+  // cap and halves the step until E decreases (Armijo; a step whose predicted decrease E does
+  // not resolve is taken whole); the rounds end when no node moves by relax_tolerance. f is
+  // evaluated with the composition's controllers held from the relaxation's start (EvalHeld),
+  // so that its gradient is the derivative of the value the line search tests. The thesis alternates a tangential relaxation with re-projection and stops
   // vertices at contacts; as separate passes those rules fought (a crease vertex pushed across
   // the contact each round and pulled back), never converged and made the result depend on float
   // rounding. One energy descended to its minimum is continuous in the pose.
@@ -656,6 +659,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) v->resize(nn);
     for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_}) v->resize(nn);
     free_.resize(nn);
+    controls_.resize(nn * (kMaxCandidates - 1));
     const float typical2 = m_->typical_gradient2;
     ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
@@ -663,7 +667,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         e_gamma_[i] = 0;
         e_k_[i] = 0;
         if (!m_->in_field[i] || m_->ring_offsets[i] == m_->ring_offsets[i + 1]) continue;
-        const FieldValue v = Eval(i, pos_[i]);
+        const FieldValue v = EvalHeld(i, pos_[i], true);
         if (v.g.squaredNorm() < gradient_floor2_) continue;
         free_[i] = 1;
         float d = 0;
@@ -748,12 +752,33 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           break;
         }
       }
-      if (!accepted) {  // at the limit of float resolution: the minimum
+      if (!accepted && -slope < kUnresolvedDecrease * energy) {
+        // The predicted decrease is below what E, a sum of float terms, resolves: the test
+        // cannot judge this step, so it is taken whole instead of ending the relaxation short
+        // of its minimum (where it would end would depend on rounding).
+        for (size_t i = 0; i < nn; ++i) {
+          if (free_[i]) pos_[i] = x_old_[i] + cg_x_[i];
+        }
+        energy = Energy(pool);
+        accepted = true;
+        a = 1;
+      }
+      if (!accepted) {  // no step decreases E: the minimum, as far as E resolves it
         pos_ = x_old_;
         break;
       }
       if (a * dmax < tol) break;
     }
+  }
+
+  // The composed field at x for node i with the composition's controllers held through the
+  // relaxation: `record` (its start) writes their values, every later evaluation reads them.
+  // The controllers follow the gradients' angle, and the field's gradient omits their
+  // derivative (∂g/∂d · ∇d, spec pitfall 17); with them held, that gradient is the derivative of
+  // the value the energy sees, so the line search's test agrees with the Gauss-Newton model.
+  FieldValue EvalHeld(size_t i, const Eigen::Vector3f& x, bool record) {
+    return Evaluator(*m_, leaves_.data())
+        .EvalHeld(x, &cand_[i * kMaxCandidates], cand_count_[i], &controls_[i * (kMaxCandidates - 1)], record);
   }
 
   // The ARAP residual of ring entry r of node i at pos_: x_i − x_j − ½(R_i + R_j)(p⁰_i − p⁰_j).
@@ -798,7 +823,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           e += 0.25 * double(m_->cot[r]) * double(ArapEdge(i, r).squaredNorm());
         }
         if (free_[i]) {
-          const FieldValue v = Eval(i, pos_[i]);
+          const FieldValue v = EvalHeld(i, pos_[i], false);
           e_g_[i] = v.g;
           e_c_[i] = v.f - m_->iso[i];
           e_h_[i] = 0;
@@ -900,6 +925,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<Eigen::Matrix3f> rot_;
   std::vector<float> skinned_;
   std::vector<uint8_t> free_;
+  // The composition's controller values per node, held through one relaxation (EvalHeld).
+  std::vector<float> controls_;
   std::vector<Eigen::Vector3f> cg_x_, cg_r_, cg_d_, cg_q_;
   // Relax's per-node terms: field gradient, ∇h, energy gradient, preconditioned residual, the
   // positions before a round's step; field residual, h, stiffness k, contact gate γ.

@@ -97,7 +97,8 @@ struct ImplicitScalars {
   float dmax;            // the round's largest (capped) step
   uint32_t rounds;       // relaxation rounds of this sub-step (cut short at convergence)
   uint32_t cg_limit;     // CG iterations of this round (cut short at convergence)
-  uint32_t search;       // the round's line search: 0 going on, 1 a step taken, 2 none decreased E
+  uint32_t search;       // the round's line search: 0 going on, 1 a step taken, 2 none decreased E,
+                         // 3 the step to be taken whole (EnergySum)
 };
 
 struct ImplicitStateView {
@@ -127,6 +128,7 @@ struct ImplicitStateView {
   float* e_h;
   float* e_k;
   float* e_gamma;
+  float* controls;  // kMaxCandidates − 1 per node: the composition's controllers, held (EvalHeldAt)
   double* e_node;
   float* cg_x;      // the CG vectors, 3 per node
   float* cg_r;
@@ -301,11 +303,8 @@ SINEW_HD FieldValue LeafValue(const ImplicitModelView& m, const float* leaves, u
   return {f, Mul3(lf + imp::kLeafGradient, gr)};
 }
 
-// One inner node of the composition tree applied to its children's values.
-SINEW_HD FieldValue Compose(const ImplicitModelView& m, uint32_t op, const FieldValue& a, const FieldValue& b) {
-  if (a.f == 0) return b;  // exact: g(0, f) = f
-  if (b.f == 0) return a;
-  if (op == 1) return a.f >= b.f ? a : b;  // union
+// The controller of an inner node: the opening its operator takes from the gradients' angle.
+SINEW_HD float Controller(uint32_t op, const FieldValue& a, const FieldValue& b) {
   float d = 0;
   if (op != 2) {  // contact, bulge: the controller of the gradients' angle
     const float na = Dot(a.g, a.g), nb = Dot(b.g, b.g), dot = Dot(a.g, b.g);
@@ -316,6 +315,22 @@ SINEW_HD FieldValue Compose(const ImplicitModelView& m, uint32_t op, const Field
       d = float(op == 4 ? BulgeAmount(alpha) : ContactAmount(alpha));
     }
   }
+  return d;
+}
+
+// One inner node of the composition tree applied to its children's values. `control`, when
+// not null, is the inner node's held controller slot (Evaluator::EvalHeld in
+// core/implicit/field_eval.h): `record` writes the live value there (NaN where a child is 0),
+// otherwise a held value that is not NaN replaces the live one.
+SINEW_HD FieldValue Compose(const ImplicitModelView& m, uint32_t op, const FieldValue& a, const FieldValue& b,
+                            float* control = nullptr, bool record = false) {
+  if (a.f == 0 || b.f == 0) {
+    if (control && record) *control = NAN;
+    return a.f == 0 ? b : a;  // exact: g(0, f) = f
+  }
+  if (op == 1) return a.f >= b.f ? a : b;  // union
+  const float d = control && !record && *control == *control ? *control : Controller(op, a, b);  // not NaN
+  if (control && record) *control = d;
   float g1, g2;
   FieldValue r;
   r.f = SampleOperator(op == 4 ? m.bulge : m.contact, m.op_n, m.op_nd, a.f, b.f, d, &g1, &g2);
@@ -324,23 +339,31 @@ SINEW_HD FieldValue Compose(const ImplicitModelView& m, uint32_t op, const Field
 }
 
 // The composed field at x, evaluating only the subtrees that hold one of the candidate fields
-// (the CPU's recursion, left before right, with an explicit stack).
-SINEW_HD FieldValue EvalField(const ImplicitModelView& m, const float* leaves, V3 x, const uint16_t* cand, int count) {
+// (the CPU's recursion, left before right, with an explicit stack). With `controls` (kMaxCandidates
+// − 1 slots), the inner nodes whose two children both hold a candidate take slots in the CPU's
+// order (pre-order) and hold their controllers as Compose describes.
+SINEW_HD FieldValue EvalField(const ImplicitModelView& m, const float* leaves, V3 x, const uint16_t* cand, int count,
+                              float* controls = nullptr, bool record = false) {
   FieldValue zero{0, {0, 0, 0}};
   if (m.root < 0 || count == 0) return zero;
   int32_t nodes[kMaxTreeDepth];
   uint8_t stage[kMaxTreeDepth];
+  int8_t slots[kMaxTreeDepth];
   FieldValue values[kMaxTreeDepth];
-  int sp = 0, vp = 0;
+  int sp = 0, vp = 0, next_slot = 0;
+  auto holds = [&](int32_t node) {
+    const TreeNodeDev& t = m.tree[node];
+    bool active = false;
+    for (int k = 0; k < count; ++k) active |= (cand[k] >= t.lo && cand[k] < t.hi);
+    return active;
+  };
   nodes[0] = m.root;
   stage[0] = 0;
   sp = 1;
   while (sp > 0) {
     const TreeNodeDev& t = m.tree[nodes[sp - 1]];
     if (stage[sp - 1] == 0) {
-      bool active = false;
-      for (int k = 0; k < count; ++k) active |= (cand[k] >= t.lo && cand[k] < t.hi);
-      if (!active) {
+      if (!holds(nodes[sp - 1])) {
         --sp;
         values[vp++] = zero;
         continue;
@@ -350,6 +373,7 @@ SINEW_HD FieldValue EvalField(const ImplicitModelView& m, const float* leaves, V
         values[vp++] = LeafValue(m, leaves, uint32_t(t.leaf), x);
         continue;
       }
+      slots[sp - 1] = int8_t(controls && holds(t.left) && holds(t.right) ? next_slot++ : -1);
       stage[sp - 1] = 1;
       nodes[sp] = t.left;
       stage[sp++] = 0;
@@ -364,7 +388,7 @@ SINEW_HD FieldValue EvalField(const ImplicitModelView& m, const float* leaves, V
     --sp;
     const FieldValue b = values[--vp];
     const FieldValue a = values[--vp];
-    values[vp++] = Compose(m, t.op, a, b);
+    values[vp++] = Compose(m, t.op, a, b, slots[sp] >= 0 ? controls + slots[sp] : nullptr, record);
   }
   return values[0];
 }
@@ -406,6 +430,12 @@ SINEW_HD int FindCandidates(const float* leaves, uint32_t fields, V3 x, uint16_t
 // The composed field at x with node i's candidate fields.
 SINEW_HD FieldValue EvalAt(const ImplicitItem& it, const float* leaves, uint32_t i, V3 x) {
   return EvalField(it.model, leaves, x, it.state.cand + size_t(i) * imp::kMaxCandidates, it.state.cand_count[i]);
+}
+// The same with node i's controllers held for the relaxation (Tracker::EvalHeld): recorded at
+// its start (record), read back by every later evaluation of the sub-step.
+SINEW_HD FieldValue EvalHeldAt(const ImplicitItem& it, const float* leaves, uint32_t i, V3 x, bool record) {
+  return EvalField(it.model, leaves, x, it.state.cand + size_t(i) * imp::kMaxCandidates, it.state.cand_count[i],
+                   it.state.controls + size_t(i) * (imp::kMaxCandidates - 1), record);
 }
 
 // Whether node i at x has left its own bone's field (Tracker::LeftOwnField).

@@ -285,7 +285,7 @@ struct RelaxSetup {
     if (!m.in_field[i] || m.ring_offsets[i] == m.ring_offsets[i + 1]) return;
     const float* leaves = Leaves(it, StepParams(b, it, step));
     const V3 x = Load3(s.pos, i);
-    const FieldValue v = EvalAt(it, leaves, i, x);
+    const FieldValue v = EvalHeldAt(it, leaves, i, x, true);
     if (Dot(v.g, v.g) < m.gradient_floor2) return;
     s.free_nodes[i] = 1;
     float d = 0;
@@ -303,13 +303,18 @@ inline constexpr uint32_t kStart = ~0u;
 SINEW_HD bool TrialLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
   return RoundLive(it, step, round) && it.state.scalars->search == 0;
 }
-SINEW_HD bool EnergyLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
-  return round == kStart ? StepLive(it, step) : TrialLive(it, step, round);
+// The round's step taken whole: its predicted decrease was below what E resolves (search 3).
+SINEW_HD bool WholeLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
+  return RoundLive(it, step, round) && it.state.scalars->search == 3;
+}
+SINEW_HD bool EnergyLive(const ImplicitItem& it, uint32_t step, uint32_t round, bool whole) {
+  return round == kStart ? StepLive(it, step) : whole ? WholeLive(it, step, round) : TrialLive(it, step, round);
 }
 struct EnergyTerms {
   uint32_t step, round;
+  bool whole = false;  // the energy of the step taken whole (RelaxWhole)
   SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
-    if (!EnergyLive(it, step, round)) return;
+    if (!EnergyLive(it, step, round, whole)) return;
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
     const V3 x = Load3(s.pos, i);
@@ -320,7 +325,7 @@ struct EnergyTerms {
     }
     if (s.free_nodes[i]) {
       const float* leaves = Leaves(it, StepParams(b, it, step));
-      const FieldValue v = EvalAt(it, leaves, i, x);
+      const FieldValue v = EvalHeldAt(it, leaves, i, x, false);
       const float c = v.f - m.iso[i];
       float h = 0;
       V3 gh{0, 0, 0};
@@ -348,11 +353,14 @@ struct EnergyTerms {
 };
 // E: the start's value, or the line search's test (Armijo): a step that decreases E enough is
 // taken (and one that moved no node by relax_tolerance ends the rounds); after the last halving
-// none is, and the round restores the positions and ends the rounds.
+// none is: when the predicted decrease is below what E resolves (kUnresolvedDecrease) the step
+// is taken whole (search 3, RelaxWhole), otherwise the round restores the positions and ends
+// the rounds.
 struct EnergySum {
   static constexpr bool kMax = false;
   uint32_t step, round, trial;
-  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return EnergyLive(it, step, round); }
+  bool whole = false;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return EnergyLive(it, step, round, whole); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const { return it.state.e_node[i]; }
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double e) const {
     ImplicitScalars& sc = *it.state.scalars;
@@ -360,14 +368,18 @@ struct EnergySum {
       sc.energy = e;
       return;
     }
-    const float a = TrialStep(trial);
-    if (e <= sc.energy + imp::kArmijo * a * sc.slope) {
+    const float a = whole ? 1.f : TrialStep(trial);
+    if (whole || e <= sc.energy + imp::kArmijo * a * sc.slope) {
       sc.energy = e;
       sc.search = 1;
       if (a * sc.dmax < it.model.relax_tolerance) sc.rounds = round + 1;
     } else if (trial + 1 == uint32_t(imp::kLineSearchSteps)) {
-      sc.search = 2;
-      sc.rounds = round + 1;
+      if (-sc.slope < imp::kUnresolvedDecrease * sc.energy) {
+        sc.search = 3;
+      } else {
+        sc.search = 2;
+        sc.rounds = round + 1;
+      }
     }
   }
 };
@@ -514,6 +526,14 @@ struct RelaxTrial {
     Store3(s.pos, i, Load3(s.x_old, i) + TrialStep(trial) * Load3(s.cg_x, i));
   }
 };
+struct RelaxWhole {  // the step taken whole: x_old + δ
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (!WholeLive(it, step, round) || !it.state.free_nodes[i]) return;
+    const ImplicitStateView& s = it.state;
+    Store3(s.pos, i, Load3(s.x_old, i) + Load3(s.cg_x, i));
+  }
+};
 struct RelaxRestore {  // no trial decreased E: back to the round's start
   uint32_t step, round;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
@@ -587,6 +607,10 @@ struct AnyTrial {
   uint32_t step, round;
   SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return TrialLive(it, step, round); }
 };
+struct AnyWhole {
+  uint32_t step, round;
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return WholeLive(it, step, round); }
+};
 
 }  // namespace passes
 
@@ -645,6 +669,11 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
           x.Nodes(RelaxTrial{s, r, t});
           x.Nodes(EnergyTerms{s, r});
           x.Reduce(EnergySum{s, r, t});
+        }
+        if (l.every_pass || x.Any(AnyWhole{s, r})) {
+          x.Nodes(RelaxWhole{s, r});
+          x.Nodes(EnergyTerms{s, r, true});
+          x.Reduce(EnergySum{s, r, 0, true});
         }
         x.Nodes(RelaxRestore{s, r});
       }
