@@ -462,6 +462,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       std::vector<Eigen::Vector3f>().swap(*v);
     }
     for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_, &controls_}) std::vector<float>().swap(*v);
+    std::vector<int32_t>().swap(held_other_);
     std::vector<double>().swap(partial_);
   }
 
@@ -518,6 +519,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
            (cg_x_.size() + e_g_.size()) * 4 * sizeof(Eigen::Vector3f) + x_old_.size() * sizeof(Eigen::Vector3f) +
            e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
+           held_other_.size() * sizeof(int32_t) +
            partial_.capacity() * sizeof(double) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
@@ -650,7 +652,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // cap and halves the step until E decreases (Armijo; a step whose predicted decrease E does
   // not resolve is taken whole); the rounds end when no node moves by relax_tolerance. f is
   // evaluated with the composition's controllers held from the relaxation's start (EvalHeld),
-  // so that its gradient is the derivative of the value the line search tests. The thesis alternates a tangential relaxation with re-projection and stops
+  // and h with the other piece chosen there (held_other_), so that the gradients are the
+  // derivatives of the values the line search tests. The thesis alternates a tangential relaxation with re-projection and stops
   // vertices at contacts; as separate passes those rules fought (a crease vertex pushed across
   // the contact each round and pulled back), never converged and made the result depend on float
   // rounding. One energy descended to its minimum is continuous in the pose.
@@ -660,6 +663,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_}) v->resize(nn);
     free_.resize(nn);
     controls_.resize(nn * (kMaxCandidates - 1));
+    held_other_.assign(nn, -1);
     const float typical2 = m_->typical_gradient2;
     ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
@@ -674,7 +678,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) d += m_->cot[r];
         e_k_[i] = kSurfaceStiffness * d / typical2;
         FieldValue mine, other;
-        MineAndOther(i, pos_[i], &mine, &other);
+        MineAndOther(i, pos_[i], &mine, &other, &held_other_[i]);
         e_gamma_[i] = ContactGate(mine, other);
       }
     });
@@ -828,19 +832,19 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           e_c_[i] = v.f - m_->iso[i];
           e_h_[i] = 0;
           e_gh_[i].setZero();
-          if (e_gamma_[i] > 0) {
-            FieldValue mine, other;
-            int32_t other_leaf;
-            MineAndOther(i, pos_[i], &mine, &other, &other_leaf);
-            if (other_leaf >= 0) {  // else no other field here: no contact
-              // How much deeper the node is in its own piece than in the other, on one scale
-              // (ImplicitModel::depth_scale).
-              const float so = m_->depth_scale[m_->own_leaf[i]], sx = m_->depth_scale[other_leaf];
-              const float h = OwnSideDepth(so, mine.f, sx, other.f) + m_->rest_other_excess[i] + kOwnSideSlack;
-              if (h < 0) {
-                e_h_[i] = h;
-                e_gh_[i] = so * mine.g - sx * other.g;
-              }
+          // The other piece is the one chosen at the relaxation's start (held_other_; -1: no
+          // other field reached the node, no contact): the largest of the other fields is a max
+          // whose gradient jumps where two of them swap.
+          const int32_t other_leaf = held_other_[i];
+          if (e_gamma_[i] > 0 && other_leaf >= 0) {
+            const FieldValue mine = LeafValue(m_->own_leaf[i], pos_[i]), other = LeafValue(other_leaf, pos_[i]);
+            // How much deeper the node is in its own piece than in the other, on one scale
+            // (ImplicitModel::depth_scale).
+            const float so = m_->depth_scale[m_->own_leaf[i]], sx = m_->depth_scale[other_leaf];
+            const float h = OwnSideDepth(so, mine.f, sx, other.f) + m_->rest_other_excess[i] + kOwnSideSlack;
+            if (h < 0) {
+              e_h_[i] = h;
+              e_gh_[i] = so * mine.g - sx * other.g;
             }
           }
           e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + double(e_gamma_[i]) * e_h_[i] * e_h_[i]);
@@ -927,6 +931,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<uint8_t> free_;
   // The composition's controller values per node, held through one relaxation (EvalHeld).
   std::vector<float> controls_;
+  // The other field of each node's own-side term, the largest at the relaxation's start (-1:
+  // none), held through it like the controllers.
+  std::vector<int32_t> held_other_;
   std::vector<Eigen::Vector3f> cg_x_, cg_r_, cg_d_, cg_q_;
   // Relax's per-node terms: field gradient, ∇h, energy gradient, preconditioned residual, the
   // positions before a round's step; field residual, h, stiffness k, contact gate γ.

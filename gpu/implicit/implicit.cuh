@@ -129,6 +129,7 @@ struct ImplicitStateView {
   float* e_k;
   float* e_gamma;
   float* controls;  // kMaxCandidates − 1 per node: the composition's controllers, held (EvalHeldAt)
+  int32_t* other_leaf;  // the own-side term's other field, chosen by RelaxSetup and held (-1: none)
   double* e_node;
   float* cg_x;      // the CG vectors, 3 per node
   float* cg_r;

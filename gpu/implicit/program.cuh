@@ -282,6 +282,7 @@ struct RelaxSetup {
     s.free_nodes[i] = 0;
     s.e_gamma[i] = 0;
     s.e_k[i] = 0;
+    s.other_leaf[i] = -1;
     if (!m.in_field[i] || m.ring_offsets[i] == m.ring_offsets[i + 1]) return;
     const float* leaves = Leaves(it, StepParams(b, it, step));
     const V3 x = Load3(s.pos, i);
@@ -292,7 +293,7 @@ struct RelaxSetup {
     for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) d += m.cot[r];
     s.e_k[i] = imp::kSurfaceStiffness * d / m.typical_gradient2;
     FieldValue mine, other;
-    MineAndOther(it, leaves, i, x, &mine, &other);
+    MineAndOther(it, leaves, i, x, &mine, &other, &s.other_leaf[i]);
     s.e_gamma[i] = ContactGate(mine, other);
   }
 };
@@ -329,17 +330,15 @@ struct EnergyTerms {
       const float c = v.f - m.iso[i];
       float h = 0;
       V3 gh{0, 0, 0};
-      if (s.e_gamma[i] > 0) {
-        FieldValue mine, other;
-        int32_t other_leaf;
-        MineAndOther(it, leaves, i, x, &mine, &other, &other_leaf);
-        if (other_leaf >= 0) {  // depths on one scale (Energy in tracking.cc)
-          const float so = m.depth_scale[m.own_leaf[i]], sx = m.depth_scale[other_leaf];
-          const float hv = imp::OwnSideDepth(so, mine.f, sx, other.f) + m.rest_other_excess[i] + imp::kOwnSideSlack;
-          if (hv < 0) {
-            h = hv;
-            gh = so * mine.g - sx * other.g;
-          }
+      const int32_t other_leaf = s.other_leaf[i];  // chosen by RelaxSetup, held (Energy in tracking.cc)
+      if (s.e_gamma[i] > 0 && other_leaf >= 0) {
+        const FieldValue mine = LeafValue(m, leaves, uint32_t(m.own_leaf[i]), x);
+        const FieldValue other = LeafValue(m, leaves, uint32_t(other_leaf), x);
+        const float so = m.depth_scale[m.own_leaf[i]], sx = m.depth_scale[other_leaf];  // depths on one scale
+        const float hv = imp::OwnSideDepth(so, mine.f, sx, other.f) + m.rest_other_excess[i] + imp::kOwnSideSlack;
+        if (hv < 0) {
+          h = hv;
+          gh = so * mine.g - sx * other.g;
         }
       }
       Store3(s.e_g, i, v.g);

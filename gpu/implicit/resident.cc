@@ -182,6 +182,7 @@ uint64_t LayOut(char* base, uint32_t nodes, bool elastic, ImplicitStateView* v) 
     v->e_k = static_cast<float*>(take(4 * n));
     v->e_gamma = static_cast<float*>(take(4 * n));
     v->controls = static_cast<float*>(take(4 * (imp::kMaxCandidates - 1) * n));
+    v->other_leaf = static_cast<int32_t*>(take(4 * n));
     v->e_node = static_cast<double*>(take(8 * n));
     v->cg_x = static_cast<float*>(take(12 * n));
     v->cg_r = static_cast<float*>(take(12 * n));

@@ -363,24 +363,24 @@ TEST(ImplicitContactAsset, BcnKneeAndElbowBentTo150ElasticMeetsTheSkinsTo120AndI
                                           {"B_ForeArm_Left", "B_Hand_Left", "BCN_Epileptic elbow"}}) {
     const auto rows = BendAndMeasure(rig, joint, end, label);
     ASSERT_EQ(rows.size(), 3u) << label;
-    // Measured 2026-11-28, the composition's controllers held through each relaxation (crossing
-    // over the radius; 831 vertices are inside the skin already at rest, where its three meshes
-    // overlap): knee DQS 0.31 / 0.71 / 1.07 R at 90° / 120° / 150°, implicit 0.06 / 0.31 / 1.22,
-    // elastic in steps 0.046 / 0.33 / 1.02; elbow DQS 0.07 / 0.33 / 0.56, implicit 0 / 0 / 0.39,
-    // elastic 0 / 0.03 / 0.32. Contact crossing: knee DQS 0.08 / 0.31 / 0.41, elastic 0 / 0.045 /
-    // 0.073 (one jump 0 / 0.017 / 0.073; the 0.045 at 120° is away from the crease, which reads
-    // 0.009); elbow DQS 0.05 / 0.29 / 0.57, elastic 0 / 0.027 / 0.57 (one jump 0 / 0.015 / 0.51).
-    // The elbow's 0.57 at 150° is the left hand inside the chest, 5.2 radii from the joint, under
-    // every method (SINEW_CONTACT_DIAG: v4059, 0.69 in B_Spine3's field); in the crease (within
-    // two radii of the joint) elastic reads 0.017 / 0.029 (DQS 0.34, implicit 0.28; 0.178 / 0.187
-    // with live controllers, whose relaxations mostly ended on a failed line search), and the
-    // knee 0.035 / 0.035 (DQS 0.28, implicit 0.06). The bisector bound is not met at the knee from
-    // 120°, nor either at 150° over the whole mesh: these guard what holds.
+    // Measured 2026-11-28, the composition's controllers and the own side's other piece held
+    // through each relaxation (crossing over the radius; 831 vertices are inside the skin already
+    // at rest, where its three meshes overlap): knee DQS 0.31 / 0.71 / 1.07 R at 90° / 120° /
+    // 150°, implicit 0.06 / 0.31 / 1.22, elastic in steps 0.046 / 0.36 / 1.02; elbow DQS 0.07 /
+    // 0.33 / 0.56, implicit 0 / 0 / 0.39, elastic 0 / 0.03 / 0.30. Contact crossing: knee DQS
+    // 0.08 / 0.31 / 0.41, elastic 0 / 0.017 / 0.073 (one jump 0 / 0.019 / 0.074); elbow DQS 0.05
+    // / 0.29 / 0.57, elastic 0 / 0.012 / 0.40 (one jump 0 / 0.009 / 0.51). The elbow's 0.4–0.57
+    // at 150° is the left hand inside the chest, 5.2 radii from the joint, under every method
+    // (SINEW_CONTACT_DIAG: v4059, 0.69 in B_Spine3's field); in the crease (within two radii of
+    // the joint) elastic reads 0 / 0.017 (DQS 0.34, implicit 0.28; 0.178 / 0.187 with live
+    // controllers, whose relaxations mostly ended on a failed line search), and the knee 0.036
+    // / 0.034 (DQS 0.28, implicit 0.06). The bisector bound is not met at the knee from 120°,
+    // nor either at 150° over the whole mesh: these guard what holds.
     // Folds, counted in the crease (within two radii of the joint, not inside at rest; the
     // whole mesh's count also holds the rest overlap and, at the elbow, the hand pushed into the
     // thigh under every method): knee DQS 60 / 107 / 128 vertices at 90° / 120° / 150°, implicit
-    // 0 / 37 / 78, elastic in steps 6 / 7 / 18 (one jump 6 / 13 / 18); elbow DQS 31 / 92 / 127,
-    // implicit 0 / 18 / 91, elastic 0 / 12 / 6 (one jump 0 / 12 / 24; 30 / 30 with live
+    // 0 / 37 / 78, elastic in steps 6 / 13 / 18 (one jump the same); elbow DQS 31 / 92 / 127,
+    // implicit 0 / 18 / 91, elastic 0 / 12 / 12 (one jump 0 / 12 / 25; 30 / 30 at 150° with live
     // controllers). The knee's 6 at 90° are one welded node of the thigh (weights 0.71 / 0.29),
     // 1.7 radii above the joint, 0.05 R inside the leg: issue 15's "no vertex inside at 90°" holds
     // at the elbow, not yet at the knee. The node ends at the two fields' contact (0.510 in its
