@@ -653,10 +653,11 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // not resolve is taken whole); the rounds end when no node moves by relax_tolerance. f is
   // evaluated with the composition's controllers held from the relaxation's start (EvalHeld),
   // and h with the other piece chosen there (held_other_), so that the gradients are the
-  // derivatives of the values the line search tests. The thesis alternates a tangential relaxation with re-projection and stops
-  // vertices at contacts; as separate passes those rules fought (a crease vertex pushed across
-  // the contact each round and pulled back), never converged and made the result depend on float
-  // rounding. One energy descended to its minimum is continuous in the pose.
+  // derivatives of the values the line search tests. The thesis alternates a tangential
+  // relaxation with re-projection and stops vertices at contacts; as separate passes those rules
+  // fought (a crease vertex pushed across the contact each round and pulled back), never
+  // converged and made the result depend on float rounding. One energy descended to its minimum
+  // is continuous in the pose.
   void Relax(ThreadPool* pool) {
     const size_t nn = m_->node_count();
     for (auto* v : {&e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) v->resize(nn);

@@ -432,8 +432,9 @@ SINEW_HD int FindCandidates(const float* leaves, uint32_t fields, V3 x, uint16_t
 SINEW_HD FieldValue EvalAt(const ImplicitItem& it, const float* leaves, uint32_t i, V3 x) {
   return EvalField(it.model, leaves, x, it.state.cand + size_t(i) * imp::kMaxCandidates, it.state.cand_count[i]);
 }
-// The same with node i's controllers held for the relaxation (Tracker::EvalHeld): recorded at
-// its start (record), read back by every later evaluation of the sub-step.
+// The same with node i's controllers held for the relaxation (EvalHeld in
+// core/implicit/tracking.cc): recorded at its start (record), read back by every later
+// evaluation of the sub-step.
 SINEW_HD FieldValue EvalHeldAt(const ImplicitItem& it, const float* leaves, uint32_t i, V3 x, bool record) {
   return EvalField(it.model, leaves, x, it.state.cand + size_t(i) * imp::kMaxCandidates, it.state.cand_count[i],
                    it.state.controls + size_t(i) * (imp::kMaxCandidates - 1), record);
