@@ -32,13 +32,22 @@ struct FieldValue {
   Eigen::Vector3f g = Eigen::Vector3f::Zero();
 };
 
+// Bone field `leaf` moved by its frame: its value at x and its posed gradient.
+inline FieldValue LeafFieldValue(const ImplicitModel& m, const LeafFrame& lf, size_t leaf, const Eigen::Vector3f& x) {
+  FieldValue v;
+  Eigen::Vector3f gr;
+  v.f = m.grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation, &gr);
+  v.g = lf.gradient * gr;
+  return v;
+}
+
 class Evaluator {
  public:
   Evaluator(const ImplicitModel& m, const LeafFrame* leaves) : m_(m), leaves_(leaves) {}
 
   FieldValue Eval(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
     if (m_.tree.root < 0 || count == 0) return {};
-    return Node(m_.tree.root, x, cand, count);
+    return Node(m_.tree.root, x, cand, count, nullptr);
   }
 
   // The same with the controllers' values held: `controls` has kMaxCandidates − 1 slots, one per
@@ -48,48 +57,43 @@ class Evaluator {
   // the value (the live gradient omits ∂g/∂d · ∇d, spec pitfall 17).
   FieldValue EvalHeld(const Eigen::Vector3f& x, const uint16_t* cand, int count, float* controls, bool record) const {
     if (m_.tree.root < 0 || count == 0) return {};
-    controls_ = controls;
-    record_ = record;
-    slot_ = 0;
-    const FieldValue v = Node(m_.tree.root, x, cand, count);
-    controls_ = nullptr;
-    return v;
+    Held held{controls, record, 0};
+    return Node(m_.tree.root, x, cand, count, &held);
   }
 
  private:
+  struct Held {
+    float* controls;
+    bool record;
+    int next_slot;
+  };
+
   static bool Holds(const CompositionTree::Node& n, const uint16_t* cand, int count) {
     bool active = false;
     for (int k = 0; k < count; ++k) active |= (cand[k] >= n.lo && cand[k] < n.hi);
     return active;
   }
 
-  FieldValue Node(int32_t index, const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
+  FieldValue Node(int32_t index, const Eigen::Vector3f& x, const uint16_t* cand, int count, Held* held) const {
     const CompositionTree::Node& n = m_.tree.nodes[index];
     if (!Holds(n, cand, count)) return {};
-    if (n.left < 0) {
-      const LeafFrame& lf = leaves_[n.leaf];
-      const Eigen::Vector3f xr = lf.inv_linear * x + lf.inv_translation;
-      FieldValue v;
-      Eigen::Vector3f gr;
-      v.f = m_.grids[n.leaf].Sample(xr, &gr);
-      v.g = lf.gradient * gr;
-      return v;
+    if (n.left < 0) return LeafFieldValue(m_, leaves_[n.leaf], n.leaf, x);
+    float* slot = nullptr;  // this operator's held controller, if it has one
+    if (held && Holds(m_.tree.nodes[n.left], cand, count) && Holds(m_.tree.nodes[n.right], cand, count)) {
+      slot = held->controls + held->next_slot++;
     }
-    int slot = -1;
-    if (controls_ && Holds(m_.tree.nodes[n.left], cand, count) && Holds(m_.tree.nodes[n.right], cand, count)) {
-      slot = slot_++;
-    }
-    const FieldValue a = Node(n.left, x, cand, count);
-    const FieldValue b = Node(n.right, x, cand, count);
+    const bool record = held && held->record;
+    const FieldValue a = Node(n.left, x, cand, count, held);
+    const FieldValue b = Node(n.right, x, cand, count, held);
     if (a.f == 0 || b.f == 0) {
-      if (slot >= 0 && record_) controls_[slot] = std::numeric_limits<float>::quiet_NaN();
+      if (slot && record) *slot = std::numeric_limits<float>::quiet_NaN();
       return a.f == 0 ? b : a;  // exact: g(0, f) = f
     }
     FieldValue r;
     if (n.op == JointOperator::kUnion) return a.f >= b.f ? a : b;
     float d = 0;
-    if (slot >= 0 && !record_ && !std::isnan(controls_[slot])) {
-      d = controls_[slot];
+    if (slot && !record && !std::isnan(*slot)) {
+      d = *slot;
     } else if (n.op != JointOperator::kCleanUnion) {
       const float na = a.g.squaredNorm(), nb = b.g.squaredNorm(), dot = a.g.dot(b.g);
       // A null gradient (a child's contact valley, a critical point): the controller's d(0).
@@ -99,19 +103,16 @@ class Evaluator {
         d = float(n.op == JointOperator::kBulge ? BulgeController(alpha) : ContactController(alpha));
       }
     }
-    if (slot >= 0 && record_) controls_[slot] = d;
+    if (slot && record) *slot = d;
     const OperatorGrid& op = n.op == JointOperator::kBulge ? m_.operators->bulge : m_.operators->contact;
     float g1, g2;
     r.f = op.Sample(a.f, b.f, d, &g1, &g2);
-    r.g = g1 * a.g + g2 * b.g;  // ∂g/∂d·∇d neglected (spec pitfall 17)
+    r.g = g1 * a.g + g2 * b.g;  // ∂g/∂d·∇d neglected unless held (spec pitfall 17)
     return r;
   }
 
   const ImplicitModel& m_;
   const LeafFrame* leaves_;
-  mutable float* controls_ = nullptr;
-  mutable bool record_ = false;
-  mutable int slot_ = 0;
 };
 
 inline void MakeLeafFrames(const ImplicitModel& m, std::span<const Affine34d> transforms, std::vector<LeafFrame>& out) {

@@ -80,12 +80,7 @@ class Tracker {
 
   // Leaf field `leaf` (moved by its bone) and its gradient at x.
   FieldValue LeafValue(int32_t leaf, const Eigen::Vector3f& x) const {
-    const LeafFrame& lf = leaves_[leaf];
-    Eigen::Vector3f gr;
-    FieldValue v;
-    v.f = m_->grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation, &gr);
-    v.g = lf.gradient * gr;
-    return v;
+    return LeafFieldValue(*m_, leaves_[leaf], size_t(leaf), x);
   }
 
   // Whether node i at x has left its own bone's field (it was carried onto another surface):

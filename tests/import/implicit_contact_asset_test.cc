@@ -73,11 +73,7 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
   FieldValue mine, other;
   int32_t other_leaf = -1;
   for (size_t l = 0; l < leaves.size(); ++l) {  // every field, not only the candidates
-    const implicit_internal::LeafFrame& lf = leaves[l];
-    FieldValue f;
-    Eigen::Vector3f rest_gradient;
-    f.f = m.grids[l].Sample(lf.inv_linear * x + lf.inv_translation, &rest_gradient);
-    f.g = lf.gradient * rest_gradient;
+    const FieldValue f = implicit_internal::LeafFieldValue(m, leaves[l], l, x);
     if (int32_t(l) == own) {
       mine = f;
     } else if (f.f > other.f) {
