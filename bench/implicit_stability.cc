@@ -8,11 +8,13 @@
 // 1e-3 and more. Also the time a frame takes (1 thread).
 //
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
-//                            [--first N] [--rounds N]
+//                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic]
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
 // frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
-// relaxation's round limit (ImplicitConfig::relaxation_rounds, 32 by default).
+// relaxation's round limit (ImplicitConfig::relaxation_rounds, 32 by default);
+// --rotation-weights sets what blends the elastic method's target rotations
+// (ImplicitConfig::rotation_weights; the preparation then computes the bone heat weights).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,12 +39,14 @@ namespace sinew {
 namespace {
 
 uint32_t g_rounds = 0;  // --rounds (0: the default)
+std::optional<RotationWeights> g_rotation_weights;  // --rotation-weights (unset: the default)
 
 DeformerConfig Config(const std::string& method) {
   DeformerConfig c;
   c.method = method;
   auto params = std::make_shared<ImplicitConfig>();
   if (g_rounds > 0) params->relaxation_rounds = g_rounds;
+  if (g_rotation_weights) params->rotation_weights = *g_rotation_weights;
   c.params = params;
   return c;
 }
@@ -193,9 +198,12 @@ int main(int argc, char** argv) {
       first = size_t(std::max(1, std::atoi(argv[++i])));
     } else if (a == "--rounds" && i + 1 < argc) {
       g_rounds = uint32_t(std::clamp(std::atoi(argv[++i]), 1, 1000));
+    } else if (a == "--rotation-weights" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "skinning" || std::string(argv[i + 1]) == "harmonic")) {
+      g_rotation_weights = std::string(argv[++i]) == "harmonic" ? RotationWeights::kHarmonic : RotationWeights::kSkinning;
     } else {
       std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
-                           "[--bcn-frames N] [--first N] [--rounds N]\n");
+                           "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic]\n");
       return 2;
     }
   }

@@ -207,7 +207,7 @@ float EvaluateRestField(const ImplicitModel& m, const Eigen::Vector3f& x, Eigen:
                                   IdentityAffine());
   MakeLeafFrames(m, identity, leaves);
   uint16_t cand[kMaxCandidates];
-  const int count = Candidates(leaves, x, cand);
+  const int count = Candidates(m, leaves, x, cand);
   const FieldValue v = Evaluator(m, leaves.data()).Eval(x, cand, count);
   if (gradient) *gradient = v.g;
   return v.f;

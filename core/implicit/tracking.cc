@@ -69,7 +69,7 @@ class Tracker {
     ParallelFor(pool, pos_.size(), 512, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         // Untracked nodes never evaluate the field.
-        cand_count_[i] = m_->in_field[i] ? uint8_t(Candidates(leaves_, pos_[i], &cand_[i * kMaxCandidates])) : 0;
+        cand_count_[i] = m_->in_field[i] ? uint8_t(Candidates(*m_, leaves_, pos_[i], &cand_[i * kMaxCandidates])) : 0;
       }
     });
   }

@@ -394,27 +394,43 @@ SINEW_HD FieldValue EvalField(const ImplicitModelView& m, const float* leaves, V
   return values[0];
 }
 
-// The fields whose posed bounding sphere contains x: the nearest kMaxCandidates, in leaf order.
-SINEW_HD int FindCandidates(const float* leaves, uint32_t fields, V3 x, uint16_t* out) {
-  int count = 0;
-  float excess[imp::kMaxCandidates];
-  for (uint32_t i = 0; i < fields; ++i) {
+// The fields whose posed bounding sphere contains x, in leaf order; where more than
+// kMaxCandidates spheres contain x, those whose fields are largest at x, then the deepest in
+// their spheres, then the lowest index (Candidates in core/implicit/field_eval.h).
+SINEW_HD int FindCandidates(const ImplicitModelView& m, const float* leaves, V3 x, uint16_t* out) {
+  const uint32_t fields = m.field_count;
+  auto excess_of = [&](uint32_t i) {
     const float* lf = leaves + imp::kLeafFloats * i;
-    const V3 c{lf[imp::kLeafCenter], lf[imp::kLeafCenter + 1], lf[imp::kLeafCenter + 2]};
-    const V3 dx = x - c;
-    const float e = Dot(dx, dx) - lf[imp::kLeafRadius2];
+    const V3 dx = x - V3{lf[imp::kLeafCenter], lf[imp::kLeafCenter + 1], lf[imp::kLeafCenter + 2]};
+    return Dot(dx, dx) - lf[imp::kLeafRadius2];
+  };
+  int count = 0, inside = 0;
+  for (uint32_t i = 0; i < fields; ++i) {
+    if (excess_of(i) <= 0) {
+      if (count < imp::kMaxCandidates) out[count++] = uint16_t(i);
+      ++inside;
+    }
+  }
+  if (inside <= imp::kMaxCandidates) return count;
+  float value[imp::kMaxCandidates], excess[imp::kMaxCandidates];
+  count = 0;
+  for (uint32_t i = 0; i < fields; ++i) {
+    const float e = excess_of(i);
     if (e > 0) continue;
+    const float f = LeafValue(m, leaves, i, x).f;
     if (count < imp::kMaxCandidates) {
       out[count] = uint16_t(i);
+      value[count] = f;
       excess[count++] = e;
       continue;
     }
     int worst = 0;
     for (int k = 1; k < imp::kMaxCandidates; ++k) {
-      if (excess[k] > excess[worst]) worst = k;
+      if (value[k] < value[worst] || (value[k] == value[worst] && excess[k] >= excess[worst])) worst = k;
     }
-    if (e < excess[worst]) {
+    if (f > value[worst] || (f == value[worst] && e < excess[worst])) {
       out[worst] = uint16_t(i);
+      value[worst] = f;
       excess[worst] = e;
     }
   }

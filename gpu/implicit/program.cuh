@@ -78,7 +78,7 @@ struct IsStart {
     s.state[i] = imp::kFree;
     s.cand_count[i] = 0;
     if (!m.in_field[i]) return;
-    s.cand_count[i] = uint8_t(FindCandidates(Leaves(it, step), m.field_count, p, s.cand + size_t(i) * imp::kMaxCandidates));
+    s.cand_count[i] = uint8_t(FindCandidates(m, Leaves(it, step), p, s.cand + size_t(i) * imp::kMaxCandidates));
     s.fresh[i] = 1;
     s.state[i] = imp::kMarching;
   }
@@ -257,7 +257,7 @@ struct StepStart {
     }
     const V3 x = Affine3(Deltas(it, p) + imp::kJointFloats * uint32_t(m.bone[i]), Load3(s.pos, i));
     Store3(s.pos, i, x);
-    s.cand_count[i] = uint8_t(FindCandidates(Leaves(it, p), m.field_count, x, s.cand + size_t(i) * imp::kMaxCandidates));
+    s.cand_count[i] = uint8_t(FindCandidates(m, Leaves(it, p), x, s.cand + size_t(i) * imp::kMaxCandidates));
     s.fresh[i] = 1;
     s.state[i] = imp::kMarching;
   }

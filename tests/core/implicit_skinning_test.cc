@@ -219,7 +219,7 @@ TEST(ImplicitSkinning, HeldControllersMakeTheComposedGradientTheValuesDerivative
   for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
     const Eigen::Vector3f x(dqs[3 * v], dqs[3 * v + 1], dqs[3 * v + 2]);
     uint16_t cand[kMaxCandidates];
-    const int count = Candidates(leaves, x, cand);
+    const int count = Candidates(*model, leaves, x, cand);
     float controls[kMaxCandidates - 1];
     const FieldValue live = eval.Eval(x, cand, count);
     const FieldValue recorded = eval.EvalHeld(x, cand, count, controls, true);
