@@ -153,8 +153,7 @@ inline void WriteLeafFrame(const LeafFrame& lf, float* out) {
 // sphere alone (until 2026-11-28) let a big sphere whose field is 0 there push out a node's
 // own field: 108 of the SuperCages Arm's 2 089 nodes and 130 of BCN_Epileptic's 2 633 lost it at
 // rest, 183 and 466 composed a wrong value there, and the composed field jumped wherever the
-// ranking changed. The device's
-// FindCandidates (gpu/implicit/implicit.cuh) is the same.
+// ranking changed. The device's FindCandidates (gpu/implicit/implicit.cuh) is the same.
 inline int Candidates(const ImplicitModel& m, const std::vector<LeafFrame>& leaves, const Eigen::Vector3f& x,
                       uint16_t* out) {
   int count = 0, inside = 0;
