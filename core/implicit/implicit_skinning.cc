@@ -294,15 +294,18 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   // vertex whose weights split between two bones can belong, by its largest weight, to the bone
   // whose field the composition does not show there (the other bone's surface is the nearer):
   // untracked, it would keep the initial skinning and fold into the crease (the SuperCages Arm's
-  // elbow). Unless the rig gives its segmentation, such a vertex belongs to the bone among its
-  // weights (at least kCreaseWeight) whose field the composition does show, the closest match.
+  // elbow). Unless the rig gives its segmentation, such a vertex belongs to its next-largest
+  // influence if the composition shows that bone's field there (the other side of its crease,
+  // however small its weight: the Arm's wrist-side forearm skin, 0.09 on lowerarm02.R, whose
+  // field is the one the composition shows; with a floor of 0.25 on that weight instead, until
+  // 2026-11-28, it stayed on DQS and crossed the elbow's contact by 0.30 R at 150°).
   model->iso.resize(nn);
   model->in_field.resize(nn);
   model->own_leaf.resize(nn);
   std::vector<Eigen::Vector3f> rest_gradient(nn);
   std::vector<int32_t> field_of_joint(rig.joint_count(), -1);
   for (size_t i = 0; i < model->fields.size(); ++i) field_of_joint[model->fields[i].joint] = int32_t(i);
-  constexpr float kOwnFieldMatch = 0.05f, kCreaseWeight = 0.25f;
+  constexpr float kOwnFieldMatch = 0.05f;
   const bool given_segmentation = HasSegmentationAttribute(rig);
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
@@ -319,17 +322,20 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       }
       if (given_segmentation) continue;
       const uint32_t v = model->vertex_of_node[i];
-      float best = kOwnFieldMatch;
+      int32_t next = -1;  // the next-largest influence (the first of equals)
+      float next_weight = 0;
       for (uint32_t w = rig.weights.offsets[v]; w < rig.weights.offsets[v + 1]; ++w) {
-        const uint32_t j = rig.weights.joints[w];
-        const int32_t leaf = field_of_joint[j];
-        if (rig.weights.weights[w] < kCreaseWeight || leaf < 0 || leaf == own) continue;
-        if (const float err = mismatch(leaf); err < best) {
-          best = err;
-          model->bone[i] = int32_t(j);
-          model->own_leaf[i] = leaf;
-          model->in_field[i] = 1;
+        const int32_t j = int32_t(rig.weights.joints[w]);
+        if (j != model->bone[i] && rig.weights.weights[w] > next_weight) {
+          next = j;
+          next_weight = rig.weights.weights[w];
         }
+      }
+      if (next < 0) continue;
+      if (const int32_t leaf = field_of_joint[next]; leaf >= 0 && mismatch(leaf) < kOwnFieldMatch) {
+        model->bone[i] = next;
+        model->own_leaf[i] = leaf;
+        model->in_field[i] = 1;
       }
     }
   });
