@@ -4,7 +4,6 @@
 // "projected" onto some other surface); most vertices converge to their iso values.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -97,8 +96,9 @@ TEST(ImplicitAsset, CharacterClipPlaysWithoutNaNOrVerticesLeavingTheirField) {
 // node, bit for bit (g(0, f) = f). Ranked by depth in the sphere (until 2026-11-28), a big sphere
 // whose field is 0 there pushed out a node's own field (108 of the Arm's 2 089 nodes and 130 of
 // BCN_Epileptic's 2 633 at rest) or another that reaches it: this test then finds 183 and 466
-// nodes composing a wrong value at rest, and the composed value jumped where the ranking changed. At the
-// DQS skin of the rest pose, the Arm's middle MCP bent 90° and BCN's clip (5 samples).
+// nodes composing a wrong value at rest, and the composed value jumped where the ranking
+// changed. At the DQS skin of the rest pose, the Arm's middle MCP bent 90° and BCN's clip (5
+// samples).
 // Returns the nodes where more fields than kMaxCandidates are not 0 (not checked).
 size_t ExpectCandidatesHoldEveryFieldThatReaches(const Rig& rig, const ImplicitModel& model, const Pose& pose,
                                                  const std::string& label) {
@@ -135,11 +135,14 @@ size_t ExpectCandidatesHoldEveryFieldThatReaches(const Rig& rig, const ImplicitM
     const int count = Candidates(model, leaves, x, cand);
     const FieldValue a = eval.Eval(x, cand, count), b = eval.Eval(x, all.data(), int(all.size()));
     if (a.f != b.f || a.g != b.g) {
-      if (++wrong <= 3) ADD_FAILURE() << label << ": node " << i << " composes " << a.f << " from its candidates, " << b.f << " from every field";
+      if (++wrong <= 3) {
+        ADD_FAILURE() << label << ": node " << i << " composes " << a.f << " from its candidates, " << b.f
+                      << " from every field";
+      }
     }
   }
-  std::printf("%s: %zu nodes, %zu in more than %d spheres, %zu with more than %d fields not 0, %zu wrong\n", label.c_str(),
-              model.node_count(), overflowing, kMaxCandidates, crowded, kMaxCandidates, wrong);
+  std::printf("%s: %zu nodes, %zu in more than %d spheres, %zu with more than %d fields not 0, %zu wrong\n",
+              label.c_str(), model.node_count(), overflowing, kMaxCandidates, crowded, kMaxCandidates, wrong);
   EXPECT_EQ(wrong, 0u) << label;
   return crowded;
 }
@@ -182,8 +185,8 @@ TEST(ImplicitAsset, CandidateFieldsHoldEveryFieldThatReachesANodeWhereSpheresCro
   for (int k = 0; k <= 4; ++k) {
     Pose pose;
     SampleClip(clip, rig.skeleton, clip.duration * k / 4, pose);
-    EXPECT_EQ(ExpectCandidatesHoldEveryFieldThatReaches(rig, model, pose, "BCN_Epileptic, clip " + std::to_string(k) + "/4"),
-              0u);
+    const std::string label = "BCN_Epileptic, clip " + std::to_string(k) + "/4";
+    EXPECT_EQ(ExpectCandidatesHoldEveryFieldThatReaches(rig, model, pose, label), 0u);
   }
 }
 
