@@ -56,6 +56,30 @@ inline constexpr float OwnSideDepth(float s_own, float f_own, float s_other, flo
   return s_own * (f_own - 0.5f) - s_other * (f_other - 0.5f);
 }
 inline constexpr float kContactGateCos = 0.2f;     // gradients opposed by this cosine: a full contact
+// Rest excesses kept per node (ImplicitModel::rest_pair_leaf/excess), the largest; on the rigs
+// here at most 3 other fields reach deeper than the own one at any node at rest.
+inline constexpr int kRestPairs = 4;
+// The rest excess a node may keep against field `leaf` (0 where it had none).
+inline constexpr float RestExcess(const int32_t* pair_leaf, const float* pair_excess, int32_t leaf) {
+  for (int k = 0; k < kRestPairs; ++k) {
+    if (pair_leaf[k] == leaf) return pair_excess[k];
+  }
+  return 0.f;
+}
+// The relaxation's preconditioner (the inverse of its matrix's 3x3 block at a node) applied to
+// y: z solves (d I + k (g gᵀ + C)) z = y, C symmetric as xx, xy, xz, yy, yz, zz (the own-side
+// terms' Σ γ ∇h ∇hᵀ). Symmetric positive definite (d > 0): cofactors. The CPU and the device call
+// this one function, so that their CG scalars agree.
+inline constexpr void SolveRelaxBlock(float d, float k, const float* g, const float* c, const float* y, float* z) {
+  const float a00 = d + k * (g[0] * g[0] + c[0]), a01 = k * (g[0] * g[1] + c[1]), a02 = k * (g[0] * g[2] + c[2]);
+  const float a11 = d + k * (g[1] * g[1] + c[3]), a12 = k * (g[1] * g[2] + c[4]), a22 = d + k * (g[2] * g[2] + c[5]);
+  const float c00 = a11 * a22 - a12 * a12, c01 = a02 * a12 - a01 * a22, c02 = a01 * a12 - a02 * a11;
+  const float c11 = a00 * a22 - a02 * a02, c12 = a01 * a02 - a00 * a12, c22 = a00 * a11 - a01 * a01;
+  const float inv = 1.f / (a00 * c00 + a01 * c01 + a02 * c02);
+  z[0] = (c00 * y[0] + c01 * y[1] + c02 * y[2]) * inv;
+  z[1] = (c01 * y[0] + c11 * y[1] + c12 * y[2]) * inv;
+  z[2] = (c02 * y[0] + c12 * y[1] + c22 * y[2]) * inv;
+}
 inline constexpr int kLineSearchSteps = 10;        // step halvings before a round counts as converged
 inline constexpr double kArmijo = 1e-4;            // sufficient decrease of E per unit of slope
 inline constexpr double kUnresolvedDecrease = 1e-6;  // a predicted decrease below this × E: step taken whole

@@ -187,7 +187,8 @@ std::vector<int32_t> BuildCompositionTree(const Skeleton& skeleton, const std::v
 using namespace implicit_internal;
 
 size_t ImplicitModel::Bytes() const {
-  size_t b = sizeof(*this) + own_leaf.size() * 4 + rest_other_excess.size() * 4 + depth_scale.size() * 4;
+  size_t b = sizeof(*this) + own_leaf.size() * 4 + (rest_pair_leaf.size() + rest_pair_excess.size()) * 4 +
+             depth_scale.size() * 4 + parent_field.size() * 4;
   for (const FieldGrid& g : grids) b += g.Bytes();
   b += tree.nodes.size() * sizeof(CompositionTree::Node);
   b += 4 * (node_of_vertex.size() + vertex_of_node.size() + rest.size() + iso.size() + bone.size() + step_cap.size() +
@@ -345,27 +346,39 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   // rigid pieces are equally deep.
   model->depth_scale.resize(model->fields.size());
   for (size_t l = 0; l < model->fields.size(); ++l) model->depth_scale[l] = float(model->fields[l].radius / mean_radius);
-  model->rest_other_excess.assign(nn, 0.f);
+  model->rest_pair_leaf.assign(nn * implicit_device::kRestPairs, -1);
+  model->rest_pair_excess.assign(nn * implicit_device::kRestPairs, 0.f);
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
+    constexpr int kPairs = implicit_device::kRestPairs;
     for (size_t i = b; i < e; ++i) {
       const int32_t own = model->own_leaf[i];
       if (own < 0) continue;
       const Eigen::Vector3f p = P3(model->rest, i);
       const float f_own = model->grids[own].Sample(p);
-      float other = 0;
-      int32_t other_leaf = -1;
+      int32_t* leaf = &model->rest_pair_leaf[i * kPairs];
+      float* excess = &model->rest_pair_excess[i * kPairs];
       for (size_t l = 0; l < model->fields.size(); ++l) {
         if (int32_t(l) == own) continue;
-        if (const float f = model->grids[l].Sample(p); f > other) {
-          other = f;
-          other_leaf = int32_t(l);
+        const float f = model->grids[l].Sample(p);
+        if (!(f > 0)) continue;
+        const float x = -implicit_device::OwnSideDepth(model->depth_scale[own], f_own, model->depth_scale[l], f);
+        // Keep the kPairs largest (the smallest slot gives way; empty slots read 0).
+        int smallest = 0;
+        for (int k = 1; k < kPairs; ++k) {
+          if (excess[k] < excess[smallest]) smallest = k;
+        }
+        if (x > excess[smallest]) {
+          excess[smallest] = x;
+          leaf[smallest] = int32_t(l);
         }
       }
-      if (other_leaf < 0) continue;
-      model->rest_other_excess[i] = std::max(
-          0.f, -implicit_device::OwnSideDepth(model->depth_scale[own], f_own, model->depth_scale[other_leaf], other));
     }
   });
+  model->parent_field.assign(model->fields.size(), -1);
+  for (size_t l = 0; l < model->fields.size(); ++l) {
+    const int32_t parent = rig.skeleton.parents[model->fields[l].joint];
+    if (parent >= 0) model->parent_field[l] = field_of_joint[parent];
+  }
   report(0.95);
   model->typical_gradient2 = float(std::pow(15.0 / (16.0 * mean_radius), 2));
   model->gradient_floor2 = float(std::pow(1e-3 * 15.0 / (16.0 * mean_radius), 2));

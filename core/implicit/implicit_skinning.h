@@ -66,10 +66,15 @@ class ImplicitModel : public Prepared {
   // (15/16) d / r (d the signed distance, t_r's slope), so s (f − ½) is −(15/16) d / r̄ on every
   // field alike: a depth on one scale, whatever each piece's size.
   std::vector<float> depth_scale;
-  // At rest, how much deeper the node is in the largest other field than in its own, on that
-  // scale (max(0, s_other (f_other − ½) − s_own (f_own − ½))): the elastic method keeps each node
-  // on its own side of a contact relative to this.
-  std::vector<float> rest_other_excess;
+  // At rest, how much deeper the node is in another field than in its own, on that scale
+  // (s_other (f_other − ½) − s_own (f_own − ½), where positive): the elastic method keeps each
+  // node on its own side of a contact with that field relative to this. kRestPairs slots per
+  // node (implicit_device), the largest excesses: the field (-1: none) and its excess.
+  std::vector<int32_t> rest_pair_leaf;
+  std::vector<float> rest_pair_excess;
+  // Per field: the field of its joint's parent (-1: none). A bend folds a piece onto the pieces
+  // either side of its joint; the elastic method's own-side terms hold a node against those.
+  std::vector<int32_t> parent_field;
   std::vector<int32_t> bone;               // joint per node: Segmentation's, or a split-weight crease
                                            // vertex's other bone (see PrepareImplicit)
   std::vector<float> step_cap;             // longest Newton step per node (rest units)

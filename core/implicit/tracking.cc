@@ -456,8 +456,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_}) {
       std::vector<Eigen::Vector3f>().swap(*v);
     }
-    for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_, &controls_}) std::vector<float>().swap(*v);
-    std::vector<int32_t>().swap(held_other_);
+    for (auto* v : {&e_c_, &e_k_, &e_gate_, &controls_}) std::vector<float>().swap(*v);
+    std::vector<float>().swap(e_cm_);
     std::vector<double>().swap(partial_);
   }
 
@@ -514,7 +514,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
            (cg_x_.size() + e_g_.size()) * 4 * sizeof(Eigen::Vector3f) + x_old_.size() * sizeof(Eigen::Vector3f) +
            e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
-           held_other_.size() * sizeof(int32_t) +
+           (e_gate_.size() + e_cm_.size()) * sizeof(float) +
            partial_.capacity() * sizeof(double) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
@@ -639,16 +639,20 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // The relaxation of one sub-step [S] (issue 15): Gauss-Newton on one energy,
   //   E(x) = ¼ Σ_i Σ_j w_ij |x_i − x_j − ½(R_i + R_j)(p⁰_i − p⁰_j)|²        ARAP, fixed rotations
   //        + Σ_i ½ k_i (f(x_i) − iso_i)²                                  on the iso surface
-  //        + Σ_i ½ k_i γ_i min(0, f_own − f_other + excess₀ + slack)²      on its own side
+  //        + Σ_i Σ_o ½ k_i γ_io min(0, h_io)²                               on its own side
   // over the free nodes, k_i = kSurfaceStiffness × (node i's cotangent row sum) / g², g the
-  // typical field gradient 15 / (16 r̄), γ_i how much its own and the other field's gradients
-  // oppose at the start (a contact; 0 on the outside of a bend). Each round solves the
+  // typical field gradient 15 / (16 r̄). One own-side term per other piece o that may fold onto
+  // the node's: the pieces either side of its bone's joints (parent_field) and the largest other
+  // field at the start (a hand pressed into a chest). h_io = s_own (f_own − ½) − s_o (f_o − ½) +
+  // the node's rest excess against o + slack: how much deeper it is in its own piece than in o
+  // (OwnSideDepth); γ_io how much the two fields' gradients oppose at the start (a contact; 0 on
+  // the outside of a bend). Each round solves the
   // Gauss-Newton system by preconditioned conjugate gradient, caps each node's move at its step
   // cap and halves the step until E decreases (Armijo; a step whose predicted decrease E does
   // not resolve is taken whole); the rounds end when no node moves by relax_tolerance. f is
   // evaluated with the composition's controllers held from the relaxation's start (EvalHeld),
-  // and h with the other piece chosen there (held_other_), so that the gradients are the
-  // derivatives of the values the line search tests. The thesis alternates a tangential
+  // and the own-side terms with the pieces and gates chosen there (e_gate_), so that the
+  // gradients are the derivatives of the values the line search tests. The thesis alternates a tangential
   // relaxation with re-projection and stops vertices at contacts; as separate passes those rules
   // fought (a crease vertex pushed across the contact each round and pulled back), never
   // converged and made the result depend on float rounding. One energy descended to its minimum
@@ -656,15 +660,16 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   void Relax(ThreadPool* pool) {
     const size_t nn = m_->node_count();
     for (auto* v : {&e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) v->resize(nn);
-    for (auto* v : {&e_c_, &e_h_, &e_k_, &e_gamma_}) v->resize(nn);
+    for (auto* v : {&e_c_, &e_k_}) v->resize(nn);
+    e_cm_.resize(6 * nn);
+    e_gate_.resize(nn * kMaxCandidates);
     free_.resize(nn);
     controls_.resize(nn * (kMaxCandidates - 1));
-    held_other_.assign(nn, -1);
     const float typical2 = m_->typical_gradient2;
     ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         free_[i] = 0;
-        e_gamma_[i] = 0;
+        std::fill_n(&e_gate_[i * kMaxCandidates], kMaxCandidates, 0.f);
         e_k_[i] = 0;
         if (!m_->in_field[i] || m_->ring_offsets[i] == m_->ring_offsets[i + 1]) continue;
         const FieldValue v = EvalHeld(i, pos_[i], true);
@@ -673,9 +678,22 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         float d = 0;
         for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) d += m_->cot[r];
         e_k_[i] = kSurfaceStiffness * d / typical2;
+        // The own-side terms' pieces. With one term, against the largest other field only (until
+        // 2026-11-28), a node of the Arm's forearm ended 0.62 deep in the upper arm's field at
+        // 150°, its term held against the wrist-side forearm bone (larger there, not opposed):
+        // the elbow's contact crossing read 0.11 R. A term against every other field instead
+        // pushes the web between two fingers (side by side at rest) into the palm.
         FieldValue mine, other;
-        MineAndOther(i, pos_[i], &mine, &other, &held_other_[i]);
-        e_gamma_[i] = ContactGate(mine, other);
+        int32_t largest;
+        MineAndOther(i, pos_[i], &mine, &other, &largest);
+        const int32_t own = m_->own_leaf[i];
+        for (int c = 0; c < cand_count_[i]; ++c) {
+          const int32_t leaf = cand_[i * kMaxCandidates + c];
+          const bool adjacent = m_->parent_field[leaf] == own || m_->parent_field[own] == leaf;
+          if (leaf != own && (leaf == largest || adjacent)) {
+            e_gate_[i * kMaxCandidates + c] = ContactGate(mine, LeafValue(leaf, pos_[i]));
+          }
+        }
       }
     });
     double energy = Energy(pool);
@@ -692,7 +710,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           if (!free_[i]) continue;
           Eigen::Vector3f acc = Eigen::Vector3f::Zero();
           for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * ArapEdge(i, r);
-          acc += (e_k_[i] * e_c_[i]) * e_g_[i] + (e_k_[i] * e_gamma_[i] * e_h_[i]) * e_gh_[i];
+          acc += e_k_[i] * (e_c_[i] * e_g_[i] + e_gh_[i]);
           e_grad_[i] = acc;
           cg_r_[i] = -acc;
           e_z_[i] = Precondition(i, cg_r_[i]);
@@ -814,7 +832,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return std::clamp(-mine.g.dot(other.g) / (gm * go) / kContactGateCos, 0.f, 1.f);
   }
 
-  // E at pos_, and each free node's terms there (e_g_, e_c_, e_gh_, e_h_).
+  // E at pos_, and each free node's terms there (e_g_, e_c_, e_gh_, e_cm_).
   double Energy(ThreadPool* pool) {
     return Sum(pool, m_->node_count(), [&](size_t lo, size_t hi, double* out) {
       for (size_t i = lo; i < hi; ++i) {
@@ -826,24 +844,41 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           const FieldValue v = EvalHeld(i, pos_[i], false);
           e_g_[i] = v.g;
           e_c_[i] = v.f - m_->iso[i];
-          e_h_[i] = 0;
           e_gh_[i].setZero();
-          // The other piece is the one chosen at the relaxation's start (held_other_; -1: no
-          // other field reached the node, no contact): the largest of the other fields is a max
-          // whose gradient jumps where two of them swap.
-          const int32_t other_leaf = held_other_[i];
-          if (e_gamma_[i] > 0 && other_leaf >= 0) {
-            const FieldValue mine = LeafValue(m_->own_leaf[i], pos_[i]), other = LeafValue(other_leaf, pos_[i]);
+          float* cm = &e_cm_[6 * i];
+          std::fill_n(cm, 6, 0.f);
+          double hh = 0;
+          const int32_t own = m_->own_leaf[i];
+          const float so = m_->depth_scale[own];
+          FieldValue mine;
+          bool have_mine = false;
+          for (int c = 0; c < cand_count_[i]; ++c) {
+            const float gate = e_gate_[i * kMaxCandidates + c];
+            if (!(gate > 0)) continue;
+            if (!have_mine) {
+              mine = LeafValue(own, pos_[i]);
+              have_mine = true;
+            }
+            const uint16_t leaf = cand_[i * kMaxCandidates + c];
+            const FieldValue other = LeafValue(leaf, pos_[i]);
             // How much deeper the node is in its own piece than in the other, on one scale
-            // (ImplicitModel::depth_scale).
-            const float so = m_->depth_scale[m_->own_leaf[i]], sx = m_->depth_scale[other_leaf];
-            const float h = OwnSideDepth(so, mine.f, sx, other.f) + m_->rest_other_excess[i] + kOwnSideSlack;
+            // (ImplicitModel::depth_scale), beyond what it was at rest.
+            const float sx = m_->depth_scale[leaf];
+            const float h = OwnSideDepth(so, mine.f, sx, other.f) + kOwnSideSlack +
+                            RestExcess(&m_->rest_pair_leaf[kRestPairs * i], &m_->rest_pair_excess[kRestPairs * i], leaf);
             if (h < 0) {
-              e_h_[i] = h;
-              e_gh_[i] = so * mine.g - sx * other.g;
+              const Eigen::Vector3f gh = so * mine.g - sx * other.g;
+              e_gh_[i] += (gate * h) * gh;
+              cm[0] += gate * gh.x() * gh.x();
+              cm[1] += gate * gh.x() * gh.y();
+              cm[2] += gate * gh.x() * gh.z();
+              cm[3] += gate * gh.y() * gh.y();
+              cm[4] += gate * gh.y() * gh.z();
+              cm[5] += gate * gh.z() * gh.z();
+              hh += double(gate) * h * h;
             }
           }
-          e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + double(e_gamma_[i]) * e_h_[i] * e_h_[i]);
+          e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + hh);
         }
         out[i] = e;
       }
@@ -851,7 +886,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   // The Gauss-Newton matrix times v at free node i: Σ_j w_ij (v_i − v_j) (fixed nodes' v = 0)
-  // + k g gᵀ v_i + k γ ∇h ∇hᵀ v_i.
+  // + k g gᵀ v_i + k Σ_o γ_o ∇h_o ∇h_oᵀ v_i.
   Eigen::Vector3f Hessian(size_t i, const std::vector<Eigen::Vector3f>& v) const {
     if (!free_[i]) return Eigen::Vector3f::Zero();
     Eigen::Vector3f acc = Eigen::Vector3f::Zero();
@@ -859,24 +894,22 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       const uint32_t j = m_->ring[r];
       acc += m_->cot[r] * (free_[j] ? Eigen::Vector3f(v[i] - v[j]) : v[i]);
     }
-    acc += (e_k_[i] * e_g_[i].dot(v[i])) * e_g_[i] + (e_k_[i] * e_gamma_[i] * e_gh_[i].dot(v[i])) * e_gh_[i];
+    const float* cm = &e_cm_[6 * i];
+    const Eigen::Vector3f& x = v[i];
+    const Eigen::Vector3f cx(cm[0] * x.x() + cm[1] * x.y() + cm[2] * x.z(), cm[1] * x.x() + cm[3] * x.y() + cm[4] * x.z(),
+                             cm[2] * x.x() + cm[4] * x.y() + cm[5] * x.z());
+    acc += e_k_[i] * (e_g_[i].dot(x) * e_g_[i] + cx);
     return acc;
   }
 
-  // The inverse of H's 3x3 diagonal block at node i, d I + a u uᵀ + b w wᵀ, applied to y: two
-  // Sherman–Morrison updates.
+  // The inverse of H's 3x3 diagonal block at node i, d I + k (g gᵀ + Σ_o γ_o ∇h_o ∇h_oᵀ), applied
+  // to y (implicit_device::SolveRelaxBlock).
   Eigen::Vector3f Precondition(size_t i, const Eigen::Vector3f& y) const {
     float d = 0;
     for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) d += m_->cot[r];
-    const Eigen::Vector3f& u = e_g_[i];
-    const Eigen::Vector3f& w = e_gh_[i];
-    const float a = e_k_[i], b = e_k_[i] * e_gamma_[i];
-    const float su = a / (d + a * u.dot(u));
-    auto first = [&](const Eigen::Vector3f& z) -> Eigen::Vector3f { return (z - (su * u.dot(z)) * u) / d; };
-    const Eigen::Vector3f p = first(y);
-    if (!(b > 0)) return p;
-    const Eigen::Vector3f q = first(w);
-    return p - (b * w.dot(p) / (1 + b * w.dot(q))) * q;
+    Eigen::Vector3f z;
+    SolveRelaxBlock(d, e_k_[i], e_g_[i].data(), &e_cm_[6 * i], y.data(), z.data());
+    return z;
   }
 
   // Sum over [0, n) of the per-node values fn(b, e, values) writes for its range, added in the
@@ -927,14 +960,16 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<uint8_t> free_;
   // The composition's controller values per node, held through one relaxation (EvalHeld).
   std::vector<float> controls_;
-  // The other field of each node's own-side term, the largest at the relaxation's start (-1:
-  // none), held through it like the controllers.
-  std::vector<int32_t> held_other_;
+  // The contact gate γ of each node's own-side term against each of its candidates (0: no term),
+  // set at the relaxation's start and held through it like the controllers.
+  std::vector<float> e_gate_;
+  // Per free node, Σ_o γ_o ∇h_o ∇h_oᵀ (symmetric: xx, xy, xz, yy, yz, zz) where h_o < 0.
+  std::vector<float> e_cm_;
   std::vector<Eigen::Vector3f> cg_x_, cg_r_, cg_d_, cg_q_;
-  // Relax's per-node terms: field gradient, ∇h, energy gradient, preconditioned residual, the
-  // positions before a round's step; field residual, h, stiffness k, contact gate γ.
+  // Relax's per-node terms: field gradient, Σ_o γ_o h_o ∇h_o (where h_o < 0), energy gradient,
+  // preconditioned residual, the positions before a round's step; field residual, stiffness k.
   std::vector<Eigen::Vector3f> e_g_, e_gh_, e_grad_, e_z_, x_old_;
-  std::vector<float> e_c_, e_h_, e_k_, e_gamma_;
+  std::vector<float> e_c_, e_k_;
   std::vector<double> partial_;
   bool device_reset_ = true;
 };

@@ -71,8 +71,10 @@ struct ImplicitModelView {
   const int32_t* own_leaf;
   const int32_t* bone;
   const float* step_cap;
-  const float* rest_other_excess;
-  const float* depth_scale;  // per field (ImplicitModel::depth_scale)
+  const int32_t* rest_pair_leaf;   // kRestPairs per node (ImplicitModel::rest_pair_leaf)
+  const float* rest_pair_excess;
+  const float* depth_scale;        // per field (ImplicitModel::depth_scale)
+  const int32_t* parent_field;     // per field (ImplicitModel::parent_field)
   const uint32_t* ring_offsets;
   const uint32_t* ring;
   const uint8_t* ring_closed;
@@ -116,20 +118,20 @@ struct ImplicitStateView {
   float* beta_next;
   float* rot;       // elastic: 9 per node (row-major)
   uint8_t* free_nodes;
-  // elastic relaxation (ElasticImplicitDeformer::Relax): per node the field gradient, ∇h, the
-  // energy's gradient, the preconditioned residual, the positions before the round's step (3
-  // each); the field residual, h, the stiffness k and the contact gate γ; the node's energy.
+  // elastic relaxation (ElasticImplicitDeformer::Relax): per node the field gradient, Σ_o γ_o
+  // h_o ∇h_o, the energy's gradient, the preconditioned residual, the positions before the
+  // round's step (3 each); Σ_o γ_o ∇h_o ∇h_oᵀ (6: xx, xy, xz, yy, yz, zz); the field residual
+  // and the stiffness k; the node's energy.
   float* e_g;
   float* e_gh;
   float* e_grad;
   float* e_z;
   float* x_old;
+  float* e_cm;
   float* e_c;
-  float* e_h;
   float* e_k;
-  float* e_gamma;
+  float* e_gate;    // kMaxCandidates per node: each candidate's own-side contact gate γ (0: no term), held
   float* controls;  // kMaxCandidates − 1 per node: the composition's controllers, held (EvalHeldAt)
-  int32_t* other_leaf;  // the own-side term's other field, chosen by RelaxSetup and held (-1: none)
   double* e_node;
   float* cg_x;      // the CG vectors, 3 per node
   float* cg_r;
@@ -587,30 +589,27 @@ SINEW_HD V3 RelaxHessian(const ImplicitItem& it, const float* x, uint32_t i) {
     const uint32_t j = m.ring[r];
     acc = acc + m.cot[r] * (s.free_nodes[j] ? xi - Load3(x, j) : xi);
   }
-  const V3 g = Load3(s.e_g, i), gh = Load3(s.e_gh, i);
+  const V3 g = Load3(s.e_g, i);
+  const float* c = s.e_cm + 6 * size_t(i);
+  const V3 cx{c[0] * xi.x + c[1] * xi.y + c[2] * xi.z, c[1] * xi.x + c[3] * xi.y + c[4] * xi.z,
+              c[2] * xi.x + c[4] * xi.y + c[5] * xi.z};
   const float k = s.e_k[i];
-  acc = acc + ((k * Dot(g, xi)) * g + (k * s.e_gamma[i] * Dot(gh, xi)) * gh);
+  acc = acc + k * (Dot(g, xi) * g + cx);
   return acc;
 }
 
-// Elastic: the inverse of the relaxation matrix's 3x3 block at node i, d I + a u uᵀ + b w wᵀ,
-// applied to y (Precondition in tracking.cc: two Sherman–Morrison updates).
-SINEW_HD V3 RelaxFirst(V3 u, float su, float d, V3 z) {
-  const V3 t = z - (su * Dot(u, z)) * u;
-  return {t.x / d, t.y / d, t.z / d};
-}
+// Elastic: the inverse of the relaxation matrix's 3x3 block at node i, d I + k (g gᵀ + Σ_o γ_o
+// ∇h_o ∇h_oᵀ), applied to y (Precondition in tracking.cc: implicit_device::SolveRelaxBlock).
 SINEW_HD V3 RelaxPrecondition(const ImplicitItem& it, uint32_t i, V3 y) {
   const ImplicitModelView& m = it.model;
   const ImplicitStateView& s = it.state;
   float d = 0;
   for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) d += m.cot[r];
-  const V3 u = Load3(s.e_g, i), w = Load3(s.e_gh, i);
-  const float a = s.e_k[i], b = s.e_k[i] * s.e_gamma[i];
-  const float su = a / (d + a * Dot(u, u));
-  const V3 p = RelaxFirst(u, su, d, y);
-  if (!(b > 0)) return p;
-  const V3 q = RelaxFirst(u, su, d, w);
-  return p - (b * Dot(w, p) / (1 + b * Dot(w, q))) * q;
+  const V3 g = Load3(s.e_g, i);
+  const float gv[3] = {g.x, g.y, g.z}, yv[3] = {y.x, y.y, y.z};
+  float z[3];
+  imp::SolveRelaxBlock(d, s.e_k[i], gv, s.e_cm + 6 * size_t(i), yv, z);
+  return {z[0], z[1], z[2]};
 }
 
 // The batch's two grids: every node, or every vertex, of its items one after another.

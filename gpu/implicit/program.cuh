@@ -272,7 +272,8 @@ struct StepRotations {
   }
 };
 
-// The relaxation energy (ElasticImplicitDeformer::Relax): free nodes, stiffness and contact gate.
+// The relaxation energy (ElasticImplicitDeformer::Relax): free nodes, stiffness and the own-side
+// terms' contact gates.
 struct RelaxSetup {
   uint32_t step;
   SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
@@ -280,9 +281,9 @@ struct RelaxSetup {
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
     s.free_nodes[i] = 0;
-    s.e_gamma[i] = 0;
+    float* gate = s.e_gate + size_t(i) * imp::kMaxCandidates;
+    for (int c = 0; c < imp::kMaxCandidates; ++c) gate[c] = 0;
     s.e_k[i] = 0;
-    s.other_leaf[i] = -1;
     if (!m.in_field[i] || m.ring_offsets[i] == m.ring_offsets[i + 1]) return;
     const float* leaves = Leaves(it, StepParams(b, it, step));
     const V3 x = Load3(s.pos, i);
@@ -292,9 +293,17 @@ struct RelaxSetup {
     float d = 0;
     for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) d += m.cot[r];
     s.e_k[i] = imp::kSurfaceStiffness * d / m.typical_gradient2;
+    // The pieces either side of the bone's joints and the largest other field (Relax in tracking.cc).
     FieldValue mine, other;
-    MineAndOther(it, leaves, i, x, &mine, &other, &s.other_leaf[i]);
-    s.e_gamma[i] = ContactGate(mine, other);
+    int32_t largest;
+    MineAndOther(it, leaves, i, x, &mine, &other, &largest);
+    const int32_t own = m.own_leaf[i];
+    const uint16_t* cand = s.cand + size_t(i) * imp::kMaxCandidates;
+    for (int c = 0; c < s.cand_count[i]; ++c) {
+      const int32_t leaf = cand[c];
+      const bool adjacent = m.parent_field[leaf] == own || m.parent_field[own] == leaf;
+      if (leaf != own && (leaf == largest || adjacent)) gate[c] = ContactGate(mine, LeafValue(m, leaves, uint32_t(leaf), x));
+    }
   }
 };
 
@@ -328,24 +337,45 @@ struct EnergyTerms {
       const float* leaves = Leaves(it, StepParams(b, it, step));
       const FieldValue v = EvalHeldAt(it, leaves, i, x, false);
       const float c = v.f - m.iso[i];
-      float h = 0;
+      // One own-side term per gated candidate (Energy in tracking.cc), in candidate order.
       V3 gh{0, 0, 0};
-      const int32_t other_leaf = s.other_leaf[i];  // chosen by RelaxSetup, held (Energy in tracking.cc)
-      if (s.e_gamma[i] > 0 && other_leaf >= 0) {
-        const FieldValue mine = LeafValue(m, leaves, uint32_t(m.own_leaf[i]), x);
-        const FieldValue other = LeafValue(m, leaves, uint32_t(other_leaf), x);
-        const float so = m.depth_scale[m.own_leaf[i]], sx = m.depth_scale[other_leaf];  // depths on one scale
-        const float hv = imp::OwnSideDepth(so, mine.f, sx, other.f) + m.rest_other_excess[i] + imp::kOwnSideSlack;
-        if (hv < 0) {
-          h = hv;
-          gh = so * mine.g - sx * other.g;
+      float* cm = s.e_cm + 6 * size_t(i);
+      for (int q = 0; q < 6; ++q) cm[q] = 0;
+      double hh = 0;
+      const int32_t own = m.own_leaf[i];
+      const float so = m.depth_scale[own];  // depths on one scale
+      const float* gate = s.e_gate + size_t(i) * imp::kMaxCandidates;
+      const uint16_t* cand = s.cand + size_t(i) * imp::kMaxCandidates;
+      FieldValue mine{0, {0, 0, 0}};
+      bool have_mine = false;
+      for (int k = 0; k < s.cand_count[i]; ++k) {
+        if (!(gate[k] > 0)) continue;
+        if (!have_mine) {
+          mine = LeafValue(m, leaves, uint32_t(own), x);
+          have_mine = true;
+        }
+        const int32_t leaf = cand[k];
+        const FieldValue other = LeafValue(m, leaves, uint32_t(leaf), x);
+        const float sx = m.depth_scale[leaf];
+        const float h = imp::OwnSideDepth(so, mine.f, sx, other.f) + imp::kOwnSideSlack +
+                        imp::RestExcess(m.rest_pair_leaf + imp::kRestPairs * size_t(i),
+                                        m.rest_pair_excess + imp::kRestPairs * size_t(i), leaf);
+        if (h < 0) {
+          const V3 d = so * mine.g - sx * other.g;
+          gh = gh + (gate[k] * h) * d;
+          cm[0] += gate[k] * d.x * d.x;
+          cm[1] += gate[k] * d.x * d.y;
+          cm[2] += gate[k] * d.x * d.z;
+          cm[3] += gate[k] * d.y * d.y;
+          cm[4] += gate[k] * d.y * d.z;
+          cm[5] += gate[k] * d.z * d.z;
+          hh += double(gate[k]) * h * h;
         }
       }
       Store3(s.e_g, i, v.g);
       Store3(s.e_gh, i, gh);
       s.e_c[i] = c;
-      s.e_h[i] = h;
-      e += 0.5 * double(s.e_k[i]) * (double(c) * c + double(s.e_gamma[i]) * h * h);
+      e += 0.5 * double(s.e_k[i]) * (double(c) * c + hh);
     }
     s.e_node[i] = e;
   }
@@ -399,7 +429,7 @@ struct RelaxGradient {
     V3 acc{0, 0, 0};
     for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) acc = acc + m.cot[r] * ArapEdge(it, i, r);
     const float k = s.e_k[i];
-    acc = acc + ((k * s.e_c[i]) * Load3(s.e_g, i) + (k * s.e_gamma[i] * s.e_h[i]) * Load3(s.e_gh, i));
+    acc = acc + k * (s.e_c[i] * Load3(s.e_g, i) + Load3(s.e_gh, i));
     Store3(s.e_grad, i, acc);
     const V3 res{-acc.x, -acc.y, -acc.z};
     Store3(s.cg_r, i, res);

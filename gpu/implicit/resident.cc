@@ -67,8 +67,8 @@ uint64_t ImplicitModelBytes(const ImplicitModel& m) {
   for (const FieldGrid& g : m.grids) cells += g.cells().size();
   return sizeof(GridHeader) * m.grids.size() + sizeof(Float4) * cells + sizeof(TreeNodeDev) * m.tree.nodes.size() +
          ArrayBytes(m.node_of_vertex) + ArrayBytes(m.vertex_of_node) + ArrayBytes(m.rest) + ArrayBytes(m.iso) +
-         ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) + ArrayBytes(m.rest_other_excess) +
-         ArrayBytes(m.depth_scale) +
+         ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) + ArrayBytes(m.rest_pair_leaf) +
+         ArrayBytes(m.rest_pair_excess) + ArrayBytes(m.depth_scale) + ArrayBytes(m.parent_field) +
          ArrayBytes(m.ring_offsets) + ArrayBytes(m.ring) + ArrayBytes(m.ring_closed) + ArrayBytes(m.mvc) +
          ArrayBytes(m.cot) + ArrayBytes(m.heat.offsets) + ArrayBytes(m.heat.joints) + ArrayBytes(m.heat.weights);
 }
@@ -106,8 +106,10 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
       !Put(api, device, m.iso, v.iso, mem, error) || !Put(api, device, m.in_field, v.in_field, mem, error) ||
       !Put(api, device, m.own_leaf, v.own_leaf, mem, error) || !Put(api, device, m.bone, v.bone, mem, error) ||
       !Put(api, device, m.step_cap, v.step_cap, mem, error) ||
-      !Put(api, device, m.rest_other_excess, v.rest_other_excess, mem, error) ||
+      !Put(api, device, m.rest_pair_leaf, v.rest_pair_leaf, mem, error) ||
+      !Put(api, device, m.rest_pair_excess, v.rest_pair_excess, mem, error) ||
       !Put(api, device, m.depth_scale, v.depth_scale, mem, error) ||
+      !Put(api, device, m.parent_field, v.parent_field, mem, error) ||
       !Put(api, device, m.ring_offsets, v.ring_offsets, mem, error) || !Put(api, device, m.ring, v.ring, mem, error) ||
       !Put(api, device, m.ring_closed, v.ring_closed, mem, error) || !Put(api, device, m.mvc, v.mvc, mem, error) ||
       !Put(api, device, m.cot, v.cot, mem, error) || !Put(api, device, m.heat.offsets, v.heat_offsets, mem, error) ||
@@ -177,12 +179,11 @@ uint64_t LayOut(char* base, uint32_t nodes, bool elastic, ImplicitStateView* v) 
     v->e_grad = static_cast<float*>(take(12 * n));
     v->e_z = static_cast<float*>(take(12 * n));
     v->x_old = static_cast<float*>(take(12 * n));
+    v->e_cm = static_cast<float*>(take(24 * n));
     v->e_c = static_cast<float*>(take(4 * n));
-    v->e_h = static_cast<float*>(take(4 * n));
     v->e_k = static_cast<float*>(take(4 * n));
-    v->e_gamma = static_cast<float*>(take(4 * n));
+    v->e_gate = static_cast<float*>(take(4 * imp::kMaxCandidates * n));
     v->controls = static_cast<float*>(take(4 * (imp::kMaxCandidates - 1) * n));
-    v->other_leaf = static_cast<int32_t*>(take(4 * n));
     v->e_node = static_cast<double*>(take(8 * n));
     v->cg_x = static_cast<float*>(take(12 * n));
     v->cg_r = static_cast<float*>(take(12 * n));
