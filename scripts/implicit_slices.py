@@ -40,6 +40,7 @@ def main():
     ap.add_argument("before", nargs="?")
     ap.add_argument("--out", default="docs")
     a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
     after = read(a.after)
     before = read(a.before) if a.before else {}
     fixtures = sorted({k[0] for k in after})
