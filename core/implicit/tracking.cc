@@ -672,8 +672,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         std::fill_n(&e_gate_[i * kMaxCandidates], kMaxCandidates, 0.f);
         e_k_[i] = 0;
         if (!m_->in_field[i] || m_->ring_offsets[i] == m_->ring_offsets[i + 1]) continue;
-        const FieldValue v = EvalHeld(i, pos_[i], true);
-        if (v.g.squaredNorm() < gradient_floor2_) continue;
+        // Records the held controllers. A node whose composed gradient is null (a projection
+        // that stopped in a contact's plateau) is free too: ARAP and its own-side terms still
+        // move it. Held fixed (until 2026-11-28), a forearm node the last sub-step had carried
+        // 0.58 deep into the upper arm at the Arm's elbow at 150° stayed there (0.083 R of
+        // contact crossing in one jump, 0.048 R free).
+        EvalHeld(i, pos_[i], true);
         free_[i] = 1;
         float d = 0;
         for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) d += m_->cot[r];

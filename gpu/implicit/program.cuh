@@ -287,8 +287,7 @@ struct RelaxSetup {
     if (!m.in_field[i] || m.ring_offsets[i] == m.ring_offsets[i + 1]) return;
     const float* leaves = Leaves(it, StepParams(b, it, step));
     const V3 x = Load3(s.pos, i);
-    const FieldValue v = EvalHeldAt(it, leaves, i, x, true);
-    if (Dot(v.g, v.g) < m.gradient_floor2) return;
+    EvalHeldAt(it, leaves, i, x, true);  // records the held controllers; null gradients are free too (Relax)
     s.free_nodes[i] = 1;
     float d = 0;
     for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) d += m.cot[r];
