@@ -900,7 +900,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     }
     const float* cm = &e_cm_[6 * i];
     const Eigen::Vector3f& x = v[i];
-    const Eigen::Vector3f cx(cm[0] * x.x() + cm[1] * x.y() + cm[2] * x.z(), cm[1] * x.x() + cm[3] * x.y() + cm[4] * x.z(),
+    const Eigen::Vector3f cx(cm[0] * x.x() + cm[1] * x.y() + cm[2] * x.z(),
+                             cm[1] * x.x() + cm[3] * x.y() + cm[4] * x.z(),
                              cm[2] * x.x() + cm[4] * x.y() + cm[5] * x.z());
     acc += e_k_[i] * (e_g_[i].dot(x) * e_g_[i] + cx);
     return acc;

@@ -301,7 +301,9 @@ struct RelaxSetup {
     for (int c = 0; c < s.cand_count[i]; ++c) {
       const int32_t leaf = cand[c];
       const bool adjacent = m.parent_field[leaf] == own || m.parent_field[own] == leaf;
-      if (leaf != own && (leaf == largest || adjacent)) gate[c] = ContactGate(mine, LeafValue(m, leaves, uint32_t(leaf), x));
+      if (leaf != own && (leaf == largest || adjacent)) {
+        gate[c] = ContactGate(mine, LeafValue(m, leaves, uint32_t(leaf), x));
+      }
     }
   }
 };

@@ -67,8 +67,8 @@ uint64_t ImplicitModelBytes(const ImplicitModel& m) {
   for (const FieldGrid& g : m.grids) cells += g.cells().size();
   return sizeof(GridHeader) * m.grids.size() + sizeof(Float4) * cells + sizeof(TreeNodeDev) * m.tree.nodes.size() +
          ArrayBytes(m.node_of_vertex) + ArrayBytes(m.vertex_of_node) + ArrayBytes(m.rest) + ArrayBytes(m.iso) +
-         ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) + ArrayBytes(m.rest_pair_leaf) +
-         ArrayBytes(m.rest_pair_excess) + ArrayBytes(m.depth_scale) + ArrayBytes(m.parent_field) +
+         ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) +
+         ArrayBytes(m.rest_pair_leaf) + ArrayBytes(m.rest_pair_excess) + ArrayBytes(m.depth_scale) + ArrayBytes(m.parent_field) +
          ArrayBytes(m.ring_offsets) + ArrayBytes(m.ring) + ArrayBytes(m.ring_closed) + ArrayBytes(m.mvc) +
          ArrayBytes(m.cot) + ArrayBytes(m.heat.offsets) + ArrayBytes(m.heat.joints) + ArrayBytes(m.heat.weights);
 }
