@@ -59,6 +59,10 @@ inline constexpr float kContactGateCos = 0.2f;     // gradients opposed by this 
 // Rest excesses kept per node (ImplicitModel::rest_pair_leaf/excess), the largest; on the rigs
 // here at most 3 other fields reach deeper than the own one at any node at rest.
 inline constexpr int kRestPairs = 4;
+// Whether fields a and b are the pieces either side of a joint (ImplicitModel::parent_field).
+inline constexpr bool AdjacentFields(const int32_t* parent_field, int32_t a, int32_t b) {
+  return parent_field[a] == b || parent_field[b] == a;
+}
 // The rest excess a node may keep against field `leaf` (0 where it had none).
 inline constexpr float RestExcess(const int32_t* pair_leaf, const float* pair_excess, int32_t leaf) {
   for (int k = 0; k < kRestPairs; ++k) {

@@ -687,15 +687,20 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         // 150°, its term held against the wrist-side forearm bone (larger there, not opposed):
         // the elbow's contact crossing read 0.11 R. A term against every other field instead
         // pushes the web between two fingers (side by side at rest) into the palm.
-        FieldValue mine, other;
-        int32_t largest;
-        MineAndOther(i, pos_[i], &mine, &other, &largest);
+        // Each other candidate evaluated once; the largest of them (the first of equals, above 0).
         const int32_t own = m_->own_leaf[i];
+        const uint16_t* cand = &cand_[i * kMaxCandidates];
+        const FieldValue mine = LeafValue(own, pos_[i]);
+        FieldValue value[kMaxCandidates];
+        int largest = -1;
         for (int c = 0; c < cand_count_[i]; ++c) {
-          const int32_t leaf = cand_[i * kMaxCandidates + c];
-          const bool adjacent = m_->parent_field[leaf] == own || m_->parent_field[own] == leaf;
-          if (leaf != own && (leaf == largest || adjacent)) {
-            e_gate_[i * kMaxCandidates + c] = ContactGate(mine, LeafValue(leaf, pos_[i]));
+          if (cand[c] == own) continue;
+          value[c] = LeafValue(cand[c], pos_[i]);
+          if (value[c].f > (largest < 0 ? 0.f : value[largest].f)) largest = c;
+        }
+        for (int c = 0; c < cand_count_[i]; ++c) {
+          if (cand[c] != own && (c == largest || AdjacentFields(m_->parent_field.data(), cand[c], own))) {
+            e_gate_[i * kMaxCandidates + c] = ContactGate(mine, value[c]);
           }
         }
       }
@@ -807,25 +812,6 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   Eigen::Vector3f ArapEdge(size_t i, uint32_t r) const {
     const uint32_t j = m_->ring[r];
     return (pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (P3(m_->rest, i) - P3(m_->rest, j));
-  }
-
-  // Node i's own field and the largest other candidate field at x (its index in *other_leaf,
-  // -1 when no other field reaches x).
-  void MineAndOther(size_t i, const Eigen::Vector3f& x, FieldValue* mine, FieldValue* other,
-                    int32_t* other_leaf = nullptr) const {
-    const int32_t own = m_->own_leaf[i];
-    const uint16_t* cand = &cand_[i * kMaxCandidates];
-    *mine = LeafValue(own, x);
-    *other = FieldValue();
-    if (other_leaf) *other_leaf = -1;
-    for (int c = 0; c < cand_count_[i]; ++c) {
-      if (cand[c] == own) continue;
-      const FieldValue v = LeafValue(cand[c], x);
-      if (v.f > other->f) {
-        *other = v;
-        if (other_leaf) *other_leaf = cand[c];
-      }
-    }
   }
 
   // How much the two fields' gradients oppose, in [0, 1]: 1 from a cosine of −kContactGateCos.

@@ -189,24 +189,6 @@ SINEW_HD bool CgLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint
   return RoundLive(it, step, round) && k < it.state.scalars->cg_limit;
 }
 
-// Node i's own field and the largest other candidate field at x.
-SINEW_HD void MineAndOther(const ImplicitItem& it, const float* leaves, uint32_t i, V3 x, FieldValue* mine, FieldValue* other,
-                           int32_t* other_leaf = nullptr) {
-  const ImplicitModelView& m = it.model;
-  const uint32_t own = uint32_t(m.own_leaf[i]);
-  const uint16_t* cand = it.state.cand + size_t(i) * imp::kMaxCandidates;
-  *mine = LeafValue(m, leaves, own, x);
-  *other = FieldValue{0, {0, 0, 0}};
-  if (other_leaf) *other_leaf = -1;
-  for (int c = 0; c < it.state.cand_count[i]; ++c) {
-    if (cand[c] == own) continue;
-    const FieldValue v = LeafValue(m, leaves, cand[c], x);
-    if (v.f > other->f) {
-      *other = v;
-      if (other_leaf) *other_leaf = cand[c];
-    }
-  }
-}
 // How much the two fields' gradients oppose, in [0, 1] (ContactGate in tracking.cc).
 SINEW_HD float ContactGate(const FieldValue& mine, const FieldValue& other) {
   if (!(other.f > 0)) return 0.f;
@@ -293,16 +275,19 @@ struct RelaxSetup {
     for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) d += m.cot[r];
     s.e_k[i] = imp::kSurfaceStiffness * d / m.typical_gradient2;
     // The pieces either side of the bone's joints and the largest other field (Relax in tracking.cc).
-    FieldValue mine, other;
-    int32_t largest;
-    MineAndOther(it, leaves, i, x, &mine, &other, &largest);
     const int32_t own = m.own_leaf[i];
     const uint16_t* cand = s.cand + size_t(i) * imp::kMaxCandidates;
+    const FieldValue mine = LeafValue(m, leaves, uint32_t(own), x);
+    FieldValue value[imp::kMaxCandidates];
+    int largest = -1;  // the largest other candidate (the first of equals, above 0)
     for (int c = 0; c < s.cand_count[i]; ++c) {
-      const int32_t leaf = cand[c];
-      const bool adjacent = m.parent_field[leaf] == own || m.parent_field[own] == leaf;
-      if (leaf != own && (leaf == largest || adjacent)) {
-        gate[c] = ContactGate(mine, LeafValue(m, leaves, uint32_t(leaf), x));
+      if (cand[c] == own) continue;
+      value[c] = LeafValue(m, leaves, cand[c], x);
+      if (value[c].f > (largest < 0 ? 0.f : value[largest].f)) largest = c;
+    }
+    for (int c = 0; c < s.cand_count[i]; ++c) {
+      if (cand[c] != own && (c == largest || imp::AdjacentFields(m.parent_field, cand[c], own))) {
+        gate[c] = ContactGate(mine, value[c]);
       }
     }
   }

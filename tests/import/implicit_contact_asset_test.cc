@@ -110,7 +110,7 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
       const FieldValue o = implicit_internal::LeafFieldValue(m, leaves[l], l, x);
       if (int32_t(l) == own || !(o.f > 0)) continue;
       const float norms = mine.g.norm() * o.g.norm();
-      const bool adjacent = m.parent_field[l] == own || m.parent_field[own] == int32_t(l);
+      const bool adjacent = implicit_device::AdjacentFields(m.parent_field.data(), int32_t(l), own);
       std::printf(" %s%s %.3f (%.4f, %.4f, %.2f)", adjacent ? "*" : "", sk.names[m.fields[l].joint].c_str(), o.f,
                   implicit_device::OwnSideDepth(m.depth_scale[own], mine.f, m.depth_scale[l], o.f),
                   implicit_device::RestExcess(&m.rest_pair_leaf[implicit_device::kRestPairs * n],
@@ -284,8 +284,8 @@ TEST(ImplicitContactAsset, ArmElbowBentTo150ElasticMeetsTheSkinsTo120AndKeepsIts
   // forearm's skin was held where the two fields are equal, 1.56 times deeper in the upper arm
   // (support radius 9.43 against the forearm's 6.03). Before the crease rule (PrepareImplicit
   // re-assigns split-weight crease vertices) 1 vertex was inside at 90° (0.2 R deep, left on dual
-  // quaternion skinning) and 3 at 120°. Issue 15's bounds (0.05 R, none inside at 90°) are not met
-  // on this arm yet at 150°: these guard the gains. Part of the 150° crossing is the forearm being
+  // quaternion skinning) and 3 at 120°. Issue 15's bisector bound (0.05 R) is not met on this arm
+  // at 150° (0.148 R); the contact crossing is (below). Part of the 150° crossing is the forearm being
   // thinner (the skins meet off the bisector plane); the contact crossing, which does not assume
   // the plane, read 0, 0.017 and 0.302 R (one jump the same; DQS 0, 0.255, 0.435). At 150° that
   // was a crease vertex the preparation left untracked, on dual quaternion skinning: v2087, on
@@ -360,14 +360,17 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
   // Contact crossing (over R; elastic in steps and in one jump): index PIP 0 / 0, 0.023 / 0.018,
   // 0.019 / 0.023 (DQS 0.06, 0.34, 0.52; implicit at 120° 0.30); middle PIP 0 / 0, 0.016 / 0.016,
   // 0.444 / 0.444 (DQS 0.08, 0.27, 0.51; implicit 0.25); middle MCP 0 / 0, 0.019 / 0.019, 0.386
-  // / 0.386 (DQS 0.17, 0.36, 0.39; implicit 0.20). Before (2026-11-27, the candidates ranked by
+  // / 0.386 (DQS 0.17, 0.36, 0.39; implicit 0.20). With an own-side term per adjacent piece and
+  // null-gradient nodes free (later on 2026-11-28): index PIP 0 / 0, 0.023 / 0.014, 0.025 / 0.015
+  // (3 / 5 inside at 150°), middle PIP 0 / 0, 0.017 / 0.018, 0.444 / 0.444 (6 / 6), middle MCP
+  // 0 / 0, 0.019 / 0.019, 0.348 / 0.348 (13 / 14, bisector 0.287). Before (2026-11-27, the candidates ranked by
   // depth in their spheres, which left out fields that reach the node): elastic index PIP at 150°
   // 0.187 / 0.076 R (5 / 1 inside), middle MCP at 120° 1 / 2 inside, middle PIP at 90° none inside.
   // The 150° figures are not reproducible to better than about ±0.2 R: a change of the fields'
   // mean radius in its last bits moved the middle PIP's from 0.155 to 0.444 R in steps. At 150°
   // the PIPs' maxima lie 2.7–3.6 radii from the joint (the finger pads folded onto the previous
   // phalanx); within two radii of it (crease contact crossing) both PIPs read below 0.01 R (DQS
-  // 0.24 and 0.21), the MCP 0.386 (a node of the finger 1.3 radii from the joint on its own
+  // 0.24 and 0.21), the MCP 0.386, now 0.348 (a node of the finger 1.3 radii from the joint on its own
   // surface, 0.74 in the palm's field, where the contact gate is off: the two gradients' cosine
   // is 0.87).
   // Issue 15's bounds hold at 90° (crossing ≤ 0.05 R, no vertex inside) but for one vertex of
