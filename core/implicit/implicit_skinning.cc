@@ -62,7 +62,7 @@ constexpr ParamSpec kImplicitSpecs[] = {
     {"contact_angle_degrees", ParamSpec::Type::kNumber, "55", "gradient jump that stops a vertex, (0, 180]"},
     {"smoothing_iterations", ParamSpec::Type::kInteger, "3", "implicit: smoothing steps at contacts, [0, 100]"},
     {"relaxation_iterations", ParamSpec::Type::kInteger, "40", "elastic: CG iterations per Gauss-Newton round, [0, 10000]"},
-    {"relaxation_rounds", ParamSpec::Type::kInteger, "32",
+    {"relaxation_rounds", ParamSpec::Type::kInteger, "64",
      "elastic: Gauss-Newton rounds of the relaxation energy per sub-step, at most (fewer once converged), [1, 1000]"},
     {"min_substep_radians", ParamSpec::Type::kNumber, "0.1", "elastic: sub-step floor (steps <= bend / 3), > 0"},
     {"max_substep_radians", ParamSpec::Type::kNumber, "0.175",

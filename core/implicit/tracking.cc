@@ -648,11 +648,13 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // (OwnSideDepth); γ_io how much the two fields' gradients oppose at the start (a contact; 0 on
   // the outside of a bend). Each round solves the
   // Gauss-Newton system by preconditioned conjugate gradient, caps each node's move at its step
-  // cap and halves the step until E decreases (Armijo; a step whose predicted decrease E does
-  // not resolve is taken whole); the rounds end when no node moves by relax_tolerance. f is
+  // cap (scaled by a trust that grows after full steps, NextTrust) and moves by the fraction of
+  // that step where a parabola fit to E along it is least (RelaxStepFraction: no trial accepted
+  // or rejected, every choice continuous in the start); the rounds end when no node moves by
+  // relax_tolerance, or at relaxation_rounds. f is
   // evaluated with the composition's controllers held from the relaxation's start (EvalHeld),
   // and the own-side terms with the pieces and gates chosen there (e_gate_), so that the
-  // gradients are the derivatives of the values the line search tests. The thesis alternates a tangential
+  // gradients are the derivatives of the values the step rule fits. The thesis alternates a tangential
   // relaxation with re-projection and stops vertices at contacts; as separate passes those rules
   // fought (a crease vertex pushed across the contact each round and pulled back), never
   // converged and made the result depend on float rounding. One energy descended to its minimum
@@ -708,6 +710,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     double energy = Energy(pool);
     ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
     const float tol = float(1e-3 * m_->mean_edge);
+    float trust = 1;  // the step caps' scale (NextTrust)
     for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
       // The gradient, and the Gauss-Newton system H δ = −∇E by preconditioned CG.
       ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
@@ -758,7 +761,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       for (size_t i = 0; i < nn; ++i) {
         x_old_[i] = pos_[i];
         if (!free_[i]) continue;
-        const float len = cg_x_[i].norm(), cap = m_->step_cap[i];
+        const float len = cg_x_[i].norm(), cap = trust * m_->step_cap[i];
         if (len > cap) cg_x_[i] *= cap / len;
         dmax = std::max(dmax, cg_x_[i].norm());
       }
@@ -766,34 +769,22 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         for (size_t i = lo; i < hi; ++i) v[i] = double(e_grad_[i].dot(cg_x_[i]));
       });
       if (!(slope < 0)) break;
-      bool accepted = false;
-      float a = 1;
-      for (int t = 0; t < kLineSearchSteps; ++t, a *= 0.5f) {
+      // The step: E at the full step, and the fraction of it where the parabola through E, the
+      // slope and that value is least (RelaxStepFraction).
+      for (size_t i = 0; i < nn; ++i) {
+        if (free_[i]) pos_[i] = x_old_[i] + cg_x_[i];
+      }
+      const double full = Energy(pool);
+      const float a = RelaxStepFraction(energy, slope, full);
+      if (a < 1) {
         for (size_t i = 0; i < nn; ++i) {
           if (free_[i]) pos_[i] = x_old_[i] + a * cg_x_[i];
         }
-        const double trial = Energy(pool);
-        if (trial <= energy + kArmijo * a * slope) {
-          energy = trial;
-          accepted = true;
-          break;
-        }
-      }
-      if (!accepted && -slope < kUnresolvedDecrease * energy) {
-        // The predicted decrease is below what E, a sum of float terms, resolves: the test
-        // cannot judge this step, so it is taken whole instead of ending the relaxation short
-        // of its minimum (where it would end would depend on rounding).
-        for (size_t i = 0; i < nn; ++i) {
-          if (free_[i]) pos_[i] = x_old_[i] + cg_x_[i];
-        }
         energy = Energy(pool);
-        accepted = true;
-        a = 1;
+      } else {
+        energy = full;
       }
-      if (!accepted) {  // no step decreases E: the minimum, as far as E resolves it
-        pos_ = x_old_;
-        break;
-      }
+      trust = NextTrust(trust, a);
       if (a * dmax < tol) break;
     }
   }
@@ -802,7 +793,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // relaxation: `record` (its start) writes their values, every later evaluation reads them.
   // The controllers follow the gradients' angle, and the field's gradient omits their
   // derivative (∂g/∂d · ∇d, spec pitfall 17); with them held, that gradient is the derivative of
-  // the value the energy sees, so the line search's test agrees with the Gauss-Newton model.
+  // the value the energy sees, so the step rule's slope agrees with the Gauss-Newton model.
   FieldValue EvalHeld(size_t i, const Eigen::Vector3f& x, bool record) {
     return Evaluator(*m_, leaves_.data())
         .EvalHeld(x, &cand_[i * kMaxCandidates], cand_count_[i], &controls_[i * (kMaxCandidates - 1)], record);

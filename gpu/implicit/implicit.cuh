@@ -99,8 +99,10 @@ struct ImplicitScalars {
   float dmax;            // the round's largest (capped) step
   uint32_t rounds;       // relaxation rounds of this sub-step (cut short at convergence)
   uint32_t cg_limit;     // CG iterations of this round (cut short at convergence)
-  uint32_t search;       // the round's line search: 0 going on, 1 a step taken, 2 none decreased E,
-                         // 3 the step to be taken whole (EnergySum)
+  float trust;           // the step caps' scale (implicit_device::NextTrust), 1 at a sub-step's start
+  float step;            // the fraction of the round's step it takes (RelaxStepFraction)
+  uint32_t search;       // the round's step: 0 at its full step, 1 its fraction's energy pending,
+                         // 2 taken (EnergySum)
 };
 
 struct ImplicitStateView {

@@ -20,10 +20,10 @@
 //   AnyNode(pred)   the same for pred(batch, item, node) and some node of some item
 //
 // The elastic method's loops ask every kNewtonCheck projection steps whether a node still
-// marches, before a relaxation round, every kCgCheck CG iterations and before each line-search
-// trial after the first; they end once the rest is a no-op for every item (the conditions they
+// marches, before a relaxation round, every kCgCheck CG iterations and before a round's
+// fractional step; they end once the rest is a no-op for every item (the conditions they
 // test only ever turn false within their loop). A batch then launches the iterations its items
-// use, not the maxima (about 7 600 launches a sub-step), with the same results bit for bit
+// use, not the maxima (about 13 500 launches a sub-step), with the same results bit for bit
 // (tests/gpu: an elastic session equals itself run with every pass, ImplicitConfig::
 // device_every_pass; elastic sessions whose loops end at different counts share batches and
 // equal their solo runs). On an H200 that halved the elastic frame on the 4.2k limb and on
@@ -209,13 +209,13 @@ SINEW_HD V3 ArapEdge(const ImplicitItem& it, uint32_t i, uint32_t r) {
 }
 // a_i · b_i as a reduction's value.
 SINEW_HD double NodeDot(const float* a, const float* b, uint32_t i) { return double(Dot(Load3(a, i), Load3(b, i))); }
-// The line search's step 2⁻ᵗ.
-SINEW_HD float TrialStep(uint32_t t) { return ldexpf(1.f, -int(t)); }
 
 struct StepBegin {
   uint32_t step;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it) const {
-    if (StepLive(it, step)) it.state.scalars->rounds = it.settings.relaxation_rounds;
+    if (!StepLive(it, step)) return;
+    it.state.scalars->rounds = it.settings.relaxation_rounds;
+    it.state.scalars->trust = 1;
   }
 };
 
@@ -294,23 +294,19 @@ struct RelaxSetup {
 };
 
 // Each node's energy at the positions and its terms (Energy): the sub-step's start (round =
-// kStart) or trial t of round r's line search.
+// kStart), round r's full step, or the fraction of it the round takes (search 1).
 inline constexpr uint32_t kStart = ~0u;
-SINEW_HD bool TrialLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
-  return RoundLive(it, step, round) && it.state.scalars->search == 0;
+SINEW_HD bool FractionLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
+  return RoundLive(it, step, round) && it.state.scalars->search == 1;
 }
-// The round's step taken whole: its predicted decrease was below what E resolves (search 3).
-SINEW_HD bool WholeLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
-  return RoundLive(it, step, round) && it.state.scalars->search == 3;
-}
-SINEW_HD bool EnergyLive(const ImplicitItem& it, uint32_t step, uint32_t round, bool whole) {
-  return round == kStart ? StepLive(it, step) : whole ? WholeLive(it, step, round) : TrialLive(it, step, round);
+SINEW_HD bool EnergyLive(const ImplicitItem& it, uint32_t step, uint32_t round, bool fraction) {
+  return round == kStart ? StepLive(it, step) : fraction ? FractionLive(it, step, round) : RoundLive(it, step, round);
 }
 struct EnergyTerms {
   uint32_t step, round;
-  bool whole = false;  // the energy of the step taken whole (RelaxWhole)
+  bool fraction = false;  // the energy at the fraction of the step (RelaxFraction)
   SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
-    if (!EnergyLive(it, step, round, whole)) return;
+    if (!EnergyLive(it, step, round, fraction)) return;
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
     const V3 x = Load3(s.pos, i);
@@ -366,16 +362,15 @@ struct EnergyTerms {
     s.e_node[i] = e;
   }
 };
-// E: the start's value, or the line search's test (Armijo): a step that decreases E enough is
-// taken (and one that moved no node by relax_tolerance ends the rounds); after the last halving
-// none is: when the predicted decrease is below what E resolves (kUnresolvedDecrease) the step
-// is taken whole (search 3, RelaxWhole), otherwise the round restores the positions and ends
-// the rounds.
+// E: the start's value; at round r's full step, the fraction a of it the round takes
+// (implicit_device::RelaxStepFraction; below 1 the fraction's energy follows, search 1); at
+// that fraction, E. A round ends by updating the caps' trust (NextTrust) and, when no node moved
+// by relax_tolerance, the rounds.
 struct EnergySum {
   static constexpr bool kMax = false;
-  uint32_t step, round, trial;
-  bool whole = false;
-  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return EnergyLive(it, step, round, whole); }
+  uint32_t step, round;
+  bool fraction = false;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return EnergyLive(it, step, round, fraction); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const { return it.state.e_node[i]; }
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double e) const {
     ImplicitScalars& sc = *it.state.scalars;
@@ -383,19 +378,17 @@ struct EnergySum {
       sc.energy = e;
       return;
     }
-    const float a = whole ? 1.f : TrialStep(trial);
-    if (whole || e <= sc.energy + imp::kArmijo * a * sc.slope) {
-      sc.energy = e;
-      sc.search = 1;
-      if (a * sc.dmax < it.model.relax_tolerance) sc.rounds = round + 1;
-    } else if (trial + 1 == uint32_t(imp::kLineSearchSteps)) {
-      if (-sc.slope < imp::kUnresolvedDecrease * sc.energy) {
-        sc.search = 3;
-      } else {
-        sc.search = 2;
-        sc.rounds = round + 1;
+    if (!fraction) {
+      sc.step = imp::RelaxStepFraction(sc.energy, sc.slope, e);
+      if (sc.step < 1) {
+        sc.search = 1;
+        return;
       }
     }
+    sc.energy = e;
+    sc.search = 2;
+    sc.trust = imp::NextTrust(sc.trust, sc.step);
+    if (sc.step * sc.dmax < it.model.relax_tolerance) sc.rounds = round + 1;
   }
 };
 
@@ -504,7 +497,7 @@ struct RelaxCap {
     Store3(s.x_old, i, Load3(s.pos, i));
     if (!s.free_nodes[i]) return;
     V3 dx = Load3(s.cg_x, i);
-    const float len = Norm(dx), cap = it.model.step_cap[i];
+    const float len = Norm(dx), cap = it.state.scalars->trust * it.model.step_cap[i];
     if (len > cap) dx = (cap / len) * dx;
     Store3(s.cg_x, i, dx);
   }
@@ -532,28 +525,21 @@ struct RelaxSlope {  // ∇E · δ; not a descent direction: the rounds end here
     if (!(slope < 0)) sc.rounds = round;
   }
 };
-// Trial t of the line search: x_old + 2⁻ᵗ δ.
-struct RelaxTrial {
-  uint32_t step, round, trial;
-  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!TrialLive(it, step, round) || !it.state.free_nodes[i]) return;
-    const ImplicitStateView& s = it.state;
-    Store3(s.pos, i, Load3(s.x_old, i) + TrialStep(trial) * Load3(s.cg_x, i));
-  }
-};
-struct RelaxWhole {  // the step taken whole: x_old + δ
+// The round's full step, x_old + δ, and the fraction it takes, x_old + a δ (EnergySum).
+struct RelaxFull {
   uint32_t step, round;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!WholeLive(it, step, round) || !it.state.free_nodes[i]) return;
+    if (!RoundLive(it, step, round) || !it.state.free_nodes[i]) return;
     const ImplicitStateView& s = it.state;
     Store3(s.pos, i, Load3(s.x_old, i) + Load3(s.cg_x, i));
   }
 };
-struct RelaxRestore {  // no trial decreased E: back to the round's start
+struct RelaxFraction {
   uint32_t step, round;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!RoundLive(it, step, round) || it.state.scalars->search != 2) return;
-    Store3(it.state.pos, i, Load3(it.state.x_old, i));
+    if (!FractionLive(it, step, round) || !it.state.free_nodes[i]) return;
+    const ImplicitStateView& s = it.state;
+    Store3(s.pos, i, Load3(s.x_old, i) + s.scalars->step * Load3(s.cg_x, i));
   }
 };
 
@@ -618,13 +604,9 @@ struct AnyCg {
   uint32_t step, round, k;
   SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
 };
-struct AnyTrial {
+struct AnyFraction {
   uint32_t step, round;
-  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return TrialLive(it, step, round); }
-};
-struct AnyWhole {
-  uint32_t step, round;
-  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return WholeLive(it, step, round); }
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return FractionLive(it, step, round); }
 };
 
 }  // namespace passes
@@ -663,7 +645,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
       x.Nodes(StepRotations{s});
       x.Nodes(RelaxSetup{s});
       x.Nodes(EnergyTerms{s, kStart});
-      x.Reduce(EnergySum{s, kStart, 0});
+      x.Reduce(EnergySum{s, kStart});
       for (uint32_t r = 0; r < l.relaxation_rounds; ++r) {
         if (!l.every_pass && r > 0 && !x.Any(AnyRound{s, r})) break;
         x.Nodes(RelaxGradient{s, r});
@@ -679,18 +661,14 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
         x.Nodes(RelaxCap{s, r});
         x.Reduce(RelaxLongest{s, r});
         x.Reduce(RelaxSlope{s, r});
-        for (uint32_t t = 0; t < uint32_t(imp::kLineSearchSteps); ++t) {
-          if (!l.every_pass && t > 0 && !x.Any(AnyTrial{s, r})) break;
-          x.Nodes(RelaxTrial{s, r, t});
-          x.Nodes(EnergyTerms{s, r});
-          x.Reduce(EnergySum{s, r, t});
-        }
-        if (l.every_pass || x.Any(AnyWhole{s, r})) {
-          x.Nodes(RelaxWhole{s, r});
+        x.Nodes(RelaxFull{s, r});
+        x.Nodes(EnergyTerms{s, r});
+        x.Reduce(EnergySum{s, r});
+        if (l.every_pass || x.Any(AnyFraction{s, r})) {
+          x.Nodes(RelaxFraction{s, r});
           x.Nodes(EnergyTerms{s, r, true});
-          x.Reduce(EnergySum{s, r, 0, true});
+          x.Reduce(EnergySum{s, r, true});
         }
-        x.Nodes(RelaxRestore{s, r});
       }
       x.Nodes(LostTrack{s});
       x.Nodes(StepStates{s});

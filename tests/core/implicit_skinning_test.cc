@@ -196,7 +196,7 @@ TEST(ImplicitSkinning, ContactAtBentJointWhereLbsAndDqsInterpenetrate) {
 // The elastic relaxation holds the composition's controllers from its start (Evaluator::
 // EvalHeld): recording them leaves the value where it is, and with them held the composed
 // gradient is the derivative of the composed value. Live, the gradient leaves out the
-// controllers' own derivative (spec pitfall 17), which the line search then sees as a slope the
+// controllers' own derivative (spec pitfall 17), which the step rule then reads as a slope the
 // value does not have. Checked by central differences (3e-3 of the diagonal) at the DQS skin of
 // a 130° bend where a contact operator is open. Both also carry the grids' interpolation error
 // (values and gradients are interpolated separately), which is most of what is left: measured

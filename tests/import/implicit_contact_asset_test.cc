@@ -453,9 +453,10 @@ TEST(ImplicitContactAsset, BcnKneeAndElbowBentTo150ElasticMeetsTheSkinsTo120AndI
     // Folds, counted in the crease (within two radii of the joint, not inside at rest; the
     // whole mesh's count also holds the rest overlap and, at the elbow, the hand pushed into the
     // thigh under every method): knee DQS 60 / 107 / 128 vertices at 90° / 120° / 150°, implicit
-    // 0 / 37 / 78, elastic in steps 6 / 6 / 11 (one jump the same; 6 / 13 / 18 with the old
-    // candidates); elbow DQS 31 / 92 / 127, implicit 0 / 18 / 91, elastic 0 / 12 / 12 (one jump
-    // 0 / 12 / 24; 30 / 30 at 150° with live controllers). The knee's 6 at 90° are one welded
+    // 0 / 37 / 78, elastic in steps 6 / 13 / 18 (one jump the same; 6 / 6 / 11 with the Armijo
+    // line search until 2026-11-28, and with the old candidates 6 / 13 / 18); elbow DQS 31 / 92 /
+    // 127, implicit 0 / 18 / 91, elastic 0 / 12 / 25 (one jump 0 / 12 / 31; 12 / 24 at 150° with
+    // the line search, 30 / 30 with live controllers). The knee's 6 at 90° are one welded
     // node of the thigh (weights 0.71 / 0.29), 1.7 radii above the joint, 0.05 R inside the leg:
     // issue 15's "no vertex inside at 90°" holds at the elbow, not yet at the knee. The node ends
     // at the two fields' contact (0.510 in its own field, 0.515 in the calf's), where the calf's
