@@ -5,12 +5,14 @@
 // returns to the rest shape after a round trip and after a reset.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
 
 #include "core/deformer/deformer.h"
 #include "core/geometry/mesh_quality.h"
+#include "core/implicit/device_layout.h"
 #include "core/implicit/field_eval.h"
 #include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
@@ -486,6 +488,50 @@ TEST(ImplicitSkinning, ElasticResultIsContinuousInThePose) {
     }
   }
   std::printf("elastic, 19 frames with contact and jumps, 1e-6 rad turns: largest move %.2e of the diagonal\n", worst);
+}
+
+// The relaxation's step rule (implicit_device::RelaxStepFraction, NextTrust; shared by the CPU
+// and the device): on an energy that is a parabola along the step it lands on the minimum, and
+// both are continuous in their inputs, so that no rounding of E flips a decision (the Armijo
+// line search they replaced accepted or rejected trials; BCN_Epileptic moved by 3.3e-2 of its
+// diagonal under 1e-6 rad turns with it).
+TEST(ImplicitSkinning, RelaxationStepIsTheParabolasMinimumAndContinuous) {
+  using implicit_device::kMaxTrust;
+  using implicit_device::kMinStepFraction;
+  using implicit_device::NextTrust;
+  using implicit_device::RelaxStepFraction;
+  // E(a) = 2 − a + 2a²: minimum at a = 1/4.
+  EXPECT_NEAR(RelaxStepFraction(2.0, -1.0, 3.0), 0.25f, 1e-7);
+  // Flat or concave along the step: the whole step; very curved: the shortest; NaN: the shortest.
+  EXPECT_EQ(RelaxStepFraction(2.0, -1.0, 1.0), 1.f);
+  EXPECT_EQ(RelaxStepFraction(2.0, -1.0, 0.5), 1.f);
+  EXPECT_EQ(RelaxStepFraction(2.0, -1.0, 1e6), kMinStepFraction);
+  EXPECT_EQ(RelaxStepFraction(2.0, -1.0, std::nan("")), kMinStepFraction);
+  // Continuous through both clamps: E at the full step swept finely from below E + slope (a = 1)
+  // to far above it (a = 1/16); no jump larger than the sweep's own slope allows.
+  float prev = RelaxStepFraction(2.0, -1.0, 0.9);
+  double largest_jump = 0;
+  for (double e1 = 0.9; e1 < 12.0; e1 += 1e-5) {
+    const float a = RelaxStepFraction(2.0, -1.0, e1);
+    largest_jump = std::max(largest_jump, double(std::abs(a - prev)));
+    EXPECT_GE(a, kMinStepFraction);
+    EXPECT_LE(a, 1.f);
+    prev = a;
+  }
+  EXPECT_LT(largest_jump, 1e-4);
+  // The caps' trust: ×2 after a full step up to kMaxTrust, unchanged at a = 1/3, never below 1.
+  EXPECT_EQ(NextTrust(1.f, 1.f), 2.f);
+  EXPECT_EQ(NextTrust(2.f, 1.f), kMaxTrust);
+  EXPECT_NEAR(NextTrust(1.5f, 1.f / 3), 1.5f, 1e-6);
+  EXPECT_EQ(NextTrust(1.f, kMinStepFraction), 1.f);
+  float t_prev = NextTrust(1.6f, 0.f);
+  double trust_jump = 0;
+  for (float a = 0; a <= 1.f; a += 1e-5f) {
+    const float t = NextTrust(1.6f, a);
+    trust_jump = std::max(trust_jump, double(std::abs(t - t_prev)));
+    t_prev = t;
+  }
+  EXPECT_LT(trust_jump, 1e-4);
 }
 
 // Elastic sessions asking for the bone heat rotation weights.

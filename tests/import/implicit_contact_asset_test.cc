@@ -363,14 +363,15 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
   // / 0.386 (DQS 0.17, 0.36, 0.39; implicit 0.20). With an own-side term per adjacent piece and
   // null-gradient nodes free (later on 2026-11-28): index PIP 0 / 0, 0.023 / 0.014, 0.025 / 0.015
   // (3 / 5 inside at 150°), middle PIP 0 / 0, 0.017 / 0.018, 0.444 / 0.444 (6 / 6), middle MCP
-  // 0 / 0, 0.019 / 0.019, 0.348 / 0.348 (13 / 14, bisector 0.287). Before (2026-11-27, the candidates ranked by
+  // 0 / 0, 0.019 / 0.019, 0.348 / 0.348 (13 / 14, bisector 0.287); with the relaxation's step rule
+  // (later that day) the same but the MCP in one jump, 0.386. Before (2026-11-27, the candidates ranked by
   // depth in their spheres, which left out fields that reach the node): elastic index PIP at 150°
   // 0.187 / 0.076 R (5 / 1 inside), middle MCP at 120° 1 / 2 inside, middle PIP at 90° none inside.
   // The 150° figures are not reproducible to better than about ±0.2 R: a change of the fields'
   // mean radius in its last bits moved the middle PIP's from 0.155 to 0.444 R in steps. At 150°
   // the PIPs' maxima lie 2.7–3.6 radii from the joint (the finger pads folded onto the previous
   // phalanx); within two radii of it (crease contact crossing) both PIPs read below 0.01 R (DQS
-  // 0.24 and 0.21), the MCP 0.386, now 0.348 (a node of the finger 1.3 radii from the joint on its own
+  // 0.24 and 0.21), the MCP 0.386, now 0.348 / 0.386 (a node of the finger 1.3 radii from the joint on its own
   // surface, 0.74 in the palm's field, where the contact gate is off: the two gradients' cosine
   // is 0.87).
   // Issue 15's bounds hold at 90° (crossing ≤ 0.05 R, no vertex inside) but for one vertex of
