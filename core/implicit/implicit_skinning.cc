@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -192,7 +193,8 @@ size_t ImplicitModel::Bytes() const {
   for (const FieldGrid& g : grids) b += g.Bytes();
   b += tree.nodes.size() * sizeof(CompositionTree::Node);
   b += 4 * (node_of_vertex.size() + vertex_of_node.size() + rest.size() + iso.size() + bone.size() + step_cap.size() +
-            ring_offsets.size() + ring.size() + mvc.size() + cot.size());
+            ring_offsets.size() + ring.size() + mvc.size() + cot.size() + component_offsets.size() +
+            component_nodes.size() + component_of_node.size());
   b += in_field.size() + ring_closed.size();
   b += 4 * (heat.offsets.size() + heat.weights.size()) + 2 * heat.joints.size();
   for (const BoneField& f : fields) b += f.hrbf.centers().size() * 8 * 2;
@@ -445,6 +447,39 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     model->ring_offsets.push_back(uint32_t(model->ring.size()));
   }
   model->mean_edge = edge_count ? edge_sum / edge_count : 1.0;
+  // Connected components (union-find over the rings, which are symmetric), numbered in the
+  // order of their first node.
+  {
+    std::vector<uint32_t> parent(nn);
+    std::iota(parent.begin(), parent.end(), 0u);
+    auto find = [&](uint32_t x) {
+      while (parent[x] != x) x = parent[x] = parent[parent[x]];
+      return x;
+    };
+    for (uint32_t i = 0; i < nn; ++i) {
+      for (uint32_t r = model->ring_offsets[i]; r < model->ring_offsets[i + 1]; ++r) {
+        const uint32_t a = find(i), b = find(model->ring[r]);
+        if (a != b) parent[std::max(a, b)] = std::min(a, b);
+      }
+    }
+    std::vector<uint32_t> number(nn, UINT32_MAX);
+    std::vector<uint32_t> count;
+    model->component_of_node.resize(nn);
+    for (uint32_t i = 0; i < nn; ++i) {
+      uint32_t& c = number[find(i)];
+      if (c == UINT32_MAX) {
+        c = uint32_t(count.size());
+        count.push_back(0);
+      }
+      model->component_of_node[i] = c;
+      ++count[c];
+    }
+    model->component_offsets.assign(count.size() + 1, 0);
+    for (size_t c = 0; c < count.size(); ++c) model->component_offsets[c + 1] = model->component_offsets[c] + count[c];
+    std::vector<uint32_t> at(model->component_offsets.begin(), model->component_offsets.end() - 1);
+    model->component_nodes.resize(nn);
+    for (uint32_t i = 0; i < nn; ++i) model->component_nodes[at[model->component_of_node[i]]++] = i;
+  }
 
   // Tangent-plane mean value coordinates (Eq. 4.6) for closed fans; cotangent weights (EIS).
   model->mvc.assign(model->ring.size(), 0.f);

@@ -88,6 +88,12 @@ class ImplicitModel : public Prepared {
   // EIS: harmonic "bone heat" weights per node for the target rotations (rotation_weights.h),
   // computed and used when ImplicitConfig::rotation_weights is kHarmonic (else empty).
   NodeWeights heat;
+  // EIS: the welded mesh's connected components (CSR: each component's nodes, ascending) and
+  // each node's component. The relaxation minimises each component's energy on its own (its
+  // sums, step fraction, trust and end are per component): the energy is a sum over components
+  // with no term between them, so a piece that converges slowly (BCN_Epileptic's ponytail, in
+  // its head's mesh) must not decide where another (its legs' mesh) stops.
+  std::vector<uint32_t> component_offsets, component_nodes, component_of_node;
   double mean_edge = 0;
   // Squared gradient norm below which a vertex stops marching (null gradient): (10⁻³ × the
   // typical gradient 15 / (16 r̄))², r̄ the mean support radius.

@@ -707,18 +707,31 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         }
       }
     });
-    double energy = Energy(pool);
+    // Each connected component of the mesh is its own minimisation (ImplicitModel::
+    // component_nodes): its CG scalars, step fraction, trust and end are its own. `live`: the
+    // components whose rounds go on; `cg`: those whose CG goes on.
+    const uint32_t* comp = m_->component_of_node.data();
+    const size_t nc = m_->component_offsets.size() - 1;
+    for (auto* v : {&c_energy_, &c_full_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) v->assign(nc, 0.0);
+    for (auto* v : {&c_alpha_, &c_beta_, &c_dmax_, &c_step_}) v->assign(nc, 0.f);
+    c_trust_.assign(nc, 1.f);  // the step caps' scale (NextTrust)
+    c_live_.assign(nc, 1);
+    c_cg_.assign(nc, 0);
+    c_mask_.assign(nc, 0);
+    Energy(pool, c_live_, c_energy_);
     ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
     const float tol = float(1e-3 * m_->mean_edge);
-    float trust = 1;  // the step caps' scale (NextTrust)
-    for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
+    auto any = [](const std::vector<uint8_t>& v) { return std::find(v.begin(), v.end(), 1) != v.end(); };
+    for (uint32_t round = 0; round < config_.relaxation_rounds && any(c_live_); ++round) {
       // The gradient, and the Gauss-Newton system H δ = −∇E by preconditioned CG.
       ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
         for (size_t i = b; i < e; ++i) {
+          if (!c_live_[comp[i]]) continue;
           cg_x_[i].setZero();
           e_grad_[i].setZero();
           cg_r_[i].setZero();
           e_z_[i].setZero();
+          cg_d_[i].setZero();
           if (!free_[i]) continue;
           Eigen::Vector3f acc = Eigen::Vector3f::Zero();
           for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * ArapEdge(i, r);
@@ -726,66 +739,103 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           e_grad_[i] = acc;
           cg_r_[i] = -acc;
           e_z_[i] = Precondition(i, cg_r_[i]);
+          cg_d_[i] = e_z_[i];
         }
       });
-      cg_d_ = e_z_;
-      double rz = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
-        for (size_t i = lo; i < hi; ++i) v[i] = double(cg_r_[i].dot(e_z_[i]));
+      SumComponents(cg_pool, c_live_, false, c_rz_, [&](size_t lo, size_t hi, double* v) {
+        for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(cg_r_[i].dot(e_z_[i])) : 0.0;
       });
-      const double stop = kCgStop * rz;
-      for (uint32_t it = 0; it < config_.relaxation_iterations && rz > stop && rz > 0; ++it) {
-        const double dq = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
+      for (size_t c = 0; c < nc; ++c) {
+        c_stop_[c] = kCgStop * c_rz_[c];
+        c_cg_[c] = c_live_[c] && c_rz_[c] > c_stop_[c] && c_rz_[c] > 0;
+      }
+      for (uint32_t it = 0; it < config_.relaxation_iterations && any(c_cg_); ++it) {
+        SumComponents(cg_pool, c_cg_, false, c_sum_, [&](size_t lo, size_t hi, double* v) {
           for (size_t i = lo; i < hi; ++i) {
+            if (!c_cg_[comp[i]]) {
+              v[i] = 0;
+              continue;
+            }
             cg_q_[i] = Hessian(i, cg_d_);
             v[i] = double(cg_d_[i].dot(cg_q_[i]));
           }
         });
-        if (!(dq > 0)) break;
-        const float alpha = float(rz / dq);
-        const double rz_next = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
+        for (size_t c = 0; c < nc; ++c) {
+          if (!c_cg_[c]) continue;
+          if (!(c_sum_[c] > 0)) c_cg_[c] = 0;  // a non-positive curvature ends that solve
+          else c_alpha_[c] = float(c_rz_[c] / c_sum_[c]);
+        }
+        SumComponents(cg_pool, c_cg_, false, c_sum_, [&](size_t lo, size_t hi, double* v) {
           for (size_t i = lo; i < hi; ++i) {
+            if (!c_cg_[comp[i]]) {
+              v[i] = 0;
+              continue;
+            }
+            const float alpha = c_alpha_[comp[i]];
             cg_x_[i] += alpha * cg_d_[i];
             cg_r_[i] -= alpha * cg_q_[i];
             e_z_[i] = free_[i] ? Precondition(i, cg_r_[i]) : Eigen::Vector3f::Zero();
             v[i] = double(cg_r_[i].dot(e_z_[i]));
           }
         });
-        const float beta = float(rz_next / rz);
-        rz = rz_next;
+        for (size_t c = 0; c < nc; ++c) {
+          if (!c_cg_[c]) continue;
+          c_beta_[c] = float(c_sum_[c] / c_rz_[c]);
+          c_rz_[c] = c_sum_[c];
+        }
         ParallelFor(cg_pool, nn, 2048, [&](size_t b, size_t e) {
-          for (size_t i = b; i < e; ++i) cg_d_[i] = e_z_[i] + beta * cg_d_[i];
+          for (size_t i = b; i < e; ++i) {
+            if (c_cg_[comp[i]]) cg_d_[i] = e_z_[i] + c_beta_[comp[i]] * cg_d_[i];
+          }
         });
+        for (size_t c = 0; c < nc; ++c) {
+          if (c_cg_[c] && !(c_rz_[c] > c_stop_[c] && c_rz_[c] > 0)) c_cg_[c] = 0;
+        }
       }
       // A linearised move is only valid near the point: each node moves at most its step cap.
-      float dmax = 0;
+      std::fill(c_dmax_.begin(), c_dmax_.end(), 0.f);
       for (size_t i = 0; i < nn; ++i) {
+        const uint32_t c = comp[i];
+        if (!c_live_[c]) continue;
         x_old_[i] = pos_[i];
         if (!free_[i]) continue;
-        const float len = cg_x_[i].norm(), cap = trust * m_->step_cap[i];
+        const float len = cg_x_[i].norm(), cap = c_trust_[c] * m_->step_cap[i];
         if (len > cap) cg_x_[i] *= cap / len;
-        dmax = std::max(dmax, cg_x_[i].norm());
+        c_dmax_[c] = std::max(c_dmax_[c], cg_x_[i].norm());
       }
-      const double slope = Sum(cg_pool, nn, [&](size_t lo, size_t hi, double* v) {
-        for (size_t i = lo; i < hi; ++i) v[i] = double(e_grad_[i].dot(cg_x_[i]));
+      SumComponents(cg_pool, c_live_, false, c_slope_, [&](size_t lo, size_t hi, double* v) {
+        for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(e_grad_[i].dot(cg_x_[i])) : 0.0;
       });
-      if (!(slope < 0)) break;
+      for (size_t c = 0; c < nc; ++c) {
+        if (c_live_[c] && !(c_slope_[c] < 0)) c_live_[c] = 0;  // not a descent direction: its last round
+      }
       // The step: E at the full step, and the fraction of it where the parabola through E, the
       // slope and that value is least (RelaxStepFraction).
       for (size_t i = 0; i < nn; ++i) {
-        if (free_[i]) pos_[i] = x_old_[i] + cg_x_[i];
+        if (free_[i] && c_live_[comp[i]]) pos_[i] = x_old_[i] + cg_x_[i];
       }
-      const double full = Energy(pool);
-      const float a = RelaxStepFraction(energy, slope, full);
-      if (a < 1) {
+      Energy(pool, c_live_, c_full_);
+      for (size_t c = 0; c < nc; ++c) {
+        c_mask_[c] = 0;
+        if (!c_live_[c]) continue;
+        c_step_[c] = RelaxStepFraction(c_energy_[c], c_slope_[c], c_full_[c]);
+        c_mask_[c] = c_step_[c] < 1;
+        if (!c_mask_[c]) c_energy_[c] = c_full_[c];
+      }
+      if (any(c_mask_)) {
         for (size_t i = 0; i < nn; ++i) {
-          if (free_[i]) pos_[i] = x_old_[i] + a * cg_x_[i];
+          if (free_[i] && c_mask_[comp[i]]) pos_[i] = x_old_[i] + c_step_[comp[i]] * cg_x_[i];
         }
-        energy = Energy(pool);
-      } else {
-        energy = full;
+        Energy(pool, c_mask_, c_full_);
+        for (size_t c = 0; c < nc; ++c) {
+          if (c_mask_[c]) c_energy_[c] = c_full_[c];
+        }
       }
-      trust = NextTrust(trust, a);
-      if (a * dmax < tol) break;
+      for (size_t c = 0; c < nc; ++c) {
+        if (!c_live_[c]) continue;
+        c_trust_[c] = NextTrust(c_trust_[c], c_step_[c]);
+        if (c_step_[c] * c_dmax_[c] < tol) c_live_[c] = 0;
+      }
     }
   }
 
@@ -813,11 +863,17 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return std::clamp(-mine.g.dot(other.g) / (gm * go) / kContactGateCos, 0.f, 1.f);
   }
 
-  // E at pos_, and each free node's terms there (e_g_, e_c_, e_gh_, e_cm_).
-  double Energy(ThreadPool* pool) {
-    return Sum(pool, m_->node_count(), [&](size_t lo, size_t hi, double* out) {
+  // E at pos_ of each component in `mask` (into `out`), and each of their free nodes' terms
+  // there (e_g_, e_c_, e_gh_, e_cm_).
+  void Energy(ThreadPool* pool, const std::vector<uint8_t>& mask, std::vector<double>& out_energy) {
+    const uint32_t* comp = m_->component_of_node.data();
+    SumComponents(pool, mask, false, out_energy, [&](size_t lo, size_t hi, double* out) {
       for (size_t i = lo; i < hi; ++i) {
         double e = 0;
+        if (!mask[comp[i]]) {
+          out[i] = 0;
+          continue;
+        }
         for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
           e += 0.25 * double(m_->cot[r]) * double(ArapEdge(i, r).squaredNorm());
         }
@@ -894,23 +950,40 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return z;
   }
 
-  // Sum over [0, n) of the per-node values fn(b, e, values) writes for its range, added in the
-  // device program's order (kReduceLanes: lane t takes nodes t, t + lanes, ...; then the lanes
+  // Per component c with mask[c], the sum (or with `max`, the largest) of the per-node values
+  // fn(b, e, values) writes for its node range, into out[c]; fn writes 0 for the nodes of the
+  // other components and leaves them alone. Added in the device program's order (kReduceLanes:
+  // lane t takes the component's nodes t, t + lanes, ... in ascending order; then the lanes
   // pairwise, halving), so that the CPU and the device differ only where their per-node
-  // arithmetic does: the CG's scalars decide every later iterate.
-  double Sum(ThreadPool* pool, size_t n, const std::function<void(size_t, size_t, double*)>& fn) {
+  // arithmetic does: the CG's scalars decide every later iterate. Lanes past the component's
+  // size hold 0 and are skipped (adding 0 changes no sum; values are ≥ 0 where `max`).
+  void SumComponents(ThreadPool* pool, const std::vector<uint8_t>& mask, bool max, std::vector<double>& out,
+                     const std::function<void(size_t, size_t, double*)>& fn) {
+    const size_t n = m_->node_count();
     partial_.resize(n);
     ParallelFor(pool, n, 2048, [&](size_t b, size_t e) { fn(b, e, partial_.data()); });
     double lane[kReduceLanes];
-    for (uint32_t l = 0; l < kReduceLanes; ++l) {
-      double acc = 0;
-      for (size_t i = l; i < n; i += kReduceLanes) acc += partial_[i];
-      lane[l] = acc;
+    for (size_t c = 0; c + 1 < m_->component_offsets.size(); ++c) {
+      if (!mask[c]) continue;
+      const uint32_t* nodes = m_->component_nodes.data() + m_->component_offsets[c];
+      const uint32_t size = m_->component_offsets[c + 1] - m_->component_offsets[c];
+      uint32_t width = std::min(size, kReduceLanes);
+      for (uint32_t l = 0; l < width; ++l) {
+        double acc = 0;
+        for (uint32_t k = l; k < size; k += kReduceLanes) {
+          const double v = partial_[nodes[k]];
+          acc = max ? std::max(acc, v) : acc + v;
+        }
+        lane[l] = acc;
+      }
+      for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
+        for (uint32_t l = 0; l < stride && l + stride < width; ++l) {
+          lane[l] = max ? std::max(lane[l], lane[l + stride]) : lane[l] + lane[l + stride];
+        }
+        width = std::min(width, stride);
+      }
+      out[c] = size ? lane[0] : 0.0;
     }
-    for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
-      for (uint32_t l = 0; l < stride; ++l) lane[l] += lane[l + stride];
-    }
-    return lane[0];
   }
 
   // The rotation of the DQS blend at node i, with the skinning weights of its first vertex or
@@ -953,6 +1026,13 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<Eigen::Vector3f> e_g_, e_gh_, e_grad_, e_z_, x_old_;
   std::vector<float> e_c_, e_k_;
   std::vector<double> partial_;
+  // Relax's scalars per connected component (ImplicitModel::component_nodes): E at the
+  // positions and at the full step, the slope, the CG's r·z, its stop and a sum being formed;
+  // α, β, the largest capped step, the step fraction and the caps' trust; whether the rounds,
+  // the CG, and a fraction step go on.
+  std::vector<double> c_energy_, c_full_, c_slope_, c_rz_, c_stop_, c_sum_;
+  std::vector<float> c_alpha_, c_beta_, c_dmax_, c_step_, c_trust_;
+  std::vector<uint8_t> c_live_, c_cg_, c_mask_;
   bool device_reset_ = true;
 };
 

@@ -40,18 +40,21 @@ struct HostExec {
     double lane[kReduceLanes];
     for (uint32_t t = 0; t < b.count; ++t) {
       const ImplicitItem& it = b.items[t];
-      if (!r.Active(b, it)) continue;
-      for (uint32_t l = 0; l < kReduceLanes; ++l) {
-        double acc = 0;
-        for (uint32_t i = l; i < it.model.node_count; i += kReduceLanes) {
-          acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, i));
+      for (uint32_t c = 0; c < it.model.component_count; ++c) {
+        if (!r.Active(b, it, c)) continue;
+        const uint32_t first = it.model.component_offsets[c], size = it.model.component_offsets[c + 1] - first;
+        for (uint32_t l = 0; l < kReduceLanes; ++l) {
+          double acc = 0;
+          for (uint32_t k = l; k < size; k += kReduceLanes) {
+            acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, it.model.component_nodes[first + k]));
+          }
+          lane[l] = acc;
         }
-        lane[l] = acc;
+        for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
+          for (uint32_t l = 0; l < stride; ++l) lane[l] = ReduceCombine<Reduction::kMax>(lane[l], lane[l + stride]);
+        }
+        r.Finish(b, it, c, lane[0]);
       }
-      for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
-        for (uint32_t l = 0; l < stride; ++l) lane[l] = ReduceCombine<Reduction::kMax>(lane[l], lane[l + stride]);
-      }
-      r.Finish(b, it, lane[0]);
     }
   }
   template <class Pred>
@@ -188,8 +191,8 @@ class ImplicitDeviceProgram final : public DeviceProgram {
     auto m = std::dynamic_pointer_cast<const ModelOnDevice>(std::shared_ptr<const ProgramModel>(std::move(model)));
     if (!m) return absl::InternalError("gpu: an implicit session needs an implicit model");
     const bool elastic = kernel == GpuMethod::kElasticImplicit;
-    const uint32_t nodes = m->resident.view.node_count;
-    const uint64_t bytes = ImplicitStateBytes(nodes, elastic);
+    const uint32_t nodes = m->resident.view.node_count, components = m->resident.view.component_count;
+    const uint64_t bytes = ImplicitStateBytes(nodes, components, elastic);
     if (auto st = device.Reserve(bytes, "a session's tracking state"); !st.ok()) return st;
     auto s = std::make_unique<StateOnDevice>(device, m);
     s->bytes_ = bytes;
@@ -200,7 +203,7 @@ class ImplicitDeviceProgram final : public DeviceProgram {
     }
     ImplicitItem& it = s->item;
     it.model = m->resident.view;
-    it.state = CarveImplicitState(s->memory_, nodes, elastic);
+    it.state = CarveImplicitState(s->memory_, nodes, components, elastic);
     static const ImplicitConfig kDefaults;
     const auto* config = dynamic_cast<const ImplicitConfig*>(params);
     it.settings = MakeImplicitSettings(config ? *config : kDefaults, elastic);
@@ -237,6 +240,7 @@ class ImplicitDeviceProgram final : public DeviceProgram {
     it.substeps = uint32_t(params[0]);
     it.reset = params[1] != 0 ? 1 : 0;
     l.nodes += it.model.node_count;
+    l.components = std::max(l.components, it.model.component_count);
     l.vertices += it.model.vertex_count;
     l.max_iterations = std::max(l.max_iterations, it.settings.max_iterations);
     l.every_pass = l.every_pass || it.settings.every_pass != 0;

@@ -84,6 +84,12 @@ struct ImplicitModelView {
   const uint32_t* heat_offsets;
   const uint16_t* heat_joints;
   const float* heat_weights;
+  // Connected components of the welded mesh (ImplicitModel::component_nodes): the elastic
+  // relaxation's reductions and scalars are per component.
+  const uint32_t* component_offsets;  // component_count + 1
+  const uint32_t* component_nodes;    // each component's nodes, ascending
+  const uint32_t* component_of_node;
+  uint32_t component_count;
   uint32_t field_count, joint_count, node_count, vertex_count;
   int32_t root, op_n, op_nd;
   float gradient_floor2;
@@ -91,7 +97,8 @@ struct ImplicitModelView {
   float typical_gradient2;
 };
 
-// Scalars of one session's elastic conjugate-gradient solve, written by one thread between passes.
+// Scalars of one session's elastic relaxation in one connected component of its mesh, written
+// by one thread between passes.
 struct ImplicitScalars {
   double rr, stop;
   double energy, slope;  // the relaxation energy at the positions; the round's step · gradient

@@ -13,8 +13,9 @@
 //   Nodes(pass)     pass(batch, item, node) for every node of every item
 //   Vertices(pass)  pass(batch, item, vertex) for every vertex of every item
 //   Items(pass)     pass(batch, item) once per item
-//   Reduce(red)     per item with red.Active: the sum (or max, red.kMax) of red.Value over its
-//                   nodes, in the fixed order described at kReduceLanes, handed to red.Finish
+//   Reduce(red)     per item and connected component c of its mesh with red.Active(c): the sum
+//                   (or max, red.kMax) of red.Value over the component's nodes, in the fixed
+//                   order described at kReduceLanes, handed to red.Finish(c)
 //   Any(pred)       whether pred(batch, item) holds for some item, once the passes before it are
 //                   done (the host waits for them; an exec that cannot tell answers true)
 //   AnyNode(pred)   the same for pred(batch, item, node) and some node of some item
@@ -42,6 +43,7 @@ namespace sinew::gpu {
 struct ImplicitLimits {
   uint32_t nodes = 0;     // of all items (the node grid)
   uint32_t vertices = 0;  // of all items (the vertex grid)
+  uint32_t components = 0;  // the most connected components of one item's mesh
   uint32_t max_iterations = 0;
   uint32_t smoothing_iterations = 0;
   uint32_t relaxation_iterations = 0;
@@ -52,8 +54,9 @@ struct ImplicitLimits {
   bool every_pass = false;           // some item asks for every pass (ImplicitConfig::device_every_pass)
 };
 
-// Reductions: lane t of kReduceLanes accumulates nodes t, t + kReduceLanes, ...; then lanes are
-// added pairwise, halving (CUDA: one block per item, shared memory). The emulation follows the
+// Reductions: lane t of kReduceLanes accumulates a component's nodes t, t + kReduceLanes, ...
+// (ImplicitModelView::component_nodes, ascending); then lanes are added pairwise, halving (CUDA:
+// blocks per item over its components, shared memory). The emulation follows the
 // same order, so both give the same sums. Values are ≥ 0, so 0 is the identity of max too.
 inline constexpr uint32_t kReduceLanes = imp::kReduceLanes;
 template <bool kMax>
@@ -182,11 +185,14 @@ struct SmoothMoves {
 // ---- elastic implicit skinning (ElasticImplicitDeformer::SubStep) -----------------------------
 
 SINEW_HD bool StepLive(const ImplicitItem& it, uint32_t step) { return it.settings.elastic && step < it.substeps; }
-SINEW_HD bool RoundLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
-  return StepLive(it, step) && round < it.state.scalars->rounds;
+// The relaxation's scalars are per connected component c of the mesh (ImplicitModel::
+// component_nodes): each component is its own minimisation, as on the CPU.
+SINEW_HD uint32_t Component(const ImplicitItem& it, uint32_t i) { return it.model.component_of_node[i]; }
+SINEW_HD bool RoundLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint32_t c) {
+  return StepLive(it, step) && round < it.state.scalars[c].rounds;
 }
-SINEW_HD bool CgLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint32_t k) {
-  return RoundLive(it, step, round) && k < it.state.scalars->cg_limit;
+SINEW_HD bool CgLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint32_t k, uint32_t c) {
+  return RoundLive(it, step, round, c) && k < it.state.scalars[c].cg_limit;
 }
 
 // How much the two fields' gradients oppose, in [0, 1] (ContactGate in tracking.cc).
@@ -214,8 +220,10 @@ struct StepBegin {
   uint32_t step;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it) const {
     if (!StepLive(it, step)) return;
-    it.state.scalars->rounds = it.settings.relaxation_rounds;
-    it.state.scalars->trust = 1;
+    for (uint32_t c = 0; c < it.model.component_count; ++c) {
+      it.state.scalars[c].rounds = it.settings.relaxation_rounds;
+      it.state.scalars[c].trust = 1;
+    }
   }
 };
 
@@ -296,17 +304,18 @@ struct RelaxSetup {
 // Each node's energy at the positions and its terms (Energy): the sub-step's start (round =
 // kStart), round r's full step, or the fraction of it the round takes (search 1).
 inline constexpr uint32_t kStart = ~0u;
-SINEW_HD bool FractionLive(const ImplicitItem& it, uint32_t step, uint32_t round) {
-  return RoundLive(it, step, round) && it.state.scalars->search == 1;
+SINEW_HD bool FractionLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint32_t c) {
+  return RoundLive(it, step, round, c) && it.state.scalars[c].search == 1;
 }
-SINEW_HD bool EnergyLive(const ImplicitItem& it, uint32_t step, uint32_t round, bool fraction) {
-  return round == kStart ? StepLive(it, step) : fraction ? FractionLive(it, step, round) : RoundLive(it, step, round);
+SINEW_HD bool EnergyLive(const ImplicitItem& it, uint32_t step, uint32_t round, bool fraction, uint32_t c) {
+  return round == kStart ? StepLive(it, step)
+                         : fraction ? FractionLive(it, step, round, c) : RoundLive(it, step, round, c);
 }
 struct EnergyTerms {
   uint32_t step, round;
   bool fraction = false;  // the energy at the fraction of the step (RelaxFraction)
   SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
-    if (!EnergyLive(it, step, round, fraction)) return;
+    if (!EnergyLive(it, step, round, fraction, Component(it, i))) return;
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
     const V3 x = Load3(s.pos, i);
@@ -370,10 +379,10 @@ struct EnergySum {
   static constexpr bool kMax = false;
   uint32_t step, round;
   bool fraction = false;
-  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return EnergyLive(it, step, round, fraction); }
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return EnergyLive(it, step, round, fraction, c); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const { return it.state.e_node[i]; }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double e) const {
-    ImplicitScalars& sc = *it.state.scalars;
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, uint32_t c, double e) const {
+    ImplicitScalars& sc = it.state.scalars[c];
     if (round == kStart) {
       sc.energy = e;
       return;
@@ -396,7 +405,7 @@ struct EnergySum {
 struct RelaxGradient {
   uint32_t step, round;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!RoundLive(it, step, round)) return;
+    if (!RoundLive(it, step, round, Component(it, i))) return;
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
     Store3(s.cg_x, i, {0, 0, 0});
@@ -422,12 +431,12 @@ struct RelaxGradient {
 struct CgStart {
   static constexpr bool kMax = false;
   uint32_t step, round;
-  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return RoundLive(it, step, round, c); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
     return NodeDot(it.state.cg_r, it.state.e_z, i);
   }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rz) const {
-    ImplicitScalars& sc = *it.state.scalars;
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, uint32_t c, double rz) const {
+    ImplicitScalars& sc = it.state.scalars[c];
     sc.rr = rz;
     sc.stop = imp::kCgStop * rz;
     sc.cg_limit = rz > sc.stop && rz > 0 ? it.settings.relaxation_iterations : 0;
@@ -437,18 +446,18 @@ struct CgStart {
 struct CgProduct {  // q = H d
   uint32_t step, round, k;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (CgLive(it, step, round, k)) Store3(it.state.cg_q, i, RelaxHessian(it, it.state.cg_d, i));
+    if (CgLive(it, step, round, k, Component(it, i))) Store3(it.state.cg_q, i, RelaxHessian(it, it.state.cg_d, i));
   }
 };
 struct CgCurvature {  // d·q -> α (a non-positive curvature ends the solve)
   static constexpr bool kMax = false;
   uint32_t step, round, k;
-  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return CgLive(it, step, round, k, c); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
     return NodeDot(it.state.cg_d, it.state.cg_q, i);
   }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double dq) const {
-    ImplicitScalars& sc = *it.state.scalars;
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, uint32_t c, double dq) const {
+    ImplicitScalars& sc = it.state.scalars[c];
     if (!(dq > 0)) sc.cg_limit = k;
     else sc.alpha = float(sc.rr / dq);
   }
@@ -456,9 +465,10 @@ struct CgCurvature {  // d·q -> α (a non-positive curvature ends the solve)
 struct CgUpdate {  // x += α d, r −= α q, z = M⁻¹ r
   uint32_t step, round, k;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!CgLive(it, step, round, k)) return;
+    const uint32_t c = Component(it, i);
+    if (!CgLive(it, step, round, k, c)) return;
     const ImplicitStateView& s = it.state;
-    const float alpha = s.scalars->alpha;
+    const float alpha = s.scalars[c].alpha;
     Store3(s.cg_x, i, Load3(s.cg_x, i) + alpha * Load3(s.cg_d, i));
     const V3 r = Load3(s.cg_r, i) - alpha * Load3(s.cg_q, i);
     Store3(s.cg_r, i, r);
@@ -468,12 +478,12 @@ struct CgUpdate {  // x += α d, r −= α q, z = M⁻¹ r
 struct CgResidual {  // r·z -> β; converged: this iteration is the last
   static constexpr bool kMax = false;
   uint32_t step, round, k;
-  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return CgLive(it, step, round, k, c); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
     return NodeDot(it.state.cg_r, it.state.e_z, i);
   }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double rz) const {
-    ImplicitScalars& sc = *it.state.scalars;
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, uint32_t c, double rz) const {
+    ImplicitScalars& sc = it.state.scalars[c];
     sc.beta = float(rz / sc.rr);
     sc.rr = rz;
     if (!(rz > sc.stop && rz > 0)) sc.cg_limit = k + 1;
@@ -482,9 +492,10 @@ struct CgResidual {  // r·z -> β; converged: this iteration is the last
 struct CgDirection {  // d = z + β d
   uint32_t step, round, k;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!CgLive(it, step, round, k)) return;
+    const uint32_t c = Component(it, i);
+    if (!CgLive(it, step, round, k, c)) return;
     const ImplicitStateView& s = it.state;
-    Store3(s.cg_d, i, Load3(s.e_z, i) + s.scalars->beta * Load3(s.cg_d, i));
+    Store3(s.cg_d, i, Load3(s.e_z, i) + s.scalars[c].beta * Load3(s.cg_d, i));
   }
 };
 
@@ -492,12 +503,13 @@ struct CgDirection {  // d = z + β d
 struct RelaxCap {
   uint32_t step, round;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!RoundLive(it, step, round)) return;
+    const uint32_t c = Component(it, i);
+    if (!RoundLive(it, step, round, c)) return;
     const ImplicitStateView& s = it.state;
     Store3(s.x_old, i, Load3(s.pos, i));
     if (!s.free_nodes[i]) return;
     V3 dx = Load3(s.cg_x, i);
-    const float len = Norm(dx), cap = it.state.scalars->trust * it.model.step_cap[i];
+    const float len = Norm(dx), cap = it.state.scalars[c].trust * it.model.step_cap[i];
     if (len > cap) dx = (cap / len) * dx;
     Store3(s.cg_x, i, dx);
   }
@@ -505,21 +517,21 @@ struct RelaxCap {
 struct RelaxLongest {  // the largest capped step
   static constexpr bool kMax = true;
   uint32_t step, round;
-  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return RoundLive(it, step, round, c); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
     return it.state.free_nodes[i] ? double(Norm(Load3(it.state.cg_x, i))) : 0.0;
   }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double dmax) const { it.state.scalars->dmax = float(dmax); }
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, uint32_t c, double dmax) const { it.state.scalars[c].dmax = float(dmax); }
 };
 struct RelaxSlope {  // ∇E · δ; not a descent direction: the rounds end here
   static constexpr bool kMax = false;
   uint32_t step, round;
-  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return RoundLive(it, step, round, c); }
   SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
     return NodeDot(it.state.e_grad, it.state.cg_x, i);
   }
-  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, double slope) const {
-    ImplicitScalars& sc = *it.state.scalars;
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, uint32_t c, double slope) const {
+    ImplicitScalars& sc = it.state.scalars[c];
     sc.slope = slope;
     sc.search = 0;
     if (!(slope < 0)) sc.rounds = round;
@@ -529,7 +541,7 @@ struct RelaxSlope {  // ∇E · δ; not a descent direction: the rounds end here
 struct RelaxFull {
   uint32_t step, round;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!RoundLive(it, step, round) || !it.state.free_nodes[i]) return;
+    if (!RoundLive(it, step, round, Component(it, i)) || !it.state.free_nodes[i]) return;
     const ImplicitStateView& s = it.state;
     Store3(s.pos, i, Load3(s.x_old, i) + Load3(s.cg_x, i));
   }
@@ -537,9 +549,10 @@ struct RelaxFull {
 struct RelaxFraction {
   uint32_t step, round;
   SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
-    if (!FractionLive(it, step, round) || !it.state.free_nodes[i]) return;
+    const uint32_t c = Component(it, i);
+    if (!FractionLive(it, step, round, c) || !it.state.free_nodes[i]) return;
     const ImplicitStateView& s = it.state;
-    Store3(s.pos, i, Load3(s.x_old, i) + s.scalars->step * Load3(s.cg_x, i));
+    Store3(s.pos, i, Load3(s.x_old, i) + s.scalars[c].step * Load3(s.cg_x, i));
   }
 };
 
@@ -598,15 +611,30 @@ struct AnyMarching {  // the Newton steps
 };
 struct AnyRound {
   uint32_t step, round;
-  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return RoundLive(it, step, round); }
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const {
+    for (uint32_t c = 0; c < it.model.component_count; ++c) {
+      if (RoundLive(it, step, round, c)) return true;
+    }
+    return false;
+  }
 };
 struct AnyCg {
   uint32_t step, round, k;
-  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return CgLive(it, step, round, k); }
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const {
+    for (uint32_t c = 0; c < it.model.component_count; ++c) {
+      if (CgLive(it, step, round, k, c)) return true;
+    }
+    return false;
+  }
 };
 struct AnyFraction {
   uint32_t step, round;
-  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const { return FractionLive(it, step, round); }
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const {
+    for (uint32_t c = 0; c < it.model.component_count; ++c) {
+      if (FractionLive(it, step, round, c)) return true;
+    }
+    return false;
+  }
 };
 
 }  // namespace passes

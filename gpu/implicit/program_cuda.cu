@@ -1,6 +1,6 @@
 // Implicit skinning's device program on CUDA: a kernel per pass of gpu/implicit/program.cuh, a
-// thread per node or vertex (grids) or item of the batch, and a block per item for the
-// reductions, all on the batch's stream.
+// thread per node or vertex (grids) or item of the batch, and blocks per item and connected
+// component for the reductions, all on the batch's stream.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -27,23 +27,28 @@ __global__ void ImplicitItemsKernel(Pass pass, ImplicitBatch b) {
   if (t < b.count) pass(b, b.items[t]);
 }
 
-// One block of kReduceLanes threads per item: lanes accumulate strided nodes, then halve.
+// Blocks of kReduceLanes threads, gridDim.y per item (blockIdx.x): block y takes the item's
+// components y, y + gridDim.y, ...; per component, lanes accumulate its strided nodes, then halve.
 template <class Reduction>
 __global__ void ImplicitReduceKernel(Reduction r, ImplicitBatch b) {
   const ImplicitItem& it = b.items[blockIdx.x];
-  if (!r.Active(b, it)) return;  // the same for the whole block
   __shared__ double lane[kReduceLanes];
-  double acc = 0;
-  for (uint32_t i = threadIdx.x; i < it.model.node_count; i += kReduceLanes) {
-    acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, i));
-  }
-  lane[threadIdx.x] = acc;
-  __syncthreads();
-  for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) lane[threadIdx.x] = ReduceCombine<Reduction::kMax>(lane[threadIdx.x], lane[threadIdx.x + stride]);
+  for (uint32_t c = blockIdx.y; c < it.model.component_count; c += gridDim.y) {
+    if (!r.Active(b, it, c)) continue;  // the same for the whole block
+    const uint32_t first = it.model.component_offsets[c], size = it.model.component_offsets[c + 1] - first;
+    double acc = 0;
+    for (uint32_t k = threadIdx.x; k < size; k += kReduceLanes) {
+      acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, it.model.component_nodes[first + k]));
+    }
+    lane[threadIdx.x] = acc;
     __syncthreads();
+    for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
+      if (threadIdx.x < stride) lane[threadIdx.x] = ReduceCombine<Reduction::kMax>(lane[threadIdx.x], lane[threadIdx.x + stride]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) r.Finish(b, it, c, lane[0]);
+    __syncthreads();  // lane[] is rewritten for the next component
   }
-  if (threadIdx.x == 0) r.Finish(b, it, lane[0]);
 }
 
 // Any: each item's thread that finds pred true writes 1 into a mapped host word.
@@ -91,7 +96,7 @@ struct AnyFlag {
 
 struct CudaExec {
   ImplicitBatch b;
-  uint32_t nodes, vertices;
+  uint32_t nodes, vertices, components;
   cudaStream_t stream;
   const AnyFlag* flag;  // null: Any cannot tell
 
@@ -110,7 +115,10 @@ struct CudaExec {
   }
   template <class Reduction>
   void Reduce(const Reduction& r) const {
-    ImplicitReduceKernel<<<b.count, kReduceLanes, 0, stream>>>(r, b);
+    // At most kReduceBlocksY blocks per item; a mesh of more components loops over them.
+    constexpr uint32_t kReduceBlocksY = 1024;
+    const dim3 grid(b.count, components < kReduceBlocksY ? (components > 0 ? components : 1) : kReduceBlocksY);
+    ImplicitReduceKernel<<<grid, kReduceLanes, 0, stream>>>(r, b);
   }
   // Each waits for the stream. After a failed launch or wait they answer false, so the loops end
   // and RunImplicitCuda reports the error.
@@ -144,7 +152,7 @@ bool RunImplicitCuda(void* cuda_stream, const ProgramBatch& pb, std::string* err
   const auto& limits = *static_cast<const ImplicitLimits*>(pb.limits);
   thread_local AnyFlag any;
   const CudaExec x{{static_cast<const ImplicitItem*>(pb.items), pb.count, pb.params, pb.out, pb.states},
-                   limits.nodes, limits.vertices, static_cast<cudaStream_t>(cuda_stream), any.Get()};
+                   limits.nodes, limits.vertices, limits.components, static_cast<cudaStream_t>(cuda_stream), any.Get()};
   RunImplicitProgram(x, limits);
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return true;

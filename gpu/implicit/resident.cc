@@ -70,7 +70,8 @@ uint64_t ImplicitModelBytes(const ImplicitModel& m) {
          ArrayBytes(m.in_field) + ArrayBytes(m.own_leaf) + ArrayBytes(m.bone) + ArrayBytes(m.step_cap) +
          ArrayBytes(m.rest_pair_leaf) + ArrayBytes(m.rest_pair_excess) + ArrayBytes(m.depth_scale) + ArrayBytes(m.parent_field) +
          ArrayBytes(m.ring_offsets) + ArrayBytes(m.ring) + ArrayBytes(m.ring_closed) + ArrayBytes(m.mvc) +
-         ArrayBytes(m.cot) + ArrayBytes(m.heat.offsets) + ArrayBytes(m.heat.joints) + ArrayBytes(m.heat.weights);
+         ArrayBytes(m.cot) + ArrayBytes(m.heat.offsets) + ArrayBytes(m.heat.joints) + ArrayBytes(m.heat.weights) +
+         ArrayBytes(m.component_offsets) + ArrayBytes(m.component_nodes) + ArrayBytes(m.component_of_node);
 }
 
 bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, ResidentModel* out, std::string* error) {
@@ -114,7 +115,10 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
       !Put(api, device, m.ring_closed, v.ring_closed, mem, error) || !Put(api, device, m.mvc, v.mvc, mem, error) ||
       !Put(api, device, m.cot, v.cot, mem, error) || !Put(api, device, m.heat.offsets, v.heat_offsets, mem, error) ||
       !Put(api, device, m.heat.joints, v.heat_joints, mem, error) ||
-      !Put(api, device, m.heat.weights, v.heat_weights, mem, error)) {
+      !Put(api, device, m.heat.weights, v.heat_weights, mem, error) ||
+      !Put(api, device, m.component_offsets, v.component_offsets, mem, error) ||
+      !Put(api, device, m.component_nodes, v.component_nodes, mem, error) ||
+      !Put(api, device, m.component_of_node, v.component_of_node, mem, error)) {
     return false;
   }
   if (mem.bytes != ImplicitModelBytes(m)) {
@@ -123,6 +127,7 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
   }
   v.field_count = uint32_t(m.fields.size());
   v.node_count = uint32_t(m.node_count());
+  v.component_count = uint32_t(m.component_offsets.size() - 1);
   v.vertex_count = uint32_t(m.node_of_vertex.size());
   v.root = m.tree.root;
   v.gradient_floor2 = m.gradient_floor2;
@@ -149,7 +154,7 @@ bool UploadOperators(DeviceApi& api, int device, const CompositionOperators& ops
 namespace {
 
 // Lays the state arrays out from `base` (null: only counts); returns the bytes.
-uint64_t LayOut(char* base, uint32_t nodes, bool elastic, ImplicitStateView* v) {
+uint64_t LayOut(char* base, uint32_t nodes, uint32_t components, bool elastic, ImplicitStateView* v) {
   uint64_t at = 0;
   auto take = [&](uint64_t bytes) {
     void* p = base ? base + at : nullptr;
@@ -157,7 +162,7 @@ uint64_t LayOut(char* base, uint32_t nodes, bool elastic, ImplicitStateView* v) 
     return p;
   };
   const uint64_t n = nodes;
-  v->scalars = static_cast<ImplicitScalars*>(take(sizeof(ImplicitScalars)));
+  v->scalars = static_cast<ImplicitScalars*>(take(sizeof(ImplicitScalars) * uint64_t(components)));
   v->pos = static_cast<float*>(take(12 * n));
   v->prev_pos = static_cast<float*>(take(12 * n));
   v->g_prev = static_cast<float*>(take(12 * n));
@@ -195,14 +200,14 @@ uint64_t LayOut(char* base, uint32_t nodes, bool elastic, ImplicitStateView* v) 
 
 }  // namespace
 
-uint64_t ImplicitStateBytes(uint32_t nodes, bool elastic) {
+uint64_t ImplicitStateBytes(uint32_t nodes, uint32_t components, bool elastic) {
   ImplicitStateView unused{};
-  return LayOut(nullptr, nodes, elastic, &unused);
+  return LayOut(nullptr, nodes, components, elastic, &unused);
 }
 
-ImplicitStateView CarveImplicitState(void* base, uint32_t nodes, bool elastic) {
+ImplicitStateView CarveImplicitState(void* base, uint32_t nodes, uint32_t components, bool elastic) {
   ImplicitStateView v{};
-  LayOut(static_cast<char*>(base), nodes, elastic, &v);
+  LayOut(static_cast<char*>(base), nodes, components, elastic, &v);
   return v;
 }
 

@@ -47,10 +47,11 @@ uint64_t OperatorBytes(const CompositionOperators& operators);
 bool UploadOperators(DeviceApi& api, int device, const CompositionOperators& operators, ResidentOperators* out,
                      std::string* error);
 
-// One session's tracking state: its bytes for `nodes` nodes, and its arrays carved out of one
-// zeroed allocation of that size.
-uint64_t ImplicitStateBytes(uint32_t nodes, bool elastic);
-ImplicitStateView CarveImplicitState(void* base, uint32_t nodes, bool elastic);
+// One session's tracking state: its bytes for `nodes` nodes in `components` connected components
+// (the elastic relaxation's scalars are per component), and its arrays carved out of one zeroed
+// allocation of that size.
+uint64_t ImplicitStateBytes(uint32_t nodes, uint32_t components, bool elastic);
+ImplicitStateView CarveImplicitState(void* base, uint32_t nodes, uint32_t components, bool elastic);
 
 ImplicitSettings MakeImplicitSettings(const ImplicitConfig& config, bool elastic);
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include <Eigen/Geometry>
 
 #include "core/procedural/limb.h"
+#include "core/rig/pose.h"
 #include "core/rig/rig.h"
 
 namespace sinew::testing {
@@ -32,6 +34,57 @@ inline Rig SmallLimb(uint32_t influences = 2, uint32_t bones = 3) {
 
 // The implicit skinning suites' limb (core/procedural/limb.h).
 inline LimbOptions TwoBoneLimb() { return TwoBoneLimbOptions(); }
+
+// Two copies of the limb in one rig, the second `offset` along z with its own two joints: two
+// connected components of one mesh (the elastic relaxation treats each on its own).
+inline Rig TwoLimbs(const Rig& limb, float offset) {
+  RigInput in;
+  Rig& r = in.rig;
+  const size_t n = limb.vertex_count(), joints = limb.joint_count();
+  r.positions = limb.positions;
+  for (size_t v = 0; v < n; ++v) {
+    r.positions.insert(r.positions.end(), {limb.positions[3 * v], limb.positions[3 * v + 1], limb.positions[3 * v + 2] + offset});
+  }
+  r.triangles = limb.triangles;
+  for (uint32_t t : limb.triangles) r.triangles.push_back(t + uint32_t(n));
+  r.skeleton.names = limb.skeleton.names;
+  r.skeleton.parents = limb.skeleton.parents;
+  r.skeleton.rest_local = limb.skeleton.rest_local;
+  for (size_t j = 0; j < joints; ++j) {
+    r.skeleton.names.push_back(limb.skeleton.names[j] + "_b");
+    const int32_t p = limb.skeleton.parents[j];
+    r.skeleton.parents.push_back(p < 0 ? -1 : p + int32_t(joints));
+    Similarity s = limb.skeleton.rest_local[j];
+    if (p < 0) s.translation.z() += offset;
+    r.skeleton.rest_local.push_back(s);
+  }
+  WeightsInput& w = in.weights;
+  w.offsets.assign(1, 0);
+  for (int copy = 0; copy < 2; ++copy) {
+    for (size_t v = 0; v < n; ++v) {
+      for (uint32_t e = limb.weights.offsets[v]; e < limb.weights.offsets[v + 1]; ++e) {
+        w.joints.push_back(limb.weights.joints[e] + uint32_t(copy * joints));
+        w.weights.push_back(limb.weights.weights[e]);
+      }
+      w.offsets.push_back(uint32_t(w.joints.size()));
+    }
+  }
+  return BuildOrDie(std::move(in));
+}
+
+// A pose of TwoLimbs' rig: limb A (joints 0, 1) as `a`, limb B (joints 2, 3) as `b`, both poses
+// of the one limb's skeleton; B's root keeps its rest translation.
+inline Pose TwoLimbsPose(const Skeleton& two, const Pose& a, const Pose& b) {
+  Pose p = RestPose(two);
+  const size_t joints = a.joint_count();
+  for (size_t j = 0; j < joints; ++j) {
+    p.set_joint(j, a.joint(j));
+    Similarity s = b.joint(j);
+    s.translation = p.joint(j + joints).translation;
+    p.set_joint(j + joints, s);
+  }
+  return p;
+}
 
 // The swing/twist suites' cylinder (seed 001 spec §4): length 6 along x, joints at x = 0 and 3,
 // and an end joint at 6 so that both bones are segments; 61 rings of `segments` vertices.

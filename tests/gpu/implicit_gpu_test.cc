@@ -329,6 +329,27 @@ TEST_P(ImplicitGpu, ElasticReturnsToRestAfterARoundTripAndAfterReset) {
   EXPECT_LT(distance_from_rest(p.Gpu(*backend_, BindPose(rig->skeleton))), 1e-5 * diag);
 }
 
+// The device's reductions and relaxation scalars are per connected component of the mesh, as
+// on the CPU: limb A of two comes out the same, bit for bit, whether limb B beside it stays at
+// rest or bends (tests/core: ElasticComponentsOfTheMeshRelaxIndependently).
+TEST_P(ImplicitGpu, ElasticComponentsOfTheMeshRelaxIndependently) {
+  auto limb = TwoBoneLimb();
+  auto rig = std::make_shared<const Rig>(testing::TwoLimbs(*limb, 4.f));
+  const DeformerConfig config = Config("elastic-implicit");
+  auto model = Prepare(*rig, config);
+  ASSERT_EQ(model->component_offsets.size(), 3u);
+  Pair still(*backend_, rig, model, config), moving(*backend_, rig, model, config);
+  const size_t n = limb->vertex_count();
+  for (double bend : {0.0, 60.0, 120.0}) {
+    const Pose a = Bent(*limb, bend, bend / 3);
+    const auto out_still = still.Gpu(*backend_, testing::TwoLimbsPose(rig->skeleton, a, BindPose(limb->skeleton)));
+    const auto out_moving = moving.Gpu(*backend_, testing::TwoLimbsPose(rig->skeleton, a, Bent(*limb, bend / 3)));
+    size_t differ = 0;
+    for (size_t k = 0; k < 3 * n; ++k) differ += out_still[k] != out_moving[k];
+    EXPECT_EQ(differ, 0u) << "limb A's coordinates that differ at " << bend << "°";
+  }
+}
+
 // The device's elastic loops end once no session of the batch needs another pass (CUDA: the host
 // asks the device between passes); a session run with every pass to its maxima gets the same
 // result bit for bit, frame after frame, states included. Bends with jumps (sub-steps), a deep
