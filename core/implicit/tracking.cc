@@ -459,6 +459,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&e_c_, &e_k_, &e_gate_, &controls_}) std::vector<float>().swap(*v);
     std::vector<float>().swap(e_cm_);
     std::vector<double>().swap(partial_);
+    for (auto* v : {&c_energy_, &c_full_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) std::vector<double>().swap(*v);
+    for (auto* v : {&c_alpha_, &c_beta_, &c_dmax_, &c_step_, &c_trust_}) std::vector<float>().swap(*v);
+    for (auto* v : {&c_live_, &c_cg_, &c_mask_}) std::vector<uint8_t>().swap(*v);
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -516,6 +519,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
            e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
            (e_gate_.size() + e_cm_.size()) * sizeof(float) +
            partial_.capacity() * sizeof(double) +
+           (c_energy_.size() * 6 * sizeof(double) + c_alpha_.size() * 5 * sizeof(float) + c_live_.size() * 3) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
 
@@ -742,7 +746,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           cg_d_[i] = e_z_[i];
         }
       });
-      SumComponents(cg_pool, c_live_, false, c_rz_, [&](size_t lo, size_t hi, double* v) {
+      SumComponents(cg_pool, c_live_, c_rz_, [&](size_t lo, size_t hi, double* v) {
         for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(cg_r_[i].dot(e_z_[i])) : 0.0;
       });
       for (size_t c = 0; c < nc; ++c) {
@@ -750,7 +754,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         c_cg_[c] = c_live_[c] && c_rz_[c] > c_stop_[c] && c_rz_[c] > 0;
       }
       for (uint32_t it = 0; it < config_.relaxation_iterations && any(c_cg_); ++it) {
-        SumComponents(cg_pool, c_cg_, false, c_sum_, [&](size_t lo, size_t hi, double* v) {
+        SumComponents(cg_pool, c_cg_, c_sum_, [&](size_t lo, size_t hi, double* v) {
           for (size_t i = lo; i < hi; ++i) {
             if (!c_cg_[comp[i]]) {
               v[i] = 0;
@@ -765,7 +769,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           if (!(c_sum_[c] > 0)) c_cg_[c] = 0;  // a non-positive curvature ends that solve
           else c_alpha_[c] = float(c_rz_[c] / c_sum_[c]);
         }
-        SumComponents(cg_pool, c_cg_, false, c_sum_, [&](size_t lo, size_t hi, double* v) {
+        SumComponents(cg_pool, c_cg_, c_sum_, [&](size_t lo, size_t hi, double* v) {
           for (size_t i = lo; i < hi; ++i) {
             if (!c_cg_[comp[i]]) {
               v[i] = 0;
@@ -803,7 +807,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         if (len > cap) cg_x_[i] *= cap / len;
         c_dmax_[c] = std::max(c_dmax_[c], cg_x_[i].norm());
       }
-      SumComponents(cg_pool, c_live_, false, c_slope_, [&](size_t lo, size_t hi, double* v) {
+      SumComponents(cg_pool, c_live_, c_slope_, [&](size_t lo, size_t hi, double* v) {
         for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(e_grad_[i].dot(cg_x_[i])) : 0.0;
       });
       for (size_t c = 0; c < nc; ++c) {
@@ -867,7 +871,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // there (e_g_, e_c_, e_gh_, e_cm_).
   void Energy(ThreadPool* pool, const std::vector<uint8_t>& mask, std::vector<double>& out_energy) {
     const uint32_t* comp = m_->component_of_node.data();
-    SumComponents(pool, mask, false, out_energy, [&](size_t lo, size_t hi, double* out) {
+    SumComponents(pool, mask, out_energy, [&](size_t lo, size_t hi, double* out) {
       for (size_t i = lo; i < hi; ++i) {
         double e = 0;
         if (!mask[comp[i]]) {
@@ -950,14 +954,14 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return z;
   }
 
-  // Per component c with mask[c], the sum (or with `max`, the largest) of the per-node values
-  // fn(b, e, values) writes for its node range, into out[c]; fn writes 0 for the nodes of the
-  // other components and leaves them alone. Added in the device program's order (kReduceLanes:
-  // lane t takes the component's nodes t, t + lanes, ... in ascending order; then the lanes
-  // pairwise, halving), so that the CPU and the device differ only where their per-node
-  // arithmetic does: the CG's scalars decide every later iterate. Lanes past the component's
-  // size hold 0 and are skipped (adding 0 changes no sum; values are ≥ 0 where `max`).
-  void SumComponents(ThreadPool* pool, const std::vector<uint8_t>& mask, bool max, std::vector<double>& out,
+  // Per component c with mask[c], the sum of the per-node values fn(b, e, values) writes for its
+  // node range, into out[c]; fn writes 0 for the nodes of the other components and leaves them
+  // alone. Added in the device program's order (kReduceLanes: lane t takes the component's
+  // nodes t, t + lanes, ... in ascending order; then the lanes pairwise, halving), so that the
+  // CPU and the device differ only where their per-node arithmetic does: the CG's scalars decide
+  // every later iterate. Lanes past the component's size hold 0 on the device and are skipped
+  // here (adding 0 changes no sum), so a mesh of many small pieces costs no 256 lanes each.
+  void SumComponents(ThreadPool* pool, const std::vector<uint8_t>& mask, std::vector<double>& out,
                      const std::function<void(size_t, size_t, double*)>& fn) {
     const size_t n = m_->node_count();
     partial_.resize(n);
@@ -970,19 +974,16 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       uint32_t width = std::min(size, kReduceLanes);
       for (uint32_t l = 0; l < width; ++l) {
         double acc = 0;
-        for (uint32_t k = l; k < size; k += kReduceLanes) {
-          const double v = partial_[nodes[k]];
-          acc = max ? std::max(acc, v) : acc + v;
-        }
+        for (uint32_t k = l; k < size; k += kReduceLanes) acc += partial_[nodes[k]];
         lane[l] = acc;
       }
       for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
         for (uint32_t l = 0; l < stride && l + stride < width; ++l) {
-          lane[l] = max ? std::max(lane[l], lane[l + stride]) : lane[l] + lane[l + stride];
+          lane[l] += lane[l + stride];
         }
         width = std::min(width, stride);
       }
-      out[c] = size ? lane[0] : 0.0;
+      out[c] = size > 0 ? lane[0] : 0.0;
     }
   }
 
