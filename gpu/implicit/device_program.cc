@@ -60,7 +60,9 @@ struct HostExec {
   template <class Pred>
   bool Any(const Pred& pred) const {
     for (uint32_t t = 0; t < b.count; ++t) {
-      if (pred(b, b.items[t])) return true;
+      for (uint32_t c = 0; c < b.items[t].model.component_count; ++c) {
+        if (pred(b, b.items[t], c)) return true;
+      }
     }
     return false;
   }

@@ -16,8 +16,9 @@
 //   Reduce(red)     per item and connected component c of its mesh with red.Active(c): the sum
 //                   (or max, red.kMax) of red.Value over the component's nodes, in the fixed
 //                   order described at kReduceLanes, handed to red.Finish(c)
-//   Any(pred)       whether pred(batch, item) holds for some item, once the passes before it are
-//                   done (the host waits for them; an exec that cannot tell answers true)
+//   Any(pred)       whether pred(batch, item, c) holds for some connected component c of some
+//                   item, once the passes before it are done (the host waits for them; an exec
+//                   that cannot tell answers true)
 //   AnyNode(pred)   the same for pred(batch, item, node) and some node of some item
 //
 // The elastic method's loops ask every kNewtonCheck projection steps whether a node still
@@ -611,30 +612,15 @@ struct AnyMarching {  // the Newton steps
 };
 struct AnyRound {
   uint32_t step, round;
-  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const {
-    for (uint32_t c = 0; c < it.model.component_count; ++c) {
-      if (RoundLive(it, step, round, c)) return true;
-    }
-    return false;
-  }
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return RoundLive(it, step, round, c); }
 };
 struct AnyCg {
   uint32_t step, round, k;
-  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const {
-    for (uint32_t c = 0; c < it.model.component_count; ++c) {
-      if (CgLive(it, step, round, k, c)) return true;
-    }
-    return false;
-  }
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return CgLive(it, step, round, k, c); }
 };
 struct AnyFraction {
   uint32_t step, round;
-  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it) const {
-    for (uint32_t c = 0; c < it.model.component_count; ++c) {
-      if (FractionLive(it, step, round, c)) return true;
-    }
-    return false;
-  }
+  SINEW_HD bool operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t c) const { return FractionLive(it, step, round, c); }
 };
 
 }  // namespace passes

@@ -51,11 +51,15 @@ __global__ void ImplicitReduceKernel(Reduction r, ImplicitBatch b) {
   }
 }
 
-// Any: each item's thread that finds pred true writes 1 into a mapped host word.
+// Any: a thread per item and connected component (up to the batch's most components); each
+// that finds pred true writes 1 into a mapped host word.
 template <class Pred>
-__global__ void ImplicitAnyKernel(Pred pred, ImplicitBatch b, unsigned* flag) {
-  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < b.count && pred(b, b.items[t])) *flag = 1;
+__global__ void ImplicitAnyKernel(Pred pred, ImplicitBatch b, uint32_t components, unsigned* flag) {
+  const uint64_t t = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= uint64_t(b.count) * components) return;
+  const ImplicitItem& it = b.items[t / components];
+  const uint32_t c = uint32_t(t % components);
+  if (c < it.model.component_count && pred(b, it, c)) *flag = 1;
 }
 
 template <class Pred>
@@ -125,8 +129,9 @@ struct CudaExec {
   template <class Pred>
   bool Any(const Pred& pred) const {
     if (flag == nullptr) return true;
+    const uint32_t per_item = components > 0 ? components : 1;
     Clear();
-    ImplicitAnyKernel<<<Blocks(b.count), kThreads, 0, stream>>>(pred, b, flag->device);
+    ImplicitAnyKernel<<<Blocks(b.count * per_item), kThreads, 0, stream>>>(pred, b, per_item, flag->device);
     return Read();
   }
   template <class Pred>
