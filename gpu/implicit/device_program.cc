@@ -31,10 +31,6 @@ struct HostExec {
   void Vertices(const Pass& pass) const {
     Each<VertexGrid>(pass);
   }
-  template <class Pass>
-  void Items(const Pass& pass) const {
-    for (uint32_t t = 0; t < b.count; ++t) pass(b, b.items[t]);
-  }
   template <class Reduction>
   void Reduce(const Reduction& r) const {
     double lane[kReduceLanes];

@@ -12,7 +12,6 @@
 // An Exec provides:
 //   Nodes(pass)     pass(batch, item, node) for every node of every item
 //   Vertices(pass)  pass(batch, item, vertex) for every vertex of every item
-//   Items(pass)     pass(batch, item) once per item
 //   Reduce(red)     per item and connected component c of its mesh with red.Active(c): the sum
 //                   (or max, red.kMax) of red.Value over the component's nodes, in the fixed
 //                   order described at kReduceLanes, handed to red.Finish(c)
@@ -217,14 +216,15 @@ SINEW_HD V3 ArapEdge(const ImplicitItem& it, uint32_t i, uint32_t r) {
 // a_i · b_i as a reduction's value.
 SINEW_HD double NodeDot(const float* a, const float* b, uint32_t i) { return double(Dot(Load3(a, i), Load3(b, i))); }
 
+// Each component's scalars, set by the thread of its first node.
 struct StepBegin {
   uint32_t step;
-  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it) const {
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
     if (!StepLive(it, step)) return;
-    for (uint32_t c = 0; c < it.model.component_count; ++c) {
-      it.state.scalars[c].rounds = it.settings.relaxation_rounds;
-      it.state.scalars[c].trust = 1;
-    }
+    const uint32_t c = Component(it, i);
+    if (it.model.component_nodes[it.model.component_offsets[c]] != i) return;
+    it.state.scalars[c].rounds = it.settings.relaxation_rounds;
+    it.state.scalars[c].trust = 1;
   }
 };
 
@@ -650,7 +650,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
   }
   if (l.elastic) {
     for (uint32_t s = 0; s < l.substeps; ++s) {
-      x.Items(StepBegin{s});
+      x.Nodes(StepBegin{s});
       x.Nodes(StepStart{s});
       for (uint32_t k = 0; k < l.max_iterations; ++k) {
         if (!l.every_pass && k > 0 && k % kNewtonCheck == 0 && !x.AnyNode(AnyMarching{s, k, true})) break;

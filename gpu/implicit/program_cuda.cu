@@ -1,6 +1,6 @@
 // Implicit skinning's device program on CUDA: a kernel per pass of gpu/implicit/program.cuh, a
-// thread per node or vertex (grids) or item of the batch, and blocks per item and connected
-// component for the reductions, all on the batch's stream.
+// thread per node or vertex (grids), a thread per item and connected component for the loops'
+// checks, and blocks per item and component for the reductions, all on the batch's stream.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -19,12 +19,6 @@ __global__ void ImplicitGridKernel(Pass pass, ImplicitBatch b, uint32_t total) {
   const ImplicitItem& it = b.items[FindItem<Grid>(b, g)];
   const uint32_t i = g - Grid::Offset(it);
   if (i < Grid::Count(it)) pass(b, it, i);
-}
-
-template <class Pass>
-__global__ void ImplicitItemsKernel(Pass pass, ImplicitBatch b) {
-  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < b.count) pass(b, b.items[t]);
 }
 
 // Blocks of kReduceLanes threads, gridDim.y per item (blockIdx.x): block y takes the item's
@@ -112,10 +106,6 @@ struct CudaExec {
   template <class Pass>
   void Vertices(const Pass& pass) const {
     if (vertices) ImplicitGridKernel<VertexGrid><<<Blocks(vertices), kThreads, 0, stream>>>(pass, b, vertices);
-  }
-  template <class Pass>
-  void Items(const Pass& pass) const {
-    ImplicitItemsKernel<<<Blocks(b.count), kThreads, 0, stream>>>(pass, b);
   }
   template <class Reduction>
   void Reduce(const Reduction& r) const {
