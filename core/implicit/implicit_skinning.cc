@@ -12,6 +12,7 @@
 #include "core/deformer/skeletal.h"
 #include "core/implicit/device_layout.h"
 #include "core/implicit/field_eval.h"
+#include "core/util/union_find.h"
 
 namespace sinew {
 
@@ -447,35 +448,18 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     model->ring_offsets.push_back(uint32_t(model->ring.size()));
   }
   model->mean_edge = edge_count ? edge_sum / edge_count : 1.0;
-  // Connected components (union-find over the rings, which are symmetric), numbered in the
-  // order of their first node.
+  // Connected components (over the rings, which are symmetric), numbered in the order of their
+  // first node, and each one's nodes in ascending order (CSR).
   {
-    std::vector<uint32_t> parent(nn);
-    std::iota(parent.begin(), parent.end(), 0u);
-    auto find = [&](uint32_t x) {
-      while (parent[x] != x) x = parent[x] = parent[parent[x]];
-      return x;
-    };
+    UnionFind sets(nn);
     for (uint32_t i = 0; i < nn; ++i) {
-      for (uint32_t r = model->ring_offsets[i]; r < model->ring_offsets[i + 1]; ++r) {
-        const uint32_t a = find(i), b = find(model->ring[r]);
-        if (a != b) parent[std::max(a, b)] = std::min(a, b);
-      }
+      for (uint32_t r = model->ring_offsets[i]; r < model->ring_offsets[i + 1]; ++r) sets.Unite(i, model->ring[r]);
     }
-    std::vector<uint32_t> number(nn, UINT32_MAX);
-    std::vector<uint32_t> count;
-    model->component_of_node.resize(nn);
-    for (uint32_t i = 0; i < nn; ++i) {
-      uint32_t& c = number[find(i)];
-      if (c == UINT32_MAX) {
-        c = uint32_t(count.size());
-        count.push_back(0);
-      }
-      model->component_of_node[i] = c;
-      ++count[c];
-    }
-    model->component_offsets.assign(count.size() + 1, 0);
-    for (size_t c = 0; c < count.size(); ++c) model->component_offsets[c + 1] = model->component_offsets[c] + count[c];
+    model->component_of_node = sets.Labels();
+    const uint32_t count = nn ? *std::max_element(model->component_of_node.begin(), model->component_of_node.end()) + 1 : 0;
+    model->component_offsets.assign(count + 1, 0);
+    for (uint32_t c : model->component_of_node) ++model->component_offsets[c + 1];
+    std::partial_sum(model->component_offsets.begin(), model->component_offsets.end(), model->component_offsets.begin());
     std::vector<uint32_t> at(model->component_offsets.begin(), model->component_offsets.end() - 1);
     model->component_nodes.resize(nn);
     for (uint32_t i = 0; i < nn; ++i) model->component_nodes[at[model->component_of_node[i]]++] = i;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/geometry/winding_number.h"
+#include "core/util/union_find.h"
 
 #ifdef SINEW_HAVE_CGAL
 #include <CGAL/Exact_predicates_inexact_constructions_kernel.h>
@@ -78,22 +79,14 @@ std::vector<std::vector<uint32_t>> Components(std::span<const float> positions, 
       }
     }
   }
-  std::vector<uint32_t> parent(keys.size());
-  std::iota(parent.begin(), parent.end(), 0u);
-  auto find = [&](uint32_t a) {
-    while (parent[a] != a) a = parent[a] = parent[parent[a]];
-    return a;
-  };
+  UnionFind sets(keys.size());
   for (size_t t = 0; t < nt; ++t) {
-    for (int k = 1; k < 3; ++k) {
-      const uint32_t a = find(id[triangles[3 * t]]), b = find(id[triangles[3 * t + k]]);
-      if (a != b) parent[std::max(a, b)] = std::min(a, b);
-    }
+    for (int k = 1; k < 3; ++k) sets.Unite(id[triangles[3 * t]], id[triangles[3 * t + k]]);
   }
   std::unordered_map<uint32_t, size_t> index;
   std::vector<std::vector<uint32_t>> out;
   for (size_t t = 0; t < nt; ++t) {
-    auto [it, added] = index.try_emplace(find(id[triangles[3 * t]]), out.size());
+    auto [it, added] = index.try_emplace(sets.Find(id[triangles[3 * t]]), out.size());
     if (added) out.emplace_back();
     out[it->second].push_back(uint32_t(t));
   }

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "core/util/union_find.h"
 
 namespace sinew {
 namespace {
@@ -30,20 +30,6 @@ bool TriangleOverlapsCube(const V3& c, double r, const V3& p0, const V3& p1, con
   const V3 n = edges[0].cross(edges[1]);
   return std::abs(n.dot(a)) <= r * n.cwiseAbs().sum();
 }
-
-struct UnionFind {
-  std::vector<int32_t> parent;
-  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  int32_t Find(int32_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  }
-  void Unite(int32_t a, int32_t b) {
-    a = Find(a);
-    b = Find(b);
-    if (a != b) parent[std::max(a, b)] = std::min(a, b);
-  }
-};
 
 }  // namespace
 
@@ -226,17 +212,13 @@ absl::StatusOr<VoxelGrid> Voxelize(std::span<const float> positions, std::span<c
       }
     }
   }
-  UnionFind uf(g.vertices.size());
+  UnionFind sets(g.vertices.size());
   for (const auto& c : g.corners) {
-    for (int q = 1; q < 8; ++q) uf.Unite(c[0], c[q]);
+    for (int q = 1; q < 8; ++q) sets.Unite(uint32_t(c[0]), uint32_t(c[q]));
   }
-  g.component.resize(g.vertices.size());
-  std::vector<int32_t> label(g.vertices.size(), -1);
-  for (size_t i = 0; i < g.vertices.size(); ++i) {
-    int32_t& l = label[uf.Find(int32_t(i))];
-    if (l < 0) l = g.components++;
-    g.component[i] = l;
-  }
+  const std::vector<uint32_t> label = sets.Labels();
+  g.component.assign(label.begin(), label.end());
+  for (uint32_t l : label) g.components = std::max(g.components, int(l) + 1);
   return g;
 }
 
