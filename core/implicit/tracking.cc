@@ -459,9 +459,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&e_c_, &e_k_, &e_gate_, &controls_}) std::vector<float>().swap(*v);
     std::vector<float>().swap(e_cm_);
     std::vector<double>().swap(partial_);
-    for (auto* v : {&c_energy_, &c_full_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) std::vector<double>().swap(*v);
+    for (auto* v : {&c_energy_, &c_trial_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) std::vector<double>().swap(*v);
     for (auto* v : {&c_alpha_, &c_beta_, &c_dmax_, &c_step_, &c_trust_}) std::vector<float>().swap(*v);
-    for (auto* v : {&c_live_, &c_cg_, &c_mask_}) std::vector<uint8_t>().swap(*v);
+    for (auto* v : {&c_live_, &c_cg_, &c_fraction_}) std::vector<uint8_t>().swap(*v);
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -712,16 +712,16 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       }
     });
     // Each connected component of the mesh is its own minimisation (ImplicitModel::
-    // component_nodes): its CG scalars, step fraction, trust and end are its own. `live`: the
-    // components whose rounds go on; `cg`: those whose CG goes on.
+    // component_nodes): its CG scalars, step fraction, trust and end are its own (c_live_: the
+    // components whose rounds go on; c_cg_: those whose CG goes on).
     const uint32_t* comp = m_->component_of_node.data();
     const size_t nc = m_->component_offsets.size() - 1;
-    for (auto* v : {&c_energy_, &c_full_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) v->assign(nc, 0.0);
+    for (auto* v : {&c_energy_, &c_trial_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) v->assign(nc, 0.0);
     for (auto* v : {&c_alpha_, &c_beta_, &c_dmax_, &c_step_}) v->assign(nc, 0.f);
     c_trust_.assign(nc, 1.f);  // the step caps' scale (NextTrust)
     c_live_.assign(nc, 1);
     c_cg_.assign(nc, 0);
-    c_mask_.assign(nc, 0);
+    c_fraction_.assign(nc, 0);
     Energy(pool, c_live_, c_energy_);
     ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
     const float tol = float(1e-3 * m_->mean_edge);
@@ -818,21 +818,21 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       for (size_t i = 0; i < nn; ++i) {
         if (free_[i] && c_live_[comp[i]]) pos_[i] = x_old_[i] + cg_x_[i];
       }
-      Energy(pool, c_live_, c_full_);
+      Energy(pool, c_live_, c_trial_);
       for (size_t c = 0; c < nc; ++c) {
-        c_mask_[c] = 0;
+        c_fraction_[c] = 0;
         if (!c_live_[c]) continue;
-        c_step_[c] = RelaxStepFraction(c_energy_[c], c_slope_[c], c_full_[c]);
-        c_mask_[c] = c_step_[c] < 1;
-        if (!c_mask_[c]) c_energy_[c] = c_full_[c];
+        c_step_[c] = RelaxStepFraction(c_energy_[c], c_slope_[c], c_trial_[c]);
+        c_fraction_[c] = c_step_[c] < 1;
+        if (!c_fraction_[c]) c_energy_[c] = c_trial_[c];
       }
-      if (any(c_mask_)) {
+      if (any(c_fraction_)) {
         for (size_t i = 0; i < nn; ++i) {
-          if (free_[i] && c_mask_[comp[i]]) pos_[i] = x_old_[i] + c_step_[comp[i]] * cg_x_[i];
+          if (free_[i] && c_fraction_[comp[i]]) pos_[i] = x_old_[i] + c_step_[comp[i]] * cg_x_[i];
         }
-        Energy(pool, c_mask_, c_full_);
+        Energy(pool, c_fraction_, c_trial_);
         for (size_t c = 0; c < nc; ++c) {
-          if (c_mask_[c]) c_energy_[c] = c_full_[c];
+          if (c_fraction_[c]) c_energy_[c] = c_trial_[c];
         }
       }
       for (size_t c = 0; c < nc; ++c) {
@@ -1028,12 +1028,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<float> e_c_, e_k_;
   std::vector<double> partial_;
   // Relax's scalars per connected component (ImplicitModel::component_nodes): E at the
-  // positions and at the full step, the slope, the CG's r·z, its stop and a sum being formed;
-  // α, β, the largest capped step, the step fraction and the caps' trust; whether the rounds,
-  // the CG, and a fraction step go on.
-  std::vector<double> c_energy_, c_full_, c_slope_, c_rz_, c_stop_, c_sum_;
+  // positions and at a trial (the round's full step, then its fraction), the slope, the CG's
+  // r·z, its stop and a sum being formed; α, β, the largest capped step, the step fraction and
+  // the caps' trust; whether the rounds go on, the CG goes on, and the round takes a fraction.
+  std::vector<double> c_energy_, c_trial_, c_slope_, c_rz_, c_stop_, c_sum_;
   std::vector<float> c_alpha_, c_beta_, c_dmax_, c_step_, c_trust_;
-  std::vector<uint8_t> c_live_, c_cg_, c_mask_;
+  std::vector<uint8_t> c_live_, c_cg_, c_fraction_;
   bool device_reset_ = true;
 };
 

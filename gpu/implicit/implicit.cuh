@@ -108,8 +108,8 @@ struct ImplicitScalars {
   uint32_t cg_limit;     // CG iterations of this round (cut short at convergence)
   float trust;           // the step caps' scale (implicit_device::NextTrust), 1 at a sub-step's start
   float step;            // the fraction of the round's step it takes (RelaxStepFraction)
-  uint32_t search;       // the round's step: 0 at its full step, 1 its fraction's energy pending,
-                         // 2 taken (EnergySum)
+  uint32_t fraction_pending;  // 1: the round takes a fraction of its step, whose energy is still
+                              // to come (EnergySum)
 };
 
 struct ImplicitStateView {

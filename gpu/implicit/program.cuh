@@ -303,10 +303,10 @@ struct RelaxSetup {
 };
 
 // Each node's energy at the positions and its terms (Energy): the sub-step's start (round =
-// kStart), round r's full step, or the fraction of it the round takes (search 1).
+// kStart), round r's full step, or the fraction of it the round takes (fraction_pending).
 inline constexpr uint32_t kStart = ~0u;
 SINEW_HD bool FractionLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint32_t c) {
-  return RoundLive(it, step, round, c) && it.state.scalars[c].search == 1;
+  return RoundLive(it, step, round, c) && it.state.scalars[c].fraction_pending != 0;
 }
 SINEW_HD bool EnergyLive(const ImplicitItem& it, uint32_t step, uint32_t round, bool fraction, uint32_t c) {
   return round == kStart ? StepLive(it, step)
@@ -373,7 +373,7 @@ struct EnergyTerms {
   }
 };
 // E: the start's value; at round r's full step, the fraction a of it the round takes
-// (implicit_device::RelaxStepFraction; below 1 the fraction's energy follows, search 1); at
+// (implicit_device::RelaxStepFraction; below 1 the fraction's energy follows, fraction_pending); at
 // that fraction, E. A round ends by updating the caps' trust (NextTrust) and, when no node moved
 // by relax_tolerance, the rounds.
 struct EnergySum {
@@ -391,12 +391,12 @@ struct EnergySum {
     if (!fraction) {
       sc.step = imp::RelaxStepFraction(sc.energy, sc.slope, e);
       if (sc.step < 1) {
-        sc.search = 1;
+        sc.fraction_pending = 1;
         return;
       }
     }
     sc.energy = e;
-    sc.search = 2;
+    sc.fraction_pending = 0;
     sc.trust = imp::NextTrust(sc.trust, sc.step);
     if (sc.step * sc.dmax < it.model.relax_tolerance) sc.rounds = round + 1;
   }
@@ -534,7 +534,6 @@ struct RelaxSlope {  // ∇E · δ; not a descent direction: the rounds end here
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, uint32_t c, double slope) const {
     ImplicitScalars& sc = it.state.scalars[c];
     sc.slope = slope;
-    sc.search = 0;
     if (!(slope < 0)) sc.rounds = round;
   }
 };
