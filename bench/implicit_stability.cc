@@ -5,7 +5,11 @@
 // the largest distance of a vertex from the unperturbed result, over the bounding-box diagonal.
 // A method whose output is a continuous function of its input moves by about 1e-6 of the
 // diagonal; a flipped decision (a contact stop, a relaxation that never converges) shows as
-// 1e-3 and more. Also the time a frame takes (1 thread).
+// 1e-3 and more. Also the time a frame takes (1 thread), and per frame how many vertices the
+// input itself drives into the skin: dual quaternion skinning's vertices inside the skin that
+// were not at rest (MeshQuality::new_inside_vertices) and the deepest, beside the method's. A
+// frame whose DQS pushes a piece deeper into another than the piece is thick asks the method to
+// resolve a contact no skin can make (BCN_Epileptic's ponytail through its back at 1.47 s).
 //
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
 //                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic]
@@ -31,6 +35,7 @@
 #include "clients/import/asset_import.h"
 #include "core/clip/clip.h"
 #include "core/deformer/deformer.h"
+#include "core/geometry/mesh_quality.h"
 #include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
@@ -92,11 +97,17 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
   const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
   std::vector<std::unique_ptr<Deformer>> runs;
   for (int k = 0; k < 5; ++k) runs.push_back(std::move(*CreateImplicitDeformer(s.rig, model, Config(method))));
-  std::vector<float> base(rig.positions.size()), other(rig.positions.size());
+  std::vector<float> base(rig.positions.size()), other(rig.positions.size()), dqs(rig.positions.size());
+  DeformerConfig dqs_config;
+  dqs_config.method = "dqs";
+  auto dqs_run = CreateDeformer(s.rig, dqs_config);
+  if (!dqs_run.ok()) std::abort();
+  const MeshQualityMeasure quality(rig.positions, rig.triangles);
   double worst = 0, seconds = 0;
   size_t moved_total = 0;
   std::printf("%s, %s (%zu vertices): frame, largest move / diag under 1e-6 rad turns, vertices beyond 1e-4 diag "
-              "(the worst vertex's heaviest joint; moved vertices per heaviest joint)\n",
+              "(the worst vertex's heaviest joint; moved vertices per heaviest joint); vertices newly inside the skin "
+              "with DQS and with the method (the deepest / diag)\n",
               s.name.c_str(), method.c_str(), rig.vertex_count());
   const size_t frames = std::min(first, s.poses.size());
   for (size_t f = 0; f < frames; ++f) {
@@ -130,7 +141,10 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     worst = std::max(worst, frame_max);
     std::printf("  %-12s %.2e  %zu  (worst at %s)", s.labels[f].c_str(), frame_max, beyond, worst_joint.c_str());
     for (const auto& [n, c] : joints_beyond) std::printf(" %s:%zu", n.c_str(), c);
-    std::printf("\n");
+    if (!(*dqs_run)->Deform({&s.poses[f], {}}, dqs, nullptr).ok()) std::abort();
+    const MeshQuality qd = quality.Measure(dqs, nullptr), qm = quality.Measure(base, nullptr);
+    std::printf("; inside: DQS %u (%.1e), method %u (%.1e)\n", qd.new_inside_vertices, qd.new_max_depth / diag,
+                qm.new_inside_vertices, qm.new_max_depth / diag);
   }
   std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread)\n\n", worst,
               moved_total, 1e3 * seconds / std::max<size_t>(frames, 1));
