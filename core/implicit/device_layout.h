@@ -74,15 +74,30 @@ inline constexpr float RestExcess(const int32_t* pair_leaf, const float* pair_ex
 // y: z solves (d I + k (g gᵀ + C)) z = y, C symmetric as xx, xy, xz, yy, yz, zz (the own-side
 // terms' Σ γ ∇h ∇hᵀ). Symmetric positive definite (d > 0): cofactors. The CPU and the device call
 // this one function, so that their CG scalars agree.
-inline constexpr void SolveRelaxBlock(float d, float k, const float* g, const float* c, const float* y, float* z) {
+// In two halves, so that a caller applying it many times with one matrix (the CPU's CG) can keep
+// the first: the block's cofactors c00, c01, c02, c11, c12, c22 and the inverse determinant
+// (7 floats), then their product with y. The same arithmetic either way.
+inline constexpr int kRelaxBlockFloats = 7;
+inline constexpr void RelaxBlockInverse(float d, float k, const float* g, const float* c, float* out) {
   const float a00 = d + k * (g[0] * g[0] + c[0]), a01 = k * (g[0] * g[1] + c[1]), a02 = k * (g[0] * g[2] + c[2]);
   const float a11 = d + k * (g[1] * g[1] + c[3]), a12 = k * (g[1] * g[2] + c[4]), a22 = d + k * (g[2] * g[2] + c[5]);
-  const float c00 = a11 * a22 - a12 * a12, c01 = a02 * a12 - a01 * a22, c02 = a01 * a12 - a02 * a11;
-  const float c11 = a00 * a22 - a02 * a02, c12 = a01 * a02 - a00 * a12, c22 = a00 * a11 - a01 * a01;
-  const float inv = 1.f / (a00 * c00 + a01 * c01 + a02 * c02);
-  z[0] = (c00 * y[0] + c01 * y[1] + c02 * y[2]) * inv;
-  z[1] = (c01 * y[0] + c11 * y[1] + c12 * y[2]) * inv;
-  z[2] = (c02 * y[0] + c12 * y[1] + c22 * y[2]) * inv;
+  out[0] = a11 * a22 - a12 * a12;
+  out[1] = a02 * a12 - a01 * a22;
+  out[2] = a01 * a12 - a02 * a11;
+  out[3] = a00 * a22 - a02 * a02;
+  out[4] = a01 * a02 - a00 * a12;
+  out[5] = a00 * a11 - a01 * a01;
+  out[6] = 1.f / (a00 * out[0] + a01 * out[1] + a02 * out[2]);
+}
+inline constexpr void ApplyRelaxBlock(const float* b, const float* y, float* z) {
+  z[0] = (b[0] * y[0] + b[1] * y[1] + b[2] * y[2]) * b[6];
+  z[1] = (b[1] * y[0] + b[3] * y[1] + b[4] * y[2]) * b[6];
+  z[2] = (b[2] * y[0] + b[4] * y[1] + b[5] * y[2]) * b[6];
+}
+inline constexpr void SolveRelaxBlock(float d, float k, const float* g, const float* c, const float* y, float* z) {
+  float b[kRelaxBlockFloats] = {};
+  RelaxBlockInverse(d, k, g, c, b);
+  ApplyRelaxBlock(b, y, z);
 }
 // The relaxation's step along a round's capped Gauss-Newton step δ: the minimum of the parabola
 // through E at the start (e0), its slope ∇E·δ there (< 0) and E at the full step (e1), within
