@@ -45,9 +45,10 @@ class Evaluator {
  public:
   Evaluator(const ImplicitModel& m, const LeafFrame* leaves) : m_(m), leaves_(leaves) {}
 
+  // `cand`: `count` leaves in ascending order (as Candidates gives them).
   FieldValue Eval(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
     if (m_.tree.root < 0 || count == 0) return {};
-    return Node(m_.tree.root, x, cand, count, nullptr);
+    return Node(m_.tree.root, x, cand, cand + count, nullptr);
   }
 
   // The same with the controllers' values held: `controls` has kMaxCandidates − 1 slots, one per
@@ -58,7 +59,7 @@ class Evaluator {
   FieldValue EvalHeld(const Eigen::Vector3f& x, const uint16_t* cand, int count, float* controls, bool record) const {
     if (m_.tree.root < 0 || count == 0) return {};
     Held held{controls, record, 0};
-    return Node(m_.tree.root, x, cand, count, &held);
+    return Node(m_.tree.root, x, cand, cand + count, &held);
   }
 
  private:
@@ -68,23 +69,29 @@ class Evaluator {
     int next_slot;
   };
 
-  static bool Holds(const CompositionTree::Node& n, const uint16_t* cand, int count) {
-    bool active = false;
-    for (int k = 0; k < count; ++k) active |= (cand[k] >= n.lo && cand[k] < n.hi);
-    return active;
-  }
-
-  FieldValue Node(int32_t index, const Eigen::Vector3f& x, const uint16_t* cand, int count, Held* held) const {
+  // The subtree at `index` over the candidates [begin, end), those among its leaves (ascending,
+  // so a subtree's candidates are a contiguous run and its children split it at the right
+  // child's first leaf). A subtree with no candidate is 0; with one, that leaf's value: every
+  // operator on the way down sees a 0 child, passes the other on (g(0, f) = f) and holds no
+  // controller, so a long chain of the skeleton is not walked for it. (Where that value is 0,
+  // each operator passes on its right child: the leaf's gradient comes back only from the
+  // subtree's last leaf, as the walk would give it.)
+  FieldValue Node(int32_t index, const Eigen::Vector3f& x, const uint16_t* begin, const uint16_t* end,
+                  Held* held) const {
+    if (begin == end) return {};
     const CompositionTree::Node& n = m_.tree.nodes[index];
-    if (!Holds(n, cand, count)) return {};
-    if (n.left < 0) return LeafFieldValue(m_, leaves_[n.leaf], n.leaf, x);
-    float* slot = nullptr;  // this operator's held controller, if it has one
-    if (held && Holds(m_.tree.nodes[n.left], cand, count) && Holds(m_.tree.nodes[n.right], cand, count)) {
-      slot = held->controls + held->next_slot++;
+    if (end - begin == 1) {
+      const FieldValue v = LeafFieldValue(m_, leaves_[*begin], *begin, x);
+      return v.f != 0 || *begin + 1 == n.hi ? v : FieldValue{};
     }
+    if (n.left < 0) return LeafFieldValue(m_, leaves_[n.leaf], n.leaf, x);  // (candidates are distinct)
+    const uint16_t* split = begin;
+    while (split != end && *split < m_.tree.nodes[n.left].hi) ++split;
+    float* slot = nullptr;  // this operator's held controller, if it has one
+    if (held && split != begin && split != end) slot = held->controls + held->next_slot++;
     const bool record = held && held->record;
-    const FieldValue a = Node(n.left, x, cand, count, held);
-    const FieldValue b = Node(n.right, x, cand, count, held);
+    const FieldValue a = Node(n.left, x, begin, split, held);
+    const FieldValue b = Node(n.right, x, split, end, held);
     if (a.f == 0 || b.f == 0) {
       if (slot && record) *slot = std::numeric_limits<float>::quiet_NaN();
       return a.f == 0 ? b : a;  // exact: g(0, f) = f

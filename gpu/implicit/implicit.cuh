@@ -351,9 +351,11 @@ SINEW_HD FieldValue Compose(const ImplicitModelView& m, uint32_t op, const Field
 }
 
 // The composed field at x, evaluating only the subtrees that hold one of the candidate fields
-// (the CPU's recursion, left before right, with an explicit stack). With `controls` (kMaxCandidates
-// − 1 slots), the inner nodes whose two children both hold a candidate take slots in the CPU's
-// order (pre-order) and hold their controllers as Compose describes.
+// (the CPU's recursion, left before right, with an explicit stack). A subtree that holds one
+// candidate is that leaf's value, 0 where it is 0 unless the leaf is the subtree's last (as
+// Evaluator::Node in core/implicit/field_eval.h), without walking its chain. With `controls`
+// (kMaxCandidates − 1 slots), the inner nodes whose two children both hold a candidate take
+// slots in the CPU's order (pre-order) and hold their controllers as Compose describes.
 SINEW_HD FieldValue EvalField(const ImplicitModelView& m, const float* leaves, V3 x, const uint16_t* cand, int count,
                               float* controls = nullptr, bool record = false) {
   FieldValue zero{0, {0, 0, 0}};
@@ -375,9 +377,21 @@ SINEW_HD FieldValue EvalField(const ImplicitModelView& m, const float* leaves, V
   while (sp > 0) {
     const TreeNodeDev& t = m.tree[nodes[sp - 1]];
     if (stage[sp - 1] == 0) {
-      if (!holds(nodes[sp - 1])) {
+      int held = 0, first = -1;
+      for (int k = 0; k < count; ++k) {
+        if (cand[k] >= t.lo && cand[k] < t.hi) {
+          if (held++ == 0) first = cand[k];
+        }
+      }
+      if (held == 0) {
         --sp;
         values[vp++] = zero;
+        continue;
+      }
+      if (held == 1) {
+        --sp;
+        const FieldValue v = LeafValue(m, leaves, uint32_t(first), x);
+        values[vp++] = v.f != 0 || first + 1 == int(t.hi) ? v : zero;
         continue;
       }
       if (t.left < 0) {
