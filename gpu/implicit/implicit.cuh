@@ -137,6 +137,8 @@ struct ImplicitStateView {
   float* e_z;
   float* x_old;
   float* e_cm;
+  float* e_pre;     // kRelaxBlockFloats per node: the inverse of its 3x3 block of the relaxation's
+                    // matrix at the positions EnergyTerms last saw (RelaxBlockInverse)
   float* e_c;
   float* e_k;
   float* e_gate;    // kMaxCandidates per node: each candidate's own-side contact gate γ (0: no term), held
@@ -601,17 +603,15 @@ SINEW_HD void BlendRotation(const ImplicitModelView& m, const float* dq, uint32_
 }
 
 // Elastic: the Gauss-Newton matrix of the relaxation energy times x at node i (Hessian in
-// tracking.cc): Σ_j w_ij (x_i − x_j) (fixed nodes' x = 0) + k g gᵀ x_i + k γ ∇h ∇hᵀ x_i.
+// tracking.cc): Σ_j w_ij (x_i − x_j) + k g gᵀ x_i + k γ ∇h ∇hᵀ x_i. x is the CG's direction, 0
+// at fixed nodes, so a fixed neighbour contributes w_ij x_i without a test.
 SINEW_HD V3 RelaxHessian(const ImplicitItem& it, const float* x, uint32_t i) {
   const ImplicitModelView& m = it.model;
   const ImplicitStateView& s = it.state;
   if (!s.free_nodes[i]) return {0, 0, 0};
   const V3 xi = Load3(x, i);
   V3 acc{0, 0, 0};
-  for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
-    const uint32_t j = m.ring[r];
-    acc = acc + m.cot[r] * (s.free_nodes[j] ? xi - Load3(x, j) : xi);
-  }
+  for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) acc = acc + m.cot[r] * (xi - Load3(x, m.ring[r]));
   const V3 g = Load3(s.e_g, i);
   const float* c = s.e_cm + 6 * size_t(i);
   const V3 cx{c[0] * xi.x + c[1] * xi.y + c[2] * xi.z, c[1] * xi.x + c[3] * xi.y + c[4] * xi.z,
@@ -622,16 +622,12 @@ SINEW_HD V3 RelaxHessian(const ImplicitItem& it, const float* x, uint32_t i) {
 }
 
 // Elastic: the inverse of the relaxation matrix's 3x3 block at node i, d I + k (g gᵀ + Σ_o γ_o
-// ∇h_o ∇h_oᵀ), applied to y (Precondition in tracking.cc: implicit_device::SolveRelaxBlock).
+// ∇h_o ∇h_oᵀ), applied to y (Precondition in tracking.cc): the inverse EnergyTerms left
+// (implicit_device::RelaxBlockInverse), applied (ApplyRelaxBlock).
 SINEW_HD V3 RelaxPrecondition(const ImplicitItem& it, uint32_t i, V3 y) {
-  const ImplicitModelView& m = it.model;
-  const ImplicitStateView& s = it.state;
-  float d = 0;
-  for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) d += m.cot[r];
-  const V3 g = Load3(s.e_g, i);
-  const float gv[3] = {g.x, g.y, g.z}, yv[3] = {y.x, y.y, y.z};
+  const float yv[3] = {y.x, y.y, y.z};
   float z[3];
-  imp::SolveRelaxBlock(d, s.e_k[i], gv, s.e_cm + 6 * size_t(i), yv, z);
+  imp::ApplyRelaxBlock(it.state.e_pre + imp::kRelaxBlockFloats * size_t(i), yv, z);
   return {z[0], z[1], z[2]};
 }
 

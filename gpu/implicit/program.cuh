@@ -321,9 +321,11 @@ struct EnergyTerms {
     const ImplicitStateView& s = it.state;
     const V3 x = Load3(s.pos, i);
     double e = 0;
+    float ring_weight = 0;  // the cotangent row sum, in the CPU's order
     for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
       const V3 d = ArapEdge(it, i, r);
       e += 0.25 * double(m.cot[r]) * double(Dot(d, d));
+      ring_weight += m.cot[r];
     }
     if (s.free_nodes[i]) {
       const float* leaves = Leaves(it, StepParams(b, it, step));
@@ -368,6 +370,9 @@ struct EnergyTerms {
       Store3(s.e_gh, i, gh);
       s.e_c[i] = c;
       e += 0.5 * double(s.e_k[i]) * (double(c) * c + hh);
+      // The preconditioner's block for the next round's CG iterations (RelaxPrecondition).
+      const float gv[3] = {v.g.x, v.g.y, v.g.z};
+      imp::RelaxBlockInverse(ring_weight, s.e_k[i], gv, cm, s.e_pre + imp::kRelaxBlockFloats * size_t(i));
     }
     s.e_node[i] = e;
   }

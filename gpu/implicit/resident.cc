@@ -185,6 +185,7 @@ uint64_t LayOut(char* base, uint32_t nodes, uint32_t components, bool elastic, I
     v->e_z = static_cast<float*>(take(12 * n));
     v->x_old = static_cast<float*>(take(12 * n));
     v->e_cm = static_cast<float*>(take(24 * n));
+    v->e_pre = static_cast<float*>(take(4 * imp::kRelaxBlockFloats * n));
     v->e_c = static_cast<float*>(take(4 * n));
     v->e_k = static_cast<float*>(take(4 * n));
     v->e_gate = static_cast<float*>(take(4 * imp::kMaxCandidates * n));
