@@ -72,11 +72,10 @@ inline constexpr float RestExcess(const int32_t* pair_leaf, const float* pair_ex
 }
 // The relaxation's preconditioner (the inverse of its matrix's 3x3 block at a node) applied to
 // y: z solves (d I + k (g gᵀ + C)) z = y, C symmetric as xx, xy, xz, yy, yz, zz (the own-side
-// terms' Σ γ ∇h ∇hᵀ). Symmetric positive definite (d > 0): cofactors. The CPU and the device call
-// this one function, so that their CG scalars agree.
-// In two halves, so that a caller applying it many times with one matrix (the CPU's CG) can keep
-// the first: the block's cofactors c00, c01, c02, c11, c12, c22 and the inverse determinant
-// (7 floats), then their product with y. The same arithmetic either way.
+// terms' Σ γ ∇h ∇hᵀ). Symmetric positive definite (d > 0): cofactors. In two halves, so that the CG
+// applies one inverse in all its iterations: the block's cofactors c00, c01, c02, c11, c12, c22
+// and its inverse determinant (7 floats), made once per energy evaluation; then their product
+// with y. The CPU and the device call these functions, so that their CG scalars agree.
 inline constexpr int kRelaxBlockFloats = 7;
 inline constexpr void RelaxBlockInverse(float d, float k, const float* g, const float* c, float* out) {
   const float a00 = d + k * (g[0] * g[0] + c[0]), a01 = k * (g[0] * g[1] + c[1]), a02 = k * (g[0] * g[2] + c[2]);
@@ -93,11 +92,6 @@ inline constexpr void ApplyRelaxBlock(const float* b, const float* y, float* z) 
   z[0] = (b[0] * y[0] + b[1] * y[1] + b[2] * y[2]) * b[6];
   z[1] = (b[1] * y[0] + b[3] * y[1] + b[4] * y[2]) * b[6];
   z[2] = (b[2] * y[0] + b[4] * y[1] + b[5] * y[2]) * b[6];
-}
-inline constexpr void SolveRelaxBlock(float d, float k, const float* g, const float* c, const float* y, float* z) {
-  float b[kRelaxBlockFloats] = {};
-  RelaxBlockInverse(d, k, g, c, b);
-  ApplyRelaxBlock(b, y, z);
 }
 // The relaxation's step along a round's capped Gauss-Newton step δ: the minimum of the parabola
 // through E at the start (e0), its slope ∇E·δ there (< 0) and E at the full step (e1), within

@@ -194,7 +194,7 @@ size_t ImplicitModel::Bytes() const {
   for (const FieldGrid& g : grids) b += g.Bytes();
   b += tree.nodes.size() * sizeof(CompositionTree::Node);
   b += 4 * (node_of_vertex.size() + vertex_of_node.size() + rest.size() + iso.size() + bone.size() + step_cap.size() +
-            ring_offsets.size() + ring.size() + mvc.size() + cot.size() + component_offsets.size() +
+            ring_offsets.size() + ring.size() + mvc.size() + cot.size() + cot_sum.size() + component_offsets.size() +
             component_nodes.size() + component_of_node.size());
   b += in_field.size() + ring_closed.size();
   b += 4 * (heat.offsets.size() + heat.weights.size()) + 2 * heat.joints.size();
@@ -526,9 +526,11 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
         cot[key(c[(k + 1) % 3], c[(k + 2) % 3])] += 0.5 * (s > 1e-300 ? a.dot(b) / s : 0.0);
       }
     }
+    model->cot_sum.assign(nn, 0.f);
     for (size_t i = 0; i < nn; ++i) {
       for (uint32_t r = model->ring_offsets[i]; r < model->ring_offsets[i + 1]; ++r) {
         model->cot[r] = float(std::max(cot[key(uint32_t(i), model->ring[r])], 0.05));
+        model->cot_sum[i] += model->cot[r];
       }
     }
   }

@@ -85,6 +85,7 @@ class ImplicitModel : public Prepared {
   std::vector<uint8_t> ring_closed;
   std::vector<float> mvc;
   std::vector<float> cot;  // EIS: cotangent weights per ring entry (clamped positive)
+  std::vector<float> cot_sum;  // EIS: per node, its ring's cotangent weights added in ring order
   // EIS: harmonic "bone heat" weights per node for the target rotations (rotation_weights.h),
   // computed and used when ImplicitConfig::rotation_weights is kHarmonic (else empty).
   NodeWeights heat;

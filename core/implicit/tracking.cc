@@ -456,7 +456,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_}) {
       std::vector<Eigen::Vector3f>().swap(*v);
     }
-    for (auto* v : {&e_c_, &e_k_, &e_d_, &e_gate_, &controls_, &e_pre_}) std::vector<float>().swap(*v);
+    for (auto* v : {&e_c_, &e_k_, &e_gate_, &controls_, &e_pre_}) std::vector<float>().swap(*v);
     std::vector<float>().swap(e_cm_);
     std::vector<double>().swap(partial_);
     for (auto* v : {&c_energy_, &c_trial_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) std::vector<double>().swap(*v);
@@ -517,7 +517,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
            (cg_x_.size() + e_g_.size()) * 4 * sizeof(Eigen::Vector3f) + x_old_.size() * sizeof(Eigen::Vector3f) +
            e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
-           (e_gate_.size() + e_cm_.size() + e_d_.size() + e_pre_.size()) * sizeof(float) +
+           (e_gate_.size() + e_cm_.size() + e_pre_.size()) * sizeof(float) +
            partial_.capacity() * sizeof(double) +
            (c_energy_.size() * 6 * sizeof(double) + c_alpha_.size() * 5 * sizeof(float) + c_live_.size() * 3) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
@@ -666,7 +666,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   void Relax(ThreadPool* pool) {
     const size_t nn = m_->node_count();
     for (auto* v : {&e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) v->resize(nn);
-    for (auto* v : {&e_c_, &e_k_, &e_d_}) v->resize(nn);
+    for (auto* v : {&e_c_, &e_k_}) v->resize(nn);
     e_cm_.resize(6 * nn);
     e_pre_.resize(kRelaxBlockFloats * nn);
     e_gate_.resize(nn * kMaxCandidates);
@@ -686,10 +686,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         // contact crossing in one jump, 0.048 R free).
         EvalHeld(i, pos_[i], true);
         free_[i] = 1;
-        float d = 0;
-        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) d += m_->cot[r];
-        e_d_[i] = d;
-        e_k_[i] = kSurfaceStiffness * d / typical2;
+        e_k_[i] = kSurfaceStiffness * m_->cot_sum[i] / typical2;
         // The own-side terms' pieces. With one term, against the largest other field only (until
         // 2026-11-28), a node of the Arm's forearm ended 0.62 deep in the upper arm's field at
         // 150°, its term held against the wrist-side forearm bone (larger there, not opposed):
@@ -922,7 +919,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
             }
           }
           e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + hh);
-          RelaxBlockInverse(e_d_[i], e_k_[i], e_g_[i].data(), cm, &e_pre_[kRelaxBlockFloats * i]);
+          RelaxBlockInverse(m_->cot_sum[i], e_k_[i], e_g_[i].data(), cm, &e_pre_[kRelaxBlockFloats * i]);
         }
         out[i] = e;
       }
@@ -949,8 +946,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   // The inverse of H's 3x3 diagonal block at node i, d I + k (g gᵀ + Σ_o γ_o ∇h_o ∇h_oᵀ), applied
-  // to y: the block's inverse as Energy left it (e_pre_; implicit_device::SolveRelaxBlock in two
-  // halves, as the device computes it in one).
+  // to y: the block's inverse as Energy left it (e_pre_, implicit_device::RelaxBlockInverse).
   Eigen::Vector3f Precondition(size_t i, const Eigen::Vector3f& y) const {
     Eigen::Vector3f z;
     ApplyRelaxBlock(&e_pre_[kRelaxBlockFloats * i], y.data(), z.data());
@@ -1029,10 +1025,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // preconditioned residual, the positions before a round's step; field residual, stiffness k.
   std::vector<Eigen::Vector3f> e_g_, e_gh_, e_grad_, e_z_, x_old_;
   std::vector<float> e_c_, e_k_;
-  // Per free node: its cotangent row sum d, and the inverse of its 3x3 block of the
-  // Gauss-Newton matrix at the positions Energy last saw (RelaxBlockInverse), which every CG
-  // iteration of the next round applies.
-  std::vector<float> e_d_, e_pre_;
+  // Per free node: the inverse of its 3x3 block of the Gauss-Newton matrix at the positions
+  // Energy last saw (RelaxBlockInverse), which every CG iteration of the next round applies.
+  std::vector<float> e_pre_;
   std::vector<double> partial_;
   // Relax's scalars per connected component (ImplicitModel::component_nodes): E at the
   // positions and at a trial (the round's full step, then its fraction), the slope, the CG's

@@ -321,7 +321,7 @@ struct EnergyTerms {
     const ImplicitStateView& s = it.state;
     const V3 x = Load3(s.pos, i);
     double e = 0;
-    float ring_weight = 0;  // the cotangent row sum, in the CPU's order
+    float ring_weight = 0;  // the cotangent row sum (ImplicitModel::cot_sum), in its order
     for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
       const V3 d = ArapEdge(it, i, r);
       e += 0.25 * double(m.cot[r]) * double(Dot(d, d));
