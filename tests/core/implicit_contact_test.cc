@@ -128,10 +128,15 @@ struct Bench {
 // Per cylinder, angle and blend width: crossing, contact crossing and inside vertices of DQS, IS
 // and EIS (driven in 10° steps and in one jump), printed as the issue's table and held to its
 // bounds:
-// - IS crosses by ≤ 0.05 R at 90° and 120°;
+// - IS crosses by ≤ 0.05 R at 90° and 120° where the weights blend with σ ≥ 0.6 R (the next
+//   test: the blend it needs);
 // - EIS crosses by ≤ 0.05 R at 90°, 120° and 150°, in steps and in one jump, with no vertex
 //   inside the skin at 90° and no more than IS at 120°;
 // - DQS beside them crosses and folds at 150° on the narrow blend (the checks can fail).
+// The blends run from σ = 0.24 R (blend 0.04 of the length; the implicit method there starts
+// from DQS's fold, 0.46 R of contact crossing at 120°) to 1.44 R; the elastic method holds on
+// each, the thesis' "insensitive to the skinning weights" (2026-11-28, σ 0.24 / 0.36 / 0.48 R:
+// ≤ 0.008 R at 90°–150° in steps and in one jump, no vertex inside).
 // "Crosses" is the crossing of the bisector plane on the cylinders of one radius, and the contact
 // crossing (contact_measure.h) on every cylinder, the two tapered ones included: a child piece
 // narrowing from R to 0.4 R at its end meets the parent off the bisector plane: there the
@@ -149,6 +154,7 @@ TEST(ImplicitContact, ElasticHoldsContactToDeepBendsOnCylinders) {
   const Cylinder cylinders[] = {
       {.radius = 0.25f, .length = 3, .blend = 0.12f},
       {.radius = 0.25f, .length = 3, .blend = 0.24f},
+      {.radius = 0.25f, .length = 3, .blend = 0.04f},  // a third as wide: σ 0.24 R
       {.radius = 0.4f, .length = 4, .blend = 0.12f, .rings = 100, .segments = 40},
       {.radius = 0.25f, .length = 3, .blend = 0.12f, .end_radius = 0.1f},
       {.radius = 0.25f, .length = 3, .blend = 0.24f, .end_radius = 0.1f},
@@ -156,6 +162,7 @@ TEST(ImplicitContact, ElasticHoldsContactToDeepBendsOnCylinders) {
   for (const Cylinder& cyl : cylinders) {
     Bench b(cyl);
     const double n = double(b.rig->vertex_count());
+    const double sigma_over_r = cyl.blend * cyl.length / 2 / cyl.radius;  // limb.h's σ over R
     uint32_t is_inside_120 = 0;
     for (double deg : {90.0, 120.0, 150.0}) {
       const Skin dqs = b.Measure(b.Bend("dqs", deg), deg);
@@ -172,7 +179,9 @@ TEST(ImplicitContact, ElasticHoldsContactToDeepBendsOnCylinders) {
                     where.c_str(), name, s.crossing, s.contact, s.inside, 100.0 * s.inside / n, s.depth);
       }
       const bool uniform = cyl.end_radius == 0;
-      if (deg <= 120) {
+      // The implicit method's bound needs a blend of σ ≥ 0.6 R (ImplicitHoldsContactTo120WhereTheWeightsBlendOverTwoRadii
+      // below); the elastic method's holds on every blend.
+      if (deg <= 120 && sigma_over_r >= 0.599) {
         if (uniform) {
           EXPECT_LE(is.crossing, 0.05) << where;
         }
@@ -200,6 +209,55 @@ TEST(ImplicitContact, ElasticHoldsContactToDeepBendsOnCylinders) {
         EXPECT_GT(dqs.crossing, 0.3) << where << ": the measure must see DQS's fold";
         EXPECT_GT(dqs.contact, 0.3) << where << ": the contact measure too";
         EXPECT_GT(dqs.inside, 50u) << where;
+      }
+    }
+  }
+}
+
+// The blend width the implicit method needs (issue 15: "state the blend width it needs"). Its
+// start is DQS, whose crease deepens as the weights blend over less of the limb, and it projects
+// each vertex from there onto its iso-surface, stopping where the gradient turns (a contact): the
+// narrower the blend, the deeper the fold it starts from and the more vertices stop inside the
+// other piece. Cylinders of two radii, the weights of the two bones blended with σ from 0.24 R to
+// 0.6 R (limb.h: the child's weight rises from 0.1 to 0.9 over 2.96 σ along the bone, 0.7 R to
+// 1.8 R), bent to 90° and 120°. Measured 2026-11-28 (crossing / contact crossing over R at 120°;
+// DQS beside it): σ 0.24 R 0.53 / 0.46 (DQS 0.60 / 0.48), 0.36 R 0.17 / 0.043, 0.40 R 0.15 /
+// 0.035, 0.48 R 0.064 / 0.024, 0.50 R 0.065 / 0.020, 0.60 R 0.002–0.011 / ≤ 0.006; at 90° every
+// contact crossing ≤ 0.001 R and the bisector crossing ≤ 0.02 R from σ 0.36 R (0.09–0.14 R at
+// 0.2–0.24 R). The bone's length does not matter: at σ 0.5 R the 120° figures are 0.053–0.070 /
+// 0.021–0.025 R for bones of 2, 3, 4 and 6 radii. So the implicit method meets the skins (contact
+// crossing ≤ 0.05 R) to 120° from σ ≈ 0.4 R (a 0.1–0.9 blend over 1.2 R) and holds the bisector
+// from σ ≈ 0.6 R (1.8 R). The Arm's elbow and fingers blend over 1.5–2.35 R and BCN_Epileptic's
+// knee and elbow over 1.0–1.2 R (tests/import/implicit_contact_asset_test.cc prints it), so the
+// implicit method's 0.20–0.30 R at the fingers at 120° is not the blend's doing. The elastic
+// method holds 0.05 R on every blend (the previous test, down to σ 0.24 R).
+TEST(ImplicitContact, ImplicitHoldsContactTo120WhereTheWeightsBlendOverARadiusOrMore) {
+  const Cylinder cylinders[] = {
+      {.radius = 0.25f, .length = 3, .blend = 0.04f},  // σ 0.24 R
+      {.radius = 0.25f, .length = 3, .blend = 0.08f},  // σ 0.48 R
+      {.radius = 0.25f, .length = 3, .blend = 0.10f},  // σ 0.60 R
+      {.radius = 0.4f, .length = 4, .blend = 0.08f, .rings = 100, .segments = 40},  // σ 0.40 R
+      {.radius = 0.4f, .length = 4, .blend = 0.12f, .rings = 100, .segments = 40},  // σ 0.60 R
+  };
+  for (const Cylinder& cyl : cylinders) {
+    Bench b(cyl);
+    const double sigma_over_r = cyl.blend * cyl.length / 2 / cyl.radius;
+    for (double deg : {90.0, 120.0}) {
+      const Skin dqs = b.Measure(b.Bend("dqs", deg), deg);
+      const Skin is = b.Measure(b.Bend("implicit", deg), deg);
+      char where[96];
+      std::snprintf(where, sizeof where, "R %.2f, σ %.2f R (blend 0.1-0.9 over %.2f R), %.0f°", cyl.radius, sigma_over_r,
+                    2.96 * sigma_over_r, deg);
+      std::printf("%s  dqs crossing %.3f R, contact crossing %.3f R, inside %3u; implicit %.3f R, %.3f R, %3u\n", where,
+                  dqs.crossing, dqs.contact, dqs.inside, is.crossing, is.contact, is.inside);
+      EXPECT_LE(is.contact, deg == 90 || sigma_over_r >= 0.399 ? 0.05 : 1e9) << where;
+      if (sigma_over_r >= 0.599) {
+        EXPECT_LE(is.crossing, 0.05) << where;
+      }
+      if (deg == 120 && sigma_over_r < 0.3) {
+        // The bound needs the blend: on this one the method starts from DQS's fold and keeps it.
+        EXPECT_GT(dqs.contact, 0.3) << where << ": the measure must see DQS's fold";
+        EXPECT_GT(is.contact, 0.25) << where << ": narrower than the method needs";
       }
     }
   }

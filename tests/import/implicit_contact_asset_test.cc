@@ -136,6 +136,40 @@ void WriteObj(const std::string& path, const Rig& rig, std::span<const float> ou
   std::fclose(f);
 }
 
+// The joint's blend width: over the radius, how far along the bones' rest bisector `axis` the
+// child piece's weight takes to rise from 0.1 to 0.9 (mean weight of the two pieces' vertices
+// within three radii of the pivot, in bins of a tenth of the radius). On the procedural limb
+// (exp(-(d/σ)²) against the other bone's 1 reaches 0.1 and 0.9 at ±1.48 σ) it reads 0.74, 2.19
+// and 4.24 R for σ 0.24, 0.72 and 1.44 R, against 2.96 σ's 0.71, 2.13 and 4.26 R (checked
+// 2026-11-28). < 0 when the weight does not cross both levels there.
+double BlendWidth(const Rig& rig, const Eigen::Vector3d& pivot, const Eigen::Vector3d& axis,
+                  std::span<const double> upper, std::span<const double> child, double radius) {
+  constexpr int kBins = 60;  // [-3, 3) radii
+  std::vector<double> sum(kBins, 0), count(kBins, 0);
+  for (size_t v = 0; v < rig.vertex_count(); ++v) {
+    if (upper[v] + child[v] < 0.9) continue;  // skin of neither piece (a neighbouring finger)
+    const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+    if ((x - pivot).norm() > 3 * radius) continue;
+    const int bin = int(std::floor(((x - pivot).dot(axis) / radius + 3) * 10));
+    if (bin < 0 || bin >= kBins) continue;
+    sum[size_t(bin)] += child[v] / (upper[v] + child[v]);
+    count[size_t(bin)] += 1;
+  }
+  auto crossing = [&](double level) {
+    double prev_s = 0, prev_w = -1;
+    for (int b = 0; b < kBins; ++b) {
+      if (count[size_t(b)] == 0) continue;
+      const double s = (b + 0.5) / 10 - 3, w = sum[size_t(b)] / count[size_t(b)];
+      if (prev_w >= 0 && prev_w < level && w >= level) return prev_s + (s - prev_s) * (level - prev_w) / (w - prev_w);
+      prev_s = s;
+      prev_w = w;
+    }
+    return std::nan("");
+  };
+  const double width = crossing(0.9) - crossing(0.1);
+  return std::isfinite(width) ? width : -1;
+}
+
 struct Row {
   testing::ContactSkin dqs, is, eis_steps, eis_jump;  // crossing and depth over the radius
 };
@@ -189,8 +223,12 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
   // The rest mesh measured once for every pose below (MeasureContact).
   const MeshQualityMeasure quality(rig->positions, rig->triangles, {}, &pool);
   const MeshQuality at_rest = quality.Measure(rig->positions, &pool);
-  std::printf("%s: %zu vertices, at rest %.0f°, radius there %.3g; %u vertices inside the skin at rest\n",
-              label.c_str(), rig->vertex_count(), rest->rest_degrees, radius, at_rest.inside_vertices);
+  const Eigen::Vector3d end_at_rest = BindPose(sk).joint(size_t(end)).translation;
+  const Eigen::Vector3d axis = (rest->parent_dir + (end_at_rest - rest->pivot).normalized()).normalized();
+  std::printf("%s: %zu vertices, at rest %.0f°, radius there %.3g, blend width %.2f R; %u vertices inside the skin "
+              "at rest\n",
+              label.c_str(), rig->vertex_count(), rest->rest_degrees, radius,
+              BlendWidth(*rig, rest->pivot, axis, upper, child, radius), at_rest.inside_vertices);
 
   auto run = [&](const Pose& pose, Deformer* d) {
     std::vector<float> out(rig->positions.size());
