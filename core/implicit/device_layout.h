@@ -49,6 +49,14 @@ inline constexpr double kCgStop = 1e-6;            // elastic: CG stops when r·
 // Elastic relaxation energy (ElasticImplicitDeformer::Relax) [S]:
 inline constexpr float kSurfaceStiffness = 30;     // k_i = this × cotangent row sum / typical gradient²
 inline constexpr float kOwnSideSlack = 0.01f;      // depth in the other field beyond its rest excess tolerated
+// A spring from each free node towards its DQS position, this × its cotangent row sum: the
+// surface term holds a node along its field's gradient and ARAP (fixed rotations) does not see a
+// translation, so without it a long, nearly cylindrical piece of skin could slide along itself
+// (a near-null direction of the energy) and a relaxation to convergence ends anywhere along it.
+// 1/30 000 of the surface term: at a 150° fold it moves a node by about 3e-5 R.
+inline constexpr float kDqsSpring = 1e-3f;
+// The relaxation block's diagonal at a node: its cotangent row sum (ARAP) plus the spring's.
+inline constexpr float RelaxDiagonal(float cot_sum) { return cot_sum + kDqsSpring * cot_sum; }
 // How much deeper a point is in its own field (value f_own, depth scale s_own) than in another:
 // near its surface a field reads ½ − (15/16) d / r, and s = r / r̄ (ImplicitModel::depth_scale),
 // so s (f − ½) is the same multiple of the depth on every field. Negative: deeper in the other.

@@ -644,7 +644,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   //   E(x) = ¼ Σ_i Σ_j w_ij |x_i − x_j − ½(R_i + R_j)(p⁰_i − p⁰_j)|²        ARAP, fixed rotations
   //        + Σ_i ½ k_i (f(x_i) − iso_i)²                                  on the iso surface
   //        + Σ_i Σ_o ½ k_i γ_io min(0, h_io)²                               on its own side
-  // over the free nodes, k_i = kSurfaceStiffness × (node i's cotangent row sum) / g², g the
+  //        + Σ_i ½ c_s d_i |x_i − y_i|²                                     towards DQS
+  // over the free nodes (d_i the cotangent row sum, y_i the DQS position, c_s = kDqsSpring: it
+  // removes the energy's near-null direction, skin sliding along a limb), k_i = kSurfaceStiffness × (node i's cotangent row sum) / g², g the
   // typical field gradient 15 / (16 r̄). One own-side term per other piece o that may fold onto
   // the node's: the pieces either side of its bone's joints (parent_field) and the largest other
   // field at the start (a hand pressed into a chest). h_io = s_own (f_own − ½) − s_o (f_o − ½) +
@@ -739,6 +741,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           Eigen::Vector3f acc = Eigen::Vector3f::Zero();
           for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * ArapEdge(i, r);
           acc += e_k_[i] * (e_c_[i] * e_g_[i] + e_gh_[i]);
+          acc += (kDqsSpring * m_->cot_sum[i]) * (pos_[i] - SkinnedNode(i));
           e_grad_[i] = acc;
           cg_r_[i] = -acc;
           e_z_[i] = Precondition(i, cg_r_[i]);
@@ -852,6 +855,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         .EvalHeld(x, &cand_[i * kMaxCandidates], cand_count_[i], &controls_[i * (kMaxCandidates - 1)], record);
   }
 
+  // Node i's DQS position in this sub-step (skinned_, made by SubStep).
+  Eigen::Vector3f SkinnedNode(size_t i) const {
+    const uint32_t v = m_->vertex_of_node[i];
+    return Eigen::Vector3f(skinned_[3 * v], skinned_[3 * v + 1], skinned_[3 * v + 2]);
+  }
+
   // The ARAP residual of ring entry r of node i at pos_: x_i − x_j − ½(R_i + R_j)(p⁰_i − p⁰_j).
   Eigen::Vector3f ArapEdge(size_t i, uint32_t r) const {
     const uint32_t j = m_->ring[r];
@@ -919,7 +928,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
             }
           }
           e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + hh);
-          RelaxBlockInverse(m_->cot_sum[i], e_k_[i], e_g_[i].data(), cm, &e_pre_[kRelaxBlockFloats * i]);
+          e += 0.5 * double(kDqsSpring * m_->cot_sum[i]) * double((pos_[i] - SkinnedNode(i)).squaredNorm());
+          RelaxBlockInverse(RelaxDiagonal(m_->cot_sum[i]), e_k_[i], e_g_[i].data(), cm, &e_pre_[kRelaxBlockFloats * i]);
         }
         out[i] = e;
       }
@@ -927,7 +937,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   // The Gauss-Newton matrix times v at free node i: Σ_j w_ij (v_i − v_j) + k g gᵀ v_i + k Σ_o γ_o
-  // ∇h_o ∇h_oᵀ v_i. `v` is the CG's direction, 0 at fixed nodes (the CG never moves them), so
+  // ∇h_o ∇h_oᵀ v_i + c_s d_i v_i. `v` is the CG's direction, 0 at fixed nodes (the CG never moves them), so
   // a fixed neighbour j contributes w_ij v_i, as it must.
   Eigen::Vector3f Hessian(size_t i, const std::vector<Eigen::Vector3f>& v) const {
     if (!free_[i]) return Eigen::Vector3f::Zero();
@@ -942,10 +952,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
                              cm[1] * x.x() + cm[3] * x.y() + cm[4] * x.z(),
                              cm[2] * x.x() + cm[4] * x.y() + cm[5] * x.z());
     acc += e_k_[i] * (e_g_[i].dot(x) * e_g_[i] + cx);
+    acc += (kDqsSpring * m_->cot_sum[i]) * x;
     return acc;
   }
 
-  // The inverse of H's 3x3 diagonal block at node i, d I + k (g gᵀ + Σ_o γ_o ∇h_o ∇h_oᵀ), applied
+  // The inverse of H's 3x3 diagonal block at node i, d I + k (g gᵀ + Σ_o γ_o ∇h_o ∇h_oᵀ) (d: the
+  // row sum and the DQS spring, RelaxDiagonal), applied
   // to y: the block's inverse as Energy left it (e_pre_, implicit_device::RelaxBlockInverse).
   Eigen::Vector3f Precondition(size_t i, const Eigen::Vector3f& y) const {
     Eigen::Vector3f z;

@@ -603,7 +603,8 @@ SINEW_HD void BlendRotation(const ImplicitModelView& m, const float* dq, uint32_
 }
 
 // Elastic: the Gauss-Newton matrix of the relaxation energy times x at node i (Hessian in
-// tracking.cc): Σ_j w_ij (x_i − x_j) + k g gᵀ x_i + k γ ∇h ∇hᵀ x_i. x is the CG's direction, 0
+// tracking.cc): Σ_j w_ij (x_i − x_j) + k g gᵀ x_i + k γ ∇h ∇hᵀ x_i + c_s d_i x_i (the DQS spring,
+// d_i the row sum, added in the CPU's cot_sum order). x is the CG's direction, 0
 // at fixed nodes, so a fixed neighbour contributes w_ij x_i without a test.
 SINEW_HD V3 RelaxHessian(const ImplicitItem& it, const float* x, uint32_t i) {
   const ImplicitModelView& m = it.model;
@@ -611,18 +612,23 @@ SINEW_HD V3 RelaxHessian(const ImplicitItem& it, const float* x, uint32_t i) {
   if (!s.free_nodes[i]) return {0, 0, 0};
   const V3 xi = Load3(x, i);
   V3 acc{0, 0, 0};
-  for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) acc = acc + m.cot[r] * (xi - Load3(x, m.ring[r]));
+  float ring_weight = 0;
+  for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
+    acc = acc + m.cot[r] * (xi - Load3(x, m.ring[r]));
+    ring_weight += m.cot[r];
+  }
   const V3 g = Load3(s.e_g, i);
   const float* c = s.e_cm + 6 * size_t(i);
   const V3 cx{c[0] * xi.x + c[1] * xi.y + c[2] * xi.z, c[1] * xi.x + c[3] * xi.y + c[4] * xi.z,
               c[2] * xi.x + c[4] * xi.y + c[5] * xi.z};
   const float k = s.e_k[i];
   acc = acc + k * (Dot(g, xi) * g + cx);
+  acc = acc + (imp::kDqsSpring * ring_weight) * xi;
   return acc;
 }
 
 // Elastic: the inverse of the relaxation matrix's 3x3 block at node i, d I + k (g gᵀ + Σ_o γ_o
-// ∇h_o ∇h_oᵀ), applied to y (Precondition in tracking.cc): the inverse EnergyTerms left
+// ∇h_o ∇h_oᵀ) (d: imp::RelaxDiagonal), applied to y (Precondition in tracking.cc): the inverse EnergyTerms left
 // (implicit_device::RelaxBlockInverse), applied (ApplyRelaxBlock).
 SINEW_HD V3 RelaxPrecondition(const ImplicitItem& it, uint32_t i, V3 y) {
   const float yv[3] = {y.x, y.y, y.z};

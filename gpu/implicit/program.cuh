@@ -370,9 +370,12 @@ struct EnergyTerms {
       Store3(s.e_gh, i, gh);
       s.e_c[i] = c;
       e += 0.5 * double(s.e_k[i]) * (double(c) * c + hh);
+      // The spring towards DQS (imp::kDqsSpring).
+      const V3 y = x - SkinVertex(m, DualQuats(StepParams(b, it, step)), m.vertex_of_node[i]);
+      e += 0.5 * double(imp::kDqsSpring * ring_weight) * double(Dot(y, y));
       // The preconditioner's block for the next round's CG iterations (RelaxPrecondition).
       const float gv[3] = {v.g.x, v.g.y, v.g.z};
-      imp::RelaxBlockInverse(ring_weight, s.e_k[i], gv, cm, s.e_pre + imp::kRelaxBlockFloats * size_t(i));
+      imp::RelaxBlockInverse(imp::RelaxDiagonal(ring_weight), s.e_k[i], gv, cm, s.e_pre + imp::kRelaxBlockFloats * size_t(i));
     }
     s.e_node[i] = e;
   }
@@ -410,7 +413,7 @@ struct EnergySum {
 // The gradient of E, and the start of the preconditioned CG on H δ = −∇E.
 struct RelaxGradient {
   uint32_t step, round;
-  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+  SINEW_HD void operator()(const ImplicitBatch& b, const ImplicitItem& it, uint32_t i) const {
     if (!RoundLive(it, step, round, Component(it, i))) return;
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
@@ -421,9 +424,15 @@ struct RelaxGradient {
     Store3(s.cg_d, i, {0, 0, 0});
     if (!s.free_nodes[i]) return;
     V3 acc{0, 0, 0};
-    for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) acc = acc + m.cot[r] * ArapEdge(it, i, r);
+    float ring_weight = 0;  // in the CPU's cot_sum order
+    for (uint32_t r = m.ring_offsets[i]; r < m.ring_offsets[i + 1]; ++r) {
+      acc = acc + m.cot[r] * ArapEdge(it, i, r);
+      ring_weight += m.cot[r];
+    }
     const float k = s.e_k[i];
     acc = acc + k * (s.e_c[i] * Load3(s.e_g, i) + Load3(s.e_gh, i));
+    const V3 y = Load3(s.pos, i) - SkinVertex(m, DualQuats(StepParams(b, it, step)), m.vertex_of_node[i]);
+    acc = acc + (imp::kDqsSpring * ring_weight) * y;
     Store3(s.e_grad, i, acc);
     const V3 res{-acc.x, -acc.y, -acc.z};
     Store3(s.cg_r, i, res);
