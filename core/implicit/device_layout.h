@@ -53,7 +53,8 @@ inline constexpr float kOwnSideSlack = 0.01f;      // depth in the other field b
 // surface term holds a node along its field's gradient and ARAP (fixed rotations) does not see a
 // translation, so without it a long, nearly cylindrical piece of skin could slide along itself
 // (a near-null direction of the energy) and a relaxation to convergence ends anywhere along it.
-// 1/30 000 of the surface term: at a 150° fold it moves a node by about 3e-5 R.
+// 1/30 000 of the surface term's stiffness: a node whose DQS position lies 1 R away (a 150° fold)
+// moves by about 3e-5 R.
 inline constexpr float kDqsSpring = 1e-3f;
 // The relaxation block's diagonal at a node: its cotangent row sum (ARAP) plus the spring's.
 inline constexpr float RelaxDiagonal(float cot_sum) { return cot_sum + kDqsSpring * cot_sum; }

@@ -646,8 +646,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   //        + Σ_i Σ_o ½ k_i γ_io min(0, h_io)²                               on its own side
   //        + Σ_i ½ c_s d_i |x_i − y_i|²                                     towards DQS
   // over the free nodes (d_i the cotangent row sum, y_i the DQS position, c_s = kDqsSpring: it
-  // removes the energy's near-null direction, skin sliding along a limb), k_i = kSurfaceStiffness × (node i's cotangent row sum) / g², g the
-  // typical field gradient 15 / (16 r̄). One own-side term per other piece o that may fold onto
+  // removes the energy's near-null direction, skin sliding along a limb), k_i =
+  // kSurfaceStiffness × d_i / g², g the typical field gradient 15 / (16 r̄). One own-side term per other piece o that may fold onto
   // the node's: the pieces either side of its bone's joints (parent_field) and the largest other
   // field at the start (a hand pressed into a chest). h_io = s_own (f_own − ½) − s_o (f_o − ½) +
   // the node's rest excess against o + slack: how much deeper it is in its own piece than in o
@@ -937,8 +937,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   // The Gauss-Newton matrix times v at free node i: Σ_j w_ij (v_i − v_j) + k g gᵀ v_i + k Σ_o γ_o
-  // ∇h_o ∇h_oᵀ v_i + c_s d_i v_i. `v` is the CG's direction, 0 at fixed nodes (the CG never moves them), so
-  // a fixed neighbour j contributes w_ij v_i, as it must.
+  // ∇h_o ∇h_oᵀ v_i + c_s d_i v_i. `v` is the CG's direction, 0 at fixed nodes (the CG never
+  // moves them), so a fixed neighbour j contributes w_ij v_i, as it must.
   Eigen::Vector3f Hessian(size_t i, const std::vector<Eigen::Vector3f>& v) const {
     if (!free_[i]) return Eigen::Vector3f::Zero();
     Eigen::Vector3f acc = Eigen::Vector3f::Zero();
@@ -957,8 +957,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   // The inverse of H's 3x3 diagonal block at node i, d I + k (g gᵀ + Σ_o γ_o ∇h_o ∇h_oᵀ) (d: the
-  // row sum and the DQS spring, RelaxDiagonal), applied
-  // to y: the block's inverse as Energy left it (e_pre_, implicit_device::RelaxBlockInverse).
+  // row sum and the DQS spring, RelaxDiagonal), applied to y: the block's inverse as Energy left
+  // it (e_pre_, implicit_device::RelaxBlockInverse).
   Eigen::Vector3f Precondition(size_t i, const Eigen::Vector3f& y) const {
     Eigen::Vector3f z;
     ApplyRelaxBlock(&e_pre_[kRelaxBlockFloats * i], y.data(), z.data());

@@ -603,9 +603,9 @@ SINEW_HD void BlendRotation(const ImplicitModelView& m, const float* dq, uint32_
 }
 
 // Elastic: the Gauss-Newton matrix of the relaxation energy times x at node i (Hessian in
-// tracking.cc): Σ_j w_ij (x_i − x_j) + k g gᵀ x_i + k γ ∇h ∇hᵀ x_i + c_s d_i x_i (the DQS spring,
-// d_i the row sum, added in the CPU's cot_sum order). x is the CG's direction, 0
-// at fixed nodes, so a fixed neighbour contributes w_ij x_i without a test.
+// tracking.cc): Σ_j w_ij (x_i − x_j) + k g gᵀ x_i + k γ ∇h ∇hᵀ x_i + c_s d_i x_i (the DQS
+// spring, d_i the row sum, added in the CPU's cot_sum order). x is the CG's direction, 0 at fixed
+// nodes, so a fixed neighbour contributes w_ij x_i without a test.
 SINEW_HD V3 RelaxHessian(const ImplicitItem& it, const float* x, uint32_t i) {
   const ImplicitModelView& m = it.model;
   const ImplicitStateView& s = it.state;
@@ -628,8 +628,8 @@ SINEW_HD V3 RelaxHessian(const ImplicitItem& it, const float* x, uint32_t i) {
 }
 
 // Elastic: the inverse of the relaxation matrix's 3x3 block at node i, d I + k (g gᵀ + Σ_o γ_o
-// ∇h_o ∇h_oᵀ) (d: imp::RelaxDiagonal), applied to y (Precondition in tracking.cc): the inverse EnergyTerms left
-// (implicit_device::RelaxBlockInverse), applied (ApplyRelaxBlock).
+// ∇h_o ∇h_oᵀ) (d: imp::RelaxDiagonal), applied to y (Precondition in tracking.cc): the inverse
+// EnergyTerms left (implicit_device::RelaxBlockInverse), applied (ApplyRelaxBlock).
 SINEW_HD V3 RelaxPrecondition(const ImplicitItem& it, uint32_t i, V3 y) {
   const float yv[3] = {y.x, y.y, y.z};
   float z[3];

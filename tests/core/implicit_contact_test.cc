@@ -179,8 +179,9 @@ TEST(ImplicitContact, ElasticHoldsContactToDeepBendsOnCylinders) {
                     where.c_str(), name, s.crossing, s.contact, s.inside, 100.0 * s.inside / n, s.depth);
       }
       const bool uniform = cyl.end_radius == 0;
-      // The implicit method's bound needs a blend of σ ≥ 0.6 R (ImplicitHoldsContactTo120WhereTheWeightsBlendOverTwoRadii
-      // below); the elastic method's holds on every blend.
+      // The implicit method's bound needs a blend of σ ≥ 0.6 R (the next test,
+      // ImplicitHoldsContactTo120WhereTheWeightsBlendOverARadiusOrMore); the elastic method's
+      // holds on every blend.
       if (deg <= 120 && sigma_over_r >= 0.599) {
         if (uniform) {
           EXPECT_LE(is.crossing, 0.05) << where;
