@@ -16,7 +16,7 @@
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
 // frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
-// relaxation's round limit (ImplicitConfig::relaxation_rounds, 64 by default);
+// relaxation's round limit (ImplicitConfig::relaxation_rounds, 256 by default);
 // --rotation-weights sets what blends the elastic method's target rotations
 // (ImplicitConfig::rotation_weights; the preparation then computes the bone heat weights).
 #include <algorithm>

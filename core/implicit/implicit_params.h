@@ -34,8 +34,20 @@ struct ImplicitConfig : MethodParams {
   // Gauss-Newton rounds of the relaxation energy per sub-step, at most: they stop earlier once
   // no node moves by more than 1e-3 of the mean edge (the thesis iterates to convergence). With
   // 32 the limb's 120° frame moved by 1.8e-3 of its diagonal under 1e-6 rad turns (2.5e-5 with
-  // 64): sub-steps that end at the limit end where rounding leaves them.
-  uint32_t relaxation_rounds = 64;
+  // 64): sub-steps that end at the limit end where rounding leaves them. The limit is a cliff,
+  // not a dial: the limb's 120° frame reads 1.5e-5 with 64, 4.1e-4 with 96, 1.2e-3 with 128 and
+  // 1.4e-5 with 256, and with 64 (until 2026-11-28) BCN_Epileptic's right leg ended sub-steps
+  // at the limit and moved by 1.1e-2 at 2.36 s of its clip sampled at 8 poses (7.9e-5 with 256).
+  // Lower it for speed (the limb's frame takes about half as long with 64).
+  uint32_t relaxation_rounds = 256;
+  // Pieces too thin to track (both variants): a bone whose field's support radius is below this
+  // fraction of the rig's mean one keeps the initial skinning, as a bone without a field does;
+  // 0 tracks every piece (the thesis). Such a field's gradient is (mean / r)² times steeper than
+  // the typical one that scales the elastic relaxation's surface term, and on BCN_Epileptic (its
+  // ponytail, 0.22–0.28, and lips, 0.24; the fingers are 0.36–0.57, the Arm's smallest piece
+  // 0.36) those relaxations ended at the round limit and the ponytail, driven through the back
+  // by the clip, moved by 1e-2 of the diagonal under a 1e-6 rad turn. Part of the preparation.
+  double min_field_radius = 0.3;
   double min_substep_radians = 0.1;     // floor of the sub-step rule (bend / 3)
   // Ceiling of the sub-step rule: a joint turns by at most this much per sub-step. The thesis'
   // bend / 3 alone lets a 150° jump through in 3 sub-steps of 50°, which leaves the fold behind

@@ -44,6 +44,7 @@ std::string ImplicitKey(const DeformerConfig& config) {
   }
   // Bone heat weights are computed only for the sessions that ask for them.
   if (c.rotation_weights == RotationWeights::kHarmonic) absl::StrAppend(&key, ",rotations=harmonic");
+  if (c.min_field_radius != ImplicitConfig{}.min_field_radius) absl::StrAppend(&key, ",min_field_radius=", c.min_field_radius);
   return key;
 }
 
@@ -64,7 +65,7 @@ constexpr ParamSpec kImplicitSpecs[] = {
     {"contact_angle_degrees", ParamSpec::Type::kNumber, "55", "gradient jump that stops a vertex, (0, 180]"},
     {"smoothing_iterations", ParamSpec::Type::kInteger, "3", "implicit: smoothing steps at contacts, [0, 100]"},
     {"relaxation_iterations", ParamSpec::Type::kInteger, "40", "elastic: CG iterations per Gauss-Newton round, [0, 10000]"},
-    {"relaxation_rounds", ParamSpec::Type::kInteger, "64",
+    {"relaxation_rounds", ParamSpec::Type::kInteger, "256",
      "elastic: Gauss-Newton rounds of the relaxation energy per sub-step, at most (fewer once converged), [1, 1000]"},
     {"min_substep_radians", ParamSpec::Type::kNumber, "0.1", "elastic: sub-step floor (steps <= bend / 3), > 0"},
     {"max_substep_radians", ParamSpec::Type::kNumber, "0.175",
@@ -74,6 +75,9 @@ constexpr ParamSpec kImplicitSpecs[] = {
      "elastic: what blends each vertex's target rotation: skinning (the rig's weights) or harmonic (bone heat "
      "weights on the rest mesh, the thesis' choice)",
      kRotationWeightWords},
+    {"min_field_radius", ParamSpec::Type::kNumber, "0.3",
+     "pieces whose field's support radius is below this fraction of the rig's mean keep the initial skinning "
+     "(untracked); 0 tracks every piece, [0, 1]"},
 };
 
 absl::Status ReadOperator(ParamReader& r, std::string_view name, JointOperator fallback, JointOperator& out) {
@@ -108,7 +112,8 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
       .Count("relaxation_rounds", p->relaxation_rounds, 1, 1000)
       .Number("min_substep_radians", p->min_substep_radians, 0, 1e9, /*open_lo=*/true)
       .Number("max_substep_radians", p->max_substep_radians, 0, 1e9, /*open_lo=*/true)
-      .Count("max_substeps", p->max_substeps, 1, 1024);
+      .Count("max_substeps", p->max_substeps, 1, 1024)
+      .Number("min_field_radius", p->min_field_radius, 0, 1);
   int rotation = 0;
   r.Choice("rotation_weights", kRotationWeightWords, rotation);
   p->rotation_weights = static_cast<RotationWeights>(rotation);
@@ -292,7 +297,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     model->bone[i] = (*segmentation)[v];
   }
   // Rest iso values with the composed field. A node is tracked when its own bone has a field
-  // and that field is what the composition shows there (|iso − f_own| < kOwnFieldMatch): a piece
+  // that is not too thin (ImplicitConfig::min_field_radius) and that field is what the
+  // composition shows there (|iso − f_own| < kOwnFieldMatch): a piece
   // buried in another (an eye in the head) or a bone without a field keeps the initial skinning,
   // since marching it to the composed surface would undo its own bone's motion [S]. A crease
   // vertex whose weights split between two bones can belong, by its largest weight, to the bone
@@ -311,6 +317,10 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   for (size_t i = 0; i < model->fields.size(); ++i) field_of_joint[model->fields[i].joint] = int32_t(i);
   constexpr float kOwnFieldMatch = 0.05f;
   const bool given_segmentation = HasSegmentationAttribute(rig);
+  model->min_field_radius = ParamsOf<ImplicitConfig>(config).min_field_radius;
+  std::vector<uint8_t> thin(model->fields.size());
+  for (size_t l = 0; l < model->fields.size(); ++l) thin[l] = model->fields[l].radius < model->min_field_radius * mean_radius;
+  auto trackable = [&](int32_t leaf) { return leaf >= 0 && !thin[leaf]; };
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       const Eigen::Vector3f p = P3(model->rest, i);
@@ -321,6 +331,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       if (!(model->iso[i] > 0 && model->iso[i] < 1) || rest_gradient[i].squaredNorm() == 0) continue;
       auto mismatch = [&](int32_t leaf) { return std::abs(model->iso[i] - model->grids[leaf].Sample(p)); };
       if (own >= 0 && mismatch(own) < kOwnFieldMatch) {
+        if (!trackable(own)) continue;
         model->in_field[i] = 1;
         continue;
       }
@@ -336,7 +347,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
         }
       }
       if (next < 0) continue;
-      if (const int32_t leaf = field_of_joint[next]; leaf >= 0 && mismatch(leaf) < kOwnFieldMatch) {
+      if (const int32_t leaf = field_of_joint[next]; trackable(leaf) && mismatch(leaf) < kOwnFieldMatch) {
         model->bone[i] = next;
         model->own_leaf[i] = leaf;
         model->in_field[i] = 1;

@@ -1071,6 +1071,14 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
   if (!(c.min_substep_radians > 0)) return absl::InvalidArgumentError("implicit.min_substep_radians: > 0");
   if (!(c.max_substep_radians > 0)) return absl::InvalidArgumentError("implicit.max_substep_radians: > 0");
   if (c.max_substeps == 0 || c.max_substeps > 1024) return absl::InvalidArgumentError("implicit.max_substeps: in [1, 1024]");
+  if (!(c.min_field_radius >= 0 && c.min_field_radius <= 1)) {
+    return absl::InvalidArgumentError("implicit.min_field_radius: in [0, 1]");
+  }
+  if (c.min_field_radius != model->min_field_radius) {
+    return absl::FailedPreconditionError(absl::StrCat("implicit.min_field_radius = ", c.min_field_radius,
+                                                      " needs a preparation made with it (made with ",
+                                                      model->min_field_radius, ")"));
+  }
   if (c.rotation_weights == RotationWeights::kHarmonic && model->heat.offsets.size() != model->node_count() + 1) {
     return absl::FailedPreconditionError(
         "implicit.rotation_weights = harmonic needs a preparation made with it (its preparation key differs)");

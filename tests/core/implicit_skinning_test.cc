@@ -797,6 +797,59 @@ TEST(ImplicitSkinning, RunsOnDeviceFreesTheCpuScratch) {
   }
 }
 
+TEST(ImplicitSkinning, PiecesThinnerThanTheLimitKeepTheInitialSkinning) {
+  // ImplicitConfig::min_field_radius: a node whose own field's support radius is below that
+  // fraction of the rig's mean is not tracked and comes out as dual quaternion skinning; the
+  // others are tracked as with no limit. The limb's forearm widens to 0.4 at the wrist (a
+  // field's support radius is its samples' largest distance from the bone, so the upper arm's,
+  // 0.25, is the thinner) and the limit is set between the two pieces' radii.
+  Fixture f;
+  LimbOptions tapered = testing::TwoBoneLimb();
+  tapered.end_radius = 0.4f;
+  f.rig = std::make_shared<Rig>(testing::BuildOrDie(MakeLimb(tapered)));
+  ImplicitConfig every;
+  every.min_field_radius = 0;
+  const auto all = f.Model(Config("elastic-implicit", every));
+  ASSERT_GE(all->fields.size(), 2u);
+  double mean = 0, lo = 1e300, hi = 0;
+  for (const BoneField& b : all->fields) {
+    mean += b.radius / all->fields.size();
+    lo = std::min(lo, b.radius);
+    hi = std::max(hi, b.radius);
+  }
+  ASSERT_GT(hi, 1.05 * lo) << "the limb's pieces must differ in thickness for this test";
+  ImplicitConfig limited;
+  limited.min_field_radius = (lo + hi) / 2 / mean;
+  const auto thin = f.Model(Config("elastic-implicit", limited));
+  size_t dropped = 0;
+  for (size_t i = 0; i < thin->node_count(); ++i) {
+    const int32_t own = all->own_leaf[i];
+    const bool too_thin = own >= 0 && all->fields[own].radius < limited.min_field_radius * mean;
+    EXPECT_EQ(thin->in_field[i], all->in_field[i] && !too_thin) << "node " << i;
+    dropped += all->in_field[i] && too_thin;
+  }
+  EXPECT_GT(dropped, 0u);
+  const Pose pose = f.Bent(90);
+  const auto dqs = f.Skin("dqs", pose);
+  auto thin_d = f.Make(Config("elastic-implicit", limited), thin);
+  auto all_d = f.Make(Config("elastic-implicit", every), all);
+  const auto out_thin = f.Run(*thin_d, pose), out_all = f.Run(*all_d, pose);
+  double untracked_off_dqs = 0, tracked_off_dqs = 0;
+  for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+    const uint32_t i = thin->node_of_vertex[v];
+    if (thin->in_field[i] || !all->in_field[i]) continue;
+    for (int c = 0; c < 3; ++c) {
+      untracked_off_dqs = std::max(untracked_off_dqs, double(std::abs(out_thin[3 * v + c] - dqs[3 * v + c])));
+      tracked_off_dqs = std::max(tracked_off_dqs, double(std::abs(out_all[3 * v + c] - dqs[3 * v + c])));
+    }
+  }
+  std::printf("limit %.3f of the mean radius: %zu nodes untracked; they move %.2e from DQS (%.3f mean edges "
+              "when tracked)\n",
+              limited.min_field_radius, dropped, untracked_off_dqs, tracked_off_dqs / all->mean_edge);
+  EXPECT_LE(untracked_off_dqs, 1e-5 * f.Diagonal());
+  EXPECT_GT(tracked_off_dqs, 0.05 * all->mean_edge) << "tracked, the same nodes leave DQS at 90°";
+}
+
 TEST(ImplicitSkinning, Validation) {
   Fixture& f = F();
   ImplicitConfig ic;
@@ -824,6 +877,22 @@ TEST(ImplicitSkinning, Validation) {
   EXPECT_TRUE(model->heat.offsets.empty());
   EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", Harmonic())).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  // So is the thin-piece limit; a session whose limit differs from its preparation's, or is out
+  // of [0, 1], is refused, and the parser names the field.
+  ImplicitConfig all_pieces;
+  all_pieces.min_field_radius = 0;
+  EXPECT_NE(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", all_pieces)));
+  EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", all_pieces)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ImplicitConfig too_large;
+  too_large.min_field_radius = 1.5;
+  EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", too_large)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ParamSet bad;
+  bad.Set("min_field_radius", ParamValue::Number(-0.1));
+  const auto parsed = ParseImplicitParams(bad, "implicit");
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("implicit.min_field_radius"), std::string_view::npos) << parsed.status();
   // A frame without a pose names the field.
   auto d = f.Make(a, model);
   std::vector<float> out(f.rig->positions.size());
