@@ -86,7 +86,7 @@ TEST(ImplicitAsset, CharacterClipPlaysWithoutNaNOrVerticesLeavingTheirField) {
     if (method != "dqs") {
       // Most tracked vertices converge (untracked ones, counts[0], keep the initial skinning:
       // bones without a field, pieces buried in others and, since 2026-11-28, pieces thinner
-      // than ImplicitConfig::min_field_radius, 18.7 % of the vertex-frames with the ponytail).
+      // than ImplicitConfig::min_field_radius, 18.5 % of the vertex-frames with the ponytail).
       EXPECT_GT(counts[1], (total - counts[0]) * 3 / 4) << name;
       EXPECT_LT(counts[5], total / 100) << name << ": re-seeded";
     }
