@@ -526,7 +526,6 @@ TEST(ImplicitSkinning, ElasticResultIsContinuousInThePose) {
   for (int k = 0; k <= 8; ++k) bends.push_back(15.0 * k);
   for (int k = 7; k >= 0; --k) bends.push_back(15.0 * k);
   bends.insert(bends.begin() + 3, {105.0, 45.0});
-  const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
   auto base = f.Make(Config("elastic-implicit"), model);
   std::vector<std::unique_ptr<Deformer>> turned;
   for (int t = 0; t < 4; ++t) turned.push_back(f.Make(Config("elastic-implicit"), model));
@@ -536,13 +535,7 @@ TEST(ImplicitSkinning, ElasticResultIsContinuousInThePose) {
     const Pose pose = LimbPose(f.rig->skeleton, 0.5, LimbMotion{.bend_degrees = b, .twist_degrees = b / 3});
     const auto out = f.Run(*base, pose);
     for (int t = 0; t < 4; ++t) {
-      Pose moved = pose;
-      const Eigen::Quaterniond turn(Eigen::AngleAxisd(1e-6, axes[t].normalized()));
-      for (size_t j = 0; j < moved.joint_count(); ++j) {
-        Similarity sj = moved.joint(j);
-        sj.rotation = (sj.rotation * turn).normalized();
-        moved.set_joint(j, sj);
-      }
+      const Pose moved = testing::TurnedPose(pose, 1e-6, testing::kTurnAxes[t]);
       const double d = testing::MaxAbsDiff(f.Run(*turned[t], moved), out) / diag;
       EXPECT_LE(d, 1e-4) << "bend " << b << "°, turn " << t;
       worst = std::max(worst, d);

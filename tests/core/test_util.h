@@ -141,6 +141,21 @@ inline double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
 
 inline void SetRotation(Pose& p, size_t j, const Eigen::Quaterniond& q) { p.set_rotation(j, q); }
 
+// The pose with every joint turned by `radians` more about `axis` (issue 15's sensitivity: a
+// client whose poses went through other arithmetic sends them turned by about 1e-6 rad).
+inline Pose TurnedPose(const Pose& pose, double radians, const Eigen::Vector3d& axis) {
+  Pose p = pose;
+  const Eigen::Quaterniond turn(Eigen::AngleAxisd(radians, axis.normalized()));
+  for (size_t j = 0; j < p.joint_count(); ++j) {
+    Similarity s = p.joint(j);
+    s.rotation = (s.rotation * turn).normalized();
+    p.set_joint(j, s);
+  }
+  return p;
+}
+// The four axes the sensitivity tests and bench/implicit_stability.cc turn about.
+inline const Eigen::Vector3d kTurnAxes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
+
 inline void SetTranslation(Pose& p, size_t j, const Eigen::Vector3d& t) {
   for (int k = 0; k < 3; ++k) p.translations[3 * j + k] = float(t[k]);
 }

@@ -154,18 +154,6 @@ DeformerConfig Config(const std::string& method, JointOperator op = JointOperato
   return c;
 }
 
-// The pose with every joint turned by `radians` more (about `axis`).
-Pose Perturbed(const Pose& pose, double radians, const Eigen::Vector3d& axis = Eigen::Vector3d(1, 2, 3)) {
-  Pose p = pose;
-  const Eigen::Quaterniond turn(Eigen::AngleAxisd(radians, axis.normalized()));
-  for (size_t j = 0; j < p.joint_count(); ++j) {
-    Similarity s = p.joint(j);
-    s.rotation = (s.rotation * turn).normalized();
-    p.set_joint(j, s);
-  }
-  return p;
-}
-
 // The contact operator stops a vertex where the field's gradient turns past a threshold: a
 // discontinuous decision, so float rounding (the device contracts multiply-adds the CPU keeps
 // apart) can flip a vertex sitting on the threshold, and the smoothing spreads that flip to its
@@ -190,10 +178,9 @@ TEST_P(ImplicitGpu, HistoryIndependentEqualsTheCpuWithinItsOwnSensitivity) {
       const Agreement a = Compare(gpu, cpu, sg, sc, tolerance);
       Agreement self;  // the CPU against itself, the worst of turns by 1e-6 and 1e-5 rad about four axes
       for (int k = 0; k < 8; ++k) {
-        const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
         std::vector<float> other(rig->positions.size());
         std::vector<uint8_t> so;
-        const Pose moved = Perturbed(pose, k < 4 ? 1e-6 : 1e-5, axes[k % 4]);
+        const Pose moved = testing::TurnedPose(pose, k < 4 ? 1e-6 : 1e-5, testing::kTurnAxes[k % 4]);
         ASSERT_TRUE(perturbed->Deform({&moved, {}}, other, nullptr).ok());
         ASSERT_TRUE(perturbed->Extras({.vertex_states = &so}).ok());
         const Agreement o = Compare(other, cpu, so, sc, tolerance);
@@ -239,7 +226,6 @@ void ExpectElasticWithinItsSensitivity(GpuBackend& backend, std::shared_ptr<cons
                                        const char* label, const DeformerConfig& config = Config("elastic-implicit")) {
   const double diag = rig->bbox_diagonal(), tolerance = 1e-4 * diag;
   Pair p(backend, rig, model, config);
-  const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
   std::vector<std::unique_ptr<Deformer>> turned;
   for (int t = 0; t < 8; ++t) turned.push_back(*CreateImplicitDeformer(rig, model, config));
   Agreement self_total, dev_total;
@@ -252,7 +238,7 @@ void ExpectElasticWithinItsSensitivity(GpuBackend& backend, std::shared_ptr<cons
     Agreement self;
     for (int t = 0; t < 8; ++t) {
       std::vector<float> other(rig->positions.size());
-      const Pose moved = Perturbed(poses[k], t < 4 ? 1e-6 : 1e-5, axes[t % 4]);
+      const Pose moved = testing::TurnedPose(poses[k], t < 4 ? 1e-6 : 1e-5, testing::kTurnAxes[t % 4]);
       ASSERT_TRUE(turned[t]->Deform({&moved, {}}, other, nullptr).ok());
       ASSERT_TRUE(turned[t]->Extras({.vertex_states = &sp}).ok());
       const Agreement o = Compare(other, cpu, sp, sc, tolerance);

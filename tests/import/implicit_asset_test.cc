@@ -14,22 +14,19 @@
 #include "core/implicit/field_eval.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/bend.h"
+#include "tests/core/test_util.h"
+#include "tests/import/assimp_character.h"
 #include "tests/import/supercages_arm.h"
 
 namespace sinew {
 namespace {
 
-const std::string kModels = SINEW_ASSIMP_MODELS;
-
 TEST(ImplicitAsset, CharacterClipPlaysWithoutNaNOrVerticesLeavingTheirField) {
-  const std::string path = kModels + "/X/BCN_Epileptic.X";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
-  auto asset = ImportAsset(path);
-  ASSERT_TRUE(asset.ok()) << asset.status();
-  ASSERT_FALSE(asset->clips.empty());
-  auto built = BuildRig(asset->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+  if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
+  auto bcn = testing::LoadCharacter(testing::kBcn);
+  ASSERT_TRUE(bcn.ok()) << bcn.status();
+  ASSERT_FALSE(bcn->asset.clips.empty());
+  const auto rig = bcn->rig;
   ThreadPool pool(2);
   DeformerConfig config;
   config.method = "implicit";
@@ -40,7 +37,7 @@ TEST(ImplicitAsset, CharacterClipPlaysWithoutNaNOrVerticesLeavingTheirField) {
               model->node_count(), rig->joint_count(), model->fields.size(), model->Bytes() / 1048576.0);
   EXPECT_GT(model->fields.size(), 10u);
 
-  const Clip& clip = asset->clips[0];
+  const Clip& clip = bcn->asset.clips[0];
   for (const std::string& method : {std::string("dqs"), std::string("implicit"), std::string("elastic-implicit")}) {
     config.method = method;
     auto d = method == "dqs" ? CreateDeformer(rig, config) : CreateImplicitDeformer(rig, model, config);
@@ -103,26 +100,22 @@ TEST(ImplicitAsset, CharacterClipPlaysWithoutNaNOrVerticesLeavingTheirField) {
 // here (the ponytail, which the clip drives through the back) and up to 1.8e-2 over the others;
 // before the DQS spring, up to 7e-2 (the right leg).
 TEST(ImplicitAsset, ElasticCharacterClipMovesAThousandthOfItsDiagonalAtMostUnderRoundingTurns) {
-  const std::string path = kModels + "/X/BCN_Epileptic.X";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
-  auto asset = ImportAsset(path);
-  ASSERT_TRUE(asset.ok()) << asset.status();
-  auto built = BuildRig(asset->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+  if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
+  auto bcn = testing::LoadCharacter(testing::kBcn);
+  ASSERT_TRUE(bcn.ok()) << bcn.status();
+  const auto rig = bcn->rig;
   DeformerConfig config;
   config.method = "elastic-implicit";
   auto prepared = PrepareImplicit(*rig, config, nullptr, {});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
-  const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
   std::vector<std::unique_ptr<Deformer>> runs;
   for (int k = 0; k < 5; ++k) {
     auto d = CreateImplicitDeformer(rig, model, config);
     ASSERT_TRUE(d.ok()) << d.status();
     runs.push_back(std::move(*d));
   }
-  const Clip& clip = asset->clips[0];
+  const Clip& clip = bcn->asset.clips[0];
   const double diag = rig->bbox_diagonal();
   std::vector<float> base(rig->positions.size()), turned(rig->positions.size());
   constexpr int kSamples = 9;
@@ -132,13 +125,7 @@ TEST(ImplicitAsset, ElasticCharacterClipMovesAThousandthOfItsDiagonalAtMostUnder
     SampleClip(clip, rig->skeleton, clip.duration * k / kSamples, pose);
     ASSERT_TRUE(runs[0]->Deform({&pose, {}}, base, nullptr).ok());
     for (int t = 0; t < 4; ++t) {
-      Pose moved = pose;
-      const Eigen::Quaterniond turn(Eigen::AngleAxisd(1e-6, axes[t].normalized()));
-      for (size_t j = 0; j < moved.joint_count(); ++j) {
-        Similarity sj = moved.joint(j);
-        sj.rotation = (sj.rotation * turn).normalized();
-        moved.set_joint(j, sj);
-      }
+      const Pose moved = testing::TurnedPose(pose, 1e-6, testing::kTurnAxes[t]);
       ASSERT_TRUE(runs[t + 1]->Deform({&moved, {}}, turned, nullptr).ok());
       double frame = 0;
       for (size_t v = 0; v < rig->vertex_count(); ++v) {
@@ -235,17 +222,14 @@ TEST(ImplicitAsset, CandidateFieldsHoldEveryFieldThatReachesANodeWhereSpheresCro
   } else {
     std::printf("Arm data not found in %s: the Arm's part skipped\n", testing::kArmDir.c_str());
   }
-  const std::string path = kModels + "/X/BCN_Epileptic.X";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
-  auto asset = ImportAsset(path);
-  ASSERT_TRUE(asset.ok()) << asset.status();
-  auto built = BuildRig(asset->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  const Rig& rig = *built;
+  if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
+  auto bcn = testing::LoadCharacter(testing::kBcn);
+  ASSERT_TRUE(bcn.ok()) << bcn.status();
+  const Rig& rig = *bcn->rig;
   auto prepared = PrepareImplicit(rig, config, &pool, {});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   const auto& model = dynamic_cast<const ImplicitModel&>(**prepared);
-  const Clip& clip = asset->clips[0];
+  const Clip& clip = bcn->asset.clips[0];
   for (int k = 0; k <= 4; ++k) {
     Pose pose;
     SampleClip(clip, rig.skeleton, clip.duration * k / 4, pose);

@@ -27,6 +27,7 @@
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/bend.h"
 #include "tests/core/contact_measure.h"
+#include "tests/import/assimp_character.h"
 #include "tests/import/supercages_arm.h"
 
 namespace sinew {
@@ -461,13 +462,10 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
 
 // BCN_Epileptic (assimp-testmodels) bent beyond its clip at its left knee and left elbow.
 TEST(ImplicitContactAsset, BcnKneeAndElbowBentTo150ElasticMeetsTheSkinsTo120AndImplicitBeatsDqs) {
-  const std::string path = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
-  auto asset = ImportAsset(path);
-  ASSERT_TRUE(asset.ok()) << asset.status();
-  auto built = BuildRig(asset->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+  if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
+  auto bcn = testing::LoadCharacter(testing::kBcn);
+  ASSERT_TRUE(bcn.ok()) << bcn.status();
+  const auto rig = bcn->rig;
   for (const auto& [joint, end, label] : {std::tuple{"B_Knee_Left", "B_Ankle_Left", "BCN_Epileptic knee"},
                                           {"B_ForeArm_Left", "B_Hand_Left", "BCN_Epileptic elbow"}}) {
     const auto rows = BendAndMeasure(rig, joint, end, label);

@@ -19,6 +19,7 @@
 #include "core/pbs/pbs.h"
 #include "core/rig/pose.h"
 #include "core/rig/transform.h"
+#include "tests/import/assimp_character.h"
 #include "tests/import/supercages_arm.h"
 
 namespace sinew {
@@ -229,17 +230,16 @@ TEST(PbsArm, PlaysItsClipOnTheMeshersTets) {
 // more sweeps make it worse — and the render mesh ends 5.4 % off where LBS alone is 2.4 %; docs/pbs.md.)
 TEST(PbsCharacter, BcnHandsOnTheHipsAreCutApart) {
   if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
-  const std::string path = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh)";
-  auto asset = ImportAsset(path);
-  ASSERT_TRUE(asset.ok()) << asset.status();
-  auto rig = std::make_shared<const Rig>(*BuildRig(asset->rig));
+  if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
+  auto bcn = testing::LoadCharacter(testing::kBcn);
+  ASSERT_TRUE(bcn.ok()) << bcn.status();
+  const auto rig = bcn->rig;
   ArmRun cut, kept;
   for (const bool cutting : {true, false}) {
     PbsParams params;
     params.tets = PbsParams::Tets::kMesher;
     params.cut_bridges = cutting;
-    const ArmRun r = PlayArm(asset->clips[0], rig, params, 40);
+    const ArmRun r = PlayArm(bcn->asset.clips[0], rig, params, 40);
     Report(cutting ? "BCN_Epileptic, Mesh_3 tets, bridges cut" : "BCN_Epileptic, Mesh_3 tets, bridges kept", false, r);
     (cutting ? cut : kept) = r;
   }

@@ -16,11 +16,11 @@
 #include "core/clip/clip.h"
 #include "core/swingtwist/method.h"
 #include "tests/core/test_util.h"
+#include "tests/import/assimp_character.h"
 
 namespace sinew {
 namespace {
 
-const std::string kModels = SINEW_ASSIMP_MODELS;
 
 std::shared_ptr<const SwingTwistModel> Prepare(const Rig& rig, ThreadPool* pool) {
   DeformerConfig config("swing-twist");
@@ -46,13 +46,10 @@ INSTANTIATE_TEST_SUITE_P(SwingTwistAsset, SwingTwistCharacter, ::testing::Values
                          });
 
 TEST_P(SwingTwistCharacter, PreparesAndItsClipStaysNearDqs) {
-  const std::string path = kModels + "/" + GetParam();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
-  auto asset = ImportAsset(path);
-  ASSERT_TRUE(asset.ok()) << asset.status();
-  auto built = BuildRig(asset->rig);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto rig = std::make_shared<const Rig>(std::move(*built));
+  if (!testing::CharacterAvailable(GetParam())) GTEST_SKIP() << testing::kAssimpMissing;
+  auto character = testing::LoadCharacter(GetParam());
+  ASSERT_TRUE(character.ok()) << character.status();
+  const auto rig = character->rig;
   ThreadPool pool(2);
   auto model = Prepare(*rig, &pool);
   ASSERT_TRUE(model);
@@ -80,7 +77,7 @@ TEST_P(SwingTwistCharacter, PreparesAndItsClipStaysNearDqs) {
   for (size_t i = 0; i < out.size(); ++i) rest_error = std::max(rest_error, double(std::abs(out[i] - rig->positions[i])));
   EXPECT_LE(rest_error, 1e-4 * rig->bbox_diagonal());
 
-  const Clip& clip = asset->clips[0];
+  const Clip& clip = character->asset.clips[0];
   double worst = 0, mean = 0;
   size_t count = 0;
   constexpr int kFrames = 12;
