@@ -13,6 +13,7 @@
 #include <numbers>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/deformer/deformer.h"
 #include "core/deformer/skeletal.h"
@@ -159,7 +160,10 @@ TEST(ImplicitContact, ElasticHoldsContactToDeepBendsOnCylinders) {
       {.radius = 0.25f, .length = 3, .blend = 0.12f, .end_radius = 0.1f},
       {.radius = 0.25f, .length = 3, .blend = 0.24f, .end_radius = 0.1f},
   };
-  for (const Cylinder& cyl : cylinders) {
+  // The cylinders side by side (each with its own bench and pool); each one's table printed after.
+  std::vector<std::string> tables(std::size(cylinders));
+  testing::ForEachInParallel(std::size(cylinders), [&](size_t which) {
+    const Cylinder& cyl = cylinders[which];
     Bench b(cyl);
     const double n = double(b.rig->vertex_count());
     const double sigma_over_r = cyl.blend * cyl.length / 2 / cyl.radius;  // limb.h's σ over R
@@ -175,8 +179,10 @@ TEST(ImplicitContact, ElasticHoldsContactToDeepBendsOnCylinders) {
                                 std::to_string(int(deg)) + "°";
       for (const auto& [name, s] : {std::pair{"dqs", dqs}, {"implicit", is}, {"elastic, 10° steps", eis_steps},
                                     {"elastic, one jump", eis_jump}}) {
-        std::printf("%s  %-19s crossing %.3f R, contact crossing %.3f R, inside %4u (%.2f%%), deepest %.3f R\n",
-                    where.c_str(), name, s.crossing, s.contact, s.inside, 100.0 * s.inside / n, s.depth);
+        char line[256];
+        std::snprintf(line, sizeof line, "%s  %-19s crossing %.3f R, contact crossing %.3f R, inside %4u (%.2f%%), deepest %.3f R\n",
+                      where.c_str(), name, s.crossing, s.contact, s.inside, 100.0 * s.inside / n, s.depth);
+        tables[which] += line;
       }
       const bool uniform = cyl.end_radius == 0;
       // The implicit method's bound needs a blend of σ ≥ 0.6 R (the next test,
@@ -212,7 +218,8 @@ TEST(ImplicitContact, ElasticHoldsContactToDeepBendsOnCylinders) {
         EXPECT_GT(dqs.inside, 50u) << where;
       }
     }
-  }
+  });
+  for (const std::string& t : tables) std::fputs(t.c_str(), stdout);
 }
 
 // The blend width the implicit method needs (issue 15: "state the blend width it needs"). Its
@@ -240,7 +247,10 @@ TEST(ImplicitContact, ImplicitHoldsContactTo120WhereTheWeightsBlendOverARadiusOr
       {.radius = 0.4f, .length = 4, .blend = 0.08f, .rings = 100, .segments = 40},  // σ 0.40 R
       {.radius = 0.4f, .length = 4, .blend = 0.12f, .rings = 100, .segments = 40},  // σ 0.60 R
   };
-  for (const Cylinder& cyl : cylinders) {
+  // The cylinders side by side (each with its own bench and pool); each one's table printed after.
+  std::vector<std::string> tables(std::size(cylinders));
+  testing::ForEachInParallel(std::size(cylinders), [&](size_t which) {
+    const Cylinder& cyl = cylinders[which];
     Bench b(cyl);
     const double sigma_over_r = cyl.blend * cyl.length / 2 / cyl.radius;
     for (double deg : {90.0, 120.0}) {
@@ -249,8 +259,10 @@ TEST(ImplicitContact, ImplicitHoldsContactTo120WhereTheWeightsBlendOverARadiusOr
       char where[96];
       std::snprintf(where, sizeof where, "R %.2f, σ %.2f R (blend 0.1-0.9 over %.2f R), %.0f°", cyl.radius, sigma_over_r,
                     2.96 * sigma_over_r, deg);
-      std::printf("%s  dqs crossing %.3f R, contact crossing %.3f R, inside %3u; implicit %.3f R, %.3f R, %3u\n", where,
-                  dqs.crossing, dqs.contact, dqs.inside, is.crossing, is.contact, is.inside);
+      char line[256];
+      std::snprintf(line, sizeof line, "%s  dqs crossing %.3f R, contact crossing %.3f R, inside %3u; implicit %.3f R, %.3f R, %3u\n",
+                    where, dqs.crossing, dqs.contact, dqs.inside, is.crossing, is.contact, is.inside);
+      tables[which] += line;
       EXPECT_LE(is.contact, deg == 90 || sigma_over_r >= 0.399 ? 0.05 : 1e9) << where;
       if (sigma_over_r >= 0.599) {
         EXPECT_LE(is.crossing, 0.05) << where;
@@ -261,7 +273,8 @@ TEST(ImplicitContact, ImplicitHoldsContactTo120WhereTheWeightsBlendOverARadiusOr
         EXPECT_GT(is.contact, 0.25) << where << ": narrower than the method needs";
       }
     }
-  }
+  });
+  for (const std::string& t : tables) std::fputs(t.c_str(), stdout);
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Helpers shared by the core test suites.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <span>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -155,6 +158,24 @@ inline Pose TurnedPose(const Pose& pose, double radians, const Eigen::Vector3d& 
 }
 // The four axes the sensitivity tests and bench/implicit_stability.cc turn about.
 inline const Eigen::Vector3d kTurnAxes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
+
+// Runs fn(0) … fn(n − 1), each once, on up to as many threads as the machine has cores, and
+// returns when all have: for a test's independent sessions or cases (each with its own
+// deformer, run on one thread), so that its wall time falls with the cores while every result
+// stays what one thread gives. fn(k) must touch only its own state; gtest's EXPECT_* may be
+// called from it (an ASSERT_* ends only that call).
+template <typename Fn>
+void ForEachInParallel(size_t n, Fn fn) {
+  const size_t threads = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next++; k < n; k = next++) fn(k);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
 
 inline void SetTranslation(Pose& p, size_t j, const Eigen::Vector3d& t) {
   for (int k = 0; k < 3; ++k) p.translations[3 * j + k] = float(t[k]);

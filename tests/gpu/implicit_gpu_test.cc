@@ -226,27 +226,46 @@ void ExpectElasticWithinItsSensitivity(GpuBackend& backend, std::shared_ptr<cons
                                        const char* label, const DeformerConfig& config = Config("elastic-implicit")) {
   const double diag = rig->bbox_diagonal(), tolerance = 1e-4 * diag;
   Pair p(backend, rig, model, config);
-  std::vector<std::unique_ptr<Deformer>> turned;
-  for (int t = 0; t < 8; ++t) turned.push_back(*CreateImplicitDeformer(rig, model, config));
+  // The runs side by side, each on one thread: 0 the device, 1 the CPU, 2 + t the CPU with the
+  // poses turned (t < 4: 1e-6 rad, else 1e-5, about axis t mod 4). Per run and frame, the
+  // result and the vertex states.
+  constexpr size_t kRuns = 10;
+  std::vector<std::vector<std::vector<float>>> out(kRuns);
+  std::vector<std::vector<std::vector<uint8_t>>> states(kRuns);
+  testing::ForEachInParallel(kRuns, [&](size_t r) {
+    std::unique_ptr<Deformer> turned;
+    if (r >= 2) turned = *CreateImplicitDeformer(rig, model, config);
+    for (const Pose& pose : poses) {
+      std::vector<uint8_t> st;
+      if (r == 0) {
+        out[r].push_back(p.Gpu(backend, pose, &st));
+      } else if (r == 1) {
+        out[r].push_back(p.Cpu(pose, &st));
+      } else {
+        const size_t t = r - 2;
+        const Pose moved = testing::TurnedPose(pose, t < 4 ? 1e-6 : 1e-5, testing::kTurnAxes[t % 4]);
+        out[r].emplace_back(rig->positions.size());
+        ASSERT_TRUE(turned->Deform({&moved, {}}, out[r].back(), nullptr).ok());
+        ASSERT_TRUE(turned->Extras({.vertex_states = &st}).ok());
+      }
+      states[r].push_back(std::move(st));
+    }
+  });
+  for (size_t r = 0; r < kRuns; ++r) ASSERT_EQ(out[r].size(), poses.size()) << label << " run " << r;
   Agreement self_total, dev_total;
   size_t smooth_frames = 0;
   bool was_sensitive = false;
   for (size_t k = 0; k < poses.size(); ++k) {
-    std::vector<uint8_t> sc, sg, sp;
-    const auto cpu = p.Cpu(poses[k], &sc);
-    const auto gpu = p.Gpu(backend, poses[k], &sg);
+    const std::vector<float>& cpu = out[1][k];
+    const std::vector<uint8_t>& sc = states[1][k];
     Agreement self;
-    for (int t = 0; t < 8; ++t) {
-      std::vector<float> other(rig->positions.size());
-      const Pose moved = testing::TurnedPose(poses[k], t < 4 ? 1e-6 : 1e-5, testing::kTurnAxes[t % 4]);
-      ASSERT_TRUE(turned[t]->Deform({&moved, {}}, other, nullptr).ok());
-      ASSERT_TRUE(turned[t]->Extras({.vertex_states = &sp}).ok());
-      const Agreement o = Compare(other, cpu, sp, sc, tolerance);
+    for (size_t r = 2; r < kRuns; ++r) {
+      const Agreement o = Compare(out[r][k], cpu, states[r][k], sc, tolerance);
       self.max = std::max(self.max, o.max);
       self.beyond = std::max(self.beyond, o.beyond);
       self.states = std::max(self.states, o.states);
     }
-    const Agreement dev = Compare(gpu, cpu, sg, sc, tolerance);
+    const Agreement dev = Compare(out[0][k], cpu, states[0][k], sc, tolerance);
     EXPECT_EQ(dev.nonfinite, 0u) << label << " frame " << k;
     const bool sensitive = self.max >= tolerance;
     if (!sensitive && !was_sensitive) {

@@ -109,24 +109,29 @@ TEST(ImplicitAsset, ElasticCharacterClipMovesAThousandthOfItsDiagonalAtMostUnder
   auto prepared = PrepareImplicit(*rig, config, nullptr, {});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
-  std::vector<std::unique_ptr<Deformer>> runs;
-  for (int k = 0; k < 5; ++k) {
-    auto d = CreateImplicitDeformer(rig, model, config);
-    ASSERT_TRUE(d.ok()) << d.status();
-    runs.push_back(std::move(*d));
-  }
   const Clip& clip = bcn->asset.clips[0];
   const double diag = rig->bbox_diagonal();
-  std::vector<float> base(rig->positions.size()), turned(rig->positions.size());
   constexpr int kSamples = 9;
+  // Session 0 plays the poses as given, session t + 1 turned about axis t; side by side, each
+  // on one thread.
+  std::vector<std::vector<std::vector<float>>> runs(5);
+  testing::ForEachInParallel(runs.size(), [&](size_t r) {
+    auto session = CreateImplicitDeformer(rig, model, config);
+    ASSERT_TRUE(session.ok()) << session.status();
+    for (int k = 0; k <= kSamples; ++k) {
+      Pose pose;
+      SampleClip(clip, rig->skeleton, clip.duration * k / kSamples, pose);
+      if (r > 0) pose = testing::TurnedPose(pose, 1e-6, testing::kTurnAxes[r - 1]);
+      runs[r].emplace_back(rig->positions.size());
+      ASSERT_TRUE((*session)->Deform({&pose, {}}, runs[r].back(), nullptr).ok());
+    }
+  });
+  for (const auto& run : runs) ASSERT_EQ(run.size(), size_t(kSamples + 1));
   double worst = 0;
   for (int k = 0; k <= kSamples; ++k) {
-    Pose pose;
-    SampleClip(clip, rig->skeleton, clip.duration * k / kSamples, pose);
-    ASSERT_TRUE(runs[0]->Deform({&pose, {}}, base, nullptr).ok());
+    const std::vector<float>& base = runs[0][k];
     for (int t = 0; t < 4; ++t) {
-      const Pose moved = testing::TurnedPose(pose, 1e-6, testing::kTurnAxes[t]);
-      ASSERT_TRUE(runs[t + 1]->Deform({&moved, {}}, turned, nullptr).ok());
+      const std::vector<float>& turned = runs[t + 1][k];
       double frame = 0;
       for (size_t v = 0; v < rig->vertex_count(); ++v) {
         const Eigen::Vector3d a(base[3 * v], base[3 * v + 1], base[3 * v + 2]);
