@@ -11,6 +11,8 @@
 #include <mutex>
 #include <numbers>
 
+#include <unistd.h>
+
 #include <Eigen/OrderingMethods>
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseCore>
@@ -292,8 +294,9 @@ absl::Status OperatorGrid::Save(const std::string& path) const {
   h.nd = nd_;
   h.kappa = options_.kappa;
   h.checksum = Fnv1a(cells_.data(), Bytes());
-  // Write to a temporary name and rename: a reader never sees half a file.
-  const std::string tmp = absl::StrCat(path, ".tmp", std::to_string(reinterpret_cast<uintptr_t>(this)));
+  // Write to a temporary name and rename: a reader never sees half a file. The name holds the
+  // process and the grid, so that servers sharing a cache directory never write one file.
+  const std::string tmp = absl::StrCat(path, ".tmp", getpid(), "-", reinterpret_cast<uintptr_t>(this));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
