@@ -39,6 +39,7 @@
 #include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
+#include "tests/core/turned_pose.h"
 
 namespace sinew {
 namespace {
@@ -54,17 +55,6 @@ DeformerConfig Config(const std::string& method) {
   if (g_rotation_weights) params->rotation_weights = *g_rotation_weights;
   c.params = params;
   return c;
-}
-
-Pose Perturbed(const Pose& pose, double radians, const Eigen::Vector3d& axis) {
-  Pose p = pose;
-  const Eigen::Quaterniond turn(Eigen::AngleAxisd(radians, axis.normalized()));
-  for (size_t j = 0; j < p.joint_count(); ++j) {
-    Similarity s = p.joint(j);
-    s.rotation = (s.rotation * turn).normalized();
-    p.set_joint(j, s);
-  }
-  return p;
 }
 
 struct Sequence {
@@ -94,7 +84,6 @@ uint32_t HeaviestJoint(const Rig& rig, size_t v) {
 double Play(const Sequence& s, const std::string& method, std::shared_ptr<const Prepared> model, size_t first) {
   const Rig& rig = *s.rig;
   const double diag = rig.bbox_diagonal();
-  const Eigen::Vector3d axes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
   std::vector<std::unique_ptr<Deformer>> runs;
   for (int k = 0; k < 5; ++k) runs.push_back(std::move(*CreateImplicitDeformer(s.rig, model, Config(method))));
   std::vector<float> base(rig.positions.size()), other(rig.positions.size()), dqs(rig.positions.size());
@@ -119,7 +108,7 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     std::string worst_joint;
     std::map<std::string, size_t> joints_beyond;
     for (int k = 0; k < 4; ++k) {
-      const Pose p = Perturbed(s.poses[f], 1e-6, axes[k]);
+      const Pose p = testing::TurnedPose(s.poses[f], 1e-6, testing::kTurnAxes[k]);
       if (!runs[k + 1]->Deform({&p, {}}, other, nullptr).ok()) std::abort();
       size_t b = 0;
       for (size_t v = 0; v < rig.vertex_count(); ++v) {

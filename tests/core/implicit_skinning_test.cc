@@ -536,14 +536,13 @@ TEST(ImplicitSkinning, ElasticResultIsContinuousInThePose) {
   for (int k = 0; k <= 8; ++k) bends.push_back(15.0 * k);
   for (int k = 7; k >= 0; --k) bends.push_back(15.0 * k);
   bends.insert(bends.begin() + 3, {105.0, 45.0});
-  // Session 0 plays the poses as given, session t + 1 turned about axis t; side by side.
-  std::vector<std::vector<std::vector<float>>> runs(5);
-  testing::ForEachInParallel(runs.size(), [&](size_t r) {
+  std::vector<Pose> poses;
+  for (double b : bends) poses.push_back(LimbPose(f.rig->skeleton, 0.5, LimbMotion{.bend_degrees = b, .twist_degrees = b / 3}));
+  const auto runs = testing::PlayTurned(poses, 1e-6, [&](const std::vector<Pose>& run) {
     auto session = f.Make(Config("elastic-implicit"), model);
-    for (double b : bends) {
-      const Pose pose = LimbPose(f.rig->skeleton, 0.5, LimbMotion{.bend_degrees = b, .twist_degrees = b / 3});
-      runs[r].push_back(f.RunAlone(*session, r == 0 ? pose : testing::TurnedPose(pose, 1e-6, testing::kTurnAxes[r - 1])));
-    }
+    std::vector<std::vector<float>> frames;
+    for (const Pose& pose : run) frames.push_back(f.RunAlone(*session, pose));
+    return frames;
   });
   const double diag = f.Diagonal();
   double worst = 0;

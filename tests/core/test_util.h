@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <iterator>
 #include <span>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "core/procedural/limb.h"
 #include "core/rig/pose.h"
 #include "core/rig/rig.h"
+#include "tests/core/turned_pose.h"
 
 namespace sinew::testing {
 
@@ -144,20 +146,6 @@ inline double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
 
 inline void SetRotation(Pose& p, size_t j, const Eigen::Quaterniond& q) { p.set_rotation(j, q); }
 
-// The pose with every joint turned by `radians` more about `axis` (issue 15's sensitivity: a
-// client whose poses went through other arithmetic sends them turned by about 1e-6 rad).
-inline Pose TurnedPose(const Pose& pose, double radians, const Eigen::Vector3d& axis) {
-  Pose p = pose;
-  const Eigen::Quaterniond turn(Eigen::AngleAxisd(radians, axis.normalized()));
-  for (size_t j = 0; j < p.joint_count(); ++j) {
-    Similarity s = p.joint(j);
-    s.rotation = (s.rotation * turn).normalized();
-    p.set_joint(j, s);
-  }
-  return p;
-}
-// The four axes the sensitivity tests and bench/implicit_stability.cc turn about.
-inline const Eigen::Vector3d kTurnAxes[] = {{1, 2, 3}, {-1, -2, -3}, {3, -1, 2}, {-3, 1, -2}};
 
 // Runs fn(0) … fn(n − 1), each once, on up to as many threads as the machine has cores, and
 // returns when all have: for a test's independent sessions or cases (each with its own
@@ -175,6 +163,22 @@ void ForEachInParallel(size_t n, Fn fn) {
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
+}
+
+// Plays `poses` in five sessions side by side (ForEachInParallel): run 0 as given, run t + 1
+// with every pose turned by `radians` about kTurnAxes[t]. play(poses) plays one run in a
+// session of its own and returns its frames; the result holds each run's.
+template <typename Play>
+std::vector<std::vector<std::vector<float>>> PlayTurned(const std::vector<Pose>& poses, double radians, Play play) {
+  std::vector<std::vector<std::vector<float>>> runs(1 + std::size(kTurnAxes));
+  ForEachInParallel(runs.size(), [&](size_t r) {
+    std::vector<Pose> run = poses;
+    if (r > 0) {
+      for (Pose& p : run) p = TurnedPose(p, radians, kTurnAxes[r - 1]);
+    }
+    runs[r] = play(run);
+  });
+  return runs;
 }
 
 inline void SetTranslation(Pose& p, size_t j, const Eigen::Vector3d& t) {
