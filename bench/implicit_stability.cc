@@ -12,13 +12,16 @@
 // resolve a contact no skin can make (BCN_Epileptic's ponytail through its back at 1.47 s).
 //
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
-//                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic]
+//                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
 // frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
 // relaxation's round limit (ImplicitConfig::relaxation_rounds, 256 by default);
 // --rotation-weights sets what blends the elastic method's target rotations
-// (ImplicitConfig::rotation_weights; the preparation then computes the bone heat weights).
+// (ImplicitConfig::rotation_weights; the preparation then computes the bone heat weights);
+// --from-rest resets every session before each frame (what a client sending DeformRequest.reset
+// with every frame gets: each pose reached from rest in one jump), which separates a pose's own
+// sensitivity from what a clip's history adds to it.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -45,6 +48,7 @@ namespace sinew {
 namespace {
 
 uint32_t g_rounds = 0;  // --rounds (0: the default)
+bool g_from_rest = false;  // --from-rest: every session restarts from rest before each frame
 std::optional<RotationWeights> g_rotation_weights;  // --rotation-weights (unset: the default)
 
 DeformerConfig Config(const std::string& method) {
@@ -100,6 +104,9 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
               s.name.c_str(), method.c_str(), rig.vertex_count());
   const size_t frames = std::min(first, s.poses.size());
   for (size_t f = 0; f < frames; ++f) {
+    if (g_from_rest) {
+      for (auto& r : runs) r->Reset();
+    }
     const auto t0 = std::chrono::steady_clock::now();
     if (!runs[0]->Deform({&s.poses[f], {}}, base, nullptr).ok()) std::abort();
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -199,6 +206,8 @@ int main(int argc, char** argv) {
       bcn_frames = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--first" && i + 1 < argc) {
       first = size_t(std::max(1, std::atoi(argv[++i])));
+    } else if (a == "--from-rest") {
+      g_from_rest = true;
     } else if (a == "--rounds" && i + 1 < argc) {
       g_rounds = uint32_t(std::clamp(std::atoi(argv[++i]), 1, 1000));
     } else if (a == "--rotation-weights" && i + 1 < argc &&
@@ -206,7 +215,7 @@ int main(int argc, char** argv) {
       g_rotation_weights = std::string(argv[++i]) == "harmonic" ? RotationWeights::kHarmonic : RotationWeights::kSkinning;
     } else {
       std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
-                           "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic]\n");
+                           "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]\n");
       return 2;
     }
   }
