@@ -65,6 +65,13 @@ inline constexpr float OwnSideDepth(float s_own, float f_own, float s_other, flo
   return s_own * (f_own - 0.5f) - s_other * (f_other - 0.5f);
 }
 inline constexpr float kContactGateCos = 0.2f;     // gradients opposed by this cosine: a full contact
+// The contact gate of an own-side term from the cosine between the two fields' gradients at the
+// node: 1 where they oppose by kContactGateCos or more, 0 from `open` up
+// (ImplicitConfig::contact_gate_open; 0 by default: face-to-face contacts only), a ramp between.
+inline constexpr float ContactGateOfCosine(float cosine, float open) {
+  const float g = (open - cosine) / (open + kContactGateCos);
+  return g < 0.f ? 0.f : g > 1.f ? 1.f : g;
+}
 // Rest excesses kept per node (ImplicitModel::rest_pair_leaf/excess), the largest; on the rigs
 // here at most 3 other fields reach deeper than the own one at any node at rest.
 inline constexpr int kRestPairs = 4;

@@ -48,6 +48,20 @@ struct ImplicitConfig : MethodParams {
   // 0.36) those relaxations ended at the round limit and the ponytail, driven through the back
   // by the clip, moved by 1e-2 of the diagonal under a 1e-6 rad turn. Part of the preparation.
   double min_field_radius = 0.3;
+  // Elastic: the cosine between two fields' gradients below which a node's own-side term against
+  // the other piece starts to act (its contact gate, implicit_device::ContactGateOfCosine; full
+  // from a cosine of −0.2), in (−0.2, 1]. 0 (the default): only pieces whose gradients oppose, a
+  // face-to-face contact. 0.5: also pieces that meet side-on, as a phalanx reaching the palm or a
+  // forearm the upper arm's rounded end: on the SuperCages Arm at 150° the middle MCP's contact
+  // crossing falls from 0.348 R to 0.013 R and the elbow's in one jump from 0.061 R to 0.007 R,
+  // but the limb's 120° frame moves by 3e-4 of its diagonal under 1e-6 rad turns unless
+  // `average_stalled_relaxations` is set too (then 1.6e-5), and BCN_Epileptic's clip by up to
+  // 1.2e-3 (9.8e-4 with the defaults); docs/implicit-skinning.md.
+  double contact_gate_open = 0.0;
+  // Elastic: a relaxation that reaches relaxation_rounds without converging ends at the mean of
+  // its last two iterates instead of its last one (at a crease the limit is met in a two-cycle,
+  // and which phase the last round lands in is a rounding accident between runs).
+  bool average_stalled_relaxations = false;
   double min_substep_radians = 0.1;     // floor of the sub-step rule (bend / 3)
   // Ceiling of the sub-step rule: a joint turns by at most this much per sub-step. The thesis'
   // bend / 3 alone lets a 150° jump through in 3 sub-steps of 50°, which leaves the fold behind

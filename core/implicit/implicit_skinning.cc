@@ -78,6 +78,11 @@ constexpr ParamSpec kImplicitSpecs[] = {
     {"min_field_radius", ParamSpec::Type::kNumber, "0.3",
      "pieces whose field's support radius is below this fraction of the rig's mean keep the initial skinning "
      "(untracked); 0 tracks every piece, [0, 1]"},
+    {"contact_gate_open", ParamSpec::Type::kNumber, "0",
+     "elastic: the cosine between two fields' gradients below which a node's own-side term against the other "
+     "piece starts to act (0: face-to-face contacts only; 0.5 also side-on ones), (-0.2, 1]"},
+    {"average_stalled_relaxations", ParamSpec::Type::kFlag, "false",
+     "elastic: a relaxation that reaches relaxation_rounds ends at the mean of its last two iterates"},
 };
 
 absl::Status ReadOperator(ParamReader& r, std::string_view name, JointOperator fallback, JointOperator& out) {
@@ -113,7 +118,9 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
       .Number("min_substep_radians", p->min_substep_radians, 0, 1e9, /*open_lo=*/true)
       .Number("max_substep_radians", p->max_substep_radians, 0, 1e9, /*open_lo=*/true)
       .Count("max_substeps", p->max_substeps, 1, 1024)
-      .Number("min_field_radius", p->min_field_radius, 0, 1);
+      .Number("min_field_radius", p->min_field_radius, 0, 1)
+      .Number("contact_gate_open", p->contact_gate_open, -0.2, 1, /*open_lo=*/true)
+      .Flag("average_stalled_relaxations", p->average_stalled_relaxations);
   int rotation = 0;
   r.Choice("rotation_weights", kRotationWeightWords, rotation);
   p->rotation_weights = static_cast<RotationWeights>(rotation);

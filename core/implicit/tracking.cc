@@ -843,6 +843,13 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         if (c_step_[c] * c_dmax_[c] < tol) c_live_[c] = 0;
       }
     }
+    // The components still live reached the round limit (ImplicitConfig::
+    // average_stalled_relaxations: x_old_ holds the last round's start).
+    if (config_.average_stalled_relaxations) {
+      for (size_t i = 0; i < nn; ++i) {
+        if (free_[i] && c_live_[comp[i]]) pos_[i] = 0.5f * (x_old_[i] + pos_[i]);
+      }
+    }
   }
 
   // The composed field at x for node i with the composition's controllers held through the
@@ -867,12 +874,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return (pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (P3(m_->rest, i) - P3(m_->rest, j));
   }
 
-  // How much the two fields' gradients oppose, in [0, 1]: 1 from a cosine of −kContactGateCos.
-  static float ContactGate(const FieldValue& mine, const FieldValue& other) {
+  // How much the two fields' gradients oppose, in [0, 1] (ContactGateOfCosine).
+  float ContactGate(const FieldValue& mine, const FieldValue& other) {
     if (!(other.f > 0)) return 0.f;
     const float gm = mine.g.norm(), go = other.g.norm();
     if (!(gm > 0 && go > 0)) return 0.f;
-    return std::clamp(-mine.g.dot(other.g) / (gm * go) / kContactGateCos, 0.f, 1.f);
+    return ContactGateOfCosine(mine.g.dot(other.g) / (gm * go), gate_open_);
   }
 
   // E at pos_ of each component in `mask` (into `out`), and each of their free nodes' terms
@@ -1049,6 +1056,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<float> c_alpha_, c_beta_, c_dmax_, c_step_, c_trust_;
   std::vector<uint8_t> c_live_, c_cg_, c_fraction_;
   bool device_reset_ = true;
+  const float gate_open_ = float(config_.contact_gate_open);
 };
 
 }  // namespace
@@ -1073,6 +1081,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
   if (c.max_substeps == 0 || c.max_substeps > 1024) return absl::InvalidArgumentError("implicit.max_substeps: in [1, 1024]");
   if (!(c.min_field_radius >= 0 && c.min_field_radius <= 1)) {
     return absl::InvalidArgumentError("implicit.min_field_radius: in [0, 1]");
+  }
+  if (!(c.contact_gate_open > -0.2 && c.contact_gate_open <= 1)) {
+    return absl::InvalidArgumentError("implicit.contact_gate_open: in (-0.2, 1]");
   }
   if (c.min_field_radius != model->min_field_radius) {
     return absl::FailedPreconditionError(absl::StrCat("implicit.min_field_radius = ", c.min_field_radius,

@@ -110,6 +110,8 @@ struct ImplicitScalars {
   float step;            // the fraction of the round's step it takes (RelaxStepFraction)
   uint32_t fraction_pending;  // 1: the round takes a fraction of its step, whose energy is still
                               // to come (EnergySum)
+  uint32_t at_limit;          // 1 until the rounds end by the tolerance or a non-descent step
+                              // (RelaxAverage)
 };
 
 struct ImplicitStateView {
@@ -157,6 +159,8 @@ struct ImplicitSettings {
   uint32_t elastic;
   uint32_t every_pass;  // ImplicitConfig::device_every_pass
   uint32_t harmonic_rotations;  // ImplicitConfig::rotation_weights is kHarmonic
+  float contact_gate_open;      // ImplicitConfig::contact_gate_open
+  uint32_t average_stalled;     // ImplicitConfig::average_stalled_relaxations
 };
 
 struct ImplicitItem {

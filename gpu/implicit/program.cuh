@@ -196,11 +196,11 @@ SINEW_HD bool CgLive(const ImplicitItem& it, uint32_t step, uint32_t round, uint
 }
 
 // How much the two fields' gradients oppose, in [0, 1] (ContactGate in tracking.cc).
-SINEW_HD float ContactGate(const FieldValue& mine, const FieldValue& other) {
+SINEW_HD float ContactGate(const ImplicitItem& it, const FieldValue& mine, const FieldValue& other) {
   if (!(other.f > 0)) return 0.f;
   const float gm = Norm(mine.g), go = Norm(other.g);
   if (!(gm > 0 && go > 0)) return 0.f;
-  return fminf(fmaxf(-Dot(mine.g, other.g) / (gm * go) / imp::kContactGateCos, 0.f), 1.f);
+  return imp::ContactGateOfCosine(Dot(mine.g, other.g) / (gm * go), it.settings.contact_gate_open);
 }
 // The ARAP residual of ring entry r of node i at the positions (ArapEdge in tracking.cc).
 SINEW_HD V3 ArapEdge(const ImplicitItem& it, uint32_t i, uint32_t r) {
@@ -224,6 +224,7 @@ struct StepBegin {
     const uint32_t c = Component(it, i);
     if (it.model.component_nodes[it.model.component_offsets[c]] != i) return;
     it.state.scalars[c].rounds = it.settings.relaxation_rounds;
+    it.state.scalars[c].at_limit = 1;
     it.state.scalars[c].trust = 1;
   }
 };
@@ -296,7 +297,7 @@ struct RelaxSetup {
     }
     for (int c = 0; c < s.cand_count[i]; ++c) {
       if (cand[c] != own && (c == largest || imp::AdjacentFields(m.parent_field, cand[c], own))) {
-        gate[c] = ContactGate(mine, value[c]);
+        gate[c] = ContactGate(it, mine, value[c]);
       }
     }
   }
@@ -406,7 +407,10 @@ struct EnergySum {
     sc.energy = e;
     sc.fraction_pending = 0;
     sc.trust = imp::NextTrust(sc.trust, sc.step);
-    if (sc.step * sc.dmax < it.model.relax_tolerance) sc.rounds = round + 1;
+    if (sc.step * sc.dmax < it.model.relax_tolerance) {
+      sc.rounds = round + 1;
+      sc.at_limit = 0;
+    }
   }
 };
 
@@ -548,7 +552,10 @@ struct RelaxSlope {  // ∇E · δ; not a descent direction: the rounds end here
   SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem& it, uint32_t c, double slope) const {
     ImplicitScalars& sc = it.state.scalars[c];
     sc.slope = slope;
-    if (!(slope < 0)) sc.rounds = round;
+    if (!(slope < 0)) {
+      sc.rounds = round;
+      sc.at_limit = 0;
+    }
   }
 };
 // The round's full step, x_old + δ, and the fraction it takes, x_old + a δ (EnergySum).
@@ -558,6 +565,17 @@ struct RelaxFull {
     if (!RoundLive(it, step, round, Component(it, i)) || !it.state.free_nodes[i]) return;
     const ImplicitStateView& s = it.state;
     Store3(s.pos, i, Load3(s.x_old, i) + Load3(s.cg_x, i));
+  }
+};
+// ImplicitConfig::average_stalled_relaxations: a component whose rounds reached the limit ends
+// at the mean of its last two iterates (x_old: the last round's start; as in tracking.cc).
+struct RelaxAverage {
+  uint32_t step;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (!StepLive(it, step) || !it.settings.average_stalled || !it.state.free_nodes[i]) return;
+    if (!it.state.scalars[Component(it, i)].at_limit) return;
+    const ImplicitStateView& s = it.state;
+    Store3(s.pos, i, 0.5f * (Load3(s.x_old, i) + Load3(s.pos, i)));
   }
 };
 struct RelaxFraction {
@@ -697,6 +715,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
           x.Reduce(EnergySum{s, r, true});
         }
       }
+      x.Nodes(RelaxAverage{s});
       x.Nodes(LostTrack{s});
       x.Nodes(StepStates{s});
     }

@@ -223,6 +223,8 @@ ImplicitSettings MakeImplicitSettings(const ImplicitConfig& c, bool elastic) {
   s.elastic = elastic ? 1 : 0;
   s.every_pass = c.device_every_pass ? 1 : 0;
   s.harmonic_rotations = c.rotation_weights == RotationWeights::kHarmonic ? 1 : 0;
+  s.contact_gate_open = float(c.contact_gate_open);
+  s.average_stalled = c.average_stalled_relaxations ? 1 : 0;
   return s;
 }
 

@@ -898,6 +898,24 @@ TEST(ImplicitSkinning, Validation) {
   const auto parsed = ParseImplicitParams(bad, "implicit");
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(parsed.status().message().find("implicit.min_field_radius"), std::string_view::npos) << parsed.status();
+  // The contact gate's opening is a session setting in (-0.2, 1] (at -0.2 its ramp would divide
+  // by 0), not part of the preparation; the parser names the field.
+  for (double open : {-0.2, 1.5, std::nan("")}) {
+    ImplicitConfig gate;
+    gate.contact_gate_open = open;
+    EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", gate)).status().code(),
+              absl::StatusCode::kInvalidArgument) << open;
+  }
+  ImplicitConfig side_on;
+  side_on.contact_gate_open = 0.5;
+  side_on.average_stalled_relaxations = true;
+  EXPECT_EQ(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", side_on)));
+  EXPECT_TRUE(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", side_on)).ok());
+  ParamSet gate_params;
+  gate_params.Set("contact_gate_open", ParamValue::Number(-0.5));
+  const auto gate_parsed = ParseImplicitParams(gate_params, "implicit");
+  EXPECT_NE(gate_parsed.status().message().find("implicit.contact_gate_open"), std::string_view::npos)
+      << gate_parsed.status();
   // A frame without a pose names the field.
   auto d = f.Make(a, model);
   std::vector<float> out(f.rig->positions.size());

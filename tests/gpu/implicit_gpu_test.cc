@@ -314,6 +314,22 @@ TEST_P(ImplicitGpu, ElasticWithHarmonicRotationWeightsEqualsTheCpu) {
   ExpectElasticWithinItsSensitivity(*backend_, rig, Prepare(*rig, config), poses, "limb, harmonic rotation weights", config);
 }
 
+// ImplicitConfig::contact_gate_open and average_stalled_relaxations: the device's gate and its
+// averaged ending (RelaxAverage) follow the CPU's. (On BCN_Epileptic's clip with these settings
+// the device differs from the CPU by 1.27e-4 of the diagonal at one frame where eight turned CPU
+// runs stay within 1e-4, docs/implicit-skinning.md; the limb is what this test holds.)
+TEST_P(ImplicitGpu, ElasticWithTheGateOpenedToSideOnPiecesEqualsTheCpu) {
+  auto rig = TwoBoneLimb();
+  auto params = std::make_shared<ImplicitConfig>();
+  params->contact_gate_open = 0.5;
+  params->average_stalled_relaxations = true;
+  const DeformerConfig config("elastic-implicit", params);
+  std::vector<Pose> poses;
+  for (double b : {30.0, 90.0, 120.0, 60.0}) poses.push_back(Bent(*rig, b, b / 3));
+  ExpectElasticWithinItsSensitivity(*backend_, rig, Prepare(*rig, config), poses, "limb, gate opened to side-on pieces",
+                                    config);
+}
+
 TEST_P(ImplicitGpu, ElasticReturnsToRestAfterARoundTripAndAfterReset) {
   auto rig = TwoBoneLimb();
   const double diag = rig->bbox_diagonal();

@@ -177,11 +177,12 @@ struct Row {
 };
 
 // Bends `joint` (towards `end`) of `rig` to 90°, 120° and 150° in the plane of its bones and
-// measures DQS, implicit, and elastic skinning driven from the rest pose in 10° steps and in
-// one jump; prints the table. The radius: the median distance from the parent bone's axis of
+// measures DQS, implicit, and elastic skinning (with the session settings `elastic`) driven from
+// the rest pose in 10° steps and in one jump; prints the table. The radius: the median distance from the parent bone's axis of
 // the skin weighted mostly to the parent and its parent, over the bone's last two thirds.
 std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const std::string& joint_name,
-                                  const std::string& end_name, const std::string& label) {
+                                  const std::string& end_name, const std::string& label,
+                                  const ImplicitConfig& elastic = {}) {
   std::map<int, Row> rows;
   const Skeleton& sk = rig->skeleton;
   const int32_t joint = JointNamed(sk, joint_name), end = JointNamed(sk, end_name);
@@ -246,7 +247,9 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
       c.method = "dqs";
       return std::move(*CreateDeformer(rig, c, &pool));
     }
-    return std::move(*CreateImplicitDeformer(rig, *prepared, Config(method)));
+    DeformerConfig c = Config(method);
+    if (method == "elastic-implicit") c.params = std::make_shared<ImplicitConfig>(elastic);
+    return std::move(*CreateImplicitDeformer(rig, *prepared, c));
   };
   // The three angles side by side, each with its own deformers, row and printed lines (one
   // after another where a diagnostic prints or writes files).
@@ -480,6 +483,41 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
 }
 
 // BCN_Epileptic (assimp-testmodels) bent beyond its clip at its left knee and left elbow.
+// ImplicitConfig::contact_gate_open 0.5 with average_stalled_relaxations (2026-11-29): the own-side
+// terms also act between pieces that meet side-on, which holds the two 150° bends the default
+// leaves open on the Arm. Measured: middle MCP at 150° 0.013 / 0.011 R of contact crossing
+// (steps / one jump; 0.348 / 0.348 with the defaults, DQS 0.386), the elbow 0.056 / 0.007 R
+// (0.055 / 0.061), no finger vertex inside at 90°. Their cost is in the docs ("Not done"): the
+// limb's sensitivity holds only with the averaged ending, BCN_Epileptic's clip moves by up to
+// 1.2e-3 of its diagonal under 1e-6 rad turns (9.8e-4), its knee at 150° crosses by 0.087 R
+// (0.076). Between 0.45 and 0.6 the asserted bounds hold; at 0.4 and 0.65 the MCP at 90° has a
+// vertex 0.05–0.07 R inside.
+TEST(ImplicitContactAsset, ArmMcpAndElbowHoldSideOnContactsAt150WithTheGateOpenedToThem) {
+  if (!testing::ArmAvailable()) GTEST_SKIP() << "Arm data not found in " << testing::kArmDir;
+  auto arm = testing::LoadArm();
+  ASSERT_TRUE(arm.ok()) << arm.status();
+  ImplicitConfig side_on;
+  side_on.contact_gate_open = 0.5;
+  side_on.average_stalled_relaxations = true;
+  for (const auto& [joint, end, label] : {std::tuple{"finger3-1.R", "finger3-2.R", "Arm middle MCP, gate 0.5"},
+                                          {"lowerarm01.R", "wrist.R", "Arm elbow, gate 0.5"}}) {
+    const auto rows = BendAndMeasure(arm->rig, joint, end, label, side_on);
+    ASSERT_EQ(rows.size(), 3u) << label;
+    const bool mcp = std::string(label).find("MCP") != std::string::npos;
+    for (const auto& [deg, r] : rows) {
+      if (deg == 90) {
+        EXPECT_EQ(r.eis_steps.inside, 0u) << label;
+        EXPECT_EQ(r.eis_jump.inside, 0u) << label;
+      }
+      EXPECT_LE(r.eis_jump.contact_crossing, 0.05) << label << " " << deg;
+      EXPECT_LE(r.eis_steps.contact_crossing, mcp || deg < 150 ? 0.05 : 0.065) << label << " " << deg;
+      if (deg == 150) {
+        EXPECT_GT(r.dqs.contact_crossing, 0.3) << label << ": the contact measure must see DQS's fold";
+      }
+    }
+  }
+}
+
 TEST(ImplicitContactAsset, BcnKneeAndElbowBentTo150ElasticMeetsTheSkinsTo120AndImplicitBeatsDqs) {
   if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
   auto bcn = testing::LoadCharacter(testing::kBcn);
