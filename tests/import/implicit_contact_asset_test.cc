@@ -178,8 +178,9 @@ struct Row {
 
 // Bends `joint` (towards `end`) of `rig` to 90°, 120° and 150° in the plane of its bones and
 // measures DQS, implicit, and elastic skinning (with the session settings `elastic`) driven from
-// the rest pose in 10° steps and in one jump; prints the table. The radius: the median distance from the parent bone's axis of
-// the skin weighted mostly to the parent and its parent, over the bone's last two thirds.
+// the rest pose in 10° steps and in one jump; prints the table. The radius: the median distance
+// from the parent bone's axis of the skin weighted mostly to the parent and its parent, over the
+// bone's last two thirds.
 std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const std::string& joint_name,
                                   const std::string& end_name, const std::string& label,
                                   const ImplicitConfig& elastic = {}) {
@@ -482,7 +483,6 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
   }
 }
 
-// BCN_Epileptic (assimp-testmodels) bent beyond its clip at its left knee and left elbow.
 // ImplicitConfig::contact_gate_open 0.5 with average_stalled_relaxations (2026-11-29): the own-side
 // terms also act between pieces that meet side-on, which holds the two 150° bends the default
 // leaves open on the Arm. Measured: middle MCP at 150° 0.013 / 0.011 R of contact crossing
@@ -518,6 +518,7 @@ TEST(ImplicitContactAsset, ArmMcpAndElbowHoldSideOnContactsAt150WithTheGateOpene
   }
 }
 
+// BCN_Epileptic (assimp-testmodels) bent beyond its clip at its left knee and left elbow.
 TEST(ImplicitContactAsset, BcnKneeAndElbowBentTo150ElasticMeetsTheSkinsTo120AndImplicitBeatsDqs) {
   if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
   auto bcn = testing::LoadCharacter(testing::kBcn);
