@@ -879,7 +879,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     if (!(other.f > 0)) return 0.f;
     const float gm = mine.g.norm(), go = other.g.norm();
     if (!(gm > 0 && go > 0)) return 0.f;
-    return ContactGateOfCosine(mine.g.dot(other.g) / (gm * go), gate_open_);
+    return ContactGateOfCosine(mine.g.dot(other.g) / (gm * go), float(config_.contact_gate_open));
   }
 
   // E at pos_ of each component in `mask` (into `out`), and each of their free nodes' terms
@@ -1056,7 +1056,6 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<float> c_alpha_, c_beta_, c_dmax_, c_step_, c_trust_;
   std::vector<uint8_t> c_live_, c_cg_, c_fraction_;
   bool device_reset_ = true;
-  const float gate_open_ = float(config_.contact_gate_open);
 };
 
 }  // namespace
