@@ -13,7 +13,7 @@
 //
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
 //                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]
-//                            [--jobs N]
+//                            [--jobs N] [--tolerance X] [--average-stalled] [--gate-open C]
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
 // frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
@@ -24,7 +24,9 @@
 // with every frame gets: each pose reached from rest in one jump), which separates a pose's own
 // sensitivity from what a clip's history adds to it; --jobs N (1–5, default 1) plays the five
 // sessions N at a time on their own threads, the same figures in less time (each session still
-// runs on one thread; the printed time a frame is then not comparable).
+// runs on one thread; the printed time a frame is then not comparable). --tolerance X,
+// --average-stalled and --gate-open C set the elastic session settings relaxation_tolerance,
+// average_stalled_relaxations and contact_gate_open (core/implicit/implicit_params.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -55,6 +57,8 @@ uint32_t g_rounds = 0;  // --rounds (0: the default)
 bool g_from_rest = false;  // --from-rest: every session restarts from rest before each frame
 int g_jobs = 1;            // --jobs: sessions played side by side
 std::optional<RotationWeights> g_rotation_weights;  // --rotation-weights (unset: the default)
+std::optional<double> g_tolerance, g_gate_open;     // --tolerance, --gate-open (unset: the defaults)
+bool g_average_stalled = false;                     // --average-stalled
 
 DeformerConfig Config(const std::string& method) {
   DeformerConfig c;
@@ -62,6 +66,9 @@ DeformerConfig Config(const std::string& method) {
   auto params = std::make_shared<ImplicitConfig>();
   if (g_rounds > 0) params->relaxation_rounds = g_rounds;
   if (g_rotation_weights) params->rotation_weights = *g_rotation_weights;
+  if (g_tolerance) params->relaxation_tolerance = *g_tolerance;
+  if (g_gate_open) params->contact_gate_open = *g_gate_open;
+  if (g_average_stalled) params->average_stalled_relaxations = true;
   c.params = params;
   return c;
 }
@@ -232,12 +239,19 @@ int main(int argc, char** argv) {
       g_from_rest = true;
     } else if (a == "--rounds" && i + 1 < argc) {
       g_rounds = uint32_t(std::clamp(std::atoi(argv[++i]), 1, 1000));
+    } else if (a == "--tolerance" && i + 1 < argc) {
+      g_tolerance = std::clamp(std::atof(argv[++i]), 0.0, 0.1);
+    } else if (a == "--gate-open" && i + 1 < argc) {
+      g_gate_open = std::clamp(std::atof(argv[++i]), -0.19, 1.0);
+    } else if (a == "--average-stalled") {
+      g_average_stalled = true;
     } else if (a == "--rotation-weights" && i + 1 < argc &&
                (std::string(argv[i + 1]) == "skinning" || std::string(argv[i + 1]) == "harmonic")) {
       g_rotation_weights = std::string(argv[++i]) == "harmonic" ? RotationWeights::kHarmonic : RotationWeights::kSkinning;
     } else {
       std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
-                           "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest] [--jobs N]\n");
+                           "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest] [--jobs N] "
+                           "[--tolerance X] [--average-stalled] [--gate-open C]\n");
       return 2;
     }
   }

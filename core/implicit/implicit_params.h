@@ -40,6 +40,15 @@ struct ImplicitConfig : MethodParams {
   // at the limit and moved by 1.1e-2 at 2.36 s of its clip sampled at 8 poses (7.9e-5 with 256).
   // Lower it for speed (the limb's frame takes about half as long with 64).
   uint32_t relaxation_rounds = 256;
+  // Elastic: a relaxation round whose step moves no node farther than this fraction of the mean
+  // edge is its component's last, in [0, 0.1]; 0: every relaxation runs relaxation_rounds rounds
+  // (or ends on a step that does not descend). Smaller ends each relaxation nearer its minimum,
+  // at a cost: on BCN_Epileptic's clip a frame takes about 1.5 (1e-4), 2.5 (1e-5) and 13–15 (0)
+  // times as long. With average_stalled_relaxations, 1e-5 or 0 lower the right knee's flares at
+  // 1.4–1.7 s of that clip under 1e-6 rad turns (5 poses: 1.6e-3 → 1.1e-3 and 9.1e-4 of the
+  // diagonal; 13 poses: 2.9e-3 → 2.1e-3) but do not remove them: not a cure for the method's
+  // sensitivity (docs/implicit-skinning.md, "Not done").
+  double relaxation_tolerance = 1e-3;
   // Pieces too thin to track (both variants): a bone whose field's support radius is below this
   // fraction of the rig's mean one keeps the initial skinning, as a bone without a field does;
   // 0 tracks every piece (the thesis). Such a field's gradient is (mean / r)² times steeper than

@@ -83,6 +83,9 @@ constexpr ParamSpec kImplicitSpecs[] = {
      "piece starts to act (0: face-to-face contacts only; 0.5 also side-on ones), (-0.2, 1]"},
     {"average_stalled_relaxations", ParamSpec::Type::kFlag, "false",
      "elastic: a relaxation that reaches relaxation_rounds ends at the mean of its last two iterates"},
+    {"relaxation_tolerance", ParamSpec::Type::kNumber, "0.001",
+     "elastic: a relaxation round that moves no node farther than this fraction of the mean edge is the last "
+     "(smaller: nearer each minimum, slower; 0 runs every relaxation to relaxation_rounds), [0, 0.1]"},
 };
 
 absl::Status ReadOperator(ParamReader& r, std::string_view name, JointOperator fallback, JointOperator& out) {
@@ -120,7 +123,8 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
       .Count("max_substeps", p->max_substeps, 1, 1024)
       .Number("min_field_radius", p->min_field_radius, 0, 1)
       .Number("contact_gate_open", p->contact_gate_open, -0.2, 1, /*open_lo=*/true)
-      .Flag("average_stalled_relaxations", p->average_stalled_relaxations);
+      .Flag("average_stalled_relaxations", p->average_stalled_relaxations)
+      .Number("relaxation_tolerance", p->relaxation_tolerance, 0, 0.1);
   int rotation = 0;
   r.Choice("rotation_weights", kRotationWeightWords, rotation);
   p->rotation_weights = static_cast<RotationWeights>(rotation);

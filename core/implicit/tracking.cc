@@ -725,7 +725,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     c_fraction_.assign(nc, 0);
     Energy(pool, c_live_, c_energy_);
     ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
-    const float tol = float(1e-3 * m_->mean_edge);
+    const float tol = float(config_.relaxation_tolerance * m_->mean_edge);  // ImplicitConfig::relaxation_tolerance
     auto any = [](const std::vector<uint8_t>& v) { return std::find(v.begin(), v.end(), 1) != v.end(); };
     for (uint32_t round = 0; round < config_.relaxation_rounds && any(c_live_); ++round) {
       // The gradient, and the Gauss-Newton system H δ = −∇E by preconditioned CG.
@@ -1080,6 +1080,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
   if (c.max_substeps == 0 || c.max_substeps > 1024) return absl::InvalidArgumentError("implicit.max_substeps: in [1, 1024]");
   if (!(c.min_field_radius >= 0 && c.min_field_radius <= 1)) {
     return absl::InvalidArgumentError("implicit.min_field_radius: in [0, 1]");
+  }
+  if (!(c.relaxation_tolerance >= 0 && c.relaxation_tolerance <= 0.1)) {
+    return absl::InvalidArgumentError("implicit.relaxation_tolerance: in [0, 0.1]");
   }
   if (!(c.contact_gate_open > -0.2 && c.contact_gate_open <= 1)) {
     return absl::InvalidArgumentError("implicit.contact_gate_open: in (-0.2, 1]");

@@ -204,7 +204,7 @@ class ImplicitDeviceProgram final : public DeviceProgram {
     it.state = CarveImplicitState(s->memory_, nodes, components, elastic);
     static const ImplicitConfig kDefaults;
     const auto* config = dynamic_cast<const ImplicitConfig*>(params);
-    it.settings = MakeImplicitSettings(config ? *config : kDefaults, elastic);
+    it.settings = MakeImplicitSettings(config ? *config : kDefaults, elastic, m->resident.mean_edge);
     return std::unique_ptr<ProgramState>(std::move(s));
   }
 

@@ -93,7 +93,6 @@ struct ImplicitModelView {
   uint32_t field_count, joint_count, node_count, vertex_count;
   int32_t root, op_n, op_nd;
   float gradient_floor2;
-  float relax_tolerance;  // elastic: a round that moves no node farther than this is the last
   float typical_gradient2;
 };
 
@@ -161,6 +160,8 @@ struct ImplicitSettings {
   uint32_t harmonic_rotations;  // ImplicitConfig::rotation_weights is kHarmonic
   float contact_gate_open;      // ImplicitConfig::contact_gate_open
   uint32_t average_stalled;     // ImplicitConfig::average_stalled_relaxations
+  float relax_tolerance;        // a round that moves no node farther than this is the last
+                                // (ImplicitConfig::relaxation_tolerance × the mean edge)
 };
 
 struct ImplicitItem {

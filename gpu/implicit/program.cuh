@@ -384,7 +384,7 @@ struct EnergyTerms {
 // E: the start's value; at round r's full step, the fraction a of it the round takes
 // (implicit_device::RelaxStepFraction; below 1 the fraction's energy follows, fraction_pending); at
 // that fraction, E. A round ends by updating the caps' trust (NextTrust) and, when no node moved
-// by relax_tolerance, the rounds.
+// by the settings' relax_tolerance, the rounds.
 struct EnergySum {
   static constexpr bool kMax = false;
   uint32_t step, round;
@@ -407,7 +407,7 @@ struct EnergySum {
     sc.energy = e;
     sc.fraction_pending = 0;
     sc.trust = imp::NextTrust(sc.trust, sc.step);
-    if (sc.step * sc.dmax < it.model.relax_tolerance) {
+    if (sc.step * sc.dmax < it.settings.relax_tolerance) {
       sc.rounds = round + 1;
       sc.at_limit = 0;
     }

@@ -131,8 +131,8 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
   v.vertex_count = uint32_t(m.node_of_vertex.size());
   v.root = m.tree.root;
   v.gradient_floor2 = m.gradient_floor2;
-  v.relax_tolerance = float(1e-3 * m.mean_edge);
   v.typical_gradient2 = m.typical_gradient2;
+  out->mean_edge = m.mean_edge;
   return true;
 }
 
@@ -212,7 +212,7 @@ ImplicitStateView CarveImplicitState(void* base, uint32_t nodes, uint32_t compon
   return v;
 }
 
-ImplicitSettings MakeImplicitSettings(const ImplicitConfig& c, bool elastic) {
+ImplicitSettings MakeImplicitSettings(const ImplicitConfig& c, bool elastic, double mean_edge) {
   ImplicitSettings s{};
   s.sigma = float(c.sigma);
   s.cos_contact = float(std::cos(c.contact_angle_degrees * std::numbers::pi / 180));
@@ -225,6 +225,7 @@ ImplicitSettings MakeImplicitSettings(const ImplicitConfig& c, bool elastic) {
   s.harmonic_rotations = c.rotation_weights == RotationWeights::kHarmonic ? 1 : 0;
   s.contact_gate_open = float(c.contact_gate_open);
   s.average_stalled = c.average_stalled_relaxations ? 1 : 0;
+  s.relax_tolerance = float(c.relaxation_tolerance * mean_edge);  // as tracking.cc
   return s;
 }
 

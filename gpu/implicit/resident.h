@@ -27,6 +27,7 @@ struct DeviceAllocations {
 struct ResidentModel {
   ImplicitModelView view{};
   DeviceAllocations memory;
+  double mean_edge = 0;  // ImplicitModel::mean_edge (the relaxation's tolerance is a fraction of it)
 };
 
 // OK when the device program can run the model; FAILED_PRECONDITION names what it cannot.
@@ -53,6 +54,7 @@ bool UploadOperators(DeviceApi& api, int device, const CompositionOperators& ope
 uint64_t ImplicitStateBytes(uint32_t nodes, uint32_t components, bool elastic);
 ImplicitStateView CarveImplicitState(void* base, uint32_t nodes, uint32_t components, bool elastic);
 
-ImplicitSettings MakeImplicitSettings(const ImplicitConfig& config, bool elastic);
+// `mean_edge`: the model's (ImplicitModel::mean_edge), which scales the relaxation's tolerance.
+ImplicitSettings MakeImplicitSettings(const ImplicitConfig& config, bool elastic, double mean_edge);
 
 }  // namespace sinew::gpu

@@ -556,6 +556,29 @@ TEST(ImplicitSkinning, ElasticResultIsContinuousInThePose) {
   std::printf("elastic, 19 frames with contact and jumps, 1e-6 rad turns: largest move %.2e of the diagonal\n", worst);
 }
 
+TEST(ImplicitSkinning, ElasticRelaxationToleranceIsReadAndTheDefaultEndsNearTheMinimum) {
+  // ImplicitConfig::relaxation_tolerance: each relaxation ends when no node moves by that
+  // fraction of the mean edge. A bend without contact reached in one jump, relaxed to 1e-3 (the
+  // default) and to 1e-5: the two differ (the setting is read) by a small fraction of the mean
+  // edge (measured 2026-11-29: 7e-4 mean edges; 1e-3 against 1e-4 4.7e-4, 1e-4 against 1e-5 and
+  // 1e-5 against 0, every relaxation to its round limit, 2.3e-4 and 2.4e-4: the default already
+  // ends near each minimum where the relaxation converges).
+  Fixture& f = F();
+  auto model = f.Model(Config("elastic-implicit"));
+  constexpr double kTolerances[] = {1e-3, 1e-5};
+  std::vector<std::vector<float>> out(std::size(kTolerances));
+  testing::ForEachInParallel(std::size(kTolerances), [&](size_t k) {
+    ImplicitConfig c;
+    c.relaxation_tolerance = kTolerances[k];
+    auto session = f.Make(Config("elastic-implicit", c), model);
+    out[k] = f.RunAlone(*session, LimbPose(f.rig->skeleton, 0.5, LimbMotion{.bend_degrees = 75, .twist_degrees = 25}));
+  });
+  const double d = testing::MaxAbsDiff(out[0], out[1]) / model->mean_edge;
+  std::printf("elastic, 75° in one jump: relaxation tolerance 1e-3 vs 1e-5 of the mean edge: %.2e mean edges apart\n", d);
+  EXPECT_GT(d, 0) << "the tolerance must be read";
+  EXPECT_LT(d, 1e-2);
+}
+
 TEST(ImplicitSkinning, ElasticComponentsOfTheMeshRelaxIndependently) {
   // The relaxation minimises each connected component's energy on its own (its CG, step
   // fraction, trust and end): limb A bending 0° → 120° comes out the same, bit for bit, whether
@@ -916,6 +939,23 @@ TEST(ImplicitSkinning, Validation) {
   const auto gate_parsed = ParseImplicitParams(gate_params, "implicit");
   EXPECT_NE(gate_parsed.status().message().find("implicit.contact_gate_open"), std::string_view::npos)
       << gate_parsed.status();
+  // The relaxation's tolerance is a session setting in [0, 0.1] (0: every relaxation runs its
+  // rounds).
+  for (double tolerance : {-1e-3, 0.2, std::nan("")}) {
+    ImplicitConfig loose;
+    loose.relaxation_tolerance = tolerance;
+    EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", loose)).status().code(),
+              absl::StatusCode::kInvalidArgument) << tolerance;
+  }
+  ImplicitConfig to_the_limit;
+  to_the_limit.relaxation_tolerance = 0;
+  EXPECT_EQ(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", to_the_limit)));
+  EXPECT_TRUE(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", to_the_limit)).ok());
+  ParamSet tolerance_params;
+  tolerance_params.Set("relaxation_tolerance", ParamValue::Number(0.5));
+  const auto tolerance_parsed = ParseImplicitParams(tolerance_params, "implicit");
+  EXPECT_NE(tolerance_parsed.status().message().find("implicit.relaxation_tolerance"), std::string_view::npos)
+      << tolerance_parsed.status();
   // A frame without a pose names the field.
   auto d = f.Make(a, model);
   std::vector<float> out(f.rig->positions.size());
