@@ -472,6 +472,13 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
         EXPECT_LE(r.eis_steps.contact_crossing, 0.05) << label << " " << deg;
         EXPECT_LE(r.eis_jump.contact_crossing, 0.05) << label << " " << deg;
       }
+      // At 150° the PIPs' maxima are the finger pads folded onto the previous phalanx 2.7–3.6
+      // radii out; in the crease itself (within two radii of the joint) both hold.
+      if (deg == 150 && std::string(label).find("PIP") != std::string::npos) {
+        EXPECT_GT(r.dqs.crease_contact_crossing, 0.15) << label << ": the contact measure must see DQS's fold";
+        EXPECT_LE(r.eis_steps.crease_contact_crossing, 0.05) << label << " 150°, in the crease";
+        EXPECT_LE(r.eis_jump.crease_contact_crossing, 0.05) << label << " 150°, in the crease";
+      }
       if (deg == 120) {
         EXPECT_GT(r.dqs.contact_crossing, 0.2) << label << ": the contact measure must see DQS's fold";
         EXPECT_LT(r.eis_steps.inside, r.is.inside) << label;
