@@ -921,41 +921,36 @@ TEST(ImplicitSkinning, Validation) {
   const auto parsed = ParseImplicitParams(bad, "implicit");
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(parsed.status().message().find("implicit.min_field_radius"), std::string_view::npos) << parsed.status();
-  // The contact gate's opening is a session setting in (-0.2, 1] (at -0.2 its ramp would divide
-  // by 0), not part of the preparation; the parser names the field.
+  // Session settings (not part of the preparation): out-of-range values are refused at session
+  // creation, and the parser names the field.
+  auto refused = [&](auto setting) {
+    ImplicitConfig c;
+    setting(c);
+    return CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", c)).status().code() ==
+           absl::StatusCode::kInvalidArgument;
+  };
+  auto parser_names = [](const char* field, double value) {
+    ParamSet set;
+    set.Set(field, ParamValue::Number(value));
+    const auto parsed = ParseImplicitParams(set, "implicit");
+    return parsed.status().message().find(std::string("implicit.") + field) != std::string_view::npos;
+  };
+  // The contact gate's opening is in (-0.2, 1] (at -0.2 its ramp would divide by 0).
   for (double open : {-0.2, 1.5, std::nan("")}) {
-    ImplicitConfig gate;
-    gate.contact_gate_open = open;
-    EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", gate)).status().code(),
-              absl::StatusCode::kInvalidArgument) << open;
+    EXPECT_TRUE(refused([&](ImplicitConfig& c) { c.contact_gate_open = open; })) << open;
   }
-  ImplicitConfig side_on;
-  side_on.contact_gate_open = 0.5;
-  side_on.average_stalled_relaxations = true;
-  EXPECT_EQ(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", side_on)));
-  EXPECT_TRUE(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", side_on)).ok());
-  ParamSet gate_params;
-  gate_params.Set("contact_gate_open", ParamValue::Number(-0.5));
-  const auto gate_parsed = ParseImplicitParams(gate_params, "implicit");
-  EXPECT_NE(gate_parsed.status().message().find("implicit.contact_gate_open"), std::string_view::npos)
-      << gate_parsed.status();
-  // The relaxation's tolerance is a session setting in [0, 0.1] (0: every relaxation runs its
-  // rounds).
+  EXPECT_TRUE(parser_names("contact_gate_open", -0.5));
+  // The relaxation's tolerance is in [0, 0.1] (0: every relaxation runs its rounds).
   for (double tolerance : {-1e-3, 0.2, std::nan("")}) {
-    ImplicitConfig loose;
-    loose.relaxation_tolerance = tolerance;
-    EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", loose)).status().code(),
-              absl::StatusCode::kInvalidArgument) << tolerance;
+    EXPECT_TRUE(refused([&](ImplicitConfig& c) { c.relaxation_tolerance = tolerance; })) << tolerance;
   }
-  ImplicitConfig to_the_limit;
-  to_the_limit.relaxation_tolerance = 0;
-  EXPECT_EQ(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", to_the_limit)));
-  EXPECT_TRUE(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", to_the_limit)).ok());
-  ParamSet tolerance_params;
-  tolerance_params.Set("relaxation_tolerance", ParamValue::Number(0.5));
-  const auto tolerance_parsed = ParseImplicitParams(tolerance_params, "implicit");
-  EXPECT_NE(tolerance_parsed.status().message().find("implicit.relaxation_tolerance"), std::string_view::npos)
-      << tolerance_parsed.status();
+  EXPECT_TRUE(parser_names("relaxation_tolerance", 0.5));
+  ImplicitConfig settings;
+  settings.contact_gate_open = 0.5;
+  settings.average_stalled_relaxations = true;
+  settings.relaxation_tolerance = 0;
+  EXPECT_EQ(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", settings)));
+  EXPECT_TRUE(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", settings)).ok());
   // A frame without a pose names the field.
   auto d = f.Make(a, model);
   std::vector<float> out(f.rig->positions.size());

@@ -357,47 +357,43 @@ TEST_P(ImplicitGpu, ElasticWithTheGateOpenedToSideOnPiecesEqualsTheCpu) {
                                     config);
 }
 
+// One frame of the limb from rest with an elastic session setting (`setting` applied to the
+// defaults): the CPU's result with it must differ from the default CPU's by more than
+// `min_effect` of the diagonal (the setting acts at this pose), and the device's from the CPU's
+// by less than a tenth of that (the device follows it).
+template <class Setting>
+void ExpectDeviceFollowsASetting(GpuBackend& backend, const Pose& pose, const char* what, double min_effect,
+                                 Setting setting) {
+  auto rig = TwoBoneLimb();
+  const double diag = rig->bbox_diagonal();
+  auto params = std::make_shared<ImplicitConfig>();
+  setting(*params);
+  const DeformerConfig config("elastic-implicit", params);
+  const auto model = Prepare(*rig, config);
+  Pair p(backend, rig, model, config);
+  const std::vector<float> cpu = p.Cpu(pose), gpu = p.Gpu(backend, pose);
+  auto plain = *CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
+  std::vector<float> without(rig->positions.size());
+  ASSERT_TRUE(plain->Deform({&pose, {}}, without, nullptr).ok());
+  const double acts = testing::MaxAbsDiff(cpu, without) / diag, follows = testing::MaxAbsDiff(gpu, cpu) / diag;
+  std::printf("%s: with vs without %.2e diag, device vs CPU %.2e\n", what, acts, follows);
+  EXPECT_GT(acts, min_effect) << what << ": the setting must act at this frame";
+  EXPECT_LT(follows, acts / 10) << what;
+}
+
 // The averaged ending alone, where it acts: a 120° jump from rest, whose sub-steps end at the
 // round limit. The device must follow the CPU's averaging, not its last iterate.
 TEST_P(ImplicitGpu, ElasticAveragedEndingOfStalledRelaxationsEqualsTheCpu) {
-  auto rig = TwoBoneLimb();
-  const double diag = rig->bbox_diagonal();
-  auto averaged = std::make_shared<ImplicitConfig>();
-  averaged->average_stalled_relaxations = true;
-  const DeformerConfig config("elastic-implicit", averaged);
-  const auto model = Prepare(*rig, config);
-  Pair p(*backend_, rig, model, config);
-  const Pose pose = Bent(*rig, 120, 40);
-  const std::vector<float> cpu = p.Cpu(pose), gpu = p.Gpu(*backend_, pose);
-  auto plain = *CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
-  std::vector<float> last(rig->positions.size());
-  ASSERT_TRUE(plain->Deform({&pose, {}}, last, nullptr).ok());
-  const double acts = testing::MaxAbsDiff(cpu, last) / diag, follows = testing::MaxAbsDiff(gpu, cpu) / diag;
-  std::printf("averaged ending at a 120° jump: averaged vs last iterate %.2e diag, device vs CPU %.2e\n", acts, follows);
-  EXPECT_GT(acts, 2e-4) << "the averaging must act at this frame";
-  EXPECT_LT(follows, acts / 10);
+  ExpectDeviceFollowsASetting(*backend_, Bent(*TwoBoneLimb(), 120, 40), "averaged ending at a 120° jump", 2e-4,
+                              [](ImplicitConfig& c) { c.average_stalled_relaxations = true; });
 }
 
 // ImplicitConfig::relaxation_tolerance: the device's rounds end where the CPU's do, a 75° jump
 // from rest relaxed only to 0.1 of the mean edge instead of 1e-3 (a tighter tolerance moves
 // this frame by 1e-5 of the diagonal, about what the device's rounding does).
 TEST_P(ImplicitGpu, ElasticRelaxationToleranceEqualsTheCpu) {
-  auto rig = TwoBoneLimb();
-  const double diag = rig->bbox_diagonal();
-  auto loose_config = std::make_shared<ImplicitConfig>();
-  loose_config->relaxation_tolerance = 0.1;
-  const DeformerConfig config("elastic-implicit", loose_config);
-  const auto model = Prepare(*rig, config);
-  Pair p(*backend_, rig, model, config);
-  const Pose pose = Bent(*rig, 75, 25);
-  const std::vector<float> cpu = p.Cpu(pose), gpu = p.Gpu(*backend_, pose);
-  auto plain = *CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
-  std::vector<float> tight(rig->positions.size());
-  ASSERT_TRUE(plain->Deform({&pose, {}}, tight, nullptr).ok());
-  const double acts = testing::MaxAbsDiff(cpu, tight) / diag, follows = testing::MaxAbsDiff(gpu, cpu) / diag;
-  std::printf("relaxation tolerance 0.1 at a 75° jump: vs 1e-3 %.2e diag, device vs CPU %.2e\n", acts, follows);
-  EXPECT_GT(acts, 1e-4) << "the tolerance must change this frame";
-  EXPECT_LT(follows, acts / 10);
+  ExpectDeviceFollowsASetting(*backend_, Bent(*TwoBoneLimb(), 75, 25), "relaxation tolerance 0.1 at a 75° jump", 1e-4,
+                              [](ImplicitConfig& c) { c.relaxation_tolerance = 0.1; });
 }
 
 TEST_P(ImplicitGpu, ElasticReturnsToRestAfterARoundTripAndAfterReset) {
