@@ -5,6 +5,8 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace sinew {
 
 RigInput MakePointBar(const PointBarOptions& o) {
@@ -50,7 +52,7 @@ RigInput MakePointBar(const PointBarOptions& o) {
   for (size_t j = 0; j + 1 < o.xs.size(); ++j) {
     sm.bones.insert(sm.bones.end(), {uint32_t(j), uint32_t(j + 1)});
     sm.bone_joints.push_back(uint32_t(j));
-    sk.names.push_back("j" + std::to_string(j));
+    sk.names.push_back(absl::StrCat("j", j));  // (not "j" + std::to_string: a GCC 12 false -Wstringop-overflow)
     sk.parents.push_back(int32_t(j) - 1);
     Similarity rest;
     rest.translation = Eigen::Vector3d(j == 0 ? o.xs[0] : o.xs[j] - o.xs[j - 1], 0, 0);

@@ -17,7 +17,13 @@ namespace sinew::testing {
 inline const std::string kBcn = "X/BCN_Epileptic.X";  // 15k vertices, 58 joints, an animated clip
 inline constexpr const char* kAssimpMissing = "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
 
-inline std::string AssimpModel(const std::string& relative) { return std::string(SINEW_ASSIMP_MODELS) + "/" + relative; }
+// (Appended, not `std::string(…) + "/" + relative`: GCC 12 at -O2 warns, wrongly, that the
+// temporary's copy runs past its small-string buffer.)
+inline std::string AssimpModel(const std::string& relative) {
+  std::string path = SINEW_ASSIMP_MODELS;
+  path.append("/").append(relative);
+  return path;
+}
 inline bool CharacterAvailable(const std::string& relative) { return std::filesystem::exists(AssimpModel(relative)); }
 
 struct Character {
