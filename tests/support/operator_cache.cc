@@ -4,8 +4,11 @@
 // build wrote. Every test process that needs them then loads them from DIR
 // (operator_cache_env.cc) instead of building them again: about 70 tests did, a quarter of the
 // suite's time.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <thread>
 
 #include "core/implicit/operators.h"
