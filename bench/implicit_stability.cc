@@ -191,7 +191,9 @@ Sequence Limb() {
 
 Sequence Bcn(int frames) {
   Sequence s;
-  s.name = "BCN_Epileptic clip";
+  // The pose count in the name: "--bcn-frames N" is N + 1 poses, and reading one for the other
+  // once made two samplings look like one sampling on two CPUs (docs/implicit-skinning-log.md).
+  s.name = "BCN_Epileptic clip at " + std::to_string(frames + 1) + " poses (--bcn-frames " + std::to_string(frames) + ")";
   const std::string path = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
   auto asset = ImportAsset(path);
   if (!asset.ok()) {
