@@ -357,15 +357,16 @@ TEST_P(ImplicitGpu, ElasticWithTheGateOpenedToSideOnPiecesEqualsTheCpu) {
                                     config);
 }
 
-// One frame of the limb from rest with an elastic session setting (`setting` applied to the
-// defaults): the CPU's result with it must differ from the default CPU's by more than
-// `min_effect` of the diagonal (the setting acts at this pose), and the device's from the CPU's
-// by less than a tenth of that (the device follows it).
+// One frame of the limb, bent from rest by `degrees` with `twist`, under an elastic session
+// setting (`setting` applied to the defaults): the CPU's result with it must differ from the
+// default CPU's by more than `min_effect` of the diagonal (the setting acts at this pose), and
+// the device's from the CPU's by less than a tenth of that (the device follows it).
 template <class Setting>
-void ExpectDeviceFollowsASetting(GpuBackend& backend, const Pose& pose, const char* what, double min_effect,
-                                 Setting setting) {
+void ExpectDeviceFollowsASetting(GpuBackend& backend, double degrees, double twist, const char* what,
+                                 double min_effect, Setting setting) {
   auto rig = TwoBoneLimb();
   const double diag = rig->bbox_diagonal();
+  const Pose pose = Bent(*rig, degrees, twist);
   auto params = std::make_shared<ImplicitConfig>();
   setting(*params);
   const DeformerConfig config("elastic-implicit", params);
@@ -384,7 +385,7 @@ void ExpectDeviceFollowsASetting(GpuBackend& backend, const Pose& pose, const ch
 // The averaged ending alone, where it acts: a 120° jump from rest, whose sub-steps end at the
 // round limit. The device must follow the CPU's averaging, not its last iterate.
 TEST_P(ImplicitGpu, ElasticAveragedEndingOfStalledRelaxationsEqualsTheCpu) {
-  ExpectDeviceFollowsASetting(*backend_, Bent(*TwoBoneLimb(), 120, 40), "averaged ending at a 120° jump", 2e-4,
+  ExpectDeviceFollowsASetting(*backend_, 120, 40, "averaged ending at a 120° jump", 2e-4,
                               [](ImplicitConfig& c) { c.average_stalled_relaxations = true; });
 }
 
@@ -392,7 +393,7 @@ TEST_P(ImplicitGpu, ElasticAveragedEndingOfStalledRelaxationsEqualsTheCpu) {
 // from rest relaxed only to 0.1 of the mean edge instead of 1e-3 (a tighter tolerance moves
 // this frame by 1e-5 of the diagonal, about what the device's rounding does).
 TEST_P(ImplicitGpu, ElasticRelaxationToleranceEqualsTheCpu) {
-  ExpectDeviceFollowsASetting(*backend_, Bent(*TwoBoneLimb(), 75, 25), "relaxation tolerance 0.1 at a 75° jump", 1e-4,
+  ExpectDeviceFollowsASetting(*backend_, 75, 25, "relaxation tolerance 0.1 at a 75° jump", 1e-4,
                               [](ImplicitConfig& c) { c.relaxation_tolerance = 0.1; });
 }
 
