@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "clients/import/asset_import.h"
 #include "core/clip/clip.h"
 #include "core/deformer/deformer.h"
@@ -209,17 +210,33 @@ int main(int argc, char** argv) {
   // --quick: fewer cycles and no 170k case (CI smoke run). --emulate: the GPU tables on the CPU
   // emulation of a device (checks the device path; its times are not a GPU's), 4k limb only.
   // --gpu-only: the GPU tables alone (the CPU's elastic frames take minutes on the large rigs).
+  // --only RIGS: a comma-separated subset of limb4k, limb32k, limb172k, bcn (the whole --quick
+  // run takes most of an hour on 2 cores, nearly all of it the elastic method on limb32k).
   bool quick = false, emulate = false, gpu_only = false;
+  std::vector<std::string> only;
+  const std::vector<std::string> rigs = {"limb4k", "limb32k", "limb172k", "bcn"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--emulate") emulate = true;
     else if (a == "--gpu-only") gpu_only = true;
-    else {
-      std::fprintf(stderr, "usage: sinew-bench-implicit [--quick] [--emulate] [--gpu-only]\n");
+    else if (a == "--only" && i + 1 < argc) {
+      for (const auto piece : absl::StrSplit(argv[++i], ',')) {
+        if (std::find(rigs.begin(), rigs.end(), piece) == rigs.end()) {
+          std::fprintf(stderr, "sinew-bench-implicit: --only: unknown rig '%s' (limb4k, limb32k, limb172k, bcn)\n",
+                       std::string(piece).c_str());
+          return 2;
+        }
+        only.emplace_back(piece);
+      }
+    } else {
+      std::fprintf(stderr, "usage: sinew-bench-implicit [--quick] [--emulate] [--gpu-only] [--only RIGS]\n");
       return 2;
     }
   }
+  const auto wanted = [&](const std::string& rig) {
+    return only.empty() || std::find(only.begin(), only.end(), rig) != only.end();
+  };
   const int cycles = quick ? 1 : 3;
   std::printf("sinew-bench-implicit: mean frame time over whole clips (every joint moving), DQS on the same rig "
               "as the reference\n");
@@ -235,11 +252,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   const bool cpu = !gpu_only;
-  Run(Limb(4200, 95, 48), cycles, gpu, cpu);
-  Run(Limb(32000, 15, 48), cycles, gpu, cpu);
-  if (!quick) Run(Limb(172000, 3, 24), 1, gpu, cpu);
+  if (wanted("limb4k")) Run(Limb(4200, 95, 48), cycles, gpu, cpu);
+  if (wanted("limb32k")) Run(Limb(32000, 15, 48), cycles, gpu, cpu);
+  if (!quick && wanted("limb172k")) Run(Limb(172000, 3, 24), 1, gpu, cpu);
   const std::string bcn = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
-  if (std::filesystem::exists(bcn)) {
+  if (wanted("bcn") && std::filesystem::exists(bcn)) {
     auto asset = ImportAsset(bcn);
     auto rig = asset.ok() ? BuildRig(asset->rig) : absl::StatusOr<Rig>(asset.status());
     if (rig.ok() && !asset->clips.empty()) {

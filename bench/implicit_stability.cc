@@ -14,6 +14,7 @@
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
 //                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]
 //                            [--jobs N] [--tolerance X] [--average-stalled] [--gate-open C]
+//                            [--operator-cache DIR]
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
 // frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
@@ -27,12 +28,18 @@
 // runs on one thread; the printed time a frame is then not comparable). --tolerance X,
 // --average-stalled and --gate-open C set the elastic session settings relaxation_tolerance,
 // average_stalled_relaxations and contact_gate_open (core/implicit/implicit_params.h).
+// --operator-cache DIR keeps the composition operators (5 s to build, the same for every rig) in
+// DIR between runs, as the server's cache does (core/implicit/operators.h). A value
+// out of its setting's range is refused, not clamped. Each sequence ends with a checksum of the
+// unturned session's output bits: a change meant to keep the results (a faster loop, a new
+// layout) shows the same checksum before and after.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -47,6 +54,7 @@
 #include "core/geometry/mesh_quality.h"
 #include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
+#include "core/implicit/operators.h"
 #include "core/procedural/limb.h"
 #include "tests/core/turned_pose.h"
 
@@ -111,6 +119,7 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
   const MeshQualityMeasure quality(rig.positions, rig.triangles);
   double worst = 0, seconds = 0;
   size_t moved_total = 0;
+  uint64_t checksum = 1469598103934665603ull;  // FNV-1a over the unturned session's output bits
   std::printf("%s, %s (%zu vertices): frame, largest move / diag under 1e-6 rad turns, vertices beyond 1e-4 diag "
               "(the worst vertex's heaviest joint; moved vertices per heaviest joint); vertices newly inside the skin "
               "with DQS and with the method (the deepest / diag)\n",
@@ -137,6 +146,11 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
       for (auto& t : threads) t.join();
     }
     const std::vector<float>& base = outputs[0];
+    for (float x : base) {
+      uint32_t bits;
+      std::memcpy(&bits, &x, sizeof bits);
+      for (int byte = 0; byte < 4; ++byte) checksum = (checksum ^ ((bits >> (8 * byte)) & 0xffu)) * 1099511628211ull;
+    }
     double frame_max = 0;
     size_t beyond = 0;
     std::string worst_joint;
@@ -168,9 +182,12 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     std::printf("; inside: DQS %u (%.1e), method %u (%.1e)\n", qd.new_inside_vertices, qd.new_max_depth / diag,
                 qm.new_inside_vertices, qm.new_max_depth / diag);
   }
-  std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread%s)\n\n", worst,
+  std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread%s)\n", worst,
               moved_total, 1e3 * seconds / std::max<size_t>(frames, 1),
               g_jobs > 1 ? ", sessions side by side: the time is not comparable" : "");
+  std::printf("  output checksum %016llx (FNV-1a of the unturned session's floats: equal before and after a change "
+              "means the change kept every bit)\n\n",
+              static_cast<unsigned long long>(checksum));
   return worst;
 }
 
@@ -213,6 +230,24 @@ Sequence Bcn(int frames) {
   return s;
 }
 
+// A flag's value, refused (with the flag, its range and exit status 2) when it is not a number
+// in [lo, hi] ((lo, hi] with open_low), or not a whole number where one is needed. The
+// session settings' own ranges (core/implicit/implicit_skinning.cc) for --tolerance, --gate-open
+// and --rounds.
+double Number(const std::string& flag, const char* text, double lo, double hi, bool integer = true,
+              bool open_low = false) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  const bool ok = end != text && *end == '\0' && std::isfinite(v) && (open_low ? v > lo : v >= lo) && v <= hi &&
+                  (!integer || v == std::floor(v));
+  if (!ok) {
+    std::fprintf(stderr, "sinew-implicit-stability: %s %s: expected %s in %c%g, %g]\n", flag.c_str(), text,
+                 integer ? "a whole number" : "a number", open_low ? '(' : '[', lo, hi);
+    std::exit(2);
+  }
+  return v;
+}
+
 }  // namespace
 }  // namespace sinew
 
@@ -232,19 +267,21 @@ int main(int argc, char** argv) {
     } else if (a == "--bcn") {
       bcn = true;
     } else if (a == "--bcn-frames" && i + 1 < argc) {
-      bcn_frames = std::max(1, std::atoi(argv[++i]));
+      bcn_frames = int(Number(a, argv[++i], 1, 999));
     } else if (a == "--first" && i + 1 < argc) {
-      first = size_t(std::max(1, std::atoi(argv[++i])));
+      first = size_t(Number(a, argv[++i], 1, 1e9));
     } else if (a == "--jobs" && i + 1 < argc) {
-      g_jobs = std::clamp(std::atoi(argv[++i]), 1, 5);
+      g_jobs = int(Number(a, argv[++i], 1, 5));
     } else if (a == "--from-rest") {
       g_from_rest = true;
     } else if (a == "--rounds" && i + 1 < argc) {
-      g_rounds = uint32_t(std::clamp(std::atoi(argv[++i]), 1, 1000));
+      g_rounds = uint32_t(Number(a, argv[++i], 1, 1000));
     } else if (a == "--tolerance" && i + 1 < argc) {
-      g_tolerance = std::clamp(std::atof(argv[++i]), 0.0, 0.1);
+      g_tolerance = Number(a, argv[++i], 0.0, 0.1, /*integer=*/false);
     } else if (a == "--gate-open" && i + 1 < argc) {
-      g_gate_open = std::clamp(std::atof(argv[++i]), -0.19, 1.0);
+      g_gate_open = Number(a, argv[++i], -0.2, 1.0, /*integer=*/false, /*open_low=*/true);
+    } else if (a == "--operator-cache" && i + 1 < argc) {
+      SetOperatorCacheDirectory(argv[++i]);
     } else if (a == "--average-stalled") {
       g_average_stalled = true;
     } else if (a == "--rotation-weights" && i + 1 < argc &&
@@ -253,7 +290,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
                            "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest] [--jobs N] "
-                           "[--tolerance X] [--average-stalled] [--gate-open C]\n");
+                           "[--tolerance X] [--average-stalled] [--gate-open C] [--operator-cache DIR]\n");
       return 2;
     }
   }
