@@ -451,11 +451,11 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   void RunsOnDevice() override {
     FreeNodes();
     std::vector<Eigen::Matrix3f>().swap(rot_);
+    std::vector<Eigen::Vector3f>().swap(rest_edge_);
     std::vector<float>().swap(skinned_);
     std::vector<uint8_t>().swap(free_);
-    for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_}) {
-      std::vector<Eigen::Vector3f>().swap(*v);
-    }
+    for (auto* v : {&e_g_, &e_gh_, &e_grad_, &x_old_}) std::vector<Eigen::Vector3f>().swap(*v);
+    for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_z_}) std::vector<Eigen::Vector4f>().swap(*v);
     for (auto* v : {&e_c_, &e_k_, &e_gate_, &controls_, &e_pre_}) std::vector<float>().swap(*v);
     std::vector<float>().swap(e_cm_);
     std::vector<double>().swap(partial_);
@@ -514,8 +514,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
   size_t StateBytes() const override {
-    return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) + skinned_.size() * 4 +
-           (cg_x_.size() + e_g_.size()) * 4 * sizeof(Eigen::Vector3f) + x_old_.size() * sizeof(Eigen::Vector3f) +
+    return ImplicitDeformerBase::StateBytes() + rot_.size() * sizeof(Eigen::Matrix3f) +
+           rest_edge_.capacity() * sizeof(Eigen::Vector3f) + skinned_.size() * 4 +
+           cg_x_.size() * 5 * sizeof(Eigen::Vector4f) + e_g_.size() * 4 * sizeof(Eigen::Vector3f) +
            e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
            (e_gate_.size() + e_cm_.size() + e_pre_.size()) * sizeof(float) +
            partial_.capacity() * sizeof(double) +
@@ -612,6 +613,16 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) rot_[i] = BlendRotation(i);
     });
+    // ... and each ring entry's rotated rest edge, which every ARAP term of the relaxation reads.
+    rest_edge_.resize(m_->ring.size());
+    ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+          const uint32_t j = m_->ring[r];
+          rest_edge_[r] = 0.5f * (rot_[i] + rot_[j]) * (P3(m_->rest, i) - P3(m_->rest, j));
+        }
+      }
+    });
     // 4. Tangential relaxation and projection as one energy, minimised to convergence (Relax).
     Relax(pool);
     // Lost track [S]: a node out of its own bone's field's support has been carried onto another
@@ -667,7 +678,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // is continuous in the pose.
   void Relax(ThreadPool* pool) {
     const size_t nn = m_->node_count();
-    for (auto* v : {&e_g_, &e_gh_, &e_grad_, &e_z_, &x_old_, &cg_x_, &cg_r_, &cg_d_, &cg_q_}) v->resize(nn);
+    for (auto* v : {&e_g_, &e_gh_, &e_grad_, &x_old_}) v->resize(nn);
+    for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_z_}) v->resize(nn);
     for (auto* v : {&e_c_, &e_k_}) v->resize(nn);
     e_cm_.resize(6 * nn);
     e_pre_.resize(kRelaxBlockFloats * nn);
@@ -724,7 +736,10 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     c_cg_.assign(nc, 0);
     c_fraction_.assign(nc, 0);
     Energy(pool, c_live_, c_energy_);
-    ThreadPool* cg_pool = nn >= 8192 ? pool : nullptr;
+    // The CG's passes on the pool from 2 048 nodes (8 192 until 2026-11-29, when a node's pass
+    // cost less: the limb 4.2k's elastic frame on 2 threads 694–713 → 609–643 ms). The sums do
+    // not depend on how the nodes are split (SumComponents).
+    ThreadPool* cg_pool = nn >= 2048 ? pool : nullptr;
     const float tol = float(config_.relaxation_tolerance * m_->mean_edge);  // ImplicitConfig::relaxation_tolerance
     auto any = [](const std::vector<uint8_t>& v) { return std::find(v.begin(), v.end(), 1) != v.end(); };
     for (uint32_t round = 0; round < config_.relaxation_rounds && any(c_live_); ++round) {
@@ -743,13 +758,13 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           acc += e_k_[i] * (e_c_[i] * e_g_[i] + e_gh_[i]);
           acc += (kDqsSpring * m_->cot_sum[i]) * (pos_[i] - SkinnedNode(i));
           e_grad_[i] = acc;
-          cg_r_[i] = -acc;
+          cg_r_[i] = Eigen::Vector4f(-acc.x(), -acc.y(), -acc.z(), 0.f);
           e_z_[i] = Precondition(i, cg_r_[i]);
           cg_d_[i] = e_z_[i];
         }
       });
       SumComponents(cg_pool, c_live_, c_rz_, [&](size_t lo, size_t hi, double* v) {
-        for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(cg_r_[i].dot(e_z_[i])) : 0.0;
+        for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(cg_r_[i].head<3>().dot(e_z_[i].head<3>())) : 0.0;
       });
       for (size_t c = 0; c < nc; ++c) {
         c_stop_[c] = kCgStop * c_rz_[c];
@@ -763,7 +778,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
               continue;
             }
             cg_q_[i] = Hessian(i, cg_d_);
-            v[i] = double(cg_d_[i].dot(cg_q_[i]));
+            v[i] = double(cg_d_[i].head<3>().dot(cg_q_[i].head<3>()));
           }
         });
         for (size_t c = 0; c < nc; ++c) {
@@ -772,16 +787,20 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           else c_alpha_[c] = float(c_rz_[c] / c_sum_[c]);
         }
         SumComponents(cg_pool, c_cg_, c_sum_, [&](size_t lo, size_t hi, double* v) {
+          Eigen::Vector4f *x = cg_x_.data(), *res = cg_r_.data(), *z = e_z_.data();
+          const Eigen::Vector4f *d = cg_d_.data(), *q = cg_q_.data();
+          const uint8_t *cg = c_cg_.data(), *free = free_.data();
+          const float* alphas = c_alpha_.data();
           for (size_t i = lo; i < hi; ++i) {
-            if (!c_cg_[comp[i]]) {
+            if (!cg[comp[i]]) {
               v[i] = 0;
               continue;
             }
-            const float alpha = c_alpha_[comp[i]];
-            cg_x_[i] += alpha * cg_d_[i];
-            cg_r_[i] -= alpha * cg_q_[i];
-            e_z_[i] = free_[i] ? Precondition(i, cg_r_[i]) : Eigen::Vector3f::Zero();
-            v[i] = double(cg_r_[i].dot(e_z_[i]));
+            const float alpha = alphas[comp[i]];
+            x[i] += alpha * d[i];
+            res[i] -= alpha * q[i];
+            z[i] = free[i] ? Precondition(i, res[i]) : Eigen::Vector4f::Zero();
+            v[i] = double(res[i].head<3>().dot(z[i].head<3>()));
           }
         });
         for (size_t c = 0; c < nc; ++c) {
@@ -805,12 +824,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         if (!c_live_[c]) continue;
         x_old_[i] = pos_[i];
         if (!free_[i]) continue;
-        const float len = cg_x_[i].norm(), cap = c_trust_[c] * m_->step_cap[i];
+        const float len = cg_x_[i].head<3>().norm(), cap = c_trust_[c] * m_->step_cap[i];
         if (len > cap) cg_x_[i] *= cap / len;
-        c_dmax_[c] = std::max(c_dmax_[c], cg_x_[i].norm());
+        c_dmax_[c] = std::max(c_dmax_[c], cg_x_[i].head<3>().norm());
       }
       SumComponents(cg_pool, c_live_, c_slope_, [&](size_t lo, size_t hi, double* v) {
-        for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(e_grad_[i].dot(cg_x_[i])) : 0.0;
+        for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(e_grad_[i].dot(cg_x_[i].head<3>())) : 0.0;
       });
       for (size_t c = 0; c < nc; ++c) {
         if (c_live_[c] && !(c_slope_[c] < 0)) c_live_[c] = 0;  // not a descent direction: its last round
@@ -818,7 +837,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       // The step: E at the full step, and the fraction of it where the parabola through E, the
       // slope and that value is least (RelaxStepFraction).
       for (size_t i = 0; i < nn; ++i) {
-        if (free_[i] && c_live_[comp[i]]) pos_[i] = x_old_[i] + cg_x_[i];
+        if (free_[i] && c_live_[comp[i]]) pos_[i] = x_old_[i] + cg_x_[i].head<3>();
       }
       Energy(pool, c_live_, c_trial_);
       for (size_t c = 0; c < nc; ++c) {
@@ -830,7 +849,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       }
       if (any(c_fraction_)) {
         for (size_t i = 0; i < nn; ++i) {
-          if (free_[i] && c_fraction_[comp[i]]) pos_[i] = x_old_[i] + c_step_[comp[i]] * cg_x_[i];
+          if (free_[i] && c_fraction_[comp[i]]) pos_[i] = x_old_[i] + c_step_[comp[i]] * cg_x_[i].head<3>();
         }
         Energy(pool, c_fraction_, c_trial_);
         for (size_t c = 0; c < nc; ++c) {
@@ -868,11 +887,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return Eigen::Vector3f(skinned_[3 * v], skinned_[3 * v + 1], skinned_[3 * v + 2]);
   }
 
-  // The ARAP residual of ring entry r of node i at pos_: x_i − x_j − ½(R_i + R_j)(p⁰_i − p⁰_j).
-  Eigen::Vector3f ArapEdge(size_t i, uint32_t r) const {
-    const uint32_t j = m_->ring[r];
-    return (pos_[i] - pos_[j]) - 0.5f * (rot_[i] + rot_[j]) * (P3(m_->rest, i) - P3(m_->rest, j));
-  }
+  // The ARAP residual of ring entry r of node i at pos_: x_i − x_j − ½(R_i + R_j)(p⁰_i − p⁰_j)
+  // (the last term made once per sub-step, rest_edge_).
+  Eigen::Vector3f ArapEdge(size_t i, uint32_t r) const { return (pos_[i] - pos_[m_->ring[r]]) - rest_edge_[r]; }
 
   // How much the two fields' gradients oppose, in [0, 1] (ContactGateOfCosine).
   float ContactGate(const FieldValue& mine, const FieldValue& other) {
@@ -946,29 +963,35 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // The Gauss-Newton matrix times v at free node i: Σ_j w_ij (v_i − v_j) + k g gᵀ v_i + k Σ_o γ_o
   // ∇h_o ∇h_oᵀ v_i + c_s d_i v_i. `v` is the CG's direction, 0 at fixed nodes (the CG never
   // moves them), so a fixed neighbour j contributes w_ij v_i, as it must.
-  Eigen::Vector3f Hessian(size_t i, const std::vector<Eigen::Vector3f>& v) const {
-    if (!free_[i]) return Eigen::Vector3f::Zero();
-    Eigen::Vector3f acc = Eigen::Vector3f::Zero();
-    const Eigen::Vector3f vi = v[i];
-    for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
-      acc += m_->cot[r] * Eigen::Vector3f(vi - v[m_->ring[r]]);
+  [[gnu::always_inline]] Eigen::Vector4f Hessian(size_t i, const std::vector<Eigen::Vector4f>& v) const {
+    if (!free_[i]) return Eigen::Vector4f::Zero();
+    Eigen::Vector4f acc = Eigen::Vector4f::Zero();
+    const Eigen::Vector4f vi = v[i];
+    const uint32_t* ring = m_->ring.data();
+    const float* cot = m_->cot.data();
+    const Eigen::Vector4f* vv = v.data();
+    for (uint32_t r = m_->ring_offsets[i], r1 = m_->ring_offsets[i + 1]; r < r1; ++r) {
+      acc += cot[r] * Eigen::Vector4f(vi - vv[ring[r]]);
     }
     const float* cm = &e_cm_[6 * i];
-    const Eigen::Vector3f& x = v[i];
+    const Eigen::Vector3f x = vi.head<3>();
     const Eigen::Vector3f cx(cm[0] * x.x() + cm[1] * x.y() + cm[2] * x.z(),
                              cm[1] * x.x() + cm[3] * x.y() + cm[4] * x.z(),
                              cm[2] * x.x() + cm[4] * x.y() + cm[5] * x.z());
-    acc += e_k_[i] * (e_g_[i].dot(x) * e_g_[i] + cx);
-    acc += (kDqsSpring * m_->cot_sum[i]) * x;
+    const Eigen::Vector3f k = e_k_[i] * (e_g_[i].dot(x) * e_g_[i] + cx);
+    acc += Eigen::Vector4f(k.x(), k.y(), k.z(), 0.f);
+    const Eigen::Vector3f spring = (kDqsSpring * m_->cot_sum[i]) * x;
+    acc += Eigen::Vector4f(spring.x(), spring.y(), spring.z(), 0.f);
     return acc;
   }
 
   // The inverse of H's 3x3 diagonal block at node i, d I + k (g gᵀ + Σ_o γ_o ∇h_o ∇h_oᵀ) (d: the
   // row sum and the DQS spring, RelaxDiagonal), applied to y: the block's inverse as Energy left
-  // it (e_pre_, implicit_device::RelaxBlockInverse).
-  Eigen::Vector3f Precondition(size_t i, const Eigen::Vector3f& y) const {
-    Eigen::Vector3f z;
+  // it (e_pre_, implicit_device::RelaxBlockInverse); w = 0.
+  Eigen::Vector4f Precondition(size_t i, const Eigen::Vector4f& y) const {
+    Eigen::Vector4f z;
     ApplyRelaxBlock(&e_pre_[kRelaxBlockFloats * i], y.data(), z.data());
+    z.w() = 0.f;
     return z;
   }
 
@@ -1030,6 +1053,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<Affine34d> step_transforms_;
   std::vector<Affine34f> delta_;
   std::vector<Eigen::Matrix3f> rot_;
+  // Per ring entry r (node i, neighbour j): ½(R_i + R_j)(p⁰_i − p⁰_j), the rotated rest edge of
+  // the ARAP term, fixed through a sub-step's relaxation.
+  std::vector<Eigen::Vector3f> rest_edge_;
   std::vector<float> skinned_;
   std::vector<uint8_t> free_;
   // The composition's controller values per node, held through one relaxation (EvalHeld).
@@ -1039,10 +1065,12 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<float> e_gate_;
   // Per free node, Σ_o γ_o ∇h_o ∇h_oᵀ (symmetric: xx, xy, xz, yy, yz, zz) where h_o < 0.
   std::vector<float> e_cm_;
-  std::vector<Eigen::Vector3f> cg_x_, cg_r_, cg_d_, cg_q_;
+  // The CG's vectors, padded to 4 floats (w = 0) so that a node's arithmetic runs in one SSE
+  // register; every sum over x, y, z keeps the order it had on 3 floats (head<3>).
+  std::vector<Eigen::Vector4f> cg_x_, cg_r_, cg_d_, cg_q_, e_z_;
   // Relax's per-node terms: field gradient, Σ_o γ_o h_o ∇h_o (where h_o < 0), energy gradient,
   // preconditioned residual, the positions before a round's step; field residual, stiffness k.
-  std::vector<Eigen::Vector3f> e_g_, e_gh_, e_grad_, e_z_, x_old_;
+  std::vector<Eigen::Vector3f> e_g_, e_gh_, e_grad_, x_old_;
   std::vector<float> e_c_, e_k_;
   // Per free node: the inverse of its 3x3 block of the Gauss-Newton matrix at the positions
   // Energy last saw (RelaxBlockInverse), which every CG iteration of the next round applies.
