@@ -17,7 +17,7 @@ struct Kernel {
   Eigen::Matrix3d hess;
 };
 
-Kernel At(const Eigen::Vector3d& u) {
+[[gnu::always_inline]] inline Kernel At(const Eigen::Vector3d& u) {
   const double r = u.norm();
   Kernel k{r * r * r, 3 * r * u, Eigen::Matrix3d::Zero()};
   if (r > 1e-300) k.hess = 3 * (u * u.transpose()) / r + 3 * r * Eigen::Matrix3d::Identity();
