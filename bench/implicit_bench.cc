@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
   // emulation of a device (checks the device path; its times are not a GPU's), 4k limb only.
   // --gpu-only: the GPU tables alone (the CPU's elastic frames take minutes on the large rigs).
   // --only RIGS: a comma-separated subset of limb4k, limb32k, limb172k, bcn (the whole --quick
-  // run takes most of an hour on 2 cores, nearly all of it the elastic method on limb32k).
+  // run took 22 minutes on 2 cores on 2026-11-29, most of it the elastic method on limb32k).
   bool quick = false, emulate = false, gpu_only = false;
   std::vector<std::string> only;
   const std::vector<std::string> rigs = {"limb4k", "limb32k", "limb172k", "bcn"};
