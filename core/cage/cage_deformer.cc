@@ -221,14 +221,17 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareMvcCage(const Rig& rig,
   const size_t m = rig.vertex_count(), n = static_cast<size_t>(cage.vertices.cols());
   p->phi.resize(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(n));
   std::atomic<size_t> done{0};
+  std::atomic<bool> stop{false};  // progress said to stop: the chunks not started are skipped
   ParallelFor(pool, m, 512, [&](size_t b, size_t e) {
+    if (stop) return;
     for (size_t i = b; i < e; ++i) {
       const Eigen::Vector3d x(rig.positions[3 * i], rig.positions[3 * i + 1], rig.positions[3 * i + 2]);
       MeanValueCoordinates(cage, x, std::span<double>(p->phi.row(static_cast<Eigen::Index>(i)).data(), n));
     }
     const size_t d = done.fetch_add(e - b) + (e - b);
-    if (progress) progress(double(d) / double(m));
+    if (progress && !progress(double(d) / double(m))) stop = true;
   });
+  if (stop) return absl::CancelledError("cage-mvc: preparation cancelled");
   return std::shared_ptr<const Prepared>(std::move(p));
 }
 

@@ -120,8 +120,10 @@ class Prepared {
 };
 
 // Progress of a long preparation, in [0, 1]. Returns false when the caller wants the preparation
-// to stop: a method that can stop checks it at its own granularity (swing-twist: per joint) and
-// returns CANCELLED; others finish.
+// to stop: the method then returns CANCELLED at its next check. Checks come at least between
+// stages and between chunks of its parallel loops (swing-twist: inside each joint's solves,
+// between its iterations; cage-mvc and supercages: every 256-512 vertices; implicit: between
+// stages and field grids); cage-green has none and finishes.
 using ProgressFn = std::function<bool(double)>;
 
 class Deformer {

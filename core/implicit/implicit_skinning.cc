@@ -251,14 +251,17 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
         "method ", name, ": no bone owns enough vertices (8, by largest weight) for an implicit field"));
   }
   if (fields->size() > 65535) return absl::FailedPreconditionError("implicit skinning: more than 65535 bone fields");
-  report(0.3);
+  // Asked between the stages (and between the field grids): a cancellation waits for one stage.
+  const auto cancelled = [&] { return absl::CancelledError(absl::StrCat("method ", name, ": preparation cancelled")); };
+  if (!report(0.3)) return cancelled();
   std::vector<FieldGrid> grids(fields->size());
   for (size_t i = 0; i < fields->size(); ++i) {
     grids[i] = FieldGrid::Bake((*fields)[i], 32, pool);
-    report(0.3 + 0.5 * double(i + 1) / fields->size());
+    if (!report(0.3 + 0.5 * double(i + 1) / fields->size())) return cancelled();
   }
   auto shared = SharedOperators({}, pool, [&](double p) { return report(0.8 + 0.1 * p); });
   if (!shared.ok()) return shared.status();
+  if (!report(0.9)) return cancelled();
   model->operators = *shared;
 
   std::vector<int32_t> leaf_joint;
@@ -404,7 +407,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     const int32_t parent = rig.skeleton.parents[model->fields[l].joint];
     if (parent >= 0) model->parent_field[l] = field_of_joint[parent];
   }
-  report(0.95);
+  if (!report(0.95)) return cancelled();
   model->typical_gradient2 = float(std::pow(15.0 / (16.0 * mean_radius), 2));
   model->gradient_floor2 = float(std::pow(1e-3 * 15.0 / (16.0 * mean_radius), 2));
   model->step_cap.assign(nn, float(0.1 * mean_radius));

@@ -140,14 +140,17 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
   // 1. Φ (the bulk of the work: 80 % of the progress).
   p->phi.resize(static_cast<Eigen::Index>(m), c);
   std::atomic<size_t> done{0};
+  std::atomic<bool> stop{false};  // progress said to stop: the chunks not started are skipped
   ParallelFor(pool, m, 256, [&](size_t b, size_t e) {
+    if (stop) return;
     for (size_t i = b; i < e; ++i) {
       const Eigen::Vector3d x(rig.positions[3 * i], rig.positions[3 * i + 1], rig.positions[3 * i + 2]);
       MeanValueCoordinates(p->rest_cage, x, std::span<double>(p->phi.row(static_cast<Eigen::Index>(i)).data(), static_cast<size_t>(c)));
     }
     const size_t d = done.fetch_add(e - b) + (e - b);
-    if (progress) progress(0.8 * double(d) / double(m));
+    if (progress && !progress(0.8 * double(d) / double(m))) stop = true;
   });
+  if (stop) return absl::CancelledError("supercages: preparation cancelled");
   // 2. Rest joints (bind pose) and the skeleton updater.
   const size_t s = rig.joint_count();
   p->rest_joints.resize(3, static_cast<Eigen::Index>(s));
@@ -156,7 +159,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
     p->psi = SkeletonUpdaterWeights(rig, p->rest_cage, p->phi, p->rest_joints,
                                     params.localisation_exponent, &p->psi_max_error, &p->psi_fallbacks);
   }
-  if (progress) progress(0.9);
+  if (progress && !progress(0.9)) return absl::CancelledError("supercages: preparation cancelled");
   // 3. Cage updater: MaxVol rows of Φ and their factorisation.
   p->maxvol = MaxVol(p->phi);
   p->phi_selected.resize(c, c);

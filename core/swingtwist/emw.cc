@@ -85,7 +85,9 @@ Dirichlet BoneDirichlet(const VoxelGrid& grid, std::span<const Eigen::Vector3d> 
 
 absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen::Vector3d> vertices,
                                    const Dirichlet& dirichlet, std::span<const Eigen::Matrix3d> samples,
-                                   const EmwOptions& options) {
+                                   const EmwOptions& options, const std::function<bool()>& keep_going) {
+  auto stopped = [&] { return keep_going && !keep_going(); };
+  const auto cancelled = [] { return absl::CancelledError("emw: cancelled"); };
   const size_t n = grid.vertices.size(), m = grid.voxel_count(), k = samples.size();
   if (vertices.size() != n || dirichlet.size() != n || k == 0) {
     return absl::InternalError("emw: one position and one Dirichlet value per grid vertex, and samples");
@@ -189,6 +191,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
   // Harmonic start.
   SpdSolver harmonic(lff);
   if (!harmonic.ok()) return absl::FailedPreconditionError("elasticity weights: the grid Laplacian did not factor");
+  if (stopped()) return cancelled();
   const Eigen::VectorXd w0 = harmonic.solve(l_fixed);
   for (size_t i = 0; i < n; ++i) {
     if (free_index[i] >= 0) result.weights[i] = w0[free_index[i]];
@@ -197,6 +200,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
   if (!solver.ok()) {
     return absl::FailedPreconditionError("elasticity weights: the energy's system did not factor (a part without a bone?)");
   }
+  if (stopped()) return cancelled();
 
   std::vector<Eigen::Matrix3d> rotations(k * m);
   Eigen::VectorXd g(nf);
@@ -244,6 +248,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
       if (before - energy <= options.tolerance * std::max(before, 1e-300)) break;
     }
     if (iteration >= options.max_iterations) break;
+    if (stopped()) return cancelled();
     // Global: the weights for these rotations.
     g = h_fixed;
     for (size_t i = 0; i < k; ++i) {

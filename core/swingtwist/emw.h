@@ -18,6 +18,7 @@
 // than `tolerance` relative, or after `max_iterations`.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -46,10 +47,13 @@ using Dirichlet = std::vector<int8_t>;
 // origin). A connected component of the grid without a Dirichlet vertex (a mesh part with no
 // bone inside, e.g. an eyeball) is left out of the solve and takes, vertex by vertex, the weight
 // of the nearest solved grid vertex. FAILED_PRECONDITION when no component has a Dirichlet
-// vertex or the factorization fails.
+// vertex or the factorization fails. `keep_going` (may be empty) is asked after each of the two
+// factorizations and before each local/global iteration; when it returns false the solve ends
+// with CANCELLED, so a caller waits at most one factorization or one iteration for it to stop.
 absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen::Vector3d> vertices,
                                    const Dirichlet& dirichlet, std::span<const Eigen::Matrix3d> samples,
-                                   const EmwOptions& options = {});
+                                   const EmwOptions& options = {},
+                                   const std::function<bool()>& keep_going = {});
 
 // The samples in the joint's canonical frame: with n = 1 the paper's (R_x(±90°), R_y(±90°) for
 // the swing; R_z(±90°) for the twist); with n > 1 the angles ±(90°/n)·q, q = 1..n, about each

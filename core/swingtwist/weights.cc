@@ -140,18 +140,33 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     }
   }
   st.handles = handle_vertex.size();
-  auto blend = BlendWeights(grid, handle_vertex);
-  if (!blend.ok()) return blend.status();
-  st.blend_solver = "biharmonic (clamped, normalised)";
-
-  // EMW for every handle's joint that has bones on both sides.
   const size_t g = handle_vertex.size();
-  std::vector<std::vector<double>> swing(g), twist(g);
-  std::vector<absl::Status> failures(g);
-  std::vector<int> iterations(g, 0);
   std::atomic<size_t> done{0};
   std::atomic<bool> stop{false};  // the caller asked to stop: joints not started are skipped
   std::mutex progress_mu;
+  // Reports the joints done and learns whether to go on: asked before and after the blend
+  // weights, between joints and inside each solve, so that a cancellation waits for one
+  // factorization at most.
+  auto keep_going = [&] {
+    if (stop) return false;
+    if (!progress) return true;
+    std::lock_guard lock(progress_mu);
+    if (!progress(double(done.load()) / double(g))) stop = true;
+    return !stop;
+  };
+  const auto cancelled = [&] {
+    return absl::CancelledError(absl::StrCat("the weights' preparation was cancelled after ", done.load(), " of ", g, " joints"));
+  };
+  if (!keep_going()) return cancelled();
+  auto blend = BlendWeights(grid, handle_vertex);
+  if (!blend.ok()) return blend.status();
+  st.blend_solver = "biharmonic (clamped, normalised)";
+  if (!keep_going()) return cancelled();
+
+  // EMW for every handle's joint that has bones on both sides.
+  std::vector<std::vector<double>> swing(g), twist(g);
+  std::vector<absl::Status> failures(g);
+  std::vector<int> iterations(g, 0);
   ParallelFor(pool, g, 1, [&](size_t b, size_t e) {
     for (size_t k = b; k < e; ++k) {
       if (stop) return;
@@ -162,8 +177,9 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
       if (rotating && fixed) {
         std::vector<Eigen::Vector3d> local(grid.vertices.size());
         for (size_t v = 0; v < local.size(); ++v) local[v] = frames.inverse[j] * grid.vertices[v].homogeneous();
-        auto s = SolveEmw(grid, local, dirichlet, SwingSamples(options.swing_samples), options.emw);
-        auto t = s.ok() ? SolveEmw(grid, local, dirichlet, TwistSamples(options.twist_samples), options.emw) : s;
+        auto s = SolveEmw(grid, local, dirichlet, SwingSamples(options.swing_samples), options.emw, keep_going);
+        auto t = s.ok() ? SolveEmw(grid, local, dirichlet, TwistSamples(options.twist_samples), options.emw, keep_going) : s;
+        if (stop) return;
         if (!s.ok() || !t.ok()) {
           failures[k] = s.ok() ? t.status() : s.status();
         } else {
@@ -172,14 +188,11 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
           iterations[k] = std::max(s->iterations, t->iterations);
         }
       }
-      const size_t now = ++done;
-      if (progress) {
-        std::lock_guard lock(progress_mu);
-        if (!progress(double(now) / double(g))) stop = true;
-      }
+      ++done;
+      if (!keep_going()) return;
     }
   });
-  if (stop) return absl::CancelledError(absl::StrCat("the weights' preparation was cancelled after ", done.load(), " of ", g, " joints"));
+  if (stop) return cancelled();
   for (size_t k = 0; k < g; ++k) {
     if (!failures[k].ok()) {
       return absl::Status(failures[k].code(), absl::StrCat("joint ", handle_joint[k], ": ", failures[k].message()));

@@ -49,7 +49,8 @@ struct ElasticWeightsStats {
 // FAILED_PRECONDITION when the rig has no skeleton or no triangles, or a part of the voxel
 // grid holds no bone (see SolveEmw); RESOURCE_EXHAUSTED when the voxel size makes the grid too
 // large. `progress` (may be empty) is called with the fraction of joints done, from the pool's
-// threads.
+// threads, before and after the blend weights, after each joint and inside each joint's solves;
+// once it returns false the computation ends with CANCELLED within one sparse factorization.
 absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const CanonicalFrames& frames,
                                                         const ElasticWeightsOptions& options, ThreadPool* pool,
                                                         const ProgressFn& progress,

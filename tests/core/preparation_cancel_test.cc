@@ -1,0 +1,110 @@
+// Preparations stop when their progress callback says so (ProgressFn's contract): the server
+// cancels them through it (CancelPreparation, shutdown), and a cancellation that waits for a whole
+// preparation holds up a shutdown past its drain timeout. The callback refuses from its k-th
+// call on, for several k.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/deformer/deformer.h"
+#include "core/parallel/thread_pool.h"
+#include "core/procedural/limb.h"
+#include "core/swingtwist/method.h"
+#include "tests/core/test_util.h"
+
+namespace sinew {
+namespace {
+
+struct Calls {
+  std::vector<double> fractions;  // every call's argument
+};
+
+// Prepares with a callback that refuses from its call `refuse_at` on (0: never), as the server's
+// does once a preparation is cancelled.
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareRefusingAt(const Rig& rig, const DeformerConfig& config,
+                                                                  size_t refuse_at, Calls& calls, size_t workers = 0) {
+  ThreadPool pool(workers);
+  const MethodInfo* method = FindMethod(config.method);
+  EXPECT_NE(method, nullptr);
+  return method->prepare(rig, config, &pool, [&](double f) {
+    calls.fractions.push_back(f);
+    return refuse_at == 0 || calls.fractions.size() < refuse_at;
+  });
+}
+
+DeformerConfig Defaults(const char* method) {
+  auto c = ParseDeformerConfig(*FindMethod(method), {}, "deformer.x");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.value_or(DeformerConfig(method));
+}
+
+DeformerConfig SwingTwistAt(double voxel_size) {
+  DeformerConfig config("swing-twist");
+  auto p = std::make_shared<SwingTwistParams>();
+  p->voxel_size = voxel_size;
+  config.params = p;
+  return config;
+}
+
+// 1 600 vertices: several of cage-mvc's (512) and supercages' (256) chunks.
+RigInput LimbWithCage() {
+  LimbOptions o;
+  o.rings = 100;
+  o.segments = 16;
+  RigInput in = MakeLimb(o);
+  in.rig.cages.push_back(MakeLimbCage(o, 4));
+  return in;
+}
+
+// Runs the preparation to count its calls (twice: the first may build what the process keeps,
+// implicit's operator grids), then refuses from the first, a middle and the last call but one
+// on: every refusal ends it with CANCELLED. One worker besides the caller: the parallel loops
+// are cut into chunks (a pool without workers runs a loop as one), whose calls may come in
+// either order.
+void ExpectEveryRefusalCancels(const Rig& rig, const DeformerConfig& config) {
+  Calls first, full;
+  ASSERT_TRUE(PrepareRefusingAt(rig, config, 0, first, 1).ok());
+  auto done = PrepareRefusingAt(rig, config, 0, full, 1);
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_GE(full.fractions.size(), 2u) << config.method << " reports no progress to be refused";
+  EXPECT_EQ(*std::max_element(full.fractions.begin(), full.fractions.end()), 1.0) << config.method;
+  for (size_t k : {size_t{1}, full.fractions.size() / 2, full.fractions.size() - 1}) {
+    Calls calls;
+    auto cancelled = PrepareRefusingAt(rig, config, k, calls, 1);
+    EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled)
+        << config.method << " refused at call " << k << " of " << full.fractions.size() << ": " << cancelled.status();
+  }
+}
+
+TEST(PreparationCancel, EveryCheckedPreparationEndsCancelledWhenProgressRefuses) {
+  const Rig cylinder = testing::BuildOrDie(testing::ElbowCylinder(1, 32));
+  ExpectEveryRefusalCancels(cylinder, SwingTwistAt(0.25));
+  const Rig caged = testing::BuildOrDie(LimbWithCage());
+  ExpectEveryRefusalCancels(caged, Defaults("cage-mvc"));
+  ExpectEveryRefusalCancels(caged, Defaults("supercages"));
+  const Rig limb = testing::BuildOrDie(MakeLimb(testing::TwoBoneLimb()));
+  ExpectEveryRefusalCancels(limb, Defaults("implicit"));
+}
+
+// Swing-twist's weights are asked inside each joint's solves, not only between joints (a run
+// asks more often than twice a joint), and a refusal anywhere is the last call: the solve in
+// progress stops at once and nothing else starts. Without workers the joints run in order on
+// the calling thread, so the calls are the same on every run.
+TEST(PreparationCancel, SwingTwistStopsInsideAJointsSolve) {
+  const Rig cylinder = testing::BuildOrDie(testing::ElbowCylinder(1, 32));
+  const DeformerConfig config = SwingTwistAt(0.25);
+  Calls full;
+  ASSERT_TRUE(PrepareRefusingAt(cylinder, config, 0, full).ok());
+  ASSERT_GT(full.fractions.size(), 2 + 2 * cylinder.joint_count()) << "asked only between joints?";
+  for (size_t k = 1; k < full.fractions.size(); ++k) {
+    Calls calls;
+    auto cancelled = PrepareRefusingAt(cylinder, config, k, calls);
+    EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << "refused at call " << k;
+    EXPECT_EQ(calls.fractions.size(), k) << "asked again after refusing at call " << k;
+  }
+}
+
+}  // namespace
+}  // namespace sinew
