@@ -177,7 +177,9 @@ int main(int argc, char** argv) {
        "Mutual TLS: clients must present a certificate signed by this CA (PEM). Default: none (any client)",
        [&](const std::string& v) { o.tls_client_ca = v; return !v.empty(); }},
       {"drain-timeout", "SECONDS",
-       absl::StrCat("On SIGTERM, how long open streams get to finish. Default ",
+       absl::StrCat("On SIGTERM, how long open streams get to finish; background preparations, "
+                    "cancelled, get what is left of it (at least 1 s), and the server exits without "
+                    "any still running then. Default ",
                     o.drain_timeout_seconds),
        Number(o.drain_timeout_seconds)},
   };

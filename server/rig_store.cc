@@ -223,6 +223,15 @@ void StoredRig::CancelAll() {
   }
 }
 
+std::vector<std::string> StoredRig::Unfinished() {
+  std::lock_guard lock(prep_mu);
+  std::vector<std::string> keys;
+  for (const auto& [key, p] : preparations) {
+    if (!p->done) keys.push_back(key);
+  }
+  return keys;
+}
+
 absl::StatusOr<std::shared_ptr<gpu::GpuRig>> StoredRig::OnGpu(gpu::GpuBackend& backend) {
   std::lock_guard lock(prep_mu);
   if (!gpu_rig) {

@@ -106,6 +106,8 @@ struct StoredRig {
   bool Reserve(const std::string& key, int64_t now_ms);
   // Asks every running preparation to stop (server shutdown).
   void CancelAll();
+  // The keys of the preparations not done (running, or reserved and not started).
+  std::vector<std::string> Unfinished();
   size_t TotalBytes() const { return bytes + prepared_bytes.load(); }
 };
 

@@ -13,6 +13,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/implicit/operators.h"
 
 namespace sinew::server {
@@ -176,6 +177,15 @@ void SinewServer::Shutdown() {
   server_->Wait();
   pool_.reset();     // joins the workers after their queued tasks
   server_.reset();   // gRPC's server before the service registered with it
+  // Background preparations, cancelled, stop at their next check; they get what is left of the
+  // drain timeout (at least a second). One inside a long step (a sparse factorisation) past that
+  // is left to the destructor: sinew-server exits without it, losing only its work.
+  const auto background_deadline = std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  if (const auto left = service_->StopBackground(background_deadline); !left.empty()) {
+    std::fprintf(stderr, "sinew-server: not waiting for %zu preparation%s still running past the drain timeout (%s)\n",
+                 left.size(), left.size() == 1 ? "" : "s", absl::StrJoin(left, "; ").c_str());
+    return;
+  }
   service_.reset();  // sessions and rigs, with their device memory, while the devices exist
   gpu_.reset();      // stops the device dispatchers
 }

@@ -37,7 +37,9 @@ class SinewServer {
 
   // Graceful stop: health goes NOT_SERVING, streams finish after answering the frames they
   // have received (up to drain_timeout_seconds), in-flight unary calls complete, then gRPC and
-  // the workers stop.
+  // the workers stop. Background preparations are cancelled and waited for until the drain
+  // deadline (at least a second); any still running then are logged and left to the
+  // destructor, so that Shutdown's time is bounded (sinew-server exits after it).
   void Shutdown();
 
  private:

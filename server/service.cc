@@ -246,6 +246,19 @@ void Service::BeginDrain() {
   }
 }
 
+std::vector<std::string> Service::StopBackground(std::chrono::steady_clock::time_point deadline) {
+  for (const auto& rig : rigs_.List()) rig->CancelAll();  // those started since BeginDrain too
+  {
+    std::unique_lock lock(background_mu_);
+    if (background_cv_.wait_until(lock, deadline, [&] { return background_tasks_ == 0; })) return {};
+  }
+  std::vector<std::string> left;
+  for (const auto& rig : rigs_.List()) {
+    for (const std::string& key : rig->Unfinished()) left.push_back(absl::StrCat("rig ", rig->id.substr(0, 12), ": ", key));
+  }
+  return left;
+}
+
 size_t Service::open_streams() const {
   std::lock_guard lock(streams_mu_);
   return streams_.size();

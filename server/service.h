@@ -13,7 +13,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "core/parallel/thread_pool.h"
@@ -89,6 +92,11 @@ class Service final : public v1::Sinew::CallbackService {
   // Shutdown, step 1: every open stream and batch finishes (UNAVAILABLE) once its in-flight
   // frame has been answered; idle streams finish at once.
   void BeginDrain();
+  // Shutdown, step 2 (after gRPC has stopped): cancels every background preparation and waits
+  // until `deadline` for them to stop (they stop at their next check, see ProgressFn). Returns
+  // those still running then ("rig 0123456789ab: swing-twist voxel=..."), which the destructor
+  // waits for; a process that exits instead loses nothing but their work.
+  std::vector<std::string> StopBackground(std::chrono::steady_clock::time_point deadline);
   size_t open_streams() const;
   // Calls whose reactor has not finished (uploads, frames, streams).
   int active_calls() const { return active_calls_.load(); }
@@ -195,6 +203,11 @@ class Service final : public v1::Sinew::CallbackService {
 
   mutable std::recursive_mutex streams_mu_;
   absl::flat_hash_set<Drainable*> streams_;
+  // Background preparations submitted and not finished, for StopBackground. Declared before
+  // background_, whose tasks count themselves out here while it joins them.
+  std::mutex background_mu_;
+  std::condition_variable background_cv_;
+  size_t background_tasks_ = 0;
   // Preparations run in the background while their sessions serve a fallback (MethodInfo::fallback):
   // their own workers, so that they never take the frame pool's. Declared last: destroyed first,
   // finishing what it runs before the rig store goes.

@@ -1,6 +1,7 @@
 // CreateSession: the method and its parameters from the registry, the shared preparation, the
 // backend (GPU when asked or under AUTO, for methods with a device stage), the session's scratch.
 #include <cstdio>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "core/deformer/pipeline.h"
@@ -216,6 +217,7 @@ struct PrepareTask {
   DeformerConfig config;
   ThreadPool* pool;
   std::string cache_dir;
+  std::function<void()> finished;  // counts the task out (Service::StopBackground waits for it)
   static void Run(void* arg) {
     std::unique_ptr<PrepareTask> t(static_cast<PrepareTask*>(arg));
     auto p = t->rig->GetOrPrepare(*t->method, t->config, t->pool, NowMs(), t->cache_dir);
@@ -223,6 +225,7 @@ struct PrepareTask {
       std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s failed: %s\n", t->rig->id.c_str(),
                    std::string(t->method->name).c_str(), std::string(p.status().message()).c_str());
     }
+    t->finished();
   }
 };
 }  // namespace
@@ -258,7 +261,16 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
                                                 std::string(method.fallback), " is not a method without preparation"));
       }
       if (stored.Reserve(key, NowMs())) {
-        background_.Submit(&PrepareTask::Run, new PrepareTask{stored_rig, &method, config, &background_, options_.cache_dir});
+        {
+          std::lock_guard lock(background_mu_);
+          ++background_tasks_;
+        }
+        auto finished = [this] {
+          std::lock_guard lock(background_mu_);
+          if (--background_tasks_ == 0) background_cv_.notify_all();
+        };
+        background_.Submit(&PrepareTask::Run,
+                           new PrepareTask{stored_rig, &method, config, &background_, options_.cache_dir, finished});
       }
       auto fb = fallback->create(stored.rig, nullptr, DeformerConfig(std::string(method.fallback)));
       if (!fb.ok()) return fb.status();

@@ -288,7 +288,8 @@ v1::CreateSessionRequest SwingTwistSession(const std::string& rig_id, double vox
 // and refused to new sessions (not retried) until CancelPreparation forgets it. Unknown keys and
 // finished preparations are refused by name.
 TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
-  // 24 bones: 23 weight solves of about 0.1-0.3 s each, cancelled within the first two.
+  // 24 bones: a biharmonic solve and 23 joints' weight solves (8 s and 7-16 s each at this
+  // voxel size on the 2-core VM), cancelled at their next check (ProgressFn).
   auto up = client_->UploadRig(client::RigToProto(MakeLimb(LimbOf(3000, 24, 2))));
   ASSERT_TRUE(up.ok()) << up.status();
   auto session = client_->CreateSession(SwingTwistSession(up->rig_id(), 0.03));
