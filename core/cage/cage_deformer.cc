@@ -242,8 +242,12 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
   if (auto st = CheckCageConfig(rig, config, "cage-green"); !st.ok()) return st;
   auto p = std::make_shared<GreenPrepared>();
   p->rest = ToCageGeometry(rig.cages[ParamsOf<CageParams>(config).cage]);
-  p->coords = ComputeGreenCoordinates(p->rest, ToPoints(rig.positions), pool);
-  if (progress) progress(1.0);
+  std::atomic<bool> refused{false};
+  p->coords = ComputeGreenCoordinates(p->rest, ToPoints(rig.positions), pool, [&](double f) {
+    if (progress && !progress(f)) refused = true;
+    return !refused;
+  });
+  if (refused) return absl::CancelledError("cage-green: preparation cancelled");
   return std::shared_ptr<const Prepared>(std::move(p));
 }
 

@@ -1,4 +1,6 @@
 #include "core/cage/green.h"
+
+#include <atomic>
 #include "core/geometry/triangle.h"
 
 #include <algorithm>
@@ -152,7 +154,7 @@ Eigen::Vector3d SurfaceNormal(const std::vector<Face>& faces, const Eigen::Matri
 }  // namespace
 
 GreenCoordinates ComputeGreenCoordinates(const CageGeometry& cage, const Eigen::Matrix3Xd& points,
-                                         ThreadPool* pool) {
+                                         ThreadPool* pool, const std::function<bool(double)>& progress) {
   const Eigen::Index n = cage.vertices.cols();
   const Eigen::Index f = cage.triangles.cols();
   const Eigen::Index m = points.cols();
@@ -169,7 +171,10 @@ GreenCoordinates ComputeGreenCoordinates(const CageGeometry& cage, const Eigen::
   const double sample = kSample * D;
   const double tiny2 = 1e-24 * D * D;
 
+  std::atomic<size_t> done{0};
+  std::atomic<bool> stop{false};
   ParallelFor(pool, static_cast<size_t>(m), kGrain, [&](size_t begin, size_t end) {
+    if (stop) return;
     for (size_t i = begin; i < end; ++i) {
       const Eigen::Index r = static_cast<Eigen::Index>(i);
       const Eigen::Vector3d x = points.col(r);
@@ -205,6 +210,8 @@ GreenCoordinates ComputeGreenCoordinates(const CageGeometry& cage, const Eigen::
       psi[exit.face] += t.n.dot(y);
       gc.exterior[i] = 1;
     }
+    const size_t d = done.fetch_add(end - begin) + (end - begin);
+    if (progress && !progress(double(d) / double(m))) stop = true;
   });
   return gc;
 }

@@ -54,6 +54,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -74,8 +75,11 @@ struct GreenCoordinates {
 
 // Coordinates of points (3 x m) with respect to the rest cage; exterior points get the
 // extension through their nearest face (see above). Parallel over points when pool is not null.
+// `progress` (may be empty) is called after each chunk of points with the fraction done; once it
+// returns false the chunks not started are skipped and the result is incomplete (the caller
+// that refused discards it).
 GreenCoordinates ComputeGreenCoordinates(const CageGeometry& cage, const Eigen::Matrix3Xd& points,
-                                         ThreadPool* pool);
+                                         ThreadPool* pool, const std::function<bool(double)>& progress = {});
 
 // Per-face stretch factors s_j of the deformed cage relative to the rest cage (seed-004 §4.3):
 // s_j = sqrt(|u'|²|v|² - 2(u'·v')(u·v) + |v'|²|u|²) / (√8 area(t_j)), u, v = edges v2-v1, v3-v1

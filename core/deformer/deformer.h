@@ -122,8 +122,8 @@ class Prepared {
 // Progress of a long preparation, in [0, 1]. Returns false when the caller wants the preparation
 // to stop: the method then returns CANCELLED at its next check. Checks come at least between
 // stages and between chunks of its parallel loops (swing-twist: inside each joint's solves,
-// between its iterations; cage-mvc and supercages: every 256-512 vertices; implicit: between
-// stages and field grids); cage-green has none and finishes.
+// between its iterations; cage-mvc, cage-green and supercages: every 16-512 vertices; implicit:
+// between stages and field grids).
 using ProgressFn = std::function<bool(double)>;
 
 class Deformer {

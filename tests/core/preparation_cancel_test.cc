@@ -48,7 +48,7 @@ DeformerConfig SwingTwistAt(double voxel_size) {
   return config;
 }
 
-// 1 600 vertices: several of cage-mvc's (512) and supercages' (256) chunks.
+// 1 600 vertices: several of cage-mvc's (512), cage-green's (16) and supercages' (256) chunks.
 RigInput LimbWithCage() {
   LimbOptions o;
   o.rings = 100;
@@ -83,6 +83,7 @@ TEST(PreparationCancel, EveryCheckedPreparationEndsCancelledWhenProgressRefuses)
   ExpectEveryRefusalCancels(cylinder, SwingTwistAt(0.25));
   const Rig caged = testing::BuildOrDie(LimbWithCage());
   ExpectEveryRefusalCancels(caged, Defaults("cage-mvc"));
+  ExpectEveryRefusalCancels(caged, Defaults("cage-green"));
   ExpectEveryRefusalCancels(caged, Defaults("supercages"));
   const Rig limb = testing::BuildOrDie(MakeLimb(testing::TwoBoneLimb()));
   ExpectEveryRefusalCancels(limb, Defaults("implicit"));
