@@ -107,6 +107,14 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
         absl::StrCat("backend: ", what, " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));
   }
   auto deformer = CreateDeformerOn(stored, *config, /*serve_fallback=*/true);
+  if (!deformer.ok() && deformer.status().code() == absl::StatusCode::kCancelled) {
+    // The preparation this call ran or waited for was cancelled: by the drain (UNAVAILABLE, as
+    // any new work then: the client goes to another server) or by CancelPreparation (ABORTED:
+    // asking again starts it again).
+    if (draining()) return ShuttingDown();
+    return absl::AbortedError(absl::StrCat(what, ": its preparation was cancelled (CancelPreparation) before it was done: ",
+                                           deformer.status().message(), "; create the session again to start it again"));
+  }
   if (!deformer.ok()) return deformer.status();
   // Methods with a device stage run it on the GPU under AUTO when there is one.
   const DeviceStage stage = (*deformer)->device_stage();

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -162,6 +163,62 @@ TEST_F(ImplicitService, DeleteRigIsRefusedWhileASessionIsBeingCreated) {
   EXPECT_EQ(client_->DeleteRig(rig_id_).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(client_->CloseSession(session->session_id()).ok());
   EXPECT_TRUE(client_->DeleteRig(rig_id_).ok());
+}
+
+// Opens an implicit session in the background and calls `act` with the key of its preparation
+// once GetRig lists it as running (or never, when it finished first); returns the session's
+// result.
+absl::StatusOr<v1::Session> OpenWhilePreparing(client::Client& client, const std::string& rig_id,
+                                               const std::function<absl::StatusOr<v1::Session>()>& open,
+                                               const std::function<void(const std::string& key)>& act) {
+  std::promise<absl::StatusOr<v1::Session>> created;
+  std::thread create([&] { created.set_value(open()); });
+  auto result = created.get_future();
+  bool acted = false;
+  while (!acted && result.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
+    auto info = client.GetRig(rig_id);
+    if (!info.ok()) break;
+    for (const v1::Preparation& p : info->preparations()) {
+      if (!p.done() && !acted) {
+        acted = true;
+        act(p.key());
+      }
+    }
+  }
+  create.join();
+  std::printf("preparation observed while running: %s\n", acted ? "yes" : "no (it finished first)");
+  return result.get();
+}
+
+// A CreateSession whose (synchronous) preparation is cancelled says so with ABORTED, naming
+// CancelPreparation (CANCELLED would read as the caller's own cancellation); the next
+// CreateSession prepares again and succeeds.
+TEST_F(ImplicitService, ASessionWhosePreparationIsCancelledIsToldWhy) {
+  absl::Status cancel = absl::UnknownError("not called");
+  auto session = OpenWhilePreparing(*client_, rig_id_, [&] { return Open(v1::METHOD_IMPLICIT); },
+                                    [&](const std::string& key) { cancel = client_->CancelPreparation(rig_id_, key).status(); });
+  if (!session.ok()) {
+    EXPECT_TRUE(cancel.ok()) << cancel;
+    EXPECT_EQ(session.status().code(), absl::StatusCode::kAborted) << session.status();
+    EXPECT_THAT(std::string(session.status().message()), HasSubstr("CancelPreparation"));
+  }  // else: the cancellation came after the preparation's last check
+  auto again = Open(v1::METHOD_IMPLICIT);
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+// SIGTERM during a CreateSession's preparation: the drain cancels it and the call ends with
+// UNAVAILABLE (go to another server), and the server exits 0.
+TEST_F(ImplicitService, ADrainDuringAPreparationAnswersUnavailable) {
+  int exit_code = -2;
+  auto session = OpenWhilePreparing(*client_, rig_id_, [&] { return Open(v1::METHOD_IMPLICIT); },
+                                    [&](const std::string&) { exit_code = server_->Terminate(); });
+  if (!session.ok()) {
+    EXPECT_EQ(session.status().code(), absl::StatusCode::kUnavailable) << session.status();
+  }
+  if (exit_code != -2) {
+    EXPECT_EQ(exit_code, 0);
+    server_.reset();  // stopped: TearDown has nothing to terminate
+  }
 }
 
 TEST_F(ImplicitService, ErrorsNameTheField) {
