@@ -112,8 +112,8 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
     // any new work then: the client goes to another server) or by CancelPreparation (ABORTED:
     // asking again starts it again).
     if (draining()) return ShuttingDown();
-    return absl::AbortedError(absl::StrCat(what, ": its preparation was cancelled (CancelPreparation) before it was done: ",
-                                           deformer.status().message(), "; create the session again to start it again"));
+    return absl::AbortedError(absl::StrCat(what, ": its preparation was cancelled (CancelPreparation) before it was "
+                                           "done; create the session again to start it again"));
   }
   if (!deformer.ok()) return deformer.status();
   // Methods with a device stage run it on the GPU under AUTO when there is one.

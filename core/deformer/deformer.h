@@ -123,7 +123,8 @@ class Prepared {
 // to stop: the method then returns CANCELLED at its next check. Checks come at least between
 // stages and between chunks of its parallel loops (swing-twist: inside each joint's solves,
 // between its iterations; cage-mvc, cage-green and supercages: every 16-512 vertices; implicit:
-// between stages and field grids).
+// between stages and field grids). It is called from the pool's threads, several at once: it
+// must be thread-safe, and the fractions may arrive out of order.
 using ProgressFn = std::function<bool(double)>;
 
 class Deformer {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace sinew {
 namespace {
 
 struct Calls {
+  std::mutex mu;                  // the calls come from the pool's threads, possibly at once
   std::vector<double> fractions;  // every call's argument
 };
 
@@ -29,6 +31,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareRefusingAt(const Rig& rig
   const MethodInfo* method = FindMethod(config.method);
   EXPECT_NE(method, nullptr);
   return method->prepare(rig, config, &pool, [&](double f) {
+    std::lock_guard lock(calls.mu);
     calls.fractions.push_back(f);
     return refuse_at == 0 || calls.fractions.size() < refuse_at;
   });
