@@ -82,8 +82,9 @@ web_deps() {
   fi
   if [[ ! "$web/node_modules/.package-lock.json" -nt "$web/package-lock.json" ]]; then
     echo "install-deps: npm ci in $web"
-    # Node trusts only its own CA list; add the system's (ca-certificates, and a proxy's CA that
-    # an administrator put in /usr/local/share/ca-certificates), as apt and curl use them.
+    # Debian's nodejs reads the system's CA store; a Node from elsewhere on PATH (nvm, upstream
+    # tarballs) trusts only its own list. Give it the system's too (ca-certificates, and a
+    # proxy's CA that an administrator put in /usr/local/share/ca-certificates).
     local system_cas=/etc/ssl/certs/ca-certificates.crt
     if [[ -z "${NODE_EXTRA_CA_CERTS:-}" && -r "$system_cas" ]]; then
       NODE_EXTRA_CA_CERTS="$system_cas" npm ci --prefix "$web" --no-audit --no-fund --loglevel=error
