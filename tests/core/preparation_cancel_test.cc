@@ -51,16 +51,6 @@ DeformerConfig SwingTwistAt(double voxel_size) {
   return config;
 }
 
-// 1 600 vertices: several of cage-mvc's (512), cage-green's (16) and supercages' (256) chunks.
-RigInput LimbWithCage() {
-  LimbOptions o;
-  o.rings = 100;
-  o.segments = 16;
-  RigInput in = MakeLimb(o);
-  in.rig.cages.push_back(MakeLimbCage(o, 4));
-  return in;
-}
-
 // Runs the preparation to count its calls (twice: the first may build what the process keeps,
 // implicit's operator grids), then refuses from the first, a middle and the last call but one
 // on: every refusal ends it with CANCELLED. One worker besides the caller: the parallel loops
@@ -84,7 +74,8 @@ void ExpectEveryRefusalCancels(const Rig& rig, const DeformerConfig& config) {
 TEST(PreparationCancel, EveryCheckedPreparationEndsCancelledWhenProgressRefuses) {
   const Rig cylinder = testing::BuildOrDie(testing::ElbowCylinder(1, 32));
   ExpectEveryRefusalCancels(cylinder, SwingTwistAt(0.25));
-  const Rig caged = testing::BuildOrDie(LimbWithCage());
+  // 1 600 vertices: several of cage-mvc's (512), cage-green's (16) and supercages' (256) chunks.
+  const Rig caged = testing::BuildOrDie(testing::LimbWithCage(100, 16));
   ExpectEveryRefusalCancels(caged, Defaults("cage-mvc"));
   ExpectEveryRefusalCancels(caged, Defaults("cage-green"));
   ExpectEveryRefusalCancels(caged, Defaults("supercages"));

@@ -255,14 +255,7 @@ TEST(Rig, InverseBindDefaultsToInverseRestWorld) {
 namespace sinew {
 namespace {
 
-RigInput LimbWithCage() {
-  LimbOptions o;
-  o.rings = 10;
-  o.segments = 8;
-  RigInput in = MakeLimb(o);
-  in.rig.cages.push_back(MakeLimbCage(o, 4));
-  return in;
-}
+using testing::LimbWithCage;
 
 TEST(RigCage, ClosedOrientedEnclosingCageIsAccepted) {
   Rig rig = testing::BuildOrDie(LimbWithCage());

@@ -37,6 +37,16 @@ inline Rig SmallLimb(uint32_t influences = 2, uint32_t bones = 3) {
   return BuildOrDie(MakeLimb(o));
 }
 
+// A limb of `rings` × `segments` vertices with a 4-sided cage around it (MakeLimbCage).
+inline RigInput LimbWithCage(uint32_t rings = 10, uint32_t segments = 8) {
+  LimbOptions o;
+  o.rings = rings;
+  o.segments = segments;
+  RigInput in = MakeLimb(o);
+  in.rig.cages.push_back(MakeLimbCage(o, 4));
+  return in;
+}
+
 // The implicit skinning suites' limb (core/procedural/limb.h).
 inline LimbOptions TwoBoneLimb() { return TwoBoneLimbOptions(); }
 
