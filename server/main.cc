@@ -143,9 +143,12 @@ int main(int argc, char** argv) {
                     "next. Default ", o.gpu_batch_window_us),
        Number(o.gpu_batch_window_us)},
       {"cache-dir", "DIR",
-       "Folder for character-independent precomputations kept across restarts (implicit "
-       "skinning's composition operators, about 18 MB, built in seconds when missing); empty "
-       "keeps them in memory only. Default $XDG_CACHE_HOME/sinew, else $HOME/.cache/sinew"
+       "Folder for precomputations kept across restarts: implicit skinning's composition "
+       "operators (about 18 MB, built in seconds when missing) and, under prepared/, each rig's "
+       "swing-twist weights. Files are written whole (a unique temporary file, then a rename), so "
+       "replicas may share the folder; temporaries older than an hour, left by a killed writer, are "
+       "removed at start. Empty keeps everything in memory only. Default $XDG_CACHE_HOME/sinew, "
+       "else $HOME/.cache/sinew"
        + (o.cache_dir.empty() ? std::string() : " (here " + o.cache_dir + ")"),
        [&](const std::string& v) { o.cache_dir = v; return true; }},
       {"shared-memory-bytes", "BYTES",

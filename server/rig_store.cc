@@ -8,9 +8,8 @@
 #include <fstream>
 #include <iterator>
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
+#include "core/util/atomic_file.h"
 
 namespace sinew::server {
 
@@ -78,15 +77,8 @@ absl::Status WriteCached(const std::string& path, const std::string& header, con
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", ec.message()));
-  const std::string tmp = absl::StrCat(path, ".tmp", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << header << bytes;
-    if (!out.flush()) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  }
-  std::filesystem::rename(tmp, path, ec);  // atomic: readers see the old file or the whole new one
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
-  return absl::OkStatus();
+  // Atomic, with a temporary name no other replica sharing the folder can pick.
+  return WriteFileAtomically(path, {header, bytes});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/implicit/operators.h"
+#include "core/util/atomic_file.h"
 
 namespace sinew::server {
 
@@ -28,6 +30,20 @@ SinewServer::~SinewServer() { Shutdown(); }
 
 absl::Status SinewServer::Start() {
   SetOperatorCacheDirectory(options_.cache_dir);
+  // Temporary files of writers killed mid-write (operator grids, prepared weights, state): never
+  // read, only taking room. Age decides, because other replicas may share these folders.
+  std::vector<std::string> written;
+  if (!options_.cache_dir.empty()) written = {options_.cache_dir, options_.cache_dir + "/prepared"};
+  if (!options_.state_dir.empty()) {
+    written.push_back(options_.state_dir + "/rigs");
+    written.push_back(options_.state_dir + "/sessions");
+  }
+  for (const std::string& dir : written) {
+    if (const int n = RemoveStaleTemporaries(dir, kStaleTemporaryAge); n > 0) {
+      std::fprintf(stderr, "sinew-server: removed %d temporary file%s older than an hour from %s\n", n,
+                   n == 1 ? "" : "s", dir.c_str());
+    }
+  }
   metrics_ = std::make_unique<Metrics>();
   if (!options_.metrics_listen.empty()) {
     auto port = metrics_->Serve(options_.metrics_listen);

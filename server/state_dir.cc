@@ -1,8 +1,5 @@
 #include "server/state_dir.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/util/atomic_file.h"
 #include "sinew/v1/rig_id.h"
 
 namespace sinew::server {
@@ -19,34 +17,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Writes `text` to `path` durably: a temporary file, fsync, rename over, fsync of the folder.
+// Writes `text` to `path` durably: a unique temporary file, fsync, rename over, fsync of the
+// folder; readable by this user only (tenants' rigs).
 absl::Status WriteDurably(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("state-dir: ", tmp, ": ", std::strerror(errno)));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = errno;
-      ::close(fd);
-      return absl::InternalError(absl::StrCat("state-dir: writing ", tmp, ": ", std::strerror(e)));
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    return absl::InternalError(absl::StrCat("state-dir: syncing ", tmp, ": ", std::strerror(errno)));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("state-dir: renaming ", tmp, ": ", std::strerror(errno)));
-  }
-  const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  return absl::OkStatus();
+  auto st = WriteFileAtomically(path, {text}, {.mode = 0600});
+  if (!st.ok()) return absl::InternalError(absl::StrCat("state-dir: ", st.message()));
+  return st;
 }
 
 std::string TenantsText(const std::vector<std::string>& tenants) {

@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "clients/lib/atomic_file.h"
 #include "core/normals/normals.h"
 #include "core/rig/rig.h"
+#include "core/util/atomic_file.h"
 
 namespace sinew::client {
 namespace {

@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "clients/lib/atomic_file.h"
+#include "core/util/atomic_file.h"
 
 namespace sinew::client {
 namespace {

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "clients/lib/atomic_file.h"
 #include "clients/lib/point_cache.h"
+#include "core/util/atomic_file.h"
 
 namespace sinew::client {
 namespace {

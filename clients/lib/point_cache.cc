@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "clients/lib/atomic_file.h"
+#include "core/util/atomic_file.h"
 
 namespace sinew::client {
 namespace {

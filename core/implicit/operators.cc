@@ -11,13 +11,12 @@
 #include <mutex>
 #include <numbers>
 
-#include <unistd.h>
-
 #include <Eigen/OrderingMethods>
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseCore>
 
 #include "absl/strings/str_cat.h"
+#include "core/util/atomic_file.h"
 
 namespace sinew {
 
@@ -294,23 +293,10 @@ absl::Status OperatorGrid::Save(const std::string& path) const {
   h.nd = nd_;
   h.kappa = options_.kappa;
   h.checksum = Fnv1a(cells_.data(), Bytes());
-  // Write to a temporary name and rename: a reader never sees half a file. The name holds the
-  // process and the grid, so that servers sharing a cache directory never write one file.
-  const std::string tmp = absl::StrCat(path, ".tmp", getpid(), "-", reinterpret_cast<uintptr_t>(this));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-    out.write(reinterpret_cast<const char*>(&h), sizeof h);
-    out.write(reinterpret_cast<const char*>(cells_.data()), std::streamsize(Bytes()));
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  // Written whole under a unique temporary name, then renamed: a reader never sees half a file,
+  // and servers sharing a cache directory never write one temporary.
+  return WriteFileAtomically(path, {std::string_view(reinterpret_cast<const char*>(&h), sizeof h),
+                                    std::string_view(reinterpret_cast<const char*>(cells_.data()), Bytes())});
 }
 
 absl::StatusOr<OperatorGrid> OperatorGrid::Load(const std::string& path) {

@@ -346,6 +346,7 @@ TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
 
 // The weights go to the cache directory: a server started again on it reads them instead of
 // computing them (GetRig says so) and deforms exactly as before; a damaged file is computed again.
+// Stale temporaries of killed writers are removed at the start.
 TEST_F(Service, SwingTwistWeightsSurviveARestartInTheCacheDirectory) {
   const LimbOptions limb = LimbOf(1500);
   const v1::Rig rig_proto = client::RigToProto(MakeLimb(limb));
@@ -376,9 +377,22 @@ TEST_F(Service, SwingTwistWeightsSurviveARestartInTheCacheDirectory) {
     if (e.path().filename().string().starts_with("swing-twist-" + rig_id.substr(0, 16))) files.push_back(e.path());
   }
   ASSERT_EQ(files.size(), 1u);
+  // A killed writer's temporary (two hours old) goes at the next start; a live writer's (a replica
+  // sharing the folder, written a minute ago) stays.
+  const auto now = std::filesystem::file_time_type::clock::now();
+  const std::string stale = files[0].string() + ".tmp.k1ll3d", live = files[0].string() + ".tmp.l1v3ly";
+  const std::string stale_grid = *cache_dir_ + "/contact-129x33-k950.sinewop.tmp.k1ll3d";
+  for (const std::string& f : {stale, live, stale_grid}) std::ofstream(f) << "partial";
+  std::filesystem::last_write_time(stale, now - std::chrono::hours(2));
+  std::filesystem::last_write_time(stale_grid, now - std::chrono::hours(2));
+  std::filesystem::last_write_time(live, now - std::chrono::minutes(1));
 
   ServerProcess restarted({"--cache-dir", *cache_dir_});
   ASSERT_TRUE(restarted.started());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_FALSE(std::filesystem::exists(stale_grid));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  std::filesystem::remove(live);
   client::Client again(restarted.target());
   ASSERT_TRUE(again.WaitReady(std::chrono::seconds(10)).ok());
   EXPECT_EQ(run(again, &second), computed);

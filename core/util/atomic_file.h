@@ -1,0 +1,48 @@
+#pragma once
+// Files written whole or not at all, in folders that several processes may share: the server's
+// caches and state, and what the clients write for people and programs to pick up (OBJ frames,
+// shard manifests, .glb clips, PNG snapshots, HTML reports).
+//
+// WriteFileAtomically writes the bytes to a temporary file beside `path` and renames it over
+// `path`: a reader sees the old file or the whole new one, never a part. The temporary's name is
+// `<path>.tmp.XXXXXX`, made unique by mkstemp(3) with O_EXCL, so two writers never share one —
+// not two threads, nor two processes with the same pid in different containers on one volume
+// (the case a `<path>.tmp<pid>` name gets wrong). The file gets `options.mode` (not narrowed by
+// the umask, which a multi-threaded process cannot read safely). With `options.durable` (the
+// default) the file is fsync'ed before the rename and its folder after, so a power cut leaves the
+// old file or the new one. On any failure the temporary is removed and `path` is left as it was;
+// the status's code follows errno (ENOSPC: RESOURCE_EXHAUSTED, ENOENT: NOT_FOUND, ...) and its
+// message names the step and the file ("write out.glb.tmp.Ab3xYz: No space left on device").
+//
+// A process killed between the two steps leaves its temporary behind. RemoveStaleTemporaries
+// deletes, in one folder (not below it), the regular files whose name holds ".tmp" and that were
+// last written more than `max_age` ago: a live writer writes its temporary within seconds, so one
+// untouched for long has no writer, even in a folder other processes share. It returns how many
+// it removed; a folder it cannot read, or a file it cannot remove, is skipped.
+#include <chrono>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace sinew {
+
+struct AtomicWriteOptions {
+  bool durable = true;
+  unsigned mode = 0644;
+};
+
+absl::Status WriteFileAtomically(const std::string& path, std::initializer_list<std::string_view> pieces,
+                                 const AtomicWriteOptions& options = {});
+inline absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes,
+                                        const AtomicWriteOptions& options = {}) {
+  return WriteFileAtomically(path, {bytes}, options);
+}
+
+int RemoveStaleTemporaries(const std::string& dir, std::chrono::seconds max_age);
+
+// The age the server removes temporaries at: far beyond any write, short of filling a disk.
+inline constexpr std::chrono::hours kStaleTemporaryAge{1};
+
+}  // namespace sinew

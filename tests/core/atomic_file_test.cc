@@ -1,0 +1,152 @@
+// core/util/atomic_file.h: whole files in shared folders, and the clean-up of killed writers'
+// temporaries.
+#include "core/util/atomic_file.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace sinew {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Folder {
+ public:
+  Folder() {
+    std::string tmpl = (fs::path(::testing::TempDir()) / "sinew_atomic_XXXXXX").string();
+    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+    path_ = tmpl;
+  }
+  ~Folder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  std::set<std::string> Names() const {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(path_)) names.insert(e.path().filename().string());
+    return names;
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "<absent>";
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+unsigned Mode(const std::string& path) {
+  struct stat st{};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0);
+  return st.st_mode & 0777;
+}
+
+TEST(AtomicFile, WritesThePiecesInOrderWithTheModeAskedAndLeavesNoTemporary) {
+  Folder dir;
+  const std::string path = dir / "grid.bin";
+  ASSERT_TRUE(WriteFileAtomically(path, {"head\n", std::string_view("\0\1\2", 3), "tail"}).ok());
+  EXPECT_EQ(Read(path), std::string("head\n\0\1\2tail", 12));
+  EXPECT_EQ(Mode(path), 0644u);
+  ASSERT_TRUE(WriteFileAtomically(path, "again", {.durable = false, .mode = 0600}).ok());
+  EXPECT_EQ(Read(path), "again");
+  EXPECT_EQ(Mode(path), 0600u);
+  EXPECT_EQ(dir.Names(), std::set<std::string>{"grid.bin"});
+}
+
+// Several writers of one path (threads here; replicas sharing a cache volume in production, all
+// pid 1 in their containers): each write succeeds, every read sees a whole file, and the end is
+// one writer's whole file. A temporary named after the process would be shared by the writers
+// (their bytes interleave, and all but one rename fail).
+TEST(AtomicFile, WritersOfOnePathNeverMixTheirBytesAndReadersSeeWholeFiles) {
+  Folder dir;
+  const std::string path = dir / "prepared.bin";
+  constexpr int kWriters = 6, kWrites = 15;
+  std::vector<std::string> contents;
+  for (int w = 0; w < kWriters; ++w) contents.push_back(std::string(size_t(200000 + 1000 * w), char('a' + w)));
+  std::atomic<int> failures{0}, torn{0}, reads{0};
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const std::string got = Read(path);
+      if (got == "<absent>") continue;
+      ++reads;
+      bool whole = false;
+      for (const std::string& c : contents) whole = whole || got == c;
+      if (!whole) ++torn;
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < kWrites; ++i) {
+        if (!WriteFileAtomically(path, {contents[size_t(w)]}).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(torn.load(), 0) << "of " << reads.load() << " reads";
+  const std::string end = Read(path);
+  bool whole = false;
+  for (const std::string& c : contents) whole = whole || end == c;
+  EXPECT_TRUE(whole);
+  EXPECT_EQ(dir.Names(), std::set<std::string>{"prepared.bin"});
+}
+
+TEST(AtomicFile, AFailedWriteSaysWhichFileLeavesThePathAsItWasAndNoTemporary) {
+  Folder dir;
+  // No such folder: nothing can be created.
+  auto st = WriteFileAtomically(dir / "missing/grid.bin", {"x"});
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  EXPECT_NE(st.message().find("missing/grid.bin"), std::string::npos) << st;
+  // The rename fails (a folder holds the name): the folder stays, the temporary goes.
+  fs::create_directory(dir / "taken");
+  fs::create_directory(dir / "taken/inner");
+  st = WriteFileAtomically(dir / "taken", {"x"});
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("taken"), std::string::npos) << st;
+  EXPECT_TRUE(fs::is_directory(dir / "taken/inner"));
+  EXPECT_EQ(dir.Names(), std::set<std::string>{"taken"});
+}
+
+TEST(AtomicFile, OnlyTemporariesOlderThanTheAgeAreRemoved) {
+  Folder dir;
+  const auto now = fs::file_time_type::clock::now();
+  auto make = [&](const std::string& name, std::chrono::seconds age) {
+    std::ofstream(dir / name) << "bytes";
+    fs::last_write_time(dir / name, now - age);
+  };
+  make("contact-129x33-k950.sinewop.tmp.Ab3xYz", std::chrono::hours(2));  // killed writer
+  make("swing-twist-0123.bin.tmp4711", std::chrono::hours(2));             // the old naming
+  make("swing-twist-4567.bin.tmp.Qw8eRt", std::chrono::minutes(5));        // a live writer
+  make("swing-twist-89ab.bin", std::chrono::hours(48));                    // a cache file
+  fs::create_directory(dir / "old.tmp.d");
+  fs::last_write_time(dir / "old.tmp.d", now - std::chrono::hours(2));    // not a file
+  std::ofstream(dir / "old.tmp.d/inner.tmp.x") << "below";
+  fs::last_write_time(dir / "old.tmp.d/inner.tmp.x", now - std::chrono::hours(2));
+
+  EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge), 2);
+  EXPECT_EQ(dir.Names(), (std::set<std::string>{"swing-twist-4567.bin.tmp.Qw8eRt", "swing-twist-89ab.bin", "old.tmp.d"}));
+  EXPECT_TRUE(fs::exists(dir / "old.tmp.d/inner.tmp.x"));  // one folder, not below it
+  EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge), 0);
+  EXPECT_EQ(RemoveStaleTemporaries((dir.path() / "absent").string(), kStaleTemporaryAge), 0);
+}
+
+}  // namespace
+}  // namespace sinew
