@@ -419,12 +419,13 @@ absl::Status ConcatPc2(const std::vector<Pc2Part>& parts, const std::string& out
   if (total > kMaxSamples) {
     return absl::OutOfRangeError(absl::StrCat(out, ": PC2 holds at most 2^31-1 frames, the parts hold ", total));
   }
-  const std::string tmp = out + ".tmp";
-  FdGuard fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return IoError(errno, "open", tmp);
+  // Written beside `out` under a unique temporary name and renamed over it when whole.
+  absl::StatusOr<AtomicFile> file = AtomicFile::Create(out);
+  if (!file.ok()) return file.status();
+  const std::string& tmp = file->temporary();
   absl::Status s;
   const Header header = MakeHeader(points, start_frame, sample_rate, static_cast<uint32_t>(total));
-  if (int err = WriteAllAt(fd.get(), header.bytes, kPc2HeaderBytes, 0); err != 0) s = IoError(err, "write", tmp);
+  if (int err = WriteAllAt(file->fd(), header.bytes, kPc2HeaderBytes, 0); err != 0) s = IoError(err, "write", tmp);
   uint64_t at = kPc2HeaderBytes;
   std::vector<unsigned char> buffer;
   for (size_t p = 0; s.ok() && p < parts.size(); ++p) {
@@ -440,7 +441,7 @@ absl::Status ConcatPc2(const std::vector<Pc2Part>& parts, const std::string& out
       if (int err = ReadAllAt(in.get(), buffer.data(), n, from); err != 0) {
         s = err > 0 ? IoError(err, "read", parts[p].path)
                     : absl::FailedPreconditionError(absl::StrCat(parts[p].path, ": shrank while being read"));
-      } else if (int werr = WriteAllAt(fd.get(), buffer.data(), n, at); werr != 0) {
+      } else if (int werr = WriteAllAt(file->fd(), buffer.data(), n, at); werr != 0) {
         s = IoError(werr, "write", tmp);
       }
       left -= n;
@@ -448,11 +449,8 @@ absl::Status ConcatPc2(const std::vector<Pc2Part>& parts, const std::string& out
       at += n;
     }
   }
-  if (s.ok() && ::fsync(fd.get()) != 0) s = IoError(errno, "fsync", tmp);
-  if (s.ok() && ::close(fd.release()) != 0) s = IoError(errno, "close", tmp);
-  if (s.ok() && ::rename(tmp.c_str(), out.c_str()) != 0) s = IoError(errno, "rename to", out);
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  if (!s.ok()) return s;  // the temporary goes with `file`
+  return file->Commit();
 }
 
 // ---------------------------------------------------------------------------------------------

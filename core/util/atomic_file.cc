@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,42 +16,68 @@ namespace sinew {
 
 namespace fs = std::filesystem;
 
-absl::Status WriteFileAtomically(const std::string& path, std::initializer_list<std::string_view> pieces,
-                                 const AtomicWriteOptions& options) {
+absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path, const AtomicWriteOptions& options) {
   const std::string pattern = path + ".tmp.XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
-  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("create ", pattern));
-  const std::string tmp = name.data();
-  const char* step = "write";
+  AtomicFile f;
+  f.fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+  if (f.fd_ < 0) return absl::ErrnoToStatus(errno, absl::StrCat("create ", pattern));
+  f.path_ = path;
+  f.temporary_ = name.data();
+  f.options_ = options;
+  if (::fchmod(f.fd_, mode_t(options.mode)) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", f.temporary_));
+  return f;
+}
+
+AtomicFile::AtomicFile(AtomicFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      temporary_(std::move(other.temporary_)),
+      options_(other.options_),
+      fd_(std::exchange(other.fd_, -1)) {
+  other.temporary_.clear();
+}
+
+AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
+  if (this != &other) {
+    Discard();
+    path_ = std::move(other.path_);
+    temporary_ = std::move(other.temporary_);
+    other.temporary_.clear();
+    options_ = other.options_;
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+AtomicFile::~AtomicFile() { Discard(); }
+
+void AtomicFile::Discard() {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  if (!temporary_.empty()) ::unlink(std::exchange(temporary_, std::string()).c_str());
+}
+
+absl::Status AtomicFile::Commit() {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, ": nothing to commit"));
+  const char* step = nullptr;
   int err = 0;
-  if (::fchmod(fd, mode_t(options.mode)) != 0) err = errno, step = "chmod";
-  for (auto piece = pieces.begin(); err == 0 && piece != pieces.end(); ++piece) {
-    for (size_t done = 0; done < piece->size();) {
-      const ssize_t n = ::write(fd, piece->data() + done, piece->size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        err = n < 0 ? errno : EIO;
-        break;
-      }
-      done += size_t(n);
-    }
-  }
-  if (err == 0 && options.durable && ::fsync(fd) != 0) err = errno, step = "fsync";
+  if (options_.durable && ::fsync(fd_) != 0) err = errno, step = "fsync";
   // No retry on EINTR: on Linux the descriptor is released either way.
-  if (::close(fd) != 0 && err == 0) err = errno, step = "close";
+  if (::close(std::exchange(fd_, -1)) != 0 && err == 0) err = errno, step = "close";
+  if (err == 0 && ::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    const int e = errno;
+    const absl::Status st = absl::ErrnoToStatus(e, absl::StrCat("rename ", temporary_, " to ", path_));
+    Discard();
+    return st;
+  }
   if (err != 0) {
-    ::unlink(tmp.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat(step, " ", tmp));
+    const absl::Status st = absl::ErrnoToStatus(err, absl::StrCat(step, " ", temporary_));
+    Discard();
+    return st;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    ::unlink(tmp.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat("rename ", tmp, " to ", path));
-  }
-  if (options.durable) {
-    const fs::path parent = fs::path(path).parent_path();
+  temporary_.clear();  // it is the path now
+  if (options_.durable) {
+    const fs::path parent = fs::path(path_).parent_path();
     const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
       ::fsync(dir);
@@ -58,6 +85,21 @@ absl::Status WriteFileAtomically(const std::string& path, std::initializer_list<
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, std::initializer_list<std::string_view> pieces,
+                                 const AtomicWriteOptions& options) {
+  auto file = AtomicFile::Create(path, options);
+  if (!file.ok()) return file.status();
+  for (std::string_view piece : pieces) {
+    for (size_t done = 0; done < piece.size();) {
+      const ssize_t n = ::write(file->fd(), piece.data() + done, piece.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return absl::ErrnoToStatus(n < 0 ? errno : EIO, absl::StrCat("write ", file->temporary()));
+      done += size_t(n);
+    }
+  }
+  return file->Commit();
 }
 
 int RemoveStaleTemporaries(const std::string& dir, std::chrono::seconds max_age) {

@@ -1,7 +1,7 @@
 #pragma once
 // Files written whole or not at all, in folders that several processes may share: the server's
 // caches and state, and what the clients write for people and programs to pick up (OBJ frames,
-// shard manifests, .glb clips, PNG snapshots, HTML reports).
+// shard manifests, joined point caches, .glb clips, PNG snapshots, HTML reports).
 //
 // WriteFileAtomically writes the bytes to a temporary file beside `path` and renames it over
 // `path`: a reader sees the old file or the whole new one, never a part. The temporary's name is
@@ -25,6 +25,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace sinew {
 
@@ -39,6 +40,32 @@ inline absl::Status WriteFileAtomically(const std::string& path, std::string_vie
                                         const AtomicWriteOptions& options = {}) {
   return WriteFileAtomically(path, {bytes}, options);
 }
+
+// The same for a file written piece by piece, one too large to hold in memory (a joined point
+// cache): Create makes the temporary, the caller writes to fd() (write or pwrite), Commit syncs
+// it, renames it over the path and says how that went. An AtomicFile destroyed uncommitted, or
+// whose Commit failed, removes its temporary; the path is then as it was.
+class AtomicFile {
+ public:
+  static absl::StatusOr<AtomicFile> Create(const std::string& path, const AtomicWriteOptions& options = {});
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&& other) noexcept;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile();
+
+  int fd() const { return fd_; }
+  const std::string& temporary() const { return temporary_; }  // for error messages
+  absl::Status Commit();
+
+ private:
+  AtomicFile() = default;
+  void Discard();
+
+  std::string path_, temporary_;
+  AtomicWriteOptions options_;
+  int fd_ = -1;
+};
 
 int RemoveStaleTemporaries(const std::string& dir, std::chrono::seconds max_age);
 

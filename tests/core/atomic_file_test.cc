@@ -1,8 +1,9 @@
-// core/util/atomic_file.h: whole files in shared folders, and the clean-up of killed writers'
-// temporaries.
+// core/util/atomic_file.h: whole files in shared folders (written at once or streamed), and the
+// clean-up of killed writers' temporaries.
 #include "core/util/atomic_file.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -123,6 +124,32 @@ TEST(AtomicFile, AFailedWriteSaysWhichFileLeavesThePathAsItWasAndNoTemporary) {
   EXPECT_NE(st.message().find("taken"), std::string::npos) << st;
   EXPECT_TRUE(fs::is_directory(dir / "taken/inner"));
   EXPECT_EQ(dir.Names(), std::set<std::string>{"taken"});
+}
+
+// Written piece by piece: readers see the old file until Commit, then the whole new one; one
+// dropped uncommitted (an error half-way) leaves the old file and no temporary.
+TEST(AtomicFile, AStreamedFileReplacesThePathOnlyWhenCommitted) {
+  Folder dir;
+  const std::string path = dir / "joined.pc2";
+  ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
+  {
+    auto file = AtomicFile::Create(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_EQ(::pwrite(file->fd(), "new bytes", 9, 0), 9);
+    EXPECT_EQ(Read(path), "old");
+    EXPECT_NE(file->temporary().find("joined.pc2.tmp."), std::string::npos) << file->temporary();
+    AtomicFile moved = std::move(*file);  // the temporary travels with it
+    EXPECT_TRUE(moved.Commit().ok());
+    EXPECT_EQ(moved.Commit().code(), absl::StatusCode::kFailedPrecondition) << "twice";
+  }
+  EXPECT_EQ(Read(path), "new bytes");
+  {
+    auto file = AtomicFile::Create(path, {.durable = false});
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_EQ(::write(file->fd(), "half", 4), 4);
+  }  // dropped
+  EXPECT_EQ(Read(path), "new bytes");
+  EXPECT_EQ(dir.Names(), std::set<std::string>{"joined.pc2"});
 }
 
 TEST(AtomicFile, OnlyTemporariesOlderThanTheAgeAreRemoved) {
