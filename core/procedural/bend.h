@@ -3,8 +3,8 @@
 // it turned about the joint. The turn's axis is either the normal of the plane the two bones span
 // at rest (BendJoint) or one given, such as the axis the character's own clip turns the joint
 // about (ClipBendAxis, BendJointAbout). The two can differ a lot: a joint nearly straight at rest
-// has a rest plane that says little (BCN_Epileptic's left elbow, 16° at rest, flexes in its clip
-// about an axis 60° from that plane's normal; its knees, 5°, about one 29–31° from it).
+// has a rest plane that says little (BCN_Epileptic's left elbow, 16° at rest, turns in its clip
+// about an axis 44° from that plane's normal; its knees, 5°, about ones 29° from it).
 #pragma once
 
 #include <cstdint>
