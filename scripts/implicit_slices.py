@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Draws bend-plane slices of implicit skinning's contact (issue 15) from sinew-implicit-slices'
-CSV: one PNG per fixture (cylinder, arm), a row per bend angle, a column per method; the
+CSV: one PNG per fixture (cylinder, arm, bcn), a row per bend angle (and, for a fixture named
+`picture/row`, per row name: BCN_Epileptic's joints and bend planes), a column per method; the
 current code in black over an earlier build's slices in red (if given).
 
   scripts/install-deps.sh --docs          # python3-matplotlib
   build/bench/sinew-implicit-slices after.csv
   (an earlier checkout's build) .../sinew-implicit-slices before.csv
-  scripts/implicit_slices.py after.csv [before.csv] [--out docs]
+  scripts/implicit_slices.py after.csv [before.csv] [--out docs] [--only bcn]
 
 Debian's /usr/bin/python3 has the packages; another python3 first on PATH may not.
 """
@@ -39,15 +40,18 @@ def main():
     ap.add_argument("after")
     ap.add_argument("before", nargs="?")
     ap.add_argument("--out", default="docs")
+    ap.add_argument("--only", action="append", help="draw only this picture (cylinder, arm, bcn); repeatable")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     after = read(a.after)
     before = read(a.before) if a.before else {}
-    fixtures = sorted({k[0] for k in after})
-    for fx in fixtures:
-        angles = sorted({k[2] for k in after if k[0] == fx})
-        fig, axes = plt.subplots(len(angles), len(METHODS), figsize=(4 * len(METHODS), 4 * len(angles)), squeeze=False)
-        for r, deg in enumerate(angles):
+    pictures = sorted({k[0].split("/")[0] for k in after} & set(a.only or [k[0].split("/")[0] for k in after]))
+    for pic in pictures:
+        # Rows: (fixture, angle), in the order the tool wrote them.
+        rows = list(dict.fromkeys((k[0], k[2]) for k in after if k[0].split("/")[0] == pic))
+        fig, axes = plt.subplots(len(rows), len(METHODS), figsize=(4 * len(METHODS), 4 * len(rows)), squeeze=False)
+        for r, (fx, deg) in enumerate(rows):
+            label = fx.split("/", 1)[1] + "\n" if "/" in fx else ""
             for c, m in enumerate(METHODS):
                 ax = axes[r][c]
                 if (fx, m, deg) in before and m != "dqs":
@@ -58,12 +62,12 @@ def main():
                 ax.set_aspect("equal")
                 ax.set_xlim(-3.5, 2.5)
                 ax.set_ylim(-2.5, 3.5)
-                ax.set_title(f"{TITLES[m]}, {deg}°", fontsize=10)
+                ax.set_title(f"{label}{TITLES[m]}, {deg}°", fontsize=10)
                 ax.tick_params(labelsize=7)
         note = " (red: before issue 15)" if before else ""
-        fig.suptitle(f"{fx}: the skin cut by the bend's plane, in radii from the joint{note}", fontsize=11)
+        fig.suptitle(f"{pic}: the skin cut by the bend's plane, in radii from the joint{note}", fontsize=11)
         fig.tight_layout()
-        path = os.path.join(a.out, f"implicit-slices-{fx}.png")
+        path = os.path.join(a.out, f"implicit-slices-{pic}.png")
         fig.savefig(path, dpi=80)
         print(path)
 
