@@ -31,17 +31,25 @@ SinewServer::~SinewServer() { Shutdown(); }
 absl::Status SinewServer::Start() {
   SetOperatorCacheDirectory(options_.cache_dir);
   // Temporary files of writers killed mid-write (operator grids, prepared weights, state): never
-  // read, only taking room. Age decides, because other replicas may share these folders.
-  std::vector<std::string> written;
-  if (!options_.cache_dir.empty()) written = {options_.cache_dir, options_.cache_dir + "/prepared"};
-  if (!options_.state_dir.empty()) {
-    written.push_back(options_.state_dir + "/rigs");
-    written.push_back(options_.state_dir + "/sessions");
+  // read, only taking room. Age decides, because other replicas may share these folders; only
+  // the temporaries of the kinds of file written there are looked at.
+  struct Written {
+    std::string dir;
+    std::vector<std::string> extensions;
+  };
+  std::vector<Written> written;
+  if (!options_.cache_dir.empty()) {
+    written.push_back({options_.cache_dir, {".sinewop"}});
+    written.push_back({options_.cache_dir + "/prepared", {".bin"}});
   }
-  for (const std::string& dir : written) {
-    if (const int n = RemoveStaleTemporaries(dir, kStaleTemporaryAge); n > 0) {
+  if (!options_.state_dir.empty()) {
+    written.push_back({options_.state_dir + "/rigs", {".rig", ".tenants", ".probe"}});
+    written.push_back({options_.state_dir + "/sessions", {".session"}});
+  }
+  for (const Written& w : written) {
+    if (const int n = RemoveStaleTemporaries(w.dir, kStaleTemporaryAge, w.extensions); n > 0) {
       std::fprintf(stderr, "sinew-server: removed %d temporary file%s older than an hour from %s\n", n,
-                   n == 1 ? "" : "s", dir.c_str());
+                   n == 1 ? "" : "s", w.dir.c_str());
     }
   }
   metrics_ = std::make_unique<Metrics>();

@@ -15,14 +15,19 @@
 // message names the step and the file ("write out.glb.tmp.Ab3xYz: No space left on device").
 //
 // A process killed between the two steps leaves its temporary behind. RemoveStaleTemporaries
-// deletes, in one folder (not below it), the regular files whose name holds ".tmp" and that were
-// last written more than `max_age` ago: a live writer writes its temporary within seconds, so one
-// untouched for long has no writer, even in a folder other processes share. It returns how many
-// it removed; a folder it cannot read, or a file it cannot remove, is skipped.
+// deletes, in one folder (not below it), the temporaries of files ending in one of `extensions`
+// (the kinds the caller writes there: ".bin") that were last written more than `max_age` ago: a
+// live writer writes its temporary within seconds, so one untouched for long has no writer, even
+// in a folder other processes share. A temporary is `NAME.EXT.tmp.XXXXXX` (six letters or
+// digits), or the names earlier Sinew versions used, `NAME.EXT.tmp`, `NAME.EXT.tmpPID` and
+// `NAME.EXT.tmpPID-N`; nothing else is touched, so a folder shared with other programs loses only
+// such files. It returns how many it removed; a folder it cannot read, or a file it cannot
+// remove, is skipped.
 #include <chrono>
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -67,7 +72,8 @@ class AtomicFile {
   int fd_ = -1;
 };
 
-int RemoveStaleTemporaries(const std::string& dir, std::chrono::seconds max_age);
+int RemoveStaleTemporaries(const std::string& dir, std::chrono::seconds max_age,
+                           const std::vector<std::string>& extensions);
 
 // The age the server removes temporaries at: far beyond any write, short of filling a disk.
 inline constexpr std::chrono::hours kStaleTemporaryAge{1};

@@ -152,27 +152,38 @@ TEST(AtomicFile, AStreamedFileReplacesThePathOnlyWhenCommitted) {
   EXPECT_EQ(dir.Names(), std::set<std::string>{"joined.pc2"});
 }
 
-TEST(AtomicFile, OnlyTemporariesOlderThanTheAgeAreRemoved) {
+TEST(AtomicFile, OnlyOurTemporariesOlderThanTheAgeAreRemoved) {
   Folder dir;
   const auto now = fs::file_time_type::clock::now();
   auto make = [&](const std::string& name, std::chrono::seconds age) {
     std::ofstream(dir / name) << "bytes";
     fs::last_write_time(dir / name, now - age);
   };
-  make("contact-129x33-k950.sinewop.tmp.Ab3xYz", std::chrono::hours(2));  // killed writer
-  make("swing-twist-0123.bin.tmp4711", std::chrono::hours(2));             // the old naming
-  make("swing-twist-4567.bin.tmp.Qw8eRt", std::chrono::minutes(5));        // a live writer
-  make("swing-twist-89ab.bin", std::chrono::hours(48));                    // a cache file
-  fs::create_directory(dir / "old.tmp.d");
-  fs::last_write_time(dir / "old.tmp.d", now - std::chrono::hours(2));    // not a file
-  std::ofstream(dir / "old.tmp.d/inner.tmp.x") << "below";
-  fs::last_write_time(dir / "old.tmp.d/inner.tmp.x", now - std::chrono::hours(2));
+  const auto old = std::chrono::hours(2);
+  make("contact-129x33-k950.sinewop.tmp.Ab3xYz", old);           // a killed writer's
+  make("swing-twist-0123.bin.tmp4711", old);                      // earlier versions' names
+  make("contact-129x33-k950.sinewop.tmp4711-94418312", old);
+  make("swing-twist-4567.bin.tmp.Qw8eRt", std::chrono::minutes(5));  // a live writer's
+  make("swing-twist-89ab.bin", std::chrono::hours(48));           // a cache file
+  make("notes.txt.tmp.Zz9Yy8", old);                               // another program's kind of file
+  make("someone.tmp", old);
+  make("swing-twist-0123.bin.tmp.toolong", old);                   // not a name this writer makes
+  make("swing-twist-0123.bin.tmp12x", old);
+  fs::create_directory(dir / "old.bin.tmp.Dd1Dd1");
+  fs::last_write_time(dir / "old.bin.tmp.Dd1Dd1", now - old);      // not a file
+  std::ofstream(dir / "old.bin.tmp.Dd1Dd1/inner.bin.tmp.Ee2Ee2") << "below";
+  fs::last_write_time(dir / "old.bin.tmp.Dd1Dd1/inner.bin.tmp.Ee2Ee2", now - old);
 
-  EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge), 2);
-  EXPECT_EQ(dir.Names(), (std::set<std::string>{"swing-twist-4567.bin.tmp.Qw8eRt", "swing-twist-89ab.bin", "old.tmp.d"}));
-  EXPECT_TRUE(fs::exists(dir / "old.tmp.d/inner.tmp.x"));  // one folder, not below it
-  EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge), 0);
-  EXPECT_EQ(RemoveStaleTemporaries((dir.path() / "absent").string(), kStaleTemporaryAge), 0);
+  EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge, {".bin", ".sinewop"}), 3);
+  EXPECT_EQ(dir.Names(), (std::set<std::string>{"swing-twist-4567.bin.tmp.Qw8eRt", "swing-twist-89ab.bin",
+                                                "notes.txt.tmp.Zz9Yy8", "someone.tmp", "swing-twist-0123.bin.tmp.toolong",
+                                                "swing-twist-0123.bin.tmp12x", "old.bin.tmp.Dd1Dd1"}));
+  EXPECT_TRUE(fs::exists(dir / "old.bin.tmp.Dd1Dd1/inner.bin.tmp.Ee2Ee2"));  // one folder, not below it
+  EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge, {".bin", ".sinewop"}), 0);
+  EXPECT_EQ(RemoveStaleTemporaries((dir.path() / "absent").string(), kStaleTemporaryAge, {".bin"}), 0);
+  // The state folder's older name (NAME.rig.tmp).
+  make("0123abcd.rig.tmp", old);
+  EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge, {".rig"}), 1);
 }
 
 }  // namespace

@@ -137,7 +137,7 @@ TEST(Lifecycle, SessionsBoundToTheirStreamCloseWhenItEnds) {
 
 // Issue 17: with --state-dir, every rig UploadRig acknowledged survives kill -9 and a restart (same
 // id, same frames); a deleted one stays deleted; a damaged file is set aside (*.bad) without
-// stopping the server.
+// stopping the server; stale temporaries are removed.
 TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("sinew-state-" + std::to_string(::getpid()));
@@ -159,8 +159,17 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
   }
   std::ofstream(dir / "rigs" / (std::string(64, 'a') + ".rig")) << "not a rig";
   std::ofstream(dir / "rigs" / (std::string(64, 'a') + ".tenants")) << "tenant \n";
+  // What a writer killed mid-write leaves (a temporary, two hours old) goes at the start; the
+  // fresh one of a writer that might still be at work stays.
+  const std::filesystem::path stale = dir / "rigs" / (std::string(64, 'b') + ".rig.tmp.k1ll3d"),
+                              fresh = dir / "sessions" / (std::string(64, 'c') + ".session.tmp.fr35h1");
+  std::ofstream(stale) << "half a rig";
+  std::ofstream(fresh) << "half a session";
+  std::filesystem::last_write_time(stale, std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
   ServerProcess restarted({"--state-dir", dir.string()});
   ASSERT_TRUE(restarted.started());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(fresh));
   auto c = Connect(restarted);
   auto info = c->GetRig(kept);
   ASSERT_TRUE(info.ok()) << info.status();
