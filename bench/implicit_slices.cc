@@ -132,7 +132,7 @@ int Run(FILE* out, const std::string& arm_dir, const std::string& bcn_path) {
       prepared = std::move(*p);
     }
     // The pose at a bend: the cylinder's own limb pose (a bend about z at its middle joint), the
-    // Arm's elbow turned in the plane of its bones.
+    // characters' joints turned in the plane of their bones or about the fixture's axis.
     auto pose_at = [&](double deg) -> BentJoint {
       if (f.name == "cylinder") {
         BentJoint b;
