@@ -48,6 +48,7 @@ class Evaluator {
   // `cand`: `count` leaves in ascending order (as Candidates gives them).
   FieldValue Eval(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
     if (m_.tree.root < 0 || count == 0) return {};
+    Prefetch(x, cand, count);
     return Node(m_.tree.root, x, cand, cand + count, nullptr);
   }
 
@@ -58,11 +59,20 @@ class Evaluator {
   // the value (the live gradient omits ∂g/∂d · ∇d, spec pitfall 17).
   FieldValue EvalHeld(const Eigen::Vector3f& x, const uint16_t* cand, int count, float* controls, bool record) const {
     if (m_.tree.root < 0 || count == 0) return {};
+    Prefetch(x, cand, count);
     Held held{controls, record, 0};
     return Node(m_.tree.root, x, cand, cand + count, &held);
   }
 
  private:
+  // The candidates' grid cells, requested before the walk samples them one after another.
+  void Prefetch(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
+    for (int k = 0; k < count; ++k) {
+      const LeafFrame& lf = leaves_[cand[k]];
+      m_.grids[cand[k]].Prefetch(lf.inv_linear * x + lf.inv_translation);
+    }
+  }
+
   struct Held {
     float* controls;
     bool record;
