@@ -48,7 +48,6 @@ class Evaluator {
   // `cand`: `count` leaves in ascending order (as Candidates gives them).
   FieldValue Eval(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
     if (m_.tree.root < 0 || count == 0) return {};
-    Prefetch(x, cand, count);
     return Node(m_.tree.root, x, cand, cand + count, nullptr);
   }
 
@@ -65,7 +64,10 @@ class Evaluator {
   }
 
  private:
-  // The candidates' grid cells, requested before the walk samples them one after another.
+  // The candidates' grid cells, requested before the walk samples them one after another. Only
+  // EvalHeld does it: the elastic relaxation visits every node once a round, so each visit
+  // misses the cache; the projections (Eval) sample one vertex many times in a row, where the
+  // cells are already cached and the request would only cost.
   void Prefetch(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
     for (int k = 0; k < count; ++k) {
       const LeafFrame& lf = leaves_[cand[k]];
