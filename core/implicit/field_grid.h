@@ -22,8 +22,9 @@ class FieldGrid {
   // Trilinear value at x (rest space), and its gradient (trilinear blend of the baked
   // gradients) when `gradient` is not null. Outside the box: 0 and a zero gradient.
   float Sample(const Eigen::Vector3f& x, Eigen::Vector3f* gradient = nullptr) const;
-  // Asks the CPU to bring the four cache lines Sample(x) will read (no effect on any result): a
-  // caller about to sample several grids issues these first, so that their misses overlap.
+  // Asks the CPU to bring the cells Sample(x) will read (the line holding each of their four
+  // rows' first cell; no effect on any result): a caller about to sample several grids issues
+  // these first, so that their misses overlap.
   void Prefetch(const Eigen::Vector3f& x) const {
     if (!((x.array() >= lo_.array()).all() && (x.array() <= hi_.array()).all())) return;
     const Eigen::Vector3f u = (x - lo_).cwiseProduct(inv_step_);
