@@ -103,18 +103,20 @@ int Run(FILE* out, const std::string& arm_dir, const std::string& bcn_path) {
     auto built = BuildRig(asset->rig);
     if (!built.ok() || asset->clips.empty()) return std::fprintf(stderr, "bcn: no rig or no clip\n"), 1;
     auto rig = std::make_shared<const Rig>(std::move(*built));
-    auto joint = [&](const std::string& name) {
+    auto joint = [&](const std::string& name) {  // the skeleton's size when there is none
       for (size_t j = 0; j < rig->skeleton.size(); ++j) {
         if (rig->skeleton.names[j] == name) return uint32_t(j);
       }
-      return uint32_t(0);
+      return uint32_t(rig->skeleton.size());
     };
     // Radii: the contact test's (the median distance of the upper piece's skin from its bone).
     const uint32_t knee = joint("B_Knee_Left"), ankle = joint("B_Ankle_Left");
     const uint32_t elbow = joint("B_ForeArm_Left"), hand = joint("B_Hand_Left");
     auto knee_axis = ClipBendAxis(rig->skeleton, asset->clips[0], knee, ankle);
     auto elbow_axis = ClipBendAxis(rig->skeleton, asset->clips[0], elbow, hand);
-    if (!knee_axis.ok() || !elbow_axis.ok()) return std::fprintf(stderr, "bcn: no clip axis\n"), 1;
+    for (const auto* axis : {&knee_axis, &elbow_axis}) {  // (a missing joint is out of range there)
+      if (!axis->ok()) return std::fprintf(stderr, "bcn: %s\n", std::string(axis->status().message()).c_str()), 1;
+    }
     fixtures.push_back(Fixture{"bcn/left knee about the clip's axis", rig, knee, ankle, 0.0742, {90, 150}, *knee_axis});
     fixtures.push_back(Fixture{"bcn/left elbow about the clip's axis", rig, elbow, hand, 0.0522, {150}, *elbow_axis});
     fixtures.push_back(Fixture{"bcn/left elbow in the rest plane", rig, elbow, hand, 0.0522, {150}, std::nullopt});
