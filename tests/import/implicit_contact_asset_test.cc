@@ -57,7 +57,10 @@ DeformerConfig Config(const std::string& method) {
 // depth h, the rest excess it is allowed (implicit_device::OwnSideDepth, RestExcess) and the two
 // fields' gradients' cosine (the elastic method's contact gate is off from 0 and full from
 // −kContactGateCos), starred where the field is an adjacent piece's; and every field whose
-// sphere holds it, marked where the candidate rule left it out.
+// sphere holds it, marked where the candidate rule left it out. The deepest crease fold also gets
+// the skin over it (the nearest triangle beyond its welded one-ring, the bound MeshQuality's
+// depth uses) with its corners explained, and each pose its bend frame (pivot, the two bones'
+// directions, the radius) for slicing the skins SINEW_CONTACT_DUMP writes.
 void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<implicit_internal::LeafFrame>& leaves,
                    std::span<const float> out, const Eigen::Vector3d& pivot, double radius, const char* what,
                    int64_t vertex) {
@@ -122,6 +125,28 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
     }
   }
   std::printf("\n");
+}
+
+// The distance from p to triangle abc (the closest point by its Voronoi region, Ericson §5.1.5).
+float PointTriangleDistance(const Eigen::Vector3f& p, const Eigen::Vector3f& a, const Eigen::Vector3f& b,
+                            const Eigen::Vector3f& c) {
+  const Eigen::Vector3f ab = b - a, ac = c - a, ap = p - a;
+  const float d1 = ab.dot(ap), d2 = ac.dot(ap);
+  if (d1 <= 0 && d2 <= 0) return ap.norm();
+  const Eigen::Vector3f bp = p - b;
+  const float d3 = ab.dot(bp), d4 = ac.dot(bp);
+  if (d3 >= 0 && d4 <= d3) return bp.norm();
+  const float vc = d1 * d4 - d3 * d2;
+  if (vc <= 0 && d1 >= 0 && d3 <= 0) return (p - (a + d1 / (d1 - d3) * ab)).norm();
+  const Eigen::Vector3f cp = p - c;
+  const float d5 = ab.dot(cp), d6 = ac.dot(cp);
+  if (d6 >= 0 && d5 <= d6) return cp.norm();
+  const float vb = d5 * d2 - d1 * d6;
+  if (vb <= 0 && d2 >= 0 && d6 <= 0) return (p - (a + d2 / (d2 - d6) * ac)).norm();
+  const float va = d3 * d6 - d5 * d4;
+  if (va <= 0 && (d4 - d3) >= 0 && (d5 - d6) >= 0) return (p - (b + (d4 - d3) / ((d4 - d3) + (d5 - d6)) * (c - b))).norm();
+  const float denom = 1.f / (va + vb + vc);
+  return (p - (a + ab * (vb * denom) + ac * (vc * denom))).norm();
 }
 
 // With SINEW_CONTACT_DUMP=DIR, each measured row's skin is written to DIR as a Wavefront OBJ
@@ -275,7 +300,14 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
     SkinningTransforms(sk, bent->pose, world, skinning);
     const testing::RigidPieces rigid{skinning[size_t(parent)], skinning[size_t(joint)], radius};
     std::vector<implicit_internal::LeafFrame> leaves;  // the fields posed (for the diagnostic)
-    if (diag) implicit_internal::MakeLeafFrames(model, skinning, leaves);
+    if (diag) {
+      implicit_internal::MakeLeafFrames(model, skinning, leaves);
+      std::printf("%s %3.0f°: pivot %.6g %.6g %.6g, parent direction %.6g %.6g %.6g, child direction %.6g %.6g %.6g, "
+                  "radius %.6g\n",
+                  label.c_str(), deg, bent->pivot.x(), bent->pivot.y(), bent->pivot.z(), bent->parent_dir.x(),
+                  bent->parent_dir.y(), bent->parent_dir.z(), bent->child_dir.x(), bent->child_dir.y(),
+                  bent->child_dir.z(), radius);
+    }
     auto measure = [&](std::span<const float> out) {
       testing::ContactSkin s =
           testing::MeasureContact(*rig, out, bent->pivot, bent->parent_dir, bent->child_dir, upper, child, &rigid,
@@ -325,6 +357,37 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
           ExplainVertex(*rig, model, leaves, o, bent->pivot, radius, "crease contact crossing", s.crease_contact_vertex);
         }
         ExplainVertex(*rig, model, leaves, o, bent->pivot, radius, "deepest crease fold", s.crease_vertex);
+        // What covers that fold: the nearest triangle beyond its one-ring (as MeshQuality's
+        // depth bound: vertices welded by position count as one), and its corners.
+        if (s.crease_vertex >= 0) {
+          auto at = [&](uint32_t v) { return Eigen::Vector3f(o[3 * v], o[3 * v + 1], o[3 * v + 2]); };
+          const Eigen::Vector3f p = at(uint32_t(s.crease_vertex));
+          std::vector<Eigen::Vector3f> ring;  // the fold's position and its one-ring's
+          for (size_t t = 0; t < rig->triangle_count(); ++t) {
+            const uint32_t* c = &rig->triangles[3 * t];
+            if ((at(c[0]) - p).norm() < 1e-6f || (at(c[1]) - p).norm() < 1e-6f || (at(c[2]) - p).norm() < 1e-6f) {
+              for (int k = 0; k < 3; ++k) ring.push_back(at(c[k]));
+            }
+          }
+          auto in_ring = [&](uint32_t v) {
+            return std::any_of(ring.begin(), ring.end(), [&](const Eigen::Vector3f& r) { return (at(v) - r).norm() < 1e-6f; });
+          };
+          float best = INFINITY;
+          size_t best_t = 0;
+          for (size_t t = 0; t < rig->triangle_count(); ++t) {
+            const uint32_t* c = &rig->triangles[3 * t];
+            if (in_ring(c[0]) || in_ring(c[1]) || in_ring(c[2])) continue;
+            const float d = PointTriangleDistance(p, at(c[0]), at(c[1]), at(c[2]));
+            if (d < best) {
+              best = d;
+              best_t = t;
+            }
+          }
+          std::printf("    covered by triangle %zu, %.3f R away; its corners:\n", best_t, best / radius);
+          for (int k = 0; k < 3; ++k) {
+            ExplainVertex(*rig, model, leaves, o, bent->pivot, radius, "corner", rig->triangles[3 * best_t + k]);
+          }
+        }
       }
     }
   };
