@@ -14,6 +14,7 @@
 #include "clients/import/supercages.h"
 #include "core/deformer/deformer.h"
 #include "core/procedural/limb.h"
+#include "core/swingtwist/blas.h"
 #include "core/swingtwist/method.h"
 
 namespace sinew {
@@ -83,7 +84,8 @@ int main(int argc, char** argv) {
     }
   }
   if (runtime_only) return 0;
-  std::printf("precompute (both EMW solves per joint, biharmonic blend weights, transfer):\n");
+  std::printf("precompute (both EMW solves per joint, biharmonic blend weights, transfer), BLAS: %s\n",
+              SystemBlas().name.c_str());
   const std::string bcn = "/usr/share/assimp/models/X/BCN_Epileptic.X";
   if (std::filesystem::exists(bcn)) {
     auto asset = ImportAsset(bcn);

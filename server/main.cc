@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/swingtwist/blas.h"
 #include "gpu/runtime/device_api.h"
 #include "server/server.h"
 #include "server/version.h"
@@ -240,6 +241,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "sinew-server: %s\n", server.gpu_status().c_str());
+  std::fprintf(stderr, "sinew-server: swing-twist's sparse factorizations use %s\n", sinew::SystemBlas().name.c_str());
   std::printf("grpc listening on %s:%d\n", HostOf(o.listen).c_str(), server.grpc_port());
   if (server.metrics_port() != 0) {
     std::printf("metrics listening on %s:%d\n", HostOf(o.metrics_listen).c_str(),

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "core/swingtwist/blas.h"
 
 namespace sinew::server {
 
@@ -105,8 +106,16 @@ absl::StatusOr<int> Metrics::Serve(const std::string& host_port) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(host_port);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("metrics: cannot listen on ", host_port, ": ", e.what()));
+    // CivetWeb starts its threads with small stacks; OpenBLAS's pthreads build puts 60 KB of
+    // thread-local storage in every thread, so they cannot start (pthread_create: EINVAL).
+    const bool openblas_threads = SystemBlas().openblas_parallel > 0;
+    return absl::UnavailableError(absl::StrCat(
+        "metrics: cannot listen on ", host_port, ": ", e.what(),
+        openblas_threads ? " (the BLAS loaded is OpenBLAS's multithreaded build, whose thread-local storage leaves the "
+                           "metrics server's threads no room to start: make libblas.so.3 Debian's libopenblas0-serial or "
+                           "the reference BLAS, e.g. `update-alternatives --config libblas.so.3-x86_64-linux-gnu`, or run "
+                           "with --metrics-listen '')"
+                         : ""));
   }
   exposer_->RegisterCollectable(registry_);
   const auto ports = exposer_->GetListeningPorts();
