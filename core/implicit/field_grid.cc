@@ -36,23 +36,15 @@ FieldGrid FieldGrid::Bake(const BoneField& field, int resolution, ThreadPool* po
 
 float FieldGrid::Sample(const Eigen::Vector3f& x, Eigen::Vector3f* gradient) const {
   if (gradient) gradient->setZero();
-  // Written so that a NaN coordinate also counts as outside.
-  if (!((x.array() >= lo_.array()).all() && (x.array() <= hi_.array()).all())) return 0;
-  // Inside the box u ≥ 0, so truncation is floor; the last cell takes u = n − 1.
-  const Eigen::Vector3f u = (x - lo_).cwiseProduct(inv_step_);
-  const int n = n_;
   int i0[3];
   float t[3];
-  for (int a = 0; a < 3; ++a) {
-    i0[a] = std::min(static_cast<int>(u[a]), n - 2);
-    t[a] = std::min(u[a] - float(i0[a]), 1.0f);
-  }
+  if (!Locate(x, i0, t)) return 0;
   Eigen::Vector4f acc = Eigen::Vector4f::Zero();
   for (int dz = 0; dz < 2; ++dz) {
     for (int dy = 0; dy < 2; ++dy) {
       for (int dx = 0; dx < 2; ++dx) {
         const float w = (dx ? t[0] : 1 - t[0]) * (dy ? t[1] : 1 - t[1]) * (dz ? t[2] : 1 - t[2]);
-        acc += w * cells_[(size_t(i0[2] + dz) * n + size_t(i0[1] + dy)) * n + size_t(i0[0] + dx)];
+        acc += w * cells_[Index(i0[0] + dx, i0[1] + dy, i0[2] + dz)];
       }
     }
   }

@@ -26,13 +26,11 @@ class FieldGrid {
   // rows' first cell; no effect on any result): a caller about to sample several grids issues
   // these first, so that their misses overlap.
   void Prefetch(const Eigen::Vector3f& x) const {
-    if (!((x.array() >= lo_.array()).all() && (x.array() <= hi_.array()).all())) return;
-    const Eigen::Vector3f u = (x - lo_).cwiseProduct(inv_step_);
-    const int n = n_;
-    const size_t i = size_t(std::min(static_cast<int>(u[0]), n - 2)), j = size_t(std::min(static_cast<int>(u[1]), n - 2)),
-                 k = size_t(std::min(static_cast<int>(u[2]), n - 2));
-    for (size_t dz = 0; dz < 2; ++dz) {
-      for (size_t dy = 0; dy < 2; ++dy) __builtin_prefetch(&cells_[((k + dz) * n + j + dy) * n + i]);
+    int i0[3];
+    float t[3];
+    if (!Locate(x, i0, t)) return;
+    for (int dz = 0; dz < 2; ++dz) {
+      for (int dy = 0; dy < 2; ++dy) __builtin_prefetch(&cells_[Index(i0[0], i0[1] + dy, i0[2] + dz)]);
     }
   }
 
@@ -45,6 +43,19 @@ class FieldGrid {
   size_t Bytes() const { return cells_.size() * sizeof(Eigen::Vector4f); }
 
  private:
+  // The cell holding x (its lowest corner i0) and x's place in it (t ∈ [0, 1]³); false outside
+  // the box, a NaN coordinate included. Inside the box u ≥ 0, so truncation is floor; the last
+  // cell takes u = n − 1. Sample and Prefetch share it.
+  bool Locate(const Eigen::Vector3f& x, int i0[3], float t[3]) const {
+    if (!((x.array() >= lo_.array()).all() && (x.array() <= hi_.array()).all())) return false;
+    const Eigen::Vector3f u = (x - lo_).cwiseProduct(inv_step_);
+    for (int a = 0; a < 3; ++a) {
+      i0[a] = std::min(static_cast<int>(u[a]), n_ - 2);
+      t[a] = std::min(u[a] - float(i0[a]), 1.0f);
+    }
+    return true;
+  }
+  size_t Index(int i, int j, int k) const { return (size_t(k) * size_t(n_) + size_t(j)) * size_t(n_) + size_t(i); }
   Eigen::Vector3f lo_, hi_, step_, inv_step_;
   int n_ = 0;
   std::vector<Eigen::Vector4f> cells_;  // (∂x f, ∂y f, ∂z f, f), x fastest

@@ -22,6 +22,7 @@
 #include "clients/import/asset_import.h"
 #include "clients/import/supercages.h"
 #include "core/deformer/deformer.h"
+#include "core/geometry/triangle.h"
 #include "core/implicit/device_layout.h"
 #include "core/implicit/field_eval.h"
 #include "core/implicit/implicit_params.h"
@@ -125,28 +126,6 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
     }
   }
   std::printf("\n");
-}
-
-// The distance from p to triangle abc (the closest point by its Voronoi region, Ericson §5.1.5).
-float PointTriangleDistance(const Eigen::Vector3f& p, const Eigen::Vector3f& a, const Eigen::Vector3f& b,
-                            const Eigen::Vector3f& c) {
-  const Eigen::Vector3f ab = b - a, ac = c - a, ap = p - a;
-  const float d1 = ab.dot(ap), d2 = ac.dot(ap);
-  if (d1 <= 0 && d2 <= 0) return ap.norm();
-  const Eigen::Vector3f bp = p - b;
-  const float d3 = ab.dot(bp), d4 = ac.dot(bp);
-  if (d3 >= 0 && d4 <= d3) return bp.norm();
-  const float vc = d1 * d4 - d3 * d2;
-  if (vc <= 0 && d1 >= 0 && d3 <= 0) return (p - (a + d1 / (d1 - d3) * ab)).norm();
-  const Eigen::Vector3f cp = p - c;
-  const float d5 = ab.dot(cp), d6 = ac.dot(cp);
-  if (d6 >= 0 && d5 <= d6) return cp.norm();
-  const float vb = d5 * d2 - d1 * d6;
-  if (vb <= 0 && d2 >= 0 && d6 <= 0) return (p - (a + d2 / (d2 - d6) * ac)).norm();
-  const float va = d3 * d6 - d5 * d4;
-  if (va <= 0 && (d4 - d3) >= 0 && (d5 - d6) >= 0) return (p - (b + (d4 - d3) / ((d4 - d3) + (d5 - d6)) * (c - b))).norm();
-  const float denom = 1.f / (va + vb + vc);
-  return (p - (a + ab * (vb * denom) + ac * (vc * denom))).norm();
 }
 
 // With SINEW_CONTACT_DUMP=DIR, each measured row's skin is written to DIR as a Wavefront OBJ
@@ -377,7 +356,10 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
           for (size_t t = 0; t < rig->triangle_count(); ++t) {
             const uint32_t* c = &rig->triangles[3 * t];
             if (in_ring(c[0]) || in_ring(c[1]) || in_ring(c[2])) continue;
-            const float d = PointTriangleDistance(p, at(c[0]), at(c[1]), at(c[2]));
+            const float d = float((ClosestPointOnTriangle(at(c[0]).cast<double>(), at(c[1]).cast<double>(),
+                                                          at(c[2]).cast<double>(), p.cast<double>()) -
+                                   p.cast<double>())
+                                      .norm());
             if (d < best) {
               best = d;
               best_t = t;
