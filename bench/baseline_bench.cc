@@ -257,7 +257,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  ThreadPool pool(2);
+  ThreadPool pool(1);  // one worker and the calling thread: the "2 threads" printed below
   gpu::GpuOptions gpu_options;
   gpu_options.emulate_devices = emulated ? 1 : 0;
   auto backend = gpu::GpuBackend::Create(gpu_options);

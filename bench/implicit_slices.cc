@@ -124,7 +124,7 @@ int Run(FILE* out, const std::string& arm_dir, const std::string& bcn_path) {
     std::fprintf(stderr, "sinew-implicit-slices: no %s\n", bcn_path.c_str());
   }
   std::fprintf(out, "fixture,method,degrees,x0,y0,x1,y1\n");
-  ThreadPool pool(2);
+  ThreadPool pool(1);  // one worker and the calling thread
   std::map<const Rig*, std::shared_ptr<const Prepared>> prepared_for;  // one preparation a rig
   for (const Fixture& f : fixtures) {
     auto& prepared = prepared_for[f.rig.get()];

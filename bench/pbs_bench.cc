@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 int main() {
   using namespace sinew;
-  ThreadPool pool(2);
+  ThreadPool pool(1);  // one worker and the calling thread: the "2 threads" printed below
   std::printf("%-8s %9s %8s %11s %9s %9s %14s %14s\n", "voxel", "particles", "tets", "constraints", "ms 1 thr",
               "ms 2 thr", "M proj/s 1 thr", "M proj/s 2 thr");
   LimbOptions o;

@@ -63,7 +63,7 @@ void Precompute(const char* name, const Rig& rig, double voxel, ThreadPool* pool
 int main(int argc, char** argv) {
   const bool runtime_only = argc > 1 && std::string(argv[1]) == "--runtime-only";
   using namespace sinew;
-  ThreadPool pool(2);
+  ThreadPool pool(1);  // one worker and the calling thread: the "2 threads" printed below
   std::printf("runtime: swing-twist frames/s ÷ LBS frames/s, procedural limb, same poses\n");
   for (uint32_t vertices : {100000u, 1000000u}) {
     LimbOptions o;
