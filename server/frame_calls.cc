@@ -348,11 +348,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       End(svc_->ToGrpc("DeformClip", st));
       return;
     }
-    if (next_ >= end_) {
-      End(grpc::Status::OK);
-      return;
-    }
-    svc_->pool_.Submit(&ClipCall::Run, this);
+    Continue();
   }
 
   void OnWriteDone(bool ok) override {
@@ -362,19 +358,15 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       writing_ = false;
     }
     if (!ok) return End(grpc::Status(grpc::CANCELLED, "batch: the client stopped reading"));
-    if (draining()) return End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
-    if (next_ >= end_) return End(grpc::Status::OK);
-    svc_->pool_.Submit(&ClipCall::Run, this);
+    Continue();
   }
 
-  void Drain() override {
-    {
-      std::lock_guard lock(mu_);
-      draining_ = true;
-      if (finished_ || writing_ || running_) return;  // OnWriteDone will finish
-    }
-    End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
-  }
+  // A frame on the pool or a write in flight ends the call when it completes (Continue,
+  // OnWriteDone); otherwise it ends here. A frame being replayed (unsent) is noticed by Continue:
+  // without this a cancelled resumed batch replayed up to kMaxFrames frames for nobody.
+  void OnCancel() override { EndUnlessBusy(grpc::Status(grpc::CANCELLED, "batch: cancelled by the client"), &cancelled_); }
+
+  void Drain() override { EndUnlessBusy(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"), &draining_); }
 
   void OnDone() override {
     svc_->Unregister(this);
@@ -415,15 +407,38 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     return absl::OkStatus();
   }
 
+  // Sets *flag; ends the call unless a frame or a write is in flight (it ends it then).
+  void EndUnlessBusy(const grpc::Status& status, bool* flag) {
+    {
+      std::lock_guard lock(mu_);
+      *flag = true;
+      if (finished_ || writing_ || running_) return;
+    }
+    End(status);
+  }
+
+  // After the constructor, a written frame or a replayed one: the next frame on the pool, or
+  // the end. running_ is set before the frame is queued, under mu_, so that Drain and OnCancel
+  // leave the ending to it: the call cannot end (and be deleted) while a frame is queued.
+  void Continue() {
+    std::optional<grpc::Status> end;
+    {
+      std::lock_guard lock(mu_);
+      running_ = false;
+      if (finished_) return;
+      if (cancelled_) end = grpc::Status(grpc::CANCELLED, "batch: cancelled by the client");
+      else if (draining_) end = grpc::Status(grpc::UNAVAILABLE, "server is shutting down");
+      else if (next_ >= end_) end = grpc::Status::OK;
+      else running_ = true;
+    }
+    if (end) return End(*end);
+    svc_->pool_.Submit(&ClipCall::Run, this);
+  }
+
   static void Run(void* arg) { static_cast<ClipCall*>(arg)->NextFrame(); }
 
   // Poses the next frame and hands it to the session's backend; FrameDone continues.
   void NextFrame() {
-    {
-      std::lock_guard lock(mu_);
-      if (finished_) return;
-      running_ = true;
-    }
     frame_ = next_++;
     std::unique_lock lock(session_->mu);
     Pose& pose = session_->pose;
@@ -471,8 +486,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     if (self->frame_ < self->replay_end_) {
       // A stateful method replays the frames before first_frame, unsent: the next one, on the
       // pool (never recursively: a CPU frame completes before Run returns).
-      self->svc_->pool_.Submit(&ClipCall::Run, self);
-      return;
+      return self->Continue();
     }
     self->response_.set_frame(self->frame_);
     self->response_.set_vertex_count(static_cast<uint32_t>(self->session_->rig->rig->vertex_count()));
@@ -483,11 +497,6 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       self->writing_ = true;
     }
     self->StartWrite(&self->response_);
-  }
-
-  bool draining() {
-    std::lock_guard lock(mu_);
-    return draining_;
   }
 
   void End(const grpc::Status& status) {
@@ -514,7 +523,8 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
   v1::DeformClipResponse response_;
   std::mutex mu_;
-  bool draining_ = false, writing_ = false, running_ = false, finished_ = false;
+  // running_: a frame queued or in the backend; writing_: its answer being written.
+  bool draining_ = false, cancelled_ = false, writing_ = false, running_ = false, finished_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -131,6 +131,55 @@ TEST_F(ImplicitService, ElasticResetAndResumedBatch) {
   ExpectResumedBatchEqualsWhole(*client_, batch, 7);
 }
 
+// A resumed batch of a history-dependent session replays the frames before first_frame without
+// sending them. Until 2026-11-30 nothing stopped that replay: a client that cancelled it left the
+// server computing up to ten million frames for nobody, and a server told to stop waited on it
+// for ever (its drain saw a frame running and left the ending to a write that never came). Here
+// a replay of about three million frames is cancelled once it runs, a second one is running when
+// the server gets SIGTERM, and the server must exit cleanly within ServerProcess's 20 s.
+TEST_F(ImplicitService, AReplayingBatchStopsWhenCancelledAndWhenTheServerDrains) {
+  auto cancelled = Open(v1::METHOD_ELASTIC_IMPLICIT), drained = Open(v1::METHOD_ELASTIC_IMPLICIT);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  auto request = [](const std::string& session_id) {
+    v1::DeformClipRequest req;
+    req.set_session_id(session_id);
+    req.mutable_clip()->set_frames_per_second(30);
+    req.mutable_clip()->mutable_clip()->set_duration_seconds(100000);  // 3 000 001 frames
+    req.set_first_frame(3'000'000);
+    req.set_max_frames(1);
+    return req;
+  };
+  // Until the session has applied a replayed frame (its replay runs).
+  auto wait_replaying = [&](const std::string& session_id) {
+    for (int k = 0; k < 6000; ++k) {
+      auto info = client_->GetSession(session_id);
+      if (info.ok() && info->has_last_frame() && info->last_frame() > 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << session_id << ": the replay did not start";
+  };
+  {
+    grpc::ClientContext ctx;
+    auto reader = stub->DeformClip(&ctx, request(cancelled->session_id()));
+    wait_replaying(cancelled->session_id());
+    ctx.TryCancel();
+    v1::DeformClipResponse r;
+    EXPECT_FALSE(reader->Read(&r));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  grpc::ClientContext ctx;
+  auto reader = stub->DeformClip(&ctx, request(drained->session_id()));
+  wait_replaying(drained->session_id());
+  EXPECT_EQ(server_->Terminate(), 0) << "the server did not stop both replays";
+  server_.reset();
+  v1::DeformClipResponse r;
+  EXPECT_FALSE(reader->Read(&r));
+  const grpc::Status end = reader->Finish();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE) << end.error_message();
+}
+
 // Issue 17: DeleteRig used to return OK while an implicit session's preparation ran (the session
 // then opened on a deleted rig, and a re-upload showed session_count 0). While the session is
 // being created — its preparation listed and not done — DeleteRig is refused like for an open
