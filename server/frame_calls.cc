@@ -143,8 +143,9 @@ class Service::StreamCall final
     Apply(act);
   }
 
-  // Called by BeginDrain (under streams_mu_): the frame in the backend is answered, then the
-  // stream ends with UNAVAILABLE; requests read but not started are not answered.
+  // Called by BeginDrain (under streams_mu_): the frame in the backend is answered, requests
+  // read but not started are answered with an UNAVAILABLE error (exactly one answer per request,
+  // as the proto promises), then the stream ends with UNAVAILABLE.
   void Drain() override {
     Actions act;
     {
@@ -224,6 +225,16 @@ class Service::StreamCall final
     svc_->metrics_.frames_skipped().Increment();
   }
 
+  // Answers frame `frame`, read but never started, with the drain's error (mu_ held, !busy_).
+  void Refuse(uint64_t frame) {
+    auto r = TakeResponse();
+    r->Clear();
+    r->set_frame(frame);
+    r->mutable_error()->set_code(grpc::StatusCode::UNAVAILABLE);
+    r->mutable_error()->set_message("server is shutting down; this frame was not deformed");
+    out_.push_back(std::move(r));
+  }
+
   // What happens next (mu_ held).
   void Step(Actions& act) {
     const bool stopping = draining_ || write_failed_;
@@ -248,6 +259,18 @@ class Service::StreamCall final
     if (!reading_ && !read_full_ && !half_closed_ && !stopping && room && (!has_pending_ || pending_replaceable_)) {
       reading_ = true;
       act.read = true;
+    }
+    if (draining_ && !write_failed_ && !busy_) {
+      // After the frame in the backend (its answer and deferred skips are in out_ by now).
+      if (has_pending_) {
+        Refuse(pending_.frame());
+        has_pending_ = false;
+        svc_->metrics_.frames_waiting().Decrement();
+      }
+      if (read_full_) {
+        Refuse(read_.frame());
+        read_full_ = false;
+      }
     }
     if (!writing_ && !out_.empty()) {
       writing_ = true;

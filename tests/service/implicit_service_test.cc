@@ -5,6 +5,7 @@
 // filled and reused.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <functional>
@@ -178,6 +179,41 @@ TEST_F(ImplicitService, AReplayingBatchStopsWhenCancelledAndWhenTheServerDrains)
   EXPECT_FALSE(reader->Read(&r));
   const grpc::Status end = reader->Finish();
   EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE) << end.error_message();
+}
+
+// SIGTERM while a stream has one frame in the backend and the next one read and waiting: both
+// are answered (the waiting one with an UNAVAILABLE error, as never deformed), then the stream
+// ends with UNAVAILABLE: exactly one answer per request received, as the proto says. Until
+// 2026-11-30 the waiting frame got no answer at all. (A slow elastic jump to 120° keeps the first
+// frame in the backend; should it finish before the drain, the second is deformed instead, and
+// every assertion still holds.)
+TEST_F(ImplicitService, ADrainAnswersEveryFrameTheStreamHasRead) {
+  auto s = Open(v1::METHOD_ELASTIC_IMPLICIT);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto stream = client_->OpenStream();
+  ASSERT_TRUE(stream->Write(Frame(s->session_id(), 1, Bent(120))));
+  ASSERT_TRUE(stream->Write(Frame(s->session_id(), 2, Bent(60))));
+  auto waiting = [&] { return MetricValue(HttpGet(server_->metrics_port(), "/metrics"), "sinew_frames_waiting"); };
+  for (int k = 0; k < 2000 && waiting() < 1; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(waiting(), 1) << "the second frame was not read";
+  ASSERT_EQ(kill(server_->pid(), SIGTERM), 0);
+  for (uint64_t frame : {1, 2}) {
+    v1::DeformResponse r;
+    ASSERT_TRUE(stream->Read(&r)) << "frame " << frame << " was not answered";
+    EXPECT_EQ(r.frame(), frame);
+    if (r.has_error()) {
+      EXPECT_EQ(frame, 2u) << "the frame in the backend is finished, not refused";
+      EXPECT_EQ(r.error().code(), int(grpc::StatusCode::UNAVAILABLE)) << r.error().message();
+      EXPECT_THAT(r.error().message(), HasSubstr("not deformed"));
+    } else {
+      EXPECT_GT(r.vertex_count(), 0u);
+    }
+  }
+  v1::DeformResponse r;
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_EQ(stream->Close().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(server_->Terminate(), 0);
+  server_.reset();
 }
 
 // Issue 17: DeleteRig used to return OK while an implicit session's preparation ran (the session
