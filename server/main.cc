@@ -33,7 +33,8 @@ std::function<bool(const std::string&)> Number(T& out) {
   return [&out](const std::string& v) {
     if constexpr (std::is_floating_point_v<T>) {
       double d;
-      if (!absl::SimpleAtod(v, &d) || d < 0) return false;
+      // Finite and at most 1e9 (31 years): the server turns durations into int64 milliseconds.
+      if (!absl::SimpleAtod(v, &d) || !(d >= 0 && d <= 1e9)) return false;
       out = static_cast<T>(d);
     } else {
       uint64_t u;
@@ -99,8 +100,9 @@ int main(int argc, char** argv) {
        absl::StrCat("Largest serialized rig accepted by UploadRig. Default ", o.max_rig_bytes),
        Number(o.max_rig_bytes)},
       {"max-store-bytes", "BYTES",
-       absl::StrCat("Memory for all resident rigs; unused rigs are evicted least recently used "
-                    "first to make room. Default ", o.max_store_bytes),
+       absl::StrCat("Memory for all resident rigs' own data (mesh, skeleton, weights, cages; not "
+                    "the methods' per-rig preparations, which RigInfo.resident_bytes adds); unused "
+                    "rigs are evicted least recently used first to make room. Default ", o.max_store_bytes),
        Number(o.max_store_bytes)},
       {"max-sessions", "N", absl::StrCat("Most open sessions. Default ", o.max_sessions),
        Number(o.max_sessions)},

@@ -360,6 +360,21 @@ TEST(Lifecycle, VersionSaysWhatTheGpuBackendWasBuiltWith) {
       << out;
 }
 
+// A duration the server turns into int64 milliseconds is refused at start unless finite and at
+// most 1e9 s (before 2026-11-30 'nan', 'inf' and '1e300' were taken, and the conversion
+// overflowed: the drain was silently skipped).
+TEST(Lifecycle, NonFiniteOrHugeDurationsAreRefusedAtStart) {
+  for (const char* bad : {"nan", "inf", "1e300", "-1"}) {
+    std::string out, err;
+    EXPECT_EQ(RunProcess({SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                          "--drain-timeout", bad},
+                         &out, &err),
+              2)
+        << bad;
+    EXPECT_THAT(err, HasSubstr(std::string("--drain-timeout: '") + bad + "' is not a valid SECONDS")) << err;
+  }
+}
+
 // Resident and peak memory of a process (kB), from /proc.
 std::pair<long, long> RssAndPeakKb(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
