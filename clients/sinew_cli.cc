@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <optional>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <iostream>
@@ -35,6 +36,7 @@
 #include "clients/lib/stats.h"
 #include "core/geometry/mesh_quality.h"
 #include "core/parallel/thread_pool.h"
+#include "core/util/atomic_file.h"
 #include "sinew/v1/rig_id.h"
 #include "core/procedural/limb.h"
 
@@ -66,7 +68,8 @@ Commands:
   batch FILE                 deform a whole clip on the server (DeformClip) into a .pc2 point
                              cache (--pc2), a glTF binary that viewers play (--gltf) and/or an
                              OBJ sequence (--obj); an interrupted batch resumes from the last
-                             frame written when run again; --shard I/N (or --shard-from-env N)
+                             frame written when run again (only into its own job's files:
+                             OUT.pc2.job, DIR/STEM.job); --shard I/N (or --shard-from-env N)
                              deforms only the I-th of N slices of the frames into
                              OUT.pc2.shard-I-of-N (not with --gltf)
   merge-shards               join the N parts of a sharded batch into the cache one run would
@@ -879,9 +882,11 @@ int Batch(client::Client& c, client::Args& args) {
   std::string manifest_path;
   client::ShardManifest manifest;
   bool have_manifest = false;
+  // The job: the rig, deformer, backend, encoding and clip at its rate (not the frame range).
+  const std::string job = v1::Sha256Hex(absl::StrCat("sinew batch job 1\n", Deterministic(sreq), "\n", Deterministic(req)));
   if (shard) {
     manifest_path = client::ShardManifestPath(pc2, obj_dir, *shard);
-    manifest.job = v1::Sha256Hex(absl::StrCat("sinew batch job 1\n", Deterministic(sreq), "\n", Deterministic(req)));
+    manifest.job = job;
     manifest.shard = *shard;
     manifest.total_frames = total;
     manifest.frames = range;
@@ -911,6 +916,35 @@ int Batch(client::Client& c, client::Args& args) {
     std::error_code ec;
     std::filesystem::create_directories(obj_dir, ec);
     if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--obj ", obj_dir, ": ", ec.message())));
+  }
+  if (!shard) {
+    // An unsharded batch's outputs name the job they hold (OUT.pc2.job, OBJ_DIR/STEM.job; a
+    // shard's manifest does it for its part), so that a run resumes only its own job's frames:
+    // another method, rig, clip or rate into the same files is refused instead of appended.
+    std::vector<std::pair<std::string, bool>> records;  // (record, its output holds frames)
+    if (!pc2.empty()) records.emplace_back(client::Pc2JobPath(pc2), std::filesystem::exists(pc2));
+    if (!obj_dir.empty()) {
+      records.emplace_back(client::ObjJobPath(obj_dir, stem),
+                           std::filesystem::exists(client::ObjFramePath(obj_dir, stem, range.begin)));
+    }
+    for (const auto& [record, has_frames] : records) {
+      if (resume && has_frames) {
+        std::ifstream in(record);
+        std::string held;
+        std::getline(in, held);
+        if (held.empty()) {
+          return Fail(absl::FailedPreconditionError(absl::StrCat(
+              record, " is missing: its output's frames may be another batch's; --no-resume starts over")));
+        }
+        if (held != job) {
+          return Fail(absl::FailedPreconditionError(absl::StrCat(
+              record, ": these files hold another batch's frames (a different rig, method, parameters, backend, "
+                      "encoding, clip or rate); --no-resume starts over, or write elsewhere")));
+        }
+      } else if (auto st = WriteFileAtomically(record, job + "\n"); !st.ok()) {
+        return Fail(st);
+      }
+    }
   }
   if (shard && !have_manifest) {
     // Written before any frame, so that every part on disk has one. Its backend is known once
@@ -1038,7 +1072,10 @@ int Batch(client::Client& c, client::Args& args) {
       }
     }
     if (auto s = client::WriteGltfClip(gltf, out); !s.ok()) return Fail(s);
-    if (part_cache) std::filesystem::remove(pc2);
+    if (part_cache) {
+      std::filesystem::remove(pc2);
+      std::filesystem::remove(client::Pc2JobPath(pc2));
+    }
     std::printf("%s: %llu frames x %u vertices as morph targets, %.1f MB%s\n", gltf.c_str(), (unsigned long long)total,
                 points, std::filesystem::file_size(gltf) / 1e6, out.quality.empty() ? "" : ", with each frame's quality");
   }

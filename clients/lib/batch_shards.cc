@@ -95,6 +95,12 @@ std::string ShardName(Shard shard) { return absl::StrCat("shard-", shard.index, 
 
 std::string ShardPartPath(const std::string& pc2, Shard shard) { return absl::StrCat(pc2, ".", ShardName(shard)); }
 
+std::string Pc2JobPath(const std::string& pc2) { return pc2 + ".job"; }
+
+std::string ObjJobPath(const std::string& obj_dir, const std::string& stem) {
+  return (std::filesystem::path(obj_dir) / (stem + ".job")).string();
+}
+
 std::string ShardManifestPath(const std::string& pc2, const std::string& obj_dir, Shard shard) {
   if (!pc2.empty()) return ShardPartPath(pc2, shard) + ".manifest";
   return (fs::path(obj_dir) / (ShardName(shard) + ".manifest")).string();
@@ -333,6 +339,10 @@ absl::StatusOr<MergeResult> MergeShards(const MergeOptions& o) {
   }
   if (!o.pc2.empty()) {
     if (absl::Status st = ConcatPc2(parts, o.pc2, ref->points, 0.0f, 1.0f); !st.ok()) return st;
+    if (absl::Status st = WriteFileAtomically(Pc2JobPath(o.pc2), ref->job + "\n"); !st.ok()) return st;
+  }
+  if (!o.obj_dir.empty()) {
+    if (absl::Status st = WriteFileAtomically(ObjJobPath(o.obj_dir, ref->stem), ref->job + "\n"); !st.ok()) return st;
   }
   return MergeResult{count, total, ref->points};
 }

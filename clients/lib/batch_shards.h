@@ -50,6 +50,11 @@ std::string ShardName(Shard shard);
 std::string ShardPartPath(const std::string& pc2, Shard shard);
 // Beside the part (pc2 given) or in the OBJ folder (only --obj): see the file comment.
 std::string ShardManifestPath(const std::string& pc2, const std::string& obj_dir, Shard shard);
+// An unsharded batch's record of the job its outputs hold (one line: the job's hash, as in a
+// shard's manifest), beside them: OUT.pc2.job, OBJ_DIR/STEM.job. merge-shards writes them for the
+// joined outputs, so that `batch --gltf` resumes past a merged cache of the same job.
+std::string Pc2JobPath(const std::string& pc2);
+std::string ObjJobPath(const std::string& obj_dir, const std::string& stem);
 
 struct ShardManifest {
   std::string job;  // fingerprint of rig, deformer, encoding, backend preference and clip sampling

@@ -282,6 +282,54 @@ TEST_F(Batch, MalformedFilesFailCleanlyFromTheCli) {
   }
 }
 
+// A batch resumes only its own job's files: before 2026-11-30 a second, different batch (here
+// DQS after LBS) into the same --pc2 and --obj printed "100 frames" and exited 0 with the first
+// batch's frames left in place (or, after an interrupted first run, appended its frames to the
+// other's). Each output now carries its job's record (OUT.pc2.job, DIR/STEM.job).
+TEST_F(Batch, AnotherBatchIntoTheSameFilesIsRefusedUnlessToldToStartOver) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string pc2 = (dir_ / "c.pc2").string(), obj = (dir_ / "obj").string();
+  std::string err;
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--method", "lbs", "--max-frames", "10"}), nullptr,
+                       &err),
+            0)
+      << err;
+  const std::string lbs = Bytes(pc2);
+  EXPECT_TRUE(fs::exists(pc2 + ".job"));
+  EXPECT_TRUE(fs::exists(dir_ / "obj" / "BCN_Epileptic.job"));
+  // The same job resumes (frames 10 on), another one is refused and leaves the files alone.
+  for (const char* method : {"dqs", "lbs"}) {
+    const int code = RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--method", method, "--max-frames", "10"}),
+                                nullptr, &err);
+    if (std::string(method) == "dqs") {
+      EXPECT_EQ(code, 1);
+      EXPECT_THAT(err, HasSubstr(pc2 + ".job: these files hold another batch's frames"));
+      EXPECT_EQ(Bytes(pc2), lbs);
+    } else {
+      EXPECT_EQ(code, 0) << err;
+      EXPECT_THAT(err, HasSubstr("resuming at frame 10"));
+      EXPECT_EQ(FramesIn(pc2), 20u);
+    }
+  }
+  // Only the OBJ sequence: refused the same way; a cache without its record too.
+  EXPECT_EQ(RunProcess(BatchArgs(server, (dir_ / "other.pc2").string(), "30", {"--obj", obj, "--method", "dqs"}),
+                       nullptr, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("BCN_Epileptic.job: these files hold another batch's frames"));
+  fs::remove(pc2 + ".job");
+  EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--method", "lbs"}), nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr(pc2 + ".job is missing"));
+  // --no-resume starts the other job over.
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--method", "dqs", "--max-frames", "10", "--no-resume"}),
+                       nullptr, &err),
+            0)
+      << err;
+  EXPECT_EQ(FramesIn(pc2), 10u);
+  EXPECT_NE(Bytes(pc2).substr(32), lbs.substr(32, Bytes(pc2).size() - 32)) << "DQS frames, not LBS's";
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(DeformClipRpc, BadRequestsNameTheField) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
