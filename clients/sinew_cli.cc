@@ -1,4 +1,5 @@
 // sinew: command-line client of the Sinew service. See `sinew help`.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -236,6 +237,10 @@ bool ParseOperator(absl::string_view s, v1::JointOperator* op) {
 // The method's parameters from the flags (--skinning, --operator, --joint-operator); false with
 // a message for a bad value.
 bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* config, std::string* error) {
+  if (const std::string sk = args.Get("skinning"); sk != "lbs" && sk != "dqs") {
+    *error = "--skinning: lbs or dqs, not '" + sk + "'";
+    return false;
+  }
   if (method == v1::METHOD_SUPERCAGES && args.Get("skinning") == "dqs") {
     config->mutable_supercages()->set_skinning(v1::METHOD_DQS);
   }
@@ -369,11 +374,12 @@ bool ParseSnapshot(client::Args& args, long long frames, SnapshotPlan* plan, std
   return true;
 }
 
-absl::StatusOr<v1::UploadRigResponse> UploadReport(client::Client& c, const v1::Rig& rig) {
+// `text_out`: where the line goes (stderr under --json, whose stdout is JSON alone).
+absl::StatusOr<v1::UploadRigResponse> UploadReport(client::Client& c, const v1::Rig& rig, FILE* text_out = stdout) {
   const auto t0 = Clock::now();
   auto up = c.UploadRig(rig);
   if (!up.ok()) return up;
-  std::printf("rig %s: %u vertices, %u triangles, %u joints, %s in %.1f ms (id %.12s)\n",
+  std::fprintf(text_out, "rig %s: %u vertices, %u triangles, %u joints, %s in %.1f ms (id %.12s)\n",
               up->info().name().c_str(), up->info().vertex_count(), up->info().triangle_count(),
               up->info().joint_count(), up->already_resident() ? "already resident" : "uploaded",
               std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
@@ -442,6 +448,8 @@ absl::Status ApplyPointSet(client::Args& args, ImportedAsset& asset) {
 }
 
 int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
+  // --json: stdout carries one JSON object per method and nothing else; the other lines go to stderr.
+  FILE* const text_out = args.Has("json") ? stderr : stdout;
   long long frames;
   double fps, clip_fps;
   if (!args.GetInt("frames", &frames, 0, 100'000'000) || !args.GetDouble("fps", &fps, 0, 1e6) ||
@@ -467,7 +475,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     auto built = BuildRig(asset->rig);
     if (!built.ok()) return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
     if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
-    auto up = UploadReport(c, client::RigToProto(asset->rig));
+    auto up = UploadReport(c, client::RigToProto(asset->rig), text_out);
     if (!up.ok()) return Fail(up.status());
     source.rig_id = up->rig_id();
     Pose pose;
@@ -488,7 +496,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     }
     source.rest = asset->rig.rig.positions;
     source.triangles = asset->rig.rig.triangles;
-    std::printf("clip \"%s\"%s: %.3f s, %zu frames at %g frames/s\n", (*clip)->name.c_str(),
+    std::fprintf(text_out, "clip \"%s\"%s: %.3f s, %zu frames at %g frames/s\n", (*clip)->name.c_str(),
                 cage_clip ? " with a cage clip" : "", duration, n, clip_fps);
     if (frames == 0) frames = static_cast<long long>(n);
   } else {  // the procedural limb (or --rig ID with the limb's joints): its bend-and-twist cycle
@@ -500,7 +508,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       source.triangles = in.rig.triangles;
     }
     if (source.procedural) {
-      auto up = UploadReport(c, client::RigToProto(in));
+      auto up = UploadReport(c, client::RigToProto(in), text_out);
       if (!up.ok()) return Fail(up.status());
       source.rig_id = up->rig_id();
     } else {
@@ -565,7 +573,14 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       const v1::Preparation* pending = nullptr;
       for (const v1::Preparation& p : rig_info->preparations()) {
         for (v1::Method m : stages) {
-          if (!p.done() && p.key().rfind(client::MethodName(m) + " ", 0) == 0) pending = &p;
+          if (p.key().rfind(client::MethodName(m) + " ", 0) != 0) continue;
+          if (!p.done()) pending = &p;
+          if (!p.error().empty()) {
+            // The session then serves its fallback for good: its frames are not this method's.
+            (void)c.CloseSession(session->session_id());
+            return Fail(absl::FailedPreconditionError(
+                absl::StrCat("--method ", spec, ": the preparation ", p.key(), " failed: ", p.error())));
+          }
         }
       }
       if (pending == nullptr) break;
@@ -603,7 +618,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (use.cages && clip.front().cages_size() == 0) {
       return Fail(absl::FailedPreconditionError(absl::StrCat("--method ", name, ": this asset has no cage clip to play")));
     }
-    if (prepare_ms > 50) std::printf("%s: session ready in %.0f ms (prepared once per rig and shared by its sessions)\n", name, prepare_ms);
+    if (prepare_ms > 50) std::fprintf(text_out, "%s: session ready in %.0f ms (prepared once per rig and shared by its sessions)\n", name, prepare_ms);
 
     client::LatencyStats lat;
     if (!snap.path.empty()) shots.emplace_back(snap.frames.size());
@@ -615,7 +630,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     std::unique_ptr<client::FrameStream> stream;
     if (!args.Has("unary")) stream = c.OpenStream();
     const auto start = Clock::now();
-    uint64_t errors = 0, bytes = 0;
+    uint64_t errors = 0, bytes = 0, fallback_frames = 0;
     for (long long f = 0; f < frames; ++f) {
       const auto scheduled = fps > 0 ? start + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(f / fps))
@@ -634,6 +649,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       }
       lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
       if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) ++errors;
+      // A single method's frame made by its fallback (a preparation cancelled meanwhile) is not
+      // this method's: counted, and named below.
+      if (!resp.has_error() && stages.size() == 1 && resp.method() != stages[0]) {
+        ++errors;
+        ++fallback_frames;
+      }
       bytes += resp.positions().size();
       if (!resp.has_error()) {
         if (auto st = decoder.Decode(resp, xyz); !st.ok()) {
@@ -748,6 +769,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
                   frames / secs, p50, p99, mx, (unsigned long long)errors, wire.c_str(), quality.c_str());
     }
     if (!decode_error.empty()) std::fprintf(stderr, "%s: positions did not decode: %s\n", name, decode_error.c_str());
+    if (fallback_frames > 0) {
+      std::fprintf(stderr, "%s: %llu frames came from the method's fallback, not from %s (its preparation was "
+                   "cancelled or failed; counted as errors)\n", name, (unsigned long long)fallback_frames, name);
+    }
     if (errors) status = 1;
   }
   if (!snap.path.empty()) {
@@ -763,7 +788,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     auto image = client::RenderSnapshot(grid, snap.options);
     if (!image.ok()) return Fail(image.status());
     if (auto st = client::WritePng(snap.path, *image); !st.ok()) return Fail(st);
-    std::printf("snapshot %s: %zu methods x %zu frames, %dx%d pixels\n", snap.path.c_str(), shots.size(),
+    std::fprintf(text_out, "snapshot %s: %zu methods x %zu frames, %dx%d pixels\n", snap.path.c_str(), shots.size(),
                 snap.frames.size(), image->width, image->height);
     // How far each method's frame is from the first method's: where to look.
     double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
@@ -779,7 +804,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
         }
         absl::StrAppendFormat(&line, "%s frame %lld %.2f%%", k ? "," : "", snap.frames[k], 100 * far / diag);
       }
-      std::printf("  %s vs %s, farthest vertex apart (of the rest diagonal):%s\n", specs[m].c_str(), specs[0].c_str(), line.c_str());
+      std::fprintf(text_out, "  %s vs %s, farthest vertex apart (of the rest diagonal):%s\n", specs[m].c_str(), specs[0].c_str(), line.c_str());
     }
   }
   return status;
@@ -1026,8 +1051,8 @@ int Batch(client::Client& c, client::Args& args) {
     (void)c.CloseSession(session->session_id());
     if (!st.ok()) {
       if (cache) (void)cache->Close();
-      std::fprintf(stderr, "sinew: batch stopped after frame %llu of %llu; run the same command "
-                   "again to resume\n", (unsigned long long)expected, (unsigned long long)total);
+      std::fprintf(stderr, "sinew: batch stopped before frame %llu of %llu (the frames before it are written); run "
+                   "the same command again to resume\n", (unsigned long long)expected, (unsigned long long)total);
       return Fail(st);
     }
     if (expected < range.end) {
@@ -1187,6 +1212,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "merge-shards") return MergeShardsCommand(args);  // local files only
+  // The command and its operands are checked before connecting: a typo is a usage error, not
+  // a 10 s wait for a server.
+  static const char* const kServerCommands[] = {"info", "upload", "rigs", "rig", "delete-rig", "session", "play", "batch"};
+  if (std::find(std::begin(kServerCommands), std::end(kServerCommands), cmd) == std::end(kServerCommands)) {
+    return Usage(args, "unknown command '" + cmd + "'");
+  }
+  if ((cmd == "rig" || cmd == "delete-rig") && pos.size() != 2) return Usage(args, cmd + " takes one rig id");
+  if (cmd == "session") {
+    const std::string sub = pos.size() > 1 ? pos[1] : "";
+    if (!(sub == "create" || sub == "list" || ((sub == "get" || sub == "close") && pos.size() == 3))) {
+      return Usage(args, "session: create | get ID | list | close ID");
+    }
+  }
   client::Client c(args.Get("target"), client::ConnectionFromArgs(args));
   // Commands that read local files first (play FILE, batch) connect after reading them, so
   // that a bad file is reported as such even when no server is reachable.

@@ -21,6 +21,7 @@
 #include "clients/lib/client.h"
 #include "clients/lib/stats.h"
 #include "core/procedural/limb.h"
+#include "core/util/atomic_file.h"
 
 namespace {
 
@@ -335,13 +336,11 @@ int main(int argc, char** argv) {
   if (path == "-") {
     std::printf("%s", json.c_str());
   } else if (!path.empty()) {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "sinew-load: cannot write %s\n", path.c_str());
+    // Whole or not at all (scripts/soak.sh reads these files).
+    if (auto st = WriteFileAtomically(path, json, {.durable = false}); !st.ok()) {
+      std::fprintf(stderr, "sinew-load: --json: %s\n", std::string(st.message()).c_str());
       return 1;
     }
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
   }
   if (want_report) {
     if (!first_error.empty()) report.figures.push_back({"first error", first_error});

@@ -60,7 +60,12 @@ std::string Args::Help() const {
 
 bool Args::Has(const std::string& name) const {
   auto it = values_.find(name);
-  return it != values_.end() && it->second != "0" && it->second != "false";
+  if (it == values_.end()) return false;
+  // A flag with a value is given whatever the value (`--shard 0` is a shard, to be checked, not
+  // an absent flag); a switch is set unless given as 0 or false.
+  auto spec = specs_.find(name);
+  if (spec != specs_.end() && !spec->second.value_name.empty()) return true;
+  return it->second != "0" && it->second != "false";
 }
 
 std::string Args::Get(const std::string& name) const {

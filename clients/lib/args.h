@@ -20,7 +20,8 @@ class Args {
   const std::string& error() const { return error_; }
   std::string Help() const;
 
-  bool Has(const std::string& name) const;  // given on the command line (or a switch set)
+  // A flag with a value: given on the command line (any value, 0 included); a switch: set.
+  bool Has(const std::string& name) const;
   std::string Get(const std::string& name) const;
   // Numeric values; set error() and return false when malformed.
   bool GetInt(const std::string& name, long long* out, long long min, long long max);

@@ -35,26 +35,31 @@ absl::Status FromGrpc(const grpc::Status& s) {
 }
 
 FrameStream::FrameStream(v1::Sinew::Stub& stub, const Client& client) {
-  client.Authorize(context_);
-  stream_ = stub.StreamDeform(&context_);
+  status_ = client.Authorize(context_);
+  if (status_.ok()) stream_ = stub.StreamDeform(&context_);
 }
 
 FrameStream::~FrameStream() {
-  if (!closed_) {
+  if (!closed_ && stream_) {
     context_.TryCancel();
     stream_->Finish().IgnoreError();
   }
 }
 
-bool FrameStream::Write(const v1::DeformRequest& request) { return stream_->Write(request); }
-bool FrameStream::Read(v1::DeformResponse* response) { return stream_->Read(response); }
+bool FrameStream::Write(const v1::DeformRequest& request) { return stream_ && stream_->Write(request); }
+bool FrameStream::Read(v1::DeformResponse* response) { return stream_ && stream_->Read(response); }
 
 void FrameStream::WritesDone() {
-  if (!writes_done_) stream_->WritesDone();
+  if (!writes_done_ && stream_) stream_->WritesDone();
   writes_done_ = true;
 }
 
 absl::Status FrameStream::Close(size_t* unread) {
+  if (!stream_) {  // the client could not authorize a call (Client::status)
+    if (unread) *unread = 0;
+    closed_ = true;
+    return status_;
+  }
   WritesDone();
   v1::DeformResponse r;
   size_t n = 0;
@@ -105,9 +110,11 @@ Client::Client(const std::string& target, const ClientOptions& options)
   stub_ = v1::Sinew::NewStub(channel_);
 }
 
-void Client::Authorize(grpc::ClientContext& ctx) const {
+absl::Status Client::Authorize(grpc::ClientContext& ctx) const {
+  if (!status_.ok()) return status_;
   if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
   if (!affinity_.empty()) ctx.AddMetadata("x-sinew-affinity", affinity_);
+  return absl::OkStatus();
 }
 
 absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
@@ -120,7 +127,7 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::ServerInfo info;
   if (auto st = FromGrpc(stub_->GetServerInfo(&ctx, {}, &info)); !st.ok()) return st;
   return info;
@@ -149,7 +156,7 @@ absl::StatusOr<v1::UploadRigResponse> Client::UploadSerializedRig(const std::str
     if (info.status().code() != absl::StatusCode::kNotFound) return info.status();
   }
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   auto writer = stub_->UploadRig(&ctx, &resp);
   v1::UploadRigRequest req;
   req.mutable_header()->set_total_bytes(bytes.size());
@@ -170,7 +177,7 @@ absl::StatusOr<v1::UploadRigResponse> Client::UploadSerializedRig(const std::str
 
 absl::StatusOr<v1::RigInfo> Client::GetRig(const std::string& rig_id) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::GetRigRequest req;
   req.set_rig_id(rig_id);
   v1::RigInfo info;
@@ -180,7 +187,7 @@ absl::StatusOr<v1::RigInfo> Client::GetRig(const std::string& rig_id) {
 
 absl::StatusOr<v1::ListRigsResponse> Client::ListRigs() {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::ListRigsResponse resp;
   if (auto st = FromGrpc(stub_->ListRigs(&ctx, {}, &resp)); !st.ok()) return st;
   return resp;
@@ -188,7 +195,7 @@ absl::StatusOr<v1::ListRigsResponse> Client::ListRigs() {
 
 absl::Status Client::DeleteRig(const std::string& rig_id) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::DeleteRigRequest req;
   req.set_rig_id(rig_id);
   v1::DeleteRigResponse resp;
@@ -197,7 +204,7 @@ absl::Status Client::DeleteRig(const std::string& rig_id) {
 
 absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig_id, const std::string& key) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::CancelPreparationRequest req;
   req.set_rig_id(rig_id);
   req.set_key(key);
@@ -208,7 +215,7 @@ absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig
 
 absl::StatusOr<v1::Session> Client::CreateSession(const v1::CreateSessionRequest& request) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::Session s;
   if (auto st = FromGrpc(stub_->CreateSession(&ctx, request, &s)); !st.ok()) return st;
   return s;
@@ -235,7 +242,7 @@ absl::StatusOr<v1::Session> Client::CreateSession(
 
 absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::GetSessionRequest req;
   req.set_session_id(session_id);
   v1::Session s;
@@ -245,7 +252,7 @@ absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
 
 absl::StatusOr<v1::Session> Client::UpdateSession(const std::string& session_id, const v1::DeformerConfig& deformer) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::UpdateSessionRequest req;
   req.set_session_id(session_id);
   *req.mutable_deformer() = deformer;
@@ -256,7 +263,7 @@ absl::StatusOr<v1::Session> Client::UpdateSession(const std::string& session_id,
 
 absl::StatusOr<v1::SessionState> Client::GetSessionState(const std::string& session_id) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::GetSessionStateRequest req;
   req.set_session_id(session_id);
   v1::SessionState state;
@@ -266,7 +273,7 @@ absl::StatusOr<v1::SessionState> Client::GetSessionState(const std::string& sess
 
 absl::StatusOr<v1::Session> Client::SetSessionState(const std::string& session_id, const v1::SessionState& state) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::SetSessionStateRequest req;
   req.set_session_id(session_id);
   *req.mutable_state() = state;
@@ -277,7 +284,7 @@ absl::StatusOr<v1::Session> Client::SetSessionState(const std::string& session_i
 
 absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::ListSessionsResponse resp;
   if (auto st = FromGrpc(stub_->ListSessions(&ctx, {}, &resp)); !st.ok()) return st;
   return resp;
@@ -285,7 +292,7 @@ absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
 
 absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::CloseSessionRequest req;
   req.set_session_id(session_id);
   v1::CloseSessionResponse resp;
@@ -295,7 +302,7 @@ absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
 
 absl::StatusOr<v1::DeformResponse> Client::Deform(const v1::DeformRequest& request) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   v1::DeformResponse resp;
   if (auto st = FromGrpc(stub_->Deform(&ctx, request, &resp)); !st.ok()) return st;
   return resp;
@@ -305,7 +312,7 @@ absl::Status Client::DeformClip(
     const v1::DeformClipRequest& request,
     const std::function<absl::Status(const v1::DeformClipResponse&)>& on_frame) {
   grpc::ClientContext ctx;
-  Authorize(ctx);
+  if (auto st = Authorize(ctx); !st.ok()) return st;
   auto reader = stub_->DeformClip(&ctx, request);
   v1::DeformClipResponse resp;
   absl::Status local;
@@ -419,6 +426,25 @@ wire::Quantization FromProto(const v1::Quantization& p) {
 absl::Status Decode(std::string_view b, uint32_t vertex_count, v1::OutputEncoding encoding,
                     const v1::Quantization& quantization, wire::DeltaDecoder* delta, std::vector<float>& out) {
   const size_t floats = size_t{3} * vertex_count;
+  // The byte count first, so that a corrupt vertex_count cannot make `out` allocate gigabytes:
+  // the fixed-size encodings' sizes follow from it; a delta frame's does not, and any server's
+  // rig has at most kMaxResponseVertices (the server's own cap is 10 million by default).
+  constexpr size_t kMaxResponseVertices = size_t{1} << 28;
+  size_t per_float = 0;  // bytes per coordinate; 0: variable (delta)
+  switch (encoding) {
+    case v1::OUTPUT_ENCODING_FLOAT32: per_float = 4; break;
+    case v1::OUTPUT_ENCODING_FLOAT16:
+    case v1::OUTPUT_ENCODING_QUANTIZED16: per_float = 2; break;
+    case v1::OUTPUT_ENCODING_DELTA: break;
+    default: return absl::DataLossError(absl::StrCat("encoding: ", int(encoding), " is not one this client knows"));
+  }
+  if (per_float > 0 && b.size() != floats * per_float) {
+    return absl::DataLossError(absl::StrCat("positions: ", b.size(), " bytes for ", vertex_count, " vertices in ",
+                                            v1::OutputEncoding_Name(encoding), " (", floats * per_float, " expected)"));
+  }
+  if (vertex_count > kMaxResponseVertices) {
+    return absl::DataLossError(absl::StrCat("vertex_count: ", vertex_count, " is beyond any rig (", kMaxResponseVertices, ")"));
+  }
   out.resize(floats);
   if (encoding == v1::OUTPUT_ENCODING_QUANTIZED16) {
     return wire::DecodeQuantized16(b, FromProto(quantization), out);
@@ -435,11 +461,9 @@ absl::Status Decode(std::string_view b, uint32_t vertex_count, v1::OutputEncodin
     return delta->Decode(b, FromProto(quantization), out);
   }
   if (encoding == v1::OUTPUT_ENCODING_FLOAT16) {
-    if (b.size() != floats * 2) return absl::DataLossError("positions: wrong size for float16");
     HalvesToFloats(reinterpret_cast<const uint16_t*>(b.data()), out.data(), floats);
     return absl::OkStatus();
   }
-  if (b.size() != floats * 4) return absl::DataLossError("positions: wrong size for float32");
   if (floats) std::memcpy(out.data(), b.data(), b.size());
   return absl::OkStatus();
 }
@@ -517,7 +541,7 @@ absl::StatusOr<std::unique_ptr<SharedMemory>> SharedMemory::Create(Client& clien
   req.set_bytes(bytes);
   v1::SharedMemoryRegion region;
   grpc::ClientContext ctx;
-  client.Authorize(ctx);
+  if (auto st = client.Authorize(ctx); !st.ok()) return st;
   if (auto st = FromGrpc(client.stub().RegisterSharedMemory(&ctx, req, &region)); !st.ok()) return st;
   shm->region_id_ = region.region_id();
   return shm;
@@ -529,7 +553,7 @@ SharedMemory::~SharedMemory() {
     req.set_region_id(region_id_);
     v1::UnregisterSharedMemoryResponse resp;
     grpc::ClientContext ctx;
-    client_.Authorize(ctx);
+    (void)client_.Authorize(ctx);  // registered, so the client's status was OK
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     (void)client_.stub().UnregisterSharedMemory(&ctx, req, &resp);
   }

@@ -45,7 +45,8 @@ class FrameStream {
 
  private:
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::DeformRequest, v1::DeformResponse>> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::DeformRequest, v1::DeformResponse>> stream_;  // null: status_ says why
+  absl::Status status_;
   bool closed_ = false, writes_done_ = false;
 };
 
@@ -71,8 +72,9 @@ class Client {
   // status() says why, and every call fails with it.
   Client(const std::string& target, const ClientOptions& options);
   const absl::Status& status() const { return status_; }
-  // Adds the bearer token and the affinity (if any) to a context for a call on stub().
-  void Authorize(grpc::ClientContext& ctx) const;
+  // Adds the bearer token and the affinity (if any) to a context for a call on stub(); returns
+  // status() (the call must not be made when it is not OK: every method of the client fails with it).
+  [[nodiscard]] absl::Status Authorize(grpc::ClientContext& ctx) const;
   // Waits until the channel is ready (or the timeout passes).
   absl::Status WaitReady(std::chrono::milliseconds timeout);
 

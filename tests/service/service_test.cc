@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/str_split.h"
 #include "clients/lib/client.h"
 #include "clients/lib/methods.h"
 #include "core/pbs/pbs.h"
@@ -213,6 +214,31 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
   EXPECT_EQ(RunProcess(play, &out, &err), 0) << err;
   EXPECT_THAT(out, HasSubstr("0 errors, positions "));
   EXPECT_THAT(out, HasSubstr("of float32's"));
+
+  // Found in review (2026-11-30): --skinning took any word (a typo played LBS); a value flag
+  // given as 0 counted as not given (--max-error 0 was ignored, --shard 0 ran the whole clip);
+  // an unknown command waited 10 s for a server before it was named (here: none listens on port
+  // 1, so the old CLI would have failed with UNAVAILABLE instead); --json printed text lines
+  // (the rig, the clip) on stdout before its JSON.
+  EXPECT_EQ(cli({"--method", "supercages", "--skinning", "DQS"}, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--skinning: lbs or dqs, not 'DQS'"));
+  EXPECT_EQ(cli({"--encoding", "f32", "--max-error", "0"}, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--max-error, --key-interval: only with --encoding delta"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", "127.0.0.1:1", "merge-shard"}, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("unknown command 'merge-shard'"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", "127.0.0.1:1", "batch", "x.fbx", "--pc2", "x.pc2", "--shard", "0"},
+                       nullptr, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--shard"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server_->target(), "play", "--vertices", "2000", "--frames", "3",
+                        "--method", "lbs,dqs", "--json"},
+                       &out, &err),
+            0)
+      << err;
+  const std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << out;
+  for (const std::string& line : lines) EXPECT_TRUE(line.front() == '{' && line.back() == '}') << line;
+  EXPECT_THAT(err, HasSubstr("rig "));  // the text lines went to stderr
 }
 
 // A parameters message of another method, or a bad value in the method's own, is refused with
@@ -897,7 +923,8 @@ TEST_F(Service, PositionsBeyondTheEncodingsRangeFailTheFrame) {
 }
 
 TEST_F(Service, UploadIsContentAddressedAndDeduplicated) {
-  const LimbOptions limb = LimbOf(3000);
+  // A rig no other test of the suite uploads (they share a server when run in one process).
+  const LimbOptions limb = LimbOf(3000, 4);
   const v1::Rig rig = client::RigToProto(MakeLimb(limb));
   auto first = client_->UploadRig(rig);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -905,7 +932,7 @@ TEST_F(Service, UploadIsContentAddressedAndDeduplicated) {
   EXPECT_FALSE(first->already_resident());
   EXPECT_EQ(first->bytes_received(), rig.ByteSizeLong());
   EXPECT_EQ(first->info().vertex_count(), 3000u);
-  EXPECT_EQ(first->info().joint_count(), 3u);
+  EXPECT_EQ(first->info().joint_count(), 4u);
 
   auto second = client_->UploadRig(rig);
   ASSERT_TRUE(second.ok());
