@@ -560,6 +560,7 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
   job.reset = req.reset();
   job.frame = req.frame();
   job.want = req.outputs();
+  if (auto st = CheckOutputs(session, job.want); !st.ok()) return st;
   if (req.outputs().has_shared_memory()) {
     const v1::SharedMemoryTarget& t = req.outputs().shared_memory();
     job.shm = shared_memory_.Find(t.region_id(), session.tenant);

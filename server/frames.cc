@@ -116,21 +116,26 @@ void FillQuality(Session& session, std::span<const float> positions, v1::Quality
   out->set_edge_stretch_max(q.edge_stretch_max);
 }
 
+absl::Status CheckOutputs(const Session& session, const v1::FrameOutputs& want) {
+  if (want.quality() && session.rig->rig->triangle_count() == 0) {
+    return absl::InvalidArgumentError(
+        "outputs.quality: this rig has no triangles (a point set): the quality report measures a mesh");
+  }
+  if (want.normals() && !v1::NormalEncoding_IsValid(want.normal_encoding())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("outputs.normal_encoding: unknown value ", static_cast<int>(want.normal_encoding())));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,
                         std::span<const float> positions, ThreadPool* pool) {
+  if (auto st = CheckOutputs(session, want); !st.ok()) return st;  // DecodeFrame checked already; batches too
   if (want.quality()) {
-    if (session.rig->rig->triangle_count() == 0) {
-      return absl::InvalidArgumentError(
-          "outputs.quality: this rig has no triangles (a point set): the quality report measures a mesh");
-    }
     // A device's positions arrive later: GpuFrames::Completed measures them.
     if (!positions.empty() && out.quality) FillQuality(session, positions, out.quality, pool);
   }
   if (want.normals()) {
-    if (!v1::NormalEncoding_IsValid(want.normal_encoding())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("outputs.normal_encoding: unknown value ", static_cast<int>(want.normal_encoding())));
-    }
     const Rig& rig = *session.rig->rig;
     if (rig.triangle_count() > 0) {
       if (!session.normals) session.normals = session.rig->Normals();

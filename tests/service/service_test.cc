@@ -663,6 +663,18 @@ TEST_F(Service, StatefulSessionsApplyFramesStrictlyInOrder) {
   EXPECT_THAT(earlier.error().message(), HasSubstr("frame: 1 arrives after frame 2"));
   EXPECT_EQ(bad_step.error().code(), grpc::INVALID_ARGUMENT);
   EXPECT_THAT(bad_step.error().message(), HasSubstr("time_step: -0.5"));
+  {
+    // An output refused is refused before the frame is deformed (until 2026-11-30 the state had
+    // advanced and frame 3 then counted as applied).
+    v1::DeformRequest r = Frame(a->session_id(), 3, f.Swing(3));
+    r.mutable_outputs()->set_normals(true);
+    r.mutable_outputs()->set_normal_encoding(static_cast<v1::NormalEncoding>(9));
+    EXPECT_TRUE(stream->Write(r));
+    v1::DeformResponse resp;
+    EXPECT_TRUE(stream->Read(&resp));
+    EXPECT_EQ(resp.error().code(), grpc::INVALID_ARGUMENT);
+    EXPECT_THAT(resp.error().message(), HasSubstr("outputs.normal_encoding: unknown value 9"));
+  }
   const v1::DeformResponse third = send(3);
   ASSERT_FALSE(third.has_error()) << third.error().message();
   for (int k : {1, 2}) ASSERT_FALSE(f.Play(*client_, b->session_id(), k).empty());
