@@ -311,8 +311,8 @@ RigClaim RigStore::Acquire(const std::string& id, int64_t now_ms, const std::str
   return RigClaim(it->second);
 }
 
-absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& id, Rig rig,
-                                                            int64_t now_ms, const std::string& tenant) {
+absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& id, Rig rig, int64_t now_ms,
+                                                            const std::string& tenant, std::vector<std::string>* evicted) {
   auto stored = std::make_shared<StoredRig>();
   stored->id = id;
   stored->tenants.insert(tenant);
@@ -325,7 +325,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
     it->second->tenants.insert(tenant);
     return it->second;
   }
-  if (bytes_ + stored->bytes > max_bytes_) {
+  if (bytes_ + stored->bytes > max_bytes_ && evicted != nullptr) {
     // Evict unused rigs, least recently used first, until the new one fits.
     std::vector<std::pair<int64_t, std::string>> idle;
     for (auto& [key, r] : rigs_) {
@@ -336,12 +336,13 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
       if (bytes_ + stored->bytes <= max_bytes_) break;
       bytes_ -= rigs_[key]->bytes;
       rigs_.erase(key);
+      evicted->push_back(key);
     }
-    if (bytes_ + stored->bytes > max_bytes_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "rig store: ", stored->bytes, " bytes for this rig, ", bytes_,
-          " bytes held by rigs in use, limit ", max_bytes_, " (--max-store-bytes)"));
-    }
+  }
+  if (bytes_ + stored->bytes > max_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat("rig store: ", stored->bytes, " bytes for this rig, ", bytes_,
+                                                     evicted ? " bytes held by rigs in use" : " bytes held",
+                                                     ", limit ", max_bytes_, " (--max-store-bytes)"));
   }
   bytes_ += stored->bytes;
   rigs_.emplace(id, stored);

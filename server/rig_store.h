@@ -143,9 +143,12 @@ class RigStore {
   // between); empty when absent or not `tenant`'s.
   RigClaim Acquire(const std::string& id, int64_t now_ms, const std::string& tenant);
   // Inserts, or returns the rig already stored under `id`, as `tenant`'s. RESOURCE_EXHAUSTED when
-  // the budget cannot be met even after evicting every unused rig.
+  // the budget cannot be met even after evicting every unused rig. `evicted` (when given) receives
+  // the ids of the rigs evicted to make room, for the caller to drop from --state-dir; with
+  // `evicted` null nothing is evicted (a restore must not evict rigs whose sessions are yet to
+  // be restored).
   absl::StatusOr<std::shared_ptr<StoredRig>> Insert(const std::string& id, Rig rig, int64_t now_ms,
-                                                    const std::string& tenant);
+                                                    const std::string& tenant, std::vector<std::string>* evicted);
   // `tenant` lets go of the rig: NOT_FOUND when absent or not its; FAILED_PRECONDITION while
   // `tenant_sessions` (its sessions on the rig) is not 0, or, for the last tenant holding it,
   // while any session uses it or is being created. Removed once no tenant holds it.

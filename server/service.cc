@@ -94,7 +94,10 @@ absl::StatusOr<size_t> Service::RestoreRigs(const std::string& dir) {
                                                         const std::vector<std::string>& tenants) -> absl::Status {
          auto rig = RigFromBytes(bytes);
          if (!rig.ok()) return rig.status();
-         auto stored = rigs_.Insert(id, std::move(*rig), now, tenants.front());
+         // No eviction here: every rig on disk fits the budget it was kept under, and one that
+         // does not (a lower --max-store-bytes) is reported rather than evicting a rig whose
+         // sessions are restored next.
+         auto stored = rigs_.Insert(id, std::move(*rig), now, tenants.front(), nullptr);
          if (!stored.ok()) return stored.status();
          bool had = false;
          for (const std::string& t : tenants) rigs_.Adopt(id, now, t, &had);

@@ -1,4 +1,5 @@
 // UploadRig: header, then chunks; parsed and validated on the worker pool.
+#include <cstdio>
 #include <malloc.h>
 
 #include "absl/strings/str_cat.h"
@@ -78,7 +79,16 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     auto rig = svc_->RigFromBytes(data);
     if (!rig.ok()) return Fail(rig.status());
     if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
-    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_);
+    std::vector<std::string> evicted;
+    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted);
+    // Rigs evicted to make room leave --state-dir too (unless uploaded again meanwhile: KeepRig
+    // writes what the store holds): a restart must not bring back more than the budget holds,
+    // and evict rigs whose sessions it is about to restore.
+    for (const std::string& gone : evicted) {
+      if (auto st = svc_->KeepRig(gone, nullptr); !st.ok()) {
+        std::fprintf(stderr, "sinew-server: --state-dir: evicted rig %s: %s\n", gone.c_str(), std::string(st.message()).c_str());
+      }
+    }
     if (!stored.ok()) return Fail(stored.status());
     // Acknowledged only once kept (--state-dir): a restart must not lose a rig the client was
     // told it has. If it cannot be kept, the upload fails and the store lets go of it.

@@ -188,6 +188,53 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
   std::filesystem::remove_all(dir);
 }
 
+// A rig evicted to make room (--max-store-bytes) leaves --state-dir too. Until 2026-11-30 its file
+// stayed: the next start loaded every rig on disk, more than the budget, and evicted whichever
+// came first in the folder — possibly the rig of an open session about to be restored, which was
+// then set aside as *.bad. Here B's upload evicts A; B's session survives a kill and a restart.
+TEST(Lifecycle, RigsEvictedForRoomLeaveTheStateDirAndOpenSessionsSurviveARestart) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinew-state-evict-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const LimbOptions a_limb = LimbOf(1200), b_limb = LimbOf(1300);
+  const size_t a_bytes = BuildRig(MakeLimb(a_limb))->ResidentBytes(), b_bytes = BuildRig(MakeLimb(b_limb))->ResidentBytes();
+  const std::vector<std::string> flags = {"--state-dir", dir.string(), "--max-store-bytes",
+                                          std::to_string(std::max(a_bytes, b_bytes) * 3 / 2)};
+  std::string a, b, session;
+  {
+    ServerProcess server(flags);
+    ASSERT_TRUE(server.started());
+    auto c = Connect(server);
+    auto up_a = c->UploadRig(client::RigToProto(MakeLimb(a_limb)));
+    ASSERT_TRUE(up_a.ok()) << up_a.status();
+    a = up_a->rig_id();
+    ASSERT_TRUE(std::filesystem::exists(dir / "rigs" / (a + ".rig")));
+    auto up_b = c->UploadRig(client::RigToProto(MakeLimb(b_limb)));
+    ASSERT_TRUE(up_b.ok()) << up_b.status();
+    b = up_b->rig_id();
+    EXPECT_EQ(c->GetRig(a).status().code(), absl::StatusCode::kNotFound) << "A was not evicted: the test sees nothing";
+    EXPECT_FALSE(std::filesystem::exists(dir / "rigs" / (a + ".rig"))) << "the evicted rig is still kept on disk";
+    auto s = Open(*c, b);
+    ASSERT_TRUE(s.ok()) << s.status();
+    session = s->session_id();
+    ASSERT_EQ(kill(server.pid(), SIGKILL), 0);
+    EXPECT_NE(server.Terminate(), 0);
+  }
+  ServerProcess restarted(flags);
+  ASSERT_TRUE(restarted.started());
+  auto c = Connect(restarted);
+  EXPECT_EQ(c->GetRig(a).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(c->GetSession(session).ok());
+  const Pose pose = LimbPose(LimbSkeleton(b_limb), 0.6);
+  auto frame = c->Deform(Frame(session, 0, pose));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  std::vector<float> got;
+  ASSERT_TRUE(client::DecodePositions(*frame, got).ok());
+  EXPECT_EQ(got, CoreDeform(b_limb, "lbs", pose));
+  EXPECT_EQ(restarted.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 17: with --state-dir, the sessions that were open survive kill -9 (here in the middle of
 // a stream, of an upload and of a preparation) and a restart: the same ids, the encoding they
 // were created with and the parameters UpdateSession set since, frames equal to those before the
