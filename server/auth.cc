@@ -110,9 +110,17 @@ TenantQuotas TokenTable::Quotas(const std::string& tenant) const {
 }
 
 absl::Status TokenTable::TakeFrame(const std::string& tenant) {
-  if (!enabled()) return absl::OkStatus();  // every frame passes here: no lock without tokens
+  double wait = 0;
+  if (TakeFrameOrWait(tenant, &wait)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("quota max_frames_per_second=", Quotas(tenant).max_frames_per_second,
+                                                   " of tenant ", tenant, " is spent; send fewer frames"));
+}
+
+bool TokenTable::TakeFrameOrWait(const std::string& tenant, double* wait_seconds) {
+  *wait_seconds = 0;
+  if (!enabled()) return true;  // every frame passes here: no lock without tokens
   const double rate = Quotas(tenant).max_frames_per_second;
-  if (rate <= 0) return absl::OkStatus();
+  if (rate <= 0) return true;
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);
   auto [it, fresh] = buckets_.try_emplace(tenant);
@@ -125,11 +133,11 @@ absl::Status TokenTable::TakeFrame(const std::string& tenant) {
   }
   b.last = now;
   if (b.tokens < 1) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("quota max_frames_per_second=", rate, " of tenant ", tenant, " is spent; send fewer frames"));
+    *wait_seconds = (1 - b.tokens) / rate;
+    return false;
   }
   b.tokens -= 1;
-  return absl::OkStatus();
+  return true;
 }
 
 }  // namespace sinew::server

@@ -2,7 +2,8 @@
 // [QUOTA=N ...]" (blank lines and lines starting with '#' are skipped), the quotas being
 // max_rigs, max_rig_bytes (resident bytes of the tenant's rigs), max_sessions and
 // max_frames_per_second (0 or absent: no limit; a tenant named on several lines takes the last
-// line's quotas). A call past one is RESOURCE_EXHAUSTED naming it. A client sends the token as gRPC
+// line's quotas). A call past one is RESOURCE_EXHAUSTED naming it (a DeformClip batch waits for
+// frame tokens instead: TakeFrameOrWait). A client sends the token as gRPC
 // metadata "authorization: Bearer TOKEN". Every call is answered as its tenant: rigs, sessions
 // and shared-memory regions belong to the tenants that made them, and another tenant gets
 // NOT_FOUND for them (so ids do not leak). Without a token file the server is unauthenticated
@@ -45,6 +46,9 @@ class TokenTable {
   // Counts one frame of `tenant` against max_frames_per_second (a token bucket holding one
   // second of frames, at least one); RESOURCE_EXHAUSTED naming the quota when it is spent.
   absl::Status TakeFrame(const std::string& tenant);
+  // The same without failing: true when the frame may go now (its token taken); false with
+  // *wait_seconds set to when the next token will be there (DeformClip paces its batch so).
+  bool TakeFrameOrWait(const std::string& tenant, double* wait_seconds);
 
  private:
   struct Parsed {

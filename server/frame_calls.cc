@@ -430,11 +430,13 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     return absl::OkStatus();
   }
 
-  // Sets *flag; ends the call unless a frame or a write is in flight (it ends it then).
+  // Sets *flag; ends the call unless a frame or a write is in flight (it ends it then). A call
+  // waiting for its quota is woken to end.
   void EndUnlessBusy(const grpc::Status& status, bool* flag) {
     {
       std::lock_guard lock(mu_);
       *flag = true;
+      if (waiting_ != 0) svc_->delays_.Expedite(waiting_);
       if (finished_ || writing_ || running_) return;
     }
     End(status);
@@ -442,17 +444,28 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
 
   // After the constructor, a written frame or a replayed one: the next frame on the pool, or
   // the end. running_ is set before the frame is queued, under mu_, so that Drain and OnCancel
-  // leave the ending to it: the call cannot end (and be deleted) while a frame is queued.
+  // leave the ending to it: the call cannot end (and be deleted) while a frame is queued. A
+  // frame to be sent takes a token of the tenant's max_frames_per_second first, and waits for
+  // one (DelayQueue, running_ held) when there is none: a batch is paced to the quota, not
+  // failed by it. Replayed frames are not counted (each resume replays them again).
   void Continue() {
     std::optional<grpc::Status> end;
+    double wait = 0;
     {
       std::lock_guard lock(mu_);
       running_ = false;
+      waiting_ = 0;
       if (finished_) return;
       if (cancelled_) end = grpc::Status(grpc::CANCELLED, "batch: cancelled by the client");
       else if (draining_) end = grpc::Status(grpc::UNAVAILABLE, "server is shutting down");
       else if (next_ >= end_) end = grpc::Status::OK;
       else running_ = true;
+      if (running_ && next_ >= replay_end_ && !svc_->tokens_.TakeFrameOrWait(tenant_, &wait)) {
+        waiting_ = svc_->delays_.After(std::chrono::duration_cast<DelayQueue::Clock::duration>(
+                                           std::chrono::duration<double>(std::min(wait, 3600.0))),
+                                       [this] { Continue(); });
+        return;
+      }
     }
     if (end) return End(*end);
     svc_->pool_.Submit(&ClipCall::Run, this);
@@ -546,8 +559,10 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
   v1::DeformClipResponse response_;
   std::mutex mu_;
-  // running_: a frame queued or in the backend; writing_: its answer being written.
+  // running_: a frame queued, waiting for a quota token (waiting_: its DelayQueue task) or in the
+  // backend; writing_: its answer being written.
   bool draining_ = false, cancelled_ = false, writing_ = false, running_ = false, finished_ = false;
+  uint64_t waiting_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "core/parallel/thread_pool.h"
 #include "server/auth.h"
+#include "server/delay_queue.h"
 #include "server/frames.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -200,6 +201,9 @@ class Service final : public v1::Sinew::CallbackService {
   RigStore rigs_;
   SessionManager sessions_;
   SharedMemoryRegistry shared_memory_;
+  // Batches waiting for their tenant's frame quota (DeformClip). Every waiting call is expedited
+  // by its drain, so nothing is pending once the calls have ended.
+  DelayQueue delays_;
 
   mutable std::recursive_mutex streams_mu_;
   absl::flat_hash_set<Drainable*> streams_;

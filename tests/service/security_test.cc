@@ -42,6 +42,7 @@ void WriteFile(const std::string& path, const std::string& text) {
 constexpr char kTokenA[] = "token-of-tenant-a-0123456789";
 constexpr char kTokenB[] = "token-of-tenant-b-0123456789";
 constexpr char kTokenC[] = "token-of-tenant-c-0123456789";
+constexpr char kTokenD[] = "token-of-tenant-d-0123456789";
 
 client::ClientOptions Token(const std::string& token) {
   client::ClientOptions o;
@@ -173,7 +174,7 @@ TEST(Security, TenantQuotasAreEnforcedAndNamed) {
   TempDir dir;
   const std::string tokens = dir / "tokens";
   WriteFile(tokens, std::string(kTokenA) + " small max_rigs=1 max_sessions=1 max_frames_per_second=0.001\n" + kTokenB +
-                        " tiny max_rig_bytes=1000\n" + kTokenC + " free\n");
+                        " tiny max_rig_bytes=1000\n" + kTokenC + " free\n" + kTokenD + " paced max_frames_per_second=100\n");
   ServerProcess server({"--token-file", tokens});
   ASSERT_TRUE(server.started());
   client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB)), c(server.target(), Token(kTokenC));
@@ -198,6 +199,41 @@ TEST(Security, TenantQuotasAreEnforcedAndNamed) {
   ASSERT_TRUE(stream->Write(Frame(session->session_id(), 2, pose)) && stream->Read(&r));
   expect_quota(absl::Status(absl::StatusCode(r.error().code()), r.error().message()), "max_frames_per_second");
   EXPECT_TRUE(stream->Close().ok());
+  {
+    // A batch is paced to the quota, not failed by it, and not exempt from it (until 2026-11-30
+    // DeformClip frames were not counted at all): with the quota spent, its first frame waits
+    // for a token (1 000 s here), and a cancel ends the wait at once.
+    v1::DeformClipRequest batch;
+    batch.set_session_id(session->session_id());
+    for (int k = 0; k < 2; ++k) client::PoseToProto(pose, *batch.mutable_poses()->add_poses());
+    grpc::ClientContext ctx;
+    a.Authorize(ctx).IgnoreError();
+    auto reader = a.stub().DeformClip(&ctx, batch);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ctx.TryCancel();
+    v1::DeformClipResponse frame;
+    int frames = 0;
+    while (reader->Read(&frame)) ++frames;
+    EXPECT_EQ(frames, 0) << "a batch's frames went past the spent quota";
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  {
+    // 150 frames at 100 a second (a second's worth in the bucket): every frame comes, in order.
+    client::Client d(server.target(), Token(kTokenD));
+    auto paced = LimbSessionOf(d, limb);
+    ASSERT_TRUE(paced.ok()) << paced.status();
+    v1::DeformClipRequest batch;
+    batch.set_session_id(paced->session_id());
+    for (int k = 0; k < 150; ++k) client::PoseToProto(pose, *batch.mutable_poses()->add_poses());
+    uint64_t next = 0;
+    const absl::Status st = d.DeformClip(batch, [&](const v1::DeformClipResponse& f) {
+      EXPECT_EQ(f.frame(), next);
+      ++next;
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(st.ok()) << st;
+    EXPECT_EQ(next, 150u);
+  }
   expect_quota(b.UploadRig(client::RigToProto(MakeLimb(limb))).status(), "max_rig_bytes=1000");
   // No quotas: as many as the server allows.
   for (int i = 0; i < 3; ++i) {
