@@ -2,18 +2,89 @@
 #include "server/echo_id.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
 namespace sinew::server {
+namespace {
 
-SharedMemoryMapping::~SharedMemoryMapping() { munmap(data, bytes); }
+// The live mappings' address ranges, read by the SIGBUS handler: fixed slots of atomics (no lock,
+// no allocation in the handler). base 0: a free slot.
+constexpr int kGuardSlots = 1024;
+struct GuardSlot {
+  std::atomic<uintptr_t> base{0};
+  std::atomic<uintptr_t> size{0};
+  std::atomic<bool> shrunk{false};
+};
+GuardSlot g_guard[kGuardSlots];
+constexpr uintptr_t kReserved = 1;  // a slot being filled
+struct sigaction g_previous_sigbus;
+
+void OnSigbus(int sig, siginfo_t* info, void* context) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (GuardSlot& slot : g_guard) {
+    const uintptr_t base = slot.base.load(std::memory_order_acquire);
+    if (base == 0 || base == kReserved || at - base >= slot.size.load(std::memory_order_relaxed)) continue;
+    // A client's object shrank under this region: anonymous pages over all of it, so that the
+    // faulting access (and every later one) completes, and the frame is failed afterwards.
+    if (mmap(reinterpret_cast<void*>(base), slot.size.load(std::memory_order_relaxed), PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
+      slot.shrunk.store(true, std::memory_order_release);
+      return;  // the access is retried, now into anonymous memory
+    }
+    break;
+  }
+  // Not a region's (or it could not be replaced): what SIGBUS did before, on the retried access.
+  sigaction(SIGBUS, &g_previous_sigbus, nullptr);
+  (void)sig;
+  (void)context;
+}
+
+void InstallSigbusGuard() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = &OnSigbus;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+// A free slot for [data, data + bytes), or -1 when all are taken. The slot is reserved (base 1,
+// which the handler skips) while its size is written, then published by its base.
+int TakeGuardSlot(char* data, uint64_t bytes) {
+  for (int i = 0; i < kGuardSlots; ++i) {
+    uintptr_t expected = 0;
+    if (!g_guard[i].base.compare_exchange_strong(expected, kReserved, std::memory_order_acq_rel)) continue;
+    g_guard[i].size.store(bytes, std::memory_order_relaxed);
+    g_guard[i].shrunk.store(false, std::memory_order_relaxed);
+    g_guard[i].base.store(reinterpret_cast<uintptr_t>(data), std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+SharedMemoryMapping::~SharedMemoryMapping() {
+  if (guard >= 0) g_guard[guard].base.store(0, std::memory_order_release);
+  munmap(data, bytes);
+}
+
+bool SharedMemoryMapping::Shrunk() const {
+  return guard >= 0 && g_guard[guard].shrunk.load(std::memory_order_acquire);
+}
 
 absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& name, uint64_t bytes,
                                                            const std::string& tenant) {
@@ -57,7 +128,13 @@ absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& na
   if (data == MAP_FAILED) {
     return absl::ResourceExhaustedError(absl::StrCat("name: ", name, ": mmap: ", std::strerror(errno)));
   }
-  auto mapping = std::make_shared<SharedMemoryMapping>(static_cast<char*>(data), bytes);
+  InstallSigbusGuard();
+  const int guard = TakeGuardSlot(static_cast<char*>(data), bytes);
+  if (guard < 0) {
+    munmap(data, bytes);
+    return absl::ResourceExhaustedError(absl::StrCat("name: ", name, ": ", kGuardSlots, " regions are mapped already"));
+  }
+  auto mapping = std::make_shared<SharedMemoryMapping>(static_cast<char*>(data), bytes, guard);
   std::lock_guard lock(mu_);
   if (mapped_ + bytes > max_bytes_) {  // another registration took the room meanwhile
     return absl::ResourceExhaustedError(absl::StrCat("bytes: over --shared-memory-bytes ", max_bytes_));

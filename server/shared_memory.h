@@ -13,13 +13,22 @@
 
 namespace sinew::server {
 
+// A mapped region. A client may shrink its object (ftruncate) under the mapping; touching the
+// pages past the object's end then raises SIGBUS, which would kill the server. The mapping is
+// guarded: a SIGBUS inside it puts anonymous memory over the whole region (the access in progress
+// completes into memory nobody sees) and marks it shrunk; frames that used it fail (Shrunk).
 struct SharedMemoryMapping {
-  SharedMemoryMapping(char* data, uint64_t bytes) : data(data), bytes(bytes) {}
+  // Takes ownership of the mapping; `guard` is its SIGBUS slot (GuardSlot), -1 for none.
+  SharedMemoryMapping(char* data, uint64_t bytes, int guard) : data(data), bytes(bytes), guard(guard) {}
   ~SharedMemoryMapping();
   SharedMemoryMapping(const SharedMemoryMapping&) = delete;
   SharedMemoryMapping& operator=(const SharedMemoryMapping&) = delete;
+  // Whether the object was found shrunk below the region (a SIGBUS caught in it): its contents
+  // since then went nowhere, and every later frame into it fails.
+  bool Shrunk() const;
   char* const data;
   const uint64_t bytes;
+  const int guard;
 };
 
 class SharedMemoryRegistry {

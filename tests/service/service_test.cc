@@ -3,6 +3,9 @@
 // status with the field it names, metrics, health and reflection.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -1308,6 +1311,58 @@ TEST(AdmissionControl, FramesThatWaitedTooLongAreShedAndTheRestAreExact) {
   std::printf("%d of %d frames shed\n", shed, kStreams * kFrames);
   EXPECT_GT(shed, 0);
   EXPECT_EQ(MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_frames_shed_total"), shed);
+}
+
+// A client that shrinks its object (ftruncate) under a registered region must not bring the
+// server down: until 2026-11-30 the next frame into it raised SIGBUS in the server and killed it,
+// with every other tenant's sessions. Now that frame (float32, deformed straight into the region,
+// then float16, copied there) fails naming the region, and the server goes on serving.
+TEST(SharedMemory, AnObjectShrunkUnderItsRegionFailsTheFrameNotTheServer) {
+  ServerProcess server({"--shared-memory-bytes", "16000000"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  const LimbOptions limb = LimbOf(20000, 4, 4);
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.4);
+  for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
+    SCOPED_TRACE(v1::OutputEncoding_Name(encoding));
+    const std::string name = "/sinew-test-shrink-" + std::to_string(::getpid()) + "-" + std::to_string(int(encoding));
+    const uint64_t bytes = 20000 * 12;
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
+    v1::RegisterSharedMemoryRequest reg;
+    reg.set_name(name);
+    reg.set_bytes(bytes);
+    v1::SharedMemoryRegion region;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(c.stub().RegisterSharedMemory(&ctx, reg, &region).ok());
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_LBS);
+    req.set_encoding(encoding);
+    auto session = c.CreateSession(req);
+    ASSERT_TRUE(session.ok()) << session.status();
+    v1::DeformRequest r = Frame(session->session_id(), 0, pose);
+    r.mutable_outputs()->mutable_shared_memory()->set_region_id(region.region_id());
+    auto fine = c.Deform(r);
+    ASSERT_TRUE(fine.ok()) << fine.status();  // the region works while the object is whole
+    ASSERT_EQ(ftruncate(fd, 0), 0);           // what a misbehaving (or hostile) client can do
+    for (int k = 0; k < 2; ++k) {
+      r.set_frame(1 + k);
+      auto shrunk = c.Deform(r);
+      EXPECT_EQ(shrunk.status().code(), absl::StatusCode::kFailedPrecondition) << shrunk.status();
+      EXPECT_THAT(std::string(shrunk.status().message()), HasSubstr("was shrunk below its registered size"));
+    }
+    r.mutable_outputs()->clear_shared_memory();
+    auto wire = c.Deform(r);
+    EXPECT_TRUE(wire.ok()) << wire.status() << ": the server stopped serving";
+    close(fd);
+    shm_unlink(name.c_str());
+  }
+  EXPECT_EQ(server.Terminate(), 0);
 }
 
 // Same-host shared memory: frames write their positions into a region the client registered
