@@ -573,14 +573,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       const v1::Preparation* pending = nullptr;
       for (const v1::Preparation& p : rig_info->preparations()) {
         for (v1::Method m : stages) {
-          if (p.key().rfind(client::MethodName(m) + " ", 0) != 0) continue;
-          if (!p.done()) pending = &p;
-          if (!p.error().empty()) {
-            // The session then serves its fallback for good: its frames are not this method's.
-            (void)c.CloseSession(session->session_id());
-            return Fail(absl::FailedPreconditionError(
-                absl::StrCat("--method ", spec, ": the preparation ", p.key(), " failed: ", p.error())));
-          }
+          // (A failed preparation is done: the session then serves its fallback for good, and
+          // the frames below count as errors. It is not named here: the rig may list failed
+          // preparations of other parameters, kept until CancelPreparation.)
+          if (!p.done() && p.key().rfind(client::MethodName(m) + " ", 0) == 0) pending = &p;
         }
       }
       if (pending == nullptr) break;
@@ -770,8 +766,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     }
     if (!decode_error.empty()) std::fprintf(stderr, "%s: positions did not decode: %s\n", name, decode_error.c_str());
     if (fallback_frames > 0) {
-      std::fprintf(stderr, "%s: %llu frames came from the method's fallback, not from %s (its preparation was "
-                   "cancelled or failed; counted as errors)\n", name, (unsigned long long)fallback_frames, name);
+      std::fprintf(stderr, "%s: %llu frames came from the method's fallback, not from %s: its preparation was "
+                   "cancelled or failed (`sinew rig %s` lists it with its error); counted as errors\n", name,
+                   (unsigned long long)fallback_frames, name, rig_id.c_str());
     }
     if (errors) status = 1;
   }
