@@ -149,25 +149,28 @@ int main(int argc, char** argv) {
     chosen = s->backend();
   }
 
-  // A method whose preparation runs in the background serves its fallback meanwhile: wait.
+  // A method whose preparation runs in the background serves its fallback meanwhile: wait. (A
+  // failed one is done; its sessions then answer with the fallback, which the frames count as
+  // errors below. The rig may list failed preparations of other parameters: not this run's.)
+  // Leaving early closes the sessions (they would count against --max-sessions until they idle out).
+  auto close_all = [&] {
+    for (auto& id : ids) (void)c.CloseSession(id);
+    return 1;
+  };
   for (auto deadline = Clock::now() + std::chrono::minutes(10);;) {
     auto info = c.GetRig(upload->rig_id());
     if (!info.ok()) {
       std::fprintf(stderr, "sinew-load: %s\n", info.status().ToString().c_str());
-      return 1;
+      return close_all();
     }
     const v1::Preparation* running = nullptr;
     for (const v1::Preparation& p : info->preparations()) {
-      if (!p.error().empty()) {
-        std::fprintf(stderr, "sinew-load: preparation %s failed: %s\n", p.key().c_str(), p.error().c_str());
-        return 1;
-      }
       if (!p.done()) running = &p;
     }
     if (running == nullptr) break;
     if (Clock::now() > deadline) {
       std::fprintf(stderr, "sinew-load: preparation %s not done after 10 minutes\n", running->key().c_str());
-      return 1;
+      return close_all();
     }
     std::fprintf(stderr, "sinew-load: waiting for %s (%.0f %%)\n", running->key().c_str(), 100 * running->progress());
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
