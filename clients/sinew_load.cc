@@ -93,8 +93,9 @@ int main(int argc, char** argv) {
   }
   const std::string method = args.Get("method"), encoding = args.Get("encoding");
   v1::Method wire = v1::METHOD_UNSPECIFIED;
+  // Not the cage methods (no cages on the limb) nor baseline (it needs a sphere mesh the limb has none of).
   if (!client::MethodFromName(method, &wire) || wire == v1::METHOD_CAGE_MVC || wire == v1::METHOD_CAGE_GREEN ||
-      wire == v1::METHOD_SUPERCAGES) {
+      wire == v1::METHOD_SUPERCAGES || wire == v1::METHOD_BASELINE) {
     return Usage(args, "--method: a method posed by the skeleton alone (lbs, dqs, blend, implicit, elastic-implicit, "
                        "swing-twist, pbs)");
   }
