@@ -42,6 +42,7 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       rigs_(options.max_store_bytes),
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),
       shared_memory_(options.max_shared_memory_bytes),
+      creates_(std::make_unique<ThreadPool>(std::max(2u, std::thread::hardware_concurrency()))),
       background_(std::max(1u, std::thread::hardware_concurrency())) {
   // A closed or expired session is no longer reopened by a restart (--state-dir).
   sessions_.set_on_removed([this](const std::string& id) { (void)state_.RemoveSession(id); });

@@ -98,6 +98,8 @@ class Service final : public v1::Sinew::CallbackService {
   // those still running then ("rig 0123456789ab: swing-twist voxel=..."), which the destructor
   // waits for; a process that exits instead loses nothing but their work.
   std::vector<std::string> StopBackground(std::chrono::steady_clock::time_point deadline);
+  // Joins the CreateSession threads (after the drain, before the frame pool they prepare on goes).
+  void StopCreates() { creates_.reset(); }
   size_t open_streams() const;
   // Calls whose reactor has not finished (uploads, frames, streams).
   int active_calls() const { return active_calls_.load(); }
@@ -212,6 +214,10 @@ class Service final : public v1::Sinew::CallbackService {
   std::mutex background_mu_;
   std::condition_variable background_cv_;
   size_t background_tasks_ = 0;
+  // CreateSession runs here, not on the frame pool: a create that waits for another's preparation
+  // of the same data (or runs one, its chunks still on the pool) would otherwise hold a frame
+  // worker asleep for seconds, and frames of other sessions are shed meanwhile. Null once stopped.
+  std::unique_ptr<ThreadPool> creates_;
   // Preparations run in the background while their sessions serve a fallback (MethodInfo::fallback):
   // their own workers, so that they never take the frame pool's. Declared last: destroyed first,
   // finishing what it runs before the rig store goes.

@@ -12,14 +12,15 @@
 
 namespace sinew::server {
 
-// can take seconds; gRPC's threads are never blocked.
+// CreateSession runs on its own threads (Service::creates_): a preparation can take seconds, and
+// neither gRPC's threads nor the frame workers are held while it runs or is waited for.
 
 class Service::CreateCall final : public grpc::ServerUnaryReactor {
  public:
   CreateCall(Service* svc, const v1::CreateSessionRequest* req, v1::Session* resp, std::string tenant)
       : svc_(svc), req_(req), resp_(resp), tenant_(std::move(tenant)) {
     svc_->active_calls_.fetch_add(1);
-    svc_->pool_.Submit(&CreateCall::Run, this);
+    svc_->creates_->Submit(&CreateCall::Run, this);  // not the frame pool (Service::creates_)
   }
   void OnDone() override {
     svc_->active_calls_.fetch_sub(1);

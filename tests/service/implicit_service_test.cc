@@ -216,6 +216,51 @@ TEST_F(ImplicitService, ADrainAnswersEveryFrameTheStreamHasRead) {
   server_.reset();
 }
 
+// CreateSession no longer runs on the frame pool (Service::creates_). On a server with one frame
+// worker, two creates of an implicit session on a cold rig (one prepares, the other waits for it)
+// held that worker until the preparation was done, and a frame of another session, queued
+// behind them, could not be deformed before (with admission control it was shed as
+// "overloaded"). Now the frame is answered while the preparation is still running: an order of
+// events, not a time, is asserted (the preparation of this rig takes seconds, a frame
+// milliseconds plus at most one of the preparation's parallel steps).
+TEST(ImplicitServiceCreates, AFrameOfAnotherSessionIsAnsweredWhileASessionPrepares) {
+  ServerProcess server({"--worker-threads", "1", "--inline-frame-us", "0", "--max-queue-ms", "0"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  const LimbOptions limb = LimbOf(60000, 8, 2);  // its preparation: a few seconds on 2 cores
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest lbs;
+  lbs.set_rig_id(up->rig_id());
+  lbs.mutable_deformer()->set_method(v1::METHOD_LBS);
+  auto other = c.CreateSession(lbs);
+  ASSERT_TRUE(other.ok()) << other.status();
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
+  ASSERT_TRUE(c.Deform(Frame(other->session_id(), 0, pose)).ok());
+  v1::CreateSessionRequest implicit = lbs;
+  implicit.mutable_deformer()->set_method(v1::METHOD_IMPLICIT);
+  auto first = std::async(std::launch::async, [&] { return c.CreateSession(implicit); });
+  auto second = std::async(std::launch::async, [&] { return c.CreateSession(implicit); });
+  // Until the preparation is listed and running.
+  auto preparing = [&] {
+    auto info = c.GetRig(up->rig_id());
+    if (!info.ok()) return false;
+    for (const v1::Preparation& p : info->preparations()) {
+      if (p.key().rfind("implicit", 0) == 0 && !p.done()) return true;
+    }
+    return false;
+  };
+  for (int k = 0; k < 6000 && !preparing(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(preparing()) << "the preparation did not start";
+  auto frame = c.Deform(Frame(other->session_id(), 1, pose));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_TRUE(preparing()) << "the frame was answered only after the preparation (a frame worker held by the creates)";
+  EXPECT_TRUE(first.get().ok());
+  EXPECT_TRUE(second.get().ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // Issue 17: DeleteRig used to return OK while an implicit session's preparation ran (the session
 // then opened on a deleted rig, and a re-upload showed session_count 0). While the session is
 // being created — its preparation listed and not done — DeleteRig is refused like for an open
