@@ -133,6 +133,12 @@ int main(int argc, char** argv) {
   for (int f = 0; f < kCycle; ++f) client::PoseToProto(LimbPose(built->skeleton, double(f) / kCycle), clip[f]);
 
   std::vector<std::string> ids;
+  // Closes this run's sessions (they would count against --max-sessions until they idle out);
+  // 1, for the error exits.
+  auto close_all = [&] {
+    for (auto& id : ids) (void)c.CloseSession(id);
+    return 1;
+  };
   v1::Backend chosen = v1::BACKEND_AUTO;
   for (long long i = 0; i < sessions; ++i) {
     v1::CreateSessionRequest req = session_request;
@@ -143,8 +149,7 @@ int main(int argc, char** argv) {
     auto s = c.CreateSession(req);
     if (!s.ok()) {
       std::fprintf(stderr, "sinew-load: session %lld: %s\n", i, s.status().ToString().c_str());
-      for (auto& id : ids) (void)c.CloseSession(id);
-      return 1;
+      return close_all();
     }
     ids.push_back(s->session_id());
     chosen = s->backend();
@@ -153,11 +158,7 @@ int main(int argc, char** argv) {
   // A method whose preparation runs in the background serves its fallback meanwhile: wait. (A
   // failed one is done; its sessions then answer with the fallback, which the frames count as
   // errors below. The rig may list failed preparations of other parameters: not this run's.)
-  // Leaving early closes the sessions (they would count against --max-sessions until they idle out).
-  auto close_all = [&] {
-    for (auto& id : ids) (void)c.CloseSession(id);
-    return 1;
-  };
+  // Leaving early closes the sessions (close_all).
   for (auto deadline = Clock::now() + std::chrono::minutes(10);;) {
     auto info = c.GetRig(upload->rig_id());
     if (!info.ok()) {
@@ -275,7 +276,7 @@ int main(int argc, char** argv) {
   }
   for (auto& t : threads) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  for (auto& id : ids) (void)c.CloseSession(id);
+  close_all();
 
   client::LatencyStats all;
   uint64_t ok = 0, errors = 0, bytes = 0, skipped = 0, shed = 0;

@@ -210,11 +210,17 @@ class Service::StreamCall final
     return r;
   }
 
-  // Answers frame `frame` as skipped (mu_ held): after the frame in the backend, if there is one.
-  void Skip(uint64_t frame) {
+  // An empty answer to frame `frame` (a spare response cleared).
+  std::unique_ptr<v1::DeformResponse> Answer(uint64_t frame) {
     auto r = TakeResponse();
     r->Clear();
     r->set_frame(frame);
+    return r;
+  }
+
+  // Answers frame `frame` as skipped (mu_ held): after the frame in the backend, if there is one.
+  void Skip(uint64_t frame) {
+    auto r = Answer(frame);
     r->set_skipped(true);
     if (busy_) {
       deferred_.push_back(std::move(r));
@@ -227,9 +233,7 @@ class Service::StreamCall final
 
   // Answers frame `frame`, read but never started, with the drain's error (mu_ held, !busy_).
   void Refuse(uint64_t frame) {
-    auto r = TakeResponse();
-    r->Clear();
-    r->set_frame(frame);
+    auto r = Answer(frame);
     r->mutable_error()->set_code(grpc::StatusCode::UNAVAILABLE);
     r->mutable_error()->set_message("server is shutting down; this frame was not deformed");
     out_.push_back(std::move(r));

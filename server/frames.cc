@@ -130,7 +130,6 @@ absl::Status CheckOutputs(const Session& session, const v1::FrameOutputs& want) 
 
 absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,
                         std::span<const float> positions, ThreadPool* pool) {
-  if (auto st = CheckOutputs(session, want); !st.ok()) return st;  // DecodeFrame checked already; batches too
   if (want.quality()) {
     // A device's positions arrive later: GpuFrames::Completed measures them.
     if (!positions.empty() && out.quality) FillQuality(session, positions, out.quality, pool);

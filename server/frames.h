@@ -138,7 +138,7 @@ absl::Status CheckOutputs(const Session& session, const v1::FrameOutputs& want);
 // The extras a frame asked for (posed cage, rest cage, joints, vertex states unless the device
 // makes them, normals), from the session's deformer into `out`. Mesh normals come from
 // `positions` (float32, the frame's result); with none given they are left to the device
-// (GpuFrames). The session's lock is held.
+// (GpuFrames). The session's lock is held; `want` passed CheckOutputs (DecodeFrame).
 absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,
                         std::span<const float> positions, ThreadPool* pool);
 // Normals of the deformed mesh from `positions`, encoded as wanted into `out`.
