@@ -582,10 +582,11 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
   if (auto st = CheckOutputs(session, job.want); !st.ok()) return st;
   if (req.outputs().has_shared_memory()) {
     const v1::SharedMemoryTarget& t = req.outputs().shared_memory();
-    job.shm = shared_memory_.Find(t.region_id(), session.tenant);
+    job.shm = shared_memory_.Find(t.region_id(), session.tenant, NowMs());
     if (!job.shm) {
       return absl::NotFoundError(absl::StrCat("outputs.shared_memory.region_id: no region \"",
-                                              EchoId(t.region_id()), "\" (register it first)"));
+                                              EchoId(t.region_id()),
+                                              "\" (register it first; unused for the idle TTL, it was released)"));
     }
     const size_t floats = session.rig->rig->positions.size();
     const uint64_t fixed = session.encoding == v1::OUTPUT_ENCODING_FLOAT32 ? 4 * floats

@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
       {"max-sessions", "N", absl::StrCat("Most open sessions. Default ", o.max_sessions),
        Number(o.max_sessions)},
       {"session-idle-ttl", "SECONDS",
-       absl::StrCat("A session with no request for this long is closed. Default ",
+       absl::StrCat("A session with no request for this long is closed, and a shared-memory region no frame "
+                    "has used for this long is unregistered. Default ",
                     o.session_idle_ttl_seconds),
        Number(o.session_idle_ttl_seconds)},
       {"worker-threads", "N",
@@ -157,7 +158,8 @@ int main(int argc, char** argv) {
       {"shared-memory-bytes", "BYTES",
        "Same-host clients may register POSIX shared-memory objects named /sinew-... "
        "(RegisterSharedMemory) for frames to write their positions into; the most bytes mapped at "
-       "once. 0 turns it off. Default 0",
+       "once. A region no frame has used for --session-idle-ttl is unregistered (a client that died "
+       "without unregistering does not hold its bytes). 0 turns it off. Default 0",
        Number(o.max_shared_memory_bytes)},
       {"state-dir", "DIR",
        "Keep every uploaded rig here (written and synced before UploadRig answers OK, with the tenants "

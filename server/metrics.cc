@@ -69,6 +69,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Register(*registry_);
   rig_bytes_ = &resident.Add({{"kind", "rig"}});
   session_bytes_ = &resident.Add({{"kind", "session"}});
+  shared_memory_bytes_ = &resident.Add({{"kind", "shared_memory"}});
   streams_ = &prometheus::BuildGauge().Name("sinew_streams").Help("Open StreamDeform calls")
                   .Register(*registry_).Add({});
   upload_bytes_ = &prometheus::BuildCounter().Name("sinew_upload_bytes_total")

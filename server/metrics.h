@@ -5,7 +5,8 @@
 //   sinew_frame_errors_total{code}                frames that failed, by gRPC status code
 //   sinew_rpc_errors_total{rpc,code}              failed RPCs, by method and status code
 //   sinew_sessions / sinew_rigs                   open sessions / resident rigs
-//   sinew_resident_bytes{kind="rig"|"session"}    memory held for rigs and session state
+//   sinew_resident_bytes{kind="rig"|"session"|"shared_memory"}  memory held for rigs, session
+//                                                 state and clients' registered regions
 //   sinew_upload_bytes_total                      rig bytes received
 //   sinew_streams                                 open StreamDeform calls
 //   sinew_frames_waiting / sinew_frames_skipped_total  StreamDeform read-ahead, latest_pose_wins
@@ -54,6 +55,7 @@ class Metrics {
   prometheus::Gauge& rigs() { return *rigs_; }
   prometheus::Gauge& rig_bytes() { return *rig_bytes_; }
   prometheus::Gauge& session_bytes() { return *session_bytes_; }
+  prometheus::Gauge& shared_memory_bytes() { return *shared_memory_bytes_; }
   prometheus::Gauge& streams() { return *streams_; }
   prometheus::Counter& upload_bytes() { return *upload_bytes_; }
   // StreamDeform: frames read ahead and waiting for the one before them; frames skipped
@@ -77,6 +79,7 @@ class Metrics {
   prometheus::Gauge* rigs_;
   prometheus::Gauge* rig_bytes_;
   prometheus::Gauge* session_bytes_;
+  prometheus::Gauge* shared_memory_bytes_;
   prometheus::Gauge* streams_;
   prometheus::Counter* upload_bytes_;
   prometheus::Gauge* frames_waiting_;

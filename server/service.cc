@@ -41,7 +41,7 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       gpu_frames_(gpu ? std::make_unique<GpuFrames>(*gpu, metrics) : nullptr),
       rigs_(options.max_store_bytes),
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),
-      shared_memory_(options.max_shared_memory_bytes),
+      shared_memory_(options.max_shared_memory_bytes, int64_t{options.session_idle_ttl_seconds} * 1000),
       creates_(std::make_unique<ThreadPool>(std::max(2u, std::thread::hardware_concurrency()))),
       background_(std::max(1u, std::thread::hardware_concurrency())) {
   // A closed or expired session is no longer reopened by a restart (--state-dir).
@@ -69,10 +69,13 @@ void Service::UpdateGauges() {
   for (const auto& r : rigs_.List()) prepared += r->prepared_bytes.load();
   metrics_.rig_bytes().Set(static_cast<double>(rigs_.bytes() + prepared));
   metrics_.session_bytes().Set(static_cast<double>(sessions_.state_bytes()));
+  metrics_.shared_memory_bytes().Set(static_cast<double>(shared_memory_.mapped_bytes()));
 }
 
 void Service::Housekeeping() {
-  sessions_.ExpireIdle(NowMs());
+  const int64_t now = NowMs();
+  sessions_.ExpireIdle(now);
+  shared_memory_.ExpireIdle(now);
   UpdateGauges();
   if (gpu_) {
     for (const gpu::DeviceInfo& d : gpu_->Devices()) metrics_.Device(d);
@@ -208,10 +211,11 @@ grpc::ServerUnaryReactor* Service::RegisterSharedMemory(grpc::CallbackServerCont
   if (draining()) return Done(ctx, "RegisterSharedMemory", ShuttingDown());
   const auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "RegisterSharedMemory", tenant.status());
-  auto id = shared_memory_.Register(req->name(), req->bytes(), *tenant);
+  auto id = shared_memory_.Register(req->name(), req->bytes(), *tenant, NowMs());
   if (id.ok()) {
     resp->set_region_id(*id);
     resp->set_bytes(req->bytes());
+    UpdateGauges();
   }
   return Done(ctx, "RegisterSharedMemory", id.status());
 }
@@ -221,7 +225,9 @@ grpc::ServerUnaryReactor* Service::UnregisterSharedMemory(grpc::CallbackServerCo
                                                           v1::UnregisterSharedMemoryResponse*) {
   const auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "UnregisterSharedMemory", tenant.status());
-  return Done(ctx, "UnregisterSharedMemory", shared_memory_.Unregister(req->region_id(), *tenant));
+  const absl::Status st = shared_memory_.Unregister(req->region_id(), *tenant);
+  if (st.ok()) UpdateGauges();
+  return Done(ctx, "UnregisterSharedMemory", st);
 }
 
 bool Service::Register(Drainable* s) {

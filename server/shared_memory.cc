@@ -7,11 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -87,7 +89,7 @@ bool SharedMemoryMapping::Shrunk() const {
 }
 
 absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& name, uint64_t bytes,
-                                                           const std::string& tenant) {
+                                                           const std::string& tenant, int64_t now_ms) {
   if (max_bytes_ == 0) {
     return absl::FailedPreconditionError(
         "shared memory is off on this server (start it with --shared-memory-bytes); use the positions in responses");
@@ -141,7 +143,7 @@ absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& na
   }
   mapped_ += bytes;
   std::string id = absl::StrCat("shm-", next_id_++);
-  regions_[Key(id, tenant)] = std::move(mapping);
+  regions_[Key(id, tenant)] = Region{std::move(mapping), now_ms};
   return id;
 }
 
@@ -151,16 +153,42 @@ absl::Status SharedMemoryRegistry::Unregister(const std::string& region_id, cons
   if (it == regions_.end()) {
     return absl::NotFoundError(absl::StrCat("region_id: no region \"", EchoId(region_id), "\""));
   }
-  mapped_ -= it->second->bytes;
+  mapped_ -= it->second.mapping->bytes;
   regions_.erase(it);  // unmapped when the last frame using it lets go
   return absl::OkStatus();
 }
 
 std::shared_ptr<SharedMemoryMapping> SharedMemoryRegistry::Find(const std::string& region_id,
-                                                                const std::string& tenant) const {
+                                                                const std::string& tenant, int64_t now_ms) {
   std::lock_guard lock(mu_);
   auto it = regions_.find(Key(region_id, tenant));
-  return it == regions_.end() ? nullptr : it->second;
+  if (it == regions_.end()) return nullptr;
+  it->second.last_used_ms = std::max(it->second.last_used_ms, now_ms);
+  return it->second.mapping;
+}
+
+size_t SharedMemoryRegistry::ExpireIdle(int64_t now_ms) {
+  // The mappings are released outside the lock (a munmap of a large region takes a while);
+  // those a frame still holds stay mapped until it lets go.
+  std::vector<std::shared_ptr<SharedMemoryMapping>> expired;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = regions_.begin(); it != regions_.end();) {
+      if (now_ms - it->second.last_used_ms > idle_ttl_ms_) {
+        mapped_ -= it->second.mapping->bytes;
+        expired.push_back(std::move(it->second.mapping));
+        regions_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return expired.size();
+}
+
+uint64_t SharedMemoryRegistry::mapped_bytes() const {
+  std::lock_guard lock(mu_);
+  return mapped_;
 }
 
 }  // namespace sinew::server

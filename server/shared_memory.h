@@ -1,6 +1,9 @@
 // Client shared-memory regions (RegisterSharedMemory): POSIX shared-memory objects a same-host
 // client created, mapped here so that frames write their positions into them. A region stays
-// mapped while a frame holds it, even after it is unregistered.
+// mapped while a frame holds it, even after it is unregistered. A region no frame has used for
+// the idle TTL (the sessions' --session-idle-ttl) is unregistered by ExpireIdle, as an idle
+// session is closed: a client that dies without UnregisterSharedMemory does not keep its bytes
+// counted against --shared-memory-bytes for the server's lifetime.
 #pragma once
 
 #include <cstdint>
@@ -33,25 +36,36 @@ struct SharedMemoryMapping {
 
 class SharedMemoryRegistry {
  public:
-  explicit SharedMemoryRegistry(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  SharedMemoryRegistry(uint64_t max_bytes, int64_t idle_ttl_ms) : max_bytes_(max_bytes), idle_ttl_ms_(idle_ttl_ms) {}
 
   // Maps `bytes` of the object `name`. FAILED_PRECONDITION when the feature is off,
   // INVALID_ARGUMENT for a bad name or an object smaller than `bytes`, NOT_FOUND when there is
   // no such object, RESOURCE_EXHAUSTED past --shared-memory-bytes.
   // A region belongs to the tenant that registered it; another tenant's lookups find nothing.
-  absl::StatusOr<std::string> Register(const std::string& name, uint64_t bytes, const std::string& tenant);
+  // `now_ms` is its first use.
+  absl::StatusOr<std::string> Register(const std::string& name, uint64_t bytes, const std::string& tenant,
+                                       int64_t now_ms);
   absl::Status Unregister(const std::string& region_id, const std::string& tenant);
-  std::shared_ptr<SharedMemoryMapping> Find(const std::string& region_id, const std::string& tenant) const;
+  // nullptr when unknown, expired or another tenant's; a region found is used at `now_ms`.
+  std::shared_ptr<SharedMemoryMapping> Find(const std::string& region_id, const std::string& tenant, int64_t now_ms);
+  // Unregisters the regions unused for longer than the idle TTL; returns how many.
+  size_t ExpireIdle(int64_t now_ms);
+  uint64_t mapped_bytes() const;
 
  private:
+  struct Region {
+    std::shared_ptr<SharedMemoryMapping> mapping;
+    int64_t last_used_ms = 0;
+  };
   // Regions are keyed by id and tenant (ids are sequential, so guessable).
   static std::string Key(const std::string& id, const std::string& tenant) { return tenant + '\n' + id; }
 
   const uint64_t max_bytes_;
+  const int64_t idle_ttl_ms_;
   mutable std::mutex mu_;
   uint64_t mapped_ = 0;
   uint64_t next_id_ = 1;
-  absl::flat_hash_map<std::string, std::shared_ptr<SharedMemoryMapping>> regions_;
+  absl::flat_hash_map<std::string, Region> regions_;
 };
 
 }  // namespace sinew::server

@@ -16,12 +16,14 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "clients/lib/client.h"
 #include "clients/lib/methods.h"
 #include "core/pbs/pbs.h"
 #include "core/swingtwist/method.h"
 #include "core/util/half.h"
+#include "server/shared_memory.h"
 #include "sinew/v1/rig_id.h"
 #include "tests/service/server_process.h"
 #include "tests/service/test_util.h"
@@ -1437,6 +1439,118 @@ TEST(SharedMemory, FramesWriteIntoTheClientsRegionAndEqualTheWire) {
   auto too_big = client::SharedMemory::Create(c, 20'000'000);
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(too_big.status().message()), HasSubstr("--shared-memory-bytes"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A POSIX shared-memory object of `bytes`, unlinked when the test ends.
+class ShmObject {
+ public:
+  ShmObject(const std::string& tag, uint64_t bytes)
+      : name_("/sinew-test-" + tag + "-" + std::to_string(::getpid())), bytes_(bytes) {
+    shm_unlink(name_.c_str());
+    fd_ = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd_ >= 0 && ftruncate(fd_, off_t(bytes)) == 0) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+      if (p != MAP_FAILED) data_ = static_cast<char*>(p);
+    }
+  }
+  ~ShmObject() {
+    if (data_) munmap(data_, bytes_);
+    if (fd_ >= 0) close(fd_);
+    shm_unlink(name_.c_str());
+  }
+  bool ok() const { return data_ != nullptr; }
+  const std::string& name() const { return name_; }
+  const char* data() const { return data_; }
+
+ private:
+  std::string name_;
+  uint64_t bytes_;
+  int fd_ = -1;
+  char* data_ = nullptr;
+};
+
+// Regions are released once no frame has used them for the idle TTL, as idle sessions are
+// closed: a client that dies without UnregisterSharedMemory no longer holds its bytes against
+// --shared-memory-bytes until the server restarts (before 2026-12-01 it did, and once the budget
+// was spent every same-host client was refused). The registry's clock is given, so the rule is
+// asserted at exact times: a use (Find) keeps a region, another tenant's lookup does not, and a
+// mapping a frame still holds stays mapped after its region expired.
+TEST(SharedMemory, RegionsUnusedForTheIdleTtlAreReleased) {
+  ShmObject a_obj("ttl-a", 400), b_obj("ttl-b", 400), c_obj("ttl-c", 400);
+  ASSERT_TRUE(a_obj.ok() && b_obj.ok() && c_obj.ok()) << std::strerror(errno);
+  server::SharedMemoryRegistry registry(/*max_bytes=*/1000, /*idle_ttl_ms=*/1000);
+  auto a = registry.Register(a_obj.name(), 400, "t", 0), b = registry.Register(b_obj.name(), 400, "t", 0);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(registry.Register(c_obj.name(), 400, "t", 0).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(registry.mapped_bytes(), 800u);
+
+  ASSERT_NE(registry.Find(*a, "t", 900), nullptr);     // a frame used `a` at 0.9 s
+  EXPECT_EQ(registry.Find(*b, "other", 900), nullptr);  // another tenant's lookup is no use of `b`
+  auto held = registry.Find(*b, "t", 0);                // a frame that began at 0 still holds `b`
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(registry.ExpireIdle(1000), 0u);  // idle for exactly the TTL: kept
+  EXPECT_EQ(registry.ExpireIdle(1500), 1u);  // `b`, unused since 0
+  EXPECT_EQ(registry.Find(*b, "t", 1500), nullptr);
+  EXPECT_NE(registry.Find(*a, "t", 1500), nullptr);
+  EXPECT_EQ(registry.mapped_bytes(), 400u);
+  // The frame's mapping outlives the registration: its writes still reach the object.
+  held->data[7] = 42;
+  EXPECT_EQ(b_obj.data()[7], 42);
+  held.reset();
+  // The room is free again.
+  auto c = registry.Register(c_obj.name(), 400, "t", 1500);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(registry.ExpireIdle(2500), 0u);  // `a` last used at 1.5 s, `c` registered then
+  EXPECT_EQ(registry.ExpireIdle(2501), 2u);
+  EXPECT_EQ(registry.mapped_bytes(), 0u);
+  EXPECT_EQ(registry.Unregister(*a, "t").code(), absl::StatusCode::kNotFound);
+}
+
+// The same through a server: a client registers a region and vanishes without unregistering;
+// within the idle TTL (1 s here) the server releases it, the room takes a new region, and a frame
+// naming the old one fails NOT_FOUND saying why.
+TEST(SharedMemory, ADeadClientsRegionIsReleasedAfterTheIdleTtl) {
+  ServerProcess server({"--shared-memory-bytes", "1000000", "--session-idle-ttl", "1"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  ShmObject dead("dead-client", 800000), next("next-client", 800000);
+  ASSERT_TRUE(dead.ok() && next.ok()) << std::strerror(errno);
+  auto reg = [&](const ShmObject& obj, v1::SharedMemoryRegion* region) {
+    v1::RegisterSharedMemoryRequest req;
+    req.set_name(obj.name());
+    req.set_bytes(800000);
+    grpc::ClientContext ctx;
+    return client::FromGrpc(c.stub().RegisterSharedMemory(&ctx, req, region));
+  };
+  v1::SharedMemoryRegion abandoned, fresh;
+  ASSERT_TRUE(reg(dead, &abandoned).ok());
+  absl::Status st = reg(next, &fresh);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;  // the dead client's bytes count
+  for (int i = 0; i < 600 && st.code() == absl::StatusCode::kResourceExhausted; ++i) {  // 60 s at most
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    st = reg(next, &fresh);
+  }
+  ASSERT_TRUE(st.ok()) << st << ": an abandoned region outlived a 1 s idle TTL by a minute";
+  const LimbOptions limb = LimbOf(1000);
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_LBS);
+  absl::Status frame;
+  // A new session each try: with a 1 s TTL a session left unused by a stalled test expires too.
+  for (int i = 0; i < 10 && (i == 0 || absl::StrContains(frame.message(), "session_id")); ++i) {
+    auto session = c.CreateSession(req);
+    ASSERT_TRUE(session.ok()) << session.status();
+    v1::DeformRequest r = Frame(session->session_id(), 0, LimbPose(LimbSkeleton(limb), 0.2));
+    r.mutable_outputs()->mutable_shared_memory()->set_region_id(abandoned.region_id());
+    frame = c.Deform(r).status();
+  }
+  EXPECT_EQ(frame.code(), absl::StatusCode::kNotFound) << frame;
+  EXPECT_THAT(std::string(frame.message()), HasSubstr("outputs.shared_memory.region_id"));
+  EXPECT_THAT(std::string(frame.message()), HasSubstr("unused for the idle TTL"));
   EXPECT_EQ(server.Terminate(), 0);
 }
 
