@@ -6,6 +6,7 @@
 #include <deque>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/echo_id.h"
@@ -105,10 +106,7 @@ class Service::StreamCall final
       std::lock_guard lock(mu_);
       reading_ = false;
       if (finished_) return;
-      if (ok && read_.close_with_stream() && bound_.size() < kMaxBound &&
-          std::find(bound_.begin(), bound_.end(), read_.session_id()) == bound_.end()) {
-        bound_.push_back(read_.session_id());
-      }
+      if (ok && read_.close_with_stream()) Bind(read_.session_id());
       if (!ok) {
         half_closed_ = true;  // the client sent its last frame, or went away
       } else if (!has_pending_) {
@@ -172,7 +170,19 @@ class Service::StreamCall final
   // in the transport for seconds instead of replacing the pending one.
   static constexpr size_t kMaxOut = 4;
   static constexpr size_t kMaxSkips = 64;
-  static constexpr size_t kMaxBound = 1024;  // sessions one stream may close when it ends
+  // close_with_stream: the session is closed when the stream ends. Only open sessions of the
+  // stream's tenant are kept, and those closed meanwhile are dropped whenever the set doubles, so
+  // it holds at most about twice the tenant's open sessions however many a long stream binds
+  // (until 2026-12-01 a fixed 1 024 ids, the ones past it ignored without a word).
+  void Bind(const std::string& id) {
+    if (bound_.contains(id) || !svc_->sessions_.Has(id, tenant_)) return;
+    if (bound_.size() >= prune_at_) {
+      absl::erase_if(bound_, [&](const std::string& b) { return !svc_->sessions_.Has(b, tenant_); });
+      prune_at_ = std::max<size_t>(kFirstPrune, 2 * bound_.size());
+    }
+    bound_.insert(id);
+  }
+  static constexpr size_t kFirstPrune = 64;
 
   // gRPC operations and work decided under mu_, started after it is released.
   struct Actions {
@@ -340,7 +350,8 @@ class Service::StreamCall final
   std::deque<std::unique_ptr<v1::DeformResponse>> out_;       // to write, in request order
   std::vector<std::unique_ptr<v1::DeformResponse>> deferred_;  // skips to write after response_
   size_t skips_ = 0;  // skipped answers in out_ and deferred_
-  std::vector<std::string> bound_;  // sessions to close when the stream ends (close_with_stream)
+  absl::flat_hash_set<std::string> bound_;  // sessions to close when the stream ends (Bind)
+  size_t prune_at_ = kFirstPrune;
   std::vector<std::unique_ptr<v1::DeformResponse>> spare_;     // reused: buffers keep their capacity
   FrameJob job_;
   std::chrono::steady_clock::time_point queued_at_;  // current_ handed to the pool (default: inline)

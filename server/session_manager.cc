@@ -85,6 +85,12 @@ std::shared_ptr<Session> SessionManager::Find(const std::string& id, int64_t now
   return it->second;
 }
 
+bool SessionManager::Has(const std::string& id, const std::string& tenant) const {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  return it != sessions_.end() && it->second->tenant == tenant;
+}
+
 void SessionManager::ReleaseLocked(Session& s) { s.rig->sessions.fetch_sub(1); }
 
 absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id, const std::string& tenant) {

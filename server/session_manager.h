@@ -90,6 +90,8 @@ class SessionManager {
   void set_on_removed(std::function<void(const std::string& id)> fn) { on_removed_ = std::move(fn); }
   // nullptr when unknown or another tenant's; touches last use.
   std::shared_ptr<Session> Find(const std::string& id, int64_t now_ms, const std::string& tenant);
+  // Whether `tenant` has the session open; not a use.
+  bool Has(const std::string& id, const std::string& tenant) const;
   // NOT_FOUND when unknown or another tenant's.
   absl::StatusOr<uint64_t> Close(const std::string& id, const std::string& tenant);
   std::vector<std::shared_ptr<Session>> List(const std::string& tenant) const;

@@ -93,9 +93,6 @@ TEST(Lifecycle, LimitsGiveResourceExhausted) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
-// A session unused for longer than --session-idle-ttl is closed; one used more often stays.
-// Whether the server sweeps a session depends on how long the client really waited between
-// uses, so the test measures that and asserts the rule for what happened.
 // Issue 17: sessions of a killed client lived until the idle TTL and counted against
 // --max-sessions. A session whose frames set close_with_stream is closed when its stream ends,
 // however it ends (here: cancelled, as a killed client's connection would); one without it stays
@@ -132,6 +129,51 @@ TEST(Lifecycle, SessionsBoundToTheirStreamCloseWhenItEnds) {
   EXPECT_TRUE(c->GetSession(kept->session_id()).ok());
   auto again = Open(*c, kept->rig_id());  // the bound session's slot is free again
   EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// However many sessions a stream binds, every one is closed when it ends. Until 2026-12-01 a
+// stream kept the first 1 024 ids it was given and ignored the flag on the sessions after them,
+// which stayed open until the idle TTL; here one stream binds 1 100, a tenth of them closed by
+// the client meanwhile (those leave the stream's set), and none is left open after it.
+TEST(Lifecycle, AStreamClosesEverySessionItBindsHoweverMany) {
+  ServerProcess server({"--max-sessions", "1200"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const LimbOptions limb = LimbOf(100);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
+  constexpr int kSessions = 1100;
+  auto channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Sinew::NewStub(channel);
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub->StreamDeform(&ctx);
+    for (int i = 0; i < kSessions; ++i) {
+      auto s = Open(*c, up->rig_id());
+      ASSERT_TRUE(s.ok()) << "session " << i << ": " << s.status();
+      v1::DeformRequest frame = Frame(s->session_id(), 0, pose);
+      frame.set_close_with_stream(true);
+      v1::DeformResponse r;
+      ASSERT_TRUE(stream->Write(frame) && stream->Read(&r)) << "session " << i;
+      ASSERT_FALSE(r.has_error()) << r.error().message();
+      if (i % 10 == 3) ASSERT_TRUE(c->CloseSession(s->session_id()).ok());
+    }
+    auto listed = c->ListSessions();
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    EXPECT_EQ(listed->sessions_size(), kSessions - kSessions / 10);
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+  int open = -1;
+  for (int i = 0; i < 1000 && open != 0; ++i) {  // closed as the server finishes the stream (10 s at most)
+    auto listed = c->ListSessions();
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    open = listed->sessions_size();
+    if (open != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(open, 0) << "sessions bound to the stream are still open after it ended";
   EXPECT_EQ(server.Terminate(), 0);
 }
 
@@ -544,6 +586,9 @@ TEST(Lifecycle, SecondServerOnABusyPortFailsToStart) {
   EXPECT_TRUE(first.Running());
 }
 
+// A session unused for longer than --session-idle-ttl is closed; one used more often stays.
+// Whether the server sweeps a session depends on how long the client really waited between
+// uses, so the test measures that and asserts the rule for what happened.
 TEST(Lifecycle, IdleSessionsExpire) {
   ServerProcess server({"--session-idle-ttl", "2"});
   ASSERT_TRUE(server.started());
