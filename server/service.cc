@@ -45,7 +45,11 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       creates_(std::make_unique<ThreadPool>(std::max(2u, std::thread::hardware_concurrency()))),
       background_(std::max(1u, std::thread::hardware_concurrency())) {
   // A closed or expired session is no longer reopened by a restart (--state-dir).
-  sessions_.set_on_removed([this](const std::string& id) { (void)state_.RemoveSession(id); });
+  sessions_.set_on_removed([this](Session& s) {
+    std::lock_guard lock(s.record_mu);
+    s.removed = true;
+    (void)state_.RemoveSession(s.id);
+  });
 }
 
 Service::~Service() = default;

@@ -198,6 +198,8 @@ absl::Status Service::KeepSession(const Session& s) {
     std::lock_guard lock(s.config_mu);
     *record.mutable_deformer() = s.config;
   }
+  std::lock_guard lock(s.record_mu);
+  if (s.removed) return absl::OkStatus();  // closed meanwhile: its record is gone and stays gone
   return state_.SaveSession(s.id, s.tenant, record.SerializeAsString());
 }
 

@@ -94,7 +94,7 @@ bool SessionManager::Has(const std::string& id, const std::string& tenant) const
 void SessionManager::ReleaseLocked(Session& s) { s.rig->sessions.fetch_sub(1); }
 
 absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id, const std::string& tenant) {
-  uint64_t frames = 0;
+  std::shared_ptr<Session> closed;
   {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(id);
@@ -102,11 +102,11 @@ absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id, const std:
       return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
     }
     ReleaseLocked(*it->second);
-    frames = it->second->frames.load();
+    closed = std::move(it->second);
     sessions_.erase(it);
   }
-  if (on_removed_) on_removed_(id);
-  return frames;
+  if (on_removed_) on_removed_(*closed);
+  return closed->frames.load();
 }
 
 std::vector<std::shared_ptr<Session>> SessionManager::List(const std::string& tenant) const {
@@ -126,13 +126,13 @@ size_t SessionManager::CountOn(const std::string& rig_id, const std::string& ten
 }
 
 size_t SessionManager::ExpireIdle(int64_t now_ms) {
-  std::vector<std::string> expired;
+  std::vector<std::shared_ptr<Session>> expired;
   {
     std::lock_guard lock(mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if (now_ms - it->second->last_used_ms.load() > idle_ttl_ms_) {
         ReleaseLocked(*it->second);
-        expired.push_back(it->first);
+        expired.push_back(std::move(it->second));
         sessions_.erase(it++);
       } else {
         ++it;
@@ -140,7 +140,7 @@ size_t SessionManager::ExpireIdle(int64_t now_ms) {
     }
   }
   if (on_removed_) {
-    for (const std::string& id : expired) on_removed_(id);
+    for (const auto& s : expired) on_removed_(*s);
   }
   return expired.size();
 }

@@ -71,6 +71,12 @@ struct Session {
   // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
   size_t state_bytes = 0;
 
+  // --state-dir: its record is written and removed under record_mu, and once the session is
+  // closed or expired (`removed`) never written again, so that an UpdateSession finishing after
+  // a CloseSession cannot bring a closed session back at the next restart.
+  mutable std::mutex record_mu;
+  bool removed = false;  // under record_mu
+
   void ToProto(v1::Session& out, uint32_t idle_ttl_seconds) const;
 };
 
@@ -85,9 +91,9 @@ class SessionManager {
   // `tenant_max` sessions already (0: no per-tenant limit).
   absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session, size_t tenant_max = 0,
                                                const std::string& id = {});
-  // Called with each session's id once Close or ExpireIdle has removed it (outside the lock);
-  // not when the manager is destroyed (a server that stops keeps its sessions' records).
-  void set_on_removed(std::function<void(const std::string& id)> fn) { on_removed_ = std::move(fn); }
+  // Called with each session once Close or ExpireIdle has removed it (outside the lock); not
+  // when the manager is destroyed (a server that stops keeps its sessions' records).
+  void set_on_removed(std::function<void(Session& session)> fn) { on_removed_ = std::move(fn); }
   // nullptr when unknown or another tenant's; touches last use.
   std::shared_ptr<Session> Find(const std::string& id, int64_t now_ms, const std::string& tenant);
   // Whether `tenant` has the session open; not a use.
@@ -112,7 +118,7 @@ class SessionManager {
   const int64_t idle_ttl_ms_;
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_;
-  std::function<void(const std::string&)> on_removed_;
+  std::function<void(Session&)> on_removed_;
 };
 
 }  // namespace sinew::server

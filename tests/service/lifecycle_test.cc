@@ -430,6 +430,65 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
 // libcudart.so at start (on a host without the CUDA libraries it did not start at all); the runtime
 // is now linked statically and the driver loaded when present, so the binary's dynamic
 // dependencies hold no CUDA library, and every one of them resolves.
+// --state-dir: a session closed while an UpdateSession of it is under way stays closed. Until
+// 2026-12-01 the update wrote the session's record after finding the session, so a CloseSession
+// that removed the record in between was undone on disk and the next restart opened the closed
+// session again. Here each of 200 pbs sessions (the method whose parameters change live) gets an
+// update and a close at once; whichever wins, no record may be left once all are closed.
+TEST(Lifecycle, ASessionClosedDuringAnUpdateLeavesNoRecordForARestart) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinew-state-update-close-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  ServerProcess server({"--state-dir", dir.string()});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto closer = Connect(server);
+  const LimbOptions limb = LimbOf(900);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto pbs = [](double stretch) {
+    v1::DeformerConfig d;
+    d.set_method(v1::METHOD_PBS);
+    d.mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+    d.mutable_pbs()->set_voxel_size(0.1);
+    d.mutable_pbs()->set_stretch_stiffness(stretch);
+    return d;
+  };
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  *req.mutable_deformer() = pbs(0.9);
+  int updated = 0, refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto s = c->CreateSession(req);
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (i == 0) ASSERT_TRUE(WaitForPreparation(*c, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+    absl::Status update;
+    std::thread t([&] { update = c->UpdateSession(s->session_id(), pbs(0.2 + 0.001 * i)).status(); });
+    EXPECT_TRUE(closer->CloseSession(s->session_id()).ok());
+    t.join();
+    if (update.ok()) {
+      ++updated;
+    } else {
+      EXPECT_EQ(update.code(), absl::StatusCode::kNotFound) << update;
+      ++refused;
+    }
+  }
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "sessions")) {
+    if (e.path().extension() == ".session") left.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(left, ::testing::IsEmpty()) << updated << " updates answered OK, " << refused << " refused";
+  EXPECT_EQ(server.Terminate(), 0);
+  // What a restart would open: nothing.
+  ServerProcess restarted({"--state-dir", dir.string()});
+  ASSERT_TRUE(restarted.started());
+  auto list = Connect(restarted)->ListSessions();
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->sessions_size(), 0);
+  EXPECT_EQ(restarted.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Lifecycle, ServerBinaryNeedsNoCudaLibraries) {
   std::string out, err;
   ASSERT_EQ(RunProcess({"/usr/bin/ldd", SINEW_SERVER_PATH}, &out, &err), 0) << err;
