@@ -10,6 +10,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 
@@ -120,6 +121,10 @@ absl::StatusOr<size_t> Service::RestoreRigs(const std::string& dir) {
 
 absl::Status Service::KeepRig(const std::string& id, const std::string* bytes) {
   if (!state_.enabled()) return absl::OkStatus();
+  // The tenants are read and written under one lock, so that of two uploads (or a delete)
+  // changing them at once, the later write has the later list: written from unordered snapshots,
+  // an older list could land last and a restart lose a tenant's claim.
+  std::lock_guard lock(keep_rig_mu_[absl::Hash<std::string>{}(id) % keep_rig_mu_.size()]);
   const std::vector<std::string> tenants = rigs_.Tenants(id);
   if (tenants.empty()) return state_.RemoveRig(id);
   return bytes ? state_.SaveRig(id, *bytes, tenants) : state_.SaveTenants(id, tenants);

@@ -11,6 +11,7 @@
 //   frame_calls.cc     Deform, StreamDeform and DeformClip reactors
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -174,6 +175,9 @@ class Service final : public v1::Sinew::CallbackService {
   absl::StatusOr<Rig> RigFromBytes(const std::string& bytes) const;
   // Keeps what --state-dir holds of rig `id` in step with the store after an upload or a delete.
   absl::Status KeepRig(const std::string& id, const std::string* bytes);
+  // KeepRig's read of the tenants and its write, as one step per rig (striped by id, so that
+  // uploads of different rigs do not wait for each other's fsync).
+  std::array<std::mutex, 16> keep_rig_mu_;
   // Under the rig's prep_mu.
   static void DescribePreparation(const Preparation& p, int64_t now_ms, v1::Preparation& out);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,

@@ -244,6 +244,54 @@ TEST(Security, TenantQuotasAreEnforcedAndNamed) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// --state-dir keeps every tenant that holds a rig. Until 2026-12-01 each upload wrote the rig's
+// tenant list from its own snapshot, unordered with the others' writes, so when several tenants
+// uploaded one rig at once the file could end with an older list and a restart left a tenant
+// without the rig its sessions are restored on. Here eight tenants upload each of four rigs at
+// the same moment; every rig's list must name all eight, and after a restart each finds it.
+TEST(Security, EveryTenantOfARigUploadedAtOnceSurvivesARestart) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens", state = dir / "state";
+  constexpr int kTenants = 8;
+  std::string table;
+  for (int t = 0; t < kTenants; ++t) table += "token-of-tenant-" + std::to_string(t) + "-0123456789 tenant-" + std::to_string(t) + "\n";
+  WriteFile(tokens, table);
+  std::vector<std::string> rigs;
+  {
+    ServerProcess server({"--token-file", tokens, "--state-dir", state});
+    ASSERT_TRUE(server.started());
+    std::vector<std::unique_ptr<client::Client>> clients;
+    for (int t = 0; t < kTenants; ++t) {
+      clients.push_back(std::make_unique<client::Client>(
+          server.target(), Token("token-of-tenant-" + std::to_string(t) + "-0123456789")));
+      ASSERT_TRUE(clients.back()->WaitReady(std::chrono::seconds(10)).ok());
+    }
+    for (int r = 0; r < 4; ++r) {
+      const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(1500 + 100 * r)));
+      std::vector<absl::StatusOr<v1::UploadRigResponse>> ups(kTenants, absl::UnknownError("not run"));
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kTenants; ++t) threads.emplace_back([&, t] { ups[t] = clients[t]->UploadRig(rig); });
+      for (auto& th : threads) th.join();
+      for (int t = 0; t < kTenants; ++t) ASSERT_TRUE(ups[t].ok()) << "tenant " << t << ": " << ups[t].status();
+      rigs.push_back(ups[0]->rig_id());
+      std::ifstream in(state + "/rigs/" + rigs.back() + ".tenants");
+      std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (int t = 0; t < kTenants; ++t) {
+        EXPECT_THAT(kept, HasSubstr("tenant tenant-" + std::to_string(t) + "\n")) << "rig " << r;
+      }
+    }
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  ServerProcess restarted({"--token-file", tokens, "--state-dir", state});
+  ASSERT_TRUE(restarted.started());
+  for (int t = 0; t < kTenants; ++t) {
+    client::Client c(restarted.target(), Token("token-of-tenant-" + std::to_string(t) + "-0123456789"));
+    ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+    for (const std::string& id : rigs) EXPECT_TRUE(c.GetRig(id).ok()) << "tenant " << t << " lost rig " << id;
+  }
+  EXPECT_EQ(restarted.Terminate(), 0);
+}
+
 TEST(Security, ABadTokenFileStopsTheServerNamingTheLine) {
   TempDir dir;
   const std::string tokens = dir / "tokens";
