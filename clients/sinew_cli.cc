@@ -16,6 +16,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
@@ -559,6 +560,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     const auto t_session = Clock::now();
     auto session = c.CreateSession(req, PrepareProgress());
     if (!session.ok()) return Fail(session.status());
+    // Closed on every way out: a failed stream or frame, or a clip the method cannot play, does
+    // not leave the session open on the server until its idle TTL.
+    bool session_closed = false;
+    absl::Cleanup close_session = [&] {
+      if (!session_closed) (void)c.CloseSession(session->session_id());
+    };
     // A method that serves a fallback while it prepares (GetServerInfo's MethodInfo.fallback) is
     // measured itself: wait for its preparation, showing its progress from GetRig.
     std::string fallback;
@@ -698,6 +705,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (stream) {
       if (auto st = stream->Close(); !st.ok()) return Fail(st);
     }
+    session_closed = true;
     auto closed = c.CloseSession(session->session_id());
     if (!closed.ok()) return Fail(closed.status());
     const double p50 = lat.Percentile(50), p99 = lat.Percentile(99), mx = lat.Max();

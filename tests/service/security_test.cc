@@ -292,6 +292,31 @@ TEST(Security, EveryTenantOfARigUploadedAtOnceSurvivesARestart) {
   EXPECT_EQ(restarted.Terminate(), 0);
 }
 
+// `sinew play` closes its session however it stops. Until 2026-12-01 an early exit after the
+// session was created (a frame refused, a stream that failed, a clip the method cannot play)
+// left it open until the idle TTL, and under a max_sessions quota the tenant's next play was
+// refused. Here the tenant may hold one session and deform one frame: each play's second frame
+// is refused, and the next play still gets its session.
+TEST(Security, PlayClosesItsSessionWhenAFrameIsRefused) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " small max_sessions=1 max_frames_per_second=0.001\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  const std::vector<std::string> play = {SINEW_CLI_PATH, "--target", server.target(), "--token", kTokenA, "play",
+                                         "--unary", "--vertices", "1000", "--frames", "3"};
+  for (int run = 0; run < 2; ++run) {
+    std::string out, err;
+    EXPECT_NE(RunProcess(play, &out, &err), 0) << "run " << run;
+    EXPECT_THAT(err, HasSubstr("quota max_frames_per_second")) << "run " << run;  // not max_sessions
+    client::Client a(server.target(), Token(kTokenA));
+    auto listed = a.ListSessions();
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    EXPECT_EQ(listed->sessions_size(), 0) << "run " << run << " left its session open";
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Security, ABadTokenFileStopsTheServerNamingTheLine) {
   TempDir dir;
   const std::string tokens = dir / "tokens";
