@@ -158,7 +158,9 @@ TEST(Lifecycle, AStreamClosesEverySessionItBindsHoweverMany) {
       v1::DeformResponse r;
       ASSERT_TRUE(stream->Write(frame) && stream->Read(&r)) << "session " << i;
       ASSERT_FALSE(r.has_error()) << r.error().message();
-      if (i % 10 == 3) ASSERT_TRUE(c->CloseSession(s->session_id()).ok());
+      if (i % 10 == 3) {
+        ASSERT_TRUE(c->CloseSession(s->session_id()).ok());
+      }
     }
     auto listed = c->ListSessions();
     ASSERT_TRUE(listed.ok()) << listed.status();
@@ -461,7 +463,9 @@ TEST(Lifecycle, ASessionClosedDuringAnUpdateLeavesNoRecordForARestart) {
   for (int i = 0; i < 200; ++i) {
     auto s = c->CreateSession(req);
     ASSERT_TRUE(s.ok()) << s.status();
-    if (i == 0) ASSERT_TRUE(WaitForPreparation(*c, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+    if (i == 0) {
+      ASSERT_TRUE(WaitForPreparation(*c, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+    }
     absl::Status update;
     std::thread t([&] { update = c->UpdateSession(s->session_id(), pbs(0.2 + 0.001 * i)).status(); });
     EXPECT_TRUE(closer->CloseSession(s->session_id()).ok());
