@@ -459,9 +459,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&e_c_, &e_k_, &e_gate_, &controls_, &e_pre_}) std::vector<float>().swap(*v);
     std::vector<float>().swap(e_cm_);
     std::vector<double>().swap(partial_);
-    for (auto* v : {&c_energy_, &c_trial_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) std::vector<double>().swap(*v);
-    for (auto* v : {&c_alpha_, &c_beta_, &c_dmax_, &c_step_, &c_trust_}) std::vector<float>().swap(*v);
-    for (auto* v : {&c_live_, &c_cg_, &c_fraction_}) std::vector<uint8_t>().swap(*v);
+    std::vector<uint32_t>().swap(order_);
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -519,8 +517,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
            cg_x_.size() * 5 * sizeof(Eigen::Vector4f) + e_g_.size() * 4 * sizeof(Eigen::Vector3f) +
            e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
            (e_gate_.size() + e_cm_.size() + e_pre_.size()) * sizeof(float) +
-           partial_.capacity() * sizeof(double) +
-           (c_energy_.size() * 6 * sizeof(double) + c_alpha_.size() * 5 * sizeof(float) + c_live_.size() * 3) +
+           partial_.capacity() * sizeof(double) + order_.capacity() * sizeof(uint32_t) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
 
@@ -724,149 +721,148 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         }
       }
     });
-    // Each connected component of the mesh is its own minimisation (ImplicitModel::
-    // component_nodes): its CG scalars, step fraction, trust and end are its own (c_live_: the
-    // components whose rounds go on; c_cg_: those whose CG goes on).
-    const uint32_t* comp = m_->component_of_node.data();
+    // Each connected component of the welded mesh is its own minimisation (ImplicitModel::
+    // component_nodes): E has no term between two, so each runs its own rounds with its own CG
+    // scalars, step fraction, trust and end (RelaxComponent). When no component holds more than
+    // half the nodes (BCN_Epileptic: body 1 004, head 874, legs 573, two eyes of 81, jaw 20) they
+    // relax side by side on the pool, largest first, each on one thread with no hand-off between
+    // its passes. Until 2026-12-01 they ran in step, every pass a ParallelFor over the whole mesh
+    // and every sum a serial pass over it, so that the character's elastic frame hardly gained
+    // from a second thread (309 ms against 326 on 1). Otherwise (a mesh in one piece, or one piece
+    // holding most of it) one at a time, a large one's passes split over the pool. Every sum is
+    // added in the device program's order (LaneSum), so the result does not depend on which.
     const size_t nc = m_->component_offsets.size() - 1;
-    for (auto* v : {&c_energy_, &c_trial_, &c_slope_, &c_rz_, &c_stop_, &c_sum_}) v->assign(nc, 0.0);
-    for (auto* v : {&c_alpha_, &c_beta_, &c_dmax_, &c_step_}) v->assign(nc, 0.f);
-    c_trust_.assign(nc, 1.f);  // the step caps' scale (NextTrust)
-    c_live_.assign(nc, 1);
-    c_cg_.assign(nc, 0);
-    c_fraction_.assign(nc, 0);
-    Energy(pool, c_live_, c_energy_);
-    // The CG's passes on the pool from 2 048 nodes (8 192 until 2026-11-29, when a node's pass
-    // cost less: the limb 4.2k's elastic frame on 2 threads 694–713 → 609–643 ms). The sums do
-    // not depend on how the nodes are split (SumComponents).
-    ThreadPool* cg_pool = nn >= 2048 ? pool : nullptr;
+    partial_.resize(nn);
+    auto size_of = [&](uint32_t c) { return m_->component_offsets[c + 1] - m_->component_offsets[c]; };
+    if (order_.size() != nc) {  // once per session: the model's components do not change
+      order_.resize(nc);
+      for (uint32_t c = 0; c < nc; ++c) order_[c] = c;
+      std::sort(order_.begin(), order_.end(),
+                [&](uint32_t a, uint32_t b) { return size_of(a) != size_of(b) ? size_of(a) > size_of(b) : a < b; });
+    }
+    if (pool != nullptr && pool->workers() > 0 && nc > 1 && 2 * size_t{size_of(order_[0])} <= nn) {
+      ParallelFor(pool, nc, 1, [&](size_t b, size_t e) {
+        for (size_t k = b; k < e; ++k) RelaxComponent(order_[k], nullptr);
+      });
+    } else {
+      for (uint32_t c : order_) RelaxComponent(c, pool);
+    }
+  }
+
+  // The relaxation of connected component c (Relax): rounds of a Gauss-Newton system solved by
+  // preconditioned CG, each node's move capped, and the fraction of the step the step rule
+  // takes, until no node moves by the tolerance or the round limit. Its passes run over its nodes
+  // on `pool` (the CG's from 2 048 nodes; null: on this thread), each sum in the device
+  // program's order (LaneSum). Writes only its own nodes' entries of the per-node arrays, so
+  // that components may relax side by side.
+  void RelaxComponent(uint32_t c, ThreadPool* pool) {
+    const uint32_t* nodes = m_->component_nodes.data() + m_->component_offsets[c];
+    const uint32_t size = m_->component_offsets[c + 1] - m_->component_offsets[c];
+    ThreadPool* cg_pool = size >= 2048 ? pool : nullptr;
+    // body(i) for every node i of the component, in chunks of at most `grain` on `on`.
+    auto each = [&](ThreadPool* on, size_t grain, auto&& body) {
+      ParallelFor(on, size, grain, [&](size_t b, size_t e) {
+        for (size_t k = b; k < e; ++k) body(nodes[k]);
+      });
+    };
+    // The sum of value(i) over the component's nodes.
+    double* const part = partial_.data();
+    auto sum = [&](ThreadPool* on, auto&& value) {
+      each(on, 2048, [&](uint32_t i) { part[i] = value(i); });
+      return LaneSum(nodes, size);
+    };
+    auto energy_of = [&] { return sum(pool, [&](uint32_t i) { return NodeEnergy(i); }); };
     const float tol = float(config_.relaxation_tolerance * m_->mean_edge);  // ImplicitConfig::relaxation_tolerance
-    auto any = [](const std::vector<uint8_t>& v) { return std::find(v.begin(), v.end(), 1) != v.end(); };
-    for (uint32_t round = 0; round < config_.relaxation_rounds && any(c_live_); ++round) {
+    float trust = 1.f;  // the step caps' scale (NextTrust)
+    double energy = energy_of();
+    bool stalled = config_.relaxation_rounds > 0;  // ends at the round limit
+    for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
       // The gradient, and the Gauss-Newton system H δ = −∇E by preconditioned CG.
-      ParallelFor(pool, nn, 512, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) {
-          if (!c_live_[comp[i]]) continue;
-          cg_x_[i].setZero();
-          e_grad_[i].setZero();
-          cg_r_[i].setZero();
-          e_z_[i].setZero();
-          cg_d_[i].setZero();
-          if (!free_[i]) continue;
-          Eigen::Vector3f acc = Eigen::Vector3f::Zero();
-          for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * ArapEdge(i, r);
-          acc += e_k_[i] * (e_c_[i] * e_g_[i] + e_gh_[i]);
-          acc += (kDqsSpring * m_->cot_sum[i]) * (pos_[i] - SkinnedNode(i));
-          e_grad_[i] = acc;
-          cg_r_[i] = Eigen::Vector4f(-acc.x(), -acc.y(), -acc.z(), 0.f);
-          e_z_[i] = Precondition(i, cg_r_[i]);
-          cg_d_[i] = e_z_[i];
-        }
+      each(pool, 512, [&](uint32_t i) {
+        cg_x_[i].setZero();
+        e_grad_[i].setZero();
+        cg_r_[i].setZero();
+        e_z_[i].setZero();
+        cg_d_[i].setZero();
+        if (!free_[i]) return;
+        Eigen::Vector3f acc = Eigen::Vector3f::Zero();
+        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) acc += m_->cot[r] * ArapEdge(i, r);
+        acc += e_k_[i] * (e_c_[i] * e_g_[i] + e_gh_[i]);
+        acc += (kDqsSpring * m_->cot_sum[i]) * (pos_[i] - SkinnedNode(i));
+        e_grad_[i] = acc;
+        cg_r_[i] = Eigen::Vector4f(-acc.x(), -acc.y(), -acc.z(), 0.f);
+        e_z_[i] = Precondition(i, cg_r_[i]);
+        cg_d_[i] = e_z_[i];
       });
-      SumComponents(cg_pool, c_live_, c_rz_, [&](size_t lo, size_t hi, double* v) {
-        for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(cg_r_[i].head<3>().dot(e_z_[i].head<3>())) : 0.0;
-      });
-      for (size_t c = 0; c < nc; ++c) {
-        c_stop_[c] = kCgStop * c_rz_[c];
-        c_cg_[c] = c_live_[c] && c_rz_[c] > c_stop_[c] && c_rz_[c] > 0;
-      }
-      for (uint32_t it = 0; it < config_.relaxation_iterations && any(c_cg_); ++it) {
-        SumComponents(cg_pool, c_cg_, c_sum_, [&](size_t lo, size_t hi, double* v) {
-          for (size_t i = lo; i < hi; ++i) {
-            if (!c_cg_[comp[i]]) {
-              v[i] = 0;
-              continue;
-            }
-            cg_q_[i] = Hessian(i, cg_d_);
-            v[i] = double(cg_d_[i].head<3>().dot(cg_q_[i].head<3>()));
-          }
+      double rz = sum(cg_pool, [&](uint32_t i) { return double(cg_r_[i].head<3>().dot(e_z_[i].head<3>())); });
+      const double stop = kCgStop * rz;
+      for (uint32_t it = 0; it < config_.relaxation_iterations && rz > stop && rz > 0; ++it) {
+        const double dq = sum(cg_pool, [&](uint32_t i) {
+          cg_q_[i] = Hessian(i, cg_d_);
+          return double(cg_d_[i].head<3>().dot(cg_q_[i].head<3>()));
         });
-        for (size_t c = 0; c < nc; ++c) {
-          if (!c_cg_[c]) continue;
-          if (!(c_sum_[c] > 0)) c_cg_[c] = 0;  // a non-positive curvature ends that solve
-          else c_alpha_[c] = float(c_rz_[c] / c_sum_[c]);
-        }
-        SumComponents(cg_pool, c_cg_, c_sum_, [&](size_t lo, size_t hi, double* v) {
+        if (!(dq > 0)) break;  // a non-positive curvature ends the solve
+        const float alpha = float(rz / dq);
+        ParallelFor(cg_pool, size, 2048, [&](size_t b, size_t e) {
           Eigen::Vector4f *x = cg_x_.data(), *res = cg_r_.data(), *z = e_z_.data();
           const Eigen::Vector4f *d = cg_d_.data(), *q = cg_q_.data();
-          const uint8_t *cg = c_cg_.data(), *free = free_.data();
-          const float* alphas = c_alpha_.data();
-          for (size_t i = lo; i < hi; ++i) {
-            if (!cg[comp[i]]) {
-              v[i] = 0;
-              continue;
-            }
-            const float alpha = alphas[comp[i]];
+          const uint8_t* free = free_.data();
+          for (size_t k = b; k < e; ++k) {
+            const uint32_t i = nodes[k];
             x[i] += alpha * d[i];
             res[i] -= alpha * q[i];
             z[i] = free[i] ? Precondition(i, res[i]) : Eigen::Vector4f::Zero();
-            v[i] = double(res[i].head<3>().dot(z[i].head<3>()));
+            part[i] = double(res[i].head<3>().dot(z[i].head<3>()));
           }
         });
-        for (size_t c = 0; c < nc; ++c) {
-          if (!c_cg_[c]) continue;
-          c_beta_[c] = float(c_sum_[c] / c_rz_[c]);
-          c_rz_[c] = c_sum_[c];
-        }
-        ParallelFor(cg_pool, nn, 2048, [&](size_t b, size_t e) {
-          for (size_t i = b; i < e; ++i) {
-            if (c_cg_[comp[i]]) cg_d_[i] = e_z_[i] + c_beta_[comp[i]] * cg_d_[i];
-          }
-        });
-        for (size_t c = 0; c < nc; ++c) {
-          if (c_cg_[c] && !(c_rz_[c] > c_stop_[c] && c_rz_[c] > 0)) c_cg_[c] = 0;
-        }
+        const double rz_next = LaneSum(nodes, size);
+        const float beta = float(rz_next / rz);
+        rz = rz_next;
+        each(cg_pool, 2048, [&](uint32_t i) { cg_d_[i] = e_z_[i] + beta * cg_d_[i]; });
       }
       // A linearised move is only valid near the point: each node moves at most its step cap.
-      std::fill(c_dmax_.begin(), c_dmax_.end(), 0.f);
-      for (size_t i = 0; i < nn; ++i) {
-        const uint32_t c = comp[i];
-        if (!c_live_[c]) continue;
+      float dmax = 0.f;
+      for (uint32_t k = 0; k < size; ++k) {
+        const uint32_t i = nodes[k];
         x_old_[i] = pos_[i];
         if (!free_[i]) continue;
-        const float len = cg_x_[i].head<3>().norm(), cap = c_trust_[c] * m_->step_cap[i];
+        const float len = cg_x_[i].head<3>().norm(), cap = trust * m_->step_cap[i];
         if (len > cap) cg_x_[i] *= cap / len;
-        c_dmax_[c] = std::max(c_dmax_[c], cg_x_[i].head<3>().norm());
+        dmax = std::max(dmax, cg_x_[i].head<3>().norm());
       }
-      SumComponents(cg_pool, c_live_, c_slope_, [&](size_t lo, size_t hi, double* v) {
-        for (size_t i = lo; i < hi; ++i) v[i] = c_live_[comp[i]] ? double(e_grad_[i].dot(cg_x_[i].head<3>())) : 0.0;
-      });
-      for (size_t c = 0; c < nc; ++c) {
-        if (c_live_[c] && !(c_slope_[c] < 0)) c_live_[c] = 0;  // not a descent direction: its last round
+      const double slope = sum(cg_pool, [&](uint32_t i) { return double(e_grad_[i].dot(cg_x_[i].head<3>())); });
+      if (!(slope < 0)) {  // not a descent direction: its last round
+        stalled = false;
+        break;
       }
       // The step: E at the full step, and the fraction of it where the parabola through E, the
       // slope and that value is least (RelaxStepFraction).
-      for (size_t i = 0; i < nn; ++i) {
-        if (free_[i] && c_live_[comp[i]]) pos_[i] = x_old_[i] + cg_x_[i].head<3>();
+      for (uint32_t k = 0; k < size; ++k) {
+        const uint32_t i = nodes[k];
+        if (free_[i]) pos_[i] = x_old_[i] + cg_x_[i].head<3>();
       }
-      Energy(pool, c_live_, c_trial_);
-      for (size_t c = 0; c < nc; ++c) {
-        c_fraction_[c] = 0;
-        if (!c_live_[c]) continue;
-        c_step_[c] = RelaxStepFraction(c_energy_[c], c_slope_[c], c_trial_[c]);
-        c_fraction_[c] = c_step_[c] < 1;
-        if (!c_fraction_[c]) c_energy_[c] = c_trial_[c];
-      }
-      if (any(c_fraction_)) {
-        for (size_t i = 0; i < nn; ++i) {
-          if (free_[i] && c_fraction_[comp[i]]) pos_[i] = x_old_[i] + c_step_[comp[i]] * cg_x_[i].head<3>();
+      const double trial = energy_of();
+      const float step = RelaxStepFraction(energy, slope, trial);
+      if (step < 1) {
+        for (uint32_t k = 0; k < size; ++k) {
+          const uint32_t i = nodes[k];
+          if (free_[i]) pos_[i] = x_old_[i] + step * cg_x_[i].head<3>();
         }
-        Energy(pool, c_fraction_, c_trial_);
-        for (size_t c = 0; c < nc; ++c) {
-          if (c_fraction_[c]) c_energy_[c] = c_trial_[c];
-        }
+        energy = energy_of();
+      } else {
+        energy = trial;
       }
-      for (size_t c = 0; c < nc; ++c) {
-        if (!c_live_[c]) continue;
-        c_trust_[c] = NextTrust(c_trust_[c], c_step_[c]);
-        if (c_step_[c] * c_dmax_[c] < tol) c_live_[c] = 0;
+      trust = NextTrust(trust, step);
+      if (step * dmax < tol) {
+        stalled = false;
+        break;
       }
     }
-    // The components still live reached the round limit (ImplicitConfig::
-    // average_stalled_relaxations: x_old_ holds the last round's start).
-    if (config_.average_stalled_relaxations) {
-      for (size_t i = 0; i < nn; ++i) {
-        if (free_[i] && c_live_[comp[i]]) pos_[i] = 0.5f * (x_old_[i] + pos_[i]);
+    // ImplicitConfig::average_stalled_relaxations: x_old_ holds the last round's start.
+    if (stalled && config_.average_stalled_relaxations) {
+      for (uint32_t k = 0; k < size; ++k) {
+        const uint32_t i = nodes[k];
+        if (free_[i]) pos_[i] = 0.5f * (x_old_[i] + pos_[i]);
       }
     }
   }
@@ -899,65 +895,56 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return ContactGateOfCosine(mine.g.dot(other.g) / (gm * go), float(config_.contact_gate_open));
   }
 
-  // E at pos_ of each component in `mask` (into `out`), and each of their free nodes' terms
-  // there (e_g_, e_c_, e_gh_, e_cm_).
-  void Energy(ThreadPool* pool, const std::vector<uint8_t>& mask, std::vector<double>& out_energy) {
-    const uint32_t* comp = m_->component_of_node.data();
-    SumComponents(pool, mask, out_energy, [&](size_t lo, size_t hi, double* out) {
-      for (size_t i = lo; i < hi; ++i) {
-        double e = 0;
-        if (!mask[comp[i]]) {
-          out[i] = 0;
-          continue;
+  // Node i's terms of E at pos_ (its ARAP ring, and when free its iso, own-side and DQS terms),
+  // leaving its field terms for the gradient and the CG (e_g_, e_c_, e_gh_, e_cm_, e_pre_).
+  double NodeEnergy(size_t i) {
+    double e = 0;
+    for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
+      e += 0.25 * double(m_->cot[r]) * double(ArapEdge(i, r).squaredNorm());
+    }
+    if (free_[i]) {
+      const FieldValue v = EvalHeld(i, pos_[i], false);
+      e_g_[i] = v.g;
+      e_c_[i] = v.f - m_->iso[i];
+      e_gh_[i].setZero();
+      float* cm = &e_cm_[6 * i];
+      std::fill_n(cm, 6, 0.f);
+      double hh = 0;
+      const int32_t own = m_->own_leaf[i];
+      const float so = m_->depth_scale[own];
+      FieldValue mine;
+      bool have_mine = false;
+      for (int c = 0; c < cand_count_[i]; ++c) {
+        const float gate = e_gate_[i * kMaxCandidates + c];
+        if (!(gate > 0)) continue;
+        if (!have_mine) {
+          mine = LeafValue(own, pos_[i]);
+          have_mine = true;
         }
-        for (uint32_t r = m_->ring_offsets[i]; r < m_->ring_offsets[i + 1]; ++r) {
-          e += 0.25 * double(m_->cot[r]) * double(ArapEdge(i, r).squaredNorm());
+        const uint16_t leaf = cand_[i * kMaxCandidates + c];
+        const FieldValue other = LeafValue(leaf, pos_[i]);
+        // How much deeper the node is in its own piece than in the other, on one scale
+        // (ImplicitModel::depth_scale), beyond what it was at rest.
+        const float sx = m_->depth_scale[leaf];
+        const float h = OwnSideDepth(so, mine.f, sx, other.f) + kOwnSideSlack +
+                        RestExcess(&m_->rest_pair_leaf[kRestPairs * i], &m_->rest_pair_excess[kRestPairs * i], leaf);
+        if (h < 0) {
+          const Eigen::Vector3f gh = so * mine.g - sx * other.g;
+          e_gh_[i] += (gate * h) * gh;
+          cm[0] += gate * gh.x() * gh.x();
+          cm[1] += gate * gh.x() * gh.y();
+          cm[2] += gate * gh.x() * gh.z();
+          cm[3] += gate * gh.y() * gh.y();
+          cm[4] += gate * gh.y() * gh.z();
+          cm[5] += gate * gh.z() * gh.z();
+          hh += double(gate) * h * h;
         }
-        if (free_[i]) {
-          const FieldValue v = EvalHeld(i, pos_[i], false);
-          e_g_[i] = v.g;
-          e_c_[i] = v.f - m_->iso[i];
-          e_gh_[i].setZero();
-          float* cm = &e_cm_[6 * i];
-          std::fill_n(cm, 6, 0.f);
-          double hh = 0;
-          const int32_t own = m_->own_leaf[i];
-          const float so = m_->depth_scale[own];
-          FieldValue mine;
-          bool have_mine = false;
-          for (int c = 0; c < cand_count_[i]; ++c) {
-            const float gate = e_gate_[i * kMaxCandidates + c];
-            if (!(gate > 0)) continue;
-            if (!have_mine) {
-              mine = LeafValue(own, pos_[i]);
-              have_mine = true;
-            }
-            const uint16_t leaf = cand_[i * kMaxCandidates + c];
-            const FieldValue other = LeafValue(leaf, pos_[i]);
-            // How much deeper the node is in its own piece than in the other, on one scale
-            // (ImplicitModel::depth_scale), beyond what it was at rest.
-            const float sx = m_->depth_scale[leaf];
-            const float h = OwnSideDepth(so, mine.f, sx, other.f) + kOwnSideSlack +
-                            RestExcess(&m_->rest_pair_leaf[kRestPairs * i], &m_->rest_pair_excess[kRestPairs * i], leaf);
-            if (h < 0) {
-              const Eigen::Vector3f gh = so * mine.g - sx * other.g;
-              e_gh_[i] += (gate * h) * gh;
-              cm[0] += gate * gh.x() * gh.x();
-              cm[1] += gate * gh.x() * gh.y();
-              cm[2] += gate * gh.x() * gh.z();
-              cm[3] += gate * gh.y() * gh.y();
-              cm[4] += gate * gh.y() * gh.z();
-              cm[5] += gate * gh.z() * gh.z();
-              hh += double(gate) * h * h;
-            }
-          }
-          e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + hh);
-          e += 0.5 * double(kDqsSpring * m_->cot_sum[i]) * double((pos_[i] - SkinnedNode(i)).squaredNorm());
-          RelaxBlockInverse(RelaxDiagonal(m_->cot_sum[i]), e_k_[i], e_g_[i].data(), cm, &e_pre_[kRelaxBlockFloats * i]);
-        }
-        out[i] = e;
       }
-    });
+      e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + hh);
+      e += 0.5 * double(kDqsSpring * m_->cot_sum[i]) * double((pos_[i] - SkinnedNode(i)).squaredNorm());
+      RelaxBlockInverse(RelaxDiagonal(m_->cot_sum[i]), e_k_[i], e_g_[i].data(), cm, &e_pre_[kRelaxBlockFloats * i]);
+    }
+    return e;
   }
 
   // The Gauss-Newton matrix times v at free node i: Σ_j w_ij (v_i − v_j) + k g gᵀ v_i + k Σ_o γ_o
@@ -995,37 +982,27 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     return z;
   }
 
-  // Per component c with mask[c], the sum of the per-node values fn(b, e, values) writes for its
-  // node range, into out[c]; fn writes 0 for the nodes of the other components and leaves them
-  // alone. Added in the device program's order (kReduceLanes: lane t takes the component's
-  // nodes t, t + lanes, ... in ascending order; then the lanes pairwise, halving), so that the
-  // CPU and the device differ only where their per-node arithmetic does: the CG's scalars decide
-  // every later iterate. Lanes past the component's size hold 0 on the device and are skipped
-  // here (adding 0 changes no sum), so a mesh of many small pieces costs no 256 lanes each.
-  void SumComponents(ThreadPool* pool, const std::vector<uint8_t>& mask, std::vector<double>& out,
-                     const std::function<void(size_t, size_t, double*)>& fn) {
-    const size_t n = m_->node_count();
-    partial_.resize(n);
-    ParallelFor(pool, n, 2048, [&](size_t b, size_t e) { fn(b, e, partial_.data()); });
+  // The sum of partial_ over a component's `size` nodes, added in the device program's order
+  // (kReduceLanes: lane t takes the nodes t, t + lanes, ... in ascending order; then the lanes
+  // pairwise, halving), so that the CPU and the device differ only where their per-node
+  // arithmetic does: the CG's scalars decide every later iterate. Lanes past the component's size
+  // hold 0 on the device and are skipped here (adding 0 changes no sum), so a mesh of many small
+  // pieces costs no 256 lanes each.
+  double LaneSum(const uint32_t* nodes, uint32_t size) const {
     double lane[kReduceLanes];
-    for (size_t c = 0; c + 1 < m_->component_offsets.size(); ++c) {
-      if (!mask[c]) continue;
-      const uint32_t* nodes = m_->component_nodes.data() + m_->component_offsets[c];
-      const uint32_t size = m_->component_offsets[c + 1] - m_->component_offsets[c];
-      uint32_t width = std::min(size, kReduceLanes);
-      for (uint32_t l = 0; l < width; ++l) {
-        double acc = 0;
-        for (uint32_t k = l; k < size; k += kReduceLanes) acc += partial_[nodes[k]];
-        lane[l] = acc;
-      }
-      for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
-        for (uint32_t l = 0; l < stride && l + stride < width; ++l) {
-          lane[l] += lane[l + stride];
-        }
-        width = std::min(width, stride);
-      }
-      out[c] = size > 0 ? lane[0] : 0.0;
+    uint32_t width = std::min(size, kReduceLanes);
+    for (uint32_t l = 0; l < width; ++l) {
+      double acc = 0;
+      for (uint32_t k = l; k < size; k += kReduceLanes) acc += partial_[nodes[k]];
+      lane[l] = acc;
     }
+    for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
+      for (uint32_t l = 0; l < stride && l + stride < width; ++l) {
+        lane[l] += lane[l + stride];
+      }
+      width = std::min(width, stride);
+    }
+    return size > 0 ? lane[0] : 0.0;
   }
 
   // The rotation of the DQS blend at node i, with the skinning weights of its first vertex or
@@ -1075,14 +1052,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // Per free node: the inverse of its 3x3 block of the Gauss-Newton matrix at the positions
   // Energy last saw (RelaxBlockInverse), which every CG iteration of the next round applies.
   std::vector<float> e_pre_;
+  // Per node, the term of a sum being formed (LaneSum); the components, largest first (Relax).
   std::vector<double> partial_;
-  // Relax's scalars per connected component (ImplicitModel::component_nodes): E at the
-  // positions and at a trial (the round's full step, then its fraction), the slope, the CG's
-  // r·z, its stop and a sum being formed; α, β, the largest capped step, the step fraction and
-  // the caps' trust; whether the rounds go on, the CG goes on, and the round takes a fraction.
-  std::vector<double> c_energy_, c_trial_, c_slope_, c_rz_, c_stop_, c_sum_;
-  std::vector<float> c_alpha_, c_beta_, c_dmax_, c_step_, c_trust_;
-  std::vector<uint8_t> c_live_, c_cg_, c_fraction_;
+  std::vector<uint32_t> order_;
   bool device_reset_ = true;
 };
 

@@ -615,6 +615,34 @@ TEST(ImplicitSkinning, ElasticComponentsOfTheMeshRelaxIndependently) {
   EXPECT_GT(b_moved, 0.1) << "limb B bent";
 }
 
+TEST(ImplicitSkinning, ElasticComponentsRelaxedSideBySideGiveTheBitsOfOneThread) {
+  // A mesh whose components are each at most half of it relaxes them side by side on the pool,
+  // one per thread (Relax; since 2026-12-01, for BCN_Epileptic's six); every sum is still added
+  // in the device program's order, so the two limbs bending 0° → 120° (B a third as far) come out
+  // bit for bit as on one thread, frame after frame (each frame starts from the last).
+  Fixture& f = F();
+  ASSERT_GT(f.pool.workers(), 0u);
+  auto rig = std::make_shared<const Rig>(testing::TwoLimbs(*f.rig, 4.f));
+  auto prepared = PrepareImplicit(*rig, Config("elastic-implicit"), &f.pool, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
+  ASSERT_EQ(model->component_offsets.size(), 3u) << "two components";
+  auto make = [&] { return std::move(*CreateImplicitDeformer(rig, model, Config("elastic-implicit"))); };
+  auto threaded = make(), alone = make();
+  std::vector<float> a(rig->positions.size()), b(rig->positions.size()), rest = rig->positions;
+  for (double bend : {30.0, 60.0, 90.0, 120.0}) {
+    const Pose limb_a = LimbPose(f.rig->skeleton, 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = bend / 3});
+    const Pose limb_b = LimbPose(f.rig->skeleton, 0.5, LimbMotion{.bend_degrees = bend / 3, .twist_degrees = 0});
+    const Pose pose = testing::TwoLimbsPose(rig->skeleton, limb_a, limb_b);
+    ASSERT_TRUE(threaded->Deform({&pose, {}}, a, &f.pool).ok());
+    ASSERT_TRUE(alone->Deform({&pose, {}}, b, nullptr).ok());
+    size_t differ = 0;
+    for (size_t k = 0; k < a.size(); ++k) differ += std::memcmp(&a[k], &b[k], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << "coordinates that differ at " << bend << "°";
+  }
+  EXPECT_GT(testing::MaxAbsDiff(a, rest), 0.1) << "the limbs bent";
+}
+
 // The relaxation's step rule (implicit_device::RelaxStepFraction, NextTrust; shared by the CPU
 // and the device): on an energy that is a parabola along the step it lands on the minimum, and
 // both are continuous in their inputs, so that no rounding of E flips a decision (the Armijo
