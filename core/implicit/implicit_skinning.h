@@ -96,6 +96,7 @@ class ImplicitModel : public Prepared {
   // with no term between them, so a piece that converges slowly (BCN_Epileptic's ponytail, in
   // its head's mesh) must not decide where another (its legs' mesh) stops.
   std::vector<uint32_t> component_offsets, component_nodes, component_of_node;
+  uint32_t ComponentSize(uint32_t c) const { return component_offsets[c + 1] - component_offsets[c]; }
   double mean_edge = 0;
   // Squared gradient norm below which a vertex stops marching (null gradient): (10⁻³ × the
   // typical gradient 15 / (16 r̄))², r̄ the mean support radius.

@@ -733,14 +733,15 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     // added in the device program's order (LaneSum), so the result does not depend on which.
     const size_t nc = m_->component_offsets.size() - 1;
     partial_.resize(nn);
-    auto size_of = [&](uint32_t c) { return m_->component_offsets[c + 1] - m_->component_offsets[c]; };
     if (order_.size() != nc) {  // once per session: the model's components do not change
       order_.resize(nc);
       for (uint32_t c = 0; c < nc; ++c) order_[c] = c;
-      std::sort(order_.begin(), order_.end(),
-                [&](uint32_t a, uint32_t b) { return size_of(a) != size_of(b) ? size_of(a) > size_of(b) : a < b; });
+      std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
+        const uint32_t sa = m_->ComponentSize(a), sb = m_->ComponentSize(b);
+        return sa != sb ? sa > sb : a < b;
+      });
     }
-    if (pool != nullptr && pool->workers() > 0 && nc > 1 && 2 * size_t{size_of(order_[0])} <= nn) {
+    if (pool != nullptr && pool->workers() > 0 && nc > 1 && 2 * size_t{m_->ComponentSize(order_[0])} <= nn) {
       ParallelFor(pool, nc, 1, [&](size_t b, size_t e) {
         for (size_t k = b; k < e; ++k) RelaxComponent(order_[k], nullptr);
       });
@@ -757,7 +758,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // that components may relax side by side.
   void RelaxComponent(uint32_t c, ThreadPool* pool) {
     const uint32_t* nodes = m_->component_nodes.data() + m_->component_offsets[c];
-    const uint32_t size = m_->component_offsets[c + 1] - m_->component_offsets[c];
+    const uint32_t size = m_->ComponentSize(c);
     ThreadPool* cg_pool = size >= 2048 ? pool : nullptr;
     // body(i) for every node i of the component, in chunks of at most `grain` on `on`.
     auto each = [&](ThreadPool* on, size_t grain, auto&& body) {

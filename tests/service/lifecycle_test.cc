@@ -43,6 +43,17 @@ absl::StatusOr<v1::Session> LimbSession(client::Client& c, const LimbOptions& li
   return Open(c, up->rig_id());
 }
 
+// Position-based skinning (its tets from voxels), the one method whose parameters change live,
+// with stretch stiffness `stretch`.
+v1::DeformerConfig PbsConfig(double stretch) {
+  v1::DeformerConfig d;
+  d.set_method(v1::METHOD_PBS);
+  d.mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+  d.mutable_pbs()->set_voxel_size(0.1);
+  d.mutable_pbs()->set_stretch_stiffness(stretch);
+  return d;
+}
+
 bool Serving(const ServerProcess& server) {
   std::string resp;
   return GenericUnary(server.target(), "/grpc.health.v1.Health/Check", "", &resp).ok() &&
@@ -291,15 +302,6 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
   std::filesystem::remove_all(dir);
   const LimbOptions limb = LimbOf(900);
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.7);
-  // Position-based skinning (its tets from voxels), the one method whose parameters change live.
-  auto pbs = [](double stretch) {
-    v1::DeformerConfig d;
-    d.set_method(v1::METHOD_PBS);
-    d.mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
-    d.mutable_pbs()->set_voxel_size(0.1);
-    d.mutable_pbs()->set_stretch_stiffness(stretch);
-    return d;
-  };
   std::string rig, lbs, soft, closed, preparing, half;
   v1::DeformResponse lbs_before, soft_before, stiff;
   {
@@ -312,7 +314,7 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     auto a = Open(*c, rig), z = Open(*c, rig);
     v1::CreateSessionRequest req;
     req.set_rig_id(rig);
-    *req.mutable_deformer() = pbs(0.9);
+    *req.mutable_deformer() = PbsConfig(0.9);
     req.set_encoding(v1::OUTPUT_ENCODING_FLOAT16);
     auto b = c->CreateSession(req);
     ASSERT_TRUE(a.ok() && b.ok() && z.ok()) << a.status() << b.status() << z.status();
@@ -323,7 +325,7 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     auto fs = c->Deform(Frame(soft, 0, pose));
     ASSERT_TRUE(fs.ok()) << fs.status();
     stiff = *fs;
-    auto updated = c->UpdateSession(soft, pbs(0.2));  // from the next frame on
+    auto updated = c->UpdateSession(soft, PbsConfig(0.2));  // from the next frame on
     ASSERT_TRUE(updated.ok()) << updated.status();
     ASSERT_TRUE(c->CloseSession(closed).ok());
     auto fa = c->Deform(Frame(lbs, 0, pose));
@@ -336,7 +338,7 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     // When the server dies: a session whose preparation (other tets) has just started, ...
     v1::CreateSessionRequest fine;
     fine.set_rig_id(rig);
-    *fine.mutable_deformer() = pbs(0.9);
+    *fine.mutable_deformer() = PbsConfig(0.9);
     fine.mutable_deformer()->mutable_pbs()->set_voxel_size(0.08);
     auto f = c->CreateSession(fine);
     ASSERT_TRUE(f.ok()) << f.status();
@@ -448,17 +450,9 @@ TEST(Lifecycle, ASessionClosedDuringAnUpdateLeavesNoRecordForARestart) {
   const LimbOptions limb = LimbOf(900);
   auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
   ASSERT_TRUE(up.ok()) << up.status();
-  auto pbs = [](double stretch) {
-    v1::DeformerConfig d;
-    d.set_method(v1::METHOD_PBS);
-    d.mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
-    d.mutable_pbs()->set_voxel_size(0.1);
-    d.mutable_pbs()->set_stretch_stiffness(stretch);
-    return d;
-  };
   v1::CreateSessionRequest req;
   req.set_rig_id(up->rig_id());
-  *req.mutable_deformer() = pbs(0.9);
+  *req.mutable_deformer() = PbsConfig(0.9);
   int updated = 0, refused = 0;
   for (int i = 0; i < 200; ++i) {
     auto s = c->CreateSession(req);
@@ -467,7 +461,7 @@ TEST(Lifecycle, ASessionClosedDuringAnUpdateLeavesNoRecordForARestart) {
       ASSERT_TRUE(WaitForPreparation(*c, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
     }
     absl::Status update;
-    std::thread t([&] { update = c->UpdateSession(s->session_id(), pbs(0.2 + 0.001 * i)).status(); });
+    std::thread t([&] { update = c->UpdateSession(s->session_id(), PbsConfig(0.2 + 0.001 * i)).status(); });
     EXPECT_TRUE(closer->CloseSession(s->session_id()).ok());
     t.join();
     if (update.ok()) {
