@@ -405,6 +405,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   void OnCancel() override { EndUnlessBusy(grpc::Status(grpc::CANCELLED, "batch: cancelled by the client"), &cancelled_); }
 
   void Drain() override { EndUnlessBusy(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"), &draining_); }
+  bool batch() const override { return true; }
 
   void OnDone() override {
     svc_->Unregister(this);
@@ -434,6 +435,15 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
           kMaxFrames));
     }
     if (session_->stateful && next_ < end_) {
+      // One writer of a history: a second batch would reset the state under the first one, and
+      // frames of other calls would interleave with its own.
+      const void* none = nullptr;
+      if (!session_->history_owner.compare_exchange_strong(none, this)) {
+        return absl::AbortedError(absl::StrCat("session_id: another DeformClip batch is playing session \"",
+                                               EchoId(req_->session_id()), "\" (", kOneWriter,
+                                               "); wait for it to end, or play this clip on another session"));
+      }
+      owns_history_ = true;
       // A history-dependent method plays the clip from its rest state, and a resumed batch
       // replays the frames before first_frame without sending them, so that its frames equal
       // those of an uninterrupted run. Its frames are numbered from 0 again.
@@ -442,7 +452,20 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       replay_end_ = next_;
       next_ = 0;
     }
+    session_->batches.fetch_add(1);
+    holds_session_ = true;
     return absl::OkStatus();
+  }
+
+  // Lets go of the session before the call's status is sent, so that a client that has it may
+  // use the session at once: the batch was its last use.
+  void ReleaseSession() {
+    if (owns_history_) session_->history_owner.store(nullptr);
+    if (holds_session_) {
+      session_->last_used_ms = NowMs();
+      session_->batches.fetch_sub(1);
+    }
+    owns_history_ = holds_session_ = false;
   }
 
   // Sets *flag; ends the call unless a frame or a write is in flight (it ends it then). A call
@@ -492,6 +515,18 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   void NextFrame() {
     frame_ = next_++;
     std::unique_lock lock(session_->mu);
+    if (!session_->open) {
+      lock.unlock();
+      {
+        std::lock_guard call_lock(mu_);
+        running_ = false;
+      }
+      return End(svc_->ToGrpc("DeformClip", absl::NotFoundError(absl::StrCat(
+                                                 "session_id: session \"", EchoId(req_->session_id()),
+                                                 "\" was closed while this batch played it (CloseSession, or a stream that bound it "
+                                                 "with close_with_stream ended); it stopped before frame ",
+                                                 frame_))));
+    }
     Pose& pose = session_->pose;
     absl::Status st;
     if (req_->has_clip()) {
@@ -556,6 +591,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       if (finished_) return;
       finished_ = true;
     }
+    ReleaseSession();
     Finish(status);
   }
 
@@ -578,6 +614,9 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   // backend; writing_: its answer being written.
   bool draining_ = false, cancelled_ = false, writing_ = false, running_ = false, finished_ = false;
   uint64_t waiting_ = 0;
+  // Prepare took the session (Session::batches) and, for a history-dependent one, its history
+  // (Session::history_owner); ReleaseSession gives both back.
+  bool holds_session_ = false, owns_history_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -611,6 +650,11 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
     job.shm_offset = t.offset();
     job.shm_direct = session.backend == v1::BACKEND_GPU ? !Quantized(session.encoding)
                                                         : session.encoding == v1::OUTPUT_ENCODING_FLOAT32;
+  }
+  if (session.stateful && session.history_owner.load() != nullptr) {
+    return absl::AbortedError(absl::StrCat("session_id: a DeformClip batch is playing session \"",
+                                           EchoId(req.session_id()), "\" (", kOneWriter,
+                                           "); its frames are refused until the batch ends"));
   }
   const uint64_t last = session.last_frame;
   if (session.stateful && !job.reset && session.has_frame && job.frame <= last) {

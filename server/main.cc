@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
       {"max-sessions", "N", absl::StrCat("Most open sessions. Default ", o.max_sessions),
        Number(o.max_sessions)},
       {"session-idle-ttl", "SECONDS",
-       absl::StrCat("A session with no request for this long is closed, and a shared-memory region no frame "
+       absl::StrCat("A session with no request for this long (and no DeformClip batch playing it) is closed, "
+                    "and a shared-memory region no frame "
                     "has used for this long is unregistered. Default ",
                     o.session_idle_ttl_seconds),
        Number(o.session_idle_ttl_seconds)},

@@ -72,6 +72,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   shared_memory_bytes_ = &resident.Add({{"kind", "shared_memory"}});
   streams_ = &prometheus::BuildGauge().Name("sinew_streams").Help("Open StreamDeform calls")
                   .Register(*registry_).Add({});
+  batches_ = &prometheus::BuildGauge().Name("sinew_batches").Help("Open DeformClip calls (batches)")
+                  .Register(*registry_).Add({});
   upload_bytes_ = &prometheus::BuildCounter().Name("sinew_upload_bytes_total")
                        .Help("Rig bytes received by UploadRig").Register(*registry_).Add({});
   frames_waiting_ = &prometheus::BuildGauge().Name("sinew_frames_waiting")

@@ -9,6 +9,7 @@
 //                                                 state and clients' registered regions
 //   sinew_upload_bytes_total                      rig bytes received
 //   sinew_streams                                 open StreamDeform calls
+//   sinew_batches                                 open DeformClip calls
 //   sinew_frames_waiting / sinew_frames_skipped_total  StreamDeform read-ahead, latest_pose_wins
 //   sinew_frames_shed_total                       frames answered "overloaded" (--max-queue-ms)
 //   sinew_gpu_memory_bytes{device,kind=used|limit|total}, sinew_gpu_utilisation{device},
@@ -57,6 +58,7 @@ class Metrics {
   prometheus::Gauge& session_bytes() { return *session_bytes_; }
   prometheus::Gauge& shared_memory_bytes() { return *shared_memory_bytes_; }
   prometheus::Gauge& streams() { return *streams_; }
+  prometheus::Gauge& batches() { return *batches_; }
   prometheus::Counter& upload_bytes() { return *upload_bytes_; }
   // StreamDeform: frames read ahead and waiting for the one before them; frames skipped
   // (latest_pose_wins).
@@ -81,6 +83,7 @@ class Metrics {
   prometheus::Gauge* session_bytes_;
   prometheus::Gauge* shared_memory_bytes_;
   prometheus::Gauge* streams_;
+  prometheus::Gauge* batches_;
   prometheus::Counter* upload_bytes_;
   prometheus::Gauge* frames_waiting_;
   prometheus::Counter* frames_skipped_;

@@ -241,15 +241,17 @@ grpc::ServerUnaryReactor* Service::UnregisterSharedMemory(grpc::CallbackServerCo
 
 bool Service::Register(Drainable* s) {
   std::lock_guard lock(streams_mu_);
-  streams_.insert(s);
-  metrics_.streams().Set(static_cast<double>(streams_.size()));
+  if (streams_.insert(s).second) batches_ += s->batch();
+  metrics_.streams().Set(static_cast<double>(streams_.size() - batches_));
+  metrics_.batches().Set(static_cast<double>(batches_));
   return !draining_;
 }
 
 void Service::Unregister(Drainable* s) {
   std::lock_guard lock(streams_mu_);
-  streams_.erase(s);
-  metrics_.streams().Set(static_cast<double>(streams_.size()));
+  if (streams_.erase(s) > 0) batches_ -= s->batch();
+  metrics_.streams().Set(static_cast<double>(streams_.size() - batches_));
+  metrics_.batches().Set(static_cast<double>(batches_));
 }
 
 void Service::BeginDrain() {

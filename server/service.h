@@ -131,6 +131,9 @@ class Service final : public v1::Sinew::CallbackService {
    public:
     virtual ~Drainable() = default;
     virtual void Drain() = 0;
+    // A DeformClip batch (the gauge sinew_batches) rather than a StreamDeform stream
+    // (sinew_streams).
+    virtual bool batch() const { return false; }
   };
 
   // Creates a session (on the worker pool: preparing a method can take seconds).
@@ -212,7 +215,8 @@ class Service final : public v1::Sinew::CallbackService {
   DelayQueue delays_;
 
   mutable std::recursive_mutex streams_mu_;
-  absl::flat_hash_set<Drainable*> streams_;
+  absl::flat_hash_set<Drainable*> streams_;  // open streams and batches
+  size_t batches_ = 0;                        // of which batches (under streams_mu_)
   // Background preparations submitted and not finished, for StopBackground. Declared before
   // background_, whose tasks count themselves out here while it joins them.
   std::mutex background_mu_;

@@ -102,6 +102,7 @@ absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id, const std:
       return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
     }
     ReleaseLocked(*it->second);
+    it->second->open = false;
     closed = std::move(it->second);
     sessions_.erase(it);
   }
@@ -130,8 +131,9 @@ size_t SessionManager::ExpireIdle(int64_t now_ms) {
   {
     std::lock_guard lock(mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
-      if (now_ms - it->second->last_used_ms.load() > idle_ttl_ms_) {
+      if (it->second->batches.load() == 0 && now_ms - it->second->last_used_ms.load() > idle_ttl_ms_) {
         ReleaseLocked(*it->second);
+        it->second->open = false;
         expired.push_back(std::move(it->second));
         sessions_.erase(it++);
       } else {

@@ -1,5 +1,6 @@
 // Sessions: a deformer instance (with its per-session state and scratch) on a shared rig.
-// Sessions that receive no request for the idle TTL are closed by ExpireIdle.
+// Sessions that receive no request for the idle TTL, and play no DeformClip batch, are closed by
+// ExpireIdle.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,9 @@
 namespace sinew::server {
 
 class FrameBackend;
+
+// Why a second writer of a stateful session's history is refused (ABORTED), for the messages.
+inline constexpr char kOneWriter[] = "a history-dependent session has one writer at a time";
 
 struct Session {
   std::string id;
@@ -71,6 +75,18 @@ struct Session {
   // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
   size_t state_bytes = 0;
 
+  // DeformClip batches playing the session, from their start to their end. A batch is a use
+  // however long it waits (for the client to read, or paced by max_frames_per_second), so
+  // ExpireIdle leaves a session that has one; its end counts as the last use.
+  std::atomic<uint32_t> batches{0};
+  // A stateful session's history has one writer. While a batch plays it (from rest), that batch
+  // is the owner (an opaque pointer, null when none) and every other writer is refused ABORTED:
+  // another batch, a Deform or StreamDeform frame, SetSessionState.
+  std::atomic<const void*> history_owner{nullptr};
+  // Cleared when Close or ExpireIdle removes the session: a batch still holding it stops
+  // before its next frame.
+  std::atomic<bool> open{true};
+
   // --state-dir: its record is written and removed under record_mu, and once the session is
   // closed or expired (`removed`) never written again, so that an UpdateSession finishing after
   // a CloseSession cannot bring a closed session back at the next restart.
@@ -103,7 +119,8 @@ class SessionManager {
   std::vector<std::shared_ptr<Session>> List(const std::string& tenant) const;
   // Sessions of `tenant` on the rig `rig_id`.
   size_t CountOn(const std::string& rig_id, const std::string& tenant) const;
-  // Closes sessions idle for longer than the TTL; returns how many.
+  // Closes sessions idle for longer than the TTL (a session a batch plays is not idle); returns
+  // how many.
   size_t ExpireIdle(int64_t now_ms);
 
   size_t count() const;

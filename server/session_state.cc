@@ -136,6 +136,11 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
   if (!s) return NoSession(req.session_id());
   const v1::SessionState& state = req.state();
   std::lock_guard lock(s->mu);
+  if (s->history_owner.load() != nullptr) {
+    return absl::AbortedError(absl::StrCat("session_id: a DeformClip batch is playing session \"",
+                                           EchoId(req.session_id()), "\" (", kOneWriter,
+                                           "); set its state once the batch ends"));
+  }
   auto config = DeformerConfigFromProto(s->config);
   if (!config.ok()) return config.status();
   if (state.rig_id() != s->rig->id) {

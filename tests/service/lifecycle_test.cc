@@ -487,6 +487,156 @@ TEST(Lifecycle, ASessionClosedDuringAnUpdateLeavesNoRecordForARestart) {
   std::filesystem::remove_all(dir);
 }
 
+// A DeformClip batch of `count` copies of `pose` on `session`.
+v1::DeformClipRequest PoseBatch(const std::string& session, const Pose& pose, int count) {
+  v1::DeformClipRequest batch;
+  batch.set_session_id(session);
+  for (int k = 0; k < count; ++k) client::PoseToProto(pose, *batch.mutable_poses()->add_poses());
+  return batch;
+}
+
+bool Listed(client::Client& c, const std::string& session) {
+  auto listed = c.ListSessions();  // looks without touching (GetSession counts as a use)
+  EXPECT_TRUE(listed.ok()) << listed.status();
+  return listed.ok() && std::any_of(listed->sessions().begin(), listed->sessions().end(),
+                                    [&](const v1::Session& x) { return x.session_id() == session; });
+}
+
+// The batches below send 2 000 frames of 5 000 vertices (120 MB) to a client that stops reading
+// after the first: far more than gRPC's flow-control windows hold, so the server waits on its
+// writes, the batch still playing, for as long as the client does not read.
+constexpr int kBatchFrames = 2000;
+const LimbOptions kBatchLimb = LimbOf(5000);
+
+// Until 2026-12-01 a batch refreshed its session only when a frame finished: a client reading
+// slowly, or a batch paced by max_frames_per_second, saw the idle TTL close the session under
+// it. The batch went on regardless, on a session that ListSessions no longer showed, that no
+// quota counted, and whose rig could be deleted.
+TEST(Lifecycle, ABatchKeepsItsSessionOpenHoweverSlowlyItsClientReads) {
+  ServerProcess server({"--session-idle-ttl", "1"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto session = LimbSession(*c, kBatchLimb);
+  ASSERT_TRUE(session.ok()) << session.status();
+  grpc::ClientContext ctx;
+  auto reader = c->stub().DeformClip(
+      &ctx, PoseBatch(session->session_id(), LimbPose(LimbSkeleton(kBatchLimb), 0.3), kBatchFrames));
+  v1::DeformClipResponse frame;
+  ASSERT_TRUE(reader->Read(&frame));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // three idle TTLs without a request
+  EXPECT_TRUE(Listed(*c, session->session_id())) << "the idle TTL closed a session a batch was playing";
+  // A batch is a batch in the metrics, not a stream (until 2026-12-01 it counted in sinew_streams).
+  const std::string metrics = HttpGet(server.metrics_port(), "/metrics");
+  EXPECT_EQ(MetricValue(metrics, "sinew_batches"), 1);
+  EXPECT_EQ(MetricValue(metrics, "sinew_streams"), 0);
+  int frames = 1;
+  while (reader->Read(&frame)) ++frames;
+  const grpc::Status st = reader->Finish();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(frames, kBatchFrames);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A CloseSession under a batch ends the batch before its next frame, NOT_FOUND (until
+// 2026-12-01 the batch played all its frames on the closed session and answered OK).
+TEST(Lifecycle, ClosingASessionEndsTheBatchPlayingIt) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto session = LimbSession(*c, kBatchLimb);
+  ASSERT_TRUE(session.ok()) << session.status();
+  grpc::ClientContext ctx;
+  auto reader = c->stub().DeformClip(
+      &ctx, PoseBatch(session->session_id(), LimbPose(LimbSkeleton(kBatchLimb), 0.3), kBatchFrames));
+  v1::DeformClipResponse frame;
+  ASSERT_TRUE(reader->Read(&frame));
+  ASSERT_TRUE(c->CloseSession(session->session_id()).ok());
+  int frames = 1;
+  while (reader->Read(&frame)) ++frames;
+  const grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("was closed while this batch played it"));
+  EXPECT_LT(frames, kBatchFrames);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A batch on a stateful session plays it from rest, so it must be the history's only writer
+// while it plays. Until 2026-12-01 a second batch reset the state under the first (whose later
+// frames then continued from the wrong history, answered OK), and frames of Deform and
+// StreamDeform interleaved with the batch's own. Now each is refused ABORTED, and once the
+// batch ends the session takes frames again.
+TEST(Lifecycle, AStatefulSessionHasOneWriterWhileABatchPlaysIt) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  // pbs with jiggle (stateful: inertia at the limb's far third, painted as sinew-load does).
+  RigInput input = MakeLimb(kBatchLimb);
+  std::vector<float> alpha(input.rig.positions.size() / 3);
+  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = input.rig.positions[3 * v] > kBatchLimb.length * 2 / 3 ? 1.f : 0.f;
+  input.rig.attributes.push_back({"pbs_jiggle", 1, std::move(alpha)});
+  auto up = c->UploadRig(client::RigToProto(input));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest create;
+  create.set_rig_id(up->rig_id());
+  *create.mutable_deformer() = PbsConfig(0.9);
+  create.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  auto session = c->CreateSession(create);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const auto prepared = WaitForPreparation(*c, up->rig_id(), "pbs");
+  ASSERT_TRUE(prepared.has_value()) << "no tets within two minutes";
+  ASSERT_EQ(prepared->error(), "");
+  const std::string id = session->session_id();
+  const Pose pose = LimbPose(LimbSkeleton(kBatchLimb), 0.3);
+  auto first = c->Deform(Frame(id, 0, pose));  // the session's first frame by pbs itself
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->method(), v1::METHOD_PBS);
+  auto saved = c->GetSessionState(id);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+
+  grpc::ClientContext ctx;
+  auto reader = c->stub().DeformClip(&ctx, PoseBatch(id, pose, kBatchFrames));
+  v1::DeformClipResponse frame;
+  ASSERT_TRUE(reader->Read(&frame));
+  auto expect_refused = [](const absl::Status& st, const std::string& what) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << what << ": " << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("one writer")) << what;
+  };
+  expect_refused(c->DeformClip(PoseBatch(id, pose, 1), [](const v1::DeformClipResponse&) { return absl::OkStatus(); }),
+                 "a second batch");
+  expect_refused(c->Deform(Frame(id, 1'000'000, pose)).status(), "Deform");
+  {
+    auto stream = c->OpenStream();
+    v1::DeformResponse r;
+    ASSERT_TRUE(stream->Write(Frame(id, 1'000'001, pose)) && stream->Read(&r));
+    expect_refused(absl::Status(absl::StatusCode(r.error().code()), r.error().message()), "StreamDeform");
+    EXPECT_TRUE(stream->Close().ok());
+  }
+  expect_refused(c->SetSessionState(id, *saved).status(), "SetSessionState");
+  // A session that plays no batch takes frames meanwhile: only this history is held.
+  auto other = c->CreateSession(create);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(c->Deform(Frame(other->session_id(), 0, pose)).ok());
+
+  ctx.TryCancel();
+  while (reader->Read(&frame)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The cancel reaches the server's call asynchronously: the session takes frames again once it
+  // has (within a minute, however loaded the machine).
+  absl::Status st;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  do {
+    v1::DeformRequest again = Frame(id, 0, pose);
+    again.set_reset(true);
+    st = c->Deform(again).status();
+    if (st.code() != absl::StatusCode::kAborted) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(c->SetSessionState(id, *saved).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Lifecycle, ServerBinaryNeedsNoCudaLibraries) {
   std::string out, err;
   ASSERT_EQ(RunProcess({"/usr/bin/ldd", SINEW_SERVER_PATH}, &out, &err), 0) << err;
