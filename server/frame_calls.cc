@@ -556,6 +556,9 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     absl::Status st = status;
     if (!st.ok() && self->req_->has_poses()) {
       st = absl::Status(st.code(), absl::StrCat("poses.poses[", self->frame_, "] ", st.message()));
+    } else if (!st.ok()) {
+      st = absl::Status(st.code(), absl::StrCat("clip frame ", self->frame_, " (", double(self->frame_) / self->fps_,
+                                                " s): ", st.message()));
     }
     if (st.ok() && self->frame_ >= self->replay_end_ && Quantized(self->session_->encoding)) {
       st = EncodeQuantizedPositions(self->job_, &self->encoder_, false, self->response_.mutable_quantization());

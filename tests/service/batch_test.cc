@@ -424,6 +424,28 @@ TEST(DeformClipRpc, BadRequestsNameTheField) {
   const float scales[2] = {1, 1};
   track->set_scales(scales, sizeof scales);
   EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.tracks[0].scale_times[1]"));
+
+  // A clip frame that fails names the frame and its time (until 2026-12-01 only pose lists
+  // named theirs): the root slides 150 000 units in a second, past float16's 65 504 at 0.5 s.
+  v1::CreateSessionRequest half_req = sreq;
+  half_req.set_encoding(v1::OUTPUT_ENCODING_FLOAT16);
+  auto half = c.CreateSession(half_req);
+  ASSERT_TRUE(half.ok()) << half.status();
+  v1::DeformClipRequest far;
+  far.set_session_id(half->session_id());
+  far.mutable_clip()->set_frames_per_second(10);
+  far.mutable_clip()->mutable_clip()->set_duration_seconds(1);
+  v1::JointTrack* slide = far.mutable_clip()->mutable_clip()->add_tracks();
+  slide->set_joint(0);
+  const double slide_times[2] = {0, 1};
+  const float slide_to[6] = {0, 0, 0, 150000, 0, 0};
+  slide->set_translation_times(slide_times, sizeof slide_times);
+  slide->set_translations(slide_to, sizeof slide_to);
+  st = run(far, &n);
+  EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("clip frame 5 (0.5 s): "));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("float16"));
+  EXPECT_EQ(n, 5u);
   EXPECT_EQ(server.Terminate(), 0);
 }
 
