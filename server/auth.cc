@@ -45,9 +45,12 @@ absl::StatusOr<std::shared_ptr<const TokenTable::Parsed>> TokenTable::Parse(cons
         q.max_sessions = uint64_t(value);
       } else if (kv.first == "max_frames_per_second") {
         q.max_frames_per_second = value;
+      } else if (kv.first == "max_shared_memory_bytes") {
+        q.max_shared_memory_bytes = uint64_t(value);
       } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            at, "unknown quota \"", kv.first, "\" (max_rigs, max_rig_bytes, max_sessions, max_frames_per_second)"));
+        return absl::InvalidArgumentError(absl::StrCat(at, "unknown quota \"", kv.first,
+                                                       "\" (max_rigs, max_rig_bytes, max_sessions, "
+                                                       "max_frames_per_second, max_shared_memory_bytes)"));
       }
     }
     table->quotas[tenant] = q;

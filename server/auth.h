@@ -1,7 +1,8 @@
 // Tenants and their bearer tokens (--token-file). Each line of the file is "TOKEN TENANT
 // [QUOTA=N ...]" (blank lines and lines starting with '#' are skipped), the quotas being
-// max_rigs, max_rig_bytes (resident bytes of the tenant's rigs), max_sessions and
-// max_frames_per_second (0 or absent: no limit; a tenant named on several lines takes the last
+// max_rigs, max_rig_bytes (resident bytes of the tenant's rigs), max_sessions,
+// max_frames_per_second and max_shared_memory_bytes (its registered regions, in whole pages)
+// (0 or absent: no limit; a tenant named on several lines takes the last
 // line's quotas). A call past one is RESOURCE_EXHAUSTED naming it (a DeformClip batch waits for
 // frame tokens instead: TakeFrameOrWait). A client sends the token as gRPC
 // metadata "authorization: Bearer TOKEN". Every call is answered as its tenant: rigs, sessions
@@ -27,6 +28,7 @@ namespace sinew::server {
 struct TenantQuotas {
   uint64_t max_rigs = 0, max_rig_bytes = 0, max_sessions = 0;
   double max_frames_per_second = 0;
+  uint64_t max_shared_memory_bytes = 0;  // regions mapped (RegisterSharedMemory), in whole pages
 };
 
 class TokenTable {

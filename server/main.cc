@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
       {"shared-memory-bytes", "BYTES",
        "Same-host clients may register POSIX shared-memory objects named /sinew-... "
        "(RegisterSharedMemory) for frames to write their positions into; the most bytes mapped at "
-       "once. A region no frame has used for --session-idle-ttl is unregistered (a client that died "
+       "once, in whole pages (a tenant's own share: its max_shared_memory_bytes quota). A region no frame has used for --session-idle-ttl is unregistered (a client that died "
        "without unregistering does not hold its bytes). 0 turns it off. Default 0",
        Number(o.max_shared_memory_bytes)},
       {"state-dir", "DIR",
@@ -172,7 +172,8 @@ int main(int argc, char** argv) {
        [&](const std::string& v) { o.state_dir = v; return !v.empty(); }},
       {"token-file", "FILE",
        "Bearer tokens, one \"TOKEN TENANT [QUOTA=N ...]\" per line (# comments; tokens of 16 characters "
-       "or more; quotas max_rigs, max_rig_bytes, max_sessions, max_frames_per_second). "
+       "or more; quotas max_rigs, max_rig_bytes, max_sessions, max_frames_per_second, "
+       "max_shared_memory_bytes). "
        "Every call must then send metadata \"authorization: Bearer TOKEN\" (else UNAUTHENTICATED), and "
        "rigs, sessions and shared-memory regions belong to their tenant: another tenant gets NOT_FOUND. "
        "SIGHUP reads the file again (a bad file keeps the old tokens). Default: none (no authentication, "

@@ -220,7 +220,8 @@ grpc::ServerUnaryReactor* Service::RegisterSharedMemory(grpc::CallbackServerCont
   if (draining()) return Done(ctx, "RegisterSharedMemory", ShuttingDown());
   const auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "RegisterSharedMemory", tenant.status());
-  auto id = shared_memory_.Register(req->name(), req->bytes(), *tenant, NowMs());
+  auto id = shared_memory_.Register(req->name(), req->bytes(), *tenant, NowMs(),
+                                    tokens_.Quotas(*tenant).max_shared_memory_bytes);
   if (id.ok()) {
     resp->set_region_id(*id);
     resp->set_bytes(req->bytes());

@@ -95,11 +95,10 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
       }
     }
   }
-  if (sessions_.count() >= sessions_.max_sessions()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "sessions: ", sessions_.count(), " open, the limit is ", sessions_.max_sessions(),
-        " (--max-sessions); close sessions you no longer use"));
-  }
+  // Both limits before the preparation: a refused session must not leave a preparation behind
+  // (until 2026-12-01 the tenant's max_sessions was asked only after it, so a tenant at its
+  // quota could still have the server prepare, and keep, one per parameter set it sent).
+  if (auto st = sessions_.Room(tenant, tokens_.Quotas(tenant).max_sessions); !st.ok()) return st;
   // One method, or a pipeline of them (DeformerConfigFromProto checked the names).
   const MethodInfo* method = config->stages.empty() ? FindMethod(config->method) : nullptr;
   const std::string what = method ? absl::StrCat("method ", std::string(method->name)) : "this pipeline";

@@ -46,15 +46,12 @@ SessionManager::~SessionManager() {
   for (auto& [id, s] : sessions_) ReleaseLocked(*s);
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session, size_t tenant_max,
-                                                              const std::string& id) {
-  std::shared_ptr<Session> s = std::move(session);
-  std::lock_guard lock(mu_);
+absl::Status SessionManager::RoomLocked(const std::string& tenant, size_t tenant_max) const {
   if (tenant_max > 0) {
     size_t own = 0;
-    for (auto& [id, other] : sessions_) own += other->tenant == s->tenant;
+    for (auto& [id, other] : sessions_) own += other->tenant == tenant;
     if (own >= tenant_max) {
-      return absl::ResourceExhaustedError(absl::StrCat("quota max_sessions=", tenant_max, " of tenant ", s->tenant,
+      return absl::ResourceExhaustedError(absl::StrCat("quota max_sessions=", tenant_max, " of tenant ", tenant,
                                                        ": ", own, " open; close sessions you no longer use"));
     }
   }
@@ -63,6 +60,19 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Ses
         "sessions: ", sessions_.size(), " open, the limit is ", max_sessions_,
         " (--max-sessions); close sessions you no longer use"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SessionManager::Room(const std::string& tenant, size_t tenant_max) const {
+  std::lock_guard lock(mu_);
+  return RoomLocked(tenant, tenant_max);
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session, size_t tenant_max,
+                                                              const std::string& id) {
+  std::shared_ptr<Session> s = std::move(session);
+  std::lock_guard lock(mu_);
+  if (auto st = RoomLocked(s->tenant, tenant_max); !st.ok()) return st;
   if (!id.empty()) {
     if (sessions_.contains(id)) return absl::AlreadyExistsError(absl::StrCat("session ", EchoId(id), " is open already"));
     s->id = id;

@@ -107,6 +107,9 @@ class SessionManager {
   // `tenant_max` sessions already (0: no per-tenant limit).
   absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session, size_t tenant_max = 0,
                                                const std::string& id = {});
+  // What Add would answer for a session of `tenant` now, without adding one: CreateSession asks
+  // before it prepares anything (Add asks again, as the answer may change meanwhile).
+  absl::Status Room(const std::string& tenant, size_t tenant_max) const;
   // Called with each session once Close or ExpireIdle has removed it (outside the lock); not
   // when the manager is destroyed (a server that stops keeps its sessions' records).
   void set_on_removed(std::function<void(Session& session)> fn) { on_removed_ = std::move(fn); }
@@ -130,6 +133,7 @@ class SessionManager {
 
  private:
   void ReleaseLocked(Session& s);
+  absl::Status RoomLocked(const std::string& tenant, size_t tenant_max) const;
 
   const size_t max_sessions_;
   const int64_t idle_ttl_ms_;

@@ -89,7 +89,8 @@ bool SharedMemoryMapping::Shrunk() const {
 }
 
 absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& name, uint64_t bytes,
-                                                           const std::string& tenant, int64_t now_ms) {
+                                                           const std::string& tenant, int64_t now_ms,
+                                                           uint64_t tenant_max) {
   if (max_bytes_ == 0) {
     return absl::FailedPreconditionError(
         "shared memory is off on this server (start it with --shared-memory-bytes); use the positions in responses");
@@ -106,17 +107,38 @@ absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& na
         " is not \"/sinew-\" followed by 1 to 200 of A-Z a-z 0-9 . _ -"));
   }
   if (bytes == 0) return absl::InvalidArgumentError("bytes: must be > 0");
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (bytes > UINT64_MAX - page) return absl::InvalidArgumentError(absl::StrCat("bytes: ", bytes, " is too large"));
+  const uint64_t counted = (bytes + page - 1) / page * page;
+  // Asked before the object is opened and again once it is mapped (another registration may
+  // take the room meanwhile).
+  auto room = [&]() -> absl::Status {
+    if (mapped_ + counted > max_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat("bytes: ", bytes, " more (", counted, " in whole pages) would map ",
+                                                       mapped_ + counted, " bytes, over --shared-memory-bytes ",
+                                                       max_bytes_));
+    }
+    const auto it = tenant_mapped_.find(tenant);
+    const uint64_t own = it == tenant_mapped_.end() ? 0 : it->second;
+    if (tenant_max > 0 && own + counted > tenant_max) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "quota max_shared_memory_bytes=", tenant_max, " of tenant ", tenant, ": ", own, " mapped, ", counted,
+          " more (", bytes, " in whole pages) would pass it; unregister regions you no longer use"));
+    }
+    return absl::OkStatus();
+  };
   {
     std::lock_guard lock(mu_);
-    if (mapped_ + bytes > max_bytes_) {
-      return absl::ResourceExhaustedError(absl::StrCat("bytes: ", bytes, " more would map ", mapped_ + bytes,
-                                                       " bytes, over --shared-memory-bytes ", max_bytes_));
-    }
+    if (auto st = room(); !st.ok()) return st;
   }
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) {
     const int e = errno;
     if (e == ENOENT) return absl::NotFoundError(absl::StrCat("name: no shared-memory object ", name));
+    if (e == EMFILE || e == ENFILE) {
+      return absl::ResourceExhaustedError(absl::StrCat("name: ", name, ": the server has no file descriptor to spare (",
+                                                       std::strerror(e), ")"));
+    }
     return absl::PermissionDeniedError(absl::StrCat("name: ", name, ": ", std::strerror(e)));
   }
   struct stat st {};
@@ -138,13 +160,18 @@ absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& na
   }
   auto mapping = std::make_shared<SharedMemoryMapping>(static_cast<char*>(data), bytes, guard);
   std::lock_guard lock(mu_);
-  if (mapped_ + bytes > max_bytes_) {  // another registration took the room meanwhile
-    return absl::ResourceExhaustedError(absl::StrCat("bytes: over --shared-memory-bytes ", max_bytes_));
-  }
-  mapped_ += bytes;
+  if (auto st = room(); !st.ok()) return st;  // the mapping is released with `mapping`
+  mapped_ += counted;
+  tenant_mapped_[tenant] += counted;
   std::string id = absl::StrCat("shm-", next_id_++);
-  regions_[Key(id, tenant)] = Region{std::move(mapping), now_ms};
+  regions_[Key(id, tenant)] = Region{std::move(mapping), now_ms, tenant, counted};
   return id;
+}
+
+void SharedMemoryRegistry::ForgetLocked(const Region& r) {
+  mapped_ -= r.counted;
+  auto it = tenant_mapped_.find(r.tenant);
+  if ((it->second -= r.counted) == 0) tenant_mapped_.erase(it);
 }
 
 absl::Status SharedMemoryRegistry::Unregister(const std::string& region_id, const std::string& tenant) {
@@ -153,7 +180,7 @@ absl::Status SharedMemoryRegistry::Unregister(const std::string& region_id, cons
   if (it == regions_.end()) {
     return absl::NotFoundError(absl::StrCat("region_id: no region \"", EchoId(region_id), "\""));
   }
-  mapped_ -= it->second.mapping->bytes;
+  ForgetLocked(it->second);
   regions_.erase(it);  // unmapped when the last frame using it lets go
   return absl::OkStatus();
 }
@@ -175,7 +202,7 @@ size_t SharedMemoryRegistry::ExpireIdle(int64_t now_ms) {
     std::lock_guard lock(mu_);
     for (auto it = regions_.begin(); it != regions_.end();) {
       if (now_ms - it->second.last_used_ms > idle_ttl_ms_) {
-        mapped_ -= it->second.mapping->bytes;
+        ForgetLocked(it->second);
         expired.push_back(std::move(it->second.mapping));
         regions_.erase(it++);
       } else {

@@ -40,11 +40,14 @@ class SharedMemoryRegistry {
 
   // Maps `bytes` of the object `name`. FAILED_PRECONDITION when the feature is off,
   // INVALID_ARGUMENT for a bad name or an object smaller than `bytes`, NOT_FOUND when there is
-  // no such object, RESOURCE_EXHAUSTED past --shared-memory-bytes.
+  // no such object, RESOURCE_EXHAUSTED past --shared-memory-bytes, past the tenant's
+  // `tenant_max` bytes (its max_shared_memory_bytes quota; 0: none) or when the server maps as
+  // many regions as it can guard (1 024). A region counts the pages it maps: a 1-byte region is
+  // a page against both limits.
   // A region belongs to the tenant that registered it; another tenant's lookups find nothing.
   // `now_ms` is its first use.
   absl::StatusOr<std::string> Register(const std::string& name, uint64_t bytes, const std::string& tenant,
-                                       int64_t now_ms);
+                                       int64_t now_ms, uint64_t tenant_max = 0);
   absl::Status Unregister(const std::string& region_id, const std::string& tenant);
   // nullptr when unknown, expired or another tenant's; a region found is used at `now_ms`.
   std::shared_ptr<SharedMemoryMapping> Find(const std::string& region_id, const std::string& tenant, int64_t now_ms);
@@ -56,7 +59,10 @@ class SharedMemoryRegistry {
   struct Region {
     std::shared_ptr<SharedMemoryMapping> mapping;
     int64_t last_used_ms = 0;
+    std::string tenant;
+    uint64_t counted = 0;  // its pages' bytes, as counted in mapped_ and tenant_mapped_
   };
+  void ForgetLocked(const Region& r);
   // Regions are keyed by id and tenant (ids are sequential, so guessable).
   static std::string Key(const std::string& id, const std::string& tenant) { return tenant + '\n' + id; }
 
@@ -64,6 +70,7 @@ class SharedMemoryRegistry {
   const int64_t idle_ttl_ms_;
   mutable std::mutex mu_;
   uint64_t mapped_ = 0;
+  absl::flat_hash_map<std::string, uint64_t> tenant_mapped_;  // by tenant; no entry for 0
   uint64_t next_id_ = 1;
   absl::flat_hash_map<std::string, Region> regions_;
 };

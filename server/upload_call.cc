@@ -36,6 +36,16 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     }
     const bool header = !upload_.has_header();
     if (auto st = upload_.Add(req_); !st.ok()) return Fail(st);
+    if (header) {
+      // A rig whose serialized bytes alone pass the tenant's max_rig_bytes can never fit (its
+      // resident size is no smaller): refused before its bytes are received, so that a tenant
+      // with a small quota cannot make the server buffer and hash up to --max-rig-bytes.
+      const uint64_t quota = svc_->tokens_.Quotas(tenant_).max_rig_bytes;
+      if (quota > 0 && upload_.total() > quota) {
+        return Fail(absl::ResourceExhaustedError(absl::StrCat("quota max_rig_bytes=", quota, " of tenant ", tenant_,
+                                                              ": header.total_bytes announces ", upload_.total())));
+      }
+    }
     if (header && !upload_.sha256().empty()) {
       // Only a rig this tenant holds is skipped: another tenant's copy is not revealed, so its
       // bytes are received (and hashed) like any upload, then shared (FinalizeImpl).

@@ -235,12 +235,84 @@ TEST(Security, TenantQuotasAreEnforcedAndNamed) {
     EXPECT_EQ(next, 150u);
   }
   expect_quota(b.UploadRig(client::RigToProto(MakeLimb(limb))).status(), "max_rig_bytes=1000");
+  {
+    // Refused at the header: the bytes of a rig over the quota are not received first (until
+    // 2026-12-01 the server took and hashed all of them, and the header alone got "received 0
+    // bytes").
+    grpc::ClientContext ctx;
+    b.Authorize(ctx).IgnoreError();
+    v1::UploadRigResponse resp;
+    auto writer = b.stub().UploadRig(&ctx, &resp);
+    v1::UploadRigRequest header;
+    header.mutable_header()->set_total_bytes(10'000'000);
+    writer->Write(header);
+    writer->WritesDone();
+    const grpc::Status st = writer->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("quota max_rig_bytes=1000"));
+    EXPECT_THAT(st.error_message(), HasSubstr("header.total_bytes"));
+  }
   // No quotas: as many as the server allows.
   for (int i = 0; i < 3; ++i) {
     auto s = LimbSessionOf(c, LimbOf(700 + i));
     ASSERT_TRUE(s.ok()) << s.status();
     for (int f = 0; f < 3; ++f) EXPECT_TRUE(c.Deform(Frame(s->session_id(), f, LimbPose(LimbSkeleton(LimbOf(700 + i)), 0.1))).ok());
   }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A tenant at its max_sessions quota is refused before anything is prepared for the session it
+// asks for. Until 2026-12-01 the quota was asked only after the method's preparation, which the
+// rig then kept (until DeleteRig): a tenant at its quota could make the server prepare, and
+// hold, one pbs tet mesh per voxel size it sent.
+TEST(Security, ASessionOverTheTenantsQuotaPreparesNothing) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a max_sessions=1\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA));
+  const LimbOptions limb = LimbOf(800);
+  auto held = LimbSessionOf(a, limb);
+  ASSERT_TRUE(held.ok()) << held.status();
+  for (const double voxel : {0.1, 0.11, 0.12}) {
+    v1::CreateSessionRequest create;
+    create.set_rig_id(held->rig_id());
+    create.mutable_deformer()->set_method(v1::METHOD_PBS);
+    create.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+    create.mutable_deformer()->mutable_pbs()->set_voxel_size(voxel);
+    const absl::Status st = a.CreateSession(create).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("quota max_sessions=1")) << st;
+  }
+  auto rig = a.GetRig(held->rig_id());
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  std::vector<std::string> keys;
+  for (const auto& p : rig->preparations()) keys.push_back(p.key());
+  EXPECT_THAT(keys, ::testing::IsEmpty()) << "sessions refused by the quota left preparations on the rig";
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A tenant's shared-memory regions are bounded by its own max_shared_memory_bytes quota, named
+// when it is passed; another tenant's share is untouched (until 2026-12-01 there was no such
+// quota: one tenant could map all of --shared-memory-bytes).
+TEST(Security, ATenantsSharedMemoryIsBoundedByItsOwnQuota) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a max_shared_memory_bytes=65536\n" + kTokenB + " studio-b\n");
+  ServerProcess server({"--token-file", tokens, "--shared-memory-bytes", "1000000"});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(10)).ok());
+  auto first = client::SharedMemory::Create(a, 65536);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = client::SharedMemory::Create(a, 1);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("quota max_shared_memory_bytes=65536"));
+  auto others = client::SharedMemory::Create(b, 65536);
+  EXPECT_TRUE(others.ok()) << others.status();
+  first->reset();
+  EXPECT_TRUE(client::SharedMemory::Create(a, 65536).ok()) << "an unregistered region gives its room back";
   EXPECT_EQ(server.Terminate(), 0);
 }
 

@@ -1479,11 +1479,12 @@ class ShmObject {
 TEST(SharedMemory, RegionsUnusedForTheIdleTtlAreReleased) {
   ShmObject a_obj("ttl-a", 400), b_obj("ttl-b", 400), c_obj("ttl-c", 400);
   ASSERT_TRUE(a_obj.ok() && b_obj.ok() && c_obj.ok()) << std::strerror(errno);
-  server::SharedMemoryRegistry registry(/*max_bytes=*/1000, /*idle_ttl_ms=*/1000);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));  // what a 400-byte region maps
+  server::SharedMemoryRegistry registry(/*max_bytes=*/2 * page + page / 2, /*idle_ttl_ms=*/1000);
   auto a = registry.Register(a_obj.name(), 400, "t", 0), b = registry.Register(b_obj.name(), 400, "t", 0);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
   EXPECT_EQ(registry.Register(c_obj.name(), 400, "t", 0).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(registry.mapped_bytes(), 800u);
+  EXPECT_EQ(registry.mapped_bytes(), 2 * page);
 
   ASSERT_NE(registry.Find(*a, "t", 900), nullptr);     // a frame used `a` at 0.9 s
   EXPECT_EQ(registry.Find(*b, "other", 900), nullptr);  // another tenant's lookup is no use of `b`
@@ -1493,7 +1494,7 @@ TEST(SharedMemory, RegionsUnusedForTheIdleTtlAreReleased) {
   EXPECT_EQ(registry.ExpireIdle(1500), 1u);  // `b`, unused since 0
   EXPECT_EQ(registry.Find(*b, "t", 1500), nullptr);
   EXPECT_NE(registry.Find(*a, "t", 1500), nullptr);
-  EXPECT_EQ(registry.mapped_bytes(), 400u);
+  EXPECT_EQ(registry.mapped_bytes(), page);
   // The frame's mapping outlives the registration: its writes still reach the object.
   held->data[7] = 42;
   EXPECT_EQ(b_obj.data()[7], 42);
@@ -1505,6 +1506,40 @@ TEST(SharedMemory, RegionsUnusedForTheIdleTtlAreReleased) {
   EXPECT_EQ(registry.ExpireIdle(2501), 2u);
   EXPECT_EQ(registry.mapped_bytes(), 0u);
   EXPECT_EQ(registry.Unregister(*a, "t").code(), absl::StatusCode::kNotFound);
+}
+
+// A tenant's regions are bounded by its own quota (max_shared_memory_bytes), and every region
+// counts the whole pages it maps. Until 2026-12-01 one tenant could take all of
+// --shared-memory-bytes from the others, and a region counted the bytes asked for: 1 024
+// one-byte regions counted 1 KiB, mapped 4 MiB and took every region the server can guard.
+TEST(SharedMemory, ATenantsRegionsCountWholePagesAgainstItsOwnQuota) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  ShmObject a1("quota-a1", 1), a2("quota-a2", 1), b1("quota-b1", 1), b2("quota-b2", 1);
+  ASSERT_TRUE(a1.ok() && a2.ok() && b1.ok() && b2.ok()) << std::strerror(errno);
+  server::SharedMemoryRegistry registry(/*max_bytes=*/3 * page, /*idle_ttl_ms=*/1000);
+  auto r1 = registry.Register(a1.name(), 1, "a", 0, /*tenant_max=*/page);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(registry.mapped_bytes(), page) << "a 1-byte region maps a page";
+  const absl::Status over = registry.Register(a2.name(), 1, "a", 0, page).status();
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted) << over;
+  EXPECT_THAT(std::string(over.message()), HasSubstr("quota max_shared_memory_bytes="));
+  EXPECT_THAT(std::string(over.message()), HasSubstr("tenant a"));
+  // Tenant b's share is its own, and the server's bound counts pages: two of b's regions fill
+  // the three pages with a's one.
+  auto r3 = registry.Register(b1.name(), 1, "b", 0, 0), r4 = registry.Register(b2.name(), 1, "b", 0, 0);
+  ASSERT_TRUE(r3.ok() && r4.ok()) << r3.status() << r4.status();
+  const absl::Status full = registry.Register(a2.name(), 1, "c", 0, 0).status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_THAT(std::string(full.message()), HasSubstr("--shared-memory-bytes"));
+  // Unregistered or expired, a region gives its pages back to its tenant's share.
+  ASSERT_TRUE(registry.Unregister(*r1, "a").ok());
+  auto again = registry.Register(a2.name(), 1, "a", 500, page);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(registry.ExpireIdle(1400), 2u);  // b's two, unused since 0
+  EXPECT_EQ(registry.mapped_bytes(), page);
+  EXPECT_EQ(registry.ExpireIdle(1501), 1u);
+  EXPECT_EQ(registry.mapped_bytes(), 0u);
+  EXPECT_TRUE(registry.Register(a1.name(), 1, "a", 1501, page).ok());
 }
 
 // The same through a server: a client registers a region and vanishes without unregistering;
