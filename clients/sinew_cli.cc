@@ -579,12 +579,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       if (!rig_info.ok()) return Fail(rig_info.status());
       const v1::Preparation* pending = nullptr;
       for (const v1::Preparation& p : rig_info->preparations()) {
-        for (v1::Method m : stages) {
-          // (A failed preparation is done: the session then serves its fallback for good, and
-          // the frames below count as errors. It is not named here: the rig may list failed
-          // preparations of other parameters, kept until CancelPreparation.)
-          if (!p.done() && p.key().rfind(client::MethodName(m) + " ", 0) == 0) pending = &p;
-        }
+        // The session's own (Session.preparations). A failed one is done: the session then
+        // serves its fallback for good, and the frames below count as errors, named below.
+        const auto& own = session->preparations();
+        if (!p.done() && std::find(own.begin(), own.end(), p.key()) != own.end()) pending = &p;
       }
       if (pending == nullptr) break;
       if (Clock::now() - shown >= std::chrono::seconds(1)) {

@@ -157,6 +157,11 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->device_states = on_gpu && stage.device_vertex_states;
   session->encoding = req->encoding();
   session->latest_pose_wins = req->latest_pose_wins();
+  for (const DeformerConfig& stage : config->stages.empty() ? std::vector<DeformerConfig>{*config} : config->stages) {
+    if (const MethodInfo* m = FindMethod(stage.method); m != nullptr && m->prepare != nullptr) {
+      session->preparation_keys.push_back(PreparationKey(*m, stage));
+    }
+  }
   if (delta) {
     session->max_error = max_error;
     session->key_frame_interval = key_interval;

@@ -35,6 +35,7 @@ void Session::ToProto(v1::Session& out, uint32_t idle_ttl_seconds) const {
   out.set_idle_ttl_seconds(idle_ttl_seconds);
   out.set_state_bytes(state_bytes);
   out.set_latest_pose_wins(latest_pose_wins);
+  for (const std::string& key : preparation_keys) out.add_preparations(key);
   if (encoding == v1::OUTPUT_ENCODING_DELTA) {
     out.set_max_error(max_error);
     out.set_key_frame_interval(key_frame_interval);

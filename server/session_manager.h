@@ -44,6 +44,7 @@ struct Session {
   uint32_t key_frame_interval = 0;
   wire::Quantization grid;
   bool latest_pose_wins = false;  // StreamDeform may skip this session's frames that wait
+  std::vector<std::string> preparation_keys;  // of its method or its stages' (Session.preparations)
   int64_t created_ms = 0;
   std::atomic<int64_t> last_used_ms{0};
   std::atomic<uint64_t> frames{0};

@@ -54,7 +54,7 @@ class CatalogueAndStateTest(ServerTest):
         session = self.client.create_session(self.rig_id, "pbs", params or self.params, backend="cpu")
         self.addCleanup(session.close)
         seen = []
-        self.client.wait_prepared(self.rig_id, timeout=120, progress=lambda f, key: seen.append((f, key)))
+        session.wait_prepared(timeout=120, progress=lambda f, key: seen.append((f, key)))
         self.assertTrue(all(0 <= f <= 1 and key.startswith("pbs") for f, key in seen), seen)
         return session
 
@@ -151,6 +151,27 @@ class CatalogueAndStateTest(ServerTest):
             self.client.cancel_preparation(self.rig_id, keys[0])
         with self.assertRaises(sinew.NotFound):
             self.client.cancel_preparation(self.rig_id, "pbs no-such-preparation")
+
+    def test_a_session_waits_for_its_own_preparation_not_a_failed_one_of_the_rig(self) -> None:
+        # A swing-twist grid too fine to make fails at once and stays on the rig (until
+        # cancel_preparation forgets it). Until 2026-12-01 the Blender bake waited with
+        # Client.wait_prepared, which any failure on the rig fails: a pbs bake failed with it.
+        failing = self.client.create_session(self.rig_id, "swing-twist", {"voxel_size": 1e-4}, backend="cpu")
+        self.addCleanup(failing.close)
+        # The failure is forgotten afterwards: the other tests share the rig.
+        self.addCleanup(self.client.cancel_preparation, self.rig_id, failing.info.preparations[0])
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "voxel"):
+            failing.wait_prepared(timeout=120)
+        session = self.client.create_session(self.rig_id, "pbs", self.params, backend="cpu")
+        self.addCleanup(session.close)
+        self.assertEqual(len(session.info.preparations), 1)
+        self.assertTrue(session.info.preparations[0].startswith("pbs "), session.info.preparations)
+        info = session.wait_prepared(timeout=120)
+        own = [p for p in info.preparations if p.key == session.info.preparations[0]]
+        self.assertTrue(own and own[0].done and not own[0].error, info.preparations)
+        self.assertEqual(session.deform_frame(self.poses[0]).method, "pbs")
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "swing-twist"):
+            self.client.wait_prepared(self.rig_id, timeout=120)  # every preparation of the rig
 
     def test_an_attached_session_numbers_after_its_last_frame(self) -> None:
         a = self.pbs()

@@ -315,7 +315,7 @@ class SINEW_OT_bake(bpy.types.Operator):
                 premats.append(premat)
             # Methods with a per-rig preparation serve a fallback meanwhile (pbs: LBS); a bake
             # waits for the method itself.
-            client.wait_prepared(session.rig_id)
+            session.wait_prepared()  # its own: a failed one of other parameters on the rig is not ours
             wm.progress_begin(0, len(poses))
             frames = np.empty((len(poses), len(export.positions), 3), dtype=np.float32)
             for i, frame in enumerate(session.stream(poses, first_frame=0)):

@@ -318,21 +318,27 @@ class Client:
         return SharedMemoryRegion(self, size)
 
     def wait_prepared(self, rig_id: str, timeout: Optional[float] = None,
-                      progress: Optional[Callable[[float, str], None]] = None, poll: float = 0.05) -> Any:
+                      progress: Optional[Callable[[float, str], None]] = None, poll: float = 0.05,
+                      keys: Optional[Iterable[str]] = None) -> Any:
         """Waits until every per-rig preparation of a rig is done (``RigInfo.preparations``:
-        cage coordinates, implicit fields, pbs's tets, ...). Methods with a fallback (swing-twist,
+        cage coordinates, implicit fields, pbs's tets, ...), or only those named in `keys`
+        (:meth:`Session.wait_prepared` gives its session's). Methods with a fallback (swing-twist,
         pbs) serve it meanwhile (``Frame.method`` says), and their state cannot be saved yet.
         `progress(fraction, key)` for each preparation still running, every `poll` seconds.
         Returns the ``sinew.v1.RigInfo``; :class:`~sinew.errors.FailedPrecondition` with the
-        error of a preparation that failed, :class:`~sinew.errors.DeadlineExceeded` after `timeout`."""
+        error of a preparation that failed (a failure is kept on the rig until
+        :meth:`cancel_preparation`, so without `keys` one of other parameters fails this too),
+        :class:`~sinew.errors.DeadlineExceeded` after `timeout`."""
+        wanted = None if keys is None else set(keys)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             info = self.get_rig(rig_id)
-            failed = [p for p in info.preparations if p.error]
+            mine = [p for p in info.preparations if wanted is None or p.key in wanted]
+            failed = [p for p in mine if p.error]
             if failed:
                 raise error_for(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"rig {rig_id[:12]}: preparing {failed[0].key} failed: {failed[0].error}")
-            running = [p for p in info.preparations if not p.done]
+            running = [p for p in mine if not p.done]
             if not running:
                 return info
             if progress:
@@ -525,6 +531,14 @@ class Session:
         """Reads the session again (``sinew.v1.Session``: frames so far, last use, ...)."""
         self.info = self.client._call(self.client.stub.GetSession, pb.GetSessionRequest(session_id=self.id))
         return self.info
+
+    def wait_prepared(self, timeout: Optional[float] = None,
+                      progress: Optional[Callable[[float, str], None]] = None, poll: float = 0.05) -> Any:
+        """Waits for this session's own per-rig preparations (``Session.preparations``), as
+        :meth:`Client.wait_prepared` does for `keys`: a failed preparation of other parameters on
+        the same rig does not fail it, its own does."""
+        return self.client.wait_prepared(self.rig_id, timeout=timeout, progress=progress, poll=poll,
+                                         keys=list(self.info.preparations))
 
     def close(self) -> int:
         """Closes the session; returns the frames it deformed."""
