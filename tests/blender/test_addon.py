@@ -11,10 +11,11 @@ non-uniform object scale), starts a real sinew-server on a loopback port chosen 
 2. bakes the clip to a .pc2 file played by a Mesh Cache modifier and compares again;
 3. drives it with DQS and compares with the Armature modifier's "Preserve Volume" (Blender's DQS);
 4. drives it with a stateful method (pbs with jiggle, painted as a "pbs_jiggle" vertex group): the
-   bake waits for the method's preparation, and live playback from a jump to the first frame
+   bake waits for the method's preparation (its own), and live playback from a jump to the first frame
    equals the bake frame for frame (the jump resets the session's history), also after the server
    lost the live session (closed behind the add-on's back: it is opened again);
-5. checks that a mesh without an Armature modifier and an unreachable server are refused cleanly.
+5. checks that a mesh without an Armature modifier and an unreachable server are refused cleanly, and
+   that a bake that fails keeps the bake before it.
 
 Five vertices lose every weight first (Blender leaves such vertices in place; the add-on binds them to
 a static joint), and the live check moves and turns the mesh relative to its armature half way
@@ -249,8 +250,22 @@ def main():
         except RuntimeError as e:  # operators reporting ERROR raise in background mode
             check("no Armature modifier" in str(e), f"unexpected error: {e}")
         s.mesh = mesh
+        # A bake that fails (here: no server) keeps the bake before it (until 2026-12-01 it took the
+        # Mesh Cache modifier off first and left it off).
+        s.method = "lbs"
+        check(bpy.ops.sinew.bake(frame_start=1, frame_end=5) == {"FINISHED"}, "sinew.bake before the failed one")
+        kept = mesh.modifiers[bridge.MESH_CACHE].filepath
         s.target = "127.0.0.1:1"
         s.timeout = 5
+        try:
+            check(bpy.ops.sinew.bake(frame_start=1, frame_end=5) == {"CANCELLED"}, "a bake without a server was accepted")
+        except RuntimeError as e:
+            check("UNAVAILABLE" in str(e), f"unexpected error: {e}")
+        cache = mesh.modifiers.get(bridge.MESH_CACHE)
+        check(cache is not None and cache.filepath == kept and list(mesh.modifiers).index(cache) == 0,
+              "a failed bake removed the bake before it")
+        check(not mod.show_viewport, "a failed bake turned the Armature modifier back on under the bake before it")
+        check(bpy.ops.sinew.clear_bake() == {"FINISHED"} and mod.show_viewport, "clear_bake after a failed bake")
         try:
             check(bpy.ops.sinew.start() == {"CANCELLED"}, "an unreachable server was accepted")
         except RuntimeError as e:

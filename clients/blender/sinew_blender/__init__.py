@@ -154,6 +154,14 @@ def _set_armature_modifier(mesh_obj, enabled: bool) -> None:
     mod.show_render = enabled
 
 
+def _restore_bake(mesh_obj, previous) -> None:
+    """Puts back the Mesh Cache modifier of an earlier bake, `previous` = (file, start frame,
+    stack index), and turns the Armature modifier off again, as that bake left them."""
+    path, start, index = previous
+    bridge.mesh_cache_modifier(mesh_obj, path, start, min(index, len(mesh_obj.modifiers)))
+    _set_armature_modifier(mesh_obj, False)
+
+
 def _frame_seconds(scene) -> float:
     """Seconds per scene frame: what methods with dynamics (pbs's jiggle) step by."""
     return scene.render.fps_base / scene.render.fps if scene.render.fps > 0 else 0.0
@@ -292,16 +300,24 @@ class SINEW_OT_bake(bpy.types.Operator):
             return {"CANCELLED"}
         current = scene.frame_current
         wm = context.window_manager
+        # The bake this one replaces: its modifier comes off while the rig is exported from the
+        # Armature modifier's input, and goes back if this bake fails (its file is replaced only
+        # by a bake that succeeds). Until 2026-12-01 a failed bake (a server down) left the mesh
+        # without its previous bake.
+        previous = None
         try:
             mesh_obj = _mesh(context)
             if mesh_obj.name in _live:
                 _stop(mesh_obj)
             cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
             if cache is not None:
+                previous = (cache.filepath, int(cache.frame_start), list(mesh_obj.modifiers).index(cache))
                 mesh_obj.modifiers.remove(cache)
             _set_armature_modifier(mesh_obj, True)
             sinew, export, client, session, _, _ = _open_session(context, mesh_obj)
         except Exception as e:
+            if previous is not None:
+                _restore_bake(mesh_obj, previous)
             self.report({"ERROR"}, f"Sinew: {e}")
             return {"CANCELLED"}
         start = time.perf_counter()
@@ -325,6 +341,8 @@ class SINEW_OT_bake(bpy.types.Operator):
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             bridge.write_pc2(path, frames, first)
         except Exception as e:
+            if previous is not None:
+                _restore_bake(mesh_obj, previous)
             self.report({"ERROR"}, f"Sinew: {e}")
             return {"CANCELLED"}
         finally:
