@@ -272,6 +272,17 @@ class FramesTest(ServerTest):
         self.assertEqual(config.stages[1].implicit.default_operator, sinew.pb.JOINT_OPERATOR_BULGE)
         with self.assertRaisesRegex(sinew.InvalidArgument, "bulgy"):
             self.client.deformer_config("implicit", {"default_operator": "bulgy"})
+        # Shapes that are not the message's name the field and the index (until 2026-12-01 they
+        # raised a bare AttributeError).
+        joints = {"joint": 1, "op": "bulge"}
+        config = self.client.deformer_config("implicit", {"joints": [joints]})
+        self.assertEqual(config.implicit.joints[0].op, sinew.pb.JOINT_OPERATOR_BULGE)
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"params\.joints\[1\]: expected a dict"):
+            self.client.deformer_config("implicit", {"joints": [joints, 5]})
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"params\.joints: expected a list, not dict"):
+            self.client.deformer_config("implicit", {"joints": {5: "bulge"}})
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"params\.joints\[0\]\.op: 'glue' is not one of"):
+            self.client.deformer_config("implicit", {"joints": [{"joint": 1, "op": "glue"}]})
 
     def test_a_session_object_for_an_existing_session_continues_its_numbering(self) -> None:
         pose = sinew.Pose(*self.limb.pose(0.5)[:2])

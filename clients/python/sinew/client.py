@@ -72,6 +72,11 @@ def _enum_prefix(type_name: str) -> str:
 def _set_fields(message, values: Params, where: str) -> None:
     """Sets a message's fields from a dict, by reflection: numbers, bools, enum values as words
     (``"clean-union"``) or numbers, nested messages as dicts, repeated fields as lists."""
+    if not isinstance(values, Mapping):
+        # (Until 2026-12-01 a list item or nested message given as a number raised a bare
+        # AttributeError naming neither the field nor the index.)
+        raise InvalidArgument(f"{where}: expected a dict of {message.DESCRIPTOR.name}'s fields, "
+                              f"not {type(values).__name__} {values!r}")
     fields = message.DESCRIPTOR.fields_by_name
     for key, value in values.items():
         f = fields.get(key)
@@ -95,11 +100,13 @@ def _set_fields(message, values: Params, where: str) -> None:
         try:
             if f.label == f.LABEL_REPEATED:
                 target = getattr(message, key)
-                for item in value:
+                if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+                    raise InvalidArgument(f"{name}: expected a list, not {type(value).__name__} {value!r}")
+                for index, item in enumerate(value):
                     if f.type == f.TYPE_MESSAGE:
-                        _set_fields(target.add(), item, name)
+                        _set_fields(target.add(), item, f"{name}[{index}]")
                     else:
-                        target.append(convert(item))
+                        target.append(convert(item, name=f"{name}[{index}]"))
             elif f.type == f.TYPE_MESSAGE:
                 _set_fields(getattr(message, key), value, name)
             else:
