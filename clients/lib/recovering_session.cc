@@ -14,6 +14,13 @@ bool Lost(const absl::Status& st) {
   return st.code() == absl::StatusCode::kNotFound && (m.starts_with("session_id:") || m.starts_with("rig_id:"));
 }
 
+// The server is there and has the session, but answered the frame without deforming it
+// (admission control, server flag --max-queue-ms): worth sending again, later.
+bool Shed(const absl::Status& st) {
+  const std::string_view m(st.message().data(), st.message().size());
+  return st.code() == absl::StatusCode::kUnavailable && m.starts_with("overloaded:");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RecoveringSession>> RecoveringSession::Open(Client& client, const v1::Rig& rig,
@@ -36,21 +43,25 @@ absl::Status RecoveringSession::Create() {
 }
 
 absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest request) {
-  bool redone = false;
+  bool redone = false, shed = false;
   absl::Status last;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     if (attempt > 0) {
       std::this_thread::sleep_for(options_.retry_delay);
-      last = Create();
-      if (!last.ok()) {
-        if (Lost(last)) continue;  // the balancer has not moved us yet
-        return last;
+      if (!shed) {
+        last = Create();
+        if (!last.ok()) {
+          if (Lost(last)) continue;  // the balancer has not moved us yet
+          return last;
+        }
+        ++sessions_recreated_;
       }
-      ++sessions_recreated_;
     }
     request.set_session_id(session_id_);
     auto frame = client_.Deform(request);
-    if (frame.ok() || !Lost(frame.status())) return frame;
+    if (frame.ok()) return frame;
+    shed = Shed(frame.status());
+    if (!shed && !Lost(frame.status())) return frame;
     last = frame.status();
     if (!redone) {
       redone = true;

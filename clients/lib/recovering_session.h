@@ -4,6 +4,9 @@
 // server, or the server restarted), it uploads the rig again (content-addressed: one small round
 // trip where the rig is resident), creates the session again and sends the frame again, counting
 // it as redone. A history-dependent method's session starts again from rest when re-created.
+// A frame the server shed under load (UNAVAILABLE "overloaded: ...", --max-queue-ms) is not a
+// lost server: it is sent again, after the retry delay, on the same session (redone, nothing
+// re-created: a new session per shed frame would leave the old one open and add to the load).
 #pragma once
 
 #include <chrono>

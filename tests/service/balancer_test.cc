@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <mutex>
 #include <thread>
+
+#include <grpcpp/grpcpp.h>
 
 #include "clients/lib/recovering_session.h"
 #include "tests/service/server_process.h"
@@ -112,6 +115,66 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
       EXPECT_EQ(servers[i]->Terminate(), 0);
     }
   }
+}
+
+// A server that has every rig, numbers the sessions it creates and sheds the first frame it
+// gets, as sinew-server does under --max-queue-ms ("overloaded: ...").
+class ShedsTheFirstFrame final : public v1::Sinew::Service {
+ public:
+  grpc::Status GetRig(grpc::ServerContext*, const v1::GetRigRequest* req, v1::RigInfo* info) override {
+    info->set_rig_id(req->rig_id());
+    return grpc::Status::OK;
+  }
+  grpc::Status CreateSession(grpc::ServerContext*, const v1::CreateSessionRequest*, v1::Session* s) override {
+    std::lock_guard lock(mu);
+    s->set_session_id("s" + std::to_string(++created));
+    return grpc::Status::OK;
+  }
+  grpc::Status Deform(grpc::ServerContext*, const v1::DeformRequest* req, v1::DeformResponse* resp) override {
+    std::lock_guard lock(mu);
+    framed.push_back(req->session_id());
+    if (framed.size() == 1) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "overloaded: the frame waited 300 ms for a worker (more than --max-queue-ms 250) and was "
+                          "not deformed; send fewer frames or use more servers");
+    }
+    resp->set_frame(req->frame());
+    return grpc::Status::OK;
+  }
+  std::mutex mu;
+  int created = 0;
+  std::vector<std::string> framed;
+};
+
+// A shed frame is sent again on the same session. Until 2026-12-01 RecoveringSession took any
+// UNAVAILABLE for a lost server: it created a new session for every shed frame, leaving the old
+// one open on a server already overloaded (and a history-dependent one restarted from rest).
+TEST(RecoveringSession, AShedFrameIsSentAgainOnTheSameSession) {
+  ShedsTheFirstFrame service;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+  client::Client c("127.0.0.1:" + std::to_string(port));
+  const LimbOptions limb = LimbOf(300);
+  v1::CreateSessionRequest create;
+  create.mutable_deformer()->set_method(v1::METHOD_LBS);
+  client::RecoveringSession::Options options;
+  options.retry_delay = std::chrono::milliseconds(1);
+  auto s = client::RecoveringSession::Open(c, client::RigToProto(MakeLimb(limb)), create, options);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto frame = (*s)->Deform(Frame("", 7, LimbPose(LimbSkeleton(limb), 0.2)));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_EQ(frame->frame(), 7u);
+  EXPECT_EQ((*s)->sessions_recreated(), 0u);
+  EXPECT_EQ((*s)->frames_redone(), 1u);
+  EXPECT_EQ((*s)->session_id(), "s1");
+  EXPECT_EQ(service.created, 1);
+  EXPECT_THAT(service.framed, ::testing::ElementsAre("s1", "s1"));
+  server->Shutdown();
 }
 
 }  // namespace
