@@ -31,6 +31,7 @@
 #include "clients/lib/args.h"
 #include "clients/lib/batch_shards.h"
 #include "clients/lib/connection.h"
+#include "clients/lib/interrupt.h"
 #include "clients/lib/methods.h"
 #include "clients/lib/point_cache.h"
 #include "clients/lib/progress.h"
@@ -561,7 +562,8 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     auto session = c.CreateSession(req, PrepareProgress());
     if (!session.ok()) return Fail(session.status());
     // Closed on every way out: a failed stream or frame, or a clip the method cannot play, does
-    // not leave the session open on the server until its idle TTL.
+    // not leave the session open on the server until its idle TTL; nor does Ctrl-C.
+    const client::ClosedOnInterrupt interrupt_closes(c, session->session_id());
     bool session_closed = false;
     absl::Cleanup close_session = [&] {
       if (!session_closed) (void)c.CloseSession(session->session_id());
@@ -1009,6 +1011,7 @@ int Batch(client::Client& c, client::Args& args) {
     sreq.set_rig_id(up->rig_id());
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
+    const client::ClosedOnInterrupt interrupt_closes(c, session->session_id());  // Ctrl-C, then resume
     if (shard) {
       // Every frame of a merged cache from one backend: a GPU's floats need not equal a CPU's.
       const std::string on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
@@ -1146,6 +1149,7 @@ int MergeShardsCommand(client::Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  client::InstallInterruptHandler();  // before any thread starts: see clients/lib/interrupt.h
   client::Args args;
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");
   client::AddConnectionFlags(args);

@@ -17,6 +17,7 @@
 #include "clients/export/load_report.h"
 #include "clients/lib/args.h"
 #include "clients/lib/connection.h"
+#include "clients/lib/interrupt.h"
 #include "clients/lib/methods.h"
 #include "clients/lib/client.h"
 #include "clients/lib/stats.h"
@@ -54,6 +55,7 @@ int Usage(const client::Args& args, const std::string& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  client::InstallInterruptHandler();  // before any thread starts: see clients/lib/interrupt.h
   client::Args args;
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");
   client::AddConnectionFlags(args);
@@ -133,6 +135,9 @@ int main(int argc, char** argv) {
   for (int f = 0; f < kCycle; ++f) client::PoseToProto(LimbPose(built->skeleton, double(f) / kCycle), clip[f]);
 
   std::vector<std::string> ids;
+  // Ctrl-C closes them too (the streams' close_with_stream covers a killed process only once
+  // its streams are open).
+  std::vector<std::unique_ptr<client::ClosedOnInterrupt>> interrupt_closes;
   // Closes this run's sessions (they would count against --max-sessions until they idle out);
   // 1, for the error exits.
   auto close_all = [&] {
@@ -152,6 +157,7 @@ int main(int argc, char** argv) {
       return close_all();
     }
     ids.push_back(s->session_id());
+    interrupt_closes.push_back(std::make_unique<client::ClosedOnInterrupt>(c, s->session_id()));
     chosen = s->backend();
   }
 

@@ -161,6 +161,61 @@ TEST_F(Batch, ResumeAfterKilledClientIsByteIdentical) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// Ctrl-C (SIGINT) stops `sinew batch` and `sinew play` with their sessions closed; the batch then
+// resumes where it stopped. Until 2026-12-01 an interrupted CLI left its session open on the
+// server until the idle TTL (counted against the tenant's max_sessions, kept in --state-dir).
+// The batch (199 frames) is paced to 20 frames a second by its tenant's quota, so that it is
+// still running when the signal comes.
+TEST_F(Batch, AnInterruptedBatchOrPlayClosesItsSessionAndTheBatchResumes) {
+  const std::string tokens = (dir_ / "tokens").string();
+  const std::string token = "token-of-the-paced-tenant-0123";
+  std::ofstream(tokens) << token << " paced max_frames_per_second=20\n";
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  client::ClientOptions options;
+  options.token = token;
+  client::Client c(server.target(), options);
+  auto open_sessions = [&] {
+    auto listed = c.ListSessions();
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    return listed.ok() ? listed->sessions_size() : -1;
+  };
+  const std::string pc2 = (dir_ / "paced.pc2").string();
+  std::vector<std::string> batch = BatchArgs(server, pc2, "60");  // 199 frames
+  batch.insert(batch.begin() + 1, {"--token", token});
+  const pid_t pid = SpawnProcess(batch);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (FramesIn(pc2) < 10 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(FramesIn(pc2), 10u) << "the batch wrote no 10 frames in two minutes";
+  ASSERT_EQ(open_sessions(), 1);
+  kill(pid, SIGINT);
+  EXPECT_EQ(WaitProcess(pid), 128 + SIGINT);
+  EXPECT_EQ(open_sessions(), 0) << "an interrupted batch left its session open";
+  const uint64_t have = FramesIn(pc2);
+  ASSERT_LT(have, 199u) << "the batch finished before the signal (paced at 20 frames/s, 199 frames)";
+
+  std::string err;
+  ASSERT_EQ(RunProcess(batch, nullptr, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("resuming at frame " + std::to_string(have)));
+  EXPECT_EQ(FramesIn(pc2), 199u);
+  EXPECT_EQ(open_sessions(), 0);
+
+  // play at 5 frames a second for 200 s: interrupted once its session is open.
+  const pid_t play = SpawnProcess({SINEW_CLI_PATH, "--target", server.target(), "--token", token, "play",
+                                   "--vertices", "1000", "--fps", "5", "--frames", "1000"});
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       open_sessions() == 0 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(open_sessions(), 1) << "play opened no session within a minute";
+  kill(play, SIGINT);
+  EXPECT_EQ(WaitProcess(play), 128 + SIGINT);
+  EXPECT_EQ(open_sessions(), 0) << "an interrupted play left its session open";
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // The server goes away mid-batch (SIGTERM drains and ends the batch with UNAVAILABLE, or the
 // batch finishes first); the same command against a new server resumes and completes the
 // identical file.

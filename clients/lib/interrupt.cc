@@ -1,0 +1,87 @@
+#include "clients/lib/interrupt.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace sinew::client {
+namespace {
+
+// Never destroyed: the closing thread may still use it while another thread's exit() runs the
+// static destructors.
+struct Registry {
+  std::mutex mu;
+  std::map<uint64_t, std::pair<Client*, std::string>> sessions;  // under mu
+  uint64_t next_key = 0;                                         // under mu
+};
+Registry& Sessions() {
+  static Registry* registry = new Registry;
+  return *registry;
+}
+
+sigset_t Signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+void CloseAllAndExit(int sig) {
+  std::vector<std::pair<Client*, std::string>> open;
+  {
+    Registry& r = Sessions();
+    std::lock_guard lock(r.mu);
+    for (const auto& [key, s] : r.sessions) open.push_back(s);
+  }
+  for (const auto& [client, id] : open) {
+    const auto closed = client->CloseSession(id);
+    std::fprintf(stderr, "sinew: interrupted (%s); session %s %s\n", sigabbrev_np(sig), id.c_str(),
+                 closed.ok() ? "closed" : ("not closed: " + closed.status().ToString()).c_str());
+  }
+  if (open.empty()) std::fprintf(stderr, "sinew: interrupted (%s)\n", sigabbrev_np(sig));
+  std::fflush(nullptr);
+  std::_Exit(128 + sig);
+}
+
+}  // namespace
+
+void InstallInterruptHandler(std::chrono::milliseconds close_timeout) {
+  const sigset_t set = Signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set, close_timeout] {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return;
+    std::thread(CloseAllAndExit, sig).detach();
+    // A second signal, or a server that does not answer the closes in time: out at once.
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(close_timeout);
+    timespec wait{static_cast<time_t>(secs.count()),
+                  static_cast<long>(std::chrono::nanoseconds(close_timeout - secs).count())};
+    (void)sigtimedwait(&set, nullptr, &wait);
+    std::fflush(nullptr);
+    std::_Exit(128 + sig);
+  }).detach();
+}
+
+ClosedOnInterrupt::ClosedOnInterrupt(Client& client, std::string session_id) {
+  Registry& r = Sessions();
+  std::lock_guard lock(r.mu);
+  key_ = r.next_key++;
+  r.sessions.emplace(key_, std::make_pair(&client, std::move(session_id)));
+}
+
+ClosedOnInterrupt::~ClosedOnInterrupt() {
+  Registry& r = Sessions();
+  std::lock_guard lock(r.mu);
+  r.sessions.erase(key_);
+}
+
+}  // namespace sinew::client

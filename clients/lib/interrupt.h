@@ -1,0 +1,38 @@
+// Interrupted command-line clients close the sessions they opened. Without this, Ctrl-C during
+// `sinew play` or `sinew batch` (whose README story is "interrupt and resume") left the session
+// open on the server until its idle TTL: counted against --max-sessions and the tenant's
+// max_sessions, a --state-dir record kept across restarts, its rig undeletable meanwhile.
+//
+// InstallInterruptHandler() blocks SIGINT, SIGTERM and SIGHUP in the calling thread, so call it
+// first in main, before a Client starts gRPC's threads (they inherit the mask), and starts one
+// thread that waits for them. On the first signal every session registered (ClosedOnInterrupt)
+// is closed through its client, at most `close_timeout` in all, the process says so on stderr
+// and exits with 128 + the signal's number. A second signal, or the timeout, exits at once.
+// Output files are as the interrupted code left them: the batch's point cache is written frame
+// before count, and a resume repairs a partial tail. SIGKILL cannot be caught: only the idle TTL
+// (or a stream's close_with_stream) ends sessions then.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "clients/lib/client.h"
+
+namespace sinew::client {
+
+void InstallInterruptHandler(std::chrono::milliseconds close_timeout = std::chrono::seconds(5));
+
+// Registers a session for closing on interrupt for as long as it lives (the scope that opened
+// the session; its normal exits close the session themselves).
+class ClosedOnInterrupt {
+ public:
+  ClosedOnInterrupt(Client& client, std::string session_id);
+  ~ClosedOnInterrupt();
+  ClosedOnInterrupt(const ClosedOnInterrupt&) = delete;
+  ClosedOnInterrupt& operator=(const ClosedOnInterrupt&) = delete;
+
+ private:
+  uint64_t key_;
+};
+
+}  // namespace sinew::client
