@@ -132,10 +132,13 @@ const std::string kMethods = client::MethodNames();
 // One method ("dqs") or a pipeline of them ("cage-mvc+lbs") into `config`, the flags' parameters
 // (--skinning, --operator, ...) on every stage they apply to; its methods in `methods`. With the
 // server's `info`, --param NAME=VALUE,... sets the method's parameters by name (a pipeline's:
-// STAGE.NAME=VALUE).
+// STAGE.NAME=VALUE); `params`, when given, instead of --param (play's share of it for one method
+// of its list).
 bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* config, std::string* error);
 bool ParseDeformer(client::Args& args, const std::string& spec, v1::DeformerConfig* config,
-                   std::vector<v1::Method>* methods, std::string* error, const v1::ServerInfo* info = nullptr) {
+                   std::vector<v1::Method>* methods, std::string* error, const v1::ServerInfo* info = nullptr,
+                   const std::string* params = nullptr) {
+  const std::string& param = params ? *params : args.Get("param");
   methods->clear();
   for (const auto& part : absl::StrSplit(spec, '+')) {
     v1::Method m;
@@ -149,9 +152,9 @@ bool ParseDeformer(client::Args& args, const std::string& spec, v1::DeformerConf
   if (methods->size() == 1) {
     config->set_method(methods->front());
     if (!MethodParams(args, methods->front(), config, error)) return false;
-    if (info == nullptr || args.Get("param").empty()) return true;
+    if (info == nullptr || param.empty()) return true;
     for (const v1::MethodInfo& mi : info->methods()) {
-      if (mi.method() == methods->front()) return client::SetParams(config, mi.params_field(), args.Get("param"), error);
+      if (mi.method() == methods->front()) return client::SetParams(config, mi.params_field(), param, error);
     }
     *error = "--method: the server does not offer " + spec;
     return false;
@@ -161,11 +164,11 @@ bool ParseDeformer(client::Args& args, const std::string& spec, v1::DeformerConf
     stage->set_method(m);
     if (!MethodParams(args, m, stage, error)) return false;
   }
-  if (info == nullptr || args.Get("param").empty()) return true;
+  if (info == nullptr || param.empty()) return true;
   // A pipeline's parameters name their stage: STAGE.NAME=VALUE, STAGE a method of the pipeline
   // (once in it) or its 0-based index.
   std::vector<std::string> per_stage(methods->size());
-  for (const auto& item : absl::StrSplit(args.Get("param"), ',', absl::SkipEmpty())) {
+  for (const auto& item : absl::StrSplit(param, ',', absl::SkipEmpty())) {
     const std::string a(item);
     const size_t eq = a.find('='), dot = a.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
@@ -459,6 +462,11 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     return Usage(args, args.error());
   }
   const bool want_quality = args.Has("quality");
+  long long point_set = 0;
+  if (!args.GetInt("point-set", &point_set, 0, 50'000'000)) return Usage(args, args.error());
+  if (want_quality && point_set > 0) {
+    return Usage(args, "play --quality: measures a mesh's skin (not a --point-set)");
+  }
   std::vector<std::string> specs;
   for (const auto& spec : absl::StrSplit(args.Get("method"), ',')) {
     v1::DeformerConfig check;
@@ -548,13 +556,45 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
   auto info = c.GetServerInfo();  // what each method reads and returns
   if (!info.ok()) return Fail(info.status());
-  for (const std::string& spec : specs) {
+  // --param with a list of methods: each NAME=VALUE goes to the methods of the list that take it
+  // (a pipeline's STAGE.NAME=VALUE to the pipelines with that stage); one that none takes is an
+  // error. Every method's parameters are checked before the first one plays.
+  std::vector<std::string> spec_params(specs.size(), args.Get("param"));
+  if (specs.size() > 1 && !args.Get("param").empty()) {
+    for (auto& p : spec_params) p.clear();
+    for (const auto& part : absl::StrSplit(args.Get("param"), ',', absl::SkipEmpty())) {
+      const std::string item(part);
+      std::string why;
+      bool taken = false;
+      for (size_t k = 0; k < specs.size(); ++k) {
+        v1::DeformerConfig scratch;
+        std::vector<v1::Method> stages;
+        if (std::string error; !ParseDeformer(args, specs[k], &scratch, &stages, &error, &*info, &item)) {
+          absl::StrAppend(&why, why.empty() ? "" : "; ", specs[k], ": ", error);
+          continue;
+        }
+        absl::StrAppend(&spec_params[k], spec_params[k].empty() ? "" : ",", item);
+        taken = true;
+      }
+      if (!taken) return Usage(args, absl::StrCat("--param ", item, ": no method of --method ", args.Get("method"), " takes it (", why, ")"));
+    }
+  }
+  for (size_t k = 0; k < specs.size(); ++k) {
+    v1::DeformerConfig scratch;
+    std::vector<v1::Method> stages;
+    if (std::string error; !ParseDeformer(args, specs[k], &scratch, &stages, &error, &*info, &spec_params[k])) {
+      return Usage(args, specs.size() > 1 ? absl::StrCat(specs[k], ": ", error) : error);
+    }
+  }
+  for (size_t spec_index = 0; spec_index < specs.size(); ++spec_index) {
+    const std::string& spec = specs[spec_index];
     v1::CreateSessionRequest req;
     req.set_rig_id(rig_id);
     req.set_backend(backend);
     if (std::string error; !client::EncodingFromFlags(args, &req, &error)) return Usage(args, error);
     std::vector<v1::Method> stages;
-    if (std::string error; !ParseDeformer(args, spec, req.mutable_deformer(), &stages, &error, &*info)) {
+    if (std::string error;
+        !ParseDeformer(args, spec, req.mutable_deformer(), &stages, &error, &*info, &spec_params[spec_index])) {
       return Usage(args, error);
     }
     const MethodUse use = UseOf(*info, stages);
@@ -629,6 +669,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     std::vector<float> xyz;
     client::PositionDecoder decoder;  // every frame is decoded, as a client would
     std::string decode_error;
+    // The server's reason for the first failed frame, and how many failed with another one.
+    std::string frame_error;
+    uint64_t other_frame_errors = 0;
     v1::DeformResponse resp;
     std::unique_ptr<client::FrameStream> stream;
     if (!args.Has("unary")) stream = c.OpenStream();
@@ -652,6 +695,17 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       }
       lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
       if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) ++errors;
+      if (resp.has_error()) {
+        const std::string e = absl::StrCat(
+            absl::StatusCodeToString(static_cast<absl::StatusCode>(resp.error().code())), ": ", resp.error().message());
+        if (frame_error.empty()) {
+          frame_error = absl::StrCat("frame ", f, ": ", e);
+        } else if (!absl::StrContains(frame_error, e)) {
+          ++other_frame_errors;
+        }
+      } else if (resp.frame() != static_cast<uint64_t>(f) && frame_error.empty()) {
+        frame_error = absl::StrCat("frame ", f, ": the server answered frame ", resp.frame());
+      }
       // A single method's frame made by its fallback (a preparation cancelled meanwhile) is not
       // this method's: counted, and named below.
       if (!resp.has_error() && stages.size() == 1 && resp.method() != stages[0]) {
@@ -771,6 +825,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
                   "p99 %.2f ms, max %.2f ms, %llu errors%s%s\n",
                   name, on, frames, session->vertex_count(), secs, stream ? "StreamDeform" : "Deform",
                   frames / secs, p50, p99, mx, (unsigned long long)errors, wire.c_str(), quality.c_str());
+    }
+    if (!frame_error.empty()) {
+      std::fprintf(stderr, "%s: %s%s\n", name, frame_error.c_str(),
+                   other_frame_errors ? absl::StrCat(" (and ", other_frame_errors, " frames failed otherwise)").c_str() : "");
     }
     if (!decode_error.empty()) std::fprintf(stderr, "%s: positions did not decode: %s\n", name, decode_error.c_str());
     if (fallback_frames > 0) {
@@ -1169,7 +1227,7 @@ int main(int argc, char** argv) {
       .Flag("unary", "", "", "play: one Deform call per frame instead of a StreamDeform stream")
       .Flag("clip", "NAME|INDEX", "", "play/batch FILE: which animation clip (default: the first)")
       .Flag("skinning", "lbs|dqs", "lbs", "play --method supercages: the skeletal skinning it couples with the cage")
-      .Flag("param", "NAME=VALUE,...", "", "the method's parameters by name, as `sinew info` lists them (e.g. sigma=0.3,default_operator=bulge; not lists); in a pipeline STAGE.NAME=VALUE, STAGE its method or index (e.g. implicit.sigma=0.3)")
+      .Flag("param", "NAME=VALUE,...", "", "the method's parameters by name, as `sinew info` lists them (e.g. sigma=0.3,default_operator=bulge; not lists); in a pipeline STAGE.NAME=VALUE, STAGE its method or index (e.g. implicit.sigma=0.3); play with a list of methods: each goes to the methods that take it, and one that none takes is an error before anything plays")
       .Flag("blend-weight", "B", "", "--method blend: one LBS/DQS blend weight for every vertex, 0 = LBS … 1 = DQS (default: the rig's per-vertex \"dqs_blend\" attribute)")
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")

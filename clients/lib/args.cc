@@ -31,7 +31,20 @@ bool Args::Parse(int argc, char** argv, int first) {
     options[name] = o;
   }
   app.add_option("positional", positional_)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  std::vector<std::string> rest(argv + first, argv + argc);
+  std::vector<std::string> rest;
+  for (int i = first; i < argc; ++i) {
+    // A flag's value that starts with '-' (`--snapshot-view -y,+z`, `--fps -1`) is its value, not
+    // a short option: CLI11 would take "-y,+z" for one and report the value missing. Given as
+    // --name=VALUE it cannot be misread.
+    const std::string a = argv[i];
+    const bool takes_value = a.rfind("--", 0) == 0 && a.find('=') == std::string::npos && specs_.contains(a.substr(2)) &&
+                             !specs_.at(a.substr(2)).value_name.empty();
+    if (takes_value && i + 1 < argc && argv[i + 1][0] == '-' && argv[i + 1][1] != '-' && argv[i + 1][1] != '\0') {
+      rest.push_back(a + "=" + argv[++i]);
+    } else {
+      rest.push_back(a);
+    }
+  }
   std::reverse(rest.begin(), rest.end());  // CLI11 takes the arguments as a stack
   try {
     app.parse(rest);

@@ -1,6 +1,8 @@
 #include "clients/lib/methods.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 
 #include <google/protobuf/descriptor.h>
@@ -100,14 +102,29 @@ bool SetOne(google::protobuf::Message* m, std::string_view name, std::string_vie
     case FieldDescriptor::CPPTYPE_UINT64:
     case FieldDescriptor::CPPTYPE_INT32:
     case FieldDescriptor::CPPTYPE_INT64: {
-      const long long i = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || (i < 0 && (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 ||
-                                                   f->cpp_type() == FieldDescriptor::CPPTYPE_UINT64))) {
-        break;
+      // Whole numbers in the field's range only: until 2026-12-01 a value past it was cut
+      // silently (max_iterations=4294967297 became 1).
+      const auto type = f->cpp_type();
+      const bool is_unsigned = type == FieldDescriptor::CPPTYPE_UINT32 || type == FieldDescriptor::CPPTYPE_UINT64;
+      const bool is_32 = type == FieldDescriptor::CPPTYPE_UINT32 || type == FieldDescriptor::CPPTYPE_INT32;
+      if (v.empty() || (is_unsigned && v[0] == '-')) break;
+      errno = 0;
+      const unsigned long long u = is_unsigned ? std::strtoull(v.c_str(), &end, 10) : 0;
+      const long long i = is_unsigned ? 0 : std::strtoll(v.c_str(), &end, 10);
+      if (*end != '\0') break;
+      const bool in_range = errno != ERANGE && (!is_32 || (is_unsigned ? u <= UINT32_MAX : i >= INT32_MIN && i <= INT32_MAX));
+      if (!in_range) {
+        *error = where + ": " + v + " is out of range for " + f->cpp_type_name() + " (" +
+                 (type == FieldDescriptor::CPPTYPE_UINT32   ? "0 to 4294967295"
+                  : type == FieldDescriptor::CPPTYPE_UINT64 ? "0 to 18446744073709551615"
+                  : type == FieldDescriptor::CPPTYPE_INT32  ? "-2147483648 to 2147483647"
+                                                            : "-9223372036854775808 to 9223372036854775807") +
+                 ")";
+        return false;
       }
-      if (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT32) r->SetUInt32(m, f, uint32_t(i));
-      else if (f->cpp_type() == FieldDescriptor::CPPTYPE_UINT64) r->SetUInt64(m, f, uint64_t(i));
-      else if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT32) r->SetInt32(m, f, int32_t(i));
+      if (type == FieldDescriptor::CPPTYPE_UINT32) r->SetUInt32(m, f, uint32_t(u));
+      else if (type == FieldDescriptor::CPPTYPE_UINT64) r->SetUInt64(m, f, uint64_t(u));
+      else if (type == FieldDescriptor::CPPTYPE_INT32) r->SetInt32(m, f, int32_t(i));
       else r->SetInt64(m, f, i);
       return true;
     }

@@ -44,6 +44,16 @@ TEST(Methods, ParamsSetTheMethodsMessageByName) {
   EXPECT_FALSE(SetParams(&c, "implicit", "sigma=abc", &error));
   EXPECT_THAT(error, HasSubstr("--param sigma: 'abc'"));
   EXPECT_FALSE(SetParams(&c, "implicit", "max_iterations=-3", &error));
+  // Whole numbers out of the field's range are refused, not cut (until 2026-12-01 4294967297
+  // became 1 and 99999999999999999999 became 4294967295).
+  ASSERT_TRUE(SetParams(&c, "implicit", "max_iterations=4294967295", &error)) << error;
+  EXPECT_EQ(c.implicit().max_iterations(), 4294967295u);
+  for (const char* bad : {"max_iterations=4294967296", "max_iterations=4294967297", "max_iterations=99999999999999999999"}) {
+    EXPECT_FALSE(SetParams(&c, "implicit", bad, &error)) << bad;
+    EXPECT_THAT(error, HasSubstr("is out of range for uint32 (0 to 4294967295)")) << bad;
+  }
+  EXPECT_EQ(c.implicit().max_iterations(), 4294967295u) << "a refused value changed the field";
+  EXPECT_FALSE(SetParams(&c, "implicit", "max_iterations=12.5", &error));
   EXPECT_FALSE(SetParams(&c, "implicit", "default_operator=glue", &error));
   EXPECT_FALSE(SetParams(&c, "implicit", "joints=1", &error));
   EXPECT_THAT(error, HasSubstr("a list parameter"));

@@ -389,6 +389,24 @@ TEST(Security, PlayClosesItsSessionWhenAFrameIsRefused) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A streamed frame the server refuses is named with the server's reason (until 2026-12-01 `play`
+// over a stream counted it as an error and said nothing more; only --unary printed why).
+TEST(Security, PlayNamesTheServersReasonForAFailedStreamedFrame) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " small max_frames_per_second=0.001\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  std::string out, err;
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "--token", kTokenA, "play", "--vertices", "1000",
+                        "--frames", "3"},
+                       &out, &err),
+            1);
+  EXPECT_THAT(out, HasSubstr("2 errors"));
+  EXPECT_THAT(err, HasSubstr("frame 1: RESOURCE_EXHAUSTED: quota max_frames_per_second=0.001"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Security, ABadTokenFileStopsTheServerNamingTheLine) {
   TempDir dir;
   const std::string tokens = dir / "tokens";

@@ -244,6 +244,31 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
   ASSERT_EQ(lines.size(), 2u) << out;
   for (const std::string& line : lines) EXPECT_TRUE(line.front() == '{' && line.back() == '}') << line;
   EXPECT_THAT(err, HasSubstr("rig "));  // the text lines went to stderr
+
+  // play with a list of methods (2026-12-01): --param goes to the methods that take it. Until
+  // then every method got all of it, so `blend,dqs --param weight=0.5` played blend and then
+  // stopped at dqs ("this method has no parameters"), exit 2 after a result line; a parameter
+  // none of them takes, or a bad value, is refused before anything plays.
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server_->target(), "play", "--vertices", "2000", "--frames", "3",
+                        "--method", "blend,dqs", "--param", "weight=0.5"},
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("blend ("));
+  EXPECT_THAT(out, HasSubstr("dqs ("));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server_->target(), "play", "--vertices", "2000", "--frames", "3",
+                        "--method", "blend,dqs", "--param", "weight=abc"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(out, ::testing::Not(HasSubstr(" frames x "))) << "a method played before the bad parameter was refused";
+  EXPECT_THAT(err, HasSubstr("--param weight=abc: no method of --method blend,dqs takes it"));
+  EXPECT_THAT(err, HasSubstr("'abc' is not a valid double value"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server_->target(), "play", "--vertices", "2000", "--frames", "3",
+                        "--method", "lbs,dqs", "--param", "sigma=0.3"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(out, ::testing::Not(HasSubstr(" frames x ")));
+  EXPECT_THAT(err, HasSubstr("--param sigma=0.3: no method of --method lbs,dqs takes it"));
 }
 
 // A parameters message of another method, or a bad value in the method's own, is refused with
