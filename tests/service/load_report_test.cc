@@ -61,5 +61,24 @@ TEST(LoadReportCli, PageHoldsThePrintedFigures) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// `--json -` leaves stdout to the JSON line alone, the table going to stderr (until 2026-12-01
+// the title and the table came first on stdout, and bench/gpu_concurrency.sh kept the last line).
+TEST(LoadReportCli, JsonOnStdoutIsTheOnlyThingThere) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  std::string out, err;
+  ASSERT_EQ(RunProcess({SINEW_LOAD_PATH, "--target", server.target(), "--sessions", "2", "--fps", "20", "--duration",
+                        "0.5", "--vertices", "1000", "--json", "-"},
+                       &out, &err),
+            0)
+      << out << err;
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.front(), '{') << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << "more than one line on stdout:\n" << out;
+  EXPECT_THAT(out, HasSubstr("\"frames_ok\":"));
+  EXPECT_THAT(err, HasSubstr("achieved frames/s"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 }  // namespace
 }  // namespace sinew::testing
