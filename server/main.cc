@@ -101,9 +101,16 @@ int main(int argc, char** argv) {
        Number(o.max_rig_bytes)},
       {"max-store-bytes", "BYTES",
        absl::StrCat("Memory for all resident rigs' own data (mesh, skeleton, weights, cages; not "
-                    "the methods' per-rig preparations, which RigInfo.resident_bytes adds); unused "
+                    "the methods' per-rig preparations, which RigInfo.resident_bytes adds and --max-prepared-bytes "
+                    "bounds); unused "
                     "rigs are evicted least recently used first to make room. Default ", o.max_store_bytes),
        Number(o.max_store_bytes)},
+      {"max-prepared-bytes", "BYTES",
+       absl::StrCat("Memory for the methods' per-rig preparations (implicit skinning's fields, pbs's tets, "
+                    "cage coordinates, ...; one per rig and parameter set asked for): past it, those no open "
+                    "session uses are dropped, least recently asked for first (a session that asks again "
+                    "prepares again, or reads it from --cache-dir). Default ", o.max_prepared_bytes),
+       Number(o.max_prepared_bytes)},
       {"max-sessions", "N", absl::StrCat("Most open sessions. Default ", o.max_sessions),
        Number(o.max_sessions)},
       {"session-idle-ttl", "SECONDS",

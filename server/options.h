@@ -13,6 +13,9 @@ struct ServerOptions {
   size_t max_vertices = 10'000'000;               // per rig
   uint64_t max_rig_bytes = uint64_t{1} << 30;     // serialized size of one uploaded rig
   uint64_t max_store_bytes = uint64_t{8} << 30;   // all resident rigs together
+  // The methods' per-rig preparations together: past it, those no open session uses go, least
+  // recently asked for first (Service::TrimPreparations).
+  uint64_t max_prepared_bytes = uint64_t{8} << 30;
   size_t max_sessions = 1000;
   uint32_t session_idle_ttl_seconds = 300;
   size_t worker_threads = 0;  // 0: one per hardware thread

@@ -97,6 +97,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
       slot->key = key;
       slot->started_ms = now_ms;
     }
+    slot->last_asked_ms = std::max(slot->last_asked_ms, now_ms);
     if (!slot->claimed && !slot->done) {  // new, or reserved for a background task
       slot->claimed = true;
       mine = true;
@@ -181,6 +182,7 @@ bool StoredRig::Reserve(const std::string& key, int64_t now_ms) {
   slot = std::make_shared<Preparation>();
   slot->key = key;
   slot->started_ms = now_ms;
+  slot->last_asked_ms = now_ms;
   return true;
 }
 
@@ -213,6 +215,38 @@ void StoredRig::CancelAll() {
   for (auto& [key, p] : preparations) {
     if (!p->done) p->cancel = true;
   }
+}
+
+namespace {
+
+// What a finished preparation's entry holds: its result's bytes, or its key and error's (a
+// failure is kept so that it is not retried).
+size_t EntryBytes(const Preparation& p) {
+  return p.result ? p.result->Bytes() : sizeof(Preparation) + p.key.size() + p.status.message().size();
+}
+
+// Finished, and held by the map alone (a deformer on it holds its own reference).
+bool Droppable(const Preparation& p) { return p.done && (!p.result || p.result.use_count() == 1); }
+
+}  // namespace
+
+std::vector<UnusedPreparation> StoredRig::Unused(const absl::flat_hash_set<std::string>& in_use) {
+  std::lock_guard lock(prep_mu);
+  std::vector<UnusedPreparation> out;
+  for (const auto& [key, p] : preparations) {
+    if (Droppable(*p) && !in_use.contains(key)) out.push_back({key, p->last_asked_ms, EntryBytes(*p), !p->result});
+  }
+  return out;
+}
+
+size_t StoredRig::DropIfUnused(const std::string& key, int64_t asked_ms) {
+  std::lock_guard lock(prep_mu);
+  auto it = preparations.find(key);
+  if (it == preparations.end() || !Droppable(*it->second) || it->second->last_asked_ms != asked_ms) return 0;
+  const size_t freed = EntryBytes(*it->second);
+  if (it->second->result) prepared_bytes -= it->second->result->Bytes();
+  preparations.erase(it);
+  return freed;
 }
 
 std::vector<std::string> StoredRig::Unfinished() {

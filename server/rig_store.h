@@ -36,6 +36,15 @@ struct Preparation {
   std::shared_ptr<const Prepared> result;   // guarded by StoredRig::prep_mu
   bool from_cache = false;                  // read from the cache directory; guarded by prep_mu
   bool claimed = false;                     // a thread is computing it; guarded by prep_mu
+  int64_t last_asked_ms = 0;                // listed, or last asked for by a session; prep_mu
+};
+
+// A finished preparation that no deformer holds, as StoredRig::Unused lists it.
+struct UnusedPreparation {
+  std::string key;
+  int64_t last_asked_ms = 0;
+  size_t bytes = 0;     // what dropping it frees: its result's bytes, or its key and error's
+  bool failed = false;  // a kept failure (not counted in StoredRig::prepared_bytes)
 };
 
 // The name a preparation is kept under in StoredRig::preparations (and listed in GetRig).
@@ -108,6 +117,13 @@ struct StoredRig {
   void CancelAll();
   // The keys of the preparations not done (running, or reserved and not started).
   std::vector<std::string> Unfinished();
+  // The finished preparations (successful or failed) whose keys are not in `in_use` (the keys
+  // open sessions name, Session.preparations) and whose result no deformer holds.
+  std::vector<UnusedPreparation> Unused(const absl::flat_hash_set<std::string>& in_use);
+  // Forgets preparation `key` if it is still unused as Unused says, and nobody named it since
+  // `asked_ms` (its last_asked_ms then); returns the bytes freed (0: kept). A session that asks
+  // for it again prepares it again (or reads it from the cache directory).
+  size_t DropIfUnused(const std::string& key, int64_t asked_ms);
   size_t TotalBytes() const { return bytes + prepared_bytes.load(); }
 };
 

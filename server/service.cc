@@ -81,10 +81,48 @@ void Service::Housekeeping() {
   const int64_t now = NowMs();
   sessions_.ExpireIdle(now);
   shared_memory_.ExpireIdle(now);
+  TrimPreparations();
   UpdateGauges();
   if (gpu_) {
     for (const gpu::DeviceInfo& d : gpu_->Devices()) metrics_.Device(d);
   }
+}
+
+size_t Service::TrimPreparations() {
+  // Until 2026-12-01 a rig kept every preparation until DeleteRig: one per parameter set any
+  // session asked for (a pbs tet mesh per voxel size, implicit fields per operator choice), so a
+  // client could grow the server without bound, quota or not.
+  const auto rigs = rigs_.List();
+  struct Candidate {
+    std::shared_ptr<StoredRig> rig;
+    UnusedPreparation prep;
+  };
+  std::vector<Candidate> unused;
+  uint64_t held = 0;
+  absl::flat_hash_map<const StoredRig*, absl::flat_hash_set<std::string>> in_use;
+  for (const auto& s : sessions_.All()) in_use[s->rig.get()].insert(s->preparation_keys.begin(), s->preparation_keys.end());
+  for (const auto& r : rigs) {
+    held += r->prepared_bytes.load();
+    for (UnusedPreparation& p : r->Unused(in_use[r.get()])) {
+      if (p.failed) held += p.bytes;  // results are in prepared_bytes, kept failures are not
+      unused.push_back({r, std::move(p)});
+    }
+  }
+  if (held <= options_.max_prepared_bytes) return 0;
+  std::sort(unused.begin(), unused.end(),
+            [](const Candidate& a, const Candidate& b) { return a.prep.last_asked_ms < b.prep.last_asked_ms; });
+  size_t dropped = 0;
+  for (const Candidate& c : unused) {
+    if (held <= options_.max_prepared_bytes) break;
+    const size_t freed = c.rig->DropIfUnused(c.prep.key, c.prep.last_asked_ms);
+    if (freed == 0) continue;
+    held -= std::min<uint64_t>(held, freed);
+    ++dropped;
+    std::fprintf(stderr, "sinew-server: rig %.12s: dropped preparation %s (%zu bytes; no open session uses it, "
+                 "--max-prepared-bytes %llu)\n", c.rig->id.c_str(), c.prep.key.c_str(), freed,
+                 (unsigned long long)options_.max_prepared_bytes);
+  }
+  return dropped;
 }
 
 absl::StatusOr<Rig> Service::RigFromBytes(const std::string& bytes) const {

@@ -104,8 +104,12 @@ class Service final : public v1::Sinew::CallbackService {
   size_t open_streams() const;
   // Calls whose reactor has not finished (uploads, frames, streams).
   int active_calls() const { return active_calls_.load(); }
-  // Expires idle sessions and refreshes gauges. Called periodically.
+  // Expires idle sessions, trims the preparations to --max-prepared-bytes and refreshes gauges.
+  // Called periodically.
   void Housekeeping();
+  // While the rigs' preparations hold more than --max-prepared-bytes, forgets the one no open
+  // session uses and no deformer holds that was least recently asked for; returns how many went.
+  size_t TrimPreparations();
   // Why there is no GPU backend (shown in GetServerInfo).
   void set_gpu_unavailable_reason(std::string reason) { gpu_unavailable_reason_ = std::move(reason); }
   // The bearer tokens (--token-file; SinewServer loads them, and reloads them on SIGHUP).

@@ -130,6 +130,14 @@ std::vector<std::shared_ptr<Session>> SessionManager::List(const std::string& te
   return out;
 }
 
+std::vector<std::shared_ptr<Session>> SessionManager::All() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Session>> out;
+  out.reserve(sessions_.size());
+  for (auto& [id, s] : sessions_) out.push_back(s);
+  return out;
+}
+
 size_t SessionManager::CountOn(const std::string& rig_id, const std::string& tenant) const {
   std::lock_guard lock(mu_);
   size_t n = 0;

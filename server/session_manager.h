@@ -121,6 +121,7 @@ class SessionManager {
   // NOT_FOUND when unknown or another tenant's.
   absl::StatusOr<uint64_t> Close(const std::string& id, const std::string& tenant);
   std::vector<std::shared_ptr<Session>> List(const std::string& tenant) const;
+  std::vector<std::shared_ptr<Session>> All() const;  // every tenant's
   // Sessions of `tenant` on the rig `rig_id`.
   size_t CountOn(const std::string& rig_id, const std::string& tenant) const;
   // Closes sessions idle for longer than the TTL (a session a batch plays is not idle); returns

@@ -637,6 +637,60 @@ TEST(Lifecycle, AStatefulSessionHasOneWriterWhileABatchPlaysIt) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A rig's preparations past --max-prepared-bytes (one byte here): one that an open session uses
+// stays, one that none uses goes, and asked for again it is made again. Until 2026-12-01 a rig
+// kept every preparation until DeleteRig, one per parameter set any session asked for, so that
+// clients could grow the server without bound, within their quotas or not.
+TEST(Lifecycle, PreparationsNoOpenSessionUsesGoPastTheirBudget) {
+  ServerProcess server({"--max-prepared-bytes", "1"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(LimbOf(900))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto session_with_voxel = [&](double voxel) {
+    v1::CreateSessionRequest create;
+    create.set_rig_id(up->rig_id());
+    *create.mutable_deformer() = PbsConfig(0.9);
+    create.mutable_deformer()->mutable_pbs()->set_voxel_size(voxel);
+    return c->CreateSession(create);
+  };
+  auto gone_within_a_minute = [&](std::string_view key) {
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+         std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+      if (!FindPreparation(*c, up->rig_id(), key)) return true;
+    }
+    return false;
+  };
+  auto kept = session_with_voxel(0.1);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_EQ(kept->preparations_size(), 1);
+  const auto prepared = WaitForPreparation(*c, up->rig_id(), "voxel=0.1,");
+  ASSERT_TRUE(prepared && prepared->error().empty());
+  EXPECT_EQ(prepared->key(), kept->preparations(0));
+  auto passing = session_with_voxel(0.12);
+  ASSERT_TRUE(passing.ok()) << passing.status();
+  ASSERT_TRUE(WaitForPreparation(*c, up->rig_id(), "voxel=0.12,").has_value());
+  ASSERT_TRUE(c->CloseSession(passing->session_id()).ok());
+  EXPECT_TRUE(gone_within_a_minute("voxel=0.12,")) << "a preparation no session uses outlived its budget";
+  // The pass that dropped it saw the other one too, over budget as well: kept for its session.
+  EXPECT_TRUE(FindPreparation(*c, up->rig_id(), "voxel=0.1,").has_value()) << "a preparation in use was dropped";
+  const Pose pose = LimbPose(LimbSkeleton(LimbOf(900)), 0.3);
+  auto frame = c->Deform(Frame(kept->session_id(), 0, pose));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_EQ(frame->method(), v1::METHOD_PBS);
+  ASSERT_TRUE(c->CloseSession(kept->session_id()).ok());
+  EXPECT_TRUE(gone_within_a_minute("voxel=0.1,"));
+  // Asked for again: prepared again, and the session's frames are pbs's.
+  auto again = session_with_voxel(0.1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  const auto remade = WaitForPreparation(*c, up->rig_id(), "voxel=0.1,");
+  ASSERT_TRUE(remade && remade->error().empty());
+  frame = c->Deform(Frame(again->session_id(), 0, pose));
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_EQ(frame->method(), v1::METHOD_PBS);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Lifecycle, ServerBinaryNeedsNoCudaLibraries) {
   std::string out, err;
   ASSERT_EQ(RunProcess({"/usr/bin/ldd", SINEW_SERVER_PATH}, &out, &err), 0) << err;
