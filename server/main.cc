@@ -193,6 +193,13 @@ int main(int argc, char** argv) {
       {"tls-client-ca", "FILE",
        "Mutual TLS: clients must present a certificate signed by this CA (PEM). Default: none (any client)",
        [&](const std::string& v) { o.tls_client_ca = v; return !v.empty(); }},
+      {"keepalive-seconds", "SECONDS",
+       absl::StrCat("A connection without traffic for this long is pinged (HTTP/2 keepalive) and dropped when "
+                    "the ping is not answered within as long again, ending its calls: a client that vanished "
+                    "without closing (asleep, unplugged, stopped) no longer holds a batch, a stream or their "
+                    "sessions. 0: no pings. Default ",
+                    o.keepalive_seconds),
+       Number(o.keepalive_seconds)},
       {"drain-timeout", "SECONDS",
        absl::StrCat("On SIGTERM, how long open streams get to finish; background preparations, "
                     "cancelled, get what is left of it (at least 1 s), and the server exits without "

@@ -30,6 +30,11 @@ struct ServerOptions {
   uint32_t max_queue_ms = 250;
   uint64_t max_message_bytes = uint64_t{64} << 20;  // largest single request message
   double drain_timeout_seconds = 10;  // SIGTERM: time given to open streams to finish
+  // HTTP/2 keepalive: a connection without traffic for this long is pinged, and dropped when the
+  // ping is not answered within as long again, which ends its calls. A client that vanished
+  // without closing (a machine asleep, a cable out, a process stopped) then no longer holds a
+  // batch, a stream or the sessions and quotas they keep. 0: no pings.
+  uint32_t keepalive_seconds = 60;
   // GPU backend: "auto" (use CUDA devices when present), "off", or "emulate" (a CPU emulation
   // of one device, for tests and demos on machines without a GPU).
   std::string gpu = "auto";

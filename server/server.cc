@@ -93,6 +93,15 @@ absl::Status SinewServer::Start() {
   // No SO_REUSEPORT (gRPC's default on Linux): a second server started on a busy port must fail,
   // not quietly receive a share of the first one's connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (options_.keepalive_seconds > 0) {
+    const int ms = static_cast<int>(std::min<uint64_t>(uint64_t{options_.keepalive_seconds} * 1000, INT32_MAX));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms);
+    // Idle connections too, and pings without data frames between them: a client whose process
+    // is stopped with a call open sends nothing at all.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
   if (auto st = service_->tokens().Load(options_.token_file); !st.ok()) return st;
   if (!options_.state_dir.empty()) {
     auto restored = service_->RestoreRigs(options_.state_dir);

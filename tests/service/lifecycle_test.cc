@@ -691,6 +691,42 @@ TEST(Lifecycle, PreparationsNoOpenSessionUsesGoPastTheirBudget) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A client that stops answering with a stream open (its process stopped: the kernel still
+// acknowledges TCP, nothing answers HTTP/2) is dropped at the keepalive: its stream ends and the
+// session the stream bound (close_with_stream, as sinew-load binds its own) closes. Until
+// 2026-12-01 the server sent no pings, and such a stream stayed open for as long as the peer was
+// silent (a batch writing to it was cut after about 20 s by gRPC's own checks; an idle stream
+// never was).
+TEST(Lifecycle, AStoppedClientIsDroppedAtTheKeepaliveWithTheSessionsItsStreamBound) {
+  ServerProcess server({"--keepalive-seconds", "1"});
+  ASSERT_TRUE(server.started());
+  auto gauge = [&](const std::string& name) { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), name); };
+  const pid_t pid = SpawnProcess({SINEW_LOAD_PATH, "--target", server.target(), "--sessions", "1", "--fps", "1",
+                                  "--duration", "1000", "--vertices", "1000"});
+  ASSERT_GT(pid, 0);
+  // Its first frame answered: the stream is open and has bound the session.
+  const std::string frames = "sinew_frames_total{backend=\"cpu\",method=\"lbs\"}";
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       gauge(frames) < 1 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(gauge(frames), 1) << "sinew-load had no frame answered within a minute";
+  ASSERT_EQ(gauge("sinew_streams"), 1);
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  double streams = 1, sessions = 1;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       (streams != 0 || sessions != 0) && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    streams = gauge("sinew_streams");
+    sessions = gauge("sinew_sessions");
+  }
+  EXPECT_EQ(streams, 0) << "a stopped client's stream was still open a minute later (keepalive 1 s)";
+  EXPECT_EQ(sessions, 0) << "the session its stream bound was still open a minute later";
+  kill(pid, SIGKILL);
+  WaitProcess(pid);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Lifecycle, ServerBinaryNeedsNoCudaLibraries) {
   std::string out, err;
   ASSERT_EQ(RunProcess({"/usr/bin/ldd", SINEW_SERVER_PATH}, &out, &err), 0) << err;
