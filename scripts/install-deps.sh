@@ -43,6 +43,7 @@ build_pkgs=(
   blender  # the Blender add-on (clients/blender) is tested headless in real Blender (bookworm: 3.4.1)
   chromium python3-websocket python3-pil  # the browser viewer's test: headless Chromium driven over DevTools, screenshots read
   prometheus  # the Prometheus test scrapes a real server with a generated config
+  python3-yaml  # tests/deploy: the Kubernetes and Compose files read against sinew-server --help
   clang-14 libclang-rt-14-dev  # scripts/fuzz.sh: clang++-14 -fsanitize=fuzzer (libclang_rt.fuzzer is in libclang-rt-14-dev)
 )
 runtime_pkgs=(
@@ -58,7 +59,7 @@ docs_pkgs=(python3-matplotlib python3-numpy)
 # tests): neither configuring nor building the server and command lines needs them.
 # --no-test-tools leaves them out. A new test-only package goes here too.
 test_tools=(blender haproxy openssl assimp-testmodels python3-grpcio python3-protobuf python3-numpy
-            chromium python3-websocket python3-pil prometheus clang-14 libclang-rt-14-dev)
+            chromium python3-websocket python3-pil prometheus python3-yaml clang-14 libclang-rt-14-dev)
 
 pkgs=("${build_pkgs[@]}")
 if (( no_test_tools )); then

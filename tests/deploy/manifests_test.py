@@ -1,0 +1,113 @@
+"""deploy/'s Kubernetes and Compose files read against the server binary they run (no Docker or
+cluster needed): every server flag they pass is one `sinew-server --help` lists; each
+Deployment's memory budgets (--max-store-bytes for the rigs and --max-prepared-bytes for their
+methods' preparations, counted apart, defaults from --help) leave a quarter of the pod's memory
+limit for sessions; its grace period covers the preStop sleep, --drain-timeout and two seconds;
+and the unauthenticated metrics port stays off the client-facing Service and off the Docker
+host's outside interfaces.
+
+    /usr/bin/python3 tests/deploy/manifests_test.py SINEW_SERVER_BINARY
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SERVER = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(ROOT, "build/server/sinew-server")
+
+
+def server_help():
+    out = subprocess.run([SERVER, "--help"], capture_output=True, text=True, timeout=60)
+    return out.stdout + out.stderr
+
+
+def load(path):
+    with open(os.path.join(ROOT, path)) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def flags(args):
+    """{name: value or None} of the --name[=value] / --name value arguments."""
+    out, i = {}, 0
+    while i < len(args):
+        a = str(args[i])
+        if a.startswith("--"):
+            name, eq, value = a[2:].partition("=")
+            if not eq and i + 1 < len(args) and not str(args[i + 1]).startswith("--"):
+                value, i = str(args[i + 1]), i + 1
+            out[name] = value if (eq or value) else None
+        i += 1
+    return out
+
+
+def quantity(text):
+    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", str(text))
+    return int(m.group(1)) * {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}[m.group(2)]
+
+
+def default(help_text, flag):
+    m = re.search(r"--" + re.escape(flag) + r"\b.*?Default (\d+)", help_text, re.S)
+    return int(m.group(1))
+
+
+class Manifests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.help = server_help()
+        cls.known = set(re.findall(r"--([a-z0-9-]+)", cls.help))
+        cls.deployments = [d for f in ("deploy/k8s/deployment.yaml", "deploy/k8s/deployment-gpu.yaml") for d in load(f)
+                           if d["kind"] == "Deployment"]
+
+    def server_containers(self):
+        for d in self.deployments:
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                if c["name"] == "sinew-server":
+                    yield d, c
+
+    def test_every_server_flag_they_pass_is_one_the_server_has(self):
+        self.assertIn("max-prepared-bytes", self.known, "the binary is older than the source: build it")
+        passed = []
+        for d, c in self.server_containers():
+            passed.append((d["metadata"]["name"], flags(c.get("args", []))))
+        for name, svc in load("deploy/compose.yaml")[0]["services"].items():
+            if svc.get("image", "").startswith("sinew-server"):
+                passed.append((name, flags(svc.get("command", []))))
+        self.assertGreaterEqual(len(passed), 4)
+        for where, given in passed:
+            for flag in given:
+                self.assertIn(flag, self.known, f"{where}: --{flag} is not a flag of sinew-server")
+
+    def test_the_memory_budgets_leave_a_quarter_of_the_pod_for_sessions(self):
+        for d, c in self.server_containers():
+            given = flags(c.get("args", []))
+            budget = sum(int(given.get(f) or default(self.help, f)) for f in ("max-store-bytes", "max-prepared-bytes"))
+            limit = quantity(c["resources"]["limits"]["memory"])
+            self.assertLessEqual(budget, 0.75 * limit,
+                                 f"{d['metadata']['name']}: rigs and preparations may take {budget} of {limit} bytes")
+
+    def test_the_grace_period_covers_the_pre_stop_sleep_and_the_drain(self):
+        for d, c in self.server_containers():
+            given = flags(c.get("args", []))
+            drain = float(given.get("drain-timeout") or default(self.help, "drain-timeout"))
+            sleep = float(c["lifecycle"]["preStop"]["exec"]["command"][-1])
+            grace = d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+            self.assertGreaterEqual(grace, sleep + drain + 2, d["metadata"]["name"])
+
+    def test_metrics_stay_off_the_client_service_and_the_hosts_outside_interfaces(self):
+        for svc in load("deploy/k8s/service.yaml"):
+            ports = [p.get("targetPort") for p in svc["spec"]["ports"]]
+            self.assertNotIn("metrics", ports, svc["metadata"]["name"])
+            self.assertNotIn(9464, [p["port"] for p in svc["spec"]["ports"]], svc["metadata"]["name"])
+        for name, svc in load("deploy/compose.yaml")[0]["services"].items():
+            for mapping in svc.get("ports", []):
+                if str(mapping).endswith(":9464"):
+                    self.assertTrue(str(mapping).startswith("127.0.0.1:"), f"{name} publishes {mapping}")
+
+
+if __name__ == "__main__":
+    unittest.main()
