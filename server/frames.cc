@@ -116,8 +116,9 @@ void FillQuality(Session& session, std::span<const float> positions, v1::Quality
   out->set_edge_stretch_max(q.edge_stretch_max);
 }
 
-absl::Status CheckOutputs(const Session& session, const v1::FrameOutputs& want) {
-  if (want.quality() && session.rig->rig->triangle_count() == 0) {
+absl::Status CheckOutputs(Session& session, const v1::FrameOutputs& want) {
+  const bool mesh = session.rig->rig->triangle_count() > 0;
+  if (want.quality() && !mesh) {
     return absl::InvalidArgumentError(
         "outputs.quality: this rig has no triangles (a point set): the quality report measures a mesh");
   }
@@ -125,7 +126,23 @@ absl::Status CheckOutputs(const Session& session, const v1::FrameOutputs& want) 
     return absl::InvalidArgumentError(
         absl::StrCat("outputs.normal_encoding: unknown value ", static_cast<int>(want.normal_encoding())));
   }
-  return absl::OkStatus();
+  // A stateful session's frame must not be applied and then refused for an output the method
+  // does not have (its history would have moved on, and the frame counted): the method is asked
+  // before the frame, for the extras FillExtras will ask it for, into the session's scratch
+  // (overwritten by FillExtras). Until 2026-12-01 only the two checks above came first.
+  if (!session.stateful) return absl::OkStatus();
+  FrameExtras probe;
+  if (want.posed_cage()) probe.posed_cage = &session.extra_posed_cage;
+  if (want.rest_cage()) probe.rest_cage = &session.extra_rest_cage;
+  if (want.joints()) probe.joints = &session.extra_joints;
+  if (want.base_points()) probe.base_points = &session.extra_base_points;
+  if (want.vertex_states() && !session.device_states) probe.vertex_states = &session.extra_states;
+  if (want.normals() && !mesh) probe.normals = &session.extra_normals;
+  if (!probe.posed_cage && !probe.rest_cage && !probe.joints && !probe.base_points && !probe.vertex_states &&
+      !probe.normals) {
+    return absl::OkStatus();
+  }
+  return session.deformer->Extras(probe);
 }
 
 absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,

@@ -704,6 +704,17 @@ TEST_F(Service, StatefulSessionsApplyFramesStrictlyInOrder) {
     EXPECT_TRUE(stream->Read(&resp));
     EXPECT_EQ(resp.error().code(), grpc::INVALID_ARGUMENT);
     EXPECT_THAT(resp.error().message(), HasSubstr("outputs.normal_encoding: unknown value 9"));
+    // Nor does an output the method does not have (until 2026-12-01 pbs applied the frame, then
+    // refused its posed cage, and frame 3 then counted as applied).
+    for (auto want : {&v1::FrameOutputs::set_posed_cage, &v1::FrameOutputs::set_joints,
+                      &v1::FrameOutputs::set_vertex_states}) {
+      v1::DeformRequest extra = Frame(a->session_id(), 3, f.Swing(3));
+      (extra.mutable_outputs()->*want)(true);
+      EXPECT_TRUE(stream->Write(extra));
+      EXPECT_TRUE(stream->Read(&resp));
+      EXPECT_EQ(resp.error().code(), grpc::FAILED_PRECONDITION) << resp.error().message();
+      EXPECT_THAT(resp.error().message(), HasSubstr("outputs"));
+    }
   }
   const v1::DeformResponse third = send(3);
   ASSERT_FALSE(third.has_error()) << third.error().message();
