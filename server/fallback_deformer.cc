@@ -25,6 +25,7 @@ class FallbackDeformer final : public Deformer {
   absl::Status Extras(const FrameExtras& extras) const override {
     return (own_ ? *own_ : *fallback_).Extras(extras);
   }
+  absl::Status Offers(const FrameExtras& wanted) const override { return (own_ ? *own_ : *fallback_).Offers(wanted); }
   void Reset() override { (own_ ? *own_ : *fallback_).Reset(); }
   size_t StateBytes() const override { return fallback_->StateBytes() + (own_ ? own_->StateBytes() : 0); }
   std::string_view produced_by() const override { return own_ ? std::string_view() : fallback_name_; }

@@ -126,23 +126,18 @@ absl::Status CheckOutputs(Session& session, const v1::FrameOutputs& want) {
     return absl::InvalidArgumentError(
         absl::StrCat("outputs.normal_encoding: unknown value ", static_cast<int>(want.normal_encoding())));
   }
-  // A stateful session's frame must not be applied and then refused for an output the method
-  // does not have (its history would have moved on, and the frame counted): the method is asked
-  // before the frame, for the extras FillExtras will ask it for, into the session's scratch
-  // (overwritten by FillExtras). Until 2026-12-01 only the two checks above came first.
-  if (!session.stateful) return absl::OkStatus();
-  FrameExtras probe;
-  if (want.posed_cage()) probe.posed_cage = &session.extra_posed_cage;
-  if (want.rest_cage()) probe.rest_cage = &session.extra_rest_cage;
-  if (want.joints()) probe.joints = &session.extra_joints;
-  if (want.base_points()) probe.base_points = &session.extra_base_points;
-  if (want.vertex_states() && !session.device_states) probe.vertex_states = &session.extra_states;
-  if (want.normals() && !mesh) probe.normals = &session.extra_normals;
-  if (!probe.posed_cage && !probe.rest_cage && !probe.joints && !probe.base_points && !probe.vertex_states &&
-      !probe.normals) {
-    return absl::OkStatus();
-  }
-  return session.deformer->Extras(probe);
+  // A frame must not be applied and then refused for an output the method does not have (a
+  // stateful session's history would have moved on, and the frame counted): the method says
+  // which it has before the frame (Offers), for the extras FillExtras will ask it for. Until
+  // 2026-12-01 only the two checks above came first. (The pointers only say what is wanted.)
+  FrameExtras wanted;
+  if (want.posed_cage()) wanted.posed_cage = &session.extra_posed_cage;
+  if (want.rest_cage()) wanted.rest_cage = &session.extra_rest_cage;
+  if (want.joints()) wanted.joints = &session.extra_joints;
+  if (want.base_points()) wanted.base_points = &session.extra_base_points;
+  if (want.vertex_states() && !session.device_states) wanted.vertex_states = &session.extra_states;
+  if (want.normals() && !mesh) wanted.normals = &session.extra_normals;
+  return session.deformer->Offers(wanted);
 }
 
 absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,

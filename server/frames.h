@@ -133,8 +133,8 @@ absl::Status EncodeQuantizedPositions(FrameJob& job, StreamEncoder* stream, bool
 absl::Status PlaceInSharedMemory(FrameJob& job, const v1::SharedMemoryTarget& asked, v1::SharedMemoryTarget* placement);
 
 // The requested outputs that can be refused before the frame is deformed (a quality report of a
-// point set, an unknown normal encoding; on a stateful session, any extra its method does not
-// have, asked of the method into the session's scratch): a frame refused here does not count.
+// point set, an unknown normal encoding, an extra the method does not have: Deformer::Offers): a
+// frame refused here does not count.
 absl::Status CheckOutputs(Session& session, const v1::FrameOutputs& want);
 // The extras a frame asked for (posed cage, rest cage, joints, vertex states unless the device
 // makes them, normals), from the session's deformer into `out`. Mesh normals come from

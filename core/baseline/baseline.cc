@@ -74,18 +74,12 @@ class BaselineDeformer final : public Deformer {
     return absl::OkStatus();
   }
 
+  // Before a frame the status bytes are not there yet on the CPU either: whether they will be is
+  // whether the session runs on a device.
+  absl::Status Offers(const FrameExtras& wanted) const override { return Check(wanted, on_device_); }
+  void RunsOnDevice() override { on_device_ = true; }
   absl::Status Extras(const FrameExtras& extras) const override {
-    FrameExtras rest = extras;
-    rest.vertex_states = nullptr;
-    rest.base_points = nullptr;
-    if (auto st = Deformer::Extras(rest); !st.ok()) return st;
-    for (const auto& [wanted, field] : {std::pair{extras.vertex_states != nullptr, "vertex_states"},
-                                        std::pair{extras.base_points != nullptr, "base_points"}}) {
-      if (wanted && status_.empty()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "outputs.", field, ": method baseline reports them from CPU frames only (this session runs on the GPU)"));
-      }
-    }
+    if (auto st = Check(extras, status_.empty()); !st.ok()) return st;
     if (extras.vertex_states != nullptr) *extras.vertex_states = status_;
     if (extras.base_points != nullptr) BasePoints(*extras.base_points);
     return absl::OkStatus();
@@ -189,6 +183,23 @@ class BaselineDeformer final : public Deformer {
   std::vector<End<double>> ends_;
   baseline::JointFrame joints_;
   std::vector<uint8_t> status_;
+  bool on_device_ = false;  // RunsOnDevice: the device makes no status bytes
+
+  // What Extras refuses, `no_states` saying whether there are (or will be) no status bytes.
+  absl::Status Check(const FrameExtras& wanted, bool no_states) const {
+    FrameExtras rest = wanted;
+    rest.vertex_states = nullptr;
+    rest.base_points = nullptr;
+    if (auto st = Deformer::Offers(rest); !st.ok()) return st;
+    for (const auto& [asked, field] : {std::pair{wanted.vertex_states != nullptr, "vertex_states"},
+                                       std::pair{wanted.base_points != nullptr, "base_points"}}) {
+      if (asked && no_states) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "outputs.", field, ": method baseline reports them from CPU frames only (this session runs on the GPU)"));
+      }
+    }
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

@@ -138,6 +138,11 @@ class Deformer {
   // After a successful Deform: fills the wanted extras. FAILED_PRECONDITION for extras the
   // method does not have.
   virtual absl::Status Extras(const FrameExtras& extras) const;
+  // Whether the method has `wanted`'s extras, asked before a frame and computing nothing: OK, or
+  // the FAILED_PRECONDITION Extras would give. A host refuses a frame that asks for an extra the
+  // method lacks before deforming it (a stateful session's history must not move on for a frame
+  // that is refused). The default: none, as Deformer::Extras says.
+  virtual absl::Status Offers(const FrameExtras& wanted) const;
   // In a pipeline: deforms with `in` (3 floats per vertex, the previous stage's output, not
   // overlapping `out`) used as the method's StageInput says. FAILED_PRECONDITION for methods
   // that cannot follow a stage.

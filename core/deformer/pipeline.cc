@@ -35,11 +35,14 @@ class Pipeline final : public Deformer {
     return absl::OkStatus();
   }
 
-  absl::Status Extras(const FrameExtras& extras) const override {
-    // Each wanted extra from the last stage that has it.
+  absl::Status Extras(const FrameExtras& extras) const override { return EachFromAStage(extras, false); }
+  absl::Status Offers(const FrameExtras& wanted) const override { return EachFromAStage(wanted, true); }
+
+  // Each wanted extra from the last stage that has it (`offers`: asked, not filled).
+  absl::Status EachFromAStage(const FrameExtras& extras, bool offers) const {
     auto one = [&](FrameExtras only, const char* field) -> absl::Status {
       for (size_t k = stages_.size(); k-- > 0;) {
-        if (stages_[k]->Extras(only).ok()) return absl::OkStatus();
+        if ((offers ? stages_[k]->Offers(only) : stages_[k]->Extras(only)).ok()) return absl::OkStatus();
       }
       return absl::FailedPreconditionError(absl::StrCat("outputs.", field, ": no stage of this pipeline has it"));
     };

@@ -166,6 +166,8 @@ absl::Status Deformer::Extras(const FrameExtras& extras) const {
   return absl::OkStatus();
 }
 
+absl::Status Deformer::Offers(const FrameExtras& wanted) const { return Deformer::Extras(wanted); }
+
 void Deformer::DeviceCoefficients(std::vector<float>& values, uint32_t& cols) const {
   values.clear();
   cols = 0;

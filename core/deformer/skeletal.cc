@@ -106,17 +106,24 @@ absl::Status SkeletalDeformer::DeviceFrame(const FrameInput& frame, std::vector<
   return absl::OkStatus();
 }
 
-absl::Status SkeletalDeformer::Extras(const FrameExtras& extras) const {
-  FrameExtras rest = extras;
+absl::Status SkeletalDeformer::Offers(const FrameExtras& wanted) const {
+  FrameExtras rest = wanted;
   rest.normals = nullptr;
-  if (auto st = Deformer::Extras(rest); !st.ok()) return st;
-  if (extras.normals == nullptr) return absl::OkStatus();
+  if (auto st = Deformer::Offers(rest); !st.ok()) return st;
+  if (wanted.normals == nullptr) return absl::OkStatus();
   const Rig& rig = *rig_;
   if (rig.triangle_count() > 0 || rig.normals.size() != rig.positions.size()) {
     return absl::FailedPreconditionError(
         "outputs.normals: skinning moves uploaded normals of point sets (rigs without triangles); this rig has "
         "triangles, or no normals");
   }
+  return absl::OkStatus();
+}
+
+absl::Status SkeletalDeformer::Extras(const FrameExtras& extras) const {
+  if (auto st = SkeletalDeformer::Offers(extras); !st.ok()) return st;
+  if (extras.normals == nullptr) return absl::OkStatus();
+  const Rig& rig = *rig_;
   const size_t n = rig.vertex_count();
   std::vector<float>& out = *extras.normals;
   out.resize(3 * n);

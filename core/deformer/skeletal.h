@@ -40,6 +40,7 @@ class SkeletalDeformer : public Deformer {
   // (LBS: the inverse transpose of the blended linear part; DQS: the blended rotation; the
   // blend: the two mixed by the vertex's weight, normalised).
   absl::Status Extras(const FrameExtras& extras) const override;
+  absl::Status Offers(const FrameExtras& wanted) const override;
   size_t StateBytes() const override;
   DeviceStage device_stage() const override;
   size_t device_param_count() const override { return JointDataFloats(data_) * rig_->joint_count(); }

@@ -223,12 +223,16 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
     return FrameFloats(rig_->joint_count(), m_->fields.size(), elastic_, 1);
   }
 
-  absl::Status Extras(const FrameExtras& extras) const override {
-    if (extras.posed_cage || extras.rest_cage || extras.joints) return Deformer::Extras(extras);
-    if (extras.vertex_states && state_.empty()) {
+  absl::Status Offers(const FrameExtras& wanted) const override {
+    if (wanted.posed_cage || wanted.rest_cage || wanted.joints) return Deformer::Offers(wanted);
+    if (wanted.vertex_states && state_.empty()) {  // the CPU's node arrays are made with the deformer
       return absl::FailedPreconditionError(
           "outputs.vertex_states: this session's frames run on a device, which returns the states with them");
     }
+    return absl::OkStatus();
+  }
+  absl::Status Extras(const FrameExtras& extras) const override {
+    if (auto st = Offers(extras); !st.ok()) return st;
     if (extras.vertex_states) {
       extras.vertex_states->resize(rig_->vertex_count());
       for (size_t v = 0; v < rig_->vertex_count(); ++v) {

@@ -320,6 +320,9 @@ class SuperCagesDeformer final : public Deformer {
 
 
  public:
+  absl::Status Offers(const FrameExtras& wanted) const override {
+    return wanted.vertex_states ? Deformer::Offers({.vertex_states = wanted.vertex_states}) : absl::OkStatus();
+  }
   absl::Status Extras(const FrameExtras& extras) const override {
     if (extras.vertex_states) return Deformer::Extras({.vertex_states = extras.vertex_states});
     auto put = [](const auto& m, std::vector<float>* out, bool columns_are_points) {
