@@ -171,6 +171,12 @@ absl::Status CheckRigEntryCounts(std::string_view serialized) {
 
 absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::CagePose>& cages,
                                  std::vector<CageFrame>& out) {
+  // Counted before the session's scratch is sized to them: a frame of 64 MiB of empty entries
+  // (33 million) would otherwise leave the session holding about 1 GB (until 2026-12-01).
+  if (static_cast<size_t>(cages.size()) > kMaxRigCages) {
+    return absl::InvalidArgumentError(absl::StrCat("cages: ", cages.size(), " entries; a rig has at most ", kMaxRigCages,
+                                                   " cages"));
+  }
   out.resize(static_cast<size_t>(cages.size()));
   for (int i = 0; i < cages.size(); ++i) {
     if (auto st = CagePoseFromProto(cages[i], out[i], absl::StrCat("cages[", i, "]")); !st.ok()) return st;
@@ -332,8 +338,13 @@ absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, s
   ClipBatch b;
   if (req.has_clip()) {
     b.fps = req.clip().frames_per_second();
-    if (!(b.fps > 0) || !std::isfinite(b.fps) || b.fps > 1e6) {
-      return absl::InvalidArgumentError("clip.frames_per_second: must be in (0, 1e6]");
+    // Its step (1 / fps, what methods with dynamics step by) bounded as a pose list's time_step
+    // is (until 2026-12-01 a rate of 1e-40 stepped a jiggle session by 1e40 s: NaN positions, a
+    // corrupted state, and an error blaming the pose).
+    if (!(b.fps >= 1 / kMaxTimeStep) || !std::isfinite(b.fps) || b.fps > 1e6) {
+      return absl::InvalidArgumentError(absl::StrCat("clip.frames_per_second: ", b.fps, " is outside [", 1 / kMaxTimeStep,
+                                                     ", 1e6] (a frame's step, 1 / frames_per_second, is at most ",
+                                                     kMaxTimeStep, " s)"));
     }
     auto clip = ClipFromProto(req.clip().clip(), joint_count);
     if (!clip.ok()) return clip.status();

@@ -2,6 +2,7 @@
 #include "server/echo_id.h"
 
 #include <algorithm>
+#include <new>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -137,8 +138,14 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     from_cache = *result != nullptr;
   }
   if (!from_cache) {
-    result = prep->cancel ? absl::CancelledError("cancelled before it started")
-                          : method.prepare(*rig, config, pool, progress);
+    // A preparation's allocation the machine cannot give fails the preparation, not the server
+    // (those on the calling thread: the large ones are sized there before the parallel work).
+    try {
+      result = prep->cancel ? absl::CancelledError("cancelled before it started")
+                            : method.prepare(*rig, config, pool, progress);
+    } catch (const std::bad_alloc&) {
+      result = absl::ResourceExhaustedError(absl::StrCat("preparing ", key, ": out of memory"));
+    }
     if (cacheable && result.ok()) {
       if (auto st = WriteCached(path, header, method.save_prepared(**result)); !st.ok()) {
         std::fprintf(stderr, "sinew-server: rig %.12s: not cached: %s\n", id.c_str(), std::string(st.message()).c_str());

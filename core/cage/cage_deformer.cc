@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/util/simd.h"
 
 namespace sinew {
@@ -84,7 +85,7 @@ absl::Status CheckCageConfig(const Rig& rig, const DeformerConfig& config, const
   const uint32_t cage = ParamsOf<CageParams>(config).cage;
   if (cage >= rig.cages.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "deformer.cage: method ", method, " uses cage ", cage, " but the rig has ",
+        "deformer.cage.cage: method ", method, " uses cage ", cage, " but the rig has ",
         rig.cages.size(), " cages"));
   }
   return absl::OkStatus();
@@ -211,12 +212,26 @@ class CageDeformer final : public Deformer {
 
 }  // namespace
 
+absl::Status CheckCoordinateBytes(uint64_t rows, uint64_t columns, uint32_t cage, const char* method) {
+  const long double bytes = static_cast<long double>(rows) * static_cast<long double>(columns) * sizeof(double);
+  if (bytes <= static_cast<long double>(kMaxCoordinateBytes)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "rig.cages[%u]: method %s would keep %llu mesh vertices x %llu coordinates of float64 (%.3g GB), more than "
+      "the %llu GiB a cage method's coordinates may take; use a coarser cage or a lighter mesh",
+      cage, method, (unsigned long long)rows, (unsigned long long)columns, double(bytes) / 1e9,
+      (unsigned long long)(kMaxCoordinateBytes >> 30)));
+}
+
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareMvcCage(const Rig& rig,
                                                                const DeformerConfig& config,
                                                                ThreadPool* pool,
                                                                const ProgressFn& progress) {
   if (auto st = CheckCageConfig(rig, config, "cage-mvc"); !st.ok()) return st;
-  const CageGeometry cage = ToCageGeometry(rig.cages[ParamsOf<CageParams>(config).cage]);
+  const uint32_t index = ParamsOf<CageParams>(config).cage;
+  if (auto st = CheckCoordinateBytes(rig.vertex_count(), rig.cages[index].vertex_count(), index, "cage-mvc"); !st.ok()) {
+    return st;
+  }
+  const CageGeometry cage = ToCageGeometry(rig.cages[index]);
   auto p = std::make_shared<MvcPrepared>();
   const size_t m = rig.vertex_count(), n = static_cast<size_t>(cage.vertices.cols());
   p->phi.resize(static_cast<Eigen::Index>(m), static_cast<Eigen::Index>(n));
@@ -240,6 +255,13 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
                                                                  ThreadPool* pool,
                                                                  const ProgressFn& progress) {
   if (auto st = CheckCageConfig(rig, config, "cage-green"); !st.ok()) return st;
+  const uint32_t index = ParamsOf<CageParams>(config).cage;
+  if (auto st = CheckCoordinateBytes(rig.vertex_count(),
+                                     rig.cages[index].vertex_count() + rig.cages[index].triangles.size() / 3, index,
+                                     "cage-green");
+      !st.ok()) {
+    return st;
+  }
   auto p = std::make_shared<GreenPrepared>();
   p->rest = ToCageGeometry(rig.cages[ParamsOf<CageParams>(config).cage]);
   std::atomic<bool> refused{false};

@@ -29,6 +29,14 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseCageParams(const ParamS
 // "cage=N": the prepared data depends on the cage only.
 std::string CageKey(const DeformerConfig& config);
 
+// The most bytes a cage method's coordinate matrices (float64, one row per mesh vertex, one
+// column per cage vertex, and per cage face for Green coordinates) may take: 4 GiB.
+inline constexpr uint64_t kMaxCoordinateBytes = uint64_t{4} << 30;
+// RESOURCE_EXHAUSTED naming rig.cages[cage] when `rows` x `columns` doubles would pass
+// kMaxCoordinateBytes, before anything is allocated (until 2026-12-01 a 500k-vertex mesh in a
+// 10k-vertex cage asked for 40 GB and the allocation ended the process).
+absl::Status CheckCoordinateBytes(uint64_t rows, uint64_t columns, uint32_t cage, const char* method);
+
 // Φ (vertices x cage vertices) for "cage-mvc"; progress over the mesh vertices.
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareMvcCage(const Rig& rig,
                                                                const DeformerConfig& config,

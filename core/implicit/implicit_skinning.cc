@@ -22,11 +22,11 @@ absl::StatusOr<std::vector<JointOperator>> JointOperators(const Rig& rig, const 
   for (size_t k = 0; k < config.joint_operators.size(); ++k) {
     const auto& [joint, op] = config.joint_operators[k];
     if (joint >= rig.joint_count()) {
-      return absl::InvalidArgumentError(absl::StrCat("implicit.joints[", k, "].joint: ", joint, " but the rig has ",
+      return absl::InvalidArgumentError(absl::StrCat("deformer.implicit.joints[", k, "].joint: ", joint, " but the rig has ",
                                                      rig.joint_count(), " joints"));
     }
     if (seen[joint]) {
-      return absl::InvalidArgumentError(absl::StrCat("implicit.joints[", k, "].joint: joint ", joint, " listed twice"));
+      return absl::InvalidArgumentError(absl::StrCat("deformer.implicit.joints[", k, "].joint: joint ", joint, " listed twice"));
     }
     seen[joint] = 1;
     ops[joint] = op;

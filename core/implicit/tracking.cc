@@ -545,7 +545,10 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       const Eigen::Quaterniond rest = p < 0 ? bind_world_[j].rotation : bind_world_[p].rotation.inverse() * bind_world_[j].rotation;
       const double bend = rel.angularDistance(rest);
       const double limit = std::max(std::min(bend / 3, config_.max_substep_radians), config_.min_substep_radians);
-      steps = std::max(steps, uint32_t(std::ceil(move / limit - 1e-9)));
+      // Clamped in double first: with sub-step radians as small as the parameters allow (1e-12) the
+      // count passes uint32's range, and converting it would be undefined.
+      const double needed = std::ceil(move / limit - 1e-9);
+      steps = std::max(steps, uint32_t(std::clamp(needed, 1.0, double(std::max(config_.max_substeps, 1u)))));
     }
     steps = std::clamp(steps, 1u, std::max(config_.max_substeps, 1u));
     // Intermediate skeletons interpolate each joint relative to its parent (slerp, lerp) and

@@ -735,6 +735,10 @@ absl::StatusOr<TetMesh> BuildTets(const Rig& rig, const PbsParams& p, const Prog
     if (rig.tet_mesh.empty()) {
       return absl::FailedPreconditionError("method pbs: tets \"rig\" needs the rig's tet_mesh; the rig has none");
     }
+    if (const size_t n = rig.tet_mesh.positions.size() / 3; n > kPbsMaxParticles) {
+      return absl::ResourceExhaustedError(absl::StrCat("rig.tet_mesh: ", n, " particles, more than the ", kPbsMaxParticles,
+                                                       " a pbs preparation takes"));
+    }
     return UploadedTetMesh(rig.tet_mesh.positions, rig.tet_mesh.tets);
   }
   if (rig.triangle_count() == 0) {
@@ -750,6 +754,13 @@ absl::StatusOr<TetMesh> BuildTets(const Rig& rig, const PbsParams& p, const Prog
   }
   auto grid = Voxelize(rig.positions, rig.triangles, {p.voxel_size > 0 ? p.voxel_size : longest / 32});
   if (!grid.ok()) return grid.status();
+  // Bounded like the mesher's (until 2026-12-01 only the voxels' own 2^24 cells bounded these:
+  // millions of particles, gigabytes of constraints and frames of seconds).
+  if (grid->vertices.size() > kPbsMaxParticles) {
+    return absl::ResourceExhaustedError(absl::StrCat("deformer.pbs.voxel_size: ", grid->h, " makes ",
+                                                     grid->vertices.size(), " particles, more than the ", kPbsMaxParticles,
+                                                     " a pbs preparation takes; choose a larger voxel size"));
+  }
   return VoxelTetMesh(*grid);
 }
 

@@ -132,8 +132,9 @@ struct PbsState {
 // `grain` constraints, and only when it holds more (kPbsColourGrain: each colour is a barrier,
 // about 600 a frame, and a small one costs more to hand over than to do).
 inline constexpr size_t kPbsColourGrain = 8192;
-// The most particles a mesher preparation makes (RESOURCE_EXHAUSTED beyond; a frame's cost is
-// the particles', and the paper's characters have 1–3k).
+// The most particles a pbs preparation takes, from the mesher, the voxels or an uploaded tet mesh
+// (RESOURCE_EXHAUSTED beyond; a frame's cost is the particles', and the paper's characters have
+// 1–3k).
 inline constexpr size_t kPbsMaxParticles = 400'000;
 void SolvePbsFrame(const PbsModel& model, const PbsParams& params, std::span<const Affine34f> skinning, double dt,
                    PbsState& state, ThreadPool* pool, size_t grain = kPbsColourGrain);

@@ -202,9 +202,24 @@ absl::Status BuildWeights(const WeightsInput& in, size_t vertex_count, size_t jo
   out.joints.reserve(in.joints.size());
   out.weights.reserve(in.weights.size());
   max_influences = 0;
-  std::vector<std::pair<float, uint16_t>> row;  // (weight, joint) of one vertex
+  // (weight, joint) of one vertex, in double: a joint repeated with weights near float32's range
+  // merges past it (until 2026-12-01 in float: an infinite weight, accepted).
+  std::vector<std::pair<double, uint16_t>> row;
+  // A long row (more than kLinearMerge entries) is merged by sorting (joint, first entry, weight)
+  // instead of a search per entry: until 2026-12-01 a row of 65 535 distinct joints cost 2e9
+  // comparisons, on the worker pool that also deforms frames. The sums and the order of first
+  // appearance are those of the search.
+  constexpr size_t kLinearMerge = 32;
+  struct Entry {
+    uint16_t joint;
+    uint32_t first;
+    double weight;
+  };
+  std::vector<Entry> entries;
   for (size_t v = 0; v < vertex_count; ++v) {
     row.clear();
+    entries.clear();
+    const bool linear = begin(v + 1) - begin(v) <= kLinearMerge;
     double sum = 0;
     for (size_t e = begin(v); e < begin(v + 1); ++e) {
       const uint32_t j = in.joints[e];
@@ -219,9 +234,27 @@ absl::Status BuildWeights(const WeightsInput& in, size_t vertex_count, size_t jo
       }
       sum += w;
       if (w == 0) continue;
+      if (!linear) {
+        entries.push_back({static_cast<uint16_t>(j), static_cast<uint32_t>(entries.size()), w});
+        continue;
+      }
       auto same = std::find_if(row.begin(), row.end(), [&](auto& r) { return r.second == j; });
       if (same != row.end()) same->first += w;  // repeated joint: merge
       else row.emplace_back(w, static_cast<uint16_t>(j));
+    }
+    if (!linear) {
+      std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.joint < b.joint; });
+      size_t kept = 0;
+      for (size_t k = 0; k < entries.size(); ++k) {
+        if (kept > 0 && entries[kept - 1].joint == entries[k].joint) {
+          entries[kept - 1].weight += entries[k].weight;  // repeated joint: merge, in entry order
+        } else {
+          entries[kept++] = entries[k];
+        }
+      }
+      entries.resize(kept);
+      std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.first < b.first; });
+      for (const Entry& en : entries) row.emplace_back(en.weight, en.joint);
     }
     if (!(sum > 0)) {
       return Invalid(absl::StrFormat("rig.weights (vertex %d): no influence with a positive weight", v));

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "core/cage/cage_deformer.h"
 #include "core/cage/mec.h"
 #include "core/deformer/skeletal.h"
 #include "core/dqs/dqs.h"
@@ -120,7 +121,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
   if (auto st = SkeletalDeformer::CheckRig(rig, "supercages"); !st.ok()) return st;
   const SuperCagesParams& params = ParamsOf<SuperCagesParams>(config);
   if (params.cage >= rig.cages.size()) {
-    return absl::FailedPreconditionError(absl::StrCat("deformer.cage: method supercages uses cage ",
+    return absl::FailedPreconditionError(absl::StrCat("deformer.supercages.cage: method supercages uses cage ",
                                                       params.cage, " but the rig has ",
                                                       rig.cages.size(), " cages"));
   }
@@ -132,6 +133,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
   p->rest_cage = ToCageGeometry(rig.cages[params.cage]);
   const size_t m = rig.vertex_count();
   const Eigen::Index c = p->rest_cage.vertices.cols();
+  if (auto st = CheckCoordinateBytes(m, static_cast<uint64_t>(c), params.cage, "supercages"); !st.ok()) return st;
   if (m < static_cast<size_t>(c)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "method supercages: the cage has ", c, " vertices, more than the mesh's ", m,

@@ -57,6 +57,23 @@ TEST(PositionCodec, Quantized16IsWithinHalfAStepOfEveryCoordinate) {
   EXPECT_EQ(back[2], 5.0f);
 }
 
+// Finite positions near float32's range on both sides (a box wider than float32 holds): a finite
+// scale, and every coordinate back within half a step (until 2026-12-01 the extent overflowed in
+// float: scale inf, status OK, NaN decoded).
+TEST(PositionCodec, Quantized16OfABoxWiderThanFloat32HoldsIsFinite) {
+  std::vector<float> p = {-2e38f, 0, 1, 2e38f, 0, -1, 1e38f, 5, 0};
+  Quantization q;
+  std::string bytes;
+  ASSERT_TRUE(EncodeQuantized16(p, q, bytes).ok());
+  EXPECT_TRUE(std::isfinite(q.scale[0])) << q.scale[0];
+  std::vector<float> back(p.size());
+  ASSERT_TRUE(DecodeQuantized16(bytes, q, back).ok());
+  for (size_t i = 0; i < p.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(back[i])) << i;
+    ASSERT_LE(std::abs(double(back[i]) - p[i]), 0.5 * q.scale[i % 3] + std::abs(p[i]) * 6e-8) << i;
+  }
+}
+
 TEST(PositionCodec, QuantizedEncodingsNameTheFirstNonFiniteVertex) {
   std::vector<float> p = Cloud(20, 0);
   p[3 * 7 + 1] = std::numeric_limits<float>::quiet_NaN();

@@ -106,5 +106,27 @@ TEST(Params, CreateRefusesAnotherMethodsStruct) {
   EXPECT_EQ(CreateDeformer(rig, {"nope", nullptr}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A cage method whose coordinates would pass kMaxCoordinateBytes is refused before anything is
+// allocated, naming the cage (until 2026-12-01 the allocation of 800 GB ended the process). The
+// rig is filled in directly: a million vertices in a 100 000-vertex cage, never validated or
+// allocated beyond its positions.
+TEST(Params, CageCoordinatesPastTheirLimitAreRefusedNamingTheCage) {
+  Rig rig;
+  rig.positions.assign(3 * 1'000'000, 0.f);
+  Cage cage;
+  cage.positions.assign(3 * 100'000, 0.f);
+  cage.triangles.assign(3 * 200'000, 0u);
+  rig.cages.push_back(cage);
+  for (const char* method : {"cage-mvc", "cage-green"}) {
+    const MethodInfo* m = FindMethod(method);
+    ASSERT_NE(m, nullptr);
+    auto prepared = m->prepare(rig, DeformerConfig(method), nullptr, nullptr);
+    EXPECT_EQ(prepared.status().code(), absl::StatusCode::kResourceExhausted) << method;
+    EXPECT_THAT(std::string(prepared.status().message()), HasSubstr("rig.cages[0]: method " + std::string(method)));
+  }
+  EXPECT_TRUE(CheckCoordinateBytes(65536, 8192, 0, "cage-mvc").ok());  // exactly 4 GiB
+  EXPECT_EQ(CheckCoordinateBytes(65536, 8193, 0, "cage-mvc").code(), absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace sinew

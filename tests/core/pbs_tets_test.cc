@@ -3,6 +3,7 @@
 // the fast winding numbers the mesher's domain is made of. Checked geometrically: volumes by
 // summing tets against the closed mesh's divergence-theorem volume, insideness by the exact
 // generalized winding number, conformity by counting shared faces.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -183,6 +184,22 @@ TEST(PbsMesher, FailsPreciselyAndStopsWhenAsked) {
   EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << cancelled.status();
   o.cell_size = 0;
   EXPECT_EQ(MeshVolume(rig.positions, rig.triangles, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Voxels fine enough to make more particles than a pbs preparation takes are refused, naming the
+// voxel size (until 2026-12-01 only the mesher was bounded: the voxels made millions of
+// particles, gigabytes of constraints and frames of seconds).
+TEST(PbsVoxels, MoreParticlesThanAPreparationTakesAreRefusedNamingTheVoxelSize) {
+  const Rig rig = testing::BuildOrDie(CappedCylinder());
+  auto p = std::make_shared<PbsParams>();
+  p->tets = PbsParams::Tets::kVoxels;
+  p->voxel_size = double((rig.bbox_max - rig.bbox_min).maxCoeff()) / 300;
+  const auto fine = PreparePbs(rig, DeformerConfig("pbs", p), nullptr, {});
+  EXPECT_EQ(fine.status().code(), absl::StatusCode::kResourceExhausted) << fine.status();
+  EXPECT_THAT(std::string(fine.status().message()), ::testing::HasSubstr("deformer.pbs.voxel_size"));
+  EXPECT_THAT(std::string(fine.status().message()), ::testing::HasSubstr("more than the 400000"));
+  p->voxel_size *= 10;
+  EXPECT_TRUE(PreparePbs(rig, DeformerConfig("pbs", p), nullptr, {}).ok());
 }
 
 // The elbow's 90° bend on the mesher's tets keeps the volume within the spec's 3 % (§4 test 7)

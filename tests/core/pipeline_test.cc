@@ -110,7 +110,7 @@ TEST(Pipeline, BadPipelinesAreRefusedNamingTheStage) {
   EXPECT_THAT(std::string(CreateDeformer(rig, nine).status().message()), HasSubstr("1 to 8 stages, not 9"));
   // A stage that cannot be created on this rig says which, with the stage's field in it.
   EXPECT_THAT(std::string(CreateDeformer(rig, Chain({"cage-mvc", "lbs"})).status().message()),
-              HasSubstr("deformer.stages[0].cage: method cage-mvc uses cage 0"));
+              HasSubstr("deformer.stages[0].cage.cage: method cage-mvc uses cage 0"));
 }
 
 TEST(Pipeline, FramesGiveEachStageItsOwnInputs) {

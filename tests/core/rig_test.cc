@@ -175,6 +175,53 @@ TEST(Rig, ZeroWeightsDroppedAndRepeatedJointsMerged) {
   EXPECT_EQ(rig.weights.weights[0], 1.0f);
 }
 
+// Vertex 0's row replaced by `joints` / `weights` (compressed rows).
+RigInput WithFirstRow(RigInput in, const std::vector<uint32_t>& joints, const std::vector<float>& weights) {
+  WeightsInput& w = in.weights;
+  const uint32_t old = w.offsets[1];
+  w.joints.erase(w.joints.begin(), w.joints.begin() + old);
+  w.weights.erase(w.weights.begin(), w.weights.begin() + old);
+  w.joints.insert(w.joints.begin(), joints.begin(), joints.end());
+  w.weights.insert(w.weights.begin(), weights.begin(), weights.end());
+  for (size_t v = 1; v < w.offsets.size(); ++v) w.offsets[v] = w.offsets[v] - old + static_cast<uint32_t>(joints.size());
+  return in;
+}
+
+// A joint repeated with weights near float32's range merges to a finite weight (until 2026-12-01
+// the merge was in float: an infinite weight, accepted, and every frame failed blaming the pose).
+TEST(Rig, RepeatedJointsNearFloat32sRangeMergeToAFiniteWeight) {
+  RigInput in = WithFirstRow(Limb(), {0, 0}, {3e38f, 3e38f});
+  in.weights.normalize = true;
+  const Rig rig = testing::BuildOrDie(std::move(in));
+  EXPECT_EQ(rig.weights.offsets[1], 1u);
+  EXPECT_EQ(rig.weights.weights[0], 1.0f);
+}
+
+// A long row (merged by sorting) gives what its short equivalent gives: the same joints in the
+// same order with the same weights.
+TEST(Rig, ALongRowMergesAsItsShortEquivalentDoes) {
+  std::vector<uint32_t> joints;
+  std::vector<float> weights;
+  double sums[3] = {0, 0, 0};
+  for (int k = 0; k < 90; ++k) {
+    const uint32_t j = (k * 7 + 2) % 3;  // first appearances: 2, 0, 1
+    const float w = 0.001f * float(1 + k % 5) * float(j + 1);
+    joints.push_back(j);
+    weights.push_back(w);
+    sums[j] += w;
+  }
+  RigInput long_row = WithFirstRow(Limb(), joints, weights);
+  long_row.weights.normalize = true;
+  RigInput short_row = WithFirstRow(Limb(), {2, 0, 1}, {float(sums[2]), float(sums[0]), float(sums[1])});
+  short_row.weights.normalize = true;
+  const Rig a = testing::BuildOrDie(std::move(long_row)), b = testing::BuildOrDie(std::move(short_row));
+  ASSERT_EQ(a.weights.offsets[1], 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(a.weights.joints[k], b.weights.joints[k]) << k;
+    EXPECT_NEAR(a.weights.weights[k], b.weights.weights[k], 1e-6) << k;
+  }
+}
+
 TEST(Rig, FixedInfluenceCountEqualsCompressedRows) {
   RigInput rows = Limb();
   RigInput fixed = rows;

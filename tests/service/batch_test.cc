@@ -428,6 +428,9 @@ TEST(DeformClipRpc, BadRequestsNameTheField) {
   clip_req.mutable_clip()->mutable_clip()->clear_tracks();
   clip_req.mutable_clip()->set_frames_per_second(0);
   EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.frames_per_second"));
+  // A rate whose step passes a frame's 60 s time_step (until 2026-12-01 any rate above 0).
+  clip_req.mutable_clip()->set_frames_per_second(0.001);
+  EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.frames_per_second: 0.001 is outside"));
 
   // Resume and limits: frames [10, 15) of a 31-frame clip; past the end is empty and OK.
   clip_req.mutable_clip()->set_frames_per_second(30);

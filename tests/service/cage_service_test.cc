@@ -149,6 +149,13 @@ TEST_F(CageService, BadCageFramesNameTheField) {
     bad.mutable_outputs()->set_posed_cage(true);
     expect(bad, absl::StatusCode::kFailedPrecondition, "outputs:");
   }
+  {
+    // More entries than any rig has cages are refused before the session's scratch is sized to
+    // them (until 2026-12-01 a frame of empty entries grew it to their count).
+    v1::DeformRequest bad = r;
+    for (int k = 0; k < 300; ++k) bad.add_cages();
+    expect(bad, absl::StatusCode::kInvalidArgument, "cages: 301 entries; a rig has at most 256 cages");
+  }
   auto sc = Open(v1::METHOD_SUPERCAGES);
   ASSERT_TRUE(sc.ok());
   {

@@ -17,6 +17,7 @@
 #include "clients/lib/client.h"
 #include "core/implicit/implicit_params.h"
 #include "core/implicit/implicit_skinning.h"
+#include "server/convert.h"
 #include "tests/service/server_process.h"
 #include "tests/service/test_util.h"
 
@@ -358,7 +359,28 @@ TEST_F(ImplicitService, ErrorsNameTheField) {
   j->set_joint(9);
   auto s = Open(v1::METHOD_IMPLICIT, &params);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.status().message()), HasSubstr("implicit.joints[0].joint"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("deformer.implicit.joints[0].joint"));
+  // Joint 0 is a joint like any other (until 2026-12-01 the wire could not tell it from none, and
+  // it was refused as "required"); a choice with no joint at all is still refused.
+  {
+    v1::DeformerConfig zero;
+    zero.set_method(v1::METHOD_IMPLICIT);
+    v1::JointOperatorChoice* first = zero.mutable_implicit()->add_joints();
+    first->set_joint(0);
+    first->set_op(v1::JOINT_OPERATOR_BULGE);
+    v1::DeformerConfig wire;  // as the server reads it
+    ASSERT_TRUE(wire.ParseFromString(zero.SerializeAsString()));
+    auto parsed = server::DeformerConfigFromProto(wire);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    const auto& ops = ParamsOf<ImplicitConfig>(*parsed).joint_operators;
+    ASSERT_EQ(ops.size(), 1u);
+    EXPECT_EQ(ops[0].first, 0u);
+    EXPECT_EQ(ops[0].second, JointOperator::kBulge);
+    wire.mutable_implicit()->mutable_joints(0)->clear_joint();
+    parsed = server::DeformerConfigFromProto(wire);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("implicit.joints[0].joint: required"));
+  }
   params.Clear();
   params.set_sigma(2);
   s = Open(v1::METHOD_IMPLICIT, &params);

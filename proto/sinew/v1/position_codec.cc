@@ -204,7 +204,9 @@ absl::Status EncodeQuantized16(std::span<const float> xyz, Quantization& q, std:
   double inv[3];
   for (int a = 0; a < 3; ++a) {
     q.offset[a] = lo[a];
-    q.scale[a] = (hi[a] - lo[a]) / 65535.0;
+    // In double: two finite floats of opposite signs near float32's range are more than it apart
+    // (until 2026-12-01 the extent overflowed in float, and an OK frame carried an infinite scale).
+    q.scale[a] = (double(hi[a]) - double(lo[a])) / 65535.0;
     inv[a] = q.scale[a] > 0 ? 1 / q.scale[a] : 0;
   }
   q.key_frame = true;
