@@ -579,24 +579,21 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       if (!taken) return Usage(args, absl::StrCat("--param ", item, ": no method of --method ", args.Get("method"), " takes it (", why, ")"));
     }
   }
+  std::vector<v1::DeformerConfig> configs(specs.size());
+  std::vector<std::vector<v1::Method>> spec_stages(specs.size());
   for (size_t k = 0; k < specs.size(); ++k) {
-    v1::DeformerConfig scratch;
-    std::vector<v1::Method> stages;
-    if (std::string error; !ParseDeformer(args, specs[k], &scratch, &stages, &error, &*info, &spec_params[k])) {
+    if (std::string error; !ParseDeformer(args, specs[k], &configs[k], &spec_stages[k], &error, &*info, &spec_params[k])) {
       return Usage(args, specs.size() > 1 ? absl::StrCat(specs[k], ": ", error) : error);
     }
   }
   for (size_t spec_index = 0; spec_index < specs.size(); ++spec_index) {
     const std::string& spec = specs[spec_index];
+    const std::vector<v1::Method>& stages = spec_stages[spec_index];
     v1::CreateSessionRequest req;
     req.set_rig_id(rig_id);
     req.set_backend(backend);
     if (std::string error; !client::EncodingFromFlags(args, &req, &error)) return Usage(args, error);
-    std::vector<v1::Method> stages;
-    if (std::string error;
-        !ParseDeformer(args, spec, req.mutable_deformer(), &stages, &error, &*info, &spec_params[spec_index])) {
-      return Usage(args, error);
-    }
+    *req.mutable_deformer() = configs[spec_index];
     const MethodUse use = UseOf(*info, stages);
     const auto t_session = Clock::now();
     auto session = c.CreateSession(req, PrepareProgress());
@@ -620,10 +617,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       auto rig_info = c.GetRig(req.rig_id());
       if (!rig_info.ok()) return Fail(rig_info.status());
       const v1::Preparation* pending = nullptr;
+      // The session's own (Session.preparations). A failed one is done: the session then serves
+      // its fallback for good, and the frames below count as errors, named below.
+      const auto& own = session->preparations();
       for (const v1::Preparation& p : rig_info->preparations()) {
-        // The session's own (Session.preparations). A failed one is done: the session then
-        // serves its fallback for good, and the frames below count as errors, named below.
-        const auto& own = session->preparations();
         if (!p.done() && std::find(own.begin(), own.end(), p.key()) != own.end()) pending = &p;
       }
       if (pending == nullptr) break;

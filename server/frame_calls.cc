@@ -439,9 +439,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       // frames of other calls would interleave with its own.
       const void* none = nullptr;
       if (!session_->history_owner.compare_exchange_strong(none, this)) {
-        return absl::AbortedError(absl::StrCat("session_id: another DeformClip batch is playing session \"",
-                                               EchoId(req_->session_id()), "\" (", kOneWriter,
-                                               "); wait for it to end, or play this clip on another session"));
+        return HistoryHeld(req_->session_id(), "wait for it to end, or play this clip on another session");
       }
       owns_history_ = true;
       // A history-dependent method plays the clip from its rest state, and a resumed batch
@@ -655,9 +653,7 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
                                                         : session.encoding == v1::OUTPUT_ENCODING_FLOAT32;
   }
   if (session.stateful && session.history_owner.load() != nullptr) {
-    return absl::AbortedError(absl::StrCat("session_id: a DeformClip batch is playing session \"",
-                                           EchoId(req.session_id()), "\" (", kOneWriter,
-                                           "); its frames are refused until the batch ends"));
+    return HistoryHeld(req.session_id(), "its frames are refused until the batch ends");
   }
   const uint64_t last = session.last_frame;
   if (session.stateful && !job.reset && session.has_frame && job.frame <= last) {

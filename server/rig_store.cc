@@ -84,6 +84,19 @@ absl::Status WriteCached(const std::string& path, const std::string& header, con
 
 }  // namespace
 
+namespace {
+
+// What a finished preparation's entry holds: its result's bytes, or its key and error's (a
+// failure is kept so that it is not retried).
+size_t EntryBytes(const Preparation& p) {
+  return p.result ? p.result->Bytes() : sizeof(Preparation) + p.key.size() + p.status.message().size();
+}
+
+// Finished, and held by the map alone (a deformer on it holds its own reference).
+bool Droppable(const Preparation& p) { return p.done && (!p.result || p.result.use_count() == 1); }
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms,
     const std::string& cache_dir) {
@@ -175,6 +188,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
       if (result.status().code() == absl::StatusCode::kCancelled) {
         std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s cancelled\n", id.c_str(), key.c_str());
         if (auto it = preparations.find(key); it != preparations.end() && it->second == prep) preparations.erase(it);
+      } else {
+        prepared_bytes += EntryBytes(*prep);  // a kept failure counts too (--max-prepared-bytes)
       }
     }
   }
@@ -210,6 +225,7 @@ absl::Status StoredRig::CancelPreparation(const std::string& key,
   }
   describe(p);
   if (p.done) {
+    prepared_bytes -= EntryBytes(p);
     preparations.erase(it);  // a failure, forgotten: the next request retries
   } else {
     p.cancel = true;
@@ -224,24 +240,12 @@ void StoredRig::CancelAll() {
   }
 }
 
-namespace {
-
-// What a finished preparation's entry holds: its result's bytes, or its key and error's (a
-// failure is kept so that it is not retried).
-size_t EntryBytes(const Preparation& p) {
-  return p.result ? p.result->Bytes() : sizeof(Preparation) + p.key.size() + p.status.message().size();
-}
-
-// Finished, and held by the map alone (a deformer on it holds its own reference).
-bool Droppable(const Preparation& p) { return p.done && (!p.result || p.result.use_count() == 1); }
-
-}  // namespace
 
 std::vector<UnusedPreparation> StoredRig::Unused(const absl::flat_hash_set<std::string>& in_use) {
   std::lock_guard lock(prep_mu);
   std::vector<UnusedPreparation> out;
   for (const auto& [key, p] : preparations) {
-    if (Droppable(*p) && !in_use.contains(key)) out.push_back({key, p->last_asked_ms, EntryBytes(*p), !p->result});
+    if (Droppable(*p) && !in_use.contains(key)) out.push_back({key, p->last_asked_ms, EntryBytes(*p)});
   }
   return out;
 }
@@ -251,7 +255,7 @@ size_t StoredRig::DropIfUnused(const std::string& key, int64_t asked_ms) {
   auto it = preparations.find(key);
   if (it == preparations.end() || !Droppable(*it->second) || it->second->last_asked_ms != asked_ms) return 0;
   const size_t freed = EntryBytes(*it->second);
-  if (it->second->result) prepared_bytes -= it->second->result->Bytes();
+  prepared_bytes -= freed;
   preparations.erase(it);
   return freed;
 }

@@ -43,8 +43,7 @@ struct Preparation {
 struct UnusedPreparation {
   std::string key;
   int64_t last_asked_ms = 0;
-  size_t bytes = 0;     // what dropping it frees: its result's bytes, or its key and error's
-  bool failed = false;  // a kept failure (not counted in StoredRig::prepared_bytes)
+  size_t bytes = 0;  // what dropping it frees: its result's bytes, or its key and error's
 };
 
 // The name a preparation is kept under in StoredRig::preparations (and listed in GetRig).
@@ -63,6 +62,8 @@ struct StoredRig {
   std::mutex prep_mu;
   std::condition_variable prep_cv;
   std::map<std::string, std::shared_ptr<Preparation>> preparations;  // guarded by prep_mu
+  // The preparations' results, kept failures (their key and error), the normals' adjacency and
+  // the quality measure.
   std::atomic<size_t> prepared_bytes{0};
   std::shared_ptr<gpu::GpuRig> gpu_rig;  // device-resident copy, guarded by prep_mu
   // Device copies of coefficient matrices (cage stages) and implicit models, by

@@ -92,23 +92,21 @@ size_t Service::TrimPreparations() {
   // Until 2026-12-01 a rig kept every preparation until DeleteRig: one per parameter set any
   // session asked for (a pbs tet mesh per voxel size, implicit fields per operator choice), so a
   // client could grow the server without bound, quota or not.
+  // Under budget (every second, mostly) it costs a sum over the rigs, nothing more.
   const auto rigs = rigs_.List();
+  uint64_t held = 0;
+  for (const auto& r : rigs) held += r->prepared_bytes.load();
+  if (held <= options_.max_prepared_bytes) return 0;
+  absl::flat_hash_map<const StoredRig*, absl::flat_hash_set<std::string>> in_use;
+  for (const auto& s : sessions_.All()) in_use[s->rig.get()].insert(s->preparation_keys.begin(), s->preparation_keys.end());
   struct Candidate {
     std::shared_ptr<StoredRig> rig;
     UnusedPreparation prep;
   };
   std::vector<Candidate> unused;
-  uint64_t held = 0;
-  absl::flat_hash_map<const StoredRig*, absl::flat_hash_set<std::string>> in_use;
-  for (const auto& s : sessions_.All()) in_use[s->rig.get()].insert(s->preparation_keys.begin(), s->preparation_keys.end());
   for (const auto& r : rigs) {
-    held += r->prepared_bytes.load();
-    for (UnusedPreparation& p : r->Unused(in_use[r.get()])) {
-      if (p.failed) held += p.bytes;  // results are in prepared_bytes, kept failures are not
-      unused.push_back({r, std::move(p)});
-    }
+    for (UnusedPreparation& p : r->Unused(in_use[r.get()])) unused.push_back({r, std::move(p)});
   }
-  if (held <= options_.max_prepared_bytes) return 0;
   std::sort(unused.begin(), unused.end(),
             [](const Candidate& a, const Candidate& b) { return a.prep.last_asked_ms < b.prep.last_asked_ms; });
   size_t dropped = 0;

@@ -42,6 +42,11 @@ void Session::ToProto(v1::Session& out, uint32_t idle_ttl_seconds) const {
   }
 }
 
+absl::Status HistoryHeld(const std::string& session_id, absl::string_view then) {
+  return absl::AbortedError(absl::StrCat("session_id: a DeformClip batch is playing session \"", EchoId(session_id),
+                                         "\" (a history-dependent session has one writer at a time); ", then));
+}
+
 SessionManager::~SessionManager() {
   std::lock_guard lock(mu_);
   for (auto& [id, s] : sessions_) ReleaseLocked(*s);
@@ -102,7 +107,10 @@ bool SessionManager::Has(const std::string& id, const std::string& tenant) const
   return it != sessions_.end() && it->second->tenant == tenant;
 }
 
-void SessionManager::ReleaseLocked(Session& s) { s.rig->sessions.fetch_sub(1); }
+void SessionManager::ReleaseLocked(Session& s) {
+  s.rig->sessions.fetch_sub(1);
+  s.open = false;
+}
 
 absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id, const std::string& tenant) {
   std::shared_ptr<Session> closed;
@@ -113,7 +121,6 @@ absl::StatusOr<uint64_t> SessionManager::Close(const std::string& id, const std:
       return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
     }
     ReleaseLocked(*it->second);
-    it->second->open = false;
     closed = std::move(it->second);
     sessions_.erase(it);
   }
@@ -152,7 +159,6 @@ size_t SessionManager::ExpireIdle(int64_t now_ms) {
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if (it->second->batches.load() == 0 && now_ms - it->second->last_used_ms.load() > idle_ttl_ms_) {
         ReleaseLocked(*it->second);
-        it->second->open = false;
         expired.push_back(std::move(it->second));
         sessions_.erase(it++);
       } else {

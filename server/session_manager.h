@@ -21,8 +21,9 @@ namespace sinew::server {
 
 class FrameBackend;
 
-// Why a second writer of a stateful session's history is refused (ABORTED), for the messages.
-inline constexpr char kOneWriter[] = "a history-dependent session has one writer at a time";
+// ABORTED for a writer of a stateful session's history while a DeformClip batch plays it (a
+// history has one writer at a time); `then` says what the caller may do.
+absl::Status HistoryHeld(const std::string& session_id, absl::string_view then);
 
 struct Session {
   std::string id;
@@ -84,8 +85,8 @@ struct Session {
   // is the owner (an opaque pointer, null when none) and every other writer is refused ABORTED:
   // another batch, a Deform or StreamDeform frame, SetSessionState.
   std::atomic<const void*> history_owner{nullptr};
-  // Cleared when Close or ExpireIdle removes the session: a batch still holding it stops
-  // before its next frame.
+  // Cleared when Close or ExpireIdle removes the session (ReleaseLocked): a batch still holding
+  // it stops before its next frame.
   std::atomic<bool> open{true};
 
   // --state-dir: its record is written and removed under record_mu, and once the session is

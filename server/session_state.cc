@@ -137,9 +137,7 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
   const v1::SessionState& state = req.state();
   std::lock_guard lock(s->mu);
   if (s->history_owner.load() != nullptr) {
-    return absl::AbortedError(absl::StrCat("session_id: a DeformClip batch is playing session \"",
-                                           EchoId(req.session_id()), "\" (", kOneWriter,
-                                           "); set its state once the batch ends"));
+    return HistoryHeld(req.session_id(), "set its state once the batch ends");
   }
   auto config = DeformerConfigFromProto(s->config);
   if (!config.ok()) return config.status();

@@ -508,6 +508,24 @@ bool Listed(client::Client& c, const std::string& session) {
 constexpr int kBatchFrames = 2000;
 const LimbOptions kBatchLimb = LimbOf(5000);
 
+// Such a batch on `session`, its first frame read: the server then waits on its writes.
+struct StartedBatch {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<v1::DeformClipResponse>> reader;
+  v1::DeformClipResponse frame;
+  int frames = 0;  // read so far
+
+  StartedBatch(client::Client& c, const std::string& session) {
+    reader = c.stub().DeformClip(&ctx, PoseBatch(session, LimbPose(LimbSkeleton(kBatchLimb), 0.3), kBatchFrames));
+    frames = reader->Read(&frame) ? 1 : 0;
+  }
+  // Reads the rest; the batch's status.
+  grpc::Status Finish() {
+    while (reader->Read(&frame)) ++frames;
+    return reader->Finish();
+  }
+};
+
 // Until 2026-12-01 a batch refreshed its session only when a frame finished: a client reading
 // slowly, or a batch paced by max_frames_per_second, saw the idle TTL close the session under
 // it. The batch went on regardless, on a session that ListSessions no longer showed, that no
@@ -518,22 +536,17 @@ TEST(Lifecycle, ABatchKeepsItsSessionOpenHoweverSlowlyItsClientReads) {
   auto c = Connect(server);
   auto session = LimbSession(*c, kBatchLimb);
   ASSERT_TRUE(session.ok()) << session.status();
-  grpc::ClientContext ctx;
-  auto reader = c->stub().DeformClip(
-      &ctx, PoseBatch(session->session_id(), LimbPose(LimbSkeleton(kBatchLimb), 0.3), kBatchFrames));
-  v1::DeformClipResponse frame;
-  ASSERT_TRUE(reader->Read(&frame));
+  StartedBatch batch(*c, session->session_id());
+  ASSERT_EQ(batch.frames, 1);
   std::this_thread::sleep_for(std::chrono::seconds(3));  // three idle TTLs without a request
   EXPECT_TRUE(Listed(*c, session->session_id())) << "the idle TTL closed a session a batch was playing";
   // A batch is a batch in the metrics, not a stream (until 2026-12-01 it counted in sinew_streams).
   const std::string metrics = HttpGet(server.metrics_port(), "/metrics");
   EXPECT_EQ(MetricValue(metrics, "sinew_batches"), 1);
   EXPECT_EQ(MetricValue(metrics, "sinew_streams"), 0);
-  int frames = 1;
-  while (reader->Read(&frame)) ++frames;
-  const grpc::Status st = reader->Finish();
+  const grpc::Status st = batch.Finish();
   EXPECT_TRUE(st.ok()) << st.error_message();
-  EXPECT_EQ(frames, kBatchFrames);
+  EXPECT_EQ(batch.frames, kBatchFrames);
   EXPECT_EQ(server.Terminate(), 0);
 }
 
@@ -545,18 +558,13 @@ TEST(Lifecycle, ClosingASessionEndsTheBatchPlayingIt) {
   auto c = Connect(server);
   auto session = LimbSession(*c, kBatchLimb);
   ASSERT_TRUE(session.ok()) << session.status();
-  grpc::ClientContext ctx;
-  auto reader = c->stub().DeformClip(
-      &ctx, PoseBatch(session->session_id(), LimbPose(LimbSkeleton(kBatchLimb), 0.3), kBatchFrames));
-  v1::DeformClipResponse frame;
-  ASSERT_TRUE(reader->Read(&frame));
+  StartedBatch batch(*c, session->session_id());
+  ASSERT_EQ(batch.frames, 1);
   ASSERT_TRUE(c->CloseSession(session->session_id()).ok());
-  int frames = 1;
-  while (reader->Read(&frame)) ++frames;
-  const grpc::Status st = reader->Finish();
+  const grpc::Status st = batch.Finish();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
   EXPECT_THAT(st.error_message(), HasSubstr("was closed while this batch played it"));
-  EXPECT_LT(frames, kBatchFrames);
+  EXPECT_LT(batch.frames, kBatchFrames);
   EXPECT_EQ(server.Terminate(), 0);
 }
 
@@ -593,10 +601,8 @@ TEST(Lifecycle, AStatefulSessionHasOneWriterWhileABatchPlaysIt) {
   auto saved = c->GetSessionState(id);
   ASSERT_TRUE(saved.ok()) << saved.status();
 
-  grpc::ClientContext ctx;
-  auto reader = c->stub().DeformClip(&ctx, PoseBatch(id, pose, kBatchFrames));
-  v1::DeformClipResponse frame;
-  ASSERT_TRUE(reader->Read(&frame));
+  StartedBatch batch(*c, id);
+  ASSERT_EQ(batch.frames, 1);
   auto expect_refused = [](const absl::Status& st, const std::string& what) {
     EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << what << ": " << st;
     EXPECT_THAT(std::string(st.message()), HasSubstr("one writer")) << what;
@@ -617,10 +623,8 @@ TEST(Lifecycle, AStatefulSessionHasOneWriterWhileABatchPlaysIt) {
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_TRUE(c->Deform(Frame(other->session_id(), 0, pose)).ok());
 
-  ctx.TryCancel();
-  while (reader->Read(&frame)) {
-  }
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  batch.ctx.TryCancel();
+  EXPECT_EQ(batch.Finish().error_code(), grpc::StatusCode::CANCELLED);
   // The cancel reaches the server's call asynchronously: the session takes frames again once it
   // has (within a minute, however loaded the machine).
   absl::Status st;
@@ -711,7 +715,8 @@ TEST(Lifecycle, AStoppedClientIsDroppedAtTheKeepaliveWithTheSessionsItsStreamBou
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_GE(gauge(frames), 1) << "sinew-load had no frame answered within a minute";
-  ASSERT_EQ(gauge("sinew_streams"), 1);
+  // (Not asserted: that the stream is still open here. A machine stalled for a second before the
+  // stop could let the keepalive drop it early, with the same end below.)
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
   double streams = 1, sessions = 1;
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
