@@ -529,6 +529,7 @@ class GpuSessionImpl final : public GpuSession {
         kernel_(kernel),
         bytes_(bytes),
         coefficients_(std::static_pointer_cast<GpuCoefficientsImpl>(spec.coefficients)),
+        model_(spec.model),
         with_rest_(spec.with_rest),
         frame_floats_(spec.frame_floats) {
     rig_->device_->CountSession(1);
@@ -552,6 +553,9 @@ class GpuSessionImpl final : public GpuSession {
   const KernelInfo& kernel_;
   uint64_t bytes_;  // the session's share of the batch buffers
   std::shared_ptr<GpuCoefficientsImpl> coefficients_;
+  // Held so that the server's cache of models (which frees those no session holds) sees it used;
+  // the program's state holds the device data itself.
+  std::shared_ptr<GpuModel> model_;
   bool with_rest_;
   uint32_t frame_floats_;                // method_frame kernels
   std::unique_ptr<ProgramState> state_;  // device programs

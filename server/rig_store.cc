@@ -329,6 +329,35 @@ absl::StatusOr<std::shared_ptr<gpu::GpuModel>> StoredRig::ModelOnGpu(gpu::GpuBac
   return slot;
 }
 
+uint64_t StoredRig::DropUnheldDeviceCopies() {
+  std::lock_guard lock(prep_mu);
+  uint64_t freed = 0;
+  // Sessions hold what they use (GpuSession keeps its rig, model and coefficients; frames with
+  // normals the mesh), so a copy only this rig holds is in no session's frames.
+  auto drop = [&](auto& map) {
+    for (auto it = map.begin(); it != map.end();) {
+      if (it->second.use_count() == 1) {
+        freed += it->second->bytes();
+        it = map.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  drop(gpu_models);  // before the rig: a model holds its rig
+  drop(gpu_coefficients);
+  if (gpu_mesh && gpu_mesh.use_count() == 1) {
+    freed += gpu_mesh->bytes();
+    gpu_mesh.reset();
+  }
+  // The rig last, and only with nothing of it left here: what is kept was uploaded to its device.
+  if (gpu_rig && gpu_rig.use_count() == 1 && gpu_models.empty() && gpu_coefficients.empty() && !gpu_mesh) {
+    freed += gpu_rig->bytes();
+    gpu_rig.reset();
+  }
+  return freed;
+}
+
 std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms, const std::string& tenant) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);

@@ -92,6 +92,10 @@ struct StoredRig {
   absl::StatusOr<std::shared_ptr<gpu::GpuModel>> ModelOnGpu(gpu::GpuBackend& backend,
                                                             std::shared_ptr<gpu::GpuRig> on_gpu,
                                                             const DeviceStage& stage);
+  // Frees the device copies above (rig, adjacency, coefficient matrices, models) that no session
+  // holds: they are caches of host data, uploaded again by the next session that needs them.
+  // Returns the device bytes freed.
+  uint64_t DropUnheldDeviceCopies();
 
   // Where a preparation stands, without waiting: done (its result, or its error), or not yet
   // (nullptr: running, reserved or not started). `key`: PreparationKey(method, config), which

@@ -158,8 +158,13 @@ class Service final : public v1::Sinew::CallbackService {
   // deformer serving the fallback while the preparation runs on the pool (top-level methods only).
   absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformerOn(const std::shared_ptr<StoredRig>& stored,
                                                              const DeformerConfig& config, bool serve_fallback);
-  // The session's device state and its per-rig device data (uploaded on first use).
+  // The session's device state and its per-rig device data (uploaded on first use). When the
+  // device is full, the device copies no session holds (every rig's) are freed and it tries once
+  // more.
   absl::StatusOr<std::unique_ptr<gpu::GpuSession>> CreateGpuSession(StoredRig& stored, const Deformer& deformer,
+                                                                     const DeviceStage& stage,
+                                                                     std::shared_ptr<const MethodParams> params);
+  absl::StatusOr<std::unique_ptr<gpu::GpuSession>> CreateGpuSessionOnce(StoredRig& stored, const Deformer& deformer,
                                                                      const DeviceStage& stage,
                                                                      std::shared_ptr<const MethodParams> params);
   // Finds the request's session, decodes its inputs and runs it on the session's backend into

@@ -138,8 +138,9 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
     if (s.ok()) {
       gpu_session = std::move(*s);
       (*deformer)->RunsOnDevice();  // frees the CPU-only scratch before it is counted below
-    } else if (backend == v1::BACKEND_AUTO && s.status().code() == absl::StatusCode::kFailedPrecondition) {
-      on_gpu = false;  // the device program cannot run this rig: AUTO runs it on the CPU
+    } else if (backend == v1::BACKEND_AUTO && (s.status().code() == absl::StatusCode::kFailedPrecondition ||
+                                               s.status().code() == absl::StatusCode::kResourceExhausted)) {
+      on_gpu = false;  // the device program cannot run this rig, or the device is full: AUTO runs it on the CPU
     } else {
       return s.status();
     }
@@ -303,6 +304,23 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
 absl::StatusOr<std::unique_ptr<gpu::GpuSession>> Service::CreateGpuSession(StoredRig& stored, const Deformer& deformer,
                                                                          const DeviceStage& stage,
                                                                          std::shared_ptr<const MethodParams> params) {
+  auto s = CreateGpuSessionOnce(stored, deformer, stage, params);
+  if (s.ok() || s.status().code() != absl::StatusCode::kResourceExhausted) return s;
+  // Until 2026-12-02 a rig's device copies stayed until the rig went, whether or not a session
+  // used them: a long-running server filled its devices with the models of closed sessions and
+  // then refused every GPU session.
+  uint64_t freed = 0;
+  for (const auto& rig : rigs_.List()) freed += rig->DropUnheldDeviceCopies();
+  if (freed == 0) return s;
+  std::fprintf(stderr, "sinew-server: gpu: freed %llu bytes of device copies no session holds\n",
+               (unsigned long long)freed);
+  return CreateGpuSessionOnce(stored, deformer, stage, std::move(params));
+}
+
+absl::StatusOr<std::unique_ptr<gpu::GpuSession>> Service::CreateGpuSessionOnce(StoredRig& stored,
+                                                                             const Deformer& deformer,
+                                                                             const DeviceStage& stage,
+                                                                             std::shared_ptr<const MethodParams> params) {
   auto kernel = gpu::KernelByName(stage.kernel);
   if (!kernel.ok()) return kernel.status();
   auto gpu_rig = stored.OnGpu(*gpu_);

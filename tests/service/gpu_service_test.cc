@@ -805,5 +805,81 @@ TEST_P(GpuService, DeviceMemoryLimitIsEnforced) {
   EXPECT_TRUE(Open(up->rig_id(), v1::METHOD_LBS, v1::BACKEND_CPU).ok());
 }
 
+// The device copies of rigs and their methods' data are a cache: once their sessions have
+// closed, they give way to a new session that needs the room (until 2026-12-02 they stayed
+// until DeleteRig, and a server that had served a few rigs refused every GPU session). When the
+// room is held by open sessions, BACKEND_AUTO runs on the CPU and BACKEND_GPU is refused.
+TEST_P(GpuService, DeviceCopiesNoSessionHoldsGiveWayToNewSessions) {
+  auto used = [&]() -> std::pair<uint64_t, uint32_t> {
+    auto info = client_->GetServerInfo();
+    EXPECT_TRUE(info.ok() && info->devices_size() > 0);
+    if (!info.ok() || info->devices_size() == 0) return {0, 0};
+    return {info->devices(0).used_bytes(), info->devices(0).sessions()};
+  };
+  // Frames answered, then closed: its device session is gone once the device counts none.
+  auto close_and_settle = [&](const std::string& id) {
+    EXPECT_TRUE(client_->CloseSession(id).ok());
+    for (int i = 0; i < 500 && used().second != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(used().second, 0u);
+  };
+  std::vector<LimbOptions> limbs;
+  for (float radius : {0.25f, 0.27f, 0.29f}) {
+    LimbOptions l = LimbOf(4000);
+    l.radius = radius;
+    limbs.push_back(l);
+  }
+  // What one rig, its cage coefficients and one session hold on the device.
+  const uint64_t idle = used().first;
+  const std::string first = UploadCagedLimb(limbs[0]).first;
+  ASSERT_FALSE(first.empty());
+  auto probe = Open(first, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const uint64_t one = used().first - idle;
+  close_and_settle(probe->session_id());
+  EXPECT_GT(used().first, idle) << "the rig and its coefficients stay cached after the session";
+
+  // Room for one such rig with its session, not for two.
+  server_->Terminate();
+  const uint64_t limit = idle + one + one / 2;
+  server_ = std::make_unique<ServerProcess>(
+      std::vector<std::string>{"--gpu", GetParam(), "--gpu-memory-limit", std::to_string(limit)});
+  ASSERT_TRUE(server_->started());
+  client_ = std::make_unique<client::Client>(server_->target());
+  ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+  std::vector<std::pair<std::string, size_t>> rigs;
+  for (const LimbOptions& l : limbs) rigs.push_back(UploadCagedLimb(l));
+  // One after the other, each on the device: the previous rig's copies give way.
+  for (int round = 0; round < 2; ++round) {
+    for (size_t k = 0; k < rigs.size(); ++k) {
+      auto s = Open(rigs[k].first, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
+      ASSERT_TRUE(s.ok()) << "rig " << k << " round " << round << ": " << s.status();
+      v1::DeformRequest r = CageClipFrame(LimbSkeleton(limbs[k]), rigs[k].second, 1, false);
+      r.set_session_id(s->session_id());
+      auto d = client_->Deform(r);
+      ASSERT_TRUE(d.ok()) << d.status();
+      close_and_settle(s->session_id());
+      EXPECT_LE(used().first, limit);
+    }
+  }
+  // An open session holds its copies: the next rig's AUTO session runs on the CPU, a GPU one is
+  // refused naming the flag, and the held session still deforms on the device.
+  auto held = Open(rigs[0].first, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto automatic = Open(rigs[1].first, v1::METHOD_CAGE_MVC, v1::BACKEND_AUTO);
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_EQ(automatic->backend(), v1::BACKEND_CPU);
+  v1::DeformRequest r = CageClipFrame(LimbSkeleton(limbs[1]), rigs[1].second, 2, false);
+  r.set_session_id(automatic->session_id());
+  EXPECT_TRUE(client_->Deform(r).ok());
+  auto refused = Open(rigs[1].first, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--gpu-memory-limit"));
+  r = CageClipFrame(LimbSkeleton(limbs[0]), rigs[0].second, 3, false);
+  r.set_session_id(held->session_id());
+  auto d = client_->Deform(r);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(used().second, 1u);
+}
+
 }  // namespace
 }  // namespace sinew::testing
