@@ -185,6 +185,7 @@ class Device final : public ProgramDevice {
     api_->FreeHost(p);
     cap = std::max(bytes, cap * 2);
     p = api_->AllocHost(cap, error);
+    if (p == nullptr) cap = 0;  // a failed growth leaves nothing: the next batch allocates again
     return p != nullptr;
   }
   bool GrowDevice(void*& p, size_t& cap, size_t bytes, std::string* error) {
@@ -192,6 +193,7 @@ class Device final : public ProgramDevice {
     api_->Free(index_, p);
     cap = std::max(bytes, cap * 2);
     p = api_->Alloc(index_, cap, error);
+    if (p == nullptr) cap = 0;
     return p != nullptr;
   }
 
@@ -244,9 +246,15 @@ class Device final : public ProgramDevice {
     }
     kept_.clear();
     pending_vertices_ = 0;
+    // A batch holds at most max_batch_vertices (or one frame): its buffers grow to the largest
+    // batch, and its row offsets are 32-bit. Once full, every later frame waits, in order.
+    uint64_t taken = 0;
+    bool full = false;
     for (Frame& f : pending_) {
-      if (f.state == nullptr || busy_.insert(f.state).second) {
+      full = full || (!slot.frames.empty() && taken + f.item.vertex_count > options_.max_batch_vertices);
+      if (!full && (f.state == nullptr || busy_.insert(f.state).second)) {
         slot.frames.push_back(f);
+        taken += f.item.vertex_count;
         continue;
       }
       const size_t at = arena_.size();
@@ -347,6 +355,7 @@ class Device final : public ProgramDevice {
       spec.dout = s.dev_out;
       spec.out = s.host_out;
       spec.out_bytes = out_bytes;
+      spec.states_offset = size_t{12} * vertices + size_t{12} * s.normal_rows;  // after the normals
       ok = api_->Launch(s.queue, spec, &error);
     }
     s.status = ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
@@ -367,7 +376,9 @@ class Device final : public ProgramDevice {
   void Finish(Slot& s) {
     double busy = 0;
     std::string error;
-    if (s.status.ok() && !api_->Wait(s.queue, &busy, &error)) {
+    // Waited for even when its launch failed: what it queued before failing may still be running
+    // on the slot's buffers, which the next batch reuses.
+    if (s.queue != nullptr && !api_->Wait(s.queue, &busy, &error) && s.status.ok()) {
       s.status = absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     }
     // The batch is counted before its frames complete, so that a caller who sees its frame done

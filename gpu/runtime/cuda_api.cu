@@ -121,7 +121,7 @@ class CudaApi final : public DeviceApi {
       SkinBatchKernel<<<(s.total_vertices + kThreads - 1) / kThreads, kThreads, 0, q->stream>>>(
           reinterpret_cast<const BatchItem*>(din), s.items, params, s.total_vertices, out);
     }
-    auto* states = reinterpret_cast<uint8_t*>(out + 3 * size_t(s.total_vertices));
+    auto* states = static_cast<uint8_t*>(s.dout) + s.states_offset;  // after the normals' rows
     for (uint32_t k = 0; k < s.program_count; ++k) {
       const ProgramRun& r = s.programs[k];
       const ProgramBatch b{din + r.table_offset, r.items, params, out, states, r.limits};

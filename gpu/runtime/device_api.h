@@ -69,10 +69,12 @@ struct LaunchSpec {
   // Device programs, run in order after the per-vertex kernel; valid until Wait.
   const ProgramRun* programs = nullptr;
   uint32_t program_count = 0;
-  // Output: 3 floats per vertex, then (with program items) one state byte per vertex.
+  // Output: 3 floats per vertex, then the normals' rows, then (with program items) one state
+  // byte per vertex, from `states_offset` bytes on.
   void* dout = nullptr;
   void* out = nullptr;  // host
   size_t out_bytes = 0;
+  size_t states_offset = 0;
 };
 
 class DeviceApi {

@@ -65,7 +65,7 @@ class EmulatedApi final : public DeviceApi {
       const auto* params = reinterpret_cast<const float*>(din + s.params_offset);
       auto* out = static_cast<float*>(s.dout);
       for (uint32_t g = 0; g < s.total_vertices; ++g) BatchVertex(items, s.items, params, g, out);
-      auto* states = reinterpret_cast<uint8_t*>(out + 3 * size_t(s.total_vertices));
+      auto* states = static_cast<uint8_t*>(s.dout) + s.states_offset;  // after the normals' rows
       for (uint32_t k = 0; k < s.program_count; ++k) {
         const ProgramRun& r = s.programs[k];
         r.runner->RunEmulated(ProgramBatch{din + r.table_offset, r.items, params, out, states, r.limits});

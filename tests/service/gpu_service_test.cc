@@ -694,6 +694,9 @@ TEST_P(GpuService, ImplicitMethodsRunOnTheGpu) {
   for (int f = 0; f < 4; ++f) {
     v1::DeformRequest r = Frame(gpu->session_id(), f, bent(40.0 * f));
     r.mutable_outputs()->set_vertex_states(true);
+    // With normals too: the device's states follow the normals' rows (until 2026-12-02 the
+    // normals were written over them and the states came back stale).
+    r.mutable_outputs()->set_normals(f % 2 == 1);
     ASSERT_TRUE(stream->Write(r));
     v1::DeformResponse g;
     ASSERT_TRUE(stream->Read(&g));
