@@ -44,6 +44,7 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),
       shared_memory_(options.max_shared_memory_bytes, int64_t{options.session_idle_ttl_seconds} * 1000),
       creates_(std::make_unique<ThreadPool>(std::max(2u, std::thread::hardware_concurrency()))),
+      uploads_(2),
       background_(std::max(1u, std::thread::hardware_concurrency())) {
   // A closed or expired session is no longer reopened by a restart (--state-dir).
   sessions_.set_on_removed([this](Session& s) {

@@ -235,6 +235,10 @@ class Service final : public v1::Sinew::CallbackService {
   // of the same data (or runs one, its chunks still on the pool) would otherwise hold a frame
   // worker asleep for seconds, and frames of other sessions are shed meanwhile. Null once stopped.
   std::unique_ptr<ThreadPool> creates_;
+  // Uploads are hashed, parsed and validated here: for the same reason, a rig of millions of
+  // vertices takes seconds; and not behind creates, which may run preparations for minutes.
+  // Idle once gRPC's server has stopped (an upload answers before it ends).
+  ThreadPool uploads_;
   // Preparations run in the background while their sessions serve a fallback (MethodInfo::fallback):
   // their own workers, so that they never take the frame pool's. Declared last: destroyed first,
   // finishing what it runs before the rig store goes.

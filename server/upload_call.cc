@@ -1,4 +1,5 @@
-// UploadRig: header, then chunks; parsed and validated on the worker pool.
+// UploadRig: header, then chunks; hashed, parsed and validated on the upload threads
+// (Service::uploads_), not on the frame pool: a large rig takes a thread for seconds.
 #include <cstdio>
 #include <malloc.h>
 
@@ -31,7 +32,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client finished sending (or went away)
       if (auto st = upload_.Finish(); !st.ok()) return Fail(st);
-      svc_->pool_.Submit(&UploadCall::Finalize, this);
+      svc_->uploads_.Submit(&UploadCall::Finalize, this);
       return;
     }
     const bool header = !upload_.has_header();
