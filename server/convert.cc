@@ -230,8 +230,15 @@ absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig&
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".method: leave it and the parameters unset in a pipeline (give ", field, ".stages only)"));
     }
+    if (size_t(c.stages_size()) > kMaxStages) {  // before parsing them: a message may hold millions
+      return absl::InvalidArgumentError(absl::StrCat(field, ".stages: a pipeline has 1 to ", kMaxStages,
+                                                     " stages, not ", c.stages_size()));
+    }
     DeformerConfig config;
     for (int k = 0; k < c.stages_size(); ++k) {
+      if (c.stages(k).stages_size() > 0) {  // before descending: up to protobuf's 100 levels
+        return absl::InvalidArgumentError(absl::StrCat(field, ".stages[", k, "].stages: stages do not nest"));
+      }
       auto stage = DeformerConfigFromProto(c.stages(k), absl::StrCat(field, ".stages[", k, "]"));
       if (!stage.ok()) return stage.status();
       config.stages.push_back(std::move(*stage));

@@ -526,6 +526,19 @@ TEST_P(GpuService, PipelinesRunWhereTheirStagesCan) {
   stage->mutable_implicit()->set_sigma(2);
   EXPECT_THAT(std::string(client_->CreateSession(inner).status().message()),
               HasSubstr("deformer.stages[0].implicit.sigma: 2 is outside (0, 1]"));
+  // Counted and refused before the stages are read: a message may hold a million of them.
+  v1::CreateSessionRequest many;
+  many.set_rig_id(rig_id);
+  for (int k = 0; k < 100000; ++k) many.mutable_deformer()->add_stages()->set_method(v1::METHOD_LBS);
+  EXPECT_THAT(std::string(client_->CreateSession(many).status().message()),
+              HasSubstr("deformer.stages: a pipeline has 1 to 8 stages, not 100000"));
+  v1::CreateSessionRequest nested;
+  nested.set_rig_id(rig_id);
+  v1::DeformerConfig* level = nested.mutable_deformer();
+  for (int d = 0; d < 50; ++d) level = level->add_stages();
+  level->set_method(v1::METHOD_LBS);
+  EXPECT_THAT(std::string(client_->CreateSession(nested).status().message()),
+              HasSubstr("deformer.stages[0].stages: stages do not nest"));
 }
 
 // Normals out: on both backends the normals a frame returns are the area-weighted normals of the
