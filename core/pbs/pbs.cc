@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/deformer/skeletal.h"
+#include "core/geometry/nearest_point.h"
 #include "core/geometry/winding_number.h"
 #include "core/pbs/device_layout.h"
 #include "core/pbs/mesher.h"
@@ -76,55 +77,14 @@ constexpr ParamSpec kPbsSpecs[] = {
      "xpbd: compliance of the constraints that touch a jiggling particle, [0, 1e6]; higher jiggles more"},
 };
 
-// The render vertex nearest to each particle, through a hash of cells of edge h.
-std::vector<uint32_t> NearestRenderVertex(double h, std::span<const float> positions,
+// The render vertex nearest to each particle (of equally near ones the first). Until 2026-12-02
+// a hash of cells searched in growing rings, each ring's whole cube, until it found one: a tet
+// mesh uploaded a few mesh lengths from the render mesh took days, and could not be cancelled.
+std::vector<uint32_t> NearestRenderVertex(std::span<const float> positions,
                                           std::span<const Eigen::Vector3d> particles) {
-  Eigen::Vector3d origin = Eigen::Vector3d::Constant(INFINITY);
-  const size_t n = positions.size() / 3;
-  for (size_t v = 0; v < n; ++v) {
-    origin = origin.cwiseMin(Eigen::Vector3d(positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]));
-  }
-  auto cell_of = [&](const Eigen::Vector3d& p) {
-    std::array<int64_t, 3> c;
-    for (int k = 0; k < 3; ++k) c[k] = int64_t(std::floor((p[k] - origin[k]) / h));
-    return c;
-  };
-  auto key = [](const std::array<int64_t, 3>& c) {
-    return uint64_t(c[0] & 0x1fffff) | uint64_t(c[1] & 0x1fffff) << 21 | uint64_t(c[2] & 0x1fffff) << 42;
-  };
-  std::unordered_map<uint64_t, std::vector<uint32_t>> cells;
-  int64_t extent = 0;
-  for (uint32_t v = 0; v < n; ++v) {
-    const auto c = cell_of(Eigen::Vector3d(positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]));
-    extent = std::max({extent, c[0], c[1], c[2]});
-    cells[key(c)].push_back(v);
-  }
+  const NearestPointTree tree(positions);
   std::vector<uint32_t> out(particles.size(), 0);
-  for (size_t i = 0; i < particles.size(); ++i) {
-    const auto c = cell_of(particles[i]);
-    const int64_t reach = extent + 2 + std::max({std::abs(c[0]), std::abs(c[1]), std::abs(c[2])});
-    double best = std::numeric_limits<double>::infinity();
-    for (int64_t r = 0; r <= reach; ++r) {
-      if (r >= 2 && double(r - 1) * h > std::sqrt(best)) break;  // nothing nearer beyond this ring
-      for (int64_t dz = -r; dz <= r; ++dz) {
-        for (int64_t dy = -r; dy <= r; ++dy) {
-          for (int64_t dx = -r; dx <= r; ++dx) {
-            if (std::max({std::abs(dx), std::abs(dy), std::abs(dz)}) != r) continue;  // the ring's shell
-            auto it = cells.find(key({c[0] + dx, c[1] + dy, c[2] + dz}));
-            if (it == cells.end()) continue;
-            for (uint32_t v : it->second) {
-              const double d = (Eigen::Vector3d(positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]) - particles[i])
-                                   .squaredNorm();
-              if (d < best || (d == best && v < out[i])) {
-                best = d;
-                out[i] = v;
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  for (size_t i = 0; i < particles.size(); ++i) out[i] = tree.Nearest(particles[i]);
   return out;
 }
 
@@ -689,7 +649,7 @@ std::vector<float> PaperJiggle(const Rig& rig, const AttributeMap& painted, cons
   for (size_t v = 0; v < rig.vertex_count(); ++v) {
     if (painted.values[v] > 0) marked.emplace_back(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
   }
-  for (uint32_t i : NearestRenderVertex(h, particles, marked)) selected[i] = 1;
+  for (uint32_t i : NearestRenderVertex(particles, marked)) selected[i] = 1;
   if (rig.triangle_count() > 0 && !m.bind.empty()) {
     const WindingNumberTree inside(rig.positions, rig.triangles);
     const double limit = double((rig.bbox_max - rig.bbox_min).norm());
@@ -705,7 +665,7 @@ std::vector<float> PaperJiggle(const Rig& rig, const AttributeMap& painted, cons
       exits.push_back(x);
       of.push_back(uint32_t(i));
     }
-    const std::vector<uint32_t> nearest = NearestRenderVertex(h, rig.positions, exits);
+    const std::vector<uint32_t> nearest = NearestRenderVertex(rig.positions, exits);
     for (size_t k = 0; k < of.size(); ++k) selected[of[k]] = painted.values[nearest[k]] > 0;
   }
   double mean = 0;
@@ -807,7 +767,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     }
   }
   const std::vector<uint32_t> nearest = p.weights == PbsParams::Weights::kTransfer || jiggle != nullptr
-                                            ? NearestRenderVertex(longest / 64, rig.positions, model->mesh.rest)
+                                            ? NearestRenderVertex(rig.positions, model->mesh.rest)
                                             : std::vector<uint32_t>();
   if (jiggle != nullptr) {
     for (size_t i = 0; i < n; ++i) model->alpha.push_back(jiggle->values[nearest[i]]);

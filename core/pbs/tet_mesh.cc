@@ -143,6 +143,26 @@ struct TetGrid {
     const double cells = (hi - lo).cwiseMax(Eigen::Vector3d::Constant(s)).prod() / (s * s * s);
     if (cells > budget) s *= std::cbrt(cells / budget);
     for (int k = 0; k < 3; ++k) dims[k] = std::max(1, int(std::ceil((hi[k] - lo[k]) / s)));
+    // And at most that many (cell, tet) entries: slivers across the whole box (an uploaded tet
+    // mesh may hold thousands) would otherwise enter every cell, and their count wrapped the
+    // 32-bit row offsets (a write past `items`). Coarser cells until they fit; one cell holds
+    // every tet once.
+    const double entry_budget = std::min(budget, double(std::numeric_limits<uint32_t>::max()));
+    for (;;) {
+      double entries = 0;
+      for (const auto& tet : m.tets) {
+        Eigen::Vector3d tl = m.rest[tet[0]], th = tl;
+        for (int k = 1; k < 4; ++k) {
+          tl = tl.cwiseMin(m.rest[tet[k]]);
+          th = th.cwiseMax(m.rest[tet[k]]);
+        }
+        const std::array<int, 3> a = CellOf(tl), b = CellOf(th);
+        entries += double(b[0] - a[0] + 1) * double(b[1] - a[1] + 1) * double(b[2] - a[2] + 1);
+      }
+      if (entries <= entry_budget || (dims[0] == 1 && dims[1] == 1 && dims[2] == 1)) break;
+      s *= 2;
+      for (int k = 0; k < 3; ++k) dims[k] = std::max(1, int(std::ceil((hi[k] - lo[k]) / s)));
+    }
     const size_t n = size_t(dims[0]) * dims[1] * dims[2];
     first.assign(n + 1, 0);
     for (int pass = 0; pass < 2; ++pass) {

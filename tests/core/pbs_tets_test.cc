@@ -8,12 +8,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numbers>
 #include <random>
 
 #include "core/deformer/deformer.h"
+#include "core/geometry/nearest_point.h"
 #include "core/geometry/winding_number.h"
+#include "core/pbs/tet_mesh.h"
 #include "core/pbs/mesher.h"
 #include "core/pbs/pbs.h"
 #include "core/rig/pose.h"
@@ -306,6 +309,92 @@ TEST(PbsRigTets, TheRigsOwnTetsAreUsedAndChecked) {
   const auto none = PreparePbs(plain, DeformerConfig("pbs", p), nullptr, {});
   EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(none.status().message().find("tet_mesh"), std::string::npos) << none.status();
+}
+
+// Thousands of slivers each spanning the whole box (an uploaded tet mesh can be anything): every
+// one's bounding box covers every cell of the embedding's grid, and until 2026-12-02 the count of
+// (cell, tet) entries, 12 000 × 772 000, wrapped its 32-bit row offsets and the grid was written
+// past its end. The grid now coarsens until the entries fit; the embedding is exact.
+TEST(PbsRigTets, SliversAcrossTheWholeBoxAreEmbeddedExactly) {
+  const uint32_t count = 12000;
+  const double eps = 1e-3;
+  std::vector<float> positions = {0, 0, 0, 1, 1, 1};  // the corners every sliver shares
+  std::vector<uint32_t> tets;
+  for (uint32_t k = 0; k < count; ++k) {
+    const float t = float((k + 0.5) / count);
+    const uint32_t p = uint32_t(positions.size() / 3);
+    positions.insert(positions.end(), {t, t + float(eps), t, t, t, t + float(eps)});
+    tets.insert(tets.end(), {0, 1, p, p + 1});  // volume ε²/6, well above the floor
+  }
+  auto mesh = UploadedTetMesh(positions, tets);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  ASSERT_EQ(mesh->tets.size(), count);
+  // Each sliver's own particles, and its centroid, are embedded in a tet that holds them.
+  std::vector<float> points;
+  for (uint32_t k = 0; k < count; k += 97) {
+    const auto& t = mesh->tets[k];
+    V3 c = V3::Zero();
+    for (uint32_t i : t) c += mesh->rest[i] / 4;
+    points.insert(points.end(), {float(c.x()), float(c.y()), float(c.z())});
+  }
+  const TetEmbedding e = EmbedInTets(*mesh, points);
+  ASSERT_EQ(e.tet.size(), points.size() / 3);
+  for (size_t i = 0; i < e.tet.size(); ++i) {
+    ASSERT_LT(e.tet[i], count);
+    V3 back = V3::Zero();
+    double sum = 0;
+    for (int k = 0; k < 4; ++k) {
+      back += e.beta[i][k] * mesh->rest[mesh->tets[e.tet[i]][k]];
+      sum += e.beta[i][k];
+    }
+    EXPECT_NEAR(sum, 1, 1e-9);
+    EXPECT_LT((back - V3(points[3 * i], points[3 * i + 1], points[3 * i + 2])).norm(), 1e-6) << i;
+  }
+  EXPECT_EQ(e.outside, 0u);
+}
+
+// The nearest of a point set (pbs's transfer weights and jiggle map, from a particle to the
+// render vertices): the k-d tree's answer is a brute-force scan's, index included where points
+// coincide (the smallest), for queries among the points and far outside them (until 2026-12-02 a
+// ring search of a hash grid took O(distance⁴) for those: days for a tet mesh uploaded a few mesh
+// lengths from the render mesh).
+TEST(NearestPoint, TheTreeAnswersAsABruteForceScanIncludingTiesAndFarPoints) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> points;
+  for (int i = 0; i < 5000; ++i) points.insert(points.end(), {u(rng), 0.2f * u(rng), 0.5f * u(rng)});
+  for (int i = 0; i < 300; ++i) {  // duplicates, later in the array
+    const int j = int(rng() % 5000);
+    points.insert(points.end(), {points[3 * j], points[3 * j + 1], points[3 * j + 2]});
+  }
+  for (int i = 0; i < 50; ++i) points.insert(points.end(), {0.25f, 0.1f, -0.2f});  // one place, many times
+  const NearestPointTree tree(points);
+  auto brute = [&](const V3& q) {
+    double best = std::numeric_limits<double>::infinity();
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < points.size() / 3; ++i) {
+      const double d = (V3(points[3 * i], points[3 * i + 1], points[3 * i + 2]) - q).squaredNorm();
+      if (d < best) best = d, at = i;
+    }
+    return at;
+  };
+  int far = 0;
+  for (int k = 0; k < 3000; ++k) {
+    V3 q;
+    if (k % 3 == 0) {
+      const int j = int(rng() % (points.size() / 3));  // a point itself (a tie when duplicated)
+      q = V3(points[3 * j], points[3 * j + 1], points[3 * j + 2]);
+    } else if (k % 3 == 1) {
+      q = V3(1.5 * u(rng), 1.5 * u(rng), 1.5 * u(rng));
+    } else {
+      q = V3(u(rng), u(rng), u(rng)).normalized() * 1e4;  // far outside
+      ++far;
+    }
+    ASSERT_EQ(tree.Nearest(q), brute(q)) << "query " << k << " (" << q.transpose() << ")";
+  }
+  EXPECT_EQ(far, 1000);
+  const std::vector<float> one = {3, 4, 5};
+  EXPECT_EQ(NearestPointTree(one).Nearest(V3(1e30, 0, 0)), 0u);
 }
 
 }  // namespace
