@@ -322,6 +322,12 @@ absl::StatusOr<Rig> RigFromUpload(const std::string& bytes, const RigLimits& lim
   return BuildRig(std::move(*input), limits);
 }
 
+absl::Status CheckTimeStep(double seconds) {
+  if (seconds == 0 || (seconds >= kMinTimeStep && seconds <= kMaxTimeStep)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("time_step: ", seconds, " s is outside [", kMinTimeStep, ", ",
+                                                 kMaxTimeStep, "] (0: the method's own)"));
+}
+
 absl::Status FrameInputFromProto(const v1::DeformRequest& req, Pose& pose, std::vector<CageFrame>& cages,
                                  CageFrame& posed_cage, SphereFrame& spheres, FrameInput& input) {
   absl::Status st;
@@ -332,10 +338,7 @@ absl::Status FrameInputFromProto(const v1::DeformRequest& req, Pose& pose, std::
   if (!st.ok()) return st;
   input = {req.has_pose() ? &pose : nullptr, cages, req.has_posed_cage() ? &posed_cage : nullptr};
   input.spheres = req.has_spheres() ? &spheres : nullptr;
-  if (!(req.time_step() >= 0 && req.time_step() <= kMaxTimeStep)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("time_step: ", req.time_step(), " s is outside [0, ", kMaxTimeStep, "] (0: the method's own)"));
-  }
+  if (auto st = CheckTimeStep(req.time_step()); !st.ok()) return st;
   input.time_step = req.time_step();
   return absl::OkStatus();
 }
@@ -348,10 +351,10 @@ absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, s
     // Its step (1 / fps, what methods with dynamics step by) bounded as a pose list's time_step
     // is (until 2026-12-01 a rate of 1e-40 stepped a jiggle session by 1e40 s: NaN positions, a
     // corrupted state, and an error blaming the pose).
-    if (!(b.fps >= 1 / kMaxTimeStep) || !std::isfinite(b.fps) || b.fps > 1e6) {
+    if (!(b.fps >= 1 / kMaxTimeStep) || !std::isfinite(b.fps) || b.fps > 1 / kMinTimeStep) {
       return absl::InvalidArgumentError(absl::StrCat("clip.frames_per_second: ", b.fps, " is outside [", 1 / kMaxTimeStep,
-                                                     ", 1e6] (a frame's step, 1 / frames_per_second, is at most ",
-                                                     kMaxTimeStep, " s)"));
+                                                     ", ", 1 / kMinTimeStep, "] (a frame's step, 1 / frames_per_second, is ",
+                                                     kMinTimeStep, " to ", kMaxTimeStep, " s)"));
     }
     auto clip = ClipFromProto(req.clip().clip(), joint_count);
     if (!clip.ok()) return clip.status();
@@ -374,10 +377,7 @@ absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, s
   }
   if (req.has_poses()) {
     b.time_step = req.time_step();
-    if (!(b.time_step >= 0 && b.time_step <= kMaxTimeStep)) {
-      return absl::InvalidArgumentError(absl::StrCat("time_step: ", b.time_step, " s is outside [0, ", kMaxTimeStep,
-                                                     "] (0: the method's own)"));
-    }
+    if (auto st = CheckTimeStep(b.time_step); !st.ok()) return st;
   } else {
     b.time_step = 1 / b.fps;
   }

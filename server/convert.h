@@ -48,10 +48,17 @@ void FillRigInfo(const Rig& rig, v1::RigInfo& info);
 absl::StatusOr<Rig> RigFromUpload(const std::string& bytes, const RigLimits& limits);
 
 inline constexpr double kMaxTimeStep = 60;  // seconds: DeformRequest.time_step, DeformClipRequest.time_step
+// The shortest step (besides 0, the method's own): 1 / the highest clip rate. Until 2026-12-02 a
+// step of 1e-40 was taken: a jiggle session's velocities (x − x₀) / h overflowed to inf, that
+// frame answered OK and every later one failed until a reset.
+inline constexpr double kMinTimeStep = 1e-6;
 
 // A frame's inputs decoded from a DeformRequest into the session's reusable storage (pose,
 // cages, posed cage, sphere-mesh), `input` pointing at those the request gives; time_step is
 // checked. The rest of the request (outputs, frame number, reset) is the caller's.
+// A frame's or a pose list's time_step: 0 (the method's own) or [kMinTimeStep, kMaxTimeStep];
+// INVALID_ARGUMENT naming time_step otherwise.
+absl::Status CheckTimeStep(double seconds);
 absl::Status FrameInputFromProto(const v1::DeformRequest& req, Pose& pose, std::vector<CageFrame>& cages,
                                  CageFrame& posed_cage, SphereFrame& spheres, FrameInput& input);
 

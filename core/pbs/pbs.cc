@@ -60,7 +60,7 @@ constexpr ParamSpec kPbsSpecs[] = {
     {"jiggle_stiffness", ParamSpec::Type::kNumber, "0.2",
      "PBD stiffness of the constraints that touch a jiggling particle, (0, 1]; lower jiggles more"},
     {"time_step", ParamSpec::Type::kNumber, "0.01",
-     "seconds per frame for frames that carry no time_step (DeformClip: 1 / frames_per_second), (0, 1]"},
+     "seconds per frame for frames that carry no time_step (DeformClip: 1 / frames_per_second), [1e-6, 1]"},
     {"gravity", ParamSpec::Type::kNumber, "0",
      "acceleration of the jiggling particles along the rig's -y, rig units/s^2 (9.81 for metres), [-1e6, 1e6]"},
     {"damping", ParamSpec::Type::kNumber, "0",
@@ -417,6 +417,15 @@ class PbsDeformer final : public Deformer {
       v.resize(3 * n);
       std::memcpy(v.data(), bytes.data() + head + 3 * n * sizeof(float), 3 * n * sizeof(float));
     }
+    // The checksum is the client's to compute: a state it wrote may hold anything.
+    for (const auto* values : {&x, &v}) {
+      for (size_t i = 0; i < values->size(); ++i) {
+        if (!std::isfinite((*values)[i])) {
+          return absl::InvalidArgumentError(absl::StrCat("state: particle ", i / 3, "'s ",
+                                                         values == &x ? "position" : "velocity", " is not finite"));
+        }
+      }
+    }
     return fresh;
   }
   template <class T>
@@ -585,7 +594,7 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSe
   int selection = 0;
   r.Choice("jiggle_selection", kSelectionWords, selection);
   p->jiggle_selection = PbsParams::JiggleSelection(selection);
-  r.Number("time_step", p->time_step, 0, 1, /*open_lo=*/true)
+  r.Number("time_step", p->time_step, 1e-6, 1)
       .Number("gravity", p->gravity, -1e6, 1e6)
       .Number("damping", p->damping, 0, 1e4)
       .Flag("quasi_static", p->quasi_static);

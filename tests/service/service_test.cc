@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <regex>
 #include <cstring>
@@ -693,6 +694,11 @@ TEST_F(Service, StatefulSessionsApplyFramesStrictlyInOrder) {
   EXPECT_THAT(earlier.error().message(), HasSubstr("frame: 1 arrives after frame 2"));
   EXPECT_EQ(bad_step.error().code(), grpc::INVALID_ARGUMENT);
   EXPECT_THAT(bad_step.error().message(), HasSubstr("time_step: -0.5"));
+  // A step too short for its velocities, (x − x₀) / h, to be finite in float (until 2026-12-02 it
+  // answered OK with infinite velocities, and every later frame failed until a reset).
+  v1::DeformResponse tiny_step = send(3, 1e-40);
+  EXPECT_EQ(tiny_step.error().code(), grpc::INVALID_ARGUMENT);
+  EXPECT_THAT(tiny_step.error().message(), HasSubstr("time_step: 1e-40 s is outside [1e-06, 60]"));
   {
     // An output refused is refused before the frame is deformed (until 2026-11-30 the state had
     // advanced and frame 3 then counted as applied).
@@ -768,6 +774,18 @@ TEST_F(Service, PbsSessionStatesMigrateBetweenServersBitForBit) {
   const auto lost = c2.SetSessionState(target->session_id(), damaged).status();
   EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(lost.message()), HasSubstr("state.method_state"));
+  // A state whose checksum the client made good over a position that is not finite (until
+  // 2026-12-02 taken, and every frame after it failed).
+  v1::SessionState poisoned = *state;
+  std::string& bytes = *poisoned.mutable_method_state();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.data() + 20 + 3 * sizeof(float), &nan, sizeof nan);  // particle 1's x (after the header)
+  uint64_t fnv = 1469598103934665603ull;
+  for (size_t i = 0; i + 8 < bytes.size(); ++i) fnv = (fnv ^ uint8_t(bytes[i])) * 1099511628211ull;
+  std::memcpy(bytes.data() + bytes.size() - 8, &fnv, sizeof fnv);
+  const auto not_finite = c2.SetSessionState(target->session_id(), poisoned).status();
+  EXPECT_EQ(not_finite.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(not_finite.message()), HasSubstr("particle 1's position is not finite"));
   auto restored = c2.SetSessionState(target->session_id(), *state);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->last_frame(), 9u);
