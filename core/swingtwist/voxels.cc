@@ -97,16 +97,43 @@ absl::StatusOr<VoxelGrid> Voxelize(std::span<const float> positions, std::span<c
   auto cell = [&](int x, int y, int z) { return size_t(x) + size_t(nx) * (size_t(y) + size_t(ny) * z); };
 
   // 2. Surface voxels.
-  std::vector<uint8_t> surface(total, 0);
   const size_t nt = triangles.size() / 3;
-  for (size_t t = 0; t < nt; ++t) {
+  auto box = [&](size_t t, std::array<int, 3>& a, std::array<int, 3>& b) {
     const V3 p0 = point(triangles[3 * t]), p1 = point(triangles[3 * t + 1]), p2 = point(triangles[3 * t + 2]);
     const V3 tlo = p0.cwiseMin(p1).cwiseMin(p2), thi = p0.cwiseMax(p1).cwiseMax(p2);
-    std::array<int, 3> a, b;
     for (int k = 0; k < 3; ++k) {
       a[k] = std::clamp(int(std::floor((tlo[k] - g.origin[k]) / h)), 0, g.dims[k] - 1);
       b[k] = std::clamp(int(std::floor((thi[k] - g.origin[k]) / h)), 0, g.dims[k] - 1);
     }
+  };
+  // The work below is bounded before it starts: the voxels of the triangles' boxes (each tested
+  // against its triangle) and each axis's rows through them (at most a crossing each, 16 bytes).
+  // A closed mesh needs a few per surface voxel; until 2026-12-02 a rig of 50 000 stacked full-size quads
+  // at a fine voxel size asked for 8e9 crossings (128 GB) before anything refused it.
+  {
+    double voxels = 0, rows[3] = {0, 0, 0};
+    for (size_t t = 0; t < nt; ++t) {
+      std::array<int, 3> a, b;
+      box(t, a, b);
+      const double d[3] = {double(b[0] - a[0] + 1), double(b[1] - a[1] + 1), double(b[2] - a[2] + 1)};
+      voxels += d[0] * d[1] * d[2];
+      for (int axis = 0; axis < 3; ++axis) rows[axis] += d[(axis + 1) % 3] * d[(axis + 2) % 3];
+    }
+    // Small triangles take a voxel and a row or two each: the limits grow with their number.
+    const double most_voxels = 8.0 * double(options.max_cells) + 64.0 * double(nt);
+    const double most_rows = double(options.max_cells) / 4 + 4.0 * double(nt);
+    if (voxels > most_voxels || std::max({rows[0], rows[1], rows[2]}) > most_rows) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "voxel size ", h, ": the triangles' boxes cover ", voxels, " voxels and ", std::max({rows[0], rows[1], rows[2]}),
+          " rows of the grid, more than the limits of ", most_voxels, " and ", most_rows,
+          " (overlapping or very large triangles); choose a larger voxel size"));
+    }
+  }
+  std::vector<uint8_t> surface(total, 0);
+  for (size_t t = 0; t < nt; ++t) {
+    const V3 p0 = point(triangles[3 * t]), p1 = point(triangles[3 * t + 1]), p2 = point(triangles[3 * t + 2]);
+    std::array<int, 3> a, b;
+    box(t, a, b);
     for (int z = a[2]; z <= b[2]; ++z) {
       for (int y = a[1]; y <= b[1]; ++y) {
         for (int x = a[0]; x <= b[0]; ++x) {

@@ -408,7 +408,9 @@ TEST(RigCage, EnclosureCheckOnLargeCagesGivesTheExactSumsVerdict) {
     const bool exact_inside = CageWindingNumber(cage, stored) > 0.5;
     const absl::Status st = CheckCageEncloses(cage, points, "cage", "points");
     EXPECT_EQ(st.ok(), exact_inside) << "face " << f << " side " << t % 2 << ": " << st;
-    if (!st.ok()) EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("points[3000]: point ("));
+    if (!st.ok()) {
+      EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("points[3000]: point ("));
+    }
     (exact_inside ? kept : outside) += 1;
   }
   // The fixture's own check: the points put outside are outside, those put inside inside.
