@@ -54,7 +54,8 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSuperCagesParams(const 
 
 RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, const RowMatrixXd& phi,
                                    const Eigen::Matrix3Xd& rest_joints, double exponent,
-                                   double* max_error, int* fallbacks) {
+                                   double* max_error, int* fallbacks, ThreadPool* pool,
+                                   const ProgressFn& progress, bool* cancelled) {
   const size_t m = rig.vertex_count(), s = rig.joint_count();
   const Eigen::Index c = cage.vertices.cols();
   // The skin as an MVC "cage" for the joints (it need not be closed: the maximum entropy
@@ -65,51 +66,69 @@ RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, con
   for (size_t t = 0; t < rig.triangle_count(); ++t) {
     for (int k = 0; k < 3; ++k) skin.triangles(k, static_cast<Eigen::Index>(t)) = rig.triangles[3 * t + k];
   }
-  // Dense weights per joint (ω_ij).
-  Eigen::MatrixXd omega = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(s), static_cast<Eigen::Index>(m));
+  // Each joint's weights ω_ij as (vertex, weight) lists: the rig's rows transposed. (Until
+  // 2026-12-02 a dense joints x vertices matrix: 84 GB for 65 535 joints on 200 000 vertices.)
+  std::vector<std::vector<std::pair<uint32_t, float>>> omega(s);
   for (size_t v = 0; v < m; ++v) {
     for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
-      omega(rig.weights.joints[e], static_cast<Eigen::Index>(v)) = rig.weights.weights[e];
+      omega[rig.weights.joints[e]].emplace_back(uint32_t(v), rig.weights.weights[e]);
     }
   }
   const double tolerance = 1e-6 * cage.diagonal();
   RowMatrixXd psi(static_cast<Eigen::Index>(s), c);
-  std::vector<double> mvc(m), cage_mvc(static_cast<size_t>(c));
+  std::vector<double> errors(s, 0.0);
+  std::vector<uint8_t> fell_back(s, 0);
+  std::atomic<size_t> done{0};
+  std::atomic<bool> stop{false};
+  // Joints in parallel (each an MVC over the skin's triangles and an entropy projection), every
+  // one computed exactly as alone: the result does not depend on the pool.
+  ParallelFor(pool, s, 1, [&](size_t b, size_t e) {
+    std::vector<double> mvc(m), cage_mvc(static_cast<size_t>(c)), w(m, 0.0);
+    Eigen::RowVectorXd localised(static_cast<Eigen::Index>(m)), plain(static_cast<Eigen::Index>(m));
+    for (size_t j = b; j < e && !stop; ++j) {
+      const Eigen::Vector3d a = rest_joints.col(static_cast<Eigen::Index>(j));
+      MeanValueCoordinates(skin, a, mvc);
+      for (const auto& [v, weight] : omega[j]) w[v] = weight;
+      // Joint localisation L = −1 + ω^s + (Σ_{k≠j} ω_k)^s = −1 + ω^s + (1 − ω)^s (eq. 3.3): 0
+      // where the vertex is rigidly bound, largest where the weights blend (the articulation).
+      for (size_t i = 0; i < m; ++i) {
+        const double wi = std::clamp(w[i], 0.0, 1.0);
+        const double l = std::max(0.0, -1 + std::pow(wi, exponent) + std::pow(1 - wi, exponent));
+        localised(static_cast<Eigen::Index>(i)) = mvc[i] * l;
+        plain(static_cast<Eigen::Index>(i)) = mvc[i];
+      }
+      for (const auto& [v, weight] : omega[j]) w[v] = 0;
+      // Masses on the cage vertices (eq. 3.4), projected to valid coordinates (eq. 3.5).
+      MecResult best;
+      bool ok = false;
+      for (const Eigen::RowVectorXd* masses : {&localised, &plain}) {
+        const Eigen::VectorXd mu = (*masses * phi).transpose();
+        MecResult r = MaximumEntropyCoordinates(cage.vertices, mu, a);
+        if (r.converged && r.linear_precision_error <= tolerance) {
+          best = std::move(r);
+          ok = true;
+          break;
+        }
+        if (masses == &plain) fell_back[j] = 1;
+      }
+      if (ok) {
+        psi.row(static_cast<Eigen::Index>(j)) = best.weights.transpose();
+        errors[j] = best.linear_precision_error;
+      } else {
+        // Last resort: MVC of the joint w.r.t. the cage (exact linear precision, not local).
+        MeanValueCoordinates(cage, a, cage_mvc);
+        for (Eigen::Index k = 0; k < c; ++k) psi(static_cast<Eigen::Index>(j), k) = cage_mvc[k];
+      }
+      const size_t d = done.fetch_add(1) + 1;
+      if (progress && !progress(double(d) / double(std::max<size_t>(s, 1)))) stop = true;
+    }
+  });
+  if (cancelled != nullptr) *cancelled = stop;
   *max_error = 0;
   *fallbacks = 0;
   for (size_t j = 0; j < s; ++j) {
-    const Eigen::Vector3d a = rest_joints.col(static_cast<Eigen::Index>(j));
-    MeanValueCoordinates(skin, a, mvc);
-    // Joint localisation L = −1 + ω^s + (Σ_{k≠j} ω_k)^s = −1 + ω^s + (1 − ω)^s (eq. 3.3): 0 where
-    // the vertex is rigidly bound, largest where the weights blend (the articulation).
-    Eigen::RowVectorXd localised(static_cast<Eigen::Index>(m)), plain(static_cast<Eigen::Index>(m));
-    for (size_t i = 0; i < m; ++i) {
-      const double w = std::clamp(omega(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(i)), 0.0, 1.0);
-      const double l = std::max(0.0, -1 + std::pow(w, exponent) + std::pow(1 - w, exponent));
-      localised(static_cast<Eigen::Index>(i)) = mvc[i] * l;
-      plain(static_cast<Eigen::Index>(i)) = mvc[i];
-    }
-    // Masses on the cage vertices (eq. 3.4), projected to valid coordinates (eq. 3.5).
-    MecResult best;
-    bool ok = false;
-    for (const Eigen::RowVectorXd* masses : {&localised, &plain}) {
-      const Eigen::VectorXd mu = (*masses * phi).transpose();
-      MecResult r = MaximumEntropyCoordinates(cage.vertices, mu, a);
-      if (r.converged && r.linear_precision_error <= tolerance) {
-        best = std::move(r);
-        ok = true;
-        break;
-      }
-      if (masses == &plain) ++*fallbacks;
-    }
-    if (ok) {
-      psi.row(static_cast<Eigen::Index>(j)) = best.weights.transpose();
-      *max_error = std::max(*max_error, best.linear_precision_error);
-    } else {
-      // Last resort: MVC of the joint w.r.t. the cage (exact linear precision, not local).
-      MeanValueCoordinates(cage, a, cage_mvc);
-      for (Eigen::Index k = 0; k < c; ++k) psi(static_cast<Eigen::Index>(j), k) = cage_mvc[k];
-    }
+    *max_error = std::max(*max_error, errors[j]);
+    *fallbacks += fell_back[j];
   }
   return psi;
 }
@@ -134,6 +153,11 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
   const size_t m = rig.vertex_count();
   const Eigen::Index c = p->rest_cage.vertices.cols();
   if (auto st = CheckCoordinateBytes(m, static_cast<uint64_t>(c), params.cage, "supercages"); !st.ok()) return st;
+  if (c > kSuperCagesMaxCageVertices) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "deformer.supercages.cage: cage ", params.cage, " has ", c, " vertices; method supercages takes at most ",
+        kSuperCagesMaxCageVertices, " (a posed-cage frame solves a dense system of 3 rows per cage vertex)"));
+  }
   if (m < static_cast<size_t>(c)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "method supercages: the cage has ", c, " vertices, more than the mesh's ", m,
@@ -158,8 +182,11 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
   p->rest_joints.resize(3, static_cast<Eigen::Index>(s));
   for (size_t j = 0; j < s; ++j) p->rest_joints.col(static_cast<Eigen::Index>(j)) = Inverse(rig.skeleton.inverse_bind[j]).col(3);
   if (params.skeleton_updater) {
-    p->psi = SkeletonUpdaterWeights(rig, p->rest_cage, p->phi, p->rest_joints,
-                                    params.localisation_exponent, &p->psi_max_error, &p->psi_fallbacks);
+    bool cancelled = false;
+    p->psi = SkeletonUpdaterWeights(rig, p->rest_cage, p->phi, p->rest_joints, params.localisation_exponent,
+                                    &p->psi_max_error, &p->psi_fallbacks, pool,
+                                    [&](double f) { return !progress || progress(0.8 + 0.1 * f); }, &cancelled);
+    if (cancelled) return absl::CancelledError("supercages: preparation cancelled");
   }
   if (progress && !progress(0.9)) return absl::CancelledError("supercages: preparation cancelled");
   // 3. Cage updater: MaxVol rows of Φ and their factorisation.

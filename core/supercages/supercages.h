@@ -73,11 +73,19 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateSuperCagesDeformer(
     std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
     const DeformerConfig& config);
 
+// The cage vertices a supercages preparation takes: a frame with a posed cage factors a dense
+// (3c)² system, 75 MB and about 2e10 operations at this size (until 2026-12-02 any cage within the
+// coordinates' 4 GiB: at 5 000 vertices 1.8 GB and 2e12 a frame).
+inline constexpr Eigen::Index kSuperCagesMaxCageVertices = 1024;
+
 // Skeleton-updater weights Ψ (s x c) for `rig` and cage geometry with coordinates Φ of the rest
 // mesh: localised MVC of each rest joint w.r.t. the skin, transferred to the cage and projected
-// to maximum entropy coordinates (thesis eqs. 3.3–3.5). Exposed for tests.
+// to maximum entropy coordinates (thesis eqs. 3.3–3.5). Exposed for tests. The joints run on
+// `pool` (null: the calling thread), with the same result; `progress` gets the fraction of joints
+// done, and when it returns false the rest are skipped and *cancelled is set.
 RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, const RowMatrixXd& phi,
                                    const Eigen::Matrix3Xd& rest_joints, double exponent,
-                                   double* max_error, int* fallbacks);
+                                   double* max_error, int* fallbacks, ThreadPool* pool = nullptr,
+                                   const ProgressFn& progress = {}, bool* cancelled = nullptr);
 
 }  // namespace sinew

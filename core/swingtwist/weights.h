@@ -29,6 +29,11 @@
 
 namespace sinew {
 
+// The most joints x grid vertices ComputeElasticWeights takes (RESOURCE_EXHAUSTED past it, naming
+// the voxel size): its solve keeps three dense handles x grid-vertices matrices of doubles, so
+// about 1.6 GB here.
+inline constexpr double kElasticWeightsMaxEntries = double(1 << 26);
+
 struct ElasticWeightsOptions {
   double voxel_size = 0;  // 0: the rest mesh's longest bounding-box side / 64
   EmwOptions emw;

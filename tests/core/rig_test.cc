@@ -337,42 +337,13 @@ TEST(RigCage, CageThatDoesNotEncloseTheMeshNamesTheVertex) {
   ExpectInvalid(std::move(in), "rig.mesh.positions[5]: point (0, 10, ");
 }
 
-// A closed, outward lat-long sphere of radius 1: 2 + (stacks − 1)·slices vertices,
-// 2·slices·(stacks − 1) faces.
-Cage LatLongSphere(int stacks, int slices) {
-  Cage c;
-  auto add = [&](double x, double y, double z) {
-    for (double v : {x, y, z}) c.positions.push_back(float(v));
-  };
-  add(0, 0, 1);  // north pole 0
-  for (int i = 1; i < stacks; ++i) {
-    const double th = std::numbers::pi * i / stacks;
-    for (int j = 0; j < slices; ++j) {
-      const double ph = 2 * std::numbers::pi * j / slices;
-      add(std::sin(th) * std::cos(ph), std::sin(th) * std::sin(ph), std::cos(th));
-    }
-  }
-  add(0, 0, -1);  // south pole
-  const uint32_t south = uint32_t(c.positions.size() / 3 - 1);
-  auto ring = [&](int i, int j) { return uint32_t(1 + (i - 1) * slices + (j % slices)); };
-  for (int j = 0; j < slices; ++j) {
-    for (uint32_t v : {0u, ring(1, j), ring(1, j + 1)}) c.triangles.push_back(v);
-    for (uint32_t v : {south, ring(stacks - 1, j + 1), ring(stacks - 1, j)}) c.triangles.push_back(v);
-    for (int i = 1; i + 1 < stacks; ++i) {
-      for (uint32_t v : {ring(i, j), ring(i + 1, j), ring(i + 1, j + 1)}) c.triangles.push_back(v);
-      for (uint32_t v : {ring(i, j), ring(i + 1, j + 1), ring(i, j + 1)}) c.triangles.push_back(v);
-    }
-  }
-  return c;
-}
-
 // Past 4e6 face-point pairs the enclosure check answers with the fast winding-number hierarchy
 // (a million points in a cage of 100 000 faces took most of an hour with the exact sum; this test
 // 46 s instead of 3.5 s): its verdicts are
 // still the exact sum's, for points deep inside and for points a thousandth of the radius from
 // the cage's faces on either side.
 TEST(RigCage, EnclosureCheckOnLargeCagesGivesTheExactSumsVerdict) {
-  const Cage cage = LatLongSphere(40, 50);  // 3 900 faces
+  const Cage cage = testing::LatLongSphere(40, 50);  // 3 900 faces
   ASSERT_TRUE(CheckCageClosedAndOriented(cage, "cage").ok());
   uint64_t state = 12345;
   auto uniform = [&] {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <iterator>
+#include <numbers>
 #include <span>
 #include <string>
 #include <thread>
@@ -45,6 +46,37 @@ inline RigInput LimbWithCage(uint32_t rings = 10, uint32_t segments = 8) {
   RigInput in = MakeLimb(o);
   in.rig.cages.push_back(MakeLimbCage(o, 4));
   return in;
+}
+
+// A closed, outward lat-long sphere (a cage): 2 + (stacks − 1)·slices vertices,
+// 2·slices·(stacks − 1) faces.
+inline Cage LatLongSphere(int stacks, int slices, double radius = 1,
+                          const Eigen::Vector3d& centre = Eigen::Vector3d::Zero()) {
+  Cage c;
+  auto add = [&](double x, double y, double z) {
+    const Eigen::Vector3d p = centre + radius * Eigen::Vector3d(x, y, z);
+    for (int k = 0; k < 3; ++k) c.positions.push_back(float(p[k]));
+  };
+  add(0, 0, 1);  // north pole 0
+  for (int i = 1; i < stacks; ++i) {
+    const double th = std::numbers::pi * i / stacks;
+    for (int j = 0; j < slices; ++j) {
+      const double ph = 2 * std::numbers::pi * j / slices;
+      add(std::sin(th) * std::cos(ph), std::sin(th) * std::sin(ph), std::cos(th));
+    }
+  }
+  add(0, 0, -1);  // south pole
+  const uint32_t south = uint32_t(c.positions.size() / 3 - 1);
+  auto ring = [&](int i, int j) { return uint32_t(1 + (i - 1) * slices + (j % slices)); };
+  for (int j = 0; j < slices; ++j) {
+    for (uint32_t v : {0u, ring(1, j), ring(1, j + 1)}) c.triangles.push_back(v);
+    for (uint32_t v : {south, ring(stacks - 1, j + 1), ring(stacks - 1, j)}) c.triangles.push_back(v);
+    for (int i = 1; i + 1 < stacks; ++i) {
+      for (uint32_t v : {ring(i, j), ring(i + 1, j), ring(i + 1, j + 1)}) c.triangles.push_back(v);
+      for (uint32_t v : {ring(i, j), ring(i + 1, j + 1), ring(i, j + 1)}) c.triangles.push_back(v);
+    }
+  }
+  return c;
 }
 
 // The implicit skinning suites' limb (core/procedural/limb.h).

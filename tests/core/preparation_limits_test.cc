@@ -1,0 +1,84 @@
+// What a preparation takes, refused up front with the field and the limit rather than found out by
+// the allocator (an out-of-memory kill takes every session with it) or by the clock (a
+// preparation that runs for days holds a thread); and the skeleton updater's parallel joints give
+// what the joints give one by one.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/deformer/deformer.h"
+#include "core/parallel/thread_pool.h"
+#include "core/procedural/limb.h"
+#include "core/supercages/supercages.h"
+#include "core/swingtwist/method.h"
+#include "core/swingtwist/weights.h"
+#include "tests/core/test_util.h"
+
+namespace sinew {
+namespace {
+
+using ::testing::HasSubstr;
+
+DeformerConfig SuperCages(bool updater) {
+  DeformerConfig config("supercages");
+  auto p = std::make_shared<SuperCagesParams>();
+  p->skeleton_updater = updater;
+  config.params = p;
+  return config;
+}
+
+// Ψ, one joint per task on a pool of three (joints in any order), is Ψ computed on the calling
+// thread, bit for bit, with the same diagnostics.
+TEST(SuperCagesLimits, SkeletonUpdaterWeightsOnAPoolAreThoseComputedAlone) {
+  const Rig rig = testing::BuildOrDie(testing::LimbWithCage(40, 12));
+  ThreadPool pool(3);
+  auto alone = PrepareSuperCages(rig, SuperCages(true), nullptr, {});
+  auto pooled = PrepareSuperCages(rig, SuperCages(true), &pool, {});
+  ASSERT_TRUE(alone.ok() && pooled.ok()) << alone.status() << pooled.status();
+  const auto& a = static_cast<const SuperCagesPrepared&>(**alone);
+  const auto& b = static_cast<const SuperCagesPrepared&>(**pooled);
+  ASSERT_EQ(a.psi.rows(), Eigen::Index(rig.joint_count()));
+  EXPECT_TRUE((a.psi.array() == b.psi.array()).all());
+  EXPECT_EQ(a.psi_max_error, b.psi_max_error);
+  EXPECT_EQ(a.psi_fallbacks, b.psi_fallbacks);
+  // Partition of unity per joint (what the cage updater's Ψ is: coordinates of the joint).
+  for (Eigen::Index j = 0; j < a.psi.rows(); ++j) EXPECT_NEAR(a.psi.row(j).sum(), 1.0, 1e-9) << j;
+}
+
+// A cage of 1 106 vertices around the limb: a posed-cage frame would factor a dense 3 318²
+// system (until 2026-12-02 any cage within the coordinates' 4 GiB was taken).
+TEST(SuperCagesLimits, CagesPastTheLimitAreRefusedNamingTheCage) {
+  RigInput in = testing::LimbWithCage(20, 8);
+  in.rig.cages[0] = testing::LatLongSphere(25, 46, 2.0, Eigen::Vector3d(1.5, 0, 0));
+  auto rig = BuildRig(std::move(in));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  ASSERT_GT(rig->cages[0].vertex_count(), size_t(kSuperCagesMaxCageVertices));
+  auto refused = PrepareSuperCages(*rig, SuperCages(false), nullptr, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("deformer.supercages.cage: cage 0 has 1106 vertices; method supercages takes at most 1024"));
+}
+
+// 2 000 joints along a limb voxelized at 0.02: about 70 000 grid vertices, so the weights' solve
+// would keep three dense 2 000 × 70 000 matrices (3.4 GB); refused before any of it, naming the
+// voxel size.
+TEST(SwingTwistLimits, JointsTimesGridVerticesPastTheLimitAreRefusedNamingTheVoxelSize) {
+  LimbOptions o;
+  o.rings = 200;
+  o.segments = 16;
+  o.bones = 2000;
+  auto rig = BuildRig(MakeLimb(o));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  DeformerConfig config("swing-twist");
+  auto p = std::make_shared<SwingTwistParams>();
+  p->voxel_size = 0.02;
+  config.params = p;
+  const MethodInfo* method = FindMethod("swing-twist");
+  ASSERT_NE(method, nullptr);
+  auto refused = method->prepare(*rig, config, nullptr, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("elasticity weights: 2000 joints x "));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("(voxel size 0.02)"));
+}
+
+}  // namespace
+}  // namespace sinew
