@@ -88,6 +88,13 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   if (!segmentation.ok()) return segmentation.status();
   std::vector<std::vector<uint32_t>> pieces(joints);
   for (size_t v = 0; v < n; ++v) pieces[(*segmentation)[v]].push_back(static_cast<uint32_t>(v));
+  // Until 2026-12-02 up to 65 535 fields were fitted and baked: 34 GB of grids.
+  const size_t owning = size_t(std::count_if(pieces.begin(), pieces.end(), [](const auto& p) { return p.size() >= 8; }));
+  if (owning > options.max_fields) {
+    return absl::ResourceExhaustedError(absl::StrCat("implicit skinning: ", owning,
+                                                     " bones own 8 vertices or more; at most ", options.max_fields,
+                                                     " bone fields (512 KB each) are taken"));
+  }
   const std::vector<Eigen::Vector3d> normals = VertexNormals(rig);
   // Bone ends: the joint's bind position and its first child's (a leaf extends along its
   // parent's direction to its piece's farthest projection).

@@ -22,6 +22,9 @@ struct BoneFieldOptions {
   int min_samples = 16;
   double cull = 0.05;        // b of Eq. 4.2
   uint32_t seed = 1;         // sample order (deterministic)
+  // More bones owning 8 vertices or more (the fields there can be) is RESOURCE_EXHAUSTED, before
+  // any is fitted: each field becomes a 32³ grid of value and gradient (512 KB) and costs a fit.
+  size_t max_fields = 4096;
 };
 
 struct BoneField {

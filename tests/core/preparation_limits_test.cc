@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/deformer/deformer.h"
+#include "core/implicit/bone_fields.h"
 #include "core/parallel/thread_pool.h"
 #include "core/procedural/limb.h"
 #include "core/supercages/supercages.h"
@@ -78,6 +79,25 @@ TEST(SwingTwistLimits, JointsTimesGridVerticesPastTheLimitAreRefusedNamingTheVox
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("elasticity weights: 2000 joints x "));
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("(voxel size 0.02)"));
+}
+
+// Bones owning 8 vertices or more, counted before any field is fitted (each a fit and a 512 KB
+// grid; until 2026-12-02 up to 65 535 were, 34 GB): past BoneFieldOptions::max_fields (4 096 by
+// default, here 2 of the limb's 3) refused naming both counts; at the limit fitted as before.
+TEST(ImplicitLimits, BoneFieldsPastTheLimitAreRefusedBeforeAnyIsFitted) {
+  const Rig rig = testing::SmallLimb(2, 3);
+  BoneFieldOptions two;
+  two.max_fields = 2;
+  auto refused = FitBoneFields(rig, two);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("3 bones own 8 vertices or more; at most 2 bone fields (512 KB each)"));
+  BoneFieldOptions three;
+  three.max_fields = 3;
+  auto fitted = FitBoneFields(rig, three);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  EXPECT_EQ(fitted->size(), 3u);
+  EXPECT_EQ(BoneFieldOptions().max_fields, 4096u);
 }
 
 }  // namespace
