@@ -199,7 +199,9 @@ TEST_F(Batch, AnInterruptedBatchOrPlayClosesItsSessionAndTheBatchResumes) {
 
   std::string err;
   ASSERT_EQ(RunProcess(batch, nullptr, &err), 0) << err;
-  if (have < 199) EXPECT_THAT(err, HasSubstr("resuming at frame " + std::to_string(have)));
+  if (have < 199) {
+    EXPECT_THAT(err, HasSubstr("resuming at frame " + std::to_string(have)));
+  }
   EXPECT_EQ(FramesIn(pc2), 199u);
   EXPECT_EQ(open_sessions(), 0);
 
