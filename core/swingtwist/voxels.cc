@@ -108,8 +108,9 @@ absl::StatusOr<VoxelGrid> Voxelize(std::span<const float> positions, std::span<c
   };
   // The work below is bounded before it starts: the voxels of the triangles' boxes (each tested
   // against its triangle) and each axis's rows through them (at most a crossing each, 16 bytes).
-  // A closed mesh needs a few per surface voxel; until 2026-12-02 a rig of 50 000 stacked full-size quads
-  // at a fine voxel size asked for 8e9 crossings (128 GB) before anything refused it.
+  // A closed mesh needs a few per surface voxel; until 2026-12-02 a rig of 50 000 stacked
+  // full-size quads at a fine voxel size asked for 8e9 crossings (128 GB) before anything
+  // refused it.
   {
     double voxels = 0, rows[3] = {0, 0, 0};
     for (size_t t = 0; t < nt; ++t) {
