@@ -260,6 +260,9 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   if (job.device_normals) {
     if (!s.gpu_mesh) {
       auto mesh = s.rig->MeshOnGpu(gpu_);
+      if (!mesh.ok() && mesh.status().code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
+        mesh = s.rig->MeshOnGpu(gpu_);
+      }
       if (!mesh.ok()) {
         lock.unlock();
         return job.done(job.context, mesh.status());

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -98,13 +99,17 @@ class CpuFrames final : public FrameBackend {
 // Everything but the per-vertex stage on the calling thread, the stage in the device's next batch.
 class GpuFrames final : public FrameBackend {
  public:
-  GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics) : gpu_(gpu), metrics_(metrics) {}
+  // `make_room`: frees the device copies no session holds (every rig's), returning the bytes
+  // freed; asked when a frame's device data (the normals' adjacency) does not fit.
+  GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics, std::function<uint64_t()> make_room)
+      : gpu_(gpu), metrics_(metrics), make_room_(std::move(make_room)) {}
   void Run(FrameJob& job, std::unique_lock<std::mutex> session_lock) override;
 
  private:
   static void Completed(void* job, const absl::Status& status);
   gpu::GpuBackend& gpu_;
   Metrics& metrics_;
+  std::function<uint64_t()> make_room_;
 };
 
 // Whether the session's encoding is made from float32 positions after the frame (QUANTIZED16,

@@ -39,7 +39,8 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       pool_(pool),
       gpu_(gpu),
       cpu_frames_(pool, metrics),
-      gpu_frames_(gpu ? std::make_unique<GpuFrames>(*gpu, metrics) : nullptr),
+      gpu_frames_(gpu ? std::make_unique<GpuFrames>(*gpu, metrics, [this] { return FreeUnheldDeviceCopies(); })
+                      : nullptr),
       rigs_(options.max_store_bytes),
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),
       shared_memory_(options.max_shared_memory_bytes, int64_t{options.session_idle_ttl_seconds} * 1000),
@@ -55,6 +56,16 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
 }
 
 Service::~Service() = default;
+
+uint64_t Service::FreeUnheldDeviceCopies() {
+  uint64_t freed = 0;
+  for (const auto& rig : rigs_.List()) freed += rig->DropUnheldDeviceCopies();
+  if (freed > 0) {
+    std::fprintf(stderr, "sinew-server: gpu: freed %llu bytes of device copies no session holds\n",
+                 (unsigned long long)freed);
+  }
+  return freed;
+}
 
 grpc::Status Service::ToGrpc(const char* rpc, const absl::Status& status) {
   if (!status.ok()) metrics_.RpcError(rpc, static_cast<grpc::StatusCode>(status.code()));

@@ -164,6 +164,9 @@ class Service final : public v1::Sinew::CallbackService {
   absl::StatusOr<std::unique_ptr<gpu::GpuSession>> CreateGpuSession(StoredRig& stored, const Deformer& deformer,
                                                                      const DeviceStage& stage,
                                                                      std::shared_ptr<const MethodParams> params);
+  // Frees every rig's device copies that no session holds (StoredRig::DropUnheldDeviceCopies);
+  // the bytes freed.
+  uint64_t FreeUnheldDeviceCopies();
   absl::StatusOr<std::unique_ptr<gpu::GpuSession>> CreateGpuSessionOnce(StoredRig& stored, const Deformer& deformer,
                                                                      const DeviceStage& stage,
                                                                      std::shared_ptr<const MethodParams> params);

@@ -309,11 +309,7 @@ absl::StatusOr<std::unique_ptr<gpu::GpuSession>> Service::CreateGpuSession(Store
   // Until 2026-12-02 a rig's device copies stayed until the rig went, whether or not a session
   // used them: a long-running server filled its devices with the models of closed sessions and
   // then refused every GPU session.
-  uint64_t freed = 0;
-  for (const auto& rig : rigs_.List()) freed += rig->DropUnheldDeviceCopies();
-  if (freed == 0) return s;
-  std::fprintf(stderr, "sinew-server: gpu: freed %llu bytes of device copies no session holds\n",
-               (unsigned long long)freed);
+  if (FreeUnheldDeviceCopies() == 0) return s;
   return CreateGpuSessionOnce(stored, deformer, stage, std::move(params));
 }
 

@@ -874,7 +874,6 @@ TEST_P(GpuService, DeviceCopiesNoSessionHoldsGiveWayToNewSessions) {
       auto d = client_->Deform(r);
       ASSERT_TRUE(d.ok()) << d.status();
       close_and_settle(s->session_id());
-      EXPECT_LE(used().first, limit);
     }
   }
   // An open session holds its copies: the next rig's AUTO session runs on the CPU, a GPU one is
@@ -895,6 +894,79 @@ TEST_P(GpuService, DeviceCopiesNoSessionHoldsGiveWayToNewSessions) {
   auto d = client_->Deform(r);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(used().second, 1u);
+}
+
+// The same for a frame's own device data: the normals' adjacency, uploaded with the first frame
+// that asks for normals, frees the copies no session holds when it does not fit (until
+// 2026-12-02 such frames failed RESOURCE_EXHAUSTED every time). Sizes are measured on a first
+// server; the second has room for rig A's cached copies and an LBS session on rig B, not also
+// for B's adjacency.
+TEST_P(GpuService, ANormalsFrameMakesRoomFromDeviceCopiesNoSessionHolds) {
+  auto used = [&] {
+    auto info = client_->GetServerInfo();
+    EXPECT_TRUE(info.ok() && info->devices_size() > 0);
+    return info.ok() && info->devices_size() > 0 ? info->devices(0).used_bytes() : uint64_t{0};
+  };
+  auto settle = [&] {
+    for (int i = 0; i < 500; ++i) {
+      auto info = client_->GetServerInfo();
+      if (info.ok() && info->devices_size() > 0 && info->devices(0).sessions() == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "a closed session's device session was not released";
+  };
+  LimbOptions a_limb = LimbOf(4000), b_limb = LimbOf(4000);
+  b_limb.radius = 0.3f;
+  auto normals_frame = [&](const std::string& session, const LimbOptions& limb, size_t cage_floats, bool cage) {
+    v1::DeformRequest r;
+    if (cage) {
+      r = CageClipFrame(LimbSkeleton(limb), cage_floats, 1, false);
+    } else {
+      client::PoseToProto(LimbPose(LimbSkeleton(limb), 0.3), *r.mutable_pose());
+    }
+    r.set_session_id(session);
+    r.mutable_outputs()->set_normals(true);
+    return client_->Deform(r);
+  };
+  // Rig A's cached copies after a cage session with normals; rig B's LBS session; B's adjacency.
+  const uint64_t idle = used();
+  const auto [a_id, a_floats] = UploadCagedLimb(a_limb);
+  auto a = Open(a_id, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(normals_frame(a->session_id(), a_limb, a_floats, true).ok());
+  ASSERT_TRUE(client_->CloseSession(a->session_id()).ok());
+  settle();
+  const uint64_t cached_a = used() - idle;
+  auto b_up = client_->UploadRig(client::RigToProto(MakeLimb(b_limb)));
+  ASSERT_TRUE(b_up.ok());
+  auto b = Open(b_up->rig_id(), v1::METHOD_LBS, v1::BACKEND_GPU);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const uint64_t b_session = used() - idle - cached_a;
+  ASSERT_TRUE(normals_frame(b->session_id(), b_limb, 0, false).ok());
+  const uint64_t b_mesh = used() - idle - cached_a - b_session;
+  ASSERT_GT(b_mesh, 0u);
+
+  server_->Terminate();
+  const uint64_t limit = idle + cached_a + b_session + b_mesh / 2;
+  server_ = std::make_unique<ServerProcess>(
+      std::vector<std::string>{"--gpu", GetParam(), "--gpu-memory-limit", std::to_string(limit)});
+  ASSERT_TRUE(server_->started());
+  client_ = std::make_unique<client::Client>(server_->target());
+  ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+  const auto [a2_id, a2_floats] = UploadCagedLimb(a_limb);
+  a = Open(a2_id, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(normals_frame(a->session_id(), a_limb, a2_floats, true).ok());
+  ASSERT_TRUE(client_->CloseSession(a->session_id()).ok());
+  settle();
+  b_up = client_->UploadRig(client::RigToProto(MakeLimb(b_limb)));
+  ASSERT_TRUE(b_up.ok());
+  b = Open(b_up->rig_id(), v1::METHOD_LBS, v1::BACKEND_GPU);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->backend(), v1::BACKEND_GPU);
+  auto with_normals = normals_frame(b->session_id(), b_limb, 0, false);
+  ASSERT_TRUE(with_normals.ok()) << with_normals.status();
+  EXPECT_FALSE(with_normals->normals().empty());
 }
 
 }  // namespace
