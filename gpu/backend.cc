@@ -376,9 +376,8 @@ class Device final : public ProgramDevice {
   void Finish(Slot& s) {
     double busy = 0;
     std::string error;
-    // Waited for even when its launch failed: what it queued before failing may still be running
-    // on the slot's buffers, which the next batch reuses.
-    if (s.queue != nullptr && !api_->Wait(s.queue, &busy, &error) && s.status.ok()) {
+    // A failed launch left nothing running (DeviceApi::Launch): only a launched batch is waited for.
+    if (s.status.ok() && !api_->Wait(s.queue, &busy, &error)) {
       s.status = absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     }
     // The batch is counted before its frames complete, so that a caller who sees its frame done

@@ -107,7 +107,14 @@ class CudaApi final : public DeviceApi {
     delete q;
   }
 
+  // A launch that fails part way has queued work (the upload, kernels) that may still read the
+  // batch's buffers, which the next batch in the slot reuses: it is synchronised before failing.
   bool Launch(void* queue, const LaunchSpec& s, std::string* error) override {
+    if (LaunchQueued(queue, s, error)) return true;
+    cudaStreamSynchronize(static_cast<Queue*>(queue)->stream);
+    return false;
+  }
+  bool LaunchQueued(void* queue, const LaunchSpec& s, std::string* error) {
     auto* q = static_cast<Queue*>(queue);
     if (!Check(cudaSetDevice(q->device), "cudaSetDevice", error)) return false;
     if (!Check(cudaEventRecord(q->start, q->stream), "cudaEventRecord", error)) return false;

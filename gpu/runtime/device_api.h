@@ -98,7 +98,8 @@ class DeviceApi {
   virtual void* CreateQueue(int device, std::string* error) = 0;
   virtual void DestroyQueue(void* queue) = 0;
   // Asynchronously on `queue`: upload the batch, run the per-vertex kernel over every item and
-  // each device program over its items, download the output.
+  // each device program over its items, download the output. When it fails (false, `error`
+  // set), nothing it queued is still running.
   virtual bool Launch(void* queue, const LaunchSpec& spec, std::string* error) = 0;
   // Waits for the queue's last launch; `busy_ms` is the time it took on the device.
   virtual bool Wait(void* queue, double* busy_ms, std::string* error) = 0;
