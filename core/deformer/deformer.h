@@ -65,7 +65,8 @@ struct FrameInput {
   std::span<const CageFrame> cages;
   const CageFrame* posed_cage = nullptr;  // SuperCages: an edit of the current-pose cage
   // Methods with dynamics (pbs with jiggle): seconds since the previous frame; 0: the method's
-  // own default (its time_step parameter). Hosts check it is finite and non-negative.
+  // own default (its time_step parameter); else at least 1e-6 s (shorter steps overflow the
+  // velocities of methods with dynamics), finite. Hosts check it; pbs checks it again.
   double time_step = 0;
   // Point-set methods (baseline skinning): the sphere-mesh posed explicitly, or its radii edited
   // with a skeleton pose (core/rig/pose.h).

@@ -218,8 +218,10 @@ class PbsDeformer final : public Deformer {
   // Checks the frame and poses the skeleton into matrices_; the frame's time step.
   absl::StatusOr<double> PoseFrame(const FrameInput& frame) {
     if (auto st = CheckSkeletalFrame(*rig_, frame, "pbs"); !st.ok()) return st;
-    if (!(frame.time_step >= 0) || !std::isfinite(frame.time_step)) {
-      return absl::InvalidArgumentError(absl::StrCat("time_step: ", frame.time_step, " s is not a finite number >= 0"));
+    // As the server checks it (kMinTimeStep there): 0 (the session's own) or at least 1e-6 s.
+    if (!(frame.time_step == 0 || (frame.time_step >= 1e-6 && std::isfinite(frame.time_step)))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("time_step: ", frame.time_step, " s is neither 0 (the session's own) nor a finite number >= 1e-6"));
     }
     SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
     for (size_t j = 0; j < skinning_.size(); ++j) matrices_[j] = skinning_[j].cast<float>();
@@ -277,6 +279,19 @@ class PbsDeformer final : public Deformer {
     auto dt = PoseFrame(frame);
     if (!dt.ok()) return dt.status();
     SolvePbsFrame(*model_, params_, matrices_, *dt, state_, pool);
+    // Steps of very different lengths (1e-6 s, then 60 s: the first's velocities carried over the
+    // second) can drive the particles past float's range within a few frames. Until 2026-12-02 the
+    // state then stayed infinite and every later frame failed; it now starts again from rest.
+    const auto finite = [](const std::vector<float>& a) {
+      return std::all_of(a.begin(), a.end(), [](float f) { return std::isfinite(f); });
+    };
+    if (!finite(state_.x) || !finite(state_.v)) {
+      state_.fresh = true;
+      return absl::OutOfRangeError(absl::StrCat(
+          "pbs: the particles left float's range at this frame (time_step ", *dt,
+          " s; steps that change by orders of magnitude from frame to frame do this); the session starts again "
+          "from rest at its next frame"));
+    }
     const PbsModel& m = *model_;
     const std::vector<float>& x = state_.x;
     // The render mesh follows its tets.

@@ -647,10 +647,12 @@ TEST(PbsDynamics, TheFramesTimeStepOverridesTheParameter) {
   FrameInput bad{nullptr, {}};
   const Pose pose = RestPose(f.rig->skeleton);
   bad.pose = &pose;
-  bad.time_step = -0.01;
-  const auto st = by_frame->Deform(bad, a, nullptr);
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(st.message()).find("time_step"), std::string::npos) << st;
+  for (double step : {-0.01, 1e-40}) {  // negative; too short for finite velocities
+    bad.time_step = step;
+    const auto st = by_frame->Deform(bad, a, nullptr);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << step;
+    EXPECT_NE(std::string(st.message()).find("time_step"), std::string::npos) << st;
+  }
 }
 
 // Quasi-static frames pose without time: after a swing with jiggle, a quasi-static frame equals
@@ -845,6 +847,42 @@ struct PaintedModel {
 // stiffness 0.1: nothing is NaN, every particle stays within the posed LBS particles' box grown by
 // half the rest diagonal, and the painted particles' kinetic energy shows no upward trend (its
 // mean over the last 100 frames is at most twice its mean over frames 100–200).
+// Steps alternating between 1e-6 s and 60 s while the elbow swings: the velocities of the short
+// steps, carried over the long ones, leave float's range within a few frames. That frame fails
+// OUT_OF_RANGE saying so, and the next starts from rest: it equals a fresh session's first
+// frame of the same pose bit for bit (until 2026-12-02 the state stayed infinite and every later
+// frame failed until a reset).
+TEST(PbsDynamics, DynamicsThatLeaveFloatsRangeFailOnceAndTheSessionStartsAgain) {
+  const PaintedElbow f;
+  PbsParams p = PaintedElbow::Params();
+  p.gravity = 9.81;
+  auto session = f.Make(p);
+  ASSERT_NE(session, nullptr);
+  std::vector<float> out(f.rig->positions.size()), fresh_out(out.size());
+  int failed_at = -1;
+  for (int k = 0; k < 400 && failed_at < 0; ++k) {
+    const Pose pose = PaintedElbow::Swing(*f.rig, k % 9);
+    FrameInput in{&pose, {}};
+    in.time_step = k % 2 ? 60.0 : 1e-6;
+    const absl::Status st = session->Deform(in, out, nullptr);
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
+      EXPECT_NE(std::string(st.message()).find("the session starts again from rest"), std::string::npos) << st;
+      failed_at = k;
+      break;
+    }
+    for (float x : out) ASSERT_TRUE(std::isfinite(x)) << "frame " << k;
+  }
+  ASSERT_GE(failed_at, 0) << "the alternating steps never left float's range: the fixture no longer shows it";
+  const Pose pose = PaintedElbow::Swing(*f.rig, 4);
+  FrameInput in{&pose, {}};
+  in.time_step = 0.01;
+  ASSERT_TRUE(session->Deform(in, out, nullptr).ok());
+  auto fresh = f.Make(p);
+  ASSERT_TRUE(fresh->Deform(in, fresh_out, nullptr).ok());
+  EXPECT_EQ(out, fresh_out);
+}
+
 TEST(PbsDynamics, LargeTimeStepsStayStableAndBounded) {
   PbsParams p = PaintedElbow::Params();
   p.jiggle_stiffness = 0.1;
