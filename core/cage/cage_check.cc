@@ -81,9 +81,11 @@ absl::Status CheckCageEncloses(const Cage& cage, std::span<const float> points, 
   const Eigen::Vector3d lo = v.rowwise().minCoeff().cast<double>(), hi = v.rowwise().maxCoeff().cast<double>();
   // The exact sum costs every face per point (about 30 ns a pair): a million points in a cage of
   // 100 000 faces took most of an hour, on the upload's thread. Past kExactWork face-point pairs
-  // the fast hierarchy answers (O(log faces) per point), and the exact sum decides where it reads
-  // near ½, so that the verdict is the exact one wherever the approximation's error (well under
-  // 0.1 at beta 3) could change it.
+  // the fast hierarchy answers (O(log faces) per point; nodes near the point are summed exactly,
+  // a far node's error is about (radius / distance)² of its share), and the exact sum decides
+  // wherever it reads within 0.25 of ½. That is not a proven bound: a cage folded in many
+  // layers around a point could add far nodes' errors past it. Points that read near ½ (on or
+  // within about an edge of the cage) each cost the exact sum, as before.
   constexpr double kExactWork = 4e6;
   const size_t n = points.size() / 3;
   std::optional<WindingNumberTree> tree;

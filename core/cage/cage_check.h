@@ -18,7 +18,8 @@ absl::Status CheckCageClosedAndOriented(const Cage& cage, const std::string& fie
 double CageWindingNumber(const Cage& cage, const Eigen::Vector3d& x);
 
 // INVALID_ARGUMENT naming the first point (as `points_field`[i]) whose winding number is below
-// 0.5, i.e. that lies outside the cage.
+// 0.5, i.e. that lies outside the cage. Past 4e6 point-face pairs the winding numbers come from
+// WindingNumberTree, with the exact sum where that reads within 0.25 of ½.
 absl::Status CheckCageEncloses(const Cage& cage, std::span<const float> points, const std::string& field,
                                const std::string& points_field);
 

@@ -121,7 +121,9 @@ absl::StatusOr<VoxelGrid> Voxelize(std::span<const float> positions, std::span<c
       for (int axis = 0; axis < 3; ++axis) rows[axis] += d[(axis + 1) % 3] * d[(axis + 2) % 3];
     }
     // Small triangles take a voxel and a row or two each: the limits grow with their number.
-    const double most_voxels = 8.0 * double(options.max_cells) + 64.0 * double(nt);
+    // (A box's voxels overstate a long diagonal triangle's work: the voxel limit leaves room for
+    // 32 such triangles across a grid at max_cells.)
+    const double most_voxels = 32.0 * double(options.max_cells) + 64.0 * double(nt);
     const double most_rows = double(options.max_cells) / 4 + 4.0 * double(nt);
     if (voxels > most_voxels || std::max({rows[0], rows[1], rows[2]}) > most_rows) {
       return absl::ResourceExhaustedError(absl::StrCat(

@@ -60,7 +60,7 @@ struct VoxelOptions {
 
 // INVALID_ARGUMENT for h <= 0 or a mesh without triangles; RESOURCE_EXHAUSTED (naming the
 // voxel size and the cell count) when the grid would exceed max_cells, or when the triangles'
-// bounding boxes cover more than 8·max_cells + 64·triangles voxels or, along an axis, more than
+// bounding boxes cover more than 32·max_cells + 64·triangles voxels or, along an axis, more than
 // max_cells / 4 + 4·triangles rows (overlapping or huge triangles at a fine voxel size).
 absl::StatusOr<VoxelGrid> Voxelize(std::span<const float> positions, std::span<const uint32_t> triangles,
                                    const VoxelOptions& options);

@@ -341,7 +341,8 @@ TEST(RigCage, CageThatDoesNotEncloseTheMeshNamesTheVertex) {
 // (a million points in a cage of 100 000 faces took most of an hour with the exact sum; this test
 // 46 s instead of 3.5 s): its verdicts are
 // still the exact sum's, for points deep inside and for points a thousandth of the radius from
-// the cage's faces on either side.
+// the cage's faces on either side. (The old code gives the same verdicts, 13 times slower: this
+// test guards the new path's answers, not its speed.)
 TEST(RigCage, EnclosureCheckOnLargeCagesGivesTheExactSumsVerdict) {
   const Cage cage = testing::LatLongSphere(40, 50);  // 3 900 faces
   ASSERT_TRUE(CheckCageClosedAndOriented(cage, "cage").ok());

@@ -149,8 +149,8 @@ TEST(Voxels, BadSizesAreRefused) {
   EXPECT_EQ(Voxelize(m.positions, {}, {0.1}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// 2 000 stacked unit squares at a voxel size of 1/400: a grid of 0.5 M voxels, well within its
-// limit, but every triangle crosses 80 000 rows (until 2026-12-02: 3e8 crossings, 5 GB, before
+// 2 000 stacked unit squares at a voxel size of 1/400: a grid of 13 M voxels, within its limit
+// of 67 M, but every triangle crosses 80 000 rows (until 2026-12-02: 3e8 crossings, 5 GB, before
 // anything refused). Refused up front, naming the voxel size; the same squares at 1/20 pass.
 TEST(Voxels, OverlappingLargeTrianglesAreRefusedBeforeTheWork) {
   Mesh m;
