@@ -201,15 +201,23 @@ struct TetGrid {
     return c;
   }
   size_t Index(const std::array<int, 3>& c) const { return c[0] + size_t(dims[0]) * (c[1] + size_t(dims[1]) * c[2]); }
-  // f(tet) for the tets of the cells at Chebyshev distance r from c (a tet may come twice).
+  // f(tet) for the tets of the cells at Chebyshev distance r from c (a tet may come twice), in
+  // z, y, x order. Only the shell's cells are visited: inside a row that is not on one of its
+  // faces, the two ends (until 2026-12-02 the whole cube was walked and tested, O(r³) a ring).
   template <class F>
   void Ring(const std::array<int, 3>& c, int r, const F& f) const {
+    const auto cell = [&](int x, int y, int z) {
+      const size_t i = Index({x, y, z});
+      for (uint32_t k = first[i]; k < first[i + 1]; ++k) f(items[k]);
+    };
+    const int x0 = std::max(0, c[0] - r), x1 = std::min(dims[0] - 1, c[0] + r);
     for (int z = std::max(0, c[2] - r); z <= std::min(dims[2] - 1, c[2] + r); ++z) {
       for (int y = std::max(0, c[1] - r); y <= std::min(dims[1] - 1, c[1] + r); ++y) {
-        for (int x = std::max(0, c[0] - r); x <= std::min(dims[0] - 1, c[0] + r); ++x) {
-          if (std::max({std::abs(x - c[0]), std::abs(y - c[1]), std::abs(z - c[2])}) != r) continue;
-          const size_t i = Index({x, y, z});
-          for (uint32_t k = first[i]; k < first[i + 1]; ++k) f(items[k]);
+        if (std::abs(z - c[2]) == r || std::abs(y - c[1]) == r) {
+          for (int x = x0; x <= x1; ++x) cell(x, y, z);
+        } else {
+          if (c[0] - r >= 0) cell(c[0] - r, y, z);
+          if (r > 0 && c[0] + r <= dims[0] - 1) cell(c[0] + r, y, z);
         }
       }
     }
