@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <Eigen/Dense>
+#include <Eigen/Geometry>
 
 namespace sinew {
 namespace {
@@ -147,16 +148,15 @@ struct TetGrid {
     // mesh may hold thousands) would otherwise enter every cell, and their count wrapped the
     // 32-bit row offsets (a write past `items`). Coarser cells until they fit; one cell holds
     // every tet once.
+    std::vector<Eigen::AlignedBox3d> boxes(m.tets.size());  // each tet's, for the count and both passes
+    for (size_t t = 0; t < m.tets.size(); ++t) {
+      for (uint32_t p : m.tets[t]) boxes[t].extend(m.rest[p]);
+    }
     const double entry_budget = std::min(budget, double(std::numeric_limits<uint32_t>::max()));
     for (;;) {
       double entries = 0;
-      for (const auto& tet : m.tets) {
-        Eigen::Vector3d tl = m.rest[tet[0]], th = tl;
-        for (int k = 1; k < 4; ++k) {
-          tl = tl.cwiseMin(m.rest[tet[k]]);
-          th = th.cwiseMax(m.rest[tet[k]]);
-        }
-        const std::array<int, 3> a = CellOf(tl), b = CellOf(th);
+      for (const auto& box : boxes) {
+        const std::array<int, 3> a = CellOf(box.min()), b = CellOf(box.max());
         entries += double(b[0] - a[0] + 1) * double(b[1] - a[1] + 1) * double(b[2] - a[2] + 1);
       }
       if (entries <= entry_budget || (dims[0] == 1 && dims[1] == 1 && dims[2] == 1)) break;
@@ -167,12 +167,7 @@ struct TetGrid {
     first.assign(n + 1, 0);
     for (int pass = 0; pass < 2; ++pass) {
       for (uint32_t t = 0; t < m.tets.size(); ++t) {
-        Eigen::Vector3d tl = m.rest[m.tets[t][0]], th = tl;
-        for (int k = 1; k < 4; ++k) {
-          tl = tl.cwiseMin(m.rest[m.tets[t][k]]);
-          th = th.cwiseMax(m.rest[m.tets[t][k]]);
-        }
-        const std::array<int, 3> a = CellOf(tl), b = CellOf(th);
+        const std::array<int, 3> a = CellOf(boxes[t].min()), b = CellOf(boxes[t].max());
         for (int z = a[2]; z <= b[2]; ++z) {
           for (int y = a[1]; y <= b[1]; ++y) {
             for (int x = a[0]; x <= b[0]; ++x) {

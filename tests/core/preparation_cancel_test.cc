@@ -44,11 +44,7 @@ DeformerConfig Defaults(const char* method) {
 }
 
 DeformerConfig SwingTwistAt(double voxel_size) {
-  DeformerConfig config("swing-twist");
-  auto p = std::make_shared<SwingTwistParams>();
-  p->voxel_size = voxel_size;
-  config.params = p;
-  return config;
+  return testing::ConfigWith<SwingTwistParams>("swing-twist", [&](SwingTwistParams& p) { p.voxel_size = voxel_size; });
 }
 
 // Runs the preparation to count its calls (twice: the first may build what the process keeps,

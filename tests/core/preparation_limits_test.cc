@@ -20,11 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 DeformerConfig SuperCages(bool updater) {
-  DeformerConfig config("supercages");
-  auto p = std::make_shared<SuperCagesParams>();
-  p->skeleton_updater = updater;
-  config.params = p;
-  return config;
+  return testing::ConfigWith<SuperCagesParams>("supercages", [&](SuperCagesParams& p) { p.skeleton_updater = updater; });
 }
 
 // Ψ, one joint per task on a pool of three (joints in any order), is Ψ computed on the calling
@@ -69,10 +65,8 @@ TEST(SwingTwistLimits, JointsTimesGridVerticesPastTheLimitAreRefusedNamingTheVox
   o.bones = 2000;
   auto rig = BuildRig(MakeLimb(o));
   ASSERT_TRUE(rig.ok()) << rig.status();
-  DeformerConfig config("swing-twist");
-  auto p = std::make_shared<SwingTwistParams>();
-  p->voxel_size = 0.02;
-  config.params = p;
+  const DeformerConfig config =
+      testing::ConfigWith<SwingTwistParams>("swing-twist", [](SwingTwistParams& p) { p.voxel_size = 0.02; });
   const MethodInfo* method = FindMethod("swing-twist");
   ASSERT_NE(method, nullptr);
   auto refused = method->prepare(*rig, config, nullptr, {});

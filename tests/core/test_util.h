@@ -16,6 +16,7 @@
 
 #include <Eigen/Geometry>
 
+#include "core/deformer/deformer.h"
 #include "core/procedural/limb.h"
 #include "core/rig/pose.h"
 #include "core/rig/rig.h"
@@ -46,6 +47,14 @@ inline RigInput LimbWithCage(uint32_t rings = 10, uint32_t segments = 8) {
   RigInput in = MakeLimb(o);
   in.rig.cages.push_back(MakeLimbCage(o, 4));
   return in;
+}
+
+// `method` with its parameter struct P at its defaults but for what `set` changes.
+template <class P, class Set>
+DeformerConfig ConfigWith(const char* method, Set&& set) {
+  auto p = std::make_shared<P>();
+  set(*p);
+  return DeformerConfig(method, std::move(p));
 }
 
 // A closed, outward lat-long sphere (a cage): 2 + (stacks − 1)·slices vertices,

@@ -70,6 +70,29 @@ class GpuService : public ::testing::TestWithParam<const char*> {
     cp->set_positions(offsets.data(), offsets.size() * 4);
     return r;
   }
+  // Restarts the server with `--gpu-memory-limit limit` (bytes).
+  void RestartWithDeviceLimit(uint64_t limit) {
+    server_->Terminate();
+    server_ = std::make_unique<ServerProcess>(
+        std::vector<std::string>{"--gpu", GetParam(), "--gpu-memory-limit", std::to_string(limit)});
+    ASSERT_TRUE(server_->started());
+    client_ = std::make_unique<client::Client>(server_->target());
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+  }
+  // Device 0's bytes in use and its sessions, as GetServerInfo reports them.
+  std::pair<uint64_t, uint32_t> DeviceUse() {
+    auto info = client_->GetServerInfo();
+    EXPECT_TRUE(info.ok() && info->devices_size() > 0);
+    if (!info.ok() || info->devices_size() == 0) return {0, 0};
+    return {info->devices(0).used_bytes(), info->devices(0).sessions()};
+  }
+  // Closes a session whose frames were all answered and waits until the device counts no session
+  // (its device session goes with the call that answered last; within 10 s, or a failure).
+  void CloseOnDevice(const std::string& session) {
+    EXPECT_TRUE(client_->CloseSession(session).ok());
+    for (int i = 0; i < 500 && DeviceUse().second != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(DeviceUse().second, 0u) << "a closed session's device session was not released";
+  }
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<client::Client> client_;
 };
@@ -799,11 +822,8 @@ TEST_P(GpuService, ImplicitRigsTooDeepForTheDeviceRunOnTheCpu) {
 }
 
 TEST_P(GpuService, DeviceMemoryLimitIsEnforced) {
-  server_->Terminate();
   // 3 MB: room for a 20k-vertex rig (~0.7 MB) and a few sessions (~0.24 MB each), not 20.
-  server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--gpu", GetParam(), "--gpu-memory-limit", "3000000"});
-  ASSERT_TRUE(server_->started());
-  client_ = std::make_unique<client::Client>(server_->target());
+  ASSERT_NO_FATAL_FAILURE(RestartWithDeviceLimit(3000000));
   auto up = client_->UploadRig(client::RigToProto(MakeLimb(LimbOf(20000))));
   ASSERT_TRUE(up.ok());
   absl::Status last;
@@ -826,18 +846,6 @@ TEST_P(GpuService, DeviceMemoryLimitIsEnforced) {
 // until DeleteRig, and a server that had served a few rigs refused every GPU session). When the
 // room is held by open sessions, BACKEND_AUTO runs on the CPU and BACKEND_GPU is refused.
 TEST_P(GpuService, DeviceCopiesNoSessionHoldsGiveWayToNewSessions) {
-  auto used = [&]() -> std::pair<uint64_t, uint32_t> {
-    auto info = client_->GetServerInfo();
-    EXPECT_TRUE(info.ok() && info->devices_size() > 0);
-    if (!info.ok() || info->devices_size() == 0) return {0, 0};
-    return {info->devices(0).used_bytes(), info->devices(0).sessions()};
-  };
-  // Frames answered, then closed: its device session is gone once the device counts none.
-  auto close_and_settle = [&](const std::string& id) {
-    EXPECT_TRUE(client_->CloseSession(id).ok());
-    for (int i = 0; i < 500 && used().second != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ASSERT_EQ(used().second, 0u);
-  };
   std::vector<LimbOptions> limbs;
   for (float radius : {0.25f, 0.27f, 0.29f}) {
     LimbOptions l = LimbOf(4000);
@@ -845,23 +853,17 @@ TEST_P(GpuService, DeviceCopiesNoSessionHoldsGiveWayToNewSessions) {
     limbs.push_back(l);
   }
   // What one rig, its cage coefficients and one session hold on the device.
-  const uint64_t idle = used().first;
+  const uint64_t idle = DeviceUse().first;
   const std::string first = UploadCagedLimb(limbs[0]).first;
   ASSERT_FALSE(first.empty());
   auto probe = Open(first, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
   ASSERT_TRUE(probe.ok()) << probe.status();
-  const uint64_t one = used().first - idle;
-  close_and_settle(probe->session_id());
-  EXPECT_GT(used().first, idle) << "the rig and its coefficients stay cached after the session";
+  const uint64_t one = DeviceUse().first - idle;
+  CloseOnDevice(probe->session_id());
+  EXPECT_GT(DeviceUse().first, idle) << "the rig and its coefficients stay cached after the session";
 
   // Room for one such rig with its session, not for two.
-  server_->Terminate();
-  const uint64_t limit = idle + one + one / 2;
-  server_ = std::make_unique<ServerProcess>(
-      std::vector<std::string>{"--gpu", GetParam(), "--gpu-memory-limit", std::to_string(limit)});
-  ASSERT_TRUE(server_->started());
-  client_ = std::make_unique<client::Client>(server_->target());
-  ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_NO_FATAL_FAILURE(RestartWithDeviceLimit(idle + one + one / 2));
   std::vector<std::pair<std::string, size_t>> rigs;
   for (const LimbOptions& l : limbs) rigs.push_back(UploadCagedLimb(l));
   // One after the other, each on the device: the previous rig's copies give way.
@@ -873,7 +875,7 @@ TEST_P(GpuService, DeviceCopiesNoSessionHoldsGiveWayToNewSessions) {
       r.set_session_id(s->session_id());
       auto d = client_->Deform(r);
       ASSERT_TRUE(d.ok()) << d.status();
-      close_and_settle(s->session_id());
+      CloseOnDevice(s->session_id());
     }
   }
   // An open session holds its copies: the next rig's AUTO session runs on the CPU, a GPU one is
@@ -893,7 +895,7 @@ TEST_P(GpuService, DeviceCopiesNoSessionHoldsGiveWayToNewSessions) {
   r.set_session_id(held->session_id());
   auto d = client_->Deform(r);
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(used().second, 1u);
+  EXPECT_EQ(DeviceUse().second, 1u);
 }
 
 // The same for a frame's own device data: the normals' adjacency, uploaded with the first frame
@@ -902,19 +904,7 @@ TEST_P(GpuService, DeviceCopiesNoSessionHoldsGiveWayToNewSessions) {
 // server; the second has room for rig A's cached copies and an LBS session on rig B, not also
 // for B's adjacency.
 TEST_P(GpuService, ANormalsFrameMakesRoomFromDeviceCopiesNoSessionHolds) {
-  auto used = [&] {
-    auto info = client_->GetServerInfo();
-    EXPECT_TRUE(info.ok() && info->devices_size() > 0);
-    return info.ok() && info->devices_size() > 0 ? info->devices(0).used_bytes() : uint64_t{0};
-  };
-  auto settle = [&] {
-    for (int i = 0; i < 500; ++i) {
-      auto info = client_->GetServerInfo();
-      if (info.ok() && info->devices_size() > 0 && info->devices(0).sessions() == 0) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ADD_FAILURE() << "a closed session's device session was not released";
-  };
+  auto used = [&] { return DeviceUse().first; };
   LimbOptions a_limb = LimbOf(4000), b_limb = LimbOf(4000);
   b_limb.radius = 0.3f;
   auto normals_frame = [&](const std::string& session, const LimbOptions& limb, size_t cage_floats, bool cage) {
@@ -934,8 +924,7 @@ TEST_P(GpuService, ANormalsFrameMakesRoomFromDeviceCopiesNoSessionHolds) {
   auto a = Open(a_id, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(normals_frame(a->session_id(), a_limb, a_floats, true).ok());
-  ASSERT_TRUE(client_->CloseSession(a->session_id()).ok());
-  settle();
+  CloseOnDevice(a->session_id());
   const uint64_t cached_a = used() - idle;
   auto b_up = client_->UploadRig(client::RigToProto(MakeLimb(b_limb)));
   ASSERT_TRUE(b_up.ok());
@@ -946,19 +935,12 @@ TEST_P(GpuService, ANormalsFrameMakesRoomFromDeviceCopiesNoSessionHolds) {
   const uint64_t b_mesh = used() - idle - cached_a - b_session;
   ASSERT_GT(b_mesh, 0u);
 
-  server_->Terminate();
-  const uint64_t limit = idle + cached_a + b_session + b_mesh / 2;
-  server_ = std::make_unique<ServerProcess>(
-      std::vector<std::string>{"--gpu", GetParam(), "--gpu-memory-limit", std::to_string(limit)});
-  ASSERT_TRUE(server_->started());
-  client_ = std::make_unique<client::Client>(server_->target());
-  ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_NO_FATAL_FAILURE(RestartWithDeviceLimit(idle + cached_a + b_session + b_mesh / 2));
   const auto [a2_id, a2_floats] = UploadCagedLimb(a_limb);
   a = Open(a2_id, v1::METHOD_CAGE_MVC, v1::BACKEND_GPU);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(normals_frame(a->session_id(), a_limb, a2_floats, true).ok());
-  ASSERT_TRUE(client_->CloseSession(a->session_id()).ok());
-  settle();
+  CloseOnDevice(a->session_id());
   b_up = client_->UploadRig(client::RigToProto(MakeLimb(b_limb)));
   ASSERT_TRUE(b_up.ok());
   b = Open(b_up->rig_id(), v1::METHOD_LBS, v1::BACKEND_GPU);
