@@ -65,6 +65,7 @@ class ThreadPool {
   size_t count_ = 0;
   std::atomic<size_t> queued_{0};  // count_, readable without the lock
   bool stop_ = false;
+  std::atomic<bool> stopping_{false};  // stop_, readable without the lock (a worker's spin)
   std::vector<std::thread> threads_;
 };
 
