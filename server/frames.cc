@@ -227,7 +227,13 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.out.method = ProducedBy(*job.session);
   const std::shared_ptr<Session> hold = job.session;  // the completion may end the call (and its job) first
   Session& s = *hold;
-  if (job.reset) s.deformer->Reset();
+  job.device_seq = ++s.device_submitted;
+  const uint64_t overflowed = s.device_overflowed.load(std::memory_order_acquire);
+  if (job.reset || (overflowed != 0 && overflowed >= s.device_restarted)) {
+    s.deformer->Reset();
+    s.device_restarted = job.device_seq;
+  }
+  job.device_can_diverge = s.deformer->DeviceStateCanDiverge();
   absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
   if (st.ok()) {
     Applied(s, job.frame);  // the device keeps the session's frames in submission order
@@ -292,6 +298,18 @@ void GpuFrames::Completed(void* arg, const absl::Status& result) {
                    ? CheckHalves({reinterpret_cast<const uint16_t*>(bytes), floats})
                    : CheckRange({reinterpret_cast<const float*>(bytes), floats}, encoding, nullptr);
     }
+  }
+  if (status.code() == absl::StatusCode::kOutOfRange && result.ok() && job.device_can_diverge) {
+    // The device's state left float's range (the CPU's pbs says so itself and starts again):
+    // the next frame submitted starts from rest, unless one already has since this one.
+    Session& s = *job.session;
+    uint64_t seen = s.device_overflowed.load(std::memory_order_relaxed);
+    while (seen < job.device_seq &&
+           !s.device_overflowed.compare_exchange_weak(seen, job.device_seq, std::memory_order_release)) {
+    }
+    status = absl::OutOfRangeError(absl::StrCat(
+        status.message(), "; the session's dynamics left float's range there (time steps that change by orders of "
+                          "magnitude from frame to frame do this): the session starts again from rest at its next frame"));
   }
   if (status.ok() && job.device_normals) EncodeNormals(job.staging_normals, job.want.normal_encoding(), job.out.normals);
   if (status.ok() && job.want.quality() && job.out.quality) {

@@ -69,6 +69,10 @@ struct FrameJob {
   std::shared_ptr<SharedMemoryMapping> shm;
   uint64_t shm_offset = 0;
   bool shm_direct = false;
+  // GPU frames: the session's submission count at this frame, and whether its state can leave
+  // float's range there (Session::device_overflowed).
+  uint64_t device_seq = 0;
+  bool device_can_diverge = false;
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {

@@ -167,6 +167,7 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
       return absl::Status(st.code(), absl::StrCat("state.method_state: ", st.message()));
     }
     if (auto st = gpu_->WriteState(*s->gpu, *resident); !st.ok()) return st;
+    s->device_restarted = ++s->device_submitted;  // a state to go on from: no restart for earlier overflows
   } else if (s->stateful) {
     if (auto st = s->deformer->LoadState(state.method_state()); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("state.method_state: ", st.message()));

@@ -188,6 +188,11 @@ class Deformer {
   // that only Deform uses (StateBytes then reports what is left). Deform still works after it,
   // allocating that scratch again.
   virtual void RunsOnDevice() {}
+  // Whether the device's copy of this method's state can leave float's range (pbs's jiggle
+  // dynamics under time steps that change by orders of magnitude). After a device frame whose
+  // positions left it, the host then starts the session again from rest (Reset), as Deform
+  // does by itself on the CPU.
+  virtual bool DeviceStateCanDiverge() const { return false; }
   // The method that produced the last frame when it was not this deformer's own (a host serving a
   // fallback while the method's preparation runs, see MethodInfo::fallback); empty otherwise.
   virtual std::string_view produced_by() const { return {}; }

@@ -88,6 +88,7 @@ class Pipeline final : public Deformer {
     std::copy(params_[1].begin(), params_[1].end(), params.begin() + params_[0].size());
     return absl::OkStatus();
   }
+  bool DeviceStateCanDiverge() const override { return stages_.size() == 1 && stages_[0]->DeviceStateCanDiverge(); }
   void RunsOnDevice() override {
     for (auto& s : stages_) s->RunsOnDevice();
     std::vector<float>().swap(between_);

@@ -239,6 +239,7 @@ class PbsDeformer final : public Deformer {
     return s;
   }
   size_t device_param_count() const override { return pbs_device::FrameFloats(rig_->joint_count()); }
+  bool DeviceStateCanDiverge() const override { return Jiggles(); }  // as Deform's own check
   absl::Status DeviceFrame(const FrameInput& frame, std::vector<float>& params) override {
     auto dt = PoseFrame(frame);
     if (!dt.ok()) return dt.status();

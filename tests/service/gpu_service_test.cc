@@ -447,6 +447,85 @@ TEST_P(GpuService, PbsRunsOnTheGpuWithItsStateOnTheDevice) {
   EXPECT_LE(drift, 1e-4 * diag);
 }
 
+// Time steps alternating between 1e-6 s and 60 s drive pbs's jiggling particles past float's
+// range within a few frames. On the CPU the method fails that frame itself and starts again from
+// rest; the device keeps its particles, so for a GPU session the server does it: that frame fails
+// OUT_OF_RANGE saying the session starts again, and the next frame equals a fresh session's
+// first frame of the same pose bit for bit, on either backend. (Until 2026-12-02 a device
+// session's particles stayed infinite and every later frame failed until a reset.)
+TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEitherBackend) {
+  const LimbOptions limb = LimbOf(2000);
+  RigInput in = MakeLimb(limb);
+  std::vector<float> alpha(in.rig.positions.size() / 3);
+  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = in.rig.positions[3 * v] > 2.0f ? 1.f : 0.f;
+  in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto open = [&](v1::Backend backend) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_PBS);
+    req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+    req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
+    req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+    req.mutable_deformer()->mutable_pbs()->set_gravity(9.81);
+    req.set_backend(backend);
+    return client_->CreateSession(req);
+  };
+  ASSERT_TRUE(open(v1::BACKEND_CPU).ok());  // starts the preparation
+  ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+  const Skeleton sk = LimbSkeleton(limb);
+  const Pose pose = LimbPose(sk, 0.5, LimbMotion{.bend_degrees = 30});
+  // Frame f of `session` in a pose at a step of 0.01 s, decoded into `out`.
+  auto frame = [&](const std::string& session, uint64_t f, std::vector<float>& out) {
+    v1::DeformRequest r = Frame(session, f, pose);
+    r.set_time_step(0.01);
+    auto done = client_->Deform(r);
+    return done.ok() ? client::DecodePositions(*done, out) : done.status();
+  };
+  for (const v1::Backend backend : {v1::BACKEND_CPU, v1::BACKEND_GPU}) {
+    const std::string where = v1::Backend_Name(backend);
+    // Drives `session` with the alternating steps until a frame fails; the frame it failed at
+    // (-1: none did), and its state after frame 2 in `saved`.
+    auto diverge = [&](const std::string& session, v1::SessionState* saved) {
+      for (int f = 0; f < 200; ++f) {
+        v1::DeformRequest r = Frame(session, f, LimbPose(sk, 0.5, LimbMotion{.bend_degrees = 15.0 * (f % 9)}));
+        r.set_time_step(f % 2 ? 60.0 : 1e-6);
+        auto out = client_->Deform(r);
+        if (!out.ok()) {
+          EXPECT_EQ(out.status().code(), absl::StatusCode::kOutOfRange) << where << ": " << out.status();
+          EXPECT_NE(out.status().message().find("starts again from rest"), std::string::npos) << where << ": " << out.status();
+          return f;
+        }
+        if (f == 2) {
+          auto st = client_->GetSessionState(session);
+          EXPECT_TRUE(st.ok()) << where << ": " << st.status();
+          if (st.ok()) *saved = *st;
+        }
+      }
+      return -1;
+    };
+    auto session = open(backend), restored = open(backend), fresh = open(backend), twin = open(backend);
+    ASSERT_TRUE(session.ok() && restored.ok() && fresh.ok() && twin.ok()) << where;
+    ASSERT_EQ(session->backend(), backend);
+    v1::SessionState saved, unused;
+    const int failed_at = diverge(session->session_id(), &unused);
+    ASSERT_GE(failed_at, 0) << where << ": the alternating steps never left float's range: the fixture no longer shows it";
+    std::vector<float> a, b;
+    ASSERT_TRUE(frame(session->session_id(), failed_at + 1, a).ok()) << where << ": the frame after the failure";
+    ASSERT_TRUE(frame(fresh->session_id(), 0, b).ok()) << where;
+    EXPECT_EQ(a, b) << where << ": the frame after the failure (at frame " << failed_at << ") is not a fresh start";
+    // A state set after the failure is gone on from, not thrown away for a fresh start.
+    ASSERT_EQ(diverge(restored->session_id(), &saved), failed_at) << where;
+    ASSERT_TRUE(client_->SetSessionState(restored->session_id(), saved).ok()) << where;
+    ASSERT_TRUE(client_->SetSessionState(twin->session_id(), saved).ok()) << where;
+    ASSERT_TRUE(frame(restored->session_id(), 3, a).ok() && frame(twin->session_id(), 3, b).ok()) << where;
+    EXPECT_EQ(a, b) << where << ": a state set after the failure was not gone on from";
+    std::printf("%s: left float's range at frame %d; the next frame a fresh start, or the state set after it, bit for bit\n",
+                where.c_str(), failed_at);
+  }
+}
+
 // Cage methods run their per-vertex stage (coefficients times cage vectors, then skinning for
 // SuperCages) on the GPU, with the cage solves on the CPU, and equal the CPU sessions.
 TEST_P(GpuService, CageMethodsOnTheGpuEqualTheCpu) {
