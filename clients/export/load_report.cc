@@ -96,6 +96,48 @@ std::string Legend(const std::vector<std::pair<std::string, std::string>>& items
 
 }  // namespace
 
+uint64_t SampleReservoir::Next() {
+  rng_ ^= rng_ << 13;
+  rng_ ^= rng_ >> 7;
+  rng_ ^= rng_ << 17;
+  return rng_;
+}
+
+void SampleReservoir::Add(const LoadSample& s) {
+  ++seen_;
+  if (kept_.size() < cap_) {
+    kept_.push_back(s);
+    return;
+  }
+  const uint64_t slot = Next() % seen_;  // uniform in [0, seen): kept with probability cap / seen
+  if (slot < cap_) kept_[slot] = s;
+}
+
+void MergeSamples(const std::vector<SampleReservoir>& sessions, LoadReport& report, uint64_t seed) {
+  double rate = 1;
+  for (const SampleReservoir& s : sessions) {
+    if (s.seen() > 0) rate = std::min(rate, double(s.kept().size()) / double(s.seen()));
+  }
+  uint64_t x = seed | 1;
+  for (const SampleReservoir& s : sessions) {
+    const std::vector<LoadSample>& kept = s.kept();
+    const size_t take = rate >= 1 ? kept.size() : std::min(kept.size(), size_t(std::llround(double(s.seen()) * rate)));
+    if (take == kept.size()) {
+      report.samples.insert(report.samples.end(), kept.begin(), kept.end());
+      continue;
+    }
+    // A random `take` of them: a partial Fisher-Yates shuffle of their indices.
+    std::vector<uint32_t> index(kept.size());
+    for (size_t i = 0; i < index.size(); ++i) index[i] = uint32_t(i);
+    for (size_t i = 0; i < take; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      std::swap(index[i], index[i + x % (index.size() - i)]);
+      report.samples.push_back(kept[index[i]]);
+    }
+  }
+  report.sample_rate = rate;
+}
+
 double NearestRank(const std::vector<float>& sorted, double p) {
   if (sorted.empty()) return 0;
   const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * sorted.size()));
@@ -104,6 +146,9 @@ double NearestRank(const std::vector<float>& sorted, double p) {
 
 std::string LoadReportHtml(const LoadReport& r) {
   const double duration = r.duration_s > 0 ? r.duration_s : 1;
+  // Frames each sample stands for (LoadReport::sample_rate).
+  const bool sampled = r.sample_rate > 0 && r.sample_rate < 1;
+  const double per_sample = sampled ? 1 / r.sample_rate : 1;
   std::vector<float> all;
   all.reserve(r.samples.size());
   for (const LoadSample& s : r.samples) all.push_back(s.latency_ms);
@@ -120,7 +165,7 @@ std::string LoadReportHtml(const LoadReport& r) {
   for (int w = 0; w < windows; ++w) {
     std::sort(in[w].begin(), in[w].end());
     if (!in[w].empty()) ymax = std::max<double>(ymax, in[w].back());
-    rate_max = std::max(rate_max, in[w].size() / width);
+    rate_max = std::max(rate_max, in[w].size() * per_sample / width);
   }
   ymax = ymax > 0 ? ymax * 1.05 : 1;
   rate_max = rate_max > 0 ? rate_max * 1.1 : 1;
@@ -128,8 +173,10 @@ std::string LoadReportHtml(const LoadReport& r) {
   bool pen[4] = {};
   for (int w = 0; w < windows; ++w) {
     const double x = (w + 0.5) * width;
-    absl::StrAppend(&rate_path, w ? "L" : "M", absl::StrFormat("%.1f %.1f", rate.X(x), rate.Y(in[w].size() / width)));
-    std::string row = absl::StrFormat("<tr><td>%.2f–%.2f</td><td>%zu</td>", w * width, (w + 1) * width, in[w].size());
+    absl::StrAppend(&rate_path, w ? "L" : "M", absl::StrFormat("%.1f %.1f", rate.X(x), rate.Y(in[w].size() * per_sample / width)));
+    std::string row = sampled ? absl::StrFormat("<tr><td>%.2f–%.2f</td><td>≈%.0f</td>", w * width, (w + 1) * width,
+                                                in[w].size() * per_sample)
+                              : absl::StrFormat("<tr><td>%.2f–%.2f</td><td>%zu</td>", w * width, (w + 1) * width, in[w].size());
     for (int k = 0; k < 4; ++k) {
       if (in[w].empty()) {  // no answer in this window: a gap in the lines
         pen[k] = false;
@@ -170,7 +217,7 @@ std::string LoadReportHtml(const LoadReport& r) {
     Frame h{lo, hi, 0, peak * 1.1};
     h.log_x = log_x;
     hist = Axes(h, log_x ? LogTicks(lo, hi) : Ticks(lo, hi, 10), Ticks(0, peak * 1.1, 5),
-                log_x ? "latency ms (logarithmic)" : "latency ms", "frames");
+                log_x ? "latency ms (logarithmic)" : "latency ms", sampled ? "frames in the sample" : "frames");
     for (int b = 0; b < kBins; ++b) {
       const double e0 = log_x ? lo * std::pow(hi / lo, double(b) / kBins) : lo + (hi - lo) * b / kBins;
       const double e1 = log_x ? lo * std::pow(hi / lo, double(b + 1) / kBins) : lo + (hi - lo) * (b + 1) / kBins;
@@ -199,6 +246,12 @@ std::string LoadReportHtml(const LoadReport& r) {
       ".bar{fill:#7fa6c8}.dash{stroke-dasharray:5 4;stroke-width:1.5}details{margin-top:8px}\n"
       "</style></head><body>\n<h1>sinew-load report</h1>\n<p>", Escape(r.title), "</p>\n",
       "<h2>Figures</h2>\n<table id=\"figures\">\n", figures, "</table>\n",
+      sampled ? absl::StrFormat("<p id=\"sampled\">The figures above count every frame. The charts and the windows' table are from "
+                                "a uniform random sample of %.3g %% of the answered frames (%zu of about %.0f), kept so that a "
+                                "long run's report takes bounded memory; their frame counts and rates are the sample's, scaled "
+                                "up.</p>\n",
+                                100 * r.sample_rate, all.size(), all.size() * per_sample)
+              : std::string(),
       absl::StrFormat("<h2>Latency over time</h2>\n<p>Percentiles of the frames scheduled in each %.3g s window "
                       "(nearest rank, as the figures above), measured from each frame's scheduled send time.</p>\n", width),
       absl::StrFormat("<svg id=\"over-time\" data-windows=\"%d\" %s>", windows, svg_open), over_time, "</svg>\n",

@@ -36,6 +36,73 @@ TEST(LoadReport, WindowsHoldTheirNearestRankPercentiles) {
   }
 }
 
+// A session's reservoir keeps every frame up to its cap, in order; past it exactly `cap` frames,
+// each of the stream's frames equally likely: over 1 000 000 frames numbered by their latency,
+// the kept ones' mean and deciles are those of the whole stream within 1 % of its range, and the
+// second half of the stream holds half of them (a reservoir that kept the first frames, or the
+// last, fails both).
+TEST(SampleReservoir, KeepsEveryFrameUpToItsCapThenAUniformSample) {
+  SampleReservoir small(100, 7);
+  for (int i = 0; i < 60; ++i) small.Add({float(i), float(i)});
+  ASSERT_EQ(small.kept().size(), 60u);
+  for (int i = 0; i < 60; ++i) EXPECT_EQ(small.kept()[i].latency_ms, float(i));
+
+  constexpr int kFrames = 1000000;
+  constexpr size_t kCap = 20000;
+  SampleReservoir r(kCap, 12345);
+  for (int i = 0; i < kFrames; ++i) r.Add({float(i) / kFrames, float(i)});
+  EXPECT_EQ(r.seen(), uint64_t(kFrames));
+  ASSERT_EQ(r.kept().size(), kCap);
+  std::vector<float> kept;
+  double mean = 0;
+  size_t late = 0;
+  for (const LoadSample& s : r.kept()) {
+    kept.push_back(s.latency_ms);
+    mean += s.latency_ms / double(kCap);
+    late += s.t >= 0.5f;
+  }
+  std::sort(kept.begin(), kept.end());
+  EXPECT_NEAR(mean, kFrames / 2.0, 0.01 * kFrames);
+  for (int d = 1; d <= 9; ++d) EXPECT_NEAR(NearestRank(kept, 10.0 * d), 0.1 * d * kFrames, 0.01 * kFrames) << "decile " << d;
+  EXPECT_NEAR(double(late), kCap / 2.0, 0.02 * kCap);
+}
+
+// Sessions merge at one rate, the lowest of theirs: a session that saw 4 times the frames of
+// another (and whose reservoir overflowed) contributes 4 times the samples, so the merged set is
+// a uniform sample of all the frames, and the report scales its counts and rates back up and says
+// it is a sample. Sessions whose reservoirs hold every frame merge whole, at rate 1.
+TEST(SampleReservoir, SessionsMergeAtOneRateAndTheReportScalesItsCountsBack) {
+  std::vector<SampleReservoir> whole;
+  whole.emplace_back(1000, 1);
+  whole.emplace_back(1000, 2);
+  for (int i = 0; i < 300; ++i) whole[0].Add({0.1f, 1});
+  for (int i = 0; i < 500; ++i) whole[1].Add({0.1f, 2});
+  LoadReport exact;
+  MergeSamples(whole, exact, 9);
+  EXPECT_EQ(exact.samples.size(), 800u);
+  EXPECT_EQ(exact.sample_rate, 1);
+
+  std::vector<SampleReservoir> sessions;
+  sessions.emplace_back(1000, 1);
+  sessions.emplace_back(1000, 2);
+  for (int i = 0; i < 40000; ++i) sessions[0].Add({1.9f, 10});  // rate 1000 / 40000
+  for (int i = 0; i < 10000; ++i) sessions[1].Add({0.1f, 20});  // rate 1000 / 10000
+  LoadReport r;
+  r.duration_s = 2;  // 8 windows of 0.25 s
+  MergeSamples(sessions, r, 9);
+  EXPECT_DOUBLE_EQ(r.sample_rate, 0.025);
+  size_t a = 0, b = 0;
+  for (const LoadSample& s : r.samples) (s.latency_ms == 10 ? a : b) += 1;
+  EXPECT_EQ(a, 1000u);
+  EXPECT_EQ(b, 250u);
+  const std::string html = LoadReportHtml(r);
+  EXPECT_THAT(html, HasSubstr("id=\"sampled\""));
+  EXPECT_THAT(html, HasSubstr("2.5 % of the answered frames (1250 of about 50000)"));
+  EXPECT_THAT(html, HasSubstr("<tr><td>0.00–0.25</td><td>≈10000</td>"));
+  EXPECT_THAT(html, HasSubstr("<tr><td>1.75–2.00</td><td>≈40000</td>"));
+  EXPECT_THAT(LoadReportHtml(exact), Not(HasSubstr("id=\"sampled\"")));
+}
+
 TEST(LoadReport, NearestRankMatchesLatencyStats) {
   std::vector<float> v = {1, 2, 3, 4};
   EXPECT_EQ(NearestRank(v, 50), 2);
