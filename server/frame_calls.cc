@@ -446,6 +446,9 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       // replays the frames before first_frame without sending them, so that its frames equal
       // those of an uninterrupted run. Its frames are numbered from 0 again.
       session_->deformer->Reset();
+      // A device session's restart after a state that left float's range (GpuFrames::Run) is
+      // this one: one still in flight that fails later must not restart the clip part way.
+      session_->device_restarted = ++session_->device_submitted;
       session_->has_frame = false;
       replay_end_ = next_;
       next_ = 0;

@@ -1,6 +1,7 @@
 #include "server/frames.h"
 
 #include "absl/strings/str_cat.h"
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -60,6 +61,17 @@ absl::Status CheckHalves(std::span<const uint16_t> halves) {
     }
   }
   return absl::OkStatus();
+}
+
+// Whether a device frame that failed its range check has a position that is not a finite float
+// (a float32 one is beyond the range only so; a float16 one may be a finite float past 65504,
+// which says nothing of the state: only a NaN half counts there, what an infinite state makes).
+bool LeftFloatRange(const FrameJob& job) {
+  if (job.session->encoding != v1::OUTPUT_ENCODING_FLOAT16) return true;  // float32 (or its staging)
+  const size_t floats = job.session->rig->rig->positions.size();
+  const char* bytes = job.shm_direct ? job.shm->data + job.shm_offset : job.out.positions->data();
+  const auto* halves = reinterpret_cast<const uint16_t*>(bytes);
+  return std::any_of(halves, halves + floats, [](uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; });
 }
 
 // A frame of the session has been applied (its lock held).
@@ -227,22 +239,26 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.out.method = ProducedBy(*job.session);
   const std::shared_ptr<Session> hold = job.session;  // the completion may end the call (and its job) first
   Session& s = *hold;
+  // From rest: asked, or the first frame after one whose positions left float's range (Completed)
+  // and no restart submitted since.
   job.device_seq = ++s.device_submitted;
   const uint64_t overflowed = s.device_overflowed.load(std::memory_order_acquire);
-  if (job.reset || (overflowed != 0 && overflowed >= s.device_restarted)) {
-    s.deformer->Reset();
-    s.device_restarted = job.device_seq;
-  }
+  const bool restart = job.reset || (overflowed != 0 && overflowed >= s.device_restarted);
+  if (restart) s.deformer->Reset();
   job.device_can_diverge = s.deformer->DeviceStateCanDiverge();
+  // A frame that fails before it reaches the device leaves a restart to the next frame (DeviceFrame
+  // has taken the deformer's "from rest" into this frame's parameters).
+  auto fail = [&](const absl::Status& st) {
+    if (restart) s.deformer->Reset();
+    lock.unlock();
+    return job.done(job.context, st);
+  };
   absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
   if (st.ok()) {
     Applied(s, job.frame);  // the device keeps the session's frames in submission order
     st = FillExtras(s, job.want, job.out, {}, nullptr);
   }
-  if (!st.ok()) {
-    lock.unlock();
-    return job.done(job.context, st);
-  }
+  if (!st.ok()) return fail(st);
   const bool f16 = s.encoding == v1::OUTPUT_ENCODING_FLOAT16;
   const size_t vertices = s.rig->rig->vertex_count();
   gpu::FrameOutput output;
@@ -261,6 +277,10 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     job.out.vertex_states->resize(vertices);  // made on the device, written with the positions
     output.states = reinterpret_cast<uint8_t*>(job.out.vertex_states->data());
   }
+  // A quality report is measured on the device's completion thread, which serves every session
+  // on the device: its measure of the rest mesh (built on first use, seconds for a large mesh)
+  // is built here, on this session's thread, instead.
+  if (job.want.quality() && job.out.quality) s.rig->QualityMeasure(nullptr);
   // Mesh normals: a device pass over the deformed positions; Completed encodes them.
   job.device_normals = job.want.normals() && s.normals != nullptr && job.out.normals != nullptr;
   if (job.device_normals) {
@@ -269,16 +289,14 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
       if (!mesh.ok() && mesh.status().code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
         mesh = s.rig->MeshOnGpu(gpu_);
       }
-      if (!mesh.ok()) {
-        lock.unlock();
-        return job.done(job.context, mesh.status());
-      }
+      if (!mesh.ok()) return fail(mesh.status());
       s.gpu_mesh = std::move(*mesh);
     }
     job.staging_normals.resize(3 * vertices);
     output.normals = job.staging_normals.data();
     output.mesh = s.gpu_mesh.get();
   }
+  if (restart) s.device_restarted = job.device_seq;
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
   // in submission order.
   gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);
@@ -299,7 +317,8 @@ void GpuFrames::Completed(void* arg, const absl::Status& result) {
                    : CheckRange({reinterpret_cast<const float*>(bytes), floats}, encoding, nullptr);
     }
   }
-  if (status.code() == absl::StatusCode::kOutOfRange && result.ok() && job.device_can_diverge) {
+  if (status.code() == absl::StatusCode::kOutOfRange && result.ok() && job.device_can_diverge &&
+      LeftFloatRange(job)) {
     // The device's state left float's range (the CPU's pbs says so itself and starts again):
     // the next frame submitted starts from rest, unless one already has since this one.
     Session& s = *job.session;

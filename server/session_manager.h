@@ -74,9 +74,10 @@ struct Session {
   std::vector<float> device_params;
   bool device_states = false;  // the device makes the vertex states (implicit skinning)
   // GPU sessions whose device state can leave float's range (Deformer::DeviceStateCanDiverge):
-  // frames submitted (under mu), the last submitted from rest (under mu), and the latest whose
-  // positions left float's range (set by the device's completion, without mu). The next frame
-  // submitted after such a one, with no restart since, starts from rest (GpuFrames).
+  // frames submitted (under mu), the last submitted from rest or set by a clip's start or
+  // SetSessionState (under mu, counted as a submission), and the latest whose positions left
+  // float's range (set by the device's completion, without mu). The next frame submitted after
+  // such a one, with no restart since, starts from rest (GpuFrames).
   uint64_t device_submitted = 0, device_restarted = 0;
   std::atomic<uint64_t> device_overflowed{0};
 

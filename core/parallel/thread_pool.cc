@@ -15,6 +15,7 @@ thread_local const ThreadPool* tls_worker_of = nullptr;
 constexpr auto kSpin = std::chrono::microseconds(50);
 template <class Busy>
 void SpinWhile(Busy&& busy) {
+  if (!busy()) return;
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
   for (uint32_t k = 1; busy(); ++k) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -452,7 +452,8 @@ TEST_P(GpuService, PbsRunsOnTheGpuWithItsStateOnTheDevice) {
 // rest; the device keeps its particles, so for a GPU session the server does it: that frame fails
 // OUT_OF_RANGE saying the session starts again, and the next frame equals a fresh session's
 // first frame of the same pose bit for bit, on either backend. (Until 2026-12-02 a device
-// session's particles stayed infinite and every later frame failed until a reset.)
+// session's particles stayed infinite and every later frame failed until a reset.) A float16
+// frame beyond 65504 fails for the encoding's range only: that session is not restarted.
 TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEitherBackend) {
   const LimbOptions limb = LimbOf(2000);
   RigInput in = MakeLimb(limb);
@@ -470,6 +471,17 @@ TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEith
     req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
     req.mutable_deformer()->mutable_pbs()->set_gravity(9.81);
     req.set_backend(backend);
+    return client_->CreateSession(req);
+  };
+  auto open_encoded = [&](v1::Backend backend, v1::OutputEncoding encoding) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(up->rig_id());
+    req.mutable_deformer()->set_method(v1::METHOD_PBS);
+    req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+    req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
+    req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+    req.set_backend(backend);
+    req.set_encoding(encoding);
     return client_->CreateSession(req);
   };
   ASSERT_TRUE(open(v1::BACKEND_CPU).ok());  // starts the preparation
@@ -523,6 +535,40 @@ TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEith
     EXPECT_EQ(a, b) << where << ": a state set after the failure was not gone on from";
     std::printf("%s: left float's range at frame %d; the next frame a fresh start, or the state set after it, bit for bit\n",
                 where.c_str(), failed_at);
+
+    // A float16 session whose positions pass 65504 (the limb carried to x ≈ 65 500, every third
+    // frame 32 farther) fails those frames for the encoding's range, not the state's: its history
+    // goes on, and its frames stay those of a float32 twin, in halves, also after a failed frame.
+    // (The device checks its halves, the CPU its floats against 65504: between 65504 and 65520,
+    // where halves round down to 65504, a CPU frame fails and a device frame does not.)
+    auto f16 = open_encoded(backend, v1::OUTPUT_ENCODING_FLOAT16), f32 = open_encoded(backend, v1::OUTPUT_ENCODING_FLOAT32);
+    ASSERT_TRUE(f16.ok() && f32.ok()) << where;
+    int after_failure = 0, failures = 0;
+    bool failed_last = false;
+    for (int f = 0; f < 24; ++f) {
+      Pose far = LimbPose(sk, 0.5, LimbMotion{.bend_degrees = 10.0 * (f % 5)});
+      far.translations[0] += f % 3 == 2 ? 65525.f : 65493.f;  // past 65520, where halves round to infinity
+      auto half = client_->Deform(Frame(f16->session_id(), f, far));
+      auto full = client_->Deform(Frame(f32->session_id(), f, far));
+      ASSERT_TRUE(full.ok()) << where << " frame " << f << ": " << full.status();
+      if (!half.ok()) {
+        EXPECT_EQ(half.status().code(), absl::StatusCode::kOutOfRange) << where << ": " << half.status();
+        EXPECT_EQ(half.status().message().find("starts again"), std::string::npos) << where << ": " << half.status();
+        ++failures;
+        failed_last = true;
+        continue;
+      }
+      std::vector<float> x, y;
+      ASSERT_TRUE(client::DecodePositions(*half, x).ok() && client::DecodePositions(*full, y).ok());
+      std::vector<uint16_t> yh(y.size()), xh(x.size());
+      FloatsToHalves(y.data(), yh.data(), y.size());
+      FloatsToHalves(x.data(), xh.data(), x.size());
+      ASSERT_EQ(xh, yh) << where << " frame " << f << ": the float16 session's history left its float32 twin's";
+      after_failure += failed_last;
+      failed_last = false;
+    }
+    EXPECT_GE(failures, 1) << where << ": no frame passed 65504: the fixture no longer shows it";
+    EXPECT_GE(after_failure, 1) << where << ": no frame after a failed one was answered";
   }
 }
 
