@@ -596,11 +596,13 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     *req.mutable_deformer() = configs[spec_index];
     const MethodUse use = UseOf(*info, stages);
     const auto t_session = Clock::now();
+    // Closed on every way out: a failed stream or frame, or a clip the method cannot play, does
+    // not leave the session open on the server until its idle TTL; nor does Ctrl-C, also while
+    // the session is being created.
+    client::ClosedOnInterrupt interrupt_closes(c);
     auto session = c.CreateSession(req, PrepareProgress());
     if (!session.ok()) return Fail(session.status());
-    // Closed on every way out: a failed stream or frame, or a clip the method cannot play, does
-    // not leave the session open on the server until its idle TTL; nor does Ctrl-C.
-    const client::ClosedOnInterrupt interrupt_closes(c, session->session_id());
+    interrupt_closes.Set(session->session_id());
     bool session_closed = false;
     absl::Cleanup close_session = [&] {
       if (!session_closed) (void)c.CloseSession(session->session_id());
@@ -1064,9 +1066,10 @@ int Batch(client::Client& c, client::Args& args) {
     auto up = c.UploadSerializedRig(rig_bytes);
     if (!up.ok()) return Fail(up.status());
     sreq.set_rig_id(up->rig_id());
+    client::ClosedOnInterrupt interrupt_closes(c);  // Ctrl-C (also during the create), then resume
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
-    const client::ClosedOnInterrupt interrupt_closes(c, session->session_id());  // Ctrl-C, then resume
+    interrupt_closes.Set(session->session_id());
     if (shard) {
       // Every frame of a merged cache from one backend: a GPU's floats need not equal a CPU's.
       const std::string on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";

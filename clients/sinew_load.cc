@@ -158,13 +158,14 @@ int main(int argc, char** argv) {
     req.mutable_deformer()->set_method(wire);
     if (jiggle) req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
     req.set_backend(backend == "gpu" ? v1::BACKEND_GPU : backend == "cpu" ? v1::BACKEND_CPU : v1::BACKEND_AUTO);
+    interrupt_closes.push_back(std::make_unique<client::ClosedOnInterrupt>(c));  // also during the create
     auto s = c.CreateSession(req);
     if (!s.ok()) {
       std::fprintf(stderr, "sinew-load: session %lld: %s\n", i, s.status().ToString().c_str());
       return close_all();
     }
     ids.push_back(s->session_id());
-    interrupt_closes.push_back(std::make_unique<client::ClosedOnInterrupt>(c, s->session_id()));
+    interrupt_closes.back()->Set(s->session_id());
     chosen = s->backend();
   }
 

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -18,7 +19,8 @@ namespace {
 // static destructors.
 struct Registry {
   std::mutex mu;
-  std::map<uint64_t, std::pair<Client*, std::string>> sessions;  // under mu
+  std::condition_variable settled;  // a session being created got its id, or was dropped
+  std::map<uint64_t, std::pair<Client*, std::string>> sessions;  // under mu; "": being created
   uint64_t next_key = 0;                                         // under mu
 };
 Registry& Sessions() {
@@ -38,8 +40,15 @@ sigset_t Signals() {
 void CloseAllAndExit(int sig) {
   std::vector<std::pair<Client*, std::string>> open;
   {
+    // A session being created is waited for (the watchdog in InstallInterruptHandler bounds it).
     Registry& r = Sessions();
-    std::lock_guard lock(r.mu);
+    std::unique_lock lock(r.mu);
+    r.settled.wait(lock, [&] {
+      for (const auto& [key, s] : r.sessions) {
+        if (s.second.empty()) return false;
+      }
+      return true;
+    });
     for (const auto& [key, s] : r.sessions) open.push_back(s);
   }
   for (const auto& [client, id] : open) {
@@ -71,6 +80,8 @@ void InstallInterruptHandler(std::chrono::milliseconds close_timeout) {
   }).detach();
 }
 
+ClosedOnInterrupt::ClosedOnInterrupt(Client& client) : ClosedOnInterrupt(client, std::string()) {}
+
 ClosedOnInterrupt::ClosedOnInterrupt(Client& client, std::string session_id) {
   Registry& r = Sessions();
   std::lock_guard lock(r.mu);
@@ -78,10 +89,22 @@ ClosedOnInterrupt::ClosedOnInterrupt(Client& client, std::string session_id) {
   r.sessions.emplace(key_, std::make_pair(&client, std::move(session_id)));
 }
 
+void ClosedOnInterrupt::Set(std::string session_id) {
+  Registry& r = Sessions();
+  {
+    std::lock_guard lock(r.mu);
+    r.sessions.at(key_).second = std::move(session_id);
+  }
+  r.settled.notify_all();
+}
+
 ClosedOnInterrupt::~ClosedOnInterrupt() {
   Registry& r = Sessions();
-  std::lock_guard lock(r.mu);
-  r.sessions.erase(key_);
+  {
+    std::lock_guard lock(r.mu);
+    r.sessions.erase(key_);
+  }
+  r.settled.notify_all();
 }
 
 }  // namespace sinew::client

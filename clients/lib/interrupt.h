@@ -24,9 +24,15 @@ void InstallInterruptHandler(std::chrono::milliseconds close_timeout = std::chro
 
 // Registers a session for closing on interrupt for as long as it lives (the scope that opened
 // the session; its normal exits close the session themselves).
+// Construct it before the CreateSession call and Set the id once it returns: an interrupt that
+// comes between (the server has made the session, the client has not yet heard) waits for Set
+// or this object's end, within the close timeout, and closes that session too. Until 2026-12-02
+// the session was registered after the call, and a Ctrl-C in that window left it open.
 class ClosedOnInterrupt {
  public:
+  explicit ClosedOnInterrupt(Client& client);  // a session being created (Set names it)
   ClosedOnInterrupt(Client& client, std::string session_id);
+  void Set(std::string session_id);
   ~ClosedOnInterrupt();
   ClosedOnInterrupt(const ClosedOnInterrupt&) = delete;
   ClosedOnInterrupt& operator=(const ClosedOnInterrupt&) = delete;
