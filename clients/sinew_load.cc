@@ -85,9 +85,9 @@ int main(int argc, char** argv) {
       .Flag("json", "PATH", "", "also write the report as JSON to PATH ('-': stdout, which then holds the JSON line alone; the table goes to stderr)")
       .Flag("report", "PATH", "", "also write the report as a self-contained HTML page (inline SVG, no script): the figures, "
             "latency p50/p90/p99/max and answered frames/s over time, and the latency histogram. It keeps 8 bytes per "
-            "answered frame up to 4 194 304 frames (32 MiB, about twice that while the page is written; 4 096 a session past "
-            "1 024 sessions), past that a uniform random "
-            "sample of that many, which the page says; the figures count every frame")
+            "answered frame up to 4 194 304 frames (32 MiB, about twice that while the page is written; 4 096 a session "
+            "past 1 024 sessions), past that a uniform random sample of that many, which the page says; the figures "
+            "count every frame")
       .Flag("help", "", "", "print this");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
   if (args.Has("help")) return Usage(args, "");
