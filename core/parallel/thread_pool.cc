@@ -11,18 +11,20 @@ namespace {
 thread_local const ThreadPool* tls_worker_of = nullptr;
 
 // Spins while busy() holds, for at most kSpin, pausing between looks: long enough to cover
-// the gap between two passes of a solve, short enough that an idle pool costs nothing.
+// the gap between two passes of a solve, short enough that an idle pool costs little. Returns
+// whether busy() ended within it.
 constexpr auto kSpin = std::chrono::microseconds(50);
 template <class Busy>
-void SpinWhile(Busy&& busy) {
-  if (!busy()) return;
+bool SpinWhile(Busy&& busy) {
+  if (!busy()) return true;
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
   for (uint32_t k = 1; busy(); ++k) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-    if (k % 32 == 0 && std::chrono::steady_clock::now() >= deadline) return;
+    if (k % 32 == 0 && std::chrono::steady_clock::now() >= deadline) return false;
   }
+  return true;
 }
 }  // namespace
 
@@ -86,16 +88,26 @@ void ThreadPool::Submit(TaskFn fn, void* arg) {
 
 void ThreadPool::WorkerLoop() {
   tls_worker_of = this;
+  // Whether this worker's last wait for a task was short: only then does it spin before the next
+  // one. A worker that runs out of tasks looks for the next one for a moment before it sleeps:
+  // the passes of an iterative solve (the elastic relaxation's conjugate gradient: three
+  // ParallelFors of some 20 µs each per iteration) follow one another closer than a sleeping
+  // thread wakes, and the caller did most chunks alone. Where tasks come farther apart (a
+  // server's frames), a spin that found nothing would only take the core from the threads that
+  // make the next task; so after one such miss the worker sleeps at once, until a wait shows
+  // tasks coming close together again.
+  bool spin = true;
   for (;;) {
     Task t;
-    // A worker that runs out of tasks looks for the next one for a moment before it sleeps: the
-    // passes of an iterative solve (the elastic relaxation's conjugate gradient: three
-    // ParallelFors of some 20 µs each per iteration) follow one another closer than a sleeping
-    // thread wakes, and the caller did most chunks alone.
-    SpinWhile([&] { return queued_.load(std::memory_order_relaxed) == 0 && !stopping_.load(std::memory_order_relaxed); });
+    const auto idle = [&] { return queued_.load(std::memory_order_relaxed) == 0 && !stopping_.load(std::memory_order_relaxed); };
+    if (spin) spin = SpinWhile(idle);
     {
       std::unique_lock lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || count_ > 0; });
+      if (!stop_ && count_ == 0) {
+        const auto slept = std::chrono::steady_clock::now();
+        work_cv_.wait(lock, [&] { return stop_ || count_ > 0; });
+        spin = std::chrono::steady_clock::now() - slept < kSpin;
+      }
       if (count_ == 0) return;  // stop_ and drained
       t = ring_[head_];
       head_ = (head_ + 1) % ring_.size();
