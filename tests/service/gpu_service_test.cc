@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "clients/lib/client.h"
@@ -42,6 +43,30 @@ class GpuService : public ::testing::TestWithParam<const char*> {
     if (server_) {
       EXPECT_EQ(server_->Terminate(), 0);
     }
+  }
+  // The limb with its far third (x > 2) painted for pbs's jiggle, uploaded: its rig id.
+  absl::StatusOr<std::string> UploadJigglingLimb(const LimbOptions& limb) {
+    RigInput in = MakeLimb(limb);
+    std::vector<float> alpha(in.rig.positions.size() / 3);
+    for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = in.rig.positions[3 * v] > 2.0f ? 1.f : 0.f;
+    in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
+    auto up = client_->UploadRig(client::RigToProto(in));
+    if (!up.ok()) return up.status();
+    return up->rig_id();
+  }
+  // A jiggling pbs session on voxel tets of 0.1 (gravity: the method's default when unset).
+  absl::StatusOr<v1::Session> OpenJigglingPbs(const std::string& rig, v1::Backend backend, std::optional<double> gravity,
+                                             v1::OutputEncoding encoding = v1::OUTPUT_ENCODING_FLOAT32) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig);
+    req.mutable_deformer()->set_method(v1::METHOD_PBS);
+    req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+    req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
+    req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+    if (gravity) req.mutable_deformer()->mutable_pbs()->set_gravity(*gravity);
+    req.set_backend(backend);
+    req.set_encoding(encoding);
+    return client_->CreateSession(req);
   }
   absl::StatusOr<v1::Session> Open(const std::string& rig, v1::Method method, v1::Backend backend) {
     v1::CreateSessionRequest req;
@@ -360,25 +385,11 @@ TEST_P(GpuService, BaselineRunsOnTheGpuAndEqualsTheCpuWithExactJoints) {
 // (a softer jiggle, jiggle off and on again) and both backends follow alike.
 TEST_P(GpuService, PbsRunsOnTheGpuWithItsStateOnTheDevice) {
   const LimbOptions limb = LimbOf(2000);
-  RigInput in = MakeLimb(limb);
-  std::vector<float> alpha(in.rig.positions.size() / 3);
-  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = in.rig.positions[3 * v] > 2.0f ? 1.f : 0.f;
-  in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
-  auto up = client_->UploadRig(client::RigToProto(in));
-  ASSERT_TRUE(up.ok()) << up.status();
-  auto open = [&](v1::Backend backend) {
-    v1::CreateSessionRequest req;
-    req.set_rig_id(up->rig_id());
-    req.mutable_deformer()->set_method(v1::METHOD_PBS);
-    req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
-    req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
-    req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
-    req.mutable_deformer()->mutable_pbs()->set_gravity(5);
-    req.set_backend(backend);
-    return client_->CreateSession(req);
-  };
+  auto rig = UploadJigglingLimb(limb);
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  auto open = [&](v1::Backend backend) { return OpenJigglingPbs(*rig, backend, 5.0); };
   ASSERT_TRUE(open(v1::BACKEND_CPU).ok());  // starts the preparation
-  ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+  ASSERT_TRUE(WaitForPreparation(*client_, *rig, "pbs").has_value()) << "no tets within two minutes";
   auto gpu = open(v1::BACKEND_AUTO), cpu = open(v1::BACKEND_CPU);
   ASSERT_TRUE(gpu.ok() && cpu.ok()) << gpu.status() << cpu.status();
   EXPECT_EQ(gpu->backend(), v1::BACKEND_GPU);
@@ -456,36 +467,14 @@ TEST_P(GpuService, PbsRunsOnTheGpuWithItsStateOnTheDevice) {
 // frame beyond 65504 fails for the encoding's range only: that session is not restarted.
 TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEitherBackend) {
   const LimbOptions limb = LimbOf(2000);
-  RigInput in = MakeLimb(limb);
-  std::vector<float> alpha(in.rig.positions.size() / 3);
-  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = in.rig.positions[3 * v] > 2.0f ? 1.f : 0.f;
-  in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
-  auto up = client_->UploadRig(client::RigToProto(in));
-  ASSERT_TRUE(up.ok()) << up.status();
-  auto open = [&](v1::Backend backend) {
-    v1::CreateSessionRequest req;
-    req.set_rig_id(up->rig_id());
-    req.mutable_deformer()->set_method(v1::METHOD_PBS);
-    req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
-    req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
-    req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
-    req.mutable_deformer()->mutable_pbs()->set_gravity(9.81);
-    req.set_backend(backend);
-    return client_->CreateSession(req);
-  };
+  auto rig = UploadJigglingLimb(limb);
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  auto open = [&](v1::Backend backend) { return OpenJigglingPbs(*rig, backend, 9.81); };
   auto open_encoded = [&](v1::Backend backend, v1::OutputEncoding encoding) {
-    v1::CreateSessionRequest req;
-    req.set_rig_id(up->rig_id());
-    req.mutable_deformer()->set_method(v1::METHOD_PBS);
-    req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
-    req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
-    req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
-    req.set_backend(backend);
-    req.set_encoding(encoding);
-    return client_->CreateSession(req);
+    return OpenJigglingPbs(*rig, backend, std::nullopt, encoding);
   };
   ASSERT_TRUE(open(v1::BACKEND_CPU).ok());  // starts the preparation
-  ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+  ASSERT_TRUE(WaitForPreparation(*client_, *rig, "pbs").has_value()) << "no tets within two minutes";
   const Skeleton sk = LimbSkeleton(limb);
   const Pose pose = LimbPose(sk, 0.5, LimbMotion{.bend_degrees = 30});
   // Frame f of `session` in a pose at a step of 0.01 s, decoded into `out`.
