@@ -42,13 +42,14 @@ absl::Status OutOfRange(size_t index, double value, v1::OutputEncoding encoding)
   const bool half = encoding == v1::OUTPUT_ENCODING_FLOAT16;
   return absl::OutOfRangeError(absl::StrCat(
       "positions: vertex ", index / 3, " coordinate ", absl::string_view("xyz" + index % 3, 1), " is ", value, ", beyond ",
-      half ? "float16's range (65504; use OUTPUT_ENCODING_FLOAT32 or QUANTIZED16 for this rig or pose)"
+      half ? "float16's range (65504; 65520 and beyond round to an infinite half; use OUTPUT_ENCODING_FLOAT32 or QUANTIZED16 for this rig or pose)"
            : "float32's range: the inputs (pose, cages) drive this vertex too far",
       "; the frame was not sent"));
 }
 
 absl::Status CheckRange(std::span<const float> positions, v1::OutputEncoding encoding, ThreadPool* pool) {
-  const float limit = encoding == v1::OUTPUT_ENCODING_FLOAT16 ? kFloat16Max : std::numeric_limits<float>::max();
+  // Float16: the positions' halves are finite (the device checks those halves themselves).
+  const float limit = encoding == v1::OUTPUT_ENCODING_FLOAT16 ? kFloat16Finite : std::numeric_limits<float>::max();
   const size_t i = FirstBeyond(positions, limit, pool);
   return i == positions.size() ? absl::OkStatus() : OutOfRange(i, positions[i], encoding);
 }

@@ -1,6 +1,6 @@
 // Finds the first value whose magnitude is not within a limit (NaN and ±inf included): how a
 // frame's positions are checked before they are sent, against float32's range or float16's
-// 65504. One read of the array (AVX2 where the CPU has it), split over the pool; allocates
+// (kFloat16Finite). One read of the array (AVX2 where the CPU has it), split over the pool; allocates
 // nothing.
 #pragma once
 
@@ -11,7 +11,12 @@
 
 namespace sinew {
 
-inline constexpr float kFloat16Max = 65504.0f;
+inline constexpr float kFloat16Max = 65504.0f;  // the largest half
+// The largest float that converts to a finite half (round to nearest even, as FloatToHalf and the
+// device's __float2half_rn do): 65520 - 2^-8. Floats from there to 65504 round down to 65504;
+// 65520 and above become infinity. So a float frame checked against this fails exactly when its
+// halves would not be finite.
+inline constexpr float kFloat16Finite = 65519.99609375f;
 
 // Index of the first v[i] with !(|v[i]| <= limit), or v.size() when every value is within.
 // `limit` must be finite and >= 0.

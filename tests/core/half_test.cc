@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/util/finite.h"
 #include "core/util/half.h"
 
 namespace sinew {
@@ -70,6 +71,28 @@ TEST(Half, SpecialValues) {
   EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::numeric_limits<float>::quiet_NaN()))));
   EXPECT_EQ(HalfToFloat(FloatToHalf(1.0f + 1.0f / 4096)), 1.0f);  // tie to even
   EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 1u);                // smallest subnormal
+}
+
+// The float16 range check (a float frame's positions against kFloat16Finite) fails a value exactly
+// when its half is infinite: every float from 65 000 to 66 000, either sign, checked one by one.
+// (Before 2026-12-02 the limit was 65504, so values that round down to 65504 failed on the CPU
+// and passed on the device, which checks its halves.)
+TEST(Half, TheFloat16RangeCheckFailsExactlyTheValuesWhoseHalfIsInfinite) {
+  std::vector<float> v;
+  for (float x = 65000.f; x < 66000.f; x = std::nextafter(x, 1e9f)) {
+    v.push_back(x);
+    v.push_back(-x);
+  }
+  size_t finite = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool infinite_half = (FloatToHalf(v[i]) & 0x7fffu) == 0x7c00u;
+    finite += !infinite_half;
+    const float one[1] = {v[i]};
+    ASSERT_EQ(FirstBeyond(one, kFloat16Finite) == 0, infinite_half) << v[i];
+  }
+  EXPECT_EQ(FirstBeyond(v, kFloat16Finite), finite) << "the first value past the limit";
+  EXPECT_EQ(FloatToHalf(kFloat16Finite), 0x7bffu);
+  EXPECT_GT(finite, 2000u) << "the sweep no longer crosses the range's end";
 }
 
 }  // namespace

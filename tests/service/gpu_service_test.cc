@@ -464,7 +464,7 @@ TEST_P(GpuService, PbsRunsOnTheGpuWithItsStateOnTheDevice) {
 // OUT_OF_RANGE saying the session starts again, and the next frame equals a fresh session's
 // first frame of the same pose bit for bit, on either backend. (Until 2026-12-02 a device
 // session's particles stayed infinite and every later frame failed until a reset.) A float16
-// frame beyond 65504 fails for the encoding's range only: that session is not restarted.
+// frame beyond float16's range fails for the encoding's range only: that session is not restarted.
 TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEitherBackend) {
   const LimbOptions limb = LimbOf(2000);
   auto rig = UploadJigglingLimb(limb);
@@ -528,8 +528,8 @@ TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEith
     // A float16 session whose positions pass 65504 (the limb carried to x ≈ 65 500, every third
     // frame 32 farther) fails those frames for the encoding's range, not the state's: its history
     // goes on, and its frames stay those of a float32 twin, in halves, also after a failed frame.
-    // (The device checks its halves, the CPU its floats against 65504: between 65504 and 65520,
-    // where halves round down to 65504, a CPU frame fails and a device frame does not.)
+    // (The device checks its halves, the CPU its floats against the largest one that rounds to a
+    // finite half: both fail from 65520 on. Half_test's range-check test proves the CPU's rule.)
     auto f16 = open_encoded(backend, v1::OUTPUT_ENCODING_FLOAT16), f32 = open_encoded(backend, v1::OUTPUT_ENCODING_FLOAT32);
     ASSERT_TRUE(f16.ok() && f32.ok()) << where;
     int after_failure = 0, failures = 0;
