@@ -131,6 +131,10 @@ class Device final : public ProgramDevice {
     NormalsItem normals{};
     float* normals_out = nullptr;
     uint32_t normal_row = 0;
+    // Load shedding (FrameOutput::shed_after; sessions without device state only) and when it
+    // was queued.
+    std::chrono::steady_clock::time_point shed_after = std::chrono::steady_clock::time_point::max();
+    std::chrono::steady_clock::time_point queued;
   };
 
   void Submit(const Frame& frame, const float* params) {
@@ -138,6 +142,7 @@ class Device final : public ProgramDevice {
       std::lock_guard lock(mu_);
       if (pending_.empty()) first_arrival_ = std::chrono::steady_clock::now();
       Frame f = frame;
+      f.queued = std::chrono::steady_clock::now();
       f.arena_offset = arena_.size();
       arena_.insert(arena_.end(), params, params + f.param_floats);
       pending_.push_back(f);
@@ -220,6 +225,14 @@ class Device final : public ProgramDevice {
         });
         Take(slot, other, arena);
       }
+      // Frames dropped by Take (past their shed_after), completed outside the lock.
+      for (const Frame& f : shed_) {
+        const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(shed_at_ - f.queued).count();
+        f.done(f.context, absl::DeadlineExceededError(absl::StrCat(
+                              "gpu ", index_, ": not run: the frame was still queued for the device after ", waited,
+                              " ms, past the time it was to be run by")));
+      }
+      shed_.clear();
       if (slot.frames.empty()) {
         // Every queued frame waits for its session's previous frame, in flight in the other slot.
         if (other.in_flight) Finish(other);
@@ -250,7 +263,12 @@ class Device final : public ProgramDevice {
     // batch, and its row offsets are 32-bit. Once full, every later frame waits, in order.
     uint64_t taken = 0;
     bool full = false;
+    shed_at_ = std::chrono::steady_clock::now();
     for (Frame& f : pending_) {
+      if (f.state == nullptr && f.shed_after < shed_at_) {  // load shedding: Loop completes it
+        shed_.push_back(f);
+        continue;
+      }
       full = full || (!slot.frames.empty() && taken + f.item.vertex_count > options_.max_batch_vertices);
       if (!full && (f.state == nullptr || busy_.insert(f.state).second)) {
         slot.frames.push_back(f);
@@ -439,6 +457,8 @@ class Device final : public ProgramDevice {
   bool stop_ = false;
   std::vector<Frame> pending_;
   std::vector<Frame> kept_;                  // Take's scratch
+  std::vector<Frame> shed_;                  // dropped by Take, completed by Loop (dispatcher thread)
+  std::chrono::steady_clock::time_point shed_at_;  // when Take dropped them
   absl::flat_hash_set<const ProgramState*> busy_;  // Take's scratch
   std::vector<float> arena_;
   // Frames of device-program sessions submitted and not yet finished, by session state (Quiesce).
@@ -802,6 +822,7 @@ void GpuBackend::Submit(GpuSession& session, std::span<const float> params, cons
   f.format = output.format;
   f.done = done;
   f.context = context;
+  f.shed_after = output.shed_after;
   if (output.normals) {
     const auto* mesh = static_cast<const GpuMeshImpl*>(output.mesh);
     if (!mesh || mesh->device_ != r.device_ || mesh->vertex_count != r.vertex_count()) {

@@ -100,6 +100,11 @@ struct FrameOutput {
   // on the device from the rig's triangles `mesh` (UploadMesh).
   float* normals = nullptr;
   const GpuMesh* mesh = nullptr;
+  // Load shedding: a frame still queued for a batch at this time is not run; `done` gets
+  // DEADLINE_EXCEEDED (saying how long it waited) and nothing is written. Only frames of sessions
+  // without device state (no device program) are ever dropped: a program's frames always run,
+  // in order, since its state goes on from each. max(): never dropped.
+  std::chrono::steady_clock::time_point shed_after = std::chrono::steady_clock::time_point::max();
 };
 
 class GpuBackend {

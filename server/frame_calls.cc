@@ -320,10 +320,17 @@ class Service::StreamCall final
       resp.set_compute_ns(self->job_.out.compute_ns);
       resp.set_method(static_cast<v1::Method>(self->job_.out.method));
     } else {
-      // A bad frame does not end the stream: its response carries the error.
+      // A bad frame does not end the stream: its response carries the error, and nothing else.
       resp.clear_positions();
       resp.clear_quantization();
       resp.clear_shared_positions();
+      resp.clear_posed_cage();
+      resp.clear_rest_cage();
+      resp.clear_joints();
+      resp.clear_vertex_states();
+      resp.clear_normals();
+      resp.clear_base_points();
+      resp.clear_quality();
       resp.set_vertex_count(0);
       resp.mutable_error()->set_code(static_cast<int>(st.code()));
       resp.mutable_error()->set_message(std::string(st.message()));
@@ -694,12 +701,10 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
     const auto waited = std::chrono::steady_clock::now() - queued_at;
     if (waited > std::chrono::milliseconds(options_.max_queue_ms)) {
       metrics_.frames_shed().Increment();
-      return done(context, absl::UnavailableError(absl::StrCat(
-                               "overloaded: the frame waited ",
-                               std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
-                               " ms for a worker (more than --max-queue-ms ", options_.max_queue_ms,
-                               ") and was not deformed; send fewer frames or use more servers")));
+      return done(context, Overloaded(waited, options_.max_queue_ms, false));
     }
+    job.queued_at = queued_at;  // a GPU session's frame: the rest of the wait is the device's
+    job.max_queue_ms = options_.max_queue_ms;
   }
   if (auto st = tokens_.TakeFrame(tenant); !st.ok()) return done(context, st);
   job.session = sessions_.Find(req.session_id(), NowMs(), tenant);

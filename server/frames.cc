@@ -234,6 +234,13 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.done(job.context, st);
 }
 
+absl::Status Overloaded(std::chrono::steady_clock::duration waited, uint32_t max_queue_ms, bool device) {
+  return absl::UnavailableError(absl::StrCat(
+      "overloaded: the frame waited ", std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(), " ms for ",
+      device ? "a worker and the GPU" : "a worker", " (more than --max-queue-ms ", max_queue_ms,
+      ") and was not deformed; send fewer frames or use more servers"));
+}
+
 void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.start = std::chrono::steady_clock::now();
   job.metrics = &metrics_;
@@ -297,6 +304,11 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     output.normals = job.staging_normals.data();
     output.mesh = s.gpu_mesh.get();
   }
+  // Admission control goes on in the device's queue, for sessions without history: a stateful
+  // session's frame has been applied here (its deformer's history, its number), so it runs.
+  if (job.max_queue_ms > 0 && !s.stateful) {
+    output.shed_after = job.queued_at + std::chrono::milliseconds(job.max_queue_ms);
+  }
   if (restart) s.device_restarted = job.device_seq;
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
   // in submission order.
@@ -306,6 +318,10 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
 void GpuFrames::Completed(void* arg, const absl::Status& result) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
   absl::Status status = result;
+  if (result.code() == absl::StatusCode::kDeadlineExceeded && job.max_queue_ms > 0) {  // shed_after passed
+    job.metrics->frames_shed().Increment();
+    status = Overloaded(std::chrono::steady_clock::now() - job.queued_at, job.max_queue_ms, true);
+  }
   if (status.ok()) {  // the positions' range, as on the CPU (CheckRange)
     const v1::OutputEncoding encoding = job.session->encoding;
     const size_t floats = job.session->rig->rig->positions.size();

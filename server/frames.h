@@ -73,6 +73,11 @@ struct FrameJob {
   // float's range there (Session::device_overflowed).
   uint64_t device_seq = 0;
   bool device_can_diverge = false;
+  // Admission control (--max-queue-ms) for Deform and StreamDeform frames handed to the worker
+  // pool: when that was, and how long the frame may wait in all, for a worker and, a GPU
+  // session's frame, for the device. 0: never shed (DeformClip, frames run inline).
+  std::chrono::steady_clock::time_point queued_at;
+  uint32_t max_queue_ms = 0;
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {
@@ -115,6 +120,10 @@ class GpuFrames final : public FrameBackend {
   Metrics& metrics_;
   std::function<uint64_t()> make_room_;
 };
+
+// The answer to a frame shed by admission control: it waited `waited` (for a worker, or for
+// the device) and was not deformed.
+absl::Status Overloaded(std::chrono::steady_clock::duration waited, uint32_t max_queue_ms, bool device);
 
 // Whether the session's encoding is made from float32 positions after the frame (QUANTIZED16,
 // DELTA): its backend leaves them in the job's staging_positions.

@@ -131,9 +131,11 @@ int main(int argc, char** argv) {
        Number(o.inline_frame_us)},
       {"max-queue-ms", "MILLISECONDS",
        absl::StrCat("Admission control: a Deform or StreamDeform frame that waited longer than this "
-                    "for a worker is answered UNAVAILABLE (\"overloaded\") without being deformed, "
-                    "keeping latency bounded when clients ask for more than the server can do; 0 = "
-                    "wait as long as it takes. Batches (DeformClip) are never shed. Default ",
+                    "for a worker (a GPU session's frame: for a worker and the device) is answered "
+                    "UNAVAILABLE (\"overloaded\") without being deformed, keeping latency bounded when "
+                    "clients ask for more than the server can do; 0 = wait as long as it takes. Batches "
+                    "(DeformClip) are never shed, nor frames of stateful or device-state (implicit, "
+                    "pbs) GPU sessions once they reach the device's queue. Default ",
                     o.max_queue_ms),
        Number(o.max_queue_ms)},
       {"max-message-bytes", "BYTES",

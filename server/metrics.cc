@@ -83,7 +83,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                          .Help("StreamDeform frames replaced by a newer pose before they started (latest_pose_wins)")
                          .Register(*registry_).Add({});
   frames_shed_ = &prometheus::BuildCounter().Name("sinew_frames_shed_total")
-                      .Help("Frames answered UNAVAILABLE (overloaded) after waiting longer than --max-queue-ms for a worker")
+                      .Help("Frames answered UNAVAILABLE (overloaded) after waiting longer than --max-queue-ms for a worker or the GPU")
                       .Register(*registry_).Add({});
   gpu_memory_ = &prometheus::BuildGauge().Name("sinew_gpu_memory_bytes")
                      .Help("GPU memory: used by Sinew, its limit, the device's total").Register(*registry_);

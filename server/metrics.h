@@ -64,7 +64,8 @@ class Metrics {
   // (latest_pose_wins).
   prometheus::Gauge& frames_waiting() { return *frames_waiting_; }
   prometheus::Counter& frames_skipped() { return *frames_skipped_; }
-  // Admission control: frames answered "overloaded" after waiting longer than --max-queue-ms.
+  // Admission control: frames answered "overloaded" after waiting longer than --max-queue-ms
+  // (for a worker, or for a worker and the GPU).
   prometheus::Counter& frames_shed() { return *frames_shed_; }
 
  private:

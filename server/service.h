@@ -174,7 +174,8 @@ class Service final : public v1::Sinew::CallbackService {
   // `resp`; done(context, status) is called once. `job` must outlive that. `tenant`: the caller's
   // (another tenant's session is NOT_FOUND). `queued_at`: when the
   // frame was handed to the worker pool (default: it was not); a frame that waited there longer
-  // than --max-queue-ms is answered UNAVAILABLE without being deformed (admission control).
+  // than --max-queue-ms is answered UNAVAILABLE without being deformed (admission control), and
+  // so is a GPU frame of a session without history still in the device's queue by then.
   void StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp, FrameJob& job, FrameDone done,
                    void* context, const std::string& tenant, std::chrono::steady_clock::time_point queued_at = {});
   // Whether a Deform or StreamDeform frame runs on the gRPC thread that read it rather than on

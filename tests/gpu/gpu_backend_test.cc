@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -292,6 +293,36 @@ TEST_P(GpuBackendTest, Float16OutputWithinItsBound) {
   for (size_t i = 0; i < ref.size(); ++i) {
     ASSERT_LE(std::abs(HalfToFloat(half[i]) - ref[i]), std::ldexp(std::abs(ref[i]), -11) + 1e-5) << i;
   }
+}
+
+// Load shedding (FrameOutput::shed_after): a frame still queued past its time is not run, its
+// output is left as it was and `done` says DEADLINE_EXCEEDED with how long it waited; a frame
+// whose time is ahead runs. Deterministic: the first time has passed before Submit is called.
+TEST_P(GpuBackendTest, FramesStillQueuedPastTheirShedTimeAreNotRun) {
+  auto backend = *Make(GetParam());
+  auto rig = Limb(2000, 3, 2);
+  auto session = backend->CreateSession(*backend->Upload(*rig), GpuMethod::kLbs);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const Pose pose = LimbPose(rig->skeleton, 0.3);
+  const auto joints = FrameJointData(*rig, "lbs", pose);
+  std::vector<float> out(rig->positions.size(), -7.f);
+  FrameOutput output;
+  output.positions = out.data();
+  output.shed_after = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  const uint64_t frames_before = backend->Devices()[0].frames;
+  Latch late;
+  backend->Submit(**session, joints, output, &Latch::Done, &late);
+  late.Wait();
+  EXPECT_EQ(late.status.code(), absl::StatusCode::kDeadlineExceeded) << late.status;
+  EXPECT_THAT(std::string(late.status.message()), ::testing::HasSubstr("still queued for the device after"));
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == -7.f; })) << "a shed frame wrote its output";
+  EXPECT_EQ(backend->Devices()[0].frames, frames_before) << "a shed frame was counted as run";
+  output.shed_after = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  Latch in_time;
+  backend->Submit(**session, joints, output, &Latch::Done, &in_time);
+  in_time.Wait();
+  ASSERT_TRUE(in_time.status.ok()) << in_time.status;
+  EXPECT_LE(MaxDiff(out, Cpu(rig, "lbs", pose)), 1e-5 * rig->bbox_diagonal());
 }
 
 // Frames of many sessions submitted together share kernel launches, and each still gets its

@@ -148,6 +148,31 @@ TEST_P(PbsGpu, WithoutJiggleAFrameEqualsTheCpuWithinItsOwnSensitivity) {
   }
 }
 
+// A device program's frames are never shed (FrameOutput::shed_after): its state goes on from
+// each. A jiggling frame submitted long past its shed time runs, and the session's frames go on
+// equal to the CPU's (within the jiggle test's bound).
+TEST_P(PbsGpu, ADeviceProgramsFramesAreNeverShed) {
+  auto rig = PaintedElbow();
+  const DeformerConfig config = Config(true, 30);
+  const Uploaded u = Upload(*backend_, *rig, config);
+  Pair p(*backend_, rig, u.model, config, u.on_gpu, u.dev_model);
+  const double diag = rig->bbox_diagonal();
+  for (int k = 0; k < 3; ++k) {
+    const Pose pose = Elbow(*rig, 30.0 * (k + 1));
+    std::vector<float> got(rig->positions.size(), -7.f);
+    ASSERT_TRUE(p.stage->DeviceFrame({&pose, {}}, p.params).ok());
+    FrameOutput output;
+    output.positions = got.data();
+    output.shed_after = std::chrono::steady_clock::now() - std::chrono::hours(1);
+    Latch latch;
+    backend_->Submit(*p.gpu, p.params, output, &Latch::Done, &latch);
+    latch.Wait();
+    ASSERT_TRUE(latch.status.ok()) << "frame " << k << ": " << latch.status;
+    const std::vector<float> want = p.Cpu(pose);
+    EXPECT_LE(testing::MaxAbsDiff(got, want), 1e-4 * diag) << "frame " << k;
+  }
+}
+
 TEST_P(PbsGpu, JiggleStateStaysOnTheDeviceAndReplaysAfterReset) {
   auto rig = PaintedElbow();
   const DeformerConfig config = Config(true, 30);

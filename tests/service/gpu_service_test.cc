@@ -561,6 +561,82 @@ TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEith
   }
 }
 
+// Admission control goes on in the device's queue (--max-queue-ms): with a batch window of 1.5 s
+// every GPU frame waits there longer than the 0.5 s allowed. A frame of a session without
+// history (LBS) is answered UNAVAILABLE "overloaded", unary and on a stream (whose error response
+// then carries nothing but the error), and sinew_frames_shed_total counts it. A stateful
+// session's frame (SuperCages: its history has taken the frame when it was submitted) and a
+// DeformClip's frames are deformed, equal to the CPU's. (Until 2026-12-02 only the wait for a
+// worker was bounded: a GPU frame waited for the device as long as it took.) Timing cannot change
+// the outcome: the window is a lower bound on the device wait; a frame shed while waiting for a
+// worker (a stall of half a second) would be shed either way, and the stateful frame is sent again.
+TEST_P(GpuService, FramesThatWaitTooLongForTheDeviceAreShedUnlessTheirSessionHasHistory) {
+  server_->Terminate();
+  server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
+      "--gpu", GetParam(), "--gpu-batch-window-us", "1500000", "--max-queue-ms", "500"});
+  ASSERT_TRUE(server_->started());
+  client_ = std::make_unique<client::Client>(server_->target());
+  ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+  const LimbOptions limb = LimbOf(4000);
+  const auto [rig_id, cage_floats] = UploadCagedLimb(limb);
+  ASSERT_FALSE(rig_id.empty());
+  const Skeleton sk = LimbSkeleton(limb);
+  const Pose pose = LimbPose(sk, 0.4);
+  auto lbs = Open(rig_id, v1::METHOD_LBS, v1::BACKEND_GPU);
+  ASSERT_TRUE(lbs.ok()) << lbs.status();
+  auto shed_answer = [](int code, const std::string& message) {
+    EXPECT_EQ(code, int(absl::StatusCode::kUnavailable)) << message;
+    EXPECT_THAT(message, HasSubstr("overloaded"));
+    EXPECT_THAT(message, HasSubstr("--max-queue-ms 500"));
+  };
+  auto unary = client_->Deform(Frame(lbs->session_id(), 0, pose));
+  ASSERT_FALSE(unary.ok()) << "a GPU frame that waited 1.5 s for the device was deformed";
+  shed_answer(int(unary.status().code()), std::string(unary.status().message()));
+  auto stream = client_->OpenStream();
+  v1::DeformRequest with_normals = Frame(lbs->session_id(), 1, pose);
+  with_normals.mutable_outputs()->set_normals(true);
+  ASSERT_TRUE(stream->Write(with_normals));
+  stream->WritesDone();
+  v1::DeformResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  ASSERT_TRUE(r.has_error()) << "a streamed GPU frame that waited 1.5 s for the device was deformed";
+  shed_answer(r.error().code(), r.error().message());
+  EXPECT_TRUE(r.positions().empty() && r.normals().empty()) << "a shed frame's response carries more than its error";
+  EXPECT_FALSE(stream->Read(&r));
+  EXPECT_TRUE(stream->Close().ok());
+  EXPECT_EQ(MetricValue(HttpGet(server_->metrics_port(), "/metrics"), "sinew_frames_shed_total"), 2);
+
+  // SuperCages keeps a history: its frames run however long they wait for the device.
+  auto gpu = Open(rig_id, v1::METHOD_SUPERCAGES, v1::BACKEND_GPU);
+  auto cpu = Open(rig_id, v1::METHOD_SUPERCAGES, v1::BACKEND_CPU);
+  ASSERT_TRUE(gpu.ok() && cpu.ok()) << gpu.status() << cpu.status();
+  for (int f = 0; f < 2; ++f) {
+    v1::DeformRequest req = CageClipFrame(sk, cage_floats, f, /*posed=*/true);
+    std::vector<float> a, b;
+    req.set_session_id(gpu->session_id());
+    absl::StatusOr<v1::DeformResponse> rg = client_->Deform(req);
+    for (int again = 0; again < 3 && !rg.ok() && rg.status().message().find("for a worker (") != std::string::npos;
+         ++again) {
+      rg = client_->Deform(req);  // shed while waiting for a worker (not applied): sent again
+    }
+    req.set_session_id(cpu->session_id());
+    absl::StatusOr<v1::DeformResponse> rc = client_->Deform(req);
+    ASSERT_TRUE(rg.ok()) << "SuperCages frame " << f << ": " << rg.status();
+    ASSERT_TRUE(rc.ok()) << rc.status();
+    ASSERT_TRUE(client::DecodePositions(*rg, a).ok() && client::DecodePositions(*rc, b).ok());
+    EXPECT_LE(MaxAbsDiff(a, b), 1e-5 * 3.7) << "SuperCages frame " << f;
+  }
+  // A clip's frames are never shed.
+  v1::DeformClipRequest clip;
+  clip.set_session_id(lbs->session_id());
+  for (int k = 0; k < 2; ++k) client::PoseToProto(LimbPose(sk, 0.2 * k), *clip.mutable_poses()->add_poses());
+  const std::map<uint64_t, std::vector<float>> frames = PlayClip(*client_, clip);
+  ASSERT_EQ(frames.size(), 2u) << "a clip's frames were shed";
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_LE(MaxAbsDiff(frames.at(k), CoreDeform(limb, "lbs", LimbPose(sk, 0.2 * k))), 1e-5 * 3.7) << "clip frame " << k;
+  }
+}
+
 // Cage methods run their per-vertex stage (coefficients times cage vectors, then skinning for
 // SuperCages) on the GPU, with the cage solves on the CPU, and equal the CPU sessions.
 TEST_P(GpuService, CageMethodsOnTheGpuEqualTheCpu) {
