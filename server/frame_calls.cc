@@ -320,18 +320,12 @@ class Service::StreamCall final
       resp.set_compute_ns(self->job_.out.compute_ns);
       resp.set_method(static_cast<v1::Method>(self->job_.out.method));
     } else {
-      // A bad frame does not end the stream: its response carries the error, and nothing else.
-      resp.clear_positions();
-      resp.clear_quantization();
-      resp.clear_shared_positions();
-      resp.clear_posed_cage();
-      resp.clear_rest_cage();
-      resp.clear_joints();
-      resp.clear_vertex_states();
-      resp.clear_normals();
-      resp.clear_base_points();
-      resp.clear_quality();
-      resp.set_vertex_count(0);
+      // A bad frame does not end the stream: its response carries its number and the error,
+      // nothing else (responses are reused: an earlier frame's method, timing or extras would
+      // otherwise be left in it). Clear keeps the buffers' capacity.
+      const uint64_t frame = resp.frame();
+      resp.Clear();
+      resp.set_frame(frame);
       resp.mutable_error()->set_code(static_cast<int>(st.code()));
       resp.mutable_error()->set_message(std::string(st.message()));
       self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));

@@ -36,8 +36,8 @@ void Account(FrameJob& job, v1::Backend backend) {
 }
 
 // Finite inputs can drive positions beyond float32's range (a translation of 3e38, a scale of
-// 1e30) or float16's (65504): such a frame fails, naming its first vertex out of range, instead of
-// sending inf or NaN with status OK (issue 17).
+// 1e30) or float16's (65504; from 65520 a half is infinite): such a frame fails, naming its first
+// vertex out of range, instead of sending inf or NaN with status OK (issue 17).
 absl::Status OutOfRange(size_t index, double value, v1::OutputEncoding encoding) {
   const bool half = encoding == v1::OUTPUT_ENCODING_FLOAT16;
   return absl::OutOfRangeError(absl::StrCat(
@@ -65,8 +65,9 @@ absl::Status CheckHalves(std::span<const uint16_t> halves) {
 }
 
 // Whether a device frame that failed its range check has a position that is not a finite float
-// (a float32 one is beyond the range only so; a float16 one may be a finite float past 65504,
-// which says nothing of the state: only a NaN half counts there, what an infinite state makes).
+// (a float32 one is beyond the range only so; a float16 one may be a finite float of 65520 or
+// more, which says nothing of the state: only a NaN half counts there, what an infinite state
+// makes).
 bool LeftFloatRange(const FrameJob& job) {
   if (job.session->encoding != v1::OUTPUT_ENCODING_FLOAT16) return true;  // float32 (or its staging)
   const size_t floats = job.session->rig->rig->positions.size();
@@ -305,9 +306,13 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     output.mesh = s.gpu_mesh.get();
   }
   // Admission control goes on in the device's queue, for sessions without history: a stateful
-  // session's frame has been applied here (its deformer's history, its number), so it runs.
+  // session's frame has been applied here (its deformer's history, its number), so it runs. The
+  // frame may wait there what its wait for a worker left of --max-queue-ms; the work done here
+  // (one-off: a quality measure or the mesh's upload, seconds on a large rig) is not waiting.
   if (job.max_queue_ms > 0 && !s.stateful) {
+    job.queued_at += std::chrono::steady_clock::now() - job.start;  // from here on, only waits count
     output.shed_after = job.queued_at + std::chrono::milliseconds(job.max_queue_ms);
+    job.device_sheddable = true;
   }
   if (restart) s.device_restarted = job.device_seq;
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
@@ -318,7 +323,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
 void GpuFrames::Completed(void* arg, const absl::Status& result) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
   absl::Status status = result;
-  if (result.code() == absl::StatusCode::kDeadlineExceeded && job.max_queue_ms > 0) {  // shed_after passed
+  if (result.code() == absl::StatusCode::kDeadlineExceeded && job.device_sheddable) {  // shed_after passed
     job.metrics->frames_shed().Increment();
     status = Overloaded(std::chrono::steady_clock::now() - job.queued_at, job.max_queue_ms, true);
   }

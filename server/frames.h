@@ -78,6 +78,7 @@ struct FrameJob {
   // session's frame, for the device. 0: never shed (DeformClip, frames run inline).
   std::chrono::steady_clock::time_point queued_at;
   uint32_t max_queue_ms = 0;
+  bool device_sheddable = false;  // GpuFrames::Run gave the device a time to drop it at
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {

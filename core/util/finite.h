@@ -12,8 +12,9 @@
 namespace sinew {
 
 inline constexpr float kFloat16Max = 65504.0f;  // the largest half
-// The largest float that converts to a finite half (round to nearest even, as FloatToHalf and the
-// device's __float2half_rn do): 65520 - 2^-8. Floats from there to 65504 round down to 65504;
+// The largest float that converts to a finite half (round to nearest even, as FloatToHalf and
+// FloatsToHalves do; the GPU backend makes a float16 frame's halves with the latter once the
+// device's float32 batch is back): 65520 - 2^-8. Floats from there to 65504 round down to 65504;
 // 65520 and above become infinity. So a float frame checked against this fails exactly when its
 // halves would not be finite.
 inline constexpr float kFloat16Finite = 65519.99609375f;

@@ -564,12 +564,13 @@ TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEith
 // Admission control goes on in the device's queue (--max-queue-ms): with a batch window of 1.5 s
 // every GPU frame waits there longer than the 0.5 s allowed. A frame of a session without
 // history (LBS) is answered UNAVAILABLE "overloaded", unary and on a stream (whose error response
-// then carries nothing but the error), and sinew_frames_shed_total counts it. A stateful
+// then carries nothing but its number and the error), and sinew_frames_shed_total counts it. A stateful
 // session's frame (SuperCages: its history has taken the frame when it was submitted) and a
 // DeformClip's frames are deformed, equal to the CPU's. (Until 2026-12-02 only the wait for a
 // worker was bounded: a GPU frame waited for the device as long as it took.) Timing cannot change
 // the outcome: the window is a lower bound on the device wait; a frame shed while waiting for a
-// worker (a stall of half a second) would be shed either way, and the stateful frame is sent again.
+// worker (a stall of half a second) would be shed either way, and the frames that must be
+// deformed are sent again then.
 TEST_P(GpuService, FramesThatWaitTooLongForTheDeviceAreShedUnlessTheirSessionHasHistory) {
   server_->Terminate();
   server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
@@ -592,21 +593,43 @@ TEST_P(GpuService, FramesThatWaitTooLongForTheDeviceAreShedUnlessTheirSessionHas
   auto unary = client_->Deform(Frame(lbs->session_id(), 0, pose));
   ASSERT_FALSE(unary.ok()) << "a GPU frame that waited 1.5 s for the device was deformed";
   shed_answer(int(unary.status().code()), std::string(unary.status().message()));
+  // On a stream, after a CPU frame with extras (the stream reuses its responses once written):
+  // the shed frame's response carries its number and error and nothing of the earlier frame.
+  auto extras = Open(rig_id, v1::METHOD_SUPERCAGES, v1::BACKEND_CPU);
+  ASSERT_TRUE(extras.ok()) << extras.status();
+  v1::DeformRequest cpu_frame = CageClipFrame(sk, cage_floats, 0, /*posed=*/true);
+  cpu_frame.set_session_id(extras->session_id());
+  cpu_frame.mutable_outputs()->set_posed_cage(true);
   auto stream = client_->OpenStream();
-  v1::DeformRequest with_normals = Frame(lbs->session_id(), 1, pose);
-  with_normals.mutable_outputs()->set_normals(true);
-  ASSERT_TRUE(stream->Write(with_normals));
-  stream->WritesDone();
+  ASSERT_TRUE(stream->Write(cpu_frame));
   v1::DeformResponse r;
   ASSERT_TRUE(stream->Read(&r));
+  const int cpu_shed = r.has_error();  // shed while waiting for a worker (a stall of half a second)
+  if (!cpu_shed) {
+    EXPECT_FALSE(r.posed_cage().empty());
+  }
+  ASSERT_TRUE(stream->Write(Frame(lbs->session_id(), 1, pose)));
+  stream->WritesDone();
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_EQ(r.frame(), 1u);
   ASSERT_TRUE(r.has_error()) << "a streamed GPU frame that waited 1.5 s for the device was deformed";
   shed_answer(r.error().code(), r.error().message());
-  EXPECT_TRUE(r.positions().empty() && r.normals().empty()) << "a shed frame's response carries more than its error";
+  EXPECT_TRUE(r.positions().empty() && r.posed_cage().empty() && r.method() == v1::METHOD_UNSPECIFIED &&
+              r.compute_ns() == 0)
+      << "a shed frame's response carries more than its number and error: " << r.ShortDebugString().substr(0, 300);
   EXPECT_FALSE(stream->Read(&r));
   EXPECT_TRUE(stream->Close().ok());
-  EXPECT_EQ(MetricValue(HttpGet(server_->metrics_port(), "/metrics"), "sinew_frames_shed_total"), 2);
+  EXPECT_EQ(MetricValue(HttpGet(server_->metrics_port(), "/metrics"), "sinew_frames_shed_total"), 2 + cpu_shed);
 
   // SuperCages keeps a history: its frames run however long they wait for the device.
+  auto deform = [&](const v1::DeformRequest& req) {
+    absl::StatusOr<v1::DeformResponse> got = client_->Deform(req);
+    for (int again = 0; again < 3 && !got.ok() && got.status().message().find("for a worker (") != std::string::npos;
+         ++again) {
+      got = client_->Deform(req);  // shed while waiting for a worker (not applied): sent again
+    }
+    return got;
+  };
   auto gpu = Open(rig_id, v1::METHOD_SUPERCAGES, v1::BACKEND_GPU);
   auto cpu = Open(rig_id, v1::METHOD_SUPERCAGES, v1::BACKEND_CPU);
   ASSERT_TRUE(gpu.ok() && cpu.ok()) << gpu.status() << cpu.status();
@@ -614,13 +637,9 @@ TEST_P(GpuService, FramesThatWaitTooLongForTheDeviceAreShedUnlessTheirSessionHas
     v1::DeformRequest req = CageClipFrame(sk, cage_floats, f, /*posed=*/true);
     std::vector<float> a, b;
     req.set_session_id(gpu->session_id());
-    absl::StatusOr<v1::DeformResponse> rg = client_->Deform(req);
-    for (int again = 0; again < 3 && !rg.ok() && rg.status().message().find("for a worker (") != std::string::npos;
-         ++again) {
-      rg = client_->Deform(req);  // shed while waiting for a worker (not applied): sent again
-    }
+    absl::StatusOr<v1::DeformResponse> rg = deform(req);
     req.set_session_id(cpu->session_id());
-    absl::StatusOr<v1::DeformResponse> rc = client_->Deform(req);
+    absl::StatusOr<v1::DeformResponse> rc = deform(req);
     ASSERT_TRUE(rg.ok()) << "SuperCages frame " << f << ": " << rg.status();
     ASSERT_TRUE(rc.ok()) << rc.status();
     ASSERT_TRUE(client::DecodePositions(*rg, a).ok() && client::DecodePositions(*rc, b).ok());
