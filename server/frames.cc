@@ -42,7 +42,8 @@ absl::Status OutOfRange(size_t index, double value, v1::OutputEncoding encoding)
   const bool half = encoding == v1::OUTPUT_ENCODING_FLOAT16;
   return absl::OutOfRangeError(absl::StrCat(
       "positions: vertex ", index / 3, " coordinate ", absl::string_view("xyz" + index % 3, 1), " is ", value, ", beyond ",
-      half ? "float16's range (65504; 65520 and beyond round to an infinite half; use OUTPUT_ENCODING_FLOAT32 or QUANTIZED16 for this rig or pose)"
+      half ? "float16's range (65504; 65520 and beyond round to an infinite half; use OUTPUT_ENCODING_FLOAT32 "
+             "or QUANTIZED16 for this rig or pose)"
            : "float32's range: the inputs (pose, cages) drive this vertex too far",
       "; the frame was not sent"));
 }
@@ -237,7 +238,8 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
 
 absl::Status Overloaded(std::chrono::steady_clock::duration waited, uint32_t max_queue_ms, bool device) {
   return absl::UnavailableError(absl::StrCat(
-      "overloaded: the frame waited ", std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(), " ms for ",
+      "overloaded: the frame waited ", std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
+      " ms for ",
       device ? "a worker and the GPU" : "a worker", " (more than --max-queue-ms ", max_queue_ms,
       ") and was not deformed; send fewer frames or use more servers"));
 }
@@ -245,6 +247,7 @@ absl::Status Overloaded(std::chrono::steady_clock::duration waited, uint32_t max
 void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.start = std::chrono::steady_clock::now();
   job.metrics = &metrics_;
+  job.gpu_frames = this;
   job.out.method = ProducedBy(*job.session);
   const std::shared_ptr<Session> hold = job.session;  // the completion may end the call (and its job) first
   Session& s = *hold;
@@ -320,6 +323,40 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);
 }
 
+namespace {
+
+// A finished GPU frame's quality report (FrameOutputs.quality), from its positions as sent.
+void MeasureQuality(FrameJob& job, ThreadPool* pool) {
+  const size_t floats = job.session->rig->rig->positions.size();
+  const std::string_view bytes =
+      job.shm_direct ? std::string_view(job.shm->data + job.shm_offset,
+                                        floats * (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16 ? 2 : 4))
+                     : std::string_view(*job.out.positions);
+  std::vector<float>& p = job.staging_positions;
+  if (Quantized(job.session->encoding)) {
+    // already float32 in the staging
+  } else if (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16) {
+    p.resize(bytes.size() / sizeof(uint16_t));
+    HalvesToFloats(reinterpret_cast<const uint16_t*>(bytes.data()), p.data(), p.size());
+  } else {
+    p.resize(bytes.size() / sizeof(float));
+    std::memcpy(p.data(), bytes.data(), p.size() * sizeof(float));
+  }
+  FillQuality(*job.session, p, job.out.quality, pool);
+}
+
+// The end of a GPU frame: its time, its count, its caller told.
+void Complete(FrameJob& job, const absl::Status& status) {
+  job.out.compute_ns = Since(job.start);
+  if (status.ok()) Account(job, v1::BACKEND_GPU);
+  // The call encodes the positions from the session (EncodeQuantizedPositions) in its callback;
+  // `keep` holds the session past it, the callback may end the call and its job.
+  const std::shared_ptr<Session> keep = job.session;
+  job.done(job.context, status);
+}
+
+}  // namespace
+
 void GpuFrames::Completed(void* arg, const absl::Status& result) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
   absl::Status status = result;
@@ -354,31 +391,30 @@ void GpuFrames::Completed(void* arg, const absl::Status& result) {
   }
   if (status.ok() && job.device_normals) EncodeNormals(job.staging_normals, job.want.normal_encoding(), job.out.normals);
   if (status.ok() && job.want.quality() && job.out.quality) {
-    // On this completion thread, without the pool: an optional diagnostic (FrameOutputs.quality).
-    const size_t floats = job.session->rig->rig->positions.size();
-    const std::string_view bytes =
-        job.shm_direct ? std::string_view(job.shm->data + job.shm_offset,
-                                          floats * (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16 ? 2 : 4))
-                       : std::string_view(*job.out.positions);
-    std::vector<float>& p = job.staging_positions;
-    if (Quantized(job.session->encoding)) {
-      // already float32 in the staging
-    } else if (job.session->encoding == v1::OUTPUT_ENCODING_FLOAT16) {
-      p.resize(bytes.size() / sizeof(uint16_t));
-      HalvesToFloats(reinterpret_cast<const uint16_t*>(bytes.data()), p.data(), p.size());
-    } else {
-      p.resize(bytes.size() / sizeof(float));
-      std::memcpy(p.data(), bytes.data(), p.size() * sizeof(float));
-    }
-    FillQuality(*job.session, p, job.out.quality, nullptr);
+    if (job.gpu_frames->MeasureOnPool(job)) return;
+    MeasureQuality(job, nullptr);
   }
-  job.out.compute_ns = Since(job.start);
-  if (status.ok()) Account(job, v1::BACKEND_GPU);
-  // The call encodes the positions from the session (EncodeQuantizedPositions) in its callback;
-  // `keep` holds the session past it, the callback may end the call and its job.
-  const std::shared_ptr<Session> keep = job.session;
-  job.done(job.context, status);
+  Complete(job, status);
 }
+
+bool GpuFrames::MeasureOnPool(FrameJob& job) {
+  std::shared_lock lock(pool_mu_);
+  if (pool_ == nullptr) return false;
+  pool_->Submit(&GpuFrames::Measured, &job);
+  return true;
+}
+
+void GpuFrames::Measured(void* arg) {
+  FrameJob& job = *static_cast<FrameJob*>(arg);
+  MeasureQuality(job, nullptr);  // on this worker alone: the others serve the CPU sessions' frames
+  Complete(job, absl::OkStatus());
+}
+
+void GpuFrames::DetachPool() {
+  std::unique_lock lock(pool_mu_);
+  pool_ = nullptr;
+}
+
 
 absl::Status PlaceInSharedMemory(FrameJob& job, const v1::SharedMemoryTarget& asked, v1::SharedMemoryTarget* placement) {
   uint64_t bytes = 0;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 
 #include "core/parallel/thread_pool.h"
@@ -28,6 +29,7 @@
 namespace sinew::server {
 
 using FrameDone = void (*)(void* context, const absl::Status& status);
+class GpuFrames;
 
 // Where a frame's results go: the fields of a DeformResponse or a DeformClipResponse.
 struct FrameTarget {
@@ -73,6 +75,7 @@ struct FrameJob {
   // float's range there (Session::device_overflowed).
   uint64_t device_seq = 0;
   bool device_can_diverge = false;
+  GpuFrames* gpu_frames = nullptr;  // the backend of a GPU frame (its completion)
   // Admission control (--max-queue-ms) for Deform and StreamDeform frames handed to the worker
   // pool: when that was, and how long the frame may wait in all, for a worker and, a GPU
   // session's frame, for the device. 0: never shed (DeformClip, frames run inline).
@@ -107,19 +110,30 @@ class CpuFrames final : public FrameBackend {
 };
 
 // Everything but the per-vertex stage on the calling thread, the stage in the device's next batch.
+// A frame completes on the device's dispatcher thread, which launches and completes every
+// session's batches on that device; a frame that asks for a quality report (milliseconds to
+// seconds of measuring) is measured and completed on `pool` instead, while there is one.
 class GpuFrames final : public FrameBackend {
  public:
   // `make_room`: frees the device copies no session holds (every rig's), returning the bytes
   // freed; asked when a frame's device data (the normals' adjacency) does not fit.
-  GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics, std::function<uint64_t()> make_room)
-      : gpu_(gpu), metrics_(metrics), make_room_(std::move(make_room)) {}
+  GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics, std::function<uint64_t()> make_room, ThreadPool* pool)
+      : gpu_(gpu), metrics_(metrics), make_room_(std::move(make_room)), pool_(pool) {}
   void Run(FrameJob& job, std::unique_lock<std::mutex> session_lock) override;
+  // From now on quality reports are measured on the dispatcher thread (before the pool goes;
+  // frames already handed to it are finished by it).
+  void DetachPool();
 
  private:
   static void Completed(void* job, const absl::Status& status);
+  static void Measured(void* job);
+  // Hands the job's quality measure and completion to the pool; false when there is none.
+  bool MeasureOnPool(FrameJob& job);
   gpu::GpuBackend& gpu_;
   Metrics& metrics_;
   std::function<uint64_t()> make_room_;
+  std::shared_mutex pool_mu_;
+  ThreadPool* pool_;  // guarded by pool_mu_
 };
 
 // The answer to a frame shed by admission control: it waited `waited` (for a worker, or for
