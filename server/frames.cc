@@ -289,9 +289,9 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     job.out.vertex_states->resize(vertices);  // made on the device, written with the positions
     output.states = reinterpret_cast<uint8_t*>(job.out.vertex_states->data());
   }
-  // A quality report is measured on the device's completion thread, which serves every session
-  // on the device: its measure of the rest mesh (built on first use, seconds for a large mesh)
-  // is built here, on this session's thread, instead.
+  // A quality report is measured on the measuring thread, which serves every session on the
+  // device: its measure of the rest mesh (built on first use, seconds for a large mesh) is built
+  // here, on this session's thread, instead.
   if (job.want.quality() && job.out.quality) s.rig->QualityMeasure(nullptr);
   // Mesh normals: a device pass over the deformed positions; Completed encodes them.
   job.device_normals = job.want.normals() && s.normals != nullptr && job.out.normals != nullptr;
@@ -390,31 +390,41 @@ void GpuFrames::Completed(void* arg, const absl::Status& result) {
                           "magnitude from frame to frame do this): the session starts again from rest at its next frame"));
   }
   if (status.ok() && job.device_normals) EncodeNormals(job.staging_normals, job.want.normal_encoding(), job.out.normals);
-  if (status.ok() && job.want.quality() && job.out.quality) {
-    if (job.gpu_frames->MeasureOnPool(job)) return;
-    MeasureQuality(job, nullptr);
-  }
+  if (status.ok() && job.want.quality() && job.out.quality) return job.gpu_frames->Measure(job);
   Complete(job, status);
 }
 
-bool GpuFrames::MeasureOnPool(FrameJob& job) {
-  std::shared_lock lock(pool_mu_);
-  if (pool_ == nullptr) return false;
-  pool_->Submit(&GpuFrames::Measured, &job);
-  return true;
+void GpuFrames::Measure(FrameJob& job) {
+  {
+    std::lock_guard lock(measure_mu_);
+    if (!measurer_.joinable()) measurer_ = std::thread([this] { MeasureLoop(); });
+    measure_queue_.push_back(&job);
+  }
+  measure_cv_.notify_one();
 }
 
-void GpuFrames::Measured(void* arg) {
-  FrameJob& job = *static_cast<FrameJob*>(arg);
-  MeasureQuality(job, nullptr);  // on this worker alone: the others serve the CPU sessions' frames
-  Complete(job, absl::OkStatus());
+void GpuFrames::MeasureLoop() {
+  std::unique_lock lock(measure_mu_);
+  for (;;) {
+    measure_cv_.wait(lock, [&] { return stop_measuring_ || !measure_queue_.empty(); });
+    if (measure_queue_.empty()) return;  // stopping, every queued frame measured
+    FrameJob& job = *measure_queue_.front();
+    measure_queue_.pop_front();
+    lock.unlock();
+    MeasureQuality(job, nullptr);
+    Complete(job, absl::OkStatus());
+    lock.lock();
+  }
 }
 
-void GpuFrames::DetachPool() {
-  std::unique_lock lock(pool_mu_);
-  pool_ = nullptr;
+GpuFrames::~GpuFrames() {
+  {
+    std::lock_guard lock(measure_mu_);
+    stop_measuring_ = true;
+  }
+  measure_cv_.notify_all();
+  if (measurer_.joinable()) measurer_.join();
 }
-
 
 absl::Status PlaceInSharedMemory(FrameJob& job, const v1::SharedMemoryTarget& asked, v1::SharedMemoryTarget* placement) {
   uint64_t bytes = 0;

@@ -2,8 +2,8 @@
 // their session's scratch and hand a FrameJob to the session's FrameBackend, which deforms it
 // into the job's output buffers and calls job.done exactly once: before Run returns (the CPU
 // backend, on the calling worker thread) or later from the device's completion thread (the GPU
-// backend, whose batches gather the frames of many sessions). The caller owns the job and keeps
-// it (and its buffers) alive until done.
+// backend, whose batches gather the frames of many sessions; a frame with a quality report from
+// its measuring thread). The caller owns the job and keeps it (and its buffers) alive until done.
 //
 // The caller locks the session, decodes the frame's inputs into the session's scratch and passes
 // the lock to Run, which releases it once the inputs have been consumed: frames of one session
@@ -15,8 +15,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <condition_variable>
+#include <deque>
 #include <optional>
-#include <shared_mutex>
+#include <thread>
 #include <string>
 
 #include "core/parallel/thread_pool.h"
@@ -111,29 +113,35 @@ class CpuFrames final : public FrameBackend {
 
 // Everything but the per-vertex stage on the calling thread, the stage in the device's next batch.
 // A frame completes on the device's dispatcher thread, which launches and completes every
-// session's batches on that device; a frame that asks for a quality report (milliseconds to
-// seconds of measuring) is measured and completed on `pool` instead, while there is one.
+// session's batches on that device. A frame that asks for a quality report (milliseconds to
+// seconds of measuring) is measured and completed on this backend's measuring thread instead,
+// one at a time in the order they finish on the devices: it holds neither the device's other
+// sessions nor the worker pool. Its compute_ns includes the measure (as on the CPU) and its wait
+// for the thread.
 class GpuFrames final : public FrameBackend {
  public:
   // `make_room`: frees the device copies no session holds (every rig's), returning the bytes
   // freed; asked when a frame's device data (the normals' adjacency) does not fit.
-  GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics, std::function<uint64_t()> make_room, ThreadPool* pool)
-      : gpu_(gpu), metrics_(metrics), make_room_(std::move(make_room)), pool_(pool) {}
+  GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics, std::function<uint64_t()> make_room)
+      : gpu_(gpu), metrics_(metrics), make_room_(std::move(make_room)) {}
+  // Measures the frames queued for it, then stops its thread (no frame is in flight by then:
+  // their calls hold the service).
+  ~GpuFrames() override;
   void Run(FrameJob& job, std::unique_lock<std::mutex> session_lock) override;
-  // From now on quality reports are measured on the dispatcher thread (before the pool goes;
-  // frames already handed to it are finished by it).
-  void DetachPool();
 
  private:
   static void Completed(void* job, const absl::Status& status);
-  static void Measured(void* job);
-  // Hands the job's quality measure and completion to the pool; false when there is none.
-  bool MeasureOnPool(FrameJob& job);
+  // Queues the job's quality measure and completion for the measuring thread (started on first use).
+  void Measure(FrameJob& job);
+  void MeasureLoop();
   gpu::GpuBackend& gpu_;
   Metrics& metrics_;
   std::function<uint64_t()> make_room_;
-  std::shared_mutex pool_mu_;
-  ThreadPool* pool_;  // guarded by pool_mu_
+  std::mutex measure_mu_;
+  std::condition_variable measure_cv_;
+  std::deque<FrameJob*> measure_queue_;  // guarded by measure_mu_
+  bool stop_measuring_ = false;          // guarded by measure_mu_
+  std::thread measurer_;
 };
 
 // The answer to a frame shed by admission control: it waited `waited` (for a worker, or for

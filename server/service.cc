@@ -39,7 +39,7 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       pool_(pool),
       gpu_(gpu),
       cpu_frames_(pool, metrics),
-      gpu_frames_(gpu ? std::make_unique<GpuFrames>(*gpu, metrics, [this] { return FreeUnheldDeviceCopies(); }, &pool)
+      gpu_frames_(gpu ? std::make_unique<GpuFrames>(*gpu, metrics, [this] { return FreeUnheldDeviceCopies(); })
                       : nullptr),
       rigs_(options.max_store_bytes),
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),

@@ -99,12 +99,8 @@ class Service final : public v1::Sinew::CallbackService {
   // those still running then ("rig 0123456789ab: swing-twist voxel=..."), which the destructor
   // waits for; a process that exits instead loses nothing but their work.
   std::vector<std::string> StopBackground(std::chrono::steady_clock::time_point deadline);
-  // Joins the CreateSession threads and stops handing GPU frames' quality reports to the frame
-  // pool (after the drain, before that pool goes).
-  void StopCreates() {
-    creates_.reset();
-    if (gpu_frames_) gpu_frames_->DetachPool();
-  }
+  // Joins the CreateSession threads (after the drain, before the frame pool they prepare on goes).
+  void StopCreates() { creates_.reset(); }
   size_t open_streams() const;
   // Calls whose reactor has not finished (uploads, frames, streams).
   int active_calls() const { return active_calls_.load(); }
