@@ -12,14 +12,14 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
-#include <deque>
 #include <optional>
-#include <thread>
 #include <string>
+#include <thread>
 
 #include "core/parallel/thread_pool.h"
 #include "gpu/backend.h"
