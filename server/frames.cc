@@ -1,11 +1,11 @@
 #include "server/frames.h"
 
-#include "absl/strings/str_cat.h"
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "core/geometry/mesh_quality.h"
 #include "core/normals/normals.h"
 #include "core/util/finite.h"
@@ -239,8 +239,7 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
 absl::Status Overloaded(std::chrono::steady_clock::duration waited, uint32_t max_queue_ms, bool device) {
   return absl::UnavailableError(absl::StrCat(
       "overloaded: the frame waited ", std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
-      " ms for ",
-      device ? "a worker and the GPU" : "a worker", " (more than --max-queue-ms ", max_queue_ms,
+      " ms for ", device ? "a worker and the GPU" : "a worker", " (more than --max-queue-ms ", max_queue_ms,
       ") and was not deformed; send fewer frames or use more servers"));
 }
 
@@ -325,8 +324,9 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
 
 namespace {
 
-// A finished GPU frame's quality report (FrameOutputs.quality), from its positions as sent.
-void MeasureQuality(FrameJob& job, ThreadPool* pool) {
+// A finished GPU frame's quality report (FrameOutputs.quality), from its positions as sent, on the
+// calling thread alone.
+void MeasureQuality(FrameJob& job) {
   const size_t floats = job.session->rig->rig->positions.size();
   const std::string_view bytes =
       job.shm_direct ? std::string_view(job.shm->data + job.shm_offset,
@@ -342,7 +342,7 @@ void MeasureQuality(FrameJob& job, ThreadPool* pool) {
     p.resize(bytes.size() / sizeof(float));
     std::memcpy(p.data(), bytes.data(), p.size() * sizeof(float));
   }
-  FillQuality(*job.session, p, job.out.quality, pool);
+  FillQuality(*job.session, p, job.out.quality, nullptr);
 }
 
 // The end of a GPU frame: its time, its count, its caller told.
@@ -411,7 +411,7 @@ void GpuFrames::MeasureLoop() {
     FrameJob& job = *measure_queue_.front();
     measure_queue_.pop_front();
     lock.unlock();
-    MeasureQuality(job, nullptr);
+    MeasureQuality(job);
     Complete(job, absl::OkStatus());
     lock.lock();
   }
