@@ -6,6 +6,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -23,6 +24,34 @@ namespace sinew::gpu {
 // ---------------------------------------------------------------------------------------------
 // One device: its byte budget, its resident rigs and sessions, and the dispatcher thread that
 // turns the queued frames of all sessions into batches.
+//
+// The budget (--gpu-memory-limit) covers every device byte Sinew allocates, the batch buffers
+// too. Rigs, coefficients, meshes, models and program states reserve what they allocate. Each
+// session reserves room for one of its frames in each of the two batch slots (its share, twice);
+// the shares of all sessions are the pool. A batch is cut where its bytes would exceed the pool
+// (a batch of one frame always goes), so a slot's buffers grow to at most the pool, and both
+// slots to twice the pool, which the sessions reserved. What the buffers hold beyond that (after
+// sessions have gone, until the dispatcher frees an idle slot; or a device program's frame larger
+// than its share) is charged to the budget as well, so nothing reserved after it can push the
+// device past the limit, and a batch that cannot fit fails with RESOURCE_EXHAUSTED.
+
+namespace {
+
+// Bytes aligning the batch's tables to 16 (Launch), per frame: at most 15 a table, and a batch
+// has its item table, one per program and one for normals.
+constexpr uint64_t kAlignSlack = 64;
+
+// The device bytes one frame takes in a batch's buffers: input (its batch item, its program's
+// item, its normals item, its parameters padded to 16 bytes) and output (positions, normals, and
+// a state byte per vertex, which every frame of a batch with a device program's frame has).
+uint64_t FrameBatchBytes(uint64_t vertices, uint64_t param_floats, uint64_t program_item_bytes, bool normals) {
+  const uint64_t in = sizeof(BatchItem) + program_item_bytes + (normals ? sizeof(NormalsItem) : 0) +
+                      sizeof(float) * ((param_floats + 3) / 4 * 4);
+  const uint64_t out = 13 * vertices + (normals ? 12 * vertices : 0);
+  return in + out + kAlignSlack;
+}
+
+}  // namespace
 
 class Device final : public ProgramDevice {
  public:
@@ -60,13 +89,41 @@ class Device final : public ProgramDevice {
 
   uint64_t free_budget() {
     std::lock_guard lock(budget_mu_);
-    return limit_ - used_;
+    return limit_ - std::min(limit_, ChargedLocked());
   }
   bool Reserve(uint64_t bytes) {
     std::lock_guard lock(budget_mu_);
-    if (used_ + bytes > limit_) return false;
+    if (ChargedLocked() + bytes > limit_) return false;
     used_ += bytes;
     return true;
+  }
+  // A session's share of the batch buffers (FrameBatchBytes of one frame), reserved for both
+  // slots; what the pool gains may cover buffers already charged beyond it.
+  absl::Status ReserveShare(uint64_t share, std::string_view what) {
+    {
+      std::lock_guard lock(budget_mu_);
+      const uint64_t charged = used_ + 2 * share + Excess(buffers_, pool_ + share);
+      if (charged <= limit_) {
+        used_ += 2 * share;
+        pool_ += share;
+        return absl::OkStatus();
+      }
+    }
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "gpu %d: %s needs %d bytes of device memory (its room in both batch buffers), %d left within the "
+        "limit (--gpu-memory-limit)", index_, what, 2 * share, free_budget()));
+  }
+  // Returns a share. Batch buffers it covered are freed now where their slot is idle, else when
+  // its batch is finished (a moment during which they are still charged).
+  void ReleaseShare(uint64_t share) {
+    bool trim = false;
+    {
+      std::lock_guard lock(budget_mu_);
+      used_ -= std::min(used_, 2 * share);
+      pool_ -= std::min(pool_, share);
+      trim = buffers_ > 2 * pool_;
+    }
+    if (trim) TrimIdle();
   }
   // Reserve, or RESOURCE_EXHAUSTED saying what needed the bytes and naming the flag.
   absl::Status Reserve(uint64_t bytes, std::string_view what) override {
@@ -102,7 +159,7 @@ class Device final : public ProgramDevice {
     i.limit_bytes = limit_;
     {
       std::lock_guard lock(budget_mu_);
-      i.used_bytes = used_;
+      i.used_bytes = ChargedLocked();
     }
     i.rigs = static_cast<uint32_t>(rigs_.load());
     i.sessions = static_cast<uint32_t>(sessions_.load());
@@ -179,12 +236,16 @@ class Device final : public ProgramDevice {
     std::vector<Program> programs;
     std::vector<ProgramRun> runs;
     uint32_t normal_rows = 0;  // of its frames that want normals (the normals pass's limits)
-    bool in_flight = false;
+    bool in_flight = false;  // written under slots_mu_
     absl::Status status;
   };
 
-  // Grows a pinned host buffer / device buffer to at least `bytes` (allocations happen only
-  // while the batches grow).
+  // What the batch buffers hold beyond the sessions' shares (both slots' room). budget_mu_ held.
+  static uint64_t Excess(uint64_t buffers, uint64_t pool) { return buffers > 2 * pool ? buffers - 2 * pool : 0; }
+  uint64_t ChargedLocked() const { return used_ + Excess(buffers_, pool_); }
+
+  // Grows a pinned host buffer to at least `bytes` (allocations happen only while the batches
+  // grow; host memory is outside the device budget).
   bool GrowHost(void*& p, size_t& cap, size_t bytes, std::string* error) {
     if (cap >= bytes) return true;
     api_->FreeHost(p);
@@ -193,13 +254,90 @@ class Device final : public ProgramDevice {
     if (p == nullptr) cap = 0;  // a failed growth leaves nothing: the next batch allocates again
     return p != nullptr;
   }
-  bool GrowDevice(void*& p, size_t& cap, size_t bytes, std::string* error) {
-    if (cap >= bytes) return true;
-    api_->Free(index_, p);
-    cap = std::max(bytes, cap * 2);
-    p = api_->Alloc(index_, cap, error);
-    if (p == nullptr) cap = 0;
-    return p != nullptr;
+
+  // Frees a slot's device buffers (not in flight), returning their bytes. slots_mu_ held.
+  void FreeDevice(Slot& s) {
+    api_->Free(index_, s.dev_in);
+    api_->Free(index_, s.dev_out);
+    s.dev_in = s.dev_out = nullptr;
+    std::lock_guard lock(budget_mu_);
+    buffers_ -= std::min<uint64_t>(buffers_, s.dev_in_cap + s.dev_out_cap);
+    s.dev_in_cap = s.dev_out_cap = 0;
+  }
+
+  // After sessions have gone: frees idle slots' device buffers while they hold more than the
+  // sessions' shares cover, so that the budget gets those bytes back; a slot in flight is
+  // trimmed when its batch is finished. Any thread; never called with slots_mu_ held. (Buffers
+  // grown past the shares by a device program's frame larger than its share stay, charged, for
+  // the next such frame.)
+  void TrimIdle() {
+    std::lock_guard slots(slots_mu_);
+    trim_after_flight_ = false;
+    for (Slot& s : slots_) {
+      if (s.dev_in_cap + s.dev_out_cap == 0) continue;
+      {
+        std::lock_guard lock(budget_mu_);
+        if (buffers_ <= 2 * pool_) return;
+      }
+      if (s.in_flight) trim_after_flight_ = true;
+      else FreeDevice(s);
+    }
+  }
+
+  // Whether the slot's device buffers can grow to `in` and `out` bytes within the budget as the
+  // other slot stands. budget_mu_ held.
+  bool GrowthFits(const Slot& s, size_t in, size_t out) const {
+    const uint64_t in_cap = std::max<uint64_t>(s.dev_in_cap, in), out_cap = std::max<uint64_t>(s.dev_out_cap, out);
+    return used_ + Excess(buffers_ + (in_cap - s.dev_in_cap) + (out_cap - s.dev_out_cap), pool_) <= limit_;
+  }
+
+  // Makes the slot's device buffers hold `in` and `out` bytes within the budget: this batch's
+  // size and up to an eighth more while the pool has room for it, else the size alone. Where
+  // even that does not fit, the other slot's buffers are freed first (Launch finished its batch).
+  // slots_mu_ held.
+  absl::Status FitDevice(Slot& s, Slot& other, size_t in, size_t out) {
+    if (s.dev_in_cap >= in && s.dev_out_cap >= out) return absl::OkStatus();
+    size_t in_cap = s.dev_in_cap, out_cap = s.dev_out_cap;
+    bool fits = false;
+    for (int attempt = 0; attempt < 2 && !fits; ++attempt) {
+      if (attempt == 1) {
+        if (other.in_flight) break;
+        FreeDevice(other);
+      }
+      std::lock_guard lock(budget_mu_);
+      for (const uint64_t headroom : {8, 0}) {
+        in_cap = s.dev_in_cap >= in ? s.dev_in_cap : in + (headroom ? in / headroom : 0);
+        out_cap = s.dev_out_cap >= out ? s.dev_out_cap : out + (headroom ? out / headroom : 0);
+        if (headroom && in_cap + out_cap > pool_) continue;
+        const uint64_t buffers = buffers_ + (in_cap - s.dev_in_cap) + (out_cap - s.dev_out_cap);
+        if (used_ + Excess(buffers, pool_) <= limit_) {
+          buffers_ = buffers;  // charged before the allocations, so no reservation races them
+          fits = true;
+          break;
+        }
+      }
+    }
+    if (!fits) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "gpu %d: a batch needs %d bytes of device buffers, more than fits within the limit "
+          "(--gpu-memory-limit) beside the rigs and sessions on the device", index_, in + out));
+    }
+    std::string error;
+    auto grow = [&](void*& p, size_t& cap, size_t want) {
+      if (cap == want) return true;
+      api_->Free(index_, p);
+      p = api_->Alloc(index_, want, &error);
+      cap = p ? want : 0;
+      if (p == nullptr) {  // a failed growth leaves nothing: the next batch allocates again
+        std::lock_guard lock(budget_mu_);
+        buffers_ -= std::min<uint64_t>(buffers_, want);
+      }
+      return p != nullptr;
+    };
+    const bool in_ok = grow(s.dev_in, s.dev_in_cap, in_cap);
+    const bool out_ok = grow(s.dev_out, s.dev_out_cap, out_cap);
+    if (in_ok && out_ok) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
   }
 
   void Loop() {
@@ -221,7 +359,7 @@ class Device final : public ProgramDevice {
         // The batching window: wait for other sessions' frames, unless the batch is full.
         const auto deadline = first_arrival_ + options_.batch_window;
         cv_.wait_until(lock, deadline, [&] {
-          return stop_ || pending_vertices_ >= options_.max_batch_vertices;
+          return stop_ || backlog_ || pending_vertices_ >= options_.max_batch_vertices;
         });
         Take(slot, other, arena);
       }
@@ -238,7 +376,7 @@ class Device final : public ProgramDevice {
         if (other.in_flight) Finish(other);
         continue;
       }
-      Launch(slot, arena);
+      Launch(slot, other, arena);
       if (other.in_flight) Finish(other);
       next = 1 - next;
     }
@@ -259,9 +397,15 @@ class Device final : public ProgramDevice {
     }
     kept_.clear();
     pending_vertices_ = 0;
-    // A batch holds at most max_batch_vertices (or one frame): its buffers grow to the largest
-    // batch, and its row offsets are 32-bit. Once full, every later frame waits, in order.
-    uint64_t taken = 0;
+    // A batch holds at most max_batch_vertices, and at most the pool's bytes (or one frame): its
+    // buffers grow to the largest batch within the budget, and its row offsets are 32-bit. Once
+    // full, every later frame waits, in order.
+    uint64_t room = 0;
+    {
+      std::lock_guard lock(budget_mu_);
+      room = pool_;
+    }
+    uint64_t taken = 0, bytes = 0;
     bool full = false;
     shed_at_ = std::chrono::steady_clock::now();
     for (Frame& f : pending_) {
@@ -269,10 +413,14 @@ class Device final : public ProgramDevice {
         shed_.push_back(f);
         continue;
       }
-      full = full || (!slot.frames.empty() && taken + f.item.vertex_count > options_.max_batch_vertices);
+      const uint64_t frame_bytes = FrameBatchBytes(f.item.vertex_count, f.param_floats,
+                                                   f.program ? f.program->item_bytes() : 0, f.normals_out != nullptr);
+      full = full || (!slot.frames.empty() && (taken + f.item.vertex_count > options_.max_batch_vertices ||
+                                               bytes + frame_bytes > room));
       if (!full && (f.state == nullptr || busy_.insert(f.state).second)) {
         slot.frames.push_back(f);
         taken += f.item.vertex_count;
+        bytes += frame_bytes;
         continue;
       }
       const size_t at = arena_.size();
@@ -281,12 +429,15 @@ class Device final : public ProgramDevice {
       pending_vertices_ += f.item.vertex_count;
       kept_.push_back(f);
     }
-    pending_.swap(kept_);  // first_arrival_ stays: the kept frames go with the next batch
+    // first_arrival_ stays: the kept frames go with the next batch, at once where this one was
+    // full (they were gathered within a window already).
+    backlog_ = full && !kept_.empty();
+    pending_.swap(kept_);
   }
 
   // Packs the slot's frames (batch table, each program's item table, then the parameters) and
-  // launches them.
-  void Launch(Slot& s, const std::vector<float>& arena) {
+  // launches them. `other`: the other slot, finished and freed first where the budget needs it.
+  void Launch(Slot& s, Slot& other, const std::vector<float>& arena) {
     const auto align = [](size_t bytes) { return (bytes + 15) / 16 * 16; };
     size_t param_floats = 0;
     uint32_t vertices = 0;
@@ -329,12 +480,23 @@ class Device final : public ProgramDevice {
     const size_t in_bytes = params_offset + sizeof(float) * param_floats;
     // Output: positions, then normals (3 floats per row each), then (with programs) state bytes.
     const size_t out_bytes = size_t{12} * vertices + size_t{12} * s.normal_rows + (programs ? vertices : 0);
+    // The other slot's batch is finished first where its buffers are needed for this one's.
+    std::unique_lock slots(slots_mu_);
+    if (other.in_flight && (s.dev_in_cap < in_bytes || s.dev_out_cap < out_bytes)) {
+      std::unique_lock budget(budget_mu_);
+      if (!GrowthFits(s, in_bytes, out_bytes)) {
+        budget.unlock();
+        slots.unlock();  // Finish completes calls, whose callbacks may close sessions (TrimIdle)
+        Finish(other);
+        slots.lock();
+      }
+    }
+    // Held until the batch is in flight, so that no other thread's TrimIdle frees its buffers.
     std::string error;
-    bool ok = (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
+    absl::Status fit = FitDevice(s, other, in_bytes, out_bytes);
+    bool ok = fit.ok() && (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
               GrowHost(s.host_in, s.host_in_cap, in_bytes, &error) &&
-              GrowHost(s.host_out, s.host_out_cap, out_bytes, &error) &&
-              GrowDevice(s.dev_in, s.dev_in_cap, in_bytes, &error) &&
-              GrowDevice(s.dev_out, s.dev_out_cap, out_bytes, &error);
+              GrowHost(s.host_out, s.host_out_cap, out_bytes, &error);
     if (ok) {
       char* in = static_cast<char*>(s.host_in);
       auto* items = reinterpret_cast<BatchItem*>(in);
@@ -376,7 +538,7 @@ class Device final : public ProgramDevice {
       spec.states_offset = size_t{12} * vertices + size_t{12} * s.normal_rows;  // after the normals
       ok = api_->Launch(s.queue, spec, &error);
     }
-    s.status = ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
+    s.status = !fit.ok() ? fit : ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     s.in_flight = true;
   }
 
@@ -398,6 +560,15 @@ class Device final : public ProgramDevice {
     if (s.status.ok() && !api_->Wait(s.queue, &busy, &error)) {
       s.status = absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
     }
+    // Its device buffers are free for other batches, or to be given back (sessions that went
+    // while it ran).
+    bool trim = false;
+    {
+      std::lock_guard slots(slots_mu_);
+      s.in_flight = false;
+      trim = trim_after_flight_;
+    }
+    if (trim) TrimIdle();
     // The batch is counted before its frames complete, so that a caller who sees its frame done
     // also sees the batch in Info().
     {
@@ -438,7 +609,6 @@ class Device final : public ProgramDevice {
       f.done(f.context, s.status);
     }
     s.frames.clear();
-    s.in_flight = false;
   }
 
   std::shared_ptr<DeviceApi> api_;
@@ -449,7 +619,10 @@ class Device final : public ProgramDevice {
   uint64_t total_ = 0, limit_ = 0;
 
   std::mutex budget_mu_;
-  uint64_t used_ = 0;
+  uint64_t used_ = 0;     // reserved: rigs, coefficients, meshes, models, states, 2 x the pool
+  uint64_t pool_ = 0;     // the sessions' shares: one frame of each in a batch
+  uint64_t buffers_ = 0;  // the slots' device buffers
+
   std::atomic<int> rigs_{0}, sessions_{0};
 
   std::mutex mu_;
@@ -465,6 +638,7 @@ class Device final : public ProgramDevice {
   absl::flat_hash_map<const ProgramState*, int> outstanding_;
   std::condition_variable quiet_cv_;
   uint64_t pending_vertices_ = 0;
+  bool backlog_ = false;  // the last batch was full and left frames queued
   std::chrono::steady_clock::time_point first_arrival_;
   uint64_t frames_ = 0, batches_ = 0;
   double utilisation_ = 0, busy_window_ms_ = 0;
@@ -473,7 +647,11 @@ class Device final : public ProgramDevice {
   std::mutex shared_mu_;
   absl::flat_hash_map<const void*, std::weak_ptr<const void>> shared_;  // Shared()
 
-  Slot slots_[2];  // dispatcher-thread state
+  // Dispatcher-thread state, but for the slots' device buffers and `in_flight`, which TrimIdle
+  // (any thread) reads and frees under slots_mu_.
+  std::mutex slots_mu_;
+  Slot slots_[2];
+  bool trim_after_flight_ = false;  // TrimIdle met a slot in flight (slots_mu_)
   std::thread thread_;
 };
 
@@ -554,10 +732,10 @@ class GpuModelImpl final : public GpuModel {
 
 class GpuSessionImpl final : public GpuSession {
  public:
-  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, const SessionSpec& spec, const KernelInfo& kernel, uint64_t bytes)
+  GpuSessionImpl(std::shared_ptr<GpuRigImpl> rig, const SessionSpec& spec, const KernelInfo& kernel, uint64_t share)
       : rig_(std::move(rig)),
         kernel_(kernel),
-        bytes_(bytes),
+        share_(share),
         coefficients_(std::static_pointer_cast<GpuCoefficientsImpl>(spec.coefficients)),
         model_(spec.model),
         with_rest_(spec.with_rest),
@@ -566,7 +744,7 @@ class GpuSessionImpl final : public GpuSession {
   }
   ~GpuSessionImpl() override {
     state_.reset();  // returns its bytes before the session is uncounted
-    rig_->device_->Release(bytes_);
+    rig_->device_->ReleaseShare(share_ + normals_share_);
     rig_->device_->CountSession(-1);
   }
   size_t param_count() const override {
@@ -576,12 +754,27 @@ class GpuSessionImpl final : public GpuSession {
     return cage + kernel_.joint_blocks * kJointFloats * rig_->joint_count();
   }
   int device() const override { return rig_->device(); }
-  uint64_t bytes() const override { return bytes_ + (state_ ? state_->bytes() : 0); }
+  uint64_t bytes() const override {
+    std::lock_guard lock(normals_mu_);
+    return 2 * (share_ + normals_share_) + (state_ ? state_->bytes() : 0);
+  }
+  // Adds the normals' rows to the session's share, once (the first frame that wants normals).
+  absl::Status ReserveNormals() {
+    std::lock_guard lock(normals_mu_);
+    if (normals_share_) return absl::OkStatus();
+    const uint64_t n = rig_->vertex_count();
+    const uint64_t rows = FrameBatchBytes(n, 0, 0, true) - FrameBatchBytes(n, 0, 0, false);
+    if (auto st = rig_->device_->ReserveShare(rows, "normals for a session on this rig"); !st.ok()) return st;
+    normals_share_ = rows;
+    return absl::OkStatus();
+  }
   GpuMethod method() const override { return kernel_.kernel; }
 
   std::shared_ptr<GpuRigImpl> rig_;
   const KernelInfo& kernel_;
-  uint64_t bytes_;  // the session's share of the batch buffers
+  const uint64_t share_;  // room for one of its frames in a batch (without normals)
+  mutable std::mutex normals_mu_;
+  uint64_t normals_share_ = 0;  // the normals' rows, once a frame wanted them
   std::shared_ptr<GpuCoefficientsImpl> coefficients_;
   // Held so that the server's cache of models (which frees those no session holds) sees it used;
   // the program's state holds the device data itself.
@@ -723,8 +916,8 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
   if (program && (!model || model->rig_ != impl || model->program_ != program)) {
     return absl::InternalError("gpu: a device program's session needs its model on this rig");
   }
-  // The session's share of the batch buffers: its batch item, parameters and output (and, for
-  // device programs, its item and state bytes in the batch); the program's state reserves its own.
+  // The session's share of the batch buffers (FrameBatchBytes, reserved for both slots; normals'
+  // rows are added by the first frame that wants them); the program's state reserves its own.
   const uint64_t cage_floats = kernel->cage_points && coeffs ? 3 * coeffs->cols() : 0;
   uint64_t param_floats = kernel->joint_blocks * kJointFloats * impl->joint_count() + cage_floats;
   if (kernel->method_frame) {
@@ -733,18 +926,17 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
     }
     param_floats = spec.frame_floats;
   }
-  uint64_t bytes = sizeof(BatchItem) + uint64_t{12} * impl->vertex_count();
   std::unique_ptr<ProgramState> state;
   if (program) {
     auto made = program->CreateState(*impl->device_, spec.method, model->model_, spec.params.get());
     if (!made.ok()) return made.status();
     state = std::move(*made);
     param_floats = state->frame_floats();
-    bytes += program->item_bytes() + impl->vertex_count();
   }
-  bytes += sizeof(float) * param_floats;
-  if (auto st = impl->device_->Reserve(bytes, "a session on this rig"); !st.ok()) return st;
-  auto session = std::make_unique<GpuSessionImpl>(impl, spec, *kernel, bytes);
+  const uint64_t share =
+      FrameBatchBytes(impl->vertex_count(), param_floats, program ? program->item_bytes() : 0, false);
+  if (auto st = impl->device_->ReserveShare(share, "a session on this rig"); !st.ok()) return st;
+  auto session = std::make_unique<GpuSessionImpl>(impl, spec, *kernel, share);
   session->state_ = std::move(state);
   return std::unique_ptr<GpuSession>(std::move(session));
 }
@@ -794,6 +986,10 @@ absl::Status GpuBackend::WriteState(GpuSession& session, std::span<const float> 
   return absl::OkStatus();
 }
 
+absl::Status GpuBackend::ReserveNormals(GpuSession& session) {
+  return static_cast<GpuSessionImpl&>(session).ReserveNormals();
+}
+
 void GpuBackend::Submit(GpuSession& session, std::span<const float> params, void* out, OutputFormat format,
                         FrameDone done, void* context, uint8_t* states) {
   FrameOutput output;
@@ -828,6 +1024,7 @@ void GpuBackend::Submit(GpuSession& session, std::span<const float> params, cons
     if (!mesh || mesh->device_ != r.device_ || mesh->vertex_count != r.vertex_count()) {
       return done(context, absl::InternalError("gpu: normals wanted without the rig's mesh on its device"));
     }
+    if (auto st = s.ReserveNormals(); !st.ok()) return done(context, st);
     f.normals.offsets = mesh->offsets;
     f.normals.around = mesh->around;
     f.normals.triangles = mesh->triangles;

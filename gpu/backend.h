@@ -41,14 +41,18 @@ struct DeviceInfo {
   int compute_major = 0, compute_minor = 0;
   uint64_t total_bytes = 0;   // device memory
   uint64_t limit_bytes = 0;   // what Sinew may use on it
-  uint64_t used_bytes = 0;    // what Sinew's rigs and sessions hold on it
+  // What Sinew's rigs and sessions hold on it: what they reserved, the batch buffers included
+  // (each session's room for one frame in each of the two batch slots), and whatever the batch
+  // buffers hold beyond that (e.g. while a batch runs after its sessions have closed).
+  uint64_t used_bytes = 0;
   uint32_t rigs = 0, sessions = 0;
   double utilisation = 0;     // fraction of the last second with a batch in flight
   uint64_t frames = 0, batches = 0;
 };
 
 struct GpuOptions {
-  // Bytes Sinew may use per device; 0: 90 % of the device's memory.
+  // Bytes Sinew may use per device, every allocation counted (the batch buffers too); 0: 90 % of
+  // the device's memory.
   uint64_t memory_limit_bytes = 0;
   // How long the first frame of a batch waits for frames of other sessions.
   std::chrono::microseconds batch_window{0};  // 0: frames queued during a batch form the next
@@ -145,6 +149,11 @@ class GpuBackend {
   absl::StatusOr<std::unique_ptr<GpuSession>> CreateSession(
       std::shared_ptr<GpuRig> rig, GpuMethod method,
       std::shared_ptr<GpuCoefficients> coefficients = nullptr, bool with_rest = true);
+
+  // Adds room for the normals' rows to the session's share of the batch buffers, once (the first
+  // frame that wants normals does it otherwise, and fails alone where it cannot).
+  // RESOURCE_EXHAUSTED over the memory limit.
+  absl::Status ReserveNormals(GpuSession& session);
 
   // Queues one frame. `params` (GpuSession::param_count() floats; device programs: as many as
   // the deformer's DeviceFrame wrote, checked by the program) is copied before Submit returns;

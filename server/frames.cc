@@ -301,6 +301,12 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
         mesh = s.rig->MeshOnGpu(gpu_);
       }
       if (!mesh.ok()) return fail(mesh.status());
+      // The normals' rows in the batch buffers, counted against the device's limit like the mesh.
+      auto rows = gpu_.ReserveNormals(*s.gpu);
+      if (rows.code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
+        rows = gpu_.ReserveNormals(*s.gpu);
+      }
+      if (!rows.ok()) return fail(rows);
       s.gpu_mesh = std::move(*mesh);
     }
     job.staging_normals.resize(3 * vertices);

@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
        "speed). Default auto",
        [&](const std::string& v) { o.gpu = v; return v == "auto" || v == "off" || v == "emulate"; }},
       {"gpu-memory-limit", "BYTES",
-       "Device memory Sinew may use per GPU for rigs, their methods' device data and sessions; 0 = 90 % of "
+       "Device memory Sinew may use per GPU for rigs, their methods' device data and sessions (each with its "
+       "room in the batch buffers); 0 = 90 % of "
        "the device. Device data no session holds is freed when a new session needs the room; past the "
        "limit, BACKEND_AUTO sessions run on the CPU and BACKEND_GPU ones are refused. Default 0",
        Number(o.gpu_memory_limit_bytes)},

@@ -1,11 +1,16 @@
-// DeviceApi emulated on the CPU: "device" memory is host memory with a byte budget, a launch
+// DeviceApi emulated on the CPU: "device" memory is host memory with a byte budget (an
+// allocation past a device's bytes fails, as cudaMalloc's would), a launch
 // runs the batch's per-vertex code and the device programs' passes (the very functions the CUDA
 // kernels run) when it is waited for. Used by tests and by `sinew-server --gpu emulate` on
 // machines without a GPU; never chosen automatically.
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <string>
 
 #include "gpu/runtime/batch.cuh"
 #include "gpu/runtime/device_api.h"
@@ -20,7 +25,8 @@ struct PendingLaunch {
 
 class EmulatedApi final : public DeviceApi {
  public:
-  EmulatedApi(int devices, uint64_t bytes) : devices_(devices), bytes_(bytes) {}
+  EmulatedApi(int devices, uint64_t bytes)
+      : devices_(devices), bytes_(bytes), used_(std::make_unique<std::atomic<uint64_t>[]>(devices)) {}
   std::string kind() const override { return "emulated"; }
   int Count(std::string*) override { return devices_; }
   bool Properties(int device, std::string* name, int* major, int* minor, uint64_t* total) override {
@@ -30,8 +36,36 @@ class EmulatedApi final : public DeviceApi {
     *total = bytes_;
     return true;
   }
-  void* Alloc(int, size_t bytes, std::string*) override { return std::malloc(bytes ? bytes : 1); }
-  void Free(int, void* p) override { std::free(p); }
+  // Each block carries its size in a header (kHeader bytes, keeping the malloc alignment).
+  void* Alloc(int device, size_t bytes, std::string* error) override {
+    std::atomic<uint64_t>& used = used_[device];
+    uint64_t now = used.load();
+    do {
+      if (bytes > bytes_ - now) {
+        if (error) {
+          *error = "out of memory: " + std::to_string(bytes) + " bytes asked, " + std::to_string(bytes_ - now) +
+                   " of the emulated device's " + std::to_string(bytes_) + " free";
+        }
+        return nullptr;
+      }
+    } while (!used.compare_exchange_weak(now, now + bytes));
+    auto* block = static_cast<char*>(std::malloc(kHeader + (bytes ? bytes : 1)));
+    if (block == nullptr) {
+      used -= bytes;
+      if (error) *error = "out of host memory emulating the device";
+      return nullptr;
+    }
+    std::memcpy(block, &bytes, sizeof bytes);
+    return block + kHeader;
+  }
+  void Free(int device, void* p) override {
+    if (p == nullptr) return;
+    char* block = static_cast<char*>(p) - kHeader;
+    size_t bytes = 0;
+    std::memcpy(&bytes, block, sizeof bytes);
+    used_[device] -= bytes;
+    std::free(block);
+  }
   void* AllocHost(size_t bytes, std::string*) override { return std::malloc(bytes ? bytes : 1); }
   void FreeHost(void* p) override { std::free(p); }
   bool Upload(int, void* dst, const void* src, size_t bytes, std::string*) override {
@@ -78,8 +112,10 @@ class EmulatedApi final : public DeviceApi {
   }
 
  private:
+  static constexpr size_t kHeader = alignof(std::max_align_t);
   int devices_;
   uint64_t bytes_;
+  std::unique_ptr<std::atomic<uint64_t>[]> used_;  // per device: bytes allocated
 };
 
 }  // namespace

@@ -474,6 +474,107 @@ TEST_P(GpuBackendTest, MemoryLimitIsEnforced) {
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+// The limit covers the batch buffers too (until 2026-12-02 sessions reserved room for one frame
+// in one of the two batch slots, and the buffers grew by doubling past it). On an emulated device
+// whose memory is exactly the limit (an allocation past it fails, as cudaMalloc's would), a device
+// filled with sessions runs every frame even with three frames of each session queued at once;
+// the first normals frame of a session asks for the normals' rows and fails alone, naming the
+// flag, where they do not fit; and closed sessions give their room back, the buffers included.
+TEST(GpuMemory, ADeviceFilledWithSessionsRunsAllTheirFramesWithinItsLimit) {
+  auto rig = Limb(20000, 3, 2);
+  const VertexNormals adjacency(*rig);
+  uint64_t rig_bytes = 0, mesh_bytes = 0, session_bytes = 0;
+  {
+    auto probe = *Make(Kind::kEmulated);
+    auto r = *probe->Upload(*rig);
+    auto m = *probe->UploadMesh(*r, adjacency);
+    auto s = *probe->CreateSession(r, GpuMethod::kLbs);
+    rig_bytes = r->bytes();
+    mesh_bytes = m->bytes();
+    session_bytes = s->bytes();
+  }
+  constexpr int kSessions = 6, kFramesEach = 3;
+  GpuOptions options;
+  options.emulate_devices = 1;
+  options.emulate_bytes = rig_bytes + mesh_bytes + kSessions * session_bytes + session_bytes / 3;
+  options.memory_limit_bytes = options.emulate_bytes;
+  // Every frame in one batch unless the budget cuts it: the window closes when all are queued.
+  options.batch_window = std::chrono::hours(1);
+  options.max_batch_vertices = uint64_t{kSessions} * kFramesEach * rig->vertex_count();
+  auto backend = *GpuBackend::Create(options);
+  auto on_gpu = *backend->Upload(*rig);
+  auto mesh = backend->UploadMesh(*on_gpu, adjacency);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  std::vector<std::unique_ptr<GpuSession>> sessions;
+  for (;;) {
+    auto s = backend->CreateSession(on_gpu, GpuMethod::kLbs);
+    if (!s.ok()) {
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted) << s.status();
+      EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("--gpu-memory-limit"));
+      break;
+    }
+    sessions.push_back(std::move(*s));
+  }
+  ASSERT_EQ(sessions.size(), size_t{kSessions});
+
+  const Pose pose = LimbPose(rig->skeleton, 0.6);
+  const auto joints = FrameJointData(*rig, "lbs", pose);
+  const auto want = Cpu(rig, "lbs", pose);
+  // kSessions x kFramesEach frames (what closes the window) over the open sessions; the first
+  // with normals where `normals`.
+  auto run_all = [&](const std::string& when, bool normals) {
+    std::vector<std::vector<float>> outs(kSessions * kFramesEach, std::vector<float>(want.size(), 7.f));
+    std::vector<float> normals_out(want.size(), 7.f);
+    Latch latch;
+    latch.remaining = static_cast<int>(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      FrameOutput o;
+      o.positions = outs[i].data();
+      if (normals && i == 0) {
+        o.normals = normals_out.data();
+        o.mesh = mesh->get();
+      }
+      backend->Submit(*sessions[i % sessions.size()], joints, o, &Latch::Done, &latch);
+    }
+    latch.Wait();
+    ASSERT_TRUE(latch.status.ok()) << when << ": " << latch.status;
+    for (size_t i = 0; i < outs.size(); ++i) EXPECT_LE(MaxDiff(outs[i], want), 1e-5) << when << ", frame " << i;
+    if (normals) {  // those of the frame's own positions
+      std::vector<float> want_normals(want.size());
+      adjacency.Compute(outs[0], want_normals, nullptr);
+      EXPECT_LE(MaxDiff(normals_out, want_normals), 1e-6) << when;
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(run_all("a full device", false));
+  EXPECT_LE(backend->Devices()[0].used_bytes, options.memory_limit_bytes);
+
+  // Normals' rows for a session do not fit beside six sessions: that frame fails alone, at once.
+  std::vector<float> out(want.size()), normals(want.size());
+  FrameOutput with_normals;
+  with_normals.positions = out.data();
+  with_normals.normals = normals.data();
+  with_normals.mesh = mesh->get();
+  Latch refused;
+  backend->Submit(*sessions[0], joints, with_normals, &Latch::Done, &refused);
+  refused.Wait();
+  EXPECT_EQ(refused.status.code(), absl::StatusCode::kResourceExhausted) << refused.status;
+  EXPECT_THAT(std::string(refused.status.message()), ::testing::HasSubstr("--gpu-memory-limit"));
+  // With one session closed they do, and the frame's normals are its mesh's.
+  sessions.pop_back();
+  ASSERT_NO_FATAL_FAILURE(run_all("five sessions, one frame with normals", true));
+
+  // Closed sessions give back their room, the batch buffers they covered included: as many
+  // sessions as before fit again once the one with normals is closed, and run.
+  sessions.clear();
+  EXPECT_EQ(backend->Devices()[0].used_bytes, rig_bytes + mesh_bytes);
+  for (int i = 0; i < kSessions; ++i) {
+    auto s = backend->CreateSession(on_gpu, GpuMethod::kLbs);
+    ASSERT_TRUE(s.ok()) << "session " << i << ": " << s.status();
+    sessions.push_back(std::move(*s));
+  }
+  ASSERT_NO_FATAL_FAILURE(run_all("a full device again", false));
+}
+
 // With several devices, each new rig goes to the device with the most free memory.
 TEST(GpuPlacement, RigsGoToTheLeastLoadedDevice) {
   GpuOptions options;
