@@ -77,8 +77,7 @@ bool LeftFloatRange(const FrameJob& job) {
   return std::any_of(halves, halves + floats, [](uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; });
 }
 
-// A frame of the session has been applied: its lock held, or (a stateless session's GPU frame)
-// from the device's completion; both fields are atomic.
+// A frame of the session has been applied (its lock held).
 void Applied(Session& s, uint64_t frame) {
   s.last_frame = frame;
   s.has_frame = true;
@@ -267,11 +266,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   };
   absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
   if (st.ok()) {
-    // A stateful session's frame is applied here: its history has taken it, and the device keeps
-    // the session's frames in submission order. Others' once the device has run them (Completed):
-    // they may be shed in its queue.
-    job.applied_when_run = !s.stateful;
-    if (s.stateful) Applied(s, job.frame);
+    Applied(s, job.frame);  // the device keeps the session's frames in submission order
     st = FillExtras(s, job.want, job.out, {}, nullptr);
   }
   if (!st.ok()) return fail(st);
@@ -371,7 +366,6 @@ void Complete(FrameJob& job, const absl::Status& status) {
 void GpuFrames::Completed(void* arg, const absl::Status& result) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
   absl::Status status = result;
-  if (result.ok() && job.applied_when_run) Applied(*job.session, job.frame);
   if (result.code() == absl::StatusCode::kDeadlineExceeded && job.device_sheddable) {  // shed_after passed
     job.metrics->frames_shed().Increment();
     status = Overloaded(std::chrono::steady_clock::now() - job.queued_at, job.max_queue_ms, true);

@@ -84,7 +84,6 @@ struct FrameJob {
   std::chrono::steady_clock::time_point queued_at;
   uint32_t max_queue_ms = 0;
   bool device_sheddable = false;  // GpuFrames::Run gave the device a time to drop it at
-  bool applied_when_run = false;  // a stateless session's: Applied once the device has run it
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {

@@ -620,11 +620,6 @@ TEST_P(GpuService, FramesThatWaitTooLongForTheDeviceAreShedUnlessTheirSessionHas
   EXPECT_FALSE(stream->Read(&r));
   EXPECT_TRUE(stream->Close().ok());
   EXPECT_EQ(MetricValue(HttpGet(server_->metrics_port(), "/metrics"), "sinew_frames_shed_total"), 2 + cpu_shed);
-  // Neither shed frame was applied: the session has no last frame (until 2026-12-02 a shed GPU
-  // frame's number was).
-  auto info = client_->GetSession(lbs->session_id());
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_FALSE(info->has_last_frame()) << "last_frame " << info->last_frame() << " after two shed frames";
 
   // SuperCages keeps a history: its frames run however long they wait for the device.
   auto deform = [&](const v1::DeformRequest& req) {
