@@ -31,9 +31,10 @@ namespace sinew::gpu {
 // the shares of all sessions are the pool. A batch is cut where its bytes would exceed the pool
 // (a batch of one frame always goes), so a slot's buffers grow to at most the pool, and both
 // slots to twice the pool, which the sessions reserved. What the buffers hold beyond that (after
-// sessions have gone, until the dispatcher frees an idle slot; or a device program's frame larger
-// than its share) is charged to the budget as well, so nothing reserved after it can push the
-// device past the limit, and a batch that cannot fit fails with RESOURCE_EXHAUSTED.
+// sessions have gone, until a reservation needs the room and idle slots are freed; or a device
+// program's frame larger than its share) is charged to the budget as well, so nothing reserved
+// after it can push the device past the limit, and a batch that cannot fit fails with
+// RESOURCE_EXHAUSTED.
 
 namespace {
 
@@ -91,37 +92,52 @@ class Device final : public ProgramDevice {
     std::lock_guard lock(budget_mu_);
     return limit_ - std::min(limit_, ChargedLocked());
   }
+  // Where the bytes are not there but idle batch buffers hold more than the sessions' shares
+  // cover (sessions have closed since they grew), those buffers are freed and it is tried again.
   bool Reserve(uint64_t bytes) {
-    std::lock_guard lock(budget_mu_);
-    if (ChargedLocked() + bytes > limit_) return false;
-    used_ += bytes;
-    return true;
+    for (int attempt = 0;; ++attempt) {
+      {
+        std::lock_guard lock(budget_mu_);
+        if (ChargedLocked() + bytes <= limit_) {
+          used_ += bytes;
+          return true;
+        }
+        if (attempt > 0 || buffers_ <= 2 * pool_) return false;
+      }
+      TrimIdle();
+    }
   }
   // A session's share of the batch buffers (FrameBatchBytes of one frame), reserved for both
   // slots; what the pool gains may cover buffers already charged beyond it.
   absl::Status ReserveShare(uint64_t share, std::string_view what) {
-    {
-      std::lock_guard lock(budget_mu_);
-      const uint64_t charged = used_ + 2 * share + Excess(buffers_, pool_ + share);
-      if (charged <= limit_) {
-        used_ += 2 * share;
-        pool_ += share;
-        return absl::OkStatus();
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      {
+        std::lock_guard lock(budget_mu_);
+        const uint64_t charged = used_ + 2 * share + Excess(buffers_, pool_ + share);
+        if (charged <= limit_) {
+          used_ += 2 * share;
+          pool_ += share;
+          return absl::OkStatus();
+        }
+        if (buffers_ <= 2 * (pool_ + share)) break;
       }
+      TrimIdle();  // as in Reserve
     }
     return absl::ResourceExhaustedError(absl::StrFormat(
         "gpu %d: %s needs %d bytes of device memory (its room in both batch buffers), %d left within the "
         "limit (--gpu-memory-limit)", index_, what, 2 * share, free_budget()));
   }
-  // Returns a share. Batch buffers it covered are freed now where their slot is idle, else when
-  // its batch is finished (a moment during which they are still charged).
+  // Returns a share. Batch buffers beyond what the remaining shares cover stay, charged, for the
+  // next batches (freeing and allocating them again on every close would cost a device
+  // synchronisation each), until a reservation needs the room (Reserve) or the last session has
+  // gone: then they are freed where their slot is idle, else when its batch is finished.
   void ReleaseShare(uint64_t share) {
     bool trim = false;
     {
       std::lock_guard lock(budget_mu_);
       used_ -= std::min(used_, 2 * share);
       pool_ -= std::min(pool_, share);
-      trim = buffers_ > 2 * pool_;
+      trim = pool_ == 0 && buffers_ > 0;
     }
     if (trim) TrimIdle();
   }
@@ -255,7 +271,7 @@ class Device final : public ProgramDevice {
     return p != nullptr;
   }
 
-  // Frees a slot's device buffers (not in flight), returning their bytes. slots_mu_ held.
+  // Frees a slot's device buffers (not in flight) and uncharges them. slots_mu_ held.
   void FreeDevice(Slot& s) {
     api_->Free(index_, s.dev_in);
     api_->Free(index_, s.dev_out);
@@ -265,11 +281,9 @@ class Device final : public ProgramDevice {
     s.dev_in_cap = s.dev_out_cap = 0;
   }
 
-  // After sessions have gone: frees idle slots' device buffers while they hold more than the
-  // sessions' shares cover, so that the budget gets those bytes back; a slot in flight is
-  // trimmed when its batch is finished. Any thread; never called with slots_mu_ held. (Buffers
-  // grown past the shares by a device program's frame larger than its share stay, charged, for
-  // the next such frame.)
+  // Frees idle slots' device buffers while they hold more than the sessions' shares cover, so
+  // that the budget gets those bytes back; a slot in flight is trimmed when its batch is
+  // finished. Any thread; never called with slots_mu_ held.
   void TrimIdle() {
     std::lock_guard slots(slots_mu_);
     trim_after_flight_ = false;
@@ -284,32 +298,34 @@ class Device final : public ProgramDevice {
     }
   }
 
-  // Whether the slot's device buffers can grow to `in` and `out` bytes within the budget as the
-  // other slot stands. budget_mu_ held.
-  bool GrowthFits(const Slot& s, size_t in, size_t out) const {
-    const uint64_t in_cap = std::max<uint64_t>(s.dev_in_cap, in), out_cap = std::max<uint64_t>(s.dev_out_cap, out);
-    return used_ + Excess(buffers_ + (in_cap - s.dev_in_cap) + (out_cap - s.dev_out_cap), pool_) <= limit_;
-  }
-
-  // Makes the slot's device buffers hold `in` and `out` bytes within the budget: this batch's
-  // size and up to an eighth more while the pool has room for it, else the size alone. Where
-  // even that does not fit, the other slot's buffers are freed first (Launch finished its batch).
-  // slots_mu_ held.
-  absl::Status FitDevice(Slot& s, Slot& other, size_t in, size_t out) {
+  // Makes the slot's device buffers hold `in` and `out` bytes within the budget. Tried in turn:
+  // the buffers that are large enough kept and the others grown by up to an eighth more than
+  // this batch needs, then by nothing more, as long as the slot stays within the pool (or this
+  // batch); else both made exactly this batch's size. Where none fits, the other slot's buffers
+  // are freed if it is idle; if it is in flight, *finish_other is set and nothing changes (Launch
+  // finishes it and calls again). slots_mu_ held.
+  absl::Status FitDevice(Slot& s, Slot& other, size_t in, size_t out, bool* finish_other) {
+    *finish_other = false;
     if (s.dev_in_cap >= in && s.dev_out_cap >= out) return absl::OkStatus();
     size_t in_cap = s.dev_in_cap, out_cap = s.dev_out_cap;
     bool fits = false;
     for (int attempt = 0; attempt < 2 && !fits; ++attempt) {
       if (attempt == 1) {
-        if (other.in_flight) break;
+        if (other.dev_in_cap + other.dev_out_cap == 0) break;
+        if (other.in_flight) {
+          *finish_other = true;
+          return absl::ResourceExhaustedError("the other batch slot is in flight");
+        }
         FreeDevice(other);
       }
       std::lock_guard lock(budget_mu_);
-      for (const uint64_t headroom : {8, 0}) {
-        in_cap = s.dev_in_cap >= in ? s.dev_in_cap : in + (headroom ? in / headroom : 0);
-        out_cap = s.dev_out_cap >= out ? s.dev_out_cap : out + (headroom ? out / headroom : 0);
-        if (headroom && in_cap + out_cap > pool_) continue;
-        const uint64_t buffers = buffers_ + (in_cap - s.dev_in_cap) + (out_cap - s.dev_out_cap);
+      const uint64_t bound = std::max<uint64_t>(pool_, in + out);
+      for (const int option : {0, 1, 2}) {
+        const uint64_t headroom = option == 0 ? 8 : 0;
+        in_cap = s.dev_in_cap >= in && option < 2 ? s.dev_in_cap : in + (headroom ? in / headroom : 0);
+        out_cap = s.dev_out_cap >= out && option < 2 ? s.dev_out_cap : out + (headroom ? out / headroom : 0);
+        if (option < 2 && in_cap + out_cap > bound) continue;
+        const uint64_t buffers = buffers_ - (s.dev_in_cap + s.dev_out_cap) + (in_cap + out_cap);
         if (used_ + Excess(buffers, pool_) <= limit_) {
           buffers_ = buffers;  // charged before the allocations, so no reservation races them
           fits = true;
@@ -323,19 +339,19 @@ class Device final : public ProgramDevice {
           "(--gpu-memory-limit) beside the rigs and sessions on the device", index_, in + out));
     }
     std::string error;
-    auto grow = [&](void*& p, size_t& cap, size_t want) {
+    auto resize = [&](void*& p, size_t& cap, size_t want) {
       if (cap == want) return true;
       api_->Free(index_, p);
       p = api_->Alloc(index_, want, &error);
       cap = p ? want : 0;
-      if (p == nullptr) {  // a failed growth leaves nothing: the next batch allocates again
+      if (p == nullptr) {  // a failed allocation leaves nothing: the next batch allocates again
         std::lock_guard lock(budget_mu_);
         buffers_ -= std::min<uint64_t>(buffers_, want);
       }
       return p != nullptr;
     };
-    const bool in_ok = grow(s.dev_in, s.dev_in_cap, in_cap);
-    const bool out_ok = grow(s.dev_out, s.dev_out_cap, out_cap);
+    const bool in_ok = resize(s.dev_in, s.dev_in_cap, in_cap);
+    const bool out_ok = resize(s.dev_out, s.dev_out_cap, out_cap);
     if (in_ok && out_ok) return absl::OkStatus();
     return absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
   }
@@ -480,20 +496,17 @@ class Device final : public ProgramDevice {
     const size_t in_bytes = params_offset + sizeof(float) * param_floats;
     // Output: positions, then normals (3 floats per row each), then (with programs) state bytes.
     const size_t out_bytes = size_t{12} * vertices + size_t{12} * s.normal_rows + (programs ? vertices : 0);
-    // The other slot's batch is finished first where its buffers are needed for this one's.
-    std::unique_lock slots(slots_mu_);
-    if (other.in_flight && (s.dev_in_cap < in_bytes || s.dev_out_cap < out_bytes)) {
-      std::unique_lock budget(budget_mu_);
-      if (!GrowthFits(s, in_bytes, out_bytes)) {
-        budget.unlock();
-        slots.unlock();  // Finish completes calls, whose callbacks may close sessions (TrimIdle)
-        Finish(other);
-        slots.lock();
-      }
-    }
     // Held until the batch is in flight, so that no other thread's TrimIdle frees its buffers.
+    std::unique_lock slots(slots_mu_);
+    bool finish_other = false;
+    absl::Status fit = FitDevice(s, other, in_bytes, out_bytes, &finish_other);
+    if (finish_other) {  // its buffers are needed for this batch's
+      slots.unlock();    // Finish completes calls, whose callbacks may close sessions (TrimIdle)
+      Finish(other);
+      slots.lock();
+      fit = FitDevice(s, other, in_bytes, out_bytes, &finish_other);
+    }
     std::string error;
-    absl::Status fit = FitDevice(s, other, in_bytes, out_bytes);
     bool ok = fit.ok() && (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
               GrowHost(s.host_in, s.host_in_cap, in_bytes, &error) &&
               GrowHost(s.host_out, s.host_out_cap, out_bytes, &error);

@@ -264,6 +264,27 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     lock.unlock();
     return job.done(job.context, st);
   };
+  // Mesh normals: a device pass over the deformed positions; Completed encodes them. Their device
+  // data (the rig's adjacency, the rows in the batch buffers) is had before the frame is applied,
+  // so that a frame refused for room leaves a stateful session's history as it was.
+  if (job.want.normals() && job.out.normals != nullptr && s.rig->rig->triangle_count() > 0 && !s.normals) {
+    s.normals = s.rig->Normals();  // what FillExtras would make below
+  }
+  job.device_normals = job.want.normals() && s.normals != nullptr && job.out.normals != nullptr;
+  if (job.device_normals && !s.gpu_mesh) {
+    auto mesh = s.rig->MeshOnGpu(gpu_);
+    if (!mesh.ok() && mesh.status().code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
+      mesh = s.rig->MeshOnGpu(gpu_);
+    }
+    if (!mesh.ok()) return fail(mesh.status());
+    // The normals' rows in the batch buffers, counted against the device's limit like the mesh.
+    auto rows = gpu_.ReserveNormals(*s.gpu);
+    if (rows.code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
+      rows = gpu_.ReserveNormals(*s.gpu);
+    }
+    if (!rows.ok()) return fail(rows);
+    s.gpu_mesh = std::move(*mesh);
+  }
   absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
   if (st.ok()) {
     Applied(s, job.frame);  // the device keeps the session's frames in submission order
@@ -292,23 +313,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   // device: its measure of the rest mesh (built on first use, seconds for a large mesh) is built
   // here, on this session's thread, instead.
   if (job.want.quality() && job.out.quality) s.rig->QualityMeasure(nullptr);
-  // Mesh normals: a device pass over the deformed positions; Completed encodes them.
-  job.device_normals = job.want.normals() && s.normals != nullptr && job.out.normals != nullptr;
   if (job.device_normals) {
-    if (!s.gpu_mesh) {
-      auto mesh = s.rig->MeshOnGpu(gpu_);
-      if (!mesh.ok() && mesh.status().code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
-        mesh = s.rig->MeshOnGpu(gpu_);
-      }
-      if (!mesh.ok()) return fail(mesh.status());
-      // The normals' rows in the batch buffers, counted against the device's limit like the mesh.
-      auto rows = gpu_.ReserveNormals(*s.gpu);
-      if (rows.code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
-        rows = gpu_.ReserveNormals(*s.gpu);
-      }
-      if (!rows.ok()) return fail(rows);
-      s.gpu_mesh = std::move(*mesh);
-    }
     job.staging_normals.resize(3 * vertices);
     output.normals = job.staging_normals.data();
     output.mesh = s.gpu_mesh.get();

@@ -1160,5 +1160,36 @@ TEST_P(GpuService, ANormalsFrameMakesRoomFromDeviceCopiesNoSessionHolds) {
   EXPECT_FALSE(with_normals->normals().empty());
 }
 
+// A stateful GPU session's frame refused because its normals' device data does not fit is not
+// applied: the same frame sent again without normals is deformed (until 2026-12-02 the mesh and
+// the normals' rows were had after the frame was applied, and it got "frame 0 was already
+// applied").
+TEST_P(GpuService, AFrameRefusedForItsNormalsRoomIsNotApplied) {
+  const LimbOptions limb = LimbOf(4000);
+  const Skeleton sk = LimbSkeleton(limb);
+  // What the rig, its coefficients and a SuperCages session hold; a limit with no room beyond.
+  const uint64_t idle = DeviceUse().first;
+  const auto [probe_rig, probe_floats] = UploadCagedLimb(limb);
+  ASSERT_FALSE(probe_rig.empty());
+  auto probe = Open(probe_rig, v1::METHOD_SUPERCAGES, v1::BACKEND_GPU);
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const uint64_t held = DeviceUse().first - idle;
+  ASSERT_NO_FATAL_FAILURE(RestartWithDeviceLimit(idle + held + 1024));
+  const auto [rig_id, cage_floats] = UploadCagedLimb(limb);
+  auto session = Open(rig_id, v1::METHOD_SUPERCAGES, v1::BACKEND_GPU);
+  ASSERT_TRUE(session.ok()) << session.status();
+  v1::DeformRequest req = CageClipFrame(sk, cage_floats, 0, /*posed=*/true);
+  req.set_session_id(session->session_id());
+  req.mutable_outputs()->set_normals(true);
+  auto refused = client_->Deform(req);
+  ASSERT_FALSE(refused.ok()) << "normals fitted within " << held + 1024 << " bytes";
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--gpu-memory-limit"));
+  req.mutable_outputs()->set_normals(false);
+  auto again = client_->Deform(req);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->positions().empty());
+}
+
 }  // namespace
 }  // namespace sinew::testing
