@@ -92,37 +92,11 @@ class Device final : public ProgramDevice {
     std::lock_guard lock(budget_mu_);
     return limit_ - std::min(limit_, ChargedLocked());
   }
-  // Where the bytes are not there but idle batch buffers hold more than the sessions' shares
-  // cover (sessions have closed since they grew), those buffers are freed and it is tried again.
-  bool Reserve(uint64_t bytes) {
-    for (int attempt = 0;; ++attempt) {
-      {
-        std::lock_guard lock(budget_mu_);
-        if (ChargedLocked() + bytes <= limit_) {
-          used_ += bytes;
-          return true;
-        }
-        if (attempt > 0 || buffers_ <= 2 * pool_) return false;
-      }
-      TrimIdle();
-    }
-  }
+  bool Reserve(uint64_t bytes) { return ReserveBytes(bytes, 0); }
   // A session's share of the batch buffers (FrameBatchBytes of one frame), reserved for both
   // slots; what the pool gains may cover buffers already charged beyond it.
   absl::Status ReserveShare(uint64_t share, std::string_view what) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      {
-        std::lock_guard lock(budget_mu_);
-        const uint64_t charged = used_ + 2 * share + Excess(buffers_, pool_ + share);
-        if (charged <= limit_) {
-          used_ += 2 * share;
-          pool_ += share;
-          return absl::OkStatus();
-        }
-        if (buffers_ <= 2 * (pool_ + share)) break;
-      }
-      TrimIdle();  // as in Reserve
-    }
+    if (ReserveBytes(2 * share, share)) return absl::OkStatus();
     return absl::ResourceExhaustedError(absl::StrFormat(
         "gpu %d: %s needs %d bytes of device memory (its room in both batch buffers), %d left within the "
         "limit (--gpu-memory-limit)", index_, what, 2 * share, free_budget()));
@@ -260,6 +234,24 @@ class Device final : public ProgramDevice {
   static uint64_t Excess(uint64_t buffers, uint64_t pool) { return buffers > 2 * pool ? buffers - 2 * pool : 0; }
   uint64_t ChargedLocked() const { return used_ + Excess(buffers_, pool_); }
 
+  // Reserves `bytes`, `share` of them for the pool. Where they are not there but idle batch
+  // buffers hold more than the shares cover (sessions have closed since they grew), those buffers
+  // are freed and it is tried again.
+  bool ReserveBytes(uint64_t bytes, uint64_t share) {
+    for (int attempt = 0;; ++attempt) {
+      {
+        std::lock_guard lock(budget_mu_);
+        if (used_ + bytes + Excess(buffers_, pool_ + share) <= limit_) {
+          used_ += bytes;
+          pool_ += share;
+          return true;
+        }
+        if (attempt > 0 || buffers_ <= 2 * (pool_ + share)) return false;
+      }
+      TrimIdle();
+    }
+  }
+
   // Grows a pinned host buffer to at least `bytes` (allocations happen only while the batches
   // grow; host memory is outside the device budget).
   bool GrowHost(void*& p, size_t& cap, size_t bytes, std::string* error) {
@@ -320,11 +312,14 @@ class Device final : public ProgramDevice {
       }
       std::lock_guard lock(budget_mu_);
       const uint64_t bound = std::max<uint64_t>(pool_, in + out);
-      for (const int option : {0, 1, 2}) {
-        const uint64_t headroom = option == 0 ? 8 : 0;
-        in_cap = s.dev_in_cap >= in && option < 2 ? s.dev_in_cap : in + (headroom ? in / headroom : 0);
-        out_cap = s.dev_out_cap >= out && option < 2 ? s.dev_out_cap : out + (headroom ? out / headroom : 0);
-        if (option < 2 && in_cap + out_cap > bound) continue;
+      // {divisor of the headroom (0: none), whether a buffer large enough is kept}
+      for (const auto& [headroom, keep] : {std::pair{8, true}, std::pair{0, true}, std::pair{0, false}}) {
+        const auto size = [&](size_t cap, size_t need) {
+          return keep && cap >= need ? cap : need + (headroom ? need / headroom : 0);
+        };
+        in_cap = size(s.dev_in_cap, in);
+        out_cap = size(s.dev_out_cap, out);
+        if (keep && in_cap + out_cap > bound) continue;
         const uint64_t buffers = buffers_ - (s.dev_in_cap + s.dev_out_cap) + (in_cap + out_cap);
         if (used_ + Excess(buffers, pool_) <= limit_) {
           buffers_ = buffers;  // charged before the allocations, so no reservation races them

@@ -155,6 +155,12 @@ absl::Status CheckOutputs(Session& session, const v1::FrameOutputs& want) {
   return session.deformer->Offers(wanted);
 }
 
+// The session's vertex normals' adjacency, made on first use; null for a rig without triangles.
+const VertexNormals* SessionNormals(Session& session) {
+  if (!session.normals && session.rig->rig->triangle_count() > 0) session.normals = session.rig->Normals();
+  return session.normals.get();
+}
+
 absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTarget& out,
                         std::span<const float> positions, ThreadPool* pool) {
   if (want.quality()) {
@@ -162,9 +168,7 @@ absl::Status FillExtras(Session& session, const v1::FrameOutputs& want, FrameTar
     if (!positions.empty() && out.quality) FillQuality(session, positions, out.quality, pool);
   }
   if (want.normals()) {
-    const Rig& rig = *session.rig->rig;
-    if (rig.triangle_count() > 0) {
-      if (!session.normals) session.normals = session.rig->Normals();
+    if (SessionNormals(session) != nullptr) {
       if (!positions.empty() && out.normals) {
         MeshNormals(*session.normals, want.normal_encoding(), positions, session.extra_normals, out.normals, pool);
       }
@@ -267,23 +271,20 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   // Mesh normals: a device pass over the deformed positions; Completed encodes them. Their device
   // data (the rig's adjacency, the rows in the batch buffers) is had before the frame is applied,
   // so that a frame refused for room leaves a stateful session's history as it was.
-  if (job.want.normals() && job.out.normals != nullptr && s.rig->rig->triangle_count() > 0 && !s.normals) {
-    s.normals = s.rig->Normals();  // what FillExtras would make below
-  }
-  job.device_normals = job.want.normals() && s.normals != nullptr && job.out.normals != nullptr;
+  job.device_normals = job.want.normals() && job.out.normals != nullptr && SessionNormals(s) != nullptr;
   if (job.device_normals && !s.gpu_mesh) {
-    auto mesh = s.rig->MeshOnGpu(gpu_);
-    if (!mesh.ok() && mesh.status().code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
-      mesh = s.rig->MeshOnGpu(gpu_);
-    }
-    if (!mesh.ok()) return fail(mesh.status());
-    // The normals' rows in the batch buffers, counted against the device's limit like the mesh.
-    auto rows = gpu_.ReserveNormals(*s.gpu);
-    if (rows.code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) {
-      rows = gpu_.ReserveNormals(*s.gpu);
-    }
-    if (!rows.ok()) return fail(rows);
-    s.gpu_mesh = std::move(*mesh);
+    // The rig's adjacency on the device and the session's normals rows in the batch buffers, tried
+    // again once device copies no session holds have made room.
+    auto on_device = [&]() -> absl::Status {
+      auto mesh = s.rig->MeshOnGpu(gpu_);
+      if (!mesh.ok()) return mesh.status();
+      if (auto rows = gpu_.ReserveNormals(*s.gpu); !rows.ok()) return rows;
+      s.gpu_mesh = std::move(*mesh);
+      return absl::OkStatus();
+    };
+    absl::Status room = on_device();
+    if (room.code() == absl::StatusCode::kResourceExhausted && make_room_ && make_room_() > 0) room = on_device();
+    if (!room.ok()) return fail(room);
   }
   absl::Status st = s.deformer->DeviceFrame(job.input, s.device_params);
   if (st.ok()) {

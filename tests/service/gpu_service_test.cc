@@ -95,11 +95,12 @@ class GpuService : public ::testing::TestWithParam<const char*> {
     cp->set_positions(offsets.data(), offsets.size() * 4);
     return r;
   }
-  // Restarts the server with `--gpu-memory-limit limit` (bytes).
+  // Restarts the server with `--gpu-memory-limit limit` (bytes), shedding nothing (its tests assert
+  // which frames are refused for room, which a loaded machine must not turn into "overloaded").
   void RestartWithDeviceLimit(uint64_t limit) {
     server_->Terminate();
-    server_ = std::make_unique<ServerProcess>(
-        std::vector<std::string>{"--gpu", GetParam(), "--gpu-memory-limit", std::to_string(limit)});
+    server_ = std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--gpu", GetParam(), "--gpu-memory-limit", std::to_string(limit), "--max-queue-ms", "0"});
     ASSERT_TRUE(server_->started());
     client_ = std::make_unique<client::Client>(server_->target());
     ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
