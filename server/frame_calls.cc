@@ -22,6 +22,7 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
   DeformCall(Service* svc, const v1::DeformRequest* req, v1::DeformResponse* resp, std::string tenant)
       : svc_(svc), req_(req), resp_(resp), tenant_(std::move(tenant)) {
     svc_->active_calls_.fetch_add(1);
+    job_.stop = &stop_.fn;
     if (svc_->RunsInline(*req_, tenant_)) {
       Run(this);
     } else {
@@ -33,6 +34,8 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
     svc_->active_calls_.fetch_sub(1);
     delete this;
   }
+  // The client gave up (or its deadline passed): a long frame stops (StopFlag).
+  void OnCancel() override { stop_.wanted.store(true, std::memory_order_relaxed); }
 
  private:
   static void Run(void* arg) {
@@ -59,6 +62,7 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
   v1::DeformResponse* resp_;
   const std::string tenant_;
   FrameJob job_;
+  StopFlag stop_;
   std::chrono::steady_clock::time_point queued_at_;  // handed to the pool (default: ran inline)
 };
 
@@ -79,6 +83,7 @@ class Service::StreamCall final
   // `tenant`: the caller's, or why it has none (the stream then ends with that status).
   StreamCall(Service* svc, absl::StatusOr<std::string> tenant) : svc_(svc) {
     svc_->active_calls_.fetch_add(1);
+    job_.stop = &stop_.fn;
     if (!svc_->Register(this)) {
       finished_ = true;
       Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
@@ -93,6 +98,10 @@ class Service::StreamCall final
     reading_ = true;
     StartRead(&read_);
   }
+
+  // The client gave up on the stream (or its deadline passed): the frame in the backend stops if
+  // it is a long one (StopFlag); the stream then ends as its reads and writes fail.
+  void OnCancel() override { stop_.wanted.store(true, std::memory_order_relaxed); }
 
   void OnReadDone(bool ok) override {
     // Whether the request may be replaced while it waits: looked up before taking mu_.
@@ -355,6 +364,7 @@ class Service::StreamCall final
   size_t prune_at_ = kFirstPrune;
   std::vector<std::unique_ptr<v1::DeformResponse>> spare_;     // reused: buffers keep their capacity
   FrameJob job_;
+  StopFlag stop_;
   std::chrono::steady_clock::time_point queued_at_;  // current_ handed to the pool (default: inline)
   StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
   std::mutex mu_;
@@ -403,7 +413,10 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   // A frame on the pool or a write in flight ends the call when it completes (Continue,
   // OnWriteDone); otherwise it ends here. A frame being replayed (unsent) is noticed by Continue:
   // without this a cancelled resumed batch replayed up to kMaxFrames frames for nobody.
-  void OnCancel() override { EndUnlessBusy(grpc::Status(grpc::CANCELLED, "batch: cancelled by the client"), &cancelled_); }
+  void OnCancel() override {
+    stop_.wanted.store(true, std::memory_order_relaxed);  // a long frame in the backend stops (StopFlag)
+    EndUnlessBusy(grpc::Status(grpc::CANCELLED, "batch: cancelled by the client"), &cancelled_);
+  }
 
   void Drain() override { EndUnlessBusy(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"), &draining_); }
   bool batch() const override { return true; }
@@ -546,6 +559,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     job_.session = session_;
     job_.input = {&pose, {}};
     job_.input.time_step = time_step_;
+    job_.input.stop = &stop_.fn;
     job_.frame = frame_;
     job_.out.positions = response_.mutable_positions();
     job_.done = &ClipCall::FrameDone;
@@ -612,6 +626,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   uint64_t frame_ = 0;  // the frame in flight
   std::string tenant_;
   FrameJob job_;
+  StopFlag stop_;
   StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
   v1::DeformClipResponse response_;
   std::mutex mu_;
@@ -631,6 +646,7 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
       !st.ok()) {
     return st;
   }
+  job.input.stop = job.stop;
   job.reset = req.reset();
   job.frame = req.frame();
   job.want = req.outputs();

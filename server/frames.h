@@ -11,6 +11,7 @@
 // submission order.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -45,6 +46,15 @@ struct FrameTarget {
   v1::QualityReport* quality = nullptr;  // when wanted
   uint64_t compute_ns = 0;               // set before done
   uint32_t method = 0;                   // set before done: the method (wire id) that produced the frame
+};
+
+// A call's wish to stop its frames (FrameInput::stop): set when the client cancels the call or
+// its deadline passes (the reactor's OnCancel), read by a long frame between its iterations (the
+// elastic implicit method's relaxation rounds), which then ends CANCELLED and leaves its
+// session's state as it was. Owned by the call; neither copied nor moved.
+struct StopFlag {
+  std::atomic<bool> wanted{false};
+  const StopFn fn{[this] { return wanted.load(std::memory_order_relaxed); }};
 };
 
 struct FrameJob {
@@ -84,12 +94,16 @@ struct FrameJob {
   std::chrono::steady_clock::time_point queued_at;
   uint32_t max_queue_ms = 0;
   bool device_sheddable = false;  // GpuFrames::Run gave the device a time to drop it at
+  // The call's StopFlag::fn (null: none), kept from frame to frame (Fresh): DecodeFrame puts it
+  // into input.stop. It stops CPU frames only (a device frame's stage runs to its end there).
+  const StopFn* stop = nullptr;
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {
     FrameJob next;
     next.staging_normals.swap(staging_normals);
     next.staging_positions.swap(staging_positions);
+    next.stop = stop;
     *this = std::move(next);
   }
 };

@@ -58,6 +58,10 @@ const P& ParamsOf(const DeformerConfig& config) {
   return p != nullptr ? *p : kDefaults;
 }
 
+// Asked by a long frame whether to stop (FrameInput::stop); it may be called from the frame's
+// pool threads, several at once, so it must be thread-safe.
+using StopFn = std::function<bool()>;
+
 // The inputs of one frame. Pointers and spans refer to caller-owned data that stays valid
 // during Deform.
 struct FrameInput {
@@ -71,6 +75,13 @@ struct FrameInput {
   // Point-set methods (baseline skinning): the sphere-mesh posed explicitly, or its radii edited
   // with a skeleton pose (core/rig/pose.h).
   const SphereFrame* spheres = nullptr;
+  // Whether the host wants this frame stopped (its call cancelled, or past the client's
+  // deadline), asked between a long frame's iterations; a method that stops returns CANCELLED, a
+  // stateful one with its state as before the frame. The elastic implicit method (up to 1 024
+  // sub-steps of up to 1 000 relaxation rounds each) asks before every round and after every
+  // sub-step; other methods' frames are bounded by their parameters' limits and finish. Null:
+  // never stop.
+  const StopFn* stop = nullptr;
 };
 
 // Optional per-frame outputs besides the positions; null members are not wanted.

@@ -464,6 +464,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     std::vector<float>().swap(e_cm_);
     std::vector<double>().swap(partial_);
     std::vector<uint32_t>().swap(order_);
+    std::vector<Eigen::Vector3f>().swap(undo_pos_);
+    std::vector<VertexState>().swap(undo_state_);
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -473,11 +475,28 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
       Reset();
     }
     const uint32_t steps = PlanSubsteps();
+    // A frame the host may stop (FrameInput::stop) keeps a copy of the state it started from, so
+    // that a stopped frame leaves the session as it was.
+    stop_ = frame.stop;
+    if (stop_ != nullptr) {
+      undo_pos_.assign(pos_.begin(), pos_.end());
+      undo_state_.assign(state_.begin(), state_.end());
+      undo_transforms_.assign(prev_transforms_.begin(), prev_transforms_.end());
+    }
     for (uint32_t s = 1; s <= steps; ++s) {
       StepTransforms(s, steps);
       SubStep(pool);
       prev_transforms_ = step_transforms_;
+      if (StopWanted()) {
+        pos_.swap(undo_pos_);
+        state_.swap(undo_state_);
+        prev_transforms_.swap(undo_transforms_);
+        stop_ = nullptr;
+        return absl::CancelledError(absl::StrCat("frame: stopped by its caller in sub-step ", s, " of ", steps,
+                                                 "; the session's state is as before this frame"));
+      }
     }
+    stop_ = nullptr;
     prev_world_ = world_;
     prev_transforms_ = transforms_;
     // Output: nodes outside every field follow their bone rigidly too.
@@ -522,6 +541,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
            e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
            (e_gate_.size() + e_cm_.size() + e_pre_.size()) * sizeof(float) +
            partial_.capacity() * sizeof(double) + order_.capacity() * sizeof(uint32_t) +
+           undo_pos_.capacity() * sizeof(Eigen::Vector3f) + undo_state_.capacity() * sizeof(VertexState) +
+           undo_transforms_.capacity() * sizeof(Affine34d) +
            prev_world_.size() * (3 * sizeof(Similarity) + 2 * sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat));
   }
 
@@ -785,6 +806,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     double energy = energy_of();
     bool stalled = config_.relaxation_rounds > 0;  // ends at the round limit
     for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
+      if (StopWanted()) break;  // Deform then returns the state the frame started from
       // The gradient, and the Gauss-Newton system H δ = −∇E by preconditioned CG.
       each(pool, 512, [&](uint32_t i) {
         cg_x_[i].setZero();
@@ -1069,6 +1091,14 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<double> partial_;
   std::vector<uint32_t> order_;
   bool device_reset_ = true;
+  // The frame's FrameInput::stop while Deform runs (null: never stop), and the state the frame
+  // started from, put back when it stops.
+  const StopFn* stop_ = nullptr;
+  std::vector<Eigen::Vector3f> undo_pos_;
+  std::vector<VertexState> undo_state_;
+  std::vector<Affine34d> undo_transforms_;
+
+  bool StopWanted() const { return stop_ != nullptr && (*stop_)(); }
 };
 
 }  // namespace

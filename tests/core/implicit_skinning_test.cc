@@ -3,9 +3,11 @@
 // LBS and DQS interpenetrate; the bulge operator inflates the crease within the derived bound;
 // the history-independent method gives the same frame whatever came before; the elastic method
 // returns to the rest shape after a round trip and after a reset.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -405,6 +407,48 @@ TEST(ImplicitSkinning, ElasticReturnsToRestAfterARoundTripAndAfterReset) {
   d->Reset();
   out = f.Run(*d, BindPose(f.rig->skeleton));
   EXPECT_LT(testing::MaxAbsDiff(out, f.rig->positions), 1e-5 * diag) << "reset returns to the rest state";
+}
+
+// A host stops a frame (FrameInput::stop) when its caller gives up on it; the session must then
+// be where it was, so that the frames sent next give what they would have given.
+TEST(ImplicitSkinning, ElasticFrameStoppedByItsCallerLeavesTheSessionAsBefore) {
+  Fixture& f = F();
+  const DeformerConfig c = Config("elastic-implicit");
+  auto model = f.Model(c);
+  auto stopped = f.Make(c, model), whole = f.Make(c, model), counted = f.Make(c, model);
+  for (double deg : {30.0, 60.0}) {
+    f.Run(*stopped, f.Bent(deg));
+    f.Run(*whole, f.Bent(deg));
+    f.Run(*counted, f.Bent(deg));
+  }
+  // How often the 60° → 120° frame asks (the limb is one component: one asking thread, so the
+  // count is the same in every run).
+  std::atomic<int> asked{0};
+  const StopFn count = [&] { return ++asked < 0; };
+  const Pose deep = f.Bent(120);
+  std::vector<float> out(f.rig->positions.size());
+  FrameInput in;
+  in.pose = &deep;
+  in.stop = &count;
+  ASSERT_TRUE(counted->Deform(in, out, &f.pool).ok());
+  const int total = asked.load();
+  ASSERT_GT(total, 20) << "asked before every relaxation round and after every sub-step";
+  // Stopped half-way (sub-steps relaxed and kept in the tracking state by then).
+  std::atomic<int> left{total / 2};
+  const StopFn halfway = [&] { return --left < 0; };
+  in.stop = &halfway;
+  const absl::Status st = stopped->Deform(in, out, &f.pool);
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("stopped by its caller in sub-step"));
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("as before this frame"));
+  // The caller goes on with another pose, then sends the deep one again: the bits of a session
+  // that never saw the stopped frame.
+  const Pose next = f.Bent(90);
+  in.pose = &next;
+  in.stop = &count;
+  ASSERT_TRUE(stopped->Deform(in, out, &f.pool).ok());
+  EXPECT_EQ(testing::MaxAbsDiff(out, f.Run(*whole, next)), 0.0);
+  EXPECT_EQ(testing::MaxAbsDiff(f.Run(*stopped, deep), f.Run(*whole, deep)), 0.0);
 }
 
 TEST(ImplicitSkinning, ElasticKeepsContactAtDeepBend) {

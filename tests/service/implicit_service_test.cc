@@ -263,6 +263,64 @@ TEST(ImplicitServiceCreates, AFrameOfAnotherSessionIsAnsweredWhileASessionPrepar
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A long elastic frame whose client gives up is stopped (FrameInput::stop), not finished for
+// nobody. The frame here would run for many minutes (every one of 1 024 sub-steps relaxed for
+// 1 000 rounds); once the client cancels its stream, the server's one frame worker deforms
+// another session's frame, the stopped frame counts as a CANCELLED frame error, and its
+// session has applied no frame. Order of events, not times: the slow frame is in the backend
+// once the stream's next frame has been read and waits.
+TEST(ImplicitServiceStops, ALongElasticFrameStopsWhenItsClientCancels) {
+  ServerProcess server({"--worker-threads", "1", "--inline-frame-us", "0", "--max-queue-ms", "0"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  const LimbOptions limb = LimbOf(4000, 2, 2);
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest create;
+  create.set_rig_id(up->rig_id());
+  create.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+  v1::ImplicitParams* slow = create.mutable_deformer()->mutable_implicit();
+  slow->set_relaxation_rounds(1000);
+  slow->set_relaxation_tolerance(0);
+  slow->set_max_substeps(1024);
+  slow->set_min_substep_radians(0.001);
+  slow->set_max_substep_radians(0.001);
+  auto elastic = c.CreateSession(create);
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  create.mutable_deformer()->Clear();
+  create.mutable_deformer()->set_method(v1::METHOD_LBS);
+  auto other = c.CreateSession(create);
+  ASSERT_TRUE(other.ok()) << other.status();
+  const Skeleton skeleton = LimbSkeleton(limb);
+  auto stream = c.OpenStream();
+  ASSERT_TRUE(stream->Write(Frame(elastic->session_id(), 1, LimbPose(skeleton, 0.5, LimbMotion{.bend_degrees = 150}))));
+  ASSERT_TRUE(stream->Write(Frame(elastic->session_id(), 2, LimbPose(skeleton, 0.5, LimbMotion{.bend_degrees = 90}))));
+  auto metric = [&](const char* name) { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), name); };
+  double waiting = 0;
+  for (int k = 0; k < 2000 && (waiting = metric("sinew_frames_waiting")) < 1; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(waiting, 1) << "the second frame was not read";
+  stream->Cancel();
+  // Answered by the one worker, which the slow frame held (a client deadline bounds the wait
+  // should the stop not come: the test then fails instead of waiting out the frame).
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(3));
+  c.Authorize(ctx).IgnoreError();
+  v1::DeformResponse answer;
+  const grpc::Status st = c.stub().Deform(&ctx, Frame(other->session_id(), 1, LimbPose(skeleton, 0.3)), &answer);
+  EXPECT_TRUE(st.ok()) << st.error_message() << ": the worker was not freed";
+  const std::string metrics = HttpGet(server.metrics_port(), "/metrics");
+  // (The waiting frame may have started after the stop, and stopped too.)
+  EXPECT_GE(MetricValue(metrics, "sinew_frame_errors_total{code=\"CANCELLED\"}"), 1) << metrics;
+  auto info = c.GetSession(elastic->session_id());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->has_last_frame()) << "the stopped frame was applied";
+  stream.reset();
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // Issue 17: DeleteRig used to return OK while an implicit session's preparation ran (the session
 // then opened on a deleted rig, and a re-upload showed session_count 0). While the session is
 // being created — its preparation listed and not done — DeleteRig is refused like for an open
