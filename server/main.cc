@@ -206,9 +206,10 @@ int main(int argc, char** argv) {
                     o.keepalive_seconds),
        Number(o.keepalive_seconds)},
       {"drain-timeout", "SECONDS",
-       absl::StrCat("On SIGTERM, how long open streams get to finish; background preparations, "
-                    "cancelled, get what is left of it (at least 1 s), and the server exits without "
-                    "any still running then. Default ",
+       absl::StrCat("On SIGTERM, how long open streams get to finish (calls still open then are "
+                    "cancelled, which stops a long elastic implicit frame at its next relaxation "
+                    "round); background preparations, cancelled, get what is left of it (at least "
+                    "1 s), and the server exits without any still running then. Default ",
                     o.drain_timeout_seconds),
        Number(o.drain_timeout_seconds)},
   };

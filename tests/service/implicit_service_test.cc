@@ -263,62 +263,117 @@ TEST(ImplicitServiceCreates, AFrameOfAnotherSessionIsAnsweredWhileASessionPrepar
   EXPECT_EQ(server.Terminate(), 0);
 }
 
-// A long elastic frame whose client gives up is stopped (FrameInput::stop), not finished for
-// nobody. The frame here would run for many minutes (every one of 1 024 sub-steps relaxed for
-// 1 000 rounds); once the client cancels its stream, the server's one frame worker deforms
-// another session's frame, the stopped frame counts as a CANCELLED frame error, and its
-// session has applied no frame. Order of events, not times: the slow frame is in the backend
-// once the stream's next frame has been read and waits.
-TEST(ImplicitServiceStops, ALongElasticFrameStopsWhenItsClientCancels) {
-  ServerProcess server({"--worker-threads", "1", "--inline-frame-us", "0", "--max-queue-ms", "0"});
-  ASSERT_TRUE(server.started());
-  client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
-  const LimbOptions limb = LimbOf(4000, 2, 2);
-  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
-  ASSERT_TRUE(up.ok()) << up.status();
-  v1::CreateSessionRequest create;
-  create.set_rig_id(up->rig_id());
-  create.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
-  v1::ImplicitParams* slow = create.mutable_deformer()->mutable_implicit();
-  slow->set_relaxation_rounds(1000);
-  slow->set_relaxation_tolerance(0);
-  slow->set_max_substeps(1024);
-  slow->set_min_substep_radians(0.001);
-  slow->set_max_substep_radians(0.001);
-  auto elastic = c.CreateSession(create);
-  ASSERT_TRUE(elastic.ok()) << elastic.status();
-  create.mutable_deformer()->Clear();
-  create.mutable_deformer()->set_method(v1::METHOD_LBS);
-  auto other = c.CreateSession(create);
-  ASSERT_TRUE(other.ok()) << other.status();
-  const Skeleton skeleton = LimbSkeleton(limb);
-  auto stream = c.OpenStream();
-  ASSERT_TRUE(stream->Write(Frame(elastic->session_id(), 1, LimbPose(skeleton, 0.5, LimbMotion{.bend_degrees = 150}))));
-  ASSERT_TRUE(stream->Write(Frame(elastic->session_id(), 2, LimbPose(skeleton, 0.5, LimbMotion{.bend_degrees = 90}))));
-  auto metric = [&](const char* name) { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), name); };
-  double waiting = 0;
-  for (int k = 0; k < 2000 && (waiting = metric("sinew_frames_waiting")) < 1; ++k) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+// A server with one frame worker and a stream whose frame in that worker would run for many
+// minutes (an elastic jump to 150° with every one of 1 024 sub-steps relaxed for 1 000 rounds).
+// Order of events, not times: the slow frame is in the backend once the stream's next frame has
+// been read and waits (sinew_frames_waiting).
+class ImplicitServiceStops : public ::testing::Test {
+ protected:
+  // The server, the slow session (elastic_) and an LBS one (other_).
+  void Start(std::vector<std::string> flags) {
+    for (const char* f : {"--worker-threads", "1", "--inline-frame-us", "0", "--max-queue-ms", "0"}) flags.push_back(f);
+    server_ = std::make_unique<ServerProcess>(flags);
+    ASSERT_TRUE(server_->started());
+    client_ = std::make_unique<client::Client>(server_->target());
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+    auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb_)));
+    ASSERT_TRUE(up.ok()) << up.status();
+    v1::CreateSessionRequest create;
+    create.set_rig_id(up->rig_id());
+    create.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+    v1::ImplicitParams* slow = create.mutable_deformer()->mutable_implicit();
+    slow->set_relaxation_rounds(1000);
+    slow->set_relaxation_tolerance(0);
+    slow->set_max_substeps(1024);
+    slow->set_min_substep_radians(0.001);
+    slow->set_max_substep_radians(0.001);
+    auto elastic = client_->CreateSession(create);
+    ASSERT_TRUE(elastic.ok()) << elastic.status();
+    elastic_ = elastic->session_id();
+    create.mutable_deformer()->Clear();
+    create.mutable_deformer()->set_method(v1::METHOD_LBS);
+    auto other = client_->CreateSession(create);
+    ASSERT_TRUE(other.ok()) << other.status();
+    other_ = other->session_id();
   }
-  ASSERT_EQ(waiting, 1) << "the second frame was not read";
-  stream->Cancel();
-  // Answered by the one worker, which the slow frame held (a client deadline bounds the wait
-  // should the stop not come: the test then fails instead of waiting out the frame).
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(3));
-  c.Authorize(ctx).IgnoreError();
-  v1::DeformResponse answer;
-  const grpc::Status st = c.stub().Deform(&ctx, Frame(other->session_id(), 1, LimbPose(skeleton, 0.3)), &answer);
+  // Start() and the slow frame in the worker, sent on stream_, with a second frame waiting.
+  void StartSlowFrame(std::vector<std::string> flags) {
+    ASSERT_NO_FATAL_FAILURE(Start(std::move(flags)));
+    stream_ = client_->OpenStream();
+    ASSERT_TRUE(stream_->Write(Frame(elastic_, 1, LimbPose(skeleton_, 0.5, LimbMotion{.bend_degrees = 150}))));
+    ASSERT_TRUE(stream_->Write(Frame(elastic_, 2, LimbPose(skeleton_, 0.5, LimbMotion{.bend_degrees = 90}))));
+    double waiting = 0;
+    for (int k = 0; k < 2000 && (waiting = Metric("sinew_frames_waiting")) < 1; ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(waiting, 1) << "the second frame was not read";
+  }
+  // A frame of the LBS session, answered once the one worker is free (a client deadline bounds
+  // the wait should it never be: the test then fails instead of waiting out the slow frame).
+  grpc::Status OtherFrame() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(3));
+    client_->Authorize(ctx).IgnoreError();
+    v1::DeformResponse answer;
+    return client_->stub().Deform(&ctx, Frame(other_, 1, LimbPose(skeleton_, 0.3)), &answer);
+  }
+  double Metric(const char* name) { return MetricValue(HttpGet(server_->metrics_port(), "/metrics"), name); }
+
+  const LimbOptions limb_ = LimbOf(4000, 2, 2);
+  const Skeleton skeleton_ = LimbSkeleton(limb_);
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<client::Client> client_;
+  std::string elastic_, other_;  // the slow session, an LBS session
+  std::unique_ptr<client::FrameStream> stream_;
+};
+
+// A long elastic frame whose client gives up is stopped (FrameInput::stop), not finished for
+// nobody: once the client cancels its stream, the server's one frame worker deforms another
+// session's frame, the stopped frame counts as a CANCELLED frame error, and its session has
+// applied no frame.
+TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsClientCancels) {
+  ASSERT_NO_FATAL_FAILURE(StartSlowFrame({}));
+  stream_->Cancel();
+  const grpc::Status st = OtherFrame();
   EXPECT_TRUE(st.ok()) << st.error_message() << ": the worker was not freed";
-  const std::string metrics = HttpGet(server.metrics_port(), "/metrics");
   // (The waiting frame may have started after the stop, and stopped too.)
-  EXPECT_GE(MetricValue(metrics, "sinew_frame_errors_total{code=\"CANCELLED\"}"), 1) << metrics;
-  auto info = c.GetSession(elastic->session_id());
+  EXPECT_GE(Metric("sinew_frame_errors_total{code=\"CANCELLED\"}"), 1);
+  auto info = client_->GetSession(elastic_);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_FALSE(info->has_last_frame()) << "the stopped frame was applied";
-  stream.reset();
-  EXPECT_EQ(server.Terminate(), 0);
+  stream_.reset();
+  EXPECT_EQ(server_->Terminate(), 0);
+}
+
+// The same frame sent by a unary Deform whose deadline passes. (Should the deadline pass before
+// the frame starts, it starts stopped; either way the worker is free for the next frame.)
+TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsUnaryCallsDeadlinePasses) {
+  ASSERT_NO_FATAL_FAILURE(Start({}));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  client_->Authorize(ctx).IgnoreError();
+  v1::DeformResponse answer;
+  const grpc::Status slow =
+      client_->stub().Deform(&ctx, Frame(elastic_, 1, LimbPose(skeleton_, 0.5, LimbMotion{.bend_degrees = 150})), &answer);
+  EXPECT_EQ(slow.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << slow.error_message();
+  const grpc::Status st = OtherFrame();
+  EXPECT_TRUE(st.ok()) << st.error_message() << ": the worker was not freed";
+  auto info = client_->GetSession(elastic_);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->has_last_frame()) << "the stopped frame was applied";
+  EXPECT_EQ(server_->Terminate(), 0);
+}
+
+// SIGTERM with the slow frame in the backend: the stream gets the drain timeout to finish, then
+// gRPC cancels its call and the frame stops, so the server exits instead of deforming on.
+TEST_F(ImplicitServiceStops, ALongElasticFrameDoesNotHoldTheServersShutdownPastTheDrainTimeout) {
+  ASSERT_NO_FATAL_FAILURE(StartSlowFrame({"--drain-timeout", "1"}));
+  // 60 s to exit: the drain's 1 s, then a relaxation round; without the stop, many minutes.
+  EXPECT_EQ(server_->Terminate(60), 0) << "the server did not exit (killed after 60 s)";
+  v1::DeformResponse r;
+  while (stream_->Read(&r)) {
+  }
+  EXPECT_FALSE(stream_->Close().ok());
 }
 
 // Issue 17: DeleteRig used to return OK while an implicit session's preparation ran (the session
