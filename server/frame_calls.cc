@@ -19,9 +19,11 @@ namespace sinew::server {
 
 class Service::DeformCall final : public grpc::ServerUnaryReactor {
  public:
-  DeformCall(Service* svc, const v1::DeformRequest* req, v1::DeformResponse* resp, std::string tenant)
+  DeformCall(grpc::CallbackServerContext* ctx, Service* svc, const v1::DeformRequest* req, v1::DeformResponse* resp,
+             std::string tenant)
       : svc_(svc), req_(req), resp_(resp), tenant_(std::move(tenant)) {
     svc_->active_calls_.fetch_add(1);
+    stop_.context = ctx;
     job_.stop = &stop_.fn;
     if (svc_->RunsInline(*req_, tenant_)) {
       Run(this);
@@ -748,7 +750,7 @@ grpc::ServerUnaryReactor* Service::Deform(grpc::CallbackServerContext* ctx,
   if (draining()) return Done(ctx, "Deform", ShuttingDown());
   auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "Deform", tenant.status());
-  return new DeformCall(this, req, resp, std::move(*tenant));
+  return new DeformCall(ctx, this, req, resp, std::move(*tenant));
 }
 
 grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>* Service::StreamDeform(

@@ -22,6 +22,8 @@
 #include <string>
 #include <thread>
 
+#include <grpcpp/server_context.h>
+
 #include "core/parallel/thread_pool.h"
 #include "gpu/backend.h"
 #include "server/metrics.h"
@@ -51,10 +53,15 @@ struct FrameTarget {
 // A call's wish to stop its frames (FrameInput::stop): set when the client cancels the call or
 // its deadline passes (the reactor's OnCancel), read by a long frame between its iterations (the
 // elastic implicit method's relaxation rounds), which then ends CANCELLED and leaves its
-// session's state as it was. Owned by the call; neither copied nor moved.
+// session's state as it was. A unary call's frame that runs inside its method handler (inline)
+// asks the call's context as well: gRPC calls OnCancel only after the handler has returned.
+// Owned by the call; neither copied nor moved.
 struct StopFlag {
   std::atomic<bool> wanted{false};
-  const StopFn fn{[this] { return wanted.load(std::memory_order_relaxed); }};
+  grpc::CallbackServerContext* context = nullptr;  // a unary call's, or null
+  const StopFn fn{[this] {
+    return wanted.load(std::memory_order_relaxed) || (context != nullptr && context->IsCancelled());
+  }};
 };
 
 struct FrameJob {

@@ -59,7 +59,8 @@ const P& ParamsOf(const DeformerConfig& config) {
 }
 
 // Asked by a long frame whether to stop (FrameInput::stop); it may be called from the frame's
-// pool threads, several at once, so it must be thread-safe.
+// pool threads, several at once, so it must be thread-safe. Once it has said true, the frame
+// stops (a method remembers the answer).
 using StopFn = std::function<bool()>;
 
 // The inputs of one frame. Pointers and spans refer to caller-owned data that stays valid

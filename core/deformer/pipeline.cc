@@ -16,7 +16,8 @@ class Pipeline final : public Deformer {
         params_(stages_.size()) {
     for (const MethodInfo* m : methods_) reads_ |= m->inputs;
     FuseDeviceStage();
-    // A stage after a stateful one finishes its frame: the stages before it have moved on.
+    // A stage after a stateful one finishes its frame: the stages before it have moved on. (Today
+    // only the elastic implicit method asks FrameInput::stop, and it is always a first stage.)
     stoppable_.resize(stages_.size());
     for (size_t k = 0; k < stages_.size(); ++k) stoppable_[k] = k == 0 || (stoppable_[k - 1] && !stateful[k - 1]);
   }

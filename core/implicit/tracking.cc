@@ -466,6 +466,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     std::vector<uint32_t>().swap(order_);
     std::vector<Eigen::Vector3f>().swap(undo_pos_);
     std::vector<VertexState>().swap(undo_state_);
+    std::vector<Affine34d>().swap(undo_transforms_);
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -478,6 +479,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     // A frame the host may stop (FrameInput::stop) keeps a copy of the state it started from, so
     // that a stopped frame leaves the session as it was.
     stop_ = frame.stop;
+    stopped_.store(false, std::memory_order_relaxed);
     if (stop_ != nullptr) {
       undo_pos_.assign(pos_.begin(), pos_.end());
       undo_state_.assign(state_.begin(), state_.end());
@@ -493,7 +495,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         prev_transforms_.swap(undo_transforms_);
         stop_ = nullptr;
         return absl::CancelledError(absl::StrCat("frame: stopped by its caller in sub-step ", s, " of ", steps,
-                                                 "; the session's state is as before this frame"));
+                                                 "; the session's state is as this frame found it"));
       }
     }
     stop_ = nullptr;
@@ -806,7 +808,10 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     double energy = energy_of();
     bool stalled = config_.relaxation_rounds > 0;  // ends at the round limit
     for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
-      if (StopWanted()) break;  // Deform then returns the state the frame started from
+      if (StopWanted()) {  // Deform then puts back the state the frame started from
+        stalled = false;
+        break;
+      }
       // The gradient, and the Gauss-Newton system H δ = −∇E by preconditioned CG.
       each(pool, 512, [&](uint32_t i) {
         cg_x_[i].setZero();
@@ -1091,14 +1096,22 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<double> partial_;
   std::vector<uint32_t> order_;
   bool device_reset_ = true;
-  // The frame's FrameInput::stop while Deform runs (null: never stop), and the state the frame
-  // started from, put back when it stops.
+  // The frame's FrameInput::stop while Deform runs (null: never stop), whether it has said stop
+  // (kept: a relaxation that broke off must not be taken for a finished one should the function
+  // say otherwise later; set from the pool's threads), and the state the frame started from, put
+  // back when it stops.
   const StopFn* stop_ = nullptr;
+  std::atomic<bool> stopped_{false};
   std::vector<Eigen::Vector3f> undo_pos_;
   std::vector<VertexState> undo_state_;
   std::vector<Affine34d> undo_transforms_;
 
-  bool StopWanted() const { return stop_ != nullptr && (*stop_)(); }
+  bool StopWanted() {
+    if (stopped_.load(std::memory_order_relaxed)) return true;
+    if (stop_ == nullptr || !(*stop_)()) return false;
+    stopped_.store(true, std::memory_order_relaxed);
+    return true;
+  }
 };
 
 }  // namespace

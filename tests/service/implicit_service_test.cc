@@ -263,10 +263,12 @@ TEST(ImplicitServiceCreates, AFrameOfAnotherSessionIsAnsweredWhileASessionPrepar
   EXPECT_EQ(server.Terminate(), 0);
 }
 
-// A server with one frame worker and a stream whose frame in that worker would run for many
-// minutes (an elastic jump to 150° with every one of 1 024 sub-steps relaxed for 1 000 rounds).
-// Order of events, not times: the slow frame is in the backend once the stream's next frame has
-// been read and waits (sinew_frames_waiting).
+// A server with one frame worker and a stream whose frame in that worker would run for about an
+// hour (an elastic jump to 150° in 1 024 sub-steps, each relaxed with no tolerance for up to
+// 1 000 rounds: 28 sub-steps in 90 s on one thread of the development VM, 2026-12-02).
+// Order of events, not times: the slow frame has gone to the worker (queued or running; a stop
+// set before it starts stops it too) once the stream's next frame has been read and waits
+// (sinew_frames_waiting).
 class ImplicitServiceStops : public ::testing::Test {
  protected:
   // The server, the slow session (elastic_) and an LBS one (other_).
@@ -368,7 +370,7 @@ TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsUnaryCallsDeadlinePass
 // gRPC cancels its call and the frame stops, so the server exits instead of deforming on.
 TEST_F(ImplicitServiceStops, ALongElasticFrameDoesNotHoldTheServersShutdownPastTheDrainTimeout) {
   ASSERT_NO_FATAL_FAILURE(StartSlowFrame({"--drain-timeout", "1"}));
-  // 60 s to exit: the drain's 1 s, then a relaxation round; without the stop, many minutes.
+  // 60 s to exit: the drain's 1 s, then a relaxation round; without the stop, about an hour.
   EXPECT_EQ(server_->Terminate(60), 0) << "the server did not exit (killed after 60 s)";
   v1::DeformResponse r;
   while (stream_->Read(&r)) {
