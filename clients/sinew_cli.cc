@@ -1290,7 +1290,9 @@ int main(int argc, char** argv) {
       return Usage(args, "session: create | get ID | list | close ID");
     }
   }
-  client::Client c(args.Get("target"), client::ConnectionFromArgs(args));
+  const absl::StatusOr<client::ClientOptions> connection = client::ConnectionFromArgs(args);
+  if (!connection.ok()) return Usage(args, std::string(connection.status().message()));
+  client::Client c(args.Get("target"), *connection);
   // Commands that read local files first (play FILE, batch) connect after reading them, so
   // that a bad file is reported as such even when no server is reachable.
   const bool local_first = cmd == "batch" || (cmd == "play" && pos.size() >= 2);

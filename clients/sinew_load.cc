@@ -118,7 +118,9 @@ int main(int argc, char** argv) {
   const std::string backend = args.Get("backend");
   if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");
 
-  client::Client c(args.Get("target"), client::ConnectionFromArgs(args));
+  const absl::StatusOr<client::ClientOptions> connection = client::ConnectionFromArgs(args);
+  if (!connection.ok()) return Usage(args, std::string(connection.status().message()));
+  client::Client c(args.Get("target"), *connection);
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) {
     std::fprintf(stderr, "sinew-load: %s\n", std::string(st.message()).c_str());
     return 1;

@@ -82,7 +82,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
 }  // namespace
 
 Client::Client(const std::string& target, const ClientOptions& options)
-    : affinity_(options.affinity), token_(options.token), target_(target) {
+    : affinity_(options.affinity), token_(options.token), timeout_seconds_(options.timeout_seconds), target_(target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -117,6 +117,14 @@ absl::Status Client::Authorize(grpc::ClientContext& ctx) const {
   return absl::OkStatus();
 }
 
+absl::Status Client::Unary(grpc::ClientContext& ctx) const {
+  if (timeout_seconds_ > 0) {
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::microseconds(int64_t(std::min(timeout_seconds_, 1e9) * 1e6)));
+  }
+  return Authorize(ctx);
+}
+
 absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   if (!status_.ok()) return status_;
   if (channel_->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
@@ -127,7 +135,7 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::ServerInfo info;
   if (auto st = FromGrpc(stub_->GetServerInfo(&ctx, {}, &info)); !st.ok()) return st;
   return info;
@@ -177,7 +185,7 @@ absl::StatusOr<v1::UploadRigResponse> Client::UploadSerializedRig(const std::str
 
 absl::StatusOr<v1::RigInfo> Client::GetRig(const std::string& rig_id) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::GetRigRequest req;
   req.set_rig_id(rig_id);
   v1::RigInfo info;
@@ -187,7 +195,7 @@ absl::StatusOr<v1::RigInfo> Client::GetRig(const std::string& rig_id) {
 
 absl::StatusOr<v1::ListRigsResponse> Client::ListRigs() {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::ListRigsResponse resp;
   if (auto st = FromGrpc(stub_->ListRigs(&ctx, {}, &resp)); !st.ok()) return st;
   return resp;
@@ -195,7 +203,7 @@ absl::StatusOr<v1::ListRigsResponse> Client::ListRigs() {
 
 absl::Status Client::DeleteRig(const std::string& rig_id) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::DeleteRigRequest req;
   req.set_rig_id(rig_id);
   v1::DeleteRigResponse resp;
@@ -204,7 +212,7 @@ absl::Status Client::DeleteRig(const std::string& rig_id) {
 
 absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig_id, const std::string& key) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::CancelPreparationRequest req;
   req.set_rig_id(rig_id);
   req.set_key(key);
@@ -215,7 +223,7 @@ absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig
 
 absl::StatusOr<v1::Session> Client::CreateSession(const v1::CreateSessionRequest& request) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::Session s;
   if (auto st = FromGrpc(stub_->CreateSession(&ctx, request, &s)); !st.ok()) return st;
   return s;
@@ -242,7 +250,7 @@ absl::StatusOr<v1::Session> Client::CreateSession(
 
 absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::GetSessionRequest req;
   req.set_session_id(session_id);
   v1::Session s;
@@ -252,7 +260,7 @@ absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
 
 absl::StatusOr<v1::Session> Client::UpdateSession(const std::string& session_id, const v1::DeformerConfig& deformer) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::UpdateSessionRequest req;
   req.set_session_id(session_id);
   *req.mutable_deformer() = deformer;
@@ -263,7 +271,7 @@ absl::StatusOr<v1::Session> Client::UpdateSession(const std::string& session_id,
 
 absl::StatusOr<v1::SessionState> Client::GetSessionState(const std::string& session_id) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::GetSessionStateRequest req;
   req.set_session_id(session_id);
   v1::SessionState state;
@@ -273,7 +281,7 @@ absl::StatusOr<v1::SessionState> Client::GetSessionState(const std::string& sess
 
 absl::StatusOr<v1::Session> Client::SetSessionState(const std::string& session_id, const v1::SessionState& state) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::SetSessionStateRequest req;
   req.set_session_id(session_id);
   *req.mutable_state() = state;
@@ -284,7 +292,7 @@ absl::StatusOr<v1::Session> Client::SetSessionState(const std::string& session_i
 
 absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::ListSessionsResponse resp;
   if (auto st = FromGrpc(stub_->ListSessions(&ctx, {}, &resp)); !st.ok()) return st;
   return resp;
@@ -292,7 +300,7 @@ absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
 
 absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::CloseSessionRequest req;
   req.set_session_id(session_id);
   v1::CloseSessionResponse resp;
@@ -302,7 +310,7 @@ absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
 
 absl::StatusOr<v1::DeformResponse> Client::Deform(const v1::DeformRequest& request) {
   grpc::ClientContext ctx;
-  if (auto st = Authorize(ctx); !st.ok()) return st;
+  if (auto st = Unary(ctx); !st.ok()) return st;
   v1::DeformResponse resp;
   if (auto st = FromGrpc(stub_->Deform(&ctx, request, &resp)); !st.ok()) return st;
   return resp;

@@ -62,6 +62,10 @@ struct ClientOptions {
   // Sent as "x-sinew-affinity" with every call, so that a balancer hashing it (deploy/haproxy.cfg)
   // keeps this client's calls on one server. Empty: none.
   std::string affinity;
+  // Each unary call's deadline in seconds (every call but UploadRig, StreamDeform and DeformClip);
+  // past it the call fails with DEADLINE_EXCEEDED, and the server stops a long frame at its next
+  // iteration (the elastic implicit method's relaxation rounds). 0: none.
+  double timeout_seconds = 0;
 };
 
 class Client {
@@ -122,8 +126,12 @@ class Client {
   const std::string& target() const { return target_; }
 
  private:
+  // Authorize, and the deadline of ClientOptions::timeout_seconds.
+  [[nodiscard]] absl::Status Unary(grpc::ClientContext& ctx) const;
+
   std::string affinity_;
   std::string token_;
+  double timeout_seconds_ = 0;
   absl::Status status_;
   std::string target_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -10,10 +10,13 @@ void AddConnectionFlags(Args& args) {
       .Flag("tls-ca", "FILE", "", "PEM file of the CA that signed the server's certificate (default: the system's roots)")
       .Flag("tls-cert", "FILE", "", "mutual TLS: this client's certificate chain (PEM), with --tls-key")
       .Flag("tls-key", "FILE", "", "mutual TLS: this client's private key (PEM)")
-      .Flag("tls-server-name", "NAME", "", "the name the server's certificate must carry (default: the target's host)");
+      .Flag("tls-server-name", "NAME", "", "the name the server's certificate must carry (default: the target's host)")
+      .Flag("timeout", "SECONDS", "0",
+            "each unary call's deadline (not uploads, streams or clips); past it the call fails with "
+            "DEADLINE_EXCEEDED and the server stops a long elastic implicit frame. 0: none");
 }
 
-ClientOptions ConnectionFromArgs(const Args& args) {
+absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args) {
   ClientOptions o;
   o.token = args.Get("token");
   if (o.token.empty()) {
@@ -24,6 +27,7 @@ ClientOptions ConnectionFromArgs(const Args& args) {
   o.tls_cert = args.Get("tls-cert");
   o.tls_key = args.Get("tls-key");
   o.server_name = args.Get("tls-server-name");
+  if (!args.GetDouble("timeout", &o.timeout_seconds, 0, 1e9)) return absl::InvalidArgumentError(args.error());
   return o;
 }
 

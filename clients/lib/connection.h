@@ -1,7 +1,8 @@
 // The connection flags every client program takes (--token, --tls, --tls-ca, --tls-cert,
-// --tls-key, --tls-server-name) and the ClientOptions they make.
+// --tls-key, --tls-server-name, --timeout) and the ClientOptions they make.
 #pragma once
 
+#include "absl/status/statusor.h"
 #include "clients/lib/args.h"
 #include "clients/lib/client.h"
 
@@ -10,7 +11,8 @@ namespace sinew::client {
 // Declares the flags on `args` (after --target).
 void AddConnectionFlags(Args& args);
 // The options the parsed flags ask for; the token defaults to $SINEW_TOKEN (so that it need not
-// appear on a command line, where other users of the machine can read it).
-ClientOptions ConnectionFromArgs(const Args& args);
+// appear on a command line, where other users of the machine can read it). INVALID_ARGUMENT
+// naming the flag for a malformed --timeout.
+absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args);
 
 }  // namespace sinew::client

@@ -351,13 +351,11 @@ TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsClientCancels) {
 // the frame starts, it starts stopped; either way the worker is free for the next frame.)
 TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsUnaryCallsDeadlinePasses) {
   ASSERT_NO_FATAL_FAILURE(Start({}));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  client_->Authorize(ctx).IgnoreError();
-  v1::DeformResponse answer;
-  const grpc::Status slow =
-      client_->stub().Deform(&ctx, Frame(elastic_, 1, LimbPose(skeleton_, 0.5, LimbMotion{.bend_degrees = 150})), &answer);
-  EXPECT_EQ(slow.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << slow.error_message();
+  client::ClientOptions options;
+  options.timeout_seconds = 2;  // the client library's deadline for each unary call
+  client::Client timed(server_->target(), options);
+  const auto slow = timed.Deform(Frame(elastic_, 1, LimbPose(skeleton_, 0.5, LimbMotion{.bend_degrees = 150})));
+  EXPECT_EQ(slow.status().code(), absl::StatusCode::kDeadlineExceeded) << slow.status();
   const grpc::Status st = OtherFrame();
   EXPECT_TRUE(st.ok()) << st.error_message() << ": the worker was not freed";
   auto info = client_->GetSession(elastic_);

@@ -232,6 +232,11 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
   EXPECT_THAT(err, HasSubstr("--max-error, --key-interval: only with --encoding delta"));
   EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", "127.0.0.1:1", "merge-shard"}, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("unknown command 'merge-shard'"));
+  // The connection flags' unary deadline, in both programs that take them.
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", "127.0.0.1:1", "--timeout", "-1", "info"}, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--timeout: '-1' is not a number in [0, 1e+09]"));
+  EXPECT_EQ(RunProcess({SINEW_LOAD_PATH, "--target", "127.0.0.1:1", "--timeout", "x"}, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--timeout: 'x' is not a number in [0, 1e+09]"));
   EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", "127.0.0.1:1", "batch", "x.fbx", "--pc2", "x.pc2", "--shard", "0"},
                        nullptr, &err),
             2);
