@@ -8,7 +8,7 @@ namespace {
 class Pipeline final : public Deformer {
  public:
   Pipeline(std::shared_ptr<const Rig> rig, std::vector<const MethodInfo*> methods,
-           std::vector<std::unique_ptr<Deformer>> stages, const std::vector<bool>& stateful)
+           std::vector<std::unique_ptr<Deformer>> stages)
       : rig_(std::move(rig)),
         methods_(std::move(methods)),
         stages_(std::move(stages)),
@@ -16,10 +16,6 @@ class Pipeline final : public Deformer {
         params_(stages_.size()) {
     for (const MethodInfo* m : methods_) reads_ |= m->inputs;
     FuseDeviceStage();
-    // A stage after a stateful one finishes its frame: the stages before it have moved on. (Today
-    // only the elastic implicit method asks FrameInput::stop, and it is always a first stage.)
-    stoppable_.resize(stages_.size());
-    for (size_t k = 0; k < stages_.size(); ++k) stoppable_[k] = k == 0 || (stoppable_[k - 1] && !stateful[k - 1]);
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -138,7 +134,9 @@ class Pipeline final : public Deformer {
     if (!(reads & kInputCages)) out.cages = {};
     if (!(reads & kInputPosedCage)) out.posed_cage = nullptr;
     if (!(reads & kInputSpheres)) out.spheres = nullptr;
-    if (!stoppable_[k]) out.stop = nullptr;
+    // Only the first stage may stop the frame: a later one runs after stages that, if stateful,
+    // have moved on (the elastic implicit method, the one that stops, is always a first stage).
+    if (k > 0) out.stop = nullptr;
     return out;
   }
 
@@ -153,7 +151,6 @@ class Pipeline final : public Deformer {
   std::vector<float> between_;               // 3 floats per vertex, between stages
   std::vector<std::vector<float>> params_;   // device parameters per stage (fused kernel)
   uint32_t reads_ = 0;                       // FrameInputs any stage reads
-  std::vector<bool> stoppable_;              // per stage: whether it may stop a frame (FrameInput::stop)
   DeviceStage device_;
 };
 
@@ -206,12 +203,8 @@ bool PipelineStateful(const DeformerConfig& config) {
 std::unique_ptr<Deformer> MakePipeline(std::shared_ptr<const Rig> rig, const DeformerConfig& config,
                                        std::vector<std::unique_ptr<Deformer>> stages) {
   std::vector<const MethodInfo*> methods;
-  std::vector<bool> stateful;
-  for (const DeformerConfig& s : config.stages) {
-    methods.push_back(FindMethod(s.method));
-    stateful.push_back(PipelineStateful(s));
-  }
-  return std::make_unique<Pipeline>(std::move(rig), std::move(methods), std::move(stages), stateful);
+  for (const DeformerConfig& s : config.stages) methods.push_back(FindMethod(s.method));
+  return std::make_unique<Pipeline>(std::move(rig), std::move(methods), std::move(stages));
 }
 
 }  // namespace sinew
