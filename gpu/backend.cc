@@ -182,6 +182,9 @@ class Device final : public ProgramDevice {
     // was queued.
     std::chrono::steady_clock::time_point shed_after = std::chrono::steady_clock::time_point::max();
     std::chrono::steady_clock::time_point queued;
+    // FrameOutput::stop, and the frame's item in its program's table (filled when batched).
+    const StopFn* stop = nullptr;
+    uint32_t program_item = 0;
   };
 
   void Submit(const Frame& frame, const float* params) {
@@ -206,6 +209,20 @@ class Device final : public ProgramDevice {
   }
 
  private:
+  // A program's stops in one batch (FrameOutput::stop), by item: what the program asks, and
+  // where it stopped each (-1: not stopped). Written by the thread that runs the program, read
+  // by Finish once the batch has been waited for (the same dispatcher thread).
+  struct Stops final : ProgramStops {
+    std::vector<const StopFn*> asks;
+    std::vector<int64_t> stopped_at;
+    void Reset(uint32_t items) {
+      asks.assign(items, nullptr);
+      stopped_at.assign(items, -1);
+    }
+    bool GivenUp(uint32_t item) const override { return asks[item] != nullptr && (*asks[item])(); }
+    void Stopped(uint32_t item, uint32_t step) override { stopped_at[item] = step; }
+  };
+
   // Two batch slots, each with its own stream and buffers: while the device works on one
   // batch, the dispatcher packs and launches the next, then finishes the first (copies its
   // outputs to the callers and completes their calls).
@@ -222,6 +239,7 @@ class Device final : public ProgramDevice {
       uint32_t items = 0;
       size_t table_offset = 0;
       std::vector<std::max_align_t> limits;
+      Stops stops;
     };
     std::vector<Program> programs;
     std::vector<ProgramRun> runs;
@@ -480,7 +498,8 @@ class Device final : public ProgramDevice {
       offset += align(p.program->item_bytes() * p.items);
       p.limits.resize((p.program->limits_bytes() + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t));
       p.program->BeginBatch(p.limits.data());
-      s.runs.push_back(ProgramRun{p.program, p.table_offset, p.items, p.limits.data()});
+      p.stops.Reset(p.items);
+      s.runs.push_back(ProgramRun{p.program, p.table_offset, p.items, p.limits.data(), &p.stops});
       p.items = 0;  // counts the packed items below
     }
     // The normals pass runs last, over the positions every stage has written.
@@ -514,7 +533,7 @@ class Device final : public ProgramDevice {
       float* dev_normals = dev_positions + 3 * size_t{vertices};
       uint32_t n = 0;
       for (size_t i = 0; i < s.frames.size(); ++i) {
-        const Frame& f = s.frames[i];
+        Frame& f = s.frames[i];
         items[i] = f.item;
         if (f.normals_out) {
           NormalsItem& it = normal_items_at[n++];
@@ -528,6 +547,8 @@ class Device final : public ProgramDevice {
         std::memcpy(params + f.item.param_offset, frame_params, sizeof(float) * f.param_floats);
         if (!f.program) continue;
         Slot::Program& p = ProgramOf(s, f.program);
+        f.program_item = p.items;
+        p.stops.asks[p.items] = f.stop;
         void* item = in + p.table_offset + f.program->item_bytes() * p.items++;
         f.program->Pack(*f.state, frame_params, f.item.vertex_offset, f.item.param_offset, item, p.limits.data());
       }
@@ -597,7 +618,16 @@ class Device final : public ProgramDevice {
     const float* normals = out + 3 * size_t{s.vertices};
     const uint8_t* states = reinterpret_cast<const uint8_t*>(normals + 3 * size_t{s.normal_rows});
     for (const Frame& f : s.frames) {
-      if (s.status.ok()) {
+      absl::Status status = s.status;
+      if (status.ok() && f.program) {
+        const int64_t step = ProgramOf(s, f.program).stops.stopped_at[f.program_item];
+        if (step >= 0) {
+          status = absl::CancelledError(absl::StrCat("gpu ", index_, ": the frame was stopped by its caller in step ",
+                                                     step + 1, " of its device program; its outputs are not written "
+                                                     "and its session's device state is left part way"));
+        }
+      }
+      if (status.ok()) {
         const float* src = out + 3 * size_t{f.item.vertex_offset};
         const size_t n = 3 * size_t{f.item.vertex_count};
         if (f.format == OutputFormat::kFloat32) std::memcpy(f.out, src, sizeof(float) * n);
@@ -614,7 +644,7 @@ class Device final : public ProgramDevice {
         }
         quiet_cv_.notify_all();
       }
-      f.done(f.context, s.status);
+      f.done(f.context, status);
     }
     s.frames.clear();
   }
@@ -1027,6 +1057,7 @@ void GpuBackend::Submit(GpuSession& session, std::span<const float> params, cons
   f.done = done;
   f.context = context;
   f.shed_after = output.shed_after;
+  f.stop = output.stop;
   if (output.normals) {
     const auto* mesh = static_cast<const GpuMeshImpl*>(output.mesh);
     if (!mesh || mesh->device_ != r.device_ || mesh->vertex_count != r.vertex_count()) {

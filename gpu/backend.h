@@ -109,6 +109,12 @@ struct FrameOutput {
   // without device state (no device program) are ever dropped: a program's frames always run,
   // in order, since its state goes on from each. max(): never dropped.
   std::chrono::steady_clock::time_point shed_after = std::chrono::steady_clock::time_point::max();
+  // Device programs with long frames (the elastic implicit method): asked on the device's thread
+  // between the frame's long loops (ProgramStops); once it says true the frame ends there and
+  // `done` gets CANCELLED naming the step. Its outputs are then not written, and its session's
+  // device state is left part way: the host must start the session's next frame from rest.
+  // Must stay valid until `done`; null: never stopped.
+  const StopFn* stop = nullptr;
 };
 
 class GpuBackend {

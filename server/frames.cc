@@ -254,11 +254,11 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.out.method = ProducedBy(*job.session);
   const std::shared_ptr<Session> hold = job.session;  // the completion may end the call (and its job) first
   Session& s = *hold;
-  // From rest: asked, or the first frame after one whose positions left float's range (Completed)
-  // and no restart submitted since.
+  // From rest: asked, or the first frame after one that left the device's state unusable
+  // (Completed) and no restart submitted since.
   job.device_seq = ++s.device_submitted;
-  const uint64_t overflowed = s.device_overflowed.load(std::memory_order_acquire);
-  const bool restart = job.reset || (overflowed != 0 && overflowed >= s.device_restarted);
+  const uint64_t lost = s.device_lost.load(std::memory_order_acquire);
+  const bool restart = job.reset || (lost != 0 && lost >= s.device_restarted);
   if (restart) s.deformer->Reset();
   job.device_can_diverge = s.deformer->DeviceStateCanDiverge();
   // A frame that fails before it reaches the device leaves a restart to the next frame (DeviceFrame
@@ -329,6 +329,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     job.device_sheddable = true;
   }
   if (restart) s.device_restarted = job.device_seq;
+  output.stop = job.input.stop;
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
   // in submission order.
   gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);
@@ -388,15 +389,23 @@ void GpuFrames::Completed(void* arg, const absl::Status& result) {
                    : CheckRange({reinterpret_cast<const float*>(bytes), floats}, encoding, nullptr);
     }
   }
+  // The device's state is unusable after this frame: the next frame submitted starts from rest,
+  // unless one already has since this one.
+  auto lost = [&job] {
+    Session& s = *job.session;
+    uint64_t seen = s.device_lost.load(std::memory_order_relaxed);
+    while (seen < job.device_seq &&
+           !s.device_lost.compare_exchange_weak(seen, job.device_seq, std::memory_order_release)) {
+    }
+  };
+  if (result.code() == absl::StatusCode::kCancelled) {  // stopped part way (gpu::FrameOutput::stop)
+    lost();
+    status = absl::CancelledError(absl::StrCat("frame: ", result.message(), ": the session starts again from rest at its next frame"));
+  }
   if (status.code() == absl::StatusCode::kOutOfRange && result.ok() && job.device_can_diverge &&
       LeftFloatRange(job)) {
-    // The device's state left float's range (the CPU's pbs says so itself and starts again):
-    // the next frame submitted starts from rest, unless one already has since this one.
-    Session& s = *job.session;
-    uint64_t seen = s.device_overflowed.load(std::memory_order_relaxed);
-    while (seen < job.device_seq &&
-           !s.device_overflowed.compare_exchange_weak(seen, job.device_seq, std::memory_order_release)) {
-    }
+    // The device's state left float's range (the CPU's pbs says so itself and starts again).
+    lost();
     status = absl::OutOfRangeError(absl::StrCat(
         status.message(), "; the session's dynamics left float's range there (time steps that change by orders of "
                           "magnitude from frame to frame do this): the session starts again from rest at its next frame"));

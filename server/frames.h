@@ -91,7 +91,7 @@ struct FrameJob {
   uint64_t shm_offset = 0;
   bool shm_direct = false;
   // GPU frames: the session's submission count at this frame, and whether its state can leave
-  // float's range there (Session::device_overflowed).
+  // float's range there (Session::device_lost).
   uint64_t device_seq = 0;
   bool device_can_diverge = false;
   GpuFrames* gpu_frames = nullptr;  // the backend of a GPU frame (its completion)
@@ -102,7 +102,9 @@ struct FrameJob {
   uint32_t max_queue_ms = 0;
   bool device_sheddable = false;  // GpuFrames::Run gave the device a time to drop it at
   // The call's StopFlag::fn (null: none), kept from frame to frame (Fresh): DecodeFrame puts it
-  // into input.stop. It stops CPU frames only (a device frame's stage runs to its end there).
+  // into input.stop. A CPU frame that stops leaves its session's state as it was; a device
+  // frame's program (gpu::FrameOutput::stop) leaves it part way, so the session's next frame
+  // starts from rest (Session::device_lost).
   const StopFn* stop = nullptr;
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.

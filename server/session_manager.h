@@ -73,13 +73,14 @@ struct Session {
   std::unique_ptr<gpu::GpuSession> gpu;
   std::vector<float> device_params;
   bool device_states = false;  // the device makes the vertex states (implicit skinning)
-  // GPU sessions whose device state can leave float's range (Deformer::DeviceStateCanDiverge):
-  // frames submitted (under mu), the last submitted from rest or set by a clip's start or
-  // SetSessionState (under mu, counted as a submission), and the latest whose positions left
-  // float's range (set by the device's completion, without mu). The next frame submitted after
-  // such a one, with no restart since, starts from rest (GpuFrames).
+  // GPU sessions: frames submitted (under mu), the last submitted from rest or set by a clip's
+  // start or SetSessionState (under mu, counted as a submission), and the latest that left the
+  // device's state unusable (set by the device's completion, without mu): its positions left
+  // float's range (where the state can, Deformer::DeviceStateCanDiverge), or it was stopped part
+  // way by its caller (FrameInput::stop). The next frame submitted after such a one, with no
+  // restart since, starts from rest (GpuFrames).
   uint64_t device_submitted = 0, device_restarted = 0;
-  std::atomic<uint64_t> device_overflowed{0};
+  std::atomic<uint64_t> device_lost{0};
 
   // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
   size_t state_bytes = 0;

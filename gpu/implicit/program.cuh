@@ -19,6 +19,8 @@
 //                   item, once the passes before it are done (the host waits for them; an exec
 //                   that cannot tell answers true)
 //   AnyNode(pred)   the same for pred(batch, item, node) and some node of some item
+//   Retire(t, s)    item t's sub-steps end before sub-step s (its passes from there on do
+//                   nothing), in order with the passes launched before and after it
 //
 // The elastic method's loops ask every kNewtonCheck projection steps whether a node still
 // marches, before a relaxation round, every kCgCheck CG iterations and before a round's
@@ -33,6 +35,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "gpu/implicit/implicit.cuh"
 #include "gpu/runtime/device_api.h"
@@ -656,9 +659,41 @@ struct AnyFraction {
 
 }  // namespace passes
 
-// One frame of every implicit item of a batch.
+// The elastic loops' stops (ProgramStops): an item whose caller has given up is retired where
+// it is asked, before a relaxation round or a sub-step, and its frame ends there; its positions
+// and tracking state are then part way through the frame (the host starts its session's next
+// frame from rest). On the device a round's check follows the round's wait for Any; with every
+// pass launched (ImplicitConfig::device_every_pass) nothing waits, so the asks run ahead of the
+// device and stop little.
 template <class Exec>
-void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
+class ImplicitStops {
+ public:
+  ImplicitStops(const Exec& x, ProgramStops* stops, uint32_t items)
+      : x_(x), stops_(stops), retired_(stops ? items : 0, false) {}
+  // Asks the items not yet retired and retires those given up in sub-step `step`. True when every
+  // item of the batch is retired (the loops may end).
+  bool AllRetired(uint32_t step) {
+    if (stops_ == nullptr) return false;
+    for (uint32_t t = 0; t < retired_.size(); ++t) {
+      if (retired_[t] || !stops_->GivenUp(t)) continue;
+      x_.Retire(t, step);
+      retired_[t] = true;
+      ++count_;
+      stops_->Stopped(t, step);
+    }
+    return count_ == retired_.size();
+  }
+
+ private:
+  const Exec& x_;
+  ProgramStops* stops_;
+  std::vector<bool> retired_;
+  size_t count_ = 0;
+};
+
+// One frame of every implicit item of a batch; `stops` (null: none) may end elastic items early.
+template <class Exec>
+void RunImplicitProgram(Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
   using namespace passes;
   if (l.history_independent) {
     x.Nodes(IsStart{});
@@ -680,7 +715,9 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
     }
   }
   if (l.elastic) {
+    ImplicitStops<Exec> stop(x, stops, items);
     for (uint32_t s = 0; s < l.substeps; ++s) {
+      if (stop.AllRetired(s)) break;
       x.Nodes(StepBegin{s});
       x.Nodes(StepStart{s});
       for (uint32_t k = 0; k < l.max_iterations; ++k) {
@@ -693,6 +730,7 @@ void RunImplicitProgram(Exec& x, const ImplicitLimits& l) {
       x.Reduce(EnergySum{s, kStart});
       for (uint32_t r = 0; r < l.relaxation_rounds; ++r) {
         if (!l.every_pass && r > 0 && !x.Any(AnyRound{s, r})) break;
+        if (stop.AllRetired(s)) break;
         x.Nodes(RelaxGradient{s, r});
         x.Reduce(CgStart{s, r});
         for (uint32_t k = 0; k < l.relaxation_iterations; ++k) {

@@ -65,6 +65,9 @@ __global__ void ImplicitAnyNodeKernel(Pred pred, ImplicitBatch b, uint32_t total
   if (i < NodeGrid::Count(it) && pred(b, it, i)) *flag = 1;
 }
 
+// ImplicitStops: the item's sub-steps end at `step` (the table is the batch's input buffer).
+__global__ void ImplicitRetireKernel(ImplicitItem* item, uint32_t step) { item->substeps = step; }
+
 // The launching thread's mapped, pinned host word for Any (one per thread: a device's batches
 // are launched by its backend's one thread, and each Any waits for its kernel before returning).
 struct AnyFlag {
@@ -132,6 +135,9 @@ struct CudaExec {
     ImplicitAnyNodeKernel<<<Blocks(nodes), kThreads, 0, stream>>>(pred, b, nodes, flag->device);
     return Read();
   }
+  void Retire(uint32_t t, uint32_t step) const {
+    ImplicitRetireKernel<<<1, 1, 0, stream>>>(const_cast<ImplicitItem*>(b.items) + t, step);
+  }
   // No kernel of ours writes the word between Clear and its launch: the previous Read waited.
   void Clear() const { *static_cast<volatile unsigned*>(flag->host) = 0; }
   bool Read() const {
@@ -148,7 +154,7 @@ bool RunImplicitCuda(void* cuda_stream, const ProgramBatch& pb, std::string* err
   thread_local AnyFlag any;
   const CudaExec x{{static_cast<const ImplicitItem*>(pb.items), pb.count, pb.params, pb.out, pb.states},
                    limits.nodes, limits.vertices, limits.components, static_cast<cudaStream_t>(cuda_stream), any.Get()};
-  RunImplicitProgram(x, limits);
+  RunImplicitProgram(x, limits, pb.count, pb.stops);
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return true;
   if (error) *error = std::string("implicit program launch: ") + cudaGetErrorString(e);

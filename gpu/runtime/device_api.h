@@ -28,6 +28,19 @@ struct BatchItem {
 };
 static_assert(sizeof(BatchItem) == 64);
 
+// Host side: whether the callers of a program's items still want their frames. A program whose
+// frames can run long asks between the iterations of its host loops (on the thread that runs
+// it) and stops an item whose caller has given up: the item's later passes do nothing, its output
+// rows and its session's device state are left part way, and the program says so (Stopped).
+class ProgramStops {
+ public:
+  virtual bool GivenUp(uint32_t item) const = 0;
+  virtual void Stopped(uint32_t item, uint32_t step) = 0;  // `step`: the program's step it was in
+
+ protected:
+  ~ProgramStops() = default;
+};
+
 // What a device program's run gets (gpu/runtime/program.h): device addresses of the batch's
 // buffers and its own item table, and its per-batch limits on the host.
 struct ProgramBatch {
@@ -37,6 +50,7 @@ struct ProgramBatch {
   float* out;           // 3 floats per batch vertex (device)
   uint8_t* states;      // one byte per batch vertex (device)
   const void* limits;   // host: what the program's host loops are bounded by this batch
+  ProgramStops* stops;  // host: asked between long loops' iterations; null: no item stops
 };
 
 // The part of a device program the DeviceApi implementations call: its passes on a CUDA stream,
@@ -56,6 +70,7 @@ struct ProgramRun {
   size_t table_offset = 0;  // bytes: where its item table starts in the batch's input
   uint32_t items = 0;
   const void* limits = nullptr;  // host; valid until the launch has been waited for
+  ProgramStops* stops = nullptr;  // host, the same; null: its items are never stopped
 };
 
 // One batch: what to upload, run and download.

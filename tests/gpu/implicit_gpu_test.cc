@@ -18,6 +18,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -93,11 +94,17 @@ struct Pair {
     return out;
   }
   // Queues one device frame (the parameters are copied before Submit returns).
-  void Submit(GpuBackend& backend, const Pose& pose, std::vector<float>& out, std::vector<uint8_t>& states, Latch& latch) {
+  // `stop`: FrameOutput::stop (null: none).
+  void Submit(GpuBackend& backend, const Pose& pose, std::vector<float>& out, std::vector<uint8_t>& states, Latch& latch,
+              const StopFn* stop = nullptr) {
     out.assign(rig->positions.size(), 0.f);
     states.assign(rig->vertex_count(), 255);
     ASSERT_TRUE(stage->DeviceFrame({&pose, {}}, params).ok());
-    backend.Submit(*gpu, params, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch, states.data());
+    FrameOutput output;
+    output.positions = out.data();
+    output.states = states.data();
+    output.stop = stop;
+    backend.Submit(*gpu, params, output, &Latch::Done, &latch);
   }
   std::vector<float> Gpu(GpuBackend& backend, const Pose& pose, std::vector<uint8_t>* states = nullptr) {
     std::vector<float> out;
@@ -469,6 +476,54 @@ TEST_P(ImplicitGpu, ElasticLoopsThatEndEarlyEqualEveryPass) {
     // Not trivially equal: the limb moved.
     EXPECT_NE(out_a, std::vector<float>(rig->positions.begin(), rig->positions.end())) << bend << "°";
   }
+}
+
+// A long elastic frame whose caller gives up (FrameOutput::stop) ends where the program next asks
+// (before a relaxation round, after a sub-step): CANCELLED, its outputs not written, its caller
+// asked until it said yes and never after. A session beside it, asked every time and never
+// giving up, gets exactly what it gets alone. The stopped session's state is part way, so its
+// host starts it from rest (Reset): its next frame equals a fresh session's first.
+TEST_P(ImplicitGpu, AnElasticFrameStopsWhenItsCallerGivesUpAndLeavesTheOthersAlone) {
+  GpuOptions options;
+  options.batch_window = std::chrono::milliseconds(20);  // the two frames share a batch where they can
+  auto backend = *Make(GetParam(), options);
+  auto rig = TwoBoneLimb();
+  const DeformerConfig config = Config("elastic-implicit");
+  auto model = Prepare(*rig, config);
+  auto on_gpu = *backend->Upload(*rig);
+  auto dev_model = *backend->UploadModel(on_gpu, GpuMethod::kElasticImplicit, *model);
+  auto session = [&] { return std::make_unique<Pair>(*backend, rig, model, config, on_gpu, dev_model); };
+  const Pose first = Bent(*rig, 60), deep = Bent(*rig, 120, 30), next = Bent(*rig, 90);
+  const auto alone = session(), fresh = session();
+  alone->Gpu(*backend, first);
+  const std::vector<float> want_deep = alone->Gpu(*backend, deep), want_next = fresh->Gpu(*backend, next);
+
+  const auto a = session(), b = session();
+  a->Gpu(*backend, first);
+  b->Gpu(*backend, first);
+  std::atomic<int> a_asks{0}, b_asks{0};
+  const StopFn a_stop = [&] { return ++a_asks > 3; };
+  const StopFn b_stop = [&] {
+    ++b_asks;
+    return false;
+  };
+  Latch a_done, b_done;
+  std::vector<float> a_out, b_out;
+  std::vector<uint8_t> a_states, b_states;
+  a->Submit(*backend, deep, a_out, a_states, a_done, &a_stop);
+  b->Submit(*backend, deep, b_out, b_states, b_done, &b_stop);
+  a_done.Wait();
+  b_done.Wait();
+  EXPECT_EQ(a_done.status.code(), absl::StatusCode::kCancelled) << a_done.status;
+  EXPECT_THAT(std::string(a_done.status.message()), ::testing::HasSubstr("stopped by its caller"));
+  EXPECT_EQ(a_asks.load(), 4) << "asked after it had said yes, or not until then";
+  EXPECT_EQ(a_out, std::vector<float>(rig->positions.size(), 0.f)) << "a stopped frame's positions were written";
+  ASSERT_TRUE(b_done.status.ok()) << b_done.status;
+  EXPECT_GT(b_asks.load(), 4);
+  EXPECT_EQ(b_out, want_deep) << "the stop changed the frame beside it";
+
+  a->stage->Reset();
+  EXPECT_EQ(a->Gpu(*backend, next), want_next) << "the stopped session, started again from rest";
 }
 
 // Implicit sessions of both methods and an LBS session share batches; each gets exactly what

@@ -282,6 +282,7 @@ class ImplicitServiceStops : public ::testing::Test {
     ASSERT_TRUE(up.ok()) << up.status();
     v1::CreateSessionRequest create;
     create.set_rig_id(up->rig_id());
+    create.set_backend(backend_);
     create.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
     v1::ImplicitParams* slow = create.mutable_deformer()->mutable_implicit();
     slow->set_relaxation_rounds(1000);
@@ -291,6 +292,7 @@ class ImplicitServiceStops : public ::testing::Test {
     slow->set_max_substep_radians(0.001);
     auto elastic = client_->CreateSession(create);
     ASSERT_TRUE(elastic.ok()) << elastic.status();
+    ASSERT_EQ(elastic->backend(), backend_);
     elastic_ = elastic->session_id();
     create.mutable_deformer()->Clear();
     create.mutable_deformer()->set_method(v1::METHOD_LBS);
@@ -318,9 +320,21 @@ class ImplicitServiceStops : public ::testing::Test {
     return client::Client(server_->target(), options).Deform(Frame(other_, 1, LimbPose(skeleton_, 0.3))).status();
   }
   double Metric(const char* name) { return MetricValue(HttpGet(server_->metrics_port(), "/metrics"), name); }
+  // SIGTERM with the slow frame in the backend (below).
+  void ExpectShutdownWithinTheDrainTimeout(std::vector<std::string> flags) {
+    flags.insert(flags.end(), {"--drain-timeout", "1"});
+    ASSERT_NO_FATAL_FAILURE(StartSlowFrame(flags));
+    // 60 s to exit: the drain's 1 s, then a relaxation round; without the stop, about an hour.
+    EXPECT_EQ(server_->Terminate(60), 0) << "the server did not exit (killed after 60 s)";
+    v1::DeformResponse r;
+    while (stream_->Read(&r)) {
+    }
+    EXPECT_FALSE(stream_->Close().ok());
+  }
 
   const LimbOptions limb_ = LimbOf(4000, 2, 2);
   const Skeleton skeleton_ = LimbSkeleton(limb_);
+  v1::Backend backend_ = v1::BACKEND_CPU;  // of both sessions
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<client::Client> client_;
   std::string elastic_, other_;  // the slow session, an LBS session
@@ -345,6 +359,21 @@ TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsClientCancels) {
   EXPECT_EQ(server_->Terminate(), 0);
 }
 
+// The same on a GPU (the emulated device here): the device program asks between its relaxation
+// rounds and sub-steps and ends the frame, so the device's one thread, which runs every GPU
+// session's frames, deforms the LBS session's next (without the stop it would wait out the hour,
+// and the client's 180 s deadline would fail it).
+TEST_F(ImplicitServiceStops, ALongElasticFrameOnTheGpuStopsWhenItsClientCancels) {
+  backend_ = v1::BACKEND_GPU;
+  ASSERT_NO_FATAL_FAILURE(StartSlowFrame({"--gpu", "emulate"}));
+  stream_->Cancel();
+  const absl::Status st = OtherFrame();
+  EXPECT_TRUE(st.ok()) << st << ": the device was not freed";
+  EXPECT_GE(Metric("sinew_frame_errors_total{code=\"CANCELLED\"}"), 1);
+  stream_.reset();
+  EXPECT_EQ(server_->Terminate(), 0);
+}
+
 // The same frame sent by a unary Deform whose deadline passes. (Should the deadline pass before
 // the frame starts, it starts stopped; either way the worker is free for the next frame.)
 TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsUnaryCallsDeadlinePasses) {
@@ -365,13 +394,11 @@ TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsUnaryCallsDeadlinePass
 // SIGTERM with the slow frame in the backend: the stream gets the drain timeout to finish, then
 // gRPC cancels its call and the frame stops, so the server exits instead of deforming on.
 TEST_F(ImplicitServiceStops, ALongElasticFrameDoesNotHoldTheServersShutdownPastTheDrainTimeout) {
-  ASSERT_NO_FATAL_FAILURE(StartSlowFrame({"--drain-timeout", "1"}));
-  // 60 s to exit: the drain's 1 s, then a relaxation round; without the stop, about an hour.
-  EXPECT_EQ(server_->Terminate(60), 0) << "the server did not exit (killed after 60 s)";
-  v1::DeformResponse r;
-  while (stream_->Read(&r)) {
-  }
-  EXPECT_FALSE(stream_->Close().ok());
+  ExpectShutdownWithinTheDrainTimeout({});
+}
+TEST_F(ImplicitServiceStops, ALongElasticFrameOnTheGpuDoesNotHoldTheServersShutdownPastTheDrainTimeout) {
+  backend_ = v1::BACKEND_GPU;
+  ExpectShutdownWithinTheDrainTimeout({"--gpu", "emulate"});
 }
 
 // Issue 17: DeleteRig used to return OK while an implicit session's preparation ran (the session
