@@ -268,12 +268,17 @@ TEST(ImplicitServiceCreates, AFrameOfAnotherSessionIsAnsweredWhileASessionPrepar
 // 1 000 rounds: 28 sub-steps in 90 s on one thread of the development VM, 2026-12-02).
 // Order of events, not times: the slow frame has gone to the worker (queued or running; a stop
 // set before it starts stops it too) once the stream's next frame has been read and waits
-// (sinew_frames_waiting).
+// (sinew_frames_waiting). With backend_ BACKEND_GPU (and --gpu emulate) both sessions are GPU
+// sessions, and the slow frame goes on from the worker to the device's one thread.
 class ImplicitServiceStops : public ::testing::Test {
  protected:
   // The server, the slow session (elastic_) and an LBS one (other_).
+  // `flags` may set --inline-frame-us (default here 0: every frame goes to the worker).
   void Start(std::vector<std::string> flags) {
-    for (const char* f : {"--worker-threads", "1", "--inline-frame-us", "0", "--max-queue-ms", "0"}) flags.push_back(f);
+    if (std::find(flags.begin(), flags.end(), "--inline-frame-us") == flags.end()) {
+      flags.insert(flags.end(), {"--inline-frame-us", "0"});
+    }
+    for (const char* f : {"--worker-threads", "1", "--max-queue-ms", "0"}) flags.push_back(f);
     server_ = std::make_unique<ServerProcess>(flags);
     ASSERT_TRUE(server_->started());
     client_ = std::make_unique<client::Client>(server_->target());
@@ -314,11 +319,14 @@ class ImplicitServiceStops : public ::testing::Test {
   }
   // A frame of the LBS session, answered once the one worker is free (a client deadline bounds
   // the wait should it never be: the test then fails instead of waiting out the slow frame).
-  absl::Status OtherFrame() {
+  absl::Status OtherFrame() { return Bounded().Deform(Frame(other_, 1, LimbPose(skeleton_, 0.3))).status(); }
+  client::Client Bounded() {
     client::ClientOptions options;
     options.timeout_seconds = 180;
-    return client::Client(server_->target(), options).Deform(Frame(other_, 1, LimbPose(skeleton_, 0.3))).status();
+    return client::Client(server_->target(), options);
   }
+  Pose Rest() const { return LimbPose(skeleton_, 0); }
+  Pose Bent(double degrees) const { return LimbPose(skeleton_, 0.5, LimbMotion{.bend_degrees = degrees}); }
   double Metric(const char* name) { return MetricValue(HttpGet(server_->metrics_port(), "/metrics"), name); }
   // SIGTERM with the slow frame in the backend (below).
   void ExpectShutdownWithinTheDrainTimeout(std::vector<std::string> flags) {
@@ -388,6 +396,49 @@ TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsUnaryCallsDeadlinePass
   auto info = client_->GetSession(elastic_);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_FALSE(info->has_last_frame()) << "the stopped frame was applied";
+  EXPECT_EQ(server_->Terminate(), 0);
+}
+
+// A frame that runs inline (on the gRPC thread that read it, its session's previous frame having
+// taken less than --inline-frame-us) asks its call's context: gRPC calls OnCancel only once the
+// method handler, which runs that frame, has returned. The slow session's first frame, at rest
+// (one sub-step of 1 000 rounds, about 3 s), makes its next inline; that one, the jump to 150°,
+// stops when its deadline passes, so the session's lock is free for its next frame (without the
+// stop, that frame would wait out the hour, and its client's 180 s deadline would fail it).
+TEST_F(ImplicitServiceStops, ALongFrameRunInlineStopsWhenItsUnaryCallsDeadlinePasses) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--inline-frame-us", "600000000"}));
+  auto first = Bounded().Deform(Frame(elastic_, 1, Rest()));
+  ASSERT_TRUE(first.ok()) << first.status();
+  client::ClientOptions options;
+  options.timeout_seconds = 2;
+  const auto slow = client::Client(server_->target(), options).Deform(Frame(elastic_, 2, Bent(150)));
+  EXPECT_EQ(slow.status().code(), absl::StatusCode::kDeadlineExceeded) << slow.status();
+  auto next = Bounded().Deform(Frame(elastic_, 3, Rest()));
+  EXPECT_TRUE(next.ok()) << next.status() << ": the session was not freed";
+  auto info = client_->GetSession(elastic_);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->last_frame(), next.ok() ? 3u : 1u);
+  EXPECT_EQ(server_->Terminate(), 0);
+}
+
+// DeformClip: the batch's first pose (at rest) comes back, and the client gives up; by then the
+// batch has started its second, the jump to 150° (it deforms the next frame as soon as one is
+// done), which stops, so the one worker deforms the LBS session's frame.
+TEST_F(ImplicitServiceStops, ALongClipFrameStopsWhenItsClientCancels) {
+  ASSERT_NO_FATAL_FAILURE(Start({}));
+  v1::DeformClipRequest clip;
+  clip.set_session_id(elastic_);
+  for (const Pose& pose : {Rest(), Bent(150)}) client::PoseToProto(pose, *clip.mutable_poses()->add_poses());
+  int frames = 0;
+  const absl::Status played = client_->DeformClip(clip, [&](const v1::DeformClipResponse&) {
+    ++frames;
+    return absl::CancelledError("the test gives up after the first frame");
+  });
+  EXPECT_EQ(frames, 1);
+  EXPECT_EQ(played.code(), absl::StatusCode::kCancelled) << played;
+  const absl::Status st = OtherFrame();
+  EXPECT_TRUE(st.ok()) << st << ": the worker was not freed";
+  EXPECT_GE(Metric("sinew_frame_errors_total{code=\"CANCELLED\"}"), 1);
   EXPECT_EQ(server_->Terminate(), 0);
 }
 
