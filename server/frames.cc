@@ -370,8 +370,24 @@ void Complete(FrameJob& job, const absl::Status& status) {
 
 }  // namespace
 
+GpuFrames::GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics, std::function<uint64_t()> make_room)
+    : gpu_(gpu),
+      metrics_(metrics),
+      make_room_(std::move(make_room)),
+      encoders_(std::make_unique<ThreadPool>(std::max(1u, std::thread::hardware_concurrency() / 2))) {}
+
 void GpuFrames::Completed(void* arg, const absl::Status& result) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
+  job.device_result = result;
+  if (result.ok() && (Quantized(job.session->encoding) || job.device_normals)) {
+    return job.gpu_frames->encoders_->Submit(&GpuFrames::Finish, &job);
+  }
+  Finish(&job);
+}
+
+void GpuFrames::Finish(void* arg) {
+  FrameJob& job = *static_cast<FrameJob*>(arg);
+  const absl::Status& result = job.device_result;
   absl::Status status = result;
   if (result.code() == absl::StatusCode::kDeadlineExceeded && job.device_sheddable) {  // shed_after passed
     job.metrics->frames_shed().Increment();
@@ -439,6 +455,7 @@ void GpuFrames::MeasureLoop() {
 }
 
 GpuFrames::~GpuFrames() {
+  encoders_.reset();
   {
     std::lock_guard lock(measure_mu_);
     stop_measuring_ = true;
