@@ -691,8 +691,11 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
 bool Service::RunsInline(const v1::DeformRequest& req, const std::string& tenant) {
   if (options_.inline_frame_us == 0 || req.outputs().quality()) return false;
   const std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs(), tenant);
-  return session && session->backend == v1::BACKEND_CPU &&
-         session->last_compute_ns.load(std::memory_order_relaxed) < uint64_t{options_.inline_frame_us} * 1000;
+  const bool inline_frame =
+      session && session->backend == v1::BACKEND_CPU && !session->cost_follows_motion &&
+      session->last_compute_ns.load(std::memory_order_relaxed) < uint64_t{options_.inline_frame_us} * 1000;
+  if (inline_frame) metrics_.frames_inline().Increment();  // its callers run it at once
+  return inline_frame;
 }
 
 void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp, FrameJob& job, FrameDone done,

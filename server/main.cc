@@ -126,7 +126,8 @@ int main(int argc, char** argv) {
       {"inline-frame-us", "MICROSECONDS",
        absl::StrCat("A frame of a CPU session whose previous frame took less than this runs on the "
                     "gRPC thread that received it instead of being handed to a worker (saves a thread "
-                    "hand-off, tens of microseconds); 0 = always the workers. Default ",
+                    "hand-off, tens of microseconds); never an elastic implicit session's, whose frame "
+                    "cost follows the pose's motion; 0 = always the workers. Default ",
                     o.inline_frame_us),
        Number(o.inline_frame_us)},
       {"max-queue-ms", "MILLISECONDS",

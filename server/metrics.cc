@@ -85,6 +85,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   frames_shed_ = &prometheus::BuildCounter().Name("sinew_frames_shed_total")
                       .Help("Frames answered UNAVAILABLE (overloaded) after waiting longer than --max-queue-ms for a worker or the GPU")
                       .Register(*registry_).Add({});
+  frames_inline_ = &prometheus::BuildCounter().Name("sinew_frames_inline_total")
+                        .Help("Deform and StreamDeform frames run on the gRPC thread that read them, not handed to a worker (--inline-frame-us)")
+                        .Register(*registry_).Add({});
   gpu_memory_ = &prometheus::BuildGauge().Name("sinew_gpu_memory_bytes")
                      .Help("GPU memory: used by Sinew, its limit, the device's total").Register(*registry_);
   gpu_utilisation_ = &prometheus::BuildGauge().Name("sinew_gpu_utilisation")

@@ -12,6 +12,7 @@
 //   sinew_batches                                 open DeformClip calls
 //   sinew_frames_waiting / sinew_frames_skipped_total  StreamDeform read-ahead, latest_pose_wins
 //   sinew_frames_shed_total                       frames answered "overloaded" (--max-queue-ms)
+//   sinew_frames_inline_total                     frames run on the gRPC thread that read them
 //   sinew_gpu_memory_bytes{device,kind=used|limit|total}, sinew_gpu_utilisation{device},
 //   sinew_gpu_resident{device,kind=rigs|sessions}  GPU devices
 #pragma once
@@ -67,6 +68,8 @@ class Metrics {
   // Admission control: frames answered "overloaded" after waiting longer than --max-queue-ms
   // (for a worker, or for a worker and the GPU).
   prometheus::Counter& frames_shed() { return *frames_shed_; }
+  // Deform and StreamDeform frames run on the gRPC thread that read them (--inline-frame-us).
+  prometheus::Counter& frames_inline() { return *frames_inline_; }
 
  private:
   static constexpr int kBackends = 3;  // indexed by v1::Backend value
@@ -89,6 +92,7 @@ class Metrics {
   prometheus::Gauge* frames_waiting_;
   prometheus::Counter* frames_skipped_;
   prometheus::Counter* frames_shed_;
+  prometheus::Counter* frames_inline_;
   prometheus::Family<prometheus::Gauge>* gpu_memory_;
   prometheus::Family<prometheus::Gauge>* gpu_utilisation_;
   prometheus::Family<prometheus::Gauge>* gpu_residents_;

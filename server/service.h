@@ -180,7 +180,11 @@ class Service final : public v1::Sinew::CallbackService {
                    void* context, const std::string& tenant, std::chrono::steady_clock::time_point queued_at = {});
   // Whether a Deform or StreamDeform frame runs on the gRPC thread that read it rather than on
   // the pool: its session is on the CPU and its last frame took less than --inline-frame-us
-  // (and it asks for no quality report, whose cost the last frame does not tell).
+  // (and it asks for no quality report, nor is its method's cost one that follows the pose's
+  // motion: costs the last frame does not tell). A long frame inline holds a gRPC thread (an
+  // hour-long elastic frame run inline, its session's next frames inline behind it waiting for
+  // its lock, left new connections and keepalive pings unanswered until it stopped). Counted
+  // (sinew_frames_inline_total) when true.
   bool RunsInline(const v1::DeformRequest& req, const std::string& tenant);
   // Decodes a DeformRequest's inputs into the session's scratch (its lock held) and the job.
   absl::Status DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job);

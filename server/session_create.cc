@@ -152,6 +152,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->config = req->deformer();
   session->method = method;
   session->stateful = PipelineStateful(*config);
+  session->cost_follows_motion = PipelineCostFollowsMotion(*config);
   session->backend = on_gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU;
   session->gpu = std::move(gpu_session);
   session->runner = on_gpu ? static_cast<FrameBackend*>(gpu_frames_.get()) : &cpu_frames_;

@@ -34,6 +34,9 @@ struct Session {
   mutable std::mutex config_mu;  // for readers without `mu` (ToProto); writers hold both
   const MethodInfo* method = nullptr;  // null: a pipeline (config.stages)
   bool stateful = false;               // frames depend on earlier frames (a stateful stage); under mu
+  // Its method's (or a stage's) frame cost follows the inputs' motion: its frames never run
+  // inline (Service::RunsInline). Set at creation.
+  bool cost_follows_motion = false;
   // The number of the last frame applied since creation or reset (written under mu): a stateful
   // session takes only frames numbered above it.
   std::atomic<bool> has_frame{false};

@@ -248,6 +248,10 @@ struct MethodInfo {
   std::string_view name;  // short lowercase name: "lbs"
   std::string_view description;
   bool stateful = false;  // frames depend on earlier frames of the session (see Deformer::Reset)
+  // A frame's cost grows with how far the inputs moved since the last frame (the elastic implicit
+  // method's sub-steps: microseconds at rest, seconds or more for a deep jump), so a host cannot
+  // judge a frame's cost by the last one's (the server's --inline-frame-us).
+  bool cost_follows_motion = false;
   // Stateful only with some parameters (e.g. swing-twist's unwrap_twist): null, or true for those.
   bool (*stateful_with)(const DeformerConfig& config) = nullptr;
   DeformerFactory create = nullptr;

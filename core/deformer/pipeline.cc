@@ -1,5 +1,7 @@
 #include "core/deformer/pipeline.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace sinew {
@@ -198,6 +200,14 @@ bool PipelineStateful(const DeformerConfig& config) {
     if (PipelineStateful(s)) return true;
   }
   return false;
+}
+
+bool PipelineCostFollowsMotion(const DeformerConfig& config) {
+  if (config.stages.empty()) {
+    const MethodInfo* m = FindMethod(config.method);
+    return m != nullptr && m->cost_follows_motion;
+  }
+  return std::any_of(config.stages.begin(), config.stages.end(), PipelineCostFollowsMotion);
 }
 
 std::unique_ptr<Deformer> MakePipeline(std::shared_ptr<const Rig> rig, const DeformerConfig& config,

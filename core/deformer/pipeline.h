@@ -38,6 +38,9 @@ absl::Status InStage(const absl::Status& status, size_t k);
 
 // True when a stage keeps history (frames must be replayed in order, see MethodInfo::stateful).
 bool PipelineStateful(const DeformerConfig& config);
+// Whether a frame's cost follows the inputs' motion (MethodInfo::cost_follows_motion) for the
+// method or some stage of the pipeline.
+bool PipelineCostFollowsMotion(const DeformerConfig& config);
 
 // The pipeline over `stages`, created by the host (each with its shared preparation) in the
 // order of config.stages, which CheckPipeline has accepted.

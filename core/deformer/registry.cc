@@ -46,9 +46,10 @@ const MethodInfo kMethods[] = {
     {.id = 7, .name = "elastic-implicit",
      .description = "elastic implicit skinning: tracks the implicit surface from the previous frame, relaxing "
                     "by ARAP held to the surface and to each side of a contact (history-dependent; frames in order)",
-     .stateful = true, .create = &CreateImplicitDeformer, .prepare = &PrepareImplicit, .prepare_key = &ImplicitKey,
-     .device_stage = true, .prepare_group = "implicit", .params_field = "implicit", .params = ImplicitParamSpecs(),
-     .parse = &ParseImplicitParams, .params_type = &typeid(ImplicitConfig), .vertex_states = true},
+     .stateful = true, .cost_follows_motion = true, .create = &CreateImplicitDeformer, .prepare = &PrepareImplicit,
+     .prepare_key = &ImplicitKey, .device_stage = true, .prepare_group = "implicit", .params_field = "implicit",
+     .params = ImplicitParamSpecs(), .parse = &ParseImplicitParams, .params_type = &typeid(ImplicitConfig),
+     .vertex_states = true},
     {.id = 8, .name = "blend",
      .description = "LBS/DQS blend: per vertex (1 - b) LBS + b DQS, b from the rig's \"dqs_blend\" attribute or "
                     "one weight per session",
