@@ -370,7 +370,9 @@ TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsClientCancels) {
 // The same on a GPU (the emulated device here): the device program asks between its relaxation
 // rounds and sub-steps and ends the frame, so the device's one thread, which runs every GPU
 // session's frames, deforms the LBS session's next (without the stop it would wait out the hour,
-// and the client's 180 s deadline would fail it).
+// and the client's 180 s deadline would fail it). The stopped session's state on the device is
+// part way, so its next frame starts from rest: at the rest pose it gives the rest mesh, at once
+// (from where the frame stopped, that frame would be the slow way back from up to 150°).
 TEST_F(ImplicitServiceStops, ALongElasticFrameOnTheGpuStopsWhenItsClientCancels) {
   backend_ = v1::BACKEND_GPU;
   ASSERT_NO_FATAL_FAILURE(StartSlowFrame({"--gpu", "emulate"}));
@@ -379,6 +381,17 @@ TEST_F(ImplicitServiceStops, ALongElasticFrameOnTheGpuStopsWhenItsClientCancels)
   EXPECT_TRUE(st.ok()) << st << ": the device was not freed";
   EXPECT_GE(Metric("sinew_frame_errors_total{code=\"CANCELLED\"}"), 1);
   stream_.reset();
+  auto next = Bounded().Deform(Frame(elastic_, 3, Rest()));
+  ASSERT_TRUE(next.ok()) << next.status();
+  std::vector<float> got;
+  ASSERT_TRUE(client::DecodePositions(*next, got).ok());
+  auto built = BuildRig(MakeLimb(limb_));
+  ASSERT_TRUE(built.ok()) << built.status();
+  const Rig& rest = *built;
+  ASSERT_EQ(got.size(), rest.positions.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - rest.positions[i]));
+  EXPECT_LT(worst, 1e-5 * rest.bbox_diagonal()) << "the stopped session did not start again from rest";
   EXPECT_EQ(server_->Terminate(), 0);
 }
 
