@@ -80,8 +80,9 @@ struct FrameInput {
   // deadline), asked between a long frame's iterations; a method that stops returns CANCELLED, a
   // stateful one with its state as before the frame. The elastic implicit method (up to 1 024
   // sub-steps of up to 1 000 relaxation rounds each) asks before every round and after every
-  // sub-step; other methods' frames are bounded by their parameters' limits and finish. Null:
-  // never stop.
+  // sub-step, pbs (up to 1 000 sweeps over up to 400k particles: about a minute) before every
+  // sweep and recovery pass; other methods' frames are bounded by their parameters' limits and
+  // finish. Null: never stop.
   const StopFn* stop = nullptr;
 };
 

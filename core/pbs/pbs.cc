@@ -279,7 +279,24 @@ class PbsDeformer final : public Deformer {
     if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
     auto dt = PoseFrame(frame);
     if (!dt.ok()) return dt.status();
-    SolvePbsFrame(*model_, params_, matrices_, *dt, state_, pool);
+    // A frame the host may stop keeps the particles and velocities it started from (24 bytes a
+    // particle with jiggle), so that a stopped frame leaves the session as it was.
+    if (frame.stop != nullptr) {
+      undo_.x.assign(state_.x.begin(), state_.x.end());
+      undo_.v.assign(state_.v.begin(), state_.v.end());
+      undo_.fresh = state_.fresh;
+    }
+    if (const auto stopped = SolvePbsFrame(*model_, params_, matrices_, *dt, state_, pool, kPbsColourGrain, frame.stop)) {
+      state_.x.swap(undo_.x);
+      state_.v.swap(undo_.v);
+      state_.fresh = undo_.fresh;
+      const uint32_t sweeps = params_.iterations;
+      return absl::CancelledError(absl::StrCat("frame: pbs stopped by its caller before ",
+                                               *stopped < sweeps ? "sweep " : "recovery pass ",
+                                               *stopped < sweeps ? *stopped + 1 : *stopped - sweeps + 1, " of ",
+                                               *stopped < sweeps ? sweeps : params_.recovery_passes,
+                                               "; the session's state is as this frame found it"));
+    }
     // Steps of very different lengths (1e-6 s, then 60 s: the first's velocities carried over the
     // second) can drive jiggling particles past float's range within a few frames. Until
     // 2026-12-02 the state then stayed infinite and every later frame failed; it now starts again
@@ -365,8 +382,10 @@ class PbsDeformer final : public Deformer {
     const size_t lambda = params_.solver == PbsParams::Solver::kXpbd
                               ? model_->stretch.size() + model_->volume.size() + model_->bind.size()
                               : 0;
+    // The particles (and velocities), twice: the frame's undo (FrameInput::stop, which a server
+    // always gives; a session on a device keeps none, and is counted as if).
     return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) +
-           matrices_.size() * sizeof(Affine34f) + (3 * n * (params_.jiggle ? 2 : 1) + lambda) * sizeof(float);
+           matrices_.size() * sizeof(Affine34f) + (2 * 3 * n * (params_.jiggle ? 2 : 1) + lambda) * sizeof(float);
   }
 
   static absl::Status JiggleWithoutAttribute() {
@@ -462,6 +481,7 @@ class PbsDeformer final : public Deformer {
   std::vector<Affine34d> skinning_;
   std::vector<Affine34f> matrices_;
   PbsState state_;  // the session's: particles, (with jiggle) velocities; on a device only `fresh`
+  PbsState undo_;   // the state a frame the host may stop started from (FrameInput::stop)
   bool device_jiggle_ = false;  // on a device: the last frame had jiggle (switching it on starts still)
 };
 
@@ -469,8 +489,10 @@ class PbsDeformer final : public Deformer {
 
 bool PbsStateful(const DeformerConfig& config) { return ParamsOf<PbsParams>(config).jiggle; }
 
-void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const Affine34f> skinning, double dt,
-                   PbsState& state, ThreadPool* pool, size_t grain) {
+std::optional<uint32_t> SolvePbsFrame(const PbsModel& m, const PbsParams& params,
+                                      std::span<const Affine34f> skinning, double dt, PbsState& state,
+                                      ThreadPool* pool, size_t grain, const StopFn* stop) {
+  const auto stop_wanted = [stop] { return stop != nullptr && (*stop)(); };
   const size_t n = m.mesh.rest.size();
   state.x.resize(3 * n);
   const bool jiggle = params.jiggle && !m.alpha.empty();
@@ -527,6 +549,7 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
   // Sweeps: stretch, then volume, colour by colour (parallel within a colour: its constraints
   // share no particle, so the result is the serial colour-order Gauss–Seidel's), then bind.
   for (uint32_t it = 0; it < params.iterations; ++it) {
+    if (stop_wanted()) return it;
     for (size_t c = 0; c + 1 < m.stretch_colours.size(); ++c) {
       const uint32_t first = m.stretch_colours[c], count = m.stretch_colours[c + 1] - first;
       ParallelFor(pool, count, grain, [&](size_t b, size_t e) {
@@ -562,6 +585,7 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
   // passes over the volume colours project only the tets still inverted, and stop after a pass
   // that finds none.
   for (uint32_t pass = 0; params.iterations > 0 && pass < params.recovery_passes; ++pass) {
+    if (stop_wanted()) return params.iterations + pass;
     std::atomic<size_t> found{0};
     for (size_t c = 0; c + 1 < m.volume_colours.size(); ++c) {
       const uint32_t first = m.volume_colours[c], count = m.volume_colours[c + 1] - first;
@@ -589,6 +613,7 @@ void SolvePbsFrame(const PbsModel& m, const PbsParams& params, std::span<const A
     });
   }
   state.fresh = false;
+  return std::nullopt;
 }
 
 std::span<const ParamSpec> PbsParamSpecs() { return kPbsSpecs; }

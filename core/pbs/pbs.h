@@ -21,6 +21,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -130,14 +131,20 @@ struct PbsState {
 // Sizes the state's arrays on the first frame (and when jiggle or the solver changes); allocates
 // nothing otherwise. Deterministic for any pool size. A colour goes to the pool in chunks of
 // `grain` constraints, and only when it holds more (kPbsColourGrain: each colour is a barrier,
-// about 600 a frame, and a small one costs more to hand over than to do).
+// about 600 a frame, and a small one costs more to hand over than to do). `stop` (FrameInput::
+// stop; null: never) is asked before every sweep and recovery pass: once it says yes the frame
+// ends there, `state` part way (the caller puts back what it kept), and the return value is the
+// sweep (counting the recovery passes after the sweeps) it stopped before; nullopt when it ran to
+// its end. A frame is 1 000 sweeps at most, over up to kPbsMaxParticles: about a minute.
 inline constexpr size_t kPbsColourGrain = 8192;
 // The most particles a pbs preparation takes, from the mesher, the voxels or an uploaded tet mesh
 // (RESOURCE_EXHAUSTED beyond; a frame's cost is the particles', and the paper's characters have
 // 1–3k).
 inline constexpr size_t kPbsMaxParticles = 400'000;
-void SolvePbsFrame(const PbsModel& model, const PbsParams& params, std::span<const Affine34f> skinning, double dt,
-                   PbsState& state, ThreadPool* pool, size_t grain = kPbsColourGrain);
+std::optional<uint32_t> SolvePbsFrame(const PbsModel& model, const PbsParams& params,
+                                      std::span<const Affine34f> skinning, double dt, PbsState& state,
+                                      ThreadPool* pool, size_t grain = kPbsColourGrain,
+                                      const StopFn* stop = nullptr);
 bool PbsStateful(const DeformerConfig& config);  // jiggle
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,

@@ -1,11 +1,13 @@
 // Position-based skinning's building blocks (seed 002; spec §2.1–2.2, §2.5–2.6, §2.9): the voxel
 // tetrahedralization, the render mesh's embedding, the corrected volume constraint (against the
 // paper's misprint) and the constraint colouring.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <Eigen/Geometry>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <numbers>
@@ -752,6 +754,47 @@ TEST(PbsDynamics, SnapshotRestoreContinuesBitForBit) {
     ASSERT_TRUE(fresh->Deform({&pose, {}}, b, nullptr).ok());
     ASSERT_EQ(a, b) << "frame " << k << " after restoring an unplayed session";
   }
+}
+
+// A frame the host stops (FrameInput::stop, asked before every sweep and recovery pass) returns
+// CANCELLED and leaves the session as the frame found it: after the stop, frame for frame, the
+// same bits (particles and velocities carry on) as a session that never saw the stopped frame.
+// Jiggling, so that the state matters.
+TEST(PbsDynamics, AFrameStoppedByItsCallerLeavesTheSessionAsBefore) {
+  const PaintedElbow f;
+  PbsParams p = PaintedElbow::Params();
+  p.gravity = 30;
+  p.iterations = 40;
+  auto stopped = f.Make(p), whole = f.Make(p);
+  std::vector<float> a(f.rig->positions.size()), b(a.size());
+  for (int k = 0; k < 6; ++k) {
+    const Pose pose = PaintedElbow::Swing(*f.rig, k);
+    ASSERT_TRUE(stopped->Deform({&pose, {}}, a, nullptr).ok());
+    ASSERT_TRUE(whole->Deform({&pose, {}}, b, nullptr).ok());
+  }
+  std::atomic<int> asked{0};
+  const StopFn count = [&] { return ++asked < 0; };
+  const StopFn halfway = [&] { return ++asked > 20; };
+  FrameInput in;
+  const Pose swung = PaintedElbow::Swing(*f.rig, 6);
+  in.pose = &swung;
+  in.stop = &halfway;
+  const absl::Status st = stopped->Deform(in, a, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("before sweep 21 of 40"));
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("as this frame found it"));
+  EXPECT_EQ(asked.load(), 21);
+  // Every sweep and recovery pass asks: 40 sweeps, and the passes that found inverted tets.
+  asked = 0;
+  in.stop = &count;
+  for (int k = 6; k < 12; ++k) {
+    const Pose pose = PaintedElbow::Swing(*f.rig, k);
+    in.pose = &pose;
+    ASSERT_TRUE(stopped->Deform(in, a, nullptr).ok());
+    ASSERT_TRUE(whole->Deform({&pose, {}}, b, nullptr).ok());
+    ASSERT_EQ(a, b) << "frame " << k;
+  }
+  EXPECT_GE(asked.load(), 6 * 40);
 }
 
 // Convergence from noise (spec §4): the painted third's particles scattered by up to 0.15 (a
