@@ -55,7 +55,7 @@ struct FrameTarget {
 // elastic implicit method's relaxation rounds), which then ends CANCELLED and leaves its
 // session's state as it was. A unary call's frame that runs inside its method handler (inline)
 // asks the call's context as well: gRPC calls OnCancel only after the handler has returned.
-// (The one method that asks today, elastic implicit, never runs inline: Service::RunsInline.)
+// (Elastic implicit frames never run inline, Service::RunsInline; a CPU pbs frame may, and asks.)
 // Owned by the call; neither copied nor moved.
 struct StopFlag {
   std::atomic<bool> wanted{false};
