@@ -329,7 +329,9 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     job.device_sheddable = true;
   }
   if (restart) s.device_restarted = job.device_seq;
-  output.stop = job.input.stop;
+  // Only a frame whose cost follows the motion (elastic) is long enough to stop; a finished
+  // history-independent item in the same batch must not be answered CANCELLED.
+  output.stop = s.cost_follows_motion ? job.input.stop : nullptr;
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
   // in submission order.
   gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);

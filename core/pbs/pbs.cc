@@ -281,15 +281,18 @@ class PbsDeformer final : public Deformer {
     if (!dt.ok()) return dt.status();
     // A frame the host may stop keeps the particles and velocities it started from (24 bytes a
     // particle with jiggle), so that a stopped frame leaves the session as it was.
-    if (frame.stop != nullptr) {
+    const bool keep = frame.stop != nullptr && Jiggles();  // without jiggle every frame starts from LBS
+    if (keep) {
       undo_.x.assign(state_.x.begin(), state_.x.end());
       undo_.v.assign(state_.v.begin(), state_.v.end());
       undo_.fresh = state_.fresh;
     }
     if (const auto stopped = SolvePbsFrame(*model_, params_, matrices_, *dt, state_, pool, kPbsColourGrain, frame.stop)) {
-      state_.x.swap(undo_.x);
-      state_.v.swap(undo_.v);
-      state_.fresh = undo_.fresh;
+      if (keep) {
+        state_.x.swap(undo_.x);
+        state_.v.swap(undo_.v);
+        state_.fresh = undo_.fresh;
+      }
       const uint32_t sweeps = params_.iterations;
       return absl::CancelledError(absl::StrCat("frame: pbs stopped by its caller before ",
                                                *stopped < sweeps ? "sweep " : "recovery pass ",
@@ -382,10 +385,10 @@ class PbsDeformer final : public Deformer {
     const size_t lambda = params_.solver == PbsParams::Solver::kXpbd
                               ? model_->stretch.size() + model_->volume.size() + model_->bind.size()
                               : 0;
-    // The particles (and velocities), twice: the frame's undo (FrameInput::stop, which a server
-    // always gives; a session on a device keeps none, and is counted as if).
+    // With jiggle the particles and velocities twice: the frame's undo (FrameInput::stop, which a
+    // server always gives; a session on a device keeps none, and is counted as if).
     return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) +
-           matrices_.size() * sizeof(Affine34f) + (2 * 3 * n * (params_.jiggle ? 2 : 1) + lambda) * sizeof(float);
+           matrices_.size() * sizeof(Affine34f) + (3 * n * (params_.jiggle ? 4 : 1) + lambda) * sizeof(float);
   }
 
   static absl::Status JiggleWithoutAttribute() {

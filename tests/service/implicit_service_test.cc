@@ -449,7 +449,8 @@ TEST_F(ImplicitServiceStops, ALongClipFrameStopsWhenItsClientCancels) {
   EXPECT_EQ(played.code(), absl::StatusCode::kCancelled) << played;
   const absl::Status st = OtherFrame();
   EXPECT_TRUE(st.ok()) << st << ": the worker was not freed";
-  EXPECT_GE(Metric("sinew_frame_errors_total{code=\"CANCELLED\"}"), 1);
+  // (No count of CANCELLED frames: a cancel that reaches the server before the second frame
+  // starts ends the batch without one, and the worker is free either way.)
   EXPECT_EQ(server_->Terminate(), 0);
 }
 
