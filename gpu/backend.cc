@@ -157,6 +157,8 @@ class Device final : public ProgramDevice {
     i.utilisation = utilisation_;
     i.frames = frames_;
     i.batches = batches_;
+    i.queued_frames = static_cast<uint32_t>(pending_.size());
+    i.running_frames = static_cast<uint32_t>(running_);
     return i;
   }
 
@@ -462,6 +464,7 @@ class Device final : public ProgramDevice {
     // full (they were gathered within a window already).
     backlog_ = full && !kept_.empty();
     pending_.swap(kept_);
+    running_ += slot.frames.size();
   }
 
   // Packs the slot's frames (batch table, each program's item table, then the parameters) and
@@ -604,6 +607,7 @@ class Device final : public ProgramDevice {
       std::lock_guard lock(mu_);
       ++batches_;
       frames_ += s.frames.size();
+      running_ -= s.frames.size();
       // Utilisation: device-busy time over wall time, in windows of at least one second.
       busy_window_ms_ += busy;
       const auto now = std::chrono::steady_clock::now();
@@ -679,6 +683,7 @@ class Device final : public ProgramDevice {
   bool backlog_ = false;  // the last batch was full and left frames queued
   std::chrono::steady_clock::time_point first_arrival_;
   uint64_t frames_ = 0, batches_ = 0;
+  size_t running_ = 0;  // frames taken into a batch and not yet completed (under mu_)
   double utilisation_ = 0, busy_window_ms_ = 0;
   std::chrono::steady_clock::time_point util_window_start_ = std::chrono::steady_clock::now();
 

@@ -48,6 +48,9 @@ struct DeviceInfo {
   uint32_t rigs = 0, sessions = 0;
   double utilisation = 0;     // fraction of the last second with a batch in flight
   uint64_t frames = 0, batches = 0;
+  // Frames submitted and waiting for a batch; frames in a batch (packed, running or being
+  // copied back), not yet completed.
+  uint32_t queued_frames = 0, running_frames = 0;
 };
 
 struct GpuOptions {

@@ -240,6 +240,13 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.done(job.context, st);
 }
 
+// Whether a GPU frame goes on from a device state that a frame before it left part way: one
+// submitted at or after the restart this frame goes on from, and before this frame.
+static bool BehindALoss(const FrameJob& job) {
+  const uint64_t lost = job.session->device_lost.load(std::memory_order_acquire);
+  return lost != 0 && lost >= job.device_from && lost < job.device_seq;
+}
+
 absl::Status Overloaded(std::chrono::steady_clock::duration waited, uint32_t max_queue_ms, bool device) {
   return absl::UnavailableError(absl::StrCat(
       "overloaded: the frame waited ", std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(),
@@ -329,9 +336,14 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     job.device_sheddable = true;
   }
   if (restart) s.device_restarted = job.device_seq;
+  job.device_from = s.device_restarted;
   // Only a frame whose cost follows the motion (elastic) is long enough to stop; a finished
-  // history-independent item in the same batch must not be answered CANCELLED.
-  output.stop = s.cost_follows_motion ? job.input.stop : nullptr;
+  // history-independent item in the same batch must not be answered CANCELLED. It stops when its
+  // caller gives up, or at once when a frame queued before it stopped part way (Completed).
+  if (s.cost_follows_motion) {
+    job.device_stop = [&job, caller = job.input.stop] { return (caller && (*caller)()) || BehindALoss(job); };
+    output.stop = &job.device_stop;
+  }
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
   // in submission order.
   gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);
@@ -381,7 +393,21 @@ GpuFrames::GpuFrames(gpu::GpuBackend& gpu, Metrics& metrics, std::function<uint6
 void GpuFrames::Completed(void* arg, const absl::Status& result) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
   job.device_result = result;
-  if (result.ok() && (Quantized(job.session->encoding) || job.device_normals)) {
+  // The device runs a session's frames one at a time, in submission order, and their completions
+  // come here, on the device's thread, in that order. A frame stopped part way is marked lost
+  // (Finish, run here for a failed frame) before the next runs, so a frame that was queued on the
+  // device behind it sees the loss (BehindALoss): it would go on from that part-way state, neither
+  // from rest nor from the frame before. It stops before its first step (its stop asks), and is
+  // answered ABORTED. (A frame whose positions left float's range is found in Finish, perhaps on
+  // an encoder thread; the frames behind it, on the same non-finite state, fail that check
+  // themselves.)
+  if ((result.ok() || result.code() == absl::StatusCode::kCancelled) && BehindALoss(job)) {
+    job.device_result = absl::AbortedError(
+        "frame: it was queued on the GPU behind a frame of its session that stopped part way (its caller gave up), "
+        "and would have gone on from that frame's state; not deformed: send it again, the session starts again "
+        "from rest at its next frame");
+  }
+  if (job.device_result.ok() && (Quantized(job.session->encoding) || job.device_normals)) {
     return job.gpu_frames->encoders_->Submit(&GpuFrames::Finish, &job);
   }
   Finish(&job);

@@ -91,9 +91,13 @@ struct FrameJob {
   std::shared_ptr<SharedMemoryMapping> shm;
   uint64_t shm_offset = 0;
   bool shm_direct = false;
-  // GPU frames: the session's submission count at this frame, and whether its state can leave
-  // float's range there (Session::device_lost).
-  uint64_t device_seq = 0;
+  // GPU frames: the session's submission count at this frame, the submission of the device
+  // state it goes on from (the latest restart: itself, an earlier frame from rest, a clip's start
+  // or SetSessionState), and whether its state can leave float's range there
+  // (Session::device_lost). A frame whose base was left unusable by a frame before it (lost in
+  // [device_from, device_seq)) ran on that unusable state: GpuFrames::Completed answers it
+  // ABORTED.
+  uint64_t device_seq = 0, device_from = 0;
   bool device_can_diverge = false;
   GpuFrames* gpu_frames = nullptr;  // the backend of a GPU frame (its completion)
   absl::Status device_result;       // a GPU frame's status from the device, for its encoding thread
@@ -108,6 +112,9 @@ struct FrameJob {
   // frame's program (gpu::FrameOutput::stop) leaves it part way, so the session's next frame
   // starts from rest (Session::device_lost).
   const StopFn* stop = nullptr;
+  // A GPU elastic frame's stop (gpu::FrameOutput::stop): its caller's, or a frame before it left
+  // the state it goes on from part way. Made per frame by GpuFrames::Run.
+  StopFn device_stop;
 
   // Ready for the next frame: every field as new, the staging buffer keeping its capacity.
   void Fresh() {
@@ -145,8 +152,9 @@ class CpuFrames final : public FrameBackend {
 // emulated device reached three quarters of float32's frame rate in QUANTIZED16, the dispatcher's
 // one core busy and the other idle). A frame that asks for a quality report (milliseconds to
 // seconds of measuring) is measured and completed on this backend's measuring thread, one at a
-// time in the order they finish on the devices: it holds neither the device's other sessions
-// nor the worker pool. Its compute_ns includes the measure (as on the CPU) and its wait for the
+// time in the order they are ready (a quantized frame's once its encoding thread is done, so not
+// always the order they finish on the devices): it holds neither the device's other sessions nor
+// the worker pool. Its compute_ns includes the measure (as on the CPU) and its wait for the
 // thread.
 class GpuFrames final : public FrameBackend {
  public:

@@ -94,6 +94,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           .Help("Fraction of the last second the device had a batch in flight").Register(*registry_);
   gpu_residents_ = &prometheus::BuildGauge().Name("sinew_gpu_resident")
                         .Help("Rigs and sessions resident on each GPU").Register(*registry_);
+  gpu_frames_ = &prometheus::BuildGauge().Name("sinew_gpu_frames")
+                     .Help("Frames on each GPU not yet answered: queued for a batch, or running in one (sampled every second)")
+                     .Register(*registry_);
 }
 
 Metrics::~Metrics() = default;
@@ -106,6 +109,8 @@ void Metrics::Device(const gpu::DeviceInfo& d) {
   gpu_utilisation_->Add({{"device", dev}}).Set(d.utilisation);
   gpu_residents_->Add({{"device", dev}, {"kind", "rigs"}}).Set(d.rigs);
   gpu_residents_->Add({{"device", dev}, {"kind", "sessions"}}).Set(d.sessions);
+  gpu_frames_->Add({{"device", dev}, {"kind", "queued"}}).Set(d.queued_frames);
+  gpu_frames_->Add({{"device", dev}, {"kind", "running"}}).Set(d.running_frames);
 }
 
 absl::StatusOr<int> Metrics::Serve(const std::string& host_port) {

@@ -96,6 +96,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* gpu_memory_;
   prometheus::Family<prometheus::Gauge>* gpu_utilisation_;
   prometheus::Family<prometheus::Gauge>* gpu_residents_;
+  prometheus::Family<prometheus::Gauge>* gpu_frames_;
 };
 
 // "INVALID_ARGUMENT" etc.

@@ -63,6 +63,8 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
       di->set_limit_bytes(dev.limit_bytes);
       di->set_used_bytes(dev.used_bytes);
       di->set_utilisation(dev.utilisation);
+      di->set_queued_frames(dev.queued_frames);
+      di->set_running_frames(dev.running_frames);
       di->set_rigs(dev.rigs);
       di->set_sessions(dev.sessions);
       absl::StrAppend(&d, d.empty() ? "" : ", ", dev.name);

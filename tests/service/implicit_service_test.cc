@@ -395,6 +395,46 @@ TEST_F(ImplicitServiceStops, ALongElasticFrameOnTheGpuStopsWhenItsClientCancels)
   EXPECT_EQ(server_->Terminate(), 0);
 }
 
+// A frame of the same session, sent by another call while the slow one runs on the device, waits
+// in the device's queue (a session with device state runs one frame at a time). Once the slow
+// frame stops, that frame would go on from the part-way state it left, which is neither rest nor
+// the frame before it: it stops at once and is answered ABORTED, and the session's next frame
+// starts from rest. (Without the check it ran, from the part-way state towards rest by way of
+// the 150° the host's history had, and passed the client's 180 s deadline.)
+TEST_F(ImplicitServiceStops, AGpuFrameQueuedBehindAStoppedOneIsAbortedNotSentFromThePartWayState) {
+  backend_ = v1::BACKEND_GPU;
+  ASSERT_NO_FATAL_FAILURE(StartSlowFrame({"--gpu", "emulate"}));
+  // Frame 1 was handed to the one worker before this call's frame reaches it, so it is submitted
+  // to the device first.
+  auto queued = std::async(std::launch::async, [&] { return Bounded().Deform(Frame(elastic_, 3, Rest())); });
+  v1::DeviceInfo device;
+  for (int k = 0; k < 2000; ++k) {
+    auto info = client_->GetServerInfo();
+    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_EQ(info->devices_size(), 1);
+    device = info->devices(0);
+    if (device.running_frames() == 1 && device.queued_frames() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(device.running_frames(), 1) << "the slow frame is not on the device";
+  ASSERT_EQ(device.queued_frames(), 1) << "the other call's frame is not queued behind it";
+  stream_->Cancel();
+  const auto behind = queued.get();
+  EXPECT_EQ(behind.status().code(), absl::StatusCode::kAborted) << behind.status();
+  stream_.reset();
+  auto next = Bounded().Deform(Frame(elastic_, 4, Rest()));
+  ASSERT_TRUE(next.ok()) << next.status();
+  std::vector<float> got;
+  ASSERT_TRUE(client::DecodePositions(*next, got).ok());
+  auto built = BuildRig(MakeLimb(limb_));
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(got.size(), built->positions.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - built->positions[i]));
+  EXPECT_LT(worst, 1e-5 * built->bbox_diagonal()) << "the session did not start again from rest";
+  EXPECT_EQ(server_->Terminate(), 0);
+}
+
 // The same frame sent by a unary Deform whose deadline passes. (Should the deadline pass before
 // the frame starts, it starts stopped; either way the worker is free for the next frame.)
 TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsUnaryCallsDeadlinePasses) {

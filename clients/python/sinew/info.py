@@ -102,7 +102,8 @@ class Limits:
 @dataclass
 class DeviceInfo:
     """A GPU the server uses: memory (total, what this server may use, what its rigs and sessions
-    hold), the fraction of the last second it was busy, and its rigs and sessions."""
+    hold), the fraction of the last second it was busy, its rigs and sessions, and the frames
+    submitted to it: waiting for a batch (queued) and in one (running)."""
 
     index: int
     name: str
@@ -112,10 +113,13 @@ class DeviceInfo:
     utilisation: float
     rigs: int
     sessions: int
+    queued_frames: int = 0
+    running_frames: int = 0
 
     @classmethod
     def from_proto(cls, d: Any) -> "DeviceInfo":
-        return cls(d.index, d.name, d.total_bytes, d.limit_bytes, d.used_bytes, d.utilisation, d.rigs, d.sessions)
+        return cls(d.index, d.name, d.total_bytes, d.limit_bytes, d.used_bytes, d.utilisation, d.rigs, d.sessions,
+                   d.queued_frames, d.running_frames)
 
 
 @dataclass
