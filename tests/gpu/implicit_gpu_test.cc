@@ -480,50 +480,70 @@ TEST_P(ImplicitGpu, ElasticLoopsThatEndEarlyEqualEveryPass) {
 
 // A long elastic frame whose caller gives up (FrameOutput::stop) ends where the program next asks
 // (before a relaxation round, after a sub-step): CANCELLED, its outputs not written, its caller
-// asked until it said yes and never after. A session beside it, asked every time and never
-// giving up, gets exactly what it gets alone. The stopped session's state is part way, so its
-// host starts it from rest (Reset): its next frame equals a fresh session's first.
+// asked until it said yes and never after. A session in the same batch, asked every time and
+// never giving up, gets exactly what it gets beside a session that does not stop. The stopped
+// session's state is part way, so its host starts it from rest (Reset): its next frame equals a
+// fresh session's first. Every batch here holds exactly two frames: the batch closes when its
+// second arrives (max_batch_vertices), not after a time, so the stopped frame shares its batch
+// whatever the machine's load (the batch count says so).
 TEST_P(ImplicitGpu, AnElasticFrameStopsWhenItsCallerGivesUpAndLeavesTheOthersAlone) {
-  GpuOptions options;
-  options.batch_window = std::chrono::milliseconds(20);  // the two frames share a batch where they can
-  auto backend = *Make(GetParam(), options);
   auto rig = TwoBoneLimb();
+  GpuOptions options;
+  options.batch_window = std::chrono::minutes(10);
+  options.max_batch_vertices = 2 * rig->vertex_count();
+  auto backend = *Make(GetParam(), options);
   const DeformerConfig config = Config("elastic-implicit");
   auto model = Prepare(*rig, config);
   auto on_gpu = *backend->Upload(*rig);
   auto dev_model = *backend->UploadModel(on_gpu, GpuMethod::kElasticImplicit, *model);
   auto session = [&] { return std::make_unique<Pair>(*backend, rig, model, config, on_gpu, dev_model); };
   const Pose first = Bent(*rig, 60), deep = Bent(*rig, 120, 30), next = Bent(*rig, 90);
-  const auto alone = session(), fresh = session();
-  alone->Gpu(*backend, first);
-  const std::vector<float> want_deep = alone->Gpu(*backend, deep), want_next = fresh->Gpu(*backend, next);
+  // Two frames in one batch, each with its own stop (null: none); their outputs and statuses.
+  struct Frame {
+    std::vector<float> out;
+    std::vector<uint8_t> states;
+    Latch done;
+  };
+  auto batch = [&](Pair& p, const Pose& pp, Frame& fp, const StopFn* sp, Pair& q, const Pose& pq, Frame& fq,
+                   const StopFn* sq) {
+    const uint64_t before = backend->Devices()[0].batches;
+    p.Submit(*backend, pp, fp.out, fp.states, fp.done, sp);
+    q.Submit(*backend, pq, fq.out, fq.states, fq.done, sq);
+    fp.done.Wait();
+    fq.done.Wait();
+    EXPECT_EQ(backend->Devices()[0].batches, before + 1) << "the two frames did not share a batch";
+  };
+  const auto alone = session(), a = session(), b = session(), fresh = session();
+  {
+    Frame f1, f2;
+    batch(*alone, first, f1, nullptr, *a, first, f2, nullptr);
+    ASSERT_TRUE(f1.done.status.ok() && f2.done.status.ok()) << f1.done.status << f2.done.status;
+  }
+  Frame want_deep, b_first;
+  batch(*alone, deep, want_deep, nullptr, *b, first, b_first, nullptr);
+  ASSERT_TRUE(want_deep.done.status.ok() && b_first.done.status.ok()) << want_deep.done.status << b_first.done.status;
 
-  const auto a = session(), b = session();
-  a->Gpu(*backend, first);
-  b->Gpu(*backend, first);
   std::atomic<int> a_asks{0}, b_asks{0};
   const StopFn a_stop = [&] { return ++a_asks > 3; };
   const StopFn b_stop = [&] {
     ++b_asks;
     return false;
   };
-  Latch a_done, b_done;
-  std::vector<float> a_out, b_out;
-  std::vector<uint8_t> a_states, b_states;
-  a->Submit(*backend, deep, a_out, a_states, a_done, &a_stop);
-  b->Submit(*backend, deep, b_out, b_states, b_done, &b_stop);
-  a_done.Wait();
-  b_done.Wait();
-  EXPECT_EQ(a_done.status.code(), absl::StatusCode::kCancelled) << a_done.status;
-  EXPECT_THAT(std::string(a_done.status.message()), ::testing::HasSubstr("stopped by its caller"));
+  Frame fa, fb;
+  batch(*a, deep, fa, &a_stop, *b, deep, fb, &b_stop);
+  EXPECT_EQ(fa.done.status.code(), absl::StatusCode::kCancelled) << fa.done.status;
+  EXPECT_THAT(std::string(fa.done.status.message()), ::testing::HasSubstr("stopped by its caller"));
   EXPECT_EQ(a_asks.load(), 4) << "asked after it had said yes, or not until then";
-  EXPECT_EQ(a_out, std::vector<float>(rig->positions.size(), 0.f)) << "a stopped frame's positions were written";
-  ASSERT_TRUE(b_done.status.ok()) << b_done.status;
+  EXPECT_EQ(fa.out, std::vector<float>(rig->positions.size(), 0.f)) << "a stopped frame's positions were written";
+  ASSERT_TRUE(fb.done.status.ok()) << fb.done.status;
   EXPECT_GT(b_asks.load(), 4);
-  EXPECT_EQ(b_out, want_deep) << "the stop changed the frame beside it";
+  EXPECT_EQ(fb.out, want_deep.out) << "the stop changed the frame beside it";
 
   a->stage->Reset();
-  EXPECT_EQ(a->Gpu(*backend, next), want_next) << "the stopped session, started again from rest";
+  Frame got, want;
+  batch(*a, next, got, nullptr, *fresh, next, want, nullptr);
+  ASSERT_TRUE(got.done.status.ok() && want.done.status.ok()) << got.done.status << want.done.status;
+  EXPECT_EQ(got.out, want.out) << "the stopped session, started again from rest";
 }
 
 // Implicit sessions of both methods and an LBS session share batches; each gets exactly what
