@@ -1326,6 +1326,11 @@ int main(int argc, char** argv) {
       std::printf("  backend %s: %s (%s)\n", v1::Backend_Name(b.backend()).c_str(),
                   b.available() ? "available" : "unavailable", b.description().c_str());
     }
+    for (const auto& d : info->devices()) {
+      std::printf("  gpu %u %s: %.0f of %.0f MiB used, %.0f %% busy, %u rigs, %u sessions, %u frames queued, %u running\n",
+                  d.index(), d.name().c_str(), d.used_bytes() / 1048576.0, d.limit_bytes() / 1048576.0,
+                  100 * d.utilisation(), d.rigs(), d.sessions(), d.queued_frames(), d.running_frames());
+    }
     const auto& l = info->limits();
     std::printf("  limits: %u vertices/rig, %llu rig bytes, %u sessions, idle TTL %u s, %u workers\n",
                 l.max_vertices_per_rig(), (unsigned long long)l.max_rig_bytes(), l.max_sessions(),

@@ -394,18 +394,19 @@ void GpuFrames::Completed(void* arg, const absl::Status& result) {
   FrameJob& job = *static_cast<FrameJob*>(arg);
   job.device_result = result;
   // The device runs a session's frames one at a time, in submission order, and their completions
-  // come here, on the device's thread, in that order. A frame stopped part way is marked lost
-  // (Finish, run here for a failed frame) before the next runs, so a frame that was queued on the
-  // device behind it sees the loss (BehindALoss): it would go on from that part-way state, neither
-  // from rest nor from the frame before. It stops before its first step (its stop asks), and is
-  // answered ABORTED. (A frame whose positions left float's range is found in Finish, perhaps on
-  // an encoder thread; the frames behind it, on the same non-finite state, fail that check
-  // themselves.)
+  // come here, on the device's thread, in that order. A frame that leaves the state unusable is
+  // marked lost (Finish) before the next completes, or, stopped part way, before the next runs
+  // (Finish runs here for a failed frame). So a frame that was queued on the device behind it
+  // sees the loss (BehindALoss): it went on, or would go on, from that state, neither from rest
+  // nor from the frame before, and is answered ABORTED; an elastic one stops before its first
+  // step (its stop asks). (A frame whose positions left float's range is found in Finish, on an
+  // encoder thread for a quantized encoding, maybe after the next frame completes here: that one
+  // then fails the range check itself, on the same non-finite state.)
   if ((result.ok() || result.code() == absl::StatusCode::kCancelled) && BehindALoss(job)) {
     job.device_result = absl::AbortedError(
-        "frame: it was queued on the GPU behind a frame of its session that stopped part way (its caller gave up), "
-        "and would have gone on from that frame's state; not deformed: send it again, the session starts again "
-        "from rest at its next frame");
+        "frame: it was queued on the GPU behind a frame of its session that left the device's state unusable "
+        "(stopped part way by its caller, or past float's range); not deformed: send it again, the session starts "
+        "again from rest at its next frame");
   }
   if (job.device_result.ok() && (Quantized(job.session->encoding) || job.device_normals)) {
     return job.gpu_frames->encoders_->Submit(&GpuFrames::Finish, &job);

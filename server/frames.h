@@ -95,7 +95,7 @@ struct FrameJob {
   // state it goes on from (the latest restart: itself, an earlier frame from rest, a clip's start
   // or SetSessionState), and whether its state can leave float's range there
   // (Session::device_lost). A frame whose base was left unusable by a frame before it (lost in
-  // [device_from, device_seq)) ran on that unusable state: GpuFrames::Completed answers it
+  // [device_from, device_seq)) ran, or would run, on that state: GpuFrames::Completed answers it
   // ABORTED.
   uint64_t device_seq = 0, device_from = 0;
   bool device_can_diverge = false;
