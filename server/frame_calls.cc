@@ -680,7 +680,8 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
   const uint64_t last = session.last_frame;
   if (session.stateful && !job.reset && session.has_frame && job.frame <= last) {
     return absl::FailedPreconditionError(
-        absl::StrCat("frame: ", job.frame, job.frame == last ? " was already applied" : " arrives after frame ",
+        absl::StrCat("frame: ", job.frame,
+                     job.frame == last ? " was already applied (or failed after it was)" : " arrives after frame ",
                      job.frame == last ? std::string() : std::to_string(last),
                      "; this stateful session applies frames strictly in increasing order of their numbers (set "
                      "reset to start again)"));

@@ -405,8 +405,9 @@ void GpuFrames::Completed(void* arg, const absl::Status& result) {
   if ((result.ok() || result.code() == absl::StatusCode::kCancelled) && BehindALoss(job)) {
     job.device_result = absl::AbortedError(
         "frame: it was queued on the GPU behind a frame of its session that left the device's state unusable "
-        "(stopped part way by its caller, or past float's range); not deformed: send it again, the session starts "
-        "again from rest at its next frame");
+        "(stopped part way by its caller, or past float's range); not deformed, but its number is used up (a GPU "
+        "session's frames are applied when queued): send it again with a later number; the session starts again "
+        "from rest at its next frame");
   }
   if (job.device_result.ok() && (Quantized(job.session->encoding) || job.device_normals)) {
     return job.gpu_frames->encoders_->Submit(&GpuFrames::Finish, &job);

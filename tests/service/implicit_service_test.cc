@@ -421,7 +421,13 @@ TEST_F(ImplicitServiceStops, AGpuFrameQueuedBehindAStoppedOneIsAbortedNotSentFro
   stream_->Cancel();
   const auto behind = queued.get();
   EXPECT_EQ(behind.status().code(), absl::StatusCode::kAborted) << behind.status();
+  EXPECT_THAT(behind.status().message(), HasSubstr("send it again with a later number"));
   stream_.reset();
+  // Its number was used up when it was queued (the message says so): sent again as it was, the
+  // frame is refused, and the session's state is untouched by the refusal.
+  auto again = Bounded().Deform(Frame(elastic_, 3, Rest()));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition) << again.status();
+  EXPECT_THAT(again.status().message(), HasSubstr("frame: 3 was already applied (or failed after it was)"));
   auto next = Bounded().Deform(Frame(elastic_, 4, Rest()));
   ASSERT_TRUE(next.ok()) << next.status();
   std::vector<float> got;
