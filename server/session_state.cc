@@ -121,6 +121,10 @@ absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req,
     // The device's copy, once the session's frames queued before this call are done.
     auto resident = gpu_->ReadState(*s->gpu);
     if (!resident.ok()) return resident.status();
+    // A frame left the device's state unusable and none has started again since: the session's
+    // next frame starts from rest (GpuFrames::Run), and so does the saved state.
+    const uint64_t lost = s->device_lost.load(std::memory_order_acquire);
+    if (lost != 0 && lost >= s->device_restarted) s->deformer->Reset();
     bytes = s->deformer->SaveDeviceState(*resident);
   } else {
     bytes = s->deformer->SaveState();
@@ -152,8 +156,9 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
                                                       v1::Method_Name(static_cast<v1::Method>(method))));
   }
   if (const std::string key = KeyOf(*s, *config); state.preparation_key() != key) {
-    return absl::FailedPreconditionError(absl::StrCat("state.preparation_key: saved with \"", state.preparation_key(),
-                                                      "\"; this session's is \"", key, "\""));
+    return absl::FailedPreconditionError(absl::StrCat("state.preparation_key: saved with \"",
+                                                      EchoId(state.preparation_key()), "\"; this session's is \"",
+                                                      key, "\""));
   }
   if (state.backend() != s->backend) {
     return absl::FailedPreconditionError(absl::StrCat("state.backend: saved on ", v1::Backend_Name(state.backend()),

@@ -1,9 +1,15 @@
 // A session that outlives its server, for clients behind a balancer (deploy/haproxy.cfg): it
-// keeps the rig's bytes and how the session was created, and when a frame finds the server gone
-// (UNAVAILABLE) or the session unknown (NOT_FOUND: the balancer moved this client to another
-// server, or the server restarted), it uploads the rig again (content-addressed: one small round
-// trip where the rig is resident), creates the session again and sends the frame again, counting
-// it as redone. A history-dependent method's session starts again from rest when re-created.
+// keeps the rig's bytes and how the session was created. When a frame finds no server
+// (UNAVAILABLE), it is sent again on the same session after the retry delay: a transport blip,
+// or a server restarted with --state-dir, keeps the session (and its history). When the server
+// answering does not know the session (NOT_FOUND: the balancer moved this client to another
+// server, or the server restarted without its state), it uploads the rig again
+// (content-addressed: one small round trip where the rig is resident), creates the session again
+// and sends the frame again. Either way the frame counts as redone. A history-dependent method's
+// session starts again from rest when re-created, with the parameters it was opened with
+// (UpdateSession's changes and SetSessionState's state are not carried over). A stateful
+// session's frame that the server applied but whose answer was lost is refused when sent again
+// ("was already applied"): that error is returned.
 // A frame the server shed under load (UNAVAILABLE "overloaded: ...", --max-queue-ms) is not a
 // lost server: it is sent again, after the retry delay, on the same session (redone, nothing
 // re-created: a new session per shed frame would leave the old one open and add to the load).
@@ -21,7 +27,7 @@ namespace sinew::client {
 class RecoveringSession {
  public:
   struct Options {
-    int max_attempts = 40;                             // per frame, before its error is returned
+    int max_attempts = 40;                             // per frame, before its error is returned (≥ 1)
     std::chrono::milliseconds retry_delay{100};        // between attempts (the balancer's checks
                                                        // take a moment to see a server gone)
   };

@@ -334,10 +334,13 @@ class PbsDeformer final : public Deformer {
   // Bytes: "pbs-state" 1, particle count (u64), fresh (u8), velocities present (u8), positions and
   // velocities (float32, 3 per particle), then an FNV-1a 64 of everything before it. The same
   // for sessions on a device, whose positions and velocities are the device's.
+  // A state that starts from rest saves no particles: its next frame starts them at LBS with no
+  // velocity whatever they were, and after a frame that left float's range they are not finite,
+  // which LoadState (rightly) refuses.
   absl::StatusOr<std::string> SaveState() const override {
     const size_t n = model_->mesh.rest.size();
-    const bool have = state_.x.size() == 3 * n;
-    return Encode(state_.fresh || !have, have ? std::span<const float>(state_.x) : std::span<const float>(),
+    if (state_.fresh || state_.x.size() != 3 * n) return Encode(true, {}, {});
+    return Encode(false, state_.x,
                   state_.v.size() == 3 * n ? std::span<const float>(state_.v) : std::span<const float>());
   }
 
@@ -356,7 +359,15 @@ class PbsDeformer final : public Deformer {
   absl::StatusOr<std::string> SaveDeviceState(std::span<const float> resident) const override {
     const size_t n = model_->mesh.rest.size();
     if (resident.size() < 6 * n) return absl::InternalError("pbs: the device state is smaller than 6 floats per particle");
-    return Encode(state_.fresh, resident.first(3 * n), Jiggles() ? resident.subspan(3 * n, 3 * n) : std::span<const float>());
+    // Particles past float's range: the frame that drove them there failed, and the server starts
+    // the session's next frame from rest (it may not have seen that frame's positions yet).
+    const std::span<const float> x = resident.first(3 * n);
+    const std::span<const float> v = Jiggles() ? resident.subspan(3 * n, 3 * n) : std::span<const float>();
+    const auto finite = [](std::span<const float> a) {
+      return std::all_of(a.begin(), a.end(), [](float f) { return std::isfinite(f); });
+    };
+    if (state_.fresh || !finite(x) || !finite(v)) return Encode(true, {}, {});
+    return Encode(false, x, v);
   }
 
   absl::Status LoadDeviceState(std::string_view bytes, std::span<float> resident) override {

@@ -117,10 +117,12 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
   }
 }
 
-// A server that has every rig, numbers the sessions it creates and sheds the first frame it
-// gets, as sinew-server does under --max-queue-ms ("overloaded: ...").
-class ShedsTheFirstFrame final : public v1::Sinew::Service {
+// A server that has every rig, numbers the sessions it creates and answers its first frames
+// with `script`'s errors (one each), then deforms: sinew-server shedding under --max-queue-ms
+// ("overloaded: ..."), a connection lost, a session this server does not know.
+class ScriptedServer final : public v1::Sinew::Service {
  public:
+  explicit ScriptedServer(std::vector<grpc::Status> script) : script(std::move(script)) {}
   grpc::Status GetRig(grpc::ServerContext*, const v1::GetRigRequest* req, v1::RigInfo* info) override {
     info->set_rig_id(req->rig_id());
     return grpc::Status::OK;
@@ -133,48 +135,111 @@ class ShedsTheFirstFrame final : public v1::Sinew::Service {
   grpc::Status Deform(grpc::ServerContext*, const v1::DeformRequest* req, v1::DeformResponse* resp) override {
     std::lock_guard lock(mu);
     framed.push_back(req->session_id());
-    if (framed.size() == 1) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "overloaded: the frame waited 300 ms for a worker (more than --max-queue-ms 250) and was "
-                          "not deformed; send fewer frames or use more servers");
-    }
+    if (framed.size() <= script.size()) return script[framed.size() - 1];
     resp->set_frame(req->frame());
     return grpc::Status::OK;
   }
+  const std::vector<grpc::Status> script;
   std::mutex mu;
   int created = 0;
   std::vector<std::string> framed;
 };
 
-// A shed frame is sent again on the same session. Until 2026-12-01 RecoveringSession took any
-// UNAVAILABLE for a lost server: it created a new session for every shed frame, leaving the old
-// one open on a server already overloaded (and a history-dependent one restarted from rest).
-TEST(RecoveringSession, AShedFrameIsSentAgainOnTheSameSession) {
-  ShedsTheFirstFrame service;
+// Plays one frame through a RecoveringSession against `service`; the session after it.
+struct Played {
+  absl::StatusOr<v1::DeformResponse> frame;
+  uint64_t recreated = 0, redone = 0;
+  std::string session;
+};
+Played PlayOne(ScriptedServer& service, client::RecoveringSession::Options options = {}) {
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  ASSERT_GT(port, 0);
+  Played out{absl::InternalError("no server")};
+  if (server == nullptr || port <= 0) return out;
   client::Client c("127.0.0.1:" + std::to_string(port));
   const LimbOptions limb = LimbOf(300);
   v1::CreateSessionRequest create;
   create.mutable_deformer()->set_method(v1::METHOD_LBS);
-  client::RecoveringSession::Options options;
   options.retry_delay = std::chrono::milliseconds(1);
   auto s = client::RecoveringSession::Open(c, client::RigToProto(MakeLimb(limb)), create, options);
-  ASSERT_TRUE(s.ok()) << s.status();
-  auto frame = (*s)->Deform(Frame("", 7, LimbPose(LimbSkeleton(limb), 0.2)));
-  ASSERT_TRUE(frame.ok()) << frame.status();
-  EXPECT_EQ(frame->frame(), 7u);
-  EXPECT_EQ((*s)->sessions_recreated(), 0u);
-  EXPECT_EQ((*s)->frames_redone(), 1u);
-  EXPECT_EQ((*s)->session_id(), "s1");
+  if (!s.ok()) {
+    out.frame = s.status();
+  } else {
+    out.frame = (*s)->Deform(Frame("", 7, LimbPose(LimbSkeleton(limb), 0.2)));
+    out.recreated = (*s)->sessions_recreated();
+    out.redone = (*s)->frames_redone();
+    out.session = (*s)->session_id();
+  }
+  server->Shutdown();
+  return out;
+}
+
+// A shed frame is sent again on the same session. Until 2026-12-01 RecoveringSession took any
+// UNAVAILABLE for a lost server: it created a new session for every shed frame, leaving the old
+// one open on a server already overloaded (and a history-dependent one restarted from rest).
+TEST(RecoveringSession, AShedFrameIsSentAgainOnTheSameSession) {
+  ScriptedServer service({grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                       "overloaded: the frame waited 300 ms for a worker (more than --max-queue-ms "
+                                       "250) and was not deformed; send fewer frames or use more servers")});
+  const Played p = PlayOne(service);
+  ASSERT_TRUE(p.frame.ok()) << p.frame.status();
+  EXPECT_EQ(p.frame->frame(), 7u);
+  EXPECT_EQ(p.recreated, 0u);
+  EXPECT_EQ(p.redone, 1u);
+  EXPECT_EQ(p.session, "s1");
   EXPECT_EQ(service.created, 1);
   EXPECT_THAT(service.framed, ::testing::ElementsAre("s1", "s1"));
-  server->Shutdown();
+}
+
+// No server answered (a blip, or a server restarting with --state-dir, which reopens its
+// sessions): the frame goes again to the same session, which keeps its history. Until
+// 2026-12-03 any UNAVAILABLE re-created the session: the old one stayed open on its server,
+// holding the tenant's quota until its idle timeout (and a restarted server reopened it at
+// every restart).
+TEST(RecoveringSession, AFrameThatFoundNoServerIsSentAgainOnTheSameSession) {
+  ScriptedServer service({grpc::Status(grpc::StatusCode::UNAVAILABLE, "failed to connect to all addresses"),
+                          grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed")});
+  const Played p = PlayOne(service);
+  ASSERT_TRUE(p.frame.ok()) << p.frame.status();
+  EXPECT_EQ(p.recreated, 0u);
+  EXPECT_EQ(p.redone, 1u);
+  EXPECT_EQ(service.created, 1);
+  EXPECT_THAT(service.framed, ::testing::ElementsAre("s1", "s1", "s1"));
+}
+
+// The server that answers once one is there again does not know the session (a balancer's next
+// server, or a restart without --state-dir): the session is created again, once.
+TEST(RecoveringSession, ASessionTheServerDoesNotKnowIsCreatedAgainOnce) {
+  ScriptedServer service({grpc::Status(grpc::StatusCode::UNAVAILABLE, "failed to connect to all addresses"),
+                          grpc::Status(grpc::StatusCode::NOT_FOUND, "session_id: no session \"s1\" (closed or expired)")});
+  const Played p = PlayOne(service);
+  ASSERT_TRUE(p.frame.ok()) << p.frame.status();
+  EXPECT_EQ(p.recreated, 1u);
+  EXPECT_EQ(p.redone, 1u);
+  EXPECT_EQ(p.session, "s2");
+  EXPECT_EQ(service.created, 2);
+  EXPECT_THAT(service.framed, ::testing::ElementsAre("s1", "s1", "s2"));
+}
+
+// Errors that say nothing about the server or the session come back at once; attempts are
+// bounded (and at least one).
+TEST(RecoveringSession, OtherErrorsComeBackAndAttemptsAreBounded) {
+  ScriptedServer refused({grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "pose: 3 joints; the rig has 4")});
+  Played p = PlayOne(refused);
+  EXPECT_EQ(p.frame.status().code(), absl::StatusCode::kInvalidArgument) << p.frame.status();
+  EXPECT_THAT(refused.framed, ::testing::ElementsAre("s1"));
+  ScriptedServer down(std::vector<grpc::Status>(10, grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed")));
+  p = PlayOne(down, {.max_attempts = 3});
+  EXPECT_EQ(p.frame.status().code(), absl::StatusCode::kUnavailable) << p.frame.status();
+  EXPECT_EQ(down.framed.size(), 3u);
+  ScriptedServer none({});
+  p = PlayOne(none, {.max_attempts = 0});
+  EXPECT_EQ(p.frame.status().code(), absl::StatusCode::kInvalidArgument) << p.frame.status();
+  EXPECT_THAT(std::string(p.frame.status().message()), ::testing::HasSubstr("max_attempts"));
+  EXPECT_EQ(none.created, 0);
 }
 
 }  // namespace

@@ -513,10 +513,23 @@ TEST_P(GpuService, JigglingPbsThatLeavesFloatsRangeFailsOnceAndStartsAgainOnEith
     v1::SessionState saved, unused;
     const int failed_at = diverge(session->session_id(), &unused);
     ASSERT_GE(failed_at, 0) << where << ": the alternating steps never left float's range: the fixture no longer shows it";
-    std::vector<float> a, b;
+    // A snapshot taken then (before the next frame) is the session's: it starts from rest. (It
+    // held the infinite particles, which every SetSessionState refused, the session's own too.)
+    auto snapshot = client_->GetSessionState(session->session_id());
+    ASSERT_TRUE(snapshot.ok()) << where << ": " << snapshot.status();
+    auto resumed = open(backend);
+    ASSERT_TRUE(resumed.ok()) << where;
+    const absl::Status set = client_->SetSessionState(resumed->session_id(), *snapshot).status();
+    ASSERT_TRUE(set.ok()) << where << ": the state saved after the failure does not restore: " << set;
+    std::vector<float> a, b, c;
     ASSERT_TRUE(frame(session->session_id(), failed_at + 1, a).ok()) << where << ": the frame after the failure";
     ASSERT_TRUE(frame(fresh->session_id(), 0, b).ok()) << where;
     EXPECT_EQ(a, b) << where << ": the frame after the failure (at frame " << failed_at << ") is not a fresh start";
+    ASSERT_TRUE(frame(resumed->session_id(), failed_at + 1, c).ok()) << where << ": the restored session's next frame";
+    EXPECT_EQ(c, a) << where << ": the restored session did not go on as the session it was saved from";
+    ASSERT_TRUE(frame(session->session_id(), failed_at + 2, a).ok() && frame(resumed->session_id(), failed_at + 2, c).ok())
+        << where;
+    EXPECT_EQ(c, a) << where << ": the restored session's second frame differs from its original's";
     // A state set after the failure is gone on from, not thrown away for a fresh start.
     ASSERT_EQ(diverge(restored->session_id(), &saved), failed_at) << where;
     ASSERT_TRUE(client_->SetSessionState(restored->session_id(), saved).ok()) << where;

@@ -129,6 +129,16 @@ TEST_F(Service, HugeIdsAreEchoedAsAShortPrefix) {
     EXPECT_THAT(std::string(got[i].message()), HasSubstr("xyyy")) << "call " << i;
     EXPECT_THAT(std::string(got[i].message()), HasSubstr("(1048577 bytes")) << "call " << i;
   }
+  // A state's preparation key is the client's too: a wrong one is named, as a short prefix.
+  const std::string session = Open(Upload(LimbOf(500)), v1::METHOD_LBS);
+  auto state = client_->GetSessionState(session);
+  ASSERT_TRUE(state.ok()) << state.status();
+  state->set_preparation_key(huge);
+  const absl::Status key = client_->SetSessionState(session, *state).status();
+  EXPECT_EQ(key.code(), absl::StatusCode::kFailedPrecondition) << key.ToString().substr(0, 300);
+  EXPECT_LT(key.message().size(), 300u);
+  EXPECT_THAT(std::string(key.message()), HasSubstr("state.preparation_key"));
+  EXPECT_THAT(std::string(key.message()), HasSubstr("(1048577 bytes"));
 }
 
 TEST_F(Service, ServerInfoMethodsMatchTheProto) {
