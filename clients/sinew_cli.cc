@@ -78,7 +78,7 @@ Commands:
   merge-shards               join the N parts of a sharded batch into the cache one run would
                              write (--pc2 OUT.pc2, --obj DIR checks the OBJ frames); refuses,
                              naming the missing frames, while a shard is missing or incomplete
-  help                       this text
+  help                       this text (also --help)
 
 Flags:
 )";
@@ -1212,6 +1212,7 @@ int main(int argc, char** argv) {
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");
   client::AddConnectionFlags(args);
   args
+      .Flag("help", "", "", "print this text")
       .Flag("json", "", "", "print JSON instead of text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
       .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods (e.g. lbs, dqs, cage-mvc, implicit, blend, swing-twist), or a pipeline of them joined by '+' (cage-mvc+lbs, dqs+implicit); play: a comma-separated list")
@@ -1249,7 +1250,8 @@ int main(int argc, char** argv) {
       .Flag("shards", "N", "", "merge-shards: how many shards the batch ran in (default: from the manifests' names)");
   if (!args.Parse(argc, argv, 1)) return Usage(args, args.error());
   const auto& pos = args.positional();
-  if (pos.empty() || pos[0] == "help") return Usage(args, pos.empty() ? "no command given" : "");
+  if (args.Has("help") || (!pos.empty() && pos[0] == "help")) return Usage(args, "");
+  if (pos.empty()) return Usage(args, "no command given");
   const std::string cmd = pos[0];
   LimbOptions limb;
   if (!LimbFromArgs(args, &limb)) return Usage(args, args.error());
@@ -1284,6 +1286,15 @@ int main(int argc, char** argv) {
     return Usage(args, "unknown command '" + cmd + "'");
   }
   if ((cmd == "rig" || cmd == "delete-rig") && pos.size() != 2) return Usage(args, cmd + " takes one rig id");
+  // Commands without operands (or play with one) refuse more: `sinew upload FILE` would upload
+  // the procedural limb, and `sinew play a b` play only a.
+  if ((cmd == "info" || cmd == "upload" || cmd == "rigs") && pos.size() > 1) {
+    return Usage(args, cmd + " takes no operands ('" + pos[1] + "' given; play FILE plays an asset's rig)");
+  }
+  if (cmd == "play" && pos.size() > 2) return Usage(args, "play takes at most one asset file ('" + pos[2] + "' given too)");
+  if (cmd == "session" && pos.size() > 1 && (pos[1] == "create" || pos[1] == "list") && pos.size() > 2) {
+    return Usage(args, "session " + pos[1] + " takes no operands ('" + pos[2] + "' given)");
+  }
   if (cmd == "session") {
     const std::string sub = pos.size() > 1 ? pos[1] : "";
     if (!(sub == "create" || sub == "list" || ((sub == "get" || sub == "close") && pos.size() == 3))) {

@@ -209,6 +209,9 @@ int main(int argc, char** argv) {
       SessionResult& r = results[i];
       client::SampleReservoir& sampled = samples[i];
       auto stream = c.OpenStream();
+      // Every session starts at `start`, unpaced ones too: the run's rate is over [start, the
+      // last answer], and frames sent before it were counted in no time (until 2026-12-03).
+      std::this_thread::sleep_until(start);
       v1::DeformRequest req;
       req.set_session_id(ids[i]);
       req.set_close_with_stream(true);  // a killed load generator leaves no sessions behind
@@ -313,7 +316,10 @@ int main(int argc, char** argv) {
     shed += r.shed;
     if (first_error.empty()) first_error = r.first_error;
   }
-  const double achieved = ok / std::min(elapsed, duration + 1e-9);
+  // Frames answered over the time from the start to the last answer (frames sent before the
+  // end are answered after it; until 2026-12-03 this divided by at most --duration, which
+  // overstated the rate by a frame's latency over the duration).
+  const double achieved = elapsed > 0 ? ok / elapsed : 0;
   const double target = fps > 0 ? fps * sessions : 0;
   const double p50 = all.Percentile(50), p90 = all.Percentile(90), p99 = all.Percentile(99),
                mx = all.Max();
@@ -354,10 +360,10 @@ int main(int argc, char** argv) {
   const std::string json = absl::StrFormat(
       "{\"sessions\":%lld,\"fps_per_session\":%g,\"duration_s\":%g,\"vertices\":%lld,"
       "\"method\":\"%s\",\"encoding\":\"%s\",\"backend\":\"%s\",\"target_frames_per_s\":%.1f,"
-      "\"achieved_frames_per_s\":%.1f,\"frames_ok\":%llu,\"errors\":%llu,"
+      "\"achieved_frames_per_s\":%.1f,\"elapsed_s\":%.4f,\"frames_ok\":%llu,\"errors\":%llu,"
       "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f,\"frames_skipped\":%llu,"
       "\"frames_shed\":%llu}\n",
-      sessions, fps, duration, vertices, method, encoding, on, target, achieved,
+      sessions, fps, duration, vertices, method, encoding, on, target, achieved, elapsed,
       (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes, (unsigned long long)skipped,
       (unsigned long long)shed);
   const std::string path = args.Get("json");

@@ -441,6 +441,30 @@ class ErrorsTest(ServerTest):
         with self.assertRaisesRegex(sinew.InvalidArgument, "encoding"):
             client.create_session(rig_id, encoding="f8")
 
+    def test_the_unary_deadline_leaves_uploads_alone(self) -> None:
+        # Each call's deadline as the client sets it, the calls going on to the server: the unary
+        # ones get `timeout`, the upload (whose time follows its bytes) none, as in the C++
+        # client. Until 2026-12-03 the upload had it too.
+        client = self.connect(timeout=30)
+        deadlines = {}
+        real = client.stub
+
+        class Recording:
+            def __getattr__(self, name):
+                rpc = getattr(real, name)
+
+                def call(request, metadata=None, timeout=None):
+                    deadlines[name] = timeout
+                    return rpc(request, metadata=metadata, timeout=timeout)
+                return call
+
+        client.stub = Recording()
+        rig = limb_rig(self.limb)
+        rig.name = "limb-deadline"  # not resident: uploaded
+        self.assertFalse(client.upload_rig(rig, chunk_bytes=4096).already_resident)
+        client.list_rigs()
+        self.assertEqual(deadlines, {"GetRig": 30, "UploadRig": None, "ListRigs": 30})
+
     def test_unreachable_server(self) -> None:
         with sinew.connect("127.0.0.1:1", token="", timeout=5) as client:
             with self.assertRaises(sinew.Unavailable):

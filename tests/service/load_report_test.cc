@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "tests/service/server_process.h"
@@ -77,6 +78,34 @@ TEST(LoadReportCli, JsonOnStdoutIsTheOnlyThingThere) {
   EXPECT_EQ(out.find('\n'), out.size() - 1) << "more than one line on stdout:\n" << out;
   EXPECT_THAT(out, HasSubstr("\"frames_ok\":"));
   EXPECT_THAT(err, HasSubstr("achieved frames/s"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Unpaced (--fps 0), the achieved rate is the frames answered over the run's time, from the
+// sessions' common start to the last answer, which is at least --duration: until 2026-12-03 the
+// streams started sending before that start and the count was divided by at most --duration,
+// which overstated the rate by a frame's latency over the duration.
+TEST(LoadReportCli, TheAchievedRateIsTheAnsweredFramesOverTheRunsTime) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  std::string out, err;
+  ASSERT_EQ(RunProcess({SINEW_LOAD_PATH, "--target", server.target(), "--sessions", "2", "--fps", "0", "--duration",
+                        "0.3", "--vertices", "1000", "--json", "-"},
+                       &out, &err),
+            0)
+      << out << err;
+  const std::regex field(R"re("(achieved_frames_per_s|elapsed_s|frames_ok)":([0-9.]+))re");
+  std::map<std::string, double> got;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), field); it != std::sregex_iterator(); ++it) {
+    got[(*it)[1]] = std::stod((*it)[2]);
+  }
+  ASSERT_EQ(got.size(), 3u) << out;
+  EXPECT_GT(got["frames_ok"], 0) << out;
+  EXPECT_GE(got["elapsed_s"], 0.3) << out;
+  // The JSON rounds the rate to 0.1 and the time to 1e-4 s.
+  EXPECT_NEAR(got["achieved_frames_per_s"], got["frames_ok"] / got["elapsed_s"],
+              0.06 + got["frames_ok"] / got["elapsed_s"] * 1e-3)
+      << out;
   EXPECT_EQ(server.Terminate(), 0);
 }
 

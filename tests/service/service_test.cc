@@ -242,6 +242,27 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
   EXPECT_THAT(err, HasSubstr("--max-error, --key-interval: only with --encoding delta"));
   EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", "127.0.0.1:1", "merge-shard"}, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("unknown command 'merge-shard'"));
+  // Stray operands are refused before connecting (port 1: nothing listens); `sinew upload FILE`
+  // uploaded the procedural limb until 2026-12-03.
+  const std::pair<std::vector<std::string>, const char*> stray[] = {
+      {{"upload", "character.fbx"}, "upload takes no operands ('character.fbx' given"},
+      {{"info", "x"}, "info takes no operands"},
+      {{"rigs", "typo"}, "rigs takes no operands"},
+      {{"play", "a.fbx", "b.fbx"}, "play takes at most one asset file ('b.fbx' given too)"},
+      {{"session", "list", "x"}, "session list takes no operands"},
+  };
+  for (const auto& [operands, message] : stray) {
+    std::vector<std::string> argv = {SINEW_CLI_PATH, "--target", "127.0.0.1:1"};
+    argv.insert(argv.end(), operands.begin(), operands.end());
+    EXPECT_EQ(RunProcess(argv, nullptr, &err), 2) << operands[0];
+    EXPECT_THAT(err, HasSubstr(message));
+  }
+  // --help as well as `help`: the usage on stdout, exit 0.
+  for (const char* help : {"--help", "help"}) {
+    EXPECT_EQ(RunProcess({SINEW_CLI_PATH, help}, &out, &err), 0) << help << ": " << err;
+    EXPECT_THAT(out, HasSubstr("Usage: sinew")) << help;
+    EXPECT_THAT(out, HasSubstr("--help")) << help;
+  }
   // The connection flags' unary deadline, in both programs that take them.
   EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", "127.0.0.1:1", "--timeout", "-1", "info"}, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("--timeout: '-1' is not a number in [0, 1e+09]"));

@@ -245,7 +245,8 @@ class Client:
       the server's certificate against (default: the target's host);
     * `affinity`: sent as ``x-sinew-affinity`` with every call so that a balancer hashing it keeps
       this client's calls on one server;
-    * `timeout`: seconds for each unary call (default: none).
+    * `timeout`: seconds for each unary call (default: none); not for uploads, streams or clips,
+      whose length follows their size (as the C++ client's ``ClientOptions::timeout_seconds``).
     """
 
     def __init__(self, target: str, *, token: Optional[str] = None, tls: bool = False, tls_ca: Optional[str] = None,
@@ -283,9 +284,12 @@ class Client:
         """The metadata sent with every call (token, affinity)."""
         return list(self._metadata)
 
-    def _call(self, rpc: Callable, request: Any, timeout: Optional[float] = None) -> Any:
+    def _call(self, rpc: Callable, request: Any, timeout: Optional[float] = None, bounded: bool = True) -> Any:
+        """One call: `timeout`, else the client's unary deadline where `bounded` (else none)."""
+        if timeout is None and bounded:
+            timeout = self.timeout
         try:
-            return rpc(request, metadata=self._metadata, timeout=timeout if timeout is not None else self.timeout)
+            return rpc(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
@@ -393,7 +397,7 @@ class Client:
                 if progress:
                     progress(sent[0], len(data))
 
-        resp = self._call(self.stub.UploadRig, requests())
+        resp = self._call(self.stub.UploadRig, requests(), bounded=False)  # as long as its bytes take
         if resp.rig_id != rig_id:
             raise DataLoss(f"upload: the server's rig id {resp.rig_id} is not the bytes' SHA-256 {rig_id}")
         return UploadResult(resp.rig_id, resp.already_resident, sent[0], resp.info)
@@ -691,8 +695,10 @@ class Session:
         another, so 2 keeps it busy); poses are read from `poses` only as frames come back, so a
         generator may produce them live (on gRPC's thread: it must not block for long, and what
         it raises ends the stream and is raised here after the frames already sent). A frame that
-        fails does not end the stream: its :class:`~sinew.errors.SinewError` is raised when it is
-        reached (`raise_errors`), or yielded in ``Frame.error``. Breaking out of the loop (or
+        fails does not end the server's stream: with ``raise_errors=False`` it is yielded with
+        its :class:`~sinew.errors.SinewError` in ``Frame.error`` and the frames after it follow;
+        with `raise_errors` (the default) that error is raised when it is reached, which, as for
+        any generator, ends this iteration and cancels the stream. Breaking out of the loop (or
         closing the iterator) cancels the stream. When the server goes away mid-stream the frames
         it answered are yielded, then :class:`~sinew.errors.Unavailable` is raised. Arguments are
         checked here, before the stream starts. `close_with_stream`: the server closes the
