@@ -458,7 +458,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   long long frames;
   double fps, clip_fps;
   if (!args.GetInt("frames", &frames, 0, 100'000'000) || !args.GetDouble("fps", &fps, 0, 1e6) ||
-      !args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) {
+      !args.GetDouble("clip-fps", &clip_fps, 1.0 / 60, 1e6)) {
     return Usage(args, args.error());
   }
   const bool want_quality = args.Has("quality");
@@ -492,9 +492,18 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     const CageClip* cage_clip = asset->cage_clips.empty() ? nullptr : &asset->cage_clips.front();
     const double duration = std::max((*clip)->duration, cage_clip ? cage_clip->duration() : 0.0);
     const size_t n = static_cast<size_t>(std::floor(duration * clip_fps + 1e-9)) + 1;
-    source.cycle.resize(n);
+    // The frames played are the clip's first `frames` (cycled beyond n): only those are sampled,
+    // and the requests are held in memory (about 30 bytes a joint each, twice), so bounded.
+    const size_t kept = frames > 0 ? std::min<size_t>(n, size_t(frames)) : n;
+    constexpr size_t kMaxSampled = 1'000'000;
+    if (kept > kMaxSampled) {
+      return Usage(args, absl::StrCat("play: --clip-fps ", clip_fps, " samples ", n, " frames of the clip \"",
+                                      (*clip)->name, "\"; at most ", kMaxSampled,
+                                      " are held in memory: give --frames, or a lower --clip-fps"));
+    }
+    source.cycle.resize(kept);
     std::vector<float> offsets;
-    for (size_t f = 0; f < n; ++f) {
+    for (size_t f = 0; f < kept; ++f) {
       SampleClip(**clip, built->skeleton, double(f) / clip_fps, pose);
       client::PoseToProto(pose, *source.cycle[f].mutable_pose());
       if (cage_clip) {  // the rig's first cage, animated by offsets from its rest position
@@ -888,7 +897,7 @@ int Batch(client::Client& c, client::Args& args) {
   const bool part_cache = args.Get("pc2").empty() && !gltf.empty();
   const std::string pc2 = part_cache ? gltf + ".part.pc2" : args.Get("pc2");
   double clip_fps;
-  if (!args.GetDouble("clip-fps", &clip_fps, 1e-3, 1e6)) return Usage(args, args.error());
+  if (!args.GetDouble("clip-fps", &clip_fps, 1.0 / 60, 1e6)) return Usage(args, args.error());
   v1::DeformerConfig deformer;
   std::vector<v1::Method> stages;
   if (std::string error; !ParseDeformer(args, args.Get("method"), &deformer, &stages, &error)) return Usage(args, error);
@@ -997,6 +1006,15 @@ int Batch(client::Client& c, client::Args& args) {
   }
 
   // Where to start: the frames already complete on disk.
+  // A cache holds frames once one is complete: a run that failed before its first frame (the
+  // server refused the session or the clip) leaves a header and its job's record, which the
+  // corrected run replaces (until 2026-12-03 it was refused as another batch's). One that cannot
+  // be read counts as holding frames.
+  const auto holds_frames = [](const std::string& path) {
+    if (!std::filesystem::exists(path)) return false;
+    const auto info = client::InspectPc2(path);
+    return !info.ok() || info->complete_frames > 0;
+  };
   std::optional<client::Pc2Writer> cache;
   uint64_t first = range.end;
   if (!obj_dir.empty()) {
@@ -1009,7 +1027,7 @@ int Batch(client::Client& c, client::Args& args) {
     // shard's manifest does it for its part), so that a run resumes only its own job's frames:
     // another method, rig, clip or rate into the same files is refused instead of appended.
     std::vector<std::pair<std::string, bool>> records;  // (record, its output holds frames)
-    if (!pc2.empty()) records.emplace_back(client::Pc2JobPath(pc2), std::filesystem::exists(pc2));
+    if (!pc2.empty()) records.emplace_back(client::Pc2JobPath(pc2), holds_frames(pc2));
     if (!obj_dir.empty()) {
       records.emplace_back(client::ObjJobPath(obj_dir, stem),
                            std::filesystem::exists(client::ObjFramePath(obj_dir, stem, range.begin)));
@@ -1040,7 +1058,7 @@ int Batch(client::Client& c, client::Args& args) {
     if (auto st = client::WriteShardManifest(manifest_path, manifest); !st.ok()) return Fail(st);
   }
   if (!pc2.empty()) {
-    auto w = client::Pc2Writer::Open(cache_path, points, 0.0f, 1.0f, resume);
+    auto w = client::Pc2Writer::Open(cache_path, points, 0.0f, 1.0f, resume && holds_frames(cache_path));
     if (!w.ok()) return Fail(w.status());
     cache.emplace(std::move(*w));
     first = std::min<uint64_t>(first, range.begin + cache->frames());
@@ -1232,7 +1250,7 @@ int main(int argc, char** argv) {
       .Flag("blend-weight", "B", "", "--method blend: one LBS/DQS blend weight for every vertex, 0 = LBS … 1 = DQS (default: the rig's per-vertex \"dqs_blend\" attribute)")
       .Flag("operator", "OP", "contact", "implicit methods: joint operator union, clean-union, contact or bulge")
       .Flag("joint-operator", "J=OP,...", "", "implicit methods: operator of single joints (the child joint), e.g. 5=bulge")
-      .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled")
+      .Flag("clip-fps", "F", "30", "play/batch FILE: frames per second at which the clip is sampled, 1/60 to 1e6 (a frame's step, 1/F, is at most 60 s, as the server takes it); play holds at most 1 000 000 sampled frames")
       .Flag("quality", "", "", "play: ask the server for each frame's geometric quality report (vertices inside the skin and their depth, and which of them were not inside at rest; volume, edge stretch; FrameOutputs.quality) and print a summary; batch --gltf: measure each baked frame the same way (here, on the client) and store the reports in the .glb; not for point sets")
       .Flag("point-set", "N", "0", "play/batch FILE: deform N points sampled on the character's surface instead of its mesh, with a sphere-mesh made from its skeleton (for --method baseline; lbs and dqs get Gaussian weights on the same points); 0 = the mesh")
       .Flag("snapshot", "FILE.png", "", "play: also draw the deformed mesh as a PNG: a row per --method, a column per --snapshot-frames frame, one orthographic camera fitted to all of them (software rasterizer, flat shading)")

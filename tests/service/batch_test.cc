@@ -388,6 +388,40 @@ TEST_F(Batch, AnotherBatchIntoTheSameFilesIsRefusedUnlessToldToStartOver) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A run that fails before its first frame (here: a GPU asked of a server without one) leaves a
+// cache with no frame and its job's record; the corrected command, another job, writes there.
+// Until 2026-12-03 it was refused as "another batch's frames".
+TEST_F(Batch, ARunThatFailedBeforeItsFirstFrameDoesNotHoldItsFilesAgainstTheNext) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string pc2 = (dir_ / "first.pc2").string();
+  std::string err;
+  EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--backend", "gpu"}), nullptr, &err), 1) << err;
+  ASSERT_TRUE(fs::exists(pc2 + ".job")) << "the fixture no longer leaves the files it tests";
+  EXPECT_EQ(FramesIn(pc2), 0u);
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--backend", "cpu", "--max-frames", "5"}), nullptr, &err), 0)
+      << err;
+  EXPECT_EQ(FramesIn(pc2), 5u);
+  // It is now that job's: it resumes, and another is refused.
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--backend", "cpu", "--max-frames", "5"}), nullptr, &err), 0)
+      << err;
+  EXPECT_THAT(err, HasSubstr("resuming at frame 5"));
+  EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--backend", "auto", "--max-frames", "5"}), nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("these files hold another batch's frames"));
+  // The clip's rate is refused by the client, as the server would, naming the flag.
+  EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "0.01"), nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--clip-fps"));
+  // play samples the frames it plays, at most a million of them (a million a second over the
+  // whole clip was 3.3 million requests held twice, gigabytes).
+  const std::vector<std::string> play = {SINEW_CLI_PATH, "--target", server.target(), "play", kCharacter, "--clip-fps", "1e6"};
+  EXPECT_EQ(RunProcess(play, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("at most 1000000 are held in memory: give --frames, or a lower --clip-fps"));
+  std::vector<std::string> three = play;
+  three.insert(three.end(), {"--frames", "3", "--method", "lbs"});
+  EXPECT_EQ(RunProcess(three, nullptr, &err), 0) << err;
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(DeformClipRpc, BadRequestsNameTheField) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
