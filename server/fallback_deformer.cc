@@ -29,8 +29,10 @@ class FallbackDeformer final : public Deformer {
   void Reset() override { (own_ ? *own_ : *fallback_).Reset(); }
   size_t StateBytes() const override { return fallback_->StateBytes() + (own_ ? own_->StateBytes() : 0); }
   std::string_view produced_by() const override { return own_ ? std::string_view() : fallback_name_; }
+  // Goes over to the method first where it is prepared: a client that stopped sending frames
+  // to save the session's state gets it (the method's, from rest), not UNAVAILABLE for ever.
   absl::StatusOr<std::string> SaveState() const override {
-    if (own_) return own_->SaveState();
+    if (Active(); own_) return own_->SaveState();
     return Unavailable("saved");
   }
   absl::Status LoadState(std::string_view bytes) override {
@@ -60,7 +62,9 @@ class FallbackDeformer final : public Deformer {
   }
 
   // The method itself once its preparation is done (checked without waiting), else the fallback.
-  Deformer& Active() {
+  // Made by the first call that finds it prepared, SaveState's too: the host calls a session's
+  // deformer under the session's lock, one call at a time.
+  Deformer& Active() const {
     if (own_ || gave_up_) return own_ ? *own_ : *fallback_;
     auto prepared = rig_->PreparedIfDone(key_);  // no allocation while it waits
     if (prepared.ok() && *prepared) {
@@ -82,9 +86,10 @@ class FallbackDeformer final : public Deformer {
   const MethodInfo& method_;
   DeformerConfig config_;
   std::string key_;
-  std::unique_ptr<Deformer> fallback_, own_;
+  std::unique_ptr<Deformer> fallback_;
+  mutable std::unique_ptr<Deformer> own_;  // made by Active
   std::string fallback_name_;
-  bool gave_up_ = false;
+  mutable bool gave_up_ = false;
 };
 
 }  // namespace

@@ -585,6 +585,49 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
               ::testing::MatchesRegex("tets from voxels: [0-9]+ particles, [0-9]+ tets .*stretch in [0-9]+ colours.*"));
 }
 
+// A session served by its fallback while its method prepares goes over to the method at its
+// next use once the preparation is done: a frame, or a GetSessionState. Until 2026-12-03 only a
+// frame did, and GetSessionState answered UNAVAILABLE "its state can be saved once pbs serves"
+// for as long as no frame came (a client that had stopped sending frames to migrate the session
+// waited for ever). The state saved then starts from rest and restores into another session,
+// whose next frame is the session's own.
+TEST_F(Service, AStateCanBeSavedOnceTheMethodIsPreparedWithoutAnotherFrame) {
+  const LimbOptions limb = LimbOf(1500);
+  RigInput in = MakeLimb(limb);
+  std::vector<float> alpha(in.rig.positions.size() / 3);
+  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = in.rig.positions[3 * v] > 2.0f ? 1.f : 0.f;
+  in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
+  in.rig.name = "limb-fallback-state";  // a rig whose tets this server has not built
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_PBS);
+  req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+  req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.13);
+  req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  auto session = client_->CreateSession(req), twin = client_->CreateSession(req);
+  ASSERT_TRUE(session.ok() && twin.ok()) << session.status() << twin.status();
+  ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+  auto state = client_->GetSessionState(session->session_id());
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->method(), v1::METHOD_PBS);
+  EXPECT_FALSE(state->method_state().empty());
+  auto set = client_->SetSessionState(twin->session_id(), *state);
+  ASSERT_TRUE(set.ok()) << set.status();
+  const Skeleton sk = LimbSkeleton(limb);
+  for (uint64_t f = 0; f < 3; ++f) {
+    v1::DeformRequest r = Frame(session->session_id(), f, LimbPose(sk, 0.5, LimbMotion{.bend_degrees = 20.0 * f}));
+    r.set_time_step(0.02);
+    auto a = client_->Deform(r);
+    r.set_session_id(twin->session_id());
+    auto b = client_->Deform(r);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(a->method(), v1::METHOD_PBS) << "frame " << f;
+    EXPECT_EQ(a->positions(), b->positions()) << "frame " << f;
+  }
+}
+
 // A rig can bring its own tetrahedra (Rig.tet_mesh): pbs sessions use them (tets "auto"), the
 // preparation says so, and every frame equals core's on the same rig; a malformed tet mesh is
 // refused at upload, naming the tet.
