@@ -165,6 +165,11 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
                                                       "; this session runs on ", v1::Backend_Name(s->backend),
                                                       " (states continue bit for bit on the same kind only)"));
   }
+  if (s->stateful && state.method_state().empty()) {
+    return absl::FailedPreconditionError(
+        "state.method_state: empty: saved by a stateless session; this one is stateful (its parameters differ, "
+        "e.g. pbs's jiggle)");
+  }
   if (s->stateful && s->backend == v1::BACKEND_GPU) {
     auto resident = gpu_->ReadState(*s->gpu);  // sized as the device's, after the session's frames
     if (!resident.ok()) return resident.status();

@@ -1,6 +1,9 @@
 #include "clients/lib/connection.h"
 
 #include <cstdlib>
+#include <random>
+
+#include "absl/strings/str_format.h"
 
 namespace sinew::client {
 
@@ -11,6 +14,10 @@ void AddConnectionFlags(Args& args) {
       .Flag("tls-cert", "FILE", "", "mutual TLS: this client's certificate chain (PEM), with --tls-key")
       .Flag("tls-key", "FILE", "", "mutual TLS: this client's private key (PEM)")
       .Flag("tls-server-name", "NAME", "", "the name the server's certificate must carry (default: the target's host)")
+      .Flag("affinity", "KEY", "",
+            "sent as x-sinew-affinity with every call, so that a balancer hashing it (deploy/haproxy.cfg, "
+            "deploy/envoy.yaml) keeps this run's calls (its rig, sessions and frames) on one server; default: a "
+            "random key per run")
       .Flag("timeout", "SECONDS", "0",
             "each unary call's deadline (not uploads, streams or clips); past it the call fails with "
             "DEADLINE_EXCEEDED and the server stops a long elastic implicit frame. 0: none");
@@ -27,6 +34,13 @@ absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args) {
   o.tls_cert = args.Get("tls-cert");
   o.tls_key = args.Get("tls-key");
   o.server_name = args.Get("tls-server-name");
+  o.affinity = args.Get("affinity");
+  if (o.affinity.empty()) {
+    // Without one, HAProxy's hdr() balancing falls back to round robin per request, and a
+    // session's frames reach servers that do not hold it.
+    std::random_device random;
+    o.affinity = absl::StrFormat("run-%08x%08x", random(), random());
+  }
   if (!args.GetDouble("timeout", &o.timeout_seconds, 0, 1e9)) return absl::InvalidArgumentError(args.error());
   return o;
 }

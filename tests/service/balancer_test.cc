@@ -90,6 +90,18 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
   EXPECT_EQ(total, kClients) << "each session on exactly one server";
   for (int k = 0; k < kClients; ++k) EXPECT_EQ(sessions[k]->frames_redone(), 0u) << "client " << k;
 
+  // The command-line client through the balancer: its run's calls carry one affinity key
+  // (--affinity, default a random one per run), so its session's frames reach the server that
+  // holds it. (Until 2026-12-03 it sent none, and HAProxy spread its calls round robin.)
+  for (int run = 0; run < 3; ++run) {
+    std::string out, err;
+    EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", target, "play", "--vertices", "800", "--frames", "6", "--method",
+                          "lbs,dqs"},
+                         &out, &err),
+              0)
+        << out << err;
+  }
+
   // Kill client 0's server: its session moves; the others' clients carry on untouched.
   int victim = -1;
   for (int i = 0; i < 3 && victim < 0; ++i) {

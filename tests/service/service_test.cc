@@ -878,6 +878,15 @@ TEST_F(Service, PbsSessionStatesMigrateBetweenServersBitForBit) {
   const auto wrong = c2.SetSessionState(still->session_id(), *state).status();
   EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(wrong.message()), HasSubstr("state.method_state"));
+  // The other way: a stateless session's state (a frame number, no method state) into a
+  // stateful one is refused as such (until 2026-12-03: INVALID_ARGUMENT "not a pbs session state").
+  ASSERT_FALSE(f.Play(c2, still->session_id(), 0).empty());
+  auto stateless = c2.GetSessionState(still->session_id());
+  ASSERT_TRUE(stateless.ok()) << stateless.status();
+  ASSERT_TRUE(stateless->method_state().empty());
+  const auto empty = c2.SetSessionState(target->session_id(), *stateless).status();
+  EXPECT_EQ(empty.code(), absl::StatusCode::kFailedPrecondition) << empty;
+  EXPECT_THAT(std::string(empty.message()), HasSubstr("state.method_state: empty: saved by a stateless session"));
   EXPECT_EQ(second.Terminate(), 0);
   std::error_code ec;
   std::filesystem::remove_all(other_cache, ec);
