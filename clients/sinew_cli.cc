@@ -327,7 +327,10 @@ struct SnapshotPlan {
   client::SnapshotOptions options;
 };
 bool ParseSnapshot(client::Args& args, long long frames, SnapshotPlan* plan, std::string* error) {
-  plan->path = args.Get("snapshot");
+  if (!args.GetOutputPath("snapshot", &plan->path)) {  // before the methods play, not after
+    *error = args.error();
+    return false;
+  }
   if (plan->path.empty()) return true;
   const std::string list = args.Get("snapshot-frames");
   if (list.empty()) {  // four frames spread over the run

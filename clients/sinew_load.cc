@@ -117,6 +117,11 @@ int main(int argc, char** argv) {
   session_request.set_latest_pose_wins(latest);
   const std::string backend = args.Get("backend");
   if (backend != "auto" && backend != "cpu" && backend != "gpu") return Usage(args, "--backend: auto, cpu or gpu");
+  // Where the results go, checked before the run (a long run's results were lost to a typo).
+  std::string json_path, report_path;
+  if (!args.GetOutputPath("json", &json_path, true) || !args.GetOutputPath("report", &report_path)) {
+    return Usage(args, args.error());
+  }
 
   const absl::StatusOr<client::ClientOptions> connection = client::ConnectionFromArgs(args);
   if (!connection.ok()) return Usage(args, std::string(connection.status().message()));
@@ -153,7 +158,7 @@ int main(int argc, char** argv) {
     for (auto& id : ids) (void)c.CloseSession(id);
     return 1;
   };
-  v1::Backend chosen = v1::BACKEND_AUTO;
+  long long on_gpu = 0;  // sessions the server placed on a GPU (under auto, those without room go to the CPU)
   for (long long i = 0; i < sessions; ++i) {
     v1::CreateSessionRequest req = session_request;
     req.set_rig_id(upload->rig_id());
@@ -168,7 +173,7 @@ int main(int argc, char** argv) {
     }
     ids.push_back(s->session_id());
     interrupt_closes.back()->Set(s->session_id());
-    chosen = s->backend();
+    on_gpu += s->backend() == v1::BACKEND_GPU;
   }
 
   // A method whose preparation runs in the background serves its fallback meanwhile: wait. (A
@@ -323,7 +328,9 @@ int main(int argc, char** argv) {
   const double target = fps > 0 ? fps * sessions : 0;
   const double p50 = all.Percentile(50), p90 = all.Percentile(90), p99 = all.Percentile(99),
                mx = all.Max();
-  const char* on = chosen == v1::BACKEND_GPU ? "gpu" : "cpu";
+  const std::string on = on_gpu == sessions ? "gpu"
+                         : on_gpu == 0      ? "cpu"
+                                            : absl::StrFormat("mixed (%lld gpu, %lld cpu)", on_gpu, sessions - on_gpu);
   report.title = absl::StrFormat(
       "sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s, on %s; server %s", sessions,
       fps > 0 ? absl::StrFormat("%g", fps).c_str() : "max", duration, vertices, method.c_str(), encoding.c_str(), on,
@@ -359,11 +366,11 @@ int main(int argc, char** argv) {
 
   const std::string json = absl::StrFormat(
       "{\"sessions\":%lld,\"fps_per_session\":%g,\"duration_s\":%g,\"vertices\":%lld,"
-      "\"method\":\"%s\",\"encoding\":\"%s\",\"backend\":\"%s\",\"target_frames_per_s\":%.1f,"
+      "\"method\":\"%s\",\"encoding\":\"%s\",\"backend\":\"%s\",\"sessions_on_gpu\":%lld,\"target_frames_per_s\":%.1f,"
       "\"achieved_frames_per_s\":%.1f,\"elapsed_s\":%.4f,\"frames_ok\":%llu,\"errors\":%llu,"
       "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f,\"frames_skipped\":%llu,"
       "\"frames_shed\":%llu}\n",
-      sessions, fps, duration, vertices, method, encoding, on, target, achieved, elapsed,
+      sessions, fps, duration, vertices, method, encoding, on.substr(0, on.find(' ')), on_gpu, target, achieved, elapsed,
       (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes, (unsigned long long)skipped,
       (unsigned long long)shed);
   const std::string path = args.Get("json");

@@ -3,6 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -107,6 +110,31 @@ bool Args::GetDouble(const std::string& name, double* out, double min, double ma
     return false;
   }
   *out = x;
+  return true;
+}
+
+bool Args::GetOutputPath(const std::string& name, std::string* out, bool allow_stdout) {
+  const std::string v = Get(name);
+  if (v.empty() || (allow_stdout && v == "-")) {
+    *out = v;
+    return true;
+  }
+  std::error_code ec;
+  const std::filesystem::path path(v);
+  if (std::filesystem::is_directory(path, ec)) {
+    error_ = absl::StrCat("--", name, ": '", v, "' is a directory; give a file's path");
+    return false;
+  }
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(dir, ec)) {
+    error_ = absl::StrCat("--", name, ": the folder '", dir.string(), "' does not exist");
+    return false;
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    error_ = absl::StrCat("--", name, ": the folder '", dir.string(), "' is not writable: ", std::strerror(errno));
+    return false;
+  }
+  *out = v;
   return true;
 }
 

@@ -26,6 +26,9 @@ class Args {
   // Numeric values; set error() and return false when malformed.
   bool GetInt(const std::string& name, long long* out, long long min, long long max);
   bool GetDouble(const std::string& name, double* out, double min, double max);
+  // An output file's path (empty when not given; `-` where `allow_stdout`): its folder must exist
+  // and be writable, checked before a run whose result it would hold, not after; sets error().
+  bool GetOutputPath(const std::string& name, std::string* out, bool allow_stdout = false);
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -50,6 +50,12 @@ absl::Status RecoveringSession::Create() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::Session> RecoveringSession::Update(const v1::DeformerConfig& deformer) {
+  auto updated = client_.UpdateSession(session_id_, deformer);
+  if (updated.ok()) *create_.mutable_deformer() = deformer;
+  return updated;
+}
+
 absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest request) {
   bool redone = false, recreate = false;
   absl::Status last;

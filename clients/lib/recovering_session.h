@@ -6,8 +6,8 @@
 // server, or the server restarted without its state), it uploads the rig again
 // (content-addressed: one small round trip where the rig is resident), creates the session again
 // and sends the frame again. Either way the frame counts as redone. A history-dependent method's
-// session starts again from rest when re-created, with the parameters it was opened with
-// (UpdateSession's changes and SetSessionState's state are not carried over). A stateful
+// session starts again from rest when re-created, with the parameters it was last given
+// (Open's, or Update's; a state set with SetSessionState is not carried over). A stateful
 // session's frame that the server applied but whose answer was lost is refused when sent again
 // ("was already applied"): that error is returned.
 // A frame the server shed under load (UNAVAILABLE "overloaded: ...", --max-queue-ms) is not a
@@ -42,6 +42,10 @@ class RecoveringSession {
 
   // One frame (its session_id is set here), recovered as above when needed.
   absl::StatusOr<v1::DeformResponse> Deform(v1::DeformRequest request);
+  // UpdateSession on the session, and the parameters a re-created session is given from then on.
+  // Not retried: its error (UNAVAILABLE with the server gone) is returned, the parameters kept
+  // as they were.
+  absl::StatusOr<v1::Session> Update(const v1::DeformerConfig& deformer);
 
   const std::string& session_id() const { return session_id_; }
   uint64_t frames_redone() const { return frames_redone_; }

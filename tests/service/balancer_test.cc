@@ -139,9 +139,14 @@ class ScriptedServer final : public v1::Sinew::Service {
     info->set_rig_id(req->rig_id());
     return grpc::Status::OK;
   }
-  grpc::Status CreateSession(grpc::ServerContext*, const v1::CreateSessionRequest*, v1::Session* s) override {
+  grpc::Status CreateSession(grpc::ServerContext*, const v1::CreateSessionRequest* req, v1::Session* s) override {
     std::lock_guard lock(mu);
+    deformers.push_back(req->deformer());
     s->set_session_id("s" + std::to_string(++created));
+    return grpc::Status::OK;
+  }
+  grpc::Status UpdateSession(grpc::ServerContext*, const v1::UpdateSessionRequest* req, v1::Session* s) override {
+    s->set_session_id(req->session_id());
     return grpc::Status::OK;
   }
   grpc::Status Deform(grpc::ServerContext*, const v1::DeformRequest* req, v1::DeformResponse* resp) override {
@@ -155,6 +160,7 @@ class ScriptedServer final : public v1::Sinew::Service {
   std::mutex mu;
   int created = 0;
   std::vector<std::string> framed;
+  std::vector<v1::DeformerConfig> deformers;  // as each session was created
 };
 
 // Plays one frame through a RecoveringSession against `service`; the session after it.
@@ -163,7 +169,8 @@ struct Played {
   uint64_t recreated = 0, redone = 0;
   std::string session;
 };
-Played PlayOne(ScriptedServer& service, client::RecoveringSession::Options options = {}) {
+Played PlayOne(ScriptedServer& service, client::RecoveringSession::Options options = {},
+               const v1::DeformerConfig* update = nullptr) {
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -180,7 +187,12 @@ Played PlayOne(ScriptedServer& service, client::RecoveringSession::Options optio
   if (!s.ok()) {
     out.frame = s.status();
   } else {
-    out.frame = (*s)->Deform(Frame("", 7, LimbPose(LimbSkeleton(limb), 0.2)));
+    if (update != nullptr) {
+      if (auto st = (*s)->Update(*update); !st.ok()) out.frame = st.status();
+    }
+    if (out.frame.status().code() == absl::StatusCode::kInternal) {
+      out.frame = (*s)->Deform(Frame("", 7, LimbPose(LimbSkeleton(limb), 0.2)));
+    }
     out.recreated = (*s)->sessions_recreated();
     out.redone = (*s)->frames_redone();
     out.session = (*s)->session_id();
@@ -234,6 +246,20 @@ TEST(RecoveringSession, ASessionTheServerDoesNotKnowIsCreatedAgainOnce) {
   EXPECT_EQ(p.session, "s2");
   EXPECT_EQ(service.created, 2);
   EXPECT_THAT(service.framed, ::testing::ElementsAre("s1", "s1", "s2"));
+}
+
+// A session re-created after Update gets the parameters it was last given, not Open's.
+TEST(RecoveringSession, ASessionCreatedAgainHasTheParametersItWasLastGiven) {
+  ScriptedServer service({grpc::Status(grpc::StatusCode::NOT_FOUND, "session_id: no session \"s1\" (closed or expired)")});
+  v1::DeformerConfig jiggling;
+  jiggling.set_method(v1::METHOD_PBS);
+  jiggling.mutable_pbs()->set_jiggle_stiffness(0.05);
+  const Played p = PlayOne(service, {}, &jiggling);
+  ASSERT_TRUE(p.frame.ok()) << p.frame.status();
+  EXPECT_EQ(p.recreated, 1u);
+  ASSERT_EQ(service.deformers.size(), 2u);
+  EXPECT_FALSE(service.deformers[0].has_pbs());
+  EXPECT_EQ(service.deformers[1].pbs().jiggle_stiffness(), 0.05);
 }
 
 // Errors that say nothing about the server or the session come back at once; attempts are

@@ -257,6 +257,13 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
     EXPECT_EQ(RunProcess(argv, nullptr, &err), 2) << operands[0];
     EXPECT_THAT(err, HasSubstr(message));
   }
+  // Output files whose folder is missing are refused before anything runs (port 1: nothing
+  // listens, so a run would fail otherwise); until 2026-12-03 a run's results were lost at its end.
+  const std::string missing = "/nonexistent-sinew-dir/x";
+  EXPECT_EQ(RunProcess({SINEW_LOAD_PATH, "--target", "127.0.0.1:1", "--json", missing + ".json"}, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--json: the folder '/nonexistent-sinew-dir' does not exist"));
+  EXPECT_EQ(RunProcess({SINEW_LOAD_PATH, "--target", "127.0.0.1:1", "--report", "/tmp"}, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--report: '/tmp' is a directory"));
   // --help as well as `help`: the usage on stdout, exit 0.
   for (const char* help : {"--help", "help"}) {
     EXPECT_EQ(RunProcess({SINEW_CLI_PATH, help}, &out, &err), 0) << help << ": " << err;

@@ -99,6 +99,11 @@ TEST(SnapshotCli, MethodsDrawnInRowsAndTheirDifferenceTinted) {
                        &out, &err),
             2);
   EXPECT_THAT(err, HasSubstr("--snapshot-view"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", kCharacter, "--snapshot",
+                        "/nonexistent-sinew-dir/x.png"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--snapshot: the folder '/nonexistent-sinew-dir' does not exist"));
   EXPECT_FALSE(fs::exists(png));
   EXPECT_EQ(server.Terminate(), 0);
 }
