@@ -341,6 +341,13 @@ class Service::StreamCall final
       resp.mutable_error()->set_message(std::string(st.message()));
       self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
     }
+    // The answer is built: the stream no longer holds the session or its shared memory region
+    // (until 2026-12-03 an idle stream kept its last session, rig, device memory and mapping
+    // alive after they were closed, past every limit that counts them). A request far larger than
+    // frames need (a refused one) is not kept for reuse either: parsed messages keep their
+    // fields' capacity.
+    self->job_.Fresh();
+    if (self->current_.ByteSizeLong() > kKeptRequestBytes) self->current_ = v1::DeformRequest();
     Actions act;
     {
       std::lock_guard lock(self->mu_);
@@ -353,6 +360,7 @@ class Service::StreamCall final
     self->Apply(act);
   }
 
+  static constexpr size_t kKeptRequestBytes = size_t{4} << 20;
   Service* svc_;
   std::string tenant_;
   v1::DeformRequest read_;     // the read in progress, or one waiting behind pending_ (read_full_)
@@ -643,7 +651,56 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
 
 // ---------------------------------------------------------------------------------------------
 
+// A frame's arrays are copied into the session's buffers, which keep their size: larger ones
+// than the rig takes are refused before that (until 2026-12-03 a rejected 60 MB pose stayed in
+// every session it was sent to, uncounted). Smaller ones are the methods' to name.
+static absl::Status WithinTheRig(const v1::DeformRequest& req, const Rig& rig) {
+  const auto over = [](absl::string_view field, size_t bytes, size_t per, size_t count, absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", bytes, " bytes, ", bytes / double(per), " ", what,
+                                                   "; this rig takes at most ", count, " (", per, " bytes each)"));
+  };
+  if (req.has_pose()) {
+    const size_t joints = rig.joint_count();
+    const v1::Pose& p = req.pose();
+    if (p.rotations().size() > 16 * joints) return over("pose.rotations", p.rotations().size(), 16, joints, "joints");
+    if (p.translations().size() > 12 * joints) {
+      return over("pose.translations", p.translations().size(), 12, joints, "joints");
+    }
+    if (p.scales().size() > 4 * joints) return over("pose.scales", p.scales().size(), 4, joints, "joints");
+  }
+  // A cage's positions against its cage (in core's words: ValidateCageFrames).
+  const auto cage = [&](const v1::CagePose& c, const std::string& field) -> absl::Status {
+    if (c.positions().empty()) return absl::OkStatus();
+    if (c.cage() >= rig.cages.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".cage: index ", c.cage(), " but the rig has ", rig.cages.size(), " cages"));
+    }
+    const size_t vertices = rig.cages[c.cage()].vertex_count();
+    if (c.positions().size() > 12 * vertices) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".positions: ", c.positions().size() / 12.0,
+                                                     " vertices, cage ", c.cage(), " has ", vertices,
+                                                     " (12 bytes per vertex)"));
+    }
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < req.cages_size() && i < int(kMaxRigCages); ++i) {
+    if (auto st = cage(req.cages(i), absl::StrCat("cages[", i, "]")); !st.ok()) return st;
+  }
+  if (req.has_posed_cage()) {
+    if (auto st = cage(req.posed_cage(), "posed_cage"); !st.ok()) return st;
+  }
+  if (req.has_spheres()) {
+    const size_t spheres = std::max(rig.sphere_mesh.sphere_count(), rig.sphere_mesh.bones.size() / 2);
+    const v1::SphereMeshPose& sp = req.spheres();
+    if (sp.centers().size() > 12 * spheres) return over("spheres.centers", sp.centers().size(), 12, spheres, "spheres");
+    if (sp.radii().size() > 4 * spheres) return over("spheres.radii", sp.radii().size(), 4, spheres, "spheres");
+    if (sp.twists().size() > 4 * spheres) return over("spheres.twists", sp.twists().size(), 4, spheres, "spheres");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session, FrameJob& job) {
+  if (auto st = WithinTheRig(req, *session.rig->rig); !st.ok()) return st;
   if (auto st = FrameInputFromProto(req, session.pose, session.cages, session.posed_cage, session.spheres, job.input);
       !st.ok()) {
     return st;

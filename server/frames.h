@@ -66,7 +66,7 @@ struct StopFlag {
 };
 
 struct FrameJob {
-  std::shared_ptr<Session> session;  // held until done
+  std::shared_ptr<Session> session;  // held until done (a stream's job lets go once its answer is built)
   FrameInput input;                  // points into the session's scratch
   bool reset = false;                // forget the session's history first
   uint64_t frame = 0;                // its number: the session's last_frame once applied

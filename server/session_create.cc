@@ -90,7 +90,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
     for (int j = 0; j < req->expected_joint_names_size(); ++j) {
       if (req->expected_joint_names(j) != rig.skeleton.names[j]) {
         return absl::InvalidArgumentError(
-            absl::StrCat("expected_joint_names[", j, "]: \"", req->expected_joint_names(j),
+            absl::StrCat("expected_joint_names[", j, "]: \"", EchoId(req->expected_joint_names(j)),
                          "\" but the rig's joint ", j, " is \"", rig.skeleton.names[j], "\""));
       }
     }

@@ -176,7 +176,12 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
     if (auto st = s->deformer->LoadDeviceState(state.method_state(), *resident); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("state.method_state: ", st.message()));
     }
-    if (auto st = gpu_->WriteState(*s->gpu, *resident); !st.ok()) return st;
+    if (auto st = gpu_->WriteState(*s->gpu, *resident); !st.ok()) {
+      // The deformer took the state's flags; the device may hold none, some or all of its floats.
+      s->deformer->Reset();
+      return absl::Status(st.code(), absl::StrCat(st.message(), "; the state was not set: the session starts again "
+                                                                "from rest at its next frame"));
+    }
     s->device_restarted = ++s->device_submitted;  // a state to go on from: no restart for earlier overflows
   } else if (s->stateful) {
     if (auto st = s->deformer->LoadState(state.method_state()); !st.ok()) {

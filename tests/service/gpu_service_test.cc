@@ -173,6 +173,25 @@ TEST_P(GpuService, SharedMemoryFramesOfDeviceSessionsEqualTheWire) {
   }
 }
 
+// A stream that has answered its frame and waits for the next holds no session: one closed
+// meanwhile releases its device session (and its rig's, its shared memory's) while the stream
+// stays open. Until 2026-12-03 the stream's last frame kept it, past the limits that count it.
+TEST_P(GpuService, AnIdleStreamDoesNotHoldASessionClosedAfterItsFrame) {
+  const LimbOptions limb = LimbOf(2000);
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto session = Open(up->rig_id(), v1::METHOD_DQS, v1::BACKEND_GPU);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_EQ(DeviceUse().second, 1u);
+  auto stream = client_->OpenStream();
+  v1::DeformResponse answer;
+  ASSERT_TRUE(stream->Write(Frame(session->session_id(), 0, LimbPose(LimbSkeleton(limb), 0.3))) &&
+              stream->Read(&answer));
+  ASSERT_FALSE(answer.has_error()) << answer.error().message();
+  CloseOnDevice(session->session_id());  // the stream still open and idle
+  EXPECT_TRUE(stream->Close().ok());
+}
+
 TEST_P(GpuService, GpuSessionsEqualCpuSessions) {
   const LimbOptions limb = LimbOf(20000, 4, 4);
   auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb)));

@@ -139,6 +139,17 @@ TEST_F(Service, HugeIdsAreEchoedAsAShortPrefix) {
   EXPECT_LT(key.message().size(), 300u);
   EXPECT_THAT(std::string(key.message()), HasSubstr("state.preparation_key"));
   EXPECT_THAT(std::string(key.message()), HasSubstr("(1048577 bytes"));
+  // So is an expected joint name.
+  auto rig = client_->GetRig(state->rig_id());
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  v1::CreateSessionRequest named;
+  named.set_rig_id(state->rig_id());
+  named.mutable_deformer()->set_method(v1::METHOD_LBS);
+  for (uint32_t j = 0; j < rig->joint_count(); ++j) named.add_expected_joint_names(j == 0 ? huge : "x");
+  const absl::Status names = client_->CreateSession(named).status();
+  EXPECT_EQ(names.code(), absl::StatusCode::kInvalidArgument) << names.ToString().substr(0, 300);
+  EXPECT_LT(names.message().size(), 300u);
+  EXPECT_THAT(std::string(names.message()), HasSubstr("expected_joint_names[0]"));
 }
 
 TEST_F(Service, ServerInfoMethodsMatchTheProto) {
@@ -1844,6 +1855,15 @@ TEST_F(Service, BadFramesNameFieldAndIndex) {
     v1::DeformRequest r = Frame(session, 1, rest);
     r.mutable_pose()->mutable_rotations()->resize(32);
     expect(r, "pose.rotations: 2 quaternions for 3 joints");
+  }
+  {
+    // More than the rig takes: refused before the session's buffers are sized to it.
+    v1::DeformRequest r = Frame(session, 1, rest);
+    r.mutable_pose()->mutable_rotations()->resize(16 << 20);
+    expect(r, "pose.rotations: 16777216 bytes, 1.04858e+06 joints; this rig takes at most 3 (16 bytes each)");
+    r = Frame(session, 1, rest);
+    r.mutable_pose()->mutable_scales()->resize(16);
+    expect(r, "pose.scales: 16 bytes, 4 joints; this rig takes at most 3 (4 bytes each)");
   }
   {
     v1::DeformRequest r = Frame(session, 1, rest);
