@@ -8,6 +8,9 @@
 # clip baked with LBS and implicit skinning as glTF binaries for the browser viewer.
 #   scripts/demo.sh [ASSET_FILE]   (default: the BCN_Epileptic character)
 set -euo pipefail
+# An asset or output folder given relative to where the script was started, not to the repo.
+asset=$(realpath -m -- "${1:-/usr/share/assimp/models/X/BCN_Epileptic.X}")
+out_given=${SINEW_DEMO_OUT:+$(realpath -m -- "$SINEW_DEMO_OUT")}
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh sinew-server sinew
@@ -27,8 +30,7 @@ echo "== sinew-server: gRPC on $grpc, Prometheus metrics on http://$metrics/metr
 
 echo "== sinew info"
 build/clients/sinew --target "$grpc" info
-asset=${1:-/usr/share/assimp/models/X/BCN_Epileptic.X}
-out=${SINEW_DEMO_OUT:-demo-out}
+out=${out_given:-demo-out}
 mkdir -p "$out"
 echo "== sinew import $asset"
 build/clients/sinew import "$asset"
@@ -56,7 +58,14 @@ for line in body.splitlines():
 PY
 
 kill -TERM $server
-wait $server && echo "== sinew-server drained and exited 0"
+code=0
+wait $server || code=$?
+if [ "$code" -ne 0 ]; then
+  echo "== sinew-server exited $code after SIGTERM (a drain exits 0); its log:" >&2
+  cat "$log" >&2
+  exit 1
+fi
+echo "== sinew-server drained and exited 0"
 cat <<EOF
 == to look at: $out/methods.png, the character under LBS, DQS and implicit skinning (any image viewer);
    the two bakes side by side in the browser viewer, served on loopback:

@@ -3,8 +3,9 @@ cluster needed): every server flag they pass is one `sinew-server --help` lists;
 Deployment's memory budgets (--max-store-bytes for the rigs and --max-prepared-bytes for their
 methods' preparations, counted apart, defaults from --help) leave a quarter of the pod's memory
 limit for sessions; its grace period covers the preStop sleep, --drain-timeout and two seconds;
-and the unauthenticated metrics port stays off the client-facing Service and off the Docker
-host's outside interfaces.
+the unauthenticated metrics port stays off the client-facing Service and off the Docker host's
+outside interfaces; every pod runs as the images' numeric non-root user; and a batch's volume is
+filled before its Job starts.
 
     /usr/bin/python3 tests/deploy/manifests_test.py SINEW_SERVER_BINARY
 """
@@ -107,6 +108,47 @@ class Manifests(unittest.TestCase):
             for mapping in svc.get("ports", []):
                 if str(mapping).endswith(":9464"):
                     self.assertTrue(str(mapping).startswith("127.0.0.1:"), f"{name} publishes {mapping}")
+
+    def test_pods_run_as_the_images_numeric_non_root_user(self):
+        # The images' USER is numeric (a name cannot be checked against runAsNonRoot), and every
+        # pod runs as it, non-root, with the runtime's seccomp profile (Pod Security "restricted").
+        users = set()
+        for dockerfile in ("deploy/Dockerfile", "deploy/Dockerfile.cuda"):
+            with open(os.path.join(ROOT, dockerfile)) as f:
+                found = re.findall(r"^USER (\S+)$", f.read(), re.M)
+            self.assertEqual(len(found), 1, dockerfile)
+            self.assertRegex(found[0], r"^\d+:\d+$", f"{dockerfile}: USER {found[0]} is not numeric")
+            users.add(found[0])
+        self.assertEqual(len(users), 1, users)
+        uid, gid = (int(x) for x in users.pop().split(":"))
+        self.assertNotEqual(uid, 0)
+        pods = [(d["metadata"]["name"], d["spec"]["template"]["spec"]) for d in self.deployments]
+        for f in ("deploy/k8s/batch-job.yaml", "deploy/k8s/batch-merge-job.yaml"):
+            pods += [(d["metadata"]["name"], d["spec"]["template"]["spec"]) for d in load(f) if d["kind"] == "Job"]
+        pods += [(d["metadata"]["name"], d["spec"]) for d in load("deploy/k8s/batch-data.yaml") if d["kind"] == "Pod"]
+        self.assertGreaterEqual(len(pods), 5)
+        for name, spec in pods:
+            ctx = spec.get("securityContext", {})
+            self.assertIs(ctx.get("runAsNonRoot"), True, name)
+            self.assertEqual((ctx.get("runAsUser"), ctx.get("runAsGroup"), ctx.get("fsGroup")), (uid, gid, gid), name)
+            self.assertEqual(ctx.get("seccompProfile", {}).get("type"), "RuntimeDefault", name)
+            for c in spec["containers"]:
+                self.assertIs(c.get("securityContext", {}).get("allowPrivilegeEscalation"), False, f"{name}/{c['name']}")
+
+    def test_the_batch_volume_is_there_to_fill_before_the_job_starts(self):
+        # The Job's file holds no volume: the asset goes in through the loader pod of
+        # batch-data.yaml, which mounts the claim the shards and the merge mount.
+        claims = {d["metadata"]["name"] for d in load("deploy/k8s/batch-data.yaml") if d["kind"] == "PersistentVolumeClaim"}
+        loaders = [d for d in load("deploy/k8s/batch-data.yaml") if d["kind"] == "Pod"]
+        self.assertEqual(len(claims), 1)
+        self.assertEqual(len(loaders), 1)
+        for f in ("deploy/k8s/batch-job.yaml", "deploy/k8s/batch-merge-job.yaml"):
+            docs = load(f)
+            self.assertEqual([d["kind"] for d in docs], ["Job"], f)
+            used = {v["persistentVolumeClaim"]["claimName"] for v in docs[0]["spec"]["template"]["spec"]["volumes"]}
+            self.assertEqual(used, claims, f)
+        used = {v["persistentVolumeClaim"]["claimName"] for v in loaders[0]["spec"]["volumes"]}
+        self.assertEqual(used, claims)
 
 
 if __name__ == "__main__":

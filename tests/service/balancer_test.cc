@@ -102,6 +102,24 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
         << out << err;
   }
 
+  // A client that sends no affinity key is keyed by its address: its session's frames reach the
+  // server that holds it (until 2026-12-03 HAProxy spread them round robin: NOT_FOUND).
+  {
+    client::Client plain(target);
+    auto up = plain.UploadRig(rig);
+    ASSERT_TRUE(up.ok()) << up.status();
+    v1::CreateSessionRequest create;
+    create.set_rig_id(up->rig_id());
+    create.mutable_deformer()->set_method(v1::METHOD_DQS);
+    auto session = plain.CreateSession(create);
+    ASSERT_TRUE(session.ok()) << session.status();
+    for (int f = 0; f < 9; ++f) {
+      auto frame = plain.Deform(Frame(session->session_id(), uint64_t(f), LimbPose(sk, f / 9.0)));
+      ASSERT_TRUE(frame.ok()) << "frame " << f << ": " << frame.status();
+    }
+    EXPECT_TRUE(plain.CloseSession(session->session_id()).ok());
+  }
+
   // Kill client 0's server: its session moves; the others' clients carry on untouched.
   int victim = -1;
   for (int i = 0; i < 3 && victim < 0; ++i) {
