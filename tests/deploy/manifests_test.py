@@ -61,7 +61,7 @@ class Manifests(unittest.TestCase):
     def setUpClass(cls):
         cls.help = server_help()
         cls.known = set(re.findall(r"--([a-z0-9-]+)", cls.help))
-        cls.deployments = [d for f in ("deploy/k8s/deployment.yaml", "deploy/k8s/deployment-gpu.yaml") for d in load(f)
+        cls.deployments = [d for f in ("deploy/k8s/deployment.yaml", "deploy/k8s/gpu/deployment-gpu.yaml") for d in load(f)
                            if d["kind"] == "Deployment"]
 
     def server_containers(self):
@@ -149,6 +149,35 @@ class Manifests(unittest.TestCase):
             self.assertEqual(used, claims, f)
         used = {v["persistentVolumeClaim"]["claimName"] for v in loaders[0]["spec"]["volumes"]}
         self.assertEqual(used, claims)
+
+    def test_each_client_service_selects_one_deployment_and_none_starts_at_zero(self):
+        # A client asking for the GPU must not be pinned (IP affinity, an hour) to a CPU pod, and
+        # re-applying a kustomization must not scale a Deployment back to zero.
+        services = [s for f in ("deploy/k8s/service.yaml", "deploy/k8s/gpu/service-gpu.yaml") for s in load(f)
+                    if s["spec"].get("clusterIP") != "None"]
+        self.assertEqual(len(services), 2)
+        for svc in services:
+            selector = svc["spec"]["selector"].items()
+            chosen = [d["metadata"]["name"] for d in self.deployments
+                      if selector <= d["spec"]["template"]["metadata"]["labels"].items()]
+            self.assertEqual(len(chosen), 1, f"{svc['metadata']['name']} selects {chosen}")
+        for d in self.deployments:
+            self.assertGreater(d["spec"].get("replicas", 1), 0, d["metadata"]["name"])
+        for k in ("deploy/k8s/kustomization.yaml", "deploy/k8s/gpu/kustomization.yaml"):
+            for resource in load(k)[0]["resources"]:
+                self.assertTrue(os.path.exists(os.path.join(ROOT, os.path.dirname(k), resource)), f"{k}: {resource}")
+
+    def test_envoy_admits_as_many_streams_as_the_replicas_take_sessions(self):
+        # A stream is one request while it plays; Envoy's default cap is 1024 for the cluster.
+        envoy = load("deploy/envoy.yaml")[0]
+        cluster = next(c for c in envoy["static_resources"]["clusters"] if c["name"] == "sinew")
+        limits = {t.get("priority", "DEFAULT"): t for t in cluster["circuit_breakers"]["thresholds"]}
+        sessions = 0
+        for d, c in self.server_containers():
+            per = int(flags(c.get("args", [])).get("max-sessions") or default(self.help, "max-sessions"))
+            sessions += per * max(d["spec"].get("replicas", 1), 1)
+        for key in ("max_requests", "max_pending_requests", "max_connections"):
+            self.assertGreaterEqual(limits["DEFAULT"][key], 4 * sessions, key)
 
 
 if __name__ == "__main__":
