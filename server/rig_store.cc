@@ -406,6 +406,11 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
       if (r->sessions.load() == 0) idle.emplace_back(r->last_used_ms.load(), key);
     }
     std::sort(idle.begin(), idle.end());
+    // Only if evicting every idle rig makes room: a refused upload evicts nothing (until
+    // 2026-12-03 it dropped idle rigs, and their --state-dir files, and was refused anyway).
+    size_t idle_bytes = 0;
+    for (auto& [t, key] : idle) idle_bytes += rigs_[key]->bytes;
+    if (bytes_ - idle_bytes + stored->bytes > max_bytes_) idle.clear();
     for (auto& [t, key] : idle) {
       if (bytes_ + stored->bytes <= max_bytes_) break;
       bytes_ -= rigs_[key]->bytes;

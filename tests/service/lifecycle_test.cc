@@ -290,6 +290,31 @@ TEST(Lifecycle, RigsEvictedForRoomLeaveTheStateDirAndOpenSessionsSurviveARestart
   std::filesystem::remove_all(dir);
 }
 
+// An upload that cannot fit even once every idle rig is gone evicts none of them: it is refused
+// and they stay. Until 2026-12-03 the idle rig X was dropped first, for nothing.
+TEST(Lifecycle, AnUploadThatCannotFitEvictsNothing) {
+  const LimbOptions x_limb = LimbOf(600), y_limb = LimbOf(1300), z_limb = LimbOf(1100);
+  const size_t x = BuildRig(MakeLimb(x_limb))->ResidentBytes(), y = BuildRig(MakeLimb(y_limb))->ResidentBytes(),
+               z = BuildRig(MakeLimb(z_limb))->ResidentBytes();
+  ASSERT_GT(z, x + 64) << "the fixture needs Z larger than X";
+  ServerProcess server({"--max-store-bytes", std::to_string(x + y + 64)});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto up_x = c->UploadRig(client::RigToProto(MakeLimb(x_limb)));
+  auto up_y = c->UploadRig(client::RigToProto(MakeLimb(y_limb)));
+  ASSERT_TRUE(up_x.ok() && up_y.ok()) << up_x.status() << up_y.status();
+  auto s = Open(*c, up_y->rig_id());  // Y in use, X idle
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto up_z = c->UploadRig(client::RigToProto(MakeLimb(z_limb)));
+  EXPECT_EQ(up_z.status().code(), absl::StatusCode::kResourceExhausted) << up_z.status();
+  EXPECT_TRUE(c->GetRig(up_x->rig_id()).ok()) << "the idle rig was evicted for an upload that was refused";
+  // Once Y is idle too, Z fits by evicting both (least recently used first).
+  ASSERT_TRUE(c->CloseSession(s->session_id()).ok());
+  auto again = c->UploadRig(client::RigToProto(MakeLimb(z_limb)));
+  EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // Issue 17: with --state-dir, the sessions that were open survive kill -9 (here in the middle of
 // a stream, of an upload and of a preparation) and a restart: the same ids, the encoding they
 // were created with and the parameters UpdateSession set since, frames equal to those before the
