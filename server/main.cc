@@ -99,6 +99,11 @@ int main(int argc, char** argv) {
       {"max-rig-bytes", "BYTES",
        absl::StrCat("Largest serialized rig accepted by UploadRig. Default ", o.max_rig_bytes),
        Number(o.max_rig_bytes)},
+      {"max-upload-bytes", "BYTES",
+       "Bytes the UploadRig calls in progress may announce together (each buffers its rig until it is "
+       "parsed): past it an upload is refused at its header with RESOURCE_EXHAUSTED, to be sent again once "
+       "others are done. Default 0: twice --max-rig-bytes",
+       Number(o.max_upload_bytes)},
       {"max-store-bytes", "BYTES",
        absl::StrCat("Memory for all resident rigs' own data (mesh, skeleton, weights, cages; not "
                     "the methods' per-rig preparations, which RigInfo.resident_bytes adds and --max-prepared-bytes "

@@ -12,6 +12,8 @@ struct ServerOptions {
   std::string metrics_listen = "127.0.0.1:9464";  // Prometheus HOST:PORT; empty disables
   size_t max_vertices = 10'000'000;               // per rig
   uint64_t max_rig_bytes = uint64_t{1} << 30;     // serialized size of one uploaded rig
+  // What the uploads in progress announce together (their buffers); 0: twice max_rig_bytes.
+  uint64_t max_upload_bytes = 0;
   uint64_t max_store_bytes = uint64_t{8} << 30;   // all resident rigs together
   // The methods' per-rig preparations together: past it, those no open session uses go, least
   // recently asked for first (Service::TrimPreparations).

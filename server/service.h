@@ -253,6 +253,7 @@ class Service final : public v1::Sinew::CallbackService {
   ThreadPool background_;
   std::atomic<bool> draining_{false};  // set under streams_mu_
   std::atomic<int> active_calls_{0};
+  std::atomic<uint64_t> upload_bytes_{0};  // announced by the uploads in progress (--max-upload-bytes)
 };
 
 }  // namespace sinew::server

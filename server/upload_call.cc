@@ -47,6 +47,22 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
                                                               ": header.total_bytes announces ", upload_.total())));
       }
     }
+    if (header) {
+      // Every upload in progress buffers what it announced: together bounded (--max-upload-bytes).
+      const uint64_t limit =
+          svc_->options_.max_upload_bytes > 0 ? svc_->options_.max_upload_bytes : 2 * svc_->options_.max_rig_bytes;
+      const uint64_t total = upload_.total();
+      uint64_t held = svc_->upload_bytes_.load();
+      do {
+        if (held + total > limit) {
+          return Fail(absl::ResourceExhaustedError(absl::StrCat(
+              "header.total_bytes: ", total, " more bytes would pass the ", limit,
+              " that uploads in progress may buffer together (--max-upload-bytes; ", held,
+              " held now): send it again once others are done")));
+        }
+      } while (!svc_->upload_bytes_.compare_exchange_weak(held, held + total));
+      reserved_ = total;
+    }
     if (header && !upload_.sha256().empty()) {
       // Only a rig this tenant holds is skipped: another tenant's copy is not revealed, so its
       // bytes are received (and hashed) like any upload, then shared (FinalizeImpl).
@@ -61,6 +77,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
 
   void OnDone() override {
     const bool large = received_ >= kTrimBytes;
+    svc_->upload_bytes_.fetch_sub(reserved_);
     svc_->active_calls_.fetch_sub(1);
     delete this;
     // The parse of a large upload leaves freed heap that glibc keeps (a failed 10 MB upload held
@@ -153,6 +170,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   UploadAssembler upload_;
   v1::UploadRigRequest req_;
   uint64_t received_ = 0;
+  uint64_t reserved_ = 0;  // of Service::upload_bytes_, given back in OnDone
 };
 
 grpc::ServerReadReactor<v1::UploadRigRequest>* Service::UploadRig(grpc::CallbackServerContext* ctx,

@@ -859,7 +859,7 @@ long VmSizeKb(pid_t pid) {
 // failed reservation, under strict overcommit or a memory limit on the address space, ends the
 // process). Memory now grows with the bytes received.
 TEST(Lifecycle, AnnouncedUploadSizeIsNotReservedBeforeItsBytesArrive) {
-  ServerProcess server;
+  ServerProcess server({"--max-upload-bytes", std::to_string(uint64_t{8} << 30)});  // the four fit
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
   ASSERT_TRUE(c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1000)))).ok());  // warm: code paths, pools
@@ -895,6 +895,51 @@ TEST(Lifecycle, AnnouncedUploadSizeIsNotReservedBeforeItsBytesArrive) {
   for (auto& ctx : contexts) ctx->TryCancel();
   for (auto& u : uploads) (void)u->Finish();
   EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// What the uploads in progress announce is bounded together (--max-upload-bytes): one past it is
+// refused at its header, naming the flag, and fits once another is done. Until 2026-12-03 any
+// number of uploads could each buffer up to --max-rig-bytes.
+TEST(Lifecycle, UploadsInProgressAreBoundedTogether) {
+  ServerProcess server({"--max-rig-bytes", "1000000", "--max-upload-bytes", "2500000"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Sinew::NewStub(channel);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::UploadRigResponse> responses(2);
+  std::vector<std::unique_ptr<grpc::ClientWriter<v1::UploadRigRequest>>> uploads;
+  for (int i = 0; i < 2; ++i) {  // 2 x 1 MB announced, a byte sent: 0.5 MB left
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    uploads.push_back(stub->UploadRig(contexts.back().get(), &responses[i]));
+    v1::UploadRigRequest part;
+    part.mutable_header()->set_total_bytes(1000000);
+    ASSERT_TRUE(uploads.back()->Write(part));
+    part.set_chunk("x");
+    ASSERT_TRUE(uploads.back()->Write(part));
+  }
+  for (int i = 0; i < 2000 && MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total") < 2;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(10000)));  // over 0.5 MB serialized
+  ASSERT_GT(rig.ByteSizeLong(), 500000u);
+  ASSERT_LT(rig.ByteSizeLong(), 1000000u);
+  auto refused = c->UploadRig(rig);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("--max-upload-bytes"));
+  contexts[0]->TryCancel();
+  (void)uploads[0]->Finish();
+  absl::StatusOr<v1::UploadRigResponse> fits = absl::UnknownError("not tried");
+  for (int i = 0; i < 500; ++i) {  // the cancelled upload's bytes come back once its call is done
+    fits = c->UploadRig(rig);
+    if (fits.ok() || fits.status().code() != absl::StatusCode::kResourceExhausted) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(fits.ok()) << fits.status();
+  contexts[1]->TryCancel();
+  (void)uploads[1]->Finish();
   EXPECT_EQ(server.Terminate(), 0);
 }
 
