@@ -98,7 +98,9 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   // Both limits before the preparation: a refused session must not leave a preparation behind
   // (until 2026-12-01 the tenant's max_sessions was asked only after it, so a tenant at its
   // quota could still have the server prepare, and keep, one per parameter set it sent).
-  if (auto st = sessions_.Room(tenant, tokens_.Quotas(tenant).max_sessions); !st.ok()) return st;
+  // A place is held from here to Add (SessionManager::Reservation): concurrent creates count it.
+  auto place = sessions_.Reserve(tenant, tokens_.Quotas(tenant).max_sessions);
+  if (!place.ok()) return place.status();
   // One method, or a pipeline of them (DeformerConfigFromProto checked the names).
   const MethodInfo* method = config->stages.empty() ? FindMethod(config->method) : nullptr;
   const std::string what = method ? absl::StrCat("method ", std::string(method->name)) : "this pipeline";
@@ -183,7 +185,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
                          4 * session->positions.size();
   session->request = request;
   session->request.clear_deformer();
-  auto added = sessions_.Add(std::move(session), tokens_.Quotas(tenant).max_sessions, restore_id);
+  auto added = sessions_.Add(std::move(session), tokens_.Quotas(tenant).max_sessions, restore_id, &*place);
   if (!added.ok()) return added.status();
   if (restore_id.empty()) {
     // Kept before the client hears of it: a crash after this answer cannot lose the session.

@@ -52,21 +52,44 @@ SessionManager::~SessionManager() {
   for (auto& [id, s] : sessions_) ReleaseLocked(*s);
 }
 
-absl::Status SessionManager::RoomLocked(const std::string& tenant, size_t tenant_max) const {
+absl::Status SessionManager::RoomLocked(const std::string& tenant, size_t tenant_max, size_t held) const {
+  const auto it = pending_.find(tenant);
+  const size_t creating = (it == pending_.end() ? 0 : it->second) - held;
   if (tenant_max > 0) {
     size_t own = 0;
     for (auto& [id, other] : sessions_) own += other->tenant == tenant;
-    if (own >= tenant_max) {
+    if (own + creating >= tenant_max) {
       return absl::ResourceExhaustedError(absl::StrCat("quota max_sessions=", tenant_max, " of tenant ", tenant,
-                                                       ": ", own, " open; close sessions you no longer use"));
+                                                       ": ", own, " open", creating ? absl::StrCat(", ", creating, " being created") : "",
+                                                       "; close sessions you no longer use"));
     }
   }
-  if (sessions_.size() >= max_sessions_) {
+  if (sessions_.size() + pending_total_ - held >= max_sessions_) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "sessions: ", sessions_.size(), " open, the limit is ", max_sessions_,
-        " (--max-sessions); close sessions you no longer use"));
+        "sessions: ", sessions_.size(), " open", pending_total_ - held ? absl::StrCat(", ", pending_total_ - held, " being created") : "",
+        ", the limit is ", max_sessions_, " (--max-sessions); close sessions you no longer use"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<SessionManager::Reservation> SessionManager::Reserve(const std::string& tenant, size_t tenant_max) {
+  std::lock_guard lock(mu_);
+  if (auto st = RoomLocked(tenant, tenant_max); !st.ok()) return st;
+  ++pending_[tenant];
+  ++pending_total_;
+  return Reservation(this, tenant);
+}
+
+void SessionManager::Unreserve(const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  UnreserveLocked(tenant);
+}
+
+void SessionManager::UnreserveLocked(const std::string& tenant) {
+  auto it = pending_.find(tenant);
+  if (it == pending_.end()) return;
+  if (--it->second == 0) pending_.erase(it);
+  --pending_total_;
 }
 
 absl::Status SessionManager::Room(const std::string& tenant, size_t tenant_max) const {
@@ -75,10 +98,11 @@ absl::Status SessionManager::Room(const std::string& tenant, size_t tenant_max) 
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session, size_t tenant_max,
-                                                              const std::string& id) {
+                                                              const std::string& id, Reservation* held) {
   std::shared_ptr<Session> s = std::move(session);
   std::lock_guard lock(mu_);
-  if (auto st = RoomLocked(s->tenant, tenant_max); !st.ok()) return st;
+  const size_t own = held != nullptr && held->manager_ == this && held->tenant_ == s->tenant ? 1 : 0;
+  if (auto st = RoomLocked(s->tenant, tenant_max, own); !st.ok()) return st;
   if (!id.empty()) {
     if (sessions_.contains(id)) return absl::AlreadyExistsError(absl::StrCat("session ", EchoId(id), " is open already"));
     s->id = id;
@@ -89,6 +113,10 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Ses
   }
   s->rig->sessions.fetch_add(1);
   sessions_.emplace(s->id, s);
+  if (own) {  // the session takes its reservation's place
+    UnreserveLocked(s->tenant);
+    held->manager_ = nullptr;
+  }
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -115,14 +116,34 @@ class SessionManager {
       : max_sessions_(max_sessions), idle_ttl_ms_(idle_ttl_ms) {}
   ~SessionManager();
 
+  class Reservation;
   // Registers a prepared session under a fresh random id (or `id`, a session a restart opens
   // again: ALREADY_EXISTS when taken). RESOURCE_EXHAUSTED when full, or when its tenant holds
   // `tenant_max` sessions already (0: no per-tenant limit).
   absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session, size_t tenant_max = 0,
-                                               const std::string& id = {});
-  // What Add would answer for a session of `tenant` now, without adding one: CreateSession asks
-  // before it prepares anything (Add asks again, as the answer may change meanwhile).
+                                               const std::string& id = {}, Reservation* held = nullptr);
+  // What Add would answer for a session of `tenant` now, without adding one.
   absl::Status Room(const std::string& tenant, size_t tenant_max) const;
+  // A place held for a session of `tenant` being created, counted by Room and Add as an open
+  // session until it is given back (destroyed, or taken by the session Add adds): CreateSession holds
+  // one from before it prepares anything, so that concurrent creates cannot all find room, all
+  // prepare, and all but one be refused after (until 2026-12-03). RESOURCE_EXHAUSTED as Add.
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& o) noexcept : manager_(std::exchange(o.manager_, nullptr)), tenant_(std::move(o.tenant_)) {}
+    Reservation& operator=(Reservation&&) = delete;
+    ~Reservation() {
+      if (manager_ != nullptr) manager_->Unreserve(tenant_);
+    }
+
+   private:
+    friend class SessionManager;
+    Reservation(SessionManager* m, std::string tenant) : manager_(m), tenant_(std::move(tenant)) {}
+    SessionManager* manager_ = nullptr;
+    std::string tenant_;
+  };
+  absl::StatusOr<Reservation> Reserve(const std::string& tenant, size_t tenant_max);
   // Called with each session once Close or ExpireIdle has removed it (outside the lock); not
   // when the manager is destroyed (a server that stops keeps its sessions' records).
   void set_on_removed(std::function<void(Session& session)> fn) { on_removed_ = std::move(fn); }
@@ -147,12 +168,17 @@ class SessionManager {
 
  private:
   void ReleaseLocked(Session& s);
-  absl::Status RoomLocked(const std::string& tenant, size_t tenant_max) const;
+  // `held`: reservations of this tenant counted in pending_ that are the caller's own.
+  absl::Status RoomLocked(const std::string& tenant, size_t tenant_max, size_t held = 0) const;
+  void Unreserve(const std::string& tenant);
+  void UnreserveLocked(const std::string& tenant);
 
   const size_t max_sessions_;
   const int64_t idle_ttl_ms_;
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_;
+  absl::flat_hash_map<std::string, size_t> pending_;  // reservations by tenant
+  size_t pending_total_ = 0;
   std::function<void(Session&)> on_removed_;
 };
 

@@ -4,6 +4,8 @@
 // with Debian's openssl. Every server is a real sinew-server on a loopback port.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <future>
 #include <signal.h>
 
 #include <filesystem>
@@ -290,6 +292,48 @@ TEST(Security, ASessionOverTheTenantsQuotaPreparesNothing) {
   std::vector<std::string> keys;
   for (const auto& p : rig->preparations()) keys.push_back(p.key());
   EXPECT_THAT(keys, ::testing::IsEmpty()) << "sessions refused by the quota left preparations on the rig";
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// The same with the creates at once and no session open: each holds its place from before its
+// preparation (SessionManager::Reservation), so one is created, the others are refused, and one
+// preparation at most is left. Until 2026-12-03 concurrent creates could all find room, all
+// prepare (or queue a preparation), and all but one be refused after.
+TEST(Security, ConcurrentSessionsOverTheTenantsQuotaPrepareNothing) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a max_sessions=1\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA));
+  auto up = a.UploadRig(client::RigToProto(MakeLimb(LimbOf(800))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  constexpr int kCreates = 6;
+  std::vector<std::future<absl::StatusOr<v1::Session>>> creates;
+  for (int i = 0; i < kCreates; ++i) {
+    creates.push_back(std::async(std::launch::async, [&, i] {
+      v1::CreateSessionRequest create;
+      create.set_rig_id(up->rig_id());
+      create.mutable_deformer()->set_method(v1::METHOD_PBS);
+      create.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+      create.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1 + 0.01 * i);
+      return a.CreateSession(create);
+    }));
+  }
+  int created = 0;
+  for (auto& f : creates) {
+    const auto got = f.get();
+    if (got.ok()) {
+      ++created;
+    } else {
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted) << got.status();
+      EXPECT_THAT(std::string(got.status().message()), HasSubstr("quota max_sessions=1")) << got.status();
+    }
+  }
+  EXPECT_EQ(created, 1);
+  auto rig = a.GetRig(up->rig_id());
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  EXPECT_LE(rig->preparations_size(), 1) << "sessions refused by the quota left preparations on the rig";
   EXPECT_EQ(server.Terminate(), 0);
 }
 
