@@ -208,15 +208,31 @@ bool StoredRig::Reserve(const std::string& key, int64_t now_ms) {
   return true;
 }
 
-absl::Status StoredRig::CancelPreparation(const std::string& key,
+void StoredRig::Asked(const std::string& key, const std::string& tenant) {
+  std::lock_guard lock(prep_mu);
+  askers[key].insert(tenant);
+}
+
+bool StoredRig::VisibleLocked(const std::string& key, const std::string& tenant) const {
+  const auto it = askers.find(key);
+  return it == askers.end() || it->second.empty() || it->second.contains(tenant);
+}
+
+absl::Status StoredRig::CancelPreparation(const std::string& key, const std::string& tenant,
                                          const std::function<void(const Preparation&)>& describe) {
   std::lock_guard lock(prep_mu);
   auto it = preparations.find(key);
-  if (it == preparations.end()) {
+  if (it == preparations.end() || !VisibleLocked(key, tenant)) {
     std::string keys;
-    for (const auto& [k, p] : preparations) keys += (keys.empty() ? "\"" : ", \"") + k + "\"";
+    for (const auto& [k, p] : preparations) {
+      if (VisibleLocked(k, tenant)) keys += (keys.empty() ? "\"" : ", \"") + k + "\"";
+    }
     return absl::NotFoundError(absl::StrCat("key: rig ", id.substr(0, 12), " has no preparation \"", EchoId(key), "\"",
                                             keys.empty() ? std::string(" (it has none)") : "; it has " + keys));
+  }
+  if (const auto a = askers.find(key); a != askers.end() && a->second.size() > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "key: preparation \"", key, "\" serves other callers' sessions on this shared rig too; it is not cancelled"));
   }
   Preparation& p = *it->second;
   if (p.done && p.status.ok()) {
@@ -257,6 +273,7 @@ size_t StoredRig::DropIfUnused(const std::string& key, int64_t asked_ms) {
   const size_t freed = EntryBytes(*it->second);
   prepared_bytes -= freed;
   preparations.erase(it);
+  askers.erase(key);  // no session uses it: the next to ask is recorded again
   return freed;
 }
 

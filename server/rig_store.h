@@ -62,6 +62,13 @@ struct StoredRig {
   std::mutex prep_mu;
   std::condition_variable prep_cv;
   std::map<std::string, std::shared_ptr<Preparation>> preparations;  // guarded by prep_mu
+  // The tenants whose sessions asked for each preparation key (guarded by prep_mu): a tenant sees
+  // and may cancel only the preparations it asked for, and none another tenant asked for too (a
+  // rig several tenants uploaded is shared; its preparations serve their sessions alike). Keys
+  // nobody is recorded for (none so far) are everyone's.
+  std::map<std::string, absl::flat_hash_set<std::string>> askers;
+  void Asked(const std::string& key, const std::string& tenant);
+  bool VisibleLocked(const std::string& key, const std::string& tenant) const;
   // The preparations' results, kept failures (their key and error), the normals' adjacency and
   // the quality measure.
   std::atomic<size_t> prepared_bytes{0};
@@ -113,7 +120,10 @@ struct StoredRig {
   // serving a fallback keep it) or forgets a failed one (the next request retries it). `describe`
   // sees the entry as it was, under prep_mu. NOT_FOUND naming the keys there are;
   // FAILED_PRECONDITION when it finished successfully.
-  absl::Status CancelPreparation(const std::string& key, const std::function<void(const Preparation&)>& describe);
+  // Only the caller's (VisibleLocked; NOT_FOUND otherwise), and not one other tenants asked for
+  // too (FAILED_PRECONDITION).
+  absl::Status CancelPreparation(const std::string& key, const std::string& tenant,
+                                 const std::function<void(const Preparation&)>& describe);
   // Lists the preparation `key` as started (progress 0) so that GetRig shows it at once, for a
   // background task that will run GetOrPrepare; false when it is already listed (then no task
   // is needed).

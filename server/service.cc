@@ -201,7 +201,7 @@ grpc::ServerUnaryReactor* Service::CancelPreparation(grpc::CallbackServerContext
   }
   const int64_t now = NowMs();
   const absl::Status st =
-      stored->CancelPreparation(req->key(), [&](const Preparation& p) { DescribePreparation(p, now, *resp); });
+      stored->CancelPreparation(req->key(), *tenant, [&](const Preparation& p) { DescribePreparation(p, now, *resp); });
   return Done(ctx, "CancelPreparation", st);
 }
 

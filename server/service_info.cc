@@ -106,7 +106,9 @@ void Service::DescribeRig(StoredRig& stored, v1::RigInfo& info, bool with_joints
   info.set_resident_bytes(stored.TotalBytes());
   std::lock_guard lock(stored.prep_mu);
   const int64_t now = NowMs();
-  for (const auto& [key, p] : stored.preparations) DescribePreparation(*p, now, *info.add_preparations());
+  for (const auto& [key, p] : stored.preparations) {
+    if (stored.VisibleLocked(key, tenant)) DescribePreparation(*p, now, *info.add_preparations());
+  }
 }
 
 void Service::DescribePreparation(const Preparation& p, int64_t now_ms, v1::Preparation& out) {

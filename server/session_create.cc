@@ -108,7 +108,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
     return absl::FailedPreconditionError(
         absl::StrCat("backend: ", what, " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));
   }
-  auto deformer = CreateDeformerOn(stored, *config, /*serve_fallback=*/true);
+  auto deformer = CreateDeformerOn(stored, *config, /*serve_fallback=*/true, tenant);
   if (!deformer.ok() && deformer.status().code() == absl::StatusCode::kCancelled) {
     // The preparation this call ran or waited for was cancelled: by the drain (UNAVAILABLE, as
     // any new work then: the client goes to another server) or by CancelPreparation (ABORTED:
@@ -250,12 +250,13 @@ struct PrepareTask {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::shared_ptr<StoredRig>& stored_rig,
-                                                                    const DeformerConfig& config, bool serve_fallback) {
+                                                                    const DeformerConfig& config, bool serve_fallback,
+                                                                    const std::string& tenant) {
   StoredRig& stored = *stored_rig;
   if (!config.stages.empty()) {
     std::vector<std::unique_ptr<Deformer>> stages;
     for (size_t k = 0; k < config.stages.size(); ++k) {
-      auto d = CreateDeformerOn(stored_rig, config.stages[k], /*serve_fallback=*/false);
+      auto d = CreateDeformerOn(stored_rig, config.stages[k], /*serve_fallback=*/false, tenant);
       if (!d.ok()) return InStage(d.status(), k);
       stages.push_back(std::move(*d));
     }
@@ -263,6 +264,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
   }
   const MethodInfo& method = *FindMethod(config.method);
   std::shared_ptr<const Prepared> prepared;
+  if (method.prepare != nullptr) stored.Asked(PreparationKey(method, config), tenant);
   if (method.prepare != nullptr && serve_fallback && !method.fallback.empty()) {
     const std::string key = PreparationKey(method, config);
     auto done = stored.PreparedIfDone(key);

@@ -92,11 +92,6 @@ void SessionManager::UnreserveLocked(const std::string& tenant) {
   --pending_total_;
 }
 
-absl::Status SessionManager::Room(const std::string& tenant, size_t tenant_max) const {
-  std::lock_guard lock(mu_);
-  return RoomLocked(tenant, tenant_max);
-}
-
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Session> session, size_t tenant_max,
                                                               const std::string& id, Reservation* held) {
   std::shared_ptr<Session> s = std::move(session);

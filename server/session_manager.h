@@ -122,9 +122,7 @@ class SessionManager {
   // `tenant_max` sessions already (0: no per-tenant limit).
   absl::StatusOr<std::shared_ptr<Session>> Add(std::unique_ptr<Session> session, size_t tenant_max = 0,
                                                const std::string& id = {}, Reservation* held = nullptr);
-  // What Add would answer for a session of `tenant` now, without adding one.
-  absl::Status Room(const std::string& tenant, size_t tenant_max) const;
-  // A place held for a session of `tenant` being created, counted by Room and Add as an open
+  // A place held for a session of `tenant` being created, counted by Reserve and Add as an open
   // session until it is given back (destroyed, or taken by the session Add adds): CreateSession holds
   // one from before it prepares anything, so that concurrent creates cannot all find room, all
   // prepare, and all but one be refused after (until 2026-12-03). RESOURCE_EXHAUSTED as Add.

@@ -337,6 +337,61 @@ TEST(Security, ConcurrentSessionsOverTheTenantsQuotaPrepareNothing) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// Preparations on a rig two tenants uploaded are per rig. A tenant sees, and may cancel, only
+// those its own sessions asked for, and cannot cancel one the other's sessions asked for too.
+// Until 2026-12-03 tenant B could list A's parameter sets and cancel A's preparation, leaving A's
+// sessions on their fallback for good.
+TEST(Security, ATenantCannotSeeOrCancelAnotherTenantsPreparations) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+  const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(900)));
+  auto up_a = a.UploadRig(rig), up_b = b.UploadRig(rig);
+  ASSERT_TRUE(up_a.ok() && up_b.ok()) << up_a.status() << up_b.status();
+  ASSERT_EQ(up_a->rig_id(), up_b->rig_id());
+  auto pbs = [&](client::Client& c, double voxel) {
+    v1::CreateSessionRequest create;
+    create.set_rig_id(up_a->rig_id());
+    create.mutable_deformer()->set_method(v1::METHOD_PBS);
+    create.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+    create.mutable_deformer()->mutable_pbs()->set_voxel_size(voxel);
+    return c.CreateSession(create);
+  };
+  ASSERT_TRUE(pbs(a, 0.1).ok());   // A's alone
+  ASSERT_TRUE(pbs(a, 0.12).ok());  // A's and B's
+  ASSERT_TRUE(pbs(b, 0.12).ok());
+  auto keys = [&](client::Client& c) {
+    std::vector<std::string> out;
+    auto info = c.GetRig(up_a->rig_id());
+    EXPECT_TRUE(info.ok()) << info.status();
+    if (info.ok()) {
+      for (const auto& p : info->preparations()) out.push_back(p.key());
+    }
+    return out;
+  };
+  const std::vector<std::string> seen_by_a = keys(a), seen_by_b = keys(b);
+  ASSERT_EQ(seen_by_a.size(), 2u);
+  ASSERT_EQ(seen_by_b.size(), 1u) << "B sees a preparation only A asked for";
+  const std::string shared = seen_by_b[0];
+  const std::string own = seen_by_a[0] == shared ? seen_by_a[1] : seen_by_a[0];
+  const absl::Status hidden = b.CancelPreparation(up_a->rig_id(), own).status();
+  EXPECT_EQ(hidden.code(), absl::StatusCode::kNotFound) << hidden;
+  // It echoes the key asked for, and lists only the keys B may see.
+  const std::string said(hidden.message());
+  EXPECT_THAT(said, HasSubstr("; it has \"" + shared + "\"")) << said;
+  EXPECT_EQ(said.find(own, said.find(own) + 1), std::string::npos) << "the refusal lists A's key: " << said;
+  for (client::Client* c : {&a, &b}) {
+    const absl::Status both = c->CancelPreparation(up_a->rig_id(), shared).status();
+    EXPECT_EQ(both.code(), absl::StatusCode::kFailedPrecondition) << both;
+    EXPECT_THAT(std::string(both.message()), HasSubstr("serves other callers' sessions"));
+  }
+  EXPECT_EQ(keys(a).size(), 2u);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // A tenant's shared-memory regions are bounded by its own max_shared_memory_bytes quota, named
 // when it is passed; another tenant's share is untouched (until 2026-12-01 there was no such
 // quota: one tenant could map all of --shared-memory-bytes).
