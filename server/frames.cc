@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "server/clock.h"
 #include "core/geometry/mesh_quality.h"
 #include "core/normals/normals.h"
 #include "core/util/finite.h"
@@ -27,9 +28,7 @@ uint64_t Since(std::chrono::steady_clock::time_point t0) {
 void Account(FrameJob& job, v1::Backend backend) {
   Session& s = *job.session;
   s.frames.fetch_add(1, std::memory_order_relaxed);
-  s.last_used_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  s.last_used_ms = NowMs();
   // Under the method that produced the frame: a fallback's frames count as the fallback's.
   const MethodInfo* by = job.out.method ? FindMethodById(job.out.method) : nullptr;
   job.metrics->Frame(by ? by : s.method, backend, double(job.out.compute_ns) * 1e-9);

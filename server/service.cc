@@ -17,9 +17,14 @@
 namespace sinew::server {
 
 int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  // A steady clock, anchored to the wall clock at its first use: the idle timeouts that compare
+  // these times (sessions, shared memory regions, rigs' last use) must not jump with the wall
+  // clock (until 2026-12-03 an NTP step or a resumed VM past --session-idle-ttl expired every
+  // session at once, streaming ones too, and a step back turned expiry off); the times the API
+  // shows (created_unix_ms, last_used_unix_ms) stay Unix times, as of the anchor.
+  using namespace std::chrono;
+  static const auto anchor = std::make_pair(system_clock::now(), steady_clock::now());
+  return duration_cast<milliseconds>(anchor.first.time_since_epoch() + (steady_clock::now() - anchor.second)).count();
 }
 
 namespace {

@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "core/parallel/thread_pool.h"
 #include "server/auth.h"
+#include "server/clock.h"
 #include "server/delay_queue.h"
 #include "server/frames.h"
 #include "server/metrics.h"
@@ -35,7 +36,6 @@
 
 namespace sinew::server {
 
-int64_t NowMs();  // wall clock, Unix milliseconds
 
 class Service final : public v1::Sinew::CallbackService {
  public:
