@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 
-  const bool want_report = !args.Get("report").empty();
+  const bool want_report = !report_path.empty();
   std::vector<SessionResult> results(ids.size());
   std::vector<client::SampleReservoir> samples;
   samples.reserve(ids.size());
@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
       fps > 0 ? absl::StrFormat("%g", fps).c_str() : "max", duration, vertices, method.c_str(), encoding.c_str(), on,
       c.target().c_str());
   // With --json - stdout carries the JSON alone; the table goes to stderr.
-  FILE* text_out = args.Get("json") == "-" ? stderr : stdout;
+  FILE* text_out = json_path == "-" ? stderr : stdout;
   std::fprintf(text_out, "%s\n", report.title.c_str());
   // The table's rows: metric, value, a note after it. The HTML report shows the same strings.
   struct Row {
@@ -373,24 +373,24 @@ int main(int argc, char** argv) {
       sessions, fps, duration, vertices, method, encoding, on.substr(0, on.find(' ')), on_gpu, target, achieved, elapsed,
       (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes, (unsigned long long)skipped,
       (unsigned long long)shed);
-  const std::string path = args.Get("json");
-  if (path == "-") {
+  bool written = true;  // each output is tried whatever became of the other
+  if (json_path == "-") {
     std::printf("%s", json.c_str());
-  } else if (!path.empty()) {
+  } else if (!json_path.empty()) {
     // Whole or not at all (scripts/soak.sh reads these files).
-    if (auto st = WriteFileAtomically(path, json, {.durable = false}); !st.ok()) {
+    if (auto st = WriteFileAtomically(json_path, json, {.durable = false}); !st.ok()) {
       std::fprintf(stderr, "sinew-load: --json: %s\n", std::string(st.message()).c_str());
-      return 1;
+      written = false;
     }
   }
   if (want_report) {
     client::MergeSamples(samples, report, 0x2545f4914f6cdd1dull);
     if (!first_error.empty()) report.figures.push_back({"first error", first_error});
     report.duration_s = duration;
-    if (auto st = client::WriteLoadReport(args.Get("report"), report); !st.ok()) {
+    if (auto st = client::WriteLoadReport(report_path, report); !st.ok()) {
       std::fprintf(stderr, "sinew-load: --report: %s\n", std::string(st.message()).c_str());
-      return 1;
+      written = false;
     }
   }
-  return errors == 0 ? 0 : 1;
+  return errors == 0 && written ? 0 : 1;
 }

@@ -1,4 +1,6 @@
 // GetServerInfo and rig descriptions: what the server can do, from core's registry.
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/service.h"
@@ -54,6 +56,18 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
   gpu->set_backend(v1::BACKEND_GPU);
   gpu->set_available(gpu_ != nullptr);
   if (gpu_) {
+    // With tokens, a device's rigs and sessions are the caller's own, as the totals below (until
+    // 2026-12-03 they were the server's: a tenant could watch another's work come and go).
+    std::map<int, uint32_t> own_rigs, own_sessions;
+    if (tokens_.enabled()) {
+      for (const auto& s : sessions_.List(*tenant)) {
+        if (s->gpu) ++own_sessions[s->gpu->device()];  // set at creation, before the session is listed
+      }
+      for (const auto& r : rigs_.List(*tenant)) {
+        std::lock_guard lock(r->prep_mu);
+        if (r->gpu_rig) ++own_rigs[r->gpu_rig->device()];
+      }
+    }
     std::string d;
     for (const gpu::DeviceInfo& dev : gpu_->Devices()) {
       v1::DeviceInfo* di = resp->add_devices();
@@ -65,8 +79,8 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
       di->set_utilisation(dev.utilisation);
       di->set_queued_frames(dev.queued_frames);
       di->set_running_frames(dev.running_frames);
-      di->set_rigs(dev.rigs);
-      di->set_sessions(dev.sessions);
+      di->set_rigs(tokens_.enabled() ? own_rigs[dev.index] : dev.rigs);
+      di->set_sessions(tokens_.enabled() ? own_sessions[dev.index] : dev.sessions);
       absl::StrAppend(&d, d.empty() ? "" : ", ", dev.name);
     }
     gpu->set_description(d);

@@ -392,6 +392,37 @@ TEST(Security, ATenantCannotSeeOrCancelAnotherTenantsPreparations) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// With tokens, a device's rigs and sessions in GetServerInfo are the caller's own, as the
+// server's totals are: until 2026-12-03 they counted every tenant's.
+TEST(Security, ATenantSeesOnlyItsOwnRigsAndSessionsOnEachDevice) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
+  ServerProcess server({"--token-file", tokens, "--gpu", "emulate"});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+  auto up = a.UploadRig(client::RigToProto(MakeLimb(LimbOf(900))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest create;
+  create.set_rig_id(up->rig_id());
+  create.mutable_deformer()->set_method(v1::METHOD_DQS);
+  create.set_backend(v1::BACKEND_GPU);
+  auto session = a.CreateSession(create);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto device = [](client::Client& c) {
+    auto info = c.GetServerInfo();
+    EXPECT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info.ok() ? info->devices_size() : 0, 1);
+    return info.ok() && info->devices_size() == 1 ? info->devices(0) : v1::DeviceInfo();
+  };
+  const v1::DeviceInfo seen_by_a = device(a), seen_by_b = device(b);
+  EXPECT_EQ(seen_by_a.sessions(), 1u);
+  EXPECT_EQ(seen_by_a.rigs(), 1u);
+  EXPECT_EQ(seen_by_b.sessions(), 0u) << "B sees A's session on the device";
+  EXPECT_EQ(seen_by_b.rigs(), 0u) << "B sees A's rig on the device";
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // A tenant's shared-memory regions are bounded by its own max_shared_memory_bytes quota, named
 // when it is passed; another tenant's share is untouched (until 2026-12-01 there was no such
 // quota: one tenant could map all of --shared-memory-bytes).
