@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1025,21 +1026,47 @@ int Batch(client::Client& c, client::Args& args) {
     std::filesystem::create_directories(obj_dir, ec);
     if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--obj ", obj_dir, ": ", ec.message())));
   }
+  // Starting an output over removes what it held before a record names this job, so that no
+  // old frame is taken for this job's: until 2026-12-03 a --no-resume run kept the other job's
+  // OBJ frames past the ones it wrote (and a later resume counted them as done), and wrote the
+  // record before it emptied the cache.
+  const bool obj_fresh = !obj_dir.empty() && (shard ? !have_manifest
+                                                   : !(resume && std::filesystem::exists(
+                                                                     client::ObjFramePath(obj_dir, stem, range.begin))));
+  if (obj_fresh) {
+    // An unsharded batch owns every frame of its stem (those past a shorter clip's end too); a
+    // shard only its own.
+    if (auto st = client::RemoveObjFrames(obj_dir, stem, range.begin,
+                                          shard ? range.end : std::numeric_limits<uint64_t>::max());
+        !st.ok()) {
+      return Fail(st);
+    }
+  }
+  if (!pc2.empty() && !(resume && holds_frames(cache_path))) {
+    std::error_code ec;
+    std::filesystem::remove(cache_path, ec);
+    if (ec) return Fail(absl::FailedPreconditionError(absl::StrCat(cache_path, ": ", ec.message())));
+  }
+  // An unsharded output's record: the job, then (once a session ran) the backend its frames came
+  // from, "" while none did.
+  struct Record {
+    std::string path;
+    std::string backend;
+  };
+  std::vector<Record> records;
   if (!shard) {
     // An unsharded batch's outputs name the job they hold (OUT.pc2.job, OBJ_DIR/STEM.job; a
     // shard's manifest does it for its part), so that a run resumes only its own job's frames:
     // another method, rig, clip or rate into the same files is refused instead of appended.
-    std::vector<std::pair<std::string, bool>> records;  // (record, its output holds frames)
-    if (!pc2.empty()) records.emplace_back(client::Pc2JobPath(pc2), holds_frames(pc2));
-    if (!obj_dir.empty()) {
-      records.emplace_back(client::ObjJobPath(obj_dir, stem),
-                           std::filesystem::exists(client::ObjFramePath(obj_dir, stem, range.begin)));
-    }
-    for (const auto& [record, has_frames] : records) {
+    std::vector<std::pair<std::string, bool>> outputs;  // (record, its output holds frames)
+    if (!pc2.empty()) outputs.emplace_back(client::Pc2JobPath(pc2), holds_frames(pc2));
+    if (!obj_dir.empty()) outputs.emplace_back(client::ObjJobPath(obj_dir, stem), !obj_fresh);
+    for (const auto& [record, has_frames] : outputs) {
       if (resume && has_frames) {
         std::ifstream in(record);
-        std::string held;
+        std::string held, backend_line;
         std::getline(in, held);
+        std::getline(in, backend_line);
         if (held.empty()) {
           return Fail(absl::FailedPreconditionError(absl::StrCat(
               record, " is missing: its output's frames may be another batch's; --no-resume starts over")));
@@ -1049,8 +1076,11 @@ int Batch(client::Client& c, client::Args& args) {
               record, ": these files hold another batch's frames (a different rig, method, parameters, backend, "
                       "encoding, clip or rate); --no-resume starts over, or write elsewhere")));
         }
+        records.push_back({record, absl::StartsWith(backend_line, "backend ") ? backend_line.substr(8) : ""});
       } else if (auto st = WriteFileAtomically(record, job + "\n"); !st.ok()) {
         return Fail(st);
+      } else {
+        records.push_back({record, ""});
       }
     }
   }
@@ -1066,10 +1096,12 @@ int Batch(client::Client& c, client::Args& args) {
     cache.emplace(std::move(*w));
     first = std::min<uint64_t>(first, range.begin + cache->frames());
   }
+  uint64_t obj_have = range.begin;  // the OBJ frames before it are this job's, on disk
   if (!obj_dir.empty()) {
-    uint64_t have = range.begin;
-    while (resume && have < range.end && std::filesystem::exists(client::ObjFramePath(obj_dir, stem, have))) ++have;
-    first = std::min(first, have);
+    while (!obj_fresh && obj_have < range.end && std::filesystem::exists(client::ObjFramePath(obj_dir, stem, obj_have))) {
+      ++obj_have;
+    }
+    first = std::min(first, obj_have);
   }
   if (cache && cache->frames() > range.size()) {
     return Fail(absl::FailedPreconditionError(absl::StrCat(
@@ -1091,9 +1123,23 @@ int Batch(client::Client& c, client::Args& args) {
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
     interrupt_closes.Set(session->session_id());
+    // Every frame of a cache from one backend: a GPU's floats need not equal a CPU's. Until
+    // 2026-12-03 only shards checked: an unsharded --backend auto run resumed on another server
+    // (or after a fallback to the CPU) appended the other backend's frames silently.
+    const std::string on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
+    for (Record& r : records) {
+      if (!r.backend.empty() && r.backend != on) {
+        (void)c.CloseSession(session->session_id());
+        return Fail(absl::FailedPreconditionError(absl::StrCat(
+            r.path, ": this batch's frames so far ran on the ", r.backend, ", this server gave the ", on,
+            "; give --backend ", r.backend, ", or --no-resume to start over")));
+      }
+      if (r.backend.empty()) {
+        r.backend = on;
+        if (auto st = WriteFileAtomically(r.path, absl::StrCat(job, "\nbackend ", on, "\n")); !st.ok()) return Fail(st);
+      }
+    }
     if (shard) {
-      // Every frame of a merged cache from one backend: a GPU's floats need not equal a CPU's.
-      const std::string on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
       if (manifest.backend != "none" && manifest.backend != on) {
         (void)c.CloseSession(session->session_id());
         return Fail(absl::FailedPreconditionError(absl::StrCat(
@@ -1115,9 +1161,13 @@ int Batch(client::Client& c, client::Args& args) {
     std::vector<float> xyz;
     client::PositionDecoder decoder;
     uint64_t expected = first;
-    const absl::Status st = c.DeformClip(req, [&](const v1::DeformClipResponse& r) -> absl::Status {
+    absl::Status st = c.DeformClip(req, [&](const v1::DeformClipResponse& r) -> absl::Status {
       if (r.frame() != expected) {
         return absl::DataLossError(absl::StrCat("server sent frame ", r.frame(), ", expected ", expected));
+      }
+      if (r.total_frames() != total) {
+        return absl::DataLossError(absl::StrCat("server counts ", r.total_frames(), " frames in the clip, this client ",
+                                                total, " (another version's sampling of the clip?)"));
       }
       if (auto s = decoder.Decode(r, xyz); !s.ok()) return s;
       if (cache && r.frame() >= range.begin + cache->frames()) {
@@ -1125,7 +1175,7 @@ int Batch(client::Client& c, client::Args& args) {
       }
       if (!obj_dir.empty()) {
         const std::string path = client::ObjFramePath(obj_dir, stem, r.frame());
-        if (!std::filesystem::exists(path) || !resume) {
+        if (r.frame() >= obj_have) {
           if (auto s = client::WriteObjFrame(path, xyz, asset->rig.rig.triangles); !s.ok()) return s;
         }
       }
@@ -1134,6 +1184,12 @@ int Batch(client::Client& c, client::Args& args) {
     });
     progress.Finish();
     (void)c.CloseSession(session->session_id());
+    const uint64_t asked_end = req.max_frames() > 0 ? first + req.max_frames() : range.end;
+    if (st.ok() && expected < asked_end) {
+      // The stream ended OK short of the frames asked: not a --max-frames stop.
+      st = absl::DataLossError(absl::StrCat("the server ended the clip's stream after frame ", expected,
+                                            " of the ", asked_end, " asked"));
+    }
     if (!st.ok()) {
       if (cache) (void)cache->Close();
       std::fprintf(stderr, "sinew: batch stopped before frame %llu of %llu (the frames before it are written); run "

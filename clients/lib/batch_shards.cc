@@ -337,12 +337,15 @@ absl::StatusOr<MergeResult> MergeShards(const MergeOptions& o) {
         name, ": cannot merge ", count, " shards of ", total, " frames: missing ", absl::StrJoin(missing, "; "),
         ". Run those shards (again: they resume where they stopped), then merge again"));
   }
+  // The record an unsharded batch writes: its job, and the backend its frames came from.
+  const std::string record =
+      absl::StrCat(ref->job, "\n", backend.empty() ? "" : absl::StrCat("backend ", backend, "\n"));
   if (!o.pc2.empty()) {
     if (absl::Status st = ConcatPc2(parts, o.pc2, ref->points, 0.0f, 1.0f); !st.ok()) return st;
-    if (absl::Status st = WriteFileAtomically(Pc2JobPath(o.pc2), ref->job + "\n"); !st.ok()) return st;
+    if (absl::Status st = WriteFileAtomically(Pc2JobPath(o.pc2), record); !st.ok()) return st;
   }
   if (!o.obj_dir.empty()) {
-    if (absl::Status st = WriteFileAtomically(ObjJobPath(o.obj_dir, ref->stem), ref->job + "\n"); !st.ok()) return st;
+    if (absl::Status st = WriteFileAtomically(ObjJobPath(o.obj_dir, ref->stem), record); !st.ok()) return st;
   }
   return MergeResult{count, total, ref->points};
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <utility>
 
@@ -505,6 +506,33 @@ std::string ObjFramePath(const std::string& dir, const std::string& stem, uint64
   std::string out = dir;
   if (!out.empty() && out.back() != '/') out += '/';
   return absl::StrCat(out, stem, "_", std::string(num), ".obj");
+}
+
+absl::Status RemoveObjFrames(const std::string& dir, const std::string& stem, uint64_t begin, uint64_t end) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir.empty() ? "." : dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return absl::OkStatus();
+  if (ec) return absl::FailedPreconditionError(absl::StrCat(dir, ": ", ec.message()));
+  const std::string prefix = stem + "_";
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return absl::FailedPreconditionError(absl::StrCat(dir, ": ", ec.message()));
+    const std::string name = it->path().filename().string();
+    if (name.size() < prefix.size() + 6 + 4 || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - 4, 4, ".obj") != 0) {
+      continue;
+    }
+    const std::string_view digits(name.data() + prefix.size(), name.size() - prefix.size() - 4);
+    uint64_t frame = 0;
+    const auto [end_ptr, parse] = std::from_chars(digits.data(), digits.data() + digits.size(), frame);
+    if (parse != std::errc() || end_ptr != digits.data() + digits.size()) continue;
+    if (name != ObjFramePath("", stem, frame)) continue;  // not a name it gives (7 digits with a leading 0)
+    if (frame < begin || frame >= end) continue;
+    std::error_code rm;
+    fs::remove(it->path(), rm);
+    if (rm) return absl::FailedPreconditionError(absl::StrCat(it->path().string(), ": ", rm.message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sinew::client

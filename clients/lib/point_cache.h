@@ -143,4 +143,9 @@ absl::Status WriteObjFrame(const std::string& path, std::span<const float> xyz,
 // `dir` gives a relative name; a trailing '/' on `dir` is not doubled.
 std::string ObjFramePath(const std::string& dir, const std::string& stem, uint64_t frame);
 
+// Removes dir/stem_N.obj for every N in [begin, end) (the names ObjFramePath gives: 6 or more
+// digits), and nothing else. A missing `dir` is OK; an entry that cannot be removed is an
+// error naming it.
+absl::Status RemoveObjFrames(const std::string& dir, const std::string& stem, uint64_t begin, uint64_t end);
+
 }  // namespace sinew::client

@@ -388,6 +388,57 @@ TEST_F(Batch, AnotherBatchIntoTheSameFilesIsRefusedUnlessToldToStartOver) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// Starting over removes the other job's frames: until 2026-12-03 a --no-resume run (or one whose
+// first OBJ frame was gone) kept the old OBJ frames past those it wrote, and the next resume
+// counted them as done, leaving an OBJ sequence of DQS frames 0-9 and LBS frames 10-29 ("30 OBJ
+// frames", exit 0). A record also names the backend the frames came from, and a resume from
+// another backend is refused (shards did this; unsharded runs did not).
+TEST_F(Batch, StartingOverRemovesTheOtherJobsFramesAndAResumeKeepsOneBackend) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string pc2 = (dir_ / "c.pc2").string(), obj = (dir_ / "obj").string();
+  const std::string ref_pc2 = (dir_ / "ref.pc2").string(), ref_obj = (dir_ / "ref").string();
+  std::string err;
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--method", "lbs"}), nullptr, &err), 0) << err;
+  // A stray frame past the clip's end (from a run at a higher rate) goes too; other stems stay.
+  { std::ofstream(client::ObjFramePath(obj, "BCN_Epileptic", 31)) << "v 0 0 0\n"; }
+  { std::ofstream(client::ObjFramePath(obj, "other", 3)) << "v 0 0 0\n"; }
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--method", "dqs", "--max-frames", "10", "--no-resume"}),
+                       nullptr, &err),
+            0)
+      << err;
+  EXPECT_FALSE(fs::exists(client::ObjFramePath(obj, "BCN_Epileptic", 10)));
+  EXPECT_FALSE(fs::exists(client::ObjFramePath(obj, "BCN_Epileptic", 31)));
+  EXPECT_TRUE(fs::exists(client::ObjFramePath(obj, "other", 3)));
+  // The OBJ sequence resumes (with a new cache elsewhere): frames 10 on must be deformed again.
+  ASSERT_EQ(RunProcess(BatchArgs(server, (dir_ / "second.pc2").string(), "30", {"--obj", obj, "--method", "dqs"}),
+                       nullptr, &err),
+            0)
+      << err;
+  ASSERT_EQ(RunProcess(BatchArgs(server, ref_pc2, "30", {"--obj", ref_obj, "--method", "dqs"}), nullptr, &err), 0)
+      << err;
+  for (uint64_t f = 0; f < 30; ++f) {
+    const std::string got = Bytes(client::ObjFramePath(obj, "BCN_Epileptic", f));
+    ASSERT_FALSE(got.empty()) << "frame " << f;
+    EXPECT_EQ(got, Bytes(client::ObjFramePath(ref_obj, "BCN_Epileptic", f))) << "frame " << f;
+  }
+  // The records name the backend; a resume on another is refused and writes nothing.
+  std::string record = Bytes(ref_pc2 + ".job");
+  ASSERT_THAT(record, HasSubstr("\nbackend cpu\n"));
+  ASSERT_EQ(RunProcess(BatchArgs(server, ref_pc2, "30", {"--method", "dqs", "--max-frames", "5", "--no-resume"}),
+                       nullptr, &err),
+            0)
+      << err;
+  record = Bytes(ref_pc2 + ".job");
+  record.replace(record.find("backend cpu"), 11, "backend gpu");
+  { std::ofstream(ref_pc2 + ".job", std::ios::trunc) << record; }
+  const std::string five = Bytes(ref_pc2);
+  EXPECT_EQ(RunProcess(BatchArgs(server, ref_pc2, "30", {"--method", "dqs"}), nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr(ref_pc2 + ".job: this batch's frames so far ran on the gpu, this server gave the cpu"));
+  EXPECT_EQ(Bytes(ref_pc2), five);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // A run that fails before its first frame (here: a GPU asked of a server without one) leaves a
 // cache with no frame and its job's record; the corrected command, another job, writes there.
 // Until 2026-12-03 it was refused as "another batch's frames".
