@@ -290,6 +290,11 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
     if (anim->mNumMeshChannels || anim->mNumMorphMeshChannels) {
       note(absl::StrCat("clip \"", clip.name, "\": vertex/morph animation channels dropped"));
     }
+    // The keys are the file's: a non-finite time or value (which sampling read past its keys
+    // for, until 2026-12-03), a zero quaternion, a scale of 0 are refused here, naming them.
+    if (auto st = ValidateClip(clip, sk.size()); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": clip \"", clip.name, "\": ", st.message()));
+    }
     out.clips.push_back(std::move(clip));
   }
   return out;

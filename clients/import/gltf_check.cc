@@ -25,17 +25,28 @@ bool ReadAccessor(const tinygltf::Model& m, int index, std::vector<double>& out,
   const int size = tinygltf::GetComponentSizeInBytes(a.componentType);
   *components = n;
   out.clear();
+  // The counts and offsets are the file's: checked without overflow (a count of 2^62 wrapped
+  // past the bounds check and the read ran off the buffer until 2026-12-03), and an accessor
+  // with no buffer (all zeros) is held to as many elements as a rig may have vertices.
+  constexpr size_t kMaxZeroElements = size_t(1) << 24;
+  if (n <= 0 || size <= 0) return false;
   if (a.bufferView < 0) {  // all zeros by definition
+    if (a.count > kMaxZeroElements) return false;
     out.assign(a.count * n, 0.0);
     return true;
   }
-  if (n <= 0 || size <= 0 || a.bufferView >= static_cast<int>(m.bufferViews.size())) return false;
+  if (a.bufferView >= static_cast<int>(m.bufferViews.size())) return false;
   const tinygltf::BufferView& v = m.bufferViews[a.bufferView];
   if (v.buffer < 0 || v.buffer >= static_cast<int>(m.buffers.size())) return false;
   const auto& data = m.buffers[v.buffer].data;
-  const size_t stride = v.byteStride ? v.byteStride : size_t(n) * size;
+  const size_t element = size_t(n) * size;
+  const size_t stride = v.byteStride ? v.byteStride : element;
+  if (v.byteOffset > data.size() || a.byteOffset > data.size() - v.byteOffset) return false;
   const size_t start = v.byteOffset + a.byteOffset;
-  if (a.count > 0 && start + (a.count - 1) * stride + size_t(n) * size > data.size()) return false;
+  if (a.count > 0) {
+    if (element > data.size() - start) return false;
+    if (a.count - 1 > (data.size() - start - element) / stride) return false;
+  }
   out.reserve(a.count * n);
   for (size_t i = 0; i < a.count; ++i) {
     for (int c = 0; c < n; ++c) {

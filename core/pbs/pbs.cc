@@ -913,7 +913,15 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     cutting = true;
   }
   if (cutting) {
+    const size_t before = model->mesh.tets.size();
     RemoveTets(model->mesh, keep);
+    // Nothing left to embed in (every render vertex read tet 0 of an empty mesh: the server
+    // crashed on the first frame until 2026-12-03).
+    if (model->mesh.tets.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pbs: cut_bridges cut all ", before, " tets (each joins parts skinned to joints more than ", kBridgeHops,
+          " bones apart, or lies outside the mesh); give cut_bridges=false, or tets that follow the parts"));
+    }
     auto fits = [&](size_t v, uint32_t t) {
       const std::span<const uint16_t> own(rig.weights.joints.data() + rig.weights.offsets[v],
                                           rig.weights.offsets[v + 1] - rig.weights.offsets[v]);

@@ -319,14 +319,22 @@ absl::Status CheckSphereMesh(const SphereMesh& sm, size_t points, size_t joints)
     }
     ended_by[b] = int32_t(k);
   }
-  // Acyclic: walking from each bone to its parent (the bone ending at its first sphere) ends.
+  // Acyclic: walking from each bone to its parent (the bone ending at its first sphere) ends. Each
+  // bone is walked once (a walk stops at a bone already known to reach a root): linear, where
+  // walking every bone to its root took B²/2 steps, minutes for a chain of a million bones
+  // (until 2026-12-03).
+  std::vector<uint8_t> walked(bones, 0);  // 0: not yet, 1: on this walk, 2: reaches a root
   for (size_t k = 0; k < bones; ++k) {
     int32_t at = int32_t(k);
-    for (size_t steps = 0; at >= 0; ++steps) {
-      if (steps > bones) {
-        return Invalid(absl::StrFormat("rig.sphere_mesh.bones[%d]: the bones form a cycle through it", k));
-      }
+    while (at >= 0 && walked[size_t(at)] == 0) {
+      walked[size_t(at)] = 1;
       at = ended_by[sm.bones[2 * size_t(at)]];
+    }
+    if (at >= 0 && walked[size_t(at)] == 1) {
+      return Invalid(absl::StrFormat("rig.sphere_mesh.bones[%d]: the bones form a cycle through it", at));
+    }
+    for (at = int32_t(k); at >= 0 && walked[size_t(at)] == 1; at = ended_by[sm.bones[2 * size_t(at)]]) {
+      walked[size_t(at)] = 2;
     }
   }
   std::vector<uint8_t> used(spheres, 0);

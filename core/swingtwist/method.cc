@@ -118,6 +118,16 @@ size_t SwingTwistModel::Bytes() const {
          frames.frame.size() * (2 * sizeof(Affine34d) + sizeof(Eigen::Vector3d) + sizeof(double));
 }
 
+// A joint's motion relative to its parent is split into swing and twist only if it is a rotation
+// (with uniform scale): conjugated by a sheared or unevenly scaled inverse bind it is not, and
+// every bending frame failed, after a preparation of minutes (until 2026-12-03).
+static absl::Status CheckSimilarBind(const Rig& rig) {
+  if (rig.skeleton.inverse_bind_is_similarity) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "method swing-twist needs inverse bind matrices that are similarities (rotation, uniform scale, "
+      "translation); this rig's have shear or non-uniform scale: use lbs");
+}
+
 bool SwingTwistStateful(const DeformerConfig& config) { return ParamsOf<SwingTwistParams>(config).unwrap_twist; }
 
 std::string SwingTwistKey(const DeformerConfig& config) {
@@ -130,6 +140,7 @@ std::string SwingTwistKey(const DeformerConfig& config) {
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig, const DeformerConfig& config,
                                                                   ThreadPool* pool, const ProgressFn& progress) {
   if (auto st = SkeletalDeformer::CheckRig(rig, "swing-twist"); !st.ok()) return st;
+  if (auto st = CheckSimilarBind(rig); !st.ok()) return st;
   const SwingTwistParams& p = ParamsOf<SwingTwistParams>(config);
   auto model = std::make_shared<SwingTwistModel>();
   auto frames = ComputeCanonicalFrames(rig);
@@ -252,6 +263,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateSwingTwistDeformer(std::shared_p
                                                                    const DeformerConfig& config) {
   auto model = std::dynamic_pointer_cast<const SwingTwistModel>(prepared);
   if (!model) return absl::InternalError("swing-twist: created without its prepared weights");
+  if (auto st = CheckSimilarBind(*rig); !st.ok()) return st;
   return std::unique_ptr<Deformer>(new SwingTwistDeformer(std::move(rig), std::move(model), SwingTwistKey(config),
                                                           SwingTwistStateful(config)));
 }

@@ -953,6 +953,22 @@ TEST(BaselineSkinning, MalformedSphereMeshesAreRefusedNamingTheirPart) {
            s.radii.push_back(1);
          }),
          "sphere 3 is in no bone");
+  // A chain of a million bones is checked bone by bone (walking each to the root was 5e11 steps,
+  // past this test's time limit, until 2026-12-03); its cycle is found as in a short one.
+  auto chain = [](bool closed) {
+    return [closed](SphereMesh& s) {
+      constexpr uint32_t kSpheres = 1'000'000;
+      s = SphereMesh{};
+      for (uint32_t i = 0; i < kSpheres; ++i) {
+        s.centers.insert(s.centers.end(), {float(i % 1000), float(i / 1000), 0});
+        s.radii.push_back(0.1f);
+        if (i > 0) s.bones.insert(s.bones.end(), {i - 1, i});
+      }
+      if (closed) s.bones.insert(s.bones.end(), {kSpheres - 1, 0});
+    };
+  };
+  EXPECT_TRUE(with(chain(false)).ok()) << with(chain(false));
+  expect(with(chain(true)), "the bones form a cycle");
   // A frame whose spheres would swallow one another is refused too, naming the bone.
   const Prepared f(Bar().Make());
   auto d = f.Make();

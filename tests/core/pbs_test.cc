@@ -1188,5 +1188,47 @@ TEST(PbsTetMesh, TetsBridgingTwoPartsAreCutAndThePartsMoveApart) {
   EXPECT_GT(drift[0], 3 * drift[1]);
 }
 
+
+// A tet mesh whose every tet bridges far-apart joints is cut to nothing: refused at preparation,
+// where until 2026-12-03 every render vertex was embedded in tet 0 of an empty mesh and the first
+// frame read past it (a server crash). Kept whole (cut_bridges=false) it deforms.
+TEST(PbsTetMesh, CuttingEveryTetIsRefusedAndKeepingThemDeforms) {
+  RigInput in;
+  Skeleton& sk = in.rig.skeleton;
+  for (int j = 0; j < 6; ++j) {
+    sk.names.push_back("j" + std::to_string(j));
+    sk.parents.push_back(j - 1);
+    Similarity s;
+    s.translation = j == 0 ? V3::Zero() : V3(1, 0, 0);
+    sk.rest_local.push_back(s);
+  }
+  in.rig.positions = {0, 0, 0, 1, 0, 0, 5, 1, 0, 5, 0, 1};  // A, B at joint 0's end; C, D at joint 5
+  in.weights.offsets = {0, 1, 2, 3, 4};
+  in.weights.joints = {0, 0, 5, 5};
+  in.weights.weights = {1, 1, 1, 1};
+  in.rig.tet_mesh.positions = in.rig.positions;
+  in.rig.tet_mesh.tets = {0, 1, 2, 3};
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
+  for (bool cut_bridges : {true, false}) {
+    auto p = std::make_shared<PbsParams>();
+    p->tets = PbsParams::Tets::kRig;
+    p->cut_bridges = cut_bridges;
+    DeformerConfig config("pbs", p);
+    auto prepared = PreparePbs(*rig, config, nullptr, {});
+    if (cut_bridges) {
+      EXPECT_EQ(prepared.status().code(), absl::StatusCode::kFailedPrecondition) << prepared.status();
+      EXPECT_THAT(std::string(prepared.status().message()), ::testing::HasSubstr("cut_bridges cut all 1 tets"));
+      continue;
+    }
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    auto d = CreatePbsDeformer(rig, *prepared, config);
+    ASSERT_TRUE(d.ok()) << d.status();
+    const Pose pose = RestPose(rig->skeleton);
+    std::vector<float> out(rig->positions.size());
+    ASSERT_TRUE((*d)->Deform({&pose, {}}, out, nullptr).ok());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], rig->positions[i], 1e-5) << i;
+  }
+}
+
 }  // namespace
 }  // namespace sinew

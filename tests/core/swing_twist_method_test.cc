@@ -213,6 +213,22 @@ TEST(SwingTwistMethod, UnwrappedTwistStaysContinuousPastHalfATurn) {
   EXPECT_EQ(out, fresh);
 }
 
+// A sheared inverse bind turns a joint's rotation into a matrix that is no rotation: refused
+// before the weights are solved (every bending frame failed after the preparation until
+// 2026-12-03), as dqs refuses it.
+TEST(SwingTwistMethod, AShearedInverseBindIsRefusedBeforePreparing) {
+  RigInput in = MakeLimb();
+  in.rig.skeleton.inverse_bind.assign(3, IdentityAffine());
+  in.rig.skeleton.inverse_bind[1](0, 1) = 0.5;  // shear
+  const Rig rig = testing::BuildOrDie(std::move(in));
+  ASSERT_FALSE(rig.skeleton.inverse_bind_is_similarity);
+  DeformerConfig config("swing-twist");
+  config.params = std::make_shared<SwingTwistParams>();
+  const auto st = PrepareSwingTwist(rig, config, nullptr, {}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("use lbs"));
+}
+
 TEST(SwingTwistMethod, ParametersAreChecked) {
   ParamSet set;
   set.Set("influences", ParamValue::Number(9));
