@@ -267,6 +267,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   const bool restart = job.reset || (lost != 0 && lost >= s.device_restarted);
   if (restart) s.deformer->Reset();
   job.device_can_diverge = s.deformer->DeviceStateCanDiverge();
+  job.device_stateful = s.stateful;
   // A frame that fails before it reaches the device leaves a restart to the next frame (DeviceFrame
   // has taken the deformer's "from rest" into this frame's parameters).
   auto fail = [&](const absl::Status& st) {
@@ -404,7 +405,7 @@ void GpuFrames::Completed(void* arg, const absl::Status& result) {
   if ((result.ok() || result.code() == absl::StatusCode::kCancelled) && BehindALoss(job)) {
     job.device_result = absl::AbortedError(
         "frame: it was queued on the GPU behind a frame of its session that left the device's state unusable "
-        "(stopped part way by its caller, or past float's range); not deformed, but its number is used up (a GPU "
+        "(stopped part way by its caller, past float's range, or failed on the device); not deformed, but its number is used up (a GPU "
         "session's frames are applied when queued): send it again with a later number; the session starts again "
         "from rest at its next frame");
   }
@@ -446,6 +447,18 @@ void GpuFrames::Finish(void* arg) {
   if (result.code() == absl::StatusCode::kCancelled) {  // stopped part way (gpu::FrameOutput::stop)
     lost();
     status = absl::CancelledError(absl::StrCat("frame: ", result.message(), ": the session starts again from rest at its next frame"));
+  }
+  if (!result.ok() && result.code() != absl::StatusCode::kCancelled && job.device_stateful &&
+      !(result.code() == absl::StatusCode::kDeadlineExceeded && job.device_sheddable)) {
+    // Failed on the device (its memory, a launch) or refused behind a loss: the session's history
+    // was taken into this frame when it was submitted (from rest or not), but its state on the
+    // device is not this frame's. Until 2026-12-03 the next frame went on from whatever the
+    // device held (zeros, for a first frame: particles pulled to the origin).
+    lost();
+    if (result.code() != absl::StatusCode::kAborted) {
+      status = absl::Status(result.code(),
+                            absl::StrCat(result.message(), "; the session starts again from rest at its next frame"));
+    }
   }
   if (status.code() == absl::StatusCode::kOutOfRange && result.ok() && job.device_can_diverge &&
       LeftFloatRange(job)) {

@@ -99,6 +99,7 @@ struct FrameJob {
   // ABORTED.
   uint64_t device_seq = 0, device_from = 0;
   bool device_can_diverge = false;
+  bool device_stateful = false;  // the session's frames go on from its state (Session::stateful)
   GpuFrames* gpu_frames = nullptr;  // the backend of a GPU frame (its completion)
   absl::Status device_result;       // a GPU frame's status from the device, for its encoding thread
   // Admission control (--max-queue-ms) for Deform and StreamDeform frames handed to the worker

@@ -1,5 +1,6 @@
 // CreateSession: the method and its parameters from the registry, the shared preparation, the
 // backend (GPU when asked or under AUTO, for methods with a device stage), the session's scratch.
+#include <atomic>
 #include <cstdio>
 #include <functional>
 
@@ -26,13 +27,23 @@ class Service::CreateCall final : public grpc::ServerUnaryReactor {
     svc_->active_calls_.fetch_sub(1);
     delete this;
   }
+  void OnCancel() override { cancelled_.store(true); }
 
  private:
   static void Run(void* arg) {
     auto* self = static_cast<CreateCall*>(arg);
-    self->Finish(
-        self->svc_->ToGrpc("CreateSession", self->svc_->CreateSessionImpl(*self->req_, *self->resp_, self->tenant_)));
+    absl::Status st = self->svc_->CreateSessionImpl(*self->req_, *self->resp_, self->tenant_);
+    if (st.ok() && self->cancelled_.load()) {
+      // The caller is gone (its deadline passed while a pipeline's stage prepared, or it
+      // cancelled): nobody knows the session's id, which until 2026-12-03 stayed until its idle
+      // timeout and counted against --max-sessions and the tenant's quota.
+      (void)self->svc_->sessions_.Close(self->resp_->session_id(), self->tenant_);
+      self->svc_->UpdateGauges();
+      st = absl::CancelledError("CreateSession: the caller cancelled or its deadline passed; the session was closed");
+    }
+    self->Finish(self->svc_->ToGrpc("CreateSession", st));
   }
+  std::atomic<bool> cancelled_{false};
   Service* svc_;
   const v1::CreateSessionRequest* req_;
   v1::Session* resp_;

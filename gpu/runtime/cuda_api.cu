@@ -1,7 +1,7 @@
 // DeviceApi on CUDA: plain allocations (cudaMalloc, cudaMallocHost), one stream and two events
 // per queue, one kernel per batch for the per-vertex stages, then each device program's passes
 // (its own kernels, gpu/<method>/) on the same stream. No device-wide synchronisation: a batch waits only for its own stream's
-// event.
+// event (uploads and clears, on the default stream, wait for it).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -40,6 +40,25 @@ class CudaApi final : public DeviceApi {
     int n = 0;
     if (!Check(cudaGetDeviceCount(&n), "cudaGetDeviceCount", error)) return 0;
     if (n == 0 && error) *error = "no CUDA device";
+    // A device this build has no kernels for (its architecture missing from the device code)
+    // fails every launch with "no kernel image": refused here, so that the server runs on the CPU
+    // instead of answering INTERNAL for every GPU frame.
+    for (int d = 0; d < n; ++d) {
+      cudaFuncAttributes attributes;
+      if (cudaSetDevice(d) != cudaSuccess || cudaFuncGetAttributes(&attributes, SkinBatchKernel) != cudaSuccess) {
+        cudaDeviceProp p;
+        const bool named = cudaGetDeviceProperties(&p, d) == cudaSuccess;
+        (void)cudaGetLastError();
+        if (error) {
+          *error = "device " + std::to_string(d) +
+                   (named ? " (" + std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ")"
+                          : std::string()) +
+                   ": this build has no kernels for it (device code " SINEW_CUDA_ARCHS
+                   "); configure with -DSINEW_CUDA_ARCHITECTURES naming its architecture";
+        }
+        return 0;
+      }
+    }
     return n;
   }
 
@@ -56,7 +75,9 @@ class CudaApi final : public DeviceApi {
   void* Alloc(int device, size_t bytes, std::string* error) override {
     void* p = nullptr;
     if (!Check(cudaSetDevice(device), "cudaSetDevice", error)) return nullptr;
-    if (!Check(cudaMalloc(&p, bytes), "cudaMalloc", error)) return nullptr;
+    // cudaMalloc of 0 bytes succeeds with a null pointer, which callers read as a failure; the
+    // emulated device gives a block.
+    if (!Check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc", error)) return nullptr;
     return p;
   }
   void Free(int device, void* p) override {
@@ -72,9 +93,13 @@ class CudaApi final : public DeviceApi {
   void FreeHost(void* p) override {
     if (p) cudaFreeHost(p);
   }
+  // Upload and Clear run on the legacy default stream, which the queues' non-blocking streams do
+  // not wait for: a pageable cudaMemcpy may return before its DMA lands and cudaMemset before it
+  // runs, so both wait for that stream before returning (they are rare: rigs, state writes).
   bool Upload(int device, void* dst, const void* src, size_t bytes, std::string* error) override {
     return Check(cudaSetDevice(device), "cudaSetDevice", error) &&
-           Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error);
+           Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error) &&
+           Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize", error);
   }
 
   bool Download(int device, void* dst, const void* src, size_t bytes, std::string* error) override {
@@ -83,7 +108,8 @@ class CudaApi final : public DeviceApi {
   }
 
   bool Clear(int device, void* dst, size_t bytes, std::string* error) override {
-    return Check(cudaSetDevice(device), "cudaSetDevice", error) && Check(cudaMemset(dst, 0, bytes), "cudaMemset", error);
+    return Check(cudaSetDevice(device), "cudaSetDevice", error) && Check(cudaMemset(dst, 0, bytes), "cudaMemset", error) &&
+           Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize", error);
   }
 
   void* CreateQueue(int device, std::string* error) override {
@@ -127,6 +153,8 @@ class CudaApi final : public DeviceApi {
     if (s.total_vertices > 0) {
       SkinBatchKernel<<<(s.total_vertices + kThreads - 1) / kThreads, kThreads, 0, q->stream>>>(
           reinterpret_cast<const BatchItem*>(din), s.items, params, s.total_vertices, out);
+      // Checked here: a program's own checks below would take this launch's error for theirs.
+      if (!Check(cudaGetLastError(), "SkinBatchKernel launch", error)) return false;
     }
     auto* states = static_cast<uint8_t*>(s.dout) + s.states_offset;  // after the normals' rows
     for (uint32_t k = 0; k < s.program_count; ++k) {

@@ -455,6 +455,33 @@ TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
   // biharmonic factorisation, which it cannot interrupt (the drain timeout, 10 s, bounds it).
 }
 
+// A caller whose deadline passes while CreateSession prepares (a pipeline's stage prepares before
+// the answer) leaves no session behind: until 2026-12-03 the server registered it anyway, and
+// nobody knew its id until the idle timeout closed it. The rig's sessions are seen through
+// DeleteRig, refused while the create holds the rig or a session is open.
+TEST_F(Service, ACreateWhoseCallerGaveUpLeavesNoSession) {
+  auto up = client_->UploadRig(client::RigToProto(MakeLimb(LimbOf(1500, 6))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  v1::DeformerConfig* stage = req.mutable_deformer()->add_stages();
+  stage->set_method(v1::METHOD_SWING_TWIST);
+  stage->mutable_swing_twist()->set_voxel_size(0.04);
+  client::ClientOptions options;
+  options.timeout_seconds = 0.3;
+  client::Client impatient(server_->target(), options);
+  auto created = impatient.CreateSession(req);
+  ASSERT_EQ(created.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << created.status() << " (the preparation no longer outlasts the deadline: make it slower)";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  absl::Status deleted;
+  while ((deleted = client_->DeleteRig(up->rig_id())).code() == absl::StatusCode::kFailedPrecondition &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(deleted.ok()) << deleted << " (a session of the abandoned create is still open)";
+}
+
 // The weights go to the cache directory: a server started again on it reads them instead of
 // computing them (GetRig says so) and deforms exactly as before; a damaged file is computed again.
 // Stale temporaries of killed writers are removed at the start.
