@@ -149,6 +149,15 @@ def main():
         check(worst < LBS_TOLERANCE, f"live LBS: {worst:.3g} of the diagonal from Blender's deformation")
         static = max(relative_error(lbs_ref[f][unweighted], co[unweighted], diagonal) for f in FRAMES)
         check(static < 1e-7, f"Blender moved unweighted vertices by {static:.3g} of the diagonal")
+        # Renamed while live, the mesh is driven on under its new name (until 2026-12-03 it froze).
+        old_name = mesh.name
+        mesh.name = old_name + "_renamed"
+        scene.frame_set(FRAMES[1])
+        check(mesh.name in sinew_blender._live and old_name not in sinew_blender._live,
+              "the renamed mesh is no longer live")
+        renamed = relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[1]], diagonal)
+        check(renamed < LBS_TOLERANCE, f"the renamed mesh: {renamed:.3g} of the diagonal from Blender's deformation")
+        mesh.name = old_name
         mesh.location.x += 20.0
         mesh.location.z -= 10.0
         mesh.rotation_euler.z += 0.6
@@ -182,6 +191,15 @@ def main():
         results.append(("Mesh Cache playback vs Armature modifier", worst, LBS_TOLERANCE))
         check(worst_file < LBS_TOLERANCE, f"baked frames: {worst_file:.3g} of the diagonal")
         check(worst < LBS_TOLERANCE, f"Mesh Cache playback: {worst:.3g} of the diagonal")
+        # Driving the mesh live turns the bake off, and Stop turns it on again (until 2026-12-03
+        # Start removed it).
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start over a bake failed")
+        cache = mesh.modifiers.get(bridge.MESH_CACHE)
+        check(cache is not None and not cache.show_viewport, "Start over a bake removed it, or left it on")
+        check(bpy.ops.sinew.stop() == {"FINISHED"}, "sinew.stop over a bake failed")
+        cache = mesh.modifiers.get(bridge.MESH_CACHE)
+        check(cache is not None and cache.show_viewport and cache.filepath == path and not mod.show_viewport,
+              "Stop did not give the mesh back to its bake")
         check(bpy.ops.sinew.clear_bake() == {"FINISHED"} and mod.show_viewport, "clear_bake")
 
         # 3. DQS against Blender's Preserve Volume.
@@ -271,6 +289,29 @@ def main():
         except RuntimeError as e:
             check("UNAVAILABLE" in str(e), f"unexpected error: {e}")
         check(mod.show_viewport, "a failed start left the Armature modifier off")
+
+        # 6. Files: a live mesh stops when its file goes (Revert here; Open and New alike), and a
+        # file saved while live comes back with its mesh given back to the Armature modifier.
+        # Until 2026-12-03 the handler outlived the file and drove the reverted mesh on top of its
+        # Armature modifier. (Last: the objects above are gone after it.)
+        s.target = server.target
+        s.timeout = 0
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start before saving failed")
+        scene.frame_set(FRAMES[1])
+        saved = os.path.join(tmp, "live.blend")
+        bpy.ops.wm.save_as_mainfile(filepath=saved)
+        mesh_name = mesh.name
+        bpy.ops.wm.revert_mainfile()
+        check(not sinew_blender._live, "a mesh is still live after its file was reverted")
+        with sinew.connect(server.target) as c:
+            check(not c.list_sessions(), "the reverted file's session is still open")
+        again = bpy.data.objects[mesh_name]
+        keys = again.data.shape_keys
+        check(keys is None or bridge.SHAPE_KEY not in keys.key_blocks, "the saved file's live shape key is still on")
+        check(bridge.armature_modifier(again).show_viewport, "the saved file's Armature modifier is still off")
+        bpy.context.scene.frame_set(FRAMES[2])
+        back = relative_error(evaluated_positions(again), lbs_ref[FRAMES[2]], diagonal)
+        check(back < 1e-6, f"the reverted mesh is {back:.3g} of the diagonal from Blender's deformation")
         code = server.stop()
         check(code == 0, f"sinew-server exited with {code}")
 

@@ -20,7 +20,7 @@ from typing import Dict, Optional
 import bpy
 import numpy as np
 from bpy.app.handlers import persistent
-from bpy.props import BoolProperty, EnumProperty, IntProperty, PointerProperty, StringProperty
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
 from . import bridge
 
@@ -56,6 +56,7 @@ class LiveRig:
         self.session = session
         self.rig = rig
         self.options = options  # create_session's arguments
+        self.create_timeout: Optional[float] = None  # a reopening's create_session (None: none)
         self.frames = 0
         self.last_ms = 0.0
         self.error = ""
@@ -66,6 +67,7 @@ class LiveRig:
 
 _live: Dict[str, LiveRig] = {}
 _baking = False
+LIVE_MARK = "sinew_live"  # a custom property on a live mesh: the name it went live under
 
 
 def _prefs(context) -> Optional[bpy.types.AddonPreferences]:
@@ -182,7 +184,8 @@ def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_st
         frame = live.session.deform_frame(pose, reset=reset, time_step=time_step)
     except sinew.NotFound:
         rig_id = live.client.upload_rig(live.rig).rig_id
-        live.session = live.client.create_session(rig_id, **live.options)
+        # A first preparation may outlast a frame's deadline: the panel's Timeout, else a day.
+        live.session = live.client.create_session(rig_id, timeout=live.create_timeout or 86400.0, **live.options)
         live.reopened += 1
         frame = live.session.deform_frame(pose, reset=True, time_step=time_step)
     xyz = frame.positions
@@ -201,27 +204,80 @@ def on_frame_change(scene, depsgraph=None) -> None:
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     for name, live in list(_live.items()):
         if name not in bpy.data.objects:
+            # Renamed: found by the mark Start left on it, and driven on under its new name. Deleted:
+            # its session and connection are closed (until 2026-12-03 a renamed mesh stayed frozen
+            # at its last frame and its session open until the server's idle timeout).
+            moved = next((o for o in bpy.data.objects if o.get(LIVE_MARK) == name), None)
             _live.pop(name, None)
-            continue
+            if moved is None:
+                _close(live)
+                continue
+            moved[LIVE_MARK] = moved.name
+            live.export.mesh_name = moved.name
+            _live[moved.name] = live
         try:
             _deform(live, depsgraph, scene.frame_current, _frame_seconds(scene))
             live.error = ""
+        except KeyError as e:  # an object of the rig (its armature) renamed or deleted
+            live.error = f"{e} is gone (renamed or deleted): press Stop, then Drive with Sinew again"
+            print(f"Sinew: {name}: {live.error}")
         except Exception as e:  # shown in the panel; playback goes on
             live.error = str(e)
             print(f"Sinew: {name}: {e}")
 
 
+def _close(live: LiveRig) -> None:
+    """Closes a live mesh's session (within the frame timeout) and its connection."""
+    try:
+        live.session.close()
+    except Exception as e:  # the server may be gone
+        print(f"Sinew: closing {live.session.id}: {e}")
+    live.client.close()
+
+
 def _stop(mesh_obj) -> None:
+    """Gives the mesh back: its bake's Mesh Cache modifier on again if it has one (Start turned it
+    off), else its Armature modifier."""
     live = _live.pop(mesh_obj.name, None)
     if live is not None:
-        try:
-            live.session.close()
-        except Exception as e:  # the server may be gone
-            print(f"Sinew: closing {live.session.id}: {e}")
-        live.client.close()
+        _close(live)
+    if LIVE_MARK in mesh_obj:
+        del mesh_obj[LIVE_MARK]
     bridge.remove_shape_key(mesh_obj)
-    if bridge.MESH_CACHE not in mesh_obj.modifiers:
+    cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
+    if cache is not None:
+        cache.show_viewport = cache.show_render = True
+    else:
         _set_armature_modifier(mesh_obj, True)
+
+
+def _stop_all() -> None:
+    for name, live in list(_live.items()):
+        obj = bpy.data.objects.get(name)
+        if obj is not None:
+            _stop(obj)
+        else:
+            _close(live)
+    _live.clear()
+    if on_frame_change in bpy.app.handlers.frame_change_post:
+        bpy.app.handlers.frame_change_post.remove(on_frame_change)
+
+
+@persistent
+def on_load_pre(*_args) -> None:
+    """load_pre (File > Open, Revert, New): the live meshes stop before their file goes. Until
+    2026-12-03 the handler outlived the file and drove a mesh of the same name in the next one, on
+    top of its Armature modifier."""
+    _stop_all()
+
+
+@persistent
+def on_load_post(*_args) -> None:
+    """load_post: a file saved while a mesh was live has its shape key and its Armature modifier
+    off, with no session behind them: the mesh is given back."""
+    for obj in bpy.data.objects:
+        if obj.type == "MESH" and LIVE_MARK in obj and obj.name not in _live:
+            _stop(obj)
 
 
 class SINEW_OT_start(bpy.types.Operator):
@@ -242,12 +298,18 @@ class SINEW_OT_start(bpy.types.Operator):
             return {"CANCELLED"}
         for w in export.warnings:
             self.report({"WARNING"}, f"Sinew: {w}")
+        # A bake's Mesh Cache modifier is turned off while Sinew drives the mesh, and on again at
+        # Stop (until 2026-12-03 Start removed it: the bake was lost, by a failed Start too).
         cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
         if cache is not None:
-            mesh_obj.modifiers.remove(cache)
+            cache.show_viewport = cache.show_render = False
         _set_armature_modifier(mesh_obj, False)
         live = LiveRig(export, client, session, rig, options)
+        s = context.scene.sinew
+        live.create_timeout = float(s.timeout) if s.timeout > 0 else None
+        client.timeout = s.frame_timeout if s.frame_timeout > 0 else None  # each frame, and Stop's close
         _live[mesh_obj.name] = live
+        mesh_obj[LIVE_MARK] = mesh_obj.name
         if on_frame_change not in bpy.app.handlers.frame_change_post:
             bpy.app.handlers.frame_change_post.append(on_frame_change)
         try:
@@ -389,7 +451,12 @@ class SinewSettings(bpy.types.PropertyGroup):
     tls_ca: StringProperty(name="TLS CA", subtype="FILE_PATH", default="",
                            description="PEM file of the CA that signed the server's certificate (empty: plaintext)")
     timeout: IntProperty(name="Timeout (s)", default=0, min=0,
-                         description="seconds for each call, 0: none (a method's first preparation may take a while)")
+                         description="seconds for each call that opens a session or bakes (uploads are not bounded), "
+                                     "0: none (a method's first preparation may take a while)")
+    frame_timeout: FloatProperty(name="Frame timeout (s)", default=10.0, min=0.0,
+                                 description="seconds a live frame (and Stop's close) may take before the panel "
+                                             "shows the error and playback goes on, 0: none (a stalled server "
+                                             "then freezes Blender)")
     mesh: PointerProperty(name="Mesh", type=bpy.types.Object, poll=lambda self, o: o.type == "MESH",
                           description="the skinned mesh (empty: the active object)")
     method: EnumProperty(name="Method", items=METHODS, default="lbs")
@@ -431,6 +498,8 @@ class SINEW_PT_panel(bpy.types.Panel):
         col.prop(s, "target")
         col.prop(s, "token")
         col.prop(s, "tls_ca")
+        col.prop(s, "timeout")
+        col.prop(s, "frame_timeout")
         col.prop(s, "mesh")
         col.prop(s, "method")
         if s.method == "custom":
@@ -466,15 +535,15 @@ def register() -> None:
     for c in classes:
         bpy.utils.register_class(c)
     bpy.types.Scene.sinew = PointerProperty(type=SinewSettings)
+    bpy.app.handlers.load_pre.append(on_load_pre)
+    bpy.app.handlers.load_post.append(on_load_post)
 
 
 def unregister() -> None:
-    for name in list(_live):
-        if name in bpy.data.objects:
-            _stop(bpy.data.objects[name])
-    _live.clear()
-    if on_frame_change in bpy.app.handlers.frame_change_post:
-        bpy.app.handlers.frame_change_post.remove(on_frame_change)
+    _stop_all()
+    for handlers, handler in ((bpy.app.handlers.load_pre, on_load_pre), (bpy.app.handlers.load_post, on_load_post)):
+        if handler in handlers:
+            handlers.remove(handler)
     del bpy.types.Scene.sinew
     for c in reversed(classes):
         bpy.utils.unregister_class(c)
