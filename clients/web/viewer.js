@@ -22,7 +22,9 @@ const loader = new GLTFLoader();
 const colors = [0xc9b59a, 0x9ab8c9];
 const names = ['a', 'b'];
 const slots = [null, null];
-let playing = true, speed = 1, clock = 0, renders = 0, fitted = false, pending = 0, failed = false;
+let playing = true, speed = 1, clock = 0, renders = 0, fitted = false, pending = 0;
+const errors = [null, null];     // each slot's last load's error (a later load of the slot clears it)
+const generation = [0, 0];       // each slot's latest load: an older one finishing later is dropped
 let lastTick = performance.now();
 
 const $ = (id) => document.getElementById(id);
@@ -64,11 +66,45 @@ function morphMesh(root) {
   return found;
 }
 
+// Frees what a slot's clip holds on the GPU (geometry, materials, textures) and its mixer.
+function dispose(s) {
+  if (!s) return;
+  if (s.mixer) {
+    s.mixer.stopAllAction();
+    s.mixer.uncacheRoot(s.gltf.scene);
+  }
+  s.scene.traverse((o) => {
+    if (o.geometry) o.geometry.dispose();
+    for (const m of [].concat(o.material || [])) {
+      for (const v of Object.values(m)) if (v && v.isTexture) v.dispose();
+      m.dispose();
+    }
+  });
+}
+
+// The status line and data-state from every slot: an error while any slot's last load failed,
+// loading while a load runs, else ready. (Until 2026-12-03 one failed load left the state
+// "loading" or "error" for good, whatever loaded after it.)
+function showStatus() {
+  const failed = errors.map((e, i) => e && `${names[i].toUpperCase()}: ${e}`).filter(Boolean);
+  if (failed.length) {
+    body.dataset.error = failed.join('; ');
+    return setStatus(`could not open ${failed.join('; ')}`, 'error');
+  }
+  delete body.dataset.error;
+  const live = slots.filter(Boolean);
+  if (pending > 0) return setStatus('loading', 'loading');
+  setStatus(live.map((x) => `${x.label}: ${x.frames} frames at ${x.fps} frames/s`).join(' | ') || 'no clip',
+            live.length ? 'ready' : 'empty');
+}
+
 async function load(slot, url, label) {
   ++pending;
+  const gen = ++generation[slot];
   setStatus(`loading ${label || url}`, 'loading');
   try {
     const gltf = await loader.loadAsync(url);
+    if (gen !== generation[slot]) return;  // a later load of this slot was asked for meanwhile
     const info = sinewInfo(gltf);
     const mesh = morphMesh(gltf.scene);
     const clip = gltf.animations[0] || null;
@@ -83,21 +119,18 @@ async function load(slot, url, label) {
       s.mixer = new THREE.AnimationMixer(gltf.scene);
       s.mixer.clipAction(clip).play();
     }
+    dispose(slots[slot]);  // the clip it replaces (until 2026-12-03 never freed)
     slots[slot] = s;
+    errors[slot] = null;
     fitted = false;
     panel(slot);
     const maxFrames = Math.max(...slots.filter(Boolean).map((x) => x.frames));
     $('scrub').max = String(maxFrames - 1);
-    if (!failed) {
-      setStatus(slots.filter(Boolean).map((x) => `${x.label}: ${x.frames} frames at ${x.fps} frames/s`).join(' | '),
-                pending > 1 ? 'loading' : 'ready');
-    }
   } catch (e) {
-    failed = true;
-    body.dataset.error = String(e && e.message || e);
-    setStatus(`could not open ${label || url}: ${body.dataset.error}`, 'error');
+    if (gen === generation[slot]) errors[slot] = `${label || url}: ${String(e && e.message || e)}`;
   } finally {
     --pending;
+    showStatus();
   }
 }
 
@@ -184,7 +217,7 @@ function updatePanel(slot, frame) {
 // One camera for both views, fitted to the loaded clips' bounds over all their frames, looking
 // along the rest meshes' thinnest axis with their longest axis up (a standing character, whichever
 // way its file points up, is seen from the front or the back); orbit from there with the mouse.
-let controls = null;
+let controls = new OrbitControls(camera, canvas);
 function fit() {
   const rest = new THREE.Box3(), all = new THREE.Box3();
   for (const s of slots) {
@@ -208,7 +241,10 @@ function fit() {
       all.union(frames.applyMatrix4(o.matrixWorld));
     });
   }
-  if (all.isEmpty()) return;
+  if (all.isEmpty()) {  // no mesh to look at (a skeleton-only file): the camera stays
+    fitted = true;
+    return;
+  }
   const center = all.getCenter(new THREE.Vector3()), size = all.getSize(new THREE.Vector3());
   const extent = rest.getSize(new THREE.Vector3()).toArray();
   const order = [0, 1, 2].sort((i, j) => extent[i] - extent[j]);  // thinnest … longest
@@ -223,7 +259,7 @@ function fit() {
   camera.position.copy(center).addScaledVector(axis(order[0]), dist);
   camera.near = dist / 100; camera.far = dist * 10;
   camera.lookAt(center);
-  if (controls) controls.dispose();
+  controls.dispose();
   controls = new OrbitControls(camera, canvas);  // takes camera.up when made
   controls.target.copy(center);
   controls.update();
@@ -237,7 +273,19 @@ function resize() {
   }
 }
 
+// One frame drawn; the next is always asked for, so that one bad frame (an exception drawing a
+// file this viewer did not expect) shows in the status line instead of stopping the viewer.
 function tick(now) {
+  try {
+    draw(now);
+  } catch (e) {
+    body.dataset.error = String(e && e.message || e);
+    setStatus(`could not draw: ${body.dataset.error}`, 'error');
+  }
+  requestAnimationFrame(tick);
+}
+
+function draw(now) {
   const dt = Math.min(0.1, (now - lastTick) / 1000);
   lastTick = now;
   if (playing) clock += dt * speed;
@@ -275,7 +323,6 @@ function tick(now) {
     document.title = `sinew viewer: frame ${first}`;
   }
   body.dataset.renders = String(++renders);
-  requestAnimationFrame(tick);
 }
 
 function seek(frame) {
@@ -289,7 +336,7 @@ function seek(frame) {
 function openFiles(files, slot) {
   [...files].slice(0, 2).forEach((f, i) => {
     const url = URL.createObjectURL(f);
-    load(files.length > 1 ? i : slot, url, f.name);
+    load(files.length > 1 ? i : slot, url, f.name).finally(() => URL.revokeObjectURL(url));
   });
 }
 

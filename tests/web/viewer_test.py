@@ -255,6 +255,55 @@ class ViewerTest(unittest.TestCase):
                         'the dropped clip in slot B')
         chrome.wait_for('document.body.dataset.state === "ready" && document.body.dataset.frameB', 'slot B shown')
 
+    def test_4_a_file_without_a_mesh_or_a_bad_file_does_not_stop_the_viewer(self):
+        """A glTF with no mesh (a skeleton's animation) plays and the viewer goes on drawing (until
+        2026-12-03 its first frame threw and no frame was drawn again); a file that fails to load
+        shows an error, and the next good one clears it (until then the state stayed "loading")."""
+        chrome = type(self).chrome
+        self.assertIsNotNone(chrome, 'test_2 starts the browser')
+        times, moves = [0.0, 1.0], [0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
+        data = b''.join(__import__('struct').pack('<f', x) for x in times + moves)
+        meshless = {
+            'asset': {'version': '2.0'}, 'scene': 0, 'scenes': [{'nodes': [0]}], 'nodes': [{'name': 'bone'}],
+            'buffers': [{'byteLength': len(data),
+                         'uri': 'data:application/octet-stream;base64,' + base64.b64encode(data).decode()}],
+            'bufferViews': [{'buffer': 0, 'byteOffset': 0, 'byteLength': 8},
+                            {'buffer': 0, 'byteOffset': 8, 'byteLength': 24}],
+            'accessors': [{'bufferView': 0, 'componentType': 5126, 'count': 2, 'type': 'SCALAR', 'min': [0], 'max': [1]},
+                          {'bufferView': 1, 'componentType': 5126, 'count': 2, 'type': 'VEC3'}],
+            'animations': [{'samplers': [{'input': 0, 'output': 1}],
+                            'channels': [{'sampler': 0, 'target': {'node': 0, 'path': 'translation'}}]}],
+        }
+        paths = {'meshless': os.path.join(self.tmp, 'skeleton-only.gltf'), 'bad': os.path.join(self.tmp, 'broken.glb')}
+        with open(paths['meshless'], 'w') as f:
+            json.dump(meshless, f)
+        with open(paths['bad'], 'wb') as f:
+            f.write(b'glTF' + b'\x00' * 40)
+        url = chrome.eval('location.origin') + '/index.html'
+        chrome.call('Page.navigate', url=url)
+        chrome.wait_for('document.body.dataset.state === "empty" && window.sinewViewer', 'an empty viewer')
+        root = chrome.call('DOM.getDocument')['root']['nodeId']
+        picker = chrome.call('DOM.querySelector', nodeId=root, selector='#file-a')['nodeId']
+
+        def pick(path):
+            chrome.call('DOM.setFileInputFiles', nodeId=picker, files=[path])
+
+        pick(paths['meshless'])
+        chrome.wait_for('document.body.dataset.state === "ready"', 'the skeleton-only file loaded')
+        drawn = int(chrome.eval('sinewViewer.state().renders'))
+        chrome.wait_for(f'sinewViewer.state().renders > {drawn + 5}', 'frames drawn after a file without a mesh')
+        self.assertEqual(chrome.eval('document.body.dataset.state'), 'ready')
+        pick(paths['bad'])
+        end = time.monotonic() + DEADLINE
+        while chrome.eval('document.body.dataset.state') != 'error' and time.monotonic() < end:
+            time.sleep(0.05)
+        self.assertEqual(chrome.eval('document.body.dataset.state'), 'error')
+        self.assertIn('broken.glb', chrome.eval('document.body.dataset.error'))
+        pick(self.glbs[0])
+        chrome.wait_for('document.body.dataset.state === "ready" && !document.body.dataset.error',
+                        'a good clip after a bad one')
+        self.assertEqual(chrome.eval('sinewViewer.state().slots[0].label'), os.path.basename(self.glbs[0]))
+
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser()
