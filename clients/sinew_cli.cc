@@ -945,6 +945,13 @@ int Batch(client::Client& c, client::Args& args) {
                                                         ", more than the ", client::kMaxGltfFrames,
                                                         " a .glb of morph targets holds here; bake a lower --clip-fps")));
   }
+  if (const uint64_t bytes = client::GltfClipBinaryBytes(points, asset->rig.rig.triangles.size(), total);
+      !gltf.empty() && bytes > client::kMaxGlbBinaryBytes) {
+    // Refused before the batch, not after hours of it.
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--gltf: ", total, " frames of ", points, " vertices need ", bytes / 1000000,
+        " MB, more than a .glb holds (4 GiB); bake a lower --clip-fps, or write only --pc2")));
+  }
   // This run's frames: the whole clip, or its shard's slice.
   const client::FrameRange range = shard ? client::ShardFrames(total, *shard) : client::FrameRange{0, total};
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);

@@ -94,6 +94,13 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
   if (!(clip.frames_per_second > 0) || !std::isfinite(clip.frames_per_second)) {
     return absl::InvalidArgumentError("glTF: frames per second must be positive and finite");
   }
+  // Past 4 GiB the .glb's lengths wrap (tinygltf writes them as 32 bits): a file no reader opens,
+  // written and reported as done until 2026-12-03.
+  if (const uint64_t bytes = GltfClipBinaryBytes(vertices, clip.triangles.size(), frames); bytes > kMaxGlbBinaryBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("glTF: ", frames, " frames of ", vertices, " vertices need ", bytes,
+                                                   " bytes, more than a .glb holds (4 GiB); bake a lower --clip-fps, "
+                                                   "fewer frames, or keep the .pc2"));
+  }
   if (clip.triangles.size() % 3 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("glTF: triangles: ", clip.triangles.size(), " indices, not a multiple of 3"));
   }

@@ -38,6 +38,16 @@ namespace sinew::client {
 // morph target per frame (WebGL 2 guarantees 256 texture-array layers, desktop GPUs 2048).
 inline constexpr size_t kMaxGltfFrames = 2048;
 
+// The binary chunk of a .glb is at most 4 GiB (its length is 32 bits); this leaves 16 MiB of it
+// for the JSON chunk and headers. The bytes a clip needs are GltfClipBinaryBytes.
+inline constexpr uint64_t kMaxGlbBinaryBytes = (uint64_t{1} << 32) - (uint64_t{1} << 24);
+// The binary chunk's bytes for `vertices`, `indices` (3 per triangle) and `frames` (at most:
+// a point set has no normals): rest and normals (24 per vertex), indices (4 each), the targets (12 per vertex per frame), the times
+// and the weights (4·frames + 4·frames²).
+inline uint64_t GltfClipBinaryBytes(uint64_t vertices, uint64_t indices, uint64_t frames) {
+  return 24 * vertices + 4 * indices + 12 * vertices * frames + 4 * frames + 4 * frames * frames;
+}
+
 // One frame's geometric quality (v1::QualityReport's fields, core/geometry/mesh_quality.h).
 struct GltfFrameQuality {
   uint32_t inside_vertices = 0, touching_vertices = 0;

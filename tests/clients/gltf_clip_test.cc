@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 // tinygltf's implementation is compiled once, in clients/import/gltf_check.cc, with these.
 #define TINYGLTF_NO_STB_IMAGE
@@ -178,8 +180,32 @@ TEST_F(GltfClipTest, BadInputNamesTheFieldAndIndexAndWritesNothing) {
     c.quality.resize(1);
     EXPECT_THAT(WriteGltfClip(path_, c).message(), HasSubstr("1 quality reports for 2 frames"));
   }
+  {
+    // Past 4 GiB a .glb's chunk lengths wrap: 175 000 vertices × 2048 frames (4.3 GB) is refused
+    // by size (one frame's floats seen 2048 times: nothing that large is held).
+    GltfClip c = q.Clip();
+    std::vector<float> big(3 * 175000, 0.f);
+    c.rest = big;
+    c.triangles = {};
+    c.frames.assign(kMaxGltfFrames, big);
+    EXPECT_THAT(WriteGltfClip(path_, c).message(), HasSubstr("more than a .glb holds (4 GiB)"));
+  }
   EXPECT_FALSE(fs::exists(path_));
   EXPECT_EQ(WriteGltfClip("/nonexistent-dir/x.glb", q.Clip()).code(), absl::StatusCode::kNotFound);
+}
+
+// The size the 4 GiB check uses is the binary chunk's size of a written file.
+TEST_F(GltfClipTest, TheBinaryChunkHasTheSizeTheLimitCounts) {
+  Quad q(3);
+  ASSERT_TRUE(WriteGltfClip(path_, q.Clip()).ok());
+  std::ifstream in(path_, std::ios::binary);
+  const std::string glb((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_GE(glb.size(), 28u);
+  uint32_t json_bytes = 0, bin_bytes = 0;
+  std::memcpy(&json_bytes, glb.data() + 12, 4);
+  ASSERT_LE(20 + json_bytes + 8, glb.size());
+  std::memcpy(&bin_bytes, glb.data() + 20 + json_bytes, 4);
+  EXPECT_EQ(bin_bytes, (GltfClipBinaryBytes(4, 6, 3) + 3) / 4 * 4);
 }
 
 }  // namespace
