@@ -725,10 +725,15 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
         ++fallback_frames;
       }
       bytes += resp.positions().size();
+      // Only a frame decoded here is drawn or measured: a frame whose decoding failed left `xyz`
+      // the frame before's (or half overwritten), which until 2026-12-03 went into the snapshot.
+      bool decoded = false;
       if (!resp.has_error()) {
         if (auto st = decoder.Decode(resp, xyz); !st.ok()) {
           ++errors;
           if (decode_error.empty()) decode_error = absl::StrCat("frame ", f, ": ", st.message());
+        } else {
+          decoded = true;
         }
       }
       if (resp.has_quality()) {
@@ -762,9 +767,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
         degenerate += (st & 4) != 0;
         rigid += (st & (8u << 3)) != 0;
       }
-      if (procedural && static_cast<size_t>(f) % kCycle == kCycle / 2 && peak.empty() && !resp.has_error()) peak = xyz;
+      if (procedural && static_cast<size_t>(f) % kCycle == kCycle / 2 && peak.empty() && decoded) peak = xyz;
       for (size_t k = 0; k < snap.frames.size(); ++k) {
-        if (snap.frames[k] == f && !resp.has_error()) shots.back()[k] = xyz;
+        if (snap.frames[k] == f && decoded) shots.back()[k] = xyz;
       }
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();

@@ -93,6 +93,11 @@ absl::Status SinewServer::Start() {
   // No SO_REUSEPORT (gRPC's default on Linux): a second server started on a busy port must fail,
   // not quietly receive a share of the first one's connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Clients ping a connection with a call open every 30 s or more (ClientOptions::keepalive_seconds,
+  // the Python client alike) to find a server that vanished; gRPC's default answers pings more
+  // often than every 5 minutes without data with GOAWAY, which would end a long silent call (a
+  // stateful batch's replay).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   if (options_.keepalive_seconds > 0) {
     const int ms = static_cast<int>(std::min<uint64_t>(uint64_t{options_.keepalive_seconds} * 1000, INT32_MAX));
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms);

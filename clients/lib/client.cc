@@ -86,6 +86,13 @@ Client::Client(const std::string& target, const ClientOptions& options)
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  if (options.keepalive_seconds > 0) {
+    const int ms = static_cast<int>(std::min(options.keepalive_seconds * 1000, double(INT32_MAX)));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a silent call keeps being pinged
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() || !options.tls_key.empty()) {
     grpc::SslCredentialsOptions ssl;

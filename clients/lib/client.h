@@ -66,6 +66,12 @@ struct ClientOptions {
   // past it the call fails with DEADLINE_EXCEEDED, and the server stops a long frame at its next
   // iteration (the elastic implicit method's relaxation rounds). 0: none.
   double timeout_seconds = 0;
+  // While a call is open, the connection is pinged after this many seconds without traffic, and
+  // the call fails UNAVAILABLE when the ping goes unanswered as long again: a server host that
+  // vanished without closing the connection (a preempted node, a partition) ends a DeformClip or
+  // a call without a deadline instead of hanging it. The server accepts pings every 10 s or more.
+  // 0: off.
+  double keepalive_seconds = 30;
 };
 
 class Client {

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import tempfile
+import threading
 import unittest
 
 import grpc
@@ -464,6 +466,39 @@ class ErrorsTest(ServerTest):
         self.assertFalse(client.upload_rig(rig, chunk_bytes=4096).already_resident)
         client.list_rigs()
         self.assertEqual(deadlines, {"GetRig": 30, "UploadRig": None, "ListRigs": 30})
+
+    def test_a_stopped_server_ends_a_call_at_the_keepalive(self) -> None:
+        # A server that stops answering (its process stopped: TCP still acknowledged) ends a call
+        # without a deadline as Unavailable once the keepalive ping goes unanswered; until
+        # 2026-12-03 it waited forever (Blender's live frames froze the UI). Its own server: the
+        # class's one must keep running.
+        server = Server()
+        try:
+            client = sinew.connect(server.target, token="", keepalive=1)
+            self.addCleanup(client.close)
+            rig_id = client.upload_rig(limb_rig(self.limb)).rig_id
+            session = client.create_session(rig_id, method="lbs")
+            os.kill(server.process.pid, signal.SIGSTOP)
+            outcome: list = []
+            rest = sinew.Pose(self.limb.rest_rotations, self.limb.rest_translations)
+            worker = threading.Thread(target=lambda: outcome.append(self._raised(lambda: session.deform(rest))),
+                                      daemon=True)
+            worker.start()
+            worker.join(120)  # bounds a hang (the failure tested for), not the keepalive's time
+            os.kill(server.process.pid, signal.SIGCONT)
+            self.assertFalse(worker.is_alive(), "the call to a stopped server still waited two minutes later")
+            self.assertIsInstance(outcome[0], sinew.Unavailable)
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+            self.assertEqual(server.stop(), 0)
+
+    @staticmethod
+    def _raised(call):
+        try:
+            call()
+        except Exception as e:  # what the test looks at
+            return e
+        return None
 
     def test_unreachable_server(self) -> None:
         with sinew.connect("127.0.0.1:1", token="", timeout=5) as client:

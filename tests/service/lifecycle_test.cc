@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <algorithm>
 #include <thread>
 
@@ -754,6 +755,34 @@ TEST(Lifecycle, AStoppedClientIsDroppedAtTheKeepaliveWithTheSessionsItsStreamBou
   EXPECT_EQ(sessions, 0) << "the session its stream bound was still open a minute later";
   kill(pid, SIGKILL);
   WaitProcess(pid);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// The other way round: a server that stops answering (its process stopped) with a client's call
+// open and no deadline ends that call UNAVAILABLE at the client's keepalive. Until 2026-12-03 the
+// client sent no pings, and a DeformClip of a batch job behind a vanished node waited forever.
+TEST(Lifecycle, AStoppedServerEndsAClientsCallAtTheClientsKeepalive) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  client::ClientOptions options;
+  options.keepalive_seconds = 1;
+  client::Client c(server.target(), options);
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(30)).ok());
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(LimbOf(500))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest create;
+  create.set_rig_id(up->rig_id());
+  create.mutable_deformer()->set_method(v1::METHOD_LBS);
+  auto session = c.CreateSession(create);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_EQ(kill(server.pid(), SIGSTOP), 0);
+  const v1::DeformRequest frame = Frame(session->session_id(), 1, LimbPose(LimbSkeleton(LimbOf(500)), 0.3));
+  auto call = std::async(std::launch::async, [&] { return c.Deform(frame).status(); });
+  // Bounds a hang (the failure this test exists for) rather than timing the keepalive (2 s).
+  const bool ended = call.wait_for(std::chrono::minutes(2)) == std::future_status::ready;
+  ASSERT_EQ(kill(server.pid(), SIGCONT), 0);
+  ASSERT_TRUE(ended) << "the call to a stopped server still waited two minutes later (keepalive 1 s)";
+  EXPECT_EQ(call.get().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(server.Terminate(), 0);
 }
 

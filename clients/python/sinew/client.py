@@ -246,12 +246,17 @@ class Client:
     * `affinity`: sent as ``x-sinew-affinity`` with every call so that a balancer hashing it keeps
       this client's calls on one server;
     * `timeout`: seconds for each unary call (default: none); not for uploads, streams or clips,
-      whose length follows their size (as the C++ client's ``ClientOptions::timeout_seconds``).
+      whose length follows their size (as the C++ client's ``ClientOptions::timeout_seconds``);
+    * `keepalive`: while a call is open, the connection is pinged after this many seconds without
+      traffic and the call fails :class:`~sinew.errors.Unavailable` when the ping goes unanswered
+      as long again, so that a server that vanished without closing the connection ends a stream
+      or a call without a deadline instead of hanging it (default 30; the server accepts pings
+      every 10 s or more; 0: off).
     """
 
     def __init__(self, target: str, *, token: Optional[str] = None, tls: bool = False, tls_ca: Optional[str] = None,
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None, server_name: Optional[str] = None,
-                 affinity: Optional[str] = None, timeout: Optional[float] = None) -> None:
+                 affinity: Optional[str] = None, timeout: Optional[float] = None, keepalive: float = 30.0) -> None:
         self.target = target
         self.timeout = timeout
         if token is None:
@@ -263,6 +268,10 @@ class Client:
             self._metadata.append(("x-sinew-affinity", affinity))
         options: List[Tuple[str, Any]] = [("grpc.max_receive_message_length", -1),
                                           ("grpc.max_send_message_length", -1)]
+        if keepalive > 0:
+            ms = int(min(keepalive * 1000, 2**31 - 1))
+            options += [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
+                        ("grpc.keepalive_permit_without_calls", 0), ("grpc.http2.max_pings_without_data", 0)]
         if tls or tls_ca or tls_cert or tls_key:
             if bool(tls_cert) != bool(tls_key):
                 raise InvalidArgument("tls: give the client certificate and its key together")
