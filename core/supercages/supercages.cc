@@ -1,5 +1,6 @@
 #include "core/supercages/supercages.h"
 
+#include <optional>
 #include <atomic>
 #include <cmath>
 
@@ -312,6 +313,11 @@ class SuperCagesDeformer final : public Deformer {
         return absl::InvalidArgumentError(absl::StrReplaceAll(st.message(), {{"cages[0]", "posed_cage"}}));
       }
     }
+    // A posed-cage edit can meet a reverse cage deformer that is singular in the frame's pose: the
+    // frame is then refused and the session keeps the pose and cage it had (until 2026-12-03 the
+    // solve's NaN went into the rest cage, and every later frame failed until a reset).
+    std::optional<std::pair<Pose, Eigen::Matrix3Xd>> before;
+    if (frame.posed_cage) before.emplace(pose_, cage_);
     // 1. Skeleton pose (kept for frames without one).
     if (frame.pose) {
       pose_.space = frame.pose->space;
@@ -336,7 +342,15 @@ class SuperCagesDeformer final : public Deformer {
           target(k, d) = pc.mode == CageInputMode::kOffsets ? posed_cage_(k, d) + v : v;
         }
       }
-      ReverseCage(target - posed_cage_);
+      if (auto st = ReverseCage(target - posed_cage_); !st.ok()) {
+        pose_ = std::move(before->first);
+        cage_ = std::move(before->second);
+        delta_ = cage_ - prep_->rest_cage.vertices;
+        UpdateTransforms();
+        SelectedPosedMesh(selected_);
+        posed_cage_valid_ = false;
+        return st;
+      }
       delta_ = cage_ - prep_->rest_cage.vertices;
       UpdateTransforms();
     }
@@ -459,7 +473,7 @@ class SuperCagesDeformer final : public Deformer {
   }
 
   // Solves (R̃ Φ̃ + Ω̃ D Ψ) ∂C = Φ̃ ∂C' and adds ∂C to the rest cage.
-  void ReverseCage(const Eigen::MatrixXd& posed_delta /* c x 3 */) {
+  absl::Status ReverseCage(const Eigen::MatrixXd& posed_delta /* c x 3 */) {
     const Rig& rig = *rig_;
     const Skeleton& sk = rig.skeleton;
     const auto& rows = prep_->maxvol.rows;
@@ -494,7 +508,20 @@ class SuperCagesDeformer final : public Deformer {
     const Eigen::MatrixXd mapped = prep_->phi_selected * posed_delta;  // c x 3
     for (Eigen::Index r = 0; r < c; ++r) rhs.segment<3>(3 * r) = mapped.row(r).transpose();
     const Eigen::VectorXd dc = system_.partialPivLu().solve(rhs);
+    // Singular in this pose (the blended rotations of the cage's rows fold a direction away): no
+    // rest-cage edit gives the posed one asked for, and the solve's answer is non-finite or does
+    // not solve the system. (Partial pivoting's condition estimate does not see this reliably.)
+    const double residual = (system_ * dc - rhs).norm(), scale = rhs.norm() + system_.norm() * dc.norm();
+    if (!dc.allFinite() || !(residual <= 1e-9 * scale)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "posed_cage: the reverse cage deformer is singular in this pose (no rest-cage edit gives this posed "
+          "cage: residual %.3g of %.3g; the skin at the cage's rows folds a direction flat, e.g. a joint turned "
+          "180 degrees against its neighbour with even weights); the frame is refused and the session keeps its "
+          "pose and rest cage",
+          residual, scale));
+    }
     for (Eigen::Index k = 0; k < c; ++k) cage_.col(k) += dc.segment<3>(3 * k);
+    return absl::OkStatus();
   }
 
   std::shared_ptr<const Rig> rig_;

@@ -195,6 +195,58 @@ TEST_F(Arm, ReverseCageDeformerReproducesRequestedPosedCage) {
   }
 }
 
+// Every vertex weighted half to a joint and half to its parent, the child turned 180° against the
+// parent: the blended rotation projects onto the turn's axis, and the reverse cage deformer's
+// system is singular. The posed-cage frame is refused, and the session goes on from the pose and
+// cage it had: until 2026-12-03 the solve's NaN went into the rest cage and every later frame
+// (here: the rest pose) came out non-finite.
+TEST_F(Arm, ASingularReverseCageFrameIsRefusedAndTheSessionKeepsItsState) {
+  auto sc = ReadSuperCages(SuperCagesFilesIn(kArmDir, "arm"));
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  RigInput in = sc->rig;
+  const Skeleton& sk = in.rig.skeleton;
+  int32_t child = -1;
+  for (size_t j = 0; j < sk.parents.size() && child < 0; ++j) {
+    if (sk.parents[j] >= 0) child = int32_t(j);
+  }
+  ASSERT_GE(child, 0);
+  const uint32_t parent = uint32_t(sk.parents[size_t(child)]);
+  const size_t n = in.rig.positions.size() / 3;
+  in.weights = {};
+  for (size_t v = 0; v <= n; ++v) in.weights.offsets.push_back(uint32_t(2 * v));
+  for (size_t v = 0; v < n; ++v) {
+    in.weights.joints.insert(in.weights.joints.end(), {parent, uint32_t(child)});
+    in.weights.weights.insert(in.weights.weights.end(), {0.5f, 0.5f});
+  }
+  auto built = BuildRig(std::move(in));
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto rig = std::make_shared<const Rig>(std::move(*built));
+  DeformerConfig config;
+  config.method = "supercages";
+  auto params = std::make_shared<SuperCagesParams>();
+  params->skeleton_updater = false;  // (its rows make the system regular again here)
+  config.params = params;
+  auto d = CreateDeformer(rig, config);
+  ASSERT_TRUE(d.ok()) << d.status();
+  Pose turned = RestPose(rig->skeleton);
+  turned.set_rotation(size_t(child), rig->skeleton.rest_local[size_t(child)].rotation *
+                                         Eigen::Quaterniond(0, 1, 0, 0));  // 180° about its own x
+  std::vector<float> out(rig->positions.size());
+  ASSERT_TRUE((*d)->Deform({&turned, {}}, out, nullptr).ok());
+  // Every posed-cage vertex moved 1 % of the diagonal along the y and z axes.
+  std::vector<float> lift(3 * rig->cages[0].vertex_count(), 0.f);
+  for (size_t i = 0; i < lift.size(); ++i) lift[i] = i % 3 == 0 ? 0.f : float(0.01 * rig->bbox_diagonal());
+  const CageFrame edit{0, CageInputMode::kOffsets, lift};
+  const absl::Status st = (*d)->Deform({nullptr, {}, &edit}, out, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("posed_cage: the reverse cage deformer is singular"));
+  const Pose rest = RestPose(rig->skeleton);
+  ASSERT_TRUE((*d)->Deform({&rest, {}}, out, nullptr).ok());
+  double worst = 0;
+  for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::abs(double(out[i]) - rig->positions[i]));
+  EXPECT_LE(worst, 1e-5 * rig->bbox_diagonal()) << "the rest pose after the refused frame is not the rest mesh";
+}
+
 // With DQS the reverse deformer uses the LBS linearisation (thesis §3.3); the error is reported.
 TEST_F(Arm, ReverseCageDeformerWithDqsIsCloseToTheRequest) {
   auto d = Make("supercages", "dqs");
