@@ -777,9 +777,15 @@ absl::StatusOr<TetMesh> BuildTets(const Rig& rig, const PbsParams& p, const Prog
     options.max_vertices = kPbsMaxParticles;
     return MeshVolume(rig.positions, rig.triangles, options, [&] { return !progress || progress(0.05); });
   }
-  auto grid = Voxelize(rig.positions, rig.triangles, {p.voxel_size > 0 ? p.voxel_size : longest / 32});
-  if (!grid.ok()) return grid.status();
-  // Bounded like the mesher's (until 2026-12-01 only the voxels' own 2^24 cells bounded these:
+  // The grid is bounded before it is built: at most 16 cells a particle the method takes (until
+  // 2026-12-03 the voxels' own 2^26 cells, gigabytes of corners and labels before the particle
+  // limit below was checked).
+  auto grid = Voxelize(rig.positions, rig.triangles,
+                       {p.voxel_size > 0 ? p.voxel_size : longest / 32, 16 * kPbsMaxParticles});
+  if (!grid.ok()) {
+    return absl::Status(grid.status().code(), absl::StrCat("deformer.pbs.voxel_size: ", grid.status().message()));
+  }
+  // Bounded like the mesher's (until 2026-12-01 only the voxels' own cells bounded these:
   // millions of particles, gigabytes of constraints and frames of seconds).
   if (grid->vertices.size() > kPbsMaxParticles) {
     return absl::ResourceExhaustedError(absl::StrCat("deformer.pbs.voxel_size: ", grid->h, " makes ",

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/swingtwist/sparse.h"
 
 namespace sinew {
@@ -119,6 +120,19 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     return absl::ResourceExhaustedError(absl::StrCat(
         "elasticity weights: ", nj, " joints x ", grid.vertices.size(), " grid vertices (voxel size ", h, ") is ",
         entries, ", more than the ", kElasticWeightsMaxEntries, " the weights' solve takes; choose a larger voxel size"));
+  }
+  // The solves' memory, before any of it is taken (until 2026-12-03 a fine voxel size with many
+  // samples passed the check above and asked for tens of GB).
+  const double samples = std::max(std::max(options.swing_samples, options.twist_samples), 1);
+  const double concurrent = std::min<double>(double(nj), pool ? double(std::max<size_t>(pool->workers(), 1)) : 1.0);
+  if (const double bytes = ElasticWeightsBytes(double(grid.voxel_count()), double(grid.vertices.size()), samples,
+                                               concurrent);
+      bytes > kElasticWeightsMaxBytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "elasticity weights: %d voxels and %d grid vertices (voxel size %g) with %g rotation samples, %g solves at "
+        "once, need about %.1f GB, more than the %.0f GB the weights' solves take; choose a larger voxel size or "
+        "fewer swing_samples/twist_samples",
+        grid.voxel_count(), grid.vertices.size(), h, samples, concurrent, bytes / 1e9, kElasticWeightsMaxBytes / 1e9));
   }
 
   // Handles: each joint's nearest grid vertex; joints that share one share a handle, whose

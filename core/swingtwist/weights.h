@@ -22,6 +22,9 @@
 #include <string>
 #include <vector>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 #include "core/deformer/deformer.h"
 #include "core/swingtwist/emw.h"
@@ -33,6 +36,19 @@ namespace sinew {
 // the voxel size): its solve keeps three dense handles x grid-vertices matrices of doubles, so
 // about 1.6 GB here.
 inline constexpr double kElasticWeightsMaxEntries = double(1 << 26);
+// The most bytes ComputeElasticWeights' solves may hold at once, estimated from the grid before
+// they start (RESOURCE_EXHAUSTED past it, naming the voxel size and the samples): per voxel, the
+// energy's and Laplacian's triplets (1.5 kB) and a rotation per sample (72 B), per grid vertex
+// its sparse rows and factor (about 2 kB) and a vector per sample, for each solve the pool runs
+// at once; the blend weights' q before them.
+inline constexpr double kElasticWeightsMaxBytes = 8.0 * (uint64_t{1} << 30);
+// That estimate, for `voxels` voxels, `grid_vertices` grid vertices, `samples` rotation samples
+// and `concurrent` solves at once.
+inline double ElasticWeightsBytes(double voxels, double grid_vertices, double samples, double concurrent) {
+  const double blend = 768 * voxels + 2000 * grid_vertices;
+  const double solve = (1536 + 72 * samples) * voxels + (2000 + 24 * samples) * grid_vertices;
+  return std::max(blend, concurrent * solve);
+}
 
 struct ElasticWeightsOptions {
   double voxel_size = 0;  // 0: the rest mesh's longest bounding-box side / 64

@@ -463,6 +463,21 @@ TEST(PbsMethod, JiggleKeepsMovingAfterAStopWhereSkinnedParticlesDoNot) {
   }
 }
 
+// A voxel size whose grid would hold far more cells than the particles the method takes is refused
+// before the grid is built, naming the parameter (until 2026-12-03 up to 2^26 cells were built,
+// gigabytes, before the particle count refused them).
+TEST(PbsMethod, AVoxelGridPastItsBoundIsRefusedBeforeItIsBuilt) {
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(testing::ElbowCylinder()));
+  auto p = std::make_shared<PbsParams>();
+  p->tets = PbsParams::Tets::kVoxels;
+  p->voxel_size = (rig->bbox_max - rig->bbox_min).maxCoeff() / 600;
+  DeformerConfig config("pbs", p);
+  const auto st = PreparePbs(*rig, config, nullptr, {}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("deformer.pbs.voxel_size"));
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("the grid would have"));
+}
+
 // Jiggle without the painted attribute is refused, naming it; a painted value outside [0, 1] too.
 TEST(PbsMethod, JiggleNeedsItsAttribute) {
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(testing::ElbowCylinder()));
