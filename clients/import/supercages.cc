@@ -435,9 +435,11 @@ absl::StatusOr<WeightsInput> ReadSkw(const std::string& path, size_t vertex_coun
       return LineError(path, line, absl::StrCat("vertex index ", v, " out of range (", vertex_count,
                                                 " vertices)"));
     }
-    if (!std::isfinite(w) || w < 0) {
+    if (!std::isfinite(w) || w < 0 || w > std::numeric_limits<float>::max()) {
       return LineError(path, line, absl::StrCat("weight ", Str(t[2]), " is ",
-                                                std::isfinite(w) ? "negative" : "not finite"));
+                                                !std::isfinite(w) ? "not finite"
+                                                : w < 0           ? "negative"
+                                                                  : "beyond float's range"));
     }
     entries.push_back({static_cast<uint32_t>(v), static_cast<uint32_t>(j), static_cast<float>(w)});
     return absl::OkStatus();
@@ -636,6 +638,11 @@ absl::StatusOr<CageClip> ReadCageClip(const std::string& path, size_t cage_verte
     }
     double d[3];
     if (auto s = ParseFinite(path, line, t, 2, 3, "offset", d); !s.ok()) return s;
+    for (int i = 0; i < 3; ++i) {
+      if (std::abs(d[i]) > std::numeric_limits<float>::max()) {
+        return LineError(path, line, absl::StrCat("offset ", Axis(i), " \"", Str(t[2 + i]), "\" is beyond float's range"));
+      }
+    }
     for (double x : d) clip.offsets[k].push_back(static_cast<float>(x));
     return absl::OkStatus();
   });

@@ -139,9 +139,12 @@ absl::Status BuildSkeleton(Skeleton& sk, const RigLimits& limits) {
     const std::string field = absl::StrCat("rig.skeleton.inverse_bind_matrices[", j, "]");
     if (!m.allFinite()) return Invalid(absl::StrCat(field, ": not finite"));
     const Eigen::Matrix3d a = m.leftCols<3>();
+    // Singular relative to its own scale (an absolute 1e-12 refused a well-conditioned bind scaled
+    // by 1e-4, an armature in other units, and took a singular one scaled by 1e5, until 2026-12-03).
     const double det = a.determinant();
-    if (!(std::abs(det) > 1e-12)) {
-      return Invalid(absl::StrFormat("%s: singular (determinant %g)", field, det));
+    const double size = a.norm() / std::sqrt(3.0);  // 1 for a rotation
+    if (!(std::abs(det) > 1e-9 * size * size * size)) {
+      return Invalid(absl::StrFormat("%s: singular (determinant %g for a matrix of size %g)", field, det, size));
     }
     bool similarity;
     NearestSimilarity(m, &similarity);

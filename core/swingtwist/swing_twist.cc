@@ -127,7 +127,7 @@ absl::Status SwingTwistJoints(const Rig& rig, const CanonicalFrames& frames, std
       const double orthogonality = (rotation.transpose() * rotation - Eigen::Matrix3d::Identity()).cwiseAbs().maxCoeff();
       if (!(scale > 0) || !(orthogonality <= 1e-3)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "frame.pose: joint ", j, " (", sk.names.empty() ? "" : sk.names[j],
+            "pose: joint ", j, " (", sk.names.empty() ? "" : sk.names[j],
             ") shears, mirrors or scales unevenly relative to its parent; swing/twist deformers take rotations, "
             "uniform scales and translations"));
       }

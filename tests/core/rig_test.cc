@@ -291,6 +291,28 @@ TEST(Rig, AttributeLengthChecked) {
   ExpectInvalid(std::move(in), "rig.attributes[0].values: 5 values, expected 80 vertices x 1");
 }
 
+// Singular is judged at the matrix's own scale: a bind scaled by 1e-4 (an armature in other
+// units) is taken, one that flattens an axis is refused at any scale (until 2026-12-03 an
+// absolute 1e-12 on the determinant refused the first and took the second scaled by 1e5).
+TEST(Rig, ASingularInverseBindIsJudgedAtItsOwnScale) {
+  auto with = [](double scale, double flat) {
+    RigInput in = Limb();
+    const size_t n = in.rig.skeleton.parents.size();
+    in.rig.skeleton.inverse_bind.assign(n, IdentityAffine());
+    for (auto& m : in.rig.skeleton.inverse_bind) {
+      m.leftCols<3>() = scale * Eigen::Vector3d(1, 1, flat).asDiagonal();
+    }
+    return BuildRig(std::move(in)).status();
+  };
+  EXPECT_TRUE(with(1e-4, 1).ok()) << with(1e-4, 1);
+  EXPECT_TRUE(with(1e5, 1).ok()) << with(1e5, 1);
+  for (double scale : {1e-4, 1.0, 1e5}) {
+    const absl::Status st = with(scale, 1e-12);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << scale;
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("inverse_bind_matrices[0]: singular")) << scale;
+  }
+}
+
 TEST(Rig, InverseBindDefaultsToInverseRestWorld) {
   Rig rig = testing::BuildOrDie(Limb());
   // Joint 2 rests at x = 2 along the chain: its inverse bind translates by -2.

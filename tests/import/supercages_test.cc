@@ -430,6 +430,19 @@ TEST_F(SuperCagesFormat, CageClipWithTooManyLinesNamesFileAndLine) {
   ExpectError("bad_cageAnim.txt:6: ", "more 'c' lines than the 4 cage vertices");
 }
 
+// Values a double holds and a float does not (1e39) became inf without the file and line (until
+// 2026-12-03 they failed later, at BuildRig or at the server, naming a field).
+TEST_F(SuperCagesFormat, WeightsAndCageOffsetsBeyondFloatsRangeNameFileAndLine) {
+  files_.weights = Write("big.skw", "0 0 1\n0 1 1e39\n");
+  ExpectError("big.skw:2: ", "weight 1e39 is beyond float's range");
+}
+
+TEST_F(SuperCagesFormat, CageOffsetsBeyondFloatsRangeNameFileAndLine) {
+  files_.cage = files_.mesh;
+  files_.cage_clip = Write("big_cageAnim.txt", "k 0\nc 0 0 1e39 0\n");
+  ExpectError("big_cageAnim.txt:2: ", "offset y \"1e39\" is beyond float's range");
+}
+
 TEST_F(SuperCagesFormat, CageClipStoresOffsetsPerKey) {
   files_.cage = files_.mesh;
   files_.cage_clip = Write("ok_cageAnim.txt",
