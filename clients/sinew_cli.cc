@@ -1166,6 +1166,9 @@ int Batch(client::Client& c, client::Args& args) {
 
     req.set_session_id(session->session_id());
     req.set_first_frame(first);
+    // A history-dependent method replays the frames before `first` on the server, unsent: it says
+    // how far it got every 10 s (and a proxy's idle timeout sees traffic).
+    req.set_replay_progress_ms(10000);
     const uint64_t left = range.end - first;
     req.set_max_frames(max_frames > 0 ? std::min<uint64_t>(left, max_frames) : shard ? left : 0);
     client::Progress progress(stem, range.size());  // this run's frames: the clip's, or its shard's
@@ -1173,7 +1176,18 @@ int Batch(client::Client& c, client::Args& args) {
     std::vector<float> xyz;
     client::PositionDecoder decoder;
     uint64_t expected = first;
+    bool sent_any = false;
     absl::Status st = c.DeformClip(req, [&](const v1::DeformClipResponse& r) -> absl::Status {
+      if (r.replayed() > 0) {  // before any frame is sent: the progress line is not drawn yet
+        std::fprintf(stderr, "%s: the server replayed %llu of the %llu frames before frame %llu (a history-dependent "
+                     "method plays them again from rest)\n", stem.c_str(), (unsigned long long)r.replayed(),
+                     (unsigned long long)first, (unsigned long long)first);
+        return absl::OkStatus();
+      }
+      if (!sent_any) {
+        sent_any = true;
+        progress.Resume(first - range.begin);  // the rate from the first frame sent, not from the replay
+      }
       if (r.frame() != expected) {
         return absl::DataLossError(absl::StrCat("server sent frame ", r.frame(), ", expected ", expected));
       }

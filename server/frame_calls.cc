@@ -600,7 +600,22 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     }
     if (self->frame_ < self->replay_end_) {
       // A stateful method replays the frames before first_frame, unsent: the next one, on the
-      // pool (never recursively: a CPU frame completes before Run returns).
+      // pool (never recursively: a CPU frame completes before Run returns). A client that asked
+      // hears of it now and then (until 2026-12-03 a long replay sent nothing, and a proxy's
+      // idle timeout cut it, again at every resume).
+      const uint32_t every_ms = self->req_->replay_progress_ms();
+      const auto now = std::chrono::steady_clock::now();
+      if (every_ms > 0 && (self->frame_ == 0 || now - self->last_sent_ >= std::chrono::milliseconds(every_ms))) {
+        self->last_sent_ = now;
+        self->progress_.set_total_frames(self->response_.total_frames());
+        self->progress_.set_replayed(self->frame_ + 1);
+        {
+          std::lock_guard lock(self->mu_);
+          self->running_ = false;
+          self->writing_ = true;
+        }
+        return self->StartWrite(&self->progress_);
+      }
       return self->Continue();
     }
     self->response_.set_frame(self->frame_);
@@ -632,6 +647,8 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   double fps_ = 0;
   double time_step_ = 0;  // seconds per frame: 1 / fps_, or the request's for pose lists
   uint64_t replay_end_ = 0;  // frames before this one are computed but not sent
+  v1::DeformClipResponse progress_;  // a replay's progress message (replay_progress_ms)
+  std::chrono::steady_clock::time_point last_sent_ = std::chrono::steady_clock::now();
   uint64_t next_ = 0, end_ = 0;
   uint64_t frame_ = 0;  // the frame in flight
   std::string tenant_;

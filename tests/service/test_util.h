@@ -76,7 +76,25 @@ inline void ExpectResumedBatchEqualsWhole(client::Client& c, v1::DeformClipReque
   const auto whole = PlayClip(c, batch);
   ASSERT_EQ(whole.size(), size_t(batch.poses().poses_size()));
   batch.set_first_frame(first);
-  const auto resumed = PlayClip(c, batch);
+  // Progress messages of the replay, asked for (every millisecond: at least one, after its first
+  // frame): before any frame, counting up, carrying nothing but the count and the clip's length.
+  batch.set_replay_progress_ms(1);
+  std::map<uint64_t, std::vector<float>> resumed;
+  std::vector<uint64_t> replayed;
+  const absl::Status st = c.DeformClip(batch, [&](const v1::DeformClipResponse& f) {
+    if (f.replayed() > 0) {
+      EXPECT_TRUE(resumed.empty()) << "a replay message after a frame";
+      EXPECT_TRUE(f.positions().empty() && f.frame() == 0);
+      EXPECT_EQ(f.total_frames(), whole.size());
+      replayed.push_back(f.replayed());
+      return absl::OkStatus();
+    }
+    return client::DecodePositions(f, resumed[f.frame()]);
+  });
+  EXPECT_TRUE(st.ok()) << st;
+  ASSERT_FALSE(replayed.empty()) << "no replay progress";
+  EXPECT_EQ(replayed.front(), 1u);
+  EXPECT_TRUE(std::is_sorted(replayed.begin(), replayed.end()) && replayed.back() <= first);
   EXPECT_EQ(resumed.size(), whole.size() - first);
   for (const auto& [frame, positions] : resumed) EXPECT_EQ(positions, whole.at(frame)) << "frame " << frame;
 }
