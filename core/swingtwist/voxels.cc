@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/geometry/nearest_point.h"
 #include "core/util/union_find.h"
 
 namespace sinew {
@@ -49,17 +50,25 @@ int32_t VoxelGrid::VoxelAt(const std::array<int, 3>& c) const {
 std::vector<int32_t> NearestAnchoredVertex(const VoxelGrid& grid, const std::vector<uint8_t>& anchored) {
   const size_t n = grid.vertices.size();
   std::vector<int32_t> from(n, -1);
-  for (size_t i = 0; i < n; ++i) {
-    if (anchored[grid.component[i]]) continue;
-    double best = 1e300;
-    for (size_t a = 0; a < n; ++a) {
-      if (!anchored[grid.component[a]]) continue;
-      const double d = (grid.vertices[a] - grid.vertices[i]).squaredNorm();
-      if (d < best) {
-        best = d;
-        from[i] = int32_t(a);
-      }
+  // A k-d tree over the anchored vertices (until 2026-12-03 every unanchored vertex looked at
+  // every anchored one: 5e10 steps, and this runs once per solve, for a detached prop at a fine
+  // voxel size).
+  std::vector<float> points;
+  std::vector<int32_t> index;
+  bool any_unanchored = false;
+  for (size_t a = 0; a < n; ++a) {
+    if (!anchored[grid.component[a]]) {
+      any_unanchored = true;
+      continue;
     }
+    const Eigen::Vector3d& p = grid.vertices[a];
+    points.insert(points.end(), {float(p.x()), float(p.y()), float(p.z())});
+    index.push_back(int32_t(a));
+  }
+  if (!any_unanchored || index.empty()) return from;
+  const NearestPointTree tree(points);
+  for (size_t i = 0; i < n; ++i) {
+    if (!anchored[grid.component[i]]) from[i] = index[tree.Nearest(grid.vertices[i])];
   }
   return from;
 }

@@ -49,7 +49,7 @@ inline constexpr int kVoxelEdges[12][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {0, 2
                                            {4, 6}, {5, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}};
 
 // For grid vertices of components that are not `anchored` (per component), the nearest grid
-// vertex of an anchored component (brute force); -1 for vertices of anchored components. The
+// vertex of an anchored component (a k-d tree over them, in float); -1 for vertices of anchored components. The
 // solvers leave unanchored parts (a mesh part with no bone or joint in it) out and copy these.
 std::vector<int32_t> NearestAnchoredVertex(const VoxelGrid& grid, const std::vector<uint8_t>& anchored);
 
