@@ -149,6 +149,9 @@ struct RigInput {
   WeightsInput weights;
 };
 
+// The most bones that meet at one sphere of a sphere-mesh (BuildRig refuses more).
+inline constexpr uint32_t kMaxBonesAtASphere = 64;
+
 struct RigLimits {
   size_t max_vertices = 10'000'000;
   size_t max_joints = 65535;  // joint indices are stored as uint16

@@ -969,6 +969,23 @@ TEST(BaselineSkinning, MalformedSphereMeshesAreRefusedNamingTheirPart) {
   };
   EXPECT_TRUE(with(chain(false)).ok()) << with(chain(false));
   expect(with(chain(true)), "the bones form a cycle");
+  // A star of bones at one sphere: 64 are taken, 65 refused (each point near a junction compares
+  // its bones pairwise).
+  auto star = [](uint32_t arms) {
+    return [arms](SphereMesh& s) {
+      s = SphereMesh{};
+      s.centers = {0, 0, 0};
+      s.radii = {0.2f};
+      for (uint32_t i = 1; i <= arms; ++i) {
+        const double a = 2 * std::numbers::pi * i / arms;
+        s.centers.insert(s.centers.end(), {float(std::cos(a)), float(std::sin(a)), 0});
+        s.radii.push_back(0.1f);
+        s.bones.insert(s.bones.end(), {0, i});
+      }
+    };
+  };
+  EXPECT_TRUE(with(star(kMaxBonesAtASphere)).ok()) << with(star(kMaxBonesAtASphere));
+  expect(with(star(kMaxBonesAtASphere + 1)), "sphere 0 joins more than 64 bones");
   // A frame whose spheres would swallow one another is refused too, naming the bone.
   const Prepared f(Bar().Make());
   auto d = f.Make();
