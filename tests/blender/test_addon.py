@@ -268,6 +268,22 @@ def main():
         except RuntimeError as e:  # operators reporting ERROR raise in background mode
             check("no Armature modifier" in str(e), f"unexpected error: {e}")
         s.mesh = mesh
+        s.method = "lbs"
+        # A Cache path relative to an unsaved .blend is refused (it would land in Blender's working
+        # folder); saved, the bake's modifier keeps it relative.
+        s.bake_path = "//rel_{mesh}.pc2"
+        try:
+            check(bpy.ops.sinew.bake(frame_start=1, frame_end=3) == {"CANCELLED"},
+                  "a bake relative to an unsaved .blend was accepted")
+        except RuntimeError as e:
+            check("save the file first" in str(e), f"unexpected error: {e}")
+        bpy.ops.wm.save_as_mainfile(filepath=os.path.join(tmp, "saved.blend"))
+        check(bpy.ops.sinew.bake(frame_start=1, frame_end=3) == {"FINISHED"}, "a bake relative to the saved .blend")
+        rel = mesh.modifiers[bridge.MESH_CACHE].filepath
+        check(rel.startswith("//") and os.path.exists(bpy.path.abspath(rel)),
+              f"the relative bake's modifier path {rel!r} is not relative, or no file is there")
+        check(bpy.ops.sinew.clear_bake() == {"FINISHED"}, "clear_bake of the relative bake")
+        s.bake_path = os.path.join(tmp, "bake_{mesh}.pc2")
         # A bake that fails (here: no server) keeps the bake before it (until 2026-12-01 it took the
         # Mesh Cache modifier off first and left it off).
         s.method = "lbs"

@@ -360,6 +360,12 @@ class SINEW_OT_bake(bpy.types.Operator):
         if last < first:
             self.report({"ERROR"}, f"Sinew: frames {first}..{last}: the end is before the start")
             return {"CANCELLED"}
+        # A path relative to the .blend ("//") needs a saved .blend (until 2026-12-03 it resolved
+        # against Blender's working folder, wherever Blender was started).
+        if s.bake_path.startswith("//") and not bpy.data.filepath:
+            self.report({"ERROR"}, f"Sinew: Cache {s.bake_path!r} is relative to the .blend: save the file first, "
+                                   "or give an absolute path")
+            return {"CANCELLED"}
         current = scene.frame_current
         wm = context.window_manager
         # The bake this one replaces: its modifier comes off while the rig is exported from the
@@ -417,7 +423,10 @@ class SINEW_OT_bake(bpy.types.Operator):
             client.close()
             scene.frame_set(current)
         index = list(mesh_obj.modifiers).index(bridge.armature_modifier(mesh_obj))
-        bridge.mesh_cache_modifier(mesh_obj, path, first, index)
+        # The modifier keeps a "//" path relative, so that the project moves (or renders on a farm
+        # with other mounts) with its cache.
+        bridge.mesh_cache_modifier(mesh_obj, bpy.path.relpath(path) if s.bake_path.startswith("//") else path,
+                                   first, index)
         _set_armature_modifier(mesh_obj, False)
         self.report({"INFO"}, f"Sinew: baked {len(frames)} frames of {mesh_obj.name} ({session.method}) to {path} "
                               f"in {time.perf_counter() - start:.1f} s")
