@@ -12,6 +12,7 @@ import argparse
 import functools
 import http.server
 import os
+import socket
 import sys
 import urllib.parse
 
@@ -52,11 +53,21 @@ def main():
     if not os.path.isdir(os.path.join(HERE, 'node_modules', 'three')):
         sys.exit(f'serve.py: {HERE}/node_modules/three is missing: run scripts/install-deps.sh')
     Handler.clips = [os.path.abspath(f) for f in a.files]
-    server = http.server.ThreadingHTTPServer((a.bind, a.port), functools.partial(Handler, directory=HERE))
+
+    class Server(http.server.ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ':' in a.bind else socket.AF_INET
+
+    server = Server((a.bind, a.port), functools.partial(Handler, directory=HERE))
     host, port = server.server_address[:2]
-    query = '&'.join(f'{k}=/clips/{i}/{urllib.parse.quote(os.path.basename(f))}'
+    if host in ('0.0.0.0', '::'):  # every address: the URL names this machine's loopback
+        host = '127.0.0.1' if host == '0.0.0.0' else '::1'
+    # Each clip's path is quoted as a path (the server unquotes it), then as a query value (the
+    # viewer's URLSearchParams unquotes that): a name with '#', '?' or '%' reaches the server
+    # whole (until 2026-12-03 it was quoted once, and '#' cut the path short).
+    query = '&'.join(f'{k}=' + urllib.parse.quote(f'/clips/{i}/{urllib.parse.quote(os.path.basename(f))}', safe='/')
                      for i, (k, f) in enumerate(zip('ab', a.files)))
-    print(f'viewer: http://{host}:{port}/index.html' + (f'?{query}' if query else ''), flush=True)
+    shown = f'[{host}]' if ':' in host else host
+    print(f'viewer: http://{shown}:{port}/index.html' + (f'?{query}' if query else ''), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -108,8 +108,11 @@ async function load(slot, url, label) {
     const info = sinewInfo(gltf);
     const mesh = morphMesh(gltf.scene);
     const clip = gltf.animations[0] || null;
-    const frames = info ? info.frames : mesh ? mesh.morphTargetInfluences.length : 1;
-    const fps = info ? info.frames_per_second : clip && frames > 1 ? (frames - 1) / clip.duration : 30;
+    // Frames: a Sinew bake's own count; else its animation's key times (until 2026-12-03 its
+    // morph targets' count, 1 for a skeletal animation: the slider could not seek it).
+    const keys = clip ? new Set(clip.tracks.flatMap((t) => Array.from(t.times))).size : 0;
+    const frames = info ? info.frames : Math.max(1, keys || (mesh ? mesh.morphTargetInfluences.length : 1));
+    const fps = info ? info.frames_per_second : clip && frames > 1 && clip.duration > 0 ? (frames - 1) / clip.duration : 30;
     const s = { label: label || url.split('/').pop(), gltf, info, mesh, frames, fps,
                 scene: makeScene(gltf, colors[slot]), mixer: null, duration: frames / fps };
     if (clip) {

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 import urllib.request
 
 import websocket  # Debian python3-websocket
@@ -178,6 +179,24 @@ class ViewerTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(r.stdout.count(': 0 errors, 0 warnings'), len(self.glbs), r.stdout)
 
+    def test_1b_serve_py_urls_reach_clips_whatever_their_names(self):
+        """The printed URL's clip paths, read as the viewer reads them (the query unquoted once, then
+        fetched as a path), reach the file for a name with '#', '?', '%' or a space (until
+        2026-12-03 a '#' cut the path short: 404)."""
+        odd = os.path.join(self.tmp, 'odd #1 ?50%.glb')
+        shutil.copy(self.glbs[0], odd)
+        web = subprocess.Popen([sys.executable, os.path.join(WEB, 'serve.py'), odd],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            url = read_line(web.stdout, r'viewer: (http://\S+)', 'serve.py').group(1)
+            parts = urllib.parse.urlsplit(url)
+            clip = urllib.parse.parse_qs(parts.query)['a'][0]
+            with urllib.request.urlopen(f'{parts.scheme}://{parts.netloc}{clip}', timeout=30) as r:
+                self.assertEqual(r.read(), open(odd, 'rb').read())
+        finally:
+            web.send_signal(signal.SIGTERM)
+            web.wait(30)
+
     def test_2_viewer_plays_both_clips_side_by_side(self):
         cls = type(self)
         cls.web = subprocess.Popen([sys.executable, os.path.join(WEB, 'serve.py'), *self.glbs],
@@ -290,6 +309,8 @@ class ViewerTest(unittest.TestCase):
 
         pick(paths['meshless'])
         chrome.wait_for('document.body.dataset.state === "ready"', 'the skeleton-only file loaded')
+        # Its frames are its animation's keys (two), not a morph target count it does not have.
+        self.assertEqual(chrome.eval('sinewViewer.state().slots[0].frames'), 2)
         drawn = int(chrome.eval('sinewViewer.state().renders'))
         chrome.wait_for(f'sinewViewer.state().renders > {drawn + 5}', 'frames drawn after a file without a mesh')
         self.assertEqual(chrome.eval('document.body.dataset.state'), 'ready')
