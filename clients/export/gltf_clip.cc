@@ -196,14 +196,17 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
   node.mesh = 0;
   m.nodes.push_back(node);
 
-  // The weights animation: key k at k / fps shows target k alone (STEP).
-  std::vector<float> times(frames), weights(frames * frames, 0.f);
-  for (size_t k = 0; k < frames; ++k) {
+  // The weights animation: key k at k / fps shows target k alone (STEP), and a last key at
+  // frames / fps holds the last frame, so that the clip lasts frames / fps and a looping player
+  // shows the last frame for 1 / fps like the others (until 2026-12-03 the clip ended on the
+  // last frame's key, and three.js's loop never showed it).
+  std::vector<float> times(frames + 1), weights((frames + 1) * frames, 0.f);
+  for (size_t k = 0; k <= frames; ++k) {
     times[k] = static_cast<float>(double(k) / clip.frames_per_second);
-    weights[k * frames + k] = 1.f;
+    weights[k * frames + std::min(k, frames - 1)] = 1.f;
   }
   const int input = AddAccessor(m, AddView(m, times.data(), times.size() * 4, 0), 0, TINYGLTF_COMPONENT_TYPE_FLOAT,
-                                TINYGLTF_TYPE_SCALAR, frames, {times.front()}, {times.back()});
+                                TINYGLTF_TYPE_SCALAR, times.size(), {times.front()}, {times.back()});
   const int output = AddAccessor(m, AddView(m, weights.data(), weights.size() * 4, 0), 0,
                                  TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_SCALAR, weights.size());
   tinygltf::Animation anim;

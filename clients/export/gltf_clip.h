@@ -9,8 +9,10 @@
 //     takes the file's normals shades every frame with the rest pose's (the viewer here and
 //     Blender compute normals from the positions instead);
 //   - an animation "clip" on the mesh's node: a `weights` channel with STEP interpolation,
-//     keys at k / fps, key k weighting target k by 1 and every other by 0: playing it shows
-//     frame k from k / fps until (k + 1) / fps, exactly the frames of the bake, no blending;
+//     keys at k / fps, key k weighting target k by 1 and every other by 0, and a last key at
+//     frames / fps holding the last frame: playing it shows frame k from k / fps until
+//     (k + 1) / fps, exactly the frames of the bake, no blending, and the clip lasts
+//     frames / fps (a looping player shows the last frame as long as the others);
 //   - the mesh's default weights show frame 0; `mesh.extras.targetNames` names the targets
 //     "frame 0" … (three.js and Blender read it);
 //   - `scenes[0].extras.sinew`: what was baked (method, clip, source file, frames per second,
@@ -43,9 +45,9 @@ inline constexpr size_t kMaxGltfFrames = 2048;
 inline constexpr uint64_t kMaxGlbBinaryBytes = (uint64_t{1} << 32) - (uint64_t{1} << 24);
 // The binary chunk's bytes for `vertices`, `indices` (3 per triangle) and `frames` (at most:
 // a point set has no normals): rest and normals (24 per vertex), indices (4 each), the targets (12 per vertex per frame), the times
-// and the weights (4·frames + 4·frames²).
+// and the weights (4·(frames + 1) and 4·(frames + 1)·frames).
 inline uint64_t GltfClipBinaryBytes(uint64_t vertices, uint64_t indices, uint64_t frames) {
-  return 24 * vertices + 4 * indices + 12 * vertices * frames + 4 * frames + 4 * frames * frames;
+  return 24 * vertices + 4 * indices + 12 * vertices * frames + 4 * (frames + 1) + 4 * (frames + 1) * frames;
 }
 
 // One frame's geometric quality (v1::QualityReport's fields, core/geometry/mesh_quality.h).
@@ -79,7 +81,7 @@ struct GltfClipData {
   std::vector<float> rest, normals;
   std::vector<uint32_t> triangles;
   std::vector<std::vector<float>> frames;
-  std::vector<double> key_times;  // the weights animation's input
+  std::vector<double> key_times;  // the weights animation's input: frames + 1 keys (the last holds the last frame)
   std::string interpolation;      // its sampler's
   std::string extras_json;        // scenes[0].extras as JSON text ("" when none)
 };

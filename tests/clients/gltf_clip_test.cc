@@ -86,8 +86,8 @@ TEST_F(GltfClipTest, FramesReadBackAsRestPlusTheirMorphTarget) {
   ASSERT_EQ(d->normals.size(), 12u);
   for (size_t v = 0; v < 4; ++v) EXPECT_FLOAT_EQ(d->normals[3 * v + 2], 1.f);  // the quad faces +z
   EXPECT_EQ(d->interpolation, "STEP");
-  ASSERT_EQ(d->key_times.size(), 5u);
-  for (size_t k = 0; k < 5; ++k) EXPECT_NEAR(d->key_times[k], k / 24.0, 1e-7);
+  ASSERT_EQ(d->key_times.size(), 6u);  // and the last frame held until 5 / fps
+  for (size_t k = 0; k < 6; ++k) EXPECT_NEAR(d->key_times[k], k / 24.0, 1e-7);
 
   const auto extras = nlohmann::json::parse(d->extras_json);
   const auto& s = extras.at("sinew");
@@ -138,12 +138,18 @@ TEST_F(GltfClipTest, PositionAccessorsCarryTheirBoundsAndTheAnimationIsOneHot) {
   EXPECT_EQ(ch.target_path, "weights");
   EXPECT_EQ(ch.target_node, 0);
   const auto& out = m.accessors.at(m.animations[0].samplers.at(0).output);
-  ASSERT_EQ(out.count, 9u);
+  // Key k shows frame k alone; a 4th key, at 3 / fps, holds the last frame: the clip lasts three
+  // frames' time (until 2026-12-03 it ended at the last frame's key, which a loop never showed).
+  ASSERT_EQ(out.count, 12u);
   const auto& view = m.bufferViews.at(out.bufferView);
   const float* w = reinterpret_cast<const float*>(&m.buffers[0].data[view.byteOffset + out.byteOffset]);
-  for (size_t k = 0; k < 3; ++k) {
-    for (size_t j = 0; j < 3; ++j) EXPECT_EQ(w[3 * k + j], k == j ? 1.f : 0.f);
+  for (size_t k = 0; k < 4; ++k) {
+    for (size_t j = 0; j < 3; ++j) EXPECT_EQ(w[3 * k + j], std::min<size_t>(k, 2) == j ? 1.f : 0.f) << k << " " << j;
   }
+  const auto& in = m.accessors.at(m.animations[0].samplers.at(0).input);
+  ASSERT_EQ(in.count, 4u);
+  ASSERT_EQ(in.maxValues.size(), 1u);
+  EXPECT_NEAR(in.maxValues[0], 3.0 / 24, 1e-7);
 }
 
 TEST_F(GltfClipTest, BadInputNamesTheFieldAndIndexAndWritesNothing) {

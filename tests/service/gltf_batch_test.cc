@@ -81,8 +81,8 @@ TEST_F(GltfBatch, MorphedFramesAreThePointCacheFramesAndQualityTravelsInExtras) 
   }
   EXPECT_LT(worst, 1e-6f);
   EXPECT_EQ(clip->interpolation, "STEP");
-  ASSERT_EQ(clip->key_times.size(), 100u);
-  for (size_t k = 0; k < 100; ++k) EXPECT_NEAR(clip->key_times[k], k / 30.0, 1e-6);
+  ASSERT_EQ(clip->key_times.size(), 101u);  // the last holds frame 99 until 100 / 30 s
+  for (size_t k = 0; k < 101; ++k) EXPECT_NEAR(clip->key_times[k], k / 30.0, 1e-6);
 
   const auto extras = nlohmann::json::parse(clip->extras_json);
   const auto& s = extras.at("sinew");
