@@ -996,6 +996,14 @@ int Batch(client::Client& c, client::Args& args) {
   bool have_manifest = false;
   // The job: the rig, deformer, backend, encoding and clip at its rate (not the frame range).
   const std::string job = v1::Sha256Hex(absl::StrCat("sinew batch job 1\n", Deterministic(sreq), "\n", Deterministic(req)));
+  // The outputs' folders are made, as --obj's is (until 2026-12-03 only a shard's --pc2 folder
+  // was; an unsharded batch into a new folder failed writing its job record).
+  for (const std::string& out : {pc2, gltf}) {
+    const auto parent = std::filesystem::path(out).parent_path();
+    std::error_code ec;
+    if (!out.empty() && !parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec) return Fail(absl::FailedPreconditionError(absl::StrCat(parent.string(), ": ", ec.message())));
+  }
   if (shard) {
     manifest_path = client::ShardManifestPath(pc2, obj_dir, *shard);
     manifest.job = job;
@@ -1004,11 +1012,6 @@ int Batch(client::Client& c, client::Args& args) {
     manifest.frames = range;
     manifest.points = points;
     manifest.stem = stem;
-    if (!pc2.empty()) {
-      std::error_code ec;
-      const auto parent = std::filesystem::path(pc2).parent_path();
-      if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    }
     if (resume) {
       auto existing = client::ReadShardManifest(manifest_path);
       if (existing.ok()) {

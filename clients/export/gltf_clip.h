@@ -21,7 +21,7 @@
 //
 // Size: 12 bytes per vertex per frame for the targets, plus the rest mesh (24 bytes per vertex,
 // 12 per triangle) and the weights animation (4·frames² bytes): BCN_Epileptic (15 378 vertices,
-// 5 126 triangles) at 30 frames/s, 100 frames, is 18.97 MB. The weights animation grows with
+// 5 126 triangles) at 30 frames/s, 100 frames, is 18.95 MB. The weights animation grows with
 // the square of the frame count, so clips are limited to kMaxGltfFrames frames.
 #pragma once
 

@@ -397,7 +397,8 @@ TEST_F(Batch, StartingOverRemovesTheOtherJobsFramesAndAResumeKeepsOneBackend) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
   const std::string pc2 = (dir_ / "c.pc2").string(), obj = (dir_ / "obj").string();
-  const std::string ref_pc2 = (dir_ / "ref.pc2").string(), ref_obj = (dir_ / "ref").string();
+  // (The reference goes to a folder that does not exist yet: batch makes it.)
+  const std::string ref_pc2 = (dir_ / "new" / "ref.pc2").string(), ref_obj = (dir_ / "ref").string();
   std::string err;
   ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--method", "lbs"}), nullptr, &err), 0) << err;
   // A stray frame past the clip's end (from a run at a higher rate) goes too; other stems stay.
