@@ -1447,6 +1447,7 @@ int main(int argc, char** argv) {
       std::printf("  gpu %u %s: %.0f of %.0f MiB used, %.0f %% busy, %u rigs, %u sessions, %u frames queued, %u running\n",
                   d.index(), d.name().c_str(), d.used_bytes() / 1048576.0, d.limit_bytes() / 1048576.0,
                   100 * d.utilisation(), d.rigs(), d.sessions(), d.queued_frames(), d.running_frames());
+      if (!d.failed().empty()) std::printf("    FAILED until the server restarts: %s\n", d.failed().c_str());
     }
     const auto& l = info->limits();
     std::printf("  limits: %u vertices/rig, %llu rig bytes, %u sessions, idle TTL %u s, %u workers\n",

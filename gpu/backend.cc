@@ -88,7 +88,20 @@ class Device final : public ProgramDevice {
   int index() const override { return index_; }
   DeviceApi& api() override { return *api_; }
 
+  // Why the device is unusable until the server restarts (DeviceApi::Broken); empty while it is.
+  std::string failed() const { return api_->Broken(index_); }
+  // A failed frame's status: the error, and what it means for the device when it is broken.
+  absl::Status FrameError(const std::string& error) const {
+    const std::string broken = failed();
+    if (broken.empty()) return absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "gpu ", index_, ": ", error, "; the device is unusable until the server restarts (", broken,
+        "): close this session and open another (BACKEND_AUTO opens it on the CPU)"));
+  }
+
+  // Nothing on a broken device: new rigs go to another, or fail for room (BACKEND_AUTO: the CPU).
   uint64_t free_budget() {
+    if (!failed().empty()) return 0;
     std::lock_guard lock(budget_mu_);
     return limit_ - std::min(limit_, ChargedLocked());
   }
@@ -159,6 +172,7 @@ class Device final : public ProgramDevice {
     i.batches = batches_;
     i.queued_frames = static_cast<uint32_t>(pending_.size());
     i.running_frames = static_cast<uint32_t>(running_);
+    i.failed = failed();
     return i;
   }
 
@@ -570,7 +584,7 @@ class Device final : public ProgramDevice {
       spec.states_offset = size_t{12} * vertices + size_t{12} * s.normal_rows;  // after the normals
       ok = api_->Launch(s.queue, spec, &error);
     }
-    s.status = !fit.ok() ? fit : ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
+    s.status = !fit.ok() ? fit : ok ? absl::OkStatus() : FrameError(error);
     s.in_flight = true;
   }
 
@@ -589,9 +603,7 @@ class Device final : public ProgramDevice {
     double busy = 0;
     std::string error;
     // A failed launch left nothing running (DeviceApi::Launch): only a launched batch is waited for.
-    if (s.status.ok() && !api_->Wait(s.queue, &busy, &error)) {
-      s.status = absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
-    }
+    if (s.status.ok() && !api_->Wait(s.queue, &busy, &error)) s.status = FrameError(error);
     // Its device buffers are free for other batches, or to be given back (sessions that went
     // while it ran).
     bool trim = false;
@@ -834,7 +846,8 @@ GpuBackend::~GpuBackend() = default;
 
 absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(const GpuOptions& options) {
   std::shared_ptr<DeviceApi> api = options.emulate_devices > 0
-                                       ? MakeEmulatedApi(options.emulate_devices, options.emulate_bytes)
+                                       ? MakeEmulatedApi(options.emulate_devices, options.emulate_bytes,
+                                                         options.emulate_broken_after_launches)
                                        : MakeCudaApi();
   if (!api) return absl::UnavailableError("no GPU backend: Sinew was built without CUDA (nvcc not found)");
   std::string error;
@@ -857,8 +870,17 @@ absl::StatusOr<std::shared_ptr<GpuRig>> GpuBackend::Upload(const Rig& rig) {
                          sizeof(uint16_t) * e + sizeof(float) * e;
   // The least-loaded device: the one with the most free budget.
   Device* best = nullptr;
+  std::string broken;
   for (const auto& d : devices_) {
+    if (std::string why = d->failed(); !why.empty()) {  // unusable until the server restarts
+      broken = absl::StrCat("gpu ", d->index(), ": ", why);
+      continue;
+    }
     if (!best || d->free_budget() > best->free_budget()) best = d.get();
+  }
+  if (!best && !broken.empty()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("gpu: no device can take the rig: each is unusable until the server restarts (", broken, ")"));
   }
   if (!best || !best->Reserve(bytes)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -948,6 +970,11 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
   auto impl = std::static_pointer_cast<GpuRigImpl>(rig);
   auto coeffs = std::static_pointer_cast<GpuCoefficientsImpl>(spec.coefficients);
   auto model = std::static_pointer_cast<GpuModelImpl>(spec.model);
+  // No new session on a broken device: "no room", so that BACKEND_AUTO opens it on the CPU.
+  if (const std::string broken = impl->device_->failed(); !broken.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat("gpu ", impl->device_->index(),
+                                                     ": the device is unusable until the server restarts (", broken, ")"));
+  }
   const KernelInfo* kernel = FindKernel(spec.method);
   if (!kernel) return absl::InternalError(absl::StrCat("gpu: no kernel ", uint32_t(spec.method)));
   if (kernel->coefficients && !coeffs) return absl::InternalError("gpu: this stage needs its coefficients");

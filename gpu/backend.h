@@ -51,6 +51,10 @@ struct DeviceInfo {
   // Frames submitted and waiting for a batch; frames in a batch (packed, running or being
   // copied back), not yet completed.
   uint32_t queued_frames = 0, running_frames = 0;
+  // Non-empty once an error left the device unusable until the server restarts (a sticky CUDA
+  // error), and why: it takes no new rig or session (BACKEND_AUTO sessions open on the CPU), and
+  // its sessions' frames fail saying so.
+  std::string failed;
 };
 
 struct GpuOptions {
@@ -65,6 +69,9 @@ struct GpuOptions {
   // per-vertex code run on host memory), each with `emulate_bytes` of memory. 0: real CUDA.
   int emulate_devices = 0;
   uint64_t emulate_bytes = uint64_t{1} << 30;
+  // Tests: an emulated device's launches after this many fail as a sticky CUDA error would
+  // (DeviceApi::Broken). 0: never.
+  uint64_t emulate_broken_after_launches = 0;
 };
 
 // Floats per joint in a frame's joint data.

@@ -78,6 +78,7 @@ grpc::ServerUnaryReactor* Service::GetServerInfo(grpc::CallbackServerContext* ct
       di->set_used_bytes(dev.used_bytes);
       di->set_utilisation(dev.utilisation);
       di->set_queued_frames(dev.queued_frames);
+      di->set_failed(dev.failed);
       di->set_running_frames(dev.running_frames);
       di->set_rigs(tokens_.enabled() ? own_rigs[dev.index] : dev.rigs);
       di->set_sessions(tokens_.enabled() ? own_sessions[dev.index] : dev.sessions);

@@ -4,6 +4,8 @@
 // event (uploads and clears, on the default stream, wait for it).
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "gpu/runtime/batch.cuh"
@@ -24,6 +26,25 @@ bool Check(cudaError_t e, const char* what, std::string* error) {
   if (e == cudaSuccess) return true;
   if (error) *error = std::string(what) + ": " + cudaGetErrorString(e);
   return false;
+}
+
+// Errors after which the CUDA context is unusable: every later call in the process fails.
+bool Sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+      return true;
+    default:
+      return false;
+  }
 }
 
 struct Queue {
@@ -138,7 +159,22 @@ class CudaApi final : public DeviceApi {
   bool Launch(void* queue, const LaunchSpec& s, std::string* error) override {
     if (LaunchQueued(queue, s, error)) return true;
     cudaStreamSynchronize(static_cast<Queue*>(queue)->stream);
+    NoteSticky(static_cast<Queue*>(queue)->device);
     return false;
+  }
+
+  std::string Broken(int device) override {
+    std::lock_guard lock(broken_mu_);
+    const auto it = broken_.find(device);
+    return it == broken_.end() ? std::string() : it->second;
+  }
+
+  // A sticky error stays the last error of every later call: looked at after a failure.
+  void NoteSticky(int device) {
+    const cudaError_t e = cudaPeekAtLastError();
+    if (!Sticky(e)) return;
+    std::lock_guard lock(broken_mu_);
+    broken_.emplace(device, cudaGetErrorString(e));
   }
   bool LaunchQueued(void* queue, const LaunchSpec& s, std::string* error) {
     auto* q = static_cast<Queue*>(queue);
@@ -171,12 +207,23 @@ class CudaApi final : public DeviceApi {
 
   bool Wait(void* queue, double* busy_ms, std::string* error) override {
     auto* q = static_cast<Queue*>(queue);
-    if (!Check(cudaEventSynchronize(q->stop), "cudaEventSynchronize", error)) return false;
+    if (const cudaError_t e = cudaEventSynchronize(q->stop); e != cudaSuccess) {
+      Check(e, "cudaEventSynchronize", error);
+      if (Sticky(e)) {
+        std::lock_guard lock(broken_mu_);
+        broken_.emplace(q->device, cudaGetErrorString(e));
+      }
+      return false;
+    }
     float ms = 0;
     cudaEventElapsedTime(&ms, q->start, q->stop);
     *busy_ms = ms;
     return true;
   }
+
+ private:
+  std::mutex broken_mu_;
+  std::map<int, std::string> broken_;  // devices a sticky error left unusable, and why
 };
 
 }  // namespace

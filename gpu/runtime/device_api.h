@@ -118,6 +118,10 @@ class DeviceApi {
   virtual bool Launch(void* queue, const LaunchSpec& spec, std::string* error) = 0;
   // Waits for the queue's last launch; `busy_ms` is the time it took on the device.
   virtual bool Wait(void* queue, double* busy_ms, std::string* error) = 0;
+  // Why the device can no longer be used until the process restarts, once an error left it so
+  // (CUDA's sticky errors: an illegal address, a failed launch, an uncorrectable ECC error);
+  // empty while it can.
+  virtual std::string Broken(int device) { return {}; }
 };
 
 // nullptr when Sinew was built without CUDA.
@@ -125,7 +129,8 @@ std::unique_ptr<DeviceApi> MakeCudaApi();
 // What this build's GPU backend holds, for --version and deployment checks: "CUDA 13.0 runtime
 // (static), device code 80-real;90" or "not built (nvcc was not found at build time)".
 std::string CudaBuildInfo();
-// `devices` emulated devices of `bytes_per_device` each.
-std::unique_ptr<DeviceApi> MakeEmulatedApi(int devices, uint64_t bytes_per_device);
+// `devices` emulated devices of `bytes_per_device` each. `broken_after_launches` > 0 (tests):
+// a device's launches after that many fail as a sticky error would, and Broken says so.
+std::unique_ptr<DeviceApi> MakeEmulatedApi(int devices, uint64_t bytes_per_device, uint64_t broken_after_launches = 0);
 
 }  // namespace sinew::gpu

@@ -19,14 +19,19 @@ namespace sinew::gpu {
 namespace {
 
 struct PendingLaunch {
+  int device = 0;
   LaunchSpec spec;
   bool pending = false;
 };
 
 class EmulatedApi final : public DeviceApi {
  public:
-  EmulatedApi(int devices, uint64_t bytes)
-      : devices_(devices), bytes_(bytes), used_(std::make_unique<std::atomic<uint64_t>[]>(devices)) {}
+  EmulatedApi(int devices, uint64_t bytes, uint64_t broken_after)
+      : devices_(devices),
+        bytes_(bytes),
+        broken_after_(broken_after),
+        used_(std::make_unique<std::atomic<uint64_t>[]>(devices)),
+        launches_(std::make_unique<std::atomic<uint64_t>[]>(devices)) {}
   std::string kind() const override { return "emulated"; }
   int Count(std::string*) override { return devices_; }
   bool Properties(int device, std::string* name, int* major, int* minor, uint64_t* total) override {
@@ -80,10 +85,18 @@ class EmulatedApi final : public DeviceApi {
     std::memset(dst, 0, bytes);
     return true;
   }
-  void* CreateQueue(int, std::string*) override { return new PendingLaunch(); }
+  void* CreateQueue(int device, std::string*) override {
+    auto* q = new PendingLaunch();
+    q->device = device;
+    return q;
+  }
   void DestroyQueue(void* q) override { delete static_cast<PendingLaunch*>(q); }
-  bool Launch(void* queue, const LaunchSpec& spec, std::string*) override {
+  bool Launch(void* queue, const LaunchSpec& spec, std::string* error) override {
     auto& l = *static_cast<PendingLaunch*>(queue);
+    if (broken_after_ > 0 && ++launches_[l.device] > broken_after_) {
+      if (error) *error = "kernel launch: an illegal memory access was encountered (emulated)";
+      return false;
+    }
     l.spec = spec;  // its programs and limits stay valid until Wait (LaunchSpec)
     l.pending = true;
     return true;
@@ -111,17 +124,25 @@ class EmulatedApi final : public DeviceApi {
     return true;
   }
 
+  std::string Broken(int device) override {
+    return broken_after_ > 0 && launches_[device] > broken_after_
+               ? "an illegal memory access was encountered (emulated sticky error)"
+               : std::string();
+  }
+
  private:
   static constexpr size_t kHeader = alignof(std::max_align_t);
   int devices_;
   uint64_t bytes_;
-  std::unique_ptr<std::atomic<uint64_t>[]> used_;  // per device: bytes allocated
+  uint64_t broken_after_;
+  std::unique_ptr<std::atomic<uint64_t>[]> used_;      // per device: bytes allocated
+  std::unique_ptr<std::atomic<uint64_t>[]> launches_;  // per device: launches so far
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceApi> MakeEmulatedApi(int devices, uint64_t bytes_per_device) {
-  return std::make_unique<EmulatedApi>(devices, bytes_per_device);
+std::unique_ptr<DeviceApi> MakeEmulatedApi(int devices, uint64_t bytes_per_device, uint64_t broken_after_launches) {
+  return std::make_unique<EmulatedApi>(devices, bytes_per_device, broken_after_launches);
 }
 
 }  // namespace sinew::gpu

@@ -591,5 +591,43 @@ TEST(GpuPlacement, RigsGoToTheLeastLoadedDevice) {
   EXPECT_EQ(devices[0].rigs + devices[1].rigs, 3u);
 }
 
+// A device that a sticky error left unusable (an illegal address: every later CUDA call fails)
+// says so: its frames fail FAILED_PRECONDITION naming it, it takes no new session (RESOURCE_
+// EXHAUSTED, which BACKEND_AUTO turns into a CPU session) and no new rig, and Devices() shows
+// why. Until 2026-12-03 nothing classified CUDA errors: such a device kept taking sessions
+// whose every frame failed INTERNAL. (Emulated: its second launch fails as CUDA's would.)
+TEST(GpuPlacement, ADeviceBrokenByAStickyErrorTakesNothingNewAndSaysWhy) {
+  GpuOptions options;
+  options.emulate_devices = 1;
+  options.emulate_broken_after_launches = 1;
+  auto backend = *GpuBackend::Create(options);
+  auto rig = Limb(500, 3, 2);
+  auto on_gpu = *backend->Upload(*rig);
+  auto session = *backend->CreateSession(on_gpu, GpuMethod::kLbs);
+  const Pose pose = LimbPose(rig->skeleton, 0.6);
+  const auto joints = FrameJointData(*rig, "lbs", pose);
+  const auto want = Cpu(rig, "lbs", pose);
+  std::vector<float> out(want.size());
+  auto run = [&] {
+    FrameOutput o;
+    o.positions = out.data();
+    Latch latch;
+    latch.remaining = 1;
+    backend->Submit(*session, joints, o, &Latch::Done, &latch);
+    latch.Wait();
+    return latch.status;
+  };
+  ASSERT_TRUE(run().ok());
+  EXPECT_LE(MaxDiff(out, want), 1e-5);
+  EXPECT_TRUE(backend->Devices()[0].failed.empty());
+  const absl::Status failed = run();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kFailedPrecondition) << failed;
+  EXPECT_THAT(std::string(failed.message()), ::testing::HasSubstr("unusable until the server restarts"));
+  EXPECT_THAT(backend->Devices()[0].failed, ::testing::HasSubstr("illegal memory access"));
+  const auto refused = backend->CreateSession(on_gpu, GpuMethod::kLbs);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(backend->Upload(*rig).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace sinew::gpu
