@@ -890,6 +890,22 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   return status;
 }
 
+// Temporaries an interrupted or killed run left in the folders of these outputs (files: their
+// folder; folders: themselves), untouched for an hour (RemoveStaleTemporaries): until 2026-12-03
+// a merged cache's temporary, as large as the cache, stayed on a shared volume for good.
+void RemoveStaleOutputTemporaries(const std::vector<std::string>& files, const std::vector<std::string>& folders) {
+  std::vector<std::string> dirs = folders;
+  for (const std::string& f : files) {
+    if (!f.empty()) dirs.push_back(std::filesystem::path(f).parent_path().string());
+  }
+  for (std::string& d : dirs) {
+    if (d.empty()) d = ".";
+    const int removed =
+        RemoveStaleTemporaries(d, kStaleTemporaryAge, {".pc2", ".glb", ".obj", ".job", ".manifest"});
+    if (removed > 0) std::fprintf(stderr, "sinew: removed %d stale temporaries in %s\n", removed, d.c_str());
+  }
+}
+
 // Deforms every frame of a clip on the server and writes a .pc2 point cache and/or an OBJ
 // sequence, resuming after the last frame already on disk.
 int Batch(client::Client& c, client::Args& args) {
@@ -1004,6 +1020,7 @@ int Batch(client::Client& c, client::Args& args) {
     if (!out.empty() && !parent.empty()) std::filesystem::create_directories(parent, ec);
     if (ec) return Fail(absl::FailedPreconditionError(absl::StrCat(parent.string(), ": ", ec.message())));
   }
+  RemoveStaleOutputTemporaries({pc2, gltf}, obj_dir.empty() ? std::vector<std::string>{} : std::vector{obj_dir});
   if (shard) {
     manifest_path = client::ShardManifestPath(pc2, obj_dir, *shard);
     manifest.job = job;
@@ -1293,6 +1310,7 @@ int MergeShardsCommand(client::Args& args) {
   o.pc2 = args.Get("pc2");
   o.obj_dir = args.Get("obj");
   if (o.pc2.empty() && o.obj_dir.empty()) return Usage(args, "merge-shards: give --pc2 FILE and/or --obj DIR");
+  RemoveStaleOutputTemporaries({o.pc2}, o.obj_dir.empty() ? std::vector<std::string>{} : std::vector{o.obj_dir});
   if (args.Has("shards")) {
     long long n = 0;
     if (!args.GetInt("shards", &n, 1, client::kMaxShards)) return Usage(args, args.error());

@@ -423,6 +423,18 @@ TEST_F(Batch, StartingOverRemovesTheOtherJobsFramesAndAResumeKeepsOneBackend) {
     ASSERT_FALSE(got.empty()) << "frame " << f;
     EXPECT_EQ(got, Bytes(client::ObjFramePath(ref_obj, "BCN_Epileptic", f))) << "frame " << f;
   }
+  // Temporaries a killed run left there an hour ago go at the next run; a fresh one (a live
+  // writer's, maybe another process's) stays.
+  const fs::path stale = fs::path(ref_pc2).parent_path() / "ref.pc2.tmp.Ab3xYz";
+  const fs::path fresh = fs::path(ref_pc2).parent_path() / "ref.pc2.tmp.Cd4zWq";
+  { std::ofstream(stale) << "left by a killed merge"; }
+  { std::ofstream(fresh) << "being written"; }
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  ASSERT_EQ(RunProcess(BatchArgs(server, ref_pc2, "30", {"--method", "dqs", "--max-frames", "1"}), nullptr, &err), 0)
+      << err;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(fresh));
+  EXPECT_THAT(err, HasSubstr("removed 1 stale temporaries"));
   // The records name the backend; a resume on another is refused and writes nothing.
   std::string record = Bytes(ref_pc2 + ".job");
   ASSERT_THAT(record, HasSubstr("\nbackend cpu\n"));
