@@ -890,6 +890,19 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   return status;
 }
 
+// Whether `path` exists, and a file's size (0 if unknown), without the exceptions the plain
+// std::filesystem calls throw on EACCES or a stale NFS handle (inside a frame's callback one
+// ended the client in std::terminate, leaving its session open, until 2026-12-03).
+bool Exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+uintmax_t FileSize(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  return ec ? 0 : size;
+}
+
 // Temporaries an interrupted or killed run left in the folders of these outputs (files: their
 // folder; folders: themselves), untouched for an hour (RemoveStaleTemporaries): until 2026-12-03
 // a merged cache's temporary, as large as the cache, stayed on a shared volume for good.
@@ -1047,7 +1060,7 @@ int Batch(client::Client& c, client::Args& args) {
   // corrected run replaces (until 2026-12-03 it was refused as another batch's). One that cannot
   // be read counts as holding frames.
   const auto holds_frames = [](const std::string& path) {
-    if (!std::filesystem::exists(path)) return false;
+    if (!Exists(path)) return false;
     const auto info = client::InspectPc2(path);
     return !info.ok() || info->complete_frames > 0;
   };
@@ -1063,7 +1076,7 @@ int Batch(client::Client& c, client::Args& args) {
   // OBJ frames past the ones it wrote (and a later resume counted them as done), and wrote the
   // record before it emptied the cache.
   const bool obj_fresh = !obj_dir.empty() && (shard ? !have_manifest
-                                                   : !(resume && std::filesystem::exists(
+                                                   : !(resume && Exists(
                                                                      client::ObjFramePath(obj_dir, stem, range.begin))));
   if (obj_fresh) {
     // An unsharded batch owns every frame of its stem (those past a shorter clip's end too); a
@@ -1130,7 +1143,7 @@ int Batch(client::Client& c, client::Args& args) {
   }
   uint64_t obj_have = range.begin;  // the OBJ frames before it are this job's, on disk
   if (!obj_dir.empty()) {
-    while (!obj_fresh && obj_have < range.end && std::filesystem::exists(client::ObjFramePath(obj_dir, stem, obj_have))) {
+    while (!obj_fresh && obj_have < range.end && Exists(client::ObjFramePath(obj_dir, stem, obj_have))) {
       ++obj_have;
     }
     first = std::min(first, obj_have);
@@ -1285,11 +1298,12 @@ int Batch(client::Client& c, client::Args& args) {
     }
     if (auto s = client::WriteGltfClip(gltf, out); !s.ok()) return Fail(s);
     if (part_cache) {
-      std::filesystem::remove(pc2);
-      std::filesystem::remove(client::Pc2JobPath(pc2));
+      std::error_code ec;  // a part left behind is only disk space: the .glb is written
+      std::filesystem::remove(pc2, ec);
+      std::filesystem::remove(client::Pc2JobPath(pc2), ec);
     }
     std::printf("%s: %llu frames x %u vertices as morph targets, %.1f MB%s\n", gltf.c_str(), (unsigned long long)total,
-                points, std::filesystem::file_size(gltf) / 1e6, out.quality.empty() ? "" : ", with each frame's quality");
+                points, double(FileSize(gltf)) / 1e6, out.quality.empty() ? "" : ", with each frame's quality");
   }
   if (!obj_dir.empty()) {
     std::printf("%s: %llu OBJ frames (%s)\n", obj_dir.c_str(), (unsigned long long)range.size(),

@@ -122,7 +122,7 @@ absl::Status WriteShardManifest(const std::string& path, const ShardManifest& m)
 absl::StatusOr<ShardManifest> ReadShardManifest(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    if (!fs::exists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    if (std::error_code ec; !fs::exists(path, ec)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   }
   const auto bad = [&](int line, absl::string_view why) {
@@ -318,7 +318,7 @@ absl::StatusOr<MergeResult> MergeShards(const MergeOptions& o) {
   if (!o.obj_dir.empty()) {
     std::vector<FrameRange> gaps;
     for (uint64_t f = 0; f < total; ++f) {
-      if (fs::exists(ObjFramePath(o.obj_dir, ref->stem, f))) continue;
+      if (std::error_code ec; fs::exists(ObjFramePath(o.obj_dir, ref->stem, f), ec)) continue;
       if (!gaps.empty() && gaps.back().end == f) {
         ++gaps.back().end;
       } else {
