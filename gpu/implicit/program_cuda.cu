@@ -81,10 +81,13 @@ struct AnyFlag {
     if (!host && !failed) {
       void* p = nullptr;
       void* d = nullptr;
+      const cudaError_t pending = cudaPeekAtLastError();  // an earlier launch's, not to be cleared
       failed = cudaHostAlloc(&p, sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
                cudaHostGetDevicePointer(&d, p, 0) != cudaSuccess;
       if (failed) {
-        (void)cudaGetLastError();  // without the word, Any answers true: nothing ends early
+        // Without the word, Any answers true: nothing ends early. The allocation's error is
+        // cleared, not an earlier launch's (which its own check reports).
+        if (pending == cudaSuccess) (void)cudaGetLastError();
         if (p) cudaFreeHost(p);
       } else {
         host = static_cast<unsigned*>(p);
