@@ -121,7 +121,7 @@ class DeviceApi {
   // Why the device can no longer be used until the process restarts, once an error left it so
   // (CUDA's sticky errors: an illegal address, a failed launch, an uncorrectable ECC error);
   // empty while it can.
-  virtual std::string Broken(int device) { return {}; }
+  virtual std::string Broken(int /*device*/) { return {}; }
 };
 
 // nullptr when Sinew was built without CUDA.
