@@ -312,6 +312,14 @@ def main():
         # Armature modifier. (Last: the objects above are gone after it.)
         s.target = server.target
         s.timeout = 0
+        # The token typed in the panel is kept for the session, not written into the file.
+        secret = "sinew-panel-token-0123456789"
+        s.token = secret
+        check(s.token == secret, "the panel's token did not hold its value")
+        bpy.ops.wm.save_as_mainfile(filepath=os.path.join(tmp, "token.blend"), compress=False)
+        with open(os.path.join(tmp, "token.blend"), "rb") as f:
+            check(secret.encode() not in f.read(), "the token was saved in the .blend")
+        s.token = ""
         check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start before saving failed")
         scene.frame_set(FRAMES[1])
         saved = os.path.join(tmp, "live.blend")

@@ -67,6 +67,7 @@ class LiveRig:
 
 _live: Dict[str, LiveRig] = {}
 _baking = False
+_token: Dict[str, str] = {}  # the panel's Token (SinewSettings.token), never written to the file
 LIVE_MARK = "sinew_live"  # a custom property on a live mesh: the name it went live under
 
 
@@ -455,8 +456,6 @@ class SINEW_OT_clear_bake(bpy.types.Operator):
 
 class SinewSettings(bpy.types.PropertyGroup):
     target: StringProperty(name="Server", default="127.0.0.1:50051", description="the Sinew server, HOST:PORT")
-    token: StringProperty(name="Token", subtype="PASSWORD", default="",
-                          description="bearer token for a server run with --token-file (empty: $SINEW_TOKEN)")
     tls_ca: StringProperty(name="TLS CA", subtype="FILE_PATH", default="",
                            description="PEM file of the CA that signed the server's certificate (empty: plaintext)")
     timeout: IntProperty(name="Timeout (s)", default=0, min=0,
@@ -481,6 +480,23 @@ class SinewSettings(bpy.types.PropertyGroup):
         ("delta", "delta", "a fixed grid, key frames and predicted changes (about 0.15 of float32's bytes)")])
     bake_path: StringProperty(name="Cache", subtype="FILE_PATH", default="//sinew_{mesh}.pc2",
                               description="the .pc2 file a bake writes ({mesh}: the mesh's name)")
+
+
+def _get_token(_settings) -> str:
+    return _token.get("value", "")
+
+
+def _set_token(_settings, value: str) -> None:
+    _token["value"] = value
+
+
+# The token is held by the add-on for this Blender session, not stored in the scene: typed here it
+# was saved in the .blend (and went wherever the file went) until 2026-12-03. (Added as an object,
+# not a class-body annotation: those are evaluated later, where the getter's module is not seen.)
+SinewSettings.__annotations__["token"] = StringProperty(
+    name="Token", subtype="PASSWORD", default="", get=_get_token, set=_set_token,
+    description="bearer token for a server run with --token-file (empty: $SINEW_TOKEN); kept for this Blender "
+                "session only, never saved in the .blend")
 
 
 class SinewPreferences(bpy.types.AddonPreferences):
