@@ -33,6 +33,10 @@ class ImplicitService : public ::testing::Test {
     server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--cache-dir=" + cache_.string()});
     ASSERT_TRUE(server_->started());
     client_ = std::make_unique<client::Client>(server_->target());
+    // The channel connected before the first call (as the other fixtures do): a first call on a
+    // channel still connecting fails at once on a transient connect error (seen once on a fresh
+    // Debian root, 2026-12-03: "failed to connect ... No such file or directory").
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(30)).ok());
     limb_ = LimbOf(4000, 2, 2);
     auto up = client_->UploadRig(client::RigToProto(MakeLimb(limb_)));
     ASSERT_TRUE(up.ok()) << up.status();
