@@ -11,6 +11,7 @@
 #include <assimp/Importer.hpp>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <functional>
 
@@ -343,78 +344,76 @@ TEST(AssetImport, MalformedFilesGiveErrorsNamingTheFile) {
   }
 }
 
-// NaN weights in the file are rejected with the mesh, bone and vertex named.
-TEST(AssetImport, NanWeightsAreRejected) {
+// simple_skin.gltf as tinygltf reads it, edited by `edit`, written to a temporary file and
+// imported; the file is removed. Empty when assimp-testmodels is missing.
+std::optional<absl::StatusOr<ImportedAsset>> ImportEditedSimpleSkin(const std::string& name,
+                                                                    const std::function<void(tinygltf::Model&)>& edit) {
   const std::string gltf = kModels + "/glTF2/simple_skin/simple_skin.gltf";
-  if (!std::filesystem::exists(gltf)) GTEST_SKIP() << "assimp-testmodels not installed";
+  if (!std::filesystem::exists(gltf)) return std::nullopt;
   tinygltf::Model model;
   tinygltf::TinyGLTF loader;
   std::string err, warn;
-  ASSERT_TRUE(loader.LoadASCIIFromFile(&model, &err, &warn, gltf));
-  const auto& acc = model.accessors[model.meshes[0].primitives[0].attributes.at("WEIGHTS_0")];
-  const auto& view = model.bufferViews[acc.bufferView];
-  auto& data = model.buffers[view.buffer].data;
-  const float nan = std::nanf("");
-  std::memcpy(data.data() + view.byteOffset + acc.byteOffset + 4 * 4 * 3, &nan, 4);  // vertex 3
-  const std::string path = (std::filesystem::temp_directory_path() / "sinew_nan_weights.gltf").string();
-  ASSERT_TRUE(loader.WriteGltfSceneToFile(&model, path, true, true, true, false));
+  EXPECT_TRUE(loader.LoadASCIIFromFile(&model, &err, &warn, gltf)) << err;
+  edit(model);
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  EXPECT_TRUE(loader.WriteGltfSceneToFile(&model, path, true, true, true, false));
   auto asset = ImportAsset(path);
-  ASSERT_FALSE(asset.ok());
-  EXPECT_THAT(std::string(asset.status().message()), ::testing::HasSubstr(path));
-  EXPECT_THAT(std::string(asset.status().message()), ::testing::HasSubstr("not finite"));
   std::filesystem::remove(path);
+  return asset;
 }
 
+// Where an accessor's bytes start in its buffer.
+unsigned char* AccessorBytes(tinygltf::Model& m, int accessor) {
+  const auto& acc = m.accessors[accessor];
+  const auto& view = m.bufferViews[acc.bufferView];
+  return m.buffers[view.buffer].data.data() + view.byteOffset + acc.byteOffset;
+}
+
+// NaN weights in the file are rejected with the mesh, bone and vertex named.
+TEST(AssetImport, NanWeightsAreRejected) {
+  const auto asset = ImportEditedSimpleSkin("sinew_nan_weights.gltf", [](tinygltf::Model& m) {
+    const float nan = std::nanf("");
+    std::memcpy(AccessorBytes(m, m.meshes[0].primitives[0].attributes.at("WEIGHTS_0")) + 4 * 4 * 3, &nan, 4);  // vertex 3
+  });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_FALSE(asset->ok());
+  EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("sinew_nan_weights.gltf"));
+  EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("not finite"));
+}
 
 // An animation key at a non-finite time is refused naming the file and clip: it was kept as the
 // track's first key, every later key dropped as "not after it", and sampling read past the
 // one-key track (until 2026-12-03).
 TEST(AssetImport, NonFiniteKeyTimesAreRefused) {
-  const std::string gltf = kModels + "/glTF2/simple_skin/simple_skin.gltf";
-  if (!std::filesystem::exists(gltf)) GTEST_SKIP() << "assimp-testmodels not installed";
-  tinygltf::Model model;
-  tinygltf::TinyGLTF loader;
-  std::string err, warn;
-  ASSERT_TRUE(loader.LoadASCIIFromFile(&model, &err, &warn, gltf));
-  ASSERT_FALSE(model.animations.empty());
-  auto& acc = model.accessors[model.animations[0].samplers[0].input];
-  acc.minValues.clear();
-  acc.maxValues.clear();
-  const auto& view = model.bufferViews[acc.bufferView];
-  auto& data = model.buffers[view.buffer].data;
-  const float nan = std::nanf("");
-  std::memcpy(data.data() + view.byteOffset + acc.byteOffset, &nan, 4);  // the first key's time
-  const std::string path = (std::filesystem::temp_directory_path() / "sinew_nan_time.gltf").string();
-  ASSERT_TRUE(loader.WriteGltfSceneToFile(&model, path, true, true, true, false));
-  auto asset = ImportAsset(path);
-  ASSERT_FALSE(asset.ok());
-  EXPECT_EQ(asset.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(asset.status().message()), ::testing::HasSubstr(path));
-  std::filesystem::remove(path);
+  const auto asset = ImportEditedSimpleSkin("sinew_nan_time.gltf", [](tinygltf::Model& m) {
+    ASSERT_FALSE(m.animations.empty());
+    const int input = m.animations[0].samplers[0].input;
+    m.accessors[input].minValues.clear();
+    m.accessors[input].maxValues.clear();
+    const float nan = std::nanf("");
+    std::memcpy(AccessorBytes(m, input), &nan, 4);  // the first key's time
+  });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_FALSE(asset->ok());
+  EXPECT_EQ(asset->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("sinew_nan_time.gltf"));
 }
 
 // Accessor counts are the file's: a count whose byte span wraps 64 bits (2^62 VEC4 floats) was
 // taken as in bounds and the read ran off the buffer, and a huge count without a buffer
 // allocated it; both are refused naming the accessor (until 2026-12-03 a crash).
 TEST(AssetImport, AccessorCountsBeyondTheBufferAreRefused) {
-  const std::string gltf = kModels + "/glTF2/simple_skin/simple_skin.gltf";
-  if (!std::filesystem::exists(gltf)) GTEST_SKIP() << "assimp-testmodels not installed";
   for (bool with_buffer : {true, false}) {
-    tinygltf::Model model;
-    tinygltf::TinyGLTF loader;
-    std::string err, warn;
-    ASSERT_TRUE(loader.LoadASCIIFromFile(&model, &err, &warn, gltf));
-    auto& acc = model.accessors[model.meshes[0].primitives[0].attributes.at("WEIGHTS_0")];
-    acc.count = with_buffer ? size_t(1) << 62 : size_t(1) << 40;
-    if (!with_buffer) acc.bufferView = -1;
-    const std::string path =
-        (std::filesystem::temp_directory_path() / (with_buffer ? "sinew_wrap.gltf" : "sinew_zeros.gltf")).string();
-    ASSERT_TRUE(loader.WriteGltfSceneToFile(&model, path, true, true, true, false));
-    auto asset = ImportAsset(path);
-    ASSERT_FALSE(asset.ok()) << path;
-    EXPECT_EQ(asset.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(asset.status().message()), ::testing::HasSubstr("WEIGHTS_0: accessor out of bounds"));
-    std::filesystem::remove(path);
+    const auto asset = ImportEditedSimpleSkin(with_buffer ? "sinew_wrap.gltf" : "sinew_zeros.gltf",
+                                              [&](tinygltf::Model& m) {
+      auto& acc = m.accessors[m.meshes[0].primitives[0].attributes.at("WEIGHTS_0")];
+      acc.count = with_buffer ? size_t(1) << 62 : size_t(1) << 40;
+      if (!with_buffer) acc.bufferView = -1;
+    });
+    if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+    ASSERT_FALSE(asset->ok()) << with_buffer;
+    EXPECT_EQ(asset->status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("WEIGHTS_0: accessor out of bounds"));
   }
 }
 
