@@ -6,10 +6,12 @@
 The viewer is at / (index.html, viewer.js, node_modules/three); each FILE given is at
 /clips/I/NAME, and the printed URL opens them side by side (?a=...&b=...). --port 0 (the
 default) picks a free port. Stops on Ctrl-C. Only the viewer's folder and the named files are
-served.
+served. On a loopback address, requests must name a loopback host (Host: localhost, 127.0.0.1,
+[::1]): a web page whose name an attacker points at 127.0.0.1 (DNS rebinding) cannot read the clips.
 """
 import argparse
 import functools
+import ipaddress
 import http.server
 import os
 import socket
@@ -24,6 +26,24 @@ class Handler(http.server.SimpleHTTPRequestHandler):
                       '.js': 'text/javascript', '.mjs': 'text/javascript', '.glb': 'model/gltf-binary',
                       '.gltf': 'model/gltf+json'}
     clips = []
+    loopback_only = False  # refuse Host names that are not loopback (set when bound to loopback)
+
+    def _host_allowed(self):
+        if not self.loopback_only:
+            return True
+        host = urllib.parse.urlsplit('//' + (self.headers.get('Host') or '')).hostname or ''
+        if host == 'localhost':
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    def send_head(self):
+        if not self._host_allowed():
+            self.send_error(403, 'Host header names no loopback address (serve.py serves loopback clients only)')
+            return None
+        return super().send_head()
 
     def translate_path(self, path):
         parts = urllib.parse.unquote(urllib.parse.urlsplit(path).path).split('/')
@@ -53,6 +73,10 @@ def main():
     if not os.path.isdir(os.path.join(HERE, 'node_modules', 'three')):
         sys.exit(f'serve.py: {HERE}/node_modules/three is missing: run scripts/install-deps.sh')
     Handler.clips = [os.path.abspath(f) for f in a.files]
+    try:
+        Handler.loopback_only = ipaddress.ip_address(a.bind).is_loopback
+    except ValueError:
+        Handler.loopback_only = a.bind == 'localhost'
 
     class Server(http.server.ThreadingHTTPServer):
         address_family = socket.AF_INET6 if ':' in a.bind else socket.AF_INET

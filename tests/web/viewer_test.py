@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -193,6 +194,17 @@ class ViewerTest(unittest.TestCase):
             clip = urllib.parse.parse_qs(parts.query)['a'][0]
             with urllib.request.urlopen(f'{parts.scheme}://{parts.netloc}{clip}', timeout=30) as r:
                 self.assertEqual(r.read(), open(odd, 'rb').read())
+            # A page served under another name that resolves to loopback (DNS rebinding) is
+            # refused; loopback names are served (until 2026-12-03 every Host was).
+            for host, code in (('rebound.example:80', 403), (f'localhost:{parts.port}', 200),
+                               (f'127.0.0.1:{parts.port}', 200)):
+                req = urllib.request.Request(f'{parts.scheme}://{parts.netloc}{clip}', headers={'Host': host})
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        got = r.status
+                except urllib.error.HTTPError as e:
+                    got = e.code
+                self.assertEqual(got, code, host)
         finally:
             web.send_signal(signal.SIGTERM)
             web.wait(30)
