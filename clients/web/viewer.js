@@ -4,7 +4,8 @@
 // clip, frames per second, per-frame quality). Both slots share one clock and one camera, so
 // frame k of A is shown beside frame k of B from the same view.
 //
-// State for tests and scripts, on <body>: data-state (empty, loading, ready, error), data-error,
+// State for tests and scripts, on <body>: data-state (empty, loading, ready, error, or lost: the
+// browser took the WebGL context away and has not given it back yet), data-error,
 // data-frame-a / data-frame-b (the frame each slot shows: the morph target weighted 1, or the
 // clock's frame for other animations) and data-renders (frames drawn). window.sinewViewer has
 // load(slot, url), seek(frame), play(), pause() and state().
@@ -15,8 +16,12 @@ import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
 const canvas = document.getElementById('view');
 const renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
 renderer.setPixelRatio(window.devicePixelRatio);
-renderer.setClearColor(0x1d2026);
-renderer.setScissorTest(true);
+// What three.js forgets when it rebuilds its state on a restored WebGL context (set again then).
+function setUpRenderer() {
+  renderer.setClearColor(0x1d2026);
+  renderer.setScissorTest(true);
+}
+setUpRenderer();
 const camera = new THREE.PerspectiveCamera(35, 1, 0.01, 1000);
 const loader = new GLTFLoader();
 const colors = [0xc9b59a, 0x9ab8c9];
@@ -26,6 +31,7 @@ let playing = true, speed = 1, clock = 0, renders = 0, fitted = false, pending =
 const errors = [null, null];     // each slot's last load's error (a later load of the slot clears it)
 const generation = [0, 0];       // each slot's latest load: an older one finishing later is dropped
 let lastTick = performance.now();
+let contextLost = false;         // between webglcontextlost and webglcontextrestored
 
 const $ = (id) => document.getElementById(id);
 const body = document.body;
@@ -86,6 +92,10 @@ function dispose(s) {
 // loading while a load runs, else ready. (Until 2026-12-03 one failed load left the state
 // "loading" or "error" for good, whatever loaded after it.)
 function showStatus() {
+  if (contextLost) {
+    return setStatus('the browser took the WebGL context away (a GPU reset, or too many pages drawing 3D); ' +
+                     'drawing resumes when it gives it back', 'lost');
+  }
   const failed = errors.map((e, i) => e && `${names[i].toUpperCase()}: ${e}`).filter(Boolean);
   if (failed.length) {
     body.dataset.error = failed.join('; ');
@@ -292,6 +302,7 @@ function draw(now) {
   const dt = Math.min(0.1, (now - lastTick) / 1000);
   lastTick = now;
   if (playing) clock += dt * speed;
+  if (contextLost) return;  // nothing can be drawn (three.js skips render()); not counted in renders
   resize();
   const live = slots.filter(Boolean);
   body.classList.toggle('single', live.length < 2);
@@ -342,6 +353,16 @@ function openFiles(files, slot) {
     load(files.length > 1 ? i : slot, url, f.name).finally(() => URL.revokeObjectURL(url));
   });
 }
+
+// A lost context (GPU reset, the browser reclaiming memory) used to leave a blank view with a
+// "ready" status; three.js keeps the scenes and uploads them again once the context is back, but
+// not the clear colour or the scissor test (the view came back black).
+canvas.addEventListener('webglcontextlost', () => { contextLost = true; showStatus(); });
+canvas.addEventListener('webglcontextrestored', () => {
+  contextLost = false;
+  setUpRenderer();
+  showStatus();
+});
 
 $('file-a').addEventListener('change', (e) => openFiles(e.target.files, 0));
 $('file-b').addEventListener('change', (e) => openFiles(e.target.files, 1));

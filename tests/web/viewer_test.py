@@ -337,6 +337,37 @@ class ViewerTest(unittest.TestCase):
                         'a good clip after a bad one')
         self.assertEqual(chrome.eval('sinewViewer.state().slots[0].label'), os.path.basename(self.glbs[0]))
 
+    def test_5_a_lost_webgl_context_is_shown_and_drawing_resumes_when_it_is_back(self):
+        """The browser may take the WebGL context away (GPU reset, memory): the viewer says so
+        instead of showing a blank view as "ready" (as until 2026-12-03), and draws the clip again
+        once the context is restored."""
+        chrome = type(self).chrome
+        self.assertIsNotNone(chrome, 'test_2 starts the browser')
+        clip = urllib.parse.quote(f'/clips/0/{urllib.parse.quote(os.path.basename(self.glbs[0]))}', safe='/')
+        chrome.call('Page.navigate', url=chrome.eval('location.origin') + f'/index.html?a={clip}&frame=30')
+        chrome.wait_for('document.body.dataset.state === "ready" && document.body.dataset.frameA === "30"', 'frame 30 shown')
+        lose = 'document.getElementById("view").getContext("webgl2").getExtension("WEBGL_lose_context")'
+        chrome.eval(f'window.loseExt = {lose}; window.loseExt.loseContext(); true')
+        end = time.monotonic() + DEADLINE
+        while chrome.eval('document.body.dataset.state') != 'lost' and time.monotonic() < end:
+            time.sleep(0.05)
+        self.assertEqual(chrome.eval('document.body.dataset.state'), 'lost')
+        self.assertIn('WebGL context', chrome.eval('document.getElementById("status").textContent'))
+        chrome.eval('window.loseExt.restoreContext(); true')
+        renders = int(chrome.wait_for('document.body.dataset.state === "ready" && document.body.dataset.renders',
+                                      'the context back'))
+        chrome.wait_for(f'Number(document.body.dataset.renders) >= {renders + 2}', 'two more frames drawn')
+        box = chrome.eval('(() => { const r = document.getElementById("view").getBoundingClientRect();'
+                          ' return [r.left, r.top, r.right, r.bottom].map((x) => Math.round(x * devicePixelRatio)); })()')
+        png = chrome.screenshot()
+        with open(os.path.join(self.tmp, 'viewer-context-restored.png'), 'wb') as f:
+            f.write(png)
+        img = Image.open(io.BytesIO(png)).convert('RGB')
+        frac = drawn_fraction(img, tuple(box))
+        print(f'after the context came back: {100 * frac:.1f} % of pixels drawn')
+        self.assertGreater(frac, 0.01, 'the mesh is not drawn again after the context came back')
+        self.assertLess(frac, 0.6)
+
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser()
