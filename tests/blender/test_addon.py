@@ -190,6 +190,23 @@ def main():
         results.append(("baked .pc2 vs Armature modifier", worst_file, LBS_TOLERANCE))
         results.append(("Mesh Cache playback vs Armature modifier", worst, LBS_TOLERANCE))
         check(worst_file < LBS_TOLERANCE, f"baked frames: {worst_file:.3g} of the diagonal")
+        check(not [n for n in os.listdir(tmp) if n.endswith(".tmp")], f"temporaries left: {os.listdir(tmp)}")
+        # The bake writes frame by frame (Pc2Writer): a cache cut short (a stream that ended early)
+        # leaves the file there was and no temporary; a complete one reads back as written.
+        before = open(path, "rb").read()
+        try:
+            with bridge.Pc2Writer(path, 3, len(co), 1.0) as w:
+                w.append(frames[0])
+                w.append(frames[1])
+                w.commit()
+            check(False, "a cache of 2 of its 3 frames was committed")
+        except bridge.BridgeError as e:
+            check("2 of 3 frames" in str(e), f"unexpected error: {e}")
+        check(open(path, "rb").read() == before, "a cache cut short replaced the file")
+        check(not [n for n in os.listdir(tmp) if n.endswith(".tmp")], "a cache cut short left its temporary")
+        copy = os.path.join(tmp, "copy.pc2")
+        bridge.write_pc2(copy, frames, 1.0)
+        check(open(copy, "rb").read() == before, "write_pc2 of the frames read is not the bake's file")
         check(worst < LBS_TOLERANCE, f"Mesh Cache playback: {worst:.3g} of the diagonal")
         # Driving the mesh live turns the bake off, and Stop turns it on again (until 2026-12-03
         # Start removed it).

@@ -18,7 +18,6 @@ import time
 from typing import Dict, Optional
 
 import bpy
-import numpy as np
 from bpy.app.handlers import persistent
 from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty, PointerProperty, StringProperty
 
@@ -402,13 +401,14 @@ class SINEW_OT_bake(bpy.types.Operator):
             # waits for the method itself.
             session.wait_prepared()  # its own: a failed one of other parameters on the rig is not ours
             wm.progress_begin(0, len(poses))
-            frames = np.empty((len(poses), len(export.positions), 3), dtype=np.float32)
-            for i, frame in enumerate(session.stream(poses, first_frame=0)):
-                frames[i] = bridge.to_mesh_space(frame.positions, premats[i])
-                wm.progress_update(i + 1)
             path = bpy.path.abspath(s.bake_path.replace("{mesh}", bpy.path.clean_name(mesh_obj.name)))
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            bridge.write_pc2(path, frames, first)
+            with bridge.Pc2Writer(path, len(poses), len(export.positions), first) as cache_file:
+                for i, frame in enumerate(session.stream(poses, first_frame=0)):
+                    cache_file.append(bridge.to_mesh_space(frame.positions, premats[i]))
+                    wm.progress_update(i + 1)
+                cache_file.commit()  # a short stream fails here; the bake before stays
+            baked = len(poses)
         except Exception as e:
             if previous is not None:
                 _restore_bake(mesh_obj, previous)
@@ -429,7 +429,7 @@ class SINEW_OT_bake(bpy.types.Operator):
         bridge.mesh_cache_modifier(mesh_obj, bpy.path.relpath(path) if s.bake_path.startswith("//") else path,
                                    first, index)
         _set_armature_modifier(mesh_obj, False)
-        self.report({"INFO"}, f"Sinew: baked {len(frames)} frames of {mesh_obj.name} ({session.method}) to {path} "
+        self.report({"INFO"}, f"Sinew: baked {baked} frames of {mesh_obj.name} ({session.method}) to {path} "
                               f"in {time.perf_counter() - start:.1f} s")
         return {"FINISHED"}
 
