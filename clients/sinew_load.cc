@@ -2,7 +2,15 @@
 // duration; reports achieved frames/s, latency percentiles and errors as a table and as JSON.
 //
 // Latency is measured from each frame's *scheduled* send time, not from when it was actually
-// sent, so a server that falls behind shows its queueing delay (no coordinated omission).
+// sent, so a server that falls behind shows its queueing delay (no coordinated omission), to its
+// answer's arrival (before this client decodes it), over the frames answered without error.
+//
+// The first Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops sending: the frames in flight are answered,
+// the report is written over what ran and the sessions are closed; exit status 128 + signal. A
+// second one closes the sessions and exits at once, without a report.
+#include <signal.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +21,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "clients/export/load_report.h"
 #include "clients/lib/args.h"
@@ -29,11 +38,19 @@ namespace {
 using namespace sinew;
 using Clock = std::chrono::steady_clock;
 
+// The first interrupt's signal (0: none): sending stops and the report covers what ran.
+std::atomic<int> interrupted{0};
+
+// How long after the run's end a stream may take to answer the frames it sent before giving up
+// (DEADLINE_EXCEEDED, counted as an error): a server that keeps the connection but stopped
+// answering (a deadlock, a stuck device) hung sinew-load forever until 2026-12-03.
+constexpr auto kAnswerGrace = std::chrono::seconds(60);
+
 struct SessionResult {
-  client::LatencyStats latency;
+  client::LatencyStats latency;  // frames answered without error
   uint64_t ok = 0;
   uint64_t errors = 0;
-  uint64_t bytes = 0;  // positions received
+  uint64_t bytes = 0;  // positions received in frames answered without error
   uint64_t skipped = 0;  // --latest-pose-wins: frames the server skipped for a newer one
   uint64_t shed = 0;     // frames the server answered "overloaded" (its --max-queue-ms)
   std::string first_error;
@@ -60,6 +77,7 @@ int Usage(const client::Args& args, const std::string& error) {
 
 int main(int argc, char** argv) {
   client::InstallInterruptHandler();  // before any thread starts: see clients/lib/interrupt.h
+  client::StopOnFirstInterrupt([](int sig) { interrupted = sig; });
   client::Args args;
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");
   client::AddConnectionFlags(args);
@@ -100,6 +118,9 @@ int main(int argc, char** argv) {
       !args.GetInt("influences", &influences, 1, 64)) {
     return Usage(args, args.error());
   }
+  // Below that, a frame's scheduled time overflows the clock (until 2026-12-03 --fps 1e-12 sent
+  // flat out and reported latencies of 9e12 ms).
+  if (fps > 0 && fps < 1e-3) return Usage(args, "--fps: 0 (as fast as answered) or at least 0.001");
   const std::string method = args.Get("method"), encoding = args.Get("encoding");
   v1::Method wire = v1::METHOD_UNSPECIFIED;
   // Not the cage methods (no cages on the limb) nor baseline (it needs a sphere mesh the limb has none of).
@@ -159,7 +180,8 @@ int main(int argc, char** argv) {
     return 1;
   };
   long long on_gpu = 0;  // sessions the server placed on a GPU (under auto, those without room go to the CPU)
-  for (long long i = 0; i < sessions; ++i) {
+  std::vector<std::string> preparations;  // the keys this run's sessions wait for (all alike)
+  for (long long i = 0; i < sessions && !interrupted; ++i) {
     v1::CreateSessionRequest req = session_request;
     req.set_rig_id(upload->rig_id());
     req.mutable_deformer()->set_method(wire);
@@ -173,14 +195,16 @@ int main(int argc, char** argv) {
     }
     ids.push_back(s->session_id());
     interrupt_closes.back()->Set(s->session_id());
+    if (i == 0) preparations.assign(s->preparations().begin(), s->preparations().end());
     on_gpu += s->backend() == v1::BACKEND_GPU;
   }
 
-  // A method whose preparation runs in the background serves its fallback meanwhile: wait. (A
-  // failed one is done; its sessions then answer with the fallback, which the frames count as
-  // errors below. The rig may list failed preparations of other parameters: not this run's.)
-  // Leaving early closes the sessions (close_all).
-  for (auto deadline = Clock::now() + std::chrono::minutes(10);;) {
+  // A method whose preparation runs in the background serves its fallback meanwhile: wait for
+  // this run's (SessionInfo.preparations; until 2026-12-03 any unfinished one on the rig, so an
+  // lbs run waited for an implicit run's fields on the same limb). A failed one is done; its
+  // sessions then answer with the fallback, which the frames count as errors below. Leaving
+  // early closes the sessions (close_all).
+  for (auto deadline = Clock::now() + std::chrono::minutes(10); !preparations.empty() && !interrupted;) {
     auto info = c.GetRig(upload->rig_id());
     if (!info.ok()) {
       std::fprintf(stderr, "sinew-load: %s\n", info.status().ToString().c_str());
@@ -188,7 +212,7 @@ int main(int argc, char** argv) {
     }
     const v1::Preparation* running = nullptr;
     for (const v1::Preparation& p : info->preparations()) {
-      if (!p.done()) running = &p;
+      if (!p.done() && std::find(preparations.begin(), preparations.end(), p.key()) != preparations.end()) running = &p;
     }
     if (running == nullptr) break;
     if (Clock::now() > deadline) {
@@ -213,7 +237,9 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, i] {
       SessionResult& r = results[i];
       client::SampleReservoir& sampled = samples[i];
-      auto stream = c.OpenStream();
+      auto stream = c.OpenStream(std::chrono::system_clock::now() +
+                                 std::chrono::duration_cast<std::chrono::system_clock::duration>(end - Clock::now()) +
+                                 kAnswerGrace);
       // Every session starts at `start`, unpaced ones too: the run's rate is over [start, the
       // last answer], and frames sent before it were counted in no time (until 2026-12-03).
       std::this_thread::sleep_until(start);
@@ -232,11 +258,10 @@ int main(int argc, char** argv) {
           ++r.shed;
           return;
         }
-        const absl::Status decoded = resp.has_error() ? absl::OkStatus() : decoder.Decode(resp, xyz);
+        // Timed on arrival: the decode below is this client's work, not the server's (until
+        // 2026-12-03 it was in the latency, charging a delta or float16 decode to the server).
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count();
-        r.latency.Add(ms);
-        if (want_report) sampled.Add({float(std::chrono::duration<double>(scheduled - start).count()), float(ms)});
-        r.bytes += resp.positions().size();
+        const absl::Status decoded = resp.has_error() ? absl::OkStatus() : decoder.Decode(resp, xyz);
         if (resp.has_error() || resp.frame() != f || resp.method() != wire || !decoded.ok()) {
           ++r.errors;
           if (r.first_error.empty()) {
@@ -246,7 +271,12 @@ int main(int argc, char** argv) {
                                                    : "a frame produced by " + v1::Method_Name(resp.method());
           }
         } else {
+          // Only frames answered without error: a server failing fast made the percentiles look
+          // better until 2026-12-03.
           ++r.ok;
+          r.latency.Add(ms);
+          if (want_report) sampled.Add({float(std::chrono::duration<double>(scheduled - start).count()), float(ms)});
+          r.bytes += resp.positions().size();
         }
       };
       // Spread session phases over one frame period so that they do not all send at once.
@@ -272,7 +302,7 @@ int main(int argc, char** argv) {
         });
         for (uint64_t f = 0;; ++f) {
           const auto scheduled = schedule(f);
-          if (scheduled >= end || Clock::now() >= end) break;
+          if (scheduled >= end || Clock::now() >= end || interrupted) break;
           std::this_thread::sleep_until(scheduled);
           sent[f % kRing].store(scheduled.time_since_epoch().count());
           req.set_frame(f);
@@ -285,14 +315,18 @@ int main(int argc, char** argv) {
       } else {
         for (uint64_t f = 0;; ++f) {
           const auto scheduled = schedule(f);
-          if (scheduled >= end || Clock::now() >= end) break;
+          if (scheduled >= end || Clock::now() >= end || interrupted) break;
           if (fps > 0) std::this_thread::sleep_until(scheduled);
           req.set_frame(f);
           if (jiggle && fps > 0) req.set_time_step(1 / fps);
           *req.mutable_pose() = clip[f % kCycle];
           if (!stream->Write(req) || !stream->Read(&resp)) {
             ++r.errors;
-            r.first_error = stream->Close().ToString();
+            const absl::Status st = stream->Close();
+            if (r.first_error.empty()) {  // the first is kept (until 2026-12-03 overwritten, with "OK" too)
+              r.first_error = st.ok() ? "the stream ended before frame " + std::to_string(f) + " was answered"
+                                      : st.ToString();
+            }
             return;
           }
           answered(resp, f, scheduled);
@@ -335,6 +369,10 @@ int main(int argc, char** argv) {
       "sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s, on %s; server %s", sessions,
       fps > 0 ? absl::StrFormat("%g", fps).c_str() : "max", duration, vertices, method.c_str(), encoding.c_str(), on,
       c.target().c_str());
+  if (interrupted) {
+    absl::StrAppendFormat(&report.title, "; interrupted (%s) after %.1f s", sigabbrev_np(interrupted),
+                          std::max(0.0, elapsed));
+  }
   // With --json - stdout carries the JSON alone; the table goes to stderr.
   FILE* text_out = json_path == "-" ? stderr : stdout;
   std::fprintf(text_out, "%s\n", report.title.c_str());
@@ -354,7 +392,7 @@ int main(int argc, char** argv) {
   rows.push_back({"latency p90 ms", absl::StrFormat("%.3f", p90), ""});
   rows.push_back({"latency p99 ms", absl::StrFormat("%.3f", p99), ""});
   rows.push_back({"latency max ms", absl::StrFormat("%.3f", mx), ""});
-  const double frame_bytes = ok + errors > 0 ? double(bytes) / double(ok + errors) : 0;
+  const double frame_bytes = ok > 0 ? double(bytes) / double(ok) : 0;
   rows.push_back({"position bytes/frame", absl::StrFormat("%.0f", frame_bytes),
                   absl::StrFormat("   (%.3f of float32's)", frame_bytes / (12.0 * double(built->vertex_count())))});
   std::fprintf(text_out, "  %-22s %12s\n", "metric", "value");
@@ -369,10 +407,10 @@ int main(int argc, char** argv) {
       "\"method\":\"%s\",\"encoding\":\"%s\",\"backend\":\"%s\",\"sessions_on_gpu\":%lld,\"target_frames_per_s\":%.1f,"
       "\"achieved_frames_per_s\":%.1f,\"elapsed_s\":%.4f,\"frames_ok\":%llu,\"errors\":%llu,"
       "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f,\"frames_skipped\":%llu,"
-      "\"frames_shed\":%llu}\n",
+      "\"frames_shed\":%llu,\"interrupted\":%s}\n",
       sessions, fps, duration, vertices, method, encoding, on.substr(0, on.find(' ')), on_gpu, target, achieved, elapsed,
       (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes, (unsigned long long)skipped,
-      (unsigned long long)shed);
+      (unsigned long long)shed, interrupted ? "true" : "false");
   bool written = true;  // each output is tried whatever became of the other
   if (json_path == "-") {
     std::printf("%s", json.c_str());
@@ -392,5 +430,6 @@ int main(int argc, char** argv) {
       written = false;
     }
   }
+  if (interrupted) return 128 + interrupted;  // what was run is reported; the run was cut short
   return errors == 0 && written ? 0 : 1;
 }

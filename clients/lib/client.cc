@@ -34,8 +34,10 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-FrameStream::FrameStream(v1::Sinew::Stub& stub, const Client& client) {
+FrameStream::FrameStream(v1::Sinew::Stub& stub, const Client& client,
+                         std::optional<std::chrono::system_clock::time_point> deadline) {
   status_ = client.Authorize(context_);
+  if (deadline) context_.set_deadline(*deadline);
   if (status_.ok()) stream_ = stub.StreamDeform(&context_);
 }
 
@@ -344,7 +346,9 @@ absl::Status Client::DeformClip(
   return local.ok() ? remote : local;
 }
 
-std::unique_ptr<FrameStream> Client::OpenStream() { return std::make_unique<FrameStream>(*stub_, *this); }
+std::unique_ptr<FrameStream> Client::OpenStream(std::optional<std::chrono::system_clock::time_point> deadline) {
+  return std::make_unique<FrameStream>(*stub_, *this, deadline);
+}
 
 v1::Rig RigToProto(const RigInput& in) {
   const Rig& rig = in.rig;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,9 @@ class Client;
 class FrameStream {
  public:
   // `token`: sent as "authorization: Bearer TOKEN" when not empty.
-  FrameStream(v1::Sinew::Stub& stub, const Client& client);
+  // `deadline`: the whole stream's (none when absent).
+  FrameStream(v1::Sinew::Stub& stub, const Client& client,
+              std::optional<std::chrono::system_clock::time_point> deadline = std::nullopt);
   ~FrameStream();
   bool Write(const v1::DeformRequest& request);
   bool Read(v1::DeformResponse* response);
@@ -126,7 +129,9 @@ class Client {
   // the batch and that error is returned.
   absl::Status DeformClip(const v1::DeformClipRequest& request,
                           const std::function<absl::Status(const v1::DeformClipResponse&)>& on_frame);
-  std::unique_ptr<FrameStream> OpenStream();
+  // A StreamDeform call; past `deadline` (when given) it ends DEADLINE_EXCEEDED, whatever the
+  // server does (a client's keepalive catches a dead connection, not a server that stopped answering).
+  std::unique_ptr<FrameStream> OpenStream(std::optional<std::chrono::system_clock::time_point> deadline = std::nullopt);
 
   v1::Sinew::Stub& stub() { return *stub_; }
   const std::string& target() const { return target_; }

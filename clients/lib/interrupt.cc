@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +28,8 @@ Registry& Sessions() {
   static Registry* registry = new Registry;
   return *registry;
 }
+
+std::atomic<void (*)(int)> first_stop{nullptr};  // StopOnFirstInterrupt
 
 sigset_t Signals() {
   sigset_t set;
@@ -69,6 +72,11 @@ void InstallInterruptHandler(std::chrono::milliseconds close_timeout) {
   std::thread([set, close_timeout] {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) return;
+    if (auto stop = first_stop.load()) {
+      std::fprintf(stderr, "sinew: interrupted (%s): finishing; again to exit at once\n", sigabbrev_np(sig));
+      stop(sig);
+      if (sigwait(&set, &sig) != 0) return;
+    }
     std::thread(CloseAllAndExit, sig).detach();
     // A second signal, or a server that does not answer the closes in time: out at once.
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(close_timeout);
@@ -79,6 +87,8 @@ void InstallInterruptHandler(std::chrono::milliseconds close_timeout) {
     std::_Exit(128 + sig);
   }).detach();
 }
+
+void StopOnFirstInterrupt(void (*stop)(int sig)) { first_stop = stop; }
 
 ClosedOnInterrupt::ClosedOnInterrupt(Client& client) : ClosedOnInterrupt(client, std::string()) {}
 

@@ -22,6 +22,13 @@ namespace sinew::client {
 
 void InstallInterruptHandler(std::chrono::milliseconds close_timeout = std::chrono::seconds(5));
 
+// For a program that would rather finish than die at the first signal (sinew-load: the report
+// of a long run is what the run was for): `stop` is called with the signal, on the signal
+// thread, and the program goes on to finish by itself (closing its sessions). A second signal
+// then closes the registered sessions and exits as above. Set it right after
+// InstallInterruptHandler, before anything worth stopping starts.
+void StopOnFirstInterrupt(void (*stop)(int sig));
+
 // Registers a session for closing on interrupt for as long as it lives (the scope that opened
 // the session; its normal exits close the session themselves).
 // Construct it before the CreateSession call and Set the id once it returns: an interrupt that

@@ -153,6 +153,13 @@ TEST(LatencyStats, PastItsExactSamplesPercentilesStayWithinATenthOfAPercent) {
   EXPECT_EQ(small.Percentile(50), 50);
   EXPECT_EQ(small.Percentile(99), 99);
   EXPECT_EQ(small.Max(), 100);
+  // Exact up to kExact samples, bucketed from the next one.
+  LatencyStats edge;
+  for (size_t i = 0; i < LatencyStats::kExact; ++i) edge.Add(double(i));
+  EXPECT_TRUE(edge.exact());
+  EXPECT_EQ(edge.Percentile(100), double(LatencyStats::kExact - 1));
+  edge.Add(1);
+  EXPECT_FALSE(edge.exact());
 }
 
 TEST(LoadReport, NoSamplesStillWritesAPage) {

@@ -2,12 +2,14 @@
 // sinew-load printed, one histogram sample per answered frame, and nothing external.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <thread>
 
 #include "tests/service/server_process.h"
 
@@ -106,6 +108,39 @@ TEST(LoadReportCli, TheAchievedRateIsTheAnsweredFramesOverTheRunsTime) {
   EXPECT_NEAR(got["achieved_frames_per_s"], got["frames_ok"] / got["elapsed_s"],
               0.06 + got["frames_ok"] / got["elapsed_s"] * 1e-3)
       << out;
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Ctrl-C on a long run stops sending, writes the report over what ran and closes the sessions
+// (until 2026-12-03 it closed them and exited without a report: a day's soak interrupted left
+// nothing). Exit status 128 + SIGINT; the JSON says it was interrupted.
+TEST(LoadReportCli, AnInterruptedRunStillWritesItsReportAndClosesItsSessions) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string json = (fs::temp_directory_path() / ("sinew-load-int-" + std::to_string(getpid()) + ".json")).string();
+  fs::remove(json);
+  const pid_t pid = SpawnProcess({SINEW_LOAD_PATH, "--target", server.target(), "--sessions", "2", "--fps", "20",
+                                  "--duration", "3600", "--vertices", "1000", "--json", json});
+  ASSERT_GT(pid, 0);
+  auto metric = [&](const std::string& name) { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), name); };
+  const std::string frames = "sinew_frames_total{backend=\"cpu\",method=\"lbs\"}";
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       metric(frames) < 4 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(metric(frames), 4) << "sinew-load had no frames answered within a minute";
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  EXPECT_EQ(WaitProcess(pid), 128 + SIGINT);
+  std::ifstream in(json);
+  const std::string got((std::istreambuf_iterator<char>(in)), {});
+  fs::remove(json);
+  EXPECT_THAT(got, HasSubstr("\"interrupted\":true")) << got;
+  const std::regex ok(R"re("frames_ok":([0-9]+))re");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(got, m, ok)) << got;
+  EXPECT_GE(std::stoull(m[1]), 4u) << got;
+  EXPECT_THAT(got, HasSubstr("\"errors\":0,")) << got;
+  EXPECT_EQ(metric("sinew_sessions"), 0) << "the interrupted run left sessions open";
   EXPECT_EQ(server.Terminate(), 0);
 }
 
