@@ -182,6 +182,33 @@ class FramesTest(ServerTest):
                                        atol=LBS_TOLERANCE)
             self.assertLessEqual(len(drawn), 8)
 
+    def test_a_session_closed_by_its_stream_leaves_its_with_block_quietly(self) -> None:
+        # close_with_stream: the server closes the session when the stream ends; the `with`
+        # block's close then finds none (until 2026-12-03 it raised NotFound).
+        pose_list = [sinew.Pose(rot, trans) for rot, trans, _ in poses(self.limb, 3)]
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            got = [f.frame for f in session.stream(pose_list, close_with_stream=True)]
+            self.assertEqual(got, [0, 1, 2])
+            for _ in range(200):  # the server closes it as the stream ends, after the last answer
+                if session.id not in [x.id for x in self.client.list_sessions()]:
+                    break
+                threading.Event().wait(0.05)
+        self.assertNotIn(session.id, [x.id for x in self.client.list_sessions()])
+        # A session closed by someone else, no stream of ours involved, is still reported.
+        with self.assertRaises(sinew.NotFound):
+            with self.client.create_session(self.rig_id, "lbs") as other:
+                self.client.session(other.id).close()
+
+    def test_a_frame_number_that_cannot_be_sent_takes_no_number(self) -> None:
+        with self.client.create_session(self.rig_id, "lbs") as session:
+            rest = sinew.Pose(self.limb.rest_rotations, self.limb.rest_translations)
+            self.assertEqual(session.request(rest).frame, 0)
+            for bad in (-1, 1.5, 2**64, True):
+                with self.assertRaisesRegex(sinew.InvalidArgument, r"^INVALID_ARGUMENT: frame: "):
+                    session.request(rest, frame=bad)
+            self.assertEqual(session.request(rest).frame, 1)  # numbering unchanged by the refusals
+            self.assertEqual(session.request(rest, frame=np.uint64(7)).frame, 7)
+
     def test_stream_and_batch_arguments_are_checked_when_called(self) -> None:
         with self.client.create_session(self.rig_id, "lbs") as session:
             with self.assertRaisesRegex(sinew.InvalidArgument, "window"):
@@ -442,6 +469,41 @@ class ErrorsTest(ServerTest):
             sinew.Pose.from_matrices(np.stack([np.eye(4), np.diag([1.0, 2.0, 1.0, 1.0])]))
         with self.assertRaisesRegex(sinew.InvalidArgument, "encoding"):
             client.create_session(rig_id, encoding="f8")
+
+    def test_malformed_arrays_are_invalid_arguments_naming_the_field(self) -> None:
+        # Client-side checks raise InvalidArgument naming the field and index, not numpy's own
+        # errors, and indices are not cast silently (until 2026-12-03 -1 became 4294967295, 1.7
+        # became 1, a (J, 4, 3) matrix stack failed with IndexError).
+        skeleton = sinew.Skeleton(["a"], [-1], [[0, 0, 0, 1]], [[0, 0, 0]])
+        weights = sinew.SkinWeights.dense(np.ones((3, 1)))
+        tri = np.zeros((3, 3))
+        for triangles, pattern in (([[0, 1, -1]], r"triangles\[0, 2\]: -1 is negative"),
+                                   ([[0, 1, 1.7]], r"triangles\[0, 2\]: .*1\.7.* is not an integer"),
+                                   ([[0, 1, 2**33]], r"triangles\[0, 2\]: 8589934592 is beyond"),
+                                   ([["a", "b", "c"]], r"triangles: .*expected integer indices")):
+            with self.assertRaisesRegex(sinew.InvalidArgument, pattern):
+                sinew.build_rig(tri, skeleton, weights, triangles)
+        self.assertEqual(len(sinew.build_rig(tri, skeleton, weights, np.array([[0, 1, 2.0]])).mesh.triangles), 12)
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"weights.offsets\[1\]: -2 is negative"):
+            sinew.SkinWeights.csr([0, -2, 1, 3], [0, 0, 0], [1, 1, 1])
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"cages\['c'\].triangles\[1, 0\]: -3 is negative"):
+            sinew.Cage(np.zeros((4, 3)), [[0, 1, 2], [-3, 1, 2]], name="c")
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"pose.translations: not an array of numbers"):
+            sinew.Pose([[0, 0, 0, 1]], [[0, 0, "x"]])
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"pose.rotations: not an array of numbers"):
+            sinew.Pose([[0, 0, "w", 1]], [[0, 0, 0]])
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"shape \(1, 4, 3\)"):
+            sinew.Pose.from_matrices(np.zeros((1, 4, 3)))
+
+    def test_a_timeout_of_zero_is_no_deadline(self) -> None:
+        # As in the C++ client; grpcio takes 0 as a deadline of now (until 2026-12-03 every call
+        # then failed DeadlineExceeded).
+        client = self.connect(timeout=0)
+        self.assertIsNone(client.timeout)
+        self.assertTrue(client.server_info().version)
+        for bad in (-1, float("nan"), float("inf")):
+            with self.assertRaisesRegex(sinew.InvalidArgument, "timeout"):
+                sinew.connect(self.server.target, token="", timeout=bad)
 
     def test_the_unary_deadline_leaves_uploads_alone(self) -> None:
         # Each call's deadline as the client sets it, the calls going on to the server: the unary

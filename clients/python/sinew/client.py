@@ -13,6 +13,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
 import queue
 import threading
@@ -25,7 +26,7 @@ import numpy as np
 
 from ._proto import pb, pb_grpc
 from .codec import PositionDecoder
-from .errors import DataLoss, InvalidArgument, SinewError, error_for, from_rpc_error
+from .errors import DataLoss, InvalidArgument, NotFound, SinewError, error_for, from_rpc_error
 from .info import ServerInfo
 from .pose import CagePose, Clip, FrameInput, Pose
 from .shm import SharedMemoryRegion, frame_bytes
@@ -245,20 +246,28 @@ class Client:
       the server's certificate against (default: the target's host);
     * `affinity`: sent as ``x-sinew-affinity`` with every call so that a balancer hashing it keeps
       this client's calls on one server;
-    * `timeout`: seconds for each unary call (default: none); not for uploads, streams or clips,
-      whose length follows their size (as the C++ client's ``ClientOptions::timeout_seconds``);
+    * `timeout`: seconds for each unary call (default: none; 0 is none too, as the C++ client's
+      ``ClientOptions::timeout_seconds``); not for uploads, streams or clips, whose length follows
+      their size;
     * `keepalive`: while a call is open, the connection is pinged after this many seconds without
       traffic and the call fails :class:`~sinew.errors.Unavailable` when the ping goes unanswered
       as long again, so that a server that vanished without closing the connection ends a stream
-      or a call without a deadline instead of hanging it (default 30; the server accepts pings
-      every 10 s or more; 0: off).
+      or a call without a deadline instead of hanging it (default 30; 0: off). The server accepts
+      pings every 10 s or more: below that, a call silent for that long (an idle stream) is
+      dropped with GOAWAY "too_many_pings" (tests use 1 s against a stopped server).
     """
 
     def __init__(self, target: str, *, token: Optional[str] = None, tls: bool = False, tls_ca: Optional[str] = None,
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None, server_name: Optional[str] = None,
                  affinity: Optional[str] = None, timeout: Optional[float] = None, keepalive: float = 30.0) -> None:
         self.target = target
-        self.timeout = timeout
+        # grpcio takes timeout=0 as a deadline of now: every call failed DeadlineExceeded until
+        # 2026-12-03, where the C++ client's 0 means none.
+        if timeout is not None and not (timeout >= 0 and timeout != float("inf")):
+            raise InvalidArgument(f"timeout: {timeout}; expected seconds >= 0 (0 or None: no deadline)")
+        self.timeout = timeout if timeout else None
+        if not (keepalive >= 0):
+            raise InvalidArgument(f"keepalive: {keepalive}; expected seconds >= 0 (0: off)")
         if token is None:
             token = os.environ.get("SINEW_TOKEN", "")
         self._metadata: List[Tuple[str, str]] = []
@@ -529,6 +538,7 @@ class Session:
         # for an existing stateful session (Client.session, list_sessions) sends frames it accepts.
         self._next_frame = info.last_frame + 1 if info.HasField("last_frame") else 0
         self._numbering = threading.Lock()  # a stream's requests are made on gRPC's thread
+        self._closed_with_stream = False  # a stream sent close_with_stream: the server closes it
 
     def __repr__(self) -> str:
         return (f"Session({self.id!r}, rig={self.rig_id[:12]}, method={self.method}, backend={self.backend}, "
@@ -561,7 +571,9 @@ class Session:
                                          keys=list(self.info.preparations))
 
     def close(self) -> int:
-        """Closes the session; returns the frames it deformed."""
+        """Closes the session; returns the frames it deformed. After a stream with
+        `close_with_stream` the server has closed it: :class:`~sinew.errors.NotFound` (which
+        ``with session:`` ignores then)."""
         return int(self.client._call(self.client.stub.CloseSession, pb.CloseSessionRequest(session_id=self.id)).frames)
 
     def update(self, params: Optional[Mapping[Any, Any]] = None) -> "Session":
@@ -607,6 +619,11 @@ class Session:
     def __exit__(self, *exc: Any) -> None:
         try:
             self.close()
+        except NotFound:
+            # A stream with close_with_stream closed it when it ended (until 2026-12-03 the
+            # `with` block raised NotFound after such a stream).
+            if exc[0] is None and not self._closed_with_stream:
+                raise
         except SinewError:
             if exc[0] is None:
                 raise
@@ -655,11 +672,14 @@ class Session:
                 raise InvalidArgument(f"offset: {offset}; expected a multiple of 4 >= 0")
             t = req.outputs.shared_memory
             t.region_id, t.offset = shared_memory.region_id, offset
+        if frame is not None and (isinstance(frame, bool) or not isinstance(frame, numbers.Integral)
+                                  or not 0 <= frame < 2**64):
+            raise InvalidArgument(f"frame: {frame!r}; expected an integer from 0 to 2**64 - 1")
         with self._numbering:  # last: a request that cannot be made takes no number
             if frame is None:
                 frame = self._next_frame
-            self._next_frame = frame + 1
-        req.frame = frame
+            self._next_frame = int(frame) + 1
+        req.frame = int(frame)
         return req
 
     def _frame(self, resp: Any, decoder: PositionDecoder, shared_memory: Optional[SharedMemoryRegion] = None) -> Frame:
@@ -762,6 +782,7 @@ class Session:
                         target.region_id, target.offset = shared_memory.region_id, (sent % window) * slot
                     if close_with_stream:
                         req.close_with_stream = True
+                        self._closed_with_stream = True
                     sent += 1
                 except StopIteration:
                     return

@@ -25,7 +25,10 @@ _CAGE_INPUTS = {"absolute": pb.CAGE_INPUT_ABSOLUTE, "offsets": pb.CAGE_INPUT_OFF
 
 
 def _floats(a, shape: tuple, name: str) -> np.ndarray:
-    out = np.ascontiguousarray(a, dtype="<f4")
+    try:
+        out = np.ascontiguousarray(a, dtype="<f4")
+    except (TypeError, ValueError) as e:  # strings, ragged lists: numpy's own error until 2026-12-03
+        raise InvalidArgument(f"{name}: not an array of numbers ({e})") from None
     if out.shape != shape:
         raise InvalidArgument(f"{name}: shape {np.shape(a)}; expected {shape}")
     return out
@@ -43,7 +46,7 @@ class Pose:
     def __post_init__(self) -> None:
         if self.space not in _SPACES:
             raise InvalidArgument(f"pose.space: {self.space!r}; expected 'local' or 'world'")
-        r = np.asarray(self.rotations)
+        r = _floats(self.rotations, np.shape(self.rotations), "pose.rotations")
         if r.ndim != 2 or r.shape[1] != 4:
             raise InvalidArgument(f"pose.rotations: shape {r.shape}; expected (J, 4) quaternions x, y, z, w")
         j = r.shape[0]

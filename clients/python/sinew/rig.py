@@ -43,6 +43,31 @@ def _array(a, dtype, shape: tuple, name: str) -> np.ndarray:
     return out
 
 
+def _indices(a, shape: tuple, name: str) -> np.ndarray:
+    """`a` as uint32 indices like `_array`, refusing what a cast would change: a negative index
+    (until 2026-12-03 -1 became 4294967295), one past 2**32 - 1, a fractional one (1.7 became 1)."""
+    try:
+        raw = np.asarray(a)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument(f"{name}: {e}") from e
+    if raw.size and raw.dtype.kind not in "iu":
+        if raw.dtype.kind != "f":
+            raise InvalidArgument(f"{name}: {raw.dtype} values; expected integer indices")
+        bad = np.flatnonzero(~np.isfinite(raw) | (np.floor(raw) != raw))
+        if bad.size:
+            at = np.unravel_index(int(bad[0]), raw.shape)
+            raise InvalidArgument(f"{name}{list(at)}: {raw[at]!r} is not an integer index")
+    if raw.size and raw.dtype.kind != "u":
+        low = np.flatnonzero(raw.reshape(-1) < 0)
+        if low.size:
+            at = np.unravel_index(int(low[0]), raw.shape)
+            raise InvalidArgument(f"{name}{list(at)}: {raw[at]} is negative; expected an index >= 0")
+    if raw.size and raw.max() > 0xFFFFFFFF:
+        at = np.unravel_index(int(np.argmax(raw)), raw.shape)
+        raise InvalidArgument(f"{name}{list(at)}: {raw[at]} is beyond 2**32 - 1")
+    return _array(raw.astype(np.uint32) if raw.size else raw, np.uint32, shape, name)
+
+
 @dataclass
 class Skeleton:
     """Joints by index: names (unique), parents (-1: root), rest transforms relative to the parent
@@ -127,9 +152,9 @@ class SkinWeights:
     @classmethod
     def csr(cls, offsets, joints, weights) -> "SkinWeights":
         """Compressed rows: offsets (N + 1,), joints and weights (E,)."""
-        j = _array(joints, np.uint32, (-1,), "weights.joints")
+        j = _indices(joints, (-1,), "weights.joints")
         w = _array(weights, np.float32, (len(j),), "weights.weights")
-        return cls(j, w, _array(offsets, np.uint32, (-1,), "weights.offsets"))
+        return cls(j, w, _indices(offsets, (-1,), "weights.offsets"))
 
     @classmethod
     def fixed(cls, joints, weights) -> "SkinWeights":
@@ -192,7 +217,7 @@ class Cage:
     def __post_init__(self) -> None:
         where = f"cages[{self.name!r}]" if self.name else "cages[]"
         self.positions = _array(self.positions, np.float32, (-1, 3), f"{where}.positions")
-        self.triangles = _array(self.triangles, np.uint32, (-1, 3), f"{where}.triangles")
+        self.triangles = _indices(self.triangles, (-1, 3), f"{where}.triangles")
 
 
 def build_rig(positions, skeleton: Skeleton, weights: SkinWeights, triangles=None, *, normals=None,
@@ -207,7 +232,7 @@ def build_rig(positions, skeleton: Skeleton, weights: SkinWeights, triangles=Non
     rig = pb.Rig(name=name, normalize_weights=normalize_weights)
     rig.mesh.positions = p.tobytes()
     if triangles is not None:
-        rig.mesh.triangles = _array(triangles, np.uint32, (-1, 3), "triangles").tobytes()
+        rig.mesh.triangles = _indices(triangles, (-1, 3), "triangles").tobytes()
     if normals is not None:
         rig.mesh.normals = _array(normals, np.float32, (len(p), 3), "normals").tobytes()
     scales = skeleton.rest_scales

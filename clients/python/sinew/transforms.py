@@ -15,10 +15,14 @@ __all__ = ["quaternions_from_matrices", "matrices_from_quaternions", "decompose"
 
 
 def _as_stack(m: np.ndarray, name: str) -> np.ndarray:
-    a = np.asarray(m, dtype=np.float64)
+    try:
+        a = np.asarray(m, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument(f"{name}: not an array of numbers ({e})") from None
     if a.ndim == 2:
         a = a[None]
-    if a.ndim != 3 or a.shape[1] not in (3, 4) or a.shape[2] not in (3, 4):
+    # (..., 4, 3) passed until 2026-12-03 and failed on its missing translation column (IndexError).
+    if a.ndim != 3 or a.shape[1:] not in ((4, 4), (3, 4), (3, 3)):
         raise InvalidArgument(f"{name}: shape {np.shape(m)}; expected (..., 4, 4), (..., 3, 4) or (..., 3, 3)")
     return a
 
