@@ -275,6 +275,12 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
   }
   const MethodInfo& method = *FindMethod(config.method);
   std::shared_ptr<const Prepared> prepared;
+  // Refusals that depend on the rig come before the preparation is asked for: kept as its failed
+  // entry, a refused joint list or cage index was reported to every later session asking the same
+  // key (which does not name every parameter), until 2026-12-03.
+  if (method.check != nullptr) {
+    if (auto st = method.check(*stored.rig, config); !st.ok()) return st;
+  }
   if (method.prepare != nullptr) stored.Asked(PreparationKey(method, config), tenant);
   if (method.prepare != nullptr && serve_fallback && !method.fallback.empty()) {
     const std::string key = PreparationKey(method, config);

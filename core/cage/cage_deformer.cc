@@ -81,7 +81,7 @@ void ApplyCageCoordinates(const RowMatrixXd& phi, std::span<const float> rest,
 
 namespace {
 
-absl::Status CheckCageConfig(const Rig& rig, const DeformerConfig& config, const char* method) {
+absl::Status CheckCageIndex(const Rig& rig, const DeformerConfig& config, const char* method) {
   const uint32_t cage = ParamsOf<CageParams>(config).cage;
   if (cage >= rig.cages.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -90,6 +90,14 @@ absl::Status CheckCageConfig(const Rig& rig, const DeformerConfig& config, const
   }
   return absl::OkStatus();
 }
+
+}  // namespace
+
+absl::Status CheckCageConfig(const Rig& rig, const DeformerConfig& config) {
+  return CheckCageIndex(rig, config, config.method.c_str());
+}
+
+namespace {
 
 struct MvcPrepared final : Prepared {
   RowMatrixXd phi;  // vertices x cage vertices
@@ -226,7 +234,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareMvcCage(const Rig& rig,
                                                                const DeformerConfig& config,
                                                                ThreadPool* pool,
                                                                const ProgressFn& progress) {
-  if (auto st = CheckCageConfig(rig, config, "cage-mvc"); !st.ok()) return st;
+  if (auto st = CheckCageIndex(rig, config, "cage-mvc"); !st.ok()) return st;
   const uint32_t index = ParamsOf<CageParams>(config).cage;
   if (auto st = CheckCoordinateBytes(rig.vertex_count(), rig.cages[index].vertex_count(), index, "cage-mvc"); !st.ok()) {
     return st;
@@ -254,7 +262,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
                                                                  const DeformerConfig& config,
                                                                  ThreadPool* pool,
                                                                  const ProgressFn& progress) {
-  if (auto st = CheckCageConfig(rig, config, "cage-green"); !st.ok()) return st;
+  if (auto st = CheckCageIndex(rig, config, "cage-green"); !st.ok()) return st;
   const uint32_t index = ParamsOf<CageParams>(config).cage;
   if (auto st = CheckCoordinateBytes(rig.vertex_count(),
                                      rig.cages[index].vertex_count() + rig.cages[index].triangles.size() / 3, index,
@@ -277,7 +285,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateCageDeformer(std::shared_ptr<con
                                                              std::shared_ptr<const Prepared> prepared,
                                                              const DeformerConfig& config) {
   const char* name = config.method == "cage-mvc" ? "cage-mvc" : "cage-green";
-  if (auto st = CheckCageConfig(*rig, config, name); !st.ok()) return st;
+  if (auto st = CheckCageIndex(*rig, config, name); !st.ok()) return st;
   if (!prepared) return absl::InternalError("cage deformer created without its coordinates");
   return std::make_unique<CageDeformer>(std::move(rig), std::move(prepared), config);
 }

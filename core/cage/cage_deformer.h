@@ -28,6 +28,8 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseCageParams(const ParamS
 
 // "cage=N": the prepared data depends on the cage only.
 std::string CageKey(const DeformerConfig& config);
+// MethodInfo::check: the cage the parameters name is one of the rig's.
+absl::Status CheckCageConfig(const Rig& rig, const DeformerConfig& config);
 
 // The most bytes a cage method's coordinate matrices (float64, one row per mesh vertex, one
 // column per cage vertex, and per cage face for Green coordinates) may take: 4 GiB.

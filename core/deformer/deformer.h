@@ -224,6 +224,13 @@ using PrepareKeyFn = std::string (*)(const DeformerConfig& config);
 using SavePreparedFn = std::string (*)(const Prepared& prepared);
 using LoadPreparedFn = absl::StatusOr<std::shared_ptr<const Prepared>> (*)(const Rig& rig, const DeformerConfig& config,
                                                                           std::string_view bytes);
+// What a configuration needs of the rig (weights, triangles, the cage or joints it names),
+// checked cheaply, before a host asks for the preparation: a configuration refused here leaves
+// no failed preparation behind. (A host keeps a failed preparation under its key, so that it is
+// not retried; a key need not hold every parameter a refusal depends on, so a refused joint list
+// would otherwise be reported to later sessions that never sent it.) The preparation checks the
+// same again for callers that do not use this.
+using CheckConfigFn = absl::Status (*)(const Rig& rig, const DeformerConfig& config);
 using DeformerFactory = absl::StatusOr<std::unique_ptr<Deformer>> (*)(
     std::shared_ptr<const Rig> rig, std::shared_ptr<const Prepared> prepared,
     const DeformerConfig& config);
@@ -258,6 +265,7 @@ struct MethodInfo {
   DeformerFactory create = nullptr;
   PrepareFn prepare = nullptr;
   PrepareKeyFn prepare_key = nullptr;
+  CheckConfigFn check = nullptr;  // optional, with prepare (see CheckConfigFn)
   // Optional: preparations worth keeping on disk (minutes to compute).
   SavePreparedFn save_prepared = nullptr;
   LoadPreparedFn load_prepared = nullptr;

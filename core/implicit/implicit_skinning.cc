@@ -34,6 +34,15 @@ absl::StatusOr<std::vector<JointOperator>> JointOperators(const Rig& rig, const 
   return ops;
 }
 
+absl::Status CheckImplicitConfig(const Rig& rig, const DeformerConfig& config) {
+  const char* name = config.method == "elastic-implicit" ? "elastic-implicit" : "implicit";
+  if (auto st = SkeletalDeformer::CheckRig(rig, name); !st.ok()) return st;
+  if (rig.triangle_count() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("method ", name, " needs a triangle mesh; the rig has no triangles"));
+  }
+  return JointOperators(rig, ParamsOf<ImplicitConfig>(config)).status();
+}
+
 std::string ImplicitKey(const DeformerConfig& config) {
   const ImplicitConfig& c = ParamsOf<ImplicitConfig>(config);
   std::string key = absl::StrCat("ops=", JointOperatorName(c.default_operator));
@@ -102,11 +111,18 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
   auto p = std::make_shared<ImplicitConfig>();
   ParamReader r(set, field);
   if (auto st = ReadOperator(r, "default_operator", JointOperator::kContact, p->default_operator); !st.ok()) return st;
+  std::unordered_map<uint32_t, size_t> listed;  // joint -> its first entry
   r.List("joints", [&](const ParamSet& item, const std::string& f) -> absl::Status {
     ParamReader ir(item, f);
     if (item.Find("joint") == nullptr) return absl::InvalidArgumentError(f + ".joint: required");
     uint32_t joint = 0;
     ir.Count("joint", joint, 0, 65535);
+    if (!ir.status().ok()) return ir.status();
+    // Refused here, not only against the rig: a list naming a joint twice has no meaning.
+    if (const auto [it, added] = listed.emplace(joint, listed.size()); !added) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ".joint: joint ", joint, " is listed twice (also at entry ",
+                                                     it->second, ")"));
+    }
     JointOperator op;
     if (auto st = ReadOperator(ir, "op", p->default_operator, op); !st.ok()) return st;
     p->joint_operators.emplace_back(joint, op);
@@ -236,10 +252,7 @@ float EvaluateRestField(const ImplicitModel& m, const Eigen::Vector3f& x, Eigen:
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, const DeformerConfig& config,
                                                                 ThreadPool* pool, const ProgressFn& progress) {
   const char* name = config.method == "elastic-implicit" ? "elastic-implicit" : "implicit";
-  if (auto st = SkeletalDeformer::CheckRig(rig, name); !st.ok()) return st;
-  if (rig.triangle_count() == 0) {
-    return absl::FailedPreconditionError(absl::StrCat("method ", name, " needs a triangle mesh; the rig has no triangles"));
-  }
+  if (auto st = CheckImplicitConfig(rig, config); !st.ok()) return st;
   auto ops = JointOperators(rig, ParamsOf<ImplicitConfig>(config));
   if (!ops.ok()) return ops.status();
   auto report = [&](double p) { return !progress || progress(p); };

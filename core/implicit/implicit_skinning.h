@@ -123,6 +123,8 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
 // The operator of every joint of `rig` under `config` (INVALID_ARGUMENT for a joint index out of
 // range or listed twice).
 absl::StatusOr<std::vector<JointOperator>> JointOperators(const Rig& rig, const ImplicitConfig& config);
+// MethodInfo::check: skinning weights, triangles, the joints of `joints` within the rig.
+absl::Status CheckImplicitConfig(const Rig& rig, const DeformerConfig& config);
 
 // Builds the composition tree bottom-up over the skeleton: at each joint its own field, then
 // the subtrees of its children joined by bulge joints, then the others (§2.5.5). `leaf_joint`

@@ -797,6 +797,8 @@ absl::StatusOr<TetMesh> BuildTets(const Rig& rig, const PbsParams& p, const Prog
 
 }  // namespace
 
+absl::Status CheckPbsConfig(const Rig& rig, const DeformerConfig&) { return SkeletalDeformer::CheckRig(rig, "pbs"); }
+
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,
                                                            ThreadPool*, const ProgressFn& progress) {
   if (auto st = SkeletalDeformer::CheckRig(rig, "pbs"); !st.ok()) return st;

@@ -147,6 +147,8 @@ std::optional<uint32_t> SolvePbsFrame(const PbsModel& model, const PbsParams& pa
                                       const StopFn* stop = nullptr);
 bool PbsStateful(const DeformerConfig& config);  // jiggle
 
+// MethodInfo::check: skinning weights.
+absl::Status CheckPbsConfig(const Rig& rig, const DeformerConfig& config);
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,
                                                            ThreadPool* pool, const ProgressFn& progress);
 std::string PbsKey(const DeformerConfig& config);

@@ -134,10 +134,7 @@ RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, con
   return psi;
 }
 
-absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig,
-                                                                  const DeformerConfig& config,
-                                                                  ThreadPool* pool,
-                                                                  const ProgressFn& progress) {
+absl::Status CheckSuperCagesConfig(const Rig& rig, const DeformerConfig& config) {
   if (auto st = SkeletalDeformer::CheckRig(rig, "supercages"); !st.ok()) return st;
   const SuperCagesParams& params = ParamsOf<SuperCagesParams>(config);
   if (params.cage >= rig.cages.size()) {
@@ -145,6 +142,15 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
                                                       params.cage, " but the rig has ",
                                                       rig.cages.size(), " cages"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig,
+                                                                  const DeformerConfig& config,
+                                                                  ThreadPool* pool,
+                                                                  const ProgressFn& progress) {
+  if (auto st = CheckSuperCagesConfig(rig, config); !st.ok()) return st;
+  const SuperCagesParams& params = ParamsOf<SuperCagesParams>(config);
   if (!(params.localisation_exponent > 0 && params.localisation_exponent <= 1)) {
     return absl::InvalidArgumentError("deformer.supercages.localisation_exponent: must be in (0, 1]");
   }

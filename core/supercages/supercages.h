@@ -62,6 +62,8 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSuperCagesParams(const 
 
 // Key: cage index, updater on/off and its localisation exponent.
 std::string SuperCagesKey(const DeformerConfig& config);
+// MethodInfo::check: skinning weights, the cage the parameters name.
+absl::Status CheckSuperCagesConfig(const Rig& rig, const DeformerConfig& config);
 
 // Φ, Ψ (when the updater is on), the MaxVol selection and its factorisation.
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig,

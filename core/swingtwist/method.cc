@@ -137,10 +137,14 @@ std::string SwingTwistKey(const DeformerConfig& config) {
                       ",tolerance=", p.tolerance);
 }
 
+absl::Status CheckSwingTwistConfig(const Rig& rig, const DeformerConfig&) {
+  if (auto st = SkeletalDeformer::CheckRig(rig, "swing-twist"); !st.ok()) return st;
+  return CheckSimilarBind(rig);
+}
+
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig, const DeformerConfig& config,
                                                                   ThreadPool* pool, const ProgressFn& progress) {
-  if (auto st = SkeletalDeformer::CheckRig(rig, "swing-twist"); !st.ok()) return st;
-  if (auto st = CheckSimilarBind(rig); !st.ok()) return st;
+  if (auto st = CheckSwingTwistConfig(rig, config); !st.ok()) return st;
   const SwingTwistParams& p = ParamsOf<SwingTwistParams>(config);
   auto model = std::make_shared<SwingTwistModel>();
   auto frames = ComputeCanonicalFrames(rig);

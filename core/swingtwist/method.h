@@ -37,6 +37,8 @@ struct SwingTwistModel : Prepared {
   size_t Bytes() const override;
 };
 
+// MethodInfo::check: skinning weights, inverse binds that are similarities.
+absl::Status CheckSwingTwistConfig(const Rig& rig, const DeformerConfig& config);
 absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig, const DeformerConfig& config,
                                                                   ThreadPool* pool, const ProgressFn& progress);
 std::string SwingTwistKey(const DeformerConfig& config);

@@ -165,6 +165,30 @@ TEST_F(CageService, BadCageFramesNameTheField) {
   }
 }
 
+// A session naming a cage the rig does not have is refused before any preparation is asked for:
+// until 2026-12-03 each such request left a failed preparation on the rig (one per cage index
+// tried, listed by GetRig until trimmed at --max-prepared-bytes).
+TEST_F(CageService, ACageIndexTheRigLacksLeavesNoPreparationBehind) {
+  for (v1::Method method : {v1::METHOD_CAGE_MVC, v1::METHOD_CAGE_GREEN, v1::METHOD_SUPERCAGES}) {
+    for (uint32_t cage : {1u, 7u}) {
+      v1::CreateSessionRequest req;
+      req.set_rig_id(rig_id_);
+      req.mutable_deformer()->set_method(method);
+      if (method == v1::METHOD_SUPERCAGES) {
+        req.mutable_deformer()->mutable_supercages()->set_cage(cage);
+      } else {
+        req.mutable_deformer()->mutable_cage()->set_cage(cage);
+      }
+      auto s = client_->CreateSession(req);
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+      EXPECT_THAT(std::string(s.status().message()), HasSubstr("uses cage " + std::to_string(cage) + " but the rig has 1 cages"));
+    }
+  }
+  auto info = client_->GetRig(rig_id_);
+  ASSERT_TRUE(info.ok()) << info.status();
+  for (const v1::Preparation& p : info->preparations()) ADD_FAILURE() << "left behind: " << p.key() << ": " << p.error();
+}
+
 TEST_F(CageService, CageThatDoesNotEncloseTheMeshIsRejectedAtUpload) {
   RigInput rig = arm_.rig;
   // Shrink the cage to half its size about its centre: most of the arm is now outside.

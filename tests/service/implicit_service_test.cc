@@ -611,6 +611,29 @@ TEST_F(ImplicitService, ErrorsNameTheField) {
   auto s = Open(v1::METHOD_IMPLICIT, &params);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("deformer.implicit.joints[0].joint"));
+  // The refusal left nothing behind: a session that never named joint 9 opens (until 2026-12-03
+  // the refusal was kept as the failed preparation of the key "ops=contact", the same as the
+  // defaults', and every later implicit session on the rig got this error), and the rig lists
+  // no failed preparation.
+  {
+    auto plain = Open(v1::METHOD_IMPLICIT);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    auto info = client_->GetRig(rig_id_);
+    ASSERT_TRUE(info.ok()) << info.status();
+    for (const v1::Preparation& p : info->preparations()) EXPECT_TRUE(p.error().empty()) << p.key() << ": " << p.error();
+    // Once the preparation is done, the same bad list is still refused (it was accepted then,
+    // the list ignored).
+    s = Open(v1::METHOD_IMPLICIT, &params);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+    // A joint listed twice is refused as it is read, naming both entries.
+    v1::ImplicitParams twice;
+    twice.add_joints()->set_joint(1);
+    twice.add_joints()->set_joint(1);
+    s = Open(v1::METHOD_IMPLICIT, &twice);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()),
+                HasSubstr("deformer.implicit.joints[1].joint: joint 1 is listed twice (also at entry 0)"));
+  }
   // Joint 0 is a joint like any other (until 2026-12-01 the wire could not tell it from none, and
   // it was refused as "required"); a choice with no joint at all is still refused.
   {
