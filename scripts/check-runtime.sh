@@ -35,15 +35,33 @@ if [[ ! -f $base ]]; then
     { echo "check-runtime: debootstrap failed, see /tmp/sinew-runtime-debootstrap.log" >&2; exit 1; }
   tar -C $root.tmp -cf $base . && rm -rf $root.tmp
 fi
-rm -rf $root && mkdir -p $root && tar -C $root -xf $base
+# Nothing of a previous run may stay mounted in the root: `rm -rf` goes into a bind mount, and a
+# /dev left mounted there (a run whose server outlived its chroot: umount failed EBUSY, silently)
+# would have had the host's device nodes deleted (until 2026-12-03).
+release_root() {
+  local p
+  for p in /proc/[0-9]*; do  # processes still running in the root (a server the chroot left behind)
+    [[ $(readlink "$p/root" 2>/dev/null) == "$root" ]] && kill -KILL "${p##*/}" 2>/dev/null || true
+  done
+  local m
+  for m in $root/dev $root/proc; do
+    if mountpoint -q "$m"; then umount "$m" 2>/dev/null || umount -l "$m"; fi
+  done
+  if grep -q " $root/" /proc/mounts; then
+    echo "check-runtime: something is still mounted under $root; not removing it:" >&2
+    grep " $root/" /proc/mounts >&2
+    return 1
+  fi
+}
+release_root
+rm -rf --one-file-system $root && mkdir -p $root && tar -C $root -xf $base
 cp /etc/resolv.conf $root/etc/resolv.conf 2>/dev/null || true
 mkdir -p $root/opt/sinew/bin
 cp scripts/install-deps.sh $root/opt/sinew/
 cp "${bins[@]}" $root/opt/sinew/bin/
 mount -t proc proc $root/proc
 mount --bind /dev $root/dev
-cleanup() { umount $root/proc $root/dev 2>/dev/null || true; }
-trap cleanup EXIT
+trap release_root EXIT
 
 chroot $root /bin/bash -s <<'EOF'
 set -euo pipefail
@@ -56,8 +74,9 @@ for b in /opt/sinew/bin/*; do
   if ldd "$b" | grep -q libcuda; then echo "check-runtime: FAIL: $b links a CUDA library"; fail=1; fi
 done
 sinew-server --version
-sinew-server --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 >/tmp/server.out 2>/tmp/server.err &
+sinew-server --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 </dev/null >/tmp/server.out 2>/tmp/server.err &
 pid=$!
+trap 'kill -KILL $pid 2>/dev/null || true' EXIT  # a failed step below leaves no server holding /dev
 for _ in $(seq 100); do grep -q "grpc listening" /tmp/server.out 2>/dev/null && break; sleep 0.1; done
 port=$(sed -n 's/^grpc listening on .*:\([0-9]*\)$/\1/p' /tmp/server.out)
 [[ -n $port ]] || { echo "check-runtime: FAIL: the server did not start"; cat /tmp/server.err; exit 1; }
