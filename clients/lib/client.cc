@@ -119,8 +119,35 @@ Client::Client(const std::string& target, const ClientOptions& options)
   stub_ = v1::Sinew::NewStub(channel_);
 }
 
+namespace {
+// How long the first call waits for the channel's first connection at most.
+constexpr auto kFirstConnectionWait = std::chrono::seconds(10);
+}  // namespace
+
+void Client::AwaitFirstConnection() const {
+  if (first_connection_done_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(first_connection_mu_);
+  if (first_connection_done_.load(std::memory_order_relaxed)) return;
+  // gRPC fails a call at once when its channel's connection attempt fails, and one attempt on
+  // loopback did ("connect: No such file or directory", a listening server, a fresh machine):
+  // until 2026-12-03 a client's first call then failed UNAVAILABLE where the next succeeded.
+  // The first call waits for a connection through one failed attempt and gRPC's reconnect
+  // backoff (about a second); a second failure (no server there) lets it go on and fail as
+  // before, a second or so later than it used to.
+  const auto deadline = std::chrono::system_clock::now() + kFirstConnectionWait;
+  int failures = 0;
+  for (grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true); state != GRPC_CHANNEL_READY;) {
+    if (state == GRPC_CHANNEL_SHUTDOWN) break;
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && ++failures >= 2) break;
+    if (!channel_->WaitForStateChange(state, deadline)) break;
+    state = channel_->GetState(/*try_to_connect=*/true);
+  }
+  first_connection_done_.store(true, std::memory_order_release);
+}
+
 absl::Status Client::Authorize(grpc::ClientContext& ctx) const {
   if (!status_.ok()) return status_;
+  AwaitFirstConnection();
   if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
   if (!affinity_.empty()) ctx.AddMetadata("x-sinew-affinity", affinity_);
   return absl::OkStatus();

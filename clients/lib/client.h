@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,6 +89,8 @@ class Client {
   const absl::Status& status() const { return status_; }
   // Adds the bearer token and the affinity (if any) to a context for a call on stub(); returns
   // status() (the call must not be made when it is not OK: every method of the client fails with it).
+  // Also waits, before this client's first call, for its channel's first connection (through
+  // one failed attempt: see AwaitFirstConnection).
   [[nodiscard]] absl::Status Authorize(grpc::ClientContext& ctx) const;
   // Waits until the channel is ready (or the timeout passes).
   absl::Status WaitReady(std::chrono::milliseconds timeout);
@@ -137,6 +141,7 @@ class Client {
   const std::string& target() const { return target_; }
 
  private:
+  void AwaitFirstConnection() const;
   // Authorize, and the deadline of ClientOptions::timeout_seconds.
   [[nodiscard]] absl::Status Unary(grpc::ClientContext& ctx) const;
 
@@ -147,6 +152,9 @@ class Client {
   std::string target_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Sinew::Stub> stub_;
+  // AwaitFirstConnection has run (once per client).
+  mutable std::atomic<bool> first_connection_done_{false};
+  mutable std::mutex first_connection_mu_;
 };
 
 // Core -> wire. Weights are sent in compressed rows.

@@ -293,6 +293,7 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(target, options=options)
         self.stub = pb_grpc.SinewStub(self._channel)
+        self._connected_once = False  # a call has reached the server (see _call)
         self._info: Optional[Any] = None
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -307,7 +308,26 @@ class Client:
         if timeout is None and bounded:
             timeout = self.timeout
         try:
-            return rpc(request, metadata=self._metadata, timeout=timeout)
+            try:
+                return rpc(request, metadata=self._metadata, timeout=timeout)
+            except grpc.RpcError as e:
+                # gRPC fails a call at once when its channel's connection attempt fails, and one
+                # attempt on loopback did with a listening server ("connect: No such file or
+                # directory", seen by the C++ client). Before this client has reached the server,
+                # a call that never left it ("failed to connect") is sent once more when the
+                # channel connects within two seconds (gRPC's reconnect backoff is about one);
+                # with no server there it fails as before, that much later.
+                if (self._connected_once or e.code() != grpc.StatusCode.UNAVAILABLE
+                        or "failed to connect" not in (e.details() or "")):
+                    raise
+                self._connected_once = True
+                try:
+                    grpc.channel_ready_future(self._channel).result(timeout=2 if timeout is None else min(2, timeout))
+                except grpc.FutureTimeoutError:
+                    raise e from None
+                return rpc(request, metadata=self._metadata, timeout=timeout)
+            finally:
+                self._connected_once = True
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
