@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from typing import List, Optional, Sequence
@@ -22,8 +24,11 @@ def server_path() -> str:
 
 
 class Server:
-    """``sinew-server --listen 127.0.0.1:0`` (CPU backend, no admission control, as the C++ suites
-    run it), stopped with SIGTERM by :meth:`stop` or at the end of a ``with`` block."""
+    """``sinew-server --listen 127.0.0.1:0`` (CPU backend, no admission control, a ``--cache-dir``
+    of its own, as the C++ suites run it), stopped with SIGTERM by :meth:`stop` or at the end of a
+    ``with`` block. The cache folder holds links to the operator grids of
+    ``$SINEW_TEST_OPERATOR_CACHE`` (when set) and goes with the server: test servers shared the
+    user's ``~/.cache/sinew`` until 2026-12-03."""
 
     def __init__(self, extra_args: Sequence[str] = (), start_timeout: float = 60.0) -> None:
         args: List[str] = [server_path(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]
@@ -31,6 +36,14 @@ class Server:
             args += ["--gpu", "off"]
         if "--max-queue-ms" not in extra_args:
             args += ["--max-queue-ms", "0"]
+        self.cache_dir: Optional[str] = None
+        if "--cache-dir" not in extra_args:
+            self.cache_dir = tempfile.mkdtemp(prefix="sinew-test-cache-")
+            ops = os.environ.get("SINEW_TEST_OPERATOR_CACHE", "")
+            for name in (os.listdir(ops) if ops and os.path.isdir(ops) else []):
+                if name.endswith(".sinewop"):
+                    os.symlink(os.path.join(ops, name), os.path.join(self.cache_dir, name))
+            args += ["--cache-dir", self.cache_dir]
         args += list(extra_args)
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output: List[str] = []
@@ -64,6 +77,8 @@ class Server:
         self._reader.join(5)
         if self.process.stdout is not None and not self._reader.is_alive():
             self.process.stdout.close()
+        if self.cache_dir:
+            shutil.rmtree(self.cache_dir, ignore_errors=True)  # the links, not what they point at
         return self.process.returncode
 
     def __enter__(self) -> "Server":

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <filesystem>
 #include <regex>
 #include <thread>
 
@@ -34,6 +35,22 @@ ServerProcess::ServerProcess(const std::vector<std::string>& extra_args) {
   };
   if (!named("--gpu")) args.insert(args.end(), {"--gpu", "off"});
   if (!named("--max-queue-ms")) args.insert(args.end(), {"--max-queue-ms", "0"});
+  if (!named("--cache-dir")) {
+    std::string dir = (std::filesystem::temp_directory_path() / "sinew-test-cache-XXXXXX").string();
+    if (mkdtemp(dir.data()) != nullptr) {
+      cache_dir_ = dir;
+      // The character-independent operator grids (seconds to build) are shared; nothing else is.
+      std::error_code ec;
+      if (const char* ops = std::getenv("SINEW_TEST_OPERATOR_CACHE")) {
+        for (const auto& e : std::filesystem::directory_iterator(ops, ec)) {
+          if (e.path().extension() == ".sinewop") {
+            std::filesystem::create_symlink(e.path(), std::filesystem::path(dir) / e.path().filename(), ec);
+          }
+        }
+      }
+      args.insert(args.end(), {"--cache-dir", dir});
+    }
+  }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   pid_ = fork();
   if (pid_ == 0) {
@@ -107,6 +124,10 @@ ServerProcess::~ServerProcess() {
     waitpid(pid_, &status, 0);
   }
   if (out_fd_ >= 0) close(out_fd_);
+  if (!cache_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(cache_dir_, ec);  // the links, not what they point at
+  }
 }
 
 namespace {

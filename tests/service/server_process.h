@@ -1,6 +1,9 @@
 // Starts the real sinew-server binary on loopback ports picked at run time (port 0), reads the
 // ports it prints, and stops it with SIGTERM (or SIGKILL on destruction if still running). The
-// server runs with --gpu off unless extra_args give --gpu.
+// server runs with --gpu off unless extra_args give --gpu, and with a --cache-dir of its own
+// unless they give one (removed with it): the operator grids of $SINEW_TEST_OPERATOR_CACHE linked
+// in, nothing else. (Until 2026-12-03 test servers shared the user's ~/.cache/sinew: a rig's
+// preparation read from there by one test had been computed by another, or by another run.)
 #pragma once
 
 #include <sys/types.h>
@@ -33,6 +36,7 @@ class ServerProcess {
   int out_fd_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  std::string cache_dir_;  // made here (empty: the test gave --cache-dir)
 };
 
 // Runs argv to completion; stdout and stderr go to *out and *err (when given). Returns the exit

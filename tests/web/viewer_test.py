@@ -144,7 +144,16 @@ class ViewerTest(unittest.TestCase):
             if shutil.which(need) is None:
                 raise AssertionError(f'{need} not found: run scripts/install-deps.sh')
         cls.tmp = tempfile.mkdtemp(prefix='sinew-web-')
-        cls.server = subprocess.Popen([ARGS.server, '--listen', '127.0.0.1:0', '--metrics-listen', '', '--gpu', 'off'],
+        # A cache folder of its own (not the user's ~/.cache/sinew), with the suite's operator
+        # grids linked in when ctest names them.
+        cache = os.path.join(cls.tmp, 'server-cache')
+        os.makedirs(cache)
+        ops = os.environ.get('SINEW_TEST_OPERATOR_CACHE', '')
+        for name in (os.listdir(ops) if ops and os.path.isdir(ops) else []):
+            if name.endswith('.sinewop'):
+                os.symlink(os.path.join(ops, name), os.path.join(cache, name))
+        cls.server = subprocess.Popen([ARGS.server, '--listen', '127.0.0.1:0', '--metrics-listen', '', '--gpu', 'off',
+                                       '--cache-dir', cache],
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         cls.target = read_line(cls.server.stdout, r'grpc listening on (\S+)', 'sinew-server').group(1)
         cls.glbs = []
