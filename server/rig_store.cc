@@ -411,6 +411,14 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
   stored->rig = std::make_shared<const Rig>(std::move(rig));
   stored->last_used_ms = now_ms;
 
+  // Rigs evicted below stop their background preparations, outside mu_ (CancelAll takes prep_mu).
+  std::vector<std::shared_ptr<StoredRig>> gone;
+  struct CancelGone {
+    std::vector<std::shared_ptr<StoredRig>>& rigs;
+    ~CancelGone() {
+      for (auto& r : rigs) r->CancelAll();
+    }
+  } cancel_gone{gone};
   std::lock_guard lock(mu_);
   if (auto it = rigs_.find(id); it != rigs_.end()) {
     it->second->tenants.insert(tenant);
@@ -431,6 +439,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
     for (auto& [t, key] : idle) {
       if (bytes_ + stored->bytes <= max_bytes_) break;
       bytes_ -= rigs_[key]->bytes;
+      gone.push_back(rigs_[key]);
       rigs_.erase(key);
       evicted->push_back(key);
     }
@@ -446,6 +455,15 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
 }
 
 absl::Status RigStore::Delete(const std::string& id, const std::string& tenant, size_t tenant_sessions) {
+  // A deleted rig's background preparations stop (outside mu_): until 2026-12-03 one kept
+  // running for nobody, its CPU and memory uncounted, and held up the server's shutdown.
+  std::shared_ptr<StoredRig> gone;
+  struct CancelGone {
+    std::shared_ptr<StoredRig>& rig;
+    ~CancelGone() {
+      if (rig) rig->CancelAll();
+    }
+  } cancel_gone{gone};
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
   if (it == rigs_.end() || !it->second->tenants.contains(tenant)) {
@@ -461,6 +479,7 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant, 
   r.tenants.erase(tenant);
   if (!r.tenants.empty()) return absl::OkStatus();
   bytes_ -= it->second->bytes;
+  gone = it->second;
   rigs_.erase(it);
   return absl::OkStatus();
 }

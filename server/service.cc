@@ -331,6 +331,9 @@ std::vector<std::string> Service::StopBackground(std::chrono::steady_clock::time
   for (const auto& rig : rigs_.List()) {
     for (const std::string& key : rig->Unfinished()) left.push_back(absl::StrCat("rig ", rig->id.substr(0, 12), ": ", key));
   }
+  // Those of rigs deleted or evicted meanwhile are not listed (until 2026-12-03 an empty list
+  // here read as "none left", and the shutdown waited for them in ~Service).
+  if (left.empty()) left.push_back("a preparation of a rig no longer stored");
   return left;
 }
 

@@ -455,6 +455,26 @@ TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
   // biharmonic factorisation, which it cannot interrupt (the drain timeout, 10 s, bounds it).
 }
 
+// A rig deleted while its background preparation runs (its fallback session closed) stops that
+// preparation, and SIGTERM ends the server within its drain timeout. Until 2026-12-03 the
+// preparation ran on for nobody, and the shutdown, which looked for unfinished preparations
+// among the stored rigs only, waited for it (minutes: 23 joints' weight solves).
+TEST(ServiceShutdown, ADeletedRigsBackgroundPreparationDoesNotHoldUpTheShutdown) {
+  ServerProcess server({"--drain-timeout", "1"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(LimbOf(3000, 24, 2))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto session = c.CreateSession(SwingTwistSession(up->rig_id(), 0.03));
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE(FindPreparation(c, up->rig_id(), "swing-twist").has_value());
+  ASSERT_TRUE(c.CloseSession(session->session_id()).ok());
+  ASSERT_TRUE(c.DeleteRig(up->rig_id()).ok());
+  // The shutdown gives background preparations what is left of the drain timeout (at least a
+  // second), then exits without them; 60 s bounds the hang this test is for.
+  EXPECT_EQ(server.Terminate(60), 0) << "sinew-server did not exit within a minute of SIGTERM";
+}
+
 // A caller whose deadline passes while CreateSession prepares (a pipeline's stage prepares before
 // the answer) leaves no session behind: until 2026-12-03 the server registered it anyway, and
 // nobody knew its id until the idle timeout closed it. The rig's sessions are seen through
