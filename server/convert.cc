@@ -360,12 +360,38 @@ absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, s
     if (!clip.ok()) return clip.status();
     b.clip = std::move(*clip);
     b.total = ClipFrameCount(b.clip, b.fps);
+    if (req.time_step() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("time_step: ", req.time_step(), "; a clip steps by 1 / "
+                                                     "clip.frames_per_second (time_step is for pose lists: leave it 0)"));
+    }
   } else if (req.has_poses()) {
     b.total = static_cast<uint64_t>(req.poses().poses_size());
+    // Every pose's arrays against the rig before the batch starts: each is copied into the
+    // session's pose buffer, which keeps its size (until 2026-12-03 a pose list grew it to any
+    // size, uncounted, and a bad pose at index N was found only after N frames).
+    for (int i = 0; i < req.poses().poses_size(); ++i) {
+      const v1::Pose& p = req.poses().poses(i);
+      const struct {
+        const char* name;
+        size_t bytes, per;
+      } arrays[] = {{"rotations", p.rotations().size(), 16}, {"translations", p.translations().size(), 12},
+                    {"scales", p.scales().size(), 4}};
+      for (const auto& a : arrays) {
+        if (a.bytes > a.per * joint_count) {
+          return absl::InvalidArgumentError(absl::StrCat("poses.poses[", i, "].", a.name, ": ", a.bytes, " bytes, ",
+                                                         a.bytes / double(a.per), " joints; this rig takes at most ",
+                                                         joint_count, " (", a.per, " bytes each)"));
+        }
+      }
+    }
   } else {
     return absl::InvalidArgumentError("source: give a clip (with frames_per_second) or poses");
   }
   b.first = req.first_frame();
+  if (b.first > b.total) {  // == total: a finished batch resumed, nothing left to send
+    return absl::OutOfRangeError(absl::StrCat("first_frame: ", b.first, " but the ", req.has_clip() ? "clip" : "pose list",
+                                              " has ", b.total, " frames"));
+  }
   b.end = b.total;
   if (req.max_frames() > 0 && req.max_frames() < b.end - std::min(b.end, b.first)) b.end = b.first + req.max_frames();
   // What this batch sends is bounded, not the clip: a long clip is played in parts.

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 #include "server/echo_id.h"
@@ -581,7 +582,11 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     auto* self = static_cast<ClipCall*>(arg);
     absl::Status st = status;
     if (!st.ok() && self->req_->has_poses()) {
-      st = absl::Status(st.code(), absl::StrCat("poses.poses[", self->frame_, "] ", st.message()));
+      // A pose's field ("pose.rotations: ...") as the list's ("poses.poses[3].rotations: ...").
+      const absl::string_view m = st.message();
+      st = absl::Status(st.code(), absl::StartsWith(m, "pose.")
+                                       ? absl::StrCat("poses.poses[", self->frame_, "].", m.substr(5))
+                                       : absl::StrCat("poses.poses[", self->frame_, "]: ", m));
     } else if (!st.ok()) {
       st = absl::Status(st.code(), absl::StrCat("clip frame ", self->frame_, " (", double(self->frame_) / self->fps_,
                                                 " s): ", st.message()));

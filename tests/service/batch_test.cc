@@ -516,8 +516,19 @@ TEST(DeformClipRpc, BadRequestsNameTheField) {
   req.mutable_poses()->mutable_poses(1)->mutable_rotations()->resize(8);
   absl::Status st = run(req, &n);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(st.message()), HasSubstr("poses.poses[1] pose.rotations"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("poses.poses[1].rotations"));
   EXPECT_EQ(n, 1u);
+  // A pose larger than the rig takes is refused before the batch starts, naming it (until
+  // 2026-12-03 it grew the session's pose buffer to its size, uncounted, after N frames).
+  {
+    v1::DeformClipRequest big = req;
+    big.mutable_poses()->mutable_poses(1)->mutable_rotations()->assign(16 * 1000, '\0');
+    st = run(big, &n);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(st.message()),
+                HasSubstr("poses.poses[1].rotations: 16000 bytes, 1000 joints; this rig takes at most 3"));
+    EXPECT_EQ(n, 0u);
+  }
 
   // A clip naming a joint the rig lacks; a bad rate.
   v1::DeformClipRequest clip_req;
@@ -543,6 +554,18 @@ TEST(DeformClipRpc, BadRequestsNameTheField) {
   clip_req.set_max_frames(0);
   EXPECT_TRUE(run(clip_req, &n).ok());
   EXPECT_EQ(n, 0u);
+  // Past the end is refused (until 2026-12-03 it was empty and OK, so a resume against a shorter
+  // clip than it was written from looked finished); a time_step a clip does not use is refused.
+  clip_req.set_first_frame(32);
+  st = run(clip_req, &n);
+  EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("first_frame: 32 but the clip has 31 frames"));
+  clip_req.set_first_frame(0);
+  clip_req.set_time_step(0.5);
+  st = run(clip_req, &n);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("time_step: 0.5; a clip steps by 1 / clip.frames_per_second"));
+  clip_req.set_time_step(0);
 
   // Issue 17: a long clip (1e6 s at 30 frames/s, 30 000 001 frames) is played in parts: ten
   // frames from frame 5 are fine; asking for all of it names max_frames.
