@@ -809,6 +809,11 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
   }
   Session& session = *job.session;
   std::unique_lock lock(session.mu);
+  if (!session.open.load()) {  // closed while this frame waited for it (CloseSession, the idle TTL)
+    lock.unlock();
+    return done(context, absl::NotFoundError(absl::StrCat("session_id: session \"", EchoId(req.session_id()),
+                                                          "\" was closed before this frame ran")));
+  }
   if (auto st = DecodeFrame(req, session, job); !st.ok()) {
     lock.unlock();
     return done(context, st);

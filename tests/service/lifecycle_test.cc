@@ -1027,6 +1027,52 @@ TEST(Lifecycle, IdleSessionsExpire) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A frame that runs longer than --session-idle-ttl keeps its session: the sweep leaves a session
+// whose lock a frame holds (until 2026-12-03 it closed it under the frame, which answered and
+// the next frame got NOT_FOUND). An elastic jump with no relaxation tolerance runs for about an
+// hour here; the client's 6 s deadline stops it (at its next relaxation round), after three
+// sweeps of a 2 s TTL.
+TEST(Lifecycle, ASessionIsNotExpiredUnderItsOwnLongFrame) {
+  ServerProcess server({"--session-idle-ttl", "2", "--inline-frame-us", "0"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const LimbOptions limb = LimbOf(4000, 2, 2);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest create;
+  create.set_rig_id(up->rig_id());
+  create.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+  v1::ImplicitParams* slow = create.mutable_deformer()->mutable_implicit();
+  slow->set_relaxation_rounds(1000);
+  slow->set_relaxation_tolerance(0);
+  slow->set_max_substeps(1024);
+  slow->set_min_substep_radians(0.001);
+  slow->set_max_substep_radians(0.001);
+  auto session = c->CreateSession(create);
+  ASSERT_TRUE(session.ok()) << session.status();
+  client::ClientOptions bounded;
+  bounded.timeout_seconds = 6;
+  client::Client slow_client(server.target(), bounded);
+  auto frame = std::async(std::launch::async, [&] {
+    return slow_client
+        .Deform(Frame(session->session_id(), 1, LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = 150})))
+        .status();
+  });
+  // While the frame runs, the session stays listed (ListSessions looks without touching it).
+  int looks = 0;
+  while (frame.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    auto listed = c->ListSessions();
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    ++looks;
+    EXPECT_TRUE(std::any_of(listed->sessions().begin(), listed->sessions().end(),
+                            [&](const v1::Session& x) { return x.session_id() == session->session_id(); }))
+        << "the session expired under its own frame, " << looks << " looks in";
+  }
+  EXPECT_EQ(frame.get().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GE(looks, 2);  // the last one just before the 6 s deadline: past the 2 s TTL and its sweeps
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // Clients that cancel mid-stream, or whose process is killed while streaming, leave the
 // server serving: health SERVING, the same session still deforms, no stream left open.
 TEST(Lifecycle, ClientDisconnectMidStreamLeavesServerHealthy) {
