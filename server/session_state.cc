@@ -86,6 +86,15 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
         "\"); only parameters outside it change live: create a new session for them"));
   }
   std::lock_guard lock(s->mu);
+  // A batch decided at its start whether it owns the session's history (stateful sessions) or
+  // shares the session with other frames: parameters that change that (pbs's jiggle, swing-
+  // twist's unwrap_twist) wait for it to end (until 2026-12-03 they let a second writer into a
+  // batch's history, or left a batch owning a stateless session).
+  if (const bool stateful = PipelineStateful(*config); stateful != s->stateful && s->batches.load() > 0) {
+    return absl::AbortedError(absl::StrCat("deformer: these parameters make the session ", stateful ? "" : "not ",
+                                           "history-dependent, and a DeformClip batch is playing it; change them "
+                                           "once the batch has ended"));
+  }
   if (auto st = s->deformer->SetParams(*config); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("deformer: method ", std::string(s->method->name), ": ", st.message()));
   }

@@ -1005,6 +1005,35 @@ TEST_F(Service, PbsParametersChangeLiveThroughUpdateSession) {
   EXPECT_THAT(std::string(range.message()), HasSubstr("damping"));
 }
 
+// While a DeformClip batch plays a session, parameters that would make it history-dependent or
+// not (pbs's jiggle) are refused ABORTED: the batch decided at its start whether it owns the
+// session's history (until 2026-12-03 the change let other frames into a batch's history, or
+// left a batch owning a stateless session). Parameters that keep that (the stiffness) change.
+TEST_F(Service, ABatchKeepsItsSessionsStatefulnessUntilItEnds) {
+  const JiggleLimb f;
+  const v1::CreateSessionRequest req = f.Prepare(*client_);
+  auto s = client_->CreateSession(req);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // 4 000 frames of 2 000 vertices (96 MB): the batch is still playing when its first frame is read.
+  v1::DeformClipRequest batch;
+  batch.set_session_id(s->session_id());
+  for (int k = 0; k < 4000; ++k) client::PoseToProto(f.Swing(k % 16), *batch.mutable_poses()->add_poses());
+  absl::Status stop_jiggle, softer;
+  const absl::Status played = client_->DeformClip(batch, [&](const v1::DeformClipResponse&) {
+    v1::DeformerConfig off = req.deformer();
+    off.mutable_pbs()->set_jiggle(false);
+    stop_jiggle = client_->UpdateSession(s->session_id(), off).status();
+    v1::DeformerConfig soft = req.deformer();
+    soft.mutable_pbs()->set_jiggle_stiffness(0.02);
+    softer = client_->UpdateSession(s->session_id(), soft).status();
+    return absl::CancelledError("enough");  // ends the batch
+  });
+  EXPECT_EQ(played.code(), absl::StatusCode::kCancelled) << played;
+  EXPECT_EQ(stop_jiggle.code(), absl::StatusCode::kAborted) << stop_jiggle;
+  EXPECT_THAT(std::string(stop_jiggle.message()), HasSubstr("a DeformClip batch is playing it"));
+  EXPECT_TRUE(softer.ok()) << softer;
+}
+
 // DeformClip steps by the clip's sampling: a still clip (no tracks) at 50 frames/s with gravity
 // equals the same poses as a list with time_step 0.02, and differs from the list at the method's
 // own 0.01.
