@@ -29,10 +29,23 @@ int64_t NowMs() {
 
 namespace {
 
+// An error message travels in the call's trailers, which clients bound (gRPC's default: 8 KiB
+// of metadata): a longer one (a 1 MB joint name echoed by "is not unique") reached the client as
+// a metadata-size error instead of the status (until 2026-12-03). Longer ones are cut, at a
+// UTF-8 character boundary, saying how long they were.
+constexpr size_t kMaxStatusMessageBytes = 4096;
+
+std::string BoundedMessage(absl::string_view m) {
+  if (m.size() <= kMaxStatusMessageBytes) return std::string(m);
+  size_t cut = kMaxStatusMessageBytes - 64;
+  while (cut > 0 && (static_cast<unsigned char>(m[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return absl::StrCat(m.substr(0, cut), "... (the message is ", m.size(), " bytes; cut)");
+}
+
 grpc::Status GrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), BoundedMessage(s.message()));
 }
 
 }  // namespace

@@ -150,6 +150,16 @@ TEST_F(Service, HugeIdsAreEchoedAsAShortPrefix) {
   EXPECT_EQ(names.code(), absl::StatusCode::kInvalidArgument) << names.ToString().substr(0, 300);
   EXPECT_LT(names.message().size(), 300u);
   EXPECT_THAT(std::string(names.message()), HasSubstr("expected_joint_names[0]"));
+  // Any other long message is cut to fit the trailers: a rig whose two joints share a 1 MB name
+  // is refused INVALID_ARGUMENT naming the field (until 2026-12-03 the client saw a metadata-size
+  // error: the message carried the name whole).
+  RigInput twins = MakeLimb(LimbOf(500));
+  twins.rig.skeleton.names[1] = twins.rig.skeleton.names[2] = huge;
+  const absl::Status dup = client_->UploadRig(client::RigToProto(twins)).status();
+  EXPECT_EQ(dup.code(), absl::StatusCode::kInvalidArgument) << dup.ToString().substr(0, 300);
+  EXPECT_LE(dup.message().size(), 4096u);
+  EXPECT_THAT(std::string(dup.message()), HasSubstr(".name: \"xyyy"));
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("bytes; cut)"));
 }
 
 TEST_F(Service, ServerInfoMethodsMatchTheProto) {
