@@ -194,6 +194,9 @@ class CageDeformer final : public Deformer {
     if (frame.posed_cage != nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("posed_cage: method ", name, " has no posed cage; send cages"));
     }
+    if (frame.spheres != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("spheres: method ", name, " takes no sphere-mesh input"));
+    }
     if (auto st = ValidateCageFrames(*rig_, frame.cages); !st.ok()) return st;
     if (frame.cages.size() != 1 || frame.cages[0].cage != cage_index_) {
       return absl::InvalidArgumentError(absl::StrCat(

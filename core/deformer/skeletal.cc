@@ -39,6 +39,10 @@ absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const c
   if (frame.posed_cage != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("posed_cage: method ", method, " takes no cage input"));
   }
+  // Ignored until 2026-12-03: a client sending the wrong input thought it drove something.
+  if (frame.spheres != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("spheres: method ", method, " takes no sphere-mesh input"));
+  }
   return absl::OkStatus();
 }
 

@@ -300,6 +300,9 @@ class SuperCagesDeformer final : public Deformer {
   // cage updater's rows; everything but the per-vertex mesh.
   absl::Status Update(const FrameInput& frame) {
     const Rig& rig = *rig_;
+    if (frame.spheres != nullptr) {
+      return absl::InvalidArgumentError("spheres: method supercages takes no sphere-mesh input");
+    }
     if (frame.pose) {
       if (auto st = ValidatePose(*frame.pose, rig.joint_count()); !st.ok()) return st;
     }

@@ -145,6 +145,23 @@ TEST_F(CageService, BadCageFramesNameTheField) {
     expect(bad, absl::StatusCode::kInvalidArgument, "pose: method cage-mvc takes no skeleton pose");
   }
   {
+    // A sphere-mesh input to a method that reads none is refused, not ignored (until
+    // 2026-12-03 every method but baseline ignored it; this rig has no sphere-mesh, so the
+    // message is an empty one, "posed by the pose", which a rig with one would take).
+    v1::DeformRequest bad = r;
+    bad.mutable_spheres();
+    expect(bad, absl::StatusCode::kInvalidArgument, "spheres: method cage-mvc takes no sphere-mesh input");
+    const std::pair<v1::Method, std::string> skeletal_methods[] = {
+        {v1::METHOD_LBS, "lbs"}, {v1::METHOD_DQS, "dqs"}, {v1::METHOD_SUPERCAGES, "supercages"}};
+    for (const auto& [m, name] : skeletal_methods) {
+      auto other = Open(m);
+      ASSERT_TRUE(other.ok()) << other.status();
+      v1::DeformRequest skeletal = Frame(other->session_id(), 0, true, false);
+      skeletal.mutable_spheres();
+      expect(skeletal, absl::StatusCode::kInvalidArgument, "spheres: method " + name + " takes no sphere-mesh input");
+    }
+  }
+  {
     v1::DeformRequest bad = r;
     bad.mutable_outputs()->set_posed_cage(true);
     expect(bad, absl::StatusCode::kFailedPrecondition, "outputs:");
