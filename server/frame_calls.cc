@@ -87,18 +87,24 @@ class Service::StreamCall final
   StreamCall(Service* svc, absl::StatusOr<std::string> tenant) : svc_(svc) {
     svc_->active_calls_.fetch_add(1);
     job_.stop = &stop_.fn;
-    if (!svc_->Register(this)) {
-      finished_ = true;
-      Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
-      return;
-    }
-    if (!tenant.ok()) {
+    if (!tenant.ok()) {  // before Register: no drain reaches this call
       finished_ = true;
       Finish(svc_->ToGrpc("StreamDeform", tenant.status()));
       return;
     }
     tenant_ = std::move(*tenant);
-    reading_ = true;
+    if (!svc_->Register(this)) {
+      finished_ = true;
+      Finish(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+      return;
+    }
+    // Registered, a drain may step this call from now on: the first read starts under mu_'s
+    // say (until 2026-12-03 these fields were written after Register without it, racing Drain).
+    {
+      std::lock_guard lock(mu_);
+      if (finished_) return;  // a drain finished it meanwhile
+      reading_ = true;
+    }
     StartRead(&read_);
   }
 
@@ -395,10 +401,6 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
  public:
   ClipCall(Service* svc, const v1::DeformClipRequest* req, absl::StatusOr<std::string> tenant) : svc_(svc), req_(req) {
     svc_->active_calls_.fetch_add(1);
-    if (!svc_->Register(this)) {
-      End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
-      return;
-    }
     if (!tenant.ok()) {
       End(svc_->ToGrpc("DeformClip", tenant.status()));
       return;
@@ -406,6 +408,13 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     tenant_ = std::move(*tenant);
     if (auto st = Prepare(); !st.ok()) {
       End(svc_->ToGrpc("DeformClip", st));
+      return;
+    }
+    // Registered once Prepare has taken the session: a drain ending the call from now on
+    // releases what it took. (Until 2026-12-03 it was registered first, and a drain between the
+    // two released nothing; Prepare then took the history and a batch count for good.)
+    if (!svc_->Register(this)) {
+      End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
       return;
     }
     Continue();
