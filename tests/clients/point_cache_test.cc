@@ -237,11 +237,21 @@ TEST_F(PointCacheTest, WriterKilledAtRandomInstantsResumesToIdenticalFile) {
   std::mt19937 rng(1234);
   int kills = 0;
   bool done = false;
-  for (int attempt = 0; attempt < 2000 && !done; ++attempt) {
+  // Kills stop after kMaxKills, and the last writer runs to its end: a disk whose flush outlasts
+  // every random delay would otherwise never let one finish (the loop bounded only that).
+  constexpr int kMaxKills = 40;
+  for (int attempt = 0; !done; ++attempt) {
     std::fflush(nullptr);
+    int hold[2];
+    ASSERT_EQ(::pipe(hold), 0);
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      ::close(hold[1]);
+      if (attempt == 0) {  // the first is killed before it opens the file: it waits for a byte never sent
+        char byte;
+        (void)!::read(hold[0], &byte, 1);
+      }
       auto w = Pc2Writer::Open(path, kPoints, kStart, kRate, /*resume=*/true);
       if (!w.ok()) ::_exit(2);
       for (uint64_t f = w->frames(); f < kFrames; ++f) {
@@ -249,9 +259,12 @@ TEST_F(PointCacheTest, WriterKilledAtRandomInstantsResumesToIdenticalFile) {
       }
       ::_exit(w->Close().ok() ? 0 : 4);
     }
-    // The first kill comes at once (before the file may even exist); later ones at random.
-    if (attempt > 0) ::usleep(std::uniform_int_distribution<int>(0, 1500)(rng));
-    ::kill(pid, SIGKILL);
+    ::close(hold[0]);
+    if (kills < kMaxKills) {
+      if (attempt > 0) ::usleep(std::uniform_int_distribution<int>(0, 1500)(rng));
+      ::kill(pid, SIGKILL);
+    }
+    ::close(hold[1]);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     if (WIFEXITED(status)) {

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <assimp/Importer.hpp>
 #include <cmath>
+#include <unistd.h>
+
 #include <filesystem>
 #include <optional>
 #include <fstream>
@@ -313,8 +315,20 @@ std::string Slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// In a folder of this process's (fixed names in /tmp were shared with any other run on the
+// machine: a second build's tests, another user's files).
+// Removed when the test program exits.
 std::string WriteTemp(const std::string& name, const std::string& data) {
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  static const struct Folder {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("sinew-import-test-" + std::to_string(getpid()));
+    Folder() { std::filesystem::create_directories(path); }
+    ~Folder() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } dir;
+  const std::string path = (dir.path / name).string();
   std::ofstream(path, std::ios::binary) << data;
   return path;
 }

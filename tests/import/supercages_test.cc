@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -301,7 +303,7 @@ class SuperCagesFormat : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = std::filesystem::path(::testing::TempDir()) /
-           (std::string("supercages_") + info->test_suite_name() + "_" + info->name());
+           (std::string("supercages_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(getpid()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     // A two-joint tetrahedron rig.

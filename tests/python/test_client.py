@@ -43,6 +43,9 @@ class ServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.server = Server(cls.server_args)
+        # Stopped even when a subclass's setUpClass fails after this (unittest then skips
+        # tearDownClass; the server was left running until 2026-12-03).
+        cls.addClassCleanup(cls.server.stop)
         cls.limb = Limb()
 
     @classmethod
@@ -157,7 +160,7 @@ class FramesTest(ServerTest):
             # Back-pressure: pose i is drawn only once frame i - 3 has been decoded (its slot freed
             # just before the loop sees it), never further ahead however fast the server answers.
             self.assertLessEqual(max(ahead), 3)
-            for f, (rot, trans, _) in zip(frames, pose_list):
+            for f, (rot, trans, _) in zip(frames, pose_list, strict=True):
                 self.assertEqual(f.method, "lbs")
                 np.testing.assert_allclose(f.positions, self.limb.lbs(rot, trans), atol=LBS_TOLERANCE)
             self.assertEqual(session.refresh().frames, 40)
@@ -276,7 +279,7 @@ class FramesTest(ServerTest):
         with self.client.create_session(self.rig_id, "lbs") as session:
             batch = session.deform_batch(pose_list, progress=lambda d, t: seen.append((d, t)))
             self.assertEqual(seen[-1], (7, 7))
-            for p, got in zip(pose_list, batch):
+            for p, got in zip(pose_list, batch, strict=True):
                 np.testing.assert_array_equal(got, session.deform(p))
 
     def test_parameters_and_pipelines(self) -> None:
@@ -356,14 +359,14 @@ class EncodingsTest(ServerTest):
         # Round to nearest half: within 2^-11 of |x|, or for |x| below 2^-14 (half's subnormals,
         # spaced 2^-24) within 2^-25.
         with self.connect().create_session(self.rig_id, "dqs", encoding="f16") as s:
-            for f, want in zip(s.stream(self.poses), self.exact):
+            for f, want in zip(s.stream(self.poses), self.exact, strict=True):
                 err = np.abs(f.positions.astype(np.float64) - want)
                 bound = np.maximum(np.abs(want) * 2.0 ** -11, 2.0 ** -25)
                 self.assertTrue((err <= bound).all(), (err / bound).max())
 
     def test_quantized16_within_half_a_step(self) -> None:
         with self.connect().create_session(self.rig_id, "dqs", encoding="q16") as s:
-            for f, want in zip(s.stream(self.poses), self.exact):
+            for f, want in zip(s.stream(self.poses), self.exact, strict=True):
                 half_step = (want.max(axis=0).astype(np.float64) - want.min(axis=0)) / 65535 / 2
                 err = np.abs(f.positions.astype(np.float64) - want)
                 self.assertTrue((err <= half_step * (1 + 1e-6) + 1e-7).all(), (err / half_step).max())
@@ -373,7 +376,7 @@ class EncodingsTest(ServerTest):
             with self.connect().create_session(self.rig_id, "dqs", encoding="delta", max_error=max_error,
                                                key_frame_interval=8) as s:
                 key_frames = []
-                for f, want in zip(s.stream(self.poses), self.exact):
+                for f, want in zip(s.stream(self.poses), self.exact, strict=True):
                     key_frames.append(f.response.quantization.key_frame)
                     err = np.linalg.norm(f.positions.astype(np.float64) - want, axis=1).max()
                     self.assertLessEqual(err, max_error * self.diagonal * (1 + 1e-6), f"frame {f.frame}")

@@ -130,11 +130,11 @@ class CatalogueAndStateTest(ServerTest):
         self.assertEqual(b.info.last_frame, 5)
         rest_of_b = [b.deform_frame(p) for p in self.poses[6:]]
         self.assertEqual(rest_of_b[0].frame, 6)  # numbering continues after the snapshot
-        for x, y in zip(rest_of_a, rest_of_b):
+        for x, y in zip(rest_of_a, rest_of_b, strict=True):
             np.testing.assert_array_equal(x, y.positions)
         # The state matters: without it the same frames differ (the jiggle's motion is history).
         c = self.pbs()
-        self.assertGreater(max(np.abs(c.deform(p) - x).max() for p, x in zip(self.poses[6:], rest_of_a)), 1e-4)
+        self.assertGreater(max(np.abs(c.deform(p) - x).max() for p, x in zip(self.poses[6:], rest_of_a, strict=True)), 1e-4)
         self.assertEqual(len(first), 6)
         with self.client.create_session(self.rig_id, "dqs") as dqs:
             with self.assertRaises(sinew.SinewError):  # a pbs state does not fit a dqs session
@@ -312,7 +312,7 @@ class SharedMemoryTest(ServerTest):
                     self.assertEqual([f.response.shared_positions.offset for f in frames],
                                      [(i % 3) * slot for i in range(len(self.poses))])
                     self.assertTrue(all(f.response.positions == b"" for f in frames))
-                    for f, w in zip(frames, want):
+                    for f, w in zip(frames, want, strict=True):
                         np.testing.assert_array_equal(f.positions, w)
 
 

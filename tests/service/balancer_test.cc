@@ -46,6 +46,14 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
   argv.insert(argv.end(), {kHaproxy, "-db", "-f", std::string(SINEW_SOURCE_DIR) + "/deploy/haproxy.cfg"});
   const pid_t haproxy = SpawnProcess(argv);
   ASSERT_GT(haproxy, 0);
+  // Stopped however the test ends (a failed ASSERT below left it running, holding its port).
+  struct StopHaproxy {
+    pid_t pid;
+    ~StopHaproxy() {
+      kill(pid, SIGTERM);
+      WaitProcess(pid);
+    }
+  } stop_haproxy{haproxy};
   const std::string target = "127.0.0.1:" + std::to_string(port);
 
   const LimbOptions limb = LimbOf(1500);
@@ -138,8 +146,6 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
   std::printf("client 0 redid %llu frame(s), re-created its session %llu time(s)\n",
               (unsigned long long)sessions[0]->frames_redone(), (unsigned long long)sessions[0]->sessions_recreated());
 
-  kill(haproxy, SIGTERM);
-  WaitProcess(haproxy);
   for (int i = 0; i < 3; ++i) {
     if (i != victim) {
       EXPECT_EQ(servers[i]->Terminate(), 0);

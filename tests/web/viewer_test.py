@@ -155,6 +155,10 @@ class ViewerTest(unittest.TestCase):
         cls.server = subprocess.Popen([ARGS.server, '--listen', '127.0.0.1:0', '--metrics-listen', '', '--gpu', 'off',
                                        '--cache-dir', cache],
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        # Stopped and removed even when the rest of setUpClass fails (unittest then skips
+        # tearDownClass; the server, in its own session, outlived the test until 2026-12-03).
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        cls.addClassCleanup(lambda: cls.server.poll() is None and (cls.server.kill(), cls.server.wait(30)))
         cls.target = read_line(cls.server.stdout, r'grpc listening on (\S+)', 'sinew-server').group(1)
         cls.glbs = []
         for method in ARGS.methods.split(','):
