@@ -403,7 +403,9 @@ RigClaim RigStore::Acquire(const std::string& id, int64_t now_ms, const std::str
 }
 
 absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& id, Rig rig, int64_t now_ms,
-                                                            const std::string& tenant, std::vector<std::string>* evicted) {
+                                                            const std::string& tenant, std::vector<std::string>* evicted,
+                                                            bool* inserted) {
+  if (inserted) *inserted = false;
   auto stored = std::make_shared<StoredRig>();
   stored->id = id;
   stored->tenants.insert(tenant);
@@ -451,6 +453,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
   }
   bytes_ += stored->bytes;
   rigs_.emplace(id, stored);
+  if (inserted) *inserted = true;
   return stored;
 }
 

@@ -177,9 +177,10 @@ class RigStore {
   // the budget cannot be met even after evicting every unused rig. `evicted` (when given) receives
   // the ids of the rigs evicted to make room, for the caller to drop from --state-dir; with
   // `evicted` null nothing is evicted (a restore must not evict rigs whose sessions are yet to
-  // be restored).
+  // be restored). `*inserted` (when given): whether this call stored it (false: it was there).
   absl::StatusOr<std::shared_ptr<StoredRig>> Insert(const std::string& id, Rig rig, int64_t now_ms,
-                                                    const std::string& tenant, std::vector<std::string>* evicted);
+                                                    const std::string& tenant, std::vector<std::string>* evicted,
+                                                    bool* inserted = nullptr);
   // `tenant` lets go of the rig: NOT_FOUND when absent or not its; FAILED_PRECONDITION while
   // `tenant_sessions` (its sessions on the rig) is not 0, or, for the last tenant holding it,
   // while any session uses it or is being created. Removed once no tenant holds it.

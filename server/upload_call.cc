@@ -108,7 +108,9 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     if (!rig.ok()) return Fail(rig.status());
     if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
     std::vector<std::string> evicted;
-    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted);
+    // Another upload of the same bytes may have stored it meanwhile (Insert then returns that one).
+    bool inserted = false;
+    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted, &inserted);
     // Rigs evicted to make room leave --state-dir too (unless uploaded again meanwhile: KeepRig
     // writes what the store holds): a restart must not bring back more than the budget holds,
     // and evict rigs whose sessions it is about to restore.
@@ -121,7 +123,9 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     // Acknowledged only once kept (--state-dir): a restart must not lose a rig the client was
     // told it has. If it cannot be kept, the upload fails and the store lets go of it.
     if (auto st = svc_->KeepRig(id, &data); !st.ok()) {
-      (void)svc_->rigs_.Delete(id, tenant_, 0);
+      // Not a rig this tenant already had (another of its uploads acknowledged it, and a failure
+      // here deleted it under that upload until 2026-12-03).
+      if (inserted) (void)svc_->rigs_.Delete(id, tenant_, 0);
       return Fail(st);
     }
     std::string().swap(data);
