@@ -431,5 +431,10 @@ int main(int argc, char** argv) {
     }
   }
   if (interrupted) return 128 + interrupted;  // what was run is reported; the run was cut short
+  if (ok == 0) {  // every frame shed (or none sent): nothing was measured (until 2026-12-03: exit 0)
+    std::fprintf(stderr, "sinew-load: no frame was answered without error (%llu shed): nothing was measured\n",
+                 (unsigned long long)shed);
+    return 1;
+  }
   return errors == 0 && written ? 0 : 1;
 }
