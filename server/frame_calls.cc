@@ -780,9 +780,13 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
 bool Service::RunsInline(const v1::DeformRequest& req, const std::string& tenant) {
   if (options_.inline_frame_us == 0 || req.outputs().quality()) return false;
   const std::shared_ptr<Session> session = sessions_.Find(req.session_id(), NowMs(), tenant);
-  const bool inline_frame =
+  bool inline_frame =
       session && session->backend == v1::BACKEND_CPU && !session->cost_follows_motion &&
       session->last_compute_ns.load(std::memory_order_relaxed) < uint64_t{options_.inline_frame_us} * 1000;
+  // Not behind a frame running now (a quality frame, another caller's): this thread would wait
+  // for its lock, however small this frame (until 2026-12-03 only the last finished frame's time
+  // was looked at). A probe, not a promise: a frame taking the lock after it waits as before.
+  if (inline_frame) inline_frame = std::unique_lock(session->mu, std::try_to_lock).owns_lock();
   if (inline_frame) metrics_.frames_inline().Increment();  // its callers run it at once
   return inline_frame;
 }
