@@ -293,12 +293,7 @@ class ImplicitServiceStops : public ::testing::Test {
     create.set_rig_id(up->rig_id());
     create.set_backend(backend_);
     create.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
-    v1::ImplicitParams* slow = create.mutable_deformer()->mutable_implicit();
-    slow->set_relaxation_rounds(1000);
-    slow->set_relaxation_tolerance(0);
-    slow->set_max_substeps(1024);
-    slow->set_min_substep_radians(0.001);
-    slow->set_max_substep_radians(0.001);
+    MakeElasticSlow(*create.mutable_deformer()->mutable_implicit());
     auto elastic = client_->CreateSession(create);
     ASSERT_TRUE(elastic.ok()) << elastic.status();
     ASSERT_EQ(elastic->backend(), backend_);

@@ -46,6 +46,17 @@ inline double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& 
   return m;
 }
 
+// Elastic implicit parameters that make a deep jump run for about an hour (1 024 sub-steps of
+// 0.001 rad, each relaxed for up to 1 000 rounds with no tolerance): a frame that is surely still
+// running when a test acts on it, and that only a stop (a deadline, a cancel, a drain) ends.
+inline void MakeElasticSlow(v1::ImplicitParams& p) {
+  p.set_relaxation_rounds(1000);
+  p.set_relaxation_tolerance(0);
+  p.set_max_substeps(1024);
+  p.set_min_substep_radians(0.001);
+  p.set_max_substep_radians(0.001);
+}
+
 inline Skeleton LimbSkeleton(const LimbOptions& limb) {
   auto rig = BuildRig(MakeLimb(limb));
   return rig->skeleton;
