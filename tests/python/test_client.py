@@ -90,6 +90,18 @@ class FramesTest(ServerTest):
         with self.assertRaises(sinew.NotFound):
             self.client.get_rig(first.rig_id)
 
+    def test_an_exception_from_the_upload_progress_reaches_the_caller(self) -> None:
+        # It ran on gRPC's thread, and the caller got a gRPC error instead (until 2026-12-03).
+        rig = limb_rig(self.limb)
+        rig.name = "limb-progress-raises"  # not resident: uploaded in chunks
+
+        def progress(sent: int, total: int) -> None:
+            raise ValueError(f"stop at {sent} of {total}")
+
+        with self.assertRaisesRegex(ValueError, r"^stop at 4096 of \d+$"):
+            self.client.upload_rig(rig, chunk_bytes=4096, progress=progress)
+        self.assertEqual(self.client.upload_rig(rig).already_resident, False)  # the cut upload stored nothing
+
     def test_lbs_matches_numpy_and_rest_pose_returns_the_mesh(self) -> None:
         with self.client.create_session(self.rig_id, "lbs", backend="cpu") as session:
             self.assertEqual((session.method, session.backend, session.encoding), ("lbs", "cpu", "float32"))

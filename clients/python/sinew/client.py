@@ -424,6 +424,9 @@ class Client:
                 raise
         chunk_bytes = max(1, int(chunk_bytes))
         sent = [0]
+        # What `progress` raised: it runs on gRPC's thread, which would turn it into a gRPC error
+        # (until 2026-12-03); the upload stops there and the caller gets the exception itself.
+        raised: List[BaseException] = []
 
         def requests() -> Iterator[Any]:
             yield pb.UploadRigRequest(header=pb.UploadHeader(total_bytes=len(data), sha256=rig_id))
@@ -433,9 +436,20 @@ class Client:
                 yield pb.UploadRigRequest(chunk=bytes(chunk))
                 sent[0] = off + len(chunk)
                 if progress:
-                    progress(sent[0], len(data))
+                    try:
+                        progress(sent[0], len(data))
+                    except BaseException as e:  # noqa: B902 - handed to the caller below
+                        raised.append(e)
+                        return
 
-        resp = self._call(self.stub.UploadRig, requests(), bounded=False)  # as long as its bytes take
+        try:
+            resp = self._call(self.stub.UploadRig, requests(), bounded=False)  # as long as its bytes take
+        except SinewError:
+            if raised:
+                raise raised[0] from None
+            raise
+        if raised:
+            raise raised[0]
         if resp.rig_id != rig_id:
             raise DataLoss(f"upload: the server's rig id {resp.rig_id} is not the bytes' SHA-256 {rig_id}")
         return UploadResult(resp.rig_id, resp.already_resident, sent[0], resp.info)
