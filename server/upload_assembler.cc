@@ -26,8 +26,10 @@ absl::Status UploadAssembler::Add(const v1::UploadRigRequest& m) {
         st = absl::InvalidArgumentError("header.sha256: not 64 lowercase hex digits");
       }
     }
-  } else if (!m.has_chunk()) {
+  } else if (m.has_header()) {
     st = absl::InvalidArgumentError("upload: only the first message may be a header");
+  } else if (!m.has_chunk()) {  // an empty message (neither set): it said "only the first ... header"
+    st = absl::InvalidArgumentError("upload: a message after the header carries no chunk");
   } else if (m.chunk().size() > total_ - data_.size()) {
     st = absl::InvalidArgumentError(absl::StrCat("upload: more than the ", total_, " bytes the header announced"));
   } else {

@@ -404,6 +404,25 @@ v1::CreateSessionRequest SwingTwistSession(const std::string& rig_id, double vox
   return req;
 }
 
+// An upload's messages after the header are chunks: a second header and an empty message are
+// refused, each naming what it is (until 2026-12-03 the empty one was called a header).
+TEST_F(Service, UploadMessagesAfterTheHeaderMustBeChunks) {
+  for (const bool second_header : {true, false}) {
+    grpc::ClientContext ctx;
+    v1::UploadRigResponse resp;
+    auto writer = client_->stub().UploadRig(&ctx, &resp);
+    v1::UploadRigRequest header;
+    header.mutable_header()->set_total_bytes(100);
+    writer->Write(header);
+    writer->Write(second_header ? header : v1::UploadRigRequest());
+    writer->WritesDone();
+    const grpc::Status st = writer->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr(second_header ? "only the first message may be a header"
+                                                            : "a message after the header carries no chunk"));
+  }
+}
+
 // A running preparation stops when cancelled (at the next joint) and leaves GetRig's list while
 // its session keeps serving DQS; the next session starts it again. A failed one is kept, shown,
 // and refused to new sessions (not retried) until CancelPreparation forgets it. Unknown keys and
