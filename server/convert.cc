@@ -343,6 +343,22 @@ absl::Status FrameInputFromProto(const v1::DeformRequest& req, Pose& pose, std::
   return absl::OkStatus();
 }
 
+absl::Status PoseWithinJoints(const v1::Pose& pose, size_t joints, absl::string_view field) {
+  const struct {
+    const char* name;
+    size_t bytes, per;
+  } arrays[] = {{"rotations", pose.rotations().size(), 16}, {"translations", pose.translations().size(), 12},
+                {"scales", pose.scales().size(), 4}};
+  for (const auto& a : arrays) {
+    if (a.bytes > a.per * joints) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".", a.name, ": ", a.bytes, " bytes, ", a.bytes / double(a.per),
+                                                     " joints; this rig takes at most ", joints, " (", a.per,
+                                                     " bytes each)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, size_t joint_count,
                                              uint64_t max_frames_sent) {
   ClipBatch b;
@@ -366,22 +382,12 @@ absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, s
     }
   } else if (req.has_poses()) {
     b.total = static_cast<uint64_t>(req.poses().poses_size());
-    // Every pose's arrays against the rig before the batch starts: each is copied into the
-    // session's pose buffer, which keeps its size (until 2026-12-03 a pose list grew it to any
-    // size, uncounted, and a bad pose at index N was found only after N frames).
+    // Every pose against the rig before the batch starts (until 2026-12-03 a pose list grew the
+    // session's pose buffer to any size, uncounted, and a bad pose at index N was found only
+    // after N frames).
     for (int i = 0; i < req.poses().poses_size(); ++i) {
-      const v1::Pose& p = req.poses().poses(i);
-      const struct {
-        const char* name;
-        size_t bytes, per;
-      } arrays[] = {{"rotations", p.rotations().size(), 16}, {"translations", p.translations().size(), 12},
-                    {"scales", p.scales().size(), 4}};
-      for (const auto& a : arrays) {
-        if (a.bytes > a.per * joint_count) {
-          return absl::InvalidArgumentError(absl::StrCat("poses.poses[", i, "].", a.name, ": ", a.bytes, " bytes, ",
-                                                         a.bytes / double(a.per), " joints; this rig takes at most ",
-                                                         joint_count, " (", a.per, " bytes each)"));
-        }
+      if (auto st = PoseWithinJoints(req.poses().poses(i), joint_count, absl::StrCat("poses.poses[", i, "]")); !st.ok()) {
+        return st;
       }
     }
   } else {

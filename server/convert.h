@@ -62,6 +62,11 @@ absl::Status CheckTimeStep(double seconds);
 absl::Status FrameInputFromProto(const v1::DeformRequest& req, Pose& pose, std::vector<CageFrame>& cages,
                                  CageFrame& posed_cage, SphereFrame& spheres, FrameInput& input);
 
+// A pose's arrays are copied into a session's pose buffer, which keeps its size: arrays longer
+// than `joints` joints take are refused (INVALID_ARGUMENT naming `field`.rotations etc.) before
+// that. Shorter ones are the methods' to name.
+absl::Status PoseWithinJoints(const v1::Pose& pose, size_t joints, absl::string_view field);
+
 // What a DeformClip request asks for: its clip (validated against `joint_count` joints) or pose
 // count, the time between frames, and the frames [first, end) of `total` to send, at most
 // `max_frames_sent` of them (RESOURCE_EXHAUSTED naming max_frames beyond that).

@@ -691,13 +691,7 @@ static absl::Status WithinTheRig(const v1::DeformRequest& req, const Rig& rig) {
                                                    "; this rig takes at most ", count, " (", per, " bytes each)"));
   };
   if (req.has_pose()) {
-    const size_t joints = rig.joint_count();
-    const v1::Pose& p = req.pose();
-    if (p.rotations().size() > 16 * joints) return over("pose.rotations", p.rotations().size(), 16, joints, "joints");
-    if (p.translations().size() > 12 * joints) {
-      return over("pose.translations", p.translations().size(), 12, joints, "joints");
-    }
-    if (p.scales().size() > 4 * joints) return over("pose.scales", p.scales().size(), 4, joints, "joints");
+    if (auto st = PoseWithinJoints(req.pose(), rig.joint_count(), "pose"); !st.ok()) return st;
   }
   // A cage's positions against its cage (in core's words: ValidateCageFrames).
   const auto cage = [&](const v1::CagePose& c, const std::string& field) -> absl::Status {

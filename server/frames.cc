@@ -233,7 +233,9 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     if (st.ok()) st = FillExtras(s, job.want, job.out, target, &pool_);
     job.out.compute_ns = Since(job.start);
     s.last_compute_ns.store(st.ok() ? job.out.compute_ns : UINT64_MAX, std::memory_order_relaxed);
-    s.last_used_ms = NowMs();  // a failed frame is a use too: its idle time starts now, not at its start
+    // A failed frame is a use too: its idle time starts at its end, not at its start (Account
+    // stamps the frames that succeed).
+    if (!st.ok()) s.last_used_ms = NowMs();
     lock.unlock();
   }
   if (st.ok()) Account(job, v1::BACKEND_CPU);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/atomic_file.h"
 
@@ -415,12 +416,9 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
 
   // Rigs evicted below stop their background preparations, outside mu_ (CancelAll takes prep_mu).
   std::vector<std::shared_ptr<StoredRig>> gone;
-  struct CancelGone {
-    std::vector<std::shared_ptr<StoredRig>>& rigs;
-    ~CancelGone() {
-      for (auto& r : rigs) r->CancelAll();
-    }
-  } cancel_gone{gone};
+  absl::Cleanup cancel_gone = [&gone] {
+    for (auto& r : gone) r->CancelAll();
+  };
   std::lock_guard lock(mu_);
   if (auto it = rigs_.find(id); it != rigs_.end()) {
     it->second->tenants.insert(tenant);
@@ -461,12 +459,9 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant, 
   // A deleted rig's background preparations stop (outside mu_): until 2026-12-03 one kept
   // running for nobody, its CPU and memory uncounted, and held up the server's shutdown.
   std::shared_ptr<StoredRig> gone;
-  struct CancelGone {
-    std::shared_ptr<StoredRig>& rig;
-    ~CancelGone() {
-      if (rig) rig->CancelAll();
-    }
-  } cancel_gone{gone};
+  absl::Cleanup cancel_gone = [&gone] {
+    if (gone) gone->CancelAll();
+  };
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
   if (it == rigs_.end() || !it->second->tenants.contains(tenant)) {

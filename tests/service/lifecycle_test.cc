@@ -735,12 +735,8 @@ TEST(Lifecycle, AStoppedClientIsDroppedAtTheKeepaliveWithTheSessionsItsStreamBou
                                   "--duration", "1000", "--vertices", "1000"});
   ASSERT_GT(pid, 0);
   // Its first frame answered: the stream is open and has bound the session.
-  const std::string frames = "sinew_frames_total{backend=\"cpu\",method=\"lbs\"}";
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       gauge(frames) < 1 && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_GE(gauge(frames), 1) << "sinew-load had no frame answered within a minute";
+  ASSERT_GE(WaitForMetric(server.metrics_port(), "sinew_frames_total{backend=\"cpu\",method=\"lbs\"}", 1), 1)
+      << "sinew-load had no frame answered within a minute";
   // (Not asserted: that the stream is still open here. A machine stalled for a second before the
   // stop could let the keepalive drop it early, with the same end below.)
   ASSERT_EQ(kill(pid, SIGSTOP), 0);

@@ -123,12 +123,8 @@ TEST(LoadReportCli, AnInterruptedRunStillWritesItsReportAndClosesItsSessions) {
                                   "--duration", "3600", "--vertices", "1000", "--json", json});
   ASSERT_GT(pid, 0);
   auto metric = [&](const std::string& name) { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), name); };
-  const std::string frames = "sinew_frames_total{backend=\"cpu\",method=\"lbs\"}";
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       metric(frames) < 4 && std::chrono::steady_clock::now() < until;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_GE(metric(frames), 4) << "sinew-load had no frames answered within a minute";
+  ASSERT_GE(WaitForMetric(server.metrics_port(), "sinew_frames_total{backend=\"cpu\",method=\"lbs\"}", 4), 4)
+      << "sinew-load had no frames answered within a minute";
   ASSERT_EQ(kill(pid, SIGINT), 0);
   EXPECT_EQ(WaitProcess(pid), 128 + SIGINT);
   std::ifstream in(json);

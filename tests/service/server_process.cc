@@ -237,4 +237,14 @@ double MetricValue(const std::string& body, const std::string& series) {
   return -1;
 }
 
+double WaitForMetric(int port, const std::string& series, double at_least) {
+  double value = MetricValue(HttpGet(port, "/metrics"), series);
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       value < at_least && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    value = MetricValue(HttpGet(port, "/metrics"), series);
+  }
+  return value;
+}
+
 }  // namespace sinew::testing

@@ -61,5 +61,8 @@ std::string HttpGet(int port, const std::string& path);
 // The value of one series (a line starting with `series`, labels included) of a Prometheus
 // text body; -1 when absent.
 double MetricValue(const std::string& body, const std::string& series);
+// Polls the server's /metrics on `port` until `series` reaches `at_least` or a minute has passed
+// (a bound on a hang, not a time the test judges by); returns its last value (-1: absent).
+double WaitForMetric(int port, const std::string& series, double at_least);
 
 }  // namespace sinew::testing

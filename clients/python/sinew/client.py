@@ -12,6 +12,7 @@ Example::
 """
 from __future__ import annotations
 
+import collections.abc
 import hashlib
 import numbers
 import os
@@ -293,7 +294,7 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(target, options=options)
         self.stub = pb_grpc.SinewStub(self._channel)
-        self._connected_once = False  # a call has reached the server (see _call)
+        self._connected_once = False  # a call has been made: later ones are not retried (see _call)
         self._info: Optional[Any] = None
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -307,29 +308,32 @@ class Client:
         """One call: `timeout`, else the client's unary deadline where `bounded` (else none)."""
         if timeout is None and bounded:
             timeout = self.timeout
+        first_call, self._connected_once = not self._connected_once, True
         try:
-            try:
-                return rpc(request, metadata=self._metadata, timeout=timeout)
-            except grpc.RpcError as e:
-                # gRPC fails a call at once when its channel's connection attempt fails, and one
-                # attempt on loopback did with a listening server ("connect: No such file or
-                # directory", seen by the C++ client). Before this client has reached the server,
-                # a call that never left it ("failed to connect") is sent once more when the
-                # channel connects within two seconds (gRPC's reconnect backoff is about one);
-                # with no server there it fails as before, that much later.
-                if (self._connected_once or e.code() != grpc.StatusCode.UNAVAILABLE
-                        or "failed to connect" not in (e.details() or "")):
-                    raise
-                self._connected_once = True
-                try:
-                    grpc.channel_ready_future(self._channel).result(timeout=2 if timeout is None else min(2, timeout))
-                except grpc.FutureTimeoutError:
-                    raise e from None
-                return rpc(request, metadata=self._metadata, timeout=timeout)
-            finally:
-                self._connected_once = True
+            return rpc(request, metadata=self._metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            if not (first_call and self._retry_unconnected(e, request, timeout)):
+                raise from_rpc_error(e) from None
+        try:
+            return rpc(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    def _retry_unconnected(self, e: grpc.RpcError, request: Any, timeout: Optional[float]) -> bool:
+        """Whether a client's first call is sent once more. gRPC fails a call at once when its
+        channel's connection attempt fails, and one attempt on loopback did with a listening server
+        ("connect: No such file or directory", seen by the C++ client): a call that never left
+        ("failed to connect") goes again when the channel connects within two seconds (gRPC's
+        reconnect backoff is about one); with no server there it fails as before, that much later.
+        Not a streamed request: its iterator may have been read."""
+        if (e.code() != grpc.StatusCode.UNAVAILABLE or "failed to connect" not in (e.details() or "")
+                or isinstance(request, collections.abc.Iterator)):
+            return False
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=2 if timeout is None else min(2, timeout))
+        except grpc.FutureTimeoutError:
+            return False
+        return True
 
     def close(self) -> None:
         """Closes the channel (calls in progress are cancelled)."""
