@@ -349,6 +349,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   }
   // The parameters are copied before Submit returns; the lock keeps a stateful session's frames
   // in submission order.
+  s.device_frames.fetch_add(1);
   gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);
 }
 
@@ -382,6 +383,9 @@ void Complete(FrameJob& job, const absl::Status& status) {
   // The call encodes the positions from the session (EncodeQuantizedPositions) in its callback;
   // `keep` holds the session past it, the callback may end the call and its job.
   const std::shared_ptr<Session> keep = job.session;
+  // Its use ends here, answered OK or not (Account stamps the frames that succeed).
+  if (!status.ok()) keep->last_used_ms = NowMs();
+  keep->device_frames.fetch_sub(1);
   job.done(job.context, status);
 }
 

@@ -183,8 +183,9 @@ size_t SessionManager::ExpireIdle(int64_t now_ms) {
       // A session whose lock is held is in use: a frame running (an elastic frame may outlast
       // the TTL), or waiting behind one, or its state being read or written. Until 2026-12-03
       // such a session was closed under its own frame, which answered OK and the next NOT_FOUND.
+      // So is one with a frame on a device (Session::device_frames).
       std::unique_lock busy(it->second->mu, std::try_to_lock);
-      if (busy.owns_lock() && it->second->batches.load() == 0 &&
+      if (busy.owns_lock() && it->second->batches.load() == 0 && it->second->device_frames.load() == 0 &&
           now_ms - it->second->last_used_ms.load() > idle_ttl_ms_) {
         ReleaseLocked(*it->second);  // under its lock: a frame waiting for it sees it closed
         expired.push_back(std::move(it->second));

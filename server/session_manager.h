@@ -85,6 +85,10 @@ struct Session {
   // restart since, starts from rest (GpuFrames).
   uint64_t device_submitted = 0, device_restarted = 0;
   std::atomic<uint64_t> device_lost{0};
+  // GPU frames submitted and not yet answered: a use, however long it runs on the device (the
+  // frame holds `mu` only until it is submitted), so ExpireIdle leaves the session; the answer
+  // stamps the use's end.
+  std::atomic<uint32_t> device_frames{0};
 
   // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
   size_t state_bytes = 0;

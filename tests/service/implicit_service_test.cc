@@ -440,6 +440,35 @@ TEST_F(ImplicitServiceStops, AGpuFrameQueuedBehindAStoppedOneIsAbortedNotSentFro
   EXPECT_EQ(server_->Terminate(), 0);
 }
 
+// A GPU frame holds its session's lock only until it is submitted; on the device it may run past
+// --session-idle-ttl. The sweep leaves a session with a frame on the device (until 2026-12-03 it
+// closed it there, and the frame's next in the stream got NOT_FOUND). Order of events: the
+// unused LBS session expiring shows the sweeps ran past the TTL; the slow one stays for four
+// more sweeps (every 500 ms with a 2 s TTL).
+TEST_F(ImplicitServiceStops, AGpuSessionIsNotExpiredUnderItsOwnLongFrame) {
+  backend_ = v1::BACKEND_GPU;
+  ASSERT_NO_FATAL_FAILURE(StartSlowFrame({"--gpu", "emulate", "--session-idle-ttl", "2"}));
+  auto listed = [&](const std::string& id) {
+    auto list = client_->ListSessions();  // looks without touching (GetSession counts as a use)
+    EXPECT_TRUE(list.ok()) << list.status();
+    return list.ok() && std::any_of(list->sessions().begin(), list->sessions().end(),
+                                    [&](const v1::Session& x) { return x.session_id() == id; });
+  };
+  int looks = 0;
+  for (; looks < 6000 && listed(other_); ++looks) {
+    ASSERT_TRUE(listed(elastic_)) << "the session expired under its own frame on the device";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(listed(other_)) << "the unused session did not expire in a minute";
+  for (int k = 0; k < 20; ++k) {
+    ASSERT_TRUE(listed(elastic_)) << "the session expired under its own frame on the device, " << k << " looks after";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  stream_->Cancel();
+  stream_.reset();
+  EXPECT_EQ(server_->Terminate(), 0);
+}
+
 // The same frame sent by a unary Deform whose deadline passes. (Should the deadline pass before
 // the frame starts, it starts stopped; either way the worker is free for the next frame.)
 TEST_F(ImplicitServiceStops, ALongElasticFrameStopsWhenItsUnaryCallsDeadlinePasses) {
