@@ -242,7 +242,10 @@ size_t Service::RestoreSessions() {
 namespace {
 // A preparation run in the background for sessions that serve a fallback meanwhile.
 struct PrepareTask {
-  std::shared_ptr<StoredRig> rig;
+  // Not held while queued: a rig deleted or evicted with its sessions gone is freed at once, and
+  // its queued preparation ends without running (until 2026-12-03 each queued task kept its rig,
+  // up to --max-rig-bytes, until a background worker reached it, and then prepared it for nobody).
+  std::weak_ptr<StoredRig> rig;
   const MethodInfo* method;
   DeformerConfig config;
   ThreadPool* pool;
@@ -250,10 +253,12 @@ struct PrepareTask {
   std::function<void()> finished;  // counts the task out (Service::StopBackground waits for it)
   static void Run(void* arg) {
     std::unique_ptr<PrepareTask> t(static_cast<PrepareTask*>(arg));
-    auto p = t->rig->GetOrPrepare(*t->method, t->config, t->pool, NowMs(), t->cache_dir);
-    if (!p.ok() && p.status().code() != absl::StatusCode::kCancelled) {  // its sessions keep serving the fallback
-      std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s failed: %s\n", t->rig->id.c_str(),
-                   std::string(t->method->name).c_str(), std::string(p.status().message()).c_str());
+    if (const std::shared_ptr<StoredRig> rig = t->rig.lock()) {
+      auto p = rig->GetOrPrepare(*t->method, t->config, t->pool, NowMs(), t->cache_dir);
+      if (!p.ok() && p.status().code() != absl::StatusCode::kCancelled) {  // its sessions keep serving the fallback
+        std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s failed: %s\n", rig->id.c_str(),
+                     std::string(t->method->name).c_str(), std::string(p.status().message()).c_str());
+      }
     }
     t->finished();
   }
