@@ -3,7 +3,9 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -465,6 +467,16 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       !args.GetDouble("clip-fps", &clip_fps, 1.0 / 60, 1e6)) {
     return Usage(args, args.error());
   }
+  // As sinew-load's: below one frame in about 17 minutes, a rate is a typo (1e-9 waited 31
+  // years for frame 1; 1e-12 overflowed the schedule's nanoseconds).
+  if (fps > 0 && fps < 0.001) return Usage(args, absl::StrCat("--fps: ", fps, "; expected 0 (as fast as answered) or at least 0.001"));
+  // The flags that need neither the asset nor the server, checked before either is touched.
+  v1::Backend backend;
+  if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
+  {
+    v1::CreateSessionRequest scratch;
+    if (std::string error; !client::EncodingFromFlags(args, &scratch, &error)) return Usage(args, error);
+  }
   const bool want_quality = args.Has("quality");
   long long point_set = 0;
   if (!args.GetInt("point-set", &point_set, 0, 50'000'000)) return Usage(args, args.error());
@@ -479,6 +491,11 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     specs.emplace_back(spec);
   }
   const auto& pos = args.positional();
+  // Flags the source would ignore (until 2026-12-03 silently).
+  if (pos.size() >= 2 && !args.Get("rig").empty()) {
+    return Usage(args, "play FILE plays the file's rig; --rig ID plays a stored rig with the procedural limb's poses: give one");
+  }
+  if (pos.size() < 2 && point_set > 0) return Usage(args, "--point-set: makes an asset's character into points: play FILE");
   PlaySource source;
   if (pos.size() >= 2) {  // an asset file: its clip, sampled at --clip-fps
     auto asset = LoadAsset(pos[1]);
@@ -564,9 +581,17 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   if (!snap.path.empty() && source.triangles.empty()) {
     return Usage(args, "--snapshot: draws a mesh: play FILE (not --point-set) or the procedural limb, not --rig ID");
   }
+  if (!snap.path.empty()) {  // the image's size, before anything plays (RenderSnapshot's bound)
+    const uint64_t pixels = uint64_t(specs.size()) * snap.frames.size() * uint64_t(snap.options.cell_width) *
+                            uint64_t(snap.options.cell_height);
+    if (pixels > client::kMaxSnapshotPixels) {
+      return Usage(args, absl::StrCat("--snapshot: ", specs.size(), " methods x ", snap.frames.size(), " frames of ",
+                                      snap.options.cell_width, "x", snap.options.cell_height, " pixels are ",
+                                      pixels / 1'000'000, " megapixels; at most ", client::kMaxSnapshotPixels / 1'000'000,
+                                      " (fewer --snapshot-frames or a smaller --snapshot-size)"));
+    }
+  }
   std::vector<std::vector<std::vector<float>>> shots;  // [method][column]: positions
-  v1::Backend backend;
-  if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
   auto info = c.GetServerInfo();  // what each method reads and returns
   if (!info.ok()) return Fail(info.status());
   // --param with a list of methods: each NAME=VALUE goes to the methods of the list that take it
@@ -599,6 +624,13 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       return Usage(args, specs.size() > 1 ? absl::StrCat(specs[k], ": ", error) : error);
     }
   }
+  // A method the source cannot drive is found before any plays (until 2026-12-03 the methods
+  // before it played in full, and the run then ended without its snapshot).
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (UseOf(*info, spec_stages[k]).cages && all_inputs.front().cages_size() == 0) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat("--method ", specs[k], ": this asset has no cage clip to play")));
+    }
+  }
   for (size_t spec_index = 0; spec_index < specs.size(); ++spec_index) {
     const std::string& spec = specs[spec_index];
     const std::vector<v1::Method>& stages = spec_stages[spec_index];
@@ -614,7 +646,13 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     // the session is being created.
     client::ClosedOnInterrupt interrupt_closes(c);
     auto session = c.CreateSession(req, PrepareProgress());
-    if (!session.ok()) return Fail(session.status());
+    if (!session.ok()) {  // the other methods still play (their row of the snapshot stays blank)
+      std::fprintf(stderr, "%s: no session: %s: %s\n", spec.c_str(), absl::StatusCodeToString(session.status().code()).c_str(),
+                   std::string(session.status().message()).c_str());
+      if (!snap.path.empty()) shots.emplace_back(snap.frames.size());
+      status = 1;
+      continue;
+    }
     interrupt_closes.Set(session->session_id());
     bool session_closed = false;
     absl::Cleanup close_session = [&] {
@@ -670,9 +708,6 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     // an end cap, a degenerate joint this frame, moved rigidly with its bone.
     const bool baseline = stages.size() == 1 && stages[0] == v1::METHOD_BASELINE;
     uint64_t on_bone = 0, on_sphere = 0, degenerate = 0, rigid = 0;
-    if (use.cages && clip.front().cages_size() == 0) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat("--method ", name, ": this asset has no cage clip to play")));
-    }
     if (prepare_ms > 50) std::fprintf(text_out, "%s: session ready in %.0f ms (prepared once per rig and shared by its sessions)\n", name, prepare_ms);
 
     client::LatencyStats lat;
@@ -688,8 +723,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     std::unique_ptr<client::FrameStream> stream;
     if (!args.Has("unary")) stream = c.OpenStream();
     const auto start = Clock::now();
-    uint64_t errors = 0, bytes = 0, fallback_frames = 0;
+    uint64_t errors = 0, bytes = 0, ok_frames = 0, fallback_frames = 0;
     for (long long f = 0; f < frames; ++f) {
+      bool failed = false;  // counted once, whatever went wrong
       const auto scheduled = fps > 0 ? start + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(f / fps))
                                      : Clock::now();
@@ -697,16 +733,26 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       v1::DeformRequest& r = clip[f % kCycle];
       r.set_frame(static_cast<uint64_t>(f));
       if (stream) {
-        if (!stream->Write(r) || !stream->Read(&resp)) {
-          return Fail(stream->Close());
+        if (!stream->Write(r) || !stream->Read(&resp)) {  // the stream itself ended: nothing more plays
+          const absl::Status st = stream->Close();
+          return Fail(absl::Status(st.ok() ? absl::StatusCode::kUnknown : st.code(),
+                                   absl::StrCat(name, ": frame ", f, ": the stream ended: ", st.message())));
         }
-      } else {
-        auto u = c.Deform(r);
-        if (!u.ok()) return Fail(u.status());
+      } else if (auto u = c.Deform(r); u.ok()) {
         resp = std::move(*u);
+      } else if (u.status().code() == absl::StatusCode::kUnavailable &&
+                 !absl::StartsWith(u.status().message(), "overloaded")) {  // the server, not the frame
+        return Fail(absl::UnavailableError(absl::StrCat(name, ": frame ", f, ": ", u.status().message())));
+      } else {
+        // A unary frame's error is the call's status: one failed frame, as on a stream (until
+        // 2026-12-03 it ended the run, unnamed, and skipped the later methods and the snapshot).
+        resp.Clear();
+        resp.set_frame(static_cast<uint64_t>(f));
+        resp.mutable_error()->set_code(static_cast<int>(u.status().code()));
+        resp.mutable_error()->set_message(std::string(u.status().message()));
       }
       lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
-      if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) ++errors;
+      if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) failed = true;
       if (resp.has_error()) {
         const std::string e = absl::StrCat(
             absl::StatusCodeToString(static_cast<absl::StatusCode>(resp.error().code())), ": ", resp.error().message());
@@ -721,7 +767,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       // A single method's frame made by its fallback (a preparation cancelled meanwhile) is not
       // this method's: counted, and named below.
       if (!resp.has_error() && stages.size() == 1 && resp.method() != stages[0]) {
-        ++errors;
+        failed = true;
         ++fallback_frames;
       }
       bytes += resp.positions().size();
@@ -730,7 +776,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       bool decoded = false;
       if (!resp.has_error()) {
         if (auto st = decoder.Decode(resp, xyz); !st.ok()) {
-          ++errors;
+          failed = true;
           if (decode_error.empty()) decode_error = absl::StrCat("frame ", f, ": ", st.message());
         } else {
           decoded = true;
@@ -771,6 +817,8 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       for (size_t k = 0; k < snap.frames.size(); ++k) {
         if (snap.frames[k] == f && decoded) shots.back()[k] = xyz;
       }
+      errors += failed;
+      ok_frames += !failed;
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     if (stream) {
@@ -781,7 +829,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (!closed.ok()) return Fail(closed.status());
     const double p50 = lat.Percentile(50), p99 = lat.Percentile(99), mx = lat.Max();
     std::string quality;
-    if (procedural && !peak.empty()) {
+    if (procedural && !peak.empty() && limb.bones >= 3) {  // fewer: no wrist and elbow apart
       const double x_wrist = limb.length * (limb.bones - 1) / limb.bones;
       const double x_elbow = limb.length * std::max<uint32_t>(1, limb.bones / 2) / limb.bones;
       quality = absl::StrFormat(
@@ -829,14 +877,14 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       std::printf(
           "{\"method\":\"%s\",\"backend\":\"%s\",\"frames\":%lld,\"vertices\":%u,\"seconds\":%.4f,"
           "\"frames_per_s\":%.2f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%llu,\"bytes\":%llu}\n",
-          name, on, frames, resp.vertex_count(), secs, frames / secs, p50, p99, mx,
+          name, on, frames, session->vertex_count(), secs, frames / secs, p50, p99, mx,
           (unsigned long long)errors, (unsigned long long)bytes);
     } else {
       std::string wire;
-      if (session->encoding() != v1::OUTPUT_ENCODING_FLOAT32 && frames > 0) {
+      if (session->encoding() != v1::OUTPUT_ENCODING_FLOAT32 && ok_frames > 0) {  // of the frames answered
         const double f32 = 12.0 * session->vertex_count();
-        wire = absl::StrFormat(", positions %.1f kB a frame (%.3f of float32's)", bytes / 1e3 / frames,
-                               bytes / (f32 * frames));
+        wire = absl::StrFormat(", positions %.1f kB a frame (%.3f of float32's)", bytes / 1e3 / ok_frames,
+                               bytes / (f32 * ok_frames));
       }
       std::printf("%s (%s): %lld frames x %u vertices in %.2f s over %s: %.1f frames/s, latency p50 %.2f ms, "
                   "p99 %.2f ms, max %.2f ms, %llu errors%s%s\n",
@@ -878,6 +926,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       std::string line;
       for (size_t k = 0; k < snap.frames.size(); ++k) {
         const auto &a = shots[0][k], &b = shots[m][k];
+        if (a.empty() || b.empty()) {  // a frame that failed (or a method without a session) is not drawn
+          absl::StrAppendFormat(&line, "%s frame %lld n/a (not drawn)", k ? "," : "", snap.frames[k]);
+          continue;
+        }
         double far = 0;
         for (size_t v = 0; v + 2 < a.size() && a.size() == b.size(); v += 3) {
           far = std::max<double>(far, std::hypot(a[v] - b[v], a[v + 1] - b[v + 1], a[v + 2] - b[v + 2]));
@@ -1344,14 +1396,27 @@ int MergeShardsCommand(client::Args& args) {
 
 }  // namespace
 
+int Main(int argc, char** argv);
+
+// The command's exit status, or 1 when its standard output could not be written (a full disk,
+// a closed pipe, /dev/full): a JSON report cut short is a failure, not a 0.
 int main(int argc, char** argv) {
+  const int status = Main(argc, argv);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "sinew: writing standard output failed: %s\n", std::strerror(errno));
+    return status != 0 ? status : 1;
+  }
+  return status;
+}
+
+int Main(int argc, char** argv) {
   client::InstallInterruptHandler();  // before any thread starts: see clients/lib/interrupt.h
   client::Args args;
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");
   client::AddConnectionFlags(args);
   args
       .Flag("help", "", "", "print this text")
-      .Flag("json", "", "", "print JSON instead of text")
+      .Flag("json", "", "", "print JSON instead of text: info, upload, rigs, session create and close, play (one object per method; its other lines go to stderr); rig, session get and list always print JSON; the other commands print text")
       .Flag("rig", "ID", "", "rig id (session create, play)")
       .Flag("method", "M", "lbs", "deformation method, one of `sinew info`'s methods (e.g. lbs, dqs, cage-mvc, implicit, blend, swing-twist), or a pipeline of them joined by '+' (cage-mvc+lbs, dqs+implicit); play: a comma-separated list")
       .Flag("encoding", "E", "f32", std::string("session create, play, batch: ") + client::kEncodingHelp)
@@ -1552,7 +1617,13 @@ int main(int argc, char** argv) {
       if (sub == "close") {
         auto f = c.CloseSession(pos[2]);
         if (!f.ok()) return Fail(f.status());
-        std::printf("closed %s after %llu frames\n", pos[2].c_str(), (unsigned long long)*f);
+        if (json) {  // the call's response, as the other commands print theirs
+          v1::CloseSessionResponse r;
+          r.set_frames(*f);
+          std::printf("%s\n", Json(r).c_str());
+        } else {
+          std::printf("closed %s after %llu frames\n", pos[2].c_str(), (unsigned long long)*f);
+        }
         return 0;
       }
       auto s = c.GetSession(pos[2]);

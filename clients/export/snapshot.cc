@@ -134,6 +134,15 @@ absl::StatusOr<Image> RenderSnapshot(const SnapshotGrid& g, const SnapshotOption
     }
   }
   if (rows == 0 || cols == 0) return absl::InvalidArgumentError("snapshot: no cells");
+  // Bounded: the image, its filtered copy and its compressed bytes are each about 3 bytes a
+  // pixel, and PNG's one IDAT chunk holds under 2^31 bytes.
+  const uint64_t pixels = uint64_t(rows) * uint64_t(o.cell_height) * uint64_t(cols) * uint64_t(o.cell_width);
+  if (pixels > kMaxSnapshotPixels) {
+    return absl::InvalidArgumentError(absl::StrCat("snapshot: ", rows, " rows x ", cols, " columns of ", o.cell_width, "x",
+                                                   o.cell_height, " pixels are ", pixels / 1'000'000,
+                                                   " megapixels; at most ", kMaxSnapshotPixels / 1'000'000,
+                                                   " (fewer frames or methods, or smaller cells)"));
+  }
 
   // Camera axes: from the options, or the rest mesh's thinnest (view) and longest (up) axes.
   double lo[3], hi[3];
@@ -262,7 +271,10 @@ std::string EncodePng(const Image& img) {
   }
   uLongf size = compressBound(raw.size());
   std::string z(size, '\0');
-  compress2(reinterpret_cast<Bytef*>(z.data()), &size, reinterpret_cast<const Bytef*>(raw.data()), raw.size(), 9);
+  if (compress2(reinterpret_cast<Bytef*>(z.data()), &size, reinterpret_cast<const Bytef*>(raw.data()), raw.size(), 9) !=
+      Z_OK) {
+    return {};  // out of memory (zlib's only failure with a compressBound buffer)
+  }
   z.resize(size);
   std::string png = "\x89PNG\r\n\x1a\n";
   std::string ihdr;
@@ -276,7 +288,12 @@ std::string EncodePng(const Image& img) {
 }
 
 absl::Status WritePng(const std::string& path, const Image& image) {
-  return WriteFileAtomically(path, EncodePng(image));
+  const std::string png = EncodePng(image);
+  if (png.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, ": zlib could not compress the ", image.width, "x",
+                                                     image.height, " image (out of memory); nothing written"));
+  }
+  return WriteFileAtomically(path, png);
 }
 
 }  // namespace sinew::client

@@ -42,13 +42,18 @@ struct SnapshotGrid {
   std::vector<std::string> row_labels, column_labels;
 };
 
-// INVALID_ARGUMENT names a bad size or index (row, column, triangle).
+// The largest image RenderSnapshot draws (rows × cell height × columns × cell width).
+inline constexpr uint64_t kMaxSnapshotPixels = uint64_t{1} << 27;
+
+// INVALID_ARGUMENT names a bad size or index (row, column, triangle), or an image of more than
+// kMaxSnapshotPixels.
 absl::StatusOr<Image> RenderSnapshot(const SnapshotGrid& grid, const SnapshotOptions& options = {});
 
 // 8-bit RGB PNG, compressed with zlib; written atomically (path.tmp, then rename).
 absl::Status WritePng(const std::string& path, const Image& image);
 
-// The PNG bytes WritePng writes.
+// The PNG bytes WritePng writes; empty when zlib fails (out of memory; WritePng then writes
+// nothing and says so).
 std::string EncodePng(const Image& image);
 
 }  // namespace sinew::client

@@ -108,5 +108,57 @@ TEST(SnapshotCli, MethodsDrawnInRowsAndTheirDifferenceTinted) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A method whose session the server refuses does not end `play`: the others play, the snapshot
+// is written with its row blank, the comparison says "n/a" for frames not drawn (it printed
+// 0.00 %, "identical", until 2026-12-03), and the exit status is 1. Until then the run ended at the
+// refusal, after the methods before it had played, with no snapshot.
+TEST(SnapshotCli, AMethodWithoutASessionLeavesTheOthersPlayingAndItsRowBlank) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string png = (fs::temp_directory_path() / ("sinew-snap-blank-" + std::to_string(getpid()) + ".png")).string();
+  std::string out, err;
+  // The limb has 4 joints: joint 99 is refused by the server, for the implicit method only.
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", "--method", "lbs,implicit",
+                        "--joint-operator", "99=bulge", "--frames", "4", "--vertices", "2000", "--snapshot", png,
+                        "--snapshot-frames", "1,2", "--snapshot-size", "100x100"},
+                       &out, &err),
+            1)
+      << err;
+  EXPECT_THAT(out, HasSubstr("lbs (cpu): 4 frames"));
+  EXPECT_THAT(err, HasSubstr("implicit: no session: INVALID_ARGUMENT"));
+  EXPECT_THAT(err, HasSubstr("joints[0].joint"));
+  EXPECT_THAT(out, HasSubstr("2 methods x 2 frames, 200x200 pixels"));
+  EXPECT_THAT(out, HasSubstr("implicit vs lbs, farthest vertex apart (of the rest diagonal): frame 1 n/a (not drawn), "
+                             "frame 2 n/a (not drawn)"));
+  const Rgb img = ReadPng(png);
+  fs::remove(png);
+  ASSERT_EQ(img.width, 200);
+  ASSERT_EQ(img.height, 200);
+  size_t drawn[2] = {0, 0};
+  for (int r = 0; r < 2; ++r) {
+    for (int y = r * 100 + 26; y < (r + 1) * 100; ++y) {
+      for (int x = 0; x < 200; ++x) {
+        const uint8_t* p = img.At(x, y);
+        drawn[r] += !(p[0] == 246 && p[1] == 246 && p[2] == 244);
+      }
+    }
+  }
+  EXPECT_GT(drawn[0], 200u) << "the LBS row is drawn";
+  EXPECT_EQ(drawn[1], 0u) << "the row of the method without a session is blank";
+
+  // Flags refused before anything plays (exit 2, the flag named).
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", "--fps", "1e-9", "--frames", "2"}, &out, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--fps: 1e-09; expected 0 (as fast as answered) or at least 0.001"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", "--method", "lbs,dqs", "--snapshot", png,
+                        "--snapshot-frames", "0,1,2,3,4,5,6,7,8,9", "--snapshot-size", "4096x4096", "--frames", "10"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--snapshot: 2 methods x 10 frames of 4096x4096 pixels are 335 megapixels; at most 134"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", "--point-set", "100", "--frames", "2"}, &out, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--point-set: makes an asset's character into points: play FILE"));
+  EXPECT_FALSE(fs::exists(png));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 }  // namespace
 }  // namespace sinew::testing
