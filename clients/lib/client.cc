@@ -36,8 +36,8 @@ absl::Status FromGrpc(const grpc::Status& s) {
 
 FrameStream::FrameStream(v1::Sinew::Stub& stub, const Client& client,
                          std::optional<std::chrono::system_clock::time_point> deadline) {
+  if (deadline) context_.set_deadline(*deadline);  // first: the first connection's wait keeps to it
   status_ = client.Authorize(context_);
-  if (deadline) context_.set_deadline(*deadline);
   if (status_.ok()) stream_ = stub.StreamDeform(&context_);
 }
 
@@ -124,7 +124,7 @@ namespace {
 constexpr auto kFirstConnectionWait = std::chrono::seconds(10);
 }  // namespace
 
-void Client::AwaitFirstConnection() const {
+void Client::AwaitFirstConnection(std::chrono::system_clock::time_point call_deadline) const {
   if (first_connection_done_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(first_connection_mu_);
   if (first_connection_done_.load(std::memory_order_relaxed)) return;
@@ -134,7 +134,9 @@ void Client::AwaitFirstConnection() const {
   // The first call waits for a connection through one failed attempt and gRPC's reconnect
   // backoff (about a second); a second failure (no server there) lets it go on and fail as
   // before, a second or so later than it used to.
-  const auto deadline = std::chrono::system_clock::now() + kFirstConnectionWait;
+  // Within the call's own deadline (--timeout 1 waited up to 10 s here, and the call then
+  // started with its deadline spent, until 2026-12-03).
+  const auto deadline = std::min(std::chrono::system_clock::now() + kFirstConnectionWait, call_deadline);
   int failures = 0;
   for (grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true); state != GRPC_CHANNEL_READY;) {
     if (state == GRPC_CHANNEL_SHUTDOWN) break;
@@ -147,7 +149,7 @@ void Client::AwaitFirstConnection() const {
 
 absl::Status Client::Authorize(grpc::ClientContext& ctx) const {
   if (!status_.ok()) return status_;
-  AwaitFirstConnection();
+  AwaitFirstConnection(ctx.deadline());
   if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
   if (!affinity_.empty()) ctx.AddMetadata("x-sinew-affinity", affinity_);
   return absl::OkStatus();
@@ -599,8 +601,8 @@ SharedMemory::~SharedMemory() {
     req.set_region_id(region_id_);
     v1::UnregisterSharedMemoryResponse resp;
     grpc::ClientContext ctx;
-    (void)client_.Authorize(ctx);  // registered, so the client's status was OK
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    (void)client_.Authorize(ctx);  // registered, so the client's status was OK
     (void)client_.stub().UnregisterSharedMemory(&ctx, req, &resp);
   }
   munmap(data_, bytes_);

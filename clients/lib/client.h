@@ -141,7 +141,7 @@ class Client {
   const std::string& target() const { return target_; }
 
  private:
-  void AwaitFirstConnection() const;
+  void AwaitFirstConnection(std::chrono::system_clock::time_point call_deadline) const;
   // Authorize, and the deadline of ClientOptions::timeout_seconds.
   [[nodiscard]] absl::Status Unary(grpc::ClientContext& ctx) const;
 
