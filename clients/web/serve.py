@@ -14,6 +14,7 @@ import functools
 import ipaddress
 import http.server
 import os
+import re
 import socket
 import sys
 import urllib.parse
@@ -31,7 +32,10 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     def _host_allowed(self):
         if not self.loopback_only:
             return True
-        host = urllib.parse.urlsplit('//' + (self.headers.get('Host') or '')).hostname or ''
+        try:  # a malformed Host ('[') is not loopback (it raised in the handler until 2026-12-03)
+            host = urllib.parse.urlsplit('//' + (self.headers.get('Host') or '')).hostname or ''
+        except ValueError:
+            return False
         if host == 'localhost':
             return True
         try:
@@ -47,7 +51,9 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
     def translate_path(self, path):
         parts = urllib.parse.unquote(urllib.parse.urlsplit(path).path).split('/')
-        if len(parts) == 4 and parts[1] == 'clips' and parts[2].isdigit() and int(parts[2]) < len(self.clips):
+        # ASCII digits only: str.isdigit() takes '²', which int() refuses (a traceback until 2026-12-03).
+        if len(parts) == 4 and parts[1] == 'clips' and re.fullmatch('[0-9]{1,4}', parts[2]) and \
+                int(parts[2]) < len(self.clips):
             clip = self.clips[int(parts[2])]
             if parts[3] == os.path.basename(clip):
                 return clip
@@ -77,6 +83,9 @@ def main():
         Handler.loopback_only = ipaddress.ip_address(a.bind).is_loopback
     except ValueError:
         Handler.loopback_only = a.bind == 'localhost'
+    if not Handler.loopback_only:
+        print(f'serve.py: --bind {a.bind}: serving the viewer and the clips to every host that reaches this address, '
+              'with no Host check', file=sys.stderr, flush=True)
 
     class Server(http.server.ThreadingHTTPServer):
         address_family = socket.AF_INET6 if ':' in a.bind else socket.AF_INET

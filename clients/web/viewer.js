@@ -140,7 +140,10 @@ async function load(slot, url, label) {
     const maxFrames = Math.max(...slots.filter(Boolean).map((x) => x.frames));
     $('scrub').max = String(maxFrames - 1);
   } catch (e) {
-    if (gen === generation[slot]) errors[slot] = `${label || url}: ${String(e && e.message || e)}`;
+    // A .gltf whose buffers or textures are files beside it cannot be read from a picked or
+    // dropped file (one with its data embedded can): the loader's own error does not say so.
+    const hint = /\.gltf$/i.test(label || url) ? ' (a .gltf whose data lies in files beside it cannot be opened here: use a .glb, which holds it all)' : '';
+    if (gen === generation[slot]) errors[slot] = `${label || url}: ${String(e && e.message || e)}${hint}`;
   } finally {
     --pending;
     showStatus();

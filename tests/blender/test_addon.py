@@ -285,6 +285,14 @@ def main():
         except RuntimeError as e:  # operators reporting ERROR raise in background mode
             check("no Armature modifier" in str(e), f"unexpected error: {e}")
         s.mesh = mesh
+        # Mesh data another object shares (a linked duplicate) is refused: the Sinew shape key
+        # would move both (until 2026-12-03).
+        dup = mesh.copy()
+        try:
+            check(bpy.ops.sinew.start() == {"CANCELLED"}, "a mesh whose data another object shares was accepted")
+        except RuntimeError as e:
+            check("Make Single User" in str(e), f"unexpected error: {e}")
+        bpy.data.objects.remove(dup)
         s.method = "lbs"
         # A Cache path relative to an unsaved .blend is refused (it would land in Blender's working
         # folder); saved, the bake's modifier keeps it relative.
@@ -341,11 +349,33 @@ def main():
         scene.frame_set(FRAMES[1])
         saved = os.path.join(tmp, "live.blend")
         bpy.ops.wm.save_as_mainfile(filepath=saved)
+        # Saving leaves the mesh live here, and writes it given back (its key muted, its Armature
+        # modifier on), so that it deforms by its armature where the add-on is not (a farm, a shot
+        # linking it): until 2026-12-03 it was written frozen at the last frame Sinew sent.
+        live_key = mesh.data.shape_keys.key_blocks.get(bridge.SHAPE_KEY)
+        check(live_key is not None and not live_key.mute and not bridge.armature_modifier(mesh).show_viewport,
+              "saving took the mesh out of Sinew's hands here")
         mesh_name = mesh.name
-        bpy.ops.wm.revert_mainfile()
-        check(not sinew_blender._live, "a mesh is still live after its file was reverted")
+        # The file as written: opened without the add-on's load_post, which would give it back.
+        bpy.app.handlers.load_post.remove(sinew_blender.on_load_post)
+        try:
+            bpy.ops.wm.open_mainfile(filepath=saved)
+        finally:
+            bpy.app.handlers.load_post.append(sinew_blender.on_load_post)
+        check(not sinew_blender._live, "a mesh is still live after another file was opened")
         with sinew.connect(server.target) as c:
-            check(not c.list_sessions(), "the reverted file's session is still open")
+            check(not c.list_sessions(), "the session is still open after another file was opened")
+        written = bpy.data.objects[mesh_name]
+        written_keys = written.data.shape_keys
+        written_key = written_keys.key_blocks.get(bridge.SHAPE_KEY) if written_keys is not None else None
+        check(written_key is None or written_key.mute, "the file was written with the Sinew shape key on")
+        check(bridge.armature_modifier(written).show_viewport, "the file was written with the Armature modifier off")
+        bpy.context.scene.frame_set(FRAMES[2])
+        raw = relative_error(evaluated_positions(written), lbs_ref[FRAMES[2]], diagonal)
+        check(raw < 1e-6, f"the file as written is {raw:.3g} of the diagonal from Blender's deformation")
+        # Opened with the add-on (Revert runs its load_post), the file's key is removed.
+        bpy.ops.wm.revert_mainfile()
+        check(not sinew_blender._live, "a mesh is live after its file was reverted")
         again = bpy.data.objects[mesh_name]
         keys = again.data.shape_keys
         check(keys is None or bridge.SHAPE_KEY not in keys.key_blocks, "the saved file's live shape key is still on")

@@ -66,6 +66,11 @@ class LiveRig:
 
 _live: Dict[str, LiveRig] = {}
 _baking = False
+_rendering = False  # between render_init and render_complete / render_cancel
+# How long a live frame waits for its session to be opened again (the server restarted, or the
+# session idled out) when the panel's Timeout is 0: a method's first preparation can take minutes,
+# and the frame change blocks Blender meanwhile (until 2026-12-03 up to a day).
+REOPEN_WAIT = 30.0
 _token: Dict[str, str] = {}  # the panel's Token (SinewSettings.token), never written to the file
 LIVE_MARK = "sinew_live"  # a custom property on a live mesh: the name it went live under
 
@@ -130,6 +135,12 @@ def _open_session(context, mesh_obj):
     module, the export, the connection, the session, the rig message and the session's options;
     on failure the connection is closed."""
     s = context.scene.sinew
+    # The shape key belongs to the mesh data: on data shared by linked duplicates (Alt+D) every
+    # copy would take the positions, on top of its own Armature modifier (until 2026-12-03).
+    if mesh_obj.data.users > 1:
+        raise bridge.BridgeError(f"mesh data {mesh_obj.data.name!r} has {mesh_obj.data.users} users (linked duplicates "
+                                 "or a fake user): Sinew's shape key would move them all; make it single-user "
+                                 "(Object > Relations > Make Single User > Object & Data)")
     export = bridge.export_rig(mesh_obj, None, context.evaluated_depsgraph_get())
     options = dict(method=_method(s), params=_params(s.params), backend=s.backend, encoding=s.encoding)
     sinew, client = _connect(context)
@@ -176,6 +187,10 @@ def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_st
     would; frames played in order carry it on. A session the server no longer has (closed after
     its idle TTL, a restarted server) is opened again once, the rig uploaded again if needed."""
     sinew = bridge.ensure_client()
+    mesh_obj = bpy.data.objects[live.export.mesh_name]
+    if len(mesh_obj.data.vertices) != len(live.export.positions):  # edited since Drive
+        raise bridge.BridgeError(f"the mesh has {len(mesh_obj.data.vertices)} vertices, {len(live.export.positions)} "
+                                 "when Drive uploaded it: press Drive with Sinew again")
     world, premat = bridge.pose_matrices(live.export, depsgraph)
     pose = bridge.sinew_pose(sinew, live.export, world)
     reset = scene_frame is None or live.scene_frame is None or scene_frame != live.scene_frame + 1
@@ -184,8 +199,13 @@ def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_st
         frame = live.session.deform_frame(pose, reset=reset, time_step=time_step)
     except sinew.NotFound:
         rig_id = live.client.upload_rig(live.rig).rig_id
-        # A first preparation may outlast a frame's deadline: the panel's Timeout, else a day.
-        live.session = live.client.create_session(rig_id, timeout=live.create_timeout or 86400.0, **live.options)
+        # A first preparation may outlast a frame's deadline: the panel's Timeout, else REOPEN_WAIT.
+        wait = live.create_timeout or REOPEN_WAIT
+        try:
+            live.session = live.client.create_session(rig_id, timeout=wait, **live.options)
+        except sinew.DeadlineExceeded as e:
+            raise bridge.BridgeError(f"the server lost the session (restarted, or idle past its TTL) and opening it "
+                                     f"again took over {wait:g} s (a preparation): press Drive with Sinew again") from e
         live.reopened += 1
         frame = live.session.deform_frame(pose, reset=True, time_step=time_step)
     xyz = frame.positions
@@ -193,13 +213,17 @@ def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_st
     live.last_ms = 1e3 * (time.perf_counter() - t)
     live.frames += 1
     live.scene_frame = scene_frame
-    bridge.write_shape_key(bpy.data.objects[live.export.mesh_name], bridge.to_mesh_space(xyz, premat))
+    bridge.write_shape_key(mesh_obj, bridge.to_mesh_space(xyz, premat))
 
 
 @persistent
 def on_frame_change(scene, depsgraph=None) -> None:
     """frame_change_post: sends the pose of every live mesh and writes the result."""
     if _baking:
+        return
+    if _rendering:  # the render evaluates its own copy; writing mesh data under it is unsafe
+        for live in _live.values():
+            live.error = "not updated while rendering: bake for renders (Bake writes a point cache)"
         return
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     for name, live in list(_live.items()):
@@ -271,6 +295,57 @@ def on_load_pre(*_args) -> None:
     _stop_all()
 
 
+def _give_back_for_saving(obj, saving: bool) -> None:
+    """A live mesh as the file should hold it (`saving`): its Sinew key muted and its bake's Mesh
+    Cache modifier, else its Armature modifier, on; and back to live after the save."""
+    keys = obj.data.shape_keys
+    key = keys.key_blocks.get(bridge.SHAPE_KEY) if keys is not None else None
+    if key is not None:
+        key.mute = saving
+    cache = obj.modifiers.get(bridge.MESH_CACHE)
+    if cache is not None:
+        cache.show_viewport = cache.show_render = saving
+    else:
+        _set_armature_modifier(obj, saving)
+
+
+@persistent
+def on_save_pre(*_args) -> None:
+    """save_pre: the file is written with each live mesh given back, so that it renders and plays
+    where the add-on is not (a farm, a colleague, a shot linking the mesh). Until 2026-12-03 it
+    was saved at the last frame Sinew sent, with the Armature modifier off: frozen elsewhere."""
+    for name in _live:
+        obj = bpy.data.objects.get(name)
+        if obj is not None:
+            _give_back_for_saving(obj, True)
+
+
+@persistent
+def on_save_post(*_args) -> None:
+    """save_post: live again, as before the save."""
+    for name in _live:
+        obj = bpy.data.objects.get(name)
+        if obj is not None:
+            _give_back_for_saving(obj, False)
+
+
+@persistent
+def on_render_init(*_args) -> None:
+    global _rendering
+    _rendering = True
+
+
+@persistent
+def on_render_end(*_args) -> None:
+    global _rendering
+    _rendering = False
+
+
+_HANDLERS = (("load_pre", "on_load_pre"), ("load_post", "on_load_post"), ("save_pre", "on_save_pre"),
+             ("save_post", "on_save_post"), ("render_init", "on_render_init"), ("render_complete", "on_render_end"),
+             ("render_cancel", "on_render_end"))
+
+
 @persistent
 def on_load_post(*_args) -> None:
     """load_post: a file saved while a mesh was live has its shape key and its Armature modifier
@@ -333,8 +408,15 @@ class SINEW_OT_stop(bpy.types.Operator):
         try:
             mesh_obj = _mesh(context)
         except bridge.BridgeError as e:
-            self.report({"ERROR"}, f"Sinew: {e}")
-            return {"CANCELLED"}
+            mesh_obj = None
+            if not _live:
+                self.report({"ERROR"}, f"Sinew: {e}")
+                return {"CANCELLED"}
+        if mesh_obj is None or mesh_obj.name not in _live and LIVE_MARK not in mesh_obj:
+            # Posing with the armature active, or a mesh that is not live: every live mesh stops
+            # (until 2026-12-03 this was an error, and the panel lost the live status).
+            _stop_all()
+            return {"FINISHED"}
         _stop(mesh_obj)
         if not _live and on_frame_change in bpy.app.handlers.frame_change_post:
             bpy.app.handlers.frame_change_post.remove(on_frame_change)
@@ -399,7 +481,12 @@ class SINEW_OT_bake(bpy.types.Operator):
                 premats.append(premat)
             # Methods with a per-rig preparation serve a fallback meanwhile (pbs: LBS); a bake
             # waits for the method itself.
-            session.wait_prepared()  # its own: a failed one of other parameters on the rig is not ours
+            # Its own (a failed one of other parameters on the rig is not ours), within the panel's
+            # Timeout, shown in the window's progress cursor (until 2026-12-03 without a bound).
+            wm.progress_begin(0, 100)
+            session.wait_prepared(timeout=float(s.timeout) if s.timeout > 0 else None,
+                                  progress=lambda fraction, _key: wm.progress_update(int(100 * fraction)))
+            wm.progress_end()
             wm.progress_begin(0, len(poses))
             path = bpy.path.abspath(s.bake_path.replace("{mesh}", bpy.path.clean_name(mesh_obj.name)))
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -459,8 +546,10 @@ class SinewSettings(bpy.types.PropertyGroup):
     tls_ca: StringProperty(name="TLS CA", subtype="FILE_PATH", default="",
                            description="PEM file of the CA that signed the server's certificate (empty: plaintext)")
     timeout: IntProperty(name="Timeout (s)", default=0, min=0,
-                         description="seconds for each call that opens a session or bakes (uploads are not bounded), "
-                                     "0: none (a method's first preparation may take a while)")
+                         description="seconds for each call that opens a session, and for a bake's wait for the "
+                                     "method's preparation (uploads and the bake's frames are not bounded), 0: none "
+                                     "(a method's first preparation may take a while; a live session lost and opened "
+                                     "again waits 30 s)")
     frame_timeout: FloatProperty(name="Frame timeout (s)", default=10.0, min=0.0,
                                  description="seconds a live frame (and Stop's close) may take before the panel "
                                              "shows the error and playback goes on, 0: none (a stalled server "
@@ -536,9 +625,12 @@ class SINEW_PT_panel(bpy.types.Panel):
         row.operator(SINEW_OT_start.bl_idname, icon="PLAY")
         row.operator(SINEW_OT_stop.bl_idname, icon="PAUSE")
         obj = s.mesh or context.active_object
-        live = _live.get(obj.name) if obj is not None else None
-        if live is not None:
+        # The chosen mesh's, else every live mesh's (posing with the armature active).
+        shown = [_live[obj.name]] if obj is not None and obj.name in _live else list(_live.values())
+        for live in shown:
             box = layout.box()
+            if len(shown) > 1 or obj is None or obj.name not in _live:
+                box.label(text=live.export.mesh_name, icon="MESH_DATA")
             box.label(text=f"{live.session.method} on {live.session.backend}, {live.session.vertex_count} vertices")
             box.label(text=f"{live.frames} frames, last {live.last_ms:.1f} ms" +
                       (f" ({live.method} while {live.session.method} prepares)"
@@ -560,15 +652,16 @@ def register() -> None:
     for c in classes:
         bpy.utils.register_class(c)
     bpy.types.Scene.sinew = PointerProperty(type=SinewSettings)
-    bpy.app.handlers.load_pre.append(on_load_pre)
-    bpy.app.handlers.load_post.append(on_load_post)
+    for handlers, handler in _HANDLERS:
+        getattr(bpy.app.handlers, handlers).append(globals()[handler])
 
 
 def unregister() -> None:
     _stop_all()
-    for handlers, handler in ((bpy.app.handlers.load_pre, on_load_pre), (bpy.app.handlers.load_post, on_load_post)):
-        if handler in handlers:
-            handlers.remove(handler)
+    for name, handler in _HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        if globals()[handler] in handlers:
+            handlers.remove(globals()[handler])
     del bpy.types.Scene.sinew
     for c in reversed(classes):
         bpy.utils.unregister_class(c)

@@ -58,6 +58,12 @@ def ensure_client(extra_paths: Sequence[str] = ()) -> object:
         import sinew  # noqa: F811
         return sinew
     except ImportError as e:
+        if e.name not in (None, "sinew") and not str(e.name).startswith("sinew."):
+            # Found, but a package it needs is not in this Blender's Python (blender.org's builds
+            # have no grpcio): that is what to install, not the client.
+            raise BridgeError(f"the Sinew Python client needs the Python package {e.name!r}, which this Blender's "
+                              f"Python ({sys.executable}) lacks: install grpcio, protobuf and numpy into it "
+                              f"(\"{sys.executable}\" -m pip install grpcio protobuf numpy)") from e
         raise BridgeError("the Sinew Python client (package 'sinew') is not found: set its folder in the add-on's "
                           "preferences or $SINEW_PYTHONPATH (build/clients/python/dist), or install the add-on "
                           f"zip the build makes ({e})") from e
