@@ -170,6 +170,13 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
         "method supercages: the cage has ", c, " vertices, more than the mesh's ", m,
         "; the cage updater needs at least as many mesh vertices"));
   }
+  if (const uint64_t g = 72 * uint64_t(rig.joint_count()) * uint64_t(c);
+      params.skeleton_updater && g > kSuperCagesMaxUpdaterBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "deformer.supercages.skeleton_updater: ", rig.joint_count(), " joints x ", c, " cage vertices: each session "
+        "keeps a 3x3 block of doubles per pair (", g / 1'000'000, " MB); at most ", kSuperCagesMaxUpdaterBytes >> 20,
+        " MiB (fewer joints, a smaller cage, or skeleton_updater false)"));
+  }
   // 1. Φ (the bulk of the work: 80 % of the progress).
   p->phi.resize(static_cast<Eigen::Index>(m), c);
   std::atomic<size_t> done{0};
@@ -402,8 +409,11 @@ class SuperCagesDeformer final : public Deformer {
   }
 
   size_t StateBytes() const override {
+    // G (ReverseCage) at the size its first posed-cage frame gives it: 9 doubles a joint and cage
+    // vertex with the skeleton updater on.
+    const size_t g = prep_->psi.size() > 0 ? 9 * size_t(prep_->psi.size()) : 0;
     return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + selected_.size() +
-                                             posed_cage_.size() + system_.size() + joints_.size()) +
+                                             posed_cage_.size() + system_.size() + joints_.size() + g) +
            sizeof(float) * rest_mesh_.size() +
            transforms_.size() * (sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat) + sizeof(Similarity));
   }

@@ -80,6 +80,12 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateSuperCagesDeformer(
 // coordinates' 4 GiB: at 5 000 vertices 1.8 GB and 2e12 a frame).
 inline constexpr Eigen::Index kSuperCagesMaxCageVertices = 1024;
 
+// What the skeleton updater may keep per session: a posed-cage frame builds G = D (Ψ ⊗ I), a 3×3
+// block of doubles for every joint and cage vertex (72 bytes a pair; Ψ itself, shared, 8). Past
+// it the preparation is refused naming both counts (until 2026-12-03 65 535 joints on a cage of
+// 1 024 vertices kept 4.8 GB in every session, uncounted).
+inline constexpr uint64_t kSuperCagesMaxUpdaterBytes = uint64_t{1} << 30;
+
 // Skeleton-updater weights Ψ (s x c) for `rig` and cage geometry with coordinates Φ of the rest
 // mesh: localised MVC of each rest joint w.r.t. the skin, transferred to the cage and projected
 // to maximum entropy coordinates (thesis eqs. 3.3–3.5). Exposed for tests. The joints run on

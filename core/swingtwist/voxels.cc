@@ -36,7 +36,11 @@ bool TriangleOverlapsCube(const V3& c, double r, const V3& p0, const V3& p1, con
 
 std::array<int, 3> VoxelGrid::CellOf(const Eigen::Vector3d& p) const {
   std::array<int, 3> c;
-  for (int k = 0; k < 3; ++k) c[k] = std::clamp(int(std::floor((p[k] - origin[k]) / h)), 0, dims[k] - 1);
+  // Clamped as a double first: a point 2^31 cells away (a joint far off the mesh) made int()
+  // undefined, INT_MIN on x86, and so cell 0 where the last was meant (until 2026-12-03).
+  for (int k = 0; k < 3; ++k) {
+    c[k] = int(std::clamp(std::floor((p[k] - origin[k]) / h), 0.0, double(dims[k] - 1)));
+  }
   return c;
 }
 

@@ -55,6 +55,29 @@ TEST(SuperCagesLimits, CagesPastTheLimitAreRefusedNamingTheCage) {
               HasSubstr("deformer.supercages.cage: cage 0 has 1106 vertices; method supercages takes at most 1024"));
 }
 
+// 15 500 joints and a cage of 992 vertices: the skeleton updater's G would keep 1.1 GB in every
+// session; refused before Φ is computed, naming both counts; without the updater the same rig is
+// past the check.
+TEST(SuperCagesLimits, JointsTimesCageVerticesPastTheUpdatersBudgetAreRefused) {
+  LimbOptions o;
+  o.rings = 200;
+  o.segments = 8;
+  o.bones = 15500;
+  RigInput in = MakeLimb(o);
+  in.rig.cages.push_back(testing::LatLongSphere(23, 45, 2.0 * o.length, Eigen::Vector3d(o.length / 2, 0, 0)));
+  auto rig = BuildRig(std::move(in));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  ASSERT_EQ(rig->cages[0].vertex_count(), 992u);
+  auto refused = PrepareSuperCages(*rig, SuperCages(true), nullptr, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("deformer.supercages.skeleton_updater: 15500 joints x 992 cage vertices"));
+  // Without the updater the check is passed: the preparation is stopped at its first progress
+  // report instead (Φ alone is still seconds here).
+  auto stopped = PrepareSuperCages(*rig, SuperCages(false), nullptr, [](double) { return false; });
+  EXPECT_NE(stopped.status().code(), absl::StatusCode::kResourceExhausted) << stopped.status();
+}
+
 // 2 000 joints along a limb voxelized at 0.02: about 70 000 grid vertices, so the weights' solve
 // would keep three dense 2 000 × 70 000 matrices (3.4 GB); refused before any of it, naming the
 // voxel size.

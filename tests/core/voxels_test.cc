@@ -117,6 +117,23 @@ TEST(Voxels, HoldTheSolidAndNoMore) {
   }
 }
 
+// A point outside the grid maps to the nearest boundary cell on each axis, also one 2^31 and
+// more cells away (a joint far off the mesh), whose int conversion was undefined and gave cell 0
+// where the last was meant until 2026-12-03.
+TEST(Voxels, FarPointsMapToTheNearestBoundaryCell) {
+  const Mesh m = Sphere({0, 0, 0}, 1);
+  auto g = Voxelize(m.positions, m.triangles, {0.1});
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (double far : {10.0, 1e12, 1e30}) {
+    const std::array<int, 3> hi = g->CellOf(Eigen::Vector3d(far, far, far));
+    const std::array<int, 3> lo = g->CellOf(Eigen::Vector3d(-far, -far, -far));
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(hi[k], g->dims[k] - 1) << "axis " << k << " at " << far;
+      EXPECT_EQ(lo[k], 0) << "axis " << k << " at " << -far;
+    }
+  }
+}
+
 // Holes: with a band of triangles missing the vote still fills the inside.
 TEST(Voxels, InteriorSurvivesHoles) {
   Mesh m = Sphere({0, 0, 0}, 1);
