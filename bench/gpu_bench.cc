@@ -14,8 +14,10 @@
 #include "core/deformer/skeletal.h"
 #include "core/procedural/limb.h"
 #include "core/swingtwist/swing_twist.h"
+#include "bench/load_average.h"
 
 int main() {
+  const sinew::bench::LoadAverageReport load_average;  // printed before and after the run
   using namespace sinew;
   std::string error;
   const std::string name = bench::GpuName(&error);

@@ -26,6 +26,7 @@
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
 #include "gpu/backend.h"
+#include "bench/load_average.h"
 
 namespace {
 
@@ -207,6 +208,7 @@ Case Limb(size_t vertices, double thesis_fps, int frames) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const sinew::bench::LoadAverageReport load_average;  // printed before and after the run
   // --quick: fewer cycles and no 170k case (CI smoke run). --emulate: the GPU tables on the CPU
   // emulation of a device (checks the device path; its times are not a GPU's), 4k limb only.
   // --gpu-only: the GPU tables alone (the CPU's elastic frames take minutes on the large rigs).

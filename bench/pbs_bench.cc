@@ -12,6 +12,7 @@
 #include "core/pbs/pbs.h"
 #include "core/procedural/limb.h"
 #include "core/rig/pose.h"
+#include "bench/load_average.h"
 
 namespace {
 
@@ -20,6 +21,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 int main() {
+  const sinew::bench::LoadAverageReport load_average;  // printed before and after the run
   using namespace sinew;
   ThreadPool pool(1);  // one worker and the calling thread: the "2 threads" printed below
   std::printf("%-8s %9s %8s %11s %9s %9s %14s %14s\n", "voxel", "particles", "tets", "constraints", "ms 1 thr",

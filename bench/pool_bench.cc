@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -30,6 +31,7 @@
 #include "core/parallel/thread_pool.h"
 #include "core/procedural/limb.h"
 #include "core/rig/pose.h"
+#include "bench/load_average.h"
 
 namespace sinew {
 namespace {
@@ -74,10 +76,21 @@ constexpr size_t kGrain = 8192;
 }  // namespace sinew
 
 int main(int argc, char** argv) {
+  const sinew::bench::LoadAverageReport load_average;  // printed before and after the run
   using namespace sinew;
   int threads = 2;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--threads") threads = std::max(1, std::atoi(argv[i + 1]));
+  // Every argument checked (until 2026-12-03 a typo was ignored and "--threads abc" ran 1 thread).
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    char* end = nullptr;
+    const long n = a == "--threads" && i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+    if (a != "--threads" || i + 1 >= argc || *end != '\0' || n < 1 || n > 256) {
+      std::fprintf(stderr, "usage: sinew-bench-pool [--threads N] (N from 1 to 256; '%s' is not)\n",
+                   a == "--threads" && i + 1 < argc ? argv[i + 1] : argv[i]);
+      return 2;
+    }
+    threads = int(n);
+    ++i;
   }
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads) + 1);
   tbb::task_arena arena(threads);
@@ -142,11 +155,14 @@ int main(int argc, char** argv) {
                   LinearBlendSkinningRange(c.p->rig.positions, c.p->rig.weights, c.p->matrices, *c.out, b, e);
                 });
               }
-              c.left->fetch_sub(1);
+              if (c.left->fetch_sub(1) == 1) c.left->notify_all();
             },
             &ctx[s]);
       }
-      while (left.load() > 0) std::this_thread::yield();
+      // Blocked, not spinning: `threads` workers run, as TBB's arena of `threads` (its caller
+      // works inside g.wait()). Until 2026-12-03 this thread yielded in a loop: a third runnable
+      // thread on 2 cores, against Sinew.
+      for (int v; (v = left.load()) > 0;) left.wait(v);
     });
     tbb::task_arena session_arena(threads);
     const double tbb = Best(3, [&] {

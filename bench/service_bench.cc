@@ -28,6 +28,7 @@
 #include "clients/lib/client.h"
 #include "core/procedural/limb.h"
 #include "server/server.h"
+#include "bench/load_average.h"
 
 namespace {
 
@@ -112,6 +113,7 @@ bool ParseArgs(int argc, char** argv, int* frames, int* inline_us, bool* gpu) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const sinew::bench::LoadAverageReport load_average;  // printed before and after the run
   int frames = 2000;
   bool gpu = false;
   server::ServerOptions options;

@@ -15,6 +15,7 @@
 #include "core/deformer/deformer.h"
 #include "core/procedural/limb.h"
 #include "core/supercages/supercages.h"
+#include "bench/load_average.h"
 
 namespace {
 
@@ -107,6 +108,7 @@ void Bench(const std::string& label, std::shared_ptr<const Rig> rig, const Pose&
 }  // namespace
 
 int main(int argc, char** argv) {
+  const sinew::bench::LoadAverageReport load_average;  // printed before and after the run
   std::string data = SINEW_SHARED_DATA;
   if (argc > 1) data = argv[1];
   const std::string arm = data + "/supercages-arm";

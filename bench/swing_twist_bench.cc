@@ -16,6 +16,7 @@
 #include "core/procedural/limb.h"
 #include "core/swingtwist/blas.h"
 #include "core/swingtwist/method.h"
+#include "bench/load_average.h"
 
 namespace sinew {
 namespace {
@@ -61,6 +62,7 @@ void Precompute(const char* name, const Rig& rig, double voxel, ThreadPool* pool
 }  // namespace sinew
 
 int main(int argc, char** argv) {
+  const sinew::bench::LoadAverageReport load_average;  // printed before and after the run
   const bool runtime_only = argc > 1 && std::string(argv[1]) == "--runtime-only";
   using namespace sinew;
   ThreadPool pool(1);  // one worker and the calling thread: the "2 threads" printed below
