@@ -6,6 +6,8 @@
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseCore>
 
+#include "absl/strings/str_cat.h"
+
 #include "core/geometry/mesh_quality.h"
 #include "core/implicit/bone_fields.h"
 
@@ -28,6 +30,15 @@ absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const floa
   std::vector<uint8_t> used(joints, 0);
   for (size_t e = 0; e < rig.weights.joints.size(); ++e) {
     if (rig.weights.weights[e] > 0) used[rig.weights.joints[e]] = 1;
+  }
+  // Bounded before the work: each node weighs every bone (distances, a sort, ray casts) and each
+  // bone may need a solve over every node, on one thread (until 2026-12-03 a million nodes and
+  // thousands of bones held a preparation thread for hours).
+  const uint64_t bones = uint64_t(std::count(used.begin(), used.end(), uint8_t{1}));
+  if (uint64_t(nn) * bones > kMaxBoneHeatPairs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "deformer.implicit.rotation_weights: harmonic weights for ", nn, " nodes x ", bones,
+        " weighted bones; at most ", kMaxBoneHeatPairs, " node-bone pairs (use rotation_weights skinning)"));
   }
   // Their segments: to each child's bind position; a leaf's along its parent as far as its
   // piece reaches (bone_fields.h, as the fields' bones).

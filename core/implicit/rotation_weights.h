@@ -25,6 +25,10 @@ namespace sinew {
 
 inline constexpr int kMaxRotationWeights = 4;
 
+// The most node × weighted-bone pairs BoneHeatWeights takes (a million nodes and 500 bones):
+// each node weighs every bone and each bone may be a solve over every node.
+inline constexpr uint64_t kMaxBoneHeatPairs = 500'000'000;
+
 // Per node: joints[offsets[i] .. offsets[i + 1]) with their weights, the largest first.
 struct NodeWeights {
   std::vector<uint32_t> offsets;
@@ -35,7 +39,8 @@ struct NodeWeights {
 // `rest`: x,y,z per node; `node_of_vertex`: the rig vertex -> node map; `ring_offsets`, `ring`,
 // `cot`: the nodes' one-rings and their (symmetric) cotangent weights; `mean_edge` floors the
 // bone distances (a thousandth of it). FAILED_PRECONDITION when the rig has no skinning weights,
-// INVALID_ARGUMENT for a bad segmentation attribute, INTERNAL when the factorisation fails.
+// INVALID_ARGUMENT for a bad segmentation attribute, RESOURCE_EXHAUSTED past kMaxBoneHeatPairs
+// (before any work), INTERNAL when the factorisation fails.
 absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const float> rest,
                                             std::span<const uint32_t> node_of_vertex,
                                             std::span<const uint32_t> ring_offsets, std::span<const uint32_t> ring,

@@ -7,6 +7,7 @@
 
 #include "core/deformer/deformer.h"
 #include "core/implicit/bone_fields.h"
+#include "core/implicit/rotation_weights.h"
 #include "core/parallel/thread_pool.h"
 #include "core/procedural/limb.h"
 #include "core/supercages/supercages.h"
@@ -115,6 +116,22 @@ TEST(ImplicitLimits, BoneFieldsPastTheLimitAreRefusedBeforeAnyIsFitted) {
   ASSERT_TRUE(fitted.ok()) << fitted.status();
   EXPECT_EQ(fitted->size(), 3u);
   EXPECT_EQ(BoneFieldOptions().max_fields, 4096u);
+}
+
+// Harmonic rotation weights weigh every bone at every node and solve once per bone: 600 000
+// nodes and a thousand weighted bones are refused before any of it, naming both counts.
+TEST(ImplicitLimits, BoneHeatWeightsPastTheirBudgetAreRefusedBeforeTheWork) {
+  LimbOptions o;
+  o.rings = 1000;
+  o.segments = 8;
+  o.bones = 1000;
+  auto rig = BuildRig(MakeLimb(o));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  const std::vector<float> rest(3 * 600'000, 0.f);  // as many nodes (only counted before the refusal)
+  auto refused = BoneHeatWeights(*rig, rest, {}, {}, {}, {}, 1.0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("harmonic weights for 600000 nodes x 1000 weighted bones; at most 500000000"));
 }
 
 }  // namespace
