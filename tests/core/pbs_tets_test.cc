@@ -353,6 +353,48 @@ TEST(PbsRigTets, SliversAcrossTheWholeBoxAreEmbeddedExactly) {
   EXPECT_EQ(e.outside, 0u);
 }
 
+// Two tight clusters of tets at opposite corners of the unit box and points along the diagonal
+// between them, in empty cells: each point is embedded in a tet of the nearer cluster (outside
+// it, counted). The search starts at the first ring of cells that holds a tet (a breadth-first
+// distance per cell); until 2026-12-03 it walked every empty ring before it, nearly every cell
+// of the grid for each such point.
+TEST(PbsRigTets, PointsFarFromEveryTetAreEmbeddedInTheNearestCluster) {
+  std::vector<float> positions;
+  std::vector<uint32_t> tets;
+  const int side = 8;
+  const float h = 0.004f;
+  for (float corner : {0.0f, 0.96f}) {
+    for (int i = 0; i < side; ++i) {
+      for (int j = 0; j < side; ++j) {
+        for (int k = 0; k < side; ++k) {
+          const float x = corner + 0.005f * i, y = corner + 0.005f * j, z = corner + 0.005f * k;
+          const uint32_t p = uint32_t(positions.size() / 3);
+          positions.insert(positions.end(), {x, y, z, x + h, y, z, x, y + h, z, x, y, z + h});
+          tets.insert(tets.end(), {p, p + 1, p + 2, p + 3});
+        }
+      }
+    }
+  }
+  auto mesh = UploadedTetMesh(positions, tets);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const uint32_t per_cluster = side * side * side;
+  ASSERT_EQ(mesh->tets.size(), 2 * per_cluster);
+  std::vector<float> points;
+  for (int k = 0; k < 101; ++k) {
+    const float t = 0.1f + 0.8f * float(k) / 100;
+    if (std::abs(t - 0.5f) < 0.02f) continue;  // equally far from both
+    points.insert(points.end(), {t, t, t});
+  }
+  const TetEmbedding e = EmbedInTets(*mesh, points);
+  ASSERT_EQ(e.tet.size(), points.size() / 3);
+  for (size_t i = 0; i < e.tet.size(); ++i) {
+    const bool near_origin = points[3 * i] < 0.5f;
+    const bool in_first = e.tet[i] < per_cluster;  // the tets keep their upload order
+    EXPECT_EQ(in_first, near_origin) << "point " << i << " at " << points[3 * i];
+  }
+  EXPECT_EQ(e.outside, points.size() / 3);
+}
+
 // The nearest of a point set (pbs's transfer weights and jiggle map, from a particle to the
 // render vertices): the k-d tree's answer is a brute-force scan's, index included where points
 // coincide (the smallest), for queries among the points and far outside them (until 2026-12-02 a
