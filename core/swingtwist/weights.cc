@@ -163,6 +163,23 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   }
   st.handles = handle_vertex.size();
   const size_t g = handle_vertex.size();
+  // Each handle's boundary conditions (BoneDirichlet) walk every bone's bounding box of cells: a
+  // chain of bones zig-zagging across a fine grid made that hours, past every cancellation check
+  // (until 2026-12-03). Counted before any of it.
+  double bone_cells = 0;
+  for (size_t c = 0; c < nj; ++c) {
+    const int32_t p = rig.skeleton.parents[c];
+    if (p < 0) continue;
+    const Eigen::Vector3d a = frames.rest[size_t(p)], b = frames.rest[c];
+    const auto lo = grid.CellOf(a.cwiseMin(b)), hi = grid.CellOf(a.cwiseMax(b));
+    bone_cells += double(hi[0] - lo[0] + 1) * double(hi[1] - lo[1] + 1) * double(hi[2] - lo[2] + 1);
+  }
+  if (bone_cells * double(g) > kElasticWeightsMaxBoneCells) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "elasticity weights: the bones' boxes cover %.0f cells (voxel size %g), walked for each of %d handles: %.3g, "
+        "more than the %.0e the weights' boundary conditions take; choose a larger voxel size",
+        bone_cells, h, int(g), bone_cells * double(g), kElasticWeightsMaxBoneCells));
+  }
   std::atomic<size_t> done{0};
   std::atomic<bool> stop{false};  // the caller asked to stop: joints not started are skipped
   std::mutex progress_mu;

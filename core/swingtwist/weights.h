@@ -36,6 +36,9 @@ namespace sinew {
 // the voxel size): its solve keeps three dense handles x grid-vertices matrices of doubles, so
 // about 1.6 GB here.
 inline constexpr double kElasticWeightsMaxEntries = double(1 << 26);
+// The most cells the bones' boundary conditions walk over all handles (each handle walks every
+// bone's bounding box of cells): RESOURCE_EXHAUSTED past it, naming the voxel size.
+inline constexpr double kElasticWeightsMaxBoneCells = 2e10;
 // The most bytes ComputeElasticWeights' solves may hold at once, estimated from the grid before
 // they start (RESOURCE_EXHAUSTED past it, naming the voxel size and the samples): per voxel, the
 // energy's and Laplacian's triplets (1.5 kB) and a rotation per sample (72 B), per grid vertex
