@@ -96,6 +96,18 @@ absl::StatusOr<TetMesh> UploadedTetMesh(std::span<const float> positions, std::s
     return absl::FailedPreconditionError(
         absl::StrCat("rig.tet_mesh: all ", quads.size(), " tets are degenerate (no volume)"));
   }
+  // Until 2026-12-03 one particle in 400 000 tets made a colouring of 1.6e11 steps and 400 000
+  // colours, each a barrier in every frame.
+  std::vector<uint32_t> incident(m.rest.size(), 0);
+  for (const auto& t : m.tets) {
+    for (uint32_t p : t) {
+      if (++incident[p] > kMaxTetsPerParticle) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "rig.tet_mesh: particle ", p, " is a corner of more than ", kMaxTetsPerParticle,
+            " tets (a tetrahedralization has tens; the solver colours the constraints through each particle apart)"));
+      }
+    }
+  }
   return m;
 }
 

@@ -54,8 +54,14 @@ void RemoveTets(TetMesh& mesh, std::span<const uint8_t> keep);
 // The voxel tetrahedralization of `grid`. INVALID_ARGUMENT for an empty grid.
 absl::StatusOr<TetMesh> VoxelTetMesh(const VoxelGrid& grid);
 
+// The most tets an uploaded tet mesh may have at one particle: every constraint through a
+// particle needs a colour of its own in the solver's colouring (its cost grows with the square of
+// the count, and each colour is a barrier in every frame). A tetrahedralization has tens.
+inline constexpr uint32_t kMaxTetsPerParticle = 1024;
+
 // The tets uploaded with a rig: positions 3 floats per particle, tets 4 indices each (checked by
-// BuildRig). FAILED_PRECONDITION when every tet is degenerate.
+// BuildRig). FAILED_PRECONDITION when every tet is degenerate; RESOURCE_EXHAUSTED, naming the
+// particle, when one is a corner of more than kMaxTetsPerParticle of the tets kept.
 absl::StatusOr<TetMesh> UploadedTetMesh(std::span<const float> positions, std::span<const uint32_t> tets);
 
 // Render-mesh vertices as barycentric combinations of one tet's particles (β sums to 1, so the

@@ -318,13 +318,15 @@ TEST(PbsRigTets, TheRigsOwnTetsAreUsedAndChecked) {
 TEST(PbsRigTets, SliversAcrossTheWholeBoxAreEmbeddedExactly) {
   const uint32_t count = 12000;
   const double eps = 1e-3;
-  std::vector<float> positions = {0, 0, 0, 1, 1, 1};  // the corners every sliver shares
+  std::vector<float> positions;
   std::vector<uint32_t> tets;
   for (uint32_t k = 0; k < count; ++k) {
     const float t = float((k + 0.5) / count);
     const uint32_t p = uint32_t(positions.size() / 3);
-    positions.insert(positions.end(), {t, t + float(eps), t, t, t, t + float(eps)});
-    tets.insert(tets.end(), {0, 1, p, p + 1});  // volume ε²/6, well above the floor
+    // Its own copies of the box's corners (one particle in thousands of tets is refused:
+    // UploadedTetMesh, kMaxTetsPerParticle).
+    positions.insert(positions.end(), {0, 0, 0, 1, 1, 1, t, t + float(eps), t, t, t, t + float(eps)});
+    tets.insert(tets.end(), {p, p + 1, p + 2, p + 3});  // volume ε²/6, well above the floor
   }
   auto mesh = UploadedTetMesh(positions, tets);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
@@ -351,6 +353,26 @@ TEST(PbsRigTets, SliversAcrossTheWholeBoxAreEmbeddedExactly) {
     EXPECT_LT((back - V3(points[3 * i], points[3 * i + 1], points[3 * i + 2])).norm(), 1e-6) << i;
   }
   EXPECT_EQ(e.outside, 0u);
+}
+
+// A particle that is a corner of more tets than kMaxTetsPerParticle is refused, named: the
+// solver's colouring of the constraints through it would take the square of the count.
+TEST(PbsRigTets, AParticleInMoreTetsThanTheLimitIsRefusedNamed) {
+  std::vector<float> positions = {0, 0, 0};
+  std::vector<uint32_t> tets;
+  for (uint32_t k = 0; k <= kMaxTetsPerParticle; ++k) {  // a fan around particle 0, one tet too many
+    const float x = float(k);
+    const uint32_t p = uint32_t(positions.size() / 3);
+    positions.insert(positions.end(), {x + 1, 0, 0, x, 1, 0, x, 0, 1});
+    tets.insert(tets.end(), {0, p, p + 1, p + 2});
+  }
+  auto refused = UploadedTetMesh(positions, tets);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("rig.tet_mesh: particle 0 is a corner of more than 1024 tets"),
+            std::string::npos)
+      << refused.status();
+  tets.resize(4 * kMaxTetsPerParticle);  // at the limit: taken
+  EXPECT_TRUE(UploadedTetMesh(positions, tets).ok());
 }
 
 // Two tight clusters of tets at opposite corners of the unit box and points along the diagonal
