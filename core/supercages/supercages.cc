@@ -160,6 +160,16 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
   const size_t m = rig.vertex_count();
   const Eigen::Index c = p->rest_cage.vertices.cols();
   if (auto st = CheckCoordinateBytes(m, static_cast<uint64_t>(c), params.cage, "supercages"); !st.ok()) return st;
+  // Choosing Φ's rows (MaxVol) holds about four more copies of it at once (a QR of Φᵀ, B and its
+  // transposes): the coordinates' budget covers all five (until 2026-12-03 Φ alone, so a
+  // preparation within it peaked near 20 GB).
+  if (const uint64_t peak = kSuperCagesPhiCopies * sizeof(double) * uint64_t(m) * uint64_t(c);
+      peak > kMaxCoordinateBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "method supercages: the coordinates of ", m, " vertices in cage ", params.cage, "'s ", c,
+        " vertices, with the copies choosing the cage updater's rows takes, need ", peak / 1'000'000,
+        " MB at once; at most ", kMaxCoordinateBytes >> 20, " MiB (a smaller mesh or cage)"));
+  }
   if (c > kSuperCagesMaxCageVertices) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "deformer.supercages.cage: cage ", params.cage, " has ", c, " vertices; method supercages takes at most ",

@@ -86,6 +86,11 @@ inline constexpr Eigen::Index kSuperCagesMaxCageVertices = 1024;
 // 1 024 vertices kept 4.8 GB in every session, uncounted).
 inline constexpr uint64_t kSuperCagesMaxUpdaterBytes = uint64_t{1} << 30;
 
+// Copies of the coordinates Φ (m × c doubles) a preparation holds at its peak: Φ, and while the
+// cage updater's rows are chosen (MaxVol) a QR of Φᵀ, B = Φ S⁻¹ and its transposes. Their sum
+// is held to the cage methods' kMaxCoordinateBytes.
+inline constexpr uint64_t kSuperCagesPhiCopies = 5;
+
 // Skeleton-updater weights Ψ (s x c) for `rig` and cage geometry with coordinates Φ of the rest
 // mesh: localised MVC of each rest joint w.r.t. the skin, transferred to the cage and projected
 // to maximum entropy coordinates (thesis eqs. 3.3–3.5). Exposed for tests. The joints run on

@@ -56,6 +56,23 @@ TEST(SuperCagesLimits, CagesPastTheLimitAreRefusedNamingTheCage) {
               HasSubstr("deformer.supercages.cage: cage 0 has 1106 vertices; method supercages takes at most 1024"));
 }
 
+// 112 000 vertices in a cage of 992: Φ is 0.9 GB, within the cage methods' 4 GiB, but choosing the
+// cage updater's rows holds four more copies of it; refused before any is computed.
+TEST(SuperCagesLimits, CoordinatesWhoseCopiesPassTheBudgetAreRefused) {
+  LimbOptions o;
+  o.rings = 1400;
+  o.segments = 80;
+  RigInput in = MakeLimb(o);
+  in.rig.cages.push_back(testing::LatLongSphere(23, 45, 2.0 * o.length, Eigen::Vector3d(o.length / 2, 0, 0)));
+  auto rig = BuildRig(std::move(in));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  ASSERT_EQ(rig->vertex_count(), 112000u);
+  auto refused = PrepareSuperCages(*rig, SuperCages(false), nullptr, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("the coordinates of 112000 vertices in cage 0's 992 vertices, with the copies"));
+}
+
 // 15 500 joints and a cage of 992 vertices: the skeleton updater's G would keep 1.1 GB in every
 // session; refused before Φ is computed, naming both counts; without the updater the same rig is
 // past the check.
