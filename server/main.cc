@@ -99,6 +99,13 @@ int main(int argc, char** argv) {
       {"max-rig-bytes", "BYTES",
        absl::StrCat("Largest serialized rig accepted by UploadRig. Default ", o.max_rig_bytes),
        Number(o.max_rig_bytes)},
+      {"max-background-preparations", "N",
+       absl::StrCat("Per-rig preparations that may run or wait in the background at once, for sessions that serve "
+                    "their method's fallback meanwhile (swing-twist, pbs): a CreateSession that would queue one more "
+                    "is refused with RESOURCE_EXHAUSTED, to be sent again once some are done (GetRig lists them; "
+                    "CancelPreparation stops one). 0: no limit. Default ",
+                    o.max_background_preparations),
+       Number(o.max_background_preparations)},
       {"max-upload-bytes", "BYTES",
        "Bytes the UploadRig calls in progress may announce together (each buffers its rig until it is "
        "parsed): past it an upload is refused at its header with RESOURCE_EXHAUSTED, to be sent again once "

@@ -19,6 +19,10 @@ struct ServerOptions {
   // recently asked for first (Service::TrimPreparations).
   uint64_t max_prepared_bytes = uint64_t{8} << 30;
   size_t max_sessions = 1000;
+  // Preparations running or waiting in the background for sessions that serve a fallback
+  // meanwhile (swing-twist, pbs): a create that would queue one more is refused
+  // RESOURCE_EXHAUSTED. 0: no limit.
+  size_t max_background_preparations = 64;
   uint32_t session_idle_ttl_seconds = 300;
   size_t worker_threads = 0;  // 0: one per hardware thread
   // A Deform or StreamDeform frame of a CPU session whose last frame took less than this runs on

@@ -209,6 +209,11 @@ bool StoredRig::Reserve(const std::string& key, int64_t now_ms) {
   return true;
 }
 
+bool StoredRig::Listed(const std::string& key) {
+  std::lock_guard lock(prep_mu);
+  return preparations.contains(key);
+}
+
 void StoredRig::Asked(const std::string& key, const std::string& tenant) {
   std::lock_guard lock(prep_mu);
   askers[key].insert(tenant);

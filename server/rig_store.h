@@ -128,6 +128,8 @@ struct StoredRig {
   // background task that will run GetOrPrepare; false when it is already listed (then no task
   // is needed).
   bool Reserve(const std::string& key, int64_t now_ms);
+  // Whether preparation `key` is listed (running, reserved, or finished and kept).
+  bool Listed(const std::string& key);
   // Asks every running preparation to stop (server shutdown).
   void CancelAll();
   // The keys of the preparations not done (running, or reserved and not started).

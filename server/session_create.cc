@@ -303,11 +303,21 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
         return absl::InternalError(absl::StrCat("method ", std::string(method.name), ": its fallback ",
                                                 std::string(method.fallback), " is not a method without preparation"));
       }
+      // Bounded: each queued task is a preparation of seconds to minutes on the background
+      // workers; a client opening sessions with ever new parameters queued them without end
+      // (until 2026-12-03). Counted under background_mu_ with the reservation, so that
+      // concurrent creates cannot all pass the check.
+      std::unique_lock background(background_mu_);
+      const size_t limit = options_.max_background_preparations;
+      if (limit > 0 && background_tasks_ >= limit && !stored.Listed(key)) {  // it would queue one more
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "method ", std::string(method.name), ": ", background_tasks_,
+            " preparations are running or waiting in the background (--max-background-preparations ", limit,
+            "); send it again once some are done (GetRig lists them) or cancel some (CancelPreparation)"));
+      }
       if (stored.Reserve(key, NowMs())) {
-        {
-          std::lock_guard lock(background_mu_);
-          ++background_tasks_;
-        }
+        ++background_tasks_;
+        background.unlock();
         auto finished = [this] {
           std::lock_guard lock(background_mu_);
           if (--background_tasks_ == 0) background_cv_.notify_all();

@@ -504,6 +504,40 @@ TEST(ServiceShutdown, ADeletedRigsBackgroundPreparationDoesNotHoldUpTheShutdown)
   EXPECT_EQ(server.Terminate(60), 0) << "sinew-server did not exit within a minute of SIGTERM";
 }
 
+// --max-background-preparations bounds the preparations running or waiting in the background
+// for sessions that serve a fallback meanwhile: with 1, while one runs (swing-twist weights at a
+// voxel of 0.01, over a minute here), a session asking for another is refused
+// RESOURCE_EXHAUSTED naming the flag, one asking for the running one opens, and once it is
+// cancelled the other opens. Until 2026-12-03 every new parameter set queued one more.
+TEST(BackgroundPreparations, ArePastTheirLimitRefusedNamingIt) {
+  ServerProcess server({"--max-background-preparations", "1"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(30)).ok());
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(LimbOf(4000))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  auto first = c.CreateSession(SwingTwistSession(up->rig_id(), 0.01));
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto running = FindPreparation(c, up->rig_id(), "swing-twist");
+  ASSERT_TRUE(running.has_value());
+  ASSERT_FALSE(running->done()) << "the preparation finished at once: make it slower";
+  auto other = c.CreateSession(SwingTwistSession(up->rig_id(), 0.011));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kResourceExhausted) << other.status();
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr("--max-background-preparations 1"));
+  auto same = c.CreateSession(SwingTwistSession(up->rig_id(), 0.01));  // no new preparation
+  EXPECT_TRUE(same.ok()) << same.status();
+  ASSERT_TRUE(c.CancelPreparation(up->rig_id(), running->key()).ok());
+  // The cancelled task ends at its next check, and counts itself out.
+  absl::StatusOr<v1::Session> later = absl::UnknownError("not tried");
+  for (int k = 0; k < 1200; ++k) {
+    later = c.CreateSession(SwingTwistSession(up->rig_id(), 0.04));
+    if (later.status().code() != absl::StatusCode::kResourceExhausted) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(server.Terminate(60), 0);
+}
+
 // A caller whose deadline passes while CreateSession prepares (a pipeline's stage prepares before
 // the answer) leaves no session behind: until 2026-12-03 the server registered it anyway, and
 // nobody knew its id until the idle timeout closed it. The rig's sessions are seen through
