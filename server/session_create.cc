@@ -119,7 +119,11 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
     return absl::FailedPreconditionError(
         absl::StrCat("backend: ", what, " has no GPU implementation yet; use BACKEND_AUTO or BACKEND_CPU"));
   }
-  auto deformer = CreateDeformerOn(stored, *config, /*serve_fallback=*/true, tenant);
+  // A GPU session of a method with a fallback opens only once its preparation is done: one
+  // opened again at a restart prepares now (until 2026-12-03 it was refused UNAVAILABLE below at
+  // every restart, and its record renamed *.bad).
+  const bool serve_fallback = restore_id.empty() || backend != v1::BACKEND_GPU;
+  auto deformer = CreateDeformerOn(stored, *config, serve_fallback, tenant);
   if (!deformer.ok() && deformer.status().code() == absl::StatusCode::kCancelled) {
     // The preparation this call ran or waited for was cancelled: by the drain (UNAVAILABLE, as
     // any new work then: the client goes to another server) or by CancelPreparation (ABORTED:
@@ -231,6 +235,10 @@ size_t Service::RestoreSessions() {
          v1::Session ignored;
          auto st = CreateSessionImpl(request, ignored, tenant, id);
          if (st.ok()) ++opened;
+         // Its rig kept but not loaded at this start (no room under --max-store-bytes): kept too.
+         if (st.code() == absl::StatusCode::kNotFound && state_.HasRig(request.rig_id())) {
+           return absl::UnavailableError(absl::StrCat("its rig ", EchoId(request.rig_id()), " was not loaded at this start"));
+         }
          return st;
        })) {
     std::fprintf(stderr, "sinew-server: --state-dir: %s\n", problem.c_str());

@@ -37,9 +37,13 @@ absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
   if (dir.empty()) return StateDir();
   std::error_code ec;
   const fs::path rigs = fs::path(dir) / "rigs", sessions = fs::path(dir) / "sessions";
-  for (const fs::path& sub : {rigs, sessions}) {
-    fs::create_directories(sub, ec);
-    if (ec) return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot create ", sub.string(), ": ", ec.message()));
+  for (const fs::path& folder : {fs::path(dir), rigs, sessions}) {
+    // Made for the server's user alone, as its files are (0600): the names are rig and session
+    // ids (until 2026-12-03 the umask's, usually 0755). A folder that exists keeps its mode.
+    if (fs::exists(folder, ec)) continue;
+    fs::create_directories(folder, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot create ", folder.string(), ": ", ec.message()));
+    fs::permissions(folder, fs::perms::owner_all, fs::perm_options::replace, ec);
   }
   const std::string probe = (rigs / ".probe").string();
   if (auto st = WriteDurably(probe, "ok"); !st.ok()) {
@@ -144,14 +148,23 @@ std::vector<std::string> StateDir::LoadSessions(
       const std::string tenant = text.substr(kSessionMagic.size() + 7, tenant_end - kSessionMagic.size() - 7);
       st = load(path.stem().string(), tenant, text.substr(tenant_end + 1));
     }
-    if (st.code() == absl::StatusCode::kResourceExhausted) {
-      problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (not opened; kept for a later start)"));
+    const bool for_good = st.code() == absl::StatusCode::kDataLoss ||
+                          st.code() == absl::StatusCode::kInvalidArgument || st.code() == absl::StatusCode::kNotFound;
+    if (!st.ok() && !for_good) {
+      problems.push_back(absl::StrCat(path.string(), ": ", absl::StatusCodeToString(st.code()), ": ", st.message(),
+                                      " (not opened; kept for a later start)"));
     } else if (!st.ok()) {
       problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (renamed *.bad)"));
       fs::rename(path, path.string() + ".bad", ec);
     }
   }
   return problems;
+}
+
+bool StateDir::HasRig(const std::string& id) const {
+  if (!enabled() || id.empty() || id.find('/') != std::string::npos) return false;
+  std::error_code ec;
+  return fs::exists(fs::path(rigs_) / (id + ".rig"), ec);
 }
 
 }  // namespace sinew::server

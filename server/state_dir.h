@@ -48,9 +48,13 @@ class StateDir {
   // sinew.v1.CreateSessionRequest.
   absl::Status SaveSession(const std::string& id, const std::string& tenant, const std::string& request) const;
   absl::Status RemoveSession(const std::string& id) const;
-  // Calls load(id, tenant, request) for every session kept; a record that cannot be read or
-  // that load refuses is renamed *.bad, one that load finds no room for (RESOURCE_EXHAUSTED) is
-  // left as it is; both are reported.
+  // Whether rig `id`'s file is kept (loaded at this start or not).
+  bool HasRig(const std::string& id) const;
+  // Calls load(id, tenant, request) for every session kept; a record that cannot be read, or that
+  // load refuses for good (DATA_LOSS, INVALID_ARGUMENT, NOT_FOUND: its rig is not kept), is
+  // renamed *.bad; any other refusal (no room, a GPU or a rig not available at this start, a
+  // preparation that failed) leaves it for a later start (until 2026-12-03 only no room did, and
+  // sessions clients were told are kept were lost to a passing condition); both are reported.
   std::vector<std::string> LoadSessions(
       const std::function<absl::Status(const std::string& id, const std::string& tenant, const std::string& request)>&
           load) const;

@@ -291,6 +291,64 @@ TEST(Lifecycle, RigsEvictedForRoomLeaveTheStateDirAndOpenSessionsSurviveARestart
   std::filesystem::remove_all(dir);
 }
 
+// A session whose rig is kept but not loaded at a start (a smaller --max-store-bytes there) is
+// kept for a later start, not set aside: with room again it opens under its id. So is a GPU
+// session on a server started without a GPU. Until 2026-12-03 both records were renamed *.bad at
+// the first such start, and the sessions clients were told are kept were gone.
+TEST(Lifecycle, SessionsThatCannotOpenAtAStartAreKeptForALaterOne) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinew-state-later-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const LimbOptions limb = LimbOf(1200);
+  std::string cpu_session, gpu_session;
+  {
+    ServerProcess server({"--state-dir", dir.string(), "--gpu", "emulate"});
+    ASSERT_TRUE(server.started());
+    auto c = Connect(server);
+    auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
+    ASSERT_TRUE(up.ok()) << up.status();
+    auto s = Open(*c, up->rig_id());
+    ASSERT_TRUE(s.ok()) << s.status();
+    cpu_session = s->session_id();
+    v1::CreateSessionRequest on_gpu;
+    on_gpu.set_rig_id(up->rig_id());
+    on_gpu.set_backend(v1::BACKEND_GPU);
+    on_gpu.mutable_deformer()->set_method(v1::METHOD_DQS);
+    auto g = c->CreateSession(on_gpu);
+    ASSERT_TRUE(g.ok()) << g.status();
+    gpu_session = g->session_id();
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  {
+    ServerProcess small({"--state-dir", dir.string(), "--max-store-bytes", "1000", "--gpu", "off"});
+    ASSERT_TRUE(small.started());
+    auto c = Connect(small);
+    EXPECT_EQ(c->GetSession(cpu_session).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(c->GetSession(gpu_session).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(small.Terminate(), 0);
+  }
+  for (const std::string& id : {cpu_session, gpu_session}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / "sessions" / (id + ".session"))) << id << " was not kept";
+    EXPECT_FALSE(std::filesystem::exists(dir / "sessions" / (id + ".session.bad"))) << id << " was set aside";
+  }
+  {
+    ServerProcess again({"--state-dir", dir.string(), "--gpu", "off"});  // room, still no GPU
+    ASSERT_TRUE(again.started());
+    auto c = Connect(again);
+    EXPECT_TRUE(c->GetSession(cpu_session).ok()) << "the kept session did not open once its rig fitted";
+    EXPECT_EQ(c->GetSession(gpu_session).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(again.Terminate(), 0);
+  }
+  ServerProcess with_gpu({"--state-dir", dir.string(), "--gpu", "emulate"});
+  ASSERT_TRUE(with_gpu.started());
+  auto c = Connect(with_gpu);
+  auto info = c->GetSession(gpu_session);
+  ASSERT_TRUE(info.ok()) << info.status() << ": the GPU session did not open once a GPU was there";
+  EXPECT_EQ(info->backend(), v1::BACKEND_GPU);
+  EXPECT_EQ(with_gpu.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // An upload that cannot fit even once every idle rig is gone evicts none of them: it is refused
 // and they stay. Until 2026-12-03 the idle rig X was dropped first, for nothing.
 TEST(Lifecycle, AnUploadThatCannotFitEvictsNothing) {
