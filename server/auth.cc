@@ -55,6 +55,12 @@ absl::StatusOr<std::shared_ptr<const TokenTable::Parsed>> TokenTable::Parse(cons
     }
     table->quotas[tenant] = q;
   }
+  // A file of comments only refused every call (until 2026-12-03), also when a reload met it
+  // half written.
+  if (table->tenant_of.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--token-file ", path, ": no \"TOKEN TENANT\" line (every call "
+                                                   "would be refused)"));
+  }
   return std::shared_ptr<const Parsed>(std::move(table));
 }
 
@@ -74,7 +80,17 @@ absl::Status TokenTable::Reload() {
   if (!table.ok()) return table.status();
   std::lock_guard lock(mu_);
   table_ = *table;
+  generation_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
+}
+
+bool TokenTable::StillHolds(const grpc::CallbackServerContext& ctx, const std::string& tenant, uint64_t* seen) const {
+  if (!enabled()) return true;
+  const uint64_t now = generation_.load(std::memory_order_acquire);
+  if (now == *seen) return true;
+  *seen = now;
+  auto t = Tenant(ctx);
+  return t.ok() && *t == tenant;
 }
 
 size_t TokenTable::size() const {

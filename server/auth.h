@@ -12,6 +12,7 @@
 // Reload() replaces the table at once (SIGHUP); a file that does not parse leaves the old one.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,12 @@ class TokenTable {
   // The caller's tenant: "" when authentication is off; UNAUTHENTICATED when the metadata is
   // missing, malformed or names no known token (the message says which, never the token).
   absl::StatusOr<std::string> Tenant(const grpc::CallbackServerContext& ctx) const;
+  // Whether a call that started as `tenant` may go on: its token is still in the table. Long
+  // calls (StreamDeform, DeformClip) ask before each frame; `seen` is the call's record of the
+  // last reload it was checked against (0 at its start), so between reloads this is one atomic
+  // load. A token removed by Reload() ends the calls it opened (until 2026-12-03 they went on,
+  // and, their tenant gone, without its frame quota).
+  bool StillHolds(const grpc::CallbackServerContext& ctx, const std::string& tenant, uint64_t* seen) const;
   // The tenant's quotas (none for "" or an unknown tenant).
   TenantQuotas Quotas(const std::string& tenant) const;
   // Counts one frame of `tenant` against max_frames_per_second (a token bucket holding one
@@ -64,6 +71,7 @@ class TokenTable {
   };
 
   std::string path_;
+  std::atomic<uint64_t> generation_{0};  // reloads that replaced the table
   mutable std::mutex mu_;
   std::shared_ptr<const Parsed> table_;
   absl::flat_hash_map<std::string, Bucket> buckets_;  // under mu_; kept across reloads

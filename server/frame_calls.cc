@@ -84,7 +84,8 @@ class Service::StreamCall final
       public Service::Drainable {
  public:
   // `tenant`: the caller's, or why it has none (the stream then ends with that status).
-  StreamCall(Service* svc, absl::StatusOr<std::string> tenant) : svc_(svc) {
+  StreamCall(Service* svc, grpc::CallbackServerContext* ctx, absl::StatusOr<std::string> tenant)
+      : svc_(svc), ctx_(ctx) {
     svc_->active_calls_.fetch_add(1);
     job_.stop = &stop_.fn;
     if (!tenant.ok()) {  // before Register: no drain reaches this call
@@ -119,11 +120,15 @@ class Service::StreamCall final
       const auto session = svc_->sessions_.Find(read_.session_id(), NowMs(), tenant_);
       replaceable = session && session->latest_pose_wins;
     }
+    // Its token removed from --token-file (SIGHUP) since: this frame and those waiting are
+    // answered with an error and the stream ends UNAUTHENTICATED, as a drain ends it.
+    const bool revoked = ok && !svc_->tokens_.StillHolds(*ctx_, tenant_, &auth_seen_);
     Actions act;
     {
       std::lock_guard lock(mu_);
       reading_ = false;
       if (finished_) return;
+      if (revoked) revoked_ = draining_ = true;
       if (ok && read_.close_with_stream()) Bind(read_.session_id());
       if (!ok) {
         half_closed_ = true;  // the client sent its last frame, or went away
@@ -262,10 +267,12 @@ class Service::StreamCall final
   // Answers frame `frame`, read but never started, with the drain's error (mu_ held, !busy_).
   void Refuse(uint64_t frame) {
     auto r = Answer(frame);
-    r->mutable_error()->set_code(grpc::StatusCode::UNAVAILABLE);
-    r->mutable_error()->set_message("server is shutting down; this frame was not deformed");
+    r->mutable_error()->set_code(revoked_ ? grpc::StatusCode::UNAUTHENTICATED : grpc::StatusCode::UNAVAILABLE);
+    r->mutable_error()->set_message(revoked_ ? std::string(kRevoked) + "; this frame was not deformed"
+                                             : "server is shutting down; this frame was not deformed");
     out_.push_back(std::move(r));
   }
+  static constexpr std::string_view kRevoked = "authorization: this call's token was revoked (--token-file reloaded)";
 
   // What happens next (mu_ held).
   void Step(Actions& act) {
@@ -312,6 +319,7 @@ class Service::StreamCall final
         (stopping || (half_closed_ && !has_pending_ && !read_full_))) {
       finished_ = true;
       act.finish = write_failed_ ? grpc::Status(grpc::CANCELLED, "stream: the client stopped reading")
+                   : revoked_    ? grpc::Status(grpc::UNAUTHENTICATED, std::string(kRevoked))
                    : draining_   ? grpc::Status(grpc::UNAVAILABLE, "server is shutting down")
                                  : grpc::Status::OK;
     }
@@ -369,6 +377,8 @@ class Service::StreamCall final
 
   static constexpr size_t kKeptRequestBytes = size_t{4} << 20;
   Service* svc_;
+  grpc::CallbackServerContext* ctx_;  // the call's, for its token (valid until OnDone)
+  uint64_t auth_seen_ = 0;            // TokenTable::StillHolds's record, read and written in OnReadDone only
   std::string tenant_;
   v1::DeformRequest read_;     // the read in progress, or one waiting behind pending_ (read_full_)
   v1::DeformRequest pending_;  // read, waiting for the frame in the backend
@@ -389,6 +399,7 @@ class Service::StreamCall final
   bool has_pending_ = false, pending_replaceable_ = false;
   bool busy_ = false, writing_ = false;
   bool half_closed_ = false, draining_ = false, write_failed_ = false, finished_ = false;
+  bool revoked_ = false;  // its token was removed by a reload: ended as a drain ends it, UNAUTHENTICATED
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -399,7 +410,9 @@ class Service::StreamCall final
 class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipResponse>,
                                 public Service::Drainable {
  public:
-  ClipCall(Service* svc, const v1::DeformClipRequest* req, absl::StatusOr<std::string> tenant) : svc_(svc), req_(req) {
+  ClipCall(Service* svc, grpc::CallbackServerContext* ctx, const v1::DeformClipRequest* req,
+           absl::StatusOr<std::string> tenant)
+      : svc_(svc), req_(req), ctx_(ctx) {
     svc_->active_calls_.fetch_add(1);
     if (!tenant.ok()) {
       End(svc_->ToGrpc("DeformClip", tenant.status()));
@@ -532,6 +545,9 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       if (cancelled_) end = grpc::Status(grpc::CANCELLED, "batch: cancelled by the client");
       else if (draining_) end = grpc::Status(grpc::UNAVAILABLE, "server is shutting down");
       else if (next_ >= end_) end = grpc::Status::OK;
+      else if (!svc_->tokens_.StillHolds(*ctx_, tenant_, &auth_seen_)) {  // removed by a reload (SIGHUP)
+        end = grpc::Status(grpc::UNAUTHENTICATED, "authorization: this call's token was revoked (--token-file reloaded)");
+      }
       else running_ = true;
       if (running_ && next_ >= replay_end_ && !svc_->tokens_.TakeFrameOrWait(tenant_, &wait)) {
         waiting_ = svc_->delays_.After(std::chrono::duration_cast<DelayQueue::Clock::duration>(
@@ -665,6 +681,8 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   std::chrono::steady_clock::time_point last_sent_ = std::chrono::steady_clock::now();
   uint64_t next_ = 0, end_ = 0;
   uint64_t frame_ = 0;  // the frame in flight
+  grpc::CallbackServerContext* ctx_;  // the call's, for its token (valid until OnDone)
+  uint64_t auth_seen_ = 0;            // TokenTable::StillHolds's record (under mu_)
   std::string tenant_;
   FrameJob job_;
   StopFlag stop_;
@@ -850,12 +868,12 @@ grpc::ServerUnaryReactor* Service::Deform(grpc::CallbackServerContext* ctx,
 
 grpc::ServerBidiReactor<v1::DeformRequest, v1::DeformResponse>* Service::StreamDeform(
     grpc::CallbackServerContext* ctx) {
-  return new StreamCall(this, tokens_.Tenant(*ctx));
+  return new StreamCall(this, ctx, tokens_.Tenant(*ctx));
 }
 
 grpc::ServerWriteReactor<v1::DeformClipResponse>* Service::DeformClip(
     grpc::CallbackServerContext* ctx, const v1::DeformClipRequest* req) {
-  return new ClipCall(this, req, tokens_.Tenant(*ctx));
+  return new ClipCall(this, ctx, req, tokens_.Tenant(*ctx));
 }
 
 }  // namespace sinew::server

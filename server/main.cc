@@ -1,6 +1,7 @@
 // sinew-server: the Sinew deformation service. See --help.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -273,6 +274,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sinew-server: --max-sessions, --session-idle-ttl and --max-vertices must be > 0\n");
     return 2;
   }
+  // Sizes a server cannot serve with (until 2026-12-03 it started, and refused nearly every
+  // request), and a pool no machine has threads for.
+  if (o.max_message_bytes == 0 || o.max_store_bytes == 0 || o.max_rig_bytes == 0) {
+    std::fprintf(stderr, "sinew-server: --max-message-bytes, --max-store-bytes and --max-rig-bytes must be > 0\n");
+    return 2;
+  }
+  if (o.worker_threads > 4096) {
+    std::fprintf(stderr, "sinew-server: --worker-threads %zu: at most 4096 (0: one per hardware thread)\n",
+                 o.worker_threads);
+    return 2;
+  }
+  if (const long page = sysconf(_SC_PAGESIZE); o.max_shared_memory_bytes > 0 && page > 0 &&
+                                               o.max_shared_memory_bytes < uint64_t(page)) {
+    std::fprintf(stderr, "sinew-server: --shared-memory-bytes %llu: below one page (%ld bytes) no region fits; 0 turns "
+                 "shared memory off\n", (unsigned long long)o.max_shared_memory_bytes, page);
+    return 2;
+  }
 
   sinew::server::SinewServer server(o);
   if (auto st = server.Start(); !st.ok()) {
@@ -280,6 +298,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "sinew-server: %s\n", server.gpu_status().c_str());
+  if (!o.token_file.empty()) std::fprintf(stderr, "sinew-server: --token-file: %zu tokens loaded\n", server.token_count());
   std::fprintf(stderr, "sinew-server: swing-twist's sparse factorizations use %s\n", sinew::SystemBlas().name.c_str());
   std::printf("grpc listening on %s:%d\n", HostOf(o.listen).c_str(), server.grpc_port());
   if (server.metrics_port() != 0) {

@@ -79,8 +79,12 @@ absl::Status WriteCached(const std::string& path, const std::string& header, con
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", ec.message()));
-  // Atomic, with a temporary name no other replica sharing the folder can pick.
-  return WriteFileAtomically(path, {header, bytes});
+  // Atomic, with a temporary name no other replica sharing the folder can pick; readable by the
+  // server's user alone, as --state-dir's files: it holds data made from tenants' rigs and their
+  // ids (until 2026-12-03 0644).
+  AtomicWriteOptions options;
+  options.mode = 0600;
+  return WriteFileAtomically(path, {header, bytes}, options);
 }
 
 }  // namespace

@@ -23,6 +23,8 @@ namespace {
 // The live mappings' address ranges, read by the SIGBUS handler: fixed slots of atomics (no lock,
 // no allocation in the handler). base 0: a free slot.
 constexpr int kGuardSlots = 1024;
+// Regions a named tenant may hold (the unauthenticated one, alone on its server, may take all).
+constexpr uint32_t kTenantRegions = kGuardSlots / 4;
 struct GuardSlot {
   std::atomic<uintptr_t> base{0};
   std::atomic<uintptr_t> size{0};
@@ -118,6 +120,12 @@ absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& na
                                                        mapped_ + counted, " bytes, over --shared-memory-bytes ",
                                                        max_bytes_));
     }
+    if (const auto held = tenant_regions_.find(tenant); !tenant.empty() && held != tenant_regions_.end() &&
+                                                        held->second >= kTenantRegions) {
+      return absl::ResourceExhaustedError(absl::StrCat("name: tenant ", tenant, " holds ", held->second,
+                                                       " regions, as many as a tenant may (a quarter of the server's ",
+                                                       kGuardSlots, "); unregister regions you no longer use"));
+    }
     const auto it = tenant_mapped_.find(tenant);
     const uint64_t own = it == tenant_mapped_.end() ? 0 : it->second;
     if (tenant_max > 0 && own + counted > tenant_max) {
@@ -163,6 +171,7 @@ absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& na
   if (auto st = room(); !st.ok()) return st;  // the mapping is released with `mapping`
   mapped_ += counted;
   tenant_mapped_[tenant] += counted;
+  ++tenant_regions_[tenant];
   std::string id = absl::StrCat("shm-", next_id_++);
   regions_[Key(id, tenant)] = Region{std::move(mapping), now_ms, tenant, counted};
   return id;
@@ -172,6 +181,8 @@ void SharedMemoryRegistry::ForgetLocked(const Region& r) {
   mapped_ -= r.counted;
   auto it = tenant_mapped_.find(r.tenant);
   if ((it->second -= r.counted) == 0) tenant_mapped_.erase(it);
+  auto held = tenant_regions_.find(r.tenant);
+  if (--held->second == 0) tenant_regions_.erase(held);
 }
 
 absl::Status SharedMemoryRegistry::Unregister(const std::string& region_id, const std::string& tenant) {

@@ -42,8 +42,9 @@ class SharedMemoryRegistry {
   // INVALID_ARGUMENT for a bad name or an object smaller than `bytes`, NOT_FOUND when there is
   // no such object, RESOURCE_EXHAUSTED past --shared-memory-bytes, past the tenant's
   // `tenant_max` bytes (its max_shared_memory_bytes quota; 0: none) or when the server maps as
-  // many regions as it can guard (1 024). A region counts the pages it maps: a 1-byte region is
-  // a page against both limits.
+  // many regions as it can guard (1 024), or when a named tenant (authentication on) holds a
+  // quarter of them (256: one tenant cannot take every slot with one-page regions). A region
+  // counts the pages it maps: a 1-byte region is a page against both byte limits.
   // A region belongs to the tenant that registered it; another tenant's lookups find nothing.
   // `now_ms` is its first use.
   absl::StatusOr<std::string> Register(const std::string& name, uint64_t bytes, const std::string& tenant,
@@ -71,6 +72,7 @@ class SharedMemoryRegistry {
   mutable std::mutex mu_;
   uint64_t mapped_ = 0;
   absl::flat_hash_map<std::string, uint64_t> tenant_mapped_;  // by tenant; no entry for 0
+  absl::flat_hash_map<std::string, uint32_t> tenant_regions_;  // by tenant; no entry for 0
   uint64_t next_id_ = 1;
   absl::flat_hash_map<std::string, Region> regions_;
 };

@@ -131,6 +131,16 @@ TEST(Security, CallsNeedAKnownTokenAndTenantsSeeOnlyTheirOwn) {
   ASSERT_TRUE(a.CloseSession(id).ok());
   EXPECT_TRUE(a.DeleteRig(rig).ok());
 
+  // B's stream, open across the reload that removes B's token below, is ended by it at its next
+  // frame (until 2026-12-03 it went on, without B's frame quota).
+  auto b_again = b.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(b_again.ok()) << b_again.status();
+  auto b_session = b.CreateSession(create);
+  ASSERT_TRUE(b_session.ok()) << b_session.status();
+  auto b_open = b.OpenStream();
+  ASSERT_TRUE(b_open->Write(Frame(b_session->session_id(), 1, pose)) && b_open->Read(&r));
+  EXPECT_FALSE(r.has_error()) << r.error().message();
+
   // SIGHUP reloads the file: C's new token works, B's removed one stops working.
   WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenC + " studio-c\n");
   ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
@@ -143,6 +153,11 @@ TEST(Security, CallsNeedAKnownTokenAndTenantsSeeOnlyTheirOwn) {
   }
   EXPECT_TRUE(c_info.ok()) << c_info;
   EXPECT_EQ(b.GetServerInfo().status().code(), absl::StatusCode::kUnauthenticated);
+  ASSERT_TRUE(b_open->Write(Frame(b_session->session_id(), 2, pose)));
+  ASSERT_TRUE(b_open->Read(&r));
+  EXPECT_EQ(r.error().code(), int(absl::StatusCode::kUnauthenticated)) << r.error().message();
+  EXPECT_THAT(r.error().message(), HasSubstr("token was revoked"));
+  EXPECT_EQ(b_open->Close().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(server.Terminate(), 0);
 }
 
@@ -162,6 +177,13 @@ TEST(Security, AReloadOfABadTokenFileKeepsTheTokensItHad) {
   EXPECT_THAT(std::string(bad.message()), HasSubstr(tokens + ":2:"));
   EXPECT_EQ(table.size(), 2u);
   EXPECT_EQ(table.Quotas("studio-a").max_sessions, 3u);
+  // A file with no token line (comments only, or met half written) would refuse every call:
+  // refused itself, the tokens before stay.
+  WriteFile(tokens, "# every token revoked?\n\n");
+  const absl::Status empty = table.Reload();
+  EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(empty.message()), HasSubstr("no \"TOKEN TENANT\" line"));
+  EXPECT_EQ(table.size(), 2u);
   WriteFile(tokens, std::string(kTokenC) + " studio-c max_rigs=7\n");
   ASSERT_TRUE(table.Reload().ok());
   EXPECT_EQ(table.size(), 1u);
@@ -443,6 +465,37 @@ TEST(Security, ATenantsSharedMemoryIsBoundedByItsOwnQuota) {
   EXPECT_TRUE(others.ok()) << others.status();
   first->reset();
   EXPECT_TRUE(client::SharedMemory::Create(a, 65536).ok()) << "an unregistered region gives its room back";
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A named tenant holds at most a quarter of the server's 1 024 guarded regions: with one-page
+// regions (4 MiB for all of them, within any byte budget) one tenant took every slot and the
+// others were refused until 2026-12-03. Past its 256 it is refused, naming them; another tenant
+// still registers.
+TEST(Security, ATenantCannotTakeEverySharedMemorySlot) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
+  ServerProcess server({"--token-file", tokens, "--shared-memory-bytes", "100000000"});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(10)).ok());
+  std::vector<std::unique_ptr<client::SharedMemory>> held;
+  absl::Status refused;
+  for (int k = 0; k < 300; ++k) {
+    auto r = client::SharedMemory::Create(a, 1);
+    if (!r.ok()) {
+      refused = r.status();
+      break;
+    }
+    held.push_back(std::move(*r));
+  }
+  EXPECT_EQ(held.size(), 256u);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("tenant studio-a holds 256 regions"));
+  auto others = client::SharedMemory::Create(b, 1);
+  EXPECT_TRUE(others.ok()) << others.status();
+  held.clear();
   EXPECT_EQ(server.Terminate(), 0);
 }
 
