@@ -421,6 +421,14 @@ class Device final : public ProgramDevice {
         if (other.in_flight) Finish(other);
         continue;
       }
+      // A batch with a device program (implicit skinning) runs its host loop inside Launch on a
+      // CUDA device, for as long as its frames take: the other slot's frames, done on the device
+      // meanwhile or soon, are answered first rather than after it (the emulated device runs the
+      // program in Wait, where this order changes nothing).
+      if (other.in_flight && std::any_of(slot.frames.begin(), slot.frames.end(),
+                                         [](const Frame& f) { return f.program != nullptr; })) {
+        Finish(other);
+      }
       Launch(slot, other, arena);
       if (other.in_flight) Finish(other);
       next = 1 - next;
@@ -541,6 +549,7 @@ class Device final : public ProgramDevice {
     bool ok = fit.ok() && (s.queue || (s.queue = api_->CreateQueue(index_, &error))) &&
               GrowHost(s.host_in, s.host_in_cap, in_bytes, &error) &&
               GrowHost(s.host_out, s.host_out_cap, out_bytes, &error);
+    LaunchSpec spec;
     if (ok) {
       char* in = static_cast<char*>(s.host_in);
       auto* items = reinterpret_cast<BatchItem*>(in);
@@ -569,7 +578,6 @@ class Device final : public ProgramDevice {
         void* item = in + p.table_offset + f.program->item_bytes() * p.items++;
         f.program->Pack(*f.state, frame_params, f.item.vertex_offset, f.item.param_offset, item, p.limits.data());
       }
-      LaunchSpec spec;
       spec.in = s.host_in;
       spec.din = s.dev_in;
       spec.in_bytes = in_bytes;
@@ -582,10 +590,16 @@ class Device final : public ProgramDevice {
       spec.out = s.host_out;
       spec.out_bytes = out_bytes;
       spec.states_offset = size_t{12} * vertices + size_t{12} * s.normal_rows;  // after the normals
-      ok = api_->Launch(s.queue, spec, &error);
     }
-    s.status = !fit.ok() ? fit : ok ? absl::OkStatus() : FrameError(error);
+    // In flight from here on (TrimIdle leaves its buffers), and the lock let go before the launch:
+    // on a CUDA device a batch with a device program (implicit skinning) runs its host loop inside
+    // Launch, thousands of kernels, and until 2026-12-03 held slots_mu_ through it, blocking
+    // TrimIdle's callers (a session closing, a device reservation) for a whole elastic frame.
+    // (The emulated device runs the work later, in Wait, so it never showed.)
     s.in_flight = true;
+    slots.unlock();
+    if (ok) ok = api_->Launch(s.queue, spec, &error);
+    s.status = !fit.ok() ? fit : ok ? absl::OkStatus() : FrameError(error);
   }
 
   // The slot's entry for `program` (made on its first batch; a handful of programs exist).

@@ -45,15 +45,23 @@ __global__ void ImplicitReduceKernel(Reduction r, ImplicitBatch b) {
   }
 }
 
-// Any: a thread per item and connected component (up to the batch's most components); each
-// that finds pred true writes 1 into a mapped host word.
+// Sets the mapped host word when `hit` in any converged lane of this warp: one write across
+// PCIe per warp, not per thread (a review, 2026-12-03: on a large mesh every marching node wrote
+// it, uncached, at each check).
+__device__ inline void FlagOnce(bool hit, unsigned* flag) {
+  const unsigned active = __activemask();
+  if (__any_sync(active, hit) && int(threadIdx.x & 31u) == __ffs(int(active)) - 1) *flag = 1;
+}
+
+// Any: a thread per item and connected component (up to the batch's most components); a warp
+// with one that finds pred true writes 1 into a mapped host word.
 template <class Pred>
 __global__ void ImplicitAnyKernel(Pred pred, ImplicitBatch b, uint32_t components, unsigned* flag) {
   const uint64_t t = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= uint64_t(b.count) * components) return;
   const ImplicitItem& it = b.items[t / components];
   const uint32_t c = uint32_t(t % components);
-  if (c < it.model.component_count && pred(b, it, c)) *flag = 1;
+  FlagOnce(c < it.model.component_count && pred(b, it, c), flag);
 }
 
 template <class Pred>
@@ -62,7 +70,7 @@ __global__ void ImplicitAnyNodeKernel(Pred pred, ImplicitBatch b, uint32_t total
   if (g >= total) return;
   const ImplicitItem& it = b.items[FindItem<NodeGrid>(b, g)];
   const uint32_t i = g - NodeGrid::Offset(it);
-  if (i < NodeGrid::Count(it) && pred(b, it, i)) *flag = 1;
+  FlagOnce(i < NodeGrid::Count(it) && pred(b, it, i), flag);
 }
 
 // ImplicitStops: the item's sub-steps end at `step` (the table is the batch's input buffer).

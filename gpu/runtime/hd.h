@@ -33,11 +33,17 @@ SINEW_HD void Load4(const float* src, float* dst) {
 #endif
 }
 
-// sin and cos of an angle in [-2π, 2π]: the device's hardware approximation (absolute error
-// about 5e-7 there), the C library's on the host.
+// sin and cos of an angle: in [-2π, 2π] the device's hardware approximation (absolute error
+// about 5e-7 there), beyond it the full-precision sincosf (the hardware's error grows with the
+// angle: swing-twist's unwrapped twist, many turns on, would drift from the CPU's; a review
+// found it, 2026-12-03); the C library's on the host.
 SINEW_HD void SinCosSmall(float a, float* s, float* c) {
 #if defined(__CUDA_ARCH__)
-  __sincosf(a, s, c);
+  if (fabsf(a) <= 6.2831855f) {
+    __sincosf(a, s, c);
+  } else {
+    sincosf(a, s, c);
+  }
 #else
   *s = std::sin(a);
   *c = std::cos(a);
