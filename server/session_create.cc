@@ -332,6 +332,8 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
         };
         background_.Submit(&PrepareTask::Run,
                            new PrepareTask{stored_rig, &method, config, &background_, options_.cache_dir, finished});
+      } else {
+        background.unlock();  // listed already: no task (and the lock not held over the fallback's creation)
       }
       auto fb = fallback->create(stored.rig, nullptr, DeformerConfig(std::string(method.fallback)));
       if (!fb.ok()) return fb.status();
