@@ -56,18 +56,24 @@ TEST(SuperCagesLimits, CagesPastTheLimitAreRefusedNamingTheCage) {
               HasSubstr("deformer.supercages.cage: cage 0 has 1106 vertices; method supercages takes at most 1024"));
 }
 
+// The limb `o` inside a closed lat-long sphere of 992 vertices (cage 0) around it.
+Rig LimbInASphereCage(const LimbOptions& o) {
+  RigInput in = MakeLimb(o);
+  in.rig.cages.push_back(testing::LatLongSphere(23, 45, 2.0 * o.length, Eigen::Vector3d(o.length / 2, 0, 0)));
+  Rig rig = testing::BuildOrDie(std::move(in));
+  EXPECT_EQ(rig.cages[0].vertex_count(), 992u);
+  return rig;
+}
+
 // 112 000 vertices in a cage of 992: Φ is 0.9 GB, within the cage methods' 4 GiB, but choosing the
 // cage updater's rows holds four more copies of it; refused before any is computed.
 TEST(SuperCagesLimits, CoordinatesWhoseCopiesPassTheBudgetAreRefused) {
   LimbOptions o;
   o.rings = 1400;
   o.segments = 80;
-  RigInput in = MakeLimb(o);
-  in.rig.cages.push_back(testing::LatLongSphere(23, 45, 2.0 * o.length, Eigen::Vector3d(o.length / 2, 0, 0)));
-  auto rig = BuildRig(std::move(in));
-  ASSERT_TRUE(rig.ok()) << rig.status();
-  ASSERT_EQ(rig->vertex_count(), 112000u);
-  auto refused = PrepareSuperCages(*rig, SuperCages(false), nullptr, {});
+  const Rig rig = LimbInASphereCage(o);
+  ASSERT_EQ(rig.vertex_count(), 112000u);
+  auto refused = PrepareSuperCages(rig, SuperCages(false), nullptr, {});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("the coordinates of 112000 vertices in cage 0's 992 vertices, with the copies"));
@@ -81,18 +87,14 @@ TEST(SuperCagesLimits, JointsTimesCageVerticesPastTheUpdatersBudgetAreRefused) {
   o.rings = 200;
   o.segments = 8;
   o.bones = 15500;
-  RigInput in = MakeLimb(o);
-  in.rig.cages.push_back(testing::LatLongSphere(23, 45, 2.0 * o.length, Eigen::Vector3d(o.length / 2, 0, 0)));
-  auto rig = BuildRig(std::move(in));
-  ASSERT_TRUE(rig.ok()) << rig.status();
-  ASSERT_EQ(rig->cages[0].vertex_count(), 992u);
-  auto refused = PrepareSuperCages(*rig, SuperCages(true), nullptr, {});
+  const Rig rig = LimbInASphereCage(o);
+  auto refused = PrepareSuperCages(rig, SuperCages(true), nullptr, {});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("deformer.supercages.skeleton_updater: 15500 joints x 992 cage vertices"));
   // Without the updater the check is passed: the preparation is stopped at its first progress
   // report instead (Φ alone is still seconds here).
-  auto stopped = PrepareSuperCages(*rig, SuperCages(false), nullptr, [](double) { return false; });
+  auto stopped = PrepareSuperCages(rig, SuperCages(false), nullptr, [](double) { return false; });
   EXPECT_NE(stopped.status().code(), absl::StatusCode::kResourceExhausted) << stopped.status();
 }
 
