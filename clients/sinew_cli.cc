@@ -284,6 +284,27 @@ bool MethodParams(client::Args& args, v1::Method method, v1::DeformerConfig* con
   return true;
 }
 
+// A method flag that no method (or pipeline stage) of the command takes, named; empty when each
+// is used. Until 2026-12-03 such a flag was ignored without a word (`--method lbs --blend-weight 7`
+// was not even range-checked).
+std::string UnusedMethodFlag(client::Args& args, const std::vector<std::vector<v1::Method>>& specs) {
+  auto any = [&](std::initializer_list<v1::Method> wanted) {
+    for (const auto& stages : specs) {
+      for (v1::Method m : stages) {
+        if (std::find(wanted.begin(), wanted.end(), m) != wanted.end()) return true;
+      }
+    }
+    return false;
+  };
+  if (args.Has("blend-weight") && !any({v1::METHOD_BLEND})) return "--blend-weight: no method of --method is blend";
+  if ((args.Has("operator") || args.Has("joint-operator")) &&
+      !any({v1::METHOD_IMPLICIT, v1::METHOD_ELASTIC_IMPLICIT})) {
+    return "--operator, --joint-operator: no method of --method is implicit or elastic-implicit";
+  }
+  if (args.Has("skinning") && !any({v1::METHOD_SUPERCAGES})) return "--skinning: no method of --method is supercages";
+  return {};
+}
+
 // CreateSession progress on stderr: a line per 10 % (the server reports finer steps).
 std::function<void(double, const std::string&)> PrepareProgress() {
   auto last = std::make_shared<int>(-1);
@@ -484,12 +505,15 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     return Usage(args, "play --quality: measures a mesh's skin (not a --point-set)");
   }
   std::vector<std::string> specs;
+  std::vector<std::vector<v1::Method>> parsed_stages;
   for (const auto& spec : absl::StrSplit(args.Get("method"), ',')) {
     v1::DeformerConfig check;
     std::vector<v1::Method> stages;
     if (std::string error; !ParseDeformer(args, std::string(spec), &check, &stages, &error)) return Usage(args, error);
     specs.emplace_back(spec);
+    parsed_stages.push_back(std::move(stages));
   }
+  if (const std::string unused = UnusedMethodFlag(args, parsed_stages); !unused.empty()) return Usage(args, unused);
   const auto& pos = args.positional();
   // Flags the source would ignore (until 2026-12-03 silently).
   if (pos.size() >= 2 && !args.Get("rig").empty()) {
@@ -991,6 +1015,7 @@ int Batch(client::Client& c, client::Args& args) {
   v1::DeformerConfig deformer;
   std::vector<v1::Method> stages;
   if (std::string error; !ParseDeformer(args, args.Get("method"), &deformer, &stages, &error)) return Usage(args, error);
+  if (const std::string unused = UnusedMethodFlag(args, {stages}); !unused.empty()) return Usage(args, unused);
   const bool resume = !args.Has("no-resume");
   long long max_frames = 0;
   if (!args.GetInt("max-frames", &max_frames, 0, 1LL << 40)) return Usage(args, args.error());
@@ -1597,6 +1622,7 @@ int Main(int argc, char** argv) {
       if (std::string error; !ParseDeformer(args, args.Get("method"), req.mutable_deformer(), &stages, &error, &*info)) {
         return Usage(args, error);
       }
+      if (const std::string unused = UnusedMethodFlag(args, {stages}); !unused.empty()) return Usage(args, unused);
       if (std::string error; !client::EncodingFromFlags(args, &req, &error)) return Usage(args, error);
       v1::Backend backend;
       if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");

@@ -156,6 +156,12 @@ TEST(SnapshotCli, AMethodWithoutASessionLeavesTheOthersPlayingAndItsRowBlank) {
   EXPECT_THAT(err, HasSubstr("--snapshot: 2 methods x 10 frames of 4096x4096 pixels are 335 megapixels; at most 134"));
   EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", "--point-set", "100", "--frames", "2"}, &out, &err), 2);
   EXPECT_THAT(err, HasSubstr("--point-set: makes an asset's character into points: play FILE"));
+  // A method flag that no method of --method takes (it was ignored, unchecked).
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", "--method", "lbs,dqs", "--blend-weight", "7",
+                        "--frames", "2"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--blend-weight: no method of --method is blend"));
   EXPECT_FALSE(fs::exists(png));
   EXPECT_EQ(server.Terminate(), 0);
 }
