@@ -605,14 +605,9 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   if (!snap.path.empty() && source.triangles.empty()) {
     return Usage(args, "--snapshot: draws a mesh: play FILE (not --point-set) or the procedural limb, not --rig ID");
   }
-  if (!snap.path.empty()) {  // the image's size, before anything plays (RenderSnapshot's bound)
-    const uint64_t pixels = uint64_t(specs.size()) * snap.frames.size() * uint64_t(snap.options.cell_width) *
-                            uint64_t(snap.options.cell_height);
-    if (pixels > client::kMaxSnapshotPixels) {
-      return Usage(args, absl::StrCat("--snapshot: ", specs.size(), " methods x ", snap.frames.size(), " frames of ",
-                                      snap.options.cell_width, "x", snap.options.cell_height, " pixels are ",
-                                      pixels / 1'000'000, " megapixels; at most ", client::kMaxSnapshotPixels / 1'000'000,
-                                      " (fewer --snapshot-frames or a smaller --snapshot-size)"));
+  if (!snap.path.empty()) {  // the image's size (a row per method, a column per frame), before anything plays
+    if (auto st = client::CheckSnapshotSize(specs.size(), snap.frames.size(), snap.options); !st.ok()) {
+      return Usage(args, absl::StrCat("--", st.message()));
     }
   }
   std::vector<std::vector<std::vector<float>>> shots;  // [method][column]: positions

@@ -1,8 +1,5 @@
 #include "server/state_dir.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -78,10 +75,7 @@ static absl::Status RemoveDurably(const std::string& path) {
   if (ec && ec != std::errc::no_such_file_or_directory) {
     return absl::UnavailableError(absl::StrCat("--state-dir: cannot remove ", path, ": ", ec.message()));
   }
-  const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return absl::OkStatus();  // removed; the sync is best effort
-  ::fsync(dir);
-  ::close(dir);
+  SyncFolderOf(path);
   return absl::OkStatus();
 }
 

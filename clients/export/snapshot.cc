@@ -110,6 +110,17 @@ void Chunk(std::string& png, const std::string& type, const std::string& data) {
 
 }  // namespace
 
+absl::Status CheckSnapshotSize(uint64_t rows, uint64_t columns, const SnapshotOptions& o) {
+  // Bounded: the image, its filtered copy and its compressed bytes are each about 3 bytes a
+  // pixel, and PNG's one IDAT chunk holds under 2^31 bytes.
+  const uint64_t pixels = rows * uint64_t(o.cell_height) * columns * uint64_t(o.cell_width);
+  if (pixels <= kMaxSnapshotPixels) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("snapshot: ", rows, " rows x ", columns, " columns of ", o.cell_width,
+                                                 "x", o.cell_height, " pixels are ", pixels / 1'000'000,
+                                                 " megapixels; at most ", kMaxSnapshotPixels / 1'000'000,
+                                                 " (fewer frames or methods, or smaller cells)"));
+}
+
 absl::StatusOr<Image> RenderSnapshot(const SnapshotGrid& g, const SnapshotOptions& o) {
   if (g.rest.empty() || g.rest.size() % 3) return absl::InvalidArgumentError("snapshot: rest positions: not x,y,z per vertex");
   const size_t n = g.rest.size() / 3;
@@ -134,15 +145,7 @@ absl::StatusOr<Image> RenderSnapshot(const SnapshotGrid& g, const SnapshotOption
     }
   }
   if (rows == 0 || cols == 0) return absl::InvalidArgumentError("snapshot: no cells");
-  // Bounded: the image, its filtered copy and its compressed bytes are each about 3 bytes a
-  // pixel, and PNG's one IDAT chunk holds under 2^31 bytes.
-  const uint64_t pixels = uint64_t(rows) * uint64_t(o.cell_height) * uint64_t(cols) * uint64_t(o.cell_width);
-  if (pixels > kMaxSnapshotPixels) {
-    return absl::InvalidArgumentError(absl::StrCat("snapshot: ", rows, " rows x ", cols, " columns of ", o.cell_width, "x",
-                                                   o.cell_height, " pixels are ", pixels / 1'000'000,
-                                                   " megapixels; at most ", kMaxSnapshotPixels / 1'000'000,
-                                                   " (fewer frames or methods, or smaller cells)"));
-  }
+  if (auto st = CheckSnapshotSize(uint64_t(rows), uint64_t(cols), o); !st.ok()) return st;
 
   // Camera axes: from the options, or the rest mesh's thinnest (view) and longest (up) axes.
   double lo[3], hi[3];

@@ -45,6 +45,10 @@ struct SnapshotGrid {
 // The largest image RenderSnapshot draws (rows × cell height × columns × cell width).
 inline constexpr uint64_t kMaxSnapshotPixels = uint64_t{1} << 27;
 
+// INVALID_ARGUMENT when `rows` × `columns` cells of `options`' size pass kMaxSnapshotPixels
+// (what RenderSnapshot checks; callers ask before producing the cells).
+absl::Status CheckSnapshotSize(uint64_t rows, uint64_t columns, const SnapshotOptions& options);
+
 // INVALID_ARGUMENT names a bad size or index (row, column, triangle), or an image of more than
 // kMaxSnapshotPixels.
 absl::StatusOr<Image> RenderSnapshot(const SnapshotGrid& grid, const SnapshotOptions& options = {});

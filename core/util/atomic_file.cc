@@ -76,15 +76,16 @@ absl::Status AtomicFile::Commit() {
     return st;
   }
   temporary_.clear();  // it is the path now
-  if (options_.durable) {
-    const fs::path parent = fs::path(path_).parent_path();
-    const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      ::fsync(dir);
-      ::close(dir);
-    }
-  }
+  if (options_.durable) SyncFolderOf(path_);
   return absl::OkStatus();
+}
+
+void SyncFolderOf(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;
+  ::fsync(dir);
+  ::close(dir);
 }
 
 absl::Status WriteFileAtomically(const std::string& path, std::initializer_list<std::string_view> pieces,

@@ -41,6 +41,10 @@ struct AtomicWriteOptions {
 
 absl::Status WriteFileAtomically(const std::string& path, std::initializer_list<std::string_view> pieces,
                                  const AtomicWriteOptions& options = {});
+
+// fsyncs the folder holding `path` (best effort), so that a rename or a removal there survives a
+// power cut.
+void SyncFolderOf(const std::string& path);
 inline absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes,
                                         const AtomicWriteOptions& options = {}) {
   return WriteFileAtomically(path, {bytes}, options);

@@ -153,7 +153,7 @@ TEST(SnapshotCli, AMethodWithoutASessionLeavesTheOthersPlayingAndItsRowBlank) {
                         "--snapshot-frames", "0,1,2,3,4,5,6,7,8,9", "--snapshot-size", "4096x4096", "--frames", "10"},
                        &out, &err),
             2);
-  EXPECT_THAT(err, HasSubstr("--snapshot: 2 methods x 10 frames of 4096x4096 pixels are 335 megapixels; at most 134"));
+  EXPECT_THAT(err, HasSubstr("--snapshot: 2 rows x 10 columns of 4096x4096 pixels are 335 megapixels; at most 134"));
   EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", "--point-set", "100", "--frames", "2"}, &out, &err), 2);
   EXPECT_THAT(err, HasSubstr("--point-set: makes an asset's character into points: play FILE"));
   // A method flag that no method of --method takes (it was ignored, unchecked).
