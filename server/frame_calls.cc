@@ -276,7 +276,11 @@ class Service::StreamCall final
 
   // What happens next (mu_ held).
   void Step(Actions& act) {
-    const bool stopping = draining_ || write_failed_;
+    // A cancelled stream starts no frame it read ahead (until 2026-12-03 it did: a GPU elastic one
+    // then ran from rest to its first stop and left the session's device state part way, so that
+    // a frame another call had queued behind it was refused).
+    const bool cancelled = stop_.wanted.load(std::memory_order_relaxed);
+    const bool stopping = draining_ || write_failed_ || cancelled;
     // out_ holds the skips_ skipped answers not in deferred_ besides the full ones.
     const bool room = out_.size() + deferred_.size() - skips_ < kMaxOut && skips_ < kMaxSkips;
     if (!busy_ && has_pending_ && !stopping && room) {
@@ -321,6 +325,7 @@ class Service::StreamCall final
       act.finish = write_failed_ ? grpc::Status(grpc::CANCELLED, "stream: the client stopped reading")
                    : revoked_    ? grpc::Status(grpc::UNAUTHENTICATED, std::string(kRevoked))
                    : draining_   ? grpc::Status(grpc::UNAVAILABLE, "server is shutting down")
+                   : cancelled   ? grpc::Status(grpc::CANCELLED, "stream: cancelled by the client")
                                  : grpc::Status::OK;
     }
   }

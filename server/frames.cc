@@ -263,6 +263,15 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   job.out.method = ProducedBy(*job.session);
   const std::shared_ptr<Session> hold = job.session;  // the completion may end the call (and its job) first
   Session& s = *hold;
+  // A frame whose caller gave up before it reached here (a stream's next frame, read while the
+  // one before it ran) is not submitted: on the device it would start, find its stop and leave
+  // the session's state part way, and a frame queued behind it by another call would be refused.
+  if (job.input.stop != nullptr && (*job.input.stop)()) {
+    lock.unlock();
+    return job.done(job.context, absl::CancelledError(
+                                     "frame: its call was cancelled before the frame reached the GPU; not deformed, the "
+                                     "session's state is as it was"));
+  }
   // From rest: asked, or the first frame after one that left the device's state unusable
   // (Completed) and no restart submitted since.
   job.device_seq = ++s.device_submitted;
