@@ -169,11 +169,18 @@ absl::StatusOr<std::string> SharedMemoryRegistry::Register(const std::string& na
   auto mapping = std::make_shared<SharedMemoryMapping>(static_cast<char*>(data), bytes, guard);
   std::lock_guard lock(mu_);
   if (auto st = room(); !st.ok()) return st;  // the mapping is released with `mapping`
+  const uint64_t device = st.st_dev, inode = st.st_ino;
+  for (const auto& [key, r] : regions_) {  // at most 1 024
+    if (r.tenant != tenant && r.device == device && r.inode == inode) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("name: ", name, " is an object another tenant has registered; make your own"));
+    }
+  }
   mapped_ += counted;
   tenant_mapped_[tenant] += counted;
   ++tenant_regions_[tenant];
   std::string id = absl::StrCat("shm-", next_id_++);
-  regions_[Key(id, tenant)] = Region{std::move(mapping), now_ms, tenant, counted};
+  regions_[Key(id, tenant)] = Region{std::move(mapping), now_ms, tenant, counted, device, inode};
   return id;
 }
 

@@ -45,7 +45,11 @@ class SharedMemoryRegistry {
   // many regions as it can guard (1 024), or when a named tenant (authentication on) holds a
   // quarter of them (256: one tenant cannot take every slot with one-page regions). A region
   // counts the pages it maps: a 1-byte region is a page against both byte limits.
-  // A region belongs to the tenant that registered it; another tenant's lookups find nothing.
+  // A region belongs to the tenant that registered it; another tenant's lookups find nothing,
+  // and an object (the same file, by device and inode, under any name) that another tenant has
+  // registered is refused PERMISSION_DENIED: one tenant cannot have the server write its frames
+  // into another's object. (Objects no tenant has registered are not guarded: the host's file
+  // permissions are what keeps tenants of one host apart; see README, Security.)
   // `now_ms` is its first use.
   absl::StatusOr<std::string> Register(const std::string& name, uint64_t bytes, const std::string& tenant,
                                        int64_t now_ms, uint64_t tenant_max = 0);
@@ -62,6 +66,7 @@ class SharedMemoryRegistry {
     int64_t last_used_ms = 0;
     std::string tenant;
     uint64_t counted = 0;  // its pages' bytes, as counted in mapped_ and tenant_mapped_
+    uint64_t device = 0, inode = 0;  // the object's identity (fstat)
   };
   void ForgetLocked(const Region& r);
   // Regions are keyed by id and tenant (ids are sequential, so guessable).

@@ -1841,6 +1841,33 @@ TEST(SharedMemory, ATenantsRegionsCountWholePagesAgainstItsOwnQuota) {
   EXPECT_TRUE(registry.Register(a1.name(), 1, "a", 1501, page).ok());
 }
 
+// An object one tenant registered cannot be registered by another, under its name or any other
+// (a hard link in /dev/shm): the server would write the second tenant's frames into the first's
+// memory. The same tenant may register it again, and once the first tenant lets it go (or it
+// expires) another may.
+TEST(SharedMemory, AnObjectAnotherTenantRegisteredIsRefused) {
+  ShmObject obj("owned", 400);
+  ASSERT_TRUE(obj.ok()) << std::strerror(errno);
+  const std::string alias = obj.name() + "-alias";
+  shm_unlink(alias.c_str());
+  ASSERT_EQ(link(("/dev/shm" + obj.name()).c_str(), ("/dev/shm" + alias).c_str()), 0) << std::strerror(errno);
+  server::SharedMemoryRegistry registry(/*max_bytes=*/1 << 20, /*idle_ttl_ms=*/1000);
+  auto mine = registry.Register(obj.name(), 400, "a", 0);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  for (const std::string& name : {obj.name(), alias}) {
+    const absl::Status theirs = registry.Register(name, 400, "b", 0).status();
+    EXPECT_EQ(theirs.code(), absl::StatusCode::kPermissionDenied) << name << ": " << theirs;
+    EXPECT_THAT(std::string(theirs.message()), HasSubstr("another tenant has registered"));
+  }
+  auto again = registry.Register(alias, 400, "a", 0);
+  EXPECT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(registry.Unregister(*mine, "a").ok());
+  ASSERT_TRUE(registry.Unregister(*again, "a").ok());
+  auto now_theirs = registry.Register(obj.name(), 400, "b", 0);
+  EXPECT_TRUE(now_theirs.ok()) << now_theirs.status();
+  shm_unlink(alias.c_str());
+}
+
 // The same through a server: a client registers a region and vanishes without unregistering;
 // within the idle TTL (1 s here) the server releases it, the room takes a new region, and a frame
 // naming the old one fails NOT_FOUND saying why.
