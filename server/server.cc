@@ -125,7 +125,11 @@ absl::Status SinewServer::Start() {
   server_ = builder.BuildAndStart();
   if (!server_ || grpc_port_ == 0) {
     server_.reset();
-    return absl::UnavailableError(absl::StrCat("grpc: cannot listen on ", options_.listen, " (in use by another process, or not an address of this host)"));
+    const bool tls = !options_.tls_cert.empty();
+    return absl::UnavailableError(absl::StrCat("grpc: cannot listen on ", options_.listen,
+                                               " (in use by another process, or not an address of this host",
+                                               tls ? ", or --tls-key is not the key of --tls-cert's certificate" : "",
+                                               ")"));
   }
   server_->GetHealthCheckService()->SetServingStatus(true);
   housekeeping_ = std::thread([this] { HousekeepingLoop(); });
@@ -133,15 +137,22 @@ absl::Status SinewServer::Start() {
 }
 
 namespace {
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+// A PEM file holding a block whose label ends with `label` (CERTIFICATE; PRIVATE KEY, which
+// covers RSA and EC keys): a certificate given as the key, or the reverse, is named here instead
+// of failing gRPC's listen with no word of why.
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag, absl::string_view label) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
   std::stringstream text;
   text << in.rdbuf();
-  if (text.str().find("-----BEGIN ") == std::string::npos) {
+  const std::string s = text.str();
+  if (s.find("-----BEGIN ") == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is not PEM"));
   }
-  return text.str();
+  if (s.find(absl::StrCat(label, "-----")) == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " holds no \"", label, "\" block"));
+  }
+  return s;
 }
 }  // namespace
 
@@ -152,14 +163,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> SinewServer::Credential
   if (options_.tls_cert.empty() || options_.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key: give both (and --tls-client-ca for mutual TLS)");
   }
-  auto cert = ReadPem(options_.tls_cert, "--tls-cert");
+  auto cert = ReadPem(options_.tls_cert, "--tls-cert", "CERTIFICATE");
   if (!cert.ok()) return cert.status();
-  auto key = ReadPem(options_.tls_key, "--tls-key");
+  auto key = ReadPem(options_.tls_key, "--tls-key", "PRIVATE KEY");
   if (!key.ok()) return key.status();
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
   if (!options_.tls_client_ca.empty()) {
-    auto ca = ReadPem(options_.tls_client_ca, "--tls-client-ca");
+    auto ca = ReadPem(options_.tls_client_ca, "--tls-client-ca", "CERTIFICATE");
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *ca;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;

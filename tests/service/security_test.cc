@@ -690,6 +690,21 @@ TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
                        &out, &err),
             0);
   EXPECT_THAT(err, HasSubstr("--tls-key: cannot read"));
+  // The certificate and the key given the wrong way round: the flag is named, not a listen
+  // failure on a free port.
+  err.clear();
+  EXPECT_NE(RunProcess({SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                        "--tls-cert", dir / "server.key", "--tls-key", dir / "server.pem"},
+                       &out, &err),
+            0);
+  EXPECT_THAT(err, HasSubstr("--tls-cert: " + (dir / "server.key") + " holds no \"CERTIFICATE\" block"));
+  // A key that is not the certificate's: gRPC's listen fails, and the message says it may be that.
+  err.clear();
+  EXPECT_NE(RunProcess({SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                        "--tls-cert", dir / "server.pem", "--tls-key", dir / "other.key"},
+                       &out, &err),
+            0);
+  EXPECT_THAT(err, HasSubstr("or --tls-key is not the key of --tls-cert's certificate"));
 }
 
 }  // namespace
