@@ -1,6 +1,7 @@
 // sinew-server: the Sinew deformation service. See --help.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -202,11 +203,12 @@ int main(int argc, char** argv) {
        "max_shared_memory_bytes). "
        "Every call must then send metadata \"authorization: Bearer TOKEN\" (else UNAUTHENTICATED), and "
        "rigs, sessions and shared-memory regions belong to their tenant: another tenant gets NOT_FOUND. "
-       "SIGHUP reads the file again (a bad file keeps the old tokens). Default: none (no authentication, "
+       "SIGHUP reads the file again (a bad file keeps the old tokens). A file every user of the host may "
+       "read is warned of. Default: none (no authentication, "
        "one tenant; for loopback development)",
        [&](const std::string& v) { o.token_file = v; return !v.empty(); }},
-      {"tls-cert", "FILE", "TLS on the gRPC port: the server's certificate chain (PEM), with --tls-key. Default: none "
-       "(plaintext)",
+      {"tls-cert", "FILE", "TLS on the gRPC port: the server's certificate chain (PEM), with --tls-key; read once, "
+       "at start. Default: none (plaintext)",
        [&](const std::string& v) { o.tls_cert = v; return !v.empty(); }},
       {"tls-key", "FILE", "The private key (PEM) of --tls-cert", [&](const std::string& v) { o.tls_key = v; return !v.empty(); }},
       {"tls-client-ca", "FILE",
@@ -292,6 +294,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // The token file holds the tokens in clear: one other users of the host may read is said so,
+  // at start and at each reload (not refused: a mounted secret may be so by its platform's default).
+  const auto warn_if_others_read = [&o] {
+    struct stat st {};
+    if (o.token_file.empty() || stat(o.token_file.c_str(), &st) != 0 || (st.st_mode & S_IROTH) == 0) return;
+    std::fprintf(stderr,
+                 "sinew-server: warning: --token-file %s is readable by every user of this host (mode %04o); "
+                 "chmod o-r it\n",
+                 o.token_file.c_str(), static_cast<unsigned>(st.st_mode & 07777));
+  };
+  warn_if_others_read();
   sinew::server::SinewServer server(o);
   if (auto st = server.Start(); !st.ok()) {
     std::fprintf(stderr, "sinew-server: %s\n", std::string(st.message()).c_str());
@@ -309,6 +322,7 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    warn_if_others_read();
     if (auto st = server.ReloadTokens(); st.ok()) {
       std::fprintf(stderr, "sinew-server: SIGHUP: %zu tokens loaded\n", server.token_count());
     } else {

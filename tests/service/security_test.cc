@@ -7,6 +7,7 @@
 
 #include <future>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@ namespace sinew::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class TempDir {
  public:
@@ -600,6 +602,25 @@ TEST(Security, ABadTokenFileStopsTheServerNamingTheLine) {
                        &out, &err),
             0);
   EXPECT_THAT(err, HasSubstr(tokens + ":2: the token is shorter than 16 characters"));
+}
+
+// A token file other users of the host may read is warned of (the tokens are in clear there); one
+// only its owner reads is not. (The server then stops on the short token: the warning comes first.)
+TEST(Security, ATokenFileOthersMayReadIsWarnedOf) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, "short studio-b\n");
+  const auto stderr_with_mode = [&](mode_t mode) {
+    EXPECT_EQ(chmod(tokens.c_str(), mode), 0);
+    std::string out, err;
+    EXPECT_NE(RunProcess({SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                          "--token-file", tokens},
+                         &out, &err),
+              0);
+    return err;
+  };
+  EXPECT_THAT(stderr_with_mode(0644), HasSubstr("--token-file " + tokens + " is readable by every user of this host (mode 0644)"));
+  EXPECT_THAT(stderr_with_mode(0600), Not(HasSubstr("readable by every user")));
 }
 
 // Certificates made here: a CA, a server certificate for 127.0.0.1 and localhost, and a client
