@@ -75,6 +75,16 @@ int Usage(const client::Args& args, const std::string& error) {
 
 }  // namespace
 
+// Sleeps until `t`, or until the first Ctrl-C (checked every 20 ms): false when interrupted.
+static bool SleepUntil(Clock::time_point t) {
+  while (!interrupted) {
+    const auto now = Clock::now();
+    if (now >= t) return true;
+    std::this_thread::sleep_for(std::min<Clock::duration>(t - now, std::chrono::milliseconds(20)));
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   client::InstallInterruptHandler();  // before any thread starts: see clients/lib/interrupt.h
   client::StopOnFirstInterrupt([](int sig) { interrupted = sig; });
@@ -287,36 +297,56 @@ int main(int argc, char** argv) {
       };
       if (latest) {
         // Frames go out on schedule whatever the answers; a reader takes the answers, in order,
-        // each frame once: skipped, or deformed (its latency from its scheduled send time).
+        // each frame once: skipped, or deformed (its latency from its scheduled send time). The
+        // scheduled times wait in a ring; a writer kRing frames ahead of the answers waits for
+        // them (the frames it then sends late keep their scheduled times, so the wait shows in
+        // their latency) instead of writing over a time not yet read (until 2026-12-03 it did,
+        // and a lapped frame's latency was measured from a later frame's schedule).
         constexpr size_t kRing = 1 << 14;
         std::vector<std::atomic<int64_t>> sent(kRing);
+        std::atomic<uint64_t> read{0};
+        std::atomic<bool> reader_done{false};
         std::thread reader([&] {
           v1::DeformResponse got;
-          for (uint64_t f = 0; stream->Read(&got); ++f) {
+          for (uint64_t f = 0; stream->Read(&got); read.store(++f)) {
             if (got.skipped()) {
               ++r.skipped;
               continue;
             }
             answered(got, f, Clock::time_point(Clock::duration(sent[f % kRing].load())));
           }
+          reader_done.store(true);
         });
+        uint64_t written = 0;
         for (uint64_t f = 0;; ++f) {
           const auto scheduled = schedule(f);
-          if (scheduled >= end || Clock::now() >= end || interrupted) break;
-          std::this_thread::sleep_until(scheduled);
+          if (scheduled >= end || Clock::now() >= end || interrupted || !SleepUntil(scheduled)) break;
+          while (f >= read.load() + kRing && !reader_done.load() && !interrupted) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          if (reader_done.load() || interrupted) break;
           sent[f % kRing].store(scheduled.time_since_epoch().count());
           req.set_frame(f);
           if (jiggle) req.set_time_step(1 / fps);
           *req.mutable_pose() = clip[f % kCycle];
           if (!stream->Write(req)) break;
+          written = f + 1;
         }
         stream->WritesDone();
         reader.join();
+        // Every frame written is answered, skipped or deformed, on a stream that ends well; the
+        // others count as errors, as in the other mode.
+        if (const uint64_t answers = read.load(); answers < written) {
+          r.errors += written - answers;
+          if (r.first_error.empty()) {
+            r.first_error = absl::StrCat("the stream ended with ", written - answers, " frames unanswered");
+          }
+        }
       } else {
         for (uint64_t f = 0;; ++f) {
           const auto scheduled = schedule(f);
           if (scheduled >= end || Clock::now() >= end || interrupted) break;
-          if (fps > 0) std::this_thread::sleep_until(scheduled);
+          if (fps > 0 && !SleepUntil(scheduled)) break;
           req.set_frame(f);
           if (jiggle && fps > 0) req.set_time_step(1 / fps);
           *req.mutable_pose() = clip[f % kCycle];
@@ -359,14 +389,16 @@ int main(int argc, char** argv) {
   // end are answered after it; until 2026-12-03 this divided by at most --duration, which
   // overstated the rate by a frame's latency over the duration).
   const double achieved = elapsed > 0 ? ok / elapsed : 0;
-  const double target = fps > 0 ? fps * sessions : 0;
+  // The sessions that ran: fewer than --sessions when Ctrl-C came while they were being created.
+  const long long ran = static_cast<long long>(ids.size());
+  const double target = fps > 0 ? fps * ran : 0;
   const double p50 = all.Percentile(50), p90 = all.Percentile(90), p99 = all.Percentile(99),
                mx = all.Max();
-  const std::string on = on_gpu == sessions ? "gpu"
-                         : on_gpu == 0      ? "cpu"
-                                            : absl::StrFormat("mixed (%lld gpu, %lld cpu)", on_gpu, sessions - on_gpu);
+  const std::string on = on_gpu == ran ? "gpu"
+                         : on_gpu == 0 ? "cpu"
+                                       : absl::StrFormat("mixed (%lld gpu, %lld cpu)", on_gpu, ran - on_gpu);
   report.title = absl::StrFormat(
-      "sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s, on %s; server %s", sessions,
+      "sinew-load: %lld sessions x %s frames/s for %.1f s; rig %lld vertices, %s, %s, on %s; server %s", ran,
       fps > 0 ? absl::StrFormat("%g", fps).c_str() : "max", duration, vertices, method.c_str(), encoding.c_str(), on,
       c.target().c_str());
   if (interrupted) {
@@ -408,7 +440,8 @@ int main(int argc, char** argv) {
       "\"achieved_frames_per_s\":%.1f,\"elapsed_s\":%.4f,\"frames_ok\":%llu,\"errors\":%llu,"
       "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"position_bytes_per_frame\":%.0f,\"frames_skipped\":%llu,"
       "\"frames_shed\":%llu,\"interrupted\":%s}\n",
-      sessions, fps, duration, vertices, method, encoding, on.substr(0, on.find(' ')), on_gpu, target, achieved, elapsed,
+      ran, fps, duration, vertices, method, encoding, on.substr(0, on.find(' ')), on_gpu, target, achieved,
+      std::max(0.0, elapsed),
       (unsigned long long)ok, (unsigned long long)errors, p50, p90, p99, mx, frame_bytes, (unsigned long long)skipped,
       (unsigned long long)shed, interrupted ? "true" : "false");
   bool written = true;  // each output is tried whatever became of the other
@@ -424,7 +457,9 @@ int main(int argc, char** argv) {
   if (want_report) {
     client::MergeSamples(samples, report, 0x2545f4914f6cdd1dull);
     if (!first_error.empty()) report.figures.push_back({"first error", first_error});
-    report.duration_s = duration;
+    // The time that ran, when Ctrl-C cut it short: its windows, axis and rates (until 2026-12-03
+    // --duration, so that a long run stopped early drew every answer into its first window).
+    report.duration_s = interrupted ? std::min(duration, std::max(elapsed, 1e-3)) : duration;
     if (auto st = client::WriteLoadReport(report_path, report); !st.ok()) {
       std::fprintf(stderr, "sinew-load: --report: %s\n", std::string(st.message()).c_str());
       written = false;

@@ -118,9 +118,11 @@ TEST(LoadReportCli, AnInterruptedRunStillWritesItsReportAndClosesItsSessions) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
   const std::string json = (fs::temp_directory_path() / ("sinew-load-int-" + std::to_string(getpid()) + ".json")).string();
+  const std::string html = json + ".html";
   fs::remove(json);
+  fs::remove(html);
   const pid_t pid = SpawnProcess({SINEW_LOAD_PATH, "--target", server.target(), "--sessions", "2", "--fps", "20",
-                                  "--duration", "3600", "--vertices", "1000", "--json", json});
+                                  "--duration", "3600", "--vertices", "1000", "--json", json, "--report", html});
   ASSERT_GT(pid, 0);
   auto metric = [&](const std::string& name) { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), name); };
   ASSERT_GE(WaitForMetric(server.metrics_port(), "sinew_frames_total{backend=\"cpu\",method=\"lbs\"}", 4), 4)
@@ -136,6 +138,16 @@ TEST(LoadReportCli, AnInterruptedRunStillWritesItsReportAndClosesItsSessions) {
   ASSERT_TRUE(std::regex_search(got, m, ok)) << got;
   EXPECT_GE(std::stoull(m[1]), 4u) << got;
   EXPECT_THAT(got, HasSubstr("\"errors\":0,")) << got;
+  // The report's windows span the time that ran, not --duration's hour (which drew every answer
+  // into the first of 120 half-minute windows, the other 119 "no answers"): 40 frames a second
+  // give every quarter-second window answers, but maybe the last, cut short by the Ctrl-C.
+  std::ifstream report_in(html);
+  const std::string report((std::istreambuf_iterator<char>(report_in)), {});
+  fs::remove(html);
+  ASSERT_THAT(report, HasSubstr("sinew-load report"));
+  size_t empty_windows = 0;
+  for (size_t at = report.find("no answers"); at != std::string::npos; at = report.find("no answers", at + 1)) ++empty_windows;
+  EXPECT_LE(empty_windows, 1u) << "the report's windows span --duration, not the time that ran";
   EXPECT_EQ(metric("sinew_sessions"), 0) << "the interrupted run left sessions open";
   EXPECT_EQ(server.Terminate(), 0);
 }
