@@ -509,6 +509,38 @@ class ErrorsTest(ServerTest):
             sinew.Pose([[0, 0, "w", 1]], [[0, 0, 0]])
         with self.assertRaisesRegex(sinew.InvalidArgument, r"shape \(1, 4, 3\)"):
             sinew.Pose.from_matrices(np.zeros((1, 4, 3)))
+        # Every weight form and the skeleton's parents alike (until 2026-12-03 fixed, triplets and
+        # parents cast: 1.7 became 1, 2**32 + 1 became 1, a parent of 0.6 became 0).
+        for make, pattern in (
+                (lambda: sinew.SkinWeights.fixed([[0, 1.7]], [[0.5, 0.5]]), r"weights.joints\[0, 1\]: 1\.7 is not an integer"),
+                (lambda: sinew.SkinWeights.fixed([[0, 2**32 + 1]], [[0.5, 0.5]]), r"weights.joints\[0, 1\]: 4294967297 is beyond"),
+                (lambda: sinew.SkinWeights.triplets([0, 0.9], [0, 0], [1, 1], 2), r"weights.vertices\[1\]: 0\.9 is not an integer"),
+                (lambda: sinew.SkinWeights.triplets([0, 1], [1.5, 2**32], [1, 1], 2), r"weights.joints\[0\]: 1\.5 is not an integer"),
+                (lambda: sinew.SkinWeights(np.array([-1]), np.array([1.0])), r"weights.joints\[0\]: -1 is negative"),
+                (lambda: sinew.Skeleton(["a", "b"], [-1, 0.6], [[0, 0, 0, 1]] * 2, [[0, 0, 0]] * 2),
+                 r"skeleton.parents\[1\]: 0\.6 is not an integer"),
+                (lambda: sinew.Skeleton(["a", "b"], [-2, 0], [[0, 0, 0, 1]] * 2, [[0, 0, 0]] * 2),
+                 r"skeleton.parents\[0\]: -2 is below -1")):
+            with self.assertRaisesRegex(sinew.InvalidArgument, pattern):
+                make()
+        self.assertEqual(sinew.Skeleton(["a", "b"], [-1, 0.0], [[0, 0, 0, 1]] * 2, [[0, 0, 0]] * 2).parents.tolist(), [-1, 0])
+
+    def test_a_corrupt_vertex_count_is_refused_before_it_is_allocated(self) -> None:
+        # A delta frame of 2**32 - 1 vertices in 10 bytes: refused by its size, not after a list of
+        # 800M block starts (the C++ decoder caps the count likewise).
+        quant = sinew.Quantization((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), True, 0)
+        with self.assertRaisesRegex(sinew.DataLoss, "cannot hold a delta frame of 4294967295 vertices"):
+            sinew.DeltaDecoder().decode(b"\0" * 10, 2**32 - 1, quant)
+
+    def test_a_closed_clients_calls_raise_a_sinew_error(self) -> None:
+        # gRPC's own is a ValueError, which callers that tolerate an unreachable server (a shared
+        # memory region's close, a session's with block) let through.
+        client = sinew.connect("127.0.0.1:1", token="", timeout=5)
+        client.close()
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "client: closed"):
+            client.get_rig("0" * 64)
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "client: closed"):
+            client.session("s-1")
 
     def test_a_timeout_of_zero_is_no_deadline(self) -> None:
         # As in the C++ client; grpcio takes 0 as a deadline of now (until 2026-12-03 every call

@@ -27,7 +27,7 @@ import numpy as np
 
 from ._proto import pb, pb_grpc
 from .codec import PositionDecoder
-from .errors import DataLoss, InvalidArgument, NotFound, SinewError, error_for, from_rpc_error
+from .errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound, SinewError, error_for, from_rpc_error
 from .info import ServerInfo
 from .pose import CagePose, Clip, FrameInput, Pose
 from .shm import SharedMemoryRegion, frame_bytes
@@ -295,6 +295,7 @@ class Client:
             self._channel = grpc.insecure_channel(target, options=options)
         self.stub = pb_grpc.SinewStub(self._channel)
         self._connected_once = False  # a call has been made: later ones are not retried (see _call)
+        self._closed = False
         self._info: Optional[Any] = None
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -304,8 +305,15 @@ class Client:
         """The metadata sent with every call (token, affinity)."""
         return list(self._metadata)
 
+    def _check_open(self) -> None:
+        """A closed client's calls fail as every failed call does, with a SinewError (gRPC's own
+        is a ValueError, which the callers that tolerate an unreachable server let through)."""
+        if self._closed:
+            raise FailedPrecondition("client: closed (Client.close); connect again")
+
     def _call(self, rpc: Callable, request: Any, timeout: Optional[float] = None, bounded: bool = True) -> Any:
         """One call: `timeout`, else the client's unary deadline where `bounded` (else none)."""
+        self._check_open()
         if timeout is None and bounded:
             timeout = self.timeout
         first_call, self._connected_once = not self._connected_once, True
@@ -336,7 +344,9 @@ class Client:
         return True
 
     def close(self) -> None:
-        """Closes the channel (calls in progress are cancelled)."""
+        """Closes the channel (calls in progress are cancelled); later calls raise
+        :class:`~sinew.errors.FailedPrecondition`."""
+        self._closed = True
         self._channel.close()
 
     def __enter__(self) -> "Client":
@@ -830,6 +840,7 @@ class Session:
                 expected.put(req.frame)
                 yield req
 
+        self.client._check_open()
         call = self.client.stub.StreamDeform(requests(), metadata=self.client._metadata)
         decoder = PositionDecoder()
         try:
@@ -887,6 +898,7 @@ class Session:
 
     def _iter_clip(self, req: Any, progress: Optional[ProgressFn]) -> Iterator[ClipFrame]:
         decoder = PositionDecoder()
+        self.client._check_open()
         call = self.client.stub.DeformClip(req, metadata=self.client._metadata)
         try:
             for resp in call:

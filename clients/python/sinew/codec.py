@@ -115,6 +115,9 @@ def _unpack(data: bytes, n: int) -> np.ndarray:
     blocks = (n + _BLOCK - 1) // _BLOCK
     count = 3 * blocks
     size = len(data)
+    if count > size:  # every block has its width byte: before a list of `count` starts is made
+        raise DataLoss(f"positions: {size} bytes cannot hold a delta frame of {n} vertices "
+                       f"({count} blocks of at least a byte)")
     starts_list, end = _block_starts(data, count)
     buf = np.frombuffer(data, dtype=np.uint8)
     starts = np.asarray(starts_list, dtype=np.int64)

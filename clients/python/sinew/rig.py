@@ -43,9 +43,10 @@ def _array(a, dtype, shape: tuple, name: str) -> np.ndarray:
     return out
 
 
-def _indices(a, shape: tuple, name: str) -> np.ndarray:
-    """`a` as uint32 indices like `_array`, refusing what a cast would change: a negative index
-    (until 2026-12-03 -1 became 4294967295), one past 2**32 - 1, a fractional one (1.7 became 1)."""
+def _indices(a, shape: tuple, name: str, lowest: int = 0, dtype=np.uint32) -> np.ndarray:
+    """`a` as integer indices of `dtype` (uint32; int32 with lowest -1 for parents) like
+    `_array`, refusing what a cast would change: an index below `lowest` (until 2026-12-03 -1
+    became 4294967295), one beyond the type, a fractional one (1.7 became 1)."""
     try:
         raw = np.asarray(a)
     except (TypeError, ValueError) as e:
@@ -58,14 +59,16 @@ def _indices(a, shape: tuple, name: str) -> np.ndarray:
             at = np.unravel_index(int(bad[0]), raw.shape)
             raise InvalidArgument(f"{name}{list(at)}: {raw[at]!r} is not an integer index")
     if raw.size and raw.dtype.kind != "u":
-        low = np.flatnonzero(raw.reshape(-1) < 0)
+        low = np.flatnonzero(raw.reshape(-1) < lowest)
         if low.size:
             at = np.unravel_index(int(low[0]), raw.shape)
-            raise InvalidArgument(f"{name}{list(at)}: {raw[at]} is negative; expected an index >= 0")
-    if raw.size and raw.max() > 0xFFFFFFFF:
+            what = "is negative" if lowest == 0 else f"is below {lowest}"
+            raise InvalidArgument(f"{name}{list(at)}: {raw[at]} {what}; expected an index >= {lowest}")
+    top = np.iinfo(dtype).max
+    if raw.size and raw.max() > top:
         at = np.unravel_index(int(np.argmax(raw)), raw.shape)
-        raise InvalidArgument(f"{name}{list(at)}: {raw[at]} is beyond 2**32 - 1")
-    return _array(raw.astype(np.uint32) if raw.size else raw, np.uint32, shape, name)
+        raise InvalidArgument(f"{name}{list(at)}: {raw[at]} is beyond {top}")
+    return _array(raw.astype(dtype) if raw.size else raw, dtype, shape, name)
 
 
 @dataclass
@@ -83,7 +86,7 @@ class Skeleton:
     def __post_init__(self) -> None:
         self.names = [str(n) for n in self.names]
         j = len(self.names)
-        self.parents = _array(self.parents, np.int32, (j,), "skeleton.parents")
+        self.parents = _indices(self.parents, (j,), "skeleton.parents", lowest=-1, dtype=np.int32)
         self.rest_rotations = _array(self.rest_rotations, np.float64, (j, 4), "skeleton.rest_rotations")
         self.rest_translations = _array(self.rest_translations, np.float64, (j, 3), "skeleton.rest_translations")
         if self.rest_scales is not None:
@@ -149,6 +152,14 @@ class SkinWeights:
     offsets: Optional[np.ndarray] = None
     influences_per_vertex: int = 0
 
+    def __post_init__(self) -> None:
+        # Made directly too, not only by the constructors below: a joint of -1 or 1.5 is refused
+        # here rather than cast to 4294967295 or 1.
+        self.joints = _indices(self.joints, (-1,), "weights.joints")
+        self.weights = _array(self.weights, np.float32, (len(self.joints),), "weights.weights")
+        if self.offsets is not None:
+            self.offsets = _indices(self.offsets, (-1,), "weights.offsets")
+
     @classmethod
     def csr(cls, offsets, joints, weights) -> "SkinWeights":
         """Compressed rows: offsets (N + 1,), joints and weights (E,)."""
@@ -159,11 +170,9 @@ class SkinWeights:
     @classmethod
     def fixed(cls, joints, weights) -> "SkinWeights":
         """K influences per vertex: joints and weights (N, K)."""
-        j = _array(joints, np.int64, (-1, -1), "weights.joints")
+        j = _indices(joints, (-1, -1), "weights.joints")
         w = _array(weights, np.float32, j.shape, "weights.weights")
-        if (j < 0).any():
-            raise InvalidArgument(f"weights.joints: negative joint {int(j.min())} at entry {int(np.argmin(j))}")
-        return cls(j.astype(np.uint32).ravel(), w.ravel(), None, j.shape[1])
+        return cls(j.ravel(), w.ravel(), None, j.shape[1])
 
     @classmethod
     def dense(cls, weights, threshold: float = 0.0) -> "SkinWeights":
@@ -180,15 +189,12 @@ class SkinWeights:
     def triplets(cls, vertices, joints, weights, vertex_count: int) -> "SkinWeights":
         """(vertex, joint, weight) triplets in any order, as three (E,) arrays (an (E, 3) array of
         rows also works: ``SkinWeights.triplets(*t.T, vertex_count=N)``)."""
-        v = _array(vertices, np.int64, (-1,), "weights.vertices")
-        j = _array(joints, np.int64, (len(v),), "weights.joints")
+        v = _indices(vertices, (-1,), "weights.vertices")
+        j = _indices(joints, (len(v),), "weights.joints")
         w = _array(weights, np.float32, (len(v),), "weights.weights")
-        if len(v) and (v.min() < 0 or v.max() >= vertex_count):
-            bad = int(np.nonzero((v < 0) | (v >= vertex_count))[0][0])
+        if len(v) and v.max() >= vertex_count:
+            bad = int(np.nonzero(v >= vertex_count)[0][0])
             raise InvalidArgument(f"weights.vertices[{bad}]: vertex {int(v[bad])} is out of range ({vertex_count} vertices)")
-        if len(j) and j.min() < 0:
-            bad = int(np.argmin(j))
-            raise InvalidArgument(f"weights.joints[{bad}]: negative joint {int(j[bad])}")
         order = np.argsort(v, kind="stable")
         offsets = np.zeros(vertex_count + 1, dtype=np.uint32)
         np.cumsum(np.bincount(v, minlength=vertex_count), out=offsets[1:])
