@@ -424,6 +424,13 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       return;
     }
     tenant_ = std::move(*tenant);
+    // Not once the server drains: Prepare resets a history-dependent session's state, which a
+    // client migrating its sessions with GetSessionState would then find gone (until 2026-12-03
+    // a batch arriving in the drain reset it and was then refused by Register).
+    if (svc_->draining()) {
+      End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
+      return;
+    }
     if (auto st = Prepare(); !st.ok()) {
       End(svc_->ToGrpc("DeformClip", st));
       return;

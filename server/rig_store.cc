@@ -408,8 +408,7 @@ RigClaim RigStore::Acquire(const std::string& id, int64_t now_ms, const std::str
   auto it = rigs_.find(id);
   if (it == rigs_.end() || !it->second->tenants.contains(tenant)) return RigClaim();
   it->second->last_used_ms = now_ms;
-  it->second->sessions.fetch_add(1);
-  return RigClaim(it->second);
+  return RigClaim(it->second, tenant);
 }
 
 absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& id, Rig rig, int64_t now_ms,
@@ -477,8 +476,9 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant, 
     return absl::NotFoundError(absl::StrCat("rig_id: no rig ", EchoId(id)));
   }
   StoredRig& r = *it->second;
-  // Another tenant's sessions are not this caller's business (nor may their count leak).
-  const int n = r.tenants.size() == 1 ? r.sessions.load() : static_cast<int>(tenant_sessions);
+  // Another tenant's sessions are not this caller's business (nor may their count leak): the
+  // caller's own, open or being created.
+  const int n = r.tenants.size() == 1 ? r.sessions.load() : static_cast<int>(tenant_sessions) + r.ClaimsOf(tenant);
   if (n > 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("rig_id: rig ", id, " is used by ", n, " sessions (open, or being created); close them first"));

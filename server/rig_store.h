@@ -58,6 +58,16 @@ struct StoredRig {
   size_t bytes = 0;
   std::atomic<int> sessions{0};
   std::atomic<int64_t> last_used_ms{0};
+  // Sessions being created on it (RigClaim), by tenant: a tenant may not delete its hold on a
+  // rig several tenants share while one of its own creates runs (the registered sessions are
+  // SessionManager::CountOn's).
+  std::mutex claims_mu;
+  absl::flat_hash_map<std::string, int> claims;  // guarded by claims_mu; no entry for 0
+  int ClaimsOf(const std::string& tenant) {
+    std::lock_guard lock(claims_mu);
+    const auto it = claims.find(tenant);
+    return it == claims.end() ? 0 : it->second;
+  }
 
   std::mutex prep_mu;
   std::condition_variable prep_cv;
@@ -150,17 +160,26 @@ struct StoredRig {
 class RigClaim {
  public:
   RigClaim() = default;
-  explicit RigClaim(std::shared_ptr<StoredRig> rig) : rig_(std::move(rig)) {}
-  RigClaim(RigClaim&& o) noexcept : rig_(std::move(o.rig_)) {}
+  // Counts the claim (RigStore::Acquire, under the store's lock).
+  RigClaim(std::shared_ptr<StoredRig> rig, std::string tenant) : rig_(std::move(rig)), tenant_(std::move(tenant)) {
+    rig_->sessions.fetch_add(1);
+    std::lock_guard lock(rig_->claims_mu);
+    ++rig_->claims[tenant_];
+  }
+  RigClaim(RigClaim&& o) noexcept : rig_(std::move(o.rig_)), tenant_(std::move(o.tenant_)) {}
   RigClaim& operator=(RigClaim&&) = delete;
   ~RigClaim() {
-    if (rig_) rig_->sessions.fetch_sub(1);
+    if (!rig_) return;
+    rig_->sessions.fetch_sub(1);
+    std::lock_guard lock(rig_->claims_mu);
+    if (--rig_->claims[tenant_] == 0) rig_->claims.erase(tenant_);
   }
   const std::shared_ptr<StoredRig>& rig() const { return rig_; }
   explicit operator bool() const { return rig_ != nullptr; }
 
  private:
   std::shared_ptr<StoredRig> rig_;
+  std::string tenant_;
 };
 
 class RigStore {

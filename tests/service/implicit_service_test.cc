@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -579,6 +580,53 @@ TEST_F(ImplicitService, DeleteRigIsRefusedWhileASessionIsBeingCreated) {
   EXPECT_EQ(client_->DeleteRig(rig_id_).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(client_->CloseSession(session->session_id()).ok());
   EXPECT_TRUE(client_->DeleteRig(rig_id_).ok());
+}
+
+absl::StatusOr<v1::Session> OpenWhilePreparing(client::Client& client, const std::string& rig_id,
+                                               const std::function<absl::StatusOr<v1::Session>()>& open,
+                                               const std::function<void(const std::string& key)>& act);
+
+// The same for a rig two tenants uploaded (the bytes shared): a tenant's DeleteRig counted only
+// its open sessions there, not one of its own being created, and removed its hold under it (its
+// session then opened on a rig it no longer held). Refused until the session is closed; the other
+// tenant's hold is its own business throughout.
+TEST(ImplicitServiceTenants, ASharedRigsDeleteWaitsForTheCallersOwnSessionBeingCreated) {
+  const auto dir = std::filesystem::temp_directory_path() / ("sinew-implicit-tenants-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "tokens") << "token-of-tenant-a-0123456789 studio-a\ntoken-of-tenant-b-0123456789 studio-b\n";
+  }
+  ServerProcess server({"--token-file", (dir / "tokens").string(), "--cache-dir=" + (dir / "cache").string()});
+  ASSERT_TRUE(server.started());
+  client::ClientOptions oa, ob;
+  oa.token = "token-of-tenant-a-0123456789";
+  ob.token = "token-of-tenant-b-0123456789";
+  client::Client a(server.target(), oa), b(server.target(), ob);
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(30)).ok());
+  const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(4000, 2, 2)));
+  auto up_a = a.UploadRig(rig), up_b = b.UploadRig(rig);
+  ASSERT_TRUE(up_a.ok() && up_b.ok()) << up_a.status() << up_b.status();
+  ASSERT_EQ(up_a->rig_id(), up_b->rig_id());
+  const std::string rig_id = up_a->rig_id();
+  absl::Status deleted = absl::UnknownError("not called");
+  auto session = OpenWhilePreparing(
+      a, rig_id,
+      [&] {
+        v1::CreateSessionRequest req;
+        req.set_rig_id(rig_id);
+        req.mutable_deformer()->set_method(v1::METHOD_IMPLICIT);
+        return a.CreateSession(req);
+      },
+      [&](const std::string&) { deleted = a.DeleteRig(rig_id); });
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(deleted.code(), absl::StatusCode::kFailedPrecondition) << deleted;
+  auto info = a.GetRig(rig_id);
+  EXPECT_TRUE(info.ok()) << info.status() << " (tenant a's hold was removed under its session)";
+  ASSERT_TRUE(a.CloseSession(session->session_id()).ok());
+  EXPECT_TRUE(a.DeleteRig(rig_id).ok());
+  EXPECT_TRUE(b.DeleteRig(rig_id).ok()) << "tenant b was told of another tenant's session";
+  EXPECT_EQ(server.Terminate(), 0);
+  std::filesystem::remove_all(dir);
 }
 
 // Opens an implicit session in the background and calls `act` with the key of its preparation

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -870,6 +871,55 @@ TEST_F(Service, PbsJiggleSessionsAreStatefulAndResumeExactly) {
   batch.set_session_id(session->session_id());
   for (int k = 0; k <= 12; ++k) client::PoseToProto(f.Swing(k), *batch.mutable_poses()->add_poses());
   ExpectResumedBatchEqualsWhole(*client_, batch, 7);
+}
+
+// A DeformClip arriving while the server drains is refused before it touches its session: a
+// history-dependent batch resets the session's state to play from rest, and a client moving its
+// sessions away with GetSessionState in the drain found the history gone (until 2026-12-03).
+// The drain is held open by an upload in progress.
+TEST(ServiceDrain, ABatchArrivingInTheDrainLeavesTheSessionsHistory) {
+  ServerProcess server({"--drain-timeout", "60"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(30)).ok());
+  const JiggleLimb f;
+  auto session = c.CreateSession(f.Prepare(c));
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int k = 0; k <= 1; ++k) ASSERT_FALSE(f.Play(c, session->session_id(), k).empty());
+  auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext held_ctx;
+  v1::UploadRigResponse held_resp;
+  auto held = stub->UploadRig(&held_ctx, &held_resp);
+  const auto uploaded = [&] { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total"); };
+  const double before = uploaded();
+  v1::UploadRigRequest part;
+  part.mutable_header()->set_total_bytes(1000);
+  ASSERT_TRUE(held->Write(part));
+  part.set_chunk("x");
+  ASSERT_TRUE(held->Write(part));
+  // The server has the upload open (its chunk counted) before it is told to stop.
+  for (int i = 0; i < 2000 && uploaded() < before + 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(uploaded(), before + 1);
+  ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+  absl::Status info;
+  for (int i = 0; i < 2000; ++i) {  // until the server has begun to drain (or 20 s)
+    info = c.GetServerInfo().status();
+    if (info.code() == absl::StatusCode::kUnavailable) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(info.code(), absl::StatusCode::kUnavailable) << info;
+  v1::DeformClipRequest batch;
+  batch.set_session_id(session->session_id());
+  for (int k = 0; k <= 3; ++k) client::PoseToProto(f.Swing(k), *batch.mutable_poses()->add_poses());
+  const absl::Status played = c.DeformClip(batch, [](const v1::DeformClipResponse&) { return absl::OkStatus(); });
+  EXPECT_EQ(played.code(), absl::StatusCode::kUnavailable) << played;
+  auto after = c.GetSession(session->session_id());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->has_last_frame()) << "the refused batch reset the session's history";
+  EXPECT_EQ(after->last_frame(), 1u);
+  held->WritesDone();
+  (void)held->Finish();
+  EXPECT_EQ(server.Terminate(), 0);
 }
 
 // A stateful session applies frames strictly in increasing order of their numbers: a repeated or
