@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
       {"max-upload-bytes", "BYTES",
        "Bytes the UploadRig calls in progress may announce together (each buffers its rig until it is "
        "parsed): past it an upload is refused at its header with RESOURCE_EXHAUSTED, to be sent again once "
-       "others are done. Default 0: twice --max-rig-bytes",
+       "others are done. With --token-file a tenant's uploads hold at most half of it (or one rig of "
+       "--max-rig-bytes, where that is more). Default 0: twice --max-rig-bytes",
        Number(o.max_upload_bytes)},
       {"max-store-bytes", "BYTES",
        absl::StrCat("Memory for all resident rigs' own data (mesh, skeleton, weights, cages; not "

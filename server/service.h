@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "core/parallel/thread_pool.h"
 #include "server/auth.h"
@@ -255,7 +256,12 @@ class Service final : public v1::Sinew::CallbackService {
   ThreadPool background_;
   std::atomic<bool> draining_{false};  // set under streams_mu_
   std::atomic<int> active_calls_{0};
-  std::atomic<uint64_t> upload_bytes_{0};  // announced by the uploads in progress (--max-upload-bytes)
+  // Announced by the uploads in progress (--max-upload-bytes), and by each named tenant's: one
+  // tenant may hold half of it (or one rig of --max-rig-bytes where that is more), so that two
+  // headers announcing large rigs and sending nothing more cannot refuse every other tenant.
+  std::mutex upload_mu_;
+  uint64_t upload_bytes_ = 0;                                      // guarded by upload_mu_
+  absl::flat_hash_map<std::string, uint64_t> tenant_upload_bytes_;  // guarded by upload_mu_; no entry for 0
 };
 
 }  // namespace sinew::server

@@ -1,5 +1,6 @@
 // UploadRig: header, then chunks; hashed, parsed and validated on the upload threads
 // (Service::uploads_), not on the frame pool: a large rig takes a thread for seconds.
+#include <algorithm>
 #include <cstdio>
 #include <malloc.h>
 
@@ -47,26 +48,40 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
                                                               ": header.total_bytes announces ", upload_.total())));
       }
     }
-    if (header) {
-      // Every upload in progress buffers what it announced: together bounded (--max-upload-bytes).
-      const uint64_t limit =
-          svc_->options_.max_upload_bytes > 0 ? svc_->options_.max_upload_bytes : 2 * svc_->options_.max_rig_bytes;
-      const uint64_t total = upload_.total();
-      uint64_t held = svc_->upload_bytes_.load();
-      do {
-        if (held + total > limit) {
-          return Fail(absl::ResourceExhaustedError(absl::StrCat(
-              "header.total_bytes: ", total, " more bytes would pass the ", limit,
-              " that uploads in progress may buffer together (--max-upload-bytes; ", held,
-              " held now): send it again once others are done")));
-        }
-      } while (!svc_->upload_bytes_.compare_exchange_weak(held, held + total));
-      reserved_ = total;
-    }
     if (header && !upload_.sha256().empty()) {
       // Only a rig this tenant holds is skipped: another tenant's copy is not revealed, so its
-      // bytes are received (and hashed) like any upload, then shared (FinalizeImpl).
+      // bytes are received (and hashed) like any upload, then shared (FinalizeImpl). Before the
+      // buffer is reserved: a rig already held is answered at once however full it is.
       if (auto stored = svc_->rigs_.Find(upload_.sha256(), NowMs(), tenant_)) return Respond(*stored, true);
+    }
+    if (header) {
+      // Every upload in progress buffers what it announced: together bounded (--max-upload-bytes),
+      // and a named tenant's to its share.
+      const uint64_t max_rig = svc_->options_.max_rig_bytes;
+      const uint64_t limit = svc_->options_.max_upload_bytes > 0 ? svc_->options_.max_upload_bytes : 2 * max_rig;
+      const uint64_t share = std::max(limit / 2, std::min(limit, max_rig));
+      const uint64_t total = upload_.total();
+      std::lock_guard lock(svc_->upload_mu_);
+      const uint64_t held = svc_->upload_bytes_;
+      if (held + total > limit) {
+        return Fail(absl::ResourceExhaustedError(absl::StrCat(
+            "header.total_bytes: ", total, " more bytes would pass the ", limit,
+            " that uploads in progress may buffer together (--max-upload-bytes; ", held,
+            " held now): send it again once others are done")));
+      }
+      if (!tenant_.empty()) {
+        const auto it = svc_->tenant_upload_bytes_.find(tenant_);
+        const uint64_t own = it == svc_->tenant_upload_bytes_.end() ? 0 : it->second;
+        if (own + total > share) {
+          return Fail(absl::ResourceExhaustedError(absl::StrCat(
+              "header.total_bytes: ", total, " more bytes would pass the ", share, " that tenant ", tenant_,
+              "'s uploads in progress may buffer together (", own, " held now; a tenant's share of --max-upload-bytes ",
+              limit, "): send it again once your others are done")));
+        }
+        svc_->tenant_upload_bytes_[tenant_] += total;
+      }
+      svc_->upload_bytes_ += total;
+      reserved_ = total;
     }
     if (!header) {
       received_ += req_.chunk().size();
@@ -77,7 +92,14 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
 
   void OnDone() override {
     const bool large = received_ >= kTrimBytes;
-    svc_->upload_bytes_.fetch_sub(reserved_);
+    if (reserved_ > 0) {
+      std::lock_guard lock(svc_->upload_mu_);
+      svc_->upload_bytes_ -= reserved_;
+      if (!tenant_.empty()) {
+        auto it = svc_->tenant_upload_bytes_.find(tenant_);
+        if ((it->second -= reserved_) == 0) svc_->tenant_upload_bytes_.erase(it);
+      }
+    }
     svc_->active_calls_.fetch_sub(1);
     delete this;
     // The parse of a large upload leaves freed heap that glibc keeps (a failed 10 MB upload held

@@ -15,6 +15,7 @@
 
 #include "clients/lib/client.h"
 #include "server/auth.h"
+#include "sinew/v1/rig_id.h"
 #include "tests/service/server_process.h"
 #include "tests/service/test_util.h"
 
@@ -589,6 +590,65 @@ TEST(Security, PlayNamesTheServersReasonForAFailedStreamedFrame) {
             1);
   EXPECT_THAT(out, HasSubstr("2 errors"));
   EXPECT_THAT(err, HasSubstr("frame 1: RESOURCE_EXHAUSTED: quota max_frames_per_second=0.001"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A named tenant's uploads in progress hold at most its share of --max-upload-bytes (half, or a
+// rig of --max-rig-bytes): two headers announcing large rigs, sending nothing more, no longer
+// refuse every other tenant's upload (until 2026-12-03 they did, and even a re-upload of a rig
+// the tenant held, whose answer needs no buffer).
+TEST(Security, ATenantsUploadsInProgressHoldOnlyItsShareOfTheBuffer) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
+  ServerProcess server({"--token-file", tokens, "--max-rig-bytes", "1000000", "--max-upload-bytes", "2000000"});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(30)).ok());
+  const v1::Rig held_rig = client::RigToProto(MakeLimb(LimbOf(500)));
+  auto held_by_a = a.UploadRig(held_rig);
+  ASSERT_TRUE(held_by_a.ok()) << held_by_a.status();
+  // Tenant a announces its whole share (1 MB) and sends a byte.
+  grpc::ClientContext ctx;
+  a.Authorize(ctx).IgnoreError();
+  v1::UploadRigResponse resp;
+  auto writer = a.stub().UploadRig(&ctx, &resp);
+  v1::UploadRigRequest part;
+  part.mutable_header()->set_total_bytes(1000000);
+  ASSERT_TRUE(writer->Write(part));
+  part.set_chunk("x");
+  ASSERT_TRUE(writer->Write(part));
+  const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(2000)));
+  absl::Status second = absl::UnknownError("not tried");
+  for (int i = 0; i < 500; ++i) {  // until the server holds the first upload's reservation
+    second = a.UploadRig(rig).status();
+    if (second.code() == absl::StatusCode::kResourceExhausted) break;
+    ASSERT_TRUE(second.ok()) << second;
+    ASSERT_TRUE(a.DeleteRig(v1::Sha256Hex(v1::SerializeRigDeterministic(rig))).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted) << second;
+  EXPECT_THAT(std::string(second.message()), HasSubstr("that tenant studio-a's uploads in progress may buffer"));
+  // The other tenant's upload has the rest of the buffer, and a's re-upload of a rig it holds
+  // is answered without one.
+  auto theirs = b.UploadRig(rig);
+  EXPECT_TRUE(theirs.ok()) << theirs.status();
+  {
+    grpc::ClientContext header_only;
+    a.Authorize(header_only).IgnoreError();
+    v1::UploadRigResponse again;
+    auto upload = a.stub().UploadRig(&header_only, &again);
+    v1::UploadRigRequest header;
+    header.mutable_header()->set_total_bytes(v1::SerializeRigDeterministic(held_rig).size());
+    header.mutable_header()->set_sha256(held_by_a->rig_id());
+    ASSERT_TRUE(upload->Write(header));
+    upload->WritesDone();
+    const grpc::Status st = upload->Finish();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_TRUE(again.already_resident());
+  }
+  ctx.TryCancel();
+  (void)writer->Finish();
   EXPECT_EQ(server.Terminate(), 0);
 }
 
