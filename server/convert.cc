@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -125,48 +126,81 @@ absl::Status PoseFromProto(const v1::Pose& p, Pose& out) {
   return Unpack(p.scales(), 1, out.scales, "pose.scales");
 }
 
-absl::Status CheckRigEntryCounts(std::string_view serialized) {
-  using google::protobuf::internal::WireFormatLite;
-  struct Limit {
-    int field;
+namespace {
+
+// The wire-format walk of CheckRigEntryCounts: every message field is entered (by its descriptor),
+// the capped repeated fields are counted, and so are the fields the parse would keep as unknown
+// (a number the message lacks, or a known number with another wire type): each of those costs the
+// parse an entry of 16 bytes or more, for 2 bytes on the wire (until 2026-12-03 they were not
+// counted, and a 1 GiB rig of empty unknown fields parsed into tens of GB).
+struct RigScan {
+  using WireFormatLite = google::protobuf::internal::WireFormatLite;
+  struct Cap {
+    const google::protobuf::FieldDescriptor* field;
     size_t max;
     const char* name;
+    size_t count = 0;
   };
-  // Rig's repeated message fields, and the joints inside Rig.skeleton (field 3).
-  constexpr Limit kRig[] = {{6, kMaxRigCages, "rig.cages"},
-                            {8, kMaxRigAttributes, "rig.attributes"},
-                            {9, kMaxRigPrecomputed, "rig.precomputed"}};
-  size_t counts[3] = {0, 0, 0};
-  size_t joints = 0;
+  std::vector<Cap> caps;
+  size_t unknown = 0;
+
+  RigScan() {
+    const google::protobuf::Descriptor* rig = v1::Rig::descriptor();
+    caps = {{rig->FindFieldByName("cages"), kMaxRigCages, "rig.cages"},
+            {rig->FindFieldByName("attributes"), kMaxRigAttributes, "rig.attributes"},
+            {rig->FindFieldByName("precomputed"), kMaxRigPrecomputed, "rig.precomputed"},
+            {v1::Skeleton::descriptor()->FindFieldByName("joints"), kMaxRigJoints, "rig.skeleton.joints"}};
+  }
+
+  static bool Known(const google::protobuf::FieldDescriptor* f, WireFormatLite::WireType wire) {
+    if (f == nullptr) return false;
+    const auto type = static_cast<WireFormatLite::FieldType>(f->type());
+    return wire == WireFormatLite::WireTypeForFieldType(type) ||
+           (f->is_packable() && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  }
+
+  // OK for malformed bytes (the parse refuses them); RESOURCE_EXHAUSTED past a cap.
+  absl::Status Message(google::protobuf::io::CodedInputStream& in, const google::protobuf::Descriptor* d, int depth) {
+    while (uint32_t tag = in.ReadTag()) {
+      const auto wire = WireFormatLite::GetTagWireType(tag);
+      const google::protobuf::FieldDescriptor* f = d->FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
+      if (!Known(f, wire)) {
+        if (++unknown > kMaxRigUnknownFields) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "rig: more than ", kMaxRigUnknownFields, " fields this server does not know (the latest: number ",
+              WireFormatLite::GetTagFieldNumber(tag), " in ", d->full_name(), ")"));
+        }
+      } else {
+        for (Cap& cap : caps) {
+          if (cap.field == f && ++cap.count > cap.max) {
+            return absl::ResourceExhaustedError(
+                absl::StrCat(cap.name, ": more than ", cap.max, " entries (the most one rig may hold)"));
+          }
+        }
+        if (f->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE && depth < 32) {
+          uint32_t length = 0;
+          if (!in.ReadVarint32(&length)) return absl::OkStatus();
+          const auto limit = in.PushLimit(static_cast<int>(std::min<uint32_t>(length, INT32_MAX)));
+          if (auto st = Message(in, f->message_type(), depth + 1); !st.ok()) return st;
+          if (in.BytesUntilLimit() != 0) return absl::OkStatus();  // malformed inside
+          in.PopLimit(limit);
+          continue;
+        }
+      }
+      if (!WireFormatLite::SkipField(&in, tag)) return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+absl::Status CheckRigEntryCounts(std::string_view serialized) {
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(serialized.data()),
                                             static_cast<int>(std::min<size_t>(serialized.size(), INT32_MAX)));
   in.SetTotalBytesLimit(INT32_MAX);
-  while (uint32_t tag = in.ReadTag()) {
-    const int field = WireFormatLite::GetTagFieldNumber(tag);
-    const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
-    if (delimited && field == 3) {  // skeleton: count its joints (field 1)
-      uint32_t length = 0;
-      if (!in.ReadVarint32(&length)) return absl::OkStatus();
-      const auto limit = in.PushLimit(static_cast<int>(length));
-      while (uint32_t inner = in.ReadTag()) {
-        if (WireFormatLite::GetTagFieldNumber(inner) == 1 && ++joints > kMaxRigJoints) {
-          return absl::ResourceExhaustedError(
-              absl::StrCat("rig.skeleton.joints: more than ", kMaxRigJoints, " joints"));
-        }
-        if (!WireFormatLite::SkipField(&in, inner)) return absl::OkStatus();
-      }
-      in.PopLimit(limit);
-      continue;
-    }
-    for (int k = 0; k < 3; ++k) {
-      if (delimited && field == kRig[k].field && ++counts[k] > kRig[k].max) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat(kRig[k].name, ": more than ", kRig[k].max, " entries (the most one rig may hold)"));
-      }
-    }
-    if (!WireFormatLite::SkipField(&in, tag)) return absl::OkStatus();
-  }
-  return absl::OkStatus();
+  RigScan scan;
+  return scan.Message(in, v1::Rig::descriptor(), 0);
 }
 
 absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::CagePose>& cages,

@@ -20,10 +20,13 @@ absl::StatusOr<RigInput> RigFromProto(const v1::Rig& rig);
 // empty `precomputed` entries took 1.2 GB to parse (issue 17).
 inline constexpr size_t kMaxRigJoints = 65535, kMaxRigCages = 256, kMaxRigAttributes = 256,
                         kMaxRigPrecomputed = 64;
-// Counts those entries in a serialized Rig without parsing it (a wire-format scan that
-// allocates nothing): RESOURCE_EXHAUSTED naming the field and its cap when one is over, so that
-// parsing it costs memory in proportion to its bytes. Malformed bytes pass here and fail the
-// parse.
+// Fields of a rig (anywhere in it) that this server's sinew.v1 does not know: a newer client's
+// few are kept by the parse, as protobuf keeps them; many cost the parse 8-30 times their bytes.
+inline constexpr size_t kMaxRigUnknownFields = 4096;
+// Counts those entries, and the unknown fields, in a serialized Rig without parsing it (a
+// wire-format scan that allocates nothing): RESOURCE_EXHAUSTED naming the field and its cap when
+// one is over, so that parsing it costs memory in proportion to its bytes. Malformed bytes pass
+// here and fail the parse.
 absl::Status CheckRigEntryCounts(std::string_view serialized);
 
 // Decodes into `out`, reusing its storage (no allocation once sized for the rig).

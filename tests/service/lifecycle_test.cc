@@ -927,6 +927,49 @@ TEST(Lifecycle, UploadsOfManyEmptyEntriesAreRefusedWithoutAmplifyingMemory) {
   EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
 }
 
+// The same for fields the parse keeps as unknown, 2 bytes each on the wire and 16 or more in
+// memory: at the top (field 11, which Rig lacks), inside the skeleton (field 15 of Skeleton), and
+// a known field with another wire type (cages as varints). Until 2026-12-03 none was counted.
+TEST(Lifecycle, UploadsOfManyUnknownFieldsAreRefusedWithoutAmplifyingMemory) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  const std::string valid = client::RigToProto(MakeLimb(LimbOf(1000))).SerializeAsString();
+  ASSERT_TRUE(c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1000)))).ok());  // warm: code paths, pools
+  const auto [rss_before, peak_before] = RssAndPeakKb(server.pid());
+  ASSERT_GT(peak_before, 0);
+  struct Case {
+    std::string bytes;
+    const char* field;
+  };
+  std::string unknown = valid, nested = valid, mistyped = valid;
+  for (int i = 0; i < 5'000'000; ++i) unknown.append("\x5a\x00", 2);
+  std::string inside;
+  for (int i = 0; i < 1'000'000; ++i) inside.append("\x7a\x00", 2);
+  nested.push_back(char(0x1a));  // field 3 (skeleton), length-delimited: merged into the first
+  uint64_t length = inside.size();
+  for (; length >= 0x80; length >>= 7) nested.push_back(char((length & 0x7f) | 0x80));
+  nested.push_back(char(length));
+  nested += inside;
+  for (int i = 0; i < 5'000'000; ++i) mistyped.append("\x30\x00", 2);
+  for (const Case& k : {Case{unknown, "fields this server does not know (the latest: number 11 in sinew.v1.Rig)"},
+                        Case{nested, "(the latest: number 15 in sinew.v1.Skeleton)"},
+                        Case{mistyped, "(the latest: number 6 in sinew.v1.Rig)"}}) {
+    SCOPED_TRACE(k.field);
+    auto up = c->UploadSerializedRig(k.bytes);
+    ASSERT_FALSE(up.ok());
+    EXPECT_EQ(up.status().code(), absl::StatusCode::kResourceExhausted) << up.status();
+    EXPECT_THAT(std::string(up.status().message()), HasSubstr(k.field));
+  }
+  const auto [rss_after, peak_after] = RssAndPeakKb(server.pid());
+  std::printf("server RSS %ld -> %ld kB, peak %ld -> %ld kB, for uploads of %zu, %zu and %zu bytes\n", rss_before,
+              rss_after, peak_before, peak_after, unknown.size(), nested.size(), mistyped.size());
+  // Refused before the parse, the peak is the uploads' buffers (the parse of the first alone, its
+  // 5 million unknown fields kept, would take hundreds of MB).
+  EXPECT_LT(peak_after - peak_before, 100 * 1024) << "peak RSS grew by more than 100 MB for 10 MB uploads";
+  EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
+}
+
 // Virtual memory of a process (kB), from /proc.
 long VmSizeKb(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
