@@ -7,6 +7,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/deformer/pipeline.h"
 #include "server/params_proto.h"
@@ -219,15 +220,20 @@ absl::Status CageFramesFromProto(const google::protobuf::RepeatedPtrField<v1::Ca
 }
 
 absl::StatusOr<Clip> ClipFromProto(const v1::Clip& c, size_t joint_count) {
+  // Fields named by their path in DeformClipRequest (its clip is ClipSampling.clip).
   Clip clip;
   clip.name = c.name();
   clip.duration = c.duration_seconds();
+  if (!std::isfinite(clip.duration) || clip.duration < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("clip.clip.duration_seconds: ", clip.duration, " is not a finite number >= 0"));
+  }
   std::vector<bool> seen(joint_count, false);
   std::vector<double> times;
   std::vector<float> values;
   for (int i = 0; i < c.tracks_size(); ++i) {
     const v1::JointTrack& t = c.tracks(i);
-    const std::string f = absl::StrCat("clip.tracks[", i, "]");
+    const std::string f = absl::StrCat("clip.clip.tracks[", i, "]");
     if (t.joint() >= joint_count) {
       return absl::InvalidArgumentError(absl::StrCat(f, ".joint: ", t.joint(), " is out of range (",
                                                      joint_count, " joints)"));
@@ -251,7 +257,7 @@ absl::StatusOr<Clip> ClipFromProto(const v1::Clip& c, size_t joint_count) {
     // Named by the message's track index, not by the joint the track drives.
     if (!(st = ValidateJointTrack(out, f)).ok()) return st;
   }
-  if (auto st = ValidateClip(clip, joint_count); !st.ok()) return st;
+  if (auto st = ValidateClip(clip, joint_count); !st.ok()) return absl::Status(st.code(), absl::StrCat("clip.", st.message()));
   return clip;
 }
 
@@ -419,9 +425,19 @@ absl::StatusOr<ClipBatch> ClipBatchFromProto(const v1::DeformClipRequest& req, s
     // Every pose against the rig before the batch starts (until 2026-12-03 a pose list grew the
     // session's pose buffer to any size, uncounted, and a bad pose at index N was found only
     // after N frames).
+    // Then as a frame reads it (space, whole entries, lengths, finite values, unit quaternions):
+    // until 2026-12-03 only the sizes' upper bounds were, and an unstated space at index N failed
+    // the batch after N frames had been sent.
+    Pose pose;
     for (int i = 0; i < req.poses().poses_size(); ++i) {
-      if (auto st = PoseWithinJoints(req.poses().poses(i), joint_count, absl::StrCat("poses.poses[", i, "]")); !st.ok()) {
-        return st;
+      const std::string field = absl::StrCat("poses.poses[", i, "]");
+      if (auto st = PoseWithinJoints(req.poses().poses(i), joint_count, field); !st.ok()) return st;
+      absl::Status st = PoseFromProto(req.poses().poses(i), pose);
+      if (st.ok()) st = ValidatePose(pose, joint_count);
+      if (!st.ok()) {
+        const absl::string_view m = st.message();
+        return absl::Status(st.code(), absl::StartsWith(m, "pose.") ? absl::StrCat(field, ".", m.substr(5))
+                                                                     : absl::StrCat(field, ": ", m));
       }
     }
   } else {

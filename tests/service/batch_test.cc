@@ -510,14 +510,34 @@ TEST(DeformClipRpc, BadRequestsNameTheField) {
   req.set_session_id(session->session_id());
   EXPECT_THAT(std::string(run(req, &n).message()), HasSubstr("source: give a clip"));
 
-  // A pose list: frame 1 is bad; frame 0 was delivered before the error.
+  // A pose list whose frame 1 is bad is refused before the batch starts, naming the pose, however
+  // it is bad: a part of an entry, an unstated space, a rotation that is not a unit quaternion
+  // (until 2026-12-03 only sizes past the rig's were, and frame 0 was delivered first).
   const Skeleton sk = LimbSkeleton(limb);
   for (int f = 0; f < 3; ++f) client::PoseToProto(LimbPose(sk, f / 3.0), *req.mutable_poses()->add_poses());
+  absl::Status st;
+  {
+    v1::DeformClipRequest bad = req;
+    bad.mutable_poses()->mutable_poses(1)->mutable_rotations()->resize(8);
+    st = run(bad, &n);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(st.message()), HasSubstr("poses.poses[1].rotations: 8 bytes is not a multiple of 16"));
+    EXPECT_EQ(n, 0u);
+    bad = req;
+    bad.mutable_poses()->mutable_poses(1)->clear_space();
+    st = run(bad, &n);
+    EXPECT_THAT(std::string(st.message()), HasSubstr("poses.poses[1].space: must be stated"));
+    EXPECT_EQ(n, 0u);
+    bad = req;
+    const float doubled[4] = {0, 0, 0, 2};
+    bad.mutable_poses()->mutable_poses(2)->mutable_rotations()->replace(0, sizeof doubled,
+                                                                       reinterpret_cast<const char*>(doubled), sizeof doubled);
+    st = run(bad, &n);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(st.message()), HasSubstr("poses.poses[2].rotations[0]"));
+    EXPECT_EQ(n, 0u);
+  }
   req.mutable_poses()->mutable_poses(1)->mutable_rotations()->resize(8);
-  absl::Status st = run(req, &n);
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(st.message()), HasSubstr("poses.poses[1].rotations"));
-  EXPECT_EQ(n, 1u);
   // A pose larger than the rig takes is refused before the batch starts, naming it (until
   // 2026-12-03 it grew the session's pose buffer to its size, uncounted, after N frames).
   {
@@ -536,8 +556,12 @@ TEST(DeformClipRpc, BadRequestsNameTheField) {
   clip_req.mutable_clip()->set_frames_per_second(30);
   clip_req.mutable_clip()->mutable_clip()->set_duration_seconds(1);
   clip_req.mutable_clip()->mutable_clip()->add_tracks()->set_joint(7);
-  EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.tracks[0].joint: 7 is out of range"));
+  // Fields named by their path in the request (clip.clip: ClipSampling's clip).
+  EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.clip.tracks[0].joint: 7 is out of range"));
   clip_req.mutable_clip()->mutable_clip()->clear_tracks();
+  clip_req.mutable_clip()->mutable_clip()->set_duration_seconds(-1);
+  EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.clip.duration_seconds: -1 is not a finite number"));
+  clip_req.mutable_clip()->mutable_clip()->set_duration_seconds(1);
   clip_req.mutable_clip()->set_frames_per_second(0);
   EXPECT_THAT(std::string(run(clip_req, &n).message()), HasSubstr("clip.frames_per_second"));
   // A rate whose step passes a frame's 60 s time_step (until 2026-12-01 any rate above 0).
