@@ -224,7 +224,7 @@ void SinewServer::Shutdown() {
   // still running at the deadline are cancelled.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
   server_->Wait();
-  service_->StopCreates();  // creates past the drain prepare on the pool: they end first
+  service_->StopCreates();  // creates past the drain end first (their preparations are cancelled)
   pool_.reset();     // joins the workers after their queued tasks
   server_.reset();   // gRPC's server before the service registered with it
   // Background preparations, cancelled, stop at their next check; they get what is left of the

@@ -341,7 +341,10 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
     }
   }
   if (method.prepare != nullptr) {  // shared by the rig's sessions
-    auto p = stored.GetOrPrepare(method, config, &pool_, NowMs(), options_.cache_dir);
+    // Its parallel work on the preparations' workers, not the frame workers (until 2026-12-03
+    // the frame pool: a pipeline's or an implicit session's preparation delayed other sessions'
+    // frames for its seconds).
+    auto p = stored.GetOrPrepare(method, config, &background_, NowMs(), options_.cache_dir);
     if (!p.ok()) return p.status();
     prepared = std::move(*p);
   }
