@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
+#include "server/echo_id.h"
 #include "server/service.h"
 #include "server/upload_assembler.h"
 #include "sinew/v1/rig_id.h"
@@ -128,6 +129,15 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     }
     auto rig = svc_->RigFromBytes(data);
     if (!rig.ok()) return Fail(rig.status());
+    // As the proto says (PrecomputedData): each entry names a method. Checked at upload only: a
+    // rig kept in --state-dir before this check (2026-12-03) still loads.
+    for (size_t p = 0; p < rig->precomputed.size(); ++p) {
+      if (FindMethod(rig->precomputed[p].deformer) == nullptr) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat("rig.precomputed[", p, "].deformer: \"",
+                                                            EchoId(rig->precomputed[p].deformer),
+                                                            "\" names no method (GetServerInfo lists them)")));
+      }
+    }
     if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
     std::vector<std::string> evicted;
     // Another upload of the same bytes may have stored it meanwhile (Insert then returns that one).

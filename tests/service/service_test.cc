@@ -1247,6 +1247,20 @@ TEST_F(Service, AttributesAMethodReadsAreCheckedAtUpload) {
   EXPECT_THAT(std::string(up.status().message()), HasSubstr("rig.attributes[0] (segmentation).values[17]: 99"));
 }
 
+// Precomputed data names the method it is for, as the proto says (until 2026-12-03 any name was
+// stored): an unknown one is refused at upload naming the entry; a method's name is kept.
+TEST_F(Service, PrecomputedDataMustNameAMethod) {
+  RigInput in = MakeLimb(LimbOf(1000));
+  in.rig.precomputed.push_back({"implicit", "1", "bytes"});
+  in.rig.precomputed.push_back({"implicitt", "1", "bytes"});
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_FALSE(up.ok());
+  EXPECT_EQ(up.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(up.status().message()), HasSubstr("rig.precomputed[1].deformer: \"implicitt\" names no method"));
+  in.rig.precomputed.pop_back();
+  EXPECT_TRUE(client_->UploadRig(client::RigToProto(in)).ok());
+}
+
 // Issue 17: finite inputs that drive positions beyond float32's range (a root translation of 3e38)
 // or float16's (1e5 > 65504) used to come back as inf with status OK. The frame now fails with
 // OUT_OF_RANGE naming the vertex and the range; the stream goes on and the next frame is exact.
