@@ -124,7 +124,15 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     if (auto st = CheckQuota(data.size()); !st.ok()) return Fail(st);
     bool had = false;
     if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) {
-      if (auto st = svc_->KeepRig(id, nullptr); !st.ok()) return Fail(st);
+      // Newly this tenant's: its quotas again at the rig's resident size (the serialized one
+      // above bounds it from below), and kept; else the hold is given back (until 2026-12-03 a
+      // failure left the tenant holding it, past its quota or not in --state-dir).
+      absl::Status st = had ? absl::OkStatus() : CheckQuota(0, /*counted=*/true);
+      if (st.ok()) st = svc_->KeepRig(id, nullptr);
+      if (!st.ok()) {
+        if (!had) (void)svc_->rigs_.Delete(id, tenant_, 0);
+        return Fail(st);
+      }
       return Respond(*stored, had);
     }
     auto rig = svc_->RigFromBytes(data);
@@ -179,7 +187,8 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   void Fail(const absl::Status& st) { Finish(svc_->ToGrpc("UploadRig", st)); }
 
   // Whether one more rig of `bytes` fits the tenant's max_rigs and max_rig_bytes.
-  absl::Status CheckQuota(uint64_t bytes) const {
+  // The tenant's rigs with one more of `bytes`; `counted`: the rig is among them already.
+  absl::Status CheckQuota(uint64_t bytes, bool counted = false) const {
     const TenantQuotas q = svc_->tokens_.Quotas(tenant_);
     if (q.max_rigs == 0 && q.max_rig_bytes == 0) return absl::OkStatus();
     uint64_t rigs = 0, held = 0;
@@ -187,7 +196,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       ++rigs;
       held += r->bytes;
     }
-    if (q.max_rigs > 0 && rigs + 1 > q.max_rigs) {
+    if (q.max_rigs > 0 && rigs + (counted ? 0 : 1) > q.max_rigs) {
       return absl::ResourceExhaustedError(absl::StrCat("quota max_rigs=", q.max_rigs, " of tenant ", tenant_, ": ",
                                                        rigs, " held; delete rigs you no longer use"));
     }

@@ -650,6 +650,41 @@ TEST(Security, ATenantsUploadsInProgressHoldOnlyItsShareOfTheBuffer) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A rig another tenant uploaded, uploaded again, is shared (its bytes not stored twice) and counts
+// in the tenant's max_rig_bytes at its resident size, as a rig it stored would (until 2026-12-03
+// at its serialized size, which is smaller): past the quota the upload is refused and the tenant
+// does not hold the rig.
+TEST(Security, ASharedRigCountsInTheQuotaAtItsResidentSize) {
+  // Many joints and few vertices: a joint's resident data (its transforms in double, its name)
+  // outweighs its bytes on the wire.
+  const RigInput input = MakeLimb(LimbOf(100, 300, 1));
+  const v1::Rig rig = client::RigToProto(input);
+  const size_t serialized = v1::SerializeRigDeterministic(rig).size();
+  auto built = BuildRig(RigInput(input));
+  ASSERT_TRUE(built.ok()) << built.status();
+  const size_t resident = built->ResidentBytes();
+  ASSERT_GT(resident, serialized + 2) << "the test needs a rig larger in memory than on the wire";
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b max_rig_bytes=" +
+                        std::to_string((serialized + resident) / 2) + "\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(30)).ok());
+  auto up = a.UploadRig(rig);
+  ASSERT_TRUE(up.ok()) << up.status();
+  const absl::Status theirs = b.UploadRig(rig).status();
+  EXPECT_EQ(theirs.code(), absl::StatusCode::kResourceExhausted) << theirs;
+  EXPECT_THAT(std::string(theirs.message()), HasSubstr("quota max_rig_bytes="));
+  EXPECT_EQ(b.GetRig(up->rig_id()).status().code(), absl::StatusCode::kNotFound) << "b holds the rig past its quota";
+  auto listed = b.ListRigs();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->rigs_size(), 0);
+  EXPECT_TRUE(a.GetRig(up->rig_id()).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Security, ABadTokenFileStopsTheServerNamingTheLine) {
   TempDir dir;
   const std::string tokens = dir / "tokens";
