@@ -525,6 +525,17 @@ class ErrorsTest(ServerTest):
                 make()
         self.assertEqual(sinew.Skeleton(["a", "b"], [-1, 0.0], [[0, 0, 0, 1]] * 2, [[0, 0, 0]] * 2).parents.tolist(), [-1, 0])
 
+    def test_values_protobuf_would_refuse_are_invalid_arguments(self) -> None:
+        # protobuf's own ValueError/TypeError, raised out of the client's checks until 2026-12-03.
+        from sinew._proto import pb
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"clip.tracks\[joint -1\].joint: -1"):
+            sinew.Track(joint=-1).to_proto(pb.JointTrack())
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"clip.tracks\[joint 1.5\].joint"):
+            sinew.Track(joint=1.5).to_proto(pb.JointTrack())
+        client = self.connect()
+        with self.assertRaisesRegex(sinew.InvalidArgument, "create_session: "):
+            client.create_session("0" * 64, "lbs", encoding="delta", max_error="x")
+
     def test_a_corrupt_vertex_count_is_refused_before_it_is_allocated(self) -> None:
         # A delta frame of 2**32 - 1 vertices in 10 bytes: refused by its size, not after a list of
         # 800M block starts (the C++ decoder caps the count likewise).

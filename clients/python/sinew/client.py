@@ -541,10 +541,13 @@ class Client:
             raise InvalidArgument(f"encoding: {encoding!r}; expected f32, f16, q16 or delta")
         if backend not in BACKENDS:
             raise InvalidArgument(f"backend: {backend!r}; expected auto, cpu or gpu")
-        req = pb.CreateSessionRequest(rig_id=rig_id, deformer=self.deformer_config(method, params),
-                                      backend=BACKENDS[backend], encoding=ENCODINGS[encoding],
-                                      max_error=max_error, key_frame_interval=key_frame_interval,
-                                      latest_pose_wins=latest_pose_wins)
+        deformer = self.deformer_config(method, params)
+        try:  # protobuf's own TypeError/ValueError for a value of the wrong type or range
+            req = pb.CreateSessionRequest(rig_id=rig_id, deformer=deformer, backend=BACKENDS[backend],
+                                          encoding=ENCODINGS[encoding], max_error=max_error,
+                                          key_frame_interval=key_frame_interval, latest_pose_wins=latest_pose_wins)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(f"create_session: {e}") from None
         if expected_joint_names:
             req.expected_joint_names.extend(expected_joint_names)
         return Session(self, self._call(self.stub.CreateSession, req, timeout))
@@ -700,7 +703,10 @@ class Session:
             fi = pose
             pose, cages, posed_cage, outputs = fi.pose, fi.cages, fi.posed_cage, fi.outputs
             reset, key_frame, time_step = fi.reset, fi.key_frame, fi.time_step
-        req = pb.DeformRequest(session_id=self.id, reset=reset, key_frame=key_frame, time_step=time_step)
+        try:  # protobuf's own TypeError/ValueError for a value of the wrong type
+            req = pb.DeformRequest(session_id=self.id, reset=reset, key_frame=key_frame, time_step=time_step)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(f"request: {e}") from None
         if pose is not None:
             req.pose.CopyFrom(_pose_proto(pose))
         for i, c in enumerate(cages):
@@ -736,7 +742,11 @@ class Session:
         if resp.HasField("error"):
             error = error_for(resp.error.code, resp.error.message, resp.frame)
         elif not resp.skipped:
-            positions = decoder.decode(resp, shared_memory)
+            try:
+                positions = decoder.decode(resp, shared_memory)
+            except SinewError as e:  # this client's decode (DataLoss, a delta frame out of step): the frame's error
+                error = e
+                error.frame = resp.frame
         # Pipelines' frames carry METHOD_UNSPECIFIED: they are the pipeline's ("dqs+implicit").
         method = method_name(resp.method) if resp.method != pb.METHOD_UNSPECIFIED else self.method
         return Frame(resp.frame, positions, method, resp.compute_ns, resp.skipped, error, resp)
@@ -775,11 +785,15 @@ class Session:
         fails does not end the server's stream: with ``raise_errors=False`` it is yielded with
         its :class:`~sinew.errors.SinewError` in ``Frame.error`` and the frames after it follow;
         with `raise_errors` (the default) that error is raised when it is reached, which, as for
-        any generator, ends this iteration and cancels the stream. Breaking out of the loop (or
+        any generator, ends this iteration and cancels the stream. A frame this client cannot
+        decode (DataLoss, or a DELTA frame out of step with the decoder) is such a frame too; the
+        DELTA frames after it fail until a key frame: yield a ``FrameInput(..., key_frame=True)``. Breaking out of the loop (or
         closing the iterator) cancels the stream. When the server goes away mid-stream the frames
         it answered are yielded, then :class:`~sinew.errors.Unavailable` is raised. Arguments are
         checked here, before the stream starts. `close_with_stream`: the server closes the
-        session when the stream ends, however it ends.
+        session when the stream ends, however it ends. `first_frame`: the number of the first
+        frame sent (its default: the one after the session's last), set on the session when
+        this is called, before the iterator starts.
 
         The iterator belongs to one consumer thread (like any generator); other threads may use
         the session meanwhile (frame numbers are taken under a lock)."""

@@ -159,6 +159,9 @@ class DeltaDecoder:
         self._q1 = self._q2 = None
 
     def decode(self, data: bytes, vertex_count: int, quant: Quantization) -> np.ndarray:
+        """One DELTA frame's positions, (vertex_count, 3) float32, from its bytes and quantization:
+        a key frame, or the frame after the last decoded one (else FailedPrecondition, the state
+        kept); damaged bytes are DataLoss, the state kept."""
         n = vertex_count
         since = 0 if quant.key_frame else int(quant.since_key_frame)
         if not quant.key_frame:

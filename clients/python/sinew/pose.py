@@ -150,6 +150,8 @@ class Track:
         rt = np.ascontiguousarray(self.rotation_times, dtype="<f8").ravel()
         tt = np.ascontiguousarray(self.translation_times, dtype="<f8").ravel()
         st = np.ascontiguousarray(self.scale_times, dtype="<f8").ravel()
+        if not (isinstance(self.joint, (int, np.integer)) and 0 <= int(self.joint) <= 0xFFFFFFFF):
+            raise InvalidArgument(f"{where}.joint: {self.joint!r}; expected a joint index >= 0")
         out.joint = int(self.joint)
         out.rotation_times = rt.tobytes()
         out.rotations = _floats(self.rotations, (len(rt), 4), f"{where}.rotations").tobytes()
