@@ -317,15 +317,30 @@ class Client:
         if timeout is None and bounded:
             timeout = self.timeout
         first_call, self._connected_once = not self._connected_once, True
+        started = time.monotonic()
         try:
             return rpc(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
             if not (first_call and self._retry_unconnected(e, request, timeout)):
                 raise from_rpc_error(e) from None
+        # Within the call's own deadline (until 2026-12-03 the retry had the whole of it again).
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         try:
-            return rpc(request, metadata=self._metadata, timeout=timeout)
+            return rpc(request, metadata=self._metadata, timeout=left)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    def _first_connection(self) -> None:
+        """Before a client's first call that is a stream or a batch (which cannot be sent again:
+        its requests may have been read): waits up to two seconds for the channel to connect, as
+        a first unary call is retried (_retry_unconnected); no server there, it goes on and fails."""
+        if self._connected_once:
+            return
+        self._connected_once = True
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=2)
+        except grpc.FutureTimeoutError:
+            pass
 
     def _retry_unconnected(self, e: grpc.RpcError, request: Any, timeout: Optional[float]) -> bool:
         """Whether a client's first call is sent once more. gRPC fails a call at once when its
@@ -855,6 +870,7 @@ class Session:
                 yield req
 
         self.client._check_open()
+        self.client._first_connection()
         call = self.client.stub.StreamDeform(requests(), metadata=self.client._metadata)
         decoder = PositionDecoder()
         try:
@@ -913,6 +929,7 @@ class Session:
     def _iter_clip(self, req: Any, progress: Optional[ProgressFn]) -> Iterator[ClipFrame]:
         decoder = PositionDecoder()
         self.client._check_open()
+        self.client._first_connection()
         call = self.client.stub.DeformClip(req, metadata=self.client._metadata)
         try:
             for resp in call:
