@@ -297,6 +297,11 @@ absl::Status CheckSphereMesh(const SphereMesh& sm, size_t points, size_t joints)
     if (!sm.bone_joints.empty() || !sm.bone_frames.empty() || !sm.point_bones.empty()) {
       return Invalid("rig.sphere_mesh.bones: the sphere-mesh has per-bone or per-point data but no bones");
     }
+    // Every sphere is in some bone (until 2026-12-03 spheres without any bone were let through).
+    if (spheres > 0) {
+      return Invalid(absl::StrFormat("rig.sphere_mesh.bones: none, but %d spheres (every sphere is in some bone)",
+                                     spheres));
+    }
     return absl::OkStatus();
   }
   std::vector<int32_t> ended_by(spheres, -1);
