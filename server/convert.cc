@@ -160,16 +160,43 @@ struct RigScan {
            (f->is_packable() && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
   }
 
+  absl::Status Unknown(uint32_t tag, const google::protobuf::Descriptor* d) {
+    if (++unknown > kMaxRigUnknownFields) {
+      return absl::ResourceExhaustedError(absl::StrCat("rig: more than ", kMaxRigUnknownFields,
+                                                       " fields this server does not know (the latest: number ",
+                                                       WireFormatLite::GetTagFieldNumber(tag), " in ", d->full_name(), ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  // An unknown group's fields, each kept by the parse (a group is not skipped whole there): counted
+  // one by one, nested groups too, up to its end tag. OK for malformed bytes.
+  absl::Status Group(google::protobuf::io::CodedInputStream& in, const google::protobuf::Descriptor* d, int depth) {
+    while (uint32_t tag = in.ReadTag()) {
+      const auto wire = WireFormatLite::GetTagWireType(tag);
+      if (wire == WireFormatLite::WIRETYPE_END_GROUP) return absl::OkStatus();
+      if (auto st = Unknown(tag, d); !st.ok()) return st;
+      if (wire == WireFormatLite::WIRETYPE_START_GROUP) {
+        if (depth >= 32) return absl::OkStatus();  // the parse refuses nesting this deep
+        if (auto st = Group(in, d, depth + 1); !st.ok()) return st;
+      } else if (!WireFormatLite::SkipField(&in, tag)) {
+        return absl::OkStatus();
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // OK for malformed bytes (the parse refuses them); RESOURCE_EXHAUSTED past a cap.
   absl::Status Message(google::protobuf::io::CodedInputStream& in, const google::protobuf::Descriptor* d, int depth) {
     while (uint32_t tag = in.ReadTag()) {
       const auto wire = WireFormatLite::GetTagWireType(tag);
       const google::protobuf::FieldDescriptor* f = d->FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
       if (!Known(f, wire)) {
-        if (++unknown > kMaxRigUnknownFields) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              "rig: more than ", kMaxRigUnknownFields, " fields this server does not know (the latest: number ",
-              WireFormatLite::GetTagFieldNumber(tag), " in ", d->full_name(), ")"));
+        if (auto st = Unknown(tag, d); !st.ok()) return st;
+        if (wire == WireFormatLite::WIRETYPE_START_GROUP) {
+          if (depth >= 32) return absl::OkStatus();
+          if (auto st = Group(in, d, depth + 1); !st.ok()) return st;
+          continue;
         }
       } else {
         for (Cap& cap : caps) {

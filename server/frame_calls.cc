@@ -424,24 +424,35 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       return;
     }
     tenant_ = std::move(*tenant);
-    // Not once the server drains: Prepare resets a history-dependent session's state, which a
-    // client migrating its sessions with GetSessionState would then find gone (until 2026-12-03
-    // a batch arriving in the drain reset it and was then refused by Register).
-    if (svc_->draining()) {
-      End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
-      return;
-    }
     if (auto st = Prepare(); !st.ok()) {
       End(svc_->ToGrpc("DeformClip", st));
       return;
     }
     // Registered once Prepare has taken the session: a drain ending the call from now on
     // releases what it took. (Until 2026-12-03 it was registered first, and a drain between the
-    // two released nothing; Prepare then took the history and a batch count for good.)
+    // two released nothing; Prepare then took the history and a batch count for good.) Only a
+    // registered batch starts its session from rest, under the drain's lock so that no drain
+    // comes between: one refused by the drain leaves the history as it was, for a client moving
+    // its sessions away with GetSessionState (until 2026-12-03 Prepare reset it, and the refusal
+    // came after).
+    std::unique_lock streams(svc_->streams_mu_);
     if (!svc_->Register(this)) {
+      streams.unlock();
       End(grpc::Status(grpc::UNAVAILABLE, "server is shutting down"));
       return;
     }
+    if (reset_history_) {
+      std::lock_guard lock(session_->mu);
+      // A history-dependent method plays the clip from its rest state, and a resumed batch
+      // replays the frames before first_frame without sending them, so that its frames equal
+      // those of an uninterrupted run. Its frames are numbered from 0 again.
+      session_->deformer->Reset();
+      // A device session's restart after a state that left float's range (GpuFrames::Run) is
+      // this one: one still in flight that fails later must not restart the clip part way.
+      session_->device_restarted = ++session_->device_submitted;
+      session_->has_frame = false;
+    }
+    streams.unlock();
     Continue();
   }
 
@@ -501,14 +512,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
         return HistoryHeld(req_->session_id(), "wait for it to end, or play this clip on another session");
       }
       owns_history_ = true;
-      // A history-dependent method plays the clip from its rest state, and a resumed batch
-      // replays the frames before first_frame without sending them, so that its frames equal
-      // those of an uninterrupted run. Its frames are numbered from 0 again.
-      session_->deformer->Reset();
-      // A device session's restart after a state that left float's range (GpuFrames::Run) is
-      // this one: one still in flight that fails later must not restart the clip part way.
-      session_->device_restarted = ++session_->device_submitted;
-      session_->has_frame = false;
+      reset_history_ = true;  // once registered (the constructor)
       replay_end_ = next_;
       next_ = 0;
     }
@@ -708,6 +712,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
   // Prepare took the session (Session::batches) and, for a history-dependent one, its history
   // (Session::history_owner); ReleaseSession gives both back.
   bool holds_session_ = false, owns_history_ = false;
+  bool reset_history_ = false;  // Prepare took a history-dependent session: the constructor resets it
 };
 
 // ---------------------------------------------------------------------------------------------

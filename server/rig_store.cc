@@ -403,6 +403,12 @@ std::shared_ptr<StoredRig> RigStore::Adopt(const std::string& id, int64_t now_ms
   return it->second;
 }
 
+size_t RigStore::ResidentBytesOf(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  const auto it = rigs_.find(id);
+  return it == rigs_.end() ? 0 : it->second->bytes;
+}
+
 RigClaim RigStore::Acquire(const std::string& id, int64_t now_ms, const std::string& tenant) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
@@ -463,7 +469,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
   return stored;
 }
 
-absl::Status RigStore::Delete(const std::string& id, const std::string& tenant, size_t tenant_sessions) {
+absl::Status RigStore::Delete(const std::string& id, const std::string& tenant) {
   // A deleted rig's background preparations stop (outside mu_): until 2026-12-03 one kept
   // running for nobody, its CPU and memory uncounted, and held up the server's shutdown.
   std::shared_ptr<StoredRig> gone;
@@ -478,7 +484,7 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant, 
   StoredRig& r = *it->second;
   // Another tenant's sessions are not this caller's business (nor may their count leak): the
   // caller's own, open or being created.
-  const int n = r.tenants.size() == 1 ? r.sessions.load() : static_cast<int>(tenant_sessions) + r.ClaimsOf(tenant);
+  const int n = r.tenants.size() == 1 ? r.sessions.load() : r.HoldsOf(tenant);
   if (n > 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("rig_id: rig ", id, " is used by ", n, " sessions (open, or being created); close them first"));

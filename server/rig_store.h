@@ -58,15 +58,27 @@ struct StoredRig {
   size_t bytes = 0;
   std::atomic<int> sessions{0};
   std::atomic<int64_t> last_used_ms{0};
-  // Sessions being created on it (RigClaim), by tenant: a tenant may not delete its hold on a
-  // rig several tenants share while one of its own creates runs (the registered sessions are
-  // SessionManager::CountOn's).
-  std::mutex claims_mu;
-  absl::flat_hash_map<std::string, int> claims;  // guarded by claims_mu; no entry for 0
-  int ClaimsOf(const std::string& tenant) {
-    std::lock_guard lock(claims_mu);
-    const auto it = claims.find(tenant);
-    return it == claims.end() ? 0 : it->second;
+  // `sessions` by tenant: its sessions open (SessionManager) or being created (RigClaim) on the
+  // rig. A tenant may not delete its hold on a rig several tenants share while one of its own
+  // sessions uses it; counted here, with the same order as `sessions` (a created session is
+  // counted before its claim lets go), so that no moment shows neither (until 2026-12-03 the
+  // creates were not counted, and the open sessions were counted apart, before the delete).
+  std::mutex holds_mu;
+  absl::flat_hash_map<std::string, int> holds;  // guarded by holds_mu; no entry for 0
+  void Hold(const std::string& tenant) {
+    sessions.fetch_add(1);
+    std::lock_guard lock(holds_mu);
+    ++holds[tenant];
+  }
+  void LetGo(const std::string& tenant) {
+    sessions.fetch_sub(1);
+    std::lock_guard lock(holds_mu);
+    if (--holds[tenant] == 0) holds.erase(tenant);
+  }
+  int HoldsOf(const std::string& tenant) {
+    std::lock_guard lock(holds_mu);
+    const auto it = holds.find(tenant);
+    return it == holds.end() ? 0 : it->second;
   }
 
   std::mutex prep_mu;
@@ -162,17 +174,12 @@ class RigClaim {
   RigClaim() = default;
   // Counts the claim (RigStore::Acquire, under the store's lock).
   RigClaim(std::shared_ptr<StoredRig> rig, std::string tenant) : rig_(std::move(rig)), tenant_(std::move(tenant)) {
-    rig_->sessions.fetch_add(1);
-    std::lock_guard lock(rig_->claims_mu);
-    ++rig_->claims[tenant_];
+    rig_->Hold(tenant_);
   }
   RigClaim(RigClaim&& o) noexcept : rig_(std::move(o.rig_)), tenant_(std::move(o.tenant_)) {}
   RigClaim& operator=(RigClaim&&) = delete;
   ~RigClaim() {
-    if (!rig_) return;
-    rig_->sessions.fetch_sub(1);
-    std::lock_guard lock(rig_->claims_mu);
-    if (--rig_->claims[tenant_] == 0) rig_->claims.erase(tenant_);
+    if (rig_) rig_->LetGo(tenant_);
   }
   const std::shared_ptr<StoredRig>& rig() const { return rig_; }
   explicit operator bool() const { return rig_ != nullptr; }
@@ -191,6 +198,9 @@ class RigStore {
   // The rig stored under `id`, whoever uploaded it, now `tenant`'s too (an upload of bytes the
   // store holds already); *had: whether it was `tenant`'s before. nullptr when absent.
   std::shared_ptr<StoredRig> Adopt(const std::string& id, int64_t now_ms, const std::string& tenant, bool* had);
+  // The resident bytes of the rig stored under `id`, whoever holds it; 0 when absent (for a
+  // tenant's quota before it adopts the rig: revealed to no one).
+  size_t ResidentBytesOf(const std::string& id) const;
   // Find, counting the rig as used (under the store's lock, so that no Delete or eviction comes
   // between); empty when absent or not `tenant`'s.
   RigClaim Acquire(const std::string& id, int64_t now_ms, const std::string& tenant);
@@ -202,10 +212,10 @@ class RigStore {
   absl::StatusOr<std::shared_ptr<StoredRig>> Insert(const std::string& id, Rig rig, int64_t now_ms,
                                                     const std::string& tenant, std::vector<std::string>* evicted,
                                                     bool* inserted = nullptr);
-  // `tenant` lets go of the rig: NOT_FOUND when absent or not its; FAILED_PRECONDITION while
-  // `tenant_sessions` (its sessions on the rig) is not 0, or, for the last tenant holding it,
-  // while any session uses it or is being created. Removed once no tenant holds it.
-  absl::Status Delete(const std::string& id, const std::string& tenant, size_t tenant_sessions);
+  // `tenant` lets go of the rig: NOT_FOUND when absent or not its; FAILED_PRECONDITION while one
+  // of its sessions uses it or is being created (StoredRig::holds), or, for the last tenant
+  // holding it, while any session does. Removed once no tenant holds it.
+  absl::Status Delete(const std::string& id, const std::string& tenant);
   std::vector<std::shared_ptr<StoredRig>> List() const;  // every tenant's
   // How many tenants hold `rig`.
   size_t TenantCount(const StoredRig& rig) const;

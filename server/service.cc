@@ -239,7 +239,7 @@ grpc::ServerUnaryReactor* Service::DeleteRig(grpc::CallbackServerContext* ctx,
                                              v1::DeleteRigResponse*) {
   const auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "DeleteRig", tenant.status());
-  absl::Status st = rigs_.Delete(req->rig_id(), *tenant, sessions_.CountOn(req->rig_id(), *tenant));
+  absl::Status st = rigs_.Delete(req->rig_id(), *tenant);
   if (st.ok()) st = KeepRig(req->rig_id(), nullptr);
   UpdateGauges();
   return Done(ctx, "DeleteRig", st);

@@ -106,7 +106,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Add(std::unique_ptr<Ses
       s->id = NewSessionId();
     } while (sessions_.contains(s->id));
   }
-  s->rig->sessions.fetch_add(1);
+  s->rig->Hold(s->tenant);
   sessions_.emplace(s->id, s);
   if (own) {  // the session takes its reservation's place
     UnreserveLocked(s->tenant);
@@ -131,7 +131,7 @@ bool SessionManager::Has(const std::string& id, const std::string& tenant) const
 }
 
 void SessionManager::ReleaseLocked(Session& s) {
-  s.rig->sessions.fetch_sub(1);
+  s.rig->LetGo(s.tenant);
   s.open = false;
 }
 

@@ -121,24 +121,30 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     if (auto held = svc_->rigs_.Find(id, NowMs(), tenant_)) return Respond(*held, true);
     // The tenant's rig quotas, counted before the bytes are parsed (their parsed size is known
     // after; the serialized size bounds it from below).
-    if (auto st = CheckQuota(data.size()); !st.ok()) return Fail(st);
+    // At the resident size of the copy another tenant holds, if one does (a rig of many joints is
+    // larger in memory than on the wire: until 2026-12-03 the serialized size was counted).
+    const size_t shared = svc_->rigs_.ResidentBytesOf(id);
+    if (auto st = CheckQuota(std::max<size_t>(data.size(), shared)); !st.ok()) return Fail(st);
     bool had = false;
     if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) {
-      // Newly this tenant's: its quotas again at the rig's resident size (the serialized one
-      // above bounds it from below), and kept; else the hold is given back (until 2026-12-03 a
-      // failure left the tenant holding it, past its quota or not in --state-dir).
-      absl::Status st = had ? absl::OkStatus() : CheckQuota(0, /*counted=*/true);
-      if (st.ok()) st = svc_->KeepRig(id, nullptr);
-      if (!st.ok()) {
-        if (!had) (void)svc_->rigs_.Delete(id, tenant_, 0);
+      // Newly this tenant's, and acknowledged only once kept; else the hold is given back (until
+      // 2026-12-03 the tenant kept holding a rig --state-dir did not have).
+      if (auto st = svc_->KeepRig(id, nullptr); !st.ok()) {
+        if (!had) (void)svc_->rigs_.Delete(id, tenant_);
         return Fail(st);
       }
       return Respond(*stored, had);
     }
     auto rig = svc_->RigFromBytes(data);
     if (!rig.ok()) return Fail(rig.status());
-    // As the proto says (PrecomputedData): each entry names a method. Checked at upload only: a
-    // rig kept in --state-dir before this check (2026-12-03) still loads.
+    // As the proto says: each precomputed entry names a method, and every sphere of a sphere-mesh
+    // is in some bone (BuildRig checks the bones there are). Checked at upload only: a rig kept
+    // in --state-dir before these checks (2026-12-03) still loads.
+    if (rig->sphere_mesh.sphere_count() > 0 && rig->sphere_mesh.bone_count() == 0) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("rig.sphere_mesh.bones: none, but ",
+                                                          rig->sphere_mesh.sphere_count(),
+                                                          " spheres (every sphere is in some bone)")));
+    }
     for (size_t p = 0; p < rig->precomputed.size(); ++p) {
       if (FindMethod(rig->precomputed[p].deformer) == nullptr) {
         return Fail(absl::InvalidArgumentError(absl::StrCat("rig.precomputed[", p, "].deformer: \"",
@@ -165,7 +171,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     if (auto st = svc_->KeepRig(id, &data); !st.ok()) {
       // Not a rig this tenant already had (another of its uploads acknowledged it, and a failure
       // here deleted it under that upload until 2026-12-03).
-      if (inserted) (void)svc_->rigs_.Delete(id, tenant_, 0);
+      if (inserted) (void)svc_->rigs_.Delete(id, tenant_);
       return Fail(st);
     }
     std::string().swap(data);
@@ -187,8 +193,8 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   void Fail(const absl::Status& st) { Finish(svc_->ToGrpc("UploadRig", st)); }
 
   // Whether one more rig of `bytes` fits the tenant's max_rigs and max_rig_bytes.
-  // The tenant's rigs with one more of `bytes`; `counted`: the rig is among them already.
-  absl::Status CheckQuota(uint64_t bytes, bool counted = false) const {
+  // The tenant's rigs with one more of `bytes`.
+  absl::Status CheckQuota(uint64_t bytes) const {
     const TenantQuotas q = svc_->tokens_.Quotas(tenant_);
     if (q.max_rigs == 0 && q.max_rig_bytes == 0) return absl::OkStatus();
     uint64_t rigs = 0, held = 0;
@@ -196,7 +202,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       ++rigs;
       held += r->bytes;
     }
-    if (q.max_rigs > 0 && rigs + (counted ? 0 : 1) > q.max_rigs) {
+    if (q.max_rigs > 0 && rigs + 1 > q.max_rigs) {
       return absl::ResourceExhaustedError(absl::StrCat("quota max_rigs=", q.max_rigs, " of tenant ", tenant_, ": ",
                                                        rigs, " held; delete rigs you no longer use"));
     }

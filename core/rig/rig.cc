@@ -297,12 +297,7 @@ absl::Status CheckSphereMesh(const SphereMesh& sm, size_t points, size_t joints)
     if (!sm.bone_joints.empty() || !sm.bone_frames.empty() || !sm.point_bones.empty()) {
       return Invalid("rig.sphere_mesh.bones: the sphere-mesh has per-bone or per-point data but no bones");
     }
-    // Every sphere is in some bone (until 2026-12-03 spheres without any bone were let through).
-    if (spheres > 0) {
-      return Invalid(absl::StrFormat("rig.sphere_mesh.bones: none, but %d spheres (every sphere is in some bone)",
-                                     spheres));
-    }
-    return absl::OkStatus();
+    return absl::OkStatus();  // spheres without bones: refused at upload (server), not here
   }
   std::vector<int32_t> ended_by(spheres, -1);
   auto centre = [&](uint32_t i) {

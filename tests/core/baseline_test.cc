@@ -953,8 +953,6 @@ TEST(BaselineSkinning, MalformedSphereMeshesAreRefusedNamingTheirPart) {
            s.radii.push_back(1);
          }),
          "sphere 3 is in no bone");
-  expect(with([](SphereMesh& s) { s.bones.clear(); s.bone_joints.clear(); s.bone_frames.clear(); s.point_bones.clear(); }),
-         "rig.sphere_mesh.bones: none, but 3 spheres");  // no bone at all
   // A chain of a million bones is checked bone by bone (walking each to the root was 5e11 steps,
   // past this test's time limit, until 2026-12-03); its cycle is found as in a short one.
   auto chain = [](bool closed) {

@@ -952,7 +952,12 @@ TEST(Lifecycle, UploadsOfManyUnknownFieldsAreRefusedWithoutAmplifyingMemory) {
   nested.push_back(char(length));
   nested += inside;
   for (int i = 0; i < 5'000'000; ++i) mistyped.append("\x30\x00", 2);
+  // One unknown group (field 11, start 0x5b, end 0x5c) of 5 million varints: the parse keeps each.
+  std::string group = valid + "\x5b";
+  for (int i = 0; i < 5'000'000; ++i) group.append("\x08\x00", 2);
+  group += "\x5c";
   for (const Case& k : {Case{unknown, "fields this server does not know (the latest: number 11 in sinew.v1.Rig)"},
+                        Case{group, "fields this server does not know (the latest: number 1 in sinew.v1.Rig)"},
                         Case{nested, "(the latest: number 15 in sinew.v1.Skeleton)"},
                         Case{mistyped, "(the latest: number 6 in sinew.v1.Rig)"}}) {
     SCOPED_TRACE(k.field);

@@ -1261,6 +1261,20 @@ TEST_F(Service, PrecomputedDataMustNameAMethod) {
   EXPECT_TRUE(client_->UploadRig(client::RigToProto(in)).ok());
 }
 
+// A sphere-mesh whose spheres are in no bone at all is refused at upload, as the proto says
+// (until 2026-12-03 only a sphere left out of some bones was).
+TEST_F(Service, ASphereMeshWithoutBonesIsRefusedAtUpload) {
+  RigInput in = MakeLimb(LimbOf(1000));
+  in.rig.sphere_mesh.centers = {0, 0, 0, 1, 0, 0};
+  in.rig.sphere_mesh.radii = {0.1f, 0.1f};
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_FALSE(up.ok());
+  EXPECT_EQ(up.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(up.status().message()), HasSubstr("rig.sphere_mesh.bones: none, but 2 spheres"));
+  in.rig.sphere_mesh.bones = {0, 1};
+  EXPECT_TRUE(client_->UploadRig(client::RigToProto(in)).ok());
+}
+
 // Issue 17: finite inputs that drive positions beyond float32's range (a root translation of 3e38)
 // or float16's (1e5 > 65504) used to come back as inf with status OK. The frame now fails with
 // OUT_OF_RANGE naming the vertex and the range; the stream goes on and the next frame is exact.
