@@ -885,24 +885,48 @@ std::pair<long, long> RssAndPeakKb(pid_t pid) {
   return {rss, peak};
 }
 
+// An upload of a valid rig followed by many cheap entries, and the words its refusal must say.
+struct ManyEntries {
+  std::string bytes;
+  const char* refusal;
+};
+
+// Uploads each of `uploads` to a fresh server (after a warm-up upload), expects each refused
+// RESOURCE_EXHAUSTED naming its field, and checks the server still serves; returns its RSS and
+// peak RSS (kB) before and after, printed.
+struct RssChange {
+  long rss_before, peak_before, rss_after, peak_after;
+};
+RssChange RefusedUploadsRss(const std::vector<ManyEntries>& uploads) {
+  ServerProcess server;
+  EXPECT_TRUE(server.started());
+  auto c = Connect(server);
+  EXPECT_TRUE(c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1000)))).ok());  // warm: code paths, pools
+  const auto [rss_before, peak_before] = RssAndPeakKb(server.pid());
+  EXPECT_GT(peak_before, 0);
+  for (const ManyEntries& k : uploads) {
+    SCOPED_TRACE(k.refusal);
+    auto up = c->UploadSerializedRig(k.bytes);
+    EXPECT_FALSE(up.ok());
+    EXPECT_EQ(up.status().code(), absl::StatusCode::kResourceExhausted) << up.status();
+    EXPECT_THAT(std::string(up.status().message()), HasSubstr(k.refusal));
+  }
+  const auto [rss_after, peak_after] = RssAndPeakKb(server.pid());
+  std::printf("server RSS %ld -> %ld kB, peak %ld -> %ld kB, for %zu uploads\n", rss_before, rss_after, peak_before,
+              peak_after, uploads.size());
+  EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
+  return {rss_before, peak_before, rss_after, peak_after};
+}
+
+std::string ValidRigBytes() { return client::RigToProto(MakeLimb(LimbOf(1000))).SerializeAsString(); }
+
 // Issue 17: one valid rig followed by 10 MB of empty `precomputed` entries (2 bytes each) drove
 // the server's peak RSS from 21 MB to 1.18 GB before INVALID_ARGUMENT, and it stayed there;
 // 200 000 tiny attributes cost +109 MB. Now the entries are counted before parsing: the upload is
 // refused naming the field and its cap, the peak grows by at most a few times the upload's
 // bytes, and the resident memory returns. The server still serves afterwards.
 TEST(Lifecycle, UploadsOfManyEmptyEntriesAreRefusedWithoutAmplifyingMemory) {
-  ServerProcess server;
-  ASSERT_TRUE(server.started());
-  auto c = Connect(server);
-  const std::string valid = client::RigToProto(MakeLimb(LimbOf(1000))).SerializeAsString();
-  ASSERT_TRUE(c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1000)))).ok());  // warm: code paths, pools
-  const auto [rss_before, peak_before] = RssAndPeakKb(server.pid());
-  ASSERT_GT(peak_before, 0);
-  struct Case {
-    std::string bytes;
-    const char* field;
-  };
-  std::string precomputed = valid, attributes = valid;
+  std::string precomputed = ValidRigBytes(), attributes = ValidRigBytes();
   for (int i = 0; i < 5'000'000; ++i) precomputed.append("\x4a\x00", 2);
   v1::AttributeMap tiny;
   tiny.set_name("a");
@@ -912,36 +936,18 @@ TEST(Lifecycle, UploadsOfManyEmptyEntriesAreRefusedWithoutAmplifyingMemory) {
     attributes.push_back(char(entry.size()));
     attributes += entry;
   }
-  for (const Case& k : {Case{precomputed, "rig.precomputed: more than 64"}, Case{attributes, "rig.attributes: more than 256"}}) {
-    SCOPED_TRACE(k.field);
-    auto up = c->UploadSerializedRig(k.bytes);
-    ASSERT_FALSE(up.ok());
-    EXPECT_EQ(up.status().code(), absl::StatusCode::kResourceExhausted) << up.status();
-    EXPECT_THAT(std::string(up.status().message()), HasSubstr(k.field));
-  }
-  const auto [rss_after, peak_after] = RssAndPeakKb(server.pid());
-  std::printf("server RSS %ld -> %ld kB, peak %ld -> %ld kB, for uploads of %zu and %zu bytes\n", rss_before,
-              rss_after, peak_before, peak_after, precomputed.size(), attributes.size());
-  EXPECT_LT(peak_after - peak_before, 100 * 1024) << "peak RSS grew by more than 100 MB for a 10 MB upload";
-  EXPECT_LT(rss_after - rss_before, 40 * 1024) << "the upload's memory was not returned";
-  EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
+  const RssChange m = RefusedUploadsRss(
+      {{precomputed, "rig.precomputed: more than 64"}, {attributes, "rig.attributes: more than 256"}});
+  EXPECT_LT(m.peak_after - m.peak_before, 100 * 1024) << "peak RSS grew by more than 100 MB for a 10 MB upload";
+  EXPECT_LT(m.rss_after - m.rss_before, 40 * 1024) << "the upload's memory was not returned";
 }
 
 // The same for fields the parse keeps as unknown, 2 bytes each on the wire and 16 or more in
-// memory: at the top (field 11, which Rig lacks), inside the skeleton (field 15 of Skeleton), and
-// a known field with another wire type (cages as varints). Until 2026-12-03 none was counted.
+// memory: at the top (field 11, which Rig lacks), inside an unknown group, inside the skeleton
+// (field 15 of Skeleton), and a known field with another wire type (cages as varints). Until
+// 2026-12-03 none was counted.
 TEST(Lifecycle, UploadsOfManyUnknownFieldsAreRefusedWithoutAmplifyingMemory) {
-  ServerProcess server;
-  ASSERT_TRUE(server.started());
-  auto c = Connect(server);
-  const std::string valid = client::RigToProto(MakeLimb(LimbOf(1000))).SerializeAsString();
-  ASSERT_TRUE(c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1000)))).ok());  // warm: code paths, pools
-  const auto [rss_before, peak_before] = RssAndPeakKb(server.pid());
-  ASSERT_GT(peak_before, 0);
-  struct Case {
-    std::string bytes;
-    const char* field;
-  };
+  const std::string valid = ValidRigBytes();
   std::string unknown = valid, nested = valid, mistyped = valid;
   for (int i = 0; i < 5'000'000; ++i) unknown.append("\x5a\x00", 2);
   std::string inside;
@@ -956,23 +962,14 @@ TEST(Lifecycle, UploadsOfManyUnknownFieldsAreRefusedWithoutAmplifyingMemory) {
   std::string group = valid + "\x5b";
   for (int i = 0; i < 5'000'000; ++i) group.append("\x08\x00", 2);
   group += "\x5c";
-  for (const Case& k : {Case{unknown, "fields this server does not know (the latest: number 11 in sinew.v1.Rig)"},
-                        Case{group, "fields this server does not know (the latest: number 1 in sinew.v1.Rig)"},
-                        Case{nested, "(the latest: number 15 in sinew.v1.Skeleton)"},
-                        Case{mistyped, "(the latest: number 6 in sinew.v1.Rig)"}}) {
-    SCOPED_TRACE(k.field);
-    auto up = c->UploadSerializedRig(k.bytes);
-    ASSERT_FALSE(up.ok());
-    EXPECT_EQ(up.status().code(), absl::StatusCode::kResourceExhausted) << up.status();
-    EXPECT_THAT(std::string(up.status().message()), HasSubstr(k.field));
-  }
-  const auto [rss_after, peak_after] = RssAndPeakKb(server.pid());
-  std::printf("server RSS %ld -> %ld kB, peak %ld -> %ld kB, for uploads of %zu, %zu and %zu bytes\n", rss_before,
-              rss_after, peak_before, peak_after, unknown.size(), nested.size(), mistyped.size());
+  const RssChange m =
+      RefusedUploadsRss({{unknown, "fields this server does not know (the latest: number 11 in sinew.v1.Rig)"},
+                         {group, "fields this server does not know (the latest: number 1 in sinew.v1.Rig)"},
+                         {nested, "(the latest: number 15 in sinew.v1.Skeleton)"},
+                         {mistyped, "(the latest: number 6 in sinew.v1.Rig)"}});
   // Refused before the parse, the peak is the uploads' buffers (the parse of the first alone, its
   // 5 million unknown fields kept, would take hundreds of MB).
-  EXPECT_LT(peak_after - peak_before, 100 * 1024) << "peak RSS grew by more than 100 MB for 10 MB uploads";
-  EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
+  EXPECT_LT(m.peak_after - m.peak_before, 100 * 1024) << "peak RSS grew by more than 100 MB for 10 MB uploads";
 }
 
 // Virtual memory of a process (kB), from /proc.
