@@ -200,7 +200,7 @@ Played PlayOne(ScriptedServer& service, client::RecoveringSession::Options optio
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  Played out{absl::InternalError("no server")};
+  Played out{absl::InternalError("no server"), 0, 0, ""};
   if (server == nullptr || port <= 0) return out;
   client::Client c("127.0.0.1:" + std::to_string(port));
   const LimbOptions limb = LimbOf(300);

@@ -430,24 +430,12 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     // ... an upload half sent (acknowledged rigs only are kept) ...
     const std::string half_bytes = client::RigToProto(MakeLimb(LimbOf(700))).SerializeAsString();
     half = v1::Sha256Hex(half_bytes);
-    auto held_channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
-    auto stub = v1::Sinew::NewStub(held_channel);
-    grpc::ClientContext held_ctx;
-    v1::UploadRigResponse held_resp;
-    auto held = stub->UploadRig(&held_ctx, &held_resp);
+    auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
     const double uploaded = MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total");
-    v1::UploadRigRequest part;
-    part.mutable_header()->set_total_bytes(half_bytes.size());
-    part.mutable_header()->set_sha256(half);
-    ASSERT_TRUE(held->Write(part));
-    part.clear_header();
-    part.set_chunk(half_bytes.substr(0, half_bytes.size() / 2));
-    ASSERT_TRUE(held->Write(part));
-    for (int i = 0; i < 2000 && MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total") <
-                                    uploaded + double(half_bytes.size() / 2);
-         ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    HeldUpload held;
+    ASSERT_TRUE(held.Start(*stub, half_bytes.size(), half_bytes.substr(0, half_bytes.size() / 2), half));
+    ASSERT_EQ(WaitForMetric(server.metrics_port(), "sinew_upload_bytes_total", uploaded + double(half_bytes.size() / 2)),
+              uploaded + double(half_bytes.size() / 2));
     // ... and a stream in progress.
     auto stream = c->OpenStream();
     for (uint64_t k = 1; k <= 3; ++k) ASSERT_TRUE(stream->Write(Frame(lbs, k, pose)));
@@ -456,7 +444,7 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     ASSERT_EQ(kill(server.pid(), SIGKILL), 0);  // no drain, no destructors
     EXPECT_NE(server.Terminate(), 0);
     stream->Cancel();
-    held_ctx.TryCancel();
+    (void)held.Cancel();
   }
   // A damaged record and one whose rig is not kept.
   std::ofstream(dir / "sessions" / "s-damaged.session") << "not a session";
@@ -995,33 +983,16 @@ TEST(Lifecycle, AnnouncedUploadSizeIsNotReservedBeforeItsBytesArrive) {
   const long before = VmSizeKb(server.pid());
   ASSERT_GT(before, 0);
   constexpr int kUploads = 4;
-  auto channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
-  auto stub = v1::Sinew::NewStub(channel);
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<v1::UploadRigResponse> responses(kUploads);
-  std::vector<std::unique_ptr<grpc::ClientWriter<v1::UploadRigRequest>>> uploads;
-  for (int i = 0; i < kUploads; ++i) {
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    uploads.push_back(stub->UploadRig(contexts.back().get(), &responses[i]));
-    v1::UploadRigRequest part;
-    part.mutable_header()->set_total_bytes(uint64_t{1} << 30);
-    ASSERT_TRUE(uploads.back()->Write(part));
-    part.set_chunk("x");
-    ASSERT_TRUE(uploads.back()->Write(part));
-  }
+  auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  std::vector<HeldUpload> uploads(kUploads);
+  for (HeldUpload& u : uploads) ASSERT_TRUE(u.Start(*stub, uint64_t{1} << 30, "x"));
   // Every header and chunk has reached the server (each chunk counted).
-  for (int i = 0; i < 2000 && MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total") <
-                                  uploaded + kUploads;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total"), uploaded + kUploads);
+  ASSERT_EQ(WaitForMetric(server.metrics_port(), "sinew_upload_bytes_total", uploaded + kUploads), uploaded + kUploads);
   const long after = VmSizeKb(server.pid());
   std::printf("server address space %ld -> %ld MB with %d uploads announcing 1 GiB and holding 1 byte each\n",
               before / 1024, after / 1024, kUploads);
   EXPECT_LT(after - before, 1536 * 1024) << "the announced sizes were reserved up front";
-  for (auto& ctx : contexts) ctx->TryCancel();
-  for (auto& u : uploads) (void)u->Finish();
+  for (HeldUpload& u : uploads) (void)u.Cancel();
   EXPECT_TRUE(LimbSession(*c, LimbOf(2000)).ok());
   EXPECT_EQ(server.Terminate(), 0);
 }
@@ -1033,32 +1004,17 @@ TEST(Lifecycle, UploadsInProgressAreBoundedTogether) {
   ServerProcess server({"--max-rig-bytes", "1000000", "--max-upload-bytes", "2500000"});
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
-  auto channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
-  auto stub = v1::Sinew::NewStub(channel);
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<v1::UploadRigResponse> responses(2);
-  std::vector<std::unique_ptr<grpc::ClientWriter<v1::UploadRigRequest>>> uploads;
-  for (int i = 0; i < 2; ++i) {  // 2 x 1 MB announced, a byte sent: 0.5 MB left
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    uploads.push_back(stub->UploadRig(contexts.back().get(), &responses[i]));
-    v1::UploadRigRequest part;
-    part.mutable_header()->set_total_bytes(1000000);
-    ASSERT_TRUE(uploads.back()->Write(part));
-    part.set_chunk("x");
-    ASSERT_TRUE(uploads.back()->Write(part));
-  }
-  for (int i = 0; i < 2000 && MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total") < 2;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  std::vector<HeldUpload> uploads(2);
+  for (HeldUpload& u : uploads) ASSERT_TRUE(u.Start(*stub, 1000000, "x"));  // 2 x 1 MB announced, a byte sent: 0.5 MB left
+  ASSERT_EQ(WaitForMetric(server.metrics_port(), "sinew_upload_bytes_total", 2), 2);
   const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(10000)));  // over 0.5 MB serialized
   ASSERT_GT(rig.ByteSizeLong(), 500000u);
   ASSERT_LT(rig.ByteSizeLong(), 1000000u);
   auto refused = c->UploadRig(rig);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("--max-upload-bytes"));
-  contexts[0]->TryCancel();
-  (void)uploads[0]->Finish();
+  (void)uploads[0].Cancel();
   absl::StatusOr<v1::UploadRigResponse> fits = absl::UnknownError("not tried");
   for (int i = 0; i < 500; ++i) {  // the cancelled upload's bytes come back once its call is done
     fits = c->UploadRig(rig);
@@ -1066,8 +1022,7 @@ TEST(Lifecycle, UploadsInProgressAreBoundedTogether) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(fits.ok()) << fits.status();
-  contexts[1]->TryCancel();
-  (void)uploads[1]->Finish();
+  (void)uploads[1].Cancel();
   EXPECT_EQ(server.Terminate(), 0);
 }
 
@@ -1283,25 +1238,12 @@ TEST(Lifecycle, DrainingServerRefusesNewWork) {
   const LimbOptions limb = LimbOf(1000);
   auto session = LimbSession(*c, limb);
   ASSERT_TRUE(session.ok()) << session.status();
-  auto held_channel = grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
-  auto stub = v1::Sinew::NewStub(held_channel);
-  grpc::ClientContext held_ctx;
-  v1::UploadRigResponse held_resp;
-  auto held = stub->UploadRig(&held_ctx, &held_resp);
-  const double uploaded =
-      MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total");
-  v1::UploadRigRequest part;
-  part.mutable_header()->set_total_bytes(1000);
-  ASSERT_TRUE(held->Write(part));
-  part.set_chunk("x");
-  ASSERT_TRUE(held->Write(part));
-  // The server has the upload open (its chunk counted) before it is told to stop: a Write only
-  // hands the message to the client's transport.
-  for (int i = 0; i < 2000 && MetricValue(HttpGet(server.metrics_port(), "/metrics"),
-                                          "sinew_upload_bytes_total") < uploaded + 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total"), uploaded + 1);
+  auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  const double uploaded = MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total");
+  HeldUpload held;
+  ASSERT_TRUE(held.Start(*stub, 1000, "x"));
+  // The server has the upload open (its chunk counted) before it is told to stop.
+  ASSERT_EQ(WaitForMetric(server.metrics_port(), "sinew_upload_bytes_total", uploaded + 1), uploaded + 1);
   ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
 
   client::Client fresh(server.target());  // a new connection
@@ -1335,8 +1277,8 @@ TEST(Lifecycle, DrainingServerRefusesNewWork) {
   EXPECT_TRUE(fresh.GetSession(session->session_id()).ok());
   EXPECT_TRUE(fresh.CloseSession(session->session_id()).ok());
 
-  held->WritesDone();
-  const grpc::Status end = held->Finish();  // the upload itself fails (1000 bytes announced, 1 sent)
+  held.writer->WritesDone();
+  const grpc::Status end = held.writer->Finish();  // the upload itself fails (1000 bytes announced, 1 sent)
   EXPECT_EQ(end.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << end.error_message();
   EXPECT_EQ(server.Terminate(), 0);  // the drain ends with the upload; the second SIGTERM is ignored
 }

@@ -610,20 +610,12 @@ TEST(Security, ATenantsUploadsInProgressHoldOnlyItsShareOfTheBuffer) {
   ASSERT_TRUE(held_by_a.ok()) << held_by_a.status();
   // Tenant a announces 0.9 MB of its 1 MB share and sends a byte (not all of it: the upload above
   // gives its own reservation back only once its call is done, which may come a little later).
-  grpc::ClientContext ctx;
-  a.Authorize(ctx).IgnoreError();
-  v1::UploadRigResponse resp;
-  auto writer = a.stub().UploadRig(&ctx, &resp);
-  const auto received = [&] { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total"); };
-  const double before = received();
-  v1::UploadRigRequest part;
-  part.mutable_header()->set_total_bytes(900000);
-  ASSERT_TRUE(writer->Write(part));
-  part.set_chunk("x");
-  ASSERT_TRUE(writer->Write(part));
+  const double before = MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total");
+  HeldUpload held;
+  a.Authorize(*held.ctx).IgnoreError();
+  ASSERT_TRUE(held.Start(a.stub(), 900000, "x"));
   // The server holds the upload's reservation (its chunk, after its header, counted).
-  for (int i = 0; i < 2000 && received() < before + 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(received(), before + 1);
+  ASSERT_EQ(WaitForMetric(server.metrics_port(), "sinew_upload_bytes_total", before + 1), before + 1);
   const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(2000)));
   ASSERT_GT(v1::SerializeRigDeterministic(rig).size(), 100000u) << "the second upload must pass the share";
   const absl::Status second = a.UploadRig(rig).status();
@@ -647,8 +639,7 @@ TEST(Security, ATenantsUploadsInProgressHoldOnlyItsShareOfTheBuffer) {
     EXPECT_TRUE(st.ok()) << st.error_message();
     EXPECT_TRUE(again.already_resident());
   }
-  ctx.TryCancel();
-  (void)writer->Finish();
+  (void)held.Cancel();
   EXPECT_EQ(server.Terminate(), 0);
 }
 

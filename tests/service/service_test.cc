@@ -887,19 +887,11 @@ TEST(ServiceDrain, ABatchArrivingInTheDrainLeavesTheSessionsHistory) {
   ASSERT_TRUE(session.ok()) << session.status();
   for (int k = 0; k <= 1; ++k) ASSERT_FALSE(f.Play(c, session->session_id(), k).empty());
   auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext held_ctx;
-  v1::UploadRigResponse held_resp;
-  auto held = stub->UploadRig(&held_ctx, &held_resp);
-  const auto uploaded = [&] { return MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total"); };
-  const double before = uploaded();
-  v1::UploadRigRequest part;
-  part.mutable_header()->set_total_bytes(1000);
-  ASSERT_TRUE(held->Write(part));
-  part.set_chunk("x");
-  ASSERT_TRUE(held->Write(part));
+  const double before = MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_upload_bytes_total");
+  HeldUpload held;
+  ASSERT_TRUE(held.Start(*stub, 1000, "x"));
   // The server has the upload open (its chunk counted) before it is told to stop.
-  for (int i = 0; i < 2000 && uploaded() < before + 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(uploaded(), before + 1);
+  ASSERT_EQ(WaitForMetric(server.metrics_port(), "sinew_upload_bytes_total", before + 1), before + 1);
   ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
   absl::Status info;
   for (int i = 0; i < 2000; ++i) {  // until the server has begun to drain (or 20 s)
@@ -917,8 +909,8 @@ TEST(ServiceDrain, ABatchArrivingInTheDrainLeavesTheSessionsHistory) {
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_TRUE(after->has_last_frame()) << "the refused batch reset the session's history";
   EXPECT_EQ(after->last_frame(), 1u);
-  held->WritesDone();
-  (void)held->Finish();
+  held.writer->WritesDone();
+  (void)held.writer->Finish();
   EXPECT_EQ(server.Terminate(), 0);
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -142,6 +143,34 @@ inline std::string ToBytes(const grpc::ByteBuffer& b) {
   for (auto& sl : slices) s.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
   return s;
 }
+
+// An upload the test holds open, so that the server is inside its call: its header (announcing
+// `total_bytes`, and naming `sha256` when that is not empty) and then `chunk` are written. The
+// caller authorizes `ctx` first where the server wants a token, and waits for the chunk to be
+// counted (WaitForMetric on sinew_upload_bytes_total) before relying on the server having it: a
+// Write only hands the message to the client's transport. Cancel ends it from the client's side.
+struct HeldUpload {
+  std::unique_ptr<grpc::ClientContext> ctx = std::make_unique<grpc::ClientContext>();
+  v1::UploadRigResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadRigRequest>> writer;
+
+  // False when either Write failed (the call already over).
+  bool Start(v1::Sinew::Stub& stub, uint64_t total_bytes, const std::string& chunk,
+             const std::string& sha256 = {}) {
+    writer = stub.UploadRig(ctx.get(), &response);
+    v1::UploadRigRequest part;
+    part.mutable_header()->set_total_bytes(total_bytes);
+    if (!sha256.empty()) part.mutable_header()->set_sha256(sha256);
+    if (!writer->Write(part)) return false;
+    part.clear_header();
+    part.set_chunk(chunk);
+    return writer->Write(part);
+  }
+  grpc::Status Cancel() {
+    ctx->TryCancel();
+    return writer->Finish();
+  }
+};
 
 // One unary call by method name with raw serialized bytes.
 inline grpc::Status GenericUnary(const std::string& target, const std::string& method,
