@@ -196,7 +196,8 @@ int main(int argc, char** argv) {
        "UpdateSession's parameters too; closing or expiry removes it), and load them again at start under "
        "the same ids, so that a restart or a crash loses no acknowledged rig or session. A stateful "
        "session (pbs jiggle, elastic implicit) starts again from rest: GetSessionState/SetSessionState "
-       "carry its state. Default: none (memory only)",
+       "carry its state. DIR is locked while the server runs (DIR/lock): a second server given it "
+       "fails to start, naming the first's pid. Default: none (memory only)",
        [&](const std::string& v) { o.state_dir = v; return !v.empty(); }},
       {"token-file", "FILE",
        "Bearer tokens, one \"TOKEN TENANT [QUOTA=N ...]\" per line (# comments; tokens of 16 characters "

@@ -1,6 +1,11 @@
 #include "server/state_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -50,7 +55,44 @@ absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
     return absl::InvalidArgumentError(absl::StrCat("--state-dir ", dir, " is not writable: ", st.message()));
   }
   fs::remove(probe, ec);
-  return StateDir(rigs.string(), sessions.string());
+  auto lock = LockDir(dir);
+  if (!lock.ok()) return lock.status();
+  StateDir opened(rigs.string(), sessions.string());
+  opened.lock_ = std::move(*lock);
+  return opened;
+}
+
+// DIR/lock, held (flock) for the process's life: released by the kernel however it ends, so a
+// crashed server's successor starts at once. The file says whose it is.
+absl::StatusOr<std::shared_ptr<const int>> StateDir::LockDir(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "lock").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot open ", path, ": ", std::strerror(errno)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char owner[64] = {};
+    const ssize_t n = ::pread(fd, owner, sizeof owner - 1, 0);
+    ::close(fd);
+    std::string who(owner, n > 0 ? size_t(n) : 0);
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--state-dir ", dir, " is in use by another server (", who.empty() ? "pid unknown" : who,
+          "): two servers on one state directory would each remove and rename the other's records"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot lock ", path, ": ", std::strerror(err)));
+  }
+  const std::string mine = absl::StrCat("pid ", ::getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, mine.data(), mine.size(), 0) != ssize_t(mine.size())) {
+    // Only the message to a second server suffers; the lock holds.
+    std::fprintf(stderr, "sinew-server: --state-dir: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+  }
+  return std::shared_ptr<const int>(new int(fd), [](const int* f) {
+    ::close(*f);
+    delete f;
+  });
 }
 
 absl::Status StateDir::SaveRig(const std::string& id, const std::string& bytes,

@@ -10,6 +10,9 @@
 //                          before CreateSession answers, removed when the session is closed or
 //                          expires; a restart opens it again under the same id
 //
+//   DIR/lock               held by the server using DIR (flock, for its whole life; the file
+//                          names its pid): a second server given DIR fails to start, naming it
+//
 // Not kept: a stateful session's state (it restarts from rest; GetSessionState/SetSessionState
 // carry it to another server), finished preparations other than those --cache-dir keeps
 // (swing-twist's weights, implicit skinning's composition operators; the others are redone by
@@ -17,6 +20,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,7 +31,8 @@ namespace sinew::server {
 
 class StateDir {
  public:
-  // Creates DIR/rigs when missing. Empty `dir`: a StateDir that keeps nothing.
+  // Creates DIR/rigs when missing and locks DIR (FAILED_PRECONDITION, naming the holder's pid,
+  // when another process holds it). Empty `dir`: a StateDir that keeps nothing.
   static absl::StatusOr<StateDir> Open(const std::string& dir);
   StateDir() = default;
   bool enabled() const { return !rigs_.empty(); }
@@ -61,8 +66,10 @@ class StateDir {
 
  private:
   StateDir(std::string rigs, std::string sessions) : rigs_(std::move(rigs)), sessions_(std::move(sessions)) {}
+  static absl::StatusOr<std::shared_ptr<const int>> LockDir(const std::string& dir);
   std::string rigs_;      // DIR/rigs
   std::string sessions_;  // DIR/sessions
+  std::shared_ptr<const int> lock_;  // DIR/lock's descriptor, closed (unlocked) with the last copy
 };
 
 }  // namespace sinew::server

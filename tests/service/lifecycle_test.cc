@@ -1041,6 +1041,40 @@ TEST(Lifecycle, SecondServerOnABusyPortFailsToStart) {
   EXPECT_TRUE(first.Running());
 }
 
+// Two servers given one --state-dir would each rename the other's records *.bad (a session whose
+// rig the other deleted) and load the other's sessions at their next start: the second fails to
+// start, naming the first's pid, and leaves the directory as it was; once the first is gone (here
+// killed: the lock goes with the process however it ends) a server starts on it again.
+TEST(Lifecycle, SecondServerOnAStateDirInUseFailsToStart) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("sinew-state-lock-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  ServerProcess first({"--state-dir", dir});
+  ASSERT_TRUE(first.started());
+  auto c = Connect(first);
+  auto session = LimbSession(*c, LimbOf(300));
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::string out, err;
+  const int code = RunProcess({SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                               "--state-dir", dir},
+                              &out, &err);
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(err, ::testing::HasSubstr("--state-dir " + dir + " is in use by another server (pid " +
+                                        std::to_string(first.pid()) + ")"))
+      << err;
+  EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("grpc listening")));
+  EXPECT_TRUE(first.Running());
+  EXPECT_TRUE(c->GetSession(session->session_id()).ok());
+  ASSERT_EQ(kill(first.pid(), SIGKILL), 0);
+  EXPECT_NE(first.Terminate(), 0);
+  ServerProcess second({"--state-dir", dir});
+  ASSERT_TRUE(second.started());
+  auto again = Connect(second)->GetSession(session->session_id());
+  EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(second.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // A session unused for longer than --session-idle-ttl is closed; one used more often stays.
 // Whether the server sweeps a session depends on how long the client really waited between
 // uses, so the test measures that and asserts the rule for what happened.
