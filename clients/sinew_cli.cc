@@ -990,6 +990,16 @@ void RemoveStaleOutputTemporaries(const std::vector<std::string>& files, const s
   }
 }
 
+// A file-name flag given a folder (or a name ending in '/'): "" when `name` is not one. Refused
+// before the batch: --gltf renders/ (an existing folder) failed only when the baked clip was
+// written, after the whole bake, until 2026-12-03.
+std::string FolderGivenAsFile(const client::Args& args, const std::string& name) {
+  const std::string v = args.Get(name);
+  std::error_code ec;
+  if (v.empty() || (v.back() != '/' && !std::filesystem::is_directory(v, ec))) return "";
+  return absl::StrCat("--", name, ": '", v, "' is a folder; give a file's path");
+}
+
 // Deforms every frame of a clip on the server and writes a .pc2 point cache and/or an OBJ
 // sequence, resuming after the last frame already on disk.
 int Batch(client::Client& c, client::Args& args) {
@@ -998,6 +1008,9 @@ int Batch(client::Client& c, client::Args& args) {
   const std::string gltf = args.Get("gltf"), obj_dir = args.Get("obj");
   if (args.Get("pc2").empty() && obj_dir.empty() && gltf.empty()) {
     return Usage(args, "batch: give --pc2 FILE, --gltf FILE.glb and/or --obj DIR");
+  }
+  for (const char* name : {"pc2", "gltf"}) {
+    if (const std::string error = FolderGivenAsFile(args, name); !error.empty()) return Usage(args, error);
   }
   if (args.Has("quality") && gltf.empty()) return Usage(args, "batch --quality: goes with --gltf (it is stored in the .glb)");
   // --gltf without --pc2 bakes into a point cache beside the .glb (FILE.glb.part.pc2), which
@@ -1143,16 +1156,74 @@ int Batch(client::Client& c, client::Args& args) {
     std::filesystem::create_directories(obj_dir, ec);
     if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--obj ", obj_dir, ": ", ec.message())));
   }
+  // OBJ frames of this stem the run would count as its own: an unsharded batch owns every frame
+  // of its stem from the clip's first (those past a shorter clip's end too), a shard its range.
+  std::string obj_found;
+  if (!obj_dir.empty()) {
+    auto found = client::FirstObjFrame(obj_dir, stem, range.begin,
+                                       shard ? range.end : std::numeric_limits<uint64_t>::max());
+    if (!found.ok()) return Fail(found.status());
+    obj_found = *found;
+  }
+  // Frames on disk that no record of this job names are refused, not replaced: they may be a
+  // DCC's export or another batch's (until 2026-12-03 an unsharded run whose first frame was
+  // missing, or a shard without its manifest, removed every such file, --no-resume or not).
+  if (resume && shard && !have_manifest && !obj_found.empty()) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        obj_found, ": an OBJ frame in this shard's range, but no manifest (", manifest_path,
+        ") names this job: it may be another batch's or an export's; --no-resume replaces this shard's frames, "
+        "or write elsewhere")));
+  }
+  const bool obj_fresh = !obj_dir.empty() && (shard ? !have_manifest
+                                                   : !(resume && Exists(
+                                                                     client::ObjFramePath(obj_dir, stem, range.begin))));
+  // An unsharded output's record: the job, then (once a session ran) the backend its frames came
+  // from, "" while none did.
+  struct Record {
+    std::string path;
+    std::string backend;
+  };
+  std::vector<Record> records;
+  std::vector<std::string> fresh_records;  // written once their outputs are emptied
+  if (!shard) {
+    // An unsharded batch's outputs name the job they hold (OUT.pc2.job, OBJ_DIR/STEM.job; a
+    // shard's manifest does it for its part), so that a run resumes only its own job's frames:
+    // another method, rig, clip or rate into the same files is refused instead of appended.
+    struct Output {
+      std::string record;
+      bool has_frames;
+      std::string what;  // a file holding them
+    };
+    std::vector<Output> outputs;
+    if (!pc2.empty()) outputs.push_back({client::Pc2JobPath(pc2), holds_frames(pc2), pc2});
+    if (!obj_dir.empty()) outputs.push_back({client::ObjJobPath(obj_dir, stem), !obj_found.empty(), obj_found});
+    for (const Output& o : outputs) {
+      if (!(resume && o.has_frames)) {
+        fresh_records.push_back(o.record);
+        continue;
+      }
+      std::ifstream in(o.record);
+      std::string held, backend_line;
+      std::getline(in, held);
+      std::getline(in, backend_line);
+      if (held.empty()) {
+        return Fail(absl::FailedPreconditionError(absl::StrCat(
+            o.record, " is missing: ", o.what, " may hold another batch's frames, or an export's; --no-resume "
+            "replaces them, or write elsewhere")));
+      }
+      if (held != job) {
+        return Fail(absl::FailedPreconditionError(absl::StrCat(
+            o.record, ": these files hold another batch's frames (a different rig, method, parameters, backend, "
+                      "encoding, clip or rate); --no-resume starts over, or write elsewhere")));
+      }
+      records.push_back({o.record, absl::StartsWith(backend_line, "backend ") ? backend_line.substr(8) : ""});
+    }
+  }
   // Starting an output over removes what it held before a record names this job, so that no
   // old frame is taken for this job's: until 2026-12-03 a --no-resume run kept the other job's
   // OBJ frames past the ones it wrote (and a later resume counted them as done), and wrote the
   // record before it emptied the cache.
-  const bool obj_fresh = !obj_dir.empty() && (shard ? !have_manifest
-                                                   : !(resume && Exists(
-                                                                     client::ObjFramePath(obj_dir, stem, range.begin))));
   if (obj_fresh) {
-    // An unsharded batch owns every frame of its stem (those past a shorter clip's end too); a
-    // shard only its own.
     if (auto st = client::RemoveObjFrames(obj_dir, stem, range.begin,
                                           shard ? range.end : std::numeric_limits<uint64_t>::max());
         !st.ok()) {
@@ -1164,42 +1235,9 @@ int Batch(client::Client& c, client::Args& args) {
     std::filesystem::remove(cache_path, ec);
     if (ec) return Fail(absl::FailedPreconditionError(absl::StrCat(cache_path, ": ", ec.message())));
   }
-  // An unsharded output's record: the job, then (once a session ran) the backend its frames came
-  // from, "" while none did.
-  struct Record {
-    std::string path;
-    std::string backend;
-  };
-  std::vector<Record> records;
-  if (!shard) {
-    // An unsharded batch's outputs name the job they hold (OUT.pc2.job, OBJ_DIR/STEM.job; a
-    // shard's manifest does it for its part), so that a run resumes only its own job's frames:
-    // another method, rig, clip or rate into the same files is refused instead of appended.
-    std::vector<std::pair<std::string, bool>> outputs;  // (record, its output holds frames)
-    if (!pc2.empty()) outputs.emplace_back(client::Pc2JobPath(pc2), holds_frames(pc2));
-    if (!obj_dir.empty()) outputs.emplace_back(client::ObjJobPath(obj_dir, stem), !obj_fresh);
-    for (const auto& [record, has_frames] : outputs) {
-      if (resume && has_frames) {
-        std::ifstream in(record);
-        std::string held, backend_line;
-        std::getline(in, held);
-        std::getline(in, backend_line);
-        if (held.empty()) {
-          return Fail(absl::FailedPreconditionError(absl::StrCat(
-              record, " is missing: its output's frames may be another batch's; --no-resume starts over")));
-        }
-        if (held != job) {
-          return Fail(absl::FailedPreconditionError(absl::StrCat(
-              record, ": these files hold another batch's frames (a different rig, method, parameters, backend, "
-                      "encoding, clip or rate); --no-resume starts over, or write elsewhere")));
-        }
-        records.push_back({record, absl::StartsWith(backend_line, "backend ") ? backend_line.substr(8) : ""});
-      } else if (auto st = WriteFileAtomically(record, job + "\n"); !st.ok()) {
-        return Fail(st);
-      } else {
-        records.push_back({record, ""});
-      }
-    }
+  for (const std::string& record : fresh_records) {
+    if (auto st = WriteFileAtomically(record, job + "\n"); !st.ok()) return Fail(st);
+    records.push_back({record, ""});
   }
   if (shard && !have_manifest) {
     // Written before any frame, so that every part on disk has one. Its backend is known once
@@ -1240,13 +1278,15 @@ int Batch(client::Client& c, client::Args& args) {
     auto session = c.CreateSession(sreq);
     if (!session.ok()) return Fail(session.status());
     interrupt_closes.Set(session->session_id());
+    // Closed however the run ends (until 2026-12-03 a record or manifest that could not be
+    // written left it open on the server until its idle TTL, holding a session of the quota).
+    absl::Cleanup close_session = [&] { (void)c.CloseSession(session->session_id()); };
     // Every frame of a cache from one backend: a GPU's floats need not equal a CPU's. Until
     // 2026-12-03 only shards checked: an unsharded --backend auto run resumed on another server
     // (or after a fallback to the CPU) appended the other backend's frames silently.
     const std::string on = session->backend() == v1::BACKEND_GPU ? "gpu" : "cpu";
     for (Record& r : records) {
       if (!r.backend.empty() && r.backend != on) {
-        (void)c.CloseSession(session->session_id());
         return Fail(absl::FailedPreconditionError(absl::StrCat(
             r.path, ": this batch's frames so far ran on the ", r.backend, ", this server gave the ", on,
             "; give --backend ", r.backend, ", or --no-resume to start over")));
@@ -1258,7 +1298,6 @@ int Batch(client::Client& c, client::Args& args) {
     }
     if (shard) {
       if (manifest.backend != "none" && manifest.backend != on) {
-        (void)c.CloseSession(session->session_id());
         return Fail(absl::FailedPreconditionError(absl::StrCat(
             manifest_path, ": this shard's frames so far ran on the ", manifest.backend, ", this server gave the ", on,
             "; give --backend ", manifest.backend, ", or --no-resume to start the shard over")));
@@ -1314,7 +1353,7 @@ int Batch(client::Client& c, client::Args& args) {
       return absl::OkStatus();
     });
     progress.Finish();
-    (void)c.CloseSession(session->session_id());
+    std::move(close_session).Invoke();
     const uint64_t asked_end = req.max_frames() > 0 ? first + req.max_frames() : range.end;
     if (st.ok() && expected < asked_end) {
       // The stream ended OK short of the frames asked: not a --max-frames stop.
@@ -1396,6 +1435,7 @@ int MergeShardsCommand(client::Args& args) {
   o.pc2 = args.Get("pc2");
   o.obj_dir = args.Get("obj");
   if (o.pc2.empty() && o.obj_dir.empty()) return Usage(args, "merge-shards: give --pc2 FILE and/or --obj DIR");
+  if (const std::string error = FolderGivenAsFile(args, "pc2"); !error.empty()) return Usage(args, error);
   RemoveStaleOutputTemporaries({o.pc2}, o.obj_dir.empty() ? std::vector<std::string>{} : std::vector{o.obj_dir});
   if (args.Has("shards")) {
     long long n = 0;

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -93,7 +94,10 @@ std::string Args::Get(const std::string& name) const {
 bool Args::GetInt(const std::string& name, long long* out, long long min, long long max) {
   const std::string v = Get(name);
   long long x = 0;
-  if (!CLI::detail::lexical_cast(v, x) || x < min || x > max) {
+  // Decimal, whole: CLI11's cast reads a leading 0 as octal and 0x as hex (--max-frames 000500
+  // was 320 frames until 2026-12-03, --key-interval 08 "not an integer").
+  const auto [end, parsed] = std::from_chars(v.data(), v.data() + v.size(), x, 10);
+  if (v.empty() || parsed != std::errc() || end != v.data() + v.size() || x < min || x > max) {
     error_ = "--" + name + ": '" + v + "' is not an integer in [" + std::to_string(min) + ", " +
              std::to_string(max) + "]";
     return false;

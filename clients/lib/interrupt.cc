@@ -67,6 +67,7 @@ void CloseAllAndExit(int sig) {
 }  // namespace
 
 void InstallInterruptHandler(std::chrono::milliseconds close_timeout) {
+  ::signal(SIGPIPE, SIG_IGN);
   const sigset_t set = Signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread([set, close_timeout] {

@@ -10,7 +10,9 @@
 // and exits with 128 + the signal's number. A second signal, or the timeout, exits at once.
 // Output files are as the interrupted code left them: the batch's point cache is written frame
 // before count, and a resume repairs a partial tail. SIGKILL cannot be caught: only the idle TTL
-// (or a stream's close_with_stream) ends sessions then.
+// (or a stream's close_with_stream) ends sessions then. It also ignores SIGPIPE: a write to a
+// closed pipe (`sinew play --json | head -1`) fails with EPIPE, which the program reports and
+// exits 1 on, closing its sessions, instead of dying of the signal with them open.
 #pragma once
 
 #include <chrono>

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -508,7 +509,10 @@ std::string ObjFramePath(const std::string& dir, const std::string& stem, uint64
   return absl::StrCat(out, stem, "_", std::string(num), ".obj");
 }
 
-absl::Status RemoveObjFrames(const std::string& dir, const std::string& stem, uint64_t begin, uint64_t end) {
+namespace {
+// Calls visit(path) for every dir/stem_N.obj with N in [begin, end) (the names ObjFramePath gives).
+absl::Status ForEachObjFrame(const std::string& dir, const std::string& stem, uint64_t begin, uint64_t end,
+                             const std::function<absl::Status(const std::filesystem::path&)>& visit) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::directory_iterator it(dir.empty() ? "." : dir, ec);
@@ -528,11 +532,30 @@ absl::Status RemoveObjFrames(const std::string& dir, const std::string& stem, ui
     if (parse != std::errc() || end_ptr != digits.data() + digits.size()) continue;
     if (name != ObjFramePath("", stem, frame)) continue;  // not a name it gives (7 digits with a leading 0)
     if (frame < begin || frame >= end) continue;
-    std::error_code rm;
-    fs::remove(it->path(), rm);
-    if (rm) return absl::FailedPreconditionError(absl::StrCat(it->path().string(), ": ", rm.message()));
+    if (absl::Status st = visit(it->path()); !st.ok()) return st;
   }
   return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status RemoveObjFrames(const std::string& dir, const std::string& stem, uint64_t begin, uint64_t end) {
+  return ForEachObjFrame(dir, stem, begin, end, [](const std::filesystem::path& path) {
+    std::error_code rm;
+    std::filesystem::remove(path, rm);
+    if (rm) return absl::FailedPreconditionError(absl::StrCat(path.string(), ": ", rm.message()));
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::string> FirstObjFrame(const std::string& dir, const std::string& stem, uint64_t begin,
+                                          uint64_t end) {
+  std::string found;
+  absl::Status st = ForEachObjFrame(dir, stem, begin, end, [&](const std::filesystem::path& path) {
+    found = path.string();
+    return absl::CancelledError();  // one is enough
+  });
+  if (!st.ok() && !absl::IsCancelled(st)) return st;
+  return found;
 }
 
 }  // namespace sinew::client

@@ -147,5 +147,9 @@ std::string ObjFramePath(const std::string& dir, const std::string& stem, uint64
 // digits), and nothing else. A missing `dir` is OK; an entry that cannot be removed is an
 // error naming it.
 absl::Status RemoveObjFrames(const std::string& dir, const std::string& stem, uint64_t begin, uint64_t end);
+// The path of one dir/stem_N.obj with N in [begin, end) (any one, the names ObjFramePath gives);
+// "" when there is none or `dir` is missing.
+absl::StatusOr<std::string> FirstObjFrame(const std::string& dir, const std::string& stem, uint64_t begin,
+                                          uint64_t end);
 
 }  // namespace sinew::client

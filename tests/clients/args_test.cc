@@ -46,5 +46,31 @@ TEST(Args, AValueStartingWithADashIsItsFlagsValue) {
   EXPECT_THAT(unknown.error(), HasSubstr("bogus"));
 }
 
+// Integers are decimal and whole: CLI11's cast read a leading 0 as octal and 0x as hex, so a
+// zero-padded --max-frames 000500 meant 320 frames and --key-interval 08 was "not an integer"
+// (until 2026-12-03).
+TEST(Args, IntegersAreDecimalWhateverTheirLeadingZeros) {
+  const auto get = [](const std::string& value, long long* out) {
+    Args args;
+    args.Flag("frames", "N", "0", "frames");
+    return Parse(args, {"play", "--frames", value}) && args.GetInt("frames", out, -1000, 1000);
+  };
+  long long n = 0;
+  ASSERT_TRUE(get("000500", &n));
+  EXPECT_EQ(n, 500);
+  ASSERT_TRUE(get("08", &n));
+  EXPECT_EQ(n, 8);
+  ASSERT_TRUE(get("-12", &n));
+  EXPECT_EQ(n, -12);
+  for (const char* refused : {"0x100", "12abc", "", " 5", "1e3", "1001"}) {
+    EXPECT_FALSE(get(refused, &n)) << refused;
+  }
+  Args args;
+  args.Flag("frames", "N", "0", "frames");
+  ASSERT_TRUE(Parse(args, {"play", "--frames", "0x10"}));
+  EXPECT_FALSE(args.GetInt("frames", &n, 0, 100));
+  EXPECT_THAT(args.error(), HasSubstr("--frames: '0x10' is not an integer in [0, 100]"));
+}
+
 }  // namespace
 }  // namespace sinew::client

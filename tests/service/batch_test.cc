@@ -452,6 +452,45 @@ TEST_F(Batch, StartingOverRemovesTheOtherJobsFramesAndAResumeKeepsOneBackend) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// OBJ frames of the batch's stem that no record names (a DCC's export starting at frame 1, as
+// Blender's does) are refused, not removed: until 2026-12-03 a run whose first frame was missing
+// removed every STEM_N.obj in the folder, without --no-resume. A file flag given a folder is
+// refused before anything runs (--gltf DIR failed only once the whole clip was baked).
+TEST_F(Batch, FramesNoRecordNamesAreRefusedNotRemoved) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string pc2 = (dir_ / "c.pc2").string(), obj = (dir_ / "exports").string();
+  fs::create_directories(obj);
+  const std::string exported = client::ObjFramePath(obj, "BCN_Epileptic", 1);
+  { std::ofstream(exported) << "v 1 2 3\n"; }
+  std::string err;
+  EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--max-frames", "3"}), nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("BCN_Epileptic.job is missing: " + exported + " may hold another batch's frames"));
+  EXPECT_EQ(Bytes(exported), "v 1 2 3\n");
+  EXPECT_FALSE(fs::exists(pc2)) << "refused before any output was started";
+  // A shard the same: frames in its range without its manifest.
+  EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--shard", "0/2"}), nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr(exported + ": an OBJ frame in this shard's range, but no manifest"));
+  EXPECT_EQ(Bytes(exported), "v 1 2 3\n");
+  // --no-resume replaces them.
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--obj", obj, "--max-frames", "3", "--no-resume"}), nullptr, &err),
+            0)
+      << err;
+  EXPECT_NE(Bytes(exported), "v 1 2 3\n");
+  EXPECT_EQ(FramesIn(pc2), 3u);
+  // Folders for files.
+  for (const std::string& flag : {"--gltf", "--pc2"}) {
+    std::vector<std::string> args = {SINEW_CLI_PATH, "--target", server.target(), "batch", kCharacter, flag, obj};
+    EXPECT_EQ(RunProcess(args, nullptr, &err), 2) << flag;
+    EXPECT_THAT(err, HasSubstr(flag + ": '" + obj + "' is a folder; give a file's path"));
+    args.back() = (dir_ / "new/").string();
+    EXPECT_EQ(RunProcess(args, nullptr, &err), 2) << flag;
+    EXPECT_THAT(err, HasSubstr("is a folder"));
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "new"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // A run that fails before its first frame (here: a GPU asked of a server without one) leaves a
 // cache with no frame and its job's record; the corrected command, another job, writes there.
 // Until 2026-12-03 it was refused as "another batch's frames".

@@ -212,6 +212,42 @@ TEST_F(Service, ServerInfoMethodsMatchTheProto) {
   EXPECT_EQ(blend->params(0).name(), "weight");
 }
 
+// A closed pipe on stdout (`sinew play --json | head -1`) makes the CLI's writes fail, which it
+// reports and exits 1 on, its sessions closed: until 2026-12-03 SIGPIPE killed it (141 in the
+// shell) at its first report, between methods.
+TEST_F(Service, CliWritingIntoAClosedPipeExitsOneWithItsSessionsClosed) {
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  ASSERT_EQ(close(fds[0]), 0);  // nobody reads: every write fails with EPIPE, or raises SIGPIPE
+  char err_path[] = "/tmp/sinew-pipe-err-XXXXXX";
+  const int err_fd = mkstemp(err_path);
+  ASSERT_GE(err_fd, 0);
+  const std::vector<std::string> args = {SINEW_CLI_PATH, "--target", server_->target(), "play", "--vertices", "2000",
+                                         "--frames", "3", "--method", "lbs,dqs", "--json"};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGPIPE, SIG_DFL);  // as a shell starts it (this test's process may ignore it: inherited)
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  close(err_fd);
+  const int code = WaitProcess(pid);
+  std::ifstream in(err_path);
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(err_path);
+  EXPECT_EQ(code, 1) << "128 + 13 is SIGPIPE\n" << err;
+  EXPECT_THAT(err, HasSubstr("sinew: writing standard output failed"));
+  auto sessions = client_->ListSessions();
+  ASSERT_TRUE(sessions.ok()) << sessions.status();
+  EXPECT_EQ(sessions->sessions_size(), 0);
+}
+
 // The CLI's flags (parsed by CLI11) and --param: a pipeline's parameters name their stage by
 // method or index, reach that stage (the server's check names it), and ambiguous, unknown or
 // malformed ones are refused before anything is sent; unknown flags and missing values too.
