@@ -340,8 +340,12 @@ class PbsDeformer final : public Deformer {
   absl::StatusOr<std::string> SaveState() const override {
     const size_t n = model_->mesh.rest.size();
     if (state_.fresh || state_.x.size() != 3 * n) return Encode(true, {}, {});
+    // Jiggle switched on since the last frame (which kept no velocities): still, as the next
+    // frame would start them. Until 2026-12-03 none were saved and LoadState refused the bytes
+    // ("saved by a session with jiggle off") in a session like this one.
+    if (Jiggles() && state_.v.size() != 3 * n) return Encode(false, state_.x, std::vector<float>(3 * n, 0.f));
     return Encode(false, state_.x,
-                  state_.v.size() == 3 * n ? std::span<const float>(state_.v) : std::span<const float>());
+                  Jiggles() && state_.v.size() == 3 * n ? std::span<const float>(state_.v) : std::span<const float>());
   }
 
   absl::Status LoadState(std::string_view bytes) override {
@@ -362,7 +366,13 @@ class PbsDeformer final : public Deformer {
     // Particles past float's range: the frame that drove them there failed, and the server starts
     // the session's next frame from rest (it may not have seen that frame's positions yet).
     const std::span<const float> x = resident.first(3 * n);
-    const std::span<const float> v = Jiggles() ? resident.subspan(3 * n, 3 * n) : std::span<const float>();
+    // Jiggle switched on since the last frame: the device's velocities are those of an earlier
+    // jiggling stretch, which the next frame does not use (kStill); it starts still, so they are
+    // saved still (until 2026-12-03 the stale ones were, and a restored session diverged).
+    const std::vector<float> still = Jiggles() && !device_jiggle_ ? std::vector<float>(3 * n, 0.f) : std::vector<float>();
+    const std::span<const float> v = !Jiggles() ? std::span<const float>()
+                                     : device_jiggle_ ? resident.subspan(3 * n, 3 * n)
+                                                      : std::span<const float>(still);
     const auto finite = [](std::span<const float> a) {
       return std::all_of(a.begin(), a.end(), [](float f) { return std::isfinite(f); });
     };

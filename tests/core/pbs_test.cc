@@ -771,6 +771,40 @@ TEST(PbsDynamics, SnapshotRestoreContinuesBitForBit) {
   }
 }
 
+// A session whose jiggle was switched on (or off) since its last frame saves what its next frame
+// starts from: still particles where the last frame left them (none without jiggle), and a session
+// with the same parameters loads it and plays on bit for bit. Until 2026-12-03 the state saved
+// with jiggle switched on held no velocities and LoadState refused it in a session like the one
+// that saved it ("saved by a session with jiggle off"); switched off, it held velocities and was
+// refused the same way.
+TEST(PbsDynamics, AStateSavedJustAfterJiggleIsSwitchedLoadsIntoItsLikes) {
+  const PaintedElbow f;
+  PbsParams on = PaintedElbow::Params(), off = on;
+  off.jiggle = false;
+  for (const bool switch_on : {true, false}) {
+    SCOPED_TRACE(switch_on ? "switched on" : "switched off");
+    const PbsParams& before = switch_on ? off : on;
+    const PbsParams& after = switch_on ? on : off;
+    auto original = f.Make(before), restored = f.Make(after);
+    std::vector<float> a(f.rig->positions.size()), b(a.size());
+    for (int k = 0; k < 8; ++k) {
+      const Pose pose = PaintedElbow::Swing(*f.rig, k);
+      ASSERT_TRUE(original->Deform({&pose, {}}, a, nullptr).ok());
+    }
+    ASSERT_TRUE(original->SetParams(PaintedElbow::Config(after)).ok());
+    const auto saved = original->SaveState();
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    const absl::Status loaded = restored->LoadState(*saved);
+    ASSERT_TRUE(loaded.ok()) << loaded;
+    for (int k = 8; k < 20; ++k) {
+      const Pose pose = PaintedElbow::Swing(*f.rig, k);
+      ASSERT_TRUE(original->Deform({&pose, {}}, a, nullptr).ok());
+      ASSERT_TRUE(restored->Deform({&pose, {}}, b, nullptr).ok());
+      ASSERT_EQ(a, b) << "frame " << k;
+    }
+  }
+}
+
 // A frame the host stops (FrameInput::stop, asked before every sweep and recovery pass) returns
 // CANCELLED and leaves the session as the frame found it: after the stop, frame for frame, the
 // same bits (particles and velocities carry on) as a session that never saw the stopped frame.
