@@ -1,6 +1,7 @@
 // sinew: command-line client of the Sinew service. See `sinew help`.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <cerrno>
@@ -96,6 +97,22 @@ int Usage(const client::Args& args, const std::string& error) {
   if (!error.empty()) std::fprintf(stderr, "sinew: %s\n\n", error.c_str());
   std::fprintf(error.empty() ? stdout : stderr, "%s%s", kUsage, args.Help().c_str());
   return error.empty() ? 0 : 2;
+}
+
+// `s` as a JSON string, quotes included.
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(ch));
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
 }
 
 std::string Json(const google::protobuf::Message& m) {
@@ -668,6 +685,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (!session.ok()) {  // the other methods still play (their row of the snapshot stays blank)
       std::fprintf(stderr, "%s: no session: %s: %s\n", spec.c_str(), absl::StatusCodeToString(session.status().code()).c_str(),
                    std::string(session.status().message()).c_str());
+      if (json) {  // one object per method, as promised (until 2026-12-03 none for this one)
+        std::printf("{\"method\":%s,\"error\":%s}\n", JsonString(spec).c_str(),
+                    JsonString(absl::StrCat(absl::StatusCodeToString(session.status().code()), ": ",
+                                            session.status().message()))
+                        .c_str());
+      }
       if (!snap.path.empty()) shots.emplace_back(snap.frames.size());
       status = 1;
       continue;
@@ -844,8 +867,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       if (auto st = stream->Close(); !st.ok()) return Fail(st);
     }
     session_closed = true;
-    auto closed = c.CloseSession(session->session_id());
-    if (!closed.ok()) return Fail(closed.status());
+    // Its frames are measured: reported whatever the close says, and the next methods play
+    // (until 2026-12-03 a failed close dropped this method's report and the rest of the run).
+    if (auto closed = c.CloseSession(session->session_id()); !closed.ok()) {
+      std::fprintf(stderr, "%s: closing its session failed: %s\n", spec.c_str(), closed.status().ToString().c_str());
+      status = 1;
+    }
     const double p50 = lat.Percentile(50), p99 = lat.Percentile(99), mx = lat.Max();
     std::string quality;
     if (procedural && !peak.empty() && limb.bones >= 3) {  // fewer: no wrist and elbow apart
@@ -1340,6 +1367,14 @@ int Batch(client::Client& c, client::Args& args) {
                                                 total, " (another version's sampling of the clip?)"));
       }
       if (auto s = decoder.Decode(r, xyz); !s.ok()) return s;
+      // Named by its clip frame (a shard's cache counts its own), and refused before any output
+      // has it: OBJ frames were written with "nan" in them until 2026-12-03.
+      for (size_t i = 0; i < xyz.size(); ++i) {
+        if (!std::isfinite(xyz[i])) {
+          return absl::DataLossError(absl::StrCat("the server sent clip frame ", r.frame(), " with point ", i / 3,
+                                                  " not finite; nothing of it was written"));
+        }
+      }
       if (cache && r.frame() >= range.begin + cache->frames()) {
         if (auto s = cache->Append(xyz); !s.ok()) return s;
       }

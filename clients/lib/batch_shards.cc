@@ -341,6 +341,12 @@ absl::StatusOr<MergeResult> MergeShards(const MergeOptions& o) {
   const std::string record =
       absl::StrCat(ref->job, "\n", backend.empty() ? "" : absl::StrCat("backend ", backend, "\n"));
   if (!o.pc2.empty()) {
+    // An earlier job's record goes first: until 2026-12-03 a merge killed between the cache and
+    // its record left this job's frames under another's record, which a batch of that job would
+    // then resume as its own. Without a record, a batch refuses the cache until --no-resume.
+    std::error_code gone;
+    fs::remove(Pc2JobPath(o.pc2), gone);
+    if (gone) return absl::FailedPreconditionError(absl::StrCat(Pc2JobPath(o.pc2), ": ", gone.message()));
     if (absl::Status st = ConcatPc2(parts, o.pc2, ref->points, 0.0f, 1.0f); !st.ok()) return st;
     if (absl::Status st = WriteFileAtomically(Pc2JobPath(o.pc2), record); !st.ok()) return st;
   }

@@ -346,6 +346,18 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
   ASSERT_EQ(lines.size(), 2u) << out;
   for (const std::string& line : lines) EXPECT_TRUE(line.front() == '{' && line.back() == '}') << line;
   EXPECT_THAT(err, HasSubstr("rig "));  // the text lines went to stderr
+  // A method whose session is refused has its object too, naming why (until 2026-12-03 it had
+  // none: a reader of one object per method could not tell which was missing).
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server_->target(), "play", "--vertices", "2000", "--frames", "3",
+                        "--method", "lbs,baseline", "--json"},
+                       &out, &err),
+            1)
+      << err;
+  const std::vector<std::string> refused = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(refused.size(), 2u) << out;
+  EXPECT_THAT(refused[0], HasSubstr("{\"method\":\"lbs\",\"backend\":\"cpu\""));
+  EXPECT_THAT(refused[1], HasSubstr("{\"method\":\"baseline\",\"error\":\"FAILED_PRECONDITION: method baseline needs "
+                                    "the rig's sphere_mesh"));
 
   // play with a list of methods (2026-12-01): --param goes to the methods that take it. Until
   // then every method got all of it, so `blend,dqs --param weight=0.5` played blend and then
