@@ -12,6 +12,7 @@
 #include <memory>
 #include <iostream>
 #include <limits>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1489,6 +1490,59 @@ int MergeShardsCommand(client::Args& args) {
   return 0;
 }
 
+// The flags a command reads, beyond those every command takes (the connection's, --help and
+// --json, which the commands that print only text or only JSON ignore, as --help says). A flag
+// given to a command that does not read it is refused, naming it: until 2026-12-03 `sinew play
+// char.fbx --pc2 out.pc2` exited 0 having written nothing, and `sinew batch --frames 100`
+// baked the whole clip.
+std::string FlagNotForCommand(const client::Args& args) {
+  static const std::set<std::string> kEveryCommand = {"target", "token", "tls", "tls-ca", "tls-cert", "tls-key",
+                                                      "tls-server-name", "affinity", "timeout", "help", "json"};
+  static const std::set<std::string> kDeformer = {"method", "param", "skinning", "blend-weight", "operator",
+                                                  "joint-operator", "encoding", "max-error", "key-interval",
+                                                  "backend"};
+  static const std::set<std::string> kLimb = {"vertices", "bones", "influences"};
+  static const std::set<std::string> kAsset = {"clip", "clip-fps", "point-set"};
+  static const std::set<std::string> kPlay = {"rig", "frames", "fps", "unary", "quality", "snapshot",
+                                              "snapshot-frames", "snapshot-size", "snapshot-view", "snapshot-diff"};
+  static const std::set<std::string> kBatch = {"quality", "pc2", "obj", "gltf", "max-frames", "no-resume", "shard",
+                                               "shard-from-env"};
+  const auto& pos = args.positional();
+  const std::string& cmd = pos[0];
+  std::string what = cmd;
+  std::vector<const std::set<std::string>*> reads;
+  if (cmd == "upload") {
+    reads = {&kLimb};
+  } else if (cmd == "session" && pos.size() > 1 && pos[1] == "create") {
+    what = "session create";
+    static const std::set<std::string> kRig = {"rig"};
+    reads = {&kDeformer, &kRig};
+  } else if (cmd == "play") {
+    // The procedural limb without an asset file; an asset's clip with one.
+    const bool file = pos.size() > 1;
+    for (const std::string& flag : args.Given()) {
+      if (flag == "point-set" && !file) return "--point-set: makes an asset's character into points: play FILE";
+      if (!file && kAsset.count(flag) > 0) return absl::StrCat("--", flag, ": reads an asset's clip: play FILE");
+      if (file && kLimb.count(flag) > 0) return absl::StrCat("--", flag, ": shapes the procedural limb, not FILE's rig");
+    }
+    what = "play";
+    reads = {&kDeformer, &kPlay, &kAsset, &kLimb};
+  } else if (cmd == "batch") {
+    reads = {&kDeformer, &kAsset, &kBatch};
+  } else if (cmd == "merge-shards") {
+    static const std::set<std::string> kMerge = {"pc2", "obj", "shards"};
+    reads = {&kMerge};
+  } else if (cmd == "session" && pos.size() > 1) {
+    what = "session " + pos[1];
+  }
+  for (const std::string& flag : args.Given()) {
+    if (kEveryCommand.count(flag) > 0) continue;
+    if (std::any_of(reads.begin(), reads.end(), [&](const auto* set) { return set->count(flag) > 0; })) continue;
+    return absl::StrCat("--", flag, ": not a flag of ", what, " (see the flags' help for the commands that read it)");
+  }
+  return "";
+}
+
 }  // namespace
 
 int Main(int argc, char** argv);
@@ -1551,6 +1605,7 @@ int Main(int argc, char** argv) {
   if (args.Has("help") || (!pos.empty() && pos[0] == "help")) return Usage(args, "");
   if (pos.empty()) return Usage(args, "no command given");
   const std::string cmd = pos[0];
+  if (const std::string unused = FlagNotForCommand(args); !unused.empty()) return Usage(args, unused);
   LimbOptions limb;
   if (!LimbFromArgs(args, &limb)) return Usage(args, args.error());
 

@@ -85,6 +85,14 @@ bool Args::Has(const std::string& name) const {
   return it->second != "0" && it->second != "false";
 }
 
+std::vector<std::string> Args::Given() const {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : values_) {
+    if (Has(name)) out.push_back(name);
+  }
+  return out;
+}
+
 std::string Args::Get(const std::string& name) const {
   if (auto it = values_.find(name); it != values_.end()) return it->second;
   if (auto it = specs_.find(name); it != specs_.end()) return it->second.def;

@@ -30,6 +30,8 @@ class Args {
   // and be writable, checked before a run whose result it would hold, not after; sets error().
   bool GetOutputPath(const std::string& name, std::string* out, bool allow_stdout = false);
   const std::vector<std::string>& positional() const { return positional_; }
+  // The flags given on the command line (Has), in name order.
+  std::vector<std::string> Given() const;
 
  private:
   struct Spec {

@@ -34,6 +34,11 @@ absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args) {
   o.tls_cert = args.Get("tls-cert");
   o.tls_key = args.Get("tls-key");
   o.server_name = args.Get("tls-server-name");
+  // The name checks the server's certificate: without TLS there is none (until 2026-12-03 the
+  // connection silently stayed plaintext).
+  if (!o.server_name.empty() && !o.tls && o.tls_ca.empty() && o.tls_cert.empty() && o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-server-name: goes with --tls (or --tls-ca, --tls-cert)");
+  }
   o.affinity = args.Get("affinity");
   if (o.affinity.empty()) {
     // Without one, HAProxy's hdr() balancing falls back to round robin per request, and a

@@ -328,6 +328,23 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
     EXPECT_THAT(out, HasSubstr("Usage: sinew")) << help;
     EXPECT_THAT(out, HasSubstr("--help")) << help;
   }
+  // A flag the command does not read is refused before connecting (none listens on port 1),
+  // naming it: until 2026-12-03 `play --pc2` exited 0 having written nothing, `batch --frames`
+  // baked the whole clip, and --tls-server-name without TLS connected in plaintext.
+  for (const auto& [words, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"play", "--pc2", "out.pc2"}, "--pc2: not a flag of play"},
+           {{"play", "x.fbx", "--vertices", "300"}, "--vertices: shapes the procedural limb, not FILE's rig"},
+           {{"play", "--clip-fps", "60"}, "--clip-fps: reads an asset's clip: play FILE"},
+           {{"batch", "x.fbx", "--pc2", "x.pc2", "--frames", "100"}, "--frames: not a flag of batch"},
+           {{"upload", "--method", "dqs"}, "--method: not a flag of upload"},
+           {{"session", "list", "--backend", "gpu"}, "--backend: not a flag of session list"},
+           {{"merge-shards", "--pc2", "x.pc2", "--no-resume"}, "--no-resume: not a flag of merge-shards"},
+           {{"info", "--tls-server-name", "sinew.example"}, "--tls-server-name: goes with --tls"}}) {
+    std::vector<std::string> argv = {SINEW_CLI_PATH, "--target", "127.0.0.1:1"};
+    argv.insert(argv.end(), words.begin(), words.end());
+    EXPECT_EQ(RunProcess(argv, nullptr, &err), 2) << words[0] << " " << flag;
+    EXPECT_THAT(err, HasSubstr(flag));
+  }
   // The connection flags' unary deadline, in both programs that take them.
   EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", "127.0.0.1:1", "--timeout", "-1", "info"}, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("--timeout: '-1' is not a number in [0, 1e+09]"));
