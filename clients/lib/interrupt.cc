@@ -23,6 +23,7 @@ struct Registry {
   std::condition_variable settled;  // a session being created got its id, or was dropped
   std::map<uint64_t, std::pair<Client*, std::string>> sessions;  // under mu; "": being created
   uint64_t next_key = 0;                                         // under mu
+  bool closing = false;  // under mu: the interrupt is closing `sessions` through their clients
 };
 Registry& Sessions() {
   static Registry* registry = new Registry;
@@ -53,6 +54,7 @@ void CloseAllAndExit(int sig) {
       return true;
     });
     for (const auto& [key, s] : r.sessions) open.push_back(s);
+    r.closing = true;
   }
   for (const auto& [client, id] : open) {
     const auto closed = client->CloseSession(id);
@@ -112,7 +114,12 @@ void ClosedOnInterrupt::Set(std::string session_id) {
 ClosedOnInterrupt::~ClosedOnInterrupt() {
   Registry& r = Sessions();
   {
-    std::lock_guard lock(r.mu);
+    std::unique_lock lock(r.mu);
+    // Once the interrupt closes the registered sessions it uses their Clients, which live past
+    // this registration: the owner goes no further (it would destroy its Client under the
+    // closing thread, until 2026-12-03), and the closing thread, or its watchdog, ends the
+    // process.
+    if (r.closing) r.settled.wait(lock, [] { return false; });
     r.sessions.erase(key_);
   }
   r.settled.notify_all();
