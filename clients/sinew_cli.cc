@@ -554,15 +554,27 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     Pose pose;
     const CageClip* cage_clip = asset->cage_clips.empty() ? nullptr : &asset->cage_clips.front();
     const double duration = std::max((*clip)->duration, cage_clip ? cage_clip->duration() : 0.0);
-    const size_t n = static_cast<size_t>(std::floor(duration * clip_fps + 1e-9)) + 1;
+    // Saturated, as ClipFrameCount does (an absurd duration from a file is not a conversion's
+    // undefined behaviour).
+    const double sampled = std::floor(duration * clip_fps + 1e-9);
+    const size_t n = sampled < 1e15 ? static_cast<size_t>(sampled) + 1 : size_t{1'000'000'000'000'000};
     // The frames played are the clip's first `frames` (cycled beyond n): only those are sampled,
-    // and the requests are held in memory (about 30 bytes a joint each, twice), so bounded.
+    // and the requests are held in memory (about 40 bytes a joint and 12 a cage vertex each,
+    // twice), so bounded: by count, and by bytes (a cage clip's frames are as large as its cage).
     const size_t kept = frames > 0 ? std::min<size_t>(n, size_t(frames)) : n;
     constexpr size_t kMaxSampled = 1'000'000;
     if (kept > kMaxSampled) {
       return Usage(args, absl::StrCat("play: --clip-fps ", clip_fps, " samples ", n, " frames of the clip \"",
                                       (*clip)->name, "\"; at most ", kMaxSampled,
                                       " are held in memory: give --frames, or a lower --clip-fps"));
+    }
+    const size_t cage_floats = cage_clip && !cage_clip->offsets.empty() ? cage_clip->offsets.front().size() : 0;
+    const double frame_bytes = 40.0 * double(built->skeleton.size()) + 4.0 * double(cage_floats);
+    constexpr double kMaxSampledBytes = double(uint64_t{1} << 30);
+    if (double(kept) * frame_bytes > kMaxSampledBytes) {
+      return Usage(args, absl::StrFormat("play: %zu frames of about %.0f bytes each (%.0f MB) are more than the 1024 MB "
+                                         "held in memory: give --frames, or a lower --clip-fps",
+                                         kept, frame_bytes, double(kept) * frame_bytes / 1048576));
     }
     source.cycle.resize(kept);
     std::vector<float> offsets;

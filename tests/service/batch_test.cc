@@ -519,6 +519,12 @@ TEST_F(Batch, ARunThatFailedBeforeItsFirstFrameDoesNotHoldItsFilesAgainstTheNext
   const std::vector<std::string> play = {SINEW_CLI_PATH, "--target", server.target(), "play", kCharacter, "--clip-fps", "1e6"};
   EXPECT_EQ(RunProcess(play, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("at most 1000000 are held in memory: give --frames, or a lower --clip-fps"));
+  // ... and at most 1 GiB of them (58 joints: 999 999 frames are 2.2 GB, held twice; until
+  // 2026-12-03 only their count was bounded).
+  std::vector<std::string> heavy = play;
+  heavy.insert(heavy.end(), {"--frames", "999999"});
+  EXPECT_EQ(RunProcess(heavy, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("are more than the 1024 MB held in memory: give --frames, or a lower --clip-fps"));
   std::vector<std::string> three = play;
   three.insert(three.end(), {"--frames", "3", "--method", "lbs"});
   EXPECT_EQ(RunProcess(three, nullptr, &err), 0) << err;
