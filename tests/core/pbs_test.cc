@@ -85,6 +85,56 @@ TEST(PbsVolume, CorrectedGradientsAreTheDerivativeAndTheMisprintIsNot) {
   EXPECT_LE(printed, size_t(0.75 * kTrials));
 }
 
+// The paper's §3.2 (Eq. 5): a projection with equal masses conserves linear and angular
+// momentum: its moves sum to zero (Σ Δp_i = 0) and exert no torque (Σ p_i × Δp_i = 0, taken at
+// the positions it started from), for stretch and volume, PBD and XPBD alike. And each is exact
+// to first order: with k = 1 (or α̃ = 0) the edge's length is its rest length after one
+// projection, and the volume's error shrinks (it is quadratic in the move, not 0).
+TEST(PbsProjections, ConserveLinearAndAngularMomentum) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  double worst_linear = 0, worst_angular = 0, worst_length = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    float start[12];
+    for (float& v : start) v = float(u(rng));
+    for (int kind = 0; kind < 4; ++kind) {  // stretch, stretch XPBD, volume, volume XPBD
+      float x[12];
+      std::copy(start, start + 12, x);
+      const StretchConstraint edge{0, 1, 0.7f};
+      const VolumeConstraint tet{{0, 1, 2, 3}, 0.1f};
+      float lambda = 0;
+      switch (kind) {
+        case 0: ProjectStretch(edge, 1.f, x); break;
+        case 1: ProjectStretchXpbd(edge, 0.f, lambda, x); break;
+        case 2: ProjectVolume(tet, 0.6f, x); break;
+        case 3: ProjectVolumeXpbd(tet, 0.5f, lambda, x); break;
+      }
+      V3 linear = V3::Zero(), angular = V3::Zero();
+      double scale = 0;
+      for (int i = 0; i < 4; ++i) {
+        const V3 p(start[3 * i], start[3 * i + 1], start[3 * i + 2]);
+        const V3 d = V3(x[3 * i], x[3 * i + 1], x[3 * i + 2]) - p;
+        linear += d;
+        angular += p.cross(d);
+        scale = std::max(scale, d.norm());
+      }
+      if (scale == 0) continue;
+      // Relative to the largest move, past float's rounding of the positions (about 1e-7 here).
+      worst_linear = std::max(worst_linear, linear.norm() / (scale + 1e-2));
+      worst_angular = std::max(worst_angular, angular.norm() / (scale + 1e-2));
+      if (kind < 2) {
+        worst_length = std::max(worst_length, std::abs((V3(x[0], x[1], x[2]) - V3(x[3], x[4], x[5])).norm() - 0.7));
+      }
+    }
+  }
+  std::printf("one projection: linear momentum %.1e, angular %.1e of its largest move (+0.01); edge length off by "
+              "%.1e\n",
+              worst_linear, worst_angular, worst_length);
+  EXPECT_LE(worst_linear, 1e-4);  // a wrong projection (one particle moved, a gradient off) is O(1)
+  EXPECT_LE(worst_angular, 1e-4);
+  EXPECT_LE(worst_length, 1e-5);
+}
+
 struct Cylinder {
   Rig rig = testing::BuildOrDie(testing::ElbowCylinder());
   VoxelGrid grid = *Voxelize(rig.positions, rig.triangles, {0.25});
