@@ -179,6 +179,49 @@ TEST(BaselineSkinning, TwistKeepsCrossSectionsWhereLbsCollapses) {
   EXPECT_LT(lbs_min, 0.2);
 }
 
+// The twist's spread along the bone (spec §3.7.1, test 4): twisted by τ at its joint, the child
+// bone's points turn about its axis by θ(u) = τ(3u² − 2u³), u their fraction along it from the
+// joint, measured where they are after the twist (base points slide along the longer twisted
+// curve: the ratio is kept, not u); the parent bone's points do not move. The linear profile
+// turns them by τu, and each profile's points are off the other's curve (the control: a reversed
+// ramp, a linear one or a twist at the wrong end would not pass).
+TEST(BaselineSkinning, TwistSpreadsAlongTheChildBoneByItsProfile) {
+  Bar bar;
+  const Prepared f(bar.Make());
+  const double tau = std::numbers::pi / 2;
+  const Pose pose = Bent(*f.rig, 90, E3::UnitX());
+  for (const auto profile : {baseline::Profile::kCubic, baseline::Profile::kLinear}) {
+    BaselineParams params;
+    params.profile = profile;
+    auto d = f.Make(params);
+    const auto out = Play(*d, pose, f.rig->vertex_count());
+    const auto cubic = [](double u) { return u * u * (3 - 2 * u); };
+    double worst = 0, other = 0, parent = 0;
+    size_t seen = 0;
+    for (size_t v = 0; v < f.rig->vertex_count(); ++v) {
+      const float* p = &f.rig->positions[3 * v];
+      const float* q = &out[3 * v];
+      if (p[0] < 1.9) parent = std::max(parent, double((E3(q[0], q[1], q[2]) - E3(p[0], p[1], p[2])).norm()));
+      if (p[0] < 2.1 || p[0] > 3.9 || std::hypot(p[1], p[2]) < 0.1) continue;  // the child's cylinder, off the axis
+      ++seen;
+      const double u = (double(q[0]) - 2) / 2;
+      double turned = std::atan2(q[2], q[1]) - std::atan2(p[2], p[1]);
+      turned = std::remainder(turned, 2 * std::numbers::pi);
+      const double by_cubic = tau * cubic(u), by_linear = tau * u;
+      const bool is_cubic = profile == baseline::Profile::kCubic;
+      worst = std::max(worst, std::abs(turned - (is_cubic ? by_cubic : by_linear)));
+      other = std::max(other, std::abs(turned - (is_cubic ? by_linear : by_cubic)));
+    }
+    std::printf("%s profile, 90° twist: %zu points of the child off their curve by at most %.1e rad (%.3f from the "
+                "other profile's); parent's points moved %.1e\n",
+                profile == baseline::Profile::kCubic ? "cubic" : "linear", seen, worst, other, parent);
+    ASSERT_GT(seen, 100u);
+    EXPECT_LE(worst, 1e-5);
+    EXPECT_GE(other, 0.1);
+    EXPECT_LE(parent, 1e-5);
+  }
+}
+
 // Bend (the paper's Fig. 20): the far bone bent 90°. Points keep their height over the posed
 // sphere-mesh on the convex side; DQS with the Gaussian weights bulges the elbow out and LBS
 // collapses it in.
