@@ -175,13 +175,13 @@ absl::Status ValidateSphereFrame(const Rig& rig, const SphereFrame& f) {
   for (size_t k = 0; k < f.twists.size(); ++k) {
     if (!std::isfinite(f.twists[k])) return bad(absl::StrFormat("spheres.twists[%d]: %g is not finite", k, f.twists[k]));
   }
-  // Every bone keeps a cone: its radii differ by less than its length.
-  auto centre = [&](uint32_t i) {
-    const std::vector<float>& c = f.centers.empty() ? sm.centers : f.centers;
-    return Eigen::Vector3d(c[3 * i], c[3 * i + 1], c[3 * i + 2]);
-  };
+  // Every bone keeps a cone: its radii differ by less than its length. Checked here where the
+  // frame gives the centres; without them the skeleton's pose places them (a scaled joint
+  // lengthens its bone), and the posing checks the posed bones (until 2026-12-03 radii without
+  // centres were checked against the rest centres, and a valid frame was refused).
+  auto centre = [&](uint32_t i) { return Eigen::Vector3d(f.centers[3 * i], f.centers[3 * i + 1], f.centers[3 * i + 2]); };
   auto radius = [&](uint32_t i) { return double(f.radii.empty() ? sm.radii[i] : f.radii[i]); };
-  if (!f.centers.empty() || !f.radii.empty()) {
+  if (!f.centers.empty()) {
     for (size_t k = 0; k < bones; ++k) {
       const uint32_t a = sm.bones[2 * k], b = sm.bones[2 * k + 1];
       const double length = (centre(b) - centre(a)).norm();

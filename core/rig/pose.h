@@ -67,8 +67,9 @@ struct SphereFrame {
   std::vector<float> twists;   // empty (none) or 1 per bone; only with centers
 };
 
-// Checks counts against the rig's sphere-mesh, finiteness, positive radii and valid bones (radii
-// differing by less than the centres' distance). INVALID_ARGUMENT names the field and index
+// Checks counts against the rig's sphere-mesh, finiteness, positive radii and, where the frame
+// gives the centres, valid bones (radii differing by less than the centres' distance; posed by
+// a skeleton, the posing checks them). INVALID_ARGUMENT names the field and index
 // ("spheres.radii[3]").
 absl::Status ValidateSphereFrame(const Rig& rig, const SphereFrame& frame);
 

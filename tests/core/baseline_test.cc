@@ -680,6 +680,31 @@ TEST(BaselineSkinning, ExplicitSpheresEqualTheSkeletonPoseThatPutsThemThere) {
   EXPECT_LE(worst, 2e-5);  // the centres and twists went through floats
 }
 
+// New radii with a skeleton pose are checked against the posed bones, not the rest ones: the far
+// joint scaled 2x makes its bone 4 long, room for radii 0.6 and 2.7 (2 at rest would not be:
+// refused until 2026-12-03); radii 0.6 and 5 are refused naming the frame's bone.
+TEST(BaselineSkinning, RadiiWithAPoseAreCheckedOnThePosedBones) {
+  const Prepared f(Bar().Make());
+  auto d = f.Make();
+  Pose pose = RestPose(f.rig->skeleton);
+  pose.scales.assign(pose.joint_count(), 1.f);
+  Similarity scaled = pose.joint(1);
+  scaled.scale = 2;
+  pose.set_joint(1, scaled);
+  SphereFrame spheres;
+  spheres.radii = {0.6f, 0.6f, 2.7f};
+  FrameInput frame;
+  frame.pose = &pose;
+  frame.spheres = &spheres;
+  std::vector<float> out(f.rig->positions.size());
+  const absl::Status fits = d->Deform(frame, out, nullptr);
+  EXPECT_TRUE(fits.ok()) << fits;
+  spheres.radii[2] = 5;
+  const absl::Status holds = d->Deform(frame, out, nullptr);
+  EXPECT_EQ(holds.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(holds.message()).find("in this frame bone 1 (spheres 1 and 2)"), std::string::npos) << holds;
+}
+
 // Anatomy (spec §5 test 11): the far bone lengthened by 50 % (its radii kept): every point keeps
 // its height over the sphere-mesh, and on the bone's cylinder part the points' spacing along it
 // stretches by the section's factor — details spread evenly, none left behind.
