@@ -1,5 +1,6 @@
 #include "core/deformer/params.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -135,6 +136,12 @@ ParamReader& ParamReader::Choice(std::string_view name, std::span<const std::str
   status_ = absl::InvalidArgumentError(absl::StrCat(Field(name), ": \"", v->choice, "\" is not one of ",
                                                     Join(choices)));
   return *this;
+}
+
+std::string KeyNumber(double v) {
+  char text[32];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+  return ec == std::errc() ? std::string(text, end) : absl::StrCat(v);
 }
 
 }  // namespace sinew

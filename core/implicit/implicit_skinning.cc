@@ -53,7 +53,7 @@ std::string ImplicitKey(const DeformerConfig& config) {
   }
   // Bone heat weights are computed only for the sessions that ask for them.
   if (c.rotation_weights == RotationWeights::kHarmonic) absl::StrAppend(&key, ",rotations=harmonic");
-  if (c.min_field_radius != ImplicitConfig{}.min_field_radius) absl::StrAppend(&key, ",min_field_radius=", c.min_field_radius);
+  if (c.min_field_radius != ImplicitConfig{}.min_field_radius) absl::StrAppend(&key, ",min_field_radius=", KeyNumber(c.min_field_radius));
   return key;
 }
 

@@ -700,8 +700,8 @@ std::string PbsModel::Summary() const {
 std::string PbsKey(const DeformerConfig& config) {
   const PbsParams& p = ParamsOf<PbsParams>(config);
   std::string tets(kTetWords[int(p.tets)]);
-  if (p.tets == PbsParams::Tets::kAuto || p.tets == PbsParams::Tets::kMesher) absl::StrAppend(&tets, ",cell=", p.cell_size);
-  if (p.tets == PbsParams::Tets::kAuto || p.tets == PbsParams::Tets::kVoxels) absl::StrAppend(&tets, ",voxel=", p.voxel_size);
+  if (p.tets == PbsParams::Tets::kAuto || p.tets == PbsParams::Tets::kMesher) absl::StrAppend(&tets, ",cell=", KeyNumber(p.cell_size));
+  if (p.tets == PbsParams::Tets::kAuto || p.tets == PbsParams::Tets::kVoxels) absl::StrAppend(&tets, ",voxel=", KeyNumber(p.voxel_size));
   return absl::StrCat("tets=", tets, ",weights=", std::string(kWeightWords[int(p.weights)]),
                       p.cut_bridges ? "" : ",uncut",
                       p.jiggle_selection == PbsParams::JiggleSelection::kPaper ? ",jiggle=paper" : "");

@@ -22,7 +22,7 @@ size_t SuperCagesPrepared::Bytes() const {
 
 std::string SuperCagesKey(const DeformerConfig& config) {
   const SuperCagesParams& p = ParamsOf<SuperCagesParams>(config);
-  return absl::StrCat("cage=", p.cage, ";skelup=", p.skeleton_updater ? 1 : 0, ";s=", p.localisation_exponent);
+  return absl::StrCat("cage=", p.cage, ";skelup=", p.skeleton_updater ? 1 : 0, ";s=", KeyNumber(p.localisation_exponent));
 }
 
 namespace {

@@ -21,7 +21,8 @@ constexpr ParamSpec kSwingTwistSpecs[] = {
     {"twist_samples", ParamSpec::Type::kInteger, "1",
      "twist rotation samples per sign, at (90°/n)·q, [1, 16]; 1: the paper's R_z at ±90°"},
     {"epsilon", ParamSpec::Type::kNumber, "1e-06",
-     "regularization of each weight solve, times the mean diagonal (spec §2.4), [0, 1]"},
+     "regularization of each weight solve, times the mean diagonal (spec §2.4), (0, 1]: without it the solves "
+     "are singular"},
     {"tolerance", ParamSpec::Type::kNumber, "0.0001", "relative energy decrease that ends a weight solve, (0, 1)"},
     {"unwrap_twist", ParamSpec::Type::kFlag, "false",
      "continue each joint's twist angle from the previous frame's instead of wrapping at ±180°; makes the "
@@ -106,7 +107,7 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSwingTwistParams(const 
   r.Number("voxel_size", p->voxel_size, 0, 1e30).Count("max_iterations", p->max_iterations, 1, 1000).Count(
       "influences", p->influences, 1, 8);
   r.Count("swing_samples", p->swing_samples, 1, 16).Count("twist_samples", p->twist_samples, 1, 16);
-  r.Number("epsilon", p->epsilon, 0, 1).Number("tolerance", p->tolerance, 0, 1, /*open_lo=*/true);
+  r.Number("epsilon", p->epsilon, 0, 1, /*open_lo=*/true).Number("tolerance", p->tolerance, 0, 1, /*open_lo=*/true);
   r.Flag("unwrap_twist", p->unwrap_twist);
   if (!r.status().ok()) return r.status();
   return std::shared_ptr<const MethodParams>(std::move(p));
@@ -132,9 +133,9 @@ bool SwingTwistStateful(const DeformerConfig& config) { return ParamsOf<SwingTwi
 
 std::string SwingTwistKey(const DeformerConfig& config) {
   const SwingTwistParams& p = ParamsOf<SwingTwistParams>(config);
-  return absl::StrCat("voxel=", p.voxel_size, ",iterations=", p.max_iterations, ",influences=", p.influences,
-                      ",samples=", p.swing_samples, "/", p.twist_samples, ",epsilon=", p.epsilon,
-                      ",tolerance=", p.tolerance);
+  return absl::StrCat("voxel=", KeyNumber(p.voxel_size), ",iterations=", p.max_iterations, ",influences=",
+                      p.influences, ",samples=", p.swing_samples, "/", p.twist_samples, ",epsilon=",
+                      KeyNumber(p.epsilon), ",tolerance=", KeyNumber(p.tolerance));
 }
 
 absl::Status CheckSwingTwistConfig(const Rig& rig, const DeformerConfig&) {

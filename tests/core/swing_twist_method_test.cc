@@ -235,8 +235,10 @@ TEST(SwingTwistMethod, ParametersAreChecked) {
   const auto st = ParseSwingTwistParams(set, "deformer.swing_twist").status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("deformer.swing_twist.influences"));
+  // epsilon 0 too: the regularization keeps the solves definite (without it a joint's axis
+  // vertices give zero rows, until 2026-12-03 "did not factor" after the voxelization).
   for (const auto& [name, value] : {std::pair{"swing_samples", 0.0}, {"twist_samples", 17.0}, {"epsilon", -1e-9},
-                                    {"tolerance", 0.0}}) {
+                                    {"epsilon", 0.0}, {"tolerance", 0.0}}) {
     ParamSet bad;
     bad.Set(name, ParamValue::Number(value));
     const auto refused = ParseSwingTwistParams(bad, "deformer.swing_twist").status();
@@ -252,6 +254,20 @@ TEST(SwingTwistMethod, ParametersAreChecked) {
   DeformerConfig config("swing-twist");
   config.params = *parsed;
   EXPECT_THAT(SwingTwistKey(config), ::testing::AllOf(::testing::HasSubstr("samples=8/1"), ::testing::HasSubstr("epsilon=1e-05")));
+  // Numbers to the last digit: two voxel sizes six digits alike are two keys (until 2026-12-03
+  // one, and the second session got the first one's weights).
+  std::string keys[2];
+  for (int k = 0; k < 2; ++k) {
+    ParamSet voxel;
+    voxel.Set("voxel_size", ParamValue::Number(k == 0 ? 0.0123456 : 0.01234564));
+    auto v = ParseSwingTwistParams(voxel, "deformer.swing_twist");
+    ASSERT_TRUE(v.ok()) << v.status();
+    DeformerConfig c("swing-twist");
+    c.params = *v;
+    keys[k] = SwingTwistKey(c);
+  }
+  EXPECT_NE(keys[0], keys[1]);
+  EXPECT_THAT(keys[1], ::testing::HasSubstr("voxel=0.01234564,"));
 }
 
 }  // namespace
