@@ -1,6 +1,7 @@
 #include "core/supercages/maxvol.h"
 
 #include <cmath>
+#include <limits>
 
 #include <Eigen/LU>
 #include <Eigen/QR>
@@ -21,10 +22,21 @@ MaxVolResult MaxVol(const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 
   for (Eigen::Index k = 0; k < c; ++k) sel.row(k) = a.row(r.rows[k]);
   // B = a · sel⁻¹ (m x c): Bᵀ = sel⁻ᵀ aᵀ.
   Eigen::MatrixXd b = Eigen::PartialPivLU<Eigen::MatrixXd>(sel.transpose()).solve(a.transpose()).transpose();
+  // A singular start (a rank-deficient a: a zero column, rows repeated) solves to non-finite
+  // values, and no swap mends them: said at once (until 2026-12-03 every swap ran, on NaN).
+  if (!b.allFinite()) {
+    r.log_abs_det = -std::numeric_limits<double>::infinity();
+    r.dominance = std::numeric_limits<double>::infinity();
+    return r;
+  }
   for (; r.swaps < max_swaps; ++r.swaps) {
     Eigen::Index i, j;
     const double best = b.cwiseAbs().maxCoeff(&i, &j);
     r.dominance = best;
+    if (!std::isfinite(best)) {  // the updates lost B
+      r.log_abs_det = -std::numeric_limits<double>::infinity();
+      return r;
+    }
     if (best <= 1 + delta) break;
     // Row i replaces slot j: B ← B − B[:,j] (B[i,:] − e_jᵀ) / B[i,j].
     const Eigen::VectorXd col = b.col(j);

@@ -19,7 +19,8 @@ struct MaxVolResult {
 };
 
 // `a` must have full column rank (m >= c). Starts from a column-pivoted QR of aᵀ, then swaps
-// rows while some |B_ij| > 1 + delta (rank-1 updates of B, O(m c) per swap).
+// rows while some |B_ij| > 1 + delta (rank-1 updates of B, O(m c) per swap). Rank-deficient
+// (the start solves to non-finite values): log_abs_det is -inf, returned before any swap.
 MaxVolResult MaxVol(const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& a,
                     double delta = 1e-2, int max_swaps = 100000);
 

@@ -10,6 +10,7 @@
 #include "core/implicit/rotation_weights.h"
 #include "core/parallel/thread_pool.h"
 #include "core/procedural/limb.h"
+#include "core/supercages/maxvol.h"
 #include "core/supercages/supercages.h"
 #include "core/swingtwist/method.h"
 #include "core/swingtwist/weights.h"
@@ -54,6 +55,27 @@ TEST(SuperCagesLimits, CagesPastTheLimitAreRefusedNamingTheCage) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("deformer.supercages.cage: cage 0 has 1106 vertices; method supercages takes at most 1024"));
+}
+
+// A cage vertex on no triangle (a stray in an exported cage) is refused before any work, naming
+// it: its coordinate is 0 everywhere, and until 2026-12-03 the cage updater's MaxVol swapped rows
+// of NaN for as long as its swap limit allowed (hours on a large mesh, uncancellable). MaxVol
+// itself answers a rank-deficient matrix at once.
+TEST(SuperCagesLimits, ACageVertexOnNoTriangleIsRefusedAtOnce) {
+  RigInput in = testing::LimbWithCage(20, 8);
+  const size_t stray = in.rig.cages[0].positions.size() / 3;
+  in.rig.cages[0].positions.insert(in.rig.cages[0].positions.end(), {0.5f, 0.f, 0.f});
+  auto rig = BuildRig(std::move(in));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  auto refused = PrepareSuperCages(*rig, SuperCages(false), nullptr, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("cage 0's vertex " + std::to_string(stray) + " is on no triangle"));
+  Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> a = Eigen::MatrixXd::Random(400, 12);
+  a.col(5).setZero();
+  const MaxVolResult r = MaxVol(a);
+  EXPECT_FALSE(std::isfinite(r.log_abs_det));
+  EXPECT_EQ(r.swaps, 0);
 }
 
 // The limb `o` inside a closed lat-long sphere of 992 vertices (cage 0) around it.
