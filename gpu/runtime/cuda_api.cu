@@ -22,9 +22,16 @@ __global__ void SkinBatchKernel(const BatchItem* items, uint32_t item_count, con
   if (g < total) BatchVertex(items, item_count, joint_data, g, out);
 }
 
+bool Sticky(cudaError_t e);
+
+// A failed call's error stays the thread's "last error" until read: a failed cudaMalloc (out of
+// memory) was then reported by the next batch's cudaGetLastError after its launch, failing a
+// batch that had nothing wrong with it (until 2026-12-03, found in review). Read here, unless
+// it is sticky (the context is lost: every later call says so anyway).
 bool Check(cudaError_t e, const char* what, std::string* error) {
   if (e == cudaSuccess) return true;
   if (error) *error = std::string(what) + ": " + cudaGetErrorString(e);
+  if (!Sticky(e)) (void)cudaGetLastError();
   return false;
 }
 
@@ -66,16 +73,22 @@ class CudaApi final : public DeviceApi {
     // instead of answering INTERNAL for every GPU frame.
     for (int d = 0; d < n; ++d) {
       cudaFuncAttributes attributes;
-      if (cudaSetDevice(d) != cudaSuccess || cudaFuncGetAttributes(&attributes, SkinBatchKernel) != cudaSuccess) {
+      cudaError_t e = cudaSetDevice(d);
+      if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, SkinBatchKernel);
+      if (e != cudaSuccess) {
         cudaDeviceProp p;
         const bool named = cudaGetDeviceProperties(&p, d) == cudaSuccess;
         (void)cudaGetLastError();
+        // Only a missing kernel image asks for a rebuild; anything else (a device held in
+        // exclusive mode by another process, no memory for the context) is said as it is.
+        const bool no_image = e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction;
         if (error) {
           *error = "device " + std::to_string(d) +
                    (named ? " (" + std::string(p.name) + ", sm_" + std::to_string(p.major) + std::to_string(p.minor) + ")"
                           : std::string()) +
-                   ": this build has no kernels for it (device code " SINEW_CUDA_ARCHS
-                   "); configure with -DSINEW_CUDA_ARCHITECTURES naming its architecture";
+                   (no_image ? ": this build has no kernels for it (device code " SINEW_CUDA_ARCHS
+                               "); configure with -DSINEW_CUDA_ARCHITECTURES naming its architecture"
+                             : std::string(": ") + cudaGetErrorString(e));
         }
         return 0;
       }
