@@ -382,7 +382,12 @@ class Device final : public ProgramDevice {
     const bool in_ok = resize(s.dev_in, s.dev_in_cap, in_cap);
     const bool out_ok = resize(s.dev_out, s.dev_out_cap, out_cap);
     if (in_ok && out_ok) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat("gpu ", index_, ": ", error));
+    // Within the budget but not on the device: its memory is used past what the budget counts
+    // (the CUDA context, kernels' local memory, other processes). A shortage, said as one
+    // (until 2026-12-03 INTERNAL), naming the limit to lower.
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "gpu ", index_, ": the device could not allocate a batch's buffers within --gpu-memory-limit (", error,
+        "); other users of the device's memory are not counted: lower the limit"));
   }
 
   void Loop() {
