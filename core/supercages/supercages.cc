@@ -92,9 +92,11 @@ RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, con
       for (const auto& [v, weight] : omega[j]) w[v] = weight;
       // Joint localisation L = −1 + ω^s + (Σ_{k≠j} ω_k)^s = −1 + ω^s + (1 − ω)^s (eq. 3.3): 0
       // where the vertex is rigidly bound, largest where the weights blend (the articulation).
+      bool blended = false;  // some vertex blends around this joint (L > 0 somewhere)
       for (size_t i = 0; i < m; ++i) {
         const double wi = std::clamp(w[i], 0.0, 1.0);
         const double l = std::max(0.0, -1 + std::pow(wi, exponent) + std::pow(1 - wi, exponent));
+        blended = blended || l > 0;
         localised(static_cast<Eigen::Index>(i)) = mvc[i] * l;
         plain(static_cast<Eigen::Index>(i)) = mvc[i];
       }
@@ -103,6 +105,11 @@ RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, con
       MecResult best;
       bool ok = false;
       for (const Eigen::RowVectorXd* masses : {&localised, &plain}) {
+        // A joint no vertex blends around (unweighted, or every vertex bound rigidly) has no
+        // localisation: all its masses are 0, which the projection reads as uniform ones (the
+        // whole cage: a hand's edit moved such a joint at the shoulder, until 2026-12-03). It
+        // takes the plain masses, as the authors' code flooring L at ε comes to.
+        if (masses == &localised && !blended) continue;
         const Eigen::VectorXd mu = (*masses * phi).transpose();
         MecResult r = MaximumEntropyCoordinates(cage.vertices, mu, a);
         if (r.converged && r.linear_precision_error <= tolerance) {

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/cage/cage_deformer.h"
+#include "core/cage/mec.h"
+#include "core/cage/mvc.h"
 #include "core/deformer/deformer.h"
 #include "core/implicit/bone_fields.h"
 #include "core/implicit/rotation_weights.h"
@@ -76,6 +79,41 @@ TEST(SuperCagesLimits, ACageVertexOnNoTriangleIsRefusedAtOnce) {
   const MaxVolResult r = MaxVol(a);
   EXPECT_FALSE(std::isfinite(r.log_abs_det));
   EXPECT_EQ(r.swaps, 0);
+}
+
+// A joint no vertex blends around (here the limb's joint 2, its weights given to joint 1) has no
+// localisation, so its skeleton-updater row comes from the plain masses (the joint's MVC on the
+// skin carried to the cage), not from all-zero masses, which the entropy projection reads as
+// uniform ones: the whole cage (until 2026-12-03, the control below).
+TEST(SuperCagesUpdater, AJointNoVertexBlendsAroundTakesThePlainMasses) {
+  RigInput in = testing::LimbWithCage(20, 8);
+  for (uint32_t& j : in.weights.joints) j = j == 2 ? 1 : j;
+  auto rig = BuildRig(std::move(in));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  ASSERT_GE(rig->joint_count(), 3u);
+  for (uint16_t j : rig->weights.joints) ASSERT_NE(j, 2);
+  auto prepared = PrepareSuperCages(*rig, SuperCages(true), nullptr, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const auto& p = static_cast<const SuperCagesPrepared&>(**prepared);
+  const Eigen::Vector3d a = p.rest_joints.col(2);
+  CageGeometry skin;
+  skin.vertices = ToPoints(rig->positions);
+  skin.triangles.resize(3, Eigen::Index(rig->triangle_count()));
+  for (size_t t = 0; t < rig->triangle_count(); ++t) {
+    for (int k = 0; k < 3; ++k) skin.triangles(k, Eigen::Index(t)) = rig->triangles[3 * t + k];
+  }
+  std::vector<double> mvc(rig->vertex_count());
+  MeanValueCoordinates(skin, a, mvc);
+  const Eigen::RowVectorXd plain = Eigen::Map<const Eigen::RowVectorXd>(mvc.data(), Eigen::Index(mvc.size()));
+  const Eigen::VectorXd masses = (plain * p.phi).transpose();
+  const MecResult expected = MaximumEntropyCoordinates(p.rest_cage.vertices, masses, a);
+  const MecResult whole = MaximumEntropyCoordinates(p.rest_cage.vertices, Eigen::VectorXd::Zero(masses.size()), a);
+  ASSERT_TRUE(expected.converged && whole.converged);
+  const double off = (p.psi.row(2).transpose() - expected.weights).cwiseAbs().maxCoeff();
+  const double control = (whole.weights - expected.weights).cwiseAbs().maxCoeff();
+  std::printf("unblended joint's row: %.1e from the plain masses' (the whole cage's is %.3f away)\n", off, control);
+  EXPECT_LE(off, 1e-9);
+  EXPECT_GE(control, 0.01);
 }
 
 // The limb `o` inside a closed lat-long sphere of 992 vertices (cage 0) around it.
