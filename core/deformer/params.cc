@@ -139,9 +139,14 @@ ParamReader& ParamReader::Choice(std::string_view name, std::span<const std::str
 }
 
 std::string KeyNumber(double v) {
-  char text[32];
-  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
-  return ec == std::errc() ? std::string(text, end) : absl::StrCat(v);
+  // StrCat's text where it reads back exactly (the keys of common values, and the files
+  // --cache-dir already holds, stay as they were), else the shortest text that does.
+  std::string text = absl::StrCat(v);
+  double back = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), back).ec == std::errc() && back == v) return text;
+  char shortest[32];
+  const auto [end, ec] = std::to_chars(shortest, shortest + sizeof shortest, v);
+  return ec == std::errc() ? std::string(shortest, end) : text;
 }
 
 }  // namespace sinew

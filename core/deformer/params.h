@@ -99,9 +99,10 @@ struct ParamSpec {
 
 std::string_view ParamTypeName(ParamSpec::Type type);
 
-// A number as a preparation key writes it: the shortest text that reads back as the same double
-// (0.01234564, not StrCat's six digits 0.0123456, which gave two voxel sizes one key and the
-// second session the first one's weights, from memory and --cache-dir, until 2026-12-03).
+// A number as a preparation key writes it: StrCat's text where it reads back as the same double
+// (0.0001, 0.25), else the shortest text that does (0.01234564, not StrCat's six digits
+// 0.0123456, which gave two voxel sizes one key and the second session the first one's weights,
+// from memory and --cache-dir, until 2026-12-03).
 std::string KeyNumber(double v);
 
 // INVALID_ARGUMENT naming `field`.name (e.g. "deformer.implicit.sigma") for a name that is not a
