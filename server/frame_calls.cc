@@ -116,7 +116,9 @@ class Service::StreamCall final
   void OnReadDone(bool ok) override {
     // Whether the request may be replaced while it waits: looked up before taking mu_.
     bool replaceable = false;
-    if (ok && !read_.reset()) {
+    // Not a frame that says more than a pose: a reset, or a cage edit the session keeps (until
+    // 2026-12-03 a skipped frame's edit was never applied).
+    if (ok && !read_.reset() && !read_.has_posed_cage()) {
       const auto session = svc_->sessions_.Find(read_.session_id(), NowMs(), tenant_);
       replaceable = session && session->latest_pose_wins;
     }
@@ -138,6 +140,13 @@ class Service::StreamCall final
         pending_replaceable_ = replaceable;
         svc_->metrics_.frames_waiting().Increment();
       } else if (pending_replaceable_ && pending_.session_id() == read_.session_id()) {
+        // What the skipped frame asked that its pose does not carry goes on with its successor: a
+        // key frame (a client that lost its decoder asked for one), and its time step (seconds
+        // since the frame before it: a jiggling session's clock would fall behind), and its pose
+        // where the successor has none (a cage frame's "the last pose").
+        if (pending_.key_frame()) read_.set_key_frame(true);
+        if (pending_.time_step() > 0 && read_.time_step() > 0) read_.set_time_step(read_.time_step() + pending_.time_step());
+        if (pending_.has_pose() && !read_.has_pose()) *read_.mutable_pose() = pending_.pose();
         Skip(pending_.frame());
         pending_.Swap(&read_);
         pending_replaceable_ = replaceable;
@@ -345,6 +354,10 @@ class Service::StreamCall final
     }
     if (st.ok() && self->job_.shm) {
       st = PlaceInSharedMemory(self->job_, self->current_.outputs().shared_memory(), resp.mutable_shared_positions());
+      // Encoded but not delivered (a key frame larger than the region): the encoder counted it
+      // as sent, and every delta after it was undecodable until the next key frame (until
+      // 2026-12-03). The next frame is a key frame.
+      if (!st.ok()) self->encoder_.delta.reset();
     }
     if (st.ok()) {
       resp.clear_error();
@@ -367,7 +380,9 @@ class Service::StreamCall final
     // frames need (a refused one) is not kept for reuse either: parsed messages keep their
     // fields' capacity.
     self->job_.Fresh();
-    if (self->current_.ByteSizeLong() > kKeptRequestBytes) self->current_ = v1::DeformRequest();
+    // (Its allocated size: a large request that was skipped, then reused for small ones, kept its
+    // capacity under a small ByteSizeLong, until 2026-12-03.)
+    if (self->current_.SpaceUsedLong() > kKeptRequestBytes) self->current_ = v1::DeformRequest();
     Actions act;
     {
       std::lock_guard lock(self->mu_);
@@ -857,6 +872,10 @@ void Service::StartDeform(const v1::DeformRequest& req, v1::DeformResponse& resp
                                                           "\" was closed before this frame ran")));
   }
   if (auto st = DecodeFrame(req, session, job); !st.ok()) {
+    // A reset frame refused for its input has still forgotten the history, as the proto says (not
+    // during a batch, which owns it): until 2026-12-03 only a refusal inside the method's frame
+    // did, and a reset refused here left the next frame going on from the old state.
+    if (req.reset() && session.stateful && session.history_owner.load() == nullptr) session.deformer->Reset();
     lock.unlock();
     return done(context, st);
   }

@@ -233,9 +233,11 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     if (st.ok()) st = FillExtras(s, job.want, job.out, target, &pool_);
     job.out.compute_ns = Since(job.start);
     s.last_compute_ns.store(st.ok() ? job.out.compute_ns : UINT64_MAX, std::memory_order_relaxed);
-    // A failed frame is a use too: its idle time starts at its end, not at its start (Account
-    // stamps the frames that succeed).
-    if (!st.ok()) s.last_used_ms = NowMs();
+    // Every frame is a use until its end, stamped before the session's lock is let go: the idle
+    // sweep takes sessions it can lock, and between the unlock and Account's stamp it could close
+    // one whose frame ran longer than the TTL (another frame waiting on the lock then refused
+    // "closed before this frame ran", until 2026-12-03).
+    s.last_used_ms = NowMs();
     lock.unlock();
   }
   if (st.ok()) Account(job, v1::BACKEND_CPU);

@@ -938,6 +938,31 @@ TEST_F(Service, PbsJiggleSessionsAreStatefulAndResumeExactly) {
   ExpectResumedBatchEqualsWhole(*client_, batch, 7);
 }
 
+// A reset frame refused for its input (here: a shared-memory region that does not exist) has still
+// forgotten the history, as the proto says: the next frame starts from rest, equal to a new
+// session's first frame of its pose. Until 2026-12-03 only a refusal inside the method's frame
+// reset; one at decoding left the next frame going on from the old state.
+TEST_F(Service, AResetFrameRefusedForItsInputStillForgetsTheHistory) {
+  const JiggleLimb f;
+  const v1::CreateSessionRequest req = f.Prepare(*client_);
+  auto played = client_->CreateSession(req), fresh = client_->CreateSession(req);
+  ASSERT_TRUE(played.ok() && fresh.ok()) << played.status() << fresh.status();
+  for (int k = 0; k <= 9; ++k) ASSERT_FALSE(f.Play(*client_, played->session_id(), k).empty());
+  v1::DeformRequest reset = Frame(played->session_id(), 10, f.Swing(10));
+  reset.set_reset(true);
+  reset.mutable_outputs()->mutable_shared_memory()->set_region_id("no-such-region");
+  const absl::Status refused = client_->Deform(reset).status();
+  ASSERT_EQ(refused.code(), absl::StatusCode::kNotFound) << refused;
+  const std::vector<float> after = f.Play(*client_, played->session_id(), 11);
+  v1::DeformRequest first = Frame(fresh->session_id(), 11, f.Swing(11));
+  auto from_rest = client_->Deform(first);
+  ASSERT_TRUE(from_rest.ok()) << from_rest.status();
+  std::vector<float> expected;
+  ASSERT_TRUE(client::DecodePositions(*from_rest, expected).ok());
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(MaxAbsDiff(after, expected), 0.0) << "the frame after the refused reset went on from the old state";
+}
+
 // A DeformClip arriving while the server drains is refused before it touches its session: a
 // history-dependent batch resets the session's state to play from rest, and a client moving its
 // sessions away with GetSessionState in the drain found the history gone (until 2026-12-03).
