@@ -25,7 +25,9 @@ class FallbackDeformer final : public Deformer {
   absl::Status Extras(const FrameExtras& extras) const override {
     return (own_ ? *own_ : *fallback_).Extras(extras);
   }
-  absl::Status Offers(const FrameExtras& wanted) const override { return (own_ ? *own_ : *fallback_).Offers(wanted); }
+  // Asked before the frame, so it asks whichever will run it (until 2026-12-04 the fallback's
+  // answer stood for a frame that went over to the method).
+  absl::Status Offers(const FrameExtras& wanted) const override { return Active().Offers(wanted); }
   void Reset() override { (own_ ? *own_ : *fallback_).Reset(); }
   size_t StateBytes() const override { return fallback_->StateBytes() + (own_ ? own_->StateBytes() : 0); }
   std::string_view produced_by() const override { return own_ ? std::string_view() : fallback_name_; }
@@ -39,10 +41,16 @@ class FallbackDeformer final : public Deformer {
     if (Active(); own_) return own_->LoadState(bytes);
     return Unavailable("restored");
   }
-  // Kept for the method's deformer when it is made, and given to it once it is.
+  // Given to the method's deformer where it is prepared, else checked against the rig as the
+  // session's creation checks them and kept for the deformer when it is made. Until 2026-12-04
+  // they were kept unchecked: parameters the method refuses (pbs's jiggle without its attribute)
+  // were accepted and then made the method fail at its creation, and the session served the
+  // fallback for good.
   absl::Status SetParams(const DeformerConfig& config) override {
-    if (own_) {
+    if (Active(); own_) {
       if (auto st = own_->SetParams(config); !st.ok()) return st;
+    } else if (!gave_up_ && method_.check != nullptr) {
+      if (auto st = method_.check(*rig_->rig, config); !st.ok()) return st;
     }
     config_ = config;
     return absl::OkStatus();

@@ -807,7 +807,16 @@ absl::StatusOr<TetMesh> BuildTets(const Rig& rig, const PbsParams& p, const Prog
 
 }  // namespace
 
-absl::Status CheckPbsConfig(const Rig& rig, const DeformerConfig&) { return SkeletalDeformer::CheckRig(rig, "pbs"); }
+absl::Status CheckPbsConfig(const Rig& rig, const DeformerConfig& config) {
+  if (auto st = SkeletalDeformer::CheckRig(rig, "pbs"); !st.ok()) return st;
+  // Jiggle's attribute is the rig's, so it is refused here too, before the tets are asked for: a
+  // host serving the fallback while they are built learnt of it only when the method's deformer
+  // was made, and then served the fallback for good (until 2026-12-04).
+  const bool painted = std::any_of(rig.attributes.begin(), rig.attributes.end(),
+                                   [](const AttributeMap& a) { return a.name == "pbs_jiggle"; });
+  if (ParamsOf<PbsParams>(config).jiggle && !painted) return PbsDeformer::JiggleWithoutAttribute();
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,
                                                            ThreadPool*, const ProgressFn& progress) {

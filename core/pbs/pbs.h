@@ -147,7 +147,8 @@ std::optional<uint32_t> SolvePbsFrame(const PbsModel& model, const PbsParams& pa
                                       const StopFn* stop = nullptr);
 bool PbsStateful(const DeformerConfig& config);  // jiggle
 
-// MethodInfo::check: skinning weights.
+// MethodInfo::check: skinning weights, and the "pbs_jiggle" attribute where jiggle is asked for
+// (FAILED_PRECONDITION, as the deformer's creation and SetParams).
 absl::Status CheckPbsConfig(const Rig& rig, const DeformerConfig& config);
 absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const DeformerConfig& config,
                                                            ThreadPool* pool, const ProgressFn& progress);

@@ -563,7 +563,8 @@ TEST(PbsMethod, AVoxelGridPastItsBoundIsRefusedBeforeItIsBuilt) {
   EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("the grid would have"));
 }
 
-// Jiggle without the painted attribute is refused, naming it; a painted value outside [0, 1] too.
+// Jiggle without the painted attribute is refused, naming it, by the deformer and by the method's
+// check; a painted value outside [0, 1] too.
 TEST(PbsMethod, JiggleNeedsItsAttribute) {
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(testing::ElbowCylinder()));
   DeformerConfig config("pbs");
@@ -575,8 +576,24 @@ TEST(PbsMethod, JiggleNeedsItsAttribute) {
   const auto st = CreateDeformer(rig, config).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(st.message()).find("pbs_jiggle"), std::string::npos) << st;
+  // The method's cheap check says so too, before a host asks for the tets (a host serving the
+  // fallback meanwhile learnt of it only when the deformer was made, and served LBS for good).
+  const MethodInfo& pbs = *FindMethod("pbs");
+  ASSERT_NE(pbs.check, nullptr);
+  const auto checked = pbs.check(*rig, config);
+  EXPECT_EQ(checked.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(checked.message()).find("pbs_jiggle"), std::string::npos) << checked;
+  p->jiggle = false;
+  EXPECT_TRUE(pbs.check(*rig, config).ok());
   RigInput in = testing::ElbowCylinder();
   std::vector<float> alpha(in.rig.positions.size() / 3, 0.f);
+  {
+    RigInput painted = in;
+    painted.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
+    p->jiggle = true;
+    const auto status = pbs.check(testing::BuildOrDie(std::move(painted)), config);
+    EXPECT_TRUE(status.ok()) << status;
+  }
   alpha[7] = 2;
   in.rig.attributes.push_back({"pbs_jiggle", 1, alpha});
   // A mask outside [0, 1] is refused when the rig is built (at upload, issue 17).

@@ -822,6 +822,41 @@ TEST_F(Service, AStateCanBeSavedOnceTheMethodIsPreparedWithoutAnotherFrame) {
   }
 }
 
+// A session served by its fallback while its method prepares takes only parameters the method
+// takes: pbs's jiggle on a rig without the "pbs_jiggle" attribute is refused when the session is
+// created and by UpdateSession, and the session goes over to pbs once its tets are built. Until
+// 2026-12-04 both were accepted while the tets were built; the method then failed at its creation
+// and the session served LBS for good, saying so only in the server's log.
+TEST_F(Service, AFallbackSessionTakesOnlyParametersItsMethodTakes) {
+  const LimbOptions limb = LimbOf(1500);
+  RigInput in = MakeLimb(limb);
+  in.rig.name = "limb-fallback-params";  // a rig whose tets this server has not built
+  auto up = client_->UploadRig(client::RigToProto(in));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_PBS);
+  req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+  req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.14);
+  v1::CreateSessionRequest jiggling = req;
+  jiggling.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  const auto refused = client_->CreateSession(jiggling).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("pbs_jiggle"));
+  auto session = client_->CreateSession(req);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const auto update = client_->UpdateSession(session->session_id(), jiggling.deformer()).status();
+  EXPECT_EQ(update.code(), absl::StatusCode::kFailedPrecondition) << update;
+  EXPECT_THAT(std::string(update.message()), HasSubstr("pbs_jiggle"));
+  auto info = client_->GetSession(session->session_id());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->deformer().pbs().jiggle());  // the refused parameters were not kept
+  ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+  auto r = client_->Deform(Frame(session->session_id(), 0, LimbPose(LimbSkeleton(limb), 0.5)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->method(), v1::METHOD_PBS);
+}
+
 // A rig can bring its own tetrahedra (Rig.tet_mesh): pbs sessions use them (tets "auto"), the
 // preparation says so, and every frame equals core's on the same rig; a malformed tet mesh is
 // refused at upload, naming the tet.
