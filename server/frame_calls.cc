@@ -682,6 +682,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     self->response_.set_frame(self->frame_);
     self->response_.set_vertex_count(static_cast<uint32_t>(self->session_->rig->rig->vertex_count()));
     self->response_.set_encoding(self->session_->encoding);
+    self->response_.set_method(static_cast<v1::Method>(self->job_.out.method));
     {
       std::lock_guard lock(self->mu_);
       self->running_ = false;

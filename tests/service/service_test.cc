@@ -745,7 +745,8 @@ void PlayUntilTheMethodServes(client::Client& c, const std::string& session, con
 }
 
 // Position-based skinning through the server: served by LBS while its tetrahedra are built, then
-// by itself (each response names its method), every frame equal to core's output of that method.
+// by itself (each response names its method, a stream's and a batch's), every frame equal to core's
+// output of that method.
 TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   const LimbOptions limb = LimbOf(2000);
   RigInput in = MakeLimb(limb);
@@ -757,8 +758,8 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
   req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.1);
   req.mutable_deformer()->mutable_pbs()->set_weights(v1::PBS_WEIGHTS_PAPER);
-  auto session = client_->CreateSession(req);
-  ASSERT_TRUE(session.ok()) << session.status();
+  auto session = client_->CreateSession(req), batched = client_->CreateSession(req);
+  ASSERT_TRUE(session.ok() && batched.ok()) << session.status() << batched.status();
   auto rig = std::make_shared<const Rig>(*BuildRig(std::move(in)));
   DeformerConfig config("pbs");
   auto params = std::make_shared<PbsParams>();
@@ -768,9 +769,47 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
   config.params = params;
   auto lbs = CreateDeformer(rig, DeformerConfig("lbs"));
   ASSERT_TRUE(lbs.ok());
+  // A DeformClip batch names each frame's method too (DeformClipResponse.method): LBS until pbs
+  // serves, pbs after, never back; each frame equal to core's output of the method it names.
+  const Skeleton sk = LimbSkeleton(limb);
+  v1::DeformClipRequest batch;
+  batch.set_session_id(batched->session_id());
+  std::vector<Pose> poses;
+  for (int k = 0; k < 20; ++k) {
+    poses.push_back(LimbPose(sk, double(k) / 20));
+    client::PoseToProto(poses.back(), *batch.mutable_poses()->add_poses());
+  }
+  std::unique_ptr<Deformer> own;
+  auto check_batch = [&](bool prepared) {
+    std::vector<v1::Method> methods;
+    std::vector<float> got, want;
+    const absl::Status played = client_->DeformClip(batch, [&](const v1::DeformClipResponse& r) {
+      methods.push_back(r.method());
+      if (auto st = client::DecodePositions(r, got); !st.ok()) return st;
+      want.resize(got.size());
+      Deformer* by = r.method() == v1::METHOD_LBS ? lbs->get() : nullptr;
+      if (r.method() == v1::METHOD_PBS) {
+        if (!own) own = std::move(CreateDeformer(rig, config).value());
+        by = own.get();
+      }
+      if (by == nullptr) return absl::InternalError(absl::StrCat("frame ", r.frame(), " by ", v1::Method_Name(r.method())));
+      if (!by->Deform({&poses[r.frame()], {}}, want, nullptr).ok() || got != want) {
+        return absl::InternalError(absl::StrCat("frame ", r.frame(), " is not ", v1::Method_Name(r.method()), "'s"));
+      }
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(played.ok()) << played;
+    ASSERT_EQ(methods.size(), poses.size());
+    const auto first_pbs = std::find(methods.begin(), methods.end(), v1::METHOD_PBS);
+    EXPECT_TRUE(std::all_of(first_pbs, methods.end(), [](v1::Method m) { return m == v1::METHOD_PBS; }))
+        << "a frame went back to LBS";
+    if (prepared) EXPECT_EQ(first_pbs, methods.begin()) << "LBS after the tets were built";
+  };
+  check_batch(false);
   std::pair<size_t, size_t> served;
-  PlayUntilTheMethodServes(*client_, session->session_id(), LimbSkeleton(limb), v1::METHOD_LBS, **lbs, v1::METHOD_PBS,
+  PlayUntilTheMethodServes(*client_, session->session_id(), sk, v1::METHOD_LBS, **lbs, v1::METHOD_PBS,
                            [&] { return std::move(CreateDeformer(rig, config).value()); }, served);
+  check_batch(true);
   // The preparation reports what it built.
   const auto done = FindPreparation(*client_, up->rig_id(), "pbs");
   ASSERT_TRUE(done.has_value());
