@@ -334,6 +334,45 @@ std::function<void(double, const std::string&)> PrepareProgress() {
   };
 }
 
+// The fallback that serves a session of `stages` while its preparation runs
+// (GetServerInfo's MethodInfo.fallback), or "" when none of them has one.
+std::string FallbackOf(const v1::ServerInfo& info, const std::vector<v1::Method>& stages) {
+  std::string fallback;
+  for (v1::Method m : stages) {
+    for (const v1::MethodInfo& mi : info.methods()) {
+      if (mi.method() == m && !mi.fallback().empty()) fallback = mi.fallback();
+    }
+  }
+  return fallback;
+}
+
+// Waits until the preparations `session` asked for (Session.preparations) are done, as GetRig
+// lists them, showing the running one's progress on stderr every second as `label`: a session
+// of a method with a fallback is created at once and served by the fallback meanwhile. The first
+// that failed (the session then serves its fallback for good), or nullopt.
+absl::StatusOr<std::optional<v1::Preparation>> WaitForPreparations(client::Client& c, const v1::Session& session,
+                                                                    const std::string& fallback,
+                                                                    const std::string& label) {
+  const auto& own = session.preparations();
+  for (auto shown = std::chrono::steady_clock::now();;) {
+    auto rig_info = c.GetRig(session.rig_id());
+    if (!rig_info.ok()) return rig_info.status();
+    const v1::Preparation* pending = nullptr;
+    for (const v1::Preparation& p : rig_info->preparations()) {
+      if (std::find(own.begin(), own.end(), p.key()) == own.end()) continue;
+      if (p.done() && !p.error().empty()) return p;
+      if (!p.done()) pending = &p;
+    }
+    if (pending == nullptr) return std::nullopt;
+    if (std::chrono::steady_clock::now() - shown >= std::chrono::seconds(1)) {
+      shown = std::chrono::steady_clock::now();
+      std::fprintf(stderr, "%s: preparing %s: %.0f%% (frames meanwhile come from %s)\n", label.c_str(),
+                   pending->key().c_str(), 100 * pending->progress(), fallback.c_str());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 bool LimbFromArgs(client::Args& args, LimbOptions* limb) {
   long long v, b, k;
   if (!args.GetInt("vertices", &v, 300, 50'000'000) || !args.GetInt("bones", &b, 1, 1000) ||
@@ -714,30 +753,11 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       if (!session_closed) (void)c.CloseSession(session->session_id());
     };
     // A method that serves a fallback while it prepares (GetServerInfo's MethodInfo.fallback) is
-    // measured itself: wait for its preparation, showing its progress from GetRig.
-    std::string fallback;
-    for (v1::Method m : stages) {
-      for (const v1::MethodInfo& mi : info->methods()) {
-        if (mi.method() == m && !mi.fallback().empty()) fallback = mi.fallback();
-      }
-    }
-    for (auto shown = Clock::now(); !fallback.empty();) {
-      auto rig_info = c.GetRig(req.rig_id());
-      if (!rig_info.ok()) return Fail(rig_info.status());
-      const v1::Preparation* pending = nullptr;
-      // The session's own (Session.preparations). A failed one is done: the session then serves
-      // its fallback for good, and the frames below count as errors, named below.
-      const auto& own = session->preparations();
-      for (const v1::Preparation& p : rig_info->preparations()) {
-        if (!p.done() && std::find(own.begin(), own.end(), p.key()) != own.end()) pending = &p;
-      }
-      if (pending == nullptr) break;
-      if (Clock::now() - shown >= std::chrono::seconds(1)) {
-        shown = Clock::now();
-        std::fprintf(stderr, "%s: preparing %s: %.0f%% (frames meanwhile come from %s)\n", spec.c_str(),
-                     pending->key().c_str(), 100 * pending->progress(), fallback.c_str());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // measured itself: wait for its preparation, showing its progress from GetRig. A failed one
+    // leaves the session on its fallback for good: its frames count as errors, named below.
+    const std::string fallback = FallbackOf(*info, stages);
+    if (!fallback.empty()) {
+      if (auto waited = WaitForPreparations(c, *session, fallback, spec); !waited.ok()) return Fail(waited.status());
     }
     const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
     const char* name = spec.c_str();
@@ -1114,6 +1134,7 @@ int Batch(client::Client& c, client::Args& args) {
   // This run's frames: the whole clip, or its shard's slice.
   const client::FrameRange range = shard ? client::ShardFrames(total, *shard) : client::FrameRange{0, total};
   if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
+  std::string fallback;  // what serves the session while its method prepares (swing-twist, pbs)
   {
     auto info = c.GetServerInfo();
     if (!info.ok()) return Fail(info.status());
@@ -1124,8 +1145,9 @@ int Batch(client::Client& c, client::Args& args) {
     const MethodUse use = UseOf(*info, stages);
     if (!use.pose || use.cages) {
       return Usage(args, "--method: batch plays a skeleton clip: methods posed by the skeleton alone (lbs, dqs, blend, "
-                         "implicit, elastic-implicit, or a pipeline of them)");
+                         "implicit, elastic-implicit, swing-twist, pbs, or a pipeline of them)");
     }
+    fallback = FallbackOf(*info, stages);
   }
 
   // What the session and the batch will be (rig, deformer, encoding, clip), before any upload:
@@ -1348,6 +1370,18 @@ int Batch(client::Client& c, client::Args& args) {
       }
     }
 
+    // Every frame written is the method's: a session served by its fallback while the method
+    // prepares waits for it (until 2026-12-04 a swing-twist or pbs batch wrote the fallback's
+    // frames, DQS's or LBS's, into its outputs without a word).
+    if (!fallback.empty()) {
+      auto failed = WaitForPreparations(c, *session, fallback, stem);
+      if (!failed.ok()) return Fail(failed.status());
+      if (failed->has_value()) {
+        return Fail(absl::FailedPreconditionError(absl::StrCat(
+            "--method ", args.Get("method"), ": its preparation \"", (*failed)->key(), "\" failed: ", (*failed)->error(),
+            " (nothing was written; `sinew rig ID` lists it; the server keeps the failure, not retried, until CancelPreparation forgets it or the rig is deleted)")));
+      }
+    }
     req.set_session_id(session->session_id());
     req.set_first_frame(first);
     // A history-dependent method replays the frames before `first` on the server, unsent: it says
@@ -1378,6 +1412,13 @@ int Batch(client::Client& c, client::Args& args) {
       if (r.total_frames() != total) {
         return absl::DataLossError(absl::StrCat("server counts ", r.total_frames(), " frames in the clip, this client ",
                                                 total, " (another version's sampling of the clip?)"));
+      }
+      // A frame made by the fallback after all (the preparation cancelled meanwhile) is not the
+      // method's; METHOD_UNSPECIFIED: a pipeline, or a server from before DeformClipResponse.method.
+      if (stages.size() == 1 && r.method() != v1::METHOD_UNSPECIFIED && r.method() != stages[0]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the server sent clip frame ", r.frame(), " from ", client::MethodName(r.method()), ", not from --method ",
+            args.Get("method"), " (its preparation was cancelled or failed; `sinew rig` lists it); nothing of it was written"));
       }
       if (auto s = decoder.Decode(r, xyz); !s.ok()) return s;
       // Named by its clip frame (a shard's cache counts its own), and refused before any output

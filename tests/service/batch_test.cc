@@ -125,6 +125,52 @@ TEST_F(Batch, Pc2HeaderFramesAndContentMatchTheStreamedClip) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A batch of a method that a server serves by a fallback while it prepares (pbs: LBS while its
+// tets are built) waits for the preparation: every frame written is the method's, equal to the
+// frames of a session created once it is done (each of which names pbs). Until 2026-12-04 the
+// batch started at once and wrote LBS's frames into the cache until the tets were ready.
+TEST_F(Batch, AMethodServedByAFallbackWhileItPreparesWritesOnlyItsOwnFrames) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string pc2 = (dir_ / "pbs.pc2").string();
+  std::string err;
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--method", "pbs", "--param", "voxel_size=0.05"}), nullptr, &err),
+            0)
+      << err;
+  auto cache = client::ReadPc2(pc2);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_EQ(cache->frames.size(), 100u);
+
+  auto asset = ImportAsset(kCharacter);
+  ASSERT_TRUE(asset.ok());
+  client::Client c(server.target());
+  auto up = c.UploadRig(client::RigToProto(asset->rig));
+  ASSERT_TRUE(up.ok());
+  v1::CreateSessionRequest sreq;
+  sreq.set_rig_id(up->rig_id());
+  sreq.mutable_deformer()->set_method(v1::METHOD_PBS);
+  sreq.mutable_deformer()->mutable_pbs()->set_voxel_size(0.05);
+  auto session = c.CreateSession(sreq);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE(WaitForPreparation(c, up->rig_id(), "voxel=0.05").has_value());  // done by the batch's wait
+  v1::DeformClipRequest req;
+  req.set_session_id(session->session_id());
+  client::ClipToProto(asset->clips[0], *req.mutable_clip()->mutable_clip());
+  req.mutable_clip()->set_frames_per_second(30);
+  size_t seen = 0, differ = 0;
+  std::vector<float> xyz;
+  ASSERT_TRUE(c.DeformClip(req, [&](const v1::DeformClipResponse& r) {
+                 EXPECT_EQ(r.method(), v1::METHOD_PBS) << "frame " << r.frame();
+                 EXPECT_TRUE(client::DecodePositions(r, xyz).ok());
+                 differ += xyz != cache->frames[seen];
+                 ++seen;
+                 return absl::OkStatus();
+               }).ok());
+  EXPECT_EQ(seen, 100u);
+  EXPECT_EQ(differ, 0u) << "frames of the cache that are not pbs's";
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // A batch stopped part-way (--max-frames: a deterministic partial file), then a run killed
 // with SIGKILL at whatever point it has reached, then the same command again: the cache ends
 // byte-identical to an uninterrupted run. (Where the kill lands depends on scheduling, so the
