@@ -281,6 +281,7 @@ class FramesTest(ServerTest):
             resumed = list(session.iter_clip(clip, fps=30, first_frame=20, max_frames=5))
             self.assertEqual([f.frame for f in resumed], list(range(20, 25)))
             self.assertEqual(resumed[0].total_frames, 31)
+            self.assertEqual({f.method for f in resumed}, {"lbs"})  # DeformClipResponse.method
             self.assertAlmostEqual(resumed[0].time_seconds, 20 / 30)
             for f in resumed:
                 np.testing.assert_array_equal(f.positions, frames[f.frame])

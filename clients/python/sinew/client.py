@@ -216,12 +216,15 @@ class Frame:
 @dataclass
 class ClipFrame:
     """One frame of a batch: its index in the whole clip, the clip's frame count, its clip time
-    (0 for pose lists) and positions (V, 3) float32."""
+    (0 for pose lists), positions (V, 3) float32 and the method that produced it (as
+    ``Frame.method``: the method's fallback until its preparation is done, see
+    :meth:`Session.wait_prepared`)."""
 
     frame: int
     total_frames: int
     time_seconds: float
     positions: np.ndarray
+    method: str = ""
 
 
 def _read(path: Optional[str], what: str) -> Optional[bytes]:
@@ -933,7 +936,8 @@ class Session:
         call = self.client.stub.DeformClip(req, metadata=self.client._metadata)
         try:
             for resp in call:
-                frame = ClipFrame(resp.frame, resp.total_frames, resp.time_seconds, decoder.decode(resp))
+                method = method_name(resp.method) if resp.method != pb.METHOD_UNSPECIFIED else self.method
+                frame = ClipFrame(resp.frame, resp.total_frames, resp.time_seconds, decoder.decode(resp), method)
                 if progress:
                     progress(resp.frame + 1, resp.total_frames)
                 yield frame
