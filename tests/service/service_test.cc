@@ -1787,6 +1787,97 @@ TEST_F(Service, LatestPoseWinsSkipsOnlyFramesANewerOneReplaced) {
   EXPECT_EQ(skipped_after - std::max(0.0, skipped_before), skipped);
 }
 
+// latest_pose_wins on a stateful session: what a skipped frame asked beyond its pose goes on with
+// the frame that replaced it. A jiggling pbs session under gravity (300 sweeps a frame, so that
+// frames written ahead wait and are replaced) is streamed 24 frames of 10 ms each: every frame answered with
+// positions equals a session without the option that is sent only those frames, each with the
+// steps of the frames skipped before it added (its clock does not fall behind). A DELTA session
+// asks for a key frame on every third frame: an answered frame is a key frame wherever it or a
+// frame skipped before it asked. Which frames are skipped depends on timing: the assertions hold
+// for any outcome, and the counts are printed.
+TEST_F(Service, LatestPoseWinsCarriesASkippedFramesTimeStepAndKeyFrameToItsSuccessor) {
+  const JiggleLimb f;
+  // Gravity: a frame's result depends on its step even from rest (the prediction's g·dt²).
+  const v1::CreateSessionRequest plain = f.Prepare(*client_, [](v1::PbsParams& p) {
+    p.set_iterations(300);
+    p.set_gravity(2.0);
+  });
+  v1::CreateSessionRequest replacing = plain;
+  replacing.set_latest_pose_wins(true);
+  constexpr int kFrames = 24;
+  constexpr double kStep = 0.01;
+  auto swing = [&](const std::string& session, int k) {
+    v1::DeformRequest r = Frame(session, uint64_t(k), f.Swing(k / 2));
+    r.set_time_step(kStep);
+    return r;
+  };
+  {
+    auto lpw = client_->CreateSession(replacing), ref = client_->CreateSession(plain);
+    ASSERT_TRUE(lpw.ok() && ref.ok()) << lpw.status() << ref.status();
+    auto stream = client_->OpenStream();
+    for (int k = 0; k < kFrames; ++k) ASSERT_TRUE(stream->Write(swing(lpw->session_id(), k)));
+    stream->WritesDone();
+    int skipped = 0, behind = 0;
+    std::vector<float> got, want;
+    for (int k = 0; k < kFrames; ++k) {
+      v1::DeformResponse r;
+      ASSERT_TRUE(stream->Read(&r)) << "frame " << k;
+      ASSERT_EQ(r.frame(), uint64_t(k));
+      ASSERT_FALSE(r.has_error()) << r.error().message();
+      if (r.skipped()) {
+        ++skipped;
+        ++behind;
+        continue;
+      }
+      ASSERT_TRUE(client::DecodePositions(r, got).ok());
+      v1::DeformRequest same = swing(ref->session_id(), k);
+      same.set_time_step(kStep * (1 + behind));
+      auto expected = client_->Deform(same);
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      ASSERT_TRUE(client::DecodePositions(*expected, want).ok());
+      EXPECT_EQ(got, want) << "frame " << k << " after " << behind << " skipped";
+      behind = 0;
+    }
+    EXPECT_TRUE(stream->Close().ok());
+    std::printf("time steps: %d of %d frames skipped\n", skipped, kFrames);
+  }
+  {
+    v1::CreateSessionRequest delta = replacing;
+    delta.set_encoding(v1::OUTPUT_ENCODING_DELTA);
+    delta.set_key_frame_interval(1000);
+    auto lpw = client_->CreateSession(delta);
+    ASSERT_TRUE(lpw.ok()) << lpw.status();
+    auto stream = client_->OpenStream();
+    auto asks = [](int k) { return k % 3 == 1; };
+    for (int k = 0; k < kFrames; ++k) {
+      v1::DeformRequest r = swing(lpw->session_id(), k);
+      r.set_key_frame(asks(k));
+      ASSERT_TRUE(stream->Write(r));
+    }
+    stream->WritesDone();
+    int skipped = 0;
+    bool asked = false;
+    client::PositionDecoder decoder;
+    std::vector<float> got;
+    for (int k = 0; k < kFrames; ++k) {
+      v1::DeformResponse r;
+      ASSERT_TRUE(stream->Read(&r)) << "frame " << k;
+      ASSERT_EQ(r.frame(), uint64_t(k));
+      ASSERT_FALSE(r.has_error()) << r.error().message();
+      asked |= asks(k);
+      if (r.skipped()) {
+        ++skipped;
+        continue;
+      }
+      ASSERT_TRUE(decoder.Decode(r, got).ok()) << "frame " << k;
+      if (asked) EXPECT_TRUE(r.quantization().key_frame()) << "frame " << k << ": a key frame was asked for";
+      asked = false;
+    }
+    EXPECT_TRUE(stream->Close().ok());
+    std::printf("key frames: %d of %d frames skipped\n", skipped, kFrames);
+  }
+}
+
 // Admission control (--max-queue-ms): one worker, four streams each sending eight frames ahead
 // (DQS on 200k vertices, about a millisecond each), so frames of different streams wait for the
 // worker behind each other's, longer than the 1 ms allowed. Those are answered UNAVAILABLE
