@@ -60,7 +60,8 @@ constexpr ParamSpec kPbsSpecs[] = {
     {"jiggle_stiffness", ParamSpec::Type::kNumber, "0.2",
      "PBD stiffness of the constraints that touch a jiggling particle, (0, 1]; lower jiggles more"},
     {"time_step", ParamSpec::Type::kNumber, "0.01",
-     "seconds per frame for frames that carry no time_step (DeformClip: 1 / frames_per_second), [1e-6, 1]"},
+     "seconds per frame for frames that carry no time_step (DeformClip: 1 / frames_per_second), [1e-6, 1]; "
+     "the dynamics advance by a frame's step clamped to [1e-4, 0.1]"},
     {"gravity", ParamSpec::Type::kNumber, "0",
      "acceleration of the jiggling particles along the rig's -y, rig units/s^2 (9.81 for metres), [-1e6, 1e6]"},
     {"damping", ParamSpec::Type::kNumber, "0",
@@ -215,7 +216,8 @@ class PbsDeformer final : public Deformer {
 
   void Reset() override { state_.fresh = true; }
 
-  // Checks the frame and poses the skeleton into matrices_; the frame's time step.
+  // Checks the frame and poses the skeleton into matrices_; the step its dynamics advance by
+  // (kPbsMinStep, kPbsMaxStep).
   absl::StatusOr<double> PoseFrame(const FrameInput& frame) {
     if (auto st = CheckSkeletalFrame(*rig_, frame, "pbs"); !st.ok()) return st;
     // As the server checks it (kMinTimeStep there): 0 (the session's own) or at least 1e-6 s.
@@ -225,7 +227,7 @@ class PbsDeformer final : public Deformer {
     }
     SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
     for (size_t j = 0; j < skinning_.size(); ++j) matrices_[j] = skinning_[j].cast<float>();
-    return frame.time_step > 0 ? frame.time_step : params_.time_step;
+    return std::clamp(frame.time_step > 0 ? frame.time_step : params_.time_step, kPbsMinStep, kPbsMaxStep);
   }
 
   // The device runs the whole frame (gpu/pbs/) and keeps the particles; the CPU poses the
@@ -310,7 +312,7 @@ class PbsDeformer final : public Deformer {
     if (Jiggles() && (!finite(state_.x) || !finite(state_.v))) {
       state_.fresh = true;
       return absl::OutOfRangeError(absl::StrCat(
-          "pbs: the particles left float's range at this frame (time_step ", *dt,
+          "pbs: the particles left float's range at this frame (a step of ", *dt,
           " s; steps that change by orders of magnitude from frame to frame do this); the session starts again "
           "from rest at its next frame"));
     }

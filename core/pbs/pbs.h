@@ -141,6 +141,12 @@ inline constexpr size_t kPbsColourGrain = 8192;
 // (RESOURCE_EXHAUSTED beyond; a frame's cost is the particles', and the paper's characters have
 // 1–3k).
 inline constexpr size_t kPbsMaxParticles = 400'000;
+// The step a frame's dynamics advance by: its time_step (or the session's), clamped to
+// [0.1, 100] ms as the spec asks. A long pause (a DCC idle for seconds, a clip sampled at 1 frame
+// a second) then does not fling the jiggling parts with seconds of gravity and of the pose's
+// motion, nor a step of microseconds turn a frame's motion into velocities of kilometres a
+// second that the next step carries.
+inline constexpr double kPbsMinStep = 1e-4, kPbsMaxStep = 0.1;
 std::optional<uint32_t> SolvePbsFrame(const PbsModel& model, const PbsParams& params,
                                       std::span<const Affine34f> skinning, double dt, PbsState& state,
                                       ThreadPool* pool, size_t grain = kPbsColourGrain,

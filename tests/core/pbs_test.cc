@@ -774,6 +774,39 @@ TEST(PbsDynamics, TheFramesTimeStepOverridesTheParameter) {
   }
 }
 
+// The dynamics advance by a frame's step clamped to [0.1, 100] ms (spec §"Per-frame input"): under
+// gravity, a 5 s step after a swing gives the 100 ms step's frame bit for bit, and a 1 µs step the
+// 0.1 ms step's; steps inside the range still differ from each other and from the bounds. Until
+// 2026-12-04 a 5 s pause fell 5 s under gravity in one step, its motion read as one velocity.
+TEST(PbsDynamics, AFramesStepIsClampedToTheSpecsRange) {
+  const PaintedElbow f;
+  PbsParams p = PaintedElbow::Params();
+  p.gravity = 50;
+  std::vector<float> got(f.rig->positions.size()), bound(got.size()), inside(got.size());
+  // Six frames of the swing at 10 ms, then one of `step` to the next pose: its positions.
+  auto after = [&](double step, std::vector<float>& out) {
+    auto session = f.Make(p);
+    ASSERT_NE(session, nullptr);
+    for (int k = 0; k <= 6; ++k) {
+      const Pose pose = PaintedElbow::Swing(*f.rig, k);
+      FrameInput frame{&pose, {}};
+      frame.time_step = k < 6 ? 0.01 : step;
+      ASSERT_TRUE(session->Deform(frame, out, nullptr).ok()) << "frame " << k;
+    }
+  };
+  after(5.0, got);
+  after(kPbsMaxStep, bound);
+  EXPECT_EQ(got, bound) << "a 5 s step is not the 100 ms one";
+  after(0.05, inside);
+  EXPECT_NE(inside, bound);
+  after(1e-6, got);
+  after(kPbsMinStep, bound);
+  EXPECT_EQ(got, bound) << "a 1 µs step is not the 0.1 ms one";
+  after(2e-4, inside);
+  EXPECT_NE(inside, bound);
+  for (float x : got) ASSERT_TRUE(std::isfinite(x));
+}
+
 // Quasi-static frames pose without time: after a swing with jiggle, a quasi-static frame equals
 // the same pose in a fresh quasi-static session bit for bit (no history), and the parameter can
 // be switched during the session (SetParams).
