@@ -86,6 +86,9 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
         "\"); only parameters outside it change live: create a new session for them"));
   }
   std::lock_guard lock(s->mu);
+  // Closed (CloseSession, the idle TTL) while this call waited for the lock: answered as closed,
+  // not OK for a session that is gone.
+  if (!s->open.load()) return NoSession(req.session_id());
   // A batch decided at its start whether it owns the session's history (stateful sessions) or
   // shares the session with other frames: parameters that change that (pbs's jiggle, swing-
   // twist's unwrap_twist) wait for it to end (until 2026-12-03 they let a second writer into a
@@ -149,6 +152,7 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
   if (!s) return NoSession(req.session_id());
   const v1::SessionState& state = req.state();
   std::lock_guard lock(s->mu);
+  if (!s->open.load()) return NoSession(req.session_id());  // closed while this call waited
   if (s->history_owner.load() != nullptr) {
     return HistoryHeld(req.session_id(), "set its state once the batch ends");
   }
