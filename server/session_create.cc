@@ -196,8 +196,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->pose.translations.reserve(3 * joints);
   session->pose.scales.reserve(joints);
   if (session->encoding == v1::OUTPUT_ENCODING_FLOAT16) session->positions.resize(rig.positions.size());
-  session->state_bytes = sizeof(Session) + session->deformer->StateBytes() + 32 * joints +
-                         4 * session->positions.size();
+  session->CountState();
   session->request = request;
   session->request.clear_deformer();
   auto added = sessions_.Add(std::move(session), tokens_.Quotas(tenant).max_sessions, restore_id, &*place);

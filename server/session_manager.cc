@@ -33,7 +33,7 @@ void Session::ToProto(v1::Session& out, uint32_t idle_ttl_seconds) const {
   out.set_created_unix_ms(created_ms);
   out.set_last_used_unix_ms(last_used_ms.load());
   out.set_idle_ttl_seconds(idle_ttl_seconds);
-  out.set_state_bytes(state_bytes);
+  out.set_state_bytes(state_bytes.load());
   out.set_latest_pose_wins(latest_pose_wins);
   for (const std::string& key : preparation_keys) out.add_preparations(key);
   if (encoding == v1::OUTPUT_ENCODING_DELTA) {

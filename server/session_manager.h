@@ -90,8 +90,13 @@ struct Session {
   // stamps the use's end.
   std::atomic<uint32_t> device_frames{0};
 
-  // Per-session bytes (deformer state and scratch), fixed once the session is prepared.
-  size_t state_bytes = 0;
+  // Per-session bytes (deformer state and scratch): counted when the session is made and again
+  // when its parameters change (pbs's jiggle keeps four times the particles); CountState under mu.
+  std::atomic<size_t> state_bytes{0};
+  void CountState() {
+    state_bytes.store(sizeof(Session) + deformer->StateBytes() + 32 * rig->rig->joint_count() +
+                      4 * positions.size());
+  }
 
   // DeformClip batches playing the session, from their start to their end. A batch is a use
   // however long it waits (for the client to read, or paced by max_frames_per_second), so

@@ -102,6 +102,7 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
     return absl::Status(st.code(), absl::StrCat("deformer: method ", std::string(s->method->name), ": ", st.message()));
   }
   s->stateful = PipelineStateful(*config);
+  s->CountState();
   {
     std::lock_guard config_lock(s->config_mu);
     s->config = req.deformer();

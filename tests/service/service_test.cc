@@ -1250,6 +1250,17 @@ TEST_F(Service, PbsParametersChangeLiveThroughUpdateSession) {
   auto info = client_->GetSession(edited->session_id());
   ASSERT_TRUE(info.ok());
   EXPECT_DOUBLE_EQ(info->deformer().pbs().jiggle_stiffness(), 0.02);
+  // Switching jiggle off frees its particles' history, and the session's bytes say so (until
+  // 2026-12-04 they stayed as counted at creation).
+  v1::DeformerConfig still = req.deformer();
+  still.mutable_pbs()->set_jiggle(false);
+  auto stilled = client_->UpdateSession(edited->session_id(), still);
+  ASSERT_TRUE(stilled.ok()) << stilled.status();
+  EXPECT_LT(stilled->state_bytes(), info->state_bytes());
+  ASSERT_TRUE(client_->UpdateSession(edited->session_id(), info->deformer()).ok());
+  auto again = client_->GetSession(edited->session_id());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->state_bytes(), info->state_bytes());
 
   v1::DeformerConfig coarser = req.deformer();
   coarser.mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
