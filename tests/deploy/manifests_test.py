@@ -83,6 +83,75 @@ class Manifests(unittest.TestCase):
             for flag in given:
                 self.assertIn(flag, self.known, f"{where}: --{flag} is not a flag of sinew-server")
 
+    def test_the_in_cluster_scrape_config_is_valid_and_finds_each_pods_metrics_port(self):
+        """deploy/k8s/prometheus-scrape.yaml: `promtool check config` accepts it (but for its
+        Kubernetes discovery, which Debian's build lacks), and its pod
+        discovery's relabelling, applied here to each Deployment's pod as Kubernetes discovery
+        presents it (one target per container port, annotations and labels as meta labels),
+        leaves exactly one target per pod: the port named `metrics` on its annotated port and path,
+        labelled with the pod's image (component)."""
+        (config_map,) = load("deploy/k8s/prometheus-scrape.yaml")
+        text = config_map["data"]["prometheus.yml"]
+        promtool = "/usr/bin/promtool"
+        if os.path.exists(promtool):
+            import tempfile
+            # Debian's Prometheus is built without Kubernetes discovery (promtool refuses the
+            # field): the rest, relabelling included, is checked with a static target in its place.
+            checked = yaml.safe_load(text)
+            for job in checked["scrape_configs"]:
+                self.assertIn("kubernetes_sd_configs", job)
+                del job["kubernetes_sd_configs"]
+                job["static_configs"] = [{"targets": ["127.0.0.1:9464"]}]
+            with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
+                yaml.safe_dump(checked, f)
+            try:
+                out = subprocess.run([promtool, "check", "config", f.name], capture_output=True, text=True, timeout=60)
+            finally:
+                os.unlink(f.name)
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        (job,) = yaml.safe_load(text)["scrape_configs"]
+        (sd,) = job["kubernetes_sd_configs"]
+        selector = dict(kv.split("=", 1) for s in sd["selectors"] for kv in s["label"].split(","))
+
+        def meta(name):  # Prometheus's meta label name for a Kubernetes label or annotation
+            return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+        def relabel(labels):  # Prometheus's keep/replace relabelling, anchored regexes
+            for rule in job["relabel_configs"]:
+                value = ";".join(labels.get(k, "") for k in rule["source_labels"])
+                m = re.fullmatch(rule.get("regex", "(.*)"), value)
+                if rule.get("action", "replace") == "keep":
+                    if not m:
+                        return None
+                elif m:
+                    labels[rule["target_label"]] = m.expand(rule.get("replacement", "$1").replace("$", "\\"))
+            return labels
+
+        for d in self.deployments:
+            pod = d["spec"]["template"]
+            name = d["metadata"]["name"]
+            self.assertTrue(all(pod["metadata"]["labels"].get(k) == v for k, v in selector.items()),
+                            f"{name}: the discovery's selector {selector} misses its pods")
+            targets = []
+            for c in pod["spec"]["containers"]:
+                for port in c.get("ports", []):
+                    labels = {"__address__": f"10.0.0.7:{port['containerPort']}", "__metrics_path__": "/metrics",
+                              "__meta_kubernetes_pod_name": name + "-abc12",
+                              "__meta_kubernetes_pod_container_port_name": port.get("name", "")}
+                    for k, v in pod["metadata"].get("annotations", {}).items():
+                        labels["__meta_kubernetes_pod_annotation_" + meta(k)] = str(v)
+                    for k, v in pod["metadata"]["labels"].items():
+                        labels["__meta_kubernetes_pod_label_" + meta(k)] = str(v)
+                    kept = relabel(labels)
+                    if kept:
+                        targets.append(kept)
+            self.assertEqual(len(targets), 1, f"{name}: {len(targets)} targets")
+            metrics_port = next(p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])
+                                if p.get("name") == "metrics")
+            self.assertEqual(targets[0]["__address__"], f"10.0.0.7:{metrics_port}", name)
+            self.assertEqual(targets[0]["__metrics_path__"], "/metrics", name)
+            self.assertEqual(targets[0]["image"], pod["metadata"]["labels"]["app.kubernetes.io/component"], name)
+
     def test_every_builder_leaves_the_same_files_out_of_the_context(self):
         # BuildKit reads deploy/<Dockerfile>.dockerignore, the legacy builder only the root's
         # .dockerignore (missing until 2026-12-03: a local build/ went in, and CMake refused it).
