@@ -6,7 +6,7 @@
 // answer's arrival (before this client decodes it), over the frames answered without error.
 //
 // The first Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops sending: the frames in flight are answered,
-// the report is written over what ran and the sessions are closed; exit status 128 + signal. A
+// the report is written over what ran and the sessions are closed; exit status 128 + signal (1 when an output could not be written). A
 // second one closes the sessions and exits at once, without a report.
 #include <signal.h>
 
@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <latch>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -240,11 +241,16 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < ids.size(); ++i) {
     samples.emplace_back(want_report ? std::max<size_t>(kReportSamples / ids.size(), 4096) : 0, 0x9e3779b97f4a7c15ull * (i + 1));
   }
-  const auto start = Clock::now() + std::chrono::milliseconds(100);
-  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration));
+  // The common start, set once every session's thread runs: until 2026-12-04 it was 100 ms after
+  // the first thread was made, and with a thousand sessions the threads made after it started
+  // late, their first frames' latency counting from a send time that had passed.
+  Clock::time_point start, end;
+  std::latch running(static_cast<std::ptrdiff_t>(ids.size())), go(1);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ids.size(); ++i) {
     threads.emplace_back([&, i] {
+      running.count_down();
+      go.wait();  // start and end are set
       SessionResult& r = results[i];
       client::SampleReservoir& sampled = samples[i];
       auto stream = c.OpenStream(std::chrono::system_clock::now() +
@@ -368,6 +374,11 @@ int main(int argc, char** argv) {
       }
     });
   }
+  running.wait();
+  // 100 ms for the streams to open.
+  start = Clock::now() + std::chrono::milliseconds(100);
+  end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration));
+  go.count_down();
   for (auto& t : threads) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   close_all();
@@ -465,7 +476,9 @@ int main(int argc, char** argv) {
       written = false;
     }
   }
-  if (interrupted) return 128 + interrupted;  // what was run is reported; the run was cut short
+  // What was run is reported; the run was cut short. An output that could not be written is
+  // the failure to report (until 2026-12-04 the signal's status hid it).
+  if (interrupted) return written ? 128 + interrupted : 1;
   if (ok == 0) {  // every frame shed (or none sent): nothing was measured (until 2026-12-03: exit 0)
     std::fprintf(stderr, "sinew-load: no frame was answered without error (%llu shed): nothing was measured\n",
                  (unsigned long long)shed);
