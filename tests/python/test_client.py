@@ -253,6 +253,11 @@ class FramesTest(ServerTest):
                 list(session.stream([good[0], bad, good[2]], first_frame=10))
             self.assertEqual(raised.exception.frame, 11)
             self.assertIn("pose.rotations[1]", str(raised.exception))
+            # A unary frame's refusal (a gRPC status) names its frame too.
+            with self.assertRaises(sinew.InvalidArgument) as unary:
+                session.deform(bad, frame=20)
+            self.assertEqual(unary.exception.frame, 20)
+            self.assertIn("frame 20: ", str(unary.exception))
 
     def test_a_pose_that_cannot_be_sent_is_raised(self) -> None:
         def broken():

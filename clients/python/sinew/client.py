@@ -773,7 +773,15 @@ class Session:
         """One frame (unary ``Deform``) as a :class:`Frame` (positions, and what `outputs` asked
         for: ``Frame.joints``, ``posed_cage``, ``normals``, ...); arguments as :meth:`request`.
         With `shared_memory`, the positions come through the region and are copied out."""
-        resp = self.client._call(self.client.stub.Deform, self.request(pose, **kwargs))
+        req = self.request(pose, **kwargs)
+        try:
+            resp = self.client._call(self.client.stub.Deform, req)
+        except SinewError as e:
+            # A unary frame's refusal is a status, not DeformResponse.error: named by its number as
+            # a stream's frame is (until 2026-12-04 its `frame` was None).
+            if e.frame is None:
+                e.frame = req.frame
+            raise
         frame = self._frame(resp, PositionDecoder(), kwargs.get("shared_memory"))
         if frame.error is not None:
             raise frame.error

@@ -26,7 +26,8 @@ class SinewError(Exception):
     Attributes:
         code: the gRPC status code (``grpc.StatusCode``).
         message: the server's (or the client's) message, which names the field at fault.
-        frame: for a frame that failed inside a stream, its number; otherwise None.
+        frame: for a frame that failed (in a stream, or a unary ``deform``), its number;
+            otherwise None.
     """
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
