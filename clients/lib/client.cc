@@ -339,6 +339,9 @@ absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
 absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
   grpc::ClientContext ctx;
   if (auto st = Unary(ctx); !st.ok()) return st;
+  // A close is a small call made on every way out (a failed frame, Ctrl-C): at most 10 s even
+  // without --timeout, so that a server that stopped answering cannot hold the client's exit.
+  ctx.set_deadline(std::min(ctx.deadline(), std::chrono::system_clock::now() + std::chrono::seconds(10)));
   v1::CloseSessionRequest req;
   req.set_session_id(session_id);
   v1::CloseSessionResponse resp;

@@ -121,7 +121,8 @@ class Client {
       const std::function<void(double progress, const std::string& what)>& progress);
   absl::StatusOr<v1::Session> GetSession(const std::string& session_id);
   absl::StatusOr<v1::ListSessionsResponse> ListSessions();
-  absl::StatusOr<uint64_t> CloseSession(const std::string& session_id);  // frames deformed
+  // Frames deformed. Bounded by 10 s whatever ClientOptions::timeout_seconds (it runs on exits).
+  absl::StatusOr<uint64_t> CloseSession(const std::string& session_id);
   // New parameters for the session's method from its next frame on (see the RPC).
   absl::StatusOr<v1::Session> UpdateSession(const std::string& session_id, const v1::DeformerConfig& deformer);
   // A snapshot of the session's state, and its restore into a session on the same rig and deformer.
