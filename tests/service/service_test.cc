@@ -818,6 +818,17 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
               ::testing::MatchesRegex("tets from voxels: [0-9]+ particles, [0-9]+ tets .*stretch in [0-9]+ colours.*"));
 }
 
+// A pbs session on `rig_id` with tets from voxels of `voxel_size`, and jiggle or not.
+v1::CreateSessionRequest PbsVoxelSession(const std::string& rig_id, double voxel_size, bool jiggle) {
+  v1::CreateSessionRequest req;
+  req.set_rig_id(rig_id);
+  req.mutable_deformer()->set_method(v1::METHOD_PBS);
+  req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
+  req.mutable_deformer()->mutable_pbs()->set_voxel_size(voxel_size);
+  if (jiggle) req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  return req;
+}
+
 // A session served by its fallback while its method prepares goes over to the method at its
 // next use once the preparation is done: a frame, or a GetSessionState. Until 2026-12-03 only a
 // frame did, and GetSessionState answered UNAVAILABLE "its state can be saved once pbs serves"
@@ -833,12 +844,7 @@ TEST_F(Service, AStateCanBeSavedOnceTheMethodIsPreparedWithoutAnotherFrame) {
   in.rig.name = "limb-fallback-state";  // a rig whose tets this server has not built
   auto up = client_->UploadRig(client::RigToProto(in));
   ASSERT_TRUE(up.ok()) << up.status();
-  v1::CreateSessionRequest req;
-  req.set_rig_id(up->rig_id());
-  req.mutable_deformer()->set_method(v1::METHOD_PBS);
-  req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
-  req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.13);
-  req.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  const v1::CreateSessionRequest req = PbsVoxelSession(up->rig_id(), 0.13, /*jiggle=*/true);
   auto session = client_->CreateSession(req), twin = client_->CreateSession(req);
   ASSERT_TRUE(session.ok() && twin.ok()) << session.status() << twin.status();
   ASSERT_TRUE(WaitForPreparation(*client_, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
@@ -872,13 +878,8 @@ TEST_F(Service, AFallbackSessionTakesOnlyParametersItsMethodTakes) {
   in.rig.name = "limb-fallback-params";  // a rig whose tets this server has not built
   auto up = client_->UploadRig(client::RigToProto(in));
   ASSERT_TRUE(up.ok()) << up.status();
-  v1::CreateSessionRequest req;
-  req.set_rig_id(up->rig_id());
-  req.mutable_deformer()->set_method(v1::METHOD_PBS);
-  req.mutable_deformer()->mutable_pbs()->set_tets(v1::PBS_TETS_VOXELS);
-  req.mutable_deformer()->mutable_pbs()->set_voxel_size(0.14);
-  v1::CreateSessionRequest jiggling = req;
-  jiggling.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  const v1::CreateSessionRequest req = PbsVoxelSession(up->rig_id(), 0.14, /*jiggle=*/false),
+                                 jiggling = PbsVoxelSession(up->rig_id(), 0.14, /*jiggle=*/true);
   const auto refused = client_->CreateSession(jiggling).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_THAT(std::string(refused.message()), HasSubstr("pbs_jiggle"));
