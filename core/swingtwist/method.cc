@@ -169,7 +169,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig
 }
 
 namespace {
-constexpr std::string_view kSaveMagic = "sinew swing-twist weights 1\n";
+// Version 2 (2026-12-04): leaf joints that carry geometry have their own swing and twist weights.
+constexpr std::string_view kSaveMagic = "sinew swing-twist weights 2\n";
 
 template <class T>
 void Put(std::string& out, const T& v) {

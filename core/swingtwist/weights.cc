@@ -163,14 +163,44 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   }
   st.handles = handle_vertex.size();
   const size_t g = handle_vertex.size();
+  // The bones the weights' boundary conditions walk: the skeleton's, and a virtual one beyond
+  // each leaf joint that carries geometry (a wrist at the end of a chain, a head): from the leaf
+  // along its axis, as far as the vertices it holds most reach. The paper pairs each joint
+  // deformer with a parent and a child bone; without a child a leaf had no deformer and reached
+  // its parent bone only through d, so that its twist collapsed the parent bone mid-way like LBS
+  // (0.025 of 0.25 on the limb's forearm at 170°, until 2026-12-04).
+  std::vector<Eigen::Vector3d> bone_ends = frames.rest;
+  std::vector<int32_t> bone_parents = rig.skeleton.parents;
+  {
+    std::vector<double> reach(nj, 0.0);
+    if (rig.weights.offsets.size() == nv + 1) {
+      for (size_t v = 0; v < nv; ++v) {
+        if (rig.weights.offsets[v] == rig.weights.offsets[v + 1]) continue;
+        uint32_t top = rig.weights.offsets[v];  // the joint holding it most
+        for (uint32_t e = top + 1; e < rig.weights.offsets[v + 1]; ++e) {
+          if (rig.weights.weights[e] > rig.weights.weights[top]) top = e;
+        }
+        const size_t j = rig.weights.joints[top];
+        if (frames.bone_length[j] > 0 || rig.skeleton.parents[j] < 0) continue;  // not a leaf
+        const V3 p(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+        reach[j] = std::max(reach[j], (p - frames.rest[j]).dot(frames.frame[j].col(2)));
+      }
+    }
+    for (size_t j = 0; j < nj; ++j) {
+      if (reach[j] <= h) continue;  // none, or within a voxel: moves with its own transform
+      bone_ends.push_back(frames.rest[j] + reach[j] * frames.frame[j].col(2));
+      bone_parents.push_back(int32_t(j));
+      ++st.leaf_bones;
+    }
+  }
   // Each handle's boundary conditions (BoneDirichlet) walk every bone's bounding box of cells: a
   // chain of bones zig-zagging across a fine grid made that hours, past every cancellation check
   // (until 2026-12-03). Counted before any of it.
   double bone_cells = 0;
-  for (size_t c = 0; c < nj; ++c) {
-    const int32_t p = rig.skeleton.parents[c];
+  for (size_t c = 0; c < bone_parents.size(); ++c) {
+    const int32_t p = bone_parents[c];
     if (p < 0) continue;
-    const Eigen::Vector3d a = frames.rest[size_t(p)], b = frames.rest[c];
+    const Eigen::Vector3d a = bone_ends[size_t(p)], b = bone_ends[c];
     const auto lo = grid.CellOf(a.cwiseMin(b)), hi = grid.CellOf(a.cwiseMax(b));
     bone_cells += double(hi[0] - lo[0] + 1) * double(hi[1] - lo[1] + 1) * double(hi[2] - lo[2] + 1);
   }
@@ -210,7 +240,7 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     for (size_t k = b; k < e; ++k) {
       if (stop) return;
       const size_t j = size_t(handle_joint[k]);
-      const Dirichlet dirichlet = BoneDirichlet(grid, frames.rest, rig.skeleton.parents, j);
+      const Dirichlet dirichlet = BoneDirichlet(grid, bone_ends, bone_parents, j);
       const bool rotating = std::find(dirichlet.begin(), dirichlet.end(), int8_t{1}) != dirichlet.end();
       const bool fixed = std::find(dirichlet.begin(), dirichlet.end(), int8_t{0}) != dirichlet.end();
       if (rotating && fixed) {

@@ -11,8 +11,11 @@
 // first child) share one handle; its weight goes to the deepest of them, whose deformer spans
 // from the group's parent to its own transform.
 //
-// Root and leaves: the root's deformer has Q = I; a leaf's moves rigidly with the leaf (s = t =
-// 1), so that geometry weighted to a leaf joint (a head) follows it. The `influences` largest d
+// Root and leaves: the root's deformer has Q = I. A leaf joint that carries geometry beyond
+// itself (the vertices its skinning weights hold most reach more than a voxel along its axis)
+// gets a virtual child bone that far, and with it its own swing and twist solves (ours: the
+// paper pairs each joint deformer with a parent and a child bone); another leaf moves rigidly
+// with its transform (s = t = 1). The `influences` largest d
 // per vertex are kept and renormalised, among the handles of the joints the rig's skinning
 // weights relate the vertex to (its joints, their parents, their children) — ours, not the
 // paper's: on real characters the grid bridges parts that touch in the rest pose, and the
@@ -66,6 +69,7 @@ struct ElasticWeightsStats {
   size_t voxels = 0, grid_vertices = 0;
   size_t handles = 0;        // after merging joints that share one
   size_t solved_joints = 0;  // joints with an EMW solve (two each: swing, twist)
+  size_t leaf_bones = 0;     // virtual child bones given to leaf joints that carry geometry
   int max_iterations = 0;    // of any solve
   std::string blend_solver;  // how the d_j were computed
 };

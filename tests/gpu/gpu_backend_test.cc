@@ -195,7 +195,7 @@ TEST_P(GpuBackendTest, SwingTwistKernelEqualsCpuSwingTwist) {
   EXPECT_EQ(stage->session->param_count(), (*d)->device_param_count());
   std::vector<float> out, want(rig->positions.size());
   for (double t : {0.0, 0.25, 0.5, 0.7}) {
-    // The clip twists the wrist, a leaf (s = t = 1 there); the elbow twists too, so that the
+    // The clip twists the wrist, a leaf with its own twist weights; the elbow twists too, so that the
     // interpolated twist angles t·θ of the vertices around it are exercised.
     Pose pose = LimbPose(rig->skeleton, t);
     Similarity elbow = pose.joint(1);
