@@ -1379,7 +1379,8 @@ int Batch(client::Client& c, client::Args& args) {
       if (failed->has_value()) {
         return Fail(absl::FailedPreconditionError(absl::StrCat(
             "--method ", args.Get("method"), ": its preparation \"", (*failed)->key(), "\" failed: ", (*failed)->error(),
-            " (nothing was written; `sinew rig ID` lists it; the server keeps the failure, not retried, until CancelPreparation forgets it or the rig is deleted)")));
+            " (nothing was written; `sinew rig ID` lists it; the server keeps the failure, not retried, until "
+            "CancelPreparation forgets it or the rig is deleted)")));
       }
     }
     req.set_session_id(session->session_id());
@@ -1418,7 +1419,8 @@ int Batch(client::Client& c, client::Args& args) {
       if (stages.size() == 1 && r.method() != v1::METHOD_UNSPECIFIED && r.method() != stages[0]) {
         return absl::FailedPreconditionError(absl::StrCat(
             "the server sent clip frame ", r.frame(), " from ", client::MethodName(r.method()), ", not from --method ",
-            args.Get("method"), " (its preparation was cancelled or failed; `sinew rig` lists it); nothing of it was written"));
+            args.Get("method"),
+            " (its preparation was cancelled or failed; `sinew rig` lists it); nothing of it was written"));
       }
       if (auto s = decoder.Decode(r, xyz); !s.ok()) return s;
       // Named by its clip frame (a shard's cache counts its own), and refused before any output

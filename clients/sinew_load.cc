@@ -6,8 +6,9 @@
 // answer's arrival (before this client decodes it), over the frames answered without error.
 //
 // The first Ctrl-C (SIGINT, SIGTERM, SIGHUP) stops sending: the frames in flight are answered,
-// the report is written over what ran and the sessions are closed; exit status 128 + signal (1 when an output could not be written). A
-// second one closes the sessions and exits at once, without a report.
+// the report is written over what ran and the sessions are closed; exit status 128 + signal (1
+// when an output could not be written). A second one closes the sessions and exits at once,
+// without a report.
 #include <signal.h>
 
 #include <algorithm>

@@ -15,11 +15,12 @@
 // itself (the vertices its skinning weights hold most reach more than a voxel along its axis)
 // gets a virtual child bone that far, and with it its own swing and twist solves (ours: the
 // paper pairs each joint deformer with a parent and a child bone); another leaf moves rigidly
-// with its transform (s = t = 1). The `influences` largest d
-// per vertex are kept and renormalised, among the handles of the joints the rig's skinning
-// weights relate the vertex to (its joints, their parents, their children) — ours, not the
-// paper's: on real characters the grid bridges parts that touch in the rest pose, and the
-// smooth d would otherwise make a hip follow a thumb.
+// with its transform (s = t = 1).
+//
+// The `influences` largest d per vertex are kept and renormalised, among the handles of the
+// joints the rig's skinning weights relate the vertex to (its joints, their parents, their
+// children) — ours, not the paper's: on real characters the grid bridges parts that touch in the
+// rest pose, and the smooth d would otherwise make a hip follow a thumb.
 #pragma once
 
 #include <string>
