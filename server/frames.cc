@@ -222,6 +222,9 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
     }
     st = s.deformer->Deform(job.input, target, &pool_);
     job.out.method = ProducedBy(s);
+    // A session that went over from its fallback to its method holds the method's state now
+    // (a few arithmetic operations: counted on every CPU frame rather than tracked).
+    s.CountState();
     if (st.ok()) {
       Applied(s, job.frame);
       st = CheckRange(target, s.encoding, &pool_);

@@ -90,8 +90,9 @@ struct Session {
   // stamps the use's end.
   std::atomic<uint32_t> device_frames{0};
 
-  // Per-session bytes (deformer state and scratch): counted when the session is made and again
-  // when its parameters change (pbs's jiggle keeps four times the particles); CountState under mu.
+  // Per-session bytes (deformer state and scratch): counted when the session is made, again when
+  // its parameters change (pbs's jiggle keeps four times the particles) and after each CPU frame
+  // (a fallback session goes over to its method); CountState under mu.
   std::atomic<size_t> state_bytes{0};
   void CountState() {
     state_bytes.store(sizeof(Session) + deformer->StateBytes() + 32 * rig->rig->joint_count() +

@@ -895,6 +895,10 @@ TEST_F(Service, AFallbackSessionTakesOnlyParametersItsMethodTakes) {
   auto r = client_->Deform(Frame(session->session_id(), 0, LimbPose(LimbSkeleton(limb), 0.5)));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->method(), v1::METHOD_PBS);
+  // Its bytes now count pbs's particles too (until 2026-12-04 they stayed the fallback's).
+  auto on_pbs = client_->GetSession(session->session_id());
+  ASSERT_TRUE(on_pbs.ok()) << on_pbs.status();
+  EXPECT_GT(on_pbs->state_bytes(), session->state_bytes());
 }
 
 // A rig can bring its own tetrahedra (Rig.tet_mesh): pbs sessions use them (tets "auto"), the
