@@ -81,6 +81,16 @@ constexpr ParamSpec kPbsSpecs[] = {
 // The render vertex nearest to each particle (of equally near ones the first). Until 2026-12-02
 // a hash of cells searched in growing rings, each ring's whole cube, until it found one: a tet
 // mesh uploaded a few mesh lengths from the render mesh took days, and could not be cancelled.
+// The rig's painted jiggle ("pbs_jiggle", 0 skinned … 1 free), or null: the last of that name,
+// as the rig's attributes are read everywhere.
+const AttributeMap* JiggleAttribute(const Rig& rig) {
+  const AttributeMap* jiggle = nullptr;
+  for (const AttributeMap& a : rig.attributes) {
+    if (a.name == "pbs_jiggle") jiggle = &a;
+  }
+  return jiggle;
+}
+
 std::vector<uint32_t> NearestRenderVertex(std::span<const float> positions,
                                           std::span<const Eigen::Vector3d> particles) {
   const NearestPointTree tree(positions);
@@ -814,9 +824,7 @@ absl::Status CheckPbsConfig(const Rig& rig, const DeformerConfig& config) {
   // Jiggle's attribute is the rig's, so it is refused here too, before the tets are asked for: a
   // host serving the fallback while they are built learnt of it only when the method's deformer
   // was made, and then served the fallback for good (until 2026-12-04).
-  const bool painted = std::any_of(rig.attributes.begin(), rig.attributes.end(),
-                                   [](const AttributeMap& a) { return a.name == "pbs_jiggle"; });
-  if (ParamsOf<PbsParams>(config).jiggle && !painted) return PbsDeformer::JiggleWithoutAttribute();
+  if (ParamsOf<PbsParams>(config).jiggle && JiggleAttribute(rig) == nullptr) return PbsDeformer::JiggleWithoutAttribute();
   return absl::OkStatus();
 }
 
@@ -851,10 +859,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     if (bones.empty()) return absl::FailedPreconditionError("pbs: the paper's weights need a bone of non-zero length");
     PaperWeights(model->joints, bones, model->mesh.rest, model->weights);
   }
-  const AttributeMap* jiggle = nullptr;
-  for (const AttributeMap& a : rig.attributes) {
-    if (a.name == "pbs_jiggle") jiggle = &a;
-  }
+  const AttributeMap* jiggle = JiggleAttribute(rig);
   if (jiggle != nullptr) {
     if (auto st = CheckKnownAttribute(*jiggle, rig.vertex_count(), rig.joint_count(), "rig attribute"); !st.ok()) {
       return st;
