@@ -170,7 +170,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig
 
 namespace {
 // Version 2 (2026-12-04): leaf joints that carry geometry have their own swing and twist weights.
-constexpr std::string_view kSaveMagic = "sinew swing-twist weights 2\n";
+// Version 3 (2026-12-04, later): d scaled by the rig's weights on the bones meeting at each handle.
+constexpr std::string_view kSaveMagic = "sinew swing-twist weights 3\n";
 
 template <class T>
 void Put(std::string& out, const T& v) {

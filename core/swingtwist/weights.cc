@@ -270,20 +270,21 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     st.max_iterations = std::max(st.max_iterations, iterations[k]);
   }
 
-  // Trilinear transfer to the vertices; the largest `influences` blend weights kept among the
-  // handles of the joints the rig's own skinning weights relate the vertex to (its joints, their
-  // parents and children): d is smooth over the voxel grid, which bridges parts that touch in
-  // the rest pose (a hand against the hip), and must not make a hip follow a thumb.
+  // Trilinear transfer to the vertices; the largest `influences` blend weights kept after each
+  // handle's d is scaled by the rig's own skinning weight on the bones that meet at it (the bone
+  // its joint starts and the one it ends: a vertex's joints j lend their weight to j's handle
+  // and to j's children's). d is smooth over the voxel grid, which bridges parts that touch in
+  // the rest pose (a hand against the hip), and must not make a hip follow a thumb; and the
+  // biharmonic d of a handle rises again past the next joints towards an open end (a hand kept
+  // the shoulder's untwisted deformer). The scale is continuous in the rig's weights: a vertex
+  // does not jump between handle sets where one of its weights falls to 0.
   const size_t keep = std::clamp<size_t>(options.influences, 1, g);
   std::vector<std::vector<int32_t>> children(nj);
   for (size_t j = 0; j < nj; ++j) {
     if (rig.skeleton.parents[j] >= 0) children[rig.skeleton.parents[j]].push_back(int32_t(j));
   }
   const bool has_weights = rig.weights.offsets.size() == nv + 1;
-  std::vector<uint32_t> allowed_mark(g, 0);  // == v + 1 when handle k is allowed for vertex v
-  auto allow = [&](size_t v, int32_t joint) {
-    if (joint >= 0) allowed_mark[handle_of_joint[joint]] = uint32_t(v + 1);
-  };
+  std::vector<double> on_bones(g, 0.0);  // per handle: the vertex's weight on the bones meeting there
   SwingTwistWeights out;
   out.offsets.reserve(nv + 1);
   out.offsets.push_back(0);
@@ -305,18 +306,21 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
       return x;
     };
     if (has_weights) {
+      std::fill(on_bones.begin(), on_bones.end(), 0.0);
       for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
-        if (rig.weights.weights[e] <= 0) continue;
+        const double w = rig.weights.weights[e];
+        if (!(w > 0)) continue;
         const int32_t j = rig.weights.joints[e];
-        allow(v, j);
-        allow(v, rig.skeleton.parents[j]);
-        for (int32_t c : children[j]) allow(v, c);
+        on_bones[handle_of_joint[j]] += w;
+        for (int32_t ch : children[j]) {
+          if (handle_of_joint[ch] != handle_of_joint[j]) on_bones[handle_of_joint[ch]] += w;
+        }
       }
     }
     double allowed_total = 0;
     for (size_t k = 0; k < g; ++k) {
-      const bool ok = !has_weights || allowed_mark[k] == uint32_t(v + 1);
-      cand[k] = {ok ? at((*blend)[k]) : 0.0, k};
+      const double scale = has_weights ? std::min(on_bones[k], 1.0) : 1.0;
+      cand[k] = {scale > 0 ? scale * at((*blend)[k]) : 0.0, k};
       allowed_total += cand[k].first;
     }
     if (allowed_total <= 0) {

@@ -17,10 +17,12 @@
 // paper pairs each joint deformer with a parent and a child bone); another leaf moves rigidly
 // with its transform (s = t = 1).
 //
-// The `influences` largest d per vertex are kept and renormalised, among the handles of the
-// joints the rig's skinning weights relate the vertex to (its joints, their parents, their
-// children) — ours, not the paper's: on real characters the grid bridges parts that touch in the
-// rest pose, and the smooth d would otherwise make a hip follow a thumb.
+// Each handle's d at a vertex is scaled by the vertex's skinning weight on the bones that meet at
+// the handle (its joint's bone and its parent's: a weight on joint j counts for j's handle and
+// its children's), then the `influences` largest are kept and renormalised — ours, not the
+// paper's: on real characters the grid bridges parts that touch in the rest pose, and the smooth
+// d would otherwise make a hip follow a thumb; the unbounded biharmonic d also rises again past
+// the next joints towards an open end. The scale is continuous in the rig's weights.
 #pragma once
 
 #include <string>
