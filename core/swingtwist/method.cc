@@ -78,7 +78,9 @@ class SwingTwistDeformer final : public Deformer {
   absl::Status Joints(const FrameInput& frame) {
     if (auto st = CheckSkeletalFrame(*rig_, frame, "swing-twist"); !st.ok()) return st;
     SkinningTransforms(rig_->skeleton, *frame.pose, world_, skinning_);
-    if (auto st = SwingTwistJoints(*rig_, model_->frames, skinning_, joints_); !st.ok()) return st;
+    if (auto st = SwingTwistJoints(*rig_, model_->frames, skinning_, joints_, model_->weights.parents); !st.ok()) {
+      return st;
+    }
     for (size_t j = 0; j < last_theta_.size(); ++j) {  // unwrapping: θ + 2πk nearest the last frame's
       constexpr double kTurn = 2 * std::numbers::pi;
       const double theta = joints_[j].theta;
@@ -116,6 +118,7 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseSwingTwistParams(const 
 size_t SwingTwistModel::Bytes() const {
   const size_t e = weights.joints.size();
   return sizeof(uint32_t) * weights.offsets.size() + e * (sizeof(uint16_t) + 3 * sizeof(float)) +
+         sizeof(int32_t) * weights.parents.size() +
          frames.frame.size() * (2 * sizeof(Affine34d) + sizeof(Eigen::Vector3d) + sizeof(double));
 }
 
@@ -171,7 +174,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig
 namespace {
 // Version 2 (2026-12-04): leaf joints that carry geometry have their own swing and twist weights.
 // Version 3 (2026-12-04, later): d scaled by the rig's weights on the bones meeting at each handle.
-constexpr std::string_view kSaveMagic = "sinew swing-twist weights 3\n";
+// Version 4 (2026-12-04, later): per joint, the joint its deformer blends from.
+constexpr std::string_view kSaveMagic = "sinew swing-twist weights 4\n";
 
 template <class T>
 void Put(std::string& out, const T& v) {
@@ -220,6 +224,7 @@ std::string SaveSwingTwist(const Prepared& prepared) {
   PutArray(out, m.weights.d);
   PutArray(out, m.weights.s);
   PutArray(out, m.weights.t);
+  PutArray(out, m.weights.parents);
   const ElasticWeightsStats& st = m.stats;
   Put(out, st.voxel_size);
   for (uint64_t v : {uint64_t(st.voxels), uint64_t(st.grid_vertices), uint64_t(st.handles), uint64_t(st.solved_joints),
@@ -244,6 +249,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> LoadSwingTwist(const Rig& rig, c
   model->weights.d = r.GetArray<float>(limit);
   model->weights.s = r.GetArray<float>(limit);
   model->weights.t = r.GetArray<float>(limit);
+  model->weights.parents = r.GetArray<int32_t>(rig.joint_count());
   ElasticWeightsStats& st = model->stats;
   st.voxel_size = r.Get<double>();
   st.voxels = r.Get<uint64_t>();

@@ -102,14 +102,14 @@ void Store(const Eigen::Matrix<double, 3, N>& m, std::array<float, 3 * N>& out) 
 }  // namespace
 
 absl::Status SwingTwistJoints(const Rig& rig, const CanonicalFrames& frames, std::span<const Affine34d> skinning,
-                              std::span<JointRecord> out) {
+                              std::span<JointRecord> out, std::span<const int32_t> parents) {
   const Skeleton& sk = rig.skeleton;
   const size_t n = rig.joint_count();
-  if (skinning.size() != n || out.size() != n || frames.frame.size() != n) {
-    return absl::InternalError("swing/twist: one skinning matrix and one record per joint");
+  if (skinning.size() != n || out.size() != n || frames.frame.size() != n || !(parents.empty() || parents.size() == n)) {
+    return absl::InternalError("swing/twist: one skinning matrix, one record and one parent per joint");
   }
   for (size_t j = 0; j < n; ++j) {
-    const int32_t p = sk.parents[j];
+    const int32_t p = parents.empty() ? sk.parents[j] : parents[j];
     const Affine34d& frame = frames.frame[j];
     Eigen::Quaterniond q = Eigen::Quaterniond::Identity();
     double scale = 1;
@@ -174,6 +174,16 @@ absl::Status CheckSwingTwistWeights(const SwingTwistWeights& w, size_t vertex_co
     }
     if (std::abs(sum - 1) > 1e-4) {
       return absl::InvalidArgumentError(absl::StrCat("swing/twist weights: vertex ", v, "'s d sums to ", sum));
+    }
+  }
+  if (!w.parents.empty() && w.parents.size() != joint_count) {
+    return absl::InvalidArgumentError(absl::StrCat("swing/twist weights: ", w.parents.size(), " deformer parents for ",
+                                                   joint_count, " joints"));
+  }
+  for (size_t j = 0; j < w.parents.size(); ++j) {
+    if (w.parents[j] < -1 || w.parents[j] >= int64_t(joint_count) || w.parents[j] == int64_t(j)) {
+      return absl::InvalidArgumentError(absl::StrCat("swing/twist weights: joint ", j, "'s deformer parent ",
+                                                     w.parents[j], " is not another joint or -1"));
     }
   }
   return absl::OkStatus();

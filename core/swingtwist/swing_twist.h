@@ -66,21 +66,28 @@ struct JointRecord {
 };
 static_assert(sizeof(JointRecord) == 38 * sizeof(float));
 
-// The records of a frame from its skinning matrices. INVALID_ARGUMENT naming the joint when a
-// joint's motion relative to its parent is not a similarity (shear or non-uniform scale beyond
-// 1e-3, or a reflection). `out`: one per joint.
+// The records of a frame from its skinning matrices. "parent" above is `parents[j]` where given
+// (SwingTwistWeights::parents: a chain of joints that share a handle blends from the chain's
+// parent), else the skeleton's. INVALID_ARGUMENT naming the joint when a joint's motion relative
+// to that parent is not a similarity (shear or non-uniform scale beyond 1e-3, or a reflection).
+// `out`: one per joint.
 absl::Status SwingTwistJoints(const Rig& rig, const CanonicalFrames& frames, std::span<const Affine34d> skinning,
-                              std::span<JointRecord> out);
+                              std::span<JointRecord> out, std::span<const int32_t> parents = {});
 
 // Per-vertex influences: vertex v has entries offsets[v] .. offsets[v+1]-1.
 struct SwingTwistWeights {
   std::vector<uint32_t> offsets;  // vertex_count + 1
   std::vector<uint16_t> joints;
   std::vector<float> d, s, t;     // deformer blend weight (Σ d = 1 per vertex), swing, twist
+  // Per joint, the joint whose transform its deformer blends from at s = 0 (−1: none, the
+  // joint's own motion only): the skeleton's parent, except for the joint kept by a chain of
+  // joints that share a handle (a joint within a voxel of its parent), whose deformer spans the
+  // whole chain, from the chain's parent. Empty: the skeleton's parents.
+  std::vector<int32_t> parents;
 };
 // OK when the weights fit `vertex_count` vertices and `joint_count` joints, every d, s, t is
-// finite and in [0, 1] and every vertex's d sums to 1 within 1e-4; INVALID_ARGUMENT naming the
-// vertex otherwise.
+// finite and in [0, 1], every vertex's d sums to 1 within 1e-4, and `parents` is empty or names
+// one joint or −1 per joint; INVALID_ARGUMENT naming the vertex or joint otherwise.
 absl::Status CheckSwingTwistWeights(const SwingTwistWeights& w, size_t vertex_count, size_t joint_count);
 
 // The device layout (gpu/swingtwist/): the influences as a fixed-width per-vertex row of

@@ -163,6 +163,25 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   }
   st.handles = handle_vertex.size();
   const size_t g = handle_vertex.size();
+  // The joint kept by a chain of joints that share a handle (a joint within a voxel of its parent)
+  // blends from the chain's parent: the hidden joints' bends and twists are then the kept one's,
+  // not a rigid transform its deformer starts from (which reached the bone only through d, like
+  // LBS). The chain ends at a hidden joint with other children (their deformers start from its
+  // transform too: BCN_Epileptic's pelvis, which carries the root motion, has the legs besides
+  // the spine) and where it reaches the root.
+  std::vector<int32_t> deformer_parent(rig.skeleton.parents.begin(), rig.skeleton.parents.end());
+  {
+    std::vector<int32_t> child_count(nj, 0);
+    for (size_t j = 0; j < nj; ++j) {
+      if (rig.skeleton.parents[j] >= 0) ++child_count[rig.skeleton.parents[j]];
+    }
+    for (size_t k = 0; k < g; ++k) {
+      const int32_t kept = handle_joint[k];
+      int32_t p = rig.skeleton.parents[kept];
+      while (p >= 0 && handle_of_joint[p] == int32_t(k) && child_count[p] == 1) p = rig.skeleton.parents[p];
+      if (p >= 0) deformer_parent[kept] = p;
+    }
+  }
   // The bones the weights' boundary conditions walk: the skeleton's, and a virtual one beyond
   // each leaf joint that carries geometry (a wrist at the end of a chain, a head): from the leaf
   // along its axis, as far as the vertices it holds most reach. The paper pairs each joint
@@ -341,6 +360,7 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     }
     out.offsets.push_back(uint32_t(out.joints.size()));
   }
+  out.parents = std::move(deformer_parent);
   return out;
 }
 

@@ -168,6 +168,47 @@ TEST(SwingTwistMethod, ALeafJointsTwistKeepsItsParentBoneRound) {
   }
 }
 
+// A joint within a voxel of its parent shares its parent's handle, and the deeper one keeps the
+// deformer. A chain of two such joints at the limb's elbow (a hidden joint H between the upper
+// arm and the elbow, where rigs put helper or twist joints) bends as the elbow alone does when
+// only H turns: the kept joint's deformer blends from the chain's parent, the upper arm. Until
+// 2026-12-04 it blended from H, so a turn of H reached the skin only through d, like LBS: the
+// limb's mesh then lay up to 0.38 (bent) and 0.26 (twisted) from the single joint's at 90°, on a
+// limb of radius 0.25. Now the two agree exactly (the same weights, the same joint records).
+TEST(SwingTwistMethod, AJointHiddenInAChainOfCoincidentJointsBendsAsTheChainDoes) {
+  LimbOptions limb;
+  limb.rings = 60;
+  limb.segments = 24;
+  const RigInput plain_input = MakeLimb(limb);
+  RigInput doubled_input = plain_input;
+  Skeleton& sk = doubled_input.rig.skeleton;
+  ASSERT_EQ(sk.size(), 3u);
+  ASSERT_TRUE(sk.inverse_bind.empty());  // computed from the rest pose
+  sk.names.push_back("hidden");
+  sk.parents.push_back(0);
+  sk.rest_local.push_back(sk.rest_local[1]);  // at the elbow, from the upper arm
+  sk.parents[1] = 3;
+  sk.rest_local[1] = Similarity();            // the elbow on top of it
+  auto plain = std::make_shared<const Rig>(testing::BuildOrDie(plain_input));
+  auto doubled = std::make_shared<const Rig>(testing::BuildOrDie(doubled_input));
+  auto a = CreateDeformer(plain, Config(0.05));
+  auto b = CreateDeformer(doubled, Config(0.05));
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (const Eigen::Vector3d& axis : {Eigen::Vector3d::UnitZ(), Eigen::Vector3d::UnitX()}) {  // a bend, a twist
+    const Eigen::Quaterniond turn(Eigen::AngleAxisd(std::numbers::pi / 2, axis));
+    Pose pa = RestPose(plain->skeleton), pb = RestPose(doubled->skeleton);
+    pa.set_rotation(1, turn);
+    pb.set_rotation(3, turn);
+    std::vector<float> xa(plain->positions.size()), xb(xa.size());
+    ASSERT_TRUE((*a)->Deform({&pa, {}}, xa, nullptr).ok());
+    ASSERT_TRUE((*b)->Deform({&pb, {}}, xb, nullptr).ok());
+    const double apart = testing::MaxAbsDiff(xa, xb);
+    std::printf("the hidden joint turned 90 degrees about axis (%g, %g, %g): %.3g from the elbow's own turn\n",
+                axis.x(), axis.y(), axis.z(), apart);
+    EXPECT_LE(apart, 1e-3 * limb.radius) << axis.transpose();
+  }
+}
+
 // Saved weights load back equal (and deform equally); bytes of another rig, a truncated file
 // and foreign bytes are refused, never half-read.
 TEST(SwingTwistMethod, SavedWeightsLoadBackAndForeignBytesAreRefused) {
@@ -185,6 +226,7 @@ TEST(SwingTwistMethod, SavedWeightsLoadBackAndForeignBytesAreRefused) {
   EXPECT_EQ(a.weights.d, b.weights.d);
   EXPECT_EQ(a.weights.s, b.weights.s);
   EXPECT_EQ(a.weights.t, b.weights.t);
+  EXPECT_EQ(a.weights.parents, b.weights.parents);
   EXPECT_EQ(a.stats.grid_vertices, b.stats.grid_vertices);
   EXPECT_EQ(a.stats.blend_solver, b.stats.blend_solver);
   Pose pose = RestPose(rig->skeleton);

@@ -326,7 +326,7 @@ TEST(SwingTwist, FramesOfCoincidentJointsAndShearRefused) {
   EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("joint 2 (bone2) shears"));
 }
 
-// Bad weights are refused naming the vertex.
+// Bad weights are refused naming the vertex (or the joint, for a deformer parent).
 TEST(SwingTwist, MalformedWeightsNameTheVertex) {
   const Rig rig = BuildOrDie(MakeLimb(Cylinder()));
   SwingTwistWeights w = ElbowWeights(rig, 1.0);
@@ -341,6 +341,15 @@ TEST(SwingTwist, MalformedWeightsNameTheVertex) {
   w.joints[3] = 2;
   EXPECT_THAT(std::string(CheckSwingTwistWeights(w, rig.vertex_count(), 2).message()),
               ::testing::HasSubstr("vertex 3 names joint 2 of 2"));
+  w = ElbowWeights(rig, 1.0);
+  w.parents = {-1, 0};
+  EXPECT_TRUE(CheckSwingTwistWeights(w, rig.vertex_count(), 2).ok());
+  w.parents = {-1, 1};
+  EXPECT_THAT(std::string(CheckSwingTwistWeights(w, rig.vertex_count(), 2).message()),
+              ::testing::HasSubstr("joint 1's deformer parent 1 is not another joint or -1"));
+  w.parents = {-1};
+  EXPECT_THAT(std::string(CheckSwingTwistWeights(w, rig.vertex_count(), 2).message()),
+              ::testing::HasSubstr("1 deformer parents for 2 joints"));
 }
 
 }  // namespace
