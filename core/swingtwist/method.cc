@@ -175,7 +175,8 @@ namespace {
 // Version 2 (2026-12-04): leaf joints that carry geometry have their own swing and twist weights.
 // Version 3 (2026-12-04, later): d scaled by the rig's weights on the bones meeting at each handle.
 // Version 4 (2026-12-04, later): per joint, the joint its deformer blends from.
-constexpr std::string_view kSaveMagic = "sinew swing-twist weights 4\n";
+// Version 5 (2026-12-04, later): siblings that share a handle each have a deformer.
+constexpr std::string_view kSaveMagic = "sinew swing-twist weights 5\n";
 
 template <class T>
 void Put(std::string& out, const T& v) {

@@ -135,11 +135,8 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
         grid.voxel_count(), grid.vertices.size(), h, samples, concurrent, bytes / 1e9, kElasticWeightsMaxBytes / 1e9));
   }
 
-  // Handles: each joint's nearest grid vertex; joints that share one share a handle, whose
-  // deformer is the deepest of them.
-  std::vector<int> depth(nj, 0);
-  for (int32_t j : rig.skeleton.order) depth[j] = rig.skeleton.parents[j] < 0 ? 0 : depth[rig.skeleton.parents[j]] + 1;
-  std::vector<int32_t> handle_vertex, handle_joint, handle_of_joint(nj, -1);
+  // Handles: each joint's nearest grid vertex; joints that share one share a handle.
+  std::vector<int32_t> handle_vertex, handle_of_joint(nj, -1);
   for (size_t j = 0; j < nj; ++j) {
     int32_t best = 0;
     double best_d = 1e300;
@@ -154,34 +151,45 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     if (at == handle_vertex.end()) {
       handle_of_joint[j] = int32_t(handle_vertex.size());
       handle_vertex.push_back(best);
-      handle_joint.push_back(int32_t(j));
     } else {
       handle_of_joint[j] = int32_t(at - handle_vertex.begin());
-      int32_t& rep = handle_joint[handle_of_joint[j]];
-      if (depth[j] > depth[rep]) rep = int32_t(j);
     }
   }
   st.handles = handle_vertex.size();
   const size_t g = handle_vertex.size();
+  // The deformers: per handle, the joints of its group with no child in the group — the deepest
+  // joint of a chain, each of several siblings (coincident metacarpals), the joint alone where
+  // the handle is its own. Until 2026-12-04 a group kept one deformer, its first deepest joint,
+  // and a sibling's bend or twist reached its bone only through d, like LBS, or not at all.
   // The joint kept by a chain of joints that share a handle (a joint within a voxel of its parent)
   // blends from the chain's parent: the hidden joints' bends and twists are then the kept one's,
   // not a rigid transform its deformer starts from (which reached the bone only through d, like
   // LBS). The chain ends at a hidden joint with other children (their deformers start from its
   // transform too: BCN_Epileptic's pelvis, which carries the root motion, has the legs besides
   // the spine) and where it reaches the root.
+  std::vector<int32_t> deformer_joint, deformer_handle;
   std::vector<int32_t> deformer_parent(rig.skeleton.parents.begin(), rig.skeleton.parents.end());
   {
     std::vector<int32_t> child_count(nj, 0);
+    std::vector<uint8_t> parent_in_group(nj, 0);  // a joint with a child in its own group
     for (size_t j = 0; j < nj; ++j) {
-      if (rig.skeleton.parents[j] >= 0) ++child_count[rig.skeleton.parents[j]];
+      const int32_t p = rig.skeleton.parents[j];
+      if (p < 0) continue;
+      ++child_count[p];
+      if (handle_of_joint[p] == handle_of_joint[j]) parent_in_group[p] = 1;
     }
     for (size_t k = 0; k < g; ++k) {
-      const int32_t kept = handle_joint[k];
-      int32_t p = rig.skeleton.parents[kept];
-      while (p >= 0 && handle_of_joint[p] == int32_t(k) && child_count[p] == 1) p = rig.skeleton.parents[p];
-      if (p >= 0) deformer_parent[kept] = p;
+      for (size_t j = 0; j < nj; ++j) {
+        if (handle_of_joint[j] != int32_t(k) || parent_in_group[j]) continue;
+        deformer_joint.push_back(int32_t(j));
+        deformer_handle.push_back(int32_t(k));
+        int32_t p = rig.skeleton.parents[j];
+        while (p >= 0 && handle_of_joint[p] == int32_t(k) && child_count[p] == 1) p = rig.skeleton.parents[p];
+        if (p >= 0) deformer_parent[j] = p;
+      }
     }
   }
+  const size_t nd = deformer_joint.size();
   // The bones the weights' boundary conditions walk: the skeleton's, and a virtual one beyond
   // each leaf joint that carries geometry (a wrist at the end of a chain, a head): from the leaf
   // along its axis, as far as the vertices it holds most reach. The paper pairs each joint
@@ -239,11 +247,11 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     if (stop) return false;
     if (!progress) return true;
     std::lock_guard lock(progress_mu);
-    if (!progress(double(done.load()) / double(g))) stop = true;
+    if (!progress(double(done.load()) / double(nd))) stop = true;
     return !stop;
   };
   const auto cancelled = [&] {
-    return absl::CancelledError(absl::StrCat("the weights' preparation was cancelled after ", done.load(), " of ", g, " joints"));
+    return absl::CancelledError(absl::StrCat("the weights' preparation was cancelled after ", done.load(), " of ", nd, " joints"));
   };
   if (!keep_going()) return cancelled();
   auto blend = BlendWeights(grid, handle_vertex);
@@ -251,14 +259,14 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   st.blend_solver = "biharmonic (clamped, normalised)";
   if (!keep_going()) return cancelled();
 
-  // EMW for every handle's joint that has bones on both sides.
-  std::vector<std::vector<double>> swing(g), twist(g);
-  std::vector<absl::Status> failures(g);
-  std::vector<int> iterations(g, 0);
-  ParallelFor(pool, g, 1, [&](size_t b, size_t e) {
+  // EMW for every deformer's joint that has bones on both sides.
+  std::vector<std::vector<double>> swing(nd), twist(nd);
+  std::vector<absl::Status> failures(nd);
+  std::vector<int> iterations(nd, 0);
+  ParallelFor(pool, nd, 1, [&](size_t b, size_t e) {
     for (size_t k = b; k < e; ++k) {
       if (stop) return;
-      const size_t j = size_t(handle_joint[k]);
+      const size_t j = size_t(deformer_joint[k]);
       const Dirichlet dirichlet = BoneDirichlet(grid, bone_ends, bone_parents, j);
       const bool rotating = std::find(dirichlet.begin(), dirichlet.end(), int8_t{1}) != dirichlet.end();
       const bool fixed = std::find(dirichlet.begin(), dirichlet.end(), int8_t{0}) != dirichlet.end();
@@ -281,9 +289,9 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     }
   });
   if (stop) return cancelled();
-  for (size_t k = 0; k < g; ++k) {
+  for (size_t k = 0; k < nd; ++k) {
     if (!failures[k].ok()) {
-      return absl::Status(failures[k].code(), absl::StrCat("joint ", handle_joint[k], ": ", failures[k].message()));
+      return absl::Status(failures[k].code(), absl::StrCat("joint ", deformer_joint[k], ": ", failures[k].message()));
     }
     st.solved_joints += !swing[k].empty();
     st.max_iterations = std::max(st.max_iterations, iterations[k]);
@@ -296,18 +304,28 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   // the rest pose (a hand against the hip), and must not make a hip follow a thumb; and the
   // biharmonic d of a handle rises again past the next joints towards an open end (a hand kept
   // the shoulder's untwisted deformer). The scale is continuous in the rig's weights: a vertex
-  // does not jump between handle sets where one of its weights falls to 0.
-  const size_t keep = std::clamp<size_t>(options.influences, 1, g);
+  // does not jump between handle sets where one of its weights falls to 0. A handle with several
+  // deformers (siblings) splits its d among them by the vertex's weight on each one's joint and
+  // children (evenly where it has none of those).
+  const size_t keep = std::clamp<size_t>(options.influences, 1, nd);
   std::vector<std::vector<int32_t>> children(nj);
   for (size_t j = 0; j < nj; ++j) {
     if (rig.skeleton.parents[j] >= 0) children[rig.skeleton.parents[j]].push_back(int32_t(j));
   }
+  std::vector<int32_t> deformers_of_handle(g, 0), deformer_of_joint(nj, -1);
+  for (size_t i = 0; i < nd; ++i) {
+    ++deformers_of_handle[deformer_handle[i]];
+    deformer_of_joint[deformer_joint[i]] = int32_t(i);
+  }
   const bool has_weights = rig.weights.offsets.size() == nv + 1;
   std::vector<double> on_bones(g, 0.0);  // per handle: the vertex's weight on the bones meeting there
+  std::vector<double> own(nd, 0.0);      // per deformer: the vertex's weight on its joint and children
+  std::vector<double> own_total(g, 0.0); // per handle: the sum of its deformers' `own`
+  std::vector<double> blend_at(g, 0.0);
   SwingTwistWeights out;
   out.offsets.reserve(nv + 1);
   out.offsets.push_back(0);
-  std::vector<std::pair<double, size_t>> cand(g);
+  std::vector<std::pair<double, size_t>> cand(nd);
   for (size_t v = 0; v < nv; ++v) {
     const V3 p(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
     const auto cell = grid.CellOf(p);
@@ -324,8 +342,11 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
       for (int q = 0; q < 8; ++q) x += c[q] * values[corners[q]];
       return x;
     };
+    for (size_t k = 0; k < g; ++k) blend_at[k] = at((*blend)[k]);
     if (has_weights) {
       std::fill(on_bones.begin(), on_bones.end(), 0.0);
+      std::fill(own.begin(), own.end(), 0.0);
+      std::fill(own_total.begin(), own_total.end(), 0.0);
       for (uint32_t e = rig.weights.offsets[v]; e < rig.weights.offsets[v + 1]; ++e) {
         const double w = rig.weights.weights[e];
         if (!(w > 0)) continue;
@@ -334,16 +355,29 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
         for (int32_t ch : children[j]) {
           if (handle_of_joint[ch] != handle_of_joint[j]) on_bones[handle_of_joint[ch]] += w;
         }
+        // Which sibling's side of a shared handle the vertex is on: its weight on that sibling's
+        // joint and on the joint's children.
+        if (deformer_of_joint[j] >= 0) own[deformer_of_joint[j]] += w;
+        const int32_t up = rig.skeleton.parents[j];
+        if (up >= 0 && deformer_of_joint[up] >= 0) own[deformer_of_joint[up]] += w;
       }
+      for (size_t i = 0; i < nd; ++i) own_total[deformer_handle[i]] += own[i];
     }
     double allowed_total = 0;
-    for (size_t k = 0; k < g; ++k) {
+    for (size_t i = 0; i < nd; ++i) {
+      const size_t k = size_t(deformer_handle[i]);
       const double scale = has_weights ? std::min(on_bones[k], 1.0) : 1.0;
-      cand[k] = {scale > 0 ? scale * at((*blend)[k]) : 0.0, k};
-      allowed_total += cand[k].first;
+      const double split = deformers_of_handle[k] == 1 ? 1.0
+                           : has_weights && own_total[k] > 0 ? own[i] / own_total[k]
+                                                             : 1.0 / deformers_of_handle[k];
+      cand[i] = {scale * split > 0 ? scale * split * blend_at[k] : 0.0, i};
+      allowed_total += cand[i].first;
     }
-    if (allowed_total <= 0) {
-      for (size_t k = 0; k < g; ++k) cand[k] = {at((*blend)[k]), k};  // nothing related nearby: every handle
+    if (allowed_total <= 0) {  // nothing related nearby: every handle, split evenly
+      for (size_t i = 0; i < nd; ++i) {
+        const size_t k = size_t(deformer_handle[i]);
+        cand[i] = {blend_at[k] / deformers_of_handle[k], i};
+      }
     }
     std::partial_sort(cand.begin(), cand.begin() + keep, cand.end(), [](const auto& a, const auto& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
@@ -353,7 +387,7 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     for (size_t i = 0; i < keep; ++i) {
       if (cand[i].first <= 0 && i > 0) break;
       const size_t k = cand[i].second;
-      out.joints.push_back(uint16_t(handle_joint[k]));
+      out.joints.push_back(uint16_t(deformer_joint[k]));
       out.d.push_back(float(sum > 0 ? cand[i].first / sum : 1.0));
       out.s.push_back(swing[k].empty() ? 1.f : float(std::clamp(at(swing[k]), 0.0, 1.0)));
       out.t.push_back(twist[k].empty() ? 1.f : float(std::clamp(at(twist[k]), 0.0, 1.0)));

@@ -8,11 +8,13 @@
 // the others; L the grid's Laplacian, M its lumped voxel volumes), one factorization for all
 // handles, clamped to [0, 1] and normalised per vertex — the spec's second choice, recorded in
 // the result. Joints closer than a voxel to each other (coincident joints, e.g. a root and its
-// first child) share one handle; its weight goes to the deepest of them. Where the group is a
-// chain (each joint above the kept one has it, or the next joint of the chain, as its only child)
-// the kept joint's deformer spans from the chain's parent to its own transform
-// (SwingTwistWeights::parents); a joint of the group with other children, or the root, is where
-// the span starts. Siblings that share a handle keep one deformer, the first deepest one's.
+// first child) share one handle. Its deformers are the group's joints with no child in the group:
+// the deepest joint of a chain, each of several siblings. Where the group is a chain (each joint
+// above the kept one has it, or the next joint of the chain, as its only child) the kept joint's
+// deformer spans from the chain's parent to its own transform (SwingTwistWeights::parents); a
+// joint of the group with other children, or the root, is where the span starts. Siblings split
+// the handle's d by the vertex's weight on each one's joint and its children (evenly where it
+// has none of those), and each has its own swing and twist weights.
 //
 // Root and leaves: the root's deformer has Q = I. A leaf joint that carries geometry beyond
 // itself (the vertices its skinning weights hold most reach more than a voxel along its axis)

@@ -194,7 +194,7 @@ TEST(SwingTwistMethod, AJointHiddenInAChainOfCoincidentJointsBendsAsTheChainDoes
   auto a = CreateDeformer(plain, Config(0.05));
   auto b = CreateDeformer(doubled, Config(0.05));
   ASSERT_TRUE(a.ok() && b.ok());
-  for (const Eigen::Vector3d& axis : {Eigen::Vector3d::UnitZ(), Eigen::Vector3d::UnitX()}) {  // a bend, a twist
+  for (const Eigen::Vector3d& axis : {Eigen::Vector3d(Eigen::Vector3d::UnitZ()), Eigen::Vector3d(Eigen::Vector3d::UnitX())}) {  // bend, twist
     const Eigen::Quaterniond turn(Eigen::AngleAxisd(std::numbers::pi / 2, axis));
     Pose pa = RestPose(plain->skeleton), pb = RestPose(doubled->skeleton);
     pa.set_rotation(1, turn);
@@ -204,6 +204,48 @@ TEST(SwingTwistMethod, AJointHiddenInAChainOfCoincidentJointsBendsAsTheChainDoes
     ASSERT_TRUE((*b)->Deform({&pb, {}}, xb, nullptr).ok());
     const double apart = testing::MaxAbsDiff(xa, xb);
     std::printf("the hidden joint turned 90 degrees about axis (%g, %g, %g): %.3g from the elbow's own turn\n",
+                axis.x(), axis.y(), axis.z(), apart);
+    EXPECT_LE(apart, 1e-3 * limb.radius) << axis.transpose();
+  }
+}
+
+// Siblings that share a handle (coincident metacarpals) each keep a deformer. The limb with a
+// second elbow E beside its own (both children of the shoulder, at the same point), the forearm
+// and the wrist moved over to E and the first elbow left a bare leaf: bending or twisting E
+// moves the limb as bending the elbow does in the plain limb. Until 2026-12-04 the group's
+// first deepest joint, the bare leaf, kept the only deformer, and E's turn reached the forearm
+// only through the wrist's deformer and d.
+TEST(SwingTwistMethod, SiblingsSharingAHandleEachBendTheirOwnBone) {
+  LimbOptions limb;
+  limb.rings = 60;
+  limb.segments = 24;
+  const RigInput plain_input = MakeLimb(limb);
+  RigInput sibling_input = plain_input;
+  Skeleton& sk = sibling_input.rig.skeleton;
+  ASSERT_EQ(sk.size(), 3u);
+  ASSERT_TRUE(sk.inverse_bind.empty());
+  sk.names.push_back("elbow beside");
+  sk.parents.push_back(0);
+  sk.rest_local.push_back(sk.rest_local[1]);
+  sk.parents[2] = 3;
+  for (uint32_t& j : sibling_input.weights.joints) {
+    if (j == 1) j = 3;
+  }
+  auto plain = std::make_shared<const Rig>(testing::BuildOrDie(plain_input));
+  auto sibling = std::make_shared<const Rig>(testing::BuildOrDie(sibling_input));
+  auto a = CreateDeformer(plain, Config(0.05));
+  auto b = CreateDeformer(sibling, Config(0.05));
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (const Eigen::Vector3d& axis : {Eigen::Vector3d(Eigen::Vector3d::UnitZ()), Eigen::Vector3d(Eigen::Vector3d::UnitX())}) {  // bend, twist
+    const Eigen::Quaterniond turn(Eigen::AngleAxisd(std::numbers::pi / 2, axis));
+    Pose pa = RestPose(plain->skeleton), pb = RestPose(sibling->skeleton);
+    pa.set_rotation(1, turn);
+    pb.set_rotation(3, turn);
+    std::vector<float> xa(plain->positions.size()), xb(xa.size());
+    ASSERT_TRUE((*a)->Deform({&pa, {}}, xa, nullptr).ok());
+    ASSERT_TRUE((*b)->Deform({&pb, {}}, xb, nullptr).ok());
+    const double apart = testing::MaxAbsDiff(xa, xb);
+    std::printf("the sibling elbow turned 90 degrees about axis (%g, %g, %g): %.3g from the elbow's own turn\n",
                 axis.x(), axis.y(), axis.z(), apart);
     EXPECT_LE(apart, 1e-3 * limb.radius) << axis.transpose();
   }
