@@ -803,7 +803,9 @@ TEST_F(Service, PbsServesLbsUntilItsTetrahedraAreBuiltThenItself) {
     const auto first_pbs = std::find(methods.begin(), methods.end(), v1::METHOD_PBS);
     EXPECT_TRUE(std::all_of(first_pbs, methods.end(), [](v1::Method m) { return m == v1::METHOD_PBS; }))
         << "a frame went back to LBS";
-    if (prepared) EXPECT_EQ(first_pbs, methods.begin()) << "LBS after the tets were built";
+    if (prepared) {
+      EXPECT_EQ(first_pbs, methods.begin()) << "LBS after the tets were built";
+    }
   };
   check_batch(false);
   std::pair<size_t, size_t> served;
@@ -1886,7 +1888,9 @@ TEST_F(Service, LatestPoseWinsCarriesASkippedFramesTimeStepAndKeyFrameToItsSucce
         continue;
       }
       ASSERT_TRUE(decoder.Decode(r, got).ok()) << "frame " << k;
-      if (asked) EXPECT_TRUE(r.quantization().key_frame()) << "frame " << k << ": a key frame was asked for";
+      if (asked) {
+        EXPECT_TRUE(r.quantization().key_frame()) << "frame " << k << ": a key frame was asked for";
+      }
       asked = false;
     }
     EXPECT_TRUE(stream->Close().ok());
