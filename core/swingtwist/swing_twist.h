@@ -81,7 +81,7 @@ struct SwingTwistWeights {
   std::vector<float> d, s, t;     // deformer blend weight (Σ d = 1 per vertex), swing, twist
   // Per joint, the joint whose transform its deformer blends from at s = 0 (−1: none, the
   // joint's own motion only): the skeleton's parent, except for the joint kept by a chain of
-  // joints that share a handle (a joint within a voxel of its parent), whose deformer spans the
+  // joints that share a handle (a joint about a voxel from its parent or closer), whose deformer spans the
   // whole chain, from the chain's parent. Empty: the skeleton's parents.
   std::vector<int32_t> parents;
 };

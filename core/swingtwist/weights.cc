@@ -161,31 +161,32 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   // joint of a chain, each of several siblings (coincident metacarpals), the joint alone where
   // the handle is its own. Until 2026-12-04 a group kept one deformer, its first deepest joint,
   // and a sibling's bend or twist reached its bone only through d, like LBS, or not at all.
-  // The joint kept by a chain of joints that share a handle (a joint within a voxel of its parent)
-  // blends from the chain's parent: the hidden joints' bends and twists are then the kept one's,
-  // not a rigid transform its deformer starts from (which reached the bone only through d, like
-  // LBS). The chain ends at a hidden joint with other children (their deformers start from its
-  // transform too: BCN_Epileptic's pelvis, which carries the root motion, has the legs besides
-  // the spine) and where it reaches the root.
+  // A deformer in a group blends from the first joint above it that is outside the group, so that
+  // the turns of the group's joints above it are its own, not a rigid transform it starts from
+  // (which reached the bone only through d, like LBS). The span stops earlier at a joint of the
+  // group with a child outside it (that child's deformer starts from its transform too:
+  // BCN_Epileptic's pelvis, which carries the root motion, has the legs besides the spine) and
+  // at the root.
   std::vector<int32_t> deformer_joint, deformer_handle;
   std::vector<int32_t> deformer_parent(rig.skeleton.parents.begin(), rig.skeleton.parents.end());
   {
-    std::vector<int32_t> child_count(nj, 0);
-    std::vector<uint8_t> parent_in_group(nj, 0);  // a joint with a child in its own group
+    std::vector<uint8_t> child_in_group(nj, 0), child_outside(nj, 0);
     for (size_t j = 0; j < nj; ++j) {
       const int32_t p = rig.skeleton.parents[j];
       if (p < 0) continue;
-      ++child_count[p];
-      if (handle_of_joint[p] == handle_of_joint[j]) parent_in_group[p] = 1;
+      (handle_of_joint[p] == handle_of_joint[j] ? child_in_group : child_outside)[p] = 1;
     }
     for (size_t k = 0; k < g; ++k) {
       for (size_t j = 0; j < nj; ++j) {
-        if (handle_of_joint[j] != int32_t(k) || parent_in_group[j]) continue;
+        if (handle_of_joint[j] != int32_t(k) || child_in_group[j]) continue;
         deformer_joint.push_back(int32_t(j));
         deformer_handle.push_back(int32_t(k));
-        int32_t p = rig.skeleton.parents[j];
-        while (p >= 0 && handle_of_joint[p] == int32_t(k) && child_count[p] == 1) p = rig.skeleton.parents[p];
-        if (p >= 0) deformer_parent[j] = p;
+        int32_t last = int32_t(j), p = rig.skeleton.parents[j];
+        while (p >= 0 && handle_of_joint[p] == int32_t(k) && !child_outside[p]) {
+          last = p;
+          p = rig.skeleton.parents[p];
+        }
+        deformer_parent[j] = p >= 0 ? p : (last != int32_t(j) ? last : -1);
       }
     }
   }
@@ -220,7 +221,7 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
       ++st.leaf_bones;
     }
   }
-  // Each handle's boundary conditions (BoneDirichlet) walk every bone's bounding box of cells: a
+  // Each deformer's boundary conditions (BoneDirichlet) walk every bone's bounding box of cells: a
   // chain of bones zig-zagging across a fine grid made that hours, past every cancellation check
   // (until 2026-12-03). Counted before any of it.
   double bone_cells = 0;
@@ -231,11 +232,11 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     const auto lo = grid.CellOf(a.cwiseMin(b)), hi = grid.CellOf(a.cwiseMax(b));
     bone_cells += double(hi[0] - lo[0] + 1) * double(hi[1] - lo[1] + 1) * double(hi[2] - lo[2] + 1);
   }
-  if (bone_cells * double(g) > kElasticWeightsMaxBoneCells) {
+  if (bone_cells * double(nd) > kElasticWeightsMaxBoneCells) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "elasticity weights: the bones' boxes cover %.0f cells (voxel size %g), walked for each of %d handles: %.3g, "
+        "elasticity weights: the bones' boxes cover %.0f cells (voxel size %g), walked for each of %d deformers: %.3g, "
         "more than the %.0e the weights' boundary conditions take; choose a larger voxel size",
-        bone_cells, h, int(g), bone_cells * double(g), kElasticWeightsMaxBoneCells));
+        bone_cells, h, int(nd), bone_cells * double(nd), kElasticWeightsMaxBoneCells));
   }
   std::atomic<size_t> done{0};
   std::atomic<bool> stop{false};  // the caller asked to stop: joints not started are skipped
@@ -305,8 +306,10 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   // biharmonic d of a handle rises again past the next joints towards an open end (a hand kept
   // the shoulder's untwisted deformer). The scale is continuous in the rig's weights: a vertex
   // does not jump between handle sets where one of its weights falls to 0. A handle with several
-  // deformers (siblings) splits its d among them by the vertex's weight on each one's joint and
-  // children (evenly where it has none of those).
+  // deformers (siblings) splits its d among those that carry geometry (some vertex is weighted to
+  // the joint or its children; a bare leaf takes none) by the vertex's weight on each one's joint
+  // and children, eased towards an even split where those weights are small (kSiblingEase), so
+  // that the split too is continuous.
   const size_t keep = std::clamp<size_t>(options.influences, 1, nd);
   std::vector<std::vector<int32_t>> children(nj);
   for (size_t j = 0; j < nj; ++j) {
@@ -318,6 +321,20 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     deformer_of_joint[deformer_joint[i]] = int32_t(i);
   }
   const bool has_weights = rig.weights.offsets.size() == nv + 1;
+  // Which deformers carry geometry, and how many of a handle's do.
+  std::vector<uint8_t> carries(nd, has_weights ? 0 : 1);
+  if (has_weights) {
+    for (size_t e = 0; e < rig.weights.joints.size(); ++e) {
+      if (!(rig.weights.weights[e] > 0)) continue;
+      const int32_t j = rig.weights.joints[e], up = rig.skeleton.parents[j];
+      if (deformer_of_joint[j] >= 0) carries[deformer_of_joint[j]] = 1;
+      if (up >= 0 && deformer_of_joint[up] >= 0) carries[deformer_of_joint[up]] = 1;
+    }
+  }
+  std::vector<int32_t> carriers_of_handle(g, 0);
+  for (size_t i = 0; i < nd; ++i) carriers_of_handle[deformer_handle[i]] += carries[i];
+  constexpr double kSiblingEase = 0.05;
+  std::vector<uint32_t> counted(g, 0);   // == e + 1 when handle k has this influence's weight
   std::vector<double> on_bones(g, 0.0);  // per handle: the vertex's weight on the bones meeting there
   std::vector<double> own(nd, 0.0);      // per deformer: the vertex's weight on its joint and children
   std::vector<double> own_total(g, 0.0); // per handle: the sum of its deformers' `own`
@@ -351,9 +368,13 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
         const double w = rig.weights.weights[e];
         if (!(w > 0)) continue;
         const int32_t j = rig.weights.joints[e];
-        on_bones[handle_of_joint[j]] += w;
+        on_bones[handle_of_joint[j]] += w;  // once per handle, however many of j's children share it
+        counted[handle_of_joint[j]] = e + 1;
         for (int32_t ch : children[j]) {
-          if (handle_of_joint[ch] != handle_of_joint[j]) on_bones[handle_of_joint[ch]] += w;
+          const int32_t k = handle_of_joint[ch];
+          if (counted[k] == e + 1) continue;
+          counted[k] = e + 1;
+          on_bones[k] += w;
         }
         // Which sibling's side of a shared handle the vertex is on: its weight on that sibling's
         // joint and on the joint's children.
@@ -367,9 +388,17 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     for (size_t i = 0; i < nd; ++i) {
       const size_t k = size_t(deformer_handle[i]);
       const double scale = has_weights ? std::min(on_bones[k], 1.0) : 1.0;
-      const double split = deformers_of_handle[k] == 1 ? 1.0
-                           : has_weights && own_total[k] > 0 ? own[i] / own_total[k]
-                                                             : 1.0 / deformers_of_handle[k];
+      double split = 1;
+      if (deformers_of_handle[k] > 1) {
+        if (carriers_of_handle[k] == 0) {
+          split = 1.0 / deformers_of_handle[k];
+        } else if (!carries[i]) {
+          split = 0;
+        } else {
+          split = has_weights ? (own[i] + kSiblingEase / carriers_of_handle[k]) / (own_total[k] + kSiblingEase)
+                              : 1.0 / carriers_of_handle[k];
+        }
+      }
       cand[i] = {scale * split > 0 ? scale * split * blend_at[k] : 0.0, i};
       allowed_total += cand[i].first;
     }

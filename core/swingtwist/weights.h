@@ -7,14 +7,15 @@
 // MOSEK). Here: biharmonic weights (min ½ dᵀ L M⁻¹ L d with d = 1 at the joint's handle and 0 at
 // the others; L the grid's Laplacian, M its lumped voxel volumes), one factorization for all
 // handles, clamped to [0, 1] and normalised per vertex — the spec's second choice, recorded in
-// the result. Joints closer than a voxel to each other (coincident joints, e.g. a root and its
-// first child) share one handle. Its deformers are the group's joints with no child in the group:
-// the deepest joint of a chain, each of several siblings. Where the group is a chain (each joint
-// above the kept one has it, or the next joint of the chain, as its only child) the kept joint's
-// deformer spans from the chain's parent to its own transform (SwingTwistWeights::parents); a
-// joint of the group with other children, or the root, is where the span starts. Siblings split
-// the handle's d by the vertex's weight on each one's joint and its children (evenly where it
-// has none of those), and each has its own swing and twist weights.
+// the result. Joints whose nearest grid vertex is the same (coincident joints, e.g. a root and its
+// first child; joints about a voxel apart or closer) share one handle. Its deformers are the
+// group's joints with no child in the group: the deepest joint of a chain, each of several
+// siblings; each has its own swing and twist weights. A deformer spans from the first joint above
+// it outside the group to its own transform (SwingTwistWeights::parents), so that the turns of the
+// group's joints above it are its own; the span starts earlier at a joint of the group with a
+// child outside it, and at the root. Siblings split the handle's d among those that carry
+// geometry by the vertex's weight on each one's joint and its children, eased towards an even
+// split where those weights are small (continuous in them).
 //
 // Root and leaves: the root's deformer has Q = I. A leaf joint that carries geometry beyond
 // itself (the vertices its skinning weights hold most reach more than a voxel along its axis)
@@ -23,8 +24,9 @@
 // with its transform (s = t = 1).
 //
 // Each handle's d at a vertex is scaled by the vertex's skinning weight on the bones that meet at
-// the handle (its joint's bone and its parent's: a weight on joint j counts for j's handle and
-// its children's), then the `influences` largest are kept and renormalised — ours, not the
+// the handle (its joint's bone and its parent's: a weight on joint j counts once for j's handle
+// and once for each other handle of j's children), then the `influences` largest are kept and
+// renormalised — ours, not the
 // paper's: on real characters the grid bridges parts that touch in the rest pose, and the smooth
 // d would otherwise make a hip follow a thumb; the unbounded biharmonic d also rises again past
 // the next joints towards an open end. The scale is continuous in the rig's weights.
@@ -47,8 +49,8 @@ namespace sinew {
 // the voxel size): its solve keeps three dense handles x grid-vertices matrices of doubles, so
 // about 1.6 GB here.
 inline constexpr double kElasticWeightsMaxEntries = double(1 << 26);
-// The most cells the bones' boundary conditions walk over all handles (each handle walks every
-// bone's bounding box of cells): RESOURCE_EXHAUSTED past it, naming the voxel size.
+// The most cells the bones' boundary conditions walk over all deformers (each walks every bone's
+// bounding box of cells): RESOURCE_EXHAUSTED past it, naming the voxel size.
 inline constexpr double kElasticWeightsMaxBoneCells = 2e10;
 // The most bytes ComputeElasticWeights' solves may hold at once, estimated from the grid before
 // they start (RESOURCE_EXHAUSTED past it, naming the voxel size and the samples): per voxel, the

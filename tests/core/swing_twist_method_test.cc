@@ -168,7 +168,7 @@ TEST(SwingTwistMethod, ALeafJointsTwistKeepsItsParentBoneRound) {
   }
 }
 
-// A joint within a voxel of its parent shares its parent's handle, and the deeper one keeps the
+// A joint on top of its parent shares its parent's handle, and the deeper one keeps the
 // deformer. A chain of two such joints at the limb's elbow (a hidden joint H between the upper
 // arm and the elbow, where rigs put helper or twist joints) bends as the elbow alone does when
 // only H turns: the kept joint's deformer blends from the chain's parent, the upper arm. Until

@@ -111,9 +111,9 @@ TEST_P(SwingTwistCharacter, PreparesAndItsClipStaysNearDqs) {
 // along a straight forearm), keeps far more of its cross-sections than LBS with the fixture's own
 // weights. Areas come from slicing the mesh perpendicular to the bone every half unit from the
 // elbow to the wrist. Measured (voxel 0.72): at 170° the joint's slice keeps 0.85 of its rest
-// area and the worst slice 0.57, where LBS keeps 0.38 and 0.013; at 90°, 0.96 and 0.81 against
+// area and the worst slice 0.60, where LBS keeps 0.38 and 0.013; at 90°, 0.96 and 0.82 against
 // 0.70 and 0.51 (0.77 / 0.49 and 0.92 / 0.78 while d was kept among the handles of related
-// joints rather than scaled by the rig's weights). The seed's "within 5 %" is not reached: the twist weights of a joint whose bones
+// joints rather than scaled by the rig's weights, and a shared handle had one deformer). The seed's "within 5 %" is not reached: the twist weights of a joint whose bones
 // lie on its twist axis spread over the whole forearm (its bone constraints sit on the axis, where
 // a twist moves nothing), so where Eq. 5 blends lowerarm02's deformer with the wrist's (which
 // carries the full twist) or the elbow's (none), the deformers disagree and the blend shrinks
