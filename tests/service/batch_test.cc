@@ -525,7 +525,8 @@ TEST_F(Batch, FramesNoRecordNamesAreRefusedNotRemoved) {
   EXPECT_NE(Bytes(exported), "v 1 2 3\n");
   EXPECT_EQ(FramesIn(pc2), 3u);
   // Folders for files.
-  for (const std::string& flag : {"--gltf", "--pc2"}) {
+  for (const char* name : {"--gltf", "--pc2"}) {
+    const std::string flag = name;
     std::vector<std::string> args = {SINEW_CLI_PATH, "--target", server.target(), "batch", kCharacter, flag, obj};
     EXPECT_EQ(RunProcess(args, nullptr, &err), 2) << flag;
     EXPECT_THAT(err, HasSubstr(flag + ": '" + obj + "' is a folder; give a file's path"));
