@@ -1043,7 +1043,7 @@ void RemoveStaleOutputTemporaries(const std::vector<std::string>& files, const s
     if (!f.empty()) dirs.push_back(std::filesystem::path(f).parent_path().string());
   }
   for (std::string& d : dirs) {
-    if (d.empty()) d = ".";
+    if (d.empty()) d.push_back('.');  // the working folder (= "." trips GCC 12's -Wrestrict, a false positive)
     const int removed =
         RemoveStaleTemporaries(d, kStaleTemporaryAge, {".pc2", ".glb", ".obj", ".job", ".manifest"});
     if (removed > 0) std::fprintf(stderr, "sinew: removed %d stale temporaries in %s\n", removed, d.c_str());
