@@ -67,8 +67,8 @@ struct JointRecord {
 static_assert(sizeof(JointRecord) == 38 * sizeof(float));
 
 // The records of a frame from its skinning matrices. "parent" above is `parents[j]` where given
-// (SwingTwistWeights::parents: a chain of joints that share a handle blends from the chain's
-// parent), else the skeleton's. INVALID_ARGUMENT naming the joint when a joint's motion relative
+// (SwingTwistWeights::parents: a deformer among joints that share a handle blends from the first
+// joint above the group), else the skeleton's. INVALID_ARGUMENT naming the joint when a joint's motion relative
 // to that parent is not a similarity (shear or non-uniform scale beyond 1e-3, or a reflection).
 // `out`: one per joint.
 absl::Status SwingTwistJoints(const Rig& rig, const CanonicalFrames& frames, std::span<const Affine34d> skinning,
@@ -80,9 +80,10 @@ struct SwingTwistWeights {
   std::vector<uint16_t> joints;
   std::vector<float> d, s, t;     // deformer blend weight (Σ d = 1 per vertex), swing, twist
   // Per joint, the joint whose transform its deformer blends from at s = 0 (−1: none, the
-  // joint's own motion only): the skeleton's parent, except for the joint kept by a chain of
-  // joints that share a handle (a joint about a voxel from its parent or closer), whose deformer spans the
-  // whole chain, from the chain's parent. Empty: the skeleton's parents.
+  // joint's own motion only): the skeleton's parent, except for a deformer among joints that
+  // share a handle (joints about a voxel apart or closer), which spans from the first joint above
+  // the group, or from the group's joint with a child outside it, or from the root (weights.h).
+  // Empty: the skeleton's parents.
   std::vector<int32_t> parents;
 };
 // OK when the weights fit `vertex_count` vertices and `joint_count` joints, every d, s, t is

@@ -26,10 +26,10 @@
 // Each handle's d at a vertex is scaled by the vertex's skinning weight on the bones that meet at
 // the handle (its joint's bone and its parent's: a weight on joint j counts once for j's handle
 // and once for each other handle of j's children), then the `influences` largest are kept and
-// renormalised — ours, not the
-// paper's: on real characters the grid bridges parts that touch in the rest pose, and the smooth
-// d would otherwise make a hip follow a thumb; the unbounded biharmonic d also rises again past
-// the next joints towards an open end. The scale is continuous in the rig's weights.
+// renormalised — ours, not the paper's: on real characters the grid bridges parts that touch in
+// the rest pose, and the smooth d would otherwise make a hip follow a thumb; the unbounded
+// biharmonic d also rises again past the next joints towards an open end. The scale is
+// continuous in the rig's weights.
 #pragma once
 
 #include <string>
