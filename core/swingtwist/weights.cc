@@ -167,22 +167,24 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   // group with a child outside it (that child's deformer starts from its transform too:
   // BCN_Epileptic's pelvis, which carries the root motion, has the legs besides the spine) and
   // at the root.
+  std::vector<std::vector<int32_t>> children(nj);
+  for (size_t j = 0; j < nj; ++j) {
+    if (rig.skeleton.parents[j] >= 0) children[rig.skeleton.parents[j]].push_back(int32_t(j));
+  }
   std::vector<int32_t> deformer_joint, deformer_handle;
   std::vector<int32_t> deformer_parent(rig.skeleton.parents.begin(), rig.skeleton.parents.end());
   {
-    std::vector<uint8_t> child_in_group(nj, 0), child_outside(nj, 0);
-    for (size_t j = 0; j < nj; ++j) {
-      const int32_t p = rig.skeleton.parents[j];
-      if (p < 0) continue;
-      (handle_of_joint[p] == handle_of_joint[j] ? child_in_group : child_outside)[p] = 1;
-    }
+    auto has_child = [&](int32_t j, bool in_group) {  // in j's group, or outside it
+      return std::any_of(children[j].begin(), children[j].end(),
+                         [&](int32_t c) { return (handle_of_joint[c] == handle_of_joint[j]) == in_group; });
+    };
     for (size_t k = 0; k < g; ++k) {
       for (size_t j = 0; j < nj; ++j) {
-        if (handle_of_joint[j] != int32_t(k) || child_in_group[j]) continue;
+        if (handle_of_joint[j] != int32_t(k) || has_child(int32_t(j), true)) continue;
         deformer_joint.push_back(int32_t(j));
         deformer_handle.push_back(int32_t(k));
         int32_t last = int32_t(j), p = rig.skeleton.parents[j];
-        while (p >= 0 && handle_of_joint[p] == int32_t(k) && !child_outside[p]) {
+        while (p >= 0 && handle_of_joint[p] == int32_t(k) && !has_child(p, false)) {
           last = p;
           p = rig.skeleton.parents[p];
         }
@@ -311,24 +313,24 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   // and children, eased towards an even split where those weights are small (kSiblingEase), so
   // that the split too is continuous.
   const size_t keep = std::clamp<size_t>(options.influences, 1, nd);
-  std::vector<std::vector<int32_t>> children(nj);
-  for (size_t j = 0; j < nj; ++j) {
-    if (rig.skeleton.parents[j] >= 0) children[rig.skeleton.parents[j]].push_back(int32_t(j));
-  }
   std::vector<int32_t> deformers_of_handle(g, 0), deformer_of_joint(nj, -1);
   for (size_t i = 0; i < nd; ++i) {
     ++deformers_of_handle[deformer_handle[i]];
     deformer_of_joint[deformer_joint[i]] = int32_t(i);
   }
   const bool has_weights = rig.weights.offsets.size() == nv + 1;
+  // The deformers a weight on joint j tells a sibling's side by: j's own and its parent's (whose
+  // children's bone j's is).
+  auto sides_of = [&](int32_t j, auto&& f) {
+    if (deformer_of_joint[j] >= 0) f(size_t(deformer_of_joint[j]));
+    const int32_t up = rig.skeleton.parents[j];
+    if (up >= 0 && deformer_of_joint[up] >= 0) f(size_t(deformer_of_joint[up]));
+  };
   // Which deformers carry geometry, and how many of a handle's do.
   std::vector<uint8_t> carries(nd, has_weights ? 0 : 1);
   if (has_weights) {
     for (size_t e = 0; e < rig.weights.joints.size(); ++e) {
-      if (!(rig.weights.weights[e] > 0)) continue;
-      const int32_t j = rig.weights.joints[e], up = rig.skeleton.parents[j];
-      if (deformer_of_joint[j] >= 0) carries[deformer_of_joint[j]] = 1;
-      if (up >= 0 && deformer_of_joint[up] >= 0) carries[deformer_of_joint[up]] = 1;
+      if (rig.weights.weights[e] > 0) sides_of(int32_t(rig.weights.joints[e]), [&](size_t i) { carries[i] = 1; });
     }
   }
   std::vector<int32_t> carriers_of_handle(g, 0);
@@ -376,11 +378,7 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
           counted[k] = e + 1;
           on_bones[k] += w;
         }
-        // Which sibling's side of a shared handle the vertex is on: its weight on that sibling's
-        // joint and on the joint's children.
-        if (deformer_of_joint[j] >= 0) own[deformer_of_joint[j]] += w;
-        const int32_t up = rig.skeleton.parents[j];
-        if (up >= 0 && deformer_of_joint[up] >= 0) own[deformer_of_joint[up]] += w;
+        sides_of(j, [&](size_t i) { own[i] += w; });  // which sibling's side of a shared handle
       }
       for (size_t i = 0; i < nd; ++i) own_total[deformer_handle[i]] += own[i];
     }

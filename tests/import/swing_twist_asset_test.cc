@@ -45,6 +45,24 @@ INSTANTIATE_TEST_SUITE_P(SwingTwistAsset, SwingTwistCharacter, ::testing::Values
                            return name;
                          });
 
+// Triangle edges of `posed` longer than 1.5 times their rest length or shorter than 1/1.5 of it.
+size_t EdgesStretchedBeyondHalfAgain(const Rig& rig, std::span<const float> posed) {
+  auto length = [](std::span<const float> x, uint32_t a, uint32_t b) {
+    return std::hypot(double(x[3 * a]) - x[3 * b], double(x[3 * a + 1]) - x[3 * b + 1], double(x[3 * a + 2]) - x[3 * b + 2]);
+  };
+  size_t count = 0;
+  for (size_t t = 0; t < rig.triangles.size(); t += 3) {
+    for (int e = 0; e < 3; ++e) {
+      const uint32_t a = rig.triangles[t + e], b = rig.triangles[t + (e + 1) % 3];
+      const double rest = length(rig.positions, a, b);
+      if (!(rest > 0)) continue;
+      const double ratio = length(posed, a, b) / rest;
+      count += ratio > 1.5 || ratio < 1 / 1.5;
+    }
+  }
+  return count;
+}
+
 TEST_P(SwingTwistCharacter, PreparesAndItsClipStaysNearDqs) {
   if (!testing::CharacterAvailable(GetParam())) GTEST_SKIP() << testing::kAssimpMissing;
   auto character = testing::LoadCharacter(GetParam());
@@ -79,13 +97,15 @@ TEST_P(SwingTwistCharacter, PreparesAndItsClipStaysNearDqs) {
 
   const Clip& clip = character->asset.clips[0];
   double worst = 0, mean = 0;
-  size_t count = 0;
+  size_t count = 0, stretched = 0, stretched_dqs = 0;
   constexpr int kFrames = 12;
   for (int k = 0; k <= kFrames; ++k) {
     Pose pose;
     SampleClip(clip, rig->skeleton, clip.duration * k / kFrames, pose);
     ASSERT_TRUE((*st)->Deform({&pose, {}}, out, &pool).ok()) << "frame " << k;
     ASSERT_TRUE((*dqs)->Deform({&pose, {}}, ref, &pool).ok());
+    stretched += EdgesStretchedBeyondHalfAgain(*rig, out);
+    stretched_dqs += EdgesStretchedBeyondHalfAgain(*rig, ref);
     for (size_t v = 0; v < rig->vertex_count(); ++v) {
       const double d = std::sqrt(std::pow(out[3 * v] - ref[3 * v], 2) + std::pow(out[3 * v + 1] - ref[3 * v + 1], 2) +
                                  std::pow(out[3 * v + 2] - ref[3 * v + 2], 2));
@@ -104,6 +124,13 @@ TEST_P(SwingTwistCharacter, PreparesAndItsClipStaysNearDqs) {
   // (a vertex weighted wholly to a helper joint it lies below follows the joint's parent here:
   // the weights are geometric), so the maximum is only reported.
   EXPECT_LE(mean, 0.01 * rig->bbox_diagonal());
+  // Edges stretched or shrunk by more than half again, summed over the 13 poses: measured
+  // BCN_Epileptic 1 846 (DQS 2 386), Testwuson 3 711 (DQS 1 741, whose artist weights and the
+  // geometry disagree along the spine); 2 521 and 5 169 while d was kept among the handles of a
+  // vertex's joints, their parents and children (docs/swing-twist.md).
+  std::printf("edges stretched or shrunk beyond 1.5x through the clip: %zu (DQS %zu)\n", stretched, stretched_dqs);
+  const double allowed = std::string(GetParam()).find("BCN") != std::string::npos ? 1.0 : 2.5;
+  EXPECT_LE(double(stretched), allowed * double(stretched_dqs));
 }
 
 // The SuperCages Arm (25 joints; coincident joints at the shoulder and the metacarpals, a hand
