@@ -44,7 +44,7 @@ class SwingTwistDeformer final : public Deformer {
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per vertex");
     if (auto st = Joints(frame); !st.ok()) return st;
-    SwingTwistSkinning(rig_->positions, model_->weights, joints_, out, pool);
+    SwingTwistSkinning(rig_->positions, model_->weights, joints_, out, pool, &model_->cpu_blocks);
     return absl::OkStatus();
   }
 
@@ -119,7 +119,7 @@ size_t SwingTwistModel::Bytes() const {
   const size_t e = weights.joints.size();
   return sizeof(uint32_t) * weights.offsets.size() + e * (sizeof(uint16_t) + 3 * sizeof(float)) +
          sizeof(int32_t) * weights.parents.size() +
-         frames.frame.size() * (2 * sizeof(Affine34d) + sizeof(Eigen::Vector3d) + sizeof(double));
+         frames.frame.size() * (2 * sizeof(Affine34d) + sizeof(Eigen::Vector3d) + sizeof(double)) + cpu_blocks.Bytes();
 }
 
 // A joint's motion relative to its parent is split into swing and twist only if it is a rotation
@@ -168,6 +168,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSwingTwist(const Rig& rig
   if (auto st = CheckSwingTwistWeights(model->weights, rig.vertex_count(), rig.joint_count()); !st.ok()) {
     return absl::InternalError(absl::StrCat("swing-twist: the computed weights are malformed: ", st.message()));
   }
+  model->cpu_blocks = SwingTwistCpuBlocks(rig.positions, model->weights, model->frames);
   return std::shared_ptr<const Prepared>(std::move(model));
 }
 
@@ -269,6 +270,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> LoadSwingTwist(const Rig& rig, c
   auto frames = ComputeCanonicalFrames(rig);
   if (!frames.ok()) return frames.status();
   model->frames = std::move(*frames);
+  model->cpu_blocks = SwingTwistCpuBlocks(rig.positions, model->weights, model->frames);
   return std::shared_ptr<const Prepared>(std::move(model));
 }
 

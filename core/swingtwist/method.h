@@ -34,6 +34,7 @@ struct SwingTwistModel : Prepared {
   CanonicalFrames frames;
   SwingTwistWeights weights;
   ElasticWeightsStats stats;
+  SwingTwistBlocks cpu_blocks;  // the CPU kernel's layout, made from the weights (not saved)
   size_t Bytes() const override;
 };
 
