@@ -19,7 +19,8 @@
 // interpolated as an angle about the bone (no candy wrapper), the swing linearly.
 //
 // Data layout: per rig the canonical frames; per vertex a CSR list of influences with d, s, t
-// (three float arrays); per frame one JointRecord per joint (38 floats, the device's layout too),
+// (three float arrays), and for the CPU kernel the same influences grouped by joint in blocks
+// (SwingTwistBlocks); per frame one JointRecord per joint (38 floats, the device's layout too),
 // composed in double and stored in float. The skinning loop allocates nothing.
 #pragma once
 
