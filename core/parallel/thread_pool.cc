@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace sinew {
 namespace {
@@ -165,15 +166,19 @@ void ThreadPool::ParallelForImpl(size_t n, size_t grain, ChunkFn fn, void* ctx) 
 
   RunChunks(job);
 
+  WithdrawAndWait(&HelperTask, &job, job.outstanding);
+}
+
+void ThreadPool::WithdrawAndWait(TaskFn fn, void* arg, std::atomic<size_t>& outstanding) {
   std::unique_lock lock(mu_);
   // Withdraw helpers that never started: all chunks are claimed, so they have nothing to do,
   // and waiting for them could deadlock when every worker is itself inside a ParallelFor.
-  if (job.outstanding > 0 && count_ > 0) {
+  if (outstanding > 0 && count_ > 0) {
     size_t kept = 0;
     for (size_t i = 0; i < count_; ++i) {
       const Task t = ring_[(head_ + i) % ring_.size()];
-      if (t.fn == &HelperTask && t.arg == &job) {
-        --job.outstanding;
+      if (t.fn == fn && t.arg == arg) {
+        --outstanding;
       } else {
         ring_[(head_ + kept++) % ring_.size()] = t;
       }
@@ -181,12 +186,106 @@ void ThreadPool::ParallelForImpl(size_t n, size_t grain, ChunkFn fn, void* ctx) 
     count_ = kept;
     queued_.store(count_, std::memory_order_relaxed);
   }
-  if (job.outstanding > 0) {  // helpers still running their chunks: short ones end in a moment
+  if (outstanding > 0) {  // helpers still running their chunks: short ones end in a moment
     lock.unlock();
-    SpinWhile([&] { return job.outstanding.load(std::memory_order_acquire) > 0; });
+    SpinWhile([&] { return outstanding.load(std::memory_order_acquire) > 0; });
     lock.lock();
   }
-  done_cv_.wait(lock, [&] { return job.outstanding == 0; });
+  done_cv_.wait(lock, [&] { return outstanding == 0; });
+}
+
+struct ThreadPool::PassJob {
+  ThreadPool* pool;
+  PassFn fn;
+  void* ctx;
+  std::span<const size_t> sizes;
+  const size_t* start;  // chunks before pass p: start[p]; start[passes] = every chunk
+  const size_t* grain;  // per pass
+  size_t total;
+  std::atomic<size_t> next{0};   // chunks taken
+  std::atomic<size_t> ended{0};  // chunks ended: all of pass p's have when ended ≥ start[p + 1]
+  std::atomic<size_t> outstanding{0};
+};
+
+void ThreadPool::RunPasses(PassJob& job) {
+  size_t p = 0;
+  for (size_t g; (g = job.next.fetch_add(1, std::memory_order_relaxed)) < job.total;) {
+    while (job.start[p + 1] <= g) ++p;  // chunks are taken in pass order
+    // Every chunk of the earlier passes has been taken (this one came after them), by a thread
+    // that is running it: wait for them to end. No chunk of pass p or later can end before
+    // then, so the count of ended chunks says exactly that.
+    const size_t before = job.start[p];
+    if (job.ended.load(std::memory_order_acquire) < before) {
+      for (uint32_t k = 1; job.ended.load(std::memory_order_acquire) < before; ++k) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (k % 4096 == 0) std::this_thread::yield();  // the thread we wait for may have lost its core
+      }
+    }
+    const size_t b = (g - before) * job.grain[p];
+    job.fn(job.ctx, p, b, std::min(job.sizes[p], b + job.grain[p]));
+    job.ended.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::PassHelperTask(void* arg) {
+  PassJob& job = *static_cast<PassJob*>(arg);
+  RunPasses(job);
+  ThreadPool* pool = job.pool;
+  std::lock_guard lock(pool->mu_);
+  --job.outstanding;  // the owner may return and destroy `job` after this
+  pool->done_cv_.notify_all();
+}
+
+void ThreadPool::ParallelPassesImpl(std::span<const size_t> sizes, size_t grain, std::vector<size_t>& scratch,
+                                    PassFn fn, void* ctx) {
+  const size_t passes = sizes.size();
+  // Inline, pass by pass, when there is no worker or work is already queued (every worker busy).
+  if (threads_.empty() || queued_.load(std::memory_order_relaxed) > 0) {
+    for (size_t p = 0; p < passes; ++p) {
+      if (sizes[p] > 0) fn(ctx, p, 0, sizes[p]);
+    }
+    return;
+  }
+  // Per pass as ParallelFor chunks it: at most `grain` long, as many as a multiple of the threads.
+  const size_t participants = threads_.size() + (tls_worker_of == this ? 0 : 1);
+  grain = std::max<size_t>(grain, 1);
+  scratch.resize(2 * passes + 1);
+  size_t* start = scratch.data();
+  size_t* grains = start + passes + 1;
+  start[0] = 0;
+  size_t widest = 0;
+  for (size_t p = 0; p < passes; ++p) {
+    const size_t n = sizes[p];
+    size_t chunks = 0, g = 1;
+    if (n > 0) {
+      chunks = std::min(n, ((n + grain - 1) / grain + participants - 1) / participants * participants);
+      g = (n + chunks - 1) / chunks;
+      chunks = (n + g - 1) / g;
+    }
+    grains[p] = g;
+    start[p + 1] = start[p] + chunks;
+    widest = std::max(widest, chunks);
+  }
+  if (widest <= 1) {  // no pass to share
+    for (size_t p = 0; p < passes; ++p) {
+      if (sizes[p] > 0) fn(ctx, p, 0, sizes[p]);
+    }
+    return;
+  }
+  PassJob job{this, fn, ctx, sizes, start, grains, start[passes]};
+  const size_t helpers = std::min(threads_.size(), widest - 1);
+  {
+    std::lock_guard lock(mu_);
+    job.outstanding = helpers;
+    for (size_t i = 0; i < helpers; ++i) PushLocked({&PassHelperTask, &job});
+  }
+  if (helpers == 1) work_cv_.notify_one();
+  else work_cv_.notify_all();
+  RunPasses(job);
+  WithdrawAndWait(&PassHelperTask, &job, job.outstanding);
+  // Helpers that ended have run their last chunk; the count of ended chunks is then complete.
 }
 
 }  // namespace sinew

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -43,17 +44,42 @@ class ThreadPool {
         &body);
   }
 
+  // Passes run one after another: pass p calls body(p, begin, end) over disjoint chunks covering
+  // [0, sizes[p]), and no chunk of a pass starts before every chunk of the passes before it has
+  // ended (the writes of one pass are seen by the next). Like a ParallelFor per pass, but the
+  // helpers are handed out once for all passes: they and the caller take chunks from one counter
+  // and wait between passes by spinning on a count of ended chunks, so a pass of microseconds
+  // costs no sleep and wake-up. A thread only ever waits for chunks that a running thread has
+  // taken; helpers that never started are withdrawn and the caller alone can run every pass.
+  // `scratch` keeps the chunk offsets between calls (no allocation once it is large enough).
+  template <class Body>
+  void ParallelPasses(std::span<const size_t> sizes, size_t grain, std::vector<size_t>& scratch, Body&& body) {
+    ParallelPassesImpl(
+        sizes, grain, scratch,
+        [](void* ctx, size_t p, size_t b, size_t e) { (*static_cast<std::remove_reference_t<Body>*>(ctx))(p, b, e); },
+        &body);
+  }
+
  private:
   struct Task {
     TaskFn fn;
     void* arg;
   };
   struct Job;
+  struct PassJob;
   using ChunkFn = void (*)(void*, size_t, size_t);
+  using PassFn = void (*)(void*, size_t, size_t, size_t);
 
   void ParallelForImpl(size_t n, size_t grain, ChunkFn fn, void* ctx);
+  void ParallelPassesImpl(std::span<const size_t> sizes, size_t grain, std::vector<size_t>& scratch, PassFn fn,
+                          void* ctx);
   static void RunChunks(Job& job);
   static void HelperTask(void* job);
+  static void RunPasses(PassJob& job);
+  static void PassHelperTask(void* job);
+  // Withdraws queued tasks (fn, arg) that never started and waits for the started ones to end
+  // (`outstanding` counts both; each started one decrements it under mu_ when it ends).
+  void WithdrawAndWait(TaskFn fn, void* arg, std::atomic<size_t>& outstanding);
   void WorkerLoop();
   void PushLocked(Task t);
 
@@ -68,6 +94,19 @@ class ThreadPool {
   std::atomic<bool> stopping_{false};  // stop_, readable without the lock (a worker's spin)
   std::vector<std::thread> threads_;
 };
+
+// Convenience: ParallelPasses on `pool`, or each pass as one chunk in order when pool is null.
+template <class Body>
+void ParallelPasses(ThreadPool* pool, std::span<const size_t> sizes, size_t grain, std::vector<size_t>& scratch,
+                    Body&& body) {
+  if (pool == nullptr) {
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      if (sizes[p] > 0) body(p, size_t{0}, sizes[p]);
+    }
+    return;
+  }
+  pool->ParallelPasses(sizes, grain, scratch, std::forward<Body>(body));
+}
 
 // Convenience: ParallelFor on `pool`, or a plain loop over one chunk when pool is null.
 template <class Body>

@@ -584,37 +584,39 @@ std::optional<uint32_t> SolvePbsFrame(const PbsModel& m, const PbsParams& params
   float* lambda_bind = xpbd ? lambda_volume + m.volume.size() : nullptr;
   // Sweeps: stretch, then volume, colour by colour (parallel within a colour: its constraints
   // share no particle, so the result is the serial colour-order Gauss–Seidel's), then bind.
+  // A sweep is one run of passes on the pool: each colour, then the binds.
+  const size_t stretch_colours = m.stretch_colours.size() - 1, volume_colours = m.volume_colours.size() - 1;
+  std::vector<size_t>& sizes = state.pass_sizes;
+  sizes.clear();
+  for (size_t c = 0; c < stretch_colours; ++c) sizes.push_back(m.stretch_colours[c + 1] - m.stretch_colours[c]);
+  for (size_t c = 0; c < volume_colours; ++c) sizes.push_back(m.volume_colours[c + 1] - m.volume_colours[c]);
+  if (!m.bind.empty()) sizes.push_back(n);
+  auto pass = [&](size_t p, size_t b, size_t e) {
+    if (p < stretch_colours) {
+      const size_t first = m.stretch_colours[p];
+      for (size_t k = first + b; k < first + e; ++k) {
+        const bool soft = jiggle && m.stretch_jiggles[k];
+        if (xpbd) ProjectStretchXpbd(m.stretch[k], soft ? aj : as, lambda_stretch[k], x);
+        else ProjectStretch(m.stretch[k], soft ? kj : ks, x);
+      }
+    } else if (p < stretch_colours + volume_colours) {
+      const size_t first = m.volume_colours[p - stretch_colours];
+      for (size_t k = first + b; k < first + e; ++k) {
+        const bool soft = jiggle && m.volume_jiggles[k];
+        if (xpbd) ProjectVolumeXpbd(m.volume[k], soft ? aj : av, lambda_volume[k], x);
+        else ProjectVolume(m.volume[k], soft ? kj : kv, x);
+      }
+    } else {
+      for (size_t i = b; i < e; ++i) {
+        const bool soft = jiggle && m.alpha[i] > 0;
+        if (xpbd) BindXpbd(m, skinning, i, soft ? aj : ab, lambda_bind[i], x);
+        else Bind(m, skinning, i, soft ? kj : kb, x);
+      }
+    }
+  };
   for (uint32_t it = 0; it < params.iterations; ++it) {
     if (stop_wanted()) return it;
-    for (size_t c = 0; c + 1 < m.stretch_colours.size(); ++c) {
-      const uint32_t first = m.stretch_colours[c], count = m.stretch_colours[c + 1] - first;
-      ParallelFor(pool, count, grain, [&](size_t b, size_t e) {
-        for (size_t k = first + b; k < first + e; ++k) {
-          const bool soft = jiggle && m.stretch_jiggles[k];
-          if (xpbd) ProjectStretchXpbd(m.stretch[k], soft ? aj : as, lambda_stretch[k], x);
-          else ProjectStretch(m.stretch[k], soft ? kj : ks, x);
-        }
-      });
-    }
-    for (size_t c = 0; c + 1 < m.volume_colours.size(); ++c) {
-      const uint32_t first = m.volume_colours[c], count = m.volume_colours[c + 1] - first;
-      ParallelFor(pool, count, grain, [&](size_t b, size_t e) {
-        for (size_t k = first + b; k < first + e; ++k) {
-          const bool soft = jiggle && m.volume_jiggles[k];
-          if (xpbd) ProjectVolumeXpbd(m.volume[k], soft ? aj : av, lambda_volume[k], x);
-          else ProjectVolume(m.volume[k], soft ? kj : kv, x);
-        }
-      });
-    }
-    if (!m.bind.empty()) {
-      ParallelFor(pool, n, grain, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) {
-          const bool soft = jiggle && m.alpha[i] > 0;
-          if (xpbd) BindXpbd(m, skinning, i, soft ? aj : ab, lambda_bind[i], x);
-          else Bind(m, skinning, i, soft ? kj : kb, x);
-        }
-      });
-    }
+    ParallelPasses(pool, sizes, grain, state.pass_scratch, pass);
   }
   // Inverted tets: a tet turned inside out can satisfy every stretch constraint (its mirror image
   // has the rest edge lengths), a local minimum the sweeps leave it in. Up to `recovery_passes`

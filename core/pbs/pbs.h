@@ -123,15 +123,20 @@ struct PbsState {
   std::vector<float> v;       // 3 per particle, with jiggle: velocities after it (rig units per second)
   std::vector<float> lambda;  // XPBD: the step's multipliers, stretch then volume then bind (scratch)
   bool fresh = true;          // the next frame starts from rest (x := LBS, v := 0)
-  size_t Bytes() const { return (x.capacity() + v.capacity() + lambda.capacity()) * sizeof(float); }
+  std::vector<size_t> pass_sizes, pass_scratch;  // a sweep's passes on the pool (scratch)
+  size_t Bytes() const {
+    return (x.capacity() + v.capacity() + lambda.capacity()) * sizeof(float) +
+           (pass_sizes.capacity() + pass_scratch.capacity()) * sizeof(size_t);
+  }
 };
 
 // One frame of `dt` seconds (used by the dynamics only) on `state`: the prediction (LBS, blended
 // towards inertia by α with jiggle), then `params.iterations` sweeps (0: the prediction only).
 // Sizes the state's arrays on the first frame (and when jiggle or the solver changes); allocates
-// nothing otherwise. Deterministic for any pool size. A colour goes to the pool in chunks of
-// `grain` constraints, and only when it holds more (kPbsColourGrain: each colour is a barrier,
-// about 600 a frame, and a small one costs more to hand over than to do). `stop` (FrameInput::
+// nothing otherwise. Deterministic for any pool size. A sweep is one ThreadPool::ParallelPasses
+// run: each colour, then the binds, split among the pool's threads in chunks of at most `grain`,
+// the threads meeting between colours without sleeping (about 600 such barriers a frame); the
+// recovery passes hand a colour to the pool only above `grain` constraints. `stop` (FrameInput::
 // stop; null: never) is asked before every sweep and recovery pass: once it says yes the frame
 // ends there, `state` part way (the caller puts back what it kept), and the return value is the
 // sweep (counting the recovery passes after the sweeps) it stopped before; nullopt when it ran to
