@@ -211,9 +211,10 @@ void ThreadPool::RunPasses(PassJob& job) {
   size_t p = 0;
   for (size_t g; (g = job.next.fetch_add(1, std::memory_order_relaxed)) < job.total;) {
     while (job.start[p + 1] <= g) ++p;  // chunks are taken in pass order
-    // Every chunk of the earlier passes has been taken (this one came after them), by a thread
-    // that is running it: wait for them to end. No chunk of pass p or later can end before
-    // then, so the count of ended chunks says exactly that.
+    // Every chunk of the earlier passes has been taken (this one came after them) by a thread
+    // that runs it or waits, in turn, for chunks earlier still; the earliest unfinished chunk
+    // waits for nothing, so they all end. No chunk of pass p or later can end before them, so the
+    // count of ended chunks says exactly when.
     const size_t before = job.start[p];
     if (job.ended.load(std::memory_order_acquire) < before) {
       for (uint32_t k = 1; job.ended.load(std::memory_order_acquire) < before; ++k) {

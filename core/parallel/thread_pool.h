@@ -1,4 +1,5 @@
-// A fixed pool of worker threads with a bounded-latency ParallelFor.
+// A fixed pool of worker threads with a bounded-latency ParallelFor, and ParallelPasses for
+// chains of short passes (its threads spin between passes for as long as a pass takes).
 //
 // Tasks are plain (function, argument) pairs so that submitting one allocates nothing once the
 // queue has grown to its working size. ParallelFor splits [0, n) into equal chunks of at most
@@ -51,7 +52,10 @@ class ThreadPool {
   // and wait between passes by spinning on a count of ended chunks, so a pass of microseconds
   // costs no sleep and wake-up. A thread only ever waits for chunks that a running thread has
   // taken; helpers that never started are withdrawn and the caller alone can run every pass.
-  // `scratch` keeps the chunk offsets between calls (no allocation once it is large enough).
+  // A helper holds its worker for the whole call, spinning (and yielding now and then, never
+  // sleeping) while a pass ends elsewhere: meant for passes of microseconds, not for long ones.
+  // `scratch` keeps the chunk offsets between calls (no allocation once it is large enough); it
+  // belongs to this call until it returns (not shared with a concurrent or nested call).
   template <class Body>
   void ParallelPasses(std::span<const size_t> sizes, size_t grain, std::vector<size_t>& scratch, Body&& body) {
     ParallelPassesImpl(

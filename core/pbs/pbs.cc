@@ -585,7 +585,8 @@ std::optional<uint32_t> SolvePbsFrame(const PbsModel& m, const PbsParams& params
   // Sweeps: stretch, then volume, colour by colour (parallel within a colour: its constraints
   // share no particle, so the result is the serial colour-order Gauss–Seidel's), then bind.
   // A sweep is one run of passes on the pool: each colour, then the binds.
-  const size_t stretch_colours = m.stretch_colours.size() - 1, volume_colours = m.volume_colours.size() - 1;
+  const size_t stretch_colours = std::max<size_t>(m.stretch_colours.size(), 1) - 1,
+               volume_colours = std::max<size_t>(m.volume_colours.size(), 1) - 1;
   std::vector<size_t>& sizes = state.pass_sizes;
   sizes.clear();
   for (size_t c = 0; c < stretch_colours; ++c) sizes.push_back(m.stretch_colours[c + 1] - m.stretch_colours[c]);

@@ -274,7 +274,7 @@ SwingTwistBlocks SwingTwistCpuBlocks(std::span<const float> rest, const SwingTwi
         const Eigen::Vector3d x = inv.leftCols<3>() * Eigen::Vector3d(rest[3 * v], rest[3 * v + 1], rest[3 * v + 2]) + inv.col(3);
         lane(float(x.x()), float(x.y()), float(x.z()), weights.t[e], weights.s[e], weights.d[e], uint16_t(p - p0));
       }
-      while (b.x.size() % 8 != 0) lane(0, 0, 0, 0, 0, 0, 0);  // d = 0: adds nothing to vertex 0
+      while (b.x.size() % 8 != 0) lane(0, 0, 0, 0, 0, 0, kSwingTwistPaddingSlot);  // skipped
       for (size_t g = b.dense.size() * 8; g < b.x.size(); g += 8) {  // eight vertices in a row: one vector sum
         bool row = true;
         for (int i = 1; i < 8; ++i) row = row && b.slot[g + i] == b.slot[g] + i;
@@ -285,6 +285,11 @@ SwingTwistBlocks SwingTwistCpuBlocks(std::span<const float> rest, const SwingTwi
     }
     b.block_runs.push_back(uint32_t(b.run_joint.size()));
   }
+  for (auto* f : {&b.x, &b.y, &b.z, &b.t, &b.s, &b.d}) f->shrink_to_fit();
+  b.slot.shrink_to_fit();
+  b.dense.shrink_to_fit();
+  b.run_lanes.shrink_to_fit();
+  b.run_joint.shrink_to_fit();
 #else
   (void)rest;
   (void)weights;
@@ -294,8 +299,10 @@ SwingTwistBlocks SwingTwistCpuBlocks(std::span<const float> rest, const SwingTwi
 }
 
 size_t SwingTwistBlocks::Bytes() const {
-  return sizeof(uint32_t) * (block_runs.size() + run_lanes.size()) + sizeof(uint16_t) * (run_joint.size() + slot.size()) +
-         sizeof(float) * 6 * x.size() + dense.size() + sizeof(uint32_t) * vertex.size();
+  return sizeof(uint32_t) * (block_runs.capacity() + run_lanes.capacity() + vertex.capacity()) +
+         sizeof(uint16_t) * (run_joint.capacity() + slot.capacity()) +
+         sizeof(float) * (x.capacity() + y.capacity() + z.capacity() + t.capacity() + s.capacity() + d.capacity()) +
+         dense.capacity();
 }
 
 namespace {
@@ -374,6 +381,7 @@ __attribute__((target("avx2,fma"))) void Avx2Block(const SwingTwistBlocks& b, si
       }
       for (int k = 0; k < 8; ++k) {
         const uint16_t v = slot[l + k];
+        if (v == kSwingTwistPaddingSlot) break;  // the run's padding: d = 0, and nothing of a record's
         acc[0][v] += lanes[0][k];
         acc[1][v] += lanes[1][k];
         acc[2][v] += lanes[2][k];
@@ -439,7 +447,12 @@ void SwingTwistSkinning(std::span<const float> rest, const SwingTwistWeights& we
                         const SwingTwistBlocks* blocks) {
   const size_t n = rest.size() / 3;
 #if SINEW_HAVE_AVX2_KERNELS
-  if (blocks != nullptr && !blocks->empty() && CpuHasAvx2Fma()) {
+  // Blocks made for another vertex count (a caller's mistake) would write out of `out`: then the
+  // portable loop.
+  const bool fits = blocks != nullptr && !blocks->empty() &&
+                    blocks->block_runs.size() - 1 == (n + kSwingTwistBlockVertices - 1) / kSwingTwistBlockVertices &&
+                    (blocks->vertex.empty() || blocks->vertex.size() == n) && out.size() >= 3 * n;
+  if (fits && CpuHasAvx2Fma()) {
     const size_t count = blocks->block_runs.size() - 1;
     ParallelFor(pool, count, 4, [&](size_t begin, size_t end) {
       for (size_t block = begin; block < end; ++block) {

@@ -106,10 +106,12 @@ void SwingTwistDeviceJoints(std::span<const JointRecord> joints, std::span<float
 // grouped by joint into runs, each padded with d = 0 to a multiple of 8 lanes, so that eight
 // influences of one joint share its record (broadcast, never gathered). Per lane, as structure of
 // arrays: the rest position in the joint's canonical frame x̃ = R_j⁻¹ p̃ (it does not change with
-// the pose: nine multiply-adds a frame saved), t, s, d, and the vertex's place in its block;
-// eight lanes that are eight vertices in a row are summed as one vector, others one by one.
-// 26 bytes a lane, 4 a vertex where the order changed.
+// the pose: nine multiply-adds a frame saved), t, s, d, and the vertex's place in its block
+// (kSwingTwistPaddingSlot for padding, whose sums are dropped); eight lanes that are eight
+// vertices in a row are summed as one vector, others one by one. 26 bytes a lane, 4 a vertex
+// where the order changed. Made with the weights (also for sessions that run on a GPU).
 inline constexpr uint32_t kSwingTwistBlockVertices = 1024;
+inline constexpr uint16_t kSwingTwistPaddingSlot = 0xffff;  // a padding lane's slot
 struct SwingTwistBlocks {
   std::vector<uint32_t> vertex;      // the vertex at each place (empty: the rig's order)
   std::vector<uint32_t> block_runs;  // block b's runs: block_runs[b] .. block_runs[b + 1] − 1
@@ -127,7 +129,8 @@ SwingTwistBlocks SwingTwistCpuBlocks(std::span<const float> rest, const SwingTwi
                                      const CanonicalFrames& frames);
 
 // Eq. 5–6 over every vertex (rest: x,y,z per vertex; out: the same size). With `blocks` (made
-// from the same rest, weights and frames) on a CPU with AVX2 and FMA, the kernel: eight
+// from the same rest, weights and frames; blocks for another vertex count are ignored) on a CPU
+// with AVX2 and FMA, the kernel: eight
 // influences at a time, sin and cos by Cephes' polynomials after a three-part reduction by π/2;
 // else the portable loop, one influence at a time with libm. They differ by float rounding
 // (tested: 4.8e-7 apart on a limb of diagonal 3 with twists up to five turns, each within
