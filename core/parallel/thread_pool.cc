@@ -155,18 +155,20 @@ void ThreadPool::ParallelForImpl(size_t n, size_t grain, ChunkFn fn, void* ctx) 
   grain = (n + chunks - 1) / chunks;
   chunks = (n + grain - 1) / grain;
   Job job{this, fn, ctx, n, grain, chunks};
-  const size_t helpers = std::min(threads_.size(), chunks - 1);
-  {
-    std::lock_guard lock(mu_);
-    job.outstanding = helpers;
-    for (size_t i = 0; i < helpers; ++i) PushLocked({&HelperTask, &job});
-  }
-  if (helpers == 1) work_cv_.notify_one();
-  else work_cv_.notify_all();
-
+  SubmitHelpers(&HelperTask, &job, std::min(threads_.size(), chunks - 1), job.outstanding);
   RunChunks(job);
 
   WithdrawAndWait(&HelperTask, &job, job.outstanding);
+}
+
+void ThreadPool::SubmitHelpers(TaskFn fn, void* arg, size_t helpers, std::atomic<size_t>& outstanding) {
+  {
+    std::lock_guard lock(mu_);
+    outstanding = helpers;
+    for (size_t i = 0; i < helpers; ++i) PushLocked({fn, arg});
+  }
+  if (helpers == 1) work_cv_.notify_one();
+  else work_cv_.notify_all();
 }
 
 void ThreadPool::WithdrawAndWait(TaskFn fn, void* arg, std::atomic<size_t>& outstanding) {
@@ -276,14 +278,7 @@ void ThreadPool::ParallelPassesImpl(std::span<const size_t> sizes, size_t grain,
     return;
   }
   PassJob job{this, fn, ctx, sizes, start, grains, start[passes]};
-  const size_t helpers = std::min(threads_.size(), widest - 1);
-  {
-    std::lock_guard lock(mu_);
-    job.outstanding = helpers;
-    for (size_t i = 0; i < helpers; ++i) PushLocked({&PassHelperTask, &job});
-  }
-  if (helpers == 1) work_cv_.notify_one();
-  else work_cv_.notify_all();
+  SubmitHelpers(&PassHelperTask, &job, std::min(threads_.size(), widest - 1), job.outstanding);
   RunPasses(job);
   WithdrawAndWait(&PassHelperTask, &job, job.outstanding);
   // Helpers that ended have run their last chunk; the count of ended chunks is then complete.

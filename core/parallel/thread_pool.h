@@ -81,6 +81,8 @@ class ThreadPool {
   static void HelperTask(void* job);
   static void RunPasses(PassJob& job);
   static void PassHelperTask(void* job);
+  // Queues `helpers` tasks (fn, arg) with `outstanding` set to their count, and wakes workers.
+  void SubmitHelpers(TaskFn fn, void* arg, size_t helpers, std::atomic<size_t>& outstanding);
   // Withdraws queued tasks (fn, arg) that never started and waits for the started ones to end
   // (`outstanding` counts both; each started one decrements it under mu_ when it ends).
   void WithdrawAndWait(TaskFn fn, void* arg, std::atomic<size_t>& outstanding);

@@ -25,9 +25,9 @@ TEST(ThreadPool, ParallelForCoversRangeOnce) {
   }
 }
 
-// ParallelFor inside tasks that occupy every worker finishes (the caller withdraws helpers
-// that could not start instead of waiting for them).
-TEST(ThreadPool, NestedParallelForWhileAllWorkersBusy) {
+// ParallelFor and ParallelPasses inside tasks that occupy every worker finish (the caller
+// withdraws helpers that could not start instead of waiting for them).
+TEST(ThreadPool, NestedParallelForAndPassesWhileAllWorkersBusy) {
   ThreadPool pool(2);
   struct Ctx {
     ThreadPool* pool;
@@ -37,11 +37,14 @@ TEST(ThreadPool, NestedParallelForWhileAllWorkersBusy) {
   auto task = [](void* p) {
     auto* c = static_cast<Ctx*>(p);
     c->pool->ParallelFor(10000, 10, [&](size_t b, size_t e) { c->sum.fetch_add(long(e - b)); });
+    std::vector<size_t> scratch;
+    const std::vector<size_t> sizes(20, 500);
+    c->pool->ParallelPasses(sizes, 10, scratch, [&](size_t, size_t b, size_t e) { c->sum.fetch_add(long(e - b)); });
     c->done.fetch_add(1);
   };
   for (int i = 0; i < 8; ++i) pool.Submit(task, &ctx);
   while (ctx.done.load() < 8) std::this_thread::yield();
-  EXPECT_EQ(ctx.sum.load(), 8 * 10000);
+  EXPECT_EQ(ctx.sum.load(), 8 * (10000 + 20 * 500));
 }
 
 // Passes run in order: each pass reads, across chunk boundaries, what the pass before it wrote
@@ -79,26 +82,6 @@ TEST(ThreadPool, ParallelPassesSeeThePassBefore) {
       }
     }
   }
-}
-
-// ParallelPasses inside tasks that occupy every worker finishes, as ParallelFor does.
-TEST(ThreadPool, NestedParallelPassesWhileAllWorkersBusy) {
-  ThreadPool pool(2);
-  struct Ctx {
-    ThreadPool* pool;
-    std::atomic<int> done{0};
-    std::atomic<long> sum{0};
-  } ctx{&pool};
-  auto task = [](void* p) {
-    auto* c = static_cast<Ctx*>(p);
-    std::vector<size_t> scratch;
-    const std::vector<size_t> sizes(20, 500);
-    c->pool->ParallelPasses(sizes, 10, scratch, [&](size_t, size_t b, size_t e) { c->sum.fetch_add(long(e - b)); });
-    c->done.fetch_add(1);
-  };
-  for (int i = 0; i < 8; ++i) pool.Submit(task, &ctx);
-  while (ctx.done.load() < 8) std::this_thread::yield();
-  EXPECT_EQ(ctx.sum.load(), 8 * 20 * 500);
 }
 
 TEST(ThreadPool, SubmitWithoutWorkersRunsInline) {
