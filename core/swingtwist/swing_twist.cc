@@ -381,7 +381,7 @@ __attribute__((target("avx2,fma"))) void Avx2Block(const SwingTwistBlocks& b, si
       }
       for (int k = 0; k < 8; ++k) {
         const uint16_t v = slot[l + k];
-        if (v == kSwingTwistPaddingSlot) break;  // the run's padding: d = 0, and nothing of a record's
+        if (v == kSwingTwistPaddingSlot) break;  // the run's padding: dropped, so that no record reaches vertex 0
         acc[0][v] += lanes[0][k];
         acc[1][v] += lanes[1][k];
         acc[2][v] += lanes[2][k];
