@@ -244,13 +244,13 @@ void ThreadPool::PassHelperTask(void* arg) {
 void ThreadPool::ParallelPassesImpl(std::span<const size_t> sizes, size_t grain, std::vector<size_t>& scratch,
                                     PassFn fn, void* ctx) {
   const size_t passes = sizes.size();
-  // Inline, pass by pass, when there is no worker or work is already queued (every worker busy).
-  if (threads_.empty() || queued_.load(std::memory_order_relaxed) > 0) {
+  auto inline_passes = [&] {
     for (size_t p = 0; p < passes; ++p) {
       if (sizes[p] > 0) fn(ctx, p, 0, sizes[p]);
     }
-    return;
-  }
+  };
+  // Inline, pass by pass, when there is no worker or work is already queued (every worker busy).
+  if (threads_.empty() || queued_.load(std::memory_order_relaxed) > 0) return inline_passes();
   // Per pass as ParallelFor chunks it: at most `grain` long, as many as a multiple of the threads.
   const size_t participants = threads_.size() + (tls_worker_of == this ? 0 : 1);
   grain = std::max<size_t>(grain, 1);
@@ -271,12 +271,7 @@ void ThreadPool::ParallelPassesImpl(std::span<const size_t> sizes, size_t grain,
     start[p + 1] = start[p] + chunks;
     widest = std::max(widest, chunks);
   }
-  if (widest <= 1) {  // no pass to share
-    for (size_t p = 0; p < passes; ++p) {
-      if (sizes[p] > 0) fn(ctx, p, 0, sizes[p]);
-    }
-    return;
-  }
+  if (widest <= 1) return inline_passes();  // no pass to share
   PassJob job{this, fn, ctx, sizes, start, grains, start[passes]};
   SubmitHelpers(&PassHelperTask, &job, std::min(threads_.size(), widest - 1), job.outstanding);
   RunPasses(job);

@@ -251,7 +251,7 @@ SwingTwistBlocks SwingTwistCpuBlocks(std::span<const float> rest, const SwingTwi
   });
   if (!std::is_sorted(position.begin(), position.end())) b.vertex = position;
   std::vector<std::pair<uint16_t, uint32_t>> order;  // (joint, position) of each influence
-  std::vector<uint32_t> influence;
+  std::vector<uint32_t> influence, by_joint;
   for (size_t block = 0; block < blocks; ++block) {
     const size_t p0 = block * kSwingTwistBlockVertices, p1 = std::min(n, p0 + kSwingTwistBlockVertices);
     // The block's influences by joint, stable in the position order.
@@ -263,7 +263,7 @@ SwingTwistBlocks SwingTwistCpuBlocks(std::span<const float> rest, const SwingTwi
         influence.push_back(e);
       }
     }
-    std::vector<uint32_t> by_joint(order.size());
+    by_joint.resize(order.size());
     std::iota(by_joint.begin(), by_joint.end(), 0u);
     std::stable_sort(by_joint.begin(), by_joint.end(), [&](uint32_t a, uint32_t c) { return order[a].first < order[c].first; });
     for (size_t k = 0; k < by_joint.size();) {

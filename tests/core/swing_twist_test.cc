@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <random>
 
@@ -464,6 +465,23 @@ TEST(SwingTwist, KernelEqualsThePortableLoopAndADoubleReference) {
   std::fill(kernel.begin(), kernel.end(), -1.f);
   SwingTwistSkinning(rig.positions, w, records, kernel, &pool, &rows);
   EXPECT_EQ(kernel, portable);
+
+  // A record with an infinity reaches only the vertices its joint moves (the padding lanes, d = 0,
+  // never add it to a block's first vertex): every other vertex stays finite and as before.
+  records[3].a[3] = std::numeric_limits<float>::infinity();
+  SwingTwistSkinning(rig.positions, w, records, kernel, &pool, &blocks);
+  size_t untouched = 0;
+  for (size_t v = 0; v < n; ++v) {
+    bool moved_by_3 = false;
+    for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) moved_by_3 |= w.joints[e] == 3;
+    if (moved_by_3) continue;
+    ++untouched;
+    for (int c = 0; c < 3; ++c) {
+      ASSERT_TRUE(std::isfinite(kernel[3 * v + c])) << "vertex " << v << " not moved by joint 3";
+      ASSERT_NEAR(kernel[3 * v + c], reference[3 * v + c], 2e-6) << "vertex " << v;
+    }
+  }
+  EXPECT_GT(untouched, n / 4);
 }
 
 }  // namespace
