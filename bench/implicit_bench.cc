@@ -26,6 +26,7 @@
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
 #include "gpu/backend.h"
+#include "gpu/implicit/program_counts.h"
 #include "bench/load_average.h"
 
 namespace {
@@ -56,21 +57,28 @@ double Time(Deformer& d, const Case& c, ThreadPool* pool, int cycles) {
   return Millis(Clock::now() - t0) / (cycles * c.clip.size());
 }
 
+// A GPU table's measure: the mean time per step and, for the implicit methods, what the device
+// program launched per step (gpu/implicit/program_counts.h).
+struct GpuTiming {
+  double ms = -1;  // < 0: the method could not run
+  double passes = 0, waits = 0;
+};
+
 // GPU: `sessions` sessions of `method` play the clip in step (each frame of every session
-// submitted, then all waited for); returns the mean time per step in ms.
-double TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model,
+// submitted, then all waited for).
+GpuTiming TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model,
                const std::string& method, int sessions, int cycles) {
   DeformerConfig config;
   config.method = method;
   auto on_gpu = backend.Upload(*c.rig);
-  if (!on_gpu.ok()) return -1;
+  if (!on_gpu.ok()) return {};
   std::shared_ptr<gpu::GpuModel> dev_model;
   if (method != "dqs") {
     const auto kernel = method == "implicit" ? gpu::GpuMethod::kImplicit : gpu::GpuMethod::kElasticImplicit;
     auto m = backend.UploadModel(*on_gpu, kernel, *model);
     if (!m.ok()) {
       std::printf("  %s\n", std::string(m.status().message()).c_str());
-      return -1;
+      return {};
     }
     dev_model = *m;
   }
@@ -92,7 +100,7 @@ double TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const Im
     auto s = backend.CreateSession(*on_gpu, spec);
     if (!s.ok()) {
       std::printf("  %s\n", std::string(s.status().message()).c_str());
-      return -1;
+      return {};
     }
     o.session = std::move(*s);
     o.out.resize(c.rig->positions.size());
@@ -120,28 +128,35 @@ double TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const Im
     }
   };
   pass();
+  const gpu::ImplicitProgramCounts before = gpu::ImplicitProgramCountsSoFar();
   const auto t0 = Clock::now();
   for (int k = 0; k < cycles; ++k) pass();
-  return Millis(Clock::now() - t0) / (cycles * c.clip.size());
+  const double steps = double(cycles) * c.clip.size();
+  const gpu::ImplicitProgramCounts after = gpu::ImplicitProgramCountsSoFar();
+  return {Millis(Clock::now() - t0) / steps, (after.passes - before.passes) / steps, (after.waits - before.waits) / steps};
 }
 
 void RunGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model, int cycles) {
   const std::string device = backend.Devices()[0].name;
   std::printf("  GPU (%s): ms per frame of 1 session (latency, CPU part included) and per step of 16 batched sessions\n",
               device.c_str());
-  std::printf("  %-18s %12s %10s %14s %12s %10s %14s\n", "method", "1 session ms", "fps", "16 sessions ms",
-              "frames/s", "÷ DQS", "thesis fps×20");
+  std::printf("  (passes: the device program's launches per step of 1 session, waits: its checks that wait for the\n"
+              "  device, µs/pass: the step's time over its passes)\n");
+  std::printf("  %-18s %12s %10s %14s %12s %10s %14s %10s %8s %8s\n", "method", "1 session ms", "fps", "16 sessions ms",
+              "frames/s", "÷ DQS", "thesis fps×20", "passes", "waits", "µs/pass");
   double dqs16 = 0;
   for (const std::string& m : {std::string("dqs"), std::string("implicit"), std::string("elastic-implicit")}) {
-    const double one = TimeGpu(backend, c, model, m, 1, cycles);
-    const double many = TimeGpu(backend, c, model, m, 16, cycles);
-    if (one < 0 || many < 0) continue;
-    if (m == "dqs") dqs16 = many;
+    const GpuTiming one = TimeGpu(backend, c, model, m, 1, cycles);
+    const GpuTiming many = TimeGpu(backend, c, model, m, 16, cycles);
+    if (one.ms < 0 || many.ms < 0) continue;
+    if (m == "dqs") dqs16 = many.ms;
     const char* name = m.c_str();
     char goal[32] = "";
     if (m == "implicit" && c.thesis_fps > 0) std::snprintf(goal, sizeof goal, "%.0f", 20 * c.thesis_fps);
-    std::printf("  %-18s %12.3f %10.1f %14.3f %12.0f %10.1f %14s\n", name, one, 1000 / one, many, 16000 / many,
-                many / dqs16, goal);
+    char per_pass[16] = "";
+    if (one.passes > 0) std::snprintf(per_pass, sizeof per_pass, "%.1f", 1000 * one.ms / one.passes);
+    std::printf("  %-18s %12.3f %10.1f %14.3f %12.0f %10.1f %14s %10.0f %8.0f %8s\n", name, one.ms, 1000 / one.ms, many.ms,
+                16000 / many.ms, many.ms / dqs16, goal, one.passes, one.waits, per_pass);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "gpu/implicit/device_program.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -256,7 +257,20 @@ class ImplicitDeviceProgram final : public DeviceProgram {
   }
 };
 
+std::atomic<uint64_t> counted_runs{0}, counted_passes{0}, counted_waits{0};
+
 }  // namespace
+
+ImplicitProgramCounts ImplicitProgramCountsSoFar() {
+  return {counted_runs.load(std::memory_order_relaxed), counted_passes.load(std::memory_order_relaxed),
+          counted_waits.load(std::memory_order_relaxed)};
+}
+
+void AddImplicitProgramCounts(const ImplicitProgramCounts& run) {
+  counted_runs.fetch_add(run.runs, std::memory_order_relaxed);
+  counted_passes.fetch_add(run.passes, std::memory_order_relaxed);
+  counted_waits.fetch_add(run.waits, std::memory_order_relaxed);
+}
 
 const DeviceProgram& ImplicitProgram() {
   static const ImplicitDeviceProgram program;

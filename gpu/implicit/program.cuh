@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "gpu/implicit/implicit.cuh"
+#include "gpu/implicit/program_counts.h"
 #include "gpu/runtime/device_api.h"
 
 namespace sinew::gpu {
@@ -691,9 +692,63 @@ class ImplicitStops {
   size_t count_ = 0;
 };
 
-// One frame of every implicit item of a batch; `stops` (null: none) may end elastic items early.
+// An Exec that counts what it is asked to run (ImplicitProgramCounts).
 template <class Exec>
-void RunImplicitProgram(Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
+class CountingExec {
+ public:
+  explicit CountingExec(const Exec& x) : x_(x) {}
+  template <class Pass>
+  void Nodes(const Pass& pass) const {
+    ++passes_;
+    x_.Nodes(pass);
+  }
+  template <class Pass>
+  void Vertices(const Pass& pass) const {
+    ++passes_;
+    x_.Vertices(pass);
+  }
+  template <class Reduction>
+  void Reduce(const Reduction& r) const {
+    ++passes_;
+    x_.Reduce(r);
+  }
+  template <class Pred>
+  bool Any(const Pred& pred) const {
+    ++passes_;
+    ++waits_;
+    return x_.Any(pred);
+  }
+  template <class Pred>
+  bool AnyNode(const Pred& pred) const {
+    ++passes_;
+    ++waits_;
+    return x_.AnyNode(pred);
+  }
+  void Retire(uint32_t t, uint32_t step) const {
+    ++passes_;
+    x_.Retire(t, step);
+  }
+  ImplicitProgramCounts counts() const { return {1, passes_, waits_}; }
+
+ private:
+  const Exec& x_;
+  mutable uint64_t passes_ = 0, waits_ = 0;
+};
+
+template <class Exec>
+void RunImplicitPasses(Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops);
+
+// One frame of every implicit item of a batch; `stops` (null: none) may end elastic items early.
+// Adds what it ran to ImplicitProgramCountsSoFar.
+template <class Exec>
+void RunImplicitProgram(const Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
+  const CountingExec<Exec> counted(x);
+  RunImplicitPasses(counted, l, items, stops);
+  AddImplicitProgramCounts(counted.counts());
+}
+
+template <class Exec>
+void RunImplicitPasses(Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
   using namespace passes;
   if (l.history_independent) {
     x.Nodes(IsStart{});
