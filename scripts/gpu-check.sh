@@ -12,11 +12,12 @@
 #                                        gpu-check-out/), printing each step's summary
 #
 # Steps (each under its own timeout, in seconds):
-#   gputests    every CUDA instance of sinew-gpu-tests but the character clip (200)
+#   gputests    every CUDA instance of sinew-gpu-tests but the character clip, and the CUDA device
+#               against its emulation bit for bit (200)
 #   gpuclip     BCN_Epileptic's clip on the device against the CPU, both implicit methods (200)
 #   service     sinew-service-tests' GpuService CUDA instances (150)
 #   benchgpu    sinew-bench-gpu: LBS / DQS / swing-twist throughput over memcpy (60)
-#   benchimpl   sinew-bench-implicit --quick --gpu-only (150)
+#   benchimpl   sinew-bench-implicit --quick --gpu-only (330: about 200 s on an H200, 2026-12-04)
 #   memcheck    compute-sanitizer memcheck + leak check on the implicit and PBS tests (200)
 #   racecheck   compute-sanitizer racecheck on a few implicit and PBS tests (150)
 #   quick       gputests service benchgpu benchimpl (about 7 minutes on an H200)
@@ -100,11 +101,11 @@ run() {
   local T=build/tests/sinew-gpu-tests
   for s in "${expanded[@]}"; do
     case $s in
-      gputests) step gputests 200 "$T" --gtest_filter='*/Cuda:-*CharacterClipEqualsTheCpu*' ;;
+      gputests) step gputests 200 "$T" --gtest_filter='*/Cuda:ImplicitCudaAndEmulation.*:-*CharacterClipEqualsTheCpu*' ;;
       gpuclip) step gpuclip 200 "$T" --gtest_filter='*CharacterClipEqualsTheCpu*/Cuda' ;;
       service) step service 150 build/tests/sinew-service-tests --gtest_filter='Devices/GpuService.*/Cuda' ;;
       benchgpu) step benchgpu 60 build/bench/sinew-bench-gpu ;;
-      benchimpl) step benchimpl 150 build/bench/sinew-bench-implicit --quick --gpu-only ;;
+      benchimpl) step benchimpl 330 build/bench/sinew-bench-implicit --quick --gpu-only ;;
       memcheck) step memcheck 200 compute-sanitizer --tool memcheck --leak-check full "$T" \
           --gtest_filter='*HistoryIndependentDependsOnlyOnThePose*/Cuda:*ElasticReturnsToRest*/Cuda:*ElasticLoopsThatEndEarly*/Cuda:*DeviceMemoryIsAccounted*/Cuda:*MalformedFramesFail*/Cuda:*PbsGpu*/Cuda' ;;
       racecheck) step racecheck 150 compute-sanitizer --tool racecheck "$T" \

@@ -2,9 +2,11 @@
 // per-vertex functions of both implicit skinning methods, compiled for CUDA kernels and,
 // unchanged, for the CPU emulation of a device. Each function mirrors its CPU original line by
 // line (the same operations and stop rules, software trilinear reads, double where the CPU uses
-// double); only float rounding differs (Eigen adds three terms in another order, CUDA contracts
-// multiply-adds), which the history-independent method's Newton steps absorb and the elastic
-// method's CG amplifies no more than any rounding does (docs/implicit-skinning.md). The pass
+// double); only float rounding differs (Eigen adds three terms in another order), which the
+// history-independent method's Newton steps absorb and the elastic method's CG amplifies no more
+// than any rounding does (docs/implicit-skinning.md). CUDA compiles it without contracted
+// multiply-adds (gpu/CMakeLists.txt), so a device gives the CPU emulation's results bit for bit
+// (tests/gpu/implicit_gpu_test.cc). The pass
 // sequence that calls them is in program.cuh.
 //
 // Data on the device:
