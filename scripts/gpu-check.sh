@@ -17,7 +17,7 @@
 #   gpuclip     BCN_Epileptic's clip on the device against the CPU, both implicit methods (200)
 #   service     sinew-service-tests' GpuService CUDA instances (150)
 #   benchgpu    sinew-bench-gpu: LBS / DQS / swing-twist throughput over memcpy (60)
-#   benchimpl   sinew-bench-implicit --quick --gpu-only (330: about 200 s on an H200, 2026-12-04)
+#   benchimpl   sinew-bench-implicit --quick --gpu-only (330: it ran past 150 s on an H200, 2026-12-04)
 #   memcheck    compute-sanitizer memcheck + leak check on the implicit and PBS tests (200)
 #   racecheck   compute-sanitizer racecheck on a few implicit and PBS tests (150)
 #   quick       gputests service benchgpu benchimpl (about 7 minutes on an H200)
