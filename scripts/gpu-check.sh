@@ -18,7 +18,9 @@
 #   service     sinew-service-tests' GpuService CUDA instances (150)
 #   benchgpu    sinew-bench-gpu: LBS / DQS / swing-twist throughput over memcpy (60)
 #   benchimpl   sinew-bench-implicit --quick --gpu-only (330: it ran past 150 s on an H200, 2026-12-04)
-#   memcheck    compute-sanitizer memcheck + leak check on the implicit and PBS tests (200)
+#   memcheck    compute-sanitizer memcheck + leak check on the implicit and PBS tests (200; under it
+#               ElasticReturnsToRest took 30 s and ElasticLoopsThatEndEarly more than 170 s on an
+#               H200, 2026-12-04, so the latter is left out)
 #   racecheck   compute-sanitizer racecheck on a few implicit and PBS tests (150)
 #   quick       gputests service benchgpu benchimpl (about 7 minutes on an H200)
 #   all         every step (about 20 minutes: split it over calls)
@@ -107,7 +109,7 @@ run() {
       benchgpu) step benchgpu 60 build/bench/sinew-bench-gpu ;;
       benchimpl) step benchimpl 330 build/bench/sinew-bench-implicit --quick --gpu-only ;;
       memcheck) step memcheck 200 compute-sanitizer --tool memcheck --leak-check full "$T" \
-          --gtest_filter='*HistoryIndependentDependsOnlyOnThePose*/Cuda:*ElasticReturnsToRest*/Cuda:*ElasticLoopsThatEndEarly*/Cuda:*DeviceMemoryIsAccounted*/Cuda:*MalformedFramesFail*/Cuda:*PbsGpu*/Cuda' ;;
+          --gtest_filter='*HistoryIndependentDependsOnlyOnThePose*/Cuda:*ElasticReturnsToRest*/Cuda:*DeviceMemoryIsAccounted*/Cuda:*MalformedFramesFail*/Cuda:*PbsGpu*/Cuda' ;;
       racecheck) step racecheck 150 compute-sanitizer --tool racecheck "$T" \
           --gtest_filter='*HistoryIndependentDependsOnlyOnThePose*/Cuda:*ElasticReturnsToRest*/Cuda:*PbsGpu.SessionsShare*/Cuda' ;;
       *) echo "unknown step $s" >&2; exit 2 ;;
