@@ -67,7 +67,7 @@ struct GpuTiming {
 // GPU: `sessions` sessions of `method` play the clip in step (each frame of every session
 // submitted, then all waited for).
 GpuTiming TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model,
-               const std::string& method, int sessions, int cycles) {
+                  const std::string& method, int sessions, int cycles) {
   DeformerConfig config;
   config.method = method;
   auto on_gpu = backend.Upload(*c.rig);
@@ -133,17 +133,18 @@ GpuTiming TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const
   for (int k = 0; k < cycles; ++k) pass();
   const double steps = double(cycles) * c.clip.size();
   const gpu::ImplicitProgramCounts after = gpu::ImplicitProgramCountsSoFar();
-  return {Millis(Clock::now() - t0) / steps, (after.passes - before.passes) / steps, (after.waits - before.waits) / steps};
+  return {Millis(Clock::now() - t0) / steps, (after.passes - before.passes) / steps,
+          (after.waits - before.waits) / steps};
 }
 
 void RunGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model, int cycles) {
   const std::string device = backend.Devices()[0].name;
   std::printf("  GPU (%s): ms per frame of 1 session (latency, CPU part included) and per step of 16 batched sessions\n",
               device.c_str());
-  std::printf("  (passes: the device program's launches per step of 1 session, waits: its checks that wait for the\n"
-              "  device, µs/pass: the step's time over its passes)\n");
-  std::printf("  %-18s %12s %10s %14s %12s %10s %14s %10s %8s %8s\n", "method", "1 session ms", "fps", "16 sessions ms",
-              "frames/s", "÷ DQS", "thesis fps×20", "passes", "waits", "µs/pass");
+  std::printf("  (passes: the device program's passes per step of 1 session, a kernel each; waits: its checks,\n"
+              "  after each of which the host waits for the device; µs/pass: the step's time over its passes)\n");
+  std::printf("  %-18s %12s %10s %14s %12s %10s %14s %10s %8s %8s\n", "method", "1 session ms", "fps",
+              "16 sessions ms", "frames/s", "÷ DQS", "thesis fps×20", "passes", "waits", "µs/pass");
   double dqs16 = 0;
   for (const std::string& m : {std::string("dqs"), std::string("implicit"), std::string("elastic-implicit")}) {
     const GpuTiming one = TimeGpu(backend, c, model, m, 1, cycles);
@@ -153,10 +154,14 @@ void RunGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const Impli
     const char* name = m.c_str();
     char goal[32] = "";
     if (m == "implicit" && c.thesis_fps > 0) std::snprintf(goal, sizeof goal, "%.0f", 20 * c.thesis_fps);
-    char per_pass[16] = "";
-    if (one.passes > 0) std::snprintf(per_pass, sizeof per_pass, "%.1f", 1000 * one.ms / one.passes);
-    std::printf("  %-18s %12.3f %10.1f %14.3f %12.0f %10.1f %14s %10.0f %8.0f %8s\n", name, one.ms, 1000 / one.ms, many.ms,
-                16000 / many.ms, many.ms / dqs16, goal, one.passes, one.waits, per_pass);
+    char passes[16] = "", waits[16] = "", per_pass[16] = "";  // blank for DQS, which has no program
+    if (one.passes > 0) {
+      std::snprintf(passes, sizeof passes, "%.0f", one.passes);
+      std::snprintf(waits, sizeof waits, "%.0f", one.waits);
+      std::snprintf(per_pass, sizeof per_pass, "%.1f", 1000 * one.ms / one.passes);
+    }
+    std::printf("  %-18s %12.3f %10.1f %14.3f %12.0f %10.1f %14s %10s %8s %8s\n", name, one.ms, 1000 / one.ms,
+                many.ms, 16000 / many.ms, many.ms / dqs16, goal, passes, waits, per_pass);
   }
 }
 

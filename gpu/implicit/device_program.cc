@@ -257,17 +257,15 @@ class ImplicitDeviceProgram final : public DeviceProgram {
   }
 };
 
-std::atomic<uint64_t> counted_runs{0}, counted_passes{0}, counted_waits{0};
+std::atomic<uint64_t> counted_passes{0}, counted_waits{0};
 
 }  // namespace
 
 ImplicitProgramCounts ImplicitProgramCountsSoFar() {
-  return {counted_runs.load(std::memory_order_relaxed), counted_passes.load(std::memory_order_relaxed),
-          counted_waits.load(std::memory_order_relaxed)};
+  return {counted_passes.load(std::memory_order_relaxed), counted_waits.load(std::memory_order_relaxed)};
 }
 
 void AddImplicitProgramCounts(const ImplicitProgramCounts& run) {
-  counted_runs.fetch_add(run.runs, std::memory_order_relaxed);
   counted_passes.fetch_add(run.passes, std::memory_order_relaxed);
   counted_waits.fetch_add(run.waits, std::memory_order_relaxed);
 }

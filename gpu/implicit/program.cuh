@@ -728,27 +728,16 @@ class CountingExec {
     ++passes_;
     x_.Retire(t, step);
   }
-  ImplicitProgramCounts counts() const { return {1, passes_, waits_}; }
+  ImplicitProgramCounts counts() const { return {passes_, waits_}; }
 
  private:
   const Exec& x_;
   mutable uint64_t passes_ = 0, waits_ = 0;
 };
 
+// The passes of one frame of every implicit item of a batch (RunImplicitProgram).
 template <class Exec>
-void RunImplicitPasses(Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops);
-
-// One frame of every implicit item of a batch; `stops` (null: none) may end elastic items early.
-// Adds what it ran to ImplicitProgramCountsSoFar.
-template <class Exec>
-void RunImplicitProgram(const Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
-  const CountingExec<Exec> counted(x);
-  RunImplicitPasses(counted, l, items, stops);
-  AddImplicitProgramCounts(counted.counts());
-}
-
-template <class Exec>
-void RunImplicitPasses(Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
+void RunImplicitPasses(const Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
   using namespace passes;
   if (l.history_independent) {
     x.Nodes(IsStart{});
@@ -814,6 +803,15 @@ void RunImplicitPasses(Exec& x, const ImplicitLimits& l, uint32_t items, Program
     }
   }
   x.Vertices(Scatter{});
+}
+
+// One frame of every implicit item of a batch; `stops` (null: none) may end elastic items early.
+// Adds what it asked of `x` to ImplicitProgramCountsSoFar.
+template <class Exec>
+void RunImplicitProgram(const Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
+  const CountingExec<Exec> counted(x);
+  RunImplicitPasses(counted, l, items, stops);
+  AddImplicitProgramCounts(counted.counts());
 }
 
 // The program's passes on a CUDA stream (implicit/program_cuda.cu; only in CUDA builds).
