@@ -6,8 +6,7 @@
 // history-independent method's Newton steps absorb and the elastic method's CG amplifies no more
 // than any rounding does (docs/implicit-skinning.md). CUDA compiles it without contracted
 // multiply-adds (gpu/CMakeLists.txt), so a device gives the CPU emulation's results bit for bit
-// (tests/gpu/implicit_gpu_test.cc). The pass
-// sequence that calls them is in program.cuh.
+// (tests/gpu/implicit_gpu_test.cc). The pass sequence that calls them is in program.cuh.
 //
 // Data on the device:
 //   ImplicitModelView  per rig and operator choice, shared by sessions (core's ImplicitModel

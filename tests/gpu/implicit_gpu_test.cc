@@ -173,8 +173,8 @@ DeformerConfig Config(const std::string& method, JointOperator op = JointOperato
 
 // The contact operator stops a vertex where the field's gradient turns past a threshold: a
 // discontinuous decision, so float rounding (core's Eigen code adds terms in another order than
-// the device program) can flip a vertex sitting on the threshold, and the smoothing spreads that flip to its
-// neighbours (seen on an H100: contact at 130°, 1 state of 2880 differs, 31 vertices move by up
+// the device program) can flip a vertex sitting on the threshold, and the smoothing spreads that
+// flip to its neighbours (seen on an H100: contact at 130°, 1 state of 2880 differs, 31 vertices move by up
 // to 2e-3 of the diagonal). The device must agree with the CPU as closely as the CPU agrees with
 // itself at poses turned by 1e-6 or 1e-5 rad, or within 1/200 of the vertices where the CPU is not
 // that sensitive; at rest every vertex converges in place and must agree exactly.
