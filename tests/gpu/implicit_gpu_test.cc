@@ -13,7 +13,7 @@
 //   methods, one session frame to frame and after a jump where the elastic relaxation stalls on
 //   its thresholds), so the emulated device, which CI runs, stands for it closely;
 // - the device's elastic loops, which end once no session of the batch needs another pass,
-//   give exactly what every pass to the maxima gives;
+//   give exactly what every pass to the maxima gives, with under half its passes;
 // - sessions batched together (implicit ones of both methods and LBS) get exactly the result
 //   they get alone, and one session's frames submitted back to back run in order;
 // - the model, the shared operators and each session's state are counted against the device's
