@@ -64,12 +64,13 @@ struct GpuTiming {
   double passes = 0, waits = 0;
 };
 
-// GPU: `sessions` sessions of `method` play the clip in step (each frame of every session
-// submitted, then all waited for).
+// GPU: `sessions` sessions of `method` (with `params`; null: its defaults) play the clip in step
+// (each frame of every session submitted, then all waited for).
 GpuTiming TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const ImplicitModel> model,
-                  const std::string& method, int sessions, int cycles) {
+                  const std::string& method, std::shared_ptr<const MethodParams> params, int sessions, int cycles) {
   DeformerConfig config;
   config.method = method;
+  config.params = params;
   auto on_gpu = backend.Upload(*c.rig);
   if (!on_gpu.ok()) return {};
   std::shared_ptr<gpu::GpuModel> dev_model;
@@ -97,6 +98,7 @@ GpuTiming TimeGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const
                   : method == "implicit" ? gpu::GpuMethod::kImplicit
                                          : gpu::GpuMethod::kElasticImplicit;
     spec.model = dev_model;
+    spec.params = params;
     auto s = backend.CreateSession(*on_gpu, spec);
     if (!s.ok()) {
       std::printf("  %s\n", std::string(s.status().message()).c_str());
@@ -145,13 +147,27 @@ void RunGpu(gpu::GpuBackend& backend, const Case& c, std::shared_ptr<const Impli
               "  after each of which the host waits for the device; µs/pass: the step's time over its passes)\n");
   std::printf("  %-18s %12s %10s %14s %12s %10s %14s %10s %8s %8s\n", "method", "1 session ms", "fps",
               "16 sessions ms", "frames/s", "÷ DQS", "thesis fps×20", "passes", "waits", "µs/pass");
+  // The last row: the elastic method with the steps after its reductions as kernels of their own
+  // (ImplicitConfig::device_separate_passes), the reference for the chained kernels above it.
+  auto separate = std::make_shared<ImplicitConfig>();
+  separate->device_separate_passes = true;
+  struct Row {
+    const char* name;
+    std::string method;
+    std::shared_ptr<const MethodParams> params;
+  };
+  const Row rows[] = {{"dqs", "dqs", nullptr},
+                      {"implicit", "implicit", nullptr},
+                      {"elastic-implicit", "elastic-implicit", nullptr},
+                      {"  separate passes", "elastic-implicit", separate}};
   double dqs16 = 0;
-  for (const std::string& m : {std::string("dqs"), std::string("implicit"), std::string("elastic-implicit")}) {
-    const GpuTiming one = TimeGpu(backend, c, model, m, 1, cycles);
-    const GpuTiming many = TimeGpu(backend, c, model, m, 16, cycles);
+  for (const Row& row : rows) {
+    const std::string& m = row.method;
+    const GpuTiming one = TimeGpu(backend, c, model, m, row.params, 1, cycles);
+    const GpuTiming many = TimeGpu(backend, c, model, m, row.params, 16, cycles);
     if (one.ms < 0 || many.ms < 0) continue;
     if (m == "dqs") dqs16 = many.ms;
-    const char* name = m.c_str();
+    const char* name = row.name;
     char goal[32] = "";
     if (m == "implicit" && c.thesis_fps > 0) std::snprintf(goal, sizeof goal, "%.0f", 20 * c.thesis_fps);
     char passes[16] = "", waits[16] = "", per_pass[16] = "";  // blank for DQS, which has no program

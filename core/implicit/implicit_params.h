@@ -82,6 +82,12 @@ struct ImplicitConfig : MethodParams {
   // the batch needs another pass, which must equal running every pass to the batch's maxima bit
   // for bit. Set, a session's batches run every pass, so that tests can compare the two.
   bool device_every_pass = false;
+  // Not in the API: where a batch's mesh components are small (gpu/implicit/program.cuh,
+  // kChainMaxComponent) the device program runs the node-local steps that follow a reduction (the
+  // CG's update and direction, a round's capped and full step) in that reduction's kernel, which
+  // must equal running them as passes of their own bit for bit. Set, a session's batches run them
+  // separately, so that tests and sinew-bench-implicit can compare the two.
+  bool device_separate_passes = false;
 };
 
 // Per-vertex outcome of implicit skinning's tracking (FrameExtras::vertex_states).

@@ -34,24 +34,37 @@ struct HostExec {
   }
   template <class Reduction>
   void Reduce(const Reduction& r) const {
+    Chain(Sum(r));
+  }
+  // Each stage as ImplicitChainStage (program_cuda.cu): lane by lane, the pass on the lane's
+  // nodes with their sum, then the halving and Finish (lanes, then pairwise halving: the order of
+  // kReduceLanes).
+  template <class Stage>
+  void ChainStage(const Stage& st, const ImplicitItem& it, uint32_t c, double* lane) const {
+    using Reduction = decltype(st.red);
+    const bool sum = st.red.Active(b, it, c);
+    const uint32_t first = it.model.component_offsets[c], size = it.model.component_offsets[c + 1] - first;
+    for (uint32_t l = 0; l < kReduceLanes; ++l) {
+      double acc = 0;
+      for (uint32_t k = l; k < size; k += kReduceLanes) {
+        const uint32_t i = it.model.component_nodes[first + k];
+        st.pass(b, it, i);
+        if (sum) acc = ReduceCombine<Reduction::kMax>(acc, st.red.Value(b, it, i));
+      }
+      lane[l] = acc;
+    }
+    if (!sum) return;
+    for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
+      for (uint32_t l = 0; l < stride; ++l) lane[l] = ReduceCombine<Reduction::kMax>(lane[l], lane[l + stride]);
+    }
+    st.red.Finish(b, it, c, lane[0]);
+  }
+  template <class... Stages>
+  void Chain(const Stages&... stages) const {
     double lane[kReduceLanes];
     for (uint32_t t = 0; t < b.count; ++t) {
       const ImplicitItem& it = b.items[t];
-      for (uint32_t c = 0; c < it.model.component_count; ++c) {
-        if (!r.Active(b, it, c)) continue;
-        const uint32_t first = it.model.component_offsets[c], size = it.model.component_offsets[c + 1] - first;
-        for (uint32_t l = 0; l < kReduceLanes; ++l) {
-          double acc = 0;
-          for (uint32_t k = l; k < size; k += kReduceLanes) {
-            acc = ReduceCombine<Reduction::kMax>(acc, r.Value(b, it, it.model.component_nodes[first + k]));
-          }
-          lane[l] = acc;
-        }
-        for (uint32_t stride = kReduceLanes / 2; stride > 0; stride /= 2) {
-          for (uint32_t l = 0; l < stride; ++l) lane[l] = ReduceCombine<Reduction::kMax>(lane[l], lane[l + stride]);
-        }
-        r.Finish(b, it, c, lane[0]);
-      }
+      for (uint32_t c = 0; c < it.model.component_count; ++c) (ChainStage(stages, it, c, lane), ...);
     }
   }
   template <class Pred>
@@ -242,9 +255,11 @@ class ImplicitDeviceProgram final : public DeviceProgram {
     it.reset = params[1] != 0 ? 1 : 0;
     l.nodes += it.model.node_count;
     l.components = std::max(l.components, it.model.component_count);
+    l.largest_component = std::max(l.largest_component, it.model.largest_component);
     l.vertices += it.model.vertex_count;
     l.max_iterations = std::max(l.max_iterations, it.settings.max_iterations);
     l.every_pass = l.every_pass || it.settings.every_pass != 0;
+    l.separate_passes = l.separate_passes || it.settings.separate_passes != 0;
     if (it.settings.elastic) {
       l.elastic = true;
       l.substeps = std::max(l.substeps, it.substeps);

@@ -91,6 +91,7 @@ struct ImplicitModelView {
   const uint32_t* component_nodes;    // each component's nodes, ascending
   const uint32_t* component_of_node;
   uint32_t component_count;
+  uint32_t largest_component;  // the most nodes of one component
   uint32_t field_count, joint_count, node_count, vertex_count;
   int32_t root, op_n, op_nd;
   float gradient_floor2;
@@ -158,6 +159,7 @@ struct ImplicitSettings {
   uint32_t max_iterations, smoothing_iterations, relaxation_iterations, relaxation_rounds;
   uint32_t elastic;
   uint32_t every_pass;  // ImplicitConfig::device_every_pass
+  uint32_t separate_passes;  // ImplicitConfig::device_separate_passes
   uint32_t harmonic_rotations;  // ImplicitConfig::rotation_weights is kHarmonic
   float contact_gate_open;      // ImplicitConfig::contact_gate_open
   uint32_t average_stalled;     // ImplicitConfig::average_stalled_relaxations

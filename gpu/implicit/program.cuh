@@ -5,6 +5,8 @@
 // Everything that must see all nodes of a session finished before it goes on (a Newton step
 // before the relaxation reads the neighbours, each CG product before its dot product) is a
 // separate pass; a pass over a batch is one kernel, so the device needs no grid-wide barrier.
+// What needs only its own node and its component's sums (the CG's update after α) can follow a
+// reduction inside the reduction's kernel, which holds a whole component in one block (Chain).
 // Sessions differ in iteration counts, sub-steps and convergence: the host launches the batch's
 // maximum and each item skips what it does not need, deciding from its own state and from the
 // scalars that single-thread reductions write between passes.
@@ -15,6 +17,11 @@
 //   Reduce(red)     per item and connected component c of its mesh with red.Active(c): the sum
 //                   (or max, red.kMax) of red.Value over the component's nodes, in the fixed
 //                   order described at kReduceLanes, handed to red.Finish(c)
+//   Chain(stages...) per item and connected component, one ChainStage after another: its pass on
+//                   each of the component's nodes, then its reduction's sum of them as Reduce
+//                   (the lane that sums a node is the one that ran the pass on it), so the
+//                   stages equal separate Nodes and Reduce calls for passes that read and write
+//                   only their own node (one kernel: blocks per item and component)
 //   Any(pred)       whether pred(batch, item, c) holds for some connected component c of some
 //                   item, once the passes before it are done (the host waits for them; an exec
 //                   that cannot tell answers true)
@@ -48,6 +55,7 @@ struct ImplicitLimits {
   uint32_t nodes = 0;     // of all items (the node grid)
   uint32_t vertices = 0;  // of all items (the vertex grid)
   uint32_t components = 0;  // the most connected components of one item's mesh
+  uint32_t largest_component = 0;  // the most nodes of one component of any item
   uint32_t max_iterations = 0;
   uint32_t smoothing_iterations = 0;
   uint32_t relaxation_iterations = 0;
@@ -56,6 +64,7 @@ struct ImplicitLimits {
   bool history_independent = false;  // some item runs "implicit"
   bool elastic = false;              // some item runs "elastic-implicit"
   bool every_pass = false;           // some item asks for every pass (ImplicitConfig::device_every_pass)
+  bool separate_passes = false;      // some item asks for them (ImplicitConfig::device_separate_passes)
 };
 
 // Reductions: lane t of kReduceLanes accumulates a component's nodes t, t + kReduceLanes, ...
@@ -67,6 +76,43 @@ template <bool kMax>
 SINEW_HD double ReduceCombine(double a, double b) {
   if constexpr (kMax) return a < b ? b : a;
   else return a + b;
+}
+
+// The elastic loops chain the steps after their reductions (Exec::Chain) when no component of
+// the batch has more nodes than this; larger ones run them as passes of their own. A chain runs a
+// component on one multiprocessor, its passes over the whole device: on an H200 (2026-12-04,
+// sinew-bench-implicit) chaining made BCN_Epileptic's elastic frame 26 % shorter (largest
+// component 1 004 nodes; 6 383 passes a frame instead of 13 826) and left the 4 200-node limb's
+// where it was (88 against 84 ms, one component); larger components were not measured.
+inline constexpr uint32_t kChainMaxComponent = 2048;
+
+// A stage of Exec::Chain: `pass` (a node pass that reads and writes only its own node and the
+// component's scalars), then `red` (a reduction, run when red.Active(c) after the pass).
+template <class Pass, class Reduction>
+struct ChainStage {
+  Pass pass;
+  Reduction red;
+};
+struct NoPass {
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem&, uint32_t) const {}
+};
+struct NoReduction {
+  static constexpr bool kMax = false;
+  SINEW_HD bool Active(const ImplicitBatch&, const ImplicitItem&, uint32_t) const { return false; }
+  SINEW_HD double Value(const ImplicitBatch&, const ImplicitItem&, uint32_t) const { return 0; }
+  SINEW_HD void Finish(const ImplicitBatch&, const ImplicitItem&, uint32_t, double) const {}
+};
+template <class Pass, class Reduction>
+ChainStage<Pass, Reduction> Stage(const Pass& pass, const Reduction& red) {
+  return {pass, red};
+}
+template <class Pass>
+ChainStage<Pass, NoReduction> Stage(const Pass& pass) {
+  return {pass, NoReduction{}};
+}
+template <class Reduction>
+ChainStage<NoPass, Reduction> Sum(const Reduction& red) {
+  return {NoPass{}, red};
 }
 
 namespace passes {
@@ -712,6 +758,11 @@ class CountingExec {
     ++passes_;
     x_.Reduce(r);
   }
+  template <class... Stages>
+  void Chain(const Stages&... stages) const {
+    ++passes_;
+    x_.Chain(stages...);
+  }
   template <class Pred>
   bool Any(const Pred& pred) const {
     ++passes_;
@@ -759,6 +810,7 @@ void RunImplicitPasses(const Exec& x, const ImplicitLimits& l, uint32_t items, P
     }
   }
   if (l.elastic) {
+    const bool chain = !l.separate_passes && l.largest_component <= kChainMaxComponent;
     ImplicitStops<Exec> stop(x, stops, items);
     for (uint32_t s = 0; s < l.substeps; ++s) {
       if (stop.AllRetired(s)) break;
@@ -779,16 +831,25 @@ void RunImplicitPasses(const Exec& x, const ImplicitLimits& l, uint32_t items, P
         x.Reduce(CgStart{s, r});
         for (uint32_t k = 0; k < l.relaxation_iterations; ++k) {
           if (!l.every_pass && k % kCgCheck == 0 && !x.Any(AnyCg{s, r, k})) break;
-          x.Nodes(CgProduct{s, r, k});
-          x.Reduce(CgCurvature{s, r, k});
-          x.Nodes(CgUpdate{s, r, k});
-          x.Reduce(CgResidual{s, r, k});
-          x.Nodes(CgDirection{s, r, k});
+          x.Nodes(CgProduct{s, r, k});  // reads the neighbours' directions: a pass of its own
+          if (!chain) {
+            x.Reduce(CgCurvature{s, r, k});
+            x.Nodes(CgUpdate{s, r, k});
+            x.Reduce(CgResidual{s, r, k});
+            x.Nodes(CgDirection{s, r, k});
+          } else {
+            x.Chain(Sum(CgCurvature{s, r, k}), Stage(CgUpdate{s, r, k}, CgResidual{s, r, k}),
+                    Stage(CgDirection{s, r, k}));
+          }
         }
-        x.Nodes(RelaxCap{s, r});
-        x.Reduce(RelaxLongest{s, r});
-        x.Reduce(RelaxSlope{s, r});
-        x.Nodes(RelaxFull{s, r});
+        if (!chain) {
+          x.Nodes(RelaxCap{s, r});
+          x.Reduce(RelaxLongest{s, r});
+          x.Reduce(RelaxSlope{s, r});
+          x.Nodes(RelaxFull{s, r});
+        } else {
+          x.Chain(Stage(RelaxCap{s, r}, RelaxLongest{s, r}), Sum(RelaxSlope{s, r}), Stage(RelaxFull{s, r}));
+        }
         x.Nodes(EnergyTerms{s, r});
         x.Reduce(EnergySum{s, r});
         if (l.every_pass || x.Any(AnyFraction{s, r})) {

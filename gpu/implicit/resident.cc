@@ -1,5 +1,6 @@
 #include "gpu/implicit/resident.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -128,6 +129,10 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
   v.field_count = uint32_t(m.fields.size());
   v.node_count = uint32_t(m.node_count());
   v.component_count = uint32_t(m.component_offsets.size() - 1);
+  v.largest_component = 0;
+  for (uint32_t c = 0; c < v.component_count; ++c) {
+    v.largest_component = std::max(v.largest_component, m.component_offsets[c + 1] - m.component_offsets[c]);
+  }
   v.vertex_count = uint32_t(m.node_of_vertex.size());
   v.root = m.tree.root;
   v.gradient_floor2 = m.gradient_floor2;
@@ -222,6 +227,7 @@ ImplicitSettings MakeImplicitSettings(const ImplicitConfig& c, bool elastic, dou
   s.relaxation_rounds = c.relaxation_rounds;
   s.elastic = elastic ? 1 : 0;
   s.every_pass = c.device_every_pass ? 1 : 0;
+  s.separate_passes = c.device_separate_passes ? 1 : 0;
   s.harmonic_rotations = c.rotation_weights == RotationWeights::kHarmonic ? 1 : 0;
   s.contact_gate_open = float(c.contact_gate_open);
   s.average_stalled = c.average_stalled_relaxations ? 1 : 0;

@@ -39,6 +39,7 @@
 #include "core/implicit/implicit_skinning.h"
 #include "core/procedural/limb.h"
 #include "gpu/backend.h"
+#include "gpu/implicit/program.cuh"
 #include "gpu/implicit/program_counts.h"
 #include "tests/core/test_util.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -500,6 +501,61 @@ TEST_P(ImplicitGpu, ElasticLoopsThatEndEarlyEqualEveryPass) {
   EXPECT_GT(asked_a.waits, 0u);
   EXPECT_EQ(asked_b.waits, 0u);
   EXPECT_LT(asked_a.passes * 2, asked_b.passes);  // 3.5x fewer on 2026-12-04
+}
+
+// The device runs the node-local steps after a reduction (the CG's update and direction, a
+// round's capped and full step) in the reduction's kernel, per mesh component (Exec::Chain),
+// where no component of the batch is larger than kChainMaxComponent; a session that asks for
+// them as passes of their own gets the same result bit for bit, frame after frame, states
+// included. Two limbs of 1 440 nodes (two components, each with its own CG lengths: they bend
+// differently), bends with jumps and a return. The chains do cut the launches; a component above
+// the limit (the 2 880-node limb) runs the separate passes.
+TEST_P(ImplicitGpu, ElasticChainedStagesEqualSeparatePasses) {
+  LimbOptions small = testing::TwoBoneLimb();
+  small.rings = 45;
+  const Rig limb = testing::BuildOrDie(MakeLimb(small));
+  auto rig = std::make_shared<const Rig>(testing::TwoLimbs(limb, 4.f));
+  const DeformerConfig chained = Config("elastic-implicit");
+  auto separate_passes = std::make_shared<ImplicitConfig>();
+  separate_passes->device_separate_passes = true;
+  const DeformerConfig separate("elastic-implicit", separate_passes);
+  auto model = Prepare(*rig, chained);
+  ASSERT_EQ(model->component_offsets.size(), 3u);
+  ASSERT_LE(model->component_offsets[1], kChainMaxComponent);
+  Pair a(*backend_, rig, model, chained), b(*backend_, rig, model, separate);
+  uint64_t passes_a = 0, passes_b = 0;
+  auto counted = [&](Pair& p, const Pose& pose, std::vector<uint8_t>* states, uint64_t& passes) {
+    const ImplicitProgramCounts before = ImplicitProgramCountsSoFar();
+    auto out = p.Gpu(*backend_, pose, states);
+    passes += ImplicitProgramCountsSoFar().passes - before.passes;
+    return out;
+  };
+  for (double bend : {30.0, 90.0, 135.0, 60.0}) {
+    const Pose pose = testing::TwoLimbsPose(rig->skeleton, Bent(limb, bend, bend / 3), Bent(limb, bend / 2, 10));
+    std::vector<uint8_t> sa, sb;
+    const auto out_b = counted(b, pose, &sb, passes_b);  // first: a profiler's first kernels are separate ones
+    const auto out_a = counted(a, pose, &sa, passes_a);
+    ASSERT_EQ(out_a.size(), out_b.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < out_a.size(); ++i) differ += out_a[i] != out_b[i];
+    EXPECT_EQ(differ, 0u) << "coordinates that differ at " << bend << "°";
+    EXPECT_EQ(sa, sb) << bend << "°";
+    EXPECT_NE(out_a, std::vector<float>(rig->positions.begin(), rig->positions.end())) << bend << "°";
+  }
+  std::printf("passes over the 4 frames: chained %llu, separate %llu\n", static_cast<unsigned long long>(passes_a),
+              static_cast<unsigned long long>(passes_b));
+  EXPECT_LT(passes_a * 2, passes_b);
+
+  // One component above the limit: the same passes either way.
+  auto large = TwoBoneLimb();
+  auto large_model = Prepare(*large, chained);
+  ASSERT_GT(large_model->component_offsets[1], kChainMaxComponent);
+  Pair c(*backend_, large, large_model, chained), d(*backend_, large, large_model, separate);
+  uint64_t passes_c = 0, passes_d = 0;
+  const auto out_c = counted(c, Bent(*large, 60, 20), nullptr, passes_c);
+  const auto out_d = counted(d, Bent(*large, 60, 20), nullptr, passes_d);
+  EXPECT_EQ(out_c, out_d);
+  EXPECT_EQ(passes_c, passes_d);
 }
 
 // A long elastic frame whose caller gives up (FrameOutput::stop) ends where the program next asks
