@@ -19,9 +19,9 @@
 //                   order described at kReduceLanes, handed to red.Finish(c)
 //   Chain(stages...) per item and connected component, one ChainStage after another: its pass on
 //                   each of the component's nodes, then its reduction's sum of them as Reduce
-//                   (the lane that sums a node is the one that ran the pass on it), so the
-//                   stages equal separate Nodes and Reduce calls for passes that read and write
-//                   only their own node (one kernel: blocks per item and component)
+//                   (each node's value read after its pass, the values added in Reduce's order),
+//                   so the stages equal separate Nodes and Reduce calls for passes that read and
+//                   write only their own node (one kernel: blocks per item and component)
 //   Any(pred)       whether pred(batch, item, c) holds for some connected component c of some
 //                   item, once the passes before it are done (the host waits for them; an exec
 //                   that cannot tell answers true)

@@ -31,6 +31,7 @@ __global__ void ImplicitGridKernel(Pass pass, ImplicitBatch b, uint32_t total) {
 // took about 40 µs on an H200, 2026-12-04: the limb's frame less its other passes at 6 µs each;
 // the frame 135 ms against 88 ms with these blocks.)
 constexpr uint32_t kChainThreads = 4 * kReduceLanes;
+static_assert(kChainThreads % kReduceLanes == 0 && kChainThreads <= 1024, "a chunk holds whole rows of lanes in one block");
 
 // One stage of a chain for component c (first, size: its run of component_nodes). The block's
 // barriers make the first thread's Finish visible to the next stage.
