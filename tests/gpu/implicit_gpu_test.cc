@@ -457,6 +457,29 @@ TEST_P(ImplicitGpu, ElasticComponentsOfTheMeshRelaxIndependently) {
   }
 }
 
+// One device frame of `p`, adding what it asked of the device program to `asked`
+// (gpu/implicit/program_counts.h; the frame's program has run when Gpu returns).
+std::vector<float> CountedFrame(GpuBackend& backend, Pair& p, const Pose& pose, std::vector<uint8_t>* states,
+                                ImplicitProgramCounts& asked) {
+  const ImplicitProgramCounts before = ImplicitProgramCountsSoFar();
+  auto out = p.Gpu(backend, pose, states);
+  const ImplicitProgramCounts after = ImplicitProgramCountsSoFar();
+  asked.passes += after.passes - before.passes;
+  asked.waits += after.waits - before.waits;
+  return out;
+}
+
+// Two sessions' frames are equal bit for bit, states included, and not trivially (the rig moved).
+void ExpectBitForBit(const Rig& rig, const std::vector<float>& a, const std::vector<uint8_t>& sa,
+                     const std::vector<float>& b, const std::vector<uint8_t>& sb, double bend) {
+  ASSERT_EQ(a.size(), b.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+  EXPECT_EQ(differ, 0u) << "coordinates that differ at " << bend << "°";
+  EXPECT_EQ(sa, sb) << bend << "°";
+  EXPECT_NE(a, std::vector<float>(rig.positions.begin(), rig.positions.end())) << bend << "°";
+}
+
 // The device's elastic loops end once no session of the batch needs another pass (CUDA: the host
 // asks the device between passes); a session run with every pass to its maxima gets the same
 // result bit for bit, frame after frame, states included. Bends with jumps (sub-steps), a deep
@@ -469,29 +492,13 @@ TEST_P(ImplicitGpu, ElasticLoopsThatEndEarlyEqualEveryPass) {
   const DeformerConfig every("elastic-implicit", every_pass);
   auto model = Prepare(*rig, early);
   Pair a(*backend_, rig, model, early), b(*backend_, rig, model, every);
-  // What each session's frames asked of the device (gpu/implicit/program_counts.h; the frame's
-  // program has run when Gpu returns).
-  ImplicitProgramCounts asked_a, asked_b;
-  auto counted = [&](Pair& p, const Pose& pose, std::vector<uint8_t>* states, ImplicitProgramCounts& asked) {
-    const ImplicitProgramCounts before = ImplicitProgramCountsSoFar();
-    auto out = p.Gpu(*backend_, pose, states);
-    const ImplicitProgramCounts after = ImplicitProgramCountsSoFar();
-    asked.passes += after.passes - before.passes;
-    asked.waits += after.waits - before.waits;
-    return out;
-  };
+  ImplicitProgramCounts asked_a, asked_b;  // what each session's frames asked of the device
   for (double bend : {30.0, 90.0, 120.0, 135.0, 60.0}) {
     const Pose pose = Bent(*rig, bend, bend / 3);
     std::vector<uint8_t> sa, sb;
-    const auto out_a = counted(a, pose, &sa, asked_a);
-    const auto out_b = counted(b, pose, &sb, asked_b);
-    ASSERT_EQ(out_a.size(), out_b.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < out_a.size(); ++i) differ += out_a[i] != out_b[i];
-    EXPECT_EQ(differ, 0u) << "coordinates that differ at " << bend << "°";
-    EXPECT_EQ(sa, sb) << bend << "°";
-    // Not trivially equal: the limb moved.
-    EXPECT_NE(out_a, std::vector<float>(rig->positions.begin(), rig->positions.end())) << bend << "°";
+    const auto out_a = CountedFrame(*backend_, a, pose, &sa, asked_a);
+    const auto out_b = CountedFrame(*backend_, b, pose, &sb, asked_b);
+    ExpectBitForBit(*rig, out_a, sa, out_b, sb, bend);
   }
   // And the loops did end early (a check that always answered "go on" would pass the above): the
   // session with the checks asked for a fraction of the passes, and only it waited.
@@ -526,39 +533,28 @@ TEST_P(ImplicitGpu, ElasticChainedStagesEqualSeparatePasses) {
   ASSERT_EQ(model->component_offsets.size(), 3u);
   ASSERT_LE(model->component_offsets[1], kChainMaxComponent);
   Pair a(*backend_, rig, model, chained), b(*backend_, rig, model, separate);
-  uint64_t passes_a = 0, passes_b = 0;
-  auto counted = [&](Pair& p, const Pose& pose, std::vector<uint8_t>* states, uint64_t& passes) {
-    const ImplicitProgramCounts before = ImplicitProgramCountsSoFar();
-    auto out = p.Gpu(*backend_, pose, states);
-    passes += ImplicitProgramCountsSoFar().passes - before.passes;
-    return out;
-  };
+  ImplicitProgramCounts asked_a, asked_b;
   for (double bend : {30.0, 90.0, 135.0, 60.0}) {
     const Pose pose = testing::TwoLimbsPose(rig->skeleton, Bent(limb, bend, bend / 3), Bent(limb, bend / 2, 10));
     std::vector<uint8_t> sa, sb;
-    const auto out_b = counted(b, pose, &sb, passes_b);  // first: a profiler's first kernels are separate ones
-    const auto out_a = counted(a, pose, &sa, passes_a);
-    ASSERT_EQ(out_a.size(), out_b.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < out_a.size(); ++i) differ += out_a[i] != out_b[i];
-    EXPECT_EQ(differ, 0u) << "coordinates that differ at " << bend << "°";
-    EXPECT_EQ(sa, sb) << bend << "°";
-    EXPECT_NE(out_a, std::vector<float>(rig->positions.begin(), rig->positions.end())) << bend << "°";
+    const auto out_b = CountedFrame(*backend_, b, pose, &sb, asked_b);  // first: a profiler's first kernels are separate ones
+    const auto out_a = CountedFrame(*backend_, a, pose, &sa, asked_a);
+    ExpectBitForBit(*rig, out_a, sa, out_b, sb, bend);
   }
-  std::printf("passes over the 4 frames: chained %llu, separate %llu\n", static_cast<unsigned long long>(passes_a),
-              static_cast<unsigned long long>(passes_b));
-  EXPECT_LT(passes_a * 2, passes_b);
+  std::printf("passes over the 4 frames: chained %llu, separate %llu\n",
+              static_cast<unsigned long long>(asked_a.passes), static_cast<unsigned long long>(asked_b.passes));
+  EXPECT_LT(asked_a.passes * 2, asked_b.passes);
 
   // One component above the limit: the same passes either way.
   auto large = TwoBoneLimb();
   auto large_model = Prepare(*large, chained);
   ASSERT_GT(large_model->component_offsets[1], kChainMaxComponent);
   Pair c(*backend_, large, large_model, chained), d(*backend_, large, large_model, separate);
-  uint64_t passes_c = 0, passes_d = 0;
-  const auto out_c = counted(c, Bent(*large, 60, 20), nullptr, passes_c);
-  const auto out_d = counted(d, Bent(*large, 60, 20), nullptr, passes_d);
+  ImplicitProgramCounts asked_c, asked_d;
+  const auto out_c = CountedFrame(*backend_, c, Bent(*large, 60, 20), nullptr, asked_c);
+  const auto out_d = CountedFrame(*backend_, d, Bent(*large, 60, 20), nullptr, asked_d);
   EXPECT_EQ(out_c, out_d);
-  EXPECT_EQ(passes_c, passes_d);
+  EXPECT_EQ(asked_c.passes, asked_d.passes);
 }
 
 // A long elastic frame whose caller gives up (FrameOutput::stop) ends where the program next asks
