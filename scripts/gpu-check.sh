@@ -22,6 +22,12 @@
 #               ElasticReturnsToRest took 30 s and ElasticLoopsThatEndEarly more than 170 s on an
 #               H200, 2026-12-04, so the latter is left out)
 #   racecheck   compute-sanitizer racecheck on a few implicit and PBS tests (150)
+#   kernels     ncu's time per kernel of the elastic program's first 2 500 kernels with separate
+#               passes (ElasticChainedStagesEqualSeparatePasses runs that session first in each
+#               frame; ncu runs each kernel alone, caches flushed, clocks at base: upper bounds).
+#               Under ncu the rest of the test runs about 20x slower (64 s on an H200, 2026-12-04)
+#               and the summary prints at exit, hence 150 s
+#   chainkernels  the same for the chained CG kernel alone (its first 300; not yet run on a GPU)
 #   quick       gputests service benchgpu (about 5 minutes on an H200; benchimpl, up to 330 s, goes
 #               in a call of its own: a command on the lent machine may run 600 s)
 #   all         every step (about 20 minutes: split it over calls)
@@ -53,7 +59,7 @@ bundle() {
 }
 
 summary() {  # the lines of a log worth reading
-  grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|hazard|Invalid|elastic over|implicit,|÷|frames/s|ms a|^\[ +(OK|FAILED|SKIPPED) |^\[  (PASSED|FAILED)|Failure|rc=' "$1" | head -60 || true
+  grep -E 'ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|hazard|Invalid|elastic over|implicit,|÷|frames/s|ms a|^\[ +(OK|FAILED|SKIPPED) |^\[  (PASSED|FAILED)|Failure|rc=|Invocations|gpu__time_duration' "$1" | head -80 || true
 }
 
 step() {
@@ -113,6 +119,11 @@ run() {
           --gtest_filter='*HistoryIndependentDependsOnlyOnThePose*/Cuda:*ElasticReturnsToRest*/Cuda:*DeviceMemoryIsAccounted*/Cuda:*MalformedFramesFail*/Cuda:*PbsGpu*/Cuda' ;;
       racecheck) step racecheck 150 compute-sanitizer --tool racecheck "$T" \
           --gtest_filter='*HistoryIndependentDependsOnlyOnThePose*/Cuda:*ElasticReturnsToRest*/Cuda:*PbsGpu.SessionsShare*/Cuda' ;;
+      kernels) step kernels 150 ncu --metrics gpu__time_duration.sum -k regex:Implicit --launch-count 2500 \
+          --print-summary per-kernel "$T" --gtest_filter='*ElasticChainedStagesEqualSeparatePasses*/Cuda' ;;
+      chainkernels) step chainkernels 150 ncu --metrics gpu__time_duration.sum --kernel-name-base demangled \
+          -k 'regex:ChainKernel.*CgUpdate' --launch-count 300 --print-summary per-kernel "$T" \
+          --gtest_filter='*ElasticChainedStagesEqualSeparatePasses*/Cuda' ;;
       *) echo "unknown step $s" >&2; exit 2 ;;
     esac
   done
@@ -123,5 +134,5 @@ run() {
 case ${1:-} in
   bundle) bundle ;;
   run) shift; run "$@" ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
+  *) sed -n '2,/^set -euo pipefail/{/^set/!p}' "$0"; exit 2 ;;
 esac
