@@ -531,6 +531,7 @@ TEST_P(ImplicitGpu, ElasticChainedStagesEqualSeparatePasses) {
   const DeformerConfig separate("elastic-implicit", separate_passes);
   auto model = Prepare(*rig, chained);
   ASSERT_EQ(model->component_offsets.size(), 3u);
+  ASSERT_EQ(model->component_offsets[2], 2 * model->component_offsets[1]);  // two equal limbs
   ASSERT_LE(model->component_offsets[1], kChainMaxComponent);
   Pair a(*backend_, rig, model, chained), b(*backend_, rig, model, separate);
   ImplicitProgramCounts asked_a, asked_b;
