@@ -32,10 +32,6 @@ struct HostExec {
   void Vertices(const Pass& pass) const {
     Each<VertexGrid>(pass);
   }
-  template <class Reduction>
-  void Reduce(const Reduction& r) const {
-    Chain(Sum(r));
-  }
   // Each stage as ImplicitChainStage (program_cuda.cu): lane by lane, the pass on the lane's
   // nodes with their sum, then the halving and Finish (lanes, then pairwise halving: the order of
   // kReduceLanes).

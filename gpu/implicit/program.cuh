@@ -14,14 +14,14 @@
 // An Exec provides:
 //   Nodes(pass)     pass(batch, item, node) for every node of every item
 //   Vertices(pass)  pass(batch, item, vertex) for every vertex of every item
-//   Reduce(red)     per item and connected component c of its mesh with red.Active(c): the sum
-//                   (or max, red.kMax) of red.Value over the component's nodes, in the fixed
-//                   order described at kReduceLanes, handed to red.Finish(c)
-//   Chain(stages...) per item and connected component, one ChainStage after another: its pass on
-//                   each of the component's nodes, then its reduction's sum of them as Reduce
-//                   (each node's value read after its pass, the values added in Reduce's order),
-//                   so the stages equal separate Nodes and Reduce calls for passes that read and
-//                   write only their own node (one kernel: blocks per item and component)
+//   Chain(stages...) per item and connected component c of its mesh, one ChainStage after
+//                   another: its pass on each of the component's nodes, then, when
+//                   red.Active(c), the sum (or max, red.kMax) of red.Value over them (each
+//                   node's value read after its pass), in the fixed order described at
+//                   kReduceLanes, handed to red.Finish(c). The stages equal separate passes and
+//                   reductions for passes that read and write only their own node (one kernel:
+//                   blocks per item and component). A reduction alone is Chain(Sum(red)), which
+//                   the program writes Reduce(red) (CountingExec, the exec it runs on)
 //   Any(pred)       whether pred(batch, item, c) holds for some connected component c of some
 //                   item, once the passes before it are done (the host waits for them; an exec
 //                   that cannot tell answers true)
@@ -738,7 +738,8 @@ class ImplicitStops {
   size_t count_ = 0;
 };
 
-// An Exec that counts what it is asked to run (ImplicitProgramCounts).
+// An Exec that counts what it is asked to run (ImplicitProgramCounts) and gives the passes
+// Reduce.
 template <class Exec>
 class CountingExec {
  public:
@@ -755,8 +756,7 @@ class CountingExec {
   }
   template <class Reduction>
   void Reduce(const Reduction& r) const {
-    ++passes_;
-    x_.Reduce(r);
+    Chain(Sum(r));
   }
   template <class... Stages>
   void Chain(const Stages&... stages) const {

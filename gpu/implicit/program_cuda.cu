@@ -70,7 +70,7 @@ __device__ void ImplicitChainStage(const Stage& st, const ImplicitBatch& b, cons
   __syncthreads();  // Finish's scalars, for the next stage; lane[] reused
 }
 
-// Exec::Chain (and Exec::Reduce, a chain of one stage).
+// Exec::Chain (a reduction alone is a chain of one stage).
 template <class... Stages>
 __global__ void __launch_bounds__(kChainThreads) ImplicitChainKernel(ImplicitBatch b, Stages... stages) {
   const ImplicitItem& it = b.items[blockIdx.x];
@@ -162,10 +162,6 @@ struct CudaExec {
   dim3 ComponentGrid() const {
     constexpr uint32_t kReduceBlocksY = 1024;
     return dim3(b.count, components < kReduceBlocksY ? (components > 0 ? components : 1) : kReduceBlocksY);
-  }
-  template <class Reduction>
-  void Reduce(const Reduction& r) const {
-    Chain(Sum(r));
   }
   template <class... Stages>
   void Chain(const Stages&... stages) const {

@@ -131,7 +131,7 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
   v.component_count = uint32_t(m.component_offsets.size() - 1);
   v.largest_component = 0;
   for (uint32_t c = 0; c < v.component_count; ++c) {
-    v.largest_component = std::max(v.largest_component, m.component_offsets[c + 1] - m.component_offsets[c]);
+    v.largest_component = std::max(v.largest_component, m.ComponentSize(c));
   }
   v.vertex_count = uint32_t(m.node_of_vertex.size());
   v.root = m.tree.root;

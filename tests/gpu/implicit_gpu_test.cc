@@ -531,8 +531,8 @@ TEST_P(ImplicitGpu, ElasticChainedStagesEqualSeparatePasses) {
   const DeformerConfig separate("elastic-implicit", separate_passes);
   auto model = Prepare(*rig, chained);
   ASSERT_EQ(model->component_offsets.size(), 3u);
-  ASSERT_EQ(model->component_offsets[2], 2 * model->component_offsets[1]);  // two equal limbs
-  ASSERT_LE(model->component_offsets[1], kChainMaxComponent);
+  ASSERT_EQ(model->ComponentSize(0), model->ComponentSize(1));  // two equal limbs
+  ASSERT_LE(model->ComponentSize(0), kChainMaxComponent);
   Pair a(*backend_, rig, model, chained), b(*backend_, rig, model, separate);
   ImplicitProgramCounts asked_a, asked_b;
   for (double bend : {30.0, 90.0, 135.0, 60.0}) {
@@ -549,7 +549,7 @@ TEST_P(ImplicitGpu, ElasticChainedStagesEqualSeparatePasses) {
   // One component above the limit: the same passes either way.
   auto large = TwoBoneLimb();
   auto large_model = Prepare(*large, chained);
-  ASSERT_GT(large_model->component_offsets[1], kChainMaxComponent);
+  ASSERT_GT(large_model->ComponentSize(0), kChainMaxComponent);
   Pair c(*backend_, large, large_model, chained), d(*backend_, large, large_model, separate);
   ImplicitProgramCounts asked_c, asked_d;
   const auto out_c = CountedFrame(*backend_, c, Bent(*large, 60, 20), nullptr, asked_c);
