@@ -130,7 +130,7 @@ absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req,
   if (s->has_frame) resp.set_last_frame(s->last_frame);
   if (!s->stateful) return absl::OkStatus();
   absl::StatusOr<std::string> bytes;
-  if (s->backend == v1::BACKEND_GPU) {
+  if (s->backend == v1::BACKEND_GPU && s->deformer->device_stage().state_on_device) {
     // The device's copy, once the session's frames queued before this call are done.
     auto resident = gpu_->ReadState(*s->gpu);
     if (!resident.ok()) return resident.status();
@@ -184,7 +184,7 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
         "state.method_state: empty: saved by a stateless session; this one is stateful (its parameters differ, "
         "e.g. pbs's jiggle)");
   }
-  if (s->stateful && s->backend == v1::BACKEND_GPU) {
+  if (s->stateful && s->backend == v1::BACKEND_GPU && s->deformer->device_stage().state_on_device) {
     auto resident = gpu_->ReadState(*s->gpu);  // sized as the device's, after the session's frames
     if (!resident.ok()) return resident.status();
     if (auto st = s->deformer->LoadDeviceState(state.method_state(), *resident); !st.ok()) {

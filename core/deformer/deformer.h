@@ -121,6 +121,10 @@ struct DeviceStage {
   // The device reads the method's parameters from every frame (DeviceFrame writes them), so
   // SetParams changes a device session's parameters too.
   bool params_per_frame = false;
+  // A stateful method keeps its session's history on the device (pbs's particles, the elastic
+  // implicit method's nodes): a host snapshots such a session with SaveDeviceState/LoadDeviceState
+  // and the device's copy, the others (whose history stays on the host) with SaveState/LoadState.
+  bool state_on_device = false;
 };
 
 // Data a method precomputes once per rig (and configuration), shared read-only by every
@@ -171,7 +175,7 @@ class Deformer {
   // this deformer (INVALID_ARGUMENT, DATA_LOSS) and then leaves its state as it was.
   virtual absl::StatusOr<std::string> SaveState() const;
   virtual absl::Status LoadState(std::string_view bytes);
-  // The same for a session whose state lives on a device (DeviceFrame): `resident` holds the
+  // The same for a session whose state lives on a device (DeviceStage::state_on_device): `resident` holds the
   // device state's floats (gpu::ProgramState::resident, laid out by the method's device program)
   // and the bytes are SaveState's; LoadDeviceState writes into `resident` (sized by the host to
   // the device's) what the host then puts on the device. UNIMPLEMENTED for methods that cannot.

@@ -19,6 +19,7 @@
 #include "core/pbs/mesher.h"
 #include "core/rig/pose.h"
 #include "core/rig/transform.h"
+#include "core/util/state_bytes.h"
 
 namespace sinew {
 namespace {
@@ -248,6 +249,7 @@ class PbsDeformer final : public Deformer {
     s.device_data_key = "pbs:" + PbsKey(DeformerConfig("pbs", std::make_shared<PbsParams>(params_)));
     s.model = model_;
     s.params_per_frame = true;
+    s.state_on_device = true;
     return s;
   }
   size_t device_param_count() const override { return pbs_device::FrameFloats(rig_->joint_count()); }
@@ -438,43 +440,35 @@ class PbsDeformer final : public Deformer {
   // SaveState's bytes from positions (empty: never deformed, zeros) and velocities (empty: none).
   std::string Encode(bool fresh, std::span<const float> x, std::span<const float> v) const {
     const uint64_t n = model_->mesh.rest.size();
-    std::string out(kMagic);
-    Append(out, n);
-    Append(out, uint8_t(fresh || x.empty()));
-    Append(out, uint8_t(!v.empty()));
+    StateWriter out(kMagic);
+    out.Put(n);
+    out.Put(uint8_t(fresh || x.empty()));
+    out.Put(uint8_t(!v.empty()));
     if (!x.empty()) {
-      out.append(reinterpret_cast<const char*>(x.data()), x.size_bytes());
+      out.PutArray(x);
     } else {
-      out.append(3 * n * sizeof(float), '\0');
+      out.PutZeros(3 * n * sizeof(float));
     }
-    if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size_bytes());
-    Append(out, Fnv1a(out));
-    return out;
+    if (!v.empty()) out.PutArray(v);
+    return std::move(out).Finish();
   }
 
   // Checks SaveState's bytes against this session and unpacks them: whether the next frame starts
   // from rest; x (3 per particle); v (3 per particle, or empty when saved without jiggle).
   absl::StatusOr<bool> Decode(std::string_view bytes, std::vector<float>& x, std::vector<float>& v) const {
     const uint64_t n = model_->mesh.rest.size();
-    const size_t head = kMagic.size() + sizeof(uint64_t) + 2;
-    if (bytes.size() < head + sizeof(uint64_t) || bytes.substr(0, kMagic.size()) != kMagic) {
-      return absl::InvalidArgumentError("state: not a pbs session state");
-    }
-    uint64_t count, sum;
-    std::memcpy(&count, bytes.data() + kMagic.size(), sizeof count);
-    std::memcpy(&sum, bytes.data() + bytes.size() - sizeof sum, sizeof sum);
-    if (sum != Fnv1a(bytes.substr(0, bytes.size() - sizeof sum))) {
-      return absl::DataLossError("state: its checksum does not match its bytes (corrupted or truncated)");
-    }
+    StateReader in(bytes, kMagic, "a pbs session state");
+    const uint64_t count = in.Get<uint64_t>();
+    if (!in.ok()) return in.status();
     if (count != n) {
       return absl::InvalidArgumentError(
           absl::StrCat("state: saved with ", count, " particles; this session's tet mesh has ", n));
     }
-    const bool fresh = bytes[head - 2] != 0, velocities = bytes[head - 1] != 0;
+    const bool fresh = in.Get<uint8_t>() != 0, velocities = in.Get<uint8_t>() != 0;
     const size_t floats = 3 * n * (velocities ? 2 : 1);
-    if (bytes.size() != head + floats * sizeof(float) + sizeof sum) {
+    if (in.remaining() != floats * sizeof(float)) {
       return absl::DataLossError(absl::StrCat("state: ", bytes.size(), " bytes where ", n, " particles need ",
-                                              head + floats * sizeof(float) + sizeof sum));
+                                              bytes.size() - in.remaining() + floats * sizeof(float)));
     }
     // A state that starts from rest carries no motion: any session may take it.
     if (!fresh && velocities != Jiggles()) {
@@ -483,11 +477,11 @@ class PbsDeformer final : public Deformer {
                                                         velocities ? "off" : "on"));
     }
     x.resize(3 * n);
-    std::memcpy(x.data(), bytes.data() + head, 3 * n * sizeof(float));
+    in.GetArray(std::span<float>(x));
     v.clear();
     if (velocities && Jiggles()) {
       v.resize(3 * n);
-      std::memcpy(v.data(), bytes.data() + head + 3 * n * sizeof(float), 3 * n * sizeof(float));
+      in.GetArray(std::span<float>(v));
     }
     // The checksum is the client's to compute: a state it wrote may hold anything.
     for (const auto* values : {&x, &v}) {
@@ -499,15 +493,6 @@ class PbsDeformer final : public Deformer {
       }
     }
     return fresh;
-  }
-  template <class T>
-  static void Append(std::string& out, T value) {
-    out.append(reinterpret_cast<const char*>(&value), sizeof value);
-  }
-  static uint64_t Fnv1a(std::string_view bytes) {
-    uint64_t h = 1469598103934665603ull;
-    for (char c : bytes) h = (h ^ uint8_t(c)) * 1099511628211ull;
-    return h;
   }
 
   std::shared_ptr<const Rig> rig_;
