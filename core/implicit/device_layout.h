@@ -35,6 +35,13 @@ inline constexpr size_t FrameFloats(size_t joints, size_t fields, bool elastic, 
   return kHeaderFloats + substeps * StepFloats(joints, fields, elastic);
 }
 
+// An elastic session's snapshot on a device (Deformer::SaveDeviceState reads it, LoadDeviceState
+// writes it): the first SnapshotFloats(nodes) floats of the session's state memory hold each
+// node's position (3 floats), then, from float SnapshotStateOffset(nodes) (16-byte aligned), each
+// node's VertexState (1 byte). Nothing else on the device outlives a frame.
+inline constexpr size_t SnapshotStateOffset(size_t nodes) { return (3 * nodes + 3) / 4 * 4; }
+inline constexpr size_t SnapshotFloats(size_t nodes) { return SnapshotStateOffset(nodes) + (nodes + 3) / 4; }
+
 // Tracking constants (seed 000 §2.7–2.8; [S] marks Sinew's choices, see docs/implicit-skinning.md).
 inline constexpr int kMaxCandidates = 8;          // fields evaluated per vertex (nearest bounding spheres)
 inline constexpr float kConvergence = 1e-4f;      // |f − iso| that counts as on the surface

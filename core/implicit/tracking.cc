@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numbers>
 
@@ -12,6 +13,7 @@
 #include "core/implicit/device_layout.h"
 #include "core/implicit/field_eval.h"
 #include "core/implicit/implicit_skinning.h"
+#include "core/util/state_bytes.h"
 
 namespace sinew {
 
@@ -217,6 +219,7 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
     s.device_data_key = device_key_;
     s.model = m_;
     s.device_vertex_states = true;
+    s.state_on_device = elastic_;  // the tracked nodes
     return s;
   }
   size_t device_param_count() const override {
@@ -450,6 +453,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     prev_world_ = bind_world_;
     std::fill(prev_transforms_.begin(), prev_transforms_.end(), IdentityAffine());
     device_reset_ = true;  // a device session restarts from rest with its next frame
+    from_rest_ = true;
   }
 
   void RunsOnDevice() override {
@@ -501,6 +505,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     stop_ = nullptr;
     prev_world_ = world_;
     prev_transforms_ = transforms_;
+    from_rest_ = false;
     // Output: nodes outside every field follow their bone rigidly too.
     ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
       for (size_t v = b; v < e; ++v) std::copy_n(pos_[m_->node_of_vertex[v]].data(), 3, &out[3 * v]);
@@ -533,6 +538,65 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     prev_world_ = world_;
     prev_transforms_ = transforms_;
     device_reset_ = false;
+    from_rest_ = false;
+    return absl::OkStatus();
+  }
+
+  // Snapshots (Deformer::SaveState). The history is the nodes' positions and states and the
+  // previous frame's skeleton (each joint's world similarity and skinning transform, from which
+  // the next frame's sub-steps start); everything else is remade within a frame. Bytes:
+  // "eis-state" 1, node and joint counts (u64), from rest (u8); unless from rest, per joint the
+  // rotation (w x y z), translation and scale (8 doubles) and the 3x4 transform (12 doubles,
+  // column-major), per node its position (3 float32), per node its VertexState (u8); then an
+  // FNV-1a 64 of everything before it (core/util/state_bytes.h). A session on a device saves the
+  // same bytes, its nodes read from the device (implicit_device::SnapshotFloats).
+  absl::StatusOr<std::string> SaveState() const override {
+    if (from_rest_ || pos_.size() != m_->node_count()) return EncodeState(true, {}, {});
+    return EncodeState(false, std::span<const float>(pos_[0].data(), 3 * pos_.size()),
+                       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(state_.data()), state_.size()));
+  }
+
+  absl::Status LoadState(std::string_view bytes) override {
+    auto decoded = DecodeState(bytes);
+    if (!decoded.ok()) return decoded.status();
+    if (decoded->from_rest) {
+      Reset();
+      return absl::OkStatus();
+    }
+    if (AllocateNodes()) AllocateRotations();  // a session that ran on a device before
+    for (size_t i = 0; i < pos_.size(); ++i) {
+      pos_[i] = Eigen::Vector3f(decoded->pos[3 * i], decoded->pos[3 * i + 1], decoded->pos[3 * i + 2]);
+      state_[i] = VertexState(decoded->state[i]);
+    }
+    TakeSkeleton(*decoded);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> SaveDeviceState(std::span<const float> resident) const override {
+    const size_t nn = m_->node_count();
+    if (resident.size() < SnapshotFloats(nn)) {
+      return absl::InternalError("elastic-implicit: the device state is smaller than its snapshot");
+    }
+    if (device_reset_) return EncodeState(true, {}, {});
+    return EncodeState(false, resident.first(3 * nn),
+                       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(resident.data() + SnapshotStateOffset(nn)), nn));
+  }
+
+  absl::Status LoadDeviceState(std::string_view bytes, std::span<float> resident) override {
+    const size_t nn = m_->node_count();
+    if (resident.size() < SnapshotFloats(nn)) {
+      return absl::InternalError("elastic-implicit: the device state is smaller than its snapshot");
+    }
+    auto decoded = DecodeState(bytes);
+    if (!decoded.ok()) return decoded.status();
+    if (decoded->from_rest) {
+      Reset();  // the device's next frame starts from rest whatever it holds
+      return absl::OkStatus();
+    }
+    std::copy(decoded->pos.begin(), decoded->pos.end(), resident.begin());
+    std::memcpy(resident.data() + SnapshotStateOffset(nn), decoded->state.data(), nn);
+    TakeSkeleton(*decoded);
+    device_reset_ = false;
     return absl::OkStatus();
   }
 
@@ -549,6 +613,109 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   }
 
  private:
+  static constexpr std::string_view kStateMagic{"eis-state\x01", 10};
+  static constexpr size_t kJointDoubles = 8 + 12;  // the similarity, then the 3x4 transform
+
+  struct DecodedState {
+    bool from_rest = true;
+    std::vector<double> joints;  // kJointDoubles per joint
+    std::vector<float> pos;      // 3 per node
+    std::vector<uint8_t> state;  // per node
+  };
+
+  std::string EncodeState(bool from_rest, std::span<const float> pos, std::span<const uint8_t> state) const {
+    StateWriter out(kStateMagic);
+    out.Put(uint64_t(m_->node_count()));
+    out.Put(uint64_t(rig_->joint_count()));
+    out.Put(uint8_t(from_rest));
+    if (!from_rest) {
+      for (size_t j = 0; j < prev_world_.size(); ++j) {
+        const Similarity& w = prev_world_[j];
+        const double sim[8] = {w.rotation.w(),    w.rotation.x(),    w.rotation.y(),    w.rotation.z(),
+                               w.translation.x(), w.translation.y(), w.translation.z(), w.scale};
+        out.PutArray(std::span<const double>(sim));
+        out.PutArray(std::span<const double>(prev_transforms_[j].data(), 12));
+      }
+      out.PutArray(pos);
+      out.PutArray(state);
+    }
+    return std::move(out).Finish();
+  }
+
+  // Checks SaveState's bytes against this session (its rig and preparation; every value finite,
+  // every node's state one a frame can leave) and unpacks them; changes nothing.
+  absl::StatusOr<DecodedState> DecodeState(std::string_view bytes) const {
+    StateReader in(bytes, kStateMagic, "an elastic-implicit session state");
+    const uint64_t nodes = in.Get<uint64_t>(), joints = in.Get<uint64_t>();
+    DecodedState d;
+    d.from_rest = in.Get<uint8_t>() != 0;
+    if (!in.ok()) return in.status();
+    if (nodes != m_->node_count() || joints != rig_->joint_count()) {
+      return absl::InvalidArgumentError(absl::StrCat("state: saved with ", nodes, " tracked nodes and ", joints,
+                                                     " joints; this session's rig and preparation have ",
+                                                     m_->node_count(), " and ", rig_->joint_count()));
+    }
+    if (d.from_rest) {
+      if (auto st = in.Done(); !st.ok()) return st;
+      return d;
+    }
+    const size_t expect = joints * kJointDoubles * sizeof(double) + nodes * (3 * sizeof(float) + 1);
+    if (in.remaining() != expect) {
+      return absl::DataLossError(absl::StrCat("state: ", in.remaining(), " bytes of history where ", nodes,
+                                              " nodes and ", joints, " joints need ", expect));
+    }
+    d.joints.resize(joints * kJointDoubles);
+    d.pos.resize(3 * nodes);
+    d.state.resize(nodes);
+    in.GetArray(std::span<double>(d.joints));
+    in.GetArray(std::span<float>(d.pos));
+    in.GetArray(std::span<uint8_t>(d.state));
+    if (auto st = in.Done(); !st.ok()) return st;
+    // The checksum is the client's to compute: a state it wrote may hold anything.
+    for (size_t k = 0; k < d.joints.size(); ++k) {
+      if (!std::isfinite(d.joints[k])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("state: joint ", k / kJointDoubles, "'s previous pose is not finite"));
+      }
+    }
+    for (size_t j = 0; j < joints; ++j) {
+      const double* w = &d.joints[j * kJointDoubles];
+      const double norm = std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2] + w[3] * w[3]);
+      if (std::abs(norm - 1) > 1e-6 || !(w[7] > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "state: joint ", j, "'s previous pose is not a similarity (rotation norm ", norm, ", scale ", w[7], ")"));
+      }
+    }
+    for (size_t k = 0; k < d.pos.size(); ++k) {
+      if (!std::isfinite(d.pos[k])) {
+        return absl::InvalidArgumentError(absl::StrCat("state: node ", k / 3, "'s position is not finite"));
+      }
+    }
+    for (size_t i = 0; i < nodes; ++i) {
+      const uint8_t v = d.state[i];
+      const bool ok = m_->in_field[i] ? v >= uint8_t(VertexState::kConverged) && v <= uint8_t(VertexState::kReseeded)
+                                      : v == uint8_t(VertexState::kFree);
+      if (!ok) {
+        return absl::InvalidArgumentError(absl::StrCat("state: node ", i, "'s state ", int(v), " is not one a frame leaves (",
+                                                       m_->in_field[i] ? "a tracked node: 1 to 5" : "an untracked node: 0",
+                                                       ")"));
+      }
+    }
+    return d;
+  }
+
+  // The previous frame's skeleton from a decoded state (not from rest).
+  void TakeSkeleton(const DecodedState& d) {
+    for (size_t j = 0; j < prev_world_.size(); ++j) {
+      const double* w = &d.joints[j * kJointDoubles];
+      prev_world_[j].rotation = Eigen::Quaterniond(w[0], w[1], w[2], w[3]);
+      prev_world_[j].translation = Eigen::Vector3d(w[4], w[5], w[6]);
+      prev_world_[j].scale = w[7];
+      std::copy_n(w + 8, 12, prev_transforms_[j].data());
+    }
+    from_rest_ = false;
+  }
+
   // Per-node rotations and the DQS positions of the CPU frames (RunsOnDevice frees them).
   void AllocateRotations() {
     rot_.resize(m_->node_count());
@@ -1096,6 +1263,9 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   std::vector<double> partial_;
   std::vector<uint32_t> order_;
   bool device_reset_ = true;
+  // Whether the session is at rest (no frame since creation, Reset or a from-rest LoadState):
+  // what SaveState saves then.
+  bool from_rest_ = true;
   // The frame's FrameInput::stop while Deform runs (null: never stop), whether it has said stop
   // (kept: a relaxation that broke off must not be taken for a finished one should the function
   // say otherwise later; set from the pool's threads), and the state the frame started from, put

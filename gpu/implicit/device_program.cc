@@ -117,6 +117,11 @@ class StateOnDevice final : public ProgramState {
     device_.Release(bytes_);
   }
   uint64_t bytes() const override { return bytes_; }
+  // The elastic method's history: its nodes' positions and states (SnapshotFloats).
+  void* resident() const override { return item.settings.elastic ? memory_ : nullptr; }
+  uint64_t resident_bytes() const override {
+    return item.settings.elastic ? 4 * uint64_t(implicit_device::SnapshotFloats(item.model.node_count)) : 0;
+  }
   size_t frame_floats() const override {
     return implicit_device::FrameFloats(item.model.joint_count, model_->fields, item.settings.elastic != 0, 1);
   }
@@ -214,6 +219,11 @@ class ImplicitDeviceProgram final : public DeviceProgram {
     ImplicitItem& it = s->item;
     it.model = m->resident.view;
     it.state = CarveImplicitState(s->memory_, nodes, components, elastic);
+    if (static_cast<void*>(it.state.pos) != s->memory_ ||
+        reinterpret_cast<char*>(it.state.state) !=
+            static_cast<char*>(s->memory_) + 4 * implicit_device::SnapshotStateOffset(nodes)) {
+      return absl::InternalError("gpu: the implicit state's layout does not start with the snapshot's");
+    }
     static const ImplicitConfig kDefaults;
     const auto* config = dynamic_cast<const ImplicitConfig*>(params);
     it.settings = MakeImplicitSettings(config ? *config : kDefaults, elastic, m->resident.mean_edge);

@@ -167,14 +167,16 @@ uint64_t LayOut(char* base, uint32_t nodes, uint32_t components, bool elastic, I
     return p;
   };
   const uint64_t n = nodes;
-  v->scalars = static_cast<ImplicitScalars*>(take(sizeof(ImplicitScalars) * uint64_t(components)));
+  // What a snapshot saves first (core/implicit/device_layout.h, SnapshotFloats): the positions,
+  // then the states from float SnapshotStateOffset.
   v->pos = static_cast<float*>(take(12 * n));
+  v->state = static_cast<uint8_t*>(take(n));
+  v->scalars = static_cast<ImplicitScalars*>(take(sizeof(ImplicitScalars) * uint64_t(components)));
   v->prev_pos = static_cast<float*>(take(12 * n));
   v->g_prev = static_cast<float*>(take(12 * n));
   v->r_prev = static_cast<float*>(take(4 * n));
   v->s_prev = static_cast<float*>(take(4 * n));
   v->fresh = static_cast<uint8_t*>(take(n));
-  v->state = static_cast<uint8_t*>(take(n));
   v->cand = static_cast<uint16_t*>(take(2 * imp::kMaxCandidates * n));
   v->cand_count = static_cast<uint8_t*>(take(n));
   if (!elastic) {
