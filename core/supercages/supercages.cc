@@ -12,6 +12,7 @@
 #include "core/deformer/skeletal.h"
 #include "core/dqs/dqs.h"
 #include "core/lbs/lbs.h"
+#include "core/util/state_bytes.h"
 
 namespace sinew {
 
@@ -277,6 +278,67 @@ class SuperCagesDeformer final : public Deformer {
     if (pose_.scales.empty()) pose_.scales.assign(rig_->joint_count(), 1.0f);
     cage_ = prep_->rest_cage.vertices;
     delta_.setZero();
+  }
+
+  // Snapshots (Deformer::SaveState): the history is the last pose received and the rest cage C
+  // (frames may carry either alone, and posed-cage edits move C); the rest is remade from them.
+  // On a device too (its stage is per vertex; the state stays here). Bytes: "supercages-state" 1,
+  // joint and cage vertex counts (u64), the pose's space (u8), its rotations (x y z w), translations
+  // and scales (float32 per joint: 4, 3, 1), C (3 doubles per cage vertex), then an FNV-1a 64
+  // (core/util/state_bytes.h).
+  absl::StatusOr<std::string> SaveState() const override {
+    StateWriter out(kStateMagic);
+    out.Put(uint64_t(rig_->joint_count()));
+    out.Put(uint64_t(cage_.cols()));
+    out.Put(uint8_t(pose_.space == PoseSpace::kWorld));
+    out.PutArray(std::span<const float>(pose_.rotations));
+    out.PutArray(std::span<const float>(pose_.translations));
+    out.PutArray(std::span<const float>(pose_.scales));
+    out.PutArray(std::span<const double>(cage_.data(), size_t(cage_.size())));
+    return std::move(out).Finish();
+  }
+
+  absl::Status LoadState(std::string_view bytes) override {
+    StateReader in(bytes, kStateMagic, "a supercages session state");
+    const uint64_t joints = in.Get<uint64_t>(), corners = in.Get<uint64_t>();
+    const bool world = in.Get<uint8_t>() != 0;
+    if (!in.ok()) return in.status();
+    if (joints != rig_->joint_count() || corners != uint64_t(cage_.cols())) {
+      return absl::InvalidArgumentError(absl::StrCat("state: saved with ", joints, " joints and a cage of ", corners,
+                                                     " vertices; this session's rig has ", rig_->joint_count(),
+                                                     " and its cage ", cage_.cols()));
+    }
+    const size_t expect = joints * 8 * sizeof(float) + corners * 3 * sizeof(double);
+    if (in.remaining() != expect) {
+      return absl::DataLossError(
+          absl::StrCat("state: ", in.remaining(), " bytes of pose and cage where ", joints, " joints and ", corners,
+                       " cage vertices need ", expect));
+    }
+    Pose pose;
+    pose.space = world ? PoseSpace::kWorld : PoseSpace::kLocal;
+    pose.rotations.resize(4 * joints);
+    pose.translations.resize(3 * joints);
+    pose.scales.resize(joints);
+    Eigen::Matrix3Xd cage(3, Eigen::Index(corners));
+    in.GetArray(std::span<float>(pose.rotations));
+    in.GetArray(std::span<float>(pose.translations));
+    in.GetArray(std::span<float>(pose.scales));
+    in.GetArray(std::span<double>(cage.data(), size_t(cage.size())));
+    if (auto st = in.Done(); !st.ok()) return st;
+    // The checksum is the client's to compute: a state it wrote may hold anything.
+    if (auto st = ValidatePose(pose, joints); !st.ok()) return absl::InvalidArgumentError(absl::StrCat("state: ", st.message()));
+    for (Eigen::Index k = 0; k < cage.cols(); ++k) {
+      if (!cage.col(k).allFinite()) {
+        return absl::InvalidArgumentError(absl::StrCat("state: cage vertex ", k, " is not finite"));
+      }
+    }
+    pose_ = std::move(pose);
+    cage_ = std::move(cage);
+    delta_ = cage_ - prep_->rest_cage.vertices;
+    UpdateTransforms();
+    SelectedPosedMesh(selected_);
+    posed_cage_valid_ = false;
+    return absl::OkStatus();
   }
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
@@ -575,6 +637,8 @@ class SuperCagesDeformer final : public Deformer {
     for (Eigen::Index k = 0; k < c; ++k) cage_.col(k) += dc.segment<3>(3 * k);
     return absl::OkStatus();
   }
+
+  static constexpr std::string_view kStateMagic{"supercages-state\x01", 17};
 
   std::shared_ptr<const Rig> rig_;
   std::shared_ptr<const SuperCagesPrepared> prep_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/deformer/skeletal.h"
 #include "core/rig/pose.h"
+#include "core/util/state_bytes.h"
 
 namespace sinew {
 namespace {
@@ -66,6 +67,46 @@ class SwingTwistDeformer final : public Deformer {
     SwingTwistDeviceJoints(joints_, params);
     return absl::OkStatus();
   }
+  // Snapshots (Deformer::SaveState): with unwrap_twist the history is each joint's last twist
+  // angle (on a device too: the joint records are made here). Bytes: "swing-twist-state" 1, the
+  // angle count (u64: the joints, 0 without unwrapping), the angles (double), then an FNV-1a 64
+  // (core/util/state_bytes.h).
+  absl::StatusOr<std::string> SaveState() const override {
+    StateWriter out(kStateMagic);
+    out.Put(uint64_t(last_theta_.size()));
+    out.PutArray(std::span<const double>(last_theta_));
+    return std::move(out).Finish();
+  }
+  absl::Status LoadState(std::string_view bytes) override {
+    StateReader in(bytes, kStateMagic, "a swing-twist session state");
+    const uint64_t count = in.Get<uint64_t>();
+    if (!in.ok()) return in.status();
+    if (count != last_theta_.size()) {
+      if (count == 0 || last_theta_.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat("state: saved by a session with unwrap_twist ",
+                                                          count ? "on" : "off", "; this one has it ",
+                                                          count ? "off" : "on"));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("state: saved with ", count, " joints; this session's rig has ", last_theta_.size()));
+    }
+    if (in.remaining() != count * sizeof(double)) {
+      return absl::DataLossError(absl::StrCat("state: ", in.remaining(), " bytes where ", count, " angles need ",
+                                              count * sizeof(double)));
+    }
+    std::vector<double> theta(count);
+    in.GetArray(std::span<double>(theta));
+    if (auto st = in.Done(); !st.ok()) return st;
+    for (size_t j = 0; j < count; ++j) {
+      // Finite, and within the range where an angle still has steps of 2π to its neighbours.
+      if (!std::isfinite(theta[j]) || std::abs(theta[j]) > 1e12) {
+        return absl::InvalidArgumentError(absl::StrCat("state: joint ", j, "'s twist angle ", theta[j],
+                                                       " is not finite or beyond 1e12 rad"));
+      }
+    }
+    last_theta_ = std::move(theta);
+    return absl::OkStatus();
+  }
   size_t StateBytes() const override {
     return world_.size() * sizeof(Similarity) + skinning_.size() * sizeof(Affine34d) + joints_.size() * sizeof(JointRecord) +
            last_theta_.size() * sizeof(double);
@@ -90,6 +131,8 @@ class SwingTwistDeformer final : public Deformer {
     }
     return absl::OkStatus();
   }
+
+  static constexpr std::string_view kStateMagic{"swing-twist-state\x01", 18};
 
   std::shared_ptr<const SwingTwistModel> model_;
   std::string key_;  // SwingTwistKey: names the weights' device copy

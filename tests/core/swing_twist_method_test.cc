@@ -322,6 +322,28 @@ TEST(SwingTwistMethod, UnwrappedTwistStaysContinuousPastHalfATurn) {
   std::printf("largest 10-degree step from 0 to 540 degrees of twist: %.4f unwrapped, %.4f wrapped\n", worst, worst_plain);
   EXPECT_LE(worst, bound);
   EXPECT_GT(worst_plain, 5 * bound);  // the wrap at 180°: the control fails the bound
+  // A snapshot at 540° (Deformer::SaveState) carries the turns: restored into a new session, the
+  // next frames are the original's bits, where a new session unrestored turns the other way.
+  // Mismatched bytes are refused. (Until 2026-12-04 GetSessionState answered UNIMPLEMENTED.)
+  const auto saved = continuous->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  auto restored = *CreateSwingTwistDeformer(rig, *prepared, unwrapped);
+  auto unrestored = *CreateSwingTwistDeformer(rig, *prepared, unwrapped);
+  EXPECT_EQ(plain->LoadState(*saved).code(), absl::StatusCode::kFailedPrecondition);  // no unwrapping there
+  std::string damaged = *saved;
+  damaged[damaged.size() - 12] ^= 1;  // in the last angle
+  EXPECT_EQ(restored->LoadState(damaged).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(restored->LoadState("swing").code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(restored->LoadState(*saved).ok());
+  std::vector<float> a(out.size()), b(out.size()), c(out.size());
+  for (int degrees : {550, 600, 700}) {
+    const Pose pose = twisted(degrees);
+    ASSERT_TRUE(continuous->Deform({&pose, {}}, a, nullptr).ok());
+    ASSERT_TRUE(restored->Deform({&pose, {}}, b, nullptr).ok());
+    ASSERT_TRUE(unrestored->Deform({&pose, {}}, c, nullptr).ok());
+    ASSERT_EQ(a, b) << degrees;
+    EXPECT_GT(step_of(a, c), 0.5) << degrees << "°: a session from rest turned the same way";
+  }
   // Reset: the next frame is what a fresh session makes of it.
   continuous->Reset();
   std::vector<float> fresh(rig->positions.size());
