@@ -226,6 +226,11 @@ void SinewServer::Shutdown() {
   server_->Wait();
   service_->StopCreates();  // creates past the drain end first (their preparations are cancelled)
   pool_.reset();     // joins the workers after their queued tasks
+  // No frame runs now: each stateful session's history, for the next start (--state-dir).
+  if (!options_.state_dir.empty()) {
+    std::fprintf(stderr, "sinew-server: --state-dir %s: kept the state of %zu stateful sessions\n",
+                 options_.state_dir.c_str(), service_->KeepStates());
+  }
   server_.reset();   // gRPC's server before the service registered with it
   // Background preparations, cancelled, stop at their next check; they get what is left of the
   // drain timeout (at least a second). One inside a long step (a sparse factorisation) past that

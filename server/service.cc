@@ -111,6 +111,7 @@ void Service::Housekeeping() {
   const int64_t now = NowMs();
   sessions_.ExpireIdle(now);
   shared_memory_.ExpireIdle(now);
+  ApplyPendingStates();
   TrimPreparations();
   UpdateGauges();
   if (gpu_) {

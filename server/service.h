@@ -118,10 +118,16 @@ class Service final : public v1::Sinew::CallbackService {
   // --state-dir: opens it and loads the rigs kept there (before the server listens). Returns
   // how many were loaded; problems (unreadable or bad files, set aside) are printed.
   absl::StatusOr<size_t> RestoreRigs(const std::string& dir);
-  // --state-dir, after RestoreRigs: opens again, under their ids, the sessions that were open
-  // (stateful ones from rest). Returns how many; problems are printed (a record whose rig is gone
-  // or that no longer makes a session is set aside as *.bad).
+  // --state-dir, after RestoreRigs: opens again, under their ids, the sessions that were open,
+  // stateful ones with the state KeepStates wrote at the last stop (from rest after a crash; a
+  // session serving its method's fallback while the method prepares gets it once the method
+  // serves, unless a frame comes first). Returns how many; problems are printed (a record whose
+  // rig is gone or that no longer makes a session is set aside as *.bad).
   size_t RestoreSessions();
+  // --state-dir, when the server stops (after the drain and the frame pool, before the
+  // sessions go): writes each stateful session's state, as GetSessionState gives it, for the
+  // next start. Returns how many; problems are printed (those sessions start from rest).
+  size_t KeepStates();
 
  private:
   class UploadCall;
@@ -154,6 +160,19 @@ class Service final : public v1::Sinew::CallbackService {
   absl::Status GetSessionStateImpl(const v1::GetSessionStateRequest& req, v1::SessionState& resp,
                                    const std::string& tenant);
   absl::Status SetSessionStateImpl(const v1::SetSessionStateRequest& req, v1::Session& resp, const std::string& tenant);
+  // SetSessionStateImpl's work on a session whose `mu` the caller holds.
+  absl::Status SetStateLocked(Session& s, const v1::SessionState& state, v1::Session& resp);
+  // A state kept at the last stop (RestoreSessions) for a session that serves its method's
+  // fallback meanwhile: Housekeeping applies it once the method serves, or drops it once the
+  // session has applied a frame.
+  struct PendingState {
+    std::string session_id, tenant;
+    v1::SessionState state;
+  };
+  // Applies `state` kept for session `id` now, or keeps it pending (UNAVAILABLE: the method
+  // still prepares); other refusals are printed. Returns whether it was applied.
+  bool RestoreState(const std::string& id, const std::string& tenant, v1::SessionState state, bool first_try);
+  void ApplyPendingStates();
   // The deformer of one method (with its shared preparation) or of a pipeline of them.
   // `serve_fallback`: a method with a MethodInfo::fallback whose preparation is not done gets a
   // deformer serving the fallback while the preparation runs on the pool (top-level methods only).
@@ -239,6 +258,8 @@ class Service final : public v1::Sinew::CallbackService {
   size_t batches_ = 0;                        // of which batches (under streams_mu_)
   // Background preparations submitted and not finished, for StopBackground. Declared before
   // background_, whose tasks count themselves out here while it joins them.
+  std::mutex pending_mu_;
+  std::vector<PendingState> pending_states_;  // under pending_mu_
   std::mutex background_mu_;
   std::condition_variable background_cv_;
   size_t background_tasks_ = 0;

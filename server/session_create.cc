@@ -233,7 +233,19 @@ size_t Service::RestoreSessions() {
          if (!request.ParseFromString(bytes)) return absl::DataLossError("not a serialized CreateSessionRequest");
          v1::Session ignored;
          auto st = CreateSessionImpl(request, ignored, tenant, id);
-         if (st.ok()) ++opened;
+         if (st.ok()) {
+           ++opened;
+           std::string problem;
+           const auto kept = state_.TakeSessionState(id, &problem);
+           if (!problem.empty()) std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s\n", id.c_str(), problem.c_str());
+           v1::SessionState state;
+           if (kept && !state.ParseFromString(*kept)) {
+             std::fprintf(stderr, "sinew-server: --state-dir: session %s: its kept state is not a SessionState; it starts "
+                          "again from rest\n", id.c_str());
+           } else if (kept) {
+             RestoreState(id, tenant, std::move(state), /*first_try=*/true);
+           }
+         }
          // Its rig kept but not loaded at this start (no room under --max-store-bytes): kept too.
          if (st.code() == absl::StatusCode::kNotFound && state_.HasRig(request.rig_id())) {
            return absl::UnavailableError(absl::StrCat("its rig ", EchoId(request.rig_id()), " was not loaded at this start"));

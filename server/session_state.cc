@@ -151,11 +151,15 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
                                           const std::string& tenant) {
   auto s = sessions_.Find(req.session_id(), NowMs(), tenant);
   if (!s) return NoSession(req.session_id());
-  const v1::SessionState& state = req.state();
   std::lock_guard lock(s->mu);
   if (!s->open.load()) return NoSession(req.session_id());  // closed while this call waited
+  return SetStateLocked(*s, req.state(), resp);
+}
+
+absl::Status Service::SetStateLocked(Session& session, const v1::SessionState& state, v1::Session& resp) {
+  Session* s = &session;
   if (s->history_owner.load() != nullptr) {
-    return HistoryHeld(req.session_id(), "set its state once the batch ends");
+    return HistoryHeld(s->id, "set its state once the batch ends");
   }
   auto config = DeformerConfigFromProto(s->config);
   if (!config.ok()) return config.status();
@@ -209,6 +213,79 @@ absl::Status Service::SetSessionStateImpl(const v1::SetSessionStateRequest& req,
   s->last_frame = state.last_frame();
   s->ToProto(resp, options_.session_idle_ttl_seconds);
   return absl::OkStatus();
+}
+
+size_t Service::KeepStates() {
+  if (!state_.enabled()) return 0;
+  std::vector<PendingState> pending;
+  {
+    std::lock_guard lock(pending_mu_);
+    pending.swap(pending_states_);
+  }
+  size_t kept = 0;
+  for (const std::shared_ptr<Session>& s : sessions_.All()) {
+    if (!s->stateful) continue;
+    v1::SessionState state;
+    // A state restored at this start and not yet applied (its method still prepared) is still
+    // the session's: no frame has been applied since (ApplyPendingStates).
+    auto waiting = std::find_if(pending.begin(), pending.end(),
+                                [&](const PendingState& p) { return p.session_id == s->id; });
+    if (waiting != pending.end()) {
+      state = waiting->state;
+    } else {
+      v1::GetSessionStateRequest req;
+      req.set_session_id(s->id);
+      if (auto st = GetSessionStateImpl(req, state, s->tenant); !st.ok()) {
+        std::fprintf(stderr, "sinew-server: --state-dir: session %s: its state is not kept (%s: %s); it starts again "
+                     "from rest\n", s->id.c_str(), absl::StatusCodeToString(st.code()).c_str(),
+                     std::string(st.message()).c_str());
+        continue;
+      }
+      if (!state.has_last_frame()) continue;  // no frame yet: it starts from rest anyway
+    }
+    if (auto st = state_.SaveSessionState(s->id, state.SerializeAsString()); !st.ok()) {
+      std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s\n", s->id.c_str(), std::string(st.message()).c_str());
+      continue;
+    }
+    ++kept;
+  }
+  return kept;
+}
+
+bool Service::RestoreState(const std::string& id, const std::string& tenant, v1::SessionState state, bool first_try) {
+  auto s = sessions_.Find(id, NowMs(), tenant);
+  if (!s) return false;  // closed or expired meanwhile
+  absl::Status st;
+  {
+    std::lock_guard lock(s->mu);
+    if (!first_try && s->has_frame.load()) {
+      std::fprintf(stderr, "sinew-server: --state-dir: session %s: a frame came before its method was ready for the "
+                   "state kept at the last stop; it goes on from that frame, without it\n", id.c_str());
+      return false;
+    }
+    v1::Session ignored;
+    st = SetStateLocked(*s, state, ignored);
+  }
+  if (st.ok()) return true;
+  if (st.code() == absl::StatusCode::kUnavailable) {  // the session serves a fallback while its method prepares
+    std::lock_guard lock(pending_mu_);
+    pending_states_.push_back({id, tenant, std::move(state)});
+    return false;
+  }
+  std::fprintf(stderr, "sinew-server: --state-dir: session %s: the state kept at the last stop was refused (%s: %s); "
+               "it starts again from rest\n", id.c_str(), absl::StatusCodeToString(st.code()).c_str(),
+               std::string(st.message()).c_str());
+  return false;
+}
+
+void Service::ApplyPendingStates() {
+  std::vector<PendingState> pending;
+  {
+    std::lock_guard lock(pending_mu_);
+    if (pending_states_.empty()) return;
+    pending.swap(pending_states_);
+  }
+  for (PendingState& p : pending) RestoreState(p.session_id, p.tenant, std::move(p.state), /*first_try=*/false);
 }
 
 grpc::ServerUnaryReactor* Service::UpdateSession(grpc::CallbackServerContext* ctx, const v1::UpdateSessionRequest* req,

@@ -176,7 +176,32 @@ absl::Status StateDir::SaveSession(const std::string& id, const std::string& ten
 
 absl::Status StateDir::RemoveSession(const std::string& id) const {
   if (!enabled()) return absl::OkStatus();
-  return RemoveDurably(absl::StrCat(sessions_, "/", id, ".session"));
+  // The record first: a state file without its record is never read (and goes at the next
+  // SaveSessionState or RemoveSession of that id).
+  if (auto st = RemoveDurably(absl::StrCat(sessions_, "/", id, ".session")); !st.ok()) return st;
+  return RemoveDurably(absl::StrCat(sessions_, "/", id, ".state"));
+}
+
+absl::Status StateDir::SaveSessionState(const std::string& id, const std::string& bytes) const {
+  if (!enabled()) return absl::OkStatus();
+  return WriteDurably(absl::StrCat(sessions_, "/", id, ".state"), bytes);
+}
+
+std::optional<std::string> StateDir::TakeSessionState(const std::string& id, std::string* problem) const {
+  if (!enabled()) return std::nullopt;
+  const std::string path = absl::StrCat(sessions_, "/", id, ".state");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const bool read = static_cast<bool>(in);
+  if (auto st = RemoveDurably(path); !st.ok() && problem) *problem = std::string(st.message());
+  if (!read) {
+    if (problem) *problem = absl::StrCat(path, ": cannot be read");
+    return std::nullopt;
+  }
+  return buffer.str();
 }
 
 std::vector<std::string> StateDir::LoadSessions(

@@ -9,18 +9,23 @@
 //                          makes it again (with the parameters UpdateSession set since), written
 //                          before CreateSession answers, removed when the session is closed or
 //                          expires; a restart opens it again under the same id
+//   DIR/sessions/<id>.state    a stateful session's state (a serialized sinew.v1.SessionState, as
+//                          GetSessionState gives it), written when the server stops (SIGTERM,
+//                          after the drain); the next start restores it (SetSessionState) and
+//                          removes it, so a later crash cannot bring back an old history
 //
 //   DIR/lock               held by the server using DIR (flock, for its whole life; the file
 //                          names its pid): a second server given DIR fails to start, naming it
 //
-// Not kept: a stateful session's state (it restarts from rest; GetSessionState/SetSessionState
-// carry it to another server), finished preparations other than those --cache-dir keeps
+// Not kept: a stateful session's state after a crash (kill -9, power loss: it starts again from
+// rest; GetSessionState/SetSessionState carry it to another server), finished preparations other than those --cache-dir keeps
 // (swing-twist's weights, implicit skinning's composition operators; the others are redone by
 // the first session after a restart).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +57,13 @@ class StateDir {
   // Writes (or rewrites) a session's record durably: its tenant and `request`, a serialized
   // sinew.v1.CreateSessionRequest.
   absl::Status SaveSession(const std::string& id, const std::string& tenant, const std::string& request) const;
+  // Removes the record and the session's state file, if any.
   absl::Status RemoveSession(const std::string& id) const;
+  // A stateful session's state kept at a stop (DIR/sessions/<id>.state), written durably.
+  absl::Status SaveSessionState(const std::string& id, const std::string& bytes) const;
+  // Reads the session's kept state and removes the file (it is used once); nullopt when there
+  // is none or it cannot be read (then also removed, and `problem` says why).
+  std::optional<std::string> TakeSessionState(const std::string& id, std::string* problem) const;
   // Whether rig `id`'s file is kept (loaded at this start or not).
   bool HasRig(const std::string& id) const;
   // Calls load(id, tenant, request) for every session kept; a record that cannot be read, or that

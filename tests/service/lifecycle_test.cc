@@ -713,6 +713,105 @@ TEST(Lifecycle, AStatefulSessionHasOneWriterWhileABatchPlaysIt) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// --state-dir keeps the histories of stateful sessions across a stop (SIGTERM): an elastic
+// implicit session and a jiggling pbs session, opened again at the next start, go on with the
+// bits of a server that never stopped (a reference server plays the same frames): the elastic one
+// at once, the pbs one once its tets are made again (it serves LBS meanwhile and its state waits
+// for pbs). A kept state is used once: after a crash (kill -9) the sessions start from rest.
+// Until 2026-12-04 every stateful session started from rest after any restart.
+TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinew-state-histories-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const LimbOptions limb = LimbOf(1500);
+  RigInput input = MakeLimb(limb);
+  std::vector<float> alpha(input.rig.positions.size() / 3);
+  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = input.rig.positions[3 * v] > limb.length * 2 / 3 ? 1.f : 0.f;
+  input.rig.attributes.push_back({"pbs_jiggle", 1, std::move(alpha)});
+  const v1::Rig rig = client::RigToProto(input);
+  auto pose = [&](int k) {
+    const double bend = 15.0 * k;
+    return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = bend / 3});
+  };
+  // Opens the two sessions on a server, once pbs serves.
+  auto open = [&](client::Client& c) -> std::pair<std::string, std::string> {
+    auto up = c.UploadRig(rig);
+    EXPECT_TRUE(up.ok()) << up.status();
+    v1::CreateSessionRequest eis, pbs;
+    eis.set_rig_id(up->rig_id());
+    eis.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+    pbs.set_rig_id(up->rig_id());
+    *pbs.mutable_deformer() = PbsConfig(0.9);
+    pbs.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+    pbs.mutable_deformer()->mutable_pbs()->set_gravity(10);
+    auto a = c.CreateSession(eis), b = c.CreateSession(pbs);
+    EXPECT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_TRUE(WaitForPreparation(c, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+    return {a.ok() ? a->session_id() : "", b.ok() ? b->session_id() : ""};
+  };
+  auto play = [&](client::Client& c, const std::string& id, int k) {
+    auto r = c.Deform(Frame(id, uint64_t(k), pose(k)));
+    EXPECT_TRUE(r.ok()) << "frame " << k << ": " << r.status();
+    return r.ok() ? r->positions() : std::string();
+  };
+  ServerProcess reference;
+  ASSERT_TRUE(reference.started());
+  auto rc = Connect(reference);
+  const auto [ref_eis, ref_pbs] = open(*rc);
+  ASSERT_FALSE(ref_eis.empty() || ref_pbs.empty());
+  std::string eis, pbs;
+  {
+    ServerProcess server({"--state-dir", dir.string()});
+    ASSERT_TRUE(server.started());
+    auto c = Connect(server);
+    std::tie(eis, pbs) = open(*c);
+    ASSERT_FALSE(eis.empty() || pbs.empty());
+    for (int k = 0; k < 5; ++k) {
+      ASSERT_EQ(play(*c, eis, k), play(*rc, ref_eis, k)) << "frame " << k;
+      ASSERT_EQ(play(*c, pbs, k), play(*rc, ref_pbs, k)) << "frame " << k;
+    }
+    EXPECT_EQ(server.Terminate(), 0);  // SIGTERM: the drain, then the histories are kept
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "sessions" / (eis + ".state")));
+  EXPECT_TRUE(std::filesystem::exists(dir / "sessions" / (pbs + ".state")));
+  {
+    ServerProcess restarted({"--state-dir", dir.string()});
+    ASSERT_TRUE(restarted.started());
+    auto c = Connect(restarted);
+    auto info = c->GetSession(eis);
+    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_TRUE(info->has_last_frame()) << "the elastic session's history was not restored";
+    EXPECT_EQ(info->last_frame(), 4u);
+    EXPECT_FALSE(std::filesystem::exists(dir / "sessions" / (eis + ".state"))) << "a kept state is used once";
+    EXPECT_EQ(c->Deform(Frame(eis, 4, pose(4))).status().code(), absl::StatusCode::kFailedPrecondition);
+    for (int k = 5; k < 9; ++k) ASSERT_EQ(play(*c, eis, k), play(*rc, ref_eis, k)) << "frame " << k;
+    // pbs prepares its tets again; its state is set once it serves (Housekeeping, every second).
+    auto rigs = c->ListRigs();
+    ASSERT_TRUE(rigs.ok() && rigs->rigs_size() == 1) << rigs.status();
+    ASSERT_TRUE(WaitForPreparation(*c, rigs->rigs(0).rig_id(), "pbs").has_value()) << "no tets within two minutes";
+    bool restored = false;
+    for (int wait = 0; wait < 600 && !restored; ++wait) {
+      auto p = c->GetSession(pbs);
+      ASSERT_TRUE(p.ok()) << p.status();
+      restored = p->has_last_frame();
+      if (!restored) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(restored) << "the pbs session's history was not restored within a minute of its tets";
+    for (int k = 5; k < 9; ++k) ASSERT_EQ(play(*c, pbs, k), play(*rc, ref_pbs, k)) << "frame " << k;
+    ASSERT_EQ(kill(restarted.pid(), SIGKILL), 0);  // no drain: nothing kept this time
+    EXPECT_NE(restarted.Terminate(), 0);
+  }
+  ServerProcess again({"--state-dir", dir.string()});
+  ASSERT_TRUE(again.started());
+  auto c = Connect(again);
+  auto info = c->GetSession(eis);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FALSE(info->has_last_frame()) << "an old history came back after a crash";
+  EXPECT_EQ(again.Terminate(), 0);
+  EXPECT_EQ(reference.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // A rig's preparations past --max-prepared-bytes (one byte here): one that an open session uses
 // stays, one that none uses goes, and asked for again it is made again. Until 2026-12-01 a rig
 // kept every preparation until DeleteRig, one per parameter set any session asked for, so that
