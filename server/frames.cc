@@ -284,7 +284,8 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   const bool restart = job.reset || (lost != 0 && lost >= s.device_restarted);
   if (restart) s.deformer->Reset();
   job.device_can_diverge = s.deformer->DeviceStateCanDiverge();
-  job.device_stateful = s.stateful;
+  job.device_stateful = s.stateful && s.deformer->device_stage().state_on_device;
+  job.host_history = s.stateful && !job.device_stateful;
   // A frame that fails before it reaches the device leaves a restart to the next frame (DeviceFrame
   // has taken the deformer's "from rest" into this frame's parameters).
   auto fail = [&](const absl::Status& st) {
@@ -465,7 +466,10 @@ void GpuFrames::Finish(void* arg) {
            !s.device_lost.compare_exchange_weak(seen, job.device_seq, std::memory_order_release)) {
     }
   };
-  if (result.code() == absl::StatusCode::kCancelled) {  // stopped part way (gpu::FrameOutput::stop)
+  if (result.code() == absl::StatusCode::kCancelled && job.host_history) {
+    // Stopped part way, its history on the host as the frame was submitted: nothing to restart.
+    status = absl::CancelledError(absl::StrCat("frame: ", result.message()));
+  } else if (result.code() == absl::StatusCode::kCancelled) {  // stopped part way (gpu::FrameOutput::stop)
     lost();
     status = absl::CancelledError(absl::StrCat("frame: ", result.message(), ": the session starts again from rest at its next frame"));
   }

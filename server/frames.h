@@ -99,7 +99,12 @@ struct FrameJob {
   // ABORTED.
   uint64_t device_seq = 0, device_from = 0;
   bool device_can_diverge = false;
-  bool device_stateful = false;  // the session's frames go on from its state (Session::stateful)
+  // The session's frames go on from a state the device keeps (Session::stateful, and
+  // DeviceStage::state_on_device): a frame that fails there leaves it unusable. A stateful
+  // session whose history stays on the host (supercages, swing-twist) took the frame into it when
+  // it was submitted, and a device failure leaves that history as it is.
+  bool device_stateful = false;
+  bool host_history = false;  // stateful with its history on the host
   GpuFrames* gpu_frames = nullptr;  // the backend of a GPU frame (its completion)
   absl::Status device_result;       // a GPU frame's status from the device, for its encoding thread
   // Admission control (--max-queue-ms) for Deform and StreamDeform frames handed to the worker

@@ -1,8 +1,10 @@
 #include "core/deformer/pipeline.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/util/state_bytes.h"
 
 namespace sinew {
 namespace {
@@ -60,6 +62,64 @@ class Pipeline final : public Deformer {
 
   void Reset() override {
     for (auto& s : stages_) s->Reset();
+  }
+
+  // Snapshots: each stage's own bytes (none for a stage whose method keeps no state:
+  // UNIMPLEMENTED). Bytes: "pipeline-state" 1, the stage count (u64), per stage whether it has a
+  // state (u8), its length (u64) and its bytes, then an FNV-1a 64 (core/util/state_bytes.h). A
+  // one-stage pipeline on a device is its stage's.
+  absl::StatusOr<std::string> SaveState() const override {
+    StateWriter out(kStateMagic);
+    out.Put(uint64_t(stages_.size()));
+    for (size_t k = 0; k < stages_.size(); ++k) {
+      auto bytes = stages_[k]->SaveState();
+      if (!bytes.ok() && bytes.status().code() != absl::StatusCode::kUnimplemented) return Stage(k, bytes.status());
+      out.Put(uint8_t(bytes.ok()));
+      out.Put(uint64_t(bytes.ok() ? bytes->size() : 0));
+      if (bytes.ok()) out.PutArray(std::span<const char>(*bytes));
+    }
+    return std::move(out).Finish();
+  }
+  absl::Status LoadState(std::string_view bytes) override {
+    StateReader in(bytes, kStateMagic, "a pipeline session state");
+    const uint64_t count = in.Get<uint64_t>();
+    if (!in.ok()) return in.status();
+    if (count != stages_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("state: saved by a pipeline of ", count, " stages; this one has ", stages_.size()));
+    }
+    std::vector<std::optional<std::string>> states(count);
+    for (auto& state : states) {
+      const bool has = in.Get<uint8_t>() != 0;
+      const uint64_t length = in.Get<uint64_t>();
+      if (!in.ok() || length > in.remaining()) return absl::DataLossError("state: a stage's bytes end early");
+      if (!has) continue;
+      state.emplace(length, '\0');
+      in.GetArray(std::span<char>(*state));
+    }
+    if (auto st = in.Done(); !st.ok()) return st;
+    // All or nothing: the stages loaded before one that refuses its bytes get their own back.
+    std::vector<std::optional<std::string>> before(count);
+    for (size_t k = 0; k < count; ++k) {
+      if (!states[k]) continue;
+      if (auto b = stages_[k]->SaveState(); b.ok()) before[k] = std::move(*b);
+      if (auto st = stages_[k]->LoadState(*states[k]); !st.ok()) {
+        for (size_t j = 0; j < k; ++j) {
+          if (before[j]) (void)stages_[j]->LoadState(*before[j]);
+        }
+        return Stage(k, st);
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> SaveDeviceState(std::span<const float> resident) const override {
+    if (stages_.size() != 1) return Deformer::SaveDeviceState(resident);
+    auto bytes = stages_[0]->SaveDeviceState(resident);
+    return bytes.ok() ? bytes : Stage(0, bytes.status());
+  }
+  absl::Status LoadDeviceState(std::string_view bytes, std::span<float> resident) override {
+    if (stages_.size() != 1) return Deformer::LoadDeviceState(bytes, resident);
+    return Stage(0, stages_[0]->LoadDeviceState(bytes, resident));
   }
 
   size_t StateBytes() const override {
@@ -146,6 +206,8 @@ class Pipeline final : public Deformer {
     if (st.ok()) return st;
     return absl::Status(st.code(), absl::StrCat("stage ", k, " (", std::string(methods_[k]->name), "): ", st.message()));
   }
+
+  static constexpr std::string_view kStateMagic{"pipeline-state\x01", 15};
 
   std::shared_ptr<const Rig> rig_;
   std::vector<const MethodInfo*> methods_;

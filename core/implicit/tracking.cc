@@ -550,9 +550,13 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // column-major), per node its position (3 float32), per node its VertexState (u8); then an
   // FNV-1a 64 of everything before it (core/util/state_bytes.h). A session on a device saves the
   // same bytes, its nodes read from the device (implicit_device::SnapshotFloats).
+  // Nodes past float's range (a pose of extreme scales) would make bytes that LoadState refuses:
+  // saved as from rest, where such a session is best restarted.
   absl::StatusOr<std::string> SaveState() const override {
     if (from_rest_ || pos_.size() != m_->node_count()) return EncodeState(true, {}, {});
-    return EncodeState(false, std::span<const float>(pos_[0].data(), 3 * pos_.size()),
+    const std::span<const float> pos(pos_[0].data(), 3 * pos_.size());
+    if (!AllFinite(pos)) return EncodeState(true, {}, {});
+    return EncodeState(false, pos,
                        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(state_.data()), state_.size()));
   }
 
@@ -577,7 +581,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     if (resident.size() < SnapshotFloats(nn)) {
       return absl::InternalError("elastic-implicit: the device state is smaller than its snapshot");
     }
-    if (device_reset_) return EncodeState(true, {}, {});
+    if (device_reset_ || !AllFinite(resident.first(3 * nn))) return EncodeState(true, {}, {});
     return EncodeState(false, resident.first(3 * nn),
                        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(resident.data() + SnapshotStateOffset(nn)), nn));
   }
@@ -615,6 +619,10 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
  private:
   static constexpr std::string_view kStateMagic{"eis-state\x01", 10};
   static constexpr size_t kJointDoubles = 8 + 12;  // the similarity, then the 3x4 transform
+
+  static bool AllFinite(std::span<const float> values) {
+    return std::all_of(values.begin(), values.end(), [](float f) { return std::isfinite(f); });
+  }
 
   struct DecodedState {
     bool from_rest = true;

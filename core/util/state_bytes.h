@@ -54,8 +54,12 @@ class StateReader {
   // `what` names the state in errors ("an elastic-implicit session state").
   StateReader(std::string_view bytes, std::string_view magic, std::string_view what)
       : bytes_(bytes), at_(magic.size()), what_(what) {
-    if (bytes.size() < magic.size() + sizeof(uint64_t) || bytes.substr(0, magic.size()) != magic) {
+    if (bytes.substr(0, magic.size()) != magic) {
       status_ = absl::InvalidArgumentError(absl::StrCat("state: not ", std::string(what)));
+      return;
+    }
+    if (bytes.size() < magic.size() + sizeof(uint64_t)) {
+      status_ = absl::DataLossError(absl::StrCat("state: ", bytes.size(), " bytes: truncated"));
       return;
     }
     uint64_t sum;
@@ -93,7 +97,7 @@ class StateReader {
 
  private:
   void Read(void* to, size_t n) {
-    if (!ok()) return;
+    if (!ok() || n == 0) return;
     if (n > end_ - at_) {
       status_ = absl::DataLossError(absl::StrCat("state: ", bytes_.size(), " bytes end before what ", std::string(what_), " holds"));
       return;
