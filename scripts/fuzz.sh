@@ -22,7 +22,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
   echo "fuzz.sh: SECONDS must be a positive whole number, not '$seconds'" >&2
   exit 2
 fi
-all=(rig_upload frame_decode clip upload_sequence)
+all=(rig_upload frame_decode clip upload_sequence session_state)
 targets=("$@")
 (( ${#targets[@]} == 0 )) && targets=("${all[@]}")
 for t in "${targets[@]}"; do

@@ -10,6 +10,7 @@
 #include "core/clip/clip.h"
 #include "core/procedural/limb.h"
 #include "sinew/v1/rig_id.h"
+#include "tests/fuzz/session_states.h"
 
 namespace {
 
@@ -112,6 +113,27 @@ int main(int argc, char** argv) {
   for (int f = 0; f < 3; ++f) client::PoseToProto(LimbPose(sk, f / 3.0), *poses.mutable_poses()->add_poses());
   poses.set_time_step(0.1);
   Write("clip", "three-poses", poses.SerializeAsString());
+  // Each stateful session's state after a few frames, and at rest.
+  auto sessions = fuzz::MakeStatefulSessions();
+  for (size_t k = 0; k < sessions.size(); ++k) {
+    fuzz::StatefulSession& s = sessions[k];
+    const std::string choose(1, char(k));
+    auto rest = s.deformer->SaveState();
+    if (!rest.ok()) return 1;
+    Write("session_state", std::string(s.name) + "-rest", choose + *rest);
+    std::vector<float> out(s.rig->positions.size());
+    for (int f = 1; f <= 3; ++f) {
+      const Pose pose = fuzz::StatefulSessionPose(*s.rig, f / 8.0);
+      FrameInput frame;
+      frame.pose = &pose;
+      if (!s.deformer->Deform(frame, out, nullptr).ok()) return 1;
+    }
+    auto played = s.deformer->SaveState();
+    if (!played.ok()) return 1;
+    Write("session_state", std::string(s.name) + "-3-frames", choose + *played);
+    // The same with the high bit: the target makes the checksum good (after the mutations).
+    Write("session_state", std::string(s.name) + "-3-frames-resealed", std::string(1, char(k | 0x80)) + *played);
+  }
   std::printf("seeds written under %s\n", root.c_str());
   return 0;
 }
