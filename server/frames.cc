@@ -284,7 +284,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   const bool restart = job.reset || (lost != 0 && lost >= s.device_restarted);
   if (restart) s.deformer->Reset();
   job.device_can_diverge = s.deformer->DeviceStateCanDiverge();
-  job.device_stateful = s.stateful && s.deformer->device_stage().state_on_device;
+  job.device_stateful = s.stateful && s.state_on_device;
   job.host_history = s.stateful && !job.device_stateful;
   // A frame that fails before it reaches the device leaves a restart to the next frame (DeviceFrame
   // has taken the deformer's "from rest" into this frame's parameters).

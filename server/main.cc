@@ -195,8 +195,9 @@ int main(int argc, char** argv) {
        "holding it; DeleteRig removes it) and every open session (before CreateSession answers; "
        "UpdateSession's parameters too; closing or expiry removes it), and load them again at start under "
        "the same ids, so that a restart or a crash loses no acknowledged rig or session. A stopping server "
-       "(SIGTERM, after the drain) also keeps each stateful session's history (pbs jiggle, elastic implicit, "
-       "supercages, swing-twist unwrap_twist), which the next start restores once (a session serving its "
+       "(SIGTERM, SIGINT; after the drain, not bounded by --drain-timeout) also keeps each stateful session's "
+       "history (pbs jiggle, elastic implicit, supercages, swing-twist unwrap_twist, pipelines with such a "
+       "stage), which the next start restores once, on the kind of backend it ran on (a session serving its "
        "method's fallback gets it when the method serves, unless a frame comes first); after a crash they "
        "start again from rest. DIR is locked while the server runs (DIR/lock): a second server given it "
        "fails to start, naming the first's pid. Default: none (memory only)",

@@ -165,13 +165,16 @@ class Service final : public v1::Sinew::CallbackService {
   // A state kept at the last stop (RestoreSessions) for a session that serves its method's
   // fallback meanwhile: Housekeeping applies it once the method serves, or drops it once the
   // session has applied a frame.
+  // Held weakly (a session closed or expired meanwhile is gone; a look-up would count as a use).
   struct PendingState {
-    std::string session_id, tenant;
+    std::weak_ptr<Session> session;
     v1::SessionState state;
+    int64_t since_ms = 0;  // when the start read it; dropped after --session-idle-ttl
   };
-  // Applies `state` kept for session `id` now, or keeps it pending (UNAVAILABLE: the method
-  // still prepares); other refusals are printed. Returns whether it was applied.
-  bool RestoreState(const std::string& id, const std::string& tenant, v1::SessionState state, bool first_try);
+  // Applies `state` kept for `session` now, or keeps it pending (UNAVAILABLE: the method still
+  // prepares); other refusals are printed. `first_try`: at the start, before any frame could
+  // come. Returns whether it was applied.
+  bool RestoreState(const std::shared_ptr<Session>& session, v1::SessionState state, bool first_try, int64_t since_ms);
   void ApplyPendingStates();
   // The deformer of one method (with its shared preparation) or of a pipeline of them.
   // `serve_fallback`: a method with a MethodInfo::fallback whose preparation is not done gets a
@@ -253,13 +256,15 @@ class Service final : public v1::Sinew::CallbackService {
   // by its drain, so nothing is pending once the calls have ended.
   DelayQueue delays_;
 
+  // States kept at the last stop whose sessions' methods still prepare (RestoreState).
+  std::mutex pending_mu_;
+  std::vector<PendingState> pending_states_;  // under pending_mu_
+
   mutable std::recursive_mutex streams_mu_;
   absl::flat_hash_set<Drainable*> streams_;  // open streams and batches
   size_t batches_ = 0;                        // of which batches (under streams_mu_)
   // Background preparations submitted and not finished, for StopBackground. Declared before
   // background_, whose tasks count themselves out here while it joins them.
-  std::mutex pending_mu_;
-  std::vector<PendingState> pending_states_;  // under pending_mu_
   std::mutex background_mu_;
   std::condition_variable background_cv_;
   size_t background_tasks_ = 0;

@@ -174,6 +174,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->gpu = std::move(gpu_session);
   session->runner = on_gpu ? static_cast<FrameBackend*>(gpu_frames_.get()) : &cpu_frames_;
   session->device_states = on_gpu && stage.device_vertex_states;
+  session->state_on_device = on_gpu && stage.state_on_device;
   session->encoding = req->encoding();
   session->latest_pose_wins = req->latest_pose_wins();
   for (const DeformerConfig& stage : config->stages.empty() ? std::vector<DeformerConfig>{*config} : config->stages) {
@@ -231,19 +232,47 @@ size_t Service::RestoreSessions() {
        state_.LoadSessions([&](const std::string& id, const std::string& tenant, const std::string& bytes) {
          v1::CreateSessionRequest request;
          if (!request.ParseFromString(bytes)) return absl::DataLossError("not a serialized CreateSessionRequest");
+         // The history kept at the last stop (KeepStates), if any.
+         std::optional<v1::SessionState> kept;
+         std::string problem;
+         if (auto kept_bytes = state_.ReadSessionState(id, &problem)) {
+           kept.emplace();
+           if (!kept->ParseFromString(*kept_bytes)) {
+             problem = "its kept state is not a SessionState";
+             kept.reset();
+             (void)state_.RemoveSessionState(id);
+           }
+         }
+         if (!problem.empty()) {
+           std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s; it starts again from rest\n", id.c_str(),
+                        problem.c_str());
+         }
          v1::Session ignored;
-         auto st = CreateSessionImpl(request, ignored, tenant, id);
+         absl::Status st;
+         if (kept && kept->backend() != request.backend()) {
+           // On the kind of backend its history ran on (AUTO places again at each start, and a
+           // history continues on the same kind only); else as recorded, from rest.
+           v1::CreateSessionRequest there = request;
+           there.set_backend(kept->backend());
+           st = CreateSessionImpl(there, ignored, tenant, id);
+           if (!st.ok()) {
+             std::fprintf(stderr, "sinew-server: --state-dir: session %s: cannot open on %s, where its history ran (%s); "
+                          "opened as recorded, from rest\n", id.c_str(), v1::Backend_Name(kept->backend()).c_str(),
+                          std::string(st.message()).c_str());
+             kept.reset();
+             st = CreateSessionImpl(request, ignored, tenant, id);
+           }
+         } else {
+           st = CreateSessionImpl(request, ignored, tenant, id);
+         }
          if (st.ok()) {
            ++opened;
-           std::string problem;
-           const auto kept = state_.TakeSessionState(id, &problem);
-           if (!problem.empty()) std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s\n", id.c_str(), problem.c_str());
-           v1::SessionState state;
-           if (kept && !state.ParseFromString(*kept)) {
-             std::fprintf(stderr, "sinew-server: --state-dir: session %s: its kept state is not a SessionState; it starts "
-                          "again from rest\n", id.c_str());
+           // Removed before it is applied (used once: a later crash must not bring it back).
+           if (auto removed = state_.RemoveSessionState(id); !removed.ok() && kept) {
+             std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s; its kept state is not restored\n",
+                          id.c_str(), std::string(removed.message()).c_str());
            } else if (kept) {
-             RestoreState(id, tenant, std::move(state), /*first_try=*/true);
+             if (auto s = sessions_.Find(id, NowMs(), tenant)) RestoreState(s, std::move(*kept), /*first_try=*/true, NowMs());
            }
          }
          // Its rig kept but not loaded at this start (no room under --max-store-bytes): kept too.

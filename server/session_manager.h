@@ -77,6 +77,9 @@ struct Session {
   std::unique_ptr<gpu::GpuSession> gpu;
   std::vector<float> device_params;
   bool device_states = false;  // the device makes the vertex states (implicit skinning)
+  // A GPU session whose method keeps its history on the device (DeviceStage::state_on_device:
+  // pbs, elastic implicit); fixed at creation.
+  bool state_on_device = false;
   // GPU sessions: frames submitted (under mu), the last submitted from rest or set by a clip's
   // start or SetSessionState (under mu, counted as a submission), and the latest that left the
   // device's state unusable (set by the device's completion, without mu): its positions left

@@ -44,9 +44,20 @@ absl::Status NoSession(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("session_id: no session \"", EchoId(id), "\" (closed or expired)"));
 }
 
-// The session's method's preparation key ("" for methods without one).
+// The session's method's preparation key ("" for methods without one); for a pipeline its
+// stages' methods and keys ("pipeline elastic-implicit[implicit ops=contact] > lbs"), so that a
+// state is refused by a pipeline of other stages or preparations, as by another method.
 std::string KeyOf(const Session& s, const DeformerConfig& config) {
-  return s.method != nullptr && s.method->prepare != nullptr ? PreparationKey(*s.method, config) : std::string();
+  if (s.method != nullptr) return s.method->prepare != nullptr ? PreparationKey(*s.method, config) : std::string();
+  std::string key = "pipeline";
+  for (size_t k = 0; k < config.stages.size(); ++k) {
+    const DeformerConfig& stage = config.stages[k];
+    absl::StrAppend(&key, k == 0 ? " " : " > ", stage.method);
+    if (const MethodInfo* m = FindMethod(stage.method); m != nullptr && m->prepare != nullptr) {
+      absl::StrAppend(&key, "[", PreparationKey(*m, stage), "]");
+    }
+  }
+  return key;
 }
 
 }  // namespace
@@ -130,7 +141,7 @@ absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req,
   if (s->has_frame) resp.set_last_frame(s->last_frame);
   if (!s->stateful) return absl::OkStatus();
   absl::StatusOr<std::string> bytes;
-  if (s->backend == v1::BACKEND_GPU && s->deformer->device_stage().state_on_device) {
+  if (s->state_on_device) {
     // The device's copy, once the session's frames queued before this call are done.
     auto resident = gpu_->ReadState(*s->gpu);
     if (!resident.ok()) return resident.status();
@@ -188,7 +199,7 @@ absl::Status Service::SetStateLocked(Session& session, const v1::SessionState& s
         "state.method_state: empty: saved by a stateless session; this one is stateful (its parameters differ, "
         "e.g. pbs's jiggle)");
   }
-  if (s->stateful && s->backend == v1::BACKEND_GPU && s->deformer->device_stage().state_on_device) {
+  if (s->stateful && s->state_on_device) {
     auto resident = gpu_->ReadState(*s->gpu);  // sized as the device's, after the session's frames
     if (!resident.ok()) return resident.status();
     if (auto st = s->deformer->LoadDeviceState(state.method_state(), *resident); !st.ok()) {
@@ -227,11 +238,18 @@ size_t Service::KeepStates() {
     if (!s->stateful) continue;
     v1::SessionState state;
     // A state restored at this start and not yet applied (its method still prepared) is still
-    // the session's: no frame has been applied since (ApplyPendingStates).
+    // the session's history, unless the session has applied a frame since.
     auto waiting = std::find_if(pending.begin(), pending.end(),
-                                [&](const PendingState& p) { return p.session_id == s->id; });
+                                [&](const PendingState& p) { return p.session.lock() == s; });
+    bool from_pending = false;
     if (waiting != pending.end()) {
+      std::lock_guard lock(s->mu);
+      from_pending = !s->has_frame.load();
+    }
+    if (from_pending) {
       state = waiting->state;
+    } else if (!s->has_frame.load()) {
+      continue;  // no frame yet (or since a reset): it starts from rest anyway
     } else {
       v1::GetSessionStateRequest req;
       req.set_session_id(s->id);
@@ -241,7 +259,6 @@ size_t Service::KeepStates() {
                      std::string(st.message()).c_str());
         continue;
       }
-      if (!state.has_last_frame()) continue;  // no frame yet: it starts from rest anyway
     }
     if (auto st = state_.SaveSessionState(s->id, state.SerializeAsString()); !st.ok()) {
       std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s\n", s->id.c_str(), std::string(st.message()).c_str());
@@ -252,15 +269,15 @@ size_t Service::KeepStates() {
   return kept;
 }
 
-bool Service::RestoreState(const std::string& id, const std::string& tenant, v1::SessionState state, bool first_try) {
-  auto s = sessions_.Find(id, NowMs(), tenant);
-  if (!s) return false;  // closed or expired meanwhile
+bool Service::RestoreState(const std::shared_ptr<Session>& s, v1::SessionState state, bool first_try,
+                           int64_t since_ms) {
   absl::Status st;
   {
     std::lock_guard lock(s->mu);
+    if (!s->open.load()) return false;  // closed or expired meanwhile
     if (!first_try && s->has_frame.load()) {
       std::fprintf(stderr, "sinew-server: --state-dir: session %s: a frame came before its method was ready for the "
-                   "state kept at the last stop; it goes on from that frame, without it\n", id.c_str());
+                   "state kept at the last stop; it goes on from that frame, without it\n", s->id.c_str());
       return false;
     }
     v1::Session ignored;
@@ -268,12 +285,19 @@ bool Service::RestoreState(const std::string& id, const std::string& tenant, v1:
   }
   if (st.ok()) return true;
   if (st.code() == absl::StatusCode::kUnavailable) {  // the session serves a fallback while its method prepares
+    const int64_t ttl_ms = int64_t(options_.session_idle_ttl_seconds) * 1000;
+    if (ttl_ms > 0 && NowMs() - since_ms > ttl_ms) {
+      std::fprintf(stderr, "sinew-server: --state-dir: session %s: its method did not serve within --session-idle-ttl "
+                   "of the start (%s); the state kept at the last stop is dropped\n", s->id.c_str(),
+                   std::string(st.message()).c_str());
+      return false;
+    }
     std::lock_guard lock(pending_mu_);
-    pending_states_.push_back({id, tenant, std::move(state)});
+    pending_states_.push_back({s, std::move(state), since_ms});
     return false;
   }
   std::fprintf(stderr, "sinew-server: --state-dir: session %s: the state kept at the last stop was refused (%s: %s); "
-               "it starts again from rest\n", id.c_str(), absl::StatusCodeToString(st.code()).c_str(),
+               "it starts again from rest\n", s->id.c_str(), absl::StatusCodeToString(st.code()).c_str(),
                std::string(st.message()).c_str());
   return false;
 }
@@ -285,7 +309,11 @@ void Service::ApplyPendingStates() {
     if (pending_states_.empty()) return;
     pending.swap(pending_states_);
   }
-  for (PendingState& p : pending) RestoreState(p.session_id, p.tenant, std::move(p.state), /*first_try=*/false);
+  for (PendingState& p : pending) {
+    if (const std::shared_ptr<Session> s = p.session.lock()) {
+      RestoreState(s, std::move(p.state), /*first_try=*/false, p.since_ms);
+    }
+  }
 }
 
 grpc::ServerUnaryReactor* Service::UpdateSession(grpc::CallbackServerContext* ctx, const v1::UpdateSessionRequest* req,

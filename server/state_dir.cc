@@ -176,8 +176,7 @@ absl::Status StateDir::SaveSession(const std::string& id, const std::string& ten
 
 absl::Status StateDir::RemoveSession(const std::string& id) const {
   if (!enabled()) return absl::OkStatus();
-  // The record first: a state file without its record is never read (and goes at the next
-  // SaveSessionState or RemoveSession of that id).
+  // The record first: a state file without its record is never read (LoadSessions removes it).
   if (auto st = RemoveDurably(absl::StrCat(sessions_, "/", id, ".session")); !st.ok()) return st;
   return RemoveDurably(absl::StrCat(sessions_, "/", id, ".state"));
 }
@@ -187,7 +186,7 @@ absl::Status StateDir::SaveSessionState(const std::string& id, const std::string
   return WriteDurably(absl::StrCat(sessions_, "/", id, ".state"), bytes);
 }
 
-std::optional<std::string> StateDir::TakeSessionState(const std::string& id, std::string* problem) const {
+std::optional<std::string> StateDir::ReadSessionState(const std::string& id, std::string* problem) const {
   if (!enabled()) return std::nullopt;
   const std::string path = absl::StrCat(sessions_, "/", id, ".state");
   std::error_code ec;
@@ -195,13 +194,16 @@ std::optional<std::string> StateDir::TakeSessionState(const std::string& id, std
   std::ifstream in(path, std::ios::binary);
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const bool read = static_cast<bool>(in);
-  if (auto st = RemoveDurably(path); !st.ok() && problem) *problem = std::string(st.message());
-  if (!read) {
+  if (!in) {
     if (problem) *problem = absl::StrCat(path, ": cannot be read");
     return std::nullopt;
   }
   return buffer.str();
+}
+
+absl::Status StateDir::RemoveSessionState(const std::string& id) const {
+  if (!enabled()) return absl::OkStatus();
+  return RemoveDurably(absl::StrCat(sessions_, "/", id, ".state"));
 }
 
 std::vector<std::string> StateDir::LoadSessions(
@@ -233,7 +235,14 @@ std::vector<std::string> StateDir::LoadSessions(
     } else if (!st.ok()) {
       problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (renamed *.bad)"));
       fs::rename(path, path.string() + ".bad", ec);
+      (void)RemoveSessionState(path.stem().string());  // its history goes with it
     }
+  }
+  // States whose record is gone (a crash between RemoveSession's two removals) are never read.
+  for (const auto& entry : fs::directory_iterator(sessions_, ec)) {
+    const fs::path path = entry.path();
+    if (path.extension() != ".state") continue;
+    if (!fs::exists(fs::path(path).replace_extension(".session"), ec)) (void)RemoveSessionState(path.stem().string());
   }
   return problems;
 }

@@ -10,9 +10,10 @@
 //                          before CreateSession answers, removed when the session is closed or
 //                          expires; a restart opens it again under the same id
 //   DIR/sessions/<id>.state    a stateful session's state (a serialized sinew.v1.SessionState, as
-//                          GetSessionState gives it), written when the server stops (SIGTERM,
-//                          after the drain); the next start restores it (SetSessionState) and
-//                          removes it, so a later crash cannot bring back an old history
+//                          GetSessionState gives it), written when the server stops (SIGTERM or
+//                          SIGINT, after the drain); the next start removes it and restores it
+//                          (SetSessionState; on the kind of backend it ran on), so a later crash
+//                          cannot bring back an old history; removed with a record set aside
 //
 //   DIR/lock               held by the server using DIR (flock, for its whole life; the file
 //                          names its pid): a second server given DIR fails to start, naming it
@@ -61,9 +62,10 @@ class StateDir {
   absl::Status RemoveSession(const std::string& id) const;
   // A stateful session's state kept at a stop (DIR/sessions/<id>.state), written durably.
   absl::Status SaveSessionState(const std::string& id, const std::string& bytes) const;
-  // Reads the session's kept state and removes the file (it is used once); nullopt when there
-  // is none or it cannot be read (then also removed, and `problem` says why).
-  std::optional<std::string> TakeSessionState(const std::string& id, std::string* problem) const;
+  // The session's kept state; nullopt when there is none or it cannot be read (`problem` says
+  // why). The caller removes it (RemoveSessionState) before it applies it: a state is used once.
+  std::optional<std::string> ReadSessionState(const std::string& id, std::string* problem) const;
+  absl::Status RemoveSessionState(const std::string& id) const;
   // Whether rig `id`'s file is kept (loaded at this start or not).
   bool HasRig(const std::string& id) const;
   // Calls load(id, tenant, request) for every session kept; a record that cannot be read, or that

@@ -103,7 +103,11 @@ class Pipeline final : public Deformer {
     for (size_t k = 0; k < count; ++k) {
       if (!states[k]) continue;
       if (auto b = stages_[k]->SaveState(); b.ok()) before[k] = std::move(*b);
-      if (auto st = stages_[k]->LoadState(*states[k]); !st.ok()) {
+      absl::Status st = stages_[k]->LoadState(*states[k]);
+      if (st.code() == absl::StatusCode::kUnimplemented) {
+        st = absl::InvalidArgumentError("state: holds a state for this stage, whose method keeps none");
+      }
+      if (!st.ok()) {
         for (size_t j = 0; j < k; ++j) {
           if (before[j]) (void)stages_[j]->LoadState(*before[j]);
         }

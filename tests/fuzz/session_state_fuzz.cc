@@ -1,11 +1,12 @@
 // Fuzz target: the bytes a client gives SetSessionState.method_state (or --state-dir's kept
-// states), loaded by the stateful method the first byte chooses (its high bit: the checksum
-// made good first) (elastic implicit skinning, pbs
-// with jiggle, SuperCages, swing-twist with unwrapping, a pipeline; tests/fuzz/session_states.h)
-// as the server does (Deformer::LoadState). A state that loads must be one the session can go on
-// from: a frame is deformed from it (its positions range-checked as the server checks them), and
-// what the session then saves must load again (abort otherwise). A refused state must leave the
-// session as it was: its saved bytes before and after the refusal are equal (abort otherwise).
+// states), loaded as the server does (Deformer::LoadState) by the stateful session the first byte
+// chooses (elastic implicit skinning, pbs with jiggle, SuperCages, swing-twist with unwrapping, an
+// elastic -> LBS pipeline; tests/fuzz/session_states.h); its high bit: the trailing checksum made
+// good first. Each input starts from the session's state after two frames. A refused state must
+// leave the session as it was (its saved bytes before and after are equal); a state that loads
+// must be one the session can go on from: a frame is deformed from it (its positions
+// range-checked as the server checks them) and what the session then saves loads again. Abort
+// otherwise.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -26,11 +27,27 @@ using namespace sinew;
 
 struct Context {
   std::vector<fuzz::StatefulSession> sessions = fuzz::MakeStatefulSessions();
+  std::vector<std::string> played;  // each session's state after two frames: where inputs start
   std::vector<float> out;
 };
 
 Context& Ctx() {
-  static Context* c = new Context;
+  static Context* c = [] {
+    auto* c = new Context;
+    for (fuzz::StatefulSession& s : c->sessions) {
+      c->out.assign(s.rig->positions.size(), 0.f);
+      for (double t : {0.1, 0.2}) {
+        const Pose pose = fuzz::StatefulSessionPose(*s.rig, t);
+        FrameInput frame;
+        frame.pose = &pose;
+        if (!s.deformer->Deform(frame, c->out, nullptr).ok()) abort();
+      }
+      auto bytes = s.deformer->SaveState();
+      if (!bytes.ok()) abort();
+      c->played.push_back(std::move(*bytes));
+    }
+    return c;
+  }();
   return *c;
 }
 
@@ -46,7 +63,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   Context& c = Ctx();
-  fuzz::StatefulSession& s = c.sessions[(data[0] & 0x7f) % c.sessions.size()];
+  const size_t k = (data[0] & 0x7f) % c.sessions.size();
+  fuzz::StatefulSession& s = c.sessions[k];
   std::string bytes(reinterpret_cast<const char*>(data + 1), size - 1);
   // The first byte's high bit: the trailing checksum made good over the rest, as a client may
   // (else mutations would rarely get past it to the checks of the values).
@@ -54,7 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint64_t sum = Fnv1a64(std::string_view(bytes).substr(0, bytes.size() - 8));
     std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
   }
-  s.deformer->Reset();
+  // From a played state, so that a refusal that changed part of it would show.
+  if (!s.deformer->LoadState(c.played[k]).ok()) abort();
   const auto before = s.deformer->SaveState();
   if (!before.ok()) abort();
   const absl::Status loaded = s.deformer->LoadState(bytes);

@@ -812,6 +812,95 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
   std::filesystem::remove_all(dir);
 }
 
+// A kept history opens on the kind of backend it ran on: AUTO sessions placed on the (emulated)
+// GPU — an elastic one, and a jiggling pbs one made once its tets were ready — go on there after
+// a stop with the bits of a server that never stopped. (A review found the pbs one lost before:
+// at the start its tets are not ready, so AUTO served its fallback on the CPU and the GPU state was
+// refused; now it opens on the GPU, preparing first.) Started again without a GPU, they open on the
+// CPU from rest.
+TEST(Lifecycle, AKeptHistoryOpensOnTheBackendItRanOn) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinew-state-backend-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const LimbOptions limb = LimbOf(1200);
+  RigInput input = MakeLimb(limb);
+  std::vector<float> alpha(input.rig.positions.size() / 3);
+  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = input.rig.positions[3 * v] > limb.length * 2 / 3 ? 1.f : 0.f;
+  input.rig.attributes.push_back({"pbs_jiggle", 1, std::move(alpha)});
+  const v1::Rig rig = client::RigToProto(input);
+  auto pose = [&](int k) { return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = 20.0 * k, .twist_degrees = 0}); };
+  // The two sessions on a server, both placed on its GPU.
+  auto open = [&](client::Client& c) -> std::pair<std::string, std::string> {
+    auto up = c.UploadRig(rig);
+    EXPECT_TRUE(up.ok()) << up.status();
+    v1::CreateSessionRequest eis, pbs;
+    eis.set_rig_id(up.ok() ? up->rig_id() : "");
+    eis.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+    pbs.set_rig_id(eis.rig_id());
+    *pbs.mutable_deformer() = PbsConfig(0.9);
+    pbs.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+    auto a = c.CreateSession(eis), first = c.CreateSession(pbs);  // `first` starts the tets
+    EXPECT_TRUE(a.ok() && first.ok()) << a.status() << first.status();
+    EXPECT_TRUE(WaitForPreparation(c, eis.rig_id(), "pbs").has_value()) << "no tets within two minutes";
+    auto b = c.CreateSession(pbs);
+    EXPECT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a.ok() ? a->backend() : v1::BACKEND_AUTO, v1::BACKEND_GPU);
+    EXPECT_EQ(b.ok() ? b->backend() : v1::BACKEND_AUTO, v1::BACKEND_GPU);
+    return {a.ok() ? a->session_id() : "", b.ok() ? b->session_id() : ""};
+  };
+  auto play = [&](client::Client& c, const std::string& id, int k) {
+    auto r = c.Deform(Frame(id, uint64_t(k), pose(k)));
+    EXPECT_TRUE(r.ok()) << "frame " << k << ": " << r.status();
+    return r.ok() ? r->positions() : std::string();
+  };
+  ServerProcess reference({"--gpu", "emulate"});
+  ASSERT_TRUE(reference.started());
+  auto rc = Connect(reference);
+  const auto [ref_eis, ref_pbs] = open(*rc);
+  std::string eis, pbs;
+  {
+    ServerProcess server({"--state-dir", dir.string(), "--gpu", "emulate"});
+    ASSERT_TRUE(server.started());
+    auto c = Connect(server);
+    std::tie(eis, pbs) = open(*c);
+    ASSERT_FALSE(eis.empty() || pbs.empty());
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_EQ(play(*c, eis, k), play(*rc, ref_eis, k)) << "frame " << k;
+      ASSERT_EQ(play(*c, pbs, k), play(*rc, ref_pbs, k)) << "frame " << k;
+    }
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  {
+    ServerProcess restarted({"--state-dir", dir.string(), "--gpu", "emulate"});
+    ASSERT_TRUE(restarted.started());
+    auto c = Connect(restarted);
+    for (const std::string& id : {eis, pbs}) {
+      auto info = c->GetSession(id);
+      ASSERT_TRUE(info.ok()) << info.status();
+      EXPECT_EQ(info->backend(), v1::BACKEND_GPU) << id;
+      ASSERT_TRUE(info->has_last_frame()) << id << ": its history was not restored";
+    }
+    for (int k = 3; k < 5; ++k) {
+      ASSERT_EQ(play(*c, eis, k), play(*rc, ref_eis, k)) << "frame " << k;
+      ASSERT_EQ(play(*c, pbs, k), play(*rc, ref_pbs, k)) << "frame " << k;
+    }
+    EXPECT_EQ(restarted.Terminate(), 0);
+  }
+  ServerProcess without_gpu({"--state-dir", dir.string(), "--gpu", "off"});
+  ASSERT_TRUE(without_gpu.started());
+  auto c = Connect(without_gpu);
+  for (const std::string& id : {eis, pbs}) {
+    auto info = c->GetSession(id);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->backend(), v1::BACKEND_CPU) << id;
+    EXPECT_FALSE(info->has_last_frame()) << id << ": a device history went on on the CPU";
+    EXPECT_FALSE(std::filesystem::exists(dir / "sessions" / (id + ".state")));
+  }
+  EXPECT_EQ(without_gpu.Terminate(), 0);
+  EXPECT_EQ(reference.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 // A rig's preparations past --max-prepared-bytes (one byte here): one that an open session uses
 // stays, one that none uses goes, and asked for again it is made again. Until 2026-12-01 a rig
 // kept every preparation until DeleteRig, one per parameter set any session asked for, so that
