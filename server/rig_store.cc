@@ -12,6 +12,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/util/atomic_file.h"
+#include "core/util/state_bytes.h"  // Fnv1a64
 
 namespace sinew::server {
 
@@ -48,18 +49,12 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::PreparedIfDone(const 
 
 namespace {
 
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // Where a preparation of `key` on rig `rig_id` is kept, and the header its file starts with
 // (the full rig id and key: a file name collision reads as a miss).
 std::string CachePath(const std::string& dir, const MethodInfo& method, const std::string& rig_id,
                       const std::string& key) {
   return absl::StrCat(dir, "/prepared/", std::string(method.name), "-", rig_id.substr(0, 16), "-",
-                      absl::Hex(Fnv1a(rig_id + "\n" + key), absl::kZeroPad16), ".bin");
+                      absl::Hex(Fnv1a64(rig_id + "\n" + key), absl::kZeroPad16), ".bin");
 }
 std::string CacheHeader(const std::string& rig_id, const std::string& key) {
   return absl::StrCat("sinew prepared\nrig ", rig_id, "\nkey ", key, "\n");

@@ -226,27 +226,35 @@ absl::Status Service::KeepSession(const Session& s) {
   return state_.SaveSession(s.id, s.tenant, record.SerializeAsString());
 }
 
+namespace {
+// The history KeepStates wrote for session `id` at the last stop, if any. A file that cannot be
+// read or parsed is reported (and removed when it does not parse): the session starts from rest.
+std::optional<v1::SessionState> ReadKeptState(const StateDir& dir, const std::string& id) {
+  std::string problem;
+  std::optional<v1::SessionState> kept;
+  if (auto bytes = dir.ReadSessionState(id, &problem)) {
+    kept.emplace();
+    if (!kept->ParseFromString(*bytes)) {
+      problem = "its kept state is not a SessionState";
+      kept.reset();
+      (void)dir.RemoveSessionState(id);
+    }
+  }
+  if (!problem.empty()) {
+    std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s; it starts again from rest\n", id.c_str(),
+                 problem.c_str());
+  }
+  return kept;
+}
+}  // namespace
+
 size_t Service::RestoreSessions() {
   size_t opened = 0;
   for (const std::string& problem :
        state_.LoadSessions([&](const std::string& id, const std::string& tenant, const std::string& bytes) {
          v1::CreateSessionRequest request;
          if (!request.ParseFromString(bytes)) return absl::DataLossError("not a serialized CreateSessionRequest");
-         // The history kept at the last stop (KeepStates), if any.
-         std::optional<v1::SessionState> kept;
-         std::string problem;
-         if (auto kept_bytes = state_.ReadSessionState(id, &problem)) {
-           kept.emplace();
-           if (!kept->ParseFromString(*kept_bytes)) {
-             problem = "its kept state is not a SessionState";
-             kept.reset();
-             (void)state_.RemoveSessionState(id);
-           }
-         }
-         if (!problem.empty()) {
-           std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s; it starts again from rest\n", id.c_str(),
-                        problem.c_str());
-         }
+         std::optional<v1::SessionState> kept = ReadKeptState(state_, id);
          v1::Session ignored;
          absl::Status st;
          if (kept && kept->backend() != request.backend()) {

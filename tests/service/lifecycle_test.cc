@@ -580,6 +580,46 @@ bool Listed(client::Client& c, const std::string& session) {
 constexpr int kBatchFrames = 2000;
 const LimbOptions kBatchLimb = LimbOf(5000);
 
+// The limb with pbs's jiggle painted on its far third, as sinew-load paints it (a jiggling pbs
+// session is stateful: inertia there).
+RigInput JigglingLimb(const LimbOptions& limb) {
+  RigInput input = MakeLimb(limb);
+  std::vector<float> alpha(input.rig.positions.size() / 3);
+  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = input.rig.positions[3 * v] > limb.length * 2 / 3 ? 1.f : 0.f;
+  input.rig.attributes.push_back({"pbs_jiggle", 1, std::move(alpha)});
+  return input;
+}
+
+// Uploads `rig` (a JigglingLimb) and opens an elastic implicit session and a jiggling pbs session
+// (gravity 10) of it under AUTO; the pbs one once the tets are ready (a first pbs session, which
+// serves LBS on the CPU meanwhile, asks for them), so that a server with a GPU places both there.
+std::pair<std::string, std::string> OpenElasticAndJigglingPbs(client::Client& c, const v1::Rig& rig) {
+  auto up = c.UploadRig(rig);
+  EXPECT_TRUE(up.ok()) << up.status();
+  if (!up.ok()) return {};
+  v1::CreateSessionRequest eis, pbs;
+  eis.set_rig_id(up->rig_id());
+  eis.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+  pbs.set_rig_id(up->rig_id());
+  *pbs.mutable_deformer() = PbsConfig(0.9);
+  pbs.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  pbs.mutable_deformer()->mutable_pbs()->set_gravity(10);
+  auto a = c.CreateSession(eis), first = c.CreateSession(pbs);
+  EXPECT_TRUE(a.ok() && first.ok()) << a.status() << first.status();
+  EXPECT_TRUE(WaitForPreparation(c, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+  auto b = c.CreateSession(pbs);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!a.ok() || !b.ok()) return {};
+  return {a->session_id(), b->session_id()};
+}
+
+// Frame k of session `id` at `pose`: its positions' bytes (empty, and a failure, when refused).
+std::string Played(client::Client& c, const std::string& id, int k, const Pose& pose) {
+  auto r = c.Deform(Frame(id, uint64_t(k), pose));
+  EXPECT_TRUE(r.ok()) << "frame " << k << ": " << r.status();
+  return r.ok() ? r->positions() : std::string();
+}
+
 // Such a batch on `session`, its first frame read: the server then waits on its writes.
 struct StartedBatch {
   grpc::ClientContext ctx;
@@ -649,12 +689,7 @@ TEST(Lifecycle, AStatefulSessionHasOneWriterWhileABatchPlaysIt) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
-  // pbs with jiggle (stateful: inertia at the limb's far third, painted as sinew-load does).
-  RigInput input = MakeLimb(kBatchLimb);
-  std::vector<float> alpha(input.rig.positions.size() / 3);
-  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = input.rig.positions[3 * v] > kBatchLimb.length * 2 / 3 ? 1.f : 0.f;
-  input.rig.attributes.push_back({"pbs_jiggle", 1, std::move(alpha)});
-  auto up = c->UploadRig(client::RigToProto(input));
+  auto up = c->UploadRig(client::RigToProto(JigglingLimb(kBatchLimb)));
   ASSERT_TRUE(up.ok()) << up.status();
   v1::CreateSessionRequest create;
   create.set_rig_id(up->rig_id());
@@ -724,47 +759,23 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
       std::filesystem::temp_directory_path() / ("sinew-state-histories-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   const LimbOptions limb = LimbOf(1500);
-  RigInput input = MakeLimb(limb);
-  std::vector<float> alpha(input.rig.positions.size() / 3);
-  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = input.rig.positions[3 * v] > limb.length * 2 / 3 ? 1.f : 0.f;
-  input.rig.attributes.push_back({"pbs_jiggle", 1, std::move(alpha)});
-  const v1::Rig rig = client::RigToProto(input);
+  const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
   auto pose = [&](int k) {
     const double bend = 15.0 * k;
     return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = bend / 3});
   };
-  // Opens the two sessions on a server, once pbs serves.
-  auto open = [&](client::Client& c) -> std::pair<std::string, std::string> {
-    auto up = c.UploadRig(rig);
-    EXPECT_TRUE(up.ok()) << up.status();
-    v1::CreateSessionRequest eis, pbs;
-    eis.set_rig_id(up->rig_id());
-    eis.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
-    pbs.set_rig_id(up->rig_id());
-    *pbs.mutable_deformer() = PbsConfig(0.9);
-    pbs.mutable_deformer()->mutable_pbs()->set_jiggle(true);
-    pbs.mutable_deformer()->mutable_pbs()->set_gravity(10);
-    auto a = c.CreateSession(eis), b = c.CreateSession(pbs);
-    EXPECT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
-    EXPECT_TRUE(WaitForPreparation(c, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
-    return {a.ok() ? a->session_id() : "", b.ok() ? b->session_id() : ""};
-  };
-  auto play = [&](client::Client& c, const std::string& id, int k) {
-    auto r = c.Deform(Frame(id, uint64_t(k), pose(k)));
-    EXPECT_TRUE(r.ok()) << "frame " << k << ": " << r.status();
-    return r.ok() ? r->positions() : std::string();
-  };
+  auto play = [&](client::Client& c, const std::string& id, int k) { return Played(c, id, k, pose(k)); };
   ServerProcess reference;
   ASSERT_TRUE(reference.started());
   auto rc = Connect(reference);
-  const auto [ref_eis, ref_pbs] = open(*rc);
+  const auto [ref_eis, ref_pbs] = OpenElasticAndJigglingPbs(*rc, rig);
   ASSERT_FALSE(ref_eis.empty() || ref_pbs.empty());
   std::string eis, pbs;
   {
     ServerProcess server({"--state-dir", dir.string()});
     ASSERT_TRUE(server.started());
     auto c = Connect(server);
-    std::tie(eis, pbs) = open(*c);
+    std::tie(eis, pbs) = OpenElasticAndJigglingPbs(*c, rig);
     ASSERT_FALSE(eis.empty() || pbs.empty());
     for (int k = 0; k < 5; ++k) {
       ASSERT_EQ(play(*c, eis, k), play(*rc, ref_eis, k)) << "frame " << k;
@@ -823,35 +834,17 @@ TEST(Lifecycle, AKeptHistoryOpensOnTheBackendItRanOn) {
       std::filesystem::temp_directory_path() / ("sinew-state-backend-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   const LimbOptions limb = LimbOf(1200);
-  RigInput input = MakeLimb(limb);
-  std::vector<float> alpha(input.rig.positions.size() / 3);
-  for (size_t v = 0; v < alpha.size(); ++v) alpha[v] = input.rig.positions[3 * v] > limb.length * 2 / 3 ? 1.f : 0.f;
-  input.rig.attributes.push_back({"pbs_jiggle", 1, std::move(alpha)});
-  const v1::Rig rig = client::RigToProto(input);
+  const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
   auto pose = [&](int k) { return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = 20.0 * k, .twist_degrees = 0}); };
-  // The two sessions on a server, both placed on its GPU.
-  auto open = [&](client::Client& c) -> std::pair<std::string, std::string> {
-    auto up = c.UploadRig(rig);
-    EXPECT_TRUE(up.ok()) << up.status();
-    v1::CreateSessionRequest eis, pbs;
-    eis.set_rig_id(up.ok() ? up->rig_id() : "");
-    eis.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
-    pbs.set_rig_id(eis.rig_id());
-    *pbs.mutable_deformer() = PbsConfig(0.9);
-    pbs.mutable_deformer()->mutable_pbs()->set_jiggle(true);
-    auto a = c.CreateSession(eis), first = c.CreateSession(pbs);  // `first` starts the tets
-    EXPECT_TRUE(a.ok() && first.ok()) << a.status() << first.status();
-    EXPECT_TRUE(WaitForPreparation(c, eis.rig_id(), "pbs").has_value()) << "no tets within two minutes";
-    auto b = c.CreateSession(pbs);
-    EXPECT_TRUE(b.ok()) << b.status();
-    EXPECT_EQ(a.ok() ? a->backend() : v1::BACKEND_AUTO, v1::BACKEND_GPU);
-    EXPECT_EQ(b.ok() ? b->backend() : v1::BACKEND_AUTO, v1::BACKEND_GPU);
-    return {a.ok() ? a->session_id() : "", b.ok() ? b->session_id() : ""};
-  };
-  auto play = [&](client::Client& c, const std::string& id, int k) {
-    auto r = c.Deform(Frame(id, uint64_t(k), pose(k)));
-    EXPECT_TRUE(r.ok()) << "frame " << k << ": " << r.status();
-    return r.ok() ? r->positions() : std::string();
+  auto play = [&](client::Client& c, const std::string& id, int k) { return Played(c, id, k, pose(k)); };
+  // Both sessions placed on the (emulated) GPU.
+  auto open = [&](client::Client& c) {
+    auto ids = OpenElasticAndJigglingPbs(c, rig);
+    for (const std::string& id : {ids.first, ids.second}) {
+      auto info = c.GetSession(id);
+      EXPECT_TRUE(info.ok() && info->backend() == v1::BACKEND_GPU) << id << ": " << info.status();
+    }
+    return ids;
   };
   ServerProcess reference({"--gpu", "emulate"});
   ASSERT_TRUE(reference.started());
