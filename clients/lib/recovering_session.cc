@@ -25,6 +25,13 @@ bool Shed(const absl::Status& st) {
   return st.code() == absl::StatusCode::kUnavailable && m.starts_with("overloaded:");
 }
 
+// A stateful session's frame sent again after its answer was lost: the server had applied it.
+bool AlreadyApplied(const absl::Status& st) {
+  const std::string_view m(st.message().data(), st.message().size());
+  return st.code() == absl::StatusCode::kFailedPrecondition && m.starts_with("frame:") &&
+         m.find("was already applied") != std::string_view::npos;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RecoveringSession>> RecoveringSession::Open(Client& client, const v1::Rig& rig,
@@ -33,6 +40,10 @@ absl::StatusOr<std::unique_ptr<RecoveringSession>> RecoveringSession::Open(Clien
   if (options.max_attempts < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_attempts: ", options.max_attempts, "; each frame needs at least one attempt"));
+  }
+  if (options.checkpoint_every < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint_every: ", options.checkpoint_every, "; 0 (off) or a number of frames"));
   }
   std::unique_ptr<RecoveringSession> s(
       new RecoveringSession(client, v1::SerializeRigDeterministic(rig), std::move(request), options));
@@ -44,7 +55,15 @@ absl::Status RecoveringSession::Create() {
   auto up = client_.UploadSerializedRig(rig_bytes_);
   if (!up.ok()) return up.status();
   create_.set_rig_id(up->rig_id());
-  auto session = client_.CreateSession(create_);
+  // A kept state continues only on the backend kind it was saved on: ask for that one where the
+  // session left the choice to the server, and take what the server has if it has not that kind.
+  absl::StatusOr<v1::Session> session = absl::UnknownError("not created");
+  if (checkpoint_.has_value() && history_ && create_.backend() == v1::BACKEND_AUTO) {
+    v1::CreateSessionRequest same = create_;
+    same.set_backend(checkpoint_->backend());
+    session = client_.CreateSession(same);
+  }
+  if (!session.ok() && !Lost(session.status())) session = client_.CreateSession(create_);
   if (!session.ok()) return session.status();
   session_id_ = session->session_id();
   return absl::OkStatus();
@@ -52,34 +71,136 @@ absl::Status RecoveringSession::Create() {
 
 absl::StatusOr<v1::Session> RecoveringSession::Update(const v1::DeformerConfig& deformer) {
   auto updated = client_.UpdateSession(session_id_, deformer);
-  if (updated.ok()) *create_.mutable_deformer() = deformer;
+  if (updated.ok()) {
+    *create_.mutable_deformer() = deformer;
+    // The frames kept so far ran under the old parameters: the history goes on from here.
+    if (options_.checkpoint_every > 0) Checkpoint(/*required=*/true);
+  }
   return updated;
 }
 
+void RecoveringSession::LoseHistory() {
+  checkpoint_.reset();
+  since_.clear();
+  history_ = false;
+}
+
+void RecoveringSession::Checkpoint(bool required) {
+  untried_ = 0;
+  auto state = client_.GetSessionState(session_id_);
+  if (!state.ok()) {
+    // Kept frames are bounded: past twice the interval the history is given up, and the next
+    // checkpoint that succeeds starts a new one.
+    if (required || since_.size() >= 2 * size_t(options_.checkpoint_every)) LoseHistory();
+    return;
+  }
+  ++checkpoints_;
+  since_.clear();
+  history_ = true;
+  stateless_ = state->method_state().empty();
+  if (stateless_) {
+    checkpoint_.reset();
+  } else {
+    checkpoint_ = std::move(*state);
+  }
+}
+
+void RecoveringSession::Applied(const v1::DeformRequest& request) {
+  if (options_.checkpoint_every == 0 || stateless_) return;
+  if (request.reset()) {  // the history starts here, as from a session just created
+    checkpoint_.reset();
+    since_.clear();
+    history_ = true;
+  }
+  if (history_) {
+    since_.push_back(request);
+    since_.back().clear_outputs();
+    since_.back().clear_session_id();
+  }
+  if (++untried_ >= options_.checkpoint_every) Checkpoint(/*required=*/false);
+}
+
+absl::Status RecoveringSession::Restore(bool* reset) {
+  *reset = false;
+  if (checkpoint_.has_value()) {
+    if (auto set = client_.SetSessionState(session_id_, *checkpoint_); !set.ok()) return set.status();
+  }
+  for (size_t i = 0; i < since_.size(); ++i) {
+    v1::DeformRequest again = since_[i];
+    again.set_session_id(session_id_);
+    // Without a checkpoint the history starts at the session's creation: the first frame kept
+    // starts it from rest again (the session may be the one that had gone on past it).
+    if (i == 0 && !checkpoint_.has_value()) again.set_reset(true);
+    auto frame = client_.Deform(again);
+    if (!frame.ok()) return frame.status();
+    ++frames_replayed_;
+  }
+  *reset = !checkpoint_.has_value() && since_.empty();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest request) {
-  bool redone = false, recreate = false;
+  const bool checkpointing = options_.checkpoint_every > 0;
+  bool redone = false, restored_lost_answer = false;
+  enum class Need { kNothing, kCreate, kRestore } need = Need::kNothing;
   absl::Status last;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
-    if (attempt > 0) {
-      std::this_thread::sleep_for(options_.retry_delay);
-      if (recreate) {
-        last = Create();
-        if (!last.ok()) {
-          if (Lost(last)) continue;  // the balancer has not moved us yet
-          return last;
-        }
-        recreate = false;
-        ++sessions_recreated_;
+    if (attempt > 0) std::this_thread::sleep_for(options_.retry_delay);
+    if (need == Need::kCreate) {
+      last = Create();
+      if (!last.ok()) {
+        if (Lost(last)) continue;  // the balancer has not moved us yet
+        return last;
       }
+      ++sessions_recreated_;
+      need = Need::kNothing;
+      if (checkpointing && !stateless_) {
+        if (history_) {
+          need = Need::kRestore;
+        } else {
+          ++histories_lost_;
+          history_ = true;  // the new session's history starts with this frame
+        }
+      }
+    }
+    if (need == Need::kRestore) {
+      bool reset = false;
+      last = Restore(&reset);
+      if (!last.ok()) {
+        if (Unknown(last)) {  // the session went with its server: a new one
+          need = Need::kCreate;
+          continue;
+        }
+        if (Lost(last)) continue;  // no server, or the method still preparing: again, later
+        // Refused (a server of another backend kind): this frame starts the history again.
+        LoseHistory();
+        ++histories_lost_;
+        history_ = true;
+        reset = true;
+      }
+      if (reset) request.set_reset(true);
+      need = Need::kNothing;
     }
     request.set_session_id(session_id_);
     auto frame = client_.Deform(request);
-    if (frame.ok()) return frame;
+    if (frame.ok()) {
+      Applied(request);
+      return frame;
+    }
+    // Our earlier attempt was applied and its answer lost: rebuild the history on this session
+    // and ask again (once; a frame numbered at or below the last by the caller is its error).
+    if (redone && checkpointing && history_ && !stateless_ && !restored_lost_answer &&
+        AlreadyApplied(frame.status())) {
+      restored_lost_answer = true;
+      need = Need::kRestore;
+      last = frame.status();
+      continue;
+    }
     if (!Shed(frame.status()) && !Lost(frame.status())) return frame;
     // Shed, or the server out of reach: the same session again (a transport blip, or a server
     // restarted with --state-dir, still has it; a server that is gone answers through the
     // balancer's next one, which does not know it). Unknown: a new one.
-    recreate = Unknown(frame.status());
+    if (Unknown(frame.status())) need = Need::kCreate;
     last = frame.status();
     if (!redone) {
       redone = true;

@@ -5,19 +5,24 @@
 // answering does not know the session (NOT_FOUND: the balancer moved this client to another
 // server, or the server restarted without its state), it uploads the rig again
 // (content-addressed: one small round trip where the rig is resident), creates the session again
-// and sends the frame again. Either way the frame counts as redone. A history-dependent method's
-// session starts again from rest when re-created, with the parameters it was last given
-// (Open's, or Update's; a state set with SetSessionState is not carried over). A stateful
-// session's frame that the server applied but whose answer was lost is refused when sent again
-// ("was already applied"): that error is returned.
+// and sends the frame again. Either way the frame counts as redone. A re-created session has the
+// parameters it was last given (Open's, or Update's). Without Options::checkpoint_every a
+// history-dependent method's re-created session starts again from rest (a state set with
+// SetSessionState is not carried over), and a stateful session's frame that the server applied
+// but whose answer was lost is refused when sent again ("was already applied"): that error is
+// returned.
 // A frame the server shed under load (UNAVAILABLE "overloaded: ...", --max-queue-ms) is not a
 // lost server: it is sent again, after the retry delay, on the same session (redone, nothing
 // re-created: a new session per shed frame would leave the old one open and add to the load).
+// With Options::checkpoint_every set, a history-dependent session does not start again from
+// rest: the history is carried over (below).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "clients/lib/client.h"
@@ -30,6 +35,20 @@ class RecoveringSession {
     int max_attempts = 40;                             // per frame, before its error is returned (≥ 1)
     std::chrono::milliseconds retry_delay{100};        // between attempts (the balancer's checks
                                                        // take a moment to see a server gone)
+    // History-dependent methods (elastic-implicit, supercages, pbs with jiggle, swing-twist
+    // unwrapping): every this many applied frames the session's state is fetched
+    // (GetSessionState, one call) and kept, with the requests of the frames applied since (their
+    // outputs cleared; at most 2 × checkpoint_every of them while checkpoints fail, then the
+    // history is given up until the next one). A session created again is given that state
+    // (SetSessionState) and those frames again, in order, before the frame at hand: its history
+    // goes on where it was, bit for bit on a server of the backend kind the state was saved on
+    // (asked for at the re-creation when the session was opened with BACKEND_AUTO). A frame
+    // whose answer was lost after the server applied it (resent, it "was already applied") is
+    // answered the same way on its own session. When the state is refused (no server of that
+    // backend kind) the session starts again from rest and histories_lost() counts it. A
+    // session whose state is empty (a stateless method) stops checkpointing until Update.
+    // 0: off (a session created again starts from rest; lost answers come back as errors).
+    int checkpoint_every = 0;
   };
   // Uploads `rig` (unless resident) and creates the session `request` describes (its rig_id is
   // set here).
@@ -44,17 +63,33 @@ class RecoveringSession {
   absl::StatusOr<v1::DeformResponse> Deform(v1::DeformRequest request);
   // UpdateSession on the session, and the parameters a re-created session is given from then on.
   // Not retried: its error (UNAVAILABLE with the server gone) is returned, the parameters kept
-  // as they were.
+  // as they were. With checkpoint_every, a checkpoint is taken right after it (the history goes
+  // on under the new parameters); if that fails, the history is given up until the next one.
   absl::StatusOr<v1::Session> Update(const v1::DeformerConfig& deformer);
 
   const std::string& session_id() const { return session_id_; }
   uint64_t frames_redone() const { return frames_redone_; }
   uint64_t sessions_recreated() const { return sessions_recreated_; }
+  // checkpoint_every: frames sent again to rebuild a history, checkpoints taken, and sessions
+  // that started again from rest although a history was kept or wanted.
+  uint64_t frames_replayed() const { return frames_replayed_; }
+  uint64_t checkpoints() const { return checkpoints_; }
+  uint64_t histories_lost() const { return histories_lost_; }
 
  private:
   RecoveringSession(Client& client, std::string rig_bytes, v1::CreateSessionRequest create, Options options)
       : client_(client), rig_bytes_(std::move(rig_bytes)), create_(std::move(create)), options_(options) {}
   absl::Status Create();
+  // checkpoint_every: `request` was applied; keeps it, and checkpoints when due.
+  void Applied(const v1::DeformRequest& request);
+  // GetSessionState now; `required`: the kept frames no longer describe the history (Update), so
+  // a failure gives the history up.
+  void Checkpoint(bool required);
+  // Gives the kept history up: the session's next frame starts from rest.
+  void LoseHistory();
+  // Brings the current session to the kept history: the checkpoint, then the frames since.
+  // Sets *reset when the frame at hand has to start from rest itself (nothing kept).
+  absl::Status Restore(bool* reset);
 
   Client& client_;
   std::string rig_bytes_;
@@ -62,6 +97,14 @@ class RecoveringSession {
   Options options_;
   std::string session_id_;
   uint64_t frames_redone_ = 0, sessions_recreated_ = 0;
+  // checkpoint_every: the last checkpoint (none: the session as created or reset), the frames
+  // applied after it, whether the two still give the session's history, whether the last
+  // checkpoint was empty (a stateless method), and frames since the last GetSessionState.
+  std::optional<v1::SessionState> checkpoint_;
+  std::vector<v1::DeformRequest> since_;
+  bool history_ = true, stateless_ = false;
+  int untried_ = 0;
+  uint64_t frames_replayed_ = 0, checkpoints_ = 0, histories_lost_ = 0;
 };
 
 }  // namespace sinew::client

@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -176,14 +179,47 @@ class ScriptedServer final : public v1::Sinew::Service {
   grpc::Status Deform(grpc::ServerContext*, const v1::DeformRequest* req, v1::DeformResponse* resp) override {
     std::lock_guard lock(mu);
     framed.push_back(req->session_id());
-    if (framed.size() <= script.size()) return script[framed.size() - 1];
+    frames.push_back(req->session_id() + ":" + std::to_string(req->frame()) + (req->reset() ? " reset" : ""));
+    // A scripted error answers the call; a scripted error with applied_ set was applied first
+    // (its answer lost on the way back).
+    if (framed.size() <= script.size() && !script[framed.size() - 1].ok()) {
+      if (applied.count(framed.size() - 1)) last[req->session_id()] = req->frame();
+      return script[framed.size() - 1];
+    }
+    last[req->session_id()] = req->frame();
     resp->set_frame(req->frame());
     return grpc::Status::OK;
   }
+  // The "state" of a session is its name and the last frame it applied.
+  grpc::Status GetSessionState(grpc::ServerContext*, const v1::GetSessionStateRequest* req,
+                               v1::SessionState* state) override {
+    std::lock_guard lock(mu);
+    ++states_got;
+    state->set_backend(v1::BACKEND_CPU);
+    if (auto it = last.find(req->session_id()); it != last.end()) state->set_last_frame(it->second);
+    if (!stateless) state->set_method_state(req->session_id() + "@" + std::to_string(last[req->session_id()]));
+    return grpc::Status::OK;
+  }
+  grpc::Status SetSessionState(grpc::ServerContext*, const v1::SetSessionStateRequest* req, v1::Session* s) override {
+    std::lock_guard lock(mu);
+    states_set.push_back(req->session_id() + " <- " + req->state().method_state());
+    if (refuse_states) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "state.backend: saved on BACKEND_GPU; this session runs on BACKEND_CPU");
+    }
+    last[req->session_id()] = req->state().last_frame();
+    s->set_session_id(req->session_id());
+    return grpc::Status::OK;
+  }
   const std::vector<grpc::Status> script;
+  std::set<size_t> applied;  // indexes of script errors returned after the frame was applied
+  bool stateless = false, refuse_states = false;
   std::mutex mu;
-  int created = 0;
+  int created = 0, states_got = 0;
   std::vector<std::string> framed;
+  std::vector<std::string> frames;      // "session:frame[ reset]" per Deform call
+  std::vector<std::string> states_set;  // "session <- state" per SetSessionState call
+  std::map<std::string, uint64_t> last;
   std::vector<v1::DeformerConfig> deformers;  // as each session was created
 };
 
@@ -286,6 +322,146 @@ TEST(RecoveringSession, ASessionCreatedAgainHasTheParametersItWasLastGiven) {
   EXPECT_EQ(service.deformers[1].pbs().jiggle_stiffness(), 0.05);
 }
 
+// Serves `service` on loopback, opens a RecoveringSession with `options` (retry delay 1 ms) on it
+// and hands it to `play`; the error of Open, or OK.
+absl::Status PlayThrough(ScriptedServer& service, client::RecoveringSession::Options options,
+                         const std::function<void(client::RecoveringSession&, const Pose&)>& play) {
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port <= 0) return absl::InternalError("no server");
+  client::Client c("127.0.0.1:" + std::to_string(port));
+  const LimbOptions limb = LimbOf(300);
+  v1::CreateSessionRequest create;
+  create.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+  options.retry_delay = std::chrono::milliseconds(1);
+  auto s = client::RecoveringSession::Open(c, client::RigToProto(MakeLimb(limb)), create, options);
+  if (s.ok()) play(**s, LimbPose(LimbSkeleton(limb), 0.2));
+  server->Shutdown();
+  return s.status();
+}
+
+grpc::Status NotFound(const std::string& session) {
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, "session_id: no session \"" + session + "\" (closed or expired)");
+}
+std::vector<grpc::Status> OkThen(size_t ok, std::vector<grpc::Status> then) {
+  then.insert(then.begin(), ok, grpc::Status::OK);
+  return then;
+}
+
+// With checkpoints, a session created again is given the last checkpoint and the frames applied
+// since, then the frame at hand: its history goes on. Frames before an Update are not sent again
+// (they ran under the old parameters): Update checkpoints.
+TEST(RecoveringSession, ASessionCreatedAgainGetsItsCheckpointAndTheFramesSince) {
+  ScriptedServer service(OkThen(7, {NotFound("s1")}));
+  uint64_t replayed = 0, checkpoints = 0;
+  ASSERT_TRUE(PlayThrough(service, {.checkpoint_every = 3}, [&](client::RecoveringSession& s, const Pose& pose) {
+                for (uint64_t f = 1; f <= 5; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                v1::DeformerConfig relaxed;
+                relaxed.set_method(v1::METHOD_ELASTIC_IMPLICIT);
+                ASSERT_TRUE(s.Update(relaxed).ok());
+                for (uint64_t f = 6; f <= 9; ++f) {
+                  auto frame = s.Deform(Frame("", f, pose));
+                  ASSERT_TRUE(frame.ok()) << f << ": " << frame.status();
+                  EXPECT_EQ(frame->frame(), f);
+                }
+                replayed = s.frames_replayed();
+                checkpoints = s.checkpoints();
+                EXPECT_EQ(s.sessions_recreated(), 1u);
+                EXPECT_EQ(s.histories_lost(), 0u);
+              }).ok());
+  // Checkpoints at frame 3, at the Update (after 5), and at 8 (3 frames after the Update, one of them on s2).
+  EXPECT_EQ(checkpoints, 3u);
+  EXPECT_THAT(service.states_set, ::testing::ElementsAre("s2 <- s1@5"));
+  EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:5", "s1:6", "s1:7", "s1:8",
+                                                     "s2:6", "s2:7", "s2:8", "s2:9"));
+  EXPECT_EQ(replayed, 2u);
+}
+
+// Before the first checkpoint the history is the session's frames since its creation: the first
+// one sent again starts the new session from rest (reset), as the first did.
+TEST(RecoveringSession, BeforeTheFirstCheckpointTheFramesAreSentAgainFromRest) {
+  ScriptedServer service(OkThen(2, {grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed"), NotFound("s1")}));
+  ASSERT_TRUE(PlayThrough(service, {.checkpoint_every = 10}, [&](client::RecoveringSession& s, const Pose& pose) {
+                for (uint64_t f = 1; f <= 3; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                EXPECT_EQ(s.frames_replayed(), 2u);
+                EXPECT_EQ(s.frames_redone(), 1u);
+                EXPECT_EQ(s.checkpoints(), 0u);
+              }).ok());
+  EXPECT_TRUE(service.states_set.empty());
+  EXPECT_THAT(service.frames,
+              ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:3", "s2:1 reset", "s2:2", "s2:3"));
+}
+
+// A frame applied whose answer was lost comes back "already applied" when sent again: with
+// checkpoints, the session is brought back to its checkpoint and the frames since, and the frame
+// is answered. Without, the refusal comes back (the behaviour before checkpoints). A frame the
+// caller numbered at or below the last one is its own error either way.
+TEST(RecoveringSession, AFrameWhoseAnswerWasLostIsAnsweredFromTheCheckpoint) {
+  const grpc::Status lost(grpc::StatusCode::UNAVAILABLE, "Socket closed");
+  const grpc::Status applied(grpc::StatusCode::FAILED_PRECONDITION,
+                             "frame: 4 was already applied (or failed after it was); this stateful session applies "
+                             "frames strictly in increasing order of their numbers (set reset to start again)");
+  for (const int every : {2, 0}) {
+    ScriptedServer service(OkThen(3, {lost, applied}));
+    service.applied = {3};
+    ASSERT_TRUE(PlayThrough(service, {.checkpoint_every = every}, [&](client::RecoveringSession& s, const Pose& pose) {
+                  for (uint64_t f = 1; f <= 3; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                  auto frame = s.Deform(Frame("", 4, pose));
+                  if (every == 0) {
+                    EXPECT_EQ(frame.status().code(), absl::StatusCode::kFailedPrecondition) << frame.status();
+                    return;
+                  }
+                  ASSERT_TRUE(frame.ok()) << frame.status();
+                  EXPECT_EQ(frame->frame(), 4u);
+                  EXPECT_EQ(s.sessions_recreated(), 0u);
+                  EXPECT_EQ(s.frames_replayed(), 1u);
+                }).ok());
+    if (every == 0) {
+      EXPECT_TRUE(service.states_set.empty());
+      EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:4"));
+    } else {
+      EXPECT_THAT(service.states_set, ::testing::ElementsAre("s1 <- s1@2"));
+      EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:4", "s1:3", "s1:4"));
+    }
+  }
+  ScriptedServer twice(OkThen(2, {grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                               "frame: 2 was already applied (or failed after it was); ...")}));
+  ASSERT_TRUE(PlayThrough(twice, {.checkpoint_every = 1}, [&](client::RecoveringSession& s, const Pose& pose) {
+                for (uint64_t f = 1; f <= 2; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                EXPECT_EQ(s.Deform(Frame("", 2, pose)).status().code(), absl::StatusCode::kFailedPrecondition);
+              }).ok());
+  EXPECT_TRUE(twice.states_set.empty());
+}
+
+// A state the new server refuses (another backend kind): the frame starts the history again
+// from rest, counted. A stateless session (empty state) stops checkpointing and keeps nothing.
+TEST(RecoveringSession, ARefusedStateStartsFromRestAndStatelessSessionsKeepNothing) {
+  ScriptedServer refusing(OkThen(3, {NotFound("s1")}));
+  refusing.refuse_states = true;
+  ASSERT_TRUE(PlayThrough(refusing, {.checkpoint_every = 2}, [&](client::RecoveringSession& s, const Pose& pose) {
+                for (uint64_t f = 1; f <= 5; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                EXPECT_EQ(s.histories_lost(), 1u);
+                EXPECT_EQ(s.frames_replayed(), 0u);
+              }).ok());
+  EXPECT_THAT(refusing.states_set, ::testing::ElementsAre("s2 <- s1@2"));
+  EXPECT_THAT(refusing.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s2:4 reset", "s2:5"));
+
+  ScriptedServer stateless(OkThen(6, {NotFound("s1")}));
+  stateless.stateless = true;
+  ASSERT_TRUE(PlayThrough(stateless, {.checkpoint_every = 2}, [&](client::RecoveringSession& s, const Pose& pose) {
+                for (uint64_t f = 1; f <= 8; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                EXPECT_EQ(s.checkpoints(), 1u);
+                EXPECT_EQ(s.histories_lost(), 0u);
+              }).ok());
+  EXPECT_EQ(stateless.states_got, 1);
+  EXPECT_TRUE(stateless.states_set.empty());
+  EXPECT_THAT(stateless.frames,
+              ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:5", "s1:6", "s1:7", "s2:7", "s2:8"));
+}
+
 // Errors that say nothing about the server or the session come back at once; attempts are
 // bounded (and at least one).
 TEST(RecoveringSession, OtherErrorsComeBackAndAttemptsAreBounded) {
@@ -298,6 +474,9 @@ TEST(RecoveringSession, OtherErrorsComeBackAndAttemptsAreBounded) {
   EXPECT_EQ(p.frame.status().code(), absl::StatusCode::kUnavailable) << p.frame.status();
   EXPECT_EQ(down.framed.size(), 3u);
   ScriptedServer none({});
+  p = PlayOne(none, {.checkpoint_every = -1});
+  EXPECT_EQ(p.frame.status().code(), absl::StatusCode::kInvalidArgument) << p.frame.status();
+  EXPECT_THAT(std::string(p.frame.status().message()), ::testing::HasSubstr("checkpoint_every"));
   p = PlayOne(none, {.max_attempts = 0});
   EXPECT_EQ(p.frame.status().code(), absl::StatusCode::kInvalidArgument) << p.frame.status();
   EXPECT_THAT(std::string(p.frame.status().message()), ::testing::HasSubstr("max_attempts"));

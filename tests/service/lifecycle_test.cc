@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "clients/lib/client.h"
+#include "clients/lib/recovering_session.h"
 #include "server/server.h"
 #include "sinew/v1/rig_id.h"
 #include "tests/service/server_process.h"
@@ -821,6 +822,79 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
   EXPECT_EQ(again.Terminate(), 0);
   EXPECT_EQ(reference.Terminate(), 0);
   std::filesystem::remove_all(dir);
+}
+
+// A client that checkpoints (client::RecoveringSession's checkpoint_every) carries its sessions'
+// histories to a server started afresh, without --state-dir, in place of its own server killed
+// with -9 (nothing kept there): an elastic and a jiggling pbs session go on with the bits of a
+// server that never stopped (the pbs one once the new server's tets are ready: its state waits for
+// them). Without checkpoints the elastic session starts again from rest and its frame differs.
+TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
+  const LimbOptions limb = LimbOf(1500);
+  const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
+  auto pose = [&](int k) {
+    const double bend = 15.0 * k;
+    return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = bend / 3});
+  };
+  ServerProcess reference;
+  ASSERT_TRUE(reference.started());
+  auto rc = Connect(reference);
+  const auto [ref_eis, ref_pbs] = OpenElasticAndJigglingPbs(*rc, rig);
+  ASSERT_FALSE(ref_eis.empty() || ref_pbs.empty());
+
+  auto first = std::make_unique<ServerProcess>();
+  ASSERT_TRUE(first->started());
+  const std::string target = first->target();
+  client::Client c(target);
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  v1::CreateSessionRequest eis, pbs;
+  eis.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+  *pbs.mutable_deformer() = PbsConfig(0.9);
+  pbs.mutable_deformer()->mutable_pbs()->set_jiggle(true);
+  pbs.mutable_deformer()->mutable_pbs()->set_gravity(10);
+  {  // the tets first (a pbs session asks for them), so that the client's pbs session serves pbs
+    auto up = c.UploadRig(rig);
+    ASSERT_TRUE(up.ok()) << up.status();
+    v1::CreateSessionRequest asking = pbs;
+    asking.set_rig_id(up->rig_id());
+    ASSERT_TRUE(c.CreateSession(asking).ok());
+    ASSERT_TRUE(WaitForPreparation(c, up->rig_id(), "pbs").has_value()) << "no tets within two minutes";
+  }
+  // Up to two minutes a frame: the new server's tets are made again before the pbs state is set.
+  const client::RecoveringSession::Options checkpointing{
+      .max_attempts = 1200, .retry_delay = std::chrono::milliseconds(100), .checkpoint_every = 3};
+  const client::RecoveringSession::Options plain{.max_attempts = 1200, .retry_delay = std::chrono::milliseconds(100)};
+  auto eis_kept = client::RecoveringSession::Open(c, rig, eis, checkpointing);
+  auto pbs_kept = client::RecoveringSession::Open(c, rig, pbs, checkpointing);
+  auto eis_plain = client::RecoveringSession::Open(c, rig, eis, plain);
+  ASSERT_TRUE(eis_kept.ok() && pbs_kept.ok() && eis_plain.ok())
+      << eis_kept.status() << pbs_kept.status() << eis_plain.status();
+  auto positions = [](const absl::StatusOr<v1::DeformResponse>& r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->positions() : std::string();
+  };
+  auto play = [&](int k) {
+    const std::string want_eis = Played(*rc, ref_eis, k, pose(k)), want_pbs = Played(*rc, ref_pbs, k, pose(k));
+    EXPECT_EQ(positions((*eis_kept)->Deform(Frame("", uint64_t(k), pose(k)))), want_eis) << "elastic, frame " << k;
+    EXPECT_EQ(positions((*pbs_kept)->Deform(Frame("", uint64_t(k), pose(k)))), want_pbs) << "pbs, frame " << k;
+    return positions((*eis_plain)->Deform(Frame("", uint64_t(k), pose(k)))) == want_eis;
+  };
+  for (int k = 0; k < 7; ++k) EXPECT_TRUE(play(k)) << "elastic without checkpoints, frame " << k;
+  ASSERT_EQ(kill(first->pid(), SIGKILL), 0);
+  EXPECT_NE(first->Terminate(1), 0);
+  first.reset();
+  ServerProcess second({"--listen", target});
+  ASSERT_TRUE(second.started()) << "no server on " << target << " again";
+  EXPECT_FALSE(play(7)) << "the elastic session without checkpoints kept its history: the test shows nothing";
+  for (int k = 8; k < 10; ++k) play(k);
+  for (auto* s : {&*eis_kept, &*pbs_kept}) {
+    EXPECT_EQ((*s)->sessions_recreated(), 1u);
+    EXPECT_EQ((*s)->histories_lost(), 0u);
+    EXPECT_EQ((*s)->frames_replayed(), 1u) << "frame 6, applied after the checkpoint at frame 5";
+  }
+  EXPECT_EQ((*eis_plain)->sessions_recreated(), 1u);
+  EXPECT_EQ(second.Terminate(), 0);
+  EXPECT_EQ(reference.Terminate(), 0);
 }
 
 // A kept history opens on the kind of backend it ran on: AUTO sessions placed on the (emulated)
