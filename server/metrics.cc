@@ -88,6 +88,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   frames_inline_ = &prometheus::BuildCounter().Name("sinew_frames_inline_total")
                         .Help("Deform and StreamDeform frames run on the gRPC thread that read them, not handed to a worker (--inline-frame-us)")
                         .Register(*registry_).Add({});
+  auto& kept = prometheus::BuildCounter().Name("sinew_kept_states_total")
+                   .Help("--state-dir: stateful sessions' histories kept at the last stop, set again at this start "
+                         "(restored) or not (dropped: the session went on from rest; stderr says why)")
+                   .Register(*registry_);
+  kept_states_restored_ = &kept.Add({{"outcome", "restored"}});
+  kept_states_dropped_ = &kept.Add({{"outcome", "dropped"}});
   gpu_memory_ = &prometheus::BuildGauge().Name("sinew_gpu_memory_bytes")
                      .Help("GPU memory: used by Sinew, its limit, the device's total").Register(*registry_);
   gpu_utilisation_ = &prometheus::BuildGauge().Name("sinew_gpu_utilisation")
@@ -144,6 +150,8 @@ void Metrics::Frame(const MethodInfo* method, v1::Backend backend, double second
 void Metrics::FrameError(grpc::StatusCode code) {
   frame_errors_->Add({{"code", StatusCodeName(code)}}).Increment();
 }
+
+void Metrics::KeptState(bool restored) { (restored ? kept_states_restored_ : kept_states_dropped_)->Increment(); }
 
 void Metrics::RpcError(const char* rpc, grpc::StatusCode code) {
   rpc_errors_->Add({{"rpc", rpc}, {"code", StatusCodeName(code)}}).Increment();

@@ -52,6 +52,10 @@ class Metrics {
   // GPU device gauges: memory (used, limit, total), utilisation, rigs, sessions.
   void Device(const gpu::DeviceInfo& device);
   void RpcError(const char* rpc, grpc::StatusCode code);
+  // --state-dir: a history kept at the last stop set again at this start (`restored`), or not
+  // (refused, unreadable, overtaken by a frame, no backend of its kind, its method not serving
+  // within --session-idle-ttl: the session went on from rest; the server's stderr says why).
+  void KeptState(bool restored);
 
   prometheus::Gauge& sessions() { return *sessions_; }
   prometheus::Gauge& rigs() { return *rigs_; }
@@ -81,6 +85,8 @@ class Metrics {
   std::vector<std::array<prometheus::Histogram*, kBackends>> latency_;
   prometheus::Family<prometheus::Counter>* frame_errors_;
   prometheus::Family<prometheus::Counter>* rpc_errors_;
+  prometheus::Counter* kept_states_restored_;
+  prometheus::Counter* kept_states_dropped_;
   prometheus::Gauge* sessions_;
   prometheus::Gauge* rigs_;
   prometheus::Gauge* rig_bytes_;

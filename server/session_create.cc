@@ -229,7 +229,7 @@ absl::Status Service::KeepSession(const Session& s) {
 namespace {
 // The history KeepStates wrote for session `id` at the last stop, if any. A file that cannot be
 // read or parsed is reported (and removed when it does not parse): the session starts from rest.
-std::optional<v1::SessionState> ReadKeptState(const StateDir& dir, const std::string& id) {
+std::optional<v1::SessionState> ReadKeptState(const StateDir& dir, const std::string& id, Metrics& metrics) {
   std::string problem;
   std::optional<v1::SessionState> kept;
   if (auto bytes = dir.ReadSessionState(id, &problem)) {
@@ -243,6 +243,7 @@ std::optional<v1::SessionState> ReadKeptState(const StateDir& dir, const std::st
   if (!problem.empty()) {
     std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s; it starts again from rest\n", id.c_str(),
                  problem.c_str());
+    metrics.KeptState(/*restored=*/false);
   }
   return kept;
 }
@@ -254,7 +255,7 @@ size_t Service::RestoreSessions() {
        state_.LoadSessions([&](const std::string& id, const std::string& tenant, const std::string& bytes) {
          v1::CreateSessionRequest request;
          if (!request.ParseFromString(bytes)) return absl::DataLossError("not a serialized CreateSessionRequest");
-         std::optional<v1::SessionState> kept = ReadKeptState(state_, id);
+         std::optional<v1::SessionState> kept = ReadKeptState(state_, id, metrics_);
          v1::Session ignored;
          absl::Status st;
          if (kept && kept->backend() != request.backend()) {
@@ -268,6 +269,7 @@ size_t Service::RestoreSessions() {
                           "opened as recorded, from rest\n", id.c_str(), v1::Backend_Name(kept->backend()).c_str(),
                           std::string(st.message()).c_str());
              kept.reset();
+             metrics_.KeptState(/*restored=*/false);
              st = CreateSessionImpl(request, ignored, tenant, id);
            }
          } else {
@@ -279,6 +281,7 @@ size_t Service::RestoreSessions() {
            if (auto removed = state_.RemoveSessionState(id); !removed.ok() && kept) {
              std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s; its kept state is not restored\n",
                           id.c_str(), std::string(removed.message()).c_str());
+             metrics_.KeptState(/*restored=*/false);
            } else if (kept) {
              if (auto s = sessions_.Find(id, NowMs(), tenant)) RestoreState(s, std::move(*kept), /*first_try=*/true, NowMs());
            }

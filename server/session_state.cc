@@ -278,18 +278,23 @@ bool Service::RestoreState(const std::shared_ptr<Session>& s, v1::SessionState s
     if (!first_try && s->has_frame.load()) {
       std::fprintf(stderr, "sinew-server: --state-dir: session %s: a frame came before its method was ready for the "
                    "state kept at the last stop; it goes on from that frame, without it\n", s->id.c_str());
+      metrics_.KeptState(/*restored=*/false);
       return false;
     }
     v1::Session ignored;
     st = SetStateLocked(*s, state, ignored);
   }
-  if (st.ok()) return true;
+  if (st.ok()) {
+    metrics_.KeptState(/*restored=*/true);
+    return true;
+  }
   if (st.code() == absl::StatusCode::kUnavailable) {  // the session serves a fallback while its method prepares
     const int64_t ttl_ms = int64_t(options_.session_idle_ttl_seconds) * 1000;
     if (ttl_ms > 0 && NowMs() - since_ms > ttl_ms) {
       std::fprintf(stderr, "sinew-server: --state-dir: session %s: its method did not serve within --session-idle-ttl "
                    "of the start (%s); the state kept at the last stop is dropped\n", s->id.c_str(),
                    std::string(st.message()).c_str());
+      metrics_.KeptState(/*restored=*/false);
       return false;
     }
     std::lock_guard lock(pending_mu_);
@@ -299,6 +304,7 @@ bool Service::RestoreState(const std::shared_ptr<Session>& s, v1::SessionState s
   std::fprintf(stderr, "sinew-server: --state-dir: session %s: the state kept at the last stop was refused (%s: %s); "
                "it starts again from rest\n", s->id.c_str(), absl::StatusCodeToString(st.code()).c_str(),
                std::string(st.message()).c_str());
+  metrics_.KeptState(/*restored=*/false);
   return false;
 }
 

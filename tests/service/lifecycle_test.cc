@@ -810,6 +810,9 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
     }
     ASSERT_TRUE(restored) << "the pbs session's history was not restored within a minute of its tets";
     for (int k = 5; k < 9; ++k) ASSERT_EQ(play(*c, pbs, k), play(*rc, ref_pbs, k)) << "frame " << k;
+    const std::string metrics = HttpGet(restarted.metrics_port(), "/metrics");
+    EXPECT_EQ(MetricValue(metrics, "sinew_kept_states_total{outcome=\"restored\"}"), 2) << metrics;
+    EXPECT_EQ(MetricValue(metrics, "sinew_kept_states_total{outcome=\"dropped\"}"), 0) << metrics;
     ASSERT_EQ(kill(restarted.pid(), SIGKILL), 0);  // no drain: nothing kept this time
     EXPECT_NE(restarted.Terminate(), 0);
   }
@@ -963,6 +966,10 @@ TEST(Lifecycle, AKeptHistoryOpensOnTheBackendItRanOn) {
     EXPECT_FALSE(info->has_last_frame()) << id << ": a device history went on on the CPU";
     EXPECT_FALSE(std::filesystem::exists(dir / "sessions" / (id + ".state")));
   }
+  // Operators see the histories that did not come back (stderr says why).
+  const std::string metrics = HttpGet(without_gpu.metrics_port(), "/metrics");
+  EXPECT_EQ(MetricValue(metrics, "sinew_kept_states_total{outcome=\"dropped\"}"), 2) << metrics;
+  EXPECT_EQ(MetricValue(metrics, "sinew_kept_states_total{outcome=\"restored\"}"), 0) << metrics;
   EXPECT_EQ(without_gpu.Terminate(), 0);
   EXPECT_EQ(reference.Terminate(), 0);
   std::filesystem::remove_all(dir);
