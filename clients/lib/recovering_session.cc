@@ -70,11 +70,20 @@ absl::Status RecoveringSession::Create() {
 }
 
 absl::StatusOr<v1::Session> RecoveringSession::Update(const v1::DeformerConfig& deformer) {
+  // A history still being rebuilt on the session (a frame gave up part-way) first: the
+  // checkpoint below must see it whole.
+  if (restore_pending_) {
+    if (auto st = Restore(); !st.ok()) return st;
+  }
   auto updated = client_.UpdateSession(session_id_, deformer);
   if (updated.ok()) {
     *create_.mutable_deformer() = deformer;
-    // The frames kept so far ran under the old parameters: the history goes on from here.
-    if (options_.checkpoint_every > 0) Checkpoint(/*required=*/true);
+    // The frames kept so far ran under the old parameters: the history goes on from here (and
+    // the new ones may make a stateless session history-dependent: pbs's jiggle).
+    if (options_.checkpoint_every > 0) {
+      stateless_ = false;
+      Checkpoint(/*required=*/true);
+    }
   }
   return updated;
 }
@@ -83,6 +92,14 @@ void RecoveringSession::LoseHistory() {
   checkpoint_.reset();
   since_.clear();
   history_ = false;
+  restore_pending_ = false;
+}
+
+void RecoveringSession::StartHistory() {
+  checkpoint_.reset();
+  since_.clear();
+  history_ = true;
+  restore_pending_ = false;
 }
 
 void RecoveringSession::Checkpoint(bool required) {
@@ -95,23 +112,25 @@ void RecoveringSession::Checkpoint(bool required) {
     return;
   }
   ++checkpoints_;
-  since_.clear();
-  history_ = true;
+  StartHistory();
   stateless_ = state->method_state().empty();
-  if (stateless_) {
-    checkpoint_.reset();
-  } else {
-    checkpoint_ = std::move(*state);
-  }
+  if (!stateless_) checkpoint_ = std::move(*state);
 }
 
-void RecoveringSession::Applied(const v1::DeformRequest& request) {
+bool RecoveringSession::ByFallback(const v1::DeformResponse& frame) const {
+  return frame.method() != v1::METHOD_UNSPECIFIED && frame.method() != create_.deformer().method();
+}
+
+void RecoveringSession::Applied(const v1::DeformRequest& request, const v1::DeformResponse& frame) {
   if (options_.checkpoint_every == 0 || stateless_) return;
-  if (request.reset()) {  // the history starts here, as from a session just created
-    checkpoint_.reset();
-    since_.clear();
-    history_ = true;
+  // A frame of the fallback (the method still preparing) is no part of the method's history,
+  // which starts from rest at the first frame the method serves; a reset frame starts it too.
+  if (ByFallback(frame)) {
+    StartHistory();
+    untried_ = 0;
+    return;
   }
+  if (request.reset()) StartHistory();
   if (history_) {
     since_.push_back(request);
     since_.back().clear_outputs();
@@ -120,8 +139,7 @@ void RecoveringSession::Applied(const v1::DeformRequest& request) {
   if (++untried_ >= options_.checkpoint_every) Checkpoint(/*required=*/false);
 }
 
-absl::Status RecoveringSession::Restore(bool* reset) {
-  *reset = false;
+absl::Status RecoveringSession::Restore() {
   if (checkpoint_.has_value()) {
     if (auto set = client_.SetSessionState(session_id_, *checkpoint_); !set.ok()) return set.status();
   }
@@ -134,57 +152,61 @@ absl::Status RecoveringSession::Restore(bool* reset) {
     auto frame = client_.Deform(again);
     if (!frame.ok()) return frame.status();
     ++frames_replayed_;
+    if (ByFallback(*frame)) {  // a fresh server whose method is still preparing: later, from the start
+      return absl::UnavailableError("the method is still preparing on this server; the history is rebuilt once it serves");
+    }
   }
-  *reset = !checkpoint_.has_value() && since_.empty();
+  restore_pending_ = false;
   return absl::OkStatus();
 }
 
 absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest request) {
   const bool checkpointing = options_.checkpoint_every > 0;
-  bool redone = false, restored_lost_answer = false;
-  enum class Need { kNothing, kCreate, kRestore } need = Need::kNothing;
+  bool redone = false, restored_lost_answer = false, create = false;
   absl::Status last;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(options_.retry_delay);
-    if (need == Need::kCreate) {
+    if (create) {
       last = Create();
       if (!last.ok()) {
         if (Lost(last)) continue;  // the balancer has not moved us yet
         return last;
       }
+      create = false;
       ++sessions_recreated_;
-      need = Need::kNothing;
       if (checkpointing && !stateless_) {
         if (history_) {
-          need = Need::kRestore;
+          restore_pending_ = true;
         } else {
-          ++histories_lost_;
-          history_ = true;  // the new session's history starts with this frame
+          ++histories_lost_;  // nothing kept to go on from: this frame starts a new history
+          StartHistory();
         }
       }
     }
-    if (need == Need::kRestore) {
-      bool reset = false;
-      last = Restore(&reset);
+    // A frame that starts from rest itself needs no history (a kept one is not lost).
+    if (restore_pending_ && request.reset()) StartHistory();
+    if (restore_pending_) {
+      last = Restore();
       if (!last.ok()) {
         if (Unknown(last)) {  // the session went with its server: a new one
-          need = Need::kCreate;
+          create = true;
           continue;
         }
-        if (Lost(last)) continue;  // no server, or the method still preparing: again, later
+        // No server, or the method still preparing: again, later (by the next call too, when
+        // this one runs out of attempts).
+        if (Lost(last)) continue;
         // Refused (a server of another backend kind): this frame starts the history again.
-        LoseHistory();
         ++histories_lost_;
-        history_ = true;
-        reset = true;
+        StartHistory();
+        request.set_reset(true);
+      } else if (!checkpoint_.has_value() && since_.empty()) {
+        request.set_reset(true);  // the history is this frame's, from rest
       }
-      if (reset) request.set_reset(true);
-      need = Need::kNothing;
     }
     request.set_session_id(session_id_);
     auto frame = client_.Deform(request);
     if (frame.ok()) {
-      Applied(request);
+      Applied(request, *frame);
       return frame;
     }
     // Our earlier attempt was applied and its answer lost: rebuild the history on this session
@@ -192,15 +214,20 @@ absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest r
     if (redone && checkpointing && history_ && !stateless_ && !restored_lost_answer &&
         AlreadyApplied(frame.status())) {
       restored_lost_answer = true;
-      need = Need::kRestore;
+      restore_pending_ = true;
       last = frame.status();
       continue;
     }
-    if (!Shed(frame.status()) && !Lost(frame.status())) return frame;
+    if (!Shed(frame.status()) && !Lost(frame.status())) {
+      // Refused, but perhaps after it changed the history (a refused reset frame has forgotten
+      // it; a frame computed and then not sent has been applied): the server's word on it.
+      if (checkpointing && !stateless_) Checkpoint(/*required=*/true);
+      return frame;
+    }
     // Shed, or the server out of reach: the same session again (a transport blip, or a server
     // restarted with --state-dir, still has it; a server that is gone answers through the
     // balancer's next one, which does not know it). Unknown: a new one.
-    if (Unknown(frame.status())) need = Need::kCreate;
+    if (Unknown(frame.status())) create = true;
     last = frame.status();
     if (!redone) {
       redone = true;

@@ -42,12 +42,17 @@ class RecoveringSession {
     // history is given up until the next one). A session created again is given that state
     // (SetSessionState) and those frames again, in order, before the frame at hand: its history
     // goes on where it was, bit for bit on a server of the backend kind the state was saved on
-    // (asked for at the re-creation when the session was opened with BACKEND_AUTO). A frame
-    // whose answer was lost after the server applied it (resent, it "was already applied") is
-    // answered the same way on its own session. When the state is refused (no server of that
-    // backend kind) the session starts again from rest and histories_lost() counts it. A
-    // session whose state is empty (a stateless method) stops checkpointing until Update.
-    // 0: off (a session created again starts from rest; lost answers come back as errors).
+    // (asked for at the re-creation when the session was opened with BACKEND_AUTO; a server
+    // without that kind gets AUTO). While the new server's method still prepares (SetSessionState
+    // UNAVAILABLE, or frames from its fallback) the rebuild is tried again after the retry delay,
+    // and by the next call when this one runs out of attempts. Once per call, a frame whose answer
+    // was lost after the server applied it (resent, it "was already applied") is answered the same
+    // way on its own session. Frames a fallback served are no part of the history (the method
+    // starts from rest after them); after a refused frame (which may have changed the history: a
+    // refused reset) a checkpoint is taken. When the state is refused (no server of that backend
+    // kind) or nothing usable was kept, the session starts again from rest and histories_lost()
+    // counts it. A session whose state is empty (a stateless method) stops checkpointing until
+    // Update. 0: off (a session created again starts from rest; lost answers come back as errors).
     int checkpoint_every = 0;
   };
   // Uploads `rig` (unless resident) and creates the session `request` describes (its rig_id is
@@ -80,16 +85,19 @@ class RecoveringSession {
   RecoveringSession(Client& client, std::string rig_bytes, v1::CreateSessionRequest create, Options options)
       : client_(client), rig_bytes_(std::move(rig_bytes)), create_(std::move(create)), options_(options) {}
   absl::Status Create();
-  // checkpoint_every: `request` was applied; keeps it, and checkpoints when due.
-  void Applied(const v1::DeformRequest& request);
+  // checkpoint_every: `request` was applied (answered by `frame`); keeps it, and checkpoints when due.
+  void Applied(const v1::DeformRequest& request, const v1::DeformResponse& frame);
+  // `frame` came from the method's fallback (its preparation still running on that server).
+  bool ByFallback(const v1::DeformResponse& frame) const;
+  // The history starts again from rest (a reset, the method's first frame, a new checkpoint).
+  void StartHistory();
   // GetSessionState now; `required`: the kept frames no longer describe the history (Update), so
   // a failure gives the history up.
   void Checkpoint(bool required);
   // Gives the kept history up: the session's next frame starts from rest.
   void LoseHistory();
   // Brings the current session to the kept history: the checkpoint, then the frames since.
-  // Sets *reset when the frame at hand has to start from rest itself (nothing kept).
-  absl::Status Restore(bool* reset);
+  absl::Status Restore();
 
   Client& client_;
   std::string rig_bytes_;
@@ -102,7 +110,9 @@ class RecoveringSession {
   // checkpoint was empty (a stateless method), and frames since the last GetSessionState.
   std::optional<v1::SessionState> checkpoint_;
   std::vector<v1::DeformRequest> since_;
-  bool history_ = true, stateless_ = false;
+  // restore_pending_: the current session does not have the kept history yet (re-created, or a
+  // lost answer); kept across calls, so that a call that runs out of attempts leaves it to the next.
+  bool history_ = true, stateless_ = false, restore_pending_ = false;
   int untried_ = 0;
   uint64_t frames_replayed_ = 0, checkpoints_ = 0, histories_lost_ = 0;
 };

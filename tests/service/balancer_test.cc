@@ -169,10 +169,13 @@ class ScriptedServer final : public v1::Sinew::Service {
   grpc::Status CreateSession(grpc::ServerContext*, const v1::CreateSessionRequest* req, v1::Session* s) override {
     std::lock_guard lock(mu);
     deformers.push_back(req->deformer());
+    backends.push_back(req->backend());
     s->set_session_id("s" + std::to_string(++created));
     return grpc::Status::OK;
   }
   grpc::Status UpdateSession(grpc::ServerContext*, const v1::UpdateSessionRequest* req, v1::Session* s) override {
+    std::lock_guard lock(mu);
+    if (update_makes_stateful) stateless = false;
     s->set_session_id(req->session_id());
     return grpc::Status::OK;
   }
@@ -188,6 +191,10 @@ class ScriptedServer final : public v1::Sinew::Service {
     }
     last[req->session_id()] = req->frame();
     resp->set_frame(req->frame());
+    if (int& left = fallback_frames[req->session_id()]; left > 0) {  // the method still preparing
+      --left;
+      resp->set_method(v1::METHOD_DQS);
+    }
     return grpc::Status::OK;
   }
   // The "state" of a session is its name and the last frame it applied.
@@ -195,6 +202,10 @@ class ScriptedServer final : public v1::Sinew::Service {
                                v1::SessionState* state) override {
     std::lock_guard lock(mu);
     ++states_got;
+    if (failing_gets > 0) {
+      --failing_gets;
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "Socket closed");
+    }
     state->set_backend(v1::BACKEND_CPU);
     if (auto it = last.find(req->session_id()); it != last.end()) state->set_last_frame(it->second);
     if (!stateless) state->set_method_state(req->session_id() + "@" + std::to_string(last[req->session_id()]));
@@ -203,6 +214,10 @@ class ScriptedServer final : public v1::Sinew::Service {
   grpc::Status SetSessionState(grpc::ServerContext*, const v1::SetSessionStateRequest* req, v1::Session* s) override {
     std::lock_guard lock(mu);
     states_set.push_back(req->session_id() + " <- " + req->state().method_state());
+    if (preparing_sets > 0) {
+      --preparing_sets;
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "session_id: its method is still preparing (elastic-implicit)");
+    }
     if (refuse_states) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "state.backend: saved on BACKEND_GPU; this session runs on BACKEND_CPU");
@@ -213,9 +228,12 @@ class ScriptedServer final : public v1::Sinew::Service {
   }
   const std::vector<grpc::Status> script;
   std::set<size_t> applied;  // indexes of script errors returned after the frame was applied
-  bool stateless = false, refuse_states = false;
+  bool stateless = false, refuse_states = false, update_makes_stateful = false;
   std::mutex mu;
   int created = 0, states_got = 0;
+  int failing_gets = 0, preparing_sets = 0;   // the next so many calls answer UNAVAILABLE
+  std::map<std::string, int> fallback_frames;  // per session: its next so many frames by the fallback
+  std::vector<v1::Backend> backends;          // as each session was created
   std::vector<std::string> framed;
   std::vector<std::string> frames;      // "session:frame[ reset]" per Deform call
   std::vector<std::string> states_set;  // "session <- state" per SetSessionState call
@@ -378,6 +396,77 @@ TEST(RecoveringSession, ASessionCreatedAgainGetsItsCheckpointAndTheFramesSince) 
   EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:5", "s1:6", "s1:7", "s1:8",
                                                      "s2:6", "s2:7", "s2:8", "s2:9"));
   EXPECT_EQ(replayed, 2u);
+  // Re-created on the backend kind its state was saved on (opened with AUTO).
+  EXPECT_THAT(service.backends, ::testing::ElementsAre(v1::BACKEND_AUTO, v1::BACKEND_CPU));
+}
+
+// A rebuild that runs out of attempts (the new server's method still preparing) is finished by
+// the next call, before its frame. (A review found the next call sent its frame to the half-built
+// session: a wrong history, uncounted.)
+TEST(RecoveringSession, ARebuildThatRunsOutOfAttemptsIsFinishedByTheNextCall) {
+  ScriptedServer service(OkThen(3, {NotFound("s1")}));
+  service.preparing_sets = 3;
+  ASSERT_TRUE(PlayThrough(service, {.max_attempts = 3, .checkpoint_every = 2},
+                          [&](client::RecoveringSession& s, const Pose& pose) {
+                            for (uint64_t f = 1; f <= 3; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                            EXPECT_EQ(s.Deform(Frame("", 4, pose)).status().code(), absl::StatusCode::kUnavailable);
+                            auto again = s.Deform(Frame("", 4, pose));
+                            ASSERT_TRUE(again.ok()) << again.status();
+                            EXPECT_EQ(s.sessions_recreated(), 1u);
+                            EXPECT_EQ(s.histories_lost(), 0u);
+                          }).ok());
+  EXPECT_THAT(service.states_set, ::testing::ElementsAre("s2 <- s1@2", "s2 <- s1@2", "s2 <- s1@2", "s2 <- s1@2"));
+  EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s2:3", "s2:4"));
+}
+
+// Frames the fallback served while the method prepared are no part of the method's history: the
+// kept history starts at the method's first frame, and a rebuild the new server's fallback
+// answers is tried again once the method serves.
+TEST(RecoveringSession, FramesOfTheFallbackAreNoPartOfTheHistory) {
+  ScriptedServer service(OkThen(4, {NotFound("s1")}));
+  service.fallback_frames = {{"s1", 2}, {"s2", 1}};
+  ASSERT_TRUE(PlayThrough(service, {.checkpoint_every = 10}, [&](client::RecoveringSession& s, const Pose& pose) {
+                for (uint64_t f = 1; f <= 5; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+              }).ok());
+  EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:5", "s2:3 reset",
+                                                     "s2:3 reset", "s2:4", "s2:5"));
+}
+
+// An Update can make a stateless session history-dependent (pbs's jiggle): checkpoints start,
+// also when the one right after the Update fails. A refused frame is followed by a checkpoint (it
+// may have changed the history: a refused reset frame has forgotten it).
+TEST(RecoveringSession, CheckpointsFollowUpdatesAndRefusedFrames) {
+  ScriptedServer service(OkThen(4, {NotFound("s1")}));
+  service.stateless = true;
+  service.update_makes_stateful = true;
+  ASSERT_TRUE(PlayThrough(service, {.checkpoint_every = 2}, [&](client::RecoveringSession& s, const Pose& pose) {
+                for (uint64_t f = 1; f <= 2; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                {
+                  std::lock_guard lock(service.mu);
+                  service.failing_gets = 1;
+                }
+                v1::DeformerConfig jiggling;
+                jiggling.set_method(v1::METHOD_ELASTIC_IMPLICIT);
+                ASSERT_TRUE(s.Update(jiggling).ok());
+                for (uint64_t f = 3; f <= 5; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                EXPECT_EQ(s.histories_lost(), 0u);
+              }).ok());
+  EXPECT_THAT(service.states_set, ::testing::ElementsAre("s2 <- s1@4"));
+  EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:5", "s2:5"));
+
+  ScriptedServer refusing(OkThen(2, {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "pose: joint 3: not finite"),
+                                     grpc::Status::OK, NotFound("s1")}));
+  ASSERT_TRUE(PlayThrough(refusing, {.checkpoint_every = 5}, [&](client::RecoveringSession& s, const Pose& pose) {
+                for (uint64_t f = 1; f <= 2; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                v1::DeformRequest reset = Frame("", 3, pose);
+                reset.set_reset(true);
+                EXPECT_EQ(s.Deform(reset).status().code(), absl::StatusCode::kInvalidArgument);
+                EXPECT_EQ(s.checkpoints(), 1u);
+                for (uint64_t f = 4; f <= 5; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+              }).ok());
+  EXPECT_THAT(refusing.states_set, ::testing::ElementsAre("s2 <- s1@2"));
+  EXPECT_THAT(refusing.frames,
+              ::testing::ElementsAre("s1:1", "s1:2", "s1:3 reset", "s1:4", "s1:5", "s2:4", "s2:5"));
 }
 
 // Before the first checkpoint the history is the session's frames since its creation: the first
