@@ -353,6 +353,69 @@ class ServerGoneTest(unittest.TestCase):
         self.run_until_gone(signal.SIGKILL)
 
 
+class RecoveringSessionTest(unittest.TestCase):
+    """sinew.RecoveringSession, the C++ client::RecoveringSession's twin: its server killed with -9
+    and a new one started on its port without --state-dir, a jiggling pbs session that checkpoints
+    goes on with the bits of a server that never stopped; one that does not starts from rest."""
+
+    def server(self, *args: str) -> Server:
+        server = Server(args)
+        self.addCleanup(server.stop)
+        return server
+
+    def connect(self, server: Server) -> sinew.Client:
+        client = sinew.connect(server.target, token="")
+        self.addCleanup(client.close)
+        return client
+
+    def test_checkpoints_carry_a_history_to_a_fresh_server(self) -> None:
+        limb = Limb()
+        jiggle = np.clip((limb.positions[:, 0] - limb.positions[:, 0].min()) / 3.0 - 0.5, 0, 1)
+        rig = limb_rig(limb, attributes={"pbs_jiggle": jiggle})
+        params = {"jiggle": True, "tets": "voxels"}
+        frames = [sinew.Pose(rot, trans) for rot, trans, _ in poses(limb, 12)]
+        rc = self.connect(self.server())
+        reference = rc.create_session(rc.upload_rig(rig).rig_id, "pbs", params, backend="cpu")
+        reference.wait_prepared(timeout=120)
+        want = [reference.deform(p) for p in frames]
+
+        first = self.server()
+        target = first.target
+        c = self.connect(first)
+        # Up to two minutes a frame: the new server makes its tets again before the state is set.
+        kept = sinew.RecoveringSession(c, rig, "pbs", params, backend="cpu", checkpoint_every=3,
+                                       max_attempts=1200, retry_delay=0.1)
+        kept.session.wait_prepared(timeout=120)
+        plain = sinew.RecoveringSession(c, rig, "pbs", params, backend="cpu", max_attempts=1200, retry_delay=0.1)
+        for k in range(7):
+            np.testing.assert_array_equal(kept.deform(frames[k]), want[k], err_msg=f"frame {k}")
+            np.testing.assert_array_equal(plain.deform(frames[k]), want[k], err_msg=f"frame {k}")
+        first.process.kill()
+        first.stop()
+        self.server("--listen", target)
+        for k in range(7, 12):
+            np.testing.assert_array_equal(kept.deform(frames[k]), want[k], err_msg=f"frame {k}")
+        self.assertEqual((kept.sessions_recreated, kept.histories_lost, kept.checkpoints), (1, 0, 4))
+        self.assertEqual(kept.frames_replayed, 1)  # frame 6, applied after the checkpoint at frame 5
+        # Without checkpoints: from rest on the new server (its fallback's frames first, then pbs).
+        last = [plain.deform(frames[k]) for k in range(7, 12)][-1]
+        self.assertEqual(plain.sessions_recreated, 1)
+        self.assertGreater(np.abs(last - want[11]).max(), 1e-4)
+        self.assertEqual(kept.close(), 6)  # on the new server: frame 6 again, then 7 to 11
+
+    def test_arguments_are_checked(self) -> None:
+        c = self.connect(self.server())
+        rig = limb_rig(Limb())
+        for kwargs, field in (({"checkpoint_every": -1}, "checkpoint_every"), ({"max_attempts": 0}, "max_attempts"),
+                              ({"retry_delay": -1}, "retry_delay"), ({"timeout": 3}, "timeout")):
+            with self.assertRaisesRegex(sinew.InvalidArgument, field):
+                sinew.RecoveringSession(c, rig, "dqs", **kwargs)
+        with sinew.RecoveringSession(c, rig, "dqs") as s:
+            with self.assertRaisesRegex(sinew.InvalidArgument, "shared_memory"):
+                s.deform(sinew.Pose(*next(poses(Limb(), 1))[:2]), shared_memory=object())
+            self.assertEqual(s.deform_frame(sinew.Pose(*next(poses(Limb(), 1))[:2])).frame, 0)
+
+
 class SharedMemoryRefusedTest(ServerTest):
     """A server without --shared-memory-bytes refuses regions; the client leaves no object behind."""
 

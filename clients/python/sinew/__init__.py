@@ -18,6 +18,7 @@ from .info import BackendInfo, DeviceInfo, Limits, MethodInfo, ParamInfo, Server
 from .shm import SharedMemoryRegion  # noqa: E402,F401
 from .client import (BACKENDS, ENCODINGS, Client, ClipFrame, Frame, Session, UploadResult,  # noqa: E402,F401
                      connect, method_name, method_value)
+from .recovering import RecoveringSession  # noqa: E402,F401
 from ._proto import pb  # noqa: E402,F401
 
 __version__ = "0.1.0"

@@ -1,0 +1,300 @@
+"""A session that outlives its server, for clients behind a balancer (``deploy/haproxy.cfg``): the
+Python twin of the C++ ``client::RecoveringSession`` (``clients/lib/recovering_session.h``), with
+the same rules, counters and checkpoints."""
+from __future__ import annotations
+
+import time
+from typing import Any, List, Mapping, Optional
+
+import grpc
+import numpy as np
+
+from ._proto import pb
+from .client import Client, Frame, Session
+from .codec import PositionDecoder
+from .errors import DataLoss, InvalidArgument, SinewError, Unavailable
+
+__all__ = ["RecoveringSession"]
+
+
+def _message(e: SinewError) -> str:
+    return e.message or ""
+
+
+def _unknown(e: SinewError) -> bool:
+    """The server answering does not know the session (or its rig): worth creating it again."""
+    return e.code == grpc.StatusCode.NOT_FOUND and _message(e).startswith(("session_id:", "rig_id:"))
+
+
+def _lost(e: SinewError) -> bool:
+    """That, or no server answered: worth trying again."""
+    return e.code == grpc.StatusCode.UNAVAILABLE or _unknown(e)
+
+
+def _shed(e: SinewError) -> bool:
+    """Answered without deforming it (admission control, ``--max-queue-ms``): send it again later."""
+    return e.code == grpc.StatusCode.UNAVAILABLE and _message(e).startswith("overloaded:")
+
+
+def _already_applied(e: SinewError) -> bool:
+    """A stateful session's frame sent again after its answer was lost: the server had applied it."""
+    m = _message(e)
+    return e.code == grpc.StatusCode.FAILED_PRECONDITION and m.startswith("frame:") and "was already applied" in m
+
+
+class RecoveringSession:
+    """A session on `rig` (a ``sinew.v1.Rig`` or its deterministic serialization) that survives its
+    server. When a frame finds no server (:class:`~sinew.errors.Unavailable`) it is sent again on
+    the same session after `retry_delay` seconds (a blip, or a server restarted with
+    ``--state-dir``, keeps it); when the server answering does not know the session
+    (:class:`~sinew.errors.NotFound` naming ``session_id`` or ``rig_id``: the balancer moved this
+    client, or the server restarted without its state) the rig is uploaded again (one small round
+    trip where it is resident), the session created again with the parameters it was last given
+    (the constructor's, or :meth:`update`'s) and the frame sent again. A frame shed under load
+    ("overloaded: ...") is sent again on the same session. At most `max_attempts` tries a frame;
+    then the last error is raised. ``frames_redone`` and ``sessions_recreated`` count them.
+
+    `checkpoint_every` (frames; 0: off): for history-dependent methods (elastic-implicit,
+    supercages, pbs with jiggle, swing-twist unwrapping) every this many applied frames the
+    session's state is fetched (``GetSessionState``) and kept with the requests applied since (at
+    most twice that many while checkpoints fail). A session created again is given that state and
+    those frames, in order, before the frame at hand: its history goes on bit for bit on a server
+    of the backend kind the state was saved on (asked for at the re-creation when `backend` is
+    ``auto``). While the new server's method still prepares the rebuild is tried again (by the
+    next call too when this one runs out of attempts). Once per call, a frame whose answer was lost
+    after the server applied it ("was already applied") is answered the same way on its own
+    session. Frames a fallback served (the method still preparing) are no part of the history; a
+    refused frame and :meth:`update` are followed by a checkpoint. A state refused by the new
+    server, or nothing usable kept, starts the session from rest: ``histories_lost`` counts it.
+    ``frames_replayed`` and ``checkpoints`` count the rest. Without checkpoints a re-created
+    history-dependent session starts from rest, and a lost answer's "already applied" is raised.
+
+    `create_options` go to :meth:`Client.create_session` (``backend``, ``encoding``, ...). Frames
+    through shared memory are not taken (a region lives on one server). One thread at a time."""
+
+    def __init__(self, client: Client, rig: Any, method: str = "lbs", params: Optional[Mapping[Any, Any]] = None, *,
+                 checkpoint_every: int = 0, max_attempts: int = 40, retry_delay: float = 0.1,
+                 **create_options: Any) -> None:
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise InvalidArgument(f"max_attempts: {max_attempts!r}; each frame needs at least one attempt")
+        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
+            raise InvalidArgument(f"checkpoint_every: {checkpoint_every!r}; 0 (off) or a number of frames")
+        if not retry_delay >= 0:
+            raise InvalidArgument(f"retry_delay: {retry_delay!r}; expected seconds >= 0")
+        if "timeout" in create_options:
+            raise InvalidArgument("create_options: timeout is the client's (Client(timeout=...))")
+        self.client = client
+        self._rig = bytes(rig) if isinstance(rig, (bytes, bytearray)) else rig.SerializeToString(deterministic=True)
+        self._method = method
+        self._params = dict(params or {})
+        self._create = dict(create_options)
+        self.checkpoint_every = checkpoint_every
+        self.max_attempts = max_attempts
+        self.retry_delay = float(retry_delay)
+        self.frames_redone = 0
+        self.sessions_recreated = 0
+        self.frames_replayed = 0
+        self.checkpoints = 0
+        self.histories_lost = 0
+        self._checkpoint: Optional[Any] = None  # sinew.v1.SessionState; None: as created (or reset)
+        self._since: List[Any] = []  # requests applied after it
+        self._history = True  # the two give the session's history
+        self._stateless = False  # the last checkpoint was empty
+        self._restore_pending = False  # the current session does not have the kept history yet
+        self._untried = 0  # frames since the last GetSessionState
+        self._next_frame = 0
+        self.session: Session = self._open()
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    def _open(self) -> Session:
+        rig_id = self.client.upload_rig(self._rig).rig_id
+        preferred = self._create.get("backend", "auto")
+        if self._checkpoint is not None and self._history and preferred == "auto":
+            # A kept state continues only on the backend kind it was saved on.
+            kind = pb.Backend.Name(self._checkpoint.backend)[len("BACKEND_"):].lower()
+            try:
+                return self.client.create_session(rig_id, self._method, self._params,
+                                                  **{**self._create, "backend": kind})
+            except SinewError as e:
+                if _lost(e):
+                    raise
+        return self.client.create_session(rig_id, self._method, self._params, **self._create)
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    def update(self, params: Optional[Mapping[Any, Any]] = None) -> "RecoveringSession":
+        """:meth:`Session.update` on the session, and the parameters a re-created session gets from
+        then on. Not retried: its error is raised, the parameters kept as they were."""
+        if self._restore_pending:
+            self._restore()
+        self.session.update(params)
+        self._params = dict(params or {})
+        if self.checkpoint_every:
+            self._stateless = False  # the new parameters may make it history-dependent (pbs's jiggle)
+            self._take_checkpoint(required=True)
+        return self
+
+    def close(self) -> int:
+        """Closes the current session; returns the frames it deformed."""
+        return self.session.close()
+
+    def __enter__(self) -> "RecoveringSession":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.close()
+        except SinewError:
+            if exc[0] is None:
+                raise
+
+    # -- history ----------------------------------------------------------------------------------
+
+    def _start_history(self) -> None:
+        self._checkpoint, self._since, self._history, self._restore_pending = None, [], True, False
+
+    def _lose_history(self) -> None:
+        self._checkpoint, self._since, self._history, self._restore_pending = None, [], False, False
+
+    def _take_checkpoint(self, required: bool) -> None:
+        self._untried = 0
+        try:
+            state = self.session.get_state()
+        except SinewError:
+            if required or len(self._since) >= 2 * self.checkpoint_every:
+                self._lose_history()
+            return
+        self.checkpoints += 1
+        self._start_history()
+        self._stateless = not state.method_state
+        if not self._stateless:
+            self._checkpoint = state
+
+    def _by_fallback(self, resp: Any) -> bool:
+        method = self.session.info.deformer.method
+        return resp.method != pb.METHOD_UNSPECIFIED and resp.method != method
+
+    def _applied(self, req: Any, resp: Any) -> None:
+        if not self.checkpoint_every or self._stateless:
+            return
+        if self._by_fallback(resp):  # the method's history starts at its first own frame
+            self._start_history()
+            self._untried = 0
+            return
+        if req.reset:
+            self._start_history()
+        if self._history:
+            kept = pb.DeformRequest()
+            kept.CopyFrom(req)
+            kept.ClearField("outputs")
+            kept.session_id = ""
+            self._since.append(kept)
+        self._untried += 1
+        if self._untried >= self.checkpoint_every:
+            self._take_checkpoint(required=False)
+
+    def _restore(self) -> None:
+        """Brings the current session to the kept history: the checkpoint, then the frames since."""
+        if self._checkpoint is not None:
+            self.session.set_state(self._checkpoint)
+        for i, kept in enumerate(self._since):
+            again = pb.DeformRequest()
+            again.CopyFrom(kept)
+            again.session_id = self.session.id
+            if i == 0 and self._checkpoint is None:
+                again.reset = True  # the history starts at the session's creation: from rest
+            resp = self.client._call(self.client.stub.Deform, again)
+            self.frames_replayed += 1
+            if self._by_fallback(resp):
+                raise Unavailable("the method is still preparing on this server; the history is rebuilt once it serves")
+        self._restore_pending = False
+
+    # -- frames -----------------------------------------------------------------------------------
+
+    def deform_frame(self, pose: Any = None, **kwargs: Any) -> Frame:
+        """One frame as :meth:`Session.deform_frame` (numbered after the last one unless `frame`),
+        recovered as above when needed."""
+        if kwargs.get("shared_memory") is not None:
+            raise InvalidArgument("shared_memory: a RecoveringSession's frames come in the response (a region "
+                                  "lives on one server)")
+        if kwargs.get("frame") is None:
+            kwargs["frame"] = self._next_frame
+        request = self.session.request(pose, **kwargs)
+        self._next_frame = request.frame + 1
+        checkpointing = self.checkpoint_every > 0
+        redone = restored_lost_answer = create = False
+        last: Optional[SinewError] = None
+        for attempt in range(self.max_attempts):
+            if attempt:
+                time.sleep(self.retry_delay)
+            if create:
+                try:
+                    self.session = self._open()
+                except SinewError as e:
+                    if _lost(e):  # the balancer has not moved us yet
+                        last = e
+                        continue
+                    raise
+                create = False
+                self.sessions_recreated += 1
+                if checkpointing and not self._stateless:
+                    if self._history:
+                        self._restore_pending = True
+                    else:
+                        self.histories_lost += 1  # nothing kept: this frame starts a new history
+                        self._start_history()
+            if self._restore_pending and request.reset:
+                self._start_history()  # a frame from rest needs no history
+            if self._restore_pending:
+                try:
+                    self._restore()
+                    if self._checkpoint is None and not self._since:
+                        request.reset = True  # the history is this frame's, from rest
+                except SinewError as e:
+                    if _unknown(e):
+                        create, last = True, e
+                        continue
+                    if _lost(e):
+                        last = e
+                        continue
+                    self.histories_lost += 1  # refused (another backend kind): from rest
+                    self._start_history()
+                    request.reset = True
+            request.session_id = self.session.id
+            try:
+                resp = self.client._call(self.client.stub.Deform, request)
+            except SinewError as e:
+                if e.frame is None:
+                    e.frame = request.frame
+                if (redone and checkpointing and self._history and not self._stateless and not restored_lost_answer
+                        and _already_applied(e)):
+                    restored_lost_answer, self._restore_pending, last = True, True, e
+                    continue
+                if not _shed(e) and not _lost(e):
+                    if checkpointing and not self._stateless:
+                        self._take_checkpoint(required=True)  # it may have changed the history
+                    raise
+                if _unknown(e):
+                    create = True
+                last = e
+                if not redone:
+                    redone = True
+                    self.frames_redone += 1
+                continue
+            self._applied(request, resp)  # applied, whether or not this client decodes it
+            frame = self.session._frame(resp, PositionDecoder())
+            if frame.error is not None:
+                raise frame.error
+            return frame
+        assert last is not None
+        raise last
+
+    def deform(self, pose: Any = None, **kwargs: Any) -> np.ndarray:
+        """The positions of :meth:`deform_frame`, (vertex_count, 3) float32."""
+        frame = self.deform_frame(pose, **kwargs)
+        if frame.positions is None:
+            raise DataLoss(f"frame {frame.frame}: the response carries no positions", frame=frame.frame)
+        return frame.positions
