@@ -8,11 +8,16 @@ from __future__ import annotations
 import glob
 import os
 import signal
+import threading
 import unittest
+from concurrent import futures
+
+import grpc
 
 import numpy as np
 
 import sinew
+from sinew._proto import pb_grpc
 from sinew_testing import Limb, Server, quat_axis_angle, rotation_matrix
 from test_client import LBS_TOLERANCE, ServerTest, limb_rig, poses
 
@@ -397,7 +402,8 @@ class RecoveringSessionTest(unittest.TestCase):
             np.testing.assert_array_equal(kept.deform(frames[k]), want[k], err_msg=f"frame {k}")
         self.assertEqual((kept.sessions_recreated, kept.histories_lost, kept.checkpoints), (1, 0, 4))
         self.assertEqual(kept.frames_replayed, 1)  # frame 6, applied after the checkpoint at frame 5
-        # Without checkpoints: from rest on the new server (its fallback's frames first, then pbs).
+        # Without checkpoints: pbs from rest on the new server (its tets are ready by now: the
+        # checkpointing session's state waited for them).
         last = [plain.deform(frames[k]) for k in range(7, 12)][-1]
         self.assertEqual(plain.sessions_recreated, 1)
         self.assertGreater(np.abs(last - want[11]).max(), 1e-4)
@@ -414,6 +420,98 @@ class RecoveringSessionTest(unittest.TestCase):
             with self.assertRaisesRegex(sinew.InvalidArgument, "shared_memory"):
                 s.deform(sinew.Pose(*next(poses(Limb(), 1))[:2]), shared_memory=object())
             self.assertEqual(s.deform_frame(sinew.Pose(*next(poses(Limb(), 1))[:2])).frame, 0)
+
+
+class ScriptedSinew(pb_grpc.SinewServicer):
+    """A server that has every rig, numbers the sessions it creates ("s1", ...), answers its Deform
+    calls with `script`'s errors in turn (None: deform) and keeps a session's "state" as its name
+    and last frame; `applied` lists the script indexes whose frame was applied before the error
+    (its answer lost on the way back)."""
+
+    def __init__(self, script, applied=()) -> None:
+        self.script, self.applied = list(script), set(applied)
+        self.lock = threading.Lock()
+        self.created = 0
+        self.frames, self.states_set, self.backends, self.deformers = [], [], [], []
+        self.last = {}
+
+    def GetServerInfo(self, request, context):
+        return sinew.pb.ServerInfo(methods=[sinew.pb.MethodInfo(method=sinew.pb.METHOD_PBS, name="pbs",
+                                                                params_field="pbs")])
+
+    def GetRig(self, request, context):
+        return sinew.pb.RigInfo(rig_id=request.rig_id)
+
+    def CreateSession(self, request, context):
+        with self.lock:
+            self.created += 1
+            self.backends.append(request.backend)
+            self.deformers.append(request.deformer)
+            return sinew.pb.Session(session_id=f"s{self.created}", deformer=request.deformer)
+
+    def UpdateSession(self, request, context):
+        return sinew.pb.Session(session_id=request.session_id, deformer=request.deformer)
+
+    def Deform(self, request, context):
+        with self.lock:
+            i = len(self.frames)
+            self.frames.append(f"{request.session_id}:{request.frame}" + (" reset" if request.reset else ""))
+            if i < len(self.script) and self.script[i] is not None:
+                if i in self.applied:
+                    self.last[request.session_id] = request.frame
+                code, message = self.script[i]
+                context.abort(code, message)
+            self.last[request.session_id] = request.frame
+            return sinew.pb.DeformResponse(frame=request.frame)
+
+    def GetSessionState(self, request, context):
+        with self.lock:
+            last = self.last.get(request.session_id, 0)
+            return sinew.pb.SessionState(backend=sinew.pb.BACKEND_CPU, last_frame=last,
+                                         method_state=f"{request.session_id}@{last}".encode())
+
+    def SetSessionState(self, request, context):
+        with self.lock:
+            self.states_set.append(f"{request.session_id} <- {request.state.method_state.decode()}")
+            self.last[request.session_id] = request.state.last_frame
+            return sinew.pb.Session(session_id=request.session_id)
+
+
+class RecoveringSessionScriptedTest(unittest.TestCase):
+    """sinew.RecoveringSession against a scripted in-process server: a shed frame, a lost answer, an
+    update and a re-created session, each as the C++ twin handles them (tests/service/balancer_test.cc)."""
+
+    def test_shed_lost_answer_update_and_recreation(self) -> None:
+        shed = (grpc.StatusCode.UNAVAILABLE, "overloaded: the frame waited 300 ms for a worker")
+        lost = (grpc.StatusCode.UNAVAILABLE, "Socket closed")
+        applied = (grpc.StatusCode.FAILED_PRECONDITION, "frame: 3 was already applied (or failed after it was); ...")
+        gone = (grpc.StatusCode.NOT_FOUND, 'session_id: no session "s1" (closed or expired)')
+        script = [None, None, shed, None, lost, applied, None, gone]
+        service = ScriptedSinew(script, applied={4})
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        pb_grpc.add_SinewServicer_to_server(service, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self.addCleanup(server.stop, None)
+        client = sinew.connect(f"127.0.0.1:{port}", token="")
+        self.addCleanup(client.close)
+        s = sinew.RecoveringSession(client, sinew.pb.Rig(name="any"), "pbs", {"jiggle": False}, checkpoint_every=2,
+                                    retry_delay=0.001)
+        with self.assertRaises(AttributeError):
+            s.checkpoint_every = 5  # fixed at construction
+        pose = sinew.pb.Pose()
+        self.assertEqual([s.deform_frame(pose).frame for _ in range(3)], [0, 1, 2])  # 2 shed once
+        s.update({"jiggle": True})  # a checkpoint: s1@2
+        self.assertEqual(s.deform_frame(pose).frame, 3)  # lost, "already applied", from the checkpoint
+        self.assertEqual(s.deform_frame(pose).frame, 4)  # s1 gone: s2 gets s1@2 and frame 3 again
+        self.assertEqual(service.frames, ["s1:0", "s1:1", "s1:2", "s1:2", "s1:3", "s1:3", "s1:3", "s1:4",
+                                          "s2:3", "s2:4"])
+        self.assertEqual(service.states_set, ["s1 <- s1@2", "s2 <- s1@2"])
+        # Re-created on the backend kind its state was saved on, with the parameters it was last given.
+        self.assertEqual(service.backends, [sinew.pb.BACKEND_AUTO, sinew.pb.BACKEND_CPU])
+        self.assertTrue(service.deformers[1].pbs.jiggle)
+        self.assertEqual((s.frames_redone, s.sessions_recreated, s.frames_replayed, s.checkpoints, s.histories_lost),
+                         (3, 1, 1, 3, 0))
 
 
 class SharedMemoryRefusedTest(ServerTest):

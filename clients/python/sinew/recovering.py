@@ -3,6 +3,7 @@ Python twin of the C++ ``client::RecoveringSession`` (``clients/lib/recovering_s
 the same rules, counters and checkpoints."""
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any, List, Mapping, Optional
 
@@ -86,11 +87,12 @@ class RecoveringSession:
         self.client = client
         self._rig = bytes(rig) if isinstance(rig, (bytes, bytearray)) else rig.SerializeToString(deterministic=True)
         self._method = method
-        self._params = dict(params or {})
-        self._create = dict(create_options)
-        self.checkpoint_every = checkpoint_every
-        self.max_attempts = max_attempts
-        self.retry_delay = float(retry_delay)
+        # Deep copies: what a re-created session gets does not change with the caller's objects.
+        self._params = copy.deepcopy(dict(params or {}))
+        self._create = copy.deepcopy(dict(create_options))
+        self._checkpoint_every = checkpoint_every
+        self._max_attempts = max_attempts
+        self._retry_delay = float(retry_delay)
         self.frames_redone = 0
         self.sessions_recreated = 0
         self.frames_replayed = 0
@@ -112,26 +114,48 @@ class RecoveringSession:
         preferred = self._create.get("backend", "auto")
         if self._checkpoint is not None and self._history and preferred == "auto":
             # A kept state continues only on the backend kind it was saved on.
-            kind = pb.Backend.Name(self._checkpoint.backend)[len("BACKEND_"):].lower()
             try:
-                return self.client.create_session(rig_id, self._method, self._params,
-                                                  **{**self._create, "backend": kind})
-            except SinewError as e:
-                if _lost(e):
-                    raise
+                kind = pb.Backend.Name(self._checkpoint.backend)[len("BACKEND_"):].lower()
+            except ValueError:  # a backend this client does not know: the server's choice
+                kind = "auto"
+            if kind != "auto":
+                try:
+                    return self.client.create_session(rig_id, self._method, self._params,
+                                                      **{**self._create, "backend": kind})
+                except SinewError as e:
+                    if _lost(e):
+                        raise
         return self.client.create_session(rig_id, self._method, self._params, **self._create)
+
+    # Fixed at construction (as the C++ Options at Open): checkpoints turned on mid-session would
+    # imply a history whose first frames were never kept.
+    @property
+    def checkpoint_every(self) -> int:
+        return self._checkpoint_every
+
+    @property
+    def max_attempts(self) -> int:
+        return self._max_attempts
+
+    @property
+    def retry_delay(self) -> float:
+        return self._retry_delay
 
     @property
     def session_id(self) -> str:
         return self.session.id
 
     def update(self, params: Optional[Mapping[Any, Any]] = None) -> "RecoveringSession":
-        """:meth:`Session.update` on the session, and the parameters a re-created session gets from
-        then on. Not retried: its error is raised, the parameters kept as they were."""
+        """:meth:`Session.update` on the session (the new parameters replace the old; unset ones are
+        the method's defaults), and the parameters a re-created session gets from then on. Not
+        retried: its error is raised, the parameters kept as they were. A rebuild of the history
+        left pending by a frame that ran out of attempts is finished first (its error raised);
+        with `checkpoint_every` a checkpoint follows (the history goes on under the new
+        parameters; if it fails, the history is given up until the next one)."""
         if self._restore_pending:
             self._restore()
         self.session.update(params)
-        self._params = dict(params or {})
+        self._params = copy.deepcopy(dict(params or {}))
         if self.checkpoint_every:
             self._stateless = False  # the new parameters may make it history-dependent (pbs's jiggle)
             self._take_checkpoint(required=True)
@@ -290,6 +314,8 @@ class RecoveringSession:
                 raise frame.error
             return frame
         assert last is not None
+        if last.frame is None:
+            last.frame = request.frame
         raise last
 
     def deform(self, pose: Any = None, **kwargs: Any) -> np.ndarray:
