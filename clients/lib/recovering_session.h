@@ -94,7 +94,8 @@ class RecoveringSession {
   // GetSessionState now; `required`: the kept frames no longer describe the history (Update), so
   // a failure gives the history up.
   void Checkpoint(bool required);
-  // Gives the kept history up: the session's next frame starts from rest.
+  // Gives the kept history up (the session itself goes on): a session created again before the
+  // next checkpoint starts from rest, counted in histories_lost().
   void LoseHistory();
   // Brings the current session to the kept history: the checkpoint, then the frames since.
   absl::Status Restore();
