@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/echo_service.h"
 #include "clients/lib/client.h"
+#include "clients/lib/recovering_session.h"
 #include "core/procedural/limb.h"
 #include "server/server.h"
 #include "bench/load_average.h"
@@ -248,6 +249,47 @@ int main(int argc, char** argv) {
     shm_fps[mode] = *fps;
   }
   shm->reset();
+
+  // What RecoveringSession's checkpoints cost a history-dependent session: unary frames of an
+  // elastic implicit session (a 4k-vertex limb bending back and forth, 10° a frame) through
+  // RecoveringSession with checkpoint_every 0 (off), 30 and 1, a fresh session each, in turns
+  // over kRounds rounds, the best round of each; and one GetSessionState on its own.
+  RigInput eis_input = MakeLimb(client::LimbWithVertices(4'000, kBones, kInfluences));
+  const v1::Rig eis_rig = client::RigToProto(eis_input);
+  auto eis_built = BuildRig(std::move(eis_input));
+  if (!eis_built.ok()) return Fail("rig 4k", eis_built.status());
+  v1::CreateSessionRequest eis_req;
+  eis_req.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
+  eis_req.set_backend(gpu ? v1::BACKEND_GPU : v1::BACKEND_CPU);
+  constexpr int kEvery[3] = {0, 30, 1};
+  const int eis_frames = std::max(12, frames / 20);
+  double eis_fps[3] = {0, 0, 0};
+  double state_us = 0;
+  size_t state_bytes = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int m = 0; m < 3; ++m) {
+      auto s = client::RecoveringSession::Open(c, eis_rig, eis_req, {.checkpoint_every = kEvery[m]});
+      if (!s.ok()) return Fail("elastic session", s.status());
+      auto fps = bench::FramesPerSecond(2, eis_frames, [&](uint64_t f) -> absl::Status {
+        const double bend = 10.0 * double(f % 12 < 6 ? f % 12 : 12 - f % 12);
+        v1::DeformRequest request;
+        request.set_frame(f);
+        client::PoseToProto(LimbPose(eis_built->skeleton, 0.5, LimbMotion{.bend_degrees = bend}), *request.mutable_pose());
+        return (*s)->Deform(std::move(request)).status();
+      });
+      if (!fps.ok()) return Fail("elastic frames", fps.status());
+      eis_fps[m] = std::max(eis_fps[m], *fps);
+      if (m == 2) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto state = c.GetSessionState((*s)->session_id());
+        const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        if (!state.ok()) return Fail("GetSessionState", state.status());
+        state_bytes = state->ByteSizeLong();
+        state_us = round == 0 ? us : std::min(state_us, us);
+      }
+      if (auto closed = c.CloseSession((*s)->session_id()); !closed.ok()) return Fail("close", closed.status());
+    }
+  }
   sinew_server.Shutdown();
 
   std::printf("sinew-bench-service: %u vertices (%u bones, %u influences), backend %s, "
@@ -276,5 +318,12 @@ int main(int argc, char** argv) {
   std::printf("%-26s %10.1f frames/s (server compute %.0f us a frame)\n%-26s %10.1f frames/s (server compute %.0f us a frame)\n%-26s %10.2f\n",
               "positions in the response", shm_fps[0], compute[0] / big_frames, "positions in shared memory", shm_fps[1],
               compute[1] / big_frames, "shared memory / bytes", shm_fps[1] / shm_fps[0]);
+  std::printf("\nRecoveringSession checkpoints, elastic implicit, 4k-vertex limb, unary frames (%d a round, the best "
+              "of %d rounds):\n",
+              eis_frames, kRounds);
+  for (int m = 0; m < 3; ++m) {
+    std::printf("checkpoint_every %-9d %10.1f frames/s %10.3f of off\n", kEvery[m], eis_fps[m], eis_fps[m] / eis_fps[0]);
+  }
+  std::printf("one GetSessionState: %zu bytes, %.0f us (the best of %d)\n", state_bytes, state_us, kRounds);
   return 0;
 }
