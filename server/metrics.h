@@ -52,9 +52,10 @@ class Metrics {
   // GPU device gauges: memory (used, limit, total), utilisation, rigs, sessions.
   void Device(const gpu::DeviceInfo& device);
   void RpcError(const char* rpc, grpc::StatusCode code);
-  // --state-dir: a history kept at the last stop set again at this start (`restored`), or not
-  // (refused, unreadable, overtaken by a frame, no backend of its kind, its method not serving
-  // within --session-idle-ttl: the session went on from rest; the server's stderr says why).
+  // --state-dir: each history kept at the last stop, once: set again at this start (`restored`),
+  // or not (`dropped`: refused, unreadable, overtaken by a frame, no backend of its kind, its
+  // method not serving within --session-idle-ttl, its session closed meanwhile or its record set
+  // aside; the server's stderr says why). One left on disk for a later start is counted then.
   void KeptState(bool restored);
 
   prometheus::Gauge& sessions() { return *sessions_; }

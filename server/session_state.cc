@@ -274,7 +274,10 @@ bool Service::RestoreState(const std::shared_ptr<Session>& s, v1::SessionState s
   absl::Status st;
   {
     std::lock_guard lock(s->mu);
-    if (!s->open.load()) return false;  // closed or expired meanwhile
+    if (!s->open.load()) {  // closed or expired meanwhile
+      metrics_.KeptState(/*restored=*/false);
+      return false;
+    }
     if (!first_try && s->has_frame.load()) {
       std::fprintf(stderr, "sinew-server: --state-dir: session %s: a frame came before its method was ready for the "
                    "state kept at the last stop; it goes on from that frame, without it\n", s->id.c_str());
@@ -283,11 +286,10 @@ bool Service::RestoreState(const std::shared_ptr<Session>& s, v1::SessionState s
     }
     v1::Session ignored;
     st = SetStateLocked(*s, state, ignored);
+    // Counted under the session's lock: a client that sees the history sees it counted.
+    if (st.ok()) metrics_.KeptState(/*restored=*/true);
   }
-  if (st.ok()) {
-    metrics_.KeptState(/*restored=*/true);
-    return true;
-  }
+  if (st.ok()) return true;
   if (st.code() == absl::StatusCode::kUnavailable) {  // the session serves a fallback while its method prepares
     const int64_t ttl_ms = int64_t(options_.session_idle_ttl_seconds) * 1000;
     if (ttl_ms > 0 && NowMs() - since_ms > ttl_ms) {
@@ -318,6 +320,8 @@ void Service::ApplyPendingStates() {
   for (PendingState& p : pending) {
     if (const std::shared_ptr<Session> s = p.session.lock()) {
       RestoreState(s, std::move(p.state), /*first_try=*/false, p.since_ms);
+    } else {
+      metrics_.KeptState(/*restored=*/false);  // its session closed meanwhile
     }
   }
 }

@@ -455,6 +455,11 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     orphan.mutable_deformer()->set_method(v1::METHOD_LBS);
     std::ofstream(dir / "sessions" / "s-orphan.session", std::ios::binary)
         << "sinew-session 1\ntenant \n" << orphan.SerializeAsString();
+    // With a history kept for it: set aside with its record, and counted dropped.
+    v1::SessionState history;
+    history.set_rig_id(orphan.rig_id());
+    history.set_last_frame(3);
+    std::ofstream(dir / "sessions" / "s-orphan.state", std::ios::binary) << history.SerializeAsString();
   }
   {
     ServerProcess restarted({"--state-dir", dir.string()});
@@ -490,6 +495,9 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
     EXPECT_EQ(got, CoreDeform(limb, "lbs", pose));
     EXPECT_TRUE(std::filesystem::exists(dir / "sessions" / "s-damaged.session.bad"));
     EXPECT_TRUE(std::filesystem::exists(dir / "sessions" / "s-orphan.session.bad"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "sessions" / "s-orphan.state"));
+    EXPECT_EQ(MetricValue(HttpGet(restarted.metrics_port(), "/metrics"), "sinew_kept_states_total{outcome=\"dropped\"}"),
+              1);
     ASSERT_TRUE(c->CloseSession(lbs).ok());
     EXPECT_EQ(restarted.Terminate(), 0);  // SIGTERM: the open session's record stays
   }
@@ -810,9 +818,9 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
     }
     ASSERT_TRUE(restored) << "the pbs session's history was not restored within a minute of its tets";
     for (int k = 5; k < 9; ++k) ASSERT_EQ(play(*c, pbs, k), play(*rc, ref_pbs, k)) << "frame " << k;
-    const std::string metrics = HttpGet(restarted.metrics_port(), "/metrics");
-    EXPECT_EQ(MetricValue(metrics, "sinew_kept_states_total{outcome=\"restored\"}"), 2) << metrics;
-    EXPECT_EQ(MetricValue(metrics, "sinew_kept_states_total{outcome=\"dropped\"}"), 0) << metrics;
+    EXPECT_EQ(WaitForMetric(restarted.metrics_port(), "sinew_kept_states_total{outcome=\"restored\"}", 2), 2);
+    EXPECT_EQ(MetricValue(HttpGet(restarted.metrics_port(), "/metrics"), "sinew_kept_states_total{outcome=\"dropped\"}"),
+              0);
     ASSERT_EQ(kill(restarted.pid(), SIGKILL), 0);  // no drain: nothing kept this time
     EXPECT_NE(restarted.Terminate(), 0);
   }
