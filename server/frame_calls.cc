@@ -58,6 +58,7 @@ class Service::DeformCall final : public grpc::ServerUnaryReactor {
     if (!st.ok()) self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
     self->resp_->set_compute_ns(self->job_.out.compute_ns);
     self->resp_->set_method(static_cast<v1::Method>(self->job_.out.method));
+    self->resp_->set_from_rest(self->job_.out.from_rest);
     self->Finish(self->svc_->ToGrpc("Deform", st));
   }
   Service* svc_;
@@ -363,6 +364,7 @@ class Service::StreamCall final
       resp.clear_error();
       resp.set_compute_ns(self->job_.out.compute_ns);
       resp.set_method(static_cast<v1::Method>(self->job_.out.method));
+      resp.set_from_rest(self->job_.out.from_rest);
     } else {
       // A bad frame does not end the stream: its response carries its number and the error,
       // nothing else (responses are reused: an earlier frame's method, timing or extras would

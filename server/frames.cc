@@ -207,6 +207,7 @@ void CpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   absl::Status st;
   {
     if (job.reset) s.deformer->Reset();
+    job.out.from_rest = s.stateful && (job.reset || !s.has_frame.load());
     const size_t floats = s.rig->rig->positions.size();
     std::span<float> target;
     if (job.shm_direct) {  // straight into the client's shared memory
@@ -283,6 +284,7 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   const uint64_t lost = s.device_lost.load(std::memory_order_acquire);
   const bool restart = job.reset || (lost != 0 && lost >= s.device_restarted);
   if (restart) s.deformer->Reset();
+  job.out.from_rest = s.stateful && (restart || !s.has_frame.load());
   job.device_can_diverge = s.deformer->DeviceStateCanDiverge();
   job.device_stateful = s.stateful && s.state_on_device;
   job.host_history = s.stateful && !job.device_stateful;

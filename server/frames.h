@@ -48,6 +48,7 @@ struct FrameTarget {
   v1::QualityReport* quality = nullptr;  // when wanted
   uint64_t compute_ns = 0;               // set before done
   uint32_t method = 0;                   // set before done: the method (wire id) that produced the frame
+  bool from_rest = false;                // set before done: a stateful session's history began here
 };
 
 // A call's wish to stop its frames (FrameInput::stop): set when the client cancels the call or

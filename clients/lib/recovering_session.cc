@@ -122,6 +122,7 @@ bool RecoveringSession::ByFallback(const v1::DeformResponse& frame) const {
 }
 
 void RecoveringSession::Applied(const v1::DeformRequest& request, const v1::DeformResponse& frame) {
+  session_has_history_ = true;
   if (options_.checkpoint_every == 0 || stateless_) return;
   // A frame of the fallback (the method still preparing) is no part of the method's history,
   // which starts from rest at the first frame the method serves; a reset frame starts it too.
@@ -157,12 +158,13 @@ absl::Status RecoveringSession::Restore() {
     }
   }
   restore_pending_ = false;
+  session_has_history_ = checkpoint_.has_value() || !since_.empty();
   return absl::OkStatus();
 }
 
 absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest request) {
   const bool checkpointing = options_.checkpoint_every > 0;
-  bool redone = false, restored_lost_answer = false, create = false;
+  bool redone = false, restored_lost_answer = false, restored_from_rest = false, create = false;
   absl::Status last;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(options_.retry_delay);
@@ -174,6 +176,7 @@ absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest r
       }
       create = false;
       ++sessions_recreated_;
+      session_has_history_ = false;
       if (checkpointing && !stateless_) {
         if (history_) {
           restore_pending_ = true;
@@ -206,6 +209,19 @@ absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest r
     request.set_session_id(session_id_);
     auto frame = client_.Deform(request);
     if (frame.ok()) {
+      // The session had a history and the server started this frame from rest all the same: it
+      // lost the history (restarted without its kept state, e.g. after a crash, the session
+      // reopened from its record). The kept history is set again and the frame sent again (once).
+      if (frame->from_rest() && !request.reset() && session_has_history_ && checkpointing && history_ &&
+          !stateless_ && !restored_from_rest) {
+        restored_from_rest = true;
+        restore_pending_ = true;
+        if (!redone) {
+          redone = true;
+          ++frames_redone_;
+        }
+        continue;
+      }
       Applied(request, *frame);
       return frame;
     }

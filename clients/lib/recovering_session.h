@@ -45,7 +45,10 @@ class RecoveringSession {
     // (asked for at the re-creation when the session was opened with BACKEND_AUTO; a server
     // without that kind gets AUTO). While the new server's method still prepares (SetSessionState
     // UNAVAILABLE, or frames from its fallback) the rebuild is tried again after the retry delay,
-    // and by the next call when this one runs out of attempts. Once per call, a frame whose answer
+    // and by the next call when this one runs out of attempts. A frame the server answers
+    // `from_rest` although the session had a history and the frame asked for no reset (a server
+    // restarted with --state-dir after a crash reopens the session from rest) is sent again, once
+    // per call, after the kept history is set again on the session. Once per call, a frame whose answer
     // was lost after the server applied it (resent, it "was already applied") is answered the same
     // way on its own session. Frames a fallback served are no part of the history (the method
     // starts from rest after them); after a refused frame (which may have changed the history: a
@@ -115,6 +118,9 @@ class RecoveringSession {
   // lost answer); kept across calls, so that a call that runs out of attempts leaves it to the next.
   bool history_ = true, stateless_ = false, restore_pending_ = false;
   int untried_ = 0;
+  // The current server session holds a history (a frame applied on it, or one restored): a frame
+  // it answers `from_rest` without a reset means the server lost that history.
+  bool session_has_history_ = false;
   uint64_t frames_replayed_ = 0, checkpoints_ = 0, histories_lost_ = 0;
 };
 

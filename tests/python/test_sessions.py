@@ -426,10 +426,11 @@ class ScriptedSinew(pb_grpc.SinewServicer):
     """A server that has every rig, numbers the sessions it creates ("s1", ...), answers its Deform
     calls with `script`'s errors in turn (None: deform) and keeps a session's "state" as its name
     and last frame; `applied` lists the script indexes whose frame was applied before the error
-    (its answer lost on the way back)."""
+    (its answer lost on the way back), `forget` those after which the session is as reopened from
+    rest (a crash)."""
 
-    def __init__(self, script, applied=()) -> None:
-        self.script, self.applied = list(script), set(applied)
+    def __init__(self, script, applied=(), forget=()) -> None:
+        self.script, self.applied, self.forget = list(script), set(applied), set(forget)
         self.lock = threading.Lock()
         self.created = 0
         self.frames, self.states_set, self.backends, self.deformers = [], [], [], []
@@ -459,10 +460,13 @@ class ScriptedSinew(pb_grpc.SinewServicer):
             if i < len(self.script) and self.script[i] is not None:
                 if i in self.applied:
                     self.last[request.session_id] = request.frame
+                if i in self.forget:  # as reopened from rest after a crash
+                    self.last.pop(request.session_id, None)
                 code, message = self.script[i]
                 context.abort(code, message)
+            from_rest = request.reset or request.session_id not in self.last  # as sinew-server says
             self.last[request.session_id] = request.frame
-            return sinew.pb.DeformResponse(frame=request.frame)
+            return sinew.pb.DeformResponse(frame=request.frame, from_rest=from_rest)
 
     def GetSessionState(self, request, context):
         with self.lock:
@@ -512,6 +516,24 @@ class RecoveringSessionScriptedTest(unittest.TestCase):
         self.assertTrue(service.deformers[1].pbs.jiggle)
         self.assertEqual((s.frames_redone, s.sessions_recreated, s.frames_replayed, s.checkpoints, s.histories_lost),
                          (3, 1, 1, 3, 0))
+
+    def test_a_session_reopened_from_rest_after_a_crash_gets_its_history_back(self) -> None:
+        lost = (grpc.StatusCode.UNAVAILABLE, "Socket closed")
+        service = ScriptedSinew([None, None, None, lost], forget={3})
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        pb_grpc.add_SinewServicer_to_server(service, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self.addCleanup(server.stop, None)
+        client = sinew.connect(f"127.0.0.1:{port}", token="")
+        self.addCleanup(client.close)
+        s = sinew.RecoveringSession(client, sinew.pb.Rig(name="any"), "pbs", checkpoint_every=2, retry_delay=0.001)
+        self.assertEqual([s.deform_frame(sinew.pb.Pose()).frame for _ in range(4)], [0, 1, 2, 3])
+        # Frame 3 lost, sent again and answered from rest: the checkpoint (after frame 1) and frame 2
+        # set again, then frame 3 once more.
+        self.assertEqual(service.frames, ["s1:0", "s1:1", "s1:2", "s1:3", "s1:3", "s1:2", "s1:3"])
+        self.assertEqual(service.states_set, ["s1 <- s1@1"])
+        self.assertEqual((s.frames_redone, s.sessions_recreated, s.frames_replayed), (1, 0, 1))
 
 
 class SharedMemoryRefusedTest(ServerTest):

@@ -187,8 +187,10 @@ class ScriptedServer final : public v1::Sinew::Service {
     // (its answer lost on the way back).
     if (framed.size() <= script.size() && !script[framed.size() - 1].ok()) {
       if (applied.count(framed.size() - 1)) last[req->session_id()] = req->frame();
+      if (forget.count(framed.size() - 1)) last.erase(req->session_id());  // reopened from rest
       return script[framed.size() - 1];
     }
+    resp->set_from_rest(req->reset() || !last.count(req->session_id()));  // as sinew-server says
     last[req->session_id()] = req->frame();
     resp->set_frame(req->frame());
     if (int& left = fallback_frames[req->session_id()]; left > 0) {  // the method still preparing
@@ -228,6 +230,7 @@ class ScriptedServer final : public v1::Sinew::Service {
   }
   const std::vector<grpc::Status> script;
   std::set<size_t> applied;  // indexes of script errors returned after the frame was applied
+  std::set<size_t> forget;   // ... after which the session is as reopened from rest (a crash)
   bool stateless = false, refuse_states = false, update_makes_stateful = false;
   std::mutex mu;
   int created = 0, states_got = 0;
@@ -482,6 +485,30 @@ TEST(RecoveringSession, BeforeTheFirstCheckpointTheFramesAreSentAgainFromRest) {
   EXPECT_TRUE(service.states_set.empty());
   EXPECT_THAT(service.frames,
               ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:3", "s2:1 reset", "s2:2", "s2:3"));
+}
+
+// A server restarted with --state-dir after a crash reopens the session from rest: the frame sent
+// again after the outage is answered `from_rest` although the session had a history, and it is
+// sent once more after the kept history is set again on the session; after a blip (the history
+// kept) it is answered as it is. (Until 2026-12-04 the first went on from rest, silently.)
+TEST(RecoveringSession, ASessionReopenedFromRestAfterACrashGetsItsHistoryBack) {
+  const grpc::Status lost(grpc::StatusCode::UNAVAILABLE, "Socket closed");
+  for (const bool crashed : {true, false}) {
+    ScriptedServer service(OkThen(3, {lost}));
+    if (crashed) service.forget = {3};
+    ASSERT_TRUE(PlayThrough(service, {.checkpoint_every = 2}, [&](client::RecoveringSession& s, const Pose& pose) {
+                  for (uint64_t f = 1; f <= 4; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                  EXPECT_EQ(s.sessions_recreated(), 0u);
+                  EXPECT_EQ(s.frames_replayed(), crashed ? 1u : 0u);
+                }).ok());
+    if (crashed) {
+      EXPECT_THAT(service.states_set, ::testing::ElementsAre("s1 <- s1@2"));
+      EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:4", "s1:3", "s1:4"));
+    } else {
+      EXPECT_TRUE(service.states_set.empty());
+      EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:4"));
+    }
+  }
 }
 
 // A frame applied whose answer was lost comes back "already applied" when sent again: with

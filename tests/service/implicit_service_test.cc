@@ -119,17 +119,30 @@ TEST_F(ImplicitService, BothMethodsEqualCoreAndReturnVertexStates) {
   EXPECT_EQ(files, 2u);
 }
 
+// DeformResponse.from_rest says where the history began: the session's first frame and a reset
+// frame, not the frames that go on from a history (nor a stateless session's frames).
 TEST_F(ImplicitService, ElasticResetAndResumedBatch) {
   auto s = Open(v1::METHOD_ELASTIC_IMPLICIT);
   ASSERT_TRUE(s.ok()) << s.status();
   // Reset: after a bend, a reset frame at the bind pose is the rest mesh.
-  ASSERT_TRUE(client_->Deform(Frame(s->session_id(), 1, Bent(90))).ok());
+  auto first = client_->Deform(Frame(s->session_id(), 1, Bent(90)));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->from_rest());
+  auto second = client_->Deform(Frame(s->session_id(), 2, Bent(80)));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(second->from_rest());
   auto rig = BuildRig(MakeLimb(limb_));
-  v1::DeformRequest reset = Frame(s->session_id(), 2, BindPose(rig->skeleton));
+  v1::DeformRequest reset = Frame(s->session_id(), 3, BindPose(rig->skeleton));
   reset.set_reset(true);
   auto r = client_->Deform(reset);
   ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->from_rest());
   EXPECT_LT(MaxAbsDiff(Positions(*r), rig->positions), 1e-5);
+  auto stateless = Open(v1::METHOD_IMPLICIT);
+  ASSERT_TRUE(stateless.ok()) << stateless.status();
+  auto once = client_->Deform(Frame(stateless->session_id(), 0, Bent(90)));
+  ASSERT_TRUE(once.ok()) << once.status();
+  EXPECT_FALSE(once->from_rest()) << "a stateless session has no history to begin";
 
   // A batch of 12 poses, then the same batch resumed at frame 7: equal frames.
   v1::DeformClipRequest batch;

@@ -840,7 +840,13 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
 // with -9 (nothing kept there): an elastic and a jiggling pbs session go on with the bits of a
 // server that never stopped (the pbs one once the new server's tets are ready: its state waits for
 // them). Without checkpoints the elastic session starts again from rest and its frame differs.
+// Then that server, run with --state-dir, is killed (-9) and started again: it reopens the
+// sessions from rest (a crash keeps no history), the client sees their last frame gone and sets
+// its kept history on them (until 2026-12-04 they went on from rest, silently).
 TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinew-state-checkpoints-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
   const LimbOptions limb = LimbOf(1500);
   const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
   auto pose = [&](int k) {
@@ -896,12 +902,15 @@ TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
   first.reset();
   // The same port again (a few tries: another program may take it in between, as on a shared CI
   // machine; each failed start is a process that exited).
-  std::unique_ptr<ServerProcess> again;
-  for (int attempt = 0; attempt < 3 && !(again && again->started()); ++attempt) {
-    again = std::make_unique<ServerProcess>(std::vector<std::string>{"--listen", target});
-  }
-  ASSERT_TRUE(again->started()) << "no server on " << target << " again";
-  ServerProcess& second = *again;
+  auto restart = [&] {
+    std::unique_ptr<ServerProcess> again;
+    for (int attempt = 0; attempt < 3 && !(again && again->started()); ++attempt) {
+      again = std::make_unique<ServerProcess>(std::vector<std::string>{"--listen", target, "--state-dir", dir.string()});
+    }
+    return again;
+  };
+  auto second = restart();
+  ASSERT_TRUE(second->started()) << "no server on " << target << " again";
   EXPECT_FALSE(play(7)) << "the elastic session without checkpoints kept its history: the test shows nothing";
   for (int k = 8; k < 10; ++k) play(k);
   for (auto* s : {&*eis_kept, &*pbs_kept}) {
@@ -910,8 +919,24 @@ TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
     EXPECT_EQ((*s)->frames_replayed(), 1u) << "frame 6, applied after the checkpoint at frame 5";
   }
   EXPECT_EQ((*eis_plain)->sessions_recreated(), 1u);
-  EXPECT_EQ(second.Terminate(), 0);
+
+  // A crash of a server with --state-dir: the sessions come back, their histories do not.
+  ASSERT_EQ(kill(second->pid(), SIGKILL), 0);
+  EXPECT_NE(second->Terminate(1), 0);
+  second.reset();
+  auto third = restart();
+  ASSERT_TRUE(third->started()) << "no server on " << target << " again";
+  EXPECT_FALSE(play(10)) << "the elastic session without checkpoints kept its history: the test shows nothing";
+  play(11);
+  for (auto* s : {&*eis_kept, &*pbs_kept}) {
+    EXPECT_EQ((*s)->sessions_recreated(), 1u) << "the reopened session is used";
+    EXPECT_EQ((*s)->histories_lost(), 0u);
+    EXPECT_EQ((*s)->frames_replayed(), 2u) << "frame 9, applied after the checkpoint at frame 8";
+  }
+  EXPECT_EQ((*eis_plain)->sessions_recreated(), 1u);
+  EXPECT_EQ(third->Terminate(), 0);
   EXPECT_EQ(reference.Terminate(), 0);
+  std::filesystem::remove_all(dir);
 }
 
 // A kept history opens on the kind of backend it ran on: AUTO sessions placed on the (emulated)

@@ -62,9 +62,11 @@ class RecoveringSession:
     those frames, in order, before the frame at hand: its history goes on bit for bit on a server
     of the backend kind the state was saved on (asked for at the re-creation when `backend` is
     ``auto``). While the new server's method still prepares the rebuild is tried again (by the
-    next call too when this one runs out of attempts). Once per call, a frame whose answer was lost
-    after the server applied it ("was already applied") is answered the same way on its own
-    session. Frames a fallback served (the method still preparing) are no part of the history; a
+    next call too when this one runs out of attempts). A frame answered ``from_rest`` although the
+    session had a history and asked for no reset (a server restarted after a crash reopens sessions
+    from rest) is sent again, once per call, after the kept history is set again. Once per call, a
+    frame whose answer was lost after the server applied it ("was already applied") is answered the
+    same way on its own session. Frames a fallback served (the method still preparing) are no part of the history; a
     refused frame and :meth:`update` are followed by a checkpoint. A state refused by the new
     server, or nothing usable kept, starts the session from rest: ``histories_lost`` counts it.
     ``frames_replayed`` and ``checkpoints`` count the rest. Without checkpoints a re-created
@@ -104,6 +106,9 @@ class RecoveringSession:
         self._stateless = False  # the last checkpoint was empty
         self._restore_pending = False  # the current session does not have the kept history yet
         self._untried = 0  # frames since the last GetSessionState
+        # The current server session holds a history (a frame applied on it, or one restored): a
+        # frame it answers `from_rest` without a reset means the server lost it (a crash).
+        self._session_has_history = False
         self._next_frame = 0
         self.session: Session = self._open()
 
@@ -202,6 +207,7 @@ class RecoveringSession:
         return resp.method != pb.METHOD_UNSPECIFIED and resp.method != method
 
     def _applied(self, req: Any, resp: Any) -> None:
+        self._session_has_history = True
         if not self.checkpoint_every or self._stateless:
             return
         if self._by_fallback(resp):  # the method's history starts at its first own frame
@@ -235,6 +241,7 @@ class RecoveringSession:
             if self._by_fallback(resp):
                 raise Unavailable("the method is still preparing on this server; the history is rebuilt once it serves")
         self._restore_pending = False
+        self._session_has_history = self._checkpoint is not None or bool(self._since)
 
     # -- frames -----------------------------------------------------------------------------------
 
@@ -249,7 +256,7 @@ class RecoveringSession:
         request = self.session.request(pose, **kwargs)
         self._next_frame = request.frame + 1
         checkpointing = self.checkpoint_every > 0
-        redone = restored_lost_answer = create = False
+        redone = restored_lost_answer = restored_from_rest = create = False
         last: Optional[SinewError] = None
         for attempt in range(self.max_attempts):
             if attempt:
@@ -264,6 +271,7 @@ class RecoveringSession:
                     raise
                 create = False
                 self.sessions_recreated += 1
+                self._session_has_history = False
                 if checkpointing and not self._stateless:
                     if self._history:
                         self._restore_pending = True
@@ -304,6 +312,15 @@ class RecoveringSession:
                 if _unknown(e):
                     create = True
                 last = e
+                if not redone:
+                    redone = True
+                    self.frames_redone += 1
+                continue
+            # The session had a history and the server started this frame from rest all the same:
+            # it lost it (restarted without its kept state, e.g. after a crash). Set again, once.
+            if (resp.from_rest and not request.reset and self._session_has_history and checkpointing
+                    and self._history and not self._stateless and not restored_from_rest):
+                restored_from_rest, self._restore_pending = True, True
                 if not redone:
                     redone = True
                     self.frames_redone += 1
