@@ -122,7 +122,8 @@ bool RecoveringSession::ByFallback(const v1::DeformResponse& frame) const {
 }
 
 void RecoveringSession::Applied(const v1::DeformRequest& request, const v1::DeformResponse& frame) {
-  session_has_history_ = true;
+  // A fallback's frame is no history of the method's (it starts from rest after them).
+  session_has_history_ = !ByFallback(frame);
   if (options_.checkpoint_every == 0 || stateless_) return;
   // A frame of the fallback (the method still preparing) is no part of the method's history,
   // which starts from rest at the first frame the method serves; a reset frame starts it too.
@@ -158,7 +159,8 @@ absl::Status RecoveringSession::Restore() {
     }
   }
   restore_pending_ = false;
-  session_has_history_ = checkpoint_.has_value() || !since_.empty();
+  // A checkpoint of a session that had applied no frame yet (taken at an Update) is no history.
+  session_has_history_ = (checkpoint_.has_value() && checkpoint_->has_last_frame()) || !since_.empty();
   return absl::OkStatus();
 }
 
@@ -216,6 +218,9 @@ absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest r
           !stateless_ && !restored_from_rest) {
         restored_from_rest = true;
         restore_pending_ = true;
+        last = absl::UnavailableError(absl::StrCat("frame ", request.frame(), ": answered from rest although the session had "
+                                                   "a history (the server lost it); the history is set again and the "
+                                                   "frame sent again"));
         if (!redone) {
           redone = true;
           ++frames_redone_;

@@ -47,8 +47,10 @@ class RecoveringSession {
     // UNAVAILABLE, or frames from its fallback) the rebuild is tried again after the retry delay,
     // and by the next call when this one runs out of attempts. A frame the server answers
     // `from_rest` although the session had a history and the frame asked for no reset (a server
-    // restarted with --state-dir after a crash reopens the session from rest) is sent again, once
-    // per call, after the kept history is set again on the session. Once per call, a frame whose answer
+    // with --state-dir restarted after a crash reopens the session from rest; also one restarted
+    // cleanly whose own kept state waits for the method's preparation, pbs's tets: the client's
+    // is set once the method serves, the call retrying meanwhile) is sent again, once per call,
+    // after the kept history is set again on the session. Once per call, a frame whose answer
     // was lost after the server applied it (resent, it "was already applied") is answered the same
     // way on its own session. Frames a fallback served are no part of the history (the method
     // starts from rest after them); after a refused frame (which may have changed the history: a

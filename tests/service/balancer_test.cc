@@ -181,6 +181,7 @@ class ScriptedServer final : public v1::Sinew::Service {
   }
   grpc::Status Deform(grpc::ServerContext*, const v1::DeformRequest* req, v1::DeformResponse* resp) override {
     std::lock_guard lock(mu);
+    if (forget_before.count(framed.size())) last.erase(req->session_id());  // a crash between calls
     framed.push_back(req->session_id());
     frames.push_back(req->session_id() + ":" + std::to_string(req->frame()) + (req->reset() ? " reset" : ""));
     // A scripted error answers the call; a scripted error with applied_ set was applied first
@@ -231,6 +232,7 @@ class ScriptedServer final : public v1::Sinew::Service {
   const std::vector<grpc::Status> script;
   std::set<size_t> applied;  // indexes of script errors returned after the frame was applied
   std::set<size_t> forget;   // ... after which the session is as reopened from rest (a crash)
+  std::set<size_t> forget_before;  // Deform calls (by index) that find the session so
   bool stateless = false, refuse_states = false, update_makes_stateful = false;
   std::mutex mu;
   int created = 0, states_got = 0;
@@ -500,6 +502,7 @@ TEST(RecoveringSession, ASessionReopenedFromRestAfterACrashGetsItsHistoryBack) {
                   for (uint64_t f = 1; f <= 4; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
                   EXPECT_EQ(s.sessions_recreated(), 0u);
                   EXPECT_EQ(s.frames_replayed(), crashed ? 1u : 0u);
+                  EXPECT_EQ(s.frames_redone(), 1u);
                 }).ok());
     if (crashed) {
       EXPECT_THAT(service.states_set, ::testing::ElementsAre("s1 <- s1@2"));
@@ -509,6 +512,27 @@ TEST(RecoveringSession, ASessionReopenedFromRestAfterACrashGetsItsHistoryBack) {
       EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:4", "s1:4"));
     }
   }
+}
+
+// A frame answered from rest on the call's last attempt (a crash between two calls, max_attempts
+// 1) comes back UNAVAILABLE, not as a frame of the wrong history (nor as an OK status with no
+// frame, which a review found the first version returned), and the next call sets the history
+// again and sends it.
+TEST(RecoveringSession, AFrameAnsweredFromRestOnTheLastAttemptIsSentAgainByTheNextCall) {
+  ScriptedServer service({});
+  service.forget_before = {2};
+  ASSERT_TRUE(PlayThrough(service, {.max_attempts = 1, .checkpoint_every = 1},
+                          [&](client::RecoveringSession& s, const Pose& pose) {
+                            for (uint64_t f = 1; f <= 2; ++f) ASSERT_TRUE(s.Deform(Frame("", f, pose)).ok()) << f;
+                            auto third = s.Deform(Frame("", 3, pose));
+                            EXPECT_EQ(third.status().code(), absl::StatusCode::kUnavailable) << third.status();
+                            EXPECT_THAT(std::string(third.status().message()), ::testing::HasSubstr("from rest"));
+                            auto again = s.Deform(Frame("", 3, pose));
+                            ASSERT_TRUE(again.ok()) << again.status();
+                            EXPECT_FALSE(again->from_rest());
+                          }).ok());
+  EXPECT_THAT(service.states_set, ::testing::ElementsAre("s1 <- s1@2"));
+  EXPECT_THAT(service.frames, ::testing::ElementsAre("s1:1", "s1:2", "s1:3", "s1:3"));
 }
 
 // A frame applied whose answer was lost comes back "already applied" when sent again: with

@@ -199,6 +199,7 @@ TEST_F(ImplicitService, ElasticSessionStatesMigrateBetweenServersBitForBit) {
     auto fresh = c2.Deform(Frame(unmoved->session_id(), k, pose));
     ASSERT_TRUE(want.ok() && got.ok() && fresh.ok()) << want.status() << got.status() << fresh.status();
     ASSERT_EQ(Positions(*got), Positions(*want)) << "frame " << k;
+    EXPECT_FALSE(got->from_rest()) << "frame " << k << " goes on from the restored history";
     history_matters = history_matters || Positions(*fresh) != Positions(*want);
   }
   EXPECT_TRUE(history_matters) << "a session without the state gave the same bits: the test cannot fail";

@@ -804,7 +804,11 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
     EXPECT_EQ(info->last_frame(), 4u);
     EXPECT_FALSE(std::filesystem::exists(dir / "sessions" / (eis + ".state"))) << "a kept state is used once";
     EXPECT_EQ(c->Deform(Frame(eis, 4, pose(4))).status().code(), absl::StatusCode::kFailedPrecondition);
-    for (int k = 5; k < 9; ++k) ASSERT_EQ(play(*c, eis, k), play(*rc, ref_eis, k)) << "frame " << k;
+    auto fifth = c->Deform(Frame(eis, 5, pose(5)));
+    ASSERT_TRUE(fifth.ok()) << fifth.status();
+    EXPECT_FALSE(fifth->from_rest()) << "the kept history goes on";
+    ASSERT_EQ(fifth->positions(), play(*rc, ref_eis, 5));
+    for (int k = 6; k < 9; ++k) ASSERT_EQ(play(*c, eis, k), play(*rc, ref_eis, k)) << "frame " << k;
     // pbs prepares its tets again; its state is set once it serves (Housekeeping, every second).
     auto rigs = c->ListRigs();
     ASSERT_TRUE(rigs.ok() && rigs->rigs_size() == 1) << rigs.status();
@@ -841,8 +845,9 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
 // server that never stopped (the pbs one once the new server's tets are ready: its state waits for
 // them). Without checkpoints the elastic session starts again from rest and its frame differs.
 // Then that server, run with --state-dir, is killed (-9) and started again: it reopens the
-// sessions from rest (a crash keeps no history), the client sees their last frame gone and sets
-// its kept history on them (until 2026-12-04 they went on from rest, silently).
+// sessions from rest (a crash keeps no history), the client's frame is answered `from_rest`, and
+// the client sets its kept history on them and sends it again (until 2026-12-04 they went on from
+// rest, silently).
 TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("sinew-state-checkpoints-" + std::to_string(::getpid()));

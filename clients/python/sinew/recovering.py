@@ -207,7 +207,7 @@ class RecoveringSession:
         return resp.method != pb.METHOD_UNSPECIFIED and resp.method != method
 
     def _applied(self, req: Any, resp: Any) -> None:
-        self._session_has_history = True
+        self._session_has_history = not self._by_fallback(resp)  # a fallback's frame is no history
         if not self.checkpoint_every or self._stateless:
             return
         if self._by_fallback(resp):  # the method's history starts at its first own frame
@@ -241,7 +241,9 @@ class RecoveringSession:
             if self._by_fallback(resp):
                 raise Unavailable("the method is still preparing on this server; the history is rebuilt once it serves")
         self._restore_pending = False
-        self._session_has_history = self._checkpoint is not None or bool(self._since)
+        # A checkpoint of a session that had applied no frame yet (taken at an update) is no history.
+        self._session_has_history = ((self._checkpoint is not None and self._checkpoint.HasField("last_frame"))
+                                     or bool(self._since))
 
     # -- frames -----------------------------------------------------------------------------------
 
@@ -321,6 +323,8 @@ class RecoveringSession:
             if (resp.from_rest and not request.reset and self._session_has_history and checkpointing
                     and self._history and not self._stateless and not restored_from_rest):
                 restored_from_rest, self._restore_pending = True, True
+                last = Unavailable(f"answered from rest although the session had a history (the server lost it); "
+                                   f"the history is set again and the frame sent again", frame=request.frame)
                 if not redone:
                     redone = True
                     self.frames_redone += 1
