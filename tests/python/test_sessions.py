@@ -485,13 +485,8 @@ class RecoveringSessionScriptedTest(unittest.TestCase):
     """sinew.RecoveringSession against a scripted in-process server: a shed frame, a lost answer, an
     update and a re-created session, each as the C++ twin handles them (tests/service/balancer_test.cc)."""
 
-    def test_shed_lost_answer_update_and_recreation(self) -> None:
-        shed = (grpc.StatusCode.UNAVAILABLE, "overloaded: the frame waited 300 ms for a worker")
-        lost = (grpc.StatusCode.UNAVAILABLE, "Socket closed")
-        applied = (grpc.StatusCode.FAILED_PRECONDITION, "frame: 3 was already applied (or failed after it was); ...")
-        gone = (grpc.StatusCode.NOT_FOUND, 'session_id: no session "s1" (closed or expired)')
-        script = [None, None, shed, None, lost, applied, None, gone]
-        service = ScriptedSinew(script, applied={4})
+    def serve(self, service: ScriptedSinew) -> sinew.Client:
+        """`service` on a loopback port chosen now, and a client of it (both stopped at the end)."""
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         pb_grpc.add_SinewServicer_to_server(service, server)
         port = server.add_insecure_port("127.0.0.1:0")
@@ -499,6 +494,16 @@ class RecoveringSessionScriptedTest(unittest.TestCase):
         self.addCleanup(server.stop, None)
         client = sinew.connect(f"127.0.0.1:{port}", token="")
         self.addCleanup(client.close)
+        return client
+
+    def test_shed_lost_answer_update_and_recreation(self) -> None:
+        shed = (grpc.StatusCode.UNAVAILABLE, "overloaded: the frame waited 300 ms for a worker")
+        lost = (grpc.StatusCode.UNAVAILABLE, "Socket closed")
+        applied = (grpc.StatusCode.FAILED_PRECONDITION, "frame: 3 was already applied (or failed after it was); ...")
+        gone = (grpc.StatusCode.NOT_FOUND, 'session_id: no session "s1" (closed or expired)')
+        script = [None, None, shed, None, lost, applied, None, gone]
+        service = ScriptedSinew(script, applied={4})
+        client = self.serve(service)
         s = sinew.RecoveringSession(client, sinew.pb.Rig(name="any"), "pbs", {"jiggle": False}, checkpoint_every=2,
                                     retry_delay=0.001)
         with self.assertRaises(AttributeError):
@@ -520,13 +525,7 @@ class RecoveringSessionScriptedTest(unittest.TestCase):
     def test_a_session_reopened_from_rest_after_a_crash_gets_its_history_back(self) -> None:
         lost = (grpc.StatusCode.UNAVAILABLE, "Socket closed")
         service = ScriptedSinew([None, None, None, lost], forget={3})
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        pb_grpc.add_SinewServicer_to_server(service, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        server.start()
-        self.addCleanup(server.stop, None)
-        client = sinew.connect(f"127.0.0.1:{port}", token="")
-        self.addCleanup(client.close)
+        client = self.serve(service)
         s = sinew.RecoveringSession(client, sinew.pb.Rig(name="any"), "pbs", checkpoint_every=2, retry_delay=0.001)
         self.assertEqual([s.deform_frame(sinew.pb.Pose()).frame for _ in range(4)], [0, 1, 2, 3])
         # Frame 3 lost, sent again and answered from rest: the checkpoint (after frame 1) and frame 2

@@ -599,6 +599,12 @@ RigInput JigglingLimb(const LimbOptions& limb) {
   return input;
 }
 
+// Frame k of the stateful-session tests: the limb bent 15k degrees, its wrist twisted a third of that.
+Pose TwistedBend(const LimbOptions& limb, int k) {
+  const double bend = 15.0 * k;
+  return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = bend / 3});
+}
+
 // Uploads `rig` (a JigglingLimb) and opens an elastic implicit session and a jiggling pbs session
 // (gravity 10) of it under AUTO; the pbs one once the tets are ready (a first pbs session, which
 // serves LBS on the CPU meanwhile, asks for them), so that a server with a GPU places both there.
@@ -769,10 +775,7 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
   std::filesystem::remove_all(dir);
   const LimbOptions limb = LimbOf(1500);
   const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
-  auto pose = [&](int k) {
-    const double bend = 15.0 * k;
-    return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = bend / 3});
-  };
+  auto pose = [&](int k) { return TwistedBend(limb, k); };
   auto play = [&](client::Client& c, const std::string& id, int k) { return Played(c, id, k, pose(k)); };
   ServerProcess reference;
   ASSERT_TRUE(reference.started());
@@ -854,10 +857,7 @@ TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
   std::filesystem::remove_all(dir);
   const LimbOptions limb = LimbOf(1500);
   const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
-  auto pose = [&](int k) {
-    const double bend = 15.0 * k;
-    return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = bend / 3});
-  };
+  auto pose = [&](int k) { return TwistedBend(limb, k); };
   ServerProcess reference;
   ASSERT_TRUE(reference.started());
   auto rc = Connect(reference);
