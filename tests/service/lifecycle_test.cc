@@ -23,6 +23,22 @@
 namespace sinew::testing {
 namespace {
 
+// A --state-dir of the test's own under the temp folder ("sinew-state-NAME-PID"): empty at the
+// start, removed when the test ends, however it ends (a failed ASSERT left it behind before).
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / ("sinew-state-" + name + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+};
+
 using ::testing::HasSubstr;
 
 std::unique_ptr<client::Client> Connect(const ServerProcess& server) {
@@ -196,9 +212,8 @@ TEST(Lifecycle, AStreamClosesEverySessionItBindsHoweverMany) {
 // id, same frames); a deleted one stays deleted; a damaged file is set aside (*.bad) without
 // stopping the server; stale temporaries are removed.
 TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sinew-state-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("rigs");
+  const std::filesystem::path& dir = scratch.path;
   const LimbOptions kept_limb = LimbOf(1200), deleted_limb = LimbOf(1300);
   std::string kept, deleted;
   {
@@ -242,7 +257,6 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
   EXPECT_EQ(got, CoreDeform(kept_limb, "lbs", pose));
   EXPECT_TRUE(std::filesystem::exists(dir / "rigs" / (std::string(64, 'a') + ".rig.bad")));
   EXPECT_EQ(restarted.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A rig evicted to make room (--max-store-bytes) leaves --state-dir too. Until 2026-11-30 its file
@@ -250,9 +264,8 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
 // came first in the folder — possibly the rig of an open session about to be restored, which was
 // then set aside as *.bad. Here B's upload evicts A; B's session survives a kill and a restart.
 TEST(Lifecycle, RigsEvictedForRoomLeaveTheStateDirAndOpenSessionsSurviveARestart) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sinew-state-evict-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("evict");
+  const std::filesystem::path& dir = scratch.path;
   const LimbOptions a_limb = LimbOf(1200), b_limb = LimbOf(1300);
   const size_t a_bytes = BuildRig(MakeLimb(a_limb))->ResidentBytes(), b_bytes = BuildRig(MakeLimb(b_limb))->ResidentBytes();
   const std::vector<std::string> flags = {"--state-dir", dir.string(), "--max-store-bytes",
@@ -289,7 +302,6 @@ TEST(Lifecycle, RigsEvictedForRoomLeaveTheStateDirAndOpenSessionsSurviveARestart
   ASSERT_TRUE(client::DecodePositions(*frame, got).ok());
   EXPECT_EQ(got, CoreDeform(b_limb, "lbs", pose));
   EXPECT_EQ(restarted.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A session whose rig is kept but not loaded at a start (a smaller --max-store-bytes there) is
@@ -297,9 +309,8 @@ TEST(Lifecycle, RigsEvictedForRoomLeaveTheStateDirAndOpenSessionsSurviveARestart
 // session on a server started without a GPU. Until 2026-12-03 both records were renamed *.bad at
 // the first such start, and the sessions clients were told are kept were gone.
 TEST(Lifecycle, SessionsThatCannotOpenAtAStartAreKeptForALaterOne) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sinew-state-later-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("later");
+  const std::filesystem::path& dir = scratch.path;
   const LimbOptions limb = LimbOf(1200);
   std::string cpu_session, gpu_session;
   {
@@ -347,7 +358,6 @@ TEST(Lifecycle, SessionsThatCannotOpenAtAStartAreKeptForALaterOne) {
   ASSERT_TRUE(info.ok()) << info.status() << ": the GPU session did not open once a GPU was there";
   EXPECT_EQ(info->backend(), v1::BACKEND_GPU);
   EXPECT_EQ(with_gpu.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // An upload that cannot fit even once every idle rig is gone evicts none of them: it is refused
@@ -382,9 +392,8 @@ TEST(Lifecycle, AnUploadThatCannotFitEvictsNothing) {
 // before the kill stays closed, one closed after the restart is not opened by the next, and
 // records that are damaged or whose rig is gone are set aside (*.bad) without stopping the server.
 TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sinew-state-sessions-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("sessions");
+  const std::filesystem::path& dir = scratch.path;
   const LimbOptions limb = LimbOf(900);
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.7);
   std::string rig, lbs, soft, closed, preparing, half;
@@ -508,7 +517,6 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
   EXPECT_TRUE(c->GetSession(soft).ok());
   EXPECT_TRUE(c->GetSession(preparing).ok());
   EXPECT_EQ(again.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // Issue 17: one server binary for CPU and GPU hosts. Built with CUDA, it used to need
@@ -521,9 +529,8 @@ TEST(Lifecycle, OpenSessionsSurviveKillAndRestart) {
 // session again. Here each of 200 pbs sessions (the method whose parameters change live) gets an
 // update and a close at once; whichever wins, no record may be left once all are closed.
 TEST(Lifecycle, ASessionClosedDuringAnUpdateLeavesNoRecordForARestart) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sinew-state-update-close-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("update-close");
+  const std::filesystem::path& dir = scratch.path;
   ServerProcess server({"--state-dir", dir.string()});
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
@@ -565,7 +572,6 @@ TEST(Lifecycle, ASessionClosedDuringAnUpdateLeavesNoRecordForARestart) {
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(list->sessions_size(), 0);
   EXPECT_EQ(restarted.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A DeformClip batch of `count` copies of `pose` on `session`.
@@ -770,9 +776,8 @@ TEST(Lifecycle, AStatefulSessionHasOneWriterWhileABatchPlaysIt) {
 // for pbs). A kept state is used once: after a crash (kill -9) the sessions start from rest.
 // Until 2026-12-04 every stateful session started from rest after any restart.
 TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sinew-state-histories-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("histories");
+  const std::filesystem::path& dir = scratch.path;
   const LimbOptions limb = LimbOf(1500);
   const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
   auto pose = [&](int k) { return TwistedBend(limb, k); };
@@ -839,7 +844,6 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
   EXPECT_FALSE(info->has_last_frame()) << "an old history came back after a crash";
   EXPECT_EQ(again.Terminate(), 0);
   EXPECT_EQ(reference.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A client that checkpoints (client::RecoveringSession's checkpoint_every) carries its sessions'
@@ -852,9 +856,8 @@ TEST(Lifecycle, StatefulSessionsGoOnWithTheirHistoryAfterAStop) {
 // the client sets its kept history on them and sends it again (until 2026-12-04 they went on from
 // rest, silently).
 TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sinew-state-checkpoints-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("checkpoints");
+  const std::filesystem::path& dir = scratch.path;
   const LimbOptions limb = LimbOf(1500);
   const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
   auto pose = [&](int k) { return TwistedBend(limb, k); };
@@ -941,7 +944,6 @@ TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
   EXPECT_EQ((*eis_plain)->sessions_recreated(), 1u);
   EXPECT_EQ(third->Terminate(), 0);
   EXPECT_EQ(reference.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A kept history opens on the kind of backend it ran on: AUTO sessions placed on the (emulated)
@@ -951,9 +953,8 @@ TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
 // refused; now it opens on the GPU, preparing first.) Started again without a GPU, they open on the
 // CPU from rest.
 TEST(Lifecycle, AKeptHistoryOpensOnTheBackendItRanOn) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sinew-state-backend-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("backend");
+  const std::filesystem::path& dir = scratch.path;
   const LimbOptions limb = LimbOf(1200);
   const v1::Rig rig = client::RigToProto(JigglingLimb(limb));
   auto pose = [&](int k) { return LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = 20.0 * k, .twist_degrees = 0}); };
@@ -1016,7 +1017,6 @@ TEST(Lifecycle, AKeptHistoryOpensOnTheBackendItRanOn) {
   EXPECT_EQ(MetricValue(metrics, "sinew_kept_states_total{outcome=\"restored\"}"), 0) << metrics;
   EXPECT_EQ(without_gpu.Terminate(), 0);
   EXPECT_EQ(reference.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A rig's preparations past --max-prepared-bytes (one byte here): one that an open session uses
@@ -1352,9 +1352,8 @@ TEST(Lifecycle, SecondServerOnABusyPortFailsToStart) {
 // start, naming the first's pid, and leaves the directory as it was; once the first is gone (here
 // killed: the lock goes with the process however it ends) a server starts on it again.
 TEST(Lifecycle, SecondServerOnAStateDirInUseFailsToStart) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("sinew-state-lock-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
+  const ScratchDir scratch("lock");
+  const std::string dir = scratch.path.string();
   ServerProcess first({"--state-dir", dir});
   ASSERT_TRUE(first.started());
   auto c = Connect(first);
@@ -1378,7 +1377,6 @@ TEST(Lifecycle, SecondServerOnAStateDirInUseFailsToStart) {
   auto again = Connect(second)->GetSession(session->session_id());
   EXPECT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(second.Terminate(), 0);
-  std::filesystem::remove_all(dir);
 }
 
 // A session unused for longer than --session-idle-ttl is closed; one used more often stays.
