@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,10 @@ class Service final : public v1::Sinew::CallbackService {
   // serves, unless a frame comes first). Returns how many; problems are printed (a record whose
   // rig is gone or that no longer makes a session is set aside as *.bad).
   size_t RestoreSessions();
+  // One record of RestoreSessions: opens session `id` of `tenant` as `request` (serialized) asks,
+  // on the backend kind `kept` ran on where it can, and restores `kept` into it.
+  absl::Status ReopenSession(const std::string& id, const std::string& tenant, const std::string& request,
+                             std::optional<v1::SessionState> kept);
   // --state-dir, when the server stops (after the drain and the frame pool, before the
   // sessions go): writes each stateful session's state, as GetSessionState gives it, for the
   // next start. Returns how many; problems are printed (those sessions start from rest).

@@ -249,65 +249,64 @@ std::optional<v1::SessionState> ReadKeptState(const StateDir& dir, const std::st
 }
 }  // namespace
 
+absl::Status Service::ReopenSession(const std::string& id, const std::string& tenant, const std::string& bytes,
+                                    std::optional<v1::SessionState> kept) {
+  v1::CreateSessionRequest request;
+  if (!request.ParseFromString(bytes)) return absl::DataLossError("not a serialized CreateSessionRequest");
+  v1::Session ignored;
+  absl::Status st;
+  bool other_backend = false;
+  if (kept && kept->backend() != request.backend()) {
+    // On the kind of backend its history ran on (AUTO places again at each start, and a history
+    // continues on the same kind only); else as recorded, from rest.
+    v1::CreateSessionRequest there = request;
+    there.set_backend(kept->backend());
+    st = CreateSessionImpl(there, ignored, tenant, id);
+    if (!st.ok()) {
+      std::fprintf(stderr, "sinew-server: --state-dir: session %s: cannot open on %s, where its history ran (%s); "
+                   "opened as recorded, from rest\n", id.c_str(), v1::Backend_Name(kept->backend()).c_str(),
+                   std::string(st.message()).c_str());
+      kept.reset();
+      other_backend = true;
+      st = CreateSessionImpl(request, ignored, tenant, id);
+    }
+  } else {
+    st = CreateSessionImpl(request, ignored, tenant, id);
+  }
+  if (st.ok()) {
+    if (other_backend) metrics_.KeptState(/*restored=*/false);
+    // Removed before it is applied (used once: a later crash must not bring it back).
+    if (auto removed = state_.RemoveSessionState(id); !removed.ok() && kept) {
+      std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s; its kept state is not restored\n", id.c_str(),
+                   std::string(removed.message()).c_str());
+      metrics_.KeptState(/*restored=*/false);
+    } else if (kept) {
+      if (auto s = sessions_.Find(id, NowMs(), tenant)) {
+        RestoreState(s, std::move(*kept), /*first_try=*/true, NowMs());
+      } else {
+        metrics_.KeptState(/*restored=*/false);
+      }
+    }
+  }
+  // Its rig kept but not loaded at this start (no room under --max-store-bytes): kept too.
+  if (st.code() == absl::StatusCode::kNotFound && state_.HasRig(request.rig_id())) {
+    return absl::UnavailableError(absl::StrCat("its rig ", EchoId(request.rig_id()), " was not loaded at this start"));
+  }
+  return st;
+}
+
 size_t Service::RestoreSessions() {
   size_t opened = 0;
   for (const std::string& problem :
        state_.LoadSessions([&](const std::string& id, const std::string& tenant, const std::string& bytes) {
          // A kept history not applied is counted dropped once (sinew_kept_states_total): unreadable
-         // (ReadKeptState), refused or given up (RestoreState), or gone with its record (below); one
-         // left on disk for a later start (a record kept for it) is not.
+         // (ReadKeptState), refused or given up (ReopenSession, RestoreState), or set aside with its
+         // record; one left on disk for a later start (a record kept for it) is not.
          std::optional<v1::SessionState> kept = ReadKeptState(state_, id, metrics_);
          const bool had_kept = kept.has_value();
-         const absl::Status st = [&]() -> absl::Status {
-           v1::CreateSessionRequest request;
-           if (!request.ParseFromString(bytes)) return absl::DataLossError("not a serialized CreateSessionRequest");
-           v1::Session ignored;
-           absl::Status st;
-           bool other_backend = false;
-           if (kept && kept->backend() != request.backend()) {
-             // On the kind of backend its history ran on (AUTO places again at each start, and a
-             // history continues on the same kind only); else as recorded, from rest.
-             v1::CreateSessionRequest there = request;
-             there.set_backend(kept->backend());
-             st = CreateSessionImpl(there, ignored, tenant, id);
-             if (!st.ok()) {
-               std::fprintf(stderr, "sinew-server: --state-dir: session %s: cannot open on %s, where its history ran "
-                            "(%s); opened as recorded, from rest\n", id.c_str(),
-                            v1::Backend_Name(kept->backend()).c_str(), std::string(st.message()).c_str());
-               kept.reset();
-               other_backend = true;
-               st = CreateSessionImpl(request, ignored, tenant, id);
-             }
-           } else {
-             st = CreateSessionImpl(request, ignored, tenant, id);
-           }
-           if (st.ok()) {
-             ++opened;
-             if (other_backend) metrics_.KeptState(/*restored=*/false);
-             // Removed before it is applied (used once: a later crash must not bring it back).
-             if (auto removed = state_.RemoveSessionState(id); !removed.ok() && kept) {
-               std::fprintf(stderr, "sinew-server: --state-dir: session %s: %s; its kept state is not restored\n",
-                            id.c_str(), std::string(removed.message()).c_str());
-               metrics_.KeptState(/*restored=*/false);
-             } else if (kept) {
-               if (auto s = sessions_.Find(id, NowMs(), tenant)) {
-                 RestoreState(s, std::move(*kept), /*first_try=*/true, NowMs());
-               } else {
-                 metrics_.KeptState(/*restored=*/false);
-               }
-             }
-           }
-           // Its rig kept but not loaded at this start (no room under --max-store-bytes): kept too.
-           if (st.code() == absl::StatusCode::kNotFound && state_.HasRig(request.rig_id())) {
-             return absl::UnavailableError(absl::StrCat("its rig ", EchoId(request.rig_id()), " was not loaded at this start"));
-           }
-           return st;
-         }();
-         // A record that cannot open for good is set aside with its history (LoadSessions).
-         if (had_kept && (st.code() == absl::StatusCode::kDataLoss || st.code() == absl::StatusCode::kInvalidArgument ||
-                          st.code() == absl::StatusCode::kNotFound)) {
-           metrics_.KeptState(/*restored=*/false);
-         }
+         const absl::Status st = ReopenSession(id, tenant, bytes, std::move(kept));
+         if (st.ok()) ++opened;
+         if (had_kept && StateDir::SetAside(st)) metrics_.KeptState(/*restored=*/false);
          return st;
        })) {
     std::fprintf(stderr, "sinew-server: --state-dir: %s\n", problem.c_str());

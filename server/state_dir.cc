@@ -227,8 +227,7 @@ std::vector<std::string> StateDir::LoadSessions(
       const std::string tenant = text.substr(kSessionMagic.size() + 7, tenant_end - kSessionMagic.size() - 7);
       st = load(path.stem().string(), tenant, text.substr(tenant_end + 1));
     }
-    const bool for_good = st.code() == absl::StatusCode::kDataLoss ||
-                          st.code() == absl::StatusCode::kInvalidArgument || st.code() == absl::StatusCode::kNotFound;
+    const bool for_good = SetAside(st);
     if (!st.ok() && !for_good) {
       problems.push_back(absl::StrCat(path.string(), ": ", absl::StatusCodeToString(st.code()), ": ", st.message(),
                                       " (not opened; kept for a later start)"));

@@ -76,6 +76,11 @@ class StateDir {
   std::vector<std::string> LoadSessions(
       const std::function<absl::Status(const std::string& id, const std::string& tenant, const std::string& request)>&
           load) const;
+  // Whether LoadSessions sets a record that load refused so aside (*.bad, its history with it).
+  static bool SetAside(const absl::Status& refused) {
+    return refused.code() == absl::StatusCode::kDataLoss || refused.code() == absl::StatusCode::kInvalidArgument ||
+           refused.code() == absl::StatusCode::kNotFound;
+  }
 
  private:
   StateDir(std::string rigs, std::string sessions) : rigs_(std::move(rigs)), sessions_(std::move(sessions)) {}
