@@ -5,12 +5,11 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <cstring>
-#include <unordered_map>
 
 #include <Eigen/Geometry>
 
 #include "core/geometry/triangle.h"
+#include "core/geometry/weld.h"
 #include "core/geometry/winding_number.h"
 
 namespace sinew {
@@ -191,28 +190,11 @@ MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<co
                                        const MeshQualityOptions& options, ThreadPool* pool)
     : triangles_(triangles) {
   const size_t n = rest.size() / 3;
-  // Vertices welded by rest position (imported meshes repeat a vertex per face corner or per UV
-  // seam): normals, edge lengths, one-rings and the triangles a vertex's own are taken over its
-  // welded copies, so that a copy is never "the nearest skin" of another.
-  weld_.resize(n);
-  {
-    struct Key {
-      float x, y, z;
-      bool operator==(const Key& o) const { return x == o.x && y == o.y && z == o.z; }
-    };
-    struct Hash {
-      size_t operator()(const Key& k) const {
-        uint32_t b[3];
-        std::memcpy(b, &k, sizeof b);
-        return (size_t(b[0]) * 73856093u) ^ (size_t(b[1]) * 19349663u) ^ (size_t(b[2]) * 83492791u);
-      }
-    };
-    std::unordered_map<Key, uint32_t, Hash> first;
-    first.reserve(n);
-    for (size_t v = 0; v < n; ++v) {
-      weld_[v] = first.emplace(Key{rest[3 * v], rest[3 * v + 1], rest[3 * v + 2]}, uint32_t(v)).first->second;
-    }
-  }
+  // Vertices welded by rest position (core/geometry/weld.h, WeldSeams: imported meshes repeat a
+  // vertex per face corner or per UV seam, a few ulps apart on a mirror seam): normals, edge
+  // lengths, one-rings and the triangles a vertex's own are taken over its welded copies, so that
+  // a copy is never "the nearest skin" of another.
+  weld_ = WeldSeams(rest, triangles, RestWeldTolerance(rest));
   // Rest edge lengths (each triangle's three), their mean, the rest volume.
   rest_length_.resize(triangles.size());
   double sum = 0;

@@ -2,8 +2,9 @@
 // quantities), for every method: where the skin passes through itself, how much volume it gains
 // or loses, how far its edges stretch.
 //
-// Vertices at one rest position (an imported mesh's per-corner or UV-seam copies) are welded for
-// everything below: one normal, one one-ring, and a copy never counts as other skin.
+// Vertices at one rest position (an imported mesh's per-corner or UV-seam copies, within
+// core/geometry/weld.h's tolerance) are welded for everything below: one normal, one one-ring,
+// and a copy never counts as other skin.
 //
 // Inside the skin: a vertex whose surroundings lie inside the deformed mesh. The mesh's
 // generalized winding number (winding_number.h) is evaluated just outside the vertex, at

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <cmath>
 #include <numeric>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "core/geometry/weld.h"
 #include "core/geometry/winding_number.h"
 #include "core/util/union_find.h"
 
@@ -46,40 +46,13 @@ using C3t3 = CGAL::Mesh_complex_3_in_triangulation_3<Tr>;
 using Criteria = CGAL::Mesh_criteria_3<Tr>;
 using Point = K::Point_3;
 
-// Connected components of a triangle soup, vertices welded by exact position (imported meshes
-// repeat a vertex per face corner): one representative triangle list per component.
+// Connected components of a triangle soup, vertices welded by equal position (imported meshes
+// repeat a vertex per face corner; core/geometry/weld.h): one representative triangle list per
+// component. (Near copies stay apart here: each component goes to CGAL on its own vertices.)
 std::vector<std::vector<uint32_t>> Components(std::span<const float> positions, std::span<const uint32_t> triangles) {
   const size_t nt = triangles.size() / 3;
-  std::unordered_map<uint64_t, uint32_t> first_at;  // hash of the position → a welded id
-  std::vector<uint32_t> id(positions.size() / 3);
-  struct Key {
-    float x, y, z;
-  };
-  std::vector<Key> keys;
-  for (size_t v = 0; v < id.size(); ++v) {
-    const Key k{positions[3 * v], positions[3 * v + 1], positions[3 * v + 2]};
-    uint64_t h = 1469598103934665603ull;
-    for (float f : {k.x, k.y, k.z}) {
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      h = (h ^ bits) * 1099511628211ull;
-    }
-    // Linear probing on hash collisions with different positions.
-    for (;; ++h) {
-      auto [it, added] = first_at.try_emplace(h, uint32_t(keys.size()));
-      if (added) {
-        keys.push_back(k);
-        id[v] = it->second;
-        break;
-      }
-      const Key& o = keys[it->second];
-      if (o.x == k.x && o.y == k.y && o.z == k.z) {
-        id[v] = it->second;
-        break;
-      }
-    }
-  }
-  UnionFind sets(keys.size());
+  const std::vector<uint32_t> id = WeldByPosition(positions, 0);
+  UnionFind sets(id.size());
   for (size_t t = 0; t < nt; ++t) {
     for (int k = 1; k < 3; ++k) sets.Unite(id[triangles[3 * t]], id[triangles[3 * t + k]]);
   }

@@ -1,0 +1,135 @@
+#include "core/geometry/weld.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+namespace sinew {
+namespace {
+
+struct Cell {
+  int64_t x, y, z;
+  bool operator==(const Cell&) const = default;
+};
+struct CellHash {
+  size_t operator()(const Cell& c) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t k : {c.x, c.y, c.z}) h = (h ^ uint64_t(k)) * 1099511628211ull;
+    return size_t(h);
+  }
+};
+
+// Equal positions: keyed by their bits, −0.0 as +0.0.
+std::vector<uint32_t> WeldExact(std::span<const float> xyz) {
+  const size_t n = xyz.size() / 3;
+  std::vector<uint32_t> rep(n);
+  std::unordered_map<Cell, uint32_t, CellHash> first;
+  first.reserve(n);
+  for (size_t v = 0; v < n; ++v) {
+    int64_t k[3];
+    bool finite = true;
+    for (int c = 0; c < 3; ++c) {
+      const float f = xyz[3 * v + c] == 0.0f ? 0.0f : xyz[3 * v + c];
+      finite = finite && std::isfinite(f);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      k[c] = bits;
+    }
+    rep[v] = finite ? first.try_emplace(Cell{k[0], k[1], k[2]}, uint32_t(v)).first->second : uint32_t(v);
+  }
+  return rep;
+}
+
+}  // namespace
+
+std::vector<uint32_t> WeldByPosition(std::span<const float> xyz, double tolerance,
+                                     const std::function<bool(uint32_t, uint32_t)>& may_weld) {
+  const size_t n = xyz.size() / 3;
+  if (!(tolerance > 0) || !std::isfinite(tolerance)) return WeldExact(xyz);
+  // Cells `tolerance` wide: a representative within it of a vertex lies in one of the 27 cells
+  // around the vertex's. Cell indices past ±2^52 (a tolerance far below the coordinates' own
+  // resolution) fall back on equal positions.
+  constexpr double kMaxCell = 4.5e15;
+  const double inv = 1.0 / tolerance, tol2 = tolerance * tolerance;
+  std::vector<uint32_t> rep(n);
+  std::unordered_map<Cell, std::vector<uint32_t>, CellHash> cells;
+  cells.reserve(n);
+  for (size_t v = 0; v < n; ++v) {
+    const double p[3] = {xyz[3 * v], xyz[3 * v + 1], xyz[3 * v + 2]};
+    double q[3];
+    bool ok = true;
+    for (int c = 0; c < 3; ++c) {
+      q[c] = std::floor(p[c] * inv);
+      ok = ok && std::isfinite(q[c]) && std::abs(q[c]) < kMaxCell;
+    }
+    if (!ok) return WeldExact(xyz);
+    const Cell home{int64_t(q[0]), int64_t(q[1]), int64_t(q[2])};
+    uint32_t best = std::numeric_limits<uint32_t>::max();
+    for (int64_t dx = -1; dx <= 1; ++dx) {
+      for (int64_t dy = -1; dy <= 1; ++dy) {
+        for (int64_t dz = -1; dz <= 1; ++dz) {
+          const auto it = cells.find(Cell{home.x + dx, home.y + dy, home.z + dz});
+          if (it == cells.end()) continue;
+          for (uint32_t u : it->second) {
+            if (u >= best) break;  // each cell lists its representatives in index order
+            double d2 = 0;
+            for (int c = 0; c < 3; ++c) d2 += (p[c] - xyz[3 * u + c]) * (p[c] - xyz[3 * u + c]);
+            if (d2 <= tol2 && (!may_weld || may_weld(u, uint32_t(v)))) {
+              best = u;
+              break;
+            }
+          }
+        }
+      }
+    }
+    if (best == std::numeric_limits<uint32_t>::max()) {
+      best = uint32_t(v);
+      cells[home].push_back(best);
+    }
+    rep[v] = best;
+  }
+  return rep;
+}
+
+std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint32_t> triangles, double tolerance) {
+  const std::vector<uint32_t> equal = WeldExact(xyz);
+  if (!(tolerance > 0)) return equal;
+  // Open seams: edges of the equal-position mesh that one triangle uses.
+  std::unordered_map<uint64_t, uint32_t> uses;
+  uses.reserve(triangles.size());
+  auto edge = [&](uint32_t a, uint32_t b) {
+    a = equal[a];
+    b = equal[b];
+    return a < b ? uint64_t(a) << 32 | b : uint64_t(b) << 32 | a;
+  };
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    for (int k = 0; k < 3; ++k) ++uses[edge(triangles[t + k], triangles[t + (k + 1) % 3])];
+  }
+  std::vector<uint8_t> open(equal.size(), 0);
+  for (const auto& [e, n] : uses) {
+    if (n == 1) open[e >> 32] = open[e & 0xffffffffu] = 1;
+  }
+  return WeldByPosition(xyz, tolerance, [&](uint32_t a, uint32_t b) {
+    return equal[a] == equal[b] || open[equal[a]] || open[equal[b]];
+  });
+}
+
+double RestWeldTolerance(std::span<const float> xyz) {
+  const size_t n = xyz.size() / 3;
+  if (n == 0) return 0;
+  double lo[3], hi[3];
+  for (int c = 0; c < 3; ++c) lo[c] = hi[c] = xyz[c];
+  for (size_t v = 0; v < n; ++v) {
+    for (int c = 0; c < 3; ++c) {
+      lo[c] = std::min(lo[c], double(xyz[3 * v + c]));
+      hi[c] = std::max(hi[c], double(xyz[3 * v + c]));
+    }
+  }
+  const double diag = std::sqrt((hi[0] - lo[0]) * (hi[0] - lo[0]) + (hi[1] - lo[1]) * (hi[1] - lo[1]) +
+                                (hi[2] - lo[2]) * (hi[2] - lo[2]));
+  return std::isfinite(diag) ? 1e-5 * diag : 0;
+}
+
+}  // namespace sinew

@@ -1,0 +1,36 @@
+// Vertices that are one point of the surface. Imported meshes repeat a vertex per face corner,
+// UV seam or hard edge, and exporters leave the copies on a mirror seam a few float ulps apart
+// (assimp-testmodels' Testwuson.X: 9.5e-7 in a 3.7 diagonal, with the two copies' normals 180°
+// apart). Every method that works on the surface rather than on the vertex list (implicit
+// skinning's nodes and fields, the quality measure's one-rings, pbs's components) welds them
+// here, so that a seam neither tears nor feeds two contradictory samples to a fit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace sinew {
+
+// Per vertex (xyz: x,y,z per vertex), its representative: the first vertex in index order, among
+// the representatives before it, within `tolerance` (Euclidean) of it and, when `may_weld` is
+// given, with may_weld(representative, vertex); a vertex with none is its own representative.
+// Representatives are never moved, so every copy lies within `tolerance` of its representative
+// (chains do not drift). tolerance 0 welds equal positions (0.0 and −0.0 alike); NaN positions
+// are never welded. Deterministic; expected O(n) (a hash grid of cells `tolerance` wide).
+std::vector<uint32_t> WeldByPosition(std::span<const float> xyz, double tolerance,
+                                     const std::function<bool(uint32_t, uint32_t)>& may_weld = nullptr);
+
+// The points of a triangle mesh's surface: equal positions welded, and a vertex within
+// `tolerance` of another welded to it when either lies on an open seam (an edge of the
+// equal-position mesh that one triangle uses): that closes a mirror seam exported a few ulps
+// apart, and leaves two closed surfaces that touch (a ball pressed 1e-6 into a box) apart.
+std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint32_t> triangles, double tolerance);
+
+// The tolerance rest meshes are welded with: 1e-5 of the bounding box's diagonal (20 µm on a 2 m
+// character; float's own rounding is ~1e-7 of a coordinate, modelled detail is never that fine).
+// 0 for an empty mesh or one without a finite extent.
+double RestWeldTolerance(std::span<const float> xyz);
+
+}  // namespace sinew
