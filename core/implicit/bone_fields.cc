@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/geometry/weld.h"
 
 namespace sinew {
 namespace {
@@ -14,22 +15,42 @@ Eigen::Vector3d Point(const std::vector<float>& xyz, size_t i) {
   return Eigen::Vector3d(xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]);
 }
 
-// Area-weighted vertex normals of the mesh (unit; zero for isolated vertices).
-std::vector<Eigen::Vector3d> VertexNormals(const Rig& rig) {
+// Unit normals of the welded mesh, per vertex: the mean of the rig's normals over each point's
+// copies (core/geometry/weld.h), else the area-weighted normal of the triangles around the
+// point. A copy on a hard edge or a flat-shaded face carries one face's normal; an HRBF sample
+// needs the surface's (until 2026-12-05 each copy gave its own: on a flat-shaded limb of 8
+// segments the fields were 0.03 off the smooth mesh's on its own skin, and Testwuson.X's chest
+// seam gave copies normals 180° apart). Zero where the copies (or the triangles) cancel: under a
+// tenth of their count (or area) left, as on a sheet's two sides; no sample there.
+std::vector<Eigen::Vector3d> WeldedNormals(const Rig& rig) {
+  const std::vector<uint32_t> rep = WeldSeams(rig.positions, rig.triangles, RestWeldTolerance(rig.positions));
   std::vector<Eigen::Vector3d> n(rig.vertex_count(), Eigen::Vector3d::Zero());
+  std::vector<double> total(rig.vertex_count(), 0);
   if (rig.normals.size() == rig.positions.size()) {
-    for (size_t i = 0; i < n.size(); ++i) n[i] = Point(rig.normals, i).normalized();
-    return n;
+    for (size_t i = 0; i < n.size(); ++i) {
+      const Eigen::Vector3d u = Point(rig.normals, i);
+      if (u.norm() > 0) {
+        n[rep[i]] += u.normalized();
+        total[rep[i]] += 1;
+      }
+    }
+  } else {
+    for (size_t t = 0; t < rig.triangle_count(); ++t) {
+      const uint32_t* f = &rig.triangles[3 * t];
+      const Eigen::Vector3d a = Point(rig.positions, f[0]), b = Point(rig.positions, f[1]), c = Point(rig.positions, f[2]);
+      const Eigen::Vector3d w = (b - a).cross(c - a);  // twice the area, along the normal
+      for (int k = 0; k < 3; ++k) {
+        n[rep[f[k]]] += w;
+        total[rep[f[k]]] += w.norm();
+      }
+    }
   }
-  for (size_t t = 0; t < rig.triangle_count(); ++t) {
-    const uint32_t* f = &rig.triangles[3 * t];
-    const Eigen::Vector3d a = Point(rig.positions, f[0]), b = Point(rig.positions, f[1]), c = Point(rig.positions, f[2]);
-    const Eigen::Vector3d w = (b - a).cross(c - a);  // twice the area, along the normal
-    for (int k = 0; k < 3; ++k) n[f[k]] += w;
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (rep[i] != i) continue;
+    const double length = n[i].norm();
+    n[i] = length > 0 && length >= 0.1 * total[i] ? Eigen::Vector3d(n[i] / length) : Eigen::Vector3d::Zero();
   }
-  for (auto& v : n) {
-    if (v.norm() > 0) v.normalize();
-  }
+  for (size_t i = 0; i < n.size(); ++i) n[i] = n[rep[i]];
   return n;
 }
 
@@ -95,15 +116,31 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
                                                      " bones own 8 vertices or more; at most ", options.max_fields,
                                                      " bone fields (512 KB each) are taken"));
   }
-  const std::vector<Eigen::Vector3d> normals = VertexNormals(rig);
-  // Bone ends: the joint's bind position and its first child's (a leaf extends along its
+  const std::vector<Eigen::Vector3d> normals = WeldedNormals(rig);
+  // Bone ends: the joint's bind position and its segment's end (below; a leaf extends along its
   // parent's direction to its piece's farthest projection).
   const std::vector<Eigen::Vector3d> pos = JointBindPositions(rig);
-  std::vector<int> child(joints, -1);
+  std::vector<int> child(joints, -1), children(joints, 0);
   for (size_t j = 0; j < joints; ++j) {
     const int p = rig.skeleton.parents[j];
     if (p >= 0 && child[p] < 0) child[p] = static_cast<int>(j);
+    if (p >= 0) ++children[p];
   }
+  // A bone's segment runs to the first joint below it that owns a piece (or branches, or ends the
+  // chain): joints between that own no vertex (helper bones, bones the weights skip:
+  // assimp-testmodels' animation_with_skeleton.fbx) leave their length to its piece. Until
+  // 2026-12-05 the segment ended at the first child, and the part of the piece beyond it, outside
+  // the field (f = 0 there), kept the initial skinning beside vertices that were tracked.
+  auto segment_end = [&](size_t j) {
+    int c = child[j];
+    while (c >= 0 && pieces[size_t(c)].size() < 8 && children[size_t(c)] == 1) c = child[size_t(c)];
+    return c;
+  };
+  // Samples closer than this are one point of the surface (core/geometry/weld.h): an exporter's
+  // mirror seam leaves copies a few ulps apart, with normals up to 180° apart (Testwuson.X's
+  // chest), and two of them in one fit make its system singular. Until 2026-12-05 the disk
+  // shrank until such copies were taken, and the whole rig was refused.
+  const double min_gap = RestWeldTolerance(rig.positions);
 
   std::vector<BoneField> fields;
   for (size_t j = 0; j < joints; ++j) {
@@ -112,7 +149,8 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     BoneField field;
     field.joint = static_cast<int>(j);
     field.b0 = pos[j];
-    field.b1 = child[j] >= 0 ? pos[child[j]] : LeafBoneEnd(rig, pos, j, piece);
+    const int end = segment_end(j);
+    field.b1 = end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, piece);
     const Eigen::Vector3d ab = field.b1 - field.b0;
     const double len2 = std::max(ab.squaredNorm(), 1e-300);
     // Candidates: the piece's vertices away from the joints (Eq. 4.2).
@@ -123,7 +161,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     }
     if (candidates.size() < size_t(std::max(options.min_samples, 4))) continue;
     // Poisson disk by dart throwing over the candidates in a seeded order: the minimum distance
-    // is halved until about the target count is reached.
+    // shrinks until about the target count is reached, or to min_gap (then every point is taken).
     std::vector<uint32_t> order = candidates;
     std::shuffle(order.begin(), order.end(), std::mt19937(options.seed + static_cast<uint32_t>(j)));
     Eigen::Vector3d lo = Point(rig.positions, order[0]), hi = lo;
@@ -132,7 +170,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
       hi = hi.cwiseMax(Point(rig.positions, v));
     }
     std::vector<uint32_t> chosen;
-    for (double rmin = (hi - lo).norm() / 2; rmin > 1e-12; rmin *= 0.8) {
+    for (double rmin = (hi - lo).norm() / 2; rmin > 1e-12; rmin = std::max(rmin * 0.8, min_gap)) {
       chosen.clear();
       for (uint32_t v : order) {
         const Eigen::Vector3d x = Point(rig.positions, v);
@@ -147,6 +185,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
         if (static_cast<int>(chosen.size()) > options.target_samples) break;
       }
       if (static_cast<int>(chosen.size()) >= options.target_samples || chosen.size() == order.size()) break;
+      if (rmin <= min_gap) break;
     }
     // Closure points on the axis, at each end's distance to the nearest mesh vertex (§2.2).
     const Eigen::Vector3d a = ab.normalized();

@@ -1,5 +1,6 @@
 // Per-bone implicit fields of implicit skinning (seed 000 §2.1–2.3), precomputation steps 1–2:
-// segment the mesh by the largest skinning weight, Poisson-disk sample each bone's piece,
+// segment the mesh by the largest skinning weight, Poisson-disk sample each bone's piece (no two
+// samples within core/geometry/weld.h's tolerance: copies of one point),
 // cull samples near the joints (Eq. 4.2, b = 0.05), add the two closure points on the bone
 // axis, fit an HRBF, and choose the compact-support radius (the distance from the bone to its
 // farthest sample), so that f_i = t_r(d_i) is 0.5 on the piece and ≈ 1 on the bone.
@@ -28,7 +29,8 @@ struct BoneFieldOptions {
 };
 
 struct BoneField {
-  int joint = 0;                // the bone = this joint and its segment to its child
+  int joint = 0;                // the bone = this joint and its segment to its child (through
+                                // children that own no piece)
   Eigen::Vector3d b0, b1;       // bone ends in rest model space
   Hrbf hrbf;                    // d: 0 on the piece, negative inside
   double radius = 0;            // support radius r of t_r

@@ -3,6 +3,7 @@
 // its baked grid reproduces it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 #include "core/implicit/bone_fields.h"
@@ -60,6 +61,75 @@ TEST(BoneFields, FittingIsDeterministic) {
     const Eigen::Vector3d x(1.3, 0.1, 0.05);
     EXPECT_EQ((*a)[i].Value(x), (*b)[i].Value(x));
   }
+}
+
+// An exported flat-shaded mesh: every corner its own vertex, the copies a few ulps apart
+// (Testwuson.X's chest: copies 9.5e-7 apart, with normals 180° apart, made the HRBF system
+// singular and the whole rig was refused). On a coarse limb, whose pieces have fewer points than
+// the 80 samples asked for (so every point is taken), each bone's field is the welded mesh's: the
+// samples are its points, once each, with the surface's normal (the area-weighted one of the
+// triangles around the point; with each copy given its triangle's normal, the mean of those).
+// Until 2026-12-05 the fit failed; with its copies kept apart, each copy's own normal left the
+// fields 0.029 off the welded mesh's on its skin.
+TEST(BoneFields, AMeshSplitPerCornerAFewUlpsApartFitsTheFieldsOfTheWeldedMesh) {
+  LimbOptions o;
+  o.rings = 14;
+  o.segments = 8;
+  o.bones = 2;
+  o.blend = 0.12f;
+  RigInput welded_in = MakeLimb(o);
+  welded_in.rig.normals.clear();  // area-weighted normals, as the split mesh's welded ones
+  const Rig welded = testing::BuildOrDie(welded_in);
+  auto a = FitBoneFields(welded);
+  ASSERT_TRUE(a.ok()) << a.status();
+  for (bool face_normals : {false, true}) {
+    const Rig split = testing::BuildOrDie(testing::SplitPerCorner(welded_in, 2e-7, face_normals));
+    ASSERT_EQ(split.vertex_count(), welded.triangles.size());
+    auto b = FitBoneFields(split);
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      const BoneField &f = (*a)[i], &g = (*b)[i];
+      EXPECT_EQ(f.samples, g.samples) << "bone " << f.joint;
+      EXPECT_LT(g.hrbf.max_value_residual(), 1e-6);
+      double worst = 0;
+      for (size_t v = 0; v < welded.vertex_count(); ++v) {
+        const Eigen::Vector3d x(welded.positions[3 * v], welded.positions[3 * v + 1], welded.positions[3 * v + 2]);
+        worst = std::max(worst, std::abs(f.Value(x) - g.Value(x)));
+      }
+      std::printf("bone %d, %s: the split mesh's field within %.1e of the welded one's at its points\n", f.joint,
+                  face_normals ? "face normals" : "no normals", worst);
+      EXPECT_LT(worst, 1e-4) << "bone " << f.joint;
+    }
+  }
+}
+
+// A chain whose middle joint owns no vertex (a helper bone, or one the weights skip, as in
+// assimp-testmodels' animation_with_skeleton.fbx): the first bone's piece reaches over both
+// segments, and its field covers all of it — the segment runs on to the next joint that owns a
+// piece. (Until 2026-12-05 it ended at the weightless joint: the piece beyond read 0.)
+TEST(BoneFields, ABoneWhoseChildOwnsNoPieceReachesOnToTheNextOneThatDoes) {
+  LimbOptions o;
+  o.rings = 121;
+  o.segments = 32;
+  o.bones = 3;  // joints at x = 0, 1, 2
+  Rig rig = testing::BuildOrDie(MakeLimb(o));
+  AttributeMap seg{"segmentation", 1, {}};
+  for (size_t v = 0; v < rig.vertex_count(); ++v) seg.values.push_back(rig.positions[3 * v] < 2.0f ? 0.f : 2.f);
+  rig.attributes.push_back(seg);
+  auto fields = FitBoneFields(rig);
+  ASSERT_TRUE(fields.ok()) << fields.status();
+  ASSERT_EQ(fields->size(), 2u);
+  const BoneField& f = (*fields)[0];
+  ASSERT_EQ(f.joint, 0);
+  EXPECT_NEAR(f.b1.x(), 2.0, 1e-6);
+  double worst = 0;
+  for (size_t v = 0; v < rig.vertex_count(); ++v) {
+    const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+    if (x.x() < 0.3 || x.x() > 1.7) continue;
+    worst = std::max(worst, std::abs(f.Value(x) - 0.5));
+  }
+  EXPECT_LT(worst, 0.05) << "the piece over both segments is the field's 0.5 surface";
 }
 
 TEST(BoneFields, NeedsSkinningWeights) {

@@ -189,6 +189,47 @@ inline double SliceArea(std::span<const float> x, std::span<const uint32_t> tria
   return std::abs(area);
 }
 
+// `in` as exporters write a flat-shaded mesh: every triangle corner its own vertex (same weights),
+// each copy moved by up to `jitter` (relative, per coordinate: a few float ulps at 2e-7, as on a
+// mirror seam) in a fixed pattern, and given its triangle's normal when `face_normals`. The
+// triangles keep their order; vertex 3t + k is corner k of triangle t.
+inline RigInput SplitPerCorner(const RigInput& in, double jitter, bool face_normals) {
+  RigInput out = in;
+  const Rig& r = in.rig;
+  const WeightsInput& w = in.weights;
+  out.rig.positions.clear();
+  out.rig.normals.clear();
+  out.rig.triangles.clear();
+  out.weights.offsets.assign(1, 0);
+  out.weights.joints.clear();
+  out.weights.weights.clear();
+  for (size_t t = 0; t + 2 < r.triangles.size(); t += 3) {
+    const uint32_t* f = &r.triangles[t];
+    auto at = [&](int k) { return Eigen::Vector3d(r.positions[3 * f[k]], r.positions[3 * f[k] + 1], r.positions[3 * f[k] + 2]); };
+    const Eigen::Vector3d n = (at(1) - at(0)).cross(at(2) - at(0)).normalized();
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t v = f[k];
+      for (int c = 0; c < 3; ++c) {
+        const double x = r.positions[3 * v + c];
+        const int pattern = int((t + 3 * k + 5 * c) % 5) - 2;  // -2 .. 2
+        out.rig.positions.push_back(float(x + pattern * 0.5 * jitter * std::max(std::abs(x), 1.0)));
+        if (face_normals) out.rig.normals.push_back(float(n[c]));
+      }
+      out.rig.triangles.push_back(uint32_t(out.rig.triangles.size()));
+      const uint32_t b = w.offsets.empty() ? v * w.influences_per_vertex : w.offsets[v];
+      const uint32_t e = w.offsets.empty() ? b + w.influences_per_vertex : w.offsets[v + 1];
+      for (uint32_t i = b; i < e; ++i) {
+        out.weights.joints.push_back(w.joints[i]);
+        out.weights.weights.push_back(w.weights[i]);
+      }
+      out.weights.offsets.push_back(uint32_t(out.weights.joints.size()));
+    }
+  }
+  out.weights.influences_per_vertex = 0;
+  out.rig.attributes.clear();
+  return out;
+}
+
 inline double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
