@@ -14,8 +14,10 @@
 // The preparation is in implicit_skinning.cc, the deformers in tracking.cc, the moved-field
 // evaluation they share in field_eval.h. Design notes: docs/implicit-skinning.md.
 //
-// Layout: every per-vertex loop works on "nodes", the mesh's vertices with coincident rest
-// positions welded (UV seams), so that seams never tear; results are copied to every vertex.
+// Layout: every per-vertex loop works on "nodes", the mesh's vertices with equal rest positions
+// welded (UV seams), so that seams never tear; results are copied to every vertex, and a vertex
+// within core/geometry/weld.h's tolerance of an earlier node (a mirror seam a few ulps off)
+// takes that node's.
 #pragma once
 
 #include <memory>
@@ -56,7 +58,7 @@ class ImplicitModel : public Prepared {
   std::shared_ptr<const CompositionOperators> operators;
 
   // Welded mesh.
-  std::vector<uint32_t> node_of_vertex;    // vertex -> node
+  std::vector<uint32_t> node_of_vertex;    // vertex -> the node whose result it takes
   std::vector<uint32_t> vertex_of_node;    // node -> its first vertex
   std::vector<float> rest;                 // x,y,z per node
   std::vector<float> iso;                  // rest value of the composed field per node
