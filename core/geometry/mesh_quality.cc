@@ -206,6 +206,11 @@ MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<co
   }
   depth_tolerance_ = options.touching_edge_fraction * (triangles.empty() ? 0 : sum / double(triangles.size()));
   rest_volume_ = MeshVolume(rest, triangles);
+  // A mesh that encloses a negative volume was exported inside out (a negative scale; its
+  // normals point in): it is measured turned around, its outside along −n. Until 2026-12-05
+  // every vertex of such a mesh read inside the skin. (A piece wound inward inside another, a
+  // mouth bag, is left as wound.)
+  facing_ = rest_volume_ < 0 ? -1 : 1;
   // Welded one-rings (CSR), for the depth's nearest-skin query.
   ring_start_.assign(n + 1, 0);
   for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
@@ -279,7 +284,7 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
       const uint32_t w = weld_[v];
       const double len = normal[w].norm();
       if (edge_count[w] == 0 || !(len > 0)) continue;
-      const Eigen::Vector3d nrm = normal[w] / len;
+      const Eigen::Vector3d nrm = facing_ * normal[w] / len;
       const Eigen::Vector3d x = P(deformed, uint32_t(v));
       const double eps = 1e-3 * edge_sum[w] / edge_count[w];
       if (!(std::abs(winding(x + eps * nrm)) > 0.5)) continue;

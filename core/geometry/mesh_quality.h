@@ -4,7 +4,8 @@
 //
 // Vertices at one rest position (an imported mesh's per-corner or UV-seam copies, within
 // core/geometry/weld.h's tolerance) are welded for everything below: one normal, one one-ring,
-// and a copy never counts as other skin.
+// and a copy never counts as other skin. A mesh inside out (its rest volume negative: exported with
+// a negative scale) is measured turned around.
 //
 // Inside the skin: a vertex whose surroundings lie inside the deformed mesh. The mesh's
 // generalized winding number (winding_number.h) is evaluated just outside the vertex, at
@@ -81,6 +82,7 @@ class MeshQualityMeasure {
  private:
   std::span<const uint32_t> triangles_;
   std::vector<uint32_t> weld_;                     // vertex -> its welded representative
+  int facing_ = 1;                                 // −1: the rest mesh is inside out (negative volume)
   std::vector<uint32_t> ring_start_, ring_;        // welded one-rings (CSR)
   std::vector<double> rest_length_;                // per triangle edge (t, t+1, t+2)
   double depth_tolerance_ = 0, rest_volume_ = 0;

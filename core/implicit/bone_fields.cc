@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "core/geometry/mesh_quality.h"
 #include "core/geometry/weld.h"
 
 namespace sinew {
@@ -15,42 +16,52 @@ Eigen::Vector3d Point(const std::vector<float>& xyz, size_t i) {
   return Eigen::Vector3d(xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]);
 }
 
-// Unit normals of the welded mesh, per vertex: the mean of the rig's normals over each point's
-// copies (core/geometry/weld.h), else the area-weighted normal of the triangles around the
-// point. A copy on a hard edge or a flat-shaded face carries one face's normal; an HRBF sample
+// Unit outward normals of the welded mesh, per vertex: the mean of the rig's normals over each
+// point's copies, else the area-weighted normal of the triangles around the point. A mesh inside
+// out (its volume negative: exported with a negative scale, as assimp-testmodels'
+// animation_with_skeleton.fbx, normals pointing in as well; its fields were inside out) is turned
+// around, and a rig's normal that points against its point's outward area-weighted one is turned
+// with it. A copy on a hard edge or a flat-shaded face carries one face's normal; an HRBF sample
 // needs the surface's (until 2026-12-05 each copy gave its own: on a flat-shaded limb of 8
 // segments the fields were 0.03 off the smooth mesh's on its own skin, and Testwuson.X's chest
 // seam gave copies normals 180° apart). Zero where the copies (or the triangles) cancel: under a
 // tenth of their count (or area) left, as on a sheet's two sides; no sample there.
 std::vector<Eigen::Vector3d> WeldedNormals(const Rig& rig) {
   const std::vector<uint32_t> rep = WeldSeams(rig.positions, rig.triangles, RestWeldTolerance(rig.positions));
-  std::vector<Eigen::Vector3d> n(rig.vertex_count(), Eigen::Vector3d::Zero());
-  std::vector<double> total(rig.vertex_count(), 0);
-  if (rig.normals.size() == rig.positions.size()) {
-    for (size_t i = 0; i < n.size(); ++i) {
+  const double facing = MeshVolume(rig.positions, rig.triangles) < 0 ? -1 : 1;
+  const size_t nv = rig.vertex_count();
+  std::vector<Eigen::Vector3d> area(nv, Eigen::Vector3d::Zero()), given(nv, Eigen::Vector3d::Zero());
+  std::vector<double> area_total(nv, 0), given_total(nv, 0);
+  for (size_t t = 0; t < rig.triangle_count(); ++t) {
+    const uint32_t* f = &rig.triangles[3 * t];
+    const Eigen::Vector3d a = Point(rig.positions, f[0]), b = Point(rig.positions, f[1]), c = Point(rig.positions, f[2]);
+    const Eigen::Vector3d w = (b - a).cross(c - a);  // twice the area, along the normal
+    for (int k = 0; k < 3; ++k) {
+      area[rep[f[k]]] += w;
+      area_total[rep[f[k]]] += w.norm();
+    }
+  }
+  const bool supplied = rig.normals.size() == rig.positions.size();
+  if (supplied) {
+    for (size_t i = 0; i < nv; ++i) {
       const Eigen::Vector3d u = Point(rig.normals, i);
       if (u.norm() > 0) {
-        n[rep[i]] += u.normalized();
-        total[rep[i]] += 1;
-      }
-    }
-  } else {
-    for (size_t t = 0; t < rig.triangle_count(); ++t) {
-      const uint32_t* f = &rig.triangles[3 * t];
-      const Eigen::Vector3d a = Point(rig.positions, f[0]), b = Point(rig.positions, f[1]), c = Point(rig.positions, f[2]);
-      const Eigen::Vector3d w = (b - a).cross(c - a);  // twice the area, along the normal
-      for (int k = 0; k < 3; ++k) {
-        n[rep[f[k]]] += w;
-        total[rep[f[k]]] += w.norm();
+        given[rep[i]] += u.normalized();
+        given_total[rep[i]] += 1;
       }
     }
   }
-  for (size_t i = 0; i < n.size(); ++i) {
+  std::vector<Eigen::Vector3d> n(nv, Eigen::Vector3d::Zero());
+  for (size_t i = 0; i < nv; ++i) {
     if (rep[i] != i) continue;
-    const double length = n[i].norm();
-    n[i] = length > 0 && length >= 0.1 * total[i] ? Eigen::Vector3d(n[i] / length) : Eigen::Vector3d::Zero();
+    const Eigen::Vector3d outward = facing * area[i];
+    const Eigen::Vector3d& sum = supplied ? given[i] : outward;
+    const double length = sum.norm(), total = supplied ? given_total[i] : area_total[i];
+    if (!(length > 0 && length >= 0.1 * total)) continue;
+    n[i] = sum / length;
+    if (supplied && n[i].dot(outward) < 0) n[i] = -n[i];
   }
-  for (size_t i = 0; i < n.size(); ++i) n[i] = n[rep[i]];
+  for (size_t i = 0; i < nv; ++i) n[i] = n[rep[i]];
   return n;
 }
 

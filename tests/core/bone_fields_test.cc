@@ -132,6 +132,32 @@ TEST(BoneFields, ABoneWhoseChildOwnsNoPieceReachesOnToTheNextOneThatDoes) {
   EXPECT_LT(worst, 0.05) << "the piece over both segments is the field's 0.5 surface";
 }
 
+// A limb exported inside out (triangles wound inward, normals pointing in, as a negative scale
+// leaves a mesh: assimp-testmodels' animation_with_skeleton.fbx) gets the limb's own fields, with
+// its normals and without (until 2026-12-05 the fields were fitted to the inward normals).
+TEST(BoneFields, ALimbInsideOutGetsTheFieldsOfTheLimb) {
+  for (bool normals : {true, false}) {
+    RigInput in = MakeLimb(TwoBoneLimbOptions());
+    if (!normals) in.rig.normals.clear();
+    const Rig rig = testing::BuildOrDie(in);
+    for (size_t t = 0; t + 2 < in.rig.triangles.size(); t += 3) std::swap(in.rig.triangles[t + 1], in.rig.triangles[t + 2]);
+    for (float& x : in.rig.normals) x = -x;
+    const Rig turned = testing::BuildOrDie(std::move(in));
+    auto a = FitBoneFields(rig), b = FitBoneFields(turned);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      double worst = 0;
+      for (size_t v = 0; v < rig.vertex_count(); v += 7) {
+        const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+        worst = std::max(worst, std::abs((*a)[i].Value(x) - (*b)[i].Value(x)));
+        worst = std::max(worst, std::abs((*a)[i].Value(0.5 * x) - (*b)[i].Value(0.5 * x)));
+      }
+      EXPECT_LT(worst, 1e-9) << "bone " << (*a)[i].joint << (normals ? ", with normals" : ", without");
+    }
+  }
+}
+
 TEST(BoneFields, NeedsSkinningWeights) {
   RigInput in = MakeLimb();
   in.weights = {};

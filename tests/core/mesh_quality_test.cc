@@ -322,5 +322,26 @@ TEST(MeshQuality, PiecesPressedTogetherTouchButAreNotInside) {
   }
 }
 
+// A mesh exported inside out (every triangle wound inward, as a negative scale leaves it:
+// assimp-testmodels' animation_with_skeleton.fbx) is measured turned around: the ball pressed
+// 0.05 into the box reads as it does wound outward — the cap in the box inside, its pole 0.05 deep —
+// where every vertex read inside the skin before 2026-12-05.
+TEST(MeshQuality, AMeshInsideOutIsMeasuredTurnedAround) {
+  const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+  Mesh m;
+  AddBox(m, lo, hi, 8);
+  const float c[3] = {1 + 0.3f - 0.05f, 0.5f, 0.5f};
+  const uint32_t pole = uint32_t(m.p.size() / 3);
+  AddBall(m, c, 0.3f, 16, 24);
+  const MeshQuality out = MeasureMeshQuality(m.p, m.p, m.t, nullptr, {}, true);
+  for (size_t t = 0; t + 2 < m.t.size(); t += 3) std::swap(m.t[t + 1], m.t[t + 2]);
+  const MeshQuality in = MeasureMeshQuality(m.p, m.p, m.t, nullptr, {}, true);
+  EXPECT_LT(in.rest_volume, 0);
+  EXPECT_EQ(in.inside_vertices, out.inside_vertices);
+  EXPECT_LT(in.inside_vertices, m.p.size() / 3 / 10);  // the ball's cap in the box, not the whole mesh
+  EXPECT_NEAR(in.depth[pole], 0.05, 1e-6);
+  EXPECT_NEAR(in.volume_ratio, 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace sinew
