@@ -114,7 +114,11 @@ absl::StatusOr<std::vector<int32_t>> Segmentation(const Rig& rig) {
   return joint;
 }
 
-absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options) {
+absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options,
+                                                     BoneFieldReport* report) {
+  BoneFieldReport unused;
+  if (report == nullptr) report = &unused;
+  *report = {};
   const size_t n = rig.vertex_count(), joints = rig.joint_count();
   auto segmentation = Segmentation(rig);
   if (!segmentation.ok()) return segmentation.status();
@@ -170,7 +174,17 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
       const double t = (Point(rig.positions, v) - field.b0).dot(ab) / len2;
       if (t > options.cull && t < 1 - options.cull && normals[v].norm() > 0) candidates.push_back(v);
     }
-    if (candidates.size() < size_t(std::max(options.min_samples, 4))) continue;
+    ++report->owning;
+    auto offered = [&](size_t samples) {
+      if (samples > report->most_samples) {
+        report->most_samples = samples;
+        report->most_samples_joint = int(j);
+      }
+    };
+    if (candidates.size() < size_t(std::max(options.min_samples, 4))) {
+      offered(candidates.size());
+      continue;
+    }
     // Poisson disk by dart throwing over the candidates in a seeded order: the minimum distance
     // shrinks until about the target count is reached, or to min_gap (then every point is taken).
     std::vector<uint32_t> order = candidates;
@@ -218,6 +232,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     if (!hrbf.ok()) {
       return absl::Status(hrbf.status().code(), absl::StrCat("bone ", j, " (", rig.skeleton.names[j], "): ", hrbf.status().message()));
     }
+    offered(chosen.size());
     if (static_cast<int>(chosen.size()) < options.min_samples) continue;
     field.hrbf = std::move(*hrbf);
     field.samples = chosen.size();

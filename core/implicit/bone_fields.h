@@ -56,8 +56,17 @@ Eigen::Vector3d LeafBoneEnd(const Rig& rig, std::span<const Eigen::Vector3d> pos
 // The point of segment [a, b] nearest to x.
 Eigen::Vector3d ClosestOnSegment(const Eigen::Vector3d& x, const Eigen::Vector3d& a, const Eigen::Vector3d& b);
 
+// What a fit found, for an error that says why no field came out: the bones whose pieces own 8
+// vertices or more, and the most surface samples one of them offered (its joint; -1: none).
+struct BoneFieldReport {
+  size_t owning = 0;
+  size_t most_samples = 0;
+  int most_samples_joint = -1;
+};
+
 // One field per joint whose piece (see Segmentation) yields at least min_samples samples.
 // Deterministic.
-absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options = {});
+absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneFieldOptions& options = {},
+                                                     BoneFieldReport* report = nullptr);
 
 }  // namespace sinew

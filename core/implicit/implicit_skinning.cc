@@ -257,11 +257,22 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   if (!ops.ok()) return ops.status();
   auto report = [&](double p) { return !progress || progress(p); };
   auto model = std::make_shared<ImplicitModel>();
-  auto fields = FitBoneFields(rig);
+  BoneFieldReport fit;
+  auto fields = FitBoneFields(rig, {}, &fit);
   if (!fields.ok()) return fields.status();
-  if (fields->empty()) {
+  if (fields->empty() && fit.owning == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "method ", name, ": no bone owns enough vertices (8, by largest weight) for an implicit field"));
+  }
+  if (fields->empty()) {
+    // Until 2026-12-05 this said no bone owned 8 vertices, where bones did but the mesh was too
+    // coarse (assimp-testmodels' huesitos.fbx: 120 triangles).
+    return absl::FailedPreconditionError(absl::StrCat(
+        "method ", name, ": no bone's piece offers ", BoneFieldOptions{}.min_samples,
+        " surface points away from its joints for an implicit field (", fit.owning,
+        " bones own 8 vertices or more; the most points, ", fit.most_samples, ", on joint ", fit.most_samples_joint,
+        fit.most_samples_joint >= 0 ? absl::StrCat(" '", rig.skeleton.names[size_t(fit.most_samples_joint)], "'") : "",
+        "): the mesh is too coarse for implicit skinning; subdivide it, or use dqs"));
   }
   if (fields->size() > 65535) return absl::FailedPreconditionError("implicit skinning: more than 65535 bone fields");
   // Asked between the stages (and between the field grids): a cancellation waits for one stage.

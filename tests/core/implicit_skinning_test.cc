@@ -664,6 +664,22 @@ TEST(ImplicitSkinning, MirrorSeamCopiesAFewUlpsApartMoveAsOnePoint) {
   }
 }
 
+// A mesh too coarse for a field (a limb of 6 rings of 4: a dozen points a bone, 16 needed) is
+// refused saying so and what it offered (assimp-testmodels' huesitos.fbx, 120 triangles, was told
+// "no bone owns enough vertices" while its bones owned 16 to 72).
+TEST(ImplicitSkinning, AMeshTooCoarseForAFieldIsRefusedSayingSo) {
+  LimbOptions o;
+  o.rings = 6;
+  o.segments = 4;
+  o.bones = 2;
+  const Rig rig = testing::BuildOrDie(MakeLimb(o));
+  auto p = PrepareImplicit(rig, Config("implicit"), nullptr, {});
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition) << p.status();
+  const std::string message(p.status().message());
+  EXPECT_NE(message.find("2 bones own 8 vertices or more"), std::string::npos) << message;
+  EXPECT_NE(message.find("too coarse"), std::string::npos) << message;
+}
+
 TEST(ImplicitSkinning, RigidMotionOfTheWholeRigMovesTheMeshRigidly) {
   // Spec §5 test 8: the same rigid transform on every bone moves the composed field rigidly, so
   // the iso values still match and the output is the moved rest mesh.
