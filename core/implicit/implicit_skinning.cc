@@ -267,12 +267,15 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   if (fields->empty()) {
     // Until 2026-12-05 this said no bone owned 8 vertices, where bones did but the mesh was too
     // coarse (assimp-testmodels' huesitos.fbx: 120 triangles).
+    const std::string most =
+        fit.most_samples_joint < 0
+            ? std::string(", none of them a point away from its joints")
+            : absl::StrCat("; the most points, ", fit.most_samples, ", on joint ", fit.most_samples_joint, " '",
+                           rig.skeleton.names[size_t(fit.most_samples_joint)], "'");
     return absl::FailedPreconditionError(absl::StrCat(
         "method ", name, ": no bone's piece offers ", BoneFieldOptions{}.min_samples,
-        " surface points away from its joints for an implicit field (", fit.owning,
-        " bones own 8 vertices or more; the most points, ", fit.most_samples, ", on joint ", fit.most_samples_joint,
-        fit.most_samples_joint >= 0 ? absl::StrCat(" '", rig.skeleton.names[size_t(fit.most_samples_joint)], "'") : "",
-        "): the mesh is too coarse for implicit skinning; subdivide it, or use dqs"));
+        " surface points away from its joints for an implicit field (", fit.owning, " bones own 8 vertices or more",
+        most, "): the mesh is too coarse for implicit skinning; subdivide it, or use dqs"));
   }
   if (fields->size() > 65535) return absl::FailedPreconditionError("implicit skinning: more than 65535 bone fields");
   // Asked between the stages (and between the field grids): a cancellation waits for one stage.
@@ -597,10 +600,11 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   }
   // A vertex of an open seam within core/geometry/weld.h's tolerance of an earlier point (an
   // exporter's mirror seam, copies a few ulps apart: Testwuson.X's chest; WeldSeams) takes that
-  // point's result, so that such a seam never tears; its own node still relaxes with its side's component (joining the sides'
-  // components instead made BCN_Epileptic's elastic frames 1.6 × slower, each component relaxing
-  // until its slowest part has converged, and no seam of it tore). Until 2026-12-05 each side
-  // kept its own result: Testwuson's implicit skin tore open by 3 % of its diagonal there.
+  // point's result, so that such a seam never tears; its own node still relaxes with its side's
+  // component (joining the sides' components instead made BCN_Epileptic's elastic frames 1.6 ×
+  // slower, each component relaxing until its slowest part has converged, though none of its
+  // seams tore). Until 2026-12-05 each side kept its own result: Testwuson's implicit skin tore
+  // open by 3 % of its diagonal there.
   const std::vector<uint32_t> point = WeldSeams(rig.positions, rig.triangles, RestWeldTolerance(rig.positions));
   for (size_t v = 0; v < nv; ++v) model->node_of_vertex[v] = model->node_of_vertex[point[v]];
   report(1.0);

@@ -140,7 +140,8 @@ TEST(BoneFields, ALimbInsideOutGetsTheFieldsOfTheLimb) {
     RigInput in = MakeLimb(TwoBoneLimbOptions());
     if (!normals) in.rig.normals.clear();
     const Rig rig = testing::BuildOrDie(in);
-    for (size_t t = 0; t + 2 < in.rig.triangles.size(); t += 3) std::swap(in.rig.triangles[t + 1], in.rig.triangles[t + 2]);
+    std::vector<uint32_t>& tri = in.rig.triangles;
+    for (size_t t = 0; t + 2 < tri.size(); t += 3) std::swap(tri[t + 1], tri[t + 2]);
     for (float& x : in.rig.normals) x = -x;
     const Rig turned = testing::BuildOrDie(std::move(in));
     auto a = FitBoneFields(rig), b = FitBoneFields(turned);

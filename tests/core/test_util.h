@@ -205,7 +205,9 @@ inline RigInput SplitPerCorner(const RigInput& in, double jitter, bool face_norm
   out.weights.weights.clear();
   for (size_t t = 0; t + 2 < r.triangles.size(); t += 3) {
     const uint32_t* f = &r.triangles[t];
-    auto at = [&](int k) { return Eigen::Vector3d(r.positions[3 * f[k]], r.positions[3 * f[k] + 1], r.positions[3 * f[k] + 2]); };
+    auto at = [&](int k) {
+      return Eigen::Vector3d(r.positions[3 * f[k]], r.positions[3 * f[k] + 1], r.positions[3 * f[k] + 2]);
+    };
     const Eigen::Vector3d n = (at(1) - at(0)).cross(at(2) - at(0)).normalized();
     for (int k = 0; k < 3; ++k) {
       const uint32_t v = f[k];

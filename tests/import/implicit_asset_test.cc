@@ -256,10 +256,10 @@ TEST(ImplicitAsset, CandidateFieldsHoldEveryFieldThatReachesANodeWhereSpheresCro
 
 // A second character nobody here made, a quadruped (assimp-testmodels' Testwuson.X: 11k vertices,
 // 40 joints, a run clip) whose chest and mouth are mirror seams: copies of one point 1e-7 to 1e-5
-// of the diagonal apart (core/geometry/weld.h's WeldSeams), some with opposite normals. Until 2026-12-05 neither method could be
-// prepared on it (bone 21's HRBF system was singular on two such copies) and, with that fit
-// forced, the implicit skin tore open at the seam by 3 % of the diagonal where DQS parts the
-// copies (weighted apart by the artist) by 0.5 %. Now both methods play the clip, copies of a
+// of the diagonal apart (core/geometry/weld.h's WeldSeams), some with opposite normals. Until
+// 2026-12-05 neither method could be prepared on it (bone 21's HRBF system was singular on two
+// such copies) and, with that fit forced, the implicit skin tore open at the seam by 3 % of the
+// diagonal where DQS parts the copies (weighted apart by the artist) by 0.5 %. Now both methods play the clip, copies of a
 // point part no more than DQS parts them, and no frame has more vertices newly inside the skin
 // than DQS's worst.
 TEST(ImplicitAsset, QuadrupedWithMirrorSeamsPlaysItsClipWithoutTearing) {
@@ -278,7 +278,9 @@ TEST(ImplicitAsset, QuadrupedWithMirrorSeamsPlaysItsClipWithoutTearing) {
   const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
   const std::vector<uint32_t> rep = WeldSeams(rig->positions, rig->triangles, RestWeldTolerance(rig->positions));
   size_t near_copies = 0;
-  for (size_t v = 0; v < rep.size(); ++v) near_copies += rep[v] != v && std::memcmp(&rig->positions[3 * v], &rig->positions[3 * rep[v]], 12) != 0;
+  for (size_t v = 0; v < rep.size(); ++v) {
+    near_copies += rep[v] != v && std::memcmp(&rig->positions[3 * v], &rig->positions[3 * rep[v]], 12) != 0;
+  }
   EXPECT_GT(near_copies, 100u) << "the rig's seams (copies not at equal positions)";
   const MeshQualityMeasure quality(rig->positions, rig->triangles, {}, &pool);
   const Clip& clip = wuson->asset.clips[0];
