@@ -2,9 +2,9 @@
 // quantities), for every method: where the skin passes through itself, how much volume it gains
 // or loses, how far its edges stretch.
 //
-// Vertices at one rest position (an imported mesh's per-corner or UV-seam copies, within
-// core/geometry/weld.h's tolerance) are welded for everything below: one normal, one one-ring,
-// and a copy never counts as other skin. A mesh inside out (its rest volume negative: exported with
+// Vertices at one rest position (an imported mesh's per-corner or UV-seam copies, and an open
+// seam's copies within core/geometry/weld.h's tolerance: WeldSeams) are welded for everything
+// below: one normal, one one-ring, and a copy never counts as other skin. A mesh inside out (its rest volume negative: exported with
 // a negative scale) is measured turned around.
 //
 // Inside the skin: a vertex whose surroundings lie inside the deformed mesh. The mesh's

@@ -76,7 +76,7 @@ std::vector<uint32_t> WeldByPosition(std::span<const float> xyz, double toleranc
             if (u >= best) break;  // each cell lists its representatives in index order
             double d2 = 0;
             for (int c = 0; c < 3; ++c) d2 += (p[c] - xyz[3 * u + c]) * (p[c] - xyz[3 * u + c]);
-            if (d2 <= tol2 && (!may_weld || may_weld(u, uint32_t(v)))) {
+            if (d2 <= tol2 && (d2 == 0 || !may_weld || may_weld(u, uint32_t(v)))) {
               best = u;
               break;
             }
@@ -105,7 +105,10 @@ std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint
     return a < b ? uint64_t(a) << 32 | b : uint64_t(b) << 32 | a;
   };
   for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
-    for (int k = 0; k < 3; ++k) ++uses[edge(triangles[t + k], triangles[t + (k + 1) % 3])];
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t a = triangles[t + k], b = triangles[t + (k + 1) % 3];
+      if (equal[a] != equal[b]) ++uses[edge(a, b)];  // a degenerate triangle's collapsed edge is no seam
+    }
   }
   std::vector<uint8_t> open(equal.size(), 0);
   for (const auto& [e, n] : uses) {
@@ -123,8 +126,10 @@ double RestWeldTolerance(std::span<const float> xyz) {
   for (int c = 0; c < 3; ++c) lo[c] = hi[c] = xyz[c];
   for (size_t v = 0; v < n; ++v) {
     for (int c = 0; c < 3; ++c) {
-      lo[c] = std::min(lo[c], double(xyz[3 * v + c]));
-      hi[c] = std::max(hi[c], double(xyz[3 * v + c]));
+      const double x = xyz[3 * v + c];
+      if (!std::isfinite(x)) return 0;
+      lo[c] = std::min(lo[c], x);
+      hi[c] = std::max(hi[c], x);
     }
   }
   const double diag = std::sqrt((hi[0] - lo[0]) * (hi[0] - lo[0]) + (hi[1] - lo[1]) * (hi[1] - lo[1]) +

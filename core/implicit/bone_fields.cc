@@ -195,7 +195,8 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
       hi = hi.cwiseMax(Point(rig.positions, v));
     }
     std::vector<uint32_t> chosen;
-    for (double rmin = (hi - lo).norm() / 2; rmin > 1e-12; rmin = std::max(rmin * 0.8, min_gap)) {
+    const double start = std::max((hi - lo).norm() / 2, min_gap);
+    for (double rmin = start; rmin > 1e-12; rmin = std::max(rmin * 0.8, min_gap)) {
       chosen.clear();
       for (uint32_t v : order) {
         const Eigen::Vector3d x = Point(rig.positions, v);

@@ -16,8 +16,8 @@
 //
 // Layout: every per-vertex loop works on "nodes", the mesh's vertices with equal rest positions
 // welded (UV seams), so that seams never tear; results are copied to every vertex, and a vertex
-// within core/geometry/weld.h's tolerance of an earlier node (a mirror seam a few ulps off)
-// takes that node's.
+// of an open seam within core/geometry/weld.h's tolerance of an earlier node (a mirror seam a
+// few ulps off: WeldSeams) takes that node's.
 #pragma once
 
 #include <memory>

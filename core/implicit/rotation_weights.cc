@@ -41,7 +41,8 @@ absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const floa
         " weighted bones; at most ", kMaxBoneHeatPairs, " node-bone pairs (use rotation_weights skinning)"));
   }
   // Their segments: to each child's bind position; a leaf's along its parent as far as its
-  // piece reaches (bone_fields.h, as the fields' bones).
+  // piece reaches (bone_fields.h's LeafBoneEnd). Unlike the fields' bones, a segment does not run
+  // on through children that own no piece (2026-12-05): such a chain's joints are bones here.
   auto segmentation = Segmentation(rig);
   if (!segmentation.ok()) return segmentation.status();
   std::vector<std::vector<uint32_t>> pieces(joints);

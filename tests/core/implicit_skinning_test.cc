@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -609,7 +610,8 @@ TEST(ImplicitSkinning, MirrorSeamCopiesAFewUlpsApartMoveAsOnePoint) {
       const float x = in.rig.positions[3 * v + c];
       in.rig.positions.push_back(x + (c == 1 ? 2e-7f * std::max(std::abs(x), 1.0f) : 0.0f));
     }
-    in.rig.normals.insert(in.rig.normals.end(), &in.rig.normals[3 * v], &in.rig.normals[3 * v + 3]);
+    const std::array<float, 3> normal = {in.rig.normals[3 * v], in.rig.normals[3 * v + 1], in.rig.normals[3 * v + 2]};
+    in.rig.normals.insert(in.rig.normals.end(), normal.begin(), normal.end());
     const uint32_t b = in.weights.offsets[v], e = in.weights.offsets[v + 1];
     for (uint32_t i = b; i < e; ++i) {
       in.weights.joints.push_back(in.weights.joints[i]);

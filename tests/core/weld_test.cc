@@ -40,6 +40,20 @@ TEST(Weld, NaNPositionsAreNeverWelded) {
   const std::vector<float> p = {nan, 0, 0, nan, 0, 0, 0, 0, 0};
   EXPECT_EQ(WeldByPosition(p, 0), (std::vector<uint32_t>{0, 1, 2}));
   EXPECT_EQ(RestWeldTolerance(p), 0.0);
+  const std::vector<float> later = {0, 0, 0, 1, 0, 0, nan, 0, 0};  // not the first vertex
+  EXPECT_EQ(RestWeldTolerance(later), 0.0);
+}
+
+// A degenerate triangle (two corners at one position) has no open edge there: the closed
+// tetrahedra below, one with a sliver glued on, still leave their touching tips apart.
+TEST(Weld, ADegenerateTriangleIsNoSeam) {
+  const std::vector<float> tets = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1,
+                                   0, 0, 2, 1, 0, 2, 0, 1, 2, 0, 0, 1 + 1e-7f, 0, 0, 1};
+  // Vertex 8 repeats vertex 3's position: the triangle (3, 8, 1) collapses onto the edge 3–1.
+  const std::vector<uint32_t> faces = {0, 2, 1, 0, 1, 3, 1, 2, 3, 2, 0, 3, 4, 5, 6, 4, 7, 5, 5, 7, 6, 6, 7, 4, 3, 8, 1};
+  const std::vector<uint32_t> rep = WeldSeams(tets, faces, 1e-6);
+  EXPECT_EQ(rep[8], 3u);
+  EXPECT_EQ(rep[7], 7u);
 }
 
 // A cloud with copies scattered across the grid's cell borders: every vertex's representative is
