@@ -637,11 +637,9 @@ TEST(ImplicitSkinning, MirrorSeamCopiesAFewUlpsApartMoveAsOnePoint) {
   auto seamed = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
   const double diag = f.Diagonal();
   for (const char* method : {"implicit", "elastic-implicit"}) {
-    auto d = CreateImplicitDeformer(seamed, [&] {
-      auto p = PrepareImplicit(*seamed, Config(method), &f.pool, {});
-      EXPECT_TRUE(p.ok()) << p.status();
-      return std::dynamic_pointer_cast<const ImplicitModel>(*p);
-    }(), Config(method));
+    auto prepared = PrepareImplicit(*seamed, Config(method), &f.pool, {});
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    auto d = CreateImplicitDeformer(seamed, std::dynamic_pointer_cast<const ImplicitModel>(*prepared), Config(method));
     ASSERT_TRUE(d.ok()) << d.status();
     auto w = CreateImplicitDeformer(f.rig, f.Model(Config(method)), Config(method));
     ASSERT_TRUE(w.ok()) << w.status();
