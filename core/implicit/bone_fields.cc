@@ -26,8 +26,8 @@ Eigen::Vector3d Point(const std::vector<float>& xyz, size_t i) {
 // segments the fields were 0.03 off the smooth mesh's on its own skin, and Testwuson.X's chest
 // seam gave copies normals 180° apart). Zero where the copies (or the triangles) cancel: under a
 // tenth of their count (or area) left, as on a sheet's two sides; no sample there.
-std::vector<Eigen::Vector3d> WeldedNormals(const Rig& rig) {
-  const std::vector<uint32_t> rep = WeldSeams(rig.positions, rig.triangles, RestWeldTolerance(rig.positions));
+// `rep`: WeldSeams' points.
+std::vector<Eigen::Vector3d> WeldedNormals(const Rig& rig, std::span<const uint32_t> rep) {
   const double facing = MeshVolume(rig.positions, rig.triangles) < 0 ? -1 : 1;
   const size_t nv = rig.vertex_count();
   std::vector<Eigen::Vector3d> area(nv, Eigen::Vector3d::Zero()), given(nv, Eigen::Vector3d::Zero());
@@ -131,7 +131,12 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
                                                      " bones own 8 vertices or more; at most ", options.max_fields,
                                                      " bone fields (512 KB each) are taken"));
   }
-  const std::vector<Eigen::Vector3d> normals = WeldedNormals(rig);
+  // Samples closer than min_gap are one point of the surface (core/geometry/weld.h): an exporter's
+  // mirror seam leaves copies a few ulps apart, with normals up to 180° apart (Testwuson.X's
+  // chest), and two of them in one fit make its system singular. Until 2026-12-05 the disk
+  // shrank until such copies were taken, and the whole rig was refused.
+  const double min_gap = RestWeldTolerance(rig.positions);
+  const std::vector<Eigen::Vector3d> normals = WeldedNormals(rig, WeldSeams(rig.positions, rig.triangles, min_gap));
   // Bone ends: the joint's bind position and its segment's end (below; a leaf extends along its
   // parent's direction to its piece's farthest projection).
   const std::vector<Eigen::Vector3d> pos = JointBindPositions(rig);
@@ -151,11 +156,6 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     while (c >= 0 && pieces[size_t(c)].size() < 8 && children[size_t(c)] == 1) c = child[size_t(c)];
     return c;
   };
-  // Samples closer than this are one point of the surface (core/geometry/weld.h): an exporter's
-  // mirror seam leaves copies a few ulps apart, with normals up to 180° apart (Testwuson.X's
-  // chest), and two of them in one fit make its system singular. Until 2026-12-05 the disk
-  // shrank until such copies were taken, and the whole rig was refused.
-  const double min_gap = RestWeldTolerance(rig.positions);
 
   std::vector<BoneField> fields;
   for (size_t j = 0; j < joints; ++j) {
