@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +64,195 @@ std::vector<Eigen::Vector3d> WeldedNormals(const Rig& rig, std::span<const uint3
   }
   for (size_t i = 0; i < nv; ++i) n[i] = n[rep[i]];
   return n;
+}
+
+// What fitting a piece on a segment gave: a field (when it took min_samples surface samples or
+// more), and how many surface samples it could take.
+struct PieceFit {
+  std::optional<BoneField> field;
+  size_t offered = 0;
+};
+
+// A point of the piece's surface and its unit outward normal: an HRBF sample.
+struct SurfacePoint {
+  Eigen::Vector3d x, n;
+};
+
+// `count` points drawn uniformly by area over the surface a piece owns: the triangles with a
+// corner in it, each point kept where its nearest corner (largest barycentric coordinate) is one
+// of the piece's vertices, so that pieces share a triangle that straddles them. Normals are the
+// corners' welded normals interpolated; none where they cancel. Deterministic in `seed`.
+std::vector<SurfacePoint> SurfaceSamples(const Rig& rig, std::span<const Eigen::Vector3d> normals,
+                                         std::span<const uint8_t> in_piece, size_t count, uint32_t seed) {
+  std::vector<uint32_t> tris;
+  std::vector<double> cumulative;
+  double total = 0;
+  for (size_t t = 0; t < rig.triangle_count(); ++t) {
+    const uint32_t* c = &rig.triangles[3 * t];
+    if (!in_piece[c[0]] && !in_piece[c[1]] && !in_piece[c[2]]) continue;
+    const Eigen::Vector3d a = Point(rig.positions, c[0]);
+    total += (Point(rig.positions, c[1]) - a).cross(Point(rig.positions, c[2]) - a).norm();
+    tris.push_back(uint32_t(t));
+    cumulative.push_back(total);
+  }
+  std::vector<SurfacePoint> points;
+  if (!(total > 0)) return points;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  points.reserve(count);
+  for (size_t k = 0; k < count; ++k) {
+    const double pick = unit(rng) * total;
+    const size_t i = std::min(size_t(std::upper_bound(cumulative.begin(), cumulative.end(), pick) - cumulative.begin()),
+                              tris.size() - 1);
+    double u = unit(rng), v = unit(rng);
+    if (u + v > 1) {
+      u = 1 - u;
+      v = 1 - v;
+    }
+    const double w[3] = {1 - u - v, u, v};
+    const uint32_t* c = &rig.triangles[3 * tris[i]];
+    const int nearest = int(std::max_element(w, w + 3) - w);
+    if (!in_piece[c[nearest]]) continue;
+    SurfacePoint p{Eigen::Vector3d::Zero(), Eigen::Vector3d::Zero()};
+    for (int j = 0; j < 3; ++j) {
+      p.x += w[j] * Point(rig.positions, c[j]);
+      p.n += w[j] * normals[c[j]];
+    }
+    if (!(p.n.norm() > 1e-6)) continue;
+    p.n.normalize();
+    points.push_back(p);
+  }
+  return points;
+}
+
+// Whether a piece's skin goes round its bone (a limb, a torso) rather than covering it from one
+// side (a patch of face or shoulder: BCN_Epileptic's cheeks, brows and clavicles). Measured on
+// the triangles with two corners or more in the piece: the length of the sum of their area
+// vectors' parts across the bone, over the sum of those parts' lengths, below ½ (a tube reads 0,
+// a patch facing one way 1; BCN_Epileptic's limbs and trunk read 0.02–0.41, its cheeks 0.98 and
+// clavicles 0.91, Testwuson.X's torso 0.10–0.35 and its shoulders 0.91).
+bool WrapsItsBone(const Rig& rig, std::span<const uint32_t> piece, const Eigen::Vector3d& axis) {
+  const Eigen::Vector3d a = axis.normalized();
+  std::vector<uint8_t> in_piece(rig.vertex_count(), 0);
+  for (uint32_t v : piece) in_piece[v] = 1;
+  Eigen::Vector3d sum = Eigen::Vector3d::Zero();
+  double total = 0;
+  for (size_t t = 0; t < rig.triangle_count(); ++t) {
+    const uint32_t* c = &rig.triangles[3 * t];
+    if (in_piece[c[0]] + in_piece[c[1]] + in_piece[c[2]] < 2) continue;
+    const Eigen::Vector3d p = Point(rig.positions, c[0]);
+    const Eigen::Vector3d w = (Point(rig.positions, c[1]) - p).cross(Point(rig.positions, c[2]) - p);
+    const Eigen::Vector3d across = w - w.dot(a) * a;
+    sum += across;
+    total += across.norm();
+  }
+  return total > 0 && sum.norm() < 0.5 * total;
+}
+
+// Steps 1–2 for one piece on the segment [b0, b1]: the candidates between the culling planes,
+// the Poisson disk, the closure points, the HRBF and its support radius. The candidates are the
+// piece's vertices. Where those give fewer than min_samples samples (a low-poly mesh: a short
+// torso bone of Testwuson.X owns 108 vertices on 18 points, 4–14 of them between its planes), the
+// piece's skin goes round its bone (WrapsItsBone) and options.surface_samples > 0, they are points
+// drawn over the piece's triangles instead, as the thesis samples "the sub-mesh surface" (§2.2):
+// a vertex is such a point, and a dense mesh offers enough of them.
+absl::StatusOr<PieceFit> FitPiece(const Rig& rig, std::span<const Eigen::Vector3d> normals,
+                                  std::span<const uint32_t> piece, int joint, const Eigen::Vector3d& b0,
+                                  const Eigen::Vector3d& b1, const BoneFieldOptions& options, double min_gap) {
+  PieceFit fit;
+  BoneField field;
+  field.joint = joint;
+  field.b0 = b0;
+  field.b1 = b1;
+  const Eigen::Vector3d ab = field.b1 - field.b0;
+  const double len2 = std::max(ab.squaredNorm(), 1e-300);
+  auto between_planes = [&](const Eigen::Vector3d& x) {  // Eq. 4.2
+    const double t = (x - field.b0).dot(ab) / len2;
+    return t > options.cull && t < 1 - options.cull;
+  };
+  const size_t enough = size_t(std::max(options.min_samples, 4));
+  // Poisson disk by dart throwing over the candidates in a seeded order: the minimum distance
+  // shrinks until about the target count is reached, or to min_gap (then every point is taken).
+  auto disk = [&](std::vector<SurfacePoint>& order) {
+    std::shuffle(order.begin(), order.end(), std::mt19937(options.seed + static_cast<uint32_t>(joint)));
+    Eigen::Vector3d lo = order[0].x, hi = lo;
+    for (const SurfacePoint& p : order) {
+      lo = lo.cwiseMin(p.x);
+      hi = hi.cwiseMax(p.x);
+    }
+    std::vector<const SurfacePoint*> chosen;
+    const double start = std::max((hi - lo).norm() / 2, min_gap);
+    for (double rmin = start; rmin > 1e-12; rmin = std::max(rmin * 0.8, min_gap)) {
+      chosen.clear();
+      for (const SurfacePoint& p : order) {
+        bool far_enough = true;
+        for (const SurfacePoint* c : chosen) {
+          if ((c->x - p.x).norm() < rmin) {
+            far_enough = false;
+            break;
+          }
+        }
+        if (far_enough) chosen.push_back(&p);
+        if (static_cast<int>(chosen.size()) > options.target_samples) break;
+      }
+      if (static_cast<int>(chosen.size()) >= options.target_samples || chosen.size() == order.size()) break;
+      if (rmin <= min_gap) break;
+    }
+    return chosen;
+  };
+  std::vector<SurfacePoint> candidates;
+  for (uint32_t v : piece) {
+    const Eigen::Vector3d x = Point(rig.positions, v);
+    if (between_planes(x) && normals[v].norm() > 0) candidates.push_back({x, normals[v]});
+  }
+  std::vector<const SurfacePoint*> chosen;
+  if (candidates.size() >= enough) chosen = disk(candidates);
+  // Too few distinct points among the vertices (few of them, or copies of a few: Testwuson.X has
+  // 5 vertices a point): points of the piece's triangles instead.
+  std::vector<SurfacePoint> drawn;
+  if (chosen.size() < size_t(options.min_samples) && options.surface_samples > 0 && WrapsItsBone(rig, piece, ab)) {
+    std::vector<uint8_t> in_piece(rig.vertex_count(), 0);
+    for (uint32_t v : piece) in_piece[v] = 1;
+    drawn = SurfaceSamples(rig, normals, in_piece, options.surface_samples, options.seed + static_cast<uint32_t>(joint));
+    std::erase_if(drawn, [&](const SurfacePoint& p) { return !between_planes(p.x); });
+    if (drawn.size() >= enough) {
+      std::vector<const SurfacePoint*> from_surface = disk(drawn);
+      if (from_surface.size() > chosen.size()) {
+        chosen = std::move(from_surface);
+        field.drawn = true;
+      }
+    }
+  }
+  fit.offered = chosen.empty() ? std::max(candidates.size(), drawn.size()) : chosen.size();
+  if (chosen.size() < size_t(options.min_samples)) return fit;  // no field: not worth a fit
+  // Closure points on the axis, at each end's distance to the nearest mesh vertex (§2.2).
+  const Eigen::Vector3d a = ab.normalized();
+  double s0 = 1e300, s1 = 1e300;
+  for (uint32_t v : piece) {
+    s0 = std::min(s0, (Point(rig.positions, v) - field.b0).norm());
+    s1 = std::min(s1, (Point(rig.positions, v) - field.b1).norm());
+  }
+  Eigen::Matrix3Xd centers(3, chosen.size() + 2), nrm(3, chosen.size() + 2);
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    centers.col(k) = chosen[k]->x;
+    nrm.col(k) = chosen[k]->n;
+  }
+  centers.col(chosen.size()) = field.b0 - s0 * a;
+  nrm.col(chosen.size()) = -a;
+  centers.col(chosen.size() + 1) = field.b1 + s1 * a;
+  nrm.col(chosen.size() + 1) = a;
+  auto hrbf = Hrbf::Fit(centers, nrm);
+  if (!hrbf.ok()) {
+    return absl::Status(hrbf.status().code(), absl::StrCat("bone ", joint, " (", rig.skeleton.names[size_t(joint)],
+                                                           "): ", hrbf.status().message()));
+  }
+  field.hrbf = std::move(*hrbf);
+  field.samples = chosen.size();
+  for (const SurfacePoint* c : chosen) {
+    field.radius = std::max(field.radius, (c->x - ClosestOnSegment(c->x, field.b0, field.b1)).norm());
+  }
+  fit.field = std::move(field);
+  return fit;
 }
 
 }  // namespace
@@ -161,87 +351,16 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   for (size_t j = 0; j < joints; ++j) {
     const auto& piece = pieces[j];
     if (piece.size() < 8) continue;
-    BoneField field;
-    field.joint = static_cast<int>(j);
-    field.b0 = pos[j];
-    const int end = segment_end(j);
-    field.b1 = end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, piece);
-    const Eigen::Vector3d ab = field.b1 - field.b0;
-    const double len2 = std::max(ab.squaredNorm(), 1e-300);
-    // Candidates: the piece's vertices away from the joints (Eq. 4.2).
-    std::vector<uint32_t> candidates;
-    for (uint32_t v : piece) {
-      const double t = (Point(rig.positions, v) - field.b0).dot(ab) / len2;
-      if (t > options.cull && t < 1 - options.cull && normals[v].norm() > 0) candidates.push_back(v);
-    }
     ++report->owning;
-    auto offered = [&](size_t samples) {
-      if (samples > report->most_samples) {
-        report->most_samples = samples;
-        report->most_samples_joint = int(j);
-      }
-    };
-    if (candidates.size() < size_t(std::max(options.min_samples, 4))) {
-      offered(candidates.size());
-      continue;
+    const int end = segment_end(j);
+    const Eigen::Vector3d b1 = end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, piece);
+    auto fit = FitPiece(rig, normals, piece, int(j), pos[j], b1, options, min_gap);
+    if (!fit.ok()) return fit.status();
+    if (fit->offered > report->most_samples) {
+      report->most_samples = fit->offered;
+      report->most_samples_joint = int(j);
     }
-    // Poisson disk by dart throwing over the candidates in a seeded order: the minimum distance
-    // shrinks until about the target count is reached, or to min_gap (then every point is taken).
-    std::vector<uint32_t> order = candidates;
-    std::shuffle(order.begin(), order.end(), std::mt19937(options.seed + static_cast<uint32_t>(j)));
-    Eigen::Vector3d lo = Point(rig.positions, order[0]), hi = lo;
-    for (uint32_t v : order) {
-      lo = lo.cwiseMin(Point(rig.positions, v));
-      hi = hi.cwiseMax(Point(rig.positions, v));
-    }
-    std::vector<uint32_t> chosen;
-    const double start = std::max((hi - lo).norm() / 2, min_gap);
-    for (double rmin = start; rmin > 1e-12; rmin = std::max(rmin * 0.8, min_gap)) {
-      chosen.clear();
-      for (uint32_t v : order) {
-        const Eigen::Vector3d x = Point(rig.positions, v);
-        bool far_enough = true;
-        for (uint32_t c : chosen) {
-          if ((Point(rig.positions, c) - x).norm() < rmin) {
-            far_enough = false;
-            break;
-          }
-        }
-        if (far_enough) chosen.push_back(v);
-        if (static_cast<int>(chosen.size()) > options.target_samples) break;
-      }
-      if (static_cast<int>(chosen.size()) >= options.target_samples || chosen.size() == order.size()) break;
-      if (rmin <= min_gap) break;
-    }
-    // Closure points on the axis, at each end's distance to the nearest mesh vertex (§2.2).
-    const Eigen::Vector3d a = ab.normalized();
-    double s0 = 1e300, s1 = 1e300;
-    for (uint32_t v : piece) {
-      s0 = std::min(s0, (Point(rig.positions, v) - field.b0).norm());
-      s1 = std::min(s1, (Point(rig.positions, v) - field.b1).norm());
-    }
-    Eigen::Matrix3Xd centers(3, chosen.size() + 2), nrm(3, chosen.size() + 2);
-    for (size_t k = 0; k < chosen.size(); ++k) {
-      centers.col(k) = Point(rig.positions, chosen[k]);
-      nrm.col(k) = normals[chosen[k]];
-    }
-    centers.col(chosen.size()) = field.b0 - s0 * a;
-    nrm.col(chosen.size()) = -a;
-    centers.col(chosen.size() + 1) = field.b1 + s1 * a;
-    nrm.col(chosen.size() + 1) = a;
-    auto hrbf = Hrbf::Fit(centers, nrm);
-    if (!hrbf.ok()) {
-      return absl::Status(hrbf.status().code(), absl::StrCat("bone ", j, " (", rig.skeleton.names[j], "): ", hrbf.status().message()));
-    }
-    offered(chosen.size());
-    if (static_cast<int>(chosen.size()) < options.min_samples) continue;
-    field.hrbf = std::move(*hrbf);
-    field.samples = chosen.size();
-    for (uint32_t c : chosen) {
-      const Eigen::Vector3d x = Point(rig.positions, c);
-      field.radius = std::max(field.radius, (x - ClosestOnSegment(x, field.b0, field.b1)).norm());
-    }
-    fields.push_back(std::move(field));
+    if (fit->field) fields.push_back(std::move(*fit->field));
   }
   return fields;
 }

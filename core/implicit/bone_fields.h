@@ -1,6 +1,7 @@
 // Per-bone implicit fields of implicit skinning (seed 000 §2.1–2.3), precomputation steps 1–2:
-// segment the mesh by the largest skinning weight, Poisson-disk sample each bone's piece (no two
-// samples within core/geometry/weld.h's tolerance: copies of one point),
+// segment the mesh by the largest skinning weight, Poisson-disk sample each bone's piece (its
+// vertices, or on request points drawn over a low-poly piece's triangles; no two samples within
+// core/geometry/weld.h's tolerance: copies of one point),
 // cull samples near the joints (Eq. 4.2, b = 0.05), add the two closure points on the bone
 // axis, fit an HRBF, and choose the compact-support radius (the distance from the bone to its
 // farthest sample), so that f_i = t_r(d_i) is 0.5 on the piece and ≈ 1 on the bone.
@@ -23,6 +24,10 @@ struct BoneFieldOptions {
   int min_samples = 16;
   double cull = 0.05;        // b of Eq. 4.2
   uint32_t seed = 1;         // sample order (deterministic)
+  // Points drawn over a piece's triangles when its vertices offer fewer than min_samples distinct
+  // points between its culling planes and its skin goes round its bone (a low-poly limb or torso;
+  // see FitPiece in bone_fields.cc); 0 (the default): vertices only, as before 2026-12-05.
+  size_t surface_samples = 0;
   // More bones owning 8 vertices or more (the fields there can be) is RESOURCE_EXHAUSTED, before
   // any is fitted: each field becomes a 32³ grid of value and gradient (512 KB) and costs a fit.
   size_t max_fields = 4096;
@@ -35,6 +40,8 @@ struct BoneField {
   Hrbf hrbf;                    // d: 0 on the piece, negative inside
   double radius = 0;            // support radius r of t_r
   size_t samples = 0;           // surface samples used (closure points excluded)
+  bool drawn = false;           // the samples were drawn over the piece's triangles, not its
+                                // vertices (a low-poly piece; BoneFieldOptions::surface_samples)
 
   // f = t_r(d) ∈ [0, 1]: 0.5 on the piece's surface, > 0.5 inside.
   double Value(const Eigen::Vector3d& x) const { return CompactSupport(hrbf.Value(x), radius); }

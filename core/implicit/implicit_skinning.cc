@@ -54,6 +54,7 @@ std::string ImplicitKey(const DeformerConfig& config) {
   // Bone heat weights are computed only for the sessions that ask for them.
   if (c.rotation_weights == RotationWeights::kHarmonic) absl::StrAppend(&key, ",rotations=harmonic");
   if (c.min_field_radius != ImplicitConfig{}.min_field_radius) absl::StrAppend(&key, ",min_field_radius=", KeyNumber(c.min_field_radius));
+  if (c.sample_triangles) absl::StrAppend(&key, ",sample_triangles");
   return key;
 }
 
@@ -87,6 +88,10 @@ constexpr ParamSpec kImplicitSpecs[] = {
     {"min_field_radius", ParamSpec::Type::kNumber, "0.3",
      "pieces whose field's support radius is below this fraction of the rig's mean keep the initial skinning "
      "(untracked); 0 tracks every piece, [0, 1]"},
+    {"sample_triangles", ParamSpec::Type::kFlag, "false",
+     "preparation: a bone whose piece has fewer than 16 distinct vertices between its culling planes (a low-poly "
+     "mesh) and goes round its bone gets a field fitted on points drawn over its triangles; off, it keeps the "
+     "initial skinning"},
     {"contact_gate_open", ParamSpec::Type::kNumber, "0",
      "elastic: the cosine between two fields' gradients below which a node's own-side term against the other "
      "piece starts to act (0: face-to-face contacts only; 0.5 also side-on ones), (-0.2, 1]"},
@@ -138,6 +143,7 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
       .Number("max_substep_radians", p->max_substep_radians, 0, 1e9, /*open_lo=*/true)
       .Count("max_substeps", p->max_substeps, 1, 1024)
       .Number("min_field_radius", p->min_field_radius, 0, 1)
+      .Flag("sample_triangles", p->sample_triangles)
       .Number("contact_gate_open", p->contact_gate_open, -0.2, 1, /*open_lo=*/true)
       .Flag("average_stalled_relaxations", p->average_stalled_relaxations)
       .Number("relaxation_tolerance", p->relaxation_tolerance, 0, 0.1);
@@ -258,7 +264,10 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   auto report = [&](double p) { return !progress || progress(p); };
   auto model = std::make_shared<ImplicitModel>();
   BoneFieldReport fit;
-  auto fields = FitBoneFields(rig, {}, &fit);
+  BoneFieldOptions field_options;
+  const bool sample_triangles = ParamsOf<ImplicitConfig>(config).sample_triangles;
+  if (sample_triangles) field_options.surface_samples = 4000;
+  auto fields = FitBoneFields(rig, field_options, &fit);
   if (!fields.ok()) return fields.status();
   if (fields->empty() && fit.owning == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -275,7 +284,32 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     return absl::FailedPreconditionError(absl::StrCat(
         "method ", name, ": no bone's piece offers ", BoneFieldOptions{}.min_samples,
         " surface points away from its joints for an implicit field (", fit.owning, " bones own 8 vertices or more",
-        most, "): the mesh is too coarse for implicit skinning; subdivide it, or use dqs"));
+        most, "): the mesh is too coarse for implicit skinning; subdivide it",
+        sample_triangles ? "" : ", set sample_triangles (fields fitted on points of its triangles)", ", or use dqs"));
+  }
+  // The rig's scale (the typical gradient, step caps, what is too thin to track): the mean
+  // support radius of the fields fitted on the mesh's vertices. Fields fitted on points drawn over
+  // a low-poly piece's triangles (BoneField::drawn, ImplicitConfig::sample_triangles) leave it as
+  // it was without them (on Testwuson.X they are its torso, 2–4 times its legs' radius, and
+  // counted they would make its lower legs too thin to track), and one too thin to track is not
+  // kept: it would track nothing and only reshape its neighbours' composition (BCN_Epileptic's
+  // mouth corners, beside its jaw).
+  const bool any_from_vertices =
+      std::any_of(fields->begin(), fields->end(), [](const BoneField& f) { return !f.drawn; });
+  auto scale_of = [&](std::span<const BoneField> list) {
+    const size_t counted = size_t(std::count_if(list.begin(), list.end(), [&](const BoneField& f) {
+      return !f.drawn || !any_from_vertices;
+    }));
+    double mean = 0;
+    for (const BoneField& f : list) {
+      if (!f.drawn || !any_from_vertices) mean += f.radius / double(counted);
+    }
+    return mean;
+  };
+  const double scale_of_all_drawn = any_from_vertices ? 0.0 : scale_of(*fields);
+  {
+    const double too_thin = ParamsOf<ImplicitConfig>(config).min_field_radius * scale_of(*fields);
+    std::erase_if(*fields, [&](const BoneField& f) { return f.drawn && f.radius < too_thin; });
   }
   if (fields->size() > 65535) return absl::FailedPreconditionError("implicit skinning: more than 65535 bone fields");
   // Asked between the stages (and between the field grids): a cancellation waits for one stage.
@@ -298,13 +332,13 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     model->fields.push_back(std::move((*fields)[i]));
     model->grids.push_back(std::move(grids[i]));
   }
-  double mean_radius = 0;
-  for (size_t i = 0; i < model->grids.size(); ++i) {
-    const FieldGrid& g = model->grids[i];
+  for (const FieldGrid& g : model->grids) {
     model->sphere_centers.push_back((g.lo() + g.hi()) / 2);
     model->sphere_radii.push_back((g.hi() - g.lo()).norm() / 2);
-    mean_radius += model->fields[i].radius / model->fields.size();
   }
+  // Summed in composition order, as until 2026-12-05 (a rig without drawn fields prepares bit for
+  // bit as before); a rig whose fields are all drawn keeps the scale its thin ones were judged by.
+  const double mean_radius = any_from_vertices ? scale_of(model->fields) : scale_of_all_drawn;
 
   // Nodes: the mesh's vertices at equal rest positions welded (UV and hard-edge seams); their
   // one-rings and components below are the mesh's topology.
@@ -353,6 +387,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   constexpr float kOwnFieldMatch = 0.05f;
   const bool given_segmentation = HasSegmentationAttribute(rig);
   model->min_field_radius = ParamsOf<ImplicitConfig>(config).min_field_radius;
+  model->sample_triangles = sample_triangles;
   std::vector<uint8_t> thin(model->fields.size());
   for (size_t l = 0; l < model->fields.size(); ++l) thin[l] = model->fields[l].radius < model->min_field_radius * mean_radius;
   auto trackable = [&](int32_t leaf) { return leaf >= 0 && !thin[leaf]; };

@@ -1326,6 +1326,10 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
                                                       " needs a preparation made with it (made with ",
                                                       model->min_field_radius, ")"));
   }
+  if (c.sample_triangles != model->sample_triangles) {
+    return absl::FailedPreconditionError(absl::StrCat("implicit.sample_triangles = ", c.sample_triangles ? "true" : "false",
+                                                      " needs a preparation made with it (its preparation key differs)"));
+  }
   if (c.rotation_weights == RotationWeights::kHarmonic && model->heat.offsets.size() != model->node_count() + 1) {
     return absl::FailedPreconditionError(
         "implicit.rotation_weights = harmonic needs a preparation made with it (its preparation key differs)");

@@ -165,7 +165,6 @@ TEST(BoneFields, NeedsSkinningWeights) {
   const Rig rig = testing::BuildOrDie(std::move(in));
   EXPECT_EQ(FitBoneFields(rig).status().code(), absl::StatusCode::kFailedPrecondition);
 }
-
 }  // namespace
 }  // namespace sinew
 
@@ -215,6 +214,94 @@ TEST(FieldGrid, BakedGridReproducesTheField) {
         EXPECT_NEAR(grid.Sample(x), 0.5, 0.06) << "vertex " << v;
       }
     }
+  }
+}
+
+// A low-poly limb (rings of 6: 12 vertices a bone between its culling planes, 16 needed) gets no
+// field from its vertices; with points drawn over its triangles (BoneFieldOptions::
+// surface_samples, the session setting sample_triangles) each bone gets one whose 0.5 level is
+// the skin, within the facets' sagitta (a hexagon's faces lie 0.134 R inside its corners; a smooth
+// level passes between them): measured along the radius through the vertices, the triangles'
+// centroids and their edges' midpoints, none of which need be a sample.
+TEST(BoneFields, ALowPolyLimbGetsFieldsFromPointsOfItsTrianglesThatFollowItsSkin) {
+  LimbOptions o;
+  o.rings = 7;
+  o.segments = 6;
+  o.bones = 2;
+  const Rig rig = testing::BuildOrDie(MakeLimb(o));
+  auto from_vertices = FitBoneFields(rig);
+  ASSERT_TRUE(from_vertices.ok()) << from_vertices.status();
+  EXPECT_TRUE(from_vertices->empty()) << "the vertices alone are too few for a field";
+  BoneFieldOptions drawn;
+  drawn.surface_samples = 4000;
+  auto fields = FitBoneFields(rig, drawn);
+  ASSERT_TRUE(fields.ok()) << fields.status();
+  ASSERT_EQ(fields->size(), 2u);
+  const double sagitta = o.radius * (1 - std::cos(M_PI / o.segments));
+  auto at = [&](uint32_t v) { return Eigen::Vector3d(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]); };
+  for (const BoneField& f : *fields) {
+    EXPECT_TRUE(f.drawn);
+    EXPECT_GE(f.samples, 60u) << "bone " << f.joint;
+    const Eigen::Vector3d ab = f.b1 - f.b0;
+    // How far from x, along the radius through it, the field reads 0.5 (it falls outward).
+    auto off_level = [&](const Eigen::Vector3d& x) {
+      const Eigen::Vector3d p = ClosestOnSegment(x, f.b0, f.b1);
+      const Eigen::Vector3d u = (x - p).normalized();
+      double lo = 0, hi = 2 * (x - p).norm();
+      EXPECT_GT(f.Value(p), 0.5) << "bone " << f.joint << ": its axis is inside";
+      EXPECT_LT(f.Value(p + hi * u), 0.5) << "bone " << f.joint;
+      for (int k = 0; k < 60; ++k) (f.Value(p + (lo + hi) / 2 * u) > 0.5 ? lo : hi) = (lo + hi) / 2;
+      return std::abs(lo - (x - p).norm());
+    };
+    int checked = 0;
+    double worst = 0;
+    auto check = [&](const Eigen::Vector3d& x) {
+      const double s = (x - f.b0).dot(ab) / ab.squaredNorm();
+      if (s < 0.2 || s > 0.8) return;
+      worst = std::max(worst, off_level(x));
+      ++checked;
+    };
+    for (size_t v = 0; v < rig.vertex_count(); ++v) check(at(uint32_t(v)));
+    for (size_t t = 0; t < rig.triangle_count(); ++t) {
+      const uint32_t* c = &rig.triangles[3 * t];
+      const Eigen::Vector3d a = at(c[0]), b = at(c[1]), d = at(c[2]);
+      for (const Eigen::Vector3d& x : {Eigen::Vector3d((a + b + d) / 3), Eigen::Vector3d((a + b) / 2),
+                                       Eigen::Vector3d((b + d) / 2), Eigen::Vector3d((d + a) / 2)}) {
+        check(x);
+      }
+    }
+    std::printf("bone %d: %zu samples drawn over its triangles; its 0.5 level within %.3f R of %d skin points "
+                "(the facets' sagitta %.3f R)\n", f.joint, f.samples, worst / o.radius, checked, sagitta / o.radius);
+    EXPECT_GT(checked, 20) << "bone " << f.joint;
+    EXPECT_LE(worst, sagitta) << "bone " << f.joint;
+  }
+}
+
+// Drawn points make a field only of skin that goes round its bone: a bone owning one side of its
+// section (a patch, as a cheek or a clavicle's piece of shoulder: no closed surface to fit) gets
+// none, where the same bone owning the whole section gets one.
+TEST(BoneFields, APatchOnOneSideOfItsBoneGetsNoFieldFromItsTriangles) {
+  LimbOptions o;
+  o.rings = 13;  // 0.25 apart
+  o.segments = 6;
+  o.bones = 3;  // joints at x = 0, 1, 2
+  const Rig limb = testing::BuildOrDie(MakeLimb(o));
+  BoneFieldOptions drawn;
+  drawn.surface_samples = 4000;
+  for (const bool patch : {false, true}) {
+    Rig rig = limb;
+    AttributeMap seg{"segmentation", 1, {}};
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      const float x = rig.positions[3 * v], y = rig.positions[3 * v + 1];
+      const bool middle = x >= 1.0f && x < 2.0f && (!patch || y > 0.0f);
+      seg.values.push_back(middle ? 1.f : x < 2.0f ? 0.f : 2.f);
+    }
+    rig.attributes.push_back(seg);
+    auto fields = FitBoneFields(rig, drawn);
+    ASSERT_TRUE(fields.ok()) << fields.status();
+    const bool middle_has_one =
+        std::any_of(fields->begin(), fields->end(), [](const BoneField& f) { return f.joint == 1; });
+    EXPECT_EQ(middle_has_one, !patch) << (patch ? "the upper half of the middle section" : "the whole middle section");
   }
 }
 

@@ -665,19 +665,39 @@ TEST(ImplicitSkinning, MirrorSeamCopiesAFewUlpsApartMoveAsOnePoint) {
 }
 
 // A mesh too coarse for a field (a limb of 6 rings of 4: a dozen points a bone, 16 needed) is
-// refused saying so and what it offered (assimp-testmodels' huesitos.fbx, 120 triangles, was told
-// "no bone owns enough vertices" while its bones owned 16 to 72).
-TEST(ImplicitSkinning, AMeshTooCoarseForAFieldIsRefusedSayingSo) {
+// refused saying so, what it offered and what would do (assimp-testmodels' huesitos.fbx, 120
+// triangles, was told "no bone owns enough vertices" while its bones owned 16 to 72); with
+// sample_triangles its bones get fields fitted on points of their triangles, and every node is
+// tracked.
+TEST(ImplicitSkinning, AMeshTooCoarseForAFieldIsRefusedSayingSoAndPreparedWithSampleTriangles) {
   LimbOptions o;
   o.rings = 6;
   o.segments = 4;
   o.bones = 2;
-  const Rig rig = testing::BuildOrDie(MakeLimb(o));
-  auto p = PrepareImplicit(rig, Config("implicit"), nullptr, {});
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(MakeLimb(o)));
+  auto p = PrepareImplicit(*rig, Config("implicit"), nullptr, {});
   ASSERT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition) << p.status();
   const std::string message(p.status().message());
   EXPECT_NE(message.find("2 bones own 8 vertices or more"), std::string::npos) << message;
   EXPECT_NE(message.find("too coarse"), std::string::npos) << message;
+  EXPECT_NE(message.find("set sample_triangles"), std::string::npos) << message;
+  ImplicitConfig drawn;
+  drawn.sample_triangles = true;
+  for (const std::string method : {"implicit", "elastic-implicit"}) {
+    const DeformerConfig config = Config(method, drawn);
+    auto prepared = PrepareImplicit(*rig, config, nullptr, {});
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
+    EXPECT_EQ(model->fields.size(), 2u);
+    EXPECT_EQ(std::count(model->in_field.begin(), model->in_field.end(), 1), std::ptrdiff_t(model->node_count()))
+        << method << ": every node tracked";
+    auto d = CreateImplicitDeformer(rig, model, config);
+    ASSERT_TRUE(d.ok()) << d.status();
+    // A session asking otherwise than its preparation is refused, naming the setting.
+    auto other = CreateImplicitDeformer(rig, model, Config(method));
+    ASSERT_FALSE(other.ok());
+    EXPECT_NE(std::string(other.status().message()).find("sample_triangles"), std::string::npos) << other.status();
+  }
 }
 
 TEST(ImplicitSkinning, RigidMotionOfTheWholeRigMovesTheMeshRigidly) {

@@ -183,7 +183,8 @@ struct Row {
 
 // Bends `joint` (towards `end`) of `rig` to 90°, 120° and 150° in the plane of its bones (or
 // about `bend_axis`: BendJointAbout) and measures DQS, implicit, and elastic skinning (with the
-// session settings `elastic`) driven from the rest pose in 10° steps and in one jump; prints the
+// session settings `elastic`, whose sample_triangles the preparation and implicit share) driven
+// from the rest pose in 10° steps and in one jump; prints the
 // table. The radius: the median distance
 // from the parent bone's axis of the skin weighted mostly to the parent and its parent, over the
 // bone's last two thirds.
@@ -198,7 +199,12 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
   EXPECT_GE(end, 0) << end_name;
   if (joint < 0 || end < 0) return rows;
   ThreadPool pool(2);
-  auto prepared = PrepareImplicit(*rig, Config("implicit"), &pool, {});
+  // The preparation's settings come with `elastic` (sample_triangles); implicit shares them.
+  ImplicitConfig prepared_with;
+  prepared_with.sample_triangles = elastic.sample_triangles;
+  DeformerConfig preparation = Config("implicit");
+  preparation.params = std::make_shared<ImplicitConfig>(prepared_with);
+  auto prepared = PrepareImplicit(*rig, preparation, &pool, {});
   EXPECT_TRUE(prepared.ok()) << prepared.status();
   if (!prepared.ok()) return rows;
   const ImplicitModel& model = dynamic_cast<const ImplicitModel&>(**prepared);
@@ -261,7 +267,7 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
       return std::move(*CreateDeformer(rig, c, &pool));
     }
     DeformerConfig c = Config(method);
-    if (method == "elastic-implicit") c.params = std::make_shared<ImplicitConfig>(elastic);
+    c.params = std::make_shared<ImplicitConfig>(method == "elastic-implicit" ? elastic : prepared_with);
     return std::move(*CreateImplicitDeformer(rig, *prepared, c));
   };
   // The three angles side by side, each with its own deformers, row and printed lines (one
@@ -717,56 +723,71 @@ TEST(ImplicitContactAsset, BcnBentAboutItsClipsAxesElasticMeetsTheSkinsTo150InEv
 // A second character, and a quadruped: Testwuson.X (assimp-testmodels; 11 196 vertices, its mirror
 // seams welded as in core/geometry/weld.h) bent at its left hind knee (HindLeg_L_03, 31° at rest)
 // and left fore knee (ForeLeg_L_04, 7°), in the plane of the bones and about the axis its clip
-// turns each about. Measured 2026-12-05 (contact crossing over R, elastic in 10° steps / one jump,
-// at 90° / 120° / 150°; DQS and implicit beside it):
+// turns each about, with the defaults and with sample_triangles. Measured 2026-12-05 (contact
+// crossing over R, elastic in 10° steps / one jump, at 90° / 120° / 150°; DQS and implicit beside):
 //   hind knee        0 / 0, 0 / 0, 0.258 / 0.264 (crease 0 / 0); DQS 0, 0.152, 0.350; implicit 0, 0.047, 0.063
 //   fore knee        0 / 0, 0.029 / 0.028, 0.764 / 0.764 (crease 0.026); DQS 0.191, 0.362, 0.622; implicit 0, 0.140, 0.681
 //   hind, clip axis  0 / 0, 0 / 0, 0.259 / 0.258 (crease 0.028 / 0.027); DQS 0, 0.193, 0.417; implicit 0, 0.066, 0.049
 //   fore, clip axis  0.035 / 0.034, 0.028 / 0.028, 0.013 / 0.009; DQS 0.188, 0.176, 0.480; implicit 0.036, 0.096, 0.123
 // So every crease holds to 150° and the whole skin to 120°, as on BCN_Epileptic. At 150° three of
 // the four do not: the paw, a third piece 4–4.7 radii from the joint, is driven side-on into the
-// rump (hind: v2844, in Spine_Back01's field 0.45 against its own 0.35, gradients' cosine 0.17, so
-// the contact gate is shut) or the chest (fore: v4040, Spine_Front02 and Neck) — issue 15's open
-// side-on contact. Folds in the crease (elastic in steps; implicit; DQS) at 90° / 120° / 150°:
-// hind 0 / 19 / 18 (0 / 13 / 30; 8 / 44 / 68), fore 6 / 12 / 0 (0 / 24 / 102; 43 / 79 / 127),
-// hind on the clip's axis 0 / 19 / 7 (0 / 13 / 44), fore on it 6 / 6 / 0 (0 / 17 / 72): at 90° the
-// fore knee keeps one welded node 0.17–0.32 R inside (v3614, 0.94 radii from the joint, on its own
-// surface, as BCN_Epileptic's knees), and at 120° the hind knee folds more than implicit. Those
-// are measured, not asserted.
-TEST(ImplicitContactAsset, TestwusonKneesBentTo150ElasticHoldsEveryCreaseAndMeetsTheSkinsTo120) {
+// rump (hind: v2844, in Spine_Back01's field 0.45 against its own 0.35, gradients' cosine 0.17)
+// or the chest (fore: v4040, Spine_Front02 and Neck) — where Testwuson's low-poly torso has
+// pieces without a field (4–14 distinct vertices between their culling planes, 16 needed), whose
+// skin keeps DQS and holds nothing back. With sample_triangles those pieces get fields fitted on
+// points of their triangles (its torso and upper forelegs; core/implicit/bone_fields.h) and the
+// paws meet them: 150° reads hind 0.061 / 0.062 (crease 0), fore 0.024 / 0.025, hind on the clip's
+// axis 0.049 / 0.047, fore on it 0.020 / 0.020 — the fore knee within the issue's 0.05 R in both
+// planes, the hind knee 0.01 R beyond it in the rest plane. Folds in the crease (elastic in steps;
+// implicit; DQS) at 90° / 120° / 150°, defaults: hind 0 / 19 / 18 (0 / 13 / 30; 8 / 44 / 68), fore
+// 6 / 12 / 0 (0 / 24 / 102; 43 / 79 / 127), hind on the clip's axis 0 / 19 / 7 (0 / 13 / 44), fore
+// on it 6 / 6 / 0 (0 / 17 / 72): at 90° the fore knee keeps one welded node 0.17–0.32 R inside
+// (v3614, 0.94 radii from the joint, on its own surface, as BCN_Epileptic's knees), and at 120° the
+// hind knee folds more than implicit. Those are measured, not asserted.
+TEST(ImplicitContactAsset, TestwusonKneesBentTo150ElasticHoldsEveryCreaseTheSkinTo120AndWithTorsoFieldsTheForeKneeTo150) {
   const std::string kTestwuson = "X/Testwuson.X";
   if (!testing::CharacterAvailable(kTestwuson)) GTEST_SKIP() << testing::kAssimpMissing;
   auto wuson = testing::LoadCharacter(kTestwuson);
   ASSERT_TRUE(wuson.ok()) << wuson.status();
   ASSERT_FALSE(wuson->asset.clips.empty());
   const auto rig = wuson->rig;
-  for (const auto& [joint, end, label, clip_axis] :
-       {std::tuple{"HindLeg_L_03", "HindLeg_L_04", "Testwuson hind knee", false},
-        {"ForeLeg_L_04", "ForeLeg_L_05", "Testwuson fore knee", false},
-        {"HindLeg_L_03", "HindLeg_L_04", "Testwuson hind knee, clip's axis", true},
-        {"ForeLeg_L_04", "ForeLeg_L_05", "Testwuson fore knee, clip's axis", true}}) {
-    std::optional<Eigen::Vector3d> axis;
-    if (clip_axis) {
-      const int32_t j = JointNamed(rig->skeleton, joint), e = JointNamed(rig->skeleton, end);
-      ASSERT_GE(j, 0) << joint;
-      ASSERT_GE(e, 0) << end;
-      auto about = ClipBendAxis(rig->skeleton, wuson->asset.clips[0], uint32_t(j), uint32_t(e));
-      ASSERT_TRUE(about.ok()) << about.status();
-      axis = *about;
-    }
-    const auto rows = BendAndMeasure(rig, joint, end, label, {}, axis);
-    ASSERT_EQ(rows.size(), 3u) << label;
-    for (const auto& [deg, r] : rows) {
-      if (deg == 90) EXPECT_GT(r.dqs.crease_inside, 5u) << label << ": the measure must see DQS's fold";
-      if (deg >= 120) {
-        EXPECT_GT(std::max(r.dqs.contact_crossing, r.dqs.crease_contact_crossing), 0.1)
-            << label << " " << deg << "°: the contact measure must see DQS's fold";
+  for (const bool sample_triangles : {false, true}) {
+    ImplicitConfig elastic;
+    elastic.sample_triangles = sample_triangles;
+    const std::string setting = sample_triangles ? ", sample_triangles" : "";
+    for (const auto& [joint, end, name, clip_axis] :
+         {std::tuple{"HindLeg_L_03", "HindLeg_L_04", "Testwuson hind knee", false},
+          {"ForeLeg_L_04", "ForeLeg_L_05", "Testwuson fore knee", false},
+          {"HindLeg_L_03", "HindLeg_L_04", "Testwuson hind knee, clip's axis", true},
+          {"ForeLeg_L_04", "ForeLeg_L_05", "Testwuson fore knee, clip's axis", true}}) {
+      const std::string label = name + setting;
+      std::optional<Eigen::Vector3d> axis;
+      if (clip_axis) {
+        const int32_t j = JointNamed(rig->skeleton, joint), e = JointNamed(rig->skeleton, end);
+        ASSERT_GE(j, 0) << joint;
+        ASSERT_GE(e, 0) << end;
+        auto about = ClipBendAxis(rig->skeleton, wuson->asset.clips[0], uint32_t(j), uint32_t(e));
+        ASSERT_TRUE(about.ok()) << about.status();
+        axis = *about;
       }
-      EXPECT_LE(r.eis_steps.crease_contact_crossing, 0.05) << label << " " << deg << "°, in the crease";
-      EXPECT_LE(r.eis_jump.crease_contact_crossing, 0.05) << label << " " << deg << "°, in the crease";
-      if (deg <= 120) {
-        EXPECT_LE(r.eis_steps.contact_crossing, 0.05) << label << " " << deg << "°";
-        EXPECT_LE(r.eis_jump.contact_crossing, 0.05) << label << " " << deg << "°";
+      const auto rows = BendAndMeasure(rig, joint, end, label, elastic, axis);
+      ASSERT_EQ(rows.size(), 3u) << label;
+      const bool fore = std::string(joint).find("ForeLeg") == 0;
+      for (const auto& [deg, r] : rows) {
+        if (deg == 90) {
+          EXPECT_GT(r.dqs.crease_inside, 5u) << label << ": the measure must see DQS's fold";
+        }
+        if (deg >= 120) {
+          EXPECT_GT(std::max(r.dqs.contact_crossing, r.dqs.crease_contact_crossing), 0.1)
+              << label << " " << deg << "°: the contact measure must see DQS's fold";
+        }
+        EXPECT_LE(r.eis_steps.crease_contact_crossing, 0.05) << label << " " << deg << "°, in the crease";
+        EXPECT_LE(r.eis_jump.crease_contact_crossing, 0.05) << label << " " << deg << "°, in the crease";
+        // The fore knee's paw reaches the chest only with the torso's fields (sample_triangles);
+        // the hind knee's rump, 0.061 R, a hundredth beyond the issue's bound, guarded at 0.07.
+        const double whole_skin = deg <= 120 ? 0.05 : !sample_triangles ? INFINITY : fore ? 0.05 : 0.07;
+        EXPECT_LE(r.eis_steps.contact_crossing, whole_skin) << label << " " << deg << "°";
+        EXPECT_LE(r.eis_jump.contact_crossing, whole_skin) << label << " " << deg << "°";
       }
     }
   }

@@ -739,7 +739,9 @@ TEST_P(GpuService, CageMethodsOnTheGpuEqualTheCpu) {
       }
       ASSERT_EQ(got[1], got[0]) << "frame " << f;
       // (At frame 5 the unrestored session has frame 4's pose too, and the cage is the frame's.)
-      if (f == 4) EXPECT_GT(MaxAbsDiff(got[2], got[0]), 1e-3) << "a session from rest gave the same";
+      if (f == 4) {
+        EXPECT_GT(MaxAbsDiff(got[2], got[0]), 1e-3) << "a session from rest gave the same";
+      }
     }
   }
 }
