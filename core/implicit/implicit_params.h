@@ -58,13 +58,13 @@ struct ImplicitConfig : MethodParams {
   // by the clip, moved by 1e-2 of the diagonal under a 1e-6 rad turn. Part of the preparation.
   double min_field_radius = 0.3;
   // Preparation: a bone whose piece offers fewer than 16 distinct vertices between its culling
-  // planes (a low-poly mesh: Testwuson.X's torso and upper legs, 4–14) and whose skin goes round
-  // the bone gets a field fitted on points drawn over the piece's triangles, as the thesis samples
+  // planes (a low-poly mesh: Testwuson.X's short torso bones, 4–14) and whose skin goes round the
+  // bone gets a field fitted on points drawn over the piece's triangles, as the thesis samples
   // "the sub-mesh surface"; off, such pieces keep the initial skinning, untracked. On Testwuson.X
-  // bent to 150° it holds the paw that meets the chest or rump side-on (contact crossing 0.76 →
-  // 0.025 R, 0.26 → 0.06 R); on BCN_Epileptic it gives its neck's root a field, and the head then
-  // moves by 1e-2 of the diagonal under 1e-6 rad turns at 2.4–2.8 s of its clip (4e-4 without):
-  // not the default. docs/implicit-skinning.md, "Per-rig preparation".
+  // bent to 150° it holds the paws that meet the chest and rump side-on (contact crossing 0.76 →
+  // 0.025 R, 0.26 → 0.06 R). Not the default: on BCN_Epileptic it gives the neck's root a field,
+  // and at 2.4–2.8 s of its clip the head then moves by 1e-2 of the diagonal under 1e-6 rad turns
+  // (the whole clip 3.7e-4 without, at the test's sampling). docs/implicit-skinning.md, step 2.
   bool sample_triangles = false;
   // Elastic: the cosine between two fields' gradients below which a node's own-side term against
   // the other piece starts to act (its contact gate, implicit_device::ContactGateOfCosine; full
