@@ -78,21 +78,29 @@ struct SurfacePoint {
   Eigen::Vector3d x, n;
 };
 
-// `count` points drawn uniformly by area over the surface a piece owns: the triangles with a
-// corner in it, each point kept where its nearest corner (largest barycentric coordinate) is one
-// of the piece's vertices, so that pieces share a triangle that straddles them. Normals are the
-// corners' welded normals interpolated; none where they cancel. Deterministic in `seed`.
+// A piece for sampling its surface: its joint, every vertex's joint (Segmentation) and the
+// triangles with a corner in the piece.
+struct PieceSurface {
+  int joint = 0;
+  std::span<const int32_t> segmentation;
+  std::span<const uint32_t> triangles;  // indices into rig.triangles / 3
+  bool Owns(uint32_t v) const { return segmentation[v] == joint; }
+};
+
+// `count` points drawn uniformly by area over the surface a piece owns: its triangles, each point
+// kept where its nearest corner (largest barycentric coordinate) is one of the piece's vertices,
+// so that pieces share a triangle that straddles them. Normals are the corners' welded normals
+// interpolated; none where they cancel. Deterministic in `seed`.
 std::vector<SurfacePoint> SurfaceSamples(const Rig& rig, std::span<const Eigen::Vector3d> normals,
-                                         std::span<const uint8_t> in_piece, size_t count, uint32_t seed) {
-  std::vector<uint32_t> tris;
+                                         const PieceSurface& piece, size_t count, uint32_t seed) {
+  std::span<const uint32_t> tris = piece.triangles;
   std::vector<double> cumulative;
+  cumulative.reserve(tris.size());
   double total = 0;
-  for (size_t t = 0; t < rig.triangle_count(); ++t) {
-    const uint32_t* c = &rig.triangles[3 * t];
-    if (!in_piece[c[0]] && !in_piece[c[1]] && !in_piece[c[2]]) continue;
+  for (uint32_t t : tris) {
+    const uint32_t* c = &rig.triangles[3 * size_t(t)];
     const Eigen::Vector3d a = Point(rig.positions, c[0]);
     total += (Point(rig.positions, c[1]) - a).cross(Point(rig.positions, c[2]) - a).norm();
-    tris.push_back(uint32_t(t));
     cumulative.push_back(total);
   }
   std::vector<SurfacePoint> points;
@@ -110,9 +118,9 @@ std::vector<SurfacePoint> SurfaceSamples(const Rig& rig, std::span<const Eigen::
       v = 1 - v;
     }
     const double w[3] = {1 - u - v, u, v};
-    const uint32_t* c = &rig.triangles[3 * tris[i]];
+    const uint32_t* c = &rig.triangles[3 * size_t(tris[i])];
     const int nearest = int(std::max_element(w, w + 3) - w);
-    if (!in_piece[c[nearest]]) continue;
+    if (!piece.Owns(c[nearest])) continue;
     SurfacePoint p{Eigen::Vector3d::Zero(), Eigen::Vector3d::Zero()};
     for (int j = 0; j < 3; ++j) {
       p.x += w[j] * Point(rig.positions, c[j]);
@@ -131,15 +139,13 @@ std::vector<SurfacePoint> SurfaceSamples(const Rig& rig, std::span<const Eigen::
 // vectors' parts across the bone, over the sum of those parts' lengths, below ½ (a tube reads 0,
 // a patch facing one way 1; BCN_Epileptic's limbs and trunk read 0.02–0.41, its cheeks 0.98 and
 // clavicles 0.91, Testwuson.X's torso 0.10–0.35 and its shoulders 0.91).
-bool WrapsItsBone(const Rig& rig, std::span<const uint32_t> piece, const Eigen::Vector3d& axis) {
+bool WrapsItsBone(const Rig& rig, const PieceSurface& piece, const Eigen::Vector3d& axis) {
   const Eigen::Vector3d a = axis.normalized();
-  std::vector<uint8_t> in_piece(rig.vertex_count(), 0);
-  for (uint32_t v : piece) in_piece[v] = 1;
   Eigen::Vector3d sum = Eigen::Vector3d::Zero();
   double total = 0;
-  for (size_t t = 0; t < rig.triangle_count(); ++t) {
-    const uint32_t* c = &rig.triangles[3 * t];
-    if (in_piece[c[0]] + in_piece[c[1]] + in_piece[c[2]] < 2) continue;
+  for (uint32_t t : piece.triangles) {
+    const uint32_t* c = &rig.triangles[3 * size_t(t)];
+    if (int(piece.Owns(c[0])) + int(piece.Owns(c[1])) + int(piece.Owns(c[2])) < 2) continue;
     const Eigen::Vector3d p = Point(rig.positions, c[0]);
     const Eigen::Vector3d w = (Point(rig.positions, c[1]) - p).cross(Point(rig.positions, c[2]) - p);
     const Eigen::Vector3d across = w - w.dot(a) * a;
@@ -157,8 +163,10 @@ bool WrapsItsBone(const Rig& rig, std::span<const uint32_t> piece, const Eigen::
 // drawn over the piece's triangles instead, as the thesis samples "the sub-mesh surface" (§2.2):
 // a vertex is such a point, and a dense mesh offers enough of them.
 absl::StatusOr<PieceFit> FitPiece(const Rig& rig, std::span<const Eigen::Vector3d> normals,
-                                  std::span<const uint32_t> piece, int joint, const Eigen::Vector3d& b0,
-                                  const Eigen::Vector3d& b1, const BoneFieldOptions& options, double min_gap) {
+                                  std::span<const uint32_t> piece, const PieceSurface& surface,
+                                  const Eigen::Vector3d& b0, const Eigen::Vector3d& b1,
+                                  const BoneFieldOptions& options, double min_gap) {
+  const int joint = surface.joint;
   PieceFit fit;
   BoneField field;
   field.joint = joint;
@@ -210,10 +218,8 @@ absl::StatusOr<PieceFit> FitPiece(const Rig& rig, std::span<const Eigen::Vector3
   // Too few distinct points among the vertices (few of them, or copies of a few: Testwuson.X has
   // 5 vertices a point): points of the piece's triangles instead.
   std::vector<SurfacePoint> drawn;
-  if (chosen.size() < size_t(options.min_samples) && options.surface_samples > 0 && WrapsItsBone(rig, piece, ab)) {
-    std::vector<uint8_t> in_piece(rig.vertex_count(), 0);
-    for (uint32_t v : piece) in_piece[v] = 1;
-    drawn = SurfaceSamples(rig, normals, in_piece, options.surface_samples, options.seed + static_cast<uint32_t>(joint));
+  if (chosen.size() < size_t(options.min_samples) && options.surface_samples > 0 && WrapsItsBone(rig, surface, ab)) {
+    drawn = SurfaceSamples(rig, normals, surface, options.surface_samples, options.seed + static_cast<uint32_t>(joint));
     std::erase_if(drawn, [&](const SurfacePoint& p) { return !between_planes(p.x); });
     if (drawn.size() >= enough) {
       std::vector<const SurfacePoint*> from_surface = disk(drawn);
@@ -347,6 +353,20 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     return c;
   };
 
+  // Each piece's triangles (a corner in it), for points drawn over a low-poly piece: one pass.
+  std::vector<std::vector<uint32_t>> piece_triangles;
+  if (options.surface_samples > 0) {
+    piece_triangles.resize(joints);
+    for (size_t t = 0; t < rig.triangle_count(); ++t) {
+      const uint32_t* c = &rig.triangles[3 * t];
+      for (int k = 0; k < 3; ++k) {
+        const int32_t j = (*segmentation)[c[k]];
+        if ((k < 1 || j != (*segmentation)[c[0]]) && (k < 2 || j != (*segmentation)[c[1]])) {
+          piece_triangles[size_t(j)].push_back(uint32_t(t));
+        }
+      }
+    }
+  }
   std::vector<BoneField> fields;
   for (size_t j = 0; j < joints; ++j) {
     const auto& piece = pieces[j];
@@ -354,7 +374,8 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     ++report->owning;
     const int end = segment_end(j);
     const Eigen::Vector3d b1 = end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, piece);
-    auto fit = FitPiece(rig, normals, piece, int(j), pos[j], b1, options, min_gap);
+    const PieceSurface surface{int(j), *segmentation, piece_triangles.empty() ? std::span<const uint32_t>() : piece_triangles[j]};
+    auto fit = FitPiece(rig, normals, piece, surface, pos[j], b1, options, min_gap);
     if (!fit.ok()) return fit.status();
     if (fit->offered > report->most_samples) {
       report->most_samples = fit->offered;
