@@ -784,6 +784,16 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     const bool baseline = stages.size() == 1 && stages[0] == v1::METHOD_BASELINE;
     uint64_t on_bone = 0, on_sphere = 0, degenerate = 0, rigid = 0;
     if (prepare_ms > 50) std::fprintf(text_out, "%s: session ready in %.0f ms (prepared once per rig and shared by its sessions)\n", name, prepare_ms);
+    // What each preparation made, in its method's words (Preparation.summary: implicit skinning's
+    // fields and untracked pieces, pbs's tets): why skin stays untracked is read there.
+    if (auto rig_info = c.GetRig(session->rig_id()); rig_info.ok()) {
+      const auto& own = session->preparations();
+      for (const v1::Preparation& p : rig_info->preparations()) {
+        if (p.done() && !p.summary().empty() && std::find(own.begin(), own.end(), p.key()) != own.end()) {
+          std::fprintf(text_out, "%s: prepared: %s\n", name, p.summary().c_str());
+        }
+      }
+    }
 
     client::LatencyStats lat;
     if (!snap.path.empty()) shots.emplace_back(snap.frames.size());

@@ -226,6 +226,23 @@ std::vector<int32_t> BuildCompositionTree(const Skeleton& skeleton, const std::v
 
 using namespace implicit_internal;
 
+std::string ImplicitModel::Summary() const {
+  const size_t drawn = size_t(std::count_if(fields.begin(), fields.end(), [](const BoneField& f) { return f.drawn; }));
+  const size_t tracked = size_t(std::count(in_field.begin(), in_field.end(), uint8_t{1}));
+  std::string s = absl::StrCat(fields.size(), " bone fields");
+  if (drawn > 0) absl::StrAppend(&s, " (", drawn, " fitted on points of their triangles)");
+  if (thin_fields > 0) absl::StrAppend(&s, ", ", thin_fields, " of them too thin to track (min_field_radius)");
+  if (pieces_without_field > 0) {
+    absl::StrAppend(&s, "; ", pieces_without_field, " pieces of 8 vertices or more without one (too few points between "
+                    "their joints",
+                    sample_triangles ? ", skin on one side of the bone, or too thin"
+                                     : "; sample_triangles fits low-poly ones",
+                    ")");
+  }
+  absl::StrAppend(&s, "; ", tracked, " of ", node_count(), " mesh points tracked");
+  return s;
+}
+
 size_t ImplicitModel::Bytes() const {
   size_t b = sizeof(*this) + own_leaf.size() * 4 + (rest_pair_leaf.size() + rest_pair_excess.size()) * 4 +
              depth_scale.size() * 4 + parent_field.size() * 4;
@@ -311,6 +328,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     const double too_thin = ParamsOf<ImplicitConfig>(config).min_field_radius * scale_of(*fields);
     std::erase_if(*fields, [&](const BoneField& f) { return f.drawn && f.radius < too_thin; });
   }
+  model->pieces_without_field = fit.owning - fields->size();
   if (fields->size() > 65535) return absl::FailedPreconditionError("implicit skinning: more than 65535 bone fields");
   // Asked between the stages (and between the field grids): a cancellation waits for one stage.
   const auto cancelled = [&] { return absl::CancelledError(absl::StrCat("method ", name, ": preparation cancelled")); };
@@ -390,6 +408,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   model->sample_triangles = sample_triangles;
   std::vector<uint8_t> thin(model->fields.size());
   for (size_t l = 0; l < model->fields.size(); ++l) thin[l] = model->fields[l].radius < model->min_field_radius * mean_radius;
+  model->thin_fields = size_t(std::count(thin.begin(), thin.end(), uint8_t{1}));
   auto trackable = [&](int32_t leaf) { return leaf >= 0 && !thin[leaf]; };
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {

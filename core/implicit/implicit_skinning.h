@@ -108,7 +108,16 @@ class ImplicitModel : public Prepared {
   // surface terms to distances.
   float typical_gradient2 = 0;
 
+  // What the preparation made, for its Summary: pieces of 8 vertices or more (by largest weight)
+  // that got no field (too few points between their culling planes, or a patch), and fields too
+  // thin to track (composed only).
+  size_t pieces_without_field = 0;
+  size_t thin_fields = 0;
+
   size_t Bytes() const override;
+  // "34 bone fields (…); …": what a user reading `sinew play` or RigInfo.preparations needs to
+  // tell why skin stays untracked.
+  std::string Summary() const override;
   size_t node_count() const { return iso.size(); }
 };
 

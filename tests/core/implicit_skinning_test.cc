@@ -691,6 +691,10 @@ TEST(ImplicitSkinning, AMeshTooCoarseForAFieldIsRefusedSayingSoAndPreparedWithSa
     EXPECT_EQ(model->fields.size(), 2u);
     EXPECT_EQ(std::count(model->in_field.begin(), model->in_field.end(), 1), std::ptrdiff_t(model->node_count()))
         << method << ": every node tracked";
+    // What `sinew play` and RigInfo.preparations say it made.
+    EXPECT_THAT(model->Summary(), ::testing::StartsWith("2 bone fields (2 fitted on points of their triangles); "));
+    EXPECT_THAT(model->Summary(), ::testing::EndsWith(absl::StrCat("; ", model->node_count(), " of ",
+                                                                   model->node_count(), " mesh points tracked")));
     auto d = CreateImplicitDeformer(rig, model, config);
     ASSERT_TRUE(d.ok()) << d.status();
     // A session asking otherwise than its preparation is refused, naming the setting.

@@ -276,6 +276,12 @@ TEST(ImplicitAsset, QuadrupedWithMirrorSeamsPlaysItsClipWithoutTearing) {
   auto prepared = PrepareImplicit(*rig, config, &pool, {});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
+  // Its low-poly torso: 12 pieces without a field, and the preparation says so and what fits them.
+  EXPECT_EQ(model->pieces_without_field, 12u);
+  EXPECT_NE(model->Summary().find("12 pieces of 8 vertices or more without one (too few points between their joints; "
+                                  "sample_triangles fits low-poly ones)"),
+            std::string::npos)
+      << model->Summary();
   const std::vector<uint32_t> rep = WeldSeams(rig->positions, rig->triangles, RestWeldTolerance(rig->positions));
   size_t near_copies = 0;
   for (size_t v = 0; v < rep.size(); ++v) {
