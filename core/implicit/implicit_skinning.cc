@@ -328,6 +328,12 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
     const double too_thin = ParamsOf<ImplicitConfig>(config).min_field_radius * scale_of(*fields);
     std::erase_if(*fields, [&](const BoneField& f) { return f.drawn && f.radius < too_thin; });
   }
+  if (fields->empty()) {  // every field drawn and thin against their own mean (min_field_radius near 1)
+    return absl::FailedPreconditionError(absl::StrCat("method ", name, ": no bone field is wide enough to track (",
+                                                      "min_field_radius ",
+                                                      ParamsOf<ImplicitConfig>(config).min_field_radius,
+                                                      " of the mean support radius)"));
+  }
   model->pieces_without_field = fit.owning - fields->size();
   if (fields->size() > 65535) return absl::FailedPreconditionError("implicit skinning: more than 65535 bone fields");
   // Asked between the stages (and between the field grids): a cancellation waits for one stage.

@@ -1192,6 +1192,10 @@ TEST(ImplicitSkinning, Validation) {
   EXPECT_NE(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", all_pieces)));
   EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", all_pieces)).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  // So is sample_triangles (which pieces get fields).
+  ImplicitConfig drawn;
+  drawn.sample_triangles = true;
+  EXPECT_NE(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", drawn)));
   ImplicitConfig too_large;
   too_large.min_field_radius = 1.5;
   EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", too_large)).status().code(),
