@@ -664,6 +664,31 @@ TEST(ImplicitSkinning, MirrorSeamCopiesAFewUlpsApartMoveAsOnePoint) {
   }
 }
 
+// The pieces either side of a joint (ImplicitModel::parent_field, which the elastic method's
+// own-side terms hold each node against) are found through joints that own no piece: a chain
+// whose middle joint owns nothing (a helper bone, as in assimp-testmodels'
+// animation_with_skeleton.fbx) makes the first and last pieces neighbours across it. Until
+// 2026-12-05 the last piece had none.
+TEST(ImplicitSkinning, PiecesAcrossAJointThatOwnsNothingAreNeighbours) {
+  LimbOptions o;
+  o.rings = 121;
+  o.segments = 32;
+  o.bones = 3;  // joints at x = 0, 1, 2
+  Rig rig = testing::BuildOrDie(MakeLimb(o));
+  AttributeMap seg{"segmentation", 1, {}};
+  for (size_t v = 0; v < rig.vertex_count(); ++v) seg.values.push_back(rig.positions[3 * v] < 2.0f ? 0.f : 2.f);
+  rig.attributes.push_back(seg);
+  auto prepared = PrepareImplicit(rig, Config("implicit"), nullptr, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
+  ASSERT_EQ(model->fields.size(), 2u);
+  const int32_t first = model->fields[0].joint == 0 ? 0 : 1, last = 1 - first;
+  ASSERT_EQ(model->fields[size_t(last)].joint, 2);
+  EXPECT_EQ(model->parent_field[size_t(last)], first) << "the piece below the weightless joint 1";
+  EXPECT_EQ(model->parent_field[size_t(first)], -1);
+  EXPECT_TRUE(implicit_device::AdjacentFields(model->parent_field.data(), first, last));
+}
+
 // A mesh too coarse for a field (a limb of 6 rings of 4: a dozen points a bone, 16 needed) is
 // refused saying so, what it offered and what would do (assimp-testmodels' huesitos.fbx, 120
 // triangles, was told "no bone owns enough vertices" while its bones owned 16 to 72); with
