@@ -111,14 +111,7 @@ TEST(BoneFields, AMeshSplitPerCornerAFewUlpsApartFitsTheFieldsOfTheWeldedMesh) {
 // segments, and its field covers all of it — the segment runs on to the next joint that owns a
 // piece. (Until 2026-12-05 it ended at the weightless joint: the piece beyond read 0.)
 TEST(BoneFields, ABoneWhoseChildOwnsNoPieceReachesOnToTheNextOneThatDoes) {
-  LimbOptions o;
-  o.rings = 121;
-  o.segments = 32;
-  o.bones = 3;  // joints at x = 0, 1, 2
-  Rig rig = testing::BuildOrDie(MakeLimb(o));
-  AttributeMap seg{"segmentation", 1, {}};
-  for (size_t v = 0; v < rig.vertex_count(); ++v) seg.values.push_back(rig.positions[3 * v] < 2.0f ? 0.f : 2.f);
-  rig.attributes.push_back(seg);
+  const Rig rig = testing::ChainWithAWeightlessMiddleJoint();  // joints at x = 0, 1, 2
   auto fields = FitBoneFields(rig);
   ASSERT_TRUE(fields.ok()) << fields.status();
   ASSERT_EQ(fields->size(), 2u);

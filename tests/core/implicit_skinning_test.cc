@@ -670,14 +670,7 @@ TEST(ImplicitSkinning, MirrorSeamCopiesAFewUlpsApartMoveAsOnePoint) {
 // animation_with_skeleton.fbx) makes the first and last pieces neighbours across it. Until
 // 2026-12-05 the last piece had none.
 TEST(ImplicitSkinning, PiecesAcrossAJointThatOwnsNothingAreNeighbours) {
-  LimbOptions o;
-  o.rings = 121;
-  o.segments = 32;
-  o.bones = 3;  // joints at x = 0, 1, 2
-  Rig rig = testing::BuildOrDie(MakeLimb(o));
-  AttributeMap seg{"segmentation", 1, {}};
-  for (size_t v = 0; v < rig.vertex_count(); ++v) seg.values.push_back(rig.positions[3 * v] < 2.0f ? 0.f : 2.f);
-  rig.attributes.push_back(seg);
+  const Rig rig = testing::ChainWithAWeightlessMiddleJoint();  // joints 0 and 2 own the pieces
   auto prepared = PrepareImplicit(rig, Config("implicit"), nullptr, {});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);

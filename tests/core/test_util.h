@@ -189,6 +189,21 @@ inline double SliceArea(std::span<const float> x, std::span<const uint32_t> tria
   return std::abs(area);
 }
 
+// A limb of three bones (joints at x = 0, 1, 2; 121 rings of 32) whose middle joint owns no
+// vertex (a "segmentation" attribute gives x < 2 to joint 0, the rest to joint 2): a helper bone,
+// or one the weights skip, as in assimp-testmodels' animation_with_skeleton.fbx.
+inline Rig ChainWithAWeightlessMiddleJoint() {
+  LimbOptions o;
+  o.rings = 121;
+  o.segments = 32;
+  o.bones = 3;
+  Rig rig = BuildOrDie(MakeLimb(o));
+  AttributeMap seg{"segmentation", 1, {}};
+  for (size_t v = 0; v < rig.vertex_count(); ++v) seg.values.push_back(rig.positions[3 * v] < 2.0f ? 0.f : 2.f);
+  rig.attributes.push_back(seg);
+  return rig;
+}
+
 // `in` as exporters write a flat-shaded mesh: every triangle corner its own vertex (same weights),
 // each copy moved by up to `jitter` (relative, per coordinate: a few float ulps at 2e-7, as on a
 // mirror seam) in a fixed pattern, and given its triangle's normal when `face_normals`. The
