@@ -286,6 +286,18 @@ Eigen::Vector3d LeafBoneEnd(const Rig& rig, std::span<const Eigen::Vector3d> pos
   return pos[j] + std::max(far, 1e-6) * axis;
 }
 
+std::vector<uint8_t> PassThroughJoints(const Rig& rig, std::span<const int32_t> segmentation) {
+  const size_t joints = rig.joint_count();
+  std::vector<size_t> owned(joints, 0), children(joints, 0);
+  for (int32_t j : segmentation) ++owned[size_t(j)];
+  for (size_t j = 0; j < joints; ++j) {
+    if (rig.skeleton.parents[j] >= 0) ++children[size_t(rig.skeleton.parents[j])];
+  }
+  std::vector<uint8_t> through(joints);
+  for (size_t j = 0; j < joints; ++j) through[j] = owned[j] < kMinPieceVertices && children[j] == 1;
+  return through;
+}
+
 bool HasSegmentationAttribute(const Rig& rig) {
   return std::any_of(rig.attributes.begin(), rig.attributes.end(),
                      [](const AttributeMap& m) { return m.name == "segmentation"; });
@@ -321,7 +333,8 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   std::vector<std::vector<uint32_t>> pieces(joints);
   for (size_t v = 0; v < n; ++v) pieces[(*segmentation)[v]].push_back(static_cast<uint32_t>(v));
   // Until 2026-12-02 up to 65 535 fields were fitted and baked: 34 GB of grids.
-  const size_t owning = size_t(std::count_if(pieces.begin(), pieces.end(), [](const auto& p) { return p.size() >= 8; }));
+  const size_t owning = size_t(
+      std::count_if(pieces.begin(), pieces.end(), [](const auto& p) { return p.size() >= kMinPieceVertices; }));
   if (owning > options.max_fields) {
     return absl::ResourceExhaustedError(absl::StrCat("implicit skinning: ", owning,
                                                      " bones own 8 vertices or more; at most ", options.max_fields,
@@ -336,12 +349,12 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   // Bone ends: the joint's bind position and its segment's end (below; a leaf extends along its
   // parent's direction to its piece's farthest projection).
   const std::vector<Eigen::Vector3d> pos = JointBindPositions(rig);
-  std::vector<int> child(joints, -1), children(joints, 0);
+  std::vector<int> child(joints, -1);
   for (size_t j = 0; j < joints; ++j) {
     const int p = rig.skeleton.parents[j];
     if (p >= 0 && child[p] < 0) child[p] = static_cast<int>(j);
-    if (p >= 0) ++children[p];
   }
+  const std::vector<uint8_t> through = PassThroughJoints(rig, *segmentation);
   // A bone's segment runs to the first joint below it that owns a piece (or branches, or ends the
   // chain): joints between that own no vertex (helper bones, bones the weights skip:
   // assimp-testmodels' animation_with_skeleton.fbx) leave their length to its piece. Until
@@ -349,7 +362,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   // the field (f = 0 there), kept the initial skinning beside vertices that were tracked.
   auto segment_end = [&](size_t j) {
     int c = child[j];
-    while (c >= 0 && pieces[size_t(c)].size() < 8 && children[size_t(c)] == 1) c = child[size_t(c)];
+    while (c >= 0 && through[size_t(c)]) c = child[size_t(c)];
     return c;
   };
 
@@ -370,7 +383,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   std::vector<BoneField> fields;
   for (size_t j = 0; j < joints; ++j) {
     const auto& piece = pieces[j];
-    if (piece.size() < 8) continue;
+    if (piece.size() < kMinPieceVertices) continue;
     ++report->owning;
     const int end = segment_end(j);
     const Eigen::Vector3d b1 = end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, piece);

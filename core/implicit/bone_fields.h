@@ -54,6 +54,16 @@ absl::StatusOr<std::vector<int32_t>> Segmentation(const Rig& rig);
 // Whether the rig carries that attribute (else Segmentation falls back on the weights).
 bool HasSegmentationAttribute(const Rig& rig);
 
+// Vertices a joint's piece needs (by Segmentation) to be a piece at all: fewer own no field.
+inline constexpr size_t kMinPieceVertices = 8;
+
+// Per joint, 1 where bones reach through it: it owns fewer than kMinPieceVertices vertices
+// (`segmentation`: Segmentation's) and has exactly one child — a helper bone, or one the weights
+// skip (assimp-testmodels' animation_with_skeleton.fbx). A bone's segment runs on through such
+// joints to the next one that owns a piece (FitBoneFields), and the pieces either side of them
+// are neighbours (ImplicitModel::parent_field).
+std::vector<uint8_t> PassThroughJoints(const Rig& rig, std::span<const int32_t> segmentation);
+
 // The joints' bind positions in rest model space.
 std::vector<Eigen::Vector3d> JointBindPositions(const Rig& rig);
 // The far end of leaf joint j's bone (a joint without children): along its parent's direction

@@ -483,23 +483,16 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
       }
     }
   });
-  // The piece across a field's joint: its parent's field, reached through joints that own no
-  // piece (fewer than 8 vertices) and have one child — the joints a bone's segment runs through
-  // (bone_fields.cc). Until 2026-12-05 the parent had to have a field itself, and a piece below
-  // weightless joints (assimp-testmodels' animation_with_skeleton.fbx) had no neighbour to hold
-  // its own side against.
+  // The piece across a field's joint: its parent's field, reached through the joints a bone's
+  // segment runs through (PassThroughJoints). Until 2026-12-05 the parent had to have a field
+  // itself, and a piece below weightless joints (assimp-testmodels' animation_with_skeleton.fbx)
+  // had no neighbour to hold its own side against.
   {
-    std::vector<size_t> owned(rig.joint_count(), 0), children(rig.joint_count(), 0);
-    for (int32_t j : *segmentation) ++owned[size_t(j)];
-    for (size_t j = 0; j < rig.joint_count(); ++j) {
-      if (rig.skeleton.parents[j] >= 0) ++children[size_t(rig.skeleton.parents[j])];
-    }
+    const std::vector<uint8_t> through = PassThroughJoints(rig, *segmentation);
     model->parent_field.assign(model->fields.size(), -1);
     for (size_t l = 0; l < model->fields.size(); ++l) {
       int32_t parent = rig.skeleton.parents[model->fields[l].joint];
-      while (parent >= 0 && field_of_joint[parent] < 0 && owned[size_t(parent)] < 8 && children[size_t(parent)] == 1) {
-        parent = rig.skeleton.parents[parent];
-      }
+      while (parent >= 0 && field_of_joint[parent] < 0 && through[size_t(parent)]) parent = rig.skeleton.parents[parent];
       if (parent >= 0) model->parent_field[l] = field_of_joint[parent];
     }
   }

@@ -15,6 +15,7 @@
 namespace sinew::testing {
 
 inline const std::string kBcn = "X/BCN_Epileptic.X";  // 15k vertices, 58 joints, an animated clip
+inline const std::string kTestwuson = "X/Testwuson.X";  // 11k vertices, 40 joints, mirror seams, a run clip
 inline constexpr const char* kAssimpMissing = "assimp-testmodels not installed (scripts/install-deps.sh installs it)";
 
 // (Appended, not `std::string(…) + "/" + relative`: GCC 12 at -O2 warns, wrongly, that the

@@ -263,9 +263,8 @@ TEST(ImplicitAsset, CandidateFieldsHoldEveryFieldThatReachesANodeWhereSpheresCro
 // point part no more than DQS parts them, and no frame has more vertices newly inside the skin
 // than DQS's worst.
 TEST(ImplicitAsset, QuadrupedWithMirrorSeamsPlaysItsClipWithoutTearing) {
-  const std::string kWuson = "X/Testwuson.X";
-  if (!testing::CharacterAvailable(kWuson)) GTEST_SKIP() << testing::kAssimpMissing;
-  auto wuson = testing::LoadCharacter(kWuson);
+  if (!testing::CharacterAvailable(testing::kTestwuson)) GTEST_SKIP() << testing::kAssimpMissing;
+  auto wuson = testing::LoadCharacter(testing::kTestwuson);
   ASSERT_TRUE(wuson.ok()) << wuson.status();
   ASSERT_FALSE(wuson->asset.clips.empty());
   const auto rig = wuson->rig;

@@ -745,9 +745,8 @@ TEST(ImplicitContactAsset, BcnBentAboutItsClipsAxesElasticMeetsTheSkinsTo150InEv
 // (v3614, 0.94 radii from the joint, on its own surface, as BCN_Epileptic's knees), and at 120° the
 // hind knee folds more than implicit. Those are measured, not asserted.
 TEST(ImplicitContactAsset, TestwusonKneesBentTo150ElasticHoldsEveryCreaseTheSkinTo120AndWithTorsoFieldsTheForeKneeTo150) {
-  const std::string kTestwuson = "X/Testwuson.X";
-  if (!testing::CharacterAvailable(kTestwuson)) GTEST_SKIP() << testing::kAssimpMissing;
-  auto wuson = testing::LoadCharacter(kTestwuson);
+  if (!testing::CharacterAvailable(testing::kTestwuson)) GTEST_SKIP() << testing::kAssimpMissing;
+  auto wuson = testing::LoadCharacter(testing::kTestwuson);
   ASSERT_TRUE(wuson.ok()) << wuson.status();
   ASSERT_FALSE(wuson->asset.clips.empty());
   const auto rig = wuson->rig;
