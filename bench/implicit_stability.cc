@@ -14,7 +14,7 @@
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
 //                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]
 //                            [--jobs N] [--tolerance X] [--average-stalled] [--gate-open C]
-//                            [--operator-cache DIR]
+//                            [--triangle-fields off|contact|tracked] [--operator-cache DIR]
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
 // frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
@@ -28,6 +28,9 @@
 // runs on one thread; the printed time a frame is then not comparable). --tolerance X,
 // --average-stalled and --gate-open C set the elastic session settings relaxation_tolerance,
 // average_stalled_relaxations and contact_gate_open (core/implicit/implicit_params.h).
+// --triangle-fields sets the preparation settings sample_triangles and track_sampled_pieces:
+// off (no fields for low-poly pieces: the default until 2026-12-05), contact (the default: their
+// fields composed, their skin untracked) or tracked.
 // --operator-cache DIR keeps the composition operators (5 s to build, the same for every rig) in
 // DIR between runs, as the server's cache does (core/implicit/operators.h). A value
 // out of its setting's range is refused, not clamped. Each sequence ends with a checksum of the
@@ -67,6 +70,7 @@ int g_jobs = 1;            // --jobs: sessions played side by side
 std::optional<RotationWeights> g_rotation_weights;  // --rotation-weights (unset: the default)
 std::optional<double> g_tolerance, g_gate_open;     // --tolerance, --gate-open (unset: the defaults)
 bool g_average_stalled = false;                     // --average-stalled
+std::optional<std::string> g_triangle_fields;       // --triangle-fields (unset: the default)
 
 DeformerConfig Config(const std::string& method) {
   DeformerConfig c;
@@ -77,6 +81,10 @@ DeformerConfig Config(const std::string& method) {
   if (g_tolerance) params->relaxation_tolerance = *g_tolerance;
   if (g_gate_open) params->contact_gate_open = *g_gate_open;
   if (g_average_stalled) params->average_stalled_relaxations = true;
+  if (g_triangle_fields) {
+    params->sample_triangles = *g_triangle_fields != "off";
+    params->track_sampled_pieces = *g_triangle_fields == "tracked";
+  }
   c.params = params;
   return c;
 }
@@ -282,6 +290,10 @@ int main(int argc, char** argv) {
       g_gate_open = Number(a, argv[++i], -0.2, 1.0, /*integer=*/false, /*open_low=*/true);
     } else if (a == "--operator-cache" && i + 1 < argc) {
       SetOperatorCacheDirectory(argv[++i]);
+    } else if (a == "--triangle-fields" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "off" || std::string(argv[i + 1]) == "contact" ||
+                std::string(argv[i + 1]) == "tracked")) {
+      g_triangle_fields = argv[++i];
     } else if (a == "--average-stalled") {
       g_average_stalled = true;
     } else if (a == "--rotation-weights" && i + 1 < argc &&
@@ -290,7 +302,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
                            "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest] [--jobs N] "
-                           "[--tolerance X] [--average-stalled] [--gate-open C] [--operator-cache DIR]\n");
+                           "[--tolerance X] [--average-stalled] [--gate-open C] [--triangle-fields off|contact|tracked] "
+                           "[--operator-cache DIR]\n");
       return 2;
     }
   }

@@ -54,7 +54,8 @@ std::string ImplicitKey(const DeformerConfig& config) {
   // Bone heat weights are computed only for the sessions that ask for them.
   if (c.rotation_weights == RotationWeights::kHarmonic) absl::StrAppend(&key, ",rotations=harmonic");
   if (c.min_field_radius != ImplicitConfig{}.min_field_radius) absl::StrAppend(&key, ",min_field_radius=", KeyNumber(c.min_field_radius));
-  if (c.sample_triangles) absl::StrAppend(&key, ",sample_triangles");
+  if (!c.sample_triangles) absl::StrAppend(&key, ",no_sample_triangles");
+  if (c.sample_triangles && c.track_sampled_pieces) absl::StrAppend(&key, ",track_sampled_pieces");
   return key;
 }
 
@@ -88,10 +89,13 @@ constexpr ParamSpec kImplicitSpecs[] = {
     {"min_field_radius", ParamSpec::Type::kNumber, "0.3",
      "pieces whose field's support radius is below this fraction of the rig's mean keep the initial skinning "
      "(untracked); 0 tracks every piece, [0, 1]"},
-    {"sample_triangles", ParamSpec::Type::kFlag, "false",
+    {"sample_triangles", ParamSpec::Type::kFlag, "true",
      "preparation: a bone whose piece has fewer than 16 distinct vertices between its culling planes (a low-poly "
-     "mesh) and goes round its bone gets a field fitted on points drawn over its triangles; off, it keeps the "
-     "initial skinning"},
+     "mesh) and goes round its bone gets a field fitted on points drawn over its triangles, which other pieces' "
+     "skin stops at; off, such a piece has no field"},
+    {"track_sampled_pieces", ParamSpec::Type::kFlag, "false",
+     "preparation: the skin of the pieces sample_triangles gave fields is tracked too; off, it keeps the initial "
+     "skinning"},
     {"contact_gate_open", ParamSpec::Type::kNumber, "0",
      "elastic: the cosine between two fields' gradients below which a node's own-side term against the other "
      "piece starts to act (0: face-to-face contacts only; 0.5 also side-on ones), (-0.2, 1]"},
@@ -144,6 +148,7 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
       .Count("max_substeps", p->max_substeps, 1, 1024)
       .Number("min_field_radius", p->min_field_radius, 0, 1)
       .Flag("sample_triangles", p->sample_triangles)
+      .Flag("track_sampled_pieces", p->track_sampled_pieces)
       .Number("contact_gate_open", p->contact_gate_open, -0.2, 1, /*open_lo=*/true)
       .Flag("average_stalled_relaxations", p->average_stalled_relaxations)
       .Number("relaxation_tolerance", p->relaxation_tolerance, 0, 0.1);
@@ -230,7 +235,10 @@ std::string ImplicitModel::Summary() const {
   const size_t drawn = size_t(std::count_if(fields.begin(), fields.end(), [](const BoneField& f) { return f.drawn; }));
   const size_t tracked = size_t(std::count(in_field.begin(), in_field.end(), uint8_t{1}));
   std::string s = absl::StrCat(fields.size(), " bone fields");
-  if (drawn > 0) absl::StrAppend(&s, " (", drawn, " fitted on points of their triangles)");
+  if (drawn > 0) {
+    absl::StrAppend(&s, " (", drawn, " fitted on points of their triangles",
+                    track_sampled_pieces || drawn == fields.size() ? "" : ", their skin untracked", ")");
+  }
   if (thin_fields > 0) absl::StrAppend(&s, ", ", thin_fields, " of them too thin to track (min_field_radius)");
   if (pieces_without_field > 0) {
     absl::StrAppend(&s, "; ", pieces_without_field, " pieces of 8 vertices or more without one (too few points between "
@@ -415,7 +423,14 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   std::vector<uint8_t> thin(model->fields.size());
   for (size_t l = 0; l < model->fields.size(); ++l) thin[l] = model->fields[l].radius < model->min_field_radius * mean_radius;
   model->thin_fields = size_t(std::count(thin.begin(), thin.end(), uint8_t{1}));
-  auto trackable = [&](int32_t leaf) { return leaf >= 0 && !thin[leaf]; };
+  model->track_sampled_pieces = sample_triangles && ParamsOf<ImplicitConfig>(config).track_sampled_pieces;
+  // A drawn field (a low-poly piece's) is a contact surface for the others unless its skin is
+  // asked to be tracked (tracked, BCN_Epileptic's neck root moves its head under 1e-6 rad turns),
+  // or every field is drawn (a mesh too coarse for any other: untracked, the method would be DQS).
+  const bool track_drawn = model->track_sampled_pieces || !any_from_vertices;
+  auto trackable = [&](int32_t leaf) {
+    return leaf >= 0 && !thin[leaf] && (!model->fields[size_t(leaf)].drawn || track_drawn);
+  };
   ParallelFor(pool, nn, 256, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       const Eigen::Vector3f p = P3(model->rest, i);

@@ -65,6 +65,7 @@ class ImplicitModel : public Prepared {
   std::vector<uint8_t> in_field;           // 1 when the node is tracked (see PrepareImplicit)
   double min_field_radius = 0;             // ImplicitConfig::min_field_radius it was prepared with
   bool sample_triangles = false;           // ImplicitConfig::sample_triangles it was prepared with
+  bool track_sampled_pieces = false;       // ImplicitConfig::track_sampled_pieces (and sample_triangles)
   std::vector<int32_t> own_leaf;           // field of the node's bone (below), or -1
   // Per field: its support radius over the mean one. Near its surface a field reads f ≈ ½ −
   // (15/16) d / r (d the signed distance, t_r's slope), so s (f − ½) is −(15/16) d / r̄ on every

@@ -1330,6 +1330,11 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
     return absl::FailedPreconditionError(absl::StrCat("implicit.sample_triangles = ", c.sample_triangles ? "true" : "false",
                                                       " needs a preparation made with it (its preparation key differs)"));
   }
+  if ((c.sample_triangles && c.track_sampled_pieces) != model->track_sampled_pieces) {
+    return absl::FailedPreconditionError(absl::StrCat("implicit.track_sampled_pieces = ",
+                                                      c.track_sampled_pieces ? "true" : "false",
+                                                      " needs a preparation made with it (its preparation key differs)"));
+  }
   if (c.rotation_weights == RotationWeights::kHarmonic && model->heat.offsets.size() != model->node_count() + 1) {
     return absl::FailedPreconditionError(
         "implicit.rotation_weights = harmonic needs a preparation made with it (its preparation key differs)");

@@ -682,27 +682,28 @@ TEST(ImplicitSkinning, PiecesAcrossAJointThatOwnsNothingAreNeighbours) {
   EXPECT_TRUE(implicit_device::AdjacentFields(model->parent_field.data(), first, last));
 }
 
-// A mesh too coarse for a field (a limb of 6 rings of 4: a dozen points a bone, 16 needed) is
-// refused saying so, what it offered and what would do (assimp-testmodels' huesitos.fbx, 120
-// triangles, was told "no bone owns enough vertices" while its bones owned 16 to 72); with
-// sample_triangles its bones get fields fitted on points of their triangles, and every node is
-// tracked.
-TEST(ImplicitSkinning, AMeshTooCoarseForAFieldIsRefusedSayingSoAndPreparedWithSampleTriangles) {
+// A mesh too coarse for a field fitted on its vertices (a limb of 6 rings of 4: a dozen points a
+// bone, 16 needed) gets fields fitted on points of its triangles (sample_triangles, the default),
+// and with every field drawn every node is tracked (else the method would be DQS). Without
+// sample_triangles it is refused saying so, what it offered and what would do (assimp-testmodels'
+// huesitos.fbx, 120 triangles, was told "no bone owns enough vertices" while its bones owned 16
+// to 72).
+TEST(ImplicitSkinning, AMeshTooCoarseForVertexFieldsGetsTriangleFieldsAndWithoutThemIsRefusedSayingSo) {
   LimbOptions o;
   o.rings = 6;
   o.segments = 4;
   o.bones = 2;
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(MakeLimb(o)));
-  auto p = PrepareImplicit(*rig, Config("implicit"), nullptr, {});
+  ImplicitConfig vertices_only;
+  vertices_only.sample_triangles = false;
+  auto p = PrepareImplicit(*rig, Config("implicit", vertices_only), nullptr, {});
   ASSERT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition) << p.status();
   const std::string message(p.status().message());
   EXPECT_NE(message.find("2 bones own 8 vertices or more"), std::string::npos) << message;
   EXPECT_NE(message.find("too coarse"), std::string::npos) << message;
   EXPECT_NE(message.find("set sample_triangles"), std::string::npos) << message;
-  ImplicitConfig drawn;
-  drawn.sample_triangles = true;
   for (const std::string method : {"implicit", "elastic-implicit"}) {
-    const DeformerConfig config = Config(method, drawn);
+    const DeformerConfig config = Config(method);
     auto prepared = PrepareImplicit(*rig, config, nullptr, {});
     ASSERT_TRUE(prepared.ok()) << prepared.status();
     const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
@@ -716,9 +717,16 @@ TEST(ImplicitSkinning, AMeshTooCoarseForAFieldIsRefusedSayingSoAndPreparedWithSa
     auto d = CreateImplicitDeformer(rig, model, config);
     ASSERT_TRUE(d.ok()) << d.status();
     // A session asking otherwise than its preparation is refused, naming the setting.
-    auto other = CreateImplicitDeformer(rig, model, Config(method));
-    ASSERT_FALSE(other.ok());
-    EXPECT_NE(std::string(other.status().message()).find("sample_triangles"), std::string::npos) << other.status();
+    for (const bool track : {false, true}) {
+      ImplicitConfig other_config;
+      other_config.sample_triangles = track;
+      other_config.track_sampled_pieces = track;
+      auto other = CreateImplicitDeformer(rig, model, Config(method, other_config));
+      ASSERT_FALSE(other.ok());
+      EXPECT_NE(std::string(other.status().message()).find(track ? "track_sampled_pieces" : "sample_triangles"),
+                std::string::npos)
+          << other.status();
+    }
   }
 }
 
@@ -1210,10 +1218,16 @@ TEST(ImplicitSkinning, Validation) {
   EXPECT_NE(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", all_pieces)));
   EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", all_pieces)).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  // So is sample_triangles (which pieces get fields).
-  ImplicitConfig drawn;
-  drawn.sample_triangles = true;
-  EXPECT_NE(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", drawn)));
+  // So are sample_triangles (which pieces get fields) and track_sampled_pieces (whether their
+  // skin is tracked); the second means nothing without the first.
+  ImplicitConfig vertices_only;
+  vertices_only.sample_triangles = false;
+  ImplicitConfig tracked;
+  tracked.track_sampled_pieces = true;
+  EXPECT_NE(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", vertices_only)));
+  EXPECT_NE(ImplicitKey(Config("elastic-implicit")), ImplicitKey(Config("elastic-implicit", tracked)));
+  tracked.sample_triangles = false;
+  EXPECT_EQ(ImplicitKey(Config("elastic-implicit", vertices_only)), ImplicitKey(Config("elastic-implicit", tracked)));
   ImplicitConfig too_large;
   too_large.min_field_radius = 1.5;
   EXPECT_EQ(CreateImplicitDeformer(f.rig, model, Config("elastic-implicit", too_large)).status().code(),

@@ -275,12 +275,27 @@ TEST(ImplicitAsset, QuadrupedWithMirrorSeamsPlaysItsClipWithoutTearing) {
   auto prepared = PrepareImplicit(*rig, config, &pool, {});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
-  // Its low-poly torso: 12 pieces without a field, and the preparation says so and what fits them.
-  EXPECT_EQ(model->pieces_without_field, 12u);
-  EXPECT_NE(model->Summary().find("12 pieces of 8 vertices or more without one (too few points between their joints; "
-                                  "sample_triangles fits low-poly ones)"),
-            std::string::npos)
+  // Its low-poly torso: 12 pieces too sparse for a field fitted on their vertices; 7 of them get
+  // one fitted on points of their triangles (sample_triangles, the default), as contact surfaces
+  // (their skin untracked), and the preparation says so. Without sample_triangles the 12 have none
+  // and it says what fits them.
+  EXPECT_EQ(model->pieces_without_field, 5u);
+  EXPECT_NE(model->Summary().find("7 fitted on points of their triangles, their skin untracked"), std::string::npos)
       << model->Summary();
+  {
+    ImplicitConfig vertices_only;
+    vertices_only.sample_triangles = false;
+    DeformerConfig without = config;
+    without.params = std::make_shared<ImplicitConfig>(vertices_only);
+    auto bare = PrepareImplicit(*rig, without, &pool, {});
+    ASSERT_TRUE(bare.ok()) << bare.status();
+    const auto& bare_model = dynamic_cast<const ImplicitModel&>(**bare);
+    EXPECT_EQ(bare_model.pieces_without_field, 12u);
+    EXPECT_NE(bare_model.Summary().find("12 pieces of 8 vertices or more without one (too few points between their "
+                                        "joints; sample_triangles fits low-poly ones)"),
+              std::string::npos)
+        << bare_model.Summary();
+  }
   const std::vector<uint32_t> rep = WeldSeams(rig->positions, rig->triangles, RestWeldTolerance(rig->positions));
   size_t near_copies = 0;
   for (size_t v = 0; v < rep.size(); ++v) {

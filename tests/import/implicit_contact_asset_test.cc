@@ -183,7 +183,7 @@ struct Row {
 
 // Bends `joint` (towards `end`) of `rig` to 90°, 120° and 150° in the plane of its bones (or
 // about `bend_axis`: BendJointAbout) and measures DQS, implicit, and elastic skinning (with the
-// session settings `elastic`, whose sample_triangles the preparation and implicit share) driven
+// session settings `elastic`, whose preparation settings implicit shares) driven
 // from the rest pose in 10° steps and in one jump; prints the
 // table. The radius: the median distance
 // from the parent bone's axis of the skin weighted mostly to the parent and its parent, over the
@@ -199,9 +199,11 @@ std::map<int, Row> BendAndMeasure(const std::shared_ptr<const Rig>& rig, const s
   EXPECT_GE(end, 0) << end_name;
   if (joint < 0 || end < 0) return rows;
   ThreadPool pool(2);
-  // The preparation's settings come with `elastic` (sample_triangles); implicit shares them.
+  // The preparation's settings come with `elastic` (sample_triangles, track_sampled_pieces);
+  // implicit shares them.
   ImplicitConfig prepared_with;
   prepared_with.sample_triangles = elastic.sample_triangles;
+  prepared_with.track_sampled_pieces = elastic.track_sampled_pieces;
   DeformerConfig preparation = Config("implicit");
   preparation.params = std::make_shared<ImplicitConfig>(prepared_with);
   auto prepared = PrepareImplicit(*rig, preparation, &pool, {});
@@ -723,8 +725,9 @@ TEST(ImplicitContactAsset, BcnBentAboutItsClipsAxesElasticMeetsTheSkinsTo150InEv
 // A second character, and a quadruped: Testwuson.X (assimp-testmodels; 11 196 vertices, its mirror
 // seams welded as in core/geometry/weld.h) bent at its left hind knee (HindLeg_L_03, 31° at rest)
 // and left fore knee (ForeLeg_L_04, 7°), in the plane of the bones and about the axis its clip
-// turns each about, with the defaults and with sample_triangles. Measured 2026-12-05 (contact
-// crossing over R, elastic in 10° steps / one jump, at 90° / 120° / 150°; DQS and implicit beside):
+// turns each about, without sample_triangles and with the defaults. Measured 2026-12-05 (contact
+// crossing over R, elastic in 10° steps / one jump, at 90° / 120° / 150°; DQS and implicit beside),
+// without sample_triangles:
 //   hind knee        0 / 0, 0 / 0, 0.258 / 0.264 (crease 0 / 0); DQS 0, 0.152, 0.350; implicit 0, 0.047, 0.063
 //   fore knee        0 / 0, 0.029 / 0.028, 0.764 / 0.764 (crease 0.026); DQS 0.191, 0.362, 0.622; implicit 0, 0.140, 0.681
 //   hind, clip axis  0 / 0, 0 / 0, 0.259 / 0.258 (crease 0.028 / 0.027); DQS 0, 0.193, 0.417; implicit 0, 0.066, 0.049
@@ -733,13 +736,15 @@ TEST(ImplicitContactAsset, BcnBentAboutItsClipsAxesElasticMeetsTheSkinsTo150InEv
 // the four do not: the paw, a third piece 4–4.7 radii from the joint, is driven side-on into the
 // rump (hind: v2844, in Spine_Back01's field 0.45 against its own 0.35, gradients' cosine 0.17)
 // or the chest (fore: v4040, Spine_Front02 and Neck) — where Testwuson's low-poly torso has
-// pieces without a field (4–14 distinct vertices between their culling planes, 16 needed), whose
-// skin keeps DQS and holds nothing back. With sample_triangles those pieces get fields fitted on
-// points of their triangles (its torso and upper forelegs; core/implicit/bone_fields.h) and the
-// paws meet them: 150° reads hind 0.061 / 0.062 (crease 0), fore 0.024 / 0.025, hind on the clip's
-// axis 0.049 / 0.047, fore on it 0.020 / 0.020 — the fore knee within the 0.05 R in both
-// planes, the hind knee 0.01 R beyond it in the rest plane. Folds in the crease (elastic in steps;
-// implicit; DQS) at 90° / 120° / 150°, defaults: hind 0 / 19 / 18 (0 / 13 / 30; 8 / 44 / 68), fore
+// pieces without a field fitted on vertices (4–14 distinct vertices between their culling planes,
+// 16 needed). With sample_triangles (the default) those pieces get fields fitted on points of
+// their triangles (its torso and upper forelegs; core/implicit/bone_fields.h), composed with the
+// others while their own skin keeps DQS, and the paws meet them: 150° reads hind 0.061 / 0.062
+// (crease 0), fore 0.024 / 0.024, hind on the clip's axis 0.049 / 0.047, fore on it 0.025 / 0.025
+// (with track_sampled_pieces 0.061 / 0.062, 0.024 / 0.025, 0.049 / 0.047, 0.020 / 0.020) — the
+// fore knee within the 0.05 R in both planes, the hind knee 0.01 R beyond it in the rest
+// plane. Folds in the crease (elastic in steps; implicit; DQS) at 90° / 120° / 150°, without
+// sample_triangles (with it the same, but implicit's 12 at the fore knee's 120° on the clip's axis): hind 0 / 19 / 18 (0 / 13 / 30; 8 / 44 / 68), fore
 // 6 / 12 / 0 (0 / 24 / 102; 43 / 79 / 127), hind on the clip's axis 0 / 19 / 7 (0 / 13 / 44), fore
 // on it 6 / 6 / 0 (0 / 17 / 72): at 90° the fore knee keeps one welded node 0.17–0.32 R inside
 // (v3614, 0.94 radii from the joint, on its own surface, as BCN_Epileptic's knees), and at 120° the
@@ -753,7 +758,7 @@ TEST(ImplicitContactAsset, TestwusonKneesBentTo150ElasticHoldsEveryCreaseTheSkin
   for (const bool sample_triangles : {false, true}) {
     ImplicitConfig elastic;
     elastic.sample_triangles = sample_triangles;
-    const std::string setting = sample_triangles ? ", sample_triangles" : "";
+    const std::string setting = sample_triangles ? "" : ", no sample_triangles";
     for (const auto& [joint, end, name, clip_axis] :
          {std::tuple{"HindLeg_L_03", "HindLeg_L_04", "Testwuson hind knee", false},
           {"ForeLeg_L_04", "ForeLeg_L_05", "Testwuson fore knee", false},
