@@ -62,13 +62,15 @@ struct ImplicitConfig : MethodParams {
   // bone gets a field fitted on points drawn over the piece's triangles, as the thesis samples
   // "the sub-mesh surface"; off, such pieces have no field (nothing meets them). The field joins
   // the composition, so other pieces' skin stops at it: on Testwuson.X bent to 150° the paws that
-  // meet the chest and rump side-on cross them by 0.06 R instead of 0.76 R and 0.26 R. The piece's
-  // own skin keeps the initial skinning unless track_sampled_pieces. docs/implicit-skinning.md,
-  // step 2. A rig with no such piece prepares as with it off.
+  // meet the chest and rump side-on cross them by 0.024–0.062 R instead of 0.26–0.76 R. The
+  // piece's own skin keeps the initial skinning unless track_sampled_pieces, or every field is
+  // drawn (a mesh too coarse for any other). docs/implicit-skinning.md, step 2. A rig with no such
+  // piece prepares as with it off.
   bool sample_triangles = true;
   // Preparation: the skin of the pieces sample_triangles gave fields is tracked too (marched to
-  // its field, relaxed by the elastic method) instead of keeping the initial skinning. Testwuson.X:
-  // its clip's deepest new fold under the elastic method 0.052 of a radius instead of 0.080. Not
+  // its field, relaxed by the elastic method) instead of keeping the initial skinning; nothing
+  // without sample_triangles. Testwuson.X: its clip's deepest new fold under the elastic method
+  // 0.052 of a radius instead of 0.077. Not
   // the default: on BCN_Epileptic it tracks the neck's root, and at 2.4–2.8 s of its clip the head
   // then moves by up to 1.5e-2 of the diagonal under 1e-6 rad turns.
   bool track_sampled_pieces = false;

@@ -95,7 +95,7 @@ constexpr ParamSpec kImplicitSpecs[] = {
      "skin stops at; off, such a piece has no field"},
     {"track_sampled_pieces", ParamSpec::Type::kFlag, "false",
      "preparation: the skin of the pieces sample_triangles gave fields is tracked too; off, it keeps the initial "
-     "skinning"},
+     "skinning (tracked anyway when every field is drawn; nothing without sample_triangles)"},
     {"contact_gate_open", ParamSpec::Type::kNumber, "0",
      "elastic: the cosine between two fields' gradients below which a node's own-side term against the other "
      "piece starts to act (0: face-to-face contacts only; 0.5 also side-on ones), (-0.2, 1]"},

@@ -282,6 +282,27 @@ TEST(ImplicitAsset, QuadrupedWithMirrorSeamsPlaysItsClipWithoutTearing) {
   EXPECT_EQ(model->pieces_without_field, 5u);
   EXPECT_NE(model->Summary().find("7 fitted on points of their triangles, their skin untracked"), std::string::npos)
       << model->Summary();
+  auto tracked_nodes = [](const ImplicitModel& m, bool on_drawn) {
+    size_t n = 0;
+    for (size_t i = 0; i < m.node_count(); ++i) {
+      n += m.in_field[i] && m.own_leaf[i] >= 0 && m.fields[size_t(m.own_leaf[i])].drawn == on_drawn;
+    }
+    return n;
+  };
+  EXPECT_EQ(tracked_nodes(*model, true), 0u) << "a drawn piece's skin keeps DQS by default";
+  EXPECT_GT(tracked_nodes(*model, false), 1000u);
+  {
+    // Tracked on request: the drawn pieces' skin joins the tracked nodes.
+    ImplicitConfig tracked;
+    tracked.track_sampled_pieces = true;
+    DeformerConfig with = config;
+    with.params = std::make_shared<ImplicitConfig>(tracked);
+    auto all = PrepareImplicit(*rig, with, &pool, {});
+    ASSERT_TRUE(all.ok()) << all.status();
+    const auto& all_model = dynamic_cast<const ImplicitModel&>(**all);
+    EXPECT_GT(tracked_nodes(all_model, true), 50u);
+    EXPECT_EQ(all_model.Summary().find("their skin untracked"), std::string::npos) << all_model.Summary();
+  }
   {
     ImplicitConfig vertices_only;
     vertices_only.sample_triangles = false;
