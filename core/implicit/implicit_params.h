@@ -70,9 +70,9 @@ struct ImplicitConfig : MethodParams {
   // Preparation: the skin of the pieces sample_triangles gave fields is tracked too (marched to
   // its field, relaxed by the elastic method) instead of keeping the initial skinning; nothing
   // without sample_triangles. Testwuson.X: its clip's deepest new fold under the elastic method
-  // 0.052 of a radius instead of 0.077. Not
-  // the default: on BCN_Epileptic it tracks the neck's root, and at 2.4–2.8 s of its clip the head
-  // then moves by up to 1.5e-2 of the diagonal under 1e-6 rad turns.
+  // 0.052 of a radius instead of 0.077. Not the default: on BCN_Epileptic it tracks the neck's
+  // root, and at 2.4–2.8 s of its clip the head then moves by up to 1.5e-2 of the diagonal under
+  // 1e-6 rad turns.
   bool track_sampled_pieces = false;
   // Elastic: the cosine between two fields' gradients below which a node's own-side term against
   // the other piece starts to act (its contact gate, implicit_device::ContactGateOfCosine; full

@@ -291,32 +291,28 @@ TEST(ImplicitAsset, QuadrupedWithMirrorSeamsPlaysItsClipWithoutTearing) {
   };
   EXPECT_EQ(tracked_nodes(*model, true), 0u) << "a drawn piece's skin keeps DQS by default";
   EXPECT_GT(tracked_nodes(*model, false), 1000u);
-  {
-    // Tracked on request: the drawn pieces' skin joins the tracked nodes.
-    ImplicitConfig tracked;
-    tracked.track_sampled_pieces = true;
-    DeformerConfig with = config;
-    with.params = std::make_shared<ImplicitConfig>(tracked);
-    auto all = PrepareImplicit(*rig, with, &pool, {});
-    ASSERT_TRUE(all.ok()) << all.status();
-    const auto& all_model = dynamic_cast<const ImplicitModel&>(**all);
-    EXPECT_GT(tracked_nodes(all_model, true), 50u);
-    EXPECT_EQ(all_model.Summary().find("their skin untracked"), std::string::npos) << all_model.Summary();
-  }
-  {
-    ImplicitConfig vertices_only;
-    vertices_only.sample_triangles = false;
-    DeformerConfig without = config;
-    without.params = std::make_shared<ImplicitConfig>(vertices_only);
-    auto bare = PrepareImplicit(*rig, without, &pool, {});
-    ASSERT_TRUE(bare.ok()) << bare.status();
-    const auto& bare_model = dynamic_cast<const ImplicitModel&>(**bare);
-    EXPECT_EQ(bare_model.pieces_without_field, 12u);
-    EXPECT_NE(bare_model.Summary().find("12 pieces of 8 vertices or more without one (too few points between their "
-                                        "joints; sample_triangles fits low-poly ones)"),
-              std::string::npos)
-        << bare_model.Summary();
-  }
+  // The same rig prepared with other settings.
+  auto prepared_with = [&](void (*set)(ImplicitConfig&)) -> std::shared_ptr<const ImplicitModel> {
+    auto params = std::make_shared<ImplicitConfig>();
+    set(*params);
+    DeformerConfig other = config;
+    other.params = params;
+    auto p = PrepareImplicit(*rig, other, &pool, {});
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? std::dynamic_pointer_cast<const ImplicitModel>(*p) : nullptr;
+  };
+  // Tracked on request: the drawn pieces' skin joins the tracked nodes.
+  const auto all = prepared_with([](ImplicitConfig& c) { c.track_sampled_pieces = true; });
+  ASSERT_NE(all, nullptr);
+  EXPECT_GT(tracked_nodes(*all, true), 50u);
+  EXPECT_EQ(all->Summary().find("their skin untracked"), std::string::npos) << all->Summary();
+  const auto bare = prepared_with([](ImplicitConfig& c) { c.sample_triangles = false; });
+  ASSERT_NE(bare, nullptr);
+  EXPECT_EQ(bare->pieces_without_field, 12u);
+  EXPECT_NE(bare->Summary().find("12 pieces of 8 vertices or more without one (too few points between their joints; "
+                                 "sample_triangles fits low-poly ones)"),
+            std::string::npos)
+      << bare->Summary();
   const std::vector<uint32_t> rep = WeldSeams(rig->positions, rig->triangles, RestWeldTolerance(rig->positions));
   size_t near_copies = 0;
   for (size_t v = 0; v < rep.size(); ++v) {
