@@ -321,13 +321,13 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   // mouth corners, beside its jaw).
   const bool any_from_vertices =
       std::any_of(fields->begin(), fields->end(), [](const BoneField& f) { return !f.drawn; });
+  // Counted in the scale: the fields fitted on vertices, or every field where none is.
+  auto in_scale = [&](const BoneField& f) { return !f.drawn || !any_from_vertices; };
   auto scale_of = [&](std::span<const BoneField> list) {
-    const size_t counted = size_t(std::count_if(list.begin(), list.end(), [&](const BoneField& f) {
-      return !f.drawn || !any_from_vertices;
-    }));
+    const size_t counted = size_t(std::count_if(list.begin(), list.end(), in_scale));
     double mean = 0;
     for (const BoneField& f : list) {
-      if (!f.drawn || !any_from_vertices) mean += f.radius / double(counted);
+      if (in_scale(f)) mean += f.radius / double(counted);
     }
     return mean;
   };
