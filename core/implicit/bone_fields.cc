@@ -5,6 +5,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/geometry/mesh_quality.h"
@@ -162,35 +163,49 @@ bool WrapsItsBone(const Rig& rig, const PieceSurface& piece, const Eigen::Vector
 // piece's skin goes round its bone (WrapsItsBone) and options.surface_samples > 0, they are points
 // drawn over the piece's triangles instead, as the thesis samples "the sub-mesh surface" (§2.2):
 // a vertex is such a point, and a dense mesh offers enough of them.
+// With `joint` (a free start, FitBoneFields: b0 lies behind the bone's joint), the samples are
+// those the fit at the joint takes, the same points, and a disk as dense over the piece's
+// vertices behind the joint's culling plane down to the band at b0 (at most target_samples of
+// them), so the HRBF changes where the piece was left out and as little as added samples allow
+// elsewhere; its grid (FieldGrid) spans the longer bone, as coarse along it as its length.
 absl::StatusOr<PieceFit> FitPiece(const Rig& rig, std::span<const Eigen::Vector3d> normals,
                                   std::span<const uint32_t> piece, const PieceSurface& surface,
                                   const Eigen::Vector3d& b0, const Eigen::Vector3d& b1,
-                                  const BoneFieldOptions& options, double min_gap) {
-  const int joint = surface.joint;
+                                  const BoneFieldOptions& options, double min_gap,
+                                  const Eigen::Vector3d* joint = nullptr) {
+  const int bone = surface.joint;
   PieceFit fit;
   BoneField field;
-  field.joint = joint;
+  field.joint = bone;
   field.b0 = b0;
   field.b1 = b1;
   const Eigen::Vector3d ab = field.b1 - field.b0;
-  const double len2 = std::max(ab.squaredNorm(), 1e-300);
-  auto between_planes = [&](const Eigen::Vector3d& x) {  // Eq. 4.2
-    const double t = (x - field.b0).dot(ab) / len2;
+  // The culling planes (Eq. 4.2) of the bone from its joint; a free start's band at b0 as wide.
+  const Eigen::Vector3d start = joint ? *joint : b0, along = b1 - start;
+  const double len2 = std::max(along.squaredNorm(), 1e-300);
+  auto between_planes = [&](const Eigen::Vector3d& x) {
+    const double t = (x - start).dot(along) / len2;
     return t > options.cull && t < 1 - options.cull;
+  };
+  auto behind_joint = [&](const Eigen::Vector3d& x) {  // a free start's: between b0's band and the joint's
+    const double t = (x - start).dot(along) / len2;
+    return joint && t <= options.cull && (x - b0).dot(along) / len2 > options.cull;
   };
   const size_t enough = size_t(std::max(options.min_samples, 4));
   // Poisson disk by dart throwing over the candidates in a seeded order: the minimum distance
   // shrinks until about the target count is reached, or to min_gap (then every point is taken).
+  double rmin_taken = min_gap;  // the disk's last distance
   auto disk = [&](std::vector<SurfacePoint>& order) {
-    std::shuffle(order.begin(), order.end(), std::mt19937(options.seed + static_cast<uint32_t>(joint)));
+    std::shuffle(order.begin(), order.end(), std::mt19937(options.seed + static_cast<uint32_t>(bone)));
     Eigen::Vector3d lo = order[0].x, hi = lo;
     for (const SurfacePoint& p : order) {
       lo = lo.cwiseMin(p.x);
       hi = hi.cwiseMax(p.x);
     }
     std::vector<const SurfacePoint*> chosen;
-    const double start = std::max((hi - lo).norm() / 2, min_gap);
-    for (double rmin = start; rmin > 1e-12; rmin = std::max(rmin * 0.8, min_gap)) {
+    const double first = std::max((hi - lo).norm() / 2, min_gap);
+    for (double rmin = first; rmin > 1e-12; rmin = std::max(rmin * 0.8, min_gap)) {
+      rmin_taken = rmin;
       chosen.clear();
       for (const SurfacePoint& p : order) {
         bool far_enough = true;
@@ -215,11 +230,31 @@ absl::StatusOr<PieceFit> FitPiece(const Rig& rig, std::span<const Eigen::Vector3
   }
   std::vector<const SurfacePoint*> chosen;
   if (candidates.size() >= enough) chosen = disk(candidates);
+  std::vector<SurfacePoint> behind;
+  if (joint && !chosen.empty()) {
+    for (uint32_t v : piece) {
+      const Eigen::Vector3d x = Point(rig.positions, v);
+      if (behind_joint(x) && normals[v].norm() > 0) behind.push_back({x, normals[v]});
+    }
+    std::shuffle(behind.begin(), behind.end(), std::mt19937(options.seed + static_cast<uint32_t>(bone)));
+    // As far apart as the disk's samples, wider where that takes more than target_samples (a
+    // disk that ran to min_gap takes every point: a dense piece reaching far back would make
+    // thousands of samples and a dense system of four times as many unknowns).
+    const size_t at_joint = chosen.size();
+    for (double rmin = rmin_taken;; rmin *= 1.25) {
+      chosen.resize(at_joint);
+      for (const SurfacePoint& p : behind) {
+        auto far_enough = [&](const SurfacePoint* c) { return (c->x - p.x).norm() >= rmin; };
+        if (std::all_of(chosen.begin(), chosen.end(), far_enough)) chosen.push_back(&p);
+      }
+      if (chosen.size() - at_joint <= size_t(std::max(options.target_samples, 0))) break;
+    }
+  }
   // Too few distinct points among the vertices (few of them, or copies of a few: Testwuson.X has
   // 5 vertices a point): points of the piece's triangles instead.
   std::vector<SurfacePoint> drawn;
   if (chosen.size() < size_t(options.min_samples) && options.surface_samples > 0 && WrapsItsBone(rig, surface, ab)) {
-    drawn = SurfaceSamples(rig, normals, surface, options.surface_samples, options.seed + static_cast<uint32_t>(joint));
+    drawn = SurfaceSamples(rig, normals, surface, options.surface_samples, options.seed + static_cast<uint32_t>(bone));
     std::erase_if(drawn, [&](const SurfacePoint& p) { return !between_planes(p.x); });
     if (drawn.size() >= enough) {
       std::vector<const SurfacePoint*> from_surface = disk(drawn);
@@ -249,7 +284,7 @@ absl::StatusOr<PieceFit> FitPiece(const Rig& rig, std::span<const Eigen::Vector3
   nrm.col(chosen.size() + 1) = a;
   auto hrbf = Hrbf::Fit(centers, nrm);
   if (!hrbf.ok()) {
-    return absl::Status(hrbf.status().code(), absl::StrCat("bone ", joint, " (", rig.skeleton.names[size_t(joint)],
+    return absl::Status(hrbf.status().code(), absl::StrCat("bone ", bone, " (", rig.skeleton.names[size_t(bone)],
                                                            "): ", hrbf.status().message()));
   }
   field.hrbf = std::move(*hrbf);
@@ -380,21 +415,81 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
       }
     }
   }
-  std::vector<BoneField> fields;
+  std::vector<int> children(joints, 0);
   for (size_t j = 0; j < joints; ++j) {
-    const auto& piece = pieces[j];
-    if (piece.size() < kMinPieceVertices) continue;
-    ++report->owning;
+    if (rig.skeleton.parents[j] >= 0) ++children[size_t(rig.skeleton.parents[j])];
+  }
+  // The joint across bone j's start: its parent, through joints its segment runs through.
+  auto across_start = [&](size_t j) {
+    int p = rig.skeleton.parents[j];
+    while (p >= 0 && through[size_t(p)]) p = rig.skeleton.parents[size_t(p)];
+    return p;
+  };
+  std::vector<std::optional<BoneField>> fitted(joints);
+  auto bone_end = [&](size_t j) {
     const int end = segment_end(j);
-    const Eigen::Vector3d b1 = end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, piece);
+    return end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, pieces[j]);
+  };
+  // How far piece j reaches back behind its joint, along its bone.
+  auto reach_back = [&](size_t j) {
+    const Eigen::Vector3d a = (bone_end(j) - pos[j]).normalized();
+    double back = 0;
+    for (uint32_t v : pieces[j]) back = std::max(back, -(Point(rig.positions, v) - pos[j]).dot(a));
+    return back;
+  };
+  auto fit_joint = [&](size_t j, bool free_start) -> absl::Status {
+    const auto& piece = pieces[j];
+    const Eigen::Vector3d b1 = bone_end(j);
+    Eigen::Vector3d b0 = pos[j];
+    if (free_start) b0 -= reach_back(j) * (b1 - b0).normalized();  // as a leaf's far end reaches
     const PieceSurface surface{int(j), *segmentation, piece_triangles.empty() ? std::span<const uint32_t>() : piece_triangles[j]};
-    auto fit = FitPiece(rig, normals, piece, surface, pos[j], b1, options, min_gap);
+    auto fit = FitPiece(rig, normals, piece, surface, b0, b1, options, min_gap, free_start ? &pos[j] : nullptr);
     if (!fit.ok()) return fit.status();
-    if (fit->offered > report->most_samples) {
+    if (!free_start && fit->offered > report->most_samples) {
       report->most_samples = fit->offered;
       report->most_samples_joint = int(j);
     }
-    if (fit->field) fields.push_back(std::move(*fit->field));
+    fitted[j] = std::move(fit->field);
+    return absl::OkStatus();
+  };
+  for (size_t j = 0; j < joints; ++j) {
+    if (pieces[j].size() < kMinPieceVertices) continue;
+    ++report->owning;
+    if (auto st = fit_joint(j, false); !st.ok()) return st;
+  }
+  // A bone's start is free where the piece across it owns a skin but got no field and meets no
+  // other there (its joint has this one child): nothing slides against this piece's end, and
+  // the culling (Eq. 4.2) and the closure cap at the joint would leave the skin between them in
+  // no field. Testwuson.X's thighs start at hips of 83–89 vertices without a field; a paw bent
+  // to 150° met the thigh's field 0.061 R inside the hip's skin. Such a bone starts, as a leaf
+  // ends (LeafBoneEnd), as far back as its piece reaches, and is fitted again with the samples
+  // the fit at its joint took and those behind the joint (FitPiece). Drawing all of them anew
+  // instead changed the whole field: the SuperCages Arm's elbow at 150° read 0.023 R instead of
+  // 0.055 (a reselection, not the skin behind the joint), BCN_Epileptic's jaw (B_Neck, without
+  // triangle fields) moved by 4.8e-3 of the diagonal under 1e-6 rad turns (4e-4 this way).
+  if (options.extend_free_starts) {
+    for (size_t j = 0; j < joints; ++j) {
+      // A field drawn over a low-poly piece's triangles stays as it is: the vertices behind the
+      // joint can lift its vertices over min_samples and make it a field of vertices, whose
+      // skin is tracked (BCN_Epileptic's B_Root_Neck_H, refitted anew: its head then moved
+      // 6.8e-3 of the diagonal under a 1e-6 rad turn).
+      if (!fitted[j] || fitted[j]->drawn) continue;
+      const int p = across_start(j);
+      if (p < 0 || children[size_t(p)] != 1 || pieces[size_t(p)].size() < kMinPieceVertices || fitted[size_t(p)]) {
+        continue;
+      }
+      // Within the culling band behind the joint, the closure cap closes the piece, as it does
+      // where two fields meet; beyond it no cap reaches.
+      if (reach_back(j) <= options.cull * (bone_end(j) - pos[j]).norm()) continue;
+      // The field at the joint stays where the refit fails (its samples are the first fit's, so
+      // it has a field, unless the added ones make the system singular).
+      std::optional<BoneField> at_joint = std::exchange(fitted[j], std::nullopt);
+      if (!fit_joint(j, true).ok() || !fitted[j]) fitted[j] = std::move(at_joint);
+    }
+  }
+  std::vector<BoneField> fields;
+  for (auto& f : fitted) {
+    if (f) fields.push_back(std::move(*f));
   }
   return fields;
 }

@@ -28,6 +28,11 @@ struct BoneFieldOptions {
   // points between its culling planes and its skin goes round its bone (a low-poly limb or torso;
   // see FitPiece in bone_fields.cc); 0 (the default): vertices only, as before 2026-12-05.
   size_t surface_samples = 0;
+  // A bone whose start is free (FitBoneFields: the joint across it owns a piece without a field
+  // and has this one child) and whose piece reaches back past its joint farther than the culling
+  // band starts as far back as its piece reaches; false: every bone starts at its joint, as
+  // before 2026-12-05.
+  bool extend_free_starts = true;
   // More bones owning 8 vertices or more (the fields there can be) is RESOURCE_EXHAUSTED, before
   // any is fitted: each field becomes a 32³ grid of value and gradient (512 KB) and costs a fit.
   size_t max_fields = 4096;
@@ -36,7 +41,8 @@ struct BoneFieldOptions {
 struct BoneField {
   int joint = 0;                // the bone = this joint and its segment to its child (through
                                 // children that own no piece)
-  Eigen::Vector3d b0, b1;       // bone ends in rest model space
+  Eigen::Vector3d b0, b1;       // bone ends in rest model space: b0 the joint, or behind it where
+                                // the bone starts free (BoneFieldOptions::extend_free_starts)
   Hrbf hrbf;                    // d: 0 on the piece, negative inside
   double radius = 0;            // support radius r of t_r
   size_t samples = 0;           // surface samples used (closure points excluded)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <tuple>
 
 #include "core/implicit/bone_fields.h"
 #include "core/implicit/field_grid.h"
@@ -300,6 +301,96 @@ TEST(BoneFields, APatchOnOneSideOfItsBoneGetsNoFieldFromItsTriangles) {
     if (middle != fields->end()) {
       EXPECT_TRUE(middle->drawn) << "the control's field comes from drawn points";
     }
+  }
+}
+
+// A piece that reaches back over its parent's bone, where the parent's own piece is too small for
+// a field (Testwuson.X's thighs reach 13 % of their length into hips of 83–89 vertices without
+// one): the bone starts as far back as its piece reaches, and the field is its skin there too.
+// With the bone at its joint (extend_free_starts off, as before 2026-12-05) the culling and the
+// closure cap leave that skin outside every field. Where the parent has a field, or the piece
+// reaches back no farther than the culling band, the bone starts at its joint.
+TEST(BoneFields, APieceReachingBackOverAParentWithoutAFieldIsInItsFieldThere) {
+  LimbOptions o;
+  o.rings = 121;  // 0.025 apart
+  o.segments = 40;
+  o.bones = 3;  // joints at x = 0, 1, 2
+  const Rig limb = testing::BuildOrDie(MakeLimb(o));
+  // Joint 0 owns the rings at x < `parent` (x < 0.05: 80 vertices, none between its culling
+  // planes, no field); joint 1 the skin from `from` to x = 2, joint 2 the rest (and the skin
+  // between `parent` and `from`, which keeps joint 0 without a field where joint 1 starts late).
+  auto segmented = [&](float parent, float from) {
+    Rig rig = limb;
+    AttributeMap seg{"segmentation", 1, {}};
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      const float x = rig.positions[3 * v];
+      seg.values.push_back(x < parent ? 0.f : x >= from && x < 2.0f ? 1.f : 2.f);
+    }
+    rig.attributes.push_back(seg);
+    return rig;
+  };
+  // The worst |f − ½| of joint 1's field over its skin at x in [lo, hi].
+  auto worst_on_skin = [](const Rig& rig, const BoneField& f, double lo, double hi) {
+    double worst = 0;
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+      if (x.x() >= lo && x.x() <= hi) worst = std::max(worst, std::abs(f.Value(x) - 0.5));
+    }
+    return worst;
+  };
+  auto field_of = [](const std::vector<BoneField>& fields, int joint) {
+    return std::find_if(fields.begin(), fields.end(), [&](const BoneField& f) { return f.joint == joint; });
+  };
+  const Rig rig = segmented(0.05f, 0.05f);
+  std::vector<BoneField> fitted[2];  // extended, at the joint
+  for (const bool extend : {true, false}) {
+    BoneFieldOptions options;
+    options.extend_free_starts = extend;
+    auto fields = FitBoneFields(rig, options);
+    ASSERT_TRUE(fields.ok()) << fields.status();
+    ASSERT_EQ(field_of(*fields, 0), fields->end()) << "joint 0's piece has no samples between its planes";
+    const auto f = field_of(*fields, 1);
+    ASSERT_NE(f, fields->end());
+    const double behind = worst_on_skin(rig, *f, 0.15, 0.85);
+    std::printf("extend_free_starts %d: joint 1's bone starts at x = %.3f; |f - 1/2| on its skin behind the joint "
+                "%.3f, in front %.3f\n",
+                int(extend), f->b0.x(), behind, worst_on_skin(rig, *f, 1.2, 1.8));
+    if (extend) {
+      EXPECT_NEAR(f->b0.x(), 0.05, 0.03) << "the bone starts where its piece does";
+      EXPECT_LT(behind, 0.05) << "the piece behind its joint is the field's 0.5 surface";
+    } else {
+      EXPECT_NEAR(f->b0.x(), 1.0, 1e-6);
+      EXPECT_GT(behind, 0.3) << "at its joint, the field leaves the skin behind it out";
+    }
+    EXPECT_LT(worst_on_skin(rig, *f, 1.2, 1.8), 0.05) << "the piece in front of its joint";
+    fitted[extend ? 0 : 1] = std::move(*fields);
+  }
+  // The extended fit keeps the samples the fit at the joint took and adds those behind it: over
+  // the bone's far half the two fields differ by what the added samples move an r³ fit.
+  {
+    const BoneField& a = *field_of(fitted[0], 1);
+    const BoneField& b = *field_of(fitted[1], 1);
+    ASSERT_GT(a.samples, b.samples);
+    double moved = 0;
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      const Eigen::Vector3d x(rig.positions[3 * v], rig.positions[3 * v + 1], rig.positions[3 * v + 2]);
+      const Eigen::Vector3d in(x.x(), 0.5 * x.y(), 0.5 * x.z());  // halfway to the axis
+      if (x.x() < 1.5 || x.x() > 2.0) continue;
+      moved = std::max({moved, std::abs(a.Value(x) - b.Value(x)), std::abs(a.Value(in) - b.Value(in))});
+    }
+    std::printf("%zu samples at the joint, %zu extended; the far half's field moved by %.2e\n", b.samples, a.samples, moved);
+    EXPECT_LT(moved, 1e-2);
+  }
+  // At its joint: reaching back 0.025 (within the culling band, 0.05 of the bone), and where the
+  // parent has a field of its own.
+  for (const auto& [parent, from, why] : {std::tuple{0.05f, 0.96f, "a reach within the culling band is the closure cap's"},
+                                          {0.5f, 0.5f, "the parent's field meets it at the joint"}}) {
+    auto fields = FitBoneFields(segmented(parent, from));
+    ASSERT_TRUE(fields.ok()) << fields.status();
+    EXPECT_EQ(field_of(*fields, 0) != fields->end(), parent > 0.1f) << why;
+    const auto f = field_of(*fields, 1);
+    ASSERT_NE(f, fields->end()) << why;
+    EXPECT_NEAR(f->b0.x(), 1.0, 1e-6) << why;
   }
 }
 

