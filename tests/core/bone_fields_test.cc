@@ -394,5 +394,43 @@ TEST(BoneFields, APieceReachingBackOverAParentWithoutAFieldIsInItsFieldThere) {
   }
 }
 
+// Which starts are free: the joint across a bone's start is found through joints its segment
+// runs through (owning no piece, one child), and it must have this one child — a second child's
+// piece may meet the bone's end there. A four-joint limb (joints at x = 0, 0.75, 1.5, 2.25):
+// joint 0 owns the rings at x < 0.05 (no field), joint 1 nothing, joint 2 the skin from there to
+// x = 2.25; then the same with a fifth joint, a second child of joint 0, owning nothing.
+TEST(BoneFields, AStartIsFreeThroughJointsThatOwnNoPieceAndOnlyWhereTheJointAcrossHasOneChild) {
+  for (const bool second_child : {false, true}) {
+    LimbOptions o;
+    o.rings = 121;
+    o.segments = 40;
+    o.bones = 4;
+    RigInput in = MakeLimb(o);
+    if (second_child) {
+      in.rig.skeleton.names.push_back("side");
+      in.rig.skeleton.parents.push_back(0);
+      Similarity rest;
+      rest.translation = Eigen::Vector3d(0, 1, 0);
+      in.rig.skeleton.rest_local.push_back(rest);
+    }
+    Rig rig = testing::BuildOrDie(std::move(in));
+    AttributeMap seg{"segmentation", 1, {}};
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      const float x = rig.positions[3 * v];
+      seg.values.push_back(x < 0.05f ? 0.f : x < 2.25f ? 2.f : 3.f);
+    }
+    rig.attributes.push_back(seg);
+    auto fields = FitBoneFields(rig);
+    ASSERT_TRUE(fields.ok()) << fields.status();
+    const auto f = std::find_if(fields->begin(), fields->end(), [](const BoneField& b) { return b.joint == 2; });
+    ASSERT_NE(f, fields->end());
+    if (second_child) {
+      EXPECT_NEAR(f->b0.x(), 1.5, 1e-6) << "joint 0's other child may meet joint 2's piece at its start";
+    } else {
+      EXPECT_NEAR(f->b0.x(), 0.05, 0.03) << "joint 1 owns nothing: joint 0 is across joint 2's start";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sinew
