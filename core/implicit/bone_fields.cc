@@ -241,7 +241,7 @@ absl::StatusOr<PieceFit> FitPiece(const Rig& rig, std::span<const Eigen::Vector3
     // disk that ran to min_gap takes every point: a dense piece reaching far back would make
     // thousands of samples and a dense system of four times as many unknowns).
     const size_t at_joint = chosen.size();
-    for (double rmin = rmin_taken;; rmin *= 1.25) {
+    for (double rmin = std::max(rmin_taken, 1e-12);; rmin *= 1.25) {  // (a mesh of one point: min_gap 0)
       chosen.resize(at_joint);
       for (const SurfacePoint& p : behind) {
         auto far_enough = [&](const SurfacePoint* c) { return (c->x - p.x).norm() >= rmin; };
