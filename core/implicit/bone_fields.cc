@@ -449,6 +449,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
       report->most_samples = fit->offered;
       report->most_samples_joint = int(j);
     }
+    if (fit->field) fit->field->free_start = (pos[j] - b0).norm();
     fitted[j] = std::move(fit->field);
     return absl::OkStatus();
   };

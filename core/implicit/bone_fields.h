@@ -46,6 +46,7 @@ struct BoneField {
   Hrbf hrbf;                    // d: 0 on the piece, negative inside
   double radius = 0;            // support radius r of t_r
   size_t samples = 0;           // surface samples used (closure points excluded)
+  double free_start = 0;        // how far behind its joint the bone starts (b0; its start is free)
   bool drawn = false;           // the samples were drawn over the piece's triangles, not its
                                 // vertices (a low-poly piece; BoneFieldOptions::surface_samples)
 

@@ -239,6 +239,11 @@ std::string ImplicitModel::Summary() const {
     absl::StrAppend(&s, " (", drawn, " fitted on points of their triangles",
                     track_sampled_pieces || drawn == fields.size() ? "" : ", their skin untracked", ")");
   }
+  const size_t free_starts =
+      size_t(std::count_if(fields.begin(), fields.end(), [](const BoneField& f) { return f.free_start > 0; }));
+  if (free_starts > 0) {
+    absl::StrAppend(&s, ", ", free_starts, " of them starting behind their joint (no field across it)");
+  }
   if (thin_fields > 0) absl::StrAppend(&s, ", ", thin_fields, " of them too thin to track (min_field_radius)");
   if (pieces_without_field > 0) {
     absl::StrAppend(&s, "; ", pieces_without_field, " pieces of 8 vertices or more without one (too few points between "

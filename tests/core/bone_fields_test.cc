@@ -355,6 +355,7 @@ TEST(BoneFields, APieceReachingBackOverAParentWithoutAFieldIsInItsFieldThere) {
     std::printf("extend_free_starts %d: joint 1's bone starts at x = %.3f; |f - 1/2| on its skin behind the joint "
                 "%.3f, in front %.3f\n",
                 int(extend), f->b0.x(), behind, worst_on_skin(rig, *f, 1.2, 1.8));
+    EXPECT_NEAR(f->free_start, 1.0 - f->b0.x(), 1e-9);
     if (extend) {
       EXPECT_NEAR(f->b0.x(), 0.05, 0.03) << "the bone starts where its piece does";
       EXPECT_LT(behind, 0.05) << "the piece behind its joint is the field's 0.5 surface";
