@@ -384,10 +384,12 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   // Bone ends: the joint's bind position and its segment's end (below; a leaf extends along its
   // parent's direction to its piece's farthest projection).
   const std::vector<Eigen::Vector3d> pos = JointBindPositions(rig);
-  std::vector<int> child(joints, -1);
+  std::vector<int> child(joints, -1), children(joints, 0);  // the first child, how many
   for (size_t j = 0; j < joints; ++j) {
     const int p = rig.skeleton.parents[j];
-    if (p >= 0 && child[p] < 0) child[p] = static_cast<int>(j);
+    if (p < 0) continue;
+    if (child[p] < 0) child[p] = static_cast<int>(j);
+    ++children[size_t(p)];
   }
   const std::vector<uint8_t> through = PassThroughJoints(rig, *segmentation);
   // A bone's segment runs to the first joint below it that owns a piece (or branches, or ends the
@@ -415,10 +417,6 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
       }
     }
   }
-  std::vector<int> children(joints, 0);
-  for (size_t j = 0; j < joints; ++j) {
-    if (rig.skeleton.parents[j] >= 0) ++children[size_t(rig.skeleton.parents[j])];
-  }
   // The joint across bone j's start: its parent, through joints its segment runs through.
   auto across_start = [&](size_t j) {
     int p = rig.skeleton.parents[j];
@@ -426,24 +424,11 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
     return p;
   };
   std::vector<std::optional<BoneField>> fitted(joints);
-  auto bone_end = [&](size_t j) {
-    const int end = segment_end(j);
-    return end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, pieces[j]);
-  };
-  // How far piece j reaches back behind its joint, along its bone.
-  auto reach_back = [&](size_t j) {
-    const Eigen::Vector3d a = (bone_end(j) - pos[j]).normalized();
-    double back = 0;
-    for (uint32_t v : pieces[j]) back = std::max(back, -(Point(rig.positions, v) - pos[j]).dot(a));
-    return back;
-  };
-  auto fit_joint = [&](size_t j, bool free_start) -> absl::Status {
-    const auto& piece = pieces[j];
-    const Eigen::Vector3d b1 = bone_end(j);
-    Eigen::Vector3d b0 = pos[j];
-    if (free_start) b0 -= reach_back(j) * (b1 - b0).normalized();  // as a leaf's far end reaches
+  // Fits piece j on [b0, b1]; b0 behind its joint for a free start (below).
+  auto fit_joint = [&](size_t j, const Eigen::Vector3d& b0, const Eigen::Vector3d& b1) -> absl::Status {
+    const bool free_start = b0 != pos[j];
     const PieceSurface surface{int(j), *segmentation, piece_triangles.empty() ? std::span<const uint32_t>() : piece_triangles[j]};
-    auto fit = FitPiece(rig, normals, piece, surface, b0, b1, options, min_gap, free_start ? &pos[j] : nullptr);
+    auto fit = FitPiece(rig, normals, pieces[j], surface, b0, b1, options, min_gap, free_start ? &pos[j] : nullptr);
     if (!fit.ok()) return fit.status();
     if (!free_start && fit->offered > report->most_samples) {
       report->most_samples = fit->offered;
@@ -456,7 +441,9 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   for (size_t j = 0; j < joints; ++j) {
     if (pieces[j].size() < kMinPieceVertices) continue;
     ++report->owning;
-    if (auto st = fit_joint(j, false); !st.ok()) return st;
+    const int end = segment_end(j);
+    const Eigen::Vector3d b1 = end >= 0 ? pos[size_t(end)] : LeafBoneEnd(rig, pos, j, pieces[j]);
+    if (auto st = fit_joint(j, pos[j], b1); !st.ok()) return st;
   }
   // A bone's start is free where the piece across it owns a skin but got no field and meets no
   // other there (its joint has this one child): nothing slides against this piece's end, and
@@ -479,13 +466,16 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
       if (p < 0 || children[size_t(p)] != 1 || pieces[size_t(p)].size() < kMinPieceVertices || fitted[size_t(p)]) {
         continue;
       }
-      // Within the culling band behind the joint, the closure cap closes the piece, as it does
-      // where two fields meet; beyond it no cap reaches.
-      if (reach_back(j) <= options.cull * (bone_end(j) - pos[j]).norm()) continue;
+      // How far the piece reaches back behind its joint, along its bone. Within the culling band
+      // the closure cap closes the piece, as it does where two fields meet; beyond it no cap reaches.
+      const Eigen::Vector3d b1 = fitted[j]->b1, axis = (b1 - pos[j]).normalized();
+      double back = 0;
+      for (uint32_t v : pieces[j]) back = std::max(back, -(Point(rig.positions, v) - pos[j]).dot(axis));
+      if (back <= options.cull * (b1 - pos[j]).norm()) continue;
       // The field at the joint stays where the refit fails (its samples are the first fit's, so
       // it has a field, unless the added ones make the system singular).
       std::optional<BoneField> at_joint = std::exchange(fitted[j], std::nullopt);
-      if (!fit_joint(j, true).ok() || !fitted[j]) fitted[j] = std::move(at_joint);
+      if (!fit_joint(j, pos[j] - back * axis, b1).ok() || !fitted[j]) fitted[j] = std::move(at_joint);
     }
   }
   std::vector<BoneField> fields;

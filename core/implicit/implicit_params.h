@@ -62,7 +62,7 @@ struct ImplicitConfig : MethodParams {
   // bone gets a field fitted on points drawn over the piece's triangles, as the thesis samples
   // "the sub-mesh surface"; off, such pieces have no field (nothing meets them). The field joins
   // the composition, so other pieces' skin stops at it: on Testwuson.X bent to 150° the paws that
-  // meet the chest and rump side-on cross them by 0.024–0.062 R instead of 0.26–0.76 R. The
+  // meet the chest and rump side-on cross them by 0.024–0.042 R instead of 0.26–0.76 R. The
   // piece's own skin keeps the initial skinning unless track_sampled_pieces, or every field is
   // drawn (a mesh too coarse for any other). docs/implicit-skinning.md, step 2. A rig with no such
   // piece prepares as with it off.
