@@ -58,8 +58,11 @@ DeformerConfig Config(const std::string& method) {
 // its iso value, its own field, the largest other, and per other field not 0 there the own-side
 // depth h, the rest excess it is allowed (implicit_device::OwnSideDepth, RestExcess) and the two
 // fields' gradients' cosine (the elastic method's contact gate is off from 0 and full from
-// −kContactGateCos), starred where the field is an adjacent piece's; and every field whose
-// sphere holds it, marked where the candidate rule left it out. The deepest crease fold also gets
+// −kContactGateCos), starred where the field is an adjacent piece's; every field whose
+// sphere holds it, marked where the candidate rule left it out; how far a tracked vertex has
+// slid over its own piece (in its bone's rest frame) and the iso value of its bone's nearest
+// other rest node there (a slid vertex keeps its own: docs/implicit-skinning-log.md, "A slid node's
+// level"); and where it lies on the largest other piece at rest. The deepest crease fold also gets
 // the skin over it (the nearest triangle beyond its welded one-ring, the bound MeshQuality's
 // depth uses) with its corners explained, and each pose its bend frame (pivot, the two bones'
 // directions, the radius) for slicing the skins SINEW_CONTACT_DUMP writes.
@@ -127,6 +130,23 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
     }
   }
   std::printf("\n");
+  if (own >= 0 && m.in_field[n]) {  // how far it slid over its own piece, and the level of the skin there
+    const implicit_internal::LeafFrame& lf = leaves[size_t(own)];
+    const Eigen::Vector3f r = lf.inv_linear * x + lf.inv_translation;
+    float nearest = INFINITY;
+    uint32_t k = n;
+    for (uint32_t q = 0; q < m.node_count(); ++q) {
+      if (q == n || m.bone[q] != m.bone[n] || !m.in_field[q]) continue;
+      const float d = (implicit_internal::P3(m.rest, q) - r).norm();
+      if (d < nearest) {
+        nearest = d;
+        k = q;
+      }
+    }
+    std::printf("    in its bone's rest frame %.2f radii from its rest point; its bone's nearest other rest "
+                "node there (%.2f radii away) has iso %.3f\n",
+                (r - implicit_internal::P3(m.rest, n)).norm() / radius, nearest / radius, m.iso[k]);
+  }
   if (other_leaf >= 0) {  // where it is on the largest other piece, at rest
     const implicit_internal::LeafFrame& lf = leaves[size_t(other_leaf)];
     const Eigen::Vector3d r = (lf.inv_linear * x + lf.inv_translation).cast<double>();
