@@ -143,9 +143,13 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
         k = q;
       }
     }
-    std::printf("    in its bone's rest frame %.2f radii from its rest point; its bone's nearest other rest "
-                "node there (%.2f radii away) has iso %.3f\n",
-                (r - implicit_internal::P3(m.rest, n)).norm() / radius, nearest / radius, m.iso[k]);
+    const float slid = (r - implicit_internal::P3(m.rest, n)).norm();
+    std::printf("    in its bone's rest frame %.2f radii from its rest point", slid / radius);
+    if (k != n) {  // (a bone with one tracked node has no other)
+      std::printf("; its bone's nearest other rest node there (%.2f radii away) has iso %.3f", nearest / radius,
+                  m.iso[k]);
+    }
+    std::printf("\n");
   }
   if (other_leaf >= 0) {  // where it is on the largest other piece, at rest
     const implicit_internal::LeafFrame& lf = leaves[size_t(other_leaf)];
