@@ -1,6 +1,6 @@
 // sinew-implicit-stability: how far implicit skinning's result moves when its input moves by
 // float rounding (issue 15). Each sequence is played through a method once as given and once per
-// perturbation (every joint of every pose turned by 1e-6 rad about one of four axes, each in its
+// perturbation (every joint of every pose turned by 1e-6 rad (--turn) about one of four axes, each in its
 // own session, as a client whose poses went through other arithmetic would send them); per frame
 // the largest distance of a vertex from the unperturbed result, over the bounding-box diagonal.
 // A method whose output is a continuous function of its input moves by about 1e-6 of the
@@ -14,7 +14,7 @@
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
 //                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]
 //                            [--jobs N] [--tolerance X] [--average-stalled] [--gate-open C]
-//                            [--triangle-fields off|contact|tracked] [--operator-cache DIR]
+//                            [--triangle-fields off|contact|tracked] [--operator-cache DIR] [--turn RADIANS]
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
 // frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
@@ -32,7 +32,11 @@
 // off (no fields for low-poly pieces: the default until 2026-12-05), contact (the default: their
 // fields composed, their skin untracked) or tracked.
 // --operator-cache DIR keeps the composition operators (5 s to build, the same for every rig) in
-// DIR between runs, as the server's cache does (core/implicit/operators.h). A value
+// DIR between runs, as the server's cache does (core/implicit/operators.h). --turn sets the
+// perturbation (1e-6 rad by default, in [0, 0.01]; 0 shows the method deterministic: every move
+// reads 0). A continuous method's moves scale with it; the elastic method's do not (1e-14 rad
+// moves the limb by 1.4e-5 of its diagonal, as 1e-6 does): there the figure is how far the
+// method carries a rounding difference, not a slope (docs/implicit-skinning-log.md). A value
 // out of its setting's range is refused, not clamped. Each sequence ends with a checksum of the
 // unturned session's output bits: a change meant to keep the results (a faster loop, a new
 // layout) shows the same checksum before and after.
@@ -71,6 +75,7 @@ std::optional<RotationWeights> g_rotation_weights;  // --rotation-weights (unset
 std::optional<double> g_tolerance, g_gate_open;     // --tolerance, --gate-open (unset: the defaults)
 bool g_average_stalled = false;                     // --average-stalled
 std::optional<std::string> g_triangle_fields;       // --triangle-fields (unset: the default)
+double g_turn = 1e-6;                               // --turn: radians of each perturbation
 
 DeformerConfig Config(const std::string& method) {
   DeformerConfig c;
@@ -128,10 +133,10 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
   double worst = 0, seconds = 0;
   size_t moved_total = 0;
   uint64_t checksum = 1469598103934665603ull;  // FNV-1a over the unturned session's output bits
-  std::printf("%s, %s (%zu vertices): frame, largest move / diag under 1e-6 rad turns, vertices beyond 1e-4 diag "
+  std::printf("%s, %s (%zu vertices): frame, largest move / diag under %g rad turns, vertices beyond 1e-4 diag "
               "(the worst vertex's heaviest joint; moved vertices per heaviest joint); vertices newly inside the skin "
               "with DQS and with the method (the deepest / diag)\n",
-              s.name.c_str(), method.c_str(), rig.vertex_count());
+              s.name.c_str(), method.c_str(), rig.vertex_count(), g_turn);
   const size_t frames = std::min(first, s.poses.size());
   for (size_t f = 0; f < frames; ++f) {
     if (g_from_rest) {
@@ -140,7 +145,7 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     // Session 0 plays the pose as given, session k + 1 turned about axis k; each writes its own
     // output, so with --jobs they run side by side.
     const auto play = [&](int k) {
-      const Pose p = k == 0 ? s.poses[f] : testing::TurnedPose(s.poses[f], 1e-6, testing::kTurnAxes[k - 1]);
+      const Pose p = k == 0 ? s.poses[f] : testing::TurnedPose(s.poses[f], g_turn, testing::kTurnAxes[k - 1]);
       const auto t0 = std::chrono::steady_clock::now();
       if (!runs[k]->Deform({&p, {}}, outputs[k], nullptr).ok()) std::abort();
       if (k == 0) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -294,6 +299,8 @@ int main(int argc, char** argv) {
                (std::string(argv[i + 1]) == "off" || std::string(argv[i + 1]) == "contact" ||
                 std::string(argv[i + 1]) == "tracked")) {
       g_triangle_fields = argv[++i];
+    } else if (a == "--turn" && i + 1 < argc) {
+      g_turn = Number(a, argv[++i], 0.0, 0.01, /*integer=*/false);
     } else if (a == "--average-stalled") {
       g_average_stalled = true;
     } else if (a == "--rotation-weights" && i + 1 < argc &&
@@ -303,7 +310,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
                            "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest] [--jobs N] "
                            "[--tolerance X] [--average-stalled] [--gate-open C] [--triangle-fields off|contact|tracked] "
-                           "[--operator-cache DIR]\n");
+                           "[--operator-cache DIR] [--turn RADIANS]\n");
       return 2;
     }
   }
