@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""Issue 15's open figures in one run, saved and compared: the elastic method's contact at the
+character joints and its sensitivity, for judging a change to the implicit methods
+(docs/implicit-skinning-log.md) without reading two test logs row by row.
+
+  scripts/implicit_scoreboard.py --save before.json              # the landed code
+  SINEW_EXP_...=1 scripts/implicit_scoreboard.py --against before.json   # a switch of a patch
+
+Two parts, each run from the build tree (--build, default build/):
+  contact     sinew-import-tests --gtest_filter='ImplicitContactAsset.*' (about 70 s on 2 cores):
+              per fixture, angle and method the contact crossing, its crease part and the crease
+              folds (count, deepest), all in the joint's radius R, as the tests print them; and
+              which tests and how many assertions failed;
+  stability   sinew-implicit-stability --method elastic-implicit --jobs 2 at each --bcn-frames
+              sampling of --samplings (default 6-12) and on the limb (about 3 minutes): the
+              worst move over the diagonal under --turn (default 1e-6 rad), the vertex-frames
+              beyond 1e-4 and the output checksum.
+--parts contact or --parts stability runs one. Without --against it prints every elastic row
+and each sampling against the issue's bounds (contact crossing <= 0.05 R, no crease fold at 90°,
+sensitivity <= 1e-4); with --against FILE (an earlier --save) it prints only what changed beyond
+--tolerance (0.003 R; any change of a fold count; any change of a sensitivity figure), old ->
+new, and a count of the rows that got better and worse. Environment switches of experiment
+patches (docs/experiments/) pass through to the programs. Exit status: 0 when the programs ran
+(failing assertions are reported, not an error), 1 when one could not run or printed nothing to
+parse, 2 on bad arguments.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROW = re.compile(
+    r"^(?P<fixture>.*?)\s+(?P<angle>\d+)°\s+(?P<method>dqs|implicit|elastic, 10° steps|elastic, one jump)\s+"
+    r"crossing (?P<crossing>[\d.]+) R, contact crossing (?P<contact>[\d.]+) R \(crease (?P<crease>[\d.]+) R\), "
+    r"inside\s+(?P<inside>\d+), deepest (?P<deepest>[\d.]+) R; in the crease\s+(?P<folds>\d+), "
+    r"deepest (?P<fold_depth>[\d.]+) R$")
+FAILED_TEST = re.compile(r"^\[  FAILED  \] (ImplicitContactAsset\.\w+) \(")
+WORST = re.compile(r"^\s+worst (?P<worst>[\d.e+-]+) of the diagonal, (?P<beyond>\d+) vertex-frames beyond 1e-4")
+CHECKSUM = re.compile(r"^\s+output checksum (?P<sum>[0-9a-f]+)")
+METHOD_SHORT = {"dqs": "dqs", "implicit": "implicit", "elastic, 10° steps": "steps", "elastic, one jump": "jump"}
+
+
+def parse_contact(text):
+    """The rows, failed tests and assertion failures of the contact tests' output."""
+    rows, failed, assertions = {}, [], 0
+    for line in text.splitlines():
+        line = line.rstrip()
+        m = ROW.match(line.strip())
+        if m:
+            key = "%s | %s | %s" % (m["fixture"], m["angle"], METHOD_SHORT[m["method"]])
+            rows[key] = {"contact": float(m["contact"]), "crease": float(m["crease"]), "crossing": float(m["crossing"]),
+                         "folds": int(m["folds"]), "fold_depth": float(m["fold_depth"])}
+        elif line.endswith(": Failure"):
+            assertions += 1
+        else:
+            f = FAILED_TEST.match(line)
+            if f and f[1] not in failed:
+                failed.append(f[1])
+    return {"rows": rows, "failed_tests": failed, "failed_assertions": assertions}
+
+
+def parse_stability(text):
+    """The worst move, vertex-frames beyond 1e-4 and checksum of one sinew-implicit-stability run."""
+    out = {}
+    for line in text.splitlines():
+        m = WORST.match(line)
+        if m:
+            out["worst"], out["beyond"] = float(m["worst"]), int(m["beyond"])
+        c = CHECKSUM.match(line)
+        if c:
+            out["checksum"] = c["sum"]
+    return out if "worst" in out else None
+
+
+def samplings(spec):
+    """'6-12' or '5,9,13' -> [6, ..., 12] or [5, 9, 13]."""
+    try:
+        if "-" in spec:
+            lo, hi = (int(x) for x in spec.split("-", 1))
+            values = list(range(lo, hi + 1))
+        else:
+            values = [int(x) for x in spec.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 or v > 999 for v in values):
+        raise argparse.ArgumentTypeError("expected N-M or N,M,... with each in [1, 999], got %r" % spec)
+    return values
+
+
+def run_order(name):
+    """'bcn 6' before 'bcn 10', the limb last."""
+    return (1, 0) if name == "limb" else (0, int(name.split()[1]))
+
+
+def run(cmd):
+    print("  $ " + " ".join(cmd), file=sys.stderr, flush=True)
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as e:
+        sys.exit("implicit_scoreboard: %s: %s" % (cmd[0], e))
+    return p.returncode, p.stdout
+
+
+def measure(args):
+    result = {"environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("SINEW_")}}
+    if "contact" in args.parts:
+        exe = os.path.join(args.build, "tests", "sinew-import-tests")
+        _, text = run([exe, "--gtest_filter=ImplicitContactAsset.*"])
+        contact = parse_contact(text)
+        if not contact["rows"]:
+            sys.exit("implicit_scoreboard: %s printed no contact rows:\n%s" % (exe, text[-2000:]))
+        result["contact"] = contact
+    if "stability" in args.parts:
+        exe = os.path.join(args.build, "bench", "sinew-implicit-stability")
+        common = ["--method", "elastic-implicit", "--jobs", "2", "--turn", repr(args.turn)]
+        stability = {}
+        for name, extra in [("bcn %d" % n, ["--bcn", "--bcn-frames", str(n)]) for n in args.samplings] + [("limb", ["--limb"])]:
+            rc, text = run([exe] + common + extra)
+            figures = parse_stability(text)
+            if rc != 0 or figures is None:
+                sys.exit("implicit_scoreboard: %s %s failed (%d):\n%s" % (exe, " ".join(extra), rc, text[-2000:]))
+            stability[name] = figures
+        result["stability"] = {"turn": args.turn, "runs": stability}
+    return result
+
+
+def show(result):
+    contact = result.get("contact")
+    if contact:
+        print("contact (elastic rows; R of the joint; * beyond the issue's bound):")
+        for key, r in contact["rows"].items():
+            fixture, angle, method = key.split(" | ")
+            if method not in ("steps", "jump"):
+                continue
+            mark = "*" if r["contact"] > 0.05 or (angle == "90" and r["folds"] > 0) else " "
+            print("  %s %-50s %4s° %-5s contact %.3f crease %.3f folds %3d at %.3f" %
+                  (mark, fixture[:50], angle, method, r["contact"], r["crease"], r["folds"], r["fold_depth"]))
+        print("  failed tests: %s; failed assertions: %d" %
+              (", ".join(contact["failed_tests"]) or "none", contact["failed_assertions"]))
+    stability = result.get("stability")
+    if stability:
+        print("sensitivity (elastic, every joint turned by %g rad; * beyond 1e-4):" % stability["turn"])
+        for name in sorted(stability["runs"], key=run_order):
+            s = stability["runs"][name]
+            print("  %s %-8s worst %.2e, %5d vertex-frames beyond 1e-4, checksum %s" %
+                  ("*" if s["worst"] > 1e-4 else " ", name, s["worst"], s["beyond"], s.get("checksum", "?")))
+
+
+def compare(old, new, tol):
+    better = worse = 0
+    if "contact" in old and "contact" in new:
+        print("contact, changed rows (old -> new):")
+        o, n = old["contact"]["rows"], new["contact"]["rows"]
+        for key in o:
+            if key not in n:
+                print("  missing now: %s" % key)
+                continue
+            a, b = o[key], n[key]
+            changes = []
+            for field in ("contact", "crease"):
+                if abs(a[field] - b[field]) > tol:
+                    changes.append("%s %.3f -> %.3f" % (field, a[field], b[field]))
+                    better, worse = better + (b[field] < a[field]), worse + (b[field] > a[field])
+            if a["folds"] != b["folds"] or abs(a["fold_depth"] - b["fold_depth"]) > 0.01:
+                changes.append("folds %d at %.3f -> %d at %.3f" % (a["folds"], a["fold_depth"], b["folds"], b["fold_depth"]))
+                sa, sb = (a["folds"], a["fold_depth"]), (b["folds"], b["fold_depth"])
+                better, worse = better + (sb < sa), worse + (sb > sa)
+            if changes:
+                print("  %-62s %s" % (key[:62], "; ".join(changes)))
+        for key in n:
+            if key not in o:
+                print("  new: %s" % key)
+        print("  failed tests: %s -> %s; failed assertions %d -> %d" %
+              (", ".join(old["contact"]["failed_tests"]) or "none", ", ".join(new["contact"]["failed_tests"]) or "none",
+               old["contact"]["failed_assertions"], new["contact"]["failed_assertions"]))
+    if "stability" in old and "stability" in new:
+        print("sensitivity (old -> new; turn %g -> %g rad):" % (old["stability"]["turn"], new["stability"]["turn"]))
+        for name in sorted(old["stability"]["runs"], key=run_order):
+            a, b = old["stability"]["runs"][name], new["stability"]["runs"].get(name)
+            if b is None:
+                continue
+            same = a.get("checksum") == b.get("checksum")
+            print("  %-8s %.2e / %d -> %.2e / %d%s" % (name, a["worst"], a["beyond"], b["worst"], b["beyond"],
+                                                       " (the unturned output bit for bit the same)" if same else ""))
+            if b["worst"] != a["worst"]:
+                better, worse = better + (b["worst"] < a["worst"]), worse + (b["worst"] > a["worst"])
+    print("figures better: %d, worse: %d" % (better, worse))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build", help="the build tree (default build/)")
+    ap.add_argument("--parts", default="contact,stability",
+                    type=lambda s: [p for p in s.split(",") if p] or ap.error("--parts: contact, stability or both"),
+                    help="contact, stability or contact,stability (default)")
+    ap.add_argument("--samplings", type=samplings, default=samplings("6-12"),
+                    help="the --bcn-frames samplings of the stability part: N-M or N,M,... (default 6-12)")
+    ap.add_argument("--turn", type=float, default=1e-6, help="radians of the stability part's turns (default 1e-6)")
+    ap.add_argument("--tolerance", type=float, default=0.003, help="R: smaller changes of a crossing are not shown")
+    ap.add_argument("--save", help="write the figures to this JSON file")
+    ap.add_argument("--against", help="compare with a JSON file an earlier --save wrote")
+    args = ap.parse_args()
+    unknown = [p for p in args.parts if p not in ("contact", "stability")]
+    if unknown:
+        ap.error("--parts: unknown part %s (contact, stability)" % ", ".join(unknown))
+    if not (0 <= args.turn <= 0.01):
+        ap.error("--turn: expected a number in [0, 0.01], got %g" % args.turn)
+    old = None
+    if args.against:
+        try:
+            with open(args.against) as f:
+                old = json.load(f)
+        except (OSError, ValueError) as e:
+            ap.error("--against %s: %s" % (args.against, e))
+    result = measure(args)
+    if args.save:
+        with open(args.save, "w") as f:
+            json.dump(result, f, indent=1, sort_keys=True)
+    if old is not None:
+        compare(old, result, args.tolerance)
+    else:
+        show(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
