@@ -19,7 +19,7 @@ Two parts, each run from the build tree (--build, default build/):
 and each sampling against the issue's bounds (contact crossing <= 0.05 R, no crease fold at 90°,
 sensitivity <= 1e-4); with --against FILE (an earlier --save) it prints only what changed beyond
 --tolerance (0.003 R; any change of a fold count; any change of a sensitivity figure), old ->
-new, and a count of the rows that got better and worse. Environment switches of experiment
+new, and how many figures got better and worse. Environment switches of experiment
 patches (docs/experiments/) pass through to the programs. Exit status: 0 when the programs ran
 (failing assertions are reported, not an error), 1 when one could not run or printed nothing to
 parse, 2 on bad arguments.

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """scripts/implicit_scoreboard.py's parsing and comparison on text as the contact tests and the
-stability bench print it (no build needed: the programs' output is fixed here)."""
+stability bench print it, and on lines made from their own printf format strings read from their
+sources (no build needed)."""
 import contextlib
 import io
 import os
