@@ -25,6 +25,8 @@ struct LeafFrame {
   Eigen::Matrix3f gradient;
   Eigen::Vector3f center;  // posed bounding-sphere centre
   float radius2;
+  // The posed point x in the field's rest frame (where its grid is sampled).
+  Eigen::Vector3f ToRest(const Eigen::Vector3f& x) const { return inv_linear * x + inv_translation; }
 };
 
 struct FieldValue {
@@ -36,7 +38,7 @@ struct FieldValue {
 inline FieldValue LeafFieldValue(const ImplicitModel& m, const LeafFrame& lf, size_t leaf, const Eigen::Vector3f& x) {
   FieldValue v;
   Eigen::Vector3f gr;
-  v.f = m.grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation, &gr);
+  v.f = m.grids[leaf].Sample(lf.ToRest(x), &gr);
   v.g = lf.gradient * gr;
   return v;
 }
@@ -71,7 +73,7 @@ class Evaluator {
   void Prefetch(const Eigen::Vector3f& x, const uint16_t* cand, int count) const {
     for (int k = 0; k < count; ++k) {
       const LeafFrame& lf = leaves_[cand[k]];
-      m_.grids[cand[k]].Prefetch(lf.inv_linear * x + lf.inv_translation);
+      m_.grids[cand[k]].Prefetch(lf.ToRest(x));
     }
   }
 

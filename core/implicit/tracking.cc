@@ -89,8 +89,7 @@ class Tracker {
   // f_own < 0.01, about 0.75 r outside that bone's surface, where the grid's support ends.
   bool LeftOwnField(size_t i, const Eigen::Vector3f& x) const {
     const int32_t leaf = m_->own_leaf[i];
-    const LeafFrame& lf = leaves_[leaf];
-    return m_->grids[leaf].Sample(lf.inv_linear * x + lf.inv_translation) < kLeftOwnField;
+    return m_->grids[leaf].Sample(leaves_[leaf].ToRest(x)) < kLeftOwnField;
   }
 
   // Newton projection of the nodes in `active` onto their iso values with the stop rules of

@@ -131,8 +131,7 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
   }
   std::printf("\n");
   if (own >= 0 && m.in_field[n]) {  // how far it slid over its own piece, and the level of the skin there
-    const implicit_internal::LeafFrame& lf = leaves[size_t(own)];
-    const Eigen::Vector3f r = lf.inv_linear * x + lf.inv_translation;
+    const Eigen::Vector3f r = leaves[size_t(own)].ToRest(x);
     float nearest = INFINITY;
     uint32_t k = n;
     for (uint32_t q = 0; q < m.node_count(); ++q) {
@@ -152,8 +151,7 @@ void ExplainVertex(const Rig& rig, const ImplicitModel& m, const std::vector<imp
     std::printf("\n");
   }
   if (other_leaf >= 0) {  // where it is on the largest other piece, at rest
-    const implicit_internal::LeafFrame& lf = leaves[size_t(other_leaf)];
-    const Eigen::Vector3d r = (lf.inv_linear * x + lf.inv_translation).cast<double>();
+    const Eigen::Vector3d r = leaves[size_t(other_leaf)].ToRest(x).cast<double>();
     const BoneField& f = m.fields[size_t(other_leaf)];
     const Eigen::Vector3d joint = JointBindPositions(rig)[size_t(f.joint)];  // b0 where it starts free
     const Eigen::Vector3d axis = (f.b1 - joint).normalized();
