@@ -7,7 +7,8 @@
 // diagonal; a flipped decision (a contact stop, a relaxation that never converges) shows as
 // 1e-3 and more. Also the time a frame takes (1 thread), and per frame how many vertices the
 // input itself drives into the skin: dual quaternion skinning's vertices inside the skin that
-// were not at rest (MeshQuality::new_inside_vertices) and the deepest, beside the method's. A
+// were not at rest (MeshQuality::new_inside_vertices), the deepest and the heaviest joint at it,
+// beside the method's (a method that folds skin DQS keeps clear shows there). A
 // frame whose DQS pushes a piece deeper into another than the piece is thick asks the method to
 // resolve a contact no skin can make (BCN_Epileptic's ponytail through its back at 1.47 s).
 //
@@ -115,6 +116,19 @@ uint32_t HeaviestJoint(const Rig& rig, size_t v) {
   return best;
 }
 
+// Where a frame's deepest new inside vertex is (MeshQuality::new_max_depth, measured per
+// vertex): its heaviest joint, or "-" when no vertex is newly inside.
+std::string DeepestNewInside(const Rig& rig, const MeshQualityMeasure& measure, const MeshQuality& q) {
+  double deepest = 0;
+  size_t at = SIZE_MAX;
+  for (size_t v = 0; v < q.depth.size(); ++v) {
+    if (measure.inside_at_rest()[v] || !(q.depth[v] > q.depth_tolerance) || q.depth[v] <= deepest) continue;
+    deepest = q.depth[v];
+    at = v;
+  }
+  return at == SIZE_MAX ? "-" : rig.skeleton.names[HeaviestJoint(rig, at)];
+}
+
 // Plays the sequence and its four perturbed copies, prints a row per frame (the largest move,
 // the vertices moved beyond 1e-4 of the diagonal and, per heaviest joint, how many) and returns
 // the worst frame's move over the diagonal.
@@ -135,7 +149,7 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
   uint64_t checksum = 1469598103934665603ull;  // FNV-1a over the unturned session's output bits
   std::printf("%s, %s (%zu vertices): frame, largest move / diag under %g rad turns, vertices beyond 1e-4 diag "
               "(the worst vertex's heaviest joint; moved vertices per heaviest joint); vertices newly inside the skin "
-              "with DQS and with the method (the deepest / diag)\n",
+              "with DQS and with the method (the deepest / diag at its vertex's heaviest joint)\n",
               s.name.c_str(), method.c_str(), rig.vertex_count(), g_turn);
   const size_t frames = std::min(first, s.poses.size());
   for (size_t f = 0; f < frames; ++f) {
@@ -191,9 +205,10 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     std::printf("  %-12s %.2e  %zu  (worst at %s)", s.labels[f].c_str(), frame_max, beyond, worst_joint.c_str());
     for (const auto& [n, c] : joints_beyond) std::printf(" %s:%zu", n.c_str(), c);
     if (!(*dqs_run)->Deform({&s.poses[f], {}}, dqs, nullptr).ok()) std::abort();
-    const MeshQuality qd = quality.Measure(dqs, nullptr), qm = quality.Measure(base, nullptr);
-    std::printf("; inside: DQS %u (%.1e), method %u (%.1e)\n", qd.new_inside_vertices, qd.new_max_depth / diag,
-                qm.new_inside_vertices, qm.new_max_depth / diag);
+    const MeshQuality qd = quality.Measure(dqs, nullptr, true), qm = quality.Measure(base, nullptr, true);
+    std::printf("; inside: DQS %u (%.1e at %s), method %u (%.1e at %s)\n", qd.new_inside_vertices,
+                qd.new_max_depth / diag, DeepestNewInside(rig, quality, qd).c_str(), qm.new_inside_vertices,
+                qm.new_max_depth / diag, DeepestNewInside(rig, quality, qm).c_str());
   }
   std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread%s)\n", worst,
               moved_total, 1e3 * seconds / std::max<size_t>(frames, 1),

@@ -28,7 +28,7 @@ BCN_Epileptic left knee, clip's axis  90°  elastic, 10° steps crossing 0.117 R
 
 STABILITY = """\
 BCN_Epileptic clip at 10 poses (--bcn-frames 9), elastic-implicit (15378 vertices): frame, ...
-  t 0.00 s     9.35e-05  0  (worst at B_UpperArm_Right); inside: DQS 96 (2.7e-03), method 96 (2.7e-03)
+  t 0.00 s     9.35e-05  0  (worst at B_UpperArm_Right); inside: DQS 96 (2.7e-03 at B_Neck), method 96 (2.7e-03 at B_Neck)
   worst 3.87e-04 of the diagonal, 65 vertex-frames beyond 1e-4; 365.3 ms a frame (1 thread)
   output checksum c355b679d27d6be0 (FNV-1a of the unturned session's floats: ...)
 """
