@@ -14,11 +14,15 @@ Two parts, each run from the build tree (--build, default build/):
   stability   sinew-implicit-stability --method elastic-implicit --jobs 2 at each --bcn-frames
               sampling of --samplings (default 6-12) and on the limb (about 3 minutes): the
               worst move over the diagonal under --turn (default 1e-6 rad), the vertex-frames
-              beyond 1e-4 and the output checksum.
+              beyond 1e-4 and the output checksum; and the frame where the method's deepest
+              vertex newly inside the skin is deepest beyond dual quaternion skinning's (what
+              the method folds that its input did not: by how much, over the diagonal, and the
+              joint at that vertex).
 --parts contact or --parts stability runs one. Without --against it prints every elastic row
 and each sampling against the issue's bounds (contact crossing <= 0.05 R, no crease fold at 90°,
 sensitivity <= 1e-4); with --against FILE (an earlier --save) it prints only what changed beyond
---tolerance (0.003 R; any change of a fold count; any change of a sensitivity figure), old ->
+--tolerance (0.003 R; any change of a fold count; any change of a sensitivity figure; a fold
+beyond DQS's deeper or shallower by 1e-4 of the diagonal or more), old ->
 new, and how many figures got better and worse. Environment switches of experiment
 patches (docs/experiments/) pass through to the programs. Exit status: 0 when the programs ran
 (failing assertions are reported, not an error), 1 when one could not run or printed nothing to
@@ -39,6 +43,12 @@ ROW = re.compile(
 FAILED_TEST = re.compile(r"^\[  FAILED  \] (ImplicitContactAsset\.\w+) \(")
 WORST = re.compile(r"^\s+worst (?P<worst>[\d.e+-]+) of the diagonal, (?P<beyond>\d+) vertex-frames beyond 1e-4")
 CHECKSUM = re.compile(r"^\s+output checksum (?P<sum>[0-9a-f]+)")
+# A frame's line: its label, largest move, vertices beyond 1e-4, ...; inside: DQS's and the method's
+# new inside vertices, each with its deepest over the diagonal and the joint there ("-": none).
+FRAME = re.compile(r"^\s+(?P<label>\S.*?)\s+(?P<move>\d[\d.]*e[+-]\d+)\s+(?P<beyond>\d+)\s+\(worst at [^)]*\).*; "
+                   r"inside: DQS (?P<dqs_n>\d+) \((?P<dqs_d>\d[\d.]*e[+-]\d+) at (?P<dqs_j>\S+)\), "
+                   r"method (?P<n>\d+) \((?P<d>\d[\d.]*e[+-]\d+) at (?P<j>\S+)\)$")
+FOLD_STEP = 1e-4  # of the diagonal: a change of the fold beyond DQS's that compare reports
 METHOD_SHORT = {"dqs": "dqs", "implicit": "implicit", "elastic, 10° steps": "steps", "elastic, one jump": "jump"}
 
 
@@ -62,8 +72,11 @@ def parse_contact(text):
 
 
 def parse_stability(text):
-    """The worst move, vertex-frames beyond 1e-4 and checksum of one sinew-implicit-stability run."""
+    """The worst move, vertex-frames beyond 1e-4 and checksum of one sinew-implicit-stability run,
+    and its fold beyond DQS's: the frame where the method's deepest new inside vertex is deepest
+    beyond DQS's (by 0 and no frame where it never is)."""
     out = {}
+    fold = {"by": 0.0, "frame": None, "joint": None}
     for line in text.splitlines():
         m = WORST.match(line)
         if m:
@@ -71,7 +84,19 @@ def parse_stability(text):
         c = CHECKSUM.match(line)
         if c:
             out["checksum"] = c["sum"]
-    return out if "worst" in out else None
+        f = FRAME.match(line)
+        if f:
+            by = round(float(f["d"]) - float(f["dqs_d"]), 8)
+            if by > fold["by"]:
+                fold = {"by": by, "frame": f["label"], "joint": f["j"]}
+    if "worst" not in out:
+        return None
+    out["fold_beyond_dqs"] = fold
+    return out
+
+
+def fold_text(fold):
+    return "%.1e at %s (%s)" % (fold["by"], fold["frame"], fold["joint"]) if fold["frame"] else "none"
 
 
 def samplings(spec):
@@ -144,8 +169,9 @@ def show(result):
         print("sensitivity (elastic, every joint turned by %g rad; * beyond 1e-4):" % stability["turn"])
         for name in sorted(stability["runs"], key=run_order):
             s = stability["runs"][name]
-            print("  %s %-8s worst %.2e, %5d vertex-frames beyond 1e-4, checksum %s" %
-                  ("*" if s["worst"] > 1e-4 else " ", name, s["worst"], s["beyond"], s.get("checksum", "?")))
+            print("  %s %-8s worst %.2e, %5d vertex-frames beyond 1e-4, checksum %s; folded beyond DQS: %s" %
+                  ("*" if s["worst"] > 1e-4 else " ", name, s["worst"], s["beyond"], s.get("checksum", "?"),
+                   fold_text(s["fold_beyond_dqs"]) if "fold_beyond_dqs" in s else "?"))
 
 
 def compare(old, new, tol):
@@ -186,6 +212,10 @@ def compare(old, new, tol):
                                                        " (the unturned output bit for bit the same)" if same else ""))
             if b["worst"] != a["worst"]:
                 better, worse = better + (b["worst"] < a["worst"]), worse + (b["worst"] > a["worst"])
+            fa, fb = a.get("fold_beyond_dqs"), b.get("fold_beyond_dqs")  # (files saved before 2026-12-06 lack it)
+            if fa and fb and abs(fb["by"] - fa["by"]) >= FOLD_STEP:
+                print("  %-8s folded beyond DQS: %s -> %s" % (name, fold_text(fa), fold_text(fb)))
+                better, worse = better + (fb["by"] < fa["by"]), worse + (fb["by"] > fa["by"])
     print("figures better: %d, worse: %d" % (better, worse))
 
 

@@ -29,6 +29,8 @@ BCN_Epileptic left knee, clip's axis  90°  elastic, 10° steps crossing 0.117 R
 STABILITY = """\
 BCN_Epileptic clip at 10 poses (--bcn-frames 9), elastic-implicit (15378 vertices): frame, ...
   t 0.00 s     9.35e-05  0  (worst at B_UpperArm_Right); inside: DQS 96 (2.7e-03 at B_Neck), method 96 (2.7e-03 at B_Neck)
+  t 2.20 s     5.90e-05  0  (worst at B_UpperArm_Left); inside: DQS 185 (1.8e-02 at B_Hip_Right), method 109 (8.1e-03 at B_Hip_Right)
+  t 2.57 s     3.87e-04  22  (worst at B_Jaw) B_Jaw:22; inside: DQS 106 (5.4e-03 at B_Hip_Right), method 103 (7.8e-03 at B_Neck)
   worst 3.87e-04 of the diagonal, 65 vertex-frames beyond 1e-4; 365.3 ms a frame (1 thread)
   output checksum c355b679d27d6be0 (FNV-1a of the unturned session's floats: ...)
 """
@@ -50,8 +52,15 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(c["failed_assertions"], 2)
 
     def test_stability_worst_beyond_and_checksum(self):
-        self.assertEqual(sb.parse_stability(STABILITY), {"worst": 3.87e-4, "beyond": 65, "checksum": "c355b679d27d6be0"})
+        s = sb.parse_stability(STABILITY)
+        self.assertEqual((s["worst"], s["beyond"], s["checksum"]), (3.87e-4, 65, "c355b679d27d6be0"))
         self.assertIsNone(sb.parse_stability("sinew-implicit-stability: --turn 0.5: expected a number in [0, 0.01]\n"))
+
+    def test_fold_beyond_dqs_is_the_frame_where_the_method_is_deepest_past_dqs(self):
+        # 2.20 s: the method shallower than DQS (not a fold of its own); 2.57 s: 2.4e-3 deeper.
+        self.assertEqual(sb.parse_stability(STABILITY)["fold_beyond_dqs"], {"by": 2.4e-3, "frame": "t 2.57 s", "joint": "B_Neck"})
+        shallower = "\n".join(l for l in STABILITY.splitlines() if "2.57" not in l)
+        self.assertEqual(sb.parse_stability(shallower)["fold_beyond_dqs"], {"by": 0.0, "frame": None, "joint": None})
 
     def test_samplings(self):
         self.assertEqual(sb.samplings("6-9"), [6, 7, 8, 9])
@@ -89,18 +98,26 @@ class SourceFormatTest(unittest.TestCase):
     def test_stability_formats(self):
         worst = format_in_source("bench/implicit_stability.cc", "  worst %.2e", ", worst,")
         checksum = format_in_source("bench/implicit_stability.cc", "  output checksum", "static_cast")
-        text = worst % (3.87e-4, 65, 365.3, "") + checksum % 0xc355b679d27d6be0
-        self.assertEqual(sb.parse_stability(text), {"worst": 3.87e-4, "beyond": 65, "checksum": "c355b679d27d6be0"})
+        frame = format_in_source("bench/implicit_stability.cc", "  %-12s %.2e", "s.labels")
+        inside = format_in_source("bench/implicit_stability.cc", "; inside: DQS", "qd.new_inside_vertices")
+        text = (frame % ("t 2.57 s", 3.87e-4, 22, "B_Jaw") + " B_Jaw:22" +
+                inside % (106, 5.4e-3, "B_Hip_Right", 103, 7.8e-3, "B_Neck") +
+                worst % (3.87e-4, 65, 365.3, "") + checksum % 0xc355b679d27d6be0)
+        self.assertEqual(sb.parse_stability(text), {"worst": 3.87e-4, "beyond": 65, "checksum": "c355b679d27d6be0",
+                                                    "fold_beyond_dqs": {"by": 2.4e-3, "frame": "t 2.57 s",
+                                                                        "joint": "B_Neck"}})
 
 
 class CompareTest(unittest.TestCase):
-    def figures(self, elbow, folds, worst):
+    def figures(self, elbow, folds, worst, fold=0.0):
         return {"contact": {"rows": {"Arm elbow | 150 | steps": {"contact": elbow, "crease": 0.0, "crossing": 0.15,
                                                                   "folds": 0, "fold_depth": 0.0},
                                      "knee | 90 | steps": {"contact": 0.0, "crease": 0.0, "crossing": 0.1,
                                                            "folds": folds, "fold_depth": 0.24 if folds else 0.0}},
                             "failed_tests": [], "failed_assertions": 0},
-                "stability": {"turn": 1e-6, "runs": {"bcn 10": {"worst": worst, "beyond": 5, "checksum": "a"},
+                "stability": {"turn": 1e-6, "runs": {"bcn 10": {"worst": worst, "beyond": 5, "checksum": "a",
+                                                                "fold_beyond_dqs": {"by": fold, "frame": "t 2.57 s" if fold else None,
+                                                                                    "joint": "B_Neck" if fold else None}},
                                                      "bcn 9": {"worst": 1e-4, "beyond": 0, "checksum": "b"},
                                                      "limb": {"worst": 1e-5, "beyond": 0, "checksum": "c"}}}}
 
@@ -116,6 +133,17 @@ class CompareTest(unittest.TestCase):
         self.assertIn("knee | 90 | steps", text)
         self.assertIn("folds 12 at 0.240 -> 0 at 0.000", text)
         self.assertIn("figures better: 1, worse: 0", text)
+
+    def test_a_fold_beyond_dqs_is_compared_from_a_step_of_1e_4(self):
+        text = self.compare(self.figures(0.058, 0, 2e-3, 2.4e-3), self.figures(0.058, 0, 2e-3, 0.0))
+        self.assertIn("folded beyond DQS: 2.4e-03 at t 2.57 s (B_Neck) -> none", text)
+        self.assertIn("figures better: 1, worse: 0", text)
+        text = self.compare(self.figures(0.058, 0, 2e-3, 2.4e-3), self.figures(0.058, 0, 2e-3, 2.45e-3))
+        self.assertNotIn("folded beyond DQS", text)
+        # A file saved before the fold was recorded compares the rest.
+        old = self.figures(0.058, 0, 2e-3)
+        del old["stability"]["runs"]["bcn 10"]["fold_beyond_dqs"]
+        self.assertIn("figures better: 0, worse: 0", self.compare(old, self.figures(0.058, 0, 2e-3, 2.4e-3)))
 
     def test_worse_figures_counted_and_samplings_in_numeric_order(self):
         text = self.compare(self.figures(0.058, 0, 2e-3), self.figures(0.120, 6, 3e-3))
