@@ -116,17 +116,10 @@ uint32_t HeaviestJoint(const Rig& rig, size_t v) {
   return best;
 }
 
-// Where a frame's deepest new inside vertex is (MeshQuality::new_max_depth, measured per
-// vertex): its heaviest joint, or "-" when no vertex is newly inside.
-std::string DeepestNewInside(const Rig& rig, const MeshQualityMeasure& measure, const MeshQuality& q) {
-  double deepest = 0;
-  size_t at = SIZE_MAX;
-  for (size_t v = 0; v < q.depth.size(); ++v) {
-    if (measure.inside_at_rest()[v] || !(q.depth[v] > q.depth_tolerance) || q.depth[v] <= deepest) continue;
-    deepest = q.depth[v];
-    at = v;
-  }
-  return at == SIZE_MAX ? "-" : rig.skeleton.names[HeaviestJoint(rig, at)];
+// The heaviest joint at a frame's deepest new inside vertex (MeshQuality::new_deepest_vertex),
+// or "-" when no vertex is newly inside.
+std::string DeepestNewInside(const Rig& rig, const MeshQuality& q) {
+  return q.new_deepest_vertex < 0 ? "-" : rig.skeleton.names[HeaviestJoint(rig, size_t(q.new_deepest_vertex))];
 }
 
 // Plays the sequence and its four perturbed copies, prints a row per frame (the largest move,
@@ -205,10 +198,10 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     std::printf("  %-12s %.2e  %zu  (worst at %s)", s.labels[f].c_str(), frame_max, beyond, worst_joint.c_str());
     for (const auto& [n, c] : joints_beyond) std::printf(" %s:%zu", n.c_str(), c);
     if (!(*dqs_run)->Deform({&s.poses[f], {}}, dqs, nullptr).ok()) std::abort();
-    const MeshQuality qd = quality.Measure(dqs, nullptr, true), qm = quality.Measure(base, nullptr, true);
+    const MeshQuality qd = quality.Measure(dqs, nullptr), qm = quality.Measure(base, nullptr);
     std::printf("; inside: DQS %u (%.1e at %s), method %u (%.1e at %s)\n", qd.new_inside_vertices,
-                qd.new_max_depth / diag, DeepestNewInside(rig, quality, qd).c_str(), qm.new_inside_vertices,
-                qm.new_max_depth / diag, DeepestNewInside(rig, quality, qm).c_str());
+                qd.new_max_depth / diag, DeepestNewInside(rig, qd).c_str(), qm.new_inside_vertices,
+                qm.new_max_depth / diag, DeepestNewInside(rig, qm).c_str());
   }
   std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread%s)\n", worst,
               moved_total, 1e3 * seconds / std::max<size_t>(frames, 1),

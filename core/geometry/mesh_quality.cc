@@ -310,7 +310,10 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
       ++q.inside_vertices;
       if (know_rest && !inside_at_rest_[v]) {
         ++q.new_inside_vertices;
-        q.new_max_depth = std::max(q.new_max_depth, known);
+        if (q.new_deepest_vertex < 0 || known > q.new_max_depth) {
+          q.new_max_depth = known;
+          q.new_deepest_vertex = int64_t(v);
+        }
       }
     } else {
       ++q.touching_vertices;

@@ -55,6 +55,9 @@ struct MeshQuality {
   uint32_t rest_inside_vertices = 0;
   uint32_t new_inside_vertices = 0;
   double new_max_depth = 0;        // of the new inside vertices (0: none)
+  // The new inside vertex at new_max_depth (the first of equals; −1: none), so that a caller can
+  // say where a pose folded the skin (its joint, its region).
+  int64_t new_deepest_vertex = -1;
   double depth_tolerance = 0;      // in the mesh's units
   double volume = 0, rest_volume = 0;
   double volume_ratio = 1;         // volume / rest_volume (1 when the rest volume is 0)

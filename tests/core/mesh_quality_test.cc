@@ -4,7 +4,9 @@
 // the skin is not a fold; volume and stretch follow a scale exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "core/geometry/mesh_quality.h"
@@ -177,6 +179,7 @@ TEST(MeshQuality, AnOverlapAtRestIsNotANewFold) {
   EXPECT_EQ(at_rest.rest_inside_vertices, at_rest.inside_vertices);
   EXPECT_EQ(at_rest.new_inside_vertices, 0u);
   EXPECT_EQ(at_rest.new_max_depth, 0.0);
+  EXPECT_EQ(at_rest.new_deepest_vertex, -1);
 
   constexpr float kShift = 0.3f;
   std::vector<float> moved = m.p;
@@ -205,6 +208,64 @@ TEST(MeshQuality, AnOverlapAtRestIsNotANewFold) {
   }
   EXPECT_EQ(q.new_inside_vertices, counted);
   EXPECT_GT(expected_interior, 10u);
+}
+
+// new_deepest_vertex names where the pose folded the skin deepest: a new inside vertex whose depth
+// is new_max_depth, in whatever order the vertices come. Box B is sheared into A so that the new
+// vertices' depths differ; the mesh is then numbered again with those vertices from the shallowest
+// to the deepest, so that the first one found is not the deepest.
+TEST(MeshQuality, TheDeepestNewInsideVertexIsNamed) {
+  const TwoBoxes boxes = OverlappingBoxes(5);
+  const uint32_t n = uint32_t(boxes.m.p.size() / 3);
+  ThreadPool pool(2);
+  std::vector<float> depth_as_built;
+  std::vector<uint32_t> order(n);  // new index -> index as built
+  std::iota(order.begin(), order.end(), 0u);
+  for (const bool renumbered : {false, true}) {
+    Mesh m = boxes.m;
+    std::vector<float> moved(m.p.size());
+    for (uint32_t v = 0; v < n; ++v) {
+      const uint32_t built = order[v];
+      for (int k = 0; k < 3; ++k) m.p[3 * v + k] = boxes.m.p[3 * built + k];
+      for (int k = 0; k < 3; ++k) moved[3 * v + k] = m.p[3 * v + k];
+      // Box B sheared into A: its low-y end 0.1 further in x, its high-y end 0.4.
+      if (built >= boxes.a_count) moved[3 * v] -= 0.1f + 0.25f * (m.p[3 * v + 1] + 0.1f);
+    }
+    std::vector<uint32_t> index_of(n);
+    for (uint32_t v = 0; v < n; ++v) index_of[order[v]] = v;
+    for (uint32_t& i : m.t) i = index_of[i];
+    const MeshQualityMeasure measure(m.p, m.t, {}, &pool);
+    EXPECT_EQ(measure.Measure(m.p, &pool).new_deepest_vertex, -1) << "nothing new at rest";
+    const MeshQuality q = measure.Measure(moved, &pool, true);
+    auto is_new = [&](uint32_t v) { return q.depth[v] > q.depth_tolerance && !measure.inside_at_rest()[v]; };
+    float shallowest = INFINITY, deepest = 0;
+    uint32_t first_new = n;
+    for (uint32_t v = 0; v < n; ++v) {
+      if (!is_new(v)) continue;
+      first_new = std::min(first_new, v);
+      shallowest = std::min(shallowest, q.depth[v]);
+      deepest = std::max(deepest, q.depth[v]);
+    }
+    const char* where = renumbered ? "renumbered shallowest first" : "as built";
+    EXPECT_LT(shallowest + 0.01f, deepest) << "the new vertices' depths differ";
+    ASSERT_GE(q.new_deepest_vertex, 0) << where;
+    const size_t at = size_t(q.new_deepest_vertex);
+    EXPECT_TRUE(is_new(uint32_t(at))) << where;
+    EXPECT_NEAR(q.depth[at], deepest, 1e-6) << where;
+    EXPECT_NEAR(q.new_max_depth, deepest, 1e-6) << where;
+    if (renumbered) {
+      EXPECT_LT(q.depth[first_new] + 0.01f, deepest) << "the first new vertex is a shallow one";
+    } else {
+      // Number the new vertices from the shallowest, the rest after them, for the second pass.
+      depth_as_built.assign(q.depth.begin(), q.depth.end());
+      std::vector<uint8_t> fresh(n);
+      for (uint32_t v = 0; v < n; ++v) fresh[v] = is_new(v);
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        if (fresh[a] != fresh[b]) return fresh[a] > fresh[b];
+        return fresh[a] && depth_as_built[a] < depth_as_built[b];
+      });
+    }
+  }
 }
 
 // A dent: the middle vertex of a face pushed 0.6 or 0.9 in (a spike into the box that does not
