@@ -102,24 +102,17 @@ struct Sequence {
   std::vector<std::string> labels;
 };
 
-// The joint with the largest weight at vertex v (where a moved vertex is reported).
-uint32_t HeaviestJoint(const Rig& rig, size_t v) {
-  const SkinWeights& w = rig.weights;
-  uint32_t best = w.joints[w.offsets[v]];
-  float most = -1;
-  for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) {
-    if (w.weights[e] > most) {
-      most = w.weights[e];
-      best = w.joints[e];
-    }
-  }
-  return best;
+// The name of the joint with the largest weight at vertex v (where a vertex is reported), "-"
+// for none.
+std::string JointAt(const Rig& rig, int64_t v) {
+  const int32_t j = v < 0 ? -1 : HeaviestJoint(rig.weights, size_t(v));
+  return j < 0 ? "-" : rig.skeleton.names[size_t(j)];
 }
 
 // The heaviest joint at a frame's deepest new inside vertex (MeshQuality::new_deepest_vertex),
 // or "-" when no vertex is newly inside.
 std::string DeepestNewInside(const Rig& rig, const MeshQuality& q) {
-  return q.new_deepest_vertex < 0 ? "-" : rig.skeleton.names[HeaviestJoint(rig, size_t(q.new_deepest_vertex))];
+  return JointAt(rig, q.new_deepest_vertex);
 }
 
 // Plays the sequence and its four perturbed copies, prints a row per frame (the largest move,
@@ -184,11 +177,11 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
                                    std::pow(double(base[3 * v + 2]) - other[3 * v + 2], 2)) / diag;
         if (d > frame_max) {
           frame_max = d;
-          worst_joint = rig.skeleton.names[HeaviestJoint(rig, v)];
+          worst_joint = JointAt(rig, int64_t(v));
         }
         if (d > 1e-4) {
           ++b;
-          ++joints_beyond[rig.skeleton.names[HeaviestJoint(rig, v)]];
+          ++joints_beyond[JointAt(rig, int64_t(v))];
         }
       }
       beyond = std::max(beyond, b);

@@ -777,6 +777,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       uint64_t frames_new = 0, worst_new = 0, worst_new_frame = 0;
       double max_depth = 0, new_depth = 0, volume_min = INFINITY, volume_max = -INFINITY, stretch_min = INFINITY,
              stretch_max = 0;
+      std::string deepest;  // where the deepest new inside vertex was: frame, vertex, joint
     } q;
     uint64_t states[6] = {};
     // Baseline skinning's status bytes (core/baseline/baseline.h): on a bone, on a joint's arc or
@@ -880,6 +881,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           q.worst_new = r.new_inside_vertices();
           q.worst_new_frame = static_cast<uint64_t>(f);
         }
+        if (r.has_new_deepest_vertex() && (q.deepest.empty() || r.new_max_depth() > q.new_depth)) {
+          q.deepest = absl::StrFormat(" in frame %lld at vertex %u%s%s", f, r.new_deepest_vertex(),
+                                      r.new_deepest_joint().empty() ? "" : ", joint ", r.new_deepest_joint());
+        }
         q.new_depth = std::max(q.new_depth, r.new_max_depth());
         q.touching = std::max<uint64_t>(q.touching, r.touching_vertices());
         q.max_depth = std::max(q.max_depth, r.max_depth());
@@ -945,17 +950,18 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       quality += q.frames_inside == 0
                      ? std::string("; skin: no vertex inside the skin in any frame")
                      : absl::StrFormat("; skin: %llu of %lld frames with vertices inside the skin (worst: frame %llu, "
-                                       "%llu vertices; deepest %.4g)",
+                                       "%llu vertices; deepest %.4g%s)",
                                        (unsigned long long)q.frames_inside, frames, (unsigned long long)q.worst_frame,
-                                       (unsigned long long)q.worst_inside, q.max_depth);
+                                       (unsigned long long)q.worst_inside, q.max_depth,
+                                       q.rest_inside > 0 ? "" : q.deepest);
       if (q.rest_inside > 0) {  // a rig inside itself at rest: what the poses added
         quality += absl::StrFormat(", %llu inside already at rest; ", (unsigned long long)q.rest_inside);
         quality += q.frames_new == 0
                        ? std::string("no frame with vertices inside that were not at rest")
                        : absl::StrFormat("%llu frames with vertices inside that were not at rest (worst: frame %llu, "
-                                         "%llu vertices; deepest %.4g)",
+                                         "%llu vertices; deepest %.4g%s)",
                                          (unsigned long long)q.frames_new, (unsigned long long)q.worst_new_frame,
-                                         (unsigned long long)q.worst_new, q.new_depth);
+                                         (unsigned long long)q.worst_new, q.new_depth, q.deepest);
       }
       quality += absl::StrFormat(", up to %llu touching at contacts, volume %+.2f%% to %+.2f%% of rest, edges "
                                  "stretched x%.3f to x%.3f",
@@ -1501,11 +1507,17 @@ int Batch(client::Client& c, client::Args& args) {
       std::fprintf(stderr, "measuring the quality of %zu frames\n", baked->frames.size());
       ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
       const MeshQualityMeasure measure(asset->rig.rig.positions, asset->rig.rig.triangles, {}, &pool);
+      // The built rig's weights name the joint at each frame's deepest new inside vertex (the
+      // server built and accepted the same rig, so this only fails on a rig it never saw).
+      const absl::StatusOr<Rig> built = BuildRig(asset->rig);
+      if (!built.ok()) return Fail(built.status());
       for (const auto& f : baked->frames) {
         const MeshQuality q = measure.Measure(f, &pool);
+        const int32_t joint = q.new_deepest_vertex < 0 ? -1 : HeaviestJoint(built->weights, size_t(q.new_deepest_vertex));
         out.quality.push_back({q.inside_vertices, q.touching_vertices, q.max_depth, q.volume_ratio,
                                q.edge_stretch_min, q.edge_stretch_max, q.rest_inside_vertices,
-                               q.new_inside_vertices, q.new_max_depth});
+                               q.new_inside_vertices, q.new_max_depth, q.new_deepest_vertex,
+                               joint < 0 ? std::string() : built->skeleton.names[size_t(joint)]});
       }
     }
     if (auto s = client::WriteGltfClip(gltf, out); !s.ok()) return Fail(s);

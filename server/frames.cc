@@ -122,6 +122,12 @@ void FillQuality(Session& session, std::span<const float> positions, v1::Quality
   out->set_rest_inside_vertices(q.rest_inside_vertices);
   out->set_new_inside_vertices(q.new_inside_vertices);
   out->set_new_max_depth(q.new_max_depth);
+  if (q.new_deepest_vertex >= 0) {
+    const Rig& rig = *session.rig->rig;
+    out->set_new_deepest_vertex(static_cast<uint32_t>(q.new_deepest_vertex));
+    const int32_t joint = HeaviestJoint(rig.weights, static_cast<size_t>(q.new_deepest_vertex));
+    if (joint >= 0) out->set_new_deepest_joint(rig.skeleton.names[static_cast<size_t>(joint)]);
+  }
   out->set_touching_vertices(q.touching_vertices);
   out->set_max_depth(q.max_depth);
   out->set_depth_tolerance(q.depth_tolerance);

@@ -234,15 +234,20 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
   if (!clip.quality.empty()) {
     Value::Array q;
     for (const GltfFrameQuality& f : clip.quality) {
-      q.push_back(Value(Value::Object{{"inside_vertices", Value(int(f.inside_vertices))},
-                                      {"touching_vertices", Value(int(f.touching_vertices))},
-                                      {"max_depth", Number(f.max_depth)},
-                                      {"volume_ratio", Number(f.volume_ratio)},
-                                      {"edge_stretch_min", Number(f.edge_stretch_min)},
-                                      {"edge_stretch_max", Number(f.edge_stretch_max)},
-                                      {"rest_inside_vertices", Value(int(f.rest_inside_vertices))},
-                                      {"new_inside_vertices", Value(int(f.new_inside_vertices))},
-                                      {"new_max_depth", Number(f.new_max_depth)}}));
+      Value::Object o{{"inside_vertices", Value(int(f.inside_vertices))},
+                      {"touching_vertices", Value(int(f.touching_vertices))},
+                      {"max_depth", Number(f.max_depth)},
+                      {"volume_ratio", Number(f.volume_ratio)},
+                      {"edge_stretch_min", Number(f.edge_stretch_min)},
+                      {"edge_stretch_max", Number(f.edge_stretch_max)},
+                      {"rest_inside_vertices", Value(int(f.rest_inside_vertices))},
+                      {"new_inside_vertices", Value(int(f.new_inside_vertices))},
+                      {"new_max_depth", Number(f.new_max_depth)}};
+      if (f.new_deepest_vertex >= 0) {  // where the deepest new inside vertex is
+        o["new_deepest_vertex"] = Value(int(f.new_deepest_vertex));
+        o["new_deepest_joint"] = Value(f.new_deepest_joint);
+      }
+      q.push_back(Value(std::move(o)));
     }
     sinew["quality"] = Value(q);
   }

@@ -56,6 +56,8 @@ struct GltfFrameQuality {
   double max_depth = 0, volume_ratio = 1, edge_stretch_min = 1, edge_stretch_max = 1;
   uint32_t rest_inside_vertices = 0, new_inside_vertices = 0;
   double new_max_depth = 0;
+  int64_t new_deepest_vertex = -1;  // −1: no vertex newly inside
+  std::string new_deepest_joint;    // the heaviest joint there; empty: none
 };
 
 struct GltfClip {

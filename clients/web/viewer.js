@@ -216,10 +216,13 @@ function updatePanel(slot, frame) {
   const inside = el.querySelector('.v-inside');
   inside.textContent = String(q.inside_vertices);
   inside.className = q.inside_vertices > 0 ? 'v-inside bad' : 'v-inside';
-  // Files written before the rest-inside count (2026-11-27) lack it: shown as unknown.
+  // Files written before the rest-inside count (2026-11-27) lack it: shown as unknown. Where the
+  // deepest of them is (its vertex and joint) since 2026-12-06.
   const fresh = el.querySelector('.v-new');
+  const where = q.new_deepest_vertex === undefined ? ''
+              : `; deepest at vertex ${q.new_deepest_vertex}${q.new_deepest_joint ? ` (${q.new_deepest_joint})` : ''}`;
   fresh.textContent = q.new_inside_vertices === undefined ? '?'
-                    : `${q.new_inside_vertices} (${q.rest_inside_vertices} inside at rest)`;
+                    : `${q.new_inside_vertices} (${q.rest_inside_vertices} inside at rest)${where}`;
   fresh.className = q.new_inside_vertices > 0 ? 'v-new bad' : 'v-new';
   el.querySelector('.v-touch').textContent = String(q.touching_vertices);
   el.querySelector('.v-depth').textContent = fmt(q.max_depth, 4);

@@ -394,6 +394,19 @@ absl::Status CheckSphereMesh(const SphereMesh& sm, size_t points, size_t joints)
 
 }  // namespace
 
+int32_t HeaviestJoint(const SkinWeights& w, size_t v) {
+  if (v + 1 >= w.offsets.size()) return -1;
+  int32_t best = -1;
+  float most = 0;
+  for (uint32_t e = w.offsets[v]; e < w.offsets[v + 1]; ++e) {
+    if (best < 0 || w.weights[e] > most) {
+      most = w.weights[e];
+      best = w.joints[e];
+    }
+  }
+  return best;
+}
+
 size_t Rig::ResidentBytes() const {
   size_t b = sizeof(Rig) + name.size() + Bytes(positions) + Bytes(triangles) + Bytes(normals);
   b += Bytes(skeleton.parents) + Bytes(skeleton.rest_local) + Bytes(skeleton.inverse_bind) +

@@ -52,6 +52,11 @@ struct SkinWeights {
   std::vector<float> weights;
 };
 
+// The joint with the largest weight at vertex v (the first of equals), or −1 where v has none (a
+// rig without skinning weights, or v past them): how a vertex is named to a person, by the part
+// of the character it belongs to (quality reports, benches).
+int32_t HeaviestJoint(const SkinWeights& w, size_t v);
+
 struct Cage {
   std::string name;
   std::vector<float> positions;     // 3 per vertex

@@ -70,6 +70,8 @@ TEST_F(GltfClipTest, FramesReadBackAsRestPlusTheirMorphTarget) {
   c.quality[3].rest_inside_vertices = 5;
   c.quality[3].new_inside_vertices = 2;
   c.quality[3].new_max_depth = 0.25;
+  c.quality[3].new_deepest_vertex = 2;
+  c.quality[3].new_deepest_joint = "elbow";
   ASSERT_TRUE(WriteGltfClip(path_, c).ok());
   for (const auto& e : fs::directory_iterator(fs::path(path_).parent_path())) {
     ASSERT_FALSE(e.path().filename().string().starts_with(fs::path(path_).filename().string() + ".tmp")) << e.path();
@@ -102,6 +104,11 @@ TEST_F(GltfClipTest, FramesReadBackAsRestPlusTheirMorphTarget) {
   EXPECT_EQ(s.at("quality")[3].at("rest_inside_vertices"), 5);
   EXPECT_EQ(s.at("quality")[3].at("new_inside_vertices"), 2);
   EXPECT_DOUBLE_EQ(s.at("quality")[3].at("new_max_depth").get<double>(), 0.25);
+  EXPECT_EQ(s.at("quality")[3].at("new_deepest_vertex"), 2);
+  EXPECT_EQ(s.at("quality")[3].at("new_deepest_joint"), "elbow");
+  // A frame with no vertex newly inside names none (no vertex −1, no empty joint).
+  EXPECT_FALSE(s.at("quality")[2].contains("new_deepest_vertex"));
+  EXPECT_FALSE(s.at("quality")[2].contains("new_deepest_joint"));
 }
 
 TEST_F(GltfClipTest, PositionAccessorsCarryTheirBoundsAndTheAnimationIsOneHot) {

@@ -54,6 +54,24 @@ TEST(Rig, LimbBuildsWithSortedPartitionOfUnity) {
   EXPECT_NEAR(rig.bbox_max.x(), 3.0f, 1e-6);
 }
 
+// A vertex is named by its heaviest joint, whatever order its influences come in (the first of
+// equal ones); a vertex without influences, past the rows, or in a rig without weights has none.
+TEST(Rig, HeaviestJointIsTheLargestInfluenceOrNone) {
+  SkinWeights w;
+  w.offsets = {0, 3, 5, 5};  // vertex 2 has no influences
+  w.joints = {4, 7, 2, 1, 3};
+  w.weights = {0.25f, 0.5f, 0.25f, 0.5f, 0.5f};
+  EXPECT_EQ(HeaviestJoint(w, 0), 7);
+  EXPECT_EQ(HeaviestJoint(w, 1), 1);
+  EXPECT_EQ(HeaviestJoint(w, 2), -1);
+  EXPECT_EQ(HeaviestJoint(w, 3), -1);
+  EXPECT_EQ(HeaviestJoint(SkinWeights{}, 0), -1);
+  const Rig limb = testing::BuildOrDie(Limb());
+  for (size_t v = 0; v < limb.vertex_count(); ++v) {  // built rows are sorted heaviest first
+    EXPECT_EQ(HeaviestJoint(limb.weights, v), limb.weights.joints[limb.weights.offsets[v]]) << v;
+  }
+}
+
 // Influences below kNegligibleWeight (1e-12) of their vertex's sum — denormal floats among them,
 // which cost x86 skinning kernels a microcode assist per use — are dropped; larger ones stay.
 TEST(Rig, NegligibleWeightsAreDroppedAndNoDenormalRemains) {

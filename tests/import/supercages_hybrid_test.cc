@@ -251,7 +251,9 @@ TEST_F(Arm, SnapshotRestoreContinuesBitForBitAfterAPosedCageEdit) {
     EXPECT_EQ(pa, pb) << "posed cage, frame " << k;
     EXPECT_EQ(ra, rb) << "rest cage, frame " << k;
     EXPECT_EQ(ja, jb) << "joints, frame " << k;
-    if (k == 0) EXPECT_GT(MaxDiff(Run(*unrestored, frames[k]), a), 1e-4 * D()) << "a session from rest gave the same";
+    if (k == 0) {
+      EXPECT_GT(MaxDiff(Run(*unrestored, frames[k]), a), 1e-4 * D()) << "a session from rest gave the same";
+    }
   }
 }
 

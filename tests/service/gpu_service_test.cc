@@ -904,15 +904,17 @@ TEST_P(GpuService, NormalsAreThoseOfTheReturnedMesh) {
 }
 
 // The quality report: on both backends and both position encodings it is core's measure of the
-// mesh the frame computed (LBS at the limb's 120° bend and 180° twist: the candy wrapper loses
-// volume and squeezes edges); a point set is refused naming the field.
+// mesh the frame computed (LBS at a 150° bend of the limb and its 180° twist: the crease folds,
+// the candy wrapper loses volume and squeezes edges); a point set is refused naming the field.
 TEST_P(GpuService, QualityReportMeasuresTheReturnedMesh) {
   const LimbOptions limb = LimbOf(6000);
   const RigInput in = MakeLimb(limb);
   auto up = client_->UploadRig(client::RigToProto(in));
   ASSERT_TRUE(up.ok()) << up.status();
   const Rig rig = *BuildRig(in);
-  const Pose pose = LimbPose(LimbSkeleton(limb), 0.5);
+  LimbMotion motion;
+  motion.bend_degrees = 150;
+  const Pose pose = LimbPose(LimbSkeleton(limb), 0.5, motion);
   for (v1::Backend backend : {v1::BACKEND_GPU, v1::BACKEND_CPU}) {
     std::vector<float> float32_positions;
     for (v1::OutputEncoding positions : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
@@ -947,6 +949,14 @@ TEST_P(GpuService, QualityReportMeasuresTheReturnedMesh) {
       EXPECT_DOUBLE_EQ(q.new_max_depth(), want.new_max_depth) << where;
       EXPECT_EQ(q.rest_inside_vertices(), 0u) << where << ": the limb's rest mesh is not inside itself";
       EXPECT_EQ(q.new_inside_vertices(), q.inside_vertices()) << where;
+      // Where the bend folded the skin deepest: the vertex core names and its heaviest joint.
+      ASSERT_GT(want.new_inside_vertices, 0u) << where << ": LBS folds the limb's crease at 150°";
+      ASSERT_TRUE(q.has_new_deepest_vertex()) << where;
+      EXPECT_EQ(int64_t(q.new_deepest_vertex()), want.new_deepest_vertex) << where;
+      EXPECT_EQ(q.new_deepest_joint(), rig.skeleton.names[size_t(HeaviestJoint(rig.weights, size_t(want.new_deepest_vertex)))])
+          << where;
+      std::printf("%s: deepest new inside vertex %u at %s\n", where.c_str(), q.new_deepest_vertex(),
+                  q.new_deepest_joint().c_str());
       EXPECT_LT(q.volume_ratio(), 0.97) << where << ": LBS's candy wrapper loses volume";
       EXPECT_LT(q.edge_stretch_min(), 0.5) << where;
       // A frame without it has none (streams reuse responses).

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -119,6 +120,15 @@ class Chrome:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+
+def glb_quality(path):
+    """The per-frame quality records `sinew batch --gltf --quality` wrote into a .glb's scene extras."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    length, kind = struct.unpack_from('<II', data, 12)  # the first chunk: the JSON
+    assert kind == 0x4E4F534A, f'{path}: the first chunk is not JSON'
+    return json.loads(data[20:20 + length])['scenes'][0]['extras']['sinew']['quality']
 
 
 def drawn_fraction(img, box):
@@ -259,7 +269,11 @@ class ViewerTest(unittest.TestCase):
             panel = chrome.eval('document.querySelector("#panel-a .v-frame").textContent')
             self.assertEqual(panel, str(frame), 'the quality panel follows the shown frame')
             fresh = chrome.eval('document.querySelector("#panel-a .v-new").textContent')
-            self.assertRegex(fresh, r'^\d+ \(\d+ inside at rest\)$', 'the new-inside count, from this batch')
+            q = glb_quality(self.glbs[0])[frame]
+            want = f'{q["new_inside_vertices"]} ({q["rest_inside_vertices"]} inside at rest)'
+            if q['new_inside_vertices'] > 0:
+                want += f'; deepest at vertex {q["new_deepest_vertex"]} ({q["new_deepest_joint"]})'
+            self.assertEqual(fresh, want, 'the new-inside count and where, from this batch\'s file')
             png = chrome.screenshot()
             with open(os.path.join(self.tmp, f'viewer-frame-{frame}.png'), 'wb') as f:
                 f.write(png)
@@ -273,6 +287,18 @@ class ViewerTest(unittest.TestCase):
         changed = changed_fraction(shots[10], shots[60], (left, top, right, bottom))
         print(f'frames 10 and 60 differ in {100 * changed:.1f} % of the pixels')
         self.assertGreater(changed, 0.005)
+
+        # At the frame where A's skin folds most, the panel says where its deepest new fold is.
+        records = glb_quality(self.glbs[0])
+        worst = max(range(len(records)), key=lambda k: records[k]['new_inside_vertices'])
+        q = records[worst]
+        self.assertGreater(q['new_inside_vertices'], 0, f'{ARGS.methods.split(",")[0]} folds BCN somewhere')
+        chrome.eval(f'sinewViewer.seek({worst})')
+        chrome.wait_for(f'document.querySelector("#panel-a .v-frame").textContent === "{worst}"', f'frame {worst}\'s panel')
+        fresh = chrome.eval('document.querySelector("#panel-a .v-new").textContent')
+        print(f'frame {worst}: new inside {fresh}')
+        self.assertEqual(fresh, f'{q["new_inside_vertices"]} ({q["rest_inside_vertices"]} inside at rest); deepest at '
+                                f'vertex {q["new_deepest_vertex"]} ({q["new_deepest_joint"]})')
 
     def test_3_file_picker_and_drop_open_clips(self):
         chrome = type(self).chrome
@@ -306,7 +332,7 @@ class ViewerTest(unittest.TestCase):
         chrome = type(self).chrome
         self.assertIsNotNone(chrome, 'test_2 starts the browser')
         times, moves = [0.0, 1.0], [0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
-        data = b''.join(__import__('struct').pack('<f', x) for x in times + moves)
+        data = b''.join(struct.pack('<f', x) for x in times + moves)
         meshless = {
             'asset': {'version': '2.0'}, 'scene': 0, 'scenes': [{'nodes': [0]}], 'nodes': [{'name': 'bone'}],
             'buffers': [{'byteLength': len(data),
