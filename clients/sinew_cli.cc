@@ -777,7 +777,11 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       uint64_t frames_new = 0, worst_new = 0, worst_new_frame = 0;
       double max_depth = 0, new_depth = 0, volume_min = INFINITY, volume_max = -INFINITY, stretch_min = INFINITY,
              stretch_max = 0;
-      std::string deepest;  // where the deepest new inside vertex was: frame, vertex, joint
+      // Where the deepest new inside vertex was (QualityReport.new_deepest_*): frame (−1: none),
+      // vertex, joint.
+      long long deepest_frame = -1;
+      uint32_t deepest_vertex = 0;
+      std::string deepest_joint;
     } q;
     uint64_t states[6] = {};
     // Baseline skinning's status bytes (core/baseline/baseline.h): on a bone, on a joint's arc or
@@ -881,9 +885,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           q.worst_new = r.new_inside_vertices();
           q.worst_new_frame = static_cast<uint64_t>(f);
         }
-        if (r.has_new_deepest_vertex() && (q.deepest.empty() || r.new_max_depth() > q.new_depth)) {
-          q.deepest = absl::StrFormat(" in frame %lld at vertex %u%s%s", f, r.new_deepest_vertex(),
-                                      r.new_deepest_joint().empty() ? "" : ", joint ", r.new_deepest_joint());
+        if (r.has_new_deepest_vertex() && (q.deepest_frame < 0 || r.new_max_depth() > q.new_depth)) {
+          q.deepest_frame = f;
+          q.deepest_vertex = r.new_deepest_vertex();
+          q.deepest_joint = r.new_deepest_joint();
         }
         q.new_depth = std::max(q.new_depth, r.new_max_depth());
         q.touching = std::max<uint64_t>(q.touching, r.touching_vertices());
@@ -946,14 +951,19 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
           100 * states[1] / n, 100 * states[2] / n, 100 * (states[3] + states[4]) / n, 100 * states[5] / n,
           100 * states[0] / n);
     }
-    if (want_quality && q.volume_max >= q.volume_min) {
+    const bool measured = want_quality && q.volume_max >= q.volume_min;  // some frame carried a report
+    const std::string deepest =
+        q.deepest_frame < 0 ? std::string()
+                            : absl::StrFormat(" in frame %lld at vertex %u%s%s", q.deepest_frame, q.deepest_vertex,
+                                              q.deepest_joint.empty() ? "" : ", joint ", q.deepest_joint);
+    if (measured) {
       quality += q.frames_inside == 0
                      ? std::string("; skin: no vertex inside the skin in any frame")
                      : absl::StrFormat("; skin: %llu of %lld frames with vertices inside the skin (worst: frame %llu, "
                                        "%llu vertices; deepest %.4g%s)",
                                        (unsigned long long)q.frames_inside, frames, (unsigned long long)q.worst_frame,
                                        (unsigned long long)q.worst_inside, q.max_depth,
-                                       q.rest_inside > 0 ? "" : q.deepest);
+                                       q.rest_inside > 0 ? "" : deepest);
       if (q.rest_inside > 0) {  // a rig inside itself at rest: what the poses added
         quality += absl::StrFormat(", %llu inside already at rest; ", (unsigned long long)q.rest_inside);
         quality += q.frames_new == 0
@@ -961,7 +971,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
                        : absl::StrFormat("%llu frames with vertices inside that were not at rest (worst: frame %llu, "
                                          "%llu vertices; deepest %.4g%s)",
                                          (unsigned long long)q.frames_new, (unsigned long long)q.worst_new_frame,
-                                         (unsigned long long)q.worst_new, q.new_depth, q.deepest);
+                                         (unsigned long long)q.worst_new, q.new_depth, deepest);
       }
       quality += absl::StrFormat(", up to %llu touching at contacts, volume %+.2f%% to %+.2f%% of rest, edges "
                                  "stretched x%.3f to x%.3f",
@@ -969,11 +979,30 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
                                  q.stretch_min, q.stretch_max);
     }
     if (json) {
+      // --quality: the same summary as the text's, as numbers (the deepest new inside vertex's
+      // frame, vertex and joint only when some frame had one).
+      std::string quality_json;
+      if (measured) {
+        quality_json = absl::StrFormat(
+            ",\"quality\":{\"frames_inside\":%llu,\"worst_frame\":%llu,\"worst_inside\":%llu,\"max_depth\":%.9g,"
+            "\"rest_inside\":%llu,\"frames_new\":%llu,\"worst_new_frame\":%llu,\"worst_new\":%llu,"
+            "\"new_max_depth\":%.9g,\"touching_max\":%llu,\"volume_ratio_min\":%.9g,\"volume_ratio_max\":%.9g,"
+            "\"edge_stretch_min\":%.9g,\"edge_stretch_max\":%.9g",
+            (unsigned long long)q.frames_inside, (unsigned long long)q.worst_frame, (unsigned long long)q.worst_inside,
+            q.max_depth, (unsigned long long)q.rest_inside, (unsigned long long)q.frames_new,
+            (unsigned long long)q.worst_new_frame, (unsigned long long)q.worst_new, q.new_depth,
+            (unsigned long long)q.touching, q.volume_min, q.volume_max, q.stretch_min, q.stretch_max);
+        if (q.deepest_frame >= 0) {
+          quality_json += absl::StrFormat(",\"new_deepest_frame\":%lld,\"new_deepest_vertex\":%u,\"new_deepest_joint\":%s",
+                                          q.deepest_frame, q.deepest_vertex, JsonString(q.deepest_joint));
+        }
+        quality_json += "}";
+      }
       std::printf(
           "{\"method\":\"%s\",\"backend\":\"%s\",\"frames\":%lld,\"vertices\":%u,\"seconds\":%.4f,"
-          "\"frames_per_s\":%.2f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%llu,\"bytes\":%llu}\n",
+          "\"frames_per_s\":%.2f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%llu,\"bytes\":%llu%s}\n",
           name, on, frames, session->vertex_count(), secs, frames / secs, p50, p99, mx,
-          (unsigned long long)errors, (unsigned long long)bytes);
+          (unsigned long long)errors, (unsigned long long)bytes, quality_json.c_str());
     } else {
       std::string wire;
       if (session->encoding() != v1::OUTPUT_ENCODING_FLOAT32 && ok_frames > 0) {  // of the frames answered

@@ -139,6 +139,31 @@ TEST_F(GltfBatch, MorphedFramesAreThePointCacheFramesAndQualityTravelsInExtras) 
                                                q.at("new_deepest_vertex").get<int>(),
                                                q.at("new_deepest_joint").get<std::string>())))
         << out;
+    // With --json, the same summary as numbers.
+    ASSERT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", kCharacter, "--clip-fps", "30", "--method",
+                          "dqs", "--quality", "--json"},
+                         &out, &err),
+              0)
+        << err;
+    const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+    ASSERT_TRUE(j.contains("quality")) << out;
+    const auto& jq = j.at("quality");
+    size_t frames_new = 0, worst_new = 0;
+    double new_depth = 0;
+    for (const auto& r : s.at("quality")) {
+      frames_new += r.at("new_inside_vertices").get<int>() > 0;
+      worst_new = std::max<size_t>(worst_new, r.at("new_inside_vertices").get<int>());
+      new_depth = std::max(new_depth, r.at("new_max_depth").get<double>());
+    }
+    EXPECT_EQ(jq.at("frames_new").get<size_t>(), frames_new);
+    EXPECT_EQ(jq.at("worst_new").get<size_t>(), worst_new);
+    // play samples the clip's poses on the client, batch on the server: positions a float rounding
+    // apart (the deepest vertex and frame the same).
+    EXPECT_NEAR(jq.at("new_max_depth").get<double>(), new_depth, 1e-6 * new_depth);
+    EXPECT_EQ(jq.at("rest_inside").get<int>(), q.at("rest_inside_vertices").get<int>());
+    EXPECT_EQ(jq.at("new_deepest_frame").get<size_t>(), deepest);
+    EXPECT_EQ(jq.at("new_deepest_vertex"), q.at("new_deepest_vertex"));
+    EXPECT_EQ(jq.at("new_deepest_joint"), q.at("new_deepest_joint"));
   }
   // The Khronos validator, installed by scripts/install-deps.sh (npm).
   const std::string validator = std::string(SINEW_SOURCE_DIR) + "/clients/web/tools/validate-gltf.mjs";
