@@ -29,6 +29,7 @@ scratch folder, and enabled: the vendored Python client is what runs) or, to run
 SINEW_BLENDER_ADDON (clients/blender) with SINEW_PYTHONPATH (build/clients/python/dist);
 SINEW_TEST_ASSET (optional) another character.
 """
+import math
 import os
 import sys
 import tempfile
@@ -173,6 +174,47 @@ def main():
         scene.frame_set(FRAMES[2])
         check(relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[2]], diagonal) < 1e-9,
               "after stop, the mesh is not Blender's deformation again")
+
+        # 1b. Skin quality: the server measures each live frame. The vertices this test left without
+        # weights stay in place while the mesh moves past them, and are newly inside the skin: the
+        # report names one, with no bone. A bone bent 165° folds the skin deeper, and the panel's
+        # Select Deepest Fold selects the vertex the report names, whose heaviest vertex group in
+        # Blender is the bone the report names.
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (skin quality) failed")
+        live = sinew_blender._live[mesh.name]
+        check(live.quality is None, "a skin quality report with Skin quality off")
+        try:
+            check(bpy.ops.sinew.select_deepest() == {"CANCELLED"}, "Select Deepest Fold without a report")
+        except RuntimeError as e:  # operators reporting ERROR raise in background mode
+            check("no skin quality report yet" in str(e), f"unexpected error: {e}")
+        s.quality = True
+        scene.frame_set(FRAMES[1])
+        q = live.quality
+        check(q is not None and q.scene_frame == FRAMES[1], "no skin quality for a live frame with Skin quality on")
+        print(f"frame {FRAMES[1]}: {q.text()}")
+        check(q.vertex in unweighted and q.unweighted and "no deforming weight" in q.text(),
+              f"the deepest new fold is not one of the unweighted vertices {unweighted}: {q.text()}")
+        action = arm.animation_data.action
+        arm.animation_data.action = None
+        bent = arm.pose.bones["Bone.003"]
+        bent.rotation_mode = "XYZ"
+        bent.rotation_euler = (0.0, 0.0, math.radians(165))
+        scene.frame_set(FRAMES[1] + 1)
+        q = live.quality
+        print(f"Bone.003 bent 165°: {q.text()}")
+        check(q.new_inside > 0 and q.vertex is not None and q.scene_frame == FRAMES[1] + 1,
+              f"LBS bent 165° leaves no vertex newly inside the skin: {q.text()}")
+        groups = mesh.data.vertices[q.vertex].groups
+        heaviest = mesh.vertex_groups[max(groups, key=lambda g: g.weight).group].name
+        check(q.bone == heaviest, f"the report names bone {q.bone!r} at vertex {q.vertex}; its heaviest group is {heaviest!r}")
+        check(bpy.ops.sinew.select_deepest() == {"FINISHED"}, "Select Deepest Fold failed")
+        selected = np.zeros(len(mesh.data.vertices), dtype=bool)
+        mesh.data.vertices.foreach_get("select", selected)
+        check(list(np.flatnonzero(selected)) == [q.vertex], f"selected {np.flatnonzero(selected)[:10]}, not {q.vertex}")
+        bent.rotation_euler = (0.0, 0.0, 0.0)
+        arm.animation_data.action = action
+        check(bpy.ops.sinew.stop() == {"FINISHED"}, "sinew.stop (skin quality) failed")
+        s.quality = False
 
         # 2. Bake: a .pc2 and a Mesh Cache modifier in place of the Armature modifier.
         s.bake_path = os.path.join(tmp, "bake_{mesh}.pc2")

@@ -62,6 +62,38 @@ class LiveRig:
         self.scene_frame: Optional[int] = None  # the scene frame last sent
         self.reopened = 0
         self.method = ""  # the method of the last frame (a fallback while the method prepares)
+        self.quality: Optional[SkinQuality] = None  # the last frame's, with the panel's Skin quality on
+
+
+class SkinQuality:
+    """A live frame's skin measured by the server (``sinew.v1.QualityReport``): what the panel shows
+    and where Select Deepest Fold goes."""
+
+    def __init__(self, report, scene_frame: Optional[int]) -> None:
+        self.scene_frame = scene_frame
+        self.new_inside = report.new_inside_vertices
+        self.rest_inside = report.rest_inside_vertices
+        self.new_depth = report.new_max_depth
+        self.volume_ratio = report.volume_ratio
+        # The deepest new inside vertex (its index in the mesh, as uploaded) and its heaviest bone.
+        self.vertex: Optional[int] = report.new_deepest_vertex if report.HasField("new_deepest_vertex") else None
+        self.bone = report.new_deepest_joint
+        if self.bone == bridge.STATIC_JOINT:  # the joint the add-on gives vertices without weights
+            self.bone = ""
+            self.unweighted = True
+        else:
+            self.unweighted = False
+
+    def text(self) -> str:
+        if self.new_inside == 0:
+            where = "no vertex newly inside the skin"
+        else:
+            where = (f"{self.new_inside} {'vertex' if self.new_inside == 1 else 'vertices'} newly inside the skin, "
+                     f"deepest {self.new_depth:.3g}")
+            if self.vertex is not None:
+                where += f" at vertex {self.vertex}" + (f" ({self.bone})" if self.bone else
+                                                        " (no deforming weight: left in place)" if self.unweighted else "")
+        return f"{where}; volume x{self.volume_ratio:.4f}"
 
 
 _live: Dict[str, LiveRig] = {}
@@ -180,12 +212,14 @@ def _frame_seconds(scene) -> float:
     return scene.render.fps_base / scene.render.fps if scene.render.fps > 0 else 0.0
 
 
-def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_step: float = 0.0) -> None:
+def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_step: float = 0.0,
+            quality: bool = False) -> None:
     """Sends the armature's pose and writes the result. Frames that do not follow the last one sent
     (a jump, a scrub backwards, playback looping) reset the session, so that stateful methods
     (elastic implicit skinning, jiggle, ...) restart their history there as a bake from that frame
     would; frames played in order carry it on. A session the server no longer has (closed after
-    its idle TTL, a restarted server) is opened again once, the rig uploaded again if needed."""
+    its idle TTL, a restarted server) is opened again once, the rig uploaded again if needed. With
+    `quality` the server also measures the returned skin (LiveRig.quality)."""
     sinew = bridge.ensure_client()
     mesh_obj = bpy.data.objects[live.export.mesh_name]
     if len(mesh_obj.data.vertices) != len(live.export.positions):  # edited since Drive
@@ -194,9 +228,10 @@ def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_st
     world, premat = bridge.pose_matrices(live.export, depsgraph)
     pose = bridge.sinew_pose(sinew, live.export, world)
     reset = scene_frame is None or live.scene_frame is None or scene_frame != live.scene_frame + 1
+    outputs = {"quality": True} if quality else None
     t = time.perf_counter()
     try:
-        frame = live.session.deform_frame(pose, reset=reset, time_step=time_step)
+        frame = live.session.deform_frame(pose, reset=reset, time_step=time_step, outputs=outputs)
     except sinew.NotFound:
         rig_id = live.client.upload_rig(live.rig).rig_id
         # A first preparation may outlast a frame's deadline: the panel's Timeout, else REOPEN_WAIT.
@@ -207,8 +242,9 @@ def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_st
             raise bridge.BridgeError(f"the server lost the session (restarted, or idle past its TTL) and opening it "
                                      f"again took over {wait:g} s (a preparation): press Drive with Sinew again") from e
         live.reopened += 1
-        frame = live.session.deform_frame(pose, reset=True, time_step=time_step)
+        frame = live.session.deform_frame(pose, reset=True, time_step=time_step, outputs=outputs)
     xyz = frame.positions
+    live.quality = SkinQuality(frame.quality, scene_frame) if quality and frame.quality is not None else None
     live.method = frame.method
     live.last_ms = 1e3 * (time.perf_counter() - t)
     live.frames += 1
@@ -240,7 +276,7 @@ def on_frame_change(scene, depsgraph=None) -> None:
             live.export.mesh_name = moved.name
             _live[moved.name] = live
         try:
-            _deform(live, depsgraph, scene.frame_current, _frame_seconds(scene))
+            _deform(live, depsgraph, scene.frame_current, _frame_seconds(scene), scene.sinew.quality)
             live.error = ""
         except KeyError as e:  # an object of the rig (its armature) renamed or deleted
             live.error = f"{e} is gone (renamed or deleted): press Stop, then Drive with Sinew again"
@@ -388,7 +424,8 @@ class SINEW_OT_start(bpy.types.Operator):
         if on_frame_change not in bpy.app.handlers.frame_change_post:
             bpy.app.handlers.frame_change_post.append(on_frame_change)
         try:
-            _deform(live, context.evaluated_depsgraph_get(), context.scene.frame_current, _frame_seconds(context.scene))
+            _deform(live, context.evaluated_depsgraph_get(), context.scene.frame_current, _frame_seconds(context.scene),
+                    s.quality)
         except Exception as e:
             _stop(mesh_obj)
             self.report({"ERROR"}, f"Sinew: {e}")
@@ -420,6 +457,48 @@ class SINEW_OT_stop(bpy.types.Operator):
         _stop(mesh_obj)
         if not _live and on_frame_change in bpy.app.handlers.frame_change_post:
             bpy.app.handlers.frame_change_post.remove(on_frame_change)
+        return {"FINISHED"}
+
+
+class SINEW_OT_select_deepest(bpy.types.Operator):
+    """Select the vertex where the last live frame folded the skin deepest (Skin quality on)"""
+
+    bl_idname = "sinew.select_deepest"
+    bl_label = "Select Deepest Fold"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context):
+        try:
+            mesh_obj = _mesh(context)
+        except bridge.BridgeError as e:
+            self.report({"ERROR"}, f"Sinew: {e}")
+            return {"CANCELLED"}
+        live = _live.get(mesh_obj.name)
+        q = live.quality if live is not None else None
+        if live is None:
+            self.report({"ERROR"}, f"Sinew: {mesh_obj.name} is not driven by Sinew (Drive with Sinew, Skin quality on)")
+            return {"CANCELLED"}
+        if q is None:
+            self.report({"ERROR"}, f"Sinew: {mesh_obj.name}: no skin quality report yet (turn Skin quality on and "
+                                   "change the frame)")
+            return {"CANCELLED"}
+        if q.vertex is None:
+            self.report({"ERROR"}, f"Sinew: {mesh_obj.name}: frame {q.scene_frame} has no vertex newly inside the skin")
+            return {"CANCELLED"}
+        mesh = mesh_obj.data
+        if q.vertex >= len(mesh.vertices):
+            self.report({"ERROR"}, f"Sinew: vertex {q.vertex} is past the mesh's {len(mesh.vertices)} vertices")
+            return {"CANCELLED"}
+        if mesh_obj.mode != "OBJECT":  # selection flags are written in Object Mode, read on entering Edit Mode
+            bpy.ops.object.mode_set(mode="OBJECT")
+        for items in (mesh.vertices, mesh.edges, mesh.polygons):
+            items.foreach_set("select", [False] * len(items))
+        mesh.vertices[q.vertex].select = True
+        for o in context.view_layer.objects:
+            o.select_set(o == mesh_obj)
+        context.view_layer.objects.active = mesh_obj
+        self.report({"INFO"}, f"Sinew: vertex {q.vertex}" + (f" ({q.bone})" if q.bone else "") +
+                    f" selected, frame {q.scene_frame}: Tab into Edit Mode and View Selected (numpad .) to see it")
         return {"FINISHED"}
 
 
@@ -567,6 +646,10 @@ class SinewSettings(bpy.types.PropertyGroup):
         ("f32", "float32", "exact"), ("f16", "float16", "half the bytes, 2^-11 relative error"),
         ("q16", "quantized16", "half the bytes, within half a step of the frame's box / 65535"),
         ("delta", "delta", "a fixed grid, key frames and predicted changes (about 0.15 of float32's bytes)")])
+    quality: BoolProperty(name="Skin quality", default=False,
+                          description="have the server measure each live frame's skin: vertices newly inside it "
+                                      "(a fold, a crease, one part pushed into another), where the deepest is, the "
+                                      "volume (about 5 microseconds a vertex on the server, after the frame)")
     bake_path: StringProperty(name="Cache", subtype="FILE_PATH", default="//sinew_{mesh}.pc2",
                               description="the .pc2 file a bake writes ({mesh}: the mesh's name)")
 
@@ -621,6 +704,7 @@ class SINEW_PT_panel(bpy.types.Panel):
         col.prop(s, "params")
         col.prop(s, "backend")
         col.prop(s, "encoding")
+        col.prop(s, "quality")
         row = layout.row(align=True)
         row.operator(SINEW_OT_start.bl_idname, icon="PLAY")
         row.operator(SINEW_OT_stop.bl_idname, icon="PAUSE")
@@ -635,6 +719,10 @@ class SINEW_PT_panel(bpy.types.Panel):
             box.label(text=f"{live.frames} frames, last {live.last_ms:.1f} ms" +
                       (f" ({live.method} while {live.session.method} prepares)"
                        if live.method and live.method != live.session.method else ""))
+            if live.quality is not None:
+                box.label(text=live.quality.text(), icon="ERROR" if live.quality.new_inside else "CHECKMARK")
+                if live.quality.vertex is not None:
+                    box.operator(SINEW_OT_select_deepest.bl_idname, icon="RESTRICT_SELECT_OFF")
             if live.error:
                 box.label(text=live.error, icon="ERROR")
         layout.separator()
@@ -644,8 +732,8 @@ class SINEW_PT_panel(bpy.types.Panel):
         row.operator(SINEW_OT_clear_bake.bl_idname, icon="X")
 
 
-classes = (SinewSettings, SinewPreferences, SINEW_OT_start, SINEW_OT_stop, SINEW_OT_bake, SINEW_OT_clear_bake,
-           SINEW_PT_panel)
+classes = (SinewSettings, SinewPreferences, SINEW_OT_start, SINEW_OT_stop, SINEW_OT_select_deepest, SINEW_OT_bake,
+           SINEW_OT_clear_bake, SINEW_PT_panel)
 
 
 def register() -> None:
