@@ -155,6 +155,15 @@ def _mesh(context):
     return obj
 
 
+def _reported_mesh(operator, context):
+    """The mesh an operator acts on (_mesh), or None with the reason reported as its error."""
+    try:
+        return _mesh(context)
+    except bridge.BridgeError as e:
+        operator.report({"ERROR"}, f"Sinew: {e}")
+        return None
+
+
 def _connect(context):
     sinew = _sinew(context)
     s = context.scene.sinew
@@ -468,16 +477,14 @@ class SINEW_OT_select_deepest(bpy.types.Operator):
     bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context):
-        try:
-            mesh_obj = _mesh(context)
-        except bridge.BridgeError as e:
-            self.report({"ERROR"}, f"Sinew: {e}")
+        mesh_obj = _reported_mesh(self, context)
+        if mesh_obj is None:
             return {"CANCELLED"}
         live = _live.get(mesh_obj.name)
-        q = live.quality if live is not None else None
         if live is None:
             self.report({"ERROR"}, f"Sinew: {mesh_obj.name} is not driven by Sinew (Drive with Sinew, Skin quality on)")
             return {"CANCELLED"}
+        q = live.quality
         if q is None:
             self.report({"ERROR"}, f"Sinew: {mesh_obj.name}: no skin quality report yet (turn Skin quality on and "
                                    "change the frame)")
@@ -607,10 +614,8 @@ class SINEW_OT_clear_bake(bpy.types.Operator):
     bl_label = "Clear Bake"
 
     def execute(self, context):
-        try:
-            mesh_obj = _mesh(context)
-        except bridge.BridgeError as e:
-            self.report({"ERROR"}, f"Sinew: {e}")
+        mesh_obj = _reported_mesh(self, context)
+        if mesh_obj is None:
             return {"CANCELLED"}
         cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
         if cache is not None:
