@@ -72,7 +72,6 @@ class SkinQuality:
     def __init__(self, report, scene_frame: Optional[int]) -> None:
         self.scene_frame = scene_frame
         self.new_inside = report.new_inside_vertices
-        self.rest_inside = report.rest_inside_vertices
         self.new_depth = report.new_max_depth
         self.volume_ratio = report.volume_ratio
         # The deepest new inside vertex (its index in the mesh, as uploaded) and its heaviest bone.
