@@ -109,12 +109,6 @@ std::string JointAt(const Rig& rig, int64_t v) {
   return j < 0 ? "-" : rig.skeleton.names[size_t(j)];
 }
 
-// The heaviest joint at a frame's deepest new inside vertex (MeshQuality::new_deepest_vertex),
-// or "-" when no vertex is newly inside.
-std::string DeepestNewInside(const Rig& rig, const MeshQuality& q) {
-  return JointAt(rig, q.new_deepest_vertex);
-}
-
 // Plays the sequence and its four perturbed copies, prints a row per frame (the largest move,
 // the vertices moved beyond 1e-4 of the diagonal and, per heaviest joint, how many) and returns
 // the worst frame's move over the diagonal.
@@ -193,8 +187,8 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     if (!(*dqs_run)->Deform({&s.poses[f], {}}, dqs, nullptr).ok()) std::abort();
     const MeshQuality qd = quality.Measure(dqs, nullptr), qm = quality.Measure(base, nullptr);
     std::printf("; inside: DQS %u (%.1e at %s), method %u (%.1e at %s)\n", qd.new_inside_vertices,
-                qd.new_max_depth / diag, DeepestNewInside(rig, qd).c_str(), qm.new_inside_vertices,
-                qm.new_max_depth / diag, DeepestNewInside(rig, qm).c_str());
+                qd.new_max_depth / diag, JointAt(rig, qd.new_deepest_vertex).c_str(), qm.new_inside_vertices,
+                qm.new_max_depth / diag, JointAt(rig, qm.new_deepest_vertex).c_str());
   }
   std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread%s)\n", worst,
               moved_total, 1e3 * seconds / std::max<size_t>(frames, 1),

@@ -1156,7 +1156,10 @@ int Batch(client::Client& c, client::Args& args) {
   if (auto st = ApplyPointSet(args, *asset); !st.ok()) return Fail(st);
   auto clip = ChooseClip(*asset, args.Get("clip"));
   if (!clip.ok()) return Fail(clip.status());
-  if (auto built = BuildRig(asset->rig); !built.ok()) {
+  // Checked here as the server will (its weights also name the joint at each frame's deepest fold
+  // for --quality).
+  const absl::StatusOr<Rig> built = BuildRig(asset->rig);
+  if (!built.ok()) {
     return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
   }
   if (args.Has("quality") && asset->rig.rig.triangles.empty()) {
@@ -1536,10 +1539,6 @@ int Batch(client::Client& c, client::Args& args) {
       std::fprintf(stderr, "measuring the quality of %zu frames\n", baked->frames.size());
       ThreadPool pool(std::max(1u, std::thread::hardware_concurrency()));
       const MeshQualityMeasure measure(asset->rig.rig.positions, asset->rig.rig.triangles, {}, &pool);
-      // The built rig's weights name the joint at each frame's deepest new inside vertex (the
-      // server built and accepted the same rig, so this only fails on a rig it never saw).
-      const absl::StatusOr<Rig> built = BuildRig(asset->rig);
-      if (!built.ok()) return Fail(built.status());
       for (const auto& f : baked->frames) {
         const MeshQuality q = measure.Measure(f, &pool);
         const int32_t joint = q.new_deepest_vertex < 0 ? -1 : HeaviestJoint(built->weights, size_t(q.new_deepest_vertex));
