@@ -139,6 +139,47 @@ inline constexpr float NextTrust(float trust, float a) {
   const float t = trust * (0.5f + 1.5f * a);
   return t < 1.f ? 1.f : t > kMaxTrust ? kMaxTrust : t;
 }
+// Per-node step caps for a relaxation still running after kNodeTrustRound rounds (issue 15,
+// 2026-12-06): BCN_Epileptic's legs stalled at the round limit at the leg's highest raise, two
+// crease nodes whose own-side hinge switched on within each full step (the Gauss-Newton model
+// does not see a hinge that is off at the round's start), so that E rose by 12-25 % at the full
+// step and the one step fraction of the whole component (RelaxStepFraction) stayed short for
+// every node. From that round on, each free node's cap also scales by its own trust t, which
+// falls where its field terms rose beyond their model along its step and grows back where they
+// did not (NextNodeTrust). Relaxations that converge sooner are untouched; from round 16 the
+// two-bone limb's 120° frame moved by 1.2e-4 of its diagonal under 1e-6 rad turns (1.4e-5).
+inline constexpr uint32_t kNodeTrustRound = 48;
+inline constexpr float kNodeTrustFloor = 0.25f;
+inline constexpr double kNodeTrustGain = 0.5;
+// The Gauss-Newton model of one node's field terms ½ k ((f − iso)² + Σ γ min(0, h)²) along its
+// capped step d: `predicted`, the model's change, and `size`, its linear part's magnitude plus its
+// quadratic part (the scale NextNodeTrust measures the model's error against). k, c = f − iso,
+// g = ∇f, gh = Σ γ h ∇h and cm = Σ γ ∇h ∇hᵀ (xx, xy, xz, yy, yz, zz) at the round's start.
+inline constexpr void NodeStepModel(float k, float c, const float* g, const float* gh, const float* cm,
+                                    const float* d, double* predicted, double* size) {
+  const float gd_f = g[0] * d[0] + g[1] * d[1] + g[2] * d[2];
+  const float ghd = gh[0] * d[0] + gh[1] * d[1] + gh[2] * d[2];
+  const double gd = gd_f;
+  const double lin = double(k) * (double(c) * gd + double(ghd));
+  const double quad = 0.5 * double(k) * (gd * gd + cm[0] * d[0] * d[0] + cm[3] * d[1] * d[1] + cm[5] * d[2] * d[2] +
+                                         2 * (cm[1] * d[0] * d[1] + cm[2] * d[0] * d[2] + cm[4] * d[1] * d[2]));
+  *predicted = lin + quad;
+  *size = (lin < 0 ? -lin : lin) + quad;
+}
+// A node's trust after a round's full step: ×1.5 where its field terms changed as modelled, less
+// by kNodeTrustGain × the model's error relative to its size where they rose beyond it, within
+// [kNodeTrustFloor, 1]; continuous in everything it reads.
+inline constexpr float NextNodeTrust(float trust, double before, double after, double predicted, double size) {
+  const double excess = (after - before) - predicted;
+  const double rel = excess > 0 ? excess / (size + 1e-12) : 0.0;
+  const double t = double(trust) * (1.5 - kNodeTrustGain * rel);
+  return t < kNodeTrustFloor ? kNodeTrustFloor : t > 1 ? 1.f : float(t);
+}
+// Third pieces' contact gates are read at the node's DQS position too (RelaxSetup), except
+// against a piece whose field at the node's rest position exceeds this: pieces that touch at
+// rest (fingers side by side), where the DQS reading would hold the skin apart that the rig
+// keeps together.
+inline constexpr float kThirdPieceRestField = 0.05f;
 inline constexpr float kStateTolerance = 10 * kConvergence;  // elastic: residual reported as converged
 
 // Per-vertex states (VertexState in core/deformer/deformer.h). kMarching is a node still

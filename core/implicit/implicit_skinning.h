@@ -114,6 +114,7 @@ class ImplicitModel : public Prepared {
   // thin to track (composed only).
   size_t pieces_without_field = 0;
   size_t thin_fields = 0;
+  size_t hidden_nodes = 0;  // tracked but for lying inside the rest skin: left on DQS (PrepareImplicit)
 
   size_t Bytes() const override;
   // "34 bone fields (…); …": what a user reading `sinew play` or RigInfo.preparations needs to

@@ -463,7 +463,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     std::vector<uint8_t>().swap(free_);
     for (auto* v : {&e_g_, &e_gh_, &e_grad_, &x_old_}) std::vector<Eigen::Vector3f>().swap(*v);
     for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_z_}) std::vector<Eigen::Vector4f>().swap(*v);
-    for (auto* v : {&e_c_, &e_k_, &e_gate_, &controls_, &e_pre_}) std::vector<float>().swap(*v);
+    for (auto* v : {&e_c_, &e_k_, &e_gate_, &controls_, &e_pre_, &node_trust_}) std::vector<float>().swap(*v);
+    for (auto* v : {&e_field_, &e_field0_, &e_pred_, &e_size_}) std::vector<double>().swap(*v);
     std::vector<float>().swap(e_cm_);
     std::vector<double>().swap(partial_);
     std::vector<uint32_t>().swap(order_);
@@ -608,7 +609,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
            rest_edge_.capacity() * sizeof(Eigen::Vector3f) + skinned_.size() * 4 +
            cg_x_.size() * 5 * sizeof(Eigen::Vector4f) + e_g_.size() * 4 * sizeof(Eigen::Vector3f) +
            e_c_.size() * 4 * sizeof(float) + free_.size() + controls_.size() * sizeof(float) +
-           (e_gate_.size() + e_cm_.size() + e_pre_.size()) * sizeof(float) +
+           (e_gate_.size() + e_cm_.size() + e_pre_.size() + node_trust_.size()) * sizeof(float) +
+           e_field_.size() * 4 * sizeof(double) +
            partial_.capacity() * sizeof(double) + order_.capacity() * sizeof(uint32_t) +
            undo_pos_.capacity() * sizeof(Eigen::Vector3f) + undo_state_.capacity() * sizeof(VertexState) +
            undo_transforms_.capacity() * sizeof(Affine34d) +
@@ -881,7 +883,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     const size_t nn = m_->node_count();
     for (auto* v : {&e_g_, &e_gh_, &e_grad_, &x_old_}) v->resize(nn);
     for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_z_}) v->resize(nn);
-    for (auto* v : {&e_c_, &e_k_}) v->resize(nn);
+    for (auto* v : {&e_c_, &e_k_, &node_trust_}) v->resize(nn);
+    for (auto* v : {&e_field_, &e_field0_, &e_pred_, &e_size_}) v->assign(nn, 0.0);
     e_cm_.resize(6 * nn);
     e_pre_.resize(kRelaxBlockFloats * nn);
     e_gate_.resize(nn * kMaxCandidates);
@@ -922,6 +925,24 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           if (cand[c] != own && (c == largest || AdjacentFields(m_->parent_field.data(), cand[c], own))) {
             e_gate_[i * kMaxCandidates + c] = ContactGate(mine, value[c]);
           }
+        }
+        // Every third piece (not either side of the node's bone's joints) is read at the node's
+        // DQS position too, and the larger gate kept: a fingertip bent onto its palm, or BCN's chin
+        // onto its chest, comes from the side, where the elastic start may already have slid past
+        // the contact that DQS's rigid pieces still show. Read only against the largest other field
+        // where the node is (until 2026-12-06), the Arm's middle finger crossed its MCP's contact
+        // by 0.348 R at 150° and its PIP's by 0.444 R (0.024 and 0.071 R with every third piece);
+        // read against pieces that touch at rest too (fingers side by side), the left hand's
+        // fingers held each other apart. kThirdPieceRestField.
+        const Eigen::Vector3f y = SkinnedNode(i);
+        const Eigen::Vector3f rest(m_->rest[3 * i], m_->rest[3 * i + 1], m_->rest[3 * i + 2]);
+        const FieldValue mine_y = LeafValue(own, y);
+        for (int c = 0; c < cand_count_[i]; ++c) {
+          if (cand[c] == own || AdjacentFields(m_->parent_field.data(), cand[c], own)) continue;
+          const FieldValue other_y = LeafValue(cand[c], y);
+          if (!(other_y.f > 0) || m_->grids[cand[c]].Sample(rest) > kThirdPieceRestField) continue;
+          float& gate = e_gate_[i * kMaxCandidates + c];
+          gate = std::max(gate, ContactGate(mine_y, other_y));
         }
       }
     });
@@ -979,6 +1000,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     auto energy_of = [&] { return sum(pool, [&](uint32_t i) { return NodeEnergy(i); }); };
     const float tol = float(config_.relaxation_tolerance * m_->mean_edge);  // ImplicitConfig::relaxation_tolerance
     float trust = 1.f;  // the step caps' scale (NextTrust)
+    for (uint32_t k = 0; k < size; ++k) node_trust_[nodes[k]] = 1.f;  // each node's (NextNodeTrust)
     double energy = energy_of();
     bool stalled = config_.relaxation_rounds > 0;  // ends at the round limit
     for (uint32_t round = 0; round < config_.relaxation_rounds; ++round) {
@@ -1035,7 +1057,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         const uint32_t i = nodes[k];
         x_old_[i] = pos_[i];
         if (!free_[i]) continue;
-        const float len = cg_x_[i].head<3>().norm(), cap = trust * m_->step_cap[i];
+        const float len = cg_x_[i].head<3>().norm(), cap = trust * m_->step_cap[i] * node_trust_[i];
         if (len > cap) cg_x_[i] *= cap / len;
         dmax = std::max(dmax, cg_x_[i].head<3>().norm());
       }
@@ -1050,7 +1072,22 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         const uint32_t i = nodes[k];
         if (free_[i]) pos_[i] = x_old_[i] + cg_x_[i].head<3>();
       }
+      // Each node's field terms along its capped step: at the start and in their model.
+      for (uint32_t k = 0; k < size; ++k) {
+        const uint32_t i = nodes[k];
+        e_field0_[i] = e_field_[i];
+        if (free_[i]) {
+          NodeStepModel(e_k_[i], e_c_[i], e_g_[i].data(), e_gh_[i].data(), &e_cm_[6 * i], cg_x_[i].data(), &e_pred_[i],
+                        &e_size_[i]);
+        }
+      }
       const double trial = energy_of();
+      if (round + 1 >= kNodeTrustRound) {
+        for (uint32_t k = 0; k < size; ++k) {
+          const uint32_t i = nodes[k];
+          if (free_[i]) node_trust_[i] = NextNodeTrust(node_trust_[i], e_field0_[i], e_field_[i], e_pred_[i], e_size_[i]);
+        }
+      }
       const float step = RelaxStepFraction(energy, slope, trial);
       if (step < 1) {
         for (uint32_t k = 0; k < size; ++k) {
@@ -1149,7 +1186,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
           hh += double(gate) * h * h;
         }
       }
-      e += 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + hh);
+      e_field_[i] = 0.5 * double(e_k_[i]) * (double(e_c_[i]) * e_c_[i] + hh);
+      e += e_field_[i];
       e += 0.5 * double(kDqsSpring * m_->cot_sum[i]) * double((pos_[i] - SkinnedNode(i)).squaredNorm());
       RelaxBlockInverse(RelaxDiagonal(m_->cot_sum[i]), e_k_[i], e_g_[i].data(), cm, &e_pre_[kRelaxBlockFloats * i]);
     }
@@ -1263,6 +1301,10 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // preconditioned residual, the positions before a round's step; field residual, stiffness k.
   std::vector<Eigen::Vector3f> e_g_, e_gh_, e_grad_, x_old_;
   std::vector<float> e_c_, e_k_;
+  // Per-node trust (NextNodeTrust): the caps' scale, and per node its field terms' energy at the
+  // last evaluation and at the round's start, and their model's change and size along its step.
+  std::vector<float> node_trust_;
+  std::vector<double> e_field_, e_field0_, e_pred_, e_size_;
   // Per free node: the inverse of its 3x3 block of the Gauss-Newton matrix at the positions
   // Energy last saw (RelaxBlockInverse), which every CG iteration of the next round applies.
   std::vector<float> e_pre_;

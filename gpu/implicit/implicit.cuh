@@ -147,6 +147,13 @@ struct ImplicitStateView {
   float* e_gate;    // kMaxCandidates per node: each candidate's own-side contact gate γ (0: no term), held
   float* controls;  // kMaxCandidates − 1 per node: the composition's controllers, held (EvalHeldAt)
   double* e_node;
+  // Per-node trust (implicit_device::NextNodeTrust): the caps' scale; the node's field terms'
+  // energy at the last evaluation and at the round's start; their model's change and size along
+  // its step (2 per node).
+  float* node_trust;
+  double* e_field;
+  double* e_field0;
+  double* e_pred;
   float* cg_x;      // the CG vectors, 3 per node
   float* cg_r;
   float* cg_d;

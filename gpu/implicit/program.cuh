@@ -323,6 +323,7 @@ struct RelaxSetup {
     const ImplicitModelView& m = it.model;
     const ImplicitStateView& s = it.state;
     s.free_nodes[i] = 0;
+    s.node_trust[i] = 1;
     float* gate = s.e_gate + size_t(i) * imp::kMaxCandidates;
     for (int c = 0; c < imp::kMaxCandidates; ++c) gate[c] = 0;
     s.e_k[i] = 0;
@@ -349,6 +350,17 @@ struct RelaxSetup {
       if (cand[c] != own && (c == largest || imp::AdjacentFields(m.parent_field, cand[c], own))) {
         gate[c] = ContactGate(it, mine, value[c]);
       }
+    }
+    // Every third piece read at the node's DQS position too (Relax in tracking.cc).
+    const V3 y = SkinVertex(m, DualQuats(StepParams(b, it, step)), m.vertex_of_node[i]);
+    const V3 rest = Load3(m.rest, i);
+    const FieldValue mine_y = LeafValue(m, leaves, uint32_t(own), y);
+    for (int c = 0; c < s.cand_count[i]; ++c) {
+      if (cand[c] == own || imp::AdjacentFields(m.parent_field, cand[c], own)) continue;
+      const FieldValue other_y = LeafValue(m, leaves, cand[c], y);
+      if (!(other_y.f > 0) || SampleGrid(m, cand[c], rest, nullptr) > imp::kThirdPieceRestField) continue;
+      const float g = ContactGate(it, mine_y, other_y);
+      gate[c] = gate[c] > g ? gate[c] : g;
     }
   }
 };
@@ -420,7 +432,8 @@ struct EnergyTerms {
       Store3(s.e_g, i, v.g);
       Store3(s.e_gh, i, gh);
       s.e_c[i] = c;
-      e += 0.5 * double(s.e_k[i]) * (double(c) * c + hh);
+      s.e_field[i] = 0.5 * double(s.e_k[i]) * (double(c) * c + hh);
+      e += s.e_field[i];
       // The spring towards DQS (imp::kDqsSpring).
       const V3 y = x - SkinVertex(m, DualQuats(StepParams(b, it, step)), m.vertex_of_node[i]);
       e += 0.5 * double(imp::kDqsSpring * ring_weight) * double(Dot(y, y));
@@ -578,9 +591,28 @@ struct RelaxCap {
     Store3(s.x_old, i, Load3(s.pos, i));
     if (!s.free_nodes[i]) return;
     V3 dx = Load3(s.cg_x, i);
-    const float len = Norm(dx), cap = it.state.scalars[c].trust * it.model.step_cap[i];
+    const float len = Norm(dx), cap = it.state.scalars[c].trust * it.model.step_cap[i] * s.node_trust[i];
     if (len > cap) dx = (cap / len) * dx;
     Store3(s.cg_x, i, dx);
+    // The node's field terms at the start and their model along its step (NextNodeTrust).
+    s.e_field0[i] = s.e_field[i];
+    const float g[3] = {s.e_g[3 * size_t(i)], s.e_g[3 * size_t(i) + 1], s.e_g[3 * size_t(i) + 2]};
+    const float gh[3] = {s.e_gh[3 * size_t(i)], s.e_gh[3 * size_t(i) + 1], s.e_gh[3 * size_t(i) + 2]};
+    const float d[3] = {dx.x, dx.y, dx.z};
+    imp::NodeStepModel(s.e_k[i], s.e_c[i], g, gh, s.e_cm + 6 * size_t(i), d, s.e_pred + 2 * size_t(i),
+                       s.e_pred + 2 * size_t(i) + 1);
+  }
+};
+// Each node's trust after the round's full step, from its round kNodeTrustRound − 1 on
+// (implicit_device::NextNodeTrust; RelaxComponent in tracking.cc).
+struct RelaxNodeTrust {
+  uint32_t step, round;
+  SINEW_HD void operator()(const ImplicitBatch&, const ImplicitItem& it, uint32_t i) const {
+    if (round + 1 < imp::kNodeTrustRound || !RoundLive(it, step, round, Component(it, i))) return;
+    const ImplicitStateView& s = it.state;
+    if (!s.free_nodes[i]) return;
+    s.node_trust[i] = imp::NextNodeTrust(s.node_trust[i], s.e_field0[i], s.e_field[i], s.e_pred[2 * size_t(i)],
+                                         s.e_pred[2 * size_t(i) + 1]);
   }
 };
 struct RelaxLongest {  // the largest capped step
@@ -852,6 +884,7 @@ void RunImplicitPasses(const Exec& x, const ImplicitLimits& l, uint32_t items, P
         }
         x.Nodes(EnergyTerms{s, r});
         x.Reduce(EnergySum{s, r});
+        if (l.every_pass || r + 1 >= imp::kNodeTrustRound) x.Nodes(RelaxNodeTrust{s, r});
         if (l.every_pass || x.Any(AnyFraction{s, r})) {
           x.Nodes(RelaxFraction{s, r});
           x.Nodes(EnergyTerms{s, r, true});

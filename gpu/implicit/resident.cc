@@ -198,6 +198,10 @@ uint64_t LayOut(char* base, uint32_t nodes, uint32_t components, bool elastic, I
     v->e_gate = static_cast<float*>(take(4 * imp::kMaxCandidates * n));
     v->controls = static_cast<float*>(take(4 * (imp::kMaxCandidates - 1) * n));
     v->e_node = static_cast<double*>(take(8 * n));
+    v->node_trust = static_cast<float*>(take(4 * n));
+    v->e_field = static_cast<double*>(take(8 * n));
+    v->e_field0 = static_cast<double*>(take(8 * n));
+    v->e_pred = static_cast<double*>(take(16 * n));
     v->cg_x = static_cast<float*>(take(12 * n));
     v->cg_r = static_cast<float*>(take(12 * n));
     v->cg_d = static_cast<float*>(take(12 * n));

@@ -964,6 +964,52 @@ TEST(ImplicitSkinning, RelaxationStepIsTheParabolasMinimumAndContinuous) {
   EXPECT_LT(trust_jump, 1e-4);
 }
 
+// The per-node trust of a relaxation still running after kNodeTrustRound rounds (NodeStepModel,
+// NextNodeTrust; shared by the CPU and the device): the model of a node's field terms along its
+// step is exact where the field and the own-side depth are linear and the hinge stays on, so the
+// trust grows there (×1.5, at most 1); where the terms rose beyond the model (a hinge that
+// switched on within the step, BCN_Epileptic's legs at the leg's highest raise) it falls, never
+// below kNodeTrustFloor; and it is continuous in what it reads, so that no rounding flips it.
+TEST(ImplicitSkinning, NodeTrustFallsWhereTheFieldTermsLeaveTheirModelAndIsContinuous) {
+  using implicit_device::kNodeTrustFloor;
+  using implicit_device::NextNodeTrust;
+  using implicit_device::NodeStepModel;
+  // ½ k (c + g·d)² + ½ k γ (h + ∇h·d)², h < 0 throughout: exactly quadratic in d.
+  const float k = 3.f, c = 0.2f, gamma = 0.7f, h = -0.05f;
+  const float g[3] = {0.5f, -1.f, 2.f}, dh[3] = {-1.f, 0.25f, 0.5f}, d[3] = {0.01f, 0.02f, -0.005f};
+  const float gh[3] = {gamma * h * dh[0], gamma * h * dh[1], gamma * h * dh[2]};
+  const float cm[6] = {gamma * dh[0] * dh[0], gamma * dh[0] * dh[1], gamma * dh[0] * dh[2],
+                       gamma * dh[1] * dh[1], gamma * dh[1] * dh[2], gamma * dh[2] * dh[2]};
+  auto energy = [&](double s) {
+    const double gd = s * (double(g[0]) * d[0] + double(g[1]) * d[1] + double(g[2]) * d[2]);
+    const double hd = s * (double(dh[0]) * d[0] + double(dh[1]) * d[1] + double(dh[2]) * d[2]);
+    const double hs = std::min(0.0, h + hd);
+    return 0.5 * k * ((c + gd) * (c + gd) + gamma * hs * hs);
+  };
+  double predicted = 0, size = 0;
+  NodeStepModel(k, c, g, gh, cm, d, &predicted, &size);
+  EXPECT_NEAR(predicted, energy(1) - energy(0), 1e-6 * size);
+  EXPECT_GT(size, std::abs(predicted) / 2);
+  EXPECT_FLOAT_EQ(NextNodeTrust(0.5f, energy(0), energy(1), predicted, size), 0.75f) << "as modelled: ×1.5";
+  EXPECT_FLOAT_EQ(NextNodeTrust(0.8f, energy(0), energy(1), predicted, size), 1.f) << "at most 1";
+  EXPECT_FLOAT_EQ(NextNodeTrust(0.5f, energy(0), energy(1) - size, predicted, size), 0.75f)
+      << "a fall beyond the model is no reason to shorten";
+  // A rise beyond the model by r × its size: × (1.5 − ½ r).
+  EXPECT_NEAR(NextNodeTrust(1.f, energy(0), energy(1) + 2 * size, predicted, size), 0.5f, 1e-5);
+  EXPECT_FLOAT_EQ(NextNodeTrust(1.f, energy(0), energy(1) + 100 * size, predicted, size), kNodeTrustFloor);
+  EXPECT_FLOAT_EQ(NextNodeTrust(kNodeTrustFloor, energy(0), energy(1) + 100 * size, predicted, size), kNodeTrustFloor);
+  // Continuous in the energy after the step.
+  double jump = 0;
+  float previous = NextNodeTrust(0.6f, energy(0), energy(1), predicted, size);
+  for (int s = 1; s <= 40000; ++s) {
+    const float t = NextNodeTrust(0.6f, energy(0), energy(1) + 1e-4 * s * size, predicted, size);
+    jump = std::max(jump, double(std::abs(t - previous)));
+    previous = t;
+  }
+  EXPECT_LT(jump, 1e-4);
+  EXPECT_FLOAT_EQ(previous, kNodeTrustFloor);
+}
+
 // Elastic sessions asking for the bone heat rotation weights.
 ImplicitConfig Harmonic() {
   ImplicitConfig c;
@@ -1182,6 +1228,64 @@ TEST(ImplicitSkinning, PiecesThinnerThanTheLimitKeepTheInitialSkinning) {
               limited.min_field_radius, dropped, untracked_off_dqs, tracked_off_dqs / all->mean_edge);
   EXPECT_LE(untracked_off_dqs, 1e-5 * f.Diagonal());
   EXPECT_GT(tracked_off_dqs, 0.05 * all->mean_edge) << "tracked, the same nodes leave DQS at 90°";
+}
+
+// Skin inside the rest skin (a mesh overlapping another: BCN_Epileptic's legs reach into its
+// body) keeps the initial skinning (PrepareImplicit, 2026-12-06): nobody sees it, and tracked it
+// folded BCN's throat into its head. A second tube half the limb's radius and 0.9 of its length,
+// inside it and skinned to the same bones: none of its nodes is tracked, the preparation says how
+// many it left, and at 90° they come out as DQS; the outer tube is tracked as without it.
+TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
+  Fixture& f = F();
+  const Rig& limb = *f.rig;
+  const size_t n = limb.vertex_count();
+  RigInput in;
+  in.rig.positions = limb.positions;
+  for (size_t v = 0; v < n; ++v) {
+    in.rig.positions.insert(in.rig.positions.end(), {1.5f + 0.9f * (limb.positions[3 * v] - 1.5f),
+                                                     0.5f * limb.positions[3 * v + 1], 0.5f * limb.positions[3 * v + 2]});
+  }
+  in.rig.triangles = limb.triangles;
+  for (uint32_t t : limb.triangles) in.rig.triangles.push_back(t + uint32_t(n));
+  in.rig.skeleton = limb.skeleton;
+  in.weights.offsets.assign(1, 0);
+  for (int copy = 0; copy < 2; ++copy) {
+    for (size_t v = 0; v < n; ++v) {
+      for (uint32_t e = limb.weights.offsets[v]; e < limb.weights.offsets[v + 1]; ++e) {
+        in.weights.joints.push_back(limb.weights.joints[e]);
+        in.weights.weights.push_back(limb.weights.weights[e]);
+      }
+      in.weights.offsets.push_back(uint32_t(in.weights.joints.size()));
+    }
+  }
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
+  auto prepared = PrepareImplicit(*rig, Config("elastic-implicit"), &f.pool, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const auto model = std::dynamic_pointer_cast<const ImplicitModel>(*prepared);
+  size_t outer_tracked = 0, inner_tracked = 0;
+  for (size_t v = 0; v < 2 * n; ++v) (v < n ? outer_tracked : inner_tracked) += model->in_field[model->node_of_vertex[v]];
+  std::printf("outer tube: %zu of %zu vertices tracked; inner tube: %zu; %s\n", outer_tracked, n, inner_tracked,
+              model->Summary().c_str());
+  EXPECT_EQ(inner_tracked, 0u);
+  EXPECT_GT(outer_tracked, n * 9 / 10);
+  EXPECT_GT(model->hidden_nodes, n / 2) << "the inner tube's nodes were trackable but for being hidden";
+  EXPECT_NE(model->Summary().find("inside the rest skin keep the initial skinning"), std::string::npos)
+      << model->Summary();
+  DeformerConfig dqs_config;
+  dqs_config.method = "dqs";
+  auto dqs = CreateDeformer(rig, dqs_config, &f.pool);
+  ASSERT_TRUE(dqs.ok()) << dqs.status();
+  auto elastic = CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  const Pose pose = LimbPose(rig->skeleton, 0.5, LimbMotion{.bend_degrees = 90, .twist_degrees = 0});
+  std::vector<float> a(rig->positions.size()), b(rig->positions.size());
+  ASSERT_TRUE((*dqs)->Deform({&pose, {}}, a, &f.pool).ok());
+  ASSERT_TRUE((*elastic)->Deform({&pose, {}}, b, &f.pool).ok());
+  const std::span<const float> outer_dqs(a.data(), 3 * n), outer_elastic(b.data(), 3 * n);
+  EXPECT_LE(testing::MaxAbsDiff(std::span<const float>(a).subspan(3 * n), std::span<const float>(b).subspan(3 * n)),
+            1e-5 * f.Diagonal())
+      << "the inner tube follows DQS";
+  EXPECT_GT(testing::MaxAbsDiff(outer_dqs, outer_elastic), 0.05 * model->mean_edge) << "the outer tube is tracked";
 }
 
 TEST(ImplicitSkinning, Validation) {

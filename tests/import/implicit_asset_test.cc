@@ -106,7 +106,11 @@ TEST(ImplicitAsset, CharacterClipPlaysWithoutNaNOrVerticesLeavingTheirField) {
 // Issue 15: the elastic method's result is a continuous function of the pose on a character.
 // BCN_Epileptic's clip sampled at 10 poses, played once as given and once per 1e-6 rad turn of
 // every joint about four axes (as bench/implicit_stability.cc does, one thread): every frame
-// moves by at most 1e-3 of the diagonal. Measured 3.7e-4 (the right hip at 1.47 s; the first
+// moves by at most 5e-4 of the diagonal. Measured 2.15e-4 (the right hip at 1.47 s) since skin
+// inside the rest skin is untracked, third pieces' gates are read at DQS too and a relaxation
+// still running after 48 rounds caps each node by its own trust (2026-12-06; over samplings 6–12
+// of the clip 1.8e-4 to 1.8e-3: 1.79e-4, 2.08e-4, 2.68e-4, 2.15e-4, 5.00e-4, 1.98e-4, 1.79e-3). Before
+// that the bound was 1e-3. Measured 3.7e-4 (the right hip at 1.47 s; the first
 // pose's right armpit 2.1e-4) on 2026-11-28, 1e-4 being the issue's bound, and 2.2e-4 to
 // 9.8e-4 over four other samplings of the clip; 3.87e-4 (the jaw at 2.57 s) since low-poly
 // pieces' fields are composed by default (ImplicitConfig::sample_triangles, 2026-12-05). Before
@@ -114,7 +118,7 @@ TEST(ImplicitAsset, CharacterClipPlaysWithoutNaNOrVerticesLeavingTheirField) {
 // relaxation had 256 rounds (64), 1.45e-2
 // here (the ponytail, which the clip drives through the back) and up to 1.8e-2 over the others;
 // before the DQS spring, up to 7e-2 (the right leg).
-TEST(ImplicitAsset, ElasticCharacterClipMovesAThousandthOfItsDiagonalAtMostUnderRoundingTurns) {
+TEST(ImplicitAsset, ElasticCharacterClipMovesHalfAThousandthOfItsDiagonalAtMostUnderRoundingTurns) {
   if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
   auto bcn = testing::LoadCharacter(testing::kBcn);
   ASSERT_TRUE(bcn.ok()) << bcn.status();
@@ -158,7 +162,7 @@ TEST(ImplicitAsset, ElasticCharacterClipMovesAThousandthOfItsDiagonalAtMostUnder
         const Eigen::Vector3d b(turned[3 * v], turned[3 * v + 1], turned[3 * v + 2]);
         frame = std::max(frame, (a - b).norm() / diag);
       }
-      EXPECT_LE(frame, 1e-3) << "pose " << k << " at " << clip.duration * k / kSamples << " s, turn " << t;
+      EXPECT_LE(frame, 5e-4) << "pose " << k << " at " << clip.duration * k / kSamples << " s, turn " << t;
       worst = std::max(worst, frame);
     }
   }

@@ -557,9 +557,13 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
   // its neighbour v640 across the segments' border, one of its triangles turned over); with it
   // the middle PIP reads 0.004 R and none inside at 90°. They hold for the folds at
   // 120° (fewer than implicit) and, where the skins meet, at 120° (contact crossing ≤ 0.05 R),
-  // and at the index PIP at 150°. The bisector bound does not hold at the PIPs from 120° (0.23–0.39
-  // R, the pieces' thickness), nor either bound at the middle PIP and MCP at 150°: these guard
-  // what holds.
+  // and at the index PIP at 150°. Since third pieces' contact gates are read at the node's DQS
+  // position too (RelaxSetup, 2026-12-06) the middle MCP holds its contact at 150° as well: 0.025
+  // / 0.024 R in steps / one jump (crease 0.017, bisector 0; 0.348 R before), with 6 / 7 vertices
+  // inside, 2 of them in the crease 0.53 R deep (10 at 0.33 R before); the middle PIP at 150°
+  // 0.071 R (0.444 before). The bisector bound does not hold at the PIPs from 120° (0.23–0.39 R,
+  // the pieces' thickness), nor the contact bound at the middle PIP at 150°: these guard what
+  // holds.
   for (const auto& [joint, end, label] : {std::tuple{"finger2-2.R", "finger2-3.R", "Arm index PIP"},
                                           {"finger3-2.R", "finger3-3.R", "Arm middle PIP"},
                                           {"finger3-1.R", "finger3-2.R", "Arm middle MCP"}}) {
@@ -578,8 +582,9 @@ TEST(ImplicitContactAsset, ArmFingersBentTo150ElasticMeetsTheSkinsTo120AndFoldsL
         EXPECT_LE(r.eis_steps.inside, r.dqs.inside / 3) << label << " " << deg;
         EXPECT_LE(r.eis_jump.inside, r.dqs.inside / 3) << label << " " << deg;
       }
-      // The index PIP's at 150° since every field that reaches a node is among its candidates.
-      if (deg <= 120 || std::string(label) == "Arm index PIP") {
+      // The index PIP's at 150° since every field that reaches a node is among its candidates; the
+      // middle MCP's since third pieces are read at DQS too.
+      if (deg <= 120 || std::string(label) != "Arm middle PIP") {
         EXPECT_LE(r.eis_steps.contact_crossing, 0.05) << label << " " << deg;
         EXPECT_LE(r.eis_jump.contact_crossing, 0.05) << label << " " << deg;
       }
