@@ -148,6 +148,10 @@ inline constexpr float NextTrust(float trust, float a) {
 // falls where its field terms rose beyond their model along its step and grows back where they
 // did not (NextNodeTrust). Relaxations that converge sooner are untouched; from round 16 the
 // two-bone limb's 120° frame moved by 1.2e-4 of its diagonal under 1e-6 rad turns (1.4e-5).
+// It does not make the stalls converge (at 12 samples of BCN's clip 15 of 1 860 relaxations of
+// large components still end at the round limit, as without it; in the legs 90-230 of 573 nodes
+// end below trust 1): it changes where they end, and there BCN's clip moves less under 1e-6 rad
+// turns (at 12 samples 1.79e-3 of the diagonal against 4.44e-3 without it).
 inline constexpr uint32_t kNodeTrustRound = 48;
 inline constexpr float kNodeTrustFloor = 0.25f;
 inline constexpr double kNodeTrustGain = 0.5;
