@@ -884,7 +884,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     for (auto* v : {&e_g_, &e_gh_, &e_grad_, &x_old_}) v->resize(nn);
     for (auto* v : {&cg_x_, &cg_r_, &cg_d_, &cg_q_, &e_z_}) v->resize(nn);
     for (auto* v : {&e_c_, &e_k_, &node_trust_}) v->resize(nn);
-    for (auto* v : {&e_field_, &e_field0_, &e_pred_, &e_size_}) v->assign(nn, 0.0);
+    for (auto* v : {&e_field_, &e_field0_, &e_pred_, &e_size_}) v->resize(nn);
     e_cm_.resize(6 * nn);
     e_pre_.resize(kRelaxBlockFloats * nn);
     e_gate_.resize(nn * kMaxCandidates);
@@ -936,11 +936,16 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         // fingers held each other apart. kThirdPieceRestField.
         const Eigen::Vector3f y = SkinnedNode(i);
         const Eigen::Vector3f rest(m_->rest[3 * i], m_->rest[3 * i + 1], m_->rest[3 * i + 2]);
-        const FieldValue mine_y = LeafValue(own, y);
+        FieldValue mine_y;
+        bool have_mine_y = false;
         for (int c = 0; c < cand_count_[i]; ++c) {
           if (cand[c] == own || AdjacentFields(m_->parent_field.data(), cand[c], own)) continue;
           const FieldValue other_y = LeafValue(cand[c], y);
           if (!(other_y.f > 0) || m_->grids[cand[c]].Sample(rest) > kThirdPieceRestField) continue;
+          if (!have_mine_y) {
+            mine_y = LeafValue(own, y);
+            have_mine_y = true;
+          }
           float& gate = e_gate_[i * kMaxCandidates + c];
           gate = std::max(gate, ContactGate(mine_y, other_y));
         }
@@ -1072,17 +1077,20 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         const uint32_t i = nodes[k];
         if (free_[i]) pos_[i] = x_old_[i] + cg_x_[i].head<3>();
       }
-      // Each node's field terms along its capped step: at the start and in their model.
-      for (uint32_t k = 0; k < size; ++k) {
-        const uint32_t i = nodes[k];
-        e_field0_[i] = e_field_[i];
-        if (free_[i]) {
+      // From round kNodeTrustRound − 1 on, each node's field terms along its capped step: at the
+      // start and in their model, for its trust after the step (NextNodeTrust).
+      const bool node_trust = round + 1 >= kNodeTrustRound;
+      if (node_trust) {
+        for (uint32_t k = 0; k < size; ++k) {
+          const uint32_t i = nodes[k];
+          if (!free_[i]) continue;
+          e_field0_[i] = e_field_[i];
           NodeStepModel(e_k_[i], e_c_[i], e_g_[i].data(), e_gh_[i].data(), &e_cm_[6 * i], cg_x_[i].data(), &e_pred_[i],
                         &e_size_[i]);
         }
       }
       const double trial = energy_of();
-      if (round + 1 >= kNodeTrustRound) {
+      if (node_trust) {
         for (uint32_t k = 0; k < size; ++k) {
           const uint32_t i = nodes[k];
           if (free_[i]) node_trust_[i] = NextNodeTrust(node_trust_[i], e_field0_[i], e_field_[i], e_pred_[i], e_size_[i]);

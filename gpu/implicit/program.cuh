@@ -354,11 +354,16 @@ struct RelaxSetup {
     // Every third piece read at the node's DQS position too (Relax in tracking.cc).
     const V3 y = SkinVertex(m, DualQuats(StepParams(b, it, step)), m.vertex_of_node[i]);
     const V3 rest = Load3(m.rest, i);
-    const FieldValue mine_y = LeafValue(m, leaves, uint32_t(own), y);
+    FieldValue mine_y{0, {0, 0, 0}};
+    bool have_mine_y = false;
     for (int c = 0; c < s.cand_count[i]; ++c) {
       if (cand[c] == own || imp::AdjacentFields(m.parent_field, cand[c], own)) continue;
       const FieldValue other_y = LeafValue(m, leaves, cand[c], y);
       if (!(other_y.f > 0) || SampleGrid(m, cand[c], rest, nullptr) > imp::kThirdPieceRestField) continue;
+      if (!have_mine_y) {
+        mine_y = LeafValue(m, leaves, uint32_t(own), y);
+        have_mine_y = true;
+      }
       const float g = ContactGate(it, mine_y, other_y);
       gate[c] = gate[c] > g ? gate[c] : g;
     }
@@ -594,7 +599,9 @@ struct RelaxCap {
     const float len = Norm(dx), cap = it.state.scalars[c].trust * it.model.step_cap[i] * s.node_trust[i];
     if (len > cap) dx = (cap / len) * dx;
     Store3(s.cg_x, i, dx);
-    // The node's field terms at the start and their model along its step (NextNodeTrust).
+    // From round kNodeTrustRound − 1 on, the node's field terms at the start and their model
+    // along its step (RelaxNodeTrust).
+    if (round + 1 < imp::kNodeTrustRound) return;
     s.e_field0[i] = s.e_field[i];
     const float g[3] = {s.e_g[3 * size_t(i)], s.e_g[3 * size_t(i) + 1], s.e_g[3 * size_t(i) + 2]};
     const float gh[3] = {s.e_gh[3 * size_t(i)], s.e_gh[3 * size_t(i) + 1], s.e_gh[3 * size_t(i) + 2]};
