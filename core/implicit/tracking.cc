@@ -700,14 +700,20 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
         return absl::InvalidArgumentError(absl::StrCat("state: node ", k / 3, "'s position is not finite"));
       }
     }
+    // A node tracked by the preparation that saved the state and not by this one (a newer
+    // preparation leaves skin hidden inside the rest skin untracked, since 2026-12-06) follows
+    // the initial skinning from the next sub-step on; one tracked here and not there starts
+    // from its saved position, which is where the initial skinning put it at the saved pose.
     for (size_t i = 0; i < nodes; ++i) {
-      const uint8_t v = d.state[i];
-      const bool ok = m_->in_field[i] ? v >= uint8_t(VertexState::kConverged) && v <= uint8_t(VertexState::kReseeded)
-                                      : v == uint8_t(VertexState::kFree);
-      if (!ok) {
-        return absl::InvalidArgumentError(absl::StrCat("state: node ", i, "'s state ", int(v), " is not one a frame leaves (",
-                                                       m_->in_field[i] ? "a tracked node: 1 to 5" : "an untracked node: 0",
-                                                       ")"));
+      uint8_t& v = d.state[i];
+      if (v > uint8_t(VertexState::kReseeded)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("state: node ", i, "'s state ", int(v), " is not one a frame leaves (0 to 5)"));
+      }
+      if (!m_->in_field[i]) {
+        v = uint8_t(VertexState::kFree);
+      } else if (v == uint8_t(VertexState::kFree)) {
+        v = uint8_t(VertexState::kConverged);
       }
     }
     return d;

@@ -463,7 +463,8 @@ TEST(ImplicitSkinning, ElasticFrameStoppedByItsCallerLeavesTheSessionAsBefore) {
 // plays the next frames (on to 120° and back, a 45° jump among them) with the original's bits and
 // vertex states, where a session from rest gives other bits. Bytes that do not fit (damaged,
 // truncated, another method's, another rig's counts, a value that is not finite, a state no frame
-// leaves) are refused, naming what, and leave the target as it was. A session saved before its
+// leaves) are refused, naming what, and leave the target as it was; bytes whose nodes another
+// preparation tracked load. A session saved before its
 // first frame restores as one from rest. Until 2026-12-04 GetSessionState answered UNIMPLEMENTED
 // for elastic sessions (a server restart or a migration lost the history).
 TEST(ImplicitSkinning, ElasticSnapshotRestoreContinuesBitForBit) {
@@ -521,8 +522,21 @@ TEST(ImplicitSkinning, ElasticSnapshotRestoreContinuesBitForBit) {
   refused(reseal(unknown), absl::StatusCode::kInvalidArgument, absl::StrCat("node ", tracked, "'s state 9"));
   EXPECT_EQ(*restored->SaveState(), *target_before) << "a refused state changed the target";
 
-  ASSERT_TRUE(restored->LoadState(*saved).ok());
-  EXPECT_EQ(*restored->SaveState(), *saved);
+  // Saved by a preparation that tracked other nodes: a node tracked here and saved untracked
+  // starts from its saved position, where the initial skinning put it. Flipped on a node the
+  // frame left converged, the session goes on with the original's bits, below. (Saved tracked and
+  // untracked here: SkinInsideTheRestSkinKeepsTheInitialSkinning.)
+  const size_t states_at = positions + 3 * sizeof(float) * nodes;
+  size_t converged = 0;
+  while (converged < nodes &&
+         (!model->in_field[converged] || (*saved)[states_at + converged] != char(VertexState::kConverged))) {
+    ++converged;
+  }
+  ASSERT_LT(converged, nodes);
+  std::string other_preparation = *saved;
+  other_preparation[states_at + converged] = char(VertexState::kFree);
+  ASSERT_TRUE(restored->LoadState(reseal(other_preparation)).ok());
+  EXPECT_EQ(*restored->SaveState(), *saved) << "node " << converged;
   bool history_matters = false;
   for (double bend : {90.0, 105.0, 120.0, 75.0, 30.0, 45.0}) {
     std::vector<uint8_t> a_states, b_states;
@@ -1234,7 +1248,8 @@ TEST(ImplicitSkinning, PiecesThinnerThanTheLimitKeepTheInitialSkinning) {
 // body) keeps the initial skinning (PrepareImplicit, 2026-12-06): nobody sees it, and tracked it
 // folded BCN's throat into its head. A second tube half the limb's radius and 0.9 of its length,
 // inside it and skinned to the same bones: none of its nodes is tracked, the preparation says how
-// many it left, and at 90° they come out as DQS; the outer tube is tracked as without it.
+// many it left, and at 90° they come out as DQS; the outer tube is tracked as without it. A
+// session state saved by a preparation that tracked them loads.
 TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
   Fixture& f = F();
   const Rig& limb = *f.rig;
@@ -1286,6 +1301,50 @@ TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
             1e-5 * f.Diagonal())
       << "the inner tube follows DQS";
   EXPECT_GT(testing::MaxAbsDiff(outer_dqs, outer_elastic), 0.05 * model->mean_edge) << "the outer tube is tracked";
+
+  // A session state saved before 2026-12-06, by a preparation that tracked the inner tube (this
+  // one with its hidden nodes tracked again), loads (it was refused, and a server upgraded under
+  // --state-dir started such sessions again from rest): the inner tube follows DQS from the next
+  // frame on, and the outer tube, a component of its own, goes on with the bits of a session
+  // that had this preparation all along.
+  auto before = std::make_shared<ImplicitModel>(*model);
+  size_t retracked = 0;
+  for (size_t v = n; v < 2 * n; ++v) {
+    uint8_t& tracked = before->in_field[before->node_of_vertex[v]];
+    retracked += !tracked;
+    tracked = 1;
+  }
+  before->hidden_nodes = 0;
+  auto old_session = CreateImplicitDeformer(rig, before, Config("elastic-implicit"));
+  ASSERT_TRUE(old_session.ok()) << old_session.status();
+  auto now_session = CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
+  ASSERT_TRUE(now_session.ok()) << now_session.status();
+  for (double bend : {30.0, 60.0, 90.0}) {
+    const Pose p = LimbPose(rig->skeleton, 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = 0});
+    ASSERT_TRUE((*old_session)->Deform({&p, {}}, a, &f.pool).ok());
+    ASSERT_TRUE((*now_session)->Deform({&p, {}}, b, &f.pool).ok());
+  }
+  EXPECT_GT(testing::MaxAbsDiff(std::span<const float>(a).subspan(3 * n), std::span<const float>(b).subspan(3 * n)),
+            0.05 * model->mean_edge)
+      << "tracked, the inner tube leaves DQS: the saved state differs from this preparation's";
+  const auto saved = (*old_session)->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  auto upgraded = CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  ASSERT_TRUE((*upgraded)->LoadState(*saved).ok()) << (*upgraded)->LoadState(*saved);
+  std::vector<float> c(rig->positions.size());
+  for (double bend : {120.0, 60.0}) {
+    const Pose p = LimbPose(rig->skeleton, 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = 0});
+    ASSERT_TRUE((*upgraded)->Deform({&p, {}}, c, &f.pool).ok());
+    ASSERT_TRUE((*now_session)->Deform({&p, {}}, b, &f.pool).ok());
+    ASSERT_TRUE((*dqs)->Deform({&p, {}}, a, &f.pool).ok());
+    EXPECT_LE(testing::MaxAbsDiff(std::span<const float>(a).subspan(3 * n), std::span<const float>(c).subspan(3 * n)),
+              1e-5 * f.Diagonal())
+        << "bend " << bend << ": the inner tube follows DQS";
+    EXPECT_EQ(testing::MaxAbsDiff(std::span<const float>(b).first(3 * n), std::span<const float>(c).first(3 * n)), 0.0)
+        << "bend " << bend << ": the outer tube goes on as in a session of this preparation";
+  }
+  EXPECT_GT(retracked, n / 2);
 }
 
 TEST(ImplicitSkinning, Validation) {
