@@ -17,12 +17,14 @@ Two parts, each run from the build tree (--build, default build/):
               beyond 1e-4 and the output checksum; and the frame where the method's deepest
               vertex newly inside the skin is deepest beyond dual quaternion skinning's (what
               the method folds that its input did not: by how much, over the diagonal, and the
-              joint at that vertex).
+              joint at that vertex); and the frame where the most skin hidden inside the rest
+              skin comes out of it beyond DQS's (vertices, the method's and DQS's count there).
 --parts contact or --parts stability runs one. Without --against it prints every elastic row
 and each sampling against the issue's bounds (contact crossing <= 0.05 R, no crease fold at 90°,
 sensitivity <= 1e-4); with --against FILE (an earlier --save) it prints only what changed beyond
 --tolerance (0.003 R; any change of a fold count; any change of a sensitivity figure; a fold
-beyond DQS's deeper or shallower by 1e-4 of the diagonal or more), old ->
+beyond DQS's deeper or shallower by 1e-4 of the diagonal or more; any change of the hidden
+skin out beyond DQS's; files saved before 2026-12-06 have no such figure), old ->
 new, and how many figures got better and worse. Environment switches of experiment
 patches (docs/experiments/) pass through to the programs. Exit status: 0 when the programs ran
 (failing assertions are reported, not an error), 1 when one could not run or printed nothing to
@@ -47,7 +49,8 @@ CHECKSUM = re.compile(r"^\s+output checksum (?P<sum>[0-9a-f]+)")
 # new inside vertices, each with its deepest over the diagonal and the joint there ("-": none).
 FRAME = re.compile(r"^\s+(?P<label>\S.*?)\s+(?P<move>\d[\d.]*e[+-]\d+)\s+(?P<beyond>\d+)\s+\(worst at [^)]*\).*; "
                    r"inside: DQS (?P<dqs_n>\d+) \((?P<dqs_d>\d[\d.]*e[+-]\d+) at (?P<dqs_j>\S+)\), "
-                   r"method (?P<n>\d+) \((?P<d>\d[\d.]*e[+-]\d+) at (?P<j>\S+)\)$")
+                   r"method (?P<n>\d+) \((?P<d>\d[\d.]*e[+-]\d+) at (?P<j>\S+)\)"
+                   r"(?:; hidden skin out: DQS (?P<dqs_out>\d+), method (?P<out>\d+))?$")
 FOLD_STEP = 1e-4  # of the diagonal: a change of the fold beyond DQS's that compare reports
 METHOD_SHORT = {"dqs": "dqs", "implicit": "implicit", "elastic, 10° steps": "steps", "elastic, one jump": "jump"}
 
@@ -77,6 +80,7 @@ def parse_stability(text):
     beyond DQS's (by 0 and no frame where it never is)."""
     out = {}
     fold = {"by": 0.0, "frame": None, "joint": None}
+    hidden = None  # the frame where the most skin hidden at rest shows beyond DQS's (runs before 2026-12-06: none)
     for line in text.splitlines():
         m = WORST.match(line)
         if m:
@@ -89,14 +93,26 @@ def parse_stability(text):
             by = round(float(f["d"]) - float(f["dqs_d"]), 8)
             if by > fold["by"]:
                 fold = {"by": by, "frame": f["label"], "joint": f["j"]}
+            if f["out"] is not None:
+                extra = int(f["out"]) - int(f["dqs_out"])
+                if hidden is None or extra > hidden["by"]:
+                    hidden = {"by": extra, "frame": f["label"], "method": int(f["out"]), "dqs": int(f["dqs_out"])}
     if "worst" not in out:
         return None
     out["fold_beyond_dqs"] = fold
+    if hidden is not None:
+        out["hidden_out_beyond_dqs"] = hidden
     return out
 
 
 def fold_text(fold):
     return "%.1e at %s (%s)" % (fold["by"], fold["frame"], fold["joint"]) if fold["frame"] else "none"
+
+
+def hidden_text(hidden):
+    if not hidden:
+        return "?"
+    return "%+d at %s (%d, DQS %d)" % (hidden["by"], hidden["frame"], hidden["method"], hidden["dqs"])
 
 
 def samplings(spec):
@@ -169,9 +185,11 @@ def show(result):
         print("sensitivity (elastic, every joint turned by %g rad; * beyond 1e-4):" % stability["turn"])
         for name in sorted(stability["runs"], key=run_order):
             s = stability["runs"][name]
-            print("  %s %-8s worst %.2e, %5d vertex-frames beyond 1e-4, checksum %s; folded beyond DQS: %s" %
+            print("  %s %-8s worst %.2e, %5d vertex-frames beyond 1e-4, checksum %s; folded beyond DQS: %s; "
+                  "hidden skin out beyond DQS: %s" %
                   ("*" if s["worst"] > 1e-4 else " ", name, s["worst"], s["beyond"], s.get("checksum", "?"),
-                   fold_text(s["fold_beyond_dqs"]) if "fold_beyond_dqs" in s else "?"))
+                   fold_text(s["fold_beyond_dqs"]) if "fold_beyond_dqs" in s else "?",
+                   hidden_text(s.get("hidden_out_beyond_dqs"))))
 
 
 def compare(old, new, tol):
@@ -216,6 +234,11 @@ def compare(old, new, tol):
             if fa and fb and abs(fb["by"] - fa["by"]) >= FOLD_STEP:
                 print("  %-8s folded beyond DQS: %s -> %s" % (name, fold_text(fa), fold_text(fb)))
                 better, worse = better + (fb["by"] < fa["by"]), worse + (fb["by"] > fa["by"])
+            ha, hb = a.get("hidden_out_beyond_dqs"), b.get("hidden_out_beyond_dqs")  # (saved before 2026-12-06: none)
+            if hb and (not ha or ha["by"] != hb["by"] or ha["method"] != hb["method"]):
+                print("  %-8s hidden skin out beyond DQS: %s -> %s" % (name, hidden_text(ha), hidden_text(hb)))
+                if ha:
+                    better, worse = better + (hb["by"] < ha["by"]), worse + (hb["by"] > ha["by"])
     print("figures better: %d, worse: %d" % (better, worse))
 
 

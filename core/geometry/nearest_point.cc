@@ -60,6 +60,40 @@ void NearestPointTree::Search(int32_t node, const Eigen::Vector3d& q, double& be
   if (std::max(dl, dr) <= best) Search(second, q, best, at);
 }
 
+// `best` holds the nearest found so far, sorted by (distance, index), at most k of them; a box
+// exactly as far as the k-th may still hold a tie with a smaller index.
+void NearestPointTree::SearchK(int32_t node, const Eigen::Vector3d& q, size_t k,
+                               std::vector<std::pair<double, uint32_t>>& best) const {
+  const Node& n = nodes_[node];
+  if (n.left < 0) {
+    for (uint32_t j = n.begin; j < n.end; ++j) {
+      const std::pair<double, uint32_t> c{(Point(order_[j]) - q).squaredNorm(), order_[j]};
+      if (best.size() == k && !(c < best.back())) continue;
+      if (best.size() == k) best.pop_back();
+      best.insert(std::upper_bound(best.begin(), best.end(), c), c);
+    }
+    return;
+  }
+  const double dl = BoxDistance(n.left, q), dr = BoxDistance(n.right, q);
+  const int32_t first = dl <= dr ? n.left : n.right, second = dl <= dr ? n.right : n.left;
+  auto worth = [&](double d) { return best.size() < k || d <= best.back().first; };
+  if (worth(std::min(dl, dr))) SearchK(first, q, k, best);
+  if (worth(std::max(dl, dr))) SearchK(second, q, k, best);
+}
+
+void NearestPointTree::Nearest(const Eigen::Vector3d& q, size_t k, std::vector<uint32_t>& out,
+                               std::vector<double>* distances2) const {
+  std::vector<std::pair<double, uint32_t>> best;
+  best.reserve(k + 1);
+  if (k > 0 && !nodes_.empty()) SearchK(0, q, k, best);
+  out.clear();
+  if (distances2 != nullptr) distances2->clear();
+  for (const auto& [d, i] : best) {
+    out.push_back(i);
+    if (distances2 != nullptr) distances2->push_back(d);
+  }
+}
+
 uint32_t NearestPointTree::Nearest(const Eigen::Vector3d& q) const {
   double best = std::numeric_limits<double>::infinity();
   uint32_t at = 0;

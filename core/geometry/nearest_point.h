@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -20,6 +21,10 @@ class NearestPointTree {
   // `positions`: 3 floats per point, at least one point.
   explicit NearestPointTree(std::span<const float> positions);
   uint32_t Nearest(const Eigen::Vector3d& q) const;
+  // The min(k, n) nearest, nearest first, ties by index: a brute-force sort's first k. Writes
+  // `out` (its capacity reused) and each one's squared distance to `distances2` when not null.
+  void Nearest(const Eigen::Vector3d& q, size_t k, std::vector<uint32_t>& out,
+               std::vector<double>* distances2 = nullptr) const;
 
  private:
   struct Node {
@@ -29,6 +34,7 @@ class NearestPointTree {
   };
   int32_t Build(uint32_t begin, uint32_t end);
   void Search(int32_t node, const Eigen::Vector3d& q, double& best, uint32_t& at) const;
+  void SearchK(int32_t node, const Eigen::Vector3d& q, size_t k, std::vector<std::pair<double, uint32_t>>& best) const;
   double BoxDistance(int32_t node, const Eigen::Vector3d& q) const;  // squared; 0 inside
   Eigen::Vector3d Point(uint32_t i) const {
     return Eigen::Vector3d(positions_[3 * i], positions_[3 * i + 1], positions_[3 * i + 2]);

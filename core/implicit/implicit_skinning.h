@@ -114,7 +114,14 @@ class ImplicitModel : public Prepared {
   // thin to track (composed only).
   size_t pieces_without_field = 0;
   size_t thin_fields = 0;
-  size_t hidden_nodes = 0;  // tracked but for lying inside the rest skin: left on DQS (PrepareImplicit)
+  size_t hidden_nodes = 0;  // tracked but for lying inside the rest skin: not tracked (PrepareImplicit)
+  // Skin inside the rest skin (PrepareImplicit) is not tracked; it is carried by the skin around
+  // it, so that it stays inside (FollowPosition). CSR over nodes (an empty row: a node outside
+  // the rest skin): the hidden node's kHiddenSources nearest nodes outside the rest skin, at
+  // rest, and their weights (inverse squared distance, summing to 1).
+  std::vector<uint32_t> follow_offsets, follow_source;
+  std::vector<float> follow_weight;
+  std::vector<uint32_t> follow_sources;  // the sources, each once, ascending
 
   size_t Bytes() const override;
   // "34 bone fields (…); …": what a user reading `sinew play` or RigInfo.preparations needs to
@@ -122,6 +129,26 @@ class ImplicitModel : public Prepared {
   std::string Summary() const override;
   size_t node_count() const { return iso.size(); }
 };
+
+// Nearest nodes outside the rest skin whose displacement a node inside it takes.
+inline constexpr size_t kHiddenSources = 12;
+
+// Where the skin around hidden node i carries it (ImplicitModel::follow_offsets): the weighted
+// sum, in source order, of each source j's position `at(j)` plus its rest offset to i turned by
+// the rotation `rotation(j)` (each source carries the node as a rigid body; a rig moved rigidly
+// moves it rigidly).
+template <class At, class Rotation>
+Eigen::Vector3f FollowPosition(const ImplicitModel& m, uint32_t i, const At& at, const Rotation& rotation) {
+  Eigen::Vector3f p = Eigen::Vector3f::Zero();
+  const Eigen::Vector3f rest_i(m.rest[3 * i], m.rest[3 * i + 1], m.rest[3 * i + 2]);
+  for (uint32_t k = m.follow_offsets[i]; k < m.follow_offsets[i + 1]; ++k) {
+    const uint32_t j = m.follow_source[k];
+    const Eigen::Vector3f rest_j(m.rest[3 * j], m.rest[3 * j + 1], m.rest[3 * j + 2]);
+    const Eigen::Matrix3f r = rotation(j);
+    p += m.follow_weight[k] * (at(j) + r * (rest_i - rest_j));
+  }
+  return p;
+}
 
 // Builds the model: fits the fields (progress to 30 %), bakes them (to 80 %), gets the shared
 // operators (to 90 %), composes the tree and computes the iso values and the mesh data. Needs a

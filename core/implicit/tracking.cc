@@ -245,7 +245,8 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
   }
 
   size_t StateBytes() const override {
-    return sizeof(*this) + Tracker::Bytes() + world_.size() * (sizeof(Similarity) + sizeof(Affine34d));
+    return sizeof(*this) + Tracker::Bytes() + world_.size() * (sizeof(Similarity) + sizeof(Affine34d)) +
+           follow_rot_.capacity() * sizeof(Eigen::Matrix3f) + follow_pos_.capacity() * sizeof(Eigen::Vector3f);
   }
 
  protected:
@@ -272,6 +273,48 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
     for (size_t i = 0; i < leaves_.size(); ++i) WriteLeafFrame(leaves_[i], out + kLeafFloats * i);
   }
 
+  // The rotation of node i's dual quaternion blend in dqs_: its first vertex's skinning weights,
+  // or its bone heat weights (`heat`).
+  Eigen::Matrix3f RotationOfBlend(uint32_t i, bool heat) const {
+    const uint32_t v = m_->vertex_of_node[i];
+    const uint32_t e0 = heat ? m_->heat.offsets[i] : rig_->weights.offsets[v];
+    const uint32_t e1 = heat ? m_->heat.offsets[i + 1] : rig_->weights.offsets[v + 1];
+    const uint16_t* joints = heat ? m_->heat.joints.data() : rig_->weights.joints.data();
+    const float* weights = heat ? m_->heat.weights.data() : rig_->weights.weights.data();
+    const float* pivot = dqs_[joints[e0]].v;
+    Eigen::Vector4f q = Eigen::Vector4f::Zero();
+    for (uint32_t e = e0; e < e1; ++e) {
+      const float* r = dqs_[joints[e]].v;
+      const float dot = r[0] * pivot[0] + r[1] * pivot[1] + r[2] * pivot[2] + r[3] * pivot[3];
+      q += std::copysign(weights[e], dot) * Eigen::Vector4f(r[0], r[1], r[2], r[3]);
+    }
+    return Eigen::Quaternionf(q[3], q[0], q[1], q[2]).normalized().toRotationMatrix();
+  }
+
+  // Every vertex of a node inside the rest skin where the nodes outside it carry it
+  // (FollowPosition, with the rotations of their dual quaternion blends in dqs_).
+  void WriteHidden(std::span<float> out, ThreadPool* pool) {
+    if (m_->follow_source.empty()) return;
+    follow_rot_.resize(m_->node_count());  // each source's rotation once (a source serves many)
+    ParallelFor(pool, m_->follow_sources.size(), 256, [&](size_t b, size_t e) {
+      for (size_t k = b; k < e; ++k) follow_rot_[m_->follow_sources[k]] = RotationOfBlend(m_->follow_sources[k], false);
+    });
+    follow_pos_.resize(m_->node_count());  // each hidden node once (a node has several vertices)
+    ParallelFor(pool, m_->node_count(), 1024, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        if (m_->follow_offsets[i] == m_->follow_offsets[i + 1]) continue;
+        follow_pos_[i] = FollowPosition(
+            *m_, uint32_t(i), [&](uint32_t j) { return pos_[j]; }, [&](uint32_t j) { return follow_rot_[j]; });
+      }
+    });
+    ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; ++v) {
+        const uint32_t i = m_->node_of_vertex[v];
+        if (m_->follow_offsets[i] != m_->follow_offsets[i + 1]) std::copy_n(follow_pos_[i].data(), 3, &out[3 * v]);
+      }
+    });
+  }
+
   void WriteNodes(std::span<float> out, ThreadPool* pool) const {
     ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
       for (size_t v = b; v < e; ++v) {
@@ -288,6 +331,8 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
   std::vector<Similarity> world_;
   std::vector<Affine34d> transforms_;
   std::vector<DualQuat> dqs_;
+  std::vector<Eigen::Matrix3f> follow_rot_;  // WriteHidden: per node, filled at the sources
+  std::vector<Eigen::Vector3f> follow_pos_;  // WriteHidden: per node, filled at the hidden nodes
 };
 
 // History-independent implicit skinning (§2.7).
@@ -312,6 +357,8 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
 
   void RunsOnDevice() override {
     FreeNodes();
+    std::vector<Eigen::Matrix3f>().swap(follow_rot_);
+    std::vector<Eigen::Vector3f>().swap(follow_pos_);
     std::vector<float>().swap(beta_);
     std::vector<float>().swap(beta_next_);
     std::vector<uint32_t>().swap(moving_);
@@ -362,6 +409,11 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     // 3. Smooth the contact regions (Eq. 4.8).
     Smooth(pool);
     WriteNodes(out, pool);
+    // 4. Skin inside the rest skin is carried by the skin around it (ImplicitModel::follow_offsets).
+    if (!m_->follow_source.empty()) {
+      if (!start.empty()) ToDualQuats(transforms_, dqs_);
+      WriteHidden(out, pool);
+    }
     return absl::OkStatus();
   }
 
@@ -457,6 +509,8 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
 
   void RunsOnDevice() override {
     FreeNodes();
+    std::vector<Eigen::Matrix3f>().swap(follow_rot_);
+    std::vector<Eigen::Vector3f>().swap(follow_pos_);
     std::vector<Eigen::Matrix3f>().swap(rot_);
     std::vector<Eigen::Vector3f>().swap(rest_edge_);
     std::vector<float>().swap(skinned_);
@@ -506,10 +560,13 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     prev_world_ = world_;
     prev_transforms_ = transforms_;
     from_rest_ = false;
-    // Output: nodes outside every field follow their bone rigidly too.
+    // Output: the nodes (those outside every field take the initial skinning in SubStep); skin
+    // inside the rest skin is carried by the skin around it (ImplicitModel::follow_offsets), with
+    // the last sub-step's rotations.
     ParallelFor(pool, rig_->vertex_count(), 1024, [&](size_t b, size_t e) {
       for (size_t v = b; v < e; ++v) std::copy_n(pos_[m_->node_of_vertex[v]].data(), 3, &out[3 * v]);
     });
+    WriteHidden(out, pool);
     return absl::OkStatus();
   }
 
@@ -1274,20 +1331,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
   // The rotation of the DQS blend at node i, with the skinning weights of its first vertex or
   // its bone heat weights (ImplicitConfig::rotation_weights).
   Eigen::Matrix3f BlendRotation(size_t i) const {
-    const bool heat = config_.rotation_weights == RotationWeights::kHarmonic;
-    const uint32_t v = m_->vertex_of_node[i];
-    const uint32_t e0 = heat ? m_->heat.offsets[i] : rig_->weights.offsets[v];
-    const uint32_t e1 = heat ? m_->heat.offsets[i + 1] : rig_->weights.offsets[v + 1];
-    const uint16_t* joints = heat ? m_->heat.joints.data() : rig_->weights.joints.data();
-    const float* weights = heat ? m_->heat.weights.data() : rig_->weights.weights.data();
-    const float* pivot = dqs_[joints[e0]].v;
-    Eigen::Vector4f q = Eigen::Vector4f::Zero();
-    for (uint32_t e = e0; e < e1; ++e) {
-      const float* r = dqs_[joints[e]].v;
-      const float dot = r[0] * pivot[0] + r[1] * pivot[1] + r[2] * pivot[2] + r[3] * pivot[3];
-      q += std::copysign(weights[e], dot) * Eigen::Vector4f(r[0], r[1], r[2], r[3]);
-    }
-    return Eigen::Quaternionf(q[3], q[0], q[1], q[2]).normalized().toRotationMatrix();
+    return RotationOfBlend(uint32_t(i), config_.rotation_weights == RotationWeights::kHarmonic);
   }
 
   std::vector<Similarity> bind_world_, prev_world_;

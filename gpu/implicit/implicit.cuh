@@ -90,6 +90,11 @@ struct ImplicitModelView {
   const uint32_t* component_offsets;  // component_count + 1
   const uint32_t* component_nodes;    // each component's nodes, ascending
   const uint32_t* component_of_node;
+  // Skin inside the rest skin (ImplicitModel::follow_offsets): per node (CSR) the nodes whose
+  // displacement from their initial skinning it takes, and their weights.
+  const uint32_t* follow_offsets;  // node_count + 1
+  const uint32_t* follow_source;
+  const float* follow_weight;
   uint32_t component_count;
   uint32_t largest_component;  // the most nodes of one component
   uint32_t field_count, joint_count, node_count, vertex_count;

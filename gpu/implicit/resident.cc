@@ -60,6 +60,10 @@ absl::Status CheckImplicitModel(const ImplicitModel& m) {
       m.operators->contact.slices() != m.operators->bulge.slices()) {
     return absl::InternalError("gpu: the implicit model's operators are missing or of different sizes");
   }
+  if (m.follow_offsets.size() != m.node_count() + 1 || m.follow_offsets.back() != m.follow_source.size() ||
+      m.follow_weight.size() != m.follow_source.size()) {
+    return absl::InternalError("gpu: the implicit model's hidden skin sources do not match its nodes");
+  }
   return absl::OkStatus();
 }
 
@@ -72,7 +76,8 @@ uint64_t ImplicitModelBytes(const ImplicitModel& m) {
          ArrayBytes(m.rest_pair_leaf) + ArrayBytes(m.rest_pair_excess) + ArrayBytes(m.depth_scale) + ArrayBytes(m.parent_field) +
          ArrayBytes(m.ring_offsets) + ArrayBytes(m.ring) + ArrayBytes(m.ring_closed) + ArrayBytes(m.mvc) +
          ArrayBytes(m.cot) + ArrayBytes(m.heat.offsets) + ArrayBytes(m.heat.joints) + ArrayBytes(m.heat.weights) +
-         ArrayBytes(m.component_offsets) + ArrayBytes(m.component_nodes) + ArrayBytes(m.component_of_node);
+         ArrayBytes(m.component_offsets) + ArrayBytes(m.component_nodes) + ArrayBytes(m.component_of_node) +
+         ArrayBytes(m.follow_offsets) + ArrayBytes(m.follow_source) + ArrayBytes(m.follow_weight);
 }
 
 bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, ResidentModel* out, std::string* error) {
@@ -119,7 +124,10 @@ bool UploadImplicitModel(DeviceApi& api, int device, const ImplicitModel& m, Res
       !Put(api, device, m.heat.weights, v.heat_weights, mem, error) ||
       !Put(api, device, m.component_offsets, v.component_offsets, mem, error) ||
       !Put(api, device, m.component_nodes, v.component_nodes, mem, error) ||
-      !Put(api, device, m.component_of_node, v.component_of_node, mem, error)) {
+      !Put(api, device, m.component_of_node, v.component_of_node, mem, error) ||
+      !Put(api, device, m.follow_offsets, v.follow_offsets, mem, error) ||
+      !Put(api, device, m.follow_source, v.follow_source, mem, error) ||
+      !Put(api, device, m.follow_weight, v.follow_weight, mem, error)) {
     return false;
   }
   if (mem.bytes != ImplicitModelBytes(m)) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/deformer/deformer.h"
 #include "core/geometry/mesh_quality.h"
+#include "core/geometry/winding_number.h"
 #include "core/implicit/device_layout.h"
 #include "core/implicit/field_eval.h"
 #include "core/implicit/implicit_params.h"
@@ -1245,20 +1246,25 @@ TEST(ImplicitSkinning, PiecesThinnerThanTheLimitKeepTheInitialSkinning) {
 }
 
 // Skin inside the rest skin (a mesh overlapping another: BCN_Epileptic's legs reach into its
-// body) keeps the initial skinning (PrepareImplicit, 2026-12-06): nobody sees it, and tracked it
-// folded BCN's throat into its head. A second tube half the limb's radius and 0.9 of its length,
-// inside it and skinned to the same bones: none of its nodes is tracked, the preparation says how
-// many it left, and at 90° they come out as DQS; the outer tube is tracked as without it. A
-// session state saved by a preparation that tracked them loads.
-TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
+// body) is not tracked (PrepareImplicit, 2026-12-06): nobody sees it, and tracked it folded
+// BCN's throat into its head. The skin around it carries it (FollowPosition): kept on DQS, skin
+// pressed in by a contact passed it (BCN's chest under its chin) and more of it came out than
+// under DQS. A second tube inside the limb at 0.9 of its radius, skinned to the same bones: none
+// of its nodes is tracked and the preparation says how many it left; bent in 15° steps to 150°,
+// at most a twentieth as many of its vertices end outside the outer tube (winding number of the
+// outer tube's triangles) as on DQS beside the tracked outer tube (6 against 166 at 150°, in the
+// crease); the outer tube is tracked as without it. A session state saved by a preparation that
+// tracked them loads.
+TEST(ImplicitSkinning, SkinInsideTheRestSkinStaysInsideAsTheSkinAroundItMoves) {
   Fixture& f = F();
   const Rig& limb = *f.rig;
   const size_t n = limb.vertex_count();
+  const float scale = 0.9f;  // the inner tube's radius, of the limb's
   RigInput in;
   in.rig.positions = limb.positions;
   for (size_t v = 0; v < n; ++v) {
     in.rig.positions.insert(in.rig.positions.end(), {1.5f + 0.9f * (limb.positions[3 * v] - 1.5f),
-                                                     0.5f * limb.positions[3 * v + 1], 0.5f * limb.positions[3 * v + 2]});
+                                                     scale * limb.positions[3 * v + 1], scale * limb.positions[3 * v + 2]});
   }
   in.rig.triangles = limb.triangles;
   for (uint32_t t : limb.triangles) in.rig.triangles.push_back(t + uint32_t(n));
@@ -1284,7 +1290,7 @@ TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
   EXPECT_EQ(inner_tracked, 0u);
   EXPECT_GT(outer_tracked, n * 9 / 10);
   EXPECT_GT(model->hidden_nodes, n / 2) << "the inner tube's nodes were trackable but for being hidden";
-  EXPECT_NE(model->Summary().find("inside the rest skin keep the initial skinning"), std::string::npos)
+  EXPECT_NE(model->Summary().find("inside the rest skin move with the skin around them"), std::string::npos)
       << model->Summary();
   DeformerConfig dqs_config;
   dqs_config.method = "dqs";
@@ -1292,21 +1298,37 @@ TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
   ASSERT_TRUE(dqs.ok()) << dqs.status();
   auto elastic = CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
   ASSERT_TRUE(elastic.ok()) << elastic.status();
-  const Pose pose = LimbPose(rig->skeleton, 0.5, LimbMotion{.bend_degrees = 90, .twist_degrees = 0});
+  const std::span<const uint32_t> outer_triangles(rig->triangles.data(), limb.triangles.size());
   std::vector<float> a(rig->positions.size()), b(rig->positions.size());
-  ASSERT_TRUE((*dqs)->Deform({&pose, {}}, a, &f.pool).ok());
-  ASSERT_TRUE((*elastic)->Deform({&pose, {}}, b, &f.pool).ok());
-  const std::span<const float> outer_dqs(a.data(), 3 * n), outer_elastic(b.data(), 3 * n);
-  EXPECT_LE(testing::MaxAbsDiff(std::span<const float>(a).subspan(3 * n), std::span<const float>(b).subspan(3 * n)),
-            1e-5 * f.Diagonal())
-      << "the inner tube follows DQS";
-  EXPECT_GT(testing::MaxAbsDiff(outer_dqs, outer_elastic), 0.05 * model->mean_edge) << "the outer tube is tracked";
+  size_t worst_out = 0, worst_out_on_dqs = 0;
+  double moved = 0;
+  for (int k = 1; k <= 10; ++k) {
+    const double bend = 15.0 * k;
+    const Pose pose = LimbPose(rig->skeleton, 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = 0});
+    ASSERT_TRUE((*dqs)->Deform({&pose, {}}, a, &f.pool).ok());
+    ASSERT_TRUE((*elastic)->Deform({&pose, {}}, b, &f.pool).ok());
+    const WindingNumberTree outer(std::span<const float>(b).first(3 * n), outer_triangles);
+    size_t out = 0, out_on_dqs = 0;
+    for (size_t v = n; v < 2 * n; ++v) {
+      out += outer(Eigen::Vector3d(b[3 * v], b[3 * v + 1], b[3 * v + 2])) < 0.5;
+      out_on_dqs += outer(Eigen::Vector3d(a[3 * v], a[3 * v + 1], a[3 * v + 2])) < 0.5;
+      for (int c = 0; c < 3; ++c) moved = std::max(moved, double(std::abs(b[3 * v + c] - a[3 * v + c])));
+    }
+    std::printf("bend %3.0f°: %zu inner vertices outside the outer tube (%zu on DQS)\n", bend, out, out_on_dqs);
+    // Measured: 0 0 0 0 1 2 2 2 3 6 (DQS 0 0 23 67 91 115 129 140 153 166).
+    EXPECT_LE(20 * out, out_on_dqs) << "bend " << bend;
+    worst_out = std::max(worst_out, out);
+    worst_out_on_dqs = std::max(worst_out_on_dqs, out_on_dqs);
+  }
+  EXPECT_LE(worst_out, 8u);
+  EXPECT_GT(worst_out_on_dqs, 100u) << "on DQS the inner tube stays inside too: the test cannot fail";
+  EXPECT_GT(moved, 0.05 * model->mean_edge) << "the inner tube moved off DQS";
 
   // A session state saved before 2026-12-06, by a preparation that tracked the inner tube (this
-  // one with its hidden nodes tracked again), loads (it was refused, and a server upgraded under
-  // --state-dir started such sessions again from rest): the inner tube follows DQS from the next
-  // frame on, and the outer tube, a component of its own, goes on with the bits of a session
-  // that had this preparation all along.
+  // one with its hidden nodes tracked and following nothing), loads (it was refused, and a
+  // server upgraded under --state-dir started such sessions again from rest): the outer tube, a
+  // component of its own, goes on with the bits of a session that had this preparation all
+  // along, and so the inner tube, which follows it.
   auto before = std::make_shared<ImplicitModel>(*model);
   size_t retracked = 0;
   for (size_t v = n; v < 2 * n; ++v) {
@@ -1315,6 +1337,9 @@ TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
     tracked = 1;
   }
   before->hidden_nodes = 0;
+  before->follow_offsets.assign(before->node_count() + 1, 0);
+  before->follow_source.clear();
+  before->follow_weight.clear();
   auto old_session = CreateImplicitDeformer(rig, before, Config("elastic-implicit"));
   ASSERT_TRUE(old_session.ok()) << old_session.status();
   auto now_session = CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
@@ -1326,7 +1351,7 @@ TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
   }
   EXPECT_GT(testing::MaxAbsDiff(std::span<const float>(a).subspan(3 * n), std::span<const float>(b).subspan(3 * n)),
             0.05 * model->mean_edge)
-      << "tracked, the inner tube leaves DQS: the saved state differs from this preparation's";
+      << "tracked, the inner tube goes elsewhere: the saved state differs from this preparation's";
   const auto saved = (*old_session)->SaveState();
   ASSERT_TRUE(saved.ok()) << saved.status();
   auto upgraded = CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
@@ -1337,12 +1362,7 @@ TEST(ImplicitSkinning, SkinInsideTheRestSkinKeepsTheInitialSkinning) {
     const Pose p = LimbPose(rig->skeleton, 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = 0});
     ASSERT_TRUE((*upgraded)->Deform({&p, {}}, c, &f.pool).ok());
     ASSERT_TRUE((*now_session)->Deform({&p, {}}, b, &f.pool).ok());
-    ASSERT_TRUE((*dqs)->Deform({&p, {}}, a, &f.pool).ok());
-    EXPECT_LE(testing::MaxAbsDiff(std::span<const float>(a).subspan(3 * n), std::span<const float>(c).subspan(3 * n)),
-              1e-5 * f.Diagonal())
-        << "bend " << bend << ": the inner tube follows DQS";
-    EXPECT_EQ(testing::MaxAbsDiff(std::span<const float>(b).first(3 * n), std::span<const float>(c).first(3 * n)), 0.0)
-        << "bend " << bend << ": the outer tube goes on as in a session of this preparation";
+    EXPECT_EQ(testing::MaxAbsDiff(b, c), 0.0) << "bend " << bend << ": as a session of this preparation";
   }
   EXPECT_GT(retracked, n / 2);
 }

@@ -422,7 +422,7 @@ TEST(PbsRigTets, PointsFarFromEveryTetAreEmbeddedInTheNearestCluster) {
 // coincide (the smallest), for queries among the points and far outside them (until 2026-12-02 a
 // ring search of a hash grid took O(distance⁴) for those: days for a tet mesh uploaded a few mesh
 // lengths from the render mesh).
-TEST(NearestPoint, TheTreeAnswersAsABruteForceScanIncludingTiesAndFarPoints) {
+TEST(NearestPoint, TheTreeAnswersAsABruteForceScanIncludingTiesAndFarPointsAndTheKNearest) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> points;
@@ -455,10 +455,30 @@ TEST(NearestPoint, TheTreeAnswersAsABruteForceScanIncludingTiesAndFarPoints) {
       ++far;
     }
     ASSERT_EQ(tree.Nearest(q), brute(q)) << "query " << k << " (" << q.transpose() << ")";
+    // The k nearest (implicit skinning's hidden skin, PrepareImplicit): a sort's first k, ties
+    // by index, each with its squared distance; the first is Nearest's.
+    const size_t count = size_t(k % 70);
+    std::vector<std::pair<double, uint32_t>> all;
+    for (uint32_t i = 0; i < points.size() / 3; ++i) {
+      all.push_back({(V3(points[3 * i], points[3 * i + 1], points[3 * i + 2]) - q).squaredNorm(), i});
+    }
+    std::partial_sort(all.begin(), all.begin() + count, all.end());
+    std::vector<uint32_t> near;
+    std::vector<double> d2;
+    tree.Nearest(q, count, near, &d2);
+    ASSERT_EQ(near.size(), count) << "query " << k;
+    for (size_t j = 0; j < count; ++j) {
+      ASSERT_EQ(near[j], all[j].second) << "query " << k << ", neighbour " << j;
+      ASSERT_EQ(d2[j], all[j].first) << "query " << k << ", neighbour " << j;
+    }
+    if (count > 0) ASSERT_EQ(near[0], tree.Nearest(q));
   }
   EXPECT_EQ(far, 1000);
   const std::vector<float> one = {3, 4, 5};
   EXPECT_EQ(NearestPointTree(one).Nearest(V3(1e30, 0, 0)), 0u);
+  std::vector<uint32_t> near = {9, 9};
+  NearestPointTree(one).Nearest(V3(0, 0, 0), 5, near);
+  EXPECT_EQ(near, std::vector<uint32_t>{0}) << "fewer points than asked for: all of them";
 }
 
 }  // namespace

@@ -781,7 +781,8 @@ TEST_P(ImplicitGpu, MalformedFramesFail) {
 
 // A character nobody here made: assimp-testmodels' BCN_Epileptic (15k vertices, 58 joints,
 // fields on the limbs, untracked facial bones, four fields drawn over low-poly pieces' triangles
-// and composed untracked), its clip through both methods on the device.
+// and composed untracked, skin inside the rest skin carried by the skin around it), its clip
+// through both methods on the device.
 TEST_P(ImplicitGpu, CharacterClipEqualsTheCpu) {
   const std::string path = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed (scripts/install-deps.sh installs it)";

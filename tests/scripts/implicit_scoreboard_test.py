@@ -101,11 +101,15 @@ class SourceFormatTest(unittest.TestCase):
         frame = format_in_source("bench/implicit_stability.cc", "  %-12s %.2e", "s.labels")
         inside = format_in_source("bench/implicit_stability.cc", "; inside: DQS", "qd.new_inside_vertices")
         text = (frame % ("t 2.57 s", 3.87e-4, 22, "B_Jaw") + " B_Jaw:22" +
-                inside % (106, 5.4e-3, "B_Hip_Right", 103, 7.8e-3, "B_Neck") +
+                inside % (106, 5.4e-3, "B_Hip_Right", 103, 7.8e-3, "B_Neck", 225, 99) +
+                frame % ("t 2.83 s", 1.0e-5, 0, "B_Neck") +
+                inside % (91, 2.7e-3, "B_Neck", 91, 2.7e-3, "B_Neck", 203, 224) +
                 worst % (3.87e-4, 65, 365.3, "") + checksum % 0xc355b679d27d6be0)
         self.assertEqual(sb.parse_stability(text), {"worst": 3.87e-4, "beyond": 65, "checksum": "c355b679d27d6be0",
                                                     "fold_beyond_dqs": {"by": 2.4e-3, "frame": "t 2.57 s",
-                                                                        "joint": "B_Neck"}})
+                                                                        "joint": "B_Neck"},
+                                                    "hidden_out_beyond_dqs": {"by": 21, "frame": "t 2.83 s",
+                                                                              "method": 224, "dqs": 203}})
 
 
 class CompareTest(unittest.TestCase):
@@ -144,6 +148,20 @@ class CompareTest(unittest.TestCase):
         old = self.figures(0.058, 0, 2e-3)
         del old["stability"]["runs"]["bcn 10"]["fold_beyond_dqs"]
         self.assertIn("figures better: 0, worse: 0", self.compare(old, self.figures(0.058, 0, 2e-3, 2.4e-3)))
+
+    def test_hidden_skin_out_beyond_dqs_is_compared_when_both_files_have_it(self):
+        old, new = self.figures(0.058, 0, 2e-3), self.figures(0.058, 0, 2e-3)
+        old["stability"]["runs"]["bcn 10"]["hidden_out_beyond_dqs"] = {"by": 21, "frame": "t 2.36 s", "method": 224,
+                                                                       "dqs": 203}
+        new["stability"]["runs"]["bcn 10"]["hidden_out_beyond_dqs"] = {"by": 0, "frame": "t 0.00 s", "method": 0,
+                                                                       "dqs": 0}
+        text = self.compare(old, new)
+        self.assertIn("hidden skin out beyond DQS: +21 at t 2.36 s (224, DQS 203) -> +0 at t 0.00 s (0, DQS 0)", text)
+        self.assertIn("figures better: 1, worse: 0", text)
+        self.assertNotIn("hidden skin out", self.compare(new, new))
+        # A file saved before the figure was recorded: shown, not counted.
+        del old["stability"]["runs"]["bcn 10"]["hidden_out_beyond_dqs"]
+        self.assertIn("figures better: 0, worse: 0", self.compare(old, new))
 
     def test_worse_figures_counted_and_samplings_in_numeric_order(self):
         text = self.compare(self.figures(0.058, 0, 2e-3), self.figures(0.120, 6, 3e-3))
