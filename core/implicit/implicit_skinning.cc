@@ -709,7 +709,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
   // (FollowPosition). Kept on its initial skinning, skin pressed in by a contact passed it
   // (BCN_Epileptic's chest under its chin, 1.4e-3 – 2.1e-3 of the diagonal deeper inside than
   // DQS's deepest at 7, 10, 11 and 12 samples of its clip, 2026-12-06), and more of it came out
-  // of the skin than under DQS (14–21 vertices at the worst frame of each sampling); carried, at
+  // of the skin than under DQS (13–21 vertices at the worst frame of each sampling); carried, at
   // every frame of samplings 6–12 less of it comes out than under DQS (about half).
   {
     const MeshQualityMeasure rest_measure(rig.positions, rig.triangles, {}, pool);

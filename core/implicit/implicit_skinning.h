@@ -130,7 +130,7 @@ class ImplicitModel : public Prepared {
   size_t node_count() const { return iso.size(); }
 };
 
-// Nearest nodes outside the rest skin whose displacement a node inside it takes.
+// How many of the nearest nodes outside the rest skin carry a node inside it.
 inline constexpr size_t kHiddenSources = 12;
 
 // Where the skin around hidden node i carries it (ImplicitModel::follow_offsets): the weighted

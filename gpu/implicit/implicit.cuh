@@ -90,8 +90,8 @@ struct ImplicitModelView {
   const uint32_t* component_offsets;  // component_count + 1
   const uint32_t* component_nodes;    // each component's nodes, ascending
   const uint32_t* component_of_node;
-  // Skin inside the rest skin (ImplicitModel::follow_offsets): per node (CSR) the nodes whose
-  // displacement from their initial skinning it takes, and their weights.
+  // Skin inside the rest skin (ImplicitModel::follow_offsets): per node (CSR) the nodes that
+  // carry it and their weights (FollowPosition in core/implicit/implicit_skinning.h).
   const uint32_t* follow_offsets;  // node_count + 1
   const uint32_t* follow_source;
   const float* follow_weight;
