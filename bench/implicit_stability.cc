@@ -9,7 +9,7 @@
 // input itself drives into the skin: dual quaternion skinning's vertices inside the skin that
 // were not at rest (MeshQuality::new_inside_vertices), the deepest and the heaviest joint at it,
 // beside the method's (a method that folds skin DQS keeps clear shows there), and how many
-// vertices inside the skin at rest are no longer inside (hidden skin that shows). A
+// vertices inside the skin at rest it brings out (MeshQuality::exposed_vertices). A
 // frame whose DQS pushes a piece deeper into another than the piece is thick asks the method to
 // resolve a contact no skin can make (BCN_Epileptic's ponytail through its back at 1.47 s).
 //
@@ -186,17 +186,11 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     std::printf("  %-12s %.2e  %zu  (worst at %s)", s.labels[f].c_str(), frame_max, beyond, worst_joint.c_str());
     for (const auto& [n, c] : joints_beyond) std::printf(" %s:%zu", n.c_str(), c);
     if (!(*dqs_run)->Deform({&s.poses[f], {}}, dqs, nullptr).ok()) std::abort();
-    const MeshQuality qd = quality.Measure(dqs, nullptr, true), qm = quality.Measure(base, nullptr, true);
-    // Skin inside the rest skin that the frame brings out (no longer inside: it shows).
-    auto hidden_out = [&](const MeshQuality& q) {
-      size_t out = 0;
-      for (size_t v = 0; v < q.depth.size(); ++v) out += quality.inside_at_rest()[v] && !(q.depth[v] > 0);
-      return out;
-    };
-    std::printf("; inside: DQS %u (%.1e at %s), method %u (%.1e at %s); hidden skin out: DQS %zu, method %zu\n",
+    const MeshQuality qd = quality.Measure(dqs, nullptr), qm = quality.Measure(base, nullptr);
+    std::printf("; inside: DQS %u (%.1e at %s), method %u (%.1e at %s); hidden skin out: DQS %u, method %u\n",
                 qd.new_inside_vertices, qd.new_max_depth / diag, JointAt(rig, qd.new_deepest_vertex).c_str(),
                 qm.new_inside_vertices, qm.new_max_depth / diag, JointAt(rig, qm.new_deepest_vertex).c_str(),
-                hidden_out(qd), hidden_out(qm));
+                qd.exposed_vertices, qm.exposed_vertices);
   }
   std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread%s)\n", worst,
               moved_total, 1e3 * seconds / std::max<size_t>(frames, 1),

@@ -775,6 +775,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     struct {
       uint64_t frames_inside = 0, worst_inside = 0, worst_frame = 0, touching = 0, rest_inside = 0;
       uint64_t frames_new = 0, worst_new = 0, worst_new_frame = 0;
+      uint64_t worst_exposed = 0, worst_exposed_frame = 0;  // inside at rest, brought out (exposed_vertices)
       double max_depth = 0, new_depth = 0, volume_min = INFINITY, volume_max = -INFINITY, stretch_min = INFINITY,
              stretch_max = 0;
       // Where the deepest new inside vertex was (QualityReport.new_deepest_*): frame (−1: none),
@@ -881,6 +882,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
         }
         q.rest_inside = r.rest_inside_vertices();
         q.frames_new += r.new_inside_vertices() > 0;
+        if (r.exposed_vertices() > q.worst_exposed) {
+          q.worst_exposed = r.exposed_vertices();
+          q.worst_exposed_frame = static_cast<uint64_t>(f);
+        }
         if (r.new_inside_vertices() > q.worst_new) {
           q.worst_new = r.new_inside_vertices();
           q.worst_new_frame = static_cast<uint64_t>(f);
@@ -972,6 +977,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
                                          "%llu vertices; deepest %.4g%s)",
                                          (unsigned long long)q.frames_new, (unsigned long long)q.worst_new_frame,
                                          (unsigned long long)q.worst_new, q.new_depth, deepest);
+        quality += q.worst_exposed == 0
+                       ? std::string("; no vertex inside at rest brought out of the skin")
+                       : absl::StrFormat("; at most %llu vertices inside at rest brought out of the skin (frame %llu)",
+                                         (unsigned long long)q.worst_exposed, (unsigned long long)q.worst_exposed_frame);
       }
       quality += absl::StrFormat(", up to %llu touching at contacts, volume %+.2f%% to %+.2f%% of rest, edges "
                                  "stretched x%.3f to x%.3f",
@@ -987,11 +996,12 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
             ",\"quality\":{\"frames_inside\":%llu,\"worst_frame\":%llu,\"worst_inside\":%llu,\"max_depth\":%.9g,"
             "\"rest_inside\":%llu,\"frames_new\":%llu,\"worst_new_frame\":%llu,\"worst_new\":%llu,"
             "\"new_max_depth\":%.9g,\"touching_max\":%llu,\"volume_ratio_min\":%.9g,\"volume_ratio_max\":%.9g,"
-            "\"edge_stretch_min\":%.9g,\"edge_stretch_max\":%.9g",
+            "\"edge_stretch_min\":%.9g,\"edge_stretch_max\":%.9g,\"worst_exposed\":%llu,\"worst_exposed_frame\":%llu",
             (unsigned long long)q.frames_inside, (unsigned long long)q.worst_frame, (unsigned long long)q.worst_inside,
             q.max_depth, (unsigned long long)q.rest_inside, (unsigned long long)q.frames_new,
             (unsigned long long)q.worst_new_frame, (unsigned long long)q.worst_new, q.new_depth,
-            (unsigned long long)q.touching, q.volume_min, q.volume_max, q.stretch_min, q.stretch_max);
+            (unsigned long long)q.touching, q.volume_min, q.volume_max, q.stretch_min, q.stretch_max,
+            (unsigned long long)q.worst_exposed, (unsigned long long)q.worst_exposed_frame);
         if (q.deepest_frame >= 0) {
           quality_json += absl::StrFormat(",\"new_deepest_frame\":%lld,\"new_deepest_vertex\":%u,\"new_deepest_joint\":%s",
                                           q.deepest_frame, q.deepest_vertex, JsonString(q.deepest_joint));

@@ -122,6 +122,7 @@ void FillQuality(Session& session, std::span<const float> positions, v1::Quality
   out->set_rest_inside_vertices(q.rest_inside_vertices);
   out->set_new_inside_vertices(q.new_inside_vertices);
   out->set_new_max_depth(q.new_max_depth);
+  out->set_exposed_vertices(q.exposed_vertices);
   if (q.new_deepest_vertex >= 0) {
     const Rig& rig = *session.rig->rig;
     out->set_new_deepest_vertex(static_cast<uint32_t>(q.new_deepest_vertex));

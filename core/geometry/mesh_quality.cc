@@ -304,7 +304,10 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
   q.rest_inside_vertices = rest_inside_vertices_;
   const bool know_rest = inside_at_rest_.size() == n;
   for (size_t v = 0; v < n; ++v) {
-    if (!(depth[v] > 0)) continue;
+    if (!(depth[v] > 0)) {
+      q.exposed_vertices += know_rest && inside_at_rest_[v];
+      continue;
+    }
     const double known = depth[v] >= 1e-200 ? depth[v] : 0.0;
     if (depth[v] > q.depth_tolerance) {
       ++q.inside_vertices;

@@ -58,6 +58,9 @@ struct MeshQuality {
   // The new inside vertex at new_max_depth (the first of equals; −1: none), so that a caller can
   // say where a pose folded the skin (its joint, its region).
   int64_t new_deepest_vertex = -1;
+  // Vertices inside or touching at rest that the pose brought out of the skin (neither inside nor
+  // touching now): an inner layer showing through the one over it, a body through its clothes.
+  uint32_t exposed_vertices = 0;
   double depth_tolerance = 0;      // in the mesh's units
   double volume = 0, rest_volume = 0;
   double volume_ratio = 1;         // volume / rest_volume (1 when the rest volume is 0)

@@ -208,6 +208,33 @@ TEST(MeshQuality, AnOverlapAtRestIsNotANewFold) {
   }
   EXPECT_EQ(q.new_inside_vertices, counted);
   EXPECT_GT(expected_interior, 10u);
+  EXPECT_EQ(q.exposed_vertices, 0u) << "pushed further in, nothing inside at rest comes out";
+}
+
+// The inner layer brought out (exposed_vertices: a body through its clothes). Box B moved 0.3
+// away from A no longer overlaps it: every vertex inside or touching at rest (A's face in B,
+// B's face in A, the border vertices on the other's surface) is outside now, and counted; at rest
+// none is.
+TEST(MeshQuality, SkinInsideAtRestThatAPoseBringsOutIsCounted) {
+  const TwoBoxes boxes = OverlappingBoxes(5);
+  const Mesh& m = boxes.m;
+  const MeshQualityMeasure measure(m.p, m.t);
+  EXPECT_EQ(measure.Measure(m.p, nullptr).exposed_vertices, 0u);
+  uint32_t inside_at_rest = 0;
+  for (uint8_t in : measure.inside_at_rest()) inside_at_rest += in;
+  EXPECT_GT(inside_at_rest, 40u);
+  std::vector<float> apart = m.p;
+  for (size_t v = boxes.a_count; v < apart.size() / 3; ++v) apart[3 * v] += 0.3f;
+  const MeshQuality q = measure.Measure(apart, nullptr);
+  EXPECT_EQ(q.exposed_vertices, inside_at_rest);
+  EXPECT_EQ(q.inside_vertices + q.touching_vertices, 0u);
+  // Moved 0.5 sideways (along y; B still cuts 0.2 into A, over part of A's height): what left
+  // the overlap comes out (B's face above A, A's face below B), the rest stays inside.
+  std::vector<float> partly = m.p;
+  for (size_t v = boxes.a_count; v < partly.size() / 3; ++v) partly[3 * v + 1] += 0.5f;
+  const MeshQuality half = measure.Measure(partly, nullptr);
+  EXPECT_GT(half.exposed_vertices, 0u);
+  EXPECT_LT(half.exposed_vertices, inside_at_rest);
 }
 
 // new_deepest_vertex names where the pose folded the skin deepest: a new inside vertex whose depth

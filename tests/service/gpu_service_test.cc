@@ -947,6 +947,7 @@ TEST_P(GpuService, QualityReportMeasuresTheReturnedMesh) {
       EXPECT_EQ(q.rest_inside_vertices(), want.rest_inside_vertices) << where;
       EXPECT_EQ(q.new_inside_vertices(), want.new_inside_vertices) << where;
       EXPECT_DOUBLE_EQ(q.new_max_depth(), want.new_max_depth) << where;
+      EXPECT_EQ(q.exposed_vertices(), want.exposed_vertices) << where;
       EXPECT_EQ(q.rest_inside_vertices(), 0u) << where << ": the limb's rest mesh is not inside itself";
       EXPECT_EQ(q.new_inside_vertices(), q.inside_vertices()) << where;
       // Where the bend folded the skin deepest: the vertex core names and its heaviest joint.
