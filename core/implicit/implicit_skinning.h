@@ -114,7 +114,7 @@ class ImplicitModel : public Prepared {
   // thin to track (composed only).
   size_t pieces_without_field = 0;
   size_t thin_fields = 0;
-  size_t hidden_nodes = 0;  // tracked but for lying inside the rest skin: not tracked (PrepareImplicit)
+  size_t hidden_nodes = 0;  // nodes in a field left untracked for lying inside the rest skin (PrepareImplicit)
   // Skin inside the rest skin (PrepareImplicit) is not tracked; it is carried by the skin around
   // it, so that it stays inside (FollowPosition). CSR over nodes (an empty row: a node outside
   // the rest skin): the hidden node's kHiddenSources nearest nodes outside the rest skin, at

@@ -713,20 +713,22 @@ struct Scatter {
     const ImplicitModelView& m = it.model;
     const uint32_t node = m.node_of_vertex[v];
     const uint8_t state = it.state.state[node];
-    V3 p = !it.settings.elastic && state == imp::kFree ? SkinVertex(m, DualQuats(StepParams(b, it, 0)), v)
-                                                       : Load3(it.state.pos, node);
-    // Skin inside the rest skin is carried by the skin around it (FollowPosition in
-    // core/implicit/implicit_skinning.h), with the rotations of the last sub-step's blends.
+    V3 p{0, 0, 0};
     if (m.follow_offsets[node] != m.follow_offsets[node + 1]) {
+      // Skin inside the rest skin is carried by the skin around it (FollowPosition in
+      // core/implicit/implicit_skinning.h), with the rotations of the last sub-step's blends.
       const float* dq = DualQuats(StepParams(b, it, it.settings.elastic ? it.substeps - 1 : 0));
       const V3 rest_i = Load3(m.rest, node);
-      p = V3{0, 0, 0};
       for (uint32_t k = m.follow_offsets[node]; k < m.follow_offsets[node + 1]; ++k) {
         const uint32_t j = m.follow_source[k];
         float r[9];
         BlendRotation(m, dq, j, false, r);
         p = p + m.follow_weight[k] * (Load3(it.state.pos, j) + Mul3(r, rest_i - Load3(m.rest, j)));
       }
+    } else if (!it.settings.elastic && state == imp::kFree) {
+      p = SkinVertex(m, DualQuats(StepParams(b, it, 0)), v);
+    } else {
+      p = Load3(it.state.pos, node);
     }
     Store3(b.out, it.vertex_offset + v, p);
     b.states[it.vertex_offset + v] = state;

@@ -1253,7 +1253,8 @@ TEST(ImplicitSkinning, PiecesThinnerThanTheLimitKeepTheInitialSkinning) {
 // of its nodes is tracked and the preparation says how many it left; bent in 15° steps to 150°,
 // at most a twentieth as many of its vertices end outside the outer tube (winding number of the
 // outer tube's triangles) as on DQS beside the tracked outer tube (6 against 166 at 150°, in the
-// crease); the outer tube is tracked as without it. A session state saved by a preparation that
+// crease), and under the history-independent method at 60°–120° (0–3 against 65–153); the outer
+// tube is tracked as without it. A session state saved by a preparation that
 // tracked them loads.
 TEST(ImplicitSkinning, SkinInsideTheRestSkinStaysInsideAsTheSkinAroundItMoves) {
   Fixture& f = F();
@@ -1323,6 +1324,23 @@ TEST(ImplicitSkinning, SkinInsideTheRestSkinStaysInsideAsTheSkinAroundItMoves) {
   EXPECT_LE(worst_out, 8u);
   EXPECT_GT(worst_out_on_dqs, 100u) << "on DQS the inner tube stays inside too: the test cannot fail";
   EXPECT_GT(moved, 0.05 * model->mean_edge) << "the inner tube moved off DQS";
+  // The history-independent method carries it the same way (its own output path).
+  auto history_free = CreateImplicitDeformer(rig, model, Config("implicit"));
+  ASSERT_TRUE(history_free.ok()) << history_free.status();
+  for (double bend : {60.0, 90.0, 120.0}) {
+    const Pose pose = LimbPose(rig->skeleton, 0.5, LimbMotion{.bend_degrees = bend, .twist_degrees = 0});
+    ASSERT_TRUE((*dqs)->Deform({&pose, {}}, a, &f.pool).ok());
+    ASSERT_TRUE((*history_free)->Deform({&pose, {}}, b, &f.pool).ok());
+    const WindingNumberTree outer(std::span<const float>(b).first(3 * n), outer_triangles);
+    size_t out = 0, out_on_dqs = 0;
+    for (size_t v = n; v < 2 * n; ++v) {
+      out += outer(Eigen::Vector3d(b[3 * v], b[3 * v + 1], b[3 * v + 2])) < 0.5;
+      out_on_dqs += outer(Eigen::Vector3d(a[3 * v], a[3 * v + 1], a[3 * v + 2])) < 0.5;
+    }
+    std::printf("implicit, bend %3.0f°: %zu inner vertices outside the outer tube (%zu on DQS)\n", bend, out, out_on_dqs);
+    EXPECT_GT(out_on_dqs, 50u) << "bend " << bend;
+    EXPECT_LE(20 * out, out_on_dqs) << "bend " << bend;
+  }
 
   // A session state saved before 2026-12-06, by a preparation that tracked the inner tube (this
   // one with its hidden nodes tracked and following nothing), loads (it was refused, and a
@@ -1340,6 +1358,7 @@ TEST(ImplicitSkinning, SkinInsideTheRestSkinStaysInsideAsTheSkinAroundItMoves) {
   before->follow_offsets.assign(before->node_count() + 1, 0);
   before->follow_source.clear();
   before->follow_weight.clear();
+  before->follow_sources.clear();
   auto old_session = CreateImplicitDeformer(rig, before, Config("elastic-implicit"));
   ASSERT_TRUE(old_session.ok()) << old_session.status();
   auto now_session = CreateImplicitDeformer(rig, model, Config("elastic-implicit"));
