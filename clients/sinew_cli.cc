@@ -1555,7 +1555,8 @@ int Batch(client::Client& c, client::Args& args) {
         out.quality.push_back({q.inside_vertices, q.touching_vertices, q.max_depth, q.volume_ratio,
                                q.edge_stretch_min, q.edge_stretch_max, q.rest_inside_vertices,
                                q.new_inside_vertices, q.new_max_depth, q.new_deepest_vertex,
-                               joint < 0 ? std::string() : built->skeleton.names[size_t(joint)]});
+                               joint < 0 ? std::string() : built->skeleton.names[size_t(joint)],
+                               q.exposed_vertices});
       }
     }
     if (auto s = client::WriteGltfClip(gltf, out); !s.ok()) return Fail(s);

@@ -242,7 +242,8 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
                       {"edge_stretch_max", Number(f.edge_stretch_max)},
                       {"rest_inside_vertices", Value(int(f.rest_inside_vertices))},
                       {"new_inside_vertices", Value(int(f.new_inside_vertices))},
-                      {"new_max_depth", Number(f.new_max_depth)}};
+                      {"new_max_depth", Number(f.new_max_depth)},
+                      {"exposed_vertices", Value(int(f.exposed_vertices))}};
       if (f.new_deepest_vertex >= 0) {  // where the deepest new inside vertex is
         o["new_deepest_vertex"] = Value(int(f.new_deepest_vertex));
         o["new_deepest_joint"] = Value(f.new_deepest_joint);

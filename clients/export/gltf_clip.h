@@ -58,6 +58,7 @@ struct GltfFrameQuality {
   double new_max_depth = 0;
   int64_t new_deepest_vertex = -1;  // −1: no vertex newly inside
   std::string new_deepest_joint;    // the heaviest joint there; empty: none
+  uint32_t exposed_vertices = 0;    // inside or touching at rest, neither now (skin a pose brought out)
 };
 
 struct GltfClip {

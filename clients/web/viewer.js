@@ -182,6 +182,7 @@ function panel(slot) {
   const table = document.createElement('table');
   table.innerHTML = '<tr><td>frame</td><td class="v-frame"></td></tr><tr><td>inside the skin</td><td class="v-inside"></td></tr>' +
                     '<tr><td>of them not at rest</td><td class="v-new"></td></tr>' +
+                    '<tr><td>hidden skin brought out</td><td class="v-exposed"></td></tr>' +
                     '<tr><td>touching</td><td class="v-touch"></td></tr><tr><td>deepest</td><td class="v-depth"></td></tr>' +
                     '<tr><td>volume / rest</td><td class="v-volume"></td></tr><tr><td>edge stretch</td><td class="v-stretch"></td></tr>';
   el.appendChild(table);
@@ -224,6 +225,11 @@ function updatePanel(slot, frame) {
   fresh.textContent = q.new_inside_vertices === undefined ? '?'
                     : `${q.new_inside_vertices} (${q.rest_inside_vertices} inside at rest)${where}`;
   fresh.className = q.new_inside_vertices > 0 ? 'v-new bad' : 'v-new';
+  // Skin inside (or touching) the rest skin that this pose brought out, e.g. a body through its
+  // clothes; files written before 2026-12-07 lack it.
+  const exposed = el.querySelector('.v-exposed');
+  exposed.textContent = q.exposed_vertices === undefined ? '?' : String(q.exposed_vertices);
+  exposed.className = q.exposed_vertices > 0 ? 'v-exposed bad' : 'v-exposed';
   el.querySelector('.v-touch').textContent = String(q.touching_vertices);
   el.querySelector('.v-depth').textContent = fmt(q.max_depth, 4);
   el.querySelector('.v-volume').textContent = fmt(q.volume_ratio, 4);

@@ -211,6 +211,14 @@ def main():
         selected = np.zeros(len(mesh.data.vertices), dtype=bool)
         mesh.data.vertices.foreach_get("select", selected)
         check(list(np.flatnonzero(selected)) == [q.vertex], f"selected {np.flatnonzero(selected)[:10]}, not {q.vertex}")
+        # This mesh has no skin inside itself at rest, so no pose brings hidden skin out; a report
+        # that says so (a body under clothes) is shown beside the fold.
+        check(q.exposed == 0 and "brought out" not in q.text(), f"hidden skin brought out of a mesh without any: {q.text()}")
+        from sinew.v1 import sinew_pb2
+        shown = sinew_blender.SkinQuality(sinew_pb2.QualityReport(new_inside_vertices=2, new_max_depth=0.5,
+                                                                  volume_ratio=1.0, exposed_vertices=3), FRAMES[1])
+        check(shown.exposed == 3 and "3 hidden vertices (inside the rest skin) brought out" in shown.text(),
+              f"the panel's line for hidden skin brought out: {shown.text()}")
         bent.rotation_euler = (0.0, 0.0, 0.0)
         arm.animation_data.action = action
         check(bpy.ops.sinew.stop() == {"FINISHED"}, "sinew.stop (skin quality) failed")

@@ -72,6 +72,7 @@ TEST_F(GltfClipTest, FramesReadBackAsRestPlusTheirMorphTarget) {
   c.quality[3].new_max_depth = 0.25;
   c.quality[3].new_deepest_vertex = 2;
   c.quality[3].new_deepest_joint = "elbow";
+  c.quality[3].exposed_vertices = 3;
   ASSERT_TRUE(WriteGltfClip(path_, c).ok());
   for (const auto& e : fs::directory_iterator(fs::path(path_).parent_path())) {
     ASSERT_FALSE(e.path().filename().string().starts_with(fs::path(path_).filename().string() + ".tmp")) << e.path();
@@ -106,6 +107,8 @@ TEST_F(GltfClipTest, FramesReadBackAsRestPlusTheirMorphTarget) {
   EXPECT_DOUBLE_EQ(s.at("quality")[3].at("new_max_depth").get<double>(), 0.25);
   EXPECT_EQ(s.at("quality")[3].at("new_deepest_vertex"), 2);
   EXPECT_EQ(s.at("quality")[3].at("new_deepest_joint"), "elbow");
+  EXPECT_EQ(s.at("quality")[3].at("exposed_vertices"), 3);
+  EXPECT_EQ(s.at("quality")[2].at("exposed_vertices"), 0);
   // A frame with no vertex newly inside names none (no vertex −1, no empty joint).
   EXPECT_FALSE(s.at("quality")[2].contains("new_deepest_vertex"));
   EXPECT_FALSE(s.at("quality")[2].contains("new_deepest_joint"));

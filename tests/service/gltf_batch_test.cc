@@ -119,6 +119,8 @@ TEST_F(GltfBatch, MorphedFramesAreThePointCacheFramesAndQualityTravelsInExtras) 
     EXPECT_EQ(q.at("new_deepest_joint").get<std::string>(),
               rig.skeleton.names[size_t(HeaviestJoint(rig.weights, size_t(want.new_deepest_vertex)))])
         << "frame " << most;
+    // And the skin inside the rest skin that the pose brought out (BCN has a body under its clothes).
+    EXPECT_EQ(q.at("exposed_vertices").get<uint32_t>(), want.exposed_vertices) << "frame " << most;
   }
   // `sinew play --quality` streams the same frames and reports the server's measure of them: its
   // summary names the frame with the deepest new fold, the vertex and the joint these records do.
@@ -148,15 +150,23 @@ TEST_F(GltfBatch, MorphedFramesAreThePointCacheFramesAndQualityTravelsInExtras) 
     const auto j = nlohmann::json::parse(out.substr(out.find('{')));
     ASSERT_TRUE(j.contains("quality")) << out;
     const auto& jq = j.at("quality");
-    size_t frames_new = 0, worst_new = 0;
+    size_t frames_new = 0, worst_new = 0, worst_exposed = 0, worst_exposed_frame = 0;
     double new_depth = 0;
-    for (const auto& r : s.at("quality")) {
+    for (size_t k = 0; k < s.at("quality").size(); ++k) {
+      const auto& r = s.at("quality")[k];
+      if (r.at("exposed_vertices").get<size_t>() > worst_exposed) {
+        worst_exposed = r.at("exposed_vertices").get<size_t>();
+        worst_exposed_frame = k;
+      }
       frames_new += r.at("new_inside_vertices").get<int>() > 0;
       worst_new = std::max<size_t>(worst_new, r.at("new_inside_vertices").get<int>());
       new_depth = std::max(new_depth, r.at("new_max_depth").get<double>());
     }
     EXPECT_EQ(jq.at("frames_new").get<size_t>(), frames_new);
     EXPECT_EQ(jq.at("worst_new").get<size_t>(), worst_new);
+    EXPECT_GT(worst_exposed, 0u) << "DQS brings none of BCN's hidden skin out";
+    EXPECT_EQ(jq.at("worst_exposed").get<size_t>(), worst_exposed);
+    EXPECT_EQ(jq.at("worst_exposed_frame").get<size_t>(), worst_exposed_frame);
     // play samples the clip's poses on the client, batch on the server: positions a float rounding
     // apart (the deepest vertex and frame the same).
     EXPECT_NEAR(jq.at("new_max_depth").get<double>(), new_depth, 1e-6 * new_depth);

@@ -274,6 +274,8 @@ class ViewerTest(unittest.TestCase):
             if q['new_inside_vertices'] > 0:
                 want += f'; deepest at vertex {q["new_deepest_vertex"]} ({q["new_deepest_joint"]})'
             self.assertEqual(fresh, want, 'the new-inside count and where, from this batch\'s file')
+            exposed = chrome.eval('document.querySelector("#panel-a .v-exposed").textContent')
+            self.assertEqual(exposed, str(q['exposed_vertices']), 'the hidden skin brought out, from this batch\'s file')
             png = chrome.screenshot()
             with open(os.path.join(self.tmp, f'viewer-frame-{frame}.png'), 'wb') as f:
                 f.write(png)
@@ -299,6 +301,13 @@ class ViewerTest(unittest.TestCase):
         print(f'frame {worst}: new inside {fresh}')
         self.assertEqual(fresh, f'{q["new_inside_vertices"]} ({q["rest_inside_vertices"]} inside at rest); deepest at '
                                 f'vertex {q["new_deepest_vertex"]} ({q["new_deepest_joint"]})')
+        # And where the most hidden skin comes out (BCN's body under its clothes), the panel counts it.
+        most = max(range(len(records)), key=lambda k: records[k]['exposed_vertices'])
+        self.assertGreater(records[most]['exposed_vertices'], 0, 'a pose brings some of BCN\'s hidden skin out')
+        chrome.eval(f'sinewViewer.seek({most})')
+        chrome.wait_for(f'document.querySelector("#panel-a .v-frame").textContent === "{most}"', f'frame {most}\'s panel')
+        self.assertEqual(chrome.eval('document.querySelector("#panel-a .v-exposed").textContent'),
+                         str(records[most]['exposed_vertices']))
 
     def test_3_file_picker_and_drop_open_clips(self):
         chrome = type(self).chrome

@@ -74,6 +74,9 @@ class SkinQuality:
         self.new_inside = report.new_inside_vertices
         self.new_depth = report.new_max_depth
         self.volume_ratio = report.volume_ratio
+        # Skin inside (or touching) the rest skin that this pose brought out, e.g. a body through its
+        # clothes (servers before 2026-12-07 send 0).
+        self.exposed = report.exposed_vertices
         # The deepest new inside vertex (its index in the mesh, as uploaded) and its heaviest bone.
         self.vertex: Optional[int] = report.new_deepest_vertex if report.HasField("new_deepest_vertex") else None
         self.bone = report.new_deepest_joint
@@ -92,6 +95,9 @@ class SkinQuality:
             if self.vertex is not None:
                 where += f" at vertex {self.vertex}" + (f" ({self.bone})" if self.bone else
                                                         " (no deforming weight: left in place)" if self.unweighted else "")
+        if self.exposed:
+            where += (f"; {self.exposed} hidden {'vertex' if self.exposed == 1 else 'vertices'} "
+                      "(inside the rest skin) brought out")
         return f"{where}; volume x{self.volume_ratio:.4f}"
 
 
