@@ -9,7 +9,8 @@
 // input itself drives into the skin: dual quaternion skinning's vertices inside the skin that
 // were not at rest (MeshQuality::new_inside_vertices), the deepest and the heaviest joint at it,
 // beside the method's (a method that folds skin DQS keeps clear shows there), and how many
-// vertices inside the skin at rest it brings out (MeshQuality::exposed_vertices). A
+// vertices inside the skin at rest it brings out (MeshQuality::exposed_vertices; a line below
+// the frame's counts and names by joint those of them that DQS keeps covered). A
 // frame whose DQS pushes a piece deeper into another than the piece is thick asks the method to
 // resolve a contact no skin can make (BCN_Epileptic's ponytail through its back at 1.47 s).
 //
@@ -55,6 +56,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "clients/import/asset_import.h"
@@ -186,11 +188,27 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
     std::printf("  %-12s %.2e  %zu  (worst at %s)", s.labels[f].c_str(), frame_max, beyond, worst_joint.c_str());
     for (const auto& [n, c] : joints_beyond) std::printf(" %s:%zu", n.c_str(), c);
     if (!(*dqs_run)->Deform({&s.poses[f], {}}, dqs, nullptr).ok()) std::abort();
-    const MeshQuality qd = quality.Measure(dqs, nullptr), qm = quality.Measure(base, nullptr);
+    const MeshQuality qd = quality.Measure(dqs, nullptr, true), qm = quality.Measure(base, nullptr, true);
     std::printf("; inside: DQS %u (%.1e at %s), method %u (%.1e at %s); hidden skin out: DQS %u, method %u\n",
                 qd.new_inside_vertices, qd.new_max_depth / diag, JointAt(rig, qd.new_deepest_vertex).c_str(),
                 qm.new_inside_vertices, qm.new_max_depth / diag, JointAt(rig, qm.new_deepest_vertex).c_str(),
                 qd.exposed_vertices, qm.exposed_vertices);
+    // Of the hidden skin the method brings out, what DQS keeps covered (the rest mesh's own
+    // overlaps that a pose opens, BCN's left thumb in its hand, come out under both), by joint.
+    std::map<std::string, size_t> own_out;
+    size_t own = 0;
+    for (size_t v = 0; v < rig.vertex_count(); ++v) {
+      if (quality.inside_at_rest()[v] && qm.depth[v] == 0 && qd.depth[v] > 0) {
+        ++own;
+        ++own_out[JointAt(rig, int64_t(v))];
+      }
+    }
+    if (own > 0) {
+      std::printf("    hidden skin out under the method, covered under DQS: %zu (", own);
+      const char* sep = "";
+      for (const auto& [n, c] : own_out) std::printf("%s%s:%zu", std::exchange(sep, " "), n.c_str(), c);
+      std::printf(")\n");
+    }
   }
   std::printf("  worst %.2e of the diagonal, %zu vertex-frames beyond 1e-4; %.1f ms a frame (1 thread%s)\n", worst,
               moved_total, 1e3 * seconds / std::max<size_t>(frames, 1),
