@@ -226,7 +226,7 @@ function updatePanel(slot, frame) {
                     : `${q.new_inside_vertices} (${q.rest_inside_vertices} inside at rest)${where}`;
   fresh.className = q.new_inside_vertices > 0 ? 'v-new bad' : 'v-new';
   // Skin inside (or touching) the rest skin that this pose brought out, e.g. a body through its
-  // clothes; files written before 2026-12-07 lack it.
+  // clothes; files written before 2026-12-06 (fifty-ninth session) lack it.
   const exposed = el.querySelector('.v-exposed');
   exposed.textContent = q.exposed_vertices === undefined ? '?' : String(q.exposed_vertices);
   exposed.className = q.exposed_vertices > 0 ? 'v-exposed bad' : 'v-exposed';

@@ -119,7 +119,8 @@ TEST_F(GltfBatch, MorphedFramesAreThePointCacheFramesAndQualityTravelsInExtras) 
     EXPECT_EQ(q.at("new_deepest_joint").get<std::string>(),
               rig.skeleton.names[size_t(HeaviestJoint(rig.weights, size_t(want.new_deepest_vertex)))])
         << "frame " << most;
-    // And the skin inside the rest skin that the pose brought out (BCN has a body under its clothes).
+    // And the skin inside the rest skin that the pose brought out (BCN's rest mesh lies partly
+    // inside itself: its left thumb in its hand, its meshes overlapping).
     EXPECT_EQ(q.at("exposed_vertices").get<uint32_t>(), want.exposed_vertices) << "frame " << most;
   }
   // `sinew play --quality` streams the same frames and reports the server's measure of them: its

@@ -301,7 +301,8 @@ class ViewerTest(unittest.TestCase):
         print(f'frame {worst}: new inside {fresh}')
         self.assertEqual(fresh, f'{q["new_inside_vertices"]} ({q["rest_inside_vertices"]} inside at rest); deepest at '
                                 f'vertex {q["new_deepest_vertex"]} ({q["new_deepest_joint"]})')
-        # And where the most hidden skin comes out (BCN's body under its clothes), the panel counts it.
+        # And where the most skin hidden at rest comes out (BCN's left thumb lies in its hand at rest,
+        # its meshes overlap), the panel counts it.
         most = max(range(len(records)), key=lambda k: records[k]['exposed_vertices'])
         self.assertGreater(records[most]['exposed_vertices'], 0, 'a pose brings some of BCN\'s hidden skin out')
         chrome.eval(f'sinewViewer.seek({most})')

@@ -75,7 +75,7 @@ class SkinQuality:
         self.new_depth = report.new_max_depth
         self.volume_ratio = report.volume_ratio
         # Skin inside (or touching) the rest skin that this pose brought out, e.g. a body through its
-        # clothes (servers before 2026-12-07 send 0).
+        # clothes (servers older than the field, 2026-12-06, send 0).
         self.exposed = report.exposed_vertices
         # The deepest new inside vertex (its index in the mesh, as uploaded) and its heaviest bone.
         self.vertex: Optional[int] = report.new_deepest_vertex if report.HasField("new_deepest_vertex") else None
