@@ -122,6 +122,9 @@ Client::Client(const std::string& target, const ClientOptions& options)
 namespace {
 // How long the first call waits for the channel's first connection at most.
 constexpr auto kFirstConnectionWait = std::chrono::seconds(10);
+// After a failed attempt, how long it waits for the next one to succeed: gRPC's first reconnect
+// backoff (1 s, jittered by up to 20 %) and the attempt itself.
+constexpr auto kRetryWindow = std::chrono::milliseconds(2500);
 }  // namespace
 
 void Client::AwaitFirstConnection(std::chrono::system_clock::time_point call_deadline) const {
@@ -132,15 +135,23 @@ void Client::AwaitFirstConnection(std::chrono::system_clock::time_point call_dea
   // loopback did ("connect: No such file or directory", a listening server, a fresh machine):
   // until 2026-12-03 a client's first call then failed UNAVAILABLE where the next succeeded.
   // The first call waits for a connection through one failed attempt and gRPC's reconnect
-  // backoff (about a second); a second failure (no server there) lets it go on and fail as
-  // before, a second or so later than it used to.
+  // backoff (about a second); when that attempt fails too (no server there, a TLS handshake
+  // refused) it goes on and fails as before, about 2.5 s later than it used to.
   // Within the call's own deadline (--timeout 1 waited up to 10 s here, and the call then
   // started with its deadline spent, until 2026-12-03).
-  const auto deadline = std::min(std::chrono::system_clock::now() + kFirstConnectionWait, call_deadline);
+  // gRPC keeps the channel in TRANSIENT_FAILURE through its reconnect attempts until one
+  // succeeds (its state does not pass through CONNECTING again), so the second failure is not a
+  // state change to wait for: after the first, the wait ends at kRetryWindow. Until 2026-12-06 it
+  // waited for one, and every first call to a port with no server, or to a server refusing the
+  // client's TLS, took the whole 10 s to fail.
+  auto deadline = std::min(std::chrono::system_clock::now() + kFirstConnectionWait, call_deadline);
   int failures = 0;
   for (grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true); state != GRPC_CHANNEL_READY;) {
     if (state == GRPC_CHANNEL_SHUTDOWN) break;
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && ++failures >= 2) break;
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      if (++failures >= 2) break;
+      deadline = std::min(deadline, std::chrono::system_clock::now() + kRetryWindow);
+    }
     if (!channel_->WaitForStateChange(state, deadline)) break;
     state = channel_->GetState(/*try_to_connect=*/true);
   }
@@ -168,7 +179,13 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   if (channel_->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
     return absl::OkStatus();
   }
-  return absl::UnavailableError(absl::StrCat("cannot connect to ", target_));
+  // gRPC's reason for the last failed attempt is in a call's status (a channel's state has none):
+  // a call made now fails at once with it.
+  grpc::ClientContext probe;
+  probe.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  v1::ServerInfo info;
+  const grpc::Status why = stub_->GetServerInfo(&probe, {}, &info);
+  return absl::UnavailableError(absl::StrCat("cannot connect to ", target_, why.ok() ? "" : ": " + why.error_message()));
 }
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {

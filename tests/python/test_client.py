@@ -630,8 +630,11 @@ class ErrorsTest(ServerTest):
         with sinew.connect("127.0.0.1:1", token="", timeout=5) as client:
             with self.assertRaises(sinew.Unavailable):
                 client.server_info()
-            with self.assertRaises(sinew.Unavailable):
+            with self.assertRaises(sinew.Unavailable) as waited:
                 client.wait_ready(timeout=0.5)
+            # It says why: nothing listens there.
+            self.assertIn("cannot connect to 127.0.0.1:1 within 0.5 s: ", str(waited.exception))
+            self.assertIn("Connection refused", str(waited.exception))
 
 
 TOKEN = "python-client-test-token-0123456789"

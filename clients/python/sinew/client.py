@@ -374,12 +374,20 @@ class Client:
         self.close()
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        """Waits until the channel is connected; :class:`~sinew.errors.Unavailable` after `timeout`."""
+        """Waits until the channel is connected; :class:`~sinew.errors.Unavailable` after `timeout`,
+        with gRPC's reason for the last failed attempt (connection refused, a TLS handshake)."""
         try:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             from .errors import Unavailable
-            raise Unavailable(f"cannot connect to {self.target} within {timeout:g} s") from None
+            # A channel's state has no reason; a call made now fails at once with it.
+            reason = ""
+            try:
+                self.stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=1.0)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.UNAVAILABLE and e.details():
+                    reason = f": {e.details()}"
+            raise Unavailable(f"cannot connect to {self.target} within {timeout:g} s{reason}") from None
 
     # -- server and rigs --------------------------------------------------------------------------
 
