@@ -91,6 +91,10 @@ struct ClosedVolume {
 struct ArmRun {
   size_t particles = 0, tets = 0, cut = 0, worst_inverted = 0, lbs_inverted = 0;
   double worst_mesh = 0, worst_tets = 0, worst_lbs = 0;
+  // Each tet's volume change counted whatever its sign (Σ |V − V0| over the tets, of their rest
+  // volume): where LBS's net volume is kept by tets crushed in one place and swollen in another,
+  // this is not. The worst frame's ratio of the particles' figure under pbs to LBS's.
+  double worst_local_ratio = 0;
 };
 
 void Report(const char* what, bool paper, const ArmRun& r) {
@@ -99,6 +103,7 @@ void Report(const char* what, bool paper, const ArmRun& r) {
               "(LBS alone %zu)\n",
               what, paper ? "Eq. 2" : "the rig's", r.particles, r.tets, r.cut, 100 * r.worst_mesh, 100 * r.worst_lbs,
               100 * r.worst_tets, r.worst_inverted, r.lbs_inverted);
+  std::printf("  each tet's volume change counted whatever its sign: at most %.2f of LBS's at a frame\n", r.worst_local_ratio);
 }
 
 // `clip` sampled at frames + 1 even steps under pbs with `params` (one session): the worst frame's figures.
@@ -127,13 +132,15 @@ ArmRun PlayArm(const Clip& clip, const std::shared_ptr<const Rig>& rig, const Pb
   PbsParams lbs_only = params;
   lbs_only.iterations = 0;  // the particles by LBS alone: the control
   std::vector<float> out(rig->positions.size()), by_lbs(out.size());
-  auto inverted = [&](const std::vector<float>& x, double* total) {
+  auto inverted = [&](const std::vector<float>& x, double* total, double* local) {
     size_t n = 0;
-    for (const auto& t : model.mesh.tets) {
+    for (size_t i = 0; i < model.mesh.tets.size(); ++i) {
+      const auto& t = model.mesh.tets[i];
       Eigen::Vector3d q[4];
       for (int k = 0; k < 4; ++k) q[k] = Eigen::Vector3d(x[3 * t[k]], x[3 * t[k] + 1], x[3 * t[k] + 2]);
       const double v = SignedVolume(q[0], q[1], q[2], q[3]);
       if (total) *total += v;
+      *local += std::abs(v - model.mesh.rest_volume[i]);
       n += v <= 0;
     }
     return n;
@@ -145,9 +152,10 @@ ArmRun PlayArm(const Clip& clip, const std::shared_ptr<const Rig>& rig, const Pb
     for (size_t j = 0; j < skinning.size(); ++j) matrices[j] = skinning[j].cast<float>();
     SolvePbsFrame(model, params, matrices, params.time_step, state, &pool);
     SolvePbsFrame(model, lbs_only, matrices, params.time_step, skinned, &pool);
-    double tets = 0;
-    run.worst_inverted = std::max(run.worst_inverted, inverted(state.x, &tets));
-    run.lbs_inverted = std::max(run.lbs_inverted, inverted(skinned.x, nullptr));
+    double tets = 0, local = 0, lbs_local = 0;
+    run.worst_inverted = std::max(run.worst_inverted, inverted(state.x, &tets, &local));
+    run.lbs_inverted = std::max(run.lbs_inverted, inverted(skinned.x, nullptr, &lbs_local));
+    if (lbs_local > 1e-2 * rest_tets) run.worst_local_ratio = std::max(run.worst_local_ratio, local / lbs_local);
     for (size_t v = 0; v < rig->vertex_count(); ++v) {  // the render mesh follows its tets
       const auto& t = model.mesh.tets[model.embedding.tet[v]];
       for (int c = 0; c < 3; ++c) {
@@ -228,6 +236,10 @@ TEST(PbsArm, PlaysItsClipOnTheMeshersTets) {
 // 40 frames stays within 8 % (measured 4.7 %, Mesh_3 tets, the rig's weights) where with them
 // kept it is off by 20 %. (Not yet the 1 % of the Arm: the constraints conflict on this clip —
 // more sweeps make it worse — and the render mesh ends 5.4 % off where LBS alone is 2.4 %; docs/pbs.md.)
+// LBS's net figure is kept by tets crushed (and inverted) in one place and swollen to twice
+// their volume in another; counted whatever its sign, each tet's volume change under pbs stays
+// below 0.9 of LBS's at every frame (measured 0.79; without the volume constraints 1.01).
+
 TEST(PbsCharacter, BcnHandsOnTheHipsAreCutApart) {
   if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
   if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
@@ -246,6 +258,7 @@ TEST(PbsCharacter, BcnHandsOnTheHipsAreCutApart) {
   EXPECT_GT(cut.cut, 0u);
   EXPECT_GT(kept.worst_tets, 0.1);
   EXPECT_LT(cut.worst_tets, 0.08);
+  EXPECT_LT(cut.worst_local_ratio, 0.9);
 }
 
 }  // namespace
