@@ -163,8 +163,9 @@ function shownFrame(s) {
 
 function fmt(x, digits = 3) { return typeof x === 'number' ? x.toFixed(digits) : '–'; }
 
-// The slot's panel: what was baked and, with quality reports, the shown frame's and a chart of
-// vertices inside the skin and volume over the clip.
+// The slot's panel: what was baked and, with quality reports, the shown frame's and a chart over
+// the clip of the vertices the pose put inside the skin, the hidden skin it brought out, and the
+// volume.
 function panel(slot) {
   const s = slots[slot], el = $(`panel-${names[slot]}`);
   el.textContent = '';
@@ -186,27 +187,49 @@ function panel(slot) {
                     '<tr><td>touching</td><td class="v-touch"></td></tr><tr><td>deepest</td><td class="v-depth"></td></tr>' +
                     '<tr><td>volume / rest</td><td class="v-volume"></td></tr><tr><td>edge stretch</td><td class="v-stretch"></td></tr>';
   el.appendChild(table);
-  // Chart: inside vertices (bars) and volume ratio (line), a cursor at the shown frame.
+  // Chart, a cursor at the shown frame: bars up from the bottom, the vertices the pose put inside
+  // the skin (those inside at rest left out; files from before 2026-11-27 count every inside
+  // vertex); bars down from the top, the hidden skin the pose brought out (files from before
+  // 2026-12-06 lack it: none drawn); a line, the volume ratio.
   const W = 400, H = 60, n = q.length, ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');
   svg.setAttribute('width', '100%'); svg.setAttribute('height', H); svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
   svg.setAttribute('preserveAspectRatio', 'none');
-  const maxInside = Math.max(1, ...q.map((f) => f.inside_vertices));
+  const fresh = q.every((f) => f.new_inside_vertices !== undefined);
+  const inside = q.map((f) => (fresh ? f.new_inside_vertices : f.inside_vertices));
+  const exposed = q.map((f) => f.exposed_vertices);
+  const hasExposed = exposed.every((e) => e !== undefined);
+  const maxInside = Math.max(0, ...inside), maxExposed = hasExposed ? Math.max(0, ...exposed) : 0;
+  const scale = Math.max(1, maxInside, maxExposed);  // one scale: the two bars compare
   const vols = q.map((f) => f.volume_ratio), vlo = Math.min(...vols), vhi = Math.max(...vols);
-  let bars = '', line = '';
+  let bars = '', out = '', line = '';
   q.forEach((f, k) => {
-    const x = (k + 0.5) * W / n, bh = (H - 4) * f.inside_vertices / maxInside;
-    if (f.inside_vertices > 0) bars += `M${x.toFixed(1)} ${H}V${(H - bh).toFixed(1)}`;
+    const x = (k + 0.5) * W / n;
+    if (inside[k] > 0) bars += `M${x.toFixed(1)} ${H}V${(H - (H / 2 - 2) * inside[k] / scale).toFixed(1)}`;
+    if (hasExposed && exposed[k] > 0) out += `M${x.toFixed(1)} 0V${((H / 2 - 2) * exposed[k] / scale).toFixed(1)}`;
     const y = vhi > vlo ? 4 + (H - 8) * (vhi - f.volume_ratio) / (vhi - vlo) : H / 2;
     line += `${k ? 'L' : 'M'}${x.toFixed(1)} ${y.toFixed(1)}`;
   });
+  const width = Math.max(1, W / n - 1).toFixed(1);
   svg.innerHTML = `<rect width="${W}" height="${H}" fill="#262a31"/>` +
-    `<path d="${bars}" stroke="#e77" stroke-width="${Math.max(1, W / n - 1).toFixed(1)}"/>` +
+    `<path class="chart-inside" d="${bars}" stroke="#e77" stroke-width="${width}"/>` +
+    `<path class="chart-exposed" d="${out}" stroke="#eb5" stroke-width="${width}"/>` +
     `<path d="${line}" fill="none" stroke="#7bf" stroke-width="1.5"/>` +
-    `<line class="cursor" y1="0" y2="${H}" stroke="#fff" stroke-width="1"/>` +
-    `<text x="4" y="12" fill="#e77" font-size="10">inside (max ${maxInside})</text>` +
-    `<text x="${W - 4}" y="12" fill="#7bf" font-size="10" text-anchor="end">volume ${fmt(vlo)}…${fmt(vhi)}</text>`;
+    `<line class="cursor" y1="0" y2="${H}" stroke="#fff" stroke-width="1"/>`;
   el.appendChild(svg);
+  // The legend under the chart, as text (the chart stretches to the panel's width).
+  const legend = document.createElement('div');
+  legend.className = 'legend';
+  const entries = [['legend-inside', `${fresh ? 'new inside' : 'inside'} (max ${maxInside}) ▲`]];
+  if (hasExposed) entries.push(['legend-exposed', `hidden skin out (max ${maxExposed}) ▼`]);
+  entries.push(['legend-volume', `volume ${fmt(vlo)}…${fmt(vhi)}`]);
+  for (const [cls, text] of entries) {
+    const span = document.createElement('span');
+    span.className = cls;
+    span.textContent = text;
+    legend.appendChild(span);
+  }
+  el.appendChild(legend);
 }
 
 function updatePanel(slot, frame) {

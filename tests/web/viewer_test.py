@@ -309,6 +309,19 @@ class ViewerTest(unittest.TestCase):
         chrome.wait_for(f'document.querySelector("#panel-a .v-frame").textContent === "{most}"', f'frame {most}\'s panel')
         self.assertEqual(chrome.eval('document.querySelector("#panel-a .v-exposed").textContent'),
                          str(records[most]['exposed_vertices']))
+        # The chart over the clip: a bar a frame up from the bottom where the pose put vertices
+        # inside the skin, one down from the top where it brought hidden skin out, the maxima in
+        # the legends; all from this batch's file.
+        chart = chrome.eval('(() => { const p = document.querySelector("#panel-a svg");'
+                            ' const bars = (c) => (p.querySelector(c).getAttribute("d").match(/M/g) || []).length;'
+                            ' return {inside: bars(".chart-inside"), exposed: bars(".chart-exposed"),'
+                            ' legend_inside: document.querySelector("#panel-a .legend-inside").textContent,'
+                            ' legend_exposed: document.querySelector("#panel-a .legend-exposed").textContent}; })()')
+        print(f'chart of A: {chart}')
+        self.assertEqual(chart['inside'], sum(1 for r in records if r['new_inside_vertices'] > 0))
+        self.assertEqual(chart['exposed'], sum(1 for r in records if r['exposed_vertices'] > 0))
+        self.assertEqual(chart['legend_inside'], f'new inside (max {max(r["new_inside_vertices"] for r in records)}) ▲')
+        self.assertEqual(chart['legend_exposed'], f'hidden skin out (max {max(r["exposed_vertices"] for r in records)}) ▼')
 
     def test_3_file_picker_and_drop_open_clips(self):
         chrome = type(self).chrome
