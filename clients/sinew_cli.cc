@@ -586,7 +586,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     if (!clip.ok()) return Fail(clip.status());
     auto built = BuildRig(asset->rig);
     if (!built.ok()) return Fail(absl::Status(built.status().code(), absl::StrCat(pos[1], ": ", built.status().message())));
-    if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
+    if (auto st = c.WaitReady(); !st.ok()) return Fail(st);
     auto up = UploadReport(c, client::RigToProto(asset->rig), text_out);
     if (!up.ok()) return Fail(up.status());
     source.rig_id = up->rig_id();
@@ -1191,7 +1191,7 @@ int Batch(client::Client& c, client::Args& args) {
   }
   // This run's frames: the whole clip, or its shard's slice.
   const client::FrameRange range = shard ? client::ShardFrames(total, *shard) : client::FrameRange{0, total};
-  if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
+  if (auto st = c.WaitReady(); !st.ok()) return Fail(st);
   std::string fallback;  // what serves the session while its method prepares (swing-twist, pbs)
   {
     auto info = c.GetServerInfo();
@@ -1613,7 +1613,7 @@ int MergeShardsCommand(client::Args& args) {
 // baked the whole clip.
 std::string FlagNotForCommand(const client::Args& args) {
   static const std::set<std::string> kEveryCommand = {"target", "token", "tls", "tls-ca", "tls-cert", "tls-key",
-                                                      "tls-server-name", "affinity", "timeout", "help", "json"};
+                                                      "tls-server-name", "affinity", "timeout", "connect-timeout", "help", "json"};
   static const std::set<std::string> kDeformer = {"method", "param", "skinning", "blend-weight", "operator",
                                                   "joint-operator", "encoding", "max-error", "key-interval",
                                                   "backend"};
@@ -1777,7 +1777,7 @@ int Main(int argc, char** argv) {
   // that a bad file is reported as such even when no server is reachable.
   const bool local_first = cmd == "batch" || (cmd == "play" && pos.size() >= 2);
   if (!local_first) {
-    if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) return Fail(st);
+    if (auto st = c.WaitReady(); !st.ok()) return Fail(st);
   }
   const bool json = args.Has("json");
 

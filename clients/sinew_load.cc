@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   const absl::StatusOr<client::ClientOptions> connection = client::ConnectionFromArgs(args);
   if (!connection.ok()) return Usage(args, std::string(connection.status().message()));
   client::Client c(args.Get("target"), *connection);
-  if (auto st = c.WaitReady(std::chrono::seconds(10)); !st.ok()) {
+  if (auto st = c.WaitReady(); !st.ok()) {
     std::fprintf(stderr, "sinew-load: %s\n", std::string(st.message()).c_str());
     return 1;
   }

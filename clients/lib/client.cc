@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/util/half.h"
 #include "sinew/v1/rig_id.h"
 
@@ -84,7 +85,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
 }  // namespace
 
 Client::Client(const std::string& target, const ClientOptions& options)
-    : affinity_(options.affinity), token_(options.token), timeout_seconds_(options.timeout_seconds), target_(target) {
+    : affinity_(options.affinity),
+      token_(options.token),
+      timeout_seconds_(options.timeout_seconds),
+      connect_timeout_seconds_(options.connect_timeout_seconds),
+      target_(target) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -179,13 +184,23 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   if (channel_->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
     return absl::OkStatus();
   }
-  // gRPC's reason for the last failed attempt is in a call's status (a channel's state has none):
-  // a call made now fails at once with it.
+  // One call more, of at most a second: where the channel has failed, it fails at once with
+  // gRPC's reason for the last failed attempt (a channel's state has none); where the channel
+  // has not tried yet (a timeout of 0) it is one attempt. Any answer of the server's (an
+  // UNAUTHENTICATED one too: the probe carries no token) means it is there.
   grpc::ClientContext probe;
   probe.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   v1::ServerInfo info;
   const grpc::Status why = stub_->GetServerInfo(&probe, {}, &info);
-  return absl::UnavailableError(absl::StrCat("cannot connect to ", target_, why.ok() ? "" : ": " + why.error_message()));
+  if (why.error_code() != grpc::StatusCode::UNAVAILABLE && why.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat("cannot connect to ", target_, " within ",
+                                             absl::StrFormat("%g", timeout.count() / 1000.0), " s: ", why.error_message()));
+}
+
+absl::Status Client::WaitReady() {
+  return WaitReady(std::chrono::milliseconds(int64_t(std::clamp(connect_timeout_seconds_, 0.0, 1e9) * 1000)));
 }
 
 absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {

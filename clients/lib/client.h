@@ -77,6 +77,9 @@ struct ClientOptions {
   // a call without a deadline instead of hanging it. The server accepts pings every 10 s or more.
   // 0: off.
   double keepalive_seconds = 30;
+  // How long WaitReady() waits for the server to accept a connection (a server still starting),
+  // in seconds; the command-line programs wait so before their first call. 0: one attempt.
+  double connect_timeout_seconds = 10;
 };
 
 class Client {
@@ -92,8 +95,12 @@ class Client {
   // Also waits, before this client's first call, for its channel's first connection (through
   // one failed attempt: see AwaitFirstConnection).
   [[nodiscard]] absl::Status Authorize(grpc::ClientContext& ctx) const;
-  // Waits until the channel is ready (or the timeout passes).
+  // Waits until the channel is ready, or fails UNAVAILABLE after `timeout` and one more attempt
+  // of at most a second ("cannot connect to HOST:PORT within T s: " and gRPC's reason for the
+  // last failed attempt). A timeout of 0 is that one attempt.
   absl::Status WaitReady(std::chrono::milliseconds timeout);
+  // The same for ClientOptions::connect_timeout_seconds.
+  absl::Status WaitReady();
 
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
 
@@ -149,6 +156,7 @@ class Client {
   std::string affinity_;
   std::string token_;
   double timeout_seconds_ = 0;
+  double connect_timeout_seconds_ = 10;
   absl::Status status_;
   std::string target_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -20,7 +20,11 @@ void AddConnectionFlags(Args& args) {
             "random key per run")
       .Flag("timeout", "SECONDS", "0",
             "each unary call's deadline (not uploads, streams or clips); past it the call fails with "
-            "DEADLINE_EXCEEDED and the server stops a long elastic implicit frame. 0: none");
+            "DEADLINE_EXCEEDED and the server stops a long elastic implicit frame. 0: none")
+      .Flag("connect-timeout", "SECONDS", "10",
+            "how long to wait for the server to accept a connection before the first call (a server still "
+            "starting); past it the program fails naming gRPC's reason (connection refused, a TLS handshake). "
+            "0: one attempt of at most a second");
 }
 
 absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args) {
@@ -47,6 +51,9 @@ absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args) {
     o.affinity = absl::StrFormat("run-%08x%08x", random(), random());
   }
   if (!args.GetDouble("timeout", &o.timeout_seconds, 0, 1e9)) return absl::InvalidArgumentError(args.error());
+  if (!args.GetDouble("connect-timeout", &o.connect_timeout_seconds, 0, 1e6)) {
+    return absl::InvalidArgumentError(args.error());
+  }
   return o;
 }
 

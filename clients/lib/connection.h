@@ -1,5 +1,6 @@
 // The connection flags every client program takes (--token, --tls, --tls-ca, --tls-cert,
-// --tls-key, --tls-server-name, --timeout) and the ClientOptions they make.
+// --tls-key, --tls-server-name, --affinity, --timeout, --connect-timeout) and the ClientOptions
+// they make.
 #pragma once
 
 #include "absl/status/statusor.h"
@@ -12,7 +13,7 @@ namespace sinew::client {
 void AddConnectionFlags(Args& args);
 // The options the parsed flags ask for; the token defaults to $SINEW_TOKEN (so that it need not
 // appear on a command line, where other users of the machine can read it). INVALID_ARGUMENT
-// naming the flag for a malformed --timeout.
+// naming the flag for a malformed --timeout or --connect-timeout.
 absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args);
 
 }  // namespace sinew::client

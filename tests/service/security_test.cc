@@ -768,11 +768,14 @@ TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
     client::ClientOptions untrusted;
     untrusted.tls_ca = dir / "other.pem";
     EXPECT_FALSE(client::Client(server.target(), untrusted).GetServerInfo().ok());
-    // The command-line client, which waits for a server to come up, says why it gave up: the
-    // handshake, not only that it could not connect (until 2026-12-06 only the latter).
+    // The command-line client, which waits for a server to come up (here 2 s), says why it gave
+    // up: the handshake, not only that it could not connect (until 2026-12-06 only the latter).
     std::string out, err;
-    EXPECT_NE(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "--tls-ca", dir / "other.pem", "info"}, &out, &err), 0);
-    EXPECT_THAT(err, HasSubstr("cannot connect to " + server.target() + ": "));
+    EXPECT_NE(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "--tls-ca", dir / "other.pem", "--connect-timeout",
+                          "2", "info"},
+                         &out, &err),
+              0);
+    EXPECT_THAT(err, HasSubstr("cannot connect to " + server.target() + " within 2 s: "));
     EXPECT_THAT(err, HasSubstr("handshake failed"));
     EXPECT_EQ(server.Terminate(), 0);
   }

@@ -248,6 +248,27 @@ TEST_F(Service, CliWritingIntoAClosedPipeExitsOneWithItsSessionsClosed) {
   EXPECT_EQ(sessions->sessions_size(), 0);
 }
 
+// --connect-timeout bounds how long the command-line programs wait for a server to come up, and
+// they say what they waited and gRPC's reason when none does (here a port nothing listens on). A
+// malformed value is refused naming the flag. (Until 2026-12-06 the wait was always 10 s, and
+// the error had no reason.) Not asserted: how long anything took.
+TEST_F(Service, ConnectTimeoutBoundsTheWaitForAServerAndNamesWhyItGaveUp) {
+  std::string out, err;
+  const std::string nobody = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  const std::vector<std::vector<std::string>> runs = {
+      {SINEW_CLI_PATH, "--target", nobody, "--connect-timeout", "0.5", "info"},
+      {SINEW_LOAD_PATH, "--target", nobody, "--connect-timeout", "0.5", "--duration", "1"}};
+  for (const auto& argv : runs) {
+    err.clear();
+    EXPECT_NE(RunProcess(argv, &out, &err), 0) << argv[0];
+    EXPECT_THAT(err, HasSubstr("cannot connect to " + nobody + " within 0.5 s: ")) << argv[0];
+    EXPECT_THAT(err, HasSubstr("Connection refused")) << argv[0];
+  }
+  err.clear();
+  EXPECT_NE(RunProcess({SINEW_CLI_PATH, "--target", nobody, "--connect-timeout", "soon", "info"}, &out, &err), 0);
+  EXPECT_THAT(err, HasSubstr("--connect-timeout: 'soon' is not a number"));
+}
+
 // The CLI's flags (parsed by CLI11) and --param: a pipeline's parameters name their stage by
 // method or index, reach that stage (the server's check names it), and ambiguous, unknown or
 // malformed ones are refused before anything is sent; unknown flags and missing values too.

@@ -374,18 +374,24 @@ class Client:
         self.close()
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        """Waits until the channel is connected; :class:`~sinew.errors.Unavailable` after `timeout`,
-        with gRPC's reason for the last failed attempt (connection refused, a TLS handshake)."""
+        """Waits until the channel is connected; :class:`~sinew.errors.Unavailable` after `timeout`
+        and one more attempt of at most a second, with gRPC's reason for the last failed attempt
+        (connection refused, a TLS handshake). A timeout of 0 is that one attempt."""
         try:
             grpc.channel_ready_future(self._channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:
             from .errors import Unavailable
-            # A channel's state has no reason; a call made now fails at once with it.
+            # A channel's state has no reason; a call made now fails at once with it (or, where
+            # the channel has not tried yet, is one attempt). Any answer of the server's, an
+            # UNAUTHENTICATED one too (the probe carries no token), means it is there.
             reason = ""
             try:
                 self.stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=1.0)
+                return
             except grpc.RpcError as e:
-                if e.code() == grpc.StatusCode.UNAVAILABLE and e.details():
+                if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return
+                if e.details():
                     reason = f": {e.details()}"
             raise Unavailable(f"cannot connect to {self.target} within {timeout:g} s{reason}") from None
 
