@@ -1,13 +1,14 @@
 """deploy/'s Kubernetes and Compose files read against the server binary they run (no Docker or
-cluster needed): every server flag they pass is one `sinew-server --help` lists; each
+cluster needed): every server flag they pass is one `sinew-server --help` lists, and every flag
+the batch Jobs pass to the `sinew` client one `sinew --help` lists; each
 Deployment's memory budgets (--max-store-bytes for the rigs and --max-prepared-bytes for their
 methods' preparations, counted apart, defaults from --help) leave a quarter of the pod's memory
 limit for sessions; its grace period covers the preStop sleep, --drain-timeout and two seconds;
 the unauthenticated metrics port stays off the client-facing Service and off the Docker host's
 outside interfaces; every pod runs as the images' numeric non-root user; and a batch's volume is
-filled before its Job starts.
+filled before its Job starts, and its shards wait for a server that is still starting.
 
-    /usr/bin/python3 tests/deploy/manifests_test.py SINEW_SERVER_BINARY
+    /usr/bin/python3 tests/deploy/manifests_test.py SINEW_SERVER_BINARY SINEW_CLI_BINARY
 """
 
 import os
@@ -19,7 +20,8 @@ import unittest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SERVER = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(ROOT, "build/server/sinew-server")
+SERVER = sys.argv.pop(1) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else os.path.join(ROOT, "build/server/sinew-server")
+CLI = sys.argv.pop(1) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else os.path.join(ROOT, "build/clients/sinew")
 
 
 def server_help():
@@ -222,6 +224,21 @@ class Manifests(unittest.TestCase):
             self.assertEqual(ctx.get("seccompProfile", {}).get("type"), "RuntimeDefault", name)
             for c in spec["containers"]:
                 self.assertIs(c.get("securityContext", {}).get("allowPrivilegeEscalation"), False, f"{name}/{c['name']}")
+
+    def test_every_client_flag_the_batch_jobs_pass_is_one_the_cli_has(self):
+        out = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
+        known = set(re.findall(r"--([a-z0-9-]+)", out.stdout + out.stderr))
+        self.assertIn("connect-timeout", known, "the binary is older than the source: build it")
+        for f in ("deploy/k8s/batch-job.yaml", "deploy/k8s/batch-merge-job.yaml"):
+            for d in load(f):
+                for c in d["spec"]["template"]["spec"]["containers"]:
+                    self.assertEqual(c["command"], ["sinew"], f)
+                    given = flags(c.get("args", []))
+                    self.assertLessEqual(set(given), known, f"{f}: flags `sinew --help` does not list")
+                    if "target" in given:
+                        # A shard started while the server rolls out or scales up waits for it
+                        # instead of spending one of the Job's retries (the default wait is 10 s).
+                        self.assertGreaterEqual(float(given.get("connect-timeout") or 0), 60, f)
 
     def test_the_batch_volume_is_there_to_fill_before_the_job_starts(self):
         # The Job's file holds no volume: the asset goes in through the loader pod of
