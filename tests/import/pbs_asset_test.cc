@@ -239,7 +239,6 @@ TEST(PbsArm, PlaysItsClipOnTheMeshersTets) {
 // LBS's net figure is kept by tets crushed (and inverted) in one place and swollen to twice
 // their volume in another; counted whatever its sign, each tet's volume change under pbs stays
 // below 0.9 of LBS's at every frame (measured 0.79; without the volume constraints 1.01).
-
 TEST(PbsCharacter, BcnHandsOnTheHipsAreCutApart) {
   if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
   if (!testing::CharacterAvailable(testing::kBcn)) GTEST_SKIP() << testing::kAssimpMissing;
