@@ -15,12 +15,14 @@
 // resolve a contact no skin can make (BCN_Epileptic's ponytail through its back at 1.47 s).
 //
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
-//                            [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]
+//                            [--asset FILE]... [--asset-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]
 //                            [--jobs N] [--tolerance X] [--average-stalled] [--gate-open C]
 //                            [--triangle-fields off|contact|tracked] [--operator-cache DIR] [--turn RADIANS]
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
-// frames/s); --first N plays only the first N poses of each sequence; --rounds N sets the elastic
+// frames/s); --asset FILE (repeatable; a path, or one under Debian's assimp-testmodels such as
+// X/Testwuson.X) plays another rigged asset's first clip the same way, at --asset-frames N + 1
+// poses (8 by default), and without --limb or --bcn only those; --first N plays only the first N poses of each sequence; --rounds N sets the elastic
 // relaxation's round limit (ImplicitConfig::relaxation_rounds, 256 by default);
 // --rotation-weights sets what blends the elastic method's target rotations
 // (ImplicitConfig::rotation_weights; the preparation then computes the bone heat weights);
@@ -234,18 +236,27 @@ Sequence Limb() {
   return s;
 }
 
-Sequence Bcn(int frames) {
+// An asset's first clip sampled at frames + 1 poses; `flag` names the count's flag in the name.
+Sequence FromAsset(const std::string& path, int frames, const std::string& title, const std::string& flag) {
   Sequence s;
   // The pose count in the name: "--bcn-frames N" is N + 1 poses, and reading one for the other
   // once made two samplings look like one sampling on two CPUs (docs/implicit-skinning-log.md).
-  s.name = "BCN_Epileptic clip at " + std::to_string(frames + 1) + " poses (--bcn-frames " + std::to_string(frames) + ")";
-  const std::string path = std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X";
+  s.name = title + " clip at " + std::to_string(frames + 1) + " poses (" + flag + " " + std::to_string(frames) + ")";
   auto asset = ImportAsset(path);
   if (!asset.ok()) {
     std::fprintf(stderr, "%s: %s\n", path.c_str(), std::string(asset.status().message()).c_str());
     std::exit(1);
   }
-  s.rig = std::make_shared<const Rig>(*BuildRig(asset->rig));
+  if (asset->clips.empty()) {
+    std::fprintf(stderr, "%s: no animation clip to play\n", path.c_str());
+    std::exit(1);
+  }
+  auto rig = BuildRig(asset->rig);
+  if (!rig.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), std::string(rig.status().message()).c_str());
+    std::exit(1);
+  }
+  s.rig = std::make_shared<const Rig>(*std::move(rig));
   const Clip& clip = asset->clips[0];
   for (int k = 0; k <= frames; ++k) {
     Pose p;
@@ -256,6 +267,10 @@ Sequence Bcn(int frames) {
     s.labels.push_back(buf);
   }
   return s;
+}
+
+Sequence Bcn(int frames) {
+  return FromAsset(std::string(SINEW_ASSIMP_MODELS) + "/X/BCN_Epileptic.X", frames, "BCN_Epileptic", "--bcn-frames");
 }
 
 // A flag's value, refused (with the flag, its range and exit status 2) when it is not a number
@@ -283,7 +298,8 @@ int main(int argc, char** argv) {
   using namespace sinew;
   std::vector<std::string> methods = {"implicit", "elastic-implicit"};
   bool limb = false, bcn = false;
-  int bcn_frames = 8;
+  int bcn_frames = 8, asset_frames = 8;
+  std::vector<std::string> assets;
   size_t first = SIZE_MAX;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -296,6 +312,10 @@ int main(int argc, char** argv) {
       bcn = true;
     } else if (a == "--bcn-frames" && i + 1 < argc) {
       bcn_frames = int(Number(a, argv[++i], 1, 999));
+    } else if (a == "--asset" && i + 1 < argc) {
+      assets.push_back(argv[++i]);
+    } else if (a == "--asset-frames" && i + 1 < argc) {
+      asset_frames = int(Number(a, argv[++i], 1, 999));
     } else if (a == "--first" && i + 1 < argc) {
       first = size_t(Number(a, argv[++i], 1, 1e9));
     } else if (a == "--jobs" && i + 1 < argc) {
@@ -323,16 +343,21 @@ int main(int argc, char** argv) {
       g_rotation_weights = std::string(argv[++i]) == "harmonic" ? RotationWeights::kHarmonic : RotationWeights::kSkinning;
     } else {
       std::fprintf(stderr, "usage: sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] "
-                           "[--bcn-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest] [--jobs N] "
+                           "[--bcn-frames N] [--asset FILE]... [--asset-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest] [--jobs N] "
                            "[--tolerance X] [--average-stalled] [--gate-open C] [--triangle-fields off|contact|tracked] "
                            "[--operator-cache DIR] [--turn RADIANS]\n");
       return 2;
     }
   }
-  if (!limb && !bcn) limb = bcn = true;
+  if (!limb && !bcn && assets.empty()) limb = bcn = true;
   std::vector<Sequence> seqs;
   if (limb) seqs.push_back(Limb());
   if (bcn) seqs.push_back(Bcn(bcn_frames));
+  for (const std::string& a : assets) {
+    // A path as given, else under Debian's assimp-testmodels (X/Testwuson.X).
+    const std::string path = std::filesystem::exists(a) ? a : std::string(SINEW_ASSIMP_MODELS) + "/" + a;
+    seqs.push_back(FromAsset(path, asset_frames, std::filesystem::path(path).stem().string(), "--asset-frames"));
+  }
   for (const Sequence& s : seqs) {
     auto model = PrepareImplicit(*s.rig, Config("implicit"), nullptr, {});
     if (!model.ok()) {
