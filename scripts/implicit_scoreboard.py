@@ -11,8 +11,10 @@ Two parts, each run from the build tree (--build, default build/):
               per fixture, angle and method the contact crossing, its crease part and the crease
               folds (count, deepest), all in the joint's radius R, as the tests print them; and
               which tests and how many assertions failed;
-  stability   sinew-implicit-stability --method elastic-implicit --jobs 2 at each --bcn-frames
-              sampling of --samplings (default 6-12) and on the limb (about 3 minutes): the
+  stability   sinew-implicit-stability --method elastic-implicit --jobs 2 at each sampling of
+              --samplings (default 6-12) of BCN_Epileptic's clip (--bcn-frames) and, unless
+              --characters says otherwise, of Testwuson's (--asset X/Testwuson.X --asset-frames;
+              since 2026-12-06), and on the limb (about 4 minutes): the
               worst move over the diagonal under --turn (default 1e-6 rad), the vertex-frames
               beyond 1e-4 and the output checksum; and the frame where the method's deepest
               vertex newly inside the skin is deepest beyond dual quaternion skinning's (what
@@ -130,9 +132,16 @@ def samplings(spec):
     return values
 
 
+CHARACTERS = {"bcn": lambda n: ["--bcn", "--bcn-frames", str(n)],
+              "testwuson": lambda n: ["--asset", "X/Testwuson.X", "--asset-frames", str(n)]}
+
+
 def run_order(name):
-    """'bcn 6' before 'bcn 10', the limb last."""
-    return (1, 0) if name == "limb" else (0, int(name.split()[1]))
+    """'bcn 6' before 'bcn 10', then Testwuson's samplings, the limb last."""
+    if name == "limb":
+        return (len(CHARACTERS), 0)
+    character, n = name.split()
+    return (list(CHARACTERS).index(character) if character in CHARACTERS else len(CHARACTERS), int(n))
 
 
 def run(cmd):
@@ -157,7 +166,8 @@ def measure(args):
         exe = os.path.join(args.build, "bench", "sinew-implicit-stability")
         common = ["--method", "elastic-implicit", "--jobs", "2", "--turn", repr(args.turn)]
         stability = {}
-        for name, extra in [("bcn %d" % n, ["--bcn", "--bcn-frames", str(n)]) for n in args.samplings] + [("limb", ["--limb"])]:
+        runs = [("%s %d" % (c, n), CHARACTERS[c](n)) for c in args.characters for n in args.samplings]
+        for name, extra in runs + [("limb", ["--limb"])]:
             rc, text = run([exe] + common + extra)
             figures = parse_stability(text)
             if rc != 0 or figures is None:
@@ -185,7 +195,7 @@ def show(result):
         print("sensitivity (elastic, every joint turned by %g rad; * beyond 1e-4):" % stability["turn"])
         for name in sorted(stability["runs"], key=run_order):
             s = stability["runs"][name]
-            print("  %s %-8s worst %.2e, %5d vertex-frames beyond 1e-4, checksum %s; folded beyond DQS: %s; "
+            print("  %s %-12s worst %.2e, %5d vertex-frames beyond 1e-4, checksum %s; folded beyond DQS: %s; "
                   "hidden skin out beyond DQS: %s" %
                   ("*" if s["worst"] > 1e-4 else " ", name, s["worst"], s["beyond"], s.get("checksum", "?"),
                    fold_text(s["fold_beyond_dqs"]) if "fold_beyond_dqs" in s else "?",
@@ -221,22 +231,26 @@ def compare(old, new, tol):
                old["contact"]["failed_assertions"], new["contact"]["failed_assertions"]))
     if "stability" in old and "stability" in new:
         print("sensitivity (old -> new; turn %g -> %g rad):" % (old["stability"]["turn"], new["stability"]["turn"]))
-        for name in sorted(old["stability"]["runs"], key=run_order):
-            a, b = old["stability"]["runs"][name], new["stability"]["runs"].get(name)
+        names = set(old["stability"]["runs"]) | set(new["stability"]["runs"])
+        for name in sorted(names, key=run_order):
+            a, b = old["stability"]["runs"].get(name), new["stability"]["runs"].get(name)
             if b is None:
                 continue
+            if a is None:  # a run the older file has not (Testwuson's before 2026-12-06): shown, not counted
+                print("  %-12s new: %.2e / %d (not in the older file)" % (name, b["worst"], b["beyond"]))
+                continue
             same = a.get("checksum") == b.get("checksum")
-            print("  %-8s %.2e / %d -> %.2e / %d%s" % (name, a["worst"], a["beyond"], b["worst"], b["beyond"],
-                                                       " (the unturned output bit for bit the same)" if same else ""))
+            print("  %-12s %.2e / %d -> %.2e / %d%s" % (name, a["worst"], a["beyond"], b["worst"], b["beyond"],
+                                                        " (the unturned output bit for bit the same)" if same else ""))
             if b["worst"] != a["worst"]:
                 better, worse = better + (b["worst"] < a["worst"]), worse + (b["worst"] > a["worst"])
             fa, fb = a.get("fold_beyond_dqs"), b.get("fold_beyond_dqs")  # (files saved before 2026-12-06 lack it)
             if fa and fb and abs(fb["by"] - fa["by"]) >= FOLD_STEP:
-                print("  %-8s folded beyond DQS: %s -> %s" % (name, fold_text(fa), fold_text(fb)))
+                print("  %-12s folded beyond DQS: %s -> %s" % (name, fold_text(fa), fold_text(fb)))
                 better, worse = better + (fb["by"] < fa["by"]), worse + (fb["by"] > fa["by"])
             ha, hb = a.get("hidden_out_beyond_dqs"), b.get("hidden_out_beyond_dqs")  # (saved before 2026-12-06: none)
             if hb and (not ha or ha["by"] != hb["by"] or ha["method"] != hb["method"]):
-                print("  %-8s hidden skin out beyond DQS: %s -> %s" % (name, hidden_text(ha), hidden_text(hb)))
+                print("  %-12s hidden skin out beyond DQS: %s -> %s" % (name, hidden_text(ha), hidden_text(hb)))
                 if ha:
                     better, worse = better + (hb["by"] < ha["by"]), worse + (hb["by"] > ha["by"])
     print("figures better: %d, worse: %d" % (better, worse))
@@ -250,6 +264,9 @@ def main():
                     help="contact, stability or contact,stability (default)")
     ap.add_argument("--samplings", type=samplings, default=samplings("6-12"),
                     help="the --bcn-frames samplings of the stability part: N-M or N,M,... (default 6-12)")
+    ap.add_argument("--characters", default="bcn,testwuson",
+                    type=lambda s: [c for c in s.split(",") if c] or ap.error("--characters: bcn, testwuson or both"),
+                    help="whose clips the stability part samples: bcn, testwuson or bcn,testwuson (default)")
     ap.add_argument("--turn", type=float, default=1e-6, help="radians of the stability part's turns (default 1e-6)")
     ap.add_argument("--tolerance", type=float, default=0.003, help="R: smaller changes of a crossing are not shown")
     ap.add_argument("--save", help="write the figures to this JSON file")
@@ -258,6 +275,9 @@ def main():
     unknown = [p for p in args.parts if p not in ("contact", "stability")]
     if unknown:
         ap.error("--parts: unknown part %s (contact, stability)" % ", ".join(unknown))
+    unknown = [c for c in args.characters if c not in CHARACTERS]
+    if unknown:
+        ap.error("--characters: unknown %s (bcn, testwuson)" % ", ".join(unknown))
     if not (0 <= args.turn <= 0.01):
         ap.error("--turn: expected a number in [0, 0.01], got %g" % args.turn)
     old = None

@@ -170,6 +170,17 @@ class CompareTest(unittest.TestCase):
         self.assertLess(text.index("bcn 9 "), text.index("bcn 10"))
         self.assertLess(text.index("bcn 10"), text.index("limb"))
 
+    def test_a_run_the_older_file_lacks_is_shown_not_counted_and_characters_in_order(self):
+        old, new = self.figures(0.058, 0, 2e-3), self.figures(0.058, 0, 2e-3)
+        new["stability"]["runs"]["testwuson 8"] = {"worst": 5.27e-3, "beyond": 34, "checksum": "d"}
+        text = self.compare(old, new)
+        self.assertIn("testwuson 8  new: 5.27e-03 / 34 (not in the older file)", text)
+        self.assertIn("figures better: 0, worse: 0", text)
+        self.assertLess(text.index("bcn 10"), text.index("testwuson 8"))
+        self.assertLess(text.index("testwuson 8"), text.index("limb"))
+        self.assertEqual(sorted(["limb", "testwuson 12", "bcn 7", "testwuson 6", "bcn 12"], key=sb.run_order),
+                         ["bcn 7", "bcn 12", "testwuson 6", "testwuson 12", "limb"])
+
 
 if __name__ == "__main__":
     unittest.main()
