@@ -187,7 +187,8 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   // One call more, of at most a second: where the channel has failed, it fails at once with
   // gRPC's reason for the last failed attempt (a channel's state has none); where the channel
   // has not tried yet (a timeout of 0) it is one attempt. Any answer of the server's (an
-  // UNAUTHENTICATED one too: the probe carries no token) means it is there.
+  // UNAUTHENTICATED one too: the probe carries no token) means it is there. Not GetServerInfo():
+  // that one would wait for a first connection again (AwaitFirstConnection) before trying.
   grpc::ClientContext probe;
   probe.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   v1::ServerInfo info;
