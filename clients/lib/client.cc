@@ -15,6 +15,7 @@
 #include <future>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/util/half.h"
@@ -89,7 +90,9 @@ Client::Client(const std::string& target, const ClientOptions& options)
       token_(options.token),
       timeout_seconds_(options.timeout_seconds),
       connect_timeout_seconds_(options.connect_timeout_seconds),
-      target_(target) {
+      target_(target),
+      tls_(options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() || !options.tls_key.empty()),
+      client_certificate_(!options.tls_cert.empty()) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -101,7 +104,7 @@ Client::Client(const std::string& target, const ClientOptions& options)
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a silent call keeps being pinged
   }
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (options.tls || !options.tls_ca.empty() || !options.tls_cert.empty() || !options.tls_key.empty()) {
+  if (tls_) {
     grpc::SslCredentialsOptions ssl;
     const std::pair<const std::string*, std::string*> files[] = {
         {&options.tls_ca, &ssl.pem_root_certs}, {&options.tls_cert, &ssl.pem_cert_chain}, {&options.tls_key, &ssl.pem_private_key}};
@@ -179,25 +182,79 @@ absl::Status Client::Unary(grpc::ClientContext& ctx) const {
   return Authorize(ctx);
 }
 
+namespace {
+// What a failed connection attempt's reason (gRPC's, from OpenSSL) says that waiting will not
+// change, as a hint for the user naming the ClientOptions field and the programs' flag; empty where a later attempt may succeed (no server yet, one
+// restarting). The TLS cases fail every attempt the same way until someone changes a
+// certificate or a flag.
+std::string WhyWaitingCannotHelp(absl::string_view reason, bool tls) {
+  if (absl::StrContains(reason, "certificate verify failed")) {
+    return "not retried: the server's certificate is not signed by a CA this client trusts: tls_ca, --tls-ca";
+  }
+  if (absl::StrContains(reason, "is not in peer certificate")) {
+    return "not retried: the server's certificate is not for that name: server_name, --tls-server-name";
+  }
+  if (tls && absl::StrContains(reason, "wrong version number")) {
+    return "not retried: the server does not speak TLS: connect without tls, --tls and the --tls-* files";
+  }
+  return "";
+}
+}  // namespace
+
 absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   if (!status_.ok()) return status_;
-  if (channel_->WaitForConnected(std::chrono::system_clock::now() + timeout)) {
-    return absl::OkStatus();
+  const auto deadline = std::chrono::system_clock::now() + timeout;
+  // A call fails at once, with gRPC's reason for the last failed attempt, while the channel is
+  // in TRANSIENT_FAILURE (a channel's state has none); where the channel has not tried yet it
+  // is one attempt. Any answer of the server's (an UNAUTHENTICATED one too: the probe carries no
+  // token) means it is there. Not GetServerInfo(): that one would wait for a first connection
+  // again (AwaitFirstConnection) before trying.
+  const auto probe = [&](grpc::Status& why) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    v1::ServerInfo info;
+    why = stub_->GetServerInfo(&ctx, {}, &info);
+    return why.error_code() != grpc::StatusCode::UNAVAILABLE && why.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
+  };
+  const auto failed = [&](const grpc::Status& why, const std::string& waited) {
+    std::string hint = WhyWaitingCannotHelp(why.error_message(), tls_);
+    // A TLS server closes a plaintext client's connection unanswered, and a server asking for
+    // client certificates one without a certificate it trusts; so may a server that stopped,
+    // so these only get a hint.
+    if (absl::StrContains(why.error_message(), "Socket closed")) {
+      if (!tls_) {
+        hint = "a server that expects TLS closes plaintext connections so: tls, --tls";
+      } else if (!client_certificate_) {
+        hint = "a server that asks for client certificates closes connections without one so: tls_cert and tls_key, "
+               "--tls-cert and --tls-key";
+      } else {
+        hint = "a server that does not trust this client's certificate closes the connection so";
+      }
+    }
+    std::string message = absl::StrCat("cannot connect to ", target_, waited, ": ", why.error_message());
+    if (!hint.empty()) absl::StrAppend(&message, " (", hint, ")");
+    return absl::UnavailableError(message);
+  };
+  // At the first failed attempt the wait asks why, and gives up at once where no later attempt
+  // can succeed (until 2026-12-06 a client that did not trust the server's certificate waited
+  // all of --connect-timeout, 120 s in the batch Job); the channel then stays in
+  // TRANSIENT_FAILURE through gRPC's reconnect attempts until one succeeds.
+  bool asked = false;
+  for (grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true); state != GRPC_CHANNEL_READY;) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !asked) {
+      asked = true;
+      grpc::Status why;
+      if (probe(why)) return absl::OkStatus();
+      if (!WhyWaitingCannotHelp(why.error_message(), tls_).empty()) return failed(why, "");
+    }
+    if (state == GRPC_CHANNEL_SHUTDOWN || !channel_->WaitForStateChange(state, deadline)) break;
+    state = channel_->GetState(/*try_to_connect=*/true);
   }
-  // One call more, of at most a second: where the channel has failed, it fails at once with
-  // gRPC's reason for the last failed attempt (a channel's state has none); where the channel
-  // has not tried yet (a timeout of 0) it is one attempt. Any answer of the server's (an
-  // UNAUTHENTICATED one too: the probe carries no token) means it is there. Not GetServerInfo():
-  // that one would wait for a first connection again (AwaitFirstConnection) before trying.
-  grpc::ClientContext probe;
-  probe.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  v1::ServerInfo info;
-  const grpc::Status why = stub_->GetServerInfo(&probe, {}, &info);
-  if (why.error_code() != grpc::StatusCode::UNAVAILABLE && why.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::OkStatus();
-  }
-  return absl::UnavailableError(absl::StrCat("cannot connect to ", target_, " within ",
-                                             absl::StrFormat("%g", timeout.count() / 1000.0), " s: ", why.error_message()));
+  if (channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) return absl::OkStatus();
+  // One call more, of at most a second, for the last attempt's reason.
+  grpc::Status why;
+  if (probe(why)) return absl::OkStatus();
+  return failed(why, absl::StrCat(" within ", absl::StrFormat("%g", timeout.count() / 1000.0), " s"));
 }
 
 absl::Status Client::WaitReady() {

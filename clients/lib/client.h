@@ -97,7 +97,11 @@ class Client {
   [[nodiscard]] absl::Status Authorize(grpc::ClientContext& ctx) const;
   // Waits until the channel is ready, or fails UNAVAILABLE after `timeout` and one more attempt
   // of at most a second ("cannot connect to HOST:PORT within T s: " and gRPC's reason for the
-  // last failed attempt). A timeout of 0 is that one attempt.
+  // last failed attempt). A timeout of 0 is that one attempt. Fails at the first failed attempt
+  // where waiting cannot help: the server's certificate not trusted or not for the name asked,
+  // a TLS client at a plaintext server ("cannot connect to HOST:PORT: " the reason and a hint).
+  // A connection closed unanswered gets a hint too (plaintext at a TLS server, a client
+  // certificate missing or not trusted), after the whole wait: a server that stopped closes so.
   absl::Status WaitReady(std::chrono::milliseconds timeout);
   // The same for ClientOptions::connect_timeout_seconds.
   absl::Status WaitReady();
@@ -159,6 +163,8 @@ class Client {
   double connect_timeout_seconds_ = 10;
   absl::Status status_;
   std::string target_;
+  bool tls_ = false;                 // the channel's credentials are TLS ones
+  bool client_certificate_ = false;  // and present a certificate of the client's
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Sinew::Stub> stub_;
   // AwaitFirstConnection has run (once per client).

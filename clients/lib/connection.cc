@@ -23,8 +23,9 @@ void AddConnectionFlags(Args& args) {
             "DEADLINE_EXCEEDED and the server stops a long elastic implicit frame. 0: none")
       .Flag("connect-timeout", "SECONDS", "10",
             "how long to wait for the server to accept a connection before the first call (a server still "
-            "starting); past it the program fails naming gRPC's reason (connection refused, a TLS handshake). "
-            "0: one attempt of at most a second");
+            "starting); past it the program fails naming gRPC's reason (connection refused, a TLS handshake), "
+            "at once where waiting cannot help (a server certificate not trusted or not for that name, TLS "
+            "at a plaintext server). 0: one attempt of at most a second");
 }
 
 absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args) {

@@ -636,6 +636,16 @@ class ErrorsTest(ServerTest):
             self.assertIn("cannot connect to 127.0.0.1:1 within 0.5 s: ", str(waited.exception))
             self.assertIn("Connection refused", str(waited.exception))
 
+    def test_tls_client_at_a_plaintext_server_gives_up_at_once(self) -> None:
+        # Waiting cannot help: every attempt's handshake fails the same way. The message of a wait
+        # that ran out says "within 20 s"; this one gives up at the first attempt (until
+        # 2026-12-06 it waited all of the timeout).
+        with sinew.connect(self.server.target, tls=True) as client:
+            with self.assertRaises(sinew.Unavailable) as waited:
+                client.wait_ready(timeout=20)
+            self.assertIn(f"cannot connect to {self.server.target}: ", str(waited.exception))
+            self.assertIn("not retried: the server does not speak TLS", str(waited.exception))
+
 
 TOKEN = "python-client-test-token-0123456789"
 
@@ -730,6 +740,32 @@ class MutualTlsTest(ServerTest):
             sinew.connect(self.server.target, tls_cert=f"{d}/client.pem")
         with self.assertRaisesRegex(sinew.InvalidArgument, "tls_ca: cannot read"):
             sinew.connect(self.server.target, tls_ca=f"{d}/missing.pem")
+
+    def test_wait_ready_names_what_to_change(self) -> None:
+        d = self.tmp.name
+        mine = dict(tls_cert=f"{d}/client.pem", tls_key=f"{d}/client.key")
+        target = self.server.target
+
+        def reason(wait: float, **options) -> str:
+            with self.assertRaises(sinew.Unavailable) as waited:
+                self.connect(**options).wait_ready(timeout=wait)
+            return str(waited.exception)
+
+        # Where no later attempt can succeed it gives up at the first: the message of a wait that
+        # ran out says "within 20 s" (until 2026-12-06 it waited all of it).
+        why = reason(20, tls_ca=f"{d}/client.pem", **mine)  # a CA that did not sign the server's certificate
+        self.assertIn(f"cannot connect to {target}: ", why)
+        self.assertIn("certificate verify failed", why)
+        self.assertIn("not retried: the server's certificate is not signed by a CA this client trusts: tls_ca", why)
+        why = reason(20, tls_ca=f"{d}/ca.pem", server_name="elsewhere.example", **mine)
+        self.assertIn(f"cannot connect to {target}: ", why)
+        self.assertIn("not retried: the server's certificate is not for that name: server_name", why)
+        # The server closes these connections unanswered, as one that stopped would: a hint only.
+        why = reason(0, tls_ca=f"{d}/ca.pem")
+        self.assertIn(f"cannot connect to {target} within 0 s: ", why)
+        self.assertIn("a server that asks for client certificates closes connections without one so", why)
+        self.assertIn("a server that expects TLS closes plaintext connections so", reason(0))
+        self.connect(tls_ca=f"{d}/ca.pem", server_name="localhost", **mine).wait_ready(timeout=20)
 
 
 if __name__ == "__main__":

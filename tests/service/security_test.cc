@@ -768,15 +768,40 @@ TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
     client::ClientOptions untrusted;
     untrusted.tls_ca = dir / "other.pem";
     EXPECT_FALSE(client::Client(server.target(), untrusted).GetServerInfo().ok());
-    // The command-line client, which waits for a server to come up (here 2 s), says why it gave
-    // up: the handshake, not only that it could not connect (until 2026-12-06 only the latter).
-    std::string out, err;
-    EXPECT_NE(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "--tls-ca", dir / "other.pem", "--connect-timeout",
-                          "2", "info"},
+    // The command-line client, which waits for a server to come up, says why it gave up: the
+    // handshake, not only that it could not connect (until 2026-12-06 only the latter). Where
+    // no later attempt can succeed it gives up at the first, without waiting out
+    // --connect-timeout ("within N s" is the message of a wait that ran out; until 2026-12-06
+    // it waited all of it).
+    const auto cli_error = [&](std::vector<std::string> flags) {
+      std::vector<std::string> argv = {SINEW_CLI_PATH, "--target", server.target(), "--connect-timeout", "20"};
+      argv.insert(argv.end(), flags.begin(), flags.end());
+      argv.push_back("info");
+      std::string out, err;
+      EXPECT_NE(RunProcess(argv, &out, &err), 0);
+      return err;
+    };
+    std::string err = cli_error({"--tls-ca", dir / "other.pem"});
+    EXPECT_THAT(err, HasSubstr("cannot connect to " + server.target() + ": "));
+    EXPECT_THAT(err, HasSubstr("handshake failed"));
+    EXPECT_THAT(err, HasSubstr("not retried: the server's certificate is not signed by a CA this client trusts"));
+    err = cli_error({"--tls-ca", dir / "ca.pem", "--tls-server-name", "elsewhere.example"});
+    EXPECT_THAT(err, HasSubstr("not retried: the server's certificate is not for that name"));
+    // A plaintext client is closed on unanswered, as by a server that stopped: it waits (here
+    // one attempt) and hints at TLS.
+    err = cli_error({"--connect-timeout", "0"});
+    EXPECT_THAT(err, HasSubstr("cannot connect to " + server.target() + " within 0 s: "));
+    EXPECT_THAT(err, HasSubstr("a server that expects TLS closes plaintext connections so"));
+    // And a TLS client at a plaintext server gives up at once.
+    ServerProcess plain;
+    ASSERT_TRUE(plain.started());
+    std::string out;
+    EXPECT_NE(RunProcess({SINEW_CLI_PATH, "--target", plain.target(), "--connect-timeout", "20", "--tls-ca",
+                          dir / "ca.pem", "info"},
                          &out, &err),
               0);
-    EXPECT_THAT(err, HasSubstr("cannot connect to " + server.target() + " within 2 s: "));
-    EXPECT_THAT(err, HasSubstr("handshake failed"));
+    EXPECT_THAT(err, HasSubstr("not retried: the server does not speak TLS"));
+    EXPECT_EQ(plain.Terminate(), 0);
     EXPECT_EQ(server.Terminate(), 0);
   }
   // Mutual TLS: the client must also present a certificate the CA signed.
@@ -797,6 +822,18 @@ TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
     self_signed.tls_cert = dir / "other.pem";
     self_signed.tls_key = dir / "other.key";
     EXPECT_FALSE(client::Client(server.target(), self_signed).GetServerInfo().ok());
+    // The server closes those connections unanswered, as one that stopped would: the
+    // command-line client says what that can mean.
+    for (const bool with_certificate : {false, true}) {
+      std::vector<std::string> argv = {SINEW_CLI_PATH, "--target", server.target(), "--connect-timeout", "0",
+                                       "--tls-ca", dir / "ca.pem"};
+      if (with_certificate) argv.insert(argv.end(), {"--tls-cert", dir / "other.pem", "--tls-key", dir / "other.key"});
+      argv.push_back("info");
+      std::string out, err;
+      EXPECT_NE(RunProcess(argv, &out, &err), 0);
+      EXPECT_THAT(err, HasSubstr(with_certificate ? "a server that does not trust this client's certificate closes"
+                                                  : "a server that asks for client certificates closes connections"));
+    }
     EXPECT_EQ(server.Terminate(), 0);
   }
   // A missing key file stops the server with the flag named.

@@ -237,6 +237,30 @@ def _read(path: Optional[str], what: str) -> Optional[bytes]:
         raise InvalidArgument(f"{what}: cannot read {path}: {e.strerror}") from e
 
 
+def _why_waiting_cannot_help(reason: str, tls: bool) -> str:
+    """What a failed connection attempt's reason (gRPC's, from OpenSSL) says that waiting will not
+    change, naming the argument to change; "" where a later attempt may succeed (no server yet,
+    one restarting). As the C++ client's (clients/lib/client.cc)."""
+    if "certificate verify failed" in reason:
+        return "not retried: the server's certificate is not signed by a CA this client trusts: tls_ca"
+    if "is not in peer certificate" in reason:
+        return "not retried: the server's certificate is not for that name: server_name"
+    if tls and "wrong version number" in reason:
+        return "not retried: the server does not speak TLS: connect without tls and the tls_* files"
+    return ""
+
+
+def _closed_unanswered_hint(reason: str, tls: bool, client_certificate: bool) -> str:
+    """A connection closed unanswered: what it can mean (a server that stopped closes so too)."""
+    if "Socket closed" not in reason:
+        return ""
+    if not tls:
+        return "a server that expects TLS closes plaintext connections so: tls"
+    if not client_certificate:
+        return "a server that asks for client certificates closes connections without one so: tls_cert and tls_key"
+    return "a server that does not trust this client's certificate closes the connection so"
+
+
 class Client:
     """A connection to a Sinew server (``HOST:PORT``), made lazily, with unlimited message sizes.
 
@@ -285,7 +309,9 @@ class Client:
             ms = int(min(keepalive * 1000, 2**31 - 1))
             options += [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
                         ("grpc.keepalive_permit_without_calls", 0), ("grpc.http2.max_pings_without_data", 0)]
-        if tls or tls_ca or tls_cert or tls_key:
+        self._tls = bool(tls or tls_ca or tls_cert or tls_key)
+        self._client_certificate = bool(tls_cert)
+        if self._tls:
             if bool(tls_cert) != bool(tls_key):
                 raise InvalidArgument("tls: give the client certificate and its key together")
             credentials = grpc.ssl_channel_credentials(root_certificates=_read(tls_ca, "tls_ca"),
@@ -376,24 +402,50 @@ class Client:
     def wait_ready(self, timeout: float = 10.0) -> None:
         """Waits until the channel is connected; :class:`~sinew.errors.Unavailable` after `timeout`
         and one more attempt of at most a second, with gRPC's reason for the last failed attempt
-        (connection refused, a TLS handshake). A timeout of 0 is that one attempt."""
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            from .errors import Unavailable
-            # A channel's state has no reason; a call made now fails at once with it (or, where
-            # the channel has not tried yet, is one attempt). Any answer of the server's, an
-            # UNAUTHENTICATED one too (the probe carries no token), means it is there.
-            reason = ""
+        (connection refused, a TLS handshake). A timeout of 0 is that one attempt. Where waiting
+        cannot help (the server's certificate not trusted or not for the name asked, TLS at a
+        plaintext server) it fails at the first failed attempt, with a hint."""
+        from .errors import Unavailable
+
+        def probe(seconds: float) -> Optional[str]:
+            # A call fails at once with gRPC's reason for the last failed attempt while the
+            # channel is in TRANSIENT_FAILURE (a channel's state has none); where the channel has
+            # not tried yet it starts an attempt. Any answer of the server's, an UNAUTHENTICATED
+            # one too (the probe carries no token), means it is there: None.
             try:
-                self.stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=1.0)
-                return
+                self.stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=seconds)
             except grpc.RpcError as e:
-                if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    return
-                if e.details():
-                    reason = f": {e.details()}"
-            raise Unavailable(f"cannot connect to {self.target} within {timeout:g} s{reason}") from None
+                if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return e.details() or ""
+            return None
+
+        def failed(reason: str, waited: str) -> Unavailable:
+            hint = _why_waiting_cannot_help(reason, self._tls) or _closed_unanswered_hint(reason, self._tls,
+                                                                                          self._client_certificate)
+            return Unavailable(f"cannot connect to {self.target}{waited}" + (f": {reason}" if reason else "")
+                               + (f" ({hint})" if hint else ""))
+
+        # Probes ten times a second (a probe fails locally while gRPC waits to reconnect), and gives
+        # up at once where a failed attempt's reason says no later one can succeed (until
+        # 2026-12-06 a client that did not trust the server's certificate waited all of
+        # `timeout`). Not through channel.subscribe: a client unsubscribed just before the
+        # interpreter exits hangs the exit in grpcio 1.51 (its channel's finaliser waits for the
+        # connectivity poller).
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            started = time.monotonic()
+            if started >= deadline:
+                break
+            reason = probe(0.05)
+            if reason is None:
+                return
+            if _why_waiting_cannot_help(reason, self._tls):
+                raise failed(reason, "")
+            time.sleep(max(0.0, min(started + 0.1, deadline) - time.monotonic()))
+        reason = probe(1.0)  # one call more, of at most a second, for the last attempt's reason
+        if reason is None:
+            return
+        raise failed(reason, f" within {timeout:g} s")
 
     # -- server and rigs --------------------------------------------------------------------------
 
