@@ -195,12 +195,13 @@ double Play(const Sequence& s, const std::string& method, std::shared_ptr<const 
                 qd.new_inside_vertices, qd.new_max_depth / diag, JointAt(rig, qd.new_deepest_vertex).c_str(),
                 qm.new_inside_vertices, qm.new_max_depth / diag, JointAt(rig, qm.new_deepest_vertex).c_str(),
                 qd.exposed_vertices, qm.exposed_vertices);
-    // Of the hidden skin the method brings out, what DQS keeps covered (the rest mesh's own
-    // overlaps that a pose opens, BCN's left thumb in its hand, come out under both), by joint.
+    // Of the hidden skin the method brings out (MeshQuality::exposed), what DQS keeps covered or on
+    // its surface (the rest mesh's own overlaps that a pose opens, BCN's left thumb in its hand, come
+    // out under both), by joint.
     std::map<std::string, size_t> own_out;
     size_t own = 0;
     for (size_t v = 0; v < rig.vertex_count(); ++v) {
-      if (quality.inside_at_rest()[v] && qm.depth[v] == 0 && qd.depth[v] > 0) {
+      if (qm.exposed[v] && !qd.exposed[v]) {
         ++own;
         ++own_out[JointAt(rig, int64_t(v))];
       }

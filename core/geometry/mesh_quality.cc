@@ -303,9 +303,34 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
   });
   q.rest_inside_vertices = rest_inside_vertices_;
   const bool know_rest = inside_at_rest_.size() == n;
+  // Skin inside or touching at rest that is outside now is exposed when it lies beyond the
+  // touching band: farther than depth_tolerance from the nearest skin beyond its one-ring. Skin
+  // that touched the skin over it at rest, a hair inside, and now lies a hair outside (two
+  // halves of a mesh overlapping at a seam) has not come out. Until 2026-12-06 it counted:
+  // Testwuson's chest midline made up a third of its exposed skin.
+  std::vector<uint8_t> exposed(know_rest ? n : 0, 0);
+  if (know_rest) {
+    ParallelFor(pool, n, 256, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; ++v) {
+        if (depth[v] > 0 || !inside_at_rest_[v]) continue;
+        const uint32_t w = weld_[v];
+        const Eigen::Vector3d x = P(deformed, uint32_t(v));
+        const double o[3] = {x.x(), x.y(), x.z()};
+        const uint32_t* r0 = ring_.data() + ring_start_[w];
+        const uint32_t* r1 = ring_.data() + ring_start_[w + 1];
+        const double gap =
+            rays.Nearest(o, [&](uint32_t u) { return weld_[u] == w || std::find(r0, r1, weld_[u]) != r1; });
+        exposed[v] = gap > depth_tolerance_;
+      }
+    });
+  }
+  if (per_vertex) q.exposed.assign(n, 0);
   for (size_t v = 0; v < n; ++v) {
     if (!(depth[v] > 0)) {
-      q.exposed_vertices += know_rest && inside_at_rest_[v];
+      if (know_rest && exposed[v]) {
+        ++q.exposed_vertices;
+        if (per_vertex) q.exposed[v] = 1;
+      }
       continue;
     }
     const double known = depth[v] >= 1e-200 ? depth[v] : 0.0;

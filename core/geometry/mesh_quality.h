@@ -59,15 +59,18 @@ struct MeshQuality {
   // say where a pose folded the skin (its joint, its region).
   int64_t new_deepest_vertex = -1;
   // Vertices inside or touching at rest that the pose brought out of the skin (neither inside nor
-  // touching now): an inner layer showing through the one over it, a body through its clothes.
+  // touching now, and farther than depth_tolerance from the skin beyond their one-ring: the
+  // touching band is as wide outside): an inner layer showing through the one over it, a body
+  // through its clothes.
   uint32_t exposed_vertices = 0;
   double depth_tolerance = 0;      // in the mesh's units
   double volume = 0, rest_volume = 0;
   double volume_ratio = 1;         // volume / rest_volume (1 when the rest volume is 0)
   double edge_stretch_min = 1, edge_stretch_max = 1;
   // Per vertex (when asked for): depth inside the skin (> 0 for every inside or touching vertex),
-  // 0 outside it.
+  // 0 outside it; and 1 for each vertex counted in exposed_vertices, else 0.
   std::vector<float> depth;
+  std::vector<uint8_t> exposed;
 };
 
 // What a mesh's measure needs from its rest pose — welded vertices, their one-rings, rest edge

@@ -237,6 +237,44 @@ TEST(MeshQuality, SkinInsideAtRestThatAPoseBringsOutIsCounted) {
   EXPECT_LT(half.exposed_vertices, inside_at_rest);
 }
 
+// Touching is a band on both sides of the skin: skin inside another part at rest that a pose
+// leaves a hair outside it (two halves of a mesh overlapping at a seam, a layer pressed on the
+// one over it) lies on that skin and has not come out. Box B, 0.2 into A at rest (A's face at
+// x = 1 in B, B's face at x = 0.8 in A), moved 0.2 and half the touching depth away: those faces
+// lie that half apart, nothing is exposed; moved twice the depth further, all of it is. Until
+// 2026-12-06 every vertex inside or touching at rest counted once outside.
+TEST(MeshQuality, SkinThatAPoseLeavesAHairOutsideHasNotComeOut) {
+  const TwoBoxes boxes = OverlappingBoxes(5);
+  const Mesh& m = boxes.m;
+  const MeshQualityMeasure measure(m.p, m.t);
+  const double tolerance = measure.Measure(m.p, nullptr).depth_tolerance;
+  ASSERT_GT(tolerance, 0.01);
+  uint32_t inside_at_rest = 0;
+  for (uint8_t in : measure.inside_at_rest()) inside_at_rest += in;
+  EXPECT_GT(inside_at_rest, 40u);
+  for (const double beyond : {0.5, 2.0}) {
+    const float shift = float(0.2 + beyond * tolerance);
+    std::vector<float> apart = m.p;
+    for (size_t v = boxes.a_count; v < apart.size() / 3; ++v) apart[3 * v] += shift;
+    // Every vertex inside at rest is now that far from the other box (B moved), as a solid.
+    for (uint32_t v = 0; v < m.p.size() / 3; ++v) {
+      if (!measure.inside_at_rest()[v]) continue;
+      const int other = 1 - boxes.BoxOf(v);
+      double d2 = 0;
+      for (int a = 0; a < 3; ++a) {
+        const double dx = other == 1 && a == 0 ? shift : 0.0;
+        const double x = apart[3 * v + a];
+        const double out = std::max({kBoxes[other][0][a] + dx - x, x - kBoxes[other][1][a] - dx, 0.0});
+        d2 += out * out;
+      }
+      ASSERT_NEAR(std::sqrt(d2), beyond * tolerance, 1e-5) << "vertex " << v;
+    }
+    const MeshQuality q = measure.Measure(apart, nullptr);
+    EXPECT_EQ(q.inside_vertices + q.touching_vertices, 0u) << beyond;
+    EXPECT_EQ(q.exposed_vertices, beyond < 1 ? 0u : inside_at_rest) << beyond;
+  }
+}
+
 // new_deepest_vertex names where the pose folded the skin deepest: a new inside vertex whose depth
 // is new_max_depth, in whatever order the vertices come. Box B is sheared into A so that the new
 // vertices' depths differ; the mesh is then numbered again with those vertices from the shallowest
