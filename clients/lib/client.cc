@@ -184,9 +184,9 @@ absl::Status Client::Unary(grpc::ClientContext& ctx) const {
 
 namespace {
 // What a failed connection attempt's reason (gRPC's, from OpenSSL) says that waiting will not
-// change, as a hint for the user naming the ClientOptions field and the programs' flag; empty where a later attempt may succeed (no server yet, one
-// restarting). The TLS cases fail every attempt the same way until someone changes a
-// certificate or a flag.
+// change, as a hint naming the ClientOptions field and the programs' flag to change; empty where
+// a later attempt may succeed (no server yet, one restarting). The TLS cases fail every attempt
+// the same way until someone changes a certificate or a flag.
 std::string WhyWaitingCannotHelp(absl::string_view reason, bool tls) {
   if (absl::StrContains(reason, "certificate verify failed")) {
     return "not retried: the server's certificate is not signed by a CA this client trusts: tls_ca, --tls-ca";

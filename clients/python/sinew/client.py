@@ -425,18 +425,19 @@ class Client:
             return Unavailable(f"cannot connect to {self.target}{waited}" + (f": {reason}" if reason else "")
                                + (f" ({hint})" if hint else ""))
 
-        # Probes ten times a second (a probe fails locally while gRPC waits to reconnect), and gives
-        # up at once where a failed attempt's reason says no later one can succeed (until
-        # 2026-12-06 a client that did not trust the server's certificate waited all of
-        # `timeout`). Not through channel.subscribe: a client unsubscribed just before the
-        # interpreter exits hangs the exit in grpcio 1.51 (its channel's finaliser waits for the
-        # connectivity poller).
+        # Probes ten times a second, and gives up at once where a failed attempt's reason says no
+        # later one can succeed (until 2026-12-06 a client that did not trust the server's
+        # certificate waited all of `timeout`). A probe fails at once while gRPC waits to
+        # reconnect, and waits for an attempt in progress or the server's answer (up to a second,
+        # so that a distant server's answers count). Not through channel.subscribe: a client
+        # unsubscribed just before the interpreter exits hangs the exit in grpcio 1.51 (its
+        # channel's finaliser waits for the connectivity poller).
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             started = time.monotonic()
             if started >= deadline:
                 break
-            reason = probe(0.05)
+            reason = probe(min(1.0, max(deadline - started, 0.05)))
             if reason is None:
                 return
             if _why_waiting_cannot_help(reason, self._tls):
