@@ -15,16 +15,17 @@
 // resolve a contact no skin can make (BCN_Epileptic's ponytail through its back at 1.47 s).
 //
 //   sinew-implicit-stability [--method implicit|elastic-implicit|both] [--limb] [--bcn] [--bcn-frames N]
-//                            [--asset FILE]... [--asset-frames N] [--first N] [--rounds N] [--rotation-weights skinning|harmonic] [--from-rest]
+//                            [--asset FILE]... [--asset-frames N] [--first N] [--rounds N]
+//                            [--rotation-weights skinning|harmonic] [--from-rest]
 //                            [--jobs N] [--tolerance X] [--average-stalled] [--gate-open C]
 //                            [--triangle-fields off|contact|tracked] [--operator-cache DIR] [--turn RADIANS]
 //
 // --bcn-frames N samples BCN_Epileptic's clip at N + 1 poses (8 by default; 99 is its own 30
 // frames/s); --asset FILE (repeatable; a path, or one under Debian's assimp-testmodels such as
 // X/Testwuson.X) plays another rigged asset's first clip the same way, at --asset-frames N + 1
-// poses (8 by default), and without --limb or --bcn only those; --first N plays only the first N poses of each sequence; --rounds N sets the elastic
-// relaxation's round limit (ImplicitConfig::relaxation_rounds, 256 by default);
-// --rotation-weights sets what blends the elastic method's target rotations
+// poses (8 by default), and without --limb or --bcn only those; --first N plays only the first
+// N poses of each sequence; --rounds N sets the elastic relaxation's round limit
+// (ImplicitConfig::relaxation_rounds, 256 by default); --rotation-weights sets what blends the elastic method's target rotations
 // (ImplicitConfig::rotation_weights; the preparation then computes the bone heat weights);
 // --from-rest resets every session before each frame (what a client sending DeformRequest.reset
 // with every frame gets: each pose reached from rest in one jump), which separates a pose's own

@@ -199,6 +199,19 @@ std::string WhyWaitingCannotHelp(absl::string_view reason, bool tls) {
   }
   return "";
 }
+
+// A connection closed unanswered: what it can mean. A TLS server closes a plaintext client's so,
+// and a server asking for client certificates one without a certificate it trusts; so does a
+// server that stopped, so these are hints after the wait, not reasons to stop waiting.
+std::string ClosedUnansweredHint(absl::string_view reason, bool tls, bool client_certificate) {
+  if (!absl::StrContains(reason, "Socket closed")) return "";
+  if (!tls) return "a server that expects TLS closes plaintext connections so: tls, --tls";
+  if (!client_certificate) {
+    return "a server that asks for client certificates closes connections without one so: tls_cert and tls_key, "
+           "--tls-cert and --tls-key";
+  }
+  return "a server that does not trust this client's certificate closes the connection so";
+}
 }  // namespace
 
 absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
@@ -218,19 +231,7 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   };
   const auto failed = [&](const grpc::Status& why, const std::string& waited) {
     std::string hint = WhyWaitingCannotHelp(why.error_message(), tls_);
-    // A TLS server closes a plaintext client's connection unanswered, and a server asking for
-    // client certificates one without a certificate it trusts; so may a server that stopped,
-    // so these only get a hint.
-    if (absl::StrContains(why.error_message(), "Socket closed")) {
-      if (!tls_) {
-        hint = "a server that expects TLS closes plaintext connections so: tls, --tls";
-      } else if (!client_certificate_) {
-        hint = "a server that asks for client certificates closes connections without one so: tls_cert and tls_key, "
-               "--tls-cert and --tls-key";
-      } else {
-        hint = "a server that does not trust this client's certificate closes the connection so";
-      }
-    }
+    if (hint.empty()) hint = ClosedUnansweredHint(why.error_message(), tls_, client_certificate_);
     std::string message = absl::StrCat("cannot connect to ", target_, waited, ": ", why.error_message());
     if (!hint.empty()) absl::StrAppend(&message, " (", hint, ")");
     return absl::UnavailableError(message);

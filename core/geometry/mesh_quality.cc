@@ -277,8 +277,16 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
   // β = 2 (Barill et al.'s default): the decision is between 0 and ±1, far from its ½ threshold.
   const WindingNumberTree winding(deformed, triangles, 2.0);
   const RayCaster rays(deformed, triangles);
-  // Per vertex: depth when inside (> 0), 0 outside.
+  const bool know_rest = inside_at_rest_.size() == n;
+  // Per vertex: depth when inside (> 0), 0 outside; and whether skin inside or touching at rest
+  // is exposed now: outside, and beyond the touching band, farther than depth_tolerance from the
+  // nearest skin beyond its one-ring. Skin that touched the skin over it at rest, a hair inside,
+  // and now lies a hair outside (two halves of a mesh overlapping at a seam) has not come out.
+  // Until 2026-12-06 it counted: most of Testwuson's under the elastic method (100–120 vertices
+  // a frame of its clip, 41–52 now), its chest's mirrored halves overlapping by a hair along the
+  // midline.
   std::vector<double> depth(n, 0);
+  std::vector<uint8_t> exposed(n, 0);
   ParallelFor(pool, n, 256, [&](size_t b, size_t e) {
     for (size_t v = b; v < e; ++v) {
       const uint32_t w = weld_[v];
@@ -286,52 +294,32 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
       if (edge_count[w] == 0 || !(len > 0)) continue;
       const Eigen::Vector3d nrm = facing_ * normal[w] / len;
       const Eigen::Vector3d x = P(deformed, uint32_t(v));
-      const double eps = 1e-3 * edge_sum[w] / edge_count[w];
-      if (!(std::abs(winding(x + eps * nrm)) > 0.5)) continue;
       const double o[3] = {x.x(), x.y(), x.z()};
+      // The distance to the nearest skin beyond the vertex's one-ring.
+      const auto beyond_ring = [&] {
+        const uint32_t* r0 = ring_.data() + ring_start_[w];
+        const uint32_t* r1 = ring_.data() + ring_start_[w + 1];
+        return rays.Nearest(o, [&](uint32_t u) { return weld_[u] == w || std::find(r0, r1, weld_[u]) != r1; });
+      };
+      const double eps = 1e-3 * edge_sum[w] / edge_count[w];
+      if (!(std::abs(winding(x + eps * nrm)) > 0.5)) {
+        exposed[v] = know_rest && inside_at_rest_[v] && beyond_ring() > depth_tolerance_;
+        continue;
+      }
       const double up[3] = {nrm.x(), nrm.y(), nrm.z()}, down[3] = {-nrm.x(), -nrm.y(), -nrm.z()};
       auto own = [&](uint32_t u) { return weld_[u] == w; };
       double dep = std::min(rays.First(o, up, own), rays.First(o, down, own));
       // Where the skin is crumpled the normal may run along the other part: bound the depth by
-      // the distance to the nearest skin beyond the vertex's one-ring.
-      const uint32_t* r0 = ring_.data() + ring_start_[w];
-      const uint32_t* r1 = ring_.data() + ring_start_[w + 1];
-      dep = std::min(dep, rays.Nearest(o, [&](uint32_t u) { return weld_[u] == w || std::find(r0, r1, weld_[u]) != r1; }));
+      // the distance to the nearest skin beyond the one-ring.
+      dep = std::min(dep, beyond_ring());
       if (!std::isfinite(dep)) dep = 0;  // inside an open part with nothing near: depth unknown
       depth[v] = std::max(dep, 1e-300);  // > 0 marks "inside"
     }
   });
   q.rest_inside_vertices = rest_inside_vertices_;
-  const bool know_rest = inside_at_rest_.size() == n;
-  // Skin inside or touching at rest that is outside now is exposed when it lies beyond the
-  // touching band: farther than depth_tolerance from the nearest skin beyond its one-ring. Skin
-  // that touched the skin over it at rest, a hair inside, and now lies a hair outside (two
-  // halves of a mesh overlapping at a seam) has not come out. Until 2026-12-06 it counted: most
-  // of Testwuson's under the elastic method (100–120 vertices a frame of its clip, 41–52 now),
-  // its chest's mirrored halves overlapping by a hair along the midline.
-  std::vector<uint8_t> exposed(know_rest ? n : 0, 0);
-  if (know_rest) {
-    ParallelFor(pool, n, 256, [&](size_t b, size_t e) {
-      for (size_t v = b; v < e; ++v) {
-        if (depth[v] > 0 || !inside_at_rest_[v]) continue;
-        const uint32_t w = weld_[v];
-        const Eigen::Vector3d x = P(deformed, uint32_t(v));
-        const double o[3] = {x.x(), x.y(), x.z()};
-        const uint32_t* r0 = ring_.data() + ring_start_[w];
-        const uint32_t* r1 = ring_.data() + ring_start_[w + 1];
-        const double gap =
-            rays.Nearest(o, [&](uint32_t u) { return weld_[u] == w || std::find(r0, r1, weld_[u]) != r1; });
-        exposed[v] = gap > depth_tolerance_;
-      }
-    });
-  }
-  if (per_vertex) q.exposed.assign(n, 0);
   for (size_t v = 0; v < n; ++v) {
     if (!(depth[v] > 0)) {
-      if (know_rest && exposed[v]) {
-        ++q.exposed_vertices;
-        if (per_vertex) q.exposed[v] = 1;
-      }
+      q.exposed_vertices += exposed[v];
       continue;
     }
     const double known = depth[v] >= 1e-200 ? depth[v] : 0.0;
@@ -350,6 +338,7 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
     q.max_depth = std::max(q.max_depth, known);
     if (per_vertex) q.depth[v] = std::max(float(depth[v]), std::numeric_limits<float>::min());
   }
+  if (per_vertex) q.exposed = std::move(exposed);
   return q;
 }
 

@@ -316,12 +316,16 @@ class ViewerTest(unittest.TestCase):
                             ' const bars = (c) => (p.querySelector(c).getAttribute("d").match(/M/g) || []).length;'
                             ' return {inside: bars(".chart-inside"), exposed: bars(".chart-exposed"),'
                             ' legend_inside: document.querySelector("#panel-a .legend-inside").textContent,'
-                            ' legend_exposed: document.querySelector("#panel-a .legend-exposed").textContent}; })()')
+                            ' legend_exposed: document.querySelector("#panel-a .legend-exposed").textContent,'
+                            ' width: p.getBoundingClientRect().width / p.parentElement.getBoundingClientRect().width};'
+                            ' })()')
         print(f'chart of A: {chart}')
         self.assertEqual(chart['inside'], sum(1 for r in records if r['new_inside_vertices'] > 0))
         self.assertEqual(chart['exposed'], sum(1 for r in records if r['exposed_vertices'] > 0))
         self.assertEqual(chart['legend_inside'], f'new inside (max {max(r["new_inside_vertices"] for r in records)}) ▲')
         self.assertEqual(chart['legend_exposed'], f'hidden skin out (max {max(r["exposed_vertices"] for r in records)}) ▼')
+        # Laid out as wide as its panel (next to the table it was squeezed to a sliver).
+        self.assertGreater(chart['width'], 0.8, 'the chart takes its panel\'s width')
 
     def test_3_file_picker_and_drop_open_clips(self):
         chrome = type(self).chrome
