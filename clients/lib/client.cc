@@ -37,7 +37,8 @@ absl::Status FromGrpc(const grpc::Status& s) {
 }
 
 FrameStream::FrameStream(v1::Sinew::Stub& stub, const Client& client,
-                         std::optional<std::chrono::system_clock::time_point> deadline) {
+                         std::optional<std::chrono::system_clock::time_point> deadline)
+    : client_(client) {
   if (deadline) context_.set_deadline(*deadline);  // first: the first connection's wait keeps to it
   status_ = client.Authorize(context_);
   if (status_.ok()) stream_ = stub.StreamDeform(&context_);
@@ -70,7 +71,7 @@ absl::Status FrameStream::Close(size_t* unread) {
   while (stream_->Read(&r)) ++n;
   if (unread) *unread = n;
   closed_ = true;
-  return FromGrpc(stream_->Finish());
+  return client_.Explain(stream_->Finish());
 }
 
 Client::Client(const std::string& target) : Client(target, ClientOptions{}) {}
@@ -128,61 +129,6 @@ Client::Client(const std::string& target, const ClientOptions& options)
 }
 
 namespace {
-// How long the first call waits for the channel's first connection at most.
-constexpr auto kFirstConnectionWait = std::chrono::seconds(10);
-// After a failed attempt, how long it waits for the next one to succeed: gRPC's first reconnect
-// backoff (1 s, jittered by up to 20 %) and the attempt itself.
-constexpr auto kRetryWindow = std::chrono::milliseconds(2500);
-}  // namespace
-
-void Client::AwaitFirstConnection(std::chrono::system_clock::time_point call_deadline) const {
-  if (first_connection_done_.load(std::memory_order_acquire)) return;
-  std::lock_guard lock(first_connection_mu_);
-  if (first_connection_done_.load(std::memory_order_relaxed)) return;
-  // gRPC fails a call at once when its channel's connection attempt fails, and one attempt on
-  // loopback did ("connect: No such file or directory", a listening server, a fresh machine):
-  // until 2026-12-03 a client's first call then failed UNAVAILABLE where the next succeeded.
-  // The first call waits for a connection through one failed attempt and gRPC's reconnect
-  // backoff (about a second); when that attempt fails too (no server there, a TLS handshake
-  // refused) it goes on and fails as before, about 2.5 s later than it used to.
-  // Within the call's own deadline (--timeout 1 waited up to 10 s here, and the call then
-  // started with its deadline spent, until 2026-12-03).
-  // gRPC keeps the channel in TRANSIENT_FAILURE through its reconnect attempts until one
-  // succeeds (its state does not pass through CONNECTING again), so the second failure is not a
-  // state change to wait for: after the first, the wait ends at kRetryWindow. Until 2026-12-06 it
-  // waited for one, and every first call to a port with no server, or to a server refusing the
-  // client's TLS, took the whole 10 s to fail.
-  auto deadline = std::min(std::chrono::system_clock::now() + kFirstConnectionWait, call_deadline);
-  int failures = 0;
-  for (grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true); state != GRPC_CHANNEL_READY;) {
-    if (state == GRPC_CHANNEL_SHUTDOWN) break;
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-      if (++failures >= 2) break;
-      deadline = std::min(deadline, std::chrono::system_clock::now() + kRetryWindow);
-    }
-    if (!channel_->WaitForStateChange(state, deadline)) break;
-    state = channel_->GetState(/*try_to_connect=*/true);
-  }
-  first_connection_done_.store(true, std::memory_order_release);
-}
-
-absl::Status Client::Authorize(grpc::ClientContext& ctx) const {
-  if (!status_.ok()) return status_;
-  AwaitFirstConnection(ctx.deadline());
-  if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
-  if (!affinity_.empty()) ctx.AddMetadata("x-sinew-affinity", affinity_);
-  return absl::OkStatus();
-}
-
-absl::Status Client::Unary(grpc::ClientContext& ctx) const {
-  if (timeout_seconds_ > 0) {
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::microseconds(int64_t(std::min(timeout_seconds_, 1e9) * 1e6)));
-  }
-  return Authorize(ctx);
-}
-
-namespace {
 // What a failed connection attempt's reason (gRPC's, from OpenSSL) says that waiting will not
 // change, as a hint naming the ClientOptions field and the programs' flag to change; empty where
 // a later attempt may succeed (no server yet, one restarting). The TLS cases fail every attempt
@@ -202,9 +148,10 @@ std::string WhyWaitingCannotHelp(absl::string_view reason, bool tls) {
 
 // A connection closed unanswered: what it can mean. A TLS server closes a plaintext client's so,
 // and a server asking for client certificates one without a certificate it trusts; so does a
-// server that stopped, so these are hints after the wait, not reasons to stop waiting.
+// server that stopped, so these are hints after the wait, not reasons to stop waiting. Only for
+// a call that never connected ("failed to connect"): one the server closed mid-call is not this.
 std::string ClosedUnansweredHint(absl::string_view reason, bool tls, bool client_certificate) {
-  if (!absl::StrContains(reason, "Socket closed")) return "";
+  if (!absl::StrContains(reason, "failed to connect") || !absl::StrContains(reason, "Socket closed")) return "";
   if (!tls) return "a server that expects TLS closes plaintext connections so: tls, --tls";
   if (!client_certificate) {
     return "a server that asks for client certificates closes connections without one so: tls_cert and tls_key, "
@@ -212,7 +159,83 @@ std::string ClosedUnansweredHint(absl::string_view reason, bool tls, bool client
   }
   return "a server that does not trust this client's certificate closes the connection so";
 }
+
+// How long the first call waits for the channel's first connection at most.
+constexpr auto kFirstConnectionWait = std::chrono::seconds(10);
+// After a failed attempt, how long it waits for the next one to succeed: gRPC's first reconnect
+// backoff (1 s, jittered by up to 20 %) and the attempt itself.
+constexpr auto kRetryWindow = std::chrono::milliseconds(2500);
 }  // namespace
+
+void Client::AwaitFirstConnection(std::chrono::system_clock::time_point call_deadline) const {
+  if (first_connection_done_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(first_connection_mu_);
+  if (first_connection_done_.load(std::memory_order_relaxed)) return;
+  // gRPC fails a call at once when its channel's connection attempt fails, and one attempt on
+  // loopback did ("connect: No such file or directory", a listening server, a fresh machine):
+  // until 2026-12-03 a client's first call then failed UNAVAILABLE where the next succeeded.
+  // The first call waits for a connection through one failed attempt and gRPC's reconnect
+  // backoff (about a second); when that attempt fails too (no server there, a connection
+  // closed unanswered) it goes on and fails as before, about 2.5 s later than it used to.
+  // Within the call's own deadline (--timeout 1 waited up to 10 s here, and the call then
+  // started with its deadline spent, until 2026-12-03).
+  // gRPC keeps the channel in TRANSIENT_FAILURE through its reconnect attempts until one
+  // succeeds (its state does not pass through CONNECTING again), so the second failure is not a
+  // state change to wait for: after the first, the wait ends at kRetryWindow. Until 2026-12-06 it
+  // waited for one, and every first call to a port with no server, or to a server refusing the
+  // client's TLS, took the whole 10 s to fail.
+  auto deadline = std::min(std::chrono::system_clock::now() + kFirstConnectionWait, call_deadline);
+  int failures = 0;
+  for (grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true); state != GRPC_CHANNEL_READY;) {
+    if (state == GRPC_CHANNEL_SHUTDOWN) break;
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      if (++failures >= 2) break;
+      // At the first failed attempt, why: where no later attempt can succeed (a certificate
+      // not trusted or not for the name, TLS at a plaintext server) the call goes on at once
+      // and fails with that reason and a hint (Explain); until 2026-12-06 it waited
+      // kRetryWindow for an attempt that fails the same way. The probe fails at once in
+      // TRANSIENT_FAILURE, with gRPC's reason for the failed attempt.
+      grpc::ClientContext probe;
+      probe.set_deadline(std::min(call_deadline, std::chrono::system_clock::now() + std::chrono::seconds(1)));
+      v1::ServerInfo info;
+      const grpc::Status why = stub_->GetServerInfo(&probe, {}, &info);
+      if (why.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          why.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        break;  // the server answered
+      }
+      if (!WhyWaitingCannotHelp(why.error_message(), tls_).empty()) break;
+      deadline = std::min(deadline, std::chrono::system_clock::now() + kRetryWindow);
+    }
+    if (!channel_->WaitForStateChange(state, deadline)) break;
+    state = channel_->GetState(/*try_to_connect=*/true);
+  }
+  first_connection_done_.store(true, std::memory_order_release);
+}
+
+absl::Status Client::Explain(const grpc::Status& status) const {
+  absl::Status out = FromGrpc(status);
+  if (out.code() != absl::StatusCode::kUnavailable) return out;
+  std::string hint = WhyWaitingCannotHelp(status.error_message(), tls_);
+  if (hint.empty()) hint = ClosedUnansweredHint(status.error_message(), tls_, client_certificate_);
+  if (hint.empty()) return out;
+  return absl::UnavailableError(absl::StrCat(status.error_message(), " (", hint, ")"));
+}
+
+absl::Status Client::Authorize(grpc::ClientContext& ctx) const {
+  if (!status_.ok()) return status_;
+  AwaitFirstConnection(ctx.deadline());
+  if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+  if (!affinity_.empty()) ctx.AddMetadata("x-sinew-affinity", affinity_);
+  return absl::OkStatus();
+}
+
+absl::Status Client::Unary(grpc::ClientContext& ctx) const {
+  if (timeout_seconds_ > 0) {
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::microseconds(int64_t(std::min(timeout_seconds_, 1e9) * 1e6)));
+  }
+  return Authorize(ctx);
+}
 
 absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   if (!status_.ok()) return status_;
@@ -266,7 +289,7 @@ absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
   grpc::ClientContext ctx;
   if (auto st = Unary(ctx); !st.ok()) return st;
   v1::ServerInfo info;
-  if (auto st = FromGrpc(stub_->GetServerInfo(&ctx, {}, &info)); !st.ok()) return st;
+  if (auto st = Explain(stub_->GetServerInfo(&ctx, {}, &info)); !st.ok()) return st;
   return info;
 }
 
@@ -308,7 +331,7 @@ absl::StatusOr<v1::UploadRigResponse> Client::UploadSerializedRig(const std::str
   }
   // A failed Write means the server finished early (error or already resident): Finish says.
   writer->WritesDone();
-  if (auto st = FromGrpc(writer->Finish()); !st.ok()) return st;
+  if (auto st = Explain(writer->Finish()); !st.ok()) return st;
   return resp;
 }
 
@@ -318,7 +341,7 @@ absl::StatusOr<v1::RigInfo> Client::GetRig(const std::string& rig_id) {
   v1::GetRigRequest req;
   req.set_rig_id(rig_id);
   v1::RigInfo info;
-  if (auto st = FromGrpc(stub_->GetRig(&ctx, req, &info)); !st.ok()) return st;
+  if (auto st = Explain(stub_->GetRig(&ctx, req, &info)); !st.ok()) return st;
   return info;
 }
 
@@ -326,7 +349,7 @@ absl::StatusOr<v1::ListRigsResponse> Client::ListRigs() {
   grpc::ClientContext ctx;
   if (auto st = Unary(ctx); !st.ok()) return st;
   v1::ListRigsResponse resp;
-  if (auto st = FromGrpc(stub_->ListRigs(&ctx, {}, &resp)); !st.ok()) return st;
+  if (auto st = Explain(stub_->ListRigs(&ctx, {}, &resp)); !st.ok()) return st;
   return resp;
 }
 
@@ -336,7 +359,7 @@ absl::Status Client::DeleteRig(const std::string& rig_id) {
   v1::DeleteRigRequest req;
   req.set_rig_id(rig_id);
   v1::DeleteRigResponse resp;
-  return FromGrpc(stub_->DeleteRig(&ctx, req, &resp));
+  return Explain(stub_->DeleteRig(&ctx, req, &resp));
 }
 
 absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig_id, const std::string& key) {
@@ -346,7 +369,7 @@ absl::StatusOr<v1::Preparation> Client::CancelPreparation(const std::string& rig
   req.set_rig_id(rig_id);
   req.set_key(key);
   v1::Preparation resp;
-  if (auto st = FromGrpc(stub_->CancelPreparation(&ctx, req, &resp)); !st.ok()) return st;
+  if (auto st = Explain(stub_->CancelPreparation(&ctx, req, &resp)); !st.ok()) return st;
   return resp;
 }
 
@@ -354,7 +377,7 @@ absl::StatusOr<v1::Session> Client::CreateSession(const v1::CreateSessionRequest
   grpc::ClientContext ctx;
   if (auto st = Unary(ctx); !st.ok()) return st;
   v1::Session s;
-  if (auto st = FromGrpc(stub_->CreateSession(&ctx, request, &s)); !st.ok()) return st;
+  if (auto st = Explain(stub_->CreateSession(&ctx, request, &s)); !st.ok()) return st;
   return s;
 }
 
@@ -383,7 +406,7 @@ absl::StatusOr<v1::Session> Client::GetSession(const std::string& session_id) {
   v1::GetSessionRequest req;
   req.set_session_id(session_id);
   v1::Session s;
-  if (auto st = FromGrpc(stub_->GetSession(&ctx, req, &s)); !st.ok()) return st;
+  if (auto st = Explain(stub_->GetSession(&ctx, req, &s)); !st.ok()) return st;
   return s;
 }
 
@@ -394,7 +417,7 @@ absl::StatusOr<v1::Session> Client::UpdateSession(const std::string& session_id,
   req.set_session_id(session_id);
   *req.mutable_deformer() = deformer;
   v1::Session s;
-  if (auto st = FromGrpc(stub_->UpdateSession(&ctx, req, &s)); !st.ok()) return st;
+  if (auto st = Explain(stub_->UpdateSession(&ctx, req, &s)); !st.ok()) return st;
   return s;
 }
 
@@ -404,7 +427,7 @@ absl::StatusOr<v1::SessionState> Client::GetSessionState(const std::string& sess
   v1::GetSessionStateRequest req;
   req.set_session_id(session_id);
   v1::SessionState state;
-  if (auto st = FromGrpc(stub_->GetSessionState(&ctx, req, &state)); !st.ok()) return st;
+  if (auto st = Explain(stub_->GetSessionState(&ctx, req, &state)); !st.ok()) return st;
   return state;
 }
 
@@ -415,7 +438,7 @@ absl::StatusOr<v1::Session> Client::SetSessionState(const std::string& session_i
   req.set_session_id(session_id);
   *req.mutable_state() = state;
   v1::Session s;
-  if (auto st = FromGrpc(stub_->SetSessionState(&ctx, req, &s)); !st.ok()) return st;
+  if (auto st = Explain(stub_->SetSessionState(&ctx, req, &s)); !st.ok()) return st;
   return s;
 }
 
@@ -423,7 +446,7 @@ absl::StatusOr<v1::ListSessionsResponse> Client::ListSessions() {
   grpc::ClientContext ctx;
   if (auto st = Unary(ctx); !st.ok()) return st;
   v1::ListSessionsResponse resp;
-  if (auto st = FromGrpc(stub_->ListSessions(&ctx, {}, &resp)); !st.ok()) return st;
+  if (auto st = Explain(stub_->ListSessions(&ctx, {}, &resp)); !st.ok()) return st;
   return resp;
 }
 
@@ -436,7 +459,7 @@ absl::StatusOr<uint64_t> Client::CloseSession(const std::string& session_id) {
   v1::CloseSessionRequest req;
   req.set_session_id(session_id);
   v1::CloseSessionResponse resp;
-  if (auto st = FromGrpc(stub_->CloseSession(&ctx, req, &resp)); !st.ok()) return st;
+  if (auto st = Explain(stub_->CloseSession(&ctx, req, &resp)); !st.ok()) return st;
   return resp.frames();
 }
 
@@ -444,7 +467,7 @@ absl::StatusOr<v1::DeformResponse> Client::Deform(const v1::DeformRequest& reque
   grpc::ClientContext ctx;
   if (auto st = Unary(ctx); !st.ok()) return st;
   v1::DeformResponse resp;
-  if (auto st = FromGrpc(stub_->Deform(&ctx, request, &resp)); !st.ok()) return st;
+  if (auto st = Explain(stub_->Deform(&ctx, request, &resp)); !st.ok()) return st;
   return resp;
 }
 
@@ -465,7 +488,7 @@ absl::Status Client::DeformClip(
       break;
     }
   }
-  const absl::Status remote = FromGrpc(reader->Finish());
+  const absl::Status remote = Explain(reader->Finish());
   return local.ok() ? remote : local;
 }
 
@@ -684,7 +707,7 @@ absl::StatusOr<std::unique_ptr<SharedMemory>> SharedMemory::Create(Client& clien
   v1::SharedMemoryRegion region;
   grpc::ClientContext ctx;
   if (auto st = client.Authorize(ctx); !st.ok()) return st;
-  if (auto st = FromGrpc(client.stub().RegisterSharedMemory(&ctx, req, &region)); !st.ok()) return st;
+  if (auto st = client.Explain(client.stub().RegisterSharedMemory(&ctx, req, &region)); !st.ok()) return st;
   shm->region_id_ = region.region_id();
   return shm;
 }

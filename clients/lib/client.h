@@ -49,6 +49,7 @@ class FrameStream {
   void Cancel() { context_.TryCancel(); }
 
  private:
+  const Client& client_;  // for Client::Explain; outlives the stream, as its stub does
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::DeformRequest, v1::DeformResponse>> stream_;  // null: status_ says why
   absl::Status status_;
@@ -107,6 +108,13 @@ class Client {
   absl::Status WaitReady();
 
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
+
+  // A call's status (FromGrpc), and for a call that could not connect for a reason of the
+  // client's options (the server's certificate not trusted or not for the name asked, TLS at a
+  // plaintext server, a connection closed unanswered as a TLS server closes plaintext ones) the
+  // reason followed by a hint naming the ClientOptions field and flag to change. Every method
+  // here returns its call's status so; for calls made on stub().
+  absl::Status Explain(const grpc::Status& status) const;
 
   // Uploads `rig` unless the server already holds it (asked first by content hash: a second
   // upload of the same rig costs one small round trip). Chunks of `chunk_bytes`.

@@ -645,6 +645,12 @@ class ErrorsTest(ServerTest):
                 client.wait_ready(timeout=20)
             self.assertIn(f"cannot connect to {self.server.target}: ", str(waited.exception))
             self.assertIn("not retried: the server does not speak TLS", str(waited.exception))
+        # A call made without waiting says the same (until 2026-12-06 gRPC's reason alone).
+        with sinew.connect(self.server.target, tls=True) as client:
+            with self.assertRaises(sinew.Unavailable) as called:
+                client.server_info()
+            self.assertIn("wrong version number", str(called.exception))
+            self.assertIn("not retried: the server does not speak TLS", str(called.exception))
 
 
 TOKEN = "python-client-test-token-0123456789"
@@ -767,6 +773,28 @@ class MutualTlsTest(ServerTest):
         self.assertIn("a server that asks for client certificates closes connections without one so", why)
         self.assertIn("a server that expects TLS closes plaintext connections so", reason(1))
         self.connect(tls_ca=f"{d}/ca.pem", server_name="localhost", **mine).wait_ready(timeout=20)
+
+    def test_calls_name_what_to_change(self) -> None:
+        # A client's calls, made without wait_ready, end with the hints wait_ready gives (until
+        # 2026-12-06 with gRPC's reason alone, which names no argument).
+        d = self.tmp.name
+        mine = dict(tls_cert=f"{d}/client.pem", tls_key=f"{d}/client.key")
+
+        def reason(**options) -> str:
+            with self.assertRaises(sinew.Unavailable) as called:
+                self.connect(timeout=30, **options).server_info()
+            return str(called.exception)
+
+        why = reason(tls_ca=f"{d}/client.pem", **mine)
+        self.assertIn("certificate verify failed", why)
+        self.assertIn("not retried: the server's certificate is not signed by a CA this client trusts: tls_ca", why)
+        why = reason(tls_ca=f"{d}/ca.pem", server_name="elsewhere.example", **mine)
+        self.assertIn("not retried: the server's certificate is not for that name: server_name", why)
+        self.assertIn("a server that asks for client certificates closes connections without one so",
+                      reason(tls_ca=f"{d}/ca.pem"))
+        self.assertIn("a server that expects TLS closes plaintext connections so", reason())
+        # A trusted client's calls carry no hint, and succeed.
+        self.assertTrue(self.connect(tls_ca=f"{d}/ca.pem", server_name="localhost", **mine).server_info().version)
 
 
 if __name__ == "__main__":

@@ -763,11 +763,23 @@ TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
     by_name.server_name = "localhost";
     EXPECT_TRUE(client::Client(server.target(), by_name).GetServerInfo().ok());
 
+    // Calls made without WaitReady fail with gRPC's reason and a hint naming the option to
+    // change, as WaitReady does (until 2026-12-06 the reason alone).
     client::Client plaintext(server.target());
-    EXPECT_FALSE(plaintext.GetServerInfo().ok());
+    absl::Status failed = plaintext.GetServerInfo().status();
+    EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+    EXPECT_THAT(std::string(failed.message()), HasSubstr("a server that expects TLS closes plaintext connections so: tls"));
     client::ClientOptions untrusted;
     untrusted.tls_ca = dir / "other.pem";
-    EXPECT_FALSE(client::Client(server.target(), untrusted).GetServerInfo().ok());
+    failed = client::Client(server.target(), untrusted).GetServerInfo().status();
+    EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+    EXPECT_THAT(std::string(failed.message()), HasSubstr("certificate verify failed"));
+    EXPECT_THAT(std::string(failed.message()),
+                HasSubstr("not retried: the server's certificate is not signed by a CA this client trusts: tls_ca"));
+    client::ClientOptions other_name = tls;
+    other_name.server_name = "elsewhere.example";
+    failed = client::Client(server.target(), other_name).OpenStream()->Close();
+    EXPECT_THAT(std::string(failed.message()), HasSubstr("not retried: the server's certificate is not for that name"));
     // The command-line client, which waits for a server to come up, says why it gave up: the
     // handshake, not only that it could not connect (until 2026-12-06 only the latter). Where
     // no later attempt can succeed it gives up at the first, without waiting out
@@ -801,6 +813,8 @@ TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
                          &out, &err),
               0);
     EXPECT_THAT(err, HasSubstr("not retried: the server does not speak TLS"));
+    failed = client::Client(plain.target(), tls).ListRigs().status();
+    EXPECT_THAT(std::string(failed.message()), HasSubstr("not retried: the server does not speak TLS"));
     EXPECT_EQ(plain.Terminate(), 0);
     EXPECT_EQ(server.Terminate(), 0);
   }
@@ -817,11 +831,15 @@ TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
     EXPECT_TRUE(info.ok()) << info.status();
     client::ClientOptions no_cert;
     no_cert.tls_ca = dir / "ca.pem";
-    EXPECT_FALSE(client::Client(server.target(), no_cert).GetServerInfo().ok());
+    absl::Status failed = client::Client(server.target(), no_cert).GetServerInfo().status();
+    EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+    EXPECT_THAT(std::string(failed.message()), HasSubstr("a server that asks for client certificates closes connections"));
     client::ClientOptions self_signed = mutual;  // a certificate the CA did not sign
     self_signed.tls_cert = dir / "other.pem";
     self_signed.tls_key = dir / "other.key";
-    EXPECT_FALSE(client::Client(server.target(), self_signed).GetServerInfo().ok());
+    failed = client::Client(server.target(), self_signed).GetServerInfo().status();
+    EXPECT_EQ(failed.code(), absl::StatusCode::kUnavailable) << failed;
+    EXPECT_THAT(std::string(failed.message()), HasSubstr("a server that does not trust this client's certificate"));
     // The server closes those connections unanswered, as one that stopped would: the
     // command-line client says what that can mean.
     for (const bool with_certificate : {false, true}) {

@@ -251,8 +251,9 @@ def _why_waiting_cannot_help(reason: str, tls: bool) -> str:
 
 
 def _closed_unanswered_hint(reason: str, tls: bool, client_certificate: bool) -> str:
-    """A connection closed unanswered: what it can mean (a server that stopped closes so too)."""
-    if "Socket closed" not in reason:
+    """A connection closed unanswered: what it can mean (a server that stopped closes so too).
+    Only for a call that never connected ("failed to connect"): one closed mid-call is not this."""
+    if "failed to connect" not in reason or "Socket closed" not in reason:
         return ""
     if not tls:
         return "a server that expects TLS closes plaintext connections so: tls"
@@ -351,13 +352,26 @@ class Client:
             return rpc(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
             if not (first_call and self._retry_unconnected(e, request, timeout)):
-                raise from_rpc_error(e) from None
+                raise self._error(e) from None
         # Within the call's own deadline (until 2026-12-03 the retry had the whole of it again).
         left = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
         try:
             return rpc(request, metadata=self._metadata, timeout=left)
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            raise self._error(e) from None
+
+    def _error(self, e: grpc.RpcError) -> SinewError:
+        """A failed call's exception (from_rpc_error); for a call that could not connect for a
+        reason of this client's arguments (the server's certificate not trusted or not for the
+        name asked, TLS at a plaintext server, a connection closed unanswered as a TLS server
+        closes plaintext ones) the reason is followed by a hint naming the argument to change,
+        as wait_ready's is."""
+        error = from_rpc_error(e)
+        if error.code != grpc.StatusCode.UNAVAILABLE:
+            return error
+        hint = (_why_waiting_cannot_help(error.message, self._tls)
+                or _closed_unanswered_hint(error.message, self._tls, self._client_certificate))
+        return error_for(error.code, f"{error.message} ({hint})") if hint else error
 
     def _first_connection(self) -> None:
         """Before a client's first call that is a stream or a batch (which cannot be sent again:
@@ -381,6 +395,8 @@ class Client:
         if (e.code() != grpc.StatusCode.UNAVAILABLE or "failed to connect" not in (e.details() or "")
                 or isinstance(request, collections.abc.Iterator)):
             return False
+        if _why_waiting_cannot_help(e.details() or "", self._tls):
+            return False  # every attempt fails so (until 2026-12-06 it waited two seconds to fail again)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=2 if timeout is None else min(2, timeout))
         except grpc.FutureTimeoutError:
@@ -967,7 +983,7 @@ class Session:
         except grpc.RpcError as e:
             if not failure.empty():
                 raise failure.get() from None
-            raise from_rpc_error(e) from None
+            raise self.client._error(e) from None
         finally:
             stop.set()
             for _ in range(window + 1):
@@ -1017,7 +1033,7 @@ class Session:
                     progress(resp.frame + 1, resp.total_frames)
                 yield frame
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+            raise self.client._error(e) from None
         finally:
             call.cancel()
 
