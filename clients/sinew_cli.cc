@@ -1676,6 +1676,7 @@ int main(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   client::InstallInterruptHandler();  // before any thread starts: see clients/lib/interrupt.h
+  client::QuietGrpcLog();
   client::Args args;
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");
   client::AddConnectionFlags(args);

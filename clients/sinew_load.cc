@@ -89,6 +89,7 @@ static bool SleepUntil(Clock::time_point t) {
 
 int main(int argc, char** argv) {
   client::InstallInterruptHandler();  // before any thread starts: see clients/lib/interrupt.h
+  client::QuietGrpcLog();
   client::StopOnFirstInterrupt([](int sig) { interrupted = sig; });
   client::Args args;
   args.Flag("target", "HOST:PORT", "127.0.0.1:50051", "server address");

@@ -7,6 +7,8 @@
 
 namespace sinew::client {
 
+void QuietGrpcLog() { setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0); }
+
 void AddConnectionFlags(Args& args) {
   args.Flag("token", "TOKEN", "", "bearer token for a server run with --token-file (default: $SINEW_TOKEN)")
       .Flag("tls", "", "", "connect with TLS (implied by the --tls-* files)")
@@ -25,7 +27,8 @@ void AddConnectionFlags(Args& args) {
             "how long to wait for the server to accept a connection before the first call (a server still "
             "starting); past it the program fails naming gRPC's reason (connection refused, a TLS handshake), "
             "at once where waiting cannot help (a server certificate not trusted or not for that name, TLS "
-            "at a plaintext server). 0: one attempt of at most a second");
+            "at a plaintext server). 0: one attempt of at most a second. gRPC's own log lines, which repeat the "
+            "reason, are off unless $GRPC_VERBOSITY is set");
 }
 
 absl::StatusOr<ClientOptions> ConnectionFromArgs(Args& args) {

@@ -9,6 +9,11 @@
 
 namespace sinew::client {
 
+// Turns gRPC core's own log lines off unless $GRPC_VERBOSITY is set: the programs report every
+// failure with gRPC's reason and a hint (a failed TLS handshake, for one, was also logged by gRPC
+// core as an "E... Handshake failed" line before the program's message). Call before anything
+// starts gRPC; GRPC_VERBOSITY=ERROR (or INFO, DEBUG) brings them back.
+void QuietGrpcLog();
 // Declares the flags on `args` (after --target).
 void AddConnectionFlags(Args& args);
 // The options the parsed flags ask for; the token defaults to $SINEW_TOKEN (so that it need not

@@ -797,6 +797,17 @@ TEST(Security, TlsAndMutualTlsAcceptOnlyTrustedPeers) {
     EXPECT_THAT(err, HasSubstr("cannot connect to " + server.target() + ": "));
     EXPECT_THAT(err, HasSubstr("handshake failed"));
     EXPECT_THAT(err, HasSubstr("not retried: the server's certificate is not signed by a CA this client trusts"));
+    // gRPC core's own line for the handshake, which that message repeats, is off unless
+    // GRPC_VERBOSITY asks for it (until 2026-12-06 it came first).
+    EXPECT_THAT(err, Not(HasSubstr("Handshake failed with fatal error")));
+    {
+      std::string out, logged;
+      EXPECT_NE(RunProcess({"/usr/bin/env", "GRPC_VERBOSITY=ERROR", SINEW_CLI_PATH, "--target", server.target(),
+                            "--tls-ca", dir / "other.pem", "info"},
+                           &out, &logged),
+                0);
+      EXPECT_THAT(logged, HasSubstr("Handshake failed with fatal error"));
+    }
     err = cli_error({"--tls-ca", dir / "ca.pem", "--tls-server-name", "elsewhere.example"});
     EXPECT_THAT(err, HasSubstr("not retried: the server's certificate is not for that name"));
     // A plaintext client is closed on unanswered, as by a server that stopped: it waits (here
