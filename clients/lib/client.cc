@@ -36,9 +36,53 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
+namespace {
+// What a failed connection attempt's reason (gRPC's, from OpenSSL) says that waiting will not
+// change, as a hint naming the ClientOptions field and the programs' flag to change; empty where
+// a later attempt may succeed (no server yet, one restarting). The TLS cases fail every attempt
+// the same way until someone changes a certificate or a flag.
+std::string WhyWaitingCannotHelp(absl::string_view reason, bool tls) {
+  if (absl::StrContains(reason, "certificate verify failed")) {
+    return "not retried: the server's certificate is not signed by a CA this client trusts: tls_ca, --tls-ca";
+  }
+  if (absl::StrContains(reason, "is not in peer certificate")) {
+    return "not retried: the server's certificate is not for that name: server_name, --tls-server-name";
+  }
+  if (tls && absl::StrContains(reason, "wrong version number")) {
+    return "not retried: the server does not speak TLS: connect without tls, --tls and the --tls-* files";
+  }
+  return "";
+}
+
+// A connection closed unanswered: what it can mean. A TLS server closes a plaintext client's so,
+// and a server asking for client certificates one without a certificate it trusts; so does a
+// server that stopped, so these are hints after the wait, not reasons to stop waiting. Only for
+// a call that never connected ("failed to connect"): one the server closed mid-call is not this.
+std::string ClosedUnansweredHint(absl::string_view reason, bool tls, bool client_certificate) {
+  if (!absl::StrContains(reason, "failed to connect") || !absl::StrContains(reason, "Socket closed")) return "";
+  if (!tls) return "a server that expects TLS closes plaintext connections so: tls, --tls";
+  if (!client_certificate) {
+    return "a server that asks for client certificates closes connections without one so: tls_cert and tls_key, "
+           "--tls-cert and --tls-key";
+  }
+  return "a server that does not trust this client's certificate closes the connection so";
+}
+
+// A call's status, with the hint of one of the two above where it could not connect for a
+// reason of the client's TLS settings (Client::Explain).
+absl::Status Explained(const grpc::Status& status, bool tls, bool client_certificate) {
+  absl::Status out = FromGrpc(status);
+  if (out.code() != absl::StatusCode::kUnavailable) return out;
+  std::string hint = WhyWaitingCannotHelp(status.error_message(), tls);
+  if (hint.empty()) hint = ClosedUnansweredHint(status.error_message(), tls, client_certificate);
+  if (hint.empty()) return out;
+  return absl::UnavailableError(absl::StrCat(status.error_message(), " (", hint, ")"));
+}
+}  // namespace
+
 FrameStream::FrameStream(v1::Sinew::Stub& stub, const Client& client,
                          std::optional<std::chrono::system_clock::time_point> deadline)
-    : client_(client) {
+    : tls_(client.tls_), client_certificate_(client.client_certificate_) {
   if (deadline) context_.set_deadline(*deadline);  // first: the first connection's wait keeps to it
   status_ = client.Authorize(context_);
   if (status_.ok()) stream_ = stub.StreamDeform(&context_);
@@ -71,7 +115,7 @@ absl::Status FrameStream::Close(size_t* unread) {
   while (stream_->Read(&r)) ++n;
   if (unread) *unread = n;
   closed_ = true;
-  return client_.Explain(stream_->Finish());
+  return Explained(stream_->Finish(), tls_, client_certificate_);
 }
 
 Client::Client(const std::string& target) : Client(target, ClientOptions{}) {}
@@ -129,37 +173,6 @@ Client::Client(const std::string& target, const ClientOptions& options)
 }
 
 namespace {
-// What a failed connection attempt's reason (gRPC's, from OpenSSL) says that waiting will not
-// change, as a hint naming the ClientOptions field and the programs' flag to change; empty where
-// a later attempt may succeed (no server yet, one restarting). The TLS cases fail every attempt
-// the same way until someone changes a certificate or a flag.
-std::string WhyWaitingCannotHelp(absl::string_view reason, bool tls) {
-  if (absl::StrContains(reason, "certificate verify failed")) {
-    return "not retried: the server's certificate is not signed by a CA this client trusts: tls_ca, --tls-ca";
-  }
-  if (absl::StrContains(reason, "is not in peer certificate")) {
-    return "not retried: the server's certificate is not for that name: server_name, --tls-server-name";
-  }
-  if (tls && absl::StrContains(reason, "wrong version number")) {
-    return "not retried: the server does not speak TLS: connect without tls, --tls and the --tls-* files";
-  }
-  return "";
-}
-
-// A connection closed unanswered: what it can mean. A TLS server closes a plaintext client's so,
-// and a server asking for client certificates one without a certificate it trusts; so does a
-// server that stopped, so these are hints after the wait, not reasons to stop waiting. Only for
-// a call that never connected ("failed to connect"): one the server closed mid-call is not this.
-std::string ClosedUnansweredHint(absl::string_view reason, bool tls, bool client_certificate) {
-  if (!absl::StrContains(reason, "failed to connect") || !absl::StrContains(reason, "Socket closed")) return "";
-  if (!tls) return "a server that expects TLS closes plaintext connections so: tls, --tls";
-  if (!client_certificate) {
-    return "a server that asks for client certificates closes connections without one so: tls_cert and tls_key, "
-           "--tls-cert and --tls-key";
-  }
-  return "a server that does not trust this client's certificate closes the connection so";
-}
-
 // How long the first call waits for the channel's first connection at most.
 constexpr auto kFirstConnectionWait = std::chrono::seconds(10);
 // After a failed attempt, how long it waits for the next one to succeed: gRPC's first reconnect
@@ -213,12 +226,7 @@ void Client::AwaitFirstConnection(std::chrono::system_clock::time_point call_dea
 }
 
 absl::Status Client::Explain(const grpc::Status& status) const {
-  absl::Status out = FromGrpc(status);
-  if (out.code() != absl::StatusCode::kUnavailable) return out;
-  std::string hint = WhyWaitingCannotHelp(status.error_message(), tls_);
-  if (hint.empty()) hint = ClosedUnansweredHint(status.error_message(), tls_, client_certificate_);
-  if (hint.empty()) return out;
-  return absl::UnavailableError(absl::StrCat(status.error_message(), " (", hint, ")"));
+  return Explained(status, tls_, client_certificate_);
 }
 
 absl::Status Client::Authorize(grpc::ClientContext& ctx) const {

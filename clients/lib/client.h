@@ -49,7 +49,9 @@ class FrameStream {
   void Cancel() { context_.TryCancel(); }
 
  private:
-  const Client& client_;  // for Client::Explain; outlives the stream, as its stub does
+  // The client's TLS settings, for the hints of Client::Explain (copied: a stream may outlive
+  // its client).
+  bool tls_ = false, client_certificate_ = false;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::DeformRequest, v1::DeformResponse>> stream_;  // null: status_ says why
   absl::Status status_;
@@ -171,6 +173,7 @@ class Client {
   double connect_timeout_seconds_ = 10;
   absl::Status status_;
   std::string target_;
+  friend class FrameStream;  // copies the two below
   bool tls_ = false;                 // the channel's credentials are TLS ones
   bool client_certificate_ = false;  // and present a certificate of the client's
   std::shared_ptr<grpc::Channel> channel_;
