@@ -1669,9 +1669,9 @@ int main(int argc, char** argv) {
   const int status = Main(argc, argv);
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     std::fprintf(stderr, "sinew: writing standard output failed: %s\n", std::strerror(errno));
-    return status != 0 ? status : 1;
+    client::ExitNow(status != 0 ? status : 1);
   }
-  return status;
+  client::ExitNow(status);
 }
 
 int Main(int argc, char** argv) {

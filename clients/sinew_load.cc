@@ -87,7 +87,14 @@ static bool SleepUntil(Clock::time_point t) {
   return false;
 }
 
-int main(int argc, char** argv) {
+namespace {
+int Run(int argc, char** argv);
+}  // namespace
+
+int main(int argc, char** argv) { client::ExitNow(Run(argc, argv)); }  // see ExitNow
+
+namespace {
+int Run(int argc, char** argv) {
   client::InstallInterruptHandler();  // before any thread starts: see clients/lib/interrupt.h
   client::QuietGrpcLog();
   client::StopOnFirstInterrupt([](int sig) { interrupted = sig; });
@@ -488,3 +495,4 @@ int main(int argc, char** argv) {
   }
   return errors == 0 && written ? 0 : 1;
 }
+}  // namespace

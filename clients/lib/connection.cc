@@ -1,5 +1,6 @@
 #include "clients/lib/connection.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 
@@ -8,6 +9,11 @@
 namespace sinew::client {
 
 void QuietGrpcLog() { setenv("GRPC_VERBOSITY", "NONE", /*overwrite=*/0); }
+
+void ExitNow(int status) {
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
 
 void AddConnectionFlags(Args& args) {
   args.Flag("token", "TOKEN", "", "bearer token for a server run with --token-file (default: $SINEW_TOKEN)")
