@@ -208,14 +208,8 @@ void Client::AwaitFirstConnection(std::chrono::system_clock::time_point call_dea
       // and fails with that reason and a hint (Explain); until 2026-12-06 it waited
       // kRetryWindow for an attempt that fails the same way. The probe fails at once in
       // TRANSIENT_FAILURE, with gRPC's reason for the failed attempt.
-      grpc::ClientContext probe;
-      probe.set_deadline(std::min(call_deadline, std::chrono::system_clock::now() + std::chrono::seconds(1)));
-      v1::ServerInfo info;
-      const grpc::Status why = stub_->GetServerInfo(&probe, {}, &info);
-      if (why.error_code() != grpc::StatusCode::UNAVAILABLE &&
-          why.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-        break;  // the server answered
-      }
+      grpc::Status why;
+      if (Probe(call_deadline, why)) break;  // the server answered
       if (!WhyWaitingCannotHelp(why.error_message(), tls_).empty()) break;
       deadline = std::min(deadline, std::chrono::system_clock::now() + kRetryWindow);
     }
@@ -223,6 +217,14 @@ void Client::AwaitFirstConnection(std::chrono::system_clock::time_point call_dea
     state = channel_->GetState(/*try_to_connect=*/true);
   }
   first_connection_done_.store(true, std::memory_order_release);
+}
+
+bool Client::Probe(std::chrono::system_clock::time_point deadline, grpc::Status& why) const {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(1)));
+  v1::ServerInfo info;
+  why = stub_->GetServerInfo(&ctx, {}, &info);
+  return why.error_code() != grpc::StatusCode::UNAVAILABLE && why.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
 absl::Status Client::Explain(const grpc::Status& status) const {
@@ -248,24 +250,10 @@ absl::Status Client::Unary(grpc::ClientContext& ctx) const {
 absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   if (!status_.ok()) return status_;
   const auto deadline = std::chrono::system_clock::now() + timeout;
-  // A call fails at once, with gRPC's reason for the last failed attempt, while the channel is
-  // in TRANSIENT_FAILURE (a channel's state has none); where the channel has not tried yet it
-  // is one attempt. Any answer of the server's (an UNAUTHENTICATED one too: the probe carries no
-  // token) means it is there. Not GetServerInfo(): that one would wait for a first connection
+  // Not GetServerInfo() for the probes (Probe): that one would wait for a first connection
   // again (AwaitFirstConnection) before trying.
-  const auto probe = [&](grpc::Status& why) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    v1::ServerInfo info;
-    why = stub_->GetServerInfo(&ctx, {}, &info);
-    return why.error_code() != grpc::StatusCode::UNAVAILABLE && why.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
-  };
   const auto failed = [&](const grpc::Status& why, const std::string& waited) {
-    std::string hint = WhyWaitingCannotHelp(why.error_message(), tls_);
-    if (hint.empty()) hint = ClosedUnansweredHint(why.error_message(), tls_, client_certificate_);
-    std::string message = absl::StrCat("cannot connect to ", target_, waited, ": ", why.error_message());
-    if (!hint.empty()) absl::StrAppend(&message, " (", hint, ")");
-    return absl::UnavailableError(message);
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", target_, waited, ": ", Explain(why).message()));
   };
   // At the first failed attempt the wait asks why, and gives up at once where no later attempt
   // can succeed (until 2026-12-06 a client that did not trust the server's certificate waited
@@ -276,7 +264,7 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !asked) {
       asked = true;
       grpc::Status why;
-      if (probe(why)) return absl::OkStatus();
+      if (Probe(std::chrono::system_clock::time_point::max(), why)) return absl::OkStatus();
       if (!WhyWaitingCannotHelp(why.error_message(), tls_).empty()) return failed(why, "");
     }
     if (state == GRPC_CHANNEL_SHUTDOWN || !channel_->WaitForStateChange(state, deadline)) break;
@@ -285,7 +273,7 @@ absl::Status Client::WaitReady(std::chrono::milliseconds timeout) {
   if (channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) return absl::OkStatus();
   // One call more, of at most a second, for the last attempt's reason.
   grpc::Status why;
-  if (probe(why)) return absl::OkStatus();
+  if (Probe(std::chrono::system_clock::time_point::max(), why)) return absl::OkStatus();
   return failed(why, absl::StrCat(" within ", absl::StrFormat("%g", timeout.count() / 1000.0), " s"));
 }
 

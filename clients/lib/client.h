@@ -164,6 +164,11 @@ class Client {
 
  private:
   void AwaitFirstConnection(std::chrono::system_clock::time_point call_deadline) const;
+  // One GetServerInfo call of at most a second (and not past `deadline`), without a token: true
+  // when the server answered (an UNAUTHENTICATED answer too), else `why` holds the failure. While
+  // the channel is in TRANSIENT_FAILURE it fails at once with gRPC's reason for the last failed
+  // attempt (a channel's state has none); where the channel has not tried yet it is one attempt.
+  bool Probe(std::chrono::system_clock::time_point deadline, grpc::Status& why) const;
   // Authorize, and the deadline of ClientOptions::timeout_seconds.
   [[nodiscard]] absl::Status Unary(grpc::ClientContext& ctx) const;
 

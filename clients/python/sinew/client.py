@@ -369,9 +369,14 @@ class Client:
         error = from_rpc_error(e)
         if error.code != grpc.StatusCode.UNAVAILABLE:
             return error
-        hint = (_why_waiting_cannot_help(error.message, self._tls)
-                or _closed_unanswered_hint(error.message, self._tls, self._client_certificate))
+        hint = self._connection_hint(error.message)
         return error_for(error.code, f"{error.message} ({hint})") if hint else error
+
+    def _connection_hint(self, reason: str) -> str:
+        """What a failed connection attempt's reason says to change, for this client's TLS
+        arguments ("" where it says nothing)."""
+        return (_why_waiting_cannot_help(reason, self._tls)
+                or _closed_unanswered_hint(reason, self._tls, self._client_certificate))
 
     def _first_connection(self) -> None:
         """Before a client's first call that is a stream or a batch (which cannot be sent again:
@@ -436,8 +441,7 @@ class Client:
             return None
 
         def failed(reason: str, waited: str) -> Unavailable:
-            hint = _why_waiting_cannot_help(reason, self._tls) or _closed_unanswered_hint(reason, self._tls,
-                                                                                          self._client_certificate)
+            hint = self._connection_hint(reason)
             return Unavailable(f"cannot connect to {self.target}{waited}" + (f": {reason}" if reason else "")
                                + (f" ({hint})" if hint else ""))
 
