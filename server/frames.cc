@@ -375,6 +375,10 @@ void GpuFrames::Run(FrameJob& job, std::unique_lock<std::mutex> lock) {
   // in submission order.
   s.device_frames.fetch_add(1);
   gpu_.Submit(*s.gpu, s.device_params, output, &GpuFrames::Completed, &job);
+  // Unlocked here, while `hold` keeps the session: the completion may have dropped the call's
+  // reference already, and a session closed meanwhile then ends with `hold`. Until 2026-12-07 the
+  // caller's lock (this by-value parameter, destroyed after `hold`) unlocked a freed mutex then.
+  lock.unlock();
 }
 
 namespace {
