@@ -99,7 +99,7 @@ bool Droppable(const Preparation& p) { return p.done && (!p.result || p.result.u
 
 absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms,
-    const std::string& cache_dir) {
+    const std::string& cache_dir, const std::string* asker) {
   const std::string key = PreparationKey(method, config);
   std::shared_ptr<Preparation> prep;
   bool mine = false;
@@ -111,6 +111,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
       slot->key = key;
       slot->started_ms = now_ms;
     }
+    if (asker != nullptr) askers[key].insert(*asker);
     slot->last_asked_ms = std::max(slot->last_asked_ms, now_ms);
     if (!slot->claimed && !slot->done) {  // new, or reserved for a background task
       slot->claimed = true;
@@ -187,7 +188,10 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
       prep->status = result.status();
       if (result.status().code() == absl::StatusCode::kCancelled) {
         std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s cancelled\n", id.c_str(), key.c_str());
-        if (auto it = preparations.find(key); it != preparations.end() && it->second == prep) preparations.erase(it);
+        if (auto it = preparations.find(key); it != preparations.end() && it->second == prep) {
+          preparations.erase(it);
+          askers.erase(key);
+        }
       } else {
         prepared_bytes += EntryBytes(*prep);  // a kept failure counts too (--max-prepared-bytes)
       }
@@ -197,8 +201,9 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
   return result;
 }
 
-bool StoredRig::Reserve(const std::string& key, int64_t now_ms) {
+bool StoredRig::Reserve(const std::string& key, int64_t now_ms, const std::string& asker) {
   std::lock_guard lock(prep_mu);
+  askers[key].insert(asker);
   auto& slot = preparations[key];
   if (slot) return false;
   slot = std::make_shared<Preparation>();
@@ -211,11 +216,6 @@ bool StoredRig::Reserve(const std::string& key, int64_t now_ms) {
 bool StoredRig::Listed(const std::string& key) {
   std::lock_guard lock(prep_mu);
   return preparations.contains(key);
-}
-
-void StoredRig::Asked(const std::string& key, const std::string& tenant) {
-  std::lock_guard lock(prep_mu);
-  askers[key].insert(tenant);
 }
 
 bool StoredRig::VisibleLocked(const std::string& key, const std::string& tenant) const {
@@ -248,6 +248,7 @@ absl::Status StoredRig::CancelPreparation(const std::string& key, const std::str
   if (p.done) {
     prepared_bytes -= EntryBytes(p);
     preparations.erase(it);  // a failure, forgotten: the next request retries
+    askers.erase(key);
   } else {
     p.cancel = true;
   }
@@ -433,6 +434,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
     it->second->tenants.insert(tenant);
     return it->second;
   }
+  size_t idle_bytes = 0;  // of the rigs no session uses, counted where eviction was tried
   if (bytes_ + stored->bytes > max_bytes_ && evicted != nullptr) {
     // Evict unused rigs, least recently used first, until the new one fits.
     std::vector<std::pair<int64_t, std::string>> idle;
@@ -442,7 +444,6 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
     std::sort(idle.begin(), idle.end());
     // Only if evicting every idle rig makes room: a refused upload evicts nothing (until
     // 2026-12-03 it dropped idle rigs, and their --state-dir files, and was refused anyway).
-    size_t idle_bytes = 0;
     for (auto& [t, key] : idle) idle_bytes += rigs_[key]->bytes;
     if (bytes_ - idle_bytes + stored->bytes > max_bytes_) idle.clear();
     for (auto& [t, key] : idle) {
@@ -454,8 +455,12 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
     }
   }
   if (bytes_ + stored->bytes > max_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("rig store: ", stored->bytes, " bytes for this rig, ", bytes_,
-                                                     evicted ? " bytes held by rigs in use" : " bytes held",
+    // Until 2026-12-07 every byte held was said to be "held by rigs in use", idle rigs' too.
+    const std::string held =
+        evicted == nullptr ? absl::StrCat(bytes_, " bytes held")
+                           : absl::StrCat(bytes_ - idle_bytes, " bytes held by rigs in use and ", idle_bytes,
+                                          " by rigs no session uses (evicting them would not make room)");
+    return absl::ResourceExhaustedError(absl::StrCat("rig store: ", stored->bytes, " bytes for this rig, ", held,
                                                      ", limit ", max_bytes_, " (--max-store-bytes)"));
   }
   bytes_ += stored->bytes;

@@ -87,9 +87,11 @@ struct StoredRig {
   // The tenants whose sessions asked for each preparation key (guarded by prep_mu): a tenant sees
   // and may cancel only the preparations it asked for, and none another tenant asked for too (a
   // rig several tenants uploaded is shared; its preparations serve their sessions alike). Keys
-  // nobody is recorded for (none so far) are everyone's.
+  // nobody is recorded for (none so far) are everyone's. A key is recorded with its entry in
+  // `preparations` and leaves with it (until 2026-12-07 a create refused at
+  // --max-background-preparations, or a preparation cancelled, left its key here for the rig's
+  // life: one more per new parameter set, without bound).
   std::map<std::string, absl::flat_hash_set<std::string>> askers;
-  void Asked(const std::string& key, const std::string& tenant);
   bool VisibleLocked(const std::string& key, const std::string& tenant) const;
   // The preparations' results, kept failures (their key and error), the normals' adjacency and
   // the quality measure.
@@ -134,10 +136,13 @@ struct StoredRig {
   // (progress logged when it takes over a second), waited for by concurrent callers, cached
   // (failures too: they are deterministic). Methods with save_prepared/load_prepared are also
   // kept under `cache_dir`/prepared/ (when not empty), by rig id and key, and read from there.
+  // `asker`: the tenant whose session asks (recorded in `askers` with the entry, under prep_mu);
+  // nullptr for a background task, whose session's create recorded it.
   absl::StatusOr<std::shared_ptr<const Prepared>> GetOrPrepare(const MethodInfo& method,
                                                                const DeformerConfig& config,
                                                                ThreadPool* pool, int64_t now_ms,
-                                                               const std::string& cache_dir = {});
+                                                               const std::string& cache_dir = {},
+                                                               const std::string* asker = nullptr);
   // Asks the running preparation `key` to stop (it leaves `preparations` once it has; sessions
   // serving a fallback keep it) or forgets a failed one (the next request retries it). `describe`
   // sees the entry as it was, under prep_mu. NOT_FOUND naming the keys there are;
@@ -148,8 +153,8 @@ struct StoredRig {
                                  const std::function<void(const Preparation&)>& describe);
   // Lists the preparation `key` as started (progress 0) so that GetRig shows it at once, for a
   // background task that will run GetOrPrepare; false when it is already listed (then no task
-  // is needed).
-  bool Reserve(const std::string& key, int64_t now_ms);
+  // is needed). `asker` is recorded as asking for it either way.
+  bool Reserve(const std::string& key, int64_t now_ms, const std::string& asker);
   // Whether preparation `key` is listed (running, reserved, or finished and kept).
   bool Listed(const std::string& key);
   // Asks every running preparation to stop (server shutdown).

@@ -44,7 +44,7 @@ absl::Status SinewServer::Start() {
   }
   if (!options_.state_dir.empty()) {
     written.push_back({options_.state_dir + "/rigs", {".rig", ".tenants", ".probe"}});
-    written.push_back({options_.state_dir + "/sessions", {".session"}});
+    written.push_back({options_.state_dir + "/sessions", {".session", ".state"}});  // .state: since 2026-12-07
   }
   for (const Written& w : written) {
     if (const int n = RemoveStaleTemporaries(w.dir, kStaleTemporaryAge, w.extensions); n > 0) {

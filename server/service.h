@@ -184,10 +184,11 @@ class Service final : public v1::Sinew::CallbackService {
   // The deformer of one method (with its shared preparation) or of a pipeline of them.
   // `serve_fallback`: a method with a MethodInfo::fallback whose preparation is not done gets a
   // deformer serving the fallback while the preparation runs on the pool (top-level methods only).
-  // `tenant`: recorded as asking for the preparations it uses (StoredRig::askers).
+  // `tenant`: recorded as asking for the preparations it uses (StoredRig::askers). `restoring`: a
+  // session opened again at a start, which --max-background-preparations does not refuse.
   absl::StatusOr<std::unique_ptr<Deformer>> CreateDeformerOn(const std::shared_ptr<StoredRig>& stored,
                                                              const DeformerConfig& config, bool serve_fallback,
-                                                             const std::string& tenant);
+                                                             const std::string& tenant, bool restoring);
   // The session's device state and its per-rig device data (uploaded on first use). When the
   // device is full, the device copies no session holds (every rig's) are freed and it tries once
   // more.

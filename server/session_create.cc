@@ -123,7 +123,7 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   // opened again at a restart prepares now (until 2026-12-03 it was refused UNAVAILABLE below at
   // every restart, and its record renamed *.bad).
   const bool serve_fallback = restore_id.empty() || backend != v1::BACKEND_GPU;
-  auto deformer = CreateDeformerOn(stored, *config, serve_fallback, tenant);
+  auto deformer = CreateDeformerOn(stored, *config, serve_fallback, tenant, /*restoring=*/!restore_id.empty());
   if (!deformer.ok() && deformer.status().code() == absl::StatusCode::kCancelled) {
     // The preparation this call ran or waited for was cancelled: by the drain (UNAVAILABLE, as
     // any new work then: the client goes to another server) or by CancelPreparation (ABORTED:
@@ -343,12 +343,12 @@ struct PrepareTask {
 
 absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::shared_ptr<StoredRig>& stored_rig,
                                                                     const DeformerConfig& config, bool serve_fallback,
-                                                                    const std::string& tenant) {
+                                                                    const std::string& tenant, bool restoring) {
   StoredRig& stored = *stored_rig;
   if (!config.stages.empty()) {
     std::vector<std::unique_ptr<Deformer>> stages;
     for (size_t k = 0; k < config.stages.size(); ++k) {
-      auto d = CreateDeformerOn(stored_rig, config.stages[k], /*serve_fallback=*/false, tenant);
+      auto d = CreateDeformerOn(stored_rig, config.stages[k], /*serve_fallback=*/false, tenant, restoring);
       if (!d.ok()) return InStage(d.status(), k);
       stages.push_back(std::move(*d));
     }
@@ -362,7 +362,6 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
   if (method.check != nullptr) {
     if (auto st = method.check(*stored.rig, config); !st.ok()) return st;
   }
-  if (method.prepare != nullptr) stored.Asked(PreparationKey(method, config), tenant);
   if (method.prepare != nullptr && serve_fallback && !method.fallback.empty()) {
     const std::string key = PreparationKey(method, config);
     auto done = stored.PreparedIfDone(key);
@@ -382,16 +381,19 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
       // Bounded: each queued task is a preparation of seconds to minutes on the background
       // workers; a client opening sessions with ever new parameters queued them without end
       // (until 2026-12-03). Counted under background_mu_ with the reservation, so that
-      // concurrent creates cannot all pass the check.
+      // concurrent creates cannot all pass the check. Not a session opened again at a start
+      // (--state-dir): acknowledged before, it is not new work, and the restart reopens its
+      // sessions one after another while their preparations queue (until 2026-12-07 those past the
+      // limit stayed closed, NOT_FOUND to their clients, their records kept for a later start).
       std::unique_lock background(background_mu_);
-      const size_t limit = options_.max_background_preparations;
+      const size_t limit = restoring ? 0 : options_.max_background_preparations;
       if (limit > 0 && background_tasks_ >= limit && !stored.Listed(key)) {  // it would queue one more
         return absl::ResourceExhaustedError(absl::StrCat(
             "method ", std::string(method.name), ": ", background_tasks_,
             " preparations are running or waiting in the background (--max-background-preparations ", limit,
             "); send it again once some are done (GetRig lists them) or cancel some (CancelPreparation)"));
       }
-      if (stored.Reserve(key, NowMs())) {
+      if (stored.Reserve(key, NowMs(), tenant)) {
         ++background_tasks_;
         background.unlock();
         auto finished = [this] {
@@ -412,7 +414,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
     // Its parallel work on the preparations' workers, not the frame workers (until 2026-12-03
     // the frame pool: a pipeline's or an implicit session's preparation delayed other sessions'
     // frames for its seconds).
-    auto p = stored.GetOrPrepare(method, config, &background_, NowMs(), options_.cache_dir);
+    auto p = stored.GetOrPrepare(method, config, &background_, NowMs(), options_.cache_dir, &tenant);
     if (!p.ok()) return p.status();
     prepared = std::move(*p);
   }

@@ -40,13 +40,19 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     const bool header = !upload_.has_header();
     if (auto st = upload_.Add(req_); !st.ok()) return Fail(st);
     if (header) {
-      // A rig whose serialized bytes alone pass the tenant's max_rig_bytes can never fit (its
-      // resident size is no smaller): refused before its bytes are received, so that a tenant
-      // with a small quota cannot make the server buffer and hash up to --max-rig-bytes.
+      // A rig announcing far more than the tenant's max_rig_bytes is refused before its bytes are
+      // received, so that a tenant with a small quota cannot make the server buffer and hash up
+      // to --max-rig-bytes. Far more: the quota counts resident bytes, which can be fewer than
+      // the wire's (zero weights are dropped; a fixed-count weight table with one weight of 8
+      // non-zero is about 3 wire bytes to 1 resident). Until 2026-12-07 anything past the quota
+      // itself was refused here: a 20 000-vertex limb of 8 influences, 2.3 MB on the wire and
+      // 1.45 MB resident, at a quota of 2 MB. Below the factor the exact check follows the parse.
       const uint64_t quota = svc_->tokens_.Quotas(tenant_).max_rig_bytes;
-      if (quota > 0 && upload_.total() > quota) {
-        return Fail(absl::ResourceExhaustedError(absl::StrCat("quota max_rig_bytes=", quota, " of tenant ", tenant_,
-                                                              ": header.total_bytes announces ", upload_.total())));
+      if (quota > 0 && upload_.total() / kWireToResident > quota) {
+        return Fail(absl::ResourceExhaustedError(
+            absl::StrCat("quota max_rig_bytes=", quota, " of tenant ", tenant_, ": header.total_bytes announces ",
+                         upload_.total(), ", more than ", kWireToResident,
+                         " times the quota (no rig is that much larger on the wire than in memory)")));
       }
     }
     if (header && !upload_.sha256().empty()) {
@@ -119,12 +125,13 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     const std::string id = v1::Sha256Hex(data);
     if (auto st = upload_.CheckDigest(id); !st.ok()) return Fail(st);
     if (auto held = svc_->rigs_.Find(id, NowMs(), tenant_)) return Respond(*held, true);
-    // The tenant's rig quotas, counted before the bytes are parsed (their parsed size is known
-    // after; the serialized size bounds it from below).
-    // At the resident size of the copy another tenant holds, if one does (a rig of many joints is
-    // larger in memory than on the wire: until 2026-12-03 the serialized size was counted).
+    // The tenant's rig quotas, counted before the bytes are parsed where that is known: the count
+    // of rigs, and the resident size of the copy another tenant holds, if one does (a rig of many
+    // joints is larger in memory than on the wire: until 2026-12-03 the serialized size was
+    // counted). A new rig's size is known once parsed (below): the serialized size does not
+    // bound it from below (until 2026-12-07 it was taken to, refusing rigs whose resident size fit).
     const size_t shared = svc_->rigs_.ResidentBytesOf(id);
-    if (auto st = CheckQuota(std::max<size_t>(data.size(), shared)); !st.ok()) return Fail(st);
+    if (auto st = CheckQuota(shared); !st.ok()) return Fail(st);
     bool had = false;
     if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) {
       // Newly this tenant's, and acknowledged only once kept; else the hold is given back (until
@@ -214,6 +221,8 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   }
 
   static constexpr uint64_t kTrimBytes = uint64_t{8} << 20;
+  // The most wire bytes per resident byte the header check allows before refusing (above).
+  static constexpr uint64_t kWireToResident = 4;
 
   Service* svc_;
   v1::UploadRigResponse* resp_;

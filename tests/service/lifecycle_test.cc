@@ -377,6 +377,10 @@ TEST(Lifecycle, AnUploadThatCannotFitEvictsNothing) {
   ASSERT_TRUE(s.ok()) << s.status();
   auto up_z = c->UploadRig(client::RigToProto(MakeLimb(z_limb)));
   EXPECT_EQ(up_z.status().code(), absl::StatusCode::kResourceExhausted) << up_z.status();
+  // The refusal tells the rigs in use from the idle ones (until 2026-12-07 it said every byte
+  // held was in use).
+  EXPECT_THAT(std::string(up_z.status().message()),
+              HasSubstr(absl::StrCat(y, " bytes held by rigs in use and ", x, " by rigs no session uses")));
   EXPECT_TRUE(c->GetRig(up_x->rig_id()).ok()) << "the idle rig was evicted for an upload that was refused";
   // Once Y is idle too, Z fits by evicting both (least recently used first).
   ASSERT_TRUE(c->CloseSession(s->session_id()).ok());
@@ -1071,6 +1075,46 @@ TEST(Lifecycle, PreparationsNoOpenSessionUsesGoPastTheirBudget) {
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_EQ(frame->method(), v1::METHOD_PBS);
   EXPECT_EQ(server.Terminate(), 0);
+}
+
+// --max-background-preparations bounds what clients queue, not the sessions a start reopens: a
+// restart reopens its kept sessions one after another, each queueing its preparation. Until
+// 2026-12-07 those past the limit were refused there and stayed closed (NOT_FOUND to their
+// clients, their records kept for a later start, where the same could happen again).
+TEST(Lifecycle, AStartReopensEverySessionWhateverTheBackgroundPreparationLimit) {
+  ScratchDir dir("background-limit");
+  // No cache directory: each preparation is made again at the start, and the sessions wait in
+  // the queue for it.
+  const std::vector<std::string> flags = {"--state-dir", dir.path.string(), "--max-background-preparations", "1",
+                                          "--cache-dir", ""};
+  std::vector<std::string> sessions;
+  {
+    ServerProcess server(flags);
+    ASSERT_TRUE(server.started());
+    auto c = Connect(server);
+    for (int k = 0; k < 3; ++k) {
+      auto up = c->UploadRig(client::RigToProto(MakeLimb(LimbOf(900 + 100 * k))));
+      ASSERT_TRUE(up.ok()) << up.status();
+      v1::CreateSessionRequest create;
+      create.set_rig_id(up->rig_id());
+      *create.mutable_deformer() = PbsConfig(0.9);
+      auto s = c->CreateSession(create);
+      ASSERT_TRUE(s.ok()) << s.status();
+      sessions.push_back(s->session_id());
+      // Each preparation done before the next is asked for: the limit of one is never reached here.
+      const auto prepared = WaitForPreparation(*c, up->rig_id(), "voxel=0.1,");
+      ASSERT_TRUE(prepared && prepared->error().empty());
+    }
+    ASSERT_EQ(server.Terminate(), 0);
+  }
+  ServerProcess restarted(flags);
+  ASSERT_TRUE(restarted.started());
+  auto c = Connect(restarted);
+  for (const std::string& id : sessions) {
+    auto got = c->GetSession(id);
+    EXPECT_TRUE(got.ok()) << id << ": " << got.status();
+  }
+  EXPECT_EQ(restarted.Terminate(), 0);
 }
 
 // A client that stops answering with a stream open (its process stopped: the kernel still

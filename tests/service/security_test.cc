@@ -13,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "clients/lib/client.h"
 #include "server/auth.h"
 #include "sinew/v1/rig_id.h"
@@ -675,6 +676,36 @@ TEST(Security, ASharedRigCountsInTheQuotaAtItsResidentSize) {
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->rigs_size(), 0);
   EXPECT_TRUE(a.GetRig(up->rig_id()).ok());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// max_rig_bytes counts resident bytes, which can be fewer than the wire's: a limb of 8 influences
+// a vertex, most of them zero, is larger on the wire. Within the quota resident, it is stored;
+// one more rig past it is refused. Until 2026-12-07 the upload's header was refused wherever the
+// wire size passed the quota, and a parsed rig was counted at the larger of the two.
+TEST(Security, ARigLargerOnTheWireThanInMemoryCountsAtItsResidentSize) {
+  const RigInput input = MakeLimb(LimbOf(4000, 16, 8));
+  const v1::Rig rig = client::RigToProto(input);
+  const size_t serialized = v1::SerializeRigDeterministic(rig).size();
+  auto built = BuildRig(RigInput(input));
+  ASSERT_TRUE(built.ok()) << built.status();
+  const size_t resident = built->ResidentBytes();
+  ASSERT_LT(resident + 2, serialized) << "the test needs a rig smaller in memory than on the wire";
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenB) + " studio-b max_rig_bytes=" + std::to_string((serialized + resident) / 2) +
+                        "\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  client::Client b(server.target(), Token(kTokenB));
+  ASSERT_TRUE(b.WaitReady(std::chrono::seconds(30)).ok());
+  auto up = b.UploadRig(rig);
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(up->info().resident_bytes(), resident);
+  const absl::Status more = b.UploadRig(client::RigToProto(MakeLimb(LimbOf(4100, 16, 8)))).status();
+  EXPECT_EQ(more.code(), absl::StatusCode::kResourceExhausted) << more;
+  EXPECT_THAT(std::string(more.message()), HasSubstr(absl::StrCat("quota max_rig_bytes=", (serialized + resident) / 2,
+                                                                  " of tenant studio-b: ", resident, " bytes held")));
   EXPECT_EQ(server.Terminate(), 0);
 }
 
