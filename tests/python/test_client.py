@@ -234,6 +234,12 @@ class FramesTest(ServerTest):
                 session.iter_clip()
             with self.assertRaisesRegex(sinew.InvalidArgument, "first_frame"):
                 session.iter_clip(poses=[], first_frame=-1)
+            # One pose where a sequence is asked for: until 2026-12-07 stream() returned, and the
+            # TypeError came out of gRPC's thread as "UNKNOWN: Exception iterating requests!".
+            pose = sinew.Pose(*self.limb.pose(0.3)[:2])
+            with self.assertRaisesRegex(sinew.InvalidArgument, r"poses: Pose is not iterable.*\[pose\]"):
+                session.stream(pose)
+            self.assertEqual(len(list(session.stream([pose]))), 1)  # the session still streams
 
     def test_a_bad_frame_does_not_end_the_stream(self) -> None:
         good = [sinew.Pose(*self.limb.pose(np.radians(a))[:2]) for a in (10, 20, 30)]
@@ -299,6 +305,10 @@ class FramesTest(ServerTest):
             self.assertEqual(seen[-1], (7, 7))
             for p, got in zip(pose_list, batch, strict=True):
                 np.testing.assert_array_equal(got, session.deform(p))
+            # An empty list is an empty batch (until 2026-12-07 the request named no source and was
+            # refused INVALID_ARGUMENT "source: give a clip ... or poses").
+            self.assertEqual(session.deform_batch([]).shape, (0, self.limb.vertex_count, 3))
+            self.assertEqual(list(session.iter_clip(poses=[])), [])
 
     def test_parameters_and_pipelines(self) -> None:
         rot, trans, _ = self.limb.pose(np.radians(110), np.radians(170))
@@ -558,6 +568,28 @@ class ErrorsTest(ServerTest):
             client.get_rig("0" * 64)
         with self.assertRaisesRegex(sinew.FailedPrecondition, "client: closed"):
             client.session("s-1")
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "client: closed"):  # ValueError until 2026-12-07
+            client.wait_ready(0)
+
+    def test_a_skeletons_parents_are_a_forest_named_by_joint(self) -> None:
+        # A parent past the last joint was an IndexError out of from_world_matrices, and a cycle
+        # was reported at the first joint world_matrices could not place, which may hang below the
+        # cycle rather than be on it (joint 1 here, until 2026-12-07).
+        rot, trans = [[0, 0, 0, 1]] * 4, [[0, 0, 0]] * 4
+        names = ["a", "b", "c", "d"]
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"skeleton.parents: a cycle through joint [23] "):
+            sinew.Skeleton(names, [-1, 3, 3, 2], rot, trans)
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"skeleton.parents: a cycle through joint 2 \(its parent 2\)"):
+            sinew.Skeleton(names, [-1, 0, 2, 0], rot, trans)
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"skeleton.parents\[3\]: 4; expected -1 \(a root\) or a joint index < 4"):
+            sinew.Skeleton(names, [-1, 0, 1, 4], rot, trans)
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"skeleton.parents\[1\]: 2; expected"):
+            sinew.Skeleton.from_world_matrices(["a", "b"], [-1, 2], np.tile(np.eye(4), (2, 1, 1)))
+        skeleton = sinew.Skeleton(names, [2, 2, -1, 1], rot, [[1, 0, 0]] * 4)  # parents after children
+        np.testing.assert_array_equal(skeleton.world_matrices()[:, 0, 3], [2, 2, 1, 3])
+        skeleton.parents[2] = 3  # changed after construction: 1 -> 2 -> 3 -> 1
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"a cycle through joint [123] "):
+            skeleton.world_matrices()
 
     def test_a_timeout_of_zero_is_no_deadline(self) -> None:
         # As in the C++ client; grpcio takes 0 as a deadline of now (until 2026-12-03 every call

@@ -5,7 +5,10 @@ cage inputs and extra frame outputs, same-host shared memory, and a server that 
 middle of a stream. Run by ctest (tests/CMakeLists.txt) like test_client.py."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import glob
+import io
 import os
 import signal
 import threading
@@ -319,6 +322,42 @@ class SharedMemoryTest(ServerTest):
                     self.assertTrue(all(f.response.positions == b"" for f in frames))
                     for f, w in zip(frames, want, strict=True):
                         np.testing.assert_array_equal(f.positions, w)
+
+
+    def test_a_region_closed_under_a_live_view_lets_go_of_its_memory_with_the_view(self) -> None:
+        # A view of the region outliving close() (a slice of buf, or one a decode error's
+        # traceback holds): until 2026-12-07 the object's descriptor stayed open for the life of
+        # the process, holding its memory, and its finaliser printed "Exception ignored".
+        def ours(names):
+            return [n for n in names if region.name in n]
+
+        def descriptors():
+            out = []
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    out.append(os.readlink(f"/proc/self/fd/{fd}"))
+                except OSError:
+                    pass
+            return out
+
+        def mapped():
+            with open("/proc/self/maps") as maps:
+                return maps.read().splitlines()
+
+        region = self.client.shared_memory(1 << 20)
+        region.buf[:4] = b"abcd"
+        view = region.buf[0:4]
+        self.assertTrue(ours(descriptors()))
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            region.close()
+            self.assertFalse(os.path.exists("/dev/shm" + region.name))  # unlinked
+            self.assertEqual(bytes(view), b"abcd")  # the view still reads what it did
+            del view
+            gc.collect()
+        self.assertEqual(ours(mapped()), [])
+        self.assertEqual(ours(descriptors()), [])
+        self.assertNotIn("Exception ignored", stderr.getvalue())
 
 
 class ServerGoneTest(unittest.TestCase):

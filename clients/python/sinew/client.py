@@ -425,8 +425,10 @@ class Client:
         and one more attempt of at most a second, with gRPC's reason for the last failed attempt
         (connection refused, a TLS handshake). A timeout of 0 is that one attempt. Where waiting
         cannot help (the server's certificate not trusted or not for the name asked, TLS at a
-        plaintext server) it fails at the first failed attempt, with a hint."""
+        plaintext server) it fails at the first failed attempt, with a hint. A closed client
+        raises :class:`~sinew.errors.FailedPrecondition`, as its calls do."""
         from .errors import Unavailable
+        self._check_open()
 
         def probe(seconds: float) -> Optional[str]:
             # A call fails at once with gRPC's reason for the last failed attempt while the
@@ -920,14 +922,19 @@ class Session:
             if "shared_memory" in outputs:
                 raise InvalidArgument("outputs.shared_memory: give the region as shared_memory=")
             _set_fields(pb.FrameOutputs(), outputs, "outputs")
+        try:  # here: on gRPC's thread the TypeError became grpcio's "Exception iterating requests!"
+            it = iter(poses)
+        except TypeError:
+            raise InvalidArgument(f"poses: {type(poses).__name__} is not iterable; give a sequence or generator "
+                                  "of poses (a single pose: [pose])") from None
         if first_frame is not None:
             if first_frame < 0:
                 raise InvalidArgument(f"first_frame: {first_frame}; expected >= 0")
             with self._numbering:
                 self._next_frame = first_frame
-        return self._stream(poses, window, raise_errors, close_with_stream, outputs, shared_memory, slot)
+        return self._stream(it, window, raise_errors, close_with_stream, outputs, shared_memory, slot)
 
-    def _stream(self, poses: Iterable[FrameLike], window: int, raise_errors: bool, close_with_stream: bool,
+    def _stream(self, it: Iterator[FrameLike], window: int, raise_errors: bool, close_with_stream: bool,
                 outputs: Optional[Mapping[str, Any]], shared_memory: Optional[SharedMemoryRegion],
                 slot: int) -> Iterator[Frame]:
         slots = threading.Semaphore(window)
@@ -936,7 +943,6 @@ class Session:
         expected: "queue.Queue[int]" = queue.Queue()  # frames sent and not yet answered, in order
 
         def requests() -> Iterator[Any]:
-            it = iter(poses)
             sent = 0
             while True:
                 slots.acquire()
@@ -1020,6 +1026,7 @@ class Session:
             req.clip.clip.CopyFrom(clip.to_proto())
             req.clip.frames_per_second = fps
         else:
+            req.poses.SetInParent()  # an empty list too (until 2026-12-07: "source: give a clip ... or poses")
             for p in poses or []:
                 req.poses.poses.add().CopyFrom(_pose_proto(p))
         return self._iter_clip(req, progress)

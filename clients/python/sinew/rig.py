@@ -43,6 +43,32 @@ def _array(a, dtype, shape: tuple, name: str) -> np.ndarray:
     return out
 
 
+def _at(index: tuple) -> str:
+    """An array position as a message names it: [3] or [2, 1] (plain ints: numpy 2 writes its
+    scalars as np.int64(3))."""
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+
+
+def _parents_checked(parents: np.ndarray, name: str) -> None:
+    """Every parent index is -1 or a joint of the skeleton, and the parents have no cycle; the
+    error names the first joint whose parent is out of range, or a joint on the first cycle."""
+    j = len(parents)
+    for k, parent in enumerate(parents):
+        if not -1 <= parent < j:
+            raise InvalidArgument(f"{name}[{k}]: {int(parent)}; expected -1 (a root) or a joint index < {j}")
+    state = np.zeros(j, dtype=np.int8)  # 0 unseen, 1 on the path being followed, 2 leads to a root
+    for start in range(j):
+        path = []
+        k = start
+        while k >= 0 and state[k] == 0:
+            state[k] = 1
+            path.append(k)
+            k = int(parents[k])
+        if k >= 0 and state[k] == 1:  # back on this path: k is on a cycle
+            raise InvalidArgument(f"{name}: a cycle through joint {k} (its parent {int(parents[k])})")
+        state[path] = 2
+
+
 def _indices(a, shape: tuple, name: str, lowest: int = 0, dtype=np.uint32) -> np.ndarray:
     """`a` as integer indices of `dtype` (uint32; int32 with lowest -1 for parents) like
     `_array`, refusing what a cast would change: an index below `lowest` (until 2026-12-03 -1
@@ -57,17 +83,17 @@ def _indices(a, shape: tuple, name: str, lowest: int = 0, dtype=np.uint32) -> np
         bad = np.flatnonzero(~np.isfinite(raw) | (np.floor(raw) != raw))
         if bad.size:
             at = np.unravel_index(int(bad[0]), raw.shape)
-            raise InvalidArgument(f"{name}{list(at)}: {raw[at]!r} is not an integer index")
+            raise InvalidArgument(f"{name}{_at(at)}: {raw[at].item()!r} is not an integer index")
     if raw.size and raw.dtype.kind != "u":
         low = np.flatnonzero(raw.reshape(-1) < lowest)
         if low.size:
             at = np.unravel_index(int(low[0]), raw.shape)
             what = "is negative" if lowest == 0 else f"is below {lowest}"
-            raise InvalidArgument(f"{name}{list(at)}: {raw[at]} {what}; expected an index >= {lowest}")
+            raise InvalidArgument(f"{name}{_at(at)}: {raw[at].item()} {what}; expected an index >= {lowest}")
     top = np.iinfo(dtype).max
     if raw.size and raw.max() > top:
         at = np.unravel_index(int(np.argmax(raw)), raw.shape)
-        raise InvalidArgument(f"{name}{list(at)}: {raw[at]} is beyond {top}")
+        raise InvalidArgument(f"{name}{_at(at)}: {raw[at].item()} is beyond {top}")
     return _array(raw.astype(dtype) if raw.size else raw, dtype, shape, name)
 
 
@@ -87,6 +113,7 @@ class Skeleton:
         self.names = [str(n) for n in self.names]
         j = len(self.names)
         self.parents = _indices(self.parents, (j,), "skeleton.parents", lowest=-1, dtype=np.int32)
+        _parents_checked(self.parents, "skeleton.parents")
         self.rest_rotations = _array(self.rest_rotations, np.float64, (j, 4), "skeleton.rest_rotations")
         self.rest_translations = _array(self.rest_translations, np.float64, (j, 3), "skeleton.rest_translations")
         if self.rest_scales is not None:
@@ -115,7 +142,8 @@ class Skeleton:
         """From each joint's rest transform in model space (J, 4, 4); the local transforms are
         ``inverse(world[parent]) @ world[j]``."""
         world = np.asarray(rest_world, dtype=np.float64)
-        p = np.asarray(parents, dtype=np.int64)
+        p = _indices(parents, (-1,), "skeleton.parents", lowest=-1, dtype=np.int32)
+        _parents_checked(p, "skeleton.parents")
         if world.shape != (len(p), 4, 4):
             raise InvalidArgument(f"skeleton.rest_world: shape {world.shape}; expected ({len(p)}, 4, 4)")
         local = world.copy()
@@ -136,8 +164,9 @@ class Skeleton:
                     done[j] = True
             if done.all():
                 break
-        if not done.all():
-            raise InvalidArgument(f"skeleton.parents: a cycle through joint {int(np.argmin(done))}")
+        if not done.all():  # parents changed since construction
+            _parents_checked(np.asarray(self.parents), "skeleton.parents")
+            raise InvalidArgument("skeleton.parents: not a forest")  # not reached: the check names why
         return world
 
 

@@ -108,8 +108,18 @@ class SharedMemoryRegion:
             return
         try:
             shm.close()
-        except BufferError:  # a view of it is still alive somewhere: the mapping goes with it
-            pass
+        except BufferError:
+            # A view of it is still alive somewhere (a slice of `buf`, or one held by a decode
+            # error's traceback): the mapping cannot be closed under it and stays until the last
+            # view goes, but nothing else needs to. Until 2026-12-07 the object's file descriptor
+            # stayed open with it for the life of the process (and with it the object's memory,
+            # unlinked or not), and its finaliser printed "Exception ignored ... BufferError".
+            fd = getattr(shm, "_fd", -1)
+            if fd >= 0:
+                os.close(fd)
+                shm._fd = -1  # type: ignore[attr-defined]
+            shm._buf = None  # type: ignore[attr-defined]  # the view and the mmap: the last
+            shm._mmap = None  # type: ignore[attr-defined]  # view's end unmaps it
         try:
             shm.unlink()
         except FileNotFoundError:
