@@ -114,6 +114,16 @@ def main():
     print(f"blender {bpy.app.version_string}; {os.path.basename(ASSET)}: {len(co)} vertices, "
           f"{len(arm.data.bones)} bones, diagonal {diagonal:.4g}")
 
+    # A control bone no vertex follows, which the Armature modifier ignores: stretched or scaled to 0
+    # below (until 2026-12-07 such a bone stopped every live frame: "not a rotation with a uniform
+    # scale").
+    bpy.context.view_layer.objects.active = arm
+    bpy.ops.object.mode_set(mode="EDIT")
+    ctrl = arm.data.edit_bones.new("sinew_test_control")
+    ctrl.head, ctrl.tail, ctrl.use_deform = (0.0, 0.0, 0.0), (0.0, 0.0, 1.0), False
+    bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.context.view_layer.objects.active = mesh
+
     unweighted = sorted({int(i) for i in np.linspace(0, len(co) - 1, 5)})
     for g in mesh.vertex_groups:
         g.remove(unweighted)
@@ -139,6 +149,9 @@ def main():
         s.method = "lbs"
 
         # 1. Live: frame_change_post writes the shape key.
+        window = bpy.context.window_manager.windows[0]
+        with bpy.context.temp_override(window=window, screen=window.screen):  # undo's operators want them
+            bpy.ops.ed.undo_push(message="sinew test: before Drive")  # undone to below
         check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start failed")
         check(not mod.show_viewport, "the Armature modifier is still on while Sinew drives the mesh")
         check(mesh.data.shape_keys.key_blocks[bridge.SHAPE_KEY].value == 1.0, "shape key value")
@@ -148,6 +161,15 @@ def main():
             worst = max(worst, relative_error(evaluated_positions(mesh), lbs_ref[f], diagonal))
         results.append(("live LBS vs Armature modifier", worst, LBS_TOLERANCE))
         check(worst < LBS_TOLERANCE, f"live LBS: {worst:.3g} of the diagonal from Blender's deformation")
+        control = arm.pose.bones["sinew_test_control"]
+        for scale in ((1.0, 2.0, 1.0), (0.0, 0.0, 0.0), (-1.0, 1.0, 1.0)):
+            control.scale = scale
+            scene.frame_set(FRAMES[2])
+            live_rig = sinew_blender._live[mesh.name]
+            check(not live_rig.error, f"control bone scaled {scale}: {live_rig.error}")
+            stretched = relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[2]], diagonal)
+            check(stretched < LBS_TOLERANCE, f"control bone scaled {scale}: {stretched:.3g} of the diagonal off")
+        control.scale = (1.0, 1.0, 1.0)
         static = max(relative_error(lbs_ref[f][unweighted], co[unweighted], diagonal) for f in FRAMES)
         check(static < 1e-7, f"Blender moved unweighted vertices by {static:.3g} of the diagonal")
         # Renamed while live, the mesh is driven on under its new name (until 2026-12-03 it froze).
@@ -169,7 +191,30 @@ def main():
         mesh.matrix_basis = placement
         results.append(("live LBS, mesh moved after upload", worst, LBS_TOLERANCE))
         check(worst < LBS_TOLERANCE, f"live LBS after moving the mesh: {worst:.3g} of the diagonal")
+        # Undo to a step from before Drive (which makes none): the Armature modifier comes back on and
+        # the Sinew key goes, while the session goes on. Until 2026-12-07 the next frame wrote the key
+        # under the modifier, which deformed it a second time (0.35 of a unit cube off).
+        mesh_name, arm_name = mesh.name, arm.name
+        with bpy.context.temp_override(window=window, screen=window.screen):
+            bpy.ops.ed.undo_push(message="sinew test: a step while live")
+            check(bpy.ops.ed.undo() == {"FINISHED"}, "undo failed")
+        mesh, arm = bpy.data.objects[mesh_name], bpy.data.objects[arm_name]  # undo remakes them
+        scene = bpy.context.scene
+        s = scene.sinew
+        mod = bridge.armature_modifier(mesh)
+        check(mesh_name in sinew_blender._live and not mod.show_viewport,
+              "after an undo the Armature modifier is on under the live mesh")
+        scene.frame_set(FRAMES[3])
+        undone = relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[3]], diagonal)
+        check(undone < LBS_TOLERANCE, f"live LBS after an undo: {undone:.3g} of the diagonal off")
+        # Renamed and stopped before any frame re-keys it: the session closes and the mesh is given
+        # back (until 2026-12-07 Stop looked it up by its new name and left both as they were).
+        mesh.name = mesh_name + "_stopped"
         check(bpy.ops.sinew.stop() == {"FINISHED"}, "sinew.stop failed")
+        check(not sinew_blender._live, "a renamed mesh is still live after Stop")
+        with sinew.connect(server.target) as c:
+            check(not c.list_sessions(), "Stop left the renamed mesh's session open")
+        mesh.name = mesh_name
         check(mod.show_viewport and mesh.data.shape_keys is None, "stop did not give the mesh back")
         scene.frame_set(FRAMES[2])
         check(relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[2]], diagonal) < 1e-9,
@@ -397,6 +442,9 @@ def main():
         s.token = ""
         check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start before saving failed")
         scene.frame_set(FRAMES[1])
+        # Renamed just before the save, no frame since: written given back all the same (until
+        # 2026-12-07 the save looked it up by the name it went live under and wrote it frozen).
+        mesh.name = mesh.name + "_saved"
         saved = os.path.join(tmp, "live.blend")
         bpy.ops.wm.save_as_mainfile(filepath=saved)
         # Saving leaves the mesh live here, and writes it given back (its key muted, its Armature

@@ -300,6 +300,30 @@ def on_frame_change(scene, depsgraph=None) -> None:
             print(f"Sinew: {name}: {e}")
 
 
+def _live_key(obj) -> Optional[str]:
+    """The key of a live mesh in _live: its name, or the name it went live under (LIVE_MARK) if it
+    was renamed since and no frame has re-keyed it yet (no object has that name now; a copy made
+    with Shift+D carries the mark too, but its original still has the name). Until 2026-12-07 Stop,
+    saving and the panel looked a live mesh up by its name alone: renamed, Stop left its session
+    open and saving wrote it with its Armature modifier off."""
+    if obj is None:
+        return None
+    if obj.name in _live:
+        return obj.name
+    mark = obj.get(LIVE_MARK)
+    if isinstance(mark, str) and mark in _live and bpy.data.objects.get(mark) is None:
+        return mark
+    return None
+
+
+def _live_object(name: str):
+    """The mesh a key of _live names: the object of that name, else the one marked with it."""
+    obj = bpy.data.objects.get(name)
+    if obj is not None:
+        return obj
+    return next((o for o in bpy.data.objects if o.get(LIVE_MARK) == name), None)
+
+
 def _close(live: LiveRig) -> None:
     """Closes a live mesh's session (within the frame timeout) and its connection."""
     try:
@@ -312,7 +336,8 @@ def _close(live: LiveRig) -> None:
 def _stop(mesh_obj) -> None:
     """Gives the mesh back: its bake's Mesh Cache modifier on again if it has one (Start turned it
     off), else its Armature modifier."""
-    live = _live.pop(mesh_obj.name, None)
+    key = _live_key(mesh_obj)
+    live = _live.pop(key, None) if key is not None else None
     if live is not None:
         _close(live)
     if LIVE_MARK in mesh_obj:
@@ -327,7 +352,7 @@ def _stop(mesh_obj) -> None:
 
 def _stop_all() -> None:
     for name, live in list(_live.items()):
-        obj = bpy.data.objects.get(name)
+        obj = _live_object(name)
         if obj is not None:
             _stop(obj)
         else:
@@ -365,7 +390,7 @@ def on_save_pre(*_args) -> None:
     where the add-on is not (a farm, a colleague, a shot linking the mesh). Until 2026-12-03 it
     was saved at the last frame Sinew sent, with the Armature modifier off: frozen elsewhere."""
     for name in _live:
-        obj = bpy.data.objects.get(name)
+        obj = _live_object(name)
         if obj is not None:
             _give_back_for_saving(obj, True)
 
@@ -374,7 +399,7 @@ def on_save_pre(*_args) -> None:
 def on_save_post(*_args) -> None:
     """save_post: live again, as before the save."""
     for name in _live:
-        obj = bpy.data.objects.get(name)
+        obj = _live_object(name)
         if obj is not None:
             _give_back_for_saving(obj, False)
 
@@ -391,9 +416,30 @@ def on_render_end(*_args) -> None:
     _rendering = False
 
 
+@persistent
+def on_undo_post(*_args) -> None:
+    """undo_post, redo_post: an undo brings the mesh's data back as it was at that step, and a step
+    from before Drive (Drive makes none of its own) brings back its Armature modifier on and no
+    Sinew key, while its session goes on: until 2026-12-07 the next frame wrote the key under the
+    modifier, which deformed it a second time. Each live mesh is taken from the modifier again
+    and its frame sent again."""
+    if not _live:
+        return
+    for name in list(_live):
+        obj = _live_object(name)
+        if obj is None:
+            continue  # deleted: the next frame closes its session
+        cache = obj.modifiers.get(bridge.MESH_CACHE)
+        if cache is not None:
+            cache.show_viewport = cache.show_render = False
+        _set_armature_modifier(obj, False)
+        obj[LIVE_MARK] = name
+    on_frame_change(bpy.context.scene)
+
+
 _HANDLERS = (("load_pre", "on_load_pre"), ("load_post", "on_load_post"), ("save_pre", "on_save_pre"),
              ("save_post", "on_save_post"), ("render_init", "on_render_init"), ("render_complete", "on_render_end"),
-             ("render_cancel", "on_render_end"))
+             ("render_cancel", "on_render_end"), ("undo_post", "on_undo_post"), ("redo_post", "on_undo_post"))
 
 
 @persistent
@@ -415,7 +461,7 @@ class SINEW_OT_start(bpy.types.Operator):
     def execute(self, context):
         try:
             mesh_obj = _mesh(context)
-            if mesh_obj.name in _live:
+            if _live_key(mesh_obj) is not None:
                 _stop(mesh_obj)
             sinew, export, client, session, rig, options = _open_session(context, mesh_obj)
         except Exception as e:
@@ -463,7 +509,7 @@ class SINEW_OT_stop(bpy.types.Operator):
             if not _live:
                 self.report({"ERROR"}, f"Sinew: {e}")
                 return {"CANCELLED"}
-        if mesh_obj is None or mesh_obj.name not in _live and LIVE_MARK not in mesh_obj:
+        if mesh_obj is None or _live_key(mesh_obj) is None and LIVE_MARK not in mesh_obj:
             # Posing with the armature active, or a mesh that is not live: every live mesh stops
             # (until 2026-12-03 this was an error, and the panel lost the live status).
             _stop_all()
@@ -485,7 +531,8 @@ class SINEW_OT_select_deepest(bpy.types.Operator):
         mesh_obj = _reported_mesh(self, context)
         if mesh_obj is None:
             return {"CANCELLED"}
-        live = _live.get(mesh_obj.name)
+        key = _live_key(mesh_obj)
+        live = _live.get(key) if key is not None else None
         if live is None:
             self.report({"ERROR"}, f"Sinew: {mesh_obj.name} is not driven by Sinew (Drive with Sinew, Skin quality on)")
             return {"CANCELLED"}
@@ -548,7 +595,7 @@ class SINEW_OT_bake(bpy.types.Operator):
         previous = None
         try:
             mesh_obj = _mesh(context)
-            if mesh_obj.name in _live:
+            if _live_key(mesh_obj) is not None:
                 _stop(mesh_obj)
             cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
             if cache is not None:
@@ -625,7 +672,7 @@ class SINEW_OT_clear_bake(bpy.types.Operator):
         cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
         if cache is not None:
             mesh_obj.modifiers.remove(cache)
-        if mesh_obj.name not in _live:
+        if _live_key(mesh_obj) is None:
             _set_armature_modifier(mesh_obj, True)
         return {"FINISHED"}
 
@@ -720,10 +767,11 @@ class SINEW_PT_panel(bpy.types.Panel):
         row.operator(SINEW_OT_stop.bl_idname, icon="PAUSE")
         obj = s.mesh or context.active_object
         # The chosen mesh's, else every live mesh's (posing with the armature active).
-        shown = [_live[obj.name]] if obj is not None and obj.name in _live else list(_live.values())
+        key = _live_key(obj)
+        shown = [_live[key]] if key is not None else list(_live.values())
         for live in shown:
             box = layout.box()
-            if len(shown) > 1 or obj is None or obj.name not in _live:
+            if len(shown) > 1 or key is None:
                 box.label(text=live.export.mesh_name, icon="MESH_DATA")
             box.label(text=f"{live.session.method} on {live.session.backend}, {live.session.vertex_count} vertices")
             box.label(text=f"{live.frames} frames, last {live.last_ms:.1f} ms" +

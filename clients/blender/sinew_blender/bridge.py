@@ -212,6 +212,13 @@ def pose_matrices(export: RigExport, depsgraph) -> Tuple[np.ndarray, np.ndarray]
     premat = np.linalg.inv(matrix(arm.matrix_world)) @ matrix(mesh.matrix_world)
     bones = export.names[:export.bone_count]
     world = np.array([matrix(arm.pose.bones[name].matrix) for name in bones]).reshape(len(bones), 4, 4)
+    # Bones no vertex follows (controls, helpers: not deforming, or without weights) may carry what
+    # Sinew's joints cannot (a stretch, a control scaled to 0 to hide it), and Blender's modifier
+    # ignores them: they are sent as the nearest rotation with a uniform scale, where they are.
+    # Until 2026-12-07 such a bone stopped every frame ("not a rotation with a uniform scale").
+    weightless = np.setdiff1d(np.arange(len(bones)), export.joints)
+    if weightless.size:
+        world[weightless] = similarity(world[weightless])
     d = premat @ np.linalg.inv(export.premat0)
     if not np.allclose(d, np.eye(4), atol=1e-9):
         rest = export.rest_world[:len(bones)]
@@ -219,6 +226,21 @@ def pose_matrices(export: RigExport, depsgraph) -> Tuple[np.ndarray, np.ndarray]
     if export.has_static:
         world = np.concatenate([world, d[None]])
     return world, premat
+
+
+def similarity(m: np.ndarray) -> np.ndarray:
+    """Affine matrices (K, 4, 4) made rotations with a uniform scale, translations kept: the
+    rotation nearest the linear part (polar decomposition; a mirror's flipped back), scaled by the
+    cube root of its volume change (1 where it collapses to nothing)."""
+    out = m.copy()
+    u, sv, vt = np.linalg.svd(m[:, :3, :3])
+    flip = np.linalg.det(u @ vt) < 0
+    u[flip, :, 2] *= -1
+    scale = np.cbrt(np.abs(np.linalg.det(m[:, :3, :3])))
+    scale[~(scale > 1e-6 * np.maximum(sv[:, 0], 1e-30))] = 1.0
+    out[:, :3, :3] = (u @ vt) * scale[:, None, None]
+    out[:, 3, :] = (0.0, 0.0, 0.0, 1.0)
+    return out
 
 
 def to_mesh_space(positions: np.ndarray, premat: np.ndarray) -> np.ndarray:
