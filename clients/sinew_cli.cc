@@ -412,7 +412,16 @@ bool ParseSnapshot(client::Args& args, long long frames, SnapshotPlan* plan, std
     *error = args.error();
     return false;
   }
-  if (plan->path.empty()) return true;
+  if (plan->path.empty()) {
+    // Refused, as a flag the command does not read is (until 2026-12-07 ignored, unchecked).
+    for (const char* flag : {"snapshot-frames", "snapshot-size", "snapshot-view", "snapshot-diff"}) {
+      if (args.Has(flag)) {
+        *error = absl::StrCat("--", flag, " draws into --snapshot's PNG: give --snapshot FILE too");
+        return false;
+      }
+    }
+    return true;
+  }
   const std::string list = args.Get("snapshot-frames");
   if (list.empty()) {  // four frames spread over the run
     for (int k = 0; k < 4; ++k) plan->frames.push_back(std::min(frames - 1, (2 * k + 1) * frames / 8));
@@ -1100,7 +1109,8 @@ void RemoveStaleOutputTemporaries(const std::vector<std::string>& files, const s
   for (std::string& d : dirs) {
     if (d.empty()) d.push_back('.');  // the working folder (= "." trips GCC 12's -Wrestrict, a false positive)
     const int removed =
-        RemoveStaleTemporaries(d, kStaleTemporaryAge, {".pc2", ".glb", ".obj", ".job", ".manifest"});
+        RemoveStaleTemporaries(d, kStaleTemporaryAge, {".pc2", ".glb", ".obj", ".job", ".manifest"},
+                               /*earlier_names=*/false);  // the user's folders: only names AtomicFile makes
     if (removed > 0) std::fprintf(stderr, "sinew: removed %d stale temporaries in %s\n", removed, d.c_str());
   }
 }
@@ -1228,6 +1238,8 @@ int Batch(client::Client& c, client::Args& args) {
   std::string manifest_path;
   client::ShardManifest manifest;
   bool have_manifest = false;
+  absl::Status other_job;      // the manifest there names another job (SameShardJob)
+  bool other_job_ran = false;  // ... and a session of it ran
   // The job: the rig, deformer, backend, encoding and clip at its rate (not the frame range).
   const std::string job = v1::Sha256Hex(absl::StrCat("sinew batch job 1\n", Deterministic(sreq), "\n", Deterministic(req)));
   // The outputs' folders are made, as --obj's is (until 2026-12-03 only a shard's --pc2 folder
@@ -1250,7 +1262,9 @@ int Batch(client::Client& c, client::Args& args) {
     if (resume) {
       auto existing = client::ReadShardManifest(manifest_path);
       if (existing.ok()) {
-        if (auto st = client::SameShardJob(*existing, manifest, manifest_path); !st.ok()) return Fail(st);
+        other_job = client::SameShardJob(*existing, manifest, manifest_path);
+        // "none": written before the shard's session existed (a run that failed before any frame).
+        other_job_ran = existing->backend != "none";
         manifest.backend = existing->backend;
         have_manifest = true;
       } else if (!absl::IsNotFound(existing.status())) {
@@ -1288,6 +1302,22 @@ int Batch(client::Client& c, client::Args& args) {
   // Frames on disk that no record of this job names are refused, not replaced: they may be a
   // DCC's export or another batch's (until 2026-12-03 an unsharded run whose first frame was
   // missing, or a shard without its manifest, removed every such file, --no-resume or not).
+  // A shard's manifest of another job claims its files only where that job got as far as a
+  // session: one that failed before (another backend asked, the server refused the session) left
+  // no frame, and the corrected command writes there, as an unsharded one does (until 2026-12-07
+  // a shard was refused "started for another job" then).
+  if (!other_job.ok()) {
+    if (other_job_ran || (!pc2.empty() && holds_frames(cache_path)) || !obj_found.empty()) return Fail(other_job);
+    have_manifest = false;
+    manifest.backend.clear();
+  }
+  if (resume && shard && !have_manifest && !pc2.empty() && holds_frames(cache_path)) {
+    // As OBJ frames below: until 2026-12-07 such a part was resumed, and another job's frames
+    // came first in the merged cache.
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        cache_path, ": this shard's part holds frames, but no manifest (", manifest_path,
+        ") names this job: they may be another batch's; --no-resume starts this shard over, or write elsewhere")));
+  }
   if (resume && shard && !have_manifest && !obj_found.empty()) {
     return Fail(absl::FailedPreconditionError(absl::StrCat(
         obj_found, ": an OBJ frame in this shard's range, but no manifest (", manifest_path,

@@ -25,6 +25,49 @@ Affine34d ToAffine(const aiMatrix4x4& m) {
   return a;
 }
 
+// `s` with every byte that does not start or continue a valid UTF-8 sequence (overlong forms,
+// surrogates and code points past U+10FFFF included) replaced by U+FFFD. Names from a file go into
+// the rig's protobuf strings, which must be UTF-8: an asset named or with bones named in Latin-1
+// failed to upload ("the bytes are not a serialized sinew.v1.Rig") until 2026-12-07.
+std::string ValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0, min = 0;
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3, cp = c & 0x07, min = 0x10000;
+    }
+    bool ok = n > 0;
+    for (size_t k = 1; ok && k <= n; ++k) {
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) {
+        ok = false;
+      } else {
+        cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+      }
+    }
+    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (ok) {
+      out.append(s.substr(i, n + 1));
+      i += n + 1;
+    } else {
+      out.append("\xEF\xBF\xBD");
+      ++i;
+    }
+  }
+  return out;
+}
+
+// The node's name as the file has it (bones and channels name nodes so; ValidUtf8 for the rig).
 std::string NodeName(const aiNode* n) { return n->mName.length ? std::string(n->mName.C_Str()) : ""; }
 
 // Keys of one channel as strictly increasing times; repeated times keep the last value.
@@ -126,7 +169,7 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
     if (wanted.contains(n)) {
       self = static_cast<int32_t>(sk.parents.size());
       joint[n] = self;
-      std::string name = NodeName(n);
+      std::string name = ValidUtf8(NodeName(n));
       if (name.empty()) name = absl::StrCat("node", self);
       if (const int uses = name_uses[name]++; uses > 0) name = absl::StrCat(name, "#", uses);
       sk.names.push_back(name);
@@ -163,7 +206,7 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   std::vector<float> uv;
   size_t unweighted = 0, bad_sums = 0;
   for (auto [node, m] : meshes) {
-    const std::string mname = m->mName.length ? m->mName.C_Str() : absl::StrCat("mesh", out.meshes.size());
+    const std::string mname = m->mName.length ? ValidUtf8(m->mName.C_Str()) : absl::StrCat("mesh", out.meshes.size());
     MeshRange range{mname, static_cast<uint32_t>(rig.vertex_count()), m->mNumVertices,
                     static_cast<uint32_t>(rig.triangle_count()), 0, m->mNumBones > 0};
     const Affine34d& t = global.at(node);
@@ -251,13 +294,13 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   if (bad_sums) note(absl::StrCat(bad_sums, " vertices' weights did not sum to 1 (within 1e-3); normalised"));
   if (any_uv) rig.attributes.push_back({"uv0", 2, std::move(uv)});
   if (!all_normals) note("some meshes have no normals: normals dropped");
-  rig.name = std::filesystem::path(path).stem().string();
+  rig.name = ValidUtf8(std::filesystem::path(path).stem().string());
 
   // Clips.
   for (unsigned a = 0; a < scene->mNumAnimations; ++a) {
     const aiAnimation* anim = scene->mAnimations[a];
     Clip clip;
-    clip.name = anim->mName.length ? anim->mName.C_Str() : absl::StrCat("clip", a);
+    clip.name = anim->mName.length ? ValidUtf8(anim->mName.C_Str()) : absl::StrCat("clip", a);
     const double tps = anim->mTicksPerSecond > 0 ? anim->mTicksPerSecond : 25.0;
     clip.duration = std::max(0.0, anim->mDuration / tps);
     clip.tracks.resize(sk.size());

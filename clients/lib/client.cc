@@ -606,6 +606,12 @@ absl::Status Decode(std::string_view b, uint32_t vertex_count, v1::OutputEncodin
   if (vertex_count > kMaxResponseVertices) {
     return absl::DataLossError(absl::StrCat("vertex_count: ", vertex_count, " is beyond any rig (", kMaxResponseVertices, ")"));
   }
+  // Every block of 16 values of a delta frame has its width byte: a count its bytes cannot hold is
+  // refused before `out` is sized by it (until 2026-12-07 a few bytes could ask for 3 GiB).
+  if (encoding == v1::OUTPUT_ENCODING_DELTA && b.size() < 3 * ((size_t{vertex_count} + 15) / 16)) {
+    return absl::DataLossError(absl::StrCat("positions: ", b.size(), " bytes cannot hold a delta frame of ",
+                                            vertex_count, " vertices (a byte a block of 16 values at least)"));
+  }
   out.resize(floats);
   if (encoding == v1::OUTPUT_ENCODING_QUANTIZED16) {
     return wire::DecodeQuantized16(b, FromProto(quantization), out);

@@ -334,9 +334,15 @@ absl::StatusOr<Pc2Data> ReadPc2(const std::string& path) {
   if (!h.ok()) return h.status();
   const uint64_t size = h->file_bytes;
 
+  // No frame of no point: its sample count could ask for 2^31 empty frames, and nothing in Sinew
+  // writes one (Pc2Writer::Open refuses it); until 2026-12-07 it was read so.
+  if (h->points == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": PC2 header says 0 points (", h->samples, " samples): no point cache of a mesh"));
+  }
   const uint64_t frame_bytes = uint64_t{h->points} * 12;
   const uint64_t data_bytes = size - kPc2HeaderBytes;
-  const bool truncated = frame_bytes == 0 ? false : h->samples > data_bytes / frame_bytes;
+  const bool truncated = h->samples > data_bytes / frame_bytes;
   if (truncated) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": truncated PC2 data: header says ", h->samples, " frames of ",

@@ -115,7 +115,7 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlnum(char c) { return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 // Whether `name` is a temporary of a file ending in one of `extensions` (see the header).
-bool IsTemporary(std::string_view name, const std::vector<std::string>& extensions) {
+bool IsTemporary(std::string_view name, const std::vector<std::string>& extensions, bool earlier_names) {
   const size_t at = name.rfind(".tmp");
   if (at == std::string_view::npos) return false;
   const std::string_view file = name.substr(0, at), tail = name.substr(at + 4);
@@ -123,6 +123,7 @@ bool IsTemporary(std::string_view name, const std::vector<std::string>& extensio
   for (const std::string& ext : extensions) ours = ours || file.ends_with(ext);
   if (!ours) return false;
   if (tail.size() == 7 && tail[0] == '.') return AllOf(tail.substr(1), IsAlnum);  // .tmp.XXXXXX
+  if (!earlier_names) return false;
   const size_t dash = tail.find('-');
   if (dash == std::string_view::npos) return AllOf(tail, IsDigit);                // .tmp, .tmpPID
   return dash > 0 && dash + 1 < tail.size() && AllOf(tail.substr(0, dash), IsDigit) &&
@@ -132,12 +133,12 @@ bool IsTemporary(std::string_view name, const std::vector<std::string>& extensio
 }  // namespace
 
 int RemoveStaleTemporaries(const std::string& dir, std::chrono::seconds max_age,
-                           const std::vector<std::string>& extensions) {
+                           const std::vector<std::string>& extensions, bool earlier_names) {
   std::error_code ec;
   const auto now = fs::file_time_type::clock::now();
   int removed = 0;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!IsTemporary(it->path().filename().string(), extensions)) continue;
+    if (!IsTemporary(it->path().filename().string(), extensions, earlier_names)) continue;
     std::error_code e;
     if (!it->is_regular_file(e) || e) continue;
     const auto written = fs::last_write_time(it->path(), e);

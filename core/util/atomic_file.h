@@ -20,7 +20,7 @@
 // live writer writes its temporary within seconds, so one untouched for long has no writer, even
 // in a folder other processes share. A temporary is `NAME.EXT.tmp.XXXXXX` (six letters or
 // digits), or the names earlier Sinew versions used, `NAME.EXT.tmp`, `NAME.EXT.tmpPID` and
-// `NAME.EXT.tmpPID-N`; nothing else is touched, so a folder shared with other programs loses only
+// `NAME.EXT.tmpPID-N` (`earlier_names`); nothing else is touched, so a folder shared with other programs loses only
 // such files. It returns how many it removed; a folder it cannot read, or a file it cannot
 // remove, is skipped.
 #include <chrono>
@@ -76,8 +76,12 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// `earlier_names`: also the names earlier Sinew versions used (.tmp, .tmpPID, .tmpPID-N), for the
+// folders Sinew owns (the server's cache and state folders); not for folders users own (the
+// command line's output folders, where a user's `mesh.obj.tmp` is theirs: removed there until
+// 2026-12-07).
 int RemoveStaleTemporaries(const std::string& dir, std::chrono::seconds max_age,
-                           const std::vector<std::string>& extensions);
+                           const std::vector<std::string>& extensions, bool earlier_names = true);
 
 // The age the server removes temporaries at: far beyond any write, short of filling a disk.
 inline constexpr std::chrono::hours kStaleTemporaryAge{1};

@@ -370,6 +370,15 @@ TEST_F(PointCacheTest, ReadPc2RejectsTruncatedAndOverlongFiles) {
   ASSERT_FALSE(data.ok());
   EXPECT_THAT(std::string(data.status().message()), HasSubstr("1 bytes after its 3 frames"));
 
+  // A header of 0 points and 2^31 - 1 samples: refused, not 2^31 empty frames (until 2026-12-07).
+  std::string empty = bytes.substr(0, 32);
+  for (int k = 0; k < 4; ++k) empty[16 + k] = 0;
+  for (int k = 0; k < 4; ++k) empty[28 + k] = char(k == 3 ? 0x7f : 0xff);
+  WriteBytes(path, empty);
+  data = ReadPc2(path);
+  ASSERT_FALSE(data.ok());
+  EXPECT_THAT(std::string(data.status().message()), HasSubstr("0 points (2147483647 samples)"));
+
   data = ReadPc2(Path("missing.pc2"));
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(data.status().code(), absl::StatusCode::kNotFound);

@@ -1,6 +1,7 @@
 // The wire's quantized position encodings (sinew/v1/position_codec.h): their error bounds, the
 // delta stream's losslessness on its grid, and their failures on bad input or bad bytes.
 #include "sinew/v1/position_codec.h"
+#include "clients/lib/client.h"
 
 #include <gtest/gtest.h>
 
@@ -225,3 +226,26 @@ TEST(PositionCodec, AStillFrameCostsOneByteABlock) {
 
 }  // namespace
 }  // namespace sinew::wire
+
+namespace sinew::client {
+namespace {
+
+// A delta frame whose vertex count its bytes cannot hold is refused before the positions are sized
+// by it (until 2026-12-07 ten bytes announcing 2^28 vertices made the client allocate 3 GiB).
+TEST(PositionDecoder, ADeltaFrameItsBytesCannotHoldIsRefusedBeforeItIsAllocated) {
+  v1::DeformResponse r;
+  r.set_vertex_count(1u << 28);
+  r.set_encoding(v1::OUTPUT_ENCODING_DELTA);
+  r.mutable_quantization()->set_key_frame(true);
+  r.set_positions(std::string(10, '\0'));
+  PositionDecoder decoder;
+  std::vector<float> out;
+  const absl::Status st = decoder.Decode(r, out);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_NE(std::string(st.message()).find("10 bytes cannot hold a delta frame of 268435456 vertices"), std::string::npos)
+      << st;
+  EXPECT_TRUE(out.empty());
+}
+
+}  // namespace
+}  // namespace sinew::client

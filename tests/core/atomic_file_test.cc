@@ -186,5 +186,18 @@ TEST(AtomicFile, OnlyOurTemporariesOlderThanTheAgeAreRemoved) {
   EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge, {".rig"}), 1);
 }
 
+// In folders users own (the command line's outputs) only the names AtomicFile makes go: a user's
+// `mesh.obj.tmp` (or .tmp7) is theirs, however old (removed until 2026-12-07).
+TEST(AtomicFile, InAUsersFolderOnlyTheNamesAtomicFileMakesAreRemoved) {
+  Folder dir;
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  for (const char* name : {"mesh.obj.tmp", "mesh.obj.tmp7", "mesh.obj.tmp7-8", "mesh.obj.tmp.Ab3xYz"}) {
+    std::ofstream(dir / name) << "bytes";
+    fs::last_write_time(dir / name, old);
+  }
+  EXPECT_EQ(RemoveStaleTemporaries(dir.path().string(), kStaleTemporaryAge, {".obj"}, /*earlier_names=*/false), 1);
+  EXPECT_EQ(dir.Names(), (std::set<std::string>{"mesh.obj.tmp", "mesh.obj.tmp7", "mesh.obj.tmp7-8"}));
+}
+
 }  // namespace
 }  // namespace sinew

@@ -358,6 +358,36 @@ TEST(AssetImport, MalformedFilesGiveErrorsNamingTheFile) {
   }
 }
 
+// Names in another encoding than UTF-8 (Latin-1 here: a file, a bone and a clip named "café")
+// reach the rig as valid UTF-8, U+FFFD in place of each bad byte, so that it serializes and
+// uploads: until 2026-12-07 the upload failed "the bytes are not a serialized sinew.v1.Rig".
+TEST(AssetImport, NamesThatAreNotUtf8BecomeValidUtf8) {
+  const std::string x = kModels + "/X/Testwuson.X";
+  if (!std::filesystem::exists(x)) GTEST_SKIP() << "assimp-testmodels not installed";
+  std::string text = Slurp(x);
+  auto rename = [&](const std::string& from, const std::string& to) {
+    size_t n = 0;
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()), ++n) {
+      text.replace(at, from.size(), to);
+    }
+    return n;
+  };
+  ASSERT_GT(rename("Spine_Front01", "caf\xe9_Front01"), 1u);  // the frame and what names it
+  ASSERT_GT(rename("Wuson_Run", "Wuson_caf\xe9"), 0u);
+  const std::string path = WriteTemp("sinew_caf\xe9.X", text);
+  auto asset = ImportAsset(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(asset.ok()) << asset.status();
+  const std::string bad = "caf\xEF\xBF\xBD";
+  EXPECT_EQ(asset->rig.rig.name, "sinew_" + bad);
+  const auto& names = asset->rig.rig.skeleton.names;
+  EXPECT_NE(std::find(names.begin(), names.end(), bad + "_Front01"), names.end());
+  ASSERT_FALSE(asset->clips.empty());
+  bool renamed_clip = false;
+  for (const auto& c : asset->clips) renamed_clip = renamed_clip || c.name == "Wuson_" + bad;
+  EXPECT_TRUE(renamed_clip);
+}
+
 // simple_skin.gltf as tinygltf reads it, edited by `edit`, written to a temporary file and
 // imported; the file is removed. Empty when assimp-testmodels is missing.
 std::optional<absl::StatusOr<ImportedAsset>> ImportEditedSimpleSkin(const std::string& name,

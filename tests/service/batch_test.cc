@@ -570,6 +570,24 @@ TEST_F(Batch, ARunThatFailedBeforeItsFirstFrameDoesNotHoldItsFilesAgainstTheNext
   EXPECT_THAT(err, HasSubstr("resuming at frame 5"));
   EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "30", {"--backend", "auto", "--max-frames", "5"}), nullptr, &err), 1);
   EXPECT_THAT(err, HasSubstr("these files hold another batch's frames"));
+  // A shard alike (until 2026-12-07 refused: "this shard was started for another job"), and
+  // once it holds frames, another job is refused.
+  const std::string part_of = (dir_ / "sharded.pc2").string();
+  EXPECT_EQ(RunProcess(BatchArgs(server, part_of, "30", {"--backend", "gpu", "--shard", "0/2"}), nullptr, &err), 1);
+  ASSERT_TRUE(fs::exists(part_of + ".shard-0-of-2.manifest")) << "the fixture no longer leaves the files it tests";
+  ASSERT_EQ(RunProcess(BatchArgs(server, part_of, "30", {"--backend", "cpu", "--shard", "0/2", "--max-frames", "3"}),
+                       nullptr, &err),
+            0)
+      << err;
+  EXPECT_EQ(FramesIn(part_of + ".shard-0-of-2"), 3u);
+  EXPECT_EQ(RunProcess(BatchArgs(server, part_of, "30", {"--backend", "auto", "--shard", "0/2"}), nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("this shard was started for another job"));
+  // A part whose manifest is gone is not taken for this job's (until 2026-12-07 resumed: another
+  // job's frames came first in the merged cache).
+  fs::remove(part_of + ".shard-0-of-2.manifest");
+  EXPECT_EQ(RunProcess(BatchArgs(server, part_of, "30", {"--backend", "auto", "--shard", "0/2"}), nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("this shard's part holds frames, but no manifest"));
+  EXPECT_EQ(FramesIn(part_of + ".shard-0-of-2"), 3u);
   // The clip's rate is refused by the client, as the server would, naming the flag.
   EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "0.01"), nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("--clip-fps"));
@@ -587,6 +605,12 @@ TEST_F(Batch, ARunThatFailedBeforeItsFirstFrameDoesNotHoldItsFilesAgainstTheNext
   std::vector<std::string> three = play;
   three.insert(three.end(), {"--frames", "3", "--method", "lbs"});
   EXPECT_EQ(RunProcess(three, nullptr, &err), 0) << err;
+  // --snapshot-* flags draw into --snapshot's PNG: without it they are refused, not ignored
+  // unchecked (until 2026-12-07).
+  std::vector<std::string> no_png = three;
+  no_png.insert(no_png.end(), {"--snapshot-size", "banana"});
+  EXPECT_EQ(RunProcess(no_png, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--snapshot-size draws into --snapshot's PNG: give --snapshot FILE too"));
   EXPECT_EQ(server.Terminate(), 0);
 }
 
