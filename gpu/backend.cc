@@ -1,6 +1,7 @@
 #include "gpu/backend.h"
 
 #include <algorithm>
+#include <limits>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -368,9 +369,21 @@ class Device final : public ProgramDevice {
           "(--gpu-memory-limit) beside the rigs and sessions on the device", index_, in + out));
     }
     std::string error;
+    // Both buffers that change are freed before either is allocated: the budget charged their
+    // new sizes together, and a buffer grown while the other still held its old size held more
+    // than that (until 2026-12-07: near the limit a batch could fail for that moment's excess).
+    if (s.dev_in_cap != in_cap) {
+      api_->Free(index_, s.dev_in);
+      s.dev_in = nullptr;
+      s.dev_in_cap = 0;
+    }
+    if (s.dev_out_cap != out_cap) {
+      api_->Free(index_, s.dev_out);
+      s.dev_out = nullptr;
+      s.dev_out_cap = 0;
+    }
     auto resize = [&](void*& p, size_t& cap, size_t want) {
       if (cap == want) return true;
-      api_->Free(index_, p);
       p = api_->Alloc(index_, want, &error);
       cap = p ? want : 0;
       if (p == nullptr) {  // a failed allocation leaves nothing: the next batch allocates again
@@ -887,6 +900,12 @@ absl::StatusOr<std::shared_ptr<GpuRig>> GpuBackend::Upload(const Rig& rig) {
   const size_t n = rig.vertex_count(), e = rig.weights.joints.size();
   const uint64_t bytes = sizeof(float) * rig.positions.size() + sizeof(uint32_t) * rig.weights.offsets.size() +
                          sizeof(uint16_t) * e + sizeof(float) * e;
+  // The kernels index vertices with 32 bits and widen before multiplying by 3; the frames' vertex
+  // counts are 32 bits. (Above the server's default --max-vertices of 10 million by far.)
+  if (n > std::numeric_limits<uint32_t>::max() / 3) {
+    return absl::InvalidArgumentError(absl::StrCat("gpu: a rig of ", n, " vertices; the GPU backend takes at most ",
+                                                   std::numeric_limits<uint32_t>::max() / 3));
+  }
   // The least-loaded device: the one with the most free budget.
   Device* best = nullptr;
   std::string broken;

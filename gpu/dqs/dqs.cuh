@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "gpu/runtime/hd.h"
@@ -39,7 +40,7 @@ SINEW_HD void DqsPoint(const uint32_t* offsets, const uint16_t* joints, const fl
 
 SINEW_HD void DqsVertex(const float* rest, const uint32_t* offsets, const uint16_t* joints,
                         const float* weights, const float* q, uint32_t v, float* out) {
-  DqsPoint(offsets, joints, weights, q, v, rest[3 * v], rest[3 * v + 1], rest[3 * v + 2], out);
+  DqsPoint(offsets, joints, weights, q, v, rest[size_t{3} * v], rest[size_t{3} * v + 1], rest[size_t{3} * v + 2], out);
 }
 
 }  // namespace sinew::gpu

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "core/implicit/device_layout.h"
@@ -211,11 +212,12 @@ SINEW_HD V3 operator-(V3 a, V3 b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
 SINEW_HD V3 operator*(float s, V3 a) { return {s * a.x, s * a.y, s * a.z}; }
 SINEW_HD float Dot(V3 a, V3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
 SINEW_HD float Norm(V3 a) { return sqrtf(Dot(a, a)); }
-SINEW_HD V3 Load3(const float* p, uint32_t i) { return {p[3 * i], p[3 * i + 1], p[3 * i + 2]}; }
+// Indices widened before the multiply (a rig of 2^32 / 3 vertices or more wrapped, 2026-12-07).
+SINEW_HD V3 Load3(const float* p, uint32_t i) { return {p[size_t{3} * i], p[size_t{3} * i + 1], p[size_t{3} * i + 2]}; }
 SINEW_HD void Store3(float* p, uint32_t i, V3 v) {
-  p[3 * i] = v.x;
-  p[3 * i + 1] = v.y;
-  p[3 * i + 2] = v.z;
+  p[size_t{3} * i] = v.x;
+  p[size_t{3} * i + 1] = v.y;
+  p[size_t{3} * i + 2] = v.z;
 }
 // m: 3x3 row-major.
 SINEW_HD V3 Mul3(const float* m, V3 v) {

@@ -1,6 +1,7 @@
 // GPU twin of core/lbs: one vertex of linear blend skinning.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "gpu/runtime/hd.h"
@@ -23,7 +24,7 @@ SINEW_HD void LbsPoint(const uint32_t* offsets, const uint16_t* joints, const fl
 
 SINEW_HD void LbsVertex(const float* rest, const uint32_t* offsets, const uint16_t* joints,
                         const float* weights, const float* m, uint32_t v, float* out) {
-  LbsPoint(offsets, joints, weights, m, v, rest[3 * v], rest[3 * v + 1], rest[3 * v + 2], out);
+  LbsPoint(offsets, joints, weights, m, v, rest[size_t{3} * v], rest[size_t{3} * v + 1], rest[size_t{3} * v + 2], out);
 }
 
 }  // namespace sinew::gpu

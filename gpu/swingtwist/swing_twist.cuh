@@ -4,6 +4,7 @@
 // padding has d = 0); per joint a JointRecord padded to kSwingTwistJointFloats floats.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "gpu/runtime/hd.h"
@@ -20,7 +21,7 @@ inline constexpr uint32_t kSwingTwistA = 0, kSwingTwistB = 12, kSwingTwistTheta 
 // parameters): each influence is one 16-byte load, each joint record ten.
 SINEW_HD void SwingTwistVertex(const float* rest, const float* rows, uint32_t cols, const float* joints, uint32_t v,
                                float* out) {
-  const float px = rest[3 * v], py = rest[3 * v + 1], pz = rest[3 * v + 2];
+  const float px = rest[size_t{3} * v], py = rest[size_t{3} * v + 1], pz = rest[size_t{3} * v + 2];
   const float* row = rows + size_t(v) * cols;
   float ox = 0, oy = 0, oz = 0;
   for (uint32_t k = 0; k < cols; k += kSwingTwistRowFloats) {
