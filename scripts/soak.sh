@@ -75,7 +75,15 @@ if [[ -z "$capacity" ]]; then
   capacity=$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["achieved_frames_per_s"])' "$out/capacity.json")
   echo "soak.sh: capacity $capacity frames/s ($sessions sessions as fast as answered, 20 s)"
 fi
-fps=$($py -c 'import sys; print(f"{float(sys.argv[1]) * float(sys.argv[2]) / int(sys.argv[3]):.3f}")' "$capacity" "$fraction" "$sessions")
+# A capacity of 0 (nothing answered in the measurement) printed as --fps 0.000, which sinew-load
+# reads as "as fast as answered": the opposite of a soak at a fraction (until 2026-12-07).
+fps=$($py -c '
+import sys
+fps = float(sys.argv[1]) * float(sys.argv[2]) / int(sys.argv[3])
+if not fps >= 0.001:
+    sys.exit(f"soak.sh: {sys.argv[2]} x {sys.argv[1]} frames/s over {sys.argv[3]} sessions is {fps:g} frames/s a session; '
+             f'sinew-load paces at 0.001 or more (see {sys.argv[4]})")
+print(f"{fps:.6g}")' "$capacity" "$fraction" "$sessions" "$out/capacity.txt")
 echo "soak.sh: soaking at $fraction x $capacity frames/s = $fps frames/s per session x $sessions for $duration s"
 
 (while kill -0 "$server_pid" 2>/dev/null; do echo "$(date +%s) $(rss_kb)"; sleep 5; done) >"$out/rss.txt" &

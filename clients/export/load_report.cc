@@ -158,14 +158,22 @@ std::string LoadReportHtml(const LoadReport& r) {
   const int windows = std::clamp(int(std::lround(duration / 0.25)), 4, 120);
   const double width = duration / windows;
   std::vector<std::vector<float>> in(windows);
-  for (const LoadSample& s : r.samples) in[std::clamp(int(s.t / width), 0, windows - 1)].push_back(s.latency_ms);
+  // The rate by when the answers came (a frame's send time plus its latency; those after the end,
+  // within the answer grace, in the last window): until 2026-12-07 it was by scheduled send time,
+  // and an overloaded run's frames scheduled late, never sent, showed as the rate falling to 0
+  // while the server answered steadily.
+  std::vector<double> answered(windows, 0);
+  for (const LoadSample& s : r.samples) {
+    in[std::clamp(int(s.t / width), 0, windows - 1)].push_back(s.latency_ms);
+    answered[std::clamp(int((s.t + s.latency_ms / 1000.0) / width), 0, windows - 1)] += 1;
+  }
   const double ps[] = {50, 90, 99, 100};
   std::string paths[4], rate_path, table_rows;
   double ymax = 0, rate_max = 0;
   for (int w = 0; w < windows; ++w) {
     std::sort(in[w].begin(), in[w].end());
     if (!in[w].empty()) ymax = std::max<double>(ymax, in[w].back());
-    rate_max = std::max(rate_max, in[w].size() * per_sample / width);
+    rate_max = std::max(rate_max, answered[w] * per_sample / width);
   }
   ymax = ymax > 0 ? ymax * 1.05 : 1;
   rate_max = rate_max > 0 ? rate_max * 1.1 : 1;
@@ -173,7 +181,7 @@ std::string LoadReportHtml(const LoadReport& r) {
   bool pen[4] = {};
   for (int w = 0; w < windows; ++w) {
     const double x = (w + 0.5) * width;
-    absl::StrAppend(&rate_path, w ? "L" : "M", absl::StrFormat("%.1f %.1f", rate.X(x), rate.Y(in[w].size() * per_sample / width)));
+    absl::StrAppend(&rate_path, w ? "L" : "M", absl::StrFormat("%.1f %.1f", rate.X(x), rate.Y(answered[w] * per_sample / width)));
     std::string row = sampled ? absl::StrFormat("<tr><td>%.2f–%.2f</td><td>≈%.0f</td>", w * width, (w + 1) * width,
                                                 in[w].size() * per_sample)
                               : absl::StrFormat("<tr><td>%.2f–%.2f</td><td>%zu</td>", w * width, (w + 1) * width, in[w].size());
@@ -187,7 +195,7 @@ std::string LoadReportHtml(const LoadReport& r) {
       pen[k] = true;
       absl::StrAppendFormat(&row, "<td>%.3f</td>", v);
     }
-    if (in[w].empty()) row += "<td colspan=\"4\">no answers</td>";
+    if (in[w].empty()) row += "<td colspan=\"4\">no frame scheduled here was answered</td>";
     table_rows += row + "</tr>\n";
   }
   std::string over_time = Axes(lat, Ticks(0, duration, 10), Ticks(0, ymax, 6), "seconds from the start (frames by their scheduled send time)",
@@ -196,7 +204,8 @@ std::string LoadReportHtml(const LoadReport& r) {
   // 100 frames in a window its p99 is its max).
   for (int k = 3; k >= 0; --k) absl::StrAppendFormat(&over_time, R"~(<path d="%s" class="s%d"/>)~", paths[k], k);
   over_time += Legend({{"s0", "p50"}, {"s1", "p90"}, {"s2", "p99"}, {"s3", "max"}});
-  std::string rate_svg = Axes(rate, Ticks(0, duration, 10), Ticks(0, rate_max, 5), "seconds from the start", "answered frames/s");
+  std::string rate_svg = Axes(rate, Ticks(0, duration, 10), Ticks(0, rate_max, 5),
+                              "seconds from the start (frames by their answer's arrival)", "answered frames/s");
   absl::StrAppendFormat(&rate_svg, R"~(<path d="%s" class="s4"/>)~", rate_path);
   rate_svg += Legend({{"s4", "answered frames/s, all sessions"}});
 

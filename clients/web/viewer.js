@@ -50,6 +50,11 @@ function makeScene(gltf, color) {
   scene.userData.lights = { sky, key };
   const root = gltf.scene;
   root.traverse((o) => {
+    if (o.isPoints) {  // a point set's bake (sinew batch --point-set N --gltf): no triangles, no normals
+      o.material = new THREE.PointsMaterial({ color, size: 3, sizeAttenuation: false });
+      o.frustumCulled = false;
+      return;
+    }
     if (!o.isMesh) return;
     // Flat shading takes each triangle's normal from its morphed positions, so every frame is
     // lit as deformed (the file's normals are the rest pose's).
@@ -68,7 +73,8 @@ function sinewInfo(gltf) {
 
 function morphMesh(root) {
   let found = null;
-  root.traverse((o) => { if (!found && o.isMesh && o.morphTargetInfluences && o.morphTargetInfluences.length) found = o; });
+  // Meshes and point sets alike (until 2026-12-07 a point set's bake was not played, nor looked at).
+  root.traverse((o) => { if (!found && (o.isMesh || o.isPoints) && o.morphTargetInfluences && o.morphTargetInfluences.length) found = o; });
   return found;
 }
 
@@ -272,7 +278,7 @@ function fit() {
     if (!s) continue;
     s.gltf.scene.updateMatrixWorld(true);
     s.gltf.scene.traverse((o) => {
-      if (!o.isMesh) return;
+      if (!o.isMesh && !o.isPoints) return;
       const g = o.geometry;
       const box = new THREE.Box3().setFromBufferAttribute(g.attributes.position);
       const frames = box.clone();

@@ -29,11 +29,36 @@ TEST(LoadReport, WindowsHoldTheirNearestRankPercentiles) {
   EXPECT_THAT(html, HasSubstr("data-samples=\"200\""));
   EXPECT_THAT(html, HasSubstr("<tr><td>0.00–0.25</td><td>100</td><td>50.000</td><td>90.000</td><td>99.000</td><td>100.000</td></tr>"));
   EXPECT_THAT(html, HasSubstr("<tr><td>1.75–2.00</td><td>100</td><td>1050.000</td><td>1090.000</td><td>1099.000</td><td>1100.000</td></tr>"));
-  EXPECT_THAT(html, HasSubstr("<tr><td>0.25–0.50</td><td>0</td><td colspan=\"4\">no answers</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<tr><td>0.25–0.50</td><td>0</td><td colspan=\"4\">no frame scheduled here was answered</td></tr>"));
   EXPECT_THAT(html, HasSubstr("latency ms (logarithmic)"));  // 1 … 1100 ms spans more than 20×
   for (const char* external : {"<script", "src=", "href=", "http:", "https:", "@import", "url("}) {
     EXPECT_THAT(html, Not(HasSubstr(external))) << external;
   }
+}
+
+// The rate chart counts frames by when their answers came: frames all scheduled in the first
+// quarter second and answered one a window over the run draw a flat rate over every window, not
+// one peak at the start and nothing after (by scheduled send time until 2026-12-07).
+TEST(LoadReport, TheRateChartCountsFramesByTheirAnswersArrival) {
+  LoadReport r;
+  r.duration_s = 2;  // 8 windows of 0.25 s
+  for (int w = 0; w < 8; ++w) r.samples.push_back({0.01f, float(250 * w + 100)});  // answered in window w
+  const std::string html = LoadReportHtml(r);
+  const size_t at = html.find("<svg id=\"rate\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string rate = html.substr(at, html.find("</svg>", at) - at);
+  const size_t d = rate.find("<path d=\"M");
+  ASSERT_NE(d, std::string::npos);
+  const std::string path = rate.substr(d + 9, rate.find('"', d + 9) - d - 9);
+  std::vector<std::string> ys;
+  for (size_t p = 0; p < path.size();) {
+    const size_t space = path.find(' ', p), next = path.find('L', p + 1);
+    ys.push_back(path.substr(space + 1, (next == std::string::npos ? path.size() : next) - space - 1));
+    p = next == std::string::npos ? path.size() : next;
+  }
+  ASSERT_EQ(ys.size(), 8u) << path;
+  for (const std::string& y : ys) EXPECT_EQ(y, ys[0]) << path;  // 4 frames/s in every window
+  EXPECT_THAT(rate, HasSubstr("frames by their answer's arrival"));
 }
 
 // A session's reservoir keeps every frame up to its cap, in order; past it exactly `cap` frames,

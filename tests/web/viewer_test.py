@@ -435,6 +435,36 @@ class ViewerTest(unittest.TestCase):
         self.assertLess(frac, 0.6)
 
 
+    def test_6_a_point_set_bake_in_slot_b_alone_is_drawn_with_its_panel(self):
+        """A point set's bake (no triangles, no normals: three's Points) is looked at and drawn,
+        and a clip in slot B alone shows its panel (until 2026-12-07 the camera stayed at the
+        origin with nothing drawn, and B's panel was hidden whenever fewer than two clips played)."""
+        chrome = type(self).chrome
+        self.assertIsNotNone(chrome, 'test_2 starts the browser')
+        points = os.path.join(self.tmp, 'bcn-points.glb')
+        r = subprocess.run([ARGS.cli, '--target', self.target, 'batch', CHARACTER, '--point-set', '400', '--method', 'lbs',
+                            '--clip-fps', '10', '--gltf', points], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        chrome.call('Page.navigate', url=chrome.eval('location.origin') + '/index.html')
+        chrome.wait_for('document.body.dataset.state === "empty" && window.sinewViewer', 'an empty viewer')
+        root = chrome.call('DOM.getDocument')['root']['nodeId']
+        picker = chrome.call('DOM.querySelector', nodeId=root, selector='#file-b')['nodeId']
+        chrome.call('DOM.setFileInputFiles', nodeId=picker, files=[points])
+        chrome.wait_for('document.body.dataset.state === "ready" && (sinewViewer.state().slots[1] || {}).frames > 1',
+                        'the point set in slot B')
+        camera = chrome.eval('sinewViewer.state().camera')
+        self.assertGreater(sum(abs(c) for c in camera), 0, 'the camera was not placed to look at the points')
+        self.assertNotEqual(chrome.eval('getComputedStyle(document.getElementById("panel-b")).display'), 'none',
+                            "slot B's panel is hidden while it plays alone")
+        renders = int(chrome.eval('sinewViewer.state().renders'))
+        chrome.wait_for(f'sinewViewer.state().renders >= {renders + 2}', 'two more frames drawn')
+        box = chrome.eval('(() => { const r = document.getElementById("view").getBoundingClientRect();'
+                          ' return [r.left, r.top, r.right, r.bottom].map((x) => Math.round(x * devicePixelRatio)); })()')
+        img = Image.open(io.BytesIO(chrome.screenshot())).convert('RGB')
+        frac = drawn_fraction(img, tuple(box))
+        print(f'the point set: {100 * frac:.2f} % of pixels drawn')
+        self.assertGreater(frac, 0.0005, 'no point of the set is drawn')
+
 if __name__ == '__main__':
     ap = argparse.ArgumentParser()
     ap.add_argument('--server', required=True)
