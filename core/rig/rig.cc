@@ -114,8 +114,16 @@ absl::Status BuildSkeleton(Skeleton& sk, const RigLimits& limits) {
     for (int32_t j : sk.order) reached[j] = true;
     for (size_t j = 0; j < n; ++j) {
       if (!reached[j]) {
-        return Invalid(absl::StrCat("rig.skeleton.joints[", j,
-                                    "].parent: joint is on a cycle of parent links"));
+        // The first unreached joint may hang below a cycle rather than be on it: its parents are
+        // followed until one repeats, which is on the cycle (until 2026-12-07 the first was named).
+        std::vector<bool> seen(n, false);
+        size_t k = j;
+        while (!seen[k]) {
+          seen[k] = true;
+          k = static_cast<size_t>(sk.parents[k]);  // unreached: never a root
+        }
+        return Invalid(absl::StrCat("rig.skeleton.joints[", k, "].parent: joint is on a cycle of parent links (",
+                                    k, " -> ", sk.parents[k], " -> ... -> ", k, ")"));
       }
     }
   }
@@ -127,6 +135,19 @@ absl::Status BuildSkeleton(Skeleton& sk, const RigLimits& limits) {
     world[j] = p < 0 ? sk.rest_local[j] : world[p] * sk.rest_local[j];
   }
   if (sk.inverse_bind.empty()) {
+    // Made from the rest transforms: a chain's product of scales past double's range is the rest
+    // scales' fault, named so (until 2026-12-07 blamed on inverse_bind_matrices, which the client
+    // had not sent).
+    for (size_t j = 0; j < n; ++j) {
+      const Affine34d m = world[j].Matrix();
+      const double scale = std::cbrt(std::abs(m.leftCols<3>().determinant()));
+      if (!m.allFinite() || !(scale > 1e-100 && scale < 1e100)) {
+        return Invalid(absl::StrFormat(
+            "rig.skeleton.joints[%d].rest: its rest transform in model space (the product of its chain's rest "
+            "scales, here %g) is out of range; give smaller scale changes along the chain",
+            j, scale));
+      }
+    }
     sk.inverse_bind.resize(n);
     for (size_t j = 0; j < n; ++j) sk.inverse_bind[j] = Inverse(world[j].Matrix());
   } else if (sk.inverse_bind.size() != n) {

@@ -257,6 +257,19 @@ TEST(Rig, SkeletonCycleNamesJoint) {
   RigInput in = Limb();
   in.rig.skeleton.parents = {-1, 2, 1};
   ExpectInvalid(std::move(in), "rig.skeleton.joints[1].parent: joint is on a cycle");
+  // A joint hanging below a cycle is not named as on it (joint 0 was, until 2026-12-07).
+  RigInput below = Limb();
+  below.rig.skeleton.parents = {2, 2, 1};
+  ExpectInvalid(std::move(below), "rig.skeleton.joints[2].parent: joint is on a cycle of parent links (2 -> 1 -> ... -> 2)");
+}
+
+// Inverse binds made from the rest transforms: a chain whose scales' product leaves double's range
+// is refused naming the joint's rest, not inverse_bind_matrices, which the client did not send
+// (until 2026-12-07).
+TEST(Rig, RestScalesOutOfRangeAreNamedByTheirJoint) {
+  RigInput in = Limb();
+  for (auto& r : in.rig.skeleton.rest_local) r.scale = 1e-60;
+  ExpectInvalid(std::move(in), "rig.skeleton.joints[1].rest: its rest transform in model space");
 }
 
 TEST(Rig, ParentOutOfRange) {
@@ -375,6 +388,26 @@ TEST(RigCage, CageThatDoesNotEncloseTheMeshNamesTheVertex) {
   RigInput in = LimbWithCage();
   in.rig.positions[3 * 5 + 1] = 10.0f;  // vertex 5 far outside
   ExpectInvalid(std::move(in), "rig.mesh.positions[5]: point (0, 10, ");
+}
+
+// A mesh touching its cage, on any face: points on the cage's surface are enclosed, whatever the
+// sign of the zero their face's solid angle reads (until 2026-12-07 a point on the -x face of a
+// box read 0 and was refused, one on the +x face 1 and was taken); a point a hair outside is not.
+TEST(RigCage, PointsOnTheCagesFacesAreEnclosedOnEverySide) {
+  Cage box;
+  box.positions = {-1, -1, -1, 1, -1, -1, -1, 1, -1, 1, 1, -1, -1, -1, 1, 1, -1, 1, -1, 1, 1, 1, 1, 1};
+  box.triangles = {0, 2, 3, 0, 3, 1, 4, 5, 7, 4, 7, 6, 0, 1, 5, 0, 5, 4, 2, 6, 7, 2, 7, 3, 0, 4, 6, 0, 6, 2, 1, 3, 7, 1, 7, 5};
+  ASSERT_TRUE(CheckCageClosedAndOriented(box, "cage").ok());
+  for (int axis = 0; axis < 3; ++axis) {
+    for (float side : {-1.f, 1.f}) {
+      std::vector<float> on = {0.25f, -0.5f, 0.125f};
+      on[axis] = side;
+      EXPECT_TRUE(CheckCageEncloses(box, on, "cage", "points").ok()) << "axis " << axis << " side " << side;
+      std::vector<float> out = on;
+      out[axis] = side * 1.0001f;
+      EXPECT_FALSE(CheckCageEncloses(box, out, "cage", "points").ok()) << "axis " << axis << " side " << side;
+    }
+  }
 }
 
 // Past 4e6 face-point pairs the enclosure check answers with the fast winding-number hierarchy
