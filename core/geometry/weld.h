@@ -19,7 +19,9 @@ namespace sinew {
 // representative. Representatives are never moved, so every copy lies within `tolerance` of its
 // representative (chains do not drift). Equal positions always weld (0.0 and −0.0 alike; NaN
 // never); tolerance 0, or a mesh with a coordinate past 2^52 tolerances (or not finite), welds
-// only those. Deterministic; expected O(n) (a hash grid of cells `tolerance` wide).
+// only those. Deterministic; expected O(n) (a hash grid of cells `tolerance` wide) without
+// `may_weld`; with it, a cluster of vertices within `tolerance` that it keeps apart is compared
+// pair by pair (WeldSeams does not go through it).
 std::vector<uint32_t> WeldByPosition(std::span<const float> xyz, double tolerance,
                                      const std::function<bool(uint32_t, uint32_t)>& may_weld = nullptr);
 
@@ -30,7 +32,8 @@ std::vector<uint32_t> WeldByPosition(std::span<const float> xyz, double toleranc
 // and the other not (asking both to be open left its implicit skin torn by 3 % of the diagonal) —
 // and leaves two closed surfaces that touch (a ball pressed 1e-6 into a box) apart. An open rim
 // within the tolerance of a closed surface's vertex (a hem snapped onto the body's vertices) is
-// welded to it too: it then moves with that point.
+// welded to it too: it then moves with that point. The same representatives as WeldByPosition
+// with that rule as `may_weld`, in expected O(n).
 std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint32_t> triangles, double tolerance);
 
 // The tolerance rest meshes are welded with: 1e-5 of the bounding box's diagonal (20 µm on a 2 m

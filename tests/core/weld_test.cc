@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -113,6 +114,83 @@ TEST(Weld, RestToleranceIsAHundredThousandthOfTheDiagonal) {
   const std::vector<float> p = {0, 0, 0, 3, 4, 0, 1, 1, 0};
   EXPECT_DOUBLE_EQ(RestWeldTolerance(p), 5e-5);
   EXPECT_EQ(RestWeldTolerance({}), 0.0);
+}
+
+}  // namespace
+}  // namespace sinew
+
+namespace sinew {
+namespace {
+
+// WeldSeams' own grid walk (since 2026-12-07: closed vertices look only at open representatives,
+// copies of a position take its first vertex's) gives WeldByPosition's representatives under the
+// seam rule, checked by brute force on a cloud of near copies whose triangles leave some edges
+// open (used once) and some closed, exact copies among them.
+TEST(Weld, SeamsFollowTheRuleOnACloudOfNearCopiesWithOpenAndClosedEdges) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(-1, 1), jitter(-1.2e-3f, 1.2e-3f);
+  std::vector<float> p;
+  for (int i = 0; i < 300; ++i) {
+    const float x = unit(rng), y = unit(rng), z = unit(rng);
+    for (int copy = 0; copy < 1 + i % 4; ++copy) {
+      const bool exact = copy == 2;
+      p.insert(p.end(), {x + (copy && !exact ? jitter(rng) : 0), y + (copy && !exact ? jitter(rng) : 0),
+                         z + (copy && !exact ? jitter(rng) : 0)});
+    }
+  }
+  const size_t n = p.size() / 3;
+  std::uniform_int_distribution<uint32_t> any(0, uint32_t(n - 1));
+  std::vector<uint32_t> tris;
+  for (int t = 0; t < 500; ++t) {
+    const uint32_t a = any(rng), b = any(rng), c = any(rng);
+    tris.insert(tris.end(), {a, b, c});
+    if (t % 3 == 0) tris.insert(tris.end(), {a, c, b});  // its edges used twice: closed there
+  }
+  const double tol = 1e-3;
+  const std::vector<uint32_t> got = WeldSeams(p, tris, tol);
+  // Brute force: equal positions, edges of the equal-position mesh used once are open.
+  std::vector<uint32_t> equal(n);
+  for (size_t v = 0; v < n; ++v) {
+    equal[v] = uint32_t(v);
+    for (size_t u = 0; u < v; ++u) {
+      if (p[3 * u] == p[3 * v] && p[3 * u + 1] == p[3 * v + 1] && p[3 * u + 2] == p[3 * v + 2]) {
+        equal[v] = uint32_t(u);
+        break;
+      }
+    }
+  }
+  std::map<std::pair<uint32_t, uint32_t>, int> uses;
+  for (size_t t = 0; t < tris.size(); t += 3) {
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t a = equal[tris[t + k]], b = equal[tris[t + (k + 1) % 3]];
+      if (a != b) ++uses[{std::min(a, b), std::max(a, b)}];
+    }
+  }
+  std::vector<bool> open(n, false);
+  for (const auto& [e, k] : uses) {
+    if (k == 1) open[e.first] = open[e.second] = true;
+  }
+  std::vector<size_t> reps;
+  size_t welded_near = 0;
+  for (size_t v = 0; v < n; ++v) {
+    size_t expect = v;
+    for (size_t r : reps) {
+      const bool may = equal[r] == equal[v] || open[equal[r]] || open[equal[v]];
+      if (Distance(p, v, r) <= tol && may) {
+        expect = r;
+        break;
+      }
+    }
+    if (expect == v) reps.push_back(v);
+    ASSERT_EQ(got[v], expect) << "vertex " << v;
+    if (expect != v && equal[v] != equal[expect]) ++welded_near;
+  }
+  EXPECT_GT(welded_near, 50u);  // near copies welded across open seams
+  size_t apart = 0;  // near copies both closed, kept apart
+  for (size_t v = 0; v < n; ++v) {
+    for (size_t u = 0; u < v; ++u) apart += got[v] == v && got[u] == u && Distance(p, u, v) <= tol;
+  }
+  EXPECT_GT(apart, 0u);
 }
 
 }  // namespace
