@@ -1299,9 +1299,6 @@ int Batch(client::Client& c, client::Args& args) {
     if (!found.ok()) return Fail(found.status());
     obj_found = *found;
   }
-  // Frames on disk that no record of this job names are refused, not replaced: they may be a
-  // DCC's export or another batch's (until 2026-12-03 an unsharded run whose first frame was
-  // missing, or a shard without its manifest, removed every such file, --no-resume or not).
   // A shard's manifest of another job claims its files only where that job got as far as a
   // session: one that failed before (another backend asked, the server refused the session) left
   // no frame, and the corrected command writes there, as an unsharded one does (until 2026-12-07
@@ -1318,6 +1315,9 @@ int Batch(client::Client& c, client::Args& args) {
         cache_path, ": this shard's part holds frames, but no manifest (", manifest_path,
         ") names this job: they may be another batch's; --no-resume starts this shard over, or write elsewhere")));
   }
+  // Frames on disk that no record of this job names are refused, not replaced: they may be a
+  // DCC's export or another batch's (until 2026-12-03 an unsharded run whose first frame was
+  // missing, or a shard without its manifest, removed every such file, --no-resume or not).
   if (resume && shard && !have_manifest && !obj_found.empty()) {
     return Fail(absl::FailedPreconditionError(absl::StrCat(
         obj_found, ": an OBJ frame in this shard's range, but no manifest (", manifest_path,

@@ -52,7 +52,9 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
         return Fail(absl::ResourceExhaustedError(
             absl::StrCat("quota max_rig_bytes=", quota, " of tenant ", tenant_, ": header.total_bytes announces ",
                          upload_.total(), ", more than ", kWireToResident,
-                         " times the quota (no rig is that much larger on the wire than in memory)")));
+                         " times the quota, refused before its bytes are sent (a rig is rarely that much larger on "
+                         "the wire than in memory; one whose weight table is padded with zero weights is: leave "
+                         "them out)")));
       }
     }
     if (header && !upload_.sha256().empty()) {
