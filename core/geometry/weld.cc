@@ -42,48 +42,64 @@ std::vector<uint32_t> WeldExact(std::span<const float> xyz) {
   return rep;
 }
 
+// Cells `tolerance` wide: a representative within it of a vertex lies in one of the 27 cells
+// around the vertex's. Cell indices past ±2^52 (a tolerance far below the coordinates' own
+// resolution) are refused (false): the callers fall back on equal positions.
+bool CellOf(const double p[3], double inv, Cell* cell) {
+  constexpr double kMaxCell = 4.5e15;
+  double q[3];
+  for (int c = 0; c < 3; ++c) {
+    q[c] = std::floor(p[c] * inv);
+    if (!(std::isfinite(q[c]) && std::abs(q[c]) < kMaxCell)) return false;
+  }
+  *cell = Cell{int64_t(q[0]), int64_t(q[1]), int64_t(q[2])};
+  return true;
+}
+
+// The first representative, in index order, within the tolerance of p that `accept(u, d2)` takes,
+// among the lists `pick(cell entry)` of the 27 cells around `home` (each list in index order);
+// UINT32_MAX when none.
+template <class Map, class Pick, class Accept>
+uint32_t FirstNear(const Map& cells, const Cell& home, const double p[3], std::span<const float> xyz, double tol2,
+                   Pick pick, Accept accept) {
+  uint32_t best = std::numeric_limits<uint32_t>::max();
+  for (int64_t dx = -1; dx <= 1; ++dx) {
+    for (int64_t dy = -1; dy <= 1; ++dy) {
+      for (int64_t dz = -1; dz <= 1; ++dz) {
+        const auto it = cells.find(Cell{home.x + dx, home.y + dy, home.z + dz});
+        if (it == cells.end()) continue;
+        for (uint32_t u : pick(it->second)) {
+          if (u >= best) break;
+          double d2 = 0;
+          for (int c = 0; c < 3; ++c) d2 += (p[c] - xyz[3 * u + c]) * (p[c] - xyz[3 * u + c]);
+          if (d2 <= tol2 && accept(u, d2)) {
+            best = u;
+            break;
+          }
+        }
+      }
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<uint32_t> WeldByPosition(std::span<const float> xyz, double tolerance,
                                      const std::function<bool(uint32_t, uint32_t)>& may_weld) {
   const size_t n = xyz.size() / 3;
   if (!(tolerance > 0) || !std::isfinite(tolerance)) return WeldExact(xyz);
-  // Cells `tolerance` wide: a representative within it of a vertex lies in one of the 27 cells
-  // around the vertex's. Cell indices past ±2^52 (a tolerance far below the coordinates' own
-  // resolution) fall back on equal positions.
-  constexpr double kMaxCell = 4.5e15;
   const double inv = 1.0 / tolerance, tol2 = tolerance * tolerance;
   std::vector<uint32_t> rep(n);
   std::unordered_map<Cell, std::vector<uint32_t>, CellHash> cells;
   cells.reserve(n);
   for (size_t v = 0; v < n; ++v) {
     const double p[3] = {xyz[3 * v], xyz[3 * v + 1], xyz[3 * v + 2]};
-    double q[3];
-    bool ok = true;
-    for (int c = 0; c < 3; ++c) {
-      q[c] = std::floor(p[c] * inv);
-      ok = ok && std::isfinite(q[c]) && std::abs(q[c]) < kMaxCell;
-    }
-    if (!ok) return WeldExact(xyz);
-    const Cell home{int64_t(q[0]), int64_t(q[1]), int64_t(q[2])};
-    uint32_t best = std::numeric_limits<uint32_t>::max();
-    for (int64_t dx = -1; dx <= 1; ++dx) {
-      for (int64_t dy = -1; dy <= 1; ++dy) {
-        for (int64_t dz = -1; dz <= 1; ++dz) {
-          const auto it = cells.find(Cell{home.x + dx, home.y + dy, home.z + dz});
-          if (it == cells.end()) continue;
-          for (uint32_t u : it->second) {
-            if (u >= best) break;  // each cell lists its representatives in index order
-            double d2 = 0;
-            for (int c = 0; c < 3; ++c) d2 += (p[c] - xyz[3 * u + c]) * (p[c] - xyz[3 * u + c]);
-            if (d2 <= tol2 && (d2 == 0 || !may_weld || may_weld(u, uint32_t(v)))) {
-              best = u;
-              break;
-            }
-          }
-        }
-      }
-    }
+    Cell home;
+    if (!CellOf(p, inv, &home)) return WeldExact(xyz);
+    uint32_t best = FirstNear(
+        cells, home, p, xyz, tol2, [](const std::vector<uint32_t>& reps) -> const std::vector<uint32_t>& { return reps; },
+        [&](uint32_t u, double d2) { return d2 == 0 || !may_weld || may_weld(u, uint32_t(v)); });
     if (best == std::numeric_limits<uint32_t>::max()) {
       best = uint32_t(v);
       cells[home].push_back(best);
@@ -95,7 +111,7 @@ std::vector<uint32_t> WeldByPosition(std::span<const float> xyz, double toleranc
 
 std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint32_t> triangles, double tolerance) {
   const std::vector<uint32_t> equal = WeldExact(xyz);
-  if (!(tolerance > 0)) return equal;
+  if (!(tolerance > 0) || !std::isfinite(tolerance)) return equal;  // as WeldByPosition
   // Open seams: edges of the equal-position mesh that one triangle uses.
   std::unordered_map<uint64_t, uint32_t> uses;
   uses.reserve(triangles.size());
@@ -122,7 +138,6 @@ std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint
   // each other scanned all the others: a 60 000-vertex sphere of radius 1e-5 beside a unit
   // tetrahedron took 5.5 s for a first quality report.
   const size_t n = xyz.size() / 3;
-  constexpr double kMaxCell = 4.5e15;
   const double inv = 1.0 / tolerance, tol2 = tolerance * tolerance;
   struct Reps {
     std::vector<uint32_t> all, open;  // in index order
@@ -136,33 +151,12 @@ std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint
       continue;
     }
     const double p[3] = {xyz[3 * v], xyz[3 * v + 1], xyz[3 * v + 2]};
-    double q[3];
-    bool ok = true;
-    for (int c = 0; c < 3; ++c) {
-      q[c] = std::floor(p[c] * inv);
-      ok = ok && std::isfinite(q[c]) && std::abs(q[c]) < kMaxCell;
-    }
-    if (!ok) return equal;  // as WeldByPosition: equal positions only
+    Cell home;
+    if (!CellOf(p, inv, &home)) return equal;  // as WeldByPosition: equal positions only
     const bool v_open = open[v] != 0;
-    const Cell home{int64_t(q[0]), int64_t(q[1]), int64_t(q[2])};
-    uint32_t best = std::numeric_limits<uint32_t>::max();
-    for (int64_t dx = -1; dx <= 1; ++dx) {
-      for (int64_t dy = -1; dy <= 1; ++dy) {
-        for (int64_t dz = -1; dz <= 1; ++dz) {
-          const auto it = cells.find(Cell{home.x + dx, home.y + dy, home.z + dz});
-          if (it == cells.end()) continue;
-          for (uint32_t u : v_open ? it->second.all : it->second.open) {
-            if (u >= best) break;
-            double d2 = 0;
-            for (int c = 0; c < 3; ++c) d2 += (p[c] - xyz[3 * u + c]) * (p[c] - xyz[3 * u + c]);
-            if (d2 <= tol2) {
-              best = u;
-              break;
-            }
-          }
-        }
-      }
-    }
+    uint32_t best = FirstNear(
+        cells, home, p, xyz, tol2, [&](const Reps& r) -> const std::vector<uint32_t>& { return v_open ? r.all : r.open; },
+        [](uint32_t, double) { return true; });
     if (best == std::numeric_limits<uint32_t>::max()) {
       best = uint32_t(v);
       Reps& r = cells[home];
