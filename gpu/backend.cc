@@ -1,10 +1,10 @@
 #include "gpu/backend.h"
 
 #include <algorithm>
-#include <limits>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <utility>

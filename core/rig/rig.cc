@@ -138,18 +138,19 @@ absl::Status BuildSkeleton(Skeleton& sk, const RigLimits& limits) {
     // Made from the rest transforms: a chain's product of scales past double's range is the rest
     // scales' fault, named so (until 2026-12-07 blamed on inverse_bind_matrices, which the client
     // had not sent).
+    sk.inverse_bind.resize(n);
     for (size_t j = 0; j < n; ++j) {
       const Affine34d m = world[j].Matrix();
-      const double scale = std::cbrt(std::abs(m.leftCols<3>().determinant()));
+      const double scale = std::abs(world[j].scale);
       if (!m.allFinite() || !(scale > 1e-100 && scale < 1e100)) {
+        sk.inverse_bind.clear();
         return Invalid(absl::StrFormat(
             "rig.skeleton.joints[%d].rest: its rest transform in model space (the product of its chain's rest "
             "scales, here %g) is out of range; give smaller scale changes along the chain",
             j, scale));
       }
+      sk.inverse_bind[j] = Inverse(m);
     }
-    sk.inverse_bind.resize(n);
-    for (size_t j = 0; j < n; ++j) sk.inverse_bind[j] = Inverse(world[j].Matrix());
   } else if (sk.inverse_bind.size() != n) {
     return Invalid(absl::StrCat("rig.skeleton.inverse_bind_matrices: ", sk.inverse_bind.size(),
                                 " matrices for ", n, " joints"));

@@ -18,6 +18,41 @@ double Distance(const std::vector<float>& p, size_t a, size_t b) {
   return std::sqrt(d2);
 }
 
+// A cloud of `count` points, point i with i % 4 copies beside it jittered within 1.2e-3 (across the
+// grid's cell borders); with `exact_copies`, each point's second copy is exact.
+std::vector<float> NearCopies(uint32_t seed, int count, bool exact_copies) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> unit(-1, 1), jitter(-1.2e-3f, 1.2e-3f);
+  std::vector<float> p;
+  for (int i = 0; i < count; ++i) {
+    const float x = unit(rng), y = unit(rng), z = unit(rng);
+    for (int copy = 0; copy < 1 + i % 4; ++copy) {
+      const bool moved = copy > 0 && !(exact_copies && copy == 2);
+      p.insert(p.end(), {x + (moved ? jitter(rng) : 0), y + (moved ? jitter(rng) : 0), z + (moved ? jitter(rng) : 0)});
+    }
+  }
+  return p;
+}
+
+// The welding rule by brute force: each vertex's representative is the first earlier
+// representative within `tol` that `may(representative, vertex)` allows, else itself.
+template <class May>
+std::vector<uint32_t> RepresentativesByBruteForce(const std::vector<float>& p, double tol, May may) {
+  const size_t n = p.size() / 3;
+  std::vector<uint32_t> rep(n), reps;
+  for (size_t v = 0; v < n; ++v) {
+    rep[v] = uint32_t(v);
+    for (uint32_t r : reps) {
+      if (Distance(p, v, r) <= tol && may(r, v)) {
+        rep[v] = r;
+        break;
+      }
+    }
+    if (rep[v] == v) reps.push_back(uint32_t(v));
+  }
+  return rep;
+}
+
 TEST(Weld, CopiesWithinTheToleranceShareTheFirstOfThem) {
   const std::vector<float> p = {0, 0, 0, 1e-7f, 0, 0, 1, 0, 0, 0, 0, 5e-7f, 1, 0, 1e-6f};
   EXPECT_EQ(WeldByPosition(p, 1e-6), (std::vector<uint32_t>{0, 0, 2, 0, 2}));
@@ -60,33 +95,13 @@ TEST(Weld, ADegenerateTriangleIsNoSeam) {
 // A cloud with copies scattered across the grid's cell borders: every vertex's representative is
 // the first earlier representative within the tolerance, by brute force.
 TEST(Weld, RepresentativesFollowTheRuleOnACloudOfNearCopies) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> unit(-1, 1), jitter(-1.2e-3f, 1.2e-3f);
-  std::vector<float> p;
-  for (int i = 0; i < 400; ++i) {
-    const float x = unit(rng), y = unit(rng), z = unit(rng);
-    for (int copy = 0; copy < 1 + i % 4; ++copy) {
-      p.insert(p.end(), {x + (copy ? jitter(rng) : 0), y + (copy ? jitter(rng) : 0), z + (copy ? jitter(rng) : 0)});
-    }
-  }
+  const std::vector<float> p = NearCopies(7, 400, false);
   const double tol = 1e-3;
   const std::vector<uint32_t> rep = WeldByPosition(p, tol);
   const size_t n = p.size() / 3;
-  ASSERT_EQ(rep.size(), n);
+  ASSERT_EQ(rep, RepresentativesByBruteForce(p, tol, [](size_t, size_t) { return true; }));
   size_t welded = 0;
-  std::vector<size_t> reps;
-  for (size_t v = 0; v < n; ++v) {
-    size_t expect = v;
-    for (size_t r : reps) {
-      if (Distance(p, v, r) <= tol) {
-        expect = r;
-        break;
-      }
-    }
-    if (expect == v) reps.push_back(v);
-    ASSERT_EQ(rep[v], expect) << "vertex " << v;
-    if (rep[v] != v) ++welded;
-  }
+  for (size_t v = 0; v < n; ++v) welded += rep[v] != v;
   EXPECT_GT(welded, 150u);  // the cloud has copies on both sides of the tolerance
   EXPECT_LT(welded, n - 400);
 }
@@ -128,16 +143,7 @@ namespace {
 // open (used once) and some closed, exact copies among them.
 TEST(Weld, SeamsFollowTheRuleOnACloudOfNearCopiesWithOpenAndClosedEdges) {
   std::mt19937 rng(11);
-  std::uniform_real_distribution<float> unit(-1, 1), jitter(-1.2e-3f, 1.2e-3f);
-  std::vector<float> p;
-  for (int i = 0; i < 300; ++i) {
-    const float x = unit(rng), y = unit(rng), z = unit(rng);
-    for (int copy = 0; copy < 1 + i % 4; ++copy) {
-      const bool exact = copy == 2;
-      p.insert(p.end(), {x + (copy && !exact ? jitter(rng) : 0), y + (copy && !exact ? jitter(rng) : 0),
-                         z + (copy && !exact ? jitter(rng) : 0)});
-    }
-  }
+  const std::vector<float> p = NearCopies(11, 300, true);
   const size_t n = p.size() / 3;
   std::uniform_int_distribution<uint32_t> any(0, uint32_t(n - 1));
   std::vector<uint32_t> tris;
@@ -170,21 +176,11 @@ TEST(Weld, SeamsFollowTheRuleOnACloudOfNearCopiesWithOpenAndClosedEdges) {
   for (const auto& [e, k] : uses) {
     if (k == 1) open[e.first] = open[e.second] = true;
   }
-  std::vector<size_t> reps;
+  const std::vector<uint32_t> want = RepresentativesByBruteForce(
+      p, tol, [&](size_t r, size_t v) { return equal[r] == equal[v] || open[equal[r]] || open[equal[v]]; });
+  ASSERT_EQ(got, want);
   size_t welded_near = 0;
-  for (size_t v = 0; v < n; ++v) {
-    size_t expect = v;
-    for (size_t r : reps) {
-      const bool may = equal[r] == equal[v] || open[equal[r]] || open[equal[v]];
-      if (Distance(p, v, r) <= tol && may) {
-        expect = r;
-        break;
-      }
-    }
-    if (expect == v) reps.push_back(v);
-    ASSERT_EQ(got[v], expect) << "vertex " << v;
-    if (expect != v && equal[v] != equal[expect]) ++welded_near;
-  }
+  for (size_t v = 0; v < n; ++v) welded_near += got[v] != v && equal[v] != equal[got[v]];
   EXPECT_GT(welded_near, 50u);  // near copies welded across open seams
   size_t apart = 0;  // near copies both closed, kept apart
   for (size_t v = 0; v < n; ++v) {
