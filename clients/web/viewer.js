@@ -169,6 +169,17 @@ function shownFrame(s) {
 
 function fmt(x, digits = 3) { return typeof x === 'number' ? x.toFixed(digits) : '–'; }
 
+// A chart's columns over a clip's per-frame counts: column c the largest count of the frames it
+// covers, frames [floor(c n / columns), floor((c + 1) n / columns)); one frame a column when
+// columns = n.
+function chartColumns(values, columns) {
+  const n = values.length, out = new Array(columns).fill(0);
+  for (let c = 0; c < columns; ++c) {
+    for (let k = Math.floor(c * n / columns); k < Math.floor((c + 1) * n / columns); ++k) out[c] = Math.max(out[c], values[k]);
+  }
+  return out;
+}
+
 // The slot's panel: what was baked and, with quality reports, the shown frame's and a chart over
 // the clip of the vertices the pose put inside the skin, the hidden skin it brought out, and the
 // volume.
@@ -205,18 +216,28 @@ function panel(slot) {
   const inside = q.map((f) => (fresh ? f.new_inside_vertices : f.inside_vertices));
   const exposed = q.map((f) => f.exposed_vertices);
   const hasExposed = exposed.every((e) => e !== undefined);
-  const maxInside = Math.max(0, ...inside), maxExposed = hasExposed ? Math.max(0, ...exposed) : 0;
+  const most = (xs) => xs.reduce((m, x) => Math.max(m, x), 0);  // no spread: a long clip's array
+  const maxInside = most(inside), maxExposed = hasExposed ? most(exposed) : 0;
   const scale = Math.max(1, maxInside, maxExposed);  // one scale: the two bars compare
-  const vols = q.map((f) => f.volume_ratio), vlo = Math.min(...vols), vhi = Math.max(...vols);
+  const vols = q.map((f) => f.volume_ratio);
+  const vlo = vols.reduce((m, v) => Math.min(m, v), Infinity), vhi = vols.reduce((m, v) => Math.max(m, v), -Infinity);
+  // A bar a column: a frame each up to W frames; past that each column shows the worst of its
+  // frames (until 2026-12-07 a longer clip's bars were drawn over each other, a frame's bar
+  // hiding its neighbours').
+  const columns = Math.min(n, W), barsIn = chartColumns(inside, columns);
+  const barsOut = hasExposed ? chartColumns(exposed, columns) : [];
   let bars = '', out = '', line = '';
+  for (let c = 0; c < columns; ++c) {
+    const x = (c + 0.5) * W / columns;
+    if (barsIn[c] > 0) bars += `M${x.toFixed(1)} ${H}V${(H - (H / 2 - 2) * barsIn[c] / scale).toFixed(1)}`;
+    if (hasExposed && barsOut[c] > 0) out += `M${x.toFixed(1)} 0V${((H / 2 - 2) * barsOut[c] / scale).toFixed(1)}`;
+  }
   q.forEach((f, k) => {
     const x = (k + 0.5) * W / n;
-    if (inside[k] > 0) bars += `M${x.toFixed(1)} ${H}V${(H - (H / 2 - 2) * inside[k] / scale).toFixed(1)}`;
-    if (hasExposed && exposed[k] > 0) out += `M${x.toFixed(1)} 0V${((H / 2 - 2) * exposed[k] / scale).toFixed(1)}`;
     const y = vhi > vlo ? 4 + (H - 8) * (vhi - f.volume_ratio) / (vhi - vlo) : H / 2;
     line += `${k ? 'L' : 'M'}${x.toFixed(1)} ${y.toFixed(1)}`;
   });
-  const width = Math.max(1, W / n - 1).toFixed(1);
+  const width = Math.max(1, W / columns - 1).toFixed(1);
   svg.innerHTML = `<rect width="${W}" height="${H}" fill="#262a31"/>` +
     `<path class="chart-inside" d="${bars}" stroke="#e77" stroke-width="${width}"/>` +
     `<path class="chart-exposed" d="${out}" stroke="#eb5" stroke-width="${width}"/>` +
@@ -427,6 +448,7 @@ stage.addEventListener('drop', (e) => {
 window.sinewViewer = {
   load: (slot, url) => load(slot, url),
   seek,
+  chartColumns,                   // for tests: the chart's binning
   play: () => { playing = true; $('play').textContent = 'pause'; },
   pause: () => { playing = false; $('play').textContent = 'play'; },
   state: () => ({ state: body.dataset.state, renders, playing, clock, camera: camera.position.toArray(), up: camera.up.toArray(),

@@ -465,6 +465,25 @@ class ViewerTest(unittest.TestCase):
         print(f'the point set: {100 * frac:.2f} % of pixels drawn')
         self.assertGreater(frac, 0.0005, 'no point of the set is drawn')
 
+    def test_7_a_long_clips_chart_shows_every_frames_worst_without_overlap(self):
+        """Past the chart's 400 columns each column is the worst of its frames (until 2026-12-07 a
+        long clip's bars were drawn over each other and a fold could hide behind its neighbour);
+        up to 400 frames a column is a frame."""
+        chrome = type(self).chrome
+        self.assertIsNotNone(chrome, 'test_2 starts the browser')
+        for n in (7, 400, 401, 1000, 100003):
+            values = [(k * 7919) % 101 for k in range(n)]
+            got = chrome.eval(f'sinewViewer.chartColumns(Array.from({{length: {n}}}, (_, k) => (k * 7919) % 101), '
+                              f'Math.min({n}, 400))')
+            columns = min(n, 400)
+            self.assertEqual(len(got), columns, f'{n} frames')
+            want = [max(values[c * n // columns:(c + 1) * n // columns]) for c in range(columns)]
+            self.assertEqual(got, want, f'{n} frames: a column is the worst of its frames')
+        # Each frame in exactly one column: a lone fold anywhere in a long clip shows.
+        for k in (0, 1, 499, 998, 999):
+            got = chrome.eval(f'sinewViewer.chartColumns(Array.from({{length: 1000}}, (_, i) => i === {k} ? 5 : 0), 400)')
+            self.assertEqual(sum(1 for v in got if v == 5), 1, f'the fold at frame {k} of 1000')
+
 if __name__ == '__main__':
     ap = argparse.ArgumentParser()
     ap.add_argument('--server', required=True)
