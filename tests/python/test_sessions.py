@@ -12,6 +12,7 @@ import io
 import os
 import signal
 import threading
+import time
 import unittest
 from concurrent import futures
 
@@ -572,6 +573,69 @@ class RecoveringSessionScriptedTest(unittest.TestCase):
         self.assertEqual(service.frames, ["s1:0", "s1:1", "s1:2", "s1:3", "s1:3", "s1:2", "s1:3"])
         self.assertEqual(service.states_set, ["s1 <- s1@1"])
         self.assertEqual((s.frames_redone, s.sessions_recreated, s.frames_replayed), (1, 0, 1))
+
+
+class HangingStreamSinew(pb_grpc.SinewServicer):
+    """A server whose StreamDeform answers its first `answered` frames, then reads on and answers
+    nothing more (alive to keepalives, a stuck worker) until the test ends."""
+
+    def __init__(self, answered: int) -> None:
+        self.answered = answered
+        self.release = threading.Event()
+
+    def StreamDeform(self, request_iterator, context):
+        for i, req in enumerate(request_iterator):
+            if i >= self.answered:
+                self.release.wait(60)
+                return
+            yield sinew.pb.DeformResponse(frame=req.frame)
+
+
+class StreamFrameTimeoutTest(unittest.TestCase):
+    """stream(frame_timeout=...) against an in-process server that stops answering: the frames
+    answered, then DeadlineExceeded naming the frame (until 2026-12-07 the reader, and a Blender
+    bake with it, waited forever); time spent producing poses with no frame in flight is not
+    counted."""
+
+    def serve(self, service) -> sinew.Session:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        pb_grpc.add_SinewServicer_to_server(service, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self.addCleanup(server.stop, None)
+        if isinstance(service, HangingStreamSinew):
+            self.addCleanup(service.release.set)  # before the server stops (cleanups run last first)
+        client = sinew.connect(f"127.0.0.1:{port}", token="")
+        self.addCleanup(client.close)
+        return sinew.Session(client, sinew.pb.Session(session_id="s1"))
+
+    def test_a_server_that_stops_answering_ends_the_stream_with_deadline_exceeded(self) -> None:
+        session = self.serve(HangingStreamSinew(answered=2))
+        got = []
+        with self.assertRaises(sinew.DeadlineExceeded) as caught:
+            for frame in session.stream([sinew.pb.Pose()] * 5, first_frame=0, frame_timeout=2):
+                got.append(frame.frame)
+        self.assertEqual(got, [0, 1])
+        self.assertEqual(caught.exception.frame, 2)
+        self.assertIn("frame_timeout 2 s", str(caught.exception))
+
+    def test_a_slow_pose_source_is_not_a_timeout(self) -> None:
+        session = self.serve(HangingStreamSinew(answered=1000))
+
+        def slow():
+            for _ in range(3):
+                time.sleep(1.5)  # longer than frame_timeout, with no frame in flight meanwhile...
+                yield sinew.pb.Pose()
+
+        # ...or with one in flight that is answered at once (window 1: one at a time).
+        frames = [f.frame for f in session.stream(slow(), window=1, first_frame=0, frame_timeout=1)]
+        self.assertEqual(frames, [0, 1, 2])
+
+    def test_bad_frame_timeouts_are_refused(self) -> None:
+        session = self.serve(HangingStreamSinew(answered=0))
+        for bad in (-1, float("inf"), float("nan")):
+            with self.assertRaisesRegex(sinew.InvalidArgument, "frame_timeout"):
+                session.stream([], frame_timeout=bad)
 
 
 class SharedMemoryRefusedTest(ServerTest):

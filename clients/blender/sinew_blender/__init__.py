@@ -629,7 +629,11 @@ class SINEW_OT_bake(bpy.types.Operator):
             path = bpy.path.abspath(s.bake_path.replace("{mesh}", bpy.path.clean_name(mesh_obj.name)))
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             with bridge.Pc2Writer(path, len(poses), len(export.positions), first) as cache_file:
-                for i, frame in enumerate(session.stream(poses, first_frame=0)):
+                # Each frame within the Frame timeout (until 2026-12-07 a server that stopped
+                # answering mid-bake froze Blender for good).
+                frames = session.stream(poses, first_frame=0,
+                                        frame_timeout=s.frame_timeout if s.frame_timeout > 0 else None)
+                for i, frame in enumerate(frames):
                     cache_file.append(bridge.to_mesh_space(frame.positions, premats[i]))
                     wm.progress_update(i + 1)
                 cache_file.commit()  # a short stream fails here; the bake before stays
@@ -683,13 +687,15 @@ class SinewSettings(bpy.types.PropertyGroup):
                            description="PEM file of the CA that signed the server's certificate (empty: plaintext)")
     timeout: IntProperty(name="Timeout (s)", default=0, min=0,
                          description="seconds for each call that opens a session, and for a bake's wait for the "
-                                     "method's preparation (uploads and the bake's frames are not bounded), 0: none "
+                                     "method's preparation (uploads are not bounded; a bake's frames are by the Frame "
+                                     "timeout), 0: none "
                                      "(a method's first preparation may take a while; a live session lost and opened "
                                      "again waits 30 s)")
     frame_timeout: FloatProperty(name="Frame timeout (s)", default=10.0, min=0.0,
                                  description="seconds a live frame (and Stop's close) may take before the panel "
-                                             "shows the error and playback goes on, 0: none (a stalled server "
-                                             "then freezes Blender)")
+                                             "shows the error and playback goes on, and a bake waits for each "
+                                             "frame's answer before it fails, 0: none (a stalled server then "
+                                             "freezes Blender)")
     mesh: PointerProperty(name="Mesh", type=bpy.types.Object, poll=lambda self, o: o.type == "MESH",
                           description="the skinned mesh (empty: the active object)")
     method: EnumProperty(name="Method", items=METHODS, default="lbs")

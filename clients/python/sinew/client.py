@@ -27,7 +27,7 @@ import numpy as np
 
 from ._proto import pb, pb_grpc
 from .codec import PositionDecoder
-from .errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound, SinewError, error_for, from_rpc_error
+from .errors import DataLoss, DeadlineExceeded, FailedPrecondition, InvalidArgument, NotFound, SinewError, error_for, from_rpc_error
 from .info import ServerInfo
 from .pose import CagePose, Clip, FrameInput, Pose
 from .shm import SharedMemoryRegion, frame_bytes
@@ -887,7 +887,8 @@ class Session:
     def stream(self, poses: Iterable[FrameLike], *, window: int = 2, first_frame: Optional[int] = None,
                raise_errors: bool = True, close_with_stream: bool = False,
                outputs: Optional[Mapping[str, Any]] = None,
-               shared_memory: Optional[SharedMemoryRegion] = None) -> Iterator[Frame]:
+               shared_memory: Optional[SharedMemoryRegion] = None,
+               frame_timeout: Optional[float] = None) -> Iterator[Frame]:
         """Deforms frames over one ``StreamDeform`` stream and yields a :class:`Frame` per frame, in
         order. Each item of `poses` is a :class:`~sinew.Pose`, a :class:`~sinew.FrameInput`
         (cages, per-frame outputs, reset, ...) or a ``sinew.v1.DeformRequest`` sent as it is
@@ -908,12 +909,19 @@ class Session:
         checked here, before the stream starts. `close_with_stream`: the server closes the
         session when the stream ends, however it ends. `first_frame`: the number of the first
         frame sent (its default: the one after the session's last), set on the session when
-        this is called, before the iterator starts.
+        this is called, before the iterator starts. `frame_timeout` (seconds; None or 0: none):
+        while a frame is in flight, the longest wait for the next answer (counted from the later
+        of its request and the answer before); past it the stream is cancelled and
+        :class:`~sinew.errors.DeadlineExceeded` raised after the frames answered (a server that
+        stops answering, alive to keepalives, no longer blocks the reader forever). Time spent in
+        `poses` with no frame in flight does not count.
 
         The iterator belongs to one consumer thread (like any generator); other threads may use
         the session meanwhile (frame numbers are taken under a lock)."""
         if window < 1:
             raise InvalidArgument(f"window: {window}; expected >= 1")
+        if frame_timeout is not None and not (frame_timeout >= 0 and frame_timeout != float("inf")):
+            raise InvalidArgument(f"frame_timeout: {frame_timeout}; expected seconds >= 0 (0 or None: none)")
         slot = self.frame_bytes(1)
         if shared_memory is not None and shared_memory.size < window * slot:
             raise InvalidArgument(f"shared_memory: {shared_memory.size} bytes; {window} frames in flight need "
@@ -932,15 +940,21 @@ class Session:
                 raise InvalidArgument(f"first_frame: {first_frame}; expected >= 0")
             with self._numbering:
                 self._next_frame = first_frame
-        return self._stream(it, window, raise_errors, close_with_stream, outputs, shared_memory, slot)
+        return self._stream(it, window, raise_errors, close_with_stream, outputs, shared_memory, slot,
+                            frame_timeout or None)
 
     def _stream(self, it: Iterator[FrameLike], window: int, raise_errors: bool, close_with_stream: bool,
                 outputs: Optional[Mapping[str, Any]], shared_memory: Optional[SharedMemoryRegion],
-                slot: int) -> Iterator[Frame]:
+                slot: int, frame_timeout: Optional[float]) -> Iterator[Frame]:
         slots = threading.Semaphore(window)
         stop = threading.Event()
         failure: "queue.Queue[BaseException]" = queue.Queue()
         expected: "queue.Queue[int]" = queue.Queue()  # frames sent and not yet answered, in order
+        # For frame_timeout: when each unanswered frame was handed to gRPC, and the last answer.
+        sent_at: "collections.deque[float]" = collections.deque()
+        clock = threading.Lock()
+        last_answer = [time.monotonic()]
+        timed_out: List[int] = []  # the frame not answered in time, once the watchdog fired
 
         def requests() -> Iterator[Any]:
             sent = 0
@@ -970,19 +984,36 @@ class Session:
                 except BaseException as e:  # a bad pose: ends the stream, raised to the reader
                     failure.put(e)
                     return
-                expected.put(req.frame)
+                with clock:
+                    expected.put(req.frame)
+                    sent_at.append(time.monotonic())
                 yield req
 
         self.client._check_open()
         self.client._first_connection()
         call = self.client.stub.StreamDeform(requests(), metadata=self.client._metadata)
+
+        def watchdog() -> None:  # cancels the call when a frame in flight waits past frame_timeout
+            assert frame_timeout is not None
+            while not stop.wait(min(frame_timeout / 4, 0.25)):
+                with clock:
+                    if sent_at and time.monotonic() - max(sent_at[0], last_answer[0]) > frame_timeout:
+                        timed_out.append(expected.queue[0])
+                        call.cancel()
+                        return
+
+        if frame_timeout is not None:
+            threading.Thread(target=watchdog, name="sinew-stream-watchdog", daemon=True).start()
         decoder = PositionDecoder()
         try:
             for resp in call:
-                try:
-                    want = expected.get_nowait()  # put before its request was handed to gRPC
-                except queue.Empty:
-                    raise DataLoss(f"stream: frame {resp.frame} answered, but no frame was due") from None
+                with clock:
+                    try:
+                        want = expected.get_nowait()  # put before its request was handed to gRPC
+                    except queue.Empty:
+                        raise DataLoss(f"stream: frame {resp.frame} answered, but no frame was due") from None
+                    sent_at.popleft()
+                    last_answer[0] = time.monotonic()
                 if resp.frame != want:
                     raise DataLoss(f"stream: frame {resp.frame} answered where frame {want} was due")
                 frame = self._frame(resp, decoder, shared_memory)
@@ -991,6 +1022,9 @@ class Session:
                     raise frame.error
                 yield frame
         except grpc.RpcError as e:
+            if timed_out:
+                raise DeadlineExceeded(f"stream: no answer to frame {timed_out[0]} within frame_timeout "
+                                       f"{frame_timeout:g} s; the stream was cancelled", frame=timed_out[0]) from None
             if not failure.empty():
                 raise failure.get() from None
             raise self.client._error(e) from None
@@ -999,6 +1033,9 @@ class Session:
             for _ in range(window + 1):
                 slots.release()  # wakes a request generator waiting for a slot
             call.cancel()
+        if timed_out:  # cancelled between answers: the stream ended without an error
+            raise DeadlineExceeded(f"stream: no answer to frame {timed_out[0]} within frame_timeout "
+                                   f"{frame_timeout:g} s; the stream was cancelled", frame=timed_out[0])
         if not failure.empty():
             raise failure.get()
         if not expected.empty():
