@@ -21,6 +21,7 @@
 #include "core/normals/normals.h"
 #include "core/rig/rig.h"
 #include "core/util/atomic_file.h"
+#include "core/util/utf8.h"
 
 namespace sinew::client {
 namespace {
@@ -185,14 +186,14 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
   prim.material = 0;
 
   tinygltf::Mesh mesh;
-  mesh.name = clip.name;
+  mesh.name = ValidUtf8(clip.name);
   mesh.primitives.push_back(prim);
   mesh.weights.assign(frames, 0.0);
   mesh.weights[0] = 1.0;
   mesh.extras = Value(Value::Object{{"targetNames", Value(target_names)}});
   m.meshes.push_back(mesh);
   tinygltf::Node node;
-  node.name = clip.name;
+  node.name = ValidUtf8(clip.name);
   node.mesh = 0;
   m.nodes.push_back(node);
 
@@ -210,7 +211,7 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
   const int output = AddAccessor(m, AddView(m, weights.data(), weights.size() * 4, 0), 0,
                                  TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_SCALAR, weights.size());
   tinygltf::Animation anim;
-  anim.name = clip.clip_name.empty() ? "clip" : clip.clip_name;
+  anim.name = clip.clip_name.empty() ? "clip" : ValidUtf8(clip.clip_name);
   tinygltf::AnimationSampler sampler;
   sampler.input = input;
   sampler.output = output;
@@ -224,9 +225,9 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
   m.animations.push_back(anim);
 
   Value::Object sinew{{"version", Value(1)},
-                      {"method", Value(clip.method)},
-                      {"clip", Value(clip.clip_name)},
-                      {"source", Value(clip.source)},
+                      {"method", Value(ValidUtf8(clip.method))},
+                      {"clip", Value(ValidUtf8(clip.clip_name))},
+                      {"source", Value(ValidUtf8(clip.source))},
                       {"frames_per_second", Number(clip.frames_per_second)},
                       {"frames", Value(int(frames))},
                       {"vertices", Value(int(vertices))},
@@ -246,14 +247,14 @@ absl::Status WriteGltfClip(const std::string& path, const GltfClip& clip) {
                       {"exposed_vertices", Value(int(f.exposed_vertices))}};
       if (f.new_deepest_vertex >= 0) {  // where the deepest new inside vertex is
         o["new_deepest_vertex"] = Value(int(f.new_deepest_vertex));
-        o["new_deepest_joint"] = Value(f.new_deepest_joint);
+        o["new_deepest_joint"] = Value(ValidUtf8(f.new_deepest_joint));
       }
       q.push_back(Value(std::move(o)));
     }
     sinew["quality"] = Value(q);
   }
   tinygltf::Scene scene;
-  scene.name = clip.name;
+  scene.name = ValidUtf8(clip.name);
   scene.nodes = {0};
   scene.extras = Value(Value::Object{{"sinew", Value(sinew)}});
   m.scenes.push_back(scene);

@@ -62,6 +62,7 @@ struct GltfFrameQuality {
 };
 
 struct GltfClip {
+  // Strings may be any bytes: each is written as UTF-8 (ValidUtf8), as glTF's JSON must be.
   std::string name;                      // the mesh's and node's name (e.g. the asset's stem)
   std::string method;                    // what deformed it, e.g. "lbs" or "dqs+implicit"
   std::string clip_name;                 // the animation clip's name in the source asset

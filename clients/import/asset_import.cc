@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "clients/import/gltf_check.h"
+#include "core/util/utf8.h"
 
 namespace sinew {
 namespace {
@@ -25,72 +27,49 @@ Affine34d ToAffine(const aiMatrix4x4& m) {
   return a;
 }
 
-// `s` with every byte that does not start or continue a valid UTF-8 sequence (overlong forms,
-// surrogates and code points past U+10FFFF included) replaced by U+FFFD. Names from a file go into
-// the rig's protobuf strings, which must be UTF-8: an asset named or with bones named in Latin-1
-// failed to upload ("the bytes are not a serialized sinew.v1.Rig") until 2026-12-07.
-std::string ValidUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0, min = 0;
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 1, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3, cp = c & 0x07, min = 0x10000;
-    }
-    bool ok = n > 0;
-    for (size_t k = 1; ok && k <= n; ++k) {
-      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) {
-        ok = false;
-      } else {
-        cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-      }
-    }
-    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (ok) {
-      out.append(s.substr(i, n + 1));
-      i += n + 1;
-    } else {
-      out.append("\xEF\xBF\xBD");
-      ++i;
-    }
-  }
-  return out;
-}
-
 // The node's name as the file has it (bones and channels name nodes so; ValidUtf8 for the rig).
 std::string NodeName(const aiNode* n) { return n->mName.length ? std::string(n->mName.C_Str()) : ""; }
 
-// Keys of one channel as strictly increasing times; repeated times keep the last value.
+// The uniform scale a clip's key of scale 0 (a hidden node) is kept as: poses need scales > 0.
+constexpr double kHiddenScale = 1e-6;
+
+// What AddKeys dropped: keys at a time already keyed (the last value kept), keys before the
+// one they follow (a file's keys must increase), and the first key at a non-finite time.
+struct DroppedKeys {
+  size_t repeated = 0, out_of_order = 0;
+  std::optional<unsigned> non_finite;  // its index in the channel: the import is refused
+};
+
+// Keys of one channel as strictly increasing times; repeated times keep the last value. Until
+// 2026-12-07 a key at a NaN time after the first, or before the key it follows, was dropped and
+// counted as "at a repeated time".
 template <class Key, class Value, class Convert>
-size_t AddKeys(const Key* keys, unsigned count, double ticks_per_second, std::vector<double>& times,
-               std::vector<Value>& values, Convert convert) {
-  size_t dropped = 0;
+void AddKeys(const Key* keys, unsigned count, double ticks_per_second, std::vector<double>& times,
+             std::vector<Value>& values, Convert convert, DroppedKeys& dropped) {
   for (unsigned k = 0; k < count; ++k) {
     const double t = keys[k].mTime / ticks_per_second;
-    if (!times.empty() && !(t > times.back())) {
-      ++dropped;
-      if (t == times.back()) values.back() = convert(keys[k].mValue);
+    if (!std::isfinite(t)) {
+      if (!dropped.non_finite) dropped.non_finite = k;
+      continue;
+    }
+    if (!times.empty() && t == times.back()) {
+      ++dropped.repeated;
+      values.back() = convert(keys[k].mValue);
+      continue;
+    }
+    if (!times.empty() && t < times.back()) {
+      ++dropped.out_of_order;
       continue;
     }
     times.push_back(t);
     values.push_back(convert(keys[k].mValue));
   }
-  return dropped;
 }
 
 }  // namespace
 
 absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
+  // Assimp 5.2 reads glTF by these names only (a .vrm or other name: "no suitable reader").
   if (absl::EndsWithIgnoreCase(path, ".gltf") || absl::EndsWithIgnoreCase(path, ".glb")) {
     if (auto st = CheckGltfSkins(path); !st.ok()) return st;
   }
@@ -112,12 +91,15 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
 
   // Node globals at rest, parents, and where each mesh is instanced.
   absl::flat_hash_map<const aiNode*, Affine34d> global;
-  absl::flat_hash_map<std::string, const aiNode*> by_name;  // first node of each name
+  // Nodes by name, in pre-order. Bones and animation channels name their nodes, and names need
+  // not be unique (an armature and its root bone both "Root"): until 2026-12-07 the first node of
+  // a name took every bone and channel of that name, skinning vertices to the wrong joint.
+  absl::flat_hash_map<std::string, std::vector<const aiNode*>> by_name;
   std::vector<std::pair<const aiNode*, unsigned>> instances;  // (node, mesh index)
   std::function<void(const aiNode*, const Affine34d&)> walk = [&](const aiNode* n, const Affine34d& parent) {
     const Affine34d g = Compose(parent, ToAffine(n->mTransformation));
     global[n] = g;
-    by_name.emplace(NodeName(n), n);
+    by_name[NodeName(n)].push_back(n);
     for (unsigned i = 0; i < n->mNumMeshes; ++i) instances.emplace_back(n, n->mMeshes[i]);
     for (unsigned c = 0; c < n->mNumChildren; ++c) walk(n->mChildren[c], g);
   };
@@ -128,7 +110,15 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   for (auto [node, index] : instances) {
     const aiMesh* m = scene->mMeshes[index];
     if (!(m->mPrimitiveTypes & aiPrimitiveType_TRIANGLE) || m->mNumFaces == 0) {
-      note(absl::StrCat("mesh \"", m->mName.C_Str(), "\": no triangles (points or lines), skipped"));
+      note(absl::StrCat("mesh \"", ValidUtf8(m->mName.C_Str()), "\": no triangles (points or lines), skipped"));
+      continue;
+    }
+    // A mesh under a node scaled to 0 is hidden (a prop put away): skipped, as its normals and
+    // bind matrices cannot be had (until 2026-12-07 the import failed later on a non-finite
+    // normal or inverse bind matrix, named by an index into the merged mesh).
+    if (const double det = global.at(node).leftCols<3>().determinant(); !(std::abs(det) > 1e-30)) {
+      note(absl::StrCat("mesh \"", ValidUtf8(m->mName.C_Str()), "\": its node \"", ValidUtf8(NodeName(node)),
+                        "\" is scaled to 0 (hidden), skipped"));
       continue;
     }
     meshes.emplace_back(node, m);
@@ -144,17 +134,28 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
     for (; n != nullptr && wanted.insert(n).second; n = n->mParent) {
     }
   };
+  // A bone's node: null when no node has its name; refused when several have.
+  absl::flat_hash_map<const aiBone*, const aiNode*> bone_node;
   for (auto [node, m] : meshes) {
     want(node);
     for (unsigned b = 0; b < m->mNumBones; ++b) {
-      auto it = by_name.find(m->mBones[b]->mName.C_Str());
+      const aiBone* bone = m->mBones[b];
+      auto it = by_name.find(bone->mName.C_Str());
       if (it == by_name.end()) {
-        note(absl::StrCat("mesh \"", m->mName.C_Str(), "\": bone \"", m->mBones[b]->mName.C_Str(),
+        note(absl::StrCat("mesh \"", ValidUtf8(m->mName.C_Str()), "\": bone \"", ValidUtf8(bone->mName.C_Str()),
                           "\" has no node; its weights go to the mesh's node (they stay at the bind pose)"));
+        bone_node[bone] = nullptr;
         continue;
       }
-      bone_nodes.insert(it->second);
-      want(it->second);
+      if (it->second.size() > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": mesh \"", ValidUtf8(m->mName.C_Str()), "\" bone \"", ValidUtf8(bone->mName.C_Str()), "\": ",
+            it->second.size(), " nodes have this name, and bones name their node: which one moves the bone is "
+            "ambiguous (rename the others in the file)"));
+      }
+      bone_node[bone] = it->second.front();
+      bone_nodes.insert(it->second.front());
+      want(it->second.front());
     }
   }
   out.bones = bone_nodes.size();
@@ -189,6 +190,13 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   std::vector<Similarity> rest_world(sk.size());
   for (size_t j = 0; j < sk.size(); ++j) {
     rest_world[j] = sk.parents[j] < 0 ? sk.rest_local[j] : rest_world[sk.parents[j]] * sk.rest_local[j];
+  }
+  for (const auto& [n, j] : joint) {
+    if (!(rest_world[j].scale > 1e-10) || !std::isfinite(rest_world[j].scale)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": node \"", ValidUtf8(NodeName(n)), "\" (joint ", j, "): its rest transform has scale ",
+          rest_world[j].scale, " in the scene; a joint's must be invertible"));
+    }
   }
   sk.inverse_bind.resize(sk.size());
   std::vector<bool> bind_set(sk.size(), false);
@@ -241,9 +249,9 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
     const int32_t own = joint.at(node);
     for (unsigned b = 0; b < m->mNumBones; ++b) {
       const aiBone* bone = m->mBones[b];
-      auto it = by_name.find(bone->mName.C_Str());
-      const bool orphan = it == by_name.end();
-      const int32_t j = orphan ? own : joint.at(it->second);
+      const aiNode* bn = bone_node.at(bone);
+      const bool orphan = bn == nullptr;
+      const int32_t j = orphan ? own : joint.at(bn);
       const Affine34d ib = Compose(ToAffine(bone->mOffsetMatrix), Inverse(t));
       if (orphan) {
         // No node animates this bone: its share of each vertex stays where the mesh is.
@@ -304,37 +312,67 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
     const double tps = anim->mTicksPerSecond > 0 ? anim->mTicksPerSecond : 25.0;
     clip.duration = std::max(0.0, anim->mDuration / tps);
     clip.tracks.resize(sk.size());
-    size_t ignored = 0, repeated = 0, nonuniform = 0;
+    size_t ignored = 0, nonuniform = 0, hidden = 0;
+    DroppedKeys dropped;
     for (unsigned c = 0; c < anim->mNumChannels; ++c) {
       const aiNodeAnim* ch = anim->mChannels[c];
-      auto it = by_name.find(ch->mNodeName.C_Str());
-      if (it == by_name.end() || !joint.contains(it->second)) {
+      const std::string target = ValidUtf8(ch->mNodeName.C_Str());
+      // The channel's node: of the nodes with its name, the one that is a joint.
+      const aiNode* node = nullptr;
+      if (auto it = by_name.find(ch->mNodeName.C_Str()); it != by_name.end()) {
+        for (const aiNode* n : it->second) {
+          if (!joint.contains(n)) continue;
+          if (node != nullptr) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                path, ": clip \"", clip.name, "\" channel ", c, ": several joints are named \"", target,
+                "\", and channels name their node: which one it animates is ambiguous (rename the others in the file)"));
+          }
+          node = n;
+        }
+      }
+      if (node == nullptr) {
         ++ignored;
         continue;
       }
-      JointTrack& tr = clip.tracks[joint.at(it->second)];
-      repeated += AddKeys(ch->mPositionKeys, ch->mNumPositionKeys, tps, tr.translation_times,
-                          tr.translations, [](const aiVector3D& v) { return Eigen::Vector3d(v.x, v.y, v.z); });
-      repeated += AddKeys(ch->mRotationKeys, ch->mNumRotationKeys, tps, tr.rotation_times, tr.rotations,
-                          [](const aiQuaternion& q) { return Eigen::Quaterniond(q.w, q.x, q.y, q.z).normalized(); });
-      repeated += AddKeys(ch->mScalingKeys, ch->mNumScalingKeys, tps, tr.scale_times, tr.scales,
-                          [&](const aiVector3D& s) {
-                            const double u = std::cbrt(std::abs(double(s.x) * s.y * s.z));
-                            if (std::abs(s.x - u) > 1e-3 * u || std::abs(s.y - u) > 1e-3 * u ||
-                                std::abs(s.z - u) > 1e-3 * u) {
-                              ++nonuniform;
-                            }
-                            return u > 0 ? u : 1.0;
-                          });
+      JointTrack& tr = clip.tracks[joint.at(node)];
+      AddKeys(ch->mPositionKeys, ch->mNumPositionKeys, tps, tr.translation_times, tr.translations,
+              [](const aiVector3D& v) { return Eigen::Vector3d(v.x, v.y, v.z); }, dropped);
+      AddKeys(ch->mRotationKeys, ch->mNumRotationKeys, tps, tr.rotation_times, tr.rotations,
+              [](const aiQuaternion& q) { return Eigen::Quaterniond(q.w, q.x, q.y, q.z).normalized(); }, dropped);
+      // Uniform scale. A scale of 0 hides a node (a prop put away): kept as kHiddenScale, a
+      // point (until 2026-12-07 it became 1: the prop showed at full size); a non-finite one is
+      // kept to be refused below (it became 1 as well).
+      AddKeys(ch->mScalingKeys, ch->mNumScalingKeys, tps, tr.scale_times, tr.scales,
+              [&](const aiVector3D& s) {
+                const double u = std::cbrt(std::abs(double(s.x) * s.y * s.z));
+                if (!std::isfinite(u)) return u;
+                if (std::abs(s.x - u) > 1e-3 * u || std::abs(s.y - u) > 1e-3 * u || std::abs(s.z - u) > 1e-3 * u) {
+                  ++nonuniform;
+                }
+                if (u > 0) return u;
+                ++hidden;
+                return kHiddenScale;
+              }, dropped);
+      if (dropped.non_finite) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": clip \"", clip.name, "\" node \"", target,
+                                                       "\": key ", *dropped.non_finite, " is at a non-finite time"));
+      }
+      // The keys' values are the file's: a non-finite value, a zero quaternion are refused
+      // naming the node (until 2026-12-07 by its track's index alone).
+      if (auto st = ValidateJointTrack(tr, absl::StrCat("node \"", target, "\"")); !st.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": clip \"", clip.name, "\": ", st.message()));
+      }
     }
     if (ignored) note(absl::StrCat("clip \"", clip.name, "\": ", ignored, " channels animate nodes that move no vertex; ignored"));
-    if (repeated) note(absl::StrCat("clip \"", clip.name, "\": ", repeated, " keys at repeated times dropped"));
+    if (dropped.repeated) note(absl::StrCat("clip \"", clip.name, "\": ", dropped.repeated, " keys at repeated times dropped"));
+    if (dropped.out_of_order) {
+      note(absl::StrCat("clip \"", clip.name, "\": ", dropped.out_of_order, " keys before the key they follow dropped"));
+    }
     if (nonuniform) note(absl::StrCat("clip \"", clip.name, "\": ", nonuniform, " non-uniform scale keys approximated by uniform scale"));
+    if (hidden) note(absl::StrCat("clip \"", clip.name, "\": ", hidden, " scale keys of 0 (a hidden node) kept as ", kHiddenScale));
     if (anim->mNumMeshChannels || anim->mNumMorphMeshChannels) {
       note(absl::StrCat("clip \"", clip.name, "\": vertex/morph animation channels dropped"));
     }
-    // The keys are the file's: a non-finite time or value (which sampling read past its keys
-    // for, until 2026-12-03), a zero quaternion, a scale of 0 are refused here, naming them.
     if (auto st = ValidateClip(clip, sk.size()); !st.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": clip \"", clip.name, "\": ", st.message()));
     }

@@ -9,9 +9,10 @@
 
 namespace sinew {
 
-// OK for a .gltf/.glb whose skinned primitives have finite positions, finite weights >= 0,
-// joint indices inside their skin and finite inverse bind matrices; INVALID_ARGUMENT naming
-// the file, mesh, primitive, attribute and element otherwise.
+// OK for a glTF file (JSON, or binary by its "glTF" magic whatever its name) whose skinned
+// primitives have finite positions, finite weights >= 0, joint indices inside their skin, and
+// whose skins have a finite MAT4 float inverse bind matrix per joint (sparse accessors applied);
+// INVALID_ARGUMENT naming the file, skin or mesh, primitive, attribute and element otherwise.
 absl::Status CheckGltfSkins(const std::string& path);
 
 }  // namespace sinew

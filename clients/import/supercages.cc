@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/util/utf8.h"
 
 namespace sinew {
 namespace {
@@ -118,7 +119,8 @@ absl::Status ParseFinite(const std::string& path, size_t line,
   return absl::OkStatus();
 }
 
-std::string Stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+// A file's stem as a name: UTF-8 (ValidUtf8), as the rig's protobuf strings must be.
+std::string Stem(const std::string& path) { return ValidUtf8(std::filesystem::path(path).stem().string()); }
 
 // Joints ordered parents first; error naming `path` when parents form a cycle.
 absl::StatusOr<std::vector<int32_t>> ParentsFirst(const std::vector<int32_t>& parents,
@@ -278,7 +280,7 @@ absl::Status ReadObj(const std::string& path, std::vector<float>* positions,
                                        "back from the last vertex)");
         }
         if (idx < 0) {
-          if (-idx > read) {
+          if (idx < -read) {  // not -idx > read: -INT64_MIN overflows
             return LineError(path, line, absl::StrCat("relative face index ", idx, " reaches before "
                                                       "the first vertex (", read, " read so far)"));
           }
@@ -339,7 +341,7 @@ absl::StatusOr<Skeleton> ReadSkt(const std::string& path) {
     if (!ParseInt(t[1], &r.index)) {
       return LineError(path, line, absl::StrCat("joint index \"", Str(t[1]), "\" is not an integer"));
     }
-    r.name = Str(t[2]);
+    r.name = ValidUtf8(Str(t[2]));  // UTF-8 for the rig (a Latin-1 name failed the upload until 2026-12-07)
     if (!ParseInt(t[3], &r.parent)) {
       return LineError(path, line, absl::StrCat("parent index \"", Str(t[3]), "\" is not an integer"));
     }

@@ -114,6 +114,38 @@ TEST_F(GltfClipTest, FramesReadBackAsRestPlusTheirMorphTarget) {
   EXPECT_FALSE(s.at("quality")[2].contains("new_deepest_joint"));
 }
 
+// Names are any bytes a file had (a Latin-1 file stem, a joint name): written as valid UTF-8, as
+// glTF's JSON must be (until 2026-12-07 the JSON writer threw and `sinew batch --gltf` aborted
+// after the whole bake, with nothing written).
+TEST_F(GltfClipTest, NamesThatAreNotUtf8AreWrittenAsUtf8) {
+  Quad q(2);
+  GltfClip c = q.Clip();
+  c.name = "caf\xe9";
+  c.method = "lbs\xff";
+  c.clip_name = "walk\xc3";
+  c.source = "caf\xe9.X";
+  c.quality.resize(2);
+  c.quality[1].new_inside_vertices = 1;
+  c.quality[1].new_deepest_vertex = 0;
+  c.quality[1].new_deepest_joint = "\xc9paule";
+  ASSERT_TRUE(WriteGltfClip(path_, c).ok());
+  auto d = ReadGltfClip(path_);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const auto extras = nlohmann::json::parse(d->extras_json);
+  const auto& s = extras.at("sinew");
+  EXPECT_EQ(s.at("method"), "lbs\xEF\xBF\xBD");
+  EXPECT_EQ(s.at("clip"), "walk\xEF\xBF\xBD");
+  EXPECT_EQ(s.at("source"), "caf\xEF\xBF\xBD.X");
+  EXPECT_EQ(s.at("quality")[1].at("new_deepest_joint"), "\xEF\xBF\xBDpaule");
+  tinygltf::Model m;
+  tinygltf::TinyGLTF loader;
+  std::string err, warn;
+  ASSERT_TRUE(loader.LoadBinaryFromFile(&m, &err, &warn, path_)) << err;
+  EXPECT_EQ(m.meshes.at(0).name, "caf\xEF\xBF\xBD");
+  EXPECT_EQ(m.nodes.at(0).name, "caf\xEF\xBF\xBD");
+  EXPECT_EQ(m.animations.at(0).name, "walk\xEF\xBF\xBD");
+}
+
 TEST_F(GltfClipTest, PositionAccessorsCarryTheirBoundsAndTheAnimationIsOneHot) {
   Quad q(3);
   ASSERT_TRUE(WriteGltfClip(path_, q.Clip()).ok());

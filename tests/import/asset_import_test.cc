@@ -391,7 +391,8 @@ TEST(AssetImport, NamesThatAreNotUtf8BecomeValidUtf8) {
 // simple_skin.gltf as tinygltf reads it, edited by `edit`, written to a temporary file and
 // imported; the file is removed. Empty when assimp-testmodels is missing.
 std::optional<absl::StatusOr<ImportedAsset>> ImportEditedSimpleSkin(const std::string& name,
-                                                                    const std::function<void(tinygltf::Model&)>& edit) {
+                                                                    const std::function<void(tinygltf::Model&)>& edit,
+                                                                    bool binary = false) {
   const std::string gltf = kModels + "/glTF2/simple_skin/simple_skin.gltf";
   if (!std::filesystem::exists(gltf)) return std::nullopt;
   tinygltf::Model model;
@@ -400,7 +401,7 @@ std::optional<absl::StatusOr<ImportedAsset>> ImportEditedSimpleSkin(const std::s
   EXPECT_TRUE(loader.LoadASCIIFromFile(&model, &err, &warn, gltf)) << err;
   edit(model);
   const std::string path = (std::filesystem::temp_directory_path() / name).string();
-  EXPECT_TRUE(loader.WriteGltfSceneToFile(&model, path, true, true, true, false));
+  EXPECT_TRUE(loader.WriteGltfSceneToFile(&model, path, true, true, !binary, binary));
   auto asset = ImportAsset(path);
   std::filesystem::remove(path);
   return asset;
@@ -411,6 +412,159 @@ unsigned char* AccessorBytes(tinygltf::Model& m, int accessor) {
   const auto& acc = m.accessors[accessor];
   const auto& view = m.bufferViews[acc.bufferView];
   return m.buffers[view.buffer].data.data() + view.byteOffset + acc.byteOffset;
+}
+
+// Appends `bytes` to buffer 0 under a new buffer view; its index.
+int AppendView(tinygltf::Model& m, const void* bytes, size_t size) {
+  auto& data = m.buffers[0].data;
+  while (data.size() % 4) data.push_back(0);
+  tinygltf::BufferView v;
+  v.buffer = 0;
+  v.byteOffset = data.size();
+  v.byteLength = size;
+  data.insert(data.end(), static_cast<const unsigned char*>(bytes), static_cast<const unsigned char*>(bytes) + size);
+  m.bufferViews.push_back(v);
+  return int(m.bufferViews.size()) - 1;
+}
+
+// Adds a scale channel on node 2 (simple_skin's animated joint) over the rotation channel's key
+// times, with these VEC3 values (one per key).
+void AddScaleChannel(tinygltf::Model& m, const std::vector<float>& values) {
+  tinygltf::Accessor a;
+  a.bufferView = AppendView(m, values.data(), values.size() * 4);
+  a.componentType = TINYGLTF_COMPONENT_TYPE_FLOAT;
+  a.type = TINYGLTF_TYPE_VEC3;
+  a.count = values.size() / 3;
+  m.accessors.push_back(a);
+  tinygltf::AnimationSampler sampler;
+  sampler.input = m.animations[0].samplers[0].input;
+  sampler.output = int(m.accessors.size()) - 1;
+  sampler.interpolation = "LINEAR";
+  m.animations[0].samplers.push_back(sampler);
+  tinygltf::AnimationChannel ch;
+  ch.sampler = int(m.animations[0].samplers.size()) - 1;
+  ch.target_node = 2;
+  ch.target_path = "scale";
+  m.animations[0].channels.push_back(ch);
+}
+
+// A skin's inverse bind matrices are checked before assimp reads them: left out (identity by
+// glTF's default, which assimp 5.2 dereferences), fewer than the joints (it read past them), or
+// not MAT4 floats; each refused naming the skin (until 2026-12-07 a crash or garbage).
+TEST(AssetImport, SkinsWhoseInverseBindMatricesAssimpCannotReadAreRefused) {
+  const std::vector<std::pair<std::function<void(tinygltf::Model&)>, std::string>> cases = {
+      {[](tinygltf::Model& m) { m.skins[0].inverseBindMatrices = -1; }, "skin 0: no inverseBindMatrices"},
+      {[](tinygltf::Model& m) { m.accessors[m.skins[0].inverseBindMatrices].count = 1; },
+       "skin 0: inverseBindMatrices accessor 4 has 1 matrices for 2 joints"},
+      {[](tinygltf::Model& m) {
+         auto& a = m.accessors[m.skins[0].inverseBindMatrices];
+         a.type = TINYGLTF_TYPE_VEC4;
+         a.minValues.clear();
+         a.maxValues.clear();
+       }, "skin 0: inverseBindMatrices accessor 4 is not MAT4 of floats"},
+  };
+  for (const auto& [edit, want] : cases) {
+    const auto asset = ImportEditedSimpleSkin("sinew_ibm.gltf", edit);
+    if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+    ASSERT_FALSE(asset->ok()) << want;
+    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr(want));
+  }
+}
+
+// Sparse accessors are read with their substitutions: a NaN weight given sparsely is refused
+// (until 2026-12-07 the check read the base values alone and passed it).
+TEST(AssetImport, SparseAccessorsAreCheckedWithTheirSubstitutions) {
+  const auto asset = ImportEditedSimpleSkin("sinew_sparse.gltf", [](tinygltf::Model& m) {
+    auto& a = m.accessors[m.meshes[0].primitives[0].attributes.at("WEIGHTS_0")];
+    const uint16_t index = 5;
+    const float values[4] = {0.5f, std::nanf(""), 0.f, 0.f};
+    a.sparse.isSparse = true;
+    a.sparse.count = 1;
+    a.sparse.indices.componentType = TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT;
+    a.sparse.indices.byteOffset = 0;
+    a.sparse.indices.bufferView = AppendView(m, &index, 2);
+    a.sparse.values.byteOffset = 0;
+    a.sparse.values.bufferView = AppendView(m, values, sizeof values);
+  });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_FALSE(asset->ok());
+  EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("WEIGHTS_0: vertex 5 component 1 is not finite"));
+}
+
+// Bones and channels name their nodes; where two nodes share a bone's name (an armature and its
+// root bone both "Root") the import is refused naming it (until 2026-12-07 the first node in the
+// file took the bone: its vertices followed the wrong joint, silently).
+TEST(AssetImport, ABoneNamedLikeAnotherNodeIsRefusedNotBoundToTheWrongOne) {
+  const auto asset = ImportEditedSimpleSkin("sinew_twins.gltf", [](tinygltf::Model& m) {
+    m.nodes[0].name = "Root";
+    m.nodes[1].name = "Root";
+  });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_FALSE(asset->ok());
+  EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("bone \"Root\": 2 nodes have this name"));
+}
+
+// A scale key of 0 hides its node (a prop put away): kept as a point, noted (until 2026-12-07 it
+// became scale 1, the prop shown at full size); a NaN scale key is refused naming the node (it
+// became 1 too).
+TEST(AssetImport, AZeroScaleKeyHidesItsNodeAndANanOneIsRefused) {
+  std::vector<float> scales(3 * 12, 1.f);
+  for (int c = 0; c < 3; ++c) scales[3 * 5 + c] = 0.f;  // key 5
+  auto asset = ImportEditedSimpleSkin("sinew_hidden.gltf", [&](tinygltf::Model& m) { AddScaleChannel(m, scales); });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_TRUE(asset->ok()) << asset->status();
+  ASSERT_EQ((*asset)->clips.size(), 1u);
+  bool found = false;
+  for (const JointTrack& tr : (*asset)->clips[0].tracks) {
+    if (tr.scales.size() != 12) continue;
+    found = true;
+    EXPECT_LT(tr.scales[5], 1e-5);
+    EXPECT_EQ(tr.scales[4], 1.0);
+  }
+  EXPECT_TRUE(found) << "no track has the 12 scale keys";
+  EXPECT_THAT((*asset)->notes, ::testing::Contains(::testing::HasSubstr("1 scale keys of 0 (a hidden node)")));
+
+  scales[3 * 5] = std::nanf("");
+  asset = ImportEditedSimpleSkin("sinew_nan_scale.gltf", [&](tinygltf::Model& m) { AddScaleChannel(m, scales); });
+  ASSERT_FALSE(asset->ok());
+  EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr(".scales[5]: nan is not a positive scale"));
+}
+
+// Keys out of time order are dropped and counted as such (until 2026-12-07 as "keys at
+// repeated times"); a NaN time after the first key is refused naming the key (it was dropped).
+TEST(AssetImport, KeysOutOfOrderAreCountedAndANanTimeIsRefused) {
+  auto edit_time = [](float t) {
+    return [t](tinygltf::Model& m) {
+      const int input = m.animations[0].samplers[0].input;
+      m.accessors[input].minValues.clear();
+      m.accessors[input].maxValues.clear();
+      std::memcpy(AccessorBytes(m, input) + 4 * 6, &t, 4);  // key 6's time
+    };
+  };
+  auto asset = ImportEditedSimpleSkin("sinew_back.gltf", edit_time(-1.f));
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_TRUE(asset->ok()) << asset->status();
+  EXPECT_THAT((*asset)->notes, ::testing::Contains(::testing::HasSubstr("1 keys before the key they follow dropped")));
+  asset = ImportEditedSimpleSkin("sinew_nan_later.gltf", edit_time(std::nanf("")));
+  ASSERT_FALSE(asset->ok());
+  EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("key 6 is at a non-finite time"));
+}
+
+// A mesh under a node scaled to 0 is skipped with a note (until 2026-12-07 the import failed on
+// a non-finite normal, named by an index into the merged mesh).
+TEST(AssetImport, AMeshUnderANodeScaledToZeroIsSkipped) {
+  const auto asset = ImportEditedSimpleSkin("sinew_put_away.gltf", [](tinygltf::Model& m) {
+    tinygltf::Node prop;
+    prop.name = "prop";
+    prop.mesh = 0;
+    prop.scale = {0, 0, 0};
+    m.nodes.push_back(prop);
+    m.scenes[0].nodes.push_back(int(m.nodes.size()) - 1);
+  });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_TRUE(asset->ok()) << asset->status();
+  EXPECT_EQ((*asset)->rig.rig.vertex_count(), 10u);
+  EXPECT_THAT((*asset)->notes, ::testing::Contains(::testing::HasSubstr("\"prop\" is scaled to 0 (hidden), skipped")));
 }
 
 // NaN weights in the file are rejected with the mesh, bone and vertex named.
@@ -457,7 +611,7 @@ TEST(AssetImport, AccessorCountsBeyondTheBufferAreRefused) {
     if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
     ASSERT_FALSE(asset->ok()) << with_buffer;
     EXPECT_EQ(asset->status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("WEIGHTS_0: accessor out of bounds"));
+    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("WEIGHTS_0: accessor 3 out of bounds"));
   }
 }
 

@@ -485,5 +485,26 @@ TEST_F(SuperCagesFormat, ObjRelativeIndexBeforeTheFirstVertexNamesFileAndLine) {
   EXPECT_THAT(std::string(st.message()), HasSubstr("bad.obj:3: relative face index -3"));
 }
 
+// An index of -2^63 is refused naming the line (until 2026-12-07 its negation overflowed, passed
+// the range check, and a wrong triangle was accepted).
+TEST_F(SuperCagesFormat, ObjMostNegativeIndexNamesFileAndLine) {
+  const std::string path = Write("worst.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 -9223372036854775808\nv 0 0 1\n");
+  std::vector<float> positions;
+  std::vector<uint32_t> triangles;
+  const absl::Status st = ReadObj(path, &positions, &triangles);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("worst.obj:4: relative face index -9223372036854775808"));
+}
+
+// Joint names and file stems that are not UTF-8 (Latin-1 "\xc9paule") become valid UTF-8, as the
+// rig's protobuf strings must be (until 2026-12-07 the upload failed: "not a serialized Rig").
+TEST_F(SuperCagesFormat, NamesThatAreNotUtf8BecomeValidUtf8) {
+  files_.skeleton = Write("mesh.skt", "j 0 root -1 0 0 0\nj 1 \xc9paule 0 0 1 0\n");
+  files_.mesh = Write("caf\xe9.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 2 3 4\nf 3 1 4\n");
+  auto r = ReadSuperCages(files_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rig.rig.skeleton.names.at(1), "\xEF\xBF\xBDpaule");
+  EXPECT_EQ(r->rig.rig.name, "caf\xEF\xBF\xBD");
+}
+
 }  // namespace
 }  // namespace sinew
