@@ -146,11 +146,26 @@ class Service::StreamCall final
         // since the frame before it: a jiggling session's clock would fall behind), and its pose
         // where the successor has none (a cage frame's "the last pose").
         if (pending_.key_frame()) read_.set_key_frame(true);
-        if (pending_.time_step() > 0 && read_.time_step() > 0) read_.set_time_step(read_.time_step() + pending_.time_step());
+        // The steps add up (capped at the largest a frame may ask, 60 s: until 2026-12-07 two
+        // skipped 40 s steps made the successor fail with a step its client never sent), but not
+        // into a reset frame, which starts from rest (it took them). Where either leaves it to
+        // the method (0) its length is not known here: the successor's stands.
+        if (pending_.time_step() > 0 && read_.time_step() > 0 && !read_.reset()) {
+          read_.set_time_step(std::min(read_.time_step() + pending_.time_step(), kMaxTimeStep));
+        }
         if (pending_.has_pose() && !read_.has_pose()) *read_.mutable_pose() = pending_.pose();
+        // Cages and spheres likewise, where the successor has none: a SuperCages session keeps
+        // its rest cage C from `cages` (until 2026-12-07 a skipped frame's cage edit was lost),
+        // and a frame without cages or spheres means the last ones.
+        if (pending_.cages_size() > 0 && read_.cages_size() == 0) read_.mutable_cages()->Swap(pending_.mutable_cages());
+        if (pending_.has_spheres() && !read_.has_spheres()) read_.mutable_spheres()->Swap(pending_.mutable_spheres());
         Skip(pending_.frame());
         pending_.Swap(&read_);
         pending_replaceable_ = replaceable;
+        // read_ now holds the skipped request, reused by the next read: one far larger than
+        // frames need is let go of (until 2026-12-07 an idle stream held it, up to
+        // --max-message-bytes, as the in-flight request is let go of after its frame).
+        if (read_.SpaceUsedLong() > kKeptRequestBytes) read_ = v1::DeformRequest();
       } else {
         read_full_ = true;  // waits in read_ until the pending one starts
         read_replaceable_ = replaceable;
@@ -588,8 +603,12 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
                                        [this] { Continue(); });
         return;
       }
+      if (end) finished_ = true;  // decided here, in this section: see End
     }
-    if (end) return End(*end);
+    if (end) {
+      ReleaseSession();
+      return Finish(*end);
+    }
     svc_->pool_.Submit(&ClipCall::Run, this);
   }
 
@@ -601,10 +620,6 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     std::unique_lock lock(session_->mu);
     if (!session_->open) {
       lock.unlock();
-      {
-        std::lock_guard call_lock(mu_);
-        running_ = false;
-      }
       return End(svc_->ToGrpc("DeformClip", absl::NotFoundError(absl::StrCat(
                                                  "session_id: session \"", EchoId(req_->session_id()),
                                                  "\" was closed while this batch played it (CloseSession, or a stream that bound it "
@@ -654,10 +669,7 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
       if (!st.ok()) st = absl::Status(st.code(), absl::StrCat("frame ", self->frame_, ": ", st.message()));
     }
     if (!st.ok()) {
-      {
-        std::lock_guard lock(self->mu_);
-        self->running_ = false;
-      }
+      // running_ stays set until End clears it with finished_ (see End).
       self->svc_->metrics_.FrameError(static_cast<grpc::StatusCode>(st.code()));
       return self->End(self->svc_->ToGrpc("DeformClip", st));
     }
@@ -693,9 +705,15 @@ class Service::ClipCall final : public grpc::ServerWriteReactor<v1::DeformClipRe
     self->StartWrite(&self->response_);
   }
 
+  // Ends the call unless it has ended. running_ is cleared and finished_ set in one critical
+  // section: a frame's completion runs on a worker thread gRPC does not know of, and until
+  // 2026-12-07 it cleared running_, let go of mu_ and then ended the call, so that a drain or a
+  // cancel in between (EndUnlessBusy) ended it too, gRPC deleted the call (OnDone), and the
+  // worker went on in freed memory. The caller does nothing with the call after this.
   void End(const grpc::Status& status) {
     {
       std::lock_guard lock(mu_);
+      running_ = false;
       if (finished_) return;
       finished_ = true;
     }

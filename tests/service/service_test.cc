@@ -1919,6 +1919,55 @@ TEST_F(Service, LatestPoseWinsCarriesASkippedFramesTimeStepAndKeyFrameToItsSucce
   }
 }
 
+// latest_pose_wins: skipped steps add up to at most 60 s, the largest a frame may ask (until
+// 2026-12-07 two skipped 40 s steps made their successor fail INVALID_ARGUMENT with an 80 s step
+// its client never sent), and none goes into a reset frame, which starts from rest (it took
+// them: its result differed from the same frame sent alone). Frame 0's 300 sweeps make frames
+// 1 and 2 wait, 2 replacing 1; the assertions hold whether or not it did, which is printed.
+TEST_F(Service, LatestPoseWinsCapsCarriedStepsAndKeepsThemOutOfAResetFrame) {
+  const JiggleLimb f;
+  const v1::CreateSessionRequest plain = f.Prepare(*client_, [](v1::PbsParams& p) {
+    p.set_iterations(300);
+    p.set_gravity(2.0);
+  });
+  v1::CreateSessionRequest replacing = plain;
+  replacing.set_latest_pose_wins(true);
+  int skipped = 0;
+  for (bool reset : {false, true}) {
+    SCOPED_TRACE(reset ? "a reset successor" : "steps of 40 s");
+    auto lpw = client_->CreateSession(replacing), ref = client_->CreateSession(plain);
+    ASSERT_TRUE(lpw.ok() && ref.ok()) << lpw.status() << ref.status();
+    auto stream = client_->OpenStream();
+    for (int k = 0; k < 3; ++k) {
+      v1::DeformRequest r = Frame(lpw->session_id(), uint64_t(k), f.Swing(4 * k));
+      r.set_time_step(reset ? 0.01 : 40.0);
+      r.set_reset(reset && k == 2);
+      ASSERT_TRUE(stream->Write(r));
+    }
+    stream->WritesDone();
+    v1::DeformResponse r[3];
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_TRUE(stream->Read(&r[k])) << k;
+      ASSERT_FALSE(r[k].has_error()) << "frame " << k << ": " << r[k].error().message();
+    }
+    EXPECT_TRUE(stream->Close().ok());
+    skipped += r[1].skipped();
+    if (reset) {
+      // From rest with its own step: the same frame alone on a fresh session.
+      v1::DeformRequest alone = Frame(ref->session_id(), 2, f.Swing(8));
+      alone.set_time_step(0.01);
+      alone.set_reset(true);
+      auto want = client_->Deform(alone);
+      ASSERT_TRUE(want.ok()) << want.status();
+      std::vector<float> got_xyz, want_xyz;
+      ASSERT_TRUE(client::DecodePositions(r[2], got_xyz).ok());
+      ASSERT_TRUE(client::DecodePositions(*want, want_xyz).ok());
+      EXPECT_EQ(got_xyz, want_xyz) << (r[1].skipped() ? "frame 1 was skipped" : "frame 1 was not skipped");
+    }
+  }
+  std::printf("frame 1 skipped in %d of 2 streams\n", skipped);
+}
+
 // Admission control (--max-queue-ms): one worker, four streams each sending eight frames ahead
 // (DQS on 200k vertices, about a millisecond each), so frames of different streams wait for the
 // worker behind each other's, longer than the 1 ms allowed. Those are answered UNAVAILABLE
