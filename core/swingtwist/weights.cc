@@ -216,11 +216,22 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
         reach[j] = std::max(reach[j], (p - frames.rest[j]).dot(frames.frame[j].col(2)));
       }
     }
+    // The bone starts at the deformer of j's group below j: j itself, or where j's children sit
+    // on it (a wrist with a helper, socket or end joint at its centre) the deepest of them, one
+    // bone each. Until 2026-12-07 it started at j, outside that deformer's subtree, so that its
+    // boundary conditions held it fixed: no bone rotated, no weights were solved, and the
+    // wrist's twist reached the forearm through d alone, like LBS.
     for (size_t j = 0; j < nj; ++j) {
       if (reach[j] <= h) continue;  // none, or within a voxel: moves with its own transform
-      bone_ends.push_back(frames.rest[j] + reach[j] * frames.frame[j].col(2));
-      bone_parents.push_back(int32_t(j));
-      ++st.leaf_bones;
+      for (size_t k = 0; k < nd; ++k) {
+        if (deformer_handle[k] != handle_of_joint[j]) continue;
+        int32_t up = deformer_joint[k];
+        while (up >= 0 && up != int32_t(j) && handle_of_joint[up] == handle_of_joint[j]) up = rig.skeleton.parents[up];
+        if (up != int32_t(j)) continue;  // not below j
+        bone_ends.push_back(frames.rest[j] + reach[j] * frames.frame[j].col(2));
+        bone_parents.push_back(deformer_joint[k]);
+        ++st.leaf_bones;
+      }
     }
   }
   // Each deformer's boundary conditions (BoneDirichlet) walk every bone's bounding box of cells: a

@@ -243,6 +243,42 @@ TEST(SwingTwistMethod, SiblingsSharingAHandleEachBendTheirOwnBone) {
   ExpectTheAddedJointTurnsAsTheElbow(limb, input, 3, "the sibling elbow");
 }
 
+// A leaf joint with a helper child at its centre (an end, socket or attach joint, common in
+// exported rigs) twists as the bare leaf does: the limb with such a child under its wrist,
+// weightless, moves as the plain limb when the wrist twists by 170° (the same weights; to 1e-3 of
+// the radius), and its forearm stays round. Until 2026-12-07 the wrist's virtual bone started at
+// the wrist, outside the deformer's subtree (the helper keeps the group's deformer), so that no
+// weights were solved and the forearm collapsed to about cos 85° of its radius, like LBS.
+TEST(SwingTwistMethod, ALeafWithAHelperChildAtItsCentreTwistsAsTheBareLeaf) {
+  const LimbOptions limb = FineLimb();
+  RigInput input = MakeLimb(limb);
+  Skeleton& sk = input.rig.skeleton;
+  ASSERT_EQ(sk.size(), 3u);
+  ASSERT_TRUE(sk.inverse_bind.empty());
+  sk.names.push_back("wrist_end");
+  sk.parents.push_back(2);
+  sk.rest_local.push_back(Similarity());
+  auto plain = std::make_shared<const Rig>(testing::BuildOrDie(MakeLimb(limb)));
+  auto helped = std::make_shared<const Rig>(testing::BuildOrDie(input));
+  auto a = CreateDeformer(plain, Config(0.05));
+  auto b = CreateDeformer(helped, Config(0.05));
+  ASSERT_TRUE(a.ok() && b.ok());
+  const Eigen::Quaterniond twist(Eigen::AngleAxisd(170 * std::numbers::pi / 180, Eigen::Vector3d::UnitX()));
+  Pose pa = RestPose(plain->skeleton), pb = RestPose(helped->skeleton);
+  pa.set_rotation(2, twist);
+  pb.set_rotation(2, twist);
+  std::vector<float> xa(plain->positions.size()), xb(xa.size());
+  ASSERT_TRUE((*a)->Deform({&pa, {}}, xa, nullptr).ok());
+  ASSERT_TRUE((*b)->Deform({&pb, {}}, xb, nullptr).ok());
+  double thinnest = 1e9;
+  for (double x = 0.05; x < 2.96; x += 0.05) thinnest = std::min(thinnest, LimbRingRadius(limb, xb, x));
+  const double apart = testing::MaxAbsDiff(xa, xb);
+  std::printf("wrist with a helper twisted 170 degrees: %.3g from the bare wrist's; the thinnest ring %.3f of %.3f\n",
+              apart, thinnest, limb.radius);
+  EXPECT_LE(apart, 1e-3 * limb.radius);
+  EXPECT_GE(thinnest, 0.9 * limb.radius);
+}
+
 // Saved weights load back equal (and deform equally); bytes of another rig, a truncated file
 // and foreign bytes are refused, never half-read.
 TEST(SwingTwistMethod, SavedWeightsLoadBackAndForeignBytesAreRefused) {
