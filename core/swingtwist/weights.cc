@@ -174,21 +174,30 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   std::vector<int32_t> deformer_joint, deformer_handle;
   std::vector<int32_t> deformer_parent(rig.skeleton.parents.begin(), rig.skeleton.parents.end());
   {
-    auto has_child = [&](int32_t j, bool in_group) {  // in j's group, or outside it
-      return std::any_of(children[j].begin(), children[j].end(),
-                         [&](int32_t c) { return (handle_of_joint[c] == handle_of_joint[j]) == in_group; });
-    };
+    // Whether each joint has a child in its group, or outside it; and the top of each joint's
+    // span (the highest joint reached going up through its group's joints without a child
+    // outside it), parents first. Until 2026-12-07 each deformer scanned its ancestors' children
+    // as it went up: O(n²) for n siblings sharing a handle, before any progress call.
+    std::vector<uint8_t> in_group_child(nj, 0), outside_child(nj, 0);
+    for (size_t j = 0; j < nj; ++j) {
+      const int32_t p = rig.skeleton.parents[j];
+      if (p < 0) continue;
+      (handle_of_joint[j] == handle_of_joint[p] ? in_group_child : outside_child)[size_t(p)] = 1;
+    }
+    std::vector<int32_t> top(nj);
+    for (int32_t j : rig.skeleton.order) {
+      const int32_t p = rig.skeleton.parents[j];
+      top[j] = p >= 0 && handle_of_joint[p] == handle_of_joint[j] && !outside_child[p] ? top[p] : j;
+    }
+    std::vector<std::vector<int32_t>> joints_of_handle(g);  // increasing joints, as before
+    for (size_t j = 0; j < nj; ++j) joints_of_handle[handle_of_joint[j]].push_back(int32_t(j));
     for (size_t k = 0; k < g; ++k) {
-      for (size_t j = 0; j < nj; ++j) {
-        if (handle_of_joint[j] != int32_t(k) || has_child(int32_t(j), true)) continue;
-        deformer_joint.push_back(int32_t(j));
+      for (int32_t j : joints_of_handle[k]) {
+        if (in_group_child[j]) continue;
+        deformer_joint.push_back(j);
         deformer_handle.push_back(int32_t(k));
-        int32_t last = int32_t(j), p = rig.skeleton.parents[j];
-        while (p >= 0 && handle_of_joint[p] == int32_t(k) && !has_child(p, false)) {
-          last = p;
-          p = rig.skeleton.parents[p];
-        }
-        deformer_parent[j] = p >= 0 ? p : (last != int32_t(j) ? last : -1);
+        const int32_t last = top[j], p = rig.skeleton.parents[last];
+        deformer_parent[j] = p >= 0 ? p : (last != j ? last : -1);
       }
     }
   }
@@ -277,10 +286,21 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
   std::vector<std::vector<double>> swing(nd), twist(nd);
   std::vector<absl::Status> failures(nd);
   std::vector<int> iterations(nd, 0);
+  // A deformer no bone starts from (a bare leaf) has none rotating: nothing to solve, and its
+  // boundary conditions, O(joints + cells) each, are not walked (n such siblings walked n times).
+  std::vector<uint8_t> bone_from(nj, 0);
+  for (int32_t p : bone_parents) {
+    if (p >= 0) bone_from[size_t(p)] = 1;
+  }
   ParallelFor(pool, nd, 1, [&](size_t b, size_t e) {
     for (size_t k = b; k < e; ++k) {
       if (stop) return;
       const size_t j = size_t(deformer_joint[k]);
+      if (!bone_from[j]) {
+        ++done;
+        if (!keep_going()) return;
+        continue;
+      }
       const Dirichlet dirichlet = BoneDirichlet(grid, bone_ends, bone_parents, j);
       const bool rotating = std::find(dirichlet.begin(), dirichlet.end(), int8_t{1}) != dirichlet.end();
       const bool fixed = std::find(dirichlet.begin(), dirichlet.end(), int8_t{0}) != dirichlet.end();
