@@ -825,6 +825,36 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
   auto mesh = BuildTets(rig, p, progress);
   if (!mesh.ok()) return mesh.status();
   model->mesh = std::move(*mesh);
+  {
+    // Each tet's longest edge within the float solver's range (kPbsMaxTetEdge).
+    double big = 0, small = 1e300;
+    size_t big_at = 0, small_at = 0;
+    for (size_t t = 0; t < model->mesh.tets.size(); ++t) {
+      double e = 0;
+      for (int a = 0; a < 4; ++a) {
+        for (int b = a + 1; b < 4; ++b) {
+          e = std::max(e, (model->mesh.rest[model->mesh.tets[t][a]] - model->mesh.rest[model->mesh.tets[t][b]]).norm());
+        }
+      }
+      if (e > big) big = e, big_at = t;
+      if (e < small) small = e, small_at = t;
+    }
+    const char* what = model->mesh.source == "rig"      ? "the uploaded tets"
+                       : model->mesh.source == "voxels" ? "deformer.pbs.voxel_size"
+                                                        : "deformer.pbs.cell_size";
+    if (big > kPbsMaxTetEdge) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "pbs: tet %d has an edge of %g rig units (the rig's longest side %g); the float solver's volume constraints "
+          "take edges up to %g: scale the rig down (or make %s smaller)",
+          big_at, big, longest, kPbsMaxTetEdge, what));
+    }
+    if (!model->mesh.tets.empty() && small < kPbsMinTetEdge) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "pbs: tet %d is %g rig units across (the rig's longest side %g); the float solver's volume constraints "
+          "take tets from %g: scale the rig up (or make %s larger)",
+          small_at, small, longest, kPbsMinTetEdge, what));
+    }
+  }
   if (progress && !progress(0.3)) return absl::CancelledError("pbs: cancelled");
   model->embedding = EmbedInTets(model->mesh, rig.positions);
   const size_t n = model->mesh.rest.size();

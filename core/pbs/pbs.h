@@ -146,6 +146,12 @@ inline constexpr size_t kPbsColourGrain = 8192;
 // (RESOURCE_EXHAUSTED beyond; a frame's cost is the particles', and the paper's characters have
 // 1–3k).
 inline constexpr size_t kPbsMaxParticles = 400'000;
+// The range of tet sizes (each tet's longest edge, rig units) the float solver takes: a volume
+// constraint's gradient norm grows as the edge's fourth power, past float's range beyond about
+// 7e9 (the constraints then did nothing, silently, and past 7e12 every particle became NaN,
+// blamed on the pose) and below float's normal numbers under about 6e-10. Preparation refuses
+// tets outside it (FAILED_PRECONDITION naming the tet and what to change).
+inline constexpr double kPbsMaxTetEdge = 1e9, kPbsMinTetEdge = 1e-8;
 // The step a frame's dynamics advance by: its time_step (or the session's), clamped to
 // [0.1, 100] ms as the spec asks. A long pause (a DCC idle for seconds, a clip sampled at 1 frame
 // a second) then does not fling the jiggling parts with seconds of gravity and of the pose's

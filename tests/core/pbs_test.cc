@@ -563,6 +563,30 @@ TEST(PbsMethod, AVoxelGridPastItsBoundIsRefusedBeforeItIsBuilt) {
   EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("the grid would have"));
 }
 
+// The float solver's range of tet sizes: the elbow cylinder scaled by 1e11 (voxels about 6e9
+// across, where the volume constraints' gradient norm overflowed float: they did nothing,
+// silently; past 1e12 every particle became NaN and the frame's error blamed the pose) and by
+// 1e-10 are refused at preparation, naming a tet and what to change; scaled by 1e6 it prepares.
+TEST(PbsMethod, TetsBeyondTheFloatSolversRangeAreRefusedAtPreparation) {
+  for (double scale : {1e11, 1e-10, 1e6}) {
+    RigInput in = testing::ElbowCylinder();
+    for (float& x : in.rig.positions) x = float(x * scale);
+    for (Similarity& s : in.rig.skeleton.rest_local) s.translation *= scale;
+    auto rig = std::make_shared<const Rig>(testing::BuildOrDie(in));
+    auto p = std::make_shared<PbsParams>();
+    p->tets = PbsParams::Tets::kVoxels;
+    DeformerConfig config("pbs", p);
+    const auto st = PreparePbs(*rig, config, nullptr, {}).status();
+    if (scale == 1e6) {
+      EXPECT_TRUE(st.ok()) << st;
+      continue;
+    }
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << scale << ": " << st;
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr(scale > 1 ? "scale the rig down" : "scale the rig up"));
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("deformer.pbs.voxel_size"));
+  }
+}
+
 // Jiggle without the painted attribute is refused, naming it, by the deformer and by the method's
 // check; a painted value outside [0, 1] too.
 TEST(PbsMethod, JiggleNeedsItsAttribute) {
