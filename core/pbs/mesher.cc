@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <mutex>
 #include <numeric>
+#include <thread>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +22,7 @@
 #include <CGAL/Mesh_triangulation_3.h>
 #include <CGAL/Random.h>
 #include <CGAL/make_mesh_3.h>
+#include <CGAL/exude_mesh_3.h>
 #include <CGAL/refine_mesh_3.h>
 #endif
 
@@ -78,8 +82,14 @@ absl::StatusOr<TetMesh> MeshVolume(std::span<const float> positions, std::span<c
   if (triangles.size() < 3) return absl::InvalidArgumentError("mesher: the mesh has no triangles");
   // CGAL is built without thread-local state here (CGAL_HAS_NO_THREADS, core/CMakeLists.txt):
   // its statics allow one mesher at a time per process.
+  // A preparation waiting for another's mesher is cancellable meanwhile (until 2026-12-07 it
+  // waited for the whole of the other run).
   static std::mutex one_at_a_time;
-  std::unique_lock lock(one_at_a_time);
+  std::unique_lock lock(one_at_a_time, std::defer_lock);
+  while (!lock.try_lock()) {
+    if (keep_going && !keep_going()) return absl::CancelledError("mesher: cancelled");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   const WindingNumberTree winding(positions, triangles);
   std::atomic<bool> stop{false};
   size_t calls = 0;
@@ -143,11 +153,13 @@ absl::StatusOr<TetMesh> MeshVolume(std::span<const float> positions, std::span<c
                           CGAL::parameters::cell_radius_edge_ratio = options.radius_edge,
                           CGAL::parameters::cell_size = options.cell_size);
   CGAL::Mesh_error_code error = CGAL::CGAL_MESH_3_NO_ERROR;
-  // Sliver perturbation and exudation without a time limit: CGAL's default limit (the refinement's
-  // own time) makes the result depend on the machine's load.
+  // Refinement, then exudation, as refine_mesh_3 would run it (the same defaults) but apart:
+  // inside refine_mesh_3 the exuder, which never reads the stop flag, ran after a refinement
+  // stopped or cut at max_vertices, over all its cells, before the cancellation or the refusal
+  // was answered (until 2026-12-07). Exudation without a time limit: CGAL's default limit (the
+  // refinement's own time) makes the result depend on the machine's load.
   CGAL::refine_mesh_3(c3t3, domain, criteria, CGAL::parameters::no_odt(),
-                      CGAL::parameters::no_perturb(),
-                      CGAL::parameters::exude(CGAL::parameters::time_limit = 0),
+                      CGAL::parameters::no_perturb(), CGAL::parameters::no_exude(),
                       CGAL::parameters::mesh_3_options(CGAL::parameters::maximal_number_of_vertices = options.max_vertices,
                                                        CGAL::parameters::pointer_to_error_code = &error,
                                                        CGAL::parameters::pointer_to_stop_atomic_boolean = &stop));
@@ -158,6 +170,8 @@ absl::StatusOr<TetMesh> MeshVolume(std::span<const float> positions, std::span<c
                                                      " vertices at cell_size ", options.cell_size,
                                                      "; choose a larger cell size"));
   }
+  if (keep_going && !keep_going()) return absl::CancelledError("mesher: cancelled");
+  CGAL::exude_mesh_3(c3t3, CGAL::parameters::time_limit = 0);
 
   // The cells in the complex, their vertices numbered in order of position (a canonical order,
   // whatever CGAL's containers do), tets sorted.

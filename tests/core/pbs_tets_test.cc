@@ -6,12 +6,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numbers>
 #include <random>
+#include <thread>
 
 #include "core/deformer/deformer.h"
 #include "core/geometry/nearest_point.h"
@@ -187,6 +191,50 @@ TEST(PbsMesher, FailsPreciselyAndStopsWhenAsked) {
   EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << cancelled.status();
   o.cell_size = 0;
   EXPECT_EQ(MeshVolume(rig.positions, rig.triangles, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A preparation cancelled while another's mesher runs (one at a time per process) returns
+// without waiting for it: the first mesher, once it holds the lock, waits in its progress call
+// until the second has returned (30 s at most: on the code before 2026-12-07 the second waited
+// for the lock, so the first went on after 30 s and the second returned after it). The order,
+// not a duration, is asserted.
+TEST(PbsMesher, ACancelWhileAnotherMesherRunsReturnsWithoutWaitingForIt) {
+  if (!MesherAvailable()) GTEST_SKIP() << "built without CGAL (SINEW_WITH_CGAL=OFF)";
+  const Rig rig = testing::BuildOrDie(CappedCylinder());
+  MesherOptions o;
+  o.cell_size = 0.3;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool first_holds = false, second_returned = false, first_done = false, second_before_first = false;
+  std::thread first([&] {
+    bool once = false;
+    const auto mesh = MeshVolume(rig.positions, rig.triangles, o, [&] {
+      if (once) return true;
+      once = true;
+      std::unique_lock lock(mu);
+      first_holds = true;
+      cv.notify_all();
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return second_returned; });
+      return true;
+    });
+    EXPECT_TRUE(mesh.ok()) << mesh.status();
+    std::lock_guard lock(mu);
+    first_done = true;
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return first_holds; });
+  }
+  const auto second = MeshVolume(rig.positions, rig.triangles, o, [] { return false; });
+  {
+    std::lock_guard lock(mu);
+    second_returned = true;
+    second_before_first = !first_done;
+    cv.notify_all();
+  }
+  first.join();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kCancelled) << second.status();
+  EXPECT_TRUE(second_before_first) << "the cancelled mesher waited for the other to finish";
 }
 
 // Voxels fine enough to make more particles than a pbs preparation takes are refused, naming the
