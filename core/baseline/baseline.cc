@@ -36,7 +36,11 @@ class BaselineDeformer final : public Deformer {
 
   absl::Status Deform(const FrameInput& frame, std::span<float> out, ThreadPool* pool) override {
     if (out.size() != rig_->positions.size()) return absl::InternalError("output buffer does not hold 3 floats per point");
+    // A refused frame leaves no extras behind: PoseEnds may have posed part of it (until
+    // 2026-12-07 base points then mixed its twists with the frame before's bone ends).
+    failed_ = true;
     if (auto st = PoseEnds(frame); !st.ok()) return st;
+    failed_ = false;
     status_.resize(model_->codes.size());
     const std::vector<PointCode>& codes = model_->codes;
     const baseline::JointTables& tables = model_->tables;
@@ -79,6 +83,11 @@ class BaselineDeformer final : public Deformer {
   absl::Status Offers(const FrameExtras& wanted) const override { return Check(wanted, on_device_); }
   void RunsOnDevice() override { on_device_ = true; }
   absl::Status Extras(const FrameExtras& extras) const override {
+    if (failed_ && (extras.base_points != nullptr || extras.vertex_states != nullptr)) {
+      return absl::FailedPreconditionError(
+          "outputs: the last frame failed: its base points and vertex states are not there (a frame that succeeds "
+          "brings them)");
+    }
     if (auto st = Check(extras, status_.empty()); !st.ok()) return st;
     if (extras.vertex_states != nullptr) *extras.vertex_states = status_;
     if (extras.base_points != nullptr) BasePoints(*extras.base_points);
@@ -184,6 +193,7 @@ class BaselineDeformer final : public Deformer {
   baseline::JointFrame joints_;
   std::vector<uint8_t> status_;
   bool on_device_ = false;  // RunsOnDevice: the device makes no status bytes
+  bool failed_ = false;     // the last Deform was refused: no extras
 
   // What Extras refuses, `no_states` saying whether there are (or will be) no status bytes.
   absl::Status Check(const FrameExtras& wanted, bool no_states) const {

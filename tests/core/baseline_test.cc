@@ -703,6 +703,24 @@ TEST(BaselineSkinning, RadiiWithAPoseAreCheckedOnThePosedBones) {
   const absl::Status holds = d->Deform(frame, out, nullptr);
   EXPECT_EQ(holds.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(holds.message()).find("in this frame bone 1 (spheres 1 and 2)"), std::string::npos) << holds;
+  // The refused frame left no base points or states behind (until 2026-12-07 Extras gave the
+  // refused frame's twists on the frame before's bone ends).
+  std::vector<float> base;
+  std::vector<uint8_t> states;
+  FrameExtras extras;
+  extras.base_points = &base;
+  const absl::Status after = d->Extras(extras);
+  EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
+  EXPECT_NE(std::string(after.message()).find("the last frame failed"), std::string::npos) << after;
+  extras.base_points = nullptr;
+  extras.vertex_states = &states;
+  EXPECT_EQ(d->Extras(extras).code(), absl::StatusCode::kFailedPrecondition);
+  // A good frame brings them back.
+  spheres.radii[2] = 2.7f;
+  ASSERT_TRUE(d->Deform(frame, out, nullptr).ok());
+  extras.base_points = &base;
+  EXPECT_TRUE(d->Extras(extras).ok());
+  EXPECT_EQ(base.size(), out.size());
 }
 
 // Anatomy (spec §5 test 11): the far bone lengthened by 50 % (its radii kept): every point keeps
