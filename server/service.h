@@ -229,6 +229,9 @@ class Service final : public v1::Sinew::CallbackService {
   // KeepRig's read of the tenants and its write, as one step per rig (striped by id, so that
   // uploads of different rigs do not wait for each other's fsync).
   std::array<std::mutex, 16> keep_rig_mu_;
+  // A tenant's rig quotas are checked and the rig taken (Adopt, Insert) under this lock: two
+  // uploads at once (there are two upload threads) both passed max_rigs=1 until 2026-12-07.
+  std::mutex quota_mu_;
   // Under the rig's prep_mu.
   static void DescribePreparation(const Preparation& p, int64_t now_ms, v1::Preparation& out);
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const char* rpc,

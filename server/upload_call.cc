@@ -132,10 +132,13 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     // joints is larger in memory than on the wire: until 2026-12-03 the serialized size was
     // counted). A new rig's size is known once parsed (below): the serialized size does not
     // bound it from below (until 2026-12-07 it was taken to, refusing rigs whose resident size fit).
+    std::unique_lock quota(svc_->quota_mu_);  // the check and the taking in one step
     const size_t shared = svc_->rigs_.ResidentBytesOf(id);
     if (auto st = CheckQuota(shared); !st.ok()) return Fail(st);
     bool had = false;
-    if (auto stored = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had)) {
+    auto adopted = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had);
+    quota.unlock();
+    if (auto stored = adopted) {
       // Newly this tenant's, and acknowledged only once kept; else the hold is given back (until
       // 2026-12-03 the tenant kept holding a rig --state-dir did not have).
       if (auto st = svc_->KeepRig(id, nullptr); !st.ok()) {
@@ -161,11 +164,13 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
                                                             "\" names no method (GetServerInfo lists them)")));
       }
     }
+    quota.lock();
     if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
     std::vector<std::string> evicted;
     // Another upload of the same bytes may have stored it meanwhile (Insert then returns that one).
     bool inserted = false;
     auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted, &inserted);
+    quota.unlock();
     // Rigs evicted to make room leave --state-dir too (unless uploaded again meanwhile: KeepRig
     // writes what the store holds): a restart must not bring back more than the budget holds,
     // and evict rigs whose sessions it is about to restore.

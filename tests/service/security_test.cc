@@ -195,6 +195,38 @@ TEST(Security, AReloadOfABadTokenFileKeepsTheTokensItHad) {
   EXPECT_EQ(table.Quotas("studio-c").max_rigs, 7u);
 }
 
+// max_rigs holds for uploads at once: of four different rigs uploaded together by a tenant of
+// max_rigs=1, one is kept and three are refused naming the quota (the check and the insert are
+// one step; until 2026-12-07 two uploads finishing together could both pass the check).
+TEST(Security, ConcurrentUploadsDoNotExceedMaxRigs) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " small max_rigs=1\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  std::vector<absl::Status> results(4);
+  std::vector<std::thread> uploads;
+  for (int k = 0; k < 4; ++k) {
+    uploads.emplace_back([&, k] {
+      client::Client a(server.target(), Token(kTokenA));
+      v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(20000)));
+      rig.set_name("limb " + std::to_string(k));  // four different rigs
+      results[k] = a.UploadRig(rig).status();
+    });
+  }
+  for (auto& t : uploads) t.join();
+  int kept = 0;
+  for (const absl::Status& st : results) {
+    if (st.ok()) {
+      ++kept;
+      continue;
+    }
+    EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("quota max_rigs=1")) << st;
+  }
+  EXPECT_EQ(kept, 1);
+}
+
 // Per-tenant quotas from the token file: rigs, resident rig bytes, sessions and frames per second
 // (here one frame per 1000 s, so the second frame is refused whatever the timing); each refusal
 // is RESOURCE_EXHAUSTED naming the quota; a tenant without quotas is not limited.
