@@ -78,19 +78,28 @@ absl::StatusOr<TetMesh> UploadedTetMesh(std::span<const float> positions, std::s
   TetMesh m;
   m.source = "rig";
   m.rest.resize(positions.size() / 3);
-  Eigen::Vector3d lo = Eigen::Vector3d::Constant(INFINITY), hi = -lo;
   for (size_t i = 0; i < m.rest.size(); ++i) {
     m.rest[i] = Eigen::Vector3d(positions[3 * i], positions[3 * i + 1], positions[3 * i + 2]);
-    lo = lo.cwiseMin(m.rest[i]);
-    hi = hi.cwiseMax(m.rest[i]);
   }
   std::vector<std::array<uint32_t, 4>> quads(tets.size() / 4);
   for (size_t t = 0; t < quads.size(); ++t) {
     for (int k = 0; k < 4; ++k) quads[t][k] = tets[4 * t + k];
   }
-  // Degenerate: below 1e-12 of the cube of the edge the tets would have if they filled the box.
-  const double scale =
-      m.rest.empty() ? 0 : (hi - lo).maxCoeff() / std::cbrt(std::max<double>(1, double(quads.size())));
+  // Degenerate: below 1e-12 of the cube of the tets' mean edge length (spec 2.1). Until
+  // 2026-12-07 the edge the tets would have if they filled the particles' box: one particle far
+  // from the tets (unused) made good tets "degenerate", and all of them a wrong refusal.
+  double edges = 0;
+  size_t counted = 0;
+  for (const auto& q : quads) {
+    for (int a = 0; a < 4; ++a) {
+      for (int b = a + 1; b < 4; ++b) {
+        if (q[a] >= m.rest.size() || q[b] >= m.rest.size()) continue;
+        edges += (m.rest[q[a]] - m.rest[q[b]]).norm();
+        ++counted;
+      }
+    }
+  }
+  const double scale = counted ? edges / double(counted) : 0;
   AddTets(m, quads, scale);
   if (m.tets.empty()) {
     return absl::FailedPreconditionError(

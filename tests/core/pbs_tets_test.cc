@@ -237,6 +237,28 @@ TEST(PbsMesher, ACancelWhileAnotherMesherRunsReturnsWithoutWaitingForIt) {
   EXPECT_TRUE(second_before_first) << "the cancelled mesher waited for the other to finish";
 }
 
+// The degenerate-tet floor follows the tets' own size (1e-12 of their mean edge cubed, spec
+// 2.1): a five-tet unit cube with one unused particle far away keeps its five tets (until
+// 2026-12-07 the floor came from the particles' box: at 1e4 away the four corner tets were
+// dropped as "degenerate", at 1e5 all five, refused as "no volume").
+TEST(PbsRigTets, AFarUnusedParticleDoesNotMakeGoodTetsDegenerate) {
+  // The cube's corners: x + 2y + 4z; the centre tet (0, 3, 5, 6) and the four around it.
+  std::vector<float> positions;
+  for (int c = 0; c < 8; ++c) positions.insert(positions.end(), {float(c & 1), float((c >> 1) & 1), float((c >> 2) & 1)});
+  const std::vector<uint32_t> tets = {0, 3, 5, 6, 1, 0, 3, 5, 2, 0, 6, 3, 4, 0, 5, 6, 7, 3, 6, 5};
+  for (float far : {0.f, 1e4f, 1e5f}) {
+    std::vector<float> with = positions;
+    if (far > 0) with.insert(with.end(), {far, far, far});
+    auto mesh = UploadedTetMesh(with, tets);
+    ASSERT_TRUE(mesh.ok()) << far << ": " << mesh.status();
+    EXPECT_EQ(mesh->tets.size(), 5u) << far;
+    EXPECT_EQ(mesh->rejected, 0u) << far;
+    double volume = 0;
+    for (double v : mesh->rest_volume) volume += v;
+    EXPECT_NEAR(volume, 1.0, 1e-12) << far;
+  }
+}
+
 // Voxels fine enough to make more particles than a pbs preparation takes are refused, naming the
 // voxel size (until 2026-12-01 only the mesher was bounded: the voxels made millions of
 // particles, gigabytes of constraints and frames of seconds).
