@@ -528,10 +528,18 @@ absl::StatusOr<ImportedAsset> LoadAsset(const std::string& path) {
 
 // --point-set N: the asset's character made into N surface points with a sphere-mesh
 // (clients/import/point_set.h), for baseline skinning and for LBS/DQS on the same points.
-absl::Status ApplyPointSet(client::Args& args, ImportedAsset& asset) {
+absl::Status ApplyPointSet(client::Args& args, ImportedAsset& asset, client::Client& c) {
   long long points;
   if (!args.GetInt("point-set", &points, 0, 50'000'000)) return absl::InvalidArgumentError(args.error());
   if (points == 0) return absl::OkStatus();
+  // More points than the server takes in a rig are refused before they are sampled (gigabytes
+  // and minutes for 50 million) rather than by the upload after it (until 2026-12-07). A server
+  // that does not answer now is left to the upload's error.
+  if (auto info = c.GetServerInfo(); info.ok() && info->limits().max_vertices_per_rig() > 0 &&
+                                     uint64_t(points) > info->limits().max_vertices_per_rig()) {
+    return absl::InvalidArgumentError(absl::StrCat("--point-set: ", points, " points; the server takes rigs of at most ",
+                                                   info->limits().max_vertices_per_rig(), " vertices (its --max-vertices)"));
+  }
   PointSetOptions o;
   o.points = size_t(points);
   PointSetReport report;
@@ -590,7 +598,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   if (pos.size() >= 2) {  // an asset file: its clip, sampled at --clip-fps
     auto asset = LoadAsset(pos[1]);
     if (!asset.ok()) return Fail(asset.status());
-    if (auto st = ApplyPointSet(args, *asset); !st.ok()) return Fail(st);
+    if (auto st = ApplyPointSet(args, *asset, c); !st.ok()) return Fail(st);
     auto clip = ChooseClip(*asset, args.Get("clip"));
     if (!clip.ok()) return Fail(clip.status());
     auto built = BuildRig(asset->rig);
@@ -1173,7 +1181,7 @@ int Batch(client::Client& c, client::Args& args) {
 
   auto asset = LoadAsset(pos[1]);
   if (!asset.ok()) return Fail(asset.status());
-  if (auto st = ApplyPointSet(args, *asset); !st.ok()) return Fail(st);
+  if (auto st = ApplyPointSet(args, *asset, c); !st.ok()) return Fail(st);
   auto clip = ChooseClip(*asset, args.Get("clip"));
   if (!clip.ok()) return Fail(clip.status());
   // Checked here as the server will (its weights also name the joint at each frame's deepest fold

@@ -166,5 +166,22 @@ TEST(SnapshotCli, AMethodWithoutASessionLeavesTheOthersPlayingAndItsRowBlank) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// --point-set asking for more points than the server takes in a rig is refused before they are
+// sampled, naming both counts (until 2026-12-07 the points were made, up to 50 million, and the
+// upload then failed).
+TEST(PointSetCli, MorePointsThanTheServerTakesAreRefusedBeforeSampling) {
+  if (!fs::exists(kCharacter)) GTEST_SKIP() << "assimp-testmodels not installed";
+  ServerProcess server({"--max-vertices", "1000"});
+  ASSERT_TRUE(server.started());
+  std::string out, err;
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", kCharacter, "--point-set", "5000",
+                        "--method", "lbs", "--frames", "1"},
+                       &out, &err),
+            1) << err;
+  EXPECT_THAT(err, HasSubstr("--point-set: 5000 points; the server takes rigs of at most 1000 vertices"));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("a sphere-mesh of"))) << "the points were sampled";
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 }  // namespace
 }  // namespace sinew::testing
