@@ -143,8 +143,12 @@ absl::StatusOr<TetMesh> MeshVolume(std::span<const float> positions, std::span<c
     }
   }
   if (seeds == 0) {
-    return absl::FailedPreconditionError(
-        "mesher: the mesh encloses no volume (no winding number of ½ or more near its surface)");
+    // Seeds are looked for within cell/4 of the surface on both sides: a cell size far past the
+    // mesh's parts finds none either (until 2026-12-07 that too was blamed on the mesh alone).
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mesher: no surface point found within cell_size/4 of the mesh's faces: the mesh encloses no volume (no winding "
+        "number of ½ or more near its surface), or cell_size ", options.cell_size,
+        " is too coarse for its parts (the mesh's bounding box is ", (hi - lo).maxCoeff(), " long)"));
   }
   const double distance = options.facet_distance > 0 ? options.facet_distance : options.cell_size / 8;
   const Criteria criteria(CGAL::parameters::facet_angle = options.facet_angle,

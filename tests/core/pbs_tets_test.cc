@@ -181,6 +181,12 @@ TEST(PbsMesher, FailsPreciselyAndStopsWhenAsked) {
   o.cell_size = 0.1;
   EXPECT_EQ(MeshVolume(flat, square, o).status().code(), absl::StatusCode::kFailedPrecondition);
   const Rig rig = testing::BuildOrDie(CappedCylinder());
+  // A cell far larger than the mesh finds no surface point either: the message names the cell
+  // size too (until 2026-12-07 it blamed the mesh alone).
+  o.cell_size = 40;
+  const auto coarse = MeshVolume(rig.positions, rig.triangles, o);
+  EXPECT_EQ(coarse.status().code(), absl::StatusCode::kFailedPrecondition) << coarse.status();
+  EXPECT_THAT(std::string(coarse.status().message()), ::testing::HasSubstr("cell_size 40 is too coarse"));
   o.cell_size = 0.05;
   o.max_vertices = 500;
   const auto capped = MeshVolume(rig.positions, rig.triangles, o);
