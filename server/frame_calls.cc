@@ -116,12 +116,19 @@ class Service::StreamCall final
 
   void OnReadDone(bool ok) override {
     // Whether the request may be replaced while it waits: looked up before taking mu_.
-    bool replaceable = false;
+    bool replaceable = false, keeps_cages = false;
     // Not a frame that says more than a pose: a reset, or a cage edit the session keeps (until
     // 2026-12-03 a skipped frame's edit was never applied).
     if (ok && !read_.reset() && !read_.has_posed_cage()) {
       const auto session = svc_->sessions_.Find(read_.session_id(), NowMs(), tenant_);
       replaceable = session && session->latest_pose_wins;
+      if (replaceable) {
+        // Whether its method keeps `cages` (SuperCages' rest cage C); other methods take a
+        // frame's cages for that frame alone. Under config_mu (UpdateSession changes it).
+        std::lock_guard config(session->config_mu);
+        keeps_cages = session->config.method() == v1::METHOD_SUPERCAGES;
+        for (const auto& stage : session->config.stages()) keeps_cages |= stage.method() == v1::METHOD_SUPERCAGES;
+      }
     }
     // Its token removed from --token-file (SIGHUP) since: this frame and those waiting are
     // answered with an error and the stream ends UNAUTHENTICATED, as a drain ends it.
@@ -154,11 +161,12 @@ class Service::StreamCall final
           read_.set_time_step(std::min(read_.time_step() + pending_.time_step(), kMaxTimeStep));
         }
         if (pending_.has_pose() && !read_.has_pose()) *read_.mutable_pose() = pending_.pose();
-        // Cages and spheres likewise, where the successor has none: a SuperCages session keeps
-        // its rest cage C from `cages` (until 2026-12-07 a skipped frame's cage edit was lost),
-        // and a frame without cages or spheres means the last ones.
-        if (pending_.cages_size() > 0 && read_.cages_size() == 0) read_.mutable_cages()->Swap(pending_.mutable_cages());
-        if (pending_.has_spheres() && !read_.has_spheres()) read_.mutable_spheres()->Swap(pending_.mutable_spheres());
+        // A SuperCages session keeps its rest cage C from `cages`: a skipped frame's cage edit
+        // goes on with a successor that has none (until 2026-12-07 it was lost). Other methods'
+        // cages, and spheres, are the frame's own.
+        if (keeps_cages && pending_.cages_size() > 0 && read_.cages_size() == 0) {
+          read_.mutable_cages()->Swap(pending_.mutable_cages());
+        }
         Skip(pending_.frame());
         pending_.Swap(&read_);
         pending_replaceable_ = replaceable;

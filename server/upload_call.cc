@@ -133,6 +133,12 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     // counted). A new rig's size is known once parsed (below): the serialized size does not
     // bound it from below (until 2026-12-07 it was taken to, refusing rigs whose resident size fit).
     std::unique_lock quota(svc_->quota_mu_);  // the check and the taking in one step
+    // Held already (the same bytes uploaded at once by this tenant, the other one first): not a
+    // new rig for its quota.
+    if (auto held = svc_->rigs_.Find(id, NowMs(), tenant_)) {
+      quota.unlock();
+      return Respond(*held, true);
+    }
     const size_t shared = svc_->rigs_.ResidentBytesOf(id);
     if (auto st = CheckQuota(shared); !st.ok()) return Fail(st);
     bool had = false;
@@ -165,6 +171,10 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       }
     }
     quota.lock();
+    if (auto held = svc_->rigs_.Find(id, NowMs(), tenant_)) {  // as above
+      quota.unlock();
+      return Respond(*held, true);
+    }
     if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
     std::vector<std::string> evicted;
     // Another upload of the same bytes may have stored it meanwhile (Insert then returns that one).

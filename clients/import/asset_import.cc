@@ -38,18 +38,22 @@ constexpr double kHiddenScale = 1e-6;
 struct DroppedKeys {
   size_t repeated = 0, out_of_order = 0;
   std::optional<unsigned> non_finite;  // its index in the channel: the import is refused
+  const char* non_finite_kind = "";    // "position", "rotation" or "scale"
 };
 
 // Keys of one channel as strictly increasing times; repeated times keep the last value. Until
 // 2026-12-07 a key at a NaN time after the first, or before the key it follows, was dropped and
 // counted as "at a repeated time".
 template <class Key, class Value, class Convert>
-void AddKeys(const Key* keys, unsigned count, double ticks_per_second, std::vector<double>& times,
+void AddKeys(const char* kind, const Key* keys, unsigned count, double ticks_per_second, std::vector<double>& times,
              std::vector<Value>& values, Convert convert, DroppedKeys& dropped) {
   for (unsigned k = 0; k < count; ++k) {
     const double t = keys[k].mTime / ticks_per_second;
     if (!std::isfinite(t)) {
-      if (!dropped.non_finite) dropped.non_finite = k;
+      if (!dropped.non_finite) {
+        dropped.non_finite = k;
+        dropped.non_finite_kind = kind;
+      }
       continue;
     }
     if (!times.empty() && t == times.back()) {
@@ -147,15 +151,25 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
         bone_node[bone] = nullptr;
         continue;
       }
+      // Of several namesakes, the one that holds no mesh: a DCC names objects and bones apart (a
+      // mesh object "Sword" on a bone "Sword" is common); several of those are ambiguous.
+      const aiNode* node = it->second.front();
       if (it->second.size() > 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": mesh \"", ValidUtf8(m->mName.C_Str()), "\" bone \"", ValidUtf8(bone->mName.C_Str()), "\": ",
-            it->second.size(), " nodes have this name, and bones name their node: which one moves the bone is "
-            "ambiguous (rename the others in the file)"));
+        std::vector<const aiNode*> bare;
+        for (const aiNode* n : it->second) {
+          if (n->mNumMeshes == 0) bare.push_back(n);
+        }
+        if (bare.size() != 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": mesh \"", ValidUtf8(m->mName.C_Str()), "\" bone \"", ValidUtf8(bone->mName.C_Str()), "\": ",
+              it->second.size(), " nodes have this name (", bare.size(), " without a mesh), and bones name their node: "
+              "which one moves the bone is ambiguous (rename the others in the file)"));
+        }
+        node = bare.front();
       }
-      bone_node[bone] = it->second.front();
-      bone_nodes.insert(it->second.front());
-      want(it->second.front());
+      bone_node[bone] = node;
+      bone_nodes.insert(node);
+      want(node);
     }
   }
   out.bones = bone_nodes.size();
@@ -191,10 +205,14 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   for (size_t j = 0; j < sk.size(); ++j) {
     rest_world[j] = sk.parents[j] < 0 ? sk.rest_local[j] : rest_world[sk.parents[j]] * sk.rest_local[j];
   }
-  for (const auto& [n, j] : joint) {
+  // (A node's own scale of 0 is taken as 1 by NearestSimilarity, and noted as approximated;
+  // this is the product of the chain's scales, which can still underflow.)
+  std::vector<const aiNode*> node_of(sk.size());
+  for (const auto& [n, j] : joint) node_of[size_t(j)] = n;
+  for (size_t j = 0; j < sk.size(); ++j) {
     if (!(rest_world[j].scale > 1e-10) || !std::isfinite(rest_world[j].scale)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": node \"", ValidUtf8(NodeName(n)), "\" (joint ", j, "): its rest transform has scale ",
+          path, ": node \"", ValidUtf8(NodeName(node_of[j])), "\" (joint ", j, "): its rest transform has scale ",
           rest_world[j].scale, " in the scene; a joint's must be invertible"));
     }
   }
@@ -335,14 +353,14 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
         continue;
       }
       JointTrack& tr = clip.tracks[joint.at(node)];
-      AddKeys(ch->mPositionKeys, ch->mNumPositionKeys, tps, tr.translation_times, tr.translations,
+      AddKeys("position", ch->mPositionKeys, ch->mNumPositionKeys, tps, tr.translation_times, tr.translations,
               [](const aiVector3D& v) { return Eigen::Vector3d(v.x, v.y, v.z); }, dropped);
-      AddKeys(ch->mRotationKeys, ch->mNumRotationKeys, tps, tr.rotation_times, tr.rotations,
+      AddKeys("rotation", ch->mRotationKeys, ch->mNumRotationKeys, tps, tr.rotation_times, tr.rotations,
               [](const aiQuaternion& q) { return Eigen::Quaterniond(q.w, q.x, q.y, q.z).normalized(); }, dropped);
       // Uniform scale. A scale of 0 hides a node (a prop put away): kept as kHiddenScale, a
       // point (until 2026-12-07 it became 1: the prop showed at full size); a non-finite one is
       // kept to be refused below (it became 1 as well).
-      AddKeys(ch->mScalingKeys, ch->mNumScalingKeys, tps, tr.scale_times, tr.scales,
+      AddKeys("scale", ch->mScalingKeys, ch->mNumScalingKeys, tps, tr.scale_times, tr.scales,
               [&](const aiVector3D& s) {
                 const double u = std::cbrt(std::abs(double(s.x) * s.y * s.z));
                 if (!std::isfinite(u)) return u;
@@ -355,7 +373,8 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
               }, dropped);
       if (dropped.non_finite) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": clip \"", clip.name, "\" node \"", target,
-                                                       "\": key ", *dropped.non_finite, " is at a non-finite time"));
+                                                       "\": ", dropped.non_finite_kind, " key ", *dropped.non_finite,
+                                                       " is at a non-finite time"));
       }
       // The keys' values are the file's: a non-finite value, a zero quaternion are refused
       // naming the node (until 2026-12-07 by its track's index alone).

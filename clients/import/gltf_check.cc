@@ -1,5 +1,6 @@
 #include "clients/import/gltf_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -142,6 +143,10 @@ absl::Status CheckGltfSkins(const std::string& path) {
     // the spec), which assimp 5.2 does not read: it crashed, as it read past a short accessor
     // (until 2026-12-07).
     const int ibm = model.skins[s].inverseBindMatrices;
+    // Only a skin a mesh uses is read (a skin no mesh node names is left alone).
+    const bool used = std::any_of(model.nodes.begin(), model.nodes.end(),
+                                  [&](const tinygltf::Node& n) { return n.skin == int(s) && n.mesh >= 0; });
+    if (!used) continue;
     if (ibm < 0) {
       return bad("skin ", s, ": no inverseBindMatrices (identity by glTF's default, which the importer, assimp, "
                  "cannot read): export the skin with its inverse bind matrices");

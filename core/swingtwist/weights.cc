@@ -230,17 +230,20 @@ absl::StatusOr<SwingTwistWeights> ComputeElasticWeights(const Rig& rig, const Ca
     // bone each. Until 2026-12-07 it started at j, outside that deformer's subtree, so that its
     // boundary conditions held it fixed: no bone rotated, no weights were solved, and the
     // wrist's twist reached the forearm through d alone, like LBS.
-    for (size_t j = 0; j < nj; ++j) {
-      if (reach[j] <= h) continue;  // none, or within a voxel: moves with its own transform
-      for (size_t k = 0; k < nd; ++k) {
-        if (deformer_handle[k] != handle_of_joint[j]) continue;
-        int32_t up = deformer_joint[k];
-        while (up >= 0 && up != int32_t(j) && handle_of_joint[up] == handle_of_joint[j]) up = rig.skeleton.parents[up];
-        if (up != int32_t(j)) continue;  // not below j
-        bone_ends.push_back(frames.rest[j] + reach[j] * frames.frame[j].col(2));
-        bone_parents.push_back(deformer_joint[k]);
-        ++st.leaf_bones;
+    // Found from each deformer up through its group (each joint's walk is its deformers', not
+    // every deformer's for every leaf), then in the order of (leaf, deformer).
+    std::vector<std::pair<int32_t, int32_t>> starts;  // (leaf j, deformer k)
+    for (size_t k = 0; k < nd; ++k) {
+      for (int32_t up = deformer_joint[k]; up >= 0 && handle_of_joint[up] == deformer_handle[k];
+           up = rig.skeleton.parents[up]) {
+        if (reach[up] > h) starts.emplace_back(up, int32_t(k));  // else none, or within a voxel
       }
+    }
+    std::sort(starts.begin(), starts.end());
+    for (auto [j, k] : starts) {
+      bone_ends.push_back(frames.rest[j] + reach[j] * frames.frame[j].col(2));
+      bone_parents.push_back(deformer_joint[k]);
+      ++st.leaf_bones;
     }
   }
   // Each deformer's boundary conditions (BoneDirichlet) walk every bone's bounding box of cells: a

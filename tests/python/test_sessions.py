@@ -594,8 +594,8 @@ class HangingStreamSinew(pb_grpc.SinewServicer):
 class StreamFrameTimeoutTest(unittest.TestCase):
     """stream(frame_timeout=...) against an in-process server that stops answering: the frames
     answered, then DeadlineExceeded naming the frame (until 2026-12-07 the reader, and a Blender
-    bake with it, waited forever); time spent producing poses with no frame in flight is not
-    counted."""
+    bake with it, waited forever); time spent producing poses with no frame in flight, and the
+    caller's time with each frame, are not counted."""
 
     def serve(self, service) -> sinew.Session:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -629,6 +629,14 @@ class StreamFrameTimeoutTest(unittest.TestCase):
 
         # ...or with one in flight that is answered at once (window 1: one at a time).
         frames = [f.frame for f in session.stream(slow(), window=1, first_frame=0, frame_timeout=1)]
+        self.assertEqual(frames, [0, 1, 2])
+
+    def test_a_slow_caller_is_not_a_timeout(self) -> None:
+        session = self.serve(HangingStreamSinew(answered=1000))
+        frames = []
+        for frame in session.stream([sinew.pb.Pose()] * 3, first_frame=0, frame_timeout=1):
+            frames.append(frame.frame)
+            time.sleep(1.5)  # the caller's work with each frame, longer than frame_timeout
         self.assertEqual(frames, [0, 1, 2])
 
     def test_bad_frame_timeouts_are_refused(self) -> None:

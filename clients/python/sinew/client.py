@@ -911,10 +911,10 @@ class Session:
         frame sent (its default: the one after the session's last), set on the session when
         this is called, before the iterator starts. `frame_timeout` (seconds; None or 0: none):
         while a frame is in flight, the longest wait for the next answer (counted from the later
-        of its request and the answer before); past it the stream is cancelled and
+        of its request and the moment the caller asked for the next frame); past it the stream is cancelled and
         :class:`~sinew.errors.DeadlineExceeded` raised after the frames answered (a server that
         stops answering, alive to keepalives, no longer blocks the reader forever). Time spent in
-        `poses` with no frame in flight does not count.
+        `poses` with no frame in flight, and the caller's time with each frame, do not count.
 
         The iterator belongs to one consumer thread (like any generator); other threads may use
         the session meanwhile (frame numbers are taken under a lock)."""
@@ -954,6 +954,7 @@ class Session:
         sent_at: "collections.deque[float]" = collections.deque()
         clock = threading.Lock()
         last_answer = [time.monotonic()]
+        consuming = [False]  # the caller has a frame (the generator is paused at its yield)
         timed_out: List[int] = []  # the frame not answered in time, once the watchdog fired
 
         def requests() -> Iterator[Any]:
@@ -997,6 +998,8 @@ class Session:
             assert frame_timeout is not None
             while not stop.wait(min(frame_timeout / 4, 0.25)):
                 with clock:
+                    if consuming[0]:  # the caller's time is not the server's
+                        continue
                     if sent_at and time.monotonic() - max(sent_at[0], last_answer[0]) > frame_timeout:
                         timed_out.append(expected.queue[0])
                         call.cancel()
@@ -1020,7 +1023,12 @@ class Session:
                 slots.release()  # after decoding: the next request may reuse what this frame used
                 if frame.error is not None and raise_errors:
                     raise frame.error
+                with clock:
+                    consuming[0] = True
                 yield frame
+                with clock:  # asked for the next: the wait starts now
+                    consuming[0] = False
+                    last_answer[0] = time.monotonic()
         except grpc.RpcError as e:
             if timed_out:
                 raise DeadlineExceeded(f"stream: no answer to frame {timed_out[0]} within frame_timeout "
