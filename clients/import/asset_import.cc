@@ -335,17 +335,24 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
     for (unsigned c = 0; c < anim->mNumChannels; ++c) {
       const aiNodeAnim* ch = anim->mChannels[c];
       const std::string target = ValidUtf8(ch->mNodeName.C_Str());
-      // The channel's node: of the nodes with its name, the one that is a joint.
+      // The channel's node: of the joints with its name the one, else the one without a mesh (as
+      // for bones: a mesh object and a bone of one name), else ambiguous.
       const aiNode* node = nullptr;
       if (auto it = by_name.find(ch->mNodeName.C_Str()); it != by_name.end()) {
+        std::vector<const aiNode*> joints, bare;
         for (const aiNode* n : it->second) {
           if (!joint.contains(n)) continue;
-          if (node != nullptr) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                path, ": clip \"", clip.name, "\" channel ", c, ": several joints are named \"", target,
-                "\", and channels name their node: which one it animates is ambiguous (rename the others in the file)"));
-          }
-          node = n;
+          joints.push_back(n);
+          if (n->mNumMeshes == 0) bare.push_back(n);
+        }
+        if (joints.size() == 1) {
+          node = joints.front();
+        } else if (bare.size() == 1) {
+          node = bare.front();
+        } else if (!joints.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              path, ": clip \"", clip.name, "\" channel ", c, ": ", joints.size(), " joints are named \"", target,
+              "\", and channels name their node: which one it animates is ambiguous (rename the others in the file)"));
         }
       }
       if (node == nullptr) {

@@ -499,6 +499,7 @@ TEST(AssetImport, ABoneNamedLikeAnotherNodeIsBoundToTheRightOneOrRefused) {
   auto asset = ImportEditedSimpleSkin("sinew_twins.gltf", [](tinygltf::Model& m) {
     m.nodes[0].name = "Root";  // the mesh node
     m.nodes[1].name = "Root";  // the skin's first joint
+    m.animations[0].channels[0].target_node = 1;  // and the clip animates the joint
   });
   if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
   ASSERT_TRUE(asset->ok()) << asset->status();
@@ -514,6 +515,10 @@ TEST(AssetImport, ABoneNamedLikeAnotherNodeIsBoundToTheRightOneOrRefused) {
   }
   EXPECT_TRUE(on_bone) << "no weight on the bone";
   EXPECT_FALSE(on_mesh_node) << "weights went to the mesh node of the bone's name";
+  // The clip's channel "Root" animates the joint, not the mesh node.
+  ASSERT_EQ((*asset)->clips.size(), 1u);
+  EXPECT_TRUE((*asset)->clips[0].tracks[0].rotations.empty());
+  EXPECT_FALSE((*asset)->clips[0].tracks[1].rotations.empty());
   asset = ImportEditedSimpleSkin("sinew_twin_bones.gltf", [](tinygltf::Model& m) {
     m.nodes[2].name = "Bone";
     tinygltf::Node empty;  // an empty of the bone's name elsewhere (another character's bone)
