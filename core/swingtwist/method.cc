@@ -27,7 +27,7 @@ constexpr ParamSpec kSwingTwistSpecs[] = {
     {"tolerance", ParamSpec::Type::kNumber, "0.0001", "relative energy decrease that ends a weight solve, (0, 1)"},
     {"unwrap_twist", ParamSpec::Type::kFlag, "false",
      "continue each joint's twist angle from the previous frame's instead of wrapping at ±180°; makes the "
-     "session stateful"},
+     "session stateful; within ±100 turns (a frame past them is refused)"},
 };
 
 class SwingTwistDeformer final : public Deformer {
@@ -98,10 +98,10 @@ class SwingTwistDeformer final : public Deformer {
     in.GetArray(std::span<double>(theta));
     if (auto st = in.Done(); !st.ok()) return st;
     for (size_t j = 0; j < count; ++j) {
-      // Finite, and within the range where an angle still has steps of 2π to its neighbours.
-      if (!std::isfinite(theta[j]) || std::abs(theta[j]) > 1e12) {
+      // Finite, and within the turns a frame accepts.
+      if (!std::isfinite(theta[j]) || std::abs(theta[j]) > kMaxUnwrappedTwist) {
         return absl::InvalidArgumentError(absl::StrCat("state: joint ", j, "'s twist angle ", theta[j],
-                                                       " is not finite or beyond 1e12 rad"));
+                                                       " rad is not finite or beyond ", kMaxTwistTurns, " turns"));
       }
     }
     last_theta_ = std::move(theta);
@@ -122,17 +122,37 @@ class SwingTwistDeformer final : public Deformer {
     if (auto st = SwingTwistJoints(*rig_, model_->frames, skinning_, joints_, model_->weights.parents); !st.ok()) {
       return st;
     }
-    for (size_t j = 0; j < last_theta_.size(); ++j) {  // unwrapping: θ + 2πk nearest the last frame's
-      constexpr double kTurn = 2 * std::numbers::pi;
+    // Unwrapping: θ + 2πk nearest the last frame's. Checked for every joint before any is kept,
+    // so that a refused frame leaves the session's history as it was.
+    auto unwrapped_of = [&](size_t j) {
       const double theta = joints_[j].theta;
-      const double unwrapped = theta + kTurn * std::round((last_theta_[j] - theta) / kTurn);
-      joints_[j].theta = float(unwrapped);
-      last_theta_[j] = unwrapped;
+      return theta + kTurn * std::round((last_theta_[j] - theta) / kTurn);
+    };
+    for (size_t j = 0; j < last_theta_.size(); ++j) {
+      const double unwrapped = unwrapped_of(j);
+      if (std::abs(unwrapped) > kMaxUnwrappedTwist) {
+        const auto& names = rig_->skeleton.names;
+        const std::string name = j < names.size() ? names[j] : "";
+        return absl::FailedPreconditionError(absl::StrCat(
+            "swing-twist: joint ", j, name.empty() ? "" : absl::StrCat(" ('", name, "')"), " has twisted ",
+            absl::SixDigits(unwrapped / kTurn), " turns from its rest with unwrap_twist (at most ",
+            kMaxTwistTurns, " either way); reset the session"));
+      }
+    }
+    for (size_t j = 0; j < last_theta_.size(); ++j) {
+      last_theta_[j] = unwrapped_of(j);
+      joints_[j].theta = float(last_theta_[j]);
     }
     return absl::OkStatus();
   }
 
   static constexpr std::string_view kStateMagic{"swing-twist-state\x01", 18};
+  static constexpr double kTurn = 2 * std::numbers::pi;
+  // An unwrapped twist is kept within ±100 turns: a float angle there is exact to 6e-5 rad, and
+  // t θ stays far inside the kernel's sine reduction (exact to about 8 000 quarter turns). Past it
+  // a frame is refused (a spinning joint would otherwise lose its precision, then its quadrant).
+  static constexpr int kMaxTwistTurns = 100;
+  static constexpr double kMaxUnwrappedTwist = kMaxTwistTurns * kTurn;
 
   std::shared_ptr<const SwingTwistModel> model_;
   std::string key_;  // SwingTwistKey: names the weights' device copy

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <tuple>
 
@@ -14,6 +15,7 @@
 #include "core/rig/pose.h"
 #include "core/deformer/pipeline.h"
 #include "core/swingtwist/method.h"
+#include "core/util/state_bytes.h"
 #include "tests/core/test_util.h"
 
 namespace sinew {
@@ -387,6 +389,59 @@ TEST(SwingTwistMethod, UnwrappedTwistStaysContinuousPastHalfATurn) {
   ASSERT_TRUE(continuous->Deform({&pose, {}}, out, nullptr).ok());
   ASSERT_TRUE((*CreateSwingTwistDeformer(rig, *prepared, unwrapped))->Deform({&pose, {}}, fresh, nullptr).ok());
   EXPECT_EQ(out, fresh);
+}
+
+// An unwrapped twist stays within ±100 turns, where its float angle and the kernel's sine keep
+// their precision: a frame that would pass it is refused naming the joint, and leaves the
+// session's history as it was (the next frame is the one a session restored to the same angles
+// makes); a snapshot beyond it is refused. Until 2026-12-07 any angle to 1e12 rad was kept, where
+// a float angle has steps of 65 536 rad.
+TEST(SwingTwistMethod, AnUnwrappedTwistIsBoundedAndARefusedFrameKeepsTheHistory) {
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(CylinderInput(1.f)));
+  auto prepared = PrepareSwingTwist(*rig, Config(), nullptr, {});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  auto unwrap = std::make_shared<SwingTwistParams>(ParamsOf<SwingTwistParams>(Config()));
+  unwrap->unwrap_twist = true;
+  DeformerConfig unwrapped = Config();
+  unwrapped.params = unwrap;
+  const double turn = 2 * std::numbers::pi;
+  // The history as a snapshot would hold it: joint 1 at 99 turns and 340°.
+  auto state = [&](double joint1) {
+    StateWriter out(std::string_view("swing-twist-state\x01", 18));
+    std::vector<double> angles(rig->joint_count(), 0.0);
+    angles[1] = joint1;
+    out.Put(uint64_t(angles.size()));
+    out.PutArray(std::span<const double>(angles));
+    return std::move(out).Finish();
+  };
+  const double near_bound = 99 * turn + 340 * std::numbers::pi / 180;
+  auto twisted = [&](double degrees) {
+    Pose pose = RestPose(rig->skeleton);
+    pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(degrees * std::numbers::pi / 180, Eigen::Vector3d::UnitX())));
+    return pose;
+  };
+  auto session = *CreateSwingTwistDeformer(rig, *prepared, unwrapped);
+  ASSERT_TRUE(session->LoadState(state(near_bound)).ok());
+  std::vector<float> out(rig->positions.size()), reference(out.size());
+  // 20°: the nearest unwrapped angle is 100 turns and 20°, past the bound.
+  const Pose past = twisted(20);
+  const auto refused = session->Deform({&past, {}}, out, nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("joint 1"));
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("reset the session"));
+  // −30°: 99 turns and 330°, within it; the same bits as a session restored to the angles.
+  const Pose back = twisted(-30);
+  ASSERT_TRUE(session->Deform({&back, {}}, out, nullptr).ok());
+  auto restored = *CreateSwingTwistDeformer(rig, *prepared, unwrapped);
+  ASSERT_TRUE(restored->LoadState(state(near_bound)).ok());
+  ASSERT_TRUE(restored->Deform({&back, {}}, reference, nullptr).ok());
+  EXPECT_EQ(out, reference);
+  // Beyond the bound or not finite, a snapshot is refused, naming the joint.
+  for (double angle : {101 * turn, -101 * turn, 1e12, std::numeric_limits<double>::infinity()}) {
+    const auto st = restored->LoadState(state(angle));
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << angle << ": " << st;
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("joint 1")) << angle;
+  }
 }
 
 // A sheared inverse bind turns a joint's rotation into a matrix that is no rotation: refused
