@@ -381,10 +381,17 @@ uint64_t StoredRig::DropUnheldDeviceCopies() {
   return freed;
 }
 
+namespace {
+// Whether `tenant` holds `r` and may see it (not an unsaved hold); under the store's lock.
+bool Visible(const StoredRig& r, const std::string& tenant) {
+  return r.tenants.contains(tenant) && !r.unsaved.contains(tenant);
+}
+}  // namespace
+
 std::shared_ptr<StoredRig> RigStore::Find(const std::string& id, int64_t now_ms, const std::string& tenant) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
-  if (it == rigs_.end() || !it->second->tenants.contains(tenant)) return nullptr;
+  if (it == rigs_.end() || !Visible(*it->second, tenant)) return nullptr;
   it->second->last_used_ms = now_ms;
   return it->second;
 }
@@ -394,8 +401,10 @@ std::shared_ptr<StoredRig> RigStore::Adopt(const std::string& id, int64_t now_ms
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
   if (it == rigs_.end()) return nullptr;
-  it->second->last_used_ms = now_ms;
-  *had = !it->second->tenants.insert(tenant).second;
+  StoredRig& r = *it->second;
+  r.last_used_ms = now_ms;
+  *had = Visible(r, tenant);
+  if (r.tenants.insert(tenant).second) r.unsaved.insert(tenant);
   return it->second;
 }
 
@@ -408,7 +417,7 @@ size_t RigStore::ResidentBytesOf(const std::string& id) const {
 RigClaim RigStore::Acquire(const std::string& id, int64_t now_ms, const std::string& tenant) {
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
-  if (it == rigs_.end() || !it->second->tenants.contains(tenant)) return RigClaim();
+  if (it == rigs_.end() || !Visible(*it->second, tenant)) return RigClaim();
   it->second->last_used_ms = now_ms;
   return RigClaim(it->second, tenant);
 }
@@ -420,6 +429,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
   auto stored = std::make_shared<StoredRig>();
   stored->id = id;
   stored->tenants.insert(tenant);
+  stored->unsaved.insert(tenant);
   stored->bytes = rig.ResidentBytes();
   stored->rig = std::make_shared<const Rig>(std::move(rig));
   stored->last_used_ms = now_ms;
@@ -431,7 +441,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
   };
   std::lock_guard lock(mu_);
   if (auto it = rigs_.find(id); it != rigs_.end()) {
-    it->second->tenants.insert(tenant);
+    if (it->second->tenants.insert(tenant).second) it->second->unsaved.insert(tenant);
     return it->second;
   }
   size_t idle_bytes = 0;  // of the rigs no session uses, counted where eviction was tried
@@ -439,7 +449,8 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
     // Evict unused rigs, least recently used first, until the new one fits.
     std::vector<std::pair<int64_t, std::string>> idle;
     for (auto& [key, r] : rigs_) {
-      if (r->sessions.load() == 0) idle.emplace_back(r->last_used_ms.load(), key);
+      // Not one an upload is keeping: it is about to be acknowledged.
+      if (r->sessions.load() == 0 && r->unsaved.empty()) idle.emplace_back(r->last_used_ms.load(), key);
     }
     std::sort(idle.begin(), idle.end());
     // Only if evicting every idle rig makes room: a refused upload evicts nothing (until
@@ -478,7 +489,7 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant) 
   };
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
-  if (it == rigs_.end() || !it->second->tenants.contains(tenant)) {
+  if (it == rigs_.end() || !Visible(*it->second, tenant)) {
     return absl::NotFoundError(absl::StrCat("rig_id: no rig ", EchoId(id)));
   }
   StoredRig& r = *it->second;
@@ -497,6 +508,27 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant) 
   return absl::OkStatus();
 }
 
+void RigStore::Saved(const std::string& id, const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  if (auto it = rigs_.find(id); it != rigs_.end()) it->second->unsaved.erase(tenant);
+}
+
+void RigStore::ReleaseUnsaved(const std::string& id, const std::string& tenant) {
+  std::shared_ptr<StoredRig> gone;  // its background preparations stop outside mu_, as in Delete
+  absl::Cleanup cancel_gone = [&gone] {
+    if (gone) gone->CancelAll();
+  };
+  std::lock_guard lock(mu_);
+  auto it = rigs_.find(id);
+  if (it == rigs_.end() || !it->second->unsaved.contains(tenant)) return;
+  it->second->unsaved.erase(tenant);
+  it->second->tenants.erase(tenant);
+  if (!it->second->tenants.empty()) return;
+  bytes_ -= it->second->bytes;
+  gone = it->second;
+  rigs_.erase(it);
+}
+
 std::vector<std::string> RigStore::Tenants(const std::string& id) const {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;
@@ -510,11 +542,11 @@ size_t RigStore::TenantCount(const StoredRig& rig) const {
   return rig.tenants.size();
 }
 
-std::vector<std::shared_ptr<StoredRig>> RigStore::List(const std::string& tenant) const {
+std::vector<std::shared_ptr<StoredRig>> RigStore::List(const std::string& tenant, bool unsaved) const {
   std::lock_guard lock(mu_);
   std::vector<std::shared_ptr<StoredRig>> out;
   for (auto& [id, r] : rigs_) {
-    if (r->tenants.contains(tenant)) out.push_back(r);
+    if (unsaved ? r->tenants.contains(tenant) : Visible(*r, tenant)) out.push_back(r);
   }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a->id < b->id; });
   return out;

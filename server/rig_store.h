@@ -54,6 +54,15 @@ struct StoredRig {
   // The tenants that uploaded it (server/auth.h), guarded by the RigStore's lock: the bytes are
   // shared (content-addressed), its existence is visible only to them.
   absl::flat_hash_set<std::string> tenants;
+  // Of `tenants`, those whose hold an upload has made but not yet acknowledged, because it is
+  // not yet kept in --state-dir (RigStore::Saved ends it): the rig is not theirs to see, use or
+  // evict until then, so that nothing answers for a rig a restart would not bring back (until
+  // 2026-12-07 GetRig and CreateSession saw it while its files were being written). Guarded by
+  // the RigStore's lock; counted in the tenant's quota.
+  absl::flat_hash_set<std::string> unsaved;
+  // Whether the rig's bytes are in --state-dir (or there is none): a tenant adopting it then
+  // writes its tenant list alone.
+  std::atomic<bool> bytes_kept{false};
   std::shared_ptr<const Rig> rig;
   size_t bytes = 0;
   std::atomic<int> sessions{0};
@@ -198,10 +207,11 @@ class RigStore {
  public:
   explicit RigStore(size_t max_bytes) : max_bytes_(max_bytes) {}
 
-  // nullptr when absent or not `tenant`'s.
+  // nullptr when absent or not `tenant`'s (StoredRig::unsaved holds included).
   std::shared_ptr<StoredRig> Find(const std::string& id, int64_t now_ms, const std::string& tenant);
   // The rig stored under `id`, whoever uploaded it, now `tenant`'s too (an upload of bytes the
-  // store holds already); *had: whether it was `tenant`'s before. nullptr when absent.
+  // store holds already); *had: whether it was `tenant`'s before, saved. A new hold is unsaved
+  // (StoredRig::unsaved) until Saved. nullptr when absent.
   std::shared_ptr<StoredRig> Adopt(const std::string& id, int64_t now_ms, const std::string& tenant, bool* had);
   // The resident bytes of the rig stored under `id`, whoever holds it; 0 when absent (for a
   // tenant's quota before it adopts the rig: revealed to no one).
@@ -214,6 +224,7 @@ class RigStore {
   // the ids of the rigs evicted to make room, for the caller to drop from --state-dir; with
   // `evicted` null nothing is evicted (a restore must not evict rigs whose sessions are yet to
   // be restored). `*inserted` (when given): whether this call stored it (false: it was there).
+  // The tenant's hold, if new, is unsaved until Saved; rigs with unsaved holds are not evicted.
   absl::StatusOr<std::shared_ptr<StoredRig>> Insert(const std::string& id, Rig rig, int64_t now_ms,
                                                     const std::string& tenant, std::vector<std::string>* evicted,
                                                     bool* inserted = nullptr);
@@ -221,12 +232,18 @@ class RigStore {
   // of its sessions uses it or is being created (StoredRig::holds), or, for the last tenant
   // holding it, while any session does. Removed once no tenant holds it.
   absl::Status Delete(const std::string& id, const std::string& tenant);
+  // `tenant`'s hold on `id` is kept (--state-dir): the rig is the tenant's to see from now on.
+  void Saved(const std::string& id, const std::string& tenant);
+  // Drops `tenant`'s hold on `id` if it is still unsaved (an upload that could not keep it);
+  // removes the rig once no tenant holds it.
+  void ReleaseUnsaved(const std::string& id, const std::string& tenant);
   std::vector<std::shared_ptr<StoredRig>> List() const;  // every tenant's
   // How many tenants hold `rig`.
   size_t TenantCount(const StoredRig& rig) const;
   // The tenants holding the rig `id`, sorted; empty when it is not stored.
   std::vector<std::string> Tenants(const std::string& id) const;
-  std::vector<std::shared_ptr<StoredRig>> List(const std::string& tenant) const;
+  // `tenant`'s rigs; with `unsaved`, those its uploads are keeping too (for its quota).
+  std::vector<std::shared_ptr<StoredRig>> List(const std::string& tenant, bool unsaved = false) const;
 
   size_t count() const;
   size_t bytes() const;

@@ -176,7 +176,11 @@ absl::StatusOr<size_t> Service::RestoreRigs(const std::string& dir) {
          auto stored = rigs_.Insert(id, std::move(*rig), now, tenants.front(), nullptr);
          if (!stored.ok()) return stored.status();
          bool had = false;
-         for (const std::string& t : tenants) rigs_.Adopt(id, now, t, &had);
+         for (const std::string& t : tenants) {
+           rigs_.Adopt(id, now, t, &had);
+           rigs_.Saved(id, t);  // kept already: these files
+         }
+         (*stored)->bytes_kept = true;
          ++loaded;
          return absl::OkStatus();
        })) {

@@ -145,11 +145,17 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     auto adopted = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had);
     quota.unlock();
     if (auto stored = adopted) {
-      // Newly this tenant's, and acknowledged only once kept; else the hold is given back (until
-      // 2026-12-03 the tenant kept holding a rig --state-dir did not have).
-      if (auto st = svc_->KeepRig(id, nullptr); !st.ok()) {
-        if (!had) (void)svc_->rigs_.Delete(id, tenant_);
-        return Fail(st);
+      // Newly this tenant's, and acknowledged (and visible to it: StoredRig::unsaved) only once
+      // kept, with the bytes while no upload has kept them yet; else the hold is given back
+      // (until 2026-12-03 the tenant kept holding a rig --state-dir did not have).
+      if (!had) {
+        const bool bytes = !stored->bytes_kept.load();
+        if (auto st = svc_->KeepRig(id, bytes ? &data : nullptr); !st.ok()) {
+          svc_->rigs_.ReleaseUnsaved(id, tenant_);
+          return Fail(st);
+        }
+        if (bytes) stored->bytes_kept = true;
+        svc_->rigs_.Saved(id, tenant_);
       }
       return Respond(*stored, had);
     }
@@ -178,8 +184,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
     std::vector<std::string> evicted;
     // Another upload of the same bytes may have stored it meanwhile (Insert then returns that one).
-    bool inserted = false;
-    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted, &inserted);
+    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted);
     quota.unlock();
     // Rigs evicted to make room leave --state-dir too (unless uploaded again meanwhile: KeepRig
     // writes what the store holds): a restart must not bring back more than the budget holds,
@@ -190,14 +195,16 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       }
     }
     if (!stored.ok()) return Fail(stored.status());
-    // Acknowledged only once kept (--state-dir): a restart must not lose a rig the client was
-    // told it has. If it cannot be kept, the upload fails and the store lets go of it.
+    // Acknowledged, and seen by GetRig and CreateSession, only once kept (--state-dir): a restart
+    // must not lose a rig the client was told it has. If it cannot be kept, the upload fails and
+    // the store lets go of it, unless another of this tenant's uploads kept it meanwhile (a
+    // failure here deleted it under that upload until 2026-12-03).
     if (auto st = svc_->KeepRig(id, &data); !st.ok()) {
-      // Not a rig this tenant already had (another of its uploads acknowledged it, and a failure
-      // here deleted it under that upload until 2026-12-03).
-      if (inserted) (void)svc_->rigs_.Delete(id, tenant_);
+      svc_->rigs_.ReleaseUnsaved(id, tenant_);
       return Fail(st);
     }
+    (*stored)->bytes_kept = true;
+    svc_->rigs_.Saved(id, tenant_);
     std::string().swap(data);
     svc_->UpdateGauges();
     Respond(**stored, false);
@@ -222,7 +229,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     const TenantQuotas q = svc_->tokens_.Quotas(tenant_);
     if (q.max_rigs == 0 && q.max_rig_bytes == 0) return absl::OkStatus();
     uint64_t rigs = 0, held = 0;
-    for (const auto& r : svc_->rigs_.List(tenant_)) {
+    for (const auto& r : svc_->rigs_.List(tenant_, /*unsaved=*/true)) {
       ++rigs;
       held += r->bytes;
     }
