@@ -281,6 +281,17 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
     return !refused;
   });
   if (refused) return absl::CancelledError("cage-green: preparation cancelled");
+  // Overlapping shells (a body box and a limb box in one cage) put points inside twice, where
+  // Green's integrals give w·η: until 2026-12-07 such a point came out at twice its place at rest.
+  if (p->coords.first_overlap >= 0) {
+    const auto i = p->coords.first_overlap;
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cage-green: rig.mesh.positions[%d] (%g, %g, %g) is inside rig.cages[%u] %.0f times (winding number "
+        "%.3f: its closed shells overlap, or it passes through itself); Green coordinates need each point "
+        "enclosed once: merge the shells into one surface, or use cage-mvc, which takes it",
+        i, rig.positions[3 * i], rig.positions[3 * i + 1], rig.positions[3 * i + 2], index,
+        std::round(p->coords.overlap_winding), p->coords.overlap_winding));
+  }
   return std::shared_ptr<const Prepared>(std::move(p));
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <numbers>
 
 #include <Eigen/Geometry>
@@ -173,6 +174,7 @@ GreenCoordinates ComputeGreenCoordinates(const CageGeometry& cage, const Eigen::
 
   std::atomic<size_t> done{0};
   std::atomic<bool> stop{false};
+  std::mutex overlap_mu;
   ParallelFor(pool, static_cast<size_t>(m), kGrain, [&](size_t begin, size_t end) {
     if (stop) return;
     for (size_t i = begin; i < end; ++i) {
@@ -192,6 +194,13 @@ GreenCoordinates ComputeGreenCoordinates(const CageGeometry& cage, const Eigen::
       double sum = 0;
       for (Eigen::Index j = 0; j < n; ++j) sum += phi[j];
       const bool inside = sum >= 0.5;  // raw Σφ is the winding number: 1 inside, 0 outside
+      if (sum >= 1.5) {  // inside twice (overlapping shells): reported, the lowest index first
+        std::lock_guard lock(overlap_mu);
+        if (gc.first_overlap < 0 || r < gc.first_overlap) {
+          gc.first_overlap = r;
+          gc.overlap_winding = sum;
+        }
+      }
       if (inside && !on_cage) continue;
 
       // Extension through the exit face e: η_rest = Σ α_k v_ek + β n_e with Σ α_k = s, where

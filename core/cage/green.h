@@ -71,6 +71,12 @@ struct GreenCoordinates {
   // Per point: 1 if the exterior extension was applied (the point is outside the cage, or on
   // its surface within 1e-8·D), 0 for interior points.
   std::vector<uint8_t> exterior;
+  // The first point inside the cage more than once (raw Σφ, its winding number, 1.5 or more: a
+  // cage of overlapping closed shells, or one that passes through itself), and that sum; -1
+  // when none. There the raw integrals reproduce w·η and sum to w, so its coordinates are wrong
+  // (callers refuse it: cage-green; MVC divides by its sum and is not affected).
+  int64_t first_overlap = -1;
+  double overlap_winding = 0;
 };
 
 // Coordinates of points (3 x m) with respect to the rest cage; exterior points get the

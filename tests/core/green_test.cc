@@ -22,6 +22,8 @@
 #include <gtest/gtest.h>
 
 #include "core/cage/green.h"
+#include "core/deformer/deformer.h"
+#include "tests/core/test_util.h"
 #include "tests/core/obj_fixture.h"
 #include "core/cage/mvc.h"
 #include "core/parallel/thread_pool.h"
@@ -736,6 +738,68 @@ TEST(GreenCoordinates, PoolAndFloatDeformAgree) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A cage of two overlapping closed shells (a body box and a limb box, as artists build them):
+// a point inside both has winding number 2, and Green's raw integrals sum to 2 and reproduce 2η
+// there (MVC divides by its sum and reproduces η). The coordinates name the point; cage-green's
+// preparation refuses the rig naming it, where until 2026-12-07 the point came out at twice its
+// place at rest.
+TEST(GreenCoordinates, APointInsideOverlappingShellsIsNamedAndRefused) {
+  auto box = [](const V3& lo, const V3& hi) {
+    CageGeometry c = Cube(1);
+    for (Eigen::Index k = 0; k < c.vertices.cols(); ++k) {
+      c.vertices.col(k) = lo + ((c.vertices.col(k).array() + 1) / 2 * (hi - lo).array()).matrix();
+    }
+    return c;
+  };
+  const CageGeometry a = box(V3(0, 0, 0), V3(2, 1, 1)), b = box(V3(1, 0.2, 0.2), V3(3, 0.8, 0.8));
+  CageGeometry both;
+  both.vertices.resize(3, a.vertices.cols() + b.vertices.cols());
+  both.vertices << a.vertices, b.vertices;
+  both.triangles.resize(3, a.triangles.cols() + b.triangles.cols());
+  both.triangles << a.triangles, (b.triangles.array() + uint32_t(a.vertices.cols())).matrix();
+  Eigen::Matrix3Xd points(3, 3);
+  points.col(0) = V3(0.5, 0.5, 0.5);  // in the first box only
+  points.col(1) = V3(1.5, 0.5, 0.5);  // in both
+  points.col(2) = V3(2.5, 0.5, 0.5);  // in the second only
+  const GreenCoordinates gc = ComputeGreenCoordinates(both, points, nullptr, {});
+  EXPECT_EQ(gc.first_overlap, 1);
+  EXPECT_NEAR(gc.overlap_winding, 2.0, 1e-9);
+  const Eigen::Matrix3Xd at_rest = Reproduce(gc, both);
+  EXPECT_LT((at_rest.col(0) - points.col(0)).norm(), 1e-9);
+  EXPECT_GT((at_rest.col(1) - points.col(1)).norm(), 1.0) << "the case the refusal is for: 2η";
+  // MVC divides by its sum: the same point is reproduced.
+  const auto mvc = MeanValueCoordinates(both, points, nullptr);
+  EXPECT_LT((both.vertices * mvc.row(1).transpose() - points.col(1)).norm(), 1e-9);
+
+  // Through the method: a limb in its cage, plus a copy of the cage moved half a length along
+  // the limb, overlapping it.
+  RigInput in = testing::LimbWithCage(10, 8);
+  Cage& cage = in.rig.cages[0];
+  Eigen::Map<const Eigen::Matrix3Xf> v(cage.positions.data(), 3, Eigen::Index(cage.vertex_count()));
+  const Eigen::Vector3f extent = v.rowwise().maxCoeff() - v.rowwise().minCoeff();
+  Eigen::Index axis = 0;
+  extent.maxCoeff(&axis);
+  const size_t count = cage.vertex_count(), faces = cage.triangles.size();
+  for (size_t k = 0; k < count; ++k) {
+    for (int d = 0; d < 3; ++d) cage.positions.push_back(cage.positions[3 * k + d] + (d == axis ? extent[axis] / 2 : 0.f));
+  }
+  for (size_t f = 0; f < faces; ++f) cage.triangles.push_back(cage.triangles[f] + uint32_t(count));
+  const Rig rig = testing::BuildOrDie(std::move(in));
+  const MethodInfo* green = FindMethod("cage-green");
+  ASSERT_NE(green, nullptr);
+  auto config = ParseDeformerConfig(*green, {}, "deformer.cage_green");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const auto refused = green->prepare(rig, *config, nullptr, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("rig.mesh.positions["));
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("cage-mvc"));
+  // cage-mvc takes the same rig and reproduces it at rest.
+  const MethodInfo* mvc_method = FindMethod("cage-mvc");
+  auto mvc_config = ParseDeformerConfig(*mvc_method, {}, "deformer.cage_mvc");
+  ASSERT_TRUE(mvc_config.ok());
+  EXPECT_TRUE(mvc_method->prepare(rig, *mvc_config, nullptr, {}).ok());
+}
+
 // The SuperCages Arm (shared/data/supercages-arm).
 
 
