@@ -1,12 +1,15 @@
 #include "core/cage/cage_check.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/geometry/mesh_quality.h"
 #include "core/geometry/triangle.h"
 #include "core/geometry/winding_number.h"
 
@@ -76,21 +79,6 @@ double CageWindingNumber(const Cage& cage, const Eigen::Vector3d& x) {
   return total / (4 * std::numbers::pi);
 }
 
-namespace {
-
-// Whether x lies within `tolerance` of a face of the cage.
-bool OnCage(const Cage& cage, const Eigen::Vector3d& x, double tolerance) {
-  const size_t faces = cage.triangles.size() / 3;
-  for (size_t f = 0; f < faces; ++f) {
-    const uint32_t* t = &cage.triangles[3 * f];
-    const Eigen::Vector3d a = Vertex(cage, t[0]), b = Vertex(cage, t[1]), c = Vertex(cage, t[2]);
-    if ((ClosestPointOnTriangle(a, b, c, x) - x).norm() <= tolerance) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 absl::Status CheckCageEncloses(const Cage& cage, std::span<const float> points, const std::string& field,
                                const std::string& points_field) {
   Eigen::Map<const Eigen::Matrix3Xf> v(cage.positions.data(), 3, static_cast<Eigen::Index>(cage.vertex_count()));
@@ -106,19 +94,35 @@ absl::Status CheckCageEncloses(const Cage& cage, std::span<const float> points, 
   const size_t n = points.size() / 3;
   std::optional<WindingNumberTree> tree;
   if (double(n) * double(cage.triangles.size() / 3) > kExactWork) tree.emplace(cage.positions, cage.triangles);
+  // A point on the cage's surface is enclosed: its winding number reads 0, ½ or 1 there by the
+  // sign of a zero (until 2026-12-07 a mesh touching its cage's -x face was refused where the
+  // mirror one was taken). "On" is within float rounding of a face: positions arrive as floats,
+  // and a point placed on a slanted face lands up to half an ulp of its coordinates off it (until
+  // 2026-12-07 the tolerance was 1e-12 of the diagonal, and such a mesh was refused); the
+  // deformers take points a hair outside (MVC's and Green's extensions). Nearest face from a
+  // hierarchy, built on first need: until 2026-12-07 each such point cost every face twice, and a
+  // mesh used as its own cage (every point on it) took 8 s at 12 642 vertices, minutes past that.
+  const double scale = std::max(lo.cwiseAbs().maxCoeff(), hi.cwiseAbs().maxCoeff());
+  const double on_tolerance = std::max(1e-12 * (hi - lo).norm(), 4 * double(std::numeric_limits<float>::epsilon()) * scale);
+  std::optional<RayCaster> faces;
+  auto on_cage = [&](const Eigen::Vector3d& x) {
+    if (!faces) faces.emplace(cage.positions, cage.triangles);
+    return faces->Nearest(x.data(), [](uint32_t) { return false; }) <= on_tolerance;
+  };
   for (size_t i = 0; i < n; ++i) {
     const Eigen::Vector3d x(points[3 * i], points[3 * i + 1], points[3 * i + 2]);
-    // Outside the cage's bounding box means outside the cage; otherwise the winding number.
-    const bool in_box = (x.array() >= lo.array()).all() && (x.array() <= hi.array()).all();
+    // Outside the cage's bounding box (by more than the tolerance) means outside the cage;
+    // otherwise the winding number.
+    const bool in_box = (x.array() >= lo.array() - on_tolerance).all() && (x.array() <= hi.array() + on_tolerance).all();
     double w = 0.0;
     if (in_box) {
-      w = tree ? (*tree)(x) : CageWindingNumber(cage, x);
-      if (tree && !(std::abs(w - 0.5) > 0.25)) w = CageWindingNumber(cage, x);
+      if (!tree) {
+        w = CageWindingNumber(cage, x);
+      } else if (w = (*tree)(x); !(std::abs(w - 0.5) > 0.25)) {
+        w = on_cage(x) ? 1.0 : CageWindingNumber(cage, x);  // near ½: on the cage, or the exact sum
+      }
     }
-    // A point on the cage's surface (within the deformers' snap, 1e-12 of the diagonal: mvc.h,
-    // green.h) is enclosed: its winding number reads 0 or 1 there by the sign of a zero, and until
-    // 2026-12-07 a mesh touching its cage's -x face was refused where the mirror one was taken.
-    if (!(w > 0.5) && in_box && OnCage(cage, x, 1e-12 * (hi - lo).norm())) w = 1.0;
+    if (!(w > 0.5) && in_box && on_cage(x)) w = 1.0;
     if (!(w > 0.5)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s[%d]: point (%g, %g, %g) lies outside %s (winding number %.3f); the cage must enclose "

@@ -18,9 +18,10 @@ absl::Status CheckCageClosedAndOriented(const Cage& cage, const std::string& fie
 double CageWindingNumber(const Cage& cage, const Eigen::Vector3d& x);
 
 // INVALID_ARGUMENT naming the first point (as `points_field`[i]) whose winding number is 0.5 or
-// below, i.e. that lies outside the cage; a point on the cage's surface (within 1e-12 of its
-// bounding box's diagonal, where the deformers snap) is enclosed. Past 4e6 point-face pairs the winding numbers come from
-// WindingNumberTree, with the exact sum where that reads within 0.25 of ½.
+// below, i.e. that lies outside the cage; a point on the cage's surface (within float rounding of
+// a face: 4 float epsilons of the cage's largest coordinate, at least 1e-12 of its diagonal) is
+// enclosed. Past 4e6 point-face pairs the winding numbers come from WindingNumberTree, with the
+// nearest face and then the exact sum where that reads within 0.25 of ½.
 absl::Status CheckCageEncloses(const Cage& cage, std::span<const float> points, const std::string& field,
                                const std::string& points_field);
 

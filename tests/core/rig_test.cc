@@ -410,6 +410,54 @@ TEST(RigCage, PointsOnTheCagesFacesAreEnclosedOnEverySide) {
   }
 }
 
+// Points placed on a slanted face, far from the origin, and stored as floats (as every position
+// arrives) land up to half an ulp of their coordinates off the face, outside by 1e-7 of the
+// diagonal: still on the cage, enclosed (until 2026-12-07 the tolerance was 1e-12 of the diagonal,
+// and 3 of these 40 refused the upload); a point a thousandth of the radius outside is not. And
+// a mesh used as its own cage, past the exact sum's 4e6 pairs (every point on it, each one
+// the nearest face now decides, where each cost every face twice), is enclosed.
+TEST(RigCage, PointsOnSlantedFacesFarFromTheOriginAreEnclosed) {
+  const Eigen::Vector3d centre(100, 100, 100);
+  const double radius = 10;
+  Cage octahedron;
+  const Eigen::Vector3d corners[6] = {{1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, -1, 0}, {0, 0, 1}, {0, 0, -1}};
+  for (const auto& c : corners) {
+    for (int k = 0; k < 3; ++k) octahedron.positions.push_back(float(centre[k] + radius * c[k]));
+  }
+  octahedron.triangles = {0, 2, 4, 2, 1, 4, 1, 3, 4, 3, 0, 4, 2, 0, 5, 1, 2, 5, 3, 1, 5, 0, 3, 5};
+  ASSERT_TRUE(CheckCageClosedAndOriented(octahedron, "cage").ok());
+  uint64_t state = 7;
+  auto uniform = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return double(state >> 11) / double(1ull << 53);
+  };
+  std::vector<float> on;
+  int off_plane = 0;
+  for (int p = 0; p < 40; ++p) {
+    const size_t f = size_t(p % 8);
+    double a = uniform(), b = uniform();
+    if (a + b > 1) a = 1 - a, b = 1 - b;
+    Eigen::Vector3d x = Eigen::Vector3d::Zero(), v[3];
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t i = octahedron.triangles[3 * f + k];
+      v[k] = Eigen::Vector3d(octahedron.positions[3 * i], octahedron.positions[3 * i + 1], octahedron.positions[3 * i + 2]);
+    }
+    x = v[0] + a * (v[1] - v[0]) + b * (v[2] - v[0]);
+    const Eigen::Vector3f stored = x.cast<float>();
+    const Eigen::Vector3d n = (v[1] - v[0]).cross(v[2] - v[0]).normalized();
+    if (n.dot(stored.cast<double>() - v[0]) > 1e-12 * 2 * std::sqrt(3.0) * radius) ++off_plane;
+    for (int k = 0; k < 3; ++k) on.push_back(stored[k]);
+  }
+  EXPECT_GT(off_plane, 0) << "no point rounded outside its face: the case is not exercised";
+  const auto st = CheckCageEncloses(octahedron, on, "cage", "points");
+  EXPECT_TRUE(st.ok()) << st;
+  std::vector<float> out = {float(centre.x() + radius * 1.001), float(centre.y()), float(centre.z())};
+  EXPECT_FALSE(CheckCageEncloses(octahedron, out, "cage", "points").ok());
+
+  const Cage sphere = testing::LatLongSphere(40, 50);  // 1 952 vertices, 3 900 faces: 7.6e6 pairs
+  EXPECT_TRUE(CheckCageEncloses(sphere, sphere.positions, "cage", "points").ok());
+}
+
 // Past 4e6 face-point pairs the enclosure check answers with the fast winding-number hierarchy
 // (a million points in a cage of 100 000 faces took most of an hour with the exact sum; this test
 // 46 s instead of 3.5 s): its verdicts are
