@@ -3,6 +3,7 @@
 #include <optional>
 #include <atomic>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -247,6 +248,19 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
         "method supercages: the cage coordinates of the mesh are rank-deficient (no invertible "
         "MaxVol submatrix); is the mesh degenerate relative to the cage?");
   }
+  // Whether the MaxVol rows give the rest cage back from the rest mesh: a finite determinant is
+  // not enough (until 2026-12-07 a flat mesh in a box gave a posed cage 0.97 of the box off at rest).
+  {
+    Eigen::MatrixXd rest_rows(c, 3);
+    for (Eigen::Index k = 0; k < c; ++k) {
+      const size_t v = static_cast<size_t>(p->maxvol.rows[k]);
+      for (int d = 0; d < 3; ++d) rest_rows(k, d) = rig.positions[3 * v + d];
+    }
+    const Eigen::MatrixXd back = p->phi_selected_lu.solve(rest_rows);
+    const double diagonal = std::max(p->rest_cage.diagonal(), 1e-300);
+    const double error = (back - p->rest_cage.vertices.transpose()).cwiseAbs().maxCoeff() / diagonal;
+    p->cage_updater_error = std::isfinite(error) ? error : std::numeric_limits<double>::infinity();
+  }
   if (progress) progress(1.0);
   return std::shared_ptr<const Prepared>(std::move(p));
 }
@@ -415,6 +429,7 @@ class SuperCagesDeformer final : public Deformer {
       }
     }
     if (frame.posed_cage) {
+      if (auto st = CageUpdaterUsable("posed_cage"); !st.ok()) return st;
       const CageFrame& pc = *frame.posed_cage;
       if (pc.cage != prep_->cage) {
         return absl::InvalidArgumentError(absl::StrCat("posed_cage.cage: this session's cage is cage ", prep_->cage));
@@ -492,6 +507,7 @@ class SuperCagesDeformer final : public Deformer {
       }
     };
     if (extras.posed_cage) {
+      if (auto st = CageUpdaterUsable("outputs.posed_cage"); !st.ok()) return st;
       if (!posed_cage_valid_) {
         posed_cage_ = prep_->phi_selected_lu.solve(selected_);
         posed_cage_valid_ = true;
@@ -654,6 +670,16 @@ class SuperCagesDeformer final : public Deformer {
   Eigen::Matrix3Xd joints_;       // current joint positions p
   std::vector<float> rest_mesh_;  // M = M0 + Φ (C − C0)
   Eigen::MatrixXd selected_;      // posed positions of the MaxVol rows (c x 3)
+  // OK, or why the posed cage cannot be had on this rig (SuperCagesPrepared::cage_updater_error).
+  absl::Status CageUpdaterUsable(const char* field) const {
+    if (prep_->cage_updater_usable()) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ": this rig's mesh does not determine its cage (the cage updater gives the rest cage back ",
+        absl::SixDigits(prep_->cage_updater_error), " of its diagonal off; at most ",
+        SuperCagesPrepared::kCageUpdaterTolerance,
+        "): a flat or thin mesh leaves cage vertices that no mesh point tells apart. Deforming by pose and rest "
+        "cage works; the posed cage and its edits need a mesh that fills the cage"));
+  }
   mutable Eigen::MatrixXd posed_cage_;
   mutable bool posed_cage_valid_ = false;
   Eigen::MatrixXd system_, g_;

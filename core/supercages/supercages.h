@@ -46,6 +46,13 @@ struct SuperCagesPrepared final : Prepared {
   // many joints fell back from localised maximum entropy coordinates to plain MVC of the cage.
   double psi_max_error = 0;
   int psi_fallbacks = 0;
+  // The cage updater's error at rest: |Φ̃⁻¹ M̃0 − C0| over the cage's diagonal (largest entry).
+  // Past kCageUpdaterTolerance Φ̃ is too ill-conditioned to give the posed cage back (a flat mesh
+  // in a box, whose mirror cage vertices have equal columns of Φ): deforming works, while frames
+  // that ask for the posed cage or edit it are refused (FAILED_PRECONDITION, with this number).
+  double cage_updater_error = 0;
+  static constexpr double kCageUpdaterTolerance = 1e-6;
+  bool cage_updater_usable() const { return cage_updater_error <= kCageUpdaterTolerance; }
 
   size_t Bytes() const override;
 };

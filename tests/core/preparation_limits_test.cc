@@ -13,6 +13,7 @@
 #include "core/implicit/rotation_weights.h"
 #include "core/parallel/thread_pool.h"
 #include "core/procedural/limb.h"
+#include "core/rig/pose.h"
 #include "core/supercages/maxvol.h"
 #include "core/supercages/supercages.h"
 #include "core/swingtwist/method.h"
@@ -114,6 +115,58 @@ TEST(SuperCagesUpdater, AJointNoVertexBlendsAroundTakesThePlainMasses) {
   std::printf("unblended joint's row: %.1e from the plain masses' (the whole cage's is %.3f away)\n", off, control);
   EXPECT_LE(off, 1e-9);
   EXPECT_GE(control, 0.01);
+}
+
+// A mesh flattened onto a plane through its cage (a cloth, a wing, a card in a box) does not
+// determine the cage: mirror cage vertices get near-equal columns of Φ, and Φ̃, though its
+// determinant is finite, gives the rest cage back far off (until 2026-12-07 the posed cage at
+// rest came out 0.6–0.97 of the box away, and edits of it missed by as much). The preparation
+// measures it; the posed cage and its edits are refused naming the number, while frames by
+// pose and rest cage still deform (the same limb, not flattened, serves all of it).
+TEST(SuperCagesUpdater, AMeshThatDoesNotDetermineItsCageRefusesThePosedCageOnly) {
+  for (bool flat : {false, true}) {
+    SCOPED_TRACE(flat ? "flattened" : "round");
+    RigInput in = testing::LimbWithCage(10, 8);
+    if (flat) {
+      // Onto the plane 0.3 of the way across the mesh along its second-longest extent.
+      Eigen::Map<Eigen::Matrix3Xf> v(in.rig.positions.data(), 3, Eigen::Index(in.rig.positions.size() / 3));
+      const Eigen::Vector3f lo = v.rowwise().minCoeff(), hi = v.rowwise().maxCoeff();
+      const Eigen::Vector3f extent = hi - lo;
+      Eigen::Index longest = 0;
+      extent.maxCoeff(&longest);
+      const Eigen::Index across = longest == 1 ? 2 : 1;
+      v.row(across).setConstant(lo[across] + 0.3f * extent[across]);
+    }
+    auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
+    auto prepared = PrepareSuperCages(*rig, SuperCages(true), nullptr, {});
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    const auto& p = static_cast<const SuperCagesPrepared&>(**prepared);
+    std::printf("%s: cage updater at rest %.1e of the diagonal\n", flat ? "flattened" : "round", p.cage_updater_error);
+    auto deformer = FindMethod("supercages")->create(rig, *prepared, SuperCages(true));
+    ASSERT_TRUE(deformer.ok()) << deformer.status();
+    Pose pose = RestPose(rig->skeleton);
+    pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(0.5, Eigen::Vector3d::UnitY())));
+    std::vector<float> out(rig->positions.size()), posed_cage;
+    ASSERT_TRUE((*deformer)->Deform({&pose, {}}, out, nullptr).ok());
+    const auto extras = (*deformer)->Extras({.posed_cage = &posed_cage});
+    const std::vector<float> edit(rig->cages[0].positions.size(), 0.01f);
+    const CageFrame request{0, CageInputMode::kOffsets, edit};
+    const auto edited = (*deformer)->Deform({nullptr, {}, &request}, out, nullptr);
+    if (!flat) {
+      EXPECT_LE(p.cage_updater_error, 1e-9);
+      EXPECT_TRUE(extras.ok()) << extras;
+      EXPECT_TRUE(edited.ok()) << edited;
+      continue;
+    }
+    EXPECT_GT(p.cage_updater_error, 1e-3);
+    for (const absl::Status& st : {extras, edited}) {
+      EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+      EXPECT_THAT(std::string(st.message()), HasSubstr("does not determine its cage"));
+    }
+    EXPECT_THAT(std::string(extras.message()), HasSubstr("outputs.posed_cage"));
+    // A pose after the refusals still deforms.
+    EXPECT_TRUE((*deformer)->Deform({&pose, {}}, out, nullptr).ok());
+  }
 }
 
 // The limb `o` inside a closed lat-long sphere of 992 vertices (cage 0) around it.
