@@ -4,6 +4,7 @@
 #include <functional>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <numeric>
 
 #include <Eigen/Geometry>
@@ -11,6 +12,8 @@
 #include "core/geometry/triangle.h"
 #include "core/geometry/weld.h"
 #include "core/geometry/winding_number.h"
+#include "core/util/union_find.h"
+#include "absl/container/flat_hash_map.h"
 
 namespace sinew {
 namespace {
@@ -69,6 +72,110 @@ double MeshVolume(std::span<const float> positions, std::span<const uint32_t> tr
     six += a.dot(b.cross(c));
   }
   return six / 6;
+}
+
+std::vector<int8_t> PieceFacing(std::span<const float> positions, std::span<const uint32_t> triangles,
+                                std::span<const uint32_t> rep, size_t* flipped) {
+  const size_t nv = positions.size() / 3, nt = triangles.size() / 3;
+  const int8_t whole = MeshVolume(positions, triangles) < 0 ? -1 : 1;
+  std::vector<int8_t> facing(nv, whole);
+  if (flipped) *flipped = 0;
+  if (nt == 0) return facing;
+  UnionFind pieces(nv);
+  for (size_t t = 0; t < nt; ++t) {
+    pieces.Unite(rep[triangles[3 * t]], rep[triangles[3 * t + 1]]);
+    pieces.Unite(rep[triangles[3 * t]], rep[triangles[3 * t + 2]]);
+  }
+  // A piece is open where one of its welded edges is in an odd number of triangles.
+  absl::flat_hash_map<uint64_t, uint32_t> edges;
+  edges.reserve(3 * nt);
+  for (size_t t = 0; t < nt; ++t) {
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t a = rep[triangles[3 * t + k]], b = rep[triangles[3 * t + (k + 1) % 3]];
+      if (a != b) ++edges[(uint64_t(std::min(a, b)) << 32) | std::max(a, b)];
+    }
+  }
+  std::vector<uint8_t> open(nv, 0);
+  for (const auto& [key, count] : edges) {
+    if (count % 2 != 0) open[pieces.Find(uint32_t(key >> 32))] = 1;
+  }
+  // Six times each piece's signed volume about its vertex centroid (any origin, for a closed
+  // piece), its area, and its largest triangle (where it is probed below).
+  std::vector<Eigen::Vector3d> centroid(nv, Eigen::Vector3d::Zero());
+  std::vector<uint32_t> count(nv, 0);
+  for (size_t v = 0; v < nv; ++v) {
+    const uint32_t piece = pieces.Find(rep[v]);
+    centroid[piece] += P(positions, uint32_t(v));
+    ++count[piece];
+  }
+  for (size_t p = 0; p < nv; ++p) {
+    if (count[p] > 0) centroid[p] /= double(count[p]);
+  }
+  std::vector<double> six(nv, 0), area(nv, 0), largest(nv, 0);
+  std::vector<int64_t> probe_triangle(nv, -1);
+  for (size_t t = 0; t < nt; ++t) {
+    const uint32_t* f = &triangles[3 * t];
+    const uint32_t piece = pieces.Find(rep[f[0]]);
+    const Eigen::Vector3d& o = centroid[piece];
+    const Eigen::Vector3d a = P(positions, f[0]) - o, b = P(positions, f[1]) - o, c = P(positions, f[2]) - o;
+    six[piece] += a.dot(b.cross(c));
+    const double twice = (b - a).cross(c - a).norm();
+    area[piece] += twice / 2;
+    if (twice > largest[piece]) {
+      largest[piece] = twice;
+      probe_triangle[piece] = int64_t(t);
+    }
+  }
+  // Pieces with a side: closed ones, and open ones that nearly enclose a volume (a tube without
+  // its caps, a bowl: |V| at least 0.05 of a sphere's of their area, about their vertex centroid;
+  // an open tube six radii long reads 0.46, a sheet about 0). Other open pieces, whose volume has
+  // no sign, take the whole mesh's.
+  std::vector<uint32_t> sided;
+  size_t with_triangles = 0;
+  for (size_t p = 0; p < nv; ++p) {
+    if (probe_triangle[p] < 0) continue;
+    ++with_triangles;
+    const double sphere = std::pow(area[p], 1.5) / (6 * std::sqrt(std::numbers::pi));
+    if (six[p] != 0 && (!open[p] || std::abs(six[p]) / 6 >= 0.05 * sphere)) sided.push_back(uint32_t(p));
+  }
+  // Each of them: enclosed by the others or not, by their winding number just off its largest
+  // triangle (the whole mesh's there, less the piece's own, summed exactly). One not enclosed faces
+  // the way its own volume says; one enclosed keeps its winding relative to what encloses it (the
+  // sign of that winding number: a mouth bag wound inward in a head stays so, and turns with the
+  // head when the whole export is inside out).
+  std::vector<int8_t> piece_facing(nv, whole);
+  if (sided.size() == 1 && with_triangles == 1) {
+    piece_facing[sided[0]] = six[sided[0]] < 0 ? -1 : 1;  // the mesh is one piece
+  } else if (!sided.empty()) {
+    std::vector<Eigen::Vector3d> probe(nv, Eigen::Vector3d::Zero());
+    std::vector<uint8_t> is_sided(nv, 0);
+    for (uint32_t p : sided) {
+      is_sided[p] = 1;
+      const uint32_t* f = &triangles[3 * size_t(probe_triangle[p])];
+      const Eigen::Vector3d a = P(positions, f[0]), b = P(positions, f[1]), c = P(positions, f[2]);
+      const Eigen::Vector3d n = (b - a).cross(c - a);
+      probe[p] = (a + b + c) / 3 + 1e-3 * std::sqrt(n.norm()) * n.normalized();
+    }
+    std::vector<double> own(nv, 0);
+    for (size_t t = 0; t < nt; ++t) {
+      const uint32_t* f = &triangles[3 * t];
+      const uint32_t piece = pieces.Find(rep[f[0]]);
+      if (!is_sided[piece]) continue;
+      const Eigen::Vector3d& q = probe[piece];
+      const Eigen::Vector3d a = P(positions, f[0]) - q, b = P(positions, f[1]) - q, c = P(positions, f[2]) - q;
+      const double la = a.norm(), lb = b.norm(), lc = c.norm();
+      own[piece] += 2 * std::atan2(a.dot(b.cross(c)), la * lb * lc + a.dot(b) * lc + b.dot(c) * la + c.dot(a) * lb) /
+                    (4 * std::numbers::pi);
+    }
+    const WindingNumberTree all(positions, triangles);
+    for (uint32_t p : sided) {
+      const double others = all(probe[p]) - own[p];
+      piece_facing[p] = std::abs(others) > 0.5 ? (others < 0 ? -1 : 1) : (six[p] < 0 ? -1 : 1);
+      if (flipped && piece_facing[p] != whole) ++*flipped;
+    }
+  }
+  for (size_t v = 0; v < nv; ++v) facing[v] = piece_facing[pieces.Find(rep[v])];
+  return facing;
 }
 
 RayCaster::RayCaster(std::span<const float> positions, std::span<const uint32_t> triangles)
@@ -208,9 +315,10 @@ MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<co
   rest_volume_ = MeshVolume(rest, triangles);
   // A mesh that encloses a negative volume was exported inside out (a negative scale; its
   // normals point in): it is measured turned around, its outside along −n. Until 2026-12-05
-  // every vertex of such a mesh read inside the skin. (A piece wound inward inside another, a
-  // mouth bag, is left as wound.)
-  facing_ = rest_volume_ < 0 ? -1 : 1;
+  // every vertex of such a mesh read inside the skin. So is a closed piece wound the other way
+  // on its own, outside the rest (PieceFacing: a part exported mirrored; until 2026-12-07 each of
+  // its vertices read inside). A piece wound inward inside another, a mouth bag, is left as wound.
+  facing_ = PieceFacing(rest, triangles, weld_);
   // Welded one-rings (CSR), for the depth's nearest-skin query.
   ring_start_.assign(n + 1, 0);
   for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
@@ -235,7 +343,7 @@ MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<co
 
 size_t MeshQualityMeasure::Bytes() const {
   return sizeof(*this) + 4 * (weld_.size() + ring_start_.size() + ring_.size()) + 8 * rest_length_.size() +
-         inside_at_rest_.size();
+         inside_at_rest_.size() + facing_.size();
 }
 
 MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadPool* pool, bool per_vertex) const {
@@ -292,7 +400,7 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
       const uint32_t w = weld_[v];
       const double len = normal[w].norm();
       if (edge_count[w] == 0 || !(len > 0)) continue;
-      const Eigen::Vector3d nrm = facing_ * normal[w] / len;
+      const Eigen::Vector3d nrm = double(facing_[w]) * normal[w] / len;
       const Eigen::Vector3d x = P(deformed, uint32_t(v));
       const double o[3] = {x.x(), x.y(), x.z()};
       // The distance to the nearest skin beyond the vertex's one-ring.

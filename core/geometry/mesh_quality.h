@@ -5,7 +5,8 @@
 // Vertices at one rest position (an imported mesh's per-corner or UV-seam copies, and an open
 // seam's copies within core/geometry/weld.h's tolerance: WeldSeams) are welded for everything
 // below: one normal, one one-ring, and a copy never counts as other skin. A mesh inside out (its rest volume negative: exported with
-// a negative scale) is measured turned around.
+// a negative scale) is measured turned around, and so is a closed piece wound the other way on its
+// own outside the rest (PieceFacing: a part exported mirrored).
 //
 // Inside the skin: a vertex whose surroundings lie inside the deformed mesh. The mesh's
 // generalized winding number (winding_number.h) is evaluated just outside the vertex, at
@@ -91,7 +92,7 @@ class MeshQualityMeasure {
  private:
   std::span<const uint32_t> triangles_;
   std::vector<uint32_t> weld_;                     // vertex -> its welded representative
-  int facing_ = 1;                                 // −1: the rest mesh is inside out (negative volume)
+  std::vector<int8_t> facing_;  // per vertex (PieceFacing): −1 where the rest mesh is inside out
   std::vector<uint32_t> ring_start_, ring_;        // welded one-rings (CSR)
   std::vector<double> rest_length_;                // per triangle edge (t, t+1, t+2)
   double depth_tolerance_ = 0, rest_volume_ = 0;
@@ -107,6 +108,17 @@ MeshQuality MeasureMeshQuality(std::span<const float> rest, std::span<const floa
 
 // The signed volume enclosed by a triangle mesh (divergence theorem about the vertex centroid).
 double MeshVolume(std::span<const float> positions, std::span<const uint32_t> triangles);
+
+// Which way each vertex's triangles face: +1 outwards, −1 where the mesh is inside out there;
+// `rep` maps each vertex to its welded point (WeldSeams). A closed connected piece (every welded
+// edge in an even number of triangles) that no other part of the mesh encloses faces the way its
+// own volume says (−1 for a part exported with a negative scale, alone or with the rest); one that
+// another part encloses keeps its winding relative to that part (a mouth bag wound inward in a
+// head is as modelled, and turns with the head). Open pieces, whose volume has no sign, take the
+// whole mesh's. `flipped` (when given) counts the closed pieces that differ from the whole mesh's
+// sign (which every piece took until 2026-12-07).
+std::vector<int8_t> PieceFacing(std::span<const float> positions, std::span<const uint32_t> triangles,
+                                std::span<const uint32_t> rep, size_t* flipped = nullptr);
 
 // A bounding-box hierarchy over the triangles of one posed mesh: the first crossing of a ray, the
 // nearest triangle; both skip the triangles with a corner `skip_vertex` names.

@@ -21,17 +21,19 @@ Eigen::Vector3d Point(const std::vector<float>& xyz, size_t i) {
 // Unit outward normals of the welded mesh, per vertex: the mean of the rig's normals over each
 // point's copies, else the area-weighted normal of the triangles around the point. A mesh inside
 // out (its volume negative: exported with a negative scale, as assimp-testmodels'
-// animation_with_skeleton.fbx, normals pointing in as well; its fields were inside out) is turned
-// around, and a rig's normal that points against its point's outward area-weighted one is turned
-// with it. A copy on a hard edge or a flat-shaded face carries one face's normal; an HRBF sample
+// animation_with_skeleton.fbx, normals pointing in as well; its fields were inside out), or a
+// closed piece of it wound the other way on its own (PieceFacing: a part exported mirrored; until
+// 2026-12-07 its fields were inside out, a review's two tubes lost 296 of 708 points to "inside
+// the rest skin" and the skin was 0.47 off at 120°), is turned around, and a rig's normal that
+// points against its point's outward area-weighted one is turned with it. A copy on a hard edge or a flat-shaded face carries one face's normal; an HRBF sample
 // needs the surface's (until 2026-12-05 each copy gave its own: on a flat-shaded limb of 8
 // segments the fields were 0.03 off the smooth mesh's on its own skin, and Testwuson.X's chest
 // seam gave copies normals 180° apart). Zero where the copies (or the triangles) cancel: under a
 // tenth of their count (or area) left, as on a sheet's two sides; no sample there.
 // `rep`: WeldSeams' points.
 std::vector<Eigen::Vector3d> WeldedNormals(const Rig& rig, std::span<const uint32_t> rep) {
-  const double facing = MeshVolume(rig.positions, rig.triangles) < 0 ? -1 : 1;
   const size_t nv = rig.vertex_count();
+  const std::vector<int8_t> facing = PieceFacing(rig.positions, rig.triangles, rep);
   std::vector<Eigen::Vector3d> area(nv, Eigen::Vector3d::Zero()), given(nv, Eigen::Vector3d::Zero());
   std::vector<double> area_total(nv, 0), given_total(nv, 0);
   for (size_t t = 0; t < rig.triangle_count(); ++t) {
@@ -56,7 +58,7 @@ std::vector<Eigen::Vector3d> WeldedNormals(const Rig& rig, std::span<const uint3
   std::vector<Eigen::Vector3d> n(nv, Eigen::Vector3d::Zero());
   for (size_t i = 0; i < nv; ++i) {
     if (rep[i] != i) continue;
-    const Eigen::Vector3d outward = facing * area[i];
+    const Eigen::Vector3d outward = double(facing[i]) * area[i];
     const Eigen::Vector3d& sum = supplied ? given[i] : outward;
     const double length = sum.norm(), total = supplied ? given_total[i] : area_total[i];
     if (!(length > 0 && length >= 0.1 * total)) continue;

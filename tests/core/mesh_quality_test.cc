@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/geometry/mesh_quality.h"
+#include "core/geometry/weld.h"
 
 namespace sinew {
 namespace {
@@ -452,6 +453,57 @@ TEST(MeshQuality, PiecesPressedTogetherTouchButAreNotInside) {
 // assimp-testmodels' animation_with_skeleton.fbx) is measured turned around: the ball pressed
 // 0.05 into the box reads as it does wound outward — the cap in the box inside, its pole 0.05 deep —
 // where every vertex read inside the skin before 2026-12-05.
+// A closed piece wound the other way on its own (a part exported mirrored) is turned around by
+// itself, while one inside another part (a mouth bag wound inward in a head) stays as modelled,
+// and open pieces take the mesh's sign: box A outward, box B beside it wound inward, box C inside
+// A wound inward. At rest no vertex of B reads inside the skin, as with B wound outward (until
+// 2026-12-07 the mesh's sign was taken for every piece: all of B's read inside).
+TEST(MeshQuality, APieceWoundTheOtherWayOnItsOwnIsTurnedAround) {
+  const float a_lo[3] = {0, 0, 0}, a_hi[3] = {1, 1, 1}, b_lo[3] = {2, 0, 0}, b_hi[3] = {2.8f, 0.8f, 0.8f},
+              c_lo[3] = {0.3f, 0.3f, 0.3f}, c_hi[3] = {0.6f, 0.6f, 0.6f};
+  Mesh m;
+  AddBox(m, a_lo, a_hi, 4);
+  const uint32_t b_first = uint32_t(m.p.size() / 3), b_triangle = uint32_t(m.t.size());
+  AddBox(m, b_lo, b_hi, 4);
+  const uint32_t c_first = uint32_t(m.p.size() / 3), c_triangle = uint32_t(m.t.size());
+  AddBox(m, c_lo, c_hi, 4);
+  const uint32_t n = uint32_t(m.p.size() / 3);
+  for (size_t t = b_triangle; t + 2 < m.t.size(); t += 3) std::swap(m.t[t + 1], m.t[t + 2]);  // B and C inward
+  const std::vector<uint32_t> rep = WeldSeams(m.p, m.t, RestWeldTolerance(m.p));
+  size_t flipped = 0;
+  const std::vector<int8_t> facing = PieceFacing(m.p, m.t, rep, &flipped);
+  EXPECT_EQ(flipped, 1u);
+  for (uint32_t v = 0; v < n; ++v) {
+    EXPECT_EQ(facing[v], v >= b_first && v < c_first ? -1 : 1) << "vertex " << v;
+  }
+  // B alone turned: measured at rest like the mesh with B outward (C's vertices read inside A in
+  // both).
+  Mesh b_outward = m;
+  for (size_t t = b_triangle; t < c_triangle; t += 3) std::swap(b_outward.t[t + 1], b_outward.t[t + 2]);
+  const MeshQuality turned = MeasureMeshQuality(m.p, m.p, m.t, nullptr, {}, true);
+  const MeshQuality reference = MeasureMeshQuality(b_outward.p, b_outward.p, b_outward.t, nullptr, {}, true);
+  EXPECT_EQ(turned.inside_vertices, reference.inside_vertices);
+  for (uint32_t v = b_first; v < c_first; ++v) EXPECT_EQ(turned.depth[v], 0.f) << "B's vertex " << v;
+  // Open pieces: B without one face (a tube without its caps, nearly enclosing a volume) still
+  // takes its own sign; a flat sheet wound downwards (no volume, no side) takes the mesh's.
+  Mesh open = m;
+  open.t.erase(open.t.begin() + b_triangle + 96, open.t.begin() + b_triangle + 2 * 96);  // one face: 32 triangles
+  const uint32_t sheet = uint32_t(open.p.size() / 3);
+  for (int j = 0; j <= 4; ++j) {
+    for (int i = 0; i <= 4; ++i) open.p.insert(open.p.end(), {5 + 0.25f * float(i), 0.25f * float(j), 0});
+  }
+  for (uint32_t j = 0; j < 4; ++j) {
+    for (uint32_t i = 0; i < 4; ++i) {
+      const uint32_t c00 = sheet + 5 * j + i, c10 = c00 + 1, c01 = c00 + 5, c11 = c01 + 1;
+      open.t.insert(open.t.end(), {c00, c11, c10, c00, c01, c11});  // normal −z
+    }
+  }
+  const std::vector<int8_t> open_facing = PieceFacing(open.p, open.t, WeldSeams(open.p, open.t, RestWeldTolerance(open.p)));
+  EXPECT_EQ(open_facing[b_first], -1);
+  EXPECT_EQ(open_facing[sheet], 1);
+  EXPECT_EQ(open_facing[0], 1);
+}
+
 TEST(MeshQuality, AMeshInsideOutIsMeasuredTurnedAround) {
   const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
   Mesh m;
