@@ -114,8 +114,10 @@ double MeshVolume(std::span<const float> positions, std::span<const uint32_t> tr
 // edge in an even number of triangles) that no other part of the mesh encloses faces the way its
 // own volume says (−1 for a part exported with a negative scale, alone or with the rest); one that
 // another part encloses keeps its winding relative to that part (a mouth bag wound inward in a
-// head is as modelled, and turns with the head). Open pieces, whose volume has no sign, take the
-// whole mesh's. `flipped` (when given) counts the closed pieces that differ from the whole mesh's
+// head is as modelled, and turns with the head). An open piece counts as closed when it nearly
+// encloses a volume (a tube without its caps: |V| about its vertex centroid at least 0.05 of a
+// sphere's of its area); other open pieces (sheets), whose volume has no sign, take the whole
+// mesh's. `flipped` (when given) counts the closed pieces that differ from the whole mesh's
 // sign (which every piece took until 2026-12-07).
 std::vector<int8_t> PieceFacing(std::span<const float> positions, std::span<const uint32_t> triangles,
                                 std::span<const uint32_t> rep, size_t* flipped = nullptr);
