@@ -262,6 +262,15 @@ def _closed_unanswered_hint(reason: str, tls: bool, client_certificate: bool) ->
     return "a server that does not trust this client's certificate closes the connection so"
 
 
+def _deadline(timeout: Optional[float]) -> Optional[float]:
+    """Seconds as grpcio's `timeout`: None for no deadline (None or 0), checked. grpcio takes 0 as
+    a deadline of now, where the C++ client's 0 means none: every call of a Client(timeout=0)
+    failed DeadlineExceeded until 2026-12-03, and a call given timeout=0 until 2026-12-07."""
+    if timeout is not None and not (timeout >= 0 and timeout != float("inf")):
+        raise InvalidArgument(f"timeout: {timeout}; expected seconds >= 0 (0 or None: no deadline)")
+    return timeout if timeout else None
+
+
 class Client:
     """A connection to a Sinew server (``HOST:PORT``), made lazily, with unlimited message sizes.
 
@@ -290,11 +299,7 @@ class Client:
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None, server_name: Optional[str] = None,
                  affinity: Optional[str] = None, timeout: Optional[float] = None, keepalive: float = 30.0) -> None:
         self.target = target
-        # grpcio takes timeout=0 as a deadline of now: every call failed DeadlineExceeded until
-        # 2026-12-03, where the C++ client's 0 means none.
-        if timeout is not None and not (timeout >= 0 and timeout != float("inf")):
-            raise InvalidArgument(f"timeout: {timeout}; expected seconds >= 0 (0 or None: no deadline)")
-        self.timeout = timeout if timeout else None
+        self.timeout = _deadline(timeout)
         if not (keepalive >= 0):
             raise InvalidArgument(f"keepalive: {keepalive}; expected seconds >= 0 (0: off)")
         if token is None:
@@ -342,9 +347,12 @@ class Client:
             raise FailedPrecondition("client: closed (Client.close); connect again")
 
     def _call(self, rpc: Callable, request: Any, timeout: Optional[float] = None, bounded: bool = True) -> Any:
-        """One call: `timeout`, else the client's unary deadline where `bounded` (else none)."""
+        """One call: `timeout` (0: none, as the client's), else the client's unary deadline where
+        `bounded` (else none)."""
         self._check_open()
-        if timeout is None and bounded:
+        if timeout is not None:
+            timeout = _deadline(timeout)
+        elif bounded:
             timeout = self.timeout
         first_call, self._connected_once = not self._connected_once, True
         started = time.monotonic()
@@ -643,7 +651,8 @@ class Client:
         ``f16``, ``q16`` or ``delta`` (with `max_error`, a fraction of the rig's bounding-box
         diagonal, default 1e-4, and `key_frame_interval`, default 30); `expected_joint_names`:
         checked against the rig. Methods with a per-rig preparation (cages, implicit skinning) may
-        take a while the first time; `timeout` bounds it."""
+        take a while the first time; `timeout` (seconds) bounds it: None, the client's `timeout`;
+        0, no deadline (as the client's 0)."""
         if encoding not in ENCODINGS:
             raise InvalidArgument(f"encoding: {encoding!r}; expected f32, f16, q16 or delta")
         if backend not in BACKENDS:
@@ -1061,6 +1070,13 @@ class Session:
         batch starts at `first_frame` + 1). `first_frame` resumes an interrupted batch,
         `max_frames` (0: all) splits one. Arguments are checked here, before the batch starts;
         breaking out of the loop cancels it."""
+        return self._iter_clip(self._clip_request(clip, fps, poses=poses, first_frame=first_frame,
+                                                  max_frames=max_frames, time_step=time_step), progress)
+
+    def _clip_request(self, clip: Optional[Clip] = None, fps: float = 30.0, *,
+                      poses: Optional[Sequence[PoseLike]] = None, first_frame: int = 0, max_frames: int = 0,
+                      time_step: float = 0.0) -> Any:
+        """iter_clip's ``DeformClipRequest``, its arguments checked."""
         if (clip is None) == (poses is None):
             raise InvalidArgument("deform_clip: give a clip or poses")
         if first_frame < 0 or max_frames < 0:
@@ -1074,7 +1090,7 @@ class Session:
             req.poses.SetInParent()  # an empty list too (until 2026-12-07: "source: give a clip ... or poses")
             for p in poses or []:
                 req.poses.poses.add().CopyFrom(_pose_proto(p))
-        return self._iter_clip(req, progress)
+        return req
 
     def _iter_clip(self, req: Any, progress: Optional[ProgressFn]) -> Iterator[ClipFrame]:
         decoder = PositionDecoder()
@@ -1093,13 +1109,43 @@ class Session:
         finally:
             call.cancel()
 
-    def deform_clip(self, clip: Clip, fps: float = 30.0, **kwargs: Any) -> np.ndarray:
+    def deform_clip(self, clip: Clip, fps: float = 30.0, *, progress: Optional[ProgressFn] = None,
+                    **kwargs: Any) -> np.ndarray:
         """Every frame of a clip batch as one (frames, vertex_count, 3) float32 array; keyword
         arguments as :meth:`iter_clip` (`progress`, `first_frame`, `max_frames`)."""
-        frames = [f.positions for f in self.iter_clip(clip, fps, **kwargs)]
-        return np.stack(frames) if frames else np.zeros((0, self.vertex_count, 3), np.float32)
+        return self._collect(self._clip_request(clip, fps, **kwargs), progress)
 
-    def deform_batch(self, poses: Sequence[PoseLike], **kwargs: Any) -> np.ndarray:
+    def deform_batch(self, poses: Sequence[PoseLike], *, progress: Optional[ProgressFn] = None,
+                     **kwargs: Any) -> np.ndarray:
         """A list of poses as one batch; (len(poses), vertex_count, 3) float32."""
-        frames = [f.positions for f in self.iter_clip(poses=poses, **kwargs)]
-        return np.stack(frames) if frames else np.zeros((0, self.vertex_count, 3), np.float32)
+        return self._collect(self._clip_request(poses=poses, **kwargs), progress)
+
+    def _collect(self, req: Any, progress: Optional[ProgressFn]) -> np.ndarray:
+        """A batch's frames as one array, allocated once, when the first frame says how long the
+        clip is (the request says where the batch starts and how many frames it asks for), and
+        filled row by row (one frame's positions alive beside it at a time): until 2026-12-07 the
+        frames were kept in a list and stacked, two whole copies of the result at the peak (a
+        4.6 MB result peaked at 9.4 MB). A batch the server ends early, or whose frames come out
+        of order, is DataLoss, not an array with rows never written."""
+        first, limit = int(req.first_frame), int(req.max_frames)
+        out: Optional[np.ndarray] = None
+        done = 0
+        frames = self._iter_clip(req, progress)
+        try:
+            for f in frames:
+                if out is None:
+                    count = max(f.total_frames - first, 0)
+                    out = np.empty((min(count, limit) if limit else count,) + f.positions.shape, np.float32)
+                if f.frame != first + done or done >= len(out) or f.positions.shape != out.shape[1:]:
+                    raise DataLoss(f"batch: frame {f.frame} ({f.positions.shape[0]} vertices) answered where frame "
+                                   f"{first + done} ({out.shape[1]} vertices) of {first} to {first + len(out) - 1} "
+                                   "was due", frame=f.frame)
+                out[done] = f.positions
+                done += 1
+        finally:
+            frames.close()  # cancels the call when this stopped early
+        if out is None:
+            return np.zeros((0, self.vertex_count, 3), np.float32)
+        if done != len(out):
+            raise DataLoss(f"batch: the server ended it after {done} of frames {first} to {first + len(out) - 1}")
+        return out
