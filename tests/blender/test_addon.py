@@ -15,7 +15,12 @@ non-uniform object scale), starts a real sinew-server on a loopback port chosen 
    equals the bake frame for frame (the jump resets the session's history), also after the server
    lost the live session (closed behind the add-on's back: it is opened again);
 5. checks that a mesh without an Armature modifier and an unreachable server are refused cleanly, and
-   that a bake that fails keeps the bake before it.
+   that a bake that fails keeps the bake before it; then gives the mesh shape keys (one on a vertex
+   group, one muted) and compares live frames and a bake with the Armature modifier's deformation of
+   their mix, and checks that a key moved while live is refused until Drive, an animated key's bake
+   is refused, and a pinned key's Drive; drives the mesh, copies it with Shift+D and renames it, and
+   checks that the original is driven and the copy given back to its Armature modifier; and that
+   the Armature modifier's render switch, off before Drive, is off again after Stop and Clear Bake.
 
 Five vertices lose every weight first (Blender leaves such vertices in place; the add-on binds them to
 a static joint), and the live check moves and turns the mesh relative to its armature half way
@@ -425,6 +430,134 @@ def main():
         except RuntimeError as e:
             check("UNAVAILABLE" in str(e), f"unexpected error: {e}")
         check(mod.show_viewport, "a failed start left the Armature modifier off")
+
+        # 5b. Shape keys. Blender mixes them before the Armature modifier, so the rest shape Sinew
+        # deforms is their mix (the mesh evaluated up to the modifier), and Sinew's own key shows
+        # the result alone. Until 2026-12-07 the Basis was uploaded: the other keys added their
+        # offsets in rest space after the skinning, live, and bakes (a Mesh Cache modifier
+        # overwrites the mix) dropped them.
+        s.target, s.timeout, s.method = server.target, 0, "lbs"
+        mesh.shape_key_add(name="Basis", from_mix=False)
+        swirl = np.stack([np.sin(6 * co[:, 1] / diagonal), np.cos(5 * co[:, 2] / diagonal),
+                          np.sin(7 * co[:, 0] / diagonal)], axis=1)
+        lift = mesh.shape_key_add(name="sinew_test_lift", from_mix=False)
+        lift.data.foreach_set("co", (co + 0.05 * diagonal * swirl).astype(np.float32).ravel())
+        lift.value = 0.7
+        # A key on a vertex group at half weight, and a muted one, which adds nothing.
+        half = mesh.vertex_groups.new(name="sinew_test_half")
+        half.add(list(range(0, len(co), 2)), 0.5, "REPLACE")
+        swell = mesh.shape_key_add(name="sinew_test_swell", from_mix=False)
+        swell.data.foreach_set("co", (co - 0.03 * diagonal * swirl[:, ::-1]).astype(np.float32).ravel())
+        swell.vertex_group, swell.value = half.name, 1.0
+        muted = mesh.shape_key_add(name="sinew_test_muted", from_mix=False)
+        muted.data.foreach_set("co", (co + 0.2 * diagonal).astype(np.float32).ravel())
+        muted.value, muted.mute = 1.0, True
+        keys_ref = blender_frames(mesh, FRAMES)
+        keyed = min(relative_error(keys_ref[f], lbs_ref[f], diagonal) for f in FRAMES)
+        check(keyed > 100 * LBS_TOLERANCE, f"the shape keys move the deformed mesh by {keyed:.3g}: nothing checked")
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (shape keys) failed")
+        live = sinew_blender._live[mesh.name]
+        worst = 0.0
+        for f in FRAMES:
+            scene.frame_set(f)
+            check(not live.error, live.error)
+            worst = max(worst, relative_error(evaluated_positions(mesh), keys_ref[f], diagonal))
+        results.append(("live LBS of a mesh with shape keys vs Armature modifier", worst, LBS_TOLERANCE))
+        check(worst < LBS_TOLERANCE, f"live LBS with shape keys: {worst:.3g} of the diagonal from Blender's")
+        # A key moved while live: the rest shape uploaded is no longer the modifier's input, so the
+        # frame is refused, naming the key, until Drive uploads the new mix.
+        lift.value = 0.3
+        scene.frame_set(FRAMES[1])
+        check("'sinew_test_lift': value" in live.error and "Drive with Sinew again" in live.error,
+              f"a shape key moved while live: {live.error!r}")
+        lift.value = 0.7
+        scene.frame_set(FRAMES[2])
+        check(not live.error, live.error)
+        check(relative_error(evaluated_positions(mesh), keys_ref[FRAMES[2]], diagonal) < LBS_TOLERANCE,
+              "the key's value back, the frame is not Blender's")
+        check(bpy.ops.sinew.stop() == {"FINISHED"}, "sinew.stop (shape keys) failed")
+        kept = [k.name for k in mesh.data.shape_keys.key_blocks]
+        check(kept == ["Basis", "sinew_test_lift", "sinew_test_swell", "sinew_test_muted"], f"keys after Stop: {kept}")
+        scene.frame_set(FRAMES[2])
+        check(relative_error(evaluated_positions(mesh), keys_ref[FRAMES[2]], diagonal) < 1e-9,
+              "after Stop, the mesh with shape keys is not Blender's deformation again")
+        check(bpy.ops.sinew.bake(frame_start=1, frame_end=21) == {"FINISHED"}, "sinew.bake (shape keys) failed")
+        frames, _, _ = bridge.read_pc2(path)
+        worst_file = max(relative_error(frames[f - 1], keys_ref[f], diagonal) for f in FRAMES)
+        worst = 0.0
+        for f in FRAMES:
+            scene.frame_set(f)
+            worst = max(worst, relative_error(evaluated_positions(mesh), keys_ref[f], diagonal))
+        results.append(("baked .pc2 of a mesh with shape keys vs Armature modifier", worst_file, LBS_TOLERANCE))
+        check(worst_file < LBS_TOLERANCE and worst < LBS_TOLERANCE,
+              f"bake with shape keys: {worst_file:.3g} (file), {worst:.3g} (playback) of the diagonal")
+        check(bpy.ops.sinew.clear_bake() == {"FINISHED"}, "clear_bake (shape keys)")
+        # A key animated over the range cannot be baked from one rest shape: refused, naming it.
+        lift.keyframe_insert("value", frame=1)
+        lift.value = 0.2
+        lift.keyframe_insert("value", frame=21)
+        try:
+            check(bpy.ops.sinew.bake(frame_start=1, frame_end=21) == {"CANCELLED"}, "a bake of an animated key")
+        except RuntimeError as e:
+            check("'sinew_test_lift': value" in str(e) and "cannot be baked" in str(e), f"unexpected error: {e}")
+        check(bridge.MESH_CACHE not in mesh.modifiers and mod.show_viewport, "a refused bake left a bake or the "
+              "Armature modifier off")
+        mesh.data.shape_keys.animation_data_clear()
+        mesh.show_only_shape_key = True  # pinned: the mesh would show one key, not Sinew's
+        try:
+            check(bpy.ops.sinew.start() == {"CANCELLED"}, "a mesh with its shape key pinned was accepted")
+        except RuntimeError as e:
+            check("Shape Key Lock" in str(e), f"unexpected error: {e}")
+        mesh.show_only_shape_key = False
+        mesh.shape_key_clear()
+        mesh.vertex_groups.remove(half)
+
+        # 5c. A copy of a live mesh (Shift+D carries its custom properties, its Sinew key and its
+        # Armature modifier off) is not live: the original is driven on, renamed after the copy was
+        # made too, and the copy is given back to its Armature modifier. Until 2026-12-07 the
+        # renamed original was looked for by its old name's mark, and the copy was driven instead.
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (copy) failed")
+        mesh_name = mesh.name
+        for o in bpy.context.view_layer.objects:
+            o.select_set(o == mesh)
+        bpy.context.view_layer.objects.active = mesh
+        check(bpy.ops.object.duplicate() == {"FINISHED"}, "Shift+D failed")
+        copy = bpy.context.active_object
+        check(copy != mesh and copy.data != mesh.data, "the duplicate is not a copy with its own data")
+        mesh.name = "sinew_test_hero"
+        for f in FRAMES[3:5]:
+            scene.frame_set(f)
+            check(list(sinew_blender._live) == [mesh.name],
+                  f"live after a copy and a rename: {list(sinew_blender._live)}")
+            hero = relative_error(evaluated_positions(mesh), lbs_ref[f], diagonal)
+            check(hero < LBS_TOLERANCE, f"the renamed live mesh: {hero:.3g} of the diagonal from Blender's")
+            check(sinew_blender.LIVE_MARK not in copy and sinew_blender.LIVE_ID not in copy, "the copy is still marked")
+            check(copy.data.shape_keys is None and bridge.armature_modifier(copy).show_viewport,
+                  "the copy was not given back to its Armature modifier")
+            check(not [k for k in bpy.data.shape_keys if k.user == copy.data], "the copy's emptied keys are left")
+            mine = relative_error(evaluated_positions(copy), lbs_ref[f], diagonal)
+            check(mine < 1e-6, f"the copy is {mine:.3g} of the diagonal from its Armature modifier's deformation")
+        check(sinew_blender._live_key(copy) is None and sinew_blender._live_key(mesh) == mesh.name, "_live_key")
+        bpy.data.objects.remove(copy)
+        bpy.context.view_layer.objects.active = mesh
+        check(bpy.ops.sinew.stop() == {"FINISHED"} and not sinew_blender._live, "sinew.stop (copy) failed")
+        with sinew.connect(server.target) as c:
+            check(not c.list_sessions(), "Stop left the renamed mesh's session open")
+        mesh.name = mesh_name
+
+        # 5d. The Armature modifier is given back as it was: a modifier off for renders (here) stays
+        # off after Stop and Clear Bake (until 2026-12-07 both switches were turned on).
+        mod.show_render = False
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (show_render) failed")
+        check(not mod.show_viewport and not mod.show_render, "the Armature modifier is on while live")
+        check(bpy.ops.sinew.stop() == {"FINISHED"}, "sinew.stop (show_render) failed")
+        check(mod.show_viewport and not mod.show_render,
+              f"after Stop: show_viewport {mod.show_viewport}, show_render {mod.show_render} (was True, False)")
+        check(bpy.ops.sinew.bake(frame_start=1, frame_end=3) == {"FINISHED"}, "sinew.bake (show_render) failed")
+        check(bpy.ops.sinew.clear_bake() == {"FINISHED"}, "clear_bake (show_render) failed")
+        check(mod.show_viewport and not mod.show_render,
+              f"after Clear Bake: show_viewport {mod.show_viewport}, show_render {mod.show_render} (was True, False)")
+        mod.show_render = True
 
         # 6. Files: a live mesh stops when its file goes (Revert here; Open and New alike), and a
         # file saved while live comes back with its mesh given back to the Armature modifier.

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Dict, Optional
+import uuid
+from typing import Dict, List, Optional, Tuple
 
 import bpy
 from bpy.app.handlers import persistent
@@ -55,6 +56,12 @@ class LiveRig:
         self.session = session
         self.rig = rig
         self.options = options  # create_session's arguments
+        # Which object is live: a name changes (a rename) and is taken (a copy renamed to it), and a
+        # copy (Shift+D) carries the custom properties, LIVE_ID too. The object's address in
+        # memory (as_pointer: a rename keeps it, a copy has its own) says which one it is while it
+        # lives; an undo may remake it elsewhere, and then LIVE_ID does, where one object holds it.
+        self.uid = uuid.uuid4().hex
+        self.pointer = 0
         self.create_timeout: Optional[float] = None  # a reopening's create_session (None: none)
         self.frames = 0
         self.last_ms = 0.0
@@ -110,6 +117,9 @@ _rendering = False  # between render_init and render_complete / render_cancel
 REOPEN_WAIT = 30.0
 _token: Dict[str, str] = {}  # the panel's Token (SinewSettings.token), never written to the file
 LIVE_MARK = "sinew_live"  # a custom property on a live mesh: the name it went live under
+LIVE_ID = "sinew_live_id"  # and its LiveRig.uid, which tells it from another mesh of that name
+# The Armature modifier's show_viewport and show_render before the add-on turned it off, given back.
+ARMATURE_SHOWN = "sinew_armature_shown"
 
 
 def _prefs(context) -> Optional[bpy.types.AddonPreferences]:
@@ -201,6 +211,9 @@ def _open_session(context, mesh_obj):
 
 
 def _set_armature_modifier(mesh_obj, enabled: bool) -> None:
+    """Turns the mesh's Armature modifier off while Sinew (or a bake) moves the mesh, its viewport
+    and render switches kept on the object (ARMATURE_SHOWN) by the first turn-off, and gives them
+    back as they were (until 2026-12-07 both were turned on, a modifier off for renders too)."""
     mod = bridge.armature_modifier(mesh_obj)
     if mod is None:
         name = mesh_obj.get("sinew_armature_modifier")
@@ -208,9 +221,21 @@ def _set_armature_modifier(mesh_obj, enabled: bool) -> None:
     if mod is None:
         return
     if not enabled:
+        # Once: the modifier found off later (a save given back and taken again, an undo to a live
+        # step, a bake after Drive) is the add-on's doing, not the user's.
+        if ARMATURE_SHOWN not in mesh_obj:
+            mesh_obj[ARMATURE_SHOWN] = [int(mod.show_viewport), int(mod.show_render)]
         mesh_obj["sinew_armature_modifier"] = mod.name
-    mod.show_viewport = enabled
-    mod.show_render = enabled
+        mod.show_viewport = mod.show_render = False
+        return
+    shown = mesh_obj.get(ARMATURE_SHOWN)
+    if shown is not None and len(shown) == 2:
+        mod.show_viewport, mod.show_render = bool(shown[0]), bool(shown[1])
+    elif "sinew_armature_modifier" in mesh_obj:  # turned off by an add-on that kept no switches
+        mod.show_viewport = mod.show_render = True
+    for prop in (ARMATURE_SHOWN, "sinew_armature_modifier"):
+        if prop in mesh_obj:
+            del mesh_obj[prop]
 
 
 def _restore_bake(mesh_obj, previous) -> None:
@@ -239,6 +264,15 @@ def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_st
     if len(mesh_obj.data.vertices) != len(live.export.positions):  # edited since Drive
         raise bridge.BridgeError(f"the mesh has {len(mesh_obj.data.vertices)} vertices, {len(live.export.positions)} "
                                  "when Drive uploaded it: press Drive with Sinew again")
+    # The rest shape uploaded is the shape keys' mix at Drive: keys changed since (a value moved,
+    # animated or driven) would be deformed as they were, so the frame is refused.
+    problem = bridge.shape_key_problem(mesh_obj)
+    if problem:
+        raise bridge.BridgeError(problem)
+    keys = bridge.shape_key_state(mesh_obj)
+    if keys != live.export.shape_keys:
+        raise bridge.BridgeError(f"{bridge.shape_key_change(live.export.shape_keys, keys)} since Drive, which uploaded "
+                                 "the shape keys' mix as the rest shape: press Drive with Sinew again")
     world, premat = bridge.pose_matrices(live.export, depsgraph)
     pose = bridge.sinew_pose(sinew, live.export, world)
     reset = scene_frame is None or live.scene_frame is None or scene_frame != live.scene_frame + 1
@@ -263,7 +297,7 @@ def _deform(live: LiveRig, depsgraph, scene_frame: Optional[int] = None, time_st
     live.last_ms = 1e3 * (time.perf_counter() - t)
     live.frames += 1
     live.scene_frame = scene_frame
-    bridge.write_shape_key(mesh_obj, bridge.to_mesh_space(xyz, premat))
+    bridge.write_shape_key(mesh_obj, bridge.to_mesh_space(xyz, premat), live.export.key_offsets)
 
 
 @persistent
@@ -277,18 +311,27 @@ def on_frame_change(scene, depsgraph=None) -> None:
         return
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
     for name, live in list(_live.items()):
-        if name not in bpy.data.objects:
-            # Renamed: found by the mark Start left on it, and driven on under its new name. Deleted:
-            # its session and connection are closed (until 2026-12-03 a renamed mesh stayed frozen
-            # at its last frame and its session open until the server's idle timeout).
-            moved = next((o for o in bpy.data.objects if o.get(LIVE_MARK) == name), None)
+        obj, copies = _find_live(name, live)
+        if obj is None and copies:
+            live.error = (f"{len(copies)} meshes carry the mark of the live mesh {name!r} (copies, after an undo): "
+                          "press Stop on each, then Drive with Sinew again")
+            continue
+        if obj is None:
+            # Deleted: its session and connection are closed.
             _live.pop(name, None)
-            if moved is None:
-                _close(live)
-                continue
-            moved[LIVE_MARK] = moved.name
-            live.export.mesh_name = moved.name
-            _live[moved.name] = live
+            _close(live)
+            continue
+        # Copies of it (Shift+D) are not live: given back to their own modifiers.
+        for copy in copies:
+            _release_copy(copy, obj)
+        if obj.name != name:
+            # Renamed: driven on under its new name (until 2026-12-03 a renamed mesh stayed frozen
+            # at its last frame and its session open until the server's idle timeout).
+            _live.pop(name, None)
+            obj[LIVE_MARK] = obj.name
+            live.export.mesh_name = obj.name
+            _live[obj.name] = live
+            name = obj.name
         try:
             _deform(live, depsgraph, scene.frame_current, _frame_seconds(scene), scene.sinew.quality)
             live.error = ""
@@ -300,28 +343,68 @@ def on_frame_change(scene, depsgraph=None) -> None:
             print(f"Sinew: {name}: {e}")
 
 
+def _find_live(name: str, live: LiveRig) -> Tuple[Optional[object], List[object]]:
+    """The mesh a live rig drives, and the other objects that carry its LIVE_ID (copies; all of
+    them, the mesh None, where none can be told from the others). Reads, never writes, Blender's
+    data (the panel calls it while it draws). The object at the address it went live at, with its
+    LIVE_ID; else (an undo remade it) the one object with its LIVE_ID, or among several the one
+    still named `name`; else (an undo to a step before Drive, which took the marks off) the
+    object named `name` without another live rig's LIVE_ID. Until 2026-12-07 a renamed mesh was
+    the first object with its mark: after Drive "Body", Shift+D (Body.001, marked too) and Body
+    renamed Hero, the add-on drove Body.001."""
+    marked = [o for o in bpy.data.objects if o.get(LIVE_ID) == live.uid]
+    obj = next((o for o in marked if o.as_pointer() == live.pointer), None)
+    if obj is None and len(marked) == 1:
+        obj = marked[0]
+    if obj is None and marked:
+        named = [o for o in marked if o.name == name]
+        obj = named[0] if len(named) == 1 else None
+        if obj is None:
+            return None, marked
+    if obj is None:
+        candidate = bpy.data.objects.get(name)
+        ids = {other.uid for other in _live.values()}
+        if candidate is not None and candidate.get(LIVE_ID) not in ids:
+            obj = candidate
+    if obj is not None:
+        live.pointer = obj.as_pointer()
+    return obj, [o for o in marked if o != obj]
+
+
 def _live_key(obj) -> Optional[str]:
-    """The key of a live mesh in _live: its name, or the name it went live under (LIVE_MARK) if it
-    was renamed since and no frame has re-keyed it yet (no object has that name now; a copy made
-    with Shift+D carries the mark too, but its original still has the name). Until 2026-12-07 Stop,
-    saving and the panel looked a live mesh up by its name alone: renamed, Stop left its session
-    open and saving wrote it with its Armature modifier off."""
+    """The key in _live of the live mesh `obj` is, or None (not live; a copy of a live mesh is not).
+    Until 2026-12-07 Stop, saving and the panel looked a live mesh up by its name alone: renamed,
+    Stop left its session open and saving wrote it with its Armature modifier off."""
     if obj is None:
         return None
-    if obj.name in _live:
-        return obj.name
-    mark = obj.get(LIVE_MARK)
-    if isinstance(mark, str) and mark in _live and bpy.data.objects.get(mark) is None:
-        return mark
+    for name, live in _live.items():
+        if _find_live(name, live)[0] == obj:
+            return name
     return None
 
 
 def _live_object(name: str):
-    """The mesh a key of _live names: the object of that name, else the one marked with it."""
-    obj = bpy.data.objects.get(name)
-    if obj is not None:
-        return obj
-    return next((o for o in bpy.data.objects if o.get(LIVE_MARK) == name), None)
+    """The mesh a key of _live drives (_find_live), or None."""
+    live = _live.get(name)
+    return _find_live(name, live)[0] if live is not None else None
+
+
+def _mark_live(obj, live: LiveRig) -> None:
+    obj[LIVE_MARK] = obj.name
+    obj[LIVE_ID] = live.uid
+    live.pointer = obj.as_pointer()
+
+
+def _release_copy(copy, original) -> None:
+    """A copy of a live mesh (Shift+D carries its marks, its Sinew key and its Armature modifier
+    off) is not live: given back to its own modifiers as Stop gives back a mesh. Where it shares the
+    live mesh's data (Alt+D), the key is the live mesh's: only its marks go."""
+    if copy.data == original.data:
+        for prop in (LIVE_MARK, LIVE_ID):
+            if prop in copy:
+                del copy[prop]
+        return
+    _give_back(copy)
 
 
 def _close(live: LiveRig) -> None:
@@ -334,14 +417,24 @@ def _close(live: LiveRig) -> None:
 
 
 def _stop(mesh_obj) -> None:
-    """Gives the mesh back: its bake's Mesh Cache modifier on again if it has one (Start turned it
-    off), else its Armature modifier."""
+    """Closes the mesh's session (if it is live; copies of it are given back too) and gives the
+    mesh back (_give_back)."""
     key = _live_key(mesh_obj)
     live = _live.pop(key, None) if key is not None else None
     if live is not None:
         _close(live)
-    if LIVE_MARK in mesh_obj:
-        del mesh_obj[LIVE_MARK]
+        for o in list(bpy.data.objects):
+            if o != mesh_obj and o.get(LIVE_ID) == live.uid:
+                _release_copy(o, mesh_obj)
+    _give_back(mesh_obj)
+
+
+def _give_back(mesh_obj) -> None:
+    """Gives the mesh back: its bake's Mesh Cache modifier on again if it has one (Start turned it
+    off), else its Armature modifier."""
+    for prop in (LIVE_MARK, LIVE_ID):
+        if prop in mesh_obj:
+            del mesh_obj[prop]
     bridge.remove_shape_key(mesh_obj)
     cache = mesh_obj.modifiers.get(bridge.MESH_CACHE)
     if cache is not None:
@@ -352,11 +445,13 @@ def _stop(mesh_obj) -> None:
 
 def _stop_all() -> None:
     for name, live in list(_live.items()):
-        obj = _live_object(name)
+        obj, copies = _find_live(name, live)
         if obj is not None:
             _stop(obj)
         else:
             _close(live)
+            for copy in copies:  # none of them told from the others: all given back
+                _give_back(copy)
     _live.clear()
     if on_frame_change in bpy.app.handlers.frame_change_post:
         bpy.app.handlers.frame_change_post.remove(on_frame_change)
@@ -425,7 +520,7 @@ def on_undo_post(*_args) -> None:
     and its frame sent again."""
     if not _live:
         return
-    for name in list(_live):
+    for name, live in list(_live.items()):
         obj = _live_object(name)
         if obj is None:
             continue  # deleted: the next frame closes its session
@@ -433,7 +528,7 @@ def on_undo_post(*_args) -> None:
         if cache is not None:
             cache.show_viewport = cache.show_render = False
         _set_armature_modifier(obj, False)
-        obj[LIVE_MARK] = name
+        _mark_live(obj, live)
     on_frame_change(bpy.context.scene)
 
 
@@ -447,7 +542,7 @@ def on_load_post(*_args) -> None:
     """load_post: a file saved while a mesh was live has its shape key and its Armature modifier
     off, with no session behind them: the mesh is given back."""
     for obj in bpy.data.objects:
-        if obj.type == "MESH" and LIVE_MARK in obj and obj.name not in _live:
+        if obj.type == "MESH" and (LIVE_MARK in obj or LIVE_ID in obj) and _live_key(obj) is None:
             _stop(obj)
 
 
@@ -480,7 +575,7 @@ class SINEW_OT_start(bpy.types.Operator):
         live.create_timeout = float(s.timeout) if s.timeout > 0 else None
         client.timeout = s.frame_timeout if s.frame_timeout > 0 else None  # each frame, and Stop's close
         _live[mesh_obj.name] = live
-        mesh_obj[LIVE_MARK] = mesh_obj.name
+        _mark_live(mesh_obj, live)
         if on_frame_change not in bpy.app.handlers.frame_change_post:
             bpy.app.handlers.frame_change_post.append(on_frame_change)
         try:
@@ -509,7 +604,8 @@ class SINEW_OT_stop(bpy.types.Operator):
             if not _live:
                 self.report({"ERROR"}, f"Sinew: {e}")
                 return {"CANCELLED"}
-        if mesh_obj is None or _live_key(mesh_obj) is None and LIVE_MARK not in mesh_obj:
+        marked = mesh_obj is not None and (LIVE_MARK in mesh_obj or LIVE_ID in mesh_obj)
+        if mesh_obj is None or _live_key(mesh_obj) is None and not marked:
             # Posing with the armature active, or a mesh that is not live: every live mesh stops
             # (until 2026-12-03 this was an error, and the panel lost the live status).
             _stop_all()
@@ -614,6 +710,15 @@ class SINEW_OT_bake(bpy.types.Operator):
             poses, premats = [], []
             for f in range(first, last + 1):  # Blender evaluates the pose (drivers, constraints, IK)
                 scene.frame_set(f)
+                # The rest shape uploaded is the shape keys' mix now: keys that change over the range
+                # (animated, driven) cannot be baked from it (until 2026-12-07 a bake dropped every
+                # other key: the Mesh Cache modifier overwrites their mix).
+                keys = bridge.shape_key_state(mesh_obj)
+                if keys != export.shape_keys:
+                    raise bridge.BridgeError(
+                        f"frame {f}: {bridge.shape_key_change(export.shape_keys, keys)} from frame {current}: a "
+                        "bake deforms one rest shape, the shape keys' mix at its start; keys animated or driven over "
+                        "the range cannot be baked (keep their values, or apply them to the mesh)")
                 world, premat = bridge.pose_matrices(export, context.evaluated_depsgraph_get())
                 poses.append(sinew.FrameInput(bridge.sinew_pose(sinew, export, world), time_step=_frame_seconds(scene)))
                 premats.append(premat)

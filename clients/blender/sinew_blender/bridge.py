@@ -16,6 +16,15 @@ non-uniform object scales (common in imported files) stay out of the joint trans
 moves relative to the armature after upload (premat changes to premat'), the poses are corrected by
 D = premat' premat^-1 (P_b B_b^-1 D B_b), which keeps Blender's formula exactly. Vertices with no
 deforming weight (Blender leaves them in place) follow an extra static joint posed by D.
+
+Shape keys. Blender mixes a mesh's shape keys before its modifiers, so p above is the mix: the rest
+positions uploaded are the mesh evaluated up to, not including, the Armature modifier (the keys
+at their values at upload). The add-on's own key "Sinew" (relative to the reference key, value 1)
+adds its data minus the reference key's to that mix, so it is written as the result minus what
+the other keys add (RigExport.key_offsets): the mesh then shows the result alone, and with the
+key muted (a saved file) the mix the Armature modifier deforms. The keys' state at upload
+(shape_key_state) is kept: where it changes (a value animated, driven or moved), the rest shape
+uploaded is no longer the modifier's input, and frames are refused until the rig is uploaded again.
 """
 from __future__ import annotations
 
@@ -100,6 +109,10 @@ class RigExport:
     has_static: bool = False
     warnings: List[str] = field(default_factory=list)
     attributes: Dict[str, np.ndarray] = field(default_factory=dict)  # from ATTRIBUTE_GROUPS
+    # What the mesh's shape keys other than Sinew's add to the reference key at upload, (N, 3) mesh
+    # space (None: nothing), and their state then (shape_key_state).
+    key_offsets: Optional[np.ndarray] = None
+    shape_keys: Tuple = ()
 
     @property
     def bone_count(self) -> int:
@@ -150,9 +163,19 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
 
     mesh = mesh_obj.data
     n = len(mesh.vertices)
-    co = np.empty(3 * n, dtype=np.float64)
-    mesh.vertices.foreach_get("co", co)
-    co = co.reshape(n, 3)
+    problem = shape_key_problem(mesh_obj)
+    if problem:
+        raise BridgeError(problem)
+    shape_keys = shape_key_state(mesh_obj)
+    co, key_offsets = vertex_positions(mesh), None
+    if mesh.shape_keys is not None:
+        # The keys' mix, from the reference key's coordinates. Until 2026-12-07 the mesh's own were
+        # uploaded: the other keys then added their offsets in rest space after the skinning (a
+        # cube's key of +1 in z was 1.0 off with its bone turned 90 degrees), and bakes, which
+        # overwrite the mix, lost them.
+        co = armature_input(mesh_obj, depsgraph)
+        if shape_keys:
+            key_offsets = (co - key_positions(mesh.shape_keys.reference_key, n)).astype(np.float32)
     positions = co @ premat0[:3, :3].T + premat0[:3, 3]
     mesh.calc_loop_triangles()
     tri = np.empty(3 * len(mesh.loop_triangles), dtype=np.int64)
@@ -200,7 +223,96 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
         warnings.append(f"{len(static)} vertices have no deforming weight: they stay in place")
     return RigExport(mesh_obj.name, armature_obj.name, names, parents, rest_world, positions.astype(np.float32),
                      tri.reshape(-1, 3), np.array(vs), np.array(js), np.array(ws, dtype=np.float32), premat0,
-                     has_static, warnings, attributes)
+                     has_static, warnings, attributes, key_offsets, shape_keys)
+
+
+def vertex_positions(mesh) -> np.ndarray:
+    """A mesh's vertex coordinates, (N, 3) float64."""
+    co = np.empty(3 * len(mesh.vertices), dtype=np.float64)
+    mesh.vertices.foreach_get("co", co)
+    return co.reshape(-1, 3)
+
+
+def key_positions(key_block, n: int) -> np.ndarray:
+    """A shape key's coordinates, (N, 3) float64."""
+    co = np.empty(3 * n, dtype=np.float64)
+    key_block.data.foreach_get("co", co)
+    return co.reshape(n, 3)
+
+
+def shape_key_problem(mesh_obj) -> str:
+    """Why the add-on's key cannot show Sinew's positions on this mesh ("" where it can): absolute
+    keys (the mix follows Evaluation Time, not key values) or a pinned key (the mesh shows the
+    active key alone)."""
+    keys = mesh_obj.data.shape_keys
+    if mesh_obj.show_only_shape_key:
+        return (f"mesh {mesh_obj.name!r}: Shape Key Lock (the pin in Shape Keys) is on, so the mesh shows one key "
+                "alone, not Sinew's: turn it off")
+    if keys is not None and not keys.use_relative:
+        return (f"mesh {mesh_obj.name!r}: its shape keys are absolute (Relative off): Sinew's key needs relative "
+                "shape keys")
+    return ""
+
+
+def shape_key_state(mesh_obj) -> Tuple:
+    """What the mix of a mesh's shape keys, Sinew's aside, depends on: each key's name, value, mute,
+    relative key and vertex group, the reference key's aside (Blender mixes it in whole). Empty
+    where they add nothing (no keys, or every one muted or at 0), so that a mesh given its first
+    keys by the add-on (a Basis and Sinew's) keeps its state."""
+    keys = mesh_obj.data.shape_keys
+    if keys is None:
+        return ()
+    reference = keys.reference_key
+    state = tuple((kb.name, kb.value, kb.mute, kb.relative_key.name, kb.vertex_group)
+                  for kb in keys.key_blocks if kb != reference and kb.name != SHAPE_KEY)
+    return state if any(not mute and value != 0 for _, value, mute, _, _ in state) else ()
+
+
+def shape_key_change(before: Tuple, after: Tuple) -> str:
+    """The first difference between two shape_key_state()s, in words."""
+    was = {k[0]: k for k in before}
+    now = {k[0]: k for k in after}
+    for name in list(was) + [n for n in now if n not in was]:
+        a, b = was.get(name), now.get(name)
+        if a == b:
+            continue
+        if a is None or b is None:
+            return f"shape key {name!r} {'added' if a is None else 'removed'}"
+        for i, what in ((1, "value"), (2, "mute"), (3, "relative key"), (4, "vertex group")):
+            if a[i] != b[i]:
+                return f"shape key {name!r}: {what} {a[i]!r} -> {b[i]!r}"
+    return "shape keys changed"
+
+
+def armature_input(mesh_obj, depsgraph) -> np.ndarray:
+    """The positions the mesh's Armature modifier deforms, (N, 3) float64 in mesh space: the shape
+    keys' mix (export_rig has checked that no modifier before it is on). Evaluated by Blender with
+    the modifiers (and Sinew's key, should one be left) off for the moment, then put back."""
+    keys = mesh_obj.data.shape_keys
+    sinew_key = keys.key_blocks.get(SHAPE_KEY) if keys is not None else None
+    shown = [(m, m.show_viewport) for m in mesh_obj.modifiers]
+    muted = sinew_key.mute if sinew_key is not None else None
+    try:
+        for m, _ in shown:
+            m.show_viewport = False
+        if sinew_key is not None:
+            sinew_key.mute = True
+        depsgraph.update()
+        evaluated = mesh_obj.evaluated_get(depsgraph)
+        mesh = evaluated.to_mesh()
+        try:
+            if len(mesh.vertices) != len(mesh_obj.data.vertices):
+                raise BridgeError(f"mesh {mesh_obj.name!r}: its shape keys give {len(mesh.vertices)} vertices, "
+                                  f"not {len(mesh_obj.data.vertices)}")
+            return vertex_positions(mesh)
+        finally:
+            evaluated.to_mesh_clear()
+    finally:
+        for m, on in shown:
+            m.show_viewport = on
+        if sinew_key is not None:
+            sinew_key.mute = muted
+        depsgraph.update()
 
 
 def pose_matrices(export: RigExport, depsgraph) -> Tuple[np.ndarray, np.ndarray]:
@@ -263,21 +375,28 @@ def sinew_pose(sinew, export: RigExport, world: np.ndarray):
 
 
 def shape_key(mesh_obj):
-    """The add-on's shape key (made with a Basis if needed), value 1."""
+    """The add-on's shape key (made with a Basis if needed), value 1, relative to the reference key
+    (what key_offsets are counted from)."""
     if mesh_obj.data.shape_keys is None:
         mesh_obj.shape_key_add(name="Basis", from_mix=False)
-    key = mesh_obj.data.shape_keys.key_blocks.get(SHAPE_KEY)
+    keys = mesh_obj.data.shape_keys
+    key = keys.key_blocks.get(SHAPE_KEY)
     if key is None:
         key = mesh_obj.shape_key_add(name=SHAPE_KEY, from_mix=False)
+    key.relative_key = keys.reference_key
+    key.vertex_group = ""
     key.slider_min, key.slider_max = 0.0, 1.0
     key.value = 1.0
     key.mute = False
     return key
 
 
-def write_shape_key(mesh_obj, positions: np.ndarray) -> None:
-    """Writes mesh-space positions (N, 3) into the add-on's shape key."""
+def write_shape_key(mesh_obj, positions: np.ndarray, key_offsets: Optional[np.ndarray] = None) -> None:
+    """Writes mesh-space positions (N, 3) into the add-on's shape key, less what the mesh's other
+    shape keys add (`key_offsets`, RigExport's), so that the mesh shows the positions."""
     key = shape_key(mesh_obj)
+    if key_offsets is not None:
+        positions = positions - key_offsets
     key.data.foreach_set("co", np.ascontiguousarray(positions, dtype=np.float32).ravel())
     mesh_obj.data.update()
 
@@ -289,6 +408,12 @@ def remove_shape_key(mesh_obj) -> None:
         keys = mesh_obj.data.shape_keys
         if keys is not None and len(keys.key_blocks) == 1 and keys.key_blocks[0].name == "Basis":
             mesh_obj.shape_key_remove(keys.key_blocks[0])
+            # A copy's keys (Shift+D: Blender 3.4 counts two users of them) outlive their last key
+            # block, detached, and are saved so, without their mesh once it goes.
+            import bpy
+            left = [k for k in bpy.data.shape_keys if k.user == mesh_obj.data and not k.key_blocks]
+            if mesh_obj.data.shape_keys is None and left:
+                bpy.data.batch_remove(left)
 
 
 class Pc2Writer:
