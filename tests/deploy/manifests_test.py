@@ -5,16 +5,22 @@ Deployment's memory budgets (--max-store-bytes for the rigs and --max-prepared-b
 methods' preparations, counted apart, defaults from --help) leave a quarter of the pod's memory
 limit for sessions; its grace period covers the preStop sleep, --drain-timeout and two seconds;
 the unauthenticated metrics port stays off the client-facing Service and off the Docker host's
-outside interfaces; every pod runs as the images' numeric non-root user; and a batch's volume is
-filled before its Job starts, and its shards wait for a server that is still starting.
+outside interfaces; every pod runs as the images' numeric non-root user; a batch's volume is
+filled before its Job starts, and its shards wait for a server that is still starting; every
+container states CPU and memory requests and a memory limit (ResourceQuota); no `grpc:` probe
+checks a port that speaks TLS (the kubelet's probes speak plaintext only), and the exec probe
+deploy/README.md gives for TLS passes against a TLS server (certificates made by openssl).
 
     /usr/bin/python3 tests/deploy/manifests_test.py SINEW_SERVER_BINARY SINEW_CLI_BINARY
 """
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import textwrap
 import unittest
 
 import yaml
@@ -284,6 +290,157 @@ class Manifests(unittest.TestCase):
             sessions += per * max(d["spec"].get("replicas", 1), 1)
         for key in ("max_requests", "max_pending_requests", "max_connections"):
             self.assertGreaterEqual(limits["DEFAULT"][key], 4 * sessions, key)
+
+    def test_every_container_states_cpu_and_memory_requests_and_a_memory_limit(self):
+        # A namespace with a ResourceQuota on them refuses a pod that states none: until
+        # 2026-12-07 the merge Job's pod had no resources and was never created there.
+        found = list(k8s_containers())
+        self.assertGreaterEqual(len(found), 5)
+        for where, c in found:
+            resources = c.get("resources", {})
+            for kind, what in (("requests", "cpu"), ("requests", "memory"), ("limits", "memory")):
+                self.assertIn(what, resources.get(kind, {}), f"{where}: no resources.{kind}.{what}")
+            self.assertLessEqual(quantity(resources["requests"]["memory"]), quantity(resources["limits"]["memory"]),
+                                 where)
+
+    def test_no_grpc_probe_checks_a_port_that_speaks_tls(self):
+        # Kubernetes' native grpc probes speak plaintext only: a server given --tls-cert closes
+        # their connections and the pod is never Ready (and the liveness probe restarts it).
+        # deploy/README.md gives the exec probe to use instead.
+        self.assertEqual([p for where, c in k8s_containers() for p in tls_ports_probed_by_grpc(where, c)], [])
+        # The check itself: a Deployment's server given TLS as the README's fragment gives it, its
+        # grpc probes kept, is caught; with the fragment's exec probes in their place, it is not.
+        (d, c), *_ = self.server_containers()
+        fragment = readme_tls_fragment()
+        tls = [a for a in fragment["args"] if str(a).startswith("--tls-")]
+        self.assertEqual(set(flags(tls)), {"tls-cert", "tls-key"}, "the README's fragment gives the server TLS")
+        given = dict(c, args=list(c.get("args", [])) + tls)
+        self.assertEqual(tls_ports_probed_by_grpc("with TLS", given),
+                         ["with TLS: readinessProbe", "with TLS: livenessProbe"])
+        self.assertEqual(tls_ports_probed_by_grpc("with TLS", dict(given, **fragment)), [])
+        listening = dict(given, args=given["args"] + ["--listen=0.0.0.0:50443"])  # the probes on another port
+        self.assertEqual(tls_ports_probed_by_grpc("elsewhere", listening), [])
+
+    def test_the_readmes_tls_probe_passes_where_the_plaintext_probe_fails(self):
+        # The exec probe of deploy/README.md, run here against a server started with the
+        # fragment's TLS flags (a CA and a certificate for sinew-server made by openssl, mounted
+        # at /etc/sinew/tls there, a folder here): it passes, and its flags are the CLI's. A
+        # plaintext call, what the kubelet's grpc probe makes, is refused.
+        fragment = readme_tls_fragment()
+        out = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
+        known = set(re.findall(r"--([a-z0-9-]+)", out.stdout + out.stderr))
+        probes = [fragment[p]["exec"]["command"] for p in ("readinessProbe", "livenessProbe")]
+        for command in probes:
+            self.assertEqual(command[0], "sinew")
+            self.assertLessEqual(set(flags(command[1:])), known, command)
+            self.assertIn("tls-ca", flags(command[1:]))
+        tmp = tempfile.mkdtemp(prefix="sinew-tls-probe-")
+        try:
+            make_pki(tmp, "sinew-server")
+
+            def here(args):  # the Secret's mount is the folder here
+                return [str(a).replace("/etc/sinew/tls/", tmp + "/") for a in args]
+
+            tls = here(a for a in fragment["args"] if str(a).startswith("--tls-"))
+            server = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                                       "--cache-dir", tmp] + tls,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                target, seen = None, []
+                for line in server.stdout:
+                    seen.append(line)
+                    m = re.search(r"grpc listening on (\S+)", line)
+                    if m:
+                        target = m.group(1)
+                        break
+                self.assertIsNotNone(target, "".join(seen))
+                for command in probes:
+                    args = [a.replace("127.0.0.1:50051", target) for a in here(command[1:])]
+                    run = subprocess.run([CLI] + args, capture_output=True, text=True, timeout=60,
+                                         env=dict(os.environ, SINEW_TOKEN=""))
+                    self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+                plain = subprocess.run([CLI, "--target", target, "--connect-timeout", "2", "info"],
+                                       capture_output=True, text=True, timeout=60, env=dict(os.environ, SINEW_TOKEN=""))
+                self.assertNotEqual(plain.returncode, 0, "a plaintext call reached the TLS server")
+                self.assertIn("expects TLS", plain.stderr)
+            finally:
+                server.terminate()
+                server.wait(60)
+                server.stdout.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pod_specs(doc):
+    """The pod specs of a Kubernetes object: a Pod's own, a workload's template's."""
+    kind, spec = doc.get("kind"), doc.get("spec", {})
+    if kind == "Pod":
+        yield spec
+    elif kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"):
+        yield spec["template"]["spec"]
+    elif kind == "CronJob":
+        yield spec["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def k8s_containers():
+    """(where, container) of every container, init containers too, in deploy/k8s/**."""
+    for folder, _, files in sorted(os.walk(os.path.join(ROOT, "deploy/k8s"))):
+        for name in sorted(files):
+            if not name.endswith((".yaml", ".yml")):
+                continue
+            path = os.path.relpath(os.path.join(folder, name), ROOT)
+            for doc in load(path):
+                for spec in pod_specs(doc):
+                    for c in spec.get("initContainers", []) + spec.get("containers", []):
+                        yield f"{path}: {doc['metadata']['name']}/{c['name']}", c
+
+
+def image_entrypoint(image):
+    """The ENTRYPOINT of the Dockerfile an image is built from (sinew-server, sinew-server-cuda)."""
+    name = str(image).rsplit("/", 1)[-1].split(":")[0]
+    dockerfile = {"sinew-server": "deploy/Dockerfile", "sinew-server-cuda": "deploy/Dockerfile.cuda"}.get(name)
+    if dockerfile is None:
+        return []
+    with open(os.path.join(ROOT, dockerfile)) as f:
+        m = re.search(r"^ENTRYPOINT (\[.*\])$", f.read(), re.M)
+    return yaml.safe_load(m.group(1))
+
+
+def tls_ports_probed_by_grpc(where, container):
+    """'where: probe' for each grpc probe of a container whose server speaks TLS (--tls-cert) on
+    the port the probe checks (--listen, the entrypoint's or the args', the last one given)."""
+    given = flags(list(container.get("command") or image_entrypoint(container.get("image", ""))) +
+                  list(container.get("args", [])))
+    if "tls-cert" not in given:
+        return []
+    port = int(str(given.get("listen") or ":50051").rsplit(":", 1)[1])
+    return [f"{where}: {p}" for p in ("startupProbe", "readinessProbe", "livenessProbe")
+            if int(container.get(p, {}).get("grpc", {}).get("port", -1)) == port]
+
+
+def readme_tls_fragment():
+    """The container fragment deploy/README.md gives for a server with TLS (its yaml block that
+    has an exec readinessProbe)."""
+    with open(os.path.join(ROOT, "deploy/README.md")) as f:
+        blocks = re.findall(r"^[ \t]*```yaml\n(.*?)^[ \t]*```", f.read(), re.M | re.S)
+    found = [yaml.safe_load(textwrap.dedent(b)) for b in blocks if "readinessProbe:" in b and "exec:" in b]
+    assert len(found) == 1, f"deploy/README.md: {len(found)} yaml blocks with an exec readinessProbe"
+    return found[0]
+
+
+def make_pki(folder, name):
+    """A CA (ca.crt) and a server certificate for `name` (tls.crt, tls.key), as a Secret of type
+    kubernetes.io/tls with its CA (cert-manager's) holds them, made by openssl."""
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder, timeout=60)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    with open(os.path.join(folder, "san.cnf"), "w") as f:
+        f.write(f"subjectAltName=DNS:{name}\n")
+    run("req", "-x509", *ec, "-days", "2", "-subj", "/CN=sinew-deploy-test-ca", "-keyout", "ca.key", "-out", "ca.crt")
+    run("req", *ec, "-subj", f"/CN={name}", "-keyout", "tls.key", "-out", "tls.csr")
+    run("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
+        "-out", "tls.crt", "-extfile", "san.cnf")
 
 
 if __name__ == "__main__":
