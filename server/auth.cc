@@ -1,6 +1,7 @@
 #include "server/auth.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
@@ -15,6 +16,7 @@ absl::StatusOr<std::shared_ptr<const TokenTable::Parsed>> TokenTable::Parse(cons
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--token-file: cannot read ", path));
   auto table = std::make_shared<Parsed>();
+  absl::flat_hash_map<std::string, int> quota_line;  // per tenant, the first line giving quotas
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     const absl::string_view text = absl::StripAsciiWhitespace(line);
@@ -37,6 +39,12 @@ absl::StatusOr<std::shared_ptr<const TokenTable::Parsed>> TokenTable::Parse(cons
       if (!absl::SimpleAtod(kv.second, &value) || !(value >= 0) || value > 1e18) {
         return absl::InvalidArgumentError(absl::StrCat(at, "\"", fields[k], "\": expected QUOTA=N with N >= 0"));
       }
+      // Counts and bytes are whole: a fraction was cut to 0, which is no limit (until 2026-12-07
+      // max_rigs=0.5 let a tenant upload without bound).
+      if (kv.first != "max_frames_per_second" && value != std::floor(value)) {
+        return absl::InvalidArgumentError(absl::StrCat(at, "\"", fields[k], "\": ", kv.first,
+                                                       " is a whole number (0: no limit)"));
+      }
       if (kv.first == "max_rigs") {
         q.max_rigs = uint64_t(value);
       } else if (kv.first == "max_rig_bytes") {
@@ -53,7 +61,25 @@ absl::StatusOr<std::shared_ptr<const TokenTable::Parsed>> TokenTable::Parse(cons
                                                        "max_frames_per_second, max_shared_memory_bytes)"));
       }
     }
-    table->quotas[tenant] = q;
+    // A tenant on several lines (a token per machine, or an old and a new one while rotating):
+    // the quotas are the tenant's, given on any of its lines, and lines that give them agree
+    // (until 2026-12-07 the last line's replaced them, and a second token line without quotas
+    // lifted every limit).
+    if (fields.size() > 2) {
+      if (auto it = quota_line.find(tenant); it != quota_line.end()) {
+        const TenantQuotas& before = table->quotas[tenant];
+        if (before.max_rigs != q.max_rigs || before.max_rig_bytes != q.max_rig_bytes ||
+            before.max_sessions != q.max_sessions || before.max_frames_per_second != q.max_frames_per_second ||
+            before.max_shared_memory_bytes != q.max_shared_memory_bytes) {
+          return absl::InvalidArgumentError(absl::StrCat(at, "tenant ", tenant, "'s quotas differ from those on line ",
+                                                         it->second, " (give them once, or the same on every line)"));
+        }
+      }
+      quota_line.emplace(tenant, number);
+      table->quotas[tenant] = q;
+    } else {
+      table->quotas.try_emplace(tenant);
+    }
   }
   // A file of comments only refused every call (until 2026-12-03), also when a reload met it
   // half written.

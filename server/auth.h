@@ -2,8 +2,8 @@
 // [QUOTA=N ...]" (blank lines and lines starting with '#' are skipped), the quotas being
 // max_rigs, max_rig_bytes (resident bytes of the tenant's rigs), max_sessions,
 // max_frames_per_second and max_shared_memory_bytes (its registered regions, in whole pages)
-// (0 or absent: no limit; a tenant named on several lines takes the last
-// line's quotas). A call past one is RESOURCE_EXHAUSTED naming it (a DeformClip batch waits for
+// (0 or absent: no limit; counts and bytes whole numbers; a tenant named on several lines has
+// the quotas any of them gives, and lines that give quotas must agree). A call past one is RESOURCE_EXHAUSTED naming it (a DeformClip batch waits for
 // frame tokens instead: TakeFrameOrWait). A client sends the token as gRPC
 // metadata "authorization: Bearer TOKEN". Every call is answered as its tenant: rigs, sessions
 // and shared-memory regions belong to the tenants that made them, and another tenant gets

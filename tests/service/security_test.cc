@@ -195,6 +195,37 @@ TEST(Security, AReloadOfABadTokenFileKeepsTheTokensItHad) {
   EXPECT_EQ(table.Quotas("studio-c").max_rigs, 7u);
 }
 
+// Quotas are whole where they count (a fraction was cut to 0, no limit: max_rigs=0.5 let a tenant
+// upload without bound until 2026-12-07), and a tenant's quotas are its own on every line: a
+// second token line without quotas (a token added to rotate keys) keeps them, where until
+// 2026-12-07 it lifted every limit; lines giving different ones are refused naming both.
+TEST(Security, TokenFileQuotasAreWholeAndATenantsOwnOnEveryLine) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  server::TokenTable table;
+  for (const char* quota : {"max_rigs=0.5", "max_sessions=2.5", "max_rig_bytes=1e9.5", "max_shared_memory_bytes=4096.1"}) {
+    WriteFile(tokens, std::string(kTokenA) + " studio-a " + quota + "\n");
+    const absl::Status st = table.Load(tokens);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << quota;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(tokens + ":1:")) << quota;
+  }
+  WriteFile(tokens, std::string(kTokenA) + " studio-a max_rigs=2 max_rig_bytes=1e9 max_frames_per_second=29.97\n" +
+                        kTokenB + " studio-a\n");
+  ASSERT_TRUE(table.Load(tokens).ok());
+  EXPECT_EQ(table.Quotas("studio-a").max_rigs, 2u);
+  EXPECT_EQ(table.Quotas("studio-a").max_rig_bytes, 1000000000u);
+  EXPECT_DOUBLE_EQ(table.Quotas("studio-a").max_frames_per_second, 29.97);
+  // Given on a later line only: taken too.
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-a max_sessions=4\n");
+  ASSERT_TRUE(table.Load(tokens).ok());
+  EXPECT_EQ(table.Quotas("studio-a").max_sessions, 4u);
+  WriteFile(tokens, std::string(kTokenA) + " studio-a max_rigs=2\n" + kTokenB + " studio-a max_rigs=3\n");
+  const absl::Status differ = table.Load(tokens);
+  EXPECT_EQ(differ.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(differ.message()), HasSubstr(tokens + ":2:"));
+  EXPECT_THAT(std::string(differ.message()), HasSubstr("line 1"));
+}
+
 // max_rigs holds for uploads at once: of four different rigs uploaded together by a tenant of
 // max_rigs=1, one is kept and three are refused naming the quota (the check and the insert are
 // one step; until 2026-12-07 two uploads finishing together could both pass the check).
