@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <limits>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -96,10 +97,10 @@ int main(int argc, char** argv) {
        "Prometheus /metrics HTTP address; port 0 picks a free port; empty turns metrics off. "
        "Default " + o.metrics_listen,
        [&](const std::string& v) { o.metrics_listen = v; return true; }},
-      {"max-vertices", "N", absl::StrCat("Most vertices in one rig. Default ", o.max_vertices),
+      {"max-vertices", "N", absl::StrCat("Most vertices in one rig, 1 to 2^32 - 1. Default ", o.max_vertices),
        Number(o.max_vertices)},
       {"max-rig-bytes", "BYTES",
-       absl::StrCat("Largest serialized rig accepted by UploadRig. Default ", o.max_rig_bytes),
+       absl::StrCat("Largest serialized rig accepted by UploadRig, 1 to 2^62. Default ", o.max_rig_bytes),
        Number(o.max_rig_bytes)},
       {"max-background-preparations", "N",
        absl::StrCat("Per-rig preparations that may run or wait in the background at once, for sessions that serve "
@@ -112,7 +113,7 @@ int main(int argc, char** argv) {
        "Bytes the UploadRig calls in progress may announce together (each buffers its rig until it is "
        "parsed): past it an upload is refused at its header with RESOURCE_EXHAUSTED, to be sent again once "
        "others are done. With --token-file a tenant's uploads hold at most half of it (or one rig of "
-       "--max-rig-bytes, where that is more). Default 0: twice --max-rig-bytes",
+       "--max-rig-bytes, where that is more). At least --max-rig-bytes. Default 0: twice --max-rig-bytes",
        Number(o.max_upload_bytes)},
       {"max-store-bytes", "BYTES",
        absl::StrCat("Memory for all resident rigs' own data (mesh, skeleton, weights, cages; not "
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
                     o.max_queue_ms),
        Number(o.max_queue_ms)},
       {"max-message-bytes", "BYTES",
-       absl::StrCat("Largest single request message (upload chunks, frames). Default ",
+       absl::StrCat("Largest single request message (upload chunks, frames), 1 to 2^31 - 1 (gRPC's limit). Default ",
                     o.max_message_bytes),
        Number(o.max_message_bytes)},
       {"gpu", "auto|off|emulate",
@@ -285,6 +286,23 @@ int main(int argc, char** argv) {
   // request), and a pool no machine has threads for.
   if (o.max_message_bytes == 0 || o.max_store_bytes == 0 || o.max_rig_bytes == 0) {
     std::fprintf(stderr, "sinew-server: --max-message-bytes, --max-store-bytes and --max-rig-bytes must be > 0\n");
+    return 2;
+  }
+  // Sizes past what the server can hold or report (until 2026-12-07 --max-rig-bytes 2^63 made
+  // the default upload budget, twice it, wrap to 0; --max-vertices 2^32 was reported as 0,
+  // "unlimited", to clients; a --max-message-bytes past 2^31 − 1 was cut to that by gRPC while
+  // reported whole), and an upload budget no rig fits (every upload was refused with "send it
+  // again once others are done", which never helped).
+  if (o.max_rig_bytes > (uint64_t(1) << 62) || o.max_vertices > std::numeric_limits<uint32_t>::max() ||
+      o.max_message_bytes > uint64_t(std::numeric_limits<int>::max())) {
+    std::fprintf(stderr, "sinew-server: --max-rig-bytes at most 2^62, --max-vertices at most 2^32 - 1, "
+                 "--max-message-bytes at most 2^31 - 1 (gRPC's limit)\n");
+    return 2;
+  }
+  if (o.max_upload_bytes > 0 && o.max_upload_bytes < o.max_rig_bytes) {
+    std::fprintf(stderr, "sinew-server: --max-upload-bytes %llu is below --max-rig-bytes %llu: a rig of that size could "
+                 "never be uploaded (0: twice --max-rig-bytes)\n", (unsigned long long)o.max_upload_bytes,
+                 (unsigned long long)o.max_rig_bytes);
     return 2;
   }
   if (o.worker_threads > 4096) {

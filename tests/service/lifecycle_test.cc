@@ -1212,6 +1212,24 @@ TEST(Lifecycle, NonFiniteOrHugeDurationsAreRefusedAtStart) {
   }
 }
 
+// Sizes the server cannot hold or report, and an upload budget no rig of --max-rig-bytes fits,
+// are refused at start naming the flags (until 2026-12-07 --max-rig-bytes 2^63 made the upload
+// budget wrap to 0, --max-vertices 2^32 was reported to clients as 0, "unlimited", and
+// --max-upload-bytes below --max-rig-bytes refused every large upload "until others are done").
+TEST(Lifecycle, SizesTheServerCannotHoldOrServeAreRefusedAtStart) {
+  const std::vector<std::vector<std::string>> bad = {{"--max-rig-bytes", "9223372036854775808"},
+                                                     {"--max-vertices", "4294967296"},
+                                                     {"--max-message-bytes", "4294967296"},
+                                                     {"--max-upload-bytes", "100", "--max-rig-bytes", "100000"}};
+  for (const auto& flags : bad) {
+    std::vector<std::string> argv = {SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    std::string out, err;
+    EXPECT_EQ(RunProcess(argv, &out, &err), 2) << flags[0];
+    EXPECT_THAT(err, HasSubstr(flags[0])) << err;
+  }
+}
+
 // Resident and peak memory of a process (kB), from /proc.
 std::pair<long, long> RssAndPeakKb(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
