@@ -40,8 +40,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Name("sinew_frame_latency_seconds")
                       .Help("Time to deform one frame on the server, by method and backend")
                       .Register(*registry_);
-  const prometheus::Histogram::BucketBoundaries buckets = {
-      50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1.0};
+  // To 60 s: elastic implicit and pbs frames can take seconds (until 2026-12-07 the last bound was
+  // 1 s, and every such frame's quantile read 1 s).
+  const prometheus::Histogram::BucketBoundaries buckets = {50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
+                                                           25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 2.5, 5.0,
+                                                           10.0, 30.0, 60.0};
   frames_.resize(Methods().size() + 1);
   latency_.resize(Methods().size() + 1);
   for (size_t mi = 0; mi <= Methods().size(); ++mi) {

@@ -2538,6 +2538,9 @@ TEST_F(Service, PrometheusMetricsCountFramesAndErrors) {
   ASSERT_FALSE(body.empty());
   EXPECT_GE(MetricValue(body, "sinew_frames_total{backend=\"cpu\",method=\"dqs\"}"), 3);
   EXPECT_GE(MetricValue(body, "sinew_frame_latency_seconds_count{backend=\"cpu\",method=\"dqs\"}"), 3);
+  // Buckets past a second, for frames that take seconds (elastic implicit, pbs): until 2026-12-07
+  // the last bound was 1 s.
+  EXPECT_THAT(body, HasSubstr("sinew_frame_latency_seconds_bucket{backend=\"cpu\",method=\"dqs\",le=\"30\"}"));
   EXPECT_GE(MetricValue(body, "sinew_frame_errors_total{code=\"INVALID_ARGUMENT\"}"), 1);
   EXPECT_GE(MetricValue(body, "sinew_rpc_errors_total{code=\"INVALID_ARGUMENT\",rpc=\"Deform\"}"), 1);
   EXPECT_THAT(body, HasSubstr("sinew_sessions "));
