@@ -42,6 +42,13 @@ absl::Status CheckImplicitConfig(const Rig& rig, const DeformerConfig& config) {
   if (rig.triangle_count() == 0) {
     return absl::FailedPreconditionError(absl::StrCat("method ", name, " needs a triangle mesh; the rig has no triangles"));
   }
+  // Before the preparation, as dqs refuses it (until 2026-12-07 only the deformer did: the fields
+  // were fitted, kept on the rig, and no session could use them).
+  if (!rig.skeleton.inverse_bind_is_similarity) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "method ", name, " starts from dual quaternion skinning, which needs inverse bind matrices that are "
+        "similarities; this rig's have shear or non-uniform scale (use lbs)"));
+  }
   return JointOperators(rig, ParamsOf<ImplicitConfig>(config)).status();
 }
 
