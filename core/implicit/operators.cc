@@ -334,10 +334,18 @@ absl::StatusOr<OperatorGrid> LoadOrBuild(OperatorShape shape, const OperatorGrid
   if (!dir.empty()) {
     path = absl::StrCat(dir, "/", shape == OperatorShape::kContact ? "contact" : "bulge", "-", options.resolution,
                         "x", options.slices, "-k", std::lround(options.kappa * 1000), ".sinewop");
+    // The file must hold what its name says: the shape, the resolution and the slices too (until
+    // 2026-12-07 only κ was compared, and a bulge grid copied over a contact one was taken, 6.5 %
+    // of a radius off at 120°). Anything else is built again and written over it.
     auto loaded = OperatorGrid::Load(path);
-    if (loaded.ok() && loaded->options().kappa == options.kappa) {
+    if (loaded.ok() && loaded->shape() == shape && loaded->options().kappa == options.kappa &&
+        loaded->options().resolution == options.resolution && loaded->options().slices == options.slices) {
       if (progress) progress(1.0);
       return loaded;
+    }
+    if (loaded.ok() || loaded.status().code() != absl::StatusCode::kNotFound) {
+      std::fprintf(stderr, "sinew: operator cache %s: %s; building it again\n", path.c_str(),
+                   loaded.ok() ? "holds another grid than its name says" : std::string(loaded.status().message()).c_str());
     }
   }
   auto built = OperatorGrid::Build(shape, options, pool, progress);
