@@ -23,7 +23,9 @@ Eigen::Vector3d Node(std::span<const float> rest, size_t i) {
 absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const float> rest,
                                             std::span<const uint32_t> node_of_vertex,
                                             std::span<const uint32_t> ring_offsets, std::span<const uint32_t> ring,
-                                            std::span<const float> cot, double mean_edge) {
+                                            std::span<const float> cot, double mean_edge,
+                                            const std::function<bool(double)>& progress) {
+  const auto cancelled = [] { return absl::CancelledError("bone heat weights: cancelled"); };
   const size_t nn = rest.size() / 3, joints = rig.joint_count();
   if (rig.weights.offsets.empty()) return absl::FailedPreconditionError("bone heat weights need skinning weights");
   // The bones: the joints with skinning weight somewhere.
@@ -69,6 +71,8 @@ absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const floa
   };
   std::vector<Candidate> candidates;
   for (size_t i = 0; i < nn; ++i) {
+    // The nearest visible bones: half of the work (ray casts per node and bone).
+    if (progress && i % 1024 == 0 && !progress(0.5 * double(i) / double(nn))) return cancelled();
     const Eigen::Vector3d p = Node(rest, i);
     candidates.clear();
     for (size_t j = 0; j < joints; ++j) {
@@ -138,6 +142,7 @@ absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const floa
       rhs[Eigen::Index(i)] = nearest[i] == int32_t(j) ? area[i] * h[i] : 0.0;
       any = any || nearest[i] == int32_t(j);
     }
+    if (progress && !progress(0.5 + 0.5 * double(j) / double(joints))) return cancelled();
     if (!any) continue;
     const Eigen::VectorXd w = solver.solve(rhs);
     for (size_t i = 0; i < nn; ++i) {

@@ -18,6 +18,8 @@
 #include <span>
 #include <vector>
 
+#include <functional>
+
 #include "absl/status/statusor.h"
 #include "core/rig/rig.h"
 
@@ -40,10 +42,13 @@ struct NodeWeights {
 // `cot`: the nodes' one-rings and their (symmetric) cotangent weights; `mean_edge` floors the
 // bone distances (a thousandth of it). FAILED_PRECONDITION when the rig has no skinning weights,
 // INVALID_ARGUMENT for a bad segmentation attribute, RESOURCE_EXHAUSTED past kMaxBoneHeatPairs
-// (before any work), INTERNAL when the factorisation fails.
+// (before any work), INTERNAL when the factorisation fails. `progress` (may be empty) hears the
+// fraction done every 1 024 nodes and after each bone's solve; once it returns false the work
+// stops there: CANCELLED.
 absl::StatusOr<NodeWeights> BoneHeatWeights(const Rig& rig, std::span<const float> rest,
                                             std::span<const uint32_t> node_of_vertex,
                                             std::span<const uint32_t> ring_offsets, std::span<const uint32_t> ring,
-                                            std::span<const float> cot, double mean_edge);
+                                            std::span<const float> cot, double mean_edge,
+                                            const std::function<bool(double)>& progress = {});
 
 }  // namespace sinew
