@@ -632,18 +632,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
                                          "held in memory: give --frames, or a lower --clip-fps",
                                          kept, frame_bytes, double(kept) * frame_bytes / 1048576));
     }
-    source.cycle.resize(kept);
-    std::vector<float> offsets;
-    for (size_t f = 0; f < kept; ++f) {
-      SampleClip(**clip, built->skeleton, double(f) / clip_fps, pose);
-      client::PoseToProto(pose, *source.cycle[f].mutable_pose());
-      if (cage_clip) {  // the rig's first cage, animated by offsets from its rest position
-        SampleCageClip(*cage_clip, double(f) / clip_fps, offsets);
-        v1::CagePose* cp = source.cycle[f].add_cages();
-        cp->set_input(v1::CAGE_INPUT_OFFSETS);
-        cp->set_positions(offsets.data(), offsets.size() * sizeof(float));
-      }
-    }
+    source.cycle = client::ClipRequests(**clip, cage_clip, built->skeleton, clip_fps, kept);
     source.rest = asset->rig.rig.positions;
     source.triangles = asset->rig.rig.triangles;
     std::fprintf(text_out, "clip \"%s\"%s: %.3f s, %zu frames at %g frames/s\n", (*clip)->name.c_str(),
@@ -859,7 +848,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
         resp.mutable_error()->set_code(static_cast<int>(u.status().code()));
         resp.mutable_error()->set_message(std::string(u.status().message()));
       }
-      lat.Add(std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count());
+      const double frame_ms = std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count();
       if (resp.has_error() || resp.frame() != static_cast<uint64_t>(f)) failed = true;
       if (resp.has_error()) {
         const std::string e = absl::StrCat(
@@ -936,6 +925,10 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       }
       errors += failed;
       ok_frames += !failed;
+      // The latency and rate are the frames answered without error's: a refusal answered at once
+      // (overloaded, out of range) pulled them down and up until 2026-12-07, as sinew-load's did
+      // before 2026-12-03.
+      if (!failed) lat.Add(frame_ms);
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     if (stream) {
@@ -1028,7 +1021,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       std::printf(
           "{\"method\":\"%s\",\"backend\":\"%s\",\"frames\":%lld,\"vertices\":%u,\"seconds\":%.4f,"
           "\"frames_per_s\":%.2f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"errors\":%llu,\"bytes\":%llu%s}\n",
-          name, on, frames, session->vertex_count(), secs, frames / secs, p50, p99, mx,
+          name, on, frames, session->vertex_count(), secs, ok_frames / secs, p50, p99, mx,
           (unsigned long long)errors, (unsigned long long)bytes, quality_json.c_str());
     } else {
       std::string wire;
@@ -1040,7 +1033,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       std::printf("%s (%s): %lld frames x %u vertices in %.2f s over %s: %.1f frames/s, latency p50 %.2f ms, "
                   "p99 %.2f ms, max %.2f ms, %llu errors%s%s\n",
                   name, on, frames, session->vertex_count(), secs, stream ? "StreamDeform" : "Deform",
-                  frames / secs, p50, p99, mx, (unsigned long long)errors, wire.c_str(), quality.c_str());
+                  ok_frames / secs, p50, p99, mx, (unsigned long long)errors, wire.c_str(), quality.c_str());
     }
     if (!frame_error.empty()) {
       std::fprintf(stderr, "%s: %s%s\n", name, frame_error.c_str(),

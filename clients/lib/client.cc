@@ -1,5 +1,6 @@
 #include "clients/lib/client.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include <cstring>
@@ -558,6 +560,26 @@ v1::Rig RigToProto(const RigInput& in) {
     cage->set_name(c.name);
     cage->set_positions(Pack(c.positions));
     cage->set_triangles(Pack(c.triangles));
+  }
+  return out;
+}
+
+std::vector<v1::DeformRequest> ClipRequests(const Clip& clip, const CageClip* cage_clip, const Skeleton& skeleton,
+                                            double clip_fps, size_t frames) {
+  std::vector<v1::DeformRequest> out(frames);
+  const double step = std::clamp(1.0 / clip_fps, 1e-6, 60.0);
+  Pose pose;
+  std::vector<float> offsets;
+  for (size_t f = 0; f < frames; ++f) {
+    SampleClip(clip, skeleton, double(f) / clip_fps, pose);
+    PoseToProto(pose, *out[f].mutable_pose());
+    out[f].set_time_step(step);
+    if (cage_clip) {  // the rig's first cage, animated by offsets from its rest position
+      SampleCageClip(*cage_clip, double(f) / clip_fps, offsets);
+      v1::CagePose* cp = out[f].add_cages();
+      cp->set_input(v1::CAGE_INPUT_OFFSETS);
+      cp->set_positions(offsets.data(), offsets.size() * sizeof(float));
+    }
   }
   return out;
 }

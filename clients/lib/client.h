@@ -192,6 +192,13 @@ class Client {
 v1::Rig RigToProto(const RigInput& rig);
 void PoseToProto(const Pose& pose, v1::Pose& out);
 void ClipToProto(const Clip& clip, v1::Clip& out);
+// The stream requests that play `clip` at `clip_fps`, its first `frames`: request f holds the
+// pose sampled at f / clip_fps, `cage_clip`'s offsets of cage 0 at that time when given, and
+// time_step 1 / clip_fps (within the server's [1e-6, 60] s), so that a method with dynamics (pbs's
+// jiggle) steps by the clip's time, as a DeformClip batch of the clip does (until 2026-12-07
+// `sinew play` sent none, and pbs stepped by its own 10 ms whatever the clip's rate).
+std::vector<v1::DeformRequest> ClipRequests(const Clip& clip, const CageClip* cage_clip, const Skeleton& skeleton,
+                                            double clip_fps, size_t frames);
 // Positions of a response as float32 x,y,z, from any encoding but a DELTA frame other than a key
 // frame (that one needs its stream's earlier frames: PositionDecoder). A streamed frame's error
 // is returned as its status; a skipped frame (latest_pose_wins) is FAILED_PRECONDITION.

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "clients/lib/client.h"
 #include "tests/service/server_process.h"
+#include "tests/service/test_util.h"
 
 namespace sinew::testing {
 namespace {
@@ -163,6 +165,29 @@ TEST(SnapshotCli, AMethodWithoutASessionLeavesTheOthersPlayingAndItsRowBlank) {
             2);
   EXPECT_THAT(err, HasSubstr("--blend-weight: no method of --method is blend"));
   EXPECT_FALSE(fs::exists(png));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// `play`'s latency and frames/s are those of the frames answered without error: a rig too large
+// for half floats fails every f16 frame at once (OUT_OF_RANGE), and play reports no latency and
+// no rate for them, where until 2026-12-07 their instant refusals were its p50 and its frames/s.
+TEST(PlayCli, FailedFramesAreNotInTheLatencyOrTheRate) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  LimbOptions o = LimbOf(2000);
+  o.length = 2e5f;  // coordinates past half float's 65 504
+  client::Client c(server.target());
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(o)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  std::string out, err;
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", server.target(), "play", "--rig", up->rig_id(), "--encoding", "f16",
+                        "--frames", "5", "--json"},
+                       &out, &err),
+            1)
+      << out << err;
+  EXPECT_THAT(err, HasSubstr("OUT_OF_RANGE")) << err;
+  EXPECT_THAT(out, HasSubstr("\"errors\":5")) << out;
+  EXPECT_THAT(out, HasSubstr("\"frames_per_s\":0.00,\"p50_ms\":0.000,\"p99_ms\":0.000,\"max_ms\":0.000")) << out;
   EXPECT_EQ(server.Terminate(), 0);
 }
 
