@@ -227,6 +227,12 @@ int main(int argc, char** argv) {
                     "sessions. 0: no pings. Default ",
                     o.keepalive_seconds),
        Number(o.keepalive_seconds)},
+      {"upload-idle-timeout", "SECONDS",
+       absl::StrCat("An UploadRig call that sends nothing (no header, no chunk) for this long is cancelled, and "
+                    "the bytes it announced go back to --max-upload-bytes (a client that stalls while its "
+                    "connection stays alive would otherwise hold them for good). 0: never. Default ",
+                    o.upload_idle_seconds),
+       Number(o.upload_idle_seconds)},
       {"drain-timeout", "SECONDS",
        absl::StrCat("On SIGTERM, how long open streams get to finish (calls still open then are "
                     "cancelled, which stops a long elastic implicit frame at its next relaxation "

@@ -41,6 +41,11 @@ struct ServerOptions {
   // without closing (a machine asleep, a cable out, a process stopped) then no longer holds a
   // batch, a stream or the sessions and quotas they keep. 0: no pings.
   uint32_t keepalive_seconds = 60;
+  // An UploadRig call that receives nothing (no header, no chunk) for this long is cancelled, and
+  // what it announced goes back to --max-upload-bytes: a client that keeps its connection alive
+  // but stopped sending (keepalive does not end it) would otherwise hold its share of the upload
+  // budget for good, and two such refuse every upload. 0: never.
+  uint32_t upload_idle_seconds = 60;
   // GPU backend: "auto" (use CUDA devices when present), "off", or "emulate" (a CPU emulation
   // of one device, for tests and demos on machines without a GPU).
   std::string gpu = "auto";

@@ -107,8 +107,22 @@ void Service::UpdateGauges() {
   metrics_.shared_memory_bytes().Set(static_cast<double>(shared_memory_.mapped_bytes()));
 }
 
+void Service::CancelIdleUploads(int64_t now_ms) {
+  if (options_.upload_idle_seconds == 0) return;
+  const int64_t limit = int64_t{options_.upload_idle_seconds} * 1000;
+  std::lock_guard lock(watch_mu_);
+  for (auto& [call, w] : upload_watch_) {
+    if (w.cancelled || now_ms - w.last_ms < limit) continue;
+    w.cancelled = true;
+    std::fprintf(stderr, "sinew-server: an UploadRig call received nothing for %u s (--upload-idle-timeout): "
+                 "cancelled\n", options_.upload_idle_seconds);
+    w.ctx->TryCancel();
+  }
+}
+
 void Service::Housekeeping() {
   const int64_t now = NowMs();
+  CancelIdleUploads(now);
   sessions_.ExpireIdle(now);
   shared_memory_.ExpireIdle(now);
   ApplyPendingStates();

@@ -292,11 +292,24 @@ class Service final : public v1::Sinew::CallbackService {
   std::atomic<bool> draining_{false};  // set under streams_mu_
   std::atomic<int> active_calls_{0};
   // Announced by the uploads in progress (--max-upload-bytes), and by each named tenant's: one
-  // tenant may hold half of it (or one rig of --max-rig-bytes where that is more), so that two
-  // headers announcing large rigs and sending nothing more cannot refuse every other tenant.
+  // tenant may hold half of it (or one rig of --max-rig-bytes where that is more), so that one
+  // tenant's headers cannot refuse every other tenant; and an upload that sends nothing more is
+  // cancelled after --upload-idle-timeout (upload_watch_), so that two tenants' (or, without
+  // tokens, one client's) stalled headers cannot hold it for good.
   std::mutex upload_mu_;
   uint64_t upload_bytes_ = 0;                                      // guarded by upload_mu_
   absl::flat_hash_map<std::string, uint64_t> tenant_upload_bytes_;  // guarded by upload_mu_; no entry for 0
+  // The uploads still receiving, with the time each last received something: Housekeeping
+  // cancels those idle past --upload-idle-timeout (CancelIdleUploads). An UploadCall is here
+  // from its start until it stops receiving or is done, whichever is first.
+  struct UploadWatch {
+    grpc::CallbackServerContext* ctx = nullptr;
+    int64_t last_ms = 0;
+    bool cancelled = false;
+  };
+  std::mutex watch_mu_;
+  absl::flat_hash_map<const void*, UploadWatch> upload_watch_;  // guarded by watch_mu_
+  void CancelIdleUploads(int64_t now_ms);
 };
 
 }  // namespace sinew::server

@@ -16,9 +16,14 @@ namespace sinew::server {
 
 class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRequest> {
  public:
-  UploadCall(Service* svc, v1::UploadRigResponse* resp, absl::StatusOr<std::string> tenant)
+  UploadCall(Service* svc, grpc::CallbackServerContext* ctx, v1::UploadRigResponse* resp,
+             absl::StatusOr<std::string> tenant)
       : svc_(svc), resp_(resp), upload_(svc->options_.max_rig_bytes) {
     svc_->active_calls_.fetch_add(1);
+    {
+      std::lock_guard lock(svc_->watch_mu_);
+      svc_->upload_watch_[this] = {ctx, NowMs(), false};
+    }
     if (svc_->draining()) {
       Fail(ShuttingDown());
       return;
@@ -32,7 +37,20 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client finished sending (or went away)
+    bool idle = false;  // cancelled by CancelIdleUploads
+    {
+      std::lock_guard lock(svc_->watch_mu_);
+      auto it = svc_->upload_watch_.find(this);
+      idle = it->second.cancelled;
+      if (ok) it->second.last_ms = NowMs();
+      if (!ok) svc_->upload_watch_.erase(it);  // nothing more to receive: not watched while it is parsed
+    }
+    if (!ok) {  // the client finished sending (or went away, or stalled and was cancelled)
+      if (idle) {
+        return Fail(absl::DeadlineExceededError(absl::StrCat(
+            "UploadRig received nothing for ", svc_->options_.upload_idle_seconds,
+            " s (--upload-idle-timeout): cancelled, its announced bytes given back; send the rig again")));
+      }
       if (auto st = upload_.Finish(); !st.ok()) return Fail(st);
       svc_->uploads_.Submit(&UploadCall::Finalize, this);
       return;
@@ -100,6 +118,10 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
   }
 
   void OnDone() override {
+    {
+      std::lock_guard lock(svc_->watch_mu_);
+      svc_->upload_watch_.erase(this);  // a call failed before its reads ended
+    }
     const bool large = received_ >= kTrimBytes;
     if (reserved_ > 0) {
       std::lock_guard lock(svc_->upload_mu_);
@@ -259,7 +281,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
 
 grpc::ServerReadReactor<v1::UploadRigRequest>* Service::UploadRig(grpc::CallbackServerContext* ctx,
                                                                   v1::UploadRigResponse* resp) {
-  return new UploadCall(this, resp, tokens_.Tenant(*ctx));
+  return new UploadCall(this, ctx, resp, tokens_.Tenant(*ctx));
 }
 
 }  // namespace sinew::server

@@ -1394,6 +1394,33 @@ TEST(Lifecycle, UploadsInProgressAreBoundedTogether) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// An upload that announced its bytes and then sends nothing, over a connection that stays alive
+// (keepalive does not end it), is cancelled after --upload-idle-timeout and its bytes go back to
+// the budget: two such uploads filled --max-upload-bytes and refused every other upload for good
+// until 2026-12-07 (a review). Waits for the outcome, not for a time.
+TEST(Lifecycle, AnUploadThatStopsSendingIsCancelledAndGivesItsBytesBack) {
+  ServerProcess server({"--max-rig-bytes", "1000000", "--max-upload-bytes", "2000000", "--upload-idle-timeout", "1"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  std::vector<HeldUpload> stalled(2);
+  for (HeldUpload& u : stalled) ASSERT_TRUE(u.Start(*stub, 1000000, "x"));  // the whole budget announced
+  const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(10000)));
+  absl::StatusOr<v1::UploadRigResponse> fits = absl::UnknownError("not tried");
+  for (int i = 0; i < 3000; ++i) {  // up to a minute: the idle ones are cancelled within about 2 s
+    fits = c->UploadRig(rig);
+    if (fits.ok() || fits.status().code() != absl::StatusCode::kResourceExhausted) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(fits.ok()) << fits.status();
+  for (HeldUpload& u : stalled) {
+    const grpc::Status st = u.writer->Finish();
+    EXPECT_TRUE(st.error_code() == grpc::StatusCode::CANCELLED || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << st.error_code() << " " << st.error_message();
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 // A second server on a port that is already served fails to start and says why, instead of
 // binding it too (gRPC's default SO_REUSEPORT would have the kernel split new connections between
 // the two: found when a benchmark's stale server answered part of a load test).
