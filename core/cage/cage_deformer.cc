@@ -70,8 +70,12 @@ static void CageRows(const double* phi, size_t cols, const float* rest, const do
 
 void ApplyCageCoordinates(const RowMatrixXd& phi, std::span<const float> rest,
                           const Eigen::Matrix3Xd& delta, std::span<float> out, ThreadPool* pool) {
-  // Rows of delta as contiguous arrays (structure of arrays) so the dot products vectorise.
-  const Eigen::Matrix<double, 3, Eigen::Dynamic, Eigen::RowMajor> d = delta;
+  // Rows of delta as contiguous arrays (structure of arrays) so the dot products vectorise, in the
+  // calling thread's scratch: allocated when the cage grows, not every frame (until 2026-12-07 a
+  // fresh matrix per frame, against DESIGN.md's frames that allocate nothing).
+  thread_local Eigen::Matrix<double, 3, Eigen::Dynamic, Eigen::RowMajor> d;
+  if (d.cols() < delta.cols()) d.resize(3, delta.cols());
+  d.leftCols(delta.cols()) = delta;
   const size_t cols = static_cast<size_t>(phi.cols());
   ParallelFor(pool, static_cast<size_t>(phi.rows()), 1024, [&](size_t b, size_t e) {
     CageRows(phi.data(), cols, rest.data(), d.row(0).data(), d.row(1).data(), d.row(2).data(),
