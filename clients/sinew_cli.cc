@@ -639,6 +639,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
                 cage_clip ? " with a cage clip" : "", duration, n, clip_fps);
     if (frames == 0) frames = static_cast<long long>(n);
   } else {  // the procedural limb (or --rig ID with the limb's joints): its bend-and-twist cycle
+    if (auto st = c.WaitReady(); !st.ok()) return Fail(st);  // the flags above are checked
     source.procedural = args.Get("rig").empty();
     source.rig_id = args.Get("rig");
     RigInput in = MakeLimb(limb);
@@ -1807,7 +1808,9 @@ int Main(int argc, char** argv) {
   client::Client c(args.Get("target"), *connection);
   // Commands that read local files first (play FILE, batch) connect after reading them, so
   // that a bad file is reported as such even when no server is reachable.
-  const bool local_first = cmd == "batch" || (cmd == "play" && pos.size() >= 2);
+  // play and session create check their flags first too (until 2026-12-07 a typo there met a 10 s
+  // wait for an unreachable server, and was never named).
+  const bool local_first = cmd == "batch" || cmd == "play" || (cmd == "session" && pos.size() > 1 && pos[1] == "create");
   if (!local_first) {
     if (auto st = c.WaitReady(); !st.ok()) return Fail(st);
   }
@@ -1890,6 +1893,17 @@ int Main(int argc, char** argv) {
       v1::CreateSessionRequest req;
       req.set_rig_id(args.Get("rig"));
       std::vector<v1::Method> stages;
+      {  // what needs no server, before waiting for one
+        v1::CreateSessionRequest scratch;
+        std::vector<v1::Method> scratch_stages;
+        if (std::string error; !ParseDeformer(args, args.Get("method"), scratch.mutable_deformer(), &scratch_stages, &error)) {
+          return Usage(args, error);
+        }
+        if (const std::string unused = UnusedMethodFlag(args, {scratch_stages}); !unused.empty()) return Usage(args, unused);
+        if (std::string error; !client::EncodingFromFlags(args, &scratch, &error)) return Usage(args, error);
+        if (v1::Backend b; !ParseBackend(args.Get("backend"), &b)) return Usage(args, "--backend: auto, cpu or gpu");
+      }
+      if (auto st = c.WaitReady(); !st.ok()) return Fail(st);
       auto info = c.GetServerInfo();  // the methods' parameters, for --param
       if (!info.ok()) return Fail(info.status());
       if (std::string error; !ParseDeformer(args, args.Get("method"), req.mutable_deformer(), &stages, &error, &*info)) {

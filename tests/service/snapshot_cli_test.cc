@@ -191,6 +191,23 @@ TEST(PlayCli, FailedFramesAreNotInTheLatencyOrTheRate) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A bad flag of play or session create is named at once, whether or not a server answers (until
+// 2026-12-07 both waited 10 s to connect first, and then reported only that they could not).
+TEST(PlayCli, BadFlagsAreNamedBeforeConnecting) {
+  const std::string nobody = "127.0.0.1:1";  // nothing listens there
+  std::string out, err;
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", nobody, "play", "--frames", "-1"}, &out, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--frames: '-1'"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", nobody, "session", "create", "--rig", "x", "--encoding", "bogus"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--encoding"));
+  EXPECT_EQ(RunProcess({SINEW_CLI_PATH, "--target", nobody, "session", "create", "--rig", "x", "--blend-weight", "0.5"},
+                       &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--blend-weight"));
+}
+
 // --point-set asking for more points than the server takes in a rig is refused before they are
 // sampled, naming both counts (until 2026-12-07 the points were made, up to 50 million, and the
 // upload then failed).
