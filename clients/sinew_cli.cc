@@ -830,17 +830,29 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       if (fps > 0) std::this_thread::sleep_until(scheduled);
       v1::DeformRequest& r = clip[f % kCycle];
       r.set_frame(static_cast<uint64_t>(f));
+      // The stream itself ended, or the server did: nothing more plays. With --json this method and
+      // each not played get their object, as promised (until 2026-12-07 the output stopped short).
+      auto broken = [&](const absl::Status& st) {
+        if (json) {
+          for (size_t k = spec_index; k < specs.size(); ++k) {
+            const std::string why = k == spec_index ? absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message())
+                                                    : absl::StrCat("not played: ", specs[spec_index], "'s stream broke");
+            std::printf("{\"method\":%s,\"error\":%s}\n", JsonString(specs[k]).c_str(), JsonString(why).c_str());
+          }
+        }
+        return Fail(st);
+      };
       if (stream) {
-        if (!stream->Write(r) || !stream->Read(&resp)) {  // the stream itself ended: nothing more plays
+        if (!stream->Write(r) || !stream->Read(&resp)) {
           const absl::Status st = stream->Close();
-          return Fail(absl::Status(st.ok() ? absl::StatusCode::kUnknown : st.code(),
-                                   absl::StrCat(name, ": frame ", f, ": the stream ended: ", st.message())));
+          return broken(absl::Status(st.ok() ? absl::StatusCode::kUnknown : st.code(),
+                                     absl::StrCat(name, ": frame ", f, ": the stream ended: ", st.message())));
         }
       } else if (auto u = c.Deform(r); u.ok()) {
         resp = std::move(*u);
       } else if (u.status().code() == absl::StatusCode::kUnavailable &&
                  !absl::StartsWith(u.status().message(), "overloaded")) {  // the server, not the frame
-        return Fail(absl::UnavailableError(absl::StrCat(name, ": frame ", f, ": ", u.status().message())));
+        return broken(absl::UnavailableError(absl::StrCat(name, ": frame ", f, ": ", u.status().message())));
       } else {
         // A unary frame's error is the call's status: one failed frame, as on a stream (until
         // 2026-12-03 it ended the run, unnamed, and skipped the later methods and the snapshot).

@@ -208,6 +208,32 @@ TEST(PlayCli, BadFlagsAreNamedBeforeConnecting) {
   EXPECT_THAT(err, HasSubstr("--blend-weight"));
 }
 
+// play --json prints one object per method even when a stream breaks: the broken method's with
+// its error and each one not played after it (until 2026-12-07 the output stopped short, and a
+// consumer counting objects got fewer than the methods). The stream breaks when the server is
+// stopped with no drain time, once the first method's frames are flowing.
+TEST(PlayCli, ABrokenStreamStillGivesEveryMethodItsJsonObject) {
+  ServerProcess server({"--drain-timeout", "0"});
+  ASSERT_TRUE(server.started());
+  const fs::path dir = fs::temp_directory_path() / ("sinew-play-broken-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string json = (dir / "out.json").string(), errors = (dir / "err.txt").string();
+  const pid_t play = SpawnProcess({"/bin/sh", "-c",
+                                   std::string("exec ") + SINEW_CLI_PATH + " --target " + server.target() +
+                                       " play --method lbs,dqs --json --fps 20 --frames 100000 --vertices 500 > " +
+                                       json + " 2> " + errors});
+  ASSERT_GE(WaitForMetric(server.metrics_port(), "sinew_frames_total{backend=\"cpu\",method=\"lbs\"}", 2), 2);
+  (void)server.Terminate();
+  EXPECT_EQ(WaitProcess(play), 1);
+  std::ifstream in(json);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u) << "stdout: " << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], HasSubstr("{\"method\":\"lbs\",\"error\":"));
+  EXPECT_THAT(lines[1], HasSubstr("{\"method\":\"dqs\",\"error\":\"not played"));
+  fs::remove_all(dir);
+}
+
 // --point-set asking for more points than the server takes in a rig is refused before they are
 // sampled, naming both counts (until 2026-12-07 the points were made, up to 50 million, and the
 // upload then failed).
