@@ -1,6 +1,7 @@
 #include "clients/lib/point_cache.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,9 +208,20 @@ absl::StatusOr<Pc2Writer> Pc2Writer::Open(const std::string& path, uint32_t poin
   const uint64_t frame_bytes = uint64_t{points} * 12;
   const Header fresh = MakeHeader(points, start_frame, sample_rate, 0);
 
-  const int flags = O_RDWR | O_CREAT | O_CLOEXEC | (resume ? 0 : O_TRUNC);
-  FdGuard fd(::open(path.c_str(), flags, 0644));
+  // One writer at a time: a second run on the same file (a Kubernetes Indexed Job can briefly
+  // run two pods for one index) is refused while the first holds it, before anything is cut
+  // (until 2026-12-07 a second run's resume truncated the file under the first's frame write,
+  // and a zero-filled frame could be counted). Truncated for a fresh start only once locked.
+  FdGuard fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (fd.get() < 0) return IoError(errno, "open", path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": another run is writing it (locked); wait for it, or write elsewhere"));
+    }
+    return IoError(errno, "lock", path);
+  }
+  if (!resume && ::ftruncate(fd.get(), 0) != 0) return IoError(errno, "truncate", path);
 
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return IoError(errno, "stat", path);

@@ -135,6 +135,28 @@ TEST_F(PointCacheTest, NewFileHasHeaderWithZeroSamples) {
   EXPECT_EQ(w->Append(MakeFrame(5, 0)).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// One writer at a time: while a run holds the file, a second one (resumed or fresh) is refused
+// and cuts nothing; once the first is closed the next opens it (until 2026-12-07 a second run
+// truncated the file under the first: a Kubernetes Indexed Job can run two pods for one index).
+TEST_F(PointCacheTest, ASecondWriterIsRefusedWhileTheFirstHoldsTheFile) {
+  const std::string path = Path("a.pc2");
+  auto first = Pc2Writer::Open(path, 3, kStart, kRate, /*resume=*/false);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->Append(MakeFrame(3, 0)).ok());
+  ASSERT_TRUE(first->Append(MakeFrame(3, 1)).ok());
+  const std::string before = ReadBytes(path);
+  for (bool resume : {true, false}) {
+    auto second = Pc2Writer::Open(path, 3, kStart, kRate, resume);
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+    EXPECT_THAT(std::string(second.status().message()), ::testing::HasSubstr("another run is writing it"));
+    EXPECT_EQ(ReadBytes(path), before) << "resume " << resume;
+  }
+  ASSERT_TRUE(first->Close().ok());
+  auto next = Pc2Writer::Open(path, 3, kStart, kRate, /*resume=*/true);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->frames(), 2u);
+}
+
 TEST_F(PointCacheTest, ReadPc2ReturnsTheFramesWritten) {
   const std::string path = Path("a.pc2");
   WriteReference(path, 4, 6);
