@@ -73,9 +73,12 @@ void ApplyCageCoordinates(const RowMatrixXd& phi, std::span<const float> rest,
   // Rows of delta as contiguous arrays (structure of arrays) so the dot products vectorise, in the
   // calling thread's scratch: allocated when the cage grows, not every frame (until 2026-12-07 a
   // fresh matrix per frame, against DESIGN.md's frames that allocate nothing).
-  thread_local Eigen::Matrix<double, 3, Eigen::Dynamic, Eigen::RowMajor> d;
-  if (d.cols() < delta.cols()) d.resize(3, delta.cols());
-  d.leftCols(delta.cols()) = delta;
+  thread_local Eigen::Matrix<double, 3, Eigen::Dynamic, Eigen::RowMajor> scratch;
+  if (scratch.cols() < delta.cols()) scratch.resize(3, delta.cols());
+  scratch.leftCols(delta.cols()) = delta;
+  // The calling thread's: named through a reference, since in the workers below `scratch` would
+  // name each worker's own (empty) copy.
+  const auto& d = scratch;
   const size_t cols = static_cast<size_t>(phi.cols());
   ParallelFor(pool, static_cast<size_t>(phi.rows()), 1024, [&](size_t b, size_t e) {
     CageRows(phi.data(), cols, rest.data(), d.row(0).data(), d.row(1).data(), d.row(2).data(),

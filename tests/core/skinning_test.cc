@@ -222,7 +222,8 @@ TEST_P(BothMethods, FramesDoNotAllocate) {
 // own heap, malloc, is not counted here: cage-mvc's and supercages' fresh matrix of the cage's
 // offsets every frame, until 2026-12-07, was not seen by this test).
 TEST(CageFrames, DoNotAllocate) {
-  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(testing::LimbWithCage(40, 16)));
+  // 3 200 vertices: several of the frame's 1 024-row chunks, so that the pool's workers run them.
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(testing::LimbWithCage(200, 16)));
   std::vector<float> offsets(rig->cages[0].positions.size());
   for (size_t k = 0; k < offsets.size(); ++k) offsets[k] = 0.01f * float(k % 7);
   const CageFrame cage{0, CageInputMode::kOffsets, offsets};
@@ -239,12 +240,15 @@ TEST(CageFrames, DoNotAllocate) {
     ASSERT_TRUE(d.ok()) << name << ": " << d.status();
     std::vector<float> out(rig->positions.size());
     const FrameInput frame{std::string_view(name) == "supercages" ? &pose : nullptr, std::span(&cage, 1)};
+    std::vector<float> alone(rig->positions.size());
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
       ASSERT_TRUE((*d)->Deform(frame, out, p).ok()) << name;  // warm-up
       const long before = g_allocations.load();
       for (int i = 0; i < 5; ++i) ASSERT_TRUE((*d)->Deform(frame, out, p).ok());
       EXPECT_EQ(g_allocations.load() - before, 0) << name << (p ? " on a pool" : " alone");
+      if (!p) alone = out;
     }
+    EXPECT_EQ(out, alone) << name << ": the pool's frame is the calling thread's";
   }
 }
 
