@@ -62,9 +62,12 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       rigs_(options.max_store_bytes),
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),
       shared_memory_(options.max_shared_memory_bytes, int64_t{options.session_idle_ttl_seconds} * 1000),
-      creates_(std::make_unique<ThreadPool>(std::max(2u, std::thread::hardware_concurrency()))),
+      // Sized by --worker-threads as the frame pool is (until 2026-12-07 by the host's hardware
+      // threads: a container given 4 of a 64-core node ran 64 preparations at once, their working
+      // memory outside --max-prepared-bytes).
+      creates_(std::make_unique<ThreadPool>(std::max<size_t>(2, WorkerThreads(options)))),
       uploads_(2),
-      background_(std::max(1u, std::thread::hardware_concurrency())) {
+      background_(std::max<size_t>(1, WorkerThreads(options))) {
   // A closed or expired session is no longer reopened by a restart (--state-dir).
   sessions_.set_on_removed([this](Session& s) {
     std::lock_guard lock(s.record_mu);
@@ -105,6 +108,10 @@ void Service::UpdateGauges() {
   metrics_.rig_bytes().Set(static_cast<double>(rigs_.bytes() + prepared));
   metrics_.session_bytes().Set(static_cast<double>(sessions_.state_bytes()));
   metrics_.shared_memory_bytes().Set(static_cast<double>(shared_memory_.mapped_bytes()));
+}
+
+size_t Service::WorkerThreads(const ServerOptions& options) {
+  return options.worker_threads > 0 ? options.worker_threads : std::max(1u, std::thread::hardware_concurrency());
 }
 
 void Service::CancelIdleUploads(int64_t now_ms) {
