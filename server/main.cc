@@ -136,9 +136,9 @@ int main(int argc, char** argv) {
                     o.session_idle_ttl_seconds),
        Number(o.session_idle_ttl_seconds)},
       {"worker-threads", "N",
-       "Threads that deform frames (all sessions share them); also how many session creates and how many "
-       "background preparations run at once (each pool this size). 0 = one per hardware thread (the host's, "
-       "not a container's CPU limit: set it in containers). Default 0",
+       "Threads that deform frames (all sessions share them); also how many background preparations run at "
+       "once. 0 = one per hardware thread (the host's, not a container's CPU limit: set it in containers). "
+       "Default 0",
        Number(o.worker_threads)},
       {"inline-frame-us", "MICROSECONDS",
        absl::StrCat("A frame of a CPU session whose previous frame took less than this runs on the "

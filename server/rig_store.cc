@@ -404,7 +404,10 @@ std::shared_ptr<StoredRig> RigStore::Adopt(const std::string& id, int64_t now_ms
   StoredRig& r = *it->second;
   r.last_used_ms = now_ms;
   *had = Visible(r, tenant);
-  if (r.tenants.insert(tenant).second) r.unsaved.insert(tenant);
+  if (!*had) {
+    r.tenants.insert(tenant);
+    ++r.unsaved[tenant];
+  }
   return it->second;
 }
 
@@ -429,7 +432,7 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
   auto stored = std::make_shared<StoredRig>();
   stored->id = id;
   stored->tenants.insert(tenant);
-  stored->unsaved.insert(tenant);
+  stored->unsaved[tenant] = 1;
   stored->bytes = rig.ResidentBytes();
   stored->rig = std::make_shared<const Rig>(std::move(rig));
   stored->last_used_ms = now_ms;
@@ -441,7 +444,10 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
   };
   std::lock_guard lock(mu_);
   if (auto it = rigs_.find(id); it != rigs_.end()) {
-    if (it->second->tenants.insert(tenant).second) it->second->unsaved.insert(tenant);
+    if (!Visible(*it->second, tenant)) {
+      it->second->tenants.insert(tenant);
+      ++it->second->unsaved[tenant];
+    }
     return it->second;
   }
   size_t idle_bytes = 0;  // of the rigs no session uses, counted where eviction was tried
@@ -508,6 +514,12 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant) 
   return absl::OkStatus();
 }
 
+bool RigStore::Holds(const std::string& id, const std::string& tenant) const {
+  std::lock_guard lock(mu_);
+  const auto it = rigs_.find(id);
+  return it != rigs_.end() && it->second->tenants.contains(tenant);
+}
+
 void RigStore::Saved(const std::string& id, const std::string& tenant) {
   std::lock_guard lock(mu_);
   if (auto it = rigs_.find(id); it != rigs_.end()) it->second->unsaved.erase(tenant);
@@ -520,8 +532,10 @@ void RigStore::ReleaseUnsaved(const std::string& id, const std::string& tenant) 
   };
   std::lock_guard lock(mu_);
   auto it = rigs_.find(id);
-  if (it == rigs_.end() || !it->second->unsaved.contains(tenant)) return;
-  it->second->unsaved.erase(tenant);
+  if (it == rigs_.end()) return;
+  const auto u = it->second->unsaved.find(tenant);
+  if (u == it->second->unsaved.end() || --u->second > 0) return;  // kept already, or by another upload still
+  it->second->unsaved.erase(u);
   it->second->tenants.erase(tenant);
   if (!it->second->tenants.empty()) return;
   bytes_ -= it->second->bytes;

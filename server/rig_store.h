@@ -59,7 +59,8 @@ struct StoredRig {
   // evict until then, so that nothing answers for a rig a restart would not bring back (until
   // 2026-12-07 GetRig and CreateSession saw it while its files were being written). Guarded by
   // the RigStore's lock; counted in the tenant's quota.
-  absl::flat_hash_set<std::string> unsaved;
+  // By tenant, how many of its uploads are keeping it (each releases only its own).
+  absl::flat_hash_map<std::string, int> unsaved;
   // Whether the rig's bytes are in --state-dir (or there is none): a tenant adopting it then
   // writes its tenant list alone.
   std::atomic<bool> bytes_kept{false};
@@ -234,9 +235,12 @@ class RigStore {
   absl::Status Delete(const std::string& id, const std::string& tenant);
   // `tenant`'s hold on `id` is kept (--state-dir): the rig is the tenant's to see from now on.
   void Saved(const std::string& id, const std::string& tenant);
-  // Drops `tenant`'s hold on `id` if it is still unsaved (an upload that could not keep it);
-  // removes the rig once no tenant holds it.
+  // An upload that could not keep `id` lets go of its part of `tenant`'s unsaved hold: the hold
+  // goes when no other upload of the tenant is keeping it (and none kept it: Saved), and the rig
+  // once no tenant holds it.
   void ReleaseUnsaved(const std::string& id, const std::string& tenant);
+  // Whether `tenant` holds `id`, saved or being kept by one of its uploads (already in its quota).
+  bool Holds(const std::string& id, const std::string& tenant) const;
   std::vector<std::shared_ptr<StoredRig>> List() const;  // every tenant's
   // How many tenants hold `rig`.
   size_t TenantCount(const StoredRig& rig) const;

@@ -62,11 +62,13 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       rigs_(options.max_store_bytes),
       sessions_(options.max_sessions, int64_t{options.session_idle_ttl_seconds} * 1000),
       shared_memory_(options.max_shared_memory_bytes, int64_t{options.session_idle_ttl_seconds} * 1000),
-      // Sized by --worker-threads as the frame pool is (until 2026-12-07 by the host's hardware
-      // threads: a container given 4 of a 64-core node ran 64 preparations at once, their working
-      // memory outside --max-prepared-bytes).
-      creates_(std::make_unique<ThreadPool>(std::max<size_t>(2, WorkerThreads(options)))),
+      // Creates wait on other creates' preparations of the same key (GetOrPrepare): a pool as
+      // small as the frame pool let a few slow creates hold up every other, an instant LBS one too.
+      creates_(std::make_unique<ThreadPool>(std::max(2u, std::thread::hardware_concurrency()))),
       uploads_(2),
+      // Sized by --worker-threads as the frame pool is (until 2026-12-07 by the host's hardware
+      // threads: a container given 4 of a 64-core node ran 64 background preparations at once,
+      // their working memory outside --max-prepared-bytes).
       background_(std::max<size_t>(1, WorkerThreads(options))) {
   // A closed or expired session is no longer reopened by a restart (--state-dir).
   sessions_.set_on_removed([this](Session& s) {

@@ -310,8 +310,8 @@ class Service final : public v1::Sinew::CallbackService {
   std::mutex watch_mu_;
   absl::flat_hash_map<const void*, UploadWatch> upload_watch_;  // guarded by watch_mu_
   void CancelIdleUploads(int64_t now_ms);
-  // --worker-threads, or the hardware's threads for 0: the frame pool's size, and the session
-  // creates' and background preparations' pools'.
+  // --worker-threads, or the hardware's threads for 0: the frame pool's size, and the background
+  // preparations' pool's.
   static size_t WorkerThreads(const ServerOptions& options);
 };
 

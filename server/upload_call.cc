@@ -161,8 +161,12 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       quota.unlock();
       return Respond(*held, true);
     }
+    // Being kept by another of this tenant's uploads of these bytes: in its quota already.
+    const bool counted = svc_->rigs_.Holds(id, tenant_);
     const size_t shared = svc_->rigs_.ResidentBytesOf(id);
-    if (auto st = CheckQuota(shared); !st.ok()) return Fail(st);
+    if (!counted) {
+      if (auto st = CheckQuota(shared); !st.ok()) return Fail(st);
+    }
     bool had = false;
     auto adopted = svc_->rigs_.Adopt(id, NowMs(), tenant_, &had);
     quota.unlock();
@@ -174,6 +178,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
         const bool bytes = !stored->bytes_kept.load();
         if (auto st = svc_->KeepRig(id, bytes ? &data : nullptr); !st.ok()) {
           svc_->rigs_.ReleaseUnsaved(id, tenant_);
+          (void)svc_->KeepRig(id, nullptr);  // the tenants list without this hold (or no files)
           return Fail(st);
         }
         if (bytes) stored->bytes_kept = true;
@@ -203,7 +208,9 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       quota.unlock();
       return Respond(*held, true);
     }
-    if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
+    if (!svc_->rigs_.Holds(id, tenant_)) {
+      if (auto st = CheckQuota(rig->ResidentBytes()); !st.ok()) return Fail(st);
+    }
     std::vector<std::string> evicted;
     // Another upload of the same bytes may have stored it meanwhile (Insert then returns that one).
     auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted);
@@ -223,6 +230,7 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     // failure here deleted it under that upload until 2026-12-03).
     if (auto st = svc_->KeepRig(id, &data); !st.ok()) {
       svc_->rigs_.ReleaseUnsaved(id, tenant_);
+      (void)svc_->KeepRig(id, nullptr);  // the tenants list without this hold (or no files)
       return Fail(st);
     }
     (*stored)->bytes_kept = true;

@@ -32,6 +32,12 @@ TEST(RigStore, AnUploadsHoldIsUnseenUntilKept) {
   bool had = true;
   ASSERT_NE(store.Adopt("a", 2, "t", &had), nullptr);
   EXPECT_FALSE(had);
+  EXPECT_TRUE(store.Holds("a", "t"));  // in its quota already
+  // That second upload fails to keep it: the first's hold stays (until the review of 2026-12-07
+  // one flag served both, and the second's failure dropped the rig the first then answered for).
+  store.ReleaseUnsaved("a", "t");
+  EXPECT_EQ(store.Tenants("a"), (std::vector<std::string>{"t"}));
+  EXPECT_EQ(store.Find("a", 2, "t"), nullptr);
   // Not evicted for another rig while unsaved, though no session uses it.
   const auto full = store.Insert("b", limb, 3, "t", &evicted);
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
