@@ -490,6 +490,10 @@ class SuperCagesDeformer final : public Deformer {
 
  public:
   absl::Status Offers(const FrameExtras& wanted) const override {
+    // Before the frame runs, as Extras would refuse it after: a refused frame changes nothing.
+    if (wanted.posed_cage) {
+      if (auto st = CageUpdaterUsable("outputs.posed_cage"); !st.ok()) return st;
+    }
     return wanted.vertex_states ? Deformer::Offers({.vertex_states = wanted.vertex_states}) : absl::OkStatus();
   }
   absl::Status Extras(const FrameExtras& extras) const override {

@@ -148,18 +148,20 @@ TEST(SuperCagesUpdater, AMeshThatDoesNotDetermineItsCageRefusesThePosedCageOnly)
     pose.set_rotation(1, Eigen::Quaterniond(Eigen::AngleAxisd(0.5, Eigen::Vector3d::UnitY())));
     std::vector<float> out(rig->positions.size()), posed_cage;
     ASSERT_TRUE((*deformer)->Deform({&pose, {}}, out, nullptr).ok());
+    const auto offers = (*deformer)->Offers({.posed_cage = &posed_cage});  // before a frame, as the server asks
     const auto extras = (*deformer)->Extras({.posed_cage = &posed_cage});
     const std::vector<float> edit(rig->cages[0].positions.size(), 0.01f);
     const CageFrame request{0, CageInputMode::kOffsets, edit};
     const auto edited = (*deformer)->Deform({nullptr, {}, &request}, out, nullptr);
     if (!flat) {
       EXPECT_LE(p.cage_updater_error, 1e-9);
+      EXPECT_TRUE(offers.ok()) << offers;
       EXPECT_TRUE(extras.ok()) << extras;
       EXPECT_TRUE(edited.ok()) << edited;
       continue;
     }
     EXPECT_GT(p.cage_updater_error, 1e-3);
-    for (const absl::Status& st : {extras, edited}) {
+    for (const absl::Status& st : {offers, extras, edited}) {
       EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
       EXPECT_THAT(std::string(st.message()), HasSubstr("does not determine its cage"));
     }
