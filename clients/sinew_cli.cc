@@ -729,6 +729,18 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
   for (size_t spec_index = 0; spec_index < specs.size(); ++spec_index) {
     const std::string& spec = specs[spec_index];
     const std::vector<v1::Method>& stages = spec_stages[spec_index];
+    // The stream, or the server, gave out: nothing more plays. With --json this method and each
+    // not played get their object, as promised (until 2026-12-07 the output stopped short).
+    auto broken = [&](const absl::Status& st) {
+      if (json) {
+        for (size_t k = spec_index; k < specs.size(); ++k) {
+          const std::string why = k == spec_index ? absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message())
+                                                  : absl::StrCat("not played: ", spec, " failed");
+          std::printf("{\"method\":%s,\"error\":%s}\n", JsonString(specs[k]).c_str(), JsonString(why).c_str());
+        }
+      }
+      return Fail(st);
+    };
     v1::CreateSessionRequest req;
     req.set_rig_id(rig_id);
     req.set_backend(backend);
@@ -764,7 +776,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     // leaves the session on its fallback for good: its frames count as errors, named below.
     const std::string fallback = FallbackOf(*info, stages);
     if (!fallback.empty()) {
-      if (auto waited = WaitForPreparations(c, *session, fallback, spec); !waited.ok()) return Fail(waited.status());
+      if (auto waited = WaitForPreparations(c, *session, fallback, spec); !waited.ok()) return broken(waited.status());
     }
     const double prepare_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_session).count();
     const char* name = spec.c_str();
@@ -830,18 +842,6 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
       if (fps > 0) std::this_thread::sleep_until(scheduled);
       v1::DeformRequest& r = clip[f % kCycle];
       r.set_frame(static_cast<uint64_t>(f));
-      // The stream itself ended, or the server did: nothing more plays. With --json this method and
-      // each not played get their object, as promised (until 2026-12-07 the output stopped short).
-      auto broken = [&](const absl::Status& st) {
-        if (json) {
-          for (size_t k = spec_index; k < specs.size(); ++k) {
-            const std::string why = k == spec_index ? absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message())
-                                                    : absl::StrCat("not played: ", specs[spec_index], "'s stream broke");
-            std::printf("{\"method\":%s,\"error\":%s}\n", JsonString(specs[k]).c_str(), JsonString(why).c_str());
-          }
-        }
-        return Fail(st);
-      };
       if (stream) {
         if (!stream->Write(r) || !stream->Read(&resp)) {
           const absl::Status st = stream->Close();
@@ -945,7 +945,7 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     if (stream) {
-      if (auto st = stream->Close(); !st.ok()) return Fail(st);
+      if (auto st = stream->Close(); !st.ok()) return broken(st);
     }
     session_closed = true;
     // Its frames are measured: reported whatever the close says, and the next methods play
@@ -1303,6 +1303,17 @@ int Batch(client::Client& c, client::Args& args) {
     std::error_code ec;
     std::filesystem::create_directories(obj_dir, ec);
     if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--obj ", obj_dir, ": ", ec.message())));
+  }
+  // One run at a time on these outputs, locked before anything of them is read, removed or
+  // written (a Kubernetes Indexed Job can run two pods for one index: until 2026-12-07 the second
+  // could remove or cut the first's files under it).
+  std::optional<client::OutputLock> run_lock;
+  if (!cache_path.empty() || !obj_dir.empty()) {
+    const std::string lock_path = !cache_path.empty() ? cache_path + ".lock"
+                                                      : (std::filesystem::path(obj_dir) / (stem + ".lock")).string();
+    auto locked = client::OutputLock::Acquire(lock_path);
+    if (!locked.ok()) return Fail(locked.status());
+    run_lock.emplace(std::move(*locked));
   }
   // OBJ frames of this stem the run would count as its own: an unsharded batch owns every frame
   // of its stem from the clip's first (those past a shorter clip's end too), a shard its range.

@@ -219,7 +219,8 @@ absl::StatusOr<Pc2Writer> Pc2Writer::Open(const std::string& path, uint32_t poin
       return absl::FailedPreconditionError(
           absl::StrCat(path, ": another run is writing it (locked); wait for it, or write elsewhere"));
     }
-    return IoError(errno, "lock", path);
+    if (errno != ENOSYS && errno != EOPNOTSUPP && errno != ENOLCK) return IoError(errno, "lock", path);
+    // No flock on this file system: as before locks, one run at a time is the caller's to keep.
   }
   if (!resume && ::ftruncate(fd.get(), 0) != 0) return IoError(errno, "truncate", path);
 
@@ -574,6 +575,30 @@ absl::StatusOr<std::string> FirstObjFrame(const std::string& dir, const std::str
   });
   if (!st.ok() && !absl::IsCancelled(st)) return st;
   return found;
+}
+
+absl::StatusOr<OutputLock> OutputLock::Acquire(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError(errno, "open", path);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == ENOSYS || err == EOPNOTSUPP || err == ENOLCK) {
+      std::fprintf(stderr, "sinew: %s: this file system takes no locks (%s): nothing stops another run writing the "
+                   "same outputs\n", path.c_str(), std::strerror(err));
+      return OutputLock(fd);
+    }
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": another run is writing these outputs (locked); wait for it, or write elsewhere"));
+    }
+    return IoError(err, "lock", path);
+  }
+  return OutputLock(fd);
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace sinew::client

@@ -152,4 +152,21 @@ absl::Status RemoveObjFrames(const std::string& dir, const std::string& stem, ui
 absl::StatusOr<std::string> FirstObjFrame(const std::string& dir, const std::string& stem, uint64_t begin,
                                           uint64_t end);
 
+// One batch run at a time on a set of outputs: an exclusive flock on `path` (OUT.pc2.lock, a
+// shard part's, or OBJ_DIR/STEM.lock; made if missing, never removed), held until destroyed.
+// FAILED_PRECONDITION naming the file while another run holds it. On a file system without
+// flock (some network and FUSE volumes: ENOSYS, EOPNOTSUPP, ENOLCK) a warning goes to stderr and
+// the run goes on unlocked.
+class OutputLock {
+ public:
+  static absl::StatusOr<OutputLock> Acquire(const std::string& path);
+  OutputLock(OutputLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  OutputLock& operator=(OutputLock&&) = delete;
+  ~OutputLock();
+
+ private:
+  explicit OutputLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 }  // namespace sinew::client

@@ -4,7 +4,9 @@
 // restarted, resumes to a byte-identical file; malformed files fail cleanly.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -129,6 +131,31 @@ TEST_F(Batch, Pc2HeaderFramesAndContentMatchTheStreamedClip) {
 // tets are built) waits for the preparation: every frame written is the method's, equal to the
 // frames of a session created once it is done (each of which names pbs). Until 2026-12-04 the
 // batch started at once and wrote LBS's frames into the cache until the tets were ready.
+// While one run holds a batch's outputs (OUT.pc2.lock), a second is refused before it reads,
+// removes or writes any of them: here with --no-resume, which would have removed the cache and
+// the OBJ frames first (until 2026-12-07 only the cache's own open was locked, after those).
+TEST_F(Batch, ASecondRunOnOutputsAnotherHoldsIsRefusedBeforeTouchingThem) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string pc2 = (dir_ / "e.pc2").string(), obj = (dir_ / "obj").string();
+  std::string out, err;
+  ASSERT_EQ(RunProcess(BatchArgs(server, pc2, "10", {"--obj", obj, "--max-frames", "3"}), &out, &err), 0) << err;
+  const std::string cache = Bytes(pc2);
+  const size_t objs = size_t(std::distance(fs::directory_iterator(obj), fs::directory_iterator()));
+  ASSERT_GT(objs, 0u);
+  const int held = ::open((pc2 + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);  // the first run, still going
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  EXPECT_NE(RunProcess(BatchArgs(server, pc2, "10", {"--obj", obj, "--no-resume"}), &out, &err), 0);
+  EXPECT_THAT(err, HasSubstr("another run is writing these outputs (locked)")) << err;
+  EXPECT_EQ(Bytes(pc2), cache);
+  EXPECT_EQ(size_t(std::distance(fs::directory_iterator(obj), fs::directory_iterator())), objs);
+  ::close(held);  // the first run ends: the next goes on
+  EXPECT_EQ(RunProcess(BatchArgs(server, pc2, "10", {"--obj", obj, "--max-frames", "3"}), &out, &err), 0) << err;
+  EXPECT_GT(FramesIn(pc2), 3u);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST_F(Batch, AMethodServedByAFallbackWhileItPreparesWritesOnlyItsOwnFrames) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
