@@ -39,9 +39,11 @@ absl::StatusOr<std::shared_ptr<const TokenTable::Parsed>> TokenTable::Parse(cons
       if (!absl::SimpleAtod(kv.second, &value) || !(value >= 0) || value > 1e18) {
         return absl::InvalidArgumentError(absl::StrCat(at, "\"", fields[k], "\": expected QUOTA=N with N >= 0"));
       }
+      const bool known = kv.first == "max_rigs" || kv.first == "max_rig_bytes" || kv.first == "max_sessions" ||
+                         kv.first == "max_frames_per_second" || kv.first == "max_shared_memory_bytes";
       // Counts and bytes are whole: a fraction was cut to 0, which is no limit (until 2026-12-07
-      // max_rigs=0.5 let a tenant upload without bound).
-      if (kv.first != "max_frames_per_second" && value != std::floor(value)) {
+      // max_rigs=0.5 let a tenant upload without bound). An unknown name is named as such below.
+      if (known && kv.first != "max_frames_per_second" && value != std::floor(value)) {
         return absl::InvalidArgumentError(absl::StrCat(at, "\"", fields[k], "\": ", kv.first,
                                                        " is a whole number (0: no limit)"));
       }

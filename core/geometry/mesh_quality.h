@@ -117,8 +117,10 @@ double MeshVolume(std::span<const float> positions, std::span<const uint32_t> tr
 // head is as modelled, and turns with the head). An open piece counts as closed when it nearly
 // encloses a volume (a tube without its caps: |V| about its vertex centroid at least 0.05 of a
 // sphere's of its area); other open pieces (sheets), whose volume has no sign, take the whole
-// mesh's. `flipped` (when given) counts the closed pieces that differ from the whole mesh's
-// sign (which every piece took until 2026-12-07).
+// mesh's. `flipped` (when given) counts the pieces that differ from the whole mesh's sign (which
+// every piece took until 2026-12-07). Not decidable from the winding: a part mirrored alone with
+// pieces inside it left unmirrored (a head exported mirrored, its eyes not) turns those pieces
+// with it, wrongly.
 std::vector<int8_t> PieceFacing(std::span<const float> positions, std::span<const uint32_t> triangles,
                                 std::span<const uint32_t> rep, size_t* flipped = nullptr);
 

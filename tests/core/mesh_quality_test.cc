@@ -449,14 +449,10 @@ TEST(MeshQuality, PiecesPressedTogetherTouchButAreNotInside) {
   }
 }
 
-// A mesh exported inside out (every triangle wound inward, as a negative scale leaves it:
-// assimp-testmodels' animation_with_skeleton.fbx) is measured turned around: the ball pressed
-// 0.05 into the box reads as it does wound outward — the cap in the box inside, its pole 0.05 deep —
-// where every vertex read inside the skin before 2026-12-05.
 // A closed piece wound the other way on its own (a part exported mirrored) is turned around by
 // itself, while one inside another part (a mouth bag wound inward in a head) stays as modelled,
-// and open pieces take the mesh's sign: box A outward, box B beside it wound inward, box C inside
-// A wound inward. At rest no vertex of B reads inside the skin, as with B wound outward (until
+// and sheets take the mesh's sign: box A outward, box B beside it wound inward, box C inside A
+// wound inward. At rest no vertex of B reads inside the skin, as with B wound outward (until
 // 2026-12-07 the mesh's sign was taken for every piece: all of B's read inside).
 TEST(MeshQuality, APieceWoundTheOtherWayOnItsOwnIsTurnedAround) {
   const float a_lo[3] = {0, 0, 0}, a_hi[3] = {1, 1, 1}, b_lo[3] = {2, 0, 0}, b_hi[3] = {2.8f, 0.8f, 0.8f},
@@ -504,6 +500,10 @@ TEST(MeshQuality, APieceWoundTheOtherWayOnItsOwnIsTurnedAround) {
   EXPECT_EQ(open_facing[0], 1);
 }
 
+// A mesh exported inside out (every triangle wound inward, as a negative scale leaves it:
+// assimp-testmodels' animation_with_skeleton.fbx) is measured turned around: the ball pressed
+// 0.05 into the box reads as it does wound outward — the cap in the box inside, its pole 0.05 deep —
+// where every vertex read inside the skin before 2026-12-05.
 TEST(MeshQuality, AMeshInsideOutIsMeasuredTurnedAround) {
   const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
   Mesh m;

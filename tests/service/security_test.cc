@@ -203,12 +203,15 @@ TEST(Security, TokenFileQuotasAreWholeAndATenantsOwnOnEveryLine) {
   TempDir dir;
   const std::string tokens = dir / "tokens";
   server::TokenTable table;
-  for (const char* quota : {"max_rigs=0.5", "max_sessions=2.5", "max_rig_bytes=1e9.5", "max_shared_memory_bytes=4096.1"}) {
+  for (const char* quota : {"max_rigs=0.5", "max_sessions=2.5", "max_rig_bytes=1000.5", "max_shared_memory_bytes=4096.1"}) {
     WriteFile(tokens, std::string(kTokenA) + " studio-a " + quota + "\n");
     const absl::Status st = table.Load(tokens);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << quota;
     EXPECT_THAT(std::string(st.message()), HasSubstr(tokens + ":1:")) << quota;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("whole number")) << quota;
   }
+  WriteFile(tokens, std::string(kTokenA) + " studio-a max_rig=0.5\n");  // a misspelt name, not a fraction
+  EXPECT_THAT(std::string(table.Load(tokens).message()), HasSubstr("unknown quota \"max_rig\""));
   WriteFile(tokens, std::string(kTokenA) + " studio-a max_rigs=2 max_rig_bytes=1e9 max_frames_per_second=29.97\n" +
                         kTokenB + " studio-a\n");
   ASSERT_TRUE(table.Load(tokens).ok());
