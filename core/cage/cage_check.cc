@@ -70,11 +70,7 @@ double CageWindingNumber(const Cage& cage, const Eigen::Vector3d& x) {
   const size_t faces = cage.triangles.size() / 3;
   for (size_t f = 0; f < faces; ++f) {
     const uint32_t* t = &cage.triangles[3 * f];
-    const Eigen::Vector3d a = Vertex(cage, t[0]) - x, b = Vertex(cage, t[1]) - x, c = Vertex(cage, t[2]) - x;
-    const double la = a.norm(), lb = b.norm(), lc = c.norm();
-    const double num = a.dot(b.cross(c));
-    const double den = la * lb * lc + a.dot(b) * lc + b.dot(c) * la + c.dot(a) * lb;
-    total += 2 * std::atan2(num, den);
+    total += SolidAngle(Vertex(cage, t[0]) - x, Vertex(cage, t[1]) - x, Vertex(cage, t[2]) - x);
   }
   return total / (4 * std::numbers::pi);
 }

@@ -162,9 +162,7 @@ std::vector<int8_t> PieceFacing(std::span<const float> positions, std::span<cons
       const uint32_t piece = pieces.Find(rep[f[0]]);
       if (!is_sided[piece]) continue;
       const Eigen::Vector3d& q = probe[piece];
-      const Eigen::Vector3d a = P(positions, f[0]) - q, b = P(positions, f[1]) - q, c = P(positions, f[2]) - q;
-      const double la = a.norm(), lb = b.norm(), lc = c.norm();
-      own[piece] += 2 * std::atan2(a.dot(b.cross(c)), la * lb * lc + a.dot(b) * lc + b.dot(c) * la + c.dot(a) * lb) /
+      own[piece] += SolidAngle(P(positions, f[0]) - q, P(positions, f[1]) - q, P(positions, f[2]) - q) /
                     (4 * std::numbers::pi);
     }
     const WindingNumberTree all(positions, triangles);

@@ -8,15 +8,15 @@
 #include <Eigen/Geometry>
 
 namespace sinew {
-namespace {
 
-// The solid angle of triangle (a, b, c) seen from the origin (Van Oosterom & Strackee 1983).
 double SolidAngle(const Eigen::Vector3d& a, const Eigen::Vector3d& b, const Eigen::Vector3d& c) {
   const double la = a.norm(), lb = b.norm(), lc = c.norm();
   const double num = a.dot(b.cross(c));
   const double den = la * lb * lc + a.dot(b) * lc + b.dot(c) * la + c.dot(a) * lb;
   return 2 * std::atan2(num, den);
 }
+
+namespace {
 
 constexpr uint32_t kLeafTriangles = 8;
 

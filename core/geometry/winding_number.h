@@ -26,6 +26,10 @@ namespace sinew {
 // each, counter-clockwise seen from outside (then +1 inside).
 double WindingNumber(std::span<const float> positions, std::span<const uint32_t> triangles, const Eigen::Vector3d& p);
 
+// The signed solid angle of triangle (a, b, c) seen from the origin (Van Oosterom & Strackee
+// 1983); a closed mesh's sum over 4π is its winding number there.
+double SolidAngle(const Eigen::Vector3d& a, const Eigen::Vector3d& b, const Eigen::Vector3d& c);
+
 class WindingNumberTree {
  public:
   // Builds the hierarchy (O(F log F)); keeps its own copy of the triangles' corners.

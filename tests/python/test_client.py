@@ -24,6 +24,25 @@ from sinew_testing import Limb, Server, quat_axis_angle
 LBS_TOLERANCE = 1e-5
 
 
+
+def record_deadlines(client) -> dict:
+    """Routes the client's calls through a recorder of each call's deadline (rpc name -> timeout
+    handed to grpcio); the calls go on to the server."""
+    deadlines = {}
+    real = client.stub
+
+    class Recording:
+        def __getattr__(self, name):
+            rpc = getattr(real, name)
+
+            def call(request, metadata=None, timeout=None):
+                deadlines[name] = timeout
+                return rpc(request, metadata=metadata, timeout=timeout)
+            return call
+
+    client.stub = Recording()
+    return deadlines
+
 def limb_rig(limb: Limb, weights: "sinew.SkinWeights | None" = None, **kwargs):
     skeleton = sinew.Skeleton(limb.names, limb.parents, limb.rest_rotations, limb.rest_translations)
     return sinew.build_rig(limb.positions, skeleton, weights or sinew.SkinWeights.dense(limb.dense_weights),
@@ -638,19 +657,7 @@ class ErrorsTest(ServerTest):
         rig_id = client.upload_rig(limb_rig(self.limb)).rig_id
         with client.create_session(rig_id, "lbs", timeout=0) as session:
             self.assertEqual(session.vertex_count, self.limb.vertex_count)
-        deadlines = {}
-        real = client.stub
-
-        class Recording:
-            def __getattr__(self, name):
-                rpc = getattr(real, name)
-
-                def call(request, metadata=None, timeout=None):
-                    deadlines[name] = timeout
-                    return rpc(request, metadata=metadata, timeout=timeout)
-                return call
-
-        client.stub = Recording()
+        deadlines = record_deadlines(client)
         client.create_session(rig_id, "lbs", timeout=0).close()
         self.assertIsNone(deadlines.pop("CreateSession"))  # none, over the client's 30 s too
         client.create_session(rig_id, "lbs", timeout=12.5).close()
@@ -667,19 +674,7 @@ class ErrorsTest(ServerTest):
         # ones get `timeout`, the upload (whose time follows its bytes) none, as in the C++
         # client. Until 2026-12-03 the upload had it too.
         client = self.connect(timeout=30)
-        deadlines = {}
-        real = client.stub
-
-        class Recording:
-            def __getattr__(self, name):
-                rpc = getattr(real, name)
-
-                def call(request, metadata=None, timeout=None):
-                    deadlines[name] = timeout
-                    return rpc(request, metadata=metadata, timeout=timeout)
-                return call
-
-        client.stub = Recording()
+        deadlines = record_deadlines(client)
         rig = limb_rig(self.limb)
         rig.name = "limb-deadline"  # not resident: uploaded
         self.assertFalse(client.upload_rig(rig, chunk_bytes=4096).already_resident)

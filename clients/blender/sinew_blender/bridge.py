@@ -167,7 +167,7 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
     if problem:
         raise BridgeError(problem)
     shape_keys = shape_key_state(mesh_obj)
-    co, key_offsets = vertex_positions(mesh), None
+    co, key_offsets = coordinates(mesh.vertices), None
     if mesh.shape_keys is not None:
         # The keys' mix, from the reference key's coordinates. Until 2026-12-07 the mesh's own were
         # uploaded: the other keys then added their offsets in rest space after the skinning (a
@@ -175,7 +175,7 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
         # overwrite the mix, lost them.
         co = armature_input(mesh_obj, depsgraph)
         if shape_keys:
-            key_offsets = (co - key_positions(mesh.shape_keys.reference_key, n)).astype(np.float32)
+            key_offsets = (co - coordinates(mesh.shape_keys.reference_key.data)).astype(np.float32)
     positions = co @ premat0[:3, :3].T + premat0[:3, 3]
     mesh.calc_loop_triangles()
     tri = np.empty(3 * len(mesh.loop_triangles), dtype=np.int64)
@@ -226,18 +226,11 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
                      has_static, warnings, attributes, key_offsets, shape_keys)
 
 
-def vertex_positions(mesh) -> np.ndarray:
-    """A mesh's vertex coordinates, (N, 3) float64."""
-    co = np.empty(3 * len(mesh.vertices), dtype=np.float64)
-    mesh.vertices.foreach_get("co", co)
+def coordinates(points) -> np.ndarray:
+    """The `co` of a collection of points (a mesh's vertices, a shape key's data), (N, 3) float64."""
+    co = np.empty(3 * len(points), dtype=np.float64)
+    points.foreach_get("co", co)
     return co.reshape(-1, 3)
-
-
-def key_positions(key_block, n: int) -> np.ndarray:
-    """A shape key's coordinates, (N, 3) float64."""
-    co = np.empty(3 * n, dtype=np.float64)
-    key_block.data.foreach_get("co", co)
-    return co.reshape(n, 3)
 
 
 def shape_key_problem(mesh_obj) -> str:
@@ -304,7 +297,7 @@ def armature_input(mesh_obj, depsgraph) -> np.ndarray:
             if len(mesh.vertices) != len(mesh_obj.data.vertices):
                 raise BridgeError(f"mesh {mesh_obj.name!r}: its shape keys give {len(mesh.vertices)} vertices, "
                                   f"not {len(mesh_obj.data.vertices)}")
-            return vertex_positions(mesh)
+            return coordinates(mesh.vertices)
         finally:
             evaluated.to_mesh_clear()
     finally:
