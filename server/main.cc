@@ -186,6 +186,13 @@ int main(int argc, char** argv) {
        "else $HOME/.cache/sinew"
        + (o.cache_dir.empty() ? std::string() : " (here " + o.cache_dir + ")"),
        [&](const std::string& v) { o.cache_dir = v; return true; }},
+      {"max-cache-bytes", "BYTES",
+       absl::StrCat("The most bytes of per-rig preparations kept under --cache-dir's prepared/ folder (each "
+                    "rig's swing-twist weights, about 14 bytes a vertex): after each one written, the least "
+                    "recently written or read are removed until the rest fit (replicas sharing the folder each "
+                    "trim it; a removed file is computed again when asked for). The composition operators are "
+                    "not counted. 0: no limit. Default ", o.max_cache_bytes),
+       Number(o.max_cache_bytes)},
       {"shared-memory-bytes", "BYTES",
        "Same-host clients may register POSIX shared-memory objects named /sinew-... "
        "(RegisterSharedMemory) for frames to write their positions into; the most bytes mapped at "

@@ -57,6 +57,9 @@ struct ServerOptions {
   // Character-independent precomputations (implicit skinning's composition operators) are kept
   // here across restarts; empty: in memory only. main() defaults it to the user's cache folder.
   std::string cache_dir;
+  // The most bytes of per-rig preparations kept under cache_dir/prepared/; past it the least
+  // recently used are removed (server/cache_folder.h). 0: no limit.
+  uint64_t max_cache_bytes = uint64_t{2} << 30;
   // Same-host shared memory (RegisterSharedMemory): the most bytes of client regions mapped at
   // once; 0 turns it off. Off by default: a client that may register a region makes the server
   // write into a shared-memory object of its choosing (names are limited to "/sinew-...").

@@ -1,4 +1,5 @@
 #include "server/rig_store.h"
+#include "server/cache_folder.h"
 #include "server/echo_id.h"
 
 #include <algorithm>
@@ -67,10 +68,19 @@ absl::StatusOr<std::shared_ptr<const Prepared>> ReadCached(const std::string& pa
   if (!in) return nullptr;  // a miss
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (bytes.compare(0, header.size(), header) != 0) return nullptr;
-  return method.load_prepared(rig, config, std::string_view(bytes).substr(header.size()));
+  auto loaded = method.load_prepared(rig, config, std::string_view(bytes).substr(header.size()));
+  if (loaded.ok()) TouchFile(path);  // used: the last --max-cache-bytes removes
+  return loaded;
 }
 
-absl::Status WriteCached(const std::string& path, const std::string& header, const std::string& bytes) {
+// Written, then the folder trimmed to `max_bytes` (0: no limit) keeping this file; a file larger
+// than the whole budget is not written.
+absl::Status WriteCached(const std::string& path, const std::string& header, const std::string& bytes,
+                         uint64_t max_bytes) {
+  if (max_bytes > 0 && header.size() + bytes.size() > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, " would hold ", header.size() + bytes.size(),
+                                                     " bytes, more than --max-cache-bytes ", max_bytes));
+  }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", ec.message()));
@@ -79,7 +89,15 @@ absl::Status WriteCached(const std::string& path, const std::string& header, con
   // ids (until 2026-12-03 0644).
   AtomicWriteOptions options;
   options.mode = 0600;
-  return WriteFileAtomically(path, {header, bytes}, options);
+  if (auto st = WriteFileAtomically(path, {header, bytes}, options); !st.ok()) return st;
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (const TrimResult trimmed = TrimFolder(dir, ".bin", max_bytes, path); trimmed.removed > 0) {
+    std::fprintf(stderr, "sinew-server: %s: removed the %d least recently used preparations (%llu bytes) to keep "
+                 "%llu bytes under --max-cache-bytes %llu\n", dir.c_str(), trimmed.removed,
+                 static_cast<unsigned long long>(trimmed.removed_bytes),
+                 static_cast<unsigned long long>(trimmed.kept_bytes), static_cast<unsigned long long>(max_bytes));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -99,7 +117,7 @@ bool Droppable(const Preparation& p) { return p.done && (!p.result || p.result.u
 
 absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     const MethodInfo& method, const DeformerConfig& config, ThreadPool* pool, int64_t now_ms,
-    const std::string& cache_dir, const std::string* asker) {
+    const CacheFolder& cache, const std::string* asker) {
   const std::string key = PreparationKey(method, config);
   std::shared_ptr<Preparation> prep;
   bool mine = false;
@@ -137,8 +155,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     }
     return !prep->cancel.load();
   };
-  const bool cacheable = method.save_prepared && method.load_prepared && !cache_dir.empty();
-  const std::string path = cacheable ? CachePath(cache_dir, method, id, key) : std::string();
+  const bool cacheable = method.save_prepared && method.load_prepared && !cache.dir.empty();
+  const std::string path = cacheable ? CachePath(cache.dir, method, id, key) : std::string();
   const std::string header = CacheHeader(id, key);
   bool from_cache = false;
   absl::StatusOr<std::shared_ptr<const Prepared>> result = nullptr;
@@ -161,7 +179,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
       result = absl::ResourceExhaustedError(absl::StrCat("preparing ", key, ": out of memory"));
     }
     if (cacheable && result.ok()) {
-      if (auto st = WriteCached(path, header, method.save_prepared(**result)); !st.ok()) {
+      if (auto st = WriteCached(path, header, method.save_prepared(**result), cache.max_bytes); !st.ok()) {
         std::fprintf(stderr, "sinew-server: rig %.12s: not cached: %s\n", id.c_str(), std::string(st.message()).c_str());
       }
     }

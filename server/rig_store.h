@@ -21,6 +21,7 @@
 #include "core/normals/normals.h"
 #include "core/rig/rig.h"
 #include "gpu/backend.h"
+#include "server/cache_folder.h"
 
 namespace sinew::server {
 
@@ -145,13 +146,14 @@ struct StoredRig {
   // The method's prepared data for `config`: computed on the calling thread by the first caller
   // (progress logged when it takes over a second), waited for by concurrent callers, cached
   // (failures too: they are deterministic). Methods with save_prepared/load_prepared are also
-  // kept under `cache_dir`/prepared/ (when not empty), by rig id and key, and read from there.
+  // kept under `cache.dir`/prepared/ (when not empty), by rig id and key, and read from there;
+  // each write trims that folder to `cache.max_bytes` (server/cache_folder.h).
   // `asker`: the tenant whose session asks (recorded in `askers` with the entry, under prep_mu);
   // nullptr for a background task, whose session's create recorded it.
   absl::StatusOr<std::shared_ptr<const Prepared>> GetOrPrepare(const MethodInfo& method,
                                                                const DeformerConfig& config,
                                                                ThreadPool* pool, int64_t now_ms,
-                                                               const std::string& cache_dir = {},
+                                                               const CacheFolder& cache = {},
                                                                const std::string* asker = nullptr);
   // Asks the running preparation `key` to stop (it leaves `preparations` once it has; sessions
   // serving a fallback keep it) or forgets a failed one (the next request retries it). `describe`

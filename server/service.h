@@ -181,6 +181,8 @@ class Service final : public v1::Sinew::CallbackService {
   // come. Returns whether it was applied.
   bool RestoreState(const std::shared_ptr<Session>& session, v1::SessionState state, bool first_try, int64_t since_ms);
   void ApplyPendingStates();
+  // --cache-dir and --max-cache-bytes, for StoredRig::GetOrPrepare.
+  CacheFolder PreparedCache() const { return {options_.cache_dir, options_.max_cache_bytes}; }
   // The deformer of one method (with its shared preparation) or of a pipeline of them.
   // `serve_fallback`: a method with a MethodInfo::fallback whose preparation is not done gets a
   // deformer serving the fallback while the preparation runs on the pool (top-level methods only).

@@ -325,12 +325,12 @@ struct PrepareTask {
   const MethodInfo* method;
   DeformerConfig config;
   ThreadPool* pool;
-  std::string cache_dir;
+  CacheFolder cache;
   std::function<void()> finished;  // counts the task out (Service::StopBackground waits for it)
   static void Run(void* arg) {
     std::unique_ptr<PrepareTask> t(static_cast<PrepareTask*>(arg));
     if (const std::shared_ptr<StoredRig> rig = t->rig.lock()) {
-      auto p = rig->GetOrPrepare(*t->method, t->config, t->pool, NowMs(), t->cache_dir);
+      auto p = rig->GetOrPrepare(*t->method, t->config, t->pool, NowMs(), t->cache);
       if (!p.ok() && p.status().code() != absl::StatusCode::kCancelled) {  // its sessions keep serving the fallback
         std::fprintf(stderr, "sinew-server: rig %.12s: preparing %s failed: %s\n", rig->id.c_str(),
                      std::string(t->method->name).c_str(), std::string(p.status().message()).c_str());
@@ -401,7 +401,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
           if (--background_tasks_ == 0) background_cv_.notify_all();
         };
         background_.Submit(&PrepareTask::Run,
-                           new PrepareTask{stored_rig, &method, config, &background_, options_.cache_dir, finished});
+                           new PrepareTask{stored_rig, &method, config, &background_, PreparedCache(), finished});
       } else {
         background.unlock();  // listed already: no task (and the lock not held over the fallback's creation)
       }
@@ -414,7 +414,7 @@ absl::StatusOr<std::unique_ptr<Deformer>> Service::CreateDeformerOn(const std::s
     // Its parallel work on the preparations' workers, not the frame workers (until 2026-12-03
     // the frame pool: a pipeline's or an implicit session's preparation delayed other sessions'
     // frames for its seconds).
-    auto p = stored.GetOrPrepare(method, config, &background_, NowMs(), options_.cache_dir, &tenant);
+    auto p = stored.GetOrPrepare(method, config, &background_, NowMs(), PreparedCache(), &tenant);
     if (!p.ok()) return p.status();
     prepared = std::move(*p);
   }

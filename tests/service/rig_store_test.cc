@@ -4,11 +4,103 @@
 #include "server/rig_store.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "core/swingtwist/method.h"
+#include "server/cache_folder.h"
 #include "tests/core/test_util.h"
 
 namespace sinew::server {
 namespace {
+
+namespace fs = std::filesystem;
+
+std::string MakeTempFolder() {
+  std::string pattern = ::testing::TempDir() + "/sinew-cache-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+  return pattern;
+}
+
+void WriteBytes(const std::string& path, size_t n) { std::ofstream(path, std::ios::binary) << std::string(n, 'x'); }
+
+// Set, not waited for: file times written a moment apart can be equal (the kernel's coarse clock).
+void SetAge(const std::string& path, int seconds_ago) {
+  fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::seconds(seconds_ago));
+}
+
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// --max-cache-bytes: the oldest files of the kind go first, until the rest fit; the file just
+// written stays whatever its age; temporaries and other files are neither counted nor removed.
+TEST(CacheFolder, TrimRemovesTheLeastRecentlyUsedUntilTheRestFit) {
+  const std::string dir = MakeTempFolder();
+  for (auto [name, age] : {std::pair{"a.bin", 40}, {"b.bin", 30}, {"c.bin", 20}, {"d.bin", 10}, {"new.bin", 50}}) {
+    WriteBytes(dir + "/" + name, 100);
+    SetAge(dir + "/" + name, age);
+  }
+  WriteBytes(dir + "/old.bin.tmp.Ab3xYz", 1000);  // a writer's temporary
+  WriteBytes(dir + "/notes.txt", 1000);
+  SetAge(dir + "/old.bin.tmp.Ab3xYz", 60);
+  const TrimResult r = TrimFolder(dir, ".bin", 250, dir + "/new.bin");
+  EXPECT_EQ(r.removed, 3);
+  EXPECT_EQ(r.removed_bytes, 300u);
+  EXPECT_EQ(r.kept_bytes, 200u);
+  EXPECT_EQ(Names(dir), (std::vector<std::string>{"d.bin", "new.bin", "notes.txt", "old.bin.tmp.Ab3xYz"}));
+  // Under the budget, or no budget: nothing goes; a folder that is not there is no error.
+  EXPECT_EQ(TrimFolder(dir, ".bin", 200, "").removed, 0);
+  EXPECT_EQ(TrimFolder(dir, ".bin", 0, "").removed, 0);
+  EXPECT_EQ(TrimFolder(dir + "/missing", ".bin", 1, "").removed, 0);
+  fs::remove_all(dir);
+}
+
+// Through the store, as the server prepares: each rig's swing-twist weights written to the cache
+// folder, the folder kept to its budget, a rig read back from the cache counted as used (until
+// 2026-12-07 the folder only grew, a file per rig and parameter set, for good).
+TEST(CacheFolder, PreparationsKeepTheFolderUnderItsBudgetLeastRecentlyUsedFirst) {
+  const Rig limb = testing::SmallLimb();
+  const MethodInfo& method = *FindMethod("swing-twist");
+  DeformerConfig config("swing-twist");
+  auto params = std::make_shared<SwingTwistParams>();
+  params->voxel_size = 0.25;
+  config.params = params;
+  const std::string dir = MakeTempFolder();
+  const auto shared = std::make_shared<const Rig>(limb);
+  auto prepare = [&](const std::string& id, uint64_t max_bytes) {
+    StoredRig fresh;  // no preparation in memory: the cache is asked
+    fresh.id = id;
+    fresh.rig = shared;
+    auto p = fresh.GetOrPrepare(method, config, nullptr, 1, CacheFolder{dir, max_bytes});
+    EXPECT_TRUE(p.ok()) << p.status();
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir + "/prepared")) names.push_back(e.path().string());
+    return names;
+  };
+  const std::vector<std::string> first = prepare("rig-a", 0);
+  ASSERT_EQ(first.size(), 1u);
+  const uint64_t one = fs::file_size(first[0]);
+  const uint64_t budget = 2 * one + one / 2;  // room for two
+  EXPECT_EQ(prepare("rig-b", budget).size(), 2u);
+  for (const auto& e : fs::directory_iterator(dir + "/prepared")) {
+    SetAge(e.path().string(), e.path().string() == first[0] ? 20 : 10);  // rig-a the older
+  }
+  prepare("rig-a", budget);  // read from the cache: used now, rig-b the least recently used
+  const std::vector<std::string> after = prepare("rig-c", budget);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(std::count_if(after.begin(), after.end(), [](const std::string& p) { return p.find("rig-b") != std::string::npos; }), 0)
+      << "the least recently used file should have gone";
+  EXPECT_EQ(std::count_if(after.begin(), after.end(), [&](const std::string& p) { return p == first[0]; }), 1);
+  // A preparation larger than the whole budget is not written (and nothing else removed for it).
+  EXPECT_EQ(prepare("rig-d", one / 2).size(), 2u);
+  fs::remove_all(dir);
+}
 
 // An upload's hold is the tenant's only once kept (RigStore::Saved): until then GetRig, CreateSession,
 // ListRigs and DeleteRig (Find, Acquire, List, Delete) do not see it, it counts in the tenant's
