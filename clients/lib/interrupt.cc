@@ -1,4 +1,5 @@
 #include "clients/lib/interrupt.h"
+#include "core/util/atomic_file.h"
 
 #include <signal.h>
 
@@ -62,6 +63,7 @@ void CloseAllAndExit(int sig) {
                  closed.ok() ? "closed" : ("not closed: " + closed.status().ToString()).c_str());
   }
   if (open.empty()) std::fprintf(stderr, "sinew: interrupted (%s)\n", sigabbrev_np(sig));
+  RemoveTemporariesInProgress();
   std::fflush(nullptr);
   std::_Exit(128 + sig);
 }
@@ -86,6 +88,7 @@ void InstallInterruptHandler(std::chrono::milliseconds close_timeout) {
     timespec wait{static_cast<time_t>(secs.count()),
                   static_cast<long>(std::chrono::nanoseconds(close_timeout - secs).count())};
     (void)sigtimedwait(&set, nullptr, &wait);
+    RemoveTemporariesInProgress();
     std::fflush(nullptr);
     std::_Exit(128 + sig);
   }).detach();

@@ -8,8 +8,9 @@
 // thread that waits for them. On the first signal every session registered (ClosedOnInterrupt)
 // is closed through its client, at most `close_timeout` in all, the process says so on stderr
 // and exits with 128 + the signal's number. A second signal, or the timeout, exits at once.
-// Output files are as the interrupted code left them: the batch's point cache is written frame
-// before count, and a resume repairs a partial tail. SIGKILL cannot be caught: only the idle TTL
+// Output files are as the interrupted code left them, less the temporaries of writes in progress
+// (RemoveTemporariesInProgress): the batch's point cache is written frame before count, and a
+// resume repairs a partial tail. SIGKILL cannot be caught: only the idle TTL
 // (or a stream's close_with_stream) ends sessions then. It also ignores SIGPIPE: a write to a
 // closed pipe (`sinew play --json | head -1`) fails with EPIPE, which the program reports and
 // exits 1 on, closing its sessions, instead of dying of the signal with them open.

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -16,6 +18,43 @@ namespace sinew {
 
 namespace fs = std::filesystem;
 
+namespace {
+// The temporaries of this process's writes in progress (RemoveTemporariesInProgress). Never
+// destroyed: a signal thread may use it while another thread's exit() runs static destructors.
+struct Live {
+  std::mutex mu;
+  std::set<std::string> names;
+  bool ending = false;  // RemoveTemporariesInProgress ran: no new temporaries
+};
+Live& LiveTemporaries() {
+  static Live* live = new Live;
+  return *live;
+}
+// False once the process is ending (the caller removes its temporary).
+bool Track(const std::string& name) {
+  Live& l = LiveTemporaries();
+  std::lock_guard lock(l.mu);
+  if (l.ending) return false;
+  l.names.insert(name);
+  return true;
+}
+void Untrack(const std::string& name) {
+  Live& l = LiveTemporaries();
+  std::lock_guard lock(l.mu);
+  l.names.erase(name);
+}
+}  // namespace
+
+int RemoveTemporariesInProgress() {
+  Live& l = LiveTemporaries();
+  std::lock_guard lock(l.mu);
+  int removed = 0;
+  for (const std::string& name : l.names) removed += ::unlink(name.c_str()) == 0;
+  l.names.clear();
+  l.ending = true;
+  return removed;
+}
+
 absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path, const AtomicWriteOptions& options) {
   const std::string pattern = path + ".tmp.XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
@@ -24,6 +63,11 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path, const Ato
   f.fd_ = ::mkostemp(name.data(), O_CLOEXEC);
   if (f.fd_ < 0) return absl::ErrnoToStatus(errno, absl::StrCat("create ", pattern));
   f.path_ = path;
+  if (!Track(name.data())) {
+    ::close(std::exchange(f.fd_, -1));
+    ::unlink(name.data());
+    return absl::CancelledError(absl::StrCat("create ", pattern, ": the process is ending"));
+  }
   f.temporary_ = name.data();
   f.options_ = options;
   if (::fchmod(f.fd_, mode_t(options.mode)) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("chmod ", f.temporary_));
@@ -54,7 +98,10 @@ AtomicFile::~AtomicFile() { Discard(); }
 
 void AtomicFile::Discard() {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
-  if (!temporary_.empty()) ::unlink(std::exchange(temporary_, std::string()).c_str());
+  if (!temporary_.empty()) {
+    ::unlink(temporary_.c_str());
+    Untrack(std::exchange(temporary_, std::string()));
+  }
 }
 
 absl::Status AtomicFile::Commit() {
@@ -75,7 +122,7 @@ absl::Status AtomicFile::Commit() {
     Discard();
     return st;
   }
-  temporary_.clear();  // it is the path now
+  Untrack(std::exchange(temporary_, std::string()));  // it is the path now
   if (options_.durable) SyncFolderOf(path_);
   return absl::OkStatus();
 }

@@ -76,6 +76,14 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// Removes the temporaries of this process's writes in progress (AtomicFile and
+// WriteFileAtomically, on any thread), for a process about to end without unwinding (_Exit on
+// an interrupt: the command line's Ctrl-C, clients/lib/interrupt.h); returns how many. A write
+// still running then fails its rename (NOT_FOUND) instead of committing, and later ones fail
+// at once (CANCELLED): no temporary is made after it. Until 2026-12-07 an
+// interrupted `sinew batch --obj` left its frame's temporary beside the frames, for an hour.
+int RemoveTemporariesInProgress();
+
 // `earlier_names`: also the names earlier Sinew versions used (.tmp, .tmpPID, .tmpPID-N), for the
 // folders Sinew owns (the server's cache and state folders); not for folders users own (the
 // command line's output folders, where a user's `mesh.obj.tmp` is theirs: removed there until

@@ -199,5 +199,27 @@ TEST(AtomicFile, InAUsersFolderOnlyTheNamesAtomicFileMakesAreRemoved) {
   EXPECT_EQ(dir.Names(), (std::set<std::string>{"mesh.obj.tmp", "mesh.obj.tmp7", "mesh.obj.tmp7-8"}));
 }
 
+// A process ending without unwinding (the command line's _Exit on Ctrl-C) first removes the
+// temporaries of its writes in progress, on any thread; no temporary is made after that, and a
+// write in progress then fails instead of committing. Run in a child: it changes the process.
+TEST(AtomicFile, AnEndingProcessRemovesItsTemporariesInProgress) {
+  Folder dir;
+  EXPECT_EXIT(
+      {
+        auto open = AtomicFile::Create(dir / "frame.obj");
+        absl::StatusOr<AtomicFile> other = absl::UnknownError("not made");
+        std::thread([&] { other = AtomicFile::Create(dir / "other.obj"); }).join();  // still in progress
+        if (!open.ok() || !other.ok()) std::_Exit(10);
+        if (::write(open->fd(), "v 0 0 0\n", 8) != 8) std::_Exit(11);
+        if (RemoveTemporariesInProgress() != 2) std::_Exit(12);
+        if (AtomicFile::Create(dir / "late.obj").status().code() != absl::StatusCode::kCancelled) std::_Exit(13);
+        if (WriteFileAtomically(dir / "late.obj", "x").ok()) std::_Exit(14);
+        if (open->Commit().ok()) std::_Exit(15);
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_TRUE(dir.Names().empty()) << *dir.Names().begin();
+}
+
 }  // namespace
 }  // namespace sinew
