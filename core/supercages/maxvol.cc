@@ -9,7 +9,7 @@
 namespace sinew {
 
 MaxVolResult MaxVol(const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& a,
-                    double delta, int max_swaps) {
+                    double delta, int max_swaps, const std::function<bool()>& stop) {
   const Eigen::Index m = a.rows(), c = a.cols();
   MaxVolResult r;
   if (c == 0 || m < c) return r;
@@ -30,6 +30,10 @@ MaxVolResult MaxVol(const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 
     return r;
   }
   for (; r.swaps < max_swaps; ++r.swaps) {
+    if (stop && stop()) {
+      r.stopped = true;
+      break;
+    }
     Eigen::Index i, j;
     const double best = b.cwiseAbs().maxCoeff(&i, &j);
     r.dominance = best;

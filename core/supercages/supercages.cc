@@ -239,7 +239,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareSuperCages(const Rig& rig
   }
   if (progress && !progress(0.9)) return absl::CancelledError("supercages: preparation cancelled");
   // 3. Cage updater: MaxVol rows of Φ and their factorisation.
-  p->maxvol = MaxVol(p->phi);
+  p->maxvol = MaxVol(p->phi, 1e-2, 100000, [&] { return progress && !progress(0.9); });
+  if (p->maxvol.stopped) return absl::CancelledError("supercages: preparation cancelled");
   p->phi_selected.resize(c, c);
   for (Eigen::Index k = 0; k < c; ++k) p->phi_selected.row(k) = p->phi.row(p->maxvol.rows[k]);
   p->phi_selected_lu.compute(p->phi_selected);

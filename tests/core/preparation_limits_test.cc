@@ -82,6 +82,26 @@ TEST(SuperCagesLimits, ACageVertexOnNoTriangleIsRefusedAtOnce) {
   EXPECT_EQ(r.swaps, 0);
 }
 
+// The cage updater's row search stops when asked (a cancelled preparation): each swap is O(m c),
+// a large mesh's thousands of them minutes that, until 2026-12-07, no cancel could end.
+TEST(SuperCagesLimits, TheRowSearchStopsWhenAsked) {
+  Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> a = Eigen::MatrixXd::Random(2000, 40);
+  const MaxVolResult whole = MaxVol(a, 0);
+  ASSERT_GT(whole.swaps, 2) << "the control needs a search of several swaps";
+  EXPECT_FALSE(whole.stopped);
+  int asked = 0;
+  const MaxVolResult stopped = MaxVol(a, 0, 100000, [&] { return ++asked > 2; });
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_EQ(stopped.swaps, 2);
+  // Through the preparation: a cancel that comes once the coordinates are done ends it there.
+  auto rig = BuildRig(testing::LimbWithCage(20, 8));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  int at_rows = 0;
+  auto cancelled = PrepareSuperCages(*rig, SuperCages(false), nullptr, [&](double f) { return f < 0.9 || ++at_rows < 2; });
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << cancelled.status();
+  EXPECT_EQ(at_rows, 2);
+}
+
 // A joint no vertex blends around (here the limb's joint 2, its weights given to joint 1) has no
 // localisation, so its skeleton-updater row comes from the plain masses (the joint's MVC on the
 // skin carried to the cage), not from all-zero masses, which the entropy projection reads as
