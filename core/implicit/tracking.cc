@@ -752,6 +752,28 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
             "state: joint ", j, "'s previous pose is not a similarity (rotation norm ", norm, ", scale ", w[7], ")"));
       }
     }
+    // Each joint's previous skinning matrix is its previous similarity after the inverse bind,
+    // as SaveState wrote it (SkinningTransforms): the next frame moves the nodes by the change
+    // from it, so one that is not (until 2026-12-07 taken as sent: a rigid 90° turn or a shear
+    // put every later frame 2.4 radii off, OK) is refused, naming the joint.
+    for (size_t j = 0; j < joints; ++j) {
+      const double* w = &d.joints[j * kJointDoubles];
+      Similarity sim;
+      sim.rotation = Eigen::Quaterniond(w[0], w[1], w[2], w[3]);
+      sim.translation = Eigen::Vector3d(w[4], w[5], w[6]);
+      sim.scale = w[7];
+      const Affine34d expect = Compose(sim.Matrix(), rig_->skeleton.inverse_bind[j]);
+      double worst = 0, size = 1;
+      for (int k = 0; k < 12; ++k) {
+        worst = std::max(worst, std::abs(expect.data()[k] - w[8 + k]));
+        size = std::max(size, std::abs(expect.data()[k]));
+      }
+      if (!(worst <= 1e-9 * size)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "state: joint ", j, "'s previous skinning matrix is not its previous pose after the rig's inverse bind (",
+            worst, " off): a state this rig's session wrote holds that"));
+      }
+    }
     for (size_t k = 0; k < d.pos.size(); ++k) {
       if (!std::isfinite(d.pos[k])) {
         return absl::InvalidArgumentError(absl::StrCat("state: node ", k / 3, "'s position is not finite"));

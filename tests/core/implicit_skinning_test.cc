@@ -516,6 +516,15 @@ TEST(ImplicitSkinning, ElasticSnapshotRestoreContinuesBitForBit) {
   const double two = 2;
   std::memcpy(skewed.data() + head + 20 * sizeof(double), &two, sizeof two);  // joint 1's rotation w
   refused(reseal(skewed), absl::StatusCode::kInvalidArgument, "joint 1's previous pose is not a similarity");
+  // A similarity and a skinning matrix that disagree (until 2026-12-07 the matrix was taken as
+  // sent, and a sheared or turned one moved every later frame's skin 2.4 radii off).
+  std::string sheared = *saved;
+  double entry;
+  std::memcpy(&entry, sheared.data() + head + 28 * sizeof(double), sizeof entry);  // joint 1's matrix (0, 0)
+  entry += 0.5;
+  std::memcpy(sheared.data() + head + 28 * sizeof(double), &entry, sizeof entry);
+  refused(reseal(sheared), absl::StatusCode::kInvalidArgument,
+          "joint 1's previous skinning matrix is not its previous pose after the rig's inverse bind");
   size_t tracked = 0;
   while (!model->in_field[tracked]) ++tracked;
   std::string unknown = *saved;
