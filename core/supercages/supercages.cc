@@ -342,9 +342,13 @@ class SuperCagesDeformer final : public Deformer {
     if (auto st = in.Done(); !st.ok()) return st;
     // The checksum is the client's to compute: a state it wrote may hold anything.
     if (auto st = ValidatePose(pose, joints); !st.ok()) return absl::InvalidArgumentError(absl::StrCat("state: ", st.message()));
+    // Within float's range, as the cages frames send (until 2026-12-07 only finite: a vertex at
+    // 1e300 was taken, and every later frame failed, blaming its pose and cages).
     for (Eigen::Index k = 0; k < cage.cols(); ++k) {
-      if (!cage.col(k).allFinite()) {
-        return absl::InvalidArgumentError(absl::StrCat("state: cage vertex ", k, " is not finite"));
+      if (!(cage.col(k).cwiseAbs().maxCoeff() <= double(std::numeric_limits<float>::max()))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("state: cage vertex ", k, " is not finite or beyond float's range (",
+                         cage(0, k), ", ", cage(1, k), ", ", cage(2, k), ")"));
       }
     }
     pose_ = std::move(pose);

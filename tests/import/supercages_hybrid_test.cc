@@ -232,6 +232,14 @@ TEST_F(Arm, SnapshotRestoreContinuesBitForBitAfterAPosedCageEdit) {
   const uint64_t sum = Fnv1a64(std::string_view(skewed).substr(0, skewed.size() - 8));
   std::memcpy(skewed.data() + skewed.size() - 8, &sum, 8);
   refused(skewed, absl::StatusCode::kInvalidArgument, "state: pose.rotations[0]");
+  // A rest cage beyond float's range (until 2026-12-07 taken, and every later frame failed,
+  // blaming its pose and cages).
+  std::string far = *saved;
+  const double huge = 1e300;
+  std::memcpy(far.data() + far.size() - 8 - 3 * c * sizeof(double), &huge, sizeof huge);  // cage vertex 0's x
+  const uint64_t far_sum = Fnv1a64(std::string_view(far).substr(0, far.size() - 8));
+  std::memcpy(far.data() + far.size() - 8, &far_sum, 8);
+  refused(far, absl::StatusCode::kInvalidArgument, "state: cage vertex 0 is not finite or beyond float's range");
   EXPECT_EQ(*restored->SaveState(), *target_before) << "a refused state changed the target";
   ASSERT_TRUE(restored->LoadState(*saved).ok());
   EXPECT_EQ(*restored->SaveState(), *saved);
