@@ -5,12 +5,14 @@
 #include <vector>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/unknown_field_set.h>
 #include <google/protobuf/wire_format_lite.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/deformer/pipeline.h"
 #include "server/params_proto.h"
+#include "server/version.h"
 
 namespace sinew::server {
 namespace {
@@ -288,7 +290,41 @@ absl::StatusOr<Clip> ClipFromProto(const v1::Clip& c, size_t joint_count) {
   return clip;
 }
 
+namespace {
+// A field this build does not know, set in `m` or a message below it (not `stages`, checked
+// stage by stage): a newer client's parameter, which the reflection that reads parameters never
+// sees. Until 2026-12-07 it was dropped, the method ran without it, and Session.deformer echoed
+// it back as if applied.
+absl::Status RefuseUnknownFields(const google::protobuf::Message& m, const std::string& field) {
+  const google::protobuf::Reflection& r = *m.GetReflection();
+  const google::protobuf::UnknownFieldSet& unknown = r.GetUnknownFields(m);
+  if (unknown.field_count() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": field number ", unknown.field(0).number(),
+        " is not one this server knows (a newer client's parameter? this server is version ", kVersion,
+        "; `sinew info` lists what it takes)"));
+  }
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  r.ListFields(m, &set);
+  for (const google::protobuf::FieldDescriptor* f : set) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE || f->name() == "stages") continue;
+    if (f->is_repeated()) {
+      for (int k = 0; k < r.FieldSize(m, f); ++k) {
+        if (auto st = RefuseUnknownFields(r.GetRepeatedMessage(m, f, k), absl::StrCat(field, ".", f->name(), "[", k, "]"));
+            !st.ok()) {
+          return st;
+        }
+      }
+    } else if (auto st = RefuseUnknownFields(r.GetMessage(m, f), absl::StrCat(field, ".", f->name())); !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::StatusOr<DeformerConfig> DeformerConfigFromProto(const v1::DeformerConfig& c, const std::string& field) {
+  if (auto st = RefuseUnknownFields(c, field); !st.ok()) return st;
   const google::protobuf::Reflection* reflection = c.GetReflection();
   const google::protobuf::FieldDescriptor* given =
       reflection->GetOneofFieldDescriptor(c, c.GetDescriptor()->FindOneofByName("params"));

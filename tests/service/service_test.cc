@@ -425,6 +425,39 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
 
 // A parameters message of another method, or a bad value in the method's own, is refused with
 // the wire field named.
+// A field this server does not know in the deformer's configuration or its parameters (a newer
+// client's) is refused, naming where: until 2026-12-07 it was dropped, the method ran without it,
+// and Session.deformer echoed it back as if applied.
+TEST_F(Service, ParametersThisServerDoesNotKnowAreRefused) {
+  const std::string rig = Upload(LimbOf(500));
+  auto create = [&](const v1::DeformerConfig& config) {
+    v1::CreateSessionRequest req;
+    req.set_rig_id(rig);
+    *req.mutable_deformer() = config;
+    return client_->CreateSession(req).status();
+  };
+  constexpr int kUnknown = 536870911;  // the largest field number: none of ours
+  v1::DeformerConfig c;
+  c.set_method(v1::METHOD_DQS);
+  ASSERT_TRUE(create(c).ok());
+  c.GetReflection()->MutableUnknownFields(&c)->AddVarint(kUnknown, 1);
+  absl::Status st = create(c);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("deformer: field number 536870911 is not one this server knows"));
+  c.Clear();
+  c.set_method(v1::METHOD_BLEND);
+  c.mutable_blend()->set_weight(0.5);
+  ASSERT_TRUE(create(c).ok());
+  c.mutable_blend()->GetReflection()->MutableUnknownFields(c.mutable_blend())->AddFixed32(kUnknown, 7);
+  st = create(c);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("deformer.blend: field number 536870911 is not one this server knows"));
+  v1::DeformerConfig pipeline;
+  pipeline.add_stages()->set_method(v1::METHOD_DQS);
+  *pipeline.add_stages() = c;
+  st = create(pipeline);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("deformer.stages[1].blend: field number 536870911"));
+}
+
 TEST_F(Service, MethodParametersAreCheckedByTheMethod) {
   const std::string rig = Upload(LimbOf(500));
   auto create = [&](const v1::DeformerConfig& config) {
