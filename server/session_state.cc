@@ -1,6 +1,7 @@
 // UpdateSession (a session's parameters, live), GetSessionState and SetSessionState (snapshots).
 // The session's deformer does the method's part (Deformer::SetParams, SaveState, LoadState);
 // here: which session, whether the change or the state fits it, and the frame numbering.
+#include <optional>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -213,8 +214,35 @@ absl::Status Service::SetStateLocked(Session& session, const v1::SessionState& s
     }
     s->device_restarted = ++s->device_submitted;  // a state to go on from: no restart for earlier overflows
   } else if (s->stateful) {
+    // A played history comes with its last frame, as GetSessionState gives it: without it the
+    // session would answer its next frame from_rest (which a checkpointing client takes for a
+    // lost history) and a stop would not keep the history (until 2026-12-07 taken so). Played
+    // means other than what the method saves after a Reset; a refusal puts the session's own
+    // state back.
+    std::optional<std::string> own;
+    if (!state.has_last_frame()) {
+      auto bytes = s->deformer->SaveState();
+      if (!bytes.ok()) return bytes.status();
+      own = std::move(*bytes);
+    }
     if (auto st = s->deformer->LoadState(state.method_state()); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("state.method_state: ", st.message()));
+    }
+    if (own) {
+      const auto loaded = s->deformer->SaveState();
+      s->deformer->Reset();
+      const auto rest = s->deformer->SaveState();
+      if (!loaded.ok() || !rest.ok() || *loaded != *rest) {
+        if (const absl::Status back = s->deformer->LoadState(*own); !back.ok()) {
+          s->deformer->Reset();
+          s->has_frame = false;
+          return absl::InternalError(absl::StrCat("the session's own state did not load back (", back.message(),
+                                                  "); it starts again from rest at its next frame"));
+        }
+        return absl::InvalidArgumentError(
+            "state.last_frame: unset, but state.method_state holds a played history: give the last frame it "
+            "followed, as GetSessionState does");
+      }
     }
   } else if (!state.method_state().empty()) {
     return absl::FailedPreconditionError(

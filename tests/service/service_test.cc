@@ -1260,6 +1260,17 @@ TEST_F(Service, PbsSessionStatesMigrateBetweenServersBitForBit) {
   const auto not_finite = c2.SetSessionState(target->session_id(), poisoned).status();
   EXPECT_EQ(not_finite.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(not_finite.message()), HasSubstr("particle 1's position is not finite"));
+  // A played history without its last frame (until 2026-12-07 taken, and the session then
+  // answered from_rest and a stop did not keep it); a state from rest needs none.
+  v1::SessionState unnumbered = *state;
+  unnumbered.clear_last_frame();
+  const auto no_frame = c2.SetSessionState(target->session_id(), unnumbered).status();
+  EXPECT_EQ(no_frame.code(), absl::StatusCode::kInvalidArgument) << no_frame;
+  EXPECT_THAT(std::string(no_frame.message()), HasSubstr("state.last_frame: unset, but state.method_state holds a played history"));
+  auto at_rest = c2.GetSessionState(target->session_id());
+  ASSERT_TRUE(at_rest.ok()) << at_rest.status();
+  ASSERT_FALSE(at_rest->has_last_frame());
+  EXPECT_TRUE(c2.SetSessionState(target->session_id(), *at_rest).ok());
   auto restored = c2.SetSessionState(target->session_id(), *state);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_EQ(restored->last_frame(), 9u);
