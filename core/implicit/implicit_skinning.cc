@@ -165,6 +165,14 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParseImplicitParams(const Pa
   r.Choice("rotation_weights", kRotationWeightWords, rotation);
   p->rotation_weights = static_cast<RotationWeights>(rotation);
   if (!r.status().ok()) return r.status();
+  // The floor above the ceiling would win (a joint turning up to the floor per sub-step, past
+  // what max_substep_radians promises): refused, naming both (until 2026-12-07 taken silently).
+  if (p->min_substep_radians > p->max_substep_radians) {
+    const std::string f(field);
+    return absl::InvalidArgumentError(absl::StrCat(f, ".min_substep_radians: ", p->min_substep_radians,
+                                                   " is above ", f, ".max_substep_radians ", p->max_substep_radians,
+                                                   " (the floor of the sub-step rule must not pass its ceiling)"));
+  }
   return std::shared_ptr<const MethodParams>(std::move(p));
 }
 

@@ -1432,6 +1432,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
   if (c.relaxation_iterations > 10000) return absl::InvalidArgumentError("implicit.relaxation_iterations: at most 10000");
   if (!(c.min_substep_radians > 0)) return absl::InvalidArgumentError("implicit.min_substep_radians: > 0");
   if (!(c.max_substep_radians > 0)) return absl::InvalidArgumentError("implicit.max_substep_radians: > 0");
+  if (c.min_substep_radians > c.max_substep_radians) {
+    return absl::InvalidArgumentError("implicit.min_substep_radians: at most implicit.max_substep_radians");
+  }
   if (c.max_substeps == 0 || c.max_substeps > 1024) return absl::InvalidArgumentError("implicit.max_substeps: in [1, 1024]");
   if (!(c.min_field_radius >= 0 && c.min_field_radius <= 1)) {
     return absl::InvalidArgumentError("implicit.min_field_radius: in [0, 1]");

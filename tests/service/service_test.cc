@@ -476,6 +476,13 @@ TEST_F(Service, MethodParametersAreCheckedByTheMethod) {
   c.mutable_implicit()->set_sigma(3);
   st = create(c);
   EXPECT_THAT(std::string(st.message()), HasSubstr("deformer.implicit.sigma: 3 is outside (0, 1]"));
+  // A sub-step floor above its ceiling (until 2026-12-07 the floor won, silently).
+  c.mutable_implicit()->clear_sigma();
+  c.mutable_implicit()->set_min_substep_radians(1);
+  st = create(c);
+  EXPECT_THAT(std::string(st.message()),
+              HasSubstr("deformer.implicit.min_substep_radians: 1 is above deformer.implicit.max_substep_radians 0.175"));
+  c.mutable_implicit()->clear_min_substep_radians();
   c.mutable_implicit()->clear_sigma();
   c.mutable_implicit()->set_default_operator(static_cast<v1::JointOperator>(42));
   st = create(c);
