@@ -98,6 +98,13 @@ class Pipeline final : public Deformer {
       in.GetArray(std::span<char>(*state));
     }
     if (auto st = in.Done(); !st.ok()) return st;
+    // A stage that keeps a state gets one: left out, the stage would keep this session's own
+    // history beside the others' saved ones, a mix SaveState never writes (until 2026-12-07 taken).
+    for (size_t k = 0; k < count; ++k) {
+      if (!states[k] && stages_[k]->SaveState().ok()) {
+        return Stage(k, absl::InvalidArgumentError("state: holds no state for this stage, whose method keeps one"));
+      }
+    }
     // All or nothing: the stages loaded before one that refuses its bytes get their own back.
     std::vector<std::optional<std::string>> before(count);
     for (size_t k = 0; k < count; ++k) {

@@ -183,6 +183,19 @@ TEST(Pipeline, SnapshotsCarryEachStagesStateBitForBit) {
   const absl::Status stage = restored->LoadState(refused_bytes);
   EXPECT_EQ(stage.code(), absl::StatusCode::kInvalidArgument) << stage;
   EXPECT_THAT(std::string(stage.message()), HasSubstr("stage 0 (elastic-implicit): state: not an elastic-implicit"));
+  // No state for the stateful stage (until 2026-12-07 taken, the stage keeping the target's own).
+  std::string without("pipeline-state\x01", 15);
+  auto put_without = [&](const void* p, size_t n) { without.append(static_cast<const char*>(p), n); };
+  put_without(&stages, 8);
+  for (int k = 0; k < 2; ++k) {
+    put_without(&hasnt, 1);
+    put_without(&none, 8);
+  }
+  const uint64_t without_sum = Fnv1a64(without);
+  put_without(&without_sum, 8);
+  const absl::Status missing = restored->LoadState(without);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument) << missing;
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("stage 0 (elastic-implicit): state: holds no state for this stage"));
   EXPECT_EQ(*restored->SaveState(), *before);
   ASSERT_TRUE(restored->LoadState(*saved).ok());
   for (double bend : {90.0, 120.0}) {
