@@ -46,7 +46,7 @@ class BlendDeformer final : public SkeletalDeformer {
   float DualQuaternionShare(size_t v) const override { return blend_[v]; }
   void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) override {
     for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms()[j].cast<float>();
-    ToDualQuats(transforms(), dual_quats_);
+    ToDualQuats(transforms(), dual_quats_, rig().skeleton.inverse_bind);
     ParallelFor(pool, rig().vertex_count(), kGrain, [&](size_t b, size_t e) {
       BlendSkinningRange(rest, rig().weights, blend_, matrices_, dual_quats_, out, b, e);
     });

@@ -46,7 +46,8 @@ absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const c
   return absl::OkStatus();
 }
 
-void WriteJointData(JointData data, std::span<const Affine34d> transforms, std::span<float> out) {
+void WriteJointData(JointData data, std::span<const Affine34d> transforms, std::span<float> out,
+                    std::span<const Affine34d> inverse_bind) {
   const size_t joints = transforms.size();
   for (size_t j = 0; j < joints; ++j) {
     float* o = &out[12 * j];
@@ -57,10 +58,11 @@ void WriteJointData(JointData data, std::span<const Affine34d> transforms, std::
       o += 12 * joints;  // kBoth: the dual quaternions follow every joint's matrix
     }
     DualQuat dq;
-    ToDualQuats(transforms.subspan(j, 1), std::span<DualQuat>(&dq, 1));
+    ToDualQuats(transforms.subspan(j, 1), std::span<DualQuat>(&dq, 1),
+                j < inverse_bind.size() ? inverse_bind.subspan(j, 1) : std::span<const Affine34d>());
     std::copy(dq.v, dq.v + 8, o);
     o[8] = dq.scale;
-    o[9] = o[10] = o[11] = 0;
+    std::copy(dq.shift, dq.shift + 3, o + 9);
   }
 }
 
@@ -70,7 +72,7 @@ absl::Status SkeletalJointData(const Rig& rig, JointData data, const FrameInput&
   const char* name = data == JointData::kMatrix ? "lbs" : data == JointData::kDualQuat ? "dqs" : "skinning";
   if (auto st = CheckSkeletalFrame(rig, frame, name); !st.ok()) return st;
   SkinningTransforms(rig.skeleton, *frame.pose, world, transforms);
-  WriteJointData(data, transforms, out);
+  WriteJointData(data, transforms, out, rig.skeleton.inverse_bind);
   return absl::OkStatus();
 }
 
@@ -106,7 +108,7 @@ absl::Status SkeletalDeformer::DeviceFrame(const FrameInput& frame, std::vector<
   params.resize(device_param_count());
   if (auto st = CheckSkeletalFrame(*rig_, frame, method_name_); !st.ok()) return st;
   SkinningTransforms(rig_->skeleton, *frame.pose, world_, transforms_);
-  WriteJointData(data_, transforms_, params);
+  WriteJointData(data_, transforms_, params, rig().skeleton.inverse_bind);
   return absl::OkStatus();
 }
 
@@ -134,7 +136,7 @@ absl::Status SkeletalDeformer::Extras(const FrameExtras& extras) const {
   const SkinWeights& w = rig.weights;
   // Each joint's rotation, as DQS takes it (ToDualQuats: the real part; nearest rotation of a
   // non-similarity), into scratch sized at construction.
-  ToDualQuats(transforms_, rotations_);
+  ToDualQuats(transforms_, rotations_);  // the real parts only: no centres needed
   for (size_t v = 0; v < n; ++v) {
     const Eigen::Vector3d nr(rig.normals[3 * v], rig.normals[3 * v + 1], rig.normals[3 * v + 2]);
     Eigen::Matrix3d a = Eigen::Matrix3d::Zero();

@@ -15,8 +15,8 @@ namespace sinew {
 absl::Status CheckSkeletalFrame(const Rig& rig, const FrameInput& frame, const char* method);
 
 // What a skeletal device kernel reads per joint, 12 floats each: the row-major 3x4 skinning
-// matrix (LBS); the dual quaternion (real x,y,z,w, dual x,y,z,w), the uniform scale and 3 zeros
-// (DQS); or both (kernels that blend the two): every joint's matrix, then every joint's dual
+// matrix (LBS); the dual quaternion (real x,y,z,w, dual x,y,z,w), the uniform scale and its
+// shift (DQS: core/dqs/dqs.h's DualQuat, about the rest centres of `inverse_bind`); or both (kernels that blend the two): every joint's matrix, then every joint's dual
 // quaternion.
 enum class JointData : uint8_t { kMatrix = 1, kDualQuat = 2, kBoth = 3 };
 inline size_t JointDataFloats(JointData d) { return d == JointData::kBoth ? 24 : 12; }
@@ -28,7 +28,8 @@ absl::Status SkeletalJointData(const Rig& rig, JointData data, const FrameInput&
                                std::span<Similarity> world, std::span<Affine34d> transforms,
                                std::span<float> out);
 // The same from skinning transforms already computed.
-void WriteJointData(JointData data, std::span<const Affine34d> transforms, std::span<float> out);
+void WriteJointData(JointData data, std::span<const Affine34d> transforms, std::span<float> out,
+                    std::span<const Affine34d> inverse_bind = {});
 
 class SkeletalDeformer : public Deformer {
  public:

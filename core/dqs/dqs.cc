@@ -40,7 +40,7 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, co
                                                    const DualQuat* __restrict dq, const uint32_t* __restrict signs,
                                                    size_t joints, float* __restrict o, size_t begin, size_t end) {
   alignas(32) float rows[8][8];
-  alignas(32) float S[8], P[3][8], R[3][8];
+  alignas(32) float S[8], H[3][8], P[3][8], R[3][8];
   const __m256 identity = _mm256_setr_ps(0, 0, 0, 1, 0, 0, 0, 0);
   const __m128 sign = _mm_set1_ps(-0.0f);
   for (size_t v0 = begin; v0 < end; v0 += 8) {
@@ -50,6 +50,7 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, co
         _mm256_store_ps(rows[l], identity);
         S[l] = 1;
         P[0][l] = P[1][l] = P[2][l] = 0;
+        H[0][l] = H[1][l] = H[2][l] = 0;
         continue;
       }
       const size_t v = v0 + l;
@@ -57,7 +58,7 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, co
       const uint16_t pivot = jidx[e0];
       // Two accumulators (even and odd influences): half the multiply-add chain's latency.
       __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
-      float s0 = 0, s1 = 0;
+      __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();  // scale and shift, blended with w[e]
       if (signs) {
         const uint32_t* row = signs + size_t{pivot} * joints;
         auto weight = [&](uint32_t e, uint16_t j) {  // w[e], negated where j is in the other hemisphere
@@ -73,13 +74,13 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, co
           const uint16_t j0 = jidx[e], j1 = jidx[e + 1];
           b0 = _mm256_fmadd_ps(_mm256_set1_ps(weight(e, j0)), _mm256_load_ps(dq[j0].v), b0);
           b1 = _mm256_fmadd_ps(_mm256_set1_ps(weight(e + 1, j1)), _mm256_load_ps(dq[j1].v), b1);
-          s0 += w[e] * dq[j0].scale;
-          s1 += w[e + 1] * dq[j1].scale;
+          s0 = _mm_fmadd_ps(_mm_set1_ps(w[e]), _mm_load_ps(&dq[j0].scale), s0);
+          s1 = _mm_fmadd_ps(_mm_set1_ps(w[e + 1]), _mm_load_ps(&dq[j1].scale), s1);
         }
         if (e < e1) {
           const uint16_t j = jidx[e];
           b0 = _mm256_fmadd_ps(_mm256_set1_ps(weight(e, j)), _mm256_load_ps(dq[j].v), b0);
-          s0 += w[e] * dq[j].scale;
+          s0 = _mm_fmadd_ps(_mm_set1_ps(w[e]), _mm_load_ps(&dq[j].scale), s0);
         }
       } else {
         const __m128 pr = _mm_load_ps(dq[pivot].v);
@@ -91,13 +92,15 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, co
           d = _mm_add_ss(d, _mm_movehdup_ps(d));
           const __m128 wj = _mm_xor_ps(_mm_set_ss(w[e]), _mm_and_ps(d, sign));
           b0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(wj), q, b0);
-          s0 += w[e] * dq[j].scale;
+          s0 = _mm_fmadd_ps(_mm_set1_ps(w[e]), _mm_load_ps(&dq[j].scale), s0);
         }
       }
       const __m256 b = _mm256_add_ps(b0, b1);
-      const float s = s0 + s1;
+      alignas(16) float sh[4];
+      _mm_store_ps(sh, _mm_add_ps(s0, s1));
       _mm256_store_ps(rows[l], b);
-      S[l] = s;
+      S[l] = sh[0];
+      H[0][l] = sh[1], H[1][l] = sh[2], H[2][l] = sh[3];
       if (n < 8) {
         for (int c = 0; c < 3; ++c) P[c][l] = p[3 * v + c];
       }
@@ -142,7 +145,8 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, co
     } else {
       px = _mm256_load_ps(P[0]), py = _mm256_load_ps(P[1]), pz = _mm256_load_ps(P[2]);
     }
-    const __m256 x = _mm256_mul_ps(sc, px), y = _mm256_mul_ps(sc, py), z = _mm256_mul_ps(sc, pz);
+    const __m256 x = _mm256_fmadd_ps(sc, px, _mm256_load_ps(H[0])), y = _mm256_fmadd_ps(sc, py, _mm256_load_ps(H[1])),
+                 z = _mm256_fmadd_ps(sc, pz, _mm256_load_ps(H[2]));
     // Rotate: x' = x + 2 rw (r × x) + 2 r × (r × x).
     const __m256 cx = _mm256_fmsub_ps(ry, z, _mm256_mul_ps(rz, y)), cy = _mm256_fmsub_ps(rz, x, _mm256_mul_ps(rx, z)),
                  cz = _mm256_fmsub_ps(rx, y, _mm256_mul_ps(ry, x));
@@ -175,7 +179,10 @@ __attribute__((target("avx2,fma"))) void Avx2Range(const float* __restrict p, co
 #endif
 }  // namespace
 
-void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out) {
+namespace {
+// `centre(j, c)` sets joint j's rest centre and says whether it has one.
+template <typename Centre>
+void ToDualQuatsAbout(std::span<const Affine34d> transforms, std::span<DualQuat> out, const Centre& centre) {
   for (size_t j = 0; j < transforms.size(); ++j) {
     const Eigen::Matrix3d a = transforms[j].leftCols<3>();
     const double det = a.determinant();
@@ -185,7 +192,12 @@ void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out)
       r = NearestSimilarity(transforms[j]).rotation.toRotationMatrix();  // not a similarity
     }
     const Eigen::Quaterniond q = Eigen::Quaterniond(r).normalized();
-    const Eigen::Vector3d t = transforms[j].col(3);
+    // The scale about the joint's rest centre c: h = (1 − s) c is added after scaling and the
+    // rigid translation is t − R h, so that M v = R (s v + h) + t − R h. An unscaled joint
+    // (within rounding) has none, and its data are as without a centre, bit for bit.
+    Eigen::Vector3d h = Eigen::Vector3d::Zero(), c;
+    if (std::abs(s - 1) > 1e-12 && centre(j, c) && c.allFinite()) h = (1 - s) * c;
+    const Eigen::Vector3d t = transforms[j].col(3) - r * h;
     // dual = 0.5 * (t, 0) * q
     const Eigen::Quaterniond tq(0, t.x(), t.y(), t.z());
     const Eigen::Quaterniond d = tq * q;
@@ -193,7 +205,26 @@ void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out)
     const double v[8] = {q.x(), q.y(), q.z(), q.w(), 0.5 * d.x(), 0.5 * d.y(), 0.5 * d.z(), 0.5 * d.w()};
     for (int k = 0; k < 8; ++k) o.v[k] = float(v[k]);
     o.scale = float(s);
+    for (int k = 0; k < 3; ++k) o.shift[k] = float(h[k]);
   }
+}
+}  // namespace
+
+void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out,
+                 std::span<const Affine34d> inverse_bind) {
+  ToDualQuatsAbout(transforms, out, [&](size_t j, Eigen::Vector3d& c) {
+    if (j >= inverse_bind.size()) return false;
+    c = -inverse_bind[j].leftCols<3>().inverse() * inverse_bind[j].col(3);  // where it takes the joint's origin
+    return true;
+  });
+}
+
+void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out, const Eigen::Matrix3Xd& centres) {
+  ToDualQuatsAbout(transforms, out, [&](size_t j, Eigen::Vector3d& c) {
+    if (Eigen::Index(j) >= centres.cols()) return false;
+    c = centres.col(Eigen::Index(j));
+    return true;
+  });
 }
 
 namespace {
@@ -251,11 +282,11 @@ void DualQuaternionSkinningPortableRange(std::span<const float> rest, const Skin
   // structure-of-arrays scratch, then normalisation and the rigid transform, the costly part,
   // run branch-free across the block's lanes, which the compiler vectorises.
   constexpr int kLanes = 8;
-  alignas(32) float B[8][kLanes], S[kLanes], P[3][kLanes], R[3][kLanes];
+  alignas(32) float B[8][kLanes], S[kLanes], H[3][kLanes], P[3][kLanes], R[3][kLanes];
   for (size_t v0 = begin; v0 < end; v0 += kLanes) {
     const int n = static_cast<int>(std::min<size_t>(kLanes, end - v0));
     for (int l = 0; l < kLanes; ++l) {
-      float b[8] = {0, 0, 0, 1, 0, 0, 0, 0}, s = 1;  // identity for unused lanes
+      float b[8] = {0, 0, 0, 1, 0, 0, 0, 0}, s = 1, h[3] = {0, 0, 0};  // identity for unused lanes
       if (l < n) {
         const size_t v = v0 + l;
         const uint32_t e0 = offsets[v], e1 = offsets[v + 1];
@@ -269,6 +300,7 @@ void DualQuaternionSkinningPortableRange(std::span<const float> rest, const Skin
           const float wj = std::copysign(w[e], dot);  // branch-free hemisphere flip
           for (int k = 0; k < 8; ++k) b[k] += wj * q.v[k];
           s += w[e] * q.scale;
+          for (int c = 0; c < 3; ++c) h[c] += w[e] * q.shift[c];
         }
         for (int c = 0; c < 3; ++c) P[c][l] = p[3 * v + c];
       } else {
@@ -276,6 +308,7 @@ void DualQuaternionSkinningPortableRange(std::span<const float> rest, const Skin
       }
       for (int k = 0; k < 8; ++k) B[k][l] = b[k];
       S[l] = s;
+      for (int c = 0; c < 3; ++c) H[c][l] = h[c];
     }
     for (int l = 0; l < kLanes; ++l) {
       const float inv = 1.0f / std::sqrt(B[0][l] * B[0][l] + B[1][l] * B[1][l] +
@@ -286,7 +319,7 @@ void DualQuaternionSkinningPortableRange(std::span<const float> rest, const Skin
       const float tx = 2 * (rw * dx - dw * rx + (ry * dz - rz * dy));
       const float ty = 2 * (rw * dy - dw * ry + (rz * dx - rx * dz));
       const float tz = 2 * (rw * dz - dw * rz + (rx * dy - ry * dx));
-      const float x = S[l] * P[0][l], y = S[l] * P[1][l], z = S[l] * P[2][l];
+      const float x = S[l] * P[0][l] + H[0][l], y = S[l] * P[1][l] + H[1][l], z = S[l] * P[2][l] + H[2][l];
       // Rotate: x' = x + 2 rw (r × x) + 2 r × (r × x).
       const float cx = ry * z - rz * y, cy = rz * x - rx * z, cz = rx * y - ry * x;
       const float ccx = ry * cz - rz * cy, ccy = rz * cx - rx * cz, ccz = rx * cy - ry * cx;

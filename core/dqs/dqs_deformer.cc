@@ -18,7 +18,7 @@ class DqsDeformer final : public SkeletalDeformer {
  private:
   float DualQuaternionShare(size_t) const override { return 1.f; }
   void Skin(std::span<const float> rest, std::span<float> out, ThreadPool* pool) override {
-    ToDualQuats(transforms(), dqs_);
+    ToDualQuats(transforms(), dqs_, rig().skeleton.inverse_bind);
     DualQuaternionSkinning(rest, rig().weights, dqs_, out, pool);
   }
   std::vector<DualQuat> dqs_;

@@ -8,7 +8,7 @@
 //                           [2], [3] unused
 //   then S sub-step blocks (one for "implicit"), each:
 //     joints × 12  dual quaternion skinning data of the (sub)frame: real x,y,z,w, dual x,y,z,w,
-//                  scale, 3 zeros (as SkeletalJointData for DQS)
+//                  scale, shift x,y,z (as SkeletalJointData for DQS)
 //     elastic only:
 //     joints × 12  the rigid change of each joint since the previous (sub)frame, row-major 3x4
 //     joints × 12  the skinning transform of the (sub)frame, row-major 3x4

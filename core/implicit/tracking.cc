@@ -259,12 +259,12 @@ class ImplicitDeformerBase : public Deformer, protected Tracker {
   // One (sub)frame's block of device parameters (core/implicit/device_layout.h) starts with the
   // dual quaternion data of `transforms`...
   void WriteJointData(std::span<const Affine34d> transforms, float* out) {
-    ToDualQuats(transforms, dqs_);
+    ToDualQuats(transforms, dqs_, rig_->skeleton.inverse_bind);
     for (size_t j = 0; j < dqs_.size(); ++j) {
       float* o = out + kJointFloats * j;
       std::copy_n(dqs_[j].v, 8, o);
       o[8] = dqs_[j].scale;
-      o[9] = o[10] = o[11] = 0;
+      std::copy_n(dqs_[j].shift, 3, o + 9);
     }
   }
   // ... and ends with the fields moved by `transforms`.
@@ -379,7 +379,7 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     if (AllocateNodes()) beta_.resize(m_->node_count());
     // 1. Dual quaternion skinning (or the stage before) is the initial guess.
     if (start.empty()) {
-      ToDualQuats(transforms_, dqs_);
+      ToDualQuats(transforms_, dqs_, rig_->skeleton.inverse_bind);
       DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, out, pool);
     } else {
       std::copy(start.begin(), start.end(), out.begin());
@@ -411,7 +411,7 @@ class ImplicitDeformer final : public ImplicitDeformerBase {
     WriteNodes(out, pool);
     // 4. Skin inside the rest skin is carried by the skin around it (ImplicitModel::follow_offsets).
     if (!m_->follow_source.empty()) {
-      if (!start.empty()) ToDualQuats(transforms_, dqs_);
+      if (!start.empty()) ToDualQuats(transforms_, dqs_, rig_->skeleton.inverse_bind);
       WriteHidden(out, pool);
     }
     return absl::OkStatus();
@@ -876,7 +876,7 @@ class ElasticImplicitDeformer final : public ImplicitDeformerBase {
     const size_t nn = m_->node_count();
     // 1. Rigid predictor: each tracked node follows its own (segmentation) bone; the others
     //    take dual quaternion skinning, as in the history-independent method.
-    ToDualQuats(step_transforms_, dqs_);
+    ToDualQuats(step_transforms_, dqs_, rig_->skeleton.inverse_bind);
     DualQuaternionSkinning(rig_->positions, rig_->weights, dqs_, skinned_, pool);
     ParallelFor(pool, nn, 1024, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {

@@ -369,7 +369,7 @@ class SuperCagesDeformer final : public Deformer {
       for (size_t j = 0; j < matrices_.size(); ++j) matrices_[j] = transforms_[j].cast<float>();
       LinearBlendSkinning(rest_mesh_, rig.weights, matrices_, out, pool);
     } else {
-      ToDualQuats(transforms_, dual_quats_);
+      ToDualQuats(transforms_, dual_quats_, RestCentres());
       DualQuaternionSkinning(rest_mesh_, rig.weights, dual_quats_, out, pool);
     }
     return absl::OkStatus();
@@ -405,11 +405,11 @@ class SuperCagesDeformer final : public Deformer {
         at += 12;
       }
     } else {
-      ToDualQuats(transforms_, dual_quats_);
+      ToDualQuats(transforms_, dual_quats_, RestCentres());
       for (const DualQuat& q : dual_quats_) {
         std::copy(q.v, q.v + 8, &params[at]);
         params[at + 8] = q.scale;
-        params[at + 9] = params[at + 10] = params[at + 11] = 0;
+        std::copy(q.shift, q.shift + 3, &params[at + 9]);
         at += 12;
       }
     }
@@ -539,6 +539,10 @@ class SuperCagesDeformer final : public Deformer {
   }
 
  private:
+  // The joints' rest centres the skinning transforms scale about (DQS): the bind's, or, with the
+  // skeleton updater, the updated rest skeleton's (transforms_ map that one).
+  const Eigen::Matrix3Xd& RestCentres() const { return prep_->psi.size() == 0 ? prep_->rest_joints : rest_joints_; }
+
   // Skinning transforms from the current pose and rest cage (see the header).
   void UpdateTransforms() {
     const Skeleton& sk = rig_->skeleton;
@@ -572,7 +576,7 @@ class SuperCagesDeformer final : public Deformer {
     const Rig& rig = *rig_;
     const auto& rows = prep_->maxvol.rows;
     out.resize(static_cast<Eigen::Index>(rows.size()), 3);
-    if (dqs_) ToDualQuats(transforms_, dual_quats_);
+    if (dqs_) ToDualQuats(transforms_, dual_quats_, RestCentres());
     for (size_t r = 0; r < rows.size(); ++r) {
       const size_t v = rows[r];
       const Eigen::Vector3d rest =
@@ -597,18 +601,20 @@ class SuperCagesDeformer final : public Deformer {
     const uint32_t e0 = rig.weights.offsets[v], e1 = rig.weights.offsets[v + 1];
     const float* pivot = dual_quats_[rig.weights.joints[e0]].v;
     double b[8] = {}, s = 0;
+    Eigen::Vector3d h = Eigen::Vector3d::Zero();
     for (uint32_t e = e0; e < e1; ++e) {
       const DualQuat& q = dual_quats_[rig.weights.joints[e]];
       const double dot = double(q.v[0]) * pivot[0] + double(q.v[1]) * pivot[1] + double(q.v[2]) * pivot[2] + double(q.v[3]) * pivot[3];
       const double w = dot < 0 ? -rig.weights.weights[e] : rig.weights.weights[e];
       for (int k = 0; k < 8; ++k) b[k] += w * q.v[k];
       s += rig.weights.weights[e] * q.scale;
+      h += double(rig.weights.weights[e]) * Eigen::Vector3d(q.shift[0], q.shift[1], q.shift[2]);
     }
     const double n = std::sqrt(b[0] * b[0] + b[1] * b[1] + b[2] * b[2] + b[3] * b[3]);
     const Eigen::Quaterniond r(b[3] / n, b[0] / n, b[1] / n, b[2] / n);
     const Eigen::Quaterniond d(b[7] / n, b[4] / n, b[5] / n, b[6] / n);
     const Eigen::Vector3d t = 2 * (d * r.conjugate()).vec();
-    return r * (s * p) + t;
+    return r * (s * p + h) + t;
   }
 
   // Solves (R̃ Φ̃ + Ω̃ D Ψ) ∂C = Φ̃ ∂C' and adds ∂C to the rest cage.

@@ -54,7 +54,9 @@ using testing::MaxAbsDiff;
 
 // A rig with a non-trivial bind pose: a random tree of joints with rotated, scaled rest
 // frames, random points, and 1..max_influences random weights per vertex.
-Rig RandomRig(uint32_t seed, uint32_t max_influences, bool with_scale = true) {
+// `offset` moves the whole rig (its points and its root's rest frame).
+Rig RandomRig(uint32_t seed, uint32_t max_influences, bool with_scale = true,
+              const Eigen::Vector3d& offset = Eigen::Vector3d::Zero()) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-1, 1);
   RigInput in;
@@ -66,12 +68,13 @@ Rig RandomRig(uint32_t seed, uint32_t max_influences, bool with_scale = true) {
     s.rotation = Eigen::Quaterniond(u(rng), u(rng), u(rng), u(rng)).normalized();
     s.translation = Eigen::Vector3d(u(rng), u(rng), u(rng));
     s.scale = with_scale ? 0.8 + 0.4 * (u(rng) + 1) / 2 : 1.0;
+    if (j == 0) s.translation += offset;
     in.rig.skeleton.rest_local.push_back(s);
   }
   const int n = 500;
   in.weights.offsets.push_back(0);
   for (int v = 0; v < n; ++v) {
-    for (int k = 0; k < 3; ++k) in.rig.positions.push_back(float(u(rng)));
+    for (int k = 0; k < 3; ++k) in.rig.positions.push_back(float(u(rng) + offset[k]));
     const uint32_t m = 1 + rng() % max_influences;
     for (uint32_t k = 0; k < m; ++k) {
       in.weights.joints.push_back(rng() % joints);
@@ -286,6 +289,26 @@ TEST(Skinning, LbsEqualsDqsWithOneInfluence) {
   }
 }
 
+// Moving a rig and its pose together moves the skin with them, whatever the joints' scales:
+// each joint scales about its own rest centre. Until 2026-12-07 DQS scaled about the model's
+// origin, so vertices blended between joints of different scales slid by (s_i − s_j) times their
+// distance from it (here some 30 units: a hand 1.2 beside an unscaled forearm slid 2 cm on a
+// character in centimetres).
+TEST_P(BothMethods, MovingTheRigAndItsPoseMovesTheSkin) {
+  const Eigen::Vector3d offset(100, -50, 30);
+  const Rig rig = RandomRig(11, 3), moved = RandomRig(11, 3, true, offset);
+  for (uint32_t seed : {21u, 22u}) {
+    const Pose pose = RandomPose(rig.skeleton, seed);
+    Pose moved_pose = pose;
+    ASSERT_EQ(rig.skeleton.parents[0], -1);
+    testing::SetTranslation(moved_pose, 0, pose.joint(0).translation + offset);
+    const auto a = Deformed(rig, GetParam(), pose), b = Deformed(moved, GetParam(), moved_pose);
+    double worst = 0;
+    for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(double(b[k]) - offset[k % 3] - a[k]));
+    EXPECT_LT(worst, 1e-3) << "seed " << seed;  // float positions near 100: ~1e-5 apart
+  }
+}
+
 // The candy wrapper: twist the last joint 180° about the bone axis. Where the two bones blend
 // 50/50, LBS averages opposite points and the cross-section collapses to the axis; DQS rotates
 // them by 90° and keeps the radius.
@@ -419,7 +442,7 @@ TEST(Skinning, LbsKernelEqualsThePortableLoopAndADoubleReference) {
 
 // The DQS kernel (AVX2 where the CPU has it) against the portable loop and against DQS done in
 // double: skeletons below and above the sign table's 64 joints, antipodal joint quaternions,
-// scaled joints, 1..9 influences, ranges of odd lengths written last first (a block of eight
+// scaled joints (each about its own centre), 1..9 influences, ranges of odd lengths written last first (a block of eight
 // that stores past its range would clobber the next range's first vertices).
 TEST(Skinning, DqsKernelEqualsThePortableLoopAndADoubleReference) {
   for (const int joints : {3, 40, 100}) {
@@ -432,6 +455,7 @@ TEST(Skinning, DqsKernelEqualsThePortableLoopAndADoubleReference) {
     std::vector<Eigen::Quaterniond> rot(joints);
     std::vector<Eigen::Vector3d> tr(joints);
     std::vector<double> sc(joints);
+    std::vector<Eigen::Vector3d> shift(joints);
     for (int j = 0; j < joints; ++j) {
       Eigen::Quaterniond q(1, 0.6 * u(rng), 0.6 * u(rng), 0.6 * u(rng));
       q.normalize();
@@ -441,7 +465,10 @@ TEST(Skinning, DqsKernelEqualsThePortableLoopAndADoubleReference) {
       Affine34d m;
       m.leftCols<3>() = sc[j] * q.toRotationMatrix();
       m.col(3) = tr[j];
-      ToDualQuats(std::span(&m, 1), std::span(&dq[j], 1));
+      const Eigen::Matrix3Xd centre = Eigen::Vector3d(3 * u(rng), 3 * u(rng), 3 * u(rng));  // each scales about its own
+      ToDualQuats(std::span(&m, 1), std::span(&dq[j], 1), centre);
+      shift[j] = (1 - sc[j]) * centre.col(0);
+      tr[j] -= q * shift[j];  // the rigid part's translation
       if (j % 2) {  // the same motion as the antipodal dual quaternion
         for (float& c : dq[j].v) c = -c;
       }
@@ -460,6 +487,7 @@ TEST(Skinning, DqsKernelEqualsThePortableLoopAndADoubleReference) {
       const uint32_t e0 = w.offsets[v];
       const Eigen::Quaterniond& pivot = rot[w.joints[e0]];
       Eigen::Vector4d real = Eigen::Vector4d::Zero(), dual = Eigen::Vector4d::Zero();
+      Eigen::Vector3d h = Eigen::Vector3d::Zero();
       double s = 0;
       for (uint32_t e = e0; e < w.offsets[v + 1]; ++e) {
         const int j = w.joints[e];
@@ -468,12 +496,13 @@ TEST(Skinning, DqsKernelEqualsThePortableLoopAndADoubleReference) {
         real += wj * rot[j].coeffs();
         dual += wj * 0.5 * d.coeffs();
         s += w.weights[e] * sc[j];
+        h += w.weights[e] * shift[j];
       }
       const double len = real.norm();
       const Eigen::Quaterniond r(real / len), d(dual / len);
       const Eigen::Quaterniond t = Eigen::Quaterniond(2 * d.coeffs()) * r.conjugate();
       const Eigen::Vector3d p(rest[3 * v], rest[3 * v + 1], rest[3 * v + 2]);
-      const Eigen::Vector3d exact = r * (s * p) + t.vec();
+      const Eigen::Vector3d exact = r * (s * p + h) + t.vec();
       for (int c = 0; c < 3; ++c) {
         const double k = kernel[3 * v + c];
         worst_portable = std::max(worst_portable, std::abs(k - portable[3 * v + c]) / 30);

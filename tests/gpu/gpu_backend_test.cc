@@ -87,7 +87,12 @@ TEST_P(GpuBackendTest, KernelsEqualCpuDeformers) {
       auto session = backend->CreateSession(*on_gpu, gm);
       ASSERT_TRUE(session.ok()) << session.status();
       for (double t : {0.0, 0.3, 0.5}) {
-        const Pose pose = LimbPose(rig->skeleton, t);
+        Pose pose = LimbPose(rig->skeleton, t);
+        if (t == 0.5) {  // joints scaled apart: each scales about its own rest centre (the DQS shift)
+          pose.scales.assign(rig->joint_count(), 1.f);
+          pose.scales[1] = 1.3f;
+          pose.scales[2] = 0.8f;
+        }
         const auto joints = FrameJointData(*rig, method, pose);
         std::vector<float> out(rig->positions.size());
         Latch latch;
@@ -166,7 +171,12 @@ TEST_P(GpuBackendTest, BlendKernelEqualsCpuBlend) {
   EXPECT_EQ(stage->session->param_count(), (*d)->device_param_count());
   std::vector<float> out, want(rig->positions.size());
   for (double t : {0.0, 0.4, 0.9}) {
-    ASSERT_TRUE(DeviceAndCpu(*backend, *stage, **d, LimbPose(rig->skeleton, t), out, want).ok());
+    Pose pose = LimbPose(rig->skeleton, t);
+    if (t == 0.9) {  // joints scaled apart (the DQS half's shift)
+      pose.scales.assign(rig->joint_count(), 1.f);
+      pose.scales[2] = 1.25f;
+    }
+    ASSERT_TRUE(DeviceAndCpu(*backend, *stage, **d, pose, out, want).ok());
     EXPECT_LE(MaxDiff(out, want), 1e-5 * rig->bbox_diagonal()) << "t " << t;
   }
 }
