@@ -510,8 +510,9 @@ absl::StatusOr<ImportedAsset> LoadAsset(const std::string& path) {
     if (!sc.ok()) return sc.status();
     asset.emplace();
     asset->path = path;
+    // The rig's name is ReadSuperCages's: the stem as valid UTF-8 (until 2026-12-07 the raw stem
+    // replaced it here, and a Latin-1 file name failed the upload again).
     asset->rig = std::move(sc->rig);
-    asset->rig.rig.name = p.stem().string();
     asset->bones = asset->rig.rig.joint_count();
     asset->meshes.push_back({"mesh", 0, static_cast<uint32_t>(asset->rig.rig.vertex_count()), 0,
                              static_cast<uint32_t>(asset->rig.rig.triangle_count()), true});

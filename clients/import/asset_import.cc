@@ -3,13 +3,13 @@
 #include <assimp/postprocess.h>
 #include <assimp/scene.h>
 
+#include <algorithm>
 #include <assimp/Importer.hpp>
 #include <cmath>
 #include <filesystem>
-#include <functional>
-#include <map>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -74,8 +74,9 @@ void AddKeys(const char* kind, const Key* keys, unsigned count, double ticks_per
 
 absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   // Assimp 5.2 reads glTF by these names only (a .vrm or other name: "no suitable reader").
+  std::vector<std::string> gltf_notes;
   if (absl::EndsWithIgnoreCase(path, ".gltf") || absl::EndsWithIgnoreCase(path, ".glb")) {
-    if (auto st = CheckGltfSkins(path); !st.ok()) return st;
+    if (auto st = CheckGltfSkins(path, &gltf_notes); !st.ok()) return st;
   }
   Assimp::Importer importer;
   importer.SetPropertyInteger(AI_CONFIG_PP_SBP_REMOVE, aiPrimitiveType_POINT | aiPrimitiveType_LINE);
@@ -91,6 +92,7 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
 
   ImportedAsset out;
   out.path = path;
+  out.notes = std::move(gltf_notes);
   auto note = [&](std::string s) { out.notes.push_back(std::move(s)); };
 
   // Node globals at rest, parents, and where each mesh is instanced.
@@ -100,14 +102,18 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   // a name took every bone and channel of that name, skinning vertices to the wrong joint.
   absl::flat_hash_map<std::string, std::vector<const aiNode*>> by_name;
   std::vector<std::pair<const aiNode*, unsigned>> instances;  // (node, mesh index)
-  std::function<void(const aiNode*, const Affine34d&)> walk = [&](const aiNode* n, const Affine34d& parent) {
+  // Pre-order without recursion (as the joint order below): until 2026-12-07 both walks recursed
+  // once per level of the node tree, which a deep chain of nodes overflowed.
+  std::vector<std::pair<const aiNode*, Affine34d>> walk = {{scene->mRootNode, IdentityAffine()}};
+  while (!walk.empty()) {
+    const auto [n, parent] = walk.back();
+    walk.pop_back();
     const Affine34d g = Compose(parent, ToAffine(n->mTransformation));
     global[n] = g;
     by_name[NodeName(n)].push_back(n);
     for (unsigned i = 0; i < n->mNumMeshes; ++i) instances.emplace_back(n, n->mMeshes[i]);
-    for (unsigned c = 0; c < n->mNumChildren; ++c) walk(n->mChildren[c], g);
-  };
-  walk(scene->mRootNode, IdentityAffine());
+    for (unsigned c = n->mNumChildren; c-- > 0;) walk.emplace_back(n->mChildren[c], g);
+  }
 
   // Which meshes to take: triangle meshes.
   std::vector<std::pair<const aiNode*, const aiMesh*>> meshes;
@@ -177,25 +183,47 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   // Parents-first joint order (pre-order over the scene tree).
   Skeleton& sk = out.rig.rig.skeleton;
   absl::flat_hash_map<const aiNode*, int32_t> joint;
-  std::map<std::string, int> name_uses;
   size_t approximated = 0;
-  std::function<void(const aiNode*, int32_t)> order = [&](const aiNode* n, int32_t parent) {
+  std::vector<const aiNode*> joint_nodes;
+  std::vector<std::pair<const aiNode*, int32_t>> order = {{scene->mRootNode, -1}};  // (node, parent joint)
+  while (!order.empty()) {
+    const auto [n, parent] = order.back();
+    order.pop_back();
     int32_t self = parent;
     if (wanted.contains(n)) {
       self = static_cast<int32_t>(sk.parents.size());
       joint[n] = self;
-      std::string name = ValidUtf8(NodeName(n));
-      if (name.empty()) name = absl::StrCat("node", self);
-      if (const int uses = name_uses[name]++; uses > 0) name = absl::StrCat(name, "#", uses);
-      sk.names.push_back(name);
+      joint_nodes.push_back(n);
       sk.parents.push_back(parent);
       bool exact;
       sk.rest_local.push_back(NearestSimilarity(ToAffine(n->mTransformation), &exact));
       if (!exact) ++approximated;
     }
-    for (unsigned c = 0; c < n->mNumChildren; ++c) order(n->mChildren[c], self);
-  };
-  order(scene->mRootNode, -1);
+    for (unsigned c = n->mNumChildren; c-- > 0;) order.emplace_back(n->mChildren[c], self);
+  }
+  // Joint names are unique: the first joint of a name keeps it, a later one (or one without a
+  // name, "node<j>") takes "#1", "#2", ... the first that no joint is named. Until 2026-12-07 the
+  // suffix counted uses alone: joints "A", "A", "A#1" became "A", "A#1", "A#1", refused as not
+  // unique.
+  std::set<std::string> taken;
+  std::vector<bool> keeps(joint_nodes.size());
+  for (size_t j = 0; j < joint_nodes.size(); ++j) {
+    const std::string name = ValidUtf8(NodeName(joint_nodes[j]));
+    keeps[j] = !name.empty() && taken.insert(name).second;
+  }
+  for (size_t j = 0; j < joint_nodes.size(); ++j) {
+    std::string name = ValidUtf8(NodeName(joint_nodes[j]));
+    if (!keeps[j]) {
+      const bool unnamed = name.empty();
+      const std::string base = unnamed ? absl::StrCat("node", j) : name;
+      name = base;
+      if (!unnamed || taken.contains(name)) {
+        for (int k = 1; k == 1 || taken.contains(name); ++k) name = absl::StrCat(base, "#", k);
+      }
+      taken.insert(name);
+    }
+    sk.names.push_back(std::move(name));
+  }
   if (approximated) {
     note(absl::StrCat(approximated, " node transforms have non-uniform scale, shear or mirroring; "
                       "their rest transforms are approximated by similarities"));
@@ -335,25 +363,31 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
     for (unsigned c = 0; c < anim->mNumChannels; ++c) {
       const aiNodeAnim* ch = anim->mChannels[c];
       const std::string target = ValidUtf8(ch->mNodeName.C_Str());
-      // The channel's node: of the joints with its name the one, else the one without a mesh (as
-      // for bones: a mesh object and a bone of one name), else ambiguous.
+      // The channel's node, as a bone's: the one node of its name, else of its namesakes the one
+      // without a mesh (a mesh object and a bone of one name), else ambiguous. Until 2026-12-07
+      // only joints were counted: a channel of an empty named like the mesh node (a joint) moved
+      // the whole character. A name no joint has moves nothing (ignored, whatever its nodes).
       const aiNode* node = nullptr;
       if (auto it = by_name.find(ch->mNodeName.C_Str()); it != by_name.end()) {
-        std::vector<const aiNode*> joints, bare;
-        for (const aiNode* n : it->second) {
-          if (!joint.contains(n)) continue;
-          joints.push_back(n);
+        const auto& namesakes = it->second;
+        std::vector<const aiNode*> bare;
+        for (const aiNode* n : namesakes) {
           if (n->mNumMeshes == 0) bare.push_back(n);
         }
-        if (joints.size() == 1) {
-          node = joints.front();
-        } else if (bare.size() == 1) {
+        const auto joints = std::count_if(namesakes.begin(), namesakes.end(), [&](const aiNode* n) { return joint.contains(n); });
+        if (namesakes.size() == 1) {
+          node = namesakes.front();
+        } else if (joints > 0) {
+          if (bare.size() != 1 || !joint.contains(bare.front())) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                path, ": clip \"", clip.name, "\" channel ", c, " (node \"", target, "\"): ", namesakes.size(),
+                " nodes have this name (", joints == 1 ? "1 a joint" : absl::StrCat(joints, " joints"), ", ", bare.size(),
+                " without a mesh), and channels name their node: which one it animates is ambiguous (rename the others "
+                "in the file)"));
+          }
           node = bare.front();
-        } else if (!joints.empty()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              path, ": clip \"", clip.name, "\" channel ", c, ": ", joints.size(), " joints are named \"", target,
-              "\", and channels name their node: which one it animates is ambiguous (rename the others in the file)"));
         }
+        if (node != nullptr && !joint.contains(node)) node = nullptr;
       }
       if (node == nullptr) {
         ++ignored;

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
 
 #define TINYGLTF_IMPLEMENTATION
 #define TINYGLTF_NO_STB_IMAGE
@@ -14,6 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/util/utf8.h"
 
 namespace sinew {
 namespace {
@@ -62,69 +68,224 @@ bool Span(const tinygltf::Model& m, int view, size_t offset, size_t count, size_
   return true;
 }
 
-// Reads accessor `index` as doubles (components per element in *components), its sparse
-// substitutions applied (until 2026-12-07 they were not: a NaN weight given sparsely passed the
-// check); "" or why it cannot be read.
-std::string ReadAccessor(const tinygltf::Model& m, int index, std::vector<double>& out, int* components) {
-  if (index < 0 || index >= static_cast<int>(m.accessors.size())) return absl::StrCat("accessor ", index, " does not exist");
+// What one pass over an accessor's values found. Each accessor is read once, however many
+// primitives and nodes use it (until 2026-12-07 once per node showing its mesh: 400 nodes on one
+// mesh took 44 s), and its values are looked at, not kept.
+struct AccessorScan {
+  std::string error;  // why it cannot be read; "" when it can
+  size_t count = 0;   // elements
+  std::optional<std::pair<size_t, int>> non_finite;  // the first non-finite value: element, component
+  std::optional<std::pair<size_t, double>> negative;  // the first negative value: element, value
+  double max = -std::numeric_limits<double>::infinity();  // the largest finite value, and the first
+  size_t max_element = 0;                                 // element that holds it
+};
+
+// An accessor without a buffer view is zeros but for its sparse substitutions, held to as many
+// elements as a rig may have vertices.
+constexpr size_t kMaxZeroElements = size_t(1) << 24;
+
+// Reads accessor `index` (normalized integers as glTF 2.0 3.11 says), its sparse substitutions
+// applied (until 2026-12-07 they were not: a NaN weight given sparsely passed the check). The
+// zeros of an accessor without a buffer view are looked at once, as its first element not
+// substituted (until 2026-12-07 they were built as doubles: a 355-byte file of 2^24 MAT4s
+// allocated 2 GiB); one that is not sparse either is refused, as assimp 5.2 cannot read it.
+AccessorScan ScanAccessor(const tinygltf::Model& m, int index) {
+  AccessorScan s;
+  if (index < 0 || index >= static_cast<int>(m.accessors.size())) {
+    s.error = absl::StrCat("accessor ", index, " does not exist");
+    return s;
+  }
   const tinygltf::Accessor& a = m.accessors[index];
   const int n = tinygltf::GetNumComponentsInType(a.type);
   const int size = tinygltf::GetComponentSizeInBytes(a.componentType);
-  *components = n;
-  out.clear();
-  if (n <= 0 || size <= 0) return absl::StrCat("accessor ", index, ": component type ", a.componentType, " or type ", a.type, " is not glTF's");
+  s.count = a.count;
+  if (n <= 0 || size <= 0) {
+    s.error = absl::StrCat("accessor ", index, ": component type ", a.componentType, " or type ", a.type, " is not glTF's");
+    return s;
+  }
   const std::string bounds = absl::StrCat("accessor ", index, " out of bounds");
-  // An accessor with no buffer view is all zeros: held to as many elements as a rig may have vertices.
-  constexpr size_t kMaxZeroElements = size_t(1) << 24;
   const size_t element = size_t(n) * size;
-  double x = 0;
+  size_t stride = 0;
+  const unsigned char* start = nullptr;
   if (a.bufferView < 0) {
-    if (a.count > kMaxZeroElements) return bounds;
-    out.assign(a.count * n, 0.0);
-  } else {
-    size_t stride = 0;
-    const unsigned char* start = nullptr;
-    if (!Span(m, a.bufferView, a.byteOffset, a.count, element, &stride, &start)) return bounds;
-    out.reserve(a.count * n);
-    for (size_t i = 0; i < a.count; ++i) {
-      for (int c = 0; c < n; ++c) {
-        if (!ReadComponent(start + i * stride + size_t(c) * size, a.componentType, a.normalized, &x)) {
-          return absl::StrCat("accessor ", index, ": component type ", a.componentType, " is not glTF's");
-        }
-        out.push_back(x);
-      }
+    if (!a.sparse.isSparse) {
+      s.error = absl::StrCat("accessor ", index, " has no bufferView (all zeros), which the importer (assimp 5.2) "
+                             "cannot read: export the data");
+      return s;
     }
+    if (a.count > kMaxZeroElements) {
+      s.error = bounds;
+      return s;
+    }
+  } else if (!Span(m, a.bufferView, a.byteOffset, a.count, element, &stride, &start)) {
+    s.error = bounds;
+    return s;
   }
-  if (!a.sparse.isSparse) return "";
   // Sparse: `count` indices (unsigned, increasing) into the elements, and as many elements
-  // replacing them, both tightly packed.
-  const auto& sp = a.sparse;
-  const int index_size = tinygltf::GetComponentSizeInBytes(sp.indices.componentType);
-  const unsigned char *indices = nullptr, *values = nullptr;
-  size_t index_stride = size_t(index_size), value_stride = element;
-  if (sp.count < 0 || index_size <= 0 || sp.indices.byteOffset < 0 || sp.values.byteOffset < 0 ||
-      !Span(m, sp.indices.bufferView, size_t(sp.indices.byteOffset), size_t(sp.count), size_t(index_size), &index_stride, &indices) ||
-      !Span(m, sp.values.bufferView, size_t(sp.values.byteOffset), size_t(sp.count), element, &value_stride, &values)) {
-    return absl::StrCat("accessor ", index, ": sparse indices or values out of bounds");
+  // replacing them, both tightly packed; taken as (element, k) by element, the last of repeats.
+  std::vector<std::pair<size_t, int>> subs;
+  const unsigned char* values = nullptr;
+  if (a.sparse.isSparse) {
+    const auto& sp = a.sparse;
+    const int index_size = tinygltf::GetComponentSizeInBytes(sp.indices.componentType);
+    const unsigned char* indices = nullptr;
+    size_t index_stride = size_t(index_size), value_stride = element;
+    if (sp.count < 0 || index_size <= 0 || sp.indices.byteOffset < 0 || sp.values.byteOffset < 0 ||
+        !Span(m, sp.indices.bufferView, size_t(sp.indices.byteOffset), size_t(sp.count), size_t(index_size), &index_stride, &indices) ||
+        !Span(m, sp.values.bufferView, size_t(sp.values.byteOffset), size_t(sp.count), element, &value_stride, &values)) {
+      s.error = absl::StrCat("accessor ", index, ": sparse indices or values out of bounds");
+      return s;
+    }
+    subs.reserve(size_t(sp.count));
+    for (int k = 0; k < sp.count; ++k) {
+      double at = 0;
+      if (sp.indices.componentType == TINYGLTF_COMPONENT_TYPE_FLOAT ||
+          !ReadComponent(indices + size_t(k) * index_size, sp.indices.componentType, false, &at) || at < 0 ||
+          at >= double(a.count)) {
+        s.error = absl::StrCat("accessor ", index, ": sparse index ", k, " (", at, ") is not an element of its ", a.count);
+        return s;
+      }
+      subs.emplace_back(size_t(at), k);
+    }
+    std::stable_sort(subs.begin(), subs.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    size_t kept = 0;
+    for (size_t i = 0; i < subs.size(); ++i) {
+      if (i + 1 < subs.size() && subs[i + 1].first == subs[i].first) continue;
+      subs[kept++] = subs[i];
+    }
+    subs.resize(kept);
   }
-  for (int k = 0; k < sp.count; ++k) {
-    double at = 0;
-    if (sp.indices.componentType == TINYGLTF_COMPONENT_TYPE_FLOAT ||
-        !ReadComponent(indices + size_t(k) * index_size, sp.indices.componentType, false, &at) || at < 0 ||
-        at >= double(a.count)) {
-      return absl::StrCat("accessor ", index, ": sparse index ", k, " (", at, ") is not an element of its ", a.count);
+  auto look = [&](size_t e, int c, double x) {
+    if (!std::isfinite(x)) {
+      if (!s.non_finite) s.non_finite.emplace(e, c);
+      return;
     }
+    if (x < 0 && !s.negative) s.negative.emplace(e, x);
+    if (x > s.max) {
+      s.max = x;
+      s.max_element = e;
+    }
+  };
+  auto read = [&](size_t e, const unsigned char* p) {
+    double x = 0;
     for (int c = 0; c < n; ++c) {
-      if (!ReadComponent(values + size_t(k) * element + size_t(c) * size, a.componentType, a.normalized, &x)) return bounds;
-      out[size_t(at) * n + c] = x;
+      if (!ReadComponent(p + size_t(c) * size, a.componentType, a.normalized, &x)) {
+        s.error = absl::StrCat("accessor ", index, ": component type ", a.componentType, " is not glTF's");
+        return false;
+      }
+      look(e, c, x);
     }
+    return true;
+  };
+  if (a.bufferView >= 0) {
+    size_t next = 0;
+    for (size_t e = 0; e < a.count; ++e) {
+      const unsigned char* p = start + e * stride;
+      if (next < subs.size() && subs[next].first == e) p = values + size_t(subs[next++].second) * element;
+      if (!read(e, p)) return s;
+    }
+  } else {
+    size_t zero = 0;  // the first element not substituted
+    for (const auto& [e, k] : subs) {
+      if (e == zero) ++zero;
+    }
+    if (zero < a.count) {
+      for (int c = 0; c < n; ++c) look(zero, c, 0.0);
+    }
+    for (const auto& [e, k] : subs) {
+      if (!read(e, values + size_t(k) * element)) return s;
+    }
+  }
+  return s;
+}
+
+std::string ComponentName(int type) {
+  switch (type) {
+    case TINYGLTF_COMPONENT_TYPE_FLOAT: return "floats";
+    case TINYGLTF_COMPONENT_TYPE_UNSIGNED_BYTE: return "unsigned bytes";
+    case TINYGLTF_COMPONENT_TYPE_BYTE: return "bytes";
+    case TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT: return "unsigned shorts";
+    case TINYGLTF_COMPONENT_TYPE_SHORT: return "shorts";
+    case TINYGLTF_COMPONENT_TYPE_UNSIGNED_INT: return "unsigned ints";
+    default: return absl::StrCat("component type ", type);
+  }
+}
+
+// "VEC4 of unsigned bytes (normalized)", as a message names an accessor's layout.
+std::string Layout(const tinygltf::Accessor& a) {
+  std::string type;
+  switch (a.type) {
+    case TINYGLTF_TYPE_SCALAR: type = "SCALAR"; break;
+    case TINYGLTF_TYPE_VEC2: case TINYGLTF_TYPE_VEC3: case TINYGLTF_TYPE_VEC4: type = absl::StrCat("VEC", a.type); break;
+    case TINYGLTF_TYPE_MAT2: type = "MAT2"; break;
+    case TINYGLTF_TYPE_MAT3: type = "MAT3"; break;
+    case TINYGLTF_TYPE_MAT4: type = "MAT4"; break;
+    default: type = absl::StrCat("type ", a.type);
+  }
+  return absl::StrCat(type, " of ", ComponentName(a.componentType), a.normalized ? " (normalized)" : "");
+}
+
+std::string NodeLabel(const tinygltf::Model& m, int n) {
+  return absl::StrCat("node ", n, m.nodes[n].name.empty() ? "" : absl::StrCat(" \"", ValidUtf8(m.nodes[n].name), "\""));
+}
+
+// The node tree: glTF's is a forest (a node has one parent at most), which assimp 5.2 walks
+// recursively. Until 2026-12-07 a chain of 20,000 nodes overflowed the CLI's stack inside
+// assimp, and a node that is the child of two parents was imported once per parent (2^24 copies
+// down a chain of 24 such: minutes, gigabytes). A cycle, which assimp refuses itself, is refused
+// here too, naming a node of it. "" or why the tree is refused.
+std::string CheckNodeTree(const tinygltf::Model& m) {
+  const int count = static_cast<int>(m.nodes.size());
+  std::vector<int> parent(size_t(count), -1);
+  for (int p = 0; p < count; ++p) {
+    for (int c : m.nodes[p].children) {
+      if (c < 0 || c >= count) return absl::StrCat(NodeLabel(m, p), ": child ", c, " does not exist");
+      if (c == p) return absl::StrCat(NodeLabel(m, c), " is its own child");
+      if (parent[c] == p) return absl::StrCat(NodeLabel(m, p), " lists child ", c, " twice");
+      if (parent[c] >= 0) {
+        return absl::StrCat(NodeLabel(m, c), " is a child of ", NodeLabel(m, parent[c]), " and of ", NodeLabel(m, p),
+                            ": a glTF node has one parent at most");
+      }
+      parent[c] = p;
+    }
+  }
+  // Depths from the roots, without recursion; a node no root reaches is on or under a cycle.
+  std::vector<int> depth(size_t(count), 0);
+  std::vector<int> stack;
+  for (int n = 0; n < count; ++n) {
+    if (parent[n] < 0) {
+      depth[n] = 1;
+      stack.push_back(n);
+    }
+  }
+  while (!stack.empty()) {
+    const int n = stack.back();
+    stack.pop_back();
+    for (int c : m.nodes[n].children) {
+      depth[c] = depth[n] + 1;
+      if (depth[c] > kMaxGltfNodeDepth) {
+        return absl::StrCat(NodeLabel(m, c), " is ", depth[c], " nodes deep; the importer takes trees of at most ",
+                            kMaxGltfNodeDepth, " levels (a skeleton is under 100)");
+      }
+      stack.push_back(c);
+    }
+  }
+  for (int n = 0; n < count; ++n) {
+    if (depth[n] == 0) return absl::StrCat(NodeLabel(m, n), " is its own ancestor: its children form a cycle");
   }
   return "";
 }
 
+// "0, 1, 2, 3, 4 and 7 more": the first few of a list, for a note.
+std::string FirstFew(const std::vector<size_t>& list) {
+  constexpr size_t kShown = 5;
+  if (list.size() <= kShown) return absl::StrJoin(list, ", ");
+  return absl::StrCat(absl::StrJoin(list.begin(), list.begin() + kShown, ", "), " and ", list.size() - kShown, " more");
+}
+
 }  // namespace
 
-absl::Status CheckGltfSkins(const std::string& path) {
+absl::Status CheckGltfSkins(const std::string& path, std::vector<std::string>* notes) {
   tinygltf::Model model;
   tinygltf::TinyGLTF loader;
   std::string err, warn;
@@ -136,8 +297,14 @@ absl::Status CheckGltfSkins(const std::string& path) {
                          : loader.LoadASCIIFromFile(&model, &err, &warn, path);
   if (!ok) return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid glTF file: ", err));
   auto bad = [&](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(path, ": ", parts...)); };
-  std::vector<double> values;
-  int comps = 0;
+  if (auto why = CheckNodeTree(model); !why.empty()) return bad(why);
+
+  std::map<int, AccessorScan> scans;
+  auto scan = [&](int index) -> const AccessorScan& {
+    auto it = scans.find(index);
+    if (it == scans.end()) it = scans.emplace(index, ScanAccessor(model, index)).first;
+    return it->second;
+  };
   for (size_t s = 0; s < model.skins.size(); ++s) {
     // A matrix per joint, MAT4 floats (glTF 2.0 5.28). The matrices may be left out (identity by
     // the spec), which assimp 5.2 does not read: it crashed, as it read past a short accessor
@@ -153,42 +320,161 @@ absl::Status CheckGltfSkins(const std::string& path) {
     }
     if (ibm >= static_cast<int>(model.accessors.size())) return bad("skin ", s, ": inverseBindMatrices accessor ", ibm, " does not exist");
     const tinygltf::Accessor& a = model.accessors[ibm];
+    const size_t joints = model.skins[s].joints.size();
     if (a.type != TINYGLTF_TYPE_MAT4 || a.componentType != TINYGLTF_COMPONENT_TYPE_FLOAT) {
       return bad("skin ", s, ": inverseBindMatrices accessor ", ibm, " is not MAT4 of floats");
     }
-    if (a.count < model.skins[s].joints.size()) {
-      return bad("skin ", s, ": inverseBindMatrices accessor ", ibm, " has ", a.count, " matrices for ",
-                 model.skins[s].joints.size(), " joints");
+    if (a.count < joints) {
+      return bad("skin ", s, ": inverseBindMatrices accessor ", ibm, " has ", a.count, " matrices for ", joints, " joints");
     }
-    if (auto why = ReadAccessor(model, ibm, values, &comps); !why.empty()) return bad("skin ", s, ": inverseBindMatrices: ", why);
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (!std::isfinite(values[i])) return bad("skin ", s, ": inverse bind matrix ", i / 16, " is not finite");
+    // Zeros (but for sparse substitutions) beyond the joints are matrices assimp would allocate for nothing.
+    if (a.bufferView < 0 && a.count > joints) {
+      return bad("skin ", s, ": inverseBindMatrices accessor ", ibm, " has no bufferView and ", a.count,
+                 " matrices for ", joints, " joints");
     }
+    const AccessorScan& sc = scan(ibm);
+    if (!sc.error.empty()) return bad("skin ", s, ": inverseBindMatrices: ", sc.error);
+    if (sc.non_finite) return bad("skin ", s, ": inverse bind matrix ", sc.non_finite->first, " is not finite");
   }
+
+  // Meshes, each once, with the skins of the nodes that show it (-1: a node without a skin).
+  std::map<int, std::set<int>> mesh_skins;
   for (const tinygltf::Node& node : model.nodes) {
     if (node.mesh < 0 || node.mesh >= static_cast<int>(model.meshes.size())) continue;
-    const tinygltf::Mesh& mesh = model.meshes[node.mesh];
-    const size_t skin_joints = (node.skin >= 0 && node.skin < static_cast<int>(model.skins.size()))
-                                   ? model.skins[node.skin].joints.size() : 0;
+    mesh_skins[node.mesh].insert(node.skin >= 0 && node.skin < static_cast<int>(model.skins.size()) ? node.skin : -1);
+  }
+  for (const auto& [mesh_index, skins] : mesh_skins) {
+    const tinygltf::Mesh& mesh = model.meshes[mesh_index];
     for (size_t p = 0; p < mesh.primitives.size(); ++p) {
-      const std::string where = absl::StrCat("mesh \"", mesh.name, "\" primitive ", p);
-      for (const auto& [name, index] : mesh.primitives[p].attributes) {
+      const tinygltf::Primitive& prim = mesh.primitives[p];
+      const std::string where = absl::StrCat(
+          "mesh ", mesh_index, mesh.name.empty() ? "" : absl::StrCat(" \"", ValidUtf8(mesh.name), "\""), " primitive ", p);
+      // POSITION first: its count is the primitive's vertex count, which every other attribute
+      // has (glTF 2.0 3.7.2.1). assimp 5.2 silently dropped all the weights of a WEIGHTS_0 with
+      // one more element (until 2026-12-07).
+      std::optional<size_t> vertices;
+      if (auto it = prim.attributes.find("POSITION"); it != prim.attributes.end()) {
+        if (it->second >= 0 && it->second < static_cast<int>(model.accessors.size()) &&
+            model.accessors[it->second].bufferView < 0) {
+          return bad(where, " POSITION: accessor ", it->second, " has no bufferView, which the importer (assimp 5.2) "
+                     "cannot read: export the positions");
+        }
+        const AccessorScan& sc = scan(it->second);
+        if (!sc.error.empty()) return bad(where, " POSITION: ", sc.error);
+        vertices = sc.count;
+      }
+      std::map<std::string, int> joint_types;  // JOINTS_n: component type
+      for (const auto& [name, index] : prim.attributes) {
         const bool weights = absl::StartsWith(name, "WEIGHTS_"), joints = absl::StartsWith(name, "JOINTS_");
-        if (name != "POSITION" && !weights && !joints) continue;
-        if (auto why = ReadAccessor(model, index, values, &comps); !why.empty()) return bad(where, " ", name, ": ", why);
-        for (size_t i = 0; i < values.size(); ++i) {
-          const double x = values[i];
-          if (!std::isfinite(x)) {
-            return bad(absl::StrFormat("%s %s: vertex %d component %d is not finite", where, name, i / comps, i % comps));
+        if (index < 0 || index >= static_cast<int>(model.accessors.size())) {
+          return bad(where, " ", name, ": accessor ", index, " does not exist");
+        }
+        const tinygltf::Accessor& a = model.accessors[index];
+        // assimp 5.2 reads every WEIGHTS_n element as four floats, and JOINTS_n as four bytes or
+        // four shorts (by JOINTS_0's size): normalized unsigned bytes or shorts, which glTF allows
+        // for weights, became weights like 3.6e-43 and, normalised, bound vertices to the wrong
+        // joint with a note that they "did not sum to 1" (until 2026-12-07).
+        if (weights && (a.type != TINYGLTF_TYPE_VEC4 || a.componentType != TINYGLTF_COMPONENT_TYPE_FLOAT)) {
+          return bad(where, " ", name, ": accessor ", index, " is ", Layout(a), "; the importer (assimp 5.2) reads "
+                     "weights as VEC4 of floats only: re-export the mesh with float weights");
+        }
+        if (joints && (a.type != TINYGLTF_TYPE_VEC4 || (a.componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_BYTE &&
+                                                         a.componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT))) {
+          return bad(where, " ", name, ": accessor ", index, " is ", Layout(a), "; joints are VEC4 of unsigned bytes "
+                     "or unsigned shorts (glTF 2.0 3.7.3.3)");
+        }
+        if (joints) joint_types[name] = a.componentType;
+        if (name == "POSITION" || weights || joints) {
+          const AccessorScan& sc = scan(index);
+          if (!sc.error.empty()) return bad(where, " ", name, ": ", sc.error);
+          if (sc.non_finite) {
+            return bad(absl::StrFormat("%s %s: vertex %d component %d is not finite", where, name, sc.non_finite->first,
+                                       sc.non_finite->second));
           }
-          if (weights && x < 0) {
-            return bad(absl::StrFormat("%s %s: vertex %d weight %g is negative", where, name, i / comps, x));
+          if (weights && sc.negative) {
+            return bad(absl::StrFormat("%s %s: vertex %d weight %g is negative", where, name, sc.negative->first,
+                                       sc.negative->second));
           }
-          if (joints && skin_joints > 0 && x >= double(skin_joints)) {
-            return bad(absl::StrFormat("%s %s: vertex %d joint %g is out of range (skin has %d joints)",
-                                       where, name, i / comps, x, skin_joints));
+          for (int s : skins) {
+            const size_t skin_joints = s >= 0 ? model.skins[s].joints.size() : 0;
+            if (joints && skin_joints > 0 && sc.count > 0 && sc.max >= double(skin_joints)) {
+              return bad(absl::StrFormat("%s %s: vertex %d joint %g is out of range (skin %d has %d joints)", where, name,
+                                         sc.max_element, sc.max, s, skin_joints));
+            }
           }
         }
+        if (vertices && a.count != *vertices) {
+          return bad(where, " ", name, ": accessor ", index, " has ", a.count, " elements for the primitive's ", *vertices,
+                     " vertices (POSITION's count): every attribute has one per vertex");
+        }
+      }
+      // Sets in pairs, joints of one type: assimp 5.2 reads JOINTS_n for each WEIGHTS_n (it
+      // crashed on a WEIGHTS_1 without JOINTS_1), every set as JOINTS_0's type (unsigned bytes
+      // read as shorts made joints past the skin, dropped silently).
+      for (const auto& [name, index] : prim.attributes) {
+        if (absl::StartsWith(name, "WEIGHTS_")) {
+          const std::string pair = absl::StrCat("JOINTS_", name.substr(8));
+          if (!prim.attributes.contains(pair)) return bad(where, " ", name, ": no ", pair, " says whose weights these are");
+        } else if (absl::StartsWith(name, "JOINTS_")) {
+          const std::string pair = absl::StrCat("WEIGHTS_", name.substr(7));
+          if (!prim.attributes.contains(pair)) return bad(where, " ", name, ": no ", pair, " gives these joints weights");
+          if (joint_types.at(name) != joint_types.begin()->second) {
+            return bad(where, " ", name, ": ", ComponentName(joint_types.at(name)), " where ", joint_types.begin()->first,
+                       " has ", ComponentName(joint_types.begin()->second), "; the importer (assimp 5.2) reads every "
+                       "set as the first one's type: export the joints of one type");
+          }
+        }
+      }
+      // Indices are vertices: assimp 5.2 silently dropped a triangle with an index past the
+      // vertices (until 2026-12-07 IndexOutOfRange.gltf imported 11 of its 12 triangles).
+      std::optional<size_t> corners = vertices;  // the vertices' count as the triangles list them
+      if (prim.indices >= 0) {
+        if (prim.indices >= static_cast<int>(model.accessors.size())) {
+          return bad(where, " indices: accessor ", prim.indices, " does not exist");
+        }
+        const tinygltf::Accessor& a = model.accessors[prim.indices];
+        if (a.type != TINYGLTF_TYPE_SCALAR || (a.componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_BYTE &&
+                                               a.componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT &&
+                                               a.componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_INT)) {
+          return bad(where, " indices: accessor ", prim.indices, " is ", Layout(a), ", not SCALAR of unsigned integers");
+        }
+        const AccessorScan& sc = scan(prim.indices);
+        if (!sc.error.empty()) return bad(where, " indices: ", sc.error);
+        if (vertices && sc.count > 0 && sc.max >= double(*vertices)) {
+          return bad(where, " indices: index ", sc.max_element, " is vertex ", size_t(sc.max), ", out of range (",
+                     *vertices, " vertices)");
+        }
+        corners = sc.count;
+      }
+      // Whole triangles: assimp 5.2 silently dropped the last, incomplete one (until 2026-12-07
+      // IncorrectVertexArrays/Cube.gltf imported a truncated cube).
+      if (prim.mode == TINYGLTF_MODE_TRIANGLES && corners && *corners % 3 != 0) {
+        return bad(where, ": ", *corners, prim.indices >= 0 ? " indices" : " vertices", " are not whole triangles (",
+                   *corners % 3, " left over)");
+      }
+    }
+  }
+
+  // Samplers the importer plays otherwise than the file says: assimp 5.2 keeps the keys of STEP
+  // and CUBICSPLINE samplers (a cubic spline's values between its tangents) and the clip
+  // interpolates them linearly (until 2026-12-07 without a word).
+  if (notes != nullptr) {
+    for (size_t a = 0; a < model.animations.size(); ++a) {
+      const tinygltf::Animation& anim = model.animations[a];
+      std::vector<size_t> step, cubic;
+      for (size_t s = 0; s < anim.samplers.size(); ++s) {
+        if (anim.samplers[s].interpolation == "STEP") step.push_back(s);
+        if (anim.samplers[s].interpolation == "CUBICSPLINE") cubic.push_back(s);
+      }
+      const std::string label =
+          absl::StrCat("animation ", a, anim.name.empty() ? "" : absl::StrCat(" \"", ValidUtf8(anim.name), "\""));
+      if (!step.empty()) {
+        notes->push_back(absl::StrCat(label, " sampler", step.size() > 1 ? "s " : " ", FirstFew(step),
+                                      ": STEP interpolation played as linear between the keys"));
+      }
+      if (!cubic.empty()) {
+        notes->push_back(absl::StrCat(label, " sampler", cubic.size() > 1 ? "s " : " ", FirstFew(cubic),
+                                      ": CUBICSPLINE interpolation played as linear between the keys (tangents dropped)"));
       }
     }
   }

@@ -16,6 +16,8 @@
 #include <optional>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <cstring>
 
 // tinygltf's implementation is compiled once, in clients/import/gltf_check.cc.
 #define TINYGLTF_NO_STB_IMAGE
@@ -23,6 +25,7 @@
 #define TINYGLTF_NO_EXTERNAL_IMAGE
 #include <tiny_gltf.h>
 
+#include "absl/strings/str_cat.h"
 #include "clients/import/asset_import.h"
 #include "core/deformer/deformer.h"
 
@@ -637,7 +640,315 @@ TEST(AssetImport, AccessorCountsBeyondTheBufferAreRefused) {
     if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
     ASSERT_FALSE(asset->ok()) << with_buffer;
     EXPECT_EQ(asset->status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("WEIGHTS_0: accessor 3 out of bounds"));
+    // Without a buffer (and not sparse) it is refused as such, whatever its count (see
+    // AccessorsWithoutABufferViewAreRefusedOrReadSparsely).
+    EXPECT_THAT(std::string(asset->status().message()),
+                ::testing::HasSubstr(with_buffer ? "WEIGHTS_0: accessor 3 out of bounds" : "WEIGHTS_0: accessor 3 has no bufferView"));
+  }
+}
+
+// Appends an accessor of `count` elements over `bytes` (under a new buffer view); its index.
+int AppendAccessor(tinygltf::Model& m, const void* bytes, size_t size, int component, int type, size_t count,
+                   bool normalized = false) {
+  tinygltf::Accessor a;
+  a.bufferView = AppendView(m, bytes, size);
+  a.componentType = component;
+  a.type = type;
+  a.count = count;
+  a.normalized = normalized;
+  m.accessors.push_back(a);
+  return int(m.accessors.size()) - 1;
+}
+
+// simple_skin's 10 vertices' weights (VEC4 floats, packed) and joints (VEC4 unsigned shorts, 16
+// bytes apart).
+std::vector<float> SimpleSkinWeights(tinygltf::Model& m) {
+  const unsigned char* p = AccessorBytes(m, m.meshes[0].primitives[0].attributes.at("WEIGHTS_0"));
+  std::vector<float> w(40);
+  std::memcpy(w.data(), p, 160);
+  return w;
+}
+std::vector<uint16_t> SimpleSkinJoints(tinygltf::Model& m) {
+  const unsigned char* p = AccessorBytes(m, m.meshes[0].primitives[0].attributes.at("JOINTS_0"));
+  std::vector<uint16_t> j(40);
+  for (int v = 0; v < 10; ++v) std::memcpy(&j[4 * v], p + 16 * v, 8);
+  return j;
+}
+
+// assimp 5.2 reads every WEIGHTS_n element as four floats, whatever its type, and every JOINTS_n
+// as JOINTS_0's type. Until 2026-12-07 weights of normalized unsigned bytes or shorts (which glTF
+// allows) passed the check and became weights like 3.6e-43 that, normalised, bound vertices to
+// the wrong joint with a note that they "did not sum to 1"; a JOINTS_1 of bytes beside a JOINTS_0
+// of shorts lost its weights; a WEIGHTS_1 without JOINTS_1 crashed assimp. Each is refused naming
+// the mesh, primitive, attribute and accessor. Joints of unsigned bytes assimp reads: they import.
+TEST(AssetImport, WeightsAndJointsAssimpWouldMisreadAreRefused) {
+  using Edit = std::function<void(tinygltf::Model&)>;
+  auto attributes = [](tinygltf::Model& m) -> std::map<std::string, int>& { return m.meshes[0].primitives[0].attributes; };
+  const std::vector<std::pair<Edit, std::string>> cases = {
+      {[&](tinygltf::Model& m) {
+         std::vector<uint8_t> w;
+         for (float x : SimpleSkinWeights(m)) w.push_back(uint8_t(std::lround(x * 255)));
+         attributes(m)["WEIGHTS_0"] =
+             AppendAccessor(m, w.data(), w.size(), TINYGLTF_COMPONENT_TYPE_UNSIGNED_BYTE, TINYGLTF_TYPE_VEC4, 10, true);
+       }, "mesh 0 primitive 0 WEIGHTS_0: accessor 7 is VEC4 of unsigned bytes (normalized); the importer (assimp 5.2) "
+          "reads weights as VEC4 of floats only: re-export the mesh with float weights"},
+      {[&](tinygltf::Model& m) {
+         std::vector<uint16_t> w;
+         for (float x : SimpleSkinWeights(m)) w.push_back(uint16_t(std::lround(x * 65535)));
+         attributes(m)["WEIGHTS_0"] =
+             AppendAccessor(m, w.data(), 2 * w.size(), TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT, TINYGLTF_TYPE_VEC4, 10, true);
+       }, "mesh 0 primitive 0 WEIGHTS_0: accessor 7 is VEC4 of unsigned shorts (normalized)"},
+      {[&](tinygltf::Model& m) {
+         std::vector<float> j;
+         for (uint16_t x : SimpleSkinJoints(m)) j.push_back(x);
+         attributes(m)["JOINTS_0"] =
+             AppendAccessor(m, j.data(), 4 * j.size(), TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_VEC4, 10);
+       }, "mesh 0 primitive 0 JOINTS_0: accessor 7 is VEC4 of floats; joints are VEC4 of unsigned bytes or unsigned shorts"},
+      {[&](tinygltf::Model& m) {  // a second set on joint 1, its joints bytes where JOINTS_0's are shorts
+         const std::vector<uint8_t> j(40, 1);
+         std::vector<float> w(40, 0.f);
+         attributes(m)["JOINTS_1"] = AppendAccessor(m, j.data(), j.size(), TINYGLTF_COMPONENT_TYPE_UNSIGNED_BYTE, TINYGLTF_TYPE_VEC4, 10);
+         for (int v = 0; v < 10; ++v) w[4 * v] = 0.5f;
+         attributes(m)["WEIGHTS_1"] = AppendAccessor(m, w.data(), 4 * w.size(), TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_VEC4, 10);
+       }, "mesh 0 primitive 0 JOINTS_1: unsigned bytes where JOINTS_0 has unsigned shorts"},
+      {[&](tinygltf::Model& m) {
+         std::vector<float> w(40, 0.f);
+         attributes(m)["WEIGHTS_1"] = AppendAccessor(m, w.data(), 4 * w.size(), TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_VEC4, 10);
+       }, "mesh 0 primitive 0 WEIGHTS_1: no JOINTS_1"},
+  };
+  for (const auto& [edit, want] : cases) {
+    const auto asset = ImportEditedSimpleSkin("sinew_weight_types.gltf", edit);
+    if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+    ASSERT_FALSE(asset->ok()) << want;
+    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr(want));
+  }
+  const auto plain = ImportEditedSimpleSkin("sinew_plain.gltf", [](tinygltf::Model&) {});
+  const auto bytes = ImportEditedSimpleSkin("sinew_byte_joints.gltf", [&](tinygltf::Model& m) {
+    std::vector<uint8_t> j;
+    for (uint16_t x : SimpleSkinJoints(m)) j.push_back(uint8_t(x));
+    attributes(m)["JOINTS_0"] = AppendAccessor(m, j.data(), j.size(), TINYGLTF_COMPONENT_TYPE_UNSIGNED_BYTE, TINYGLTF_TYPE_VEC4, 10);
+  });
+  ASSERT_TRUE(plain->ok()) << plain->status();
+  ASSERT_TRUE(bytes->ok()) << bytes->status();
+  EXPECT_EQ((*bytes)->rig.weights.joints, (*plain)->rig.weights.joints);
+  EXPECT_EQ((*bytes)->rig.weights.weights, (*plain)->rig.weights.weights);
+}
+
+// assimp 5.2 silently drops a triangle with an index past the vertices, the last triangle when
+// the indices (or vertices) are not whole triangles, and every weight of a primitive whose
+// WEIGHTS_0 has more elements than its vertices. Until 2026-12-07 IndexOutOfRange.gltf imported
+// 11 of its 12 triangles, IncorrectVertexArrays/Cube.gltf a truncated cube, and such weights were
+// lost (the vertices bound rigidly to the mesh's node): each is refused naming the mesh,
+// primitive and attribute or index.
+TEST(AssetImport, PrimitivesAssimpWouldTruncateAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"glTF2/IndexOutOfRange/IndexOutOfRange.gltf", "mesh 0 \"Mesh\" primitive 0 indices: index "},
+      {"glTF2/IndexOutOfRange/IndexOutOfRange.gltf", ", out of range (24 vertices)"},
+      {"glTF2/IncorrectVertexArrays/Cube.gltf", "mesh 1 \"TruncatedCube\" primitive 0: 35 vertices are not whole triangles"},
+  };
+  for (const auto& [file, want] : files) {
+    const std::string path = kModels + "/" + file;
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "assimp-testmodels not installed";
+    const auto asset = ImportAsset(path);
+    ASSERT_FALSE(asset.ok()) << file;
+    EXPECT_THAT(std::string(asset.status().message()), ::testing::HasSubstr(want));
+  }
+  const std::vector<std::pair<std::function<void(tinygltf::Model&)>, std::string>> edits = {
+      {[](tinygltf::Model& m) {  // one element more than the vertices
+         std::vector<float> w = SimpleSkinWeights(m);
+         w.insert(w.end(), {1.f, 0.f, 0.f, 0.f});
+         m.meshes[0].primitives[0].attributes["WEIGHTS_0"] =
+             AppendAccessor(m, w.data(), 4 * w.size(), TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_VEC4, 11);
+       }, "mesh 0 primitive 0 WEIGHTS_0: accessor 7 has 11 elements for the primitive's 10 vertices"},
+      {[](tinygltf::Model& m) {
+         const uint16_t last = 10;  // vertices 0..9
+         std::memcpy(AccessorBytes(m, m.meshes[0].primitives[0].indices) + 2 * 23, &last, 2);
+         m.accessors[m.meshes[0].primitives[0].indices].maxValues.clear();
+       }, "mesh 0 primitive 0 indices: index 23 is vertex 10, out of range (10 vertices)"},
+      {[](tinygltf::Model& m) { m.accessors[m.meshes[0].primitives[0].indices].count = 23; },
+       "mesh 0 primitive 0: 23 indices are not whole triangles (2 left over)"},
+  };
+  for (const auto& [edit, want] : edits) {
+    const auto asset = ImportEditedSimpleSkin("sinew_truncated_primitive.gltf", edit);
+    ASSERT_FALSE(asset->ok()) << want;
+    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr(want));
+  }
+}
+
+// A channel names its node, and names need not be unique. Until 2026-12-07 only namesakes that
+// are joints were counted: a translation channel of an empty named like the mesh node (a joint;
+// the empty is none) moved the whole character. A channel is resolved as a bone is: the node
+// without a mesh of its namesakes, here the empty, which moves no vertex while the namesake that
+// does is a joint: refused naming the clip and channel.
+TEST(AssetImport, AChannelNamedLikeAJointAndAnotherNodeIsRefused) {
+  const auto asset = ImportEditedSimpleSkin("sinew_namesake_channel.gltf", [](tinygltf::Model& m) {
+    m.nodes[0].name = "Root";  // the mesh node
+    tinygltf::Node empty;
+    empty.name = "Root";
+    m.nodes.push_back(empty);
+    m.scenes[0].nodes.push_back(int(m.nodes.size()) - 1);
+    const float times[2] = {0.f, 1.f}, moves[6] = {0.f, 0.f, 0.f, 0.f, 50.f, 0.f};
+    tinygltf::AnimationSampler sampler;
+    sampler.input = AppendAccessor(m, times, sizeof times, TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_SCALAR, 2);
+    m.accessors.back().minValues = {0};
+    m.accessors.back().maxValues = {1};
+    sampler.output = AppendAccessor(m, moves, sizeof moves, TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_VEC3, 2);
+    m.animations[0].samplers.push_back(sampler);
+    tinygltf::AnimationChannel ch;
+    ch.sampler = int(m.animations[0].samplers.size()) - 1;
+    ch.target_node = int(m.nodes.size()) - 1;
+    ch.target_path = "translation";
+    m.animations[0].channels.push_back(ch);
+  });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_FALSE(asset->ok());
+  EXPECT_THAT(std::string(asset->status().message()),
+              ::testing::HasSubstr("clip \"clip0\" channel 0 (node \"Root\"): 2 nodes have this name (1 a joint, 1 without a mesh)"));
+}
+
+// Joints of one name are told apart by "#k", k the first that makes a name no joint has. Until
+// 2026-12-07 k counted the name's uses: joints "A", "A", "A#1" became "A", "A#1", "A#1", and the
+// import was refused as "A#1" was not unique.
+TEST(AssetImport, RenamedJointsTakeANameNoJointHas) {
+  const auto asset = ImportEditedSimpleSkin("sinew_renamed.gltf", [](tinygltf::Model& m) {
+    m.nodes[0].name = "A";
+    m.nodes[1].name = "A";
+    m.nodes[2].name = "A#1";
+  });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_TRUE(asset->ok()) << asset->status();
+  EXPECT_THAT((*asset)->rig.rig.skeleton.names, ::testing::ElementsAre("A", "A#2", "A#1"));
+  EXPECT_TRUE(BuildRig((*asset)->rig).ok());
+}
+
+// An accessor without a buffer view is zeros but for its sparse substitutions. Until 2026-12-07
+// the check built them as doubles, 2^24 elements allowed (a 355-byte file of 2^24 inverse bind
+// matrices allocated 2 GiB), and again for every node showing the mesh (400 nodes: 44 s), for
+// assimp 5.2 to refuse the file then. One that is not sparse is refused naming the accessor
+// (assimp cannot read it), a POSITION without one too (assimp cannot read it even sparse), and
+// inverse bind matrices without one beyond the joints; a sparse one imports (assimp reads it),
+// its zeros looked at once.
+TEST(AssetImport, AccessorsWithoutABufferViewAreRefusedOrReadSparsely) {
+  auto zeros = [](int accessor, size_t count) {
+    return [=](tinygltf::Model& m) {
+      m.accessors[accessor].bufferView = -1;
+      m.accessors[accessor].count = count;
+      m.accessors[accessor].minValues.clear();
+      m.accessors[accessor].maxValues.clear();
+    };
+  };
+  const std::vector<std::pair<std::function<void(tinygltf::Model&)>, std::string>> cases = {
+      {zeros(4, size_t(1) << 20), "skin 0: inverseBindMatrices accessor 4 has no bufferView and 1048576 matrices for 2 joints"},
+      {zeros(4, 2), "skin 0: inverseBindMatrices: accessor 4 has no bufferView (all zeros), which the importer (assimp 5.2) cannot read"},
+      {zeros(1, 10), "mesh 0 primitive 0 POSITION: accessor 1 has no bufferView"},
+      {zeros(3, 10), "mesh 0 primitive 0 WEIGHTS_0: accessor 3 has no bufferView (all zeros)"},
+  };
+  for (const auto& [edit, want] : cases) {
+    const auto asset = ImportEditedSimpleSkin("sinew_no_view.gltf", edit);
+    if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+    ASSERT_FALSE(asset->ok()) << want;
+    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr(want));
+  }
+  // Sparse weights without a view: zeros (9 vertices bound rigidly) but vertex 9, on joint 0.
+  const auto asset = ImportEditedSimpleSkin("sinew_sparse_zeros.gltf", [&](tinygltf::Model& m) {
+    zeros(3, 10)(m);
+    auto& a = m.accessors[3];
+    const uint16_t index = 9;
+    const float values[4] = {1.f, 0.f, 0.f, 0.f};
+    a.sparse.isSparse = true;
+    a.sparse.count = 1;
+    a.sparse.indices.componentType = TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT;
+    a.sparse.indices.byteOffset = 0;
+    a.sparse.indices.bufferView = AppendView(m, &index, 2);
+    a.sparse.values.byteOffset = 0;
+    a.sparse.values.bufferView = AppendView(m, values, sizeof values);
+  });
+  ASSERT_TRUE(asset->ok()) << asset->status();
+  EXPECT_THAT((*asset)->notes, ::testing::Contains(::testing::HasSubstr("9 vertices of skinned meshes had no weight")));
+}
+
+// The node tree is checked before assimp 5.2 walks it, recursively: until 2026-12-07 a chain of
+// 20,000 nodes overflowed the CLI's stack (a crash), and a node that is the child of two parents
+// was imported once per parent (a chain of 24 such nodes listing their child twice: 2^24 copies,
+// minutes). A tree 1,000 nodes deep (gltf_check.h's kMaxGltfNodeDepth) imports; a deeper one, a
+// second parent, a child listed twice and a cycle (which assimp refuses itself) are refused
+// naming the node.
+TEST(AssetImport, NodeTreesTooDeepOrNotTreesAreRefused) {
+  constexpr int kMaxGltfNodeDepth = 1000;
+  auto chain = [](int length) {  // `length` empties from a new root, simple_skin's nodes under the last
+    return [=](tinygltf::Model& m) {
+      const int first = int(m.nodes.size());
+      for (int i = 0; i < length; ++i) {
+        tinygltf::Node n;
+        n.children = {i + 1 < length ? first + i + 1 : 0};
+        m.nodes.push_back(n);
+      }
+      m.scenes[0].nodes = {first};
+    };
+  };
+  // simple_skin is 3 nodes deep.
+  auto asset = ImportEditedSimpleSkin("sinew_deep.gltf", chain(kMaxGltfNodeDepth - 3));
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_TRUE(asset->ok()) << asset->status();
+  EXPECT_EQ((*asset)->rig.rig.joint_count(), size_t(kMaxGltfNodeDepth));
+  const std::vector<std::pair<std::function<void(tinygltf::Model&)>, std::string>> cases = {
+      {chain(kMaxGltfNodeDepth - 2), absl::StrCat("node 2 is ", kMaxGltfNodeDepth + 1, " nodes deep")},
+      {[](tinygltf::Model& m) { m.nodes[0].children.push_back(2); }, "node 2 is a child of node 0 and of node 1"},
+      {[](tinygltf::Model& m) { m.nodes[1].children.push_back(2); }, "node 1 lists child 2 twice"},
+      {[](tinygltf::Model& m) {
+         tinygltf::Node a, b;  // 3 -> 4 -> 3, in no scene
+         a.name = "loop";
+         a.children = {4};
+         b.children = {3};
+         m.nodes.push_back(a);
+         m.nodes.push_back(b);
+       }, "node 3 \"loop\" is its own ancestor"},
+  };
+  for (const auto& [edit, want] : cases) {
+    asset = ImportEditedSimpleSkin("sinew_not_tree.gltf", edit);
+    ASSERT_FALSE(asset->ok()) << want;
+    EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr(want));
+  }
+}
+
+// assimp 5.2 keeps the keys of STEP and CUBICSPLINE samplers (a spline's values, between its
+// tangents), which the clip interpolates linearly: until 2026-12-07 without a word. A note names
+// the animation and the samplers; the spline's keys are its values.
+TEST(AssetImport, StepAndCubicSplineSamplersAreNoted) {
+  auto asset = ImportEditedSimpleSkin("sinew_step.gltf", [](tinygltf::Model& m) {
+    m.animations[0].name = "Wave";
+    m.animations[0].samplers[0].interpolation = "STEP";
+  });
+  if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+  ASSERT_TRUE(asset->ok()) << asset->status();
+  EXPECT_THAT((*asset)->notes, ::testing::Contains(::testing::HasSubstr(
+                                   "animation 0 \"Wave\" sampler 0: STEP interpolation played as linear")));
+  const auto linear = ImportEditedSimpleSkin("sinew_linear.gltf", [](tinygltf::Model&) {});
+  asset = ImportEditedSimpleSkin("sinew_cubic.gltf", [](tinygltf::Model& m) {
+    auto& sampler = m.animations[0].samplers[0];
+    const float* values = reinterpret_cast<const float*>(AccessorBytes(m, sampler.output));
+    const size_t keys = m.accessors[sampler.output].count;
+    std::vector<float> spline;  // per key: in-tangent, value, out-tangent
+    for (size_t k = 0; k < keys; ++k) {
+      spline.insert(spline.end(), 4, 0.f);
+      spline.insert(spline.end(), values + 4 * k, values + 4 * k + 4);
+      spline.insert(spline.end(), 4, 0.f);
+    }
+    sampler.output = AppendAccessor(m, spline.data(), 4 * spline.size(), TINYGLTF_COMPONENT_TYPE_FLOAT, TINYGLTF_TYPE_VEC4, 3 * keys);
+    sampler.interpolation = "CUBICSPLINE";
+  });
+  ASSERT_TRUE(asset->ok()) << asset->status();
+  ASSERT_TRUE(linear->ok()) << linear->status();
+  EXPECT_THAT((*asset)->notes, ::testing::Contains(::testing::HasSubstr(
+                                   "animation 0 sampler 0: CUBICSPLINE interpolation played as linear between the keys (tangents dropped)")));
+  ASSERT_EQ((*asset)->clips.size(), 1u);
+  const auto& got = (*asset)->clips[0].tracks, &want = (*linear)->clips[0].tracks;
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t j = 0; j < got.size(); ++j) {
+    ASSERT_EQ(got[j].rotations.size(), want[j].rotations.size()) << "joint " << j;
+    for (size_t k = 0; k < got[j].rotations.size(); ++k) {
+      EXPECT_TRUE(got[j].rotations[k].isApprox(want[j].rotations[k], 1e-6)) << "joint " << j << " key " << k;
+    }
   }
 }
 
