@@ -476,8 +476,11 @@ class Device final : public ProgramDevice {
       std::lock_guard lock(budget_mu_);
       room = pool_;
     }
-    uint64_t taken = 0, bytes = 0;
+    uint64_t taken = 0, bytes = 0, params = 0;
     bool full = false;
+    // Row and parameter offsets are 32-bit (BatchItem): a batch stops short of either passing
+    // 2^32 − 1, whatever max_batch_vertices says (until 2026-12-07 an option above it wrapped).
+    constexpr uint64_t kOffsetLimit = std::numeric_limits<uint32_t>::max();
     shed_at_ = std::chrono::steady_clock::now();
     for (Frame& f : pending_) {
       if (f.state == nullptr && f.shed_after < shed_at_) {  // load shedding: Loop completes it
@@ -486,12 +489,15 @@ class Device final : public ProgramDevice {
       }
       const uint64_t frame_bytes = FrameBatchBytes(f.item.vertex_count, f.param_floats,
                                                    f.program ? f.program->item_bytes() : 0, f.normals_out != nullptr);
-      full = full || (!slot.frames.empty() && (taken + f.item.vertex_count > options_.max_batch_vertices ||
-                                               bytes + frame_bytes > room));
+      const uint64_t frame_params = (f.param_floats + 3) / 4 * 4;
+      full = full || (!slot.frames.empty() &&
+                      (taken + f.item.vertex_count > std::min(options_.max_batch_vertices, kOffsetLimit) ||
+                       params + frame_params > kOffsetLimit || bytes + frame_bytes > room));
       if (!full && (f.state == nullptr || busy_.insert(f.state).second)) {
         slot.frames.push_back(f);
         taken += f.item.vertex_count;
         bytes += frame_bytes;
+        params += frame_params;
         continue;
       }
       const size_t at = arena_.size();

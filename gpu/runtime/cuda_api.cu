@@ -48,6 +48,11 @@ bool Sticky(cudaError_t e) {
     case cudaErrorECCUncorrectable:
     case cudaErrorAssert:
     case cudaErrorLaunchTimeout:
+    // Documented as needing the process restarted too (until 2026-12-07 missing: a device
+    // contained by Hopper's error containment, an NVLink or hardware fault, stayed in use).
+    case cudaErrorContained:
+    case cudaErrorExternalDevice:
+    case cudaErrorMpsClientTerminated:
       return true;
     default:
       return false;
@@ -111,7 +116,7 @@ class CudaApi final : public DeviceApi {
     if (!Check(cudaSetDevice(device), "cudaSetDevice", error)) return nullptr;
     // cudaMalloc of 0 bytes succeeds with a null pointer, which callers read as a failure; the
     // emulated device gives a block.
-    if (!Check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc", error)) return nullptr;
+    if (!Check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc", error)) return Noted<void*>(device, nullptr);
     return p;
   }
   void Free(int device, void* p) override {
@@ -130,20 +135,23 @@ class CudaApi final : public DeviceApi {
   // Upload and Clear run on the legacy default stream, which the queues' non-blocking streams do
   // not wait for: a pageable cudaMemcpy may return before its DMA lands and cudaMemset before it
   // runs, so both wait for that stream before returning (they are rare: rigs, state writes).
+  // Each marks the device broken when its failure is a sticky error (not only launches: an
+  // upload may be the first call to meet a lost context).
   bool Upload(int device, void* dst, const void* src, size_t bytes, std::string* error) override {
-    return Check(cudaSetDevice(device), "cudaSetDevice", error) &&
-           Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error) &&
-           Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize", error);
+    return Noted(device, Check(cudaSetDevice(device), "cudaSetDevice", error) &&
+                             Check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error) &&
+                             Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize", error));
   }
 
   bool Download(int device, void* dst, const void* src, size_t bytes, std::string* error) override {
-    return Check(cudaSetDevice(device), "cudaSetDevice", error) &&
-           Check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy", error);
+    return Noted(device, Check(cudaSetDevice(device), "cudaSetDevice", error) &&
+                             Check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy", error));
   }
 
   bool Clear(int device, void* dst, size_t bytes, std::string* error) override {
-    return Check(cudaSetDevice(device), "cudaSetDevice", error) && Check(cudaMemset(dst, 0, bytes), "cudaMemset", error) &&
-           Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize", error);
+    return Noted(device, Check(cudaSetDevice(device), "cudaSetDevice", error) &&
+                             Check(cudaMemset(dst, 0, bytes), "cudaMemset", error) &&
+                             Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize", error));
   }
 
   void* CreateQueue(int device, std::string* error) override {
@@ -180,6 +188,13 @@ class CudaApi final : public DeviceApi {
     std::lock_guard lock(broken_mu_);
     const auto it = broken_.find(device);
     return it == broken_.end() ? std::string() : it->second;
+  }
+
+  // `result`, after noting a failure's sticky error (a false or null result).
+  template <typename T>
+  T Noted(int device, T result) {
+    if (!result) NoteSticky(device);
+    return result;
   }
 
   // A sticky error stays the last error of every later call: looked at after a failure.
