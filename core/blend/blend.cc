@@ -97,9 +97,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateBlendDeformer(std::shared_ptr<co
                                                               const DeformerConfig& config) {
   if (auto st = SkeletalDeformer::CheckRig(*rig, "blend"); !st.ok()) return st;
   if (!rig->skeleton.inverse_bind_is_similarity) {
-    return absl::FailedPreconditionError(
+    return absl::FailedPreconditionError(absl::StrCat(
         "method blend mixes in dual quaternion skinning, which needs inverse bind matrices that are similarities; "
-        "this rig's have shear or non-uniform scale");
+        "this rig's ", NotSimilarity(rig->skeleton)));
   }
   const BlendParams& p = ParamsOf<BlendParams>(config);
   const size_t n = rig->vertex_count();

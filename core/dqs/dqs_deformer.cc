@@ -31,9 +31,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateDqsDeformer(std::shared_ptr<cons
                                                             const DeformerConfig&) {
   if (auto st = SkeletalDeformer::CheckRig(*rig, "dqs"); !st.ok()) return st;
   if (!rig->skeleton.inverse_bind_is_similarity) {
-    return absl::FailedPreconditionError(
+    return absl::FailedPreconditionError(absl::StrCat(
         "method dqs needs inverse bind matrices that are similarities (rotation, uniform scale, "
-        "translation); this rig's have shear or non-uniform scale: use lbs");
+        "translation); this rig's ", NotSimilarity(rig->skeleton), ": use lbs"));
   }
   return std::make_unique<DqsDeformer>(std::move(rig));
 }

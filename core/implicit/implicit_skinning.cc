@@ -47,7 +47,7 @@ absl::Status CheckImplicitConfig(const Rig& rig, const DeformerConfig& config) {
   if (!rig.skeleton.inverse_bind_is_similarity) {
     return absl::FailedPreconditionError(absl::StrCat(
         "method ", name, " starts from dual quaternion skinning, which needs inverse bind matrices that are "
-        "similarities; this rig's have shear or non-uniform scale (use lbs)"));
+        "similarities; this rig's ", NotSimilarity(rig.skeleton), " (use lbs)"));
   }
   return JointOperators(rig, ParamsOf<ImplicitConfig>(config)).status();
 }

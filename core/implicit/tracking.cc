@@ -1464,9 +1464,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateImplicitDeformer(std::shared_ptr
         "implicit.rotation_weights = harmonic needs a preparation made with it (its preparation key differs)");
   }
   if (!rig->skeleton.inverse_bind_is_similarity) {
-    return absl::FailedPreconditionError(
+    return absl::FailedPreconditionError(absl::StrCat(
         "implicit skinning starts from dual quaternion skinning, which needs inverse bind matrices that are "
-        "similarities; this rig's have shear or non-uniform scale");
+        "similarities; this rig's ", NotSimilarity(rig->skeleton)));
   }
   if (config.method == "elastic-implicit") {
     return std::make_unique<ElasticImplicitDeformer>(std::move(rig), std::move(model), config);

@@ -576,4 +576,17 @@ absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits) {
   return std::move(rig);
 }
 
+std::string NotSimilarity(const Skeleton& skeleton) {
+  for (size_t j = 0; j < skeleton.inverse_bind.size(); ++j) {
+    bool similarity;
+    NearestSimilarity(skeleton.inverse_bind[j], &similarity);
+    if (similarity) continue;
+    return absl::StrCat("inverse_bind_matrices[", j, "] ",
+                        skeleton.inverse_bind[j].leftCols<3>().determinant() < 0
+                            ? "is a reflection (negative determinant)"
+                            : "has shear or non-uniform scale");
+  }
+  return "";
+}
+
 }  // namespace sinew

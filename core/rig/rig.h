@@ -37,6 +37,11 @@ struct Skeleton {
   size_t size() const { return parents.size(); }
 };
 
+// Which inverse bind matrix is not a similarity and why, for refusals that name it:
+// "inverse_bind_matrices[3] has shear or non-uniform scale", "... is a reflection (negative
+// determinant)"; empty when every one is a similarity.
+std::string NotSimilarity(const Skeleton& skeleton);
+
 // Influences below this fraction of their vertex's weight sum are dropped when a rig is built
 // (BuildRig): one moves a vertex by less than 1e-12 of where its joint would take it, below
 // float32's resolution, while such weights (denormal ones, or tiny ones whose products with

@@ -708,7 +708,8 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateSuperCagesDeformer(
   if (auto st = SkeletalDeformer::CheckRig(*rig, "supercages"); !st.ok()) return st;
   if (!prepared) return absl::InternalError("supercages deformer created without its precomputation");
   if (ParamsOf<SuperCagesParams>(config).dqs && !rig->skeleton.inverse_bind_is_similarity) {
-    return absl::FailedPreconditionError("method supercages with DQS needs similarity inverse binds; use LBS");
+    return absl::FailedPreconditionError(absl::StrCat("method supercages with DQS needs similarity inverse binds; this rig's ",
+                                                      NotSimilarity(rig->skeleton), ": use LBS"));
   }
   return std::make_unique<SuperCagesDeformer>(std::move(rig), std::move(prepared), config);
 }

@@ -190,9 +190,9 @@ size_t SwingTwistModel::Bytes() const {
 // every bending frame failed, after a preparation of minutes (until 2026-12-03).
 static absl::Status CheckSimilarBind(const Rig& rig) {
   if (rig.skeleton.inverse_bind_is_similarity) return absl::OkStatus();
-  return absl::FailedPreconditionError(
+  return absl::FailedPreconditionError(absl::StrCat(
       "method swing-twist needs inverse bind matrices that are similarities (rotation, uniform scale, "
-      "translation); this rig's have shear or non-uniform scale: use lbs");
+      "translation); this rig's ", NotSimilarity(rig.skeleton), ": use lbs"));
 }
 
 bool SwingTwistStateful(const DeformerConfig& config) { return ParamsOf<SwingTwistParams>(config).unwrap_twist; }

@@ -354,9 +354,18 @@ TEST(Skinning, DqsRefusesShearedInverseBind) {
   in.rig.skeleton.inverse_bind[1](0, 1) = 0.5;  // shear
   auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
   EXPECT_FALSE(rig->skeleton.inverse_bind_is_similarity);
-  EXPECT_EQ(CreateDeformer(rig, {"dqs", nullptr}).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  const absl::Status refused = CreateDeformer(rig, {"dqs", nullptr}).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  // Which matrix, and why (until 2026-12-07 neither: "this rig's have shear or non-uniform scale",
+  // said of a mirror too).
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("this rig's inverse_bind_matrices[1] has shear"));
   EXPECT_TRUE(CreateDeformer(rig, {"lbs", nullptr}).ok());
+  RigInput mirrored_in = MakeLimb();
+  mirrored_in.rig.skeleton.inverse_bind.assign(3, IdentityAffine());
+  mirrored_in.rig.skeleton.inverse_bind[2](0, 0) = -1;  // a mirror
+  auto mirrored = std::make_shared<const Rig>(testing::BuildOrDie(std::move(mirrored_in)));
+  EXPECT_THAT(std::string(CreateDeformer(mirrored, {"dqs", nullptr}).status().message()),
+              ::testing::HasSubstr("inverse_bind_matrices[2] is a reflection"));
 }
 
 TEST(Skinning, MethodsNeedWeights) {
