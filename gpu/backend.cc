@@ -902,6 +902,13 @@ std::vector<DeviceInfo> GpuBackend::Devices() const {
   return out;
 }
 
+std::string GpuBackend::DeviceFailed(int index) const {
+  for (const auto& d : devices_) {
+    if (d->index() == index) return d->failed();
+  }
+  return "";
+}
+
 absl::StatusOr<std::shared_ptr<GpuRig>> GpuBackend::Upload(const Rig& rig) {
   const size_t n = rig.vertex_count(), e = rig.weights.joints.size();
   const uint64_t bytes = sizeof(float) * rig.positions.size() + sizeof(uint32_t) * rig.weights.offsets.size() +
@@ -912,24 +919,34 @@ absl::StatusOr<std::shared_ptr<GpuRig>> GpuBackend::Upload(const Rig& rig) {
     return absl::InvalidArgumentError(absl::StrCat("gpu: a rig of ", n, " vertices; the GPU backend takes at most ",
                                                    std::numeric_limits<uint32_t>::max() / 3));
   }
-  // The least-loaded device: the one with the most free budget.
-  Device* best = nullptr;
+  // The least-loaded device: the one with the most free budget; where a concurrent upload took
+  // its room meanwhile, the next (until 2026-12-07 the upload was refused though another device
+  // had room).
+  std::vector<std::pair<uint64_t, Device*>> usable;  // free budget as read once (sorted by it)
   std::string broken;
   for (const auto& d : devices_) {
     if (std::string why = d->failed(); !why.empty()) {  // unusable until the server restarts
       broken = absl::StrCat("gpu ", d->index(), ": ", why);
       continue;
     }
-    if (!best || d->free_budget() > best->free_budget()) best = d.get();
+    usable.emplace_back(d->free_budget(), d.get());
   }
-  if (!best && !broken.empty()) {
+  if (usable.empty() && !broken.empty()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("gpu: no device can take the rig: each is unusable until the server restarts (", broken, ")"));
   }
-  if (!best || !best->Reserve(bytes)) {
+  std::stable_sort(usable.begin(), usable.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  Device* best = nullptr;
+  for (const auto& [budget, d] : usable) {
+    if (d->Reserve(bytes)) {
+      best = d;
+      break;
+    }
+  }
+  if (!best) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "gpu: the rig needs %d bytes of device memory; the freest device has %d left within its "
-        "limit (--gpu-memory-limit)", bytes, best ? best->free_budget() : 0));
+        "limit (--gpu-memory-limit)", bytes, usable.empty() ? 0 : usable.front().second->free_budget()));
   }
   best->CountRig(1);
   auto g = std::make_shared<GpuRigImpl>(best, n, rig.joint_count());

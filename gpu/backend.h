@@ -135,9 +135,13 @@ class GpuBackend {
   ~GpuBackend();
 
   std::vector<DeviceInfo> Devices() const;
+  // Why device `index` is unusable until the server restarts; empty while it is usable (or no
+  // such device).
+  std::string DeviceFailed(int index) const;
 
-  // Puts the rig's arrays on the device with the most free budget. RESOURCE_EXHAUSTED when no
-  // device can hold it within its limit.
+  // Puts the rig's arrays on the device with the most free budget (the next freest where that
+  // one's budget is taken meanwhile). RESOURCE_EXHAUSTED when no device can hold it within its
+  // limit.
   absl::StatusOr<std::shared_ptr<GpuRig>> Upload(const Rig& rig);
 
   // A dense row-major coefficient matrix (rows = the rig's vertices) on the rig's device, for

@@ -312,6 +312,16 @@ std::vector<std::string> StoredRig::Unfinished() {
 
 absl::StatusOr<std::shared_ptr<gpu::GpuRig>> StoredRig::OnGpu(gpu::GpuBackend& backend) {
   std::lock_guard lock(prep_mu);
+  // A copy on a device a sticky error broke is let go with the device data made for it (its
+  // sessions keep theirs until they close) and the rig uploaded again, to a usable device: until
+  // 2026-12-07 the rig stayed pinned to the broken one while its sessions held the copy, and
+  // every reopened GPU session was refused (BACKEND_AUTO ones ran on the CPU beside an idle GPU).
+  if (gpu_rig && !backend.DeviceFailed(gpu_rig->device()).empty()) {
+    gpu_rig.reset();
+    gpu_models.clear();
+    gpu_coefficients.clear();
+    gpu_mesh.reset();
+  }
   if (!gpu_rig) {
     auto uploaded = backend.Upload(*rig);
     if (!uploaded.ok()) return uploaded.status();

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/deformer/skeletal.h"
 #include "core/swingtwist/method.h"
+#include "gpu/backend.h"
 #include "server/cache_folder.h"
 #include "tests/core/test_util.h"
 
@@ -100,6 +102,57 @@ TEST(CacheFolder, PreparationsKeepTheFolderUnderItsBudgetLeastRecentlyUsedFirst)
   // A preparation larger than the whole budget is not written (and nothing else removed for it).
   EXPECT_EQ(prepare("rig-d", one / 2).size(), 2u);
   fs::remove_all(dir);
+}
+
+// A rig whose device copy sits on a device a sticky error broke is uploaded again, to a usable
+// device, while the broken copy's sessions still hold it: until 2026-12-07 OnGpu returned the
+// broken copy for as long as any session held it, and every GPU session reopened on the rig was
+// refused (BACKEND_AUTO: the CPU beside an idle GPU). (Emulated: a device's second launch fails
+// as CUDA's illegal address would.)
+TEST(RigStoreGpu, ARigOnABrokenDeviceIsUploadedAgainToAUsableOne) {
+  gpu::GpuOptions options;
+  options.emulate_devices = 2;
+  options.emulate_broken_after_launches = 1;
+  auto backend = gpu::GpuBackend::Create(options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  StoredRig stored;
+  stored.id = "r";
+  stored.rig = std::make_shared<const Rig>(testing::SmallLimb());
+  auto first = stored.OnGpu(**backend);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto session = (*backend)->CreateSession(*first, gpu::GpuMethod::kLbs);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const Rig& rig = *stored.rig;
+  const Pose pose = RestPose(rig.skeleton);
+  std::vector<Similarity> world(rig.joint_count());
+  std::vector<Affine34d> transforms(rig.joint_count());
+  std::vector<float> joints(12 * rig.joint_count()), out(rig.positions.size());
+  ASSERT_TRUE(SkeletalJointData(rig, JointData::kMatrix, {&pose, {}}, world, transforms, joints).ok());
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::Status status;
+    static void Call(void* c, const absl::Status& st) {
+      auto* d = static_cast<Done*>(c);
+      std::lock_guard lock(d->mu);
+      d->status = st;
+      d->done = true;
+      d->cv.notify_all();
+    }
+  };
+  for (int k = 0; k < 2; ++k) {  // the second launch breaks the device
+    Done done;
+    (*backend)->Submit(**session, joints, out.data(), gpu::OutputFormat::kFloat32, &Done::Call, &done);
+    std::unique_lock lock(done.mu);
+    done.cv.wait(lock, [&] { return done.done; });
+  }
+  const int broken = (*first)->device();
+  ASSERT_FALSE((*backend)->DeviceFailed(broken).empty());
+  auto again = stored.OnGpu(**backend);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE((*again)->device(), broken);
+  EXPECT_TRUE((*backend)->CreateSession(*again, gpu::GpuMethod::kLbs).ok());
 }
 
 // An upload's hold is the tenant's only once kept (RigStore::Saved): until then GetRig, CreateSession,
