@@ -10,7 +10,8 @@
 // Layout of a skeletal method on the device (twin of core/lbs and core/dqs):
 //   rig:     rest positions float[3N], weight offsets uint32[N+1], joints uint16[E], weights float[E]
 //   frame:   12 floats per joint — LBS: the row-major 3x4 skinning matrix; DQS: the dual
-//            quaternion (real x,y,z,w, dual x,y,z,w), the uniform scale, 3 unused
+//            quaternion (real x,y,z,w, dual x,y,z,w), the uniform scale, its shift x,y,z
+//            (core/dqs/dqs.h's DualQuat: each joint scales about its rest centre)
 //   output:  float[3N], copied into the caller's buffer (float32, or converted to float16)
 //
 // Device programs (gpu/runtime/program.h; implicit skinning in gpu/implicit/) keep a per-rig

@@ -113,7 +113,7 @@ class CudaApi final : public DeviceApi {
 
   void* Alloc(int device, size_t bytes, std::string* error) override {
     void* p = nullptr;
-    if (!Check(cudaSetDevice(device), "cudaSetDevice", error)) return nullptr;
+    if (!Check(cudaSetDevice(device), "cudaSetDevice", error)) return Noted<void*>(device, nullptr);
     // cudaMalloc of 0 bytes succeeds with a null pointer, which callers read as a failure; the
     // emulated device gives a block.
     if (!Check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc", error)) return Noted<void*>(device, nullptr);
@@ -161,7 +161,7 @@ class CudaApi final : public DeviceApi {
         !Check(cudaEventCreate(&q->start), "cudaEventCreate", error) ||
         !Check(cudaEventCreate(&q->stop), "cudaEventCreate", error)) {
       DestroyQueue(q);
-      return nullptr;
+      return Noted<void*>(device, nullptr);
     }
     return q;
   }

@@ -11,7 +11,7 @@ namespace sinew::gpu {
 
 enum class GpuMethod : uint32_t {
   kLbs = 0,           // "lbs": 12 floats per joint (row-major 3x4 matrix)
-  kDqs = 1,           // "dqs": 12 floats per joint (dual quaternion, scale, 3 zeros)
+  kDqs = 1,           // "dqs": 12 floats per joint (dual quaternion, scale, shift x,y,z)
   kCage = 2,          // "cage": rest (optional) + coefficients · 3-vectors; 3 floats per column
   kCageThenLbs = 3,   // "cage+lbs": the cage moves the rest point, then LBS; cage, then joints
   kCageThenDqs = 4,   // "cage+dqs"

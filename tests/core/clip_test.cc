@@ -56,7 +56,8 @@ TEST(Clip, RotationsTakeTheShortArcWhicheverSignTheKeysHave) {
   }
 }
 
-// Keys 179° apart: the middle is 89.5° from each (no blow-up near the antipode).
+// Keys 179° apart: a quarter of the way is 44.75° from the first, the middle 89.5° from each (no
+// blow-up near the antipode; a normalised linear blend would be some 8° off at the quarter).
 TEST(Clip, KeysNearlyOppositeInterpolateEvenly) {
   const Skeleton sk = TwoJoints();
   Clip clip;
@@ -70,6 +71,8 @@ TEST(Clip, KeysNearlyOppositeInterpolateEvenly) {
   const Eigen::Quaterniond q = pose.joint(0).rotation;
   EXPECT_NEAR(q.angularDistance(clip.tracks[0].rotations[0]) * 180 / kPi, 89.5, 1e-4);
   EXPECT_NEAR(q.angularDistance(clip.tracks[0].rotations[1]) * 180 / kPi, 89.5, 1e-4);
+  SampleClip(clip, sk, 0.25, pose);
+  EXPECT_NEAR(pose.joint(0).rotation.angularDistance(clip.tracks[0].rotations[0]) * 180 / kPi, 44.75, 1e-4);
 }
 
 // Translation and scale are linear between keys; at a key, the key; before the first and at or

@@ -139,6 +139,17 @@ TEST_F(Arm, CageOnlyEqualsCageDeformerAndPoseOnlyEqualsSkinning) {
   auto hybrid2 = Make("supercages");
   auto lbs = Make("lbs");
   EXPECT_LE(MaxDiff(Run(*hybrid2, {&pose, {}}), Run(*lbs, {&pose, {}})), 1e-5 * D());
+
+  // With DQS, joints scaled apart: each scales about its rest centre as the dqs method's do (the
+  // skeleton updater's rest joints, at the rest cage the bind's).
+  Pose scaled = pose;
+  scaled.scales.assign(rig_->joint_count(), 1.f);
+  for (size_t j = 1; j < scaled.scales.size(); j += 2) scaled.scales[j] = 1.2f;
+  auto hybrid_dqs = Make("supercages", "dqs");
+  auto dqs = Make("dqs");
+  const auto a = Run(*hybrid_dqs, {&scaled, {}}), b = Run(*dqs, {&scaled, {}});
+  EXPECT_LE(MaxDiff(a, b), 1e-5 * D());
+  EXPECT_GT(MaxDiff(a, Run(*dqs, {&pose, {}})), 1e-3 * D()) << "the scales should move the skin";
 }
 
 // Running the update loop again with the same inputs changes nothing.

@@ -423,8 +423,6 @@ TEST_F(Service, CliParamsNameTheirStageAndBadFlagsAreRefused) {
   EXPECT_THAT(err, HasSubstr("--param sigma=0.3: no method of --method lbs,dqs takes it"));
 }
 
-// A parameters message of another method, or a bad value in the method's own, is refused with
-// the wire field named.
 // A field this server does not know in the deformer's configuration or its parameters (a newer
 // client's) is refused, naming where: until 2026-12-07 it was dropped, the method ran without it,
 // and Session.deformer echoed it back as if applied.
@@ -458,6 +456,8 @@ TEST_F(Service, ParametersThisServerDoesNotKnowAreRefused) {
   EXPECT_THAT(std::string(st.message()), HasSubstr("deformer.stages[1].blend: field number 536870911"));
 }
 
+// A parameters message of another method, or a bad value in the method's own, is refused with
+// the wire field named.
 TEST_F(Service, MethodParametersAreCheckedByTheMethod) {
   const std::string rig = Upload(LimbOf(500));
   auto create = [&](const v1::DeformerConfig& config) {
@@ -1274,6 +1274,17 @@ TEST_F(Service, PbsSessionStatesMigrateBetweenServersBitForBit) {
   const auto no_frame = c2.SetSessionState(target->session_id(), unnumbered).status();
   EXPECT_EQ(no_frame.code(), absl::StatusCode::kInvalidArgument) << no_frame;
   EXPECT_THAT(std::string(no_frame.message()), HasSubstr("state.last_frame: unset, but state.method_state holds a played history"));
+  // Refused, a played session keeps its own history, byte for byte.
+  auto played = c2.CreateSession(f.Prepare(c2, dynamics));
+  ASSERT_TRUE(played.ok()) << played.status();
+  for (int k = 0; k < 3; ++k) ASSERT_FALSE(f.Play(c2, played->session_id(), k).empty());
+  auto own = c2.GetSessionState(played->session_id());
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(c2.SetSessionState(played->session_id(), unnumbered).status().code(), absl::StatusCode::kInvalidArgument);
+  auto kept = c2.GetSessionState(played->session_id());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->method_state(), own->method_state());
+  EXPECT_EQ(kept->last_frame(), 2u);
   auto at_rest = c2.GetSessionState(target->session_id());
   ASSERT_TRUE(at_rest.ok()) << at_rest.status();
   ASSERT_FALSE(at_rest->has_last_frame());
