@@ -5,8 +5,8 @@
 // long-running server, or replicas sharing the folder, filled their disk rig after rig (until
 // 2026-12-07 nothing was ever removed). After each file written, TrimFolder removes the least
 // recently used files of that kind until the rest fit: "used" is the file's modification time,
-// which a write sets and a read refreshes (TouchFile), so a rig read from the cache at every start
-// stays. Replicas sharing the folder each trim it; a file removed under a reader is a miss there,
+// which a write sets and a read refreshes (TouchFile), as does, at most hourly, a preparation
+// used from memory: a rig in use, or read from the cache at every start, stays. Replicas sharing the folder each trim it; a file removed under a reader is a miss there,
 // and the preparation is computed again. Temporaries (NAME.bin.tmp.XXXXXX) and files of other
 // kinds are neither counted nor removed.
 #include <cstdint>

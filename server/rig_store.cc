@@ -110,6 +110,9 @@ size_t EntryBytes(const Preparation& p) {
   return p.result ? p.result->Bytes() : sizeof(Preparation) + p.key.size() + p.status.message().size();
 }
 
+// How often a preparation used from memory marks its cache file used (TouchFile).
+constexpr int64_t kCacheTouchMs = 3'600'000;
+
 // Finished, and held by the map alone (a deformer on it holds its own reference).
 bool Droppable(const Preparation& p) { return p.done && (!p.result || p.result.use_count() == 1); }
 
@@ -139,6 +142,14 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     if (!mine) {
       prep_cv.wait(lock, [&] { return prep->done; });
       if (!prep->status.ok()) return prep->status;
+      // Used from memory: its cache file is marked used too, at most hourly, so that the
+      // --max-cache-bytes trim (least recently used first) does not take a rig in use for days
+      // first, to be computed again at the next start.
+      const bool cacheable = method.save_prepared && method.load_prepared && !cache.dir.empty();
+      if (cacheable && prep->file_used_ms > 0 && now_ms - prep->file_used_ms >= kCacheTouchMs) {
+        prep->file_used_ms = now_ms;
+        TouchFile(CachePath(cache.dir, method, id, key));
+      }
       return prep->result;
     }
   }
@@ -195,6 +206,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
     prep->finished_ms = now_ms + static_cast<int64_t>(seconds * 1000);
     prep->progress = 1;
     prep->from_cache = from_cache;
+    if (cacheable && result.ok()) prep->file_used_ms = now_ms;  // written or read just now
     if (result.ok()) {
       prep->result = *result;
       prepared_bytes += (*result)->Bytes();

@@ -38,6 +38,7 @@ struct Preparation {
   bool from_cache = false;                  // read from the cache directory; guarded by prep_mu
   bool claimed = false;                     // a thread is computing it; guarded by prep_mu
   int64_t last_asked_ms = 0;                // listed, or last asked for by a session; prep_mu
+  int64_t file_used_ms = 0;                 // its --cache-dir file last written, read or marked used; prep_mu
 };
 
 // A finished preparation that no deformer holds, as StoredRig::Unused lists it.

@@ -104,6 +104,32 @@ TEST(CacheFolder, PreparationsKeepTheFolderUnderItsBudgetLeastRecentlyUsedFirst)
   fs::remove_all(dir);
 }
 
+// A preparation used from memory marks its cache file used, at most hourly: a rig in use for
+// days kept the time its file was written, and the trim took it first (until 2026-12-07).
+TEST(CacheFolder, APreparationUsedFromMemoryKeepsItsFileRecent) {
+  const MethodInfo& method = *FindMethod("swing-twist");
+  DeformerConfig config("swing-twist");
+  auto params = std::make_shared<SwingTwistParams>();
+  params->voxel_size = 0.25;
+  config.params = params;
+  const std::string dir = MakeTempFolder();
+  StoredRig stored;
+  stored.id = "rig-hot";
+  stored.rig = std::make_shared<const Rig>(testing::SmallLimb());
+  const CacheFolder cache{dir, 0};
+  ASSERT_TRUE(stored.GetOrPrepare(method, config, nullptr, 1000, cache).ok());
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir + "/prepared")) files.push_back(e.path().string());
+  ASSERT_EQ(files.size(), 1u);
+  const auto age = [&] { return fs::file_time_type::clock::now() - fs::last_write_time(files[0]); };
+  SetAge(files[0], 7200);
+  ASSERT_TRUE(stored.GetOrPrepare(method, config, nullptr, 1000 + 60'000, cache).ok());  // a minute on
+  EXPECT_GT(age(), std::chrono::seconds(3600)) << "marked within the hour";
+  ASSERT_TRUE(stored.GetOrPrepare(method, config, nullptr, 1000 + 3'600'000, cache).ok());  // an hour on
+  EXPECT_LT(age(), std::chrono::seconds(3600)) << "not marked used";
+  fs::remove_all(dir);
+}
+
 // A rig whose device copy sits on a device a sticky error broke is uploaded again, to a usable
 // device, while the broken copy's sessions still hold it: until 2026-12-07 OnGpu returned the
 // broken copy for as long as any session held it, and every GPU session reopened on the rig was
