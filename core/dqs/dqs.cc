@@ -214,7 +214,7 @@ void ToDualQuats(std::span<const Affine34d> transforms, std::span<DualQuat> out,
                  std::span<const Affine34d> inverse_bind) {
   ToDualQuatsAbout(transforms, out, [&](size_t j, Eigen::Vector3d& c) {
     if (j >= inverse_bind.size()) return false;
-    c = -inverse_bind[j].leftCols<3>().inverse() * inverse_bind[j].col(3);  // where it takes the joint's origin
+    c = Inverse(inverse_bind[j]).col(3);  // the bind position: where the joint's origin was at bind time
     return true;
   });
 }

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <optional>
 #include <fstream>
@@ -447,6 +448,19 @@ int AppendView(tinygltf::Model& m, const void* bytes, size_t size) {
   return int(m.bufferViews.size()) - 1;
 }
 
+// Makes accessor `accessor` (VEC4 floats) sparse with one substitution: element `index` is
+// `values`.
+void SubstituteOne(tinygltf::Model& m, int accessor, uint16_t index, const std::array<float, 4>& values) {
+  auto& a = m.accessors[accessor];
+  a.sparse.isSparse = true;
+  a.sparse.count = 1;
+  a.sparse.indices.componentType = TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT;
+  a.sparse.indices.byteOffset = 0;
+  a.sparse.indices.bufferView = AppendView(m, &index, sizeof index);
+  a.sparse.values.byteOffset = 0;
+  a.sparse.values.bufferView = AppendView(m, values.data(), sizeof values);
+}
+
 // Adds a scale channel on node 2 (simple_skin's animated joint) over the rotation channel's key
 // times, with these VEC3 values (one per key).
 void AddScaleChannel(tinygltf::Model& m, const std::vector<float>& values) {
@@ -490,16 +504,7 @@ TEST(AssetImport, SkinsWhoseInverseBindMatricesAssimpCannotReadAreRefused) {
 // (until 2026-12-07 the check read the base values alone and passed it).
 TEST(AssetImport, SparseAccessorsAreCheckedWithTheirSubstitutions) {
   const auto asset = ImportEditedSimpleSkin("sinew_sparse.gltf", [](tinygltf::Model& m) {
-    auto& a = m.accessors[m.meshes[0].primitives[0].attributes.at("WEIGHTS_0")];
-    const uint16_t index = 5;
-    const float values[4] = {0.5f, std::nanf(""), 0.f, 0.f};
-    a.sparse.isSparse = true;
-    a.sparse.count = 1;
-    a.sparse.indices.componentType = TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT;
-    a.sparse.indices.byteOffset = 0;
-    a.sparse.indices.bufferView = AppendView(m, &index, 2);
-    a.sparse.values.byteOffset = 0;
-    a.sparse.values.bufferView = AppendView(m, values, sizeof values);
+    SubstituteOne(m, m.meshes[0].primitives[0].attributes.at("WEIGHTS_0"), 5, {0.5f, std::nanf(""), 0.f, 0.f});
   });
   if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
   ASSERT_FALSE(asset->ok());
@@ -854,16 +859,7 @@ TEST(AssetImport, AccessorsWithoutABufferViewAreRefusedOrReadSparsely) {
   // Sparse weights without a view: zeros (9 vertices bound rigidly) but vertex 9, on joint 0.
   const auto asset = ImportEditedSimpleSkin("sinew_sparse_zeros.gltf", [&](tinygltf::Model& m) {
     zeros(3, 10)(m);
-    auto& a = m.accessors[3];
-    const uint16_t index = 9;
-    const float values[4] = {1.f, 0.f, 0.f, 0.f};
-    a.sparse.isSparse = true;
-    a.sparse.count = 1;
-    a.sparse.indices.componentType = TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT;
-    a.sparse.indices.byteOffset = 0;
-    a.sparse.indices.bufferView = AppendView(m, &index, 2);
-    a.sparse.values.byteOffset = 0;
-    a.sparse.values.bufferView = AppendView(m, values, sizeof values);
+    SubstituteOne(m, 3, 9, {1.f, 0.f, 0.f, 0.f});
   });
   ASSERT_TRUE(asset->ok()) << asset->status();
   EXPECT_THAT((*asset)->notes, ::testing::Contains(::testing::HasSubstr("9 vertices of skinned meshes had no weight")));

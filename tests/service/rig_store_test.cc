@@ -33,6 +33,22 @@ void SetAge(const std::string& path, int seconds_ago) {
   fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::seconds(seconds_ago));
 }
 
+// The swing-twist method at the spec's voxel size for the small limb (the default takes seconds).
+DeformerConfig SwingTwistConfig() {
+  DeformerConfig config("swing-twist");
+  auto params = std::make_shared<SwingTwistParams>();
+  params->voxel_size = 0.25;
+  config.params = params;
+  return config;
+}
+
+// The paths of the files in `dir`'s prepared/ folder.
+std::vector<std::string> Prepared(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (const auto& e : fs::directory_iterator(dir + "/prepared")) paths.push_back(e.path().string());
+  return paths;
+}
+
 std::vector<std::string> Names(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
@@ -69,10 +85,7 @@ TEST(CacheFolder, TrimRemovesTheLeastRecentlyUsedUntilTheRestFit) {
 TEST(CacheFolder, PreparationsKeepTheFolderUnderItsBudgetLeastRecentlyUsedFirst) {
   const Rig limb = testing::SmallLimb();
   const MethodInfo& method = *FindMethod("swing-twist");
-  DeformerConfig config("swing-twist");
-  auto params = std::make_shared<SwingTwistParams>();
-  params->voxel_size = 0.25;
-  config.params = params;
+  const DeformerConfig config = SwingTwistConfig();
   const std::string dir = MakeTempFolder();
   const auto shared = std::make_shared<const Rig>(limb);
   auto prepare = [&](const std::string& id, uint64_t max_bytes) {
@@ -81,9 +94,7 @@ TEST(CacheFolder, PreparationsKeepTheFolderUnderItsBudgetLeastRecentlyUsedFirst)
     fresh.rig = shared;
     auto p = fresh.GetOrPrepare(method, config, nullptr, 1, CacheFolder{dir, max_bytes});
     EXPECT_TRUE(p.ok()) << p.status();
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir + "/prepared")) names.push_back(e.path().string());
-    return names;
+    return Prepared(dir);
   };
   const std::vector<std::string> first = prepare("rig-a", 0);
   ASSERT_EQ(first.size(), 1u);
@@ -108,18 +119,14 @@ TEST(CacheFolder, PreparationsKeepTheFolderUnderItsBudgetLeastRecentlyUsedFirst)
 // days kept the time its file was written, and the trim took it first (until 2026-12-07).
 TEST(CacheFolder, APreparationUsedFromMemoryKeepsItsFileRecent) {
   const MethodInfo& method = *FindMethod("swing-twist");
-  DeformerConfig config("swing-twist");
-  auto params = std::make_shared<SwingTwistParams>();
-  params->voxel_size = 0.25;
-  config.params = params;
+  const DeformerConfig config = SwingTwistConfig();
   const std::string dir = MakeTempFolder();
   StoredRig stored;
   stored.id = "rig-hot";
   stored.rig = std::make_shared<const Rig>(testing::SmallLimb());
   const CacheFolder cache{dir, 0};
   ASSERT_TRUE(stored.GetOrPrepare(method, config, nullptr, 1000, cache).ok());
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir + "/prepared")) files.push_back(e.path().string());
+  const std::vector<std::string> files = Prepared(dir);
   ASSERT_EQ(files.size(), 1u);
   const auto age = [&] { return fs::file_time_type::clock::now() - fs::last_write_time(files[0]); };
   SetAge(files[0], 7200);
