@@ -496,7 +496,10 @@ absl::StatusOr<std::shared_ptr<StoredRig>> RigStore::Insert(const std::string& i
     std::vector<std::pair<int64_t, std::string>> idle;
     for (auto& [key, r] : rigs_) {
       // Not one an upload is keeping: it is about to be acknowledged.
-      if (r->sessions.load() == 0 && r->unsaved.empty()) idle.emplace_back(r->last_used_ms.load(), key);
+      // Nor one that sessions kept for a later start need.
+      if (r->sessions.load() == 0 && r->unsaved.empty() && !r->kept_sessions.load()) {
+        idle.emplace_back(r->last_used_ms.load(), key);
+      }
     }
     std::sort(idle.begin(), idle.end());
     // Only if evicting every idle rig makes room: a refused upload evicts nothing (until
@@ -552,6 +555,11 @@ absl::Status RigStore::Delete(const std::string& id, const std::string& tenant) 
   gone = it->second;
   rigs_.erase(it);
   return absl::OkStatus();
+}
+
+void RigStore::KeepForKeptSessions(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (auto it = rigs_.find(id); it != rigs_.end()) it->second->kept_sessions = true;
 }
 
 bool RigStore::Holds(const std::string& id, const std::string& tenant) const {

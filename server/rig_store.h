@@ -69,6 +69,11 @@ struct StoredRig {
   std::shared_ptr<const Rig> rig;
   size_t bytes = 0;
   std::atomic<int> sessions{0};
+  // Sessions --state-dir keeps and this start could not open (no GPU, a preparation that failed)
+  // name it: never evicted, so that a later start opens them (until 2026-12-07 an upload needing
+  // room evicted it, its files with it, and the next start set those sessions aside as rigless).
+  // DeleteRig still removes it: the caller's word, and the next start says so.
+  std::atomic<bool> kept_sessions{false};
   std::atomic<int64_t> last_used_ms{0};
   // `sessions` by tenant: its sessions open (SessionManager) or being created (RigClaim) on the
   // rig. A tenant may not delete its hold on a rig several tenants share while one of its own
@@ -236,6 +241,8 @@ class RigStore {
   // of its sessions uses it or is being created (StoredRig::holds), or, for the last tenant
   // holding it, while any session does. Removed once no tenant holds it.
   absl::Status Delete(const std::string& id, const std::string& tenant);
+  // Marks rig `id` (if held) as named by sessions --state-dir keeps for a later start: not evicted.
+  void KeepForKeptSessions(const std::string& id);
   // `tenant`'s hold on `id` is kept (--state-dir): the rig is the tenant's to see from now on.
   void Saved(const std::string& id, const std::string& tenant);
   // An upload that could not keep `id` lets go of its part of `tenant`'s unsaved hold: the hold

@@ -42,10 +42,7 @@ absl::Status SinewServer::Start() {
     written.push_back({options_.cache_dir, {".sinewop"}});
     written.push_back({options_.cache_dir + "/prepared", {".bin"}});
   }
-  if (!options_.state_dir.empty()) {
-    written.push_back({options_.state_dir + "/rigs", {".rig", ".tenants", ".probe"}});
-    written.push_back({options_.state_dir + "/sessions", {".session", ".state"}});  // .state: since 2026-12-07
-  }
+  // --state-dir's: StateDir::Open, once it holds the folder's lock.
   for (const Written& w : written) {
     if (const int n = RemoveStaleTemporaries(w.dir, kStaleTemporaryAge, w.extensions); n > 0) {
       std::fprintf(stderr, "sinew-server: removed %d temporary file%s older than an hour from %s\n", n,

@@ -154,8 +154,10 @@ class Service final : public v1::Sinew::CallbackService {
 
   // Creates a session (on the worker pool: preparing a method can take seconds).
   // `restore_id`: a session --state-dir kept, opened again under its id (not written again).
+  // `record`: the request kept as the session's --state-dir record, when not `req` (a kept
+  // session reopened on the backend its history ran on stays recorded as asked: BACKEND_AUTO).
   absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp, const std::string& tenant,
-                                 const std::string& restore_id = {});
+                                 const std::string& restore_id = {}, const v1::CreateSessionRequest* record = nullptr);
   // Writes the session's record to --state-dir (its request, with the parameters it has now).
   absl::Status KeepSession(const Session& session);
   // Session parameters and state (server/session_state.cc), on the worker pool: they wait for the

@@ -51,7 +51,8 @@ class Service::CreateCall final : public grpc::ServerUnaryReactor {
 };
 
 absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request, v1::Session& response,
-                                        const std::string& tenant, const std::string& restore_id) {
+                                        const std::string& tenant, const std::string& restore_id,
+                                        const v1::CreateSessionRequest* record) {
   const v1::CreateSessionRequest* req = &request;
   if (req->rig_id().empty()) return absl::InvalidArgumentError("rig_id: required");
   // Held until the session is registered (or this fails): DeleteRig answers FAILED_PRECONDITION
@@ -198,7 +199,10 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   session->pose.scales.reserve(joints);
   if (session->encoding == v1::OUTPUT_ENCODING_FLOAT16) session->positions.resize(rig.positions.size());
   session->CountState();
-  session->request = request;
+  // Until 2026-12-07 a session reopened where its history ran kept that backend in its record:
+  // an AUTO session that had run on a GPU was recorded BACKEND_GPU at its next UpdateSession, and
+  // a later start without a GPU left it closed, "kept for a later start", for good.
+  session->request = record != nullptr ? *record : request;
   session->request.clear_deformer();
   auto added = sessions_.Add(std::move(session), tokens_.Quotas(tenant).max_sessions, restore_id, &*place);
   if (!added.ok()) return added.status();
@@ -269,7 +273,7 @@ absl::Status Service::ReopenSession(const std::string& id, const std::string& te
     // continues on the same kind only); else as recorded, from rest.
     v1::CreateSessionRequest there = request;
     there.set_backend(kept->backend());
-    st = CreateSessionImpl(there, ignored, tenant, id);
+    st = CreateSessionImpl(there, ignored, tenant, id, /*record=*/&request);
     if (!st.ok()) {
       std::fprintf(stderr, "sinew-server: --state-dir: session %s: cannot open on %s, where its history ran (%s); "
                    "opened as recorded, from rest\n", id.c_str(), v1::Backend_Name(kept->backend()).c_str(),
@@ -314,6 +318,9 @@ size_t Service::RestoreSessions() {
          const bool had_kept = kept.has_value();
          const absl::Status st = ReopenSession(id, tenant, bytes, std::move(kept));
          if (st.ok()) ++opened;
+         if (!st.ok() && !StateDir::SetAside(st)) {  // kept for a later start: so is its rig
+           if (v1::CreateSessionRequest record; record.ParseFromString(bytes)) rigs_.KeepForKeptSessions(record.rig_id());
+         }
          if (had_kept && StateDir::SetAside(st)) metrics_.KeptState(/*restored=*/false);
          return st;
        })) {

@@ -113,16 +113,26 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
   if (auto st = s->deformer->SetParams(*config); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("deformer: method ", std::string(s->method->name), ": ", st.message()));
   }
+  const bool was_stateful = s->stateful;
   s->stateful = PipelineStateful(*config);
   s->CountState();
   {
     std::lock_guard config_lock(s->config_mu);
     s->config = req.deformer();
   }
-  // A restart reopens the session with its new parameters (--state-dir).
+  // A restart reopens the session with its new parameters (--state-dir). Where they cannot be
+  // kept the change is undone and refused: applied and answered OK (until 2026-12-07, a line in
+  // the log), a restart would have brought back the old ones unannounced.
   if (auto st = KeepSession(*s); !st.ok()) {
-    std::fprintf(stderr, "sinew-server: session %s: keeping its new parameters in --state-dir: %s\n", s->id.c_str(),
-                 std::string(st.message()).c_str());
+    (void)s->deformer->SetParams(*before);  // what the session ran with: accepted before
+    s->stateful = was_stateful;
+    s->CountState();
+    {
+      std::lock_guard config_lock(s->config_mu);
+      s->config = before_proto;
+    }
+    return absl::Status(st.code(), absl::StrCat("--state-dir: the new parameters could not be kept (", st.message(),
+                                                "); the session keeps its old ones"));
   }
   s->ToProto(resp, options_.session_idle_ttl_seconds);
   return absl::OkStatus();

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -38,6 +37,20 @@ std::string TenantsText(const std::vector<std::string>& tenants) {
 
 }  // namespace
 
+namespace {
+// A whole file as one string, or nullopt where it cannot be read.
+std::optional<std::string> ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return std::nullopt;
+  const std::streamoff size = in.tellg();
+  if (size < 0) return std::nullopt;
+  std::string bytes(size_t(size), '\0');
+  in.seekg(0);
+  if (size > 0 && !in.read(bytes.data(), size)) return std::nullopt;
+  return bytes;
+}
+}  // namespace
+
 absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
   if (dir.empty()) return StateDir();
   std::error_code ec;
@@ -50,13 +63,23 @@ absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
     if (ec) return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot create ", folder.string(), ": ", ec.message()));
     fs::permissions(folder, fs::perms::owner_all, fs::perm_options::replace, ec);
   }
+  // Locked before anything in it is written or removed: a second server refused here touches
+  // nothing of the first one's (until 2026-12-07 it probed and swept stale temporaries first).
+  auto lock = LockDir(dir);
+  if (!lock.ok()) return lock.status();
   const std::string probe = (rigs / ".probe").string();
   if (auto st = WriteDurably(probe, "ok"); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--state-dir ", dir, " is not writable: ", st.message()));
   }
   fs::remove(probe, ec);
-  auto lock = LockDir(dir);
-  if (!lock.ok()) return lock.status();
+  // Temporaries a killed server left (core/util/atomic_file.h), of the kinds written here.
+  for (const auto& [folder, extensions] : {std::pair{rigs, std::vector<std::string>{".rig", ".tenants", ".probe"}},
+                                           std::pair{sessions, std::vector<std::string>{".session", ".state"}}}) {
+    if (const int n = RemoveStaleTemporaries(folder.string(), kStaleTemporaryAge, extensions); n > 0) {
+      std::fprintf(stderr, "sinew-server: removed %d temporary file%s older than an hour from %s\n", n,
+                   n == 1 ? "" : "s", folder.string().c_str());
+    }
+  }
   StateDir opened(rigs.string(), sessions.string());
   opened.lock_ = std::move(*lock);
   return opened;
@@ -138,28 +161,39 @@ std::vector<std::string> StateDir::LoadRigs(
     const fs::path path = entry.path();
     if (path.extension() != ".rig") continue;
     const std::string id = path.stem().string();
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
+    const fs::path tenants_path = fs::path(rigs_) / (id + ".tenants");
+    // One copy of the bytes in memory (until 2026-12-07 three: a stream and two copies of it).
+    const std::optional<std::string> bytes = ReadBytes(path);
     std::vector<std::string> tenants;
-    std::ifstream tenants_in(fs::path(rigs_) / (id + ".tenants"));
+    std::ifstream tenants_in(tenants_path);
     for (std::string line; std::getline(tenants_in, line);) {
       if (line.rfind("tenant ", 0) == 0) tenants.push_back(line.substr(7));
     }
     absl::Status st;
-    if (!in || v1::Sha256Hex(bytes.str()) != id) {
+    if (!bytes) {
+      st = absl::DataLossError("it cannot be read");
+    } else if (v1::Sha256Hex(*bytes) != id) {
       st = absl::DataLossError("its bytes do not hash to its name");
     } else if (tenants.empty()) {
-      st = absl::DataLossError("no tenants file");
+      st = absl::DataLossError(
+          absl::StrCat("its tenants file ", tenants_path.string(), fs::exists(tenants_path, ec) ? " names no tenant" : " is missing"));
     } else {
-      st = load(id, bytes.str(), tenants);
+      st = load(id, *bytes, tenants);
     }
     if (st.code() == absl::StatusCode::kResourceExhausted) {  // fine, but no room (--max-store-bytes): kept
       problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (not loaded; kept for a later start)"));
     } else if (!st.ok()) {
       problems.push_back(absl::StrCat(path.string(), ": ", st.message(), " (renamed *.bad)"));
       fs::rename(path, path.string() + ".bad", ec);
+      if (fs::exists(tenants_path, ec)) fs::rename(tenants_path, tenants_path.string() + ".bad", ec);  // with its rig
     }
+  }
+  // Tenants files whose rig is gone (a crash between KeepRig's or RemoveRig's two steps) are
+  // never read: removed, as orphan states are (LoadSessions).
+  for (const auto& entry : fs::directory_iterator(rigs_, ec)) {
+    const fs::path path = entry.path();
+    if (path.extension() != ".tenants") continue;
+    if (!fs::exists(fs::path(path).replace_extension(".rig"), ec)) (void)RemoveDurably(path.string());
   }
   return problems;
 }
@@ -191,14 +225,9 @@ std::optional<std::string> StateDir::ReadSessionState(const std::string& id, std
   const std::string path = absl::StrCat(sessions_, "/", id, ".state");
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (!in) {
-    if (problem) *problem = absl::StrCat(path, ": cannot be read");
-    return std::nullopt;
-  }
-  return buffer.str();
+  std::optional<std::string> bytes = ReadBytes(path);
+  if (!bytes && problem) *problem = absl::StrCat(path, ": cannot be read");
+  return bytes;
 }
 
 absl::Status StateDir::RemoveSessionState(const std::string& id) const {
@@ -214,13 +243,10 @@ std::vector<std::string> StateDir::LoadSessions(
   for (const auto& entry : fs::directory_iterator(sessions_, ec)) {
     const fs::path path = entry.path();
     if (path.extension() != ".session") continue;
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string text = buffer.str();
+    const std::string text = ReadBytes(path).value_or(std::string());
     absl::Status st;
     const size_t tenant_end = text.find('\n', kSessionMagic.size());
-    if (!in || text.rfind(kSessionMagic, 0) != 0 || tenant_end == std::string::npos ||
+    if (text.rfind(kSessionMagic, 0) != 0 || tenant_end == std::string::npos ||
         text.compare(kSessionMagic.size(), 7, "tenant ") != 0) {
       st = absl::DataLossError("not a session record");
     } else {

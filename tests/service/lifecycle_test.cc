@@ -231,6 +231,9 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
   }
   std::ofstream(dir / "rigs" / (std::string(64, 'a') + ".rig")) << "not a rig";
   std::ofstream(dir / "rigs" / (std::string(64, 'a') + ".tenants")) << "tenant \n";
+  // A tenants file whose rig is gone (a crash between KeepRig's or RemoveRig's two steps).
+  const std::filesystem::path orphan = dir / "rigs" / (std::string(64, 'd') + ".tenants");
+  std::ofstream(orphan) << "tenant \n";
   // What a writer killed mid-write leaves (a temporary, two hours old) goes at the start; the
   // fresh one of a writer that might still be at work stays.
   const std::filesystem::path stale = dir / "rigs" / (std::string(64, 'b') + ".rig.tmp.k1ll3d"),
@@ -256,6 +259,8 @@ TEST(Lifecycle, AcknowledgedRigsSurviveKillAndRestart) {
   ASSERT_TRUE(client::DecodePositions(*frame, got).ok());
   EXPECT_EQ(got, CoreDeform(kept_limb, "lbs", pose));
   EXPECT_TRUE(std::filesystem::exists(dir / "rigs" / (std::string(64, 'a') + ".rig.bad")));
+  EXPECT_TRUE(std::filesystem::exists(dir / "rigs" / (std::string(64, 'a') + ".tenants.bad")));  // with its rig
+  EXPECT_FALSE(std::filesystem::exists(orphan));
   EXPECT_EQ(restarted.Terminate(), 0);
 }
 
@@ -312,13 +317,18 @@ TEST(Lifecycle, SessionsThatCannotOpenAtAStartAreKeptForALaterOne) {
   const ScratchDir scratch("later");
   const std::filesystem::path& dir = scratch.path;
   const LimbOptions limb = LimbOf(1200);
-  std::string cpu_session, gpu_session;
+  std::string cpu_session, gpu_session, rig_id;
+  uint64_t rig_bytes = 0;
   {
     ServerProcess server({"--state-dir", dir.string(), "--gpu", "emulate"});
     ASSERT_TRUE(server.started());
     auto c = Connect(server);
     auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
     ASSERT_TRUE(up.ok()) << up.status();
+    rig_id = up->rig_id();
+    auto rig_info = c->GetRig(rig_id);
+    ASSERT_TRUE(rig_info.ok()) << rig_info.status();
+    rig_bytes = rig_info->resident_bytes();
     auto s = Open(*c, up->rig_id());
     ASSERT_TRUE(s.ok()) << s.status();
     cpu_session = s->session_id();
@@ -344,11 +354,20 @@ TEST(Lifecycle, SessionsThatCannotOpenAtAStartAreKeptForALaterOne) {
     EXPECT_FALSE(std::filesystem::exists(dir / "sessions" / (id + ".session.bad"))) << id << " was set aside";
   }
   {
-    ServerProcess again({"--state-dir", dir.string(), "--gpu", "off"});  // room, still no GPU
+    // Room for the rig, not for two; still no GPU.
+    ServerProcess again({"--state-dir", dir.string(), "--gpu", "off", "--max-store-bytes", std::to_string(rig_bytes * 3 / 2)});
     ASSERT_TRUE(again.started());
     auto c = Connect(again);
     EXPECT_TRUE(c->GetSession(cpu_session).ok()) << "the kept session did not open once its rig fitted";
     EXPECT_EQ(c->GetSession(gpu_session).status().code(), absl::StatusCode::kNotFound);
+    // The GPU session, kept for a later start, needs its rig then: with the CPU session closed,
+    // no session uses it here, and yet an upload needing its room is refused rather than evict it
+    // (until 2026-12-07 it was evicted, its files with it, and the next start set the GPU session
+    // aside as rigless).
+    ASSERT_TRUE(c->CloseSession(cpu_session).ok());
+    auto other = c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1200, 4))));
+    EXPECT_EQ(other.status().code(), absl::StatusCode::kResourceExhausted) << other.status();
+    EXPECT_TRUE(std::filesystem::exists(dir / "rigs" / (rig_id + ".rig")));
     EXPECT_EQ(again.Terminate(), 0);
   }
   ServerProcess with_gpu({"--state-dir", dir.string(), "--gpu", "emulate"});
@@ -1003,6 +1022,13 @@ TEST(Lifecycle, AKeptHistoryOpensOnTheBackendItRanOn) {
       ASSERT_EQ(play(*c, eis, k), play(*rc, ref_eis, k)) << "frame " << k;
       ASSERT_EQ(play(*c, pbs, k), play(*rc, ref_pbs, k)) << "frame " << k;
     }
+    // An update writes the session's record again: still as created, BACKEND_AUTO (until
+    // 2026-12-07 it took the backend the history reopened on, and the start below left the
+    // session closed, waiting for a GPU, for good).
+    auto info = c->GetSession(pbs);
+    ASSERT_TRUE(info.ok()) << info.status();
+    auto updated = c->UpdateSession(pbs, info->deformer());
+    ASSERT_TRUE(updated.ok()) << updated.status();
     EXPECT_EQ(restarted.Terminate(), 0);
   }
   ServerProcess without_gpu({"--state-dir", dir.string(), "--gpu", "off"});
@@ -1021,6 +1047,44 @@ TEST(Lifecycle, AKeptHistoryOpensOnTheBackendItRanOn) {
   EXPECT_EQ(MetricValue(metrics, "sinew_kept_states_total{outcome=\"restored\"}"), 0) << metrics;
   EXPECT_EQ(without_gpu.Terminate(), 0);
   EXPECT_EQ(reference.Terminate(), 0);
+}
+
+// --state-dir: parameters UpdateSession cannot keep there are refused and the session keeps its
+// old ones. Until 2026-12-07 they applied, the answer was OK and the log said the record was not
+// written: a restart brought back the old parameters unannounced. Here the record's path is a
+// folder (which no rename replaces, whoever the server runs as).
+TEST(Lifecycle, ParametersThatCannotBeKeptAreRefusedAndTheOldOnesStay) {
+  const ScratchDir scratch("update");
+  const std::filesystem::path& dir = scratch.path;
+  ServerProcess server({"--state-dir", dir.string()});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto up = c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1200))));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  *req.mutable_deformer() = PbsConfig(0.9);
+  auto s = c->CreateSession(req);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string id = s->session_id();
+  ASSERT_TRUE(c->UpdateSession(id, PbsConfig(0.8)).ok());  // a record that can be written
+  const std::filesystem::path record = dir / "sessions" / (id + ".session");
+  ASSERT_TRUE(std::filesystem::remove(record));
+  std::filesystem::create_directories(record / "in-the-way");
+  auto refused = c->UpdateSession(id, PbsConfig(0.5));
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("the session keeps its old ones"))
+      << refused.status();
+  auto info = c->GetSession(id);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_FLOAT_EQ(info->deformer().pbs().stretch_stiffness(), 0.8f);
+  // Its frames are the old parameters' too: those of a session created with them.
+  req.mutable_deformer()->mutable_pbs()->set_stretch_stiffness(0.8);
+  auto same = c->CreateSession(req);
+  ASSERT_TRUE(same.ok()) << same.status();
+  const Pose pose = LimbPose(LimbSkeleton(LimbOf(1200)), 0.5, LimbMotion{.bend_degrees = 60, .twist_degrees = 0});
+  EXPECT_EQ(Played(*c, id, 0, pose), Played(*c, same->session_id(), 0, pose));
+  EXPECT_EQ(server.Terminate(), 0);
 }
 
 // A rig's preparations past --max-prepared-bytes (one byte here): one that an open session uses
