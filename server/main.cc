@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
       {"max-vertices", "N", absl::StrCat("Most vertices in one rig, 1 to 2^32 - 1. Default ", o.max_vertices),
        Number(o.max_vertices)},
       {"max-rig-bytes", "BYTES",
-       absl::StrCat("Largest serialized rig accepted by UploadRig, 1 to 2^62. Default ", o.max_rig_bytes),
+       absl::StrCat("Largest serialized rig accepted by UploadRig, 1 to 2^31 - 1 (protobuf's limit for one message). Default ", o.max_rig_bytes),
        Number(o.max_rig_bytes)},
       {"max-background-preparations", "N",
        absl::StrCat("Per-rig preparations that may run or wait in the background at once, for sessions that serve "
@@ -306,11 +306,14 @@ int main(int argc, char** argv) {
   // the default upload budget, twice it, wrap to 0; --max-vertices 2^32 was reported as 0,
   // "unlimited", to clients; a --max-message-bytes past 2^31 − 1 was cut to that by gRPC while
   // reported whole), and an upload budget no rig fits (every upload was refused with "send it
-  // again once others are done", which never helped).
-  if (o.max_rig_bytes > (uint64_t(1) << 62) || o.max_vertices > std::numeric_limits<uint32_t>::max() ||
+  // again once others are done", which never helped). A rig past 2^31 - 1 bytes is one message
+  // protobuf does not parse: until 2026-12-07 accepted up to 2^62 and then refused as "not a
+  // serialized sinew.v1.Rig".
+  if (o.max_rig_bytes > uint64_t(std::numeric_limits<int>::max()) ||
+      o.max_vertices > std::numeric_limits<uint32_t>::max() ||
       o.max_message_bytes > uint64_t(std::numeric_limits<int>::max())) {
-    std::fprintf(stderr, "sinew-server: --max-rig-bytes at most 2^62, --max-vertices at most 2^32 - 1, "
-                 "--max-message-bytes at most 2^31 - 1 (gRPC's limit)\n");
+    std::fprintf(stderr, "sinew-server: --max-rig-bytes at most 2^31 - 1 (protobuf's limit for one message), "
+                 "--max-vertices at most 2^32 - 1, --max-message-bytes at most 2^31 - 1 (gRPC's limit)\n");
     return 2;
   }
   if (o.max_upload_bytes > 0 && o.max_upload_bytes < o.max_rig_bytes) {

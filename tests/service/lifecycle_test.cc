@@ -1282,6 +1282,7 @@ TEST(Lifecycle, NonFiniteOrHugeDurationsAreRefusedAtStart) {
 // --max-upload-bytes below --max-rig-bytes refused every large upload "until others are done").
 TEST(Lifecycle, SizesTheServerCannotHoldOrServeAreRefusedAtStart) {
   const std::vector<std::vector<std::string>> bad = {{"--max-rig-bytes", "9223372036854775808"},
+                                                     {"--max-rig-bytes", "2147483648"},  // past protobuf's 2^31 - 1
                                                      {"--max-vertices", "4294967296"},
                                                      {"--max-message-bytes", "4294967296"},
                                                      {"--max-upload-bytes", "100", "--max-rig-bytes", "100000"}};
