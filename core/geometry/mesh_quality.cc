@@ -299,7 +299,7 @@ MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<co
   // vertex per face corner or per UV seam, a few ulps apart on a mirror seam): normals, edge
   // lengths, one-rings and the triangles a vertex's own are taken over its welded copies, so that
   // a copy is never "the nearest skin" of another.
-  weld_ = WeldSeams(rest, triangles, RestWeldTolerance(rest));
+  weld_ = WeldSeams(rest, triangles, RestWeldTolerance(rest, triangles));
   // Rest edge lengths (each triangle's three), their mean, the rest volume.
   rest_length_.resize(triangles.size());
   double sum = 0;
@@ -354,6 +354,8 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
   std::vector<uint32_t> edge_count(n, 0);
   q.edge_stretch_min = INFINITY;
   q.edge_stretch_max = 0;
+  size_t stretched = 0;     // edges measured
+  bool non_finite = false;  // an edge of a vertex not finite
   for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
     const uint32_t c[3] = {triangles[t], triangles[t + 1], triangles[t + 2]};
     const Eigen::Vector3d a = P(deformed, c[0]), b = P(deformed, c[1]), d = P(deformed, c[2]);
@@ -366,14 +368,25 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
         edge_sum[weld_[e]] += len;
         ++edge_count[weld_[e]];
       }
+      // Not between welded copies (one point: their rest edge, a sliver's, is rounding, and so is
+      // its ratio; until 2026-12-07 a rigid motion of a mesh with one read 1.12).
       const double rest_len = rest_length_[t + k];
-      if (rest_len > 0) {
-        q.edge_stretch_min = std::min(q.edge_stretch_min, len / rest_len);
-        q.edge_stretch_max = std::max(q.edge_stretch_max, len / rest_len);
+      if (rest_len > 0 && weld_[i] != weld_[j]) {
+        const double ratio = len / rest_len;
+        non_finite |= !std::isfinite(ratio);
+        q.edge_stretch_min = std::min(q.edge_stretch_min, ratio);
+        q.edge_stretch_max = std::max(q.edge_stretch_max, ratio);
+        ++stretched;
       }
     }
   }
-  if (!(q.edge_stretch_max > 0)) q.edge_stretch_min = q.edge_stretch_max = 1;
+  // [1, 1] only where no edge was measured: a skin collapsed to a point reads [0, 0] (until
+  // 2026-12-07 [1, 1], as did one of NaNs, whose lengths min and max skipped).
+  if (non_finite) {
+    q.edge_stretch_min = q.edge_stretch_max = std::numeric_limits<double>::quiet_NaN();
+  } else if (stretched == 0) {
+    q.edge_stretch_min = q.edge_stretch_max = 1;
+  }
   q.depth_tolerance = depth_tolerance_;
   q.volume = MeshVolume(deformed, triangles);
   q.rest_volume = rest_volume_;

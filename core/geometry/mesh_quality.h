@@ -24,7 +24,9 @@
 //
 // Volume by the divergence theorem (each triangle's signed tetrahedron with the mesh's vertex
 // centroid; exact for closed meshes, origin-dependent for open ones). Edge stretch: deformed over
-// rest length, min and max over the triangles' edges (each edge counted from both sides).
+// rest length, min and max over the triangles' edges (each edge counted from both sides; not those
+// between welded copies); [1, 1] when no edge has a rest length, NaN when a deformed vertex is not
+// finite.
 //
 // Cost: a winding query per vertex (Barill et al.'s tree; near the surface its leaves are summed
 // exactly) and two ray casts and a nearest-triangle query per inside vertex: about 5 µs per
@@ -49,7 +51,7 @@ struct MeshQualityOptions {
 struct MeshQuality {
   uint32_t inside_vertices = 0;    // deeper than depth_tolerance
   uint32_t touching_vertices = 0;  // inside, no deeper than depth_tolerance
-  double max_depth = 0;            // of the inside vertices (0: none)
+  double max_depth = 0;            // of the inside and touching vertices (0: none)
   // A mesh can be inside itself at rest already (a character of overlapping meshes, clothes over
   // a body): those vertices, measured once on the rest mesh (deeper than depth_tolerance), and
   // the inside vertices that were neither inside nor touching at rest — what the pose did.
@@ -83,7 +85,8 @@ class MeshQualityMeasure {
  public:
   MeshQualityMeasure(std::span<const float> rest, std::span<const uint32_t> triangles,
                      const MeshQualityOptions& options = {}, ThreadPool* pool = nullptr);
-  // `deformed`: x,y,z per vertex, as `rest`. `per_vertex` fills MeshQuality::depth.
+  // `deformed`: x,y,z per vertex, as many as `rest` (the caller's to ensure). `per_vertex` fills
+  // MeshQuality::depth.
   MeshQuality Measure(std::span<const float> deformed, ThreadPool* pool, bool per_vertex = false) const;
   // Per vertex: 1 where the rest mesh is inside itself (inside or touching), else 0.
   std::span<const uint8_t> inside_at_rest() const { return inside_at_rest_; }

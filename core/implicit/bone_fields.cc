@@ -381,7 +381,7 @@ absl::StatusOr<std::vector<BoneField>> FitBoneFields(const Rig& rig, const BoneF
   // mirror seam leaves copies a few ulps apart, with normals up to 180° apart (Testwuson.X's
   // chest), and two of them in one fit make its system singular. Until 2026-12-05 the disk
   // shrank until such copies were taken, and the whole rig was refused.
-  const double min_gap = RestWeldTolerance(rig.positions);
+  const double min_gap = RestWeldTolerance(rig.positions, rig.triangles);
   const std::vector<Eigen::Vector3d> normals = WeldedNormals(rig, WeldSeams(rig.positions, rig.triangles, min_gap));
   // Bone ends: the joint's bind position and its segment's end (below; a leaf extends along its
   // parent's direction to its piece's farthest projection).

@@ -772,7 +772,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareImplicit(const Rig& rig, 
                                   model->follow_sources.end());
     }
   }
-  const std::vector<uint32_t> point = WeldSeams(rig.positions, rig.triangles, RestWeldTolerance(rig.positions));
+  const std::vector<uint32_t> point = WeldSeams(rig.positions, rig.triangles, RestWeldTolerance(rig.positions, rig.triangles));
   for (size_t v = 0; v < nv; ++v) model->node_of_vertex[v] = model->node_of_vertex[point[v]];
   if (!report(1.0)) return cancelled();  // a cancel at the very end is a cancel too
   return std::shared_ptr<const Prepared>(std::move(model));

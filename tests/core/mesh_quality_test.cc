@@ -465,7 +465,7 @@ TEST(MeshQuality, APieceWoundTheOtherWayOnItsOwnIsTurnedAround) {
   AddBox(m, c_lo, c_hi, 4);
   const uint32_t n = uint32_t(m.p.size() / 3);
   for (size_t t = b_triangle; t + 2 < m.t.size(); t += 3) std::swap(m.t[t + 1], m.t[t + 2]);  // B and C inward
-  const std::vector<uint32_t> rep = WeldSeams(m.p, m.t, RestWeldTolerance(m.p));
+  const std::vector<uint32_t> rep = WeldSeams(m.p, m.t, RestWeldTolerance(m.p, m.t));
   size_t flipped = 0;
   const std::vector<int8_t> facing = PieceFacing(m.p, m.t, rep, &flipped);
   EXPECT_EQ(flipped, 1u);
@@ -494,7 +494,7 @@ TEST(MeshQuality, APieceWoundTheOtherWayOnItsOwnIsTurnedAround) {
       open.t.insert(open.t.end(), {c00, c11, c10, c00, c01, c11});  // normal −z
     }
   }
-  const std::vector<int8_t> open_facing = PieceFacing(open.p, open.t, WeldSeams(open.p, open.t, RestWeldTolerance(open.p)));
+  const std::vector<int8_t> open_facing = PieceFacing(open.p, open.t, WeldSeams(open.p, open.t, RestWeldTolerance(open.p, open.t)));
   EXPECT_EQ(open_facing[b_first], -1);
   EXPECT_EQ(open_facing[sheet], 1);
   EXPECT_EQ(open_facing[0], 1);
@@ -519,6 +519,55 @@ TEST(MeshQuality, AMeshInsideOutIsMeasuredTurnedAround) {
   EXPECT_LT(in.inside_vertices, m.p.size() / 3 / 10);  // the ball's cap in the box, not the whole mesh
   EXPECT_NEAR(in.depth[pole], 0.05, 1e-6);
   EXPECT_NEAR(in.volume_ratio, 1.0, 1e-12);
+}
+
+// Edge stretch says what happened to the edges: a skin collapsed to one point has every edge at
+// length 0 ([0, 0]), and a skin with a vertex not finite reads NaN. Until 2026-12-07 both read
+// [1, 1], a perfect skin: "no edge measured" and "every edge 0" were one case, and min and max
+// skipped the NaN lengths.
+TEST(MeshQuality, ACollapsedSkinStretchesToZeroAndANonFiniteOneReadsNaN) {
+  const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+  const Mesh m = Box(lo, hi, 3);
+  const std::vector<float> point(m.p.size(), 0.5f);
+  const MeshQuality collapsed = MeasureMeshQuality(m.p, point, m.t, nullptr);
+  EXPECT_EQ(collapsed.edge_stretch_min, 0.0);
+  EXPECT_EQ(collapsed.edge_stretch_max, 0.0);
+  EXPECT_EQ(collapsed.volume_ratio, 0.0);
+  for (float bad : {NAN, INFINITY}) {
+    std::vector<float> stretched = m.p;
+    for (size_t k = 0; k < stretched.size(); k += 3) stretched[k] *= 3;
+    stretched[3 * 7 + 1] = bad;  // one coordinate of one vertex
+    const MeshQuality q = MeasureMeshQuality(m.p, stretched, m.t, nullptr);
+    EXPECT_TRUE(std::isnan(q.edge_stretch_min) && std::isnan(q.edge_stretch_max))
+        << bad << ": [" << q.edge_stretch_min << ", " << q.edge_stretch_max << "]";
+  }
+}
+
+// Edges between welded copies (a sliver triangle whose two corners are one point, a few ulps
+// apart) are no edges of the skin: a rigid motion stretches nothing. Until 2026-12-07 such an
+// edge's ratio, rounding over rounding, read 1.12 under a turn that kept every real edge to 1e-6.
+TEST(MeshQuality, EdgesBetweenWeldedCopiesAreNotStretched) {
+  Mesh m;
+  const float c[3] = {0, 0, 0};
+  AddBall(m, c, 1.0f, 12, 16);
+  // A sliver: a copy of vertex 5, 1.2e-7 away (welded: the tolerance is 1e-5 of the diagonal),
+  // in a triangle with it and its neighbour.
+  const uint32_t copy = uint32_t(m.p.size() / 3);
+  m.p.insert(m.p.end(), {m.p[15] + 1.2e-7f, m.p[16], m.p[17]});
+  m.t.insert(m.t.end(), {5, copy, 6});
+  ASSERT_EQ(WeldSeams(m.p, m.t, RestWeldTolerance(m.p, m.t))[copy], 5u);
+  // A turn of 0.7 rad about z and a shift, rounded to float.
+  const double a = 0.7, cs = std::cos(a), sn = std::sin(a);
+  std::vector<float> moved(m.p.size());
+  for (size_t v = 0; v < m.p.size() / 3; ++v) {
+    const double x = m.p[3 * v], y = m.p[3 * v + 1], z = m.p[3 * v + 2];
+    moved[3 * v] = float(cs * x - sn * y + 0.3);
+    moved[3 * v + 1] = float(sn * x + cs * y - 0.2);
+    moved[3 * v + 2] = float(z + 0.1);
+  }
+  const MeshQuality q = MeasureMeshQuality(m.p, moved, m.t, nullptr);
+  EXPECT_NEAR(q.edge_stretch_min, 1.0, 1e-5);
+  EXPECT_NEAR(q.edge_stretch_max, 1.0, 1e-5);
 }
 
 }  // namespace

@@ -129,6 +129,13 @@ TEST(Weld, RestToleranceIsAHundredThousandthOfTheDiagonal) {
   const std::vector<float> p = {0, 0, 0, 3, 4, 0, 1, 1, 0};
   EXPECT_DOUBLE_EQ(RestWeldTolerance(p), 5e-5);
   EXPECT_EQ(RestWeldTolerance({}), 0.0);
+  // Of the vertices the triangles use: one that none uses, far away, widens nothing (until
+  // 2026-12-07 a vertex 300 units off a unit mesh made the tolerance 0.003 and welded two
+  // sheets 0.002 apart). Without triangles, every vertex counts.
+  const std::vector<float> with_far = {0, 0, 0, 3, 4, 0, 1, 1, 0, 300, 0, 0};
+  const std::vector<uint32_t> triangle = {0, 1, 2};
+  EXPECT_DOUBLE_EQ(RestWeldTolerance(with_far, triangle), 5e-5);
+  EXPECT_GT(RestWeldTolerance(with_far, {}), 2e-3);
 }
 
 }  // namespace

@@ -328,7 +328,7 @@ TEST(ImplicitAsset, QuadrupedWithMirrorSeamsPlaysItsClipWithoutTearing) {
                                  "sample_triangles fits low-poly ones)"),
             std::string::npos)
       << bare->Summary();
-  const std::vector<uint32_t> rep = WeldSeams(rig->positions, rig->triangles, RestWeldTolerance(rig->positions));
+  const std::vector<uint32_t> rep = WeldSeams(rig->positions, rig->triangles, RestWeldTolerance(rig->positions, rig->triangles));
   size_t near_copies = 0;
   for (size_t v = 0; v < rep.size(); ++v) {
     near_copies += rep[v] != v && std::memcmp(&rig->positions[3 * v], &rig->positions[3 * rep[v]], 12) != 0;
