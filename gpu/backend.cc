@@ -479,8 +479,10 @@ class Device final : public ProgramDevice {
     uint64_t taken = 0, bytes = 0, params = 0;
     bool full = false;
     // Row and parameter offsets are 32-bit (BatchItem): a batch stops short of either passing
-    // 2^32 − 1, whatever max_batch_vertices says (until 2026-12-07 an option above it wrapped).
+    // 2^32 − 1, whatever max_batch_vertices says (until 2026-12-07 an option above it wrapped);
+    // its rows, a block short of that: the kernels' thread index and block count are 32-bit too.
     constexpr uint64_t kOffsetLimit = std::numeric_limits<uint32_t>::max();
+    constexpr uint64_t kRowLimit = kOffsetLimit - 1024;
     shed_at_ = std::chrono::steady_clock::now();
     for (Frame& f : pending_) {
       if (f.state == nullptr && f.shed_after < shed_at_) {  // load shedding: Loop completes it
@@ -491,7 +493,7 @@ class Device final : public ProgramDevice {
                                                    f.program ? f.program->item_bytes() : 0, f.normals_out != nullptr);
       const uint64_t frame_params = (f.param_floats + 3) / 4 * 4;
       full = full || (!slot.frames.empty() &&
-                      (taken + f.item.vertex_count > std::min(options_.max_batch_vertices, kOffsetLimit) ||
+                      (taken + f.item.vertex_count > std::min(options_.max_batch_vertices, kRowLimit) ||
                        params + frame_params > kOffsetLimit || bytes + frame_bytes > room));
       if (!full && (f.state == nullptr || busy_.insert(f.state).second)) {
         slot.frames.push_back(f);
@@ -585,6 +587,7 @@ class Device final : public ProgramDevice {
       for (size_t i = 0; i < s.frames.size(); ++i) {
         Frame& f = s.frames[i];
         items[i] = f.item;
+        spec.baseline = spec.baseline || f.item.method == static_cast<uint32_t>(GpuMethod::kBaseline);
         if (f.normals_out) {
           NormalsItem& it = normal_items_at[n++];
           it = f.normals;

@@ -23,9 +23,10 @@ inline constexpr size_t kIterations = 5;
 inline constexpr size_t kRecoveryPasses = 6;
 inline constexpr size_t kStretchK = 7, kVolumeK = 8, kBindK = 9, kJiggleK = 10;          // PBD stiffnesses
 inline constexpr size_t kStretchA = 11, kVolumeA = 12, kBindA = 13, kJiggleA = 14;       // XPBD compliances
-inline constexpr size_t kGravity = 15, kDamping = 16;
-inline constexpr size_t kStill = 17;         // 1: jiggle was just switched on: take the velocities as zero
-inline constexpr size_t kHeaderFloats = 20;  // 16-float aligned joint blocks follow (3 unused)
+inline constexpr size_t kGravity = 15;       // 3 floats: the acceleration (gravity × its direction), rig units/s²
+inline constexpr size_t kDamping = 18;
+inline constexpr size_t kStill = 19;         // 1: jiggle was just switched on: take the velocities as zero
+inline constexpr size_t kHeaderFloats = 20;  // 16-float aligned joint blocks follow
 inline constexpr size_t kJointFloats = 12;
 
 inline constexpr size_t FrameFloats(size_t joints) { return kHeaderFloats + kJointFloats * joints; }

@@ -27,6 +27,11 @@ namespace {
 constexpr std::string_view kTetWords[] = {"auto", "mesher", "voxels", "rig"};
 constexpr std::string_view kWeightWords[] = {"transfer", "paper"};
 constexpr std::string_view kSolverWords[] = {"pbd", "xpbd"};
+constexpr ParamSpec kDirectionSpecs[] = {
+    {"x", ParamSpec::Type::kNumber, "0", "x component"},
+    {"y", ParamSpec::Type::kNumber, "-1", "y component"},
+    {"z", ParamSpec::Type::kNumber, "0", "z component"},
+};
 constexpr std::string_view kSelectionWords[] = {"painted", "paper"};
 constexpr ParamSpec kPbsSpecs[] = {
     {"tets", ParamSpec::Type::kChoice, "auto",
@@ -64,7 +69,10 @@ constexpr ParamSpec kPbsSpecs[] = {
      "seconds per frame for frames that carry no time_step (DeformClip: 1 / frames_per_second), [1e-6, 1]; "
      "the dynamics advance by a frame's step clamped to [1e-4, 0.1]"},
     {"gravity", ParamSpec::Type::kNumber, "0",
-     "acceleration of the jiggling particles along the rig's -y, rig units/s^2 (9.81 for metres), [-1e6, 1e6]"},
+     "acceleration of the jiggling particles along gravity_direction, rig units/s^2 (9.81 for metres), [-1e6, 1e6]"},
+    {"gravity_direction", ParamSpec::Type::kList, "0,-1,0",
+     "the way gravity pulls, in the rig's frame (x, y, z; normalized, not 0): the rig's -y unless set (a z-up "
+     "DCC's rig: 0,0,-1)", {}, kDirectionSpecs},
     {"damping", ParamSpec::Type::kNumber, "0",
      "velocity damping of the jiggling particles per second (v *= exp(-damping dt)), [0, 1e4]"},
     {"quasi_static", ParamSpec::Type::kFlag, "false",
@@ -275,7 +283,7 @@ class PbsDeformer final : public Deformer {
     params[L::kVolumeA] = float(p.volume_compliance);
     params[L::kBindA] = float(p.bind_compliance);
     params[L::kJiggleA] = float(p.jiggle_compliance);
-    params[L::kGravity] = float(p.gravity);
+    for (int c = 0; c < 3; ++c) params[L::kGravity + c] = float(p.gravity * p.gravity_direction[c]);
     params[L::kDamping] = float(p.damping);
     // As on the CPU, jiggle switched on starts the painted particles still where they are.
     params[L::kStill] = Jiggles() && !device_jiggle_ && !state_.fresh ? 1.f : 0.f;
@@ -532,7 +540,9 @@ std::optional<uint32_t> SolvePbsFrame(const PbsModel& m, const PbsParams& params
   float* x = state.x.data();
   float* v = jiggle ? state.v.data() : nullptr;  // holds the previous positions during the sweeps
   const float h = float(dt), damp = float(std::exp(-params.damping * dt));
-  const Eigen::Vector3f fall(0.f, -float(params.gravity) * h * h, 0.f);
+  const Eigen::Vector3f fall = Eigen::Vector3f(float(params.gravity * params.gravity_direction[0]),
+                                                float(params.gravity * params.gravity_direction[1]),
+                                                float(params.gravity * params.gravity_direction[2])) * h * h;
   // The prediction: LBS, blended towards inertia by α.
   ParallelFor(pool, n, 2048, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
@@ -664,6 +674,18 @@ absl::StatusOr<std::shared_ptr<const MethodParams>> ParsePbsParams(const ParamSe
       .Number("gravity", p->gravity, -1e6, 1e6)
       .Number("damping", p->damping, 0, 1e4)
       .Flag("quasi_static", p->quasi_static);
+  r.List("gravity_direction", [&](const ParamSet& item, const std::string& where) -> absl::Status {
+    double d[3] = {0, 0, 0};
+    ParamReader c(item, where);
+    c.Number("x", d[0], -1e30, 1e30).Number("y", d[1], -1e30, 1e30).Number("z", d[2], -1e30, 1e30);
+    if (!c.status().ok()) return c.status();
+    const double norm = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    if (!(norm > 0) || !std::isfinite(norm)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": a direction, not (", d[0], ", ", d[1], ", ", d[2], ")"));
+    }
+    p->gravity_direction = {d[0] / norm, d[1] / norm, d[2] / norm};
+    return absl::OkStatus();
+  });
   int solver = 0;
   r.Choice("solver", kSolverWords, solver);
   p->solver = solver == 1 ? PbsParams::Solver::kXpbd : PbsParams::Solver::kPbd;

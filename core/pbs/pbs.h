@@ -20,6 +20,8 @@
 // velocities, XPBD multipliers) and the frame's skinning matrices; a frame allocates nothing.
 #pragma once
 
+#include <array>
+
 #include <memory>
 #include <optional>
 #include <span>
@@ -71,10 +73,13 @@ struct PbsParams : MethodParams {
   // skinned (α 0). Part of the preparation (PbsKey).
   enum class JiggleSelection { kPainted, kPaper } jiggle_selection = JiggleSelection::kPainted;
   // Dynamics of the jiggling particles (the only ones with inertia). The step of a frame that
-  // carries none (FrameInput::time_step 0) — the paper's 10 ms; gravity along the rig's −y, in
-  // rig units/s²; damping per second: v ← v·exp(−damping·dt) before each prediction.
+  // carries none (FrameInput::time_step 0) — the paper's 10 ms; gravity in rig units/s² along
+  // `gravity_direction` (a unit vector in the rig's frame; −y unless said: a DCC whose up axis is
+  // z sends its down, (0, 0, −1) in a rig uploaded unturned); damping per second:
+  // v ← v·exp(−damping·dt) before each prediction.
   double time_step = 0.01;
   double gravity = 0;
+  std::array<double, 3> gravity_direction = {0, -1, 0};
   double damping = 0;
   // Posing without time: every particle is predicted by LBS (no inertia, no gravity), so a frame
   // depends on its pose only, and the session's velocities are zeroed (a dynamic frame after it

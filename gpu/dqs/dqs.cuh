@@ -20,7 +20,9 @@ SINEW_HD void DqsPoint(const uint32_t* offsets, const uint16_t* joints, const fl
   for (uint32_t e = e0; e < e1; ++e) {
     const float* qj = q + 12 * uint32_t(joints[e]);
     const float dot = qj[0] * pivot[0] + qj[1] * pivot[1] + qj[2] * pivot[2] + qj[3] * pivot[3];
-    const float w = dot < 0 ? -weights[e] : weights[e];
+    // By the sign bit, as core (std::copysign; SignBit on AVX2): a dot of exactly −0 (a 180° turn
+    // about an axis, exact zeros) flips too (until 2026-12-07 it did not here: the other way round).
+    const float w = copysignf(weights[e], dot);
     for (int k = 0; k < 8; ++k) b[k] += w * qj[k];
     s += weights[e] * qj[8];
     hx += weights[e] * qj[9];

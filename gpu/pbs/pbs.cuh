@@ -113,9 +113,12 @@ SINEW_HD void PbsProjectVolume(const PbsVolume& c, float rest, bool xpbd, float 
   for (int i = 0; i < 4; ++i) p[i] = PbsLoad(x + 3 * size_t(c.p[i]));
   const PbsF3 p21 = p[1] - p[0], p31 = p[2] - p[0], p41 = p[3] - p[0];
   PbsF3 g[4];
-  g[1] = (1.f / 6) * PbsCross(p31, p41);
-  g[2] = (1.f / 6) * PbsCross(p41, p21);
-  g[3] = (1.f / 6) * PbsCross(p21, p31);
+  // Divided by 6 as core does (a product by the rounded 1/6 differs in the last bit for a third of
+  // the inputs: until 2026-12-07 it did).
+  const auto sixth = [](PbsF3 a) { return PbsF3{a.x / 6, a.y / 6, a.z / 6}; };
+  g[1] = sixth(PbsCross(p31, p41));
+  g[2] = sixth(PbsCross(p41, p21));
+  g[3] = sixth(PbsCross(p21, p31));
   g[0] = PbsF3{0, 0, 0} - (g[1] + g[2] + g[3]);
   const float value = PbsDot(PbsCross(p21, p31), p41) / 6 - rest;
   const float norm = PbsDot(g[0], g[0]) + PbsDot(g[1], g[1]) + PbsDot(g[2], g[2]) + PbsDot(g[3], g[3]);
@@ -176,7 +179,7 @@ SINEW_HD void PbsFrame(const Exec& ex, const PbsItem& it, const float* params, f
   const bool still = params[L::kStill] != 0;  // jiggle just switched on: velocities taken as zero
   const float h = params[L::kTimeStep];
   const float damp = expf(-params[L::kDamping] * h);
-  const PbsF3 fall{0.f, -params[L::kGravity] * h * h, 0.f};
+  const PbsF3 fall{params[L::kGravity] * h * h, params[L::kGravity + 1] * h * h, params[L::kGravity + 2] * h * h};
   float* x = it.x;
   float* v = it.v;
   const uint32_t n = m.particles;

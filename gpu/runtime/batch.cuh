@@ -13,6 +13,10 @@
 
 namespace sinew::gpu {
 
+// kBaseline: whether the batch may hold baseline items. Its double-precision closest points made
+// the one kernel 255 registers and a 1.6 kB stack for every method (nvcc 13, sm_80/sm_90; 72 and
+// none without them): a batch without them runs the kernel without them.
+template <bool kBaseline = true>
 SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const float* joint_data,
                           uint32_t g, float* out) {
   const BatchItem& it = items[ItemAt<BatchItem, &BatchItem::vertex_offset>(items, item_count, g)];
@@ -44,7 +48,9 @@ SINEW_HD void BatchVertex(const BatchItem* items, uint32_t item_count, const flo
       break;
     }
     case GpuMethod::kSwingTwist: SwingTwistVertex(it.rest, it.coeffs, it.coeff_cols, p, v, o); break;
-    case GpuMethod::kBaseline: BaselineVertex(it.coeffs, p, v, o); break;
+    case GpuMethod::kBaseline:
+      if constexpr (kBaseline) BaselineVertex(it.coeffs, p, v, o);
+      break;
     default: break;  // device programs write their vertices after this kernel
   }
 }

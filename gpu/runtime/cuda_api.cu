@@ -16,10 +16,12 @@ namespace {
 
 constexpr uint32_t kThreads = 256;
 
-__global__ void SkinBatchKernel(const BatchItem* items, uint32_t item_count, const float* joint_data,
-                                uint32_t total, float* out) {
+// Bounded to kThreads a block, so that ptxas keeps the registers a block of them can have.
+template <bool kBaseline>
+__global__ void __launch_bounds__(kThreads) SkinBatchKernel(const BatchItem* items, uint32_t item_count,
+                                                            const float* joint_data, uint32_t total, float* out) {
   const uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g < total) BatchVertex(items, item_count, joint_data, g, out);
+  if (g < total) BatchVertex<kBaseline>(items, item_count, joint_data, g, out);
 }
 
 bool Sticky(cudaError_t e);
@@ -79,7 +81,7 @@ class CudaApi final : public DeviceApi {
     for (int d = 0; d < n; ++d) {
       cudaFuncAttributes attributes;
       cudaError_t e = cudaSetDevice(d);
-      if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, SkinBatchKernel);
+      if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, SkinBatchKernel<false>);
       if (e != cudaSuccess) {
         cudaDeviceProp p;
         const bool named = cudaGetDeviceProperties(&p, d) == cudaSuccess;
@@ -122,7 +124,7 @@ class CudaApi final : public DeviceApi {
   void Free(int device, void* p) override {
     if (p == nullptr) return;
     cudaSetDevice(device);
-    cudaFree(p);
+    (void)Check(cudaFree(p), "cudaFree", nullptr);  // a failure must not stay the next launch's last error
   }
   void* AllocHost(size_t bytes, std::string* error) override {
     void* p = nullptr;
@@ -130,7 +132,7 @@ class CudaApi final : public DeviceApi {
     return p;
   }
   void FreeHost(void* p) override {
-    if (p) cudaFreeHost(p);
+    if (p) (void)Check(cudaFreeHost(p), "cudaFreeHost", nullptr);
   }
   // Upload and Clear run on the legacy default stream, which the queues' non-blocking streams do
   // not wait for: a pageable cudaMemcpy may return before its DMA lands and cudaMemset before it
@@ -169,9 +171,9 @@ class CudaApi final : public DeviceApi {
     auto* q = static_cast<Queue*>(queue);
     if (!q) return;
     cudaSetDevice(q->device);
-    if (q->start) cudaEventDestroy(q->start);
-    if (q->stop) cudaEventDestroy(q->stop);
-    if (q->stream) cudaStreamDestroy(q->stream);
+    if (q->start) (void)Check(cudaEventDestroy(q->start), "cudaEventDestroy", nullptr);
+    if (q->stop) (void)Check(cudaEventDestroy(q->stop), "cudaEventDestroy", nullptr);
+    if (q->stream) (void)Check(cudaStreamDestroy(q->stream), "cudaStreamDestroy", nullptr);
     delete q;
   }
 
@@ -215,8 +217,13 @@ class CudaApi final : public DeviceApi {
     const auto* params = reinterpret_cast<const float*>(din + s.params_offset);
     auto* out = static_cast<float*>(s.dout);
     if (s.total_vertices > 0) {
-      SkinBatchKernel<<<(s.total_vertices + kThreads - 1) / kThreads, kThreads, 0, q->stream>>>(
-          reinterpret_cast<const BatchItem*>(din), s.items, params, s.total_vertices, out);
+      const uint32_t blocks = (s.total_vertices + kThreads - 1) / kThreads;
+      const auto* items = reinterpret_cast<const BatchItem*>(din);
+      if (s.baseline) {
+        SkinBatchKernel<true><<<blocks, kThreads, 0, q->stream>>>(items, s.items, params, s.total_vertices, out);
+      } else {
+        SkinBatchKernel<false><<<blocks, kThreads, 0, q->stream>>>(items, s.items, params, s.total_vertices, out);
+      }
       // Checked here: a program's own checks below would take this launch's error for theirs.
       if (!Check(cudaGetLastError(), "SkinBatchKernel launch", error)) return false;
     }
@@ -244,7 +251,7 @@ class CudaApi final : public DeviceApi {
       return false;
     }
     float ms = 0;
-    cudaEventElapsedTime(&ms, q->start, q->stop);
+    (void)Check(cudaEventElapsedTime(&ms, q->start, q->stop), "cudaEventElapsedTime", nullptr);
     *busy_ms = ms;
     return true;
   }

@@ -81,6 +81,7 @@ struct LaunchSpec {
   uint32_t items = 0;           // BatchItems at the start of `in`
   size_t params_offset = 0;     // bytes: where the parameter data starts
   uint32_t total_vertices = 0;  // vertices of all items (the output rows)
+  bool baseline = false;        // an item is GpuMethod::kBaseline (the per-vertex kernel with it)
   // Device programs, run in order after the per-vertex kernel; valid until Wait.
   const ProgramRun* programs = nullptr;
   uint32_t program_count = 0;

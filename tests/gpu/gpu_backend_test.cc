@@ -15,6 +15,7 @@
 
 #include "core/deformer/deformer.h"
 #include "core/deformer/skeletal.h"
+#include "core/dqs/dqs.h"
 #include "core/normals/normals.h"
 #include "core/baseline/baseline.h"
 #include "core/procedural/limb.h"
@@ -104,6 +105,37 @@ TEST_P(GpuBackendTest, KernelsEqualCpuDeformers) {
       }
     }
   }
+}
+
+// The hemisphere flip by the sign bit, as core: two joints turned 180° about axes at right angles
+// have real parts whose dot is exactly −0 (exact zeros), which core flips (std::copysign, the AVX2
+// sign mask) and the device did not (until 2026-12-07: vertices between them ended on the other
+// side, (−2.2, 0.14, −0.48) for (2.2, 0.5, 0)).
+TEST_P(GpuBackendTest, DqsFlipsAMinusZeroDotAsTheCpuDoes) {
+  auto backend = *Make(GetParam());
+  auto rig = Limb(2000, 2, 2);
+  std::vector<DualQuat> joints(rig->joint_count());
+  for (DualQuat& q : joints) q = DualQuat{{0, 0, 0, 1, 0, 0, 0, 0}, 1, {0, 0, 0}};
+  joints[0] = DualQuat{{1, 0, 0, 0, 0, 0, 0, 0}, 1, {0, 0, 0}};            // 180° about x
+  joints[1] = DualQuat{{-0.f, -0.6f, -0.8f, -0.f, 0, 0, 0, 0}, 1, {0, 0, 0}};  // 180° about (0, −0.6, −0.8)
+  std::vector<float> want(rig->positions.size());
+  DualQuaternionSkinning(rig->positions, rig->weights, joints, want, nullptr);
+  std::vector<float> data(kJointFloats * joints.size());
+  for (size_t j = 0; j < joints.size(); ++j) {
+    std::copy(joints[j].v, joints[j].v + 8, &data[kJointFloats * j]);
+    data[kJointFloats * j + 8] = joints[j].scale;
+    std::copy(joints[j].shift, joints[j].shift + 3, &data[kJointFloats * j + 9]);
+  }
+  auto on_gpu = backend->Upload(*rig);
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+  auto session = backend->CreateSession(*on_gpu, GpuMethod::kDqs);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> out(rig->positions.size());
+  Latch latch;
+  backend->Submit(**session, data, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+  latch.Wait();
+  ASSERT_TRUE(latch.status.ok()) << latch.status;
+  EXPECT_LE(MaxDiff(out, want), 1e-5 * rig->bbox_diagonal());
 }
 
 // A deformer's device stage set up as the server sets it up (Service::CreateGpuSession): its

@@ -497,6 +497,13 @@ TEST_F(Service, MethodParametersAreCheckedByTheMethod) {
   st = create(c);  // the limb has no "dqs_blend" attribute
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(st.message()), HasSubstr("\"dqs_blend\""));
+  // A gravity direction of zero length is no direction.
+  c.Clear();
+  c.set_method(v1::METHOD_PBS);
+  c.mutable_pbs()->mutable_gravity_direction();
+  EXPECT_THAT(std::string(create(c).message()), HasSubstr("deformer.pbs.gravity_direction[0]: a direction, not (0, 0, 0)"));
+  c.mutable_pbs()->mutable_gravity_direction()->set_z(-1);
+  EXPECT_TRUE(create(c).ok());
 }
 
 // The blend through the server equals core's, with per-vertex weights uploaded with the rig.
