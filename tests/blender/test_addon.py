@@ -170,7 +170,7 @@ def main():
         for scale in ((1.0, 2.0, 1.0), (0.0, 0.0, 0.0), (-1.0, 1.0, 1.0)):
             control.scale = scale
             scene.frame_set(FRAMES[2])
-            live_rig = sinew_blender._live[mesh.name]
+            live_rig = sinew_blender._live[sinew_blender._live_key(mesh)]
             check(not live_rig.error, f"control bone scaled {scale}: {live_rig.error}")
             stretched = relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[2]], diagonal)
             check(stretched < LBS_TOLERANCE, f"control bone scaled {scale}: {stretched:.3g} of the diagonal off")
@@ -181,8 +181,8 @@ def main():
         old_name = mesh.name
         mesh.name = old_name + "_renamed"
         scene.frame_set(FRAMES[1])
-        check(mesh.name in sinew_blender._live and old_name not in sinew_blender._live,
-              "the renamed mesh is no longer live")
+        check([lv.export.mesh_name for lv in sinew_blender._live.values()] == [mesh.name]
+              and sinew_blender._live_key(mesh) is not None, "the renamed mesh is no longer live")
         renamed = relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[1]], diagonal)
         check(renamed < LBS_TOLERANCE, f"the renamed mesh: {renamed:.3g} of the diagonal from Blender's deformation")
         mesh.name = old_name
@@ -207,7 +207,7 @@ def main():
         scene = bpy.context.scene
         s = scene.sinew
         mod = bridge.armature_modifier(mesh)
-        check(mesh_name in sinew_blender._live and not mod.show_viewport,
+        check(sinew_blender._live_key(mesh) is not None and not mod.show_viewport,
               "after an undo the Armature modifier is on under the live mesh")
         scene.frame_set(FRAMES[3])
         undone = relative_error(evaluated_positions(mesh), lbs_ref[FRAMES[3]], diagonal)
@@ -231,7 +231,7 @@ def main():
         # Select Deepest Fold selects the vertex the report names, whose heaviest vertex group in
         # Blender is the bone the report names.
         check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (skin quality) failed")
-        live = sinew_blender._live[mesh.name]
+        live = sinew_blender._live[sinew_blender._live_key(mesh)]
         check(live.quality is None, "a skin quality report with Skin quality off")
         try:
             check(bpy.ops.sinew.select_deepest() == {"CANCELLED"}, "Select Deepest Fold without a report")
@@ -353,7 +353,7 @@ def main():
         check(jiggle_gap > 1e-3, "pbs with jiggle is LBS here: the stateful check would check nothing")
         scene.frame_set(21)
         check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (pbs) failed")
-        live = sinew_blender._live[mesh.name]
+        live = sinew_blender._live[sinew_blender._live_key(mesh)]
         live.client.wait_prepared(live.session.rig_id, timeout=120)
         scene.frame_set(10)  # some history: frame 1 must not continue from it
         check(live.method == "pbs", f"frame 10 came from {live.method}")
@@ -456,7 +456,7 @@ def main():
         keyed = min(relative_error(keys_ref[f], lbs_ref[f], diagonal) for f in FRAMES)
         check(keyed > 100 * LBS_TOLERANCE, f"the shape keys move the deformed mesh by {keyed:.3g}: nothing checked")
         check(bpy.ops.sinew.start() == {"FINISHED"}, "sinew.start (shape keys) failed")
-        live = sinew_blender._live[mesh.name]
+        live = sinew_blender._live[sinew_blender._live_key(mesh)]
         worst = 0.0
         for f in FRAMES:
             scene.frame_set(f)
@@ -527,8 +527,8 @@ def main():
         mesh.name = "sinew_test_hero"
         for f in FRAMES[3:5]:
             scene.frame_set(f)
-            check(list(sinew_blender._live) == [mesh.name],
-                  f"live after a copy and a rename: {list(sinew_blender._live)}")
+            live_names = [lv.export.mesh_name for lv in sinew_blender._live.values()]
+            check(live_names == [mesh.name], f"live after a copy and a rename: {live_names}")
             hero = relative_error(evaluated_positions(mesh), lbs_ref[f], diagonal)
             check(hero < LBS_TOLERANCE, f"the renamed live mesh: {hero:.3g} of the diagonal from Blender's")
             check(sinew_blender.LIVE_MARK not in copy and sinew_blender.LIVE_ID not in copy, "the copy is still marked")
@@ -537,7 +537,7 @@ def main():
             check(not [k for k in bpy.data.shape_keys if k.user == copy.data], "the copy's emptied keys are left")
             mine = relative_error(evaluated_positions(copy), lbs_ref[f], diagonal)
             check(mine < 1e-6, f"the copy is {mine:.3g} of the diagonal from its Armature modifier's deformation")
-        check(sinew_blender._live_key(copy) is None and sinew_blender._live_key(mesh) == mesh.name, "_live_key")
+        check(sinew_blender._live_key(copy) is None and sinew_blender._live_key(mesh) is not None, "_live_key")
         bpy.data.objects.remove(copy)
         bpy.context.view_layer.objects.active = mesh
         check(bpy.ops.sinew.stop() == {"FINISHED"} and not sinew_blender._live, "sinew.stop (copy) failed")

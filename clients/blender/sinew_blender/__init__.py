@@ -108,6 +108,9 @@ class SkinQuality:
         return f"{where}; volume x{self.volume_ratio:.4f}"
 
 
+# The live meshes by LiveRig.uid (what LIVE_ID holds). Until 2026-12-07 they were kept by name:
+# Drive on a mesh that had taken a live mesh's old name (A "Body" renamed "Hero", B renamed
+# "Body") replaced A's entry, and A's session stayed open on the server, never closed.
 _live: Dict[str, LiveRig] = {}
 _baking = False
 _rendering = False  # between render_init and render_complete / render_cancel
@@ -198,7 +201,12 @@ def _open_session(context, mesh_obj):
                                  "or a fake user): Sinew's shape key would move them all; make it single-user "
                                  "(Object > Relations > Make Single User > Object & Data)")
     export = bridge.export_rig(mesh_obj, None, context.evaluated_depsgraph_get())
-    options = dict(method=_method(s), params=_params(s.params), backend=s.backend, encoding=s.encoding)
+    params = _params(s.params)
+    if _method(s) == "pbs" and "gravity_direction" not in params:
+        # Gravity pulls down in the scene (until 2026-12-07 along the rig's −y: sideways, a column's
+        # jiggling top swung 1.5 along −Y under gravity 200).
+        params["gravity_direction"] = dict(zip("xyz", export.down))
+    options = dict(method=_method(s), params=params, backend=s.backend, encoding=s.encoding)
     sinew, client = _connect(context)
     try:
         rig = export.rig(sinew)
@@ -310,15 +318,16 @@ def on_frame_change(scene, depsgraph=None) -> None:
             live.error = "not updated while rendering: bake for renders (Bake writes a point cache)"
         return
     depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
-    for name, live in list(_live.items()):
-        obj, copies = _find_live(name, live)
+    for key, live in list(_live.items()):
+        name = live.export.mesh_name
+        obj, copies = _find_live(live)
         if obj is None and copies:
             live.error = (f"{len(copies)} meshes carry the mark of the live mesh {name!r} (copies, after an undo): "
                           "press Stop on each, then Drive with Sinew again")
             continue
         if obj is None:
             # Deleted: its session and connection are closed.
-            _live.pop(name, None)
+            _live.pop(key, None)
             _close(live)
             continue
         # Copies of it (Shift+D) are not live: given back to their own modifiers.
@@ -327,11 +336,10 @@ def on_frame_change(scene, depsgraph=None) -> None:
         if obj.name != name:
             # Renamed: driven on under its new name (until 2026-12-03 a renamed mesh stayed frozen
             # at its last frame and its session open until the server's idle timeout).
-            _live.pop(name, None)
             obj[LIVE_MARK] = obj.name
             live.export.mesh_name = obj.name
-            _live[obj.name] = live
             name = obj.name
+        _hold_live(obj)
         try:
             _deform(live, depsgraph, scene.frame_current, _frame_seconds(scene), scene.sinew.quality)
             live.error = ""
@@ -343,15 +351,16 @@ def on_frame_change(scene, depsgraph=None) -> None:
             print(f"Sinew: {name}: {e}")
 
 
-def _find_live(name: str, live: LiveRig) -> Tuple[Optional[object], List[object]]:
+def _find_live(live: LiveRig) -> Tuple[Optional[object], List[object]]:
     """The mesh a live rig drives, and the other objects that carry its LIVE_ID (copies; all of
     them, the mesh None, where none can be told from the others). Reads, never writes, Blender's
     data (the panel calls it while it draws). The object at the address it went live at, with its
     LIVE_ID; else (an undo remade it) the one object with its LIVE_ID, or among several the one
-    still named `name`; else (an undo to a step before Drive, which took the marks off) the
-    object named `name` without another live rig's LIVE_ID. Until 2026-12-07 a renamed mesh was
-    the first object with its mark: after Drive "Body", Shift+D (Body.001, marked too) and Body
-    renamed Hero, the add-on drove Body.001."""
+    still named as the rig last saw it (`name`: export.mesh_name); else (an undo to a step before
+    Drive, which took the marks off) the object of that name without another live rig's LIVE_ID.
+    Until 2026-12-07 a renamed mesh was the first object with its mark: after Drive "Body",
+    Shift+D (Body.001, marked too) and Body renamed Hero, the add-on drove Body.001."""
+    name = live.export.mesh_name
     marked = [o for o in bpy.data.objects if o.get(LIVE_ID) == live.uid]
     obj = next((o for o in marked if o.as_pointer() == live.pointer), None)
     if obj is None and len(marked) == 1:
@@ -372,21 +381,22 @@ def _find_live(name: str, live: LiveRig) -> Tuple[Optional[object], List[object]
 
 
 def _live_key(obj) -> Optional[str]:
-    """The key in _live of the live mesh `obj` is, or None (not live; a copy of a live mesh is not).
-    Until 2026-12-07 Stop, saving and the panel looked a live mesh up by its name alone: renamed,
-    Stop left its session open and saving wrote it with its Armature modifier off."""
+    """The key in _live (a LiveRig.uid) of the live mesh `obj` is, or None (not live; a copy of a
+    live mesh is not). Until 2026-12-07 Stop, saving and the panel looked a live mesh up by its
+    name alone: renamed, Stop left its session open and saving wrote it with its Armature modifier
+    off."""
     if obj is None:
         return None
-    for name, live in _live.items():
-        if _find_live(name, live)[0] == obj:
-            return name
+    for key, live in _live.items():
+        if _find_live(live)[0] == obj:
+            return key
     return None
 
 
-def _live_object(name: str):
+def _live_object(key: str):
     """The mesh a key of _live drives (_find_live), or None."""
-    live = _live.get(name)
-    return _find_live(name, live)[0] if live is not None else None
+    live = _live.get(key)
+    return _find_live(live)[0] if live is not None else None
 
 
 def _mark_live(obj, live: LiveRig) -> None:
@@ -444,8 +454,8 @@ def _give_back(mesh_obj) -> None:
 
 
 def _stop_all() -> None:
-    for name, live in list(_live.items()):
-        obj, copies = _find_live(name, live)
+    for live in list(_live.values()):
+        obj, copies = _find_live(live)
         if obj is not None:
             _stop(obj)
         else:
@@ -479,24 +489,58 @@ def _give_back_for_saving(obj, saving: bool) -> None:
         _set_armature_modifier(obj, saving)
 
 
+def _hold_live(obj) -> None:
+    """A live mesh as live rigs hold it: its Sinew key on, its bake's Mesh Cache modifier and its
+    Armature modifier off, wherever something gave it back. Each frame makes sure of it: a save
+    that fails gets no save_post, and until 2026-12-07 the next frame un-muted the key over the
+    Armature modifier save_pre had turned on, which deformed Sinew's positions a second time (0.41
+    off on a column 2 high). Writes only what differs (each write makes Blender evaluate again)."""
+    keys = obj.data.shape_keys
+    key = keys.key_blocks.get(bridge.SHAPE_KEY) if keys is not None else None
+    if key is not None and key.mute:
+        key.mute = False
+    cache = obj.modifiers.get(bridge.MESH_CACHE)
+    if cache is not None and (cache.show_viewport or cache.show_render):
+        cache.show_viewport = cache.show_render = False
+    mod = bridge.armature_modifier(obj)
+    if mod is not None and (mod.show_viewport or mod.show_render):
+        _set_armature_modifier(obj, False)
+
+
 @persistent
 def on_save_pre(*_args) -> None:
     """save_pre: the file is written with each live mesh given back, so that it renders and plays
     where the add-on is not (a farm, a colleague, a shot linking the mesh). Until 2026-12-03 it
     was saved at the last frame Sinew sent, with the Armature modifier off: frozen elsewhere."""
-    for name in _live:
-        obj = _live_object(name)
+    for key in _live:
+        obj = _live_object(key)
         if obj is not None:
             _give_back_for_saving(obj, True)
+    # Blender calls no save_post when the file cannot be written (a folder that is not there, no
+    # permission, a full disk): the next frame change takes the meshes back (on_frame_change,
+    # _hold_live), and this timer does so without one (an interactive Blender; a successful
+    # save's save_post has already, and it finds nothing to do).
+    if _live and not bpy.app.timers.is_registered(_after_save):
+        bpy.app.timers.register(_after_save, first_interval=0.0)
 
 
 @persistent
 def on_save_post(*_args) -> None:
     """save_post: live again, as before the save."""
-    for name in _live:
-        obj = _live_object(name)
+    for key in _live:
+        obj = _live_object(key)
         if obj is not None:
             _give_back_for_saving(obj, False)
+
+
+def _after_save() -> None:
+    """A timer save_pre starts: each live mesh live again, also after a save that failed."""
+    if not _baking and not _rendering:
+        for key in list(_live):
+            obj = _live_object(key)
+            if obj is not None:
+                _hold_live(obj)
+    return None  # once
 
 
 @persistent
@@ -517,11 +561,18 @@ def on_undo_post(*_args) -> None:
     from before Drive (Drive makes none of its own) brings back its Armature modifier on and no
     Sinew key, while its session goes on: until 2026-12-07 the next frame wrote the key under the
     modifier, which deformed it a second time. Each live mesh is taken from the modifier again
-    and its frame sent again."""
+    and its frame sent again. A step from while a mesh was live that is no longer (Ctrl+Z after
+    Stop) brings back its marks, its Sinew key and its Armature modifier off, with no session
+    behind them: the mesh is given back, as on_load_post gives back a file's (until 2026-12-07 it
+    stayed frozen at that step's frame, its armature posed in vain)."""
+    uids = {live.uid for live in _live.values()}
+    for obj in list(bpy.data.objects):
+        if obj.type == "MESH" and (LIVE_MARK in obj or LIVE_ID in obj) and obj.get(LIVE_ID) not in uids:
+            _give_back(obj)
     if not _live:
         return
-    for name, live in list(_live.items()):
-        obj = _live_object(name)
+    for key, live in list(_live.items()):
+        obj = _live_object(key)
         if obj is None:
             continue  # deleted: the next frame closes its session
         cache = obj.modifiers.get(bridge.MESH_CACHE)
@@ -574,7 +625,7 @@ class SINEW_OT_start(bpy.types.Operator):
         s = context.scene.sinew
         live.create_timeout = float(s.timeout) if s.timeout > 0 else None
         client.timeout = s.frame_timeout if s.frame_timeout > 0 else None  # each frame, and Stop's close
-        _live[mesh_obj.name] = live
+        _live[live.uid] = live
         _mark_live(mesh_obj, live)
         if on_frame_change not in bpy.app.handlers.frame_change_post:
             bpy.app.handlers.frame_change_post.append(on_frame_change)
@@ -662,7 +713,9 @@ class SINEW_OT_bake(bpy.types.Operator):
 
     bl_idname = "sinew.bake"
     bl_label = "Bake"
-    bl_options = {"REGISTER"}
+    # An undo step (until 2026-12-07 none: Ctrl+Z after Bake went to the step before, and took the
+    # user's last action back with the bake).
+    bl_options = {"REGISTER", "UNDO"}
 
     frame_start: IntProperty(name="Start", default=-1, description="first frame (-1: the scene's)")
     frame_end: IntProperty(name="End", default=-1, description="last frame (-1: the scene's)")
@@ -773,6 +826,7 @@ class SINEW_OT_clear_bake(bpy.types.Operator):
 
     bl_idname = "sinew.clear_bake"
     bl_label = "Clear Bake"
+    bl_options = {"REGISTER", "UNDO"}
 
     def execute(self, context):
         mesh_obj = _reported_mesh(self, context)

@@ -113,6 +113,9 @@ class RigExport:
     # space (None: nothing), and their state then (shape_key_state).
     key_offsets: Optional[np.ndarray] = None
     shape_keys: Tuple = ()
+    # Blender's down (world −Z) in armature space, the frame the rig is uploaded in: where pbs's
+    # gravity pulls (its default, the rig's −y, is sideways in a scene built in Blender).
+    down: Tuple[float, float, float] = (0.0, 0.0, -1.0)
 
     @property
     def bone_count(self) -> int:
@@ -160,6 +163,8 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
         if b.use_deform and b.bbone_segments > 1:
             warnings.append(f"bone {b.name!r}: its {b.bbone_segments} B-Bone segments are ignored (one transform per bone)")
     premat0 = np.linalg.inv(matrix(arm_eval.matrix_world)) @ matrix(mesh_eval.matrix_world)
+    down = np.linalg.solve(matrix(arm_eval.matrix_world)[:3, :3], np.array([0.0, 0.0, -1.0]))
+    down /= np.linalg.norm(down)
 
     mesh = mesh_obj.data
     n = len(mesh.vertices)
@@ -223,7 +228,7 @@ def export_rig(mesh_obj, armature_obj, depsgraph) -> RigExport:
         warnings.append(f"{len(static)} vertices have no deforming weight: they stay in place")
     return RigExport(mesh_obj.name, armature_obj.name, names, parents, rest_world, positions.astype(np.float32),
                      tri.reshape(-1, 3), np.array(vs), np.array(js), np.array(ws, dtype=np.float32), premat0,
-                     has_static, warnings, attributes, key_offsets, shape_keys)
+                     has_static, warnings, attributes, key_offsets, shape_keys, tuple(float(c) for c in down))
 
 
 def coordinates(points) -> np.ndarray:
