@@ -90,18 +90,25 @@ class EchoService final : public Echo::CallbackService {
 
 // Times warmup + frames frames with `depth` of them in flight: write(f) sends frame f, read(f)
 // receives and checks frame f's answer; frame f is written before frame f - depth + 1 is read.
-// Returns the frame rate of the last `frames` (from the first read after the warm-up).
+// Returns the frame rate of the last `frames`: the clock starts at the top of the iteration
+// that reads the first of them, before that iteration's writes, and stops after the last read.
+// (Until 2026-12-07 it started after those writes, so one frame in flight had its first timed
+// frame on the wire before the clock ran, and a round of a few frames read far above the true
+// rate: `sinew-bench-service --frames 5` printed 124 000 StreamDeform frames/s for a 20k-vertex
+// LBS.) With depth > 1 the depth - 1 frames written ahead during the warm-up are still timed
+// only by their reads, an error of about (depth - 1) / frames: callers time tens of frames or
+// more (sinew-bench-service refuses fewer than 50 a round).
 template <class Write, class Read>
 absl::StatusOr<double> PipelinedFramesPerSecond(int warmup, int frames, int depth, Write&& write, Read&& read) {
   const int total = warmup + frames;
   std::chrono::steady_clock::time_point start;
   int written = 0;
   for (int f = 0; f < total; ++f) {
+    if (f == warmup) start = std::chrono::steady_clock::now();
     while (written < total && written < f + depth) {
       if (absl::Status st = write(uint64_t(written)); !st.ok()) return st;
       ++written;
     }
-    if (f == warmup) start = std::chrono::steady_clock::now();
     if (absl::Status st = read(uint64_t(f)); !st.ok()) return st;
   }
   return frames / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

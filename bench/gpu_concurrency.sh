@@ -20,9 +20,20 @@ log=$(mktemp)
 # shellcheck disable=SC2086  # server_args is a list of flags
 build/server/sinew-server --listen 127.0.0.1:0 --metrics-listen "" --gpu "$gpu" --max-sessions 5000 $server_args >"$log" 2>&1 &
 server=$!
-trap 'kill -TERM $server 2>/dev/null || true; rm -f "$log"' EXIT
-for _ in $(seq 100); do grep -q '^grpc listening' "$log" && break; sleep 0.1; done
+# The server is stopped and waited for: it is gone (its GPU released) when the script returns.
+trap 'kill -TERM $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -f "$log"' EXIT
+for _ in $(seq 100); do
+  grep -q '^grpc listening' "$log" && break
+  kill -0 $server 2>/dev/null || break  # exited: no need to wait the 10 s out
+  sleep 0.1
+done
 target=$(sed -n 's/^grpc listening on //p' "$log")
+# Without a server every row would read "unavailable" with no reason (until 2026-12-07).
+if [[ -z $target ]]; then
+  echo "gpu_concurrency: sinew-server did not start (it exited, or no 'grpc listening' line in 10 s); its log:" >&2
+  cat "$log" >&2
+  exit 1
+fi
 grep '^sinew-server: gpu' "$log" || true
 printf "%-9s %-8s %14s %10s %10s %10s\n" sessions backend frames/s p50_ms p99_ms errors
 for n in $counts; do
