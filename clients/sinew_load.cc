@@ -18,6 +18,7 @@
 #include <latch>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -259,72 +260,90 @@ int Run(int argc, char** argv) {
   Clock::time_point start, end;
   std::latch running(static_cast<std::ptrdiff_t>(ids.size())), go(1);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    threads.emplace_back([&, i] {
-      running.count_down();
-      go.wait();  // start and end are set
-      SessionResult& r = results[i];
-      client::SampleReservoir& sampled = samples[i];
-      auto stream = c.OpenStream(std::chrono::system_clock::now() +
-                                 std::chrono::duration_cast<std::chrono::system_clock::duration>(end - Clock::now()) +
-                                 kAnswerGrace);
-      // Every session starts at `start`, unpaced ones too: the run's rate is over [start, the
-      // last answer], and frames sent before it were counted in no time (until 2026-12-03).
-      std::this_thread::sleep_until(start);
-      v1::DeformRequest req;
-      req.set_session_id(ids[i]);
-      req.set_close_with_stream(true);  // a killed load generator leaves no sessions behind
-      v1::DeformResponse resp;
-      client::PositionDecoder decoder;  // each frame is decoded, as a client would
-      std::vector<float> xyz;
-      // One answered frame: its latency from its scheduled send time, its bytes and checks.
-      // A frame shed by the server's admission control is counted apart, without a latency (it
-      // was not deformed).
-      auto answered = [&](const v1::DeformResponse& resp, uint64_t f, Clock::time_point scheduled) {
-        if (resp.has_error() && resp.frame() == f && resp.error().code() == int(grpc::StatusCode::UNAVAILABLE) &&
-            resp.error().message().starts_with("overloaded")) {
-          ++r.shed;
-          return;
+  std::string no_thread;  // why a session's thread could not start (the process's thread limit)
+  // Session i's thread: its stream, its frames, its answers into results[i].
+  std::atomic<bool> abandoned{false};  // a thread could not start: the others open nothing
+  const auto session_thread = [&](size_t i) {
+    running.count_down();
+    go.wait();  // start and end are set
+    if (abandoned.load()) return;
+    SessionResult& r = results[i];
+    client::SampleReservoir& sampled = samples[i];
+    auto stream = c.OpenStream(std::chrono::system_clock::now() +
+                               std::chrono::duration_cast<std::chrono::system_clock::duration>(end - Clock::now()) +
+                               kAnswerGrace);
+    // Every session starts at `start`, unpaced ones too: the run's rate is over [start, the
+    // last answer], and frames sent before it were counted in no time (until 2026-12-03).
+    std::this_thread::sleep_until(start);
+    v1::DeformRequest req;
+    req.set_session_id(ids[i]);
+    req.set_close_with_stream(true);  // a killed load generator leaves no sessions behind
+    v1::DeformResponse resp;
+    client::PositionDecoder decoder;  // each frame is decoded, as a client would
+    std::vector<float> xyz;
+    // One answered frame: its latency from its scheduled send time, its bytes and checks.
+    // A frame shed by the server's admission control is counted apart, without a latency (it
+    // was not deformed).
+    auto answered = [&](const v1::DeformResponse& resp, uint64_t f, Clock::time_point scheduled) {
+      if (resp.has_error() && resp.frame() == f && resp.error().code() == int(grpc::StatusCode::UNAVAILABLE) &&
+          resp.error().message().starts_with("overloaded")) {
+        ++r.shed;
+        return;
+      }
+      // Timed on arrival: the decode below is this client's work, not the server's (until
+      // 2026-12-03 it was in the latency, charging a delta or float16 decode to the server).
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count();
+      const absl::Status decoded = resp.has_error() ? absl::OkStatus() : decoder.Decode(resp, xyz);
+      if (resp.has_error() || resp.frame() != f || resp.method() != wire || !decoded.ok()) {
+        ++r.errors;
+        if (r.first_error.empty()) {
+          r.first_error = resp.has_error()       ? resp.error().message()
+                          : resp.frame() != f    ? "frame number not echoed"
+                          : !decoded.ok()        ? "positions: " + decoded.ToString()
+                                                 : "a frame produced by " + v1::Method_Name(resp.method());
         }
-        // Timed on arrival: the decode below is this client's work, not the server's (until
-        // 2026-12-03 it was in the latency, charging a delta or float16 decode to the server).
-        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count();
-        const absl::Status decoded = resp.has_error() ? absl::OkStatus() : decoder.Decode(resp, xyz);
-        if (resp.has_error() || resp.frame() != f || resp.method() != wire || !decoded.ok()) {
-          ++r.errors;
-          if (r.first_error.empty()) {
-            r.first_error = resp.has_error()       ? resp.error().message()
-                            : resp.frame() != f    ? "frame number not echoed"
-                            : !decoded.ok()        ? "positions: " + decoded.ToString()
-                                                   : "a frame produced by " + v1::Method_Name(resp.method());
-          }
-        } else {
-          // Only frames answered without error: a server failing fast made the percentiles look
-          // better until 2026-12-03.
-          ++r.ok;
-          r.latency.Add(ms);
-          if (want_report) sampled.Add({float(std::chrono::duration<double>(scheduled - start).count()), float(ms)});
-          r.bytes += resp.positions().size();
-        }
-      };
-      // Spread session phases over one frame period so that they do not all send at once.
-      const double phase = fps > 0 ? double(i) / ids.size() / fps : 0;
-      auto schedule = [&](uint64_t f) {
-        return fps > 0 ? start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(phase + f / fps))
-                       : Clock::now();
-      };
-      if (latest) {
-        // Frames go out on schedule whatever the answers; a reader takes the answers, in order,
-        // each frame once: skipped, or deformed (its latency from its scheduled send time). The
-        // scheduled times wait in a ring; a writer kRing frames ahead of the answers waits for
-        // them (the frames it then sends late keep their scheduled times, so the wait shows in
-        // their latency) instead of writing over a time not yet read (until 2026-12-03 it did,
-        // and a lapped frame's latency was measured from a later frame's schedule).
-        constexpr size_t kRing = 1 << 14;
-        std::vector<std::atomic<int64_t>> sent(kRing);
-        std::atomic<uint64_t> read{0};
-        std::atomic<bool> reader_done{false};
-        std::thread reader([&] {
+      } else {
+        // Only frames answered without error: a server failing fast made the percentiles look
+        // better until 2026-12-03.
+        ++r.ok;
+        r.latency.Add(ms);
+        if (want_report) sampled.Add({float(std::chrono::duration<double>(scheduled - start).count()), float(ms)});
+        r.bytes += resp.positions().size();
+      }
+    };
+    // Spread session phases over one frame period so that they do not all send at once.
+    const double phase = fps > 0 ? double(i) / ids.size() / fps : 0;
+    auto schedule = [&](uint64_t f) {
+      return fps > 0 ? start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(phase + f / fps))
+                     : Clock::now();
+    };
+    // Behind schedule at the end: the frames from f due before it were never sent. They are the
+    // ones that would have waited longest, so each counts in the latencies with its wait so far,
+    // a lower bound (until 2026-12-07 they were left out: an overloaded server's p99 and max read
+    // low, a review's 1 000 frames scheduled and 474 counted), and in the report's charts (until
+    // 2026-12-07 only in its table, whose p99 the charts then undercut).
+    auto not_sent_from = [&](uint64_t f, Clock::time_point now) {
+      for (uint64_t g = f; fps > 0 && schedule(g) < end; ++g) {
+        const double waited = std::chrono::duration<double, std::milli>(now - schedule(g)).count();
+        ++r.not_sent;
+        r.latency.Add(waited);
+        if (want_report) sampled.Add({float(std::chrono::duration<double>(schedule(g) - start).count()), float(waited)});
+      }
+    };
+    if (latest) {
+      // Frames go out on schedule whatever the answers; a reader takes the answers, in order,
+      // each frame once: skipped, or deformed (its latency from its scheduled send time). The
+      // scheduled times wait in a ring; a writer kRing frames ahead of the answers waits for
+      // them (the frames it then sends late keep their scheduled times, so the wait shows in
+      // their latency) instead of writing over a time not yet read (until 2026-12-03 it did,
+      // and a lapped frame's latency was measured from a later frame's schedule).
+      constexpr size_t kRing = 1 << 14;
+      std::vector<std::atomic<int64_t>> sent(kRing);
+      std::atomic<uint64_t> read{0};
+      std::atomic<bool> reader_done{false};
+      std::thread reader;
+      try {
+        reader = std::thread([&] {
           v1::DeformResponse got;
           for (uint64_t f = 0; stream->Read(&got); read.store(++f)) {
             if (got.skipped()) {
@@ -335,67 +354,93 @@ int Run(int argc, char** argv) {
           }
           reader_done.store(true);
         });
-        uint64_t written = 0;
-        for (uint64_t f = 0;; ++f) {
-          const auto scheduled = schedule(f);
-          if (scheduled >= end || Clock::now() >= end || interrupted || !SleepUntil(scheduled)) break;
-          while (f >= read.load() + kRing && !reader_done.load() && !interrupted) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          }
-          if (reader_done.load() || interrupted) break;
-          sent[f % kRing].store(scheduled.time_since_epoch().count());
-          req.set_frame(f);
-          if (jiggle) req.set_time_step(1 / fps);
-          *req.mutable_pose() = clip[f % kCycle];
-          if (!stream->Write(req)) break;
-          written = f + 1;
-        }
-        stream->WritesDone();
-        reader.join();
-        // Every frame written is answered, skipped or deformed, on a stream that ends well; the
-        // others count as errors, as in the other mode.
-        if (const uint64_t answers = read.load(); answers < written) {
-          r.errors += written - answers;
-          if (r.first_error.empty()) {
-            r.first_error = absl::StrCat("the stream ended with ", written - answers, " frames unanswered");
-          }
-        }
-      } else {
-        for (uint64_t f = 0;; ++f) {
-          const auto scheduled = schedule(f);
-          if (scheduled >= end || interrupted) break;
-          if (const auto now = Clock::now(); now >= end) {
-            // Behind schedule at the end: the frames due before it were never sent. They are the
-            // ones that would have waited longest, so each counts in the latencies with its wait
-            // so far, a lower bound (until 2026-12-07 they were left out: an overloaded server's
-            // p99 and max read low, a review's 1 000 frames scheduled and 474 counted).
-            for (uint64_t g = f; fps > 0 && schedule(g) < end; ++g) {
-              ++r.not_sent;
-              r.latency.Add(std::chrono::duration<double, std::milli>(now - schedule(g)).count());
-            }
-            break;
-          }
-          if (fps > 0 && !SleepUntil(scheduled)) break;
-          req.set_frame(f);
-          if (jiggle && fps > 0) req.set_time_step(1 / fps);
-          *req.mutable_pose() = clip[f % kCycle];
-          if (!stream->Write(req) || !stream->Read(&resp)) {
-            ++r.errors;
-            const absl::Status st = stream->Close();
-            if (r.first_error.empty()) {  // the first is kept (until 2026-12-03 overwritten, with "OK" too)
-              r.first_error = st.ok() ? "the stream ended before frame " + std::to_string(f) + " was answered"
-                                      : st.ToString();
-            }
-            return;
-          }
-          answered(resp, f, scheduled);
-        }
-      }
-      if (auto st = stream->Close(); !st.ok()) {
+      } catch (const std::system_error& e) {  // past the process's thread limit: this session sends nothing
         ++r.errors;
-        if (r.first_error.empty()) r.first_error = st.ToString();
+        r.first_error = absl::StrCat("its reader thread: ", e.what());
+        stream->WritesDone();
+        (void)stream->Close();
+        return;
       }
-    });
+      uint64_t written = 0;
+      for (uint64_t f = 0;; ++f) {
+        const auto scheduled = schedule(f);
+        if (scheduled >= end || interrupted) break;
+        if (const auto now = Clock::now(); now >= end) {
+          // Behind schedule at the end (the writer starved of CPU, or waiting on the ring): the
+          // frames due before it were never sent, counted as in the other mode (until
+          // 2026-12-07 they were dropped without a word here).
+          not_sent_from(f, now);
+          break;
+        }
+        if (!SleepUntil(scheduled)) break;
+        while (f >= read.load() + kRing && !reader_done.load() && !interrupted) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (reader_done.load() || interrupted) break;
+        sent[f % kRing].store(scheduled.time_since_epoch().count());
+        req.set_frame(f);
+        if (jiggle) req.set_time_step(1 / fps);
+        *req.mutable_pose() = clip[f % kCycle];
+        if (!stream->Write(req)) break;
+        written = f + 1;
+      }
+      stream->WritesDone();
+      reader.join();
+      // Every frame written is answered, skipped or deformed, on a stream that ends well; the
+      // others count as errors, as in the other mode.
+      if (const uint64_t answers = read.load(); answers < written) {
+        r.errors += written - answers;
+        if (r.first_error.empty()) {
+          r.first_error = absl::StrCat("the stream ended with ", written - answers, " frames unanswered");
+        }
+      }
+    } else {
+      for (uint64_t f = 0;; ++f) {
+        const auto scheduled = schedule(f);
+        if (scheduled >= end || interrupted) break;
+        if (const auto now = Clock::now(); now >= end) {
+          not_sent_from(f, now);
+          break;
+        }
+        if (fps > 0 && !SleepUntil(scheduled)) break;
+        req.set_frame(f);
+        if (jiggle && fps > 0) req.set_time_step(1 / fps);
+        *req.mutable_pose() = clip[f % kCycle];
+        if (!stream->Write(req) || !stream->Read(&resp)) {
+          ++r.errors;
+          const absl::Status st = stream->Close();
+          if (r.first_error.empty()) {  // the first is kept (until 2026-12-03 overwritten, with "OK" too)
+            r.first_error = st.ok() ? "the stream ended before frame " + std::to_string(f) + " was answered"
+                                    : st.ToString();
+          }
+          return;
+        }
+        answered(resp, f, scheduled);
+      }
+    }
+    if (auto st = stream->Close(); !st.ok()) {
+      ++r.errors;
+      if (r.first_error.empty()) r.first_error = st.ToString();
+    }
+  };
+  for (size_t i = 0; i < ids.size() && no_thread.empty(); ++i) {
+    try {
+      threads.emplace_back(session_thread, i);
+    } catch (const std::system_error& e) {
+      no_thread = absl::StrCat("session ", i, "'s thread: ", e.what());
+    }
+  }
+  if (!no_thread.empty()) {
+    // One thread a session (two with --latest-pose-wins): past the process's limit the run
+    // cannot go on. The threads made are let go with nothing to send and the sessions closed
+    // (until 2026-12-07 the uncaught error aborted the program and left them open).
+    std::fprintf(stderr, "sinew-load: %s; %zu sessions need %zu threads: run fewer, or several sinew-load processes\n",
+                 no_thread.c_str(), ids.size(), latest ? 2 * ids.size() : ids.size());
+    abandoned.store(true);
+    start = end = Clock::now();
+    go.count_down();
+    for (auto& t : threads) t.join();
+    return close_all();
   }
   running.wait();
   // 100 ms for the streams to open.
