@@ -8,7 +8,8 @@
 // browser took the WebGL context away and has not given it back yet), data-error,
 // data-frame-a / data-frame-b (the frame each slot shows: the morph target weighted 1, or the
 // clock's frame for other animations) and data-renders (frames drawn). window.sinewViewer has
-// load(slot, url), seek(frame), play(), pause() and state().
+// load(slot, url), seek(frame), play(), pause() and state(). ?a=URL&b=URL open clips, &frame=K
+// seeks, &max_mb=N sets the largest file opened (1024 MiB).
 import * as THREE from 'three';
 import { GLTFLoader } from 'three/addons/loaders/GLTFLoader.js';
 import { OrbitControls } from 'three/addons/controls/OrbitControls.js';
@@ -35,6 +36,25 @@ let contextLost = false;         // between webglcontextlost and webglcontextres
 
 const $ = (id) => document.getElementById(id);
 const body = document.body;
+// The largest file a slot opens, MiB (?max_mb=N changes it): a tab holds about five times a bake
+// while it draws it (the parsed buffers, three.js's morph-target texture, the bounds pass); a
+// 276 MB bake took 2.4 GB. Until 2026-12-07 any size was read, and a bake near the exporter's
+// 4 GiB cap took the tab down without a word.
+const maxMiB = Number(new URLSearchParams(location.search).get('max_mb')) > 0
+  ? Number(new URLSearchParams(location.search).get('max_mb')) : 1024;
+
+// A file's size in bytes before it is read: a picked file's own, else the server's Content-Length
+// (HEAD); null where it does not say.
+async function sizeOf(url, known) {
+  if (known !== undefined) return known;
+  try {
+    const r = await fetch(url, { method: 'HEAD' });
+    const n = Number(r.headers.get('content-length'));
+    return r.ok && n > 0 ? n : null;
+  } catch (e) {
+    return null;
+  }
+}
 
 function setStatus(text, state) {
   $('status').textContent = text;
@@ -114,11 +134,18 @@ function showStatus() {
             live.length ? 'ready' : 'empty');
 }
 
-async function load(slot, url, label) {
+async function load(slot, url, label, knownSize) {
   ++pending;
   const gen = ++generation[slot];
   setStatus(`loading ${label || url}`, 'loading');
   try {
+    const size = await sizeOf(url, knownSize);
+    if (size !== null && size > maxMiB * 2 ** 20) {
+      throw new Error(`${(size / 2 ** 20).toFixed(0)} MiB is more than this viewer opens (${maxMiB} MiB; ` +
+                      '?max_mb=N changes it): a browser tab holds about five times a bake while drawing it; ' +
+                      'bake fewer frames or a lighter mesh');
+    }
+    if (gen !== generation[slot]) return;
     const gltf = await loader.loadAsync(url);
     if (gen !== generation[slot]) return;  // a later load of this slot was asked for meanwhile
     const info = sinewInfo(gltf);
@@ -412,7 +439,7 @@ function seek(frame) {
 function openFiles(files, slot) {
   [...files].slice(0, 2).forEach((f, i) => {
     const url = URL.createObjectURL(f);
-    load(files.length > 1 ? i : slot, url, f.name).finally(() => URL.revokeObjectURL(url));
+    load(files.length > 1 ? i : slot, url, f.name, f.size).finally(() => URL.revokeObjectURL(url));
   });
 }
 

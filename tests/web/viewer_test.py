@@ -402,6 +402,22 @@ class ViewerTest(unittest.TestCase):
         chrome.wait_for('document.body.dataset.state === "ready" && !document.body.dataset.error',
                         'a good clip after a bad one')
         self.assertEqual(chrome.eval('sinewViewer.state().slots[0].label'), os.path.basename(self.glbs[0]))
+        # A file past the viewer's size budget (?max_mb, here a tenth of the clip) is refused
+        # before it is read, saying why, picked or by URL (until 2026-12-07 any size was read: a
+        # large bake took the tab down without a word).
+        tenth = os.path.getsize(self.glbs[0]) / 2 ** 20 / 10
+        chrome.call('Page.navigate', url=f'{url}?max_mb={tenth}')
+        chrome.wait_for('document.body.dataset.state === "empty" && window.sinewViewer', 'an empty viewer, small budget')
+        root = chrome.call('DOM.getDocument')['root']['nodeId']
+        picker = chrome.call('DOM.querySelector', nodeId=root, selector='#file-a')['nodeId']
+        pick(self.glbs[0])
+        chrome.wait_for('document.body.dataset.state === "error"', 'the picked clip refused for its size')
+        self.assertIn('more than this viewer opens', chrome.eval('document.body.dataset.error'))
+        self.assertFalse(chrome.eval('sinewViewer.state().slots[0]'))
+        clip = urllib.parse.quote(f'/clips/0/{urllib.parse.quote(os.path.basename(self.glbs[0]))}', safe='/')
+        chrome.call('Page.navigate', url=f'{url}?max_mb={tenth}&a={clip}')
+        chrome.wait_for('document.body.dataset.state === "error"', 'the clip by URL refused for its size')
+        self.assertIn('more than this viewer opens', chrome.eval('document.body.dataset.error'))
 
     def test_5_a_lost_webgl_context_is_shown_and_drawing_resumes_when_it_is_back(self):
         """The browser may take the WebGL context away (GPU reset, memory): the viewer says so
