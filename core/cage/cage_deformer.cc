@@ -142,13 +142,15 @@ class CageDeformer final : public Deformer {
     return absl::OkStatus();
   }
 
-  // Device stage: MVC is rest + Φ·(C' − C0); Green is [φ ψ]·[v'; s n] without a rest term.
+  // Device stage, in float: MVC is rest + Φ·(C' − C0); Green is rest + [φ ψ]·[v' − v; s n' − n]
+  // (exact at rest: [φ ψ]·[v; n] reproduces the rest point). Until 2026-12-07 Green sent
+  // [φ ψ]·[v'; s n'] without a rest term, whose float products lost the rest point's own
+  // magnitude: a unit cage 1e4 from the origin read 1.7e-3 of its diagonal off at rest.
   DeviceStage device_stage() const override {
-    const bool mvc = mvc_;
     DeviceStage s;
     s.kernel = "cage";
-    s.with_rest = mvc;
-    s.device_data_key = absl::StrCat(mvc ? "cage-mvc cage=" : "cage-green cage=", cage_index_);
+    s.with_rest = true;
+    s.device_data_key = absl::StrCat(mvc_ ? "cage-mvc cage=" : "cage-green cage=", cage_index_);
     return s;
   }
   size_t device_param_count() const override {
@@ -178,14 +180,14 @@ class CageDeformer final : public Deformer {
     const Eigen::Index n = cage_.cols();
     size_t at = 0;
     for (Eigen::Index k = 0; k < n; ++k) {
-      for (int d = 0; d < 3; ++d) {
-        params[at++] = float(mvc_ ? cage_(d, k) - rest.positions[3 * k + d] : cage_(d, k));
-      }
+      for (int d = 0; d < 3; ++d) params[at++] = float(cage_(d, k) - rest.positions[3 * k + d]);
     }
     if (!mvc_) {
-      GreenFaceTerms(static_cast<const GreenPrepared&>(*prepared_).rest, cage_, face_terms_);
+      const auto& g = static_cast<const GreenPrepared&>(*prepared_);
+      if (rest_face_terms_.rows() == 0) GreenFaceTerms(g.rest, rest_cage_, rest_face_terms_);
+      GreenFaceTerms(g.rest, cage_, face_terms_);
       for (Eigen::Index f = 0; f < face_terms_.rows(); ++f) {
-        for (int d = 0; d < 3; ++d) params[at++] = float(face_terms_(f, d));
+        for (int d = 0; d < 3; ++d) params[at++] = float(face_terms_(f, d) - rest_face_terms_(f, d));
       }
     }
     return absl::OkStatus();
@@ -215,7 +217,7 @@ class CageDeformer final : public Deformer {
 
  public:
   size_t StateBytes() const override {
-    return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + face_terms_.size());
+    return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + face_terms_.size() + rest_face_terms_.size());
   }
 
  private:
@@ -226,6 +228,7 @@ class CageDeformer final : public Deformer {
   Eigen::Matrix3Xd rest_cage_;  // C0, 3 x n
   Eigen::Matrix3Xd cage_, delta_;
   Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor> face_terms_;
+  Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor> rest_face_terms_;  // Green's n at rest (device frames)
 };
 
 }  // namespace

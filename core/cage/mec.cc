@@ -57,7 +57,10 @@ MecResult MaximumEntropyCoordinates(const Eigen::Matrix3Xd& points, const Eigen:
   if (!(max_mass > 0)) {
     log_mass.setZero();  // no usable prior: uniform masses
   } else {
-    const double floor = std::max(options.mass_floor, std::numeric_limits<double>::min()) * max_mass;
+    // A floor that is not a positive number (NaN: std::max would keep it) is the smallest one.
+    const double floor_fraction = options.mass_floor > 0 && std::isfinite(options.mass_floor)
+                                      ? options.mass_floor : std::numeric_limits<double>::min();
+    const double floor = floor_fraction * max_mass;
     for (Eigen::Index i = 0; i < k; ++i) {
       const double m = prior[i];
       log_mass[i] = std::log(std::isfinite(m) && m > floor ? m : floor);
@@ -66,7 +69,9 @@ MecResult MaximumEntropyCoordinates(const Eigen::Matrix3Xd& points, const Eigen:
 
   // Coordinates relative to x, scaled by the spread s.
   Eigen::Matrix3Xd v = points.colwise() - x;
-  const double spread = v.colwise().norm().maxCoeff();
+  // Non-finite input anywhere (maxCoeff passes a NaN over unless it comes first: until 2026-12-07
+  // a NaN in a later point made NaN weights) gives the normalised masses.
+  const double spread = v.allFinite() ? v.colwise().norm().maxCoeff() : std::numeric_limits<double>::infinity();
   if (!(spread > 0) || !std::isfinite(spread)) {
     // Every point at x (any weights reproduce it), or non-finite input: the normalised masses.
     result.weights = (log_mass.array() - log_mass.maxCoeff()).exp();

@@ -125,9 +125,16 @@ RowMatrixXd SkeletonUpdaterWeights(const Rig& rig, const CageGeometry& cage, con
         psi.row(static_cast<Eigen::Index>(j)) = best.weights.transpose();
         errors[j] = best.linear_precision_error;
       } else {
-        // Last resort: MVC of the joint w.r.t. the cage (exact linear precision, not local).
+        // Last resort: MVC of the joint w.r.t. the cage (linear precision, not local; it degrades
+        // far outside the cage, so its error counts: until 2026-12-07 it was taken as 0, and the
+        // reported maximum left out exactly the joints that failed MEC).
         MeanValueCoordinates(cage, a, cage_mvc);
-        for (Eigen::Index k = 0; k < c; ++k) psi(static_cast<Eigen::Index>(j), k) = cage_mvc[k];
+        Eigen::Vector3d reproduced = Eigen::Vector3d::Zero();
+        for (Eigen::Index k = 0; k < c; ++k) {
+          psi(static_cast<Eigen::Index>(j), k) = cage_mvc[k];
+          reproduced += cage_mvc[k] * cage.vertices.col(k);
+        }
+        errors[j] = (reproduced - a).norm();
       }
       const size_t d = done.fetch_add(1) + 1;
       if (progress && !progress(double(d) / double(std::max<size_t>(s, 1)))) stop = true;

@@ -1,6 +1,6 @@
 // GPU twin of core/cage's per-frame product: a vertex as its rest position (when there is one)
 // plus a dense row of coefficients times per-frame 3-vectors. Mean value coordinates:
-// rest + Φ_v · (C' − C0); Green coordinates (no rest term): [φ_v ψ_v] · [v'; s n].
+// rest + Φ_v · (C' − C0); Green coordinates: rest + [φ_v ψ_v] · [v' − v; s n' − n].
 #pragma once
 
 #include <cstddef>

@@ -241,6 +241,38 @@ TEST(MaximumEntropyCoordinatesTest, BadInputsGiveEmptyResult) {
   EXPECT_TRUE(std::isinf(mismatch.linear_precision_error));
 }
 
+// Non-finite input anywhere, or a mass floor that is no number, still gives weights that are
+// positive and sum to 1 (mec.h: "for any input"), and an infinite error where x cannot be
+// reproduced. Until 2026-12-07 a NaN in any point but the first (maxCoeff passes it over), or a
+// NaN mass_floor (std::max keeps it), made every weight NaN.
+TEST(MaximumEntropyCoordinatesTest, NonFiniteInputGivesValidWeights) {
+  std::mt19937 rng(9);
+  const Eigen::Matrix3Xd cube = CloudInCube(rng, 4);
+  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(cube.cols());
+  auto valid = [](const MecResult& r) {
+    return r.weights.allFinite() && (r.weights.array() >= 0).all() && std::abs(r.weights.sum() - 1) < 1e-12;
+  };
+  for (int at : {0, 5}) {
+    for (double bad : {std::nan(""), double(INFINITY)}) {
+      Eigen::Matrix3Xd points = cube;
+      points(0, at) = bad;
+      const MecResult r = MaximumEntropyCoordinates(points, ones, Eigen::Vector3d(0.1, 0.2, 0.3));
+      EXPECT_TRUE(valid(r)) << "point " << at << " " << bad << ": " << r.weights.transpose();
+      EXPECT_FALSE(r.converged);
+      EXPECT_TRUE(std::isinf(r.linear_precision_error)) << r.linear_precision_error;
+    }
+  }
+  const MecResult at_nan = MaximumEntropyCoordinates(cube, ones, Eigen::Vector3d(std::nan(""), 0, 0));
+  EXPECT_TRUE(valid(at_nan)) << at_nan.weights.transpose();
+  MecOptions no_floor;
+  no_floor.mass_floor = std::nan("");
+  Eigen::VectorXd prior = ones;
+  prior[2] = 0;  // raised to the floor
+  const MecResult r = MaximumEntropyCoordinates(cube, prior, Eigen::Vector3d(0.1, 0.2, 0.3), no_floor);
+  EXPECT_TRUE(valid(r)) << r.weights.transpose();
+  EXPECT_TRUE(r.converged);
+}
+
 
 TEST(MaximumEntropyCoordinatesTest, ArmJointsGetValidCageCoordinatesFromSkinMasses) {
   // The SuperCages skeleton updater on the Arm fixture (seed-004 §5.2 steps 2–3): MVC of each

@@ -162,6 +162,7 @@ absl::StatusOr<StageOnDevice> UploadStage(GpuBackend& backend, const Rig& rig, c
   if (!coeffs.ok()) return coeffs.status();
   s.spec.method = s.kernel;
   s.spec.coefficients = *coeffs;
+  s.spec.with_rest = d.device_stage().with_rest;  // as the server sets it (CreateGpuSession)
   s.spec.frame_floats = uint32_t(d.device_param_count());
   auto session = backend.CreateSession(s.on_gpu, s.spec);
   if (!session.ok()) return session.status();
@@ -179,6 +180,46 @@ absl::Status DeviceAndCpu(GpuBackend& backend, StageOnDevice& s, Deformer& d, co
   latch.Wait();
   if (!latch.status.ok()) return latch.status;
   return d.Deform({&pose, {}}, want, nullptr);
+}
+
+// Green coordinates far from the origin keep their rest point on the device: the stage is the rest
+// position plus [φ ψ]·[v' − v; s n' − n] in float, exact at the rest cage. Until 2026-12-07 it
+// was [φ ψ]·[v'; s n'], whose float products lost the points' own magnitude: a limb 1e4 from the
+// origin read several float steps off at rest. At rest and with the cage moved along x, the
+// device equals the CPU within a float step there.
+TEST_P(GpuBackendTest, GreenCageFarFromTheOriginIsExactAtRestOnTheDevice) {
+  auto backend = *Make(GetParam());
+  LimbOptions o;
+  o.segments = 24;
+  o.rings = 40;
+  RigInput in = MakeLimb(o);
+  in.rig.cages.push_back(MakeLimbCage(o, 4));
+  constexpr float kFar = 1e4f;
+  for (float& x : in.rig.positions) x += kFar;
+  for (float& x : in.rig.cages[0].positions) x += kFar;
+  auto built = BuildRig(std::move(in));
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto rig = std::make_shared<const Rig>(std::move(*built));
+  auto d = CreateDeformer(rig, DeformerConfig("cage-green", nullptr));
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto stage = UploadStage(*backend, *rig, **d);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  const float step = std::nextafter(kFar * 2, INFINITY) - kFar * 2;  // a float step at the limb's coordinates
+  for (float move : {0.f, 0.5f}) {
+    CageFrame cage{0, CageInputMode::kAbsolute, rig->cages[0].positions};
+    for (size_t k = 0; k < cage.positions.size(); k += 3) cage.positions[k] += move;
+    const FrameInput frame{nullptr, std::span<const CageFrame>(&cage, 1)};
+    std::vector<float> params, out(rig->positions.size(), std::nanf("")), want(rig->positions.size());
+    ASSERT_TRUE((*d)->DeviceFrame(frame, params).ok());
+    Latch latch;
+    backend->Submit(*stage->session, params, out.data(), OutputFormat::kFloat32, &Latch::Done, &latch);
+    latch.Wait();
+    ASSERT_TRUE(latch.status.ok()) << latch.status;
+    ASSERT_TRUE((*d)->Deform(frame, want, nullptr).ok());
+    std::printf("cage moved %.1f: device %.3g from the CPU (a float step: %.3g)\n", move, MaxDiff(out, want), step);
+    EXPECT_LE(MaxDiff(out, want), step) << "cage moved " << move;
+    if (move == 0) EXPECT_EQ(out, rig->positions) << "the rest cage gives the rest mesh";
+  }
 }
 
 // The LBS/DQS blend, run as the server runs it (the deformer's device stage, its per-vertex
