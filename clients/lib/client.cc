@@ -91,24 +91,31 @@ FrameStream::FrameStream(v1::Sinew::Stub& stub, const Client& client,
 }
 
 FrameStream::~FrameStream() {
-  if (!closed_ && stream_) {
+  if (!closed_.load(std::memory_order_acquire) && stream_) {
     context_.TryCancel();
     stream_->Finish().IgnoreError();
   }
 }
 
-bool FrameStream::Write(const v1::DeformRequest& request) { return stream_ && stream_->Write(request); }
-bool FrameStream::Read(v1::DeformResponse* response) { return stream_ && stream_->Read(response); }
+// After Close the call is finished: gRPC's stream must not be written or read again (until
+// 2026-12-07 Write and Read used it all the same).
+bool FrameStream::Write(const v1::DeformRequest& request) {
+  return !closed_.load(std::memory_order_acquire) && stream_ && stream_->Write(request);
+}
+bool FrameStream::Read(v1::DeformResponse* response) {
+  return !closed_.load(std::memory_order_acquire) && stream_ && stream_->Read(response);
+}
 
 void FrameStream::WritesDone() {
-  if (!writes_done_ && stream_) stream_->WritesDone();
+  if (!writes_done_ && !closed_.load(std::memory_order_acquire) && stream_) stream_->WritesDone();
   writes_done_ = true;
 }
 
 absl::Status FrameStream::Close(size_t* unread) {
+  if (unread) *unread = 0;
+  if (closed_.load(std::memory_order_acquire)) return status_;  // the final status, once more
   if (!stream_) {  // the client could not authorize a call (Client::status)
-    if (unread) *unread = 0;
-    closed_ = true;
+    closed_.store(true, std::memory_order_release);
     return status_;
   }
   WritesDone();
@@ -116,8 +123,9 @@ absl::Status FrameStream::Close(size_t* unread) {
   size_t n = 0;
   while (stream_->Read(&r)) ++n;
   if (unread) *unread = n;
-  closed_ = true;
-  return Explained(stream_->Finish(), tls_, client_certificate_);
+  status_ = Explained(stream_->Finish(), tls_, client_certificate_);
+  closed_.store(true, std::memory_order_release);
+  return status_;
 }
 
 Client::Client(const std::string& target) : Client(target, ClientOptions{}) {}
@@ -169,6 +177,13 @@ Client::Client(const std::string& target, const ClientOptions& options)
     }
     if (!options.server_name.empty()) args.SetSslTargetNameOverride(options.server_name);
     credentials = grpc::SslCredentials(ssl);
+  } else if (!options.server_name.empty()) {
+    // The name is checked against the server's certificate: a plaintext connection has none
+    // (until 2026-12-07 it was ignored and the connection silently stayed plaintext; the programs'
+    // --tls-server-name was refused so already, by ConnectionFromArgs).
+    status_ = absl::InvalidArgumentError(
+        "server_name: the name TLS checks the server's certificate against; it goes with tls (or tls_ca, tls_cert): "
+        "without TLS the connection is plaintext");
   }
   channel_ = grpc::CreateCustomChannel(target, credentials, args);
   stub_ = v1::Sinew::NewStub(channel_);

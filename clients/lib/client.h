@@ -29,7 +29,18 @@ absl::Status FromGrpc(const grpc::Status& status);
 using UploadProgress = std::function<void(uint64_t sent, uint64_t total)>;
 
 // A synchronous bidirectional frame stream. Write and Read may be used from two threads (one
-// writer, one reader) or alternately from one.
+// writer, one reader) or alternately from one. Close reads what is left itself: it must follow
+// the reader's end (its Read returned false, or that thread reads no more). After Close, Write
+// and Read return false and a second Close returns the same status.
+//
+// A stateful (history-dependent) session — elastic-implicit, supercages, pbs with jiggle,
+// swing-twist with unwrap_twist, a pipeline with such a stage — applies frames strictly in
+// increasing order of their numbers, so its history takes one writer at a time: while a stream
+// carries its frames, send none of its frames through Client::Deform (from another thread, or
+// through a RecoveringSession) or another stream. A number sent so could reach the server before
+// the stream's earlier frames, which it then refuses FAILED_PRECONDITION. This library does not
+// track which sessions a stream carries (the Python client's Session refuses such a frame itself);
+// stateless sessions take unary frames beside a stream.
 class Client;
 
 class FrameStream {
@@ -44,7 +55,7 @@ class FrameStream {
   // Half-closes: no more frames (Read still returns the answers to those sent).
   void WritesDone();
   // Half-closes, drains responses not yet read (counted in *unread) and returns the final
-  // status.
+  // status. Once the reader has stopped (see above); again: the same status, nothing unread.
   absl::Status Close(size_t* unread = nullptr);
   void Cancel() { context_.TryCancel(); }
 
@@ -54,8 +65,9 @@ class FrameStream {
   bool tls_ = false, client_certificate_ = false;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::DeformRequest, v1::DeformResponse>> stream_;  // null: status_ says why
-  absl::Status status_;
-  bool closed_ = false, writes_done_ = false;
+  absl::Status status_;  // the authorization's, then (Close) the call's final status
+  std::atomic<bool> closed_{false};  // Finish has run (read by Write and Read, on either thread)
+  bool writes_done_ = false;
 };
 
 // How a client reaches a server that authenticates (sinew-server --token-file) or encrypts
@@ -66,7 +78,9 @@ struct ClientOptions {
   std::string tls_ca;       // PEM file of the CA that signed the server's certificate; empty: the system's roots
   std::string tls_cert;     // mutual TLS: this client's certificate chain (PEM) ...
   std::string tls_key;      // ... and its private key (PEM)
-  std::string server_name;  // the name to check the server's certificate against; empty: the target's host
+  // The name to check the server's certificate against; empty: the target's host. TLS only:
+  // without it the client's status() is INVALID_ARGUMENT.
+  std::string server_name;
   // Sent as "x-sinew-affinity" with every call, so that a balancer hashing it (deploy/haproxy.cfg)
   // keeps this client's calls on one server. Empty: none.
   std::string affinity;
@@ -150,6 +164,8 @@ class Client {
   absl::StatusOr<v1::SessionState> GetSessionState(const std::string& session_id);
   absl::StatusOr<v1::Session> SetSessionState(const std::string& session_id, const v1::SessionState& state);
 
+  // One frame. A stateful session's frames have one writer at a time: none through here while
+  // a stream carries them (see FrameStream).
   absl::StatusOr<v1::DeformResponse> Deform(const v1::DeformRequest& request);
   // Runs a batch: `on_frame` sees every frame in order; returning an error from it cancels
   // the batch and that error is returned.

@@ -1,5 +1,7 @@
 #include "clients/lib/recovering_session.h"
 
+#include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +43,11 @@ absl::StatusOr<std::unique_ptr<RecoveringSession>> RecoveringSession::Open(Clien
     return absl::InvalidArgumentError(
         absl::StrCat("max_attempts: ", options.max_attempts, "; each frame needs at least one attempt"));
   }
+  if (options.retry_delay.count() < 0 || options.max_retry_delay.count() < 0 || options.retry_timeout.count() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("retry_delay, max_retry_delay, retry_timeout: ",
+                                                   options.retry_delay.count(), ", ", options.max_retry_delay.count(),
+                                                   ", ", options.retry_timeout.count(), " ms; expected ≥ 0"));
+  }
   if (options.checkpoint_every < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint_every: ", options.checkpoint_every, "; 0 (off) or a number of frames"));
@@ -49,6 +56,19 @@ absl::StatusOr<std::unique_ptr<RecoveringSession>> RecoveringSession::Open(Clien
       new RecoveringSession(client, v1::SerializeRigDeterministic(rig), std::move(request), options));
   if (auto st = s->Create(); !st.ok()) return st;
   return s;
+}
+
+std::chrono::nanoseconds RecoveringSession::RetryBackoff(const Options& options, int retry, double unit) {
+  const double first = std::chrono::duration<double>(options.retry_delay).count();
+  const double cap = std::chrono::duration<double>(options.max_retry_delay).count();
+  const double nominal = std::min(first * std::exp2(std::min(std::max(retry, 1) - 1, 64)), cap);
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(nominal * (0.75 + 0.5 * std::clamp(unit, 0.0, 1.0))));
+}
+
+std::chrono::milliseconds RecoveringSession::RetryBudget(const Options& options) {
+  if (options.retry_timeout.count() <= 0) return std::chrono::milliseconds(0);
+  return std::max(options.retry_timeout, options.retry_delay * std::max(options.max_attempts, 1));
 }
 
 absl::Status RecoveringSession::Create() {
@@ -168,8 +188,24 @@ absl::StatusOr<v1::DeformResponse> RecoveringSession::Deform(v1::DeformRequest r
   const bool checkpointing = options_.checkpoint_every > 0;
   bool redone = false, restored_lost_answer = false, restored_from_rest = false, create = false;
   absl::Status last;
+  const auto started = std::chrono::steady_clock::now();
+  const std::chrono::milliseconds budget = RetryBudget(options_);
+  bool final_attempt = false;  // the last wait was cut to end at the budget
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(options_.retry_delay);
+    if (attempt > 0) {
+      if (final_attempt) break;
+      std::chrono::nanoseconds wait = RetryBackoff(options_, attempt, unit(random_));
+      if (budget.count() > 0) {
+        const auto left = started + budget - std::chrono::steady_clock::now();
+        if (left <= std::chrono::nanoseconds::zero()) break;  // no attempt past the budget
+        if (wait >= left) {  // the last attempt, at the end of the budget
+          wait = std::chrono::duration_cast<std::chrono::nanoseconds>(left);
+          final_attempt = true;
+        }
+      }
+      std::this_thread::sleep_for(wait);
+    }
     if (create) {
       last = Create();
       if (!last.ok()) {

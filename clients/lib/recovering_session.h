@@ -1,6 +1,6 @@
 // A session that outlives its server, for clients behind a balancer (deploy/haproxy.cfg): it
 // keeps the rig's bytes and how the session was created. When a frame finds no server
-// (UNAVAILABLE), it is sent again on the same session after the retry delay: a transport blip,
+// (UNAVAILABLE), it is sent again on the same session after a wait (Options): a transport blip,
 // or a server restarted with --state-dir, keeps the session (and its history). When the server
 // answering does not know the session (NOT_FOUND: the balancer moved this client to another
 // server, or the server restarted without its state), it uploads the rig again
@@ -12,8 +12,13 @@
 // but whose answer was lost is refused when sent again ("was already applied"): that error is
 // returned.
 // A frame the server shed under load (UNAVAILABLE "overloaded: ...", --max-queue-ms) is not a
-// lost server: it is sent again, after the retry delay, on the same session (redone, nothing
+// lost server: it is sent again, after a wait, on the same session (redone, nothing
 // re-created: a new session per shed frame would leave the old one open and add to the load).
+// The waits between a frame's attempts back off exponentially with jitter, within a total time
+// (Options): until 2026-12-07 they were a fixed 100 ms, 40 attempts (about 4 s, less than a
+// server takes to reload a large --state-dir, and in step across a fleet of clients).
+// One thread at a time; a stateful session's frames have one writer (see FrameStream): no stream
+// of session_id() while Deform is used.
 // With Options::checkpoint_every set, a history-dependent session does not start again from
 // rest: the history is carried over (below).
 #pragma once
@@ -21,6 +26,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,9 +38,13 @@ namespace sinew::client {
 class RecoveringSession {
  public:
   struct Options {
-    int max_attempts = 40;                             // per frame, before its error is returned (≥ 1)
-    std::chrono::milliseconds retry_delay{100};        // between attempts (the balancer's checks
-                                                       // take a moment to see a server gone)
+    // Per frame, before its error is returned (≥ 1), unless retry_timeout ends it first.
+    int max_attempts = 40;
+    // The wait before a frame's second attempt (the balancer's checks take a moment to see a
+    // server gone), doubled before each later one up to max_retry_delay; each wait is drawn at
+    // random within ±25 % of that, so that a fleet of clients that lost one server does not
+    // retry in lockstep (RetryBackoff).
+    std::chrono::milliseconds retry_delay{50};
     // History-dependent methods (elastic-implicit, supercages, pbs with jiggle, swing-twist
     // unwrapping): every this many applied frames the session's state is fetched
     // (GetSessionState, one call) and kept, with the requests of the frames applied since (their
@@ -44,7 +54,7 @@ class RecoveringSession {
     // goes on where it was, bit for bit on a server of the backend kind the state was saved on
     // (asked for at the re-creation when the session was opened with BACKEND_AUTO; a server
     // without that kind gets AUTO). While the new server's method still prepares (SetSessionState
-    // UNAVAILABLE, or frames from its fallback) the rebuild is tried again after the retry delay,
+    // UNAVAILABLE, or frames from its fallback) the rebuild is tried again after a wait,
     // and by the next call when this one runs out of attempts. A frame the server answers
     // `from_rest` although the session had a history and the frame asked for no reset (a server
     // with --state-dir restarted after a crash reopens the session from rest; also one restarted
@@ -59,7 +69,20 @@ class RecoveringSession {
     // counts it. A session whose state is empty (a stateless method) stops checkpointing until
     // Update. 0: off (a session created again starts from rest; lost answers come back as errors).
     int checkpoint_every = 0;
+    std::chrono::milliseconds max_retry_delay{2000};  // the longest wait between attempts (±25 %)
+    // A frame's attempts in all: none starts later than this after its first (the last wait is
+    // cut to end here); then the last error is returned. Long enough for a server to restart and
+    // reload its --state-dir, or a balancer to move the client. Where max_attempts × retry_delay
+    // is longer (what a caller who set them asked for before the backoff: the fixed waits' total)
+    // that is the bound. 0: no bound of time (max_attempts alone).
+    std::chrono::milliseconds retry_timeout{30000};
   };
+  // The total time a frame's attempts may take under `options` (0: no bound): retry_timeout, or
+  // max_attempts × retry_delay where that is longer.
+  static std::chrono::milliseconds RetryBudget(const Options& options);
+  // The wait before attempt `retry` + 1 of a frame (retry ≥ 1): retry_delay × 2^(retry - 1), at
+  // most max_retry_delay, times 0.75 + 0.5 × `unit` (`unit`: uniform in [0, 1), drawn per wait).
+  static std::chrono::nanoseconds RetryBackoff(const Options& options, int retry, double unit);
   // Uploads `rig` (unless resident) and creates the session `request` describes (its rig_id is
   // set here).
   static absl::StatusOr<std::unique_ptr<RecoveringSession>> Open(Client& client, const v1::Rig& rig,
@@ -88,7 +111,8 @@ class RecoveringSession {
 
  private:
   RecoveringSession(Client& client, std::string rig_bytes, v1::CreateSessionRequest create, Options options)
-      : client_(client), rig_bytes_(std::move(rig_bytes)), create_(std::move(create)), options_(options) {}
+      : client_(client), rig_bytes_(std::move(rig_bytes)), create_(std::move(create)), options_(options),
+        random_(std::random_device{}()) {}
   absl::Status Create();
   // checkpoint_every: `request` was applied (answered by `frame`); keeps it, and checkpoints when due.
   void Applied(const v1::DeformRequest& request, const v1::DeformResponse& frame);
@@ -124,6 +148,7 @@ class RecoveringSession {
   // it answers `from_rest` without a reset means the server lost that history.
   bool session_has_history_ = false;
   uint64_t frames_replayed_ = 0, checkpoints_ = 0, histories_lost_ = 0;
+  std::minstd_rand random_;  // the waits' jitter, seeded per session
 };
 
 }  // namespace sinew::client

@@ -706,6 +706,46 @@ class ErrorsTest(ServerTest):
             os.kill(server.process.pid, signal.SIGCONT)
             self.assertEqual(server.stop(), 0)
 
+    def test_a_stopped_server_does_not_hold_a_session_close(self) -> None:
+        # A close runs on every way out of a `with` block: bounded by sinew.CLOSE_TIMEOUT (10 s)
+        # without a client timeout, as the C++ client's CloseSession, so that a server that stopped
+        # answering does not hold it (until 2026-12-07 it waited forever: keepalive off here, as a
+        # server alive to pings would be). Its own server: the class's one must keep running.
+        server = Server()
+        try:
+            client = sinew.connect(server.target, token="", keepalive=0)
+            self.addCleanup(client.close)
+            rig = limb_rig(self.limb)
+            session = client.create_session(client.upload_rig(rig).rig_id, method="lbs")
+            recovering = sinew.RecoveringSession(client, rig, "lbs")
+            os.kill(server.process.pid, signal.SIGSTOP)
+            outcome: list = []
+
+            def close_both() -> None:
+                def leave_with_block() -> None:
+                    with session:
+                        pass
+                outcome.append(self._raised(leave_with_block))
+                outcome.append(self._raised(recovering.close))
+
+            worker = threading.Thread(target=close_both, daemon=True)
+            worker.start()
+            worker.join(120)  # bounds a hang (the failure tested for), not the close's time
+            os.kill(server.process.pid, signal.SIGCONT)
+            self.assertFalse(worker.is_alive(), "closing a session of a stopped server still waited two minutes later")
+            self.assertEqual([type(e) for e in outcome], [sinew.DeadlineExceeded, sinew.DeadlineExceeded], outcome)
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+            self.assertEqual(server.stop(), 0)
+
+    def test_a_server_name_without_tls_is_refused(self) -> None:
+        # The name is checked against the server's certificate: without TLS there is none, and
+        # until 2026-12-07 it was ignored, the connection silently plaintext (the C++ client and
+        # the programs' --tls-server-name refuse it too).
+        with self.assertRaisesRegex(sinew.InvalidArgument, r"server_name: .*tls=True"):
+            sinew.connect(self.server.target, token="", server_name="localhost")
+        sinew.connect(self.server.target, token="", tls=True, server_name="localhost").close()  # with TLS: taken
+
     @staticmethod
     def _raised(call):
         try:

@@ -182,6 +182,56 @@ class CatalogueAndStateTest(ServerTest):
         with self.assertRaisesRegex(sinew.FailedPrecondition, "swing-twist"):
             self.client.wait_prepared(self.rig_id, timeout=120)  # every preparation of the rig
 
+    def test_a_stateful_sessions_open_stream_is_its_one_writer(self) -> None:
+        # pbs with jiggle applies frames strictly in increasing order of their numbers: a unary
+        # frame numbered while its stream is open could reach the server before the stream's
+        # earlier frames, which were then refused (until 2026-12-07 a review saw 110 of 400).
+        # Refused here instead, at once, before any call; a stateless session takes it.
+        def other_thread(call):
+            outcome = []
+
+            def run() -> None:
+                try:
+                    outcome.append(call())
+                except Exception as e:  # what the test looks at
+                    outcome.append(e)
+
+            worker = threading.Thread(target=run, daemon=True)
+            worker.start()
+            worker.join(120)  # bounds a hang (a failure), judges no time
+            self.assertFalse(worker.is_alive())
+            return outcome[0]
+
+        frames = [sinew.FrameInput(p, time_step=0.01) for p in self.poses]
+        stateful = self.pbs()
+        stream = stateful.stream(frames)
+        got = [next(stream).frame]  # the stream's call is open now
+        refused = other_thread(lambda: stateful.deform(frames[0]))
+        self.assertIsInstance(refused, sinew.FailedPrecondition)
+        self.assertIn(f"deform: session {stateful.id} (pbs) is stateful and one of its streams is open", str(refused))
+        self.assertIsNone(refused.frame)  # refused before it took a number
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "stream: .* is stateful and one of its streams is open"):
+            next(stateful.stream(frames))  # a second stream too
+        got += [f.frame for f in stream]  # no frame of the stream refused (raise_errors)
+        self.assertEqual(got, list(range(len(frames))))
+        # Once the stream has ended, unary frames go on after it.
+        self.assertEqual(stateful.deform_frame(frames[0]).frame, len(frames))
+        # A stream broken out of is over too.
+        for _ in stateful.stream(frames):
+            break
+        self.assertGreater(stateful.deform_frame(frames[0]).frame, len(frames))  # after those it drew
+        # Stateless sessions (dqs; pbs without jiggle) take unary frames beside an open stream.
+        for method, params in (("dqs", None), ("pbs", dict(self.params, jiggle=False))):
+            stateless = self.client.create_session(self.rig_id, method, params, backend="cpu")
+            self.addCleanup(stateless.close)
+            stateless.wait_prepared(timeout=120)
+            stream = stateless.stream(frames)
+            got = [next(stream).frame]
+            positions = other_thread(lambda: stateless.deform(frames[0]))
+            self.assertIsInstance(positions, np.ndarray, f"{method}: {positions}")
+            got += [f.frame for f in stream]
+            self.assertEqual(len(got), len(frames), method)
+
     def test_an_attached_session_numbers_after_its_last_frame(self) -> None:
         a = self.pbs()
         for p in self.poses[:4]:
@@ -432,6 +482,7 @@ class RecoveringSessionTest(unittest.TestCase):
                                        max_attempts=1200, retry_delay=0.1)
         kept.session.wait_prepared(timeout=120)
         plain = sinew.RecoveringSession(c, rig, "pbs", params, backend="cpu", max_attempts=1200, retry_delay=0.1)
+        self.assertEqual(plain.retry_budget, 120)  # as before the backoff: max_attempts x retry_delay
         for k in range(7):
             np.testing.assert_array_equal(kept.deform(frames[k]), want[k], err_msg=f"frame {k}")
             np.testing.assert_array_equal(plain.deform(frames[k]), want[k], err_msg=f"frame {k}")
@@ -453,7 +504,8 @@ class RecoveringSessionTest(unittest.TestCase):
         c = self.connect(self.server())
         rig = limb_rig(Limb())
         for kwargs, field in (({"checkpoint_every": -1}, "checkpoint_every"), ({"max_attempts": 0}, "max_attempts"),
-                              ({"retry_delay": -1}, "retry_delay"), ({"timeout": 3}, "timeout")):
+                              ({"retry_delay": -1}, "retry_delay"), ({"max_retry_delay": float("nan")}, "max_retry_delay"),
+                              ({"retry_timeout": float("inf")}, "retry_timeout"), ({"timeout": 3}, "timeout")):
             with self.assertRaisesRegex(sinew.InvalidArgument, field):
                 sinew.RecoveringSession(c, rig, "dqs", **kwargs)
         with sinew.RecoveringSession(c, rig, "dqs") as s:
@@ -561,6 +613,34 @@ class RecoveringSessionScriptedTest(unittest.TestCase):
         self.assertTrue(service.deformers[1].pbs.jiggle)
         self.assertEqual((s.frames_redone, s.sessions_recreated, s.frames_replayed, s.checkpoints, s.histories_lost),
                          (3, 1, 1, 3, 0))
+
+    def test_retries_back_off_with_jitter_until_the_retry_timeout(self) -> None:
+        # A server out of reach for good: the waits between the frame's attempts double from 50 ms
+        # to 2 s, each within +-25 % at random, and stop at the 30 s of retry_timeout (before
+        # max_attempts). On the session's own clock, given here: no time passes, none is judged.
+        # (Until 2026-12-07 a fixed 100 ms, 40 attempts: about 4 s, in step across clients.)
+        lost = (grpc.StatusCode.UNAVAILABLE, "Socket closed")
+        service = ScriptedSinew([lost] * 200)
+        client = self.serve(service)
+        s = sinew.RecoveringSession(client, sinew.pb.Rig(name="any"), "pbs", max_attempts=100)
+        now, waits = [0.0], []
+
+        def sleep(seconds: float) -> None:
+            waits.append(seconds)
+            now[0] += seconds
+
+        s._clock, s._sleep = (lambda: now[0]), sleep
+        with self.assertRaises(sinew.Unavailable) as caught:
+            s.deform_frame(sinew.pb.Pose())
+        self.assertEqual(caught.exception.frame, 0)
+        self.assertEqual(len(service.frames), len(waits) + 1)  # an attempt after each wait
+        self.assertLess(len(service.frames), 100)  # retry_timeout ended it, not max_attempts
+        for k, wait in enumerate(waits[:-1]):  # the last one is cut to end at retry_timeout
+            nominal = min(0.05 * 2 ** k, 2.0)
+            self.assertTrue(0.75 * nominal <= wait <= 1.25 * nominal, f"wait {k}: {wait} s, nominal {nominal} s")
+        self.assertAlmostEqual(sum(waits), 30.0)
+        self.assertGreater(len({round(w, 9) for w in waits[6:-1]}), 1, f"the capped waits are all alike: {waits}")
+        self.assertEqual((s.retry_delay, s.max_retry_delay, s.retry_timeout, s.retry_budget), (0.05, 2.0, 30.0, 30.0))
 
     def test_a_session_reopened_from_rest_after_a_crash_gets_its_history_back(self) -> None:
         lost = (grpc.StatusCode.UNAVAILABLE, "Socket closed")

@@ -16,8 +16,8 @@ from .rig import Cage, Skeleton, SkinWeights, build_rig  # noqa: E402,F401
 from .pose import CagePose, Clip, FrameInput, Pose, Track  # noqa: E402,F401
 from .info import BackendInfo, DeviceInfo, Limits, MethodInfo, ParamInfo, ServerInfo  # noqa: E402,F401
 from .shm import SharedMemoryRegion  # noqa: E402,F401
-from .client import (BACKENDS, ENCODINGS, Client, ClipFrame, Frame, Session, UploadResult,  # noqa: E402,F401
-                     connect, method_name, method_value)
+from .client import (BACKENDS, CLOSE_TIMEOUT, ENCODINGS, Client, ClipFrame, Frame, Session,  # noqa: E402,F401
+                     UploadResult, connect, method_name, method_value)
 from .recovering import RecoveringSession  # noqa: E402,F401
 from ._proto import pb  # noqa: E402,F401
 

@@ -33,7 +33,7 @@ from .pose import CagePose, Clip, FrameInput, Pose
 from .shm import SharedMemoryRegion, frame_bytes
 
 __all__ = ["Client", "Session", "Frame", "ClipFrame", "UploadResult", "connect", "method_name", "method_value",
-           "ENCODINGS", "BACKENDS"]
+           "ENCODINGS", "BACKENDS", "CLOSE_TIMEOUT"]
 
 ENCODINGS: Dict[str, int] = {
     "f32": pb.OUTPUT_ENCODING_FLOAT32, "float32": pb.OUTPUT_ENCODING_FLOAT32,
@@ -42,6 +42,15 @@ ENCODINGS: Dict[str, int] = {
     "delta": pb.OUTPUT_ENCODING_DELTA,
 }
 BACKENDS: Dict[str, int] = {"auto": pb.BACKEND_AUTO, "cpu": pb.BACKEND_CPU, "gpu": pb.BACKEND_GPU}
+# Seconds a Session.close (and RecoveringSession.close) waits at most, whatever the client's
+# timeout (a shorter one applies): the C++ client's CloseSession bound.
+CLOSE_TIMEOUT = 10.0
+
+# Methods whose sessions are stateful whatever their parameters, and those made stateful by one
+# of theirs (the server's MethodInfo.stateful and stateful_with), for Session._stateful.
+_STATEFUL_METHODS = (pb.METHOD_SUPERCAGES, pb.METHOD_ELASTIC_IMPLICIT)
+_STATEFUL_WITH: Dict[int, Tuple[str, str]] = {pb.METHOD_PBS: ("pbs", "jiggle"),
+                                              pb.METHOD_SWING_TWIST: ("swing_twist", "unwrap_twist")}
 
 ProgressFn = Callable[[int, int], None]
 PoseLike = Union[Pose, "pb.Pose"]
@@ -281,7 +290,8 @@ class Client:
     * `tls`: connect with TLS (implied by any of the files); `tls_ca`: PEM file of the CA that
       signed the server's certificate (default: the system's roots); `tls_cert` / `tls_key`: this
       client's certificate chain and key for mutual TLS (together); `server_name`: the name to check
-      the server's certificate against (default: the target's host);
+      the server's certificate against (default: the target's host; TLS only:
+      :class:`~sinew.errors.InvalidArgument` without it);
     * `affinity`: sent as ``x-sinew-affinity`` with every call so that a balancer hashing it keeps
       this client's calls on one server;
     * `timeout`: seconds for each unary call (default: none; 0 is none too, as the C++ client's
@@ -317,6 +327,11 @@ class Client:
                         ("grpc.keepalive_permit_without_calls", 0), ("grpc.http2.max_pings_without_data", 0)]
         self._tls = bool(tls or tls_ca or tls_cert or tls_key)
         self._client_certificate = bool(tls_cert)
+        if server_name and not self._tls:
+            # The name is checked against the server's certificate: a plaintext connection has
+            # none (until 2026-12-07 it was ignored and the connection silently stayed plaintext).
+            raise InvalidArgument("server_name: the name TLS checks the server's certificate against; it goes with "
+                                  "tls=True (or tls_ca, tls_cert): without TLS the connection is plaintext")
         if self._tls:
             if bool(tls_cert) != bool(tls_key):
                 raise InvalidArgument("tls: give the client certificate and its key together")
@@ -706,6 +721,12 @@ class Session:
         self._next_frame = info.last_frame + 1 if info.HasField("last_frame") else 0
         self._numbering = threading.Lock()  # a stream's requests are made on gRPC's thread
         self._closed_with_stream = False  # a stream sent close_with_stream: the server closes it
+        # Writers of the session's frames (under _numbering): this object's streams whose call is
+        # open, and unary frames sent and not yet answered. A stateful session's history takes one
+        # writer at a time (see stream).
+        self._writers = threading.Condition(self._numbering)
+        self._streams_open = 0
+        self._unary_in_flight = 0
 
     def __repr__(self) -> str:
         return (f"Session({self.id!r}, rig={self.rig_id[:12]}, method={self.method}, backend={self.backend}, "
@@ -724,6 +745,76 @@ class Session:
     def encoding(self) -> str:
         return pb.OutputEncoding.Name(self.info.encoding)[len("OUTPUT_ENCODING_"):].lower()
 
+    def _stateful(self) -> bool:
+        """Whether the session's frames depend on its earlier frames (elastic-implicit, supercages,
+        pbs with jiggle, swing-twist's unwrap_twist, a pipeline with such a stage): the server
+        applies them strictly in increasing order of their numbers. From the server's catalogue
+        (``MethodInfo.stateful``, asked for once per client) and the parameters that make a method
+        stateful; without the catalogue (the server out of reach) from the methods this client
+        knows."""
+        info = self.client._info
+        if info is None:
+            try:
+                info = self.client.server_info()
+            except SinewError:
+                info = None
+        config = self.info.deformer
+        for stage in (list(config.stages) or [config]):
+            m = info.find_method(stage.method) if info is not None else None
+            if m.stateful if m is not None else stage.method in _STATEFUL_METHODS:
+                return True
+            field, flag = _STATEFUL_WITH.get(stage.method, ("", ""))
+            if field and stage.HasField(field) and getattr(getattr(stage, field), flag):
+                return True
+        return False
+
+    def _one_writer(self, what: str) -> FailedPrecondition:
+        return FailedPrecondition(
+            f"{what}: session {self.id} ({self.method}) is stateful and one of its streams is open: its frames are "
+            "applied strictly in increasing order of their numbers, and a frame numbered here could reach the server "
+            "before the stream's earlier frames, which would then be refused; send it on that stream, or after the "
+            "stream ends")
+
+    def _begin_unary(self) -> None:
+        """A unary frame is about to take its number: refused at once, before any call, while one
+        of a stateful session's streams is open (see :meth:`stream`)."""
+        with self._writers:
+            if not self._streams_open:
+                self._unary_in_flight += 1
+                return
+        stateful = self._stateful()  # may ask the server for its catalogue: not under the lock
+        with self._writers:
+            if self._streams_open and stateful:
+                raise self._one_writer("deform")
+            self._unary_in_flight += 1
+
+    def _end_unary(self) -> None:
+        with self._writers:
+            self._unary_in_flight -= 1
+            self._writers.notify_all()
+
+    def _begin_stream(self) -> None:
+        """A stream's call is about to open. On a stateful session a second stream is refused, and
+        unary frames still in flight are waited for (their numbers, taken before the stream's,
+        must reach the server first)."""
+        stateful: Optional[bool] = None
+        while True:
+            with self._writers:
+                if stateful is False or not (self._streams_open or self._unary_in_flight):
+                    self._streams_open += 1
+                    return
+                if stateful:
+                    if self._streams_open:
+                        raise self._one_writer("stream")
+                    self._writers.wait()
+                    continue
+            stateful = self._stateful()  # not under the lock
+
+    def _end_stream(self) -> None:
+        with self._writers:
+            self._streams_open -= 1
+            self._writers.notify_all()
+
     def refresh(self) -> Any:
         """Reads the session again (``sinew.v1.Session``: frames so far, last use, ...)."""
         self.info = self.client._call(self.client.stub.GetSession, pb.GetSessionRequest(session_id=self.id))
@@ -740,8 +831,14 @@ class Session:
     def close(self) -> int:
         """Closes the session; returns the frames it deformed. After a stream with
         `close_with_stream` the server has closed it: :class:`~sinew.errors.NotFound` (which
-        ``with session:`` ignores then)."""
-        return int(self.client._call(self.client.stub.CloseSession, pb.CloseSessionRequest(session_id=self.id)).frames)
+        ``with session:`` ignores then). At most :data:`CLOSE_TIMEOUT` (10 s) or the client's
+        `timeout` where shorter, as the C++ client's ``CloseSession``: a close runs on every way
+        out of a ``with`` block, and a server that stopped answering (alive to keepalive pings)
+        must not hold it (until 2026-12-07 a client without a timeout waited forever);
+        :class:`~sinew.errors.DeadlineExceeded` past it."""
+        timeout = CLOSE_TIMEOUT if not self.client.timeout else min(self.client.timeout, CLOSE_TIMEOUT)
+        return int(self.client._call(self.client.stub.CloseSession, pb.CloseSessionRequest(session_id=self.id),
+                                     timeout).frames)
 
     def update(self, params: Optional[Mapping[Any, Any]] = None) -> "Session":
         """New parameters for the session's method from its next frame on, keeping its state
@@ -870,16 +967,22 @@ class Session:
     def deform_frame(self, pose: "Optional[PoseLike | FrameInput]" = None, **kwargs: Any) -> Frame:
         """One frame (unary ``Deform``) as a :class:`Frame` (positions, and what `outputs` asked
         for: ``Frame.joints``, ``posed_cage``, ``normals``, ...); arguments as :meth:`request`.
-        With `shared_memory`, the positions come through the region and are copied out."""
-        req = self.request(pose, **kwargs)
+        With `shared_memory`, the positions come through the region and are copied out. While one of
+        a stateful session's streams is open: :class:`~sinew.errors.FailedPrecondition`, raised
+        here before any call (see :meth:`stream`)."""
+        self._begin_unary()
         try:
-            resp = self.client._call(self.client.stub.Deform, req)
-        except SinewError as e:
-            # A unary frame's refusal is a status, not DeformResponse.error: named by its number as
-            # a stream's frame is (until 2026-12-04 its `frame` was None).
-            if e.frame is None:
-                e.frame = req.frame
-            raise
+            req = self.request(pose, **kwargs)
+            try:
+                resp = self.client._call(self.client.stub.Deform, req)
+            except SinewError as e:
+                # A unary frame's refusal is a status, not DeformResponse.error: named by its number
+                # as a stream's frame is (until 2026-12-04 its `frame` was None).
+                if e.frame is None:
+                    e.frame = req.frame
+                raise
+        finally:
+            self._end_unary()
         frame = self._frame(resp, PositionDecoder(), kwargs.get("shared_memory"))
         if frame.error is not None:
             raise frame.error
@@ -925,8 +1028,19 @@ class Session:
         stops answering, alive to keepalives, no longer blocks the reader forever). Time spent in
         `poses` with no frame in flight, and the caller's time with each frame, do not count.
 
-        The iterator belongs to one consumer thread (like any generator); other threads may use
-        the session meanwhile (frame numbers are taken under a lock)."""
+        The iterator belongs to one consumer thread (like any generator). Other threads may use
+        the session meanwhile (frame numbers are taken under a lock), with one exception: a
+        stateful (history-dependent) session — elastic-implicit, supercages, pbs with jiggle,
+        swing-twist with unwrap_twist, a pipeline with such a stage — applies frames strictly in
+        increasing order of their numbers, so its history takes one writer at a time. While its
+        stream's call is open (from the first frame asked for until the iteration ends, breaks or
+        is closed) a unary :meth:`deform` / :meth:`deform_frame` of the session, here or through
+        a :class:`~sinew.RecoveringSession`, and a second stream, raise
+        :class:`~sinew.errors.FailedPrecondition` at once, before any call: a number taken
+        meanwhile could reach the server before the stream's earlier frames, which the server
+        would then refuse (until 2026-12-07 they were sent, and the stream's frames failed). The
+        stream waits for the session's unary frames already in flight before it opens. Stateless
+        sessions take unary frames and streams side by side."""
         if window < 1:
             raise InvalidArgument(f"window: {window}; expected >= 1")
         if frame_timeout is not None and not (frame_timeout >= 0 and frame_timeout != float("inf")):
@@ -1000,8 +1114,13 @@ class Session:
                 yield req
 
         self.client._check_open()
-        self.client._first_connection()
-        call = self.client.stub.StreamDeform(requests(), metadata=self.client._metadata)
+        self._begin_stream()  # a stateful session's one writer (see stream)
+        try:
+            self.client._first_connection()
+            call = self.client.stub.StreamDeform(requests(), metadata=self.client._metadata)
+        except BaseException:
+            self._end_stream()
+            raise
 
         def watchdog() -> None:  # cancels the call when a frame in flight waits past frame_timeout
             assert frame_timeout is not None
@@ -1050,6 +1169,7 @@ class Session:
             for _ in range(window + 1):
                 slots.release()  # wakes a request generator waiting for a slot
             call.cancel()
+            self._end_stream()
         if timed_out:  # cancelled between answers: the stream ended without an error
             raise DeadlineExceeded(f"stream: no answer to frame {timed_out[0]} within frame_timeout "
                                    f"{frame_timeout:g} s; the stream was cancelled", frame=timed_out[0])

@@ -4,6 +4,7 @@ the same rules, counters and checkpoints."""
 from __future__ import annotations
 
 import copy
+import random
 import time
 from typing import Any, List, Mapping, Optional
 
@@ -46,14 +47,24 @@ def _already_applied(e: SinewError) -> bool:
 class RecoveringSession:
     """A session on `rig` (a ``sinew.v1.Rig`` or its deterministic serialization) that survives its
     server. When a frame finds no server (:class:`~sinew.errors.Unavailable`) it is sent again on
-    the same session after `retry_delay` seconds (a blip, or a server restarted with
-    ``--state-dir``, keeps it); when the server answering does not know the session
+    the same session after a wait (a blip, or a server restarted with ``--state-dir``, keeps it);
+    when the server answering does not know the session
     (:class:`~sinew.errors.NotFound` naming ``session_id`` or ``rig_id``: the balancer moved this
     client, or the server restarted without its state) the rig is uploaded again (one small round
     trip where it is resident), the session created again with the parameters it was last given
     (the constructor's, or :meth:`update`'s) and the frame sent again. A frame shed under load
-    ("overloaded: ...") is sent again on the same session. At most `max_attempts` tries a frame;
-    then the last error is raised. ``frames_redone`` and ``sessions_recreated`` count them.
+    ("overloaded: ...") is sent again on the same session. ``frames_redone`` and
+    ``sessions_recreated`` count them.
+
+    Waits between a frame's attempts back off: `retry_delay` (50 ms) before the second, doubling
+    after each up to `max_retry_delay` (2 s), each one drawn at random within ±25 % of that (so
+    that a fleet of clients that lost one server does not retry in lockstep). A frame's attempts
+    stop after `retry_timeout` seconds in all (30 s: a server reloading its ``--state-dir``, or a
+    balancer moving clients, has that long; or `max_attempts` × `retry_delay` where that is
+    longer, the total a caller who set them asked for before the backoff; None or 0: no bound of
+    time) or `max_attempts` attempts (40), whichever comes first; then the last error is raised.
+    (Until 2026-12-07 the wait was a fixed 100 ms, 40 attempts: about 4 s, in step across
+    clients.)
 
     `checkpoint_every` (frames; 0: off): for history-dependent methods (elastic-implicit,
     supercages, pbs with jiggle, swing-twist unwrapping) every this many applied frames the
@@ -73,17 +84,22 @@ class RecoveringSession:
     history-dependent session starts from rest, and a lost answer's "already applied" is raised.
 
     `create_options` go to :meth:`Client.create_session` (``backend``, ``encoding``, ...). Frames
-    through shared memory are not taken (a region lives on one server). One thread at a time."""
+    through shared memory are not taken (a region lives on one server). One thread at a time; a
+    stateful session's frames are refused while a stream of its :attr:`session` is open (see
+    :meth:`Session.stream`)."""
 
     def __init__(self, client: Client, rig: Any, method: str = "lbs", params: Optional[Mapping[Any, Any]] = None, *,
-                 checkpoint_every: int = 0, max_attempts: int = 40, retry_delay: float = 0.1,
+                 checkpoint_every: int = 0, max_attempts: int = 40, retry_delay: float = 0.05,
+                 max_retry_delay: float = 2.0, retry_timeout: Optional[float] = 30.0,
                  **create_options: Any) -> None:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidArgument(f"max_attempts: {max_attempts!r}; each frame needs at least one attempt")
         if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
             raise InvalidArgument(f"checkpoint_every: {checkpoint_every!r}; 0 (off) or a number of frames")
-        if not retry_delay >= 0:
-            raise InvalidArgument(f"retry_delay: {retry_delay!r}; expected seconds >= 0")
+        for name, value in (("retry_delay", retry_delay), ("max_retry_delay", max_retry_delay),
+                            ("retry_timeout", 0.0 if retry_timeout is None else retry_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise InvalidArgument(f"{name}: {value!r}; expected seconds >= 0")
         if "timeout" in create_options:
             raise InvalidArgument("create_options: timeout is the client's (Client(timeout=...))")
         self.client = client
@@ -95,6 +111,12 @@ class RecoveringSession:
         self._checkpoint_every = checkpoint_every
         self._max_attempts = max_attempts
         self._retry_delay = float(retry_delay)
+        self._max_retry_delay = float(max_retry_delay)
+        self._retry_timeout = float(retry_timeout or 0.0)
+        # The waits' jitter, and how they are waited and timed (a test gives its own clock).
+        self._random = random.Random()
+        self._sleep = time.sleep
+        self._clock = time.monotonic
         self.frames_redone = 0
         self.sessions_recreated = 0
         self.frames_replayed = 0
@@ -145,6 +167,28 @@ class RecoveringSession:
     @property
     def retry_delay(self) -> float:
         return self._retry_delay
+
+    @property
+    def max_retry_delay(self) -> float:
+        return self._max_retry_delay
+
+    @property
+    def retry_timeout(self) -> float:
+        return self._retry_timeout
+
+    @property
+    def retry_budget(self) -> float:
+        """Seconds a frame's attempts may take in all (0: no bound of time): `retry_timeout`, or
+        `max_attempts` × `retry_delay` where that is longer."""
+        if not self._retry_timeout:
+            return 0.0
+        return max(self._retry_timeout, self._max_attempts * self._retry_delay)
+
+    def _backoff(self, retry: int) -> float:
+        """The wait before retry number `retry` (1: the second attempt): `retry_delay` doubled
+        per retry before, at most `max_retry_delay`, times a random factor in [0.75, 1.25]."""
+        nominal = min(self._retry_delay * 2.0 ** min(retry - 1, 64), self._max_retry_delay)
+        return nominal * self._random.uniform(0.75, 1.25)
 
     @property
     def session_id(self) -> str:
@@ -250,6 +294,14 @@ class RecoveringSession:
     def deform_frame(self, pose: Any = None, **kwargs: Any) -> Frame:
         """One frame as :meth:`Session.deform_frame` (numbered after the last one unless `frame`),
         recovered as above when needed."""
+        session = self.session
+        session._begin_unary()  # refused while a stream of a stateful session is open
+        try:
+            return self._deform_frame(pose, **kwargs)
+        finally:
+            session._end_unary()
+
+    def _deform_frame(self, pose: Any = None, **kwargs: Any) -> Frame:
         if kwargs.get("shared_memory") is not None:
             raise InvalidArgument("shared_memory: a RecoveringSession's frames come in the response (a region "
                                   "lives on one server)")
@@ -260,9 +312,19 @@ class RecoveringSession:
         checkpointing = self.checkpoint_every > 0
         redone = restored_lost_answer = restored_from_rest = create = False
         last: Optional[SinewError] = None
+        started, final, budget = self._clock(), False, self.retry_budget
         for attempt in range(self.max_attempts):
             if attempt:
-                time.sleep(self.retry_delay)
+                if final:
+                    break
+                wait = self._backoff(attempt)
+                if budget:
+                    left = budget - (self._clock() - started)
+                    if left <= 0:
+                        break  # no attempt past the budget
+                    if wait >= left:  # the last attempt, at the end of the budget
+                        wait, final = left, True
+                self._sleep(wait)
             if create:
                 try:
                     self.session = self._open()
