@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <latch>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -362,14 +363,15 @@ int Run(int argc, char** argv) {
         return;
       }
       uint64_t written = 0;
+      // Behind schedule at the end (the writer starved of CPU, or waiting on the ring): the frames
+      // from `unsent` due before it were never sent, counted as in the other mode once the reader,
+      // which writes the same figures, has ended (until 2026-12-07 they were dropped here).
+      std::optional<std::pair<uint64_t, Clock::time_point>> unsent;
       for (uint64_t f = 0;; ++f) {
         const auto scheduled = schedule(f);
         if (scheduled >= end || interrupted) break;
         if (const auto now = Clock::now(); now >= end) {
-          // Behind schedule at the end (the writer starved of CPU, or waiting on the ring): the
-          // frames due before it were never sent, counted as in the other mode (until
-          // 2026-12-07 they were dropped without a word here).
-          not_sent_from(f, now);
+          unsent.emplace(f, now);
           break;
         }
         if (!SleepUntil(scheduled)) break;
@@ -386,6 +388,7 @@ int Run(int argc, char** argv) {
       }
       stream->WritesDone();
       reader.join();
+      if (unsent) not_sent_from(unsent->first, unsent->second);
       // Every frame written is answered, skipped or deformed, on a stream that ends well; the
       // others count as errors, as in the other mode.
       if (const uint64_t answers = read.load(); answers < written) {
@@ -505,7 +508,7 @@ int Run(int argc, char** argv) {
   rows.push_back({"errors", absl::StrFormat("%llu", (unsigned long long)errors), ""});
   if (latest) rows.push_back({"frames skipped", absl::StrFormat("%llu", (unsigned long long)skipped), ""});
   rows.push_back({"frames shed", absl::StrFormat("%llu", (unsigned long long)shed), ""});
-  if (!latest && fps > 0) {
+  if (fps > 0) {
     rows.push_back({"frames not sent", absl::StrFormat("%llu", (unsigned long long)not_sent),
                     not_sent > 0 ? "   (due before the end, the server too slow to take them; their wait is in the latency)"
                                  : ""});

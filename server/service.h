@@ -158,8 +158,9 @@ class Service final : public v1::Sinew::CallbackService {
   // session reopened on the backend its history ran on stays recorded as asked: BACKEND_AUTO).
   absl::Status CreateSessionImpl(const v1::CreateSessionRequest& req, v1::Session& resp, const std::string& tenant,
                                  const std::string& restore_id = {}, const v1::CreateSessionRequest* record = nullptr);
-  // Writes the session's record to --state-dir (its request, with the parameters it has now).
-  absl::Status KeepSession(const Session& session);
+  // Writes the session's record to --state-dir (its request, with the parameters it has now, or
+  // `config` when given: those about to be its own).
+  absl::Status KeepSession(const Session& session, const v1::DeformerConfig* config = nullptr);
   // Session parameters and state (server/session_state.cc), on the worker pool: they wait for the
   // session's frame in flight.
   // `tenant`: the caller's (TokenTable::Tenant); another tenant's session is NOT_FOUND.

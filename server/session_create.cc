@@ -218,10 +218,12 @@ absl::Status Service::CreateSessionImpl(const v1::CreateSessionRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status Service::KeepSession(const Session& s) {
+absl::Status Service::KeepSession(const Session& s, const v1::DeformerConfig* config) {
   if (!state_.enabled()) return absl::OkStatus();
   v1::CreateSessionRequest record = s.request;
-  {
+  if (config != nullptr) {
+    *record.mutable_deformer() = *config;
+  } else {
     std::lock_guard lock(s.config_mu);
     *record.mutable_deformer() = s.config;
   }

@@ -113,26 +113,23 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
   if (auto st = s->deformer->SetParams(*config); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("deformer: method ", std::string(s->method->name), ": ", st.message()));
   }
-  const bool was_stateful = s->stateful;
+  // A restart reopens the session with its new parameters (--state-dir). Where they cannot be
+  // kept the change is undone and refused: applied and answered OK (until 2026-12-07, a line in
+  // the log), a restart would have brought back the old ones unannounced. They are the session's
+  // (GetSession, Session.deformer) only once kept; no frame runs meanwhile (s->mu is held).
+  if (auto st = KeepSession(*s, &req.deformer()); !st.ok()) {
+    if (auto undone = s->deformer->SetParams(*before); !undone.ok()) {  // what it ran with: accepted before
+      std::fprintf(stderr, "sinew-server: session %s: its old parameters back: %s\n", s->id.c_str(),
+                   std::string(undone.message()).c_str());
+    }
+    return absl::Status(st.code(), absl::StrCat("--state-dir: the new parameters could not be kept (", st.message(),
+                                                "); the session keeps its old ones"));
+  }
   s->stateful = PipelineStateful(*config);
   s->CountState();
   {
     std::lock_guard config_lock(s->config_mu);
     s->config = req.deformer();
-  }
-  // A restart reopens the session with its new parameters (--state-dir). Where they cannot be
-  // kept the change is undone and refused: applied and answered OK (until 2026-12-07, a line in
-  // the log), a restart would have brought back the old ones unannounced.
-  if (auto st = KeepSession(*s); !st.ok()) {
-    (void)s->deformer->SetParams(*before);  // what the session ran with: accepted before
-    s->stateful = was_stateful;
-    s->CountState();
-    {
-      std::lock_guard config_lock(s->config_mu);
-      s->config = before_proto;
-    }
-    return absl::Status(st.code(), absl::StrCat("--state-dir: the new parameters could not be kept (", st.message(),
-                                                "); the session keeps its old ones"));
   }
   s->ToProto(resp, options_.session_idle_ttl_seconds);
   return absl::OkStatus();

@@ -82,8 +82,8 @@ bool SetOne(google::protobuf::Message* m, std::string_view name, std::string_vie
     *error = where + ": not a parameter of this method (`sinew info` lists them)";
     return false;
   }
-  if (f->is_repeated()) {
-    *error = where + ": a list parameter; set it through the API";
+  if (f->is_repeated() || f->message_type() != nullptr) {
+    *error = where + ": a list or vector parameter; set it through the API";
     return false;
   }
   const google::protobuf::Reflection* r = m->GetReflection();

@@ -355,10 +355,11 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
   q.edge_stretch_min = INFINITY;
   q.edge_stretch_max = 0;
   size_t stretched = 0;     // edges measured
-  bool non_finite = false;  // an edge of a vertex not finite
+  bool non_finite = false;  // a triangle's vertex not finite
   for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
     const uint32_t c[3] = {triangles[t], triangles[t + 1], triangles[t + 2]};
     const Eigen::Vector3d a = P(deformed, c[0]), b = P(deformed, c[1]), d = P(deformed, c[2]);
+    non_finite |= !(a.allFinite() && b.allFinite() && d.allFinite());  // on edges measured or not
     const Eigen::Vector3d area = (b - a).cross(d - a);
     for (int k = 0; k < 3; ++k) {
       normal[weld_[c[k]]] += area;

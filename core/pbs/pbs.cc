@@ -29,7 +29,7 @@ constexpr std::string_view kWeightWords[] = {"transfer", "paper"};
 constexpr std::string_view kSolverWords[] = {"pbd", "xpbd"};
 constexpr ParamSpec kDirectionSpecs[] = {
     {"x", ParamSpec::Type::kNumber, "0", "x component"},
-    {"y", ParamSpec::Type::kNumber, "-1", "y component"},
+    {"y", ParamSpec::Type::kNumber, "0", "y component"},
     {"z", ParamSpec::Type::kNumber, "0", "z component"},
 };
 constexpr std::string_view kSelectionWords[] = {"painted", "paper"};

@@ -56,7 +56,7 @@ TEST(Methods, ParamsSetTheMethodsMessageByName) {
   EXPECT_FALSE(SetParams(&c, "implicit", "max_iterations=12.5", &error));
   EXPECT_FALSE(SetParams(&c, "implicit", "default_operator=glue", &error));
   EXPECT_FALSE(SetParams(&c, "implicit", "joints=1", &error));
-  EXPECT_THAT(error, HasSubstr("a list parameter"));
+  EXPECT_THAT(error, HasSubstr("a list or vector parameter"));
   EXPECT_FALSE(SetParams(&c, "implicit", "sigma", &error));
   EXPECT_THAT(error, HasSubstr("NAME=VALUE"));
   EXPECT_FALSE(SetParams(&c, "", "x=1", &error));

@@ -1066,6 +1066,8 @@ TEST(Lifecycle, ParametersThatCannotBeKeptAreRefusedAndTheOldOnesStay) {
   *req.mutable_deformer() = PbsConfig(0.9);
   auto s = c->CreateSession(req);
   ASSERT_TRUE(s.ok()) << s.status();
+  // Its frames below are pbs's, not the LBS served while the tets are made.
+  ASSERT_TRUE(WaitForPreparation(*c, up->rig_id(), "pbs").has_value());
   const std::string id = s->session_id();
   ASSERT_TRUE(c->UpdateSession(id, PbsConfig(0.8)).ok());  // a record that can be written
   const std::filesystem::path record = dir / "sessions" / (id + ".session");

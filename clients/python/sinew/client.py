@@ -1133,10 +1133,13 @@ class Session:
                         call.cancel()
                         return
 
-        if frame_timeout is not None:
-            threading.Thread(target=watchdog, name="sinew-stream-watchdog", daemon=True).start()
-        decoder = PositionDecoder()
         try:
+            # Inside the try: a watchdog or decoder that cannot start still ends the call and the
+            # session's one writer (until 2026-12-07 it left the writer counted, and every later
+            # unary frame of a stateful session refused).
+            if frame_timeout is not None:
+                threading.Thread(target=watchdog, name="sinew-stream-watchdog", daemon=True).start()
+            decoder = PositionDecoder()
             for resp in call:
                 with clock:
                     try:
