@@ -51,22 +51,15 @@ DQS_TOLERANCE = 1e-5  # of the diagonal: Blender's DQS ("Preserve Volume") is th
 sys.path.insert(0, os.environ["SINEW_TEST_PYTHON"])
 from sinew_testing import Server  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blender_testing import evaluated_positions, install_addon  # noqa: E402
+
 results = []
 
 
 def check(condition, what):
     if not condition:
         raise AssertionError(what)
-
-
-def evaluated_positions(obj) -> np.ndarray:
-    dg = bpy.context.evaluated_depsgraph_get()
-    ev = obj.evaluated_get(dg)
-    mesh = ev.to_mesh()
-    co = np.empty(3 * len(mesh.vertices))
-    mesh.vertices.foreach_get("co", co)
-    ev.to_mesh_clear()
-    return co.reshape(-1, 3)
 
 
 def blender_frames(mesh_obj, frames):
@@ -83,28 +76,8 @@ def relative_error(a, b, diagonal):
 
 
 def main():
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    zip_path = os.environ.get("SINEW_BLENDER_ZIP", "")
-    if zip_path:
-        import addon_utils
-        import shutil
-        user_scripts = os.environ.get("BLENDER_USER_SCRIPTS", "")
-        check(user_scripts and bpy.utils.user_resource("SCRIPTS").startswith(user_scripts),
-              f"BLENDER_USER_SCRIPTS={user_scripts!r} is not Blender's user scripts folder: the install would "
-              "write into the user's own")
-        shutil.rmtree(user_scripts, ignore_errors=True)
-        check(bpy.ops.preferences.addon_install(filepath=zip_path, overwrite=True) == {"FINISHED"}, "addon_install")
-        check(addon_utils.enable("sinew_blender", default_set=True) is not None, "the add-on did not enable")
-        import sinew_blender
-    else:
-        sys.path.insert(0, os.environ["SINEW_BLENDER_ADDON"])
-        import sinew_blender
-        sinew_blender.register()
-    from sinew_blender import bridge
-    sinew = bridge.ensure_client()
+    sinew_blender, bridge, sinew = install_addon()
     print(f"add-on from {os.path.dirname(sinew_blender.__file__)}, client from {os.path.dirname(sinew.__file__)}")
-    if zip_path:
-        check(sinew.__file__.startswith(os.path.dirname(sinew_blender.__file__)), "the vendored client was not used")
 
     t0 = time.perf_counter()
     bpy.ops.import_scene.fbx(filepath=ASSET)
@@ -617,7 +590,7 @@ def main():
         code = server.stop()
         check(code == 0, f"sinew-server exited with {code}")
 
-    if zip_path:
+    if os.environ.get("SINEW_BLENDER_ZIP", ""):
         import addon_utils
         addon_utils.disable("sinew_blender")
     else:

@@ -42,6 +42,9 @@ import numpy as np
 sys.path.insert(0, os.environ["SINEW_TEST_PYTHON"])
 from sinew_testing import Server  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blender_testing import evaluated_positions, install_addon  # noqa: E402
+
 TOLERANCE = 1e-5  # float32 rounding of the same LBS sums, on a column of height 2
 
 
@@ -51,42 +54,8 @@ def check(condition, what):
     print(f"  ok: {what}")
 
 
-def evaluated_positions(obj) -> np.ndarray:
-    dg = bpy.context.evaluated_depsgraph_get()
-    ev = obj.evaluated_get(dg)
-    mesh = ev.to_mesh()
-    co = np.empty(3 * len(mesh.vertices))
-    mesh.vertices.foreach_get("co", co)
-    ev.to_mesh_clear()
-    return co.reshape(-1, 3)
-
-
 def largest(a, b) -> float:
     return float(np.linalg.norm(a - b, axis=1).max())
-
-
-def install():
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    zip_path = os.environ.get("SINEW_BLENDER_ZIP", "")
-    if zip_path:
-        import addon_utils
-        import shutil
-        user_scripts = os.environ.get("BLENDER_USER_SCRIPTS", "")
-        if not (user_scripts and bpy.utils.user_resource("SCRIPTS").startswith(user_scripts)):
-            raise AssertionError(f"BLENDER_USER_SCRIPTS={user_scripts!r} is not Blender's user scripts folder: the "
-                                 "install would write into the user's own")
-        shutil.rmtree(user_scripts, ignore_errors=True)
-        if bpy.ops.preferences.addon_install(filepath=zip_path, overwrite=True) != {"FINISHED"}:
-            raise AssertionError("addon_install")
-        if addon_utils.enable("sinew_blender", default_set=True) is None:
-            raise AssertionError("the add-on did not enable")
-        import sinew_blender
-    else:
-        sys.path.insert(0, os.environ["SINEW_BLENDER_ADDON"])
-        import sinew_blender
-        sinew_blender.register()
-    from sinew_blender import bridge
-    return sinew_blender, bridge, bridge.ensure_client()
 
 
 def column(name, x=0.0, height=2.0):
@@ -138,7 +107,7 @@ def clear_scene():
 
 def main():
     t0 = time.perf_counter()
-    sinew_blender, bridge, sinew = install()
+    sinew_blender, bridge, sinew = install_addon()
     print(f"add-on from {os.path.dirname(sinew_blender.__file__)}, client from {os.path.dirname(sinew.__file__)}")
     window = bpy.context.window_manager.windows[0]
 
