@@ -212,6 +212,9 @@ class CatalogueAndStateTest(ServerTest):
         self.assertIsNone(refused.frame)  # refused before it took a number
         with self.assertRaisesRegex(sinew.FailedPrecondition, "stream: .* is stateful and one of its streams is open"):
             next(stateful.stream(frames))  # a second stream too
+        snapshot = stateful.get_state()  # reading is fine; replacing its history under the stream is not
+        with self.assertRaisesRegex(sinew.FailedPrecondition, "set_state: .* is stateful and one of its streams is open"):
+            stateful.set_state(snapshot)
         got += [f.frame for f in stream]  # no frame of the stream refused (raise_errors)
         self.assertEqual(got, list(range(len(frames))))
         # Once the stream has ended, unary frames go on after it.

@@ -862,7 +862,13 @@ class Session:
 
     def set_state(self, state: Any) -> "Session":
         """Restores a :meth:`get_state` snapshot (the message or its serialized bytes) into this
-        session; its frames then continue after the snapshot's last frame."""
+        session; its frames then continue after the snapshot's last frame. Refused while one of a
+        stateful session's streams is open: the stream's frames would go on from the snapshot's
+        history with their own numbers (see :meth:`stream`)."""
+        with self._writers:
+            streaming = self._streams_open > 0
+        if streaming and self._stateful():
+            raise self._one_writer("set_state")
         if isinstance(state, (bytes, bytearray, memoryview)):
             msg = pb.SessionState()
             try:
