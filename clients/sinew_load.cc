@@ -262,8 +262,8 @@ int Run(int argc, char** argv) {
   std::latch running(static_cast<std::ptrdiff_t>(ids.size())), go(1);
   std::vector<std::thread> threads;
   std::string no_thread;  // why a session's thread could not start (the process's thread limit)
-  // Session i's thread: its stream, its frames, its answers into results[i].
   std::atomic<bool> abandoned{false};  // a thread could not start: the others open nothing
+  // Session i's thread: its stream, its frames, its answers into results[i].
   const auto session_thread = [&](size_t i) {
     running.count_down();
     go.wait();  // start and end are set
