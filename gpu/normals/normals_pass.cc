@@ -20,11 +20,13 @@ class Pass final : public ProgramRunner {
     return false;
 #endif
   }
+  // Row by row, as the CUDA kernel maps its threads (NormalRow: the item of each row by its
+  // row_offset), so that the emulation runs that mapping too (until 2026-12-07 it looped over the
+  // items directly, and the mapping ran only on a GPU).
   void RunEmulated(const ProgramBatch& b) const override {
     const auto* items = static_cast<const NormalsItem*>(b.items);
-    for (uint32_t t = 0; t < b.count; ++t) {
-      for (uint32_t v = 0; v < items[t].vertex_count; ++v) VertexNormal(items[t], v);
-    }
+    const uint32_t rows = b.count == 0 ? 0 : *static_cast<const uint32_t*>(b.limits);
+    for (uint32_t g = 0; g < rows; ++g) NormalRow(items, b.count, g);
   }
 };
 
