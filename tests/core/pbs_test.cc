@@ -670,6 +670,26 @@ struct PaintedElbow {
   }
 };
 
+// The paper's selection walks every particle out of the mesh (a winding-number query a step): the
+// preparation says how far it is between 0.3 and 0.6 and stops there when told. Until 2026-12-07
+// it said nothing over the walk and could not be cancelled in it.
+TEST(PbsMethod, ThePapersJiggleSelectionReportsProgressAndStopsWhenTold) {
+  const PaintedElbow f;
+  PbsParams p = PaintedElbow::Params();
+  p.jiggle_selection = PbsParams::JiggleSelection::kPaper;
+  std::vector<double> said;
+  auto prepared = PreparePbs(*f.rig, PaintedElbow::Config(p), nullptr, [&](double x) {
+    said.push_back(x);
+    return true;
+  });
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  const size_t within = std::count_if(said.begin(), said.end(), [](double x) { return x > 0.3 && x < 0.6; });
+  EXPECT_GE(within, 8u) << "progress reports inside the selection's walk";
+  EXPECT_TRUE(std::is_sorted(said.begin(), said.end()));
+  auto stopped = PreparePbs(*f.rig, PaintedElbow::Config(p), nullptr, [](double x) { return !(x > 0.3 && x < 0.6); });
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled) << stopped.status();
+}
+
 // The paper's selection rule (§4; spec §2.11) on the elbow with its far third painted: the
 // particles under the painted skin and between it and the bone are selected, and exactly those
 // farther from their bone than the selection's mean distance are free (α 1): the outer layer, not
