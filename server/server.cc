@@ -16,7 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/implicit/operators.h"
-#include "core/util/atomic_file.h"
 
 namespace sinew::server {
 
@@ -33,21 +32,10 @@ absl::Status SinewServer::Start() {
   // Temporary files of writers killed mid-write (operator grids, prepared weights, state): never
   // read, only taking room. Age decides, because other replicas may share these folders; only
   // the temporaries of the kinds of file written there are looked at.
-  struct Written {
-    std::string dir;
-    std::vector<std::string> extensions;
-  };
-  std::vector<Written> written;
+  // --state-dir's are swept by StateDir::Open, once it holds the folder's lock.
   if (!options_.cache_dir.empty()) {
-    written.push_back({options_.cache_dir, {".sinewop"}});
-    written.push_back({options_.cache_dir + "/prepared", {".bin"}});
-  }
-  // --state-dir's: StateDir::Open, once it holds the folder's lock.
-  for (const Written& w : written) {
-    if (const int n = RemoveStaleTemporaries(w.dir, kStaleTemporaryAge, w.extensions); n > 0) {
-      std::fprintf(stderr, "sinew-server: removed %d temporary file%s older than an hour from %s\n", n,
-                   n == 1 ? "" : "s", w.dir.c_str());
-    }
+    SweepStaleTemporaries(options_.cache_dir, {".sinewop"});
+    SweepStaleTemporaries(options_.cache_dir + "/prepared", {".bin"});
   }
   metrics_ = std::make_unique<Metrics>();
   if (!options_.metrics_listen.empty()) {

@@ -306,6 +306,8 @@ absl::Status Service::ReopenSession(const std::string& id, const std::string& te
   if (st.code() == absl::StatusCode::kNotFound && state_.HasRig(request.rig_id())) {
     return absl::UnavailableError(absl::StrCat("its rig ", EchoId(request.rig_id()), " was not loaded at this start"));
   }
+  // Kept for a later start (not set aside): so is its rig, if loaded (never evicted meanwhile).
+  if (!st.ok() && !StateDir::SetAside(st)) rigs_.KeepForKeptSessions(request.rig_id());
   return st;
 }
 
@@ -320,9 +322,6 @@ size_t Service::RestoreSessions() {
          const bool had_kept = kept.has_value();
          const absl::Status st = ReopenSession(id, tenant, bytes, std::move(kept));
          if (st.ok()) ++opened;
-         if (!st.ok() && !StateDir::SetAside(st)) {  // kept for a later start: so is its rig
-           if (v1::CreateSessionRequest record; record.ParseFromString(bytes)) rigs_.KeepForKeptSessions(record.rig_id());
-         }
          if (had_kept && StateDir::SetAside(st)) metrics_.KeptState(/*restored=*/false);
          return st;
        })) {

@@ -51,6 +51,13 @@ std::optional<std::string> ReadBytes(const fs::path& path) {
 }
 }  // namespace
 
+void SweepStaleTemporaries(const std::string& dir, const std::vector<std::string>& extensions) {
+  if (const int n = RemoveStaleTemporaries(dir, kStaleTemporaryAge, extensions); n > 0) {
+    std::fprintf(stderr, "sinew-server: removed %d temporary file%s older than an hour from %s\n", n, n == 1 ? "" : "s",
+                 dir.c_str());
+  }
+}
+
 absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
   if (dir.empty()) return StateDir();
   std::error_code ec;
@@ -73,13 +80,8 @@ absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
   }
   fs::remove(probe, ec);
   // Temporaries a killed server left (core/util/atomic_file.h), of the kinds written here.
-  for (const auto& [folder, extensions] : {std::pair{rigs, std::vector<std::string>{".rig", ".tenants", ".probe"}},
-                                           std::pair{sessions, std::vector<std::string>{".session", ".state"}}}) {
-    if (const int n = RemoveStaleTemporaries(folder.string(), kStaleTemporaryAge, extensions); n > 0) {
-      std::fprintf(stderr, "sinew-server: removed %d temporary file%s older than an hour from %s\n", n,
-                   n == 1 ? "" : "s", folder.string().c_str());
-    }
-  }
+  SweepStaleTemporaries(rigs.string(), {".rig", ".tenants", ".probe"});
+  SweepStaleTemporaries(sessions.string(), {".session", ".state"});
   StateDir opened(rigs.string(), sessions.string());
   opened.lock_ = std::move(*lock);
   return opened;

@@ -35,6 +35,10 @@
 
 namespace sinew::server {
 
+// Removes the temporaries older than an hour that writers killed mid-write left in `dir`, of the
+// files named with `extensions` (core/util/atomic_file.h), and says how many on stderr.
+void SweepStaleTemporaries(const std::string& dir, const std::vector<std::string>& extensions);
+
 class StateDir {
  public:
   // Creates DIR/rigs when missing and locks DIR (FAILED_PRECONDITION, naming the holder's pid,

@@ -374,7 +374,6 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
       const double rest_len = rest_length_[t + k];
       if (rest_len > 0 && weld_[i] != weld_[j]) {
         const double ratio = len / rest_len;
-        non_finite |= !std::isfinite(ratio);
         q.edge_stretch_min = std::min(q.edge_stretch_min, ratio);
         q.edge_stretch_max = std::max(q.edge_stretch_max, ratio);
         ++stretched;

@@ -168,14 +168,16 @@ std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint
   return rep;
 }
 
-namespace {
-// 1e-5 of the bounding box's diagonal of the vertices `used` says are (all of them when null).
-double ToleranceOf(std::span<const float> xyz, const std::vector<uint8_t>* used) {
+double RestWeldTolerance(std::span<const float> xyz, std::span<const uint32_t> triangles) {
   const size_t n = xyz.size() / 3;
+  std::vector<uint8_t> used(n, triangles.empty() ? 1 : 0);
+  for (uint32_t v : triangles) {
+    if (v < n) used[v] = 1;
+  }
   double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
   bool any = false;
   for (size_t v = 0; v < n; ++v) {
-    if (used != nullptr && !(*used)[v]) continue;
+    if (!used[v]) continue;
     any = true;
     for (int c = 0; c < 3; ++c) {
       const double x = xyz[3 * v + c];
@@ -188,19 +190,6 @@ double ToleranceOf(std::span<const float> xyz, const std::vector<uint8_t>* used)
   const double diag = std::sqrt((hi[0] - lo[0]) * (hi[0] - lo[0]) + (hi[1] - lo[1]) * (hi[1] - lo[1]) +
                                 (hi[2] - lo[2]) * (hi[2] - lo[2]));
   return std::isfinite(diag) ? 1e-5 * diag : 0;
-}
-}  // namespace
-
-double RestWeldTolerance(std::span<const float> xyz) { return ToleranceOf(xyz, nullptr); }
-
-double RestWeldTolerance(std::span<const float> xyz, std::span<const uint32_t> triangles) {
-  if (triangles.empty()) return ToleranceOf(xyz, nullptr);
-  const size_t n = xyz.size() / 3;
-  std::vector<uint8_t> used(n, 0);
-  for (uint32_t v : triangles) {
-    if (v < n) used[v] = 1;
-  }
-  return ToleranceOf(xyz, &used);
 }
 
 }  // namespace sinew

@@ -37,12 +37,10 @@ std::vector<uint32_t> WeldByPosition(std::span<const float> xyz, double toleranc
 std::vector<uint32_t> WeldSeams(std::span<const float> xyz, std::span<const uint32_t> triangles, double tolerance);
 
 // The tolerance rest meshes are welded with: 1e-5 of the bounding box's diagonal (20 µm on a 2 m
-// character; float's own rounding is ~1e-7 of a coordinate, modelled detail is never that fine).
-// 0 for an empty mesh or one without a finite extent.
-double RestWeldTolerance(std::span<const float> xyz);
-// The same over the vertices `triangles` use (all of them when it is empty): a vertex no triangle
-// uses, far from the mesh, does not widen the tolerance (until 2026-12-07 one at 300 units from a
-// unit mesh welded two sheets 0.002 apart into one).
-double RestWeldTolerance(std::span<const float> xyz, std::span<const uint32_t> triangles);
+// character; float's own rounding is ~1e-7 of a coordinate, modelled detail is never that fine)
+// of the vertices `triangles` use (every vertex when it is empty): a vertex no triangle uses, far
+// from the mesh, does not widen it (until 2026-12-07 one 300 units from a unit mesh welded two
+// sheets 0.002 apart into one). 0 for an empty mesh or one without a finite extent.
+double RestWeldTolerance(std::span<const float> xyz, std::span<const uint32_t> triangles = {});
 
 }  // namespace sinew

@@ -40,6 +40,15 @@ def install_addon():
     return sinew_blender, bridge, sinew
 
 
+def uninstall_addon(sinew_blender) -> None:
+    """Disables the add-on install_addon installed (its handlers and live meshes go with it)."""
+    if os.environ.get("SINEW_BLENDER_ZIP", ""):
+        import addon_utils
+        addon_utils.disable("sinew_blender")
+    else:
+        sinew_blender.unregister()
+
+
 def evaluated_positions(obj) -> np.ndarray:
     """The object's vertices after its modifiers (shape keys, Armature, Mesh Cache), (N, 3)."""
     dg = bpy.context.evaluated_depsgraph_get()

@@ -43,7 +43,7 @@ sys.path.insert(0, os.environ["SINEW_TEST_PYTHON"])
 from sinew_testing import Server  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from blender_testing import evaluated_positions, install_addon  # noqa: E402
+from blender_testing import evaluated_positions, install_addon, uninstall_addon  # noqa: E402
 
 TOLERANCE = 1e-5  # float32 rounding of the same LBS sums, on a column of height 2
 
@@ -339,11 +339,7 @@ def main():
         code = server.stop()
         check(code == 0, f"sinew-server exited with {code}")
 
-    if os.environ.get("SINEW_BLENDER_ZIP", ""):
-        import addon_utils
-        addon_utils.disable("sinew_blender")
-    else:
-        sinew_blender.unregister()
+    uninstall_addon(sinew_blender)
     print(f"blender add-on live-state test passed in {time.perf_counter() - t0:.1f} s")
 
 
