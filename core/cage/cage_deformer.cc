@@ -114,8 +114,11 @@ struct MvcPrepared final : Prepared {
 struct GreenPrepared final : Prepared {
   CageGeometry rest;
   GreenCoordinates coords;
+  // Each face's s·n at rest (GreenFaceTerms of the rest cage): the device stage sends the change
+  // from it.
+  Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor> rest_face_terms;
   size_t Bytes() const override {
-    return sizeof(*this) + sizeof(double) * (coords.phi.size() + coords.psi.size());
+    return sizeof(*this) + sizeof(double) * (coords.phi.size() + coords.psi.size() + rest_face_terms.size());
   }
 };
 
@@ -184,10 +187,9 @@ class CageDeformer final : public Deformer {
     }
     if (!mvc_) {
       const auto& g = static_cast<const GreenPrepared&>(*prepared_);
-      if (rest_face_terms_.rows() == 0) GreenFaceTerms(g.rest, rest_cage_, rest_face_terms_);
       GreenFaceTerms(g.rest, cage_, face_terms_);
       for (Eigen::Index f = 0; f < face_terms_.rows(); ++f) {
-        for (int d = 0; d < 3; ++d) params[at++] = float(face_terms_(f, d) - rest_face_terms_(f, d));
+        for (int d = 0; d < 3; ++d) params[at++] = float(face_terms_(f, d) - g.rest_face_terms(f, d));
       }
     }
     return absl::OkStatus();
@@ -217,7 +219,7 @@ class CageDeformer final : public Deformer {
 
  public:
   size_t StateBytes() const override {
-    return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + face_terms_.size() + rest_face_terms_.size());
+    return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + face_terms_.size());
   }
 
  private:
@@ -228,7 +230,6 @@ class CageDeformer final : public Deformer {
   Eigen::Matrix3Xd rest_cage_;  // C0, 3 x n
   Eigen::Matrix3Xd cage_, delta_;
   Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor> face_terms_;
-  Eigen::Matrix<double, Eigen::Dynamic, 3, Eigen::RowMajor> rest_face_terms_;  // Green's n at rest (device frames)
 };
 
 }  // namespace
@@ -302,6 +303,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PrepareGreenCage(const Rig& rig,
         i, rig.positions[3 * i], rig.positions[3 * i + 1], rig.positions[3 * i + 2], index,
         std::round(p->coords.overlap_winding), p->coords.overlap_winding));
   }
+  GreenFaceTerms(p->rest, p->rest.vertices, p->rest_face_terms);
   return std::shared_ptr<const Prepared>(std::move(p));
 }
 
