@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 import struct
 import subprocess
 import tempfile
@@ -692,18 +691,18 @@ class ErrorsTest(ServerTest):
             self.addCleanup(client.close)
             rig_id = client.upload_rig(limb_rig(self.limb)).rig_id
             session = client.create_session(rig_id, method="lbs")
-            os.kill(server.process.pid, signal.SIGSTOP)
+            server.pause()
             outcome: list = []
             rest = sinew.Pose(self.limb.rest_rotations, self.limb.rest_translations)
             worker = threading.Thread(target=lambda: outcome.append(self._raised(lambda: session.deform(rest))),
                                       daemon=True)
             worker.start()
             worker.join(120)  # bounds a hang (the failure tested for), not the keepalive's time
-            os.kill(server.process.pid, signal.SIGCONT)
+            server.resume()
             self.assertFalse(worker.is_alive(), "the call to a stopped server still waited two minutes later")
             self.assertIsInstance(outcome[0], sinew.Unavailable)
         finally:
-            os.kill(server.process.pid, signal.SIGCONT)
+            server.resume()
             self.assertEqual(server.stop(), 0)
 
     def test_a_stopped_server_does_not_hold_a_session_close(self) -> None:
@@ -718,7 +717,7 @@ class ErrorsTest(ServerTest):
             rig = limb_rig(self.limb)
             session = client.create_session(client.upload_rig(rig).rig_id, method="lbs")
             recovering = sinew.RecoveringSession(client, rig, "lbs")
-            os.kill(server.process.pid, signal.SIGSTOP)
+            server.pause()
             outcome: list = []
 
             def close_both() -> None:
@@ -731,11 +730,11 @@ class ErrorsTest(ServerTest):
             worker = threading.Thread(target=close_both, daemon=True)
             worker.start()
             worker.join(120)  # bounds a hang (the failure tested for), not the close's time
-            os.kill(server.process.pid, signal.SIGCONT)
+            server.resume()
             self.assertFalse(worker.is_alive(), "closing a session of a stopped server still waited two minutes later")
             self.assertEqual([type(e) for e in outcome], [sinew.DeadlineExceeded, sinew.DeadlineExceeded], outcome)
         finally:
-            os.kill(server.process.pid, signal.SIGCONT)
+            server.resume()
             self.assertEqual(server.stop(), 0)
 
     def test_a_server_name_without_tls_is_refused(self) -> None:

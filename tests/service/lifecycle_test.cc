@@ -1201,7 +1201,7 @@ TEST(Lifecycle, AStoppedClientIsDroppedAtTheKeepaliveWithTheSessionsItsStreamBou
       << "sinew-load had no frame answered within a minute";
   // (Not asserted: that the stream is still open here. A machine stalled for a second before the
   // stop could let the keepalive drop it early, with the same end below.)
-  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(pid));
   double streams = 1, sessions = 1;
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
        (streams != 0 || sessions != 0) && std::chrono::steady_clock::now() < until;) {
@@ -1233,7 +1233,7 @@ TEST(Lifecycle, AStoppedServerEndsAClientsCallAtTheClientsKeepalive) {
   create.mutable_deformer()->set_method(v1::METHOD_LBS);
   auto session = c.CreateSession(create);
   ASSERT_TRUE(session.ok()) << session.status();
-  ASSERT_EQ(kill(server.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(server.pid()));
   const v1::DeformRequest frame = Frame(session->session_id(), 1, LimbPose(LimbSkeleton(LimbOf(500)), 0.3));
   auto call = std::async(std::launch::async, [&] { return c.Deform(frame).status(); });
   // Bounds a hang (the failure this test exists for) rather than timing the keepalive (2 s).

@@ -156,6 +156,19 @@ int WaitProcess(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+bool StopProcess(pid_t pid) {
+  if (kill(pid, SIGSTOP) != 0) return false;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+       std::chrono::steady_clock::now() < until;) {
+    int status = 0;
+    const pid_t got = waitpid(pid, &status, WUNTRACED | WNOHANG);
+    if (got == pid) return WIFSTOPPED(status);  // anything else: it ended (and is reaped)
+    if (got < 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 pid_t SpawnProcess(const std::vector<std::string>& argv_in) {
   std::vector<std::string> args = argv_in;
   const pid_t pid = fork();

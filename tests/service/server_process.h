@@ -47,6 +47,11 @@ int RunProcess(const std::vector<std::string>& argv, std::string* out = nullptr,
 pid_t SpawnProcess(const std::vector<std::string>& argv);
 // Waits for pid; returns its exit code, or 128 + signal.
 int WaitProcess(pid_t pid);
+// SIGSTOP to a child of this process, returning true once all its threads have stopped
+// (waitpid's WUNTRACED report), false if it ended or had not stopped in a minute. kill() alone
+// returns before: the thread the signal went to stops the others when it next runs, and under
+// load the others go on answering meanwhile.
+bool StopProcess(pid_t pid);
 
 // $SINEW_TIMEOUT_SCALE (scripts/sanitize.sh sets it; 1 otherwise): the factor on waits for
 // programs to start, for slower sanitized builds.
