@@ -404,7 +404,7 @@ std::optional<absl::StatusOr<ImportedAsset>> ImportEditedSimpleSkin(const std::s
   std::string err, warn;
   EXPECT_TRUE(loader.LoadASCIIFromFile(&model, &err, &warn, gltf)) << err;
   edit(model);
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  const std::string path = WriteTemp(name, "");  // this process's folder, the file written over
   EXPECT_TRUE(loader.WriteGltfSceneToFile(&model, path, true, true, !binary, binary));
   auto asset = ImportAsset(path);
   std::filesystem::remove(path);

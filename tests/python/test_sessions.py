@@ -491,7 +491,14 @@ class RecoveringSessionTest(unittest.TestCase):
             np.testing.assert_array_equal(plain.deform(frames[k]), want[k], err_msg=f"frame {k}")
         first.process.kill()
         first.stop()
-        self.server("--listen", target)
+        for attempt in range(3):  # the port just freed: a bind can fail for a moment (the C++ twin retries too)
+            try:
+                self.server("--listen", target)
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+                time.sleep(1)
         for k in range(7, 12):
             np.testing.assert_array_equal(kept.deform(frames[k]), want[k], err_msg=f"frame {k}")
         self.assertEqual((kept.sessions_recreated, kept.histories_lost, kept.checkpoints), (1, 0, 4))

@@ -69,7 +69,7 @@ TEST(Balancer, SessionsStickToTheirServerAndMoveWhenItDies) {
     client::ClientOptions o;
     o.affinity = "client-" + std::to_string(k);
     clients.push_back(std::make_unique<client::Client>(target, o));
-    ASSERT_TRUE(clients.back()->WaitReady(std::chrono::seconds(10)).ok());
+    ASSERT_TRUE(clients.back()->WaitReady(std::chrono::seconds(60)).ok());
     v1::CreateSessionRequest create;
     create.mutable_deformer()->set_method(v1::METHOD_DQS);
     absl::StatusOr<std::unique_ptr<client::RecoveringSession>> s;

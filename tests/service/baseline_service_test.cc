@@ -25,7 +25,7 @@ class BaselineService : public ::testing::Test {
     server_ = std::make_unique<ServerProcess>();
     ASSERT_TRUE(server_->started());
     client_ = std::make_unique<client::Client>(server_->target());
-    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(60)).ok());
     bar_.radii = {0.7, 0.55, 0.4};
     in_ = MakePointBar(bar_);
     auto up = client_->UploadRig(client::RigToProto(in_));

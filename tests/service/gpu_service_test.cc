@@ -29,7 +29,7 @@ class GpuService : public ::testing::TestWithParam<const char*> {
         std::vector<std::string>{"--gpu", GetParam(), "--shared-memory-bytes", "16000000"});
     ASSERT_TRUE(server_->started());
     client_ = std::make_unique<client::Client>(server_->target());
-    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(60)).ok());
     auto info = client_->GetServerInfo();
     ASSERT_TRUE(info.ok());
     for (const auto& b : info->backends()) {
@@ -103,7 +103,7 @@ class GpuService : public ::testing::TestWithParam<const char*> {
         "--gpu", GetParam(), "--gpu-memory-limit", std::to_string(limit), "--max-queue-ms", "0"});
     ASSERT_TRUE(server_->started());
     client_ = std::make_unique<client::Client>(server_->target());
-    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(60)).ok());
   }
   // Device 0's bytes in use and its sessions, as GetServerInfo reports them.
   std::pair<uint64_t, uint32_t> DeviceUse() {
@@ -113,10 +113,10 @@ class GpuService : public ::testing::TestWithParam<const char*> {
     return {info->devices(0).used_bytes(), info->devices(0).sessions()};
   }
   // Closes a session whose frames were all answered and waits until the device counts no session
-  // (its device session goes with the call that answered last; within 10 s, or a failure).
+  // (its device session goes with the call that answered last; within a minute, or a failure).
   void CloseOnDevice(const std::string& session) {
     EXPECT_TRUE(client_->CloseSession(session).ok());
-    for (int i = 0; i < 500 && DeviceUse().second != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Eventually([&] { return DeviceUse().second == 0; }, std::chrono::milliseconds(20));
     EXPECT_EQ(DeviceUse().second, 0u) << "a closed session's device session was not released";
   }
   std::unique_ptr<ServerProcess> server_;
@@ -610,7 +610,7 @@ TEST_P(GpuService, FramesThatWaitTooLongForTheDeviceAreShedUnlessTheirSessionHas
       "--gpu", GetParam(), "--gpu-batch-window-us", "1500000", "--max-queue-ms", "500"});
   ASSERT_TRUE(server_->started());
   client_ = std::make_unique<client::Client>(server_->target());
-  ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(4000);
   const auto [rig_id, cage_floats] = UploadCagedLimb(limb);
   ASSERT_FALSE(rig_id.empty());

@@ -43,7 +43,7 @@ using ::testing::HasSubstr;
 
 std::unique_ptr<client::Client> Connect(const ServerProcess& server) {
   auto c = std::make_unique<client::Client>(server.target());
-  EXPECT_TRUE(c->WaitReady(std::chrono::seconds(10)).ok());
+  EXPECT_TRUE(c->WaitReady(std::chrono::seconds(60)).ok());
   return c;
 }
 
@@ -150,10 +150,10 @@ TEST(Lifecycle, SessionsBoundToTheirStreamCloseWhenItEnds) {
     stream->Finish();
   }
   absl::Status gone;
-  for (int i = 0; i < 1000 && gone.ok(); ++i) {  // the server sees the cancellation (10 s at most)
+  Eventually([&] {  // the server sees the cancellation
     gone = c->GetSession(bound->session_id()).status();
-    if (gone.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return !gone.ok();
+  });
   EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound) << gone;
   EXPECT_TRUE(c->GetSession(kept->session_id()).ok());
   auto again = Open(*c, kept->rig_id());  // the bound session's slot is free again
@@ -198,12 +198,12 @@ TEST(Lifecycle, AStreamClosesEverySessionItBindsHoweverMany) {
     EXPECT_TRUE(stream->Finish().ok());
   }
   int open = -1;
-  for (int i = 0; i < 1000 && open != 0; ++i) {  // closed as the server finishes the stream (10 s at most)
+  Eventually([&] {  // closed as the server finishes the stream
     auto listed = c->ListSessions();
-    ASSERT_TRUE(listed.ok()) << listed.status();
-    open = listed->sessions_size();
-    if (open != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    open = listed.ok() ? listed->sessions_size() : -1;
+    return open == 0 || !listed.ok();
+  });
   EXPECT_EQ(open, 0) << "sessions bound to the stream are still open after it ended";
   EXPECT_EQ(server.Terminate(), 0);
 }
@@ -671,8 +671,10 @@ struct StartedBatch {
   v1::DeformClipResponse frame;
   int frames = 0;  // read so far
 
-  StartedBatch(client::Client& c, const std::string& session) {
-    reader = c.stub().DeformClip(&ctx, PoseBatch(session, LimbPose(LimbSkeleton(kBatchLimb), 0.3), kBatchFrames));
+  StartedBatch(client::Client& c, const std::string& session)
+      : StartedBatch(c, PoseBatch(session, LimbPose(LimbSkeleton(kBatchLimb), 0.3), kBatchFrames)) {}
+  StartedBatch(client::Client& c, const v1::DeformClipRequest& clip) {
+    reader = c.stub().DeformClip(&ctx, clip);
     frames = reader->Read(&frame) ? 1 : 0;
   }
   // Reads the rest; the batch's status.
@@ -687,14 +689,18 @@ struct StartedBatch {
 // it. The batch went on regardless, on a session that ListSessions no longer showed, that no
 // quota counted, and whose rig could be deleted.
 TEST(Lifecycle, ABatchKeepsItsSessionOpenHoweverSlowlyItsClientReads) {
-  ServerProcess server({"--session-idle-ttl", "1"});
+  ServerProcess server({"--session-idle-ttl", "2"});
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
+  // The clip made before the session: the batch must reach the server within one idle TTL of the
+  // create, on a loaded machine too.
+  v1::DeformClipRequest clip = PoseBatch("", LimbPose(LimbSkeleton(kBatchLimb), 0.3), kBatchFrames);
   auto session = LimbSession(*c, kBatchLimb);
   ASSERT_TRUE(session.ok()) << session.status();
-  StartedBatch batch(*c, session->session_id());
+  clip.set_session_id(session->session_id());
+  StartedBatch batch(*c, clip);
   ASSERT_EQ(batch.frames, 1);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // three idle TTLs without a request
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // three idle TTLs without a request
   EXPECT_TRUE(Listed(*c, session->session_id())) << "the idle TTL closed a session a batch was playing";
   // A batch is a batch in the metrics, not a stream (until 2026-12-01 it counted in sinew_streams).
   const std::string metrics = HttpGet(server.metrics_port(), "/metrics");
@@ -894,7 +900,7 @@ TEST(Lifecycle, ACheckpointingClientCarriesItsHistoriesToAFreshServer) {
   ASSERT_TRUE(first->started());
   const std::string target = first->target();
   client::Client c(target);
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   v1::CreateSessionRequest eis, pbs;
   eis.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
   *pbs.mutable_deformer() = PbsConfig(0.9);
@@ -1451,11 +1457,10 @@ TEST(Lifecycle, UploadsInProgressAreBoundedTogether) {
   EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("--max-upload-bytes"));
   (void)uploads[0].Cancel();
   absl::StatusOr<v1::UploadRigResponse> fits = absl::UnknownError("not tried");
-  for (int i = 0; i < 500; ++i) {  // the cancelled upload's bytes come back once its call is done
+  Eventually([&] {  // the cancelled upload's bytes come back once its call is done
     fits = c->UploadRig(rig);
-    if (fits.ok() || fits.status().code() != absl::StatusCode::kResourceExhausted) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    return fits.ok() || fits.status().code() != absl::StatusCode::kResourceExhausted;
+  }, std::chrono::milliseconds(20));
   EXPECT_TRUE(fits.ok()) << fits.status();
   (void)uploads[1].Cancel();
   EXPECT_EQ(server.Terminate(), 0);
@@ -1545,20 +1550,23 @@ TEST(Lifecycle, IdleSessionsExpire) {
   const LimbOptions limb = LimbOf(1000);
   auto up = c->UploadRig(client::RigToProto(MakeLimb(limb)));
   ASSERT_TRUE(up.ok());
+  // The server's gap between two uses of `kept` is at most the client's from sending the one
+  // (the create, at first) to the other's answer: that is the gap measured (until 2026-12-07 from
+  // the one's answer to the other's send, which a stalled server outlasted).
+  auto last_sent = std::chrono::steady_clock::now();
   auto kept = Open(*c, up->rig_id()), idle = Open(*c, up->rig_id());
   ASSERT_TRUE(kept.ok() && idle.ok());
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.1);
   // `kept` is used every 100 ms until `idle` is gone (or a minute has passed).
-  auto last_use = std::chrono::steady_clock::now();
   auto longest_gap = std::chrono::steady_clock::duration::zero();
   bool kept_alive = true, idle_gone = false;
-  const auto deadline = last_use + std::chrono::seconds(60);
+  const auto deadline = last_sent + std::chrono::seconds(60);
   for (int i = 0; !idle_gone && kept_alive && std::chrono::steady_clock::now() < deadline; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const auto now = std::chrono::steady_clock::now();
-    longest_gap = std::max(longest_gap, now - last_use);
+    const auto sent = std::chrono::steady_clock::now();
     kept_alive = c->Deform(Frame(kept->session_id(), i, pose)).ok();
-    last_use = std::chrono::steady_clock::now();
+    longest_gap = std::max(longest_gap, std::chrono::steady_clock::now() - last_sent);
+    last_sent = sent;
     auto listed = c->ListSessions();  // looks without touching (GetSession counts as a use)
     ASSERT_TRUE(listed.ok()) << listed.status();
     idle_gone = std::none_of(listed->sessions().begin(), listed->sessions().end(),
@@ -1591,16 +1599,17 @@ TEST(Lifecycle, ASessionIsNotExpiredUnderItsOwnLongFrame) {
   create.set_rig_id(up->rig_id());
   create.mutable_deformer()->set_method(v1::METHOD_ELASTIC_IMPLICIT);
   MakeElasticSlow(*create.mutable_deformer()->mutable_implicit());
-  auto session = c->CreateSession(create);
-  ASSERT_TRUE(session.ok()) << session.status();
+  // The frame's client connected and its pose made before the session: the frame must reach the
+  // server within one idle TTL of the create, on a loaded machine too.
   client::ClientOptions bounded;
   bounded.timeout_seconds = 6;
   client::Client slow_client(server.target(), bounded);
-  auto frame = std::async(std::launch::async, [&] {
-    return slow_client
-        .Deform(Frame(session->session_id(), 1, LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = 150})))
-        .status();
-  });
+  ASSERT_TRUE(slow_client.WaitReady(std::chrono::seconds(60)).ok());
+  const Pose bent = LimbPose(LimbSkeleton(limb), 0.5, LimbMotion{.bend_degrees = 150});
+  auto session = c->CreateSession(create);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto frame = std::async(std::launch::async,
+                          [&] { return slow_client.Deform(Frame(session->session_id(), 1, bent)).status(); });
   // While the frame runs, the session stays listed (ListSessions looks without touching it).
   int looks = 0;
   while (frame.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
@@ -1652,12 +1661,10 @@ TEST(Lifecycle, ClientDisconnectMidStreamLeavesServerHealthy) {
   EXPECT_EQ(resp->vertex_count(), 20000u);
   // Every abandoned stream is eventually cleaned up.
   double open = -1;
-  for (int i = 0; i < 100 && open != 0; ++i) {
-    const std::string body = HttpGet(server.metrics_port(), "/metrics");
-    const auto at = body.find("\nsinew_streams ");
-    open = at == std::string::npos ? -1 : std::stod(body.substr(at + 15));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  Eventually([&] {
+    open = MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_streams");
+    return open == 0;
+  }, std::chrono::milliseconds(100));
   EXPECT_EQ(open, 0);
   EXPECT_EQ(server.Terminate(), 0);
 }
@@ -1742,11 +1749,10 @@ TEST(Lifecycle, DrainingServerRefusesNewWork) {
 
   client::Client fresh(server.target());  // a new connection
   absl::Status info;
-  for (int i = 0; i < 2000; ++i) {  // until the server has begun to drain (or 20 s)
+  Eventually([&] {  // until the server has begun to drain
     info = fresh.GetServerInfo().status();
-    if (info.code() == absl::StatusCode::kUnavailable) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return info.code() == absl::StatusCode::kUnavailable;
+  });
   ASSERT_EQ(info.code(), absl::StatusCode::kUnavailable) << info;
   EXPECT_THAT(std::string(info.message()), HasSubstr("shutting down"));
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.3);
@@ -1791,7 +1797,7 @@ TEST(Lifecycle, EmbeddedServerWithOpenGpuSessionsShutsDownCleanly) {
   auto embedded = std::make_unique<server::SinewServer>(options);
   ASSERT_TRUE(embedded->Start().ok());
   client::Client c(absl::StrCat("127.0.0.1:", embedded->grpc_port()));
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(2000);
   auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
   ASSERT_TRUE(up.ok()) << up.status();

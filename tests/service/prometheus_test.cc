@@ -102,7 +102,9 @@ TEST(Prometheus, ScrapesAServerWithTheDeployConfigAndCountsTheFramesDriven) {
     config.assign(std::istreambuf_iterator<char>(in), {});
   }
   config = Replace(config, "sinew-server:9464", "127.0.0.1:" + std::to_string(server.metrics_port()));
-  config = Replace(config, "sinew-server-gpu:9464", "127.0.0.1:" + std::to_string(FreeLoopbackPort()));
+  const RefusingPort absent_gpu;
+  ASSERT_GT(absent_gpu.port(), 0);
+  config = Replace(config, "sinew-server-gpu:9464", "127.0.0.1:" + std::to_string(absent_gpu.port()));
   config = Replace(config, "15s", "1s");
   std::ofstream(dir / "prometheus.yml") << config;
 

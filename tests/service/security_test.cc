@@ -527,7 +527,7 @@ TEST(Security, ATenantsSharedMemoryIsBoundedByItsOwnQuota) {
   ServerProcess server({"--token-file", tokens, "--shared-memory-bytes", "1000000"});
   ASSERT_TRUE(server.started());
   client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
-  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
   auto first = client::SharedMemory::Create(a, 65536);
   ASSERT_TRUE(first.ok()) << first.status();
   auto second = client::SharedMemory::Create(a, 1);
@@ -551,7 +551,7 @@ TEST(Security, ATenantCannotTakeEverySharedMemorySlot) {
   ServerProcess server({"--token-file", tokens, "--shared-memory-bytes", "100000000"});
   ASSERT_TRUE(server.started());
   client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
-  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
   std::vector<std::unique_ptr<client::SharedMemory>> held;
   absl::Status refused;
   for (int k = 0; k < 300; ++k) {
@@ -591,7 +591,7 @@ TEST(Security, EveryTenantOfARigUploadedAtOnceSurvivesARestart) {
     for (int t = 0; t < kTenants; ++t) {
       clients.push_back(std::make_unique<client::Client>(
           server.target(), Token("token-of-tenant-" + std::to_string(t) + "-0123456789")));
-      ASSERT_TRUE(clients.back()->WaitReady(std::chrono::seconds(10)).ok());
+      ASSERT_TRUE(clients.back()->WaitReady(std::chrono::seconds(60)).ok());
     }
     for (int r = 0; r < 4; ++r) {
       const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(1500 + 100 * r)));
@@ -613,7 +613,7 @@ TEST(Security, EveryTenantOfARigUploadedAtOnceSurvivesARestart) {
   ASSERT_TRUE(restarted.started());
   for (int t = 0; t < kTenants; ++t) {
     client::Client c(restarted.target(), Token("token-of-tenant-" + std::to_string(t) + "-0123456789"));
-    ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+    ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
     for (const std::string& id : rigs) EXPECT_TRUE(c.GetRig(id).ok()) << "tenant " << t << " lost rig " << id;
   }
   EXPECT_EQ(restarted.Terminate(), 0);

@@ -65,9 +65,10 @@ ServerProcess::ServerProcess(const std::vector<std::string>& extra_args) {
   }
   close(fds[1]);
   out_fd_ = fds[0];
-  // Read stdout until both "listening" lines arrived (10 s at most; more under a sanitizer).
+  // Read stdout until both "listening" lines arrived (a minute at most, a bound for a hang: it
+  // takes milliseconds; more under a sanitizer).
   std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10 * TimeoutScale());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60 * TimeoutScale());
   const std::regex grpc_re("grpc listening on [^\\n]*:(\\d+)\\n"),
       metrics_re("metrics listening on [^\\n]*:(\\d+)\\n");
   std::smatch m;
@@ -221,6 +222,23 @@ int FreeLoopbackPort() {
   return port;
 }
 
+RefusingPort::RefusingPort() {
+  fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd_ < 0) return;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port_ = ntohs(a.sin_port);
+  }
+}
+
+RefusingPort::~RefusingPort() {
+  if (fd_ >= 0) close(fd_);
+}
+
 std::string HttpGet(int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
@@ -248,6 +266,14 @@ double MetricValue(const std::string& body, const std::string& series) {
     return std::stod(body.substr(at + series.size() + 1));
   }
   return -1;
+}
+
+bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds every) {
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::minutes(1);;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(every);
+  }
 }
 
 double WaitForMetric(int port, const std::string& series, double at_least) {

@@ -8,6 +8,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,23 @@ int TimeoutScale();
 // port they got: HAProxy, Prometheus); 0 if none could be had.
 int FreeLoopbackPort();
 
+// A loopback port that refuses connections for as long as this object lives: bound, never
+// listening, so no program started meanwhile (a server of a test running beside this one, on a
+// port the kernel picks) can take it, as it could a FreeLoopbackPort() left closed. port() is 0
+// if none could be had.
+class RefusingPort {
+ public:
+  RefusingPort();
+  ~RefusingPort();
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // GET http://127.0.0.1:port/path over a plain socket; returns the body ("" on failure).
 std::string HttpGet(int port, const std::string& path);
 // The value of one series (a line starting with `series`, labels included) of a Prometheus
@@ -69,5 +88,9 @@ double MetricValue(const std::string& body, const std::string& series);
 // Polls the server's /metrics on `port` until `series` reaches `at_least` or a minute has passed
 // (a bound on a hang, not a time the test judges by); returns its last value (-1: absent).
 double WaitForMetric(int port, const std::string& series, double at_least);
+// Calls `done` until it returns true, every `every`, for a minute at most (a bound on a hang, not
+// a time the test judges by: what is waited for takes milliseconds); returns its last answer.
+bool Eventually(const std::function<bool()>& done,
+                std::chrono::milliseconds every = std::chrono::milliseconds(10));
 
 }  // namespace sinew::testing

@@ -47,7 +47,9 @@ class Service : public ::testing::Test {
     ASSERT_TRUE(server_->started());
   }
   static void TearDownTestSuite() {
-    EXPECT_EQ(server_->Terminate(), 0);
+    // A minute: a preparation left running (PreparationsCanBeCancelledAndFailuresAreKept) holds the
+    // exit until the 10 s drain timeout, and a loaded machine adds to that.
+    EXPECT_EQ(server_->Terminate(60), 0);
     delete server_;
     std::error_code ec;
     std::filesystem::remove_all(*cache_dir_, ec);
@@ -55,7 +57,7 @@ class Service : public ::testing::Test {
   }
   void SetUp() override {
     client_ = std::make_unique<client::Client>(server_->target());
-    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(10)).ok());
+    ASSERT_TRUE(client_->WaitReady(std::chrono::seconds(60)).ok());
   }
 
   std::string Upload(const LimbOptions& limb) {
@@ -255,7 +257,9 @@ TEST_F(Service, CliWritingIntoAClosedPipeExitsOneWithItsSessionsClosed) {
 // the error had no reason.) Not asserted: how long anything took.
 TEST_F(Service, ConnectTimeoutBoundsTheWaitForAServerAndNamesWhyItGaveUp) {
   std::string out, err;
-  const std::string nobody = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  const RefusingPort refusing;
+  ASSERT_GT(refusing.port(), 0);
+  const std::string nobody = "127.0.0.1:" + std::to_string(refusing.port());
   const std::vector<std::vector<std::string>> runs = {
       {SINEW_CLI_PATH, "--target", nobody, "--connect-timeout", "0.5", "info"},
       {SINEW_LOAD_PATH, "--target", nobody, "--connect-timeout", "0.5", "--duration", "1"}};
@@ -615,7 +619,7 @@ TEST_F(Service, PreparationsCanBeCancelledAndFailuresAreKept) {
   EXPECT_EQ(client_->CancelPreparation(small->rig_id(), done->key()).status().code(),
             absl::StatusCode::kFailedPrecondition);
   // `again` is still preparing, on purpose: the suite's teardown then checks that SIGTERM ends
-  // the server (exit 0 within ServerProcess::Terminate's 20 s) while a preparation is inside its
+  // the server (exit 0 within the minute the teardown gives) while a preparation is inside its
   // biharmonic factorisation, which it cannot interrupt (the drain timeout, 10 s, bounds it).
 }
 
@@ -750,7 +754,7 @@ TEST_F(Service, SwingTwistWeightsSurviveARestartInTheCacheDirectory) {
   EXPECT_TRUE(std::filesystem::exists(live));
   std::filesystem::remove(live);
   client::Client again(restarted.target());
-  ASSERT_TRUE(again.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(again.WaitReady(std::chrono::seconds(60)).ok());
   EXPECT_EQ(run(again, &second), computed);
   EXPECT_TRUE(second.from_cache());
   EXPECT_TRUE(second.error().empty());
@@ -760,7 +764,7 @@ TEST_F(Service, SwingTwistWeightsSurviveARestartInTheCacheDirectory) {
   ServerProcess damaged({"--cache-dir", *cache_dir_});
   ASSERT_TRUE(damaged.started());
   client::Client third_client(damaged.target());
-  ASSERT_TRUE(third_client.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(third_client.WaitReady(std::chrono::seconds(60)).ok());
   EXPECT_EQ(run(third_client, &third), computed);
   EXPECT_FALSE(third.from_cache());
   EXPECT_EQ(damaged.Terminate(), 0);
@@ -1134,11 +1138,10 @@ TEST(ServiceDrain, ABatchArrivingInTheDrainLeavesTheSessionsHistory) {
   ASSERT_EQ(WaitForMetric(server.metrics_port(), "sinew_upload_bytes_total", before + 1), before + 1);
   ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
   absl::Status info;
-  for (int i = 0; i < 2000; ++i) {  // until the server has begun to drain (or 20 s)
+  Eventually([&] {  // until the server has begun to drain
     info = c.GetServerInfo().status();
-    if (info.code() == absl::StatusCode::kUnavailable) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return info.code() == absl::StatusCode::kUnavailable;
+  });
   ASSERT_EQ(info.code(), absl::StatusCode::kUnavailable) << info;
   v1::DeformClipRequest batch;
   batch.set_session_id(session->session_id());
@@ -1255,7 +1258,7 @@ TEST_F(Service, PbsSessionStatesMigrateBetweenServersBitForBit) {
   ServerProcess second({"--cache-dir", other_cache});
   ASSERT_TRUE(second.started());
   client::Client c2(second.target());
-  ASSERT_TRUE(c2.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(c2.WaitReady(std::chrono::seconds(60)).ok());
   auto target = c2.CreateSession(f.Prepare(c2, dynamics));
   ASSERT_TRUE(target.ok()) << target.status();
   v1::SessionState damaged = *state;
@@ -2050,7 +2053,7 @@ TEST(AdmissionControl, FramesThatWaitedTooLongAreShedAndTheRestAreExact) {
   ServerProcess server({"--worker-threads", "1", "--max-queue-ms", "1"});
   ASSERT_TRUE(server.started());
   client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(200000, 4, 4);
   auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
   ASSERT_TRUE(up.ok()) << up.status();
@@ -2107,7 +2110,7 @@ TEST(SharedMemory, AnObjectShrunkUnderItsRegionFailsTheFrameNotTheServer) {
   ServerProcess server({"--shared-memory-bytes", "16000000"});
   ASSERT_TRUE(server.started());
   client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(20000, 4, 4);
   auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
   ASSERT_TRUE(up.ok()) << up.status();
@@ -2158,7 +2161,7 @@ TEST(SharedMemory, FramesWriteIntoTheClientsRegionAndEqualTheWire) {
   ServerProcess server({"--shared-memory-bytes", "16000000"});
   ASSERT_TRUE(server.started());
   client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(20000, 4, 4);
   auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
   ASSERT_TRUE(up.ok());
@@ -2360,7 +2363,7 @@ TEST(SharedMemory, ADeadClientsRegionIsReleasedAfterTheIdleTtl) {
   ServerProcess server({"--shared-memory-bytes", "1000000", "--session-idle-ttl", "1"});
   ASSERT_TRUE(server.started());
   client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   ShmObject dead("dead-client", 800000), next("next-client", 800000);
   ASSERT_TRUE(dead.ok() && next.ok()) << std::strerror(errno);
   auto reg = [&](const ShmObject& obj, v1::SharedMemoryRegion* region) {
@@ -2408,7 +2411,7 @@ TEST(SharedMemory, IsOffUnlessTheServerAllowsIt) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
   client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   auto shm = client::SharedMemory::Create(c, 4096);
   EXPECT_EQ(shm.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(shm.status().message()), HasSubstr("--shared-memory-bytes"));
