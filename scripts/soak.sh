@@ -19,6 +19,7 @@
 #    last, and the drift between them. Goals: 0 errors, RSS drift < 5 %. Exit 0 when met, 1 not.
 #
 # Defaults: 20 sessions of the 20k-vertex procedural limb with LBS; DIR = build/soak-TIMESTAMP.
+# The programs are those of the build folder $SINEW_BUILD_DIR (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +35,7 @@ while (( $# )); do
     --method) method=$2; shift 2 ;;
     --server-args) server_args=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "soak.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
@@ -42,10 +43,11 @@ for v in duration interval sessions vertices; do
   [[ "${!v}" =~ ^[0-9]+$ ]] && (( ${!v} > 0 )) || { echo "soak.sh: --$v must be a positive whole number" >&2; exit 2; }
 done
 (( interval <= duration )) || { echo "soak.sh: --interval is longer than --duration" >&2; exit 2; }
-server=build/server/sinew-server load=build/clients/sinew-load
+build=${SINEW_BUILD_DIR:-build}
+server=$build/server/sinew-server load=$build/clients/sinew-load
 for b in "$server" "$load"; do [[ -x "$b" ]] || { echo "soak.sh: $b not built (scripts/build.sh)" >&2; exit 2; }; done
 py=/usr/bin/python3
-out=${out:-build/soak-$(date +%Y%m%d-%H%M%S)}
+out=${out:-$build/soak-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 
 # shellcheck disable=SC2086
@@ -77,13 +79,17 @@ if [[ -z "$capacity" ]]; then
 fi
 # A capacity of 0 (nothing answered in the measurement) printed as --fps 0.000, which sinew-load
 # reads as "as fast as answered": the opposite of a soak at a fraction (until 2026-12-07).
-fps=$($py -c '
+# (The program is a quoted here-document: as a '...' argument its own quotes ended it, and every
+# run stopped here, 2026-12-07.)
+fps=$("$py" - "$capacity" "$fraction" "$sessions" "$out/capacity.txt" <<'PY'
 import sys
 fps = float(sys.argv[1]) * float(sys.argv[2]) / int(sys.argv[3])
 if not fps >= 0.001:
-    sys.exit(f"soak.sh: {sys.argv[2]} x {sys.argv[1]} frames/s over {sys.argv[3]} sessions is {fps:g} frames/s a session; '
-             f'sinew-load paces at 0.001 or more (see {sys.argv[4]})")
-print(f"{fps:.6g}")' "$capacity" "$fraction" "$sessions" "$out/capacity.txt")
+    sys.exit(f"soak.sh: {sys.argv[2]} x {sys.argv[1]} frames/s over {sys.argv[3]} sessions is {fps:g} frames/s a session; "
+             f"sinew-load paces at 0.001 or more (see {sys.argv[4]})")
+print(f"{fps:.6g}")
+PY
+)
 echo "soak.sh: soaking at $fraction x $capacity frames/s = $fps frames/s per session x $sessions for $duration s"
 
 (while kill -0 "$server_pid" 2>/dev/null; do echo "$(date +%s) $(rss_kb)"; sleep 5; done) >"$out/rss.txt" &
