@@ -81,7 +81,12 @@ for _ in $(seq 100); do grep -q "grpc listening" /tmp/server.out 2>/dev/null && 
 port=$(sed -n 's/^grpc listening on .*:\([0-9]*\)$/\1/p' /tmp/server.out)
 [[ -n $port ]] || { echo "check-runtime: FAIL: the server did not start"; cat /tmp/server.err; exit 1; }
 grep "gpu:" /tmp/server.err || true
-sinew --target 127.0.0.1:$port info >/tmp/info.out && echo "check-runtime: sinew info: $(grep -c . /tmp/info.out) lines"
+# (A failing info fails the check: as `a && b` under set -e it was passed over, 2026-12-07.)
+if sinew --target 127.0.0.1:$port info >/tmp/info.out; then
+  echo "check-runtime: sinew info: $(grep -c . /tmp/info.out) lines"
+else
+  echo "check-runtime: FAIL: sinew info"; fail=1
+fi
 sinew --target 127.0.0.1:$port play --method lbs,dqs --frames 30 --fps 0 | tail -4
 sinew-load --target 127.0.0.1:$port --sessions 2 --fps 30 --duration 2 --vertices 2000 | tail -4
 kill -TERM $pid

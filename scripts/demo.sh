@@ -26,6 +26,7 @@ for _ in $(seq 100); do
 done
 grpc=$(sed -n 's/^grpc listening on //p' "$log")
 metrics=$(sed -n 's/^metrics listening on //p' "$log")
+[[ -n $grpc && -n $metrics ]] || { echo "demo.sh: sinew-server did not say where it listens within 10 s:" >&2; cat "$log" >&2; exit 1; }
 echo "== sinew-server: gRPC on $grpc, Prometheus metrics on http://$metrics/metrics"
 
 echo "== sinew info"
@@ -49,7 +50,7 @@ echo "== sinew play --quality: the same limb's skin measured every frame (vertic
 build/clients/sinew --target "$grpc" play --method dqs,implicit,elastic-implicit --frames 48 --quality
 
 echo "== server metrics (excerpt)"
-python3 - "$metrics" <<'PY' || true
+/usr/bin/python3 - "$metrics" <<'PY' || true
 import sys, urllib.request
 body = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
 for line in body.splitlines():

@@ -4,6 +4,7 @@
 # (default 60), reporting executions, executions per second, corpus growth and findings.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]      targets: rig_upload frame_decode clip upload_sequence
+#                                               session_state
 #
 # Each target starts from the committed seeds (tests/fuzz/corpus/TARGET, read only) and from
 # build-fuzz/corpus/TARGET, where it keeps what it found (so later runs go on from there).

@@ -35,6 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 R=$PWD
 B=$R/.device/b
+failed=()  # the steps that exited non-zero (or timed out)
 
 bundle() {
   rm -rf "$B"
@@ -70,6 +71,7 @@ step() {
   local rc=0
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1 || rc=$?
   echo "rc=$rc" >> "$OUT/$name.log"
+  (( rc == 0 )) || failed+=("$name (rc=$rc)")
   summary "$OUT/$name.log"
 }
 
@@ -129,6 +131,11 @@ run() {
   done
   echo
   echo "=== done ($(date +%T)); logs in $OUT"
+  # Every step runs whatever the others did; the exit status says whether any failed.
+  if (( ${#failed[@]} )); then
+    echo "=== failed: ${failed[*]}"
+    exit 1
+  fi
 }
 
 case ${1:-} in

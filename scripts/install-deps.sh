@@ -26,7 +26,9 @@ for arg in "$@"; do
 done
 
 SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+# sudo's env_reset drops DEBIAN_FRONTEND: it is passed through env (until 2026-12-07 apt under
+# sudo could stop at a debconf question).
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo env DEBIAN_FRONTEND=noninteractive"; fi
 
 build_pkgs=(
   build-essential cmake ninja-build pkg-config git ca-certificates
@@ -110,4 +112,14 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Debian starts the daemons of the packages it installs: Prometheus would serve its UI on every
+# interface with no authentication, HAProxy its sample config. The tests start their own; those
+# installed here are stopped and disabled (a machine that had them before keeps them as they were).
+if [[ -d /run/systemd/system ]]; then
+  for svc in prometheus haproxy; do
+    if [[ " ${missing[*]} " == *" $svc "* ]]; then
+      $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 && echo "install-deps: stopped and disabled the $svc service Debian started"
+    fi
+  done
+fi
 web_deps

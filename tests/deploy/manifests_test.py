@@ -186,6 +186,25 @@ class Manifests(unittest.TestCase):
             self.assertLessEqual(budget + 2 * upload, 0.9 * limit,
                                  f"{d['metadata']['name']}: with uploads, {budget + 2 * upload} of {limit} bytes")
 
+    def test_servers_are_the_last_pods_evicted(self):
+        # Guaranteed QoS (requests equal to limits): every session is in the server's memory, and
+        # a Burstable pod above its request is among the first a node short of memory evicts.
+        for d, c in self.server_containers():
+            r = c["resources"]
+            for what in ("cpu", "memory"):
+                self.assertIn(what, r.get("limits", {}), f"{d['metadata']['name']}: no limits.{what}")
+                self.assertEqual(quantity(str(r["requests"][what])), quantity(str(r["limits"][what])),
+                                 f"{d['metadata']['name']}: {what} request below its limit")
+
+    def test_a_rollout_needs_no_gpu_beyond_those_the_pods_hold(self):
+        for d, c in self.server_containers():
+            if "nvidia.com/gpu" not in c["resources"].get("limits", {}):
+                continue
+            strategy = d["spec"].get("strategy", {})
+            surge = strategy.get("rollingUpdate", {}).get("maxSurge", "25%")
+            self.assertTrue(strategy.get("type") == "Recreate" or str(surge) in ("0", "0%"),
+                            f"{d['metadata']['name']}: a rolling update surges {surge} pods of a whole GPU each")
+
     def test_the_grace_period_covers_the_pre_stop_sleep_and_the_drain(self):
         for d, c in self.server_containers():
             given = flags(c.get("args", []))
