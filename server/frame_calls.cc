@@ -373,16 +373,26 @@ class Service::StreamCall final
     auto* self = static_cast<StreamCall*>(arg);
     v1::DeformResponse& resp = *self->response_;
     absl::Status st = status;
+    // A key frame asked for by a frame that failed is still owed: the client asked because it
+    // cannot decode deltas (until 2026-12-07 the request went with the failed frame, and the
+    // deltas after it came back undecodable).
+    const bool key_frame = self->current_.key_frame() || self->key_frame_owed_;
+    // A DELTA frame into shared memory is encoded before it is known to fit: the encoder's state
+    // from before it is kept, to go back to should it not (a copy, in that case only).
+    std::optional<StreamEncoder> before;
+    if (st.ok() && self->job_.shm && self->job_.session->encoding == v1::OUTPUT_ENCODING_DELTA) before = self->encoder_;
     if (st.ok() && Quantized(self->job_.session->encoding)) {
-      st = EncodeQuantizedPositions(self->job_, &self->encoder_, self->current_.key_frame(), resp.mutable_quantization());
+      st = EncodeQuantizedPositions(self->job_, &self->encoder_, key_frame, resp.mutable_quantization());
     }
     if (st.ok() && self->job_.shm) {
       st = PlaceInSharedMemory(self->job_, self->current_.outputs().shared_memory(), resp.mutable_shared_positions());
-      // Encoded but not delivered (a key frame larger than the region): the encoder counted it
-      // as sent, and every delta after it was undecodable until the next key frame (until
-      // 2026-12-03). The next frame is a key frame.
-      if (!st.ok()) self->encoder_.delta.reset();
+      // Encoded but not delivered: the encoder goes back to the last frame delivered, so the
+      // next is a delta against it (until 2026-12-03 later deltas were undecodable; until
+      // 2026-12-07 the next frame was a key frame, the largest kind, and a region that fits
+      // deltas but not key frames failed every frame from then on).
+      if (!st.ok() && before) self->encoder_ = std::move(*before);
     }
+    self->key_frame_owed_ = key_frame && !st.ok();
     if (st.ok()) {
       resp.clear_error();
       resp.set_compute_ns(self->job_.out.compute_ns);
@@ -439,6 +449,7 @@ class Service::StreamCall final
   StopFlag stop_;
   std::chrono::steady_clock::time_point queued_at_;  // current_ handed to the pool (default: inline)
   StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
+  bool key_frame_owed_ = false;  // a frame that asked for a key frame failed (Done)
   std::mutex mu_;
   bool reading_ = false, read_full_ = false, read_replaceable_ = false;
   bool has_pending_ = false, pending_replaceable_ = false;
@@ -822,14 +833,27 @@ absl::Status Service::DecodeFrame(const v1::DeformRequest& req, Session& session
                                               EchoId(t.region_id()),
                                               "\" (register it first; unused for the idle TTL, it was released)"));
     }
+    // A region found shrunk (by an earlier frame) is refused before the frame is deformed: a
+    // stateful session's frames into it were applied, then failed, until 2026-12-07, and the same
+    // frame sent again elsewhere was "already applied".
+    if (job.shm->Shrunk()) return ShrunkRegionError(t.region_id());
     const size_t floats = session.rig->rig->positions.size();
+    // DELTA's size is known once encoded: at least one byte of bit widths per block of 16 vertices
+    // for each axis.
+    const uint64_t vertices = floats / 3;
     const uint64_t fixed = session.encoding == v1::OUTPUT_ENCODING_FLOAT32 ? 4 * floats
-                           : session.encoding == v1::OUTPUT_ENCODING_DELTA  ? 0  // known once encoded
+                           : session.encoding == v1::OUTPUT_ENCODING_DELTA  ? 3 * ((vertices + 15) / 16)
                                                                             : 2 * floats;
-    if (t.offset() % 4 != 0 || t.offset() > job.shm->bytes || fixed > job.shm->bytes - t.offset()) {
-      return absl::InvalidArgumentError(absl::StrCat("outputs.shared_memory.offset: ", t.offset(), " (+ ", fixed,
-                                                     " bytes of positions) is not a multiple of 4 inside the region's ",
-                                                     job.shm->bytes, " bytes"));
+    if (t.offset() % 4 != 0 || t.offset() > job.shm->bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("outputs.shared_memory.offset: ", t.offset(),
+                                                     " is not a multiple of 4 inside the region's ", job.shm->bytes,
+                                                     " bytes"));
+    }
+    if (fixed > job.shm->bytes - t.offset()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "outputs.shared_memory.offset: ", t.offset(), " leaves ", job.shm->bytes - t.offset(), " of the region's ",
+          job.shm->bytes, " bytes; the positions take ",
+          session.encoding == v1::OUTPUT_ENCODING_DELTA ? "at least " : "", fixed));
     }
     job.shm_offset = t.offset();
     job.shm_direct = session.backend == v1::BACKEND_GPU ? !Quantized(session.encoding)

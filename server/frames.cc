@@ -559,11 +559,7 @@ absl::Status PlaceInSharedMemory(FrameJob& job, const v1::SharedMemoryTarget& as
     std::memcpy(job.shm->data + job.shm_offset, job.out.positions->data(), bytes);
     job.out.positions->clear();
   }
-  if (job.shm->Shrunk()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "outputs.shared_memory.region_id: the object behind region ", asked.region_id(),
-        " was shrunk below its registered size (ftruncate); nothing more reaches it: register a new region"));
-  }
+  if (job.shm->Shrunk()) return ShrunkRegionError(asked.region_id());
   placement->set_region_id(asked.region_id());
   placement->set_offset(job.shm_offset);
   placement->set_bytes(bytes);

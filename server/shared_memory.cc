@@ -86,6 +86,12 @@ SharedMemoryMapping::~SharedMemoryMapping() {
   munmap(data, bytes);
 }
 
+absl::Status ShrunkRegionError(const std::string& region_id) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "outputs.shared_memory.region_id: the object behind region ", EchoId(region_id),
+      " was shrunk below its registered size (ftruncate); nothing more reaches it: register a new region"));
+}
+
 bool SharedMemoryMapping::Shrunk() const {
   return guard >= 0 && g_guard[guard].shrunk.load(std::memory_order_acquire);
 }

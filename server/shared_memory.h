@@ -34,6 +34,9 @@ struct SharedMemoryMapping {
   const int guard;
 };
 
+// FAILED_PRECONDITION naming region `region_id` (as the client gave it) as shrunk.
+absl::Status ShrunkRegionError(const std::string& region_id);
+
 class SharedMemoryRegistry {
  public:
   SharedMemoryRegistry(uint64_t max_bytes, int64_t idle_ttl_ms) : max_bytes_(max_bytes), idle_ttl_ms_(idle_ttl_ms) {}

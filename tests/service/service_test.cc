@@ -1699,7 +1699,9 @@ TEST_F(Service, Float16EncodingWithinStatedBound) {
 }
 
 // The quantized encodings through a stream: every decoded frame within its encoding's stated
-// bound of the in-process result, across a failed frame and a requested key frame.
+// bound of the in-process result, across a failed frame and a requested key frame. A key frame
+// asked for by a frame that fails is the next frame answered (until 2026-12-07 the request went
+// with the failed frame, and the client that asked went on getting deltas it could not decode).
 TEST_F(Service, QuantizedEncodingsStayWithinTheirBoundsThroughAStream) {
   const LimbOptions limb = LimbOf(5000);
   const std::string rig = Upload(limb);
@@ -1725,11 +1727,11 @@ TEST_F(Service, QuantizedEncodingsStayWithinTheirBoundsThroughAStream) {
     for (int f = 0; f < 40; ++f) {
       const Pose pose = LimbPose(built->skeleton, f / 40.0);
       v1::DeformRequest r = Frame(session->session_id(), f, pose);
-      if (f == 13) r.mutable_pose()->set_rotations("bad");  // fails; the stream goes on
-      if (f == 21) r.set_key_frame(true);
+      if (f == 13 || f == 26) r.mutable_pose()->set_rotations("bad");  // fails; the stream goes on
+      if (f == 21 || f == 26) r.set_key_frame(true);
       v1::DeformResponse resp;
       ASSERT_TRUE(stream->Write(r) && stream->Read(&resp));
-      if (f == 13) {
+      if (f == 13 || f == 26) {
         EXPECT_TRUE(resp.has_error());
         EXPECT_FALSE(resp.has_quantization());
         continue;
@@ -1740,7 +1742,7 @@ TEST_F(Service, QuantizedEncodingsStayWithinTheirBoundsThroughAStream) {
       ASSERT_EQ(got.size(), ref.size());
       const v1::Quantization& q = resp.quantization();
       if (delta) {
-        since = (f == 0 || f == 21 || since + 1 >= 8) ? 0 : since + 1;
+        since = (f == 0 || f == 21 || f == 27 || since + 1 >= 8) ? 0 : since + 1;
         EXPECT_EQ(q.since_key_frame(), uint32_t(since)) << "frame " << f;
         EXPECT_EQ(q.key_frame(), since == 0);
         for (size_t i = 0; i < ref.size(); i += 3) {
@@ -2151,6 +2153,112 @@ TEST(SharedMemory, AnObjectShrunkUnderItsRegionFailsTheFrameNotTheServer) {
     close(fd);
     shm_unlink(name.c_str());
   }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Once a region is known to be shrunk, later frames into it are refused before they are deformed:
+// a stateful session (swing-twist unwrapping its twist) does not apply them. Until 2026-12-07 each
+// was deformed, applied, then failed, and the same frame sent again without the region was
+// "already applied". (The frame that finds the region shrunk is applied: it is found only then.)
+TEST(SharedMemory, FramesIntoARegionFoundShrunkAreRefusedBeforeTheyAreApplied) {
+  ServerProcess server({"--shared-memory-bytes", "16000000"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
+  const LimbOptions limb = LimbOf(2000);
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_SWING_TWIST);
+  req.mutable_deformer()->mutable_swing_twist()->set_voxel_size(0.1);
+  req.mutable_deformer()->mutable_swing_twist()->set_unwrap_twist(true);  // stateful
+  auto session = c.CreateSession(req);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const auto prepared = WaitForPreparation(c, up->rig_id(), "swing-twist");
+  ASSERT_TRUE(prepared && prepared->error().empty());
+  const std::string name = "/sinew-test-shrunk-stateful-" + std::to_string(::getpid());
+  const uint64_t bytes = 2000 * 12;
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
+  v1::RegisterSharedMemoryRequest reg;
+  reg.set_name(name);
+  reg.set_bytes(bytes);
+  v1::SharedMemoryRegion region;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(c.stub().RegisterSharedMemory(&ctx, reg, &region).ok());
+  const Skeleton sk = LimbSkeleton(limb);
+  auto frame = [&](uint64_t f, bool into_region) {
+    v1::DeformRequest r = Frame(session->session_id(), f, LimbPose(sk, 0.1 * double(f)));
+    if (into_region) r.mutable_outputs()->mutable_shared_memory()->set_region_id(region.region_id());
+    return c.Deform(r).status();
+  };
+  ASSERT_TRUE(frame(0, true).ok());
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  EXPECT_EQ(frame(1, true).code(), absl::StatusCode::kFailedPrecondition);  // found shrunk here
+  const absl::Status refused = frame(2, true);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("was shrunk below its registered size"));
+  const absl::Status again = frame(2, false);
+  EXPECT_TRUE(again.ok()) << again << ": the refused frame was applied";
+  close(fd);
+  shm_unlink(name.c_str());
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// A DELTA frame that does not fit where it was asked to go fails, and the stream's deltas go on
+// from the last frame delivered: the next frame is a delta the client decodes (until 2026-12-07
+// it was a key frame, the largest kind, and a region that fits deltas but not key frames failed
+// every frame after one key frame too large).
+TEST(SharedMemory, ADeltaFrameThatDoesNotFitLeavesTheStreamsDeltasAsTheyWere) {
+  ServerProcess server({"--shared-memory-bytes", "16000000"});
+  ASSERT_TRUE(server.started());
+  client::Client c(server.target());
+  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
+  const LimbOptions limb = LimbOf(2000);
+  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+  ASSERT_TRUE(up.ok()) << up.status();
+  const double diag = BuildRig(MakeLimb(limb))->bbox_diagonal();
+  const uint64_t frame_bytes = 2000 * 12;
+  auto shm = client::SharedMemory::Create(c, frame_bytes);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  v1::CreateSessionRequest req;
+  req.set_rig_id(up->rig_id());
+  req.mutable_deformer()->set_method(v1::METHOD_DQS);
+  req.set_encoding(v1::OUTPUT_ENCODING_DELTA);
+  req.set_key_frame_interval(1000);
+  auto session = c.CreateSession(req);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const Skeleton sk = LimbSkeleton(limb);
+  auto stream = c.OpenStream();
+  client::PositionDecoder decoder;
+  std::vector<float> got;
+  // 400 bytes left at the end of the region: more than a still frame's 3 x 125 block widths (so
+  // asked for, the frame is deformed and encoded), fewer than a moving frame's deltas.
+  const uint64_t offsets[] = {0, 0, frame_bytes - 400, 0, 0};
+  for (uint64_t f = 0; f < 5; ++f) {
+    v1::DeformRequest r = Frame(session->session_id(), f, LimbPose(sk, 0.2 * double(f)));
+    r.mutable_outputs()->mutable_shared_memory()->set_region_id((*shm)->region_id());
+    r.mutable_outputs()->mutable_shared_memory()->set_offset(offsets[f]);
+    v1::DeformResponse resp;
+    ASSERT_TRUE(stream->Write(r) && stream->Read(&resp));
+    if (f == 2) {
+      EXPECT_EQ(resp.error().code(), int(absl::StatusCode::kOutOfRange)) << resp.error().message();
+      EXPECT_THAT(resp.error().message(), HasSubstr("outputs.shared_memory: the positions take"));
+      continue;
+    }
+    ASSERT_FALSE(resp.has_error()) << "frame " << f << ": " << resp.error().message();
+    EXPECT_EQ(resp.quantization().since_key_frame(), f < 2 ? f : f - 1) << "frame " << f;
+    const absl::Status decoded = decoder.Decode(resp, **shm, got);
+    ASSERT_TRUE(decoded.ok()) << "frame " << f << ": " << decoded;
+    const std::vector<float> ref = CoreDeform(limb, "dqs", LimbPose(sk, 0.2 * double(f)));
+    ASSERT_EQ(got.size(), ref.size());
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, double(std::abs(got[i] - ref[i])));
+    EXPECT_LE(worst, 1e-4 * diag + 1e-6) << "frame " << f;
+  }
+  EXPECT_TRUE(stream->Close().ok());
   EXPECT_EQ(server.Terminate(), 0);
 }
 
