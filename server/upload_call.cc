@@ -42,7 +42,9 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
       std::lock_guard lock(svc_->watch_mu_);
       auto it = svc_->upload_watch_.find(this);
       idle = it->second.cancelled;
-      if (ok) it->second.last_ms = NowMs();
+      // Progress is a header or bytes: empty chunks do not hold an upload's reservation past
+      // --upload-idle-timeout (until 2026-12-07 one every few seconds held it for good).
+      if (ok && (req_.has_header() || !req_.chunk().empty())) it->second.last_ms = NowMs();
       if (!ok) svc_->upload_watch_.erase(it);  // nothing more to receive: not watched while it is parsed
     }
     if (!ok) {  // the client finished sending (or went away, or stalled and was cancelled)

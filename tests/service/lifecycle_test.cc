@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "clients/lib/client.h"
@@ -1486,6 +1487,45 @@ TEST(Lifecycle, AnUploadThatStopsSendingIsCancelledAndGivesItsBytesBack) {
   }
   EXPECT_TRUE(fits.ok()) << fits.status();
   for (HeldUpload& u : stalled) {
+    const grpc::Status st = u.writer->Finish();
+    EXPECT_TRUE(st.error_code() == grpc::StatusCode::CANCELLED || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << st.error_code() << " " << st.error_message();
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+// Empty chunks are not progress: an upload that sends nothing but them is cancelled at the idle
+// timeout as one that sends nothing (until 2026-12-07 each empty chunk kept it alive, and two
+// such uploads held the whole --max-upload-bytes for good).
+TEST(Lifecycle, AnUploadSendingOnlyEmptyChunksIsCancelledAsIdle) {
+  ServerProcess server({"--max-rig-bytes", "1000000", "--max-upload-bytes", "2000000", "--upload-idle-timeout", "1"});
+  ASSERT_TRUE(server.started());
+  auto c = Connect(server);
+  auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+  std::vector<HeldUpload> empty(2);
+  for (HeldUpload& u : empty) ASSERT_TRUE(u.Start(*stub, 1000000, ""));  // the whole budget announced
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> senders;
+  for (HeldUpload& u : empty) {
+    senders.emplace_back([&u, &stop] {  // an empty chunk every 100 ms until the call is over
+      v1::UploadRigRequest part;
+      part.set_chunk("");
+      while (!stop.load() && u.writer->Write(part)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    });
+  }
+  const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(10000)));
+  absl::StatusOr<v1::UploadRigResponse> fits = absl::UnknownError("not tried");
+  Eventually([&] {  // the idle ones are cancelled within about 2 s
+    fits = c->UploadRig(rig);
+    return fits.ok() || fits.status().code() != absl::StatusCode::kResourceExhausted;
+  }, std::chrono::milliseconds(20));
+  EXPECT_TRUE(fits.ok()) << fits.status();
+  stop.store(true);
+  for (std::thread& t : senders) t.join();
+  if (!fits.ok()) {
+    for (HeldUpload& u : empty) u.ctx->TryCancel();  // (the failure above: not left waiting)
+  }
+  for (HeldUpload& u : empty) {
     const grpc::Status st = u.writer->Finish();
     EXPECT_TRUE(st.error_code() == grpc::StatusCode::CANCELLED || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
         << st.error_code() << " " << st.error_message();
