@@ -151,9 +151,10 @@ absl::StatusOr<DeformerConfig> ParseDeformerConfig(const MethodInfo& method, con
 }
 
 absl::Status Deformer::Extras(const FrameExtras& extras) const {
-  if (extras.posed_cage || extras.rest_cage || extras.joints) {
-    return absl::FailedPreconditionError("outputs: this method has no posed cage, rest cage or joints to return");
-  }
+  // Each named by its field (until 2026-12-07 one message for the three).
+  if (extras.posed_cage) return absl::FailedPreconditionError("outputs.posed_cage: this method has no cage to return");
+  if (extras.rest_cage) return absl::FailedPreconditionError("outputs.rest_cage: this method has no cage to return");
+  if (extras.joints) return absl::FailedPreconditionError("outputs.joints: this method has no joints to return");
   if (extras.vertex_states) {
     return absl::FailedPreconditionError("outputs.vertex_states: this method has no vertex states");
   }

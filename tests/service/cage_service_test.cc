@@ -216,7 +216,10 @@ TEST_F(CageService, BadCageFramesNameTheField) {
   {
     v1::DeformRequest bad = r;
     bad.mutable_outputs()->set_posed_cage(true);
-    expect(bad, absl::StatusCode::kFailedPrecondition, "outputs:");
+    expect(bad, absl::StatusCode::kFailedPrecondition, "outputs.posed_cage:");  // the field asked for
+    bad.mutable_outputs()->set_posed_cage(false);
+    bad.mutable_outputs()->set_joints(true);
+    expect(bad, absl::StatusCode::kFailedPrecondition, "outputs.joints:");
   }
   {
     // More entries than any rig has cages are refused before the session's scratch is sized to
