@@ -253,9 +253,23 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   WeightsInput& w = out.rig.weights;
   w.offsets.push_back(0);
   bool all_normals = true, any_uv = false;
+  std::string bad_normal;  // the first non-finite normal, named by its mesh and vertex there
   for (auto [node, m] : meshes) {
     all_normals = all_normals && m->HasNormals();
     any_uv = any_uv || m->HasTextureCoords(0);
+    for (unsigned v = 0; bad_normal.empty() && m->HasNormals() && v < m->mNumVertices; ++v) {
+      const aiVector3D& n = m->mNormals[v];
+      if (!std::isfinite(n.x) || !std::isfinite(n.y) || !std::isfinite(n.z)) {
+        bad_normal = absl::StrCat("mesh \"", ValidUtf8(m->mName.C_Str()), "\" vertex ", v);
+      }
+    }
+  }
+  // A file's normals are a hint (methods that need them compute them from the triangles): a
+  // non-finite one drops them all, with a note, where until 2026-12-07 it failed the import,
+  // naming only its index among all the meshes' vertices.
+  if (!bad_normal.empty()) {
+    all_normals = false;
+    note(absl::StrCat(bad_normal, ": its normal is not finite: normals dropped"));
   }
   std::vector<float> uv;
   size_t unweighted = 0, bad_sums = 0;
@@ -347,7 +361,7 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   if (unweighted) note(absl::StrCat(unweighted, " vertices of skinned meshes had no weight; bound rigidly to their mesh's node"));
   if (bad_sums) note(absl::StrCat(bad_sums, " vertices' weights did not sum to 1 (within 1e-3); normalised"));
   if (any_uv) rig.attributes.push_back({"uv0", 2, std::move(uv)});
-  if (!all_normals) note("some meshes have no normals: normals dropped");
+  if (!all_normals && bad_normal.empty()) note("some meshes have no normals: normals dropped");
   rig.name = ValidUtf8(std::filesystem::path(path).stem().string());
 
   // Clips.

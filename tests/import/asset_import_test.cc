@@ -353,6 +353,19 @@ TEST(AssetImport, GltfWithEmbeddedTexturesImports) {
   }
 }
 
+// A non-finite normal in a file drops the file's normals with a note naming its mesh and vertex
+// (they are a hint; what needs normals computes them from the triangles). Until 2026-12-07 it
+// failed the import, naming the vertex by its index among all meshes' vertices.
+TEST(AssetImport, ANonFiniteNormalDropsTheNormalsWithANote) {
+  // One triangle "tri", its second vertex's normal x a NaN.
+  const std::string path = WriteTemp("sinew_nan_normal.gltf", R"({"asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0]}], "nodes": [{"mesh": 0, "name": "tri"}], "meshes": [{"primitives": [{"attributes": {"POSITION": 0, "NORMAL": 1}}]}], "buffers": [{"byteLength": 72, "uri": "data:application/octet-stream;base64,AAAAAAAAAAAAAAAAAACAPwAAAAAAAAAAAAAAAAAAgD8AAAAAAAAAAAAAAAAAAIA/AADAfwAAAAAAAIA/AAAAAAAAAAAAAIA/"}], "bufferViews": [{"buffer": 0, "byteOffset": 0, "byteLength": 36}, {"buffer": 0, "byteOffset": 36, "byteLength": 36}], "accessors": [{"bufferView": 0, "componentType": 5126, "count": 3, "type": "VEC3", "min": [0, 0, 0], "max": [1, 1, 0]}, {"bufferView": 1, "componentType": 5126, "count": 3, "type": "VEC3"}]})");
+  auto asset = ImportAsset(path);
+  ASSERT_TRUE(asset.ok()) << asset.status();
+  EXPECT_EQ(asset->rig.rig.positions.size(), 9u);
+  EXPECT_TRUE(asset->rig.rig.normals.empty());
+  EXPECT_THAT(asset->notes, ::testing::Contains(::testing::HasSubstr("vertex 1: its normal is not finite: normals dropped")));
+}
+
 TEST(AssetImport, MalformedFilesGiveErrorsNamingTheFile) {
   const std::string gltf = kModels + "/glTF2/simple_skin/simple_skin.gltf";
   const std::string x = kModels + "/X/BCN_Epileptic.X";
