@@ -2104,43 +2104,73 @@ TEST(AdmissionControl, FramesThatWaitedTooLongAreShedAndTheRestAreExact) {
   EXPECT_EQ(MetricValue(HttpGet(server.metrics_port(), "/metrics"), "sinew_frames_shed_total"), shed);
 }
 
+// A server with same-host shared memory on (16 MB), a client of it and `limb` uploaded (rig_id
+// empty when any of it failed).
+struct ShmServer {
+  explicit ShmServer(const LimbOptions& limb) : server({"--shared-memory-bytes", "16000000"}), c(server.target()) {
+    if (!server.started() || !c.WaitReady(std::chrono::seconds(60)).ok()) return;
+    auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
+    if (up.ok()) rig_id = up->rig_id();
+  }
+  ServerProcess server;
+  client::Client c;
+  std::string rig_id;
+};
+
+// A POSIX shared-memory object of `bytes`, registered with the server as a region, that the test
+// can shrink under it (ftruncate, what a misbehaving or hostile client can do). Closed and
+// unlinked when destroyed.
+struct ShrinkableObject {
+  ShrinkableObject(client::Client& c, const std::string& tag, uint64_t bytes)
+      : name("/sinew-test-" + tag + "-" + std::to_string(::getpid())) {
+    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) return;
+    v1::RegisterSharedMemoryRequest reg;
+    reg.set_name(name);
+    reg.set_bytes(bytes);
+    grpc::ClientContext ctx;
+    registered = c.stub().RegisterSharedMemory(&ctx, reg, &region).ok();
+  }
+  ~ShrinkableObject() {
+    if (fd >= 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+    }
+  }
+  ShrinkableObject(const ShrinkableObject&) = delete;
+  ShrinkableObject& operator=(const ShrinkableObject&) = delete;
+  bool Shrink() { return ftruncate(fd, 0) == 0; }
+  const std::string name;
+  int fd = -1;
+  v1::SharedMemoryRegion region;
+  bool registered = false;
+};
+
 // A client that shrinks its object (ftruncate) under a registered region must not bring the
 // server down: until 2026-11-30 the next frame into it raised SIGBUS in the server and killed it,
 // with every other tenant's sessions. Now that frame (float32, deformed straight into the region,
 // then float16, copied there) fails naming the region, and the server goes on serving.
 TEST(SharedMemory, AnObjectShrunkUnderItsRegionFailsTheFrameNotTheServer) {
-  ServerProcess server({"--shared-memory-bytes", "16000000"});
-  ASSERT_TRUE(server.started());
-  client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(20000, 4, 4);
-  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
-  ASSERT_TRUE(up.ok()) << up.status();
+  ShmServer s(limb);
+  ASSERT_FALSE(s.rig_id.empty());
+  client::Client& c = s.c;
   const Pose pose = LimbPose(LimbSkeleton(limb), 0.4);
   for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
     SCOPED_TRACE(v1::OutputEncoding_Name(encoding));
-    const std::string name = "/sinew-test-shrink-" + std::to_string(::getpid()) + "-" + std::to_string(int(encoding));
-    const uint64_t bytes = 20000 * 12;
-    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    ASSERT_GE(fd, 0) << std::strerror(errno);
-    ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
-    v1::RegisterSharedMemoryRequest reg;
-    reg.set_name(name);
-    reg.set_bytes(bytes);
-    v1::SharedMemoryRegion region;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(c.stub().RegisterSharedMemory(&ctx, reg, &region).ok());
+    ShrinkableObject object(c, "shrink-" + std::to_string(int(encoding)), 20000 * 12);
+    ASSERT_TRUE(object.registered) << std::strerror(errno);
     v1::CreateSessionRequest req;
-    req.set_rig_id(up->rig_id());
+    req.set_rig_id(s.rig_id);
     req.mutable_deformer()->set_method(v1::METHOD_LBS);
     req.set_encoding(encoding);
     auto session = c.CreateSession(req);
     ASSERT_TRUE(session.ok()) << session.status();
     v1::DeformRequest r = Frame(session->session_id(), 0, pose);
-    r.mutable_outputs()->mutable_shared_memory()->set_region_id(region.region_id());
+    r.mutable_outputs()->mutable_shared_memory()->set_region_id(object.region.region_id());
     auto fine = c.Deform(r);
     ASSERT_TRUE(fine.ok()) << fine.status();  // the region works while the object is whole
-    ASSERT_EQ(ftruncate(fd, 0), 0);           // what a misbehaving (or hostile) client can do
+    ASSERT_TRUE(object.Shrink());
     for (int k = 0; k < 2; ++k) {
       r.set_frame(1 + k);
       auto shrunk = c.Deform(r);
@@ -2150,10 +2180,8 @@ TEST(SharedMemory, AnObjectShrunkUnderItsRegionFailsTheFrameNotTheServer) {
     r.mutable_outputs()->clear_shared_memory();
     auto wire = c.Deform(r);
     EXPECT_TRUE(wire.ok()) << wire.status() << ": the server stopped serving";
-    close(fd);
-    shm_unlink(name.c_str());
   }
-  EXPECT_EQ(server.Terminate(), 0);
+  EXPECT_EQ(s.server.Terminate(), 0);
 }
 
 // Once a region is known to be shrunk, later frames into it are refused before they are deformed:
@@ -2161,50 +2189,36 @@ TEST(SharedMemory, AnObjectShrunkUnderItsRegionFailsTheFrameNotTheServer) {
 // was deformed, applied, then failed, and the same frame sent again without the region was
 // "already applied". (The frame that finds the region shrunk is applied: it is found only then.)
 TEST(SharedMemory, FramesIntoARegionFoundShrunkAreRefusedBeforeTheyAreApplied) {
-  ServerProcess server({"--shared-memory-bytes", "16000000"});
-  ASSERT_TRUE(server.started());
-  client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(2000);
-  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
-  ASSERT_TRUE(up.ok()) << up.status();
+  ShmServer s(limb);
+  ASSERT_FALSE(s.rig_id.empty());
+  client::Client& c = s.c;
   v1::CreateSessionRequest req;
-  req.set_rig_id(up->rig_id());
+  req.set_rig_id(s.rig_id);
   req.mutable_deformer()->set_method(v1::METHOD_SWING_TWIST);
   req.mutable_deformer()->mutable_swing_twist()->set_voxel_size(0.1);
   req.mutable_deformer()->mutable_swing_twist()->set_unwrap_twist(true);  // stateful
   auto session = c.CreateSession(req);
   ASSERT_TRUE(session.ok()) << session.status();
-  const auto prepared = WaitForPreparation(c, up->rig_id(), "swing-twist");
+  const auto prepared = WaitForPreparation(c, s.rig_id, "swing-twist");
   ASSERT_TRUE(prepared && prepared->error().empty());
-  const std::string name = "/sinew-test-shrunk-stateful-" + std::to_string(::getpid());
-  const uint64_t bytes = 2000 * 12;
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  ASSERT_GE(fd, 0) << std::strerror(errno);
-  ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
-  v1::RegisterSharedMemoryRequest reg;
-  reg.set_name(name);
-  reg.set_bytes(bytes);
-  v1::SharedMemoryRegion region;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(c.stub().RegisterSharedMemory(&ctx, reg, &region).ok());
+  ShrinkableObject object(c, "shrunk-stateful", 2000 * 12);
+  ASSERT_TRUE(object.registered) << std::strerror(errno);
   const Skeleton sk = LimbSkeleton(limb);
   auto frame = [&](uint64_t f, bool into_region) {
     v1::DeformRequest r = Frame(session->session_id(), f, LimbPose(sk, 0.1 * double(f)));
-    if (into_region) r.mutable_outputs()->mutable_shared_memory()->set_region_id(region.region_id());
+    if (into_region) r.mutable_outputs()->mutable_shared_memory()->set_region_id(object.region.region_id());
     return c.Deform(r).status();
   };
   ASSERT_TRUE(frame(0, true).ok());
-  ASSERT_EQ(ftruncate(fd, 0), 0);
+  ASSERT_TRUE(object.Shrink());
   EXPECT_EQ(frame(1, true).code(), absl::StatusCode::kFailedPrecondition);  // found shrunk here
   const absl::Status refused = frame(2, true);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_THAT(std::string(refused.message()), HasSubstr("was shrunk below its registered size"));
   const absl::Status again = frame(2, false);
   EXPECT_TRUE(again.ok()) << again << ": the refused frame was applied";
-  close(fd);
-  shm_unlink(name.c_str());
-  EXPECT_EQ(server.Terminate(), 0);
+  EXPECT_EQ(s.server.Terminate(), 0);
 }
 
 // A DELTA frame that does not fit where it was asked to go fails, and the stream's deltas go on
@@ -2212,19 +2226,16 @@ TEST(SharedMemory, FramesIntoARegionFoundShrunkAreRefusedBeforeTheyAreApplied) {
 // it was a key frame, the largest kind, and a region that fits deltas but not key frames failed
 // every frame after one key frame too large).
 TEST(SharedMemory, ADeltaFrameThatDoesNotFitLeavesTheStreamsDeltasAsTheyWere) {
-  ServerProcess server({"--shared-memory-bytes", "16000000"});
-  ASSERT_TRUE(server.started());
-  client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(2000);
-  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
-  ASSERT_TRUE(up.ok()) << up.status();
+  ShmServer s(limb);
+  ASSERT_FALSE(s.rig_id.empty());
+  client::Client& c = s.c;
   const double diag = BuildRig(MakeLimb(limb))->bbox_diagonal();
   const uint64_t frame_bytes = 2000 * 12;
   auto shm = client::SharedMemory::Create(c, frame_bytes);
   ASSERT_TRUE(shm.ok()) << shm.status();
   v1::CreateSessionRequest req;
-  req.set_rig_id(up->rig_id());
+  req.set_rig_id(s.rig_id);
   req.mutable_deformer()->set_method(v1::METHOD_DQS);
   req.set_encoding(v1::OUTPUT_ENCODING_DELTA);
   req.set_key_frame_interval(1000);
@@ -2259,20 +2270,17 @@ TEST(SharedMemory, ADeltaFrameThatDoesNotFitLeavesTheStreamsDeltasAsTheyWere) {
     EXPECT_LE(worst, 1e-4 * diag + 1e-6) << "frame " << f;
   }
   EXPECT_TRUE(stream->Close().ok());
-  EXPECT_EQ(server.Terminate(), 0);
+  EXPECT_EQ(s.server.Terminate(), 0);
 }
 
 // Same-host shared memory: frames write their positions into a region the client registered
 // (two slots used in turn) and carry only where; the bytes equal those a frame sends on the wire,
 // for float32 (deformed straight into the region) and float16; bad targets name their field.
 TEST(SharedMemory, FramesWriteIntoTheClientsRegionAndEqualTheWire) {
-  ServerProcess server({"--shared-memory-bytes", "16000000"});
-  ASSERT_TRUE(server.started());
-  client::Client c(server.target());
-  ASSERT_TRUE(c.WaitReady(std::chrono::seconds(60)).ok());
   const LimbOptions limb = LimbOf(20000, 4, 4);
-  auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
-  ASSERT_TRUE(up.ok());
+  ShmServer s(limb);
+  ASSERT_FALSE(s.rig_id.empty());
+  client::Client& c = s.c;
   const Skeleton sk = LimbSkeleton(limb);
   const uint64_t frame_bytes = 20000 * 12;
   auto shm = client::SharedMemory::Create(c, 2 * frame_bytes);
@@ -2280,7 +2288,7 @@ TEST(SharedMemory, FramesWriteIntoTheClientsRegionAndEqualTheWire) {
   for (v1::OutputEncoding encoding : {v1::OUTPUT_ENCODING_FLOAT32, v1::OUTPUT_ENCODING_FLOAT16}) {
     SCOPED_TRACE(v1::OutputEncoding_Name(encoding));
     v1::CreateSessionRequest req;
-    req.set_rig_id(up->rig_id());
+    req.set_rig_id(s.rig_id);
     req.mutable_deformer()->set_method(v1::METHOD_DQS);
     req.set_encoding(encoding);
     auto session = c.CreateSession(req);
@@ -2334,7 +2342,7 @@ TEST(SharedMemory, FramesWriteIntoTheClientsRegionAndEqualTheWire) {
   auto too_big = client::SharedMemory::Create(c, 20'000'000);
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(too_big.status().message()), HasSubstr("--shared-memory-bytes"));
-  EXPECT_EQ(server.Terminate(), 0);
+  EXPECT_EQ(s.server.Terminate(), 0);
 }
 
 // A POSIX shared-memory object of `bytes`, unlinked when the test ends.
