@@ -373,26 +373,28 @@ class Service::StreamCall final
     auto* self = static_cast<StreamCall*>(arg);
     v1::DeformResponse& resp = *self->response_;
     absl::Status st = status;
-    // A key frame asked for by a frame that failed is still owed: the client asked because it
-    // cannot decode deltas (until 2026-12-07 the request went with the failed frame, and the
-    // deltas after it came back undecodable).
-    const bool key_frame = self->current_.key_frame() || self->key_frame_owed_;
-    // A DELTA frame into shared memory is encoded before it is known to fit: the encoder's state
-    // from before it is kept, to go back to should it not (a copy, in that case only).
-    std::optional<StreamEncoder> before;
-    if (st.ok() && self->job_.shm && self->job_.session->encoding == v1::OUTPUT_ENCODING_DELTA) before = self->encoder_;
     if (st.ok() && Quantized(self->job_.session->encoding)) {
-      st = EncodeQuantizedPositions(self->job_, &self->encoder_, key_frame, resp.mutable_quantization());
+      st = EncodeQuantizedPositions(self->job_, &self->encoder_, self->current_.key_frame(), resp.mutable_quantization());
     }
     if (st.ok() && self->job_.shm) {
       st = PlaceInSharedMemory(self->job_, self->current_.outputs().shared_memory(), resp.mutable_shared_positions());
-      // Encoded but not delivered: the encoder goes back to the last frame delivered, so the
-      // next is a delta against it (until 2026-12-03 later deltas were undecodable; until
-      // 2026-12-07 the next frame was a key frame, the largest kind, and a region that fits
-      // deltas but not key frames failed every frame from then on).
-      if (!st.ok() && before) self->encoder_ = std::move(*before);
+      // A DELTA frame encoded but not delivered (it did not fit the region) is taken back: the next
+      // is a delta against the last frame delivered (until 2026-12-03 later deltas were
+      // undecodable; until 2026-12-07 the encoder was reset and the next frame was a key frame,
+      // the largest kind). A key frame that is due (key_frame_interval) and does not fit stays due.
+      if (!st.ok() && self->job_.session->encoding == v1::OUTPUT_ENCODING_DELTA && self->encoder_.delta) {
+        self->encoder_.delta->Undo();
+      }
     }
-    self->key_frame_owed_ = key_frame && !st.ok();
+    // A key frame asked for by a frame that failed is not lost with it: the client asked because
+    // it cannot decode deltas (until 2026-12-07 the deltas after the failed frame came back
+    // undecodable). The encoder of the session that asked starts again: its next frame is a key
+    // frame (another session's encoder is left alone; a stream starts each session it switches
+    // to with a key frame anyway).
+    if (!st.ok() && self->current_.key_frame()) {
+      const std::shared_ptr<const Session> encoded = self->encoder_.session.lock();
+      if (!encoded || encoded->id == self->current_.session_id()) self->encoder_.delta.reset();
+    }
     if (st.ok()) {
       resp.clear_error();
       resp.set_compute_ns(self->job_.out.compute_ns);
@@ -449,7 +451,6 @@ class Service::StreamCall final
   StopFlag stop_;
   std::chrono::steady_clock::time_point queued_at_;  // current_ handed to the pool (default: inline)
   StreamEncoder encoder_;  // OUTPUT_ENCODING_DELTA
-  bool key_frame_owed_ = false;  // a frame that asked for a key frame failed (Done)
   std::mutex mu_;
   bool reading_ = false, read_full_ = false, read_replaceable_ = false;
   bool has_pending_ = false, pending_replaceable_ = false;

@@ -214,6 +214,32 @@ TEST(PositionCodec, DeltaEncoderFailureLeavesTheStreamAsItWas) {
   EXPECT_LE(MaxDistance(got, p), 1e-4 * std::sqrt(12.0) + 1e-6);
 }
 
+// Undo takes back the last frame encoded (the server's, for a frame that did not fit its shared
+// memory): the stream goes on byte for byte as one that never encoded it, at every point of the
+// delta chain (a key frame, the first delta, a predicted one), and a second Undo does nothing.
+TEST(PositionCodec, DeltaEncoderUndoTakesBackTheLastFrame) {
+  const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+  const Quantization grid = DeltaGrid(lo, hi, 1e-4);
+  for (int undone = 0; undone < 4; ++undone) {
+    SCOPED_TRACE(undone);
+    DeltaEncoder with_undo(grid, 100), without(grid, 100);
+    Quantization q, r;
+    std::string a, b;
+    for (int t = 0; t < 6; ++t) {
+      if (t == undone) {
+        ASSERT_TRUE(with_undo.Encode(Cloud(30, 100 + t), false, q, a).ok());  // never delivered
+        with_undo.Undo();
+        with_undo.Undo();  // nothing more to take back
+      }
+      ASSERT_TRUE(with_undo.Encode(Cloud(30, t), false, q, a).ok());
+      ASSERT_TRUE(without.Encode(Cloud(30, t), false, r, b).ok());
+      EXPECT_EQ(a, b) << "frame " << t;
+      EXPECT_EQ(q.since_key_frame, r.since_key_frame) << "frame " << t;
+      EXPECT_EQ(q.key_frame, r.key_frame) << "frame " << t;
+    }
+  }
+}
+
 TEST(PositionCodec, AStillFrameCostsOneByteABlock) {
   const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
   DeltaEncoder enc(DeltaGrid(lo, hi, 1e-4), 100);

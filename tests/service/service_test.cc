@@ -2223,8 +2223,7 @@ TEST(SharedMemory, FramesIntoARegionFoundShrunkAreRefusedBeforeTheyAreApplied) {
 
 // A DELTA frame that does not fit where it was asked to go fails, and the stream's deltas go on
 // from the last frame delivered: the next frame is a delta the client decodes (until 2026-12-07
-// it was a key frame, the largest kind, and a region that fits deltas but not key frames failed
-// every frame after one key frame too large).
+// the encoder was reset and the next frame was a key frame, the largest kind).
 TEST(SharedMemory, ADeltaFrameThatDoesNotFitLeavesTheStreamsDeltasAsTheyWere) {
   const LimbOptions limb = LimbOf(2000);
   ShmServer s(limb);

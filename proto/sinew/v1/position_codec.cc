@@ -261,6 +261,7 @@ DeltaEncoder::DeltaEncoder(const Quantization& grid, uint32_t key_frame_interval
 
 absl::Status DeltaEncoder::Encode(std::span<const float> xyz, bool force_key, Quantization& q, std::string& out) {
   const size_t n = xyz.size() / 3;
+  can_undo_ = false;  // q_, which Undo would bring back, is written over here
   q_.resize(3 * n);  // by axis: x of every vertex, then y, then z
   const double inv = 1 / grid_.scale[0];
   constexpr double kLimit = double(kDeltaGridLimit);
@@ -298,14 +299,28 @@ absl::Status DeltaEncoder::Encode(std::span<const float> xyz, bool force_key, Qu
     }
     Pack(r, n, out, widths_);
   }
+  // The frame's coordinates become the last, the last the one before; the one before goes to q_
+  // (scratch), from where Undo can bring it back.
   q2_.swap(q1_);
   q1_.swap(q_);
+  undo_since_key_ = since_key_;
+  undo_started_ = started_;
+  can_undo_ = true;
   started_ = true;
   since_key_ = since;
   q = grid_;
   q.key_frame = key;
   q.since_key_frame = since;
   return absl::OkStatus();
+}
+
+void DeltaEncoder::Undo() {
+  if (!can_undo_) return;
+  q1_.swap(q_);   // q1_: the frame two before the undone one, q_: the undone frame (scratch)
+  q2_.swap(q1_);  // q2_: that frame again, q1_: the last delivered
+  since_key_ = undo_since_key_;
+  started_ = undo_started_;
+  can_undo_ = false;
 }
 
 absl::Status DeltaDecoder::Decode(std::string_view bytes, const Quantization& q, std::span<float> xyz) {

@@ -56,12 +56,17 @@ class DeltaEncoder {
   // vertex off the grid, fails with InvalidArgument / OutOfRange naming the vertex, and the
   // stream's state stays as it was (the next frame is encoded as if this one had not been).
   absl::Status Encode(std::span<const float> xyz, bool force_key, Quantization& q, std::string& out);
+  // Takes back the last successful Encode, whose frame was not delivered (it did not fit where
+  // it was to go): the next frame is encoded as if it had not been. Once per Encode; no copy.
+  void Undo();
 
  private:
   Quantization grid_;
   uint32_t interval_;
   uint32_t since_key_ = 0;
   bool started_ = false;
+  uint32_t undo_since_key_ = 0;  // since_key_ and started_ before the last Encode (Undo)
+  bool undo_started_ = false, can_undo_ = false;
   std::vector<int32_t> q_, q1_, q2_;  // this frame's, the last and the one before, x,y,z
   std::vector<uint32_t> residuals_;   // one axis
   std::vector<uint8_t> widths_;       // one axis' blocks
