@@ -254,13 +254,18 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   w.offsets.push_back(0);
   bool all_normals = true, any_uv = false;
   std::string bad_normal;  // the first non-finite normal, named by its mesh and vertex there
-  for (auto [node, m] : meshes) {
+  // A mesh's name, as its MeshRange gives it (meshN when it has none).
+  auto mesh_name = [&](const aiMesh* m, size_t index) {
+    return m->mName.length ? ValidUtf8(m->mName.C_Str()) : absl::StrCat("mesh", index);
+  };
+  for (size_t i = 0; i < meshes.size(); ++i) {
+    const aiMesh* m = meshes[i].second;
     all_normals = all_normals && m->HasNormals();
     any_uv = any_uv || m->HasTextureCoords(0);
     for (unsigned v = 0; bad_normal.empty() && m->HasNormals() && v < m->mNumVertices; ++v) {
       const aiVector3D& n = m->mNormals[v];
       if (!std::isfinite(n.x) || !std::isfinite(n.y) || !std::isfinite(n.z)) {
-        bad_normal = absl::StrCat("mesh \"", ValidUtf8(m->mName.C_Str()), "\" vertex ", v);
+        bad_normal = absl::StrCat("mesh \"", mesh_name(m, i), "\" vertex ", v);
       }
     }
   }
@@ -274,7 +279,7 @@ absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
   std::vector<float> uv;
   size_t unweighted = 0, bad_sums = 0;
   for (auto [node, m] : meshes) {
-    const std::string mname = m->mName.length ? ValidUtf8(m->mName.C_Str()) : absl::StrCat("mesh", out.meshes.size());
+    const std::string mname = mesh_name(m, out.meshes.size());
     MeshRange range{mname, static_cast<uint32_t>(rig.vertex_count()), m->mNumVertices,
                     static_cast<uint32_t>(rig.triangle_count()), 0, m->mNumBones > 0};
     const Affine34d& t = global.at(node);

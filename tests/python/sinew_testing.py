@@ -98,13 +98,15 @@ class Server:
             pid, status = os.waitpid(self.process.pid, os.WUNTRACED | os.WNOHANG)
             if pid and os.WIFSTOPPED(status):
                 return
-            if pid:  # it ended: Popen learns nothing more of it, so say so here
+            if pid:  # it ended, reaped here: Popen is told, so nothing signals its pid again
+                self.process.returncode = os.waitstatus_to_exitcode(status)
                 raise RuntimeError(f"sinew-server ended (wait status {status}) instead of stopping")
             time.sleep(0.01)
         raise RuntimeError("sinew-server had not stopped a minute after SIGSTOP")
 
     def resume(self) -> None:
-        os.kill(self.process.pid, signal.SIGCONT)
+        if self.process.returncode is None:  # (pause() found it ended: nothing to resume)
+            os.kill(self.process.pid, signal.SIGCONT)
 
 
 # -- a procedural limb ----------------------------------------------------------------------------

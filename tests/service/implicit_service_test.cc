@@ -274,7 +274,7 @@ TEST_F(ImplicitService, AReplayingBatchStopsWhenCancelledAndWhenTheServerDrains)
 TEST_F(ImplicitService, ADrainAnswersEveryFrameTheStreamHasRead) {
   // A drain long enough for the frame in the backend on a loaded machine (the default 10 s is
   // not: a drain that ends first cancels the stream, and that is not what is tested here).
-  Start({"--drain-timeout", "300"});
+  ASSERT_NO_FATAL_FAILURE(Start({"--drain-timeout", "300"}));
   auto s = Open(v1::METHOD_ELASTIC_IMPLICIT);
   ASSERT_TRUE(s.ok()) << s.status();
   auto stream = client_->OpenStream();
