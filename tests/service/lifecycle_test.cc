@@ -1467,46 +1467,21 @@ TEST(Lifecycle, UploadsInProgressAreBoundedTogether) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
-// An upload that announced its bytes and then sends nothing, over a connection that stays alive
-// (keepalive does not end it), is cancelled after --upload-idle-timeout and its bytes go back to
-// the budget: two such uploads filled --max-upload-bytes and refused every other upload for good
-// until 2026-12-07 (a review). Waits for the outcome, not for a time.
-TEST(Lifecycle, AnUploadThatStopsSendingIsCancelledAndGivesItsBytesBack) {
+// Two uploads announce the whole --max-upload-bytes and then make no progress (nothing more, or,
+// with `empty_chunks`, an empty chunk every 100 ms) over a connection that stays alive (keepalive
+// does not end it): both are cancelled after --upload-idle-timeout and their bytes go back to the
+// budget, so a real upload fits again. Waits for the outcome, not for a time.
+void ExpectIdleUploadsCancelled(bool empty_chunks) {
   ServerProcess server({"--max-rig-bytes", "1000000", "--max-upload-bytes", "2000000", "--upload-idle-timeout", "1"});
   ASSERT_TRUE(server.started());
   auto c = Connect(server);
   auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
-  std::vector<HeldUpload> stalled(2);
-  for (HeldUpload& u : stalled) ASSERT_TRUE(u.Start(*stub, 1000000, "x"));  // the whole budget announced
-  const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(10000)));
-  absl::StatusOr<v1::UploadRigResponse> fits = absl::UnknownError("not tried");
-  for (int i = 0; i < 3000; ++i) {  // up to a minute: the idle ones are cancelled within about 2 s
-    fits = c->UploadRig(rig);
-    if (fits.ok() || fits.status().code() != absl::StatusCode::kResourceExhausted) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_TRUE(fits.ok()) << fits.status();
-  for (HeldUpload& u : stalled) {
-    const grpc::Status st = u.writer->Finish();
-    EXPECT_TRUE(st.error_code() == grpc::StatusCode::CANCELLED || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
-        << st.error_code() << " " << st.error_message();
-  }
-  EXPECT_EQ(server.Terminate(), 0);
-}
-
-// Empty chunks are not progress: an upload that sends nothing but them is cancelled at the idle
-// timeout as one that sends nothing (until 2026-12-07 each empty chunk kept it alive, and two
-// such uploads held the whole --max-upload-bytes for good).
-TEST(Lifecycle, AnUploadSendingOnlyEmptyChunksIsCancelledAsIdle) {
-  ServerProcess server({"--max-rig-bytes", "1000000", "--max-upload-bytes", "2000000", "--upload-idle-timeout", "1"});
-  ASSERT_TRUE(server.started());
-  auto c = Connect(server);
-  auto stub = v1::Sinew::NewStub(grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
-  std::vector<HeldUpload> empty(2);
-  for (HeldUpload& u : empty) ASSERT_TRUE(u.Start(*stub, 1000000, ""));  // the whole budget announced
+  std::vector<HeldUpload> held(2);
+  for (HeldUpload& u : held) ASSERT_TRUE(u.Start(*stub, 1000000, empty_chunks ? "" : "x"));
   std::atomic<bool> stop{false};
   std::vector<std::thread> senders;
-  for (HeldUpload& u : empty) {
+  for (HeldUpload& u : held) {
+    if (!empty_chunks) continue;
     senders.emplace_back([&u, &stop] {  // an empty chunk every 100 ms until the call is over
       v1::UploadRigRequest part;
       part.set_chunk("");
@@ -1523,15 +1498,25 @@ TEST(Lifecycle, AnUploadSendingOnlyEmptyChunksIsCancelledAsIdle) {
   stop.store(true);
   for (std::thread& t : senders) t.join();
   if (!fits.ok()) {
-    for (HeldUpload& u : empty) u.ctx->TryCancel();  // (the failure above: not left waiting)
+    for (HeldUpload& u : held) u.ctx->TryCancel();  // (the failure above: not left waiting)
   }
-  for (HeldUpload& u : empty) {
+  for (HeldUpload& u : held) {
     const grpc::Status st = u.writer->Finish();
     EXPECT_TRUE(st.error_code() == grpc::StatusCode::CANCELLED || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
         << st.error_code() << " " << st.error_message();
   }
   EXPECT_EQ(server.Terminate(), 0);
 }
+
+// Two such uploads filled --max-upload-bytes and refused every other upload for good until
+// 2026-12-07 (a review).
+TEST(Lifecycle, AnUploadThatStopsSendingIsCancelledAndGivesItsBytesBack) {
+  ExpectIdleUploadsCancelled(/*empty_chunks=*/false);
+}
+
+// Empty chunks are not progress: until 2026-12-07 each one kept its upload alive, and two such
+// uploads held the whole --max-upload-bytes for good.
+TEST(Lifecycle, AnUploadSendingOnlyEmptyChunksIsCancelledAsIdle) { ExpectIdleUploadsCancelled(/*empty_chunks=*/true); }
 
 // A second server on a port that is already served fails to start and says why, instead of
 // binding it too (gRPC's default SO_REUSEPORT would have the kernel split new connections between
