@@ -247,9 +247,16 @@ absl::StatusOr<OperatorGrid> OperatorGrid::Build(OperatorShape shape, const Oper
   return grid;
 }
 
+namespace {
+// x clamped to [0, 1], NaN read as 0: std::clamp passes a NaN through, and a NaN cast to int is
+// undefined (on x86, INT_MIN: a read far outside the grid). A field of infinite gradients gives
+// the controller's d a NaN.
+float Unit(float x) { return x > 0 ? (x < 1 ? x : 1.f) : 0.f; }
+}  // namespace
+
 float OperatorGrid::Sample(float f1, float f2, float d, float* g1, float* g2) const {
   const float s = float(n_ - 1), sd = float(nd_ - 1);
-  const float u = std::clamp(f1, 0.f, 1.f) * s, v = std::clamp(f2, 0.f, 1.f) * s, w = std::clamp(d, 0.f, 1.f) * sd;
+  const float u = Unit(f1) * s, v = Unit(f2) * s, w = Unit(d) * sd;
   const int i = std::min(int(u), n_ - 2), j = std::min(int(v), n_ - 2), k = std::min(int(w), nd_ - 2);
   const float tu = u - float(i), tv = v - float(j), tw = w - float(k);
   const size_t plane = size_t(n_) * n_;

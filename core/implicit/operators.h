@@ -49,7 +49,7 @@ class OperatorGrid {
   static absl::StatusOr<OperatorGrid> Build(OperatorShape shape, const OperatorGridOptions& options,
                                             ThreadPool* pool = nullptr, const ProgressFn& progress = {});
 
-  // g(f1, f2, d) and its two partial derivatives. Inputs are clamped to [0, 1].
+  // g(f1, f2, d) and its two partial derivatives. Inputs are clamped to [0, 1]; a NaN reads as 0.
   float Sample(float f1, float f2, float d, float* g1, float* g2) const;
   // The solved value at node (i, j) of slice k.
   float Node(int i, int j, int k) const { return cells_[Index(i, j, k)][0]; }

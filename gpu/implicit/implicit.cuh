@@ -298,9 +298,12 @@ SINEW_HD Float4 Lerp4(Float4 a, Float4 b, float t) {
   return {a.x + t * (b.x - a.x), a.y + t * (b.y - a.y), a.z + t * (b.z - a.z), a.w + t * (b.w - a.w)};
 }
 
+// x in [0, 1], a NaN read as 0 (OperatorGrid::Sample: a NaN cast to int is undefined).
+SINEW_HD float Unit(float x) { return x > 0 ? (x < 1 ? x : 1.f) : 0.f; }
+
 SINEW_HD float SampleOperator(const Float4* cells, int n, int nd, float f1, float f2, float d, float* g1, float* g2) {
   const float s = float(n - 1), sd = float(nd - 1);
-  const float u = MinF(MaxF(f1, 0.f), 1.f) * s, v = MinF(MaxF(f2, 0.f), 1.f) * s, w = MinF(MaxF(d, 0.f), 1.f) * sd;
+  const float u = Unit(f1) * s, v = Unit(f2) * s, w = Unit(d) * sd;
   const int i = MinI(int(u), n - 2), j = MinI(int(v), n - 2), k = MinI(int(w), nd - 2);
   const float tu = u - float(i), tv = v - float(j), tw = w - float(k);
   const size_t plane = size_t(n) * n, row = size_t(n);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numbers>
 
 #include "core/implicit/hrbf.h"
@@ -174,6 +175,23 @@ TEST(Operators, Controllers) {
   EXPECT_GT(BulgeController(0.3), 0.05);  // the bulge starts at small angles
   EXPECT_NEAR(BulgeController(pi / 2), 1, 1e-12);
   EXPECT_NEAR(BulgeController(pi), 1, 1e-12);
+}
+
+// A NaN input (an infinite gradient makes the controller's d one) reads as 0, like a clamped
+// one: until 2026-12-07 it was cast to int unchecked (undefined; on x86 a read far outside the
+// grid).
+TEST(Operators, ANanInputReadsAsZero) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const OperatorGrid* g : {&Ops().contact, &Ops().bulge}) {
+    float a1, a2, b1, b2;
+    EXPECT_EQ(g->Sample(nan, 0.6f, 0.4f, &a1, &a2), g->Sample(0, 0.6f, 0.4f, &b1, &b2));
+    EXPECT_EQ(a1, b1);
+    EXPECT_EQ(a2, b2);
+    EXPECT_EQ(g->Sample(0.6f, nan, 0.4f, &a1, &a2), g->Sample(0.6f, 0, 0.4f, &b1, &b2));
+    EXPECT_EQ(g->Sample(0.55f, 0.6f, nan, &a1, &a2), g->Sample(0.55f, 0.6f, 0, &b1, &b2));
+    EXPECT_EQ(a2, b2);
+    EXPECT_EQ(g->Sample(nan, nan, nan, nullptr, nullptr), 0.f);  // g(0, 0) = 0
+  }
 }
 
 TEST(Operators, DiskCacheRoundTripAndCorruption) {
