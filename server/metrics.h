@@ -1,6 +1,7 @@
 // Prometheus metrics of the service, served over HTTP (/metrics) on their own port.
 //
-//   sinew_frames_total{method,backend}            frames deformed
+//   sinew_frames_total{method,backend}            frames deformed (one that then cannot be sent,
+//                                                 quantised or placed, counts in errors too)
 //   sinew_frame_latency_seconds{method,backend}   time from request decoded to frame ready
 //   sinew_frame_errors_total{code}                frames that failed, by gRPC status code
 //   sinew_rpc_errors_total{rpc,code}              failed RPCs, by method and status code
