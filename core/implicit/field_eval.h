@@ -56,8 +56,9 @@ class Evaluator {
   // The same with the controllers' values held: `controls` has kMaxCandidates − 1 slots, one per
   // operator whose two children both hold a candidate (in evaluation order). With `record`,
   // each such operator writes its live d there (NaN where a child's field was 0); without, it
-  // uses the held d where it is not NaN. With d held, g1 ∇f1 + g2 ∇f2 is the exact gradient of
-  // the value (the live gradient omits ∂g/∂d · ∇d, spec pitfall 17).
+  // uses the held d where it is not NaN. With d held, g1 ∇f1 + g2 ∇f2 is the gradient of the
+  // value, up to the grid: g1, g2 are the nodes' ∂g/∂f interpolated, not the derivatives of the
+  // interpolated g (the live gradient also omits ∂g/∂d · ∇d, spec pitfall 17).
   FieldValue EvalHeld(const Eigen::Vector3f& x, const uint16_t* cand, int count, float* controls, bool record) const {
     if (m_.tree.root < 0 || count == 0) return {};
     Prefetch(x, cand, count);
