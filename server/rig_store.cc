@@ -126,6 +126,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
   bool mine = false;
   {
     std::unique_lock lock(prep_mu);
+    if (asker != nullptr) RenewLocked(key);  // (a background task's own entry stays cancelled)
     auto& slot = preparations[key];
     if (!slot) {
       slot = std::make_shared<Preparation>();
@@ -231,8 +232,21 @@ absl::StatusOr<std::shared_ptr<const Prepared>> StoredRig::GetOrPrepare(
   return result;
 }
 
+void StoredRig::RenewLocked(const std::string& key) {
+  const auto it = preparations.find(key);
+  if (it == preparations.end() || cancelling_all) return;
+  Preparation& p = *it->second;
+  if (p.done || !p.cancel) return;
+  if (!p.claimed) {
+    p.cancel = false;
+  } else {
+    preparations.erase(it);
+  }
+}
+
 bool StoredRig::Reserve(const std::string& key, int64_t now_ms, const std::string& asker) {
   std::lock_guard lock(prep_mu);
+  RenewLocked(key);
   askers[key].insert(asker);
   auto& slot = preparations[key];
   if (slot) return false;
@@ -245,7 +259,10 @@ bool StoredRig::Reserve(const std::string& key, int64_t now_ms, const std::strin
 
 bool StoredRig::Listed(const std::string& key) {
   std::lock_guard lock(prep_mu);
-  return preparations.contains(key);
+  const auto it = preparations.find(key);
+  if (it == preparations.end()) return false;
+  const Preparation& p = *it->second;
+  return cancelling_all || p.done || !p.cancel || !p.claimed;
 }
 
 bool StoredRig::VisibleLocked(const std::string& key, const std::string& tenant) const {
@@ -287,6 +304,7 @@ absl::Status StoredRig::CancelPreparation(const std::string& key, const std::str
 
 void StoredRig::CancelAll() {
   std::lock_guard lock(prep_mu);
+  cancelling_all = true;
   for (auto& [key, p] : preparations) {
     if (!p->done) p->cancel = true;
   }

@@ -110,6 +110,14 @@ struct StoredRig {
   // life: one more per new parameter set, without bound).
   std::map<std::string, absl::flat_hash_set<std::string>> askers;
   bool VisibleLocked(const std::string& key, const std::string& tenant) const;
+  // A session asks again for preparation `key` that CancelPreparation stopped and that has not
+  // ended yet (under prep_mu): one that had not started is wanted after all (its cancellation is
+  // withdrawn; its task runs it), one still running leaves the list (it ends cancelled for those
+  // that waited on it, and leaves the new entry alone), so that the request starts it again.
+  // Until 2026-12-07 the request found it listed and started nothing: its session served the
+  // fallback for good, and GetRig no longer listed what it waited for. Not after CancelAll.
+  void RenewLocked(const std::string& key);
+  bool cancelling_all = false;  // CancelAll was called (shutdown, a rig let go); guarded by prep_mu
   // The preparations' results, kept failures (their key and error), the normals' adjacency and
   // the quality measure.
   std::atomic<size_t> prepared_bytes{0};
@@ -173,7 +181,8 @@ struct StoredRig {
   // background task that will run GetOrPrepare; false when it is already listed (then no task
   // is needed). `asker` is recorded as asking for it either way.
   bool Reserve(const std::string& key, int64_t now_ms, const std::string& asker);
-  // Whether preparation `key` is listed (running, reserved, or finished and kept).
+  // Whether preparation `key` is listed (running, reserved, or finished and kept), and a request
+  // for it would start no task (RenewLocked: a running one that was cancelled would need one).
   bool Listed(const std::string& key);
   // Asks every running preparation to stop (server shutdown).
   void CancelAll();

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/deformer/skeletal.h"
 #include "core/swingtwist/method.h"
@@ -194,6 +196,82 @@ TEST(RigStoreGpu, ARigOnABrokenDeviceIsUploadedAgainToAUsableOne) {
 // lets go of its own unsaved hold only. Until 2026-12-07 the rig was seen from its insertion, so a
 // crash while its files were written lost a rig GetRig had answered for (the Python client takes
 // that answer as "uploaded").
+// A preparation that waits for the test's word, stopping when asked to (its progress answers
+// false), then prepares swing-twist.
+std::atomic<bool> gate_entered{false}, gate_open{false};
+absl::StatusOr<std::shared_ptr<const sinew::Prepared>> GatedPrepare(const Rig& rig, const DeformerConfig& config,
+                                                             ThreadPool* pool, const ProgressFn& progress) {
+  gate_entered = true;
+  while (!gate_open) {
+    if (!progress(0)) return absl::CancelledError("stopped at the gate");
+    std::this_thread::yield();
+  }
+  return FindMethod("swing-twist")->prepare(rig, config, pool, progress);
+}
+
+MethodInfo GatedSwingTwist() {
+  MethodInfo m = *FindMethod("swing-twist");
+  m.prepare = &GatedPrepare;
+  return m;
+}
+
+// A session asks again for a preparation that CancelPreparation stopped but that has not ended:
+// the request starts it again. Until 2026-12-07 it found the key listed and started no task; the
+// stopped run then left the list, and the session served its fallback for good.
+TEST(RigStore, ARunningPreparationCancelledThenAskedForAgainIsStartedAgain) {
+  StoredRig stored;
+  stored.id = "rig";
+  stored.rig = std::make_shared<const Rig>(testing::SmallLimb());
+  const MethodInfo method = GatedSwingTwist();
+  const DeformerConfig config = SwingTwistConfig();
+  const std::string key = PreparationKey(method, config);
+  gate_entered = false;
+  gate_open = false;
+  ASSERT_TRUE(stored.Reserve(key, 1, "t"));
+  absl::Status first;
+  std::thread task([&] { first = stored.GetOrPrepare(method, config, nullptr, 1).status(); });
+  while (!gate_entered) std::this_thread::yield();
+  ASSERT_TRUE(stored.CancelPreparation(key, "t", [](const Preparation&) {}).ok());
+  EXPECT_FALSE(stored.Listed(key)) << "a new request needs a task";
+  EXPECT_TRUE(stored.Reserve(key, 2, "t")) << "the request must start a task";
+  task.join();
+  EXPECT_EQ(first.code(), absl::StatusCode::kCancelled) << first;
+  EXPECT_TRUE(stored.Listed(key)) << "the stopped run must leave the new entry listed";
+  EXPECT_EQ(*stored.PreparedIfDone(key), nullptr);
+  gate_open = true;
+  const auto second = stored.GetOrPrepare(method, config, nullptr, 3);  // the new task
+  ASSERT_TRUE(second.ok()) << second.status();
+  const auto done = stored.PreparedIfDone(key);
+  ASSERT_TRUE(done.ok());
+  EXPECT_NE(*done, nullptr);
+}
+
+// The same for one cancelled before it started: asked for again, its task runs it after all.
+// After CancelAll (the server stopping) nothing is started again.
+TEST(RigStore, AQueuedPreparationCancelledThenAskedForAgainRuns) {
+  StoredRig stored;
+  stored.id = "rig";
+  stored.rig = std::make_shared<const Rig>(testing::SmallLimb());
+  const MethodInfo& method = *FindMethod("swing-twist");
+  const DeformerConfig config = SwingTwistConfig();
+  const std::string key = PreparationKey(method, config);
+  ASSERT_TRUE(stored.Reserve(key, 1, "t"));
+  ASSERT_TRUE(stored.CancelPreparation(key, "t", [](const Preparation&) {}).ok());
+  EXPECT_TRUE(stored.Listed(key));
+  EXPECT_FALSE(stored.Reserve(key, 2, "t")) << "its queued task is enough";
+  const auto p = stored.GetOrPrepare(method, config, nullptr, 3);  // the queued task
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NE(*stored.PreparedIfDone(key), nullptr);
+
+  StoredRig stopping;
+  stopping.id = "rig2";
+  stopping.rig = stored.rig;
+  ASSERT_TRUE(stopping.Reserve(key, 1, "t"));
+  stopping.CancelAll();
+  EXPECT_FALSE(stopping.Reserve(key, 2, "t"));
+  EXPECT_EQ(stopping.GetOrPrepare(method, config, nullptr, 3).status().code(), absl::StatusCode::kCancelled);
+}
+
 TEST(RigStore, AnUploadsHoldIsUnseenUntilKept) {
   const Rig limb = testing::SmallLimb();
   const size_t bytes = limb.ResidentBytes();
