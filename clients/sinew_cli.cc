@@ -1307,11 +1307,15 @@ int Batch(client::Client& c, client::Args& args) {
   }
   // One run at a time on these outputs, locked before anything of them is read, removed or
   // written (a Kubernetes Indexed Job can run two pods for one index: until 2026-12-07 the second
-  // could remove or cut the first's files under it).
+  // could remove or cut the first's files under it). A shard's outputs are its own (its part of
+  // the cache; with --obj alone its manifest and frames): with --obj alone its lock names the
+  // shard, as its part does with --pc2 (until 2026-12-07 every shard locked DIR/STEM.lock, and
+  // the shards of one clip could not run at once).
   std::optional<client::OutputLock> run_lock;
   if (!cache_path.empty() || !obj_dir.empty()) {
+    const std::string obj_lock = shard ? absl::StrCat(stem, ".", client::ShardName(*shard), ".lock") : stem + ".lock";
     const std::string lock_path = !cache_path.empty() ? cache_path + ".lock"
-                                                      : (std::filesystem::path(obj_dir) / (stem + ".lock")).string();
+                                                      : (std::filesystem::path(obj_dir) / obj_lock).string();
     auto locked = client::OutputLock::Acquire(lock_path);
     if (!locked.ok()) return Fail(locked.status());
     run_lock.emplace(std::move(*locked));

@@ -5,6 +5,8 @@
 // resumes like any batch.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -109,6 +111,32 @@ TEST_F(BatchShards, ThreeShardsOnThreeServersMergeToTheBytesOfOneRun) {
   EXPECT_EQ(one_obj.size(), 101u);  // 100 frames and the job's record (BCN_Epileptic.job), merged too
   EXPECT_TRUE(one_obj == sharded_obj) << "the OBJ sequences differ";
   for (auto& s : servers) EXPECT_EQ(s->Terminate(), 0);
+}
+
+// With --obj alone each shard locks its own outputs (DIR/STEM.shard-I-of-N.lock), as a --pc2
+// shard locks its part: while shard 0 runs (its lock held here), shard 1 of the same clip into the
+// same folder runs, and a second shard 0 is refused. Until 2026-12-07 every shard locked
+// DIR/STEM.lock and the shards of one clip refused each other.
+TEST_F(BatchShards, ObjOnlyShardsOfOneClipRunAtOnce) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string obj = Path("obj");
+  fs::create_directories(obj);
+  const std::string lock0 = obj + "/BCN_Epileptic.shard-0-of-2.lock";
+  const int held = ::open(lock0.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);  // shard 0, still going
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  std::string err;
+  EXPECT_EQ(RunProcess(Batch(server, {"--obj", obj, "--shard", "1/2"}), nullptr, &err), 0) << err;
+  EXPECT_NE(RunProcess(Batch(server, {"--obj", obj, "--shard", "0/2"}), nullptr, &err), 0);
+  EXPECT_THAT(err, HasSubstr(lock0 + ": another run is writing these outputs (locked)")) << err;
+  ::close(held);
+  EXPECT_EQ(RunProcess(Batch(server, {"--obj", obj, "--shard", "0/2"}), nullptr, &err), 0) << err;
+  EXPECT_EQ(RunProcess(Merge({"--obj", obj}), nullptr, &err), 0) << err;
+  size_t frames = 0;
+  for (const auto& e : fs::directory_iterator(obj)) frames += e.path().extension() == ".obj";
+  EXPECT_EQ(frames, 100u);
+  EXPECT_EQ(server.Terminate(), 0);
 }
 
 TEST_F(BatchShards, MergeRefusesMissingIncompleteAndForeignShardsAndNamesTheFrames) {
