@@ -1253,8 +1253,7 @@ int Batch(client::Client& c, client::Args& args) {
   std::string manifest_path;
   client::ShardManifest manifest;
   bool have_manifest = false;
-  absl::Status other_job;      // the manifest there names another job (SameShardJob)
-  bool other_job_ran = false;  // ... and a session of it ran
+  absl::Status other_job;  // the manifest there names another job (SameShardJob)
   // The job: the rig, deformer, backend, encoding and clip at its rate (not the frame range).
   const std::string job = v1::Sha256Hex(absl::StrCat("sinew batch job 1\n", Deterministic(sreq), "\n", Deterministic(req)));
   // The outputs' folders are made, as --obj's is (until 2026-12-03 only a shard's --pc2 folder
@@ -1278,8 +1277,6 @@ int Batch(client::Client& c, client::Args& args) {
       auto existing = client::ReadShardManifest(manifest_path);
       if (existing.ok()) {
         other_job = client::SameShardJob(*existing, manifest, manifest_path);
-        // "none": written before the shard's session existed (a run that failed before any frame).
-        other_job_ran = existing->backend != "none";
         manifest.backend = existing->backend;
         have_manifest = true;
       } else if (!absl::IsNotFound(existing.status())) {
@@ -1329,12 +1326,13 @@ int Batch(client::Client& c, client::Args& args) {
     if (!found.ok()) return Fail(found.status());
     obj_found = *found;
   }
-  // A shard's manifest of another job claims its files only where that job got as far as a
-  // session: one that failed before (another backend asked, the server refused the session) left
-  // no frame, and the corrected command writes there, as an unsharded one does (until 2026-12-07
-  // a shard was refused "started for another job" then).
+  // A shard's manifest of another job claims its files only where that job wrote frames: one that
+  // failed before its first (another backend asked, the server refused the session, a preparation
+  // failed or was interrupted) left none, and the corrected command writes there, as an unsharded
+  // one does (until 2026-12-07 a shard was refused "started for another job" then; until the
+  // review of 2026-12-07, once its session had existed).
   if (!other_job.ok()) {
-    if (other_job_ran || (!pc2.empty() && holds_frames(cache_path)) || !obj_found.empty()) return Fail(other_job);
+    if ((!pc2.empty() && holds_frames(cache_path)) || !obj_found.empty()) return Fail(other_job);
     have_manifest = false;
     manifest.backend.clear();
   }
@@ -1477,7 +1475,9 @@ int Batch(client::Client& c, client::Args& args) {
       }
     }
     if (shard) {
-      if (manifest.backend != "none" && manifest.backend != on) {
+      // Frames of one backend only: a shard with none so far (`first` its first frame) takes
+      // this server's, whatever its manifest's session ran on.
+      if (manifest.backend != "none" && manifest.backend != on && first > range.begin) {
         return Fail(absl::FailedPreconditionError(absl::StrCat(
             manifest_path, ": this shard's frames so far ran on the ", manifest.backend, ", this server gave the ", on,
             "; give --backend ", manifest.backend, ", or --no-resume to start the shard over")));

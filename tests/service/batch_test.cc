@@ -156,6 +156,45 @@ TEST_F(Batch, ASecondRunOnOutputsAnotherHoldsIsRefusedBeforeTouchingThem) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A shard whose session existed but that wrote no frame (stopped while its method prepared, its
+// preparation failed, the server went away) has no claim either, though its manifest names the
+// backend the session ran on: the same shard on another backend, or another job, writes there.
+// The state is made by hand here: a part cut to its header, its manifest naming the GPU. Until
+// the review of 2026-12-07 both were refused ("this shard's frames so far ran on the gpu",
+// "this shard was started for another job").
+TEST_F(Batch, AShardWhoseSessionWroteNoFrameDoesNotHoldItsFiles) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  const std::string part_of = (dir_ / "s.pc2").string(), part = part_of + ".shard-0-of-2", manifest = part + ".manifest";
+  const auto frames = [&] {
+    auto info = client::InspectPc2(part);
+    return info.ok() ? info->complete_frames : uint64_t(0);
+  };
+  const auto run = [&](const std::string& method, std::string* err) {
+    return RunProcess(BatchArgs(server, part_of, "30", {"--shard", "0/2", "--max-frames", "2", "--method", method}),
+                      nullptr, err);
+  };
+  std::string err;
+  ASSERT_EQ(run("lbs", &err), 0) << err;
+  ASSERT_EQ(frames(), 2u);
+  fs::resize_file(part, 32);
+  std::string text = Bytes(manifest);
+  const size_t at = text.find("\nbackend cpu\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 13, "\nbackend gpu\n");
+  std::ofstream(manifest, std::ios::binary | std::ios::trunc) << text;
+  EXPECT_EQ(run("lbs", &err), 0) << err;
+  EXPECT_EQ(frames(), 2u);
+  EXPECT_THAT(Bytes(manifest), HasSubstr("\nbackend cpu\n"));
+  fs::resize_file(part, 32);
+  EXPECT_EQ(run("dqs", &err), 0) << err;
+  EXPECT_EQ(frames(), 2u);
+  // Once it holds frames, another job is refused.
+  EXPECT_EQ(run("lbs", &err), 1);
+  EXPECT_THAT(err, HasSubstr("this shard was started for another job"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST_F(Batch, AMethodServedByAFallbackWhileItPreparesWritesOnlyItsOwnFrames) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
