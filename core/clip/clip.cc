@@ -26,9 +26,10 @@ absl::Status CheckTimes(const std::vector<double>& times, size_t values, const s
   return absl::OkStatus();
 }
 
-// Index k such that times[k] <= t < times[k+1], and the blend factor; clamps at the ends.
+// Index k such that times[k] <= t < times[k+1], and the blend factor; clamps at the ends. A NaN
+// t is the first key (until 2026-12-07 it passed both end tests and read one key past the last).
 inline void Locate(const std::vector<double>& times, double t, size_t& k, double& a) {
-  if (t <= times.front()) {
+  if (!(t > times.front())) {
     k = 0;
     a = 0;
     return;
@@ -63,9 +64,12 @@ absl::Status ValidateJointTrack(const JointTrack& tr, const std::string& f) {
   if (!(st = CheckTimes(tr.translation_times, tr.translations.size(), f + ".translation_times")).ok()) return st;
   if (!(st = CheckTimes(tr.rotation_times, tr.rotations.size(), f + ".rotation_times")).ok()) return st;
   if (!(st = CheckTimes(tr.scale_times, tr.scales.size(), f + ".scale_times")).ok()) return st;
+  // Poses hold floats: a key is checked as the sampled pose will hold it (1e39 is a finite double
+  // and an infinite float; a scale of 1e-50 a float 0), so that a valid clip samples valid poses.
   for (size_t i = 0; i < tr.translations.size(); ++i) {
-    if (!tr.translations[i].allFinite()) {
-      return absl::InvalidArgumentError(absl::StrCat(f, ".translations[", i, "]: not finite"));
+    if (!tr.translations[i].cast<float>().allFinite()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f, ".translations[", i, "]: not finite", tr.translations[i].allFinite() ? " as a float" : ""));
     }
   }
   for (size_t i = 0; i < tr.rotations.size(); ++i) {
@@ -75,7 +79,8 @@ absl::Status ValidateJointTrack(const JointTrack& tr, const std::string& f) {
     }
   }
   for (size_t i = 0; i < tr.scales.size(); ++i) {
-    if (!std::isfinite(tr.scales[i]) || tr.scales[i] <= 0) {
+    const float as_float = static_cast<float>(tr.scales[i]);
+    if (!std::isfinite(as_float) || !(as_float > 0)) {
       return absl::InvalidArgumentError(absl::StrFormat("%s.scales[%d]: %g is not a positive scale", f, i, tr.scales[i]));
     }
   }
@@ -134,7 +139,7 @@ void SampleCageClip(const CageClip& clip, double t, std::vector<float>& out) {
 }
 
 size_t ClipFrameCount(const Clip& clip, double fps) {
-  if (!(fps > 0)) return 1;
+  if (!(fps > 0) || !(clip.duration > 0)) return 1;  // (0 · ∞ is NaN)
   const double frames = std::floor(clip.duration * fps + 1e-9);
   // Saturates instead of overflowing for absurd durations (callers bound what they play).
   if (!(frames < 1e18)) return static_cast<size_t>(1e18);

@@ -43,8 +43,8 @@ absl::Status ValidateClip(const Clip& clip, size_t joint_count);
 // first track of a file or message, whichever joint it drives).
 absl::Status ValidateJointTrack(const JointTrack& track, const std::string& field);
 
-// Local-space pose at time `t` seconds (clamped to [0, duration]) into `out`, reusing its
-// storage. `clip` must have passed ValidateClip for this skeleton.
+// Local-space pose at time `t` seconds (clamped to [0, duration]; NaN reads as 0) into `out`,
+// reusing its storage. `clip` must have passed ValidateClip for this skeleton.
 void SampleClip(const Clip& clip, const Skeleton& skeleton, double t, Pose& out);
 
 // Cage animation: per keyframe, an offset of every cage vertex from the rest cage; linear
@@ -55,7 +55,7 @@ struct CageClip {
   double duration() const { return times.empty() ? 0 : times.back(); }
 };
 
-// Offsets at time t into `out` (3 per cage vertex), reusing its storage.
+// Offsets at time t into `out` (3 per cage vertex; NaN is the first key), reusing its storage.
 void SampleCageClip(const CageClip& clip, double t, std::vector<float>& out);
 
 // Frames of the clip sampled at `fps`: frame i is at time i / fps, for i = 0 .. count - 1,

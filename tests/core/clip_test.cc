@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace sinew {
@@ -106,6 +107,56 @@ TEST(Clip, KeysEndsOneKeyChannelsAndEmptyChannels) {
     EXPECT_NEAR(j1.rotation.angularDistance(sk.rest_local[1].rotation), 0, 1e-6);
     EXPECT_NEAR(j1.scale, sk.rest_local[1].scale, 1e-6);
   }
+}
+
+// A NaN time samples the first key (clip and cage clip): until 2026-12-07 it passed both end
+// tests and read one key past the last.
+TEST(Clip, ANanTimeSamplesTheFirstKey) {
+  const Skeleton sk = TwoJoints();
+  Clip clip;
+  clip.duration = 1;
+  clip.tracks.resize(1);
+  clip.tracks[0].translation_times = {0, 1};
+  clip.tracks[0].translations = {Eigen::Vector3d(1, 2, 3), Eigen::Vector3d(4, 5, 6)};
+  ASSERT_TRUE(ValidateClip(clip, sk.size()).ok());
+  Pose pose;
+  SampleClip(clip, sk, std::numeric_limits<double>::quiet_NaN(), pose);
+  EXPECT_TRUE(ValidatePose(pose, sk.size()).ok());
+  EXPECT_LT((pose.joint(0).translation - Eigen::Vector3d(1, 2, 3)).norm(), 1e-6);
+  CageClip cages;
+  cages.times = {0, 1};
+  cages.offsets = {{1, 2, 3}, {4, 5, 6}};
+  std::vector<float> offsets;
+  SampleCageClip(cages, std::numeric_limits<double>::quiet_NaN(), offsets);
+  EXPECT_EQ(offsets, (std::vector<float>{1, 2, 3}));
+}
+
+// Keys are checked as the sampled pose holds them, in floats: a translation of 1e39 (finite as a
+// double) and a scale of 1e-50 (0 as a float) are refused by name, so that a clip that passes
+// samples only valid poses (tests/fuzz/clip_fuzz.cc's invariant; until 2026-12-07 they passed).
+TEST(Clip, KeysAreCheckedAsThePoseHoldsThem) {
+  Clip clip;
+  clip.duration = 1;
+  clip.tracks.resize(1);
+  clip.tracks[0].translation_times = {0};
+  clip.tracks[0].translations = {Eigen::Vector3d(1e39, 0, 0)};
+  auto st = ValidateClip(clip, 2);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("clip.tracks[0].translations[0]: not finite as a float"), std::string::npos) << st;
+  clip.tracks[0].translations = {Eigen::Vector3d(3e38, 0, 0)};  // below float's 3.4e38
+  EXPECT_TRUE(ValidateClip(clip, 2).ok());
+  clip.tracks[0].scale_times = {0};
+  clip.tracks[0].scales = {1e-50};
+  st = ValidateClip(clip, 2);
+  EXPECT_NE(st.message().find("clip.tracks[0].scales[0]"), std::string::npos) << st;
+}
+
+TEST(Clip, FrameCountOfAnEmptyClipIsOneAtAnyRate) {
+  Clip clip;
+  EXPECT_EQ(ClipFrameCount(clip, std::numeric_limits<double>::infinity()), 1u);
+  EXPECT_EQ(ClipFrameCount(clip, 30), 1u);
+  clip.duration = 1;
+  EXPECT_EQ(ClipFrameCount(clip, 30), 31u);
 }
 
 }  // namespace
