@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/deformer/params.h"
 #include "core/deformer/skeletal.h"
 #include "core/dqs/dqs.h"
 #include "core/lbs/lbs.h"
@@ -107,7 +108,9 @@ absl::StatusOr<std::unique_ptr<Deformer>> CreateBlendDeformer(std::shared_ptr<co
   std::string key;
   if (p.weight) {
     blend.assign(n, float(*p.weight));
-    key = absl::StrCat("blend weight=", *p.weight);
+    // The weights as the device holds them (floats) name its copy: StrCat's six digits gave
+    // 0.5000001 and 0.5000004 one key, one device buffer, until 2026-12-07.
+    key = absl::StrCat("blend weight=", KeyNumber(float(*p.weight)));
   } else {
     const AttributeMap* attr = nullptr;
     for (const AttributeMap& a : rig->attributes) {

@@ -130,5 +130,17 @@ TEST(Blend, DeviceStageCarriesTheWeightsAndBothJointBlocks) {
   EXPECT_EQ((*d)->device_param_count(), 24 * rig->joint_count());
 }
 
+// Weights that differ as floats name different device copies (a GPU rig keeps one per key):
+// until 2026-12-07 the key held six digits, and 0.5000001 and 0.5000004 shared one buffer.
+TEST(Blend, WeightsThatDifferAsFloatsHaveTheirOwnDeviceCopy) {
+  auto rig = Limb();
+  auto a = CreateDeformer(rig, Blend(0.5000001)), b = CreateDeformer(rig, Blend(0.5000004));
+  auto c = CreateDeformer(rig, Blend(0.5000001000000001));  // the same float: may share
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  ASSERT_NE(float(0.5000001), float(0.5000004));
+  EXPECT_NE((*a)->device_stage().device_data_key, (*b)->device_stage().device_data_key);
+  EXPECT_EQ((*a)->device_stage().device_data_key, (*c)->device_stage().device_data_key);
+}
+
 }  // namespace
 }  // namespace sinew
