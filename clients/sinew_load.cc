@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <latch>
 #include <mutex>
 #include <optional>
@@ -96,7 +98,16 @@ namespace {
 int Run(int argc, char** argv);
 }  // namespace
 
-int main(int argc, char** argv) { client::ExitNow(Run(argc, argv)); }  // see ExitNow
+// The run's exit status, or 1 when standard output could not be written (a full disk, a closed
+// pipe, /dev/full), as sinew's: a report cut short is a failure (until 2026-12-07 it exited 0).
+int main(int argc, char** argv) {
+  const int status = Run(argc, argv);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "sinew-load: writing standard output failed: %s\n", std::strerror(errno));
+    client::ExitNow(status != 0 ? status : 1);
+  }
+  client::ExitNow(status);  // see ExitNow
+}
 
 namespace {
 int Run(int argc, char** argv) {

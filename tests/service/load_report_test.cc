@@ -90,6 +90,19 @@ TEST(LoadReportCli, JsonOnStdoutIsTheOnlyThingThere) {
 // sessions' common start to the last answer, which is at least --duration: until 2026-12-03 the
 // streams started sending before that start and the count was divided by at most --duration,
 // which overstated the rate by a frame's latency over the duration.
+// A report that cannot be written to standard output fails the run (exit 1, said on stderr),
+// as sinew's: until 2026-12-07 sinew-load exited 0.
+TEST(LoadReportCli, AReportStandardOutputCannotTakeFailsTheRun) {
+  ServerProcess server;
+  ASSERT_TRUE(server.started());
+  std::string err;
+  const std::string load = std::string(SINEW_LOAD_PATH) + " --target " + server.target() +
+                           " --sessions 1 --fps 0 --duration 0.2 --vertices 500 --json - > /dev/full";
+  EXPECT_EQ(RunProcess({"/bin/sh", "-c", load}, nullptr, &err), 1) << err;
+  EXPECT_THAT(err, HasSubstr("sinew-load: writing standard output failed"));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(LoadReportCli, TheAchievedRateIsTheAnsweredFramesOverTheRunsTime) {
   ServerProcess server;
   ASSERT_TRUE(server.started());
