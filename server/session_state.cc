@@ -101,6 +101,15 @@ absl::Status Service::UpdateSessionImpl(const v1::UpdateSessionRequest& req, v1:
   // Closed (CloseSession, the idle TTL) while this call waited for the lock: answered as closed,
   // not OK for a session that is gone.
   if (!s->open.load()) return NoSession(req.session_id());
+  // What the deformer runs with, read again under s->mu (which every change holds): another
+  // UpdateSession may have changed it since the read above, and the undo below must restore this
+  // one (until 2026-12-07 it restored the older parameters while the session named the newer).
+  {
+    std::lock_guard config_lock(s->config_mu);
+    before_proto = s->config;
+  }
+  before = DeformerConfigFromProto(before_proto);
+  if (!before.ok()) return before.status();
   // A batch decided at its start whether it owns the session's history (stateful sessions) or
   // shares the session with other frames: parameters that change that (pbs's jiggle, swing-
   // twist's unwrap_twist) wait for it to end (until 2026-12-03 they let a second writer into a
