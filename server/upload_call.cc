@@ -59,6 +59,14 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     }
     const bool header = !upload_.has_header();
     if (auto st = upload_.Add(req_); !st.ok()) return Fail(st);
+    if (header && !upload_.sha256().empty()) {
+      // Only a rig this tenant holds is skipped: another tenant's copy is not revealed, so its
+      // bytes are received (and hashed) like any upload, then shared (FinalizeImpl). Before the
+      // buffer is reserved and the quota checked: a rig already held is answered at once however
+      // full the buffer is, and whatever the quota now (it holds the rig; until 2026-12-07 a quota
+      // lowered since refused it).
+      if (auto stored = svc_->rigs_.Find(upload_.sha256(), NowMs(), tenant_)) return Respond(*stored, true);
+    }
     if (header) {
       // A rig announcing far more than the tenant's max_rig_bytes is refused before its bytes are
       // received, so that a tenant with a small quota cannot make the server buffer and hash up
@@ -76,12 +84,6 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
                          "the wire than in memory; one whose weight table is padded with zero weights is: leave "
                          "them out)")));
       }
-    }
-    if (header && !upload_.sha256().empty()) {
-      // Only a rig this tenant holds is skipped: another tenant's copy is not revealed, so its
-      // bytes are received (and hashed) like any upload, then shared (FinalizeImpl). Before the
-      // buffer is reserved: a rig already held is answered at once however full it is.
-      if (auto stored = svc_->rigs_.Find(upload_.sha256(), NowMs(), tenant_)) return Respond(*stored, true);
     }
     if (header) {
       // Every upload in progress buffers what it announced: together bounded (--max-upload-bytes),

@@ -716,6 +716,43 @@ TEST(Security, ATenantsUploadsInProgressHoldOnlyItsShareOfTheBuffer) {
 // in the tenant's max_rig_bytes at its resident size, as a rig it stored would (until 2026-12-03
 // at its serialized size, which is smaller): past the quota the upload is refused and the tenant
 // does not hold the rig.
+// A re-upload of a rig the tenant holds is answered at once, already resident, also where its
+// max_rig_bytes has since been lowered (SIGHUP) far below the rig's: it holds the rig already,
+// and the answer stores nothing. Until 2026-12-07 the header's quota check came first and
+// refused it.
+TEST(Security, ARigTheTenantHoldsIsAlreadyResidentUnderALoweredQuota) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n");
+  ServerProcess server({"--token-file", tokens});
+  ASSERT_TRUE(server.started());
+  client::Client a(server.target(), Token(kTokenA));
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+  const v1::Rig rig = client::RigToProto(MakeLimb(LimbOf(2000)));
+  auto up = a.UploadRig(rig);
+  ASSERT_TRUE(up.ok()) << up.status();
+  WriteFile(tokens, std::string(kTokenA) + " studio-a max_rig_bytes=1000\n" + kTokenC + " studio-c\n");
+  ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
+  client::Client c(server.target(), Token(kTokenC));
+  ASSERT_TRUE(Eventually([&] { return c.GetServerInfo().ok(); })) << "the server did not read the new file";
+  grpc::ClientContext header_only;
+  a.Authorize(header_only).IgnoreError();
+  v1::UploadRigResponse again;
+  auto upload = a.stub().UploadRig(&header_only, &again);
+  v1::UploadRigRequest header;
+  header.mutable_header()->set_total_bytes(v1::SerializeRigDeterministic(rig).size());
+  header.mutable_header()->set_sha256(up->rig_id());
+  ASSERT_TRUE(upload->Write(header));
+  upload->WritesDone();
+  const grpc::Status st = upload->Finish();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(again.already_resident());
+  // A new rig is held to the lowered quota.
+  const absl::Status other = a.UploadRig(client::RigToProto(MakeLimb(LimbOf(2100)))).status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kResourceExhausted) << other;
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(Security, ASharedRigCountsInTheQuotaAtItsResidentSize) {
   // Many joints and few vertices: a joint's resident data (its transforms in double, its name)
   // outweighs its bytes on the wire.
