@@ -595,6 +595,16 @@ int Play(client::Client& c, client::Args& args, const LimbOptions& limb) {
     return Usage(args, "play FILE plays the file's rig; --rig ID plays a stored rig with the procedural limb's poses: give one");
   }
   if (pos.size() < 2 && point_set > 0) return Usage(args, "--point-set: makes an asset's character into points: play FILE");
+  // --snapshot's flags too, but for --snapshot-frames against the clip's length (checked again
+  // below, once it is known): until 2026-12-07 a bad --snapshot-size or path was named only after
+  // the asset was loaded, sampled and uploaded.
+  {
+    SnapshotPlan early;
+    if (std::string error; !ParseSnapshot(args, int64_t{1} << 40, &early, &error)) return Usage(args, error);
+    if (!early.path.empty() && (point_set > 0 || !args.Get("rig").empty())) {
+      return Usage(args, "--snapshot: draws a mesh: play FILE (not --point-set) or the procedural limb, not --rig ID");
+    }
+  }
   PlaySource source;
   if (pos.size() >= 2) {  // an asset file: its clip, sampled at --clip-fps
     auto asset = LoadAsset(pos[1]);
@@ -1186,6 +1196,20 @@ int Batch(client::Client& c, client::Args& args) {
                        "then run batch --gltf with --pc2 naming the merged cache (it resumes past every frame)");
   }
 
+  // The session's flags, checked before the asset is loaded or the server asked, as play and
+  // session create check them (until 2026-12-07 a typo in --backend or --encoding was named only
+  // after the load, or masked by "cannot connect").
+  v1::CreateSessionRequest sreq;
+  {
+    v1::Backend backend;
+    if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
+    sreq.set_backend(backend);
+    if (std::string error; !client::EncodingFromFlags(args, &sreq, &error)) return Usage(args, error);
+  }
+  if (args.Has("quality") && args.Has("point-set")) {
+    return Usage(args, "batch --quality: measures a mesh's skin (not a --point-set)");
+  }
+
   auto asset = LoadAsset(pos[1]);
   if (!asset.ok()) return Fail(asset.status());
   if (auto st = ApplyPointSet(args, *asset, c); !st.ok()) return Fail(st);
@@ -1236,13 +1260,8 @@ int Batch(client::Client& c, client::Args& args) {
   // What the session and the batch will be (rig, deformer, encoding, clip), before any upload:
   // a shard's manifest names the job by them.
   const std::string rig_bytes = v1::SerializeRigDeterministic(client::RigToProto(asset->rig));
-  v1::CreateSessionRequest sreq;
   sreq.set_rig_id(v1::Sha256Hex(rig_bytes));
   *sreq.mutable_deformer() = deformer;
-  v1::Backend backend;
-  if (!ParseBackend(args.Get("backend"), &backend)) return Usage(args, "--backend: auto, cpu or gpu");
-  sreq.set_backend(backend);
-  if (std::string error; !client::EncodingFromFlags(args, &sreq, &error)) return Usage(args, error);
   v1::DeformClipRequest req;
   client::ClipToProto(**clip, *req.mutable_clip()->mutable_clip());
   req.mutable_clip()->set_frames_per_second(clip_fps);
