@@ -149,6 +149,9 @@ absl::Status Service::GetSessionStateImpl(const v1::GetSessionStateRequest& req,
   auto s = sessions_.Find(req.session_id(), NowMs(), tenant);
   if (!s) return NoSession(req.session_id());
   std::lock_guard lock(s->mu);
+  // Closed (CloseSession, the idle TTL) while this call waited for the lock: answered as closed,
+  // as UpdateSession and SetSessionState answer, not with the state of a session that is gone.
+  if (!s->open.load()) return NoSession(req.session_id());
   auto config = DeformerConfigFromProto(s->config);
   if (!config.ok()) return config.status();
   resp.set_rig_id(s->rig->id);
