@@ -70,11 +70,16 @@ Service::Service(const ServerOptions& options, Metrics& metrics, ThreadPool& poo
       // threads: a container given 4 of a 64-core node ran 64 background preparations at once,
       // their working memory outside --max-prepared-bytes).
       background_(std::max<size_t>(1, WorkerThreads(options))) {
-  // A closed or expired session is no longer reopened by a restart (--state-dir).
+  // A closed or expired session is no longer reopened by a restart (--state-dir). A record that
+  // cannot be removed (a failing disk) is said in the log: the session reopens at the next start
+  // (until 2026-12-07 silently).
   sessions_.set_on_removed([this](Session& s) {
     std::lock_guard lock(s.record_mu);
     s.removed = true;
-    (void)state_.RemoveSession(s.id);
+    if (const absl::Status st = state_.RemoveSession(s.id); !st.ok()) {
+      std::fprintf(stderr, "sinew-server: --state-dir: session %s is closed, but its record was not removed (%s): "
+                   "a restart reopens it\n", s.id.c_str(), std::string(st.message()).c_str());
+    }
   });
 }
 
