@@ -166,11 +166,7 @@ std::vector<std::string> StateDir::LoadRigs(
     const fs::path tenants_path = fs::path(rigs_) / (id + ".tenants");
     // One copy of the bytes in memory (until 2026-12-07 three: a stream and two copies of it).
     const std::optional<std::string> bytes = ReadBytes(path);
-    std::vector<std::string> tenants;
-    std::ifstream tenants_in(tenants_path);
-    for (std::string line; std::getline(tenants_in, line);) {
-      if (line.rfind("tenant ", 0) == 0) tenants.push_back(line.substr(7));
-    }
+    const std::vector<std::string> tenants = ReadTenants(id);
     absl::Status st;
     if (!bytes) {
       st = absl::DataLossError("it cannot be read");
@@ -272,6 +268,16 @@ std::vector<std::string> StateDir::LoadSessions(
     if (!fs::exists(fs::path(path).replace_extension(".session"), ec)) (void)RemoveSessionState(path.stem().string());
   }
   return problems;
+}
+
+std::vector<std::string> StateDir::ReadTenants(const std::string& id) const {
+  std::vector<std::string> tenants;
+  if (!enabled() || id.empty() || id.find('/') != std::string::npos) return tenants;
+  std::ifstream in(fs::path(rigs_) / (id + ".tenants"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("tenant ", 0) == 0) tenants.push_back(line.substr(7));
+  }
+  return tenants;
 }
 
 bool StateDir::HasRig(const std::string& id) const {

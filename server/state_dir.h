@@ -72,6 +72,8 @@ class StateDir {
   absl::Status RemoveSessionState(const std::string& id) const;
   // Whether rig `id`'s file is kept (loaded at this start or not).
   bool HasRig(const std::string& id) const;
+  // The tenants its tenants file names (none: no file, or it cannot be read).
+  std::vector<std::string> ReadTenants(const std::string& id) const;
   // Calls load(id, tenant, request) for every session kept; a record that cannot be read, or that
   // load refuses for good (DATA_LOSS, INVALID_ARGUMENT, NOT_FOUND: its rig is not kept), is
   // renamed *.bad; any other refusal (no room, a GPU or a rig not available at this start, a

@@ -217,7 +217,21 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     }
     std::vector<std::string> evicted;
     // Another upload of the same bytes may have stored it meanwhile (Insert then returns that one).
-    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted);
+    bool inserted = false;
+    auto stored = svc_->rigs_.Insert(id, std::move(*rig), NowMs(), tenant_, &evicted, &inserted);
+    if (stored.ok() && inserted && svc_->state_.HasRig(id)) {
+      // Kept in --state-dir but not loaded at this start (no room under --max-store-bytes): the
+      // tenants its file names hold it again with the uploader's, as a start that had room would
+      // have loaded it; KeepRig then writes them all. Until 2026-12-07 the file was rewritten with
+      // the uploader alone, and at the next start the others had lost the rig and their sessions.
+      const int64_t now = NowMs();
+      for (const std::string& t : svc_->state_.ReadTenants(id)) {
+        if (t == tenant_) continue;
+        bool had = false;
+        svc_->rigs_.Adopt(id, now, t, &had);
+        svc_->rigs_.Saved(id, t);
+      }
+    }
     quota.unlock();
     // Rigs evicted to make room leave --state-dir too (unless uploaded again meanwhile: KeepRig
     // writes what the store holds): a restart must not bring back more than the budget holds,

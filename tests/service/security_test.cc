@@ -619,6 +619,55 @@ TEST(Security, EveryTenantOfARigUploadedAtOnceSurvivesARestart) {
   EXPECT_EQ(restarted.Terminate(), 0);
 }
 
+// A rig kept in --state-dir but not loaded at a start (no room under a lowered --max-store-bytes),
+// uploaded again by one of its tenants, is held again by every tenant its file names: the next
+// start with room gives it to each. Until 2026-12-07 the upload rewrote its tenants file with the
+// uploader alone, and the other tenant lost the rig (and its sessions on it) for good.
+TEST(Security, ARigLeftOnDiskAndUploadedAgainKeepsEveryTenant) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens", state = dir / "state";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
+  const LimbOptions x_limb = LimbOf(1200), y_limb = LimbOf(1300);
+  const size_t room = std::max(BuildRig(MakeLimb(x_limb))->ResidentBytes(), BuildRig(MakeLimb(y_limb))->ResidentBytes());
+  std::vector<std::string> ids;
+  {
+    ServerProcess server({"--token-file", tokens, "--state-dir", state});
+    ASSERT_TRUE(server.started());
+    client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    for (const LimbOptions& limb : {x_limb, y_limb}) {
+      auto up = a.UploadRig(client::RigToProto(MakeLimb(limb)));
+      ASSERT_TRUE(up.ok()) << up.status();
+      ASSERT_TRUE(b.UploadRig(client::RigToProto(MakeLimb(limb))).ok());
+      ids.push_back(up->rig_id());
+    }
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  {
+    // Room for one of the two: the other stays on disk, unloaded; tenant a uploads it again.
+    ServerProcess small({"--token-file", tokens, "--state-dir", state, "--max-store-bytes", std::to_string(room * 3 / 2)});
+    ASSERT_TRUE(small.started());
+    client::Client a(small.target(), Token(kTokenA));
+    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    const bool x_loaded = a.GetRig(ids[0]).ok();
+    ASSERT_NE(x_loaded, a.GetRig(ids[1]).ok()) << "the budget should load exactly one of the two";
+    const size_t left = x_loaded ? 1 : 0;
+    auto again = a.UploadRig(client::RigToProto(MakeLimb(left == 0 ? x_limb : y_limb)));
+    ASSERT_TRUE(again.ok()) << again.status();
+    std::ifstream in(state + "/rigs/" + ids[left] + ".tenants");
+    const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(kept, HasSubstr("tenant studio-b\n"));
+    EXPECT_EQ(small.Terminate(), 0);
+    ids = {ids[left]};
+  }
+  ServerProcess restarted({"--token-file", tokens, "--state-dir", state});
+  ASSERT_TRUE(restarted.started());
+  client::Client b(restarted.target(), Token(kTokenB));
+  ASSERT_TRUE(b.WaitReady(std::chrono::seconds(60)).ok());
+  EXPECT_TRUE(b.GetRig(ids[0]).ok()) << "tenant b lost the rig uploaded again by a";
+  EXPECT_EQ(restarted.Terminate(), 0);
+}
+
 // `sinew play` closes its session however it stops. Until 2026-12-01 an early exit after the
 // session was created (a frame refused, a stream that failed, a clip the method cannot play)
 // left it open until the idle TTL, and under a max_sessions quota the tenant's next play was
