@@ -605,6 +605,9 @@ class Device final : public ProgramDevice {
         void* item = in + p.table_offset + f.program->item_bytes() * p.items++;
         f.program->Pack(*f.state, frame_params, f.item.vertex_offset, f.item.param_offset, item, p.limits.data());
       }
+      // The programs' item tables as packed, for their host loops (kept with the slot's input
+      // until the batch is waited for).
+      for (ProgramRun& r : s.runs) r.host_table = in + r.table_offset;
       spec.in = s.host_in;
       spec.din = s.dev_in;
       spec.in_bytes = in_bytes;

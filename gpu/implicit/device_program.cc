@@ -73,7 +73,10 @@ struct HostExec {
     return false;
   }
   // The item table is the batch's input buffer, host memory here (written only between passes).
-  void Retire(uint32_t t, uint32_t step) const { const_cast<ImplicitItem&>(b.items[t]).substeps = step; }
+  void Retire(uint32_t t, uint32_t step) const {  // only ever lowers (ImplicitRetireKernel)
+    uint32_t& substeps = const_cast<ImplicitItem&>(b.items[t]).substeps;
+    substeps = std::min(substeps, step);
+  }
   template <class Pred>
   bool AnyNode(const Pred& pred) const {
     for (uint32_t t = 0; t < b.count; ++t) {
@@ -149,7 +152,8 @@ class ImplicitDeviceProgram final : public DeviceProgram {
   void RunEmulated(const ProgramBatch& pb) const override {
     if (pb.count == 0) return;
     const HostExec x{{static_cast<const ImplicitItem*>(pb.items), pb.count, pb.params, pb.out, pb.states}};
-    RunImplicitProgram(x, *static_cast<const ImplicitLimits*>(pb.limits), pb.count, pb.stops);
+    RunImplicitProgram(x, *static_cast<const ImplicitLimits*>(pb.limits), pb.count, pb.stops,
+                       static_cast<const ImplicitItem*>(pb.host_items));
   }
 
   absl::StatusOr<std::shared_ptr<ProgramModel>> UploadModel(ProgramDevice& device, const RigOnDevice& rig,

@@ -717,7 +717,8 @@ struct Scatter {
     if (m.follow_offsets[node] != m.follow_offsets[node + 1]) {
       // Skin inside the rest skin is carried by the skin around it (FollowPosition in
       // core/implicit/implicit_skinning.h), with the rotations of the last sub-step's blends.
-      const float* dq = DualQuats(StepParams(b, it, it.settings.elastic ? it.substeps - 1 : 0));
+      // (Sub-steps 0: retired before its first, its rows unused; step 0's are within its own.)
+      const float* dq = DualQuats(StepParams(b, it, it.settings.elastic && it.substeps > 0 ? it.substeps - 1 : 0));
       const V3 rest_i = Load3(m.rest, node);
       for (uint32_t k = m.follow_offsets[node]; k < m.follow_offsets[node + 1]; ++k) {
         const uint32_t j = m.follow_source[k];
@@ -766,30 +767,48 @@ struct AnyFraction {
 // frame from rest). On the device a round's check follows the round's wait for Any; with every
 // pass launched (ImplicitConfig::device_every_pass) nothing waits, so the asks run ahead of the
 // device and stop little.
+//
+// Only items still running are asked: one whose own sub-steps are done (a history-independent
+// item, or an elastic one with fewer sub-steps than the batch's longest) has its whole frame, and
+// is neither stopped nor reported so. `host_items` (the item table as packed; null: not known)
+// gives each item's sub-steps. Until 2026-12-07 every item was asked: a finished one given up
+// later had its sub-steps raised to the step it was asked in, and Scatter read that step's
+// parameters, past the item's (another frame's, or past the batch's input), and reported a
+// complete frame stopped.
 template <class Exec>
 class ImplicitStops {
  public:
-  ImplicitStops(const Exec& x, ProgramStops* stops, uint32_t items)
-      : x_(x), stops_(stops), retired_(stops ? items : 0, false) {}
-  // Asks the items not yet retired and retires those given up in sub-step `step`. True when every
-  // item of the batch is retired (the loops may end).
+  ImplicitStops(const Exec& x, ProgramStops* stops, uint32_t items, const ImplicitItem* host_items)
+      : x_(x), stops_(stops), retired_(stops ? items : 0, false) {
+    if (stops_ == nullptr) return;
+    steps_.assign(items, ~0u);
+    for (uint32_t t = 0; host_items != nullptr && t < items; ++t) {
+      steps_[t] = host_items[t].settings.elastic ? host_items[t].substeps : 0;
+    }
+  }
+  // Asks the items still running and retires those given up in sub-step `step`. True when no
+  // item of the batch is running any more (the loops may end).
   bool AllRetired(uint32_t step) {
     if (stops_ == nullptr) return false;
+    bool running = false;
     for (uint32_t t = 0; t < retired_.size(); ++t) {
-      if (retired_[t] || !stops_->GivenUp(t)) continue;
+      if (retired_[t] || step >= steps_[t]) continue;
+      if (!stops_->GivenUp(t)) {
+        running = true;
+        continue;
+      }
       x_.Retire(t, step);
       retired_[t] = true;
-      ++count_;
       stops_->Stopped(t, step);
     }
-    return count_ == retired_.size();
+    return !running;
   }
 
  private:
   const Exec& x_;
   ProgramStops* stops_;
   std::vector<bool> retired_;
-  size_t count_ = 0;
+  std::vector<uint32_t> steps_;  // each item's sub-steps (~0: not known)
 };
 
 // An Exec that counts what it is asked to run (ImplicitProgramCounts) and gives the passes
@@ -842,7 +861,8 @@ class CountingExec {
 
 // The passes of one frame of every implicit item of a batch (RunImplicitProgram).
 template <class Exec>
-void RunImplicitPasses(const Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
+void RunImplicitPasses(const Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops,
+                       const ImplicitItem* host_items) {
   using namespace passes;
   if (l.history_independent) {
     x.Nodes(IsStart{});
@@ -865,7 +885,7 @@ void RunImplicitPasses(const Exec& x, const ImplicitLimits& l, uint32_t items, P
   }
   if (l.elastic) {
     const bool chain = !l.separate_passes && l.largest_component <= kChainMaxComponent;
-    ImplicitStops<Exec> stop(x, stops, items);
+    ImplicitStops<Exec> stop(x, stops, items, host_items);
     for (uint32_t s = 0; s < l.substeps; ++s) {
       if (stop.AllRetired(s)) break;
       x.Nodes(StepBegin{s});
@@ -924,9 +944,10 @@ void RunImplicitPasses(const Exec& x, const ImplicitLimits& l, uint32_t items, P
 // One frame of every implicit item of a batch; `stops` (null: none) may end elastic items early.
 // Adds what it asked of `x` to ImplicitProgramCountsSoFar.
 template <class Exec>
-void RunImplicitProgram(const Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops) {
+void RunImplicitProgram(const Exec& x, const ImplicitLimits& l, uint32_t items, ProgramStops* stops,
+                        const ImplicitItem* host_items) {
   const CountingExec<Exec> counted(x);
-  RunImplicitPasses(counted, l, items, stops);
+  RunImplicitPasses(counted, l, items, stops, host_items);
   AddImplicitProgramCounts(counted.counts());
 }
 

@@ -111,7 +111,10 @@ __global__ void ImplicitAnyNodeKernel(Pred pred, ImplicitBatch b, uint32_t total
 }
 
 // ImplicitStops: the item's sub-steps end at `step` (the table is the batch's input buffer).
-__global__ void ImplicitRetireKernel(ImplicitItem* item, uint32_t step) { item->substeps = step; }
+// Only ever lowers the item's sub-steps (ImplicitStops asks only items still running).
+__global__ void ImplicitRetireKernel(ImplicitItem* item, uint32_t step) {
+  if (step < item->substeps) item->substeps = step;
+}
 
 // The launching thread's mapped, pinned host word for Any (one per thread: a device's batches
 // are launched by its backend's one thread, and each Any waits for its kernel before returning).
@@ -204,7 +207,7 @@ bool RunImplicitCuda(void* cuda_stream, const ProgramBatch& pb, std::string* err
   thread_local AnyFlag any;
   const CudaExec x{{static_cast<const ImplicitItem*>(pb.items), pb.count, pb.params, pb.out, pb.states},
                    limits.nodes, limits.vertices, limits.components, static_cast<cudaStream_t>(cuda_stream), any.Get()};
-  RunImplicitProgram(x, limits, pb.count, pb.stops);
+  RunImplicitProgram(x, limits, pb.count, pb.stops, static_cast<const ImplicitItem*>(pb.host_items));
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return true;
   if (error) *error = std::string("implicit program launch: ") + cudaGetErrorString(e);

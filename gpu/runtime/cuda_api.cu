@@ -230,7 +230,7 @@ class CudaApi final : public DeviceApi {
     auto* states = static_cast<uint8_t*>(s.dout) + s.states_offset;  // after the normals' rows
     for (uint32_t k = 0; k < s.program_count; ++k) {
       const ProgramRun& r = s.programs[k];
-      const ProgramBatch b{din + r.table_offset, r.items, params, out, states, r.limits, r.stops};
+      const ProgramBatch b{din + r.table_offset, r.items, params, out, states, r.limits, r.stops, r.host_table};
       if (!r.runner->RunCuda(q->stream, b, error)) return false;
     }
     if (!Check(cudaGetLastError(), "kernel launch", error)) return false;

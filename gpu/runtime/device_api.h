@@ -51,6 +51,7 @@ struct ProgramBatch {
   uint8_t* states;      // one byte per batch vertex (device)
   const void* limits;   // host: what the program's host loops are bounded by this batch
   ProgramStops* stops;  // host: asked between long loops' iterations; null: no item stops
+  const void* host_items;  // host: the item table as packed (null: not kept), valid as `limits`
 };
 
 // The part of a device program the DeviceApi implementations call: its passes on a CUDA stream,
@@ -71,6 +72,7 @@ struct ProgramRun {
   uint32_t items = 0;
   const void* limits = nullptr;  // host; valid until the launch has been waited for
   ProgramStops* stops = nullptr;  // host, the same; null: its items are never stopped
+  const void* host_table = nullptr;  // host: its item table as packed, valid as `limits`
 };
 
 // One batch: what to upload, run and download.

@@ -677,6 +677,86 @@ TEST_P(ImplicitGpu, AnElasticFrameStopsWhenItsCallerGivesUpAndLeavesTheOthersAlo
   EXPECT_EQ(got.out, want.out) << "the stopped session, started again from rest";
 }
 
+// A frame stopped before its first sub-step, on a rig with skin inside the rest skin (a second
+// tube inside the limb: its nodes are carried by the skin around them, with the last sub-step's
+// rotations). Until 2026-12-07 the retired item had 0 sub-steps and the vertex pass read step
+// 0 − 1 = 4294967295's parameters: a wild read (the emulated device segfaulted; on CUDA a sticky
+// error that ends every session on the GPU). Cancelled cleanly now; the next frame, from rest,
+// equals a fresh session's.
+TEST_P(ImplicitGpu, AnElasticFrameStoppedBeforeItsFirstStepOnSkinInsideTheSkinIsCancelledCleanly) {
+  const RigInput limb_in = MakeLimb(testing::TwoBoneLimb());
+  const size_t n = limb_in.rig.positions.size() / 3;
+  RigInput in = limb_in;
+  in.rig.normals.clear();  // (the limb's; the inner tube has none)
+  for (size_t v = 0; v < n; ++v) {  // the inner tube at 0.9 of the radius, skinned alike
+    const float* p = &limb_in.rig.positions[3 * v];
+    in.rig.positions.insert(in.rig.positions.end(), {p[0], 0.9f * p[1], 0.9f * p[2]});
+  }
+  for (uint32_t t : limb_in.rig.triangles) in.rig.triangles.push_back(t + uint32_t(n));
+  for (size_t v = 0; v < n; ++v) {
+    for (uint32_t e = limb_in.weights.offsets[v]; e < limb_in.weights.offsets[v + 1]; ++e) {
+      in.weights.joints.push_back(limb_in.weights.joints[e]);
+      in.weights.weights.push_back(limb_in.weights.weights[e]);
+    }
+    in.weights.offsets.push_back(uint32_t(in.weights.joints.size()));
+  }
+  auto rig = std::make_shared<const Rig>(testing::BuildOrDie(std::move(in)));
+  const DeformerConfig config = Config("elastic-implicit");
+  auto model = Prepare(*rig, config);
+  ASSERT_GT(model->hidden_nodes, 0u) << "the fixture has no skin inside the skin";
+  Pair stopped(*backend_, rig, model, config), fresh(*backend_, rig, model, config);
+  const StopFn always = [] { return true; };
+  std::vector<float> out;
+  std::vector<uint8_t> states;
+  Latch done;
+  stopped.Submit(*backend_, Bent(*rig, 90), out, states, done, &always);
+  done.Wait();
+  EXPECT_EQ(done.status.code(), absl::StatusCode::kCancelled) << done.status;
+  stopped.stage->Reset();
+  const Pose next = Bent(*rig, 60);
+  EXPECT_EQ(stopped.Gpu(*backend_, next), fresh.Gpu(*backend_, next));
+}
+
+// Only items still running are asked whether their callers gave up (ImplicitStops): one whose own
+// sub-steps are done (fewer than the batch's longest, or a history-independent one) has its whole
+// frame; it is neither retired nor reported stopped. Until 2026-12-07 it was: its sub-steps were
+// raised to the step it was asked in, the vertex pass read that step's parameters past its own,
+// and a complete frame was answered CANCELLED.
+TEST(ImplicitGpuStops, AnItemWhoseStepsAreDoneIsNotStopped) {
+  struct Exec {
+    std::vector<std::pair<uint32_t, uint32_t>>* retired;
+    void Retire(uint32_t t, uint32_t step) const { retired->push_back({t, step}); }
+  };
+  struct Stops final : ProgramStops {
+    std::vector<bool> given_up;
+    std::vector<std::pair<uint32_t, uint32_t>> stopped;
+    bool GivenUp(uint32_t item) const override { return given_up[item]; }
+    void Stopped(uint32_t item, uint32_t step) override { stopped.push_back({item, step}); }
+  };
+  std::vector<ImplicitItem> items(3);
+  for (ImplicitItem& it : items) it = ImplicitItem{};
+  items[0].settings.elastic = 1;
+  items[0].substeps = 1;  // done after step 0
+  items[1].settings.elastic = 1;
+  items[1].substeps = 6;
+  items[2].settings.elastic = 0;  // history-independent: done before the elastic loop
+  std::vector<std::pair<uint32_t, uint32_t>> retired;
+  const Exec x{&retired};
+  Stops stops;
+  stops.given_up = {false, false, false};
+  ImplicitStops<Exec> stop(x, &stops, 3, items.data());
+  EXPECT_FALSE(stop.AllRetired(0));
+  stops.given_up = {true, false, true};  // their callers give up once their frames are done
+  EXPECT_FALSE(stop.AllRetired(1));
+  EXPECT_FALSE(stop.AllRetired(2));
+  EXPECT_TRUE(retired.empty());
+  EXPECT_TRUE(stops.stopped.empty());
+  stops.given_up[1] = true;  // the running one gives up: the loops may end
+  EXPECT_TRUE(stop.AllRetired(3));
+  EXPECT_EQ(retired, (std::vector<std::pair<uint32_t, uint32_t>>{{1, 3}}));
+  EXPECT_EQ(stops.stopped, (std::vector<std::pair<uint32_t, uint32_t>>{{1, 3}}));
+}
+
 // Implicit sessions of both methods and an LBS session share batches; each gets exactly what
 // it gets alone, and one session's frames queued back to back run in order (the elastic
 // state carries over from frame to frame, so any other order would show).
