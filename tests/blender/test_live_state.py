@@ -336,6 +336,41 @@ def main():
             clear_scene()
         s.method = "lbs"
         check(sessions(server) == 0, "no session left open")
+
+        print("6. the user's own shape keys and meshes stay the user's")
+        # A lone Basis of the user's own stays after Stop; the one the add-on made goes with its
+        # key (until 2026-12-07 any lone Basis went).
+        mesh, arm = column("KeyCol")
+        mesh.shape_key_add(name="Basis", from_mix=False)
+        s.mesh = mesh
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "Drive a mesh with its own Basis")
+        check(bpy.ops.sinew.stop() == {"FINISHED"}, "Stop")
+        keys = mesh.data.shape_keys
+        check(keys is not None and [k.name for k in keys.key_blocks] == ["Basis"], "the user's Basis stays")
+        clear_scene()
+        mesh, arm = column("NoKeyCol")
+        s.mesh = mesh
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "Drive a mesh without keys")
+        check(bpy.ops.sinew.stop() == {"FINISHED"}, "Stop")
+        check(mesh.data.shape_keys is None, "the Basis the add-on made goes with its key")
+        clear_scene()
+        # A live mesh deleted, its name then taken by another column's mesh (the same vertex
+        # count, its own armature): the newcomer is not taken for the live mesh (until 2026-12-07
+        # it was: its Armature modifier turned off and Sinew's key written on it).
+        mesh, arm = column("GoneCol")
+        s.mesh = mesh
+        check(bpy.ops.sinew.start() == {"FINISHED"}, "Drive GoneCol")
+        vertex_count = len(mesh.data.vertices)
+        bpy.data.objects.remove(mesh)
+        bpy.context.view_layer.update()
+        other, other_arm = column("Other", x=2.0)
+        other.name = "GoneCol"
+        check(other.name == "GoneCol" and len(other.data.vertices) == vertex_count, "the newcomer has the name")
+        scene.frame_set(scene.frame_current + 1)
+        check(bridge.armature_modifier(other).show_viewport, "the newcomer keeps its Armature modifier")
+        check(other.data.shape_keys is None, "no Sinew key on the newcomer")
+        check(sessions(server) == 0, "the deleted mesh's session is closed")
+        clear_scene()
         code = server.stop()
         check(code == 0, f"sinew-server exited with {code}")
 

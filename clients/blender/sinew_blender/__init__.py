@@ -371,9 +371,16 @@ def _find_live(live: LiveRig) -> Tuple[Optional[object], List[object]]:
         if obj is None:
             return None, marked
     if obj is None:
+        # Only the mesh Drive made the rig from: of its vertex count, with an Armature modifier on
+        # the rig's armature. Until 2026-12-07 any object that took the name after the live mesh
+        # was deleted (a re-imported character's mesh, an Empty) was adopted: its Armature
+        # modifier turned off and Sinew's key written on it, or the handler raised on an Empty.
         candidate = bpy.data.objects.get(name)
         ids = {other.uid for other in _live.values()}
-        if candidate is not None and candidate.get(LIVE_ID) not in ids:
+        if (candidate is not None and candidate.get(LIVE_ID) not in ids and candidate.type == "MESH"
+                and len(candidate.data.vertices) == len(live.export.positions)
+                and any(m.type == "ARMATURE" and m.object is not None and m.object.name == live.export.armature_name
+                        for m in candidate.modifiers)):
             obj = candidate
     if obj is not None:
         live.pointer = obj.as_pointer()

@@ -42,6 +42,9 @@ STATIC_JOINT = "__sinew_static__"
 # and "pbs_jiggle" (pbs with jiggle: 0 skinned ... 1 free).
 ATTRIBUTE_GROUPS = ("dqs_blend", "pbs_jiggle")
 SHAPE_KEY = "Sinew"
+# On a mesh whose Basis the add-on made (it had no shape keys), so that removing Sinew's key
+# removes that Basis and never the user's own.
+MADE_BASIS = "sinew_made_basis"
 MESH_CACHE = "Sinew cache"
 
 
@@ -377,6 +380,7 @@ def shape_key(mesh_obj):
     (what key_offsets are counted from)."""
     if mesh_obj.data.shape_keys is None:
         mesh_obj.shape_key_add(name="Basis", from_mix=False)
+        mesh_obj.data[MADE_BASIS] = True  # removed with Sinew's key (remove_shape_key)
     keys = mesh_obj.data.shape_keys
     key = keys.key_blocks.get(SHAPE_KEY)
     if key is None:
@@ -404,7 +408,12 @@ def remove_shape_key(mesh_obj) -> None:
     if keys is not None and SHAPE_KEY in keys.key_blocks:
         mesh_obj.shape_key_remove(keys.key_blocks[SHAPE_KEY])
         keys = mesh_obj.data.shape_keys
-        if keys is not None and len(keys.key_blocks) == 1 and keys.key_blocks[0].name == "Basis":
+        # The Basis goes too where the add-on made it (a mesh without keys), not the user's own
+        # lone Basis (until 2026-12-07 removed with its animation data).
+        made = mesh_obj.data.get(MADE_BASIS, False)
+        if MADE_BASIS in mesh_obj.data:
+            del mesh_obj.data[MADE_BASIS]
+        if made and keys is not None and len(keys.key_blocks) == 1 and keys.key_blocks[0].name == "Basis":
             mesh_obj.shape_key_remove(keys.key_blocks[0])
             # A copy's keys (Shift+D: Blender 3.4 counts two users of them) outlive their last key
             # block, detached, and are saved so, without their mesh once it goes.
