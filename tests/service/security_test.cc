@@ -56,6 +56,21 @@ client::ClientOptions Token(const std::string& token) {
   return o;
 }
 
+// An upload of `rig` that sends its header only, naming `sha256` (a rig the caller holds is
+// answered at once, already resident); its call's status.
+grpc::Status HeaderOnlyUpload(client::Client& c, const v1::Rig& rig, const std::string& sha256,
+                              v1::UploadRigResponse* response) {
+  grpc::ClientContext header_only;
+  c.Authorize(header_only).IgnoreError();
+  auto upload = c.stub().UploadRig(&header_only, response);
+  v1::UploadRigRequest header;
+  header.mutable_header()->set_total_bytes(v1::SerializeRigDeterministic(rig).size());
+  header.mutable_header()->set_sha256(sha256);
+  if (!upload->Write(header)) return upload->Finish();
+  upload->WritesDone();
+  return upload->Finish();
+}
+
 // A session of `c` on the procedural limb (uploaded by `c`).
 absl::StatusOr<v1::Session> LimbSessionOf(client::Client& c, const LimbOptions& limb) {
   auto up = c.UploadRig(client::RigToProto(MakeLimb(limb)));
@@ -744,16 +759,8 @@ TEST(Security, ATenantsUploadsInProgressHoldOnlyItsShareOfTheBuffer) {
   auto theirs = b.UploadRig(rig);
   EXPECT_TRUE(theirs.ok()) << theirs.status();
   {
-    grpc::ClientContext header_only;
-    a.Authorize(header_only).IgnoreError();
     v1::UploadRigResponse again;
-    auto upload = a.stub().UploadRig(&header_only, &again);
-    v1::UploadRigRequest header;
-    header.mutable_header()->set_total_bytes(v1::SerializeRigDeterministic(held_rig).size());
-    header.mutable_header()->set_sha256(held_by_a->rig_id());
-    ASSERT_TRUE(upload->Write(header));
-    upload->WritesDone();
-    const grpc::Status st = upload->Finish();
+    const grpc::Status st = HeaderOnlyUpload(a, held_rig, held_by_a->rig_id(), &again);
     EXPECT_TRUE(st.ok()) << st.error_message();
     EXPECT_TRUE(again.already_resident());
   }
@@ -761,10 +768,6 @@ TEST(Security, ATenantsUploadsInProgressHoldOnlyItsShareOfTheBuffer) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
-// A rig another tenant uploaded, uploaded again, is shared (its bytes not stored twice) and counts
-// in the tenant's max_rig_bytes at its resident size, as a rig it stored would (until 2026-12-03
-// at its serialized size, which is smaller): past the quota the upload is refused and the tenant
-// does not hold the rig.
 // A re-upload of a rig the tenant holds is answered at once, already resident, also where its
 // max_rig_bytes has since been lowered (SIGHUP) far below the rig's: it holds the rig already,
 // and the answer stores nothing. Until 2026-12-07 the header's quota check came first and
@@ -784,16 +787,8 @@ TEST(Security, ARigTheTenantHoldsIsAlreadyResidentUnderALoweredQuota) {
   ASSERT_EQ(kill(server.pid(), SIGHUP), 0);
   client::Client c(server.target(), Token(kTokenC));
   ASSERT_TRUE(Eventually([&] { return c.GetServerInfo().ok(); })) << "the server did not read the new file";
-  grpc::ClientContext header_only;
-  a.Authorize(header_only).IgnoreError();
   v1::UploadRigResponse again;
-  auto upload = a.stub().UploadRig(&header_only, &again);
-  v1::UploadRigRequest header;
-  header.mutable_header()->set_total_bytes(v1::SerializeRigDeterministic(rig).size());
-  header.mutable_header()->set_sha256(up->rig_id());
-  ASSERT_TRUE(upload->Write(header));
-  upload->WritesDone();
-  const grpc::Status st = upload->Finish();
+  const grpc::Status st = HeaderOnlyUpload(a, rig, up->rig_id(), &again);
   EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_TRUE(again.already_resident());
   // A new rig is held to the lowered quota.
@@ -802,6 +797,10 @@ TEST(Security, ARigTheTenantHoldsIsAlreadyResidentUnderALoweredQuota) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// A rig another tenant uploaded, uploaded again, is shared (its bytes not stored twice) and counts
+// in the tenant's max_rig_bytes at its resident size, as a rig it stored would (until 2026-12-03
+// at its serialized size, which is smaller): past the quota the upload is refused and the tenant
+// does not hold the rig.
 TEST(Security, ASharedRigCountsInTheQuotaAtItsResidentSize) {
   // Many joints and few vertices: a joint's resident data (its transforms in double, its name)
   // outweighs its bytes on the wire.
