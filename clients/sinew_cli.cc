@@ -1206,8 +1206,10 @@ int Batch(client::Client& c, client::Args& args) {
     sreq.set_backend(backend);
     if (std::string error; !client::EncodingFromFlags(args, &sreq, &error)) return Usage(args, error);
   }
-  if (args.Has("quality") && args.Has("point-set")) {
-    return Usage(args, "batch --quality: measures a mesh's skin (not a --point-set)");
+  {
+    long long points = 0;
+    if (!args.GetInt("point-set", &points, 0, 50'000'000)) return Usage(args, args.error());
+    if (args.Has("quality") && points > 0) return Usage(args, "batch --quality: measures a mesh's skin (not a --point-set)");
   }
 
   auto asset = LoadAsset(pos[1]);

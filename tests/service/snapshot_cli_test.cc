@@ -214,13 +214,15 @@ TEST(PlayCli, BadFlagsAreNamedBeforeConnecting) {
   const std::vector<std::vector<std::string>> cases = {
       {"batch", missing, "--pc2", "/tmp/x.pc2", "--backend", "gpux"},
       {"batch", missing, "--pc2", "/tmp/x.pc2", "--encoding", "bogus"},
-      {"batch", missing, "--pc2", "/tmp/x.pc2", "--quality", "--point-set", "100", "--method", "baseline"},
+      {"batch", missing, "--gltf", "/tmp/x.glb", "--quality", "--point-set", "100", "--method", "baseline"},
       {"play", missing, "--snapshot", "/tmp/x.png", "--snapshot-size", "5x5"},
       {"play", missing, "--snapshot", "/nonexistent/x.png"},
       {"play", missing, "--snapshot", "/tmp/x.png", "--point-set", "100", "--method", "baseline"},
   };
-  const std::vector<std::string> named = {"--backend", "--encoding", "--point-set", "--snapshot-size", "--snapshot",
-                                          "--snapshot: draws a mesh"};
+  // The error line (a usage error prints the whole help after it, every flag's name included).
+  const std::vector<std::string> named = {"sinew: --backend", "sinew: --encoding", "sinew: batch --quality: measures a mesh",
+                                          "sinew: --snapshot-size", "sinew: --snapshot: the folder",
+                                          "sinew: --snapshot: draws a mesh"};
   for (size_t k = 0; k < cases.size(); ++k) {
     std::vector<std::string> argv = {SINEW_CLI_PATH, "--target", nobody};
     argv.insert(argv.end(), cases[k].begin(), cases[k].end());
