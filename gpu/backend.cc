@@ -1044,6 +1044,12 @@ absl::StatusOr<std::unique_ptr<GpuSession>> GpuBackend::CreateSession(std::share
   }
   const KernelInfo* kernel = FindKernel(spec.method);
   if (!kernel) return absl::InternalError(absl::StrCat("gpu: no kernel ", uint32_t(spec.method)));
+  // Only the cage kernels can go without the rest positions (their term is added or not); the
+  // others read them for every vertex (until 2026-12-07 accepted, and the first frame read null).
+  if (!spec.with_rest && !kernel->cage_points) {
+    return absl::InvalidArgumentError(absl::StrCat("gpu: kernel ", std::string(kernel->name),
+                                                   " reads the rest positions; with_rest = false is for cage stages"));
+  }
   if (kernel->coefficients && !coeffs) return absl::InternalError("gpu: this stage needs its coefficients");
   if (const char* need = kernel->coefficients && kernel->check_cols ? kernel->check_cols(coeffs->cols()) : nullptr) {
     return absl::InternalError(absl::StrCat("gpu: kernel ", std::string(kernel->name), " needs ", need, ", not ",

@@ -96,7 +96,7 @@ class Device;
 struct SessionSpec {
   GpuMethod method = GpuMethod::kLbs;
   std::shared_ptr<GpuCoefficients> coefficients;  // cage and blend stages
-  bool with_rest = true;                          // cage stages: add the rest positions
+  bool with_rest = true;  // cage stages: add the rest positions (others need them: INVALID_ARGUMENT)
   std::shared_ptr<GpuModel> model;                // device programs (UploadModel)
   // The method's parameters; device programs read theirs (e.g. implicit stages: an
   // ImplicitConfig, its defaults when null).

@@ -408,6 +408,19 @@ TEST_P(GpuBackendTest, FramesStillQueuedPastTheirShedTimeAreNotRun) {
   EXPECT_LE(MaxDiff(out, Cpu(rig, "lbs", pose)), 1e-5 * rig->bbox_diagonal());
 }
 
+// Only cage stages go without the rest positions: a skinning kernel reads them for every vertex,
+// and a session of one without them is refused (until 2026-12-07 its first frame read null).
+TEST_P(GpuBackendTest, OnlyCageStagesGoWithoutTheRestPositions) {
+  auto backend = *Make(GetParam());
+  auto rig = Limb(500, 3, 2);
+  auto on_gpu = *backend->Upload(*rig);
+  for (GpuMethod method : {GpuMethod::kLbs, GpuMethod::kDqs}) {
+    const auto session = backend->CreateSession(on_gpu, method, nullptr, /*with_rest=*/false);
+    EXPECT_EQ(session.status().code(), absl::StatusCode::kInvalidArgument) << session.status();
+  }
+  EXPECT_TRUE(backend->CreateSession(on_gpu, GpuMethod::kLbs).ok());
+}
+
 // Frames of many sessions submitted together share kernel launches, and each still gets its
 // own result.
 TEST_P(GpuBackendTest, FramesOfManySessionsAreBatched) {
