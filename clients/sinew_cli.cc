@@ -1209,7 +1209,9 @@ int Batch(client::Client& c, client::Args& args) {
   {
     long long points = 0;
     if (!args.GetInt("point-set", &points, 0, 50'000'000)) return Usage(args, args.error());
-    if (args.Has("quality") && points > 0) return Usage(args, "batch --quality: measures a mesh's skin (not a --point-set)");
+    if (args.Has("quality") && points > 0) {
+      return Usage(args, "batch --quality: measures a mesh's skin (not a --point-set)");
+    }
   }
 
   auto asset = LoadAsset(pos[1]);

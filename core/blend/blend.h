@@ -8,9 +8,10 @@
 //
 // Data layout: the rig's rest positions and skinning weights as LBS/DQS read them, plus one float
 // per vertex of blend weights (a copy of the attribute, whose values outside [0, 1] are refused;
-// on a GPU, one device copy per rig and choice, named by the weight as a float). A frame computes the joints' matrices and dual
-// quaternions once, then both skins over blocks of 256 vertices (the block's DQS result waits in
-// a stack buffer, in L1, while LBS runs) and mixes them; it allocates nothing.
+// on a GPU, one device copy per rig and choice, named by the weight as a float). A frame
+// computes the joints' matrices and dual quaternions once, then both skins over blocks of 256
+// vertices (the block's DQS result waits in a stack buffer, in L1, while LBS runs) and mixes
+// them; it allocates nothing.
 #pragma once
 
 #include <optional>

@@ -115,7 +115,8 @@ class EmulatedApi final : public DeviceApi {
       auto* states = static_cast<uint8_t*>(s.dout) + s.states_offset;  // after the normals' rows
       for (uint32_t k = 0; k < s.program_count; ++k) {
         const ProgramRun& r = s.programs[k];
-        r.runner->RunEmulated(ProgramBatch{din + r.table_offset, r.items, params, out, states, r.limits, r.stops, r.host_table});
+        r.runner->RunEmulated(
+            ProgramBatch{din + r.table_offset, r.items, params, out, states, r.limits, r.stops, r.host_table});
       }
       std::memcpy(s.out, s.dout, s.out_bytes);
       l.pending = false;

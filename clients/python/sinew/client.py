@@ -1021,10 +1021,11 @@ class Session:
         with `raise_errors` (the default) that error is raised when it is reached, which, as for
         any generator, ends this iteration and cancels the stream. A frame this client cannot
         decode (DataLoss, or a DELTA frame out of step with the decoder) is such a frame too; the
-        DELTA frames after it fail until a key frame: yield a ``FrameInput(..., key_frame=True)``. Breaking out of a ``for`` loop over
-        the call cancels the stream; an iterator kept in a variable stays open (its stream, and a
-        stateful session's one writer) until it is closed (``it.close()``) or collected. When the server goes away mid-stream the frames
-        it answered are yielded, then :class:`~sinew.errors.Unavailable` is raised. Arguments are
+        DELTA frames after it fail until a key frame: yield a ``FrameInput(..., key_frame=True)``.
+        Breaking out of a ``for`` loop over the call cancels the stream; an iterator kept in a
+        variable stays open (its stream, and a stateful session's one writer) until it is closed
+        (``it.close()``) or collected. When the server goes away mid-stream the frames it answered
+        are yielded, then :class:`~sinew.errors.Unavailable` is raised. Arguments are
         checked here, before the stream starts. `close_with_stream`: the server closes the
         session when the stream ends, however it ends. `first_frame`: the number of the first
         frame sent (its default: the one after the session's last), set on the session when
