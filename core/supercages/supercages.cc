@@ -158,22 +158,6 @@ absl::Status CheckSuperCagesConfig(const Rig& rig, const DeformerConfig& config)
                                                       params.cage, " but the rig has ",
                                                       rig.cages.size(), " cages"));
   }
-  // A cage vertex on no face has coordinate 0 at every mesh vertex: Φ has a zero column, the
-  // cage updater's MaxVol has no invertible submatrix (until 2026-12-03 it swapped rows of NaN
-  // for hours, uncancellable), and moving that vertex moves nothing.
-  const Cage& cage = rig.cages[params.cage];
-  std::vector<bool> on_face(cage.positions.size() / 3, false);
-  for (uint32_t v : cage.triangles) {
-    if (v < on_face.size()) on_face[v] = true;
-  }
-  for (size_t v = 0; v < on_face.size(); ++v) {
-    if (!on_face[v]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "method supercages: cage ", params.cage, "'s vertex ", v,
-          " is on no triangle (its coordinates are 0 everywhere, and the cage updater cannot invert them): "
-          "remove it from the cage"));
-    }
-  }
   return absl::OkStatus();
 }
 

@@ -390,6 +390,17 @@ TEST(RigCage, CageThatDoesNotEncloseTheMeshNamesTheVertex) {
   ExpectInvalid(std::move(in), "rig.mesh.positions[5]: point (0, 10, ");
 }
 
+// A cage vertex on no face moves nothing but would set the cage's size: far away, it widened
+// the on-the-cage tolerance until a mesh vertex well outside the cage was taken (and MVC's and
+// Green's snap distances until every point snapped to a face). Refused, naming the vertex.
+TEST(RigCage, AVertexOnNoFaceIsRefusedNamingIt) {
+  RigInput in = LimbWithCage();
+  const size_t stray = in.rig.cages[0].vertex_count();
+  in.rig.cages[0].positions.insert(in.rig.cages[0].positions.end(), {1e13f, 0.f, 0.f});
+  in.rig.positions[3 * 5 + 1] = 10.0f;  // vertex 5 outside the cage's faces
+  ExpectInvalid(std::move(in), "rig.cages[0].positions: vertex " + std::to_string(stray) + " is on no triangle");
+}
+
 // A mesh touching its cage, on any face: points on the cage's surface are enclosed, whatever the
 // sign of the zero their face's solid angle reads (until 2026-12-07 a point on the -x face of a
 // box read 0 and was refused, one on the +x face 1 and was taken); a point a hair outside is not.
