@@ -884,7 +884,15 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     }
   }
   if (progress && !progress(0.3)) return absl::CancelledError("pbs: cancelled");
-  model->embedding = EmbedInTets(model->mesh, rig.positions);
+  // Progress from here: embedding 0.3–0.4, cutting bridges 0.4–0.45, embedding again 0.45–0.5,
+  // the jiggle selection 0.5–0.6, colouring 0.6–1 (until 2026-12-07 nothing between 0.3 and 0.6
+  // or after it: an upload of overlapping tets prepared for minutes that no cancel could end).
+  auto part = [&](double from, double to) -> std::function<bool(double)> {
+    if (!progress) return {};
+    return [&progress, from, to](double f) { return progress(from + (to - from) * f); };
+  };
+  model->embedding = EmbedInTets(model->mesh, rig.positions, {}, part(0.3, 0.4));
+  if (model->embedding.stopped) return absl::CancelledError("pbs: cancelled");
   const size_t n = model->mesh.rest.size();
 
   // Bones: joint → child segments longer than 1e-6 of the rig's size; each particle binds to the
@@ -973,7 +981,11 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
   std::vector<uint8_t> keep(model->mesh.tets.size(), 1);
   bool cutting = false;
   std::optional<WindingNumberTree> winding;
-  for (size_t t = 0; p.cut_bridges && t < model->mesh.tets.size(); ++t) {
+  const size_t tets = model->mesh.tets.size();
+  for (size_t t = 0; p.cut_bridges && t < tets; ++t) {
+    if (progress && t % 4096 == 0 && !progress(0.4 + 0.05 * double(t) / double(tets))) {
+      return absl::CancelledError("pbs: cancelled");
+    }
     const auto& q = model->mesh.tets[t];
     bool apart = false, disjoint = false;
     for (int a = 0; a < 4 && !apart; ++a) {
@@ -1012,7 +1024,8 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
       }
       return true;
     };
-    model->embedding = EmbedInTets(model->mesh, rig.positions, fits);
+    model->embedding = EmbedInTets(model->mesh, rig.positions, fits, part(0.45, 0.5));
+    if (model->embedding.stopped) return absl::CancelledError("pbs: cancelled");
   }
 
   // Each particle binds to the nearest bone among those that move with a joint it is skinned to
@@ -1048,7 +1061,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
     }
   }
   if (jiggle != nullptr && p.jiggle_selection == PbsParams::JiggleSelection::kPaper) {
-    auto alpha = PaperJiggle(rig, *jiggle, *model, longest / 64, progress, 0.3, 0.6);
+    auto alpha = PaperJiggle(rig, *jiggle, *model, longest / 64, progress, 0.5, 0.6);
     if (!alpha) return absl::CancelledError("pbs: cancelled");
     model->alpha = std::move(*alpha);
   }
@@ -1060,6 +1073,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
   for (const auto& s : model->stretch) ends.push_back({s.a, s.b});
   SortByColour(model->stretch, ColourConstraints(std::span<const std::array<uint32_t, 2>>(ends), n),
                model->stretch_colours);
+  if (progress && !progress(0.8)) return absl::CancelledError("pbs: cancelled");
   for (size_t t = 0; t < model->mesh.tets.size(); ++t) {
     model->volume.push_back({model->mesh.tets[t], float(model->mesh.rest_volume[t])});
   }
@@ -1072,7 +1086,7 @@ absl::StatusOr<std::shared_ptr<const Prepared>> PreparePbs(const Rig& rig, const
       model->volume_jiggles.push_back(std::any_of(c.p.begin(), c.p.end(), free));
     }
   }
-  if (progress) progress(1.0);
+  if (progress && !progress(1.0)) return absl::CancelledError("pbs: cancelled");
   return std::shared_ptr<const Prepared>(std::move(model));
 }
 

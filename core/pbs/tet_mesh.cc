@@ -165,10 +165,24 @@ struct TetGrid {
     origin = lo;
     // The edge of a cube holding six average tets (a voxel, for the voxel tets).
     s = std::max(std::cbrt(6 * volume / double(m.tets.size())), 1e-12 * std::max(1.0, (hi - lo).maxCoeff()));
-    // At most about 64 cells per tet (a few tets in a large box).
+    // About 64 cells per tet, plus 4096 (a few tets in a large box): coarser cells by the cube
+    // root of the excess, then, while the whole cells are more than twice that, by the root over
+    // the axes longer than a cell. Until 2026-12-07 only the first: a box long on one axis alone
+    // (two clusters of tets far apart on a line) kept about cells^(2/3) budget^(1/3) cells,
+    // gigabytes for a rig of a thousand tets.
     const double budget = 64.0 * double(m.tets.size()) + 4096;
     const double cells = (hi - lo).cwiseMax(Eigen::Vector3d::Constant(s)).prod() / (s * s * s);
     if (cells > budget) s *= std::cbrt(cells / budget);
+    for (;;) {
+      double whole = 1;
+      int long_axes = 0;
+      for (int k = 0; k < 3; ++k) {
+        whole *= std::max(1.0, std::ceil((hi[k] - lo[k]) / s));
+        long_axes += (hi[k] - lo[k]) > s;
+      }
+      if (whole <= 2 * budget) break;
+      s *= 1.0001 * std::pow(whole / budget, 1.0 / std::max(1, long_axes));
+    }
     for (int k = 0; k < 3; ++k) dims[k] = std::max(1, int(std::ceil((hi[k] - lo[k]) / s)));
     // And at most that many (cell, tet) entries: slivers across the whole box (an uploaded tet
     // mesh may hold thousands) would otherwise enter every cell, and their count wrapped the
@@ -276,7 +290,8 @@ struct TetGrid {
 }  // namespace
 
 TetEmbedding EmbedInTets(const TetMesh& mesh, std::span<const float> points,
-                         const std::function<bool(size_t, uint32_t)>& fits) {
+                         const std::function<bool(size_t, uint32_t)>& fits,
+                         const std::function<bool(double)>& progress) {
   TetEmbedding out;
   const size_t n = points.size() / 3;
   out.tet.assign(n, 0);
@@ -286,10 +301,19 @@ TetEmbedding EmbedInTets(const TetMesh& mesh, std::span<const float> points,
     return out;
   }
   const TetGrid grid(mesh);
+  out.grid_cells = grid.empty_rings.size();
   const int reach = std::max({grid.dims[0], grid.dims[1], grid.dims[2]});
   std::vector<uint64_t> seen(mesh.tets.size(), 0);
   uint64_t stamp = 0;
+  // Asked every few thousand points: overlapping uploaded tets (slivers across the box) cost a
+  // solve per tet in the point's cell, minutes on a large rig that a cancel could not end until
+  // 2026-12-07.
+  const size_t every = std::clamp<size_t>(n / 16, 1, 4096);
   for (size_t i = 0; i < n; ++i) {
+    if (progress && i % every == 0 && !progress(double(i) / double(n))) {
+      out.stopped = true;
+      return out;
+    }
     const Eigen::Vector3d q(points[3 * i], points[3 * i + 1], points[3 * i + 2]);
     const std::array<int, 3> cell = grid.CellOf(q);
     double best_min = -std::numeric_limits<double>::infinity();

@@ -69,14 +69,18 @@ absl::StatusOr<TetMesh> UploadedTetMesh(std::span<const float> positions, std::s
 // otherwise, among the tets near it (those in the cells of a uniform grid around it, the nearest
 // cells that have any, and one ring more), the one whose smallest β is largest, with the
 // extrapolated (possibly negative) β. With `fits`, tets for which fits(point, tet) holds are
-// preferred where there are any.
+// preferred where there are any. `progress` (optional) is told the fraction of points done every
+// few thousand points; false from it stops the embedding (`stopped`, the rest left on tet 0).
 struct TetEmbedding {
   std::vector<uint32_t> tet;                 // per point
   std::vector<std::array<double, 4>> beta;   // per point
   size_t outside = 0;                        // points in no tet (extrapolated)
   double farthest = 0;                       // of those, the farthest from its tet (at most), rig units
+  size_t grid_cells = 0;                     // the search grid's: at most 2 (64 per tet + 4096)
+  bool stopped = false;                      // progress said stop
 };
 TetEmbedding EmbedInTets(const TetMesh& mesh, std::span<const float> points,
-                         const std::function<bool(size_t, uint32_t)>& fits = {});
+                         const std::function<bool(size_t, uint32_t)>& fits = {},
+                         const std::function<bool(double)>& progress = {});
 
 }  // namespace sinew

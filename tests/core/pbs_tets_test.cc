@@ -387,6 +387,35 @@ TEST(PbsRigTets, TheRigsOwnTetsAreUsedAndChecked) {
   EXPECT_NE(none.status().message().find("tet_mesh"), std::string::npos) << none.status();
 }
 
+// Preparation asks its progress while it embeds the render mesh and after it colours the
+// constraints (until 2026-12-07 nothing between 0.3 and 0.6, nor after: overlapping uploaded tets
+// embedded for minutes that no cancel could end), and a no at any of them cancels.
+TEST(PbsRigTets, PreparationAsksWhileItEmbedsAndColoursAndStopsWhenTold) {
+  RigInput in = testing::ElbowCylinder();
+  const Rig plain = testing::BuildOrDie(in);
+  const auto grid = Voxelize(plain.positions, plain.triangles, {1.0 / 3});
+  ASSERT_TRUE(grid.ok());
+  const TetMesh voxels = *VoxelTetMesh(*grid);
+  for (const V3& p : voxels.rest) in.rig.tet_mesh.positions.insert(in.rig.tet_mesh.positions.end(), {float(p.x()), float(p.y()), float(p.z())});
+  for (const auto& q : voxels.tets) in.rig.tet_mesh.tets.insert(in.rig.tet_mesh.tets.end(), q.begin(), q.end());
+  const Rig rig = testing::BuildOrDie(in);
+  const DeformerConfig config("pbs", std::make_shared<PbsParams>());
+  std::vector<double> asked;
+  ASSERT_TRUE(PreparePbs(rig, config, nullptr, [&](double f) { asked.push_back(f); return true; }).ok());
+  ASSERT_TRUE(std::is_sorted(asked.begin(), asked.end()));
+  EXPECT_TRUE(std::any_of(asked.begin(), asked.end(), [](double f) { return f > 0.3 && f < 0.4; }))
+      << "asked while the render mesh is embedded";
+  EXPECT_TRUE(std::any_of(asked.begin(), asked.end(), [](double f) { return f > 0.6 && f < 1.0; }))
+      << "asked between the constraints' colourings";
+  for (double stop : {0.31, 0.61, 1.0}) {
+    double last = 0;
+    const auto cancelled = PreparePbs(rig, config, nullptr, [&](double f) { last = f; return f < stop; });
+    EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled) << stop;
+    const auto first_no = *std::find_if(asked.begin(), asked.end(), [&](double f) { return f >= stop; });
+    EXPECT_EQ(last, first_no) << "stopped at the first no, " << stop;
+  }
+}
+
 // Thousands of slivers each spanning the whole box (an uploaded tet mesh can be anything): every
 // one's bounding box covers every cell of the embedding's grid, and until 2026-12-02 the count of
 // (cell, tet) entries, 12 000 × 772 000, wrapped its 32-bit row offsets and the grid was written
@@ -491,6 +520,32 @@ TEST(PbsRigTets, PointsFarFromEveryTetAreEmbeddedInTheNearestCluster) {
     EXPECT_EQ(in_first, near_origin) << "point " << i << " at " << points[3 * i];
   }
   EXPECT_EQ(e.outside, points.size() / 3);
+}
+
+// The search grid keeps to its budget of cells (2 (64 per tet + 4096)) whatever the box's shape:
+// two tight clusters far apart on one axis made it a line of 4e5 cells for 1001 tets (until
+// 2026-12-07; gigabytes at a gap of 1e9), and the nearest cluster is still found.
+TEST(PbsRigTets, TheSearchGridKeepsToItsCellBudgetInABoxLongOnOneAxis) {
+  std::vector<float> positions;
+  std::vector<uint32_t> tets;
+  auto add_tet = [&](float x, float y, float z, float h) {
+    const uint32_t p = uint32_t(positions.size() / 3);
+    positions.insert(positions.end(), {x, y, z, x + h, y, z, x, y + h, z, x, y, z + h});
+    tets.insert(tets.end(), {p, p + 1, p + 2, p + 3});
+  };
+  for (int i = 0; i < 10; ++i) {
+    for (int j = 0; j < 10; ++j) {
+      for (int k = 0; k < 10; ++k) add_tet(0.002f * i, 0.002f * j, 0.002f * k, 1e-3f);
+    }
+  }
+  add_tet(1e4f, 0, 0, 1e-3f);
+  auto mesh = UploadedTetMesh(positions, tets);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const std::vector<float> points = {0.01f, 0.01f, 0.01f, 1e4f - 1, 0, 0};
+  const TetEmbedding e = EmbedInTets(*mesh, points);
+  EXPECT_LE(e.grid_cells, 2 * (64 * mesh->tets.size() + 4096));
+  EXPECT_LT(e.tet[0], 1000u);
+  EXPECT_EQ(e.tet[1], 1000u);
 }
 
 // The nearest of a point set (pbs's transfer weights and jiggle map, from a particle to the
