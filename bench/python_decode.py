@@ -73,7 +73,7 @@ def pack(u: np.ndarray) -> bytes:
 
 
 def delta_encode(frames: np.ndarray, max_error: float = 1e-4, interval: int = 30):
-    """DeformResponses of a clip in OUTPUT_ENCODING_DELTA: the server's grid (step 2 max_error d /
+    """DeformResponses of a clip in OUTPUT_ENCODING_DELTA: about the server's grid (step 2 max_error d /
     sqrt(3), origin the box's center; here the box of the whole clip), key frames every
     `interval` frames (differences along the vertex order), between them residuals of the last
     frame (the first after a key frame) or of 2 q[t-1] - q[t-2], zigzagged."""

@@ -251,7 +251,15 @@ Quantization DeltaGrid(const float lo[3], const float hi[3], double max_error) {
   double diag = std::sqrt(d2);
   if (!(diag > 0) || !std::isfinite(diag)) diag = longest > 0 && std::isfinite(longest) ? longest : 1;
   if (!std::isfinite(g.offset[0] + g.offset[1] + g.offset[2])) g.offset[0] = g.offset[1] = g.offset[2] = 0;
-  const double step = 2 * max_error * diag / std::sqrt(3.0);
+  // A decoded coordinate is rounded to float32, up to half an ulp: sqrt(3) 2^-24 of the box's
+  // largest coordinate for a vertex in it. The grid leaves that room in the bound (until
+  // 2026-12-07 it did not, and at max_error 1e-7 on a unit box a vertex came back 1.19 times the
+  // bound away), down to a quarter of the bound where float32 cannot resolve more.
+  double largest = 0;
+  for (int a = 0; a < 3; ++a) largest = std::max({largest, std::abs(double(lo[a])), std::abs(double(hi[a]))});
+  if (!std::isfinite(largest)) largest = 0;
+  const double bound = max_error * diag, rounding = std::sqrt(3.0) * std::ldexp(largest, -24);
+  const double step = 2 * std::max(bound - rounding, bound / 4) / std::sqrt(3.0);
   for (double& s : g.scale) s = step;
   return g;
 }

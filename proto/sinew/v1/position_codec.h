@@ -4,11 +4,13 @@
 // The byte layout is in docs/wire-encodings.md.
 //
 // QUANTIZED16 is stateless: uint16 x,y,z per vertex in the frame's own bounding box, each
-// coordinate within half a step ((max - min) / 65535 / 2) of the float32 value.
+// coordinate within half a step ((max - min) / 65535 / 2) of the float32 value, plus half a float32
+// ulp (the decoded value's own rounding: it matters only where a step is near an ulp).
 //
-// DELTA puts every vertex on a grid fixed for the session (DeltaGrid: step 2 e d / sqrt(3) for a
-// bound e as a fraction of the rig's bounding-box diagonal d), so a decoded vertex is within e d of
-// the float32 result, in every frame, without drift: the integers are sent losslessly. A key frame
+// DELTA puts every vertex on a grid fixed for the session (DeltaGrid: step 2 (e d - r) / sqrt(3) for
+// a bound e as a fraction of the rig's bounding-box diagonal d, r the float32 rounding of a decoded
+// vertex), so a decoded vertex is within e d of the float32 result, in every frame, without
+// drift: the integers are sent losslessly. A key frame
 // carries each axis' grid coordinates as differences along the vertex order; the frames after it
 // the residuals of a prediction from the stream's previous frames (the last frame after a key
 // frame, then constant velocity: 2 q[t-1] - q[t-2]). Residuals are zigzagged and bit-packed in
@@ -41,7 +43,11 @@ absl::Status EncodeQuantized16(std::span<const float> xyz, Quantization& q, std:
 absl::Status DecodeQuantized16(std::string_view bytes, const Quantization& q, std::span<float> xyz);
 
 // DELTA's grid for a rig whose rest bounding box is [lo, hi]: origin its center, step
-// 2 max_error |hi - lo| / sqrt(3) (a flat box uses its longest side; an empty one the unit).
+// 2 (max_error d - r) / sqrt(3), d = |hi - lo| (a flat box uses its longest side; an empty one
+// the unit) and r = sqrt(3) 2^-24 of the box's largest |coordinate| (float32's rounding of a
+// decoded vertex in the box), at least 2 (max_error d / 4) / sqrt(3). A vertex in the box decodes
+// within max_error d wherever r <= 3/4 max_error d; beyond the box, or where float32 cannot
+// resolve the bound, within max_error d plus its own rounding.
 Quantization DeltaGrid(const float lo[3], const float hi[3], double max_error);
 // The largest |q| on an axis: vertices farther from the origin than this many steps fail.
 inline constexpr int64_t kDeltaGridLimit = int64_t{1} << 28;
