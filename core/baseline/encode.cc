@@ -96,7 +96,9 @@ struct Encoder {
     code.ratio = s.length > 0 ? std::min(std::max(sigma / s.length, 0.0), 1.0) : 0.0;
     const SectionPoint<double> at = PointAt(s, code.ratio * s.length);
     code.height = Dot(p - at.b, at.d);
-    code.cos_beta = at.cos_beta;
+    // Clamped as the decoder clamps the posed one, so that the rest pose gives the point back
+    // (until 2026-12-07 a point with cos β < 0.1 at rest moved in by modulate_detail at rest).
+    code.cos_beta = std::max(at.cos_beta, MinCosBeta());
     code.piece = uint8_t(at.piece);
     // What b + h d misses of p (nothing but rounding, unless b was clamped): kept in the frame.
     const V rest = p - at.b - code.height * at.d;

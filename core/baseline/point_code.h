@@ -23,6 +23,9 @@ enum PointFlags : uint8_t {
   kResidual = 16,    // p − b is not along d (a clamped base point): the rest is kept in `side`
 };
 
+// The smallest cos β modulation divides by (§3.10: h cos β / cos β'), at rest and posed alike.
+SINEW_BL_HD constexpr double MinCosBeta() { return 0.1; }
+
 // One point's encoding (80 bytes).
 struct PointCode {
   uint32_t bone = 0;
@@ -34,7 +37,7 @@ struct PointCode {
   double psi_other[2] = {0, 0};         // ... on each neighbour, at rest
   double ratio = 0;                     // curvilinear ratio of the base point in its section
   double height = 0;                    // h
-  double cos_beta = 1;                  // d · surface normal at the base point (modulation)
+  double cos_beta = 1;                  // d · surface normal at the base point, at least MinCosBeta()
   // kResidual: what p − b − h d leaves, in the bone's generatrix frame at b (SectionFrame): a
   // frame moves it with that frame, so that the rest pose returns the point and a clamped point
   // turns with its bone. kDegenerate: the point in the bone's frame (RigidPoint).
@@ -73,7 +76,7 @@ SINEW_BL_HD SectionPoint<double> DecodePoint(const PointCode& code, const Sectio
                                              V3<double>& p) {
   const SectionPoint<double> at = PointAt(s, code.ratio * s.length);
   double h = code.height;
-  if (modulate) h = h * code.cos_beta / std::max(at.cos_beta, 0.1);
+  if (modulate) h = h * code.cos_beta / std::max(at.cos_beta, MinCosBeta());
   p = at.b + h * at.d;
   if (code.flags & kResidual) {
     V3<double> f[3];
