@@ -249,6 +249,21 @@ std::string CheckNodeTree(const tinygltf::Model& m) {
       parent[c] = p;
     }
   }
+  // A scene's nodes are roots, each listed once (glTF 2.0 5.27): assimp imports every one listed
+  // with its whole tree, so a root listed twice, or a child listed as a root too, was imported
+  // twice (until 2026-12-07; a million listings of a deep tree: gigabytes).
+  for (size_t sc = 0; sc < m.scenes.size(); ++sc) {
+    std::vector<bool> listed(size_t(count), false);
+    for (int n : m.scenes[sc].nodes) {
+      if (n < 0 || n >= count) return absl::StrCat("scene ", sc, ": node ", n, " does not exist");
+      if (listed[n]) return absl::StrCat("scene ", sc, " lists ", NodeLabel(m, n), " twice");
+      if (parent[n] >= 0) {
+        return absl::StrCat("scene ", sc, " lists ", NodeLabel(m, n), " as a root, but it is a child of ",
+                            NodeLabel(m, parent[n]));
+      }
+      listed[n] = true;
+    }
+  }
   // Depths from the roots, without recursion; a node no root reaches is on or under a cycle.
   std::vector<int> depth(size_t(count), 0);
   std::vector<int> stack;
@@ -384,6 +399,13 @@ absl::Status CheckGltfSkins(const std::string& path, std::vector<std::string>* n
           return bad(where, " ", name, ": accessor ", index, " is ", Layout(a), "; the importer (assimp 5.2) reads "
                      "weights as VEC4 of floats only: re-export the mesh with float weights");
         }
+        // And POSITION and NORMAL as VEC3 of floats (KHR_mesh_quantization's shorts and bytes
+        // were read as float bits: a finite but wrong mesh, until 2026-12-07).
+        if ((name == "POSITION" || name == "NORMAL") &&
+            (a.type != TINYGLTF_TYPE_VEC3 || a.componentType != TINYGLTF_COMPONENT_TYPE_FLOAT)) {
+          return bad(where, " ", name, ": accessor ", index, " is ", Layout(a), "; the importer (assimp 5.2) reads ",
+                     name, " as VEC3 of floats only (a quantized file: export it unquantized)");
+        }
         if (joints && (a.type != TINYGLTF_TYPE_VEC4 || (a.componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_BYTE &&
                                                          a.componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_SHORT))) {
           return bad(where, " ", name, ": accessor ", index, " is ", Layout(a), "; joints are VEC4 of unsigned bytes "
@@ -457,6 +479,45 @@ absl::Status CheckGltfSkins(const std::string& path, std::vector<std::string>* n
       if (prim.mode == TINYGLTF_MODE_TRIANGLES && corners && *corners % 3 != 0) {
         return bad(where, ": ", *corners, prim.indices >= 0 ? " indices" : " vertices", " are not whole triangles (",
                    *corners % 3, " left over)");
+      }
+    }
+  }
+
+  // The samplers of node motion, as assimp 5.2 reads them: it copies the output's bytes as floats
+  // (normalized integer rotations, KHR_mesh_quantization's, became NaN or a wrong turn) and reads
+  // a CUBICSPLINE's 3 values per key without checking the count (past the end of a short
+  // accessor); until 2026-12-07 neither was checked. Morph weights are dropped anyway.
+  for (size_t a = 0; a < model.animations.size(); ++a) {
+    const tinygltf::Animation& anim = model.animations[a];
+    for (size_t c = 0; c < anim.channels.size(); ++c) {
+      const tinygltf::AnimationChannel& ch = anim.channels[c];
+      const std::string where = absl::StrCat("animation ", a, " channel ", c);
+      if (ch.sampler < 0 || ch.sampler >= static_cast<int>(anim.samplers.size())) {
+        return bad(where, ": sampler ", ch.sampler, " does not exist");
+      }
+      const int size = ch.target_path == "rotation" ? 4 : ch.target_path == "translation" || ch.target_path == "scale" ? 3 : 0;
+      if (size == 0) continue;
+      const tinygltf::AnimationSampler& sampler = anim.samplers[size_t(ch.sampler)];
+      for (int index : {sampler.input, sampler.output}) {
+        if (index < 0 || index >= static_cast<int>(model.accessors.size())) {
+          return bad(where, " (", ch.target_path, "): sampler ", ch.sampler, "'s accessor ", index, " does not exist");
+        }
+      }
+      const tinygltf::Accessor& in = model.accessors[size_t(sampler.input)];
+      const tinygltf::Accessor& out = model.accessors[size_t(sampler.output)];
+      if (in.componentType != TINYGLTF_COMPONENT_TYPE_FLOAT || in.type != TINYGLTF_TYPE_SCALAR) {
+        return bad(where, " (", ch.target_path, "): input accessor ", sampler.input, " is ", Layout(in),
+                   "; key times are SCALAR floats (glTF 2.0 5.7)");
+      }
+      if (out.componentType != TINYGLTF_COMPONENT_TYPE_FLOAT || out.type != (size == 4 ? TINYGLTF_TYPE_VEC4 : TINYGLTF_TYPE_VEC3)) {
+        return bad(where, " (", ch.target_path, "): output accessor ", sampler.output, " is ", Layout(out),
+                   "; the importer reads ", size == 4 ? "VEC4" : "VEC3", " of floats only (a quantized file: "
+                   "export it unquantized)");
+      }
+      const size_t per_key = sampler.interpolation == "CUBICSPLINE" ? 3 : 1;
+      if (out.count != per_key * in.count) {
+        return bad(where, " (", ch.target_path, "): ", in.count, " keys but ", out.count, " output values (",
+                   sampler.interpolation.empty() ? "LINEAR" : sampler.interpolation, " takes ", per_key, " per key)");
       }
     }
   }

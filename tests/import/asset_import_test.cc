@@ -930,8 +930,35 @@ TEST(AssetImport, NodeTreesTooDeepOrNotTreesAreRefused) {
          m.nodes.push_back(a);
          m.nodes.push_back(b);
        }, "node 3 \"loop\" is its own ancestor"},
+      // A scene's nodes are roots, listed once: assimp imports each listing with its whole tree.
+      {[](tinygltf::Model& m) { m.scenes[0].nodes.push_back(m.scenes[0].nodes[0]); }, "scene 0 lists node 0 twice"},
+      {[](tinygltf::Model& m) { m.scenes[0].nodes.push_back(2); }, "scene 0 lists node 2 as a root, but it is a child of node 1"},
   };
   EXPECT_TRUE(ExpectRefused("sinew_not_tree.gltf", cases));
+}
+
+// What assimp 5.2 reads as raw floats, or by a count it does not check, is refused naming the
+// accessor: KHR_mesh_quantization's positions and rotations (shorts read as float bits: a wrong
+// mesh, a NaN or a wrong turn), and a CUBICSPLINE sampler without 3 values per key (read past the
+// accessor's end). Until 2026-12-07 none was checked.
+TEST(AssetImport, PositionsAndSamplersAssimpWouldMisreadAreRefused) {
+  auto attributes = [](tinygltf::Model& m) -> std::map<std::string, int>& { return m.meshes[0].primitives[0].attributes; };
+  const RefusedEdits cases = {
+      {[&](tinygltf::Model& m) {
+         const std::vector<int16_t> p(30, 100);
+         attributes(m)["POSITION"] = AppendAccessor(m, p.data(), 2 * p.size(), TINYGLTF_COMPONENT_TYPE_SHORT, TINYGLTF_TYPE_VEC3, 10);
+       }, "mesh 0 primitive 0 POSITION: accessor 7 is VEC3 of shorts; the importer (assimp 5.2) reads POSITION as VEC3 of floats only"},
+      {[&](tinygltf::Model& m) {
+         auto& sampler = m.animations[0].samplers[0];
+         const size_t keys = m.accessors[sampler.output].count;
+         std::vector<int16_t> q;
+         for (size_t k = 0; k < keys; ++k) q.insert(q.end(), {0, 0, 0, 32767});
+         sampler.output = AppendAccessor(m, q.data(), 2 * q.size(), TINYGLTF_COMPONENT_TYPE_SHORT, TINYGLTF_TYPE_VEC4, keys, true);
+       }, "animation 0 channel 0 (rotation): output accessor 7 is VEC4 of shorts (normalized); the importer reads VEC4 of floats only"},
+      {[&](tinygltf::Model& m) { m.animations[0].samplers[0].interpolation = "CUBICSPLINE"; },
+       "output values (CUBICSPLINE takes 3 per key)"},
+  };
+  if (!ExpectRefused("sinew_quantized.gltf", cases)) GTEST_SKIP() << "assimp-testmodels not installed";
 }
 
 // assimp 5.2 keeps the keys of STEP and CUBICSPLINE samplers (a spline's values, between its
