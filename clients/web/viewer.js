@@ -328,6 +328,9 @@ function fit() {
     s.gltf.scene.traverse((o) => {
       if (!o.isMesh && !o.isPoints) return;
       const g = o.geometry;
+      // A primitive without positions (glTF allows one; three draws nothing of it) has no box:
+      // until 2026-12-07 it threw here on every frame, and neither slot was drawn.
+      if (!g.attributes.position) return;
       const box = new THREE.Box3().setFromBufferAttribute(g.attributes.position);
       const frames = box.clone();
       // Every frame's vertices (three's computeBoundingBox adds relative targets' bounds up).
@@ -356,7 +359,10 @@ function fit() {
   const views = slots.filter(Boolean).length;
   const aspect = canvas.clientWidth / views / Math.max(1, canvas.clientHeight);
   const s3 = size.toArray(), wide = Math.max(s3[order[1]], s3[order[0]]);
-  const dist = s3[order[0]] / 2 + 1.08 * Math.max(s3[order[2]] / 2 / tan, wide / 2 / (tan * aspect));
+  // A box of no size (a clip of one still point) is looked at from a unit away: until 2026-12-07
+  // near and far were both 0 and nothing was drawn, with the status saying ready.
+  const fitting = s3[order[0]] / 2 + 1.08 * Math.max(s3[order[2]] / 2 / tan, wide / 2 / (tan * aspect));
+  const dist = fitting > 0 ? fitting : 1;
   camera.up.copy(axis(order[2]));
   camera.position.copy(center).addScaledVector(axis(order[0]), dist);
   camera.near = dist / 100; camera.far = dist * 10;
@@ -429,6 +435,7 @@ function draw(now) {
 }
 
 function seek(frame) {
+  if (!Number.isFinite(frame)) return;  // ?frame=abc: until 2026-12-07 the clock became NaN
   playing = false;
   $('play').textContent = 'play';
   const fps = (slots.find(Boolean) || { fps: 30 }).fps;
@@ -479,6 +486,7 @@ window.sinewViewer = {
   play: () => { playing = true; $('play').textContent = 'pause'; },
   pause: () => { playing = false; $('play').textContent = 'play'; },
   state: () => ({ state: body.dataset.state, renders, playing, clock, camera: camera.position.toArray(), up: camera.up.toArray(),
+                  near: camera.near, far: camera.far,
                   target: controls && controls.target.toArray(),
                   slots: slots.map((s) => s && { label: s.label, frames: s.frames, fps: s.fps, frame: shownFrame(s),
                                                  method: s.info && s.info.method, quality: !!(s.info && s.info.quality) }) }),

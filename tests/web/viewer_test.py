@@ -392,6 +392,33 @@ class ViewerTest(unittest.TestCase):
         drawn = int(chrome.eval('sinewViewer.state().renders'))
         chrome.wait_for(f'sinewViewer.state().renders > {drawn + 5}', 'frames drawn after a file without a mesh')
         self.assertEqual(chrome.eval('document.body.dataset.state'), 'ready')
+        # A primitive without positions beside a clip of one still point: the point is looked at
+        # from a finite distance and drawing goes on (until 2026-12-07 the first threw on every
+        # frame, so nothing was drawn again, and the second left near = far = 0, a blank view).
+        point = struct.pack('<3f', 0.5, 0.25, 2.0)
+        odd = {
+            'asset': {'version': '2.0'}, 'scene': 0, 'scenes': [{'nodes': [0]}], 'nodes': [{'mesh': 0}],
+            'meshes': [{'primitives': [{'attributes': {'NORMAL': 1}, 'mode': 0},
+                                       {'attributes': {'POSITION': 0}, 'mode': 0}]}],
+            'buffers': [{'byteLength': 24,
+                         'uri': 'data:application/octet-stream;base64,' + base64.b64encode(point * 2).decode()}],
+            'bufferViews': [{'buffer': 0, 'byteOffset': 0, 'byteLength': 12}, {'buffer': 0, 'byteOffset': 12, 'byteLength': 12}],
+            'accessors': [{'bufferView': 0, 'componentType': 5126, 'count': 1, 'type': 'VEC3',
+                           'min': [0.5, 0.25, 2.0], 'max': [0.5, 0.25, 2.0]},
+                          {'bufferView': 1, 'componentType': 5126, 'count': 1, 'type': 'VEC3'}],
+        }
+        paths['odd'] = os.path.join(self.tmp, 'one-point.gltf')
+        with open(paths['odd'], 'w') as f:
+            json.dump(odd, f)
+        pick(paths['odd'])
+        chrome.wait_for('document.body.dataset.state === "ready" && sinewViewer.state().slots[0].label === "one-point.gltf"',
+                        'the one-point file loaded')
+        drawn = int(chrome.eval('sinewViewer.state().renders'))
+        chrome.wait_for(f'sinewViewer.state().renders > {drawn + 5}', 'frames drawn after a primitive without positions')
+        near, far = chrome.eval('sinewViewer.state().near'), chrome.eval('sinewViewer.state().far')
+        self.assertTrue(0 < near < far, (near, far))
+        self.assertEqual(chrome.eval('document.body.dataset.state'), 'ready')
+        self.assertFalse(chrome.eval('document.body.dataset.error'))
         pick(paths['bad'])
         end = time.monotonic() + DEADLINE
         while chrome.eval('document.body.dataset.state') != 'error' and time.monotonic() < end:
