@@ -127,6 +127,19 @@ class CatalogueAndStateTest(ServerTest):
             with self.assertRaises(sinew.Unimplemented):
                 lbs.update({})
 
+    def test_a_resumed_batch_asks_for_replay_progress_and_yields_only_its_frames(self) -> None:
+        # A resumed batch on a history-dependent method replays frames 0-7 first: the client asks
+        # for progress messages (so that a proxy's idle timeout sees traffic during a long replay;
+        # until 2026-12-07 it did not) and yields none of them as frames.
+        whole = self.pbs().deform_batch(self.poses)
+        b = self.pbs()
+        self.assertGreater(b._clip_request(poses=self.poses, first_frame=8).replay_progress_ms, 0)
+        self.assertEqual(b._clip_request(poses=self.poses).replay_progress_ms, 0)
+        resumed = list(b.iter_clip(poses=self.poses, first_frame=8))
+        self.assertEqual([f.frame for f in resumed], [8, 9, 10, 11])
+        for f in resumed:
+            np.testing.assert_array_equal(f.positions, whole[f.frame])
+
     def test_state_snapshot_restores_bit_for_bit(self) -> None:
         a = self.pbs()
         first = [a.deform(p) for p in self.poses[:6]]

@@ -1212,8 +1212,12 @@ class Session:
             raise InvalidArgument("deform_clip: give a clip or poses")
         if first_frame < 0 or max_frames < 0:
             raise InvalidArgument(f"first_frame, max_frames: {first_frame}, {max_frames}; expected >= 0")
+        # A resumed batch on a history-dependent method replays the frames before first_frame
+        # first, sending nothing unless asked: a progress message every 10 s keeps proxies with
+        # idle timeouts (deploy/envoy.yaml's 300 s) from cutting a long replay (until 2026-12-07
+        # not asked for; _iter_clip skips these messages).
         req = pb.DeformClipRequest(session_id=self.id, first_frame=first_frame, max_frames=max_frames,
-                                   time_step=time_step)
+                                   time_step=time_step, replay_progress_ms=10000 if first_frame > 0 else 0)
         if clip is not None:
             req.clip.clip.CopyFrom(clip.to_proto())
             req.clip.frames_per_second = fps
@@ -1230,6 +1234,8 @@ class Session:
         call = self.client.stub.DeformClip(req, metadata=self.client._metadata)
         try:
             for resp in call:
+                if resp.replayed > 0:  # a replay progress message: no frame
+                    continue
                 method = method_name(resp.method) if resp.method != pb.METHOD_UNSPECIFIED else self.method
                 frame = ClipFrame(resp.frame, resp.total_frames, resp.time_seconds, decoder.decode(resp), method)
                 if progress:
