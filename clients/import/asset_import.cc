@@ -7,6 +7,7 @@
 #include <assimp/Importer.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <vector>
@@ -70,12 +71,26 @@ void AddKeys(const char* kind, const Key* keys, unsigned count, double ticks_per
   }
 }
 
+// Whether assimp would read `path` as glTF: by its name, or, under another name, by its bytes
+// (assimp 5.2 tries its importers on the content: simple_skin.gltf renamed .json or .dat
+// imported as glTF, and until 2026-12-07 without the checks). Binary glTF starts "glTF"; a JSON
+// glTF is an object with an "asset" member (looked for in its first 64 KiB).
+bool ReadAsGltf(const std::string& path) {
+  if (absl::EndsWithIgnoreCase(path, ".gltf") || absl::EndsWithIgnoreCase(path, ".glb")) return true;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64 * 1024, '\0');
+  in.read(head.data(), std::streamsize(head.size()));
+  head.resize(size_t(std::max<std::streamsize>(in.gcount(), 0)));
+  if (absl::StartsWith(head, "glTF")) return true;
+  const size_t first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
+  return first != std::string::npos && head[first] == '{' && head.find("\"asset\"") != std::string::npos;
+}
+
 }  // namespace
 
 absl::StatusOr<ImportedAsset> ImportAsset(const std::string& path) {
-  // Assimp 5.2 reads glTF by these names only (a .vrm or other name: "no suitable reader").
   std::vector<std::string> gltf_notes;
-  if (absl::EndsWithIgnoreCase(path, ".gltf") || absl::EndsWithIgnoreCase(path, ".glb")) {
+  if (ReadAsGltf(path)) {
     if (auto st = CheckGltfSkins(path, &gltf_notes); !st.ok()) return st;
   }
   Assimp::Importer importer;

@@ -961,6 +961,23 @@ TEST(AssetImport, PositionsAndSamplersAssimpWouldMisreadAreRefused) {
   if (!ExpectRefused("sinew_quantized.gltf", cases)) GTEST_SKIP() << "assimp-testmodels not installed";
 }
 
+// assimp reads glTF under any name, by its bytes: the checks run whatever the file is called
+// (until 2026-12-07 only for .gltf and .glb, and simple_skin.gltf renamed .json imported
+// unchecked). JSON and binary, a name assimp knows for nothing else and one it does not know.
+TEST(AssetImport, GltfUnderAnotherNameIsCheckedAsGltf) {
+  auto twice = [](tinygltf::Model& m) { m.scenes[0].nodes.push_back(m.scenes[0].nodes[0]); };
+  for (const char* name : {"sinew_renamed.json", "sinew_renamed.dat"}) {
+    for (bool binary : {false, true}) {
+      const auto asset = ImportEditedSimpleSkin(name, twice, binary);
+      if (!asset) GTEST_SKIP() << "assimp-testmodels not installed";
+      ASSERT_FALSE(asset->ok()) << name << (binary ? " binary" : " JSON");
+      EXPECT_THAT(std::string(asset->status().message()), ::testing::HasSubstr("scene 0 lists node 0 twice"));
+    }
+  }
+  const auto plain = ImportEditedSimpleSkin("sinew_renamed_plain.json", [](tinygltf::Model&) {});
+  ASSERT_TRUE(plain->ok()) << plain->status();
+}
+
 // assimp 5.2 keeps the keys of STEP and CUBICSPLINE samplers (a spline's values, between its
 // tangents), which the clip interpolates linearly: until 2026-12-07 without a word. A note names
 // the animation and the samplers; the spline's keys are its values.
