@@ -223,11 +223,14 @@ absl::StatusOr<Image> RenderSnapshot(const SnapshotGrid& g, const SnapshotOption
         float rgb[3];
         for (int i = 0; i < 3; ++i) rgb[i] = shade * (kBase[i] * (1 - k) + kHot[i] * k);
         const double area = (sx[b] - sx[a]) * (sy[d] - sy[a]) - (sx[d] - sx[a]) * (sy[b] - sy[a]);
-        if (std::abs(area) < 1e-12) continue;
-        const int x0 = std::max(0, int(std::floor(std::min({sx[a], sx[b], sx[d]})))),
-                  x1 = std::min(cw - 1, int(std::ceil(std::max({sx[a], sx[b], sx[d]})))),
-                  y0 = std::max(0, int(std::floor(std::min({sy[a], sy[b], sy[d]})))),
-                  y1 = std::min(ch - 1, int(std::ceil(std::max({sy[a], sy[b], sy[d]}))));
+        // A non-finite corner (a frame the server answered with NaN) makes the area NaN or
+        // infinite: skipped, as the int conversions below would be undefined (until 2026-12-07).
+        if (!(std::abs(area) >= 1e-12) || !std::isfinite(area)) continue;
+        const double left = std::min({sx[a], sx[b], sx[d]}), right = std::max({sx[a], sx[b], sx[d]}),
+                     top = std::min({sy[a], sy[b], sy[d]}), bottom = std::max({sy[a], sy[b], sy[d]});
+        if (right < 0 || bottom < 0 || left > cw || top > ch) continue;  // off the picture
+        const int x0 = int(std::max(0.0, std::floor(left))), x1 = int(std::min(cw - 1.0, std::ceil(right))),
+                  y0 = int(std::max(0.0, std::floor(top))), y1 = int(std::min(ch - 1.0, std::ceil(bottom)));
         for (int y = y0; y <= y1; ++y) {
           for (int x = x0; x <= x1; ++x) {
             const double px = x + 0.5, py = y + 0.5;
