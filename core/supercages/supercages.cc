@@ -523,8 +523,10 @@ class SuperCagesDeformer final : public Deformer {
     // G (ReverseCage) at the size its first posed-cage frame gives it: 9 doubles a joint and cage
     // vertex with the skeleton updater on.
     const size_t g = prep_->psi.size() > 0 ? 9 * size_t(prep_->psi.size()) : 0;
+    // The system's factorisation beside it, once a posed-cage frame has made them.
     return sizeof(*this) + sizeof(double) * (cage_.size() + delta_.size() + selected_.size() +
-                                             posed_cage_.size() + system_.size() + joints_.size() + g) +
+                                             posed_cage_.size() + 2 * system_.size() + joints_.size() + g) +
+           sizeof(int) * size_t(lu_.permutationP().size()) + sizeof(Eigen::Matrix3d) * factored_linear_.capacity() +
            sizeof(float) * rest_mesh_.size() +
            transforms_.size() * (sizeof(Affine34d) + sizeof(Affine34f) + sizeof(DualQuat) + sizeof(Similarity));
   }
@@ -608,8 +610,41 @@ class SuperCagesDeformer final : public Deformer {
     return r * (s * p + h) + t;
   }
 
-  // Solves (R̃ Φ̃ + Ω̃ D Ψ) ∂C = Φ̃ ∂C' and adds ∂C to the rest cage.
+  // Solves (R̃ Φ̃ + Ω̃ D Ψ) ∂C = Φ̃ ∂C' and adds ∂C to the rest cage. The system depends on the
+  // skinning transforms' linear parts alone (the pose's rotations and scales: the cage moves only
+  // their translations), so its factorisation is kept while they stay (seed note §5.3: factorise
+  // lazily). Until 2026-12-07 every posed-cage frame rebuilt and refactorised it: O((3c)³), about
+  // 2e10 flops at c = 1024, under the session's lock, for a drag that keeps the pose.
   absl::Status ReverseCage(const Eigen::MatrixXd& posed_delta /* c x 3 */) {
+    const Rig& rig = *rig_;
+    const Skeleton& sk = rig.skeleton;
+    const auto& rows = prep_->maxvol.rows;
+    const Eigen::Index c = static_cast<Eigen::Index>(rows.size());
+    bool same = factored_linear_.size() == sk.size();
+    for (size_t j = 0; same && j < sk.size(); ++j) same = factored_linear_[j] == transforms_[j].leftCols<3>();
+    if (!same) Factorise();
+    Eigen::VectorXd rhs(3 * c);
+    const Eigen::MatrixXd mapped = prep_->phi_selected * posed_delta;  // c x 3
+    for (Eigen::Index r = 0; r < c; ++r) rhs.segment<3>(3 * r) = mapped.row(r).transpose();
+    const Eigen::VectorXd dc = lu_.solve(rhs);
+    // Singular in this pose (the blended rotations of the cage's rows fold a direction away): no
+    // rest-cage edit gives the posed one asked for, and the solve's answer is non-finite or does
+    // not solve the system. (Partial pivoting's condition estimate does not see this reliably.)
+    const double residual = (system_ * dc - rhs).norm(), scale = rhs.norm() + system_.norm() * dc.norm();
+    if (!dc.allFinite() || !(residual <= 1e-9 * scale)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "posed_cage: the reverse cage deformer is singular in this pose (no rest-cage edit gives this posed "
+          "cage: residual %.3g of %.3g; the skin at the cage's rows folds a direction flat, e.g. a joint turned "
+          "180 degrees against its neighbour with even weights); the frame is refused and the session keeps its "
+          "pose and rest cage",
+          residual, scale));
+    }
+    for (Eigen::Index k = 0; k < c; ++k) cage_.col(k) += dc.segment<3>(3 * k);
+    return absl::OkStatus();
+  }
+
+  // Builds the reverse cage system for the current transforms and factorises it.
+  void Factorise() {
     const Rig& rig = *rig_;
     const Skeleton& sk = rig.skeleton;
     const auto& rows = prep_->maxvol.rows;
@@ -640,24 +675,10 @@ class SuperCagesDeformer final : public Deformer {
       }
       for (Eigen::Index k = 0; k < c; ++k) system_.block(3 * r, 3 * k, 3, 3) += prep_->phi_selected(r, k) * rv;
     }
-    Eigen::VectorXd rhs(3 * c);
-    const Eigen::MatrixXd mapped = prep_->phi_selected * posed_delta;  // c x 3
-    for (Eigen::Index r = 0; r < c; ++r) rhs.segment<3>(3 * r) = mapped.row(r).transpose();
-    const Eigen::VectorXd dc = system_.partialPivLu().solve(rhs);
-    // Singular in this pose (the blended rotations of the cage's rows fold a direction away): no
-    // rest-cage edit gives the posed one asked for, and the solve's answer is non-finite or does
-    // not solve the system. (Partial pivoting's condition estimate does not see this reliably.)
-    const double residual = (system_ * dc - rhs).norm(), scale = rhs.norm() + system_.norm() * dc.norm();
-    if (!dc.allFinite() || !(residual <= 1e-9 * scale)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "posed_cage: the reverse cage deformer is singular in this pose (no rest-cage edit gives this posed "
-          "cage: residual %.3g of %.3g; the skin at the cage's rows folds a direction flat, e.g. a joint turned "
-          "180 degrees against its neighbour with even weights); the frame is refused and the session keeps its "
-          "pose and rest cage",
-          residual, scale));
-    }
-    for (Eigen::Index k = 0; k < c; ++k) cage_.col(k) += dc.segment<3>(3 * k);
-    return absl::OkStatus();
+    lu_.compute(system_);
+    factored_linear_.resize(sk.size());
+    for (size_t j = 0; j < sk.size(); ++j) factored_linear_[j] = transforms_[j].leftCols<3>();
+    ++factorisations_;
   }
 
   static constexpr std::string_view kStateMagic{"supercages-state\x01", 17};
@@ -689,6 +710,9 @@ class SuperCagesDeformer final : public Deformer {
   mutable Eigen::MatrixXd posed_cage_;
   mutable bool posed_cage_valid_ = false;
   Eigen::MatrixXd system_, g_;
+  Eigen::PartialPivLU<Eigen::MatrixXd> lu_;      // system_'s, for the transforms' linear parts below
+  std::vector<Eigen::Matrix3d> factored_linear_;  // empty: not factorised yet
+  uint64_t factorisations_ = 0;
 };
 
 }  // namespace
