@@ -196,8 +196,11 @@ TEST(PositionCodec, DamagedDeltaBytesFailWithDataLossAndLeaveTheDecoderAsItWas) 
   EXPECT_EQ(dec.Decode(next.substr(0, next.size() - 1), nq, got).code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(dec.Decode(next + '\0', nq, got).code(), absl::StatusCode::kDataLoss);
   std::string wide = next;
-  wide[0] = 33;  // no block is wider than 32 bits
-  EXPECT_EQ(dec.Decode(wide, nq, got).code(), absl::StatusCode::kDataLoss);
+  wide[0] = 33;  // no block is wider than 32 bits: named as damage, not as a short frame
+  const absl::Status damaged = dec.Decode(wide, nq, got);
+  EXPECT_EQ(damaged.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(damaged.message(), "positions: the delta frame's x coordinates' block 0 (byte 0) says 33 bits a value; "
+                               "at most 32: the bytes are damaged");
   std::vector<float> wrong_size(3 * 99);
   EXPECT_FALSE(dec.Decode(next, nq, wrong_size).ok());
   // Random damage decodes or fails, never reads past the bytes (run under a sanitizer to see).

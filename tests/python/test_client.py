@@ -501,7 +501,7 @@ class EncodingsTest(ServerTest):
         wide = bytearray(responses[2].positions)
         wide[0] = 33  # the first block's width byte: at most 32 bits
         damaged.positions = bytes(wide)
-        with self.assertRaisesRegex(sinew.DataLoss, "x coordinates"):
+        with self.assertRaisesRegex(sinew.DataLoss, "x coordinates' block 0 \\(byte 0\\) says 33 bits a value; at most 32"):
             decoder.decode(damaged)
         np.testing.assert_array_equal(decoder.decode(responses[2]), want[2])
         with self.assertRaisesRegex(sinew.FailedPrecondition, "between key frames"):

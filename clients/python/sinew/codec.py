@@ -125,7 +125,11 @@ def _unpack(data: bytes, n: int) -> np.ndarray:
     ends = starts + 1 + 2 * widths
     bad = np.nonzero((widths > 32) | (ends > size))[0]
     first_bad = int(bad[0]) if len(bad) else len(starts)
-    if first_bad < count:  # a width over 32, a block past the end, or no width byte left
+    if first_bad < len(starts) and widths[first_bad] > 32:  # damaged, not short (as the C++ decoder says)
+        raise DataLoss(f"positions: the delta frame's {_AXES[first_bad // blocks]} coordinates' block "
+                       f"{first_bad % blocks} (byte {int(starts[first_bad])}) says {int(widths[first_bad])} bits "
+                       "a value; at most 32: the bytes are damaged")
+    if first_bad < count:  # a block past the end, or no width byte left
         raise DataLoss(f"positions: the delta frame's bytes end before its {n} vertices' "
                        f"{_AXES[first_bad // blocks]} coordinates ({size} bytes)")
     if end != size:

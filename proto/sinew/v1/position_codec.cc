@@ -121,8 +121,8 @@ void Pack(const uint32_t* u, size_t n, std::string& out, std::vector<uint8_t>& w
 }
 
 // Reads n values written by Pack from bytes[*at...]; false when the bytes end early or a width
-// is over 32.
-bool Unpack(std::string_view bytes, size_t* at, size_t n, uint32_t* u) {
+// is over 32 (then `wide` says which block and width).
+bool Unpack(std::string_view bytes, size_t* at, size_t n, uint32_t* u, std::string* wide) {
   const uint8_t* p = reinterpret_cast<const uint8_t*>(bytes.data());
   const size_t size = bytes.size();
   size_t pos = *at;
@@ -130,7 +130,11 @@ bool Unpack(std::string_view bytes, size_t* at, size_t n, uint32_t* u) {
   for (size_t b = 0; b < n; b += kBlock) {
     if (pos >= size) return false;
     const unsigned w = p[pos++];
-    if (w > 32 || size - pos < 2 * w) return false;
+    if (w > 32) {
+      *wide = absl::StrCat("block ", b / kBlock, " (byte ", pos - 1, ") says ", w, " bits a value; at most 32");
+      return false;
+    }
+    if (size - pos < 2 * w) return false;
     uint32_t* dst = n - b >= kBlock ? u + b : tail;
     if (size - pos >= 2 * w + 8) {
       kUnpack[w](p + pos, dst);
@@ -349,7 +353,12 @@ absl::Status DeltaDecoder::Decode(std::string_view bytes, const Quantization& q,
   size_t at = 0;
   // Damaged bytes may decode to anything: unsigned arithmetic wraps instead of overflowing.
   for (int a = 0; a < 3; ++a) {
-    if (!Unpack(bytes, &at, n, residuals_.data())) {
+    std::string wide;
+    if (!Unpack(bytes, &at, n, residuals_.data(), &wide)) {
+      if (!wide.empty()) {  // a damaged width byte, not a short frame (until 2026-12-07 both read "end before")
+        return absl::DataLossError(absl::StrCat("positions: the delta frame's ", std::string(1, kAxis[a]),
+                                                " coordinates' ", wide, ": the bytes are damaged"));
+      }
       return absl::DataLossError(absl::StrCat("positions: the delta frame's bytes end before its ", n, " vertices' ",
                                               std::string(1, kAxis[a]), " coordinates (", bytes.size(), " bytes)"));
     }
