@@ -1,8 +1,10 @@
 // Sinew's clip viewer (see index.html). Each slot (A, B) holds one glTF: its scene, an
 // AnimationMixer playing its first animation (for `sinew batch --gltf` files: the STEP weights
 // animation, one morph target per baked frame), and `scenes[0].extras.sinew` when present (method,
-// clip, frames per second, per-frame quality). Both slots share one clock and one camera, so
-// frame k of A is shown beside frame k of B from the same view.
+// clip, frames per second, per-frame quality). Both slots share one clock (clip time) and one
+// camera: frame k of A is shown beside frame k of B, from the same view, when their frame rates
+// and lengths agree (two bakes of one clip); otherwise each shows its frame at the clock's time,
+// looping over its own length, and the slider and seek count A's frames.
 //
 // State for tests and scripts, on <body>: data-state (empty, loading, ready, error, or lost: the
 // browser took the WebGL context away and has not given it back yet), data-error,
