@@ -12,7 +12,12 @@ MaxVolResult MaxVol(const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, 
                     double delta, int max_swaps, const std::function<bool()>& stop) {
   const Eigen::Index m = a.rows(), c = a.cols();
   MaxVolResult r;
-  if (c == 0 || m < c) return r;
+  if (c == 0) return r;  // the empty submatrix: determinant 1
+  if (m < c) {  // no c x c submatrix at all: rank-deficient, as the header says (until 2026-12-07 log 0)
+    r.log_abs_det = -std::numeric_limits<double>::infinity();
+    r.dominance = std::numeric_limits<double>::infinity();
+    return r;
+  }
   // Initial rows: the pivots of a column-pivoted QR of aᵀ are well-conditioned rows of a.
   const Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(a.transpose());
   r.rows.resize(static_cast<size_t>(c));

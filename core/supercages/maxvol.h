@@ -22,7 +22,8 @@ struct MaxVolResult {
 
 // `a` must have full column rank (m >= c). Starts from a column-pivoted QR of aᵀ, then swaps
 // rows while some |B_ij| > 1 + delta (rank-1 updates of B, O(m c) per swap). Rank-deficient
-// (the start solves to non-finite values): log_abs_det is -inf, returned before any swap.
+// (the start solves to non-finite values, or fewer rows than columns, when `rows` is empty):
+// log_abs_det is -inf, returned before any swap.
 // `stop`, when given, is asked before each swap (O(m c) apart; the starting QR, O(m c²), is not
 // interrupted): true ends the search with `stopped` set (a preparation's cancel; until
 // 2026-12-07 a large mesh's swaps ran to their end uncancellable).

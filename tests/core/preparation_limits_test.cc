@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
+
 #include "core/cage/cage_deformer.h"
 #include "core/cage/mec.h"
 #include "core/cage/mvc.h"
@@ -78,6 +81,11 @@ TEST(SuperCagesLimits, ACageVertexOnNoTriangleIsRefusedAtOnce) {
   const MaxVolResult r = MaxVol(a);
   EXPECT_FALSE(std::isfinite(r.log_abs_det));
   EXPECT_EQ(r.swaps, 0);
+  // Fewer rows than columns has no square submatrix: rank-deficient too, with no rows to index
+  // (until 2026-12-07 log |det| read 0, a full-rank answer with an empty selection).
+  const MaxVolResult few = MaxVol(a.topRows(5));
+  EXPECT_EQ(few.log_abs_det, -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(few.rows.empty());
 }
 
 // The cage updater's row search stops when asked (a cancelled preparation): each swap is O(m c),
