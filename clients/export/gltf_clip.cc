@@ -281,8 +281,16 @@ absl::StatusOr<std::vector<float>> Floats(const tinygltf::Model& m, int index, i
   const tinygltf::BufferView& v = m.bufferViews[a.bufferView];
   const int n = tinygltf::GetNumComponentsInType(type);
   const size_t stride = v.byteStride ? v.byteStride : 4 * size_t(n);
-  const auto& data = m.buffers.at(v.buffer).data;
+  if (v.buffer < 0 || v.buffer >= int(m.buffers.size())) return absl::FailedPreconditionError(what + ": no buffer");
+  const auto& data = m.buffers[v.buffer].data;
   const size_t start = v.byteOffset + a.byteOffset;
+  // More elements than the buffer's bytes hold, or a stride outside glTF's [element, 252], is
+  // refused before the products below (until 2026-12-07 a count near 2^64 / 12 wrapped them,
+  // passed, and the copy wrote past a small vector).
+  if (stride < 4 * size_t(n) || stride > 252 || a.count > data.size() / (4 * size_t(n)) ||
+      v.byteOffset > data.size() || a.byteOffset > data.size()) {
+    return absl::FailedPreconditionError(what + ": more elements than its buffer holds, or a bad stride");
+  }
   if (a.count > 0 && (start + (a.count - 1) * stride + 4 * n > data.size() ||
                       a.byteOffset + (a.count - 1) * stride + 4 * n > v.byteLength)) {
     return absl::FailedPreconditionError(what + ": out of its buffer view");
@@ -315,13 +323,20 @@ absl::StatusOr<GltfClipData> ReadGltfClip(const std::string& path) {
     d.normals = std::move(*n);
   }
   if (p.indices >= 0) {
-    const tinygltf::Accessor& a = m.accessors.at(p.indices);
-    const tinygltf::BufferView& v = m.bufferViews.at(a.bufferView);
-    if (a.componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_INT || v.byteOffset + a.byteOffset + 4 * a.count > m.buffers.at(v.buffer).data.size()) {
+    // Checked before use: a missing view, a strided one, or a count past the buffer (until
+    // 2026-12-07 .at() threw on bufferView -1, and 4 * count could wrap).
+    const tinygltf::Accessor* a = p.indices < int(m.accessors.size()) ? &m.accessors[p.indices] : nullptr;
+    const tinygltf::BufferView* v =
+        a != nullptr && a->bufferView >= 0 && a->bufferView < int(m.bufferViews.size()) ? &m.bufferViews[a->bufferView] : nullptr;
+    const std::vector<unsigned char>* data =
+        v != nullptr && v->buffer >= 0 && v->buffer < int(m.buffers.size()) ? &m.buffers[v->buffer].data : nullptr;
+    if (data == nullptr || a->componentType != TINYGLTF_COMPONENT_TYPE_UNSIGNED_INT ||
+        (v->byteStride != 0 && v->byteStride != 4) || a->count > data->size() / 4 || v->byteOffset > data->size() ||
+        a->byteOffset > data->size() || v->byteOffset + a->byteOffset + 4 * a->count > data->size()) {
       return absl::FailedPreconditionError("indices: not uint32 within the buffer");
     }
-    d.triangles.resize(a.count);
-    std::memcpy(d.triangles.data(), &m.buffers[v.buffer].data[v.byteOffset + a.byteOffset], 4 * a.count);
+    d.triangles.resize(a->count);
+    std::memcpy(d.triangles.data(), data->data() + v->byteOffset + a->byteOffset, 4 * a->count);
   }
   for (size_t k = 0; k < p.targets.size(); ++k) {
     const auto it = p.targets[k].find("POSITION");

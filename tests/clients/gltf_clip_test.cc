@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 // tinygltf's implementation is compiled once, in clients/import/gltf_check.cc, with these.
 #define TINYGLTF_NO_STB_IMAGE
@@ -243,6 +244,34 @@ TEST_F(GltfClipTest, BadInputNamesTheFieldAndIndexAndWritesNothing) {
 }
 
 // The size the 4 GiB check uses is the binary chunk's size of a written file.
+// A damaged file is refused, not read past: a POSITION count whose byte size wraps 64 bits
+// passed the bounds check and the copy wrote past a two-float vector (until 2026-12-07); strided
+// indices, which the reader would read as packed, are refused.
+TEST_F(GltfClipTest, ReadingADamagedFileIsRefusedNotReadPast) {
+  ASSERT_TRUE(WriteGltfClip(path_, Quad(2).Clip()).ok());
+  auto edited = [&](const std::function<void(tinygltf::Model&)>& edit) {
+    tinygltf::Model m;
+    tinygltf::TinyGLTF io;
+    std::string err, warn;
+    EXPECT_TRUE(io.LoadBinaryFromFile(&m, &err, &warn, path_)) << err;
+    edit(m);
+    const std::string out = path_ + ".damaged.glb";
+    EXPECT_TRUE(io.WriteGltfSceneToFile(&m, out, true, true, false, true));
+    auto d = ReadGltfClip(out);
+    fs::remove(out);
+    return d.status();
+  };
+  const absl::Status wrapped = edited([](tinygltf::Model& m) {
+    m.accessors[m.meshes[0].primitives[0].attributes.at("POSITION")].count = 0x5555555555555556ull;
+  });
+  EXPECT_EQ(wrapped.code(), absl::StatusCode::kFailedPrecondition) << wrapped;
+  EXPECT_THAT(std::string(wrapped.message()), HasSubstr("POSITION: more elements than its buffer holds"));
+  const absl::Status strided = edited([](tinygltf::Model& m) {
+    m.bufferViews[m.accessors[m.meshes[0].primitives[0].indices].bufferView].byteStride = 8;
+  });
+  EXPECT_EQ(strided.code(), absl::StatusCode::kFailedPrecondition) << strided;
+}
+
 TEST_F(GltfClipTest, TheBinaryChunkHasTheSizeTheLimitCounts) {
   Quad q(3);
   ASSERT_TRUE(WriteGltfClip(path_, q.Clip()).ok());
