@@ -174,8 +174,9 @@ int main(int argc, char** argv) {
        Number(o.gpu_memory_limit_bytes)},
       {"gpu-batch-window-us", "MICROSECONDS",
        absl::StrCat("How long a GPU frame waits for frames of other sessions to share its kernel "
-                    "launch; 0 launches at once, and frames that arrive while a batch runs share the "
-                    "next. Default ", o.gpu_batch_window_us),
+                    "launch, at most 10000000 (keep it below --max-queue-ms: a frame that waits alone "
+                    "for the window past that is shed); 0 launches at once, and frames that arrive "
+                    "while a batch runs share the next. Default ", o.gpu_batch_window_us),
        Number(o.gpu_batch_window_us)},
       {"cache-dir", "DIR",
        "Folder for precomputations kept across restarts: implicit skinning's composition "
@@ -321,6 +322,32 @@ int main(int argc, char** argv) {
                  "never be uploaded (0: twice --max-rig-bytes)\n", (unsigned long long)o.max_upload_bytes,
                  (unsigned long long)o.max_rig_bytes);
     return 2;
+  }
+  // A GPU frame alone waits the whole window for company: windows of an hour were taken, and one
+  // at or past --max-queue-ms sheds every such frame as "overloaded" without a word (until
+  // 2026-12-07). Past 10 s refused; at or past --max-queue-ms said at start (a test of shedding
+  // in the device's queue sets it so on purpose).
+  if (o.gpu_batch_window_us > 10000000) {
+    std::fprintf(stderr, "sinew-server: --gpu-batch-window-us %u: at most 10000000 (10 s)\n", o.gpu_batch_window_us);
+    return 2;
+  }
+  if (o.max_queue_ms > 0 && uint64_t(o.gpu_batch_window_us) >= 1000 * uint64_t(o.max_queue_ms)) {
+    std::fprintf(stderr, "sinew-server: warning: --gpu-batch-window-us %u is not below --max-queue-ms %u: a GPU frame "
+                 "that waits alone for the window is shed as overloaded\n", o.gpu_batch_window_us, o.max_queue_ms);
+  }
+  // HOST:PORT, as --listen: the metrics server (CivetWeb) reads a bare port as every interface,
+  // commas as several ports and an "s" suffix as TLS (until 2026-12-07 passed on as given: the
+  // unauthenticated /metrics on every interface for "--metrics-listen 9464").
+  if (!o.metrics_listen.empty()) {
+    const size_t colon = o.metrics_listen.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : o.metrics_listen.substr(colon + 1);
+    if (colon == 0 || colon == std::string::npos || port.empty() ||
+        port.find_first_not_of("0123456789") != std::string::npos ||
+        o.metrics_listen.find(',') != std::string::npos) {
+      std::fprintf(stderr, "sinew-server: --metrics-listen '%s': give HOST:PORT (e.g. 127.0.0.1:9464, 0.0.0.0:9464 "
+                   "for every interface), or empty to turn metrics off\n", o.metrics_listen.c_str());
+      return 2;
+    }
   }
   if (o.worker_threads > 4096) {
     std::fprintf(stderr, "sinew-server: --worker-threads %zu: at most 4096 (0: one per hardware thread)\n",

@@ -38,8 +38,15 @@ std::string TenantsText(const std::vector<std::string>& tenants) {
 }  // namespace
 
 namespace {
+// Whether `path` is a regular file itself (not a link, FIFO or device): the only kind read here.
+bool RegularFile(const fs::path& path) {
+  std::error_code ec;
+  return fs::symlink_status(path, ec).type() == fs::file_type::regular;
+}
+
 // A whole file as one string, or nullopt where it cannot be read.
 std::optional<std::string> ReadBytes(const fs::path& path) {
+  if (!RegularFile(path)) return std::nullopt;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return std::nullopt;
   const std::streamoff size = in.tellg();
@@ -91,7 +98,9 @@ absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
 // crashed server's successor starts at once. The file says whose it is.
 absl::StatusOr<std::shared_ptr<const int>> StateDir::LockDir(const std::string& dir) {
   const std::string path = (fs::path(dir) / "lock").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // Not through a symbolic link: the server truncates the file (until 2026-12-07 whatever a link
+  // named lock pointed to).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--state-dir: cannot open ", path, ": ", std::strerror(errno)));
   }
@@ -162,6 +171,12 @@ std::vector<std::string> StateDir::LoadRigs(
   for (const auto& entry : fs::directory_iterator(rigs_, ec)) {
     const fs::path path = entry.path();
     if (path.extension() != ".rig") continue;
+    // A FIFO (or any file that is not a regular one, links included) is not read: reading a FIFO
+    // blocked the start for good (until 2026-12-07).
+    if (!RegularFile(path)) {
+      problems.push_back(absl::StrCat(path.string(), ": not a regular file (left alone)"));
+      continue;
+    }
     const std::string id = path.stem().string();
     const fs::path tenants_path = fs::path(rigs_) / (id + ".tenants");
     // One copy of the bytes in memory (until 2026-12-07 three: a stream and two copies of it).
@@ -241,6 +256,10 @@ std::vector<std::string> StateDir::LoadSessions(
   for (const auto& entry : fs::directory_iterator(sessions_, ec)) {
     const fs::path path = entry.path();
     if (path.extension() != ".session") continue;
+    if (!RegularFile(path)) {  // as LoadRigs
+      problems.push_back(absl::StrCat(path.string(), ": not a regular file (left alone)"));
+      continue;
+    }
     const std::string text = ReadBytes(path).value_or(std::string());
     absl::Status st;
     const size_t tenant_end = text.find('\n', kSessionMagic.size());
@@ -273,7 +292,9 @@ std::vector<std::string> StateDir::LoadSessions(
 std::vector<std::string> StateDir::ReadTenants(const std::string& id) const {
   std::vector<std::string> tenants;
   if (!enabled() || id.empty() || id.find('/') != std::string::npos) return tenants;
-  std::ifstream in(fs::path(rigs_) / (id + ".tenants"));
+  const fs::path path = fs::path(rigs_) / (id + ".tenants");
+  if (!RegularFile(path)) return tenants;
+  std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("tenant ", 0) == 0) tenants.push_back(line.substr(7));
   }

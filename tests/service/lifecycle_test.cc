@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1285,8 +1286,9 @@ TEST(Lifecycle, NonFiniteOrHugeDurationsAreRefusedAtStart) {
   }
 }
 
-// Sizes the server cannot hold or report, and an upload budget no rig of --max-rig-bytes fits,
-// are refused at start naming the flags (until 2026-12-07 --max-rig-bytes 2^63 made the upload
+// Sizes the server cannot hold or report, an upload budget no rig of --max-rig-bytes fits, a batch
+// window past 10 s and a metrics address that is not HOST:PORT are refused at start naming the
+// flags (until 2026-12-07 --max-rig-bytes 2^63 made the upload
 // budget wrap to 0, --max-vertices 2^32 was reported to clients as 0, "unlimited", and
 // --max-upload-bytes below --max-rig-bytes refused every large upload "until others are done").
 TEST(Lifecycle, SizesTheServerCannotHoldOrServeAreRefusedAtStart) {
@@ -1294,7 +1296,14 @@ TEST(Lifecycle, SizesTheServerCannotHoldOrServeAreRefusedAtStart) {
                                                      {"--max-rig-bytes", "2147483648"},  // past protobuf's 2^31 - 1
                                                      {"--max-vertices", "4294967296"},
                                                      {"--max-message-bytes", "4294967296"},
-                                                     {"--max-upload-bytes", "100", "--max-rig-bytes", "100000"}};
+                                                     {"--max-upload-bytes", "100", "--max-rig-bytes", "100000"},
+                                                     // An hour's batch window (until 2026-12-07 taken).
+                                                     {"--gpu-batch-window-us", "20000000"},
+                                                     // Not HOST:PORT: CivetWeb read a bare port as every
+                                                     // interface, commas as more ports, "s" as TLS.
+                                                     {"--metrics-listen", "9464"},
+                                                     {"--metrics-listen", "127.0.0.1:9464,127.0.0.1:9465"},
+                                                     {"--metrics-listen", "127.0.0.1:9464s"}};
   for (const auto& flags : bad) {
     std::vector<std::string> argv = {SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off"};
     argv.insert(argv.end(), flags.begin(), flags.end());
@@ -1563,6 +1572,37 @@ TEST(Lifecycle, SecondServerOnAStateDirInUseFailsToStart) {
   auto again = Connect(second)->GetSession(session->session_id());
   EXPECT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(second.Terminate(), 0);
+}
+
+// What the server reads and truncates in --state-dir are its own regular files: a lock that is a
+// symbolic link is not followed (until 2026-12-07 the file it named was truncated and written),
+// and a record that is a FIFO is left alone with a word at start (until then reading it blocked
+// the start for good).
+TEST(Lifecycle, AStateDirsLinksAndFifosAreNotFollowedOrRead) {
+  const ScratchDir linked("link");
+  std::filesystem::create_directories(linked.path);
+  const std::filesystem::path victim = linked.path / "victim";
+  { std::ofstream(victim) << "keep me\n"; }
+  std::filesystem::create_symlink(victim, linked.path / "lock");
+  std::string out, err;
+  EXPECT_NE(RunProcess({SINEW_SERVER_PATH, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--gpu", "off",
+                        "--state-dir", linked.path.string()},
+                       &out, &err),
+            0);
+  EXPECT_THAT(err, ::testing::HasSubstr("--state-dir: cannot open")) << err;
+  std::ifstream kept(victim);
+  std::string line;
+  std::getline(kept, line);
+  EXPECT_EQ(line, "keep me");
+
+  const ScratchDir fifos("fifo");
+  for (const char* folder : {"rigs", "sessions"}) std::filesystem::create_directories(fifos.path / folder);
+  const std::string id(64, 'a');
+  ASSERT_EQ(::mkfifo((fifos.path / "rigs" / (id + ".rig")).c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((fifos.path / "sessions" / "s-1.session").c_str(), 0600), 0);
+  ServerProcess server({"--state-dir", fifos.path.string()});
+  ASSERT_TRUE(server.started()) << "a FIFO among the records held the start";
+  EXPECT_EQ(server.Terminate(), 0);
 }
 
 // A session unused for longer than --session-idle-ttl is closed; one used more often stays.
