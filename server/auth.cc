@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -33,8 +35,14 @@ absl::StatusOr<std::shared_ptr<const TokenTable::Parsed>> TokenTable::Parse(cons
       return absl::InvalidArgumentError(absl::StrCat(at, "the token appears twice"));
     }
     TenantQuotas q;
+    std::vector<absl::string_view> named;  // a quota given twice on a line is refused (until
+                                           // 2026-12-07 the last won: max_rigs=5 max_rigs=0 lifted it)
     for (size_t k = 2; k < fields.size(); ++k) {
       std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(fields[k], absl::MaxSplits('=', 1));
+      if (std::find(named.begin(), named.end(), kv.first) != named.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(at, "quota \"", kv.first, "\" is given twice"));
+      }
+      named.push_back(kv.first);
       double value = 0;
       if (!absl::SimpleAtod(kv.second, &value) || !(value >= 0) || value > 1e18) {
         return absl::InvalidArgumentError(absl::StrCat(at, "\"", fields[k], "\": expected QUOTA=N with N >= 0"));
@@ -135,9 +143,11 @@ absl::StatusOr<std::string> TokenTable::Tenant(const grpc::CallbackServerContext
   }
   const absl::string_view value(it->second.data(), it->second.size());
   absl::string_view token = value;
-  if (!absl::ConsumePrefix(&token, "Bearer ")) {
+  // The scheme is case-insensitive (RFC 7235 2.1; until 2026-12-07 "bearer TOKEN" was refused).
+  if (token.size() < 7 || !absl::EqualsIgnoreCase(token.substr(0, 7), "Bearer ")) {
     return absl::UnauthenticatedError("authorization: expected \"Bearer TOKEN\"");
   }
+  token.remove_prefix(7);
   std::shared_ptr<const Parsed> table;
   {
     std::lock_guard lock(mu_);

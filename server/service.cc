@@ -229,6 +229,19 @@ absl::Status Service::KeepRig(const std::string& id, const std::string* bytes) {
   return bytes ? state_.SaveRig(id, *bytes, tenants) : state_.SaveTenants(id, tenants);
 }
 
+std::optional<absl::Status> Service::DeleteRigKeptOnDisk(const std::string& id, const std::string& tenant) {
+  // Until 2026-12-07 answered NOT_FOUND with the files left: the rig the client was told is gone
+  // came back at the next start with room.
+  if (!state_.HasRig(id)) return std::nullopt;
+  std::lock_guard lock(keep_rig_mu_[absl::Hash<std::string>{}(id) % keep_rig_mu_.size()]);
+  if (!rigs_.Tenants(id).empty()) return std::nullopt;  // loaded meanwhile (an upload): the store answers
+  std::vector<std::string> tenants = state_.ReadTenants(id);
+  const auto it = std::find(tenants.begin(), tenants.end(), tenant);
+  if (it == tenants.end()) return std::nullopt;
+  tenants.erase(it);
+  return tenants.empty() ? state_.RemoveRig(id) : state_.SaveTenants(id, tenants);
+}
+
 grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
                                           const v1::GetRigRequest* req, v1::RigInfo* resp) {
   const auto tenant = tokens_.Tenant(*ctx);
@@ -273,7 +286,11 @@ grpc::ServerUnaryReactor* Service::DeleteRig(grpc::CallbackServerContext* ctx,
   const auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "DeleteRig", tenant.status());
   absl::Status st = rigs_.Delete(req->rig_id(), *tenant);
-  if (st.ok()) st = KeepRig(req->rig_id(), nullptr);
+  if (st.ok()) {
+    st = KeepRig(req->rig_id(), nullptr);
+  } else if (st.code() == absl::StatusCode::kNotFound) {
+    if (auto on_disk = DeleteRigKeptOnDisk(req->rig_id(), *tenant)) st = *on_disk;
+  }
   UpdateGauges();
   return Done(ctx, "DeleteRig", st);
 }

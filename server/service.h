@@ -231,6 +231,9 @@ class Service final : public v1::Sinew::CallbackService {
   absl::StatusOr<Rig> RigFromBytes(const std::string& bytes) const;
   // Keeps what --state-dir holds of rig `id` in step with the store after an upload or a delete.
   absl::Status KeepRig(const std::string& id, const std::string* bytes);
+  // DeleteRig of a rig --state-dir keeps but this start did not load (no room): `tenant` leaves
+  // its tenants file (the files go with the last). nullopt where the tenant holds no such rig.
+  std::optional<absl::Status> DeleteRigKeptOnDisk(const std::string& id, const std::string& tenant);
   // KeepRig's read of the tenants and its write, as one step per rig (striped by id, so that
   // uploads of different rigs do not wait for each other's fsync).
   std::array<std::mutex, 16> keep_rig_mu_;

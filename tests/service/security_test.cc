@@ -102,6 +102,14 @@ TEST(Security, CallsNeedAKnownTokenAndTenantsSeeOnlyTheirOwn) {
   const absl::Status unknown = wrong.GetServerInfo().status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(std::string(unknown.message()), ::testing::Not(HasSubstr("not-a-token")));
+  // The scheme is case-insensitive (RFC 7235; until 2026-12-07 "bearer TOKEN" was refused).
+  for (const std::string scheme : {"bearer ", "BEARER ", "Basic "}) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", scheme + kTokenA);
+    v1::ServerInfo info;
+    const grpc::Status st = anonymous.stub().GetServerInfo(&ctx, v1::GetServerInfoRequest(), &info);
+    EXPECT_EQ(st.ok(), scheme != "Basic ") << scheme << st.error_message();
+  }
 
   client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
   ASSERT_TRUE(a.GetServerInfo().ok());
@@ -229,6 +237,9 @@ TEST(Security, TokenFileQuotasAreWholeAndATenantsOwnOnEveryLine) {
   }
   WriteFile(tokens, std::string(kTokenA) + " studio-a max_rig=0.5\n");  // a misspelt name, not a fraction
   EXPECT_THAT(std::string(table.Load(tokens).message()), HasSubstr("unknown quota \"max_rig\""));
+  // A quota given twice on a line (until 2026-12-07 the last won: max_rigs=0 lifted the limit).
+  WriteFile(tokens, std::string(kTokenA) + " studio-a max_rigs=5 max_rigs=0\n");
+  EXPECT_THAT(std::string(table.Load(tokens).message()), HasSubstr(":1: quota \"max_rigs\" is given twice"));
   WriteFile(tokens, std::string(kTokenA) + " studio-a max_rigs=2 max_rig_bytes=1e9 max_frames_per_second=29.97\n" +
                         kTokenB + " studio-a\n");
   ASSERT_TRUE(table.Load(tokens).ok());
@@ -681,6 +692,65 @@ TEST(Security, ARigLeftOnDiskAndUploadedAgainKeepsEveryTenant) {
   ASSERT_TRUE(b.WaitReady(std::chrono::seconds(60)).ok());
   EXPECT_TRUE(b.GetRig(ids[0]).ok()) << "tenant b lost the rig uploaded again by a";
   EXPECT_EQ(restarted.Terminate(), 0);
+}
+
+// DeleteRig of a rig --state-dir keeps but this start did not load (no room) takes the tenant off
+// its file, and the last tenant's delete removes the files: until 2026-12-07 it answered
+// NOT_FOUND and left them, and the deleted rig came back at the next start with room.
+TEST(Security, ADeleteOfARigKeptButNotLoadedHoldsAtTheNextStart) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens", state = dir / "state";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
+  const LimbOptions x_limb = LimbOf(1200), y_limb = LimbOf(1300);
+  const size_t room = std::max(BuildRig(MakeLimb(x_limb))->ResidentBytes(), BuildRig(MakeLimb(y_limb))->ResidentBytes());
+  std::vector<std::string> ids;
+  {
+    ServerProcess server({"--token-file", tokens, "--state-dir", state});
+    ASSERT_TRUE(server.started());
+    client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    for (const LimbOptions& limb : {x_limb, y_limb}) {
+      auto up = a.UploadRig(client::RigToProto(MakeLimb(limb)));
+      ASSERT_TRUE(up.ok()) << up.status();
+      ASSERT_TRUE(b.UploadRig(client::RigToProto(MakeLimb(limb))).ok());
+      ids.push_back(up->rig_id());
+    }
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  std::string left;  // the rig the small start leaves on disk
+  {
+    ServerProcess small({"--token-file", tokens, "--state-dir", state, "--max-store-bytes", std::to_string(room * 3 / 2)});
+    ASSERT_TRUE(small.started());
+    client::Client a(small.target(), Token(kTokenA)), b(small.target(), Token(kTokenB));
+    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    const bool x_loaded = a.GetRig(ids[0]).ok();
+    ASSERT_NE(x_loaded, a.GetRig(ids[1]).ok()) << "the budget should load exactly one of the two";
+    left = ids[x_loaded ? 1 : 0];
+    EXPECT_TRUE(b.DeleteRig(left).ok()) << "tenant b's delete of the rig left on disk";
+    EXPECT_EQ(b.DeleteRig(left).code(), absl::StatusCode::kNotFound) << "deleted twice";
+    EXPECT_EQ(small.Terminate(), 0);
+  }
+  {
+    ServerProcess roomy({"--token-file", tokens, "--state-dir", state});
+    ASSERT_TRUE(roomy.started());
+    client::Client a(roomy.target(), Token(kTokenA)), b(roomy.target(), Token(kTokenB));
+    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    EXPECT_EQ(b.GetRig(left).status().code(), absl::StatusCode::kNotFound) << "b's deleted rig came back";
+    EXPECT_TRUE(a.GetRig(left).ok()) << "a still holds it";
+    EXPECT_EQ(roomy.Terminate(), 0);
+  }
+  {
+    // Room for neither: the last tenant's delete of the rig on disk removes its files.
+    ServerProcess none({"--token-file", tokens, "--state-dir", state, "--max-store-bytes", std::to_string(room / 2)});
+    ASSERT_TRUE(none.started());
+    client::Client a(none.target(), Token(kTokenA));
+    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    ASSERT_FALSE(a.GetRig(left).ok()) << "the budget should load neither";
+    EXPECT_TRUE(a.DeleteRig(left).ok());
+    EXPECT_FALSE(std::filesystem::exists(state + "/rigs/" + left + ".rig"));
+    EXPECT_FALSE(std::filesystem::exists(state + "/rigs/" + left + ".tenants"));
+    EXPECT_EQ(none.Terminate(), 0);
+  }
 }
 
 // `sinew play` closes its session however it stops. Until 2026-12-01 an early exit after the
