@@ -311,6 +311,17 @@ MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<co
   }
   depth_tolerance_ = options.touching_edge_fraction * (triangles.empty() ? 0 : sum / double(triangles.size()));
   rest_volume_ = MeshVolume(rest, triangles);
+  // A volume within rounding of 0 (an open sheet, flat or in a slanted plane: its float
+  // coordinates leave a few 1e-9 of the box's cube) is none: the ratio of any bend to it read
+  // millions (until 2026-12-07).
+  Eigen::Vector3d lo = Eigen::Vector3d::Constant(INFINITY), hi = -lo;
+  for (size_t v = 0; v + 2 < rest.size(); v += 3) {
+    const Eigen::Vector3d p(rest[v], rest[v + 1], rest[v + 2]);
+    lo = lo.cwiseMin(p);
+    hi = hi.cwiseMax(p);
+  }
+  const double diagonal = rest.size() >= 3 ? (hi - lo).norm() : 0;
+  rest_volume_none_ = !(std::abs(rest_volume_) > 1e-6 * diagonal * diagonal * diagonal);
   // A mesh that encloses a negative volume was exported inside out (a negative scale; its
   // normals point in): it is measured turned around, its outside along −n. Until 2026-12-05
   // every vertex of such a mesh read inside the skin. So is a closed piece wound the other way
@@ -390,7 +401,7 @@ MeshQuality MeshQualityMeasure::Measure(std::span<const float> deformed, ThreadP
   q.depth_tolerance = depth_tolerance_;
   q.volume = MeshVolume(deformed, triangles);
   q.rest_volume = rest_volume_;
-  q.volume_ratio = q.rest_volume != 0 ? q.volume / q.rest_volume : 1;
+  q.volume_ratio = rest_volume_none_ ? 1 : q.volume / q.rest_volume;
   if (per_vertex) q.depth.assign(n, 0.f);
 
   // β = 2 (Barill et al.'s default): the decision is between 0 and ±1, far from its ½ threshold.

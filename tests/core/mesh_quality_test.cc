@@ -124,6 +124,31 @@ TEST(MeshQuality, ScaleChangesVolumeByItsCubeAndStretchesEveryEdge) {
   EXPECT_EQ(q.inside_vertices, 0u);
 }
 
+// An open sheet in a slanted plane encloses no volume, but its float coordinates leave one of a
+// few 1e-9: its volume ratio reads 1 whatever the bend (until 2026-12-07 about 4e6 for a bend of
+// 0.2 (x − 0.5)²), while a closed box's still follows its scale.
+TEST(MeshQuality, AMeshWithoutRestVolumeReadsVolumeRatioOne) {
+  std::vector<float> rest, bent;
+  std::vector<uint32_t> t;
+  const int n = 4;
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < n; ++i) {
+      const float x = float(i) / (n - 1), y = float(j) / (n - 1), z = 0.3f * x + 0.7f * y + 0.1f;
+      rest.insert(rest.end(), {x, y, z});
+      bent.insert(bent.end(), {x, y, z + 0.2f * (x - 0.5f) * (x - 0.5f)});
+    }
+  }
+  for (int j = 0; j + 1 < n; ++j) {
+    for (int i = 0; i + 1 < n; ++i) {
+      const uint32_t a = uint32_t(j * n + i), b = a + 1, c = a + uint32_t(n), d = c + 1;
+      t.insert(t.end(), {a, b, d, a, d, c});
+    }
+  }
+  const MeshQuality q = MeasureMeshQuality(rest, bent, t, nullptr);
+  EXPECT_LT(std::abs(q.rest_volume), 1e-6);
+  EXPECT_EQ(q.volume_ratio, 1.0) << "rest volume " << q.rest_volume << ", volume " << q.volume;
+}
+
 // Box B = [0.8, 2] × [−0.1, 1.1]² cuts 0.2 into box A = [0, 1]³ (each face has its own vertices,
 // so a vertex's normal is its face's). Inside: exactly A's vertices strictly inside B and B's
 // strictly inside A, each off a face's border as deep as the other box's nearer face along its
