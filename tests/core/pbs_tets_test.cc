@@ -334,13 +334,20 @@ TEST(PbsMesher, TheMethodKeepsTheVolumeOnTheMeshersTets) {
 // A rig's own tets: used as given, those given inside out reordered (and counted), flat ones
 // left out (and counted); the rest mesh comes back; BuildRig names a bad index or a repeated
 // particle.
+// The elbow cylinder's voxel tets (a third of its radius), with their particles given to `in`.
+TetMesh ElbowVoxels(RigInput& in) {
+  const Rig plain = testing::BuildOrDie(in);
+  auto grid = Voxelize(plain.positions, plain.triangles, {1.0 / 3});
+  EXPECT_TRUE(grid.ok()) << grid.status();
+  TetMesh voxels = *VoxelTetMesh(*grid);
+  for (const V3& p : voxels.rest) in.rig.tet_mesh.positions.insert(in.rig.tet_mesh.positions.end(), {float(p.x()), float(p.y()), float(p.z())});
+  return voxels;
+}
+
 TEST(PbsRigTets, TheRigsOwnTetsAreUsedAndChecked) {
   RigInput in = testing::ElbowCylinder();
   const Rig plain = testing::BuildOrDie(in);
-  const auto grid = Voxelize(plain.positions, plain.triangles, {1.0 / 3});
-  ASSERT_TRUE(grid.ok());
-  const TetMesh voxels = *VoxelTetMesh(*grid);
-  for (const V3& p : voxels.rest) in.rig.tet_mesh.positions.insert(in.rig.tet_mesh.positions.end(), {float(p.x()), float(p.y()), float(p.z())});
+  const TetMesh voxels = ElbowVoxels(in);
   for (size_t t = 0; t < voxels.tets.size(); ++t) {
     auto q = voxels.tets[t];
     if (t % 3 == 0) std::swap(q[0], q[1]);  // a third given in the other orientation
@@ -392,12 +399,7 @@ TEST(PbsRigTets, TheRigsOwnTetsAreUsedAndChecked) {
 // embedded for minutes that no cancel could end), and a no at any of them cancels.
 TEST(PbsRigTets, PreparationAsksWhileItEmbedsAndColoursAndStopsWhenTold) {
   RigInput in = testing::ElbowCylinder();
-  const Rig plain = testing::BuildOrDie(in);
-  const auto grid = Voxelize(plain.positions, plain.triangles, {1.0 / 3});
-  ASSERT_TRUE(grid.ok());
-  const TetMesh voxels = *VoxelTetMesh(*grid);
-  for (const V3& p : voxels.rest) in.rig.tet_mesh.positions.insert(in.rig.tet_mesh.positions.end(), {float(p.x()), float(p.y()), float(p.z())});
-  for (const auto& q : voxels.tets) in.rig.tet_mesh.tets.insert(in.rig.tet_mesh.tets.end(), q.begin(), q.end());
+  for (const auto& q : ElbowVoxels(in).tets) in.rig.tet_mesh.tets.insert(in.rig.tet_mesh.tets.end(), q.begin(), q.end());
   const Rig rig = testing::BuildOrDie(in);
   const DeformerConfig config("pbs", std::make_shared<PbsParams>());
   std::vector<double> asked;

@@ -645,30 +645,41 @@ TEST(Security, EveryTenantOfARigUploadedAtOnceSurvivesARestart) {
   EXPECT_EQ(restarted.Terminate(), 0);
 }
 
+// Two limb rigs (x, y) uploaded by tenants a and b into `state`, and the server stopped: the
+// fixture of a start with too little room to load both. `room` is the larger's resident size.
+struct TwoTenantsTwoRigs {
+  TempDir dir;
+  std::string tokens = dir / "tokens", state = dir / "state";
+  LimbOptions x_limb = LimbOf(1200), y_limb = LimbOf(1300);
+  size_t room = std::max(BuildRig(MakeLimb(x_limb))->ResidentBytes(), BuildRig(MakeLimb(y_limb))->ResidentBytes());
+  std::vector<std::string> ids;
+  TwoTenantsTwoRigs() {
+    WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
+    ServerProcess server({"--token-file", tokens, "--state-dir", state});
+    EXPECT_TRUE(server.started());
+    client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
+    EXPECT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    for (const LimbOptions& limb : {x_limb, y_limb}) {
+      auto up = a.UploadRig(client::RigToProto(MakeLimb(limb)));
+      EXPECT_TRUE(up.ok()) << up.status();
+      EXPECT_TRUE(b.UploadRig(client::RigToProto(MakeLimb(limb))).ok());
+      ids.push_back(up.ok() ? up->rig_id() : "");
+    }
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+};
+
 // A rig kept in --state-dir but not loaded at a start (no room under a lowered --max-store-bytes),
 // uploaded again by one of its tenants, is held again by every tenant its file names: the next
 // start with room gives it to each. Until 2026-12-07 the upload rewrote its tenants file with the
 // uploader alone, and the other tenant lost the rig (and its sessions on it) for good.
 TEST(Security, ARigLeftOnDiskAndUploadedAgainKeepsEveryTenant) {
-  TempDir dir;
-  const std::string tokens = dir / "tokens", state = dir / "state";
-  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
-  const LimbOptions x_limb = LimbOf(1200), y_limb = LimbOf(1300);
-  const size_t room = std::max(BuildRig(MakeLimb(x_limb))->ResidentBytes(), BuildRig(MakeLimb(y_limb))->ResidentBytes());
-  std::vector<std::string> ids;
-  {
-    ServerProcess server({"--token-file", tokens, "--state-dir", state});
-    ASSERT_TRUE(server.started());
-    client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
-    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
-    for (const LimbOptions& limb : {x_limb, y_limb}) {
-      auto up = a.UploadRig(client::RigToProto(MakeLimb(limb)));
-      ASSERT_TRUE(up.ok()) << up.status();
-      ASSERT_TRUE(b.UploadRig(client::RigToProto(MakeLimb(limb))).ok());
-      ids.push_back(up->rig_id());
-    }
-    EXPECT_EQ(server.Terminate(), 0);
-  }
+  TwoTenantsTwoRigs f;
+  ASSERT_EQ(f.ids.size(), 2u);
+  const std::string &tokens = f.tokens, &state = f.state;
+  const LimbOptions &x_limb = f.x_limb, &y_limb = f.y_limb;
+  const size_t room = f.room;
+  std::vector<std::string> ids = f.ids;
   {
     // Room for one of the two: the other stays on disk, unloaded; tenant a uploads it again.
     ServerProcess small({"--token-file", tokens, "--state-dir", state, "--max-store-bytes", std::to_string(room * 3 / 2)});
@@ -698,25 +709,11 @@ TEST(Security, ARigLeftOnDiskAndUploadedAgainKeepsEveryTenant) {
 // its file, and the last tenant's delete removes the files: until 2026-12-07 it answered
 // NOT_FOUND and left them, and the deleted rig came back at the next start with room.
 TEST(Security, ADeleteOfARigKeptButNotLoadedHoldsAtTheNextStart) {
-  TempDir dir;
-  const std::string tokens = dir / "tokens", state = dir / "state";
-  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
-  const LimbOptions x_limb = LimbOf(1200), y_limb = LimbOf(1300);
-  const size_t room = std::max(BuildRig(MakeLimb(x_limb))->ResidentBytes(), BuildRig(MakeLimb(y_limb))->ResidentBytes());
-  std::vector<std::string> ids;
-  {
-    ServerProcess server({"--token-file", tokens, "--state-dir", state});
-    ASSERT_TRUE(server.started());
-    client::Client a(server.target(), Token(kTokenA)), b(server.target(), Token(kTokenB));
-    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
-    for (const LimbOptions& limb : {x_limb, y_limb}) {
-      auto up = a.UploadRig(client::RigToProto(MakeLimb(limb)));
-      ASSERT_TRUE(up.ok()) << up.status();
-      ASSERT_TRUE(b.UploadRig(client::RigToProto(MakeLimb(limb))).ok());
-      ids.push_back(up->rig_id());
-    }
-    EXPECT_EQ(server.Terminate(), 0);
-  }
+  TwoTenantsTwoRigs f;
+  ASSERT_EQ(f.ids.size(), 2u);
+  const std::string &tokens = f.tokens, &state = f.state;
+  const size_t room = f.room;
+  const std::vector<std::string> ids = f.ids;
   std::string left;  // the rig the small start leaves on disk
   {
     ServerProcess small({"--token-file", tokens, "--state-dir", state, "--max-store-bytes", std::to_string(room * 3 / 2)});
