@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/cage/cage_check.h"
 #include "server/convert.h"
 #include "server/echo_id.h"
 #include "server/service.h"
@@ -193,12 +194,16 @@ class Service::UploadCall final : public grpc::ServerReadReactor<v1::UploadRigRe
     auto rig = svc_->RigFromBytes(data);
     if (!rig.ok()) return Fail(rig.status());
     // As the proto says: each precomputed entry names a method, and every sphere of a sphere-mesh
-    // is in some bone (BuildRig checks the bones there are). Checked at upload only: a rig kept
-    // in --state-dir before these checks (2026-12-03) still loads.
+    // is in some bone (BuildRig checks the bones there are); and every cage vertex is on some
+    // triangle (core/cage/cage_check.h). Checked at upload only: a rig kept in --state-dir before
+    // these checks (2026-12-03, 2026-12-07) still loads.
     if (rig->sphere_mesh.sphere_count() > 0 && rig->sphere_mesh.bone_count() == 0) {
       return Fail(absl::InvalidArgumentError(absl::StrCat("rig.sphere_mesh.bones: none, but ",
                                                           rig->sphere_mesh.sphere_count(),
                                                           " spheres (every sphere is in some bone)")));
+    }
+    for (size_t c = 0; c < rig->cages.size(); ++c) {
+      if (auto st = CheckCageVerticesOnFaces(rig->cages[c], absl::StrCat("rig.cages[", c, "]")); !st.ok()) return Fail(st);
     }
     for (size_t p = 0; p < rig->precomputed.size(); ++p) {
       if (FindMethod(rig->precomputed[p].deformer) == nullptr) {

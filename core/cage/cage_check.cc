@@ -1,6 +1,7 @@
 #include "core/cage/cage_check.h"
 
 #include <algorithm>
+#include <vector>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -21,6 +22,18 @@ Eigen::Vector3d Vertex(const Cage& c, uint32_t i) {
 }
 
 }  // namespace
+
+absl::Status CheckCageVerticesOnFaces(const Cage& cage, const std::string& field) {
+  std::vector<bool> on_face(cage.vertex_count(), false);
+  for (uint32_t v : cage.triangles) {
+    if (v < on_face.size()) on_face[v] = true;
+  }
+  if (auto it = std::find(on_face.begin(), on_face.end(), false); it != on_face.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".positions: vertex ", it - on_face.begin(),
+                                                   " is on no triangle; remove it from the cage"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckCageClosedAndOriented(const Cage& cage, const std::string& field) {
   // Directed edge (a, b) -> face using it; a closed, consistently oriented surface uses every

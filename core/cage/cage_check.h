@@ -14,6 +14,14 @@ namespace sinew {
 // INVALID_ARGUMENT naming `field` ("rig.cages[0]") and the face or edge at fault.
 absl::Status CheckCageClosedAndOriented(const Cage& cage, const std::string& field);
 
+// INVALID_ARGUMENT naming the first vertex on no triangle (indices already checked). Such a
+// vertex moves nothing but sets the cage's size: MVC's and Green's snap distances and
+// CheckCageEncloses' on-the-cage tolerance scale with the bounding box (until 2026-12-07 an
+// unused vertex at 1e13 let a mesh vertex well outside the cage through and snapped every point
+// to its nearest face). The server refuses it at upload; BuildRig does not, so that rigs kept in
+// --state-dir before still load.
+absl::Status CheckCageVerticesOnFaces(const Cage& cage, const std::string& field);
+
 // Winding number of point x with respect to the closed cage (1 inside, 0 outside).
 double CageWindingNumber(const Cage& cage, const Eigen::Vector3d& x);
 

@@ -503,18 +503,6 @@ absl::StatusOr<Rig> BuildRig(RigInput input, const RigLimits& limits) {
         !st.ok()) {
       return st;
     }
-    // A vertex on no face moves nothing, yet it would still set the cage's size: the snap
-    // distances of MVC and Green coordinates and the on-the-cage tolerance of the check below
-    // scale with the bounding box (until 2026-12-07 an unused vertex at 1e13 let a mesh vertex
-    // well outside the cage through and snapped every point to its nearest face). Its
-    // coordinate is 0 at every mesh vertex: SuperCages' updater would find no invertible MaxVol
-    // submatrix (until 2026-12-03 it swapped rows of NaN for hours, uncancellable).
-    std::vector<bool> on_face(cage.vertex_count(), false);
-    for (uint32_t v : cage.triangles) on_face[v] = true;
-    if (auto it = std::find(on_face.begin(), on_face.end(), false); it != on_face.end()) {
-      return Invalid(absl::StrCat(field, ".positions: vertex ", it - on_face.begin(),
-                                  " is on no triangle; remove it from the cage"));
-    }
     if (auto st = CheckCageClosedAndOriented(cage, field); !st.ok()) return st;
     if (auto st = CheckCageEncloses(cage, rig.positions, field, "rig.mesh.positions"); !st.ok()) return st;
   }

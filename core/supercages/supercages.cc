@@ -158,6 +158,23 @@ absl::Status CheckSuperCagesConfig(const Rig& rig, const DeformerConfig& config)
                                                       params.cage, " but the rig has ",
                                                       rig.cages.size(), " cages"));
   }
+  // A cage vertex on no face (uploads refuse it since 2026-12-07; a rig kept in --state-dir
+  // before may hold one) has coordinate 0 at every mesh vertex: Φ has a zero column, the
+  // cage updater's MaxVol has no invertible submatrix (until 2026-12-03 it swapped rows of NaN
+  // for hours, uncancellable), and moving that vertex moves nothing.
+  const Cage& cage = rig.cages[params.cage];
+  std::vector<bool> on_face(cage.positions.size() / 3, false);
+  for (uint32_t v : cage.triangles) {
+    if (v < on_face.size()) on_face[v] = true;
+  }
+  for (size_t v = 0; v < on_face.size(); ++v) {
+    if (!on_face[v]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "method supercages: cage ", params.cage, "'s vertex ", v,
+          " is on no triangle (its coordinates are 0 everywhere, and the cage updater cannot invert them): "
+          "remove it from the cage"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -678,7 +695,6 @@ class SuperCagesDeformer final : public Deformer {
     lu_.compute(system_);
     factored_linear_.resize(sk.size());
     for (size_t j = 0; j < sk.size(); ++j) factored_linear_[j] = transforms_[j].leftCols<3>();
-    ++factorisations_;
   }
 
   static constexpr std::string_view kStateMagic{"supercages-state\x01", 17};
@@ -712,7 +728,6 @@ class SuperCagesDeformer final : public Deformer {
   Eigen::MatrixXd system_, g_;
   Eigen::PartialPivLU<Eigen::MatrixXd> lu_;      // system_'s, for the transforms' linear parts below
   std::vector<Eigen::Matrix3d> factored_linear_;  // empty: not factorised yet
-  uint64_t factorisations_ = 0;
 };
 
 }  // namespace

@@ -64,18 +64,21 @@ TEST(SuperCagesLimits, CagesPastTheLimitAreRefusedNamingTheCage) {
               HasSubstr("deformer.supercages.cage: cage 0 has 1106 vertices; method supercages takes at most 1024"));
 }
 
-// A cage vertex on no triangle (a stray in an exported cage) is refused when the rig is built,
-// naming it: its coordinate is 0 everywhere, and until 2026-12-03 the cage updater's MaxVol
-// swapped rows of NaN for as long as its swap limit allowed (hours on a large mesh,
-// uncancellable). MaxVol itself answers a rank-deficient matrix at once.
+// A cage vertex on no triangle (a stray in an exported cage; uploads refuse it since 2026-12-07,
+// a rig kept in --state-dir before may hold one) is refused before any work, naming it: its
+// coordinate is 0 everywhere, and until 2026-12-03 the cage updater's MaxVol swapped rows of NaN
+// for as long as its swap limit allowed (hours on a large mesh, uncancellable). MaxVol itself
+// answers a rank-deficient matrix at once.
 TEST(SuperCagesLimits, ACageVertexOnNoTriangleIsRefusedAtOnce) {
   RigInput in = testing::LimbWithCage(20, 8);
   const size_t stray = in.rig.cages[0].positions.size() / 3;
   in.rig.cages[0].positions.insert(in.rig.cages[0].positions.end(), {0.5f, 0.f, 0.f});
   auto rig = BuildRig(std::move(in));
-  EXPECT_EQ(rig.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(rig.status().message()),
-              HasSubstr("rig.cages[0].positions: vertex " + std::to_string(stray) + " is on no triangle"));
+  ASSERT_TRUE(rig.ok()) << rig.status();
+  auto refused = PrepareSuperCages(*rig, SuperCages(false), nullptr, {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("cage 0's vertex " + std::to_string(stray) + " is on no triangle"));
   Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> a = Eigen::MatrixXd::Random(400, 12);
   a.col(5).setZero();
   const MaxVolResult r = MaxVol(a);

@@ -392,13 +392,19 @@ TEST(RigCage, CageThatDoesNotEncloseTheMeshNamesTheVertex) {
 
 // A cage vertex on no face moves nothing but would set the cage's size: far away, it widened
 // the on-the-cage tolerance until a mesh vertex well outside the cage was taken (and MVC's and
-// Green's snap distances until every point snapped to a face). Refused, naming the vertex.
-TEST(RigCage, AVertexOnNoFaceIsRefusedNamingIt) {
+// Green's snap distances until every point snapped to a face). The check names it (the server
+// refuses such an upload); BuildRig still takes the rig, so that one kept in --state-dir before
+// the check loads.
+TEST(RigCage, AVertexOnNoFaceIsNamedAndBuildRigStillTakesIt) {
   RigInput in = LimbWithCage();
   const size_t stray = in.rig.cages[0].vertex_count();
-  in.rig.cages[0].positions.insert(in.rig.cages[0].positions.end(), {1e13f, 0.f, 0.f});
-  in.rig.positions[3 * 5 + 1] = 10.0f;  // vertex 5 outside the cage's faces
-  ExpectInvalid(std::move(in), "rig.cages[0].positions: vertex " + std::to_string(stray) + " is on no triangle");
+  EXPECT_TRUE(CheckCageVerticesOnFaces(in.rig.cages[0], "rig.cages[0]").ok());
+  in.rig.cages[0].positions.insert(in.rig.cages[0].positions.end(), {0.f, 0.2f, 0.f});
+  const absl::Status st = CheckCageVerticesOnFaces(in.rig.cages[0], "rig.cages[0]");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()),
+              HasSubstr("rig.cages[0].positions: vertex " + std::to_string(stray) + " is on no triangle"));
+  EXPECT_TRUE(BuildRig(std::move(in)).ok());
 }
 
 // A mesh touching its cage, on any face: points on the cage's surface are enclosed, whatever the

@@ -277,6 +277,14 @@ TEST_F(CageService, CageThatDoesNotEncloseTheMeshIsRejectedAtUpload) {
   open.rig.cages[0].triangles.resize(open.rig.cages[0].triangles.size() - 3);
   const absl::Status st2 = client_->UploadRig(client::RigToProto(open)).status();
   EXPECT_THAT(std::string(st2.message()), HasSubstr("the cage is not closed"));
+  // A vertex on no face, far away: it would have widened the enclosure check's tolerance until a
+  // mesh vertex outside the cage passed (until 2026-12-07 taken). Refused naming it.
+  RigInput stray = arm_.rig;
+  const size_t v = stray.rig.cages[0].vertex_count();
+  stray.rig.cages[0].positions.insert(stray.rig.cages[0].positions.end(), {1e13f, 0.f, 0.f});
+  const absl::Status st3 = client_->UploadRig(client::RigToProto(stray)).status();
+  EXPECT_EQ(st3.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st3.message()), HasSubstr("rig.cages[0].positions: vertex " + std::to_string(v) + " is on no triangle"));
 }
 
 }  // namespace
