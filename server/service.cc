@@ -233,6 +233,9 @@ std::optional<absl::Status> Service::DeleteRigKeptOnDisk(const std::string& id, 
   // Until 2026-12-07 answered NOT_FOUND with the files left: the rig the client was told is gone
   // came back at the next start with room.
   if (!state_.HasRig(id)) return std::nullopt;
+  // Under the upload's lock too: an upload takes the file's tenants (Adopt) under quota_mu_, and
+  // one between this check and the write below would give the deleting tenant the rig back.
+  std::lock_guard quota(quota_mu_);
   std::lock_guard lock(keep_rig_mu_[absl::Hash<std::string>{}(id) % keep_rig_mu_.size()]);
   if (!rigs_.Tenants(id).empty()) return std::nullopt;  // loaded meanwhile (an upload): the store answers
   std::vector<std::string> tenants = state_.ReadTenants(id);

@@ -73,17 +73,23 @@ void AddKeys(const char* kind, const Key* keys, unsigned count, double ticks_per
 
 // Whether assimp would read `path` as glTF: by its name, or, under another name, by its bytes
 // (assimp 5.2 tries its importers on the content: simple_skin.gltf renamed .json or .dat
-// imported as glTF, and until 2026-12-07 without the checks). Binary glTF starts "glTF"; a JSON
-// glTF is an object with an "asset" member (looked for in its first 64 KiB).
+// imported as glTF, and until 2026-12-07 without the checks). Binary glTF 2 starts "glTF" and
+// version 2; a JSON glTF is an object with an "asset" member whose "version" starts with 2 (looked
+// for in its first 64 KiB). glTF 1.0 under another name is left to assimp, as before (the checks
+// read glTF 2 only).
 bool ReadAsGltf(const std::string& path) {
   if (absl::EndsWithIgnoreCase(path, ".gltf") || absl::EndsWithIgnoreCase(path, ".glb")) return true;
   std::ifstream in(path, std::ios::binary);
   std::string head(64 * 1024, '\0');
   in.read(head.data(), std::streamsize(head.size()));
   head.resize(size_t(std::max<std::streamsize>(in.gcount(), 0)));
-  if (absl::StartsWith(head, "glTF")) return true;
+  if (absl::StartsWith(head, "glTF")) return head.size() >= 5 && head[4] == 2;
   const size_t first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
-  return first != std::string::npos && head[first] == '{' && head.find("\"asset\"") != std::string::npos;
+  const size_t asset = head.find("\"asset\"");
+  if (first == std::string::npos || head[first] != '{' || asset == std::string::npos) return false;
+  const size_t version = head.find("\"version\"", asset);
+  const size_t value = version == std::string::npos ? version : head.find('"', head.find(':', version + 9));
+  return value != std::string::npos && value + 1 < head.size() && head[value + 1] == '2';
 }
 
 }  // namespace

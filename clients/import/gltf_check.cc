@@ -484,7 +484,7 @@ absl::Status CheckGltfSkins(const std::string& path, std::vector<std::string>* n
   }
 
   // The samplers of node motion, as assimp 5.2 reads them: it copies the output's bytes as floats
-  // (normalized integer rotations, KHR_mesh_quantization's, became NaN or a wrong turn) and reads
+  // (normalized integer rotations, which core glTF allows, became NaN or a wrong turn) and reads
   // a CUBICSPLINE's 3 values per key without checking the count (past the end of a short
   // accessor); until 2026-12-07 neither was checked. Morph weights are dropped anyway.
   for (size_t a = 0; a < model.animations.size(); ++a) {

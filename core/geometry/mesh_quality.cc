@@ -311,17 +311,16 @@ MeshQualityMeasure::MeshQualityMeasure(std::span<const float> rest, std::span<co
   }
   depth_tolerance_ = options.touching_edge_fraction * (triangles.empty() ? 0 : sum / double(triangles.size()));
   rest_volume_ = MeshVolume(rest, triangles);
-  // A volume within rounding of 0 (an open sheet, flat or in a slanted plane: its float
-  // coordinates leave a few 1e-9 of the box's cube) is none: the ratio of any bend to it read
-  // millions (until 2026-12-07).
-  Eigen::Vector3d lo = Eigen::Vector3d::Constant(INFINITY), hi = -lo;
-  for (size_t v = 0; v + 2 < rest.size(); v += 3) {
-    const Eigen::Vector3d p(rest[v], rest[v + 1], rest[v + 2]);
-    lo = lo.cwiseMin(p);
-    hi = hi.cwiseMax(p);
+  // A volume within rounding of 0 is none: an open sheet in a slanted plane, whose float
+  // coordinates leave a few 1e-10, read a volume ratio of millions under a small bend (until
+  // 2026-12-07). Rounding is judged against the sum of the triangles' |signed tetra volumes|
+  // (what the volume is the sum of, with signs), not the box: two closed cubes far apart keep
+  // their volume.
+  double magnitude = 0;
+  for (size_t t = 0; t + 2 < triangles.size(); t += 3) {
+    magnitude += std::abs(P(rest, triangles[t]).dot(P(rest, triangles[t + 1]).cross(P(rest, triangles[t + 2])))) / 6;
   }
-  const double diagonal = rest.size() >= 3 ? (hi - lo).norm() : 0;
-  rest_volume_none_ = !(std::abs(rest_volume_) > 1e-6 * diagonal * diagonal * diagonal);
+  rest_volume_none_ = !(std::abs(rest_volume_) > 1e-6 * magnitude);
   // A mesh that encloses a negative volume was exported inside out (a negative scale; its
   // normals point in): it is measured turned around, its outside along −n. Until 2026-12-05
   // every vertex of such a mesh read inside the skin. So is a closed piece wound the other way

@@ -68,7 +68,7 @@ struct MeshQuality {
   uint32_t exposed_vertices = 0;
   double depth_tolerance = 0;      // in the mesh's units
   double volume = 0, rest_volume = 0;
-  double volume_ratio = 1;         // volume / rest_volume (1 when |rest volume| <= 1e-6 diagonal³: none)
+  double volume_ratio = 1;         // volume / rest_volume (1 when the rest volume is within rounding of 0)
   double edge_stretch_min = 1, edge_stretch_max = 1;
   // Per vertex (when asked for): depth inside the skin (> 0 for every inside or touching vertex),
   // 0 outside it; and 1 for each vertex counted in exposed_vertices, else 0.
@@ -99,7 +99,7 @@ class MeshQualityMeasure {
   std::vector<uint32_t> ring_start_, ring_;        // welded one-rings (CSR)
   std::vector<double> rest_length_;                // per triangle edge (t, t+1, t+2)
   double depth_tolerance_ = 0, rest_volume_ = 0;
-  bool rest_volume_none_ = true;  // |rest volume| within 1e-6 of the rest box's diagonal cubed
+  bool rest_volume_none_ = true;  // |rest volume| <= 1e-6 of the sum of its tetras' |volumes|
   std::vector<uint8_t> inside_at_rest_;            // per vertex (empty while the constructor measures)
   uint32_t rest_inside_vertices_ = 0;
 };

@@ -173,15 +173,18 @@ struct TetGrid {
     const double budget = 64.0 * double(m.tets.size()) + 4096;
     const double cells = (hi - lo).cwiseMax(Eigen::Vector3d::Constant(s)).prod() / (s * s * s);
     if (cells > budget) s *= std::cbrt(cells / budget);
+    constexpr double kMostPerAxis = double(1 << 24);  // the int cell coordinates' room, with margin
     for (;;) {
-      double whole = 1;
+      double whole = 1, most = 1;
       int long_axes = 0;
       for (int k = 0; k < 3; ++k) {
-        whole *= std::max(1.0, std::ceil((hi[k] - lo[k]) / s));
+        const double axis = std::max(1.0, std::ceil((hi[k] - lo[k]) / s));
+        whole *= axis;
+        most = std::max(most, axis);
         long_axes += (hi[k] - lo[k]) > s;
       }
-      if (whole <= 2 * budget) break;
-      s *= 1.0001 * std::pow(whole / budget, 1.0 / std::max(1, long_axes));
+      if (whole <= 2 * budget && most <= kMostPerAxis) break;
+      s *= 1.0001 * std::max(std::pow(whole / budget, 1.0 / std::max(1, long_axes)), most / kMostPerAxis);
     }
     for (int k = 0; k < 3; ++k) dims[k] = std::max(1, int(std::ceil((hi[k] - lo[k]) / s)));
     // And at most that many (cell, tet) entries: slivers across the whole box (an uploaded tet

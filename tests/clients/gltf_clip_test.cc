@@ -243,7 +243,6 @@ TEST_F(GltfClipTest, BadInputNamesTheFieldAndIndexAndWritesNothing) {
   EXPECT_EQ(WriteGltfClip("/nonexistent-dir/x.glb", q.Clip()).code(), absl::StatusCode::kNotFound);
 }
 
-// The size the 4 GiB check uses is the binary chunk's size of a written file.
 // A damaged file is refused, not read past: a POSITION count whose byte size wraps 64 bits
 // passed the bounds check and the copy wrote past a two-float vector (until 2026-12-07); strided
 // indices, which the reader would read as packed, are refused.
@@ -272,6 +271,7 @@ TEST_F(GltfClipTest, ReadingADamagedFileIsRefusedNotReadPast) {
   EXPECT_EQ(strided.code(), absl::StatusCode::kFailedPrecondition) << strided;
 }
 
+// The size the 4 GiB check uses is the binary chunk's size of a written file.
 TEST_F(GltfClipTest, TheBinaryChunkHasTheSizeTheLimitCounts) {
   Quad q(3);
   ASSERT_TRUE(WriteGltfClip(path_, q.Clip()).ok());

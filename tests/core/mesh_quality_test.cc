@@ -147,6 +147,15 @@ TEST(MeshQuality, AMeshWithoutRestVolumeReadsVolumeRatioOne) {
   const MeshQuality q = MeasureMeshQuality(rest, bent, t, nullptr);
   EXPECT_LT(std::abs(q.rest_volume), 1e-6);
   EXPECT_EQ(q.volume_ratio, 1.0) << "rest volume " << q.rest_volume << ", volume " << q.volume;
+  // Two closed unit cubes 1000 apart enclose their volume, however large their box: squashed to
+  // half, the ratio reads 1/2.
+  const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1}, far_lo[3] = {1000, 0, 0}, far_hi[3] = {1001, 1, 1};
+  Mesh two;
+  AddBox(two, lo, hi, 2);
+  AddBox(two, far_lo, far_hi, 2);
+  std::vector<float> squashed = two.p;
+  for (size_t i = 2; i < squashed.size(); i += 3) squashed[i] *= 0.5f;
+  EXPECT_NEAR(MeasureMeshQuality(two.p, squashed, two.t, nullptr).volume_ratio, 0.5, 1e-6);
 }
 
 // Box B = [0.8, 2] × [−0.1, 1.1]² cuts 0.2 into box A = [0, 1]³ (each face has its own vertices,

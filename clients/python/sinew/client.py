@@ -1214,7 +1214,7 @@ class Session:
             raise InvalidArgument(f"first_frame, max_frames: {first_frame}, {max_frames}; expected >= 0")
         # A resumed batch on a history-dependent method replays the frames before first_frame
         # first, sending nothing unless asked: a progress message every 10 s keeps proxies with
-        # idle timeouts (deploy/envoy.yaml's 300 s) from cutting a long replay (until 2026-12-07
+        # idle timeouts (Envoy's stream_idle_timeout, HAProxy's timeouts) from cutting a long replay (until 2026-12-07
         # not asked for; _iter_clip skips these messages).
         req = pb.DeformClipRequest(session_id=self.id, first_frame=first_frame, max_frames=max_frames,
                                    time_step=time_step, replay_progress_ms=10000 if first_frame > 0 else 0)
