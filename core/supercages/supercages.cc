@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "core/cage/cage_check.h"
 #include "core/cage/cage_deformer.h"
 #include "core/cage/mec.h"
 #include "core/deformer/skeletal.h"
@@ -162,18 +163,11 @@ absl::Status CheckSuperCagesConfig(const Rig& rig, const DeformerConfig& config)
   // before may hold one) has coordinate 0 at every mesh vertex: Φ has a zero column, the
   // cage updater's MaxVol has no invertible submatrix (until 2026-12-03 it swapped rows of NaN
   // for hours, uncancellable), and moving that vertex moves nothing.
-  const Cage& cage = rig.cages[params.cage];
-  std::vector<bool> on_face(cage.positions.size() / 3, false);
-  for (uint32_t v : cage.triangles) {
-    if (v < on_face.size()) on_face[v] = true;
-  }
-  for (size_t v = 0; v < on_face.size(); ++v) {
-    if (!on_face[v]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "method supercages: cage ", params.cage, "'s vertex ", v,
-          " is on no triangle (its coordinates are 0 everywhere, and the cage updater cannot invert them): "
-          "remove it from the cage"));
-    }
+  if (auto st = CheckCageVerticesOnFaces(rig.cages[params.cage], absl::StrCat("rig.cages[", params.cage, "]"));
+      !st.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "method supercages: ", st.message(), " (its coordinates are 0 everywhere, and the cage updater cannot "
+        "invert them)"));
   }
   return absl::OkStatus();
 }

@@ -78,7 +78,7 @@ TEST(SuperCagesLimits, ACageVertexOnNoTriangleIsRefusedAtOnce) {
   auto refused = PrepareSuperCages(*rig, SuperCages(false), nullptr, {});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused.status().message()),
-              HasSubstr("cage 0's vertex " + std::to_string(stray) + " is on no triangle"));
+              HasSubstr("rig.cages[0].positions: vertex " + std::to_string(stray) + " is on no triangle"));
   Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> a = Eigen::MatrixXd::Random(400, 12);
   a.col(5).setZero();
   const MaxVolResult r = MaxVol(a);
