@@ -54,7 +54,12 @@ struct Skin {
 struct Bench {
   Cylinder cyl;
   std::shared_ptr<const Rig> rig;
-  ThreadPool pool{2};
+  // No workers: the cylinders run side by side on the test's threads (ForEachInParallel), and a
+  // pool of two per cylinder put eighteen threads on a two-core host, whose workers spin between
+  // the relaxation's passes (2026-12-08: 159 s for the next test alone, 118 s without, the same
+  // table; the result does not depend on the thread count: ImplicitSkinning.
+  // ElasticComponentsRelaxedSideBySideGiveTheBitsOfOneThread).
+  ThreadPool pool{0};
   std::shared_ptr<const Prepared> model;
   std::optional<MeshQualityMeasure> quality;  // the rest mesh measured once (MeasureContact)
 
