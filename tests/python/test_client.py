@@ -726,13 +726,16 @@ class ErrorsTest(ServerTest):
                         pass
                 outcome.append(self._raised(leave_with_block))
                 outcome.append(self._raised(recovering.close))
+                outcome.append(server.thread_states())  # before resume: all T
 
             worker = threading.Thread(target=close_both, daemon=True)
             worker.start()
             worker.join(120)  # bounds a hang (the failure tested for), not the close's time
             server.resume()
             self.assertFalse(worker.is_alive(), "closing a session of a stopped server still waited two minutes later")
-            self.assertEqual([type(e) for e in outcome], [sinew.DeadlineExceeded, sinew.DeadlineExceeded], outcome)
+            self.assertEqual([type(e) for e in outcome[:2]], [sinew.DeadlineExceeded, sinew.DeadlineExceeded],
+                             f"{outcome}; the server's threads: {server.thread_states()} now, {outcome[2:]} "
+                             "before it was resumed; its output: " + "".join(server.output[-20:]))
         finally:
             server.resume()
             self.assertEqual(server.stop(), 0)
