@@ -241,8 +241,41 @@ std::optional<absl::Status> Service::DeleteRigKeptOnDisk(const std::string& id, 
   std::vector<std::string> tenants = state_.ReadTenants(id);
   const auto it = std::find(tenants.begin(), tenants.end(), tenant);
   if (it == tenants.end()) return std::nullopt;
+  // As a loaded rig's delete (RigStore::Delete): not while the tenant's sessions kept for a later
+  // start use it (nor, for its last tenant, anyone's), which the next start would set aside as
+  // rigless (until 2026-12-08 it went, and they with it). CloseSession closes them here.
+  std::string own;      // the caller's session on it, named
+  bool others = false;  // another tenant's
+  state_.ReadSessions([&](const std::string& session, const std::string& owner, const std::string& bytes) {
+    v1::CreateSessionRequest request;
+    if (!request.ParseFromString(bytes) || request.rig_id() != id) return;
+    if (owner == tenant) {
+      if (own.empty()) own = session;
+    } else {
+      others = true;
+    }
+  });
+  if (!own.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("rig_id: session ", EchoId(own),
+                                                      ", kept for a later start, uses it (CloseSession closes it)"));
+  }
+  if (others && tenants.size() == 1) {
+    return absl::FailedPreconditionError("rig_id: another tenant's session, kept for a later start, uses it");
+  }
   tenants.erase(it);
   return tenants.empty() ? state_.RemoveRig(id) : state_.SaveTenants(id, tenants);
+}
+
+std::optional<absl::StatusOr<uint64_t>> Service::CloseSessionKeptOnDisk(const std::string& id,
+                                                                        const std::string& tenant) {
+  // A session --state-dir keeps for a later start (its rig not loaded for room, no GPU here: not
+  // open at this one) is the caller's to close: until 2026-12-08 the close answered NOT_FOUND and
+  // left the record, and the session the client had closed opened again at the next start.
+  // Another tenant's is not found, as an open one is. It served no frame at this start.
+  const std::optional<std::string> owner = state_.ReadSessionTenant(id);
+  if (!owner || *owner != tenant) return std::nullopt;
+  if (absl::Status st = state_.RemoveSession(id); !st.ok()) return st;
+  return uint64_t{0};
 }
 
 grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
@@ -328,6 +361,9 @@ grpc::ServerUnaryReactor* Service::CloseSession(grpc::CallbackServerContext* ctx
   const auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "CloseSession", tenant.status());
   auto frames = sessions_.Close(req->session_id(), *tenant);
+  if (frames.status().code() == absl::StatusCode::kNotFound) {
+    if (auto on_disk = CloseSessionKeptOnDisk(req->session_id(), *tenant)) frames = std::move(*on_disk);
+  }
   if (frames.ok()) resp->set_frames(*frames);
   UpdateGauges();
   return Done(ctx, "CloseSession", frames.status());

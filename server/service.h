@@ -234,6 +234,9 @@ class Service final : public v1::Sinew::CallbackService {
   // DeleteRig of a rig --state-dir keeps but this start did not load (no room): `tenant` leaves
   // its tenants file (the files go with the last). nullopt where the tenant holds no such rig.
   std::optional<absl::Status> DeleteRigKeptOnDisk(const std::string& id, const std::string& tenant);
+  // CloseSession of a session --state-dir keeps for a later start, not open at this one: its
+  // record (and kept state) removed, 0 frames. nullopt where `tenant` has no such record.
+  std::optional<absl::StatusOr<uint64_t>> CloseSessionKeptOnDisk(const std::string& id, const std::string& tenant);
   // KeepRig's read of the tenants and its write, as one step per rig (striped by id, so that
   // uploads of different rigs do not wait for each other's fsync).
   std::array<std::mutex, 16> keep_rig_mu_;

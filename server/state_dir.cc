@@ -4,6 +4,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -21,11 +23,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A write or removal that failed, for the client: said in full (paths, errno) on the server's
+// stderr, and answered UNAVAILABLE without them: a full or failing disk is the server's state,
+// which may pass, and its paths are not the client's to see (until 2026-12-08 INTERNAL, with
+// them).
+absl::Status NotKept(absl::string_view detail) {
+  std::fprintf(stderr, "sinew-server: --state-dir: %.*s\n", int(detail.size()), detail.data());
+  return absl::UnavailableError("the server could not write to its --state-dir (its log says why)");
+}
+
 // Writes `text` to `path` durably: a unique temporary file, fsync, rename over, fsync of the
 // folder; readable by this user only (tenants' rigs).
 absl::Status WriteDurably(const std::string& path, const std::string& text) {
   auto st = WriteFileAtomically(path, {text}, {.mode = 0600});
-  if (!st.ok()) return absl::InternalError(absl::StrCat("state-dir: ", st.message()));
+  if (!st.ok()) return NotKept(st.message());
   return st;
 }
 
@@ -82,7 +93,7 @@ absl::StatusOr<StateDir> StateDir::Open(const std::string& dir) {
   auto lock = LockDir(dir);
   if (!lock.ok()) return lock.status();
   const std::string probe = (rigs / ".probe").string();
-  if (auto st = WriteDurably(probe, "ok"); !st.ok()) {
+  if (auto st = WriteFileAtomically(probe, {std::string("ok")}, {.mode = 0600}); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--state-dir ", dir, " is not writable: ", st.message()));
   }
   fs::remove(probe, ec);
@@ -148,9 +159,7 @@ absl::Status StateDir::SaveTenants(const std::string& id, const std::vector<std:
 static absl::Status RemoveDurably(const std::string& path) {
   std::error_code ec;
   fs::remove(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory) {
-    return absl::UnavailableError(absl::StrCat("--state-dir: cannot remove ", path, ": ", ec.message()));
-  }
+  if (ec && ec != std::errc::no_such_file_or_directory) return NotKept(absl::StrCat("cannot remove ", path, ": ", ec.message()));
   SyncFolderOf(path);
   return absl::OkStatus();
 }
@@ -213,6 +222,18 @@ std::vector<std::string> StateDir::LoadRigs(
 
 namespace {
 constexpr std::string_view kSessionMagic = "sinew-session 1\n";
+
+// A session record's tenant and request (SaveSession's layout); false when `text` is not one.
+bool ParseSessionRecord(const std::string& text, std::string* tenant, std::string* request) {
+  const size_t tenant_end = text.find('\n', kSessionMagic.size());
+  if (text.rfind(kSessionMagic, 0) != 0 || tenant_end == std::string::npos ||
+      text.compare(kSessionMagic.size(), 7, "tenant ") != 0) {
+    return false;
+  }
+  *tenant = text.substr(kSessionMagic.size() + 7, tenant_end - kSessionMagic.size() - 7);
+  if (request) *request = text.substr(tenant_end + 1);
+  return true;
+}
 }  // namespace
 
 absl::Status StateDir::SaveSession(const std::string& id, const std::string& tenant, const std::string& request) const {
@@ -262,13 +283,11 @@ std::vector<std::string> StateDir::LoadSessions(
     }
     const std::string text = ReadBytes(path).value_or(std::string());
     absl::Status st;
-    const size_t tenant_end = text.find('\n', kSessionMagic.size());
-    if (text.rfind(kSessionMagic, 0) != 0 || tenant_end == std::string::npos ||
-        text.compare(kSessionMagic.size(), 7, "tenant ") != 0) {
+    std::string tenant, request;
+    if (!ParseSessionRecord(text, &tenant, &request)) {
       st = absl::DataLossError("not a session record");
     } else {
-      const std::string tenant = text.substr(kSessionMagic.size() + 7, tenant_end - kSessionMagic.size() - 7);
-      st = load(path.stem().string(), tenant, text.substr(tenant_end + 1));
+      st = load(path.stem().string(), tenant, request);
     }
     const bool for_good = SetAside(st);
     if (!st.ok() && !for_good) {
@@ -287,6 +306,33 @@ std::vector<std::string> StateDir::LoadSessions(
     if (!fs::exists(fs::path(path).replace_extension(".session"), ec)) (void)RemoveSessionState(path.stem().string());
   }
   return problems;
+}
+
+void StateDir::ReadSessions(
+    const std::function<void(const std::string&, const std::string&, const std::string&)>& read) const {
+  if (!enabled()) return;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(sessions_, ec)) {
+    const fs::path path = entry.path();
+    if (path.extension() != ".session" || !RegularFile(path)) continue;
+    std::string tenant, request;
+    const std::optional<std::string> text = ReadBytes(path);
+    if (text && ParseSessionRecord(*text, &tenant, &request)) read(path.stem().string(), tenant, request);
+  }
+}
+
+std::optional<std::string> StateDir::ReadSessionTenant(const std::string& id) const {
+  // A client's id: only the characters the server's ids have (session_manager.cc), never a path.
+  if (!enabled() || id.empty() || id.size() > 128 ||
+      !std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; })) {
+    return std::nullopt;
+  }
+  const fs::path path = fs::path(sessions_) / (id + ".session");
+  if (!RegularFile(path)) return std::nullopt;
+  std::string tenant;
+  const std::optional<std::string> text = ReadBytes(path);
+  if (!text || !ParseSessionRecord(*text, &tenant, nullptr)) return std::nullopt;
+  return tenant;
 }
 
 std::vector<std::string> StateDir::ReadTenants(const std::string& id) const {

@@ -750,6 +750,59 @@ TEST(Security, ADeleteOfARigKeptButNotLoadedHoldsAtTheNextStart) {
   }
 }
 
+// CloseSession of a session --state-dir keeps for a later start (its rig not loaded at this one,
+// for room) removes its record, and only its own tenant's close does: until 2026-12-08 the close
+// answered NOT_FOUND and left the record, and the closed session opened again at the next start
+// with room. Until it is closed, its rig's delete is refused.
+TEST(Security, ACloseOfASessionKeptButNotOpenedHoldsAtTheNextStart) {
+  TempDir dir;
+  const std::string tokens = dir / "tokens", state = dir / "state";
+  WriteFile(tokens, std::string(kTokenA) + " studio-a\n" + kTokenB + " studio-b\n");
+  std::string session, rig;
+  {
+    ServerProcess server({"--token-file", tokens, "--state-dir", state});
+    ASSERT_TRUE(server.started());
+    client::Client a(server.target(), Token(kTokenA));
+    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    auto s = LimbSessionOf(a, LimbOf(1200));
+    ASSERT_TRUE(s.ok()) << s.status();
+    session = s->session_id();
+    rig = s->rig_id();
+    EXPECT_EQ(server.Terminate(), 0);
+  }
+  const std::string record = state + "/sessions/" + session + ".session";
+  ASSERT_TRUE(std::filesystem::exists(record));
+  {
+    ServerProcess small({"--token-file", tokens, "--state-dir", state, "--max-store-bytes", "1000"});
+    ASSERT_TRUE(small.started());
+    client::Client a(small.target(), Token(kTokenA)), b(small.target(), Token(kTokenB));
+    ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+    ASSERT_EQ(a.GetSession(session).status().code(), absl::StatusCode::kNotFound) << "the budget should keep it closed";
+    EXPECT_EQ(b.CloseSession(session).status().code(), absl::StatusCode::kNotFound) << "another tenant's close";
+    EXPECT_TRUE(std::filesystem::exists(record)) << "another tenant's close removed the record";
+    // Its rig, kept on disk, is not deleted from under it (as a loaded rig's delete is refused
+    // while the tenant's sessions use it; until 2026-12-08 the next start set the session aside).
+    const absl::Status deleted = a.DeleteRig(rig);
+    EXPECT_EQ(deleted.code(), absl::StatusCode::kFailedPrecondition) << deleted;
+    EXPECT_THAT(std::string(deleted.message()), HasSubstr(session));
+    EXPECT_TRUE(std::filesystem::exists(state + "/rigs/" + rig + ".rig"));
+    auto closed = a.CloseSession(session);
+    ASSERT_TRUE(closed.ok()) << closed.status();
+    EXPECT_EQ(*closed, 0u);
+    EXPECT_FALSE(std::filesystem::exists(record));
+    EXPECT_EQ(a.CloseSession(session).status().code(), absl::StatusCode::kNotFound) << "closed twice";
+    EXPECT_EQ(a.CloseSession("../rigs/" + rig).status().code(), absl::StatusCode::kNotFound) << "a path as an id";
+    EXPECT_EQ(small.Terminate(), 0);
+  }
+  ServerProcess roomy({"--token-file", tokens, "--state-dir", state});
+  ASSERT_TRUE(roomy.started());
+  client::Client a(roomy.target(), Token(kTokenA));
+  ASSERT_TRUE(a.WaitReady(std::chrono::seconds(60)).ok());
+  EXPECT_TRUE(a.GetRig(rig).ok()) << "the rig is kept";
+  EXPECT_EQ(a.GetSession(session).status().code(), absl::StatusCode::kNotFound) << "the closed session came back";
+  EXPECT_EQ(roomy.Terminate(), 0);
+}
+
 // `sinew play` closes its session however it stops. Until 2026-12-01 an early exit after the
 // session was created (a frame refused, a stream that failed, a clip the method cannot play)
 // left it open until the idle TTL, and under a max_sessions quota the tenant's next play was
