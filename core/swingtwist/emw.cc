@@ -1,5 +1,6 @@
 #include "core/swingtwist/emw.h"
 
+#include <Eigen/Geometry>
 #include <Eigen/SVD>
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,50 @@ bool SegmentHitsBox(const V3& p0, const V3& p1, const V3& lo, const V3& hi) {
   return ClipToBox(p0, V3(p1 - p0), lo, hi, t0, t1);
 }
 
+// Kabsch: the proper rotation maximising tr(R cov), by SVD.
+Eigen::Matrix3d KabschRotation(const Eigen::Matrix3d& cov) {
+  Eigen::JacobiSVD<Eigen::Matrix3d> svd(cov, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  Eigen::Matrix3d v = svd.matrixV();
+  Eigen::Matrix3d r = v * svd.matrixU().transpose();
+  if (r.determinant() < 0) {
+    v.col(2) = -v.col(2);
+    r = v * svd.matrixU().transpose();
+  }
+  return r;
+}
+
 }  // namespace
+
+Eigen::Matrix3d FitRotation(const Eigen::Matrix3d& cov, const Eigen::Matrix3d& start) {
+  // f(ω) = tr(exp([ω]) R cov) ≈ f(0) − 2 ω·n + ½ ωᵀ (S − tr(S) I) ω with N = R cov, S its
+  // symmetric part and n the axial vector of its skew part: the step ω = −2 (tr(S) I − S)⁻¹ n,
+  // a maximum's where tr(S) I − S is positive definite (a pure rotation φ away: ω = tan φ, the
+  // error cubed at each step).
+  constexpr int kSteps = 8;
+  constexpr double kLargest = 0.5;   // radians: past it, no Newton step of the maximum near
+  constexpr double kSettled = 1e-9;  // radians: the step after it is below rounding
+  Eigen::Matrix3d r = start;
+  for (int step = 0; step < kSteps; ++step) {
+    const Eigen::Matrix3d nm = r * cov;
+    const V3 n(0.5 * (nm(2, 1) - nm(1, 2)), 0.5 * (nm(0, 2) - nm(2, 0)), 0.5 * (nm(1, 0) - nm(0, 1)));
+    const Eigen::Matrix3d sym = 0.5 * (nm + nm.transpose());
+    const Eigen::Matrix3d h = sym.trace() * Eigen::Matrix3d::Identity() - sym;
+    // Positive definite (Sylvester: the leading minors), then solved by its adjugate.
+    const double m01 = h(0, 0) * h(1, 1) - h(0, 1) * h(0, 1);
+    const double c00 = h(1, 1) * h(2, 2) - h(1, 2) * h(1, 2), c01 = h(0, 2) * h(1, 2) - h(0, 1) * h(2, 2),
+                 c02 = h(0, 1) * h(1, 2) - h(0, 2) * h(1, 1), c11 = h(0, 0) * h(2, 2) - h(0, 2) * h(0, 2),
+                 c12 = h(0, 1) * h(0, 2) - h(0, 0) * h(1, 2);
+    const double det = h(0, 0) * c00 + h(0, 1) * c01 + h(0, 2) * c02;
+    if (!(h(0, 0) > 0 && m01 > 0 && det > 0)) break;
+    const V3 omega = (-2.0 / det) * V3(c00 * n.x() + c01 * n.y() + c02 * n.z(), c01 * n.x() + c11 * n.y() + c12 * n.z(),
+                                       c02 * n.x() + c12 * n.y() + m01 * n.z());
+    const double angle = omega.norm();
+    if (!(angle <= kLargest)) break;  // NaN too
+    if (angle > 0) r = Eigen::AngleAxisd(angle, omega / angle).toRotationMatrix() * r;
+    if (angle < kSettled) return r;
+  }
+  return KabschRotation(cov);
+}
 
 namespace {
 std::vector<Eigen::Matrix3d> Samples(std::initializer_list<V3> axes, int n) {
@@ -212,7 +256,7 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
   }
   if (stopped()) return cancelled();
 
-  std::vector<Eigen::Matrix3d> rotations(k * m);
+  std::vector<Eigen::Matrix3d> rotations(k * m, Eigen::Matrix3d::Identity());
   Eigen::VectorXd g(nf);
   const std::vector<double>& w = result.weights;
   for (int iteration = 0;; ++iteration) {
@@ -227,13 +271,8 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
           const V3 moved = rest + w[a] * u[i * n + a] - w[b] * u[i * n + b];
           cov += rest * moved.transpose();
         }
-        Eigen::JacobiSVD<Eigen::Matrix3d> svd(cov, Eigen::ComputeFullU | Eigen::ComputeFullV);
-        Eigen::Matrix3d v = svd.matrixV();
-        Eigen::Matrix3d r = v * svd.matrixU().transpose();
-        if (r.determinant() < 0) {
-          v.col(2) = -v.col(2);
-          r = v * svd.matrixU().transpose();
-        }
+        // From the voxel's fit at the previous local step (the identity at the first).
+        const Eigen::Matrix3d r = FitRotation(cov, rotations[i * m + e]);
         rotations[i * m + e] = r;
         for (const auto& edge : kVoxelEdges) {
           const int32_t a = grid.corners[e][edge[0]], b = grid.corners[e][edge[1]];

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <random>
+
+#include <Eigen/SVD>
 
 #include "core/procedural/limb.h"
 #include "core/swingtwist/emw.h"
@@ -35,6 +38,55 @@ Problem Elbow(const Rig& rig, double h) {
   for (const auto& v : p.grid.vertices) p.local.push_back(frames->inverse[1] * v.homogeneous());
   p.dirichlet = BoneDirichlet(p.grid, frames->rest, rig.skeleton.parents, 1, &p.conflicts);
   return p;
+}
+
+// The local step's rotation fit is Kabsch's (the proper rotation maximising tr(R cov), by SVD here)
+// to rounding, for a voxel's covariances turned a little from the last fit (the warm start the
+// solve gives it), turned far (up to 180°: the SVD it falls back to), stretched unevenly, flat
+// (rank 2), reflected (det < 0: the reflection turned away) and zero; and a fit fed back as the
+// next start a hundred times stays a rotation.
+TEST(Emw, TheRotationFitIsKabschsFromAnyStart) {
+  auto kabsch = [](const Eigen::Matrix3d& cov) {
+    Eigen::JacobiSVD<Eigen::Matrix3d> svd(cov, Eigen::ComputeFullU | Eigen::ComputeFullV);
+    const double d = (svd.matrixV() * svd.matrixU().transpose()).determinant() < 0 ? -1.0 : 1.0;
+    return Eigen::Matrix3d(svd.matrixV() * Eigen::Vector3d(1, 1, d).asDiagonal() * svd.matrixU().transpose());
+  };
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  auto rotation = [&](double max_angle) {
+    const Eigen::Vector3d axis = Eigen::Vector3d(u(rng), u(rng), u(rng)).normalized();
+    return Eigen::AngleAxisd(max_angle * std::abs(u(rng)), axis).toRotationMatrix();
+  };
+  auto random_matrix = [&] { return Eigen::Matrix3d(Eigen::Matrix3d::NullaryExpr([&] { return u(rng); })); };
+  int cases = 0;
+  for (double stretch : {0.0, 0.3, 1.0}) {
+    for (double turn : {1e-6, 1e-3, 0.1, 0.4, 1.5, std::numbers::pi}) {
+      for (int k = 0; k < 50; ++k) {
+        // cov = rest movedᵀ summed, moved = Q (stretched rest): cov = Σ x xᵀ Fᵀ Qᵀ.
+        const Eigen::Matrix3d q = rotation(std::numbers::pi);
+        Eigen::Matrix3d f = Eigen::Matrix3d::Identity() + stretch * random_matrix();
+        if (k % 10 == 1) f.col(2).setZero();  // flat
+        if (k % 10 == 2) f.col(0) *= -1;      // reflected
+        if (k % 10 == 3) f.setZero();         // nothing to fit
+        const Eigen::Matrix3d cov = 0.0625 * (q * f).transpose();  // a voxel's size² scale
+        const Eigen::Matrix3d want = kabsch(cov);
+        const Eigen::Matrix3d start = rotation(turn) * want;
+        const Eigen::Matrix3d got = FitRotation(cov, start);
+        ++cases;
+        EXPECT_NEAR((got.transpose() * got - Eigen::Matrix3d::Identity()).norm(), 0, 1e-12) << "case " << cases;
+        EXPECT_NEAR(got.determinant(), 1, 1e-12) << "case " << cases;
+        // Where the maximum is not unique (flat, zero) any maximiser will do: compare tr(R cov).
+        EXPECT_NEAR((got * cov).trace(), (want * cov).trace(), 1e-12 * (1 + cov.norm())) << "case " << cases;
+        if (k % 10 > 3 && stretch < 1) EXPECT_NEAR((got - want).norm(), 0, 1e-9) << "case " << cases;
+      }
+    }
+  }
+  // Warm starts chained, as the solve's iterations chain them: still a rotation, still Kabsch's.
+  const Eigen::Matrix3d cov = 0.0625 * rotation(2.0).transpose() * (Eigen::Matrix3d::Identity() + 0.2 * random_matrix());
+  Eigen::Matrix3d r = Eigen::Matrix3d::Identity();
+  for (int k = 0; k < 100; ++k) r = FitRotation(cov + 1e-6 * k * Eigen::Matrix3d::Identity(), r);
+  EXPECT_NEAR((r.transpose() * r - Eigen::Matrix3d::Identity()).norm(), 0, 1e-12);
+  EXPECT_NEAR((r - kabsch(cov + 99e-6 * Eigen::Matrix3d::Identity())).norm(), 0, 1e-9);
 }
 
 // The solves' memory is estimated from the grid before any solve starts: a voxel size and sample
