@@ -580,6 +580,11 @@ void RigStore::KeepForKeptSessions(const std::string& id) {
   if (auto it = rigs_.find(id); it != rigs_.end()) it->second->kept_sessions = true;
 }
 
+void RigStore::NoKeptSessions(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (auto it = rigs_.find(id); it != rigs_.end()) it->second->kept_sessions = false;
+}
+
 bool RigStore::Holds(const std::string& id, const std::string& tenant) const {
   std::lock_guard lock(mu_);
   const auto it = rigs_.find(id);

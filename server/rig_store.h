@@ -252,6 +252,8 @@ class RigStore {
   absl::Status Delete(const std::string& id, const std::string& tenant);
   // Marks rig `id` (if held) as named by sessions --state-dir keeps for a later start: not evicted.
   void KeepForKeptSessions(const std::string& id);
+  // No session kept for a later start names rig `id` any more (they were closed): evictable again.
+  void NoKeptSessions(const std::string& id);
   // `tenant`'s hold on `id` is kept (--state-dir): the rig is the tenant's to see from now on.
   void Saved(const std::string& id, const std::string& tenant);
   // An upload that could not keep `id` lets go of its part of `tenant`'s unsaved hold: the hold

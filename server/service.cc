@@ -241,41 +241,49 @@ std::optional<absl::Status> Service::DeleteRigKeptOnDisk(const std::string& id, 
   std::vector<std::string> tenants = state_.ReadTenants(id);
   const auto it = std::find(tenants.begin(), tenants.end(), tenant);
   if (it == tenants.end()) return std::nullopt;
-  // As a loaded rig's delete (RigStore::Delete): not while the tenant's sessions kept for a later
-  // start use it (nor, for its last tenant, anyone's), which the next start would set aside as
-  // rigless (until 2026-12-08 it went, and they with it). CloseSession closes them here.
-  std::string own;      // the caller's session on it, named
-  bool others = false;  // another tenant's
-  state_.ReadSessions([&](const std::string& session, const std::string& owner, const std::string& bytes) {
-    v1::CreateSessionRequest request;
-    if (!request.ParseFromString(bytes) || request.rig_id() != id) return;
-    if (owner == tenant) {
-      if (own.empty()) own = session;
-    } else {
-      others = true;
-    }
-  });
-  if (!own.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("rig_id: session ", EchoId(own),
-                                                      ", kept for a later start, uses it (CloseSession closes it)"));
-  }
-  if (others && tenants.size() == 1) {
-    return absl::FailedPreconditionError("rig_id: another tenant's session, kept for a later start, uses it");
-  }
+  if (absl::Status held = KeptSessionsHold(id, tenant, tenants); !held.ok()) return held;
   tenants.erase(it);
   return tenants.empty() ? state_.RemoveRig(id) : state_.SaveTenants(id, tenants);
 }
 
+absl::Status Service::KeptSessionsHold(const std::string& rig_id, const std::string& tenant,
+                                       const std::vector<std::string>& tenants) const {
+  // As a loaded rig's delete is refused while the tenant's open sessions use it (RigStore::
+  // Delete). Until 2026-12-08 it went, and the next start set those sessions aside.
+  if (std::find(tenants.begin(), tenants.end(), tenant) == tenants.end()) return absl::OkStatus();
+  std::lock_guard lock(unopened_mu_);
+  bool others = false;
+  for (const auto& [id, s] : unopened_) {
+    if (s.rig_id != rig_id) continue;
+    if (s.tenant == tenant) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rig_id: session ", EchoId(id), ", kept for a later start, uses it (CloseSession closes it)"));
+    }
+    others = true;
+  }
+  if (others && tenants.size() == 1) {
+    return absl::FailedPreconditionError("rig_id: another tenant's session, kept for a later start, uses it");
+  }
+  return absl::OkStatus();
+}
+
 std::optional<absl::StatusOr<uint64_t>> Service::CloseSessionKeptOnDisk(const std::string& id,
                                                                         const std::string& tenant) {
-  // A session --state-dir keeps for a later start (its rig not loaded for room, no GPU here: not
-  // open at this one) is the caller's to close: until 2026-12-08 the close answered NOT_FOUND and
-  // left the record, and the session the client had closed opened again at the next start.
-  // Another tenant's is not found, as an open one is. It served no frame at this start.
-  const std::optional<std::string> owner = state_.ReadSessionTenant(id);
-  if (!owner || *owner != tenant) return std::nullopt;
+  // The caller's to close: until 2026-12-08 the close answered NOT_FOUND and left the record, and
+  // the session the client had closed opened again at the next start. Another tenant's is not
+  // found, as an open one is. Only ids this start left unopened: a session closed or expired a
+  // moment ago (its record not yet removed) or a client's path is not found.
+  std::lock_guard lock(unopened_mu_);
+  const auto it = unopened_.find(id);
+  if (it == unopened_.end() || it->second.tenant != tenant) return std::nullopt;
   if (absl::Status st = state_.RemoveSession(id); !st.ok()) return st;
-  return uint64_t{0};
+  const std::string rig = it->second.rig_id;
+  unopened_.erase(it);
+  // Its rig, kept from eviction for such sessions (KeepForKeptSessions), may go when none is left.
+  if (std::none_of(unopened_.begin(), unopened_.end(), [&](const auto& u) { return u.second.rig_id == rig; })) {
+    rigs_.NoKeptSessions(rig);
+  }
+  return uint64_t{0};  // it served no frame at this start
 }
 
 grpc::ServerUnaryReactor* Service::GetRig(grpc::CallbackServerContext* ctx,
@@ -321,7 +329,8 @@ grpc::ServerUnaryReactor* Service::DeleteRig(grpc::CallbackServerContext* ctx,
                                              v1::DeleteRigResponse*) {
   const auto tenant = tokens_.Tenant(*ctx);
   if (!tenant.ok()) return Done(ctx, "DeleteRig", tenant.status());
-  absl::Status st = rigs_.Delete(req->rig_id(), *tenant);
+  absl::Status st = KeptSessionsHold(req->rig_id(), *tenant, rigs_.Tenants(req->rig_id()));
+  if (st.ok()) st = rigs_.Delete(req->rig_id(), *tenant);
   if (st.ok()) {
     st = KeepRig(req->rig_id(), nullptr);
   } else if (st.code() == absl::StatusCode::kNotFound) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -234,9 +235,24 @@ class Service final : public v1::Sinew::CallbackService {
   // DeleteRig of a rig --state-dir keeps but this start did not load (no room): `tenant` leaves
   // its tenants file (the files go with the last). nullopt where the tenant holds no such rig.
   std::optional<absl::Status> DeleteRigKeptOnDisk(const std::string& id, const std::string& tenant);
-  // CloseSession of a session --state-dir keeps for a later start, not open at this one: its
-  // record (and kept state) removed, 0 frames. nullopt where `tenant` has no such record.
+  // CloseSession of a session --state-dir keeps for a later start that this start did not open
+  // (unopened_): its record (and kept state) removed, 0 frames. nullopt where `tenant` has none
+  // of that id.
   std::optional<absl::StatusOr<uint64_t>> CloseSessionKeptOnDisk(const std::string& id, const std::string& tenant);
+  // FAILED_PRECONDITION where a session kept for a later start and not opened at this one uses
+  // rig `rig_id` and is `tenant`'s (named), or anyone's when `tenant` is the last of `tenants`
+  // (those holding the rig); a DeleteRig would take the rig from under it, and the next start
+  // set it aside as rigless. OK where `tenant` does not hold it (the delete answers).
+  absl::Status KeptSessionsHold(const std::string& rig_id, const std::string& tenant,
+                                const std::vector<std::string>& tenants) const;
+  // The sessions --state-dir keeps that this start did not open (RestoreSessions: their rig not
+  // loaded for room, no GPU here, a failed preparation): id -> tenant and rig. Filled before the
+  // server listens; afterwards it only shrinks (CloseSession).
+  struct UnopenedSession {
+    std::string tenant, rig_id;
+  };
+  mutable std::mutex unopened_mu_;
+  std::map<std::string, UnopenedSession> unopened_;
   // KeepRig's read of the tenants and its write, as one step per rig (striped by id, so that
   // uploads of different rigs do not wait for each other's fsync).
   std::array<std::mutex, 16> keep_rig_mu_;

@@ -322,6 +322,12 @@ size_t Service::RestoreSessions() {
          const bool had_kept = kept.has_value();
          const absl::Status st = ReopenSession(id, tenant, bytes, std::move(kept));
          if (st.ok()) ++opened;
+         if (!st.ok() && !StateDir::SetAside(st)) {  // kept for a later start (LoadSessions)
+           v1::CreateSessionRequest request;
+           (void)request.ParseFromString(bytes);  // parsed by ReopenSession already
+           std::lock_guard lock(unopened_mu_);
+           unopened_[id] = UnopenedSession{tenant, request.rig_id()};
+         }
          if (had_kept && StateDir::SetAside(st)) metrics_.KeptState(/*restored=*/false);
          return st;
        })) {

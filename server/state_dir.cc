@@ -4,8 +4,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -29,7 +27,7 @@ namespace fs = std::filesystem;
 // them).
 absl::Status NotKept(absl::string_view detail) {
   std::fprintf(stderr, "sinew-server: --state-dir: %.*s\n", int(detail.size()), detail.data());
-  return absl::UnavailableError("the server could not write to its --state-dir (its log says why)");
+  return absl::UnavailableError("the server could not update its --state-dir (its log says why)");
 }
 
 // Writes `text` to `path` durably: a unique temporary file, fsync, rename over, fsync of the
@@ -306,33 +304,6 @@ std::vector<std::string> StateDir::LoadSessions(
     if (!fs::exists(fs::path(path).replace_extension(".session"), ec)) (void)RemoveSessionState(path.stem().string());
   }
   return problems;
-}
-
-void StateDir::ReadSessions(
-    const std::function<void(const std::string&, const std::string&, const std::string&)>& read) const {
-  if (!enabled()) return;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(sessions_, ec)) {
-    const fs::path path = entry.path();
-    if (path.extension() != ".session" || !RegularFile(path)) continue;
-    std::string tenant, request;
-    const std::optional<std::string> text = ReadBytes(path);
-    if (text && ParseSessionRecord(*text, &tenant, &request)) read(path.stem().string(), tenant, request);
-  }
-}
-
-std::optional<std::string> StateDir::ReadSessionTenant(const std::string& id) const {
-  // A client's id: only the characters the server's ids have (session_manager.cc), never a path.
-  if (!enabled() || id.empty() || id.size() > 128 ||
-      !std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; })) {
-    return std::nullopt;
-  }
-  const fs::path path = fs::path(sessions_) / (id + ".session");
-  if (!RegularFile(path)) return std::nullopt;
-  std::string tenant;
-  const std::optional<std::string> text = ReadBytes(path);
-  if (!text || !ParseSessionRecord(*text, &tenant, nullptr)) return std::nullopt;
-  return tenant;
 }
 
 std::vector<std::string> StateDir::ReadTenants(const std::string& id) const {

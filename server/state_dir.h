@@ -70,9 +70,6 @@ class StateDir {
   // why). The caller removes it (RemoveSessionState) before it applies it: a state is used once.
   std::optional<std::string> ReadSessionState(const std::string& id, std::string* problem) const;
   absl::Status RemoveSessionState(const std::string& id) const;
-  // The tenant session `id`'s record names (open at this start or kept for a later one); nullopt
-  // when there is no record, it cannot be read, or `id` is not of the server's form.
-  std::optional<std::string> ReadSessionTenant(const std::string& id) const;
   // Whether rig `id`'s file is kept (loaded at this start or not).
   bool HasRig(const std::string& id) const;
   // The tenants its tenants file names (none: no file, or it cannot be read).
@@ -85,11 +82,6 @@ class StateDir {
   std::vector<std::string> LoadSessions(
       const std::function<absl::Status(const std::string& id, const std::string& tenant, const std::string& request)>&
           load) const;
-  // Calls read(id, tenant, request) for every session record kept, changing nothing (records that
-  // cannot be read are skipped).
-  void ReadSessions(
-      const std::function<void(const std::string& id, const std::string& tenant, const std::string& request)>& read)
-      const;
   // Whether LoadSessions sets a record that load refused so aside (*.bad, its history with it).
   static bool SetAside(const absl::Status& refused) {
     return refused.code() == absl::StatusCode::kDataLoss || refused.code() == absl::StatusCode::kInvalidArgument ||

@@ -367,6 +367,10 @@ TEST(Lifecycle, SessionsThatCannotOpenAtAStartAreKeptForALaterOne) {
     // (until 2026-12-07 it was evicted, its files with it, and the next start set the GPU session
     // aside as rigless).
     ASSERT_TRUE(c->CloseSession(cpu_session).ok());
+    // Nor is it deleted from under the GPU session (until 2026-12-08 it was, loaded or not).
+    const absl::Status deleted = c->DeleteRig(rig_id);
+    EXPECT_EQ(deleted.code(), absl::StatusCode::kFailedPrecondition) << deleted;
+    EXPECT_THAT(std::string(deleted.message()), ::testing::HasSubstr(gpu_session));
     auto other = c->UploadRig(client::RigToProto(MakeLimb(LimbOf(1200, 4))));
     EXPECT_EQ(other.status().code(), absl::StatusCode::kResourceExhausted) << other.status();
     EXPECT_TRUE(std::filesystem::exists(dir / "rigs" / (rig_id + ".rig")));

@@ -791,7 +791,16 @@ TEST(Security, ACloseOfASessionKeptButNotOpenedHoldsAtTheNextStart) {
     EXPECT_EQ(*closed, 0u);
     EXPECT_FALSE(std::filesystem::exists(record));
     EXPECT_EQ(a.CloseSession(session).status().code(), absl::StatusCode::kNotFound) << "closed twice";
-    EXPECT_EQ(a.CloseSession("../rigs/" + rig).status().code(), absl::StatusCode::kNotFound) << "a path as an id";
+    // A record outside DIR/sessions, of tenant a's, is not reached by an id that is a path.
+    std::string decoy_request;
+    {
+      v1::CreateSessionRequest decoy;
+      decoy.set_rig_id(rig);
+      decoy_request = decoy.SerializeAsString();
+    }
+    WriteFile(state + "/decoy.session", "sinew-session 1\ntenant studio-a\n" + decoy_request);
+    EXPECT_EQ(a.CloseSession("../decoy").status().code(), absl::StatusCode::kNotFound) << "a path as an id";
+    EXPECT_TRUE(std::filesystem::exists(state + "/decoy.session"));
     EXPECT_EQ(small.Terminate(), 0);
   }
   ServerProcess roomy({"--token-file", tokens, "--state-dir", state});
