@@ -154,7 +154,9 @@ int main(int argc, char** argv) {
   RotationFit();
   if (argc > 1 && std::string(argv[1]) == "--fit-only") return 0;
   ThreadPool pool(1);  // one worker and the calling thread: the "2 threads" printed below
-  std::printf("runtime: swing-twist frames/s ÷ LBS frames/s, same poses, best of alternating 0.1 s windows (the kernel; the portable loop in brackets)\n");
+  if (!precompute_only) {
+    std::printf("runtime: swing-twist frames/s ÷ LBS frames/s, same poses, best of alternating 0.1 s windows (the kernel; the portable loop in brackets)\n");
+  }
   for (uint32_t vertices : {100000u, 1000000u}) {
     if (precompute_only) break;
     LimbOptions o;
@@ -190,7 +192,8 @@ int main(int argc, char** argv) {
     }
   }
   const std::string bcn = "/usr/share/assimp/models/X/BCN_Epileptic.X";
-  if (auto asset = ImportAsset(bcn); !precompute_only && asset.ok() && !asset->clips.empty()) {
+  if (auto asset = precompute_only ? absl::StatusOr<ImportedAsset>(absl::CancelledError()) : ImportAsset(bcn);
+      asset.ok() && !asset->clips.empty()) {
     // A real character: 58 joints, its vertices in the file's order (more joints, and shorter
     // runs, per block than the limb's).
     auto rig = std::make_shared<const Rig>(*BuildRig(asset->rig));

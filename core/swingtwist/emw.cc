@@ -39,10 +39,10 @@ Eigen::Matrix3d KabschRotation(const Eigen::Matrix3d& cov) {
 
 }  // namespace
 
-Eigen::Matrix3d FitRotation(const Eigen::Matrix3d& cov, const Eigen::Matrix3d& start) {
+Eigen::Matrix3d FitRotation(const Eigen::Matrix3d& cov, const Eigen::Matrix3d& start, int* newton_steps) {
   // f(ω) = tr(exp([ω]) R cov) ≈ f(0) − 2 ω·n + ½ ωᵀ (S − tr(S) I) ω with N = R cov, S its
   // symmetric part and n the axial vector of its skew part: the step ω = −2 (tr(S) I − S)⁻¹ n,
-  // a maximum's where tr(S) I − S is positive definite (a pure rotation φ away: ω = tan φ, the
+  // a maximum's where tr(S) I − S is positive definite (a pure rotation φ away: |ω| = tan φ, the
   // error cubed at each step).
   constexpr int kSteps = 8;
   constexpr double kLargest = 0.5;   // radians: past it, no Newton step of the maximum near
@@ -65,8 +65,12 @@ Eigen::Matrix3d FitRotation(const Eigen::Matrix3d& cov, const Eigen::Matrix3d& s
     const double angle = omega.norm();
     if (!(angle <= kLargest)) break;  // NaN too
     if (angle > 0) r = Eigen::AngleAxisd(angle, omega / angle).toRotationMatrix() * r;
-    if (angle < kSettled) return r;
+    if (angle < kSettled) {
+      if (newton_steps) *newton_steps = step + 1;
+      return r;
+    }
   }
+  if (newton_steps) *newton_steps = -1;
   return KabschRotation(cov);
 }
 

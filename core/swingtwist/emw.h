@@ -59,9 +59,11 @@ absl::StatusOr<EmwResult> SolveEmw(const VoxelGrid& grid, std::span<const Eigen:
 // voxel's edges (moved ≈ R rest, Kabsch's answer: JacobiSVD's V Uᵀ with the reflection turned
 // away). Newton steps on R ← exp([ω]) R from `start` — the voxel's fit at the previous local
 // step, which the next hardly moves (two or three steps); JacobiSVD where a step would not be a
-// Newton step of a maximum (the fit far from `start`, a singular cov) or it has not settled
-// within eight. Agrees with Kabsch's to rounding (tests/core/emw_test.cc), several times faster.
-Eigen::Matrix3d FitRotation(const Eigen::Matrix3d& cov, const Eigen::Matrix3d& start);
+// Newton step of a maximum (the fit over 0.5 rad from `start`, a cov of rank one or less, or
+// singular values whose pairwise sums vanish) or it has not settled within eight. Agrees with
+// Kabsch's to rounding (tests/core/emw_test.cc); `newton_steps` (when given): the steps taken,
+// or -1 where it fell back to the SVD.
+Eigen::Matrix3d FitRotation(const Eigen::Matrix3d& cov, const Eigen::Matrix3d& start, int* newton_steps = nullptr);
 
 // The samples in the joint's canonical frame: with n = 1 the paper's (R_x(±90°), R_y(±90°) for
 // the swing; R_z(±90°) for the twist); with n > 1 the angles ±(90°/n)·q, q = 1..n, about each

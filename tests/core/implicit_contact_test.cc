@@ -56,9 +56,9 @@ struct Skin {
 struct Bench {
   Cylinder cyl;
   std::shared_ptr<const Rig> rig;
-  // No workers: the cylinders run side by side on the test's threads (ForEachInParallel), and a
-  // pool of two per cylinder put eighteen threads on a two-core host, whose workers spin between
-  // the relaxation's passes (2026-12-08: 159 s for the next test alone, 118 s without, the same
+  // No workers: the cylinders run side by side on the test's threads (ForEachInParallel, one per
+  // core), and a pool of two workers per cylinder tripled the threads on the cores, the workers
+  // spinning between the relaxation's passes (2026-12-08: 159 s for the next test alone, 118 s without, the same
   // table; the result does not depend on the thread count: ImplicitSkinning.
   // ElasticComponentsRelaxedSideBySideGiveTheBitsOfOneThread).
   ThreadPool pool{0};
