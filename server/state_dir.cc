@@ -157,7 +157,9 @@ absl::Status StateDir::SaveTenants(const std::string& id, const std::vector<std:
 static absl::Status RemoveDurably(const std::string& path) {
   std::error_code ec;
   fs::remove(path, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory) return NotKept(absl::StrCat("cannot remove ", path, ": ", ec.message()));
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return NotKept(absl::StrCat("cannot remove ", path, ": ", ec.message()));
+  }
   SyncFolderOf(path);
   return absl::OkStatus();
 }
@@ -229,7 +231,7 @@ bool ParseSessionRecord(const std::string& text, std::string* tenant, std::strin
     return false;
   }
   *tenant = text.substr(kSessionMagic.size() + 7, tenant_end - kSessionMagic.size() - 7);
-  if (request) *request = text.substr(tenant_end + 1);
+  *request = text.substr(tenant_end + 1);
   return true;
 }
 }  // namespace

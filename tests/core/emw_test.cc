@@ -90,7 +90,8 @@ TEST(Emw, TheRotationFitIsKabschsFromAnyStart) {
     }
   }
   // Warm starts chained, as the solve's iterations chain them: still a rotation, still Kabsch's.
-  const Eigen::Matrix3d cov = 0.0625 * rotation(2.0).transpose() * (Eigen::Matrix3d::Identity() + 0.2 * random_matrix());
+  const Eigen::Matrix3d cov =
+      0.0625 * rotation(2.0).transpose() * (Eigen::Matrix3d::Identity() + 0.2 * random_matrix());
   Eigen::Matrix3d r = Eigen::Matrix3d::Identity();
   for (int k = 0; k < 100; ++k) r = FitRotation(cov + 1e-6 * k * Eigen::Matrix3d::Identity(), r);
   EXPECT_NEAR((r.transpose() * r - Eigen::Matrix3d::Identity()).norm(), 0, 1e-12);
